@@ -1,0 +1,212 @@
+"""python -m capsviz train | evaluate | list | bench | data
+
+Every mistake a user can make ends with one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from capsviz.config import PRESETS
+from capsviz.errors import CapsvizError
+
+DEFAULT_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m capsviz", description="Capsule networks you can watch route.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train a model and save a checkpoint every epoch")
+    t.add_argument("--model", default="capsnet-small", choices=list(PRESETS))
+    t.add_argument("--dataset", default="mnist", choices=["mnist", "fashion-mnist", "multimnist", "affnist"])
+    t.add_argument("--epochs", type=int, default=10)
+    t.add_argument("--batch-size", type=int, default=128)
+    t.add_argument("--routing-iterations", type=int)
+    t.add_argument("--no-reconstruction", action="store_true")
+    t.add_argument("--lr", type=float, default=1e-3)
+    t.add_argument("--decay-steps", type=int, help="steps per 0.96x learning-rate decay (default 2000; 20000 for multimnist)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--device", default="auto")
+    t.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
+    t.add_argument("--compile", action="store_true", help="torch.compile the model")
+    t.add_argument("--data-dir")
+    t.add_argument("--train-limit", type=int, help="use only this many training images")
+    t.add_argument("--test-limit", type=int, help="evaluate on only this many test images")
+    t.add_argument("--resume", type=Path, help="continue the run saved at this checkpoint")
+    t.add_argument("--out", type=Path, required=True)
+
+    e = sub.add_parser("evaluate", help="print a checkpoint's test metrics as JSON")
+    e.add_argument("path", type=Path)
+    e.add_argument("--dataset", help="default: the dataset it was trained on")
+    e.add_argument("--data-dir")
+    e.add_argument("--limit", type=int)
+    e.add_argument("--device", default="auto")
+
+    ls = sub.add_parser("list", help="list checkpoints with their metrics")
+    ls.add_argument("folder", type=Path, nargs="?", default=DEFAULT_CHECKPOINTS)
+
+    b = sub.add_parser("bench", help="speed and memory of every model preset on this device")
+    b.add_argument("--models", nargs="*", default=None, choices=list(PRESETS))
+    b.add_argument("--device", default="auto")
+    b.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
+    b.add_argument("--steps", type=int, default=3, help="timed repetitions per measurement")
+    b.add_argument("--json", type=Path, default=Path("bench.json"), help="where to save the results")
+    b.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one preset in this process
+
+    d = sub.add_parser("data", help="where each dataset was found, its size and checksums")
+    d.add_argument("--data-dir")
+    d.add_argument("--download", action="store_true", help="fetch missing datasets from the public mirrors")
+
+    args = p.parse_args(argv)
+    try:
+        return {"train": cmd_train, "evaluate": cmd_evaluate, "list": cmd_list, "bench": cmd_bench, "data": cmd_data}[args.command](args)
+    except CapsvizError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def cmd_train(args) -> int:
+    import threading
+
+    from capsviz.train import TrainRun, train
+
+    decay = args.decay_steps or (20000 if args.dataset == "multimnist" else 2000)
+    run = TrainRun(
+        model=args.model,
+        dataset=args.dataset,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        routing_iterations=args.routing_iterations,
+        reconstruction=False if args.no_reconstruction else None,
+        lr=args.lr,
+        decay_steps=decay,
+        seed=args.seed,
+        device=args.device,
+        precision=args.precision,
+        compile=args.compile,
+        data_dir=args.data_dir,
+        train_limit=args.train_limit,
+        test_limit=args.test_limit,
+    )
+    if args.epochs < 1 or args.batch_size < 1:
+        raise CapsvizError("--epochs and --batch-size must be at least 1")
+    stop = threading.Event()
+    bar = ProgressBar()
+    try:
+        meta = train(run, args.out, on_event=bar, stop=stop, resume=args.resume)
+    except KeyboardInterrupt:
+        stop.set()
+        print(f"\ninterrupted: the last epoch's checkpoint is at {args.out}; continue with --resume {args.out}", file=sys.stderr)
+        return 130
+    if meta:
+        print(json.dumps({"checkpoint": str(args.out), **meta.get("metrics", {})}))
+    return 0
+
+
+class ProgressBar:
+    """One updating line: step, images/s, loss, accuracy, time left; one line per evaluation."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream, self.last = stream, 0.0
+
+    def __call__(self, e) -> None:
+        if e.kind == "step":
+            now = time.monotonic()
+            if now - self.last < 0.5 and e.step != e.total_steps:
+                return
+            self.last = now
+            frac = e.step / max(e.total_steps, 1)
+            bar = "#" * int(24 * frac) + "-" * (24 - int(24 * frac))
+            self.stream.write(f"\r[{bar}] {e.step}/{e.total_steps} {e.images_per_s:6.0f} img/s  loss {e.loss:.4f}  acc {e.accuracy:5.1f}%  left {_hms(e.eta_s)} ")
+        elif e.kind == "evaluation":
+            m = e.metrics
+            self.stream.write(f"\nepoch {e.epoch}: test error {m['test_error']:.2f}% on {m['n_test']} images\n")
+        elif e.kind in ("stopped", "failed", "finished"):
+            self.stream.write(f"\n{e.message}\n")
+        self.stream.flush()
+
+
+def _hms(s) -> str:
+    s = int(s or 0)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def cmd_evaluate(args) -> int:
+    from capsviz.checkpoint import load_checkpoint
+    from capsviz.data import load_split
+    from capsviz.devices import pick_device
+    from capsviz.train import evaluate
+
+    device = pick_device(args.device)
+    model, meta = load_checkpoint(args.path, device)
+    dataset = args.dataset or meta.get("dataset", "mnist")
+    size = {"multimnist": 36, "affnist": 40}.get(dataset, 28)
+    if model.config.in_size != size:
+        raise CapsvizError(f"{args.path} takes {model.config.in_size}x{model.config.in_size} inputs; {dataset} images are {size}x{size}")
+    data = load_split(dataset, "test", args.data_dir)
+    metrics = evaluate(model, dataset, data, device=device, limit=args.limit)
+    print(json.dumps({"checkpoint": str(args.path), "dataset": dataset, **metrics}))
+    return 0
+
+
+def cmd_list(args) -> int:
+    from capsviz.checkpoint import list_checkpoints
+
+    rows = list_checkpoints(args.folder)
+    if not rows:
+        print(f"no checkpoints in {args.folder}")
+    for path, meta in rows:
+        if isinstance(meta, str):
+            print(f"{path.name}: unreadable: {meta}")
+            continue
+        m = meta.get("metrics", {})
+        err = f"{m['test_error']:.2f}% test error on {m['n_test']}" if "test_error" in m else "not evaluated"
+        print(f"{path.name}: {meta['config']['family']} on {meta.get('dataset')}, {meta.get('epochs', 0):g} epochs, {err}, {meta.get('hardware', '?')}")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from capsviz import bench
+
+    if args.one:
+        print(json.dumps(bench.measure(args.one, args.device, args.precision, args.steps)))
+        return 0
+    results = bench.run_all(args.models or list(PRESETS), args.device, args.precision, args.steps)
+    print(bench.table(results))
+    args.json.write_text(json.dumps(results, indent=1))
+    print(f"saved {args.json}")
+    return 0
+
+
+def cmd_data(args) -> int:
+    from capsviz.data import SOURCES
+    from capsviz.data.sources import download, locate, missing_message, verify
+
+    for name, source in SOURCES.items():
+        place, places = locate(source, args.data_dir)
+        if place is None and args.download:
+            print(f"{name}: downloading ...")
+            place = download(source, progress=_download_progress)
+            print()
+        if place is None:
+            print(f"{name}: NOT FOUND\n" + "\n".join("  " + line for line in missing_message(source, places).splitlines()))
+            continue
+        status = verify(source, place)
+        size = sum(f.stat().st_size for f in place.iterdir() if f.is_file() and f.name.split(".")[0] in source.files)
+        good = all(v == "ok" for v in status.values())
+        print(f"{name}: {place} ({size / 1e6:.1f} MB) checksums {'ok' if good else status}")
+    return 0
+
+
+def _download_progress(name: str, got: int, total: int) -> None:
+    pct = f"{100 * got / total:5.1f}%" if total else f"{got / 1e6:.1f} MB"
+    sys.stdout.write(f"\r  {name}: {pct}")
+    sys.stdout.flush()

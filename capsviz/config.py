@@ -1,0 +1,110 @@
+"""Model configurations as frozen dataclasses, and the named presets the CLI and app offer.
+
+A config is data: `to_dict` goes into every checkpoint and `config_from_dict` rebuilds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from capsviz.errors import CapsvizError
+
+INPUT_SIZES = (28, 32, 36, 40)
+
+
+@dataclass(frozen=True)
+class CapsNetConfig:
+    """Dynamic-routing CapsNet (Sabour et al. 2017, Fig. 1). Defaults are the paper's MNIST model."""
+
+    family: str = "capsnet"
+    in_size: int = 28  # 28 MNIST, 36 MultiMNIST, 40 expanded MNIST / affNIST
+    in_channels: int = 1
+    num_classes: int = 10
+    conv1_channels: int = 256
+    conv1_kernel: int = 9
+    primary_types: int = 32  # capsule channels in PrimaryCaps
+    primary_dim: int = 8
+    primary_kernel: int = 9
+    digit_dim: int = 16
+    routing_iterations: int = 3  # the paper's recommendation (Appendix A)
+    reconstruction: bool = True  # decoder + 0.0005 * sum-of-squares loss
+    decoder_hidden: tuple[int, int] = (512, 1024)
+
+    @property
+    def primary_grid(self) -> int:
+        return (self.in_size - self.conv1_kernel + 1 - self.primary_kernel) // 2 + 1
+
+
+@dataclass(frozen=True)
+class MatrixCapsConfig:
+    """Matrix capsules with EM routing (Hinton et al. 2018, Fig. 1). Defaults: the paper's model."""
+
+    family: str = "matrix"
+    in_size: int = 32  # 32 smallNORB crops, 28 MNIST
+    in_channels: int = 1
+    num_classes: int = 5
+    A: int = 32  # Conv1 channels
+    B: int = 32  # primary capsule types
+    C: int = 32  # ConvCaps1 types
+    D: int = 32  # ConvCaps2 types
+    routing_iterations: int = 3
+    coord_add: bool = True
+    final_lambda: float = 0.1  # inverse temperature at the last iteration (see routing.lambda_schedule)
+
+
+@dataclass(frozen=True)
+class CNNConfig:
+    """The baseline CNNs the papers compare with; `kind` picks which one."""
+
+    family: str = "cnn"
+    kind: str = "mnist"  # mnist | multimnist | smallnorb
+    in_size: int = 28
+    in_channels: int = 1
+    num_classes: int = 10
+    dropout: float = 0.5
+
+
+ModelConfig = CapsNetConfig | MatrixCapsConfig | CNNConfig
+_FAMILIES = {"capsnet": CapsNetConfig, "matrix": MatrixCapsConfig, "cnn": CNNConfig}
+
+PRESETS: dict[str, ModelConfig] = {
+    "capsnet": CapsNetConfig(),
+    # CPU-friendly: 64 Conv1 channels and 8 primary types cut the dominant PrimaryCaps conv ~16x.
+    "capsnet-small": CapsNetConfig(conv1_channels=64, primary_types=8),
+    "capsnet-multimnist": CapsNetConfig(in_size=36),
+    "capsnet-affine": CapsNetConfig(in_size=40),
+    "matrix": MatrixCapsConfig(),
+    "matrix-small": MatrixCapsConfig(A=64, B=8, C=16, D=16),
+    "cnn-mnist": CNNConfig(),
+    "cnn-multimnist": CNNConfig(kind="multimnist", in_size=36),
+    "cnn-smallnorb": CNNConfig(kind="smallnorb", in_size=32, num_classes=5),
+}
+
+
+def to_dict(config: ModelConfig) -> dict:
+    d = asdict(config)
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+def config_from_dict(d: dict) -> ModelConfig:
+    """Rebuild a config from checkpoint metadata, refusing unknown families or fields."""
+    if not isinstance(d, dict) or d.get("family") not in _FAMILIES:
+        raise CapsvizError(f"unknown model family {d.get('family') if isinstance(d, dict) else d!r}")
+    cls = _FAMILIES[d["family"]]
+    names = {f.name for f in fields(cls)}
+    unknown = set(d) - names
+    if unknown:
+        raise CapsvizError(f"unknown {d['family']} config fields: {sorted(unknown)}")
+    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+    try:
+        return cls(**kw)
+    except TypeError as e:
+        raise CapsvizError(f"bad {d['family']} config: {e}") from None
+
+
+def preset(name: str, **overrides) -> ModelConfig:
+    if name not in PRESETS:
+        raise CapsvizError(f"unknown model preset {name!r}; choose from {', '.join(PRESETS)}")
+    d = to_dict(PRESETS[name])
+    d.update({k: v for k, v in overrides.items() if v is not None})
+    return config_from_dict(d)

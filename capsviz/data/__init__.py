@@ -1,0 +1,109 @@
+"""Datasets: where they come from, what they hold, and batches ready for the model.
+
+`describe()` lists what the app and `python -m capsviz data` show; `batches()` yields
+(x, y) float batches for training and evaluation, augmented on the training device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from capsviz.data import affine, multimnist
+from capsviz.data.mnist import CLASS_NAMES, ImageSet, load_mnist
+from capsviz.data.sources import SOURCES, locate, verify
+from capsviz.data.transforms import random_shift, to_float
+from capsviz.errors import CapsvizError
+
+# Training datasets by name: (source images, input size)
+DATASETS = {"mnist": ("mnist", 28), "fashion-mnist": ("fashion-mnist", 28), "multimnist": ("mnist", 36), "affnist": ("mnist", 40)}
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    name: str
+    classes: tuple[str, ...]
+    image_size: int
+    origin: str | None  # folder the files came from, None when not found
+    train_size: int
+    test_size: int
+    status: dict
+
+
+def describe(name: str, data_dir=None) -> DatasetInfo:
+    """What the app and the CLI list for a dataset; never raises for missing files."""
+    source_name, size = DATASETS[name]
+    place, _ = locate(SOURCES[source_name], data_dir)
+    sizes = {"train": 0, "test": 0}
+    if place is not None:
+        for split in sizes:
+            try:
+                sizes[split] = len(load_mnist(source_name, split, data_dir))
+            except CapsvizError:
+                pass
+    status = verify(SOURCES[source_name], place) if place is not None else {}
+    return DatasetInfo(name, CLASS_NAMES[source_name], size, str(place) if place else None, sizes["train"], sizes["test"], status)
+
+
+def load_split(name: str, split: str, data_dir=None) -> ImageSet:
+    if name not in DATASETS:
+        raise CapsvizError(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}")
+    return load_mnist(DATASETS[name][0], split, data_dir)
+
+
+def batch_generator(seed: int, epoch: int, k: int) -> torch.Generator:
+    """Each batch's own random stream, so a resumed run draws exactly what it would have drawn."""
+    return torch.Generator().manual_seed((seed * 1_000_003 + epoch) * 1_000_003 + k)
+
+
+def batches(name: str, data: ImageSet, batch_size: int, *, train: bool, seed: int = 0, epoch: int = 0, device="cpu", start: int = 0, limit: int | None = None, rank: int = 0, world: int = 1):
+    """Yield (x (B, 1, S, S) float on device, y) in an order fixed by (seed, epoch).
+
+    y is (B,) class ids, or (B, 2) for MultiMNIST. Training batches are augmented: random
+    +-2 px shifts (MNIST, Fashion-MNIST), fresh random pairs (MultiMNIST) or random
+    placement on 40x40 (affNIST training). `start` skips that many batches (resuming);
+    `rank`/`world` give each distributed process its own slice of every global batch."""
+    n = len(data) if limit is None else min(limit, len(data))
+    g = torch.Generator().manual_seed(seed * 7919 + epoch)
+    order = torch.randperm(len(data), generator=g)[:n] if train else torch.arange(n)
+    pin = torch.device(device).type == "cuda"
+    if name == "multimnist" and not train:
+        eval_index, eval_shifts = multimnist.MultiMNIST(data.images, data.labels).eval_set(pairs_per_digit=1, seed=0, limit=n)
+    step = batch_size * world
+    for k, i in enumerate(range(0, n, step)):
+        if k < start:
+            continue
+        sl = slice(i + rank * batch_size, min(i + (rank + 1) * batch_size, n))
+        idx = order[sl]
+        if len(idx) == 0:
+            continue
+        bg = batch_generator(seed, epoch, k * world + rank)
+        if name == "multimnist":
+            if train:
+                pairs = multimnist.sample_pairs(data.labels, len(idx), bg, first=idx)
+                b = multimnist.compose(data.images, data.labels, pairs, multimnist.random_shifts(len(idx), bg))
+            else:
+                b = multimnist.compose(data.images, data.labels, eval_index[sl], eval_shifts[sl])
+            x, y = b.images.unsqueeze(1), b.labels
+        elif name == "affnist":
+            imgs = data.images[idx]
+            x = (affine.expanded(imgs, bg) if train else affine.affnist_like(imgs, seed=i)).unsqueeze(1)
+            y = data.labels[idx]
+        else:
+            x, y = data.images[idx], data.labels[idx]
+        if pin:
+            x, y = x.pin_memory(), y.pin_memory()
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        if x.dtype == torch.uint8:
+            x = to_float(x)
+            if train:
+                x = random_shift(x, 2, bg)
+        yield x, y
+
+
+def num_batches(n: int, batch_size: int, world: int = 1) -> int:
+    return -(-n // (batch_size * world))
+
+
+__all__ = ["DATASETS", "DatasetInfo", "describe", "load_split", "batches", "num_batches", "SOURCES"]

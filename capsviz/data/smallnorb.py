@@ -1,0 +1,119 @@
+"""smallNORB (Hinton et al. 2018): the official binary-matrix files and the paper's preprocessing.
+
+Each split has three files, gzip or raw: `-dat` (N, 2, 96, 96) uint8 stereo pairs, `-cat` (N,)
+int32 classes, `-info` (N, 4) int32 per image: instance, elevation (0-8), azimuth (0, 2, ..., 34;
+x10 degrees) and lighting (0-5). We use the left image of each pair, as the paper does.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from capsviz.data.idx import read_bytes
+from capsviz.errors import CapsvizError
+
+CLASS_NAMES = ("animal", "human", "airplane", "truck", "car")
+URL = "https://cs.nyu.edu/~ylclab/data/norb-v1.0-small/"
+FILES = {split: {kind: f"smallnorb-5x{tag}x9x18x6x2x96x96-{split}-{kind}.mat" for kind in ("dat", "cat", "info")} for split, tag in (("training", "46789"), ("testing", "01235"))}
+_MAGIC = {0x1E3D4C55: np.uint8, 0x1E3D4C54: np.int32}
+# Novel-viewpoint splits (5.1): train on these azimuths (x10 degrees / 2 steps) or elevations.
+FAMILIAR_AZIMUTHS = (30, 32, 34, 0, 2, 4)  # 300, 320, 340, 0, 20, 40 degrees
+FAMILIAR_ELEVATIONS = (0, 1, 2)  # the three lowest
+
+
+def read_matrix(path: Path) -> np.ndarray:
+    data = read_bytes(path)
+    if len(data) < 8:
+        raise CapsvizError(f"{path}: too short to be a smallNORB matrix file")
+    magic, ndim = struct.unpack("<ii", data[:8])
+    magic &= 0xFFFFFFFF
+    if magic not in _MAGIC:
+        raise CapsvizError(f"{path}: not a smallNORB matrix file (magic {magic:#x})")
+    header = 8 + 4 * max(3, ndim)
+    dims = struct.unpack(f"<{ndim}i", data[8 : 8 + 4 * ndim])
+    dtype = np.dtype(_MAGIC[magic]).newbyteorder("<")
+    need = int(np.prod(dims)) * dtype.itemsize
+    if len(data) - header != need:
+        raise CapsvizError(f"{path}: header promises shape {dims} ({need} bytes), file has {len(data) - header}")
+    return np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)
+
+
+def write_matrix(path: Path, array: np.ndarray) -> None:
+    """Write the same format (tests and fixtures)."""
+    magic = 0x1E3D4C55 if array.dtype == np.uint8 else 0x1E3D4C54
+    dims = list(array.shape) + [1] * (3 - array.ndim)
+    body = struct.pack("<ii", magic - (1 << 32) if magic >= 1 << 31 else magic, array.ndim)
+    body += struct.pack(f"<{len(dims)}i", *dims) + array.astype(array.dtype.newbyteorder("<")).tobytes()
+    Path(path).write_bytes(body)
+
+
+@dataclass(frozen=True)
+class NorbSet:
+    images: torch.Tensor  # (N, 96, 96) uint8, left camera
+    labels: torch.Tensor  # (N,) int64
+    info: torch.Tensor  # (N, 4): instance, elevation, azimuth, lighting
+
+    def where(self, mask: torch.Tensor) -> "NorbSet":
+        return NorbSet(self.images[mask], self.labels[mask], self.info[mask])
+
+
+def load_smallnorb(folder: Path, split: str = "training") -> NorbSet:
+    folder = Path(folder)
+    paths = {}
+    for kind, name in FILES[split].items():
+        for cand in (folder / (name + ".gz"), folder / name):
+            if cand.is_file():
+                paths[kind] = cand
+                break
+        else:
+            raise CapsvizError(f"smallNORB file {name}(.gz) not in {folder}; download it from {URL}")
+    dat, cat, info = (read_matrix(paths[k]) for k in ("dat", "cat", "info"))
+    if dat.ndim != 4 or dat.shape[1:] != (2, 96, 96):
+        raise CapsvizError(f"{paths['dat']}: expected (N, 2, 96, 96) images, found {dat.shape}")
+    if not len(dat) == len(cat) == len(info) or info.shape[1:] != (4,):
+        raise CapsvizError(f"smallNORB {split}: {len(dat)} images, {len(cat)} labels and {len(info)} info rows")
+    return NorbSet(torch.from_numpy(dat[:, 0].copy()), torch.from_numpy(cat.astype(np.int64)), torch.from_numpy(info.astype(np.int64)))
+
+
+def preprocess(images: torch.Tensor) -> torch.Tensor:
+    """(N, 96, 96) uint8 -> (N, 48, 48) float, each image standardised to mean 0, variance 1."""
+    x = F.interpolate(images.float().unsqueeze(1), size=(48, 48), mode="area").squeeze(1)
+    mean = x.mean((1, 2), keepdim=True)
+    std = x.std((1, 2), keepdim=True).clamp_min(1e-6)
+    return (x - mean) / std
+
+
+def random_crop(x: torch.Tensor, generator: torch.Generator, size: int = 32) -> torch.Tensor:
+    """Training: a random 32x32 crop per image with random brightness and contrast."""
+    B, H, W = x.shape
+    oy = torch.randint(0, H - size + 1, (B,), generator=generator)
+    ox = torch.randint(0, W - size + 1, (B,), generator=generator)
+    rows = (oy.view(B, 1) + torch.arange(size)).view(B, size, 1)
+    cols = (ox.view(B, 1) + torch.arange(size)).view(B, 1, size)
+    crop = x[torch.arange(B).view(B, 1, 1), rows, cols]
+    brightness = (torch.rand(B, 1, 1, generator=generator) - 0.5) * 0.4  # +-0.2 std
+    contrast = 0.5 + torch.rand(B, 1, 1, generator=generator)  # x0.5 - x1.5
+    mean = crop.mean((1, 2), keepdim=True)
+    return (crop - mean) * contrast + mean + brightness
+
+
+def centre_crop(x: torch.Tensor, size: int = 32) -> torch.Tensor:
+    o = (x.shape[-1] - size) // 2
+    return x[:, o : o + size, o : o + size]
+
+
+def viewpoint_split(data: NorbSet, by: str = "azimuth", familiar: bool = True) -> NorbSet:
+    """Novel-viewpoint experiment: the familiar (training) or novel (test) viewpoints."""
+    if by == "azimuth":
+        mask = torch.isin(data.info[:, 2], torch.tensor(FAMILIAR_AZIMUTHS))
+    elif by == "elevation":
+        mask = torch.isin(data.info[:, 1], torch.tensor(FAMILIAR_ELEVATIONS))
+    else:
+        raise CapsvizError(f"viewpoint split by {by!r}: choose azimuth or elevation")
+    return data.where(mask if familiar else ~mask)

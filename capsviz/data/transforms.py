@@ -1,0 +1,38 @@
+"""Batch transforms that run on the training device, vectorised over the batch."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def to_float(images: torch.Tensor) -> torch.Tensor:
+    """uint8 (B, H, W) or (B, C, H, W) -> float (B, C, H, W) in [0, 1]."""
+    x = images.float() / 255.0
+    return x.unsqueeze(1) if x.dim() == 3 else x
+
+
+def random_shift(x: torch.Tensor, max_shift: int = 2, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Shift every image by its own random (dy, dx) in [-max_shift, max_shift], zero padding
+    (the paper's only augmentation). x (B, C, H, W) -> same shape."""
+    if max_shift == 0:
+        return x
+    B, C, H, W = x.shape
+    s = max_shift
+    padded = F.pad(x, (s, s, s, s))  # (B, C, H+2s, W+2s)
+    off = torch.randint(0, 2 * s + 1, (2, B), generator=generator, device="cpu").to(x.device)
+    rows = off[0].view(B, 1) + torch.arange(H, device=x.device)  # (B, H)
+    cols = off[1].view(B, 1) + torch.arange(W, device=x.device)  # (B, W)
+    b = torch.arange(B, device=x.device).view(B, 1, 1, 1)
+    c = torch.arange(C, device=x.device).view(1, C, 1, 1)
+    return padded[b, c, rows.view(B, 1, H, 1), cols.view(B, 1, 1, W)]
+
+
+def place(digits: torch.Tensor, size: int, dy: torch.Tensor, dx: torch.Tensor) -> torch.Tensor:
+    """Paste (B, h, w) digits into (B, size, size) zero canvases with top-left corners (dy, dx)."""
+    B, h, w = digits.shape
+    canvas = digits.new_zeros(B, size, size)
+    rows = (dy.view(B, 1) + torch.arange(h, device=digits.device)).view(B, h, 1)
+    cols = (dx.view(B, 1) + torch.arange(w, device=digits.device)).view(B, 1, w)
+    canvas[torch.arange(B, device=digits.device).view(B, 1, 1), rows, cols] = digits
+    return canvas

@@ -1,0 +1,238 @@
+"""Building blocks: a fast CPU convolution, vector capsules and matrix capsules."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+from capsviz.routing import em_routing, squash
+
+
+def in_chunks(fn, *xs: torch.Tensor, chunk: int):
+    """fn over slices of the batch, small enough to keep the routing tensors in cache.
+
+    With gradients on, each slice is checkpointed: only its inputs are kept and its forward
+    is recomputed (still in cache) during backward. Peak memory then scales with `chunk`,
+    not the batch; that matters most for EM, whose votes are ~0.8M floats per image.
+    """
+    if xs[0].shape[0] <= chunk:
+        return fn(*xs)
+    pieces = zip(*(x.split(chunk) for x in xs))
+    if torch.is_grad_enabled():
+        outs = [checkpoint(fn, *p, use_reentrant=False) for p in pieces]
+    else:
+        outs = [fn(*p) for p in pieces]
+    if isinstance(outs[0], tuple):
+        return tuple(torch.cat(o) for o in zip(*outs))
+    return torch.cat(outs)
+
+
+class _Im2colConv(torch.autograd.Function):
+    """Valid convolution of an NHWC tensor as one GEMM over strided patches.
+
+    oneDNN's kernels for PrimaryCaps' 9x9 stride-2 convolution onto a 6x6 grid reach about half
+    of this machine's GEMM speed and leave AMX idle in bfloat16; gathering the patches through
+    a strided view and doing one large matmul is 1.5x (float32) to 2.5x (bfloat16) faster.
+    """
+
+    @staticmethod
+    def forward(ctx, x, w, kernel, stride):
+        B, H, W, C = x.shape
+        Ho, Wo = (H - kernel) // stride + 1, (W - kernel) // stride + 1
+        sb, sh, sw, sc = x.stride()
+        patches = x.as_strided((B, Ho, Wo, kernel, kernel, C), (sb, sh * stride, sw * stride, sh, sw, sc))
+        cols = patches.reshape(B * Ho * Wo, kernel * kernel * C)  # (B*Ho*Wo, K*K*C), a copy
+        ctx.save_for_backward(cols, w)
+        ctx.geom = (x.shape, kernel, stride, Ho, Wo)
+        return (cols @ w.t()).view(B, Ho, Wo, -1)  # (B, Ho, Wo, Cout)
+
+    @staticmethod
+    def backward(ctx, g):
+        cols, w = ctx.saved_tensors
+        shape, k, s, Ho, Wo = ctx.geom
+        g2 = g.reshape(-1, g.shape[-1])  # (B*Ho*Wo, Cout)
+        gw = g2.t() @ cols if ctx.needs_input_grad[1] else None
+        gx = None
+        if ctx.needs_input_grad[0]:
+            gcols = (g2 @ w).view(shape[0], Ho, Wo, k, k, shape[3])
+            gx = g.new_zeros(shape)
+            for kh in range(k):  # fold: one strided add per kernel offset
+                for kw in range(k):
+                    gx[:, kh : kh + s * (Ho - 1) + 1 : s, kw : kw + s * (Wo - 1) + 1 : s] += gcols[:, :, :, kh, kw]
+        return gx, gw, None, None
+
+
+def conv2d_nhwc(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: int) -> torch.Tensor:
+    """Valid conv of NHWC `x` (B, H, W, Cin) with an nn.Conv2d-shaped weight -> (B, Ho, Wo, Cout).
+
+    Uses the im2col GEMM on the CPU and cuDNN/MPS kernels elsewhere; both honour autocast.
+    """
+    k = weight.shape[-1]
+    if x.device.type != "cpu":
+        y = F.conv2d(x.permute(0, 3, 1, 2), weight, bias, stride=stride)
+        return y.permute(0, 2, 3, 1)
+    dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else x.dtype
+    w = weight.permute(0, 2, 3, 1).reshape(weight.shape[0], -1)  # (Cout, K*K*Cin) in (kh, kw, c) order
+    with torch.autocast("cpu", enabled=False):
+        y = _Im2colConv.apply(x.to(dtype).contiguous(), w.to(dtype), k, stride)
+        if bias is not None:
+            y = y + bias.to(dtype)
+    return y
+
+
+class PrimaryCaps(nn.Module):
+    """Conv layer whose output channels are grouped into `types` capsules of `dim` each, squashed.
+
+    Capsule index i = (row * grid + col) * types + type, so traces reshape to (grid, grid, types).
+    """
+
+    def __init__(self, *, in_channels: int, types: int, dim: int, kernel: int = 9, stride: int = 2):
+        super().__init__()
+        self.types, self.dim, self.stride = types, dim, stride
+        self.conv = nn.Conv2d(in_channels, types * dim, kernel, stride=stride)
+
+    def forward(self, x_nhwc: torch.Tensor) -> torch.Tensor:
+        y = conv2d_nhwc(x_nhwc, self.conv.weight, self.conv.bias, self.stride)  # (B, G, G, types*dim)
+        return squash(y.reshape(y.shape[0], -1, self.dim).float())  # (B, I, dim)
+
+
+class DigitCaps(nn.Module):
+    """One dim_in x dim_out W per (primary capsule i, class j); predictions u_hat = W u."""
+
+    def __init__(self, *, num_in: int, num_out: int, dim_in: int, dim_out: int):
+        super().__init__()
+        self.W = nn.Parameter(0.01 * torch.randn(num_in, num_out, dim_out, dim_in))
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        """u (B, I, K) -> u_hat laid out (B, J, I, D) for `dynamic_routing_ji`."""
+        I, J, D, K = self.W.shape
+        B = u.shape[0]
+        w = self.W.permute(0, 3, 1, 2).reshape(I, K, J * D)  # (I, K, J*D)
+        u_hat = torch.bmm(u.transpose(0, 1).to(w.dtype), w)  # (I, B, J*D): one small matmul per capsule i
+        return u_hat.view(I, B, J, D).permute(1, 2, 0, 3).contiguous()  # (B, J, I, D)
+
+
+class PrimaryMatrixCaps(nn.Module):
+    """1x1 convs: a 4x4 pose and a logistic activation per capsule type at every position."""
+
+    def __init__(self, *, in_channels: int, types: int):
+        super().__init__()
+        self.types = types
+        self.pose = nn.Conv2d(in_channels, types * 16, 1)
+        self.act = nn.Conv2d(in_channels, types, 1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        B, _, H, W = x.shape
+        pose = self.pose(x).permute(0, 2, 3, 1).reshape(B, H, W, self.types, 16)  # (B, H, W, T, 16)
+        a = torch.sigmoid(self.act(x)).permute(0, 2, 3, 1)  # (B, H, W, T)
+        return pose, a
+
+
+def _vote_init(*shape: int) -> nn.Parameter:
+    # Near-identity transforms plus noise: votes start close to the poses but differ per type.
+    eye = torch.eye(4).expand(*shape[:-2], 4, 4)
+    return nn.Parameter(eye + 0.5 * torch.randn(*shape))
+
+
+class ConvCaps(nn.Module):
+    """Convolutional capsule layer: each upper capsule gets votes from its K x K receptive field
+    (one 4x4 W per kernel position and type pair) and is routed by EM."""
+
+    def __init__(self, *, in_types: int, out_types: int, kernel: int, stride: int, iterations: int, final_lambda: float):
+        super().__init__()
+        self.k, self.s, self.iterations, self.final_lambda = kernel, stride, iterations, final_lambda
+        self.W = _vote_init(kernel * kernel * in_types, out_types, 4, 4)
+        self.beta_u = nn.Parameter(torch.zeros(out_types))
+        self.beta_a = nn.Parameter(torch.zeros(out_types))
+        self._index: dict = {}
+
+    def lower_index(self, H: int, W: int, T: int, device) -> torch.Tensor:
+        """(P, K*K*T): which lower capsule (flat over H, W, T) sits in each receptive-field slot."""
+        key = (H, W, T, str(device))
+        if key not in self._index:
+            ids = torch.arange(H * W * T, device=device).view(H, W, T)
+            patches = ids.unfold(0, self.k, self.s).unfold(1, self.k, self.s)  # (Ho, Wo, T, K, K)
+            self._index[key] = patches.permute(0, 1, 3, 4, 2).reshape(-1, self.k * self.k * T)
+        return self._index[key]
+
+    def forward(self, pose, a, record: bool = False):
+        B, H, W, T, _ = pose.shape
+        k, s = self.k, self.s
+        p = pose.unfold(1, k, s).unfold(2, k, s)  # (B, Ho, Wo, T, 16, K, K)
+        Ho, Wo = p.shape[1], p.shape[2]
+        p = p.permute(0, 1, 2, 5, 6, 3, 4).reshape(B, Ho * Wo, k * k * T, 4, 4)  # (B, P, Kin, 4, 4)
+        a_p = a.unfold(1, k, s).unfold(2, k, s).permute(0, 1, 2, 4, 5, 3).reshape(B, Ho * Wo, k * k * T)  # (B, P, Kin)
+        votes = torch.einsum("bpkxy,kjyz->bpkjxz", p, self.W).flatten(-2)  # (B, P, Kin, J, 16)
+        res = em_routing(
+            votes,
+            a_p,
+            self.iterations,
+            self.beta_u,
+            self.beta_a,
+            final_lambda=self.final_lambda,
+            lower_index=self.lower_index(H, W, T, pose.device),
+            num_lower=H * W * T,
+            record=record,
+        )
+        J = self.W.shape[1]
+        return res.mu.view(B, Ho, Wo, J, 16), res.a.view(B, Ho, Wo, J), res
+
+
+class ClassCaps(nn.Module):
+    """Class capsules: W shared across positions per (type, class); coordinate addition adds the
+    scaled (row, col) of each capsule's receptive-field centre to entries (0, 3) and (1, 3) of
+    its vote."""
+
+    def __init__(self, *, in_types: int, num_classes: int, iterations: int, final_lambda: float, coords: torch.Tensor | None):
+        super().__init__()
+        self.iterations, self.final_lambda = iterations, final_lambda
+        self.W = _vote_init(in_types, num_classes, 4, 4)
+        self.beta_u = nn.Parameter(torch.zeros(num_classes))
+        self.beta_a = nn.Parameter(torch.zeros(num_classes))
+        self.register_buffer("coords", coords, persistent=False)  # (H, W, 16) or None
+
+    def forward(self, pose, a, record: bool = False):
+        B, H, W, T, _ = pose.shape
+        votes = torch.einsum("bhwtxy,tjyz->bhwtjxz", pose.view(B, H, W, T, 4, 4), self.W).flatten(-2)  # (B, H, W, T, J, 16)
+        if self.coords is not None:
+            votes = votes + self.coords.view(H, W, 1, 1, 16)
+        res = em_routing(
+            votes.reshape(B, H * W * T, -1, 16),  # (B, I, J, 16)
+            a.reshape(B, H * W * T),
+            self.iterations,
+            self.beta_u,
+            self.beta_a,
+            final_lambda=self.final_lambda,
+            record=record,
+        )
+        return res
+
+
+def receptive_centres(in_size: int, layers: list[tuple[int, int]]) -> torch.Tensor:
+    """Centre (in input pixels, scaled to [0, 1]) of each unit of the last of `layers` (kernel, stride)."""
+    n = in_size
+    for k, s in layers:
+        n = (n - k) // s + 1
+    pos = torch.arange(n, dtype=torch.float32)
+    for k, s in reversed(layers):
+        pos = pos * s + (k - 1) / 2
+    return (pos + 0.5) / in_size
+
+
+def coordinate_grid(centres: torch.Tensor) -> torch.Tensor:
+    """(H, W, 16) addend: row centre at entry (0, 3), column centre at (1, 3) of a 4x4 vote."""
+    n = len(centres)
+    g = torch.zeros(n, n, 16)
+    g[:, :, 3] = centres.view(n, 1)
+    g[:, :, 7] = centres.view(1, n)
+    return g
+
+
+def conv_out(n: int, k: int, s: int) -> int:
+    out = (n - k) // s + 1
+    if out < 1:
+        raise ValueError(f"input of {n} pixels is too small for kernel {k} stride {s}")
+    return out
+

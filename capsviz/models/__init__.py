@@ -1,0 +1,48 @@
+"""The model families and the one output structure that training, analysis and pages use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from capsviz.config import CapsNetConfig, CNNConfig, MatrixCapsConfig, ModelConfig
+
+
+@dataclass
+class ModelOutput:
+    """What every model's forward returns.
+
+    scores: (B, J) class evidence in [0, 1]: capsule lengths (CapsNet), class activations
+        (matrix capsules) or softmax / sigmoid probabilities (CNNs). Prediction = argmax.
+    logits: (B, J) pre-softmax logits (CNNs only; the loss uses them).
+    capsules: (B, J, 16) DigitCaps vectors (CapsNet) or class poses (matrix capsules), else None.
+    reconstruction: (B, H, W) decoder output, or None without a decoder or when not asked.
+    trace: routing trace of the class layer (record=True): DynamicRoutingResult or EMRoutingResult.
+    layer_traces: every routed layer's trace by name (record=True).
+    """
+
+    scores: torch.Tensor
+    logits: torch.Tensor | None = None
+    capsules: torch.Tensor | None = None
+    reconstruction: torch.Tensor | None = None
+    trace: object | None = None
+    layer_traces: dict = field(default_factory=dict)
+
+
+def build_model(config: ModelConfig) -> torch.nn.Module:
+    from capsviz.models.baselines import BaselineCNN
+    from capsviz.models.capsnet import CapsNet
+    from capsviz.models.matrix_capsnet import MatrixCapsNet
+
+    if isinstance(config, CapsNetConfig):
+        return CapsNet(config=config)
+    if isinstance(config, MatrixCapsConfig):
+        return MatrixCapsNet(config=config)
+    if isinstance(config, CNNConfig):
+        return BaselineCNN(config=config)
+    raise TypeError(f"not a model config: {config!r}")
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

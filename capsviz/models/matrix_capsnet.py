@@ -1,0 +1,64 @@
+"""Matrix capsules with EM routing (Hinton et al. 2018, Fig. 1):
+Conv1 -> PrimaryCaps -> ConvCaps1 (K=3, s=2) -> ConvCaps2 (K=3, s=1) -> class capsules."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from capsviz.config import MatrixCapsConfig
+from capsviz.layers import ClassCaps, ConvCaps, PrimaryMatrixCaps, conv_out, coordinate_grid, in_chunks, receptive_centres
+from capsviz.models import ModelOutput
+
+# (kernel, stride) of Conv1, PrimaryCaps, ConvCaps1, ConvCaps2: the receptive-field geometry
+GEOMETRY = [(5, 2), (1, 1), (3, 2), (3, 1)]
+# Images routed at once: keeps each slice's votes (~3 MB per small-config image) near the cache
+EM_CHUNK = 8
+
+
+class MatrixCapsNet(nn.Module):
+    def __init__(self, *, config: MatrixCapsConfig):
+        super().__init__()
+        self.config = cfg = config
+        n = cfg.in_size
+        for k, s in GEOMETRY:
+            n = conv_out(n, k, s)
+        self.final_grid = n
+        it, lam = cfg.routing_iterations, cfg.final_lambda
+        self.conv1 = nn.Conv2d(cfg.in_channels, cfg.A, 5, stride=2)
+        self.primary = PrimaryMatrixCaps(in_channels=cfg.A, types=cfg.B)
+        self.convcaps1 = ConvCaps(in_types=cfg.B, out_types=cfg.C, kernel=3, stride=2, iterations=it, final_lambda=lam)
+        self.convcaps2 = ConvCaps(in_types=cfg.C, out_types=cfg.D, kernel=3, stride=1, iterations=it, final_lambda=lam)
+        coords = coordinate_grid(receptive_centres(cfg.in_size, GEOMETRY)) if cfg.coord_add else None
+        self.classcaps = ClassCaps(in_types=cfg.D, num_classes=cfg.num_classes, iterations=it, final_lambda=lam, coords=coords)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, *, iterations: int | None = None, record: bool = False) -> ModelOutput:
+        """x (B, C, S, S). `iterations` overrides the EM iterations of every routed layer."""
+        layers = (self.convcaps1, self.convcaps2, self.classcaps)
+        saved = [m.iterations for m in layers]
+        if iterations is not None:
+            for m in layers:
+                m.iterations = iterations
+        try:
+            h = F.relu(self.conv1(x))  # (B, A, H, W)
+            if record:
+                pose, a = self.primary(h)  # (B, H, W, B_t, 16), (B, H, W, B_t)
+                pose, a, r1 = self.convcaps1(pose, a, record=True)
+                pose, a, r2 = self.convcaps2(pose, a, record=True)
+                res = self.classcaps(pose, a, record=True)
+                out = ModelOutput(scores=res.a, capsules=res.mu, trace=res)
+                out.layer_traces = {"convcaps1": r1, "convcaps2": r2, "class": res}
+                return out
+            a, mu = in_chunks(self._capsules, h, chunk=EM_CHUNK)
+            return ModelOutput(scores=a, capsules=mu)
+        finally:
+            for m, n in zip(layers, saved):
+                m.iterations = n
+
+    def _capsules(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        pose, a = self.primary(h)
+        pose, a, _ = self.convcaps1(pose, a)
+        pose, a, _ = self.convcaps2(pose, a)
+        res = self.classcaps(pose, a)
+        return res.a, res.mu

@@ -1,0 +1,241 @@
+"""Routing between capsule layers, as pure functions with optional per-iteration traces.
+
+Both algorithms loop over routing *iterations* only; every capsule is handled by tensor ops.
+Shapes: B batch, I lower capsules, J upper capsules, D pose dims, T iterations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+EPS = 1e-8
+
+
+def squash(s: torch.Tensor, dim: int = -1, eps: float = EPS) -> torch.Tensor:
+    """Eq. 1 of Sabour et al.: keeps the direction, maps the length into [0, 1).
+
+    The epsilon sits inside the square root so the gradient at s = 0 is finite.
+    """
+    n2 = (s * s).sum(dim, keepdim=True)
+    return (n2 / (1 + n2)) * s / torch.sqrt(n2 + eps)
+
+
+@dataclass
+class DynamicRoutingResult:
+    """Output of `dynamic_routing`; the trace fields are None unless record=True.
+
+    v: (B, J, D) upper capsule outputs after the last iteration.
+    c: (T, B, I, J) coupling coefficients used at each iteration (c[0] is uniform).
+    b: (T, B, I, J) the logits each c came from (b[0] is zero).
+    v_trace: (T, B, J, D) upper capsule outputs at each iteration.
+    b_change: (T, B) mean |b_{t+1} - b_t| per image: the agreement added at iteration t
+        (Appendix A, Fig. A.1). Recorded for the last iteration too, although its b is unused.
+    """
+
+    v: torch.Tensor
+    c: torch.Tensor | None = None
+    b: torch.Tensor | None = None
+    v_trace: torch.Tensor | None = None
+    b_change: torch.Tensor | None = None
+
+
+def dynamic_routing(u_hat: torch.Tensor, iterations: int = 3, record: bool = False) -> DynamicRoutingResult:
+    """Routing-by-agreement (Procedure 1 of Sabour et al. 2017).
+
+    u_hat: (B, I, J, D) predictions of each lower capsule i for each upper capsule j.
+
+    Gradients: the iterations are unrolled and nothing is detached, so backprop reaches u_hat
+    (and the W that made it) through every path: through s directly, and through the
+    logits b, whose agreement terms u_hat . v depend on u_hat and on the earlier v. b and c are
+    per image and never learned. The trace is detached and does not change the result.
+    """
+    return dynamic_routing_ji(u_hat.movedim(2, 1).contiguous(), iterations, record)
+
+
+def dynamic_routing_ji(u_hat: torch.Tensor, iterations: int = 3, record: bool = False) -> DynamicRoutingResult:
+    """`dynamic_routing` on predictions laid out (B, J, I, D): both sums over i and d are then
+    batched matmuls that read u_hat in place (the (B, I, J, D) layout costs a copy per op)."""
+    if iterations < 1:
+        raise ValueError("routing needs at least one iteration")
+    B, J, I, D = u_hat.shape
+    b = u_hat.new_zeros(B, J, I)
+    cs, bs, vs, changes = [], [], [], []
+    for t in range(iterations):
+        c = b.softmax(dim=1)  # (B, J, I): each lower capsule splits its vote over the J uppers
+        s = (c.unsqueeze(-2) @ u_hat).squeeze(-2)  # (B, J, D)
+        v = squash(s)  # (B, J, D)
+        last = t == iterations - 1
+        if record or not last:
+            agreement = (u_hat @ v.unsqueeze(-1)).squeeze(-1)  # (B, J, I): u_hat . v
+        if record:
+            cs.append(c.detach().transpose(1, 2))
+            bs.append(b.detach().transpose(1, 2))
+            vs.append(v.detach())
+            changes.append(agreement.detach().abs().mean(dim=(1, 2)))  # (B,)
+        if not last:
+            b = b + agreement
+    if not record:
+        return DynamicRoutingResult(v=v)
+    return DynamicRoutingResult(
+        v=v, c=torch.stack(cs), b=torch.stack(bs), v_trace=torch.stack(vs), b_change=torch.stack(changes)
+    )
+
+
+@dataclass
+class EMRoutingResult:
+    """Output of `em_routing`; trace fields are None unless record=True.
+
+    a: (*N, J) upper activations; mu: (*N, J, H) upper poses (H = 16 for 4x4 matrices).
+    R: (T, *N, I, J) assignments used by the M-step of each iteration (R[0] is uniform).
+    mu_trace, sigma: (T, *N, J, H) means and standard deviations from each M-step.
+    a_trace: (T, *N, J) activations from each M-step. lambdas: (T,) inverse temperatures.
+    """
+
+    a: torch.Tensor
+    mu: torch.Tensor
+    R: torch.Tensor | None = None
+    mu_trace: torch.Tensor | None = None
+    sigma: torch.Tensor | None = None
+    a_trace: torch.Tensor | None = None
+    lambdas: torch.Tensor | None = None
+
+
+def lambda_schedule(iterations: int, final_lambda: float) -> list[float]:
+    """Inverse temperature per iteration: rises linearly, reaching final_lambda at the last one.
+
+    The paper only says lambda rises "on a fixed schedule"; a linear ramp keeps the first
+    iterations soft (every capsule stays partly active) and the last one decisive.
+    """
+    return [final_lambda * (t + 1) / iterations for t in range(iterations)]
+
+
+def em_routing(
+    votes: torch.Tensor,
+    a_in: torch.Tensor,
+    iterations: int = 3,
+    beta_u: torch.Tensor | float = 0.0,
+    beta_a: torch.Tensor | float = 0.0,
+    *,
+    final_lambda: float = 0.1,
+    var_floor: float = 1e-4,
+    lower_index: torch.Tensor | None = None,
+    num_lower: int | None = None,
+    record: bool = False,
+) -> EMRoutingResult:
+    """EM routing (Procedure 1 of Hinton et al. 2018).
+
+    votes: (*N, I, J, H) vote of lower capsule i for upper capsule j; a_in: (*N, I).
+    beta_u, beta_a: learned, broadcastable to (J,). Returns a (*N, J) and mu (*N, J, H).
+
+    Convolutional layers pass N = (B, P) output positions, votes (B, P, I, J, H) where I is the
+    slot in the receptive field, and `lower_index` (P, I) naming the lower capsule (one of
+    `num_lower`) behind each slot. The E-step then normalises each lower capsule's assignments
+    over every upper capsule it reaches, at all positions, as the paper says: a capsule near
+    the border reaches fewer positions and so sends fewer, larger votes.
+
+    Departures from the paper's formulas, all for numerical safety or scale:
+    - All statistics are computed in float32 whatever the input dtype (bfloat16 cannot hold
+      the log-densities of tight clusters); results are cast back to the input dtype.
+    - Votes are centred on their unweighted mean and scaled by their largest magnitude before
+      the moments are taken (sums of V and V^2 in one batched matmul), which cannot change the
+      result in exact arithmetic but keeps float32 finite for very large votes.
+    - Variances are floored at `var_floor`; p and R are computed in log space (logsumexp).
+    - The mass sum_i R'_ij in the cost is scaled by J / I, so the same beta_u, beta_a and lambda
+      suit layers of any size.
+    - lambda follows `lambda_schedule` (linear ramp to `final_lambda`).
+    """
+    with torch.autocast(votes.device.type, enabled=False):
+        out = _em(
+            votes.float().movedim(-2, -3).contiguous(),  # (*N, J, I, H)
+            a_in.float(),
+            iterations,
+            beta_u,
+            beta_a,
+            final_lambda,
+            var_floor,
+            lower_index,
+            num_lower,
+            record,
+        )
+    dt = votes.dtype
+    out.a, out.mu = out.a.to(dt), out.mu.to(dt)
+    if record:
+        out.R = out.R.movedim(-1, -2)  # (T, *N, I, J)
+    return out
+
+
+def _em(V, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lower_index, num_lower, record):
+    """EM on votes laid out (*N, J, I, H), so both reductions are batched matmuls without copies."""
+    *N, J, I, H = V.shape
+    if lower_index is not None:  # one scale for all positions: it must cancel in the shared softmax
+        scale_dims = tuple(range(1, V.dim()))
+    else:
+        scale_dims = (-3, -2, -1)
+    center = V.detach().mean(dim=-2, keepdim=True)  # (*N, J, 1, H)
+    Vc = V - center  # (*N, J, I, H)
+    scale = Vc.detach().abs().amax(dim=scale_dims, keepdim=True).clamp_min(1.0)  # (*N|B, 1, 1, 1)
+    Vc = Vc / scale
+    VV = torch.cat([Vc, Vc * Vc], dim=-1)  # (*N, J, I, 2H)
+    scale = scale.squeeze(-1)  # (*N|B, 1, 1) broadcasts against (*N, J, H)
+    floor = (var_floor / scale**2).clamp_min(1e-20)  # the floor in scaled units
+    a_in = a_in.unsqueeze(-2)  # (*N, 1, I)
+    R = torch.full_like(VV[..., 0], 1.0 / J)  # (*N, J, I)
+    mass_scale = J / I
+    beta_u = torch.as_tensor(beta_u, dtype=V.dtype, device=V.device)
+    beta_u = beta_u.unsqueeze(-1) if beta_u.dim() else beta_u  # (J, 1) against (*N, J, H)
+    lambdas = lambda_schedule(iterations, final_lambda)
+    Rs, mus, sigmas, acts = [], [], [], []
+    for t, lam in enumerate(lambdas):
+        # M-step
+        Rp = R * a_in  # (*N, J, I)
+        S = Rp.sum(-1, keepdim=True)  # (*N, J, 1)
+        m = (Rp.unsqueeze(-2) @ VV).squeeze(-2) / (S + EPS)  # (*N, J, 2H)
+        mu, ex2 = m[..., :H], m[..., H:]
+        sig2 = (ex2 - mu * mu).clamp_min(0) + floor  # (*N, J, H) scaled units
+        log_sigma = 0.5 * torch.log(sig2) + torch.log(scale)  # true units
+        cost = (beta_u + log_sigma) * (S * mass_scale)  # (*N, J, H)
+        logit_a = lam * (beta_a - cost.sum(-1))  # (*N, J)
+        if record:
+            Rs.append(R.detach())
+            mus.append((mu * scale + center.squeeze(-2)).detach())
+            sigmas.append(log_sigma.exp().detach())
+            acts.append(torch.sigmoid(logit_a).detach())
+        if t == iterations - 1:
+            break
+        # E-step: log N(Vc; mu, sig2) summed over h, expanded so VV is read once
+        inv = 1.0 / sig2
+        w = torch.cat([-2 * mu * inv, inv], dim=-1).unsqueeze(-1)  # (*N, J, 2H, 1)
+        quad = (VV @ w).squeeze(-1) + (mu * mu * inv).sum(-1, keepdim=True)  # (*N, J, I)
+        quad = quad.clamp(0, 1e30)  # cancellation can dip below 0
+        log_p = -0.5 * quad - 0.5 * torch.log(sig2).sum(-1, keepdim=True)  # constants cancel in R
+        logits = F.logsigmoid(logit_a).unsqueeze(-1) + log_p  # (*N, J, I)
+        R = _normalise(logits, lower_index, num_lower)
+    a = torch.sigmoid(logit_a)
+    mu_out = mu * scale + center.squeeze(-2)  # (*N, J, H)
+    res = EMRoutingResult(a=a, mu=mu_out)
+    if record:
+        res.R, res.mu_trace, res.sigma, res.a_trace = (
+            torch.stack(Rs),
+            torch.stack(mus),
+            torch.stack(sigmas),
+            torch.stack(acts),
+        )
+        res.lambdas = torch.tensor(lambdas)
+    return res
+
+
+def _normalise(logits: torch.Tensor, lower_index, num_lower) -> torch.Tensor:
+    """Softmax of each lower capsule's logits over the upper capsules it reaches."""
+    if lower_index is None:
+        return logits.softmax(dim=-3)  # over J in (*N, J, I)
+    B, P, J, I = logits.shape
+    idx = lower_index.to(logits.device).unsqueeze(1).expand(P, J, I).reshape(1, -1).expand(B, -1)  # (B, P*J*I)
+    flat = logits.reshape(B, -1)  # (B, P*J*I)
+    peak = torch.full((B, num_lower), float("-inf"), device=logits.device)
+    peak = peak.scatter_reduce(1, idx, flat.detach(), reduce="amax")  # (B, num_lower), a constant shift
+    e = (flat - peak.gather(1, idx)).exp()
+    Z = torch.zeros(B, num_lower, device=logits.device).scatter_add(1, idx, e)
+    return (e / Z.gather(1, idx)).view(B, P, J, I)

@@ -1,0 +1,257 @@
+"""The one training loop, used by `python -m capsviz train` and by the app's Train page.
+
+`train(run, on_event, stop)` trains `run.model` on `run.dataset`, reports Events, honours
+`stop` within one step, and leaves a checkpoint after every epoch (and on stop) from which
+`resume=` continues exactly: same learning-rate schedule, same data order, same augmentation.
+Under torchrun it trains with DistributedDataParallel; rank 0 alone writes and reports.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from capsviz import checkpoint as ckpt
+from capsviz.config import preset
+from capsviz.data import batches, load_split, num_batches
+from capsviz.devices import autocast, describe_hardware, pick_device
+from capsviz.errors import CapsvizError
+from capsviz.losses import margin_loss, reconstruction_loss, spread_loss, spread_margin
+from capsviz.models import build_model, count_parameters
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    """Everything that defines a run; saved in the checkpoint so a resume can check it."""
+
+    model: str = "capsnet-small"  # preset name (capsviz.config.PRESETS)
+    dataset: str = "mnist"
+    epochs: int = 10
+    batch_size: int = 128
+    routing_iterations: int | None = None  # None: the preset's
+    reconstruction: bool | None = None  # None: the preset's
+    lr: float = 1e-3  # Adam, TensorFlow defaults otherwise
+    lr_decay: float = 0.96  # multiply the rate by this every `decay_steps` steps
+    decay_steps: int = 2000  # the paper uses 10x longer for MultiMNIST
+    seed: int = 0
+    device: str = "auto"
+    precision: str = "fp32"
+    compile: bool = False
+    data_dir: str | None = None
+    train_limit: int | None = None  # use only the first N training images (quick runs, tests)
+    test_limit: int | None = None
+
+
+@dataclass
+class Event:
+    """kind: step | epoch | evaluation | finished | stopped | failed."""
+
+    kind: str
+    epoch: int = 0
+    step: int = 0
+    total_steps: int = 0
+    loss: float | None = None
+    accuracy: float | None = None
+    images_per_s: float | None = None
+    eta_s: float | None = None
+    metrics: dict = field(default_factory=dict)
+    message: str = ""
+
+
+def model_config(run: TrainRun):
+    size = {"multimnist": 36, "affnist": 40}.get(run.dataset)
+    overrides = {"routing_iterations": run.routing_iterations}
+    cfg = preset(run.model)
+    if cfg.family == "capsnet":
+        overrides["reconstruction"] = run.reconstruction
+    if size and cfg.in_size != size:
+        overrides["in_size"] = size
+    return preset(run.model, **overrides)
+
+
+def objective(model, out, x, y, progress: float) -> torch.Tensor:
+    """Each family's loss as its paper defines it."""
+    fam = model.config.family
+    if fam == "capsnet":
+        targets = y if y.dim() == 1 else F.one_hot(y, model.config.num_classes).sum(1).clamp(max=1)
+        loss = margin_loss(out.scores.float(), targets)
+        if out.reconstruction is not None:
+            loss = loss + reconstruction_loss(out.reconstruction.float(), x)
+        return loss
+    if fam == "matrix":
+        return spread_loss(out.scores.float(), y, spread_margin(progress))
+    if y.dim() == 2:  # MultiMNIST baseline: sigmoid cross-entropy on both labels
+        return F.binary_cross_entropy_with_logits(out.logits.float(), F.one_hot(y, out.logits.shape[1]).sum(1).clamp(max=1).float())
+    return F.cross_entropy(out.logits.float(), y)
+
+
+def correct(scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Per-image correctness. Two labels (MultiMNIST): both must be the two most active classes."""
+    if y.dim() == 1:
+        return scores.argmax(1) == y
+    top2 = scores.topk(2, dim=1).indices.sort(1).values
+    return (top2 == y.sort(1).values).all(1)
+
+
+@torch.no_grad()
+def evaluate(model, dataset: str, data, *, batch_size=256, device="cpu", limit=None, precision="fp32") -> dict:
+    model.eval()
+    device = torch.device(device)
+    right = seen = 0
+    for x, y in batches(dataset, data, batch_size, train=False, device=device, limit=limit):
+        with autocast(device, precision):
+            out = model(x)
+        right += int(correct(out.scores.float(), y).sum())
+        seen += len(y)
+    rule = "both digits among the two most active capsules" if dataset == "multimnist" else "argmax of the class scores"
+    return {
+        "test_error": 100.0 * (1 - right / max(seen, 1)),
+        "test_accuracy": 100.0 * right / max(seen, 1),
+        "n_test": seen,
+        "how": f"{dataset} test split, first {seen} images, {rule}, no augmentation",
+    }
+
+
+def _distributed() -> tuple[int, int]:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return (dist.get_rank(), world) if world > 1 else (0, 1)
+
+
+def train(run: TrainRun, out: Path, on_event: Callable[[Event], None] | None = None, stop: threading.Event | None = None, resume: Path | None = None) -> dict:
+    """Train, save to `out` (safetensors) every epoch and at the end; return the final metadata."""
+    out = Path(out)
+    emit = on_event or (lambda e: None)
+    try:
+        return _train(run, out, emit, stop or threading.Event(), resume)
+    except CapsvizError as e:
+        emit(Event("failed", message=str(e)))
+        raise
+
+
+def _train(run, out, emit, stop, resume):
+    rank, world = _distributed()
+    device = pick_device(run.device)
+    if world > 1 and device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+    state = None
+    if resume:
+        state = ckpt.load_train_state(resume)
+        saved = TrainRun(**state["run"])
+        run = replace(saved, epochs=run.epochs, device=run.device, data_dir=run.data_dir)
+    torch.manual_seed(run.seed)
+    cfg = model_config(run)
+    model = build_model(cfg).to(device)
+    if state:
+        loaded, _ = ckpt.load_checkpoint(resume)
+        model.load_state_dict(loaded.state_dict())
+    train_set = load_split(run.dataset, "train", run.data_dir)
+    test_set = load_split(run.dataset, "test", run.data_dir)
+    n_train = len(train_set) if run.train_limit is None else min(run.train_limit, len(train_set))
+    per_epoch = num_batches(n_train, run.batch_size, world)
+    total = per_epoch * run.epochs
+    opt = torch.optim.Adam(model.parameters(), lr=run.lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: run.lr_decay ** (s / run.decay_steps))
+    step, history, elapsed = 0, [], 0.0
+    start_epoch, start_batch = 0, 0
+    if state:
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        step, history, elapsed = state["step"], state["history"], state["elapsed"]
+        start_epoch, start_batch = state["epoch"], state["batch"]
+        torch.set_rng_state(state["torch_rng"])
+    net = model
+    if world > 1:
+        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if run.compile:
+        net = torch.compile(net)
+    meta_base = {
+        "run": asdict(run),
+        "dataset": run.dataset,
+        "parameters": count_parameters(model),
+        "hardware": describe_hardware(device) + (f" x{world} processes" if world > 1 else ""),
+        "effective_batch_size": run.batch_size * world,
+    }
+
+    def save(epoch: int, batch: int, metrics: dict, final: bool):
+        if rank != 0:
+            return
+        meta = dict(meta_base, epochs=epoch + batch / per_epoch, metrics=metrics, history=history, training_time_s=round(elapsed, 1), complete=final)
+        ckpt.save_checkpoint(out, model, meta)
+        ckpt.save_train_state(
+            out,
+            {
+                "run": asdict(run),
+                "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(),
+                "step": step,
+                "epoch": epoch,
+                "batch": batch,
+                "history": history,
+                "elapsed": elapsed,
+                "torch_rng": torch.get_rng_state(),
+            },
+        )
+
+    metrics = history[-1]["metrics"] if history else {}
+    for epoch in range(start_epoch, run.epochs):
+        net.train()
+        t_epoch, seen, loss_sum, right, n_loss = time.perf_counter(), 0, 0.0, 0, 0
+        first = start_batch if epoch == start_epoch else 0
+        for k, (x, y) in enumerate(batches(run.dataset, train_set, run.batch_size, train=True, seed=run.seed, epoch=epoch, device=device, start=first, limit=run.train_limit, rank=rank, world=world), start=first):
+            t0 = time.perf_counter()
+            with autocast(device, run.precision):
+                o = net(x, y)
+                loss = objective(model, o, x, y, step / max(total, 1))
+            if not torch.isfinite(loss):
+                raise CapsvizError(f"loss became {loss.item()} at step {step}; try a lower --lr or --precision fp32")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            step += 1
+            dt = time.perf_counter() - t0
+            elapsed += dt
+            seen += len(y) * world
+            loss_sum += loss.item() * len(y)
+            n_loss += len(y)
+            right += int(correct(o.scores.detach().float(), y).sum())
+            ips = seen / (time.perf_counter() - t_epoch)
+            if rank == 0:
+                emit(Event("step", epoch, step, total, loss_sum / n_loss, 100 * right / n_loss, ips, (total - step) * run.batch_size * world / max(ips, 1e-9)))
+            if stop.is_set():
+                save(epoch, k + 1, metrics, final=False)
+                emit(Event("stopped", epoch, step, total, message=f"stopped at step {step}/{total}; resume with --resume {out}"))
+                return ckpt.read_meta(out) if rank == 0 else {}
+        start_batch = 0
+        if rank == 0:
+            emit(Event("epoch", epoch + 1, step, total, loss_sum / max(n_loss, 1), 100 * right / max(n_loss, 1), seen / (time.perf_counter() - t_epoch)))
+            metrics = evaluate(model, run.dataset, test_set, device=device, limit=run.test_limit, precision=run.precision)
+            history.append({"epoch": epoch + 1, "train_loss": loss_sum / max(n_loss, 1), "train_accuracy": 100 * right / max(n_loss, 1), "images_per_s": seen / (time.perf_counter() - t_epoch), "metrics": metrics})
+            emit(Event("evaluation", epoch + 1, step, total, metrics=metrics))
+        save(epoch + 1, 0, metrics, final=epoch + 1 == run.epochs)
+    if world > 1:
+        digest = ckpt.weights_digest(model.state_dict())
+        print(f"rank {rank} weights sha256 {digest}", flush=True)
+        dist.barrier()
+    if rank != 0:
+        return {}
+    meta = ckpt.read_meta(out)
+    emit(Event("finished", run.epochs, step, total, metrics=meta.get("metrics", {}), message=f"saved {out}"))
+    return meta
+
+
+def steps_per_epoch(run: TrainRun) -> int:
+    n = 60000 if run.train_limit is None else min(run.train_limit, 60000)
+    return math.ceil(n / run.batch_size)
