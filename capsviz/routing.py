@@ -230,7 +230,7 @@ def _em(V, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lower_inde
 def _normalise(logits: torch.Tensor, lower_index, num_lower) -> torch.Tensor:
     """Softmax of each lower capsule's logits over the upper capsules it reaches."""
     if lower_index is None:
-        return logits.softmax(dim=-3)  # over J in (*N, J, I)
+        return logits.softmax(dim=-2)  # over J in (*N, J, I)
     B, P, J, I = logits.shape
     idx = lower_index.to(logits.device).unsqueeze(1).expand(P, J, I).reshape(1, -1).expand(B, -1)  # (B, P*J*I)
     flat = logits.reshape(B, -1)  # (B, P*J*I)

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from capsviz import checkpoint as ckpt
 from capsviz.config import preset
-from capsviz.data import batches, load_split, num_batches
+from capsviz.data import DATASETS, batches, load_split, num_batches
 from capsviz.devices import autocast, describe_hardware, pick_device
 from capsviz.errors import CapsvizError
 from capsviz.losses import margin_loss, reconstruction_loss, spread_loss, spread_margin
@@ -68,13 +68,10 @@ class Event:
 
 
 def model_config(run: TrainRun):
-    size = {"multimnist": 36, "affnist": 40}.get(run.dataset)
-    overrides = {"routing_iterations": run.routing_iterations}
-    cfg = preset(run.model)
-    if cfg.family == "capsnet":
+    """The preset, sized for the dataset's images and 10 classes, with the run's overrides."""
+    overrides = {"routing_iterations": run.routing_iterations, "in_size": DATASETS[run.dataset][1], "num_classes": 10}
+    if preset(run.model).family == "capsnet":
         overrides["reconstruction"] = run.reconstruction
-    if size and cfg.in_size != size:
-        overrides["in_size"] = size
     return preset(run.model, **overrides)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -48,7 +49,8 @@ def load_idx_pair(images_path: Path, labels_path: Path) -> tuple[torch.Tensor, t
 
 
 @lru_cache(maxsize=8)
-def _load(name: str, split: str, data_dir: str | None) -> ImageSet:
+def _load(name: str, split: str, data_dir: str | None, _env: str | None, _cwd: str) -> ImageSet:
+    """Cached per place that decides where files are found (argument, environment, cwd)."""
     source = SOURCES[name]
     place, places = locate(source, data_dir)
     if place is None:
@@ -66,4 +68,4 @@ def load_mnist(name: str = "mnist", split: str = "train", data_dir: str | Path |
         raise CapsvizError(f"unknown dataset {name!r}; choose mnist or fashion-mnist")
     if split not in ("train", "test"):
         raise CapsvizError(f"unknown split {split!r}; choose train or test")
-    return _load(name, split, str(data_dir) if data_dir else None)
+    return _load(name, split, str(data_dir) if data_dir else None, os.environ.get("CAPSVIZ_DATA_DIR"), os.getcwd())

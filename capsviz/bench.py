@@ -1,0 +1,116 @@
+"""`python -m capsviz bench`: training and inference speed, batch-1 latency, routing time and
+peak memory per model preset. Each preset is measured in a fresh process so peaks don't mix."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import torch
+
+from capsviz.config import PRESETS
+from capsviz.devices import autocast, describe_hardware, pick_device
+from capsviz.models import build_model, count_parameters
+from capsviz.routing import dynamic_routing_ji
+from capsviz.train import objective
+
+TRAIN_BATCH, INFER_BATCH = 128, 256
+
+
+def _time(fn, steps: int, device) -> float:
+    fn()  # warm-up
+    _sync(device)
+    t = time.perf_counter()
+    for _ in range(steps):
+        fn()
+    _sync(device)
+    return (time.perf_counter() - t) / steps
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _peak_mb(device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def measure(name: str, device_name: str = "auto", precision: str = "fp32", steps: int = 3) -> dict:
+    device = pick_device(device_name)
+    torch.manual_seed(0)
+    cfg = PRESETS[name]
+    model = build_model(cfg).to(device)
+    opt = torch.optim.Adam(model.parameters(), 1e-3)
+    S = cfg.in_size
+    x = torch.rand(TRAIN_BATCH, cfg.in_channels, S, S, device=device)
+    y = torch.randint(0, cfg.num_classes, (TRAIN_BATCH,), device=device)
+    base_mb = _peak_mb(device)
+
+    def train_step():
+        with autocast(device, precision):
+            loss = objective(model, model(x, y), x, y, 0.5)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    model.train()
+    t_train = _time(train_step, steps, device)
+    peak_train = _peak_mb(device)
+    model.eval()
+    xi = torch.rand(INFER_BATCH, cfg.in_channels, S, S, device=device)
+    x1 = xi[:1]
+    with torch.inference_mode(), autocast(device, precision):
+        t_infer = _time(lambda: model(xi), steps, device)
+        t_one = _time(lambda: model(x1), max(10, steps), device)
+        t_route = None
+        if cfg.family == "capsnet":
+            u_hat = model.digits(model.primary_capsules(xi))
+            t_route = _time(lambda: dynamic_routing_ji(u_hat, cfg.routing_iterations), steps, device)
+    return {
+        "model": name,
+        "family": cfg.family,
+        "parameters": count_parameters(model),
+        "device": describe_hardware(device),
+        "precision": precision,
+        "train_images_per_s": TRAIN_BATCH / t_train,
+        "infer_images_per_s": INFER_BATCH / t_infer,
+        "latency_ms": 1000 * t_one,
+        "routing_ms_per_image": None if t_route is None else 1000 * t_route / INFER_BATCH,
+        "peak_train_mb": peak_train,
+        "baseline_mb": base_mb,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
+
+
+def run_all(names: list[str], device: str, precision: str, steps: int) -> list[dict]:
+    out = []
+    for name in names:
+        cmd = [sys.executable, "-m", "capsviz", "bench", "--one", name, "--device", device, "--precision", precision, "--steps", str(steps)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            out.append({"model": name, "error": (r.stderr.strip().splitlines() or ["failed"])[-1]})
+        else:
+            out.append(json.loads(r.stdout.strip().splitlines()[-1]))
+        print(f"measured {name}", file=sys.stderr, flush=True)
+    return out
+
+
+def table(results: list[dict]) -> str:
+    head = f"{'model':20} {'params':>10} {'train img/s':>12} {'infer img/s':>12} {'batch-1 ms':>11} {'routing ms/img':>15} {'peak train MB':>14}"
+    lines = [head, "-" * len(head)]
+    for r in results:
+        if "error" in r:
+            lines.append(f"{r['model']:20} error: {r['error']}")
+            continue
+        route = f"{r['routing_ms_per_image']:.3f}" if r["routing_ms_per_image"] is not None else "-"
+        lines.append(f"{r['model']:20} {r['parameters']:>10,} {r['train_images_per_s']:>12.1f} {r['infer_images_per_s']:>12.1f} {r['latency_ms']:>11.2f} {route:>15} {r['peak_train_mb']:>14.0f}")
+    if results and "device" in results[0]:
+        lines.append(f"device: {results[0]['device']}, precision {results[0]['precision']}, torch {results[0]['torch']}, {results[0]['threads']} threads")
+    return "\n".join(lines)

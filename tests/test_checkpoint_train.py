@@ -1,0 +1,184 @@
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from capsviz import checkpoint as ckpt
+from capsviz.cli import main
+from capsviz.config import preset
+from capsviz.errors import CapsvizError
+from capsviz.models import build_model
+from capsviz.train import TrainRun, train
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(batch_size=32, train_limit=128, test_limit=64, device="cpu")
+
+
+@pytest.fixture
+def saved(tmp_path):
+    torch.manual_seed(0)
+    m = build_model(preset("capsnet-small"))
+    p = tmp_path / "m.safetensors"
+    ckpt.save_checkpoint(p, m, {"dataset": "mnist", "metrics": {"test_error": 1.0}})
+    return p, m
+
+
+def test_checkpoint_round_trip_rebuilds_from_file_alone(saved):
+    p, m = saved
+    loaded, meta = ckpt.load_checkpoint(p)
+    assert meta["config"]["family"] == "capsnet" and meta["metrics"]["test_error"] == 1.0 and "capsviz_version" in meta
+    for (k, a), (_, b) in zip(m.state_dict().items(), loaded.state_dict().items()):
+        torch.testing.assert_close(a, b, msg=k)
+    assert not list(p.parent.glob("*.part"))
+
+
+def test_half_precision_checkpoint_is_half_the_size(saved, tmp_path):
+    p, m = saved
+    h = tmp_path / "h.safetensors"
+    ckpt.save_checkpoint(h, m, {"dataset": "mnist"}, half=True)
+    assert h.stat().st_size < 0.55 * p.stat().st_size
+    loaded, _ = ckpt.load_checkpoint(h)
+    assert loaded.conv1.weight.dtype == torch.float32
+
+
+def test_truncated_checkpoint(saved):
+    p, _ = saved
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+    with pytest.raises(CapsvizError, match="not a readable safetensors checkpoint"):
+        ckpt.load_checkpoint(p)
+
+
+def test_corrupt_checkpoint(saved):
+    p, _ = saved
+    p.write_bytes(b"\x00\x01garbage" * 100)
+    with pytest.raises(CapsvizError, match="not a readable safetensors"):
+        ckpt.load_checkpoint(p)
+
+
+def test_tampered_weights_are_detected(saved):
+    p, _ = saved
+    raw = bytearray(p.read_bytes())
+    raw[-100] ^= 0xFF  # flip bits inside the tensor data
+    p.write_bytes(bytes(raw))
+    with pytest.raises(CapsvizError, match="modified or damaged"):
+        ckpt.load_checkpoint(p)
+
+
+def test_mismatched_config_and_foreign_files(saved, tmp_path):
+    p, m = saved
+    meta = ckpt.read_meta(p)
+    meta["config"]["primary_types"] = 4
+    tensors = {k: v.contiguous() for k, v in m.state_dict().items()}
+    bad = tmp_path / "bad.safetensors"
+    save_file(tensors, str(bad), metadata={"capsviz": json.dumps(meta)})
+    with pytest.raises(CapsvizError, match="do not fit"):
+        ckpt.load_checkpoint(bad)
+    foreign = tmp_path / "foreign.safetensors"
+    save_file({"x": torch.zeros(2)}, str(foreign))
+    with pytest.raises(CapsvizError, match="not written by capsviz"):
+        ckpt.load_checkpoint(foreign)
+    with pytest.raises(CapsvizError, match="does not exist"):
+        ckpt.load_checkpoint(tmp_path / "none.safetensors")
+
+
+def test_train_state_refuses_pickled_code(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned > " + str(tmp_path / "pwned"),))
+
+    p = tmp_path / "m.safetensors"
+    torch.save({"x": Evil()}, ckpt.train_state_path(p))
+    with pytest.raises(CapsvizError, match="cannot be read"):
+        ckpt.load_train_state(p)
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize("model", ["capsnet-small", "matrix-small", "cnn-smallnorb"])
+def test_dry_run_every_family(model, synthetic_data, tmp_path):
+    events = []
+    meta = train(TrainRun(model=model, epochs=1, batch_size=8, train_limit=16, test_limit=16, device="cpu"), tmp_path / "m.safetensors", on_event=events.append)
+    kinds = [e.kind for e in events]
+    assert kinds.count("step") == 2 and kinds[-3:] == ["epoch", "evaluation", "finished"]
+    assert all(e.images_per_s > 0 and e.eta_s >= 0 for e in events if e.kind == "step")
+    assert meta["complete"] and meta["metrics"]["n_test"] == 16 and meta["hardware"]
+    ckpt.load_checkpoint(tmp_path / "m.safetensors")
+
+
+def test_loss_falls_on_a_tiny_problem(synthetic_data, tmp_path):
+    events = []
+    train(TrainRun(model="capsnet-small", epochs=3, lr=3e-3, **TINY), tmp_path / "m.safetensors", on_event=events.append)
+    losses = [e.loss for e in events if e.kind == "epoch"]
+    assert losses[-1] < 0.7 * losses[0]
+
+
+def test_resume_equals_uninterrupted_run(synthetic_data, tmp_path):
+    run = TrainRun(model="capsnet-small", epochs=2, **TINY)
+    train(run, tmp_path / "full.safetensors")
+    stop = threading.Event()
+
+    def stop_after_5(e):
+        if e.kind == "step" and e.step == 5:
+            stop.set()
+
+    meta = train(run, tmp_path / "part.safetensors", on_event=stop_after_5, stop=stop)
+    assert not meta["complete"] and meta["epochs"] == pytest.approx(1.25)
+    train(run, tmp_path / "part.safetensors", resume=tmp_path / "part.safetensors")
+    a, _ = ckpt.load_checkpoint(tmp_path / "full.safetensors")
+    b, mb = ckpt.load_checkpoint(tmp_path / "part.safetensors")
+    assert mb["complete"]
+    for (k, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
+        torch.testing.assert_close(x, y, msg=k)
+
+
+def test_stop_is_honoured_within_one_step(synthetic_data, tmp_path):
+    stop = threading.Event()
+    steps = []
+
+    def on(e):
+        if e.kind == "step":
+            steps.append(e.step)
+            stop.set()
+
+    train(TrainRun(model="capsnet-small", epochs=5, **TINY), tmp_path / "m.safetensors", on_event=on, stop=stop)
+    assert steps == [1]
+    assert ckpt.train_state_path(tmp_path / "m.safetensors").is_file()
+
+
+def test_cli_errors_are_one_line_and_nonzero(synthetic_data, tmp_path, capsys):
+    assert main(["evaluate", str(tmp_path / "missing.safetensors")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "does not exist" in err and "Traceback" not in err
+    (tmp_path / "junk.safetensors").write_bytes(b"junk")
+    assert main(["evaluate", str(tmp_path / "junk.safetensors")]) == 2
+    assert main(["train", "--out", str(tmp_path / "x.safetensors"), "--device", "cuda"] if not torch.cuda.is_available() else ["train", "--out", "x", "--epochs", "0"]) == 2
+    assert main(["train", "--out", str(tmp_path / "x.safetensors"), "--resume", str(tmp_path / "nothing.safetensors")]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_cli_train_evaluate_list(synthetic_data, tmp_path, capsys):
+    out = tmp_path / "ck" / "m.safetensors"
+    assert main(["train", "--model", "capsnet-small", "--epochs", "1", "--batch-size", "32", "--train-limit", "64", "--test-limit", "32", "--device", "cpu", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(out), "--limit", "50"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["n_test"] == 50 and 0 <= res["test_error"] <= 100
+    assert main(["list", str(out.parent)]) == 0
+    assert "capsnet on mnist" in capsys.readouterr().out
+
+
+def test_torchrun_two_cpu_processes_hold_identical_weights(synthetic_data, tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533", "-m", "capsviz", "train",
+           "--model", "capsnet-small", "--epochs", "1", "--batch-size", "8", "--train-limit", "48", "--test-limit", "16", "--device", "cpu", "--out", str(tmp_path / "ddp.safetensors")]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    digests = {line.split()[1]: line.split()[-1] for line in r.stdout.splitlines() if line.startswith("rank ")}
+    assert set(digests) == {"0", "1"} and digests["0"] == digests["1"]
+    meta = ckpt.read_meta(tmp_path / "ddp.safetensors")
+    assert meta["effective_batch_size"] == 16 and "x2 processes" in meta["hardware"]

@@ -1,0 +1,227 @@
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from capsviz.data import batches, describe, load_split, multimnist
+from capsviz.data.affine import affnist_like, expanded
+from capsviz.data.idx import read_idx, write_idx
+from capsviz.data.mnist import load_idx_pair, load_mnist
+from capsviz.data.smallnorb import centre_crop, load_smallnorb, preprocess, random_crop, viewpoint_split, write_matrix
+from capsviz.data.sources import SOURCES, Source, download, md5_of
+from capsviz.data.transforms import random_shift
+from capsviz.errors import CapsvizError
+
+
+def test_idx_round_trip_gz_and_raw(tmp_path):
+    a = np.arange(2 * 28 * 28, dtype=np.uint8).reshape(2, 28, 28)
+    for name in ("x.gz", "x"):
+        write_idx(tmp_path / name, a)
+        np.testing.assert_array_equal(read_idx(tmp_path / name), a)
+
+
+@pytest.fixture
+def pair(tmp_path):
+    imgs, labs = tmp_path / "train-images-idx3-ubyte.gz", tmp_path / "train-labels-idx1-ubyte.gz"
+    write_idx(imgs, np.zeros((5, 28, 28), np.uint8))
+    write_idx(labs, np.arange(5, dtype=np.uint8))
+    return imgs, labs
+
+
+def test_truncated_gzip(pair):
+    imgs, labs = pair
+    imgs.write_bytes(imgs.read_bytes()[:-20])
+    with pytest.raises(CapsvizError, match=r"train-images.*corrupt or truncated gzip"):
+        load_idx_pair(imgs, labs)
+
+
+def test_wrong_magic(pair):
+    imgs, labs = pair
+    imgs.write_bytes(gzip.compress(b"\x12\x34\x08\x03" + bytes(100)))
+    with pytest.raises(CapsvizError, match="not an IDX file"):
+        load_idx_pair(imgs, labs)
+
+
+def test_wrong_dimensions(pair):
+    imgs, labs = pair
+    write_idx(imgs, np.zeros((5, 32, 32), np.uint8))
+    with pytest.raises(CapsvizError, match="expected 28x28 images, found 32x32"):
+        load_idx_pair(imgs, labs)
+    write_idx(imgs, np.zeros((5, 784), np.uint8))
+    with pytest.raises(CapsvizError, match="expected 3-dimensional"):
+        load_idx_pair(imgs, labs)
+
+
+def test_count_mismatch(pair):
+    imgs, labs = pair
+    write_idx(labs, np.arange(4, dtype=np.uint8))
+    with pytest.raises(CapsvizError, match="5 images but .* 4 labels"):
+        load_idx_pair(imgs, labs)
+
+
+def test_non_idx_file_with_the_right_name(pair):
+    imgs, labs = pair
+    imgs.write_bytes(b"<html>404 Not Found</html>")
+    with pytest.raises(CapsvizError, match=r"train-images-idx3-ubyte.gz: not an IDX file"):
+        load_idx_pair(imgs, labs)
+
+
+def test_header_promises_more_than_the_file_holds(pair):
+    imgs, labs = pair
+    raw = gzip.decompress(imgs.read_bytes())
+    imgs.write_bytes(raw[:-10])
+    with pytest.raises(CapsvizError, match="header promises"):
+        load_idx_pair(imgs, labs)
+
+
+def test_missing_data_names_every_place_and_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAPSVIZ_DATA_DIR", str(tmp_path / "envdir"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CapsvizError) as e:
+        load_mnist("fashion-mnist", "test", data_dir=tmp_path / "given")
+    msg = str(e.value)
+    for place in ("given", "envdir", "data", "cache", "/usr/share/datasets/fashion-mnist"):
+        assert place in msg
+    assert "python -m capsviz data --download" in msg and "apt install dataset-fashion-mnist" in msg
+
+
+def test_lookup_order_prefers_explicit_dir(synthetic_data, tmp_path):
+    from conftest import write_mnist
+
+    mine = write_mnist(tmp_path / "mine", n_train=30, n_test=20)
+    assert len(load_mnist("mnist", "train", mine)) == 30
+    assert len(load_mnist("mnist", "train")) == 600  # from CAPSVIZ_DATA_DIR
+
+
+def _mirror(tmp_path, content: dict[str, bytes]) -> str:
+    m = tmp_path / "mirror"
+    m.mkdir()
+    for name, data in content.items():
+        (m / (name + ".gz")).write_bytes(gzip.compress(data))
+    return m.as_uri() + "/"
+
+
+def test_download_tries_mirrors_verifies_and_writes_atomically(tmp_path):
+    files = {"a": b"alpha" * 100, "b": b"beta" * 100}
+    good = _mirror(tmp_path, files)
+    src = Source("toy", {k: md5_of(v) for k, v in files.items()}, mirrors=("file:///nonexistent/", good))
+    seen = []
+    dest = download(src, tmp_path / "out", progress=lambda n, got, total: seen.append(n))
+    assert sorted(p.name for p in dest.iterdir()) == ["a.gz", "b.gz"]
+    assert set(seen) == {"a", "b"}
+
+
+def test_download_with_wrong_content_leaves_nothing(tmp_path):
+    bad = _mirror(tmp_path, {"a": b"tampered"})
+    src = Source("toy", {"a": md5_of(b"the real thing")}, mirrors=(bad,))
+    with pytest.raises(CapsvizError, match="checksum mismatch"):
+        download(src, tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_real_mnist_loads_fast_and_matches_published_counts(real_data):
+    import time
+
+    t = time.perf_counter()
+    train = load_split("mnist", "train")
+    test = load_split("mnist", "test")
+    assert time.perf_counter() - t < 2.0
+    assert torch.bincount(train.labels).tolist() == [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
+    assert torch.bincount(test.labels).tolist() == [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
+    assert abs(train.images.float().mean().item() - 33.318) < 1e-3
+    assert train.images.element_size() * train.images.numel() < 300e6
+    info = describe("mnist")
+    assert info.train_size == 60000 and set(info.status.values()) == {"ok"}
+
+
+def test_random_shift_moves_within_two_pixels_with_zero_padding():
+    x = torch.zeros(64, 1, 28, 28)
+    x[:, 0, 13, 13] = 1
+    y = random_shift(x, 2, torch.Generator().manual_seed(0))
+    pos = y.view(64, -1).argmax(1)
+    dr, dc = pos // 28 - 13, pos % 28 - 13
+    assert dr.abs().max() <= 2 and dc.abs().max() <= 2 and len(set(zip(dr.tolist(), dc.tolist()))) > 10
+    assert (y.sum((1, 2, 3)) == 1).all()
+
+
+def test_multimnist_follows_the_paper():
+    images, labels = torch.randint(0, 256, (200, 28, 28), dtype=torch.uint8), torch.arange(200) % 10
+    mm = multimnist.MultiMNIST(images, labels, seed=3)
+    b = mm.batch(300)
+    assert b.images.shape == (300, 36, 36) and b.parts.shape == (300, 2, 36, 36)
+    assert (b.labels[:, 0] != b.labels[:, 1]).all()
+    assert b.shifts.abs().max() <= 4 and b.shifts.abs().max() == 4
+    assert b.images.max() <= 1.0
+    torch.testing.assert_close(b.images, b.parts.sum(1).clamp(max=1))
+    assert (b.parts.sum(1) > 1).any()  # overlaps really get clipped
+    # each part is the source digit shifted: same ink
+    torch.testing.assert_close(b.parts[:, 0].sum((1, 2)), images[b.index[:, 0]].float().div(255).sum((1, 2)))
+    again = multimnist.MultiMNIST(images, labels, seed=3).batch(300)
+    torch.testing.assert_close(again.images, b.images)
+    idx, shifts = mm.eval_set(pairs_per_digit=3, seed=1)
+    assert len(idx) == 600 and (torch.bincount(idx[:, 0]) == 3).all()
+    idx2, _ = multimnist.MultiMNIST(images, labels, seed=99).eval_set(pairs_per_digit=3, seed=1)
+    assert torch.equal(idx, idx2)  # fixed by its own seed, not the training stream
+
+
+def test_affine_data_stays_on_the_40px_canvas():
+    digits = torch.zeros(50, 28, 28, dtype=torch.uint8)
+    digits[:, 6:22, 10:18] = 255
+    e = expanded(digits, torch.Generator().manual_seed(0))
+    assert e.shape == (50, 40, 40)
+    torch.testing.assert_close(e.sum((1, 2)), torch.full((50,), 128.0))
+    a = affnist_like(digits, seed=0)
+    b = affnist_like(digits, seed=0)
+    assert a.shape == (50, 40, 40) and torch.equal(a, b)
+    ink = a.sum((1, 2))
+    assert (ink > 60).all() and (ink < 220).all()  # scaled by 0.8-1.2 per axis, none lost off-canvas
+    assert not torch.equal(a[0], a[1])
+
+
+def _norb_folder(tmp_path, n=40):
+    rng = np.random.default_rng(0)
+    for split, tag in (("training", "46789"), ("testing", "01235")):
+        base = f"smallnorb-5x{tag}x9x18x6x2x96x96-{split}"
+        write_matrix(tmp_path / f"{base}-dat.mat", rng.integers(0, 256, (n, 2, 96, 96), dtype=np.uint8))
+        write_matrix(tmp_path / f"{base}-cat.mat", (np.arange(n) % 5).astype(np.int32))
+        info = np.stack([np.arange(n) % 10, np.arange(n) % 9, (np.arange(n) * 2) % 36, np.arange(n) % 6], 1).astype(np.int32)
+        write_matrix(tmp_path / f"{base}-info.mat", info)
+    return tmp_path
+
+
+def test_smallnorb_reader_preprocessing_and_splits(tmp_path):
+    folder = _norb_folder(tmp_path)
+    data = load_smallnorb(folder, "training")
+    assert data.images.shape == (40, 96, 96) and data.labels.tolist()[:6] == [0, 1, 2, 3, 4, 0]
+    x = preprocess(data.images)
+    assert x.shape == (40, 48, 48)
+    torch.testing.assert_close(x.mean((1, 2)), torch.zeros(40), atol=1e-5, rtol=0)
+    assert random_crop(x, torch.Generator().manual_seed(0)).shape == (40, 32, 32)
+    assert centre_crop(x).shape == (40, 32, 32)
+    fam = viewpoint_split(data, "azimuth", familiar=True)
+    novel = viewpoint_split(data, "azimuth", familiar=False)
+    assert len(fam.labels) + len(novel.labels) == 40 and set(fam.info[:, 2].tolist()) <= {30, 32, 34, 0, 2, 4}
+    (folder / "smallnorb-5x46789x9x18x6x2x96x96-training-cat.mat").write_bytes(b"\x00" * 12)
+    with pytest.raises(CapsvizError, match="not a smallNORB matrix file"):
+        load_smallnorb(folder, "training")
+
+
+def test_batches_are_deterministic_and_resumable(synthetic_data):
+    data = load_split("mnist", "train")
+    full = [x for x, _ in batches("mnist", data, 64, train=True, seed=1, epoch=2)]
+    tail = [x for x, _ in batches("mnist", data, 64, train=True, seed=1, epoch=2, start=3)]
+    for a, b in zip(full[3:], tail):
+        torch.testing.assert_close(a, b)
+    other = next(batches("mnist", data, 64, train=True, seed=1, epoch=3))[0]
+    assert not torch.equal(full[0], other)
+    mm = next(batches("multimnist", data, 16, train=True, seed=0))
+    assert mm[0].shape == (16, 1, 36, 36) and mm[1].shape == (16, 2)
+
+
+def test_sources_have_known_checksums():
+    assert set(SOURCES) == {"mnist", "fashion-mnist"}
+    for s in SOURCES.values():
+        assert len(s.files) == 4 and all(len(v) == 32 for v in s.files.values()) and s.mirrors

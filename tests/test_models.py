@@ -1,0 +1,142 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from capsviz.config import PRESETS, CapsNetConfig, MatrixCapsConfig, config_from_dict, preset, to_dict
+from capsviz.errors import CapsvizError
+from capsviz.layers import conv2d_nhwc, in_chunks
+from capsviz.models import build_model, count_parameters
+
+
+def within(n, target, tol):
+    return abs(n - target) / target <= tol
+
+
+def test_paper_parameter_counts():
+    assert within(count_parameters(build_model(CapsNetConfig())), 8.2e6, 0.01)
+    assert within(count_parameters(build_model(CapsNetConfig(reconstruction=False))), 6.8e6, 0.01)
+    assert within(count_parameters(build_model(PRESETS["capsnet-multimnist"])), 11.36e6, 0.01)
+    assert within(count_parameters(build_model(PRESETS["cnn-mnist"])), 35.4e6, 0.01)
+    assert within(count_parameters(build_model(PRESETS["cnn-multimnist"])), 24.56e6, 0.01)
+    # 4,252,549: the paper's "4.2M" is this count rounded down
+    assert within(count_parameters(build_model(PRESETS["cnn-smallnorb"])), 4.2e6, 0.015)
+    assert within(count_parameters(build_model(PRESETS["matrix-small"])), 68e3, 0.015)
+    assert within(count_parameters(build_model(PRESETS["matrix"])), 310e3, 0.025)
+
+
+@pytest.mark.parametrize("size", [28, 32, 36, 40])
+def test_capsnet_shapes_every_input_size(size):
+    m = build_model(CapsNetConfig(in_size=size, conv1_channels=16, primary_types=4))
+    out = m(torch.rand(2, 1, size, size), record=True)
+    grid = (size - 17) // 2 + 1  # Conv1 9x9 then PrimaryCaps 9x9 stride 2: 28 -> 6, 40 -> 12
+    assert out.scores.shape == (2, 10) and out.capsules.shape == (2, 10, 16)
+    assert out.reconstruction.shape == (2, size, size)
+    assert out.trace.c.shape == (3, 2, grid * grid * 4, 10)
+
+
+@pytest.mark.parametrize("size", [28, 32])
+def test_matrix_shapes_and_trace(size):
+    m = build_model(MatrixCapsConfig(in_size=size, A=8, B=4, C=4, D=4, num_classes=10))
+    out = m(torch.rand(2, 1, size, size), record=True)
+    n = {28: 3, 32: 4}[size]
+    assert out.scores.shape == (2, 10) and out.capsules.shape == (2, 10, 16)
+    assert out.trace.R.shape == (3, 2, n * n * 4, 10)
+    assert set(out.layer_traces) == {"convcaps1", "convcaps2", "class"}
+    assert ((out.scores >= 0) & (out.scores <= 1)).all()
+
+
+def test_coordinate_addition_changes_votes_only_in_the_right_entries():
+    from capsviz.layers import coordinate_grid, receptive_centres
+    from capsviz.models.matrix_capsnet import GEOMETRY
+
+    c = receptive_centres(28, GEOMETRY)
+    torch.testing.assert_close(c, (torch.tensor([8.0, 12.0, 16.0]) + 0.5) / 28)
+    g = coordinate_grid(c)
+    assert (g[..., [3, 7]] != 0).all() and (g[..., [i for i in range(16) if i not in (3, 7)]] == 0).all()
+    torch.testing.assert_close(g[2, 0, 3], c[2])
+    torch.testing.assert_close(g[0, 2, 7], c[2])
+
+
+@pytest.mark.parametrize("name", ["capsnet-small", "matrix-small", "cnn-smallnorb"])
+def test_gradients_reach_every_parameter(name):
+    from capsviz.train import objective
+
+    torch.manual_seed(0)
+    m = build_model(preset(name, in_size=28, num_classes=10))
+    x, y = torch.rand(4, 1, 28, 28), torch.tensor([0, 1, 2, 3])
+    objective(m, m(x, y), x, y, 0.5).backward()
+    missing = [n for n, p in m.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all() or p.grad.abs().sum() == 0]
+    assert not missing
+
+
+def test_decoder_masks_by_label_longest_or_any_vector():
+    torch.manual_seed(0)
+    m = build_model(preset("capsnet-small")).eval()
+    x = torch.rand(2, 1, 28, 28)
+    with torch.no_grad():
+        out = m(x)
+        longest = out.scores.argmax(1)
+        torch.testing.assert_close(out.reconstruction, m.decode(out.capsules[torch.arange(2), longest], longest))
+        other = (longest + 1) % 10
+        by_label = m(x, other).reconstruction
+        torch.testing.assert_close(by_label, m.decode(out.capsules[torch.arange(2), other], other))
+        v = out.capsules[0, 3].clone()
+        base = m.decode(v, 3)
+        v[5] += 0.25
+        assert not torch.allclose(m.decode(v, 3), base)
+        assert m.decode(out.capsules[0, 3], 3).shape == (1, 28, 28)
+
+
+@pytest.mark.parametrize("stride,k", [(2, 9), (1, 3)])
+def test_im2col_conv_matches_conv2d(stride, k):
+    torch.manual_seed(0)
+    x = torch.randn(2, 12, 12, 5, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(7, 5, k, k, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(7, dtype=torch.float64, requires_grad=True)
+    ours = conv2d_nhwc(x, w, b, stride)
+    ref = F.conv2d(x.permute(0, 3, 1, 2), w, b, stride=stride).permute(0, 2, 3, 1)
+    torch.testing.assert_close(ours, ref)
+    g = torch.randn_like(ref)
+    ga = torch.autograd.grad(ours, (x, w, b), g)
+    gb = torch.autograd.grad(ref, (x, w, b), g)
+    for u, v in zip(ga, gb):
+        torch.testing.assert_close(u, v)
+
+
+def test_chunked_forward_and_gradients_equal_unchunked():
+    torch.manual_seed(0)
+    m = build_model(preset("capsnet-small", reconstruction=False))
+    x = torch.rand(19, 1, 28, 28)
+    u = m.primary_capsules(x)
+    from capsviz.routing import dynamic_routing_ji
+
+    f = lambda u: dynamic_routing_ji(m.digits(u), 3).v  # noqa: E731
+    a = in_chunks(f, u, chunk=8)
+    (ga,) = torch.autograd.grad(a.square().sum(), m.digits.W)
+    b = f(u)
+    (gb,) = torch.autograd.grad(b.square().sum(), m.digits.W)
+    torch.testing.assert_close(a, b)
+    torch.testing.assert_close(ga, gb, rtol=1e-4, atol=1e-7)
+
+
+def test_config_round_trip_and_bad_configs():
+    for cfg in PRESETS.values():
+        assert config_from_dict(to_dict(cfg)) == cfg
+    with pytest.raises(CapsvizError, match="unknown model family"):
+        config_from_dict({"family": "rnn"})
+    with pytest.raises(CapsvizError, match="unknown capsnet config fields"):
+        config_from_dict({"family": "capsnet", "evil": 1})
+    with pytest.raises(CapsvizError, match="unknown model preset"):
+        preset("nope")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+@pytest.mark.parametrize("name", ["capsnet", "matrix-small"])
+def test_cuda_forward_matches_cpu(name):
+    torch.manual_seed(0)
+    m = build_model(preset(name, in_size=28, num_classes=10)).eval()
+    x = torch.rand(4, 1, 28, 28)
+    with torch.no_grad():
+        cpu = m(x).scores
+        gpu = m.cuda()(x.cuda()).scores.cpu()
+    torch.testing.assert_close(cpu, gpu, rtol=1e-3, atol=1e-4)

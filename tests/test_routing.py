@@ -1,0 +1,189 @@
+"""Routing invariants, and the oracle: vectorised routing == a naive loop from the pseudocode."""
+
+import math
+
+import pytest
+import torch
+
+from capsviz.routing import dynamic_routing, em_routing, lambda_schedule, squash
+
+
+def test_squash_bounds_direction_and_zero_gradient():
+    torch.manual_seed(0)
+    s = torch.randn(100, 16) * torch.logspace(-3, 3, 100).unsqueeze(1)
+    v = squash(s)
+    n = v.norm(dim=-1)
+    assert (n < 1).all() and (n >= 0).all()
+    torch.testing.assert_close(torch.nn.functional.normalize(v, dim=-1), torch.nn.functional.normalize(s, dim=-1))
+    assert n[:3].max() < 1e-4 and n[-5:].min() > 0.99  # short -> ~0, long -> just under 1
+    z = torch.zeros(3, 8, requires_grad=True)
+    squash(z).sum().backward()
+    assert torch.isfinite(z.grad).all()
+
+
+def naive_dynamic(u_hat, r):
+    """Procedure 1 of Sabour et al., one capsule pair at a time."""
+    B, I, J, D = u_hat.shape
+    v_all = torch.zeros(B, J, D, dtype=u_hat.dtype)
+    for n in range(B):
+        b = [[0.0] * J for _ in range(I)]
+        for _ in range(r):
+            c = [[math.exp(b[i][j]) / sum(math.exp(x) for x in b[i]) for j in range(J)] for i in range(I)]
+            v = []
+            for j in range(J):
+                s = sum(c[i][j] * u_hat[n, i, j] for i in range(I))
+                sq = float((s * s).sum())
+                v.append(sq / (1 + sq) * s / math.sqrt(sq + 1e-8))
+            for i in range(I):
+                for j in range(J):
+                    b[i][j] += float(u_hat[n, i, j] @ v[j])
+        v_all[n] = torch.stack(v)
+    return v_all
+
+
+@pytest.mark.parametrize("r", [1, 3, 5])
+def test_dynamic_routing_equals_naive_loop(r):
+    torch.manual_seed(r)
+    u_hat = torch.randn(2, 7, 4, 5, dtype=torch.float64)
+    torch.testing.assert_close(dynamic_routing(u_hat, r).v, naive_dynamic(u_hat, r))
+
+
+def test_dynamic_routing_trace_invariants():
+    torch.manual_seed(0)
+    u_hat = torch.randn(3, 20, 10, 16)
+    res = dynamic_routing(u_hat, 4, record=True)
+    T, B, I, J = res.c.shape
+    assert (T, B, I, J) == (4, 3, 20, 10) and res.v_trace.shape == (4, 3, 10, 16) and res.b_change.shape == (4, 3)
+    torch.testing.assert_close(res.c.sum(-1), torch.ones(T, B, I))
+    torch.testing.assert_close(res.c[0], torch.full((B, I, J), 0.1))
+    assert (res.b[0] == 0).all()
+    torch.testing.assert_close(res.v_trace[-1], res.v)
+    # b_change[t] is the mean |b_{t+1} - b_t|
+    torch.testing.assert_close(res.b_change[:-1], (res.b[1:] - res.b[:-1]).abs().mean(dim=(2, 3)))
+    torch.testing.assert_close(dynamic_routing(u_hat, 4).v, res.v)
+
+
+def test_dynamic_routing_gradients_flow_through_all_iterations():
+    u_hat = torch.randn(2, 6, 3, 4, requires_grad=True)
+    dynamic_routing(u_hat, 3).v.pow(2).sum().backward()
+    g3 = u_hat.grad.clone()
+    u_hat.grad = None
+    # with b detached between iterations the gradient would differ: the agreement path counts
+    u2 = u_hat.detach().clone().requires_grad_()
+    b = torch.zeros(2, 6, 3)
+    for t in range(3):
+        c = b.softmax(-1)
+        v = squash(torch.einsum("bij,bijd->bjd", c, u2))
+        b = b + torch.einsum("bijd,bjd->bij", u2, v).detach()
+    v.pow(2).sum().backward()
+    assert not torch.allclose(g3, u2.grad)
+
+
+def naive_em(V, a_in, T, beta_u, beta_a, final_lambda, var_floor=1e-4):
+    """Procedure 1 of Hinton et al. per capsule, with capsviz's documented choices: the J/I mass
+    scale, the floored variance and the linear lambda schedule."""
+    I, J, H = V.shape
+    R = [[1.0 / J] * J for _ in range(I)]
+    lams = lambda_schedule(T, final_lambda)
+    for t in range(T):
+        mu, sig2, a = [], [], []
+        for j in range(J):
+            rp = [R[i][j] * float(a_in[i]) for i in range(I)]
+            S = sum(rp)
+            m = sum(rp[i] * V[i, j] for i in range(I)) / (S + 1e-8)
+            var = sum(rp[i] * (V[i, j] - m) ** 2 for i in range(I)) / (S + 1e-8) + var_floor
+            cost = ((beta_u + 0.5 * torch.log(var)) * S * J / I).sum()
+            mu.append(m)
+            sig2.append(var)
+            a.append(1 / (1 + math.exp(-lams[t] * (beta_a - float(cost)))))
+        if t == T - 1:
+            break
+        for i in range(I):
+            logp = [float(-0.5 * ((V[i, j] - mu[j]) ** 2 / sig2[j]).sum() - 0.5 * torch.log(sig2[j]).sum()) + math.log(a[j]) for j in range(J)]
+            top = max(logp)
+            e = [math.exp(x - top) for x in logp]
+            R[i] = [x / sum(e) for x in e]
+    return torch.tensor(a), torch.stack(mu)
+
+
+@pytest.mark.parametrize("T", [1, 2, 3])
+def test_em_routing_equals_naive_loop(T):
+    torch.manual_seed(T)
+    V = torch.randn(1, 12, 3, 16, dtype=torch.float64) * 0.5
+    a_in = torch.rand(1, 12, dtype=torch.float64)
+    res = em_routing(V, a_in, T, 0.3, -0.2, final_lambda=0.05)
+    a, mu = naive_em(V[0], a_in[0], T, 0.3, -0.2, 0.05)
+    torch.testing.assert_close(res.a[0], a.to(res.a.dtype), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(res.mu[0], mu.to(res.mu.dtype), rtol=1e-4, atol=1e-4)
+
+
+def test_em_trace_invariants():
+    torch.manual_seed(0)
+    res = em_routing(torch.randn(2, 30, 5, 16), torch.rand(2, 30), 3, record=True)
+    assert res.R.shape == (3, 2, 30, 5) and res.mu_trace.shape == (3, 2, 5, 16) and res.sigma.shape == (3, 2, 5, 16)
+    assert res.a_trace.shape == (3, 2, 5) and res.lambdas.shape == (3,)
+    torch.testing.assert_close(res.R.sum(-1), torch.ones(3, 2, 30))
+    torch.testing.assert_close(res.R[0], torch.full((2, 30, 5), 0.2))
+    assert (res.lambdas[1:] > res.lambdas[:-1]).all()
+    torch.testing.assert_close(res.a_trace[-1], res.a)
+    torch.testing.assert_close(res.mu_trace[-1], res.mu)
+
+
+def test_em_assigns_two_clusters_and_prefers_the_tighter_one():
+    torch.manual_seed(0)
+    I, H = 40, 16
+    A, Bp = torch.zeros(H), torch.full((H,), 3.0)
+    V = torch.randn(I, 2, H) * 5.0  # everyone's vote for the other capsule: scattered far away
+    V[:20, 0] = A + 0.01 * torch.randn(20, H)  # group 1 agrees tightly on A for capsule 0
+    V[20:, 1] = Bp + 0.2 * torch.randn(20, H)  # group 2 agrees loosely on B for capsule 1
+    res = em_routing(V.unsqueeze(0), torch.ones(1, I), 3, final_lambda=0.1, record=True)
+    R = res.R[-1, 0]  # (I, 2)
+    assert (R[:20, 0] > 0.9).all() and (R[20:, 1] > 0.9).all()
+    torch.testing.assert_close(res.mu[0, 0], A, atol=0.02, rtol=0)
+    torch.testing.assert_close(res.mu[0, 1], Bp, atol=0.2, rtol=0)
+    assert res.a[0, 0] > res.a[0, 1]
+
+
+def _finite(res):
+    return bool(torch.isfinite(res.a).all() and torch.isfinite(res.mu).all() and torch.isfinite(res.R).all() and torch.isfinite(res.sigma).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "case",
+    ["zero_variance", "zero_activations", "identical_votes", "huge_votes"],
+)
+def test_em_never_nan_or_inf(dtype, case):
+    torch.manual_seed(0)
+    V = torch.randn(2, 24, 4, 16)
+    a = torch.rand(2, 24)
+    if case == "zero_variance":  # each capsule's votes collapse onto one point
+        V = V[:, :1].expand(-1, 24, -1, -1).clone()
+    elif case == "zero_activations":
+        a = torch.zeros(2, 24)
+    elif case == "identical_votes":
+        V = torch.ones(2, 24, 4, 16)
+    elif case == "huge_votes":
+        V = V * 1e18
+    res = em_routing(V.to(dtype), a.to(dtype), 3, 0.0, 0.0, record=True)
+    assert res.a.dtype == dtype
+    assert _finite(res), case
+    V.requires_grad_()
+    out = em_routing(V.to(dtype), a.to(dtype), 3)
+    (out.a.float().sum() + out.mu.float().sum()).backward()
+    assert torch.isfinite(V.grad).all(), case
+
+
+def test_convolutional_em_normalises_each_lower_capsule_over_all_positions():
+    from capsviz.layers import ConvCaps
+
+    torch.manual_seed(0)
+    layer = ConvCaps(in_types=2, out_types=3, kernel=3, stride=2, iterations=3, final_lambda=0.1)
+    pose, a = torch.randn(1, 7, 7, 2, 16), torch.rand(1, 7, 7, 2)
+    _, _, res = layer(pose, a, record=True)
+    R = res.R[-1, 0]  # (P, Kin, J)
+    idx = layer.lower_index(7, 7, 2, "cpu")  # (P, Kin)
+    total = torch.zeros(7 * 7 * 2).index_add_(0, idx.flatten(), R.sum(-1).flatten())
+    torch.testing.assert_close(total, torch.ones(98))
+    reach = torch.bincount(idx.flatten(), minlength=98).view(7, 7, 2)
+    assert reach[0, 0, 0] == 1 and reach[2, 2, 0] == 4  # a corner reaches one position, an inner one four
