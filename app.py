@@ -1,0 +1,17 @@
+"""capsviz: `streamlit run app.py`. Page setup, the shared sidebar, and navigation over pages/."""
+
+import streamlit as st
+
+st.set_page_config(page_title="capsviz", layout="wide")
+
+from pages.common import sidebar  # noqa: E402 - set_page_config must come first
+
+page = st.navigation(
+    [
+        st.Page("pages/zoo.py", title="Model zoo", url_path="zoo", default=True),
+        st.Page("pages/explorer.py", title="DigitCaps explorer", url_path="explorer"),
+        st.Page("pages/train.py", title="Train", url_path="train"),
+    ]
+)
+sidebar()
+page.run()

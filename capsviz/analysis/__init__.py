@@ -1,0 +1,51 @@
+"""Analyses the pages draw: perturbation grids (Fig. 4 of Sabour et al.) and per-image predictions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+STEPS = np.round(np.arange(-0.25, 0.2501, 0.05), 2)  # 11 values in [-0.25, 0.25]
+
+
+@dataclass
+class Prediction:
+    scores: np.ndarray  # (J,)
+    capsules: np.ndarray  # (J, 16)
+    predicted: int
+    reconstruction: np.ndarray | None  # (H, W) from the longest capsule
+
+
+@torch.no_grad()
+def predict(model, image: np.ndarray) -> Prediction:
+    """image (H, W) float in [0, 1] -> scores, capsule vectors and reconstruction."""
+    x = torch.as_tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
+    out = model(x)
+    rec = out.reconstruction[0].numpy() if out.reconstruction is not None else None
+    caps = out.capsules[0].numpy() if out.capsules is not None else None
+    return Prediction(out.scores[0].numpy(), caps, int(out.scores[0].argmax()), rec)
+
+
+@torch.no_grad()
+def decode(model, vector: np.ndarray, capsule: int, deltas: np.ndarray | None = None) -> np.ndarray:
+    """Reconstruction from `vector` (16,) plus `deltas` (16,) in capsule `capsule`'s slot -> (H, W)."""
+    v = torch.as_tensor(vector, dtype=torch.float32) + (0 if deltas is None else torch.as_tensor(deltas, dtype=torch.float32))
+    return model.decode(v, capsule)[0].numpy()
+
+
+@torch.no_grad()
+def perturbation_grid(model, vector: np.ndarray, capsule: int) -> np.ndarray:
+    """(16, 11, H, W): row d adds each of STEPS to dimension d alone, decoded in one batch."""
+    D = len(vector)
+    v = torch.as_tensor(vector, dtype=torch.float32).repeat(D, len(STEPS), 1)  # (D, 11, D)
+    idx = torch.arange(D)
+    v[idx, :, idx] += torch.as_tensor(STEPS, dtype=torch.float32)
+    rec = model.decode(v.view(-1, D), capsule)  # (D*11, H, W)
+    return rec.view(D, len(STEPS), *rec.shape[-2:]).numpy()
+
+
+def dimension_effect(grid: np.ndarray) -> np.ndarray:
+    """(16,) mean absolute pixel change between the -0.25 and +0.25 ends of each row."""
+    return np.abs(grid[:, -1] - grid[:, 0]).mean(axis=(1, 2))

@@ -1,0 +1,127 @@
+"""What every page shares: cached loaders, the sidebar model picker and the status line.
+Not a page itself (app.py lists the pages)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import streamlit as st
+import torch
+
+from capsviz.checkpoint import list_checkpoints, load_checkpoint
+from capsviz.data import describe, load_split
+from capsviz.devices import pick_device
+from capsviz.errors import CapsvizError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def checkpoint_dir() -> Path:
+    """checkpoints/ beside app.py; CAPSVIZ_CHECKPOINTS points elsewhere (tests, shared folders)."""
+    return Path(os.environ.get("CAPSVIZ_CHECKPOINTS", ROOT / "checkpoints"))
+
+# Published test errors (%) to show beside ours: (family, dataset, routing iterations, reconstruction)
+PAPER = {
+    ("capsnet", "mnist", 3, True): 0.25,
+    ("capsnet", "mnist", 1, True): 0.29,
+    ("capsnet", "mnist", 3, False): 0.35,
+    ("capsnet", "mnist", 1, False): 0.34,
+    ("capsnet", "multimnist", 3, True): 5.2,
+    ("matrix", "mnist", 3, None): 0.44,
+    ("cnn", "mnist", None, None): 0.39,
+    ("cnn", "multimnist", None, None): 8.1,
+}
+
+
+def paper_error(meta: dict) -> float | None:
+    c = meta["config"]
+    fam = c["family"]
+    key = (fam, meta.get("dataset"), c.get("routing_iterations") if fam != "cnn" else None, c.get("reconstruction") if fam == "capsnet" else None)
+    return PAPER.get(key)
+
+
+def checkpoints() -> list[tuple[Path, dict]]:
+    """Readable checkpoints in checkpoints/ (fresh every run: a model trained in this session shows up at once)."""
+    return [(p, m) for p, m in list_checkpoints(checkpoint_dir()) if isinstance(m, dict)]
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading model ...")
+def _load(path: str, mtime: float):
+    torch.set_grad_enabled(False)
+    return load_checkpoint(Path(path))
+
+
+def active_name() -> str | None:
+    """The active checkpoint's file name: the sidebar's pick, else the link's ?model=, else the first."""
+    names = [p.name for p, _ in checkpoints()]
+    for cand in (st.session_state.get("pending_model"), st.session_state.get("model_pick"), st.query_params.get("model")):
+        if cand in names:
+            return cand
+    return names[0] if names else None
+
+
+def active_model():
+    """(model, meta, path) for the active model, or None after telling the user why."""
+    name = active_name()
+    if name is None:
+        st.info("No model is available yet. Train one on the **Train** page, or from a terminal: `python -m capsviz train --model capsnet-small --out checkpoints/capsnet-small.safetensors`.")
+        return None
+    st.query_params["model"] = name
+    path = str(checkpoint_dir() / name)
+    try:
+        model, meta = _load(path, Path(path).stat().st_mtime)
+    except (CapsvizError, OSError) as e:
+        st.error(f"Cannot load {Path(path).name}: {e}")
+        return None
+    return model, meta, Path(path)
+
+
+@st.cache_resource(show_spinner="Loading test images ...")
+def _test_set(dataset: str, _where: str | None):
+    return load_split(dataset, "test")
+
+
+def test_set(dataset: str):
+    """The test split, or None after showing exactly how to get it."""
+    try:
+        return _test_set(dataset, os.environ.get("CAPSVIZ_DATA_DIR"))
+    except CapsvizError as e:
+        st.warning(f"The {dataset} test images are not available, so this page can only use uploaded images.")
+        with st.expander("How to get the data", expanded=True):
+            st.code(str(e), language=None)
+            st.markdown("Run `python -m capsviz data --download`, or set `CAPSVIZ_DATA_DIR` to a folder with the IDX files, then reload.")
+        return None
+
+
+def image_from_upload(file) -> np.ndarray | None:
+    """An uploaded picture -> (28, 28) float in [0, 1], white digit on black as in MNIST."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        img = Image.open(file).convert("L").resize((28, 28), Image.LANCZOS)
+    except (UnidentifiedImageError, OSError, ValueError):
+        st.error("That file is not an image capsviz can read (try PNG or JPEG).")
+        return None
+    a = np.asarray(img, dtype=np.float32) / 255.0
+    if a.mean() > 0.5:  # dark ink on light paper: invert to MNIST's convention
+        a = 1.0 - a
+    return a
+
+
+def sidebar() -> None:
+    found = checkpoints()
+    with st.sidebar:
+        st.markdown("### Active model")
+        if not found:
+            st.caption("No checkpoints yet.")
+        else:
+            st.session_state["model_pick"] = active_name()  # before the widget: links and cards win
+            st.session_state.pop("pending_model", None)
+            name = st.selectbox("Model", [p.name for p, _ in found], key="model_pick", help="Used by every page")
+            st.query_params["model"] = name
+        device = pick_device("auto")
+        info = describe("mnist")
+        where = f"data: {info.origin}" if info.origin else "data: MNIST not found (see `python -m capsviz data`)"
+        st.caption(f"device: {'GPU' if device.type == 'cuda' else device.type.upper()} · {where}")

@@ -1,0 +1,101 @@
+"""DigitCaps explorer: Fig. 3 and Fig. 4 of Sabour et al. (2017)."""
+
+import numpy as np
+import streamlit as st
+
+from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid, predict
+from capsviz.data.mnist import CLASS_NAMES
+from capsviz.viz import capsule_bars, effect_bars, grid_image, png_bytes, to_image
+from pages.common import active_model, image_from_upload, test_set
+
+st.title("DigitCaps explorer")
+st.markdown(
+    "Each of the 10 DigitCaps vectors has 16 dimensions. The decoder redraws the digit from the "
+    "chosen capsule alone, so nudging one dimension shows what it encodes (Fig. 4 of Sabour et al.: "
+    "stroke thickness, skew, width, localized parts). Bars show each capsule's length: the "
+    "network's confidence that digit is present."
+)
+
+loaded = active_model()
+if loaded is None:
+    st.stop()
+model, meta, path = loaded
+if meta["config"]["family"] != "capsnet" or not meta["config"].get("reconstruction"):
+    st.info(
+        f"**{path.stem}** is a {meta['config']['family']} model without a decoder. Matrix capsules (EM routing) "
+        "and the baseline CNNs have no reconstruction network, so there is nothing to perturb: "
+        "choose a dynamic-routing CapsNet trained with reconstruction in the sidebar."
+    )
+    st.stop()
+
+dataset = meta.get("dataset", "mnist")
+names = CLASS_NAMES.get(dataset, CLASS_NAMES["mnist"])
+size = meta["config"]["in_size"]
+data = test_set(dataset) if size == 28 else None
+
+qp = st.query_params
+if "image" not in st.session_state:
+    st.session_state["image"] = int(qp.get("image", 0))
+
+source = st.radio("Image", ["Test set", "Upload"], horizontal=True, key="source", disabled=data is None, index=1 if data is None else 0)
+image = None
+if source == "Test set" and data is not None:
+    c1, c2, c3 = st.columns([2, 1, 2])
+    c1.number_input("Test image index", 0, len(data) - 1, key="image")
+    if c2.button("Random", key="random_image"):
+        st.session_state["image"] = int(np.random.randint(len(data)))
+        st.rerun()
+    pick_class = c3.selectbox("Jump to a test image of class", ["-"] + list(names), key="jump_class")
+    if pick_class != "-":
+        idx = (data.labels == names.index(pick_class)).nonzero().flatten()
+        st.session_state["image"] = int(idx[np.random.randint(len(idx))])
+        st.session_state["jump_class"] = "-"
+        st.rerun()
+    i = int(st.session_state["image"])
+    qp["image"] = str(i)
+    image = data.images[i].numpy().astype(np.float32) / 255.0
+    label = names[int(data.labels[i])]
+else:
+    up = st.file_uploader("A picture of a single digit (PNG or JPEG)", type=["png", "jpg", "jpeg"], key="upload")
+    if up is not None:
+        image, label = image_from_upload(up), "?"
+if image is None:
+    st.info("Pick a test image or upload one.")
+    st.stop()
+
+pred = predict(model, image)
+capsule = st.selectbox("Capsule to decode", list(range(len(names))), index=pred.predicted, format_func=lambda j: f"{names[j]} (length {pred.scores[j]:.2f})", key=f"capsule_{path.stem}")
+
+a, b, c = st.columns([1, 2, 1])
+a.image(to_image(image), caption=f"input (label {label})", width=168)
+b.plotly_chart(capsule_bars(pred.scores, names, pred.predicted, f"Prediction: {names[pred.predicted]}"), key="lengths")
+c.image(to_image(decode(model, pred.capsules[capsule], capsule)), caption=f"reconstruction from capsule {names[capsule]}", width=168)
+
+
+@st.fragment
+def sliders():
+    """Only this fragment reruns while sliding: one decoder pass, a few milliseconds."""
+    st.subheader("Perturb one dimension at a time")
+    if st.button("Reset all to 0", key="reset_dims"):
+        for d in range(16):
+            st.session_state[f"dim{d}"] = 0.0
+    cols = st.columns([3, 2])
+    with cols[0]:
+        grid = st.columns(4)
+        deltas = np.array([grid[d % 4].slider(f"d{d}", -0.25, 0.25, 0.0, 0.05, key=f"dim{d}", format="%+.2f") for d in range(16)], dtype=np.float32)
+    with cols[1]:
+        rec = decode(model, pred.capsules[capsule], capsule, deltas)
+        changed = ", ".join(f"d{d} {v:+.2f}" for d, v in enumerate(deltas) if v) or "none"
+        st.image(to_image(rec), caption=f"perturbed: {changed}", width=224)
+
+
+sliders()
+
+st.subheader(f"Perturbation grid for capsule {names[capsule]} (Fig. 4)")
+st.caption(f"Row d adds {', '.join(f'{s:+.2f}' for s in STEPS)} to dimension d alone; look for rows that change stroke width, slant or size.")
+grid = perturbation_grid(model, pred.capsules[capsule], capsule)
+img = grid_image(grid, scale=2)
+left, right = st.columns([1, 1])
+left.image(img, caption="16 dimensions (rows) x 11 perturbations (columns)")
+left.download_button("Download grid as PNG", png_bytes(img), file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png")
+right.plotly_chart(effect_bars(dimension_effect(grid)), key="effect")

@@ -1,0 +1,43 @@
+"""Home: what capsules are, and every shipped or freshly trained model as a card."""
+
+import streamlit as st
+
+from capsviz.viz import squash_curve
+from pages.common import checkpoints, paper_error
+
+st.title("capsviz: watch capsules route")
+st.markdown(
+    "A **capsule** is a group of neurons whose output is a vector: its **length** is the probability "
+    "that an entity (a digit, a stroke) is present, and its **direction** encodes how it looks "
+    "(thickness, slant, width). The *squash* non-linearity (Eq. 1 of Sabour et al. 2017) keeps the "
+    "direction and maps any length into [0, 1): short vectors shrink towards 0, long ones approach 1."
+)
+left, right = st.columns([2, 1])
+with left:
+    st.plotly_chart(squash_curve(), key="squash_plot")
+with right:
+    s = st.slider("Length |s| before squash", 0.0, 5.0, 1.0, 0.1, key="squash_s")
+    st.metric("Length after squash", f"{s * s / (1 + s * s):.3f}")
+    st.caption("Move the slider: a capsule can never claim more than certainty, and weak evidence is nearly silenced.")
+
+st.header("Models")
+found = checkpoints()
+if not found:
+    st.info("No checkpoints in `checkpoints/` yet. Train one on the **Train** page.")
+for path, meta in found:
+    c = meta["config"]
+    m = meta.get("metrics", {})
+    paper = paper_error(meta)
+    with st.container(border=True):
+        st.subheader(path.stem)
+        cols = st.columns(4)
+        routing = {"capsnet": f"dynamic, {c.get('routing_iterations')} iterations", "matrix": f"EM, {c.get('routing_iterations')} iterations"}.get(c["family"], "none (CNN)")
+        cols[0].markdown(f"**Family** {c['family']}  \n**Routing** {routing}  \n**Decoder** {'yes' if c.get('reconstruction') else 'no'}")
+        cols[1].markdown(f"**Parameters** {meta.get('parameters', 0):,}  \n**Dataset** {meta.get('dataset')}  \n**Epochs** {meta.get('epochs', 0):g}")
+        err = f"{m['test_error']:.2f}%" if "test_error" in m else "not measured"
+        cols[2].metric("Test error", err, help=m.get("how", ""))
+        cols[2].caption(f"paper: {paper}%" if paper is not None else "no paper figure for this setting")
+        cols[3].markdown(f"**Trained in** {meta.get('training_time_s', 0) / 60:.0f} min  \n**on** {meta.get('hardware', '?')}")
+        if st.button("Use this model", key=f"use_{path.stem}"):
+            st.session_state["pending_model"] = path.name  # the sidebar applies it before drawing its picker
+            st.rerun()
