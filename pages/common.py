@@ -79,7 +79,7 @@ def active_model():
 
 
 @st.cache_resource(show_spinner="Loading test images ...")
-def _test_set(dataset: str, _where: str | None):
+def _test_set(dataset: str, where: str | None):  # `where` keys the cache by data folder
     return load_split(dataset, "test")
 
 
