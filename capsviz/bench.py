@@ -110,7 +110,11 @@ def table(results: list[dict]) -> str:
             lines.append(f"{r['model']:20} error: {r['error']}")
             continue
         route = f"{r['routing_ms_per_image']:.3f}" if r["routing_ms_per_image"] is not None else "-"
-        lines.append(f"{r['model']:20} {r['parameters']:>10,} {r['train_images_per_s']:>12.1f} {r['infer_images_per_s']:>12.1f} {r['latency_ms']:>11.2f} {route:>15} {r['peak_train_mb']:>14.0f}")
+        lines.append(
+            f"{r['model']:20} {r['parameters']:>10,} {r['train_images_per_s']:>12.1f} {r['infer_images_per_s']:>12.1f} {r['latency_ms']:>11.2f} {route:>15} {r['peak_train_mb']:>14.0f}"
+        )
     if results and "device" in results[0]:
-        lines.append(f"device: {results[0]['device']}, precision {results[0]['precision']}, torch {results[0]['torch']}, {results[0]['threads']} threads")
+        lines.append(
+            f"device: {results[0]['device']}, precision {results[0]['precision']}, torch {results[0]['torch']}, {results[0]['threads']} threads"
+        )
     return "\n".join(lines)

@@ -20,7 +20,7 @@ from safetensors.torch import save_file
 from capsviz import __version__
 from capsviz.config import config_from_dict, to_dict
 from capsviz.errors import CapsvizError
-from capsviz.models import build_model
+from capsviz.models import build_model, count_parameters
 
 META_KEY = "capsviz"
 
@@ -52,7 +52,13 @@ def atomic_write(path: Path, write) -> None:
 def save_checkpoint(path: Path, model: torch.nn.Module, meta: dict, half: bool = False) -> None:
     """Weights (float16 when `half`) plus meta: config, dataset, epochs, metrics, time, hardware."""
     tensors = {k: (v.half() if half and v.is_floating_point() else v).detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    full = dict(meta, config=to_dict(model.config), capsviz_version=__version__, weights_sha256=weights_digest(tensors))
+    full = dict(
+        meta,
+        config=to_dict(model.config),
+        parameters=count_parameters(model),
+        capsviz_version=__version__,
+        weights_sha256=weights_digest(tensors),
+    )
     atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata={META_KEY: json.dumps(full)}))
 
 
@@ -73,7 +79,9 @@ def load_checkpoint(path: Path, device="cpu") -> tuple[torch.nn.Module, dict]:
         model.load_state_dict(state, strict=True)
     except RuntimeError as e:
         first = str(e).strip().splitlines()
-        raise CapsvizError(f"{path}: weights do not fit a {meta['config'].get('family')} model with this config ({first[0]} {first[1] if len(first) > 1 else ''})") from None
+        raise CapsvizError(
+            f"{path}: weights do not fit a {meta['config'].get('family')} model with this config ({first[0]} {first[1] if len(first) > 1 else ''})"
+        ) from None
     return model.to(device).eval(), meta
 
 

@@ -125,7 +125,9 @@ class ProgressBar:
             self.last = now
             frac = e.step / max(e.total_steps, 1)
             bar = "#" * int(24 * frac) + "-" * (24 - int(24 * frac))
-            self.stream.write(f"\r[{bar}] {e.step}/{e.total_steps} {e.images_per_s:6.0f} img/s  loss {e.loss:.4f}  acc {e.accuracy:5.1f}%  left {_hms(e.eta_s)} ")
+            self.stream.write(
+                f"\r[{bar}] {e.step}/{e.total_steps} {e.images_per_s:6.0f} img/s  loss {e.loss:.4f}  acc {e.accuracy:5.1f}%  left {_hms(e.eta_s)} "
+            )
         elif e.kind == "evaluation":
             m = e.metrics
             self.stream.write(f"\nepoch {e.epoch}: test error {m['test_error']:.2f}% on {m['n_test']} images\n")
@@ -169,7 +171,9 @@ def cmd_list(args) -> int:
             continue
         m = meta.get("metrics", {})
         err = f"{m['test_error']:.2f}% test error on {m['n_test']}" if "test_error" in m else "not evaluated"
-        print(f"{path.name}: {meta['config']['family']} on {meta.get('dataset')}, {meta.get('epochs', 0):g} epochs, {err}, {meta.get('hardware', '?')}")
+        print(
+            f"{path.name}: {meta['config']['family']} on {meta.get('dataset')}, {meta.get('epochs', 0):g} epochs, {err}, {meta.get('hardware', '?')}"
+        )
     return 0
 
 

@@ -60,7 +60,18 @@ class TrainJob:
     def snapshot(self) -> Snapshot:
         with self._lock:
             e = self._last
-            return Snapshot(self._state, self.run, self.out, e.step if e else 0, e.total_steps if e else 0, e.images_per_s if e else None, e.eta_s if e else None, list(self._curve), list(self._evals), self._message)
+            return Snapshot(
+                self._state,
+                self.run,
+                self.out,
+                e.step if e else 0,
+                e.total_steps if e else 0,
+                e.images_per_s if e else None,
+                e.eta_s if e else None,
+                list(self._curve),
+                list(self._evals),
+                self._message,
+            )
 
 
 _current: TrainJob | None = None

@@ -19,13 +19,13 @@ def in_chunks(fn, *xs: torch.Tensor, chunk: int):
     """
     if xs[0].shape[0] <= chunk:
         return fn(*xs)
-    pieces = zip(*(x.split(chunk) for x in xs))
+    pieces = zip(*(x.split(chunk) for x in xs), strict=True)
     if torch.is_grad_enabled():
         outs = [checkpoint(fn, *p, use_reentrant=False) for p in pieces]
     else:
         outs = [fn(*p) for p in pieces]
     if isinstance(outs[0], tuple):
-        return tuple(torch.cat(o) for o in zip(*outs))
+        return tuple(torch.cat(o) for o in zip(*outs, strict=True))
     return torch.cat(outs)
 
 
@@ -235,4 +235,3 @@ def conv_out(n: int, k: int, s: int) -> int:
     if out < 1:
         raise ValueError(f"input of {n} pixels is too small for kernel {k} stride {s}")
     return out
-

@@ -6,7 +6,9 @@ import torch
 import torch.nn.functional as F
 
 
-def margin_loss(lengths: torch.Tensor, targets: torch.Tensor, m_plus: float = 0.9, m_minus: float = 0.1, lambda_: float = 0.5) -> torch.Tensor:
+def margin_loss(
+    lengths: torch.Tensor, targets: torch.Tensor, m_plus: float = 0.9, m_minus: float = 0.1, lambda_: float = 0.5
+) -> torch.Tensor:
     """Eq. 4 of Sabour et al., summed over classes. targets: (B, J) 0/1 (several may be 1) or (B,) ids."""
     T = _one_hot(targets, lengths.shape[1], lengths.dtype)
     present = T * F.relu(m_plus - lengths) ** 2

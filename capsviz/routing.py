@@ -79,9 +79,7 @@ def dynamic_routing_ji(u_hat: torch.Tensor, iterations: int = 3, record: bool = 
             b = b + agreement
     if not record:
         return DynamicRoutingResult(v=v)
-    return DynamicRoutingResult(
-        v=v, c=torch.stack(cs), b=torch.stack(bs), v_trace=torch.stack(vs), b_change=torch.stack(changes)
-    )
+    return DynamicRoutingResult(v=v, c=torch.stack(cs), b=torch.stack(bs), v_trace=torch.stack(vs), b_change=torch.stack(changes))
 
 
 @dataclass

@@ -12,9 +12,9 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -125,7 +125,13 @@ def _distributed() -> tuple[int, int]:
     return (dist.get_rank(), world) if world > 1 else (0, 1)
 
 
-def train(run: TrainRun, out: Path, on_event: Callable[[Event], None] | None = None, stop: threading.Event | None = None, resume: Path | None = None) -> dict:
+def train(
+    run: TrainRun,
+    out: Path,
+    on_event: Callable[[Event], None] | None = None,
+    stop: threading.Event | None = None,
+    resume: Path | None = None,
+) -> dict:
     """Train, save to `out` (safetensors) every epoch and at the end; return the final metadata."""
     out = Path(out)
     emit = on_event or (lambda e: None)
@@ -184,7 +190,9 @@ def _train(run, out, emit, stop, resume):
     def save(epoch: int, batch: int, metrics: dict, final: bool):
         if rank != 0:
             return
-        meta = dict(meta_base, epochs=epoch + batch / per_epoch, metrics=metrics, history=history, training_time_s=round(elapsed, 1), complete=final)
+        meta = dict(
+            meta_base, epochs=epoch + batch / per_epoch, metrics=metrics, history=history, training_time_s=round(elapsed, 1), complete=final
+        )
         ckpt.save_checkpoint(out, model, meta)
         ckpt.save_train_state(
             out,
@@ -206,7 +214,22 @@ def _train(run, out, emit, stop, resume):
         net.train()
         t_epoch, seen, loss_sum, right, n_loss = time.perf_counter(), 0, 0.0, 0, 0
         first = start_batch if epoch == start_epoch else 0
-        for k, (x, y) in enumerate(batches(run.dataset, train_set, run.batch_size, train=True, seed=run.seed, epoch=epoch, device=device, start=first, limit=run.train_limit, rank=rank, world=world), start=first):
+        for k, (x, y) in enumerate(
+            batches(
+                run.dataset,
+                train_set,
+                run.batch_size,
+                train=True,
+                seed=run.seed,
+                epoch=epoch,
+                device=device,
+                start=first,
+                limit=run.train_limit,
+                rank=rank,
+                world=world,
+            ),
+            start=first,
+        ):
             t0 = time.perf_counter()
             with autocast(device, run.precision):
                 o = net(x, y)
@@ -226,16 +249,45 @@ def _train(run, out, emit, stop, resume):
             right += int(correct(o.scores.detach().float(), y).sum())
             ips = seen / (time.perf_counter() - t_epoch)
             if rank == 0:
-                emit(Event("step", epoch, step, total, loss_sum / n_loss, 100 * right / n_loss, ips, (total - step) * run.batch_size * world / max(ips, 1e-9)))
+                emit(
+                    Event(
+                        "step",
+                        epoch,
+                        step,
+                        total,
+                        loss_sum / n_loss,
+                        100 * right / n_loss,
+                        ips,
+                        (total - step) * run.batch_size * world / max(ips, 1e-9),
+                    )
+                )
             if stop.is_set():
                 save(epoch, k + 1, metrics, final=False)
                 emit(Event("stopped", epoch, step, total, message=f"stopped at step {step}/{total}; resume with --resume {out}"))
                 return ckpt.read_meta(out) if rank == 0 else {}
         start_batch = 0
         if rank == 0:
-            emit(Event("epoch", epoch + 1, step, total, loss_sum / max(n_loss, 1), 100 * right / max(n_loss, 1), seen / (time.perf_counter() - t_epoch)))
+            emit(
+                Event(
+                    "epoch",
+                    epoch + 1,
+                    step,
+                    total,
+                    loss_sum / max(n_loss, 1),
+                    100 * right / max(n_loss, 1),
+                    seen / (time.perf_counter() - t_epoch),
+                )
+            )
             metrics = evaluate(model, run.dataset, test_set, device=device, limit=run.test_limit, precision=run.precision)
-            history.append({"epoch": epoch + 1, "train_loss": loss_sum / max(n_loss, 1), "train_accuracy": 100 * right / max(n_loss, 1), "images_per_s": seen / (time.perf_counter() - t_epoch), "metrics": metrics})
+            history.append(
+                {
+                    "epoch": epoch + 1,
+                    "train_loss": loss_sum / max(n_loss, 1),
+                    "train_accuracy": 100 * right / max(n_loss, 1),
+                    "images_per_s": seen / (time.perf_counter() - t_epoch),
+                    "metrics": metrics,
+                }
+            )
             emit(Event("evaluation", epoch + 1, step, total, metrics=metrics))
         save(epoch + 1, 0, metrics, final=epoch + 1 == run.epochs)
     if world > 1:

@@ -18,9 +18,25 @@ from capsviz.errors import CapsvizError
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def require_router() -> None:
+    """Hand a legacy run back to app.py's st.navigation router.
+
+    The design fixes the page folder's name as pages/, which Streamlit also reads as a legacy
+    multipage folder: on a fresh server whose first request is a deep link (a shared
+    /explorer?model=... URL), it runs that page file directly, without app.py, and lists every
+    file in pages/ in the sidebar. Turning the legacy mode off and rerunning runs app.py, which
+    routes to the same URL. (Streamlit 1.67: PagesManager.uses_pages_directory.)"""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if getattr(PagesManager, "uses_pages_directory", False):
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def checkpoint_dir() -> Path:
     """checkpoints/ beside app.py; CAPSVIZ_CHECKPOINTS points elsewhere (tests, shared folders)."""
     return Path(os.environ.get("CAPSVIZ_CHECKPOINTS", ROOT / "checkpoints"))
+
 
 # Published test errors (%) to show beside ours: (family, dataset, routing iterations, reconstruction)
 PAPER = {
@@ -38,7 +54,12 @@ PAPER = {
 def paper_error(meta: dict) -> float | None:
     c = meta["config"]
     fam = c["family"]
-    key = (fam, meta.get("dataset"), c.get("routing_iterations") if fam != "cnn" else None, c.get("reconstruction") if fam == "capsnet" else None)
+    key = (
+        fam,
+        meta.get("dataset"),
+        c.get("routing_iterations") if fam != "cnn" else None,
+        c.get("reconstruction") if fam == "capsnet" else None,
+    )
     return PAPER.get(key)
 
 
@@ -66,7 +87,9 @@ def active_model():
     """(model, meta, path) for the active model, or None after telling the user why."""
     name = active_name()
     if name is None:
-        st.info("No model is available yet. Train one on the **Train** page, or from a terminal: `python -m capsviz train --model capsnet-small --out checkpoints/capsnet-small.safetensors`.")
+        st.info(
+            "No model is available yet. Train one on the **Train** page, or from a terminal: `python -m capsviz train --model capsnet-small --out checkpoints/capsnet-small.safetensors`."
+        )
         return None
     st.query_params["model"] = name
     path = str(checkpoint_dir() / name)
@@ -90,7 +113,7 @@ def test_set(dataset: str):
     except CapsvizError as e:
         st.warning(f"The {dataset} test images are not available, so this page can only use uploaded images.")
         with st.expander("How to get the data", expanded=True):
-            st.code(str(e), language=None)
+            st.code(str(e), language=None, wrap_lines=True)
             st.markdown("Run `python -m capsviz data --download`, or set `CAPSVIZ_DATA_DIR` to a folder with the IDX files, then reload.")
         return None
 

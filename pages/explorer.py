@@ -6,7 +6,9 @@ import streamlit as st
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid, predict
 from capsviz.data.mnist import CLASS_NAMES
 from capsviz.viz import capsule_bars, effect_bars, grid_image, png_bytes, to_image
-from pages.common import active_model, image_from_upload, test_set
+from pages.common import active_model, image_from_upload, require_router, test_set
+
+require_router()
 
 st.title("DigitCaps explorer")
 st.markdown(
@@ -64,7 +66,13 @@ if image is None:
     st.stop()
 
 pred = predict(model, image)
-capsule = st.selectbox("Capsule to decode", list(range(len(names))), index=pred.predicted, format_func=lambda j: f"{names[j]} (length {pred.scores[j]:.2f})", key=f"capsule_{path.stem}")
+capsule = st.selectbox(
+    "Capsule to decode",
+    list(range(len(names))),
+    index=pred.predicted,
+    format_func=lambda j: f"{names[j]} (length {pred.scores[j]:.2f})",
+    key=f"capsule_{path.stem}",
+)
 
 a, b, c = st.columns([1, 2, 1])
 a.image(to_image(image), caption=f"input (label {label})", width=168)
@@ -82,7 +90,9 @@ def sliders():
     cols = st.columns([3, 2])
     with cols[0]:
         grid = st.columns(4)
-        deltas = np.array([grid[d % 4].slider(f"d{d}", -0.25, 0.25, 0.0, 0.05, key=f"dim{d}", format="%+.2f") for d in range(16)], dtype=np.float32)
+        deltas = np.array(
+            [grid[d % 4].slider(f"d{d}", -0.25, 0.25, 0.0, 0.05, key=f"dim{d}", format="%+.2f") for d in range(16)], dtype=np.float32
+        )
     with cols[1]:
         rec = decode(model, pred.capsules[capsule], capsule, deltas)
         changed = ", ".join(f"d{d} {v:+.2f}" for d, v in enumerate(deltas) if v) or "none"
@@ -92,10 +102,14 @@ def sliders():
 sliders()
 
 st.subheader(f"Perturbation grid for capsule {names[capsule]} (Fig. 4)")
-st.caption(f"Row d adds {', '.join(f'{s:+.2f}' for s in STEPS)} to dimension d alone; look for rows that change stroke width, slant or size.")
+st.caption(
+    f"Row d adds {', '.join(f'{s:+.2f}' for s in STEPS)} to dimension d alone; look for rows that change stroke width, slant or size."
+)
 grid = perturbation_grid(model, pred.capsules[capsule], capsule)
 img = grid_image(grid, scale=2)
 left, right = st.columns([1, 1])
 left.image(img, caption="16 dimensions (rows) x 11 perturbations (columns)")
-left.download_button("Download grid as PNG", png_bytes(img), file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png")
+left.download_button(
+    "Download grid as PNG", png_bytes(img), file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png"
+)
 right.plotly_chart(effect_bars(dimension_effect(grid)), key="effect")

@@ -10,7 +10,9 @@ from capsviz.config import PRESETS
 from capsviz.errors import CapsvizError
 from capsviz.train import TrainRun, model_config
 from capsviz.viz import curves
-from pages.common import checkpoint_dir
+from pages.common import checkpoint_dir, require_router
+
+require_router()
 
 st.title("Train")
 st.markdown(
@@ -29,7 +31,11 @@ def seconds_per_epoch(run: TrainRun) -> float:
     m = build_model(cfg)
     opt = torch.optim.Adam(m.parameters())
     x = torch.rand(run.batch_size, 1, cfg.in_size, cfg.in_size)
-    y = torch.randint(0, 10, (run.batch_size,)) if run.dataset != "multimnist" else torch.stack([torch.zeros(run.batch_size, dtype=torch.long), torch.ones(run.batch_size, dtype=torch.long)], 1)
+    y = (
+        torch.randint(0, 10, (run.batch_size,))
+        if run.dataset != "multimnist"
+        else torch.stack([torch.zeros(run.batch_size, dtype=torch.long), torch.ones(run.batch_size, dtype=torch.long)], 1)
+    )
     with torch.enable_grad():
         t = time.perf_counter()
         loss = objective(m, m(x, y), x, y, 0.5)
@@ -53,17 +59,31 @@ with st.form("train_form", border=True):
     iters = c2.number_input("Routing iterations", 1, 10, 3, key="t_iters")
     limit = c3.number_input("Training images (0 = all)", 0, 60000, 0, step=1000, key="t_limit")
     recon = c3.checkbox("Reconstruction loss (CapsNet)", True, key="t_recon")
-    precision = c3.selectbox("Precision", ["fp32", "bf16"], key="t_precision", help="bf16 uses AMX on recent Intel CPUs and tensor cores on GPUs")
+    precision = c3.selectbox(
+        "Precision", ["fp32", "bf16"], key="t_precision", help="bf16 uses AMX on recent Intel CPUs and tensor cores on GPUs"
+    )
     name = st.text_input("Save as", "my-capsnet", key="t_name", help="Saved to checkpoints/<name>.safetensors")
     go = st.form_submit_button("Start training", disabled=running, type="primary")
 
-run = TrainRun(model=model, dataset=dataset, epochs=int(epochs), batch_size=int(batch), routing_iterations=int(iters) if PRESETS[model].family != "cnn" else None, reconstruction=recon if PRESETS[model].family == "capsnet" else None, precision=precision, train_limit=int(limit) or None)
+run = TrainRun(
+    model=model,
+    dataset=dataset,
+    epochs=int(epochs),
+    batch_size=int(batch),
+    routing_iterations=int(iters) if PRESETS[model].family != "cnn" else None,
+    reconstruction=recon if PRESETS[model].family == "capsnet" else None,
+    precision=precision,
+    train_limit=int(limit) or None,
+)
 try:
     est = seconds_per_epoch(run)
     st.caption(f"Estimated time per epoch on this machine: about {est / 60:.1f} min ({est:.0f} s, from one timed step).")
 except CapsvizError as e:
     st.error(str(e))
-st.caption("Command line for the same run: " + f"`python -m capsviz train --model {model} --dataset {dataset} --epochs {epochs} --batch-size {batch} --out checkpoints/{name}.safetensors`")
+st.caption(
+    "Command line for the same run: "
+    + f"`python -m capsviz train --model {model} --dataset {dataset} --epochs {epochs} --batch-size {batch} --out checkpoints/{name}.safetensors`"
+)
 
 if go:
     safe = "".join(ch for ch in name if ch.isalnum() or ch in "-_").strip("-_")

@@ -3,7 +3,9 @@
 import streamlit as st
 
 from capsviz.viz import squash_curve
-from pages.common import checkpoints, paper_error
+from pages.common import checkpoints, paper_error, require_router
+
+require_router()
 
 st.title("capsviz: watch capsules route")
 st.markdown(
@@ -31,9 +33,14 @@ for path, meta in found:
     with st.container(border=True):
         st.subheader(path.stem)
         cols = st.columns(4)
-        routing = {"capsnet": f"dynamic, {c.get('routing_iterations')} iterations", "matrix": f"EM, {c.get('routing_iterations')} iterations"}.get(c["family"], "none (CNN)")
+        routing = {
+            "capsnet": f"dynamic, {c.get('routing_iterations')} iterations",
+            "matrix": f"EM, {c.get('routing_iterations')} iterations",
+        }.get(c["family"], "none (CNN)")
         cols[0].markdown(f"**Family** {c['family']}  \n**Routing** {routing}  \n**Decoder** {'yes' if c.get('reconstruction') else 'no'}")
-        cols[1].markdown(f"**Parameters** {meta.get('parameters', 0):,}  \n**Dataset** {meta.get('dataset')}  \n**Epochs** {meta.get('epochs', 0):g}")
+        cols[1].markdown(
+            f"**Parameters** {meta.get('parameters', 0):,}  \n**Dataset** {meta.get('dataset')}  \n**Epochs** {meta.get('epochs', 0):g}"
+        )
         err = f"{m['test_error']:.2f}%" if "test_error" in m else "not measured"
         cols[2].metric("Test error", err, help=m.get("how", ""))
         cols[2].caption(f"paper: {paper}%" if paper is not None else "no paper figure for this setting")

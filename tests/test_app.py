@@ -1,6 +1,5 @@
 """AppTest over every page with tiny models written by fixtures (no server, no browser)."""
 
-import time
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,22 @@ APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 def tiny_checkpoints(folder: Path) -> None:
     torch.manual_seed(0)
-    ckpt.save_checkpoint(folder / "tiny-capsnet.safetensors", build_model(preset("capsnet-small", conv1_channels=16, primary_types=4)), {"dataset": "mnist", "metrics": {"test_error": 12.5, "n_test": 100, "how": "fixture"}, "epochs": 1, "parameters": 1, "hardware": "test"})
-    ckpt.save_checkpoint(folder / "tiny-matrix.safetensors", build_model(preset("matrix-small", in_size=28, num_classes=10, A=8, B=4, C=4, D=4)), {"dataset": "mnist", "epochs": 1})
+    ckpt.save_checkpoint(
+        folder / "tiny-capsnet.safetensors",
+        build_model(preset("capsnet-small", conv1_channels=16, primary_types=4)),
+        {
+            "dataset": "mnist",
+            "metrics": {"test_error": 12.5, "n_test": 100, "how": "fixture"},
+            "epochs": 1,
+            "parameters": 1,
+            "hardware": "test",
+        },
+    )
+    ckpt.save_checkpoint(
+        folder / "tiny-matrix.safetensors",
+        build_model(preset("matrix-small", in_size=28, num_classes=10, A=8, B=4, C=4, D=4)),
+        {"dataset": "mnist", "epochs": 1},
+    )
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ def test_checkpoint_round_trip_rebuilds_from_file_alone(saved):
     p, m = saved
     loaded, meta = ckpt.load_checkpoint(p)
     assert meta["config"]["family"] == "capsnet" and meta["metrics"]["test_error"] == 1.0 and "capsviz_version" in meta
-    for (k, a), (_, b) in zip(m.state_dict().items(), loaded.state_dict().items()):
+    for (k, a), (_, b) in zip(m.state_dict().items(), loaded.state_dict().items(), strict=True):
         torch.testing.assert_close(a, b, msg=k)
     assert not list(p.parent.glob("*.part"))
 
@@ -102,7 +102,11 @@ def test_train_state_refuses_pickled_code(tmp_path):
 @pytest.mark.parametrize("model", ["capsnet-small", "matrix-small", "cnn-smallnorb"])
 def test_dry_run_every_family(model, synthetic_data, tmp_path):
     events = []
-    meta = train(TrainRun(model=model, epochs=1, batch_size=8, train_limit=16, test_limit=16, device="cpu"), tmp_path / "m.safetensors", on_event=events.append)
+    meta = train(
+        TrainRun(model=model, epochs=1, batch_size=8, train_limit=16, test_limit=16, device="cpu"),
+        tmp_path / "m.safetensors",
+        on_event=events.append,
+    )
     kinds = [e.kind for e in events]
     assert kinds.count("step") == 2 and kinds[-3:] == ["epoch", "evaluation", "finished"]
     assert all(e.images_per_s > 0 and e.eta_s >= 0 for e in events if e.kind == "step")
@@ -132,7 +136,7 @@ def test_resume_equals_uninterrupted_run(synthetic_data, tmp_path):
     a, _ = ckpt.load_checkpoint(tmp_path / "full.safetensors")
     b, mb = ckpt.load_checkpoint(tmp_path / "part.safetensors")
     assert mb["complete"]
-    for (k, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
+    for (k, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
         torch.testing.assert_close(x, y, msg=k)
 
 
@@ -156,14 +160,42 @@ def test_cli_errors_are_one_line_and_nonzero(synthetic_data, tmp_path, capsys):
     assert err.startswith("error:") and "does not exist" in err and "Traceback" not in err
     (tmp_path / "junk.safetensors").write_bytes(b"junk")
     assert main(["evaluate", str(tmp_path / "junk.safetensors")]) == 2
-    assert main(["train", "--out", str(tmp_path / "x.safetensors"), "--device", "cuda"] if not torch.cuda.is_available() else ["train", "--out", "x", "--epochs", "0"]) == 2
+    assert (
+        main(
+            ["train", "--out", str(tmp_path / "x.safetensors"), "--device", "cuda"]
+            if not torch.cuda.is_available()
+            else ["train", "--out", "x", "--epochs", "0"]
+        )
+        == 2
+    )
     assert main(["train", "--out", str(tmp_path / "x.safetensors"), "--resume", str(tmp_path / "nothing.safetensors")]) == 2
     assert "Traceback" not in capsys.readouterr().err
 
 
 def test_cli_train_evaluate_list(synthetic_data, tmp_path, capsys):
     out = tmp_path / "ck" / "m.safetensors"
-    assert main(["train", "--model", "capsnet-small", "--epochs", "1", "--batch-size", "32", "--train-limit", "64", "--test-limit", "32", "--device", "cpu", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--model",
+                "capsnet-small",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "32",
+                "--train-limit",
+                "64",
+                "--test-limit",
+                "32",
+                "--device",
+                "cpu",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["evaluate", str(out), "--limit", "50"]) == 0
     res = json.loads(capsys.readouterr().out)
@@ -174,8 +206,32 @@ def test_cli_train_evaluate_list(synthetic_data, tmp_path, capsys):
 
 def test_torchrun_two_cpu_processes_hold_identical_weights(synthetic_data, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533", "-m", "capsviz", "train",
-           "--model", "capsnet-small", "--epochs", "1", "--batch-size", "8", "--train-limit", "48", "--test-limit", "16", "--device", "cpu", "--out", str(tmp_path / "ddp.safetensors")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        "29533",
+        "-m",
+        "capsviz",
+        "train",
+        "--model",
+        "capsnet-small",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "8",
+        "--train-limit",
+        "48",
+        "--test-limit",
+        "16",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "ddp.safetensors"),
+    ]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     digests = {line.split()[1]: line.split()[-1] for line in r.stdout.splitlines() if line.startswith("rank ")}

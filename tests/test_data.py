@@ -1,5 +1,4 @@
 import gzip
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -143,7 +142,7 @@ def test_random_shift_moves_within_two_pixels_with_zero_padding():
     y = random_shift(x, 2, torch.Generator().manual_seed(0))
     pos = y.view(64, -1).argmax(1)
     dr, dc = pos // 28 - 13, pos % 28 - 13
-    assert dr.abs().max() <= 2 and dc.abs().max() <= 2 and len(set(zip(dr.tolist(), dc.tolist()))) > 10
+    assert dr.abs().max() <= 2 and dc.abs().max() <= 2 and len(set(zip(dr.tolist(), dc.tolist(), strict=True))) > 10
     assert (y.sum((1, 2, 3)) == 1).all()
 
 
@@ -213,7 +212,7 @@ def test_batches_are_deterministic_and_resumable(synthetic_data):
     data = load_split("mnist", "train")
     full = [x for x, _ in batches("mnist", data, 64, train=True, seed=1, epoch=2)]
     tail = [x for x, _ in batches("mnist", data, 64, train=True, seed=1, epoch=2, start=3)]
-    for a, b in zip(full[3:], tail):
+    for a, b in zip(full[3:], tail, strict=True):
         torch.testing.assert_close(a, b)
     other = next(batches("mnist", data, 64, train=True, seed=1, epoch=3))[0]
     assert not torch.equal(full[0], other)

@@ -99,7 +99,7 @@ def test_im2col_conv_matches_conv2d(stride, k):
     g = torch.randn_like(ref)
     ga = torch.autograd.grad(ours, (x, w, b), g)
     gb = torch.autograd.grad(ref, (x, w, b), g)
-    for u, v in zip(ga, gb):
+    for u, v in zip(ga, gb, strict=True):
         torch.testing.assert_close(u, v)
 
 

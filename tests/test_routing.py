@@ -71,7 +71,7 @@ def test_dynamic_routing_gradients_flow_through_all_iterations():
     # with b detached between iterations the gradient would differ: the agreement path counts
     u2 = u_hat.detach().clone().requires_grad_()
     b = torch.zeros(2, 6, 3)
-    for t in range(3):
+    for _t in range(3):
         c = b.softmax(-1)
         v = squash(torch.einsum("bij,bijd->bjd", c, u2))
         b = b + torch.einsum("bijd,bjd->bij", u2, v).detach()
@@ -99,7 +99,9 @@ def naive_em(V, a_in, T, beta_u, beta_a, final_lambda, var_floor=1e-4):
         if t == T - 1:
             break
         for i in range(I):
-            logp = [float(-0.5 * ((V[i, j] - mu[j]) ** 2 / sig2[j]).sum() - 0.5 * torch.log(sig2[j]).sum()) + math.log(a[j]) for j in range(J)]
+            logp = [
+                float(-0.5 * ((V[i, j] - mu[j]) ** 2 / sig2[j]).sum() - 0.5 * torch.log(sig2[j]).sum()) + math.log(a[j]) for j in range(J)
+            ]
             top = max(logp)
             e = [math.exp(x - top) for x in logp]
             R[i] = [x / sum(e) for x in e]
@@ -145,7 +147,9 @@ def test_em_assigns_two_clusters_and_prefers_the_tighter_one():
 
 
 def _finite(res):
-    return bool(torch.isfinite(res.a).all() and torch.isfinite(res.mu).all() and torch.isfinite(res.R).all() and torch.isfinite(res.sigma).all())
+    return bool(
+        torch.isfinite(res.a).all() and torch.isfinite(res.mu).all() and torch.isfinite(res.R).all() and torch.isfinite(res.sigma).all()
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

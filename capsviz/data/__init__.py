@@ -57,7 +57,20 @@ def batch_generator(seed: int, epoch: int, k: int) -> torch.Generator:
     return torch.Generator().manual_seed((seed * 1_000_003 + epoch) * 1_000_003 + k)
 
 
-def batches(name: str, data: ImageSet, batch_size: int, *, train: bool, seed: int = 0, epoch: int = 0, device="cpu", start: int = 0, limit: int | None = None, rank: int = 0, world: int = 1):
+def batches(
+    name: str,
+    data: ImageSet,
+    batch_size: int,
+    *,
+    train: bool,
+    seed: int = 0,
+    epoch: int = 0,
+    device="cpu",
+    start: int = 0,
+    limit: int | None = None,
+    rank: int = 0,
+    world: int = 1,
+):
     """Yield (x (B, 1, S, S) float on device, y) in an order fixed by (seed, epoch).
 
     y is (B,) class ids, or (B, 2) for MultiMNIST. Training batches are augmented: random

@@ -20,7 +20,10 @@ from capsviz.errors import CapsvizError
 
 CLASS_NAMES = ("animal", "human", "airplane", "truck", "car")
 URL = "https://cs.nyu.edu/~ylclab/data/norb-v1.0-small/"
-FILES = {split: {kind: f"smallnorb-5x{tag}x9x18x6x2x96x96-{split}-{kind}.mat" for kind in ("dat", "cat", "info")} for split, tag in (("training", "46789"), ("testing", "01235"))}
+FILES = {
+    split: {kind: f"smallnorb-5x{tag}x9x18x6x2x96x96-{split}-{kind}.mat" for kind in ("dat", "cat", "info")}
+    for split, tag in (("training", "46789"), ("testing", "01235"))
+}
 _MAGIC = {0x1E3D4C55: np.uint8, 0x1E3D4C54: np.int32}
 # Novel-viewpoint splits (5.1): train on these azimuths (x10 degrees / 2 steps) or elevations.
 FAMILIAR_AZIMUTHS = (30, 32, 34, 0, 2, 4)  # 300, 320, 340, 0, 20, 40 degrees
@@ -59,7 +62,7 @@ class NorbSet:
     labels: torch.Tensor  # (N,) int64
     info: torch.Tensor  # (N, 4): instance, elevation, azimuth, lighting
 
-    def where(self, mask: torch.Tensor) -> "NorbSet":
+    def where(self, mask: torch.Tensor) -> NorbSet:
         return NorbSet(self.images[mask], self.labels[mask], self.info[mask])
 
 

@@ -13,9 +13,9 @@ import os
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from capsviz.data.idx import decode_bytes, read_bytes
 from capsviz.errors import CapsvizError
@@ -50,6 +50,7 @@ SOURCES = {
                     "2646ac647ad5339dbf082846283269ea",
                     "27ae3e4e09519cfbb04c329615203637",
                 ),
+                strict=True,
             )
         ),
         mirrors=(
@@ -69,6 +70,7 @@ SOURCES = {
                     "8181f5470baa50b63fa0f6fddb340f0a",
                     "15d484375f8d13e6eb1aabb0c3f46965",
                 ),
+                strict=True,
             )
         ),
         mirrors=(

@@ -27,7 +27,14 @@ class BaselineCNN(nn.Module):
         if cfg.kind == "mnist":
             feats = [*_conv(c, 256, 5), *_conv(256, 256, 5), *_conv(256, 128, 5)]
             flat = 128 * s * s
-            head = [nn.Linear(flat, 328), nn.ReLU(inplace=True), nn.Linear(328, 192), nn.ReLU(inplace=True), nn.Dropout(cfg.dropout), nn.Linear(192, n)]
+            head = [
+                nn.Linear(flat, 328),
+                nn.ReLU(inplace=True),
+                nn.Linear(328, 192),
+                nn.ReLU(inplace=True),
+                nn.Dropout(cfg.dropout),
+                nn.Linear(192, n),
+            ]
         elif cfg.kind == "multimnist":
             feats = [*_conv(c, 512, 9), nn.MaxPool2d(2), *_conv(512, 256, 5), nn.MaxPool2d(2)]
             flat = 256 * (s // 4) ** 2

@@ -11,7 +11,6 @@ from capsviz.layers import DigitCaps, PrimaryCaps, in_chunks
 from capsviz.models import ModelOutput
 from capsviz.routing import dynamic_routing_ji
 
-
 # Images routed at once: u_hat of 8 paper-config images (5.9 MB) stays in cache (measured: 8 beats 4 and 16).
 ROUTING_CHUNK = 8
 
@@ -42,13 +41,9 @@ class CapsNet(nn.Module):
         super().__init__()
         self.config = cfg = config
         self.conv1 = nn.Conv2d(cfg.in_channels, cfg.conv1_channels, cfg.conv1_kernel)
-        self.primary = PrimaryCaps(
-            in_channels=cfg.conv1_channels, types=cfg.primary_types, dim=cfg.primary_dim, kernel=cfg.primary_kernel
-        )
+        self.primary = PrimaryCaps(in_channels=cfg.conv1_channels, types=cfg.primary_types, dim=cfg.primary_dim, kernel=cfg.primary_kernel)
         self.num_primary = cfg.primary_grid**2 * cfg.primary_types
-        self.digits = DigitCaps(
-            num_in=self.num_primary, num_out=cfg.num_classes, dim_in=cfg.primary_dim, dim_out=cfg.digit_dim
-        )
+        self.digits = DigitCaps(num_in=self.num_primary, num_out=cfg.num_classes, dim_in=cfg.primary_dim, dim_out=cfg.digit_dim)
         self.decoder = (
             Decoder(num_classes=cfg.num_classes, dim=cfg.digit_dim, hidden=cfg.decoder_hidden, out_size=cfg.in_size)
             if cfg.reconstruction

@@ -33,7 +33,9 @@ class MatrixCapsNet(nn.Module):
         coords = coordinate_grid(receptive_centres(cfg.in_size, GEOMETRY)) if cfg.coord_add else None
         self.classcaps = ClassCaps(in_types=cfg.D, num_classes=cfg.num_classes, iterations=it, final_lambda=lam, coords=coords)
 
-    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, *, iterations: int | None = None, record: bool = False) -> ModelOutput:
+    def forward(
+        self, x: torch.Tensor, y: torch.Tensor | None = None, *, iterations: int | None = None, record: bool = False
+    ) -> ModelOutput:
         """x (B, C, S, S). `iterations` overrides the EM iterations of every routed layer."""
         layers = (self.convcaps1, self.convcaps2, self.classcaps)
         saved = [m.iterations for m in layers]
@@ -53,7 +55,7 @@ class MatrixCapsNet(nn.Module):
             a, mu = in_chunks(self._capsules, h, chunk=EM_CHUNK)
             return ModelOutput(scores=a, capsules=mu)
         finally:
-            for m, n in zip(layers, saved):
+            for m, n in zip(layers, saved, strict=True):
                 m.iterations = n
 
     def _capsules(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

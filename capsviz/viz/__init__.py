@@ -33,7 +33,9 @@ def png_bytes(img: Image.Image) -> bytes:
 
 def capsule_bars(scores: np.ndarray, names, predicted: int, title: str) -> go.Figure:
     colors = ["#d62728" if i == predicted else "#7f7f7f" for i in range(len(scores))]
-    fig = go.Figure(go.Bar(x=[str(n) for n in names], y=scores, marker_color=colors, text=[f"{s:.2f}" for s in scores], textposition="outside"))
+    fig = go.Figure(
+        go.Bar(x=[str(n) for n in names], y=scores, marker_color=colors, text=[f"{s:.2f}" for s in scores], textposition="outside")
+    )
     fig.update_layout(title=title, yaxis=dict(range=[0, 1.1], title="capsule length"), height=300, margin=dict(l=10, r=10, t=40, b=10))
     return fig
 
@@ -42,13 +44,20 @@ def squash_curve() -> go.Figure:
     n = np.linspace(0, 5, 200)
     fig = go.Figure(go.Scatter(x=n, y=n**2 / (1 + n**2), name="|v| = |s|^2 / (1 + |s|^2)"))
     fig.add_trace(go.Scatter(x=n, y=np.minimum(n, 1), name="|s| (clipped at 1)", line=dict(dash="dot")))
-    fig.update_layout(xaxis_title="|s| (length before squash)", yaxis_title="|v| (length after)", height=280, margin=dict(l=10, r=10, t=10, b=10))
+    fig.update_layout(
+        xaxis_title="|s| (length before squash)", yaxis_title="|v| (length after)", height=280, margin=dict(l=10, r=10, t=10, b=10)
+    )
     return fig
 
 
 def effect_bars(effect: np.ndarray) -> go.Figure:
     fig = go.Figure(go.Bar(x=[f"d{i}" for i in range(len(effect))], y=effect))
-    fig.update_layout(title="How much each dimension changes the image (-0.25 vs +0.25)", yaxis_title="mean |pixel change|", height=260, margin=dict(l=10, r=10, t=40, b=10))
+    fig.update_layout(
+        title="How much each dimension changes the image (-0.25 vs +0.25)",
+        yaxis_title="mean |pixel change|",
+        height=260,
+        margin=dict(l=10, r=10, t=40, b=10),
+    )
     return fig
 
 

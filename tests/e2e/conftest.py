@@ -1,0 +1,89 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from st_helpers import CHROMIUM, CHROMIUM_ARGS, start_streamlit, stop_streamlit  # noqa: E402
+
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:
+    sync_playwright = None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = None
+    if sync_playwright is None:
+        reason = "python package 'playwright' not installed"
+    elif not CHROMIUM:
+        reason = "chromium not found (apt-get install chromium)"
+    if reason is None:
+        return
+    if os.environ.get("E2E_REQUIRED") == "1":
+        raise pytest.UsageError(f"E2E_REQUIRED=1 but {reason}")
+    for item in items:
+        if "e2e" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def app_env(tmp_path_factory, synthetic_root):
+    """Checkpoints written by the fixture, synthetic data, an empty cache."""
+    from test_app import tiny_checkpoints
+
+    folder = tmp_path_factory.mktemp("checkpoints")
+    tiny_checkpoints(folder)
+    cache = tmp_path_factory.mktemp("cache")
+    return {"CAPSVIZ_CHECKPOINTS": str(folder), "CAPSVIZ_DATA_DIR": str(synthetic_root), "XDG_CACHE_HOME": str(cache)}
+
+
+def _server(tmp_path_factory, env, name):
+    log = tmp_path_factory.mktemp(name) / "server.log"
+    proc, url = start_streamlit(env, log)
+    return proc, url, log
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory, app_env):
+    proc, url, log = _server(tmp_path_factory, app_env, "streamlit")
+    yield {"url": url, "log": log, "checkpoints": Path(app_env["CAPSVIZ_CHECKPOINTS"])}
+    assert stop_streamlit(proc) == 0, log.read_text()[-2000:]
+
+
+@pytest.fixture(scope="session")
+def server_without_data(tmp_path_factory, app_env):
+    env = dict(app_env, CAPSVIZ_DATA_DIR=str(tmp_path_factory.mktemp("nodata")))
+    proc, url, log = _server(tmp_path_factory, env, "streamlit-nodata")
+    yield {"url": url}
+    stop_streamlit(proc)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1100})
+    pg = ctx.new_page()
+    pg.set_default_timeout(60_000)
+    errors = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.errors = errors
+    yield pg
+    ctx.close()
+
+
+@pytest.fixture(scope="session")
+def shots(tmp_path_factory):
+    d = os.environ.get("E2E_SCREENSHOT_DIR")
+    if d:
+        os.makedirs(d, exist_ok=True)
+        return Path(d)
+    return tmp_path_factory.mktemp("screenshots")

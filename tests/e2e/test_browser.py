@@ -1,0 +1,109 @@
+"""Like a person: open every page in chromium, pick a model, slide a capsule dimension, train a
+tiny model to completion, and meet a missing-data state. Screenshots go to E2E_SCREENSHOT_DIR."""
+
+import re
+import time
+
+import pytest
+from playwright.sync_api import expect
+from st_helpers import wait_for_app_run
+
+pytestmark = pytest.mark.e2e
+
+
+def shot(page, shots, name):
+    path = shots / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 10_000
+    return path
+
+
+def no_exceptions(page):
+    assert page.get_by_test_id("stException").count() == 0
+    assert not page.errors, page.errors
+
+
+def open_page(page, url, title):
+    page.goto(url)
+    wait_for_app_run(page)
+    expect(page.get_by_role("heading", name=title)).to_be_visible()
+
+
+def test_zoo_page_and_model_picker(page, server, shots):
+    open_page(page, server["url"], "capsviz: watch capsules route")
+    expect(page.get_by_text("tiny-capsnet", exact=True)).to_be_visible()
+    expect(page.get_by_test_id("stPlotlyChart").first).to_be_visible()
+    expect(page.get_by_test_id("stMetricValue").nth(1)).to_have_text("12.50%")
+    shot(page, shots, "zoo")
+    page.get_by_role("button", name="Use this model").nth(1).click()
+    wait_for_app_run(page)
+    shot(page, shots, "zoo_after_pick")
+    assert "model=tiny-matrix.safetensors" in page.url
+    page.get_by_test_id("stSidebarNav").get_by_text("DigitCaps explorer").click()
+    wait_for_app_run(page)
+    expect(page.get_by_text("tiny-matrix is a matrix model", exact=False)).to_be_visible()  # the pick holds on every page
+    no_exceptions(page)
+
+
+def test_explorer_slider_changes_reconstruction_fast(page, server, shots):
+    open_page(page, server["url"] + "/explorer?model=tiny-capsnet.safetensors&image=3", "DigitCaps explorer")
+    expect(page.get_by_test_id("stNumberInput").get_by_role("spinbutton")).to_have_value("3")
+    perturbed = page.locator("[data-testid='stImage'] img").nth(2)
+    expect(perturbed).to_be_visible()
+    shot(page, shots, "explorer")
+    timings = []
+    for presses in (1, 2):
+        old = perturbed.get_attribute("src")
+        thumb = page.get_by_role("slider", name="d5")
+        thumb.focus()
+        t0 = time.perf_counter()
+        for _ in range(presses):
+            page.keyboard.press("ArrowRight")
+        page.wait_for_function(
+            "([el, old]) => el.src !== old && el.complete && el.naturalWidth > 0", arg=[perturbed.element_handle(), old], polling="raf"
+        )
+        timings.append(time.perf_counter() - t0)
+        wait_for_app_run(page)
+    expect(page.get_by_text(re.compile(r"perturbed: d5 \+0\.(05|15)"))).to_be_visible()
+    print(f"slider -> new reconstruction in the browser: {[round(1000 * t) for t in timings]} ms")
+    assert min(timings) < 1.0  # target 300 ms; generous here for a loaded CI machine
+    shot(page, shots, "explorer_perturbed")
+    expect(page.get_by_role("button", name="Download grid as PNG")).to_be_visible()
+    no_exceptions(page)
+
+
+def test_explorer_explains_matrix_model(page, server, shots):
+    open_page(page, server["url"] + "/explorer?model=tiny-matrix.safetensors", "DigitCaps explorer")
+    expect(page.get_by_text("no reconstruction network", exact=False)).to_be_visible()
+    no_exceptions(page)
+
+
+def test_train_tiny_model_to_completion_and_see_it_in_the_zoo(page, server, shots):
+    open_page(page, server["url"] + "/train", "Train")
+    expect(page.get_by_text("Estimated time per epoch", exact=False)).to_be_visible()
+    page.get_by_label("Training images (0 = all)").fill("96")
+    page.get_by_label("Batch size").fill("32")
+    page.get_by_label("Save as", exact=True).and_(page.get_by_test_id("stTextInputField")).fill("browser-run")
+    page.get_by_role("button", name="Start training").click()
+    expect(page.get_by_text(re.compile(r"browser-run: step \d+/3"))).to_be_visible()
+    expect(page.get_by_text("Finished", exact=False)).to_be_visible(timeout=120_000)
+    wait_for_app_run(page)
+    shot(page, shots, "train_done")
+    expect(page.get_by_text(re.compile(r"epoch 1: test error"))).to_be_visible()
+    assert (server["checkpoints"] / "browser-run.safetensors").is_file()
+    open_page(page, server["url"], "capsviz: watch capsules route")
+    expect(page.get_by_text("browser-run", exact=True)).to_be_visible()
+    no_exceptions(page)
+
+
+def test_missing_data_says_what_to_do(page, server_without_data, shots):
+    # This server's first request is a deep link: the app's own navigation must still be in charge.
+    open_page(page, server_without_data["url"] + "/explorer?model=tiny-capsnet.safetensors", "DigitCaps explorer")
+    nav = page.get_by_test_id("stSidebarNav")
+    expect(nav.get_by_text("Model zoo")).to_be_visible()
+    expect(nav.get_by_text("common")).to_have_count(0)
+    expect(page.get_by_test_id("stSidebar").get_by_text("Active model")).to_be_visible()
+    expect(page.get_by_text("test images are not available", exact=False)).to_be_visible()
+    expect(page.get_by_text("python -m capsviz data --download", exact=False).first).to_be_visible()
+    shot(page, shots, "missing_data")
+    no_exceptions(page)
