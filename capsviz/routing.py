@@ -90,6 +90,7 @@ class EMRoutingResult:
     R: (T, *N, I, J) assignments used by the M-step of each iteration (R[0] is uniform).
     mu_trace, sigma: (T, *N, J, H) means and standard deviations from each M-step.
     a_trace: (T, *N, J) activations from each M-step. lambdas: (T,) inverse temperatures.
+    votes: (*N, I, J, H) the votes routed (detached), for vote-distance plots.
     """
 
     a: torch.Tensor
@@ -99,6 +100,7 @@ class EMRoutingResult:
     sigma: torch.Tensor | None = None
     a_trace: torch.Tensor | None = None
     lambdas: torch.Tensor | None = None
+    votes: torch.Tensor | None = None
 
 
 def lambda_schedule(iterations: int, final_lambda: float) -> list[float]:
@@ -162,6 +164,7 @@ def em_routing(
     out.a, out.mu = out.a.to(dt), out.mu.to(dt)
     if record:
         out.R = out.R.movedim(-1, -2)  # (T, *N, I, J)
+        out.votes = votes.detach()
     return out
 
 

@@ -148,3 +148,41 @@ def sidebar() -> None:
         info = describe("mnist")
         where = f"data: {info.origin}" if info.origin else "data: MNIST not found (see `python -m capsviz data`)"
         st.caption(f"device: {'GPU' if device.type == 'cuda' else device.type.upper()} · {where}")
+
+
+def pick_image(dataset: str, names, size: int) -> tuple[np.ndarray, str] | None:
+    """The image picker every page shares: test set (index, random, by class) or an upload.
+    The chosen index survives page changes and lives in the URL (?image=)."""
+    data = test_set(dataset) if size == 28 else None
+    if "image_index" not in st.session_state:
+        st.session_state["image_index"] = int(st.query_params.get("image", 0))
+    source = st.radio("Image", ["Test set", "Upload"], horizontal=True, key="source", disabled=data is None, index=1 if data is None else 0)
+    if source == "Test set" and data is not None:
+        if "image" not in st.session_state or "image_pending" in st.session_state:
+            # seed the widget before it is drawn: after a page change, a Random or a class jump
+            st.session_state["image"] = min(int(st.session_state.pop("image_pending", st.session_state["image_index"])), len(data) - 1)
+        c1, c2, c3 = st.columns([2, 1, 2])
+        c1.number_input("Test image index", 0, len(data) - 1, key="image")
+        if c2.button("Random", key="random_image"):
+            st.session_state["image_pending"] = int(np.random.randint(len(data)))
+            st.rerun()
+        pick = c3.selectbox("Jump to a test image of class", ["-"] + list(names), key="jump_class")
+        if pick != "-":
+            idx = (data.labels == names.index(pick)).nonzero().flatten()
+            st.session_state["image_pending"] = int(idx[np.random.randint(len(idx))])
+            del st.session_state["jump_class"]
+            st.rerun()
+        i = int(st.session_state["image"])
+        st.session_state["image_index"] = i
+        st.query_params["image"] = str(i)
+        return data.images[i].numpy().astype(np.float32) / 255.0, names[int(data.labels[i])]
+    up = st.file_uploader("A picture of a single digit (PNG or JPEG)", type=["png", "jpg", "jpeg"], key="upload")
+    if up is not None:
+        image = image_from_upload(up)
+        if image is not None:
+            if size != 28:
+                st.error(f"This model takes {size}x{size} inputs; uploads are resized to 28x28.")
+                return None
+            return image, "?"
+    st.info("Pick a test image or upload one.")
+    return None

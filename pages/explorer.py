@@ -6,7 +6,7 @@ import streamlit as st
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid, predict
 from capsviz.data.mnist import CLASS_NAMES
 from capsviz.viz import capsule_bars, effect_bars, grid_image, png_bytes, to_image
-from pages.common import active_model, image_from_upload, require_router, test_set
+from pages.common import active_model, pick_image, require_router
 
 require_router()
 
@@ -33,37 +33,11 @@ if meta["config"]["family"] != "capsnet" or not meta["config"].get("reconstructi
 dataset = meta.get("dataset", "mnist")
 names = CLASS_NAMES.get(dataset, CLASS_NAMES["mnist"])
 size = meta["config"]["in_size"]
-data = test_set(dataset) if size == 28 else None
 
-qp = st.query_params
-if "image" not in st.session_state:
-    st.session_state["image"] = int(qp.get("image", 0))
-
-source = st.radio("Image", ["Test set", "Upload"], horizontal=True, key="source", disabled=data is None, index=1 if data is None else 0)
-image = None
-if source == "Test set" and data is not None:
-    c1, c2, c3 = st.columns([2, 1, 2])
-    c1.number_input("Test image index", 0, len(data) - 1, key="image")
-    if c2.button("Random", key="random_image"):
-        st.session_state["image"] = int(np.random.randint(len(data)))
-        st.rerun()
-    pick_class = c3.selectbox("Jump to a test image of class", ["-"] + list(names), key="jump_class")
-    if pick_class != "-":
-        idx = (data.labels == names.index(pick_class)).nonzero().flatten()
-        st.session_state["image"] = int(idx[np.random.randint(len(idx))])
-        st.session_state["jump_class"] = "-"
-        st.rerun()
-    i = int(st.session_state["image"])
-    qp["image"] = str(i)
-    image = data.images[i].numpy().astype(np.float32) / 255.0
-    label = names[int(data.labels[i])]
-else:
-    up = st.file_uploader("A picture of a single digit (PNG or JPEG)", type=["png", "jpg", "jpeg"], key="upload")
-    if up is not None:
-        image, label = image_from_upload(up), "?"
-if image is None:
-    st.info("Pick a test image or upload one.")
+picked = pick_image(dataset, names, size)
+if picked is None:
     st.stop()
+image, label = picked
 
 pred = predict(model, image)
 capsule = st.selectbox(

@@ -50,7 +50,7 @@ job = jobs.current()
 snap = job.snapshot() if job else None
 running = bool(snap and snap.state == "running")
 
-with st.form("train_form", border=True):
+with st.container(border=True):
     c1, c2, c3 = st.columns(3)
     model = c1.selectbox("Model", list(PRESETS), index=list(PRESETS).index("capsnet-small"), key="t_model")
     dataset = c1.selectbox("Dataset", ["mnist", "fashion-mnist", "multimnist", "affnist"], key="t_dataset")
@@ -63,7 +63,7 @@ with st.form("train_form", border=True):
         "Precision", ["fp32", "bf16"], key="t_precision", help="bf16 uses AMX on recent Intel CPUs and tensor cores on GPUs"
     )
     name = st.text_input("Save as", "my-capsnet", key="t_name", help="Saved to checkpoints/<name>.safetensors")
-    go = st.form_submit_button("Start training", disabled=running, type="primary")
+    go = st.button("Start training", disabled=running, type="primary", key="start_training")
 
 run = TrainRun(
     model=model,

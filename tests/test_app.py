@@ -34,6 +34,22 @@ def tiny_checkpoints(folder: Path) -> None:
     )
 
 
+@pytest.fixture(autouse=True)
+def router_mode(monkeypatch):
+    """Run AppTest the way a served capsviz runs after its first page load: app.py's st.navigation
+    in charge. AppTest resets Streamlit's legacy pages/ flag before every run, which would make
+    each run start as a legacy run (the fresh-server deep-link case, covered by tests/e2e)."""
+    import streamlit.testing.v1.app_test as app_test_module
+    from streamlit.runtime.pages_manager import PagesManager
+
+    class RouterFirst(PagesManager):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(app_test_module, "PagesManager", RouterFirst)
+
+
 @pytest.fixture
 def app(synthetic_data, tmp_path, monkeypatch):
     folder = tmp_path / "checkpoints"
@@ -55,10 +71,9 @@ def test_zoo_lists_cards_and_squash_plot(app):
     assert app.metric[1].value == "12.50%"  # [0] is the squash demo
     app.slider(key="squash_s").set_value(3.0).run()
     assert app.metric[0].value == "0.900"
-    # AppTest's reruns under st.navigation skip app.py's sidebar, so switching models with the
-    # card buttons is tested in the browser (tests/e2e).
     app.button(key="use_tiny-matrix").click().run()
-    assert app.session_state["pending_model"] == "tiny-matrix.safetensors"
+    assert app.sidebar.selectbox(key="model_pick").value == "tiny-matrix.safetensors"
+    assert app.query_params["model"] == "tiny-matrix.safetensors"
 
 
 def test_explorer_shows_prediction_and_sliders_change_reconstruction(app):
@@ -77,7 +92,7 @@ def test_explorer_shows_prediction_and_sliders_change_reconstruction(app):
 
 
 def test_explorer_explains_matrix_models(app):
-    app.query_params["model"] = "tiny-matrix.safetensors"
+    app.run().sidebar.selectbox(key="model_pick").set_value("tiny-matrix.safetensors").run()
     app.switch_page("pages/explorer.py").run()
     assert not app.exception
     assert "no reconstruction network" in app.info[0].value
@@ -106,7 +121,7 @@ def test_train_page_runs_to_completion_and_model_appears(app):
     app.number_input(key="t_limit").set_value(64)
     app.number_input(key="t_batch").set_value(32)
     app.text_input(key="t_name").set_value("fresh")
-    app.button[0].click().run()  # the form's submit button
+    app.button(key="start_training").click().run()
     job = jobs.current()
     assert job is not None
     jobs.wait(job, 120)

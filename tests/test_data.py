@@ -88,7 +88,7 @@ def test_missing_data_names_every_place_and_the_fix(tmp_path, monkeypatch):
 
 
 def test_lookup_order_prefers_explicit_dir(synthetic_data, tmp_path):
-    from conftest import write_mnist
+    from synthetic import write_mnist
 
     mine = write_mnist(tmp_path / "mine", n_train=30, n_test=20)
     assert len(load_mnist("mnist", "train", mine)) == 30

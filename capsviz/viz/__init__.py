@@ -65,3 +65,58 @@ def curves(points: list[dict], y: str, title: str) -> go.Figure:
     fig = go.Figure(go.Scatter(x=[p["step"] for p in points], y=[p[y] for p in points], mode="lines"))
     fig.update_layout(title=title, xaxis_title="step", height=260, margin=dict(l=10, r=10, t=40, b=10))
     return fig
+
+
+def class_maps(maps: np.ndarray, names, title: str, zmax: float | None = None) -> go.Figure:
+    """(J, G, G) small heatmaps side by side, one per class, on a shared colour scale."""
+    from plotly.subplots import make_subplots
+
+    J = len(maps)
+    fig = make_subplots(rows=1, cols=J, subplot_titles=[str(n) for n in names], horizontal_spacing=0.01)
+    for j in range(J):
+        fig.add_trace(go.Heatmap(z=maps[j], zmin=0, zmax=zmax if zmax is not None else float(maps.max()), coloraxis="coloraxis"), 1, j + 1)
+        fig.update_yaxes(autorange="reversed", showticklabels=False, row=1, col=j + 1)
+        fig.update_xaxes(showticklabels=False, row=1, col=j + 1)
+    fig.update_layout(title=title, height=210, margin=dict(l=10, r=10, t=60, b=10), coloraxis=dict(colorscale="Viridis"))
+    return fig
+
+
+def heatmap(z: np.ndarray, title: str, x_title: str, y_title: str, x=None, y=None, zmin=None, zmax=None, height=320) -> go.Figure:
+    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, colorscale="Viridis", zmin=zmin, zmax=zmax))
+    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, height=height, margin=dict(l=10, r=10, t=40, b=10))
+    return fig
+
+
+def lines(y: np.ndarray, names, title: str, x_title: str, y_title: str, log_y: bool = False, x=None) -> go.Figure:
+    """One line per column of y (T, K), x = 1..T unless given."""
+    x = np.arange(1, len(y) + 1) if x is None else x
+    fig = go.Figure([go.Scatter(x=x, y=y[:, k], name=str(n), mode="lines+markers") for k, n in enumerate(names)])
+    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, height=300, margin=dict(l=10, r=10, t=40, b=10))
+    if log_y:
+        fig.update_yaxes(type="log")
+    return fig
+
+
+def overlay(image: np.ndarray, heat: np.ndarray, scale: int = 8) -> Image.Image:
+    """The input in grey with a coarse map (upsampled to its size) laid over it in red."""
+    H, W = image.shape
+    h = np.asarray(Image.fromarray(heat.astype(np.float32)).resize((W, H), Image.BILINEAR))
+    h = h / h.max() if h.max() > 0 else h
+    g = np.clip(image, 0, 1) * 0.6
+    rgb = np.stack([np.maximum(g, h), g * (1 - h), g * (1 - h)], -1)
+    return Image.fromarray((rgb * 255).astype(np.uint8), "RGB").resize((W * scale, H * scale), Image.NEAREST)
+
+
+def histograms(counts: np.ndarray, bins: np.ndarray, names, title: str) -> go.Figure:
+    """(J, nbins) weighted histograms as bars, one trace per class."""
+    centres = (bins[:-1] + bins[1:]) / 2
+    fig = go.Figure([go.Bar(x=centres, y=counts[j], name=str(n), opacity=0.75) for j, n in enumerate(names)])
+    fig.update_layout(
+        barmode="overlay",
+        title=title,
+        xaxis_title="distance from vote to the capsule's mean pose",
+        yaxis_title="sum of assignments R",
+        height=320,
+        margin=dict(l=10, r=10, t=40, b=10),
+    )
+    return fig

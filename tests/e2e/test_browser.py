@@ -68,6 +68,9 @@ def test_explorer_slider_changes_reconstruction_fast(page, server, shots):
     print(f"slider -> new reconstruction in the browser: {[round(1000 * t) for t in timings]} ms")
     assert min(timings) < 1.0  # target 300 ms; generous here for a loaded CI machine
     shot(page, shots, "explorer_perturbed")
+    page.get_by_role("button", name="Reset all to 0").click()
+    wait_for_app_run(page)
+    expect(page.get_by_text("perturbed: none")).to_be_visible()
     expect(page.get_by_role("button", name="Download grid as PNG")).to_be_visible()
     no_exceptions(page)
 

@@ -1,0 +1,127 @@
+"""What the routing inspector pages draw, computed from the core's recorded traces (numpy out)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class DynamicTrace:
+    """One image through a dynamic-routing CapsNet with every iteration recorded.
+
+    c: (T, I, J) coupling coefficients; grid, types: I = grid * grid * types primary capsules.
+    lengths: (T, J) |v_j| after each iteration; b_change: (T,) mean |delta b| (Appendix A).
+    agreement: (I, J) u_hat_j|i . v_j after the last iteration; entropy: (T, I) of each c_i.
+    """
+
+    c: np.ndarray
+    lengths: np.ndarray
+    b_change: np.ndarray
+    agreement: np.ndarray
+    entropy: np.ndarray
+    grid: int
+    types: int
+
+    def coupling_maps(self, t: int) -> np.ndarray:
+        """(J, grid, grid): iteration t's coupling to each class, averaged over capsule types."""
+        T, I, J = self.c.shape
+        return self.c[t].reshape(self.grid, self.grid, self.types, J).mean(2).transpose(2, 0, 1)
+
+    def coupling_by_type(self, t: int, j: int) -> np.ndarray:
+        """(types, grid * grid): coupling of every primary capsule to class j at iteration t."""
+        return self.c[t, :, j].reshape(self.grid * self.grid, self.types).T
+
+    def agreement_map(self, j: int) -> np.ndarray:
+        """(grid, grid): summed agreement with class j over the capsule types at each position."""
+        return self.agreement[:, j].reshape(self.grid, self.grid, self.types).sum(2)
+
+
+@torch.no_grad()
+def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
+    x = torch.as_tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
+    u_hat = model.digits(model.primary_capsules(x))  # (1, J, I, D)
+    from capsviz.routing import dynamic_routing_ji
+
+    r = dynamic_routing_ji(u_hat, iterations, record=True)
+    c = r.c[:, 0].numpy()  # (T, I, J)
+    agreement = (u_hat[0] @ r.v[0].unsqueeze(-1)).squeeze(-1).T.numpy()  # (I, J)
+    entropy = -(c * np.log(np.clip(c, 1e-12, 1))).sum(-1)  # (T, I)
+    cfg = model.config
+    return DynamicTrace(
+        c, r.v_trace[:, 0].norm(dim=-1).numpy(), r.b_change[:, 0].numpy(), agreement, entropy, cfg.primary_grid, cfg.primary_types
+    )
+
+
+@torch.no_grad()
+def mean_b_change(model, images: torch.Tensor, iterations: int) -> np.ndarray:
+    """(T,) Appendix A averaged over a batch of images (B, H, W) float."""
+    u_hat = model.digits(model.primary_capsules(images.unsqueeze(1)))
+    from capsviz.routing import dynamic_routing_ji
+
+    return dynamic_routing_ji(u_hat, iterations, record=True).b_change.mean(1).numpy()
+
+
+@torch.no_grad()
+def iteration_sweep(model, image: np.ndarray, max_iterations: int = 10) -> dict:
+    """The same weights routed with 1..max_iterations: lengths (T, J), predictions, reconstructions."""
+    x = torch.as_tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
+    lengths, preds, recs = [], [], []
+    for t in range(1, max_iterations + 1):
+        out = model(x, iterations=t)
+        lengths.append(out.scores[0].numpy())
+        preds.append(int(out.scores[0].argmax()))
+        recs.append(out.reconstruction[0].numpy() if out.reconstruction is not None else None)
+    return {"lengths": np.stack(lengths), "predictions": preds, "reconstructions": recs}
+
+
+@dataclass
+class EMTrace:
+    """One image through a matrix-capsule model; class layer and convolutional layers recorded.
+
+    R: (T, I, J), a: (T, J), sigma: (T, J, 16), mu: (T, J, 16), lambdas: (T,) for the class layer;
+    distances: (T, I, J) from each vote to its capsule's mean pose at that iteration.
+    layers: name -> EMRoutingResult of each routed layer (batch of one).
+    """
+
+    R: np.ndarray
+    a: np.ndarray
+    sigma: np.ndarray
+    mu: np.ndarray
+    lambdas: np.ndarray
+    distances: np.ndarray
+    layers: dict
+
+
+@torch.no_grad()
+def em_trace(model, image: np.ndarray, iterations: int) -> EMTrace:
+    x = torch.as_tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
+    out = model(x, iterations=iterations, record=True)
+    tr = out.trace
+    V = tr.votes[0].float()  # (I, J, 16)
+    mu = tr.mu_trace[:, 0].float()  # (T, J, 16)
+    distances = (V.unsqueeze(0) - mu.unsqueeze(1)).norm(dim=-1)  # (T, I, J)
+    return EMTrace(
+        tr.R[:, 0].numpy(),
+        tr.a_trace[:, 0].numpy(),
+        tr.sigma[:, 0].numpy(),
+        mu.numpy(),
+        tr.lambdas.numpy(),
+        distances.numpy(),
+        out.layer_traces,
+    )
+
+
+def vote_histograms(trace: EMTrace, bins: np.ndarray) -> np.ndarray:
+    """(T, J, len(bins) - 1): for each iteration and class, the R-weighted histogram of vote
+    distances (Fig. 2 of Hinton et al.). Votes beyond the last bin are left out, as in a zoom."""
+    T, I, J = trace.R.shape
+    nb = len(bins) - 1
+    k = np.searchsorted(bins, trace.distances, side="right") - 1  # (T, I, J) bin of each vote
+    k[trace.distances == bins[-1]] = nb - 1  # the last bin is closed, as in np.histogram
+    keep = (k >= 0) & (k < nb)
+    slot = (np.arange(T)[:, None, None] * J + np.arange(J)[None, None, :]) * nb + k  # (T, I, J)
+    counts = np.bincount(slot[keep], weights=trace.R[keep], minlength=T * J * nb)
+    return counts.reshape(T, J, nb)
