@@ -10,6 +10,8 @@ page = st.navigation(
     [
         st.Page("pages/zoo.py", title="Model zoo", url_path="zoo", default=True),
         st.Page("pages/explorer.py", title="DigitCaps explorer", url_path="explorer"),
+        st.Page("pages/routing.py", title="Dynamic routing", url_path="routing"),
+        st.Page("pages/em.py", title="EM routing", url_path="em"),
         st.Page("pages/train.py", title="Train", url_path="train"),
     ]
 )

@@ -119,7 +119,7 @@ def em_routing(
     beta_u: torch.Tensor | float = 0.0,
     beta_a: torch.Tensor | float = 0.0,
     *,
-    final_lambda: float = 0.1,
+    final_lambda: float = 3.0,
     var_floor: float = 1e-4,
     lower_index: torch.Tensor | None = None,
     num_lower: int | None = None,
@@ -143,8 +143,11 @@ def em_routing(
       the moments are taken (sums of V and V^2 in one batched matmul), which cannot change the
       result in exact arithmetic but keeps float32 finite for very large votes.
     - Variances are floored at `var_floor`; p and R are computed in log space (logsumexp).
-    - The mass sum_i R'_ij in the cost is scaled by J / I, so the same beta_u, beta_a and lambda
-      suit layers of any size.
+    - The summed cost of each upper capsule is standardised across the J capsules it competes with
+      (zero mean, unit spread) before the logistic: a = logistic(lambda (beta_a - z_j)). With the raw
+      cost, tight initial clusters (log sigma ~ -3 over 16 dims) saturate every activation near 1
+      and the spread loss gets no gradient. Only the ranking of costs survives, which is what the
+      competition between capsules needs.
     - lambda follows `lambda_schedule` (linear ramp to `final_lambda`).
     """
     with torch.autocast(votes.device.type, enabled=False):
@@ -184,7 +187,6 @@ def _em(V, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lower_inde
     floor = (var_floor / scale**2).clamp_min(1e-20)  # the floor in scaled units
     a_in = a_in.unsqueeze(-2)  # (*N, 1, I)
     R = torch.full_like(VV[..., 0], 1.0 / J)  # (*N, J, I)
-    mass_scale = J / I
     beta_u = torch.as_tensor(beta_u, dtype=V.dtype, device=V.device)
     beta_u = beta_u.unsqueeze(-1) if beta_u.dim() else beta_u  # (J, 1) against (*N, J, H)
     lambdas = lambda_schedule(iterations, final_lambda)
@@ -197,8 +199,9 @@ def _em(V, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lower_inde
         mu, ex2 = m[..., :H], m[..., H:]
         sig2 = (ex2 - mu * mu).clamp_min(0) + floor  # (*N, J, H) scaled units
         log_sigma = 0.5 * torch.log(sig2) + torch.log(scale)  # true units
-        cost = (beta_u + log_sigma) * (S * mass_scale)  # (*N, J, H)
-        logit_a = lam * (beta_a - cost.sum(-1))  # (*N, J)
+        cost = ((beta_u + log_sigma) * S).sum(-1)  # (*N, J)
+        z = (cost - cost.mean(-1, keepdim=True)) / (cost.std(-1, unbiased=False, keepdim=True) + 1e-6)
+        logit_a = lam * (beta_a - z)  # (*N, J)
         if record:
             Rs.append(R.detach())
             mus.append((mu * scale + center.squeeze(-2)).detach())

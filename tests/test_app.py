@@ -131,3 +131,39 @@ def test_train_page_runs_to_completion_and_model_appears(app):
     assert (app.folder / "fresh.safetensors").is_file()
     app.switch_page("pages/zoo.py").run()
     assert "fresh" in [s.value for s in app.subheader]
+
+
+def test_routing_page_iterations_change_the_figures(app):
+    import json
+
+    app.run()
+    app.switch_page("pages/routing.py").run()
+    assert not app.exception
+    assert app.title[0].value.startswith("Dynamic routing")
+    charts = {c.proto.id: c for c in app.get("plotly_chart")}
+    assert len(charts) >= 6
+    first = json.loads(app.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+    assert first.startswith("Iteration 3")
+    app.slider(key="route_t").set_value(1).run()
+    assert not app.exception
+    assert json.loads(app.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"].startswith("Iteration 1")
+    assert "Paper (Fig. A.1)" in app.caption[-1].value or any("Paper (Fig. A.1)" in c.value for c in app.caption)
+
+
+def test_em_page_shows_histograms_for_a_matrix_model(app):
+    app.run().sidebar.selectbox(key="model_pick").set_value("tiny-matrix.safetensors").run()
+    app.switch_page("pages/em.py").run()
+    assert not app.exception
+    assert len(app.get("plotly_chart")) == 6
+    app.toggle(key="em_zoom").set_value(True).run()
+    app.slider(key="em_t").set_value(1).run()
+    assert not app.exception
+
+
+def test_routing_pages_explain_the_wrong_family(app):
+    app.run()
+    app.switch_page("pages/em.py").run()
+    assert "EM routing between matrix capsules" in app.info[0].value
+    app.run().sidebar.selectbox(key="model_pick").set_value("tiny-matrix.safetensors").run()
+    app.switch_page("pages/routing.py").run()
+    assert "EM routing" in app.info[0].value

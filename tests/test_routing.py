@@ -80,22 +80,24 @@ def test_dynamic_routing_gradients_flow_through_all_iterations():
 
 
 def naive_em(V, a_in, T, beta_u, beta_a, final_lambda, var_floor=1e-4):
-    """Procedure 1 of Hinton et al. per capsule, with capsviz's documented choices: the J/I mass
-    scale, the floored variance and the linear lambda schedule."""
+    """Procedure 1 of Hinton et al. per capsule, with capsviz's documented choices: costs
+    standardised across capsules, the floored variance and the linear lambda schedule."""
     I, J, H = V.shape
     R = [[1.0 / J] * J for _ in range(I)]
     lams = lambda_schedule(T, final_lambda)
     for t in range(T):
-        mu, sig2, a = [], [], []
+        mu, sig2, costs = [], [], []
         for j in range(J):
             rp = [R[i][j] * float(a_in[i]) for i in range(I)]
             S = sum(rp)
             m = sum(rp[i] * V[i, j] for i in range(I)) / (S + 1e-8)
             var = sum(rp[i] * (V[i, j] - m) ** 2 for i in range(I)) / (S + 1e-8) + var_floor
-            cost = ((beta_u + 0.5 * torch.log(var)) * S * J / I).sum()
+            costs.append(float(((beta_u + 0.5 * torch.log(var)) * S).sum()))
             mu.append(m)
             sig2.append(var)
-            a.append(1 / (1 + math.exp(-lams[t] * (beta_a - float(cost)))))
+        mean = sum(costs) / J
+        std = math.sqrt(sum((c - mean) ** 2 for c in costs) / J)
+        a = [1 / (1 + math.exp(-lams[t] * (beta_a - (c - mean) / (std + 1e-6)))) for c in costs]
         if t == T - 1:
             break
         for i in range(I):
@@ -138,7 +140,7 @@ def test_em_assigns_two_clusters_and_prefers_the_tighter_one():
     V = torch.randn(I, 2, H) * 5.0  # everyone's vote for the other capsule: scattered far away
     V[:20, 0] = A + 0.01 * torch.randn(20, H)  # group 1 agrees tightly on A for capsule 0
     V[20:, 1] = Bp + 0.2 * torch.randn(20, H)  # group 2 agrees loosely on B for capsule 1
-    res = em_routing(V.unsqueeze(0), torch.ones(1, I), 3, final_lambda=0.1, record=True)
+    res = em_routing(V.unsqueeze(0), torch.ones(1, I), 3, record=True)
     R = res.R[-1, 0]  # (I, 2)
     assert (R[:20, 0] > 0.9).all() and (R[20:, 1] > 0.9).all()
     torch.testing.assert_close(res.mu[0, 0], A, atol=0.02, rtol=0)

@@ -21,7 +21,7 @@ class Prediction:
 @torch.no_grad()
 def predict(model, image: np.ndarray) -> Prediction:
     """image (H, W) float in [0, 1] -> scores, capsule vectors and reconstruction."""
-    x = torch.as_tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
+    x = torch.tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
     out = model(x)
     rec = out.reconstruction[0].numpy() if out.reconstruction is not None else None
     caps = out.capsules[0].numpy() if out.capsules is not None else None

@@ -13,13 +13,15 @@ class DynamicTrace:
     """One image through a dynamic-routing CapsNet with every iteration recorded.
 
     c: (T, I, J) coupling coefficients; grid, types: I = grid * grid * types primary capsules.
-    lengths: (T, J) |v_j| after each iteration; b_change: (T,) mean |delta b| (Appendix A).
+    lengths: (T, J) |v_j| after each iteration; b_change: (T,) mean |delta b| (Appendix A);
+    c_change: (T - 1,) mean |c_{t+1} - c_t|, how much the couplings still move.
     agreement: (I, J) u_hat_j|i . v_j after the last iteration; entropy: (T, I) of each c_i.
     """
 
     c: np.ndarray
     lengths: np.ndarray
     b_change: np.ndarray
+    c_change: np.ndarray
     agreement: np.ndarray
     entropy: np.ndarray
     grid: int
@@ -41,7 +43,7 @@ class DynamicTrace:
 
 @torch.no_grad()
 def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
-    x = torch.as_tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
+    x = torch.tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
     u_hat = model.digits(model.primary_capsules(x))  # (1, J, I, D)
     from capsviz.routing import dynamic_routing_ji
 
@@ -50,9 +52,9 @@ def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
     agreement = (u_hat[0] @ r.v[0].unsqueeze(-1)).squeeze(-1).T.numpy()  # (I, J)
     entropy = -(c * np.log(np.clip(c, 1e-12, 1))).sum(-1)  # (T, I)
     cfg = model.config
-    return DynamicTrace(
-        c, r.v_trace[:, 0].norm(dim=-1).numpy(), r.b_change[:, 0].numpy(), agreement, entropy, cfg.primary_grid, cfg.primary_types
-    )
+    c_change = np.abs(np.diff(c, axis=0)).mean((1, 2))  # (T-1,)
+    lengths = r.v_trace[:, 0].norm(dim=-1).numpy()
+    return DynamicTrace(c, lengths, r.b_change[:, 0].numpy(), c_change, agreement, entropy, cfg.primary_grid, cfg.primary_types)
 
 
 @torch.no_grad()
@@ -67,7 +69,7 @@ def mean_b_change(model, images: torch.Tensor, iterations: int) -> np.ndarray:
 @torch.no_grad()
 def iteration_sweep(model, image: np.ndarray, max_iterations: int = 10) -> dict:
     """The same weights routed with 1..max_iterations: lengths (T, J), predictions, reconstructions."""
-    x = torch.as_tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
+    x = torch.tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
     lengths, preds, recs = [], [], []
     for t in range(1, max_iterations + 1):
         out = model(x, iterations=t)
@@ -97,7 +99,7 @@ class EMTrace:
 
 @torch.no_grad()
 def em_trace(model, image: np.ndarray, iterations: int) -> EMTrace:
-    x = torch.as_tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
+    x = torch.tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
     out = model(x, iterations=iterations, record=True)
     tr = out.trace
     V = tr.votes[0].float()  # (I, J, 16)

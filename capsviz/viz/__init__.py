@@ -101,7 +101,8 @@ def overlay(image: np.ndarray, heat: np.ndarray, scale: int = 8) -> Image.Image:
     """The input in grey with a coarse map (upsampled to its size) laid over it in red."""
     H, W = image.shape
     h = np.asarray(Image.fromarray(heat.astype(np.float32)).resize((W, H), Image.BILINEAR))
-    h = h / h.max() if h.max() > 0 else h
+    span = h.max() - h.min()
+    h = (h - h.min()) / span if span > 0 else np.zeros_like(h)  # contrast within the map: couplings differ by little
     g = np.clip(image, 0, 1) * 0.6
     rgb = np.stack([np.maximum(g, h), g * (1 - h), g * (1 - h)], -1)
     return Image.fromarray((rgb * 255).astype(np.uint8), "RGB").resize((W * scale, H * scale), Image.NEAREST)

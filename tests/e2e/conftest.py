@@ -70,7 +70,7 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1100})
+    ctx = browser.new_context(viewport={"width": 1400, "height": 2400})  # tall: Streamlit scrolls inside its own container
     pg = ctx.new_page()
     pg.set_default_timeout(60_000)
     errors = []

@@ -110,3 +110,26 @@ def test_missing_data_says_what_to_do(page, server_without_data, shots):
     expect(page.get_by_text("python -m capsviz data --download", exact=False).first).to_be_visible()
     shot(page, shots, "missing_data")
     no_exceptions(page)
+
+
+def test_routing_page_iteration_slider_redraws_the_coupling_maps(page, server, shots):
+    open_page(page, server["url"] + "/routing?model=tiny-capsnet.safetensors&image=2", "Dynamic routing, iteration by iteration")
+    title = page.locator("[data-testid='stPlotlyChart'] .gtitle").first
+    expect(title).to_contain_text("Iteration 3")
+    shot(page, shots, "routing")
+    page.get_by_role("slider", name="Show iteration").focus()
+    page.keyboard.press("Home")
+    wait_for_app_run(page)
+    expect(title).to_contain_text("Iteration 1")
+    expect(page.get_by_text("Paper (Fig. A.1)", exact=False)).to_be_visible()
+    shot(page, shots, "routing_iteration1")
+    no_exceptions(page)
+
+
+def test_em_page_draws_vote_histograms(page, server, shots):
+    open_page(page, server["url"] + "/em?model=tiny-matrix.safetensors&image=2", "EM routing, iteration by iteration")
+    expect(page.locator("[data-testid='stPlotlyChart'] .gtitle").first).to_contain_text("R-weighted vote distances")
+    page.get_by_text("Zoom to distances < 0.05", exact=False).click()
+    wait_for_app_run(page)
+    shot(page, shots, "em")
+    no_exceptions(page)

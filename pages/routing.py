@@ -1,0 +1,150 @@
+"""Dynamic routing inspector: Procedure 1 and Appendix A of Sabour et al. (2017), one image at a time."""
+
+import numpy as np
+import streamlit as st
+
+from capsviz.analysis.routing import dynamic_trace, iteration_sweep, mean_b_change
+from capsviz.data.mnist import CLASS_NAMES
+from capsviz.viz import class_maps, heatmap, lines, overlay, to_image
+from pages.common import active_model, pick_image, require_router, test_set
+
+require_router()
+st.title("Dynamic routing, iteration by iteration")
+st.markdown(
+    "Every primary capsule splits its vote over the 10 digit capsules with coupling coefficients "
+    "c (a softmax over its routing logits b). Each iteration adds the agreement u_hat . v to b, so "
+    "votes flow to the capsules they agree with. Slide the iteration to watch the coupling "
+    "concentrate on the winning digit; the last plot is Fig. A.1 of the paper (Appendix A)."
+)
+
+loaded = active_model()
+if loaded is None:
+    st.stop()
+model, meta, path = loaded
+if meta["config"]["family"] != "capsnet":
+    st.info(
+        f"**{path.stem}** is a {meta['config']['family']} model. This page shows dynamic routing; pick a CapsNet in the sidebar (matrix capsules have the **EM routing** page)."
+    )
+    st.stop()
+names = CLASS_NAMES.get(meta.get("dataset", "mnist"), CLASS_NAMES["mnist"])
+picked = pick_image(meta.get("dataset", "mnist"), names, meta["config"]["in_size"])
+if picked is None:
+    st.stop()
+image, label = picked
+T = st.slider(
+    "Routing iterations at inference",
+    1,
+    10,
+    int(meta["config"]["routing_iterations"]),
+    key="route_T",
+    help="The weights are the same; only the number of routing iterations changes",
+)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def trace(model_key: str, image_bytes: bytes, T: int):
+    return dynamic_trace(model, np.frombuffer(image_bytes, np.float32).reshape(image.shape), T)
+
+
+tr = trace(str(path), image.tobytes(), T)
+winner = int(tr.lengths[-1].argmax())
+t = st.slider("Show iteration", 1, T, T, key="route_t") - 1
+
+left, right = st.columns([1, 3])
+left.image(to_image(image), caption=f"input (label {label}), prediction {names[winner]}", width=168)
+left.image(
+    overlay(image, tr.coupling_maps(t)[winner]), caption=f"coupling to {names[winner]} at iteration {t + 1}, over the input", width=168
+)
+right.plotly_chart(
+    class_maps(tr.coupling_maps(t), names, f"Iteration {t + 1}: coupling to each digit capsule (6x6 positions, mean over capsule types)"),
+    key="coupling_maps",
+)
+j = right.selectbox(
+    "Digit capsule for the detailed map", list(range(len(names))), index=winner, format_func=lambda k: str(names[k]), key="route_class"
+)
+right.plotly_chart(
+    heatmap(
+        tr.coupling_by_type(t, j),
+        f"Coupling to {names[j]} of every primary capsule (iteration {t + 1})",
+        "position (row-major over the 6x6 grid)",
+        "capsule type",
+        height=300,
+    ),
+    key="coupling_types",
+)
+
+a, b = st.columns(2)
+a.plotly_chart(lines(tr.lengths, names, "Capsule lengths after each iteration", "iteration", "|v_j|"), key="lengths_by_iteration")
+mean_entropy = tr.entropy.mean(1, keepdims=True)
+b.plotly_chart(
+    lines(
+        np.concatenate([mean_entropy, np.percentile(tr.entropy, [10, 90], axis=1).T], 1),
+        ["mean", "10th percentile", "90th percentile"],
+        f"Coupling entropy per primary capsule (uniform: {np.log(10):.2f})",
+        "iteration",
+        "entropy (nats)",
+    ),
+    key="entropy",
+)
+
+c, d = st.columns([1, 2])
+c.image(
+    overlay(image, np.maximum(tr.agreement_map(winner), 0)),
+    caption=f"where predictions agree with the {names[winner]} capsule (u_hat . v > 0, summed over types)",
+    width=224,
+)
+d.plotly_chart(
+    heatmap(
+        tr.agreement[:, winner].reshape(tr.grid * tr.grid, tr.types).T,
+        f"Agreement u_hat . v with {names[winner]} per primary capsule",
+        "position",
+        "capsule type",
+        height=300,
+    ),
+    key="agreement",
+)
+
+st.subheader("Appendix A: how fast routing converges")
+data = test_set(meta.get("dataset", "mnist")) if meta["config"]["in_size"] == 28 else None
+
+
+@st.cache_data(show_spinner="Routing 64 test images ...")
+def batch_change(model_key: str, T: int):
+    imgs = data.images[:64].float() / 255.0
+    return mean_b_change(model, imgs, T)
+
+
+Tmax = 10
+full = tr if T == Tmax else trace(str(path), image.tobytes(), Tmax)
+series = [full.b_change, np.concatenate([[np.nan], full.c_change])]
+labels = ["mean |delta b|, this image", "mean |delta c|, this image"]
+if data is not None:
+    series.append(batch_change(str(path), Tmax))
+    labels.append("mean |delta b|, 64 test images")
+st.plotly_chart(
+    lines(
+        np.clip(np.stack(series, 1), 1e-12, None),
+        labels,
+        "Change per routing iteration (log scale)",
+        "iteration",
+        "mean absolute change",
+        log_y=True,
+    ),
+    key="b_change",
+)
+st.caption(
+    f"Paper (Fig. A.1): the mean change of b falls roughly log-linearly, about 0.007 at iteration 2 and 1e-5 at iteration 5. "
+    f"Here, following Procedure 1 literally (b += u_hat . v), the change of b at iteration 2 is {full.b_change[1]:.4f} and at iteration 5 "
+    f"{full.b_change[4]:.4f}: each step adds the current agreement, which only vanishes when v does. The couplings c = softmax(b) "
+    f"settle instead: their change falls from {full.c_change[0]:.1e} to {full.c_change[-1]:.1e}."
+)
+
+st.subheader("Same weights, 1 to 10 iterations")
+sweep = iteration_sweep(model, image, 10)
+e, f = st.columns([2, 3])
+e.plotly_chart(
+    lines(sweep["lengths"], names, "Capsule lengths by number of routing iterations", "routing iterations", "|v_j|"), key="sweep_lengths"
+)
+recs = [r for r in sweep["reconstructions"] if r is not None]
+if recs:
+    f.image([to_image(r, 3) for r in recs], caption=[f"{k + 1} it.: {names[p]}" for k, p in enumerate(sweep["predictions"])], width=84)

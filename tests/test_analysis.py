@@ -1,0 +1,80 @@
+"""The numbers the pages draw are the ones the core recorded."""
+
+import numpy as np
+import pytest
+import torch
+
+from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid, predict
+from capsviz.analysis.routing import dynamic_trace, em_trace, iteration_sweep, mean_b_change, vote_histograms
+from capsviz.config import preset
+from capsviz.models import build_model
+
+
+@pytest.fixture(scope="module")
+def capsnet():
+    torch.manual_seed(0)
+    return build_model(preset("capsnet-small", conv1_channels=16, primary_types=4)).eval()
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    torch.manual_seed(0)
+    return build_model(preset("matrix-small", in_size=28, num_classes=10, A=8, B=4, C=4, D=4)).eval()
+
+
+IMAGE = np.random.default_rng(0).random((28, 28)).astype(np.float32)
+
+
+def test_dynamic_trace_matches_the_model(capsnet):
+    tr = dynamic_trace(capsnet, IMAGE, 3)
+    assert tr.c.shape == (3, 6 * 6 * 4, 10)
+    np.testing.assert_allclose(tr.c.sum(-1), 1, rtol=1e-5)
+    with torch.no_grad():
+        out = capsnet(torch.tensor(IMAGE).view(1, 1, 28, 28), record=True)
+    np.testing.assert_allclose(tr.lengths[-1], out.scores[0].numpy(), rtol=1e-5)
+    np.testing.assert_allclose(tr.c, out.trace.c[:, 0].numpy(), rtol=1e-6)
+    # a coupling map cell is the mean over the 4 types at that grid position
+    np.testing.assert_allclose(tr.coupling_maps(1)[7, 2, 3], tr.c[1, (2 * 6 + 3) * 4 : (2 * 6 + 3) * 4 + 4, 7].mean(), rtol=1e-6)
+    np.testing.assert_allclose(tr.coupling_by_type(2, 5)[1, 2 * 6 + 3], tr.c[2, (2 * 6 + 3) * 4 + 1, 5])
+    np.testing.assert_allclose(tr.entropy[0], np.log(10), rtol=1e-5)  # uniform first iteration
+    np.testing.assert_allclose(tr.c_change, np.abs(np.diff(tr.c, axis=0)).mean((1, 2)))
+    assert tr.b_change.shape == (3,) and (tr.b_change >= 0).all()
+
+
+def test_batch_b_change_and_iteration_sweep(capsnet):
+    imgs = torch.rand(5, 28, 28)
+    m = mean_b_change(capsnet, imgs, 4)
+    per = [dynamic_trace(capsnet, imgs[i].numpy(), 4).b_change for i in range(5)]
+    np.testing.assert_allclose(m, np.mean(per, 0), rtol=1e-4)
+    sweep = iteration_sweep(capsnet, IMAGE, 4)
+    assert sweep["lengths"].shape == (4, 10) and len(sweep["reconstructions"]) == 4
+    np.testing.assert_allclose(sweep["lengths"][2], dynamic_trace(capsnet, IMAGE, 3).lengths[-1], rtol=1e-5)
+
+
+def test_vote_histogram_weights_sum_to_each_capsules_total_assignment(matrix):
+    tr = em_trace(matrix, IMAGE, 3)
+    T, I, J = tr.R.shape
+    bins = np.linspace(0, tr.distances.max() * 1.001, 25)
+    h = vote_histograms(tr, bins)
+    assert h.shape == (T, J, 24)
+    np.testing.assert_allclose(h.sum(-1), tr.R.sum(1), rtol=1e-5)
+    # a zoom drops the far votes but never invents weight
+    zoom = vote_histograms(tr, np.linspace(0, np.median(tr.distances), 11))
+    assert (zoom.sum(-1) <= tr.R.sum(1) + 1e-6).all()
+    # the same histogram by numpy, one capsule at a time
+    ref, _ = np.histogram(tr.distances[1, :, 4], bins=bins, weights=tr.R[1, :, 4].astype(np.float64))
+    np.testing.assert_allclose(h[1, 4], ref, rtol=1e-5, atol=1e-9)
+    assert set(tr.layers) == {"convcaps1", "convcaps2", "class"}
+    np.testing.assert_allclose(tr.a[-1], matrix(torch.tensor(IMAGE).view(1, 1, 28, 28)).scores[0].detach().numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_perturbation_grid_rows_change_one_dimension(capsnet):
+    p = predict(capsnet, IMAGE)
+    grid = perturbation_grid(capsnet, p.capsules[p.predicted], p.predicted)
+    assert grid.shape == (16, 11, 28, 28) and STEPS[5] == 0
+    np.testing.assert_allclose(grid[3, 5], p.reconstruction, rtol=1e-5, atol=1e-6)
+    d = np.zeros(16, np.float32)
+    d[3] = STEPS[-1]
+    np.testing.assert_allclose(grid[3, -1], decode(capsnet, p.capsules[p.predicted], p.predicted, d), rtol=1e-5, atol=1e-6)
+    eff = dimension_effect(grid)
+    assert eff.shape == (16,) and (eff >= 0).all()
