@@ -94,7 +94,9 @@ def active_model():
     st.query_params["model"] = name
     path = str(checkpoint_dir() / name)
     try:
-        model, meta = _load(path, Path(path).stat().st_mtime)
+        mtime = Path(path).stat().st_mtime
+        model, meta = _load(path, mtime)
+        st.session_state["model_key"] = f"{path}:{mtime}"
     except (CapsvizError, OSError) as e:
         st.error(f"Cannot load {Path(path).name}: {e}")
         return None
@@ -150,7 +152,24 @@ def sidebar() -> None:
         st.caption(f"device: {'GPU' if device.type == 'cuda' else device.type.upper()} · {where}")
 
 
-def pick_image(dataset: str, names, size: int) -> tuple[np.ndarray, str] | None:
+MISTAKES_SCAN = 2000
+
+
+@st.cache_data(show_spinner="Finding the test images this model gets wrong ...")
+def mistakes(model_key: str, _model, dataset: str) -> np.ndarray:
+    data = _test_set(dataset, os.environ.get("CAPSVIZ_DATA_DIR"))
+    with torch.no_grad():
+        x = data.images[:MISTAKES_SCAN].float().div(255).unsqueeze(1)
+        pred = torch.cat(
+            [
+                _model(xb, reconstruct=False).scores.argmax(1) if hasattr(_model, "decoder") else _model(xb).scores.argmax(1)
+                for xb in x.split(256)
+            ]
+        )
+    return (pred != data.labels[:MISTAKES_SCAN]).nonzero().flatten().numpy()
+
+
+def pick_image(dataset: str, names, size: int, model=None) -> tuple[np.ndarray, str] | None:
     """The image picker every page shares: test set (index, random, by class) or an upload.
     The chosen index survives page changes and lives in the URL (?image=)."""
     data = test_set(dataset) if size == 28 else None
@@ -166,6 +185,14 @@ def pick_image(dataset: str, names, size: int) -> tuple[np.ndarray, str] | None:
         if c2.button("Random", key="random_image"):
             st.session_state["image_pending"] = int(np.random.randint(len(data)))
             st.rerun()
+        if model is not None and c2.button(
+            "Misclassified", key="wrong_image", help=f"A random test image among the first {MISTAKES_SCAN} that this model gets wrong"
+        ):
+            wrong = mistakes(str(st.session_state.get("model_key")), model, dataset)
+            if len(wrong):
+                st.session_state["image_pending"] = int(np.random.choice(wrong))
+                st.rerun()
+            st.toast(f"No mistakes among the first {MISTAKES_SCAN} test images.")
         pick = c3.selectbox("Jump to a test image of class", ["-"] + list(names), key="jump_class")
         if pick != "-":
             idx = (data.labels == names.index(pick)).nonzero().flatten()

@@ -28,7 +28,7 @@ if meta["config"]["family"] != "matrix":
     )
     st.stop()
 names = CLASS_NAMES.get(meta.get("dataset", "mnist"), CLASS_NAMES["mnist"])[: meta["config"]["num_classes"]]
-picked = pick_image(meta.get("dataset", "mnist"), names, meta["config"]["in_size"])
+picked = pick_image(meta.get("dataset", "mnist"), names, meta["config"]["in_size"], model)
 if picked is None:
     st.stop()
 image, label = picked

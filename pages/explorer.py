@@ -34,19 +34,29 @@ dataset = meta.get("dataset", "mnist")
 names = CLASS_NAMES.get(dataset, CLASS_NAMES["mnist"])
 size = meta["config"]["in_size"]
 
-picked = pick_image(dataset, names, size)
+picked = pick_image(dataset, names, size, model)
 if picked is None:
     st.stop()
 image, label = picked
 
 pred = predict(model, image)
+qp = st.query_params
+default_capsule = int(qp["capsule"]) if qp.get("capsule", "").isdigit() and int(qp["capsule"]) < len(names) else pred.predicted
 capsule = st.selectbox(
     "Capsule to decode",
     list(range(len(names))),
-    index=pred.predicted,
+    index=default_capsule,
     format_func=lambda j: f"{names[j]} (length {pred.scores[j]:.2f})",
     key=f"capsule_{path.stem}",
 )
+qp["capsule"] = str(capsule)
+if "dims_from_url" not in st.session_state:  # a shared link's slider values, applied once
+    st.session_state["dims_from_url"] = True
+    for d, v in enumerate(qp.get("dims", "").split(",")[:16]):
+        try:
+            st.session_state[f"dim{d}"] = float(np.clip(round(float(v) / 0.05) * 0.05, -0.25, 0.25))
+        except ValueError:
+            pass
 
 a, b, c = st.columns([1, 2, 1])
 a.image(to_image(image), caption=f"input (label {label})", width=168)
@@ -69,6 +79,7 @@ def sliders():
         )
     with cols[1]:
         rec = decode(model, pred.capsules[capsule], capsule, deltas)
+        st.query_params["dims"] = ",".join(f"{v:g}" for v in deltas)
         changed = ", ".join(f"d{d} {v:+.2f}" for d, v in enumerate(deltas) if v) or "none"
         st.image(to_image(rec), caption=f"perturbed: {changed}", width=224)
 

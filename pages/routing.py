@@ -27,7 +27,7 @@ if meta["config"]["family"] != "capsnet":
     )
     st.stop()
 names = CLASS_NAMES.get(meta.get("dataset", "mnist"), CLASS_NAMES["mnist"])
-picked = pick_image(meta.get("dataset", "mnist"), names, meta["config"]["in_size"])
+picked = pick_image(meta.get("dataset", "mnist"), names, meta["config"]["in_size"], model)
 if picked is None:
     st.stop()
 image, label = picked
@@ -48,7 +48,17 @@ def trace(model_key: str, image_bytes: bytes, T: int):
 
 tr = trace(str(path), image.tobytes(), T)
 winner = int(tr.lengths[-1].argmax())
-t = st.slider("Show iteration", 1, T, T, key="route_t") - 1
+t = (
+    st.slider(
+        "Show iteration",
+        1,
+        T,
+        min(T, int(st.query_params.get("t", T))) if str(st.query_params.get("t", "")).isdigit() else T,
+        key="route_t",
+    )
+    - 1
+)
+st.query_params["t"] = str(t + 1)
 
 left, right = st.columns([1, 3])
 left.image(to_image(image), caption=f"input (label {label}), prediction {names[winner]}", width=168)

@@ -167,3 +167,30 @@ def test_routing_pages_explain_the_wrong_family(app):
     app.run().sidebar.selectbox(key="model_pick").set_value("tiny-matrix.safetensors").run()
     app.switch_page("pages/routing.py").run()
     assert "EM routing" in app.info[0].value
+
+
+def test_a_shared_link_opens_the_same_explorer_view(app):
+    app.query_params.update({"model": "tiny-capsnet.safetensors", "image": "4", "capsule": "2", "dims": "0,0,0.1,0,-0.25"})
+    app.switch_page("pages/explorer.py").run()
+    assert not app.exception
+    assert app.number_input(key="image").value == 4
+    assert app.selectbox(key="capsule_tiny-capsnet").value == 2
+    assert app.slider(key="dim2").value == pytest.approx(0.1) and app.slider(key="dim4").value == pytest.approx(-0.25)
+    app.slider(key="dim0").set_value(0.05).run()
+    assert app.query_params["dims"].startswith("0.05,0,0.1,0,-0.25")
+
+
+def test_misclassified_picker_lands_on_a_mistake(app):
+    import numpy as np
+
+    from capsviz.analysis import predict
+    from capsviz.checkpoint import load_checkpoint
+    from capsviz.data import load_split
+
+    app.switch_page("pages/explorer.py").run()
+    app.button(key="wrong_image").click().run()
+    assert not app.exception
+    i = app.number_input(key="image").value
+    model, _ = load_checkpoint(app.folder / "tiny-capsnet.safetensors")
+    data = load_split("mnist", "test")
+    assert predict(model, data.images[i].numpy().astype(np.float32) / 255).predicted != int(data.labels[i])
