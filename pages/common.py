@@ -12,6 +12,7 @@ import torch
 
 from capsviz.checkpoint import list_checkpoints, load_checkpoint
 from capsviz.data import describe, load_split
+from capsviz.data.transforms import mnist_style
 from capsviz.devices import pick_device
 from capsviz.errors import CapsvizError
 
@@ -125,14 +126,15 @@ def image_from_upload(file) -> np.ndarray | None:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        img = Image.open(file).convert("L").resize((28, 28), Image.LANCZOS)
-    except (UnidentifiedImageError, OSError, ValueError):
+        img = Image.open(file).convert("L")
+        img.thumbnail((280, 280))
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
         st.error("That file is not an image capsviz can read (try PNG or JPEG).")
         return None
     a = np.asarray(img, dtype=np.float32) / 255.0
     if a.mean() > 0.5:  # dark ink on light paper: invert to MNIST's convention
         a = 1.0 - a
-    return a
+    return mnist_style(a)
 
 
 def sidebar() -> None:
@@ -153,6 +155,52 @@ def sidebar() -> None:
 
 
 MISTAKES_SCAN = 2000
+
+# A drawing pad: white ink on black, 280x280, sent to Python as 28x28 grey levels on each stroke's end.
+_PAD_JS = """
+export default function (component) {
+  const { parentElement, setStateValue } = component;
+  const canvas = parentElement.querySelector("canvas");
+  const clear = parentElement.querySelector("button");
+  const ctx = canvas.getContext("2d");
+  const small = document.createElement("canvas");
+  small.width = small.height = 28;
+  const sctx = small.getContext("2d");
+  const wipe = () => { ctx.fillStyle = "black"; ctx.fillRect(0, 0, canvas.width, canvas.height); };
+  if (!canvas.dataset.ready) { wipe(); canvas.dataset.ready = "1"; }
+  ctx.lineWidth = 22; ctx.lineCap = "round"; ctx.lineJoin = "round"; ctx.strokeStyle = "white";
+  let drawing = false;
+  const at = (e) => { const r = canvas.getBoundingClientRect(); return [(e.clientX - r.left) * canvas.width / r.width, (e.clientY - r.top) * canvas.height / r.height]; };
+  const send = () => {
+    sctx.imageSmoothingEnabled = true;
+    sctx.clearRect(0, 0, 28, 28);
+    sctx.drawImage(canvas, 0, 0, 28, 28);
+    const rgba = sctx.getImageData(0, 0, 28, 28).data;
+    const grey = [];
+    for (let i = 0; i < rgba.length; i += 4) grey.push(rgba[i]);
+    setStateValue("pixels", grey);
+  };
+  canvas.onpointerdown = (e) => { drawing = true; canvas.setPointerCapture(e.pointerId); const [x, y] = at(e); ctx.beginPath(); ctx.moveTo(x, y); ctx.lineTo(x, y); ctx.stroke(); };
+  canvas.onpointermove = (e) => { if (!drawing) return; const [x, y] = at(e); ctx.lineTo(x, y); ctx.stroke(); };
+  canvas.onpointerup = () => { if (drawing) { drawing = false; send(); } };
+  clear.onclick = () => { wipe(); send(); };
+}
+"""
+_pad = st.components.v2.component(
+    "capsviz.drawing_pad",
+    html='<canvas width="280" height="280" style="border:1px solid #888;touch-action:none;cursor:crosshair" aria-label="drawing pad"></canvas><br><button type="button">Clear</button>',
+    js=_PAD_JS,
+)
+
+
+def drawn_image() -> np.ndarray | None:
+    """The pad's drawing as (28, 28) float in [0, 1], or None before anything is drawn."""
+    result = _pad(key="drawing_pad", on_pixels_change=lambda: None)
+    pixels = getattr(result, "pixels", None)
+    if not pixels or len(pixels) != 784:
+        return None
+    a = np.asarray(pixels, dtype=np.float32).reshape(28, 28) / 255.0
+    return mnist_style(a) if a.max() > 0 else None
 
 
 @st.cache_data(show_spinner="Finding the test images this model gets wrong ...")
@@ -175,7 +223,20 @@ def pick_image(dataset: str, names, size: int, model=None) -> tuple[np.ndarray, 
     data = test_set(dataset) if size == 28 else None
     if "image_index" not in st.session_state:
         st.session_state["image_index"] = int(st.query_params.get("image", 0))
-    source = st.radio("Image", ["Test set", "Upload"], horizontal=True, key="source", disabled=data is None, index=1 if data is None else 0)
+    source = st.radio("Image", ["Test set", "Upload", "Draw"], horizontal=True, key="source", index=1 if data is None else 0)
+    if source == "Test set" and data is None:
+        st.info("The test set is not available here (see above): upload or draw a digit instead.")
+        return None
+    if source == "Draw":
+        if size != 28:
+            st.error(f"This model takes {size}x{size} inputs; drawings are 28x28.")
+            return None
+        st.caption("Draw one digit with the mouse or a finger; the models see it at 28x28 when you lift the pen.")
+        image = drawn_image()
+        if image is None:
+            st.info("Draw a digit on the pad.")
+            return None
+        return image, "drawn"
     if source == "Test set" and data is not None:
         if "image" not in st.session_state or "image_pending" in st.session_state:
             # seed the widget before it is drawn: after a page change, a Random or a class jump

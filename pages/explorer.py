@@ -41,13 +41,17 @@ image, label = picked
 
 pred = predict(model, image)
 qp = st.query_params
-default_capsule = int(qp["capsule"]) if qp.get("capsule", "").isdigit() and int(qp["capsule"]) < len(names) else pred.predicted
+default_capsule = pred.predicted  # the longest, for every new image; a shared link's choice once
+if "capsule_from_url" not in st.session_state:
+    st.session_state["capsule_from_url"] = True
+    if qp.get("capsule", "").isdigit() and int(qp["capsule"]) < len(names):
+        default_capsule = int(qp["capsule"])
 capsule = st.selectbox(
     "Capsule to decode",
     list(range(len(names))),
     index=default_capsule,
     format_func=lambda j: f"{names[j]} (length {pred.scores[j]:.2f})",
-    key=f"capsule_{path.stem}",
+    key=f"capsule_{path.stem}_{hash(image.tobytes())}",
 )
 qp["capsule"] = str(capsule)
 if "dims_from_url" not in st.session_state:  # a shared link's slider values, applied once

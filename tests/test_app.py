@@ -174,7 +174,7 @@ def test_a_shared_link_opens_the_same_explorer_view(app):
     app.switch_page("pages/explorer.py").run()
     assert not app.exception
     assert app.number_input(key="image").value == 4
-    assert app.selectbox(key="capsule_tiny-capsnet").value == 2
+    assert app.selectbox[1].label == "Capsule to decode" and app.selectbox[1].value == 2
     assert app.slider(key="dim2").value == pytest.approx(0.1) and app.slider(key="dim4").value == pytest.approx(-0.25)
     app.slider(key="dim0").set_value(0.05).run()
     assert app.query_params["dims"].startswith("0.05,0,0.1,0,-0.25")

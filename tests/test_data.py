@@ -224,3 +224,16 @@ def test_sources_have_known_checksums():
     assert set(SOURCES) == {"mnist", "fashion-mnist"}
     for s in SOURCES.values():
         assert len(s.files) == 4 and all(len(v) == 32 for v in s.files.values()) and s.mirrors
+
+
+def test_mnist_style_fits_ink_in_20px_and_centres_it():
+    from capsviz.data.transforms import mnist_style
+
+    img = np.zeros((280, 280), np.float32)
+    img[20:200, 30:60] = 1.0  # a tall bar off in the corner
+    out = mnist_style(img)
+    ys, xs = np.nonzero(out > 0.1)
+    assert out.shape == (28, 28) and ys.max() - ys.min() + 1 <= 20
+    cy, cx = (out.sum(1) * np.arange(28)).sum() / out.sum(), (out.sum(0) * np.arange(28)).sum() / out.sum()
+    assert abs(cy - 14) < 1.5 and abs(cx - 14) < 1.5
+    assert mnist_style(np.zeros((10, 10), np.float32)).max() == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -36,3 +37,32 @@ def place(digits: torch.Tensor, size: int, dy: torch.Tensor, dx: torch.Tensor) -
     cols = (dx.view(B, 1) + torch.arange(w, device=digits.device)).view(B, 1, w)
     canvas[torch.arange(B, device=digits.device).view(B, 1, 1), rows, cols] = digits
     return canvas
+
+
+def mnist_style(image: np.ndarray) -> np.ndarray:
+    """Prepare a user's drawing or photo (H, W) in [0, 1] the way MNIST digits were made: the ink's
+    bounding box scaled to fit 20x20 (aspect kept), then centred by its centre of mass in 28x28."""
+    from PIL import Image
+
+    ink = image > 0.1
+    if not ink.any():
+        return np.zeros((28, 28), np.float32)
+    rows, cols = np.nonzero(ink.any(1))[0], np.nonzero(ink.any(0))[0]
+    crop = image[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
+    h, w = crop.shape
+    s = 20.0 / max(h, w)
+    small = (
+        np.asarray(
+            Image.fromarray((crop * 255).astype(np.uint8)).resize((max(1, round(w * s)), max(1, round(h * s))), Image.LANCZOS), np.float32
+        )
+        / 255.0
+    )
+    out = np.zeros((28, 28), np.float32)
+    h, w = small.shape
+    total = small.sum()
+    cy = (small.sum(1) * np.arange(h)).sum() / total if total else h / 2
+    cx = (small.sum(0) * np.arange(w)).sum() / total if total else w / 2
+    top = int(np.clip(round(14 - cy), 0, 28 - h))
+    left = int(np.clip(round(14 - cx), 0, 28 - w))
+    out[top : top + h, left : left + w] = small
+    return np.clip(out, 0, 1)

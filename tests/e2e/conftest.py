@@ -8,7 +8,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from st_helpers import CHROMIUM, CHROMIUM_ARGS, start_streamlit, stop_streamlit  # noqa: E402
 
 try:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=30_000)  # assertions wait out a busy CI machine's slower reruns
 except ImportError:
     sync_playwright = None
 

@@ -133,3 +133,22 @@ def test_em_page_draws_vote_histograms(page, server, shots):
     wait_for_app_run(page)
     shot(page, shots, "em")
     no_exceptions(page)
+
+
+def test_draw_a_digit_and_see_it_classified(page, server, shots):
+    open_page(page, server["url"] + "/explorer?model=tiny-capsnet.safetensors", "DigitCaps explorer")
+    page.get_by_text("Draw", exact=True).click()
+    wait_for_app_run(page)
+    pad = page.locator("canvas[aria-label='drawing pad']")
+    expect(pad).to_be_visible()
+    box = pad.bounding_box()
+    x = box["x"] + box["width"] / 2
+    page.mouse.move(x, box["y"] + 40)
+    page.mouse.down()
+    for k in range(1, 11):
+        page.mouse.move(x + 2 * k, box["y"] + 40 + 20 * k)
+    page.mouse.up()
+    expect(page.get_by_text("input (label drawn)")).to_be_visible(timeout=30_000)
+    expect(page.get_by_text(re.compile(r"Prediction: \d"))).to_be_visible()
+    shot(page, shots, "explorer_drawn")
+    no_exceptions(page)
