@@ -58,13 +58,21 @@ def main(argv=None) -> int:
     b.add_argument("--json", type=Path, default=Path("bench.json"), help="where to save the results")
     b.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one preset in this process
 
+    x = sub.add_parser("export", help="store a checkpoint in float16 for shipping, re-measuring its test error")
+    x.add_argument("src", type=Path)
+    x.add_argument("dst", type=Path)
+    x.add_argument("--data-dir")
+    x.add_argument("--max-change", type=float, default=0.02, help="largest test-error change (percentage points) accepted")
+
     d = sub.add_parser("data", help="where each dataset was found, its size and checksums")
     d.add_argument("--data-dir")
     d.add_argument("--download", action="store_true", help="fetch missing datasets from the public mirrors")
 
     args = p.parse_args(argv)
     try:
-        return {"train": cmd_train, "evaluate": cmd_evaluate, "list": cmd_list, "bench": cmd_bench, "data": cmd_data}[args.command](args)
+        return {"train": cmd_train, "evaluate": cmd_evaluate, "list": cmd_list, "bench": cmd_bench, "data": cmd_data, "export": cmd_export}[
+            args.command
+        ](args)
     except CapsvizError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -187,6 +195,38 @@ def cmd_bench(args) -> int:
     print(bench.table(results))
     args.json.write_text(json.dumps(results, indent=1))
     print(f"saved {args.json}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    """float16 weights halve the file; the error is measured again after the conversion, on the
+    whole test set, and the export is refused if it moved by more than --max-change."""
+    from capsviz.checkpoint import load_checkpoint, save_checkpoint
+    from capsviz.data import load_split
+    from capsviz.train import evaluate
+
+    model, meta = load_checkpoint(args.src)
+    data = load_split(meta["dataset"], "test", args.data_dir)
+    before = evaluate(model, meta["dataset"], data)
+    model.half().float()  # round every weight through float16, as the file will store it
+    after = evaluate(model, meta["dataset"], data)
+    change = after["test_error"] - before["test_error"]
+    if abs(change) > args.max_change:
+        raise CapsvizError(
+            f"float16 storage changes the test error by {change:+.3f} points ({before['test_error']:.2f}% -> {after['test_error']:.2f}%); not exported"
+        )
+    meta = dict(meta, metrics=after, float32_test_error=before["test_error"], stored_as="float16")
+    save_checkpoint(args.dst, model, meta, half=True)
+    print(
+        json.dumps(
+            {
+                "checkpoint": str(args.dst),
+                "float32_test_error": before["test_error"],
+                "float16_test_error": after["test_error"],
+                "bytes": args.dst.stat().st_size,
+            }
+        )
+    )
     return 0
 
 

@@ -104,6 +104,19 @@ def active_model():
     return model, meta, Path(path)
 
 
+def page_model(fits, why: str):
+    """(model, meta, path) of the active model when `fits(meta)`; otherwise the page explains
+    `why` ({name} and {family} filled in) and stops."""
+    loaded = active_model()
+    if loaded is None:
+        st.stop()
+    model, meta, path = loaded
+    if not fits(meta):
+        st.info(why.format(name=path.stem, family=meta["config"]["family"]))
+        st.stop()
+    return loaded
+
+
 @st.cache_resource(show_spinner="Loading test images ...")
 def _test_set(dataset: str, where: str | None):  # `where` keys the cache by data folder
     return load_split(dataset, "test")

@@ -6,7 +6,7 @@ import streamlit as st
 from capsviz.analysis.routing import em_trace, vote_histograms
 from capsviz.data.mnist import CLASS_NAMES
 from capsviz.viz import heatmap, histograms, lines, to_image
-from pages.common import active_model, pick_image, require_router
+from pages.common import page_model, pick_image, require_router
 
 require_router()
 st.title("EM routing, iteration by iteration")
@@ -18,15 +18,11 @@ st.markdown(
     "detected class and the others keep only scattered, distant votes."
 )
 
-loaded = active_model()
-if loaded is None:
-    st.stop()
-model, meta, path = loaded
-if meta["config"]["family"] != "matrix":
-    st.info(
-        f"**{path.stem}** is a {meta['config']['family']} model. This page shows EM routing between matrix capsules; pick a matrix-capsule model in the sidebar, or train one: `python -m capsviz train --model matrix-small --out checkpoints/matrix-small.safetensors`."
-    )
-    st.stop()
+model, meta, path = page_model(
+    lambda meta: meta["config"]["family"] == "matrix",
+    "**{name}** is a {family} model. This page shows EM routing between matrix capsules; pick a matrix-capsule model in the sidebar, "
+    "or train one: `python -m capsviz train --model matrix-small --out checkpoints/matrix-small.safetensors`.",
+)
 names = CLASS_NAMES.get(meta.get("dataset", "mnist"), CLASS_NAMES["mnist"])[: meta["config"]["num_classes"]]
 picked = pick_image(meta.get("dataset", "mnist"), names, meta["config"]["in_size"], model)
 if picked is None:

@@ -6,7 +6,7 @@ import streamlit as st
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid, predict
 from capsviz.data.mnist import CLASS_NAMES
 from capsviz.viz import capsule_bars, effect_bars, grid_image, png_bytes, to_image
-from pages.common import active_model, pick_image, require_router
+from pages.common import page_model, pick_image, require_router
 
 require_router()
 
@@ -18,17 +18,11 @@ st.markdown(
     "network's confidence that digit is present."
 )
 
-loaded = active_model()
-if loaded is None:
-    st.stop()
-model, meta, path = loaded
-if meta["config"]["family"] != "capsnet" or not meta["config"].get("reconstruction"):
-    st.info(
-        f"**{path.stem}** is a {meta['config']['family']} model without a decoder. Matrix capsules (EM routing) "
-        "and the baseline CNNs have no reconstruction network, so there is nothing to perturb: "
-        "choose a dynamic-routing CapsNet trained with reconstruction in the sidebar."
-    )
-    st.stop()
+model, meta, path = page_model(
+    lambda meta: meta["config"]["family"] == "capsnet" and meta["config"].get("reconstruction"),
+    "**{name}** is a {family} model without a decoder. Matrix capsules (EM routing) and the baseline CNNs have no "
+    "reconstruction network, so there is nothing to perturb: choose a dynamic-routing CapsNet trained with reconstruction in the sidebar.",
+)
 
 dataset = meta.get("dataset", "mnist")
 names = CLASS_NAMES.get(dataset, CLASS_NAMES["mnist"])

@@ -6,7 +6,7 @@ import streamlit as st
 from capsviz.analysis.routing import dynamic_trace, iteration_sweep, mean_b_change
 from capsviz.data.mnist import CLASS_NAMES
 from capsviz.viz import class_maps, heatmap, lines, overlay, to_image
-from pages.common import active_model, pick_image, require_router, test_set
+from pages.common import page_model, pick_image, require_router, test_set
 
 require_router()
 st.title("Dynamic routing, iteration by iteration")
@@ -17,15 +17,10 @@ st.markdown(
     "concentrate on the winning digit; the last plot is Fig. A.1 of the paper (Appendix A)."
 )
 
-loaded = active_model()
-if loaded is None:
-    st.stop()
-model, meta, path = loaded
-if meta["config"]["family"] != "capsnet":
-    st.info(
-        f"**{path.stem}** is a {meta['config']['family']} model. This page shows dynamic routing; pick a CapsNet in the sidebar (matrix capsules have the **EM routing** page)."
-    )
-    st.stop()
+model, meta, path = page_model(
+    lambda meta: meta["config"]["family"] == "capsnet",
+    "**{name}** is a {family} model. This page shows dynamic routing; pick a CapsNet in the sidebar (matrix capsules have the **EM routing** page).",
+)
 names = CLASS_NAMES.get(meta.get("dataset", "mnist"), CLASS_NAMES["mnist"])
 picked = pick_image(meta.get("dataset", "mnist"), names, meta["config"]["in_size"], model)
 if picked is None:

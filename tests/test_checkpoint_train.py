@@ -172,30 +172,31 @@ def test_cli_errors_are_one_line_and_nonzero(synthetic_data, tmp_path, capsys):
     assert "Traceback" not in capsys.readouterr().err
 
 
+def tiny_cli_train(out) -> int:
+    return main(
+        [
+            "train",
+            "--model",
+            "capsnet-small",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "32",
+            "--train-limit",
+            "64",
+            "--test-limit",
+            "32",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ]
+    )
+
+
 def test_cli_train_evaluate_list(synthetic_data, tmp_path, capsys):
     out = tmp_path / "ck" / "m.safetensors"
-    assert (
-        main(
-            [
-                "train",
-                "--model",
-                "capsnet-small",
-                "--epochs",
-                "1",
-                "--batch-size",
-                "32",
-                "--train-limit",
-                "64",
-                "--test-limit",
-                "32",
-                "--device",
-                "cpu",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert tiny_cli_train(out) == 0
     capsys.readouterr()
     assert main(["evaluate", str(out), "--limit", "50"]) == 0
     res = json.loads(capsys.readouterr().out)
@@ -238,3 +239,16 @@ def test_torchrun_two_cpu_processes_hold_identical_weights(synthetic_data, tmp_p
     assert set(digests) == {"0", "1"} and digests["0"] == digests["1"]
     meta = ckpt.read_meta(tmp_path / "ddp.safetensors")
     assert meta["effective_batch_size"] == 16 and "x2 processes" in meta["hardware"]
+
+
+def test_cli_export_halves_the_file_and_remeasures(synthetic_data, tmp_path, capsys):
+    src, dst = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    assert tiny_cli_train(src) == 0
+    capsys.readouterr()
+    assert main(["export", str(src), str(dst), "--max-change", "100"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert dst.stat().st_size < 0.55 * src.stat().st_size
+    meta = ckpt.read_meta(dst)
+    assert (
+        meta["stored_as"] == "float16" and meta["metrics"]["test_error"] == out["float16_test_error"] and meta["metrics"]["n_test"] == 200
+    )

@@ -1,0 +1,40 @@
+"""Every checkpoint shipped in checkpoints/ loads, describes itself, and still measures what it claims."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from capsviz.checkpoint import list_checkpoints, load_checkpoint
+from capsviz.data import load_split
+from capsviz.train import evaluate
+
+SHIPPED = sorted((Path(__file__).resolve().parents[1] / "checkpoints").glob("*.safetensors"))
+
+
+def test_there_is_a_shipped_model():
+    assert SHIPPED, "checkpoints/ must ship at least one model so a newcomer can explore at once"
+    assert sum(p.stat().st_size for p in SHIPPED) < 100e6
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_shipped_metadata(path):
+    ((_, meta),) = [r for r in list_checkpoints(path.parent) if r[0] == path]
+    assert isinstance(meta, dict), meta
+    for key in ("config", "dataset", "epochs", "metrics", "training_time_s", "hardware", "capsviz_version", "run", "history"):
+        assert key in meta, key
+    m = meta["metrics"]
+    assert m["n_test"] == 10000 and 0 <= m["test_error"] <= 100 and m["how"]
+    model, _ = load_checkpoint(path)
+    assert sum(p.numel() for p in model.parameters()) == meta["parameters"]
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_shipped_error_agrees_on_real_data(path, real_data):
+    model, meta = load_checkpoint(path)
+    torch.manual_seed(0)
+    data = load_split(meta["dataset"], "test")
+    ours = evaluate(model, meta["dataset"], data)
+    # the whole test set again: at most 5 of 10,000 images may flip (float16 storage, other CPUs)
+    assert ours["n_test"] == 10000
+    assert abs(ours["test_error"] - meta["metrics"]["test_error"]) <= 0.05, (ours, meta["metrics"])
