@@ -247,7 +247,33 @@ def cmd_data(args) -> int:
         size = sum(f.stat().st_size for f in place.iterdir() if f.is_file() and f.name.split(".")[0] in source.files)
         good = all(v == "ok" for v in status.values())
         print(f"{name}: {place} ({size / 1e6:.1f} MB) checksums {'ok' if good else status}")
+    _data_smallnorb(args)
     return 0
+
+
+def _data_smallnorb(args) -> None:
+    from capsviz.data import smallnorb
+
+    place, places = smallnorb.locate(args.data_dir)
+    if place is None and args.download:
+        print("smallnorb: downloading from the official site (about 250 MB) ...")
+        try:
+            place = smallnorb.download(progress=_download_progress)
+        except OSError as e:
+            raise CapsvizError(f"smallnorb download failed: {e}") from None
+        print()
+    if place is None:
+        print(
+            f"smallnorb: NOT FOUND (looked in {', '.join(map(str, places))}); `python -m capsviz data --download` or get the six files from {smallnorb.URL}"
+        )
+        return
+    counts = {}
+    for split in smallnorb.FILES:
+        try:
+            counts[split] = len(smallnorb.load_smallnorb(place, split).labels)
+        except CapsvizError as e:
+            counts[split] = f"unreadable: {e}"
+    print(f"smallnorb: {place} {counts} (no published checksums: files checked by parsing)")
 
 
 def _download_progress(name: str, got: int, total: int) -> None:

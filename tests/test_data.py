@@ -237,3 +237,20 @@ def test_mnist_style_fits_ink_in_20px_and_centres_it():
     cy, cx = (out.sum(1) * np.arange(28)).sum() / out.sum(), (out.sum(0) * np.arange(28)).sum() / out.sum()
     assert abs(cy - 14) < 1.5 and abs(cx - 14) < 1.5
     assert mnist_style(np.zeros((10, 10), np.float32)).max() == 0
+
+
+def test_smallnorb_is_found_in_the_usual_places_and_listed_by_the_cli(tmp_path, monkeypatch, capsys):
+    from capsviz.cli import main
+    from capsviz.data import smallnorb
+
+    monkeypatch.setenv("CAPSVIZ_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    assert smallnorb.locate()[0] is None
+    main(["data"])
+    assert "smallnorb: NOT FOUND" in capsys.readouterr().out
+    (tmp_path / "smallnorb").mkdir()
+    _norb_folder(tmp_path / "smallnorb", n=10)
+    assert smallnorb.locate()[0] == tmp_path / "smallnorb"
+    main(["data"])
+    assert "'training': 10, 'testing': 10" in capsys.readouterr().out

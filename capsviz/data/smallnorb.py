@@ -66,6 +66,40 @@ class NorbSet:
         return NorbSet(self.images[mask], self.labels[mask], self.info[mask])
 
 
+def locate(data_dir=None) -> tuple[Path | None, list[Path]]:
+    """The first folder (the usual places, see sources.py) holding all six smallNORB files."""
+    from capsviz.data.sources import Source, search_places
+
+    places = search_places(Source("smallnorb", {}, ()), data_dir)
+    names = [n for split in FILES.values() for n in split.values()]
+    for place in places:
+        if all((place / (n + ".gz")).is_file() or (place / n).is_file() for n in names):
+            return place, places
+    return None, places
+
+
+def download(dest: Path | None = None, progress=None) -> Path:
+    """Fetch the six official files (about 250 MB compressed). No checksums are published, so
+    each file is checked by parsing it in full before it is moved into place."""
+    from capsviz.data.sources import _atomic_write, _fetch, cache_dir
+
+    dest = Path(dest) if dest else cache_dir() / "smallnorb"
+    dest.mkdir(parents=True, exist_ok=True)
+    for split in FILES.values():
+        for name in split.values():
+            if (dest / (name + ".gz")).is_file():
+                continue
+            raw = _fetch(URL + name + ".gz", progress, name, timeout=60)
+            tmp = dest / f".{name}.check.gz"
+            tmp.write_bytes(raw)
+            try:
+                read_matrix(tmp)  # raises CapsvizError on a truncated or foreign file
+            finally:
+                tmp.unlink(missing_ok=True)
+            _atomic_write(dest / (name + ".gz"), raw)
+    return dest
+
+
 def load_smallnorb(folder: Path, split: str = "training") -> NorbSet:
     folder = Path(folder)
     paths = {}
