@@ -64,6 +64,9 @@ def paper_error(meta: dict) -> float | None:
     return PAPER.get(key)
 
 
+ALL = "all datasets"
+
+
 def checkpoints() -> list[tuple[Path, dict]]:
     """Readable checkpoints in checkpoints/ (fresh every run: a model trained in this session shows up at once)."""
     return [(p, m) for p, m in list_checkpoints(checkpoint_dir()) if isinstance(m, dict)]
@@ -76,8 +79,10 @@ def _load(path: str, mtime: float):
 
 
 def active_name() -> str | None:
-    """The active checkpoint's file name: the sidebar's pick, else the link's ?model=, else the first."""
-    names = [p.name for p, _ in checkpoints()]
+    """The active checkpoint's file name: the sidebar's pick, else the link's ?model=, else the first
+    (among the models of the dataset chosen in the sidebar)."""
+    dataset = st.session_state.get("dataset_pick", ALL)
+    names = [p.name for p, m in checkpoints() if dataset == ALL or m.get("dataset") == dataset]
     for cand in (st.session_state.get("pending_model"), st.session_state.get("model_pick"), st.query_params.get("model")):
         if cand in names:
             return cand
@@ -157,9 +162,16 @@ def sidebar() -> None:
         if not found:
             st.caption("No checkpoints yet.")
         else:
+            datasets = sorted({m.get("dataset", "?") for _, m in found})
+            pending = st.session_state.get("pending_model") or st.query_params.get("model")
+            pending_meta = next((m for p, m in found if p.name == pending), None)
+            if pending_meta and st.session_state.get("dataset_pick", ALL) not in (ALL, pending_meta.get("dataset")):
+                st.session_state["dataset_pick"] = ALL  # a link or card to another dataset's model wins
+            st.selectbox("Dataset", [ALL, *datasets], key="dataset_pick", help="Show only the models trained on this dataset")
             st.session_state["model_pick"] = active_name()  # before the widget: links and cards win
             st.session_state.pop("pending_model", None)
-            name = st.selectbox("Model", [p.name for p, _ in found], key="model_pick", help="Used by every page")
+            shown = [p.name for p, m in found if st.session_state["dataset_pick"] in (ALL, m.get("dataset"))]
+            name = st.selectbox("Model", shown, key="model_pick", help="Used by every page")
             st.query_params["model"] = name
         device = pick_device("auto")
         info = describe("mnist")

@@ -76,6 +76,21 @@ def test_zoo_lists_cards_and_squash_plot(app):
     assert app.query_params["model"] == "tiny-matrix.safetensors"
 
 
+def test_sidebar_dataset_filters_the_models(app):
+    folder = app.folder
+    torch.manual_seed(1)
+    ckpt.save_checkpoint(
+        folder / "fashion.safetensors",
+        build_model(preset("capsnet-small", conv1_channels=16, primary_types=4)),
+        {"dataset": "fashion-mnist", "epochs": 1},
+    )
+    app.run()
+    assert app.sidebar.selectbox(key="dataset_pick").options == ["all datasets", "fashion-mnist", "mnist"]
+    app.sidebar.selectbox(key="dataset_pick").set_value("fashion-mnist").run()
+    assert app.sidebar.selectbox(key="model_pick").options == ["fashion.safetensors"]
+    assert app.query_params["model"] == "fashion.safetensors"
+
+
 def test_explorer_shows_prediction_and_sliders_change_reconstruction(app):
     app.switch_page("pages/explorer.py").run()
     assert not app.exception, app.exception
