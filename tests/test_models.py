@@ -140,3 +140,21 @@ def test_cuda_forward_matches_cpu(name):
         cpu = m(x).scores
         gpu = m.cuda()(x.cuda()).scores.cpu()
     torch.testing.assert_close(cpu, gpu, rtol=1e-3, atol=1e-4)
+
+
+def test_inference_weight_cache_follows_weight_updates():
+    torch.manual_seed(0)
+    m = build_model(preset("capsnet-small", conv1_channels=16, primary_types=4)).eval()
+    x = torch.rand(2, 1, 28, 28)
+    with torch.no_grad():
+        a = m(x).scores
+        m.primary.conv.weight.mul_(1.5)  # an in-place update, as an optimiser step does
+        b = m(x).scores
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            c = m(x).scores
+    m.primary._gemm_cache = None
+    with torch.no_grad():
+        fresh = m(x).scores
+    assert not torch.allclose(a, b)
+    torch.testing.assert_close(b, fresh)
+    torch.testing.assert_close(c.float(), fresh, rtol=0.05, atol=0.02)
