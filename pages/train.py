@@ -62,11 +62,14 @@ with st.container(border=True):
     precision = c3.selectbox(
         "Precision", ["fp32", "bf16"], key="t_precision", help="bf16 uses AMX on recent Intel CPUs and tensor cores on GPUs"
     )
+    devices = ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else []) + (["mps"] if torch.backends.mps.is_available() else [])
+    device = c3.selectbox("Device", devices, key="t_device", help="auto picks a GPU when there is one")
     name = st.text_input("Save as", "my-capsnet", key="t_name", help="Saved to checkpoints/<name>.safetensors")
     go = st.button("Start training", disabled=running, type="primary", key="start_training")
 
 run = TrainRun(
     model=model,
+    device=device,
     dataset=dataset,
     epochs=int(epochs),
     batch_size=int(batch),

@@ -1,7 +1,10 @@
 """AppTest over every page with tiny models written by fixtures (no server, no browser)."""
 
+import base64
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
@@ -12,6 +15,13 @@ from capsviz.config import preset
 from capsviz.models import build_model
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def plotly_values(v) -> np.ndarray:
+    """A plotly array from a chart's JSON: a list, or plotly's typed array {"dtype", "bdata"}."""
+    if isinstance(v, dict):
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
+    return np.asarray(v, dtype=float)
 
 
 def tiny_checkpoints(folder: Path) -> None:
@@ -135,6 +145,8 @@ def test_train_page_runs_to_completion_and_model_appears(app):
     assert "Estimated time per epoch" in app.caption[0].value
     app.number_input(key="t_limit").set_value(64)
     app.number_input(key="t_batch").set_value(32)
+    assert app.selectbox(key="t_device").options[:2] == ["auto", "cpu"]
+    app.selectbox(key="t_device").set_value("cpu")
     app.text_input(key="t_name").set_value("fresh")
     app.button(key="start_training").click().run()
     job = jobs.current()
@@ -144,6 +156,7 @@ def test_train_page_runs_to_completion_and_model_appears(app):
     assert not app.exception
     assert app.success and "Finished" in app.success[0].value
     assert (app.folder / "fresh.safetensors").is_file()
+    assert ckpt.read_meta(app.folder / "fresh.safetensors")["run"]["device"] == "cpu"
     app.switch_page("pages/zoo.py").run()
     assert "fresh" in [s.value for s in app.subheader]
 
@@ -173,6 +186,9 @@ def test_em_page_shows_histograms_for_a_matrix_model(app):
     app.toggle(key="em_zoom").set_value(True).run()
     app.slider(key="em_t").set_value(1).run()
     assert not app.exception
+    hist = json.loads(app.get("plotly_chart")[0].proto.spec)
+    weights = sum(float(plotly_values(trace["y"]).sum()) for trace in hist["data"])
+    assert weights > 0.01, "the zoomed histogram must not be empty"
 
 
 def test_routing_pages_explain_the_wrong_family(app):
