@@ -53,6 +53,17 @@ PAPER = {
 }
 
 
+def is_paper_size(meta: dict) -> bool:
+    """True when the checkpoint has the size the paper's figure is for (not a smaller preset)."""
+    from capsviz.config import config_from_dict, preset
+
+    c = config_from_dict(meta["config"])
+    name = {"capsnet": "capsnet", "matrix": "matrix", "cnn": f"cnn-{getattr(c, 'kind', 'mnist')}"}[c.family]
+    ref = preset(name, in_size=c.in_size, num_classes=c.num_classes)
+    keep = {"routing_iterations", "reconstruction", "coord_add", "final_lambda", "dropout"}
+    return all(getattr(c, k) == getattr(ref, k) for k in vars(ref) if k not in keep)
+
+
 def paper_error(meta: dict) -> float | None:
     c = meta["config"]
     fam = c["family"]

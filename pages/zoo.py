@@ -3,7 +3,7 @@
 import streamlit as st
 
 from capsviz.viz import squash_curve
-from pages.common import checkpoints, paper_error, require_router
+from pages.common import checkpoints, is_paper_size, paper_error, require_router
 
 require_router()
 
@@ -43,7 +43,12 @@ for path, meta in found:
         )
         err = f"{m['test_error']:.2f}%" if "test_error" in m else "not measured"
         cols[2].metric("Test error", err, help=m.get("how", ""))
-        cols[2].caption(f"paper: {paper}%" if paper is not None else "no paper figure for this setting")
+        if paper is None:
+            cols[2].caption("no paper figure for this setting")
+        elif is_paper_size(meta):
+            cols[2].caption(f"paper: {paper}%")
+        else:
+            cols[2].caption(f"paper: {paper}% for the full-size model; this one is smaller")
         cols[3].markdown(f"**Trained in** {meta.get('training_time_s', 0) / 60:.0f} min  \n**on** {meta.get('hardware', '?')}")
         if st.button("Use this model", key=f"use_{path.stem}"):
             st.session_state["pending_model"] = path.name  # the sidebar applies it before drawing its picker

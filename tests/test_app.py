@@ -79,6 +79,7 @@ def test_zoo_lists_cards_and_squash_plot(app):
     assert app.title[0].value.startswith("capsviz")
     assert [s.value for s in app.subheader] == ["tiny-capsnet", "tiny-matrix"]
     assert app.metric[1].value == "12.50%"  # [0] is the squash demo
+    assert "paper: 0.25% for the full-size model; this one is smaller" in [c.value for c in app.caption]
     app.slider(key="squash_s").set_value(3.0).run()
     assert app.metric[0].value == "0.900"
     app.button(key="use_tiny-matrix").click().run()
@@ -225,3 +226,15 @@ def test_misclassified_picker_lands_on_a_mistake(app):
     model, _ = load_checkpoint(app.folder / "tiny-capsnet.safetensors")
     data = load_split("mnist", "test")
     assert predict(model, data.images[i].numpy().astype(np.float32) / 255).predicted != int(data.labels[i])
+
+
+def test_paper_size_is_recognised():
+    from capsviz.config import PRESETS, preset, to_dict
+    from pages.common import is_paper_size
+
+    assert is_paper_size({"config": to_dict(PRESETS["capsnet"])})
+    assert is_paper_size({"config": to_dict(preset("capsnet", routing_iterations=1, reconstruction=False))})
+    assert is_paper_size({"config": to_dict(preset("matrix", in_size=28, num_classes=10))})
+    assert is_paper_size({"config": to_dict(PRESETS["cnn-mnist"])})
+    assert not is_paper_size({"config": to_dict(PRESETS["capsnet-small"])})
+    assert not is_paper_size({"config": to_dict(PRESETS["matrix-small"])})

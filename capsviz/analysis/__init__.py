@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-STEPS = np.round(np.arange(-0.25, 0.2501, 0.05), 2)  # 11 values in [-0.25, 0.25]
+STEPS = np.round(np.linspace(-0.25, 0.25, 11), 2) + 0.0  # 11 values in [-0.25, 0.25]; + 0.0 drops a -0.0
 
 
 @dataclass
