@@ -70,7 +70,7 @@ def measure(name: str, device_name: str = "auto", precision: str = "fp32", steps
         t_one = _time(lambda: model(x1), max(10, steps), device)
         t_route = None
         if cfg.family == "capsnet":
-            u_hat = model.digits(model.primary_capsules(xi))
+            u_hat = model.predictions(xi)
             t_route = _time(lambda: dynamic_routing_ji(u_hat, cfg.routing_iterations), steps, device)
     return {
         "model": name,

@@ -18,11 +18,15 @@ class Prediction:
     reconstruction: np.ndarray | None  # (H, W) from the longest capsule
 
 
+def as_batch(image: np.ndarray) -> torch.Tensor:
+    """One (H, W) image in [0, 1] -> a (1, 1, H, W) float32 batch (a copy: pages pass read-only arrays)."""
+    return torch.tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
+
+
 @torch.no_grad()
 def predict(model, image: np.ndarray) -> Prediction:
     """image (H, W) float in [0, 1] -> scores, capsule vectors and reconstruction."""
-    x = torch.tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
-    out = model(x)
+    out = model(as_batch(image))
     rec = out.reconstruction[0].numpy() if out.reconstruction is not None else None
     caps = out.capsules[0].numpy() if out.capsules is not None else None
     return Prediction(out.scores[0].numpy(), caps, int(out.scores[0].argmax()), rec)

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from capsviz.analysis import as_batch
+from capsviz.routing import dynamic_routing_ji
+
 
 @dataclass
 class DynamicTrace:
@@ -43,10 +46,7 @@ class DynamicTrace:
 
 @torch.no_grad()
 def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
-    x = torch.tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
-    u_hat = model.digits(model.primary_capsules(x))  # (1, J, I, D)
-    from capsviz.routing import dynamic_routing_ji
-
+    u_hat = model.predictions(as_batch(image))  # (1, J, I, D)
     r = dynamic_routing_ji(u_hat, iterations, record=True)
     c = r.c[:, 0].numpy()  # (T, I, J)
     agreement = (u_hat[0] @ r.v[0].unsqueeze(-1)).squeeze(-1).T.numpy()  # (I, J)
@@ -60,16 +60,14 @@ def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
 @torch.no_grad()
 def mean_b_change(model, images: torch.Tensor, iterations: int) -> np.ndarray:
     """(T,) Appendix A averaged over a batch of images (B, H, W) float."""
-    u_hat = model.digits(model.primary_capsules(images.unsqueeze(1)))
-    from capsviz.routing import dynamic_routing_ji
-
+    u_hat = model.predictions(images.unsqueeze(1))
     return dynamic_routing_ji(u_hat, iterations, record=True).b_change.mean(1).numpy()
 
 
 @torch.no_grad()
 def iteration_sweep(model, image: np.ndarray, max_iterations: int = 10) -> dict:
     """The same weights routed with 1..max_iterations: lengths (T, J), predictions, reconstructions."""
-    x = torch.tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
+    x = as_batch(image)
     lengths, preds, recs = [], [], []
     for t in range(1, max_iterations + 1):
         out = model(x, iterations=t)
@@ -99,8 +97,7 @@ class EMTrace:
 
 @torch.no_grad()
 def em_trace(model, image: np.ndarray, iterations: int) -> EMTrace:
-    x = torch.tensor(image, dtype=torch.float32).view(1, 1, *image.shape)
-    out = model(x, iterations=iterations, record=True)
+    out = model(as_batch(image), iterations=iterations, record=True)
     tr = out.trace
     V = tr.votes[0].float()  # (I, J, 16)
     mu = tr.mu_trace[:, 0].float()  # (T, J, 16)

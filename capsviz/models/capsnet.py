@@ -55,6 +55,10 @@ class CapsNet(nn.Module):
         h = F.relu(self.conv1(x.contiguous(memory_format=torch.channels_last)))  # (B, 256, 20, 20), NHWC in memory
         return self.primary(h.permute(0, 2, 3, 1))  # (B, I, 8)
 
+    def predictions(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, C, S, S) -> u_hat, every primary capsule's prediction for every digit capsule, (B, J, I, D)."""
+        return self.digits(self.primary_capsules(x))
+
     def forward(
         self,
         x: torch.Tensor,
