@@ -257,10 +257,7 @@ def _data_smallnorb(args) -> None:
     place, places = smallnorb.locate(args.data_dir)
     if place is None and args.download:
         print("smallnorb: downloading from the official site (about 250 MB) ...")
-        try:
-            place = smallnorb.download(progress=_download_progress)
-        except OSError as e:
-            raise CapsvizError(f"smallnorb download failed: {e}") from None
+        place = smallnorb.download(progress=_download_progress)
         print()
     if place is None:
         print(

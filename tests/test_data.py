@@ -254,3 +254,25 @@ def test_smallnorb_is_found_in_the_usual_places_and_listed_by_the_cli(tmp_path, 
     assert smallnorb.locate()[0] == tmp_path / "smallnorb"
     main(["data"])
     assert "'training': 10, 'testing': 10" in capsys.readouterr().out
+
+
+def test_smallnorb_download_checks_each_file_by_parsing_it(tmp_path):
+    import dataclasses
+    import gzip
+
+    from capsviz.data import smallnorb
+    from capsviz.data.sources import download
+
+    (tmp_path / "good_src").mkdir()
+    good = _norb_folder(tmp_path / "good_src", n=4)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for f in good.iterdir():
+        (mirror / (f.name + ".gz")).write_bytes(gzip.compress(f.read_bytes()))
+    src = dataclasses.replace(smallnorb.SOURCE, mirrors=(mirror.as_uri() + "/",))
+    dest = download(src, tmp_path / "out")
+    assert len(smallnorb.load_smallnorb(dest, "testing").labels) == 4
+    (mirror / "smallnorb-5x01235x9x18x6x2x96x96-testing-cat.mat.gz").write_bytes(gzip.compress(b"<html>moved</html>"))
+    with pytest.raises(CapsvizError, match="not a smallNORB matrix file"):
+        download(src, tmp_path / "out2")
+    assert not list((tmp_path / "out2").glob("*testing-cat*"))

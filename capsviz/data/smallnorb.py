@@ -15,7 +15,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from capsviz.data import sources
 from capsviz.data.idx import read_bytes
+from capsviz.data.sources import Source
 from capsviz.errors import CapsvizError
 
 CLASS_NAMES = ("animal", "human", "airplane", "truck", "car")
@@ -31,19 +33,22 @@ FAMILIAR_ELEVATIONS = (0, 1, 2)  # the three lowest
 
 
 def read_matrix(path: Path) -> np.ndarray:
-    data = read_bytes(path)
+    return parse_matrix(read_bytes(path), path)
+
+
+def parse_matrix(data: bytes, name: Path | str) -> np.ndarray:
     if len(data) < 8:
-        raise CapsvizError(f"{path}: too short to be a smallNORB matrix file")
+        raise CapsvizError(f"{name}: too short to be a smallNORB matrix file")
     magic, ndim = struct.unpack("<ii", data[:8])
     magic &= 0xFFFFFFFF
     if magic not in _MAGIC:
-        raise CapsvizError(f"{path}: not a smallNORB matrix file (magic {magic:#x})")
+        raise CapsvizError(f"{name}: not a smallNORB matrix file (magic {magic:#x})")
     header = 8 + 4 * max(3, ndim)
     dims = struct.unpack(f"<{ndim}i", data[8 : 8 + 4 * ndim])
     dtype = np.dtype(_MAGIC[magic]).newbyteorder("<")
     need = int(np.prod(dims)) * dtype.itemsize
     if len(data) - header != need:
-        raise CapsvizError(f"{path}: header promises shape {dims} ({need} bytes), file has {len(data) - header}")
+        raise CapsvizError(f"{name}: header promises shape {dims} ({need} bytes), file has {len(data) - header}")
     return np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)
 
 
@@ -66,38 +71,23 @@ class NorbSet:
         return NorbSet(self.images[mask], self.labels[mask], self.info[mask])
 
 
-def locate(data_dir=None) -> tuple[Path | None, list[Path]]:
-    """The first folder (the usual places, see sources.py) holding all six smallNORB files."""
-    from capsviz.data.sources import Source, search_places
+# The official site publishes no checksums: downloads are checked by parsing them in full.
+SOURCE = Source(
+    name="smallnorb",
+    files={n: None for split in FILES.values() for n in split.values()},
+    mirrors=(URL,),
+    check=parse_matrix,
+)
 
-    places = search_places(Source("smallnorb", {}, ()), data_dir)
-    names = [n for split in FILES.values() for n in split.values()]
-    for place in places:
-        if all((place / (n + ".gz")).is_file() or (place / n).is_file() for n in names):
-            return place, places
-    return None, places
+
+def locate(data_dir=None) -> tuple[Path | None, list[Path]]:
+    """The first of the usual places (see sources.py) holding all six smallNORB files."""
+    return sources.locate(SOURCE, data_dir)
 
 
 def download(dest: Path | None = None, progress=None) -> Path:
-    """Fetch the six official files (about 250 MB compressed). No checksums are published, so
-    each file is checked by parsing it in full before it is moved into place."""
-    from capsviz.data.sources import _atomic_write, _fetch, cache_dir
-
-    dest = Path(dest) if dest else cache_dir() / "smallnorb"
-    dest.mkdir(parents=True, exist_ok=True)
-    for split in FILES.values():
-        for name in split.values():
-            if (dest / (name + ".gz")).is_file():
-                continue
-            raw = _fetch(URL + name + ".gz", progress, name, timeout=60)
-            tmp = dest / f".{name}.check.gz"
-            tmp.write_bytes(raw)
-            try:
-                read_matrix(tmp)  # raises CapsvizError on a truncated or foreign file
-            finally:
-                tmp.unlink(missing_ok=True)
-            _atomic_write(dest / (name + ".gz"), raw)
-    return dest
+    """Fetch the six official files (about 250 MB compressed) into dest (default: the user cache)."""
+    return sources.download(SOURCE, dest, progress, timeout=60)
 
 
 def load_smallnorb(folder: Path, split: str = "training") -> NorbSet:

@@ -14,7 +14,7 @@ import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from capsviz.data.idx import decode_bytes, read_bytes
@@ -25,15 +25,18 @@ Progress = Callable[[str, int, int], None]  # (file name, bytes so far, total by
 
 @dataclass(frozen=True)
 class Source:
-    """One downloadable dataset: its files with the MD5 of their decompressed content."""
+    """One downloadable dataset: its files with the MD5 of their decompressed content.
+
+    Where no checksums are published (smallNORB), the MD5 is None and `check` parses the
+    decompressed content instead, raising CapsvizError when it is not what it should be."""
 
     name: str
-    files: dict[str, str]  # canonical file name (without .gz) -> md5 of decompressed bytes
+    files: dict[str, str | None]  # canonical file name (without .gz) -> md5 of decompressed bytes
     mirrors: tuple[str, ...]
     system_dirs: tuple[str, ...] = ()
     remote_suffix: str = ".gz"
     note: str = ""
-    sizes: dict[str, int] = field(default_factory=dict)
+    check: Callable[[bytes, str], object] | None = None
 
 
 IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
@@ -153,8 +156,8 @@ def verify(source: Source, place: Path) -> dict[str, str]:
 def download(source: Source, dest: Path | None = None, progress: Progress | None = None, timeout: float = 30) -> Path:
     """Fetch every missing file of `source` into dest (default: the user cache), trying each mirror.
 
-    Each file is checked against its known MD5 and moved into place only when complete and
-    correct, so an interrupted or failed download never leaves a half-written file."""
+    Each file is checked against its known MD5 (or the source's `check`) and moved into place only
+    when complete and correct, so an interrupted or failed download never leaves a half-written file."""
     dest = Path(dest) if dest else cache_dir() / source.name
     dest.mkdir(parents=True, exist_ok=True)
     for stem, md5 in source.files.items():
@@ -165,9 +168,11 @@ def download(source: Source, dest: Path | None = None, progress: Progress | None
             url = mirror + stem + source.remote_suffix
             try:
                 raw = _fetch(url, progress, stem, timeout)
-                got = md5_of(decode_bytes(raw, url))
-                if got != md5:
+                content = decode_bytes(raw, url)
+                if md5 is not None and (got := md5_of(content)) != md5:
                     raise CapsvizError(f"checksum mismatch (got {got}, expected {md5})")
+                if source.check is not None:
+                    source.check(content, url)
             except (OSError, urllib.error.URLError, CapsvizError) as e:
                 errors.append(f"{url}: {e}")
                 continue
