@@ -67,14 +67,14 @@ def curves(points: list[dict], y: str, title: str) -> go.Figure:
     return fig
 
 
-def class_maps(maps: np.ndarray, names, title: str, zmax: float | None = None) -> go.Figure:
-    """(J, G, G) small heatmaps side by side, one per class, on a shared colour scale."""
+def class_maps(maps: np.ndarray, names, title: str) -> go.Figure:
+    """(J, G, G) small heatmaps side by side, one per class, on one shared colour scale."""
     from plotly.subplots import make_subplots
 
     J = len(maps)
     fig = make_subplots(rows=1, cols=J, subplot_titles=[str(n) for n in names], horizontal_spacing=0.01)
     for j in range(J):
-        fig.add_trace(go.Heatmap(z=maps[j], zmin=0, zmax=zmax if zmax is not None else float(maps.max()), coloraxis="coloraxis"), 1, j + 1)
+        fig.add_trace(go.Heatmap(z=maps[j], coloraxis="coloraxis"), 1, j + 1)
         fig.update_yaxes(autorange="reversed", showticklabels=False, row=1, col=j + 1)
         fig.update_xaxes(showticklabels=False, row=1, col=j + 1)
     fig.update_layout(title=title, height=210, margin=dict(l=10, r=10, t=60, b=10), coloraxis=dict(colorscale="Viridis"))
