@@ -114,7 +114,7 @@ def active_model():
     try:
         mtime = Path(path).stat().st_mtime
         model, meta = _load(path, mtime)
-        st.session_state["model_key"] = f"{path}:{mtime}"
+        st.session_state["model_key"] = f"{path}:{mtime}"  # cache key for traces: a retrained file is a new model
     except (CapsvizError, OSError) as e:
         st.error(f"Cannot load {Path(path).name}: {e}")
         return None
@@ -245,12 +245,7 @@ def mistakes(model_key: str, _model, dataset: str) -> np.ndarray:
     data = _test_set(dataset, os.environ.get("CAPSVIZ_DATA_DIR"))
     with torch.no_grad():
         x = data.images[:MISTAKES_SCAN].float().div(255).unsqueeze(1)
-        pred = torch.cat(
-            [
-                _model(xb, reconstruct=False).scores.argmax(1) if hasattr(_model, "decoder") else _model(xb).scores.argmax(1)
-                for xb in x.split(256)
-            ]
-        )
+        pred = torch.cat([_model(xb).scores.argmax(1) for xb in x.split(256)])
     return (pred != data.labels[:MISTAKES_SCAN]).nonzero().flatten().numpy()
 
 
@@ -286,7 +281,7 @@ def pick_image(dataset: str, names, size: int, model=None) -> tuple[np.ndarray, 
         if model is not None and c2.button(
             "Misclassified", key="wrong_image", help=f"A random test image among the first {MISTAKES_SCAN} that this model gets wrong"
         ):
-            wrong = mistakes(str(st.session_state.get("model_key")), model, dataset)
+            wrong = mistakes(st.session_state["model_key"], model, dataset)
             if len(wrong):
                 st.session_state["image_pending"] = int(np.random.choice(wrong))
                 st.rerun()

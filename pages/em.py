@@ -36,7 +36,7 @@ def trace(model_key: str, image_bytes: bytes, T: int):
     return em_trace(model, np.frombuffer(image_bytes, np.float32).reshape(image.shape), T)
 
 
-tr = trace(str(path), image.tobytes(), T)
+tr = trace(st.session_state["model_key"], image.tobytes(), T)
 pred = int(tr.a[-1].argmax())
 t = st.slider("Show iteration", 1, T, T, key="em_t") - 1
 left, right = st.columns([1, 3])

@@ -41,7 +41,7 @@ def trace(model_key: str, image_bytes: bytes, T: int):
     return dynamic_trace(model, np.frombuffer(image_bytes, np.float32).reshape(image.shape), T)
 
 
-tr = trace(str(path), image.tobytes(), T)
+tr = trace(st.session_state["model_key"], image.tobytes(), T)
 winner = int(tr.lengths[-1].argmax())
 t = (
     st.slider(
@@ -120,11 +120,11 @@ def batch_change(model_key: str, T: int):
 
 
 Tmax = 10
-full = tr if T == Tmax else trace(str(path), image.tobytes(), Tmax)
+full = tr if T == Tmax else trace(st.session_state["model_key"], image.tobytes(), Tmax)
 series = [full.b_change, np.concatenate([[np.nan], full.c_change])]
 labels = ["mean |delta b|, this image", "mean |delta c|, this image"]
 if data is not None:
-    series.append(batch_change(str(path), Tmax))
+    series.append(batch_change(st.session_state["model_key"], Tmax))
     labels.append("mean |delta b|, 64 test images")
 st.plotly_chart(
     lines(

@@ -238,3 +238,25 @@ def test_paper_size_is_recognised():
     assert is_paper_size({"config": to_dict(PRESETS["cnn-mnist"])})
     assert not is_paper_size({"config": to_dict(PRESETS["capsnet-small"])})
     assert not is_paper_size({"config": to_dict(PRESETS["matrix-small"])})
+
+
+def test_routing_traces_follow_a_checkpoint_retrained_under_the_same_name(app):
+    def lengths_chart():
+        for c in app.get("plotly_chart"):
+            spec = json.loads(c.proto.spec)
+            if spec["layout"]["title"]["text"] == "Capsule lengths after each iteration":
+                return np.concatenate([plotly_values(t["y"]) for t in spec["data"]])
+        raise AssertionError("no lengths chart")
+
+    app.run()
+    app.switch_page("pages/routing.py").run()
+    before = lengths_chart()
+    torch.manual_seed(123)  # same name, new weights: what a finished training run does
+    ckpt.save_checkpoint(
+        app.folder / "tiny-capsnet.safetensors",
+        build_model(preset("capsnet-small", conv1_channels=16, primary_types=4)),
+        {"dataset": "mnist"},
+    )
+    app.run()
+    assert not app.exception
+    assert not np.allclose(before, lengths_chart())
