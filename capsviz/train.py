@@ -79,7 +79,7 @@ def objective(model, out, x, y, progress: float) -> torch.Tensor:
     """Each family's loss as its paper defines it."""
     fam = model.config.family
     if fam == "capsnet":
-        targets = y if y.dim() == 1 else F.one_hot(y, model.config.num_classes).sum(1).clamp(max=1)
+        targets = y if y.dim() == 1 else F.one_hot(y, model.config.num_classes).sum(1).clamp(max=1)  # (B, J) 0/1
         loss = margin_loss(out.scores.float(), targets)
         if out.reconstruction is not None:
             loss = loss + reconstruction_loss(out.reconstruction.float(), x)

@@ -99,14 +99,20 @@ def test_train_state_refuses_pickled_code(tmp_path):
     assert not (tmp_path / "pwned").exists()
 
 
-@pytest.mark.parametrize("model", ["capsnet-small", "matrix-small", "cnn-smallnorb"])
-def test_dry_run_every_family(model, synthetic_data, tmp_path):
+@pytest.mark.parametrize(
+    "model,dataset",
+    [
+        ("capsnet-small", "mnist"),
+        ("matrix-small", "mnist"),
+        ("cnn-smallnorb", "mnist"),
+        ("capsnet-small", "multimnist"),
+        ("cnn-smallnorb", "multimnist"),
+    ],
+)
+def test_dry_run_every_family(model, dataset, synthetic_data, tmp_path):
     events = []
-    meta = train(
-        TrainRun(model=model, epochs=1, batch_size=8, train_limit=16, test_limit=16, device="cpu"),
-        tmp_path / "m.safetensors",
-        on_event=events.append,
-    )
+    run = TrainRun(model=model, dataset=dataset, epochs=1, batch_size=8, train_limit=16, test_limit=16, device="cpu")
+    meta = train(run, tmp_path / "m.safetensors", on_event=events.append)
     kinds = [e.kind for e in events]
     assert kinds.count("step") == 2 and kinds[-3:] == ["epoch", "evaluation", "finished"]
     assert all(e.images_per_s > 0 and e.eta_s >= 0 for e in events if e.kind == "step")

@@ -69,7 +69,9 @@ class CapsNet(nn.Module):
         reconstruct: bool = True,
     ) -> ModelOutput:
         """x (B, C, S, S) in [0, 1]. The decoder is masked by the true label(s) y when given
-        (training; y may be (B,) class ids or a (B, J) 0/1 mask), otherwise by the longest capsule.
+        (training; y may be (B,) class ids, (B, k) ids of k present classes, or a float (B, J) 0/1
+        mask), otherwise by the longest capsule. With several labels (MultiMNIST) the decoder sees
+        every labelled capsule and redraws the whole overlay; the paper decodes one digit at a time.
         `iterations` overrides the configured routing iterations (the weights are the same)."""
         u = self.primary_capsules(x)
         T = iterations or self.config.routing_iterations
@@ -93,6 +95,8 @@ class CapsNet(nn.Module):
             return F.one_hot(lengths.argmax(1), J).to(lengths.dtype)
         if y.dim() == 1:
             return F.one_hot(y, J).to(lengths.dtype)
+        if not y.is_floating_point():  # (B, k) class ids, e.g. MultiMNIST's two labels: keep every present capsule
+            return F.one_hot(y, J).sum(1).clamp(max=1).to(lengths.dtype)
         return y.to(lengths.dtype)
 
     def decode(self, vector: torch.Tensor, capsule: torch.Tensor | int) -> torch.Tensor:
