@@ -41,26 +41,36 @@ def _peak_mb(device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def measure(name: str, device_name: str = "auto", precision: str = "fp32", steps: int = 3) -> dict:
-    device = pick_device(device_name)
-    torch.manual_seed(0)
-    cfg = PRESETS[name]
-    model = build_model(cfg).to(device)
+def train_step_seconds(model, batch: int, device, precision: str = "fp32", steps: int = 3, two_labels: bool = False) -> float:
+    """Seconds per training step (forward, the family's loss, backward, Adam) on random inputs,
+    after one warm-up step. `two_labels`: MultiMNIST targets. The model is left in train mode."""
+    cfg = model.config
+    x = torch.rand(batch, cfg.in_channels, cfg.in_size, cfg.in_size, device=device)
+    if two_labels:
+        y = torch.stack([torch.zeros(batch, dtype=torch.long), torch.ones(batch, dtype=torch.long)], 1).to(device)
+    else:
+        y = torch.randint(0, cfg.num_classes, (batch,), device=device)
     opt = torch.optim.Adam(model.parameters(), 1e-3)
-    S = cfg.in_size
-    x = torch.rand(TRAIN_BATCH, cfg.in_channels, S, S, device=device)
-    y = torch.randint(0, cfg.num_classes, (TRAIN_BATCH,), device=device)
-    base_mb = _peak_mb(device)
 
-    def train_step():
-        with autocast(device, precision):
+    def step():
+        with torch.enable_grad(), autocast(device, precision):
             loss = objective(model, model(x, y), x, y, 0.5)
         opt.zero_grad()
         loss.backward()
         opt.step()
 
     model.train()
-    t_train = _time(train_step, steps, device)
+    return _time(step, steps, device)
+
+
+def measure(name: str, device_name: str = "auto", precision: str = "fp32", steps: int = 3) -> dict:
+    device = pick_device(device_name)
+    torch.manual_seed(0)
+    cfg = PRESETS[name]
+    model = build_model(cfg).to(device)
+    S = cfg.in_size
+    base_mb = _peak_mb(device)
+    t_train = train_step_seconds(model, TRAIN_BATCH, device, precision, steps)
     peak_train = _peak_mb(device)
     model.eval()
     xi = torch.rand(INFER_BATCH, cfg.in_channels, S, S, device=device)

@@ -1,12 +1,11 @@
 """Train from the browser: the same engine and checkpoints as `python -m capsviz train`."""
 
-import time
-
 import streamlit as st
 import torch
 
 from capsviz import jobs
 from capsviz.config import PRESETS
+from capsviz.devices import pick_device
 from capsviz.errors import CapsvizError
 from capsviz.train import TrainRun, model_config
 from capsviz.viz import curves
@@ -22,26 +21,15 @@ st.markdown(
 )
 
 
-@st.cache_data(show_spinner="Timing one training step ...")
+@st.cache_data(show_spinner="Timing a training step ...")
 def seconds_per_epoch(run: TrainRun) -> float:
+    """One warmed-up training step of this run's model, batch, device and precision, scaled to an epoch."""
+    from capsviz.bench import train_step_seconds
     from capsviz.models import build_model
-    from capsviz.train import objective
 
-    cfg = model_config(run)
-    m = build_model(cfg)
-    opt = torch.optim.Adam(m.parameters())
-    x = torch.rand(run.batch_size, 1, cfg.in_size, cfg.in_size)
-    y = (
-        torch.randint(0, 10, (run.batch_size,))
-        if run.dataset != "multimnist"
-        else torch.stack([torch.zeros(run.batch_size, dtype=torch.long), torch.ones(run.batch_size, dtype=torch.long)], 1)
-    )
-    with torch.enable_grad():
-        t = time.perf_counter()
-        loss = objective(m, m(x, y), x, y, 0.5)
-        loss.backward()
-        opt.step()
-        dt = time.perf_counter() - t
+    device = pick_device(run.device)
+    model = build_model(model_config(run)).to(device)
+    dt = train_step_seconds(model, run.batch_size, device, run.precision, steps=1, two_labels=run.dataset == "multimnist")
     n = run.train_limit or 60000
     return dt * n / run.batch_size
 
@@ -80,7 +68,7 @@ run = TrainRun(
 )
 try:
     est = seconds_per_epoch(run)
-    st.caption(f"Estimated time per epoch on this machine: about {est / 60:.1f} min ({est:.0f} s, from one timed step).")
+    st.caption(f"Estimated time per epoch on this machine: about {est / 60:.1f} min ({est:.0f} s, from one timed step after a warm-up).")
 except CapsvizError as e:
     st.error(str(e))
 st.caption(

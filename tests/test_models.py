@@ -158,3 +158,14 @@ def test_inference_weight_cache_follows_weight_updates():
     assert not torch.allclose(a, b)
     torch.testing.assert_close(b, fresh)
     torch.testing.assert_close(c.float(), fresh, rtol=0.05, atol=0.02)
+
+
+@pytest.mark.parametrize("two_labels", [False, True])
+def test_train_step_timer_runs_real_steps(two_labels):
+    from capsviz.bench import train_step_seconds
+
+    torch.manual_seed(0)
+    m = build_model(preset("capsnet-small", conv1_channels=16, primary_types=4))
+    before = m.digits.W.detach().clone()
+    dt = train_step_seconds(m, 4, torch.device("cpu"), "bf16", steps=1, two_labels=two_labels)
+    assert dt > 0 and not torch.equal(before, m.digits.W)
