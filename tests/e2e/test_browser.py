@@ -91,9 +91,12 @@ def test_train_tiny_model_to_completion_and_see_it_in_the_zoo(page, server, shot
     expect(page.get_by_text(re.compile(r"browser-run: step \d+/3"))).to_be_visible()
     # .first: while the polling fragment hands over to the full rerun, the message can briefly exist twice
     expect(page.get_by_text("Finished", exact=False).first).to_be_visible(timeout=120_000)
+    # the final state: polling has handed over to a full rerun, so Start is offered again
+    expect(page.get_by_role("button", name="Start training")).to_be_enabled()
+    expect(page.get_by_role("button", name="Stop")).to_have_count(0)
     wait_for_app_run(page)
-    shot(page, shots, "train_done")
     expect(page.get_by_text(re.compile(r"epoch 1: test error"))).to_be_visible()
+    shot(page, shots, "train_done")
     assert (server["checkpoints"] / "browser-run.safetensors").is_file()
     open_page(page, server["url"], "capsviz: watch capsules route")
     expect(page.get_by_text("browser-run", exact=True)).to_be_visible()
