@@ -50,11 +50,12 @@ def train_step_seconds(model, batch: int, device, precision: str = "fp32", steps
         y = torch.stack([torch.zeros(batch, dtype=torch.long), torch.ones(batch, dtype=torch.long)], 1).to(device)
     else:
         y = torch.randint(0, cfg.num_classes, (batch,), device=device)
+    target = x.expand(batch, 2, cfg.in_size, cfg.in_size) if two_labels else x  # MultiMNIST: one image per digit
     opt = torch.optim.Adam(model.parameters(), 1e-3)
 
     def step():
         with torch.enable_grad(), autocast(device, precision):
-            loss = objective(model, model(x, y), x, y, 0.5)
+            loss = objective(model, model(x, y), target, y, 0.5)
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -78,6 +78,8 @@ PRESETS: dict[str, ModelConfig] = {
     "cnn-mnist": CNNConfig(),
     "cnn-multimnist": CNNConfig(kind="multimnist", in_size=36),
     "cnn-smallnorb": CNNConfig(kind="smallnorb", in_size=32, num_classes=5),
+    # CPU-friendly MNIST baseline for the robustness page: the smallNORB paper's CNN at 28x28 (3.3M).
+    "cnn-small": CNNConfig(kind="smallnorb"),
 }
 
 

@@ -75,14 +75,15 @@ def model_config(run: TrainRun):
     return preset(run.model, **overrides)
 
 
-def objective(model, out, x, y, progress: float) -> torch.Tensor:
-    """Each family's loss as its paper defines it."""
+def objective(model, out, target, y, progress: float) -> torch.Tensor:
+    """Each family's loss as its paper defines it. target: what the decoder should redraw (the
+    input, or MultiMNIST's two digits apart, one per labelled capsule)."""
     fam = model.config.family
     if fam == "capsnet":
         targets = y if y.dim() == 1 else F.one_hot(y, model.config.num_classes).sum(1).clamp(max=1)  # (B, J) 0/1
         loss = margin_loss(out.scores.float(), targets)
         if out.reconstruction is not None:
-            loss = loss + reconstruction_loss(out.reconstruction.float(), x)
+            loss = loss + reconstruction_loss(out.reconstruction.float(), target)
         return loss
     if fam == "matrix":
         return spread_loss(out.scores.float(), y, spread_margin(progress))
@@ -104,7 +105,7 @@ def evaluate(model, dataset: str, data, *, batch_size=256, device="cpu", limit=N
     model.eval()
     device = torch.device(device)
     right = seen = 0
-    for x, y in batches(dataset, data, batch_size, train=False, device=device, limit=limit):
+    for x, y, _ in batches(dataset, data, batch_size, train=False, device=device, limit=limit):
         with autocast(device, precision):
             out = model(x)
         right += int(correct(out.scores.float(), y).sum())
@@ -214,7 +215,7 @@ def _train(run, out, emit, stop, resume):
         net.train()
         t_epoch, seen, loss_sum, right, n_loss = time.perf_counter(), 0, 0.0, 0, 0
         first = start_batch if epoch == start_epoch else 0
-        for k, (x, y) in enumerate(
+        for k, (x, y, target) in enumerate(
             batches(
                 run.dataset,
                 train_set,
@@ -233,7 +234,7 @@ def _train(run, out, emit, stop, resume):
             t0 = time.perf_counter()
             with autocast(device, run.precision):
                 o = net(x, y)
-                loss = objective(model, o, x, y, step / max(total, 1))
+                loss = objective(model, o, target, y, step / max(total, 1))
             if not torch.isfinite(loss):
                 raise CapsvizError(f"loss became {loss.item()} at step {step}; try a lower --lr or --precision fp32")
             opt.zero_grad(set_to_none=True)

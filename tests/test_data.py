@@ -210,14 +210,17 @@ def test_smallnorb_reader_preprocessing_and_splits(tmp_path):
 
 def test_batches_are_deterministic_and_resumable(synthetic_data):
     data = load_split("mnist", "train")
-    full = [x for x, _ in batches("mnist", data, 64, train=True, seed=1, epoch=2)]
-    tail = [x for x, _ in batches("mnist", data, 64, train=True, seed=1, epoch=2, start=3)]
+    full = [x for x, _, _ in batches("mnist", data, 64, train=True, seed=1, epoch=2)]
+    tail = [x for x, _, _ in batches("mnist", data, 64, train=True, seed=1, epoch=2, start=3)]
     for a, b in zip(full[3:], tail, strict=True):
         torch.testing.assert_close(a, b)
     other = next(batches("mnist", data, 64, train=True, seed=1, epoch=3))[0]
     assert not torch.equal(full[0], other)
-    mm = next(batches("multimnist", data, 16, train=True, seed=0))
-    assert mm[0].shape == (16, 1, 36, 36) and mm[1].shape == (16, 2)
+    x, y, target = next(batches("mnist", data, 8, train=True, seed=0))
+    assert target is x  # a single digit's decoder redraws the input
+    x, y, parts = next(batches("multimnist", data, 16, train=True, seed=0))
+    assert x.shape == (16, 1, 36, 36) and y.shape == (16, 2) and parts.shape == (16, 2, 36, 36)
+    torch.testing.assert_close(parts.sum(1).clamp(max=1), x[:, 0])  # the digits apart, as the paper's decoder targets
 
 
 def test_sources_have_known_checksums():

@@ -85,6 +85,11 @@ def test_decoder_masks_by_label_longest_or_any_vector():
         v[5] += 0.25
         assert not torch.allclose(m.decode(v, 3), base)
         assert m.decode(out.capsules[0, 3], 3).shape == (1, 28, 28)
+        pair = torch.tensor([[1, 7], [4, 2]])  # MultiMNIST: each labelled digit decoded on its own
+        rec = m(x, pair).reconstruction
+        assert rec.shape == (2, 2, 28, 28)
+        torch.testing.assert_close(rec[1, 0], m.decode(out.capsules[1, 4], 4)[0])
+        torch.testing.assert_close(rec[0, 1], m.decode(out.capsules[0, 7], 7)[0])
 
 
 @pytest.mark.parametrize("stride,k", [(2, 9), (1, 3)])

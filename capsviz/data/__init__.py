@@ -71,9 +71,10 @@ def batches(
     rank: int = 0,
     world: int = 1,
 ):
-    """Yield (x (B, 1, S, S) float on device, y) in an order fixed by (seed, epoch).
+    """Yield (x (B, 1, S, S) float on device, y, target) in an order fixed by (seed, epoch).
 
-    y is (B,) class ids, or (B, 2) for MultiMNIST. Training batches are augmented: random
+    y is (B,) class ids, or (B, 2) for MultiMNIST. target is what a decoder should redraw: x
+    itself, or for MultiMNIST the two shifted digits apart, (B, 2, S, S). Training batches are augmented: random
     +-2 px shifts (MNIST, Fashion-MNIST), fresh random pairs (MultiMNIST) or random
     placement on 40x40 (affNIST training). `start` skips that many batches (resuming);
     `rank`/`world` give each distributed process its own slice of every global batch."""
@@ -98,7 +99,7 @@ def batches(
                 b = multimnist.compose(data.images, data.labels, pairs, multimnist.random_shifts(len(idx), bg))
             else:
                 b = multimnist.compose(data.images, data.labels, eval_index[sl], eval_shifts[sl])
-            x, y = b.images.unsqueeze(1), b.labels
+            x, y, parts = b.images.unsqueeze(1), b.labels, b.parts
         elif name == "affnist":
             imgs = data.images[idx]
             x = (affine.expanded(imgs, bg) if train else affine.affnist_like(imgs, seed=i)).unsqueeze(1)
@@ -112,7 +113,7 @@ def batches(
             x = to_float(x)
             if train:
                 x = random_shift(x, 2, bg)
-        yield x, y
+        yield x, y, (parts.to(device, non_blocking=True) if name == "multimnist" else x)
 
 
 def num_batches(n: int, batch_size: int, world: int = 1) -> int:

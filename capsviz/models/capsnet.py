@@ -69,9 +69,9 @@ class CapsNet(nn.Module):
         reconstruct: bool = True,
     ) -> ModelOutput:
         """x (B, C, S, S) in [0, 1]. The decoder is masked by the true label(s) y when given
-        (training; y may be (B,) class ids, (B, k) ids of k present classes, or a float (B, J) 0/1
-        mask), otherwise by the longest capsule. With several labels (MultiMNIST) the decoder sees
-        every labelled capsule and redraws the whole overlay; the paper decodes one digit at a time.
+        (training; y may be (B,) class ids or a float (B, J) 0/1 mask), otherwise by the longest
+        capsule: reconstruction (B, H, W). With (B, k) class ids (MultiMNIST's two labels) each
+        labelled capsule is decoded on its own, as in the paper: reconstruction (B, k, H, W).
         `iterations` overrides the configured routing iterations (the weights are the same)."""
         u = self.primary_capsules(x)
         T = iterations or self.config.routing_iterations
@@ -86,7 +86,13 @@ class CapsNet(nn.Module):
             out.trace = routed
             out.layer_traces["digitcaps"] = routed
         if self.decoder is not None and reconstruct:
-            out.reconstruction = self.decoder(v, self._mask(lengths, y))
+            if y is not None and y.dim() == 2 and not y.is_floating_point():  # one reconstruction per labelled digit
+                B, k = y.shape
+                each = v.unsqueeze(1).expand(B, k, *v.shape[1:]).reshape(B * k, *v.shape[1:])
+                rec = self.decoder(each, F.one_hot(y.flatten(), v.shape[1]).to(v.dtype))
+                out.reconstruction = rec.view(B, k, *rec.shape[1:])
+            else:
+                out.reconstruction = self.decoder(v, self._mask(lengths, y))
         return out
 
     def _mask(self, lengths: torch.Tensor, y: torch.Tensor | None) -> torch.Tensor:
@@ -95,8 +101,6 @@ class CapsNet(nn.Module):
             return F.one_hot(lengths.argmax(1), J).to(lengths.dtype)
         if y.dim() == 1:
             return F.one_hot(y, J).to(lengths.dtype)
-        if not y.is_floating_point():  # (B, k) class ids, e.g. MultiMNIST's two labels: keep every present capsule
-            return F.one_hot(y, J).sum(1).clamp(max=1).to(lengths.dtype)
         return y.to(lengths.dtype)
 
     def decode(self, vector: torch.Tensor, capsule: torch.Tensor | int) -> torch.Tensor:
