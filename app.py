@@ -12,6 +12,9 @@ page = st.navigation(
         st.Page("pages/explorer.py", title="DigitCaps explorer", url_path="explorer"),
         st.Page("pages/routing.py", title="Dynamic routing", url_path="routing"),
         st.Page("pages/em.py", title="EM routing", url_path="em"),
+        st.Page("pages/multimnist.py", title="MultiMNIST", url_path="multimnist"),
+        st.Page("pages/robustness.py", title="Robustness", url_path="robustness"),
+        st.Page("pages/reproduction.py", title="Reproduction", url_path="reproduction"),
         st.Page("pages/train.py", title="Train", url_path="train"),
     ]
 )

@@ -40,42 +40,6 @@ def checkpoint_dir() -> Path:
     return Path(os.environ.get("CAPSVIZ_CHECKPOINTS", ROOT / "checkpoints"))
 
 
-# Published test errors (%) to show beside ours: (family, dataset, routing iterations, reconstruction)
-PAPER = {
-    ("capsnet", "mnist", 3, True): 0.25,
-    ("capsnet", "mnist", 1, True): 0.29,
-    ("capsnet", "mnist", 3, False): 0.35,
-    ("capsnet", "mnist", 1, False): 0.34,
-    ("capsnet", "multimnist", 3, True): 5.2,
-    ("matrix", "mnist", 3, None): 0.44,
-    ("cnn", "mnist", None, None): 0.39,
-    ("cnn", "multimnist", None, None): 8.1,
-}
-
-
-def is_paper_size(meta: dict) -> bool:
-    """True when the checkpoint has the size the paper's figure is for (not a smaller preset)."""
-    from capsviz.config import config_from_dict, preset
-
-    c = config_from_dict(meta["config"])
-    name = {"capsnet": "capsnet", "matrix": "matrix", "cnn": f"cnn-{getattr(c, 'kind', 'mnist')}"}[c.family]
-    ref = preset(name, in_size=c.in_size, num_classes=c.num_classes)
-    keep = {"routing_iterations", "reconstruction", "coord_add", "final_lambda", "dropout"}
-    return all(getattr(c, k) == getattr(ref, k) for k in vars(ref) if k not in keep)
-
-
-def paper_error(meta: dict) -> float | None:
-    c = meta["config"]
-    fam = c["family"]
-    key = (
-        fam,
-        meta.get("dataset"),
-        c.get("routing_iterations") if fam != "cnn" else None,
-        c.get("reconstruction") if fam == "capsnet" else None,
-    )
-    return PAPER.get(key)
-
-
 ALL = "all datasets"
 
 
@@ -88,6 +52,11 @@ def checkpoints() -> list[tuple[Path, dict]]:
 def _load(path: str, mtime: float):
     torch.set_grad_enabled(False)
     return load_checkpoint(Path(path))
+
+
+def load_model(path: Path):
+    """(model, meta) of a checkpoint, cached by path and modification time."""
+    return _load(str(path), path.stat().st_mtime)
 
 
 def active_name() -> str | None:
@@ -130,6 +99,13 @@ def page_model(fits, why: str):
     model, meta, path = loaded
     if not fits(meta):
         st.info(why.format(name=path.stem, family=meta["config"]["family"]))
+        suitable = [p for p, m in checkpoints() if fits(m)]
+        if suitable:
+            st.markdown("Models that fit this page:")
+            for p in suitable:
+                if st.button(f"Use {p.stem}", key=f"switch_{p.stem}"):
+                    st.session_state["pending_model"] = p.name  # the sidebar switches its dataset filter if needed
+                    st.rerun()
         st.stop()
     return loaded
 
@@ -306,3 +282,28 @@ def pick_image(dataset: str, names, size: int, model=None) -> tuple[np.ndarray, 
             return image, "?"
     st.info("Pick a test image or upload one.")
     return None
+
+
+def long_job(key: str, label: str, fn, help: str | None = None):
+    """A computation worth a button (sweeps over hundreds of images). Its result is kept in the
+    session per `key`; while it runs a progress bar moves and a Cancel button stops it: any click
+    reruns the page, and Streamlit interrupts the loop at its next progress update."""
+    results = st.session_state.setdefault("long_results", {})
+    if key in results:
+        return results[key]
+    running = f"running:{label}"
+    if st.session_state.pop(running, None) == key:
+        st.info(f"{label}: cancelled before it finished. Nothing was kept.")
+    if not st.button(label, key=f"run_{label}", help=help, type="primary"):
+        return None
+    st.session_state[running] = key
+    bar = st.progress(0.0, text=f"{label} ...")
+    st.button("Cancel", key=f"cancel_{label}")
+
+    def progress(done: int, total: int) -> None:
+        bar.progress(min(done / max(total, 1), 1.0), text=f"{label}: {done} / {total}")
+
+    results[key] = fn(progress)
+    st.session_state.pop(running, None)
+    bar.empty()
+    st.rerun()  # redraw without the Cancel button

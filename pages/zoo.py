@@ -2,8 +2,9 @@
 
 import streamlit as st
 
+from capsviz.analysis.reproduction import is_paper_size, paper_error
 from capsviz.viz import squash_curve
-from pages.common import checkpoints, is_paper_size, paper_error, require_router
+from pages.common import checkpoints, require_router
 
 require_router()
 

@@ -42,6 +42,20 @@ def tiny_checkpoints(folder: Path) -> None:
         build_model(preset("matrix-small", in_size=28, num_classes=10, A=8, B=4, C=4, D=4)),
         {"dataset": "mnist", "epochs": 1},
     )
+    ckpt.save_checkpoint(
+        folder / "tiny-cnn.safetensors",
+        build_model(preset("cnn-small")),
+        {"dataset": "mnist", "metrics": {"test_error": 20.0, "n_test": 100, "how": "fixture"}},
+    )
+    ckpt.save_checkpoint(
+        folder / "tiny-multimnist.safetensors",
+        build_model(preset("capsnet-small", in_size=36, conv1_channels=16, primary_types=4)),
+        {
+            "dataset": "multimnist",
+            "metrics": {"test_error": 50.0, "n_test": 100, "how": "fixture"},
+            "history": [{"epoch": 1, "metrics": {"test_error": 60.0}}, {"epoch": 2, "metrics": {"test_error": 50.0}}],
+        },
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -77,7 +91,7 @@ def test_zoo_lists_cards_and_squash_plot(app):
     assert app.session_state["model_pick"] == "tiny-capsnet.safetensors"
     assert app.query_params["model"] == "tiny-capsnet.safetensors"
     assert app.title[0].value.startswith("capsviz")
-    assert [s.value for s in app.subheader] == ["tiny-capsnet", "tiny-matrix"]
+    assert [s.value for s in app.subheader] == ["tiny-capsnet", "tiny-cnn", "tiny-matrix", "tiny-multimnist"]
     assert app.metric[1].value == "12.50%"  # [0] is the squash demo
     assert "paper: 0.25% for the full-size model; this one is smaller" in [c.value for c in app.caption]
     app.slider(key="squash_s").set_value(3.0).run()
@@ -96,7 +110,7 @@ def test_sidebar_dataset_filters_the_models(app):
         {"dataset": "fashion-mnist", "epochs": 1},
     )
     app.run()
-    assert app.sidebar.selectbox(key="dataset_pick").options == ["all datasets", "fashion-mnist", "mnist"]
+    assert app.sidebar.selectbox(key="dataset_pick").options == ["all datasets", "fashion-mnist", "mnist", "multimnist"]
     app.sidebar.selectbox(key="dataset_pick").set_value("fashion-mnist").run()
     assert app.sidebar.selectbox(key="model_pick").options == ["fashion.safetensors"]
     assert app.query_params["model"] == "fashion.safetensors"
@@ -229,13 +243,14 @@ def test_misclassified_picker_lands_on_a_mistake(app):
 
 
 def test_paper_size_is_recognised():
+    from capsviz.analysis.reproduction import is_paper_size
     from capsviz.config import PRESETS, preset, to_dict
-    from pages.common import is_paper_size
 
     assert is_paper_size({"config": to_dict(PRESETS["capsnet"])})
     assert is_paper_size({"config": to_dict(preset("capsnet", routing_iterations=1, reconstruction=False))})
     assert is_paper_size({"config": to_dict(preset("matrix", in_size=28, num_classes=10))})
     assert is_paper_size({"config": to_dict(PRESETS["cnn-mnist"])})
+    assert not is_paper_size({"config": to_dict(PRESETS["cnn-small"]), "dataset": "mnist"})  # the smallNORB paper's CNN
     assert not is_paper_size({"config": to_dict(PRESETS["capsnet-small"])})
     assert not is_paper_size({"config": to_dict(PRESETS["matrix-small"])})
 
@@ -260,3 +275,68 @@ def test_routing_traces_follow_a_checkpoint_retrained_under_the_same_name(app):
     app.run()
     assert not app.exception
     assert not np.allclose(before, lengths_chart())
+
+
+def test_multimnist_page_overlays_segments_and_measures(app):
+    app.run().sidebar.selectbox(key="model_pick").set_value("tiny-multimnist.safetensors").run()
+    app.switch_page("pages/multimnist.py").run()
+    assert not app.exception, app.exception
+    i1, i2 = app.number_input(key="pair_i1").value, app.number_input(key="pair_i2").value
+    assert app.query_params["pair"].startswith(f"{i1},{i2},")
+    captions = [c for i in app.image for c in i.captions]
+    assert any(c.startswith("input: L:(") for c in captions) and any(c.startswith("R:(") for c in captions)
+    before = [i.value for i in app.image]
+    app.number_input(key="pair_dx2").set_value(4).run()
+    assert not app.exception
+    assert [i.value for i in app.image][0] != before[0]  # a new overlay
+    red = next(s for s in app.selectbox if s.label.startswith("Red"))
+    red.set_value((red.value + 1) % 10).run()
+    assert app.query_params["caps"].split(",")[0] == str((red.value) % 10)
+    app.button(key="run_Measure accuracy").click().run()
+    assert not app.exception, app.exception
+    assert app.metric[0].label == "Accuracy" and app.metric[0].value.endswith("%")
+    app.button(key="random_pair").click().run()
+    assert not app.exception
+
+
+def test_multimnist_page_offers_a_fitting_model(app):
+    app.switch_page("pages/multimnist.py").run()
+    assert any("not a CapsNet trained on MultiMNIST" in i.value for i in app.info)
+    app.button(key="switch_tiny-multimnist").click().run()
+    assert app.session_state["model_pick"] == "tiny-multimnist.safetensors"
+    assert not app.exception and app.number_input(key="pair_i1") is not None
+
+
+def test_robustness_page_compares_with_the_cnn(app):
+    app.switch_page("pages/robustness.py").run()
+    assert not app.exception, app.exception
+    assert app.selectbox(key="cnn_pick").value == "tiny-cnn.safetensors"
+    charts = [c for c in app.get("plotly_chart")]
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in charts]
+    assert any(t.startswith("tiny-capsnet:") for t in titles) and any(t.startswith("tiny-cnn:") for t in titles)
+    app.slider(key="aff_rot").set_value(45).run()
+    assert not app.exception
+    app.button(key="run_Run the affine sweep").click().run()
+    assert not app.exception, app.exception
+    sweep = next(
+        json.loads(c.proto.spec) for c in app.get("plotly_chart") if "transformed" in json.loads(c.proto.spec)["layout"]["title"]["text"]
+    )
+    assert [d["name"] for d in sweep["data"]] == ["tiny-capsnet", "tiny-cnn"] and len(sweep["data"][0]["x"]) == 9
+    app.select_slider(key="adv_n").set_value(50).run()
+    app.button(key="run_Run the attack sweep").click().run()
+    assert not app.exception, app.exception
+    adv = next(json.loads(c.proto.spec) for c in app.get("plotly_chart") if "FGSM" in json.loads(c.proto.spec)["layout"]["title"]["text"])
+    acc = plotly_values(adv["data"][0]["y"])
+    assert len(acc) == 7 and all(0 <= a <= 100 for a in acc)
+    assert any("zero input gradients" in m.value for m in app.markdown)
+
+
+def test_reproduction_page_fills_table_from_metadata(app):
+    app.switch_page("pages/reproduction.py").run()
+    assert not app.exception, app.exception
+    table = next(m.value for m in app.markdown if m.value.startswith("| method"))
+    cnn = next(line for line in table.splitlines() if line.startswith("| baseline CNN"))
+    assert "**20.00** †" in cnn and "0.39" in cnn  # tiny-cnn's stored error beside the paper's
+    r3 = next(line for line in table.splitlines() if line.startswith("| CapsNet | 3 | yes"))
+    assert "**12.50** †" in r3 and "**50.00** †" in r3 and "0.25" in r3 and "5.2" in r3
+    assert any("--routing-iterations 1" in c.value for c in app.code)

@@ -121,3 +121,47 @@ def histograms(counts: np.ndarray, bins: np.ndarray, names, title: str) -> go.Fi
         margin=dict(l=10, r=10, t=40, b=10),
     )
     return fig
+
+
+def two_colour(image: np.ndarray, first: np.ndarray, second: np.ndarray | None = None, scale: int = 6) -> Image.Image:
+    """Fig. 5's overlay: the input in dim grey, one reconstruction in red and the other in green
+    (pixels both explain turn yellow)."""
+    g = np.clip(image, 0, 1) * 0.35
+    r = np.clip(first, 0, 1)
+    gr = np.zeros_like(r) if second is None else np.clip(second, 0, 1)
+    rgb = np.stack([np.maximum(g, r), np.maximum(g, gr), g], -1)
+    H, W = image.shape
+    return Image.fromarray((rgb * 255).astype(np.uint8), "RGB").resize((W * scale, H * scale), Image.NEAREST)
+
+
+# Segmentation colours by label (capsviz.analysis.multimnist): background, unexplained, first, second, both
+SEGMENT_COLOURS = np.array([[0, 0, 0], [110, 110, 255], [230, 40, 40], [40, 200, 40], [240, 220, 40]], np.uint8)
+
+
+def segments_image(segments: np.ndarray, scale: int = 6) -> Image.Image:
+    """(H, W) segment labels -> an RGB map: red first, green second, yellow both, blue unexplained ink."""
+    H, W = segments.shape
+    return Image.fromarray(SEGMENT_COLOURS[segments], "RGB").resize((W * scale, H * scale), Image.NEAREST)
+
+
+def sweep_lines(x, series: dict[str, list[float]], title: str, x_title: str, y_title: str, chance: float | None = None) -> go.Figure:
+    """One line per named series over x (accuracy versus transform strength or epsilon)."""
+    fig = go.Figure([go.Scatter(x=list(x), y=v, name=name, mode="lines+markers") for name, v in series.items()])
+    if chance is not None:
+        fig.add_hline(y=chance, line_dash="dot", annotation_text="chance")
+    fig.update_layout(
+        title=title, xaxis_title=x_title, yaxis_title=y_title, yaxis_range=[0, 101], height=320, margin=dict(l=10, r=10, t=40, b=10)
+    )
+    return fig
+
+
+def lines_by_epoch(histories: dict[str, list[dict]]) -> go.Figure:
+    """Test error (%) by epoch, one line per checkpoint, from the histories training stores."""
+    fig = go.Figure(
+        [
+            go.Scatter(x=[h["epoch"] for h in hist], y=[h["metrics"]["test_error"] for h in hist], name=name, mode="lines+markers")
+            for name, hist in histories.items()
+        ]
+    )
+    fig.update_layout(xaxis_title="epoch", yaxis_title="test error %", yaxis_type="log", height=340, margin=dict(l=10, r=10, t=20, b=10))
+    return fig

@@ -1,0 +1,129 @@
+"""MultiMNIST analyses (Sabour et al. 6.1-6.2, Fig. 5): compose a pair, classify it by the two most
+active capsules, reconstruct one capsule at a time, and segment the input by which reconstruction
+explains each pixel; accuracy over generated test pairs with the hardest cases."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from capsviz.data import multimnist
+
+INK = 0.1  # a pixel counts as drawn (input) or explained (reconstruction) above this grey level
+
+# Segmentation labels per pixel
+BACKGROUND, UNEXPLAINED, FIRST, SECOND, BOTH = 0, 1, 2, 3, 4
+SEGMENT_NAMES = {BACKGROUND: "background", UNEXPLAINED: "ink no capsule explains", FIRST: "first", SECOND: "second", BOTH: "both"}
+
+
+@dataclass
+class Pair:
+    image: np.ndarray  # (36, 36) the overlay in [0, 1]
+    parts: np.ndarray  # (2, 36, 36) the two shifted digits
+    labels: tuple[int, int]
+
+
+def compose_pair(images: torch.Tensor, labels: torch.Tensor, first: int, second: int, shifts) -> Pair:
+    """Overlay test digits `first` and `second` (indices into images (N, 28, 28) uint8), each shifted
+    by its (dy, dx) in [-4, 4]: shifts ((dy1, dx1), (dy2, dx2))."""
+    s = torch.as_tensor(shifts, dtype=torch.long).clamp(-multimnist.MAX_SHIFT, multimnist.MAX_SHIFT).view(1, 2, 2)
+    b = multimnist.compose(images, labels, torch.tensor([[first, second]]), s)
+    return Pair(b.images[0].numpy(), b.parts[0].numpy(), (int(b.labels[0, 0]), int(b.labels[0, 1])))
+
+
+def draw_pair(labels: torch.Tensor, seed: int) -> tuple[int, int, list[list[int]]]:
+    """(first, second, shifts) drawn by the paper's rule: the second digit of a different class,
+    shifts within 4 px; compose with `compose_pair`."""
+    g = torch.Generator().manual_seed(seed)
+    index = multimnist.sample_pairs(labels, 1, g)[0]
+    return int(index[0]), int(index[1]), multimnist.random_shifts(1, g)[0].tolist()
+
+
+@dataclass
+class Segmentation:
+    scores: np.ndarray  # (J,) capsule lengths
+    top2: tuple[int, int]  # the two most active capsules: the prediction
+    capsules: tuple[int, ...]  # the capsules reconstructed (the top 2 unless chosen)
+    reconstructions: np.ndarray  # (len(capsules), H, W), each decoded from its capsule alone
+    segments: np.ndarray  # (H, W) int: BACKGROUND, UNEXPLAINED, FIRST, SECOND or BOTH (first two capsules)
+
+
+@torch.no_grad()
+def segment(model, image: np.ndarray, capsules: tuple[int, ...] | None = None) -> Segmentation:
+    """Classify a pair and reconstruct each of `capsules` (default: the two most active) on its own.
+
+    Each ink pixel of the input is assigned to the first and/or second reconstructed digit where that
+    digit's reconstruction is non-zero (above INK), as the paper segments; ink neither explains is
+    UNEXPLAINED, and pixels without ink are BACKGROUND."""
+    out = model(torch.tensor(image, dtype=torch.float32).view(1, 1, *image.shape), reconstruct=False)
+    scores = out.scores[0].float()
+    top2 = tuple(int(j) for j in scores.topk(2).indices)
+    chosen = tuple(top2 if capsules is None else capsules)
+    v = out.capsules[0, list(chosen)]  # (k, D)
+    recs = model.decode(v, torch.tensor(chosen)).numpy()  # (k, H, W)
+    segs = np.full(image.shape, BACKGROUND, np.int64)
+    ink = image > INK
+    first = recs[0] > INK
+    second = recs[1] > INK if len(recs) > 1 else np.zeros_like(first)
+    segs[ink] = UNEXPLAINED
+    segs[ink & first] = FIRST
+    segs[ink & second] = SECOND
+    segs[ink & first & second] = BOTH
+    return Segmentation(scores.numpy(), top2, chosen, recs, segs)
+
+
+@dataclass
+class PairAccuracy:
+    accuracy: float  # % of pairs whose two labels are the two most active capsules
+    n: int
+    hardest: list[dict]  # the pairs with the smallest margin (wrong ones first): index, shifts, labels, top2, margin
+
+
+@torch.no_grad()
+def pair_accuracy(
+    model,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    n: int,
+    *,
+    seed: int = 0,
+    batch_size: int = 128,
+    keep: int = 8,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> PairAccuracy:
+    """Accuracy on the first `n` fixed evaluation pairs (the paper's rule: both labels among the two
+    most active capsules). The hardest: wrong pairs, then the smallest gap between the second and
+    third longest capsules (the model was least sure a second digit is there)."""
+    index, shifts = multimnist.MultiMNIST(images, labels).eval_set(pairs_per_digit=1, seed=seed, limit=n)
+    n = len(index)
+    right = 0
+    margins, wrong, top2s = [], [], []
+    for i in range(0, n, batch_size):
+        b = multimnist.compose(images, labels, index[i : i + batch_size], shifts[i : i + batch_size])
+        scores = model(b.images.unsqueeze(1), reconstruct=False).scores.float()  # (B, J)
+        top = scores.topk(3, dim=1)
+        top2 = top.indices[:, :2]
+        ok = (top2.sort(1).values == b.labels.sort(1).values).all(1)
+        right += int(ok.sum())
+        wrong.append(~ok)
+        margins.append(top.values[:, 1] - top.values[:, 2])
+        top2s.append(top2)
+        if on_progress:
+            on_progress(min(i + batch_size, n), n)
+    wrong, margins, top2s = torch.cat(wrong), torch.cat(margins), torch.cat(top2s)
+    order = torch.argsort(margins - 10.0 * wrong.float())[:keep]  # wrong ones first, then least sure
+    hardest = [
+        {
+            "index": index[k].tolist(),
+            "shifts": shifts[k].tolist(),
+            "labels": labels[index[k]].tolist(),
+            "top2": top2s[k].tolist(),
+            "margin": float(margins[k]),
+            "correct": not bool(wrong[k]),
+        }
+        for k in order.tolist()
+    ]
+    return PairAccuracy(100.0 * right / max(n, 1), n, hardest)

@@ -1,0 +1,178 @@
+"""Robustness analyses: affine transforms of a digit (Sabour et al. 5.2) and white-box adversarial
+attacks, FGSM and BIM, untargeted and targeted (Hinton et al. 6), for any model family.
+
+Attacks follow the gradient of each family's own training loss with respect to the input: the
+margin loss (CapsNet), the spread loss at its final margin 0.9 (matrix capsules) or cross-entropy
+(CNNs). Images stay in [0, 1] and within epsilon of the original in the max norm."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from capsviz.data.affine import affine_matrices, affnist_like, transform
+from capsviz.losses import margin_loss, spread_loss
+
+BIM_STEPS = 10  # iterations of the basic iterative method; each moves 2.5 * epsilon / BIM_STEPS
+
+
+def _scores(model, x: torch.Tensor):
+    if model.config.family == "capsnet":
+        return model(x, reconstruct=False)
+    return model(x)
+
+
+def predict_scores(model, x: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
+    """(B, 1, H, W) -> (B, J) class scores, in slices."""
+    with torch.no_grad():
+        return torch.cat([_scores(model, xb).scores.float() for xb in x.split(batch_size)])
+
+
+def attack_loss(model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The family's training loss for labels y (summed over the batch: per-image gradients)."""
+    out = _scores(model, x)
+    fam = model.config.family
+    if fam == "capsnet":
+        return margin_loss(out.scores.float(), y) * len(y)
+    if fam == "matrix":
+        return spread_loss(out.scores.float(), y, 0.9) * len(y)
+    return F.cross_entropy(out.logits.float(), y, reduction="sum")
+
+
+def input_gradient(model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """d loss / d x, without touching the model's parameters' .grad (cached models stay clean)."""
+    with torch.enable_grad():
+        x = x.detach().requires_grad_(True)
+        (g,) = torch.autograd.grad(attack_loss(model, x, y), x)
+    return g
+
+
+def fgsm(model, x: torch.Tensor, y: torch.Tensor, epsilon: float, target: torch.Tensor | None = None) -> torch.Tensor:
+    """One signed-gradient step of size epsilon: away from y (untargeted), or toward `target`."""
+    if target is None:
+        step = epsilon * input_gradient(model, x, y).sign()
+    else:
+        step = -epsilon * input_gradient(model, x, target).sign()
+    return (x + step).clamp(0, 1).detach()
+
+
+def bim(
+    model, x: torch.Tensor, y: torch.Tensor, epsilon: float, target: torch.Tensor | None = None, steps: int = BIM_STEPS
+) -> torch.Tensor:
+    """Basic iterative method: `steps` FGSM steps of 2.5 * epsilon / steps, each projected back into
+    the epsilon ball around x and into [0, 1]."""
+    alpha = 2.5 * epsilon / steps
+    adv = x.detach().clone()
+    for _ in range(steps):
+        adv = fgsm(model, adv, y, alpha, target)
+        adv = torch.maximum(torch.minimum(adv, x + epsilon), x - epsilon).clamp(0, 1)
+    return adv
+
+
+def attack(model, x, y, epsilon: float, method: str = "fgsm", target=None) -> torch.Tensor:
+    if epsilon == 0:
+        return x.clone()
+    if method == "fgsm":
+        return fgsm(model, x, y, epsilon, target)
+    if method == "bim":
+        return bim(model, x, y, epsilon, target)
+    raise ValueError(f"unknown attack {method!r}")
+
+
+def other_class(y: torch.Tensor, num_classes: int, seed: int = 0) -> torch.Tensor:
+    """A random target class different from each label (targeted attacks)."""
+    g = torch.Generator().manual_seed(seed)
+    return (y + torch.randint(1, num_classes, y.shape, generator=g)) % num_classes
+
+
+def zero_gradient_fraction(model, x: torch.Tensor, y: torch.Tensor) -> float:
+    """Fraction of input-gradient entries exactly zero: near 1 would mean gradient masking, an
+    attack failing for lack of signal rather than a robust model (Hinton et al. 6)."""
+    return float((input_gradient(model, x, y) == 0).float().mean())
+
+
+@dataclass
+class AttackCurve:
+    epsilons: list[float]
+    accuracy: list[float]  # % still classified correctly (untargeted)
+    success: list[float]  # % classified as the target (targeted); [] when untargeted
+    zero_gradients: float  # fraction, at the clean images
+
+
+def attack_sweep(
+    model,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    epsilons,
+    *,
+    method: str = "fgsm",
+    targeted: bool = False,
+    batch_size: int = 100,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> AttackCurve:
+    """Accuracy (untargeted) or targeted success rate at every epsilon, on images x (N, 1, H, W)."""
+    target = other_class(y, model.config.num_classes) if targeted else None
+    acc, success = [], []
+    total, done = len(epsilons) * len(x), 0
+    for eps in epsilons:
+        hit = right = 0
+        for i in range(0, len(x), batch_size):
+            xb, yb = x[i : i + batch_size], y[i : i + batch_size]
+            tb = None if target is None else target[i : i + batch_size]
+            pred = predict_scores(model, attack(model, xb, yb, float(eps), method, tb)).argmax(1)
+            right += int((pred == yb).sum())
+            if tb is not None:
+                hit += int((pred == tb).sum())
+            done += len(xb)
+            if on_progress:
+                on_progress(done, total)
+        acc.append(100.0 * right / len(x))
+        if targeted:
+            success.append(100.0 * hit / len(x))
+    return AttackCurve([float(e) for e in epsilons], acc, success, zero_gradient_fraction(model, x[:batch_size], y[:batch_size]))
+
+
+def warp(image: np.ndarray, rotate: float = 0.0, scale: float = 1.0, shear: float = 0.0, dx: float = 0.0, dy: float = 0.0) -> np.ndarray:
+    """(H, W) image rotated by `rotate` degrees (counter-clockwise), scaled, sheared (x += shear * y)
+    and moved by (dx, dy) pixels (right, down), about the centre; zeros fill the border."""
+    H, W = image.shape
+    a = math.radians(rotate)
+    # Forward map in normalised (x right, y down) coordinates; grid_sample needs its inverse.
+    rot = torch.tensor([[math.cos(a), math.sin(a)], [-math.sin(a), math.cos(a)]])
+    fwd = rot @ torch.tensor([[1.0, shear], [0.0, 1.0]]) @ torch.diag(torch.tensor([scale, scale]))
+    inv = torch.linalg.inv(fwd)
+    shift = torch.tensor([2 * dx / W, 2 * dy / H])
+    theta = torch.cat([inv, (-inv @ shift).view(2, 1)], 1).unsqueeze(0)  # (1, 2, 3)
+    return transform(torch.tensor(image, dtype=torch.float32).unsqueeze(0), theta)[0].numpy()
+
+
+def affine_test_set(images: torch.Tensor, size: int, strength: float, seed: int = 0) -> torch.Tensor:
+    """MNIST test digits (N, 28, 28) uint8 under random affine maps with affNIST's ranges scaled by
+    `strength` (0: untouched, 1: affNIST's): (N, 1, size, size). At 40x40 this is the affNIST-like
+    test set; at 28x28 the same maps about the centre, for models trained on plain MNIST."""
+    if size == 40:
+        return affnist_like(images, seed=seed, strength=strength).unsqueeze(1)
+    x = images.float().div(255.0)
+    if strength == 0:
+        return x.unsqueeze(1)
+    g = torch.Generator().manual_seed(seed)
+    return transform(x, affine_matrices(len(x), g, strength)).unsqueeze(1)
+
+
+def affine_sweep(
+    models: dict, images: torch.Tensor, labels: torch.Tensor, size: int, strengths, on_progress: Callable[[int, int], None] | None = None
+) -> dict[str, list[float]]:
+    """Accuracy (%) of each named model on the affine test set at every strength."""
+    result = {name: [] for name in models}
+    for k, s in enumerate(strengths):
+        x = affine_test_set(images, size, float(s))
+        for name, m in models.items():
+            result[name].append(100.0 * float((predict_scores(m, x).argmax(1) == labels).float().mean()))
+        if on_progress:
+            on_progress(k + 1, len(strengths))
+    return result

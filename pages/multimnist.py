@@ -1,0 +1,140 @@
+"""MultiMNIST: overlapping digits classified and segmented (Fig. 5 of Sabour et al. 2017)."""
+
+import numpy as np
+import streamlit as st
+
+from capsviz.analysis.multimnist import SEGMENT_NAMES, compose_pair, draw_pair, pair_accuracy, segment
+from capsviz.data.multimnist import MAX_SHIFT
+from capsviz.viz import SEGMENT_COLOURS, capsule_bars, segments_image, to_image, two_colour
+from pages.common import long_job, page_model, require_router, test_set
+
+require_router()
+
+st.title("MultiMNIST: two digits on top of each other")
+st.markdown(
+    "Two test digits of different classes, each shifted up to 4 pixels, overlap on a 36x36 canvas. The "
+    "prediction is the **two longest capsules**; the decoder then redraws each chosen capsule **on its own**, "
+    "in red and green over the input (yellow where both claim a pixel). This is Fig. 5 of Sabour et al.: "
+    "routing lets each pixel be explained once, so reconstructing a digit that is not there (marked *) "
+    "finds little to draw."
+)
+
+model, meta, path = page_model(
+    lambda m: m["config"]["family"] == "capsnet" and m["config"].get("reconstruction") and m["config"]["in_size"] == 36,
+    "**{name}** is not a CapsNet trained on MultiMNIST (36x36 inputs with a decoder). Choose one below or in the sidebar, or train "
+    "one: `python -m capsviz train --model capsnet-small --dataset multimnist --out checkpoints/capsnet-small-multimnist.safetensors`.",
+)
+data = test_set("multimnist")
+if data is None:
+    st.stop()
+N = len(data)
+qp = st.query_params
+KEYS = ["pair_i1", "pair_i2", "pair_dy1", "pair_dx1", "pair_dy2", "pair_dx2"]
+
+
+def spec(first: int, second: int, shifts) -> list[int]:
+    return [first, second, *shifts[0], *shifts[1]]
+
+
+if "pair_i1" not in st.session_state:  # a shared link's pair once, else the first pair the paper's rule draws
+    try:
+        vals = [int(v) for v in qp.get("pair", "").split(",")]
+        ok = len(vals) == 6 and all(0 <= v < N for v in vals[:2]) and all(abs(v) <= MAX_SHIFT for v in vals[2:])
+    except ValueError:
+        ok = False
+    st.session_state["pair_pending"] = vals if ok else spec(*draw_pair(data.labels, seed=0))
+if "pair_pending" in st.session_state:  # seed the widgets before they are drawn
+    for k, v in zip(KEYS, st.session_state.pop("pair_pending"), strict=True):
+        st.session_state[k] = v
+
+with st.container(border=True):
+    c = st.columns([1.2, 1, 1, 0.8, 0.8, 0.8, 0.8])
+    if c[0].button("Random pair", key="random_pair", help="Two test digits of different classes, shifts drawn as in the paper"):
+        st.session_state["pair_pending"] = spec(*draw_pair(data.labels, seed=int(np.random.randint(1 << 30))))
+        st.rerun()
+    c[1].number_input("First digit (test index)", 0, N - 1, key="pair_i1")
+    c[2].number_input("Second digit (test index)", 0, N - 1, key="pair_i2")
+    for j, label in enumerate(["dy 1", "dx 1", "dy 2", "dx 2"]):
+        c[3 + j].number_input(
+            label, -MAX_SHIFT, MAX_SHIFT, key=KEYS[2 + j], help="shift in pixels (down, right), at most 4 as in the paper"
+        )
+
+vals = [int(st.session_state[k]) for k in KEYS]
+qp["pair"] = ",".join(map(str, vals))
+pair = compose_pair(data.images, data.labels, vals[0], vals[1], [vals[2:4], vals[4:6]])
+l1, l2 = pair.labels
+if l1 == l2:
+    st.warning(f"Both digits are {l1}s. The paper only pairs digits of different classes; the two-capsule rule cannot be right here.")
+
+seg = segment(model, pair.image)
+t1, t2 = seg.top2
+names = [str(k) for k in range(10)]
+default = [t1, t2]
+if "caps_from_url" not in st.session_state:  # a shared link's capsule choice, once
+    st.session_state["caps_from_url"] = True
+    try:
+        chosen = [int(v) for v in qp.get("caps", "").split(",")]
+        if len(chosen) == 2 and all(0 <= v < 10 for v in chosen):
+            default = chosen
+    except ValueError:
+        pass
+
+
+def mark(j: int) -> str:
+    return f"{j}*" if j not in (l1, l2, t1, t2) else str(j)
+
+
+left, right = st.columns([1, 2])
+with left:
+    st.image(to_image(pair.image, 6), caption=f"input: L:({l1},{l2})", width=216)
+with right:
+    st.plotly_chart(capsule_bars(seg.scores, names, t1, f"Prediction: {t1} and {t2} (two longest capsules)"), key="mm_lengths")
+
+st.subheader("Reconstruct one capsule at a time")
+pick = st.columns(2)
+red = pick[0].selectbox("Red: reconstruct capsule", range(10), index=default[0], format_func=mark, key=f"red_{vals}_{path.stem}")
+green = pick[1].selectbox("Green: reconstruct capsule", range(10), index=default[1], format_func=mark, key=f"green_{vals}_{path.stem}")
+qp["caps"] = f"{red},{green}"
+chosen = segment(model, pair.image, (red, green)) if (red, green) != seg.capsules else seg
+r1, r2 = chosen.reconstructions
+cols = st.columns(4)
+cols[0].image(two_colour(pair.image, r1, r2), caption=f"R:({mark(red)},{mark(green)}) over L:({l1},{l2})", width=216)
+cols[1].image(to_image(r1), caption=f"capsule {mark(red)} alone (red)", width=216)
+cols[2].image(to_image(r2), caption=f"capsule {mark(green)} alone (green)", width=216)
+cols[3].image(segments_image(chosen.segments), caption="segmentation of the input's ink", width=216)
+counts = {SEGMENT_NAMES[k]: int((chosen.segments == k).sum()) for k in range(1, 5)}
+legend = " · ".join(
+    f"<span style='color:rgb{tuple(int(v) for v in SEGMENT_COLOURS[k])}'>■</span> {name.replace('first', f'capsule {red}').replace('second', f'capsule {green}')}: {counts[name]} px"
+    for k, name in SEGMENT_NAMES.items()
+    if k
+)
+st.markdown(legend, unsafe_allow_html=True)
+st.caption(
+    "A pixel of the input's ink belongs to a capsule where that capsule's reconstruction is above 0.1 (the paper: "
+    "'non-zero'). Try a capsule marked *: neither a label nor the prediction, it has little left to explain."
+)
+
+st.subheader("Accuracy on generated test pairs")
+st.caption(
+    "The paper's rule: a pair is right when its two labels are the two longest capsules. Pairs come from the fixed "
+    "evaluation set (each test digit paired once with a digit of another class, seeded)."
+)
+n = st.select_slider("Pairs", [100, 500, 1000, 2000, 5000, 10000], value=1000, key="mm_pairs")
+res = long_job(
+    f"{st.session_state['model_key']}:{n}",
+    "Measure accuracy",
+    lambda progress: pair_accuracy(model, data.images, data.labels, n, on_progress=progress),
+)
+if res is not None:
+    st.metric("Accuracy", f"{res.accuracy:.1f}%", help=f"{res.n} pairs; test error {100 - res.accuracy:.1f}%")
+    st.markdown("**The hardest pairs** (wrong ones first, then those where the second digit's capsule was least sure):")
+    gallery = st.columns(len(res.hardest))
+    for col, h in zip(gallery, res.hardest, strict=True):
+        p = compose_pair(data.images, data.labels, h["index"][0], h["index"][1], h["shifts"])
+        col.image(
+            to_image(p.image, 3),
+            caption=f"L:({h['labels'][0]},{h['labels'][1]}) P:({h['top2'][0]},{h['top2'][1]}){'' if h['correct'] else ' ✗'}",
+        )
+        if col.button("Open", key=f"open_{h['index'][0]}_{h['index'][1]}"):
+            st.session_state["pair_pending"] = spec(h["index"][0], h["index"][1], h["shifts"])
+            st.rerun()
