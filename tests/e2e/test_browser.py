@@ -156,3 +156,62 @@ def test_draw_a_digit_and_see_it_classified(page, server, shots):
     expect(page.get_by_text(re.compile(r"Prediction: \d"))).to_be_visible()
     shot(page, shots, "explorer_drawn")
     no_exceptions(page)
+
+
+def test_multimnist_pair_shows_both_overlays(page, server, shots):
+    open_page(
+        page,
+        server["url"] + "/multimnist?model=tiny-multimnist.safetensors&pair=3,8,-2,1,2,-3",
+        "MultiMNIST: two digits on top of each other",
+    )
+    expect(page.get_by_role("spinbutton", name="First digit (test index)")).to_have_value("3")
+    overlay = page.get_by_text(re.compile(r"^R:\(\d\*?,\d\*?\) over L:\(\d,\d\)$"))
+    expect(overlay).to_be_visible()
+    expect(page.get_by_text(re.compile(r"capsule \d\*? alone \(red\)"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"capsule \d\*? alone \(green\)"))).to_be_visible()
+    expect(page.get_by_text("segmentation of the input's ink")).to_be_visible()
+    first = page.locator("[data-testid='stImage'] img").first
+    old = first.get_attribute("src")
+    page.get_by_role("spinbutton", name="dx 2").fill("4")
+    page.keyboard.press("Enter")
+    wait_for_app_run(page)
+    expect(page).to_have_url(re.compile(r"pair=3%2C8%2C-2%2C1%2C2%2C4|pair=3,8,-2,1,2,4"))
+    assert first.get_attribute("src") != old
+    shot(page, shots, "multimnist")
+    page.get_by_role("button", name="Measure accuracy").click()
+    expect(page.get_by_test_id("stMetricLabel").get_by_text("Accuracy")).to_be_visible(timeout=60_000)
+    expect(page.get_by_text("The hardest pairs", exact=False)).to_be_visible()
+    shot(page, shots, "multimnist_accuracy")
+    no_exceptions(page)
+
+
+def test_robustness_affine_slider_updates_both_predictions(page, server, shots):
+    open_page(
+        page, server["url"] + "/robustness?model=tiny-capsnet.safetensors&image=4", "Robustness: affine transforms and adversarial attacks"
+    )
+    titles = page.locator("[data-testid='stPlotlyChart'] .gtitle")
+    expect(titles.filter(has_text="tiny-capsnet:")).to_have_count(1)
+    expect(titles.filter(has_text="tiny-cnn:")).to_have_count(1)
+    image = page.locator("[data-testid='stImage'] img").first
+    old = image.get_attribute("src")
+    page.get_by_role("slider", name="rotate (degrees)").focus()
+    for _ in range(6):
+        page.keyboard.press("ArrowRight")
+    wait_for_app_run(page)
+    page.wait_for_function("([el, old]) => el.src !== old", arg=[image.element_handle(), old])
+    expect(titles.filter(has_text="tiny-cnn:")).to_have_count(1)
+    shot(page, shots, "robustness_affine")
+    page.get_by_role("tab", name="Adversarial attacks").click()
+    page.get_by_role("button", name="Run the attack sweep").click()
+    expect(titles.filter(has_text="FGSM accuracy on 100 test digits")).to_be_visible(timeout=120_000)
+    expect(page.get_by_text("Fraction of zero input gradients", exact=False)).to_be_visible()
+    shot(page, shots, "robustness_fgsm")
+    no_exceptions(page)
+
+
+def test_reproduction_table(page, server, shots):
+    open_page(page, server["url"] + "/reproduction", "Reproduction: our checkpoints beside the papers")
+    expect(page.get_by_role("cell", name="0.25")).to_be_visible()
+    expect(page.get_by_text("How each was measured")).to_be_visible()
+    shot(page, shots, "reproduction")
+    no_exceptions(page)
