@@ -216,6 +216,52 @@ def drawn_image() -> np.ndarray | None:
     return mnist_style(a) if a.max() > 0 else None
 
 
+# 16 native range inputs: each key press or release sends all 16 values at once, with no
+# debounce, so only the explorer's fragment reruns (st.slider waits ~200 ms in its frontend first).
+_DIMS_HTML = '<div class="dims" role="group" aria-label="DigitCaps dimensions"></div><button type="button">Reset all to 0</button>'
+_DIMS_CSS = """
+.dims { display: grid; grid-template-columns: repeat(4, 1fr); gap: 0.4rem 1.2rem; margin-bottom: 0.6rem; }
+.dims label { display: flex; align-items: center; gap: 0.4rem; font: 0.85rem sans-serif; }
+.dims input { flex: 1; min-width: 4rem; accent-color: #ff4b4b; }
+.dims output { width: 3.2rem; font-variant-numeric: tabular-nums; text-align: right; }
+button { font: 0.9rem sans-serif; padding: 0.3rem 0.8rem; border: 1px solid #ccc; border-radius: 0.5rem; background: white; cursor: pointer; }
+"""
+_DIMS_JS = """
+export default function (component) {
+  const { parentElement, data, setStateValue } = component;
+  const root = parentElement.querySelector(".dims");
+  const fmt = (v) => (v > 0 ? "+" : v < 0 ? "" : "\u00a0") + v.toFixed(2);
+  if (!root.dataset.ready) {  // first mount: draw the inputs at the values Python holds
+    root.dataset.ready = "1";
+    root.innerHTML = data.values.map((v, d) =>
+      `<label><span>d${d}</span><input type="range" min="-0.25" max="0.25" step="0.05" value="${v}" aria-label="d${d}"><output>${fmt(v)}</output></label>`
+    ).join("");
+  }
+  const inputs = [...root.querySelectorAll("input")];
+  const outputs = [...root.querySelectorAll("output")];
+  const send = () => setStateValue("deltas", inputs.map((i) => Number(i.value)));
+  inputs.forEach((inp, d) => {
+    inp.oninput = () => { outputs[d].textContent = fmt(Number(inp.value)); };
+    inp.onchange = send;
+  });
+  parentElement.querySelector("button").onclick = () => {
+    inputs.forEach((inp, d) => { inp.value = 0; outputs[d].textContent = fmt(0); });
+    send();
+  };
+}
+"""
+_dims = st.components.v2.component("capsviz.dimension_sliders", html=_DIMS_HTML, css=_DIMS_CSS, js=_DIMS_JS)
+
+
+def dimension_sliders(initial: np.ndarray) -> np.ndarray:
+    """16 sliders in [-0.25, 0.25], step 0.05, keyboard-friendly (arrows, Home, End), with a reset
+    button; `initial` (a shared link's values) applies until the user moves one. -> (16,) deltas."""
+    start = [float(v) for v in initial]
+    result = _dims(key="dims", data={"values": start}, default={"deltas": start}, on_deltas_change=lambda: None)
+    values = getattr(result, "deltas", None) or start
+    return np.clip(np.round(np.asarray(values, np.float32) / 0.05) * 0.05, -0.25, 0.25).astype(np.float32) + 0.0  # + 0.0: no -0
+
+
 @st.cache_data(show_spinner="Finding the test images this model gets wrong ...")
 def mistakes(model_key: str, _model, dataset: str) -> np.ndarray:
     data = _test_set(dataset, os.environ.get("CAPSVIZ_DATA_DIR"))

@@ -6,7 +6,7 @@ import streamlit as st
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid, predict
 from capsviz.data.mnist import CLASS_NAMES
 from capsviz.viz import capsule_bars, effect_bars, grid_image, png_bytes, to_image
-from pages.common import page_model, pick_image, require_router
+from pages.common import dimension_sliders, page_model, pick_image, require_router
 
 require_router()
 
@@ -49,10 +49,10 @@ capsule = st.selectbox(
 )
 qp["capsule"] = str(capsule)
 if "dims_from_url" not in st.session_state:  # a shared link's slider values, applied once
-    st.session_state["dims_from_url"] = True
+    st.session_state["dims_from_url"] = np.zeros(16, np.float32)
     for d, v in enumerate(qp.get("dims", "").split(",")[:16]):
         try:
-            st.session_state[f"dim{d}"] = float(np.clip(round(float(v) / 0.05) * 0.05, -0.25, 0.25))
+            st.session_state["dims_from_url"][d] = float(np.clip(round(float(v) / 0.05) * 0.05, -0.25, 0.25))
         except ValueError:
             pass
 
@@ -66,15 +66,10 @@ c.image(to_image(decode(model, pred.capsules[capsule], capsule)), caption=f"reco
 def sliders():
     """Only this fragment reruns while sliding: one decoder pass, a few milliseconds."""
     st.subheader("Perturb one dimension at a time")
-    if st.button("Reset all to 0", key="reset_dims"):
-        for d in range(16):
-            st.session_state[f"dim{d}"] = 0.0
+    st.caption("Drag a slider, or focus one and use the arrow keys (Home and End jump to the ends).")
     cols = st.columns([3, 2])
     with cols[0]:
-        grid = st.columns(4)
-        deltas = np.array(
-            [grid[d % 4].slider(f"d{d}", -0.25, 0.25, 0.0, 0.05, key=f"dim{d}", format="%+.2f") for d in range(16)], dtype=np.float32
-        )
+        deltas = dimension_sliders(st.session_state["dims_from_url"])
     with cols[1]:
         rec = decode(model, pred.capsules[capsule], capsule, deltas)
         st.query_params["dims"] = ",".join(f"{v:g}" for v in deltas)

@@ -116,17 +116,26 @@ def test_sidebar_dataset_filters_the_models(app):
     assert app.query_params["model"] == "fashion.safetensors"
 
 
+def dims_component(app):
+    return next(e for e in app.main if type(e).__name__ == "UnknownElement" and "dimension_sliders" in str(e.proto))
+
+
 def test_explorer_shows_prediction_and_sliders_change_reconstruction(app):
     app.switch_page("pages/explorer.py").run()
     assert not app.exception, app.exception
-    assert len(app.slider) == 16 and all((s.min, s.max, s.step) == (-0.25, 0.25, 0.05) for s in app.slider)
+    spec = str(dims_component(app).proto)
+    assert "-0.25" in spec and "0.05" in spec  # the 16 range inputs' bounds and step
+    assert app.session_state["dims"]["deltas"] == [0.0] * 16
     imgs = [i.value for i in app.image]
-    app.slider(key="dim3").set_value(0.25).run()
+    app.session_state["dims"] = {"deltas": [0.0, 0.0, 0.0, 0.25] + [0.0] * 12}  # what the browser sends on a key press
+    app.run()
     assert not app.exception
     after = [i.value for i in app.image]
     assert imgs[2] != after[2] and imgs[1] == after[1]  # only the perturbed reconstruction changed
-    app.button(key="reset_dims").click().run()
-    assert app.slider(key="dim3").value == 0.0
+    assert app.image[2].captions == ["perturbed: d3 +0.25"]
+    app.session_state["dims"] = {"deltas": [0.31, -0.07] + [0.0] * 14}  # off-grid values snap to the 0.05 grid in range
+    app.run()
+    assert app.query_params["dims"].startswith("0.25,-0.05,0,")
     app.number_input(key="image").set_value(5).run()
     assert app.query_params["image"] == "5"
 
@@ -221,8 +230,10 @@ def test_a_shared_link_opens_the_same_explorer_view(app):
     assert not app.exception
     assert app.number_input(key="image").value == 4
     assert app.selectbox[1].label == "Capsule to decode" and app.selectbox[1].value == 2
-    assert app.slider(key="dim2").value == pytest.approx(0.1) and app.slider(key="dim4").value == pytest.approx(-0.25)
-    app.slider(key="dim0").set_value(0.05).run()
+    assert app.session_state["dims"]["deltas"][:5] == pytest.approx([0, 0, 0.1, 0, -0.25])
+    assert app.image[2].captions == ["perturbed: d2 +0.10, d4 -0.25"]
+    app.session_state["dims"] = {"deltas": [0.05, 0, 0.1, 0, -0.25] + [0.0] * 11}
+    app.run()
     assert app.query_params["dims"].startswith("0.05,0,0.1,0,-0.25")
 
 

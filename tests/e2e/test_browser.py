@@ -52,21 +52,21 @@ def test_explorer_slider_changes_reconstruction_fast(page, server, shots):
     expect(perturbed).to_be_visible()
     shot(page, shots, "explorer")
     timings = []
-    for presses in (1, 2):
+    thumb = page.get_by_role("slider", name="d5")
+    for key in ["ArrowRight"] * 5 + ["ArrowLeft", "ArrowRight"]:  # 0.05, 0.10, ... 0.25, 0.20, 0.25
         old = perturbed.get_attribute("src")
-        thumb = page.get_by_role("slider", name="d5")
         thumb.focus()
         t0 = time.perf_counter()
-        for _ in range(presses):
-            page.keyboard.press("ArrowRight")
+        page.keyboard.press(key)
         page.wait_for_function(
             "([el, old]) => el.src !== old && el.complete && el.naturalWidth > 0", arg=[perturbed.element_handle(), old], polling="raf"
         )
         timings.append(time.perf_counter() - t0)
         wait_for_app_run(page)
-    expect(page.get_by_text(re.compile(r"perturbed: d5 \+0\.(05|15)"))).to_be_visible()
-    print(f"slider -> new reconstruction in the browser: {[round(1000 * t) for t in timings]} ms")
-    assert min(timings) < 1.0  # target 300 ms; generous here for a loaded CI machine
+    expect(page.get_by_text("perturbed: d5 +0.25")).to_be_visible()
+    ms = sorted(round(1000 * t) for t in timings)
+    print(f"slider key press -> new reconstruction in the browser, ms: {ms}, median {ms[3]}")
+    assert ms[3] < 300  # issue 5's target on this 2-core CPU (measured medians 130-215 ms)
     shot(page, shots, "explorer_perturbed")
     page.get_by_role("button", name="Reset all to 0").click()
     wait_for_app_run(page)
