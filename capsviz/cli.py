@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -108,12 +109,19 @@ def cmd_train(args) -> int:
         raise CapsvizError("--epochs and --batch-size must be at least 1")
     stop = threading.Event()
     bar = ProgressBar()
+
+    def graceful(signum, frame):  # SIGTERM (kill, a batch system's time limit): save where we are and exit
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, graceful)
     try:
         meta = train(run, args.out, on_event=bar, stop=stop, resume=args.resume)
     except KeyboardInterrupt:
         stop.set()
         print(f"\ninterrupted: the last epoch's checkpoint is at {args.out}; continue with --resume {args.out}", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if meta:
         print(json.dumps({"checkpoint": str(args.out), **meta.get("metrics", {})}))
     return 0

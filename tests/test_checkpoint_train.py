@@ -160,6 +160,25 @@ def test_stop_is_honoured_within_one_step(synthetic_data, tmp_path):
     assert ckpt.train_state_path(tmp_path / "m.safetensors").is_file()
 
 
+def test_sigterm_saves_a_resumable_checkpoint(synthetic_data, tmp_path):
+    """kill (or a batch system's time limit) stops the CLI at the next step with nothing lost."""
+    import signal
+
+    out = tmp_path / "m.safetensors"
+    cmd = [sys.executable, "-m", "capsviz", "train", "--model", "capsnet-small", "--epochs", "50", "--batch-size", "8", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
+    seen = ""
+    while "/3750" not in seen:  # the first step has run
+        seen += proc.stderr.read(1)
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 0, err
+    assert "resume with --resume" in err
+    meta = ckpt.read_meta(out)
+    assert not meta["complete"] and 0 < meta["epochs"] < 1 and ckpt.train_state_path(out).is_file()
+
+
 def test_cli_errors_are_one_line_and_nonzero(synthetic_data, tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "missing.safetensors")]) == 2
     err = capsys.readouterr().err
