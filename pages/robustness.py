@@ -67,8 +67,9 @@ with tab_affine:
             cols[0].image(to_image(warped, 5), caption=f"transformed (label {label})", width=150)
             for col, (name, m) in zip(cols[1:], models.items(), strict=False):
                 p = predict(m, warped)
+                y_title = {"capsnet": "capsule length", "matrix": "class activation"}.get(m.config.family, "softmax probability")
                 col.plotly_chart(
-                    capsule_bars(p.scores, names, p.predicted, f"{name}: {names[p.predicted]} ({p.scores[p.predicted]:.2f})"),
+                    capsule_bars(p.scores, names, p.predicted, f"{name}: {names[p.predicted]} ({p.scores[p.predicted]:.2f})", y_title),
                     key=f"aff_bars_{name}",
                 )
 
@@ -97,7 +98,8 @@ with tab_affine:
 
 with tab_adv:
     st.caption(
-        "White-box attacks on each model's own loss. FGSM takes one step of size epsilon along the sign of the input "
+        "White-box attacks on the cross-entropy of each model's class scores (capsule lengths or activations read as "
+        "logits: the margin and spread losses are flat for confidently classified images, which would mask the gradient). FGSM takes one step of size epsilon along the sign of the input "
         "gradient; BIM takes 10 smaller steps, each kept within epsilon of the original. Untargeted attacks push away "
         "from the label (accuracy should fall); targeted ones pull towards a random other class (success should rise). "
         "The paper: the capsule model never fell below chance untargeted, while the CNN did at epsilon 0.2."

@@ -9,7 +9,8 @@ from capsviz.checkpoint import list_checkpoints, load_checkpoint
 from capsviz.data import load_split
 from capsviz.train import evaluate
 
-SHIPPED = sorted((Path(__file__).resolve().parents[1] / "checkpoints").glob("*.safetensors"))
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "checkpoints"
+SHIPPED = sorted(SHIPPED_DIR.glob("*.safetensors"))
 
 
 def test_there_is_a_shipped_model():
@@ -38,3 +39,19 @@ def test_shipped_error_agrees_on_real_data(path, real_data):
     # the whole test set again: at most 5 of 10,000 images may flip (float16 storage, other CPUs)
     assert ours["n_test"] == 10000
     assert abs(ours["test_error"] - meta["metrics"]["test_error"]) <= 0.05, (ours, meta["metrics"])
+
+
+def test_attacks_are_not_masked_on_the_shipped_capsnet(real_data):
+    """The margin loss is flat for confidently classified images (why attacks use cross-entropy)."""
+    from capsviz.analysis.robustness import input_gradient, zero_gradient_fraction
+    from capsviz.losses import margin_loss
+
+    model, meta = load_checkpoint(SHIPPED_DIR / "capsnet-small-mnist.safetensors")
+    data = load_split("mnist", "test")
+    x, y = data.images[:64].float().div(255).unsqueeze(1), data.labels[:64]
+    assert zero_gradient_fraction(model, x, y) < 0.15  # measured 7%: pixels no live Conv1 unit sees
+    with torch.enable_grad():
+        xg = x.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(margin_loss(model(xg, reconstruct=False).scores, y) * len(y), xg)
+    assert (g == 0).float().mean() > 0.3  # most images sit in the margin loss's flat region
+    assert input_gradient(model, x, y).abs().sum() > 0

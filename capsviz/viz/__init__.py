@@ -31,12 +31,12 @@ def png_bytes(img: Image.Image) -> bytes:
     return buf.getvalue()
 
 
-def capsule_bars(scores: np.ndarray, names, predicted: int, title: str) -> go.Figure:
+def capsule_bars(scores: np.ndarray, names, predicted: int, title: str, y_title: str = "capsule length") -> go.Figure:
     colors = ["#d62728" if i == predicted else "#7f7f7f" for i in range(len(scores))]
     fig = go.Figure(
         go.Bar(x=[str(n) for n in names], y=scores, marker_color=colors, text=[f"{s:.2f}" for s in scores], textposition="outside")
     )
-    fig.update_layout(title=title, yaxis=dict(range=[0, 1.1], title="capsule length"), height=300, margin=dict(l=10, r=10, t=40, b=10))
+    fig.update_layout(title=title, yaxis=dict(range=[0, 1.1], title=y_title), height=300, margin=dict(l=10, r=10, t=40, b=10))
     return fig
 
 
@@ -146,7 +146,13 @@ def segments_image(segments: np.ndarray, scale: int = 6) -> Image.Image:
 
 def sweep_lines(x, series: dict[str, list[float]], title: str, x_title: str, y_title: str, chance: float | None = None) -> go.Figure:
     """One line per named series over x (accuracy versus transform strength or epsilon)."""
-    fig = go.Figure([go.Scatter(x=list(x), y=v, name=name, mode="lines+markers") for name, v in series.items()])
+    colours = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd"]  # the capsule model first, in the bars' red
+    fig = go.Figure(
+        [
+            go.Scatter(x=list(x), y=v, name=name, mode="lines+markers", line_color=colours[k % 4])
+            for k, (name, v) in enumerate(series.items())
+        ]
+    )
     if chance is not None:
         fig.add_hline(y=chance, line_dash="dot", annotation_text="chance")
     fig.update_layout(
