@@ -215,3 +215,24 @@ def test_reproduction_table(page, server, shots):
     expect(page.get_by_text("How each was measured")).to_be_visible()
     shot(page, shots, "reproduction")
     no_exceptions(page)
+
+
+def test_a_long_sweep_can_be_cancelled(page, own_server, shots):
+    open_page(
+        page, own_server["url"] + "/robustness?model=tiny-capsnet.safetensors", "Robustness: affine transforms and adversarial attacks"
+    )
+    page.get_by_role("tab", name="Adversarial attacks").click()
+    page.get_by_text("BIM", exact=True).click()
+    wait_for_app_run(page)
+    slider = page.get_by_role("slider", name="Test images")
+    slider.focus()
+    page.keyboard.press("End")  # all 200 synthetic test images x 7 epsilons x 10 BIM steps x 2 models
+    wait_for_app_run(page)
+    page.get_by_role("button", name="Run the attack sweep").click()
+    expect(page.get_by_text(re.compile(r"Run the attack sweep: \d+ / 2800"))).to_be_visible()
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.get_by_text("cancelled before it finished", exact=False)).to_be_visible()
+    expect(page.locator("[data-testid='stPlotlyChart'] .gtitle").filter(has_text="BIM accuracy")).to_have_count(0)
+    expect(page.get_by_role("button", name="Run the attack sweep")).to_be_visible()
+    shot(page, shots, "robustness_cancelled")
+    no_exceptions(page)
