@@ -209,21 +209,30 @@ def cmd_bench(args) -> int:
 def cmd_export(args) -> int:
     """float16 weights halve the file; the error is measured again after the conversion, on the
     whole test set, and the export is refused if it moved by more than --max-change."""
+    import torch
+
     from capsviz.checkpoint import load_checkpoint, save_checkpoint
-    from capsviz.data import load_split
+    from capsviz.data import batches, load_split
     from capsviz.train import evaluate
 
     model, meta = load_checkpoint(args.src)
     data = load_split(meta["dataset"], "test", args.data_dir)
-    before = evaluate(model, meta["dataset"], data)
+    x = next(batches(meta["dataset"], data, 256, train=False))[0]
+
+    def reconstructions():
+        with torch.no_grad():
+            return model(x).reconstruction
+
+    before, rec = evaluate(model, meta["dataset"], data), reconstructions()
     model.half().float()  # round every weight through float16, as the file will store it
-    after = evaluate(model, meta["dataset"], data)
+    after, rec16 = evaluate(model, meta["dataset"], data), reconstructions()
+    rec_change = None if rec is None else float((rec16 - rec).abs().max())
     change = after["test_error"] - before["test_error"]
     if abs(change) > args.max_change:
         raise CapsvizError(
             f"float16 storage changes the test error by {change:+.3f} points ({before['test_error']:.2f}% -> {after['test_error']:.2f}%); not exported"
         )
-    meta = dict(meta, metrics=after, float32_test_error=before["test_error"], stored_as="float16")
+    meta = dict(meta, metrics=after, float32_test_error=before["test_error"], stored_as="float16", float16_reconstruction_change=rec_change)
     save_checkpoint(args.dst, model, meta, half=True)
     print(
         json.dumps(
@@ -231,6 +240,7 @@ def cmd_export(args) -> int:
                 "checkpoint": str(args.dst),
                 "float32_test_error": before["test_error"],
                 "float16_test_error": after["test_error"],
+                "max_reconstruction_change": rec_change,  # largest pixel change over 256 test images, None without a decoder
                 "bytes": args.dst.stat().st_size,
             }
         )

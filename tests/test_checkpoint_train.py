@@ -277,3 +277,4 @@ def test_cli_export_halves_the_file_and_remeasures(synthetic_data, tmp_path, cap
     assert (
         meta["stored_as"] == "float16" and meta["metrics"]["test_error"] == out["float16_test_error"] and meta["metrics"]["n_test"] == 200
     )
+    assert 0 < out["max_reconstruction_change"] < 0.05 and meta["float16_reconstruction_change"] == out["max_reconstruction_change"]
