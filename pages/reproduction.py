@@ -11,7 +11,7 @@ require_router()
 st.title("Reproduction: our checkpoints beside the papers")
 st.markdown(
     "Every number in the *ours* columns is the test error stored in a checkpoint's metadata, measured by "
-    "`python -m capsviz evaluate` (or at the end of training) on the test split; hover a cell's footnote for how. "
+    "`python -m capsviz evaluate` (or at the end of training) on the test split; the numbered notes under the table say how. "
     "Empty cells give the command that would fill them. A dagger (†) marks a checkpoint smaller than the paper's model."
 )
 
