@@ -45,6 +45,19 @@ else:
     )
 key = st.session_state["model_key"] + "|" + "|".join(models)
 
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def attacked(model_key: str, _model, _x, _y, eps: float, method: str, targeted: bool, _target):
+    """A few attacked test images, their predictions and (CapsNet) reconstructions, cached per
+    (model, epsilon, attack); the images are always the first test images, the targets seeded."""
+    adv = attack(_model, _x, _y, eps, method, _target)
+    pred = predict_scores(_model, adv).argmax(1).numpy()
+    recs = None
+    if _model.config.family == "capsnet" and _model.config.reconstruction:
+        recs = np.stack([predict(_model, a[0].numpy()).reconstruction for a in adv])
+    return adv[:, 0].numpy(), pred, recs
+
+
 tab_affine, tab_adv = st.tabs(["Affine transforms", "Adversarial attacks"])
 
 with tab_affine:
@@ -139,11 +152,10 @@ with tab_adv:
         show = min(6, n)
         target = other_class(y[:show], 10) if targeted else None
         for name, m in models.items():
-            adv = attack(m, x[:show], y[:show], eps, method, target)
-            pred = predict_scores(m, adv).argmax(1)
+            adv, pred, recs = attacked(f"{key}:{name}", m, x[:show], y[:show], eps, method, targeted, target)
             st.markdown(f"**{name}**" + (" (targets: " + ", ".join(map(str, target.tolist())) + ")" if targeted else ""))
             cols = st.columns(show)
             for i, col in enumerate(cols):
-                col.image(to_image(adv[i, 0].numpy(), 3), caption=f"{int(y[i])} → {int(pred[i])}")
-                if m.config.family == "capsnet" and m.config.reconstruction:
-                    col.image(to_image(predict(m, adv[i, 0].numpy()).reconstruction, 3), caption="reconstruction")
+                col.image(to_image(adv[i], 3), caption=f"{int(y[i])} → {int(pred[i])}")
+                if recs is not None:
+                    col.image(to_image(recs[i], 3), caption="reconstruction")
