@@ -173,3 +173,25 @@ def test_table1_prefers_paper_size_then_lower_error():
     assert r1["cells"]["mnist"].ours == 0.9
     empty = next(r for r in rows if r["routing"] == 1 and r["reconstruction"] is False)["cells"]["mnist"]
     assert empty.ours is None and "--routing-iterations 1 --no-reconstruction" in empty.how
+
+
+def test_page_interactions_answer_well_under_a_second():
+    """What one widget change recomputes, at the shipped models' sizes (measured 110-160 ms on the
+    2-core CPU while two trainings shared it)."""
+    import time
+
+    from capsviz.analysis import predict
+
+    torch.manual_seed(0)
+    pair_model = build_model(preset("capsnet-small", in_size=36)).eval()
+    caps, cnn = build_model(preset("capsnet-small")).eval(), build_model(preset("cnn-small")).eval()
+    pair, digit = np.random.rand(36, 36).astype(np.float32), np.random.rand(28, 28).astype(np.float32)
+    with torch.no_grad():
+        for _ in range(2):  # the first call warms up
+            t0 = time.perf_counter()
+            segment(pair_model, pair, (3, 4))
+            t1 = time.perf_counter()
+            warped = warp(digit, 30, 1.1, 0.2, 2, -1)
+            predict(caps, warped), predict(cnn, warped)
+            t2 = time.perf_counter()
+    assert t1 - t0 < 0.5 and t2 - t1 < 0.5, (t1 - t0, t2 - t1)
