@@ -35,7 +35,7 @@ def test_zoo_page_and_model_picker(page, server, shots):
     expect(page.get_by_test_id("stPlotlyChart").first).to_be_visible()
     expect(page.get_by_test_id("stMetricValue").nth(1)).to_have_text("12.50%")
     shot(page, shots, "zoo")
-    page.get_by_role("button", name="Use this model").nth(1).click()
+    page.get_by_role("button", name="Use this model").nth(2).click()  # cards: tiny-capsnet, tiny-cnn, tiny-matrix, ...
     wait_for_app_run(page)
     shot(page, shots, "zoo_after_pick")
     expect(page).to_have_url(re.compile(r"model=tiny-matrix\.safetensors"))  # waits for the rerun the click starts
