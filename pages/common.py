@@ -220,10 +220,11 @@ def drawn_image() -> np.ndarray | None:
 # debounce, so only the explorer's fragment reruns (st.slider waits ~200 ms in its frontend first).
 _DIMS_HTML = '<div class="dims" role="group" aria-label="DigitCaps dimensions"></div><button type="button">Reset all to 0</button>'
 _DIMS_CSS = """
-.dims { display: grid; grid-template-columns: repeat(4, 1fr); gap: 0.4rem 1.2rem; margin-bottom: 0.6rem; }
-.dims label { display: flex; align-items: center; gap: 0.4rem; font: 0.85rem sans-serif; }
-.dims input { flex: 1; min-width: 4rem; accent-color: #ff4b4b; }
-.dims output { width: 3.2rem; font-variant-numeric: tabular-nums; text-align: right; }
+.dims { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 0.35rem 1.5rem; margin-bottom: 0.6rem; }
+.dims label { display: flex; align-items: center; gap: 0.5rem; min-width: 0; font: 0.85rem sans-serif; }
+.dims span { width: 2rem; }
+.dims input { flex: 1; min-width: 0; accent-color: #ff4b4b; }
+.dims output { width: 3rem; font-variant-numeric: tabular-nums; text-align: right; }
 button { font: 0.9rem sans-serif; padding: 0.3rem 0.8rem; border: 1px solid #ccc; border-radius: 0.5rem; background: white; cursor: pointer; }
 """
 _DIMS_JS = """
