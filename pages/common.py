@@ -354,3 +354,9 @@ def long_job(key: str, label: str, fn, help: str | None = None):
     st.session_state.pop(running, None)
     bar.empty()
     st.rerun()  # redraw without the Cancel button
+
+
+def count_slider(label: str, choices: list[int], default: int, available: int, key: str, container=st) -> int:
+    """How many test images (or pairs) to use: the choices up to what the test set holds."""
+    options = [c for c in choices if c < available] + [available]
+    return container.select_slider(label, options, value=min(default, available), key=key)

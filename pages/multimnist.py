@@ -6,7 +6,7 @@ import streamlit as st
 from capsviz.analysis.multimnist import SEGMENT_NAMES, compose_pair, draw_pair, pair_accuracy, segment
 from capsviz.data.multimnist import MAX_SHIFT
 from capsviz.viz import SEGMENT_COLOURS, capsule_bars, segments_image, to_image, two_colour
-from pages.common import long_job, page_model, require_router, test_set
+from pages.common import count_slider, long_job, page_model, require_router, test_set
 
 require_router()
 
@@ -119,7 +119,7 @@ st.caption(
     "The paper's rule: a pair is right when its two labels are the two longest capsules. Pairs come from the fixed "
     "evaluation set (each test digit paired once with a digit of another class, seeded)."
 )
-n = st.select_slider("Pairs", [100, 500, 1000, 2000, 5000, 10000], value=1000, key="mm_pairs")
+n = count_slider("Pairs", [100, 500, 1000, 2000, 5000, 10000], 1000, N, "mm_pairs")
 res = long_job(
     f"{st.session_state['model_key']}:{n}",
     "Measure accuracy",

@@ -9,7 +9,7 @@ from capsviz.analysis import predict
 from capsviz.analysis.robustness import affine_sweep, attack, attack_sweep, other_class, predict_scores, warp
 from capsviz.data.mnist import CLASS_NAMES
 from capsviz.viz import capsule_bars, sweep_lines, to_image
-from pages.common import checkpoint_dir, checkpoints, load_model, long_job, page_model, pick_image, require_router, test_set
+from pages.common import checkpoint_dir, checkpoints, count_slider, load_model, long_job, page_model, pick_image, require_router, test_set
 
 require_router()
 
@@ -96,7 +96,7 @@ with tab_affine:
     )
     data = test_set(dataset)
     if data is not None:
-        n = st.select_slider("Test images", [100, 200, 500, 1000, 2000], value=500, key="aff_n")
+        n = count_slider("Test images", [100, 200, 500, 1000, 2000], 500, len(data), "aff_n")
         strengths = np.round(np.arange(0, 2.01, 0.25), 2)
         sweep = long_job(
             f"{key}:affine:{n}",
@@ -122,7 +122,7 @@ with tab_adv:
         c = st.columns(3)
         method = c[0].radio("Attack", ["fgsm", "bim"], format_func=str.upper, horizontal=True, key="adv_method")
         targeted = c[1].toggle("Targeted", key="adv_targeted")
-        n = c[2].select_slider("Test images", [50, 100, 200, 500, 1000], value=100, key="adv_n")
+        n = count_slider("Test images", [50, 100, 200, 500, 1000], 100, len(data), "adv_n", c[2])
         epsilons = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3]
         x = data.images[:n].float().div(255).unsqueeze(1)
         if size == 40:
