@@ -36,7 +36,9 @@ def spec(first: int, second: int, shifts) -> list[int]:
     return [first, second, *shifts[0], *shifts[1]]
 
 
-if "pair_i1" not in st.session_state:  # a shared link's pair once, else the first pair the paper's rule draws
+if "pair_i1" not in st.session_state and "pair_saved" in st.session_state:  # back from another page
+    st.session_state["pair_pending"] = st.session_state["pair_saved"]
+elif "pair_i1" not in st.session_state:  # a shared link's pair once, else the first pair the paper's rule draws
     try:
         vals = [int(v) for v in qp.get("pair", "").split(",")]
         ok = len(vals) == 6 and all(0 <= v < N for v in vals[:2]) and all(abs(v) <= MAX_SHIFT for v in vals[2:])
@@ -60,6 +62,7 @@ with st.container(border=True):
         )
 
 vals = [int(st.session_state[k]) for k in KEYS]
+st.session_state["pair_saved"] = vals  # widget state is dropped while another page shows
 qp["pair"] = ",".join(map(str, vals))
 pair = compose_pair(data.images, data.labels, vals[0], vals[1], [vals[2:4], vals[4:6]])
 l1, l2 = pair.labels

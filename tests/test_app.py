@@ -308,6 +308,11 @@ def test_multimnist_page_overlays_segments_and_measures(app):
     assert app.metric[0].label == "Accuracy" and app.metric[0].value.endswith("%")
     app.button(key="random_pair").click().run()
     assert not app.exception
+    chosen = app.query_params["pair"]
+    app.switch_page("pages/zoo.py").run()
+    app.query_params.pop("pair", None)  # the sidebar's page links carry no ?pair=
+    app.switch_page("pages/multimnist.py").run()
+    assert app.query_params["pair"] == chosen  # the pair survives a visit to another page
 
 
 def test_multimnist_page_offers_a_fitting_model(app):
