@@ -44,8 +44,10 @@ ALL = "all datasets"
 
 
 def checkpoints() -> list[tuple[Path, dict]]:
-    """Readable checkpoints in checkpoints/ (fresh every run: a model trained in this session shows up at once)."""
-    return [(p, m) for p, m in list_checkpoints(checkpoint_dir()) if isinstance(m, dict)]
+    """Readable checkpoints in checkpoints/ (fresh every run: a model trained in this session shows up
+    at once), MNIST models first: the first is the default active model, and MNIST is where a newcomer starts."""
+    found = [(p, m) for p, m in list_checkpoints(checkpoint_dir()) if isinstance(m, dict)]
+    return sorted(found, key=lambda pm: (pm[1].get("dataset") != "mnist", pm[0].name))
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading model ...")
@@ -151,7 +153,10 @@ def sidebar() -> None:
             st.caption("No checkpoints yet.")
         else:
             datasets = sorted({m.get("dataset", "?") for _, m in found})
-            pending = st.session_state.get("pending_model") or st.query_params.get("model")
+            pending = st.session_state.get("pending_model")
+            if "link_model_seen" not in st.session_state:  # a shared link's model, on the session's first run only
+                st.session_state["link_model_seen"] = True
+                pending = pending or st.query_params.get("model")
             pending_meta = next((m for p, m in found if p.name == pending), None)
             if pending_meta and st.session_state.get("dataset_pick", ALL) not in (ALL, pending_meta.get("dataset")):
                 st.session_state["dataset_pick"] = ALL  # a link or card to another dataset's model wins
