@@ -336,7 +336,7 @@ def pick_image(dataset: str, names, size: int, model=None) -> tuple[np.ndarray, 
     return None
 
 
-def long_job(key: str, label: str, fn, help: str | None = None):
+def long_job(key: str, label: str, fn):
     """A computation worth a button (sweeps over hundreds of images). Its result is kept in the
     session per `key`; while it runs a progress bar moves and a Cancel button stops it: any click
     reruns the page, and Streamlit interrupts the loop at its next progress update."""
@@ -346,7 +346,7 @@ def long_job(key: str, label: str, fn, help: str | None = None):
     running = f"running:{label}"
     if st.session_state.pop(running, None) == key:
         st.info(f"{label}: cancelled before it finished. Nothing was kept.")
-    if not st.button(label, key=f"run_{label}", help=help, type="primary"):
+    if not st.button(label, key=f"run_{label}", type="primary"):
         return None
     st.session_state[running] = key
     bar = st.progress(0.0, text=f"{label} ...")

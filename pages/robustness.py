@@ -6,7 +6,7 @@ import streamlit as st
 import torch
 
 from capsviz.analysis import predict
-from capsviz.analysis.robustness import affine_sweep, attack, attack_sweep, other_class, predict_scores, warp
+from capsviz.analysis.robustness import affine_sweep, attack, attack_sweep, other_class, warp
 from capsviz.data.mnist import CLASS_NAMES
 from capsviz.viz import capsule_bars, sweep_lines, to_image
 from pages.common import checkpoint_dir, checkpoints, count_slider, load_model, long_job, page_model, pick_image, require_router, test_set
@@ -51,11 +51,10 @@ def attacked(model_key: str, _model, _x, _y, eps: float, method: str, targeted: 
     """A few attacked test images, their predictions and (CapsNet) reconstructions, cached per
     (model, epsilon, attack); the images are always the first test images, the targets seeded."""
     adv = attack(_model, _x, _y, eps, method, _target)
-    pred = predict_scores(_model, adv).argmax(1).numpy()
-    recs = None
-    if _model.config.family == "capsnet" and _model.config.reconstruction:
-        recs = np.stack([predict(_model, a[0].numpy()).reconstruction for a in adv])
-    return adv[:, 0].numpy(), pred, recs
+    with torch.no_grad():
+        out = _model(adv)  # one pass: scores, and a CapsNet's reconstruction from its longest capsule
+    recs = None if out.reconstruction is None else out.reconstruction.numpy()
+    return adv[:, 0].numpy(), out.scores.argmax(1).numpy(), recs
 
 
 tab_affine, tab_adv = st.tabs(["Affine transforms", "Adversarial attacks"])

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from capsviz.analysis import as_batch
 from capsviz.data import multimnist
 
 INK = 0.1  # a pixel counts as drawn (input) or explained (reconstruction) above this grey level
@@ -58,7 +59,7 @@ def segment(model, image: np.ndarray, capsules: tuple[int, ...] | None = None) -
     Each ink pixel of the input is assigned to the first and/or second reconstructed digit where that
     digit's reconstruction is non-zero (above INK), as the paper segments; ink neither explains is
     UNEXPLAINED, and pixels without ink are BACKGROUND."""
-    out = model(torch.tensor(image, dtype=torch.float32).view(1, 1, *image.shape), reconstruct=False)
+    out = model(as_batch(image), reconstruct=False)
     scores = out.scores[0].float()
     top2 = tuple(int(j) for j in scores.topk(2).indices)
     chosen = tuple(top2 if capsules is None else capsules)

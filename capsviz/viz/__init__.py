@@ -123,13 +123,11 @@ def histograms(counts: np.ndarray, bins: np.ndarray, names, title: str) -> go.Fi
     return fig
 
 
-def two_colour(image: np.ndarray, first: np.ndarray, second: np.ndarray | None = None, scale: int = 6) -> Image.Image:
+def two_colour(image: np.ndarray, first: np.ndarray, second: np.ndarray, scale: int = 6) -> Image.Image:
     """Fig. 5's overlay: the input in dim grey, one reconstruction in red and the other in green
     (pixels both explain turn yellow)."""
     g = np.clip(image, 0, 1) * 0.35
-    r = np.clip(first, 0, 1)
-    gr = np.zeros_like(r) if second is None else np.clip(second, 0, 1)
-    rgb = np.stack([np.maximum(g, r), np.maximum(g, gr), g], -1)
+    rgb = np.stack([np.maximum(g, np.clip(first, 0, 1)), np.maximum(g, np.clip(second, 0, 1)), g], -1)
     H, W = image.shape
     return Image.fromarray((rgb * 255).astype(np.uint8), "RGB").resize((W * scale, H * scale), Image.NEAREST)
 
