@@ -119,7 +119,7 @@ def em_routing(
     beta_u: torch.Tensor | float = 0.0,
     beta_a: torch.Tensor | float = 0.0,
     *,
-    final_lambda: float = 3.0,
+    final_lambda: float = 0.3,
     var_floor: float = 1e-4,
     lower_index: torch.Tensor | None = None,
     num_lower: int | None = None,
@@ -148,10 +148,13 @@ def em_routing(
       cost, tight initial clusters (log sigma ~ -3 over 16 dims) saturate every activation near 1
       and the spread loss gets no gradient. Only the ranking of costs survives, which is what the
       competition between capsules needs.
-    - lambda follows `lambda_schedule` (linear ramp to `final_lambda`).
+    - lambda follows `lambda_schedule` (linear ramp to `final_lambda`). The default 0.3 keeps the
+      logistic out of saturation: with z in [-3, 3] every a_j stays in [0.29, 0.71] (before beta_a
+      is learned), so the spread loss always has a gradient. At 3.0 the capsule with the tightest
+      initial votes sat at a ~ 1 for every image and training collapsed onto that class (RESULTS.md).
     """
     with torch.autocast(votes.device.type, enabled=False):
-        out = _em(
+        out = (_compiled_em or _em)(
             votes.float().movedim(-2, -3).contiguous(),  # (*N, J, I, H)
             a_in.float(),
             iterations,
@@ -169,6 +172,18 @@ def em_routing(
         out.R = out.R.movedim(-1, -2)  # (T, *N, I, J)
         out.votes = votes.detach()
     return out
+
+
+_compiled_em = None
+
+
+def compile_em() -> None:
+    """Route through a torch.compile'd EM core from now on: the compiler fuses the E- and M-step
+    loops, ~1.4x faster matrix-capsule training on the CPU (BENCH.md). Compiling the whole model
+    is slower here: the scatter over receptive fields breaks the graph into small pieces."""
+    global _compiled_em
+    if _compiled_em is None:
+        _compiled_em = torch.compile(_em, dynamic=False)
 
 
 def _em(V, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lower_index, num_lower, record):

@@ -27,6 +27,7 @@ from capsviz.devices import autocast, describe_hardware, pick_device
 from capsviz.errors import CapsvizError
 from capsviz.losses import margin_loss, reconstruction_loss, spread_loss, spread_margin
 from capsviz.models import build_model, count_parameters
+from capsviz.routing import compile_em
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,9 @@ def _train(run, out, emit, stop, resume):
     net = model
     if world > 1:
         net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    if run.compile:
+    if run.compile and model.config.family == "matrix":
+        compile_em()
+    elif run.compile:
         net = torch.compile(net)
     meta_base = {
         "run": asdict(run),
