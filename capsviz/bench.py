@@ -14,7 +14,7 @@ import torch
 from capsviz.config import PRESETS
 from capsviz.devices import autocast, describe_hardware, pick_device
 from capsviz.models import build_model, count_parameters
-from capsviz.routing import dynamic_routing_ji
+from capsviz.routing import compile_em, dynamic_routing_ji
 from capsviz.train import objective
 
 TRAIN_BATCH, INFER_BATCH = 128, 256
@@ -64,11 +64,15 @@ def train_step_seconds(model, batch: int, device, precision: str = "fp32", steps
     return _time(step, steps, device)
 
 
-def measure(name: str, device_name: str = "auto", precision: str = "fp32", steps: int = 3) -> dict:
+def measure(name: str, device_name: str = "auto", precision: str = "fp32", steps: int = 3, compile: bool = False) -> dict:
     device = pick_device(device_name)
     torch.manual_seed(0)
     cfg = PRESETS[name]
     model = build_model(cfg).to(device)
+    if compile and cfg.family == "matrix":
+        compile_em()
+    elif compile:
+        model = torch.compile(model)
     S = cfg.in_size
     base_mb = _peak_mb(device)
     t_train = train_step_seconds(model, TRAIN_BATCH, device, precision, steps)
@@ -97,13 +101,15 @@ def measure(name: str, device_name: str = "auto", precision: str = "fp32", steps
         "baseline_mb": base_mb,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
+        "compiled": compile,
     }
 
 
-def run_all(names: list[str], device: str, precision: str, steps: int) -> list[dict]:
+def run_all(names: list[str], device: str, precision: str, steps: int, compile: bool = False) -> list[dict]:
     out = []
     for name in names:
         cmd = [sys.executable, "-m", "capsviz", "bench", "--one", name, "--device", device, "--precision", precision, "--steps", str(steps)]
+        cmd += ["--compile"] if compile else []
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             out.append({"model": name, "error": (r.stderr.strip().splitlines() or ["failed"])[-1]})
@@ -127,5 +133,6 @@ def table(results: list[dict]) -> str:
     if results and "device" in results[0]:
         lines.append(
             f"device: {results[0]['device']}, precision {results[0]['precision']}, torch {results[0]['torch']}, {results[0]['threads']} threads"
+            + (", compiled" if results[0].get("compiled") else "")
         )
     return "\n".join(lines)

@@ -56,6 +56,7 @@ def main(argv=None) -> int:
     b.add_argument("--device", default="auto")
     b.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     b.add_argument("--steps", type=int, default=3, help="timed repetitions per measurement")
+    b.add_argument("--compile", action="store_true", help="as train --compile (compile time not counted)")
     b.add_argument("--json", type=Path, default=Path("bench.json"), help="where to save the results")
     b.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one preset in this process
 
@@ -197,9 +198,9 @@ def cmd_bench(args) -> int:
     from capsviz import bench
 
     if args.one:
-        print(json.dumps(bench.measure(args.one, args.device, args.precision, args.steps)))
+        print(json.dumps(bench.measure(args.one, args.device, args.precision, args.steps, args.compile)))
         return 0
-    results = bench.run_all(args.models or list(PRESETS), args.device, args.precision, args.steps)
+    results = bench.run_all(args.models or list(PRESETS), args.device, args.precision, args.steps, args.compile)
     print(bench.table(results))
     args.json.write_text(json.dumps(results, indent=1))
     print(f"saved {args.json}")

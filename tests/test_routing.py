@@ -193,3 +193,25 @@ def test_convolutional_em_normalises_each_lower_capsule_over_all_positions():
     torch.testing.assert_close(total, torch.ones(98))
     reach = torch.bincount(idx.flatten(), minlength=98).view(7, 7, 2)
     assert reach[0, 0, 0] == 1 and reach[2, 2, 0] == 4  # a corner reaches one position, an inner one four
+
+
+def test_compiled_em_core_matches_eager(monkeypatch):
+    """`--compile` swaps in a torch.compile'd EM core; it must compute the same values and gradients."""
+    import capsviz.routing as routing
+
+    torch.manual_seed(0)
+    V = torch.randn(3, 20, 4, 16, requires_grad=True)
+    a_in = torch.rand(3, 20)
+
+    def run():
+        res = em_routing(V, a_in, 2, 0.1, -0.1)
+        (g,) = torch.autograd.grad((res.a.sum() + res.mu.pow(2).sum()), V)
+        return res.a.detach(), res.mu.detach(), g
+
+    monkeypatch.setattr(routing, "_compiled_em", None)
+    eager = run()
+    routing.compile_em()
+    assert routing._compiled_em is not None
+    compiled = run()
+    for e, c in zip(eager, compiled, strict=True):
+        torch.testing.assert_close(c, e, rtol=1e-4, atol=1e-5)
