@@ -28,6 +28,7 @@ def main(argv=None) -> int:
     t.add_argument("--epochs", type=int, default=10)
     t.add_argument("--batch-size", type=int, default=128)
     t.add_argument("--routing-iterations", type=int)
+    t.add_argument("--final-lambda", type=float, help="matrix capsules: EM inverse temperature at the last iteration (default 0.3)")
     t.add_argument("--no-reconstruction", action="store_true")
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--decay-steps", type=int, help="steps per 0.96x learning-rate decay (default 2000; 20000 for multimnist)")
@@ -95,6 +96,7 @@ def cmd_train(args) -> int:
         epochs=args.epochs,
         batch_size=args.batch_size,
         routing_iterations=args.routing_iterations,
+        final_lambda=args.final_lambda,
         reconstruction=False if args.no_reconstruction else None,
         lr=args.lr,
         decay_steps=decay,

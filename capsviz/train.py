@@ -40,6 +40,7 @@ class TrainRun:
     batch_size: int = 128
     routing_iterations: int | None = None  # None: the preset's
     reconstruction: bool | None = None  # None: the preset's
+    final_lambda: float | None = None  # matrix capsules' EM inverse temperature; None: the preset's
     lr: float = 1e-3  # Adam, TensorFlow defaults otherwise
     lr_decay: float = 0.96  # multiply the rate by this every `decay_steps` steps
     decay_steps: int = 2000  # the paper uses 10x longer for MultiMNIST
@@ -73,6 +74,8 @@ def model_config(run: TrainRun):
     overrides = {"routing_iterations": run.routing_iterations, "in_size": DATASETS[run.dataset][1], "num_classes": 10}
     if preset(run.model).family == "capsnet":
         overrides["reconstruction"] = run.reconstruction
+    if preset(run.model).family == "matrix":
+        overrides["final_lambda"] = run.final_lambda
     return preset(run.model, **overrides)
 
 

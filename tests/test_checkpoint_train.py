@@ -278,3 +278,12 @@ def test_cli_export_halves_the_file_and_remeasures(synthetic_data, tmp_path, cap
         meta["stored_as"] == "float16" and meta["metrics"]["test_error"] == out["float16_test_error"] and meta["metrics"]["n_test"] == 200
     )
     assert 0 < out["max_reconstruction_change"] < 0.05 and meta["float16_reconstruction_change"] == out["max_reconstruction_change"]
+
+
+def test_final_lambda_override_reaches_matrix_models_only():
+    from capsviz.train import model_config
+
+    assert model_config(TrainRun(model="matrix-small", final_lambda=0.05)).final_lambda == 0.05
+    default = model_config(TrainRun(model="matrix-small"))
+    assert (default.final_lambda, default.routing_iterations) == (0.3, 2)
+    assert not hasattr(model_config(TrainRun(model="capsnet-small", final_lambda=0.05)), "final_lambda")
