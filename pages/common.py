@@ -11,7 +11,7 @@ import streamlit as st
 import torch
 
 from capsviz.checkpoint import list_checkpoints, load_checkpoint
-from capsviz.data import load_split
+from capsviz.data import DATASETS, load_split
 from capsviz.data.sources import SOURCES, locate
 from capsviz.data.transforms import mnist_style
 from capsviz.devices import pick_device
@@ -167,8 +167,10 @@ def sidebar() -> None:
             name = st.selectbox("Model", shown, key="model_pick", help="Used by every page")
             st.query_params["model"] = name
         device = pick_device("auto")
-        place, _ = locate(SOURCES["mnist"])  # where only: checksums are `python -m capsviz data`'s job (370 ms)
-        where = f"data: {place}" if place else "data: MNIST not found (see `python -m capsviz data`)"
+        active = next((m.get("dataset") for p, m in found if p.name == st.session_state.get("model_pick")), None)
+        source = DATASETS.get(active, ("mnist",))[0]  # MultiMNIST is drawn from MNIST
+        place, _ = locate(SOURCES[source])  # where only: checksums are `python -m capsviz data`'s job (370 ms)
+        where = f"data: {place}" if place else f"data: {source} not found (see `python -m capsviz data`)"
         st.caption(f"device: {'GPU' if device.type == 'cuda' else device.type.upper()} · {where}")
 
 

@@ -20,10 +20,9 @@ st.markdown(
 
 model, meta, path = page_model(
     lambda meta: meta["config"]["family"] == "matrix",
-    "**{name}** is a {family} model. This page shows EM routing between matrix capsules; pick a matrix-capsule model in the sidebar, "
-    "or train one: `python -m capsviz train --model matrix-small --out checkpoints/matrix-small.safetensors`. "
-    "No trained matrix-capsule model ships yet: capsviz's EM models do not yet learn MNIST (see RESULTS.md), so an "
-    "untrained or freshly trained one shows how EM routing works, not what a trained model has learned.",
+    "**{name}** is a {family} model. This page shows EM routing between matrix capsules; pick a matrix-capsule model "
+    "below or in the sidebar, or train one: `python -m capsviz train --model matrix-small --compile --out "
+    "checkpoints/my-matrix-small.safetensors`.",
 )
 names = CLASS_NAMES.get(meta.get("dataset", "mnist"), CLASS_NAMES["mnist"])[: meta["config"]["num_classes"]]
 picked = pick_image(meta.get("dataset", "mnist"), names, meta["config"]["in_size"], model)

@@ -55,3 +55,29 @@ def test_attacks_are_not_masked_on_the_shipped_capsnet(real_data):
         (g,) = torch.autograd.grad(margin_loss(model(xg, reconstruct=False).scores, y) * len(y), xg)
     assert (g == 0).float().mean() > 0.3  # most images sit in the margin loss's flat region
     assert input_gradient(model, x, y).abs().sum() > 0
+
+
+MATRIX = [p for p in SHIPPED if p.stem.startswith("matrix")]
+
+
+@pytest.mark.parametrize("path", MATRIX, ids=[p.stem for p in MATRIX])
+def test_em_routing_sends_the_votes_to_the_winning_class(path, real_data):
+    """What the EM page shows on a trained model: the first M-step shares every vote equally (R = 1/J);
+    by the last iteration the predicted class has drawn a clearly larger share, on every image."""
+    from capsviz.analysis.routing import em_trace
+
+    model, meta = load_checkpoint(path)
+    data = load_split(meta["dataset"], "test")
+    right, first, last = 0, [], []
+    for i in range(32):
+        tr = em_trace(model, data.images[i].float().div(255).numpy(), model.config.routing_iterations)
+        pred = int(tr.a[-1].argmax())
+        right += pred == int(data.labels[i])
+        mass = tr.R.sum(1)  # (T, J): total assignment each class receives
+        first.append(mass[0, pred] / mass[0].sum())
+        last.append(mass[-1, pred] / mass[-1].sum())
+    J = model.config.num_classes
+    assert right >= 29, right
+    assert all(abs(f - 1 / J) < 1e-5 for f in first)
+    assert min(b - a for a, b in zip(first, last, strict=True)) > 0.1  # measured 0.26 after one epoch
+    assert sum(last) / len(last) > 0.35  # measured 0.57
