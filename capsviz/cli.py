@@ -66,6 +66,7 @@ def main(argv=None) -> int:
     x.add_argument("dst", type=Path)
     x.add_argument("--data-dir")
     x.add_argument("--max-change", type=float, default=0.02, help="largest test-error change (percentage points) accepted")
+    x.add_argument("--device", default="auto")
 
     d = sub.add_parser("data", help="where each dataset was found, its size and checksums")
     d.add_argument("--data-dir")
@@ -85,8 +86,6 @@ def main(argv=None) -> int:
 
 
 def cmd_train(args) -> int:
-    import threading
-
     from capsviz.train import TrainRun, train
 
     decay = args.decay_steps or (20000 if args.dataset == "multimnist" else 2000)
@@ -110,7 +109,7 @@ def cmd_train(args) -> int:
     )
     if args.epochs < 1 or args.batch_size < 1:
         raise CapsvizError("--epochs and --batch-size must be at least 1")
-    stop = threading.Event()
+    stop = SignalFlag()
     bar = ProgressBar()
 
     def graceful(signum, frame):  # SIGTERM (kill, a batch system's time limit): save where we are and exit
@@ -128,6 +127,21 @@ def cmd_train(args) -> int:
     if meta:
         print(json.dumps({"checkpoint": str(args.out), **meta.get("metrics", {})}))
     return 0
+
+
+class SignalFlag:
+    """The stop signal a SIGTERM handler raises: a plain attribute, no lock. A threading.Event
+    deadlocks when a second SIGTERM arrives (`kill` plus `timeout`, a batch system signalling every
+    process) while the first handler holds the Event's lock inside set(): seen on a GPU run."""
+
+    def __init__(self):
+        self.raised = False
+
+    def set(self) -> None:
+        self.raised = True
+
+    def is_set(self) -> bool:
+        return self.raised
 
 
 class ProgressBar:
@@ -216,19 +230,21 @@ def cmd_export(args) -> int:
 
     from capsviz.checkpoint import load_checkpoint, save_checkpoint
     from capsviz.data import batches, load_split
+    from capsviz.devices import pick_device
     from capsviz.train import evaluate
 
-    model, meta = load_checkpoint(args.src)
+    device = pick_device(args.device)
+    model, meta = load_checkpoint(args.src, device)
     data = load_split(meta["dataset"], "test", args.data_dir)
-    x = next(batches(meta["dataset"], data, 256, train=False))[0]
+    x = next(batches(meta["dataset"], data, 256, train=False, device=device))[0]
 
     def reconstructions():
         with torch.no_grad():
             return model(x).reconstruction
 
-    before, rec = evaluate(model, meta["dataset"], data), reconstructions()
+    before, rec = evaluate(model, meta["dataset"], data, device=device), reconstructions()
     model.half().float()  # round every weight through float16, as the file will store it
-    after, rec16 = evaluate(model, meta["dataset"], data), reconstructions()
+    after, rec16 = evaluate(model, meta["dataset"], data, device=device), reconstructions()
     rec_change = None if rec is None else float((rec16 - rec).abs().max())
     change = after["test_error"] - before["test_error"]
     if abs(change) > args.max_change:

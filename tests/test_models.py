@@ -147,6 +147,25 @@ def test_cuda_forward_matches_cpu(name):
     torch.testing.assert_close(cpu, gpu, rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+@pytest.mark.parametrize("name", ["capsnet-small", "matrix-small", "cnn-small"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_cuda_training_step_reaches_every_parameter(name, precision):
+    from capsviz.devices import autocast
+    from capsviz.train import objective
+
+    torch.manual_seed(0)
+    m = build_model(preset(name, in_size=28, num_classes=10)).cuda().train()
+    x, y = torch.rand(8, 1, 28, 28, device="cuda"), torch.arange(8, device="cuda") % 10
+    with autocast(torch.device("cuda"), precision):
+        loss = objective(m, m(x, y), x, y, 0.5)
+    loss.backward()
+    assert torch.isfinite(loss)
+    for n, p in m.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), n
+        assert p.grad.abs().sum() > 0, n
+
+
 def test_inference_weight_cache_follows_weight_updates():
     torch.manual_seed(0)
     m = build_model(preset("capsnet-small", conv1_channels=16, primary_types=4)).eval()

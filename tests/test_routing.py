@@ -154,12 +154,17 @@ def _finite(res):
     )
 
 
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+DEVICES = ["cpu", pytest.param("cuda", marks=CUDA)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize(
     "case",
     ["zero_variance", "zero_activations", "identical_votes", "huge_votes"],
 )
-def test_em_never_nan_or_inf(dtype, case):
+def test_em_never_nan_or_inf(dtype, case, device):
     torch.manual_seed(0)
     V = torch.randn(2, 24, 4, 16)
     a = torch.rand(2, 24)
@@ -171,8 +176,9 @@ def test_em_never_nan_or_inf(dtype, case):
         V = torch.ones(2, 24, 4, 16)
     elif case == "huge_votes":
         V = V * 1e18
+    V, a = V.to(device), a.to(device)
     res = em_routing(V.to(dtype), a.to(dtype), 3, 0.0, 0.0, record=True)
-    assert res.a.dtype == dtype
+    assert res.a.dtype == dtype and res.a.device.type == device
     assert _finite(res), case
     V.requires_grad_()
     out = em_routing(V.to(dtype), a.to(dtype), 3)
@@ -215,3 +221,14 @@ def test_compiled_em_core_matches_eager(monkeypatch):
     compiled = run()
     for e, c in zip(eager, compiled, strict=True):
         torch.testing.assert_close(c, e, rtol=1e-4, atol=1e-5)
+
+
+@CUDA
+@pytest.mark.parametrize("r", [1, 3])
+def test_dynamic_routing_on_cuda_matches_cpu(r):
+    torch.manual_seed(0)
+    u_hat = torch.randn(4, 1152, 10, 16) * 0.1
+    cpu = dynamic_routing(u_hat, r, record=True)
+    gpu = dynamic_routing(u_hat.cuda(), r, record=True)
+    torch.testing.assert_close(gpu.v.cpu(), cpu.v, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(gpu.c.cpu(), cpu.c, rtol=1e-4, atol=1e-6)
