@@ -48,6 +48,9 @@ def main(argv=None) -> int:
     e.add_argument("--data-dir")
     e.add_argument("--limit", type=int)
     e.add_argument("--device", default="auto")
+    e.add_argument(
+        "--routing", action="store_true", help="CapsNets: also how far routing moves the couplings from uniform (first 1000 images)"
+    )
 
     ls = sub.add_parser("list", help="list checkpoints with their metrics")
     ls.add_argument("folder", type=Path, nargs="?", default=DEFAULT_CHECKPOINTS)
@@ -175,6 +178,8 @@ def _hms(s) -> str:
 
 
 def cmd_evaluate(args) -> int:
+    import torch
+
     from capsviz.checkpoint import load_checkpoint
     from capsviz.data import load_split
     from capsviz.devices import pick_device
@@ -188,6 +193,14 @@ def cmd_evaluate(args) -> int:
         raise CapsvizError(f"{args.path} takes {model.config.in_size}x{model.config.in_size} inputs; {dataset} images are {size}x{size}")
     data = load_split(dataset, "test", args.data_dir)
     metrics = evaluate(model, dataset, data, device=device, limit=args.limit)
+    if args.routing:
+        from capsviz.analysis.routing import coupling_summary
+        from capsviz.data import batches
+
+        if model.config.family != "capsnet":
+            raise CapsvizError(f"--routing: {args.path} is a {model.config.family} model; the coupling summary is for dynamic routing")
+        x = torch.cat([b[0] for b in batches(dataset, data, 250, train=False, device=device, limit=1000)])
+        metrics["routing"] = coupling_summary(model, x.squeeze(1), model.config.routing_iterations)
     print(json.dumps({"checkpoint": str(args.path), "dataset": dataset, **metrics}))
     return 0
 

@@ -8,6 +8,11 @@ from pages.common import checkpoints, require_router
 
 require_router()
 
+
+def iterations(n) -> str:
+    return f"{n} iteration" + ("" if n == 1 else "s")
+
+
 st.title("capsviz: watch capsules route")
 st.markdown(
     "A **capsule** is a group of neurons whose output is a vector: its **length** is the probability "
@@ -35,12 +40,12 @@ for path, meta in found:
         st.subheader(path.stem)
         cols = st.columns(4)
         routing = {
-            "capsnet": f"dynamic, {c.get('routing_iterations')} iterations",
-            "matrix": f"EM, {c.get('routing_iterations')} iterations",
+            "capsnet": f"dynamic, {iterations(c.get('routing_iterations'))}",
+            "matrix": f"EM, {iterations(c.get('routing_iterations'))}",
         }.get(c["family"], "none (CNN)")
         cols[0].markdown(f"**Family** {c['family']}  \n**Routing** {routing}  \n**Decoder** {'yes' if c.get('reconstruction') else 'no'}")
         cols[1].markdown(
-            f"**Parameters** {meta.get('parameters', 0):,}  \n**Dataset** {meta.get('dataset')}  \n**Epochs** {meta.get('epochs', 0):g}"
+            f"**Parameters** {meta.get('parameters', 0):,}  \n**Dataset** {meta.get('dataset')}  \n**Epochs** {round(meta.get('epochs', 0), 1):g}"
         )
         err = f"{m['test_error']:.2f}%" if "test_error" in m else "not measured"
         cols[2].metric("Test error", err, help=m.get("how", ""))

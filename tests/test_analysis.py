@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid, predict
-from capsviz.analysis.routing import dynamic_trace, em_trace, iteration_sweep, mean_b_change, vote_histograms
+from capsviz.analysis.routing import coupling_summary, dynamic_trace, em_trace, iteration_sweep, mean_b_change, vote_histograms
 from capsviz.config import preset
 from capsviz.models import build_model
 
@@ -80,3 +80,31 @@ def test_perturbation_grid_rows_change_one_dimension(capsnet):
     np.testing.assert_allclose(grid[3, -1], decode(capsnet, p.capsules[p.predicted], p.predicted, d), rtol=1e-5, atol=1e-6)
     eff = dimension_effect(grid)
     assert eff.shape == (16,) and (eff >= 0).all()
+
+
+class _Votes(torch.nn.Module):
+    """A stand-in CapsNet whose predictions are fixed: every primary capsule's vote for class 0
+    points one way (scaled by `strength`), the votes for other classes are random and disagree."""
+
+    def __init__(self, strength: float):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        u = torch.randn(1, 10, 64, 16, generator=g) * 0.2
+        u[:, 0] = strength * torch.nn.functional.normalize(torch.ones(16), dim=0)
+        self.u = u
+
+    def predictions(self, x):
+        return self.u.expand(len(x), -1, -1, -1)
+
+
+def test_coupling_summary_sees_routing_concentrate_only_when_votes_agree():
+    images = torch.zeros(3, 28, 28)
+    strong = coupling_summary(_Votes(2.0), images, 3)
+    weak = coupling_summary(_Votes(0.05), images, 3)
+    for s in (strong, weak):
+        assert s["n_images"] == 3 and len(s["coupling_to_prediction"]) == 3
+        assert abs(s["coupling_to_prediction"][0] - 0.1) < 1e-6  # the first iteration is uniform
+        assert abs(s["entropy"][0] - s["uniform_entropy"]) < 1e-5
+    assert strong["coupling_to_prediction"][-1] > 0.5 and strong["entropy"][-1] < 1.5  # agreeing votes win the coupling
+    assert weak["coupling_to_prediction"][-1] < 0.12  # short votes hardly move b
+    assert strong["vote_weighted_coupling_to_prediction"][-1] > 0.5

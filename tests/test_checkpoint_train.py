@@ -236,6 +236,17 @@ def test_cli_train_evaluate_list(synthetic_data, tmp_path, capsys):
     assert res["n_test"] == 50 and 0 <= res["test_error"] <= 100
     assert main(["list", str(out.parent)]) == 0
     assert "capsnet on mnist" in capsys.readouterr().out
+    assert main(["evaluate", str(out), "--limit", "50", "--routing"]) == 0
+    r = json.loads(capsys.readouterr().out)["routing"]
+    assert len(r["coupling_to_prediction"]) == 3 and r["coupling_to_prediction"][0] == pytest.approx(0.1)
+    from capsviz.data import load_split
+
+    assert r["n_images"] == min(1000, len(load_split("mnist", "test")))
+    from test_app import tiny_checkpoints
+
+    tiny_checkpoints(tmp_path)
+    assert main(["evaluate", str(tmp_path / "tiny-matrix.safetensors"), "--limit", "10", "--routing"]) == 2
+    assert "coupling summary is for dynamic routing" in capsys.readouterr().err
 
 
 def test_torchrun_two_cpu_processes_hold_identical_weights(synthetic_data, tmp_path):

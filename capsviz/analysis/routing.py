@@ -65,6 +65,29 @@ def mean_b_change(model, images: torch.Tensor, iterations: int) -> np.ndarray:
 
 
 @torch.no_grad()
+def coupling_summary(model, images: torch.Tensor, iterations: int) -> dict:
+    """How far dynamic routing moves the couplings away from uniform (1/J), over a batch of images
+    (B, H, W) in [0, 1]. Per iteration: the mean coupling of a primary capsule to the predicted
+    class, plainly and weighted by the length of its vote for that class (long votes are the ones
+    that count in s_j), and the mean coupling entropy (uniform: log J)."""
+    u_hat = model.predictions(images.unsqueeze(1))  # (B, J, I, D)
+    r = dynamic_routing_ji(u_hat, iterations, record=True)
+    T, B, I, J = r.c.shape
+    pred = r.v.norm(dim=-1).argmax(1)  # (B,)
+    to_pred = r.c.gather(3, pred.view(1, B, 1, 1).expand(T, B, I, 1)).squeeze(3)  # (T, B, I)
+    vote = u_hat.norm(dim=-1).gather(1, pred.view(B, 1, 1).expand(B, 1, I)).squeeze(1)  # (B, I): |u_hat_pred|i|
+    entropy = -(r.c * r.c.clamp_min(1e-12).log()).sum(-1)  # (T, B, I)
+    return {
+        "n_images": B,
+        "uniform": 1.0 / J,
+        "coupling_to_prediction": to_pred.mean((1, 2)).tolist(),
+        "vote_weighted_coupling_to_prediction": ((to_pred * vote).sum((1, 2)) / vote.sum().clamp_min(1e-12)).tolist(),
+        "entropy": entropy.mean((1, 2)).tolist(),
+        "uniform_entropy": float(np.log(J)),
+    }
+
+
+@torch.no_grad()
 def iteration_sweep(model, image: np.ndarray, max_iterations: int = 10) -> dict:
     """The same weights routed with 1..max_iterations: lengths (T, J), predictions, reconstructions."""
     x = as_batch(image)

@@ -167,5 +167,7 @@ def lines_by_epoch(histories: dict[str, list[dict]]) -> go.Figure:
             for name, hist in histories.items()
         ]
     )
-    fig.update_layout(xaxis_title="epoch", yaxis_title="test error %", yaxis_type="log", height=340, margin=dict(l=10, r=10, t=20, b=10))
+    ticks = [0.2, 0.3, 0.5, 1, 2, 3, 5, 10, 20, 30, 50, 100]  # labelled in full (plotly would write 0.5 as "5")
+    fig.update_layout(xaxis_title="epoch", yaxis_title="test error %", height=340, margin=dict(l=10, r=10, t=20, b=10))
+    fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     return fig
