@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from capsviz.analysis.reproduction import EM_RESULTS, table1
+from capsviz.analysis.reproduction import EM_RESULTS, is_paper_size, table1
 from capsviz.viz import lines_by_epoch
 from pages.common import checkpoints, require_router
 
@@ -52,7 +52,7 @@ st.header("Hinton et al. 2018 (test error %)")
 matrix = [(n, m) for n, m in found if m["config"]["family"] == "matrix" and m.get("metrics", {}).get("test_error") is not None]
 em = "| dataset | model | paper | ours |\n|---|---|---|---|\n"
 for ds, model, err in EM_RESULTS:
-    ours = [f"{m['metrics']['test_error']:.2f} (`{n}`)" for n, m in matrix if m.get("dataset") == ds]
+    ours = [f"{m['metrics']['test_error']:.2f}{'' if is_paper_size(m) else ' †'} (`{n}`)" for n, m in matrix if m.get("dataset") == ds]
     if not ours:
         ours = (
             ["· `python -m capsviz train --model matrix-small --dataset mnist --out checkpoints/matrix-small-mnist.safetensors`"]

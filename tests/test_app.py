@@ -348,6 +348,9 @@ def test_robustness_page_compares_with_the_cnn(app):
 
 
 def test_reproduction_page_fills_table_from_metadata(app):
+    metrics = {"test_error": 3.0, "n_test": 10000, "how": "test"}
+    matrix = build_model(preset("matrix-small", in_size=28, num_classes=10, A=8, B=4, C=4, D=4))
+    ckpt.save_checkpoint(app.folder / "tiny-em.safetensors", matrix, {"dataset": "mnist", "epochs": 1, "metrics": metrics})
     app.switch_page("pages/reproduction.py").run()
     assert not app.exception, app.exception
     table = next(m.value for m in app.markdown if m.value.startswith("| method"))
@@ -356,3 +359,6 @@ def test_reproduction_page_fills_table_from_metadata(app):
     r3 = next(line for line in table.splitlines() if line.startswith("| CapsNet | 3 | yes"))
     assert "**12.50** †" in r3 and "**50.00** †" in r3 and "0.25" in r3 and "5.2" in r3
     assert any("--routing-iterations 1" in c.value for c in app.code)
+    em = next(m.value for m in app.markdown if m.value.startswith("| dataset"))
+    mnist = next(line for line in em.splitlines() if line.startswith("| mnist"))
+    assert "3.00 † (`tiny-em.safetensors`)" in mnist  # smaller than the paper's matrix model
