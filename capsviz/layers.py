@@ -29,6 +29,9 @@ def in_chunks(fn, *xs: torch.Tensor, chunk: int):
     return torch.cat(outs)
 
 
+FOLD_CHUNK = 16
+
+
 class _Im2colConv(torch.autograd.Function):
     """Valid convolution of an NHWC tensor as one GEMM over strided patches.
 
@@ -56,11 +59,14 @@ class _Im2colConv(torch.autograd.Function):
         gw = g2.t() @ cols if ctx.needs_input_grad[1] else None
         gx = None
         if ctx.needs_input_grad[0]:
-            gcols = (g2 @ w).view(shape[0], Ho, Wo, k, k, shape[3])
             gx = g.new_zeros(shape)
-            for kh in range(k):  # fold: one strided add per kernel offset
-                for kw in range(k):
-                    gx[:, kh : kh + s * (Ho - 1) + 1 : s, kw : kw + s * (Wo - 1) + 1 : s] += gcols[:, :, :, kh, kw]
+            n = FOLD_CHUNK  # images per slice: the patch gradients of a whole batch would match cols in size
+            for b0 in range(0, shape[0], n):
+                gcols = (g[b0 : b0 + n].reshape(-1, g.shape[-1]) @ w).view(-1, Ho, Wo, k, k, shape[3])
+                gxb = gx[b0 : b0 + n]
+                for kh in range(k):  # fold: one strided add per kernel offset
+                    for kw in range(k):
+                        gxb[:, kh : kh + s * (Ho - 1) + 1 : s, kw : kw + s * (Wo - 1) + 1 : s] += gcols[:, :, :, kh, kw]
         return gx, gw, None, None
 
 

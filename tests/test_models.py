@@ -93,9 +93,10 @@ def test_decoder_masks_by_label_longest_or_any_vector():
 
 
 @pytest.mark.parametrize("stride,k", [(2, 9), (1, 3)])
-def test_im2col_conv_matches_conv2d(stride, k):
+def test_im2col_conv_matches_conv2d(stride, k, monkeypatch):
+    monkeypatch.setattr("capsviz.layers.FOLD_CHUNK", 2)  # the input gradient is folded in slices of 2, 2, 1 images
     torch.manual_seed(0)
-    x = torch.randn(2, 12, 12, 5, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(5, 12, 12, 5, dtype=torch.float64, requires_grad=True)
     w = torch.randn(7, 5, k, k, dtype=torch.float64, requires_grad=True)
     b = torch.randn(7, dtype=torch.float64, requires_grad=True)
     ours = conv2d_nhwc(x, w, b, stride)
