@@ -185,6 +185,25 @@ def test_inference_weight_cache_follows_weight_updates():
     torch.testing.assert_close(c.float(), fresh, rtol=0.05, atol=0.02)
 
 
+def test_batch_one_inference_uses_the_packed_weight_and_agrees():
+    """A single image goes through MKL's pre-packed GEMM; its capsules must match the training
+    path's (plain im2col GEMM), and a weight update must re-pack."""
+    torch.manual_seed(0)
+    m = build_model(preset("capsnet-small", conv1_channels=16, primary_types=4)).eval()
+    x = torch.rand(3, 1, 28, 28)
+    with torch.enable_grad():
+        ref = m(x).capsules.detach()
+    with torch.inference_mode():
+        one = torch.cat([m(x[i : i + 1]).capsules for i in range(3)])
+        packed = m.primary._gemm_cache[2]
+        torch.testing.assert_close(one, ref, rtol=1e-4, atol=1e-6)
+        m.primary.conv.weight.mul_(1.5)
+        m(x[:1])
+        assert m.primary._gemm_cache[2] is not packed or packed is None
+    if torch.backends.mkl.is_available():
+        assert packed is not None and packed[1] == 36  # 6x6 PrimaryCaps grid at 28x28
+
+
 @pytest.mark.parametrize("two_labels", [False, True])
 def test_train_step_timer_runs_real_steps(two_labels):
     from capsviz.bench import train_step_seconds
