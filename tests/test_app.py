@@ -172,6 +172,8 @@ def test_train_page_runs_to_completion_and_model_appears(app):
     assert app.selectbox(key="t_device").options[:2] == ["auto", "cpu"]
     app.selectbox(key="t_device").set_value("cpu")
     app.text_input(key="t_name").set_value("fresh")
+    app.number_input(key="t_decay_mnist").set_value(180).run()
+    assert "--decay-steps 180" in app.caption[1].value and "--train-limit 64" in app.caption[1].value
     app.button(key="start_training").click().run()
     job = jobs.current()
     assert job is not None
@@ -180,7 +182,8 @@ def test_train_page_runs_to_completion_and_model_appears(app):
     assert not app.exception
     assert app.success and "Finished" in app.success[0].value
     assert (app.folder / "fresh.safetensors").is_file()
-    assert ckpt.read_meta(app.folder / "fresh.safetensors")["run"]["device"] == "cpu"
+    meta_run = ckpt.read_meta(app.folder / "fresh.safetensors")["run"]
+    assert meta_run["device"] == "cpu" and meta_run["decay_steps"] == 180
     app.switch_page("pages/zoo.py").run()
     assert "fresh" in [s.value for s in app.subheader]
 
