@@ -89,9 +89,9 @@ def main(argv=None) -> int:
 
 
 def cmd_train(args) -> int:
-    from capsviz.train import TrainRun, train
+    from capsviz.train import TrainRun, default_decay_steps, train
 
-    decay = args.decay_steps or (20000 if args.dataset == "multimnist" else 2000)
+    decay = args.decay_steps or default_decay_steps(args.dataset)
     run = TrainRun(
         model=args.model,
         dataset=args.dataset,

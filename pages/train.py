@@ -7,7 +7,7 @@ from capsviz import jobs
 from capsviz.config import PRESETS
 from capsviz.devices import pick_device
 from capsviz.errors import CapsvizError
-from capsviz.train import TrainRun, model_config
+from capsviz.train import TrainRun, default_decay_steps, model_config
 from capsviz.viz import curves
 from pages.common import checkpoint_dir, require_router
 
@@ -49,7 +49,7 @@ with st.container(border=True):
         "Learning-rate decay: x0.96 every N steps",
         10,
         100000,
-        20000 if dataset == "multimnist" else 2000,
+        default_decay_steps(dataset),
         step=10,
         key=f"t_decay_{dataset}",
         help="For runs of 20-30 epochs of the paper CapsNet on MNIST, 180 (about x0.9 per epoch) reached 0.38%, "
