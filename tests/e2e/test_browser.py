@@ -176,7 +176,8 @@ def test_multimnist_pair_shows_both_overlays(page, server, shots):
     page.keyboard.press("Enter")
     wait_for_app_run(page)
     expect(page).to_have_url(re.compile(r"pair=3%2C8%2C-2%2C1%2C2%2C4|pair=3,8,-2,1,2,4"))
-    assert first.get_attribute("src") != old
+    # the URL is written early in the rerun; the new image arrives later, so wait for it
+    expect(first).not_to_have_attribute("src", old, timeout=30_000)
     shot(page, shots, "multimnist")
     page.get_by_role("button", name="Measure accuracy").click()
     expect(page.get_by_test_id("stMetricLabel").get_by_text("Accuracy")).to_be_visible(timeout=60_000)
