@@ -7,7 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from capsviz.routing import em_routing, squash
+from capsviz.routing import em_centred, em_routing, squash
 
 
 def in_chunks(fn, *xs: torch.Tensor, chunk: int):
@@ -29,7 +29,9 @@ def in_chunks(fn, *xs: torch.Tensor, chunk: int):
     return torch.cat(outs)
 
 
-FOLD_CHUNK = 16
+# Bytes of patch gradients folded at once: 16 paper-config images (3 MB each). A whole batch's
+# would match the saved patches in size; smaller models fold more images per slice.
+FOLD_BYTES = 48 * 2**20
 
 
 def im2col(x: torch.Tensor, kernel: int, stride: int) -> tuple[torch.Tensor, int, int]:
@@ -65,7 +67,7 @@ class _Im2colConv(torch.autograd.Function):
         gx = None
         if ctx.needs_input_grad[0]:
             gx = g.new_zeros(shape)
-            n = FOLD_CHUNK  # images per slice: the patch gradients of a whole batch would match cols in size
+            n = max(1, FOLD_BYTES // (cols.shape[0] // shape[0] * cols.shape[1] * cols.element_size()))  # images per slice
             for b0 in range(0, shape[0], n):
                 gcols = (g[b0 : b0 + n].reshape(-1, g.shape[-1]) @ w).view(-1, Ho, Wo, k, k, shape[3])
                 gxb = gx[b0 : b0 + n]
@@ -220,22 +222,42 @@ class ConvCaps(nn.Module):
         k, s = self.k, self.s
         p = pose.unfold(1, k, s).unfold(2, k, s)  # (B, Ho, Wo, T, 16, K, K)
         Ho, Wo = p.shape[1], p.shape[2]
-        p = p.permute(0, 1, 2, 5, 6, 3, 4).reshape(B, Ho * Wo, k * k * T, 4, 4)  # (B, P, Kin, 4, 4)
-        a_p = a.unfold(1, k, s).unfold(2, k, s).permute(0, 1, 2, 4, 5, 3).reshape(B, Ho * Wo, k * k * T)  # (B, P, Kin)
-        votes = torch.einsum("bpkxy,kjyz->bpkjxz", p, self.W).flatten(-2)  # (B, P, Kin, J, 16)
-        res = em_routing(
-            votes,
-            a_p,
-            self.iterations,
-            self.beta_u,
-            self.beta_a,
-            final_lambda=self.final_lambda,
-            lower_index=self.lower_index(H, W, T, pose.device),
-            num_lower=H * W * T,
-            record=record,
-        )
-        J = self.W.shape[1]
+        P, I, J = Ho * Wo, k * k * T, self.W.shape[1]
+        a_p = a.unfold(1, k, s).unfold(2, k, s).permute(0, 1, 2, 4, 5, 3).reshape(B, P, I)  # (B, P, Kin)
+        route = dict(final_lambda=self.final_lambda, lower_index=self.lower_index(H, W, T, pose.device), num_lower=H * W * T)
+        if record:  # the public path, which also keeps the votes for the app's histograms
+            p = p.permute(0, 1, 2, 5, 6, 3, 4).reshape(B, P, I, 4, 4)  # (B, P, Kin, 4, 4)
+            votes = torch.einsum("bpkxy,kjyz->bpkjxz", p, self.W).flatten(-2)  # (B, P, Kin, J, 16)
+            res = em_routing(votes, a_p, self.iterations, self.beta_u, self.beta_a, record=True, **route)
+        else:
+            with torch.autocast(pose.device.type, enabled=False):
+                Vc, centre, scale = self._centred_votes(p.float(), B, P, I, J)
+                res = em_centred(
+                    Vc, centre, scale, a_p.float(), self.iterations, self.beta_u, self.beta_a, var_floor=1e-4, record=False, **route
+                )
+            res.a, res.mu = res.a.to(pose.dtype), res.mu.to(pose.dtype)
         return res.mu.view(B, Ho, Wo, J, 16), res.a.view(B, Ho, Wo, J), res
+
+    def _centred_votes(self, p, B, P, I, J):
+        """Votes (B, P, J, I, 16) for `em_centred`, already centred on each upper capsule's mean
+        vote and scaled, made by one batched GEMM per receptive-field slot that writes them
+        centred: no passes over the vote tensor before routing but one transposing copy.
+
+        Each slot's 4x4 transform acts as a (16, J*16) block matrix on the flattened pose, so one
+        GEMM gives a slot's votes for every upper capsule. The scale is a bound, not the exact
+        largest vote: |vote - centre| <= 2 * 4 * max|pose| * max|W| per image."""
+        N = B * P
+        poses = p.permute(5, 6, 3, 0, 1, 2, 4).reshape(I, N, 16)  # (Kin, N, 16) in (ky, kx, t) slot order
+        eye = torch.eye(4, dtype=p.dtype, device=p.device)
+        Wb = torch.einsum("ab,ijyz->iayjbz", eye, self.W.float()).reshape(I, 16, J * 16)  # row (x, y), col (j, x, z)
+        bound = poses.detach().abs().amax(dim=(0, 2)).view(B, P).amax(1) * self.W.detach().abs().max()  # (B,)
+        scale = (8 * bound).clamp_min(1.0).view(B, 1, 1, 1)
+        poses = poses / scale.view(1, B, 1, 1).expand(1, B, P, 1).reshape(1, N, 1)
+        # a constant offset, as in em_routing: the result does not depend on it in exact arithmetic
+        centre = (poses.detach().transpose(0, 1).reshape(N, I * 16) @ Wb.detach().reshape(I * 16, J * 16)) / I  # (N, J*16)
+        V = torch.baddbmm(-centre.unsqueeze(0), poses, Wb)  # (Kin, N, J*16) centred, scaled
+        Vc = V.view(I, B, P, J, 16).permute(1, 2, 3, 0, 4).contiguous()  # (B, P, J, Kin, 16)
+        return Vc, centre.view(B, P, J, 16) * scale, scale
 
 
 class ClassCaps(nn.Module):

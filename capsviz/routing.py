@@ -154,23 +154,37 @@ def em_routing(
       initial votes sat at a ~ 1 for every image and training collapsed onto that class (RESULTS.md).
     """
     with torch.autocast(votes.device.type, enabled=False):
-        out = (_compiled_em or _em)(
-            votes.float().movedim(-2, -3).contiguous(),  # (*N, J, I, H)
-            a_in.float(),
-            iterations,
-            beta_u,
-            beta_a,
-            final_lambda,
-            var_floor,
-            lower_index,
-            num_lower,
-            record,
+        Vc, centre, scale = _centre_and_scale(votes.float().movedim(-2, -3).contiguous(), per_image=lower_index is not None)
+        out = em_centred(
+            Vc, centre, scale, a_in.float(), iterations, beta_u, beta_a, final_lambda, var_floor, lower_index, num_lower, record
         )
     dt = votes.dtype
     out.a, out.mu = out.a.to(dt), out.mu.to(dt)
     if record:
         out.R = out.R.movedim(-1, -2)  # (T, *N, I, J)
         out.votes = votes.detach()
+    return out
+
+
+def _centre_and_scale(V: torch.Tensor, per_image: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """V (*N, J, I, H) -> ((V - centre) / scale, centre (*N, J, H), scale): centre is the unweighted
+    mean vote of each upper capsule, scale the largest centred magnitude (at least 1), per routing
+    group or, with `per_image`, one per image (dim 0), as a shared softmax over positions needs."""
+    centre = V.detach().mean(dim=-2, keepdim=True)  # (*N, J, 1, H)
+    Vc = V - centre
+    dims = tuple(range(1, V.dim())) if per_image else (-3, -2, -1)
+    scale = Vc.detach().abs().amax(dim=dims, keepdim=True).clamp_min(1.0)  # (*N|B, 1, 1, 1)
+    return Vc / scale, centre.squeeze(-2), scale.squeeze(-1)
+
+
+def em_centred(Vc, centre, scale, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lower_index, num_lower, record):
+    """EM on float32 votes already centred and scaled, laid out (*N, J, I, H) (see `em_routing`);
+    `centre` (*N, J, H) and `scale` (broadcasts to (*N, J, H)) map poses back to true units.
+    Matrix-capsule layers call this directly with votes made centred by their own GEMM."""
+    out = (_compiled_em or _em)(Vc, scale, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lower_index, num_lower, record)
+    out.mu = out.mu + centre
+    if record:
+        out.mu_trace = out.mu_trace + centre
     return out
 
 
@@ -186,55 +200,45 @@ def compile_em() -> None:
         _compiled_em = torch.compile(_em, dynamic=False)
 
 
-def _em(V, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lower_index, num_lower, record):
-    """EM on votes laid out (*N, J, I, H), so both reductions are batched matmuls without copies."""
-    *N, J, I, H = V.shape
-    if lower_index is not None:  # one scale for all positions: it must cancel in the shared softmax
-        scale_dims = tuple(range(1, V.dim()))
-    else:
-        scale_dims = (-3, -2, -1)
-    center = V.detach().mean(dim=-2, keepdim=True)  # (*N, J, 1, H)
-    Vc = V - center  # (*N, J, I, H)
-    scale = Vc.detach().abs().amax(dim=scale_dims, keepdim=True).clamp_min(1.0)  # (*N|B, 1, 1, 1)
-    Vc = Vc / scale
-    VV = torch.cat([Vc, Vc * Vc], dim=-1)  # (*N, J, I, 2H)
-    scale = scale.squeeze(-1)  # (*N|B, 1, 1) broadcasts against (*N, J, H)
+def _em(Vc, scale, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lower_index, num_lower, record):
+    """EM on centred, scaled votes laid out (*N, J, I, H): both reductions are batched matmuls
+    reading the votes in place. Returns mu in scaled units times scale (the caller adds the centre)."""
+    *N, J, I, H = Vc.shape
+    V2 = Vc * Vc  # second moments from one more pass, not from a concatenated copy
     floor = (var_floor / scale**2).clamp_min(1e-20)  # the floor in scaled units
+    log_scale = torch.log(scale)
     a_in = a_in.unsqueeze(-2)  # (*N, 1, I)
-    R = torch.full_like(VV[..., 0], 1.0 / J)  # (*N, J, I)
-    beta_u = torch.as_tensor(beta_u, dtype=V.dtype, device=V.device)
+    R = None
+    beta_u = torch.as_tensor(beta_u, dtype=Vc.dtype, device=Vc.device)
     beta_u = beta_u.unsqueeze(-1) if beta_u.dim() else beta_u  # (J, 1) against (*N, J, H)
     lambdas = lambda_schedule(iterations, final_lambda)
     Rs, mus, sigmas, acts = [], [], [], []
     for t, lam in enumerate(lambdas):
-        # M-step
-        Rp = R * a_in  # (*N, J, I)
+        # M-step (the first one with uniform assignments 1/J)
+        Rp = a_in.expand(*N, J, I) / J if R is None else R * a_in  # (*N, J, I)
         S = Rp.sum(-1, keepdim=True)  # (*N, J, 1)
-        m = (Rp.unsqueeze(-2) @ VV).squeeze(-2) / (S + EPS)  # (*N, J, 2H)
-        mu, ex2 = m[..., :H], m[..., H:]
-        sig2 = (ex2 - mu * mu).clamp_min(0) + floor  # (*N, J, H) scaled units
-        log_sigma = 0.5 * torch.log(sig2) + torch.log(scale)  # true units
+        w = (Rp / (S + EPS)).unsqueeze(-2)  # (*N, J, 1, I)
+        mu = (w @ Vc).squeeze(-2)  # (*N, J, H)
+        sig2 = ((w @ V2).squeeze(-2) - mu * mu).clamp_min(0) + floor  # (*N, J, H) scaled units
+        log_sigma = 0.5 * torch.log(sig2) + log_scale  # true units
         cost = ((beta_u + log_sigma) * S).sum(-1)  # (*N, J)
         z = (cost - cost.mean(-1, keepdim=True)) / (cost.std(-1, unbiased=False, keepdim=True) + 1e-6)
         logit_a = lam * (beta_a - z)  # (*N, J)
         if record:
-            Rs.append(R.detach())
-            mus.append((mu * scale + center.squeeze(-2)).detach())
+            Rs.append(torch.full_like(Rp, 1.0 / J) if R is None else R.detach())
+            mus.append((mu * scale).detach())
             sigmas.append(log_sigma.exp().detach())
             acts.append(torch.sigmoid(logit_a).detach())
         if t == iterations - 1:
             break
-        # E-step: log N(Vc; mu, sig2) summed over h, expanded so VV is read once
+        # E-step: sum_h (V - mu)^2 / sig2 expanded into two matmuls over the stored V and V^2
         inv = 1.0 / sig2
-        w = torch.cat([-2 * mu * inv, inv], dim=-1).unsqueeze(-1)  # (*N, J, 2H, 1)
-        quad = (VV @ w).squeeze(-1) + (mu * mu * inv).sum(-1, keepdim=True)  # (*N, J, I)
+        quad = (V2 @ inv.unsqueeze(-1) + Vc @ (-2 * mu * inv).unsqueeze(-1)).squeeze(-1) + (mu * mu * inv).sum(-1, keepdim=True)
         quad = quad.clamp(0, 1e30)  # cancellation can dip below 0
         log_p = -0.5 * quad - 0.5 * torch.log(sig2).sum(-1, keepdim=True)  # constants cancel in R
         logits = F.logsigmoid(logit_a).unsqueeze(-1) + log_p  # (*N, J, I)
         R = _normalise(logits, lower_index, num_lower)
-    a = torch.sigmoid(logit_a)
-    mu_out = mu * scale + center.squeeze(-2)  # (*N, J, H)
-    res = EMRoutingResult(a=a, mu=mu_out)
+    res = EMRoutingResult(a=torch.sigmoid(logit_a), mu=mu * scale)
     if record:
         res.R, res.mu_trace, res.sigma, res.a_trace = (
             torch.stack(Rs),

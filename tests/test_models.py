@@ -4,7 +4,7 @@ import torch.nn.functional as F
 
 from capsviz.config import PRESETS, CapsNetConfig, MatrixCapsConfig, config_from_dict, preset, to_dict
 from capsviz.errors import CapsvizError
-from capsviz.layers import conv2d_nhwc, in_chunks
+from capsviz.layers import ConvCaps, conv2d_nhwc, in_chunks
 from capsviz.models import build_model, count_parameters
 
 
@@ -94,7 +94,8 @@ def test_decoder_masks_by_label_longest_or_any_vector():
 
 @pytest.mark.parametrize("stride,k", [(2, 9), (1, 3)])
 def test_im2col_conv_matches_conv2d(stride, k, monkeypatch):
-    monkeypatch.setattr("capsviz.layers.FOLD_CHUNK", 2)  # the input gradient is folded in slices of 2, 2, 1 images
+    per_image = ((12 - k) // stride + 1) ** 2 * k * k * 5 * 8  # float64 patch-gradient bytes of one image
+    monkeypatch.setattr("capsviz.layers.FOLD_BYTES", 2 * per_image)  # folded in slices of 2, 2, 1 images
     torch.manual_seed(0)
     x = torch.randn(5, 12, 12, 5, dtype=torch.float64, requires_grad=True)
     w = torch.randn(7, 5, k, k, dtype=torch.float64, requires_grad=True)
@@ -123,6 +124,30 @@ def test_chunked_forward_and_gradients_equal_unchunked():
     (gb,) = torch.autograd.grad(b.square().sum(), m.digits.W)
     torch.testing.assert_close(a, b)
     torch.testing.assert_close(ga, gb, rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("stride,pose_scale", [(2, 1.0), (1, 1.0), (2, 1e6)])
+def test_conv_caps_centred_vote_gemm_equals_the_public_em_path(stride, pose_scale):
+    """The training/inference path (votes centred inside one GEMM, a bound as scale) gives the
+    same poses, activations and gradients as em_routing on einsum votes (the record path)."""
+    torch.manual_seed(0)
+    layer = ConvCaps(in_types=4, out_types=5, kernel=3, stride=stride, iterations=3, final_lambda=0.3)
+    with torch.no_grad():
+        layer.beta_u.normal_()
+        layer.beta_a.normal_()
+    pose = (pose_scale * torch.randn(3, 7, 7, 4, 16)).requires_grad_()
+    a = torch.rand(3, 7, 7, 4)
+    outs = []
+    for record in (False, True):
+        layer.zero_grad()
+        pose.grad = None
+        mu, act, _ = layer(pose, a, record=record)
+        ((mu / pose_scale).sin().sum() + act.sum()).backward()
+        outs.append((mu.detach(), act.detach(), layer.W.grad.clone(), layer.beta_a.grad.clone(), pose.grad.clone()))
+    fast, public = outs
+    assert torch.isfinite(fast[0]).all() and torch.isfinite(fast[2]).all()
+    for f, p in zip(fast, public, strict=True):
+        torch.testing.assert_close(f, p, rtol=2e-4, atol=2e-4 * float(p.abs().max()))
 
 
 def test_config_round_trip_and_bad_configs():

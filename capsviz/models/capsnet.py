@@ -11,8 +11,9 @@ from capsviz.layers import DigitCaps, PrimaryCaps, in_chunks
 from capsviz.models import ModelOutput
 from capsviz.routing import dynamic_routing_ji
 
-# Images routed at once: u_hat of 8 paper-config images (5.9 MB) stays in cache (measured: 8 beats 4 and 16).
-ROUTING_CHUNK = 8
+# Bytes of u_hat routed at once: 8 paper-config images (5.9 MB) stay in cache (measured: 8 beats 4
+# and 16); capsnet-small fits 32 images in the same space (BENCH.md).
+ROUTING_BYTES = 6 * 2**20
 
 
 class Decoder(nn.Module):
@@ -79,7 +80,8 @@ class CapsNet(nn.Module):
             routed = dynamic_routing_ji(self.digits(u), T, record=True)
             v = routed.v  # (B, J, D)
         else:
-            v = in_chunks(lambda u: dynamic_routing_ji(self.digits(u), T).v, u, chunk=ROUTING_CHUNK)
+            chunk = max(1, ROUTING_BYTES // (u.shape[1] * self.config.num_classes * self.config.digit_dim * 4))
+            v = in_chunks(lambda u: dynamic_routing_ji(self.digits(u), T).v, u, chunk=chunk)
         lengths = v.norm(dim=-1)  # (B, J)
         out = ModelOutput(scores=lengths, capsules=v)
         if record:
