@@ -140,8 +140,9 @@ def em_routing(
     - All statistics are computed in float32 whatever the input dtype (bfloat16 cannot hold
       the log-densities of tight clusters); results are cast back to the input dtype.
     - Votes are centred on their unweighted mean and scaled by their largest magnitude before
-      the moments are taken (sums of V and V^2 in one batched matmul), which cannot change the
-      result in exact arithmetic but keeps float32 finite for very large votes.
+      the moments are taken (sums of V and V^2 as batched matmuls), which cannot change the
+      result in exact arithmetic but keeps float32 finite for very large votes. `ConvCaps`
+      makes its votes centred inside the vote GEMM and calls `em_centred` directly.
     - Variances are floored at `var_floor`; p and R are computed in log space (logsumexp).
     - The summed cost of each upper capsule is standardised across the J capsules it competes with
       (zero mean, unit spread) before the logistic: a = logistic(lambda (beta_a - z_j)). With the raw
