@@ -7,7 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from capsviz.routing import em_centred, em_routing, squash
+from capsviz.routing import VAR_FLOOR, em_centred, em_routing, squash
 
 
 def in_chunks(fn, *xs: torch.Tensor, chunk: int):
@@ -233,7 +233,7 @@ class ConvCaps(nn.Module):
             with torch.autocast(pose.device.type, enabled=False):
                 Vc, centre, scale = self._centred_votes(p.float(), B, P, I, J)
                 res = em_centred(
-                    Vc, centre, scale, a_p.float(), self.iterations, self.beta_u, self.beta_a, var_floor=1e-4, record=False, **route
+                    Vc, centre, scale, a_p.float(), self.iterations, self.beta_u, self.beta_a, var_floor=VAR_FLOOR, record=False, **route
                 )
             res.a, res.mu = res.a.to(pose.dtype), res.mu.to(pose.dtype)
         return res.mu.view(B, Ho, Wo, J, 16), res.a.view(B, Ho, Wo, J), res
@@ -247,12 +247,12 @@ class ConvCaps(nn.Module):
         GEMM gives a slot's votes for every upper capsule. The scale is a bound, not the exact
         largest vote: |vote - centre| <= 2 * 4 * max|pose| * max|W| per image."""
         N = B * P
-        poses = p.permute(5, 6, 3, 0, 1, 2, 4).reshape(I, N, 16)  # (Kin, N, 16) in (ky, kx, t) slot order
+        poses = p.permute(5, 6, 3, 0, 1, 2, 4).reshape(I, B, P, 16)  # (Kin, B, P, 16) in (ky, kx, t) slot order
         eye = torch.eye(4, dtype=p.dtype, device=p.device)
         Wb = torch.einsum("ab,ijyz->iayjbz", eye, self.W.float()).reshape(I, 16, J * 16)  # row (x, y), col (j, x, z)
-        bound = poses.detach().abs().amax(dim=(0, 2)).view(B, P).amax(1) * self.W.detach().abs().max()  # (B,)
+        bound = poses.detach().abs().amax(dim=(0, 2, 3)) * self.W.detach().abs().max()  # (B,)
         scale = (8 * bound).clamp_min(1.0).view(B, 1, 1, 1)
-        poses = poses / scale.view(1, B, 1, 1).expand(1, B, P, 1).reshape(1, N, 1)
+        poses = (poses / scale.view(1, B, 1, 1)).view(I, N, 16)
         # a constant offset, as in em_routing: the result does not depend on it in exact arithmetic
         centre = (poses.detach().transpose(0, 1).reshape(N, I * 16) @ Wb.detach().reshape(I * 16, J * 16)) / I  # (N, J*16)
         V = torch.baddbmm(-centre.unsqueeze(0), poses, Wb)  # (Kin, N, J*16) centred, scaled

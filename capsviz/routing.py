@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 EPS = 1e-8
+VAR_FLOOR = 1e-4  # EM variances are floored here (true units)
 
 
 def squash(s: torch.Tensor, dim: int = -1, eps: float = EPS) -> torch.Tensor:
@@ -120,7 +121,7 @@ def em_routing(
     beta_a: torch.Tensor | float = 0.0,
     *,
     final_lambda: float = 0.3,
-    var_floor: float = 1e-4,
+    var_floor: float = VAR_FLOOR,
     lower_index: torch.Tensor | None = None,
     num_lower: int | None = None,
     record: bool = False,

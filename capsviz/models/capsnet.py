@@ -80,7 +80,7 @@ class CapsNet(nn.Module):
             routed = dynamic_routing_ji(self.digits(u), T, record=True)
             v = routed.v  # (B, J, D)
         else:
-            chunk = max(1, ROUTING_BYTES // (u.shape[1] * self.config.num_classes * self.config.digit_dim * 4))
+            chunk = max(1, ROUTING_BYTES // (u.shape[1] * self.config.num_classes * self.config.digit_dim * u.element_size()))
             v = in_chunks(lambda u: dynamic_routing_ji(self.digits(u), T).v, u, chunk=chunk)
         lengths = v.norm(dim=-1)  # (B, J)
         out = ModelOutput(scores=lengths, capsules=v)
