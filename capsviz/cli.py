@@ -40,6 +40,13 @@ def main(argv=None) -> int:
     t.add_argument("--train-limit", type=int, help="use only this many training images")
     t.add_argument("--test-limit", type=int, help="evaluate on only this many test images")
     t.add_argument("--resume", type=Path, help="continue the run saved at this checkpoint")
+    t.add_argument("--init-from", type=Path, help="start from this checkpoint's weights (fine-tuning: fresh optimiser and schedule)")
+    t.add_argument(
+        "--margin-start",
+        type=float,
+        default=0.2,
+        help="matrix capsules: spread-loss margin at the start, rising to 0.9 (0.9: fixed, for fine-tuning)",
+    )
     t.add_argument("--out", type=Path, required=True)
 
     e = sub.add_parser("evaluate", help="print a checkpoint's test metrics as JSON")
@@ -109,6 +116,8 @@ def cmd_train(args) -> int:
         data_dir=args.data_dir,
         train_limit=args.train_limit,
         test_limit=args.test_limit,
+        init_from=str(args.init_from) if args.init_from else None,
+        margin_start=args.margin_start,
     )
     if args.epochs < 1 or args.batch_size < 1:
         raise CapsvizError("--epochs and --batch-size must be at least 1")

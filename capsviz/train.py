@@ -21,7 +21,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from capsviz import checkpoint as ckpt
-from capsviz.config import preset
+from capsviz.config import preset, to_dict
 from capsviz.data import DATASETS, batches, load_split, num_batches
 from capsviz.devices import autocast, describe_hardware, pick_device
 from capsviz.errors import CapsvizError
@@ -57,6 +57,8 @@ class TrainRun:
     data_dir: str | None = None
     train_limit: int | None = None  # use only the first N training images (quick runs, tests)
     test_limit: int | None = None
+    init_from: str | None = None  # start from this checkpoint's weights (fine-tuning); fresh optimiser and schedule
+    margin_start: float = 0.2  # spread loss (matrix capsules): the margin rises from here to 0.9
 
 
 @dataclass
@@ -85,9 +87,10 @@ def model_config(run: TrainRun):
     return preset(run.model, **overrides)
 
 
-def objective(model, out, target, y, progress: float) -> torch.Tensor:
+def objective(model, out, target, y, progress: float, margin_start: float = 0.2) -> torch.Tensor:
     """Each family's loss as its paper defines it. target: what the decoder should redraw (the
-    input, or MultiMNIST's two digits apart, one per labelled capsule)."""
+    input, or MultiMNIST's two digits apart, one per labelled capsule). progress in [0, 1] and
+    margin_start set the spread loss's margin."""
     fam = model.config.family
     if fam == "capsnet":
         targets = y if y.dim() == 1 else F.one_hot(y, model.config.num_classes).sum(1).clamp(max=1)  # (B, J) 0/1
@@ -96,7 +99,7 @@ def objective(model, out, target, y, progress: float) -> torch.Tensor:
             loss = loss + reconstruction_loss(out.reconstruction.float(), target)
         return loss
     if fam == "matrix":
-        return spread_loss(out.scores.float(), y, spread_margin(progress))
+        return spread_loss(out.scores.float(), y, spread_margin(progress, start=margin_start))
     if y.dim() == 2:  # MultiMNIST baseline: sigmoid cross-entropy on both labels
         return F.binary_cross_entropy_with_logits(out.logits.float(), F.one_hot(y, out.logits.shape[1]).sum(1).clamp(max=1).float())
     return F.cross_entropy(out.logits.float(), y)
@@ -167,8 +170,17 @@ def _train(run, out, emit, stop, resume):
     torch.manual_seed(run.seed)
     cfg = model_config(run)
     model = build_model(cfg).to(device)
-    if state:
-        loaded, _ = ckpt.load_checkpoint(resume)
+    if state or run.init_from:
+        source = resume if state else Path(run.init_from)
+        loaded, _ = ckpt.load_checkpoint(source)
+        if loaded.config != cfg:
+            mine, theirs = to_dict(cfg), to_dict(loaded.config)
+            diff = ", ".join(
+                f"{k} {theirs.get(k)} there, {mine.get(k)} here"
+                for k in sorted(mine.keys() | theirs.keys())
+                if mine.get(k) != theirs.get(k)
+            )
+            raise CapsvizError(f"{source} holds a different model from the one this run trains: {diff}")
         model.load_state_dict(loaded.state_dict())
     train_set = load_split(run.dataset, "train", run.data_dir)
     test_set = load_split(run.dataset, "test", run.data_dir)
@@ -246,7 +258,7 @@ def _train(run, out, emit, stop, resume):
             t0 = time.perf_counter()
             with autocast(device, run.precision):
                 o = net(x, y)
-                loss = objective(model, o, target, y, step / max(total, 1))
+                loss = objective(model, o, target, y, step / max(total, 1), run.margin_start)
             if not torch.isfinite(loss):
                 raise CapsvizError(f"loss became {loss.item()} at step {step}; try a lower --lr or --precision fp32")
             opt.zero_grad(set_to_none=True)

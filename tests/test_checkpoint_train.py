@@ -146,6 +146,41 @@ def test_resume_equals_uninterrupted_run(synthetic_data, tmp_path):
         torch.testing.assert_close(x, y, msg=k)
 
 
+def test_init_from_starts_at_the_checkpoint_weights_and_refuses_another_model(synthetic_data, tmp_path, capsys):
+    first = tmp_path / "first.safetensors"
+    train(TrainRun(model="matrix-small", epochs=1, **TINY), first)
+    start, _ = ckpt.load_checkpoint(first)
+    stop = threading.Event()
+    stop.set()  # stop after the first step: the weights have moved by one small step only
+    run = TrainRun(model="matrix-small", epochs=1, lr=1e-6, margin_start=0.9, init_from=str(first), **TINY)
+    meta = train(run, tmp_path / "tuned.safetensors", stop=stop)
+    tuned, _ = ckpt.load_checkpoint(tmp_path / "tuned.safetensors")
+    fresh = build_model(preset("matrix-small", in_size=28, num_classes=10))
+    deltas = [float((a - b).abs().max()) for a, b in zip(tuned.state_dict().values(), start.state_dict().values(), strict=True)]
+    apart = [float((a - b).abs().max()) for a, b in zip(fresh.state_dict().values(), start.state_dict().values(), strict=True)]
+    assert max(deltas) < 1e-4 < max(apart)  # it began at the checkpoint, not at a fresh initialisation
+    assert meta["run"]["init_from"] == str(first) and meta["run"]["margin_start"] == 0.9
+    # another preset: one clear line, nothing written
+    bad = tmp_path / "bad.safetensors"
+    argv = ["train", "--model", "capsnet-small", "--init-from", str(first), "--train-limit", "32", "--device", "cpu", "--out", str(bad)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "holds a different model" in err and "family matrix there, capsnet here" in err and "Traceback" not in err
+    assert not bad.exists()
+
+
+def test_spread_margin_start_sets_the_matrix_loss():
+    from capsviz.train import objective
+
+    m = build_model(preset("matrix-small", in_size=28, num_classes=10))
+    with torch.no_grad():
+        out = m(torch.rand(4, 1, 28, 28))
+    y = torch.arange(4)
+    low, high = (float(objective(m, out, None, y, 0.0, margin_start=s)) for s in (0.2, 0.9))
+    assert high > low  # a wider margin costs more at the same scores
+    assert float(objective(m, out, None, y, 1.0, margin_start=0.2)) == pytest.approx(high)  # both 0.9 at the end
+
+
 def test_stop_is_honoured_within_one_step(synthetic_data, tmp_path):
     stop = threading.Event()
     steps = []
