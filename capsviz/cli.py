@@ -68,6 +68,7 @@ def main(argv=None) -> int:
     b.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     b.add_argument("--steps", type=int, default=3, help="timed repetitions per measurement")
     b.add_argument("--compile", action="store_true", help="as train --compile (compile time not counted)")
+    b.add_argument("--routing-iterations", type=int, help="override the routed presets' iterations (default: each preset's own)")
     b.add_argument("--json", type=Path, default=Path("bench.json"), help="where to save the results")
     b.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one preset in this process
 
@@ -236,9 +237,9 @@ def cmd_bench(args) -> int:
     from capsviz import bench
 
     if args.one:
-        print(json.dumps(bench.measure(args.one, args.device, args.precision, args.steps, args.compile)))
+        print(json.dumps(bench.measure(args.one, args.device, args.precision, args.steps, args.compile, args.routing_iterations)))
         return 0
-    results = bench.run_all(args.models or list(PRESETS), args.device, args.precision, args.steps, args.compile)
+    results = bench.run_all(args.models or list(PRESETS), args.device, args.precision, args.steps, args.compile, args.routing_iterations)
     print(bench.table(results))
     args.json.write_text(json.dumps(results, indent=1))
     print(f"saved {args.json}")

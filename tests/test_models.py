@@ -1,3 +1,5 @@
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -238,3 +240,20 @@ def test_train_step_timer_runs_real_steps(two_labels):
     before = m.digits.W.detach().clone()
     dt = train_step_seconds(m, 4, torch.device("cpu"), "bf16", steps=1, two_labels=two_labels)
     assert dt > 0 and not torch.equal(before, m.digits.W)
+
+
+def test_bench_measures_presets_as_capsviz_trains_them(tmp_path, capsys):
+    from capsviz.bench import bench_config
+    from capsviz.cli import main
+
+    m = bench_config("matrix-small")
+    assert (m.in_size, m.num_classes, m.routing_iterations) == (28, 10, 2)  # MNIST, not the smallNORB default
+    assert bench_config("matrix-small", 3).routing_iterations == 3
+    assert bench_config("capsnet", 1).routing_iterations == 1 and bench_config("capsnet").in_size == 28
+    assert bench_config("cnn-small", 3) == PRESETS["cnn-small"]  # nothing to route
+    out = tmp_path / "bench.json"
+    assert main(["bench", "--models", "cnn-smallnorb", "--steps", "1", "--json", str(out)]) == 0
+    (r,) = json.loads(out.read_text())
+    assert r["model"] == "cnn-smallnorb" and r["in_size"] == PRESETS["cnn-smallnorb"].in_size and r["routing_iterations"] is None
+    assert r["train_images_per_s"] > 0 and r["infer_images_per_s"] > 0 and r["latency_ms"] > 0 and r["peak_train_mb"] > r["baseline_mb"] > 0
+    assert "cnn-smallnorb" in capsys.readouterr().out
