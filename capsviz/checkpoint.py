@@ -108,6 +108,35 @@ def _open(path: Path, with_tensors: bool = False) -> tuple[dict, dict]:
     return meta, tensors
 
 
+def lineage(path: Path) -> dict:
+    """What a fine-tuning run records about the checkpoint it started from: its file, digest,
+    run, epochs, time, hardware, metrics, history and, for a chain, where that one started."""
+    m = read_meta(path)
+    keys = ("weights_sha256", "run", "epochs", "training_time_s", "hardware", "metrics", "history", "started_from")
+    return {"file": Path(path).name, **{k: m[k] for k in keys if k in m}}
+
+
+def total_training(meta: dict) -> dict:
+    """A checkpoint's training summed over every run it was fine-tuned from (`started_from`),
+    oldest first: epochs, seconds, the hardware used, the stages, and one test-error history with
+    epochs counted from the very first run."""
+    chain, m = [], meta
+    while isinstance(m, dict) and len(chain) < 100:
+        chain.append(m)
+        m = m.get("started_from")
+    epochs, seconds, hardware, history = 0.0, 0.0, [], []
+    for m in reversed(chain):
+        for h in m.get("history") or []:
+            if isinstance(h, dict) and isinstance(h.get("epoch"), int | float):
+                history.append(dict(h, epoch=epochs + h["epoch"]))
+        epochs += float(m.get("epochs") or 0)
+        seconds += float(m.get("training_time_s") or 0)
+        if m.get("hardware") and m["hardware"] not in hardware:
+            hardware.append(m["hardware"])
+    stages = [float(m.get("epochs") or 0) for m in reversed(chain)]
+    return {"epochs": epochs, "training_time_s": seconds, "hardware": hardware, "history": history, "stages": stages}
+
+
 def train_state_path(path: Path) -> Path:
     return Path(str(path) + ".train.pt")
 

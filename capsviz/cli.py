@@ -216,7 +216,7 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from capsviz.checkpoint import list_checkpoints
+    from capsviz.checkpoint import list_checkpoints, total_training
 
     rows = list_checkpoints(args.folder)
     if not rows:
@@ -227,9 +227,11 @@ def cmd_list(args) -> int:
             continue
         m = meta.get("metrics", {})
         err = f"{m['test_error']:.2f}% test error on {m['n_test']}" if "test_error" in m else "not evaluated"
-        print(
-            f"{path.name}: {meta['config']['family']} on {meta.get('dataset')}, {meta.get('epochs', 0):g} epochs, {err}, {meta.get('hardware', '?')}"
+        t = total_training(meta)
+        epochs = f"{round(t['epochs'], 1):g} epochs" + (
+            f" ({' + '.join(f'{round(e, 1):g}' for e in t['stages'])}, fine-tuned)" if len(t["stages"]) > 1 else ""
         )
+        print(f"{path.name}: {meta['config']['family']} on {meta.get('dataset')}, {epochs}, {err}, {', then '.join(t['hardware']) or '?'}")
     return 0
 
 

@@ -211,6 +211,9 @@ def _train(run, out, emit, stop, resume):
         "hardware": describe_hardware(device) + (f" x{world} processes" if world > 1 else ""),
         "effective_batch_size": run.batch_size * world,
     }
+    started_from = ckpt.read_meta(resume).get("started_from") if state else ckpt.lineage(Path(run.init_from)) if run.init_from else None
+    if started_from:
+        meta_base["started_from"] = started_from  # total_training() sums the chain
 
     def save(epoch: int, batch: int, metrics: dict, final: bool):
         if rank != 0:

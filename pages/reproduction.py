@@ -3,6 +3,7 @@
 import streamlit as st
 
 from capsviz.analysis.reproduction import EM_RESULTS, is_paper_size, table1
+from capsviz.checkpoint import total_training
 from capsviz.viz import lines_by_epoch
 from pages.common import checkpoints, require_router
 
@@ -63,7 +64,7 @@ for ds, model, err in EM_RESULTS:
 st.markdown(em)
 
 st.header("Test error by epoch")
-history = {n: m.get("history", []) for n, m in found if m.get("history")}
+history = {n: h for n, m in found if (h := total_training(m)["history"])}  # fine-tuned: the whole chain
 if history:
     st.plotly_chart(lines_by_epoch(history), key="history")
 else:

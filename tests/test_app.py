@@ -40,7 +40,13 @@ def tiny_checkpoints(folder: Path) -> None:
     ckpt.save_checkpoint(
         folder / "tiny-matrix.safetensors",
         build_model(preset("matrix-small", in_size=28, num_classes=10, A=8, B=4, C=4, D=4)),
-        {"dataset": "mnist", "epochs": 1},
+        {  # fine-tuned from an 8-epoch run elsewhere: the zoo adds the stages up
+            "dataset": "mnist",
+            "epochs": 1,
+            "training_time_s": 60,
+            "hardware": "cpu",
+            "started_from": {"file": "first.safetensors", "epochs": 8, "training_time_s": 1140, "hardware": "gpu"},
+        },
     )
     ckpt.save_checkpoint(
         folder / "tiny-cnn.safetensors",
@@ -94,6 +100,8 @@ def test_zoo_lists_cards_and_squash_plot(app):
     assert [s.value for s in app.subheader] == ["tiny-capsnet", "tiny-cnn", "tiny-matrix", "tiny-multimnist"]
     assert app.metric[1].value == "12.50%"  # [0] is the squash demo
     assert "paper: 0.25% for the full-size model; this one is smaller" in [c.value for c in app.caption]
+    cards = " ".join(m.value for m in app.markdown)
+    assert "**Epochs** 9 (8 + 1, fine-tuned)" in cards and "**Trained in** 20 min  \n**on** gpu, then cpu" in cards
     app.slider(key="squash_s").set_value(3.0).run()
     assert app.metric[0].value == "0.900"
     app.button(key="use_tiny-matrix").click().run()

@@ -160,6 +160,17 @@ def test_init_from_starts_at_the_checkpoint_weights_and_refuses_another_model(sy
     apart = [float((a - b).abs().max()) for a, b in zip(fresh.state_dict().values(), start.state_dict().values(), strict=True)]
     assert max(deltas) < 1e-4 < max(apart)  # it began at the checkpoint, not at a fresh initialisation
     assert meta["run"]["init_from"] == str(first) and meta["run"]["margin_start"] == 0.9
+    # the metadata keeps where it started; resumed to the end, the chain adds up
+    assert (
+        meta["started_from"]["file"] == "first.safetensors"
+        and meta["started_from"]["weights_sha256"] == ckpt.read_meta(first)["weights_sha256"]
+    )
+    done = train(run, tmp_path / "tuned.safetensors", resume=tmp_path / "tuned.safetensors")
+    assert done["started_from"] == meta["started_from"]
+    total = ckpt.total_training(done)
+    assert total["stages"] == [1.0, 1.0] and total["epochs"] == 2.0
+    assert [h["epoch"] for h in total["history"]] == [1, 2] and len(total["hardware"]) == 1
+    assert total["training_time_s"] == pytest.approx(done["training_time_s"] + meta["started_from"]["training_time_s"])
     # another preset: one clear line, nothing written
     bad = tmp_path / "bad.safetensors"
     argv = ["train", "--model", "capsnet-small", "--init-from", str(first), "--train-limit", "32", "--device", "cpu", "--out", str(bad)]
@@ -167,6 +178,20 @@ def test_init_from_starts_at_the_checkpoint_weights_and_refuses_another_model(sy
     err = capsys.readouterr().err
     assert "holds a different model" in err and "family matrix there, capsnet here" in err and "Traceback" not in err
     assert not bad.exists()
+
+
+def test_total_training_survives_odd_metadata():
+    assert ckpt.total_training({})["epochs"] == 0.0
+    odd = {"epochs": 2, "history": [{"epoch": "x"}, 5, {"epoch": 2, "metrics": {}}], "started_from": "junk", "hardware": "cpu"}
+    t = ckpt.total_training(odd)
+    assert t["epochs"] == 2.0 and [h["epoch"] for h in t["history"]] == [2] and t["hardware"] == ["cpu"]
+    nested = {
+        "epochs": 1,
+        "history": [{"epoch": 1}],
+        "started_from": {"epochs": 8, "training_time_s": 60, "history": [{"epoch": 8}], "hardware": "gpu"},
+    }
+    t = ckpt.total_training(nested)
+    assert t["stages"] == [8.0, 1.0] and [h["epoch"] for h in t["history"]] == [8, 9] and t["hardware"] == ["gpu"]
 
 
 def test_spread_margin_start_sets_the_matrix_loss():
