@@ -89,7 +89,7 @@ def conv2d_nhwc(
 
     Uses the im2col GEMM on the CPU and cuDNN/MPS kernels elsewhere; both honour autocast.
     `gemm_weight` is the weight already laid out (Cout, K*K*Cin) in the compute dtype, if cached;
-    `packed` (inference only) is that weight pre-packed by `mkl_pack` for GEMMs of a given height.
+    `packed` (inference only) is that weight pre-packed by `pack_gemm_weight`.
     """
     k = weight.shape[-1]
     if x.device.type != "cpu":
@@ -100,8 +100,12 @@ def conv2d_nhwc(
     with torch.autocast("cpu", enabled=False):
         if packed is not None and not torch.is_grad_enabled():
             cols, Ho, Wo = im2col(x.to(dtype).contiguous(), k, stride)
-            # Other heights than the packed one fall back to an ordinary linear inside the op.
-            y = torch.ops.mkl._mkl_linear(cols, packed[0], w, None, packed[1]).view(x.shape[0], Ho, Wo, -1)
+            # Other heights than the packed one still work (MKL falls back to an ordinary linear).
+            if packed[2] == "mkl":
+                y = torch.ops.mkl._mkl_linear(cols, packed[0], w, None, packed[1])
+            else:
+                y = torch.ops.mkldnn._linear_pointwise(cols, packed[0], None, "none", [], "")
+            y = y.view(x.shape[0], Ho, Wo, -1)
         else:
             y = _Im2colConv.apply(x.to(dtype).contiguous(), w, k, stride)
         if bias is not None:
@@ -109,13 +113,16 @@ def conv2d_nhwc(
     return y
 
 
-def mkl_pack(w: torch.Tensor, rows: int) -> tuple[torch.Tensor, int] | None:
-    """A float32 GEMM weight (N, K) packed by MKL for (rows, K) @ (K, N) products, or None where
-    MKL is absent. For the paper's PrimaryCaps at batch 1 (36 x 20736 @ 20736 x 256) the packed
-    GEMM takes ~2.5 ms instead of ~3.6 on this CPU; the packed copy is ~3x the weight's size."""
-    if w.dtype != torch.float32 or not torch.backends.mkl.is_available() or not hasattr(torch.ops.mkl, "_mkl_linear"):
-        return None
-    return torch.ops.mkl._mkl_reorder_linear_weight(w, rows), rows
+def pack_gemm_weight(w: torch.Tensor, rows: int) -> tuple[torch.Tensor, int, str] | None:
+    """A GEMM weight (N, K) pre-packed for (rows, K) @ (K, N) products: by MKL in float32, by
+    oneDNN in bfloat16 (AMX); None where neither applies. For the paper's PrimaryCaps at batch 1
+    (36 x 20736 @ 20736 x 256) on this CPU: float32 ~2.5 ms instead of ~3.6 (the packed copy is
+    ~3x the weight's size), bfloat16 ~0.65-1.1 ms instead of ~1.0-1.6."""
+    if w.dtype == torch.float32 and torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear"):
+        return torch.ops.mkl._mkl_reorder_linear_weight(w, rows), rows, "mkl"
+    if w.dtype == torch.bfloat16 and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+        return torch.ops.mkldnn._reorder_linear_weight(w, rows), rows, "onednn"
+    return None
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -143,7 +150,7 @@ class PrimaryCaps(nn.Module):
         w = packed = None
         if x_nhwc.device.type == "cpu" and not torch.is_grad_enabled():
             # Inference: lay the 5.3M weights out for the GEMM once, not per call (6 ms at batch 1),
-            # and for a single image also pack them for MKL (the first batch-1 call pays for it).
+            # and for a single image also pack them for MKL / oneDNN (the first batch-1 call pays for it).
             # The version counter changes with every in-place update, so training never sees stale weights.
             dtype = compute_dtype(x_nhwc)
             key = (self.conv.weight._version, dtype, self.conv.weight.data_ptr())
@@ -152,7 +159,7 @@ class PrimaryCaps(nn.Module):
             _, w, packed = self._gemm_cache
             if x_nhwc.shape[0] == 1 and packed is None:
                 H = x_nhwc.shape[1]
-                packed = mkl_pack(w, ((H - self.conv.kernel_size[0]) // self.stride + 1) ** 2)
+                packed = pack_gemm_weight(w, ((H - self.conv.kernel_size[0]) // self.stride + 1) ** 2)
                 self._gemm_cache = (key, w, packed)
         y = conv2d_nhwc(x_nhwc, self.conv.weight, self.conv.bias, self.stride, gemm_weight=w, packed=packed)  # (B, G, G, types*dim)
         return squash(y.reshape(y.shape[0], -1, self.dim).float())  # (B, I, dim)
@@ -164,12 +171,26 @@ class DigitCaps(nn.Module):
     def __init__(self, *, num_in: int, num_out: int, dim_in: int, dim_out: int):
         super().__init__()
         self.W = nn.Parameter(0.01 * torch.randn(num_in, num_out, dim_out, dim_in))
+        self._cache = None
+
+    def weight(self, dtype: torch.dtype) -> torch.Tensor:
+        """W laid out (I, K, J*D) for the batched matmul. At inference the layout (and the cast
+        under autocast) is made once per weight version, not per call: at batch 1 that copy of
+        the 1.5M weights took as long as the matmul itself."""
+        I, J, D, K = self.W.shape
+        if torch.is_grad_enabled():
+            return self.W.permute(0, 3, 1, 2).reshape(I, K, J * D)
+        key = (self.W._version, self.W.data_ptr(), dtype)
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self.W.detach().permute(0, 3, 1, 2).reshape(I, K, J * D).to(dtype).contiguous())
+        return self._cache[1]
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         """u (B, I, K) -> u_hat laid out (B, J, I, D) for `dynamic_routing_ji`."""
         I, J, D, K = self.W.shape
         B = u.shape[0]
-        w = self.W.permute(0, 3, 1, 2).reshape(I, K, J * D)  # (I, K, J*D)
+        kind = u.device.type
+        w = self.weight(torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else self.W.dtype)  # (I, K, J*D)
         u_hat = torch.bmm(u.transpose(0, 1).to(w.dtype), w)  # (I, B, J*D): one small matmul per capsule i
         return u_hat.view(I, B, J, D).permute(1, 2, 0, 3).contiguous()  # (B, J, I, D)
 

@@ -210,6 +210,13 @@ def test_inference_weight_cache_follows_weight_updates():
     assert not torch.allclose(a, b)
     torch.testing.assert_close(b, fresh)
     torch.testing.assert_close(c.float(), fresh, rtol=0.05, atol=0.02)
+    with torch.no_grad():  # the DigitCaps layout cache too
+        m.digits.W.mul_(-1.0)
+        d = m(x).capsules
+        m.digits._cache = None
+        torch.testing.assert_close(d, m(x).capsules)
+        with torch.enable_grad():
+            torch.testing.assert_close(d, m(x).capsules.detach())  # training path: no cache
 
 
 def test_batch_one_inference_uses_the_packed_weight_and_agrees():
@@ -228,7 +235,22 @@ def test_batch_one_inference_uses_the_packed_weight_and_agrees():
         m(x[:1])
         assert m.primary._gemm_cache[2] is not packed or packed is None
     if torch.backends.mkl.is_available():
-        assert packed is not None and packed[1] == 36  # 6x6 PrimaryCaps grid at 28x28
+        assert packed is not None and packed[1:] == (36, "mkl")  # 6x6 PrimaryCaps grid at 28x28
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN")
+def test_batch_one_bfloat16_uses_the_onednn_packed_weight_and_agrees():
+    torch.manual_seed(0)
+    m = build_model(preset("capsnet-small", conv1_channels=16, primary_types=4)).eval()
+    x = torch.rand(3, 1, 28, 28)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        batched = m(x).capsules.float()  # the plain bfloat16 GEMM
+        one = torch.cat([m(x[i : i + 1]).capsules.float() for i in range(3)])
+        packed = m.primary._gemm_cache[2]
+        again = m(x).capsules.float()  # other heights through the packed weight
+    assert packed is not None and packed[1:] == (36, "onednn")
+    torch.testing.assert_close(one, batched, rtol=0.02, atol=2e-3)
+    torch.testing.assert_close(again, batched, rtol=0.02, atol=2e-3)
 
 
 @pytest.mark.parametrize("two_labels", [False, True])
