@@ -38,7 +38,13 @@ def _sync(device):
 def _peak_mb(device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    # VmHWM: this process image's own peak. ru_maxrss survives exec, so a preset measured in a
+    # subprocess would report at least the parent's size at the fork (1.1 GB under pytest).
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024  # kB
+    except (OSError, StopIteration, ValueError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def train_step_seconds(model, batch: int, device, precision: str = "fp32", steps: int = 3, two_labels: bool = False) -> float:
