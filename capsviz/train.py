@@ -211,7 +211,10 @@ def _train(run, out, emit, stop, resume):
         "hardware": describe_hardware(device) + (f" x{world} processes" if world > 1 else ""),
         "effective_batch_size": run.batch_size * world,
     }
-    started_from = ckpt.read_meta(resume).get("started_from") if state else ckpt.lineage(Path(run.init_from)) if run.init_from else None
+    if state:  # a resumed run keeps what its first part recorded
+        started_from = ckpt.read_meta(resume).get("started_from")
+    else:
+        started_from = ckpt.lineage(Path(run.init_from)) if run.init_from else None
     if started_from:
         meta_base["started_from"] = started_from  # total_training() sums the chain
 
