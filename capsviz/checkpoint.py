@@ -108,10 +108,11 @@ def _open(path: Path, with_tensors: bool = False) -> tuple[dict, dict]:
     return meta, tensors
 
 
-def lineage(path: Path) -> dict:
-    """What a fine-tuning run records about the checkpoint it started from: its file, digest,
-    run, epochs, time, hardware, metrics, history and, for a chain, where that one started."""
-    m = read_meta(path)
+def lineage(path: Path, meta: dict | None = None) -> dict:
+    """What a fine-tuning run records about the checkpoint it started from (`meta`, read from
+    `path` if not given): its file, digest, run, epochs, time, hardware, metrics, history and,
+    for a chain, where that one started."""
+    m = read_meta(path) if meta is None else meta
     keys = ("weights_sha256", "run", "epochs", "training_time_s", "hardware", "metrics", "history", "started_from")
     return {"file": Path(path).name, **{k: m[k] for k in keys if k in m}}
 
@@ -135,6 +136,15 @@ def total_training(meta: dict) -> dict:
             hardware.append(m["hardware"])
     stages = [float(m.get("epochs") or 0) for m in reversed(chain)]
     return {"epochs": epochs, "training_time_s": seconds, "hardware": hardware, "history": history, "stages": stages}
+
+
+def training_labels(total: dict, unit: str = "") -> tuple[str, str]:
+    """(epochs, hardware) of a `total_training` result as the zoo and `capsviz list` print them:
+    "10<unit> (8 + 2, fine-tuned)" and "<first machine>, then <second>"."""
+    epochs = f"{round(total['epochs'], 1):g}{unit}"
+    if len(total["stages"]) > 1:
+        epochs += " (" + " + ".join(f"{round(e, 1):g}" for e in total["stages"]) + ", fine-tuned)"
+    return epochs, ", then ".join(total["hardware"]) or "?"
 
 
 def train_state_path(path: Path) -> Path:

@@ -216,7 +216,7 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from capsviz.checkpoint import list_checkpoints, total_training
+    from capsviz.checkpoint import list_checkpoints, total_training, training_labels
 
     rows = list_checkpoints(args.folder)
     if not rows:
@@ -227,11 +227,8 @@ def cmd_list(args) -> int:
             continue
         m = meta.get("metrics", {})
         err = f"{m['test_error']:.2f}% test error on {m['n_test']}" if "test_error" in m else "not evaluated"
-        t = total_training(meta)
-        epochs = f"{round(t['epochs'], 1):g} epochs" + (
-            f" ({' + '.join(f'{round(e, 1):g}' for e in t['stages'])}, fine-tuned)" if len(t["stages"]) > 1 else ""
-        )
-        print(f"{path.name}: {meta['config']['family']} on {meta.get('dataset')}, {epochs}, {err}, {', then '.join(t['hardware']) or '?'}")
+        epochs, hardware = training_labels(total_training(meta), unit=" epochs")
+        print(f"{path.name}: {meta['config']['family']} on {meta.get('dataset')}, {epochs}, {err}, {hardware}")
     return 0
 
 

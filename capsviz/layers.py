@@ -126,7 +126,9 @@ def pack_gemm_weight(w: torch.Tensor, rows: int) -> tuple[torch.Tensor, int, str
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
-    return torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else x.dtype
+    """The dtype matmuls on x's device compute in: autocast's when it is on, else x's own."""
+    kind = x.device.type
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else x.dtype
 
 
 def gemm_layout(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -189,8 +191,7 @@ class DigitCaps(nn.Module):
         """u (B, I, K) -> u_hat laid out (B, J, I, D) for `dynamic_routing_ji`."""
         I, J, D, K = self.W.shape
         B = u.shape[0]
-        kind = u.device.type
-        w = self.weight(torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else self.W.dtype)  # (I, K, J*D)
+        w = self.weight(compute_dtype(self.W))  # (I, K, J*D)
         u_hat = torch.bmm(u.transpose(0, 1).to(w.dtype), w)  # (I, B, J*D): one small matmul per capsule i
         return u_hat.view(I, B, J, D).permute(1, 2, 0, 3).contiguous()  # (B, J, I, D)
 

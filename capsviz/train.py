@@ -170,9 +170,10 @@ def _train(run, out, emit, stop, resume):
     torch.manual_seed(run.seed)
     cfg = model_config(run)
     model = build_model(cfg).to(device)
+    started_from = None  # where a fine-tuned run began; total_training() sums the chain
     if state or run.init_from:
         source = resume if state else Path(run.init_from)
-        loaded, _ = ckpt.load_checkpoint(source)
+        loaded, source_meta = ckpt.load_checkpoint(source)
         if loaded.config != cfg:
             mine, theirs = to_dict(cfg), to_dict(loaded.config)
             diff = ", ".join(
@@ -182,6 +183,8 @@ def _train(run, out, emit, stop, resume):
             )
             raise CapsvizError(f"{source} holds a different model from the one this run trains: {diff}")
         model.load_state_dict(loaded.state_dict())
+        # a resumed run keeps what its first part recorded; a fresh one records its source
+        started_from = source_meta.get("started_from") if state else ckpt.lineage(source, source_meta)
     train_set = load_split(run.dataset, "train", run.data_dir)
     test_set = load_split(run.dataset, "test", run.data_dir)
     n_train = len(train_set) if run.train_limit is None else min(run.train_limit, len(train_set))
@@ -211,12 +214,8 @@ def _train(run, out, emit, stop, resume):
         "hardware": describe_hardware(device) + (f" x{world} processes" if world > 1 else ""),
         "effective_batch_size": run.batch_size * world,
     }
-    if state:  # a resumed run keeps what its first part recorded
-        started_from = ckpt.read_meta(resume).get("started_from")
-    else:
-        started_from = ckpt.lineage(Path(run.init_from)) if run.init_from else None
     if started_from:
-        meta_base["started_from"] = started_from  # total_training() sums the chain
+        meta_base["started_from"] = started_from
 
     def save(epoch: int, batch: int, metrics: dict, final: bool):
         if rank != 0:

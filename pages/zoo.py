@@ -3,7 +3,7 @@
 import streamlit as st
 
 from capsviz.analysis.reproduction import is_paper_size, paper_error
-from capsviz.checkpoint import total_training
+from capsviz.checkpoint import total_training, training_labels
 from capsviz.viz import squash_curve
 from pages.common import checkpoints, require_router
 
@@ -45,10 +45,8 @@ for path, meta in found:
             "matrix": f"EM, {iterations(c.get('routing_iterations'))}",
         }.get(c["family"], "none (CNN)")
         cols[0].markdown(f"**Family** {c['family']}  \n**Routing** {routing}  \n**Decoder** {'yes' if c.get('reconstruction') else 'no'}")
-        total = total_training(meta)
-        epochs = f"{round(total['epochs'], 1):g}"
-        if len(total["stages"]) > 1:  # fine-tuned: show the runs it adds up
-            epochs += " (" + " + ".join(f"{round(e, 1):g}" for e in total["stages"]) + ", fine-tuned)"
+        total = total_training(meta)  # fine-tuned: the runs it adds up
+        epochs, hardware = training_labels(total)
         cols[1].markdown(f"**Parameters** {meta.get('parameters', 0):,}  \n**Dataset** {meta.get('dataset')}  \n**Epochs** {epochs}")
         err = f"{m['test_error']:.2f}%" if "test_error" in m else "not measured"
         cols[2].metric("Test error", err, help=m.get("how", ""))
@@ -58,7 +56,7 @@ for path, meta in found:
             cols[2].caption(f"paper: {paper}%")
         else:
             cols[2].caption(f"paper: {paper}% for the full-size model; this one is smaller")
-        cols[3].markdown(f"**Trained in** {total['training_time_s'] / 60:.0f} min  \n**on** {', then '.join(total['hardware']) or '?'}")
+        cols[3].markdown(f"**Trained in** {total['training_time_s'] / 60:.0f} min  \n**on** {hardware}")
         if st.button("Use this model", key=f"use_{path.stem}"):
             st.session_state["pending_model"] = path.name  # the sidebar applies it before drawing its picker
             st.rerun()

@@ -1,4 +1,5 @@
 import json
+import resource
 
 import pytest
 import torch
@@ -282,8 +283,6 @@ def test_bench_measures_presets_as_capsviz_trains_them(tmp_path, capsys):
         r["train_images_per_s"] > 0 and r["infer_images_per_s"] > 0 and r["latency_ms"] > 0 and r["peak_train_mb"] >= r["baseline_mb"] > 0
     )
     assert "cnn-smallnorb" in capsys.readouterr().out
-    import resource
-
     parent_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     assert r["baseline_mb"] < parent_mb - 200, (r["baseline_mb"], parent_mb)  # the child's own memory, not ours
     del ballast
