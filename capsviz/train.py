@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from capsviz import checkpoint as ckpt
 from capsviz.config import preset, to_dict
-from capsviz.data import DATASETS, batches, load_split, num_batches
+from capsviz.data import DATASETS, batches, load_split, num_batches, prefetch
 from capsviz.devices import autocast, describe_hardware, pick_device
 from capsviz.errors import CapsvizError
 from capsviz.losses import margin_loss, reconstruction_loss, spread_loss, spread_margin
@@ -244,22 +244,22 @@ def _train(run, out, emit, stop, resume):
         net.train()
         t_epoch, seen, loss_sum, right, n_loss = time.perf_counter(), 0, 0.0, 0, 0
         first = start_batch if epoch == start_epoch else 0
-        for k, (x, y, target) in enumerate(
-            batches(
-                run.dataset,
-                train_set,
-                run.batch_size,
-                train=True,
-                seed=run.seed,
-                epoch=epoch,
-                device=device,
-                start=first,
-                limit=run.train_limit,
-                rank=rank,
-                world=world,
-            ),
+        feed = batches(
+            run.dataset,
+            train_set,
+            run.batch_size,
+            train=True,
+            seed=run.seed,
+            epoch=epoch,
+            device=device,
             start=first,
-        ):
+            limit=run.train_limit,
+            rank=rank,
+            world=world,
+        )
+        if device.type == "cuda":  # assemble the next batch on the CPU while the GPU steps
+            feed = prefetch(feed)
+        for k, (x, y, target) in enumerate(feed, start=first):
             t0 = time.perf_counter()
             with autocast(device, run.precision):
                 o = net(x, y)

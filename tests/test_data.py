@@ -279,3 +279,37 @@ def test_smallnorb_download_checks_each_file_by_parsing_it(tmp_path):
     with pytest.raises(CapsvizError, match="not a smallNORB matrix file"):
         download(src, tmp_path / "out2")
     assert not list((tmp_path / "out2").glob("*testing-cat*"))
+
+
+def test_prefetch_yields_the_same_batches_raises_producer_errors_and_stops_early():
+    import threading
+
+    from capsviz.data import prefetch
+
+    assert list(prefetch(iter(range(50)), depth=3)) == list(range(50))
+
+    def broken():
+        yield 1
+        raise ValueError("bad batch")
+
+    got = []
+    with pytest.raises(ValueError, match="bad batch"):
+        for item in prefetch(broken()):
+            got.append(item)
+    assert got == [1]
+
+    produced = []
+
+    def endless():
+        i = 0
+        while True:
+            produced.append(i)
+            yield i
+            i += 1
+
+    feed = prefetch(endless(), depth=2)
+    assert [next(feed) for _ in range(3)] == [0, 1, 2]
+    feed.close()  # what leaving a for loop early does
+    n = len(produced)
+    assert not any(t.name == "capsviz-prefetch" and t.is_alive() for t in threading.enumerate())
+    assert len(produced) == n <= 3 + 2 + 1  # the producer ran at most depth (+ one in hand) ahead

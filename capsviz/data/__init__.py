@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import queue
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -116,8 +118,46 @@ def batches(
         yield x, y, (parts.to(device, non_blocking=True) if name == "multimnist" else x)
 
 
+def prefetch(items, depth: int = 2):
+    """Yield from `items`, produced up to `depth` ahead on a background thread, so a GPU step
+    and the next batch's assembly overlap. Same items, same order; an exception in the
+    producer is raised here; leaving the loop early stops the producer."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    quit_ = threading.Event()
+
+    def produce():
+        try:
+            for item in items:
+                while not quit_.is_set():
+                    try:
+                        q.put((item, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if quit_.is_set():
+                    return
+            q.put((done, None))
+        except BaseException as e:  # handed to the consumer
+            q.put((done, e))
+
+    worker = threading.Thread(target=produce, daemon=True, name="capsviz-prefetch")
+    worker.start()
+    try:
+        while True:
+            item, error = q.get()
+            if error is not None:
+                raise error
+            if item is done:
+                return
+            yield item
+    finally:
+        quit_.set()
+        worker.join(timeout=5)
+
+
 def num_batches(n: int, batch_size: int, world: int = 1) -> int:
     return -(-n // (batch_size * world))
 
 
-__all__ = ["DATASETS", "DatasetInfo", "describe", "load_split", "batches", "num_batches", "SOURCES"]
+__all__ = ["DATASETS", "DatasetInfo", "describe", "load_split", "batches", "prefetch", "num_batches", "SOURCES"]
