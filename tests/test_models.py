@@ -286,3 +286,10 @@ def test_bench_measures_presets_as_capsviz_trains_them(tmp_path, capsys):
     parent_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     assert r["baseline_mb"] < parent_mb - 200, (r["baseline_mb"], parent_mb)  # the child's own memory, not ours
     del ballast
+
+
+def test_routing_is_chunked_for_the_cpu_cache_only():
+    m = build_model(preset("capsnet"))
+    u = torch.zeros(128, m.num_primary, 8)
+    assert m.routing_chunk(u) == 8  # 8 paper-config images of u_hat fit the CPU budget
+    assert m.routing_chunk(u.to("meta")) == 128  # other devices route the whole batch at once
