@@ -288,8 +288,15 @@ def test_bench_measures_presets_as_capsviz_trains_them(tmp_path, capsys):
     del ballast
 
 
-def test_routing_is_chunked_for_the_cpu_cache_only():
-    m = build_model(preset("capsnet"))
-    u = torch.zeros(128, m.num_primary, 8)
-    assert m.routing_chunk(u) == 8  # 8 paper-config images of u_hat fit the CPU budget
-    assert m.routing_chunk(u.to("meta")) == 128  # other devices route the whole batch at once
+def test_batches_are_chunked_for_the_cpu_cache_only():
+    sizes = []
+
+    def f(u):
+        sizes.append(u.shape[0])
+        return u * 2
+
+    in_chunks(f, torch.zeros(20, 3), chunk=8)
+    assert sizes == [8, 8, 4]
+    sizes.clear()
+    assert in_chunks(f, torch.zeros(20, 3, device="meta"), chunk=8).shape == (20, 3)
+    assert sizes == [20]  # a GPU routes the whole batch: slices would only multiply kernel launches

@@ -60,14 +60,6 @@ class CapsNet(nn.Module):
         """x (B, C, S, S) -> u_hat, every primary capsule's prediction for every digit capsule, (B, J, I, D)."""
         return self.digits(self.primary_capsules(x))
 
-    def routing_chunk(self, u: torch.Tensor) -> int:
-        """Images routed at once. On the CPU as many as keep u_hat in cache; elsewhere the whole
-        batch, since on a GPU chunks only multiply the kernel launches (MultiMNIST at 3 images
-        per chunk trained at 380 images/s on an H100 running at 10% utilisation)."""
-        if u.device.type != "cpu":
-            return u.shape[0]
-        return max(1, ROUTING_BYTES // (u.shape[1] * self.config.num_classes * self.config.digit_dim * u.element_size()))
-
     def forward(
         self,
         x: torch.Tensor,
@@ -88,7 +80,8 @@ class CapsNet(nn.Module):
             routed = dynamic_routing_ji(self.digits(u), T, record=True)
             v = routed.v  # (B, J, D)
         else:
-            v = in_chunks(lambda u: dynamic_routing_ji(self.digits(u), T).v, u, chunk=self.routing_chunk(u))
+            chunk = max(1, ROUTING_BYTES // (u.shape[1] * self.config.num_classes * self.config.digit_dim * u.element_size()))
+            v = in_chunks(lambda u: dynamic_routing_ji(self.digits(u), T).v, u, chunk=chunk)
         lengths = v.norm(dim=-1)  # (B, J)
         out = ModelOutput(scores=lengths, capsules=v)
         if record:
