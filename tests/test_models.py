@@ -120,13 +120,28 @@ def test_chunked_forward_and_gradients_equal_unchunked():
     u = m.primary_capsules(x)
     from capsviz.routing import dynamic_routing_ji
 
-    f = lambda u: dynamic_routing_ji(m.digits(u), 3).v  # noqa: E731
-    a = in_chunks(f, u, chunk=8)
-    (ga,) = torch.autograd.grad(a.square().sum(), m.digits.W)
+    calls = []
+
+    def f(u):
+        calls.append(u.shape[0])
+        return dynamic_routing_ji(m.digits(u), 3).v
+
     b = f(u)
     (gb,) = torch.autograd.grad(b.square().sum(), m.digits.W)
-    torch.testing.assert_close(a, b)
-    torch.testing.assert_close(ga, gb, rtol=1e-4, atol=1e-7)
+    for keep, runs in [(0, [8, 8, 3, 3, 8, 8]), (8, [8, 8, 3, 3, 8]), (100, [8, 8, 3])]:
+        calls.clear()
+        a = in_chunks(f, u, chunk=8, keep=keep)
+        (ga,) = torch.autograd.grad(a.square().sum(), m.digits.W)
+        torch.testing.assert_close(a, b)
+        torch.testing.assert_close(ga, gb, rtol=1e-4, atol=1e-7)
+        assert calls == runs  # slices past the first `keep` images run again in backward
+
+
+def test_matrix_vote_count_matches_the_routed_layers():
+    m = build_model(preset("matrix-small", in_size=28, num_classes=10))
+    out = m(torch.rand(1, 1, 28, 28), record=True)
+    routed = sum(t.R.shape[2:].numel() for t in out.layer_traces.values())  # R (T, B, *lower, upper)
+    assert m.votes_per_image == 16 * routed == 815616
 
 
 @pytest.mark.parametrize("stride,pose_scale", [(2, 1.0), (1, 1.0), (2, 1e6)])

@@ -15,6 +15,10 @@ from capsviz.models import ModelOutput
 GEOMETRY = [(5, 2), (1, 1), (3, 2), (3, 1)]
 # Images routed at once: keeps each slice's votes (~3 MB per small-config image) near the cache
 EM_CHUNK = 8
+# Votes whose slices keep their activations in training instead of recomputing them in backward:
+# 96 small-config images (0.82M votes each; ~1.6 GB peak at batch 128), 15 paper-config ones.
+# Recomputing costs a third of a training step (BENCH.md); beyond this the slices are checkpointed.
+EM_KEEP_VOTES = 80_000_000
 
 
 class MatrixCapsNet(nn.Module):
@@ -25,6 +29,8 @@ class MatrixCapsNet(nn.Module):
         for k, s in GEOMETRY:
             n = conv_out(n, k, s)
         self.final_grid = n
+        g1, g2 = conv_out(conv_out(conv_out(cfg.in_size, 5, 2), 1, 1), 3, 2), n
+        self.votes_per_image = 16 * (g1 * g1 * 9 * cfg.B * cfg.C + g2 * g2 * 9 * cfg.C * cfg.D + g2 * g2 * cfg.D * cfg.num_classes)
         it, lam = cfg.routing_iterations, cfg.final_lambda
         self.conv1 = nn.Conv2d(cfg.in_channels, cfg.A, 5, stride=2)
         self.primary = PrimaryMatrixCaps(in_channels=cfg.A, types=cfg.B)
@@ -52,7 +58,7 @@ class MatrixCapsNet(nn.Module):
                 out = ModelOutput(scores=res.a, capsules=res.mu, trace=res)
                 out.layer_traces = {"convcaps1": r1, "convcaps2": r2, "class": res}
                 return out
-            a, mu = in_chunks(self._capsules, h, chunk=EM_CHUNK)
+            a, mu = in_chunks(self._capsules, h, chunk=EM_CHUNK, keep=EM_KEEP_VOTES // self.votes_per_image)
             return ModelOutput(scores=a, capsules=mu)
         finally:
             for m, n in zip(layers, saved, strict=True):
