@@ -14,6 +14,10 @@ from capsviz.routing import dynamic_routing_ji
 # Bytes of u_hat routed at once: 8 paper-config images (5.9 MB) stay in cache (measured: 8 beats 4
 # and 16); capsnet-small fits 32 images in the same space (BENCH.md).
 ROUTING_BYTES = 6 * 2**20
+# Bytes of u_hat whose slices keep their activations in training rather than recompute them in
+# backward: 64 paper-config images (peak training memory stays under 1.2 GB at batch 128),
+# every image of a capsnet-small batch of 128 (BENCH.md).
+ROUTING_KEEP_BYTES = 48 * 2**20
 
 
 class Decoder(nn.Module):
@@ -80,8 +84,9 @@ class CapsNet(nn.Module):
             routed = dynamic_routing_ji(self.digits(u), T, record=True)
             v = routed.v  # (B, J, D)
         else:
-            chunk = max(1, ROUTING_BYTES // (u.shape[1] * self.config.num_classes * self.config.digit_dim * u.element_size()))
-            v = in_chunks(lambda u: dynamic_routing_ji(self.digits(u), T).v, u, chunk=chunk)
+            per_image = u.shape[1] * self.config.num_classes * self.config.digit_dim * u.element_size()  # bytes of u_hat
+            route = lambda u: dynamic_routing_ji(self.digits(u), T).v  # noqa: E731
+            v = in_chunks(route, u, chunk=max(1, ROUTING_BYTES // per_image), keep=ROUTING_KEEP_BYTES // per_image)
         lengths = v.norm(dim=-1)  # (B, J)
         out = ModelOutput(scores=lengths, capsules=v)
         if record:
