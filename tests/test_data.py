@@ -1,4 +1,5 @@
 import gzip
+import time
 
 import numpy as np
 import pytest
@@ -313,3 +314,10 @@ def test_prefetch_yields_the_same_batches_raises_producer_errors_and_stops_early
     n = len(produced)
     assert not any(t.name == "capsviz-prefetch" and t.is_alive() for t in threading.enumerate())
     assert len(produced) == n <= 3 + 2 + 1  # the producer ran at most depth (+ one in hand) ahead
+
+    short = prefetch(iter(range(3)), depth=2)
+    assert next(short) == 0
+    time.sleep(0.3)  # the producer has filled the queue and waits to say it is done
+    t0 = time.monotonic()
+    short.close()
+    assert time.monotonic() - t0 < 1 and not any(t.name == "capsviz-prefetch" and t.is_alive() for t in threading.enumerate())

@@ -126,20 +126,24 @@ def prefetch(items, depth: int = 2):
     done = object()
     quit_ = threading.Event()
 
+    def offer(entry) -> bool:
+        """Put unless the consumer has left (then nothing waits for the entry)."""
+        while not quit_.is_set():
+            try:
+                q.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
     def produce():
         try:
             for item in items:
-                while not quit_.is_set():
-                    try:
-                        q.put((item, None), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if quit_.is_set():
+                if not offer((item, None)):
                     return
-            q.put((done, None))
+            offer((done, None))
         except BaseException as e:  # handed to the consumer
-            q.put((done, e))
+            offer((done, e))
 
     worker = threading.Thread(target=produce, daemon=True, name="capsviz-prefetch")
     worker.start()
