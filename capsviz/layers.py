@@ -58,8 +58,8 @@ class _Im2colConv(torch.autograd.Function):
     def forward(ctx, x, w, kernel, stride):
         cols, Ho, Wo = im2col(x, kernel, stride)
         # The patches are gathered again in backward rather than kept: they are 7x the input's
-        # size (380 MB for a 128-image paper-CapsNet batch), the input is kept anyway (its ReLU
-        # needs it), and the copy costs a few percent of the step.
+        # size (380 MB for a 128-image paper-CapsNet batch), in float32 the input is the ReLU
+        # output autograd keeps anyway, and the copy costs a few percent of the step.
         ctx.save_for_backward(x, w)
         ctx.geom = (kernel, stride, Ho, Wo)
         return (cols @ w.t()).view(x.shape[0], Ho, Wo, -1)  # (B, Ho, Wo, Cout)

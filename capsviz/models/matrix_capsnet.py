@@ -26,10 +26,12 @@ class MatrixCapsNet(nn.Module):
         super().__init__()
         self.config = cfg = config
         n = cfg.in_size
+        grids = []
         for k, s in GEOMETRY:
             n = conv_out(n, k, s)
+            grids.append(n)
         self.final_grid = n
-        g1, g2 = conv_out(conv_out(conv_out(cfg.in_size, 5, 2), 1, 1), 3, 2), n
+        g1, g2 = grids[2], grids[3]  # ConvCaps1's and ConvCaps2's output grids
         self.votes_per_image = 16 * (g1 * g1 * 9 * cfg.B * cfg.C + g2 * g2 * 9 * cfg.C * cfg.D + g2 * g2 * cfg.D * cfg.num_classes)
         it, lam = cfg.routing_iterations, cfg.final_lambda
         self.conv1 = nn.Conv2d(cfg.in_channels, cfg.A, 5, stride=2)
