@@ -7,7 +7,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from capsviz.routing import VAR_FLOOR, em_centred, em_routing, squash
+from capsviz import native
+from capsviz.routing import VAR_FLOOR, EMRoutingResult, em_centred, em_routing, lambda_schedule, squash
 
 
 def in_chunks(fn, *xs: torch.Tensor, chunk: int, keep: int = 0):
@@ -258,6 +259,13 @@ class ConvCaps(nn.Module):
             p = p.permute(0, 1, 2, 5, 6, 3, 4).reshape(B, P, I, 4, 4)  # (B, P, Kin, 4, 4)
             votes = torch.einsum("bpkxy,kjyz->bpkjxz", p, self.W).flatten(-2)  # (B, P, Kin, J, 16)
             res = em_routing(votes, a_p, self.iterations, self.beta_u, self.beta_a, record=True, **route)
+        elif use_native(pose, self.W):
+            poses = p.permute(0, 1, 2, 5, 6, 3, 4).reshape(B, P, I, 16)  # (B, P, Kin, 16) in (ky, kx, t) slot order
+            lambdas = lambda_schedule(self.iterations, self.final_lambda)
+            a_out, mu = native.em_routing(
+                poses, self.W, a_p, self.beta_u, self.beta_a, route["lower_index"], route["num_lower"], lambdas, VAR_FLOOR
+            )
+            res = EMRoutingResult(a=a_out.to(pose.dtype), mu=mu.to(pose.dtype))
         else:
             with torch.autocast(pose.device.type, enabled=False):
                 Vc, centre, scale = self._centred_votes(p.float(), B, P, I, J)
@@ -304,6 +312,25 @@ class ClassCaps(nn.Module):
 
     def forward(self, pose, a, record: bool = False):
         B, H, W, T, _ = pose.shape
+        if not record and use_native(pose, self.W):
+            # every (position, type) is one slot of a single routing group, and its own lower capsule
+            I = H * W * T
+            slots = torch.arange(I, device=pose.device)
+            offset = None if self.coords is None else self.coords.view(H, W, 1, 16).expand(H, W, T, 16).reshape(I, 16)
+            lambdas = lambda_schedule(self.iterations, self.final_lambda)
+            a_out, mu = native.em_routing(
+                pose.reshape(B, 1, I, 16),
+                self.W[slots % T],
+                a.reshape(B, 1, I),
+                self.beta_u,
+                self.beta_a,
+                slots.view(1, I),
+                I,
+                lambdas,
+                VAR_FLOOR,
+                offset,
+            )
+            return EMRoutingResult(a=a_out.view(B, -1).to(pose.dtype), mu=mu.view(B, -1, 16).to(pose.dtype))
         votes = torch.einsum("bhwtxy,tjyz->bhwtjxz", pose.view(B, H, W, T, 4, 4), self.W).flatten(-2)  # (B, H, W, T, J, 16)
         if self.coords is not None:
             votes = votes + self.coords.view(H, W, 1, 1, 16)
@@ -317,6 +344,12 @@ class ClassCaps(nn.Module):
             record=record,
         )
         return res
+
+
+def use_native(pose: torch.Tensor, W: torch.Tensor) -> bool:
+    """Route with the fused native kernel: on the CPU, without gradients, where it could be built."""
+    needs_grad = torch.is_grad_enabled() and (pose.requires_grad or W.requires_grad)
+    return pose.device.type == "cpu" and not needs_grad and native.available()
 
 
 def receptive_centres(in_size: int, layers: list[tuple[int, int]]) -> torch.Tensor:

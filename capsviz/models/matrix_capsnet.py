@@ -7,6 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from capsviz import native
 from capsviz.config import MatrixCapsConfig
 from capsviz.layers import ClassCaps, ConvCaps, PrimaryMatrixCaps, conv_out, coordinate_grid, in_chunks, receptive_centres
 from capsviz.models import ModelOutput
@@ -60,7 +61,9 @@ class MatrixCapsNet(nn.Module):
                 out = ModelOutput(scores=res.a, capsules=res.mu, trace=res)
                 out.layer_traces = {"convcaps1": r1, "convcaps2": r2, "class": res}
                 return out
-            a, mu = in_chunks(self._capsules, h, chunk=EM_CHUNK, keep=EM_KEEP_VOTES // self.votes_per_image)
+            # the native kernel routes one image at a time in cache by itself: no slices needed
+            chunk = h.shape[0] if h.device.type == "cpu" and not torch.is_grad_enabled() and native.available() else EM_CHUNK
+            a, mu = in_chunks(self._capsules, h, chunk=chunk, keep=EM_KEEP_VOTES // self.votes_per_image)
             return ModelOutput(scores=a, capsules=mu)
         finally:
             for m, n in zip(layers, saved, strict=True):

@@ -1,0 +1,148 @@
+"""A native EM-routing kernel for matrix-capsule inference on the CPU (em_routing.cpp).
+
+Built on first use with the system's C++ compiler (g++ or $CXX) into a cache folder and loaded
+with ctypes: no PyTorch headers and no build step at install. Where there is no compiler, the
+build fails, or CAPSVIZ_NATIVE=0, `available()` is False and capsviz routes with PyTorch as
+before; `reason()` says why. The kernel has no autograd: layers use it only without gradients.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+SOURCE = Path(__file__).with_name("em_routing.cpp")
+FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17"]
+
+_lib: ctypes.CDLL | None = None
+_why: str | None = None
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("CAPSVIZ_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "capsviz")
+    return Path(root) / "native"
+
+
+def _cpu_signature() -> str:
+    """-march=native code only runs where it was built: the library's name carries the CPU's flags."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line for line in f if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        return ""
+
+
+def _build() -> ctypes.CDLL:
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        raise RuntimeError("no C++ compiler found (install g++ or set CXX)")
+    src = SOURCE.read_bytes()
+    key = hashlib.sha256(src + " ".join([cxx, *FLAGS]).encode() + _cpu_signature().encode()).hexdigest()[:16]
+    target = cache_dir() / f"em_routing-{key}.so"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+        os.close(fd)
+        try:
+            done = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=300)
+            if done.returncode != 0:
+                raise RuntimeError(f"{cxx} failed: {done.stderr.strip()[-500:]}")
+            os.replace(tmp, target)  # atomic: a concurrent build or a reader never sees half a file
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    lib = ctypes.CDLL(str(target))
+    fn = lib.capsviz_em_routing
+    p, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    fn.argtypes = [p] * 7 + [i64] * 6 + [ctypes.c_float, c_int, p, c_int, p, p]
+    fn.restype = c_int
+    return lib
+
+
+def available() -> bool:
+    """Whether the kernel is built and loaded (built on the first call, a second or two)."""
+    global _lib, _why
+    if _lib is not None:
+        return True
+    if _why is not None:
+        return False
+    if os.environ.get("CAPSVIZ_NATIVE", "1") == "0":
+        _why = "turned off by CAPSVIZ_NATIVE=0"
+        return False
+    try:
+        _lib = _build()
+    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+        _why = str(e)
+        return False
+    return True
+
+
+def reason() -> str | None:
+    """Why the kernel is not in use, or None when it is."""
+    return None if available() else _why
+
+
+def em_routing(
+    poses: torch.Tensor,
+    W: torch.Tensor,
+    a_in: torch.Tensor,
+    beta_u: torch.Tensor,
+    beta_a: torch.Tensor,
+    lower: torch.Tensor,
+    num_lower: int,
+    lambdas: list[float],
+    var_floor: float,
+    offset: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """EM routing of the votes poses @ W (+ offset), made inside the kernel, for B images with P
+    routing groups (positions) each. poses (B, P, I, 16) are 4x4 matrices of I slots; W (I, J, 4, 4);
+    a_in (B, P, I); lower (P, I) names the lower capsule (one of `num_lower`) in each slot; offset
+    (I, 16) is added to every vote of a slot. beta_u, beta_a broadcast to (J,). Returns activations
+    a (B, P, J) and poses mu (B, P, J, 16), float32. Requires `available()`."""
+    B, P, I, _ = poses.shape
+    J = W.shape[1]
+    pad = -I % 16  # slots padded to a multiple of 16: zero pose and activation, a lower capsule of their own
+
+    def arg(t: torch.Tensor, dtype=torch.float32, value=0.0) -> torch.Tensor:
+        t = t.detach().to(dtype)
+        return (F.pad(t, (0, pad), value=value) if pad else t).contiguous()
+
+    ins = [
+        arg(poses.transpose(-1, -2)),  # (B, P, 16, I)
+        arg(W.reshape(I, J, 16).permute(1, 2, 0)),  # (J, 16, I)
+        None if offset is None else arg(offset.t()),  # (16, I)
+        arg(a_in),
+        beta_u.detach().float().expand(J).contiguous(),
+        beta_a.detach().float().expand(J).contiguous(),
+        arg(lower, torch.int64, num_lower),
+    ]
+    lam = torch.tensor(lambdas, dtype=torch.float32)
+    a = torch.empty(B, P, J)
+    mu = torch.empty(B, P, J, 16)
+    ptr = [None if t is None else t.data_ptr() for t in ins]
+    rc = _lib.capsviz_em_routing(
+        *ptr,
+        B,
+        P,
+        I + pad,
+        I,
+        J,
+        num_lower + (pad > 0),
+        var_floor,
+        len(lambdas),
+        lam.data_ptr(),
+        torch.get_num_threads(),
+        a.data_ptr(),
+        mu.data_ptr(),
+    )
+    if rc != 0:
+        raise ValueError(f"native EM routing rejected its input (code {rc})")
+    return a, mu
