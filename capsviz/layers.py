@@ -259,7 +259,7 @@ class ConvCaps(nn.Module):
             p = p.permute(0, 1, 2, 5, 6, 3, 4).reshape(B, P, I, 4, 4)  # (B, P, Kin, 4, 4)
             votes = torch.einsum("bpkxy,kjyz->bpkjxz", p, self.W).flatten(-2)  # (B, P, Kin, J, 16)
             res = em_routing(votes, a_p, self.iterations, self.beta_u, self.beta_a, record=True, **route)
-        elif use_native(pose, self.W):
+        elif use_native(pose):
             poses = p.permute(0, 1, 2, 5, 6, 3, 4).reshape(B, P, I, 16)  # (B, P, Kin, 16) in (ky, kx, t) slot order
             lambdas = lambda_schedule(self.iterations, self.final_lambda)
             a_out, mu = native.em_routing(
@@ -312,7 +312,7 @@ class ClassCaps(nn.Module):
 
     def forward(self, pose, a, record: bool = False):
         B, H, W, T, _ = pose.shape
-        if not record and use_native(pose, self.W):
+        if not record and use_native(pose):
             # every (position, type) is one slot of a single routing group, and its own lower capsule
             I = H * W * T
             slots = torch.arange(I, device=pose.device)
@@ -346,10 +346,9 @@ class ClassCaps(nn.Module):
         return res
 
 
-def use_native(pose: torch.Tensor, W: torch.Tensor) -> bool:
-    """Route with the fused native kernel: on the CPU, without gradients, where it could be built."""
-    needs_grad = torch.is_grad_enabled() and (pose.requires_grad or W.requires_grad)
-    return pose.device.type == "cpu" and not needs_grad and native.available()
+def use_native(pose: torch.Tensor) -> bool:
+    """Route with the fused native kernel (forward and backward): on the CPU, where it could be built."""
+    return pose.device.type == "cpu" and native.available()
 
 
 def receptive_centres(in_size: int, layers: list[tuple[int, int]]) -> torch.Tensor:

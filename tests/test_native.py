@@ -39,9 +39,23 @@ def _close(fast, slow, tol=2e-4):
 
 
 @needs_compiler
-def test_the_kernel_builds_here():
+def test_the_kernel_builds_here_and_serves_the_cpu_only():
     assert native.available(), native.reason()
     assert native.reason() is None
+    assert use_native(torch.zeros(1)) and not use_native(torch.zeros(1, device="meta"))
+
+
+def _layer_outputs_and_grads(layer, pose, a, size=1.0):
+    """Outputs and every gradient of a loss that weights each output differently."""
+    layer.zero_grad()
+    pose, a = pose.clone().requires_grad_(), a.clone().requires_grad_()
+    if isinstance(layer, ConvCaps):
+        mu, act, _ = layer(pose, a)
+    else:
+        res = layer(pose, a)
+        mu, act = res.mu, res.a
+    ((mu / size).sin().sum() + (act * torch.linspace(0, 1, act.numel()).view_as(act)).sum()).backward()
+    return mu.detach() / size, act.detach(), pose.grad * size, a.grad, layer.W.grad, layer.beta_u.grad, layer.beta_a.grad
 
 
 @needs_compiler
@@ -51,35 +65,32 @@ def test_the_kernel_builds_here():
         (2, 4, 3, "random"),
         (1, 4, 2, "random"),
         (2, 8, 1, "random"),
-        (1, 5, 3, "random"),
+        (1, 16, 2, "random"),
         (2, 4, 3, "huge"),
         (1, 4, 3, "zero_a"),
         (2, 4, 3, "same"),
     ],
 )
-def test_conv_caps_kernel_equals_pytorch(stride, types, iterations, case, monkeypatch):
-    """Strides 1 and 2 (border capsules reach fewer positions), slot counts that are and are not
-    multiples of 16 (4 types x 9 = 36 is padded, 16 x 9 = 144 is not), 1-3 iterations, poses of
-    size 1e6, all-zero activations and identical poses (zero variance: the floor)."""
+def test_conv_caps_kernel_equals_pytorch_forward_and_backward(stride, types, iterations, case, monkeypatch):
+    """Poses, activations and the gradients of poses, activations in, W and both betas agree with
+    PyTorch's autograd through the unrolled EM. Strides 1 and 2 (border capsules reach fewer
+    positions), slot counts that are and are not multiples of 16 (4 types x 9 = 36 is padded,
+    16 x 9 = 144 is not), 1-3 iterations, poses of size 1e6, all-zero activations and identical
+    poses (zero variance: the floor)."""
     torch.manual_seed(0)
     layer = ConvCaps(in_types=types, out_types=5, kernel=3, stride=stride, iterations=iterations, final_lambda=0.3)
     with torch.no_grad():
         layer.beta_u.normal_()
         layer.beta_a.normal_()
     pose, a = torch.randn(3, 7, 7, types, 16), torch.rand(3, 7, 7, types)
+    size = 1.0
     if case == "huge":
-        pose = pose * 1e6
+        pose, size = pose * 1e6, 1e6
     elif case == "zero_a":
         a = torch.zeros_like(a)
     elif case == "same":
         pose = pose[:1, :1, :1].expand_as(pose).contiguous()
-
-    def run():
-        with torch.no_grad():
-            mu, act, _ = layer(pose, a)
-        return mu / (1e6 if case == "huge" else 1.0), act
-
-    _close(*_both(run, monkeypatch))
+    _close(*_both(lambda: _layer_outputs_and_grads(layer, pose, a, size), monkeypatch))
 
 
 @needs_compiler
@@ -88,14 +99,10 @@ def test_class_caps_kernel_equals_pytorch(coords, monkeypatch):
     torch.manual_seed(1)
     grid = coordinate_grid(torch.linspace(0.1, 0.9, 3)) if coords else None
     layer = ClassCaps(in_types=16, num_classes=10, iterations=2, final_lambda=0.3, coords=grid)
+    with torch.no_grad():
+        layer.beta_u.normal_()
     pose, a = torch.randn(4, 3, 3, 16, 16), torch.rand(4, 3, 3, 16)
-
-    def run():
-        with torch.no_grad():
-            res = layer(pose, a)
-        return res.mu, res.a
-
-    _close(*_both(run, monkeypatch))
+    _close(*_both(lambda: _layer_outputs_and_grads(layer, pose, a), monkeypatch))
 
 
 @needs_compiler
@@ -114,16 +121,37 @@ def test_model_predictions_agree_with_and_without_the_kernel(monkeypatch):
     assert (fast[0].argmax(1) == slow[0].argmax(1)).all()
 
 
-def test_gradients_never_take_the_kernel():
-    layer = ConvCaps(in_types=2, out_types=3, kernel=3, stride=1, iterations=2, final_lambda=0.3)
-    pose = torch.randn(1, 5, 5, 2, 16)
-    assert not use_native(pose, layer.W)  # gradients on, W requires them
-    with torch.no_grad():
-        assert use_native(pose, layer.W) == native.available()
-    assert not use_native(pose.to("meta"), layer.W.detach())  # not on the CPU
-    mu, act, _ = layer(pose, torch.rand(1, 5, 5, 2))
-    (mu.sum() + act.sum()).backward()
-    assert layer.W.grad is not None and torch.isfinite(layer.W.grad).all()
+@needs_compiler
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_training_step_takes_the_kernel_and_matches_pytorch(precision, monkeypatch):
+    """The whole model under the trainer's objective: same loss and same gradient for every
+    parameter with and without the kernel, in float32 and under bfloat16 autocast."""
+    from capsviz.devices import autocast
+    from capsviz.train import objective
+
+    torch.manual_seed(0)
+    model = build_model(preset("matrix-small", in_size=28, num_classes=10))
+    x, y = torch.rand(12, 1, 28, 28), torch.randint(0, 10, (12,))
+    calls = []
+    real = native.em_routing
+    monkeypatch.setattr(native, "em_routing", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def step():
+        model.zero_grad()
+        with autocast(torch.device("cpu"), precision):
+            loss = objective(model, model(x, y), x, y, 0.5)
+        loss.backward()
+        return [loss.detach()] + [p.grad.clone() for p in model.parameters()]
+
+    fast, slow = _both(step, monkeypatch)
+    assert len(calls) == 3  # ConvCaps1, ConvCaps2 and the class capsules, once each
+    if precision == "fp32":
+        _close(fast, slow)
+    else:  # PyTorch makes the class votes in bfloat16 under autocast, the kernel in float32
+        torch.testing.assert_close(fast[0], slow[0], rtol=1e-2, atol=0)
+        for f, s in zip(fast[1:], slow[1:], strict=True):
+            assert torch.isfinite(f).all()
+            assert torch.nn.functional.cosine_similarity(f.flatten().float(), s.flatten().float(), dim=0) > 0.99
 
 
 @needs_compiler
@@ -144,6 +172,7 @@ def test_without_a_compiler_capsviz_routes_with_pytorch(monkeypatch, tmp_path):
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
     assert not native.available()
     assert "no-such-compiler" in native.reason()
+    assert not use_native(torch.zeros(1))
     model = build_model(preset("matrix-small", in_size=28, num_classes=10)).eval()
     with torch.no_grad():
         out = model(torch.rand(2, 1, 28, 28))

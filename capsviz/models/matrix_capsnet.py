@@ -14,7 +14,8 @@ from capsviz.models import ModelOutput
 
 # (kernel, stride) of Conv1, PrimaryCaps, ConvCaps1, ConvCaps2: the receptive-field geometry
 GEOMETRY = [(5, 2), (1, 1), (3, 2), (3, 1)]
-# Images routed at once: keeps each slice's votes (~3 MB per small-config image) near the cache
+# The PyTorch path's slices (the native kernel, capsviz/native, needs none):
+# images routed at once, keeping each slice's votes (~3 MB per small-config image) near the cache
 EM_CHUNK = 8
 # Votes whose slices keep their activations in training instead of recomputing them in backward:
 # 96 small-config images (0.82M votes each; ~1.6 GB peak at batch 128), 15 paper-config ones.
@@ -61,8 +62,9 @@ class MatrixCapsNet(nn.Module):
                 out = ModelOutput(scores=res.a, capsules=res.mu, trace=res)
                 out.layer_traces = {"convcaps1": r1, "convcaps2": r2, "class": res}
                 return out
-            # the native kernel routes one image at a time in cache by itself: no slices needed
-            chunk = h.shape[0] if h.device.type == "cpu" and not torch.is_grad_enabled() and native.available() else EM_CHUNK
+            # the native kernel routes one image at a time in cache, and keeps nothing for its
+            # backward but its inputs: no slices needed
+            chunk = h.shape[0] if h.device.type == "cpu" and native.available() else EM_CHUNK
             a, mu = in_chunks(self._capsules, h, chunk=chunk, keep=EM_KEEP_VOTES // self.votes_per_image)
             return ModelOutput(scores=a, capsules=mu)
         finally:

@@ -1,9 +1,9 @@
-"""A native EM-routing kernel for matrix-capsule inference on the CPU (em_routing.cpp).
+"""A native EM-routing kernel for matrix capsules on the CPU, forward and backward (em_routing.cpp).
 
 Built on first use with the system's C++ compiler (g++ or $CXX) into a cache folder and loaded
 with ctypes: no PyTorch headers and no build step at install. Where there is no compiler, the
 build fails, or CAPSVIZ_NATIVE=0, `available()` is False and capsviz routes with PyTorch as
-before; `reason()` says why. The kernel has no autograd: layers use it only without gradients.
+before; `reason()` says why. Results and gradients agree with the PyTorch path (tests/test_native.py).
 """
 
 from __future__ import annotations
@@ -64,6 +64,9 @@ def _build() -> ctypes.CDLL:
     p, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
     fn.argtypes = [p] * 7 + [i64] * 6 + [ctypes.c_float, c_int, p, c_int, p, p]
     fn.restype = c_int
+    bw = lib.capsviz_em_routing_backward
+    bw.argtypes = [p] * 7 + [i64] * 6 + [ctypes.c_float, c_int, p, c_int] + [p] * 7
+    bw.restype = c_int
     return lib
 
 
@@ -106,43 +109,61 @@ def em_routing(
     routing groups (positions) each. poses (B, P, I, 16) are 4x4 matrices of I slots; W (I, J, 4, 4);
     a_in (B, P, I); lower (P, I) names the lower capsule (one of `num_lower`) in each slot; offset
     (I, 16) is added to every vote of a slot. beta_u, beta_a broadcast to (J,). Returns activations
-    a (B, P, J) and poses mu (B, P, J, 16), float32. Requires `available()`."""
-    B, P, I, _ = poses.shape
-    J = W.shape[1]
-    pad = -I % 16  # slots padded to a multiple of 16: zero pose and activation, a lower capsule of their own
+    a (B, P, J) and poses mu (B, P, J, 16), float32, differentiable with respect to poses, W, a_in
+    and the betas (the backward kernel runs the routing again and unrolls it). Requires `available()`."""
+    return _EMRouting.apply(poses, W, a_in, beta_u, beta_a, lower, num_lower, tuple(lambdas), var_floor, offset)
 
-    def arg(t: torch.Tensor, dtype=torch.float32, value=0.0) -> torch.Tensor:
-        t = t.detach().to(dtype)
-        return (F.pad(t, (0, pad), value=value) if pad else t).contiguous()
 
-    ins = [
-        arg(poses.transpose(-1, -2)),  # (B, P, 16, I)
-        arg(W.reshape(I, J, 16).permute(1, 2, 0)),  # (J, 16, I)
-        None if offset is None else arg(offset.t()),  # (16, I)
-        arg(a_in),
-        beta_u.detach().float().expand(J).contiguous(),
-        beta_a.detach().float().expand(J).contiguous(),
-        arg(lower, torch.int64, num_lower),
-    ]
-    lam = torch.tensor(lambdas, dtype=torch.float32)
-    a = torch.empty(B, P, J)
-    mu = torch.empty(B, P, J, 16)
-    ptr = [None if t is None else t.data_ptr() for t in ins]
-    rc = _lib.capsviz_em_routing(
-        *ptr,
-        B,
-        P,
-        I + pad,
-        I,
-        J,
-        num_lower + (pad > 0),
-        var_floor,
-        len(lambdas),
-        lam.data_ptr(),
-        torch.get_num_threads(),
-        a.data_ptr(),
-        mu.data_ptr(),
-    )
-    if rc != 0:
-        raise ValueError(f"native EM routing rejected its input (code {rc})")
-    return a, mu
+class _EMRouting(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, poses, W, a_in, beta_u, beta_a, lower, num_lower, lambdas, var_floor, offset):
+        B, P, I, _ = poses.shape
+        J = W.shape[1]
+        pad = -I % 16  # slots padded to a multiple of 16: zero pose and activation, a lower capsule of their own
+
+        def arg(t: torch.Tensor, dtype=torch.float32, value=0.0) -> torch.Tensor:
+            t = t.detach().to(dtype)
+            return (F.pad(t, (0, pad), value=value) if pad else t).contiguous()
+
+        ins = [
+            arg(poses.transpose(-1, -2)),  # (B, P, 16, I)
+            arg(W.reshape(I, J, 16).permute(1, 2, 0)),  # (J, 16, I)
+            None if offset is None else arg(offset.t()),  # (16, I)
+            arg(a_in),
+            beta_u.detach().float().expand(J).contiguous(),
+            beta_a.detach().float().expand(J).contiguous(),
+            arg(lower, torch.int64, num_lower),
+        ]
+        lam = torch.tensor(lambdas, dtype=torch.float32)
+        sizes = (B, P, I + pad, I, J, num_lower + (pad > 0), var_floor, len(lambdas), lam.data_ptr(), torch.get_num_threads())
+        a = torch.empty(B, P, J)
+        mu = torch.empty(B, P, J, 16)
+        rc = _lib.capsviz_em_routing(*_ptrs(ins), *sizes, a.data_ptr(), mu.data_ptr())
+        if rc != 0:
+            raise ValueError(f"native EM routing rejected its input (code {rc})")
+        ctx.ins, ctx.lam, ctx.sizes = ins, lam, sizes
+        ctx.meta = (I, pad, poses.dtype, W.dtype, a_in.dtype, beta_u.shape, beta_a.shape)
+        return a, mu
+
+    @staticmethod
+    def backward(ctx, gA, gMu):
+        ins, sizes = ctx.ins, ctx.sizes
+        I, pad, pose_dt, w_dt, a_dt, bu_shape, ba_shape = ctx.meta
+        B, P, Ip, _, J = sizes[:5]
+        gA = torch.zeros(B, P, J) if gA is None else gA.float().contiguous()
+        gMu = torch.zeros(B, P, J, 16) if gMu is None else gMu.float().contiguous()
+        gposes, ga = torch.empty(B, P, 16, Ip), torch.empty(B, P, Ip)
+        gW, gbu, gba = torch.empty(J, 16, Ip), torch.empty(J), torch.empty(J)
+        outs = [gposes, ga, gW, gbu, gba]
+        rc = _lib.capsviz_em_routing_backward(*_ptrs(ins), *sizes, gA.data_ptr(), gMu.data_ptr(), *_ptrs(outs))
+        if rc != 0:
+            raise ValueError(f"native EM routing rejected its input (code {rc})")
+        g_poses = gposes[..., :I].transpose(-1, -2).to(pose_dt)  # (B, P, I, 16)
+        g_W = gW[..., :I].permute(2, 0, 1).reshape(I, J, 4, 4).to(w_dt)
+        g_bu = gbu if len(bu_shape) else gbu.sum()
+        g_ba = gba if len(ba_shape) else gba.sum()
+        return g_poses, g_W, ga[..., :I].to(a_dt), g_bu, g_ba, None, None, None, None, None
+
+
+def _ptrs(tensors):
+    return [None if t is None else t.data_ptr() for t in tensors]

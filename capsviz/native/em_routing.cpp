@@ -3,8 +3,10 @@
 // The PyTorch path (capsviz/routing.py `_em`) makes every step a full pass over a vote tensor of
 // ~0.8M floats per small-config image, in memory. Here one image's votes are made, routed and
 // dropped while they sit in this core's cache: the same arithmetic as `_em` (same formulas, same
-// floors and clamps; only summation order differs), with no autograd. Built and loaded by
-// capsviz/native/__init__.py; plain C++ with OpenMP over images, no PyTorch headers.
+// floors and clamps; only summation order differs). The backward pass routes each image again and
+// unrolls every iteration in reverse, nothing detached, as autograd does through `_em`; it keeps
+// nothing between the calls but the inputs. Built and loaded by capsviz/native/__init__.py; plain
+// C++ with OpenMP over images, no PyTorch headers.
 //
 // Layouts (all float32, contiguous, slots i innermost so that loops run over 16 slots at a time;
 // I a multiple of 16, the slots past I_real padding with zero pose and activation): poses
@@ -76,12 +78,10 @@ struct Layer {
     float var_floor, w_max;
     int iterations;
     const float* lambdas;
-    float *a_out, *mu_out;
 };
 
 // Votes of one position p, laid out V[j][h][i] (h = x * 4 + z, the entry of the 4x4 vote):
 // V = (pose[p, i] @ W[i, j] + offset[i]) / scale - centre[p, j], centre the mean over real slots.
-// Returns nothing; writes this position's centre (J, 16) in scaled units.
 void make_votes(const Layer& g, int64_t b, int64_t p, float inv_scale, float* V, float* centre) {
     const int64_t P = g.P, I = g.I, J = g.J;
     const float* pose = g.poses + (b * P + p) * H * I;  // (16, I)
@@ -106,42 +106,57 @@ void make_votes(const Layer& g, int64_t b, int64_t p, float inv_scale, float* V,
     }
 }
 
-// One image. Positions are routed one at a time, their votes made afresh each iteration (4
-// multiply-adds per 16 floats) so that they stay in this core's cache; only the assignments R
+// What one image's routing computed, per iteration t: what the backward pass reads.
+struct Trace {
+    std::vector<float> V, R, M1, q, S, Ld, la, dev, sd, centre, norm, wt;
+    float scale, floor_, log_scale;
+    float* R_at(const Layer& g, int t) { return R.data() + t * g.P * g.J * g.I; }  // (P, J, I); t = 0 unused
+    float* pj(std::vector<float>& x, const Layer& g, int t, int64_t width = 1) { return x.data() + t * g.P * g.J * width; }
+};
+
+// One image, forward. Positions are routed one at a time so that their votes (remade each
+// iteration, 4 multiply-adds per 16 floats) stay in this core's cache; the assignments R
 // (P, J, I) live for the whole image, because a lower capsule's softmax spans positions.
-void route_image(const Layer& g, int64_t b, std::vector<float>& V, std::vector<float>& R, std::vector<float>& stat,
-                 std::vector<float>& norm) {
+void route_image(const Layer& g, int64_t b, Trace& tr) {
     const int64_t P = g.P, I = g.I, J = g.J, L = g.L;
-    V.resize(J * H * I);
-    R.resize(P * J * I);
-    stat.resize(P * J * (2 * H + 1) + I);  // mu, centre, logit_a per (p, j); the weights of one (p, j)
-    norm.resize(2 * L);
-    float* mu = stat.data();
-    float* centre = mu + P * J * H;
-    float* logit_a = centre + P * J * H;
-    float* wt = logit_a + P * J;
-    float* peak = norm.data();
+    const int T = g.iterations;
+    tr.V.resize(J * H * I);
+    tr.R.resize(T * P * J * I);
+    for (auto* x : {&tr.M1, &tr.q}) x->resize(T * P * J * H);
+    for (auto* x : {&tr.S, &tr.Ld, &tr.la, &tr.dev}) x->resize(T * P * J);
+    tr.sd.resize(T * P);
+    tr.centre.resize(P * J * H);
+    tr.norm.resize(2 * L);
+    tr.wt.resize(I);
+    float* wt = tr.wt.data();
+    float* peak = tr.norm.data();
     float* Z = peak + L;
     // |vote - centre| <= 2 (4 max|pose| max|W| + max|offset|): the image's scale, at least 1
     float pose_max = 0, off_max = 0;
     for (int64_t k = 0; k < P * H * I; ++k) pose_max = std::max(pose_max, std::fabs(g.poses[b * P * H * I + k]));
     if (g.offset)
         for (int64_t k = 0; k < H * I; ++k) off_max = std::max(off_max, std::fabs(g.offset[k]));
-    const float scale = std::max(8 * pose_max * g.w_max + 2 * off_max, 1.0f);
-    const float floor_ = std::max(g.var_floor / (scale * scale), 1e-20f), log_scale = std::log(scale);
+    tr.scale = std::max(8 * pose_max * g.w_max + 2 * off_max, 1.0f);
+    tr.floor_ = std::max(g.var_floor / (tr.scale * tr.scale), 1e-20f);
+    tr.log_scale = std::log(tr.scale);
+    const float floor_ = tr.floor_, log_scale = tr.log_scale;
 
-    for (int t = 0; t < g.iterations; ++t) {
+    for (int t = 0; t < T; ++t) {
         const float lam = g.lambdas[t];
-        const bool last = t == g.iterations - 1;
+        const bool last = t == T - 1;
+        const float* Rt = tr.R_at(g, t);
+        float* Rn = last ? nullptr : tr.R_at(g, t + 1);
+        float *M1 = tr.pj(tr.M1, g, t, H), *q = tr.pj(tr.q, g, t, H);
+        float *S = tr.pj(tr.S, g, t), *Ld = tr.pj(tr.Ld, g, t), *la = tr.pj(tr.la, g, t), *dev = tr.pj(tr.dev, g, t);
         std::fill(peak, peak + L, -std::numeric_limits<float>::infinity());
         for (int64_t p = 0; p < P; ++p) {
-            make_votes(g, b, p, 1.0f / scale, V.data(), centre + p * J * H);
+            float* V = tr.V.data();
+            make_votes(g, b, p, 1.0f / tr.scale, V, tr.centre.data() + p * J * H);
             const float* a = g.a_in + (b * P + p) * I;
-            float* la = logit_a + p * J;
-            float inv[16 * 64], logdet[64];  // this position's 1 / sig2 and sum of log sig2 per j (J <= 64)
             // M-step for each upper capsule j; the first one with uniform assignments 1/J.
             for (int64_t j = 0; j < J; ++j) {
-                const float* r = R.data() + (p * J + j) * I;
+                const int64_t pj = p * J + j;
+                const float* r = Rt + pj * I;
                 v16 sv{};
                 for (int64_t i = 0; i < I; i += 16) {
                     const v16 w = t == 0 ? load(a + i) * (1.0f / J) : load(r + i) * load(a + i);
@@ -151,7 +166,7 @@ void route_image(const Layer& g, int64_t b, std::vector<float>& V, std::vector<f
                 const float s = total(sv);
                 const float scale_w = 1.0f / (s + EPS);
                 double prod[2] = {1.0, 1.0};  // sig2 products of 8 entries each: 2 logs, not 16
-                const float* v = V.data() + j * H * I;
+                const float* v = V + j * H * I;
                 for (int h = 0; h < H; ++h) {
                     v16 m1{}, m2{};
                     for (int64_t i = 0; i < I; i += 16) {
@@ -160,38 +175,47 @@ void route_image(const Layer& g, int64_t b, std::vector<float>& V, std::vector<f
                         m2 += w * vi * vi;
                     }
                     const float mean = total(m1) * scale_w;
-                    const float s2 = std::max(total(m2) * scale_w - mean * mean, 0.0f) + floor_;
-                    mu[(p * J + j) * H + h] = mean;
-                    inv[j * H + h] = 1.0f / s2;
-                    prod[h >> 3] *= s2;  // >= 1e-160: s2 >= the floor, 1e-20
+                    const float qh = total(m2) * scale_w - mean * mean;
+                    M1[pj * H + h] = mean;
+                    q[pj * H + h] = qh;
+                    prod[h >> 3] *= std::max(qh, 0.0f) + floor_;  // >= 1e-160: sig2 >= the floor, 1e-20
                 }
-                logdet[j] = float(std::log(prod[0]) + std::log(prod[1]));  // sum over h of log sig2
+                Ld[pj] = float(std::log(prod[0]) + std::log(prod[1]));  // sum over h of log sig2
+                S[pj] = s;
                 // the cost: sum over h of beta_u + log sigma_h (true units), times S; standardised below
-                la[j] = (H * (g.beta_u[j] + log_scale) + 0.5f * logdet[j]) * s;
+                la[pj] = (H * (g.beta_u[j] + log_scale) + 0.5f * Ld[pj]) * s;
             }
             // Standardise the costs across the J capsules competing at this position.
+            float* c = la + p * J;
             double mean = 0, var = 0;
-            for (int64_t j = 0; j < J; ++j) mean += la[j];
+            for (int64_t j = 0; j < J; ++j) mean += c[j];
             mean /= J;
-            for (int64_t j = 0; j < J; ++j) var += (la[j] - mean) * (la[j] - mean);
+            for (int64_t j = 0; j < J; ++j) var += (c[j] - mean) * (c[j] - mean);
             const float sd = std::sqrt(var / J) + 1e-6f;
-            for (int64_t j = 0; j < J; ++j) la[j] = lam * (g.beta_a[j] - (la[j] - float(mean)) / sd);
+            tr.sd[t * P + p] = sd;
+            for (int64_t j = 0; j < J; ++j) {
+                dev[p * J + j] = c[j] - float(mean);
+                c[j] = lam * (g.beta_a[j] - dev[p * J + j] / sd);
+            }
             if (last) continue;
             // E-step logits: log-probability of each vote under each upper capsule's Gaussian.
             const int64_t* low = g.lower + p * I;
             for (int64_t j = 0; j < J; ++j) {
-                const float* m = mu + (p * J + j) * H;
-                const float* v = V.data() + j * H * I;
-                float* r = R.data() + (p * J + j) * I;
-                const float base = log_sigmoid(la[j]) - 0.5f * logdet[j];
+                const int64_t pj = p * J + j;
+                const float* m = M1 + pj * H;
+                const float* v = V + j * H * I;
+                float* r = Rn + pj * I;
+                float inv[H];
+                for (int h = 0; h < H; ++h) inv[h] = 1.0f / (std::max(q[pj * H + h], 0.0f) + floor_);
+                const float base = log_sigmoid(c[j]) - 0.5f * Ld[pj];
                 for (int64_t i = 0; i < I; i += 16) {
-                    v16 q{};
+                    v16 qq{};
                     for (int h = 0; h < H; ++h) {
                         const v16 d = load(v + h * I + i) - m[h];
-                        q += d * d * inv[j * H + h];
+                        qq += d * d * inv[h];
                     }
-                    q = q < 1e30f ? q : splat(1e30f);
-                    store(r + i, base - 0.5f * q);
+                    qq = qq < 1e30f ? qq : splat(1e30f);
+                    store(r + i, base - 0.5f * qq);
                 }
                 for (int64_t i = 0; i < I; ++i) peak[low[i]] = std::max(peak[low[i]], r[i]);
             }
@@ -203,7 +227,7 @@ void route_image(const Layer& g, int64_t b, std::vector<float>& V, std::vector<f
             const int64_t* low = g.lower + p * I;
             for (int64_t i = 0; i < I; ++i) wt[i] = peak[low[i]];
             for (int64_t j = 0; j < J; ++j) {
-                float* r = R.data() + (p * J + j) * I;
+                float* r = Rn + (p * J + j) * I;
                 for (int64_t i = 0; i < I; i += 16) store(r + i, exp_nonpositive(load(r + i) - load(wt + i)));
                 for (int64_t i = 0; i < I; ++i) Z[low[i]] += r[i];
             }
@@ -213,15 +237,215 @@ void route_image(const Layer& g, int64_t b, std::vector<float>& V, std::vector<f
             const int64_t* low = g.lower + p * I;
             for (int64_t i = 0; i < I; ++i) wt[i] = Z[low[i]];
             for (int64_t j = 0; j < J; ++j) {
-                float* r = R.data() + (p * J + j) * I;
+                float* r = Rn + (p * J + j) * I;
                 for (int64_t i = 0; i < I; i += 16) store(r + i, load(r + i) * load(wt + i));
             }
         }
     }
-    for (int64_t pj = 0; pj < P * J; ++pj) {
-        g.a_out[b * P * J + pj] = 1.0f / (1.0f + std::exp(-logit_a[pj]));
-        for (int h = 0; h < H; ++h) g.mu_out[(b * P * J + pj) * H + h] = (mu[pj * H + h] + centre[pj * H + h]) * scale;
+}
+
+// Gradients of one position's votes (gV[j][h][i], scaled units) into the poses and transforms:
+// V = (pose @ W) / scale + const, so gpose = gV W^T / scale and gW = pose^T gV / scale.
+void votes_backward(const Layer& g, int64_t b, int64_t p, int64_t j, float inv_scale, const float* gV, float* gpose, float* gW) {
+    const int64_t P = g.P, I = g.I;
+    const float* pose = g.poses + (b * P + p) * H * I;
+    const float* w = g.W + j * H * I;
+    float* gw = gW + j * H * I;
+    for (int64_t i = 0; i < I; i += 16) {
+        for (int x = 0; x < 4; ++x)
+            for (int y = 0; y < 4; ++y) {
+                v16 acc = load(gpose + (4 * x + y) * I + i);
+                const v16 pxy = load(pose + (4 * x + y) * I + i) * inv_scale;
+                for (int z = 0; z < 4; ++z) {
+                    const v16 gv = load(gV + (4 * x + z) * I + i);
+                    acc += gv * load(w + (4 * y + z) * I + i) * inv_scale;
+                    store(gw + (4 * y + z) * I + i, load(gw + (4 * y + z) * I + i) + pxy * gv);
+                }
+                store(gpose + (4 * x + y) * I + i, acc);
+            }
     }
+}
+
+struct Grads {
+    const float *gA, *gMu;         // (B, P, J), (B, P, J, 16)
+    float *gposes, *ga_in;         // (B, P, 16, I), (B, P, I)
+};
+
+// One image, backward through every unrolled iteration (nothing detached), from its trace.
+// gW (J, 16, I), gbu, gba (J) accumulate this thread's share.
+void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float* gW, float* gbu, float* gba,
+                    std::vector<float>& work) {
+    const int64_t P = g.P, I = g.I, J = g.J, L = g.L;
+    const int T = g.iterations;
+    work.resize(P * J * I + 2 * P * J * H + 2 * P * J + J * H * I + L + 2 * I);
+    float* gR = work.data();                 // (P, J, I): gradient of R_t
+    float* gM1 = gR + P * J * I;             // (P, J, H)
+    float* gs2 = gM1 + P * J * H;            // (P, J, H)
+    float* gla = gs2 + P * J * H;            // (P, J)
+    float* gLd = gla + P * J;                // (P, J)
+    float* gV = gLd + P * J;                 // (J, H, I) of one position
+    float* G = gV + J * H * I;               // (L): per lower capsule, sum of R gR
+    float* wt = G + L;                       // (I)
+    float* gw = wt + I;                      // (I)
+    float* gpose = gr.gposes + b * P * H * I;
+    float* ga = gr.ga_in + b * P * I;
+    std::fill(gpose, gpose + P * H * I, 0.0f);
+    std::fill(ga, ga + P * I, 0.0f);
+    const float inv_scale = 1.0f / tr.scale, floor_ = tr.floor_;
+    float* V = tr.V.data();
+
+    // From the outputs: a = sigmoid(la_{T-1}), mu = (M1_{T-1} + centre) * scale.
+    {
+        const float* la = tr.pj(tr.la, g, T - 1);
+        for (int64_t pj = 0; pj < P * J; ++pj) {
+            const float a = 1.0f / (1.0f + std::exp(-la[pj]));
+            gla[pj] = gr.gA[b * P * J + pj] * a * (1 - a);
+            gLd[pj] = 0;
+            for (int h = 0; h < H; ++h) {
+                gM1[pj * H + h] = gr.gMu[(b * P * J + pj) * H + h] * tr.scale;
+                gs2[pj * H + h] = 0;
+            }
+        }
+    }
+    for (int t = T - 1; t >= 0; --t) {
+        const float lam = g.lambdas[t];
+        const float* Rt = tr.R_at(g, t);
+        const float *M1 = tr.pj(tr.M1, g, t, H), *q = tr.pj(tr.q, g, t, H);
+        const float *S = tr.pj(tr.S, g, t), *Ld = tr.pj(tr.Ld, g, t), *dev = tr.pj(tr.dev, g, t);
+        // M-step of iteration t, backward, one position at a time.
+        for (int64_t p = 0; p < P; ++p) {
+            make_votes(g, b, p, inv_scale, V, tr.centre.data() + p * J * H);
+            std::fill(gV, gV + J * H * I, 0.0f);
+            const float* a = g.a_in + (b * P + p) * I;
+            // la = lam (beta_a - dev / sd), dev = cost - mean(cost), sd = std(cost) + 1e-6
+            const float sd = tr.sd[t * P + p], sigma = sd - 1e-6f;
+            float gcost[64], gdev[64];
+            double dot = 0, gmean = 0;
+            for (int64_t j = 0; j < J; ++j) {
+                const float g_la = gla[p * J + j];
+                gba[j] += lam * g_la;
+                gcost[j] = -lam * g_la;  // dL/dz for now
+                dot += double(gcost[j]) * dev[p * J + j];
+            }
+            const double g_sd = -dot / (double(sd) * sd);
+            for (int64_t j = 0; j < J; ++j) {
+                gdev[j] = gcost[j] / sd + (sigma > 0 ? float(g_sd * dev[p * J + j] / (double(J) * sigma)) : 0.0f);
+                gmean += gdev[j];
+            }
+            for (int64_t j = 0; j < J; ++j) gcost[j] = gdev[j] - float(gmean / J);
+            for (int64_t j = 0; j < J; ++j) {
+                const int64_t pj = p * J + j;
+                const float s = S[pj];
+                gbu[j] += gcost[j] * H * s;
+                const float gL = gLd[pj] + gcost[j] * 0.5f * s;
+                float gS = gcost[j] * (H * (g.beta_u[j] + tr.log_scale) + 0.5f * Ld[pj]);
+                float gm1[H], gm2[H];
+                for (int h = 0; h < H; ++h) {
+                    const float qh = q[pj * H + h], s2 = std::max(qh, 0.0f) + floor_;
+                    const float gq = qh >= 0 ? gs2[pj * H + h] + gL / s2 : 0.0f;  // through max(q, 0)
+                    gm2[h] = gq;
+                    gm1[h] = gM1[pj * H + h] - 2 * M1[pj * H + h] * gq;
+                }
+                // M1 = sum_i w V, M2 = sum_i w V^2, w = Rp / (S + eps)
+                const float* r = Rt + pj * I;
+                const float k = 1.0f / (s + EPS);
+                for (int64_t i = 0; i < I; i += 16) {
+                    const v16 rp = t == 0 ? load(a + i) * (1.0f / J) : load(r + i) * load(a + i);
+                    store(wt + i, rp);
+                    store(gw + i, v16{});
+                }
+                const float* v = V + j * H * I;
+                float* gv = gV + j * H * I;
+                for (int h = 0; h < H; ++h)
+                    for (int64_t i = 0; i < I; i += 16) {
+                        const v16 vi = load(v + h * I + i), w = load(wt + i) * k;
+                        store(gw + i, load(gw + i) + gm1[h] * vi + gm2[h] * vi * vi);
+                        store(gv + h * I + i, load(gv + h * I + i) + w * (gm1[h] + 2 * gm2[h] * vi));
+                    }
+                v16 gk{};
+                for (int64_t i = 0; i < I; i += 16) gk += load(gw + i) * load(wt + i);
+                gS += -total(gk) * k * k;
+                // gRp = gw k + gS; Rp = R a (t > 0) or a / J
+                for (int64_t i = 0; i < I; i += 16) {
+                    const v16 grp = load(gw + i) * k + gS;
+                    if (t == 0) {
+                        store(ga + p * I + i, load(ga + p * I + i) + grp * (1.0f / J));
+                    } else {
+                        store(gR + pj * I + i, grp * load(a + i));
+                        store(ga + p * I + i, load(ga + p * I + i) + grp * load(r + i));
+                    }
+                }
+            }
+            for (int64_t j = 0; j < J; ++j) votes_backward(g, b, p, j, inv_scale, gV + j * H * I, gpose + p * H * I, gW);
+        }
+        if (t == 0) break;
+
+        // E-step of iteration t - 1, backward: R_t = softmax over each lower capsule's (p, j) of
+        // logit = logsigmoid(la) - Q / 2 - Ld / 2, Q = sum_h (V - M1)^2 / sig2.
+        std::fill(G, G + L, 0.0f);
+        for (int64_t p = 0; p < P; ++p) {
+            const int64_t* low = g.lower + p * I;
+            for (int64_t j = 0; j < J; ++j)
+                for (int64_t i = 0; i < I; ++i) G[low[i]] += Rt[(p * J + j) * I + i] * gR[(p * J + j) * I + i];
+        }
+        const int u = t - 1;
+        const float *M1u = tr.pj(tr.M1, g, u, H), *qu = tr.pj(tr.q, g, u, H), *lau = tr.pj(tr.la, g, u);
+        for (int64_t p = 0; p < P; ++p) {
+            make_votes(g, b, p, inv_scale, V, tr.centre.data() + p * J * H);
+            std::fill(gV, gV + J * H * I, 0.0f);
+            const int64_t* low = g.lower + p * I;
+            for (int64_t i = 0; i < I; ++i) wt[i] = G[low[i]];
+            for (int64_t j = 0; j < J; ++j) {
+                const int64_t pj = p * J + j;
+                const float* r = Rt + pj * I;
+                const float* m = M1u + pj * H;
+                const float* v = V + j * H * I;
+                float* gv = gV + j * H * I;
+                float inv[H];
+                for (int h = 0; h < H; ++h) inv[h] = 1.0f / (std::max(qu[pj * H + h], 0.0f) + floor_);
+                v16 gsum{};
+                float gm1[H] = {0}, gs2h[H] = {0};
+                for (int64_t i = 0; i < I; i += 16) {
+                    const v16 glog = load(r + i) * (load(gR + pj * I + i) - load(wt + i));
+                    gsum += glog;
+                    v16 Q{};
+                    for (int h = 0; h < H; ++h) {
+                        const v16 d = load(v + h * I + i) - m[h];
+                        Q += d * d * inv[h];
+                    }
+                    const v16 gQ = Q <= 1e30f ? -0.5f * glog : v16{};
+                    for (int h = 0; h < H; ++h) {
+                        const v16 d = load(v + h * I + i) - m[h];
+                        const v16 t2 = gQ * 2.0f * d * inv[h];
+                        store(gv + h * I + i, load(gv + h * I + i) + t2);
+                        gm1[h] -= total(t2);
+                        gs2h[h] -= total(gQ * d * d) * inv[h] * inv[h];
+                    }
+                }
+                const float gl = total(gsum);
+                gla[pj] = gl / (1.0f + std::exp(lau[pj]));  // d logsigmoid(x) / dx = sigmoid(-x)
+                gLd[pj] = -0.5f * gl;
+                for (int h = 0; h < H; ++h) {
+                    gM1[pj * H + h] = gm1[h];
+                    gs2[pj * H + h] = gs2h[h];
+                }
+            }
+            for (int64_t j = 0; j < J; ++j) votes_backward(g, b, p, j, inv_scale, gV + j * H * I, gpose + p * H * I, gW);
+        }
+    }
+}
+
+bool valid(int64_t B, int64_t P, int64_t I, int64_t I_real, int64_t J, int64_t L, int iterations, const int64_t* lower) {
+    if (B < 0 || P < 1 || I_real < 1 || I_real > I || I % 16 != 0 || J < 1 || J > 64 || L < 1 || iterations < 1) return false;
+    for (int64_t k = 0; k < P * I; ++k)
+        if (lower[k] < 0 || lower[k] >= L) return false;
+    return true;
+}
+
+float abs_max(const float* x, int64_t n) {
+    float m = 0;
+    for (int64_t k = 0; k < n; ++k) m = std::max(m, std::fabs(x[k]));
+    return m;
 }
 
 }  // namespace
@@ -230,17 +454,56 @@ extern "C" int capsviz_em_routing(const float* poses, const float* W, const floa
                                   const float* beta_u, const float* beta_a, const int64_t* lower, int64_t B, int64_t P,
                                   int64_t I, int64_t I_real, int64_t J, int64_t L, float var_floor, int iterations,
                                   const float* lambdas, int threads, float* a_out, float* mu_out) {
-    if (B < 0 || P < 1 || I_real < 1 || I_real > I || I % 16 != 0 || J < 1 || J > 64 || L < 1 || iterations < 1) return 1;
-    for (int64_t k = 0; k < P * I; ++k)
-        if (lower[k] < 0 || lower[k] >= L) return 2;
-    float w_max = 0;
-    for (int64_t k = 0; k < J * H * I; ++k) w_max = std::max(w_max, std::fabs(W[k]));
-    const Layer g{poses, W, offset, a_in, beta_u, beta_a, lower, P, I, I_real, J, L, var_floor, w_max, iterations, lambdas, a_out, mu_out};
+    if (!valid(B, P, I, I_real, J, L, iterations, lower)) return 1;
+    const Layer g{poses, W, offset, a_in, beta_u, beta_a, lower, P, I, I_real, J, L, var_floor, abs_max(W, J * H * I), iterations, lambdas};
 #pragma omp parallel num_threads(threads)
     {
-        std::vector<float> V, R, stat, norm;
+        Trace tr;
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t b = 0; b < B; ++b) route_image(g, b, V, R, stat, norm);
+        for (int64_t b = 0; b < B; ++b) {
+            route_image(g, b, tr);
+            const float* la = tr.pj(tr.la, g, iterations - 1);
+            const float* M1 = tr.pj(tr.M1, g, iterations - 1, H);
+            for (int64_t pj = 0; pj < P * J; ++pj) {
+                a_out[b * P * J + pj] = 1.0f / (1.0f + std::exp(-la[pj]));
+                for (int h = 0; h < H; ++h) mu_out[(b * P * J + pj) * H + h] = (M1[pj * H + h] + tr.centre[pj * H + h]) * tr.scale;
+            }
+        }
+    }
+    return 0;
+}
+
+// Gradients of capsviz_em_routing's outputs (a, mu) for the same inputs: the forward is run again
+// per image (nothing is kept between the calls) and then unrolled backwards. Writes gposes
+// (B, P, 16, I), ga_in (B, P, I), gW (J, 16, I), gbeta_u and gbeta_a (J).
+extern "C" int capsviz_em_routing_backward(const float* poses, const float* W, const float* offset, const float* a_in,
+                                           const float* beta_u, const float* beta_a, const int64_t* lower, int64_t B,
+                                           int64_t P, int64_t I, int64_t I_real, int64_t J, int64_t L, float var_floor,
+                                           int iterations, const float* lambdas, int threads, const float* gA,
+                                           const float* gMu, float* gposes, float* ga_in, float* gW, float* gbu, float* gba) {
+    if (!valid(B, P, I, I_real, J, L, iterations, lower)) return 1;
+    const Layer g{poses, W, offset, a_in, beta_u, beta_a, lower, P, I, I_real, J, L, var_floor, abs_max(W, J * H * I), iterations, lambdas};
+    const Grads gr{gA, gMu, gposes, ga_in};
+    std::fill(gW, gW + J * H * I, 0.0f);
+    std::fill(gbu, gbu + J, 0.0f);
+    std::fill(gba, gba + J, 0.0f);
+#pragma omp parallel num_threads(threads)
+    {
+        Trace tr;
+        std::vector<float> work, mine(J * H * I + 2 * J, 0.0f);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t b = 0; b < B; ++b) {
+            route_image(g, b, tr);
+            backward_image(g, b, tr, gr, mine.data(), mine.data() + J * H * I, mine.data() + J * H * I + J, work);
+        }
+#pragma omp critical
+        {
+            for (int64_t k = 0; k < J * H * I; ++k) gW[k] += mine[k];
+            for (int64_t j = 0; j < J; ++j) {
+                gbu[j] += mine[J * H * I + j];
+                gba[j] += mine[J * H * I + J + j];
+            }
+        }
     }
     return 0;
 }
