@@ -106,12 +106,32 @@ void make_votes(const Layer& g, int64_t b, int64_t p, float inv_scale, float* V,
     }
 }
 
-// What one image's routing computed, per iteration t: what the backward pass reads.
+// What one image's routing computed, per iteration t: what the backward pass reads. It lives in
+// a caller's buffer (trace_size floats per image) when gradients will be wanted, else in the
+// thread's own storage; V, norm and wt are scratch.
 struct Trace {
-    std::vector<float> V, R, M1, q, S, Ld, la, dev, sd, centre, norm, wt;
-    float scale, floor_, log_scale;
-    float* R_at(const Layer& g, int t) { return R.data() + t * g.P * g.J * g.I; }  // (P, J, I); t = 0 unused
-    float* pj(std::vector<float>& x, const Layer& g, int t, int64_t width = 1) { return x.data() + t * g.P * g.J * width; }
+    float *R, *M1, *q, *S, *Ld, *la, *dev, *sd, *centre, *meta;  // meta: scale, floor, log scale
+    std::vector<float> own, V, norm, wt;
+    float* R_at(const Layer& g, int t) const { return R + t * g.P * g.J * g.I; }  // (P, J, I); t = 0 unused
+    float* pj(float* x, const Layer& g, int t, int64_t width = 1) const { return x + t * g.P * g.J * width; }
+    static int64_t size(int64_t P, int64_t I, int64_t J, int T) { return T * P * J * (I + 2 * H + 4) + T * P + P * J * H + 3; }
+    void bind(const Layer& g, float* base) {
+        const int64_t P = g.P, I = g.I, J = g.J, T = g.iterations;
+        if (!base) {
+            own.resize(size(P, I, J, T));
+            base = own.data();
+        }
+        R = base;
+        M1 = R + T * P * J * I;
+        q = M1 + T * P * J * H;
+        S = q + T * P * J * H;
+        Ld = S + T * P * J;
+        la = Ld + T * P * J;
+        dev = la + T * P * J;
+        sd = dev + T * P * J;
+        centre = sd + T * P;
+        meta = centre + P * J * H;
+    }
 };
 
 // One image, forward. Positions are routed one at a time so that their votes (remade each
@@ -121,11 +141,6 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
     const int64_t P = g.P, I = g.I, J = g.J, L = g.L;
     const int T = g.iterations;
     tr.V.resize(J * H * I);
-    tr.R.resize(T * P * J * I);
-    for (auto* x : {&tr.M1, &tr.q}) x->resize(T * P * J * H);
-    for (auto* x : {&tr.S, &tr.Ld, &tr.la, &tr.dev}) x->resize(T * P * J);
-    tr.sd.resize(T * P);
-    tr.centre.resize(P * J * H);
     tr.norm.resize(2 * L);
     tr.wt.resize(I);
     float* wt = tr.wt.data();
@@ -136,10 +151,9 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
     for (int64_t k = 0; k < P * H * I; ++k) pose_max = std::max(pose_max, std::fabs(g.poses[b * P * H * I + k]));
     if (g.offset)
         for (int64_t k = 0; k < H * I; ++k) off_max = std::max(off_max, std::fabs(g.offset[k]));
-    tr.scale = std::max(8 * pose_max * g.w_max + 2 * off_max, 1.0f);
-    tr.floor_ = std::max(g.var_floor / (tr.scale * tr.scale), 1e-20f);
-    tr.log_scale = std::log(tr.scale);
-    const float floor_ = tr.floor_, log_scale = tr.log_scale;
+    const float scale = std::max(8 * pose_max * g.w_max + 2 * off_max, 1.0f);
+    const float floor_ = std::max(g.var_floor / (scale * scale), 1e-20f), log_scale = std::log(scale);
+    tr.meta[0] = scale, tr.meta[1] = floor_, tr.meta[2] = log_scale;
 
     for (int t = 0; t < T; ++t) {
         const float lam = g.lambdas[t];
@@ -151,7 +165,7 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
         std::fill(peak, peak + L, -std::numeric_limits<float>::infinity());
         for (int64_t p = 0; p < P; ++p) {
             float* V = tr.V.data();
-            make_votes(g, b, p, 1.0f / tr.scale, V, tr.centre.data() + p * J * H);
+            make_votes(g, b, p, 1.0f / scale, V, tr.centre + p * J * H);
             const float* a = g.a_in + (b * P + p) * I;
             // M-step for each upper capsule j; the first one with uniform assignments 1/J.
             for (int64_t j = 0; j < J; ++j) {
@@ -291,7 +305,7 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
     float* ga = gr.ga_in + b * P * I;
     std::fill(gpose, gpose + P * H * I, 0.0f);
     std::fill(ga, ga + P * I, 0.0f);
-    const float inv_scale = 1.0f / tr.scale, floor_ = tr.floor_;
+    const float scale = tr.meta[0], inv_scale = 1.0f / scale, floor_ = tr.meta[1], log_scale = tr.meta[2];
     float* V = tr.V.data();
 
     // From the outputs: a = sigmoid(la_{T-1}), mu = (M1_{T-1} + centre) * scale.
@@ -302,7 +316,7 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
             gla[pj] = gr.gA[b * P * J + pj] * a * (1 - a);
             gLd[pj] = 0;
             for (int h = 0; h < H; ++h) {
-                gM1[pj * H + h] = gr.gMu[(b * P * J + pj) * H + h] * tr.scale;
+                gM1[pj * H + h] = gr.gMu[(b * P * J + pj) * H + h] * scale;
                 gs2[pj * H + h] = 0;
             }
         }
@@ -314,7 +328,7 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
         const float *S = tr.pj(tr.S, g, t), *Ld = tr.pj(tr.Ld, g, t), *dev = tr.pj(tr.dev, g, t);
         // M-step of iteration t, backward, one position at a time.
         for (int64_t p = 0; p < P; ++p) {
-            make_votes(g, b, p, inv_scale, V, tr.centre.data() + p * J * H);
+            make_votes(g, b, p, inv_scale, V, tr.centre + p * J * H);
             std::fill(gV, gV + J * H * I, 0.0f);
             const float* a = g.a_in + (b * P + p) * I;
             // la = lam (beta_a - dev / sd), dev = cost - mean(cost), sd = std(cost) + 1e-6
@@ -338,7 +352,7 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
                 const float s = S[pj];
                 gbu[j] += gcost[j] * H * s;
                 const float gL = gLd[pj] + gcost[j] * 0.5f * s;
-                float gS = gcost[j] * (H * (g.beta_u[j] + tr.log_scale) + 0.5f * Ld[pj]);
+                float gS = gcost[j] * (H * (g.beta_u[j] + log_scale) + 0.5f * Ld[pj]);
                 float gm1[H], gm2[H];
                 for (int h = 0; h < H; ++h) {
                     const float qh = q[pj * H + h], s2 = std::max(qh, 0.0f) + floor_;
@@ -391,7 +405,7 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
         const int u = t - 1;
         const float *M1u = tr.pj(tr.M1, g, u, H), *qu = tr.pj(tr.q, g, u, H), *lau = tr.pj(tr.la, g, u);
         for (int64_t p = 0; p < P; ++p) {
-            make_votes(g, b, p, inv_scale, V, tr.centre.data() + p * J * H);
+            make_votes(g, b, p, inv_scale, V, tr.centre + p * J * H);
             std::fill(gV, gV + J * H * I, 0.0f);
             const int64_t* low = g.lower + p * I;
             for (int64_t i = 0; i < I; ++i) wt[i] = G[low[i]];
@@ -403,8 +417,7 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
                 float* gv = gV + j * H * I;
                 float inv[H];
                 for (int h = 0; h < H; ++h) inv[h] = 1.0f / (std::max(qu[pj * H + h], 0.0f) + floor_);
-                v16 gsum{};
-                float gm1[H] = {0}, gs2h[H] = {0};
+                v16 gsum{}, gm1[H] = {}, gs2h[H] = {};  // lane sums, added up once per (p, j)
                 for (int64_t i = 0; i < I; i += 16) {
                     const v16 glog = load(r + i) * (load(gR + pj * I + i) - load(wt + i));
                     gsum += glog;
@@ -418,16 +431,16 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
                         const v16 d = load(v + h * I + i) - m[h];
                         const v16 t2 = gQ * 2.0f * d * inv[h];
                         store(gv + h * I + i, load(gv + h * I + i) + t2);
-                        gm1[h] -= total(t2);
-                        gs2h[h] -= total(gQ * d * d) * inv[h] * inv[h];
+                        gm1[h] -= t2;
+                        gs2h[h] -= gQ * d * d;
                     }
                 }
                 const float gl = total(gsum);
                 gla[pj] = gl / (1.0f + std::exp(lau[pj]));  // d logsigmoid(x) / dx = sigmoid(-x)
                 gLd[pj] = -0.5f * gl;
                 for (int h = 0; h < H; ++h) {
-                    gM1[pj * H + h] = gm1[h];
-                    gs2[pj * H + h] = gs2h[h];
+                    gM1[pj * H + h] = total(gm1[h]);
+                    gs2[pj * H + h] = total(gs2h[h]) * inv[h] * inv[h];
                 }
             }
             for (int64_t j = 0; j < J; ++j) votes_backward(g, b, p, j, inv_scale, gV + j * H * I, gpose + p * H * I, gW);
@@ -453,7 +466,7 @@ float abs_max(const float* x, int64_t n) {
 extern "C" int capsviz_em_routing(const float* poses, const float* W, const float* offset, const float* a_in,
                                   const float* beta_u, const float* beta_a, const int64_t* lower, int64_t B, int64_t P,
                                   int64_t I, int64_t I_real, int64_t J, int64_t L, float var_floor, int iterations,
-                                  const float* lambdas, int threads, float* a_out, float* mu_out) {
+                                  const float* lambdas, int threads, float* a_out, float* mu_out, float* trace) {
     if (!valid(B, P, I, I_real, J, L, iterations, lower)) return 1;
     const Layer g{poses, W, offset, a_in, beta_u, beta_a, lower, P, I, I_real, J, L, var_floor, abs_max(W, J * H * I), iterations, lambdas};
 #pragma omp parallel num_threads(threads)
@@ -461,26 +474,31 @@ extern "C" int capsviz_em_routing(const float* poses, const float* W, const floa
         Trace tr;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t b = 0; b < B; ++b) {
+            tr.bind(g, trace ? trace + b * Trace::size(P, I, J, iterations) : nullptr);
             route_image(g, b, tr);
             const float* la = tr.pj(tr.la, g, iterations - 1);
             const float* M1 = tr.pj(tr.M1, g, iterations - 1, H);
             for (int64_t pj = 0; pj < P * J; ++pj) {
                 a_out[b * P * J + pj] = 1.0f / (1.0f + std::exp(-la[pj]));
-                for (int h = 0; h < H; ++h) mu_out[(b * P * J + pj) * H + h] = (M1[pj * H + h] + tr.centre[pj * H + h]) * tr.scale;
+                for (int h = 0; h < H; ++h) mu_out[(b * P * J + pj) * H + h] = (M1[pj * H + h] + tr.centre[pj * H + h]) * tr.meta[0];
             }
         }
     }
     return 0;
 }
 
-// Gradients of capsviz_em_routing's outputs (a, mu) for the same inputs: the forward is run again
-// per image (nothing is kept between the calls) and then unrolled backwards. Writes gposes
-// (B, P, 16, I), ga_in (B, P, I), gW (J, 16, I), gbeta_u and gbeta_a (J).
+// Floats per image of the trace buffer capsviz_em_routing fills for the backward pass.
+extern "C" int64_t capsviz_em_trace_size(int64_t P, int64_t I, int64_t J, int iterations) { return Trace::size(P, I, J, iterations); }
+
+// Gradients of capsviz_em_routing's outputs (a, mu) for the same inputs, unrolled backwards from
+// the trace that call filled. Writes gposes (B, P, 16, I), ga_in (B, P, I), gW (J, 16, I), gbeta_u
+// and gbeta_a (J).
 extern "C" int capsviz_em_routing_backward(const float* poses, const float* W, const float* offset, const float* a_in,
                                            const float* beta_u, const float* beta_a, const int64_t* lower, int64_t B,
                                            int64_t P, int64_t I, int64_t I_real, int64_t J, int64_t L, float var_floor,
                                            int iterations, const float* lambdas, int threads, const float* gA,
-                                           const float* gMu, float* gposes, float* ga_in, float* gW, float* gbu, float* gba) {
+                                           const float* gMu, float* trace, float* gposes, float* ga_in, float* gW, float* gbu,
+                                           float* gba) {
     if (!valid(B, P, I, I_real, J, L, iterations, lower)) return 1;
     const Layer g{poses, W, offset, a_in, beta_u, beta_a, lower, P, I, I_real, J, L, var_floor, abs_max(W, J * H * I), iterations, lambdas};
     const Grads gr{gA, gMu, gposes, ga_in};
@@ -493,7 +511,8 @@ extern "C" int capsviz_em_routing_backward(const float* poses, const float* W, c
         std::vector<float> work, mine(J * H * I + 2 * J, 0.0f);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t b = 0; b < B; ++b) {
-            route_image(g, b, tr);
+            tr.bind(g, trace + b * Trace::size(P, I, J, iterations));
+            tr.V.resize(J * H * I);
             backward_image(g, b, tr, gr, mine.data(), mine.data() + J * H * I, mine.data() + J * H * I + J, work);
         }
 #pragma omp critical
