@@ -165,6 +165,26 @@ def test_bad_input_is_refused_not_read_out_of_bounds():
     assert a.shape == (1, 1, 2) and mu.shape == (1, 1, 2, 16) and torch.isfinite(mu).all()
 
 
+@needs_compiler
+def test_subnormals_are_flushed_only_inside_the_kernel():
+    """The kernel flushes subnormal floats for speed and restores the thread's mode afterwards."""
+    assert native.available()
+    tiny = torch.tensor([1e-39])  # subnormal in float32
+    assert (tiny * 1.0).item() != 0
+    native.em_routing(
+        torch.randn(1, 1, 16, 16),
+        torch.randn(16, 2, 4, 4),
+        torch.rand(1, 1, 16),
+        torch.zeros(2),
+        torch.zeros(2),
+        torch.arange(16).view(1, 16),
+        16,
+        [0.3],
+        1e-4,
+    )
+    assert (tiny * 1.0).item() != 0
+
+
 def test_without_a_compiler_capsviz_routes_with_pytorch(monkeypatch, tmp_path):
     monkeypatch.setattr(native, "_lib", None)
     monkeypatch.setattr(native, "_why", None)

@@ -24,6 +24,9 @@
 #include <cstdint>
 #include <limits>
 #include <vector>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 namespace {
 
@@ -461,6 +464,18 @@ float abs_max(const float* x, int64_t n) {
     return m;
 }
 
+// Subnormal floats flushed to zero while a kernel runs, restored after (the threads are PyTorch's
+// too). A trained model's sharp assignments reach 1e-40 and below, and on x86 each product with
+// one costs ~100 cycles: with the shipped matrix-small's weights a training step ran 27% faster
+// with the flush (one interleaved run, 64 MNIST test images).
+struct FlushSubnormals {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned int saved = _mm_getcsr();
+    FlushSubnormals() { _mm_setcsr(saved | 0x8040); }  // FTZ | DAZ
+    ~FlushSubnormals() { _mm_setcsr(saved); }
+#endif
+};
+
 }  // namespace
 
 extern "C" int capsviz_em_routing(const float* poses, const float* W, const float* offset, const float* a_in,
@@ -471,6 +486,7 @@ extern "C" int capsviz_em_routing(const float* poses, const float* W, const floa
     const Layer g{poses, W, offset, a_in, beta_u, beta_a, lower, P, I, I_real, J, L, var_floor, abs_max(W, J * H * I), iterations, lambdas};
 #pragma omp parallel num_threads(threads)
     {
+        const FlushSubnormals flush;
         Trace tr;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t b = 0; b < B; ++b) {
@@ -507,6 +523,7 @@ extern "C" int capsviz_em_routing_backward(const float* poses, const float* W, c
     std::fill(gba, gba + J, 0.0f);
 #pragma omp parallel num_threads(threads)
     {
+        const FlushSubnormals flush;
         Trace tr;
         std::vector<float> work, mine(J * H * I + 2 * J, 0.0f);
 #pragma omp for schedule(dynamic, 1)
