@@ -35,7 +35,11 @@ def main(argv=None) -> int:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--device", default="auto")
     t.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
-    t.add_argument("--compile", action="store_true", help="torch.compile the model (matrix capsules: the PyTorch EM core, used on a GPU or without the native kernel)")
+    t.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model (matrix capsules: the PyTorch EM core, used on a GPU or without the native kernel)",
+    )
     t.add_argument("--data-dir")
     t.add_argument("--train-limit", type=int, help="use only this many training images")
     t.add_argument("--test-limit", type=int, help="evaluate on only this many test images")

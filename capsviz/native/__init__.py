@@ -85,7 +85,7 @@ def available() -> bool:
         return False
     try:
         _lib = _build()
-    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+    except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as e:  # AttributeError: a symbol missing
         _why = str(e)
         return False
     return True
