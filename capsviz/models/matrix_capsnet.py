@@ -7,9 +7,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from capsviz import native
 from capsviz.config import MatrixCapsConfig
-from capsviz.layers import ClassCaps, ConvCaps, PrimaryMatrixCaps, conv_out, coordinate_grid, in_chunks, receptive_centres
+from capsviz.layers import ClassCaps, ConvCaps, PrimaryMatrixCaps, conv_out, coordinate_grid, in_chunks, receptive_centres, use_native
 from capsviz.models import ModelOutput
 
 # (kernel, stride) of Conv1, PrimaryCaps, ConvCaps1, ConvCaps2: the receptive-field geometry
@@ -62,9 +61,9 @@ class MatrixCapsNet(nn.Module):
                 out = ModelOutput(scores=res.a, capsules=res.mu, trace=res)
                 out.layer_traces = {"convcaps1": r1, "convcaps2": r2, "class": res}
                 return out
-            # the native kernel routes one image at a time in cache, and keeps nothing for its
-            # backward but its inputs: no slices needed
-            chunk = h.shape[0] if h.device.type == "cpu" and native.available() else EM_CHUNK
+            # the native kernel routes one image at a time in cache and keeps a small trace per
+            # image for its backward (~0.4 MB for the small config): no slices needed
+            chunk = h.shape[0] if use_native(h) else EM_CHUNK
             a, mu = in_chunks(self._capsules, h, chunk=chunk, keep=EM_KEEP_VOTES // self.votes_per_image)
             return ModelOutput(scores=a, capsules=mu)
         finally:

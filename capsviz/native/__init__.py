@@ -113,7 +113,8 @@ def em_routing(
     a_in (B, P, I); lower (P, I) names the lower capsule (one of `num_lower`) in each slot; offset
     (I, 16) is added to every vote of a slot. beta_u, beta_a broadcast to (J,). Returns activations
     a (B, P, J) and poses mu (B, P, J, 16), float32, differentiable with respect to poses, W, a_in
-    and the betas (the backward kernel runs the routing again and unrolls it). Requires `available()`."""
+    and the betas (the backward kernel unrolls the routing from a trace the forward keeps when any
+    of them requires grad). Requires `available()`."""
     return _EMRouting.apply(poses, W, a_in, beta_u, beta_a, lower, num_lower, tuple(lambdas), var_floor, offset)
 
 
@@ -146,7 +147,7 @@ class _EMRouting(torch.autograd.Function):
         rc = _lib.capsviz_em_routing(*_ptrs(ins), *sizes, a.data_ptr(), mu.data_ptr(), None if trace is None else trace.data_ptr())
         if rc != 0:
             raise ValueError(f"native EM routing rejected its input (code {rc})")
-        ctx.ins, ctx.lam, ctx.sizes, ctx.trace = ins, lam, sizes, trace
+        ctx.ins, ctx.lam, ctx.sizes, ctx.trace = ins, lam, sizes, trace  # lam: sizes holds its pointer
         ctx.meta = (I, pad, poses.dtype, W.dtype, a_in.dtype, beta_u.shape, beta_a.shape)
         return a, mu
 

@@ -3,10 +3,11 @@
 // The PyTorch path (capsviz/routing.py `_em`) makes every step a full pass over a vote tensor of
 // ~0.8M floats per small-config image, in memory. Here one image's votes are made, routed and
 // dropped while they sit in this core's cache: the same arithmetic as `_em` (same formulas, same
-// floors and clamps; only summation order differs). The backward pass routes each image again and
-// unrolls every iteration in reverse, nothing detached, as autograd does through `_em`; it keeps
-// nothing between the calls but the inputs. Built and loaded by capsviz/native/__init__.py; plain
-// C++ with OpenMP over images, no PyTorch headers.
+// floors and clamps; only summation order differs). When gradients are wanted the forward keeps a
+// trace per image (R, moments and costs per iteration), and the backward pass remakes the votes
+// and unrolls every iteration in reverse from it, nothing detached, as autograd does through
+// `_em`. Built and loaded by capsviz/native/__init__.py; plain C++ with OpenMP over images, no
+// PyTorch headers.
 //
 // Layouts (all float32, contiguous, slots i innermost so that loops run over 16 slots at a time;
 // I a multiple of 16, the slots past I_real padding with zero pose and activation): poses
@@ -515,7 +516,7 @@ extern "C" int capsviz_em_routing_backward(const float* poses, const float* W, c
                                            int iterations, const float* lambdas, int threads, const float* gA,
                                            const float* gMu, float* trace, float* gposes, float* ga_in, float* gW, float* gbu,
                                            float* gba) {
-    if (!valid(B, P, I, I_real, J, L, iterations, lower)) return 1;
+    if (!trace || !valid(B, P, I, I_real, J, L, iterations, lower)) return 1;
     const Layer g{poses, W, offset, a_in, beta_u, beta_a, lower, P, I, I_real, J, L, var_floor, abs_max(W, J * H * I), iterations, lambdas};
     const Grads gr{gA, gMu, gposes, ga_in};
     std::fill(gW, gW + J * H * I, 0.0f);
