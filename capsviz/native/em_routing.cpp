@@ -34,42 +34,50 @@ namespace {
 constexpr int H = 16;
 constexpr float EPS = 1e-8f;
 
-// 16 lower capsules' values of one pose entry: one AVX-512 register where there is one (the
-// compiler splits it elsewhere). Every hot loop runs over receptive-field slots i, 16 at a time.
-typedef float v16 __attribute__((vector_size(64), aligned(4)));
-typedef float v8 __attribute__((vector_size(32), aligned(4)));
-typedef int32_t i16 __attribute__((vector_size(64), aligned(4)));
+// VL lower capsules' values of one pose entry: one vector register, as wide as the CPU has
+// (AVX-512: 16 floats, AVX2: 8, else 4). A vector type wider than the hardware's is split by the
+// compiler through the stack, several times slower. Every hot loop runs over receptive-field
+// slots i, VL at a time; slots are padded to a multiple of 16, which every VL divides.
+#if defined(__AVX512F__)
+constexpr int VL = 16;
+#elif defined(__AVX__)
+constexpr int VL = 8;
+#else
+constexpr int VL = 4;
+#endif
+typedef float vf __attribute__((vector_size(4 * VL), aligned(4)));
+typedef int32_t vi __attribute__((vector_size(4 * VL), aligned(4)));
 
-inline v16 load(const float* p) { return *reinterpret_cast<const v16*>(p); }
-inline void store(float* p, v16 x) { *reinterpret_cast<v16*>(p) = x; }
-inline v16 splat(float x) { return v16{} + x; }
+inline vf load(const float* p) { return *reinterpret_cast<const vf*>(p); }
+inline void store(float* p, vf x) { *reinterpret_cast<vf*>(p) = x; }
+inline vf splat(float x) { return vf{} + x; }
 
-inline float total(v16 x) {
-    v8 lo, hi;
-    __builtin_memcpy(&lo, &x, 32);
-    __builtin_memcpy(&hi, reinterpret_cast<char*>(&x) + 32, 32);
-    const v8 s = lo + hi;
-    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+inline float total(vf x) {  // pairwise, as the compiler reduces a vector
+    float s[VL];
+    __builtin_memcpy(s, &x, sizeof s);
+    for (int n = VL / 2; n > 0; n /= 2)
+        for (int k = 0; k < n; ++k) s[k] += s[k + n];
+    return s[0];
 }
 
 // exp for x <= 0 (logits less their lower capsule's peak): 2^k e^r with |r| <= ln2 / 2 and a
 // degree-6 Taylor polynomial, relative error ~1e-7; below -87 (e^x < 2e-38) it returns ~e^-87.
-inline v16 exp_nonpositive(v16 x) {
+inline vf exp_nonpositive(vf x) {
     x = x < -87.0f ? splat(-87.0f) : x;
-    const v16 t = x * 1.44269504f + 0.5f;
-    v16 k = __builtin_convertvector(__builtin_convertvector(t, i16), v16);
+    const vf t = x * 1.44269504f + 0.5f;
+    vf k = __builtin_convertvector(__builtin_convertvector(t, vi), vf);
     k = k > t ? k - 1.0f : k;  // floor(t): the round-to-nearest k of x / ln2
-    const v16 r = x - k * 0.693147181f;
-    v16 p = splat(1.0f / 720);
+    const vf r = x - k * 0.693147181f;
+    vf p = splat(1.0f / 720);
     p = p * r + 1.0f / 120;
     p = p * r + 1.0f / 24;
     p = p * r + 1.0f / 6;
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    const i16 bits = (__builtin_convertvector(k, i16) + 127) << 23;
-    v16 two_k;
-    __builtin_memcpy(&two_k, &bits, 64);
+    const vi bits = (__builtin_convertvector(k, vi) + 127) << 23;
+    vf two_k;
+    __builtin_memcpy(&two_k, &bits, sizeof two_k);
     return p * two_k;
 }
 
@@ -94,9 +102,9 @@ void make_votes(const Layer& g, int64_t b, int64_t p, float inv_scale, float* V,
         for (int h = 0; h < H; ++h) {
             const int x = h >> 2, z = h & 3;
             float* v = V + (j * H + h) * I;
-            v16 sum{};
-            for (int64_t i = 0; i < I; i += 16) {
-                v16 s = load(pose + (4 * x) * I + i) * load(w + z * I + i) + load(pose + (4 * x + 1) * I + i) * load(w + (4 + z) * I + i) +
+            vf sum{};
+            for (int64_t i = 0; i < I; i += VL) {
+                vf s = load(pose + (4 * x) * I + i) * load(w + z * I + i) + load(pose + (4 * x + 1) * I + i) * load(w + (4 + z) * I + i) +
                         load(pose + (4 * x + 2) * I + i) * load(w + (8 + z) * I + i) + load(pose + (4 * x + 3) * I + i) * load(w + (12 + z) * I + i);
                 if (g.offset) s += load(g.offset + h * I + i);
                 s *= inv_scale;
@@ -104,7 +112,7 @@ void make_votes(const Layer& g, int64_t b, int64_t p, float inv_scale, float* V,
                 store(v + i, s);
             }
             const float c = total(sum) / g.I_real;  // padded slots vote exactly 0
-            for (int64_t i = 0; i < I; i += 16) store(v + i, load(v + i) - c);
+            for (int64_t i = 0; i < I; i += VL) store(v + i, load(v + i) - c);
             centre[j * H + h] = c;
         }
     }
@@ -175,9 +183,9 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
             for (int64_t j = 0; j < J; ++j) {
                 const int64_t pj = p * J + j;
                 const float* r = Rt + pj * I;
-                v16 sv{};
-                for (int64_t i = 0; i < I; i += 16) {
-                    const v16 w = t == 0 ? load(a + i) * (1.0f / J) : load(r + i) * load(a + i);
+                vf sv{};
+                for (int64_t i = 0; i < I; i += VL) {
+                    const vf w = t == 0 ? load(a + i) * (1.0f / J) : load(r + i) * load(a + i);
                     store(wt + i, w);
                     sv += w;
                 }
@@ -186,9 +194,9 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
                 double prod[2] = {1.0, 1.0};  // sig2 products of 8 entries each: 2 logs, not 16
                 const float* v = V + j * H * I;
                 for (int h = 0; h < H; ++h) {
-                    v16 m1{}, m2{};
-                    for (int64_t i = 0; i < I; i += 16) {
-                        const v16 w = load(wt + i), vi = load(v + h * I + i);
+                    vf m1{}, m2{};
+                    for (int64_t i = 0; i < I; i += VL) {
+                        const vf w = load(wt + i), vi = load(v + h * I + i);
                         m1 += w * vi;
                         m2 += w * vi * vi;
                     }
@@ -226,10 +234,10 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
                 float inv[H];
                 for (int h = 0; h < H; ++h) inv[h] = 1.0f / (std::max(q[pj * H + h], 0.0f) + floor_);
                 const float base = log_sigmoid(c[j]) - 0.5f * Ld[pj];
-                for (int64_t i = 0; i < I; i += 16) {
-                    v16 qq{};
+                for (int64_t i = 0; i < I; i += VL) {
+                    vf qq{};
                     for (int h = 0; h < H; ++h) {
-                        const v16 d = load(v + h * I + i) - m[h];
+                        const vf d = load(v + h * I + i) - m[h];
                         qq += d * d * inv[h];
                     }
                     qq = qq < 1e30f ? qq : splat(1e30f);
@@ -246,7 +254,7 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
             for (int64_t i = 0; i < I; ++i) wt[i] = peak[low[i]];
             for (int64_t j = 0; j < J; ++j) {
                 float* r = Rn + (p * J + j) * I;
-                for (int64_t i = 0; i < I; i += 16) store(r + i, exp_nonpositive(load(r + i) - load(wt + i)));
+                for (int64_t i = 0; i < I; i += VL) store(r + i, exp_nonpositive(load(r + i) - load(wt + i)));
                 for (int64_t i = 0; i < I; ++i) Z[low[i]] += r[i];
             }
         }
@@ -256,7 +264,7 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
             for (int64_t i = 0; i < I; ++i) wt[i] = Z[low[i]];
             for (int64_t j = 0; j < J; ++j) {
                 float* r = Rn + (p * J + j) * I;
-                for (int64_t i = 0; i < I; i += 16) store(r + i, load(r + i) * load(wt + i));
+                for (int64_t i = 0; i < I; i += VL) store(r + i, load(r + i) * load(wt + i));
             }
         }
     }
@@ -269,13 +277,13 @@ void votes_backward(const Layer& g, int64_t b, int64_t p, int64_t j, float inv_s
     const float* pose = g.poses + (b * P + p) * H * I;
     const float* w = g.W + j * H * I;
     float* gw = gW + j * H * I;
-    for (int64_t i = 0; i < I; i += 16) {
+    for (int64_t i = 0; i < I; i += VL) {
         for (int x = 0; x < 4; ++x)
             for (int y = 0; y < 4; ++y) {
-                v16 acc = load(gpose + (4 * x + y) * I + i);
-                const v16 pxy = load(pose + (4 * x + y) * I + i) * inv_scale;
+                vf acc = load(gpose + (4 * x + y) * I + i);
+                const vf pxy = load(pose + (4 * x + y) * I + i) * inv_scale;
                 for (int z = 0; z < 4; ++z) {
-                    const v16 gv = load(gV + (4 * x + z) * I + i);
+                    const vf gv = load(gV + (4 * x + z) * I + i);
                     acc += gv * load(w + (4 * y + z) * I + i) * inv_scale;
                     store(gw + (4 * y + z) * I + i, load(gw + (4 * y + z) * I + i) + pxy * gv);
                 }
@@ -367,25 +375,25 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
                 // M1 = sum_i w V, M2 = sum_i w V^2, w = Rp / (S + eps)
                 const float* r = Rt + pj * I;
                 const float k = 1.0f / (s + EPS);
-                for (int64_t i = 0; i < I; i += 16) {
-                    const v16 rp = t == 0 ? load(a + i) * (1.0f / J) : load(r + i) * load(a + i);
+                for (int64_t i = 0; i < I; i += VL) {
+                    const vf rp = t == 0 ? load(a + i) * (1.0f / J) : load(r + i) * load(a + i);
                     store(wt + i, rp);
-                    store(gw + i, v16{});
+                    store(gw + i, vf{});
                 }
                 const float* v = V + j * H * I;
                 float* gv = gV + j * H * I;
                 for (int h = 0; h < H; ++h)
-                    for (int64_t i = 0; i < I; i += 16) {
-                        const v16 vi = load(v + h * I + i), w = load(wt + i) * k;
+                    for (int64_t i = 0; i < I; i += VL) {
+                        const vf vi = load(v + h * I + i), w = load(wt + i) * k;
                         store(gw + i, load(gw + i) + gm1[h] * vi + gm2[h] * vi * vi);
                         store(gv + h * I + i, load(gv + h * I + i) + w * (gm1[h] + 2 * gm2[h] * vi));
                     }
-                v16 gk{};
-                for (int64_t i = 0; i < I; i += 16) gk += load(gw + i) * load(wt + i);
+                vf gk{};
+                for (int64_t i = 0; i < I; i += VL) gk += load(gw + i) * load(wt + i);
                 gS += -total(gk) * k * k;
                 // gRp = gw k + gS; Rp = R a (t > 0) or a / J
-                for (int64_t i = 0; i < I; i += 16) {
-                    const v16 grp = load(gw + i) * k + gS;
+                for (int64_t i = 0; i < I; i += VL) {
+                    const vf grp = load(gw + i) * k + gS;
                     if (t == 0) {
                         store(ga + p * I + i, load(ga + p * I + i) + grp * (1.0f / J));
                     } else {
@@ -421,19 +429,19 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
                 float* gv = gV + j * H * I;
                 float inv[H];
                 for (int h = 0; h < H; ++h) inv[h] = 1.0f / (std::max(qu[pj * H + h], 0.0f) + floor_);
-                v16 gsum{}, gm1[H] = {}, gs2h[H] = {};  // lane sums, added up once per (p, j)
-                for (int64_t i = 0; i < I; i += 16) {
-                    const v16 glog = load(r + i) * (load(gR + pj * I + i) - load(wt + i));
+                vf gsum{}, gm1[H] = {}, gs2h[H] = {};  // lane sums, added up once per (p, j)
+                for (int64_t i = 0; i < I; i += VL) {
+                    const vf glog = load(r + i) * (load(gR + pj * I + i) - load(wt + i));
                     gsum += glog;
-                    v16 Q{};
+                    vf Q{};
                     for (int h = 0; h < H; ++h) {
-                        const v16 d = load(v + h * I + i) - m[h];
+                        const vf d = load(v + h * I + i) - m[h];
                         Q += d * d * inv[h];
                     }
-                    const v16 gQ = Q <= 1e30f ? -0.5f * glog : v16{};
+                    const vf gQ = Q <= 1e30f ? -0.5f * glog : vf{};
                     for (int h = 0; h < H; ++h) {
-                        const v16 d = load(v + h * I + i) - m[h];
-                        const v16 t2 = gQ * 2.0f * d * inv[h];
+                        const vf d = load(v + h * I + i) - m[h];
+                        const vf t2 = gQ * 2.0f * d * inv[h];
                         store(gv + h * I + i, load(gv + h * I + i) + t2);
                         gm1[h] -= t2;
                         gs2h[h] -= gQ * d * d;
