@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -128,9 +130,22 @@ def pack_gemm_weight(w: torch.Tensor, rows: int) -> tuple[torch.Tensor, int, str
     ~3x the weight's size), bfloat16 ~0.65-1.1 ms instead of ~1.0-1.6."""
     if w.dtype == torch.float32 and torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear"):
         return torch.ops.mkl._mkl_reorder_linear_weight(w, rows), rows, "mkl"
-    if w.dtype == torch.bfloat16 and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+    if w.dtype == torch.bfloat16 and onednn_bf16_gemm():
         return torch.ops.mkldnn._reorder_linear_weight(w, rows), rows, "onednn"
     return None
+
+
+@functools.cache
+def onednn_bf16_gemm() -> bool:
+    """Whether oneDNN packs bfloat16 GEMM weights on this CPU: it needs AVX-512 (BW, VL, DQ) or
+    AVX-NE-CONVERT and raises elsewhere (an AVX2-only EPYC, say), where the plain GEMM serves."""
+    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
+        return False
+    try:
+        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(16, 16, dtype=torch.bfloat16), 1)
+    except RuntimeError:
+        return False
+    return True
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
