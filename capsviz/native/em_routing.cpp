@@ -1,15 +1,15 @@
 // EM routing for matrix-capsule layers, votes and all EM iterations fused per image.
 //
 // The PyTorch path (capsviz/routing.py `_em`) makes every step a full pass over a vote tensor of
-// ~0.8M floats per small-config image, in memory. Here one image's votes are made, routed and
-// dropped while they sit in this core's cache: the same arithmetic as `_em` (same formulas, same
-// floors and clamps; only summation order differs). When gradients are wanted the forward keeps a
-// trace per image (R, moments and costs per iteration), and the backward pass remakes the votes
-// and unrolls every iteration in reverse from it, nothing detached, as autograd does through
-// `_em`. Built and loaded by capsviz/native/__init__.py; plain C++ with OpenMP over images, no
+// ~0.8M floats per small-config image, in memory. Here one image's votes are made once, routed
+// through every iteration and dropped while they sit in this core's cache (2 MB for the
+// small config's ConvCaps1): the same arithmetic as `_em` (same formulas, same floors and clamps;
+// only summation order differs). When gradients are wanted the forward keeps a trace per image
+// (R, moments and costs per iteration), and the backward pass makes the votes again and unrolls
+// every iteration in reverse from it, nothing detached, as autograd does through `_em`. Built and loaded by capsviz/native/__init__.py; plain C++ with OpenMP over images, no
 // PyTorch headers.
 //
-// Layouts (all float32, contiguous, slots i innermost so that loops run over 16 slots at a time;
+// Layouts (all float32, contiguous, slots i innermost so that loops run over VL slots at a time;
 // I a multiple of 16, the slots past I_real padding with zero pose and activation): poses
 // (B, P, 16, I); W (J, 16, I), the 4x4 transform of slot i for upper capsule j; offset (16, I)
 // or null, added to every vote of slot i (coordinate addition); a_in (B, P, I); lower (P, I),
@@ -99,21 +99,26 @@ void make_votes(const Layer& g, int64_t b, int64_t p, float inv_scale, float* V,
     const float* pose = g.poses + (b * P + p) * H * I;  // (16, I)
     for (int64_t j = 0; j < J; ++j) {
         const float* w = g.W + j * H * I;  // (16, I)
-        for (int h = 0; h < H; ++h) {
-            const int x = h >> 2, z = h & 3;
-            float* v = V + (j * H + h) * I;
-            vf sum{};
+        for (int x = 0; x < 4; ++x) {  // row x of the vote, 4 entries from one load of pose row x
+            const float* px = pose + 4 * x * I;
+            float* v = V + (j * H + 4 * x) * I;
+            vf sum[4] = {};
             for (int64_t i = 0; i < I; i += VL) {
-                vf s = load(pose + (4 * x) * I + i) * load(w + z * I + i) + load(pose + (4 * x + 1) * I + i) * load(w + (4 + z) * I + i) +
-                        load(pose + (4 * x + 2) * I + i) * load(w + (8 + z) * I + i) + load(pose + (4 * x + 3) * I + i) * load(w + (12 + z) * I + i);
-                if (g.offset) s += load(g.offset + h * I + i);
-                s *= inv_scale;
-                sum += s;
-                store(v + i, s);
+                const vf p0 = load(px + i), p1 = load(px + I + i), p2 = load(px + 2 * I + i), p3 = load(px + 3 * I + i);
+                for (int z = 0; z < 4; ++z) {
+                    vf s = p0 * load(w + z * I + i) + p1 * load(w + (4 + z) * I + i) + p2 * load(w + (8 + z) * I + i) +
+                           p3 * load(w + (12 + z) * I + i);
+                    if (g.offset) s += load(g.offset + (4 * x + z) * I + i);
+                    s *= inv_scale;
+                    sum[z] += s;
+                    store(v + z * I + i, s);
+                }
             }
-            const float c = total(sum) / g.I_real;  // padded slots vote exactly 0
-            for (int64_t i = 0; i < I; i += VL) store(v + i, load(v + i) - c);
-            centre[j * H + h] = c;
+            for (int z = 0; z < 4; ++z) {
+                const float c = total(sum[z]) / g.I_real;  // padded slots vote exactly 0
+                for (int64_t i = 0; i < I; i += VL) store(v + z * I + i, load(v + z * I + i) - c);
+                centre[j * H + 4 * x + z] = c;
+            }
         }
     }
 }
@@ -146,13 +151,13 @@ struct Trace {
     }
 };
 
-// One image, forward. Positions are routed one at a time so that their votes (remade each
-// iteration, 4 multiply-adds per 16 floats) stay in this core's cache; the assignments R
-// (P, J, I) live for the whole image, because a lower capsule's softmax spans positions.
+// One image, forward. The votes V (P, J, 16, I) are made in the first iteration and kept for the
+// others (making them again cost 20% more time); the assignments R (P, J, I) live for the whole
+// image, because a lower capsule's softmax spans positions.
 void route_image(const Layer& g, int64_t b, Trace& tr) {
     const int64_t P = g.P, I = g.I, J = g.J, L = g.L;
     const int T = g.iterations;
-    tr.V.resize(J * H * I);
+    tr.V.resize(P * J * H * I);
     tr.norm.resize(2 * L);
     tr.wt.resize(I);
     float* wt = tr.wt.data();
@@ -176,8 +181,8 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
         float *S = tr.pj(tr.S, g, t), *Ld = tr.pj(tr.Ld, g, t), *la = tr.pj(tr.la, g, t), *dev = tr.pj(tr.dev, g, t);
         std::fill(peak, peak + L, -std::numeric_limits<float>::infinity());
         for (int64_t p = 0; p < P; ++p) {
-            float* V = tr.V.data();
-            make_votes(g, b, p, 1.0f / scale, V, tr.centre + p * J * H);
+            float* V = tr.V.data() + p * J * H * I;
+            if (t == 0) make_votes(g, b, p, 1.0f / scale, V, tr.centre + p * J * H);
             const float* a = g.a_in + (b * P + p) * I;
             // M-step for each upper capsule j; the first one with uniform assignments 1/J.
             for (int64_t j = 0; j < J; ++j) {
@@ -303,7 +308,7 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
                     std::vector<float>& work) {
     const int64_t P = g.P, I = g.I, J = g.J, L = g.L;
     const int T = g.iterations;
-    work.resize(P * J * I + 2 * P * J * H + 2 * P * J + J * H * I + L + 2 * I);
+    work.resize(P * J * I + 2 * P * J * H + 2 * P * J + J * H * I + L + 3 * I);
     float* gR = work.data();                 // (P, J, I): gradient of R_t
     float* gM1 = gR + P * J * I;             // (P, J, H)
     float* gs2 = gM1 + P * J * H;            // (P, J, H)
@@ -313,12 +318,14 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
     float* G = gV + J * H * I;               // (L): per lower capsule, sum of R gR
     float* wt = G + L;                       // (I)
     float* gw = wt + I;                      // (I)
+    float* gQ = gw + I;                      // (I)
     float* gpose = gr.gposes + b * P * H * I;
     float* ga = gr.ga_in + b * P * I;
     std::fill(gpose, gpose + P * H * I, 0.0f);
     std::fill(ga, ga + P * I, 0.0f);
     const float scale = tr.meta[0], inv_scale = 1.0f / scale, floor_ = tr.meta[1], log_scale = tr.meta[2];
-    float* V = tr.V.data();
+    // every position's votes, made once for all iterations (the trace keeps their centres)
+    for (int64_t p = 0; p < P; ++p) make_votes(g, b, p, inv_scale, tr.V.data() + p * J * H * I, tr.centre + p * J * H);
 
     // From the outputs: a = sigmoid(la_{T-1}), mu = (M1_{T-1} + centre) * scale.
     {
@@ -340,7 +347,7 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
         const float *S = tr.pj(tr.S, g, t), *Ld = tr.pj(tr.Ld, g, t), *dev = tr.pj(tr.dev, g, t);
         // M-step of iteration t, backward, one position at a time.
         for (int64_t p = 0; p < P; ++p) {
-            make_votes(g, b, p, inv_scale, V, tr.centre + p * J * H);
+            const float* V = tr.V.data() + p * J * H * I;
             std::fill(gV, gV + J * H * I, 0.0f);
             const float* a = g.a_in + (b * P + p) * I;
             // la = lam (beta_a - dev / sd), dev = cost - mean(cost), sd = std(cost) + 1e-6
@@ -417,7 +424,7 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
         const int u = t - 1;
         const float *M1u = tr.pj(tr.M1, g, u, H), *qu = tr.pj(tr.q, g, u, H), *lau = tr.pj(tr.la, g, u);
         for (int64_t p = 0; p < P; ++p) {
-            make_votes(g, b, p, inv_scale, V, tr.centre + p * J * H);
+            const float* V = tr.V.data() + p * J * H * I;
             std::fill(gV, gV + J * H * I, 0.0f);
             const int64_t* low = g.lower + p * I;
             for (int64_t i = 0; i < I; ++i) wt[i] = G[low[i]];
@@ -429,7 +436,9 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
                 float* gv = gV + j * H * I;
                 float inv[H];
                 for (int h = 0; h < H; ++h) inv[h] = 1.0f / (std::max(qu[pj * H + h], 0.0f) + floor_);
-                vf gsum{}, gm1[H] = {}, gs2h[H] = {};  // lane sums, added up once per (p, j)
+                // gQ (the gradient of Q per slot) first, then one pose entry h at a time: two
+                // accumulators live, not 2 x 16 (which spill to the stack)
+                vf gsum{};
                 for (int64_t i = 0; i < I; i += VL) {
                     const vf glog = load(r + i) * (load(gR + pj * I + i) - load(wt + i));
                     gsum += glog;
@@ -438,21 +447,22 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
                         const vf d = load(v + h * I + i) - m[h];
                         Q += d * d * inv[h];
                     }
-                    const vf gQ = Q <= 1e30f ? -0.5f * glog : vf{};
-                    for (int h = 0; h < H; ++h) {
-                        const vf d = load(v + h * I + i) - m[h];
-                        const vf t2 = gQ * 2.0f * d * inv[h];
-                        store(gv + h * I + i, load(gv + h * I + i) + t2);
-                        gm1[h] -= t2;
-                        gs2h[h] -= gQ * d * d;
-                    }
+                    store(gQ + i, Q <= 1e30f ? -0.5f * glog : vf{});
                 }
                 const float gl = total(gsum);
                 gla[pj] = gl / (1.0f + std::exp(lau[pj]));  // d logsigmoid(x) / dx = sigmoid(-x)
                 gLd[pj] = -0.5f * gl;
                 for (int h = 0; h < H; ++h) {
-                    gM1[pj * H + h] = total(gm1[h]);
-                    gs2[pj * H + h] = total(gs2h[h]) * inv[h] * inv[h];
+                    vf gm1{}, gs2h{};
+                    for (int64_t i = 0; i < I; i += VL) {
+                        const vf d = load(v + h * I + i) - m[h], gd = load(gQ + i) * d;
+                        const vf t2 = gd * (2.0f * inv[h]);
+                        store(gv + h * I + i, load(gv + h * I + i) + t2);
+                        gm1 -= t2;
+                        gs2h -= gd * d;
+                    }
+                    gM1[pj * H + h] = total(gm1);
+                    gs2[pj * H + h] = total(gs2h) * inv[h] * inv[h];
                 }
             }
             for (int64_t j = 0; j < J; ++j) votes_backward(g, b, p, j, inv_scale, gV + j * H * I, gpose + p * H * I, gW);
@@ -538,7 +548,7 @@ extern "C" int capsviz_em_routing_backward(const float* poses, const float* W, c
 #pragma omp for schedule(dynamic, 1)
         for (int64_t b = 0; b < B; ++b) {
             tr.bind(g, trace + b * Trace::size(P, I, J, iterations));
-            tr.V.resize(J * H * I);
+            tr.V.resize(P * J * H * I);
             backward_image(g, b, tr, gr, mine.data(), mine.data() + J * H * I, mine.data() + J * H * I + J, work);
         }
 #pragma omp critical
