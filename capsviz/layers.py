@@ -265,22 +265,29 @@ class ConvCaps(nn.Module):
     def forward(self, pose, a, record: bool = False):
         B, H, W, T, _ = pose.shape
         k, s = self.k, self.s
-        p = pose.unfold(1, k, s).unfold(2, k, s)  # (B, Ho, Wo, T, 16, K, K)
-        Ho, Wo = p.shape[1], p.shape[2]
+        Ho, Wo = conv_out(H, k, s), conv_out(W, k, s)
         P, I, J = Ho * Wo, k * k * T, self.W.shape[1]
-        a_p = a.unfold(1, k, s).unfold(2, k, s).permute(0, 1, 2, 4, 5, 3).reshape(B, P, I)  # (B, P, Kin)
         route = dict(final_lambda=self.final_lambda, lower_index=self.lower_index(H, W, T, pose.device), num_lower=H * W * T)
+        if not record and use_native(pose):  # the kernel gathers each receptive field's slots itself
+            lambdas = lambda_schedule(self.iterations, self.final_lambda)
+            a_out, mu = native.em_routing(
+                pose.reshape(B, H * W * T, 16),
+                self.W,
+                a.reshape(B, H * W * T),
+                self.beta_u,
+                self.beta_a,
+                route["lower_index"],
+                lambdas,
+                VAR_FLOOR,
+            )
+            res = EMRoutingResult(a=a_out.to(pose.dtype), mu=mu.to(pose.dtype))
+            return res.mu.view(B, Ho, Wo, J, 16), res.a.view(B, Ho, Wo, J), res
+        p = pose.unfold(1, k, s).unfold(2, k, s)  # (B, Ho, Wo, T, 16, K, K)
+        a_p = a.unfold(1, k, s).unfold(2, k, s).permute(0, 1, 2, 4, 5, 3).reshape(B, P, I)  # (B, P, Kin)
         if record:  # the public path, which also keeps the votes for the app's histograms
             p = p.permute(0, 1, 2, 5, 6, 3, 4).reshape(B, P, I, 4, 4)  # (B, P, Kin, 4, 4)
             votes = torch.einsum("bpkxy,kjyz->bpkjxz", p, self.W).flatten(-2)  # (B, P, Kin, J, 16)
             res = em_routing(votes, a_p, self.iterations, self.beta_u, self.beta_a, record=True, **route)
-        elif use_native(pose):
-            poses = p.permute(0, 1, 2, 5, 6, 3, 4).reshape(B, P, I, 16)  # (B, P, Kin, 16) in (ky, kx, t) slot order
-            lambdas = lambda_schedule(self.iterations, self.final_lambda)
-            a_out, mu = native.em_routing(
-                poses, self.W, a_p, self.beta_u, self.beta_a, route["lower_index"], route["num_lower"], lambdas, VAR_FLOOR
-            )
-            res = EMRoutingResult(a=a_out.to(pose.dtype), mu=mu.to(pose.dtype))
         else:
             with torch.autocast(pose.device.type, enabled=False):
                 Vc, centre, scale = self._centred_votes(p.float(), B, P, I, J)
@@ -334,13 +341,12 @@ class ClassCaps(nn.Module):
             offset = None if self.coords is None else self.coords.view(H, W, 1, 16).expand(H, W, T, 16).reshape(I, 16)
             lambdas = lambda_schedule(self.iterations, self.final_lambda)
             a_out, mu = native.em_routing(
-                pose.reshape(B, 1, I, 16),
+                pose.reshape(B, I, 16),
                 self.W[slots % T],
-                a.reshape(B, 1, I),
+                a.reshape(B, I),
                 self.beta_u,
                 self.beta_a,
                 slots.view(1, I),
-                I,
                 lambdas,
                 VAR_FLOOR,
                 offset,

@@ -69,6 +69,7 @@ def _layer_outputs_and_grads(layer, pose, a, size=1.0):
         (2, 4, 3, "huge"),
         (1, 4, 3, "zero_a"),
         (2, 4, 3, "same"),
+        (2, 4, 2, "uncovered"),
     ],
 )
 def test_conv_caps_kernel_equals_pytorch_forward_and_backward(stride, types, iterations, case, monkeypatch):
@@ -76,7 +77,8 @@ def test_conv_caps_kernel_equals_pytorch_forward_and_backward(stride, types, ite
     PyTorch's autograd through the unrolled EM. Strides 1 and 2 (border capsules reach fewer
     positions), slot counts that are and are not multiples of 16 (4 types x 9 = 36 is padded,
     16 x 9 = 144 is not), 1-3 iterations, poses of size 1e6, all-zero activations and identical
-    poses (zero variance: the floor)."""
+    poses (zero variance: the floor), and a grid whose last row and column lie in no receptive
+    field (stride 2 over 8: the kernel gathers the slots itself and must leave them untouched)."""
     torch.manual_seed(0)
     layer = ConvCaps(in_types=types, out_types=5, kernel=3, stride=stride, iterations=iterations, final_lambda=0.3)
     with torch.no_grad():
@@ -90,7 +92,15 @@ def test_conv_caps_kernel_equals_pytorch_forward_and_backward(stride, types, ite
         a = torch.zeros_like(a)
     elif case == "same":
         pose = pose[:1, :1, :1].expand_as(pose).contiguous()
-    _close(*_both(lambda: _layer_outputs_and_grads(layer, pose, a, size), monkeypatch))
+    elif case == "uncovered":
+        pose, a = torch.randn(3, 8, 8, types, 16), torch.rand(3, 8, 8, types)
+        pose[:, 7], pose[:, :, 7] = 1e3, -1e3  # outside every receptive field: no say in the scale
+    fast, slow = _both(lambda: _layer_outputs_and_grads(layer, pose, a, size), monkeypatch)
+    _close(fast, slow)
+    if case == "uncovered":
+        g_pose, g_a = fast[2], fast[3]
+        assert g_pose[:, 7].abs().sum() == 0 and g_pose[:, :, 7].abs().sum() == 0 and g_a[:, 7].abs().sum() == 0
+        assert g_pose[:, :7, :7].abs().sum() > 0
 
 
 @needs_compiler
@@ -157,11 +167,12 @@ def test_a_training_step_takes_the_kernel_and_matches_pytorch(precision, monkeyp
 @needs_compiler
 def test_bad_input_is_refused_not_read_out_of_bounds():
     assert native.available()
-    poses, W = torch.randn(1, 1, 16, 16), torch.randn(16, 2, 4, 4)
+    poses, W = torch.randn(1, 16, 16), torch.randn(16, 2, 4, 4)
     lower = torch.arange(16).view(1, 16)
-    with pytest.raises(ValueError, match="rejected"):
-        native.em_routing(poses, W, torch.rand(1, 1, 16), torch.zeros(2), torch.zeros(2), lower + 5, 16, [0.3], 1e-4)
-    a, mu = native.em_routing(poses, W, torch.rand(1, 1, 16), torch.zeros(2), torch.zeros(2), lower, 16, [0.3], 1e-4)
+    for bad in (lower + 5, lower - 1):  # slots naming lower capsules that aren't there
+        with pytest.raises(ValueError, match="rejected"):
+            native.em_routing(poses, W, torch.rand(1, 16), torch.zeros(2), torch.zeros(2), bad, [0.3], 1e-4)
+    a, mu = native.em_routing(poses, W, torch.rand(1, 16), torch.zeros(2), torch.zeros(2), lower, [0.3], 1e-4)
     assert a.shape == (1, 1, 2) and mu.shape == (1, 1, 2, 16) and torch.isfinite(mu).all()
 
 
@@ -172,13 +183,12 @@ def test_subnormals_are_flushed_only_inside_the_kernel():
     tiny = torch.tensor([1e-39])  # subnormal in float32
     assert (tiny * 1.0).item() != 0
     native.em_routing(
-        torch.randn(1, 1, 16, 16),
+        torch.randn(1, 16, 16),
         torch.randn(16, 2, 4, 4),
-        torch.rand(1, 1, 16),
+        torch.rand(1, 16),
         torch.zeros(2),
         torch.zeros(2),
         torch.arange(16).view(1, 16),
-        16,
         [0.3],
         1e-4,
     )

@@ -103,43 +103,46 @@ def em_routing(
     beta_u: torch.Tensor,
     beta_a: torch.Tensor,
     lower: torch.Tensor,
-    num_lower: int,
     lambdas: list[float],
     var_floor: float,
     offset: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """EM routing of the votes poses @ W (+ offset), made inside the kernel, for B images with P
-    routing groups (positions) each. poses (B, P, I, 16) are 4x4 matrices of I slots; W (I, J, 4, 4);
-    a_in (B, P, I); lower (P, I) names the lower capsule (one of `num_lower`) in each slot; offset
-    (I, 16) is added to every vote of a slot. beta_u, beta_a broadcast to (J,). Returns activations
-    a (B, P, J) and poses mu (B, P, J, 16), float32, differentiable with respect to poses, W, a_in
-    and the betas (the backward kernel unrolls the routing from a trace the forward keeps when any
-    of them requires grad). Requires `available()`."""
-    return _EMRouting.apply(poses, W, a_in, beta_u, beta_a, lower, num_lower, tuple(lambdas), var_floor, offset)
+    """EM routing for B images with P routing groups (positions) each. poses (B, L, 16) and a_in
+    (B, L) are the L lower capsules (4x4 poses flattened); lower (P, I) names the lower capsule in
+    each of a position's I receptive-field slots, which the kernel gathers itself. Slot i votes
+    pose @ W[i] (+ offset[i]); W (I, J, 4, 4), offset (I, 16). beta_u, beta_a broadcast to (J,).
+    Returns activations a (B, P, J) and poses mu (B, P, J, 16), float32, differentiable with
+    respect to poses, W, a_in and the betas (the backward kernel unrolls the routing from a trace
+    the forward keeps when any of them requires grad). Requires `available()`."""
+    return _EMRouting.apply(poses, W, a_in, beta_u, beta_a, lower, tuple(lambdas), var_floor, offset)
 
 
 class _EMRouting(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, poses, W, a_in, beta_u, beta_a, lower, num_lower, lambdas, var_floor, offset):
-        B, P, I, _ = poses.shape
+    def forward(ctx, poses, W, a_in, beta_u, beta_a, lower, lambdas, var_floor, offset):
+        B, L, _ = poses.shape
+        P, I = lower.shape
         J = W.shape[1]
-        pad = -I % 16  # slots padded to a multiple of 16: zero pose and activation, a lower capsule of their own
+        pad = -I % 16  # slots padded to a multiple of 16: zero pose and activation, lower capsule L
 
-        def arg(t: torch.Tensor, dtype=torch.float32, value=0.0) -> torch.Tensor:
+        def slots_last(t: torch.Tensor, dtype=torch.float32, value=0.0) -> torch.Tensor:
             t = t.detach().to(dtype)
             return (F.pad(t, (0, pad), value=value) if pad else t).contiguous()
 
+        def flat(t: torch.Tensor) -> torch.Tensor:
+            return t.detach().to(dtype=torch.float32, memory_format=torch.contiguous_format)
+
         ins = [
-            arg(poses.transpose(-1, -2)),  # (B, P, 16, I)
-            arg(W.reshape(I, J, 16).permute(1, 2, 0)),  # (J, 16, I)
-            None if offset is None else arg(offset.t()),  # (16, I)
-            arg(a_in),
+            flat(poses),
+            slots_last(W.reshape(I, J, 16).permute(1, 2, 0)),  # (J, 16, I)
+            None if offset is None else slots_last(offset.t()),  # (16, I)
+            flat(a_in),
             beta_u.detach().float().expand(J).contiguous(),
             beta_a.detach().float().expand(J).contiguous(),
-            arg(lower, torch.int64, num_lower),
+            slots_last(lower, torch.int64, L),
         ]
         lam = torch.tensor(lambdas, dtype=torch.float32)
-        sizes = (B, P, I + pad, I, J, num_lower + (pad > 0), var_floor, len(lambdas), lam.data_ptr(), torch.get_num_threads())
+        sizes = (B, P, I + pad, I, J, L, var_floor, len(lambdas), lam.data_ptr(), torch.get_num_threads())
         a = torch.empty(B, P, J)
         mu = torch.empty(B, P, J, 16)
         # what the backward pass reads (~0.4 MB per small-config image), kept only when it will run
@@ -148,27 +151,26 @@ class _EMRouting(torch.autograd.Function):
         if rc != 0:
             raise ValueError(f"native EM routing rejected its input (code {rc})")
         ctx.ins, ctx.lam, ctx.sizes, ctx.trace = ins, lam, sizes, trace  # lam: sizes holds its pointer
-        ctx.meta = (I, pad, poses.dtype, W.dtype, a_in.dtype, beta_u.shape, beta_a.shape)
+        ctx.meta = (I, poses.dtype, W.dtype, a_in.dtype, beta_u.shape, beta_a.shape)
         return a, mu
 
     @staticmethod
     def backward(ctx, gA, gMu):
         ins, sizes = ctx.ins, ctx.sizes
-        I, pad, pose_dt, w_dt, a_dt, bu_shape, ba_shape = ctx.meta
-        B, P, Ip, _, J = sizes[:5]
+        I, pose_dt, w_dt, a_dt, bu_shape, ba_shape = ctx.meta
+        B, P, Ip, _, J, L = sizes[:6]
         gA = torch.zeros(B, P, J) if gA is None else gA.float().contiguous()
         gMu = torch.zeros(B, P, J, 16) if gMu is None else gMu.float().contiguous()
-        gposes, ga = torch.empty(B, P, 16, Ip), torch.empty(B, P, Ip)
+        gposes, ga = torch.empty(B, L, 16), torch.empty(B, L)
         gW, gbu, gba = torch.empty(J, 16, Ip), torch.empty(J), torch.empty(J)
         outs = [gposes, ga, gW, gbu, gba]
         rc = _lib.capsviz_em_routing_backward(*_ptrs(ins), *sizes, gA.data_ptr(), gMu.data_ptr(), ctx.trace.data_ptr(), *_ptrs(outs))
         if rc != 0:
             raise ValueError(f"native EM routing rejected its input (code {rc})")
-        g_poses = gposes[..., :I].transpose(-1, -2).to(pose_dt)  # (B, P, I, 16)
         g_W = gW[..., :I].permute(2, 0, 1).reshape(I, J, 4, 4).to(w_dt)
         g_bu = gbu if len(bu_shape) else gbu.sum()
         g_ba = gba if len(ba_shape) else gba.sum()
-        return g_poses, g_W, ga[..., :I].to(a_dt), g_bu, g_ba, None, None, None, None, None
+        return gposes.to(pose_dt), g_W, ga.to(a_dt), g_bu, g_ba, None, None, None, None
 
 
 def _ptrs(tensors):

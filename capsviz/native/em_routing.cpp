@@ -9,12 +9,15 @@
 // every iteration in reverse from it, nothing detached, as autograd does through `_em`. Built and loaded by capsviz/native/__init__.py; plain C++ with OpenMP over images, no
 // PyTorch headers.
 //
-// Layouts (all float32, contiguous, slots i innermost so that loops run over VL slots at a time;
-// I a multiple of 16, the slots past I_real padding with zero pose and activation): poses
-// (B, P, 16, I); W (J, 16, I), the 4x4 transform of slot i for upper capsule j; offset (16, I)
-// or null, added to every vote of slot i (coordinate addition); a_in (B, P, I); lower (P, I),
-// which of the L lower capsules sits in slot i of position p: each lower capsule's assignments
-// are normalised over every (p, j) it reaches. Outputs a (B, P, J) and mu (B, P, J, 16).
+// Layouts (all float32, contiguous): poses (B, L, 16) and a_in (B, L), the L lower capsules as
+// the layer below left them; lower (P, I), which lower capsule sits in receptive-field slot i of
+// position p (each lower capsule's assignments are normalised over every (p, j) it reaches).
+// I is a multiple of 16; slots from I_real on are padding, with zero pose and activation and
+// lower index L, a lower capsule of their own. The kernel gathers each image's slots itself,
+// into (P, 16, I) with slots innermost so that loops run over VL slots at a time: no unfolded
+// copy of the poses is made outside it. W (J, 16, I), the 4x4 transform of slot i for upper
+// capsule j; offset (16, I) or null, added to every vote of slot i (coordinate addition).
+// Outputs a (B, P, J) and mu (B, P, J, 16).
 //
 // As in the PyTorch path, votes are divided by a per-image bound on their size and centred on
 // each upper capsule's unweighted mean vote before any moment is taken (float32 stays finite
@@ -106,9 +109,8 @@ struct Layer {
 
 // Votes of one position p, laid out V[j][h][i] (h = x * 4 + z, the entry of the 4x4 vote):
 // V = (pose[p, i] @ W[i, j] + offset[i]) / scale - centre[p, j], centre the mean over real slots.
-void make_votes(const Layer& g, int64_t b, int64_t p, float inv_scale, float* V, float* centre) {
-    const int64_t P = g.P, I = g.I, J = g.J;
-    const float* pose = g.poses + (b * P + p) * H * I;  // (16, I)
+void make_votes(const Layer& g, const float* pose, float inv_scale, float* V, float* centre) {
+    const int64_t I = g.I, J = g.J;  // pose: position p's slots (16, I)
     for (int64_t j = 0; j < J; ++j) {
         const float* w = g.W + j * H * I;  // (16, I)
         for (int x = 0; x < 4; ++x) {  // row x of the vote, 4 entries from one load of pose row x
@@ -137,10 +139,10 @@ void make_votes(const Layer& g, int64_t b, int64_t p, float inv_scale, float* V,
 
 // What one image's routing computed, per iteration t: what the backward pass reads. It lives in
 // a caller's buffer (trace_size floats per image) when gradients will be wanted, else in the
-// thread's own storage; V, norm and wt are scratch.
+// thread's own storage; V, norm, wt and the gathered slots are scratch.
 struct Trace {
     float *R, *M1, *q, *S, *Ld, *la, *dev, *sd, *centre, *meta;  // meta: scale, floor, log scale
-    std::vector<float> own, V, norm, wt;
+    std::vector<float> own, V, norm, wt, pose, a;  // pose (P, 16, I), a (P, I): one image's slots
     float* R_at(const Layer& g, int t) const { return R + t * g.P * g.J * g.I; }  // (P, J, I); t = 0 unused
     float* pj(float* x, const Layer& g, int t, int64_t width = 1) const { return x + t * g.P * g.J * width; }
     static int64_t size(int64_t P, int64_t I, int64_t J, int T) { return T * P * J * (I + 2 * H + 4) + T * P + P * J * H + 3; }
@@ -163,22 +165,42 @@ struct Trace {
     }
 };
 
+// One image's slots gathered from its lower capsules: pose (P, 16, I) and a (P, I), padding zero.
+void gather(const Layer& g, int64_t b, Trace& tr) {
+    const int64_t P = g.P, I = g.I, L = g.L;
+    tr.pose.resize(P * H * I);
+    tr.a.resize(P * I);
+    for (int64_t p = 0; p < P; ++p) {
+        float* pose = tr.pose.data() + p * H * I;
+        float* a = tr.a.data() + p * I;
+        for (int64_t i = 0; i < I; ++i) {
+            const int64_t l = g.lower[p * I + i];
+            const bool real = i < g.I_real;
+            const float* src = g.poses + (b * L + l) * H;
+            for (int h = 0; h < H; ++h) pose[h * I + i] = real ? src[h] : 0.0f;
+            a[i] = real ? g.a_in[b * L + l] : 0.0f;
+        }
+    }
+}
+
 // One image, forward. The votes V (P, J, 16, I) are made in the first iteration and kept for the
 // others (making them again cost 20% more time); the assignments R (P, J, I) live for the whole
 // image, because a lower capsule's softmax spans positions.
 void route_image(const Layer& g, int64_t b, Trace& tr) {
     const int64_t P = g.P, I = g.I, J = g.J, L = g.L;
     const int T = g.iterations;
+    gather(g, b, tr);
     tr.V.resize(P * J * H * I);
-    tr.norm.resize(2 * L);
+    tr.norm.resize(2 * (L + 1));  // lower capsule L: the padding slots
     tr.wt.resize(2 * I);
     float* wt = tr.wt.data();
     float* most = wt + I;  // per slot: the largest logit over j, then the sum of exp over j
     float* peak = tr.norm.data();
-    float* Z = peak + L;
-    // |vote - centre| <= 2 (4 max|pose| max|W| + max|offset|): the image's scale, at least 1
+    float* Z = peak + L + 1;
+    // |vote - centre| <= 2 (4 max|pose| max|W| + max|offset|): the image's scale, at least 1.
+    // The largest pose in a receptive field: lower capsules in none (a border) don't count.
     float pose_max = 0, off_max = 0;
-    for (int64_t k = 0; k < P * H * I; ++k) pose_max = std::max(pose_max, std::fabs(g.poses[b * P * H * I + k]));
+    for (int64_t k = 0; k < P * H * I; ++k) pose_max = std::max(pose_max, std::fabs(tr.pose[k]));
     if (g.offset)
         for (int64_t k = 0; k < H * I; ++k) off_max = std::max(off_max, std::fabs(g.offset[k]));
     const float scale = std::max(8 * pose_max * g.w_max + 2 * off_max, 1.0f);
@@ -192,11 +214,11 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
         float* Rn = last ? nullptr : tr.R_at(g, t + 1);
         float *M1 = tr.pj(tr.M1, g, t, H), *q = tr.pj(tr.q, g, t, H);
         float *S = tr.pj(tr.S, g, t), *Ld = tr.pj(tr.Ld, g, t), *la = tr.pj(tr.la, g, t), *dev = tr.pj(tr.dev, g, t);
-        std::fill(peak, peak + L, -std::numeric_limits<float>::infinity());
+        std::fill(peak, peak + L + 1, -std::numeric_limits<float>::infinity());
         for (int64_t p = 0; p < P; ++p) {
             float* V = tr.V.data() + p * J * H * I;
-            if (t == 0) make_votes(g, b, p, 1.0f / scale, V, tr.centre + p * J * H);
-            const float* a = g.a_in + (b * P + p) * I;
+            if (t == 0) make_votes(g, tr.pose.data() + p * H * I, 1.0f / scale, V, tr.centre + p * J * H);
+            const float* a = tr.a.data() + p * I;
             // M-step for each upper capsule j; the first one with uniform assignments 1/J.
             for (int64_t j = 0; j < J; ++j) {
                 const int64_t pj = p * J + j;
@@ -274,7 +296,7 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
         }
         if (last) break;
         // Each lower capsule's softmax over every (p, j) it reaches.
-        std::fill(Z, Z + L, 0.0f);
+        std::fill(Z, Z + L + 1, 0.0f);
         for (int64_t p = 0; p < P; ++p) {
             const int64_t* low = g.lower + p * I;
             for (int64_t i = 0; i < I; ++i) wt[i] = peak[low[i]];
@@ -289,7 +311,7 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
             }
             for (int64_t i = 0; i < I; ++i) Z[low[i]] += most[i];
         }
-        for (int64_t l = 0; l < L; ++l) Z[l] = 1.0f / Z[l];
+        for (int64_t l = 0; l <= L; ++l) Z[l] = 1.0f / Z[l];
         for (int64_t p = 0; p < P; ++p) {
             const int64_t* low = g.lower + p * I;
             for (int64_t i = 0; i < I; ++i) wt[i] = Z[low[i]];
@@ -303,9 +325,8 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
 
 // Gradients of one position's votes (gV[j][h][i], scaled units) into the poses and transforms:
 // V = (pose @ W) / scale + const, so gpose = gV W^T / scale and gW = pose^T gV / scale.
-void votes_backward(const Layer& g, int64_t b, int64_t p, int64_t j, float inv_scale, const float* gV, float* gpose, float* gW) {
-    const int64_t P = g.P, I = g.I;
-    const float* pose = g.poses + (b * P + p) * H * I;
+void votes_backward(const Layer& g, const float* pose, int64_t j, float inv_scale, const float* gV, float* gpose, float* gW) {
+    const int64_t I = g.I;
     const float* w = g.W + j * H * I;
     float* gw = gW + j * H * I;
     for (int64_t i = 0; i < I; i += VL) {
@@ -325,7 +346,7 @@ void votes_backward(const Layer& g, int64_t b, int64_t p, int64_t j, float inv_s
 
 struct Grads {
     const float *gA, *gMu;         // (B, P, J), (B, P, J, 16)
-    float *gposes, *ga_in;         // (B, P, 16, I), (B, P, I)
+    float *gposes, *ga_in;         // (B, L, 16), (B, L)
 };
 
 // One image, backward through every unrolled iteration (nothing detached), from its trace.
@@ -334,24 +355,26 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
                     std::vector<float>& work) {
     const int64_t P = g.P, I = g.I, J = g.J, L = g.L;
     const int T = g.iterations;
-    work.resize(P * J * I + 2 * P * J * H + 2 * P * J + J * H * I + L + 3 * I);
+    work.resize(P * J * I + 2 * P * J * H + 2 * P * J + J * H * I + L + 1 + 3 * I + P * H * I + P * I);
     float* gR = work.data();                 // (P, J, I): gradient of R_t
     float* gM1 = gR + P * J * I;             // (P, J, H)
     float* gs2 = gM1 + P * J * H;            // (P, J, H)
     float* gla = gs2 + P * J * H;            // (P, J)
     float* gLd = gla + P * J;                // (P, J)
     float* gV = gLd + P * J;                 // (J, H, I) of one position
-    float* G = gV + J * H * I;               // (L): per lower capsule, sum of R gR
-    float* wt = G + L;                       // (I)
+    float* G = gV + J * H * I;               // (L + 1): per lower capsule, sum of R gR
+    float* wt = G + L + 1;                   // (I)
     float* gw = wt + I;                      // (I)
     float* gQ = gw + I;                      // (I)
-    float* gpose = gr.gposes + b * P * H * I;
-    float* ga = gr.ga_in + b * P * I;
+    float* gpose = gQ + I;                   // (P, 16, I): gradients of the gathered slots
+    float* ga = gpose + P * H * I;           // (P, I)
     std::fill(gpose, gpose + P * H * I, 0.0f);
     std::fill(ga, ga + P * I, 0.0f);
     const float scale = tr.meta[0], inv_scale = 1.0f / scale, floor_ = tr.meta[1], log_scale = tr.meta[2];
     // every position's votes, made once for all iterations (the trace keeps their centres)
-    for (int64_t p = 0; p < P; ++p) make_votes(g, b, p, inv_scale, tr.V.data() + p * J * H * I, tr.centre + p * J * H);
+    gather(g, b, tr);
+    tr.V.resize(P * J * H * I);
+    for (int64_t p = 0; p < P; ++p) make_votes(g, tr.pose.data() + p * H * I, inv_scale, tr.V.data() + p * J * H * I, tr.centre + p * J * H);
 
     // From the outputs: a = sigmoid(la_{T-1}), mu = (M1_{T-1} + centre) * scale.
     {
@@ -375,7 +398,7 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
         for (int64_t p = 0; p < P; ++p) {
             const float* V = tr.V.data() + p * J * H * I;
             std::fill(gV, gV + J * H * I, 0.0f);
-            const float* a = g.a_in + (b * P + p) * I;
+            const float* a = tr.a.data() + p * I;
             // la = lam (beta_a - dev / sd), dev = cost - mean(cost), sd = std(cost) + 1e-6
             const float sd = tr.sd[t * P + p], sigma = sd - 1e-6f;
             float gcost[64], gdev[64];
@@ -435,13 +458,13 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
                     }
                 }
             }
-            for (int64_t j = 0; j < J; ++j) votes_backward(g, b, p, j, inv_scale, gV + j * H * I, gpose + p * H * I, gW);
+            for (int64_t j = 0; j < J; ++j) votes_backward(g, tr.pose.data() + p * H * I, j, inv_scale, gV + j * H * I, gpose + p * H * I, gW);
         }
         if (t == 0) break;
 
         // E-step of iteration t - 1, backward: R_t = softmax over each lower capsule's (p, j) of
         // logit = logsigmoid(la) - Q / 2 - Ld / 2, Q = sum_h (V - M1)^2 / sig2.
-        std::fill(G, G + L, 0.0f);
+        std::fill(G, G + L + 1, 0.0f);
         for (int64_t p = 0; p < P; ++p) {
             const int64_t* low = g.lower + p * I;
             for (int64_t j = 0; j < J; ++j)
@@ -491,15 +514,28 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
                     gs2[pj * H + h] = total(gs2h) * inv[h] * inv[h];
                 }
             }
-            for (int64_t j = 0; j < J; ++j) votes_backward(g, b, p, j, inv_scale, gV + j * H * I, gpose + p * H * I, gW);
+            for (int64_t j = 0; j < J; ++j) votes_backward(g, tr.pose.data() + p * H * I, j, inv_scale, gV + j * H * I, gpose + p * H * I, gW);
         }
     }
+    // The slots' gradients back to the lower capsules they were gathered from (this image's own rows).
+    float* gposes = gr.gposes + b * L * H;
+    float* ga_in = gr.ga_in + b * L;
+    std::fill(gposes, gposes + L * H, 0.0f);
+    std::fill(ga_in, ga_in + L, 0.0f);
+    for (int64_t p = 0; p < P; ++p)
+        for (int64_t i = 0; i < g.I_real; ++i) {
+            const int64_t l = g.lower[p * I + i];
+            for (int h = 0; h < H; ++h) gposes[l * H + h] += gpose[(p * H + h) * I + i];
+            ga_in[l] += ga[p * I + i];
+        }
 }
 
+// Real slots name one of the L lower capsules, padding slots L.
 bool valid(int64_t B, int64_t P, int64_t I, int64_t I_real, int64_t J, int64_t L, int iterations, const int64_t* lower) {
     if (B < 0 || P < 1 || I_real < 1 || I_real > I || I % 16 != 0 || J < 1 || J > 64 || L < 1 || iterations < 1) return false;
-    for (int64_t k = 0; k < P * I; ++k)
-        if (lower[k] < 0 || lower[k] >= L) return false;
+    for (int64_t p = 0; p < P; ++p)
+        for (int64_t i = 0; i < I; ++i)
+            if (i < I_real ? lower[p * I + i] < 0 || lower[p * I + i] >= L : lower[p * I + i] != L) return false;
     return true;
 }
 
@@ -552,7 +588,7 @@ extern "C" int capsviz_em_routing(const float* poses, const float* W, const floa
 extern "C" int64_t capsviz_em_trace_size(int64_t P, int64_t I, int64_t J, int iterations) { return Trace::size(P, I, J, iterations); }
 
 // Gradients of capsviz_em_routing's outputs (a, mu) for the same inputs, unrolled backwards from
-// the trace that call filled. Writes gposes (B, P, 16, I), ga_in (B, P, I), gW (J, 16, I), gbeta_u
+// the trace that call filled. Writes gposes (B, L, 16), ga_in (B, L), gW (J, 16, I), gbeta_u
 // and gbeta_a (J).
 extern "C" int capsviz_em_routing_backward(const float* poses, const float* W, const float* offset, const float* a_in,
                                            const float* beta_u, const float* beta_a, const int64_t* lower, int64_t B,
@@ -574,7 +610,6 @@ extern "C" int capsviz_em_routing_backward(const float* poses, const float* W, c
 #pragma omp for schedule(dynamic, 1)
         for (int64_t b = 0; b < B; ++b) {
             tr.bind(g, trace + b * Trace::size(P, I, J, iterations));
-            tr.V.resize(P * J * H * I);
             backward_image(g, b, tr, gr, mine.data(), mine.data() + J * H * I, mine.data() + J * H * I + J, work);
         }
 #pragma omp critical
