@@ -109,7 +109,9 @@ struct Layer {
 
 // Votes of one position p, laid out V[j][h][i] (h = x * 4 + z, the entry of the 4x4 vote):
 // V = (pose[p, i] @ W[i, j] + offset[i]) / scale - centre[p, j], centre the mean over real slots.
-void make_votes(const Layer& g, const float* pose, float inv_scale, float* V, float* centre) {
+// With centred false, V keeps the votes uncentred and its readers subtract the centre as they
+// load them (the same float operation, so the same values): a pass over V less.
+void make_votes(const Layer& g, const float* pose, float inv_scale, float* V, float* centre, bool centred = true) {
     const int64_t I = g.I, J = g.J;  // pose: position p's slots (16, I)
     for (int64_t j = 0; j < J; ++j) {
         const float* w = g.W + j * H * I;  // (16, I)
@@ -130,7 +132,8 @@ void make_votes(const Layer& g, const float* pose, float inv_scale, float* V, fl
             }
             for (int z = 0; z < 4; ++z) {
                 const float c = total(sum[z]) / g.I_real;  // padded slots vote exactly 0
-                for (int64_t i = 0; i < I; i += VL) store(v + z * I + i, load(v + z * I + i) - c);
+                if (centred)
+                    for (int64_t i = 0; i < I; i += VL) store(v + z * I + i, load(v + z * I + i) - c);
                 centre[j * H + 4 * x + z] = c;
             }
         }
@@ -217,7 +220,8 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
         std::fill(peak, peak + L + 1, -std::numeric_limits<float>::infinity());
         for (int64_t p = 0; p < P; ++p) {
             float* V = tr.V.data() + p * J * H * I;
-            if (t == 0) make_votes(g, tr.pose.data() + p * H * I, 1.0f / scale, V, tr.centre + p * J * H);
+            const float* centre = tr.centre + p * J * H;
+            if (t == 0) make_votes(g, tr.pose.data() + p * H * I, 1.0f / scale, V, tr.centre + p * J * H, false);
             const float* a = tr.a.data() + p * I;
             // M-step for each upper capsule j; the first one with uniform assignments 1/J.
             for (int64_t j = 0; j < J; ++j) {
@@ -234,11 +238,12 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
                 const float* v = V + j * H * I;
                 for (int x = 0; x < 4; ++x) {  // four pose entries per pass over the weights
                     const float* vx = v + 4 * x * I;
+                    const float* cx = centre + j * H + 4 * x;
                     vf m1[4] = {}, m2[4] = {};
                     for (int64_t i = 0; i < I; i += VL) {
                         const vf w = load(wt + i);
                         for (int z = 0; z < 4; ++z) {
-                            const vf vi = load(vx + z * I + i);
+                            const vf vi = load(vx + z * I + i) - cx[z];
                             m1[z] += w * vi;
                             m2[z] += w * vi * vi;
                         }
@@ -276,6 +281,7 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
                 const int64_t pj = p * J + j;
                 const float* m = M1 + pj * H;
                 const float* v = V + j * H * I;
+                const float* cj = centre + j * H;
                 float* r = Rn + pj * I;
                 float inv[H];
                 for (int h = 0; h < H; ++h) inv[h] = 1.0f / (std::max(q[pj * H + h], 0.0f) + floor_);
@@ -283,7 +289,7 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
                 for (int64_t i = 0; i < I; i += VL) {
                     vf qq{};
                     for (int h = 0; h < H; ++h) {
-                        const vf d = load(v + h * I + i) - m[h];
+                        const vf d = (load(v + h * I + i) - cj[h]) - m[h];
                         qq += d * d * inv[h];
                     }
                     qq = qq < 1e30f ? qq : splat(1e30f);
