@@ -203,7 +203,12 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
     // |vote - centre| <= 2 (4 max|pose| max|W| + max|offset|): the image's scale, at least 1.
     // The largest pose in a receptive field: lower capsules in none (a border) don't count.
     float pose_max = 0, off_max = 0;
-    for (int64_t k = 0; k < P * H * I; ++k) pose_max = std::max(pose_max, std::fabs(tr.pose[k]));
+    vf most_abs{};
+    for (int64_t k = 0; k < P * H * I; k += VL) {
+        const vf x = load(tr.pose.data() + k);
+        most_abs = vmax(most_abs, vmax(x, -x));
+    }
+    for (int k = 0; k < VL; ++k) pose_max = std::max(pose_max, most_abs[k]);
     if (g.offset)
         for (int64_t k = 0; k < H * I; ++k) off_max = std::max(off_max, std::fabs(g.offset[k]));
     const float scale = std::max(8 * pose_max * g.w_max + 2 * off_max, 1.0f);
@@ -288,6 +293,7 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
                 const float base = log_sigmoid(c[j]) - 0.5f * Ld[pj];
                 for (int64_t i = 0; i < I; i += VL) {
                     vf qq{};
+                    #pragma GCC unroll 16
                     for (int h = 0; h < H; ++h) {
                         const vf d = (load(v + h * I + i) - cj[h]) - m[h];
                         qq += d * d * inv[h];
@@ -498,6 +504,7 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
                     const vf glog = load(r + i) * (load(gR + pj * I + i) - load(wt + i));
                     gsum += glog;
                     vf Q{};
+                    #pragma GCC unroll 16
                     for (int h = 0; h < H; ++h) {
                         const vf d = load(v + h * I + i) - m[h];
                         Q += d * d * inv[h];
