@@ -367,14 +367,14 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
                     std::vector<float>& work) {
     const int64_t P = g.P, I = g.I, J = g.J, L = g.L;
     const int T = g.iterations;
-    work.resize(P * J * I + 2 * P * J * H + 2 * P * J + J * H * I + L + 1 + 3 * I + P * H * I + P * I);
+    work.resize(P * J * I + 2 * P * J * H + 2 * P * J + P * J * H * I + L + 1 + 3 * I + P * H * I + P * I);
     float* gR = work.data();                 // (P, J, I): gradient of R_t
     float* gM1 = gR + P * J * I;             // (P, J, H)
     float* gs2 = gM1 + P * J * H;            // (P, J, H)
     float* gla = gs2 + P * J * H;            // (P, J)
     float* gLd = gla + P * J;                // (P, J)
-    float* gV = gLd + P * J;                 // (J, H, I) of one position
-    float* G = gV + J * H * I;               // (L + 1): per lower capsule, sum of R gR
+    float* gVall = gLd + P * J;              // (P, J, H, I): gradient of the votes, summed over iterations
+    float* G = gVall + P * J * H * I;        // (L + 1): per lower capsule, sum of R gR
     float* wt = G + L + 1;                   // (I)
     float* gw = wt + I;                      // (I)
     float* gQ = gw + I;                      // (I)
@@ -382,6 +382,7 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
     float* ga = gpose + P * H * I;           // (P, I)
     std::fill(gpose, gpose + P * H * I, 0.0f);
     std::fill(ga, ga + P * I, 0.0f);
+    std::fill(gVall, gVall + P * J * H * I, 0.0f);
     const float scale = tr.meta[0], inv_scale = 1.0f / scale, floor_ = tr.meta[1], log_scale = tr.meta[2];
     // every position's votes, made once for all iterations (the trace keeps their centres)
     gather(g, b, tr);
@@ -409,7 +410,7 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
         // M-step of iteration t, backward, one position at a time.
         for (int64_t p = 0; p < P; ++p) {
             const float* V = tr.V.data() + p * J * H * I;
-            std::fill(gV, gV + J * H * I, 0.0f);
+            float* gV = gVall + p * J * H * I;
             const float* a = tr.a.data() + p * I;
             // la = lam (beta_a - dev / sd), dev = cost - mean(cost), sd = std(cost) + 1e-6
             const float sd = tr.sd[t * P + p], sigma = sd - 1e-6f;
@@ -470,7 +471,6 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
                     }
                 }
             }
-            for (int64_t j = 0; j < J; ++j) votes_backward(g, tr.pose.data() + p * H * I, j, inv_scale, gV + j * H * I, gpose + p * H * I, gW);
         }
         if (t == 0) break;
 
@@ -486,7 +486,7 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
         const float *M1u = tr.pj(tr.M1, g, u, H), *qu = tr.pj(tr.q, g, u, H), *lau = tr.pj(tr.la, g, u);
         for (int64_t p = 0; p < P; ++p) {
             const float* V = tr.V.data() + p * J * H * I;
-            std::fill(gV, gV + J * H * I, 0.0f);
+            float* gV = gVall + p * J * H * I;
             const int64_t* low = g.lower + p * I;
             for (int64_t i = 0; i < I; ++i) wt[i] = G[low[i]];
             for (int64_t j = 0; j < J; ++j) {
@@ -527,9 +527,12 @@ void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float
                     gs2[pj * H + h] = total(gs2h) * inv[h] * inv[h];
                 }
             }
-            for (int64_t j = 0; j < J; ++j) votes_backward(g, tr.pose.data() + p * H * I, j, inv_scale, gV + j * H * I, gpose + p * H * I, gW);
         }
     }
+    // Every iteration used the same votes: their summed gradient into the poses and transforms, once.
+    for (int64_t p = 0; p < P; ++p)
+        for (int64_t j = 0; j < J; ++j)
+            votes_backward(g, tr.pose.data() + p * H * I, j, inv_scale, gVall + (p * J + j) * H * I, gpose + p * H * I, gW);
     // The slots' gradients back to the lower capsules they were gathered from (this image's own rows).
     float* gposes = gr.gposes + b * L * H;
     float* ga_in = gr.ga_in + b * L;
