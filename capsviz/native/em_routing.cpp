@@ -2,12 +2,13 @@
 //
 // The PyTorch path (capsviz/routing.py `_em`) makes every step a full pass over a vote tensor of
 // ~0.8M floats per small-config image, in memory. Here one image's votes are made once, routed
-// through every iteration and dropped while they sit in this core's cache (2 MB for the
-// small config's ConvCaps1): the same arithmetic as `_em` (same formulas, same floors and clamps;
-// only summation order differs). When gradients are wanted the forward keeps a trace per image
-// (R, moments and costs per iteration), and the backward pass makes the votes again and unrolls
-// every iteration in reverse from it, nothing detached, as autograd does through `_em`. Built and loaded by capsviz/native/__init__.py; plain C++ with OpenMP over images, no
-// PyTorch headers.
+// through every iteration and dropped while they sit in this core's cache (2 MB for the small
+// config's ConvCaps1): the same arithmetic as `_em` (same formulas, same floors and clamps; only
+// summation order differs). When gradients are wanted the forward keeps a trace per image (R,
+// moments and costs per iteration), and the backward pass makes the votes again and unrolls
+// every iteration in reverse from it, nothing detached, as autograd does through `_em`. Built
+// and loaded by capsviz/native/__init__.py; plain C++ with OpenMP over images, no PyTorch
+// headers.
 //
 // Layouts (all float32, contiguous): poses (B, L, 16) and a_in (B, L), the L lower capsules as
 // the layer below left them; lower (P, I), which lower capsule sits in receptive-field slot i of
@@ -176,12 +177,15 @@ void gather(const Layer& g, int64_t b, Trace& tr) {
     for (int64_t p = 0; p < P; ++p) {
         float* pose = tr.pose.data() + p * H * I;
         float* a = tr.a.data() + p * I;
-        for (int64_t i = 0; i < I; ++i) {
+        for (int64_t i = 0; i < g.I_real; ++i) {
             const int64_t l = g.lower[p * I + i];
-            const bool real = i < g.I_real;
             const float* src = g.poses + (b * L + l) * H;
-            for (int h = 0; h < H; ++h) pose[h * I + i] = real ? src[h] : 0.0f;
-            a[i] = real ? g.a_in[b * L + l] : 0.0f;
+            for (int h = 0; h < H; ++h) pose[h * I + i] = src[h];
+            a[i] = g.a_in[b * L + l];
+        }
+        for (int64_t i = g.I_real; i < I; ++i) {
+            for (int h = 0; h < H; ++h) pose[h * I + i] = 0.0f;
+            a[i] = 0.0f;
         }
     }
 }
