@@ -223,3 +223,20 @@ def test_a_failed_build_leaves_no_library_behind(monkeypatch, tmp_path):
     monkeypatch.setenv("CXX", str(fake))
     assert not native.available() and "boom" in native.reason()
     assert not list((tmp_path / "cache").rglob("*.so"))
+
+
+@needs_compiler
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="x86-64 baseline flags")
+def test_the_narrowest_vector_build_agrees_too(monkeypatch, tmp_path):
+    """The kernel's vector width follows the CPU it is built for (16 floats with AVX-512, 8 with
+    AVX2, else 4); a machine tests its own width everywhere else. Built here for baseline x86-64
+    (4 floats), it must agree with PyTorch as well."""
+    monkeypatch.setattr(native, "FLAGS", ["-march=x86-64" if f == "-march=native" else f for f in native.FLAGS])
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(native, "_why", None)
+    monkeypatch.setenv("CAPSVIZ_CACHE", str(tmp_path))
+    assert native.available(), native.reason()
+    torch.manual_seed(0)
+    layer = ConvCaps(in_types=4, out_types=5, kernel=3, stride=2, iterations=3, final_lambda=0.3)
+    pose, a = torch.randn(3, 8, 8, 4, 16), torch.rand(3, 8, 8, 4)
+    _close(*_both(lambda: _layer_outputs_and_grads(layer, pose, a), monkeypatch))
