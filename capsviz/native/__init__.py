@@ -151,14 +151,14 @@ class _EMRouting(torch.autograd.Function):
         if rc != 0:
             raise ValueError(f"native EM routing rejected its input (code {rc})")
         ctx.ins, ctx.lam, ctx.sizes, ctx.trace = ins, lam, sizes, trace  # lam: sizes holds its pointer
-        ctx.meta = (I, poses.dtype, W.dtype, a_in.dtype, beta_u.shape, beta_a.shape)
+        ctx.meta = (poses.dtype, W.dtype, a_in.dtype, beta_u.shape, beta_a.shape)
         return a, mu
 
     @staticmethod
     def backward(ctx, gA, gMu):
         ins, sizes = ctx.ins, ctx.sizes
-        I, pose_dt, w_dt, a_dt, bu_shape, ba_shape = ctx.meta
-        B, P, Ip, _, J, L = sizes[:6]
+        pose_dt, w_dt, a_dt, bu_shape, ba_shape = ctx.meta
+        B, P, Ip, I, J, L = sizes[:6]
         gA = torch.zeros(B, P, J) if gA is None else gA.float().contiguous()
         gMu = torch.zeros(B, P, J, 16) if gMu is None else gMu.float().contiguous()
         gposes, ga = torch.empty(B, L, 16), torch.empty(B, L)

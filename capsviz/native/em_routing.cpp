@@ -76,6 +76,15 @@ inline float total(vf x) { return total4(x); }
 #endif
 inline vf vmax(vf a, vf b) { return a > b ? a : b; }
 
+// The largest |x| of n floats, n a multiple of VL (every array here is padded to 16 slots).
+float abs_max(const float* x, int64_t n) {
+    vf m{};
+    for (int64_t k = 0; k < n; k += VL) m = vmax(m, vmax(load(x + k), -load(x + k)));
+    float most = 0;
+    for (int k = 0; k < VL; ++k) most = std::max(most, m[k]);
+    return most;
+}
+
 // exp for x <= 0 (logits less their lower capsule's peak): 2^k e^r with |r| <= ln2 / 2 and a
 // degree-6 Taylor polynomial, relative error ~1e-7; below -87 (e^x < 2e-38) it returns ~e^-87.
 inline vf exp_nonpositive(vf x) {
@@ -206,15 +215,7 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
     float* Z = peak + L + 1;
     // |vote - centre| <= 2 (4 max|pose| max|W| + max|offset|): the image's scale, at least 1.
     // The largest pose in a receptive field: lower capsules in none (a border) don't count.
-    float pose_max = 0, off_max = 0;
-    vf most_abs{};
-    for (int64_t k = 0; k < P * H * I; k += VL) {
-        const vf x = load(tr.pose.data() + k);
-        most_abs = vmax(most_abs, vmax(x, -x));
-    }
-    for (int k = 0; k < VL; ++k) pose_max = std::max(pose_max, most_abs[k]);
-    if (g.offset)
-        for (int64_t k = 0; k < H * I; ++k) off_max = std::max(off_max, std::fabs(g.offset[k]));
+    const float pose_max = abs_max(tr.pose.data(), P * H * I), off_max = g.offset ? abs_max(g.offset, H * I) : 0.0f;
     const float scale = std::max(8 * pose_max * g.w_max + 2 * off_max, 1.0f);
     const float floor_ = std::max(g.var_floor / (scale * scale), 1e-20f), log_scale = std::log(scale);
     tr.meta[0] = scale, tr.meta[1] = floor_, tr.meta[2] = log_scale;
@@ -557,12 +558,6 @@ bool valid(int64_t B, int64_t P, int64_t I, int64_t I_real, int64_t J, int64_t L
         for (int64_t i = 0; i < I; ++i)
             if (i < I_real ? lower[p * I + i] < 0 || lower[p * I + i] >= L : lower[p * I + i] != L) return false;
     return true;
-}
-
-float abs_max(const float* x, int64_t n) {
-    float m = 0;
-    for (int64_t k = 0; k < n; ++k) m = std::max(m, std::fabs(x[k]));
-    return m;
 }
 
 // Subnormal floats flushed to zero while a kernel runs, restored after (the threads are PyTorch's
