@@ -159,3 +159,51 @@ def table(results: list[dict]) -> str:
             + (", compiled" if results[0].get("compiled") else "")
         )
     return "\n".join(lines)
+
+
+def convolutions(steps: int = 3, batches: tuple[int, ...] = (8, 16, 32, 64, 128)) -> list[dict]:
+    """PrimaryCaps' convolution of each CapsNet preset, float32 on the CPU, timed both ways per
+    batch size: the im2col GEMM and the Fourier-domain product (`capsviz.fourier`), forward alone
+    and forward + backward, and which one `conv2d_nhwc` picks. The evidence for fourier.MIN_BATCH."""
+    from capsviz import fourier
+
+    rows = []
+    for name in [n for n, c in PRESETS.items() if c.family == "capsnet"]:
+        cfg = PRESETS[name]
+        H, C, O, k = cfg.in_size - cfg.conv1_kernel + 1, cfg.conv1_channels, cfg.primary_types * cfg.primary_dim, cfg.primary_kernel
+        w = torch.randn(O, C, k, k, requires_grad=True)
+        for B in batches:
+            x = torch.rand(B, H, H, C, requires_grad=True)
+            row = {"model": name, "input": f"{H}x{H}x{C}", "out_channels": O, "batch": B}
+            row["picked"] = "fourier" if fourier.worthwhile(B, H, H, C, O, k, 2) else "im2col"
+            for way in ("im2col", "fourier"):
+                row[f"{way}_forward_ms"], row[f"{way}_train_ms"] = _convolution_ms(way, x, w, steps)
+            rows.append(row)
+    return rows
+
+
+def _convolution_ms(way: str, x: torch.Tensor, w: torch.Tensor, steps: int) -> tuple[float, float]:
+    from capsviz import fourier
+    from capsviz.layers import _Im2colConv, gemm_layout
+
+    def conv():
+        if way == "fourier":
+            return fourier.conv2d(x, w, 2)
+        return _Im2colConv.apply(x, gemm_layout(w, torch.float32), w.shape[-1], 2)
+
+    cpu = torch.device("cpu")
+    with torch.no_grad():
+        forward = _time(conv, steps, cpu)
+    train = _time(lambda: conv().sum().backward(), steps, cpu)
+    return 1000 * forward, 1000 * train
+
+
+def convolution_table(rows: list[dict]) -> str:
+    head = f"{'model':20} {'input':>10} {'batch':>5} {'forward ms im2col / fourier':>28} {'fwd+bwd ms im2col / fourier':>28}  picked"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        f = f"{r['im2col_forward_ms']:.1f} / {r['fourier_forward_ms']:.1f}"
+        t = f"{r['im2col_train_ms']:.1f} / {r['fourier_train_ms']:.1f}"
+        lines.append(f"{r['model']:20} {r['input']:>10} {r['batch']:>5} {f:>28} {t:>28}  {r['picked']}")
+    lines.append(f"device: {describe_hardware(torch.device('cpu'))}, float32, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    return "\n".join(lines)

@@ -74,6 +74,9 @@ def main(argv=None) -> int:
     b.add_argument("--compile", action="store_true", help="as train --compile (compile time not counted)")
     b.add_argument("--routing-iterations", type=int, help="override the routed presets' iterations (default: each preset's own)")
     b.add_argument("--json", type=Path, default=Path("bench.json"), help="where to save the results")
+    b.add_argument(
+        "--convolutions", action="store_true", help="instead: PrimaryCaps' convolution, im2col GEMM against Fourier, per batch size"
+    )
     b.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one preset in this process
 
     x = sub.add_parser("export", help="store a checkpoint in float16 for shipping, re-measuring its test error")
@@ -239,6 +242,9 @@ def cmd_list(args) -> int:
 def cmd_bench(args) -> int:
     from capsviz import bench
 
+    if args.convolutions:
+        print(bench.convolution_table(bench.convolutions(args.steps)))
+        return 0
     if args.one:
         print(json.dumps(bench.measure(args.one, args.device, args.precision, args.steps, args.compile, args.routing_iterations)))
         return 0

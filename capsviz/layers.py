@@ -9,7 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from capsviz import native
+from capsviz import fourier, native
 from capsviz.routing import VAR_FLOOR, EMRoutingResult, em_centred, em_routing, lambda_schedule, squash
 
 
@@ -97,7 +97,9 @@ def conv2d_nhwc(
 ) -> torch.Tensor:
     """Valid conv of NHWC `x` (B, H, W, Cin) with an nn.Conv2d-shaped weight -> (B, Ho, Wo, Cout).
 
-    Uses the im2col GEMM on the CPU and cuDNN/MPS kernels elsewhere; both honour autocast.
+    On the CPU: in float32 for batches where it pays (most training and batched inference), the
+    Fourier-domain convolution of `capsviz.fourier`; otherwise the im2col GEMM. cuDNN/MPS kernels
+    elsewhere. All honour autocast.
     `gemm_weight` is the weight already laid out (Cout, K*K*Cin) in the compute dtype, if cached;
     `packed` (inference only) is that weight pre-packed by `pack_gemm_weight`.
     """
@@ -106,6 +108,10 @@ def conv2d_nhwc(
         y = F.conv2d(x.permute(0, 3, 1, 2), weight, bias, stride=stride)
         return y.permute(0, 2, 3, 1)
     dtype = compute_dtype(x)
+    if dtype == torch.float32 and fourier.worthwhile(*x.shape, weight.shape[0], k, stride):
+        with torch.autocast("cpu", enabled=False):
+            y = fourier.conv2d(x.float().contiguous(), weight.float(), stride)
+            return y if bias is None else y + bias.float()
     w = gemm_weight if gemm_weight is not None else gemm_layout(weight, dtype)
     with torch.autocast("cpu", enabled=False):
         if packed is not None and not torch.is_grad_enabled():

@@ -7,7 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from capsviz.config import CapsNetConfig
-from capsviz.layers import DigitCaps, PrimaryCaps, in_chunks
+from capsviz.layers import DigitCaps, PrimaryCaps, compute_dtype, conv2d_nhwc, in_chunks
 from capsviz.models import ModelOutput
 from capsviz.routing import dynamic_routing_ji
 
@@ -57,8 +57,13 @@ class CapsNet(nn.Module):
 
     def primary_capsules(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, C, S, S) -> PrimaryCaps outputs u (B, I, 8), I = grid * grid * types."""
-        h = F.relu(self.conv1(x.contiguous(memory_format=torch.channels_last)))  # (B, 256, 20, 20), NHWC in memory
-        return self.primary(h.permute(0, 2, 3, 1))  # (B, I, 8)
+        if x.device.type == "cpu" and torch.is_grad_enabled() and compute_dtype(x) == torch.float32:
+            # Training: oneDNN's weight gradient for one input channel runs at a few GFLOP/s here;
+            # the im2col GEMM's forward and backward together take half as long (BENCH.md).
+            h = conv2d_nhwc(x.permute(0, 2, 3, 1), self.conv1.weight, self.conv1.bias, 1)
+        else:
+            h = self.conv1(x.contiguous(memory_format=torch.channels_last)).permute(0, 2, 3, 1)
+        return self.primary(F.relu(h))  # (B, I, 8) from NHWC (B, 20, 20, 256)
 
     def predictions(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, C, S, S) -> u_hat, every primary capsule's prediction for every digit capsule, (B, J, I, D)."""
