@@ -15,9 +15,9 @@ from capsviz.routing import dynamic_routing_ji
 # and 16); capsnet-small fits 32 images in the same space (BENCH.md).
 ROUTING_BYTES = 6 * 2**20
 # Bytes of u_hat whose slices keep their activations in training rather than recompute them in
-# backward: 64 paper-config images (peak training memory stays under 1.2 GB at batch 128),
-# every image of a capsnet-small batch of 128 (BENCH.md).
-ROUTING_KEEP_BYTES = 48 * 2**20
+# backward: every image of a paper-config batch of 128 since PrimaryCaps convolves through the
+# Fourier domain and needs less memory (peak training memory ~1.0 GB; BENCH.md).
+ROUTING_KEEP_BYTES = 96 * 2**20
 
 
 class Decoder(nn.Module):
