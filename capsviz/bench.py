@@ -161,14 +161,14 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def convolutions(steps: int = 3, batches: tuple[int, ...] = (8, 16, 32, 64, 128)) -> list[dict]:
+def convolutions(steps: int = 3, batches: tuple[int, ...] = (8, 16, 32, 64, 128), names: list[str] | None = None) -> list[dict]:
     """PrimaryCaps' convolution of each CapsNet preset, float32 on the CPU, timed both ways per
     batch size: the im2col GEMM and the Fourier-domain product (`capsviz.fourier`), forward alone
     and forward + backward, and which one `conv2d_nhwc` picks. The evidence for fourier.MIN_BATCH."""
     from capsviz import fourier
 
     rows = []
-    for name in [n for n, c in PRESETS.items() if c.family == "capsnet"]:
+    for name in names or [n for n, c in PRESETS.items() if c.family == "capsnet"]:
         cfg = PRESETS[name]
         H, C, O, k = cfg.in_size - cfg.conv1_kernel + 1, cfg.conv1_channels, cfg.primary_types * cfg.primary_dim, cfg.primary_kernel
         w = torch.randn(O, C, k, k, requires_grad=True)
@@ -207,3 +207,35 @@ def convolution_table(rows: list[dict]) -> str:
         lines.append(f"{r['model']:20} {r['input']:>10} {r['batch']:>5} {f:>28} {t:>28}  {r['picked']}")
     lines.append(f"device: {describe_hardware(torch.device('cpu'))}, float32, torch {torch.__version__}, {torch.get_num_threads()} threads")
     return "\n".join(lines)
+
+
+def capsnet_step_parts(name: str = "capsnet", steps: int = 3) -> dict[str, float]:
+    """Milliseconds per part of one float32 CPU training step of a CapsNet preset at batch 128,
+    each part timed alone (forward + backward): Conv1, PrimaryCaps, DigitCaps with routing (as
+    training slices it), the decoder, the Adam update."""
+    import torch.nn.functional as F
+
+    from capsviz.layers import conv2d_nhwc, in_chunks
+    from capsviz.models import capsnet
+
+    cpu, B = torch.device("cpu"), TRAIN_BATCH
+    torch.manual_seed(0)
+    m = build_model(bench_config(name)).train()
+    x, y = torch.rand(B, 1, m.config.in_size, m.config.in_size), torch.randint(0, m.config.num_classes, (B,))
+    conv1 = lambda: F.relu(conv2d_nhwc(x.permute(0, 2, 3, 1), m.conv1.weight, m.conv1.bias, 1))  # noqa: E731
+    h = conv1().detach().requires_grad_()
+    u = m.primary(h).detach().requires_grad_()
+    per_image = u.shape[1] * m.config.num_classes * m.config.digit_dim * 4
+    route = lambda u: dynamic_routing_ji(m.digits(u), m.config.routing_iterations).v  # noqa: E731
+    chunk, keep = max(1, capsnet.ROUTING_BYTES // per_image), capsnet.ROUTING_KEEP_BYTES // per_image
+    v = in_chunks(route, u, chunk=chunk, keep=keep).detach().requires_grad_()
+    mask = F.one_hot(y, m.config.num_classes).float()
+    opt = torch.optim.Adam(m.parameters(), 1e-3)
+    parts = {
+        "conv1": lambda: conv1().sum().backward(),
+        "primary": lambda: m.primary(h).sum().backward(),
+        "routing": lambda: in_chunks(route, u, chunk=chunk, keep=keep).norm(dim=-1).sum().backward(),
+        "decoder": lambda: m.decoder(v, mask).sum().backward(),
+        "adam": opt.step,
+    }
+    return {part: 1000 * _time(fn, steps, cpu) for part, fn in parts.items()}

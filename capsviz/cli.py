@@ -77,6 +77,11 @@ def main(argv=None) -> int:
     b.add_argument(
         "--convolutions", action="store_true", help="instead: PrimaryCaps' convolution, im2col GEMM against Fourier, per batch size"
     )
+    b.add_argument(
+        "--step-parts",
+        choices=[n for n, c in PRESETS.items() if c.family == "capsnet"],
+        help="instead: ms per part of a CapsNet preset's CPU training step",
+    )
     b.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one preset in this process
 
     x = sub.add_parser("export", help="store a checkpoint in float16 for shipping, re-measuring its test error")
@@ -244,6 +249,12 @@ def cmd_bench(args) -> int:
 
     if args.convolutions:
         print(bench.convolution_table(bench.convolutions(args.steps)))
+        return 0
+    if args.step_parts:
+        parts = bench.capsnet_step_parts(args.step_parts, args.steps)
+        total = sum(parts.values())
+        for part, ms in parts.items():
+            print(f"{part:10} {ms:8.1f} ms  {100 * ms / total:4.0f}%")
         return 0
     if args.one:
         print(json.dumps(bench.measure(args.one, args.device, args.precision, args.steps, args.compile, args.routing_iterations)))

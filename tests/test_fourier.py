@@ -96,3 +96,19 @@ def test_a_capsnet_trains_the_same_through_either_convolution(monkeypatch):
     torch.testing.assert_close(loss_f, loss_d, rtol=1e-5, atol=1e-5)
     for name, g in grads_d.items():
         torch.testing.assert_close(grads_f[name], g, rtol=1e-3, atol=1e-5 * g.abs().max().item(), msg=name)
+
+
+def test_bench_times_both_convolutions_and_the_parts_of_a_training_step(capsys):
+    from capsviz.bench import capsnet_step_parts, convolution_table, convolutions
+    from capsviz.cli import main
+
+    rows = convolutions(steps=1, batches=(2, fourier.MIN_BATCH), names=["capsnet", "capsnet-small"])
+    assert [r["model"] for r in rows] == ["capsnet"] * 2 + ["capsnet-small"] * 2
+    assert [r["picked"] for r in rows if r["model"] == "capsnet"] == ["im2col", "fourier"]
+    assert all(r[f"{way}_{t}_ms"] > 0 for r in rows for way in ("im2col", "fourier") for t in ("forward", "train"))
+    assert "capsnet-small" in convolution_table(rows)
+    parts = capsnet_step_parts("capsnet-small", steps=1)
+    assert list(parts) == ["conv1", "primary", "routing", "decoder", "adam"] and min(parts.values()) > 0
+    with pytest.raises(SystemExit):  # a preset without Conv1 is refused by argparse, not a traceback
+        main(["bench", "--step-parts", "matrix-small"])
+    assert "invalid choice" in capsys.readouterr().err
