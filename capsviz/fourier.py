@@ -5,12 +5,13 @@ positions x 81 taps = 2,916 products of a (256 x 256) channel matrix in the pape
 convolution theorem, a correlation is a per-frequency product of spectra: each of the 19 x 10
 frequencies of a 19x19 transform (enough that nothing wraps around onto a needed output; the half
 spectrum suffices because images are real) costs one complex channel product, 3 real ones by
-Gauss's trick, so 570 in all, 5.1x fewer. The transforms themselves are small real matrices applied along one axis at
-a time (direct DFTs of any length, no FFT library): they cost ~10% of the channel products, and
-their layouts are chosen so that every step is one large GEMM and nothing is transposed in memory
-except the input and output once. The inverse transform computes only the strided outputs.
+Gauss's trick, so 570 in all, 5.1x fewer. The transforms are small real matrices (direct DFTs of
+any length, no FFT library) applied along one axis at a time; they cost ~20% of the channel
+products' multiply-adds, and their layouts are chosen so that every step is one large GEMM and
+nothing is transposed in memory except the input and the output, once each. The inverse transform
+computes only the strided outputs.
 
-Exact in exact arithmetic; in float32 the results match the direct convolution to ~1e-6 relative.
+Exact in exact arithmetic; in float32 the results match the direct convolution to a few 1e-7, relative.
 The gradients are the adjoint transforms (transposed matrices), written out by hand so that no
 spectrum-sized buffer outlives its use: the backward pass keeps the input's spectrum and recomputes
 the weight's (a few GEMMs) instead of holding it.
@@ -93,10 +94,11 @@ def plan(H: int, W: int, k: int, stride: int) -> Plan:
 
 
 def worthwhile(batch: int, H: int, W: int, C: int, O: int, k: int, stride: int) -> bool:
-    """Whether the Fourier path should beat the im2col GEMM on a CPU (measured crossovers, this
-    module's test file): a batch of at least MIN_BATCH, at most half the direct convolution's
-    channel products, and transforms no dearer than those products. PrimaryCaps qualifies in
-    every CapsNet preset; Conv1 (one input channel: all transform, no product) does not."""
+    """Whether the Fourier path should beat the im2col GEMM on a CPU (the crossovers measured by
+    `python -m capsviz bench --convolutions`): a batch of at least MIN_BATCH, at most half the
+    direct convolution's multiply-adds in channel products (counted as four real products per
+    frequency, Gauss's saving aside), and transforms no dearer than those products. PrimaryCaps
+    qualifies in every CapsNet preset; Conv1 (one input channel: all transform) does not."""
     if batch < MIN_BATCH or H < k or W < k:
         return False
     p = plan(H, W, k, stride)
@@ -172,7 +174,7 @@ class _FourierConv(torch.autograd.Function):
                 gx[:, : p.Nh, : p.Nw] = gxs.permute(2, 0, 1, 3)
         if ctx.needs_input_grad[1]:
             k = p.E1.shape[1]
-            # gW = gY^T @ X per frequency, conjugated back: planes (O, C)
+            # the adjoint for the weight: gW = gY^T @ conj(X) per frequency, planes (O, C)
             gYt = gY.transpose(2, 3)  # (2, F, O, B)
             gW = _complex_bmm(gYt[0], gYt[1], X[0], X[1], X.new_empty(2, F, O, C), conj_b=True)
             gU = (p.E2.t() @ gW.view(2 * p.Nh, -1)).view(k, 2 * p.Fw, O * C)
