@@ -215,24 +215,21 @@ def capsnet_step_parts(name: str = "capsnet", steps: int = 3) -> dict[str, float
     training slices it), the decoder, the Adam update."""
     import torch.nn.functional as F
 
-    from capsviz.layers import conv2d_nhwc, in_chunks
-    from capsviz.models import capsnet
+    from capsviz.layers import in_chunks
 
     cpu, B = torch.device("cpu"), TRAIN_BATCH
     torch.manual_seed(0)
     m = build_model(bench_config(name)).train()
     x, y = torch.rand(B, 1, m.config.in_size, m.config.in_size), torch.randint(0, m.config.num_classes, (B,))
-    conv1 = lambda: F.relu(conv2d_nhwc(x.permute(0, 2, 3, 1), m.conv1.weight, m.conv1.bias, 1))  # noqa: E731
-    h = conv1().detach().requires_grad_()
+    h = m.features(x).detach().requires_grad_()
     u = m.primary(h).detach().requires_grad_()
-    per_image = u.shape[1] * m.config.num_classes * m.config.digit_dim * 4
     route = lambda u: dynamic_routing_ji(m.digits(u), m.config.routing_iterations).v  # noqa: E731
-    chunk, keep = max(1, capsnet.ROUTING_BYTES // per_image), capsnet.ROUTING_KEEP_BYTES // per_image
+    chunk, keep = m.routing_slices(u)
     v = in_chunks(route, u, chunk=chunk, keep=keep).detach().requires_grad_()
     mask = F.one_hot(y, m.config.num_classes).float()
     opt = torch.optim.Adam(m.parameters(), 1e-3)
     parts = {
-        "conv1": lambda: conv1().sum().backward(),
+        "conv1": lambda: m.features(x).sum().backward(),
         "primary": lambda: m.primary(h).sum().backward(),
         "routing": lambda: in_chunks(route, u, chunk=chunk, keep=keep).norm(dim=-1).sum().backward(),
         "decoder": lambda: m.decoder(v, mask).sum().backward(),

@@ -55,15 +55,25 @@ class CapsNet(nn.Module):
             else None
         )
 
-    def primary_capsules(self, x: torch.Tensor) -> torch.Tensor:
-        """x (B, C, S, S) -> PrimaryCaps outputs u (B, I, 8), I = grid * grid * types."""
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, C, S, S) -> Conv1's ReLU output, NHWC (B, S - 8, S - 8, 256): what PrimaryCaps reads."""
         if x.device.type == "cpu" and torch.is_grad_enabled() and compute_dtype(x) == torch.float32:
             # Training: oneDNN's weight gradient for one input channel runs at a few GFLOP/s here;
             # the im2col GEMM's forward and backward together take half as long (BENCH.md).
             h = conv2d_nhwc(x.permute(0, 2, 3, 1), self.conv1.weight, self.conv1.bias, 1)
         else:
             h = self.conv1(x.contiguous(memory_format=torch.channels_last)).permute(0, 2, 3, 1)
-        return self.primary(F.relu(h))  # (B, I, 8) from NHWC (B, 20, 20, 256)
+        return F.relu(h)
+
+    def primary_capsules(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, C, S, S) -> PrimaryCaps outputs u (B, I, 8), I = grid * grid * types."""
+        return self.primary(self.features(x))
+
+    def routing_slices(self, u: torch.Tensor) -> tuple[int, int]:
+        """For primary capsules u (B, I, 8) on the CPU: images per routing slice, and how many
+        images keep their activations in training (`in_chunks`' chunk and keep)."""
+        per_image = u.shape[1] * self.config.num_classes * self.config.digit_dim * u.element_size()  # bytes of u_hat
+        return max(1, ROUTING_BYTES // per_image), ROUTING_KEEP_BYTES // per_image
 
     def predictions(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, C, S, S) -> u_hat, every primary capsule's prediction for every digit capsule, (B, J, I, D)."""
@@ -89,9 +99,9 @@ class CapsNet(nn.Module):
             routed = dynamic_routing_ji(self.digits(u), T, record=True)
             v = routed.v  # (B, J, D)
         else:
-            per_image = u.shape[1] * self.config.num_classes * self.config.digit_dim * u.element_size()  # bytes of u_hat
+            chunk, keep = self.routing_slices(u)
             route = lambda u: dynamic_routing_ji(self.digits(u), T).v  # noqa: E731
-            v = in_chunks(route, u, chunk=max(1, ROUTING_BYTES // per_image), keep=ROUTING_KEEP_BYTES // per_image)
+            v = in_chunks(route, u, chunk=chunk, keep=keep)
         lengths = v.norm(dim=-1)  # (B, J)
         out = ModelOutput(scores=lengths, capsules=v)
         if record:
