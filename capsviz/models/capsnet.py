@@ -63,7 +63,9 @@ class CapsNet(nn.Module):
             h = conv2d_nhwc(x.permute(0, 2, 3, 1), self.conv1.weight, self.conv1.bias, 1)
         else:
             h = self.conv1(x.contiguous(memory_format=torch.channels_last)).permute(0, 2, 3, 1)
-        return F.relu(h)
+        # in place: h is Conv1's fresh output, and a second buffer of its size (105 MB at batch 256)
+        # cost more in page faults than the ReLU itself (36 against 9 ms)
+        return F.relu(h, inplace=True)
 
     def primary_capsules(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, C, S, S) -> PrimaryCaps outputs u (B, I, 8), I = grid * grid * types."""
