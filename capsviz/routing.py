@@ -68,26 +68,33 @@ def dynamic_routing_ji(u_hat: torch.Tensor, iterations: int = 3, record: bool = 
         raise ValueError("routing needs at least one iteration")
     if not record and u_hat.requires_grad and _hand_backward(u_hat):
         return DynamicRoutingResult(v=_DynamicRouting.apply(u_hat, iterations))
-    B, J, I, D = u_hat.shape
-    b = u_hat.new_zeros(B, J, I)
     cs, bs, vs, changes = [], [], [], []
-    for t in range(iterations):
-        c = b.softmax(dim=1)  # (B, J, I): each lower capsule splits its vote over the J uppers
-        s = (c.unsqueeze(-2) @ u_hat).squeeze(-2)  # (B, J, D)
-        v = squash(s)  # (B, J, D)
-        last = t == iterations - 1
-        if record or not last:
-            agreement = _dots(u_hat, v)  # (B, J, I): u_hat . v
+    for b, c, _, v, agreement in _iterations(u_hat, iterations, last_agreement=record):
         if record:
             cs.append(c.detach().transpose(1, 2))
             bs.append(b.detach().transpose(1, 2))
             vs.append(v.detach())
             changes.append(agreement.detach().abs().mean(dim=(1, 2)))  # (B,)
-        if not last:
-            b = b + agreement
     if not record:
         return DynamicRoutingResult(v=v)
     return DynamicRoutingResult(v=v, c=torch.stack(cs), b=torch.stack(bs), v_trace=torch.stack(vs), b_change=torch.stack(changes))
+
+
+def _iterations(u_hat: torch.Tensor, iterations: int, last_agreement: bool = False):
+    """Procedure 1 on u_hat (B, J, I, D), the one definition both paths run: yields per iteration
+    the logits b and couplings c (B, J, I), s and v (B, J, D), and the agreement u_hat . v
+    (B, J, I) that b takes next (None at the last iteration unless `last_agreement`)."""
+    B, J, I, D = u_hat.shape
+    b = u_hat.new_zeros(B, J, I)
+    for t in range(iterations):
+        c = b.softmax(dim=1)  # each lower capsule splits its vote over the J uppers
+        s = (c.unsqueeze(-2) @ u_hat).squeeze(-2)
+        v = squash(s)
+        last = t == iterations - 1
+        agreement = _dots(u_hat, v) if last_agreement or not last else None
+        yield b, c, s, v, agreement
+        if not last:
+            b = b + agreement
 
 
 def _dots(u_hat: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -110,21 +117,10 @@ class _DynamicRouting(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, u_hat: torch.Tensor, iterations: int) -> torch.Tensor:
-        B, J, I, D = u_hat.shape
-        b = u_hat.new_zeros(B, J, I)
-        cs, ss, vs = [], [], []
-        for t in range(iterations):
-            c = b.softmax(dim=1)
-            s = (c.unsqueeze(-2) @ u_hat).squeeze(-2)
-            v = squash(s)
-            cs.append(c)
-            ss.append(s)
-            vs.append(v)
-            if t < iterations - 1:
-                b = b + _dots(u_hat, v)
+        _, cs, ss, vs, _ = zip(*_iterations(u_hat, iterations), strict=True)
         ctx.save_for_backward(u_hat, *cs, *ss, *vs)
         ctx.iterations = iterations
-        return v
+        return vs[-1]
 
     @staticmethod
     @torch.autograd.function.once_differentiable
