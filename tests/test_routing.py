@@ -63,6 +63,19 @@ def test_dynamic_routing_trace_invariants():
     torch.testing.assert_close(dynamic_routing(u_hat, 4).v, res.v)
 
 
+def autograd_dynamic(u_hat, r, detach_agreement=False):
+    """Procedure 1 as plain tensor ops, differentiated by autograd: the reference for the
+    hand-written backward (and, with the agreement detached, a routing whose logits carry no gradient)."""
+    b = torch.zeros(u_hat.shape[:3], dtype=u_hat.dtype)
+    for t in range(r):
+        c = b.softmax(-1)
+        v = squash(torch.einsum("bij,bijd->bjd", c, u_hat))
+        if t < r - 1:
+            a = torch.einsum("bijd,bjd->bij", u_hat, v)
+            b = b + (a.detach() if detach_agreement else a)
+    return v
+
+
 def test_dynamic_routing_gradients_flow_through_all_iterations():
     u_hat = torch.randn(2, 6, 3, 4, requires_grad=True)
     dynamic_routing(u_hat, 3).v.pow(2).sum().backward()
@@ -70,25 +83,8 @@ def test_dynamic_routing_gradients_flow_through_all_iterations():
     u_hat.grad = None
     # with b detached between iterations the gradient would differ: the agreement path counts
     u2 = u_hat.detach().clone().requires_grad_()
-    b = torch.zeros(2, 6, 3)
-    for _t in range(3):
-        c = b.softmax(-1)
-        v = squash(torch.einsum("bij,bijd->bjd", c, u2))
-        b = b + torch.einsum("bijd,bjd->bij", u2, v).detach()
-    v.pow(2).sum().backward()
+    autograd_dynamic(u2, 3, detach_agreement=True).pow(2).sum().backward()
     assert not torch.allclose(g3, u2.grad)
-
-
-def autograd_dynamic(u_hat, r):
-    """Procedure 1 as plain tensor ops, differentiated by autograd: the reference for the
-    hand-written backward."""
-    b = torch.zeros(u_hat.shape[:3], dtype=u_hat.dtype)
-    for t in range(r):
-        c = b.softmax(-1)
-        v = squash(torch.einsum("bij,bijd->bjd", c, u_hat))
-        if t < r - 1:
-            b = b + torch.einsum("bijd,bjd->bij", u_hat, v)
-    return v
 
 
 @pytest.mark.parametrize("r", [1, 2, 3, 5])
