@@ -91,7 +91,7 @@ left, right = st.columns([1, 2])
 with left:
     st.image(to_image(pair.image, 6), caption=f"input: L:({l1},{l2})", width=216)
 with right:
-    st.plotly_chart(capsule_bars(seg.scores, names, t1, f"Prediction: {t1} and {t2} (two longest capsules)"), key="mm_lengths")
+    st.plotly_chart(capsule_bars(seg.scores, names, (t1, t2), f"Prediction: {t1} and {t2} (two longest capsules)"), key="mm_lengths")
 
 st.subheader("Reconstruct one capsule at a time")
 pick = st.columns(2)

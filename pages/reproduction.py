@@ -64,8 +64,13 @@ for ds, model, err in EM_RESULTS:
 st.markdown(em)
 
 st.header("Test error by epoch")
-history = {n: h for n, m in found if (h := total_training(m)["history"])}  # fine-tuned: the whole chain
-if history:
-    st.plotly_chart(lines_by_epoch(history), key="history")
+by_dataset: dict[str, dict] = {}
+for n, m in found:
+    if h := total_training(m)["history"]:  # fine-tuned: the whole chain
+        by_dataset.setdefault(m.get("dataset", "?"), {})[n] = h
+if by_dataset:
+    # one chart per dataset: their epochs are not comparable (a MultiMNIST epoch is 60,000 fresh pairs)
+    for tab, (ds, history) in zip(st.tabs(list(by_dataset)), by_dataset.items(), strict=True):
+        tab.plotly_chart(lines_by_epoch(history), key=f"history_{ds}")
 else:
     st.info("No checkpoint carries a training history yet.")

@@ -108,3 +108,15 @@ def test_coupling_summary_sees_routing_concentrate_only_when_votes_agree():
     assert strong["coupling_to_prediction"][-1] > 0.5 and strong["entropy"][-1] < 1.5  # agreeing votes win the coupling
     assert weak["coupling_to_prediction"][-1] < 0.12  # short votes hardly move b
     assert strong["vote_weighted_coupling_to_prediction"][-1] > 0.5
+
+
+def test_figures_read_as_classes_and_whole_iterations():
+    from capsviz.viz import capsule_bars, lines
+
+    fig = capsule_bars(np.linspace(0, 0.9, 10), range(10), (2, 7), "two predictions")
+    assert fig.layout.xaxis.type == "category"  # ten digit labels, not a number line ticked 0, 2, 4
+    red = [i for i, c in enumerate(fig.data[0].marker.color) if c == "#d62728"]
+    assert red == [2, 7]
+    assert [i for i, c in enumerate(capsule_bars(np.ones(10), range(10), 4, "").data[0].marker.color) if c == "#d62728"] == [4]
+    assert lines(np.zeros((3, 2)), ["a", "b"], "", "iteration", "").layout.xaxis.dtick == 1
+    assert lines(np.zeros((3, 2)), ["a", "b"], "", "x", "", x=np.array([0.1, 0.2, 0.3])).layout.xaxis.dtick is None

@@ -31,12 +31,21 @@ def png_bytes(img: Image.Image) -> bytes:
     return buf.getvalue()
 
 
-def capsule_bars(scores: np.ndarray, names, predicted: int, title: str, y_title: str = "capsule length") -> go.Figure:
-    colors = ["#d62728" if i == predicted else "#7f7f7f" for i in range(len(scores))]
+def capsule_bars(scores: np.ndarray, names, predicted: int | tuple[int, ...], title: str, y_title: str = "capsule length") -> go.Figure:
+    """One bar per class, the predicted one(s) in red; every class named on the axis (digits
+    are categories, not a number line)."""
+    chosen = {predicted} if isinstance(predicted, int) else set(predicted)
+    colors = ["#d62728" if i in chosen else "#7f7f7f" for i in range(len(scores))]
     fig = go.Figure(
         go.Bar(x=[str(n) for n in names], y=scores, marker_color=colors, text=[f"{s:.2f}" for s in scores], textposition="outside")
     )
-    fig.update_layout(title=title, yaxis=dict(range=[0, 1.1], title=y_title), height=300, margin=dict(l=10, r=10, t=40, b=10))
+    fig.update_layout(
+        title=title,
+        xaxis=dict(type="category"),
+        yaxis=dict(range=[0, 1.1], title=y_title),
+        height=300,
+        margin=dict(l=10, r=10, t=40, b=10),
+    )
     return fig
 
 
@@ -92,6 +101,8 @@ def lines(y: np.ndarray, names, title: str, x_title: str, y_title: str, log_y: b
     x = np.arange(1, len(y) + 1) if x is None else x
     fig = go.Figure([go.Scatter(x=x, y=y[:, k], name=str(n), mode="lines+markers") for k, n in enumerate(names)])
     fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, height=300, margin=dict(l=10, r=10, t=40, b=10))
+    if len(x) <= 12 and np.issubdtype(np.asarray(x).dtype, np.integer):
+        fig.update_xaxes(dtick=1)  # iterations are whole: no tick at 1.5
     if log_y:
         fig.update_yaxes(type="log")
     return fig
