@@ -43,40 +43,50 @@ def trace(model_key: str, image_bytes: bytes, T: int):
 
 tr = trace(st.session_state["model_key"], image.tobytes(), T)
 winner = int(tr.lengths[-1].argmax())
-t = (
-    st.slider(
-        "Show iteration",
-        1,
-        T,
-        min(T, int(st.query_params.get("t", T))) if str(st.query_params.get("t", "")).isdigit() else T,
-        key="route_t",
-    )
-    - 1
-)
-st.query_params["t"] = str(t + 1)
 
-left, right = st.columns([1, 3])
-left.image(to_image(image), caption=f"input (label {label}), prediction {names[winner]}", width=168)
-left.image(
-    overlay(image, tr.coupling_maps(t)[winner]), caption=f"coupling to {names[winner]} at iteration {t + 1}, over the input", width=168
-)
-right.plotly_chart(
-    class_maps(tr.coupling_maps(t), names, f"Iteration {t + 1}: coupling to each digit capsule (6x6 positions, mean over capsule types)"),
-    key="coupling_maps",
-)
-j = right.selectbox(
-    "Digit capsule for the detailed map", list(range(len(names))), index=winner, format_func=lambda k: str(names[k]), key="route_class"
-)
-right.plotly_chart(
-    heatmap(
-        tr.coupling_by_type(t, j),
-        f"Coupling to {names[j]} of every primary capsule (iteration {t + 1})",
-        "position (row-major over the 6x6 grid)",
-        "capsule type",
-        height=300,
-    ),
-    key="coupling_types",
-)
+
+@st.fragment
+def iteration_view(tr, image, label, winner: int) -> None:
+    """The maps of one iteration: moving the iteration or the detailed capsule reruns only this."""
+    t = (
+        st.slider(
+            "Show iteration",
+            1,
+            T,
+            min(T, int(st.query_params.get("t", T))) if str(st.query_params.get("t", "")).isdigit() else T,
+            key="route_t",
+        )
+        - 1
+    )
+    st.query_params["t"] = str(t + 1)
+
+    left, right = st.columns([1, 3])
+    left.image(to_image(image), caption=f"input (label {label}), prediction {names[winner]}", width=168)
+    left.image(
+        overlay(image, tr.coupling_maps(t)[winner]), caption=f"coupling to {names[winner]} at iteration {t + 1}, over the input", width=168
+    )
+    right.plotly_chart(
+        class_maps(
+            tr.coupling_maps(t), names, f"Iteration {t + 1}: coupling to each digit capsule (6x6 positions, mean over capsule types)"
+        ),
+        key="coupling_maps",
+    )
+    j = right.selectbox(
+        "Digit capsule for the detailed map", list(range(len(names))), index=winner, format_func=lambda k: str(names[k]), key="route_class"
+    )
+    right.plotly_chart(
+        heatmap(
+            tr.coupling_by_type(t, j),
+            f"Coupling to {names[j]} of every primary capsule (iteration {t + 1})",
+            "position (row-major over the 6x6 grid)",
+            "capsule type",
+            height=300,
+        ),
+        key="coupling_types",
+    )
+
+
+iteration_view(tr, image, label, winner)
 
 a, b = st.columns(2)
 a.plotly_chart(lines(tr.lengths, names, "Capsule lengths after each iteration", "iteration", "|v_j|"), key="lengths_by_iteration")
@@ -172,7 +182,14 @@ if data is not None:
     )
 
 st.subheader("Same weights, 1 to 10 iterations")
-sweep = iteration_sweep(model, image, 10)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def sweep_of(model_key: str, image_bytes: bytes):
+    return iteration_sweep(model, np.frombuffer(image_bytes, np.float32).reshape(image.shape), 10)
+
+
+sweep = sweep_of(st.session_state["model_key"], image.tobytes())
 e, f = st.columns([2, 3])
 e.plotly_chart(
     lines(sweep["lengths"], names, "Capsule lengths by number of routing iterations", "routing iterations", "|v_j|"), key="sweep_lengths"

@@ -49,6 +49,18 @@ def test_batch_b_change_and_iteration_sweep(capsnet):
     sweep = iteration_sweep(capsnet, IMAGE, 4)
     assert sweep["lengths"].shape == (4, 10) and len(sweep["reconstructions"]) == 4
     np.testing.assert_allclose(sweep["lengths"][2], dynamic_trace(capsnet, IMAGE, 3).lengths[-1], rtol=1e-5)
+    torch.manual_seed(0)
+    loud = build_model(preset("capsnet-small", conv1_channels=16, primary_types=4)).eval()
+    with torch.no_grad():  # long capsules, so that the decoder's output depends visibly on them
+        for w in loud.digits.parameters():
+            w.mul_(1000)
+    sweep = iteration_sweep(loud, IMAGE, 4)
+    for t in range(1, 5):  # one long run's prefixes == separate runs of 1..4 iterations, decoded by their winners
+        with torch.no_grad():
+            out = loud(torch.as_tensor(IMAGE)[None, None], iterations=t)
+        np.testing.assert_allclose(sweep["lengths"][t - 1], out.scores[0].numpy(), rtol=1e-5, atol=1e-7)
+        assert sweep["predictions"][t - 1] == int(out.scores[0].argmax())
+        np.testing.assert_allclose(sweep["reconstructions"][t - 1], out.reconstruction[0].numpy(), rtol=1e-4, atol=1e-6)
 
 
 def test_vote_histogram_weights_sum_to_each_capsules_total_assignment(matrix):
@@ -120,3 +132,18 @@ def test_figures_read_as_classes_and_whole_iterations():
     assert [i for i, c in enumerate(capsule_bars(np.ones(10), range(10), 4, "").data[0].marker.color) if c == "#d62728"] == [4]
     assert lines(np.zeros((3, 2)), ["a", "b"], "", "iteration", "").layout.xaxis.dtick == 1
     assert lines(np.zeros((3, 2)), ["a", "b"], "", "x", "", x=np.array([0.1, 0.2, 0.3])).layout.xaxis.dtick is None
+
+
+def test_class_maps_lay_each_class_map_out_once_with_gaps():
+    from capsviz.viz import class_maps
+
+    maps = np.random.default_rng(0).random((10, 6, 6))
+    fig = class_maps(maps, [f"c{j}" for j in range(10)], "")
+    (trace,) = fig.data  # one trace: the browser redraws it far faster than 10 subplots
+    z = np.array(trace.z, dtype=float)
+    assert z.shape == (6, 10 * 7 - 1)
+    for j in range(10):
+        np.testing.assert_array_equal(z[:, 7 * j : 7 * j + 6], maps[j])
+    assert np.isnan(z[:, 6::7]).all()  # the gaps between maps
+    assert list(fig.layout.xaxis.ticktext) == [f"c{j}" for j in range(10)]
+    assert trace.customdata[2][7 * 3 + 4].tolist() == ["c3", 2, 4]  # hover names the class, row and column

@@ -89,15 +89,18 @@ def coupling_summary(model, images: torch.Tensor, iterations: int) -> dict:
 
 @torch.no_grad()
 def iteration_sweep(model, image: np.ndarray, max_iterations: int = 10) -> dict:
-    """The same weights routed with 1..max_iterations: lengths (T, J), predictions, reconstructions."""
-    x = as_batch(image)
-    lengths, preds, recs = [], [], []
-    for t in range(1, max_iterations + 1):
-        out = model(x, iterations=t)
-        lengths.append(out.scores[0].numpy())
-        preds.append(int(out.scores[0].argmax()))
-        recs.append(out.reconstruction[0].numpy() if out.reconstruction is not None else None)
-    return {"lengths": np.stack(lengths), "predictions": preds, "reconstructions": recs}
+    """The same weights routed with 1..max_iterations: lengths (T, J), predictions, reconstructions.
+
+    Procedure 1 with t iterations is the first t iterations of a longer run, so one recorded run
+    of max_iterations gives every v, and the decoder redraws all T winners in one batch."""
+    r = dynamic_routing_ji(model.predictions(as_batch(image)), max_iterations, record=True)
+    v = r.v_trace[:, 0]  # (T, J, D): v after each iteration
+    lengths = v.norm(dim=-1)  # (T, J)
+    preds = lengths.argmax(1)  # (T,)
+    recs = [None] * max_iterations
+    if model.decoder is not None:
+        recs = list(model.decode(v[torch.arange(max_iterations), preds], preds).numpy())  # T x (H, W)
+    return {"lengths": lengths.numpy(), "predictions": preds.tolist(), "reconstructions": recs}
 
 
 @dataclass

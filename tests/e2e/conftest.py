@@ -41,9 +41,9 @@ def app_env(tmp_path_factory, synthetic_root):
     return {"CAPSVIZ_CHECKPOINTS": str(folder), "CAPSVIZ_DATA_DIR": str(synthetic_root), "XDG_CACHE_HOME": str(cache)}
 
 
-def _server(tmp_path_factory, env, name):
+def _server(tmp_path_factory, env, name, **kwargs):
     log = tmp_path_factory.mktemp(name) / "server.log"
-    proc, url = start_streamlit(env, log)
+    proc, url = start_streamlit(env, log, **kwargs)
     return proc, url, log
 
 
@@ -68,8 +68,10 @@ def own_server(tmp_path_factory, app_env):
 
 @pytest.fixture(scope="session")
 def server_without_data(tmp_path_factory, app_env):
-    env = dict(app_env, CAPSVIZ_DATA_DIR=str(tmp_path_factory.mktemp("nodata")))
-    proc, url, log = _server(tmp_path_factory, env, "streamlit-nodata")
+    empty = tmp_path_factory.mktemp("nodata")
+    env = dict(app_env, CAPSVIZ_DATA_DIR=str(empty))
+    # run from an empty folder too: the app also looks in ./data, which a developer's checkout may have
+    proc, url, log = _server(tmp_path_factory, env, "streamlit-nodata", cwd=empty)
     yield {"url": url}
     stop_streamlit(proc)
 

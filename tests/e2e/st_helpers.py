@@ -36,14 +36,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_streamlit(env: dict, log_path: Path, timeout: float = 90.0):
+def start_streamlit(env: dict, log_path: Path, timeout: float = 90.0, cwd: Path = ROOT):
+    """A headless server on a free port, run from `cwd` (the app is found by its absolute path)."""
     port = free_port()
     cmd = [
         sys.executable,
         "-m",
         "streamlit",
         "run",
-        "app.py",
+        str(ROOT / "app.py"),
         "--server.headless",
         "true",
         "--server.address",
@@ -56,7 +57,7 @@ def start_streamlit(env: dict, log_path: Path, timeout: float = 90.0):
         "false",
     ]
     log = open(log_path, "wb")
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **env})
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **env})
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while True:
