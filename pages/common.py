@@ -13,7 +13,7 @@ import torch
 from capsviz.checkpoint import list_checkpoints, load_checkpoint
 from capsviz.data import DATASETS, load_split
 from capsviz.data.sources import SOURCES, locate
-from capsviz.data.transforms import mnist_style
+from capsviz.data.transforms import mnist_style, picture_to_digit
 from capsviz.devices import pick_device
 from capsviz.errors import CapsvizError
 
@@ -127,22 +127,6 @@ def test_set(dataset: str):
             st.code(str(e), language=None, wrap_lines=True)
             st.markdown("Run `python -m capsviz data --download`, or set `CAPSVIZ_DATA_DIR` to a folder with the IDX files, then reload.")
         return None
-
-
-def image_from_upload(file) -> np.ndarray | None:
-    """An uploaded picture -> (28, 28) float in [0, 1], white digit on black as in MNIST."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        img = Image.open(file).convert("L")
-        img.thumbnail((280, 280))
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
-        st.error("That file is not an image capsviz can read (try PNG or JPEG).")
-        return None
-    a = np.asarray(img, dtype=np.float32) / 255.0
-    if a.mean() > 0.5:  # dark ink on light paper: invert to MNIST's convention
-        a = 1.0 - a
-    return mnist_style(a)
 
 
 def sidebar() -> None:
@@ -328,7 +312,11 @@ def pick_image(dataset: str, names, size: int, model=None) -> tuple[np.ndarray, 
         return data.images[i].numpy().astype(np.float32) / 255.0, names[int(data.labels[i])]
     up = st.file_uploader("A picture of a single digit (PNG or JPEG)", type=["png", "jpg", "jpeg"], key="upload")
     if up is not None:
-        image = image_from_upload(up)
+        try:
+            image = picture_to_digit(up.getvalue())
+        except CapsvizError as e:
+            st.error(str(e))
+            image = None
         if image is not None:
             if size != 28:
                 st.error(f"This model takes {size}x{size} inputs; uploads are resized to 28x28.")

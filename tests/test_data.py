@@ -4,6 +4,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from capsviz.data import batches, describe, load_split, multimnist
 from capsviz.data.affine import affnist_like, expanded
@@ -11,7 +12,7 @@ from capsviz.data.idx import read_idx, write_idx
 from capsviz.data.mnist import load_idx_pair, load_mnist
 from capsviz.data.smallnorb import centre_crop, load_smallnorb, preprocess, random_crop, viewpoint_split, write_matrix
 from capsviz.data.sources import SOURCES, Source, download, md5_of
-from capsviz.data.transforms import random_shift
+from capsviz.data.transforms import mnist_style, picture_to_digit, random_shift
 from capsviz.errors import CapsvizError
 
 
@@ -321,3 +322,85 @@ def test_prefetch_yields_the_same_batches_raises_producer_errors_and_stops_early
     t0 = time.monotonic()
     short.close()
     assert time.monotonic() - t0 < 1 and not any(t.name == "capsviz-prefetch" and t.is_alive() for t in threading.enumerate())
+
+
+def _encoded(img, fmt="PNG", **kw) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    img.save(buf, format=fmt, **kw)
+    return buf.getvalue()
+
+
+def _seven(size: int = 100) -> np.ndarray:
+    """A '7' as a boolean (size, size) mask: a top bar and a diagonal down to the left."""
+    m = np.zeros((size, size), bool)
+    m[15:25, 20:80] = True
+    for r in range(25, 90):
+        c = 80 - int((r - 25) * 0.6)
+        m[r, c - 5 : c + 5] = True
+    return m
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda m: Image.fromarray((m * 255).astype(np.uint8)), id="white-on-black"),
+        pytest.param(lambda m: Image.fromarray(((~m) * 255).astype(np.uint8)), id="black-on-white"),
+        pytest.param(
+            lambda m: Image.fromarray(np.stack([(160 - m * 130 + np.arange(100) * 0.4).astype(np.uint8)] * 3, -1)), id="photo-grey-paper"
+        ),
+        pytest.param(
+            lambda m: Image.fromarray(np.dstack([np.zeros(m.shape + (3,), np.uint8), (m * 255).astype(np.uint8)]), "RGBA"),
+            id="black-on-transparent",
+        ),
+        pytest.param(lambda m: Image.fromarray((m * 60000).astype(np.uint16)), id="16-bit"),
+        pytest.param(lambda m: Image.fromarray((m * 255).astype(np.uint8)).convert("P"), id="palette"),
+    ],
+)
+def test_an_uploaded_picture_becomes_the_same_mnist_style_digit(make):
+    want = mnist_style(_seven().astype(np.float32))
+    got = picture_to_digit(_encoded(make(_seven())))
+    assert got.shape == (28, 28) and got.dtype == np.float32 and 0 <= got.min() and got.max() <= 1
+    assert np.abs(got - want).mean() < 0.03, "the same digit, whatever the picture's mode and background"
+
+
+def test_an_upload_is_turned_upright_by_its_exif_orientation():
+    upright = Image.fromarray((_seven() * 255).astype(np.uint8))
+    stored = upright.transpose(Image.Transpose.ROTATE_90)  # as a camera stores a portrait shot
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: rotate 90 degrees clockwise to view
+    got = picture_to_digit(_encoded(stored, "JPEG", exif=exif, quality=95))
+    want = mnist_style(_seven().astype(np.float32))
+    assert np.abs(got - want).mean() < 0.04
+    assert np.abs(picture_to_digit(_encoded(stored, "JPEG", quality=95)) - want).mean() > 0.1  # without the tag it stays sideways
+
+
+@pytest.mark.parametrize(
+    "data, says",
+    [
+        (b"", "not a picture"),
+        (b"hello, this is text", "not a picture"),
+        (_encoded(Image.fromarray(np.full((40, 40), 255, np.uint8)))[:60], "not a picture"),
+        (_encoded(Image.new("L", (50, 50), 255)), "looks blank"),
+        (_encoded(Image.new("RGBA", (50, 50), (0, 0, 0, 0))), "looks blank"),
+        (_encoded(Image.new("1", (8000, 6000))), "8000x6000 pixels"),
+    ],
+    ids=["empty", "text", "truncated", "blank-white", "all-transparent", "too-large"],
+)
+def test_odd_uploads_get_a_clear_message(data, says):
+    with pytest.raises(CapsvizError, match=says):
+        picture_to_digit(data)
+
+
+def test_a_decompression_bomb_is_refused_before_it_is_decoded():
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", 100_000, 100_000, 8, 0, 0, 0, 0)  # 10 gigapixels, declared in a few bytes
+    bomb = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 1000)) + chunk(b"IEND", b"")
+    with pytest.raises(CapsvizError, match="too large"):
+        picture_to_digit(bomb)

@@ -1,4 +1,5 @@
-"""Batch transforms that run on the training device, vectorised over the batch."""
+"""Batch transforms that run on the training device, vectorised over the batch; and the
+preparation of a user's own picture or drawing as an MNIST-style digit."""
 
 from __future__ import annotations
 
@@ -66,3 +67,50 @@ def mnist_style(image: np.ndarray) -> np.ndarray:
     left = int(np.clip(round(14 - cx), 0, 28 - w))
     out[top : top + h, left : left + w] = small
     return np.clip(out, 0, 1)
+
+
+# A picture larger than this (width x height) is refused before it is decoded.
+MAX_PICTURE_PIXELS = 40_000_000
+
+
+def picture_to_digit(data: bytes) -> np.ndarray:
+    """An uploaded picture's bytes -> (28, 28) float32 in [0, 1], a bright digit on black as in MNIST.
+
+    Any picture PIL reads: turned upright by its EXIF orientation; transparency, where there is
+    any, is the ink (a digit drawn on a transparent layer); otherwise dark ink on light paper is
+    inverted. The background level (the median) is subtracted, the ink stretched to full contrast
+    and faint shading dropped, so a photo of unevenly lit grey paper works; then `mnist_style` sizes and centres it. Raises
+    CapsvizError for a file that is not a readable picture, one too large, or one with no ink."""
+    import io
+
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    from capsviz.errors import CapsvizError
+
+    too_large = f"capsviz reads pictures up to {MAX_PICTURE_PIXELS // 1_000_000} megapixels: crop or shrink it to the digit."
+    try:
+        img = Image.open(io.BytesIO(data))
+        if img.width * img.height > MAX_PICTURE_PIXELS:
+            raise CapsvizError(f"That picture is {img.width}x{img.height} pixels; {too_large}")
+        img.draft("L", (280, 280))  # JPEGs decode straight at a reduced size
+        img = ImageOps.exif_transpose(img)
+        img.thumbnail((280, 280))
+        rgba = img.convert("RGBA")
+        alpha = np.asarray(rgba.getchannel("A"), dtype=np.float32) / 255.0
+        grey = np.asarray(rgba.convert("L"), dtype=np.float32) / 255.0
+    except CapsvizError:
+        raise
+    except Image.DecompressionBombError:  # PIL's own limit, met before the size can be read
+        raise CapsvizError(f"That picture is far too large; {too_large}") from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
+        raise CapsvizError(f"That file is not a picture capsviz can read ({type(e).__name__}); try a PNG or JPEG of one digit.") from None
+    if np.median(alpha) < 0.5:  # drawn on a transparent layer: the opaque strokes are the digit
+        ink = alpha
+    else:
+        ink = 1.0 - grey if np.median(grey) > 0.5 else grey  # the background is the majority
+    background = float(np.median(ink))
+    span = float(ink.max()) - background
+    if span < 0.1:
+        raise CapsvizError("That picture looks blank: nothing stands out from its background. Upload a picture of one digit.")
+    level = (ink - background) / span  # background ~0, the strongest ink 1
+    return mnist_style(np.clip((level - 0.3) / 0.6, 0.0, 1.0))  # shading under 0.3 (uneven light on paper) is not ink

@@ -166,6 +166,34 @@ def test_draw_a_digit_and_see_it_classified(page, server, shots):
     no_exceptions(page)
 
 
+def test_upload_a_picture_and_an_odd_file(page, server, shots, tmp_path):
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    ink = np.full((120, 90), 235, np.uint8)  # a dark '1' on light paper, as a phone photo would have it
+    ink[15:105, 40:52] = 30
+    buf = io.BytesIO()
+    Image.fromarray(ink).save(buf, format="JPEG")
+    photo = tmp_path / "digit.jpg"
+    photo.write_bytes(buf.getvalue())
+    fake = tmp_path / "notes.png"
+    fake.write_text("not a picture at all")
+
+    open_page(page, server["url"] + "/explorer?model=tiny-capsnet.safetensors", "DigitCaps explorer")
+    page.get_by_text("Upload", exact=True).click()
+    wait_for_app_run(page)
+    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(photo))
+    expect(page.get_by_text("input (label ?)")).to_be_visible(timeout=30_000)
+    expect(page.get_by_text(re.compile(r"Prediction: \d"))).to_be_visible()
+    shot(page, shots, "explorer_uploaded")
+    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(fake))
+    expect(page.get_by_text("not a picture capsviz can read", exact=False)).to_be_visible(timeout=30_000)
+    expect(page.get_by_text("input (label ?)")).to_have_count(0)
+    no_exceptions(page)
+
+
 def test_multimnist_pair_shows_both_overlays(page, server, shots):
     open_page(
         page,
