@@ -123,7 +123,7 @@ def test_coupling_summary_sees_routing_concentrate_only_when_votes_agree():
 
 
 def test_figures_read_as_classes_and_whole_iterations():
-    from capsviz.viz import capsule_bars, lines
+    from capsviz.viz import capsule_bars, heatmap, lines
 
     fig = capsule_bars(np.linspace(0, 0.9, 10), range(10), (2, 7), "two predictions")
     assert fig.layout.xaxis.type == "category"  # ten digit labels, not a number line ticked 0, 2, 4
@@ -132,6 +132,7 @@ def test_figures_read_as_classes_and_whole_iterations():
     assert [i for i, c in enumerate(capsule_bars(np.ones(10), range(10), 4, "").data[0].marker.color) if c == "#d62728"] == [4]
     assert lines(np.zeros((3, 2)), ["a", "b"], "", "iteration", "").layout.xaxis.dtick == 1
     assert lines(np.zeros((3, 2)), ["a", "b"], "", "x", "", x=np.array([0.1, 0.2, 0.3])).layout.xaxis.dtick is None
+    assert heatmap(np.zeros((10, 4)), "", "", "class", y=[str(k) for k in range(10)]).layout.yaxis.type == "category"
 
 
 def test_class_maps_lay_each_class_map_out_once_with_gaps():

@@ -107,6 +107,8 @@ def class_maps(maps: np.ndarray, names, title: str) -> go.Figure:
 def heatmap(z: np.ndarray, title: str, x_title: str, y_title: str, x=None, y=None, zmin=None, zmax=None, height=320) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=z, x=x, y=y, colorscale="Viridis", zmin=zmin, zmax=zmax))
     fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, height=height, margin=dict(l=10, r=10, t=40, b=10))
+    if y is not None:
+        fig.update_yaxes(type="category")  # named rows (classes): every name shown, "2" not read as a number
     return fig
 
 
