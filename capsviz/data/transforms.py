@@ -76,11 +76,12 @@ MAX_PICTURE_PIXELS = 40_000_000
 def picture_to_digit(data: bytes) -> np.ndarray:
     """An uploaded picture's bytes -> (28, 28) float32 in [0, 1], a bright digit on black as in MNIST.
 
-    Any picture PIL reads: turned upright by its EXIF orientation; transparency, where there is
-    any, is the ink (a digit drawn on a transparent layer); otherwise dark ink on light paper is
-    inverted. The background level (the median) is subtracted, the ink stretched to full contrast
-    and faint shading dropped, so a photo of unevenly lit grey paper works; then `mnist_style` sizes and centres it. Raises
-    CapsvizError for a file that is not a readable picture, one too large, or one with no ink."""
+    Any picture PIL reads, turned upright by its EXIF orientation. Where the background is
+    transparent, the opaque strokes are the ink (a digit drawn on a transparent layer); otherwise
+    dark ink on light paper is inverted. The background level (the median) is subtracted, the ink
+    stretched to full contrast and faint shading dropped, so a photo of unevenly lit grey paper
+    works; then `mnist_style` sizes and centres it. Raises CapsvizError for a file that is not a
+    readable picture, one too large, or one with no ink."""
     import io
 
     from PIL import Image, ImageOps, UnidentifiedImageError
