@@ -99,7 +99,7 @@ def class_maps(maps: np.ndarray, names, title: str) -> go.Figure:
     )
     centres = [j * (G + 1) + (G - 1) / 2 for j in range(J)]
     fig.update_xaxes(tickvals=centres, ticktext=[str(n) for n in names], side="top", showgrid=False, zeroline=False)
-    fig.update_yaxes(autorange="reversed", showticklabels=False, showgrid=False, zeroline=False, scaleanchor="x")
+    fig.update_yaxes(autorange="reversed", showticklabels=False, ticks="", showgrid=False, zeroline=False, scaleanchor="x")
     fig.update_layout(title=title, height=210, margin=dict(l=10, r=10, t=70, b=10), plot_bgcolor="rgba(0,0,0,0)")
     return fig
 
