@@ -29,7 +29,15 @@ picked = pick_image(meta.get("dataset", "mnist"), names, meta["config"]["in_size
 if picked is None:
     st.stop()
 image, label = picked
-T = st.slider("EM iterations at inference", 1, 5, int(meta["config"]["routing_iterations"]), key="em_T")
+T = st.slider(
+    "EM iterations at inference",
+    1,
+    5,
+    int(meta["config"]["routing_iterations"]),
+    key="iterations",
+    bind="query-params",
+    help="The weights are the same; only the number of EM iterations changes",
+)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -44,11 +52,30 @@ pred = int(tr.a[-1].argmax())
 @st.fragment
 def iteration_view(tr, image, label, pred: int) -> None:
     """One iteration's figures and the convolutional layers': their widgets rerun only this."""
-    t = st.slider("Show iteration", 1, T, T, key="em_t") - 1
+    if T > 1:
+        t = (
+            st.slider(
+                "Show iteration",
+                1,
+                T,
+                T,
+                key="t",
+                bind="query-params",
+                help="Each EM iteration re-estimates every class capsule's Gaussian (M-step) and then re-assigns the votes to them (E-step)",
+            )
+            - 1
+        )
+    else:
+        t = 0
+        st.info(
+            "EM runs once here, so there is nothing to step through: the first M-step fits each class capsule to votes "
+            "assigned evenly (R = 1/10 each), and no E-step re-assigns them. Raise **EM iterations at inference** to watch "
+            "the assignments move."
+        )
     left, right = st.columns([1, 3])
     left.image(to_image(image), caption=f"input (label {label}), prediction {names[pred]}", width=168)
     left.metric("inverse temperature lambda", f"{tr.lambdas[t]:.3f}")
-    zoom = right.toggle("Zoom to distances < 0.05 (as in Fig. 2)", value=False, key="em_zoom")
+    zoom = right.toggle("Zoom to distances < 0.05 (as in Fig. 2)", value=False, key="zoom", bind="query-params")
     if zoom and (tr.distances < 0.05).any():
         top = 0.05
     elif zoom:
@@ -80,11 +107,11 @@ def iteration_view(tr, image, label, pred: int) -> None:
     )
 
     st.subheader("Convolutional capsule layers")
-    layer = st.selectbox("Layer", ["convcaps1", "convcaps2"], key="em_layer")
+    layer = st.selectbox("Layer", ["convcaps1", "convcaps2"], key="layer", bind="query-params")
     res = tr.layers[layer]
     P = res.R.shape[2]
     n = int(round(P**0.5))
-    pos = st.slider("Output position (row-major)", 0, P - 1, P // 2, key="em_pos", help=f"{n}x{n} positions")
+    pos = st.slider("Output position (row-major)", 0, P - 1, P // 2, key="position", bind="query-params", help=f"{n}x{n} positions")
     R = res.R[t if t < res.R.shape[0] else -1, 0, pos].numpy()  # (K*K*types, J)
     st.plotly_chart(
         heatmap(

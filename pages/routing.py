@@ -31,7 +31,8 @@ T = st.slider(
     1,
     10,
     int(meta["config"]["routing_iterations"]),
-    key="route_T",
+    key="iterations",
+    bind="query-params",
     help="The weights are the same; only the number of routing iterations changes",
 )
 
@@ -48,17 +49,26 @@ winner = int(tr.lengths[-1].argmax())
 @st.fragment
 def iteration_view(tr, image, label, winner: int) -> None:
     """The maps of one iteration: moving the iteration or the detailed capsule reruns only this."""
-    t = (
-        st.slider(
-            "Show iteration",
-            1,
-            T,
-            min(T, int(st.query_params.get("t", T))) if str(st.query_params.get("t", "")).isdigit() else T,
-            key="route_t",
+    if T > 1:
+        t = (
+            st.slider(
+                "Show iteration",
+                1,
+                T,
+                T,
+                key="t",
+                bind="query-params",
+                help="Each iteration adds the agreement u_hat . v (how well a vote matches the digit capsule's output) to the routing logits b, then recomputes the couplings c = softmax(b)",
+            )
+            - 1
         )
-        - 1
-    )
-    st.query_params["t"] = str(t + 1)
+    else:
+        t = 0
+        st.info(
+            "Routing runs once here, so there is nothing to step through: before the first agreement is added, every "
+            "primary capsule splits its vote evenly over the digit capsules (c = 1/10 each), and the maps below are flat. "
+            "Raise **Routing iterations at inference** to watch the couplings move."
+        )
 
     left, right = st.columns([1, 3])
     left.image(to_image(image), caption=f"input (label {label}), prediction {names[winner]}", width=168)
@@ -72,7 +82,12 @@ def iteration_view(tr, image, label, winner: int) -> None:
         key="coupling_maps",
     )
     j = right.selectbox(
-        "Digit capsule for the detailed map", list(range(len(names))), index=winner, format_func=lambda k: str(names[k]), key="route_class"
+        "Digit capsule for the detailed map",
+        list(range(len(names))),
+        index=winner,
+        format_func=lambda k: str(names[k]),
+        key="capsule",
+        bind="query-params",
     )
     right.plotly_chart(
         heatmap(

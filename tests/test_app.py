@@ -207,7 +207,7 @@ def test_routing_page_iterations_change_the_figures(app):
     assert len(charts) >= 6
     first = json.loads(app.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
     assert first.startswith("Iteration 3")
-    app.slider(key="route_t").set_value(1).run()
+    app.slider(key="t").set_value(1).run()
     assert not app.exception
     assert json.loads(app.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"].startswith("Iteration 1")
     assert "Paper (Fig. A.1)" in app.caption[-1].value or any("Paper (Fig. A.1)" in c.value for c in app.caption)
@@ -218,8 +218,8 @@ def test_em_page_shows_histograms_for_a_matrix_model(app):
     app.switch_page("pages/em.py").run()
     assert not app.exception
     assert len(app.get("plotly_chart")) == 6
-    app.toggle(key="em_zoom").set_value(True).run()
-    app.slider(key="em_t").set_value(1).run()
+    app.toggle(key="zoom").set_value(True).run()
+    app.slider(key="t").set_value(1).run()
     assert not app.exception
     hist = json.loads(app.get("plotly_chart")[0].proto.spec)
     weights = sum(float(plotly_values(trace["y"]).sum()) for trace in hist["data"])

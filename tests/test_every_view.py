@@ -1,0 +1,115 @@
+"""Every page with every model, each control at both ends of its range: nothing may raise.
+
+The tests' tiny models run on synthetic data everywhere; the shipped checkpoints run on the real
+test sets where ../shared/data is present (CI has it). A page that does not fit a model says so
+and offers others; that is a pass, as long as it does not raise."""
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from test_app import APP, app, router_mode  # noqa: F401 - the fixtures: tiny models, router mode
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted(p.stem for p in (ROOT / "pages").glob("*.py") if p.stem != "common")
+SHIPPED = sorted(p.name for p in (ROOT / "checkpoints").glob("*.safetensors"))
+TINY = ["tiny-capsnet.safetensors", "tiny-matrix.safetensors", "tiny-cnn.safetensors", "tiny-multimnist.safetensors"]
+KINDS = ["slider", "select_slider", "number_input", "selectbox", "radio", "toggle", "checkbox"]
+# The sidebar's pickers change the model itself (every model gets its own run here), and the
+# Train page's form fields only start a run when submitted (tests/test_train_page.py).
+SKIP = {"model_pick", "dataset_pick"}
+MODEL_FREE = {"zoo", "reproduction", "train"}  # these show every model at once: the test models cover them
+
+
+def _value_for(widget, shown: str):
+    """The option value behind a shown (formatted) option: AppTest sets option widgets by value."""
+    candidates = [shown, shown.lower(), *range(len(widget.options))]
+    for cast in (int, float):
+        try:
+            candidates.append(cast(shown))
+        except ValueError:
+            pass
+    for v in candidates:
+        try:
+            if str(widget.format_func(v)) == shown:
+                return v
+        except Exception:  # noqa: BLE001 - a format_func that does not take this candidate
+            continue
+    return shown
+
+
+def extremes(widget) -> list:
+    """The widget's two ends: min and max, first and last option (by position), on and off."""
+    if widget.type in ("slider", "number_input"):
+        lo, hi = widget.min, widget.max
+        return [lo, hi] if not isinstance(widget.value, tuple) else [(lo, lo), (hi, hi)]
+    if widget.type in ("selectbox", "radio", "select_slider"):
+        return ["first", "last"] if widget.options else []
+    return [True, False]
+
+
+def set_to(at: AppTest, kind: str, key: str, end) -> bool:
+    """Set the widget called `key` to `end`, if this run still shows it."""
+    try:
+        widget = getattr(at, kind)(key=key)
+    except KeyError:
+        return False
+    if end in ("first", "last"):
+        i = 0 if end == "first" else len(widget.options) - 1
+        widget.set_value(_value_for(widget, widget.options[i]))
+    else:
+        widget.set_value(end)
+    return True
+
+
+def open_page(page: str, model: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params["model"] = model
+    at.switch_page(f"pages/{page}.py").run()
+    return at
+
+
+def fits(at: AppTest) -> bool:
+    """False where the page said the active model does not fit it and offered others."""
+    return not any(b.key and b.key.startswith("switch_") for b in at.button)
+
+
+def sweep(page: str, model: str) -> int:
+    """Open `page` with `model`, then move every control to each end; returns how many settings ran."""
+    at = open_page(page, model)
+    assert not at.exception, f"{page} with {model}: {at.exception[0].message}"
+    assert at.session_state["model_pick"] == model
+    if not fits(at):
+        return 0
+    settings, seen = 0, set()
+    for kind in KINDS:
+        for widget in list(getattr(at, kind)):
+            key = widget.key
+            if key is None or key.startswith("$$") or key in SKIP or (kind, key) in seen:
+                continue
+            seen.add((kind, key))
+            for value in extremes(widget):
+                if not set_to(at, kind, key, value):
+                    break
+                at.run()
+                settings += 1
+                assert not at.exception, f"{page} with {model}, {key} = {value!r}: {at.exception[0].message}"
+    return settings
+
+
+@pytest.mark.usefixtures("app")
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_with_every_test_model_at_each_control_end(page):
+    ran = sum(sweep(page, model) for model in TINY)
+    assert ran > 0 or page == "reproduction", f"{page}: no control was moved"
+
+
+@pytest.mark.parametrize("model", SHIPPED)
+def test_every_page_with_a_shipped_model_at_each_control_end(real_data, monkeypatch, tmp_path, model):
+    monkeypatch.delenv("CAPSVIZ_CHECKPOINTS", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    for page in PAGES:
+        if page in MODEL_FREE:
+            continue
+        sweep(page, model)
