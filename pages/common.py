@@ -245,11 +245,12 @@ export default function (component) {
 _dims = st.components.v2.component("capsviz.dimension_sliders", html=_DIMS_HTML, css=_DIMS_CSS, js=_DIMS_JS)
 
 
-def dimension_sliders(initial: np.ndarray) -> np.ndarray:
+def dimension_sliders(initial: np.ndarray, key: str) -> np.ndarray:
     """16 sliders in [-0.25, 0.25], step 0.05, keyboard-friendly (arrows, Home, End), with a reset
-    button; `initial` (a shared link's values) applies until the user moves one. -> (16,) deltas."""
+    button; `initial` (a shared link's values) applies until the user moves one; a new `key` starts
+    a fresh set. -> (16,) deltas."""
     start = [float(v) for v in initial]
-    result = _dims(key="dims", data={"values": start}, default={"deltas": start}, on_deltas_change=lambda: None)
+    result = _dims(key=key, data={"values": start}, default={"deltas": start}, on_deltas_change=lambda: None)
     values = getattr(result, "deltas", None) or start
     return np.clip(np.round(np.asarray(values, np.float32) / 0.05) * 0.05, -0.25, 0.25).astype(np.float32) + 0.0  # + 0.0: no -0
 
@@ -267,8 +268,9 @@ def pick_image(dataset: str, names, size: int, model=None) -> tuple[np.ndarray, 
     """The image picker every page shares: test set (index, random, by class) or an upload.
     The chosen index survives page changes and lives in the URL (?image=)."""
     data = test_set(dataset) if size == 28 else None
-    if "image_index" not in st.session_state:
-        st.session_state["image_index"] = int(st.query_params.get("image", 0))
+    if "image_index" not in st.session_state:  # a shared link's image; anything but a plain index is ignored
+        raw = st.query_params.get("image", "")
+        st.session_state["image_index"] = int(raw) if raw.isdigit() and len(raw) < 7 else 0
     source = st.radio("Image", ["Test set", "Upload", "Draw"], horizontal=True, key="source", index=1 if data is None else 0)
     if source == "Test set" and data is None:
         st.info("The test set is not available here (see above): upload or draw a digit instead.")
@@ -354,4 +356,4 @@ def long_job(key: str, label: str, fn):
 def count_slider(label: str, choices: list[int], default: int, available: int, key: str, container=st) -> int:
     """How many test images (or pairs) to use: the choices up to what the test set holds."""
     options = [c for c in choices if c < available] + [available]
-    return container.select_slider(label, options, value=min(default, available), key=key)
+    return container.select_slider(label, options, value=min(default, available), key=key, bind="query-params")

@@ -9,6 +9,7 @@ from capsviz.viz import capsule_bars, effect_bars, grid_image, png_bytes, to_ima
 from pages.common import dimension_sliders, page_model, pick_image, require_router
 
 require_router()
+FAINT = 0.2  # below this share of the unperturbed reconstruction's ink, the picture reads as black
 
 st.title("DigitCaps explorer")
 st.markdown(
@@ -52,29 +53,47 @@ if "dims_from_url" not in st.session_state:  # a shared link's slider values, ap
     st.session_state["dims_from_url"] = np.zeros(16, np.float32)
     for d, v in enumerate(qp.get("dims", "").split(",")[:16]):
         try:
-            st.session_state["dims_from_url"][d] = float(np.clip(round(float(v) / 0.05) * 0.05, -0.25, 0.25))
+            value = float(v)
         except ValueError:
-            pass
+            continue
+        if np.isfinite(value):
+            st.session_state["dims_from_url"][d] = round(float(np.clip(value, -0.25, 0.25)) / 0.05) * 0.05
+
+view = f"{path.stem}:{hash(image.tobytes())}:{capsule}"
+if st.session_state.setdefault("dims_view", view) != view:  # a new image or capsule: the sliders start again at 0
+    st.session_state["dims_view"] = view
+    st.session_state["dims_from_url"] = np.zeros(16, np.float32)
 
 a, b, c = st.columns([1, 2, 1])
 a.image(to_image(image), caption=f"input (label {label})", width=168)
 b.plotly_chart(capsule_bars(pred.scores, names, pred.predicted, f"Prediction: {names[pred.predicted]}"), key="lengths")
-c.image(to_image(decode(model, pred.capsules[capsule], capsule)), caption=f"reconstruction from capsule {names[capsule]}", width=168)
+plain = decode(model, pred.capsules[capsule], capsule)
+c.image(to_image(plain), caption=f"reconstruction from capsule {names[capsule]}", width=168)
 
 
 @st.fragment
 def sliders():
     """Only this fragment reruns while sliding: one decoder pass, a few milliseconds."""
     st.subheader("Perturb one dimension at a time")
-    st.caption("Drag a slider, or focus one and use the arrow keys (Home and End jump to the ends).")
+    st.caption(
+        "Drag a slider, or focus one and use the arrow keys (Home and End jump to the ends). "
+        "The sliders go back to 0 when you pick another image or capsule."
+    )
     cols = st.columns([3, 2])
     with cols[0]:
-        deltas = dimension_sliders(st.session_state["dims_from_url"])
+        deltas = dimension_sliders(st.session_state["dims_from_url"], key=f"sliders:{view}")
     with cols[1]:
         rec = decode(model, pred.capsules[capsule], capsule, deltas)
         st.query_params["dims"] = ",".join(f"{v:g}" for v in deltas)
         changed = ", ".join(f"d{d} {v:+.2f}" for d, v in enumerate(deltas) if v) or "none"
         st.image(to_image(rec), caption=f"perturbed: {changed}", width=224)
+        ink = float(rec.sum()) / max(float(plain.sum()), 1e-6)
+        if deltas.any() and ink < FAINT:
+            st.caption(
+                f"The decoder draws almost nothing here ({ink:.0%} of the ink of the unperturbed reconstruction): these "
+                "offsets push the capsule far from every pose the decoder saw in training, where most of its units "
+                "switch off. Move fewer dimensions, or by less."
+            )
 
 
 sliders()

@@ -122,7 +122,7 @@ st.caption(
     "The paper's rule: a pair is right when its two labels are the two longest capsules. Pairs come from the fixed "
     "evaluation set (each test digit paired once with a digit of another class, seeded)."
 )
-n = count_slider("Pairs", [100, 500, 1000, 2000, 5000, 10000], 1000, N, "mm_pairs")
+n = count_slider("Pairs", [100, 500, 1000, 2000, 5000, 10000], 1000, N, "pairs_measured")
 res = long_job(
     f"{st.session_state['model_key']}:{n}",
     "Measure accuracy",

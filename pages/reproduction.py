@@ -70,7 +70,7 @@ for n, m in found:
         by_dataset.setdefault(m.get("dataset", "?"), {})[n] = h
 if by_dataset:
     # one chart per dataset: their epochs are not comparable (a MultiMNIST epoch is 60,000 fresh pairs)
-    for tab, (ds, history) in zip(st.tabs(list(by_dataset)), by_dataset.items(), strict=True):
+    for tab, (ds, history) in zip(st.tabs(list(by_dataset), key="curves", bind="query-params"), by_dataset.items(), strict=True):
         tab.plotly_chart(lines_by_epoch(history), key=f"history_{ds}")
 else:
     st.info("No checkpoint carries a training history yet.")

@@ -33,7 +33,11 @@ cnns = [p for p, m in checkpoints() if m["config"]["family"] == "cnn" and m["con
 models = {path.stem: model}
 if cnns:
     cnn_name = st.selectbox(
-        "Baseline CNN", [p.name for p in cnns], key="cnn_pick", help=f"CNN checkpoints trained on {dataset} at {size}x{size}"
+        "Baseline CNN",
+        [p.name for p in cnns],
+        key="cnn",
+        bind="query-params",
+        help=f"CNN checkpoints trained on {dataset} at {size}x{size}",
     )
     cnn_path = checkpoint_dir() / cnn_name
     cnn, _ = load_model(cnn_path)
@@ -57,7 +61,7 @@ def attacked(model_key: str, _model, _x, _y, eps: float, method: str, targeted: 
     return adv[:, 0].numpy(), out.scores.argmax(1).numpy(), recs
 
 
-tab_affine, tab_adv = st.tabs(["Affine transforms", "Adversarial attacks"])
+tab_affine, tab_adv = st.tabs(["Affine transforms", "Adversarial attacks"], key="tab", bind="query-params")
 
 with tab_affine:
     picked = pick_image(dataset, names, 28)
@@ -69,11 +73,11 @@ with tab_affine:
         @st.fragment
         def transform_view():
             c = st.columns(5)
-            rot = c[0].slider("rotate (degrees)", -90, 90, 0, 5, key="aff_rot")
-            scale = c[1].slider("scale", 0.5, 1.5, 1.0, 0.05, key="aff_scale")
-            shear = c[2].slider("shear", -0.6, 0.6, 0.0, 0.05, key="aff_shear")
-            dx = c[3].slider("move right (px)", -8, 8, 0, 1, key="aff_dx")
-            dy = c[4].slider("move down (px)", -8, 8, 0, 1, key="aff_dy")
+            rot = c[0].slider("rotate (degrees)", -90, 90, 0, 5, key="rotate", bind="query-params")
+            scale = c[1].slider("scale", 0.5, 1.5, 1.0, 0.05, key="scale", bind="query-params")
+            shear = c[2].slider("shear", -0.6, 0.6, 0.0, 0.05, key="shear", bind="query-params")
+            dx = c[3].slider("move right (px)", -8, 8, 0, 1, key="right", bind="query-params")
+            dy = c[4].slider("move down (px)", -8, 8, 0, 1, key="down", bind="query-params")
             warped = warp(image, rot, scale, shear, dx, dy)
             cols = st.columns([1, 2, 2])
             cols[0].image(to_image(warped, 5), caption=f"transformed (label {label})", width=150)
@@ -95,7 +99,7 @@ with tab_affine:
     )
     data = test_set(dataset)
     if data is not None:
-        n = count_slider("Test images", [100, 200, 500, 1000, 2000], 500, len(data), "aff_n")
+        n = count_slider("Test images", [100, 200, 500, 1000, 2000], 500, len(data), "affine_images")
         strengths = np.round(np.arange(0, 2.01, 0.25), 2)
         sweep = long_job(
             f"{key}:affine:{n}",
@@ -119,9 +123,9 @@ with tab_adv:
     data = test_set(dataset)
     if data is not None:
         c = st.columns(3)
-        method = c[0].radio("Attack", ["fgsm", "bim"], format_func=str.upper, horizontal=True, key="adv_method")
-        targeted = c[1].toggle("Targeted", key="adv_targeted")
-        n = count_slider("Test images", [50, 100, 200, 500, 1000], 100, len(data), "adv_n", c[2])
+        method = c[0].radio("Attack", ["fgsm", "bim"], format_func=str.upper, horizontal=True, key="attack", bind="query-params")
+        targeted = c[1].toggle("Targeted", key="targeted", bind="query-params")
+        n = count_slider("Test images", [50, 100, 200, 500, 1000], 100, len(data), "attack_images", c[2])
         epsilons = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3]
         x = data.images[:n].float().div(255).unsqueeze(1)
         if size == 40:
@@ -147,7 +151,7 @@ with tab_adv:
                 + ", ".join(f"{name} {cv.zero_gradients:.1%}" for name, cv in curves.items())
             )
         st.subheader("Attacked images")
-        eps = st.select_slider("epsilon", epsilons[1:], value=0.1, key="adv_eps")
+        eps = st.select_slider("epsilon", epsilons[1:], value=0.1, key="epsilon", bind="query-params")
         show = min(6, n)
         target = other_class(y[:show], 10) if targeted else None
         for name, m in models.items():

@@ -25,7 +25,7 @@ left, right = st.columns([2, 1])
 with left:
     st.plotly_chart(squash_curve(), key="squash_plot")
 with right:
-    s = st.slider("Length |s| before squash", 0.0, 5.0, 1.0, 0.1, key="squash_s")
+    s = st.slider("Length |s| before squash", 0.0, 5.0, 1.0, 0.1, key="squash", bind="query-params")
     st.metric("Length after squash", f"{s * s / (1 + s * s):.3f}")
     st.caption("Move the slider: a capsule can never claim more than certainty, and weak evidence is nearly silenced.")
 

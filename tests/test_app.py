@@ -102,7 +102,7 @@ def test_zoo_lists_cards_and_squash_plot(app):
     assert "paper: 0.25% for the full-size model; this one is smaller" in [c.value for c in app.caption]
     cards = " ".join(m.value for m in app.markdown)
     assert "**Epochs** 9 (8 + 1, fine-tuned)" in cards and "**Trained in** 20 min  \n**on** gpu, then cpu" in cards
-    app.slider(key="squash_s").set_value(3.0).run()
+    app.slider(key="squash").set_value(3.0).run()
     assert app.metric[0].value == "0.900"
     app.button(key="use_tiny-matrix").click().run()
     assert app.sidebar.selectbox(key="model_pick").value == "tiny-matrix.safetensors"
@@ -124,6 +124,11 @@ def test_sidebar_dataset_filters_the_models(app):
     assert app.query_params["model"] == "fashion.safetensors"
 
 
+def sliders_key(app) -> str:
+    """The explorer's 16 sliders: a fresh set (key) for every image and capsule."""
+    return "sliders:" + app.session_state["dims_view"]
+
+
 def dims_component(app):
     return next(e for e in app.main if type(e).__name__ == "UnknownElement" and "dimension_sliders" in str(e.proto))
 
@@ -133,19 +138,38 @@ def test_explorer_shows_prediction_and_sliders_change_reconstruction(app):
     assert not app.exception, app.exception
     spec = str(dims_component(app).proto)
     assert "-0.25" in spec and "0.05" in spec  # the 16 range inputs' bounds and step
-    assert app.session_state["dims"]["deltas"] == [0.0] * 16
+    assert app.session_state[sliders_key(app)]["deltas"] == [0.0] * 16
     imgs = [i.value for i in app.image]
-    app.session_state["dims"] = {"deltas": [0.0, 0.0, 0.0, 0.25] + [0.0] * 12}  # what the browser sends on a key press
+    app.session_state[sliders_key(app)] = {"deltas": [0.0, 0.0, 0.0, 0.25] + [0.0] * 12}  # what the browser sends on a key press
     app.run()
     assert not app.exception
     after = [i.value for i in app.image]
     assert imgs[2] != after[2] and imgs[1] == after[1]  # only the perturbed reconstruction changed
     assert app.image[2].captions == ["perturbed: d3 +0.25"]
-    app.session_state["dims"] = {"deltas": [0.31, -0.07] + [0.0] * 14}  # off-grid values snap to the 0.05 grid in range
+    app.session_state[sliders_key(app)] = {"deltas": [0.31, -0.07] + [0.0] * 14}  # off-grid values snap to the 0.05 grid in range
     app.run()
     assert app.query_params["dims"].startswith("0.25,-0.05,0,")
+    moved = sliders_key(app)
     app.number_input(key="image").set_value(5).run()
     assert app.query_params["image"] == "5"
+    assert sliders_key(app) != moved and app.session_state[sliders_key(app)]["deltas"] == [0.0] * 16  # a new image starts at 0
+    assert app.image[2].captions == ["perturbed: none"]
+    assert any("go back to 0" in c.value for c in app.caption)
+
+
+def test_explorer_says_why_extreme_offsets_draw_nothing(real_data, monkeypatch, tmp_path):
+    """Shipped CapsNet, test image 2 (a 1): every dimension at +0.25 leaves ~2% of the ink."""
+    monkeypatch.delenv("CAPSVIZ_CHECKPOINTS", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update({"model": "capsnet-mnist.safetensors", "image": "2", "dims": ",".join(["0.25"] * 16)})
+    at.switch_page("pages/explorer.py").run()
+    assert not at.exception
+    faint = [c.value for c in at.caption if "draws almost nothing" in c.value]
+    assert len(faint) == 1 and "% of the ink" in faint[0]
+    at.session_state[sliders_key(at)] = {"deltas": [0.25] + [0.0] * 15}
+    at.run()
+    assert not [c.value for c in at.caption if "draws almost nothing" in c.value]
 
 
 def test_explorer_explains_matrix_models(app):
@@ -241,9 +265,9 @@ def test_a_shared_link_opens_the_same_explorer_view(app):
     assert not app.exception
     assert app.number_input(key="image").value == 4
     assert app.selectbox[1].label == "Capsule to decode" and app.selectbox[1].value == 2
-    assert app.session_state["dims"]["deltas"][:5] == pytest.approx([0, 0, 0.1, 0, -0.25])
+    assert app.session_state[sliders_key(app)]["deltas"][:5] == pytest.approx([0, 0, 0.1, 0, -0.25])
     assert app.image[2].captions == ["perturbed: d2 +0.10, d4 -0.25"]
-    app.session_state["dims"] = {"deltas": [0.05, 0, 0.1, 0, -0.25] + [0.0] * 11}
+    app.session_state[sliders_key(app)] = {"deltas": [0.05, 0, 0.1, 0, -0.25] + [0.0] * 11}
     app.run()
     assert app.query_params["dims"].startswith("0.05,0,0.1,0,-0.25")
 
@@ -337,11 +361,11 @@ def test_multimnist_page_offers_a_fitting_model(app):
 def test_robustness_page_compares_with_the_cnn(app):
     app.switch_page("pages/robustness.py").run()
     assert not app.exception, app.exception
-    assert app.selectbox(key="cnn_pick").value == "tiny-cnn.safetensors"
+    assert app.selectbox(key="cnn").value == "tiny-cnn.safetensors"
     charts = [c for c in app.get("plotly_chart")]
     titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in charts]
     assert any(t.startswith("tiny-capsnet:") for t in titles) and any(t.startswith("tiny-cnn:") for t in titles)
-    app.slider(key="aff_rot").set_value(45).run()
+    app.slider(key="rotate").set_value(45).run()
     assert not app.exception
     app.button(key="run_Run the affine sweep").click().run()
     assert not app.exception, app.exception
@@ -349,7 +373,7 @@ def test_robustness_page_compares_with_the_cnn(app):
         json.loads(c.proto.spec) for c in app.get("plotly_chart") if "transformed" in json.loads(c.proto.spec)["layout"]["title"]["text"]
     )
     assert [d["name"] for d in sweep["data"]] == ["tiny-capsnet", "tiny-cnn"] and len(sweep["data"][0]["x"]) == 9
-    app.select_slider(key="adv_n").set_value(50).run()
+    app.select_slider(key="attack_images").set_value(50).run()
     app.button(key="run_Run the attack sweep").click().run()
     assert not app.exception, app.exception
     adv = next(json.loads(c.proto.spec) for c in app.get("plotly_chart") if "FGSM" in json.loads(c.proto.spec)["layout"]["title"]["text"])

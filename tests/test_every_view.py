@@ -113,3 +113,53 @@ def test_every_page_with_a_shipped_model_at_each_control_end(real_data, monkeypa
         if page in MODEL_FREE:
             continue
         sweep(page, model)
+
+
+LINKS = {  # page -> (model, the link's controls, what each widget must then show)
+    "routing": ("tiny-capsnet", {"iterations": "4", "t": "2", "capsule": "7"}, {("slider", "iterations"): 4, ("slider", "t"): 2}),
+    "em": (
+        "tiny-matrix",
+        {"iterations": "2", "t": "1", "zoom": "true", "layer": "convcaps2", "position": "0"},
+        {("slider", "iterations"): 2, ("slider", "t"): 1, ("toggle", "zoom"): True, ("selectbox", "layer"): "convcaps2"},
+    ),
+    "robustness": (
+        "tiny-capsnet",
+        {"rotate": "45", "scale": "1.2", "attack": "BIM", "targeted": "true", "epsilon": "0.2", "tab": "Adversarial attacks"},
+        {("slider", "rotate"): 45, ("slider", "scale"): 1.2, ("radio", "attack"): "bim", ("toggle", "targeted"): True},
+    ),
+    "zoo": ("tiny-capsnet", {"squash": "3.0"}, {("slider", "squash"): 3.0}),
+}
+
+
+@pytest.mark.usefixtures("app")
+@pytest.mark.parametrize("page", sorted(LINKS))
+def test_a_link_restores_every_control(page):
+    model, params, expected = LINKS[page]
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update({"model": f"{model}.safetensors", "image": "3", **params})
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, at.exception
+    for (kind, key), value in expected.items():
+        assert (
+            getattr(at, kind)(key=key).value == pytest.approx(value)
+            if isinstance(value, float)
+            else getattr(at, kind)(key=key).value == value
+        )
+    if page != "zoo":
+        assert at.number_input(key="image").value == 3
+
+
+ODD = ["abc", "1e3", "3.5", "", "-1", "99999999999999999999", "nan", "inf", "1e308"]
+
+
+@pytest.mark.usefixtures("app")
+@pytest.mark.parametrize("page", ["explorer", "routing", "em", "robustness"])
+@pytest.mark.parametrize("odd", ODD)
+def test_odd_link_values_fall_back_to_defaults(page, odd):
+    at = AppTest.from_file(APP, default_timeout=60)
+    model = "tiny-matrix" if page == "em" else "tiny-capsnet"
+    keys = ["image", "capsule", "dims", "iterations", "t", "position", "rotate", "epsilon", "tab", "layer", "zoom"]
+    at.query_params.update({"model": f"{model}.safetensors", **dict.fromkeys(keys, odd)})
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, f"{page} with every value {odd!r}: {at.exception[0].message}"
+    assert at.number_input(key="image").value == 0
