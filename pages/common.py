@@ -4,12 +4,14 @@ Not a page itself (app.py lists the pages)."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
 import streamlit as st
 import torch
 
+from capsviz.analysis import find_mistake
 from capsviz.checkpoint import list_checkpoints, load_checkpoint
 from capsviz.data import DATASETS, load_split
 from capsviz.data.sources import SOURCES, locate
@@ -255,15 +257,6 @@ def dimension_sliders(initial: np.ndarray, key: str) -> np.ndarray:
     return np.clip(np.round(np.asarray(values, np.float32) / 0.05) * 0.05, -0.25, 0.25).astype(np.float32) + 0.0  # + 0.0: no -0
 
 
-@st.cache_data(show_spinner="Finding the test images this model gets wrong ...")
-def mistakes(model_key: str, _model, dataset: str) -> np.ndarray:
-    data = _test_set(dataset, os.environ.get("CAPSVIZ_DATA_DIR"))
-    with torch.no_grad():
-        x = data.images[:MISTAKES_SCAN].float().div(255).unsqueeze(1)
-        pred = torch.cat([_model(xb).scores.argmax(1) for xb in x.split(256)])
-    return (pred != data.labels[:MISTAKES_SCAN]).nonzero().flatten().numpy()
-
-
 def pick_image(dataset: str, names, size: int, model=None) -> tuple[np.ndarray, str] | None:
     """The image picker every page shares: test set (index, random, by class) or an upload.
     The chosen index survives page changes and lives in the URL (?image=)."""
@@ -297,9 +290,10 @@ def pick_image(dataset: str, names, size: int, model=None) -> tuple[np.ndarray, 
         if model is not None and c2.button(
             "Misclassified", key="wrong_image", help=f"A random test image among the first {MISTAKES_SCAN} that this model gets wrong"
         ):
-            wrong = mistakes(st.session_state["model_key"], model, dataset)
-            if len(wrong):
-                st.session_state["image_pending"] = int(np.random.choice(wrong))
+            with st.spinner("Looking for a test image this model gets wrong ..."):
+                wrong = find_mistake(model, data.images[:MISTAKES_SCAN], data.labels[:MISTAKES_SCAN], int(np.random.randint(1 << 30)))
+            if wrong is not None:
+                st.session_state["image_pending"] = wrong
                 st.rerun()
             st.toast(f"No mistakes among the first {MISTAKES_SCAN} test images.")
         pick = c3.selectbox("Jump to a test image of class", ["-"] + list(names), key="jump_class")
@@ -328,6 +322,14 @@ def pick_image(dataset: str, names, size: int, model=None) -> tuple[np.ndarray, 
     return None
 
 
+def time_left(done: int, total: int, elapsed: float) -> str:
+    """', about 40 s left' from the rate so far; nothing before the first step is measured."""
+    if done <= 0 or done >= total:
+        return ""
+    left = elapsed / done * (total - done)
+    return f", about {left:.0f} s left" if left < 90 else f", about {left / 60:.0f} min left"
+
+
 def long_job(key: str, label: str, fn):
     """A computation worth a button (sweeps over hundreds of images). Its result is kept in the
     session per `key`; while it runs a progress bar moves and a Cancel button stops it: any click
@@ -344,8 +346,10 @@ def long_job(key: str, label: str, fn):
     bar = st.progress(0.0, text=f"{label} ...")
     st.button("Cancel", key=f"cancel_{label}")
 
+    start = time.perf_counter()
+
     def progress(done: int, total: int) -> None:
-        bar.progress(min(done / max(total, 1), 1.0), text=f"{label}: {done} / {total}")
+        bar.progress(min(done / max(total, 1), 1.0), text=f"{label}: {done} / {total}{time_left(done, total, time.perf_counter() - start)}")
 
     results[key] = fn(progress)
     st.session_state.pop(running, None)

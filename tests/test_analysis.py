@@ -148,3 +148,36 @@ def test_class_maps_lay_each_class_map_out_once_with_gaps():
     assert np.isnan(z[:, 6::7]).all()  # the gaps between maps
     assert list(fig.layout.xaxis.ticktext) == [f"c{j}" for j in range(10)]
     assert trace.customdata[2][7 * 3 + 4].tolist() == ["c3", 2, 4]  # hover names the class, row and column
+
+
+class _Wrong:
+    """A stand-in model that gets exactly the images `wrong` wrong, and counts what it reads."""
+
+    def __init__(self, wrong):
+        self.wrong, self.seen = set(wrong), 0
+
+    def __call__(self, x):
+        from types import SimpleNamespace
+
+        self.seen += len(x)
+        ids = x.flatten(1)[:, 0].round().long()  # pixel 0 holds the image's own index (below)
+        scores = torch.zeros(len(x), 10)
+        scores[:, 0] = 1
+        scores[[i for i, k in enumerate(ids.tolist()) if k in self.wrong], 0] = -1
+        return SimpleNamespace(scores=scores)
+
+
+def test_find_mistake_draws_every_mistake_evenly_and_stops_early():
+    from capsviz.analysis import find_mistake
+
+    n = 2000
+    images = torch.zeros(n, 28, 28)
+    images[:, 0, 0] = torch.arange(n, dtype=torch.float32) * 255  # find_mistake divides by 255: pixel 0 is the index
+    labels = torch.zeros(n, dtype=torch.long)
+    wrong = [17, 450, 1999]
+    model = _Wrong(wrong)
+    hits = [find_mistake(model, images, labels, seed) for seed in range(300)]
+    assert set(hits) == set(wrong)
+    assert min(hits.count(k) for k in wrong) > 60  # about 100 each: uniform over the mistakes
+    assert model.seen < 300 * n / 2  # stops at the first mistake, on average well before the end
+    assert find_mistake(_Wrong([]), images, labels, 0) is None
