@@ -195,3 +195,17 @@ def test_page_interactions_answer_well_under_a_second():
             predict(caps, warped), predict(cnn, warped)
             t2 = time.perf_counter()
     assert t1 - t0 < 0.5 and t2 - t1 < 0.5, (t1 - t0, t2 - t1)
+
+
+def test_describe_comparison_says_what_the_curves_show():
+    from capsviz.analysis.robustness import describe_comparison
+
+    eps = [0.0, 0.1, 0.2]
+    worse = describe_comparison({"caps": [99.0, 59.0, 30.0], "cnn": [99.0, 74.0, 50.0]}, eps, "caps", "epsilon")
+    assert "At epsilon 0.2" in worse[0] and "**caps** measures 30% accuracy and **cnn** 50%: cnn holds up better" in worse[0]
+    assert "worse* at 2 and better at 0" in worse[1] and "less robust" in worse[1]
+    better = describe_comparison({"caps": [99.0, 80.0, 60.0], "cnn": [99.0, 70.0, 20.0]}, eps, "caps", "epsilon")
+    assert "caps holds up better" in better[0] and "better at 2, worse at 0" in better[1]
+    targeted = describe_comparison({"caps": [0.0, 10.0, 20.0], "cnn": [0.0, 40.0, 90.0]}, eps, "caps", "epsilon", higher_is_robust=False)
+    assert "attack success" in targeted[0] and "caps holds up better" in targeted[0]
+    assert describe_comparison({"caps": [1.0]}, [0.1], "caps", "epsilon") == []
