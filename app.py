@@ -8,7 +8,8 @@ from pages.common import sidebar  # noqa: E402 - set_page_config must come first
 
 page = st.navigation(
     [
-        st.Page("pages/zoo.py", title="Model zoo", url_path="zoo", default=True),
+        st.Page("pages/zoo.py", title="Model zoo", url_path="zoo"),
+        st.Page("pages/playground.py", title="Routing playgrounds", url_path="playground"),
         st.Page("pages/explorer.py", title="DigitCaps explorer", url_path="explorer"),
         st.Page("pages/routing.py", title="Dynamic routing", url_path="routing"),
         st.Page("pages/em.py", title="EM routing", url_path="em"),

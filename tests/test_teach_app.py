@@ -1,0 +1,84 @@
+"""AppTest of the teaching pages (routing playgrounds, guided tour) over test_app's tiny checkpoints."""
+
+import numpy as np
+import test_app
+
+from capsviz.analysis.playground import DYNAMIC_PRESETS, EM_PRESETS, dynamic_toy, em_toy
+
+# test_app's fixtures: tiny checkpoints and synthetic data (app), app.py's router in charge (autouse)
+app = test_app.app
+router_mode = test_app.router_mode
+
+
+def table(app, key):
+    """A playground table by its place: the lower capsules' numbers first, the upper capsules' second."""
+    return app.dataframe[0 if key.endswith("table") else 1].value
+
+
+def point_slider(app, toy, lower, upper, axis):
+    """The slider of one coordinate (the keys carry a generation that a new preset bumps)."""
+    return next(s for s in app.slider if s.key.startswith(f"pg_{toy}_pt_") and s.key.endswith(f"_{lower}_{upper}_{axis}"))
+
+
+def test_dynamic_playground_shows_the_routing_functions_couplings(app):
+    app.switch_page("pages/playground.py").run()
+    assert not app.exception, app.exception
+    assert app.query_params["toy"] == "dynamic"
+    app.selectbox(key="pg_dynamic_preset").set_value("outliers").run()
+    c = table(app, "pg_dyn_table")
+    expected = dynamic_toy(DYNAMIC_PRESETS["outliers"][:, :2], 3)
+    np.testing.assert_allclose(c["c to 1"], expected.c[2, :, 0], atol=1e-9)
+    assert "lower capsules 1, 2, 3, 4 send more than 80%" in app.info[0].value and "capsules 5, 6 are still split" in app.info[0].value
+    # move outlier 5's prediction for upper capsule 1 onto the cluster: its coupling follows
+    app.selectbox(key="pg_dynamic_cap").set_value(5).run()
+    point_slider(app, "dynamic", 4, 0, 0).set_value(1.9).run()
+    point_slider(app, "dynamic", 4, 0, 1).set_value(0.5).run()
+    assert not app.exception, app.exception
+    u = DYNAMIC_PRESETS["outliers"][:, :2].copy()
+    u[4, 0] = [1.9, 0.5]
+    c = table(app, "pg_dyn_table")
+    np.testing.assert_allclose(c["c to 1"], dynamic_toy(u, 3).c[2, :, 0], atol=1e-9)
+    assert c["c to 1"][4] > 0.8
+    assert app.query_params["pts"] and app.query_params["cap"] == "5"
+    # the iteration shown: iteration 1 is uniform
+    app.slider(key="pg_t").set_value(1).run()
+    np.testing.assert_allclose(table(app, "pg_dyn_table")["c to 1"], 0.5)
+    assert app.query_params["t"] == "1"
+
+
+def test_em_playground_shows_the_routing_functions_assignments(app):
+    app.switch_page("pages/playground.py").run()
+    app.radio(key="pg_toy").set_value("em").run()
+    app.radio(key="pg_em_J").set_value(3).run()
+    assert not app.exception, app.exception
+    votes, a_in = EM_PRESETS["two clusters"]
+    expected = em_toy(votes[:, :3], a_in, 3)
+    np.testing.assert_allclose(table(app, "pg_em_table")["R to 1"], expected.R[2, :, 0], atol=1e-6)
+    np.testing.assert_allclose(table(app, "pg_em_upper")["a (activation)"], expected.a[2], atol=1e-6)
+    app.slider(key="pg_em_lambda").set_value(1.0).run()
+    next(s for s in app.slider if s.key.startswith("pg_em_act_") and s.key.endswith("_0")).set_value(
+        0.2
+    ).run()  # lower capsule 1 now barely present
+    a = a_in.copy()
+    a[0] = 0.2
+    np.testing.assert_allclose(table(app, "pg_em_table")["R to 1"], em_toy(votes[:, :3], a, 3, final_lambda=1.0).R[2, :, 0], atol=1e-6)
+    assert "0.33, 0.67, 1.00" in app.info[0].value  # the lambda schedule, in words
+    app.radio(key="pg_em_J").set_value(2).run()
+    assert "only which one is tighter" in app.info[0].value
+
+
+def test_a_shared_playground_link_opens_the_same_view(app):
+    app.switch_page("pages/playground.py").run()
+    app.selectbox(key="pg_dynamic_preset").set_value("outliers").run()
+    app.selectbox(key="pg_dynamic_cap").set_value(6).run()
+    point_slider(app, "dynamic", 5, 1, 0).set_value(-2.0).run()
+    link = dict(app.query_params)
+    shown = table(app, "pg_dyn_table")["c to 2"]
+
+    fresh = type(app).from_file(app._script_path, default_timeout=60)
+    for k, v in link.items():
+        fresh.query_params[k] = v
+    fresh.switch_page("pages/playground.py").run()
+    assert not fresh.exception, fresh.exception
+    assert fresh.selectbox(key="pg_dynamic_cap").value == 6
+    np.testing.assert_allclose(table(fresh, "pg_dyn_table")["c to 2"], shown)
