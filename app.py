@@ -8,6 +8,7 @@ from pages.common import sidebar  # noqa: E402 - set_page_config must come first
 
 page = st.navigation(
     [
+        st.Page("pages/tour.py", title="Guided tour", url_path="tour", default=True),
         st.Page("pages/zoo.py", title="Model zoo", url_path="zoo"),
         st.Page("pages/playground.py", title="Routing playgrounds", url_path="playground"),
         st.Page("pages/explorer.py", title="DigitCaps explorer", url_path="explorer"),

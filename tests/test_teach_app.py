@@ -4,6 +4,9 @@ import numpy as np
 import test_app
 
 from capsviz.analysis.playground import DYNAMIC_PRESETS, EM_PRESETS, dynamic_toy, em_toy
+from capsviz.analysis.tour import capsnet_tour
+from capsviz.checkpoint import load_checkpoint
+from capsviz.data import load_split
 
 # test_app's fixtures: tiny checkpoints and synthetic data (app), app.py's router in charge (autouse)
 app = test_app.app
@@ -82,3 +85,74 @@ def test_a_shared_playground_link_opens_the_same_view(app):
     assert not fresh.exception, fresh.exception
     assert fresh.selectbox(key="pg_dynamic_cap").value == 6
     np.testing.assert_allclose(table(fresh, "pg_dyn_table")["c to 2"], shown)
+
+
+def test_the_tour_is_the_first_page_and_walks_every_capsnet_step(app):
+    app.run()
+    assert not app.exception, app.exception
+    assert app.title[0].value == "A guided tour of a capsule network"
+    assert app.query_params["step"] == "1"
+    seen = []
+    for k in range(1, 12):
+        assert not app.exception, (k, app.exception)
+        seen.append(app.get("progress")[0].proto.text)
+        assert app.query_params["step"] == str(k)
+        assert app.image, f"step {k} has no figure"
+        if app.button(key="tour_next").disabled:
+            break
+        app.button(key="tour_next").click().run()
+    assert [s.split(": ", 1)[1].strip("*") for s in seen] == [
+        "The input",
+        "Conv1: local features",
+        "PrimaryCaps: vectors on a 6x6 grid",
+        "Predictions u_hat for every digit capsule",
+        "Routing, iteration 1 of 3",
+        "Routing, iteration 2 of 3",
+        "Routing, iteration 3 of 3",
+        "DigitCaps: lengths are the answer",
+        "The decoder redraws the digit",
+    ]
+    app.button(key="tour_back").click().run()
+    assert app.query_params["step"] == "8"
+
+
+def test_tour_routing_steps_show_the_routing_numbers(app):
+    app.query_params["step"] = "6"  # a shared link to routing iteration 2
+    app.run()
+    assert not app.exception, app.exception
+    numbers = app.dataframe[0].value
+    model, _ = load_checkpoint(app.folder / "tiny-capsnet.safetensors")
+    image = load_split("mnist", "test").images[0].numpy().astype(np.float32) / 255.0
+    tour = capsnet_tour(model, image)
+    W = tour.winner
+    np.testing.assert_allclose(numbers[f"c to {W}"], tour.c[1][tour.shown, W], atol=1e-6)
+    assert "Measured here" in app.info[0].value and f"uniform {0.1:.3f}" in app.info[0].value
+
+
+def test_the_matrix_tour_walks_every_step(app):
+    app.run()
+    app.sidebar.selectbox(key="model_pick").set_value("tiny-matrix.safetensors").run()
+    assert not app.exception, app.exception
+    seen = []
+    for _ in range(12):
+        assert not app.exception, app.exception
+        seen.append(app.get("progress")[0].proto.text)
+        assert app.image
+        if app.button(key="tour_next").disabled:
+            break
+        app.button(key="tour_next").click().run()
+    assert [s.split(": ", 1)[1].strip("*") for s in seen] == [
+        "The input",
+        "Primary capsules: a pose matrix and an activation",
+        "Votes for every class capsule",
+        "EM routing, iteration 1 of 2",  # matrix-small routes with 2 EM iterations
+        "EM routing, iteration 2 of 2",
+        "Class capsules: activations are the answer",
+    ]
+
+
+def test_the_tour_explains_a_cnn(app):
+    app.run()
+    app.sidebar.selectbox(key="model_pick").set_value("tiny-cnn.safetensors").run()
+    assert not app.exception
+    assert "has no capsules to follow" in app.info[0].value

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 from PIL import Image
 
 from capsviz.analysis.playground import DynamicToy, EMToy
+from capsviz.analysis.tour import CapsNetTour, MatrixTour
 from capsviz.viz.teach import dynamic_frame, em_frame
 
 
@@ -49,3 +51,61 @@ def em_frames(toy: EMToy, names: list[str] | None = None) -> list[Image.Image]:
         )
         for t in range(T)
     ]
+
+
+def _limit(*arrays: np.ndarray) -> float:
+    """A plot range that holds every prediction and output drawn (s may run off: it says so)."""
+    return 1.15 * max(float(np.abs(a).max()) for a in arrays)
+
+
+def tour_routing_frames(tour: CapsNetTour, names) -> list[Image.Image]:
+    """The tour's routing iterations: the winner's and the runner-up's panels, with the shown
+    primary capsules' predictions in each digit capsule's plane (its first axis is the final v_j,
+    so the agreement u_hat . v reads off the x axis)."""
+    pair = [tour.winner, tour.runner_up]
+    preds = tour.pred2d[pair].transpose(1, 0, 2)  # (SHOWN, 2, 2)
+    limit = _limit(preds, tour.v2d[:, pair])
+    uppers = [f"digit capsule {names[j]}" for j in pair]
+    frames = []
+    for t in range(tour.iterations):
+        c = tour.c[t][tour.shown][:, pair]  # (SHOWN, 2)
+        frames.append(
+            dynamic_frame(
+                preds,
+                c,
+                tour.s2d[t, pair],
+                tour.v2d[t, pair],
+                f"Routing iteration {t + 1} of {tour.iterations}: the six loudest predictions for {names[tour.winner]}",
+                [f"{k + 1}: {n}" for k, n in enumerate(tour.shown_names)],
+                limit,
+                uppers,
+                f"coupling c to {names[pair[0]]} (blue) and {names[pair[1]]} (orange); the other digit capsules take the rest",
+            )
+        )
+    return frames
+
+
+def tour_em_frames(tour: MatrixTour, names, gaussians: bool = True) -> list[Image.Image]:
+    """The matrix tour's EM iterations for the winning and runner-up class capsules: the most
+    active lower capsules' votes and each class's Gaussian, in a plane through its final mean."""
+    pair = [tour.winner, tour.runner_up]
+    votes = tour.votes2d[pair].transpose(1, 0, 2)  # (SHOWN, 2, 2)
+    limit = _limit(votes, tour.mu2d[:, pair] + 2 * tour.sigma2d[:, pair]) if gaussians else _limit(votes)
+    uppers = [f"class capsule {names[j]}" for j in pair]
+    frames = []
+    for t in range(tour.iterations):
+        frames.append(
+            em_frame(
+                votes,
+                tour.R[t][tour.shown][:, pair],
+                tour.mu2d[t, pair],
+                tour.sigma2d[t, pair],
+                tour.a[t, pair],
+                f"EM iteration {t + 1} of {tour.iterations} (lambda = {tour.lambdas[t]:.2f}): the six most active lower capsules",
+                [f"{k + 1}: {n}" for k, n in enumerate(tour.shown_names)],
+                limit,
+                uppers,
+                f"assignment R to {names[pair[0]]} (blue) and {names[pair[1]]} (orange); the other class capsules take the rest",
+            )
+        )
+    return frames

@@ -77,31 +77,36 @@ def _canvas(width: int, height: int) -> tuple[Image.Image, ImageDraw.ImageDraw]:
     return img, ImageDraw.Draw(img, "RGBA")
 
 
-def _share_bars(draw, x: int, y: int, shares: np.ndarray, names: list[str], symbol: str, width: int = 300) -> int:
-    """One stacked horizontal bar per row of `shares` (rows sum to 1), coloured per upper capsule,
-    each part labelled with its value. Returns the y below the last bar."""
+def _share_bars(draw, x: int, y: int, shares: np.ndarray, names: list[str], note: str, width: int = 300) -> int:
+    """One stacked horizontal bar per row of `shares` (rows sum to at most 1), coloured per upper
+    capsule, each part labelled with its value. Returns the y below the last bar."""
     f = font(13)
+    label_w = max(90, 8 + max(int(draw.textlength(n, font=f)) for n in names))
     for i, row in enumerate(shares):
         top = y + i * 24
         draw.text((x, top + 3), names[i], fill=INK, font=f)
-        left = x + 90
+        draw.rectangle([x + label_w, top, x + label_w + width, top + 18], outline=(210, 210, 210))
+        left = x + label_w
         for j, share in enumerate(row):
             w = share * width
             draw.rectangle([left, top, left + w, top + 18], fill=UPPER_COLOURS[j % 3])
             if w > 34:
                 draw.text((left + 3, top + 2), f"{share:.2f}", fill="white", font=f)
             left += w
-    draw.text(
-        (x + 90, y + len(shares) * 24),
-        f"each bar: one lower capsule's {symbol}, split over the upper capsules (adds up to 1)",
-        fill=GREY,
-        font=font(12),
-    )
+    draw.text((x + label_w, y + len(shares) * 24), note, fill=GREY, font=font(12))
     return y + len(shares) * 24 + 20
 
 
 def dynamic_frame(
-    u_hat: np.ndarray, c: np.ndarray, s: np.ndarray, v: np.ndarray, title: str, names: list[str] | None = None, limit: float = 3.0
+    u_hat: np.ndarray,
+    c: np.ndarray,
+    s: np.ndarray,
+    v: np.ndarray,
+    title: str,
+    names: list[str] | None = None,
+    limit: float = 3.0,
+    upper_names: list[str] | None = None,
+    bar_note: str = "each bar: one lower capsule's coupling c, split over the upper capsules (adds up to 1)",
 ) -> Image.Image:
     """One routing iteration drawn: a panel per upper capsule j with every prediction u_hat_j|i as
     an arrow (opacity = coupling c_ij), the weighted sum s_j dashed, the output v_j thick and black
@@ -111,7 +116,7 @@ def dynamic_frame(
     I, J, _ = u_hat.shape
     names = names or [f"lower {i + 1}" for i in range(I)]
     margin = 20
-    width = max(J * (PANEL + margin) + margin, 560)
+    width = max(J * (PANEL + margin) + margin, 640)
     top = 84
     img, d = _canvas(width, top + PANEL + 34 + I * 24 + 24)
     d.text((margin, 10), title, fill=INK, font=font(18))
@@ -135,12 +140,12 @@ def dynamic_frame(
         pl.arrow(0, 0, *s[j], (90, 90, 90, 255), width=2, dashed=True)
         pl.arrow(0, 0, *v[j], (0, 0, 0, 255), width=5)
         img.paste(panel, (x0, top))
-        d.text((x0, top - 22), f"upper capsule {j + 1}", fill=UPPER_COLOURS[j % 3], font=font(15))
+        d.text((x0, top - 22), upper_names[j] if upper_names else f"upper capsule {j + 1}", fill=UPPER_COLOURS[j % 3], font=font(15))
         beyond = " (s runs off the plot)" if np.abs(s[j]).max() > limit else ""
         d.text(
             (x0, top + PANEL + 6), f"|s| = {np.linalg.norm(s[j]):.2f}   |v| = {np.linalg.norm(v[j]):.2f}{beyond}", fill=INK, font=font(13)
         )
-    _share_bars(d, margin, top + PANEL + 34, c, names, "coupling c")
+    _share_bars(d, margin, top + PANEL + 34, c, names, bar_note)
     return img
 
 
@@ -153,6 +158,8 @@ def em_frame(
     title: str,
     names: list[str] | None = None,
     limit: float = 3.0,
+    upper_names: list[str] | None = None,
+    bar_note: str = "each bar: one lower capsule's assignment R, split over the upper capsules (adds up to 1)",
 ) -> Image.Image:
     """One EM iteration drawn: a panel per upper capsule j with the votes V_ij as numbered dots
     (opacity = assignment R_ij), j's Gaussian as its mean (cross) and 1- and 2-spread ellipses,
@@ -162,7 +169,7 @@ def em_frame(
     I, J, _ = votes.shape
     names = names or [f"lower {i + 1}" for i in range(I)]
     margin = 20
-    width = max(J * (PANEL + margin) + margin, 560)
+    width = max(J * (PANEL + margin) + margin, 640)
     top = 84
     img, d = _canvas(width, top + PANEL + 34 + I * 24 + 24)
     d.text((margin, 10), title, fill=INK, font=font(18))
@@ -191,14 +198,14 @@ def em_frame(
             tx, ty = pl.p(*votes[i, j])
             pd.text((tx + 7, ty - 17 + 4 * (i % 3)), str(i + 1), fill=_rgba(INK, 0.25 + 0.75 * R[i, j]), font=font(13))
         img.paste(panel, (x0, top))
-        d.text((x0, top - 22), f"upper capsule {j + 1}", fill=colour, font=font(15))
+        d.text((x0, top - 22), upper_names[j] if upper_names else f"upper capsule {j + 1}", fill=colour, font=font(15))
         d.text(
             (x0, top + PANEL + 6),
             f"activation a = {a[j]:.2f}   spread sigma = ({sigma[j, 0]:.2f}, {sigma[j, 1]:.2f})",
             fill=INK,
             font=font(13),
         )
-    _share_bars(d, margin, top + PANEL + 34, R, names, "assignment R")
+    _share_bars(d, margin, top + PANEL + 34, R, names, bar_note)
     return img
 
 
@@ -277,4 +284,26 @@ def side_by_side(images: list[np.ndarray], captions: list[str], scale: int = 8) 
         x = 20 + k * (W * scale + 20)
         img.paste(tile.convert("RGB"), (x, 10))
         d.text((x, H * scale + 18), cap, fill=INK, font=font(14))
+    return img
+
+
+def value_grid(values: np.ndarray, rows: list[str], columns: list[str], title: str, highlight: int | None = None) -> Image.Image:
+    """A table of values in [0, vmax] shaded by size, each cell with its number: (len(rows), len(columns))."""
+    R, C = values.shape
+    f = font(13)
+    probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    left = 12 + max(int(probe.textlength(r, font=f)) for r in rows)
+    cw, ch, top = 52, 26, 58
+    img, d = _canvas(left + C * cw + 20, top + R * ch + 16)
+    d.text((10, 8), title, fill=INK, font=font(15))
+    vmax = max(float(values.max()), 1e-8)
+    for k, name in enumerate(columns):
+        d.text((left + k * cw + 18, top - 20), name, fill=(214, 39, 40) if k == highlight else INK, font=f)
+    for r in range(R):
+        d.text((6, top + r * ch + 5), rows[r], fill=INK, font=f)
+        for k in range(C):
+            shade = int(255 - 180 * values[r, k] / vmax)
+            box = [left + k * cw, top + r * ch, left + (k + 1) * cw - 2, top + (r + 1) * ch - 2]
+            d.rectangle(box, fill=(shade, shade, 255), outline=(214, 39, 40) if k == highlight else None)
+            d.text((box[0] + 8, box[1] + 5), f"{values[r, k]:.2f}", fill="white" if shade < 150 else INK, font=f)
     return img
