@@ -157,12 +157,12 @@ TERMS: dict[str, Term] = {
     ),
     "E_step": Term(
         "E-step",
-        "E-step (assign)",
+        "assign",
         "Each vote is reassigned to the upper capsules by how probable it is under each one's Gaussian, weighted by that capsule's activation.",
     ),
     "M_step": Term(
         "M-step",
-        "M-step (refit)",
+        "refit",
         "Each upper capsule refits its Gaussian (mean pose, spread) and its activation to the votes assigned to it.",
     ),
     "spread_loss": Term(

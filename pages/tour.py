@@ -8,7 +8,7 @@ import streamlit as st
 from capsviz.analysis.tour import capsnet_steps, capsnet_tour, matrix_steps, matrix_tour
 from capsviz.data.mnist import CLASS_NAMES
 from capsviz.glossary import help_text, label
-from capsviz.viz import overlay, png_bytes
+from capsviz.viz import png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames
 from capsviz.viz.teach import bars, capsule_arrows, feature_maps, side_by_side, value_grid
 from pages.common import page_model, pick_image, require_router
@@ -87,8 +87,14 @@ W, R = tour.winner, tour.runner_up
 
 def show(img, caption: str, name: str, width: int | None = None) -> None:
     """One figure, its caption, and its PNG for slides."""
-    st.image(img, caption=caption, width=width or "content")
+    st.image(img, caption=caption, width=width or "stretch")
     st.download_button("Download this figure (PNG)", png_bytes(img), f"tour-{name}.png", "image/png", key="tour_png", on_click="ignore")
+
+
+def share(x: np.ndarray) -> str:
+    """'0.14 to 0.23', or '1.00 each' when they are all the same."""
+    lo, hi = f"{x.min():.2f}", f"{x.max():.2f}"
+    return f"{lo} each" if lo == hi else f"{lo} to {hi}"
 
 
 def say(*sentences: str) -> None:
@@ -100,7 +106,7 @@ if family == "capsnet":
     T = tour.iterations
     if step == "input":
         with fig:
-            show(side_by_side([image], [f"label: {truth}"]), "the 28x28 input, grey levels 0 to 1", "input")
+            show(side_by_side([image], [f"label: {truth}"]), "the 28x28 input, grey levels 0 to 1", "input", width=260)
         with text:
             say(
                 f"This is the image the tour follows through **{path.stem}**, a CapsNet with dynamic routing "
@@ -134,10 +140,22 @@ if family == "capsnet":
             say(
                 f"{label('primary')}: a second convolution whose outputs are grouped into {tour.primary_len.size} capsules of 8 numbers, "
                 f"{K} types at each of {G}x{G} positions. Each vector is squashed (Eq. 1) so its length lies between 0 and 1.",
-                f"**Length = presence**: the longest here is type {top[2] + 1} at row {top[0] + 1}, col {top[1] + 1}, length {tour.primary_len[top]:.2f}. "
-                "**Direction = pose**: 8 numbers describing how the part looks; the arrows show them along the two directions in which this image's "
-                "vectors differ most.",
+                "In the paper, **length = presence** (how sure the capsule is that its part is there) and **direction = pose** "
+                "(8 numbers for how the part looks; the arrows show them along the two directions in which this image's vectors differ most).",
             )
+            long = float((tour.primary_len > 0.9).mean())
+            if long > 0.5:  # the trained paper CapsNet: nearly every primary capsule is saturated, on ink or not
+                st.warning(
+                    f"Measured here: {long:.0%} of the {tour.primary_len.size} primary capsules are longer than 0.9 "
+                    f"(lengths {tour.primary_len.min():.2f} to {tour.primary_len.max():.2f}), over the blank background as much as on the ink. "
+                    "In this trained model a primary capsule's length does not show where the digit is; what differs between them is their "
+                    "direction, and so the predictions they make (next step)."
+                )
+            else:
+                st.info(
+                    f"Measured here: the longest is type {top[2] + 1} at row {top[0] + 1}, col {top[1] + 1} (length {tour.primary_len[top]:.2f}); "
+                    f"{long:.0%} of the primary capsules are longer than 0.9."
+                )
             st.caption(help_text("length", "pose"))
     elif step == "predictions":
         with fig:
@@ -155,8 +173,9 @@ if family == "capsnet":
         with text:
             say(
                 f"Each primary capsule multiplies its vector by a learned matrix {label('W')} once per digit capsule: "
-                f"{tour.c.shape[1]} x {len(names)} {label('u_hat')}s (Eq. 2), each a 16-number guess of what digit j's capsule should be.",
-                "'If I am this piece of stroke, a 7 would sit here and look like this.'",
+                f"{tour.c.shape[1]} x {len(names)} predictions {label('u_hat')} (Eq. 2), each a 16-number guess of what digit j's capsule should be:",
+                f"'if I am this piece of stroke, a {names[W]} would sit here and look like this'.",
+                "A long prediction is a confident one; the table shows that one capsule can predict several digits loudly.",
                 "Routing now decides how much of each prediction reaches each digit capsule: predictions that agree with each other should win.",
             )
             st.caption(help_text("u_hat", "W"))
@@ -193,7 +212,7 @@ if family == "capsnet":
                 f"|v_{names[W]}| = {np.linalg.norm(tour.v[t, W]):.2f}, |v_{names[R]}| = {np.linalg.norm(tour.v[t, R]):.2f}.",
             )
             st.info(
-                f"Measured here: the six loudest predictions for {names[W]} are coupled to it by {shown_c.min():.2f} to {shown_c.max():.2f}; "
+                f"Measured here: the six loudest predictions for {names[W]} are coupled to it by {share(shown_c)}; "
                 f"averaged over all {tour.c.shape[1]} primary capsules the coupling to {names[W]} is {mean:.3f} (uniform {1 / len(names):.3f}), "
                 f"{weighted:.3f} weighted by prediction length. "
                 + (
@@ -245,7 +264,7 @@ if family == "capsnet":
 else:
     if step == "input":
         with fig:
-            show(side_by_side([image], [f"label: {truth}"]), "the input, grey levels 0 to 1", "input")
+            show(side_by_side([image], [f"label: {truth}"]), "the input, grey levels 0 to 1", "input", width=260)
         with text:
             say(
                 f"This is the image the tour follows through **{path.stem}**, matrix capsules with EM routing (Hinton et al. 2018, Fig. 1).",
@@ -253,10 +272,11 @@ else:
             )
     elif step == "primary":
         a_max = tour.primary_a.max(-1)
+        types = tour.primary_a.transpose(2, 0, 1)  # (types, H, W)
         with fig:
             show(
-                overlay(image, a_max),
-                "red: where the most active primary capsule is active (each position's highest activation, over the input)",
+                feature_maps(types, [f"type {k + 1}" for k in range(len(types))], scale=6, columns=4, normalise=False),
+                "one map per primary capsule type: its activation at every position (white = 1, black = 0)",
                 "primary",
             )
             st.dataframe(pd.DataFrame(tour.pose, columns=["col 1", "col 2", "col 3", "col 4"]), hide_index=True, key="tour_pose")
@@ -305,7 +325,7 @@ else:
             )
             st.info(
                 f"Measured here: activation of {names[W]} {tour.a[t, W]:.2f}, of {names[R]} {tour.a[t, R]:.2f}; "
-                f"the six most active lower capsules send {tour.R[t][tour.shown, W].min():.2f} to {tour.R[t][tour.shown, W].max():.2f} of their vote to {names[W]}."
+                f"the six most active lower capsules send {share(tour.R[t][tour.shown, W])} of their vote to {names[W]}."
             )
         rows = {"lower capsule": tour.shown_names, "activation a": tour.a_in[tour.shown]}
         for j in (W, R):

@@ -209,14 +209,15 @@ def em_frame(
     return img
 
 
-def feature_maps(maps: np.ndarray, captions: list[str], scale: int = 4, columns: int = 8) -> Image.Image:
-    """(K, H, W) maps, each normalised to its own maximum, in a grid with a caption under each."""
+def feature_maps(maps: np.ndarray, captions: list[str], scale: int = 4, columns: int = 8, normalise: bool = True) -> Image.Image:
+    """(K, H, W) maps in a grid with a caption under each: each scaled to its own maximum, or as
+    they are when `normalise` is off (values already in [0, 1], such as activations)."""
     K, H, W = maps.shape
     rows = -(-K // columns)
     cw, ch = W * scale + 10, H * scale + 22
     img, d = _canvas(columns * cw + 10, rows * ch + 10)
     for k in range(K):
-        m = maps[k] / max(float(maps[k].max()), 1e-8)
+        m = maps[k] / max(float(maps[k].max()), 1e-8) if normalise else maps[k]
         tile = Image.fromarray((np.clip(m, 0, 1) * 255).astype(np.uint8), "L").resize((W * scale, H * scale), Image.NEAREST)
         x, y = 10 + (k % columns) * cw, 10 + (k // columns) * ch
         img.paste(tile.convert("RGB"), (x, y))
@@ -253,7 +254,7 @@ def bars(
     """One bar per class in [0, 1], the highlighted one red, values written on top; optional
     horizontal reference lines (e.g. the margin loss's 0.9 and 0.1) labelled at the right."""
     J = len(values)
-    W, H, left, bottom, top = 60 * J + 120, 330, 60, 40, 50
+    W, H, left, bottom, top = 60 * J + 120, 340, 60, 40, 64
     img, d = _canvas(W, H)
     d.text((10, 10), title, fill=INK, font=font(16))
     plot_h = H - top - bottom
@@ -261,7 +262,7 @@ def bars(
     d.line([left, y_of(0), W - 50, y_of(0)], fill=GREY)
     for tick in (0, 0.5, 1):
         d.text((left - 30, y_of(tick) - 7), f"{tick:g}", fill=GREY, font=font(12))
-    d.text((10, top - 18), ylabel, fill=GREY, font=font(12))
+    d.text((10, 34), ylabel, fill=GREY, font=font(12))
     for name, v in (lines or {}).items():
         for x in range(left, W - 50, 8):
             d.line([x, y_of(v), x + 4, y_of(v)], fill=(150, 150, 150))
