@@ -157,7 +157,11 @@ with figure:
     if toy_kind == "dynamic":
         toy = dynamic_toy(points, T)
         frame = dynamic_frame(toy.u_hat, toy.c[t], toy.s[t], toy.v[t], f"Routing by agreement: iteration {t + 1} of {T}", NAMES)
-        st.image(frame, caption="Procedure 1 of Sabour et al. on your numbers: left, what each upper capsule receives", width="stretch")
+        st.image(
+            frame,
+            caption="Procedure 1 of Sabour et al. on your numbers: one panel per upper capsule with the predictions it receives; below, how each lower capsule splits its prediction",
+            width="stretch",
+        )
         downloads(frame, lambda: dynamic_frames(toy, NAMES), "routing-by-agreement")
     else:
         toy = em_toy(points, acts, T, beta_u, beta_a, final_lambda)
@@ -238,7 +242,7 @@ else:
     st.markdown(
         f"**What happens.** Each upper capsule is a Gaussian over the votes it receives. The M-step refits its "
         f"{label('mu')} and {label('sigma')} to the votes weighted by {label('R')} and by each lower capsule's activation, "
-        f"and sets its {label('a_j')}: the tighter its cluster (cost per unit of spread, {label('beta_u')}), the more active. "
+        f"and sets its {label('a_j')}: the tighter its cluster, the more active ({label('beta_u')} prices each unit of spread). "
         f"The E-step then reassigns each vote by how well it fits each Gaussian. The first M-step uses equal assignments "
         f"(1/{J} each); {label('lambda')} rises over the iterations and makes the activations more decisive."
     )

@@ -27,7 +27,7 @@ model, meta, path = page_model(
 )
 family = meta["config"]["family"]
 names = [str(n) for n in CLASS_NAMES.get(meta.get("dataset", "mnist"), CLASS_NAMES["mnist"])]
-with st.expander("The image to follow", expanded=False):
+with st.expander("The image to follow (a test image, a drawing or an upload: change it here)", expanded=False):
     picked = pick_image(meta.get("dataset", "mnist"), names, meta["config"]["in_size"], model)
 if picked is None:
     st.stop()
@@ -181,10 +181,9 @@ if family == "capsnet":
             st.caption(help_text("u_hat", "W"))
     elif step.startswith("iteration"):
         t = int(step.removeprefix("iteration")) - 1
-        frames = tour_routing_frames(tour, names)
         with fig:
             show(
-                frames[t],
+                tour_routing_frames(tour, names, only=t)[0],
                 "each digit capsule's plane: x along its final output v, so a prediction's x is its agreement with v (up to |v|)",
                 f"routing-{t + 1}",
             )
@@ -289,9 +288,10 @@ else:
             )
             st.caption(help_text("pose", "a_in"))
     elif step == "votes":
-        frames = tour_em_frames(tour, names)
         with fig:
-            show(frames[0], "before any routing: every vote is assigned equally to every class capsule", "votes")
+            show(
+                tour_em_frames(tour, names, only=0)[0], "before any routing: every vote is assigned equally to every class capsule", "votes"
+            )
         with text:
             say(
                 f"Each lower capsule multiplies its pose by a learned 4x4 transform per class: a {label('vote')} for that class's pose "
@@ -301,10 +301,9 @@ else:
             st.caption(help_text("vote"))
     elif step.startswith("iteration"):
         t = int(step.removeprefix("iteration")) - 1
-        frames = tour_em_frames(tour, names)
         with fig:
             show(
-                frames[t],
+                tour_em_frames(tour, names, only=t)[0],
                 "each class capsule's Gaussian: mean pose (cross), spread (ellipses); a vote's opacity is its assignment R",
                 f"em-{t + 1}",
             )

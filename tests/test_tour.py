@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 import torch
+from synthetic import synthetic_digits
 
 from capsviz.analysis import as_batch
 from capsviz.analysis.tour import SHOWN, capsnet_steps, capsnet_tour, matrix_steps, matrix_tour, squashed
 from capsviz.config import preset
 from capsviz.models import build_model
 from capsviz.viz.animation import tour_em_frames, tour_routing_frames
-from synthetic import synthetic_digits
 
 NAMES = [str(k) for k in range(10)]
 

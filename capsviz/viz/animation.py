@@ -58,16 +58,17 @@ def _limit(*arrays: np.ndarray) -> float:
     return 1.15 * max(float(np.abs(a).max()) for a in arrays)
 
 
-def tour_routing_frames(tour: CapsNetTour, names) -> list[Image.Image]:
+def tour_routing_frames(tour: CapsNetTour, names, only: int | None = None) -> list[Image.Image]:
     """The tour's routing iterations: the winner's and the runner-up's panels, with the shown
     primary capsules' predictions in each digit capsule's plane (its first axis is the final v_j,
-    so the agreement u_hat . v reads off the x axis)."""
+    so the agreement u_hat . v reads off the x axis). `only`: just that iteration's frame (a page
+    shows one; the GIF takes them all)."""
     pair = [tour.winner, tour.runner_up]
     preds = tour.pred2d[pair].transpose(1, 0, 2)  # (SHOWN, 2, 2)
     limit = _limit(preds, tour.v2d[:, pair])
     uppers = [f"digit capsule {names[j]}" for j in pair]
     frames = []
-    for t in range(tour.iterations):
+    for t in range(tour.iterations) if only is None else [only]:
         c = tour.c[t][tour.shown][:, pair]  # (SHOWN, 2)
         frames.append(
             dynamic_frame(
@@ -85,15 +86,16 @@ def tour_routing_frames(tour: CapsNetTour, names) -> list[Image.Image]:
     return frames
 
 
-def tour_em_frames(tour: MatrixTour, names, gaussians: bool = True) -> list[Image.Image]:
+def tour_em_frames(tour: MatrixTour, names, only: int | None = None) -> list[Image.Image]:
     """The matrix tour's EM iterations for the winning and runner-up class capsules: the most
-    active lower capsules' votes and each class's Gaussian, in a plane through its final mean."""
+    active lower capsules' votes and each class's Gaussian, in a plane through its final mean.
+    `only`: just that iteration's frame."""
     pair = [tour.winner, tour.runner_up]
     votes = tour.votes2d[pair].transpose(1, 0, 2)  # (SHOWN, 2, 2)
-    limit = _limit(votes, tour.mu2d[:, pair] + 2 * tour.sigma2d[:, pair]) if gaussians else _limit(votes)
+    limit = _limit(votes, tour.mu2d[:, pair] + 2 * tour.sigma2d[:, pair])
     uppers = [f"class capsule {names[j]}" for j in pair]
     frames = []
-    for t in range(tour.iterations):
+    for t in range(tour.iterations) if only is None else [only]:
         frames.append(
             em_frame(
                 votes,
