@@ -178,12 +178,31 @@ TERMS: dict[str, Term] = {
 }
 
 
+# The plain words lead to the same entries as the symbols: a page may ask for "coupling" or "c".
+ALIASES = {
+    "coupling": "c",
+    "routing_logit": "b",
+    "prediction": "u_hat",
+    "weighted_sum": "s",
+    "output": "v",
+    "presence": "length",
+    "activation": "a_j",
+    "assignment": "R",
+    "mean_pose": "mu",
+    "spread": "sigma",
+    "inverse_temperature": "lambda",
+}
+
+
 def term(key: str) -> Term:
-    """The glossary entry for `key`; a KeyError names the known keys (a typo in a page is caught by its tests)."""
-    try:
-        return TERMS[key]
-    except KeyError:
-        raise KeyError(f"no glossary entry {key!r}; known: {', '.join(TERMS)}") from None
+    """The glossary entry for a symbol or a plain word ("c", "coupling", "margin loss"); a KeyError
+    names the known keys (a typo in a page is caught by its tests)."""
+    k = key.strip().replace(" ", "_").replace("-", "_")
+    k = ALIASES.get(k.lower(), k)
+    for candidate in (k, k.lower()):
+        if candidate in TERMS:
+            return TERMS[candidate]
+    raise KeyError(f"no glossary entry {key!r}; known: {', '.join([*TERMS, *ALIASES])}")
 
 
 def label(key: str) -> str:

@@ -125,5 +125,7 @@ def test_glossary_gives_plain_words_for_every_symbol():
         assert len(glossary.term(key).explanation) > 40
     assert glossary.label("c") == "c_ij (coupling)"
     assert "**R_ij (assignment)**" in glossary.help_text("R", "lambda")
+    assert glossary.term("coupling") is glossary.term("c") and glossary.term("margin loss") is glossary.term("margin_loss")
+    assert glossary.term("E-step") is glossary.term("E_step")
     with pytest.raises(KeyError, match="known"):
         glossary.term("coupling coefficient")
