@@ -9,7 +9,7 @@ from capsviz.analysis.tour import capsnet_steps, capsnet_tour, matrix_steps, mat
 from capsviz.data.mnist import CLASS_NAMES
 from capsviz.glossary import help_text, label
 from capsviz.viz import png_bytes
-from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames
+from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
 from capsviz.viz.teach import bars, capsule_arrows, feature_maps, side_by_side, value_grid
 from pages.common import page_model, pick_image, require_router
 
@@ -289,13 +289,11 @@ else:
             st.caption(help_text("pose", "a_in"))
     elif step == "votes":
         with fig:
-            show(
-                tour_em_frames(tour, names, only=0)[0], "before any routing: every vote is assigned equally to every class capsule", "votes"
-            )
+            show(tour_vote_frame(tour, names), "before any routing: every vote is assigned equally to every class capsule", "votes")
         with text:
             say(
                 f"Each lower capsule multiplies its pose by a learned 4x4 transform per class: a {label('vote')} for that class's pose "
-                f"(16 numbers, drawn here along the two directions that spread the shown votes most).",
+                f"(16 numbers, drawn here in a plane through the class capsule's final mean pose, the same plane in every EM step).",
                 "Votes that land close together agree on one pose for the whole: that is what EM looks for.",
             )
             st.caption(help_text("vote"))

@@ -9,7 +9,7 @@ from capsviz.analysis import as_batch
 from capsviz.analysis.tour import SHOWN, capsnet_steps, capsnet_tour, matrix_steps, matrix_tour, squashed
 from capsviz.config import preset
 from capsviz.models import build_model
-from capsviz.viz.animation import tour_em_frames, tour_routing_frames
+from capsviz.viz.animation import tour_em_frames, tour_routing_frames, tour_vote_frame
 
 NAMES = [str(k) for k in range(10)]
 
@@ -108,3 +108,9 @@ def test_steps_and_frames_cover_every_iteration(capsnet, matrix, image):
     assert len(tour_routing_frames(capsnet_tour(capsnet, image), NAMES)) == 3
     frames = tour_em_frames(matrix_tour(matrix, image), NAMES)
     assert len(frames) == matrix.config.routing_iterations and frames[0].size == frames[-1].size
+
+
+def test_the_vote_frame_draws_votes_without_a_fit(matrix, image):
+    tour = matrix_tour(matrix, image)
+    votes, fitted = tour_vote_frame(tour, NAMES), tour_em_frames(tour, NAMES, only=0)[0]
+    assert votes.size == fitted.size and not np.array_equal(np.asarray(votes), np.asarray(fitted))

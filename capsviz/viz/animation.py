@@ -111,3 +111,22 @@ def tour_em_frames(tour: MatrixTour, names, only: int | None = None) -> list[Ima
             )
         )
     return frames
+
+
+def tour_vote_frame(tour: MatrixTour, names) -> Image.Image:
+    """The votes alone, before EM fits anything: the same planes as `tour_em_frames`."""
+    pair = [tour.winner, tour.runner_up]
+    votes = tour.votes2d[pair].transpose(1, 0, 2)  # (SHOWN, 2, 2)
+    return em_frame(
+        votes,
+        tour.R[0][tour.shown][:, pair],
+        tour.mu2d[0, pair],
+        tour.sigma2d[0, pair],
+        tour.a[0, pair],
+        "Votes of the six most active lower capsules, before routing",
+        [f"{k + 1}: {n}" for k, n in enumerate(tour.shown_names)],
+        _limit(votes, tour.mu2d[:, pair] + 2 * tour.sigma2d[:, pair]),
+        [f"votes for class capsule {names[j]}" for j in pair],
+        f"assignment R to {names[pair[0]]} (blue) and {names[pair[1]]} (orange): equal for every class before routing",
+        fit=False,
+    )

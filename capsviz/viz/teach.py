@@ -160,10 +160,12 @@ def em_frame(
     limit: float = 3.0,
     upper_names: list[str] | None = None,
     bar_note: str = "each bar: one lower capsule's assignment R, split over the upper capsules (adds up to 1)",
+    fit: bool = True,
 ) -> Image.Image:
     """One EM iteration drawn: a panel per upper capsule j with the votes V_ij as numbered dots
     (opacity = assignment R_ij), j's Gaussian as its mean (cross) and 1- and 2-spread ellipses,
-    its activation a_j in the title, then the assignments as stacked bars.
+    its activation a_j in the title, then the assignments as stacked bars. Without `fit`, the votes
+    alone (what routing starts from).
 
     votes (I, J, 2); R (I, J) the assignments this M-step used; mu, sigma (J, 2); a (J,)."""
     I, J, _ = votes.shape
@@ -173,12 +175,8 @@ def em_frame(
     top = 84
     img, d = _canvas(width, top + PANEL + 34 + I * 24 + 24)
     d.text((margin, 10), title, fill=INK, font=font(18))
-    d.text(
-        (margin, 36),
-        "dots: votes V (opacity = assignment R)   cross: mean pose mu   ellipses: 1 and 2 spreads sigma",
-        fill=GREY,
-        font=font(12),
-    )
+    legend = "dots: votes V (opacity = assignment R)   cross: mean pose mu   ellipses: 1 and 2 spreads sigma" if fit else "dots: votes V"
+    d.text((margin, 36), legend, fill=GREY, font=font(12))
     for j in range(J):
         x0 = margin + j * (PANEL + margin)
         panel, pd = _canvas(PANEL + 1, PANEL + 1)
@@ -186,25 +184,24 @@ def em_frame(
         pl.frame()
         colour = UPPER_COLOURS[j % 3]
         alpha = 0.12 + 0.5 * a[j]  # a more active capsule draws a stronger Gaussian
-        pl.circle(*mu[j], 2 * sigma[j, 0], 2 * sigma[j, 1], fill=_rgba(colour, alpha * 0.35), outline=_rgba(colour, 0.6))
-        pl.circle(*mu[j], sigma[j, 0], sigma[j, 1], fill=_rgba(colour, alpha * 0.6), outline=_rgba(colour, 0.9))
+        if fit:
+            pl.circle(*mu[j], 2 * sigma[j, 0], 2 * sigma[j, 1], fill=_rgba(colour, alpha * 0.35), outline=_rgba(colour, 0.6))
+            pl.circle(*mu[j], sigma[j, 0], sigma[j, 1], fill=_rgba(colour, alpha * 0.6), outline=_rgba(colour, 0.9))
         for i in range(I):
             x, y = votes[i, j]
-            pl.circle(x, y, 0.09, fill=_rgba(INK, 0.12 + 0.88 * R[i, j]))
-        cx, cy = pl.p(*mu[j])
-        pd.line([cx - 7, cy - 7, cx + 7, cy + 7], fill=(0, 0, 0), width=3)
-        pd.line([cx - 7, cy + 7, cx + 7, cy - 7], fill=(0, 0, 0), width=3)
+            pl.circle(x, y, 0.09 * limit / 3, fill=_rgba(INK, 0.12 + 0.88 * R[i, j]) if fit else _rgba(colour, 1.0))
+        if fit:
+            cx, cy = pl.p(*mu[j])
+            pd.line([cx - 7, cy - 7, cx + 7, cy + 7], fill=(0, 0, 0), width=3)
+            pd.line([cx - 7, cy + 7, cx + 7, cy - 7], fill=(0, 0, 0), width=3)
         for i in range(I):  # labels last, over the ellipses and the cross
             tx, ty = pl.p(*votes[i, j])
             pd.text((tx + 7, ty - 17 + 4 * (i % 3)), str(i + 1), fill=_rgba(INK, 0.25 + 0.75 * R[i, j]), font=font(13))
         img.paste(panel, (x0, top))
         d.text((x0, top - 22), upper_names[j] if upper_names else f"upper capsule {j + 1}", fill=colour, font=font(15))
-        d.text(
-            (x0, top + PANEL + 6),
-            f"activation a = {a[j]:.2f}   spread sigma = ({sigma[j, 0]:.2f}, {sigma[j, 1]:.2f})",
-            fill=INK,
-            font=font(13),
-        )
+        if fit:
+            stats = f"activation a = {a[j]:.2f}   spread sigma = ({sigma[j, 0]:.2f}, {sigma[j, 1]:.2f})"
+            d.text((x0, top + PANEL + 6), stats, fill=INK, font=font(13))
     _share_bars(d, margin, top + PANEL + 34, R, names, bar_note)
     return img
 
