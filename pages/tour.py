@@ -208,7 +208,8 @@ if family == "capsnet":
                 )
             say(
                 f"Each digit capsule sums the weighted predictions, {label('s')} (Eq. 2), and squashes it to {label('v')} (Eq. 1): "
-                f"|v_{names[W]}| = {np.linalg.norm(tour.v[t, W]):.2f}, |v_{names[R]}| = {np.linalg.norm(tour.v[t, R]):.2f}.",
+                f"|s_{names[W]}| = {np.linalg.norm(tour.s[t, W]):.2f} squashes to |v_{names[W]}| = {np.linalg.norm(tour.v[t, W]):.2f}; "
+                f"|s_{names[R]}| = {np.linalg.norm(tour.s[t, R]):.2f} to |v_{names[R]}| = {np.linalg.norm(tour.v[t, R]):.2f}.",
             )
             st.info(
                 f"Measured here: the six loudest predictions for {names[W]} are coupled to it by {share(shown_c)}; "
