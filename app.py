@@ -6,13 +6,15 @@ st.set_page_config(page_title="capsviz", layout="wide")
 
 from pages.common import sidebar  # noqa: E402 - set_page_config must come first
 
-HOME = "pages/zoo.py"
+HOME = "pages/tour.py"
 page = st.navigation(
     [
         # The default page is served at "/" and reserves its own path there (a link to it would
         # find no page), so "/" runs a hidden copy and every page listed keeps its path.
         st.Page(HOME, title="Home", url_path="home", default=True, visibility="hidden"),
-        st.Page(HOME, title="Model zoo", url_path="zoo"),
+        st.Page(HOME, title="Guided tour", url_path="tour"),
+        st.Page("pages/zoo.py", title="Model zoo", url_path="zoo"),
+        st.Page("pages/playground.py", title="Routing playgrounds", url_path="playground"),
         st.Page("pages/explorer.py", title="DigitCaps explorer", url_path="explorer"),
         st.Page("pages/routing.py", title="Dynamic routing", url_path="routing"),
         st.Page("pages/em.py", title="EM routing", url_path="em"),

@@ -92,7 +92,7 @@ def app(synthetic_data, tmp_path, monkeypatch):
 
 
 def test_zoo_lists_cards_and_squash_plot(app):
-    app.run()
+    app.switch_page("pages/zoo.py").run()
     assert not app.exception
     assert app.session_state["model_pick"] == "tiny-capsnet.safetensors"
     assert app.query_params["model"] == "tiny-capsnet.safetensors"

@@ -18,7 +18,7 @@ KINDS = ["slider", "select_slider", "number_input", "selectbox", "radio", "toggl
 # The sidebar's pickers change the model itself (every model gets its own run here), and the
 # Train page's form fields only start a run when submitted (tests/test_train_page.py).
 SKIP = {"model_pick", "dataset_pick"}
-MODEL_FREE = {"zoo", "reproduction", "train"}  # these show every model at once: the test models cover them
+MODEL_FREE = {"zoo", "playground", "reproduction", "train"}  # these show every model at once: the test models cover them
 
 
 def _value_for(widget, shown: str):

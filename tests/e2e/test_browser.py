@@ -30,7 +30,7 @@ def open_page(page, url, title):
 
 
 def test_zoo_page_and_model_picker(page, server, shots):
-    open_page(page, server["url"], "capsviz: watch capsules route")
+    open_page(page, server["url"] + "/zoo", "capsviz: watch capsules route")
     expect(page.get_by_text("tiny-capsnet", exact=True)).to_be_visible()
     expect(page.get_by_test_id("stPlotlyChart").first).to_be_visible()
     expect(page.get_by_test_id("stMetricValue").nth(1)).to_have_text("12.50%")
@@ -98,7 +98,7 @@ def test_train_tiny_model_to_completion_and_see_it_in_the_zoo(page, server, shot
     expect(page.get_by_text(re.compile(r"epoch 1: test error"))).to_be_visible()
     shot(page, shots, "train_done")
     assert (server["checkpoints"] / "browser-run.safetensors").is_file()
-    open_page(page, server["url"], "capsviz: watch capsules route")
+    open_page(page, server["url"] + "/zoo", "capsviz: watch capsules route")
     expect(page.get_by_text("browser-run", exact=True)).to_be_visible()
     no_exceptions(page)
 

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.name for p in (ROOT / "checkpoints").glob("*.safetensors"))
-PAGES = ["zoo", "explorer", "routing", "em", "multimnist", "robustness", "reproduction", "train"]
+PAGES = ["tour", "zoo", "playground", "explorer", "routing", "em", "multimnist", "robustness", "reproduction", "train"]
 REAL_DATA = ROOT.parent / "shared" / "data"
 
 

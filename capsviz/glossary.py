@@ -1,0 +1,216 @@
+"""One glossary for every page: each symbol or term the app shows, in plain words.
+
+Pages pass `help_text(...)` as a widget's `help=` (a hover explanation) and `label(...)` beside a
+symbol, so a student meets "c (coupling)" rather than a bare letter. Wording follows
+TEACHING.md's words: presence, pose, prediction / vote, coupling, routing logit, agreement,
+assignment, spread, inverse temperature.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Term:
+    symbol: str  # as the pages print it
+    word: str  # the plain word written beside the symbol
+    explanation: str  # one or two plain sentences, with the paper's equation where there is one
+
+
+TERMS: dict[str, Term] = {
+    "capsule": Term(
+        "capsule",
+        "capsule",
+        "A small group of neurons whose output is a vector (or a 4x4 pose matrix) instead of one number: "
+        "its length (or activation) says how likely a thing is present, its direction (or pose) says how it looks.",
+    ),
+    "u": Term(
+        "u_i",
+        "lower capsule output",
+        "The output vector of lower (primary) capsule i: its length is how sure it is that its part is present, its direction is the part's pose.",
+    ),
+    "W": Term(
+        "W_ij",
+        "part-whole transform",
+        "A learned matrix that turns lower capsule i's pose into a prediction of upper capsule j's pose: "
+        "'if this is the nose, the face is centred here and this big'.",
+    ),
+    "u_hat": Term(
+        "u_hat_j|i",
+        "prediction",
+        "Lower capsule i's prediction (vote) for the output of upper capsule j: u_hat_j|i = W_ij u_i (Eq. 2 of Sabour et al.).",
+    ),
+    "b": Term(
+        "b_ij",
+        "routing logit",
+        "How much lower capsule i has agreed with upper capsule j so far. Starts at 0; each iteration adds the agreement u_hat_j|i . v_j.",
+    ),
+    "c": Term(
+        "c_ij",
+        "coupling",
+        "The share of lower capsule i's prediction sent to upper capsule j: a softmax of b_i over the upper capsules, "
+        "so each lower capsule's couplings add up to 1 (Eq. 3). At the first iteration they are all equal.",
+    ),
+    "s": Term(
+        "s_j",
+        "weighted sum",
+        "Upper capsule j's total input: the predictions for j weighted by their couplings, s_j = sum_i c_ij u_hat_j|i (Eq. 2).",
+    ),
+    "v": Term(
+        "v_j",
+        "upper capsule output",
+        "s_j after squashing: same direction, length between 0 and 1. Its length is how present upper capsule j's entity is.",
+    ),
+    "squash": Term(
+        "squash",
+        "squash",
+        "v = |s|^2 / (1 + |s|^2) * s / |s| (Eq. 1): short vectors shrink towards length 0, long ones approach length 1, the direction is kept.",
+    ),
+    "agreement": Term(
+        "u_hat . v",
+        "agreement",
+        "The dot product of a prediction with the upper capsule's output: positive when they point the same way "
+        "(the coupling rises next iteration), negative when opposite (it falls).",
+    ),
+    "length": Term(
+        "|v_j|",
+        "presence",
+        "The length of a capsule's vector, between 0 and 1: how likely its entity (a digit, a part) is present.",
+    ),
+    "iteration": Term(
+        "iteration",
+        "routing iteration",
+        "One round of routing: couplings -> weighted sum -> squash -> agreement added to the logits. The paper uses 3.",
+    ),
+    "margin_loss": Term(
+        "margin loss",
+        "margin loss",
+        "Training pushes the correct digit capsule's length above 0.9 and every other one below 0.1 (Eq. 4 of Sabour et al.).",
+    ),
+    "reconstruction": Term(
+        "reconstruction",
+        "reconstruction",
+        "A small decoder redraws the digit from the winning capsule's 16 numbers alone; it keeps the capsule's direction meaningful (Sec. 4.1).",
+    ),
+    "primary": Term(
+        "PrimaryCaps",
+        "primary capsules",
+        "The first capsule layer: a convolution whose outputs are grouped into 8-D vectors, 32 types at each of 6x6 positions in the paper.",
+    ),
+    "conv1": Term(
+        "Conv1",
+        "first convolution",
+        "256 filters of 9x9 pixels with ReLU: local features such as edges and stroke ends, read by the primary capsules.",
+    ),
+    "pose": Term(
+        "pose",
+        "pose",
+        "How an entity is instantiated: position, size, orientation, stroke thickness. A vector's direction, or a 4x4 pose matrix.",
+    ),
+    "vote": Term(
+        "V_ij",
+        "vote",
+        "In matrix capsules, lower capsule i's vote for upper capsule j's pose: its pose matrix times a learned 4x4 transform (Hinton et al. Sec. 2).",
+    ),
+    "a_in": Term(
+        "a_i",
+        "lower activation",
+        "How present lower capsule i is (0 to 1); in EM it weights how much its vote counts when the upper capsules are refitted.",
+    ),
+    "a_j": Term(
+        "a_j",
+        "activation",
+        "How present upper capsule j is (0 to 1): a logistic of beta_a minus the cost of its spread, sharper as lambda rises. Tight clusters of votes win.",
+    ),
+    "R": Term(
+        "R_ij",
+        "assignment",
+        "The share of lower capsule i's vote that upper capsule j explains (the E-step): high when the vote fits j's Gaussian well "
+        "and j is active. Each lower capsule's assignments add up to 1; at the start they are all equal.",
+    ),
+    "mu": Term(
+        "mu_j",
+        "mean pose",
+        "The centre of upper capsule j's Gaussian: the assignment-weighted mean of the votes it explains (M-step). It becomes j's pose.",
+    ),
+    "sigma": Term(
+        "sigma_j",
+        "spread",
+        "How far the votes j explains scatter around its mean, per pose entry (M-step). Small spread = the parts agree.",
+    ),
+    "lambda": Term(
+        "lambda",
+        "inverse temperature",
+        "Sharpens the activations over the iterations: small lambda keeps every capsule partly active, larger lambda makes the decision firm. "
+        "The paper raises it on a fixed schedule; capsviz ramps it linearly to its final value.",
+    ),
+    "beta_u": Term(
+        "beta_u",
+        "cost per unit of spread",
+        "A learned cost added per pose entry and per unit of assignment: it sets how expensive it is for a capsule to explain votes at all.",
+    ),
+    "beta_a": Term(
+        "beta_a",
+        "activation bias",
+        "A learned offset in the activation's logistic: how willing an upper capsule is to switch on whatever its cost.",
+    ),
+    "E_step": Term(
+        "E-step",
+        "assign",
+        "Each vote is reassigned to the upper capsules by how probable it is under each one's Gaussian, weighted by that capsule's activation.",
+    ),
+    "M_step": Term(
+        "M-step",
+        "refit",
+        "Each upper capsule refits its Gaussian (mean pose, spread) and its activation to the votes assigned to it.",
+    ),
+    "spread_loss": Term(
+        "spread loss",
+        "spread loss",
+        "Training pushes the correct class's activation above every other class's by a margin that grows during training (Hinton et al. Sec. 3.1).",
+    ),
+    "entropy": Term(
+        "entropy",
+        "how undecided",
+        "Of a lower capsule's couplings: log J when it splits its vote equally over J capsules, 0 when it sends everything to one.",
+    ),
+}
+
+
+# The plain words lead to the same entries as the symbols: a page may ask for "coupling" or "c".
+ALIASES = {
+    "coupling": "c",
+    "routing_logit": "b",
+    "prediction": "u_hat",
+    "weighted_sum": "s",
+    "output": "v",
+    "presence": "length",
+    "activation": "a_j",
+    "assignment": "R",
+    "mean_pose": "mu",
+    "spread": "sigma",
+    "inverse_temperature": "lambda",
+}
+
+
+def term(key: str) -> Term:
+    """The glossary entry for a symbol or a plain word ("c", "coupling", "margin loss"); a KeyError
+    names the known keys (a typo in a page is caught by its tests)."""
+    k = key.strip().replace(" ", "_").replace("-", "_")
+    k = ALIASES.get(k.lower(), k)
+    for candidate in (k, k.lower()):
+        if candidate in TERMS:
+            return TERMS[candidate]
+    raise KeyError(f"no glossary entry {key!r}; known: {', '.join([*TERMS, *ALIASES])}")
+
+
+def label(key: str) -> str:
+    """'c_ij (coupling)': a symbol with its plain word beside it."""
+    t = term(key)
+    return t.symbol if t.symbol == t.word else f"{t.symbol} ({t.word})"
+
+
+def help_text(*keys: str) -> str:
+    """Markdown for a widget's `help=`: each term in bold with its explanation, one per paragraph."""
+    return "\n\n".join(f"**{label(k)}**: {term(k).explanation}" for k in keys)

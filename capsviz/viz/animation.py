@@ -1,0 +1,132 @@
+"""Animated GIFs of routing iterations for slides: PIL frames in, GIF bytes out."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from PIL import Image
+
+from capsviz.analysis.playground import DynamicToy, EMToy
+from capsviz.analysis.tour import CapsNetTour, MatrixTour
+from capsviz.viz.teach import dynamic_frame, em_frame
+
+
+def gif_bytes(frames: list[Image.Image], ms_per_frame: int = 1200, last_ms: int = 2500) -> bytes:
+    """Frames (any sizes; pasted on a white canvas of the largest) -> a looping GIF. The last frame
+    stays up longer: it is the result the iterations lead to."""
+    if not frames:
+        raise ValueError("a GIF needs at least one frame")
+    W, H = max(f.width for f in frames), max(f.height for f in frames)
+    canvas = []
+    for f in frames:
+        c = Image.new("RGB", (W, H), "white")
+        c.paste(f.convert("RGB"), (0, 0))
+        # one adaptive palette per frame: the figures use few colours, and a shared web palette bands the alpha shades
+        canvas.append(c.quantize(colors=255, method=Image.Quantize.MEDIANCUT))
+    durations = [ms_per_frame] * (len(frames) - 1) + [last_ms]
+    buf = io.BytesIO()
+    canvas[0].save(buf, format="GIF", save_all=True, append_images=canvas[1:], duration=durations, loop=0, disposal=1)
+    return buf.getvalue()
+
+
+def dynamic_frames(toy: DynamicToy, names: list[str] | None = None) -> list[Image.Image]:
+    T = toy.iterations
+    return [
+        dynamic_frame(toy.u_hat, toy.c[t], toy.s[t], toy.v[t], f"Routing by agreement: iteration {t + 1} of {T}", names) for t in range(T)
+    ]
+
+
+def em_frames(toy: EMToy, names: list[str] | None = None) -> list[Image.Image]:
+    T = toy.iterations
+    return [
+        em_frame(
+            toy.votes,
+            toy.R[t],
+            toy.mu[t],
+            toy.sigma[t],
+            toy.a[t],
+            f"EM routing: iteration {t + 1} of {T} (lambda = {toy.lambdas[t]:.2f})",
+            names,
+        )
+        for t in range(T)
+    ]
+
+
+def _limit(*arrays: np.ndarray) -> float:
+    """A plot range that holds every prediction and output drawn (s may run off: it says so)."""
+    return 1.15 * max(float(np.abs(a).max()) for a in arrays)
+
+
+def tour_routing_frames(tour: CapsNetTour, names, only: int | None = None) -> list[Image.Image]:
+    """The tour's routing iterations: the winner's and the runner-up's panels, with the shown
+    primary capsules' predictions in each digit capsule's plane (its first axis is the final v_j,
+    so the agreement u_hat . v reads off the x axis). `only`: just that iteration's frame (a page
+    shows one; the GIF takes them all)."""
+    pair = [tour.winner, tour.runner_up]
+    preds = tour.pred2d[pair].transpose(1, 0, 2)  # (SHOWN, 2, 2)
+    limit = _limit(preds, tour.v2d[:, pair])
+    uppers = [f"digit capsule {names[j]}" for j in pair]
+    frames = []
+    for t in range(tour.iterations) if only is None else [only]:
+        c = tour.c[t][tour.shown][:, pair]  # (SHOWN, 2)
+        frames.append(
+            dynamic_frame(
+                preds,
+                c,
+                tour.s2d[t, pair],
+                tour.v2d[t, pair],
+                f"Routing iteration {t + 1} of {tour.iterations}: the six loudest predictions for {names[tour.winner]}",
+                [f"{k + 1}: {n}" for k, n in enumerate(tour.shown_names)],
+                limit,
+                uppers,
+                f"coupling c to {names[pair[0]]} (blue) and {names[pair[1]]} (orange); the other digit capsules take the rest",
+            )
+        )
+    return frames
+
+
+def tour_em_frames(tour: MatrixTour, names, only: int | None = None) -> list[Image.Image]:
+    """The matrix tour's EM iterations for the winning and runner-up class capsules: the most
+    active lower capsules' votes and each class's Gaussian, in a plane through its final mean.
+    `only`: just that iteration's frame."""
+    pair = [tour.winner, tour.runner_up]
+    votes = tour.votes2d[pair].transpose(1, 0, 2)  # (SHOWN, 2, 2)
+    limit = _limit(votes, tour.mu2d[:, pair] + 2 * tour.sigma2d[:, pair])
+    uppers = [f"class capsule {names[j]}" for j in pair]
+    frames = []
+    for t in range(tour.iterations) if only is None else [only]:
+        frames.append(
+            em_frame(
+                votes,
+                tour.R[t][tour.shown][:, pair],
+                tour.mu2d[t, pair],
+                tour.sigma2d[t, pair],
+                tour.a[t, pair],
+                f"EM iteration {t + 1} of {tour.iterations} (lambda = {tour.lambdas[t]:.2f}): the six most active lower capsules",
+                [f"{k + 1}: {n}" for k, n in enumerate(tour.shown_names)],
+                limit,
+                uppers,
+                f"assignment R to {names[pair[0]]} (blue) and {names[pair[1]]} (orange); the other class capsules take the rest",
+            )
+        )
+    return frames
+
+
+def tour_vote_frame(tour: MatrixTour, names) -> Image.Image:
+    """The votes alone, before EM fits anything: the same planes as `tour_em_frames`."""
+    pair = [tour.winner, tour.runner_up]
+    votes = tour.votes2d[pair].transpose(1, 0, 2)  # (SHOWN, 2, 2)
+    return em_frame(
+        votes,
+        tour.R[0][tour.shown][:, pair],
+        tour.mu2d[0, pair],
+        tour.sigma2d[0, pair],
+        tour.a[0, pair],
+        "Votes of the six most active lower capsules, before routing",
+        [f"{k + 1}: {n}" for k, n in enumerate(tour.shown_names)],
+        _limit(votes, tour.mu2d[:, pair] + 2 * tour.sigma2d[:, pair]),
+        [f"votes for class capsule {names[j]}" for j in pair],
+        f"assignment R to {names[pair[0]]} (blue) and {names[pair[1]]} (orange): equal for every class before routing",
+        fit=False,
+    )

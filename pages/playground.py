@@ -1,0 +1,289 @@
+"""Routing playgrounds: a few 2-D capsules whose predictions (or votes) a student sets, routed by
+capsviz's own dynamic_routing and em_routing, every iteration drawn and every number named."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from capsviz.analysis.playground import DYNAMIC_PRESETS, EM_PRESETS, I_TOY, LIMIT, decode_points, dynamic_toy, em_toy, encode_points
+from capsviz.glossary import help_text, label
+from capsviz.viz import png_bytes
+from capsviz.viz.animation import dynamic_frames, em_frames, gif_bytes
+from capsviz.viz.teach import dynamic_frame, em_frame
+from pages.common import require_router
+
+require_router()
+st.title("Routing playgrounds")
+st.markdown(
+    "Six lower capsules, two or three upper capsules, poses in 2-D so you can see them. You set what each lower "
+    "capsule predicts for each upper capsule; capsviz routes them with the **same functions the trained models use** "
+    "and draws every iteration. Start from a preset, then drag a slider and watch the couplings (or assignments) follow."
+)
+
+TOYS = {"dynamic": "Routing by agreement (dynamic routing)", "em": "EM routing (matrix capsules)"}
+NAMES = [f"lower {i + 1}" for i in range(I_TOY)]
+
+
+def from_link(key: str, param: str, cast, choices, default) -> None:
+    """Seed a widget's state before it is drawn: a shared link's value (?param=) when valid, else
+    `default`; the widget itself then takes no default of its own."""
+    if key in st.session_state:
+        return
+    try:
+        value = cast(st.query_params.get(param, default))
+    except ValueError:
+        value = default
+    st.session_state[key] = value if value in choices else default
+
+
+def switch_toy() -> None:
+    """The other toy's settings in the URL do not apply to this one."""
+    for param in ("preset", "J", "T", "t", "cap", "pts", "acts"):
+        st.query_params.pop(param, None)
+
+
+from_link("pg_toy", "toy", str, list(TOYS), "dynamic")
+toy_kind = st.radio("Playground", list(TOYS), format_func=TOYS.get, key="pg_toy", horizontal=True, on_change=switch_toy)
+st.query_params["toy"] = toy_kind
+prefix = f"pg_{toy_kind}"
+presets = list(DYNAMIC_PRESETS) if toy_kind == "dynamic" else list(EM_PRESETS)
+
+
+def reset_points() -> None:
+    """A new preset (or number of upper capsules) replaces every point; the point sliders start
+    again from the preset's values (a new generation of widget keys)."""
+    st.session_state.pop(f"{prefix}_points", None)
+    st.session_state[f"{prefix}_gen"] = st.session_state.get(f"{prefix}_gen", 0) + 1
+
+
+from_link(f"{prefix}_preset", "preset", str, presets, presets[0])
+from_link(f"{prefix}_J", "J", int, [2, 3], 2)
+from_link(f"{prefix}_T", "T", int, range(1, 6), 3)
+from_link(f"{prefix}_cap", "cap", int, range(1, I_TOY + 1), 1)
+controls, figure = st.columns([1, 2.2], gap="large")
+with controls:
+    preset = st.selectbox(
+        "Preset", presets, key=f"{prefix}_preset", on_change=reset_points, help="A starting arrangement; the sliders below change it"
+    )
+    J = st.radio("Upper capsules", [2, 3], key=f"{prefix}_J", horizontal=True, on_change=reset_points)
+    T = st.slider("Routing iterations", 1, 5, key=f"{prefix}_T", help=help_text("iteration"))
+
+    # the points: the preset, or a shared link's edits, or the user's slider moves
+    points_key = f"{prefix}_points"
+    if points_key not in st.session_state:
+        base = DYNAMIC_PRESETS[preset] if toy_kind == "dynamic" else EM_PRESETS[preset][0]
+        base = base[:, :J].copy()
+        acts = np.ones(I_TOY) if toy_kind == "dynamic" else EM_PRESETS[preset][1].copy()
+        if "pg_link_read" not in st.session_state:  # a link's points apply once, on the first run
+            linked = decode_points(st.query_params.get("pts"), base.shape)
+            base = base if linked is None else linked
+            linked_a = decode_points(st.query_params.get("acts"), (I_TOY,))
+            acts = acts if linked_a is None else np.clip(linked_a, 0, 1)
+        st.session_state[points_key] = (base, acts)
+    st.session_state["pg_link_read"] = True
+    points, acts = st.session_state[points_key]
+    points, acts = points.copy(), acts.copy()
+
+    st.markdown("**Move one lower capsule**")
+    i = st.selectbox("Lower capsule", list(range(1, I_TOY + 1)), key=f"{prefix}_cap", format_func=lambda k: f"lower capsule {k}") - 1
+    what = "prediction u_hat" if toy_kind == "dynamic" else "vote V"
+    gen = st.session_state.get(f"{prefix}_gen", 0)
+    for j in range(J):
+        a, b = st.columns(2)
+        for axis, col in enumerate((a, b)):
+            points[i, j, axis] = col.slider(
+                f"{what} for upper {j + 1}: {'xy'[axis]}",
+                -LIMIT,
+                LIMIT,
+                float(points[i, j, axis]),
+                0.1,
+                key=f"{prefix}_pt_{gen}_{i}_{j}_{axis}",
+                help=help_text("u_hat" if toy_kind == "dynamic" else "vote"),
+            )
+    if toy_kind == "em":
+        acts[i] = st.slider(
+            f"activation a of lower capsule {i + 1}", 0.0, 1.0, float(acts[i]), 0.05, key=f"{prefix}_act_{gen}_{i}", help=help_text("a_in")
+        )
+        final_lambda = st.slider("final inverse temperature lambda", 0.1, 3.0, 0.3, 0.1, key="pg_em_lambda", help=help_text("lambda"))
+        beta_u = st.slider("beta_u (cost per unit of spread)", -2.0, 2.0, 0.0, 0.1, key="pg_em_beta_u", help=help_text("beta_u"))
+        beta_a = st.slider("beta_a (activation bias)", -2.0, 2.0, 0.0, 0.1, key="pg_em_beta_a", help=help_text("beta_a"))
+    st.session_state[points_key] = (points, acts)
+
+preset_points = DYNAMIC_PRESETS[preset][:, :J] if toy_kind == "dynamic" else EM_PRESETS[preset][0][:, :J]
+st.query_params.update({"preset": preset, "J": str(J), "T": str(T), "cap": str(i + 1)})
+for param, value, default in (("pts", points, preset_points), ("acts", acts, np.ones(I_TOY))):
+    if np.allclose(value, default):
+        st.query_params.pop(param, None)  # a preset's link stays short
+    else:
+        st.query_params[param] = encode_points(value)
+
+
+def show_iteration(T: int) -> int:
+    if "pg_t" not in st.session_state and str(st.query_params.get("t", "")).isdigit():
+        st.session_state["pg_t"] = int(st.query_params["t"])
+    if st.session_state.get("pg_t", T) > T:
+        st.session_state["pg_t"] = T
+    t = (
+        st.slider("Show iteration", 1, T, T, key="pg_t", help="Routing is computed for every iteration; this picks which one is drawn")
+        if T > 1
+        else 1
+    )
+    st.query_params["t"] = str(t)
+    return t - 1
+
+
+def downloads(frame, frames, name: str) -> None:
+    a, b = st.columns(2)
+    a.download_button(
+        "Download this iteration (PNG)",
+        lambda: png_bytes(frame),
+        f"{name}-iteration.png",
+        "image/png",
+        key=f"{prefix}_png",
+        on_click="ignore",
+    )
+    b.download_button(
+        "Download every iteration (animated GIF)",
+        lambda: gif_bytes(frames()),
+        f"{name}.gif",
+        "image/gif",
+        key=f"{prefix}_gif",
+        on_click="ignore",
+    )
+
+
+with figure:
+    t = show_iteration(T)
+    if toy_kind == "dynamic":
+        toy = dynamic_toy(points, T)
+        frame = dynamic_frame(toy.u_hat, toy.c[t], toy.s[t], toy.v[t], f"Routing by agreement: iteration {t + 1} of {T}", NAMES)
+        st.image(
+            frame,
+            caption="Procedure 1 of Sabour et al. on your numbers: one panel per upper capsule with the predictions it receives; below, how each lower capsule splits its prediction",
+            width="stretch",
+        )
+        downloads(frame, lambda: dynamic_frames(toy, NAMES), "routing-by-agreement")
+    else:
+        toy = em_toy(points, acts, T, beta_u, beta_a, final_lambda)
+        frame = em_frame(
+            toy.votes,
+            toy.R[t],
+            toy.mu[t],
+            toy.sigma[t],
+            toy.a[t],
+            f"EM routing: iteration {t + 1} of {T} (lambda = {toy.lambdas[t]:.2f})",
+            NAMES,
+        )
+        st.image(
+            frame,
+            caption="Procedure 1 of Hinton et al. on your numbers: each upper capsule is a Gaussian over the votes it receives",
+            width="stretch",
+        )
+        downloads(frame, lambda: em_frames(toy, NAMES), "em-routing")
+
+if toy_kind == "dynamic":
+    st.markdown(
+        f"**What happens.** At iteration 1 every {label('c')} is {1 / J:.2f}: each lower capsule splits its prediction equally "
+        f"(maximal confusion). Each upper capsule sums what it receives ({label('s')}) and squashes it ({label('v')}, "
+        "at most length 1). Then every lower capsule adds its agreement u_hat . v to its routing logit b: a prediction pointing "
+        "the way the output points gains coupling next time, one pointing away loses it (Procedure 1, lines 4-7)."
+    )
+    c = toy.c[t]
+    decided = [k + 1 for k in range(I_TOY) if c[k].max() > 0.8]
+    undecided = [k + 1 for k in range(I_TOY) if c[k].max() < 0.6]
+    said = f"At iteration {t + 1}: "
+    said += (
+        f"lower capsules {', '.join(map(str, decided))} send more than 80% of their prediction to one upper capsule"
+        if decided
+        else "no lower capsule sends more than 80% anywhere yet"
+    )
+    said += f"; capsules {', '.join(map(str, undecided))} are still split (none of their couplings above 0.6)." if undecided else "."
+    st.info(said)
+    rows = {"lower capsule": NAMES}
+    for j in range(J):
+        rows[f"b to {j + 1}"] = toy.b[t, :, j]
+        rows[f"c to {j + 1}"] = c[:, j]
+        rows[f"u_hat.v with {j + 1}"] = toy.agreement[t, :, j]
+    cols = {}
+    for j in range(J):
+        cols[f"b to {j + 1}"] = st.column_config.NumberColumn(f"b to {j + 1}", help=help_text("b"), format="%.3f")
+        cols[f"c to {j + 1}"] = st.column_config.NumberColumn(f"c to {j + 1}", help=help_text("c"), format="%.3f")
+        cols[f"u_hat.v with {j + 1}"] = st.column_config.NumberColumn(f"u_hat.v with {j + 1}", help=help_text("agreement"), format="%.3f")
+    st.markdown(
+        f"**The numbers at iteration {t + 1}** (hover a column title for its meaning; b and c are what this iteration used, u_hat.v is what it adds to b)"
+    )
+    st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=cols, key="pg_dyn_table")
+    upper = pd.DataFrame(
+        {
+            "upper capsule": [f"upper {j + 1}" for j in range(J)],
+            "s (x, y)": [f"({x:.2f}, {y:.2f})" for x, y in toy.s[t]],
+            "|s|": np.linalg.norm(toy.s[t], axis=1),
+            "v (x, y)": [f"({x:.2f}, {y:.2f})" for x, y in toy.v[t]],
+            "|v| (presence)": np.linalg.norm(toy.v[t], axis=1),
+        }
+    )
+    st.dataframe(
+        upper,
+        hide_index=True,
+        key="pg_dyn_upper",
+        column_config={
+            "s (x, y)": st.column_config.TextColumn(help=help_text("s")),
+            "|s|": st.column_config.NumberColumn(format="%.3f", help=help_text("s")),
+            "v (x, y)": st.column_config.TextColumn(help=help_text("v", "squash")),
+            "|v| (presence)": st.column_config.NumberColumn(format="%.3f", help=help_text("length")),
+        },
+    )
+    st.caption(
+        "Try: in the outliers preset, move lower capsule 5's prediction for upper 1 next to the cluster (x 1.9, y 0.5): "
+        "its coupling to upper 1 rises above 0.8 within two iterations. In the trained MNIST models couplings move far less "
+        "(the Dynamic routing page measures it): 1152 predictions for ten capsules rarely form one clean cluster."
+    )
+else:
+    st.markdown(
+        f"**What happens.** Each upper capsule is a Gaussian over the votes it receives. The M-step refits its "
+        f"{label('mu')} and {label('sigma')} to the votes weighted by {label('R')} and by each lower capsule's activation, "
+        f"and sets its {label('a_j')}: the tighter its cluster, the more active ({label('beta_u')} prices each unit of spread). "
+        f"The E-step then reassigns each vote by how well it fits each Gaussian. The first M-step uses equal assignments "
+        f"(1/{J} each); {label('lambda')} rises over the iterations and makes the activations more decisive."
+    )
+    st.info(
+        f"Inverse temperature per iteration: {', '.join(f'{x:.2f}' for x in toy.lambdas)}. "
+        f"Activations at iteration {t + 1}: "
+        + ", ".join(f"upper {j + 1} {toy.a[t, j]:.2f}" for j in range(J))
+        + ". capsviz standardises the capsules' costs against each other before the logistic (README: where capsviz departs "
+        "from the papers), so an activation says how tight a cluster is compared with the others"
+        + (
+            ": with two upper capsules that leaves only which one is tighter, and the two activations are always the same pair of numbers at a given lambda. Pick 3 upper capsules to see them graded."
+            if J == 2
+            else "."
+        )
+    )
+    rows = {"lower capsule": NAMES, "a (lower activation)": toy.a_in}
+    cols = {"a (lower activation)": st.column_config.NumberColumn(format="%.2f", help=help_text("a_in"))}
+    for j in range(J):
+        rows[f"R to {j + 1}"] = toy.R[t, :, j]
+        cols[f"R to {j + 1}"] = st.column_config.NumberColumn(format="%.3f", help=help_text("R"))
+    st.markdown(f"**The numbers at iteration {t + 1}** (hover a column title for its meaning; R is what this iteration's M-step used)")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=cols, key="pg_em_table")
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "upper capsule": [f"upper {j + 1}" for j in range(J)],
+                "mu (mean pose)": [f"({x:.2f}, {y:.2f})" for x, y in toy.mu[t]],
+                "sigma (spread)": [f"({x:.2f}, {y:.2f})" for x, y in toy.sigma[t]],
+                "a (activation)": toy.a[t],
+            }
+        ),
+        hide_index=True,
+        key="pg_em_upper",
+        column_config={
+            "mu (mean pose)": st.column_config.TextColumn(help=help_text("mu")),
+            "sigma (spread)": st.column_config.TextColumn(help=help_text("sigma")),
+            "a (activation)": st.column_config.NumberColumn(format="%.3f", help=help_text("a_j")),
+        },
+    )
+    st.caption(
+        "Try: in the two clusters preset, loosen capsule 1's cluster by moving lower capsule 1's vote for upper 1 away "
+        "(x -1.0): its spread grows and, with 3 upper capsules, its activation falls below upper 2's. In the outliers "
+        "preset, lower capsule 5's activation a down to 0.05 pulls upper 1's mean pose back onto the cluster."
+    )

@@ -1,0 +1,350 @@
+"""The guided tour: one image followed through the active capsule network, one step at a time
+(Back / Next, the step in the URL as ?step=N). Dynamic-routing CapsNets and matrix capsules."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from capsviz.analysis.tour import capsnet_steps, capsnet_tour, matrix_steps, matrix_tour
+from capsviz.data.mnist import CLASS_NAMES
+from capsviz.glossary import help_text, label
+from capsviz.viz import png_bytes
+from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
+from capsviz.viz.teach import bars, capsule_arrows, feature_maps, side_by_side, value_grid
+from pages.common import page_model, pick_image, require_router
+
+require_router()
+st.title("A guided tour of a capsule network")
+st.markdown(
+    "Follow one image through the active model, one step at a time, with the real numbers at every step. "
+    "Each step says which equation or figure of the paper it shows; hover a ? for the words behind a symbol. "
+    "New to capsules? The **Routing playgrounds** show the same mechanism on six capsules you can move."
+)
+
+model, meta, path = page_model(
+    lambda meta: meta["config"]["family"] in ("capsnet", "matrix"),
+    "**{name}** is a {family} model, which has no capsules to follow. Pick a capsule network in the sidebar.",
+)
+family = meta["config"]["family"]
+names = [str(n) for n in CLASS_NAMES.get(meta.get("dataset", "mnist"), CLASS_NAMES["mnist"])]
+with st.expander("The image to follow (a test image, a drawing or an upload: change it here)", expanded=False):
+    picked = pick_image(meta.get("dataset", "mnist"), names, meta["config"]["in_size"], model)
+if picked is None:
+    st.stop()
+image, truth = picked
+
+
+@st.cache_data(max_entries=16, show_spinner="Following the image through the network ...")
+def follow(model_key: str, image_bytes: bytes, family: str):
+    img = np.frombuffer(image_bytes, np.float32).reshape(image.shape)
+    return capsnet_tour(model, img) if family == "capsnet" else matrix_tour(model, img)
+
+
+tour = follow(st.session_state["model_key"], image.tobytes(), family)
+steps = capsnet_steps(tour.iterations) if family == "capsnet" else matrix_steps(tour.iterations)
+N = len(steps)
+
+if "tour_step" not in st.session_state:
+    linked = str(st.query_params.get("step", "1"))
+    st.session_state["tour_step"] = int(linked) if linked.isdigit() else 1
+st.session_state["tour_step"] = min(max(st.session_state["tour_step"], 1), N)  # a link, or the other family's longer tour
+
+
+def move(by: int) -> None:
+    st.session_state["tour_step"] = min(max(st.session_state["tour_step"] + by, 1), N)
+
+
+k = st.session_state["tour_step"]
+st.query_params["step"] = str(k)
+back, where, nxt = st.columns([1, 4, 1], vertical_alignment="center")
+back.button(
+    "Back",
+    key="tour_back",
+    on_click=move,
+    args=(-1,),
+    disabled=k == 1,
+    width="stretch",
+    icon=":material/arrow_back:",
+    shortcut="Left",
+    help="Previous step (left arrow key)",
+)
+nxt.button(
+    "Next",
+    key="tour_next",
+    on_click=move,
+    args=(1,),
+    disabled=k == N,
+    width="stretch",
+    type="primary",
+    icon=":material/arrow_forward:",
+    shortcut="Right",
+    help="Next step (right arrow key)",
+)
+where.progress(k / N, text=f"Step {k} of {N}: **{steps[k - 1].title}**")
+step = steps[k - 1].key
+W, R = tour.winner, tour.runner_up
+
+
+def show(img, caption: str, name: str, width: int | None = None) -> None:
+    """One figure, its caption, and its PNG for slides."""
+    st.image(img, caption=caption, width=width or "stretch")
+    st.download_button("Download this figure (PNG)", png_bytes(img), f"tour-{name}.png", "image/png", key="tour_png", on_click="ignore")
+
+
+def share(x: np.ndarray) -> str:
+    """'0.14 to 0.23', or '1.00 each' when they are all the same."""
+    lo, hi = f"{x.min():.2f}", f"{x.max():.2f}"
+    return f"{lo} each" if lo == hi else f"{lo} to {hi}"
+
+
+def say(*sentences: str) -> None:
+    st.markdown(" ".join(sentences))
+
+
+fig, text = st.columns([3, 2], gap="large")
+if family == "capsnet":
+    T = tour.iterations
+    if step == "input":
+        with fig:
+            show(side_by_side([image], [f"label: {truth}"]), "the 28x28 input, grey levels 0 to 1", "input", width=260)
+        with text:
+            say(
+                f"This is the image the tour follows through **{path.stem}**, a CapsNet with dynamic routing "
+                "(Sabour et al. 2017, Fig. 1). It will pass three layers: an ordinary convolution, a layer of primary capsules "
+                "and one digit capsule per class, with routing by agreement between the two capsule layers.",
+                "A capsule outputs a vector, not a number: its length says how likely its thing is present, its direction how it looks.",
+            )
+    elif step == "conv1":
+        with fig:
+            show(
+                feature_maps(tour.conv1, [f"filter {i}" for i in tour.conv1_ids]),
+                "bright = the filter responds there (each map scaled to its own maximum)",
+                "conv1",
+            )
+        with text:
+            say(
+                f"{label('conv1')} slides {tour.conv1_total} filters of 9x9 pixels over the image and keeps the positive responses (ReLU).",
+                f"Here the {len(tour.conv1_ids)} maps that respond most: local features such as edges and stroke ends.",
+                "These are still ordinary neurons, one number per place: *whether* a feature is there, not yet *how* it sits.",
+            )
+    elif step == "primary":
+        G, K = tour.grid, tour.types
+        top = np.unravel_index(tour.primary_len.argmax(), tour.primary_len.shape)
+        with fig:
+            show(
+                capsule_arrows(image, tour.arrow_len, tour.arrow_dir),
+                f"at each of the {G}x{G} positions, the longest of its {K} capsules: arrow length = its length (presence), arrow direction = its pose",
+                "primary",
+            )
+        with text:
+            say(
+                f"{label('primary')}: a second convolution whose outputs are grouped into {tour.primary_len.size} capsules of 8 numbers, "
+                f"{K} types at each of {G}x{G} positions. Each vector is squashed (Eq. 1) so its length lies between 0 and 1.",
+                "In the paper, **length = presence** (how sure the capsule is that its part is there) and **direction = pose** "
+                "(8 numbers for how the part looks; the arrows show them along the two directions in which this image's vectors differ most).",
+            )
+            long = float((tour.primary_len > 0.9).mean())
+            if long > 0.5:  # the trained paper CapsNet: nearly every primary capsule is saturated, on ink or not
+                st.warning(
+                    f"Measured here: {long:.0%} of the {tour.primary_len.size} primary capsules are longer than 0.9 "
+                    f"(lengths {tour.primary_len.min():.2f} to {tour.primary_len.max():.2f}), over the blank background as much as on the ink. "
+                    "In this trained model a primary capsule's length does not show where the digit is; what differs between them is their "
+                    "direction, and so the predictions they make (next step)."
+                )
+            else:
+                st.info(
+                    f"Measured here: the longest is type {top[2] + 1} at row {top[0] + 1}, col {top[1] + 1} (length {tour.primary_len[top]:.2f}); "
+                    f"{long:.0%} of the primary capsules are longer than 0.9."
+                )
+            st.caption(help_text("length", "pose"))
+    elif step == "predictions":
+        with fig:
+            show(
+                value_grid(
+                    tour.pred_len,
+                    tour.shown_names,
+                    names,
+                    f"Length of the predictions u_hat_j|i for each digit capsule j (red: {names[W]})",
+                    W,
+                ),
+                f"rows: the six primary capsules with the longest predictions for {names[W]}; columns: the digit capsules",
+                "predictions",
+            )
+        with text:
+            say(
+                f"Each primary capsule multiplies its vector by a learned matrix {label('W')} once per digit capsule: "
+                f"{tour.c.shape[1]} x {len(names)} predictions {label('u_hat')} (Eq. 2), each a 16-number guess of what digit j's capsule should be:",
+                f"'if I am this piece of stroke, a {names[W]} would sit here and look like this'.",
+                "A long prediction is a confident one; the table shows that one capsule can predict several digits loudly.",
+                "Routing now decides how much of each prediction reaches each digit capsule: predictions that agree with each other should win.",
+            )
+            st.caption(help_text("u_hat", "W"))
+    elif step.startswith("iteration"):
+        t = int(step.removeprefix("iteration")) - 1
+        with fig:
+            show(
+                tour_routing_frames(tour, names, only=t)[0],
+                "each digit capsule's plane: x along its final output v, so a prediction's x is its agreement with v (up to |v|)",
+                f"routing-{t + 1}",
+            )
+            st.download_button(
+                "Download every iteration (animated GIF)",
+                lambda: gif_bytes(tour_routing_frames(tour, names)),
+                "tour-routing.gif",
+                "image/gif",
+                key="tour_gif",
+                on_click="ignore",
+            )
+        mean, weighted = tour.mean_coupling(t, W), tour.weighted_coupling(t, W)
+        shown_c = tour.c[t][tour.shown, W]
+        with text:
+            if t == 0:
+                say(
+                    f"Procedure 1 of the paper, iteration 1: every {label('b')} starts at 0, so every {label('c')} is 1/{len(names)} = {1 / len(names):.2f}: each capsule splits its prediction equally."
+                )
+            else:
+                say(
+                    f"Iteration {t + 1}: each {label('b')} has grown by the {label('agreement')} of the iteration before, and c = softmax(b) (Eq. 3) follows."
+                )
+            say(
+                f"Each digit capsule sums the weighted predictions, {label('s')} (Eq. 2), and squashes it to {label('v')} (Eq. 1): "
+                f"|s_{names[W]}| = {np.linalg.norm(tour.s[t, W]):.2f} squashes to |v_{names[W]}| = {np.linalg.norm(tour.v[t, W]):.2f}; "
+                f"|s_{names[R]}| = {np.linalg.norm(tour.s[t, R]):.2f} to |v_{names[R]}| = {np.linalg.norm(tour.v[t, R]):.2f}.",
+            )
+            st.info(
+                f"Measured here: the six loudest predictions for {names[W]} are coupled to it by {share(shown_c)}; "
+                f"averaged over all {tour.c.shape[1]} primary capsules the coupling to {names[W]} is {mean:.3f} (uniform {1 / len(names):.3f}), "
+                f"{weighted:.3f} weighted by prediction length. "
+                + (
+                    "Most capsules' couplings stay near uniform in this trained model: routing moves mainly the capsules with long predictions."
+                    if t > 0 and mean < 0.15
+                    else ""
+                )
+            )
+        rows = {"primary capsule": tour.shown_names}
+        for j in (W, R):
+            rows[f"b to {names[j]}"] = tour.b[t][tour.shown, j]
+            rows[f"c to {names[j]}"] = tour.c[t][tour.shown, j]
+        cols = {
+            c: st.column_config.NumberColumn(format="%.3f", help=help_text("b" if c.startswith("b") else "c"))
+            for c in rows
+            if c != "primary capsule"
+        }
+        st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=cols, key="tour_numbers")
+    elif step == "lengths":
+        with fig:
+            show(
+                bars(tour.lengths, names, W, "DigitCaps lengths |v_j| after routing", "length", {"0.9": 0.9, "0.1": 0.1}),
+                "dotted: the margin loss's targets",
+                "lengths",
+            )
+        with text:
+            say(
+                f"The answer is the longest digit capsule: **{names[W]}** with length {tour.lengths[W]:.2f} (label: {truth}); the runner-up, {names[R]}, has {tour.lengths[R]:.2f}.",
+                f"Training used the {label('margin_loss')}: the right capsule longer than 0.9, every other shorter than 0.1 (Eq. 4).",
+                "Several capsules can be long at once: that is how the network reads two overlapping digits (the MultiMNIST page).",
+            )
+            st.caption(help_text("margin_loss", "length"))
+    elif step == "reconstruction":
+        with fig:
+            if tour.reconstruction is None:
+                st.info("This CapsNet was trained without a decoder, so there is nothing to redraw.")
+            else:
+                show(
+                    side_by_side([image, tour.reconstruction], ["input", f"redrawn from capsule {names[W]}"]),
+                    "the decoder sees only the winning capsule's 16 numbers",
+                    "reconstruction",
+                )
+        with text:
+            say(
+                f"The {label('reconstruction')} decoder (three fully connected layers, Fig. 2) redraws the digit from the 16 numbers of capsule {names[W]} alone, the others masked to 0.",
+                "During training this keeps the capsule's direction meaningful: its 16 numbers must say how the digit looks.",
+                "The **DigitCaps explorer** lets you nudge each of the 16 numbers and watch stroke width, slant and shape change (Fig. 4).",
+            )
+else:
+    if step == "input":
+        with fig:
+            show(side_by_side([image], [f"label: {truth}"]), "the input, grey levels 0 to 1", "input", width=260)
+        with text:
+            say(
+                f"This is the image the tour follows through **{path.stem}**, matrix capsules with EM routing (Hinton et al. 2018, Fig. 1).",
+                "Each capsule here holds a 4x4 pose matrix (how the thing sits: position, orientation, scale) and a separate activation between 0 and 1 (how present it is).",
+            )
+    elif step == "primary":
+        a_max = tour.primary_a.max(-1)
+        types = tour.primary_a.transpose(2, 0, 1)  # (types, H, W)
+        with fig:
+            show(
+                feature_maps(types, [f"type {k + 1}" for k in range(len(types))], scale=6, columns=4, normalise=False),
+                "one map per primary capsule type: its activation at every position (white = 1, black = 0)",
+                "primary",
+            )
+            st.dataframe(pd.DataFrame(tour.pose, columns=["col 1", "col 2", "col 3", "col 4"]), hide_index=True, key="tour_pose")
+            st.caption(f"The pose matrix of the most active primary capsule ({tour.pose_where}, activation {tour.primary_a.max():.2f})")
+        with text:
+            say(
+                f"A convolution, then {tour.primary_a.shape[-1]} capsule types at each of {a_max.shape[0]}x{a_max.shape[1]} positions: "
+                "each has a 4x4 pose matrix and a logistic activation (Sec. 3).",
+                "Two convolutional capsule layers route by EM in small windows; the tour follows the last routing, into the class capsules.",
+            )
+            st.caption(help_text("pose", "a_in"))
+    elif step == "votes":
+        with fig:
+            show(tour_vote_frame(tour, names), "before any routing: every vote is assigned equally to every class capsule", "votes")
+        with text:
+            say(
+                f"Each lower capsule multiplies its pose by a learned 4x4 transform per class: a {label('vote')} for that class's pose "
+                f"(16 numbers, drawn here in a plane through the class capsule's final mean pose, the same plane in every EM step).",
+                "Votes that land close together agree on one pose for the whole: that is what EM looks for.",
+            )
+            st.caption(help_text("vote"))
+    elif step.startswith("iteration"):
+        t = int(step.removeprefix("iteration")) - 1
+        with fig:
+            show(
+                tour_em_frames(tour, names, only=t)[0],
+                "each class capsule's Gaussian: mean pose (cross), spread (ellipses); a vote's opacity is its assignment R",
+                f"em-{t + 1}",
+            )
+            st.download_button(
+                "Download every iteration (animated GIF)",
+                lambda: gif_bytes(tour_em_frames(tour, names)),
+                "tour-em.gif",
+                "image/gif",
+                key="tour_gif",
+                on_click="ignore",
+            )
+        with text:
+            say(
+                f"**{label('M_step')}**: each class capsule refits its {label('mu')} and {label('sigma')} to the votes weighted by {label('R')} "
+                f"and by the lower activations, and sets its {label('a_j')} (tighter = more active; {label('lambda')} = {tour.lambdas[t]:.2f} here).",
+                f"**{label('E_step')}**: each vote is then reassigned by how well it fits each Gaussian."
+                + (" This first M-step used equal assignments." if t == 0 else ""),
+            )
+            st.info(
+                f"Measured here: activation of {names[W]} {tour.a[t, W]:.2f}, of {names[R]} {tour.a[t, R]:.2f}; "
+                f"the six most active lower capsules send {share(tour.R[t][tour.shown, W])} of their vote to {names[W]}."
+            )
+        rows = {"lower capsule": tour.shown_names, "activation a": tour.a_in[tour.shown]}
+        for j in (W, R):
+            rows[f"R to {names[j]}"] = tour.R[t][tour.shown, j]
+        cols = {
+            c: st.column_config.NumberColumn(format="%.3f", help=help_text("R" if c.startswith("R") else "a_in"))
+            for c in rows
+            if c != "lower capsule"
+        }
+        st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=cols, key="tour_numbers")
+    elif step == "activations":
+        with fig:
+            show(
+                bars(tour.a[-1], names, W, "Class capsule activations after EM routing", "activation"),
+                "the prediction is the most active class capsule",
+                "activations",
+            )
+        with text:
+            say(
+                f"The answer is the most active class capsule: **{names[W]}** with activation {tour.a[-1, W]:.2f} (label: {truth}); runner-up {names[R]} with {tour.a[-1, R]:.2f}.",
+                f"Training used the {label('spread_loss')}: the right class more active than every other by a margin.",
+                "capsviz keeps activations in a middle range on purpose (README: where capsviz departs from the papers), so the winner is clear by rank, not by a value near 1.",
+            )
+            st.caption(help_text("spread_loss", "a_j"))

@@ -1,0 +1,158 @@
+"""AppTest of the teaching pages (routing playgrounds, guided tour) over test_app's tiny checkpoints."""
+
+import numpy as np
+import test_app
+
+from capsviz.analysis.playground import DYNAMIC_PRESETS, EM_PRESETS, dynamic_toy, em_toy
+from capsviz.analysis.tour import capsnet_tour
+from capsviz.checkpoint import load_checkpoint
+from capsviz.data import load_split
+
+# test_app's fixtures: tiny checkpoints and synthetic data (app), app.py's router in charge (autouse)
+app = test_app.app
+router_mode = test_app.router_mode
+
+
+def table(app, key):
+    """A playground table by its place: the lower capsules' numbers first, the upper capsules' second."""
+    return app.dataframe[0 if key.endswith("table") else 1].value
+
+
+def point_slider(app, toy, lower, upper, axis):
+    """The slider of one coordinate (the keys carry a generation that a new preset bumps)."""
+    return next(s for s in app.slider if s.key.startswith(f"pg_{toy}_pt_") and s.key.endswith(f"_{lower}_{upper}_{axis}"))
+
+
+def test_dynamic_playground_shows_the_routing_functions_couplings(app):
+    app.switch_page("pages/playground.py").run()
+    assert not app.exception, app.exception
+    assert app.query_params["toy"] == "dynamic"
+    app.selectbox(key="pg_dynamic_preset").set_value("outliers").run()
+    c = table(app, "pg_dyn_table")
+    expected = dynamic_toy(DYNAMIC_PRESETS["outliers"][:, :2], 3)
+    np.testing.assert_allclose(c["c to 1"], expected.c[2, :, 0], atol=1e-9)
+    assert "lower capsules 1, 2, 3, 4 send more than 80%" in app.info[0].value and "capsules 5, 6 are still split" in app.info[0].value
+    # move outlier 5's prediction for upper capsule 1 onto the cluster: its coupling follows
+    app.selectbox(key="pg_dynamic_cap").set_value(5).run()
+    point_slider(app, "dynamic", 4, 0, 0).set_value(1.9).run()
+    point_slider(app, "dynamic", 4, 0, 1).set_value(0.5).run()
+    assert not app.exception, app.exception
+    u = DYNAMIC_PRESETS["outliers"][:, :2].copy()
+    u[4, 0] = [1.9, 0.5]
+    c = table(app, "pg_dyn_table")
+    np.testing.assert_allclose(c["c to 1"], dynamic_toy(u, 3).c[2, :, 0], atol=1e-9)
+    assert c["c to 1"][4] > 0.8
+    assert app.query_params["pts"] and app.query_params["cap"] == "5"
+    # the iteration shown: iteration 1 is uniform
+    app.slider(key="pg_t").set_value(1).run()
+    np.testing.assert_allclose(table(app, "pg_dyn_table")["c to 1"], 0.5)
+    assert app.query_params["t"] == "1"
+
+
+def test_em_playground_shows_the_routing_functions_assignments(app):
+    app.switch_page("pages/playground.py").run()
+    app.radio(key="pg_toy").set_value("em").run()
+    app.radio(key="pg_em_J").set_value(3).run()
+    assert not app.exception, app.exception
+    votes, a_in = EM_PRESETS["two clusters"]
+    expected = em_toy(votes[:, :3], a_in, 3)
+    np.testing.assert_allclose(table(app, "pg_em_table")["R to 1"], expected.R[2, :, 0], atol=1e-6)
+    np.testing.assert_allclose(table(app, "pg_em_upper")["a (activation)"], expected.a[2], atol=1e-6)
+    app.slider(key="pg_em_lambda").set_value(1.0).run()
+    next(s for s in app.slider if s.key.startswith("pg_em_act_") and s.key.endswith("_0")).set_value(
+        0.2
+    ).run()  # lower capsule 1 now barely present
+    a = a_in.copy()
+    a[0] = 0.2
+    np.testing.assert_allclose(table(app, "pg_em_table")["R to 1"], em_toy(votes[:, :3], a, 3, final_lambda=1.0).R[2, :, 0], atol=1e-6)
+    assert "0.33, 0.67, 1.00" in app.info[0].value  # the lambda schedule, in words
+    app.radio(key="pg_em_J").set_value(2).run()
+    assert "only which one is tighter" in app.info[0].value
+
+
+def test_a_shared_playground_link_opens_the_same_view(app):
+    app.switch_page("pages/playground.py").run()
+    app.selectbox(key="pg_dynamic_preset").set_value("outliers").run()
+    app.selectbox(key="pg_dynamic_cap").set_value(6).run()
+    point_slider(app, "dynamic", 5, 1, 0).set_value(-2.0).run()
+    link = dict(app.query_params)
+    shown = table(app, "pg_dyn_table")["c to 2"]
+
+    fresh = type(app).from_file(app._script_path, default_timeout=60)
+    for k, v in link.items():
+        fresh.query_params[k] = v
+    fresh.switch_page("pages/playground.py").run()
+    assert not fresh.exception, fresh.exception
+    assert fresh.selectbox(key="pg_dynamic_cap").value == 6
+    np.testing.assert_allclose(table(fresh, "pg_dyn_table")["c to 2"], shown)
+
+
+def test_the_tour_is_the_first_page_and_walks_every_capsnet_step(app):
+    app.run()
+    assert not app.exception, app.exception
+    assert app.title[0].value == "A guided tour of a capsule network"
+    assert app.query_params["step"] == "1"
+    seen = []
+    for k in range(1, 12):
+        assert not app.exception, (k, app.exception)
+        seen.append(app.get("progress")[0].proto.text)
+        assert app.query_params["step"] == str(k)
+        assert app.image, f"step {k} has no figure"
+        if app.button(key="tour_next").disabled:
+            break
+        app.button(key="tour_next").click().run()
+    assert [s.split(": ", 1)[1].strip("*") for s in seen] == [
+        "The input",
+        "Conv1: local features",
+        "PrimaryCaps: vectors on a 6x6 grid",
+        "Predictions u_hat for every digit capsule",
+        "Routing, iteration 1 of 3",
+        "Routing, iteration 2 of 3",
+        "Routing, iteration 3 of 3",
+        "DigitCaps: lengths are the answer",
+        "The decoder redraws the digit",
+    ]
+    app.button(key="tour_back").click().run()
+    assert app.query_params["step"] == "8"
+
+
+def test_tour_routing_steps_show_the_routing_numbers(app):
+    app.query_params["step"] = "6"  # a shared link to routing iteration 2
+    app.run()
+    assert not app.exception, app.exception
+    numbers = app.dataframe[0].value
+    model, _ = load_checkpoint(app.folder / "tiny-capsnet.safetensors")
+    image = load_split("mnist", "test").images[0].numpy().astype(np.float32) / 255.0
+    tour = capsnet_tour(model, image)
+    W = tour.winner
+    np.testing.assert_allclose(numbers[f"c to {W}"], tour.c[1][tour.shown, W], atol=1e-6)
+    assert "Measured here" in app.info[0].value and f"uniform {0.1:.3f}" in app.info[0].value
+
+
+def test_the_matrix_tour_walks_every_step(app):
+    app.run()
+    app.sidebar.selectbox(key="model_pick").set_value("tiny-matrix.safetensors").run()
+    assert not app.exception, app.exception
+    seen = []
+    for _ in range(12):
+        assert not app.exception, app.exception
+        seen.append(app.get("progress")[0].proto.text)
+        assert app.image
+        if app.button(key="tour_next").disabled:
+            break
+        app.button(key="tour_next").click().run()
+    assert [s.split(": ", 1)[1].strip("*") for s in seen] == [
+        "The input",
+        "Primary capsules: a pose matrix and an activation",
+        "Votes for every class capsule",
+        "EM routing, iteration 1 of 2",  # matrix-small routes with 2 EM iterations
+        "EM routing, iteration 2 of 2",
+        "Class capsules: activations are the answer",
+    ]
+
+
+def test_the_tour_explains_a_cnn(app):
+    app.run()
+    app.sidebar.selectbox(key="model_pick").set_value("tiny-cnn.safetensors").run()
+    assert not app.exception
+    assert "has no capsules to follow" in app.info[0].value

@@ -1,0 +1,116 @@
+"""The guided tour's core: every number it shows is the model's own (same routing, same output)."""
+
+import numpy as np
+import pytest
+import torch
+from synthetic import synthetic_digits
+
+from capsviz.analysis import as_batch
+from capsviz.analysis.tour import SHOWN, capsnet_steps, capsnet_tour, matrix_steps, matrix_tour, squashed
+from capsviz.config import preset
+from capsviz.models import build_model
+from capsviz.viz.animation import tour_em_frames, tour_routing_frames, tour_vote_frame
+
+NAMES = [str(k) for k in range(10)]
+
+
+@pytest.fixture(scope="module")
+def image():
+    images, _ = synthetic_digits(4, seed=3)
+    return images[0].astype(np.float32) / 255.0
+
+
+@pytest.fixture(scope="module")
+def capsnet():
+    torch.manual_seed(0)
+    return build_model(preset("capsnet-small", conv1_channels=16, primary_types=4)).eval()
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    torch.manual_seed(0)
+    return build_model(preset("matrix-small", in_size=28, num_classes=10, A=8, B=4, C=4, D=4)).eval()
+
+
+@torch.no_grad()
+def test_capsnet_tour_is_the_models_own_forward(capsnet, image):
+    tour = capsnet_tour(capsnet, image)
+    out = capsnet(as_batch(image))
+    T, I, J = tour.c.shape
+    assert T == capsnet.config.routing_iterations and J == 10 and I == tour.grid**2 * tour.types
+    np.testing.assert_allclose(tour.v[-1], out.capsules[0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(tour.lengths, out.scores[0].numpy(), atol=1e-5)
+    assert tour.winner == int(out.scores[0].argmax())
+    np.testing.assert_allclose(tour.reconstruction, out.reconstruction[0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(tour.c[0], 1 / J, atol=1e-6)  # iteration 1: uniform
+    np.testing.assert_allclose(tour.c.sum(-1), 1, atol=1e-5)
+    np.testing.assert_allclose(squashed(tour.s), tour.v, atol=1e-5)  # s as shown is what routing squashed
+    assert tour.shown.shape == (SHOWN,) and len(tour.shown_names) == SHOWN
+    # the shown capsules are the longest predictions for the winner
+    assert tour.pred_all_len[tour.shown, tour.winner].min() >= np.sort(tour.pred_all_len[:, tour.winner])[-SHOWN]
+
+
+@torch.no_grad()
+def test_the_routing_picture_keeps_agreement_exact(capsnet, image):
+    """Each digit capsule's plane has its final v as first axis: a drawn prediction's x times |v|
+    is its agreement u_hat . v, which is what routing adds to b."""
+    tour = capsnet_tour(capsnet, image)
+    u_hat = capsnet.predictions(as_batch(image))[0]  # (J, I, D)
+    j = tour.winner
+    v = torch.as_tensor(tour.v[-1, j])
+    agreement = (u_hat[j, tour.shown] @ v).numpy()
+    np.testing.assert_allclose(tour.pred2d[j, :, 0] * np.linalg.norm(tour.v[-1, j]), agreement, atol=1e-5)
+    np.testing.assert_allclose(np.abs(tour.v2d[-1, j, 0]), np.linalg.norm(tour.v[-1, j]), atol=1e-5)
+    # the last iteration's agreement is b's next increment: b[t+1] - b[t] = u_hat . v_t
+    b_step = tour.b[1, tour.shown, j] - tour.b[0, tour.shown, j]
+    np.testing.assert_allclose(b_step, (u_hat[j, tour.shown] @ torch.as_tensor(tour.v[0, j])).numpy(), atol=1e-5)
+
+
+@torch.no_grad()
+def test_capsnet_primary_and_conv1_views(capsnet, image):
+    tour = capsnet_tour(capsnet, image)
+    G, K = tour.grid, tour.types
+    assert tour.primary_len.shape == (G, G, K) and (tour.primary_len < 1).all()
+    np.testing.assert_allclose(tour.arrow_len, tour.primary_len.max(-1))
+    np.testing.assert_allclose(np.linalg.norm(tour.arrow_dir, axis=-1), 1, atol=1e-5)
+    assert tour.conv1.shape[0] == min(16, tour.conv1_total) and (tour.conv1 >= 0).all()  # after ReLU
+    means = tour.conv1.mean((1, 2))
+    assert (np.diff(means) <= 1e-6).all()  # strongest first
+
+
+@torch.no_grad()
+def test_matrix_tour_is_the_models_own_em(matrix, image):
+    tour = matrix_tour(matrix, image)
+    out = matrix(as_batch(image))
+    np.testing.assert_allclose(tour.a[-1], out.scores[0].numpy(), atol=1e-5)
+    assert tour.winner == int(out.scores[0].argmax())
+    T, I, J = tour.R.shape
+    np.testing.assert_allclose(tour.R[0], 1 / J, atol=1e-6)
+    np.testing.assert_allclose(tour.R.sum(-1), 1, atol=1e-4)
+    assert tour.votes2d.shape == (J, SHOWN, 2) and tour.mu2d.shape == (T, J, 2) and (tour.sigma2d > 0).all()
+    np.testing.assert_allclose(tour.lambdas[-1], matrix.config.final_lambda, atol=1e-6)
+    assert tour.pose.shape == (4, 4) and tour.primary_a.max() <= 1
+
+
+def test_steps_and_frames_cover_every_iteration(capsnet, matrix, image):
+    assert [s.key for s in capsnet_steps(3)] == [
+        "input",
+        "conv1",
+        "primary",
+        "predictions",
+        "iteration1",
+        "iteration2",
+        "iteration3",
+        "lengths",
+        "reconstruction",
+    ]
+    assert [s.key for s in matrix_steps(2)] == ["input", "primary", "votes", "iteration1", "iteration2", "activations"]
+    assert len(tour_routing_frames(capsnet_tour(capsnet, image), NAMES)) == 3
+    frames = tour_em_frames(matrix_tour(matrix, image), NAMES)
+    assert len(frames) == matrix.config.routing_iterations and frames[0].size == frames[-1].size
+
+
+def test_the_vote_frame_draws_votes_without_a_fit(matrix, image):
+    tour = matrix_tour(matrix, image)
+    votes, fitted = tour_vote_frame(tour, NAMES), tour_em_frames(tour, NAMES, only=0)[0]
+    assert votes.size == fitted.size and not np.array_equal(np.asarray(votes), np.asarray(fitted))
