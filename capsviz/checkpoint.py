@@ -116,15 +116,20 @@ def load_checkpoint(path: Path, device="cpu") -> tuple[torch.nn.Module, dict]:
 
 
 def _open(path: Path, with_tensors: bool = False) -> tuple[dict, dict]:
-    if not path.is_file():
+    if not path.exists():
         raise CapsvizError(f"checkpoint {path} does not exist")
+    if not path.is_file():
+        raise CapsvizError(f"{path} is not a checkpoint file")
     try:
         with open(path, "rb") as f:
             head = f.read(8)
     except OSError as e:
         raise CapsvizError(f"{path}: cannot be read ({e.strerror or e})") from None
-    if len(head) == 8 and struct.unpack("<Q", head)[0] > MAX_HEADER_BYTES:
-        raise CapsvizError(f"{path}: header of {struct.unpack('<Q', head)[0]:,} bytes; capsviz reads at most {MAX_HEADER_BYTES:,}")
+    header = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+    if header > path.stat().st_size - 8:
+        raise CapsvizError(f"{path}: not a readable safetensors checkpoint (its header claims more bytes than the file has)")
+    if header > MAX_HEADER_BYTES:
+        raise CapsvizError(f"{path}: header of {header:,} bytes; capsviz reads at most {MAX_HEADER_BYTES:,}")
     try:
         with safe_open(str(path), framework="pt") as f:
             raw = (f.metadata() or {}).get(META_KEY)
@@ -271,8 +276,8 @@ def load_train_state(path: Path, weights_sha256: str | None = None) -> dict:
     p = train_state_path(path)
     if not p.is_file() and not _next_state_path(path).is_file():
         raise CapsvizError(f"{p} not found: only runs saved by `capsviz train` can be resumed")
-    digest = weights_sha256 or read_meta(path)["weights_sha256"]
     state = _read_state(p) if p.is_file() else None
+    digest = weights_sha256 or read_meta(path)["weights_sha256"]
     if state is not None and state["weights_sha256"] == digest:
         return state
     nxt = _next_state_path(path)

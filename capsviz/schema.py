@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from capsviz.config import INPUT_SIZES, PRESETS, config_from_dict
+from capsviz.config import INPUT_SIZES, MAX_ITERATIONS, PRESETS, config_from_dict
 from capsviz.errors import CapsvizError
 
 DATASET_NAMES = ("mnist", "fashion-mnist", "multimnist", "affnist")  # capsviz.data.DATASETS (imports no data code here)
@@ -23,7 +23,6 @@ MAX_DEPTH = 48  # nesting of JSON containers: a fine-tuning chain of 10 runs nee
 MAX_STRING = 4096  # paths are the longest strings a run records
 MAX_LIST = 100_000
 MAX_PARAMETERS = 200_000_000  # the largest preset has 35.4M; this bounds what building a model may allocate
-MAX_ITERATIONS = 20  # routing iterations: the pages offer 1-10; each one is a full pass over the votes
 MAX_CHAIN = 16  # fine-tuning runs recorded in `started_from`
 
 
