@@ -253,6 +253,7 @@ def em_routing(
         V, a = votes.float(), a_in.float()
         if votes.numel() and bool(votes.detach().abs().amax() > EM_EXACT_F32):
             V, a = _Widen.apply(V), _Widen.apply(a)
+            beta_u, beta_a = (_Widen.apply(b) if isinstance(b, torch.Tensor) else b for b in (beta_u, beta_a))
         Vc, centre, scale = _centre_and_scale(V.movedim(-2, -3).contiguous(), per_image=lower_index is not None)
         out = em_centred(Vc, centre, scale, a, iterations, beta_u, beta_a, final_lambda, var_floor, lower_index, num_lower, record)
     dt = votes.dtype

@@ -30,6 +30,8 @@ class Invalid(Exception):
     """One bad value: `where` is its dotted path in the file."""
 
     def __init__(self, where: str, message: str):
+        if len(where) > 80:  # a path into deep nesting: its two ends say where
+            where = f"{where[:30]}...{where[-40:]}"
         super().__init__(f"{where or 'metadata'}: {message}")
 
 
@@ -63,10 +65,10 @@ class Str:
     choices: tuple[str, ...] | None = None
 
     def check(self, v, where: str) -> None:
+        if self.choices is not None and (not isinstance(v, str) or v not in self.choices):
+            raise Invalid(where, f"must be one of {', '.join(self.choices)}; found {_show(v)}")
         if not isinstance(v, str):
             raise Invalid(where, f"must be a string, found {_show(v)}")
-        if self.choices is not None and v not in self.choices:
-            raise Invalid(where, f"must be one of {', '.join(self.choices)}; found {_show(v)}")
         if len(v) > self.max_len:
             raise Invalid(where, f"string of {len(v)} characters; at most {self.max_len}")
 
@@ -299,7 +301,7 @@ def check_json_bounds(value, max_depth: int = MAX_DEPTH) -> None:
             for k, x in items:
                 if isinstance(k, str) and len(k) > 200:
                     raise Invalid(where, f"key of {len(k)} characters; at most 200")
-                todo.append((x, depth + 1, f"{where}.{k}" if isinstance(v, dict) else f"{where}[{k}]"))
+                todo.append((x, depth + 1, (f"{where}.{k}" if where else str(k)) if isinstance(v, dict) else f"{where}[{k}]"))
         elif isinstance(v, str) and len(v) > MAX_STRING:
             raise Invalid(where, f"string of {len(v)} characters; at most {MAX_STRING}")
 
