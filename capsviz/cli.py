@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from capsviz.config import MAX_ITERATIONS, PRESETS
+from capsviz.config import DATASET_NAMES, MAX_ITERATIONS, PRESETS
 from capsviz.errors import CapsvizError
 
 DEFAULT_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
@@ -78,7 +78,7 @@ def parser() -> Parser:
 
     t = sub.add_parser("train", help="train a model and save a checkpoint every epoch")
     t.add_argument("--model", default="capsnet-small", choices=list(PRESETS))
-    t.add_argument("--dataset", default="mnist", choices=["mnist", "fashion-mnist", "multimnist", "affnist"])
+    t.add_argument("--dataset", default="mnist", choices=DATASET_NAMES)
     t.add_argument("--epochs", type=integer(1, 100_000), default=10)
     t.add_argument("--batch-size", type=integer(1, 1 << 16), default=128)
     t.add_argument("--routing-iterations", type=iterations)
@@ -113,7 +113,7 @@ def parser() -> Parser:
 
     e = sub.add_parser("evaluate", help="print a checkpoint's test metrics as JSON")
     e.add_argument("path", type=Path)
-    e.add_argument("--dataset", help="default: the dataset it was trained on")
+    e.add_argument("--dataset", choices=DATASET_NAMES, help="default: the dataset it was trained on")
     e.add_argument("--data-dir")
     e.add_argument("--limit", type=integer(1), help="evaluate on only the first N test images")
     e.add_argument("--device", default="auto")

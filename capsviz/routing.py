@@ -203,6 +203,7 @@ def lambda_schedule(iterations: int, final_lambda: float) -> list[float]:
     The paper only says lambda rises "on a fixed schedule"; a linear ramp keeps the first
     iterations soft (every capsule stays partly active) and the last one decisive.
     """
+    _check_iterations(iterations)
     return [final_lambda * (t + 1) / iterations for t in range(iterations)]
 
 
@@ -248,7 +249,6 @@ def em_routing(
       is learned), so the spread loss always has a gradient. At 3.0 the capsule with the tightest
       initial votes sat at a ~ 1 for every image and training collapsed onto that class (RESULTS.md).
     """
-    _check_iterations(iterations)
     with torch.autocast(votes.device.type, enabled=False):
         V, a = votes.float(), a_in.float()
         if votes.numel() and bool(votes.detach().abs().amax() > EM_EXACT_F32):

@@ -14,10 +14,9 @@ from typing import Any
 
 import torch
 
-from capsviz.config import INPUT_SIZES, MAX_ITERATIONS, PRESETS, config_from_dict
+from capsviz.config import DATASET_NAMES, INPUT_SIZES, MAX_ITERATIONS, PRESETS, config_from_dict
 from capsviz.errors import CapsvizError
 
-DATASET_NAMES = ("mnist", "fashion-mnist", "multimnist", "affnist")  # capsviz.data.DATASETS (imports no data code here)
 MAX_META_BYTES = 1_000_000  # the longest shipped metadata (MultiMNIST, 100 epochs of history) is 126 kB
 MAX_DEPTH = 48  # nesting of JSON containers: a fine-tuning chain of 10 runs needs about 30
 MAX_STRING = 4096  # paths are the longest strings a run records
@@ -198,11 +197,17 @@ class Config:
 
         try:
             cfg = config_from_dict(v)
-            with torch.device("meta"):
-                n = count_parameters(build_model(cfg))
         except CapsvizError as e:
             raise Invalid(where, str(e)) from None
-        except (RuntimeError, ValueError, TypeError, ZeroDivisionError) as e:
+        if family == "capsnet" and cfg.primary_grid < 1:
+            raise Invalid(
+                where,
+                f"kernels of {cfg.conv1_kernel} and {cfg.primary_kernel} leave no PrimaryCaps grid on {cfg.in_size}x{cfg.in_size} inputs",
+            )
+        try:
+            with torch.device("meta"):
+                n = count_parameters(build_model(cfg))
+        except Exception as e:  # noqa: BLE001 - whatever stops a model building, the file cannot be used
             raise Invalid(where, f"describes a model that cannot be built ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
         if n > MAX_PARAMETERS:
             raise Invalid(where, f"describes a model of {n:,} parameters; at most {MAX_PARAMETERS:,}")

@@ -133,6 +133,7 @@ BAD_META = [
     ("lambda-negative", setter("config.final_lambda", -1.0), "config.final_lambda"),
     ("coord-add-string", setter("config.coord_add", "yes"), "config.coord_add"),
     ("unknown-config-field", setter("config.evil", 1), "unknown field 'evil'"),
+    ("no-primary-grid", setter("config", dict(family="capsnet", conv1_kernel=15, primary_kernel=15)), "leave no PrimaryCaps grid"),
     ("metrics-string", setter("metrics", "good"), "metrics: must be an object"),
     ("test-error-string", setter("metrics.test_error", "low"), "metrics.test_error: must be a number"),
     ("test-error-out-of-range", setter("metrics.test_error", 1e9), "metrics.test_error"),
@@ -223,10 +224,55 @@ def test_weights_that_are_not_finite_are_refused(tmp_path, small_model, value):
         ckpt.load_checkpoint(p)
 
 
-def test_a_folder_is_not_reported_as_missing(tmp_path, capsys):
+def test_a_folder_or_an_unreadable_file_is_not_reported_as_missing(good, tmp_path, capsys, monkeypatch):
     (tmp_path / "dir.safetensors").mkdir()
     assert main(["evaluate", str(tmp_path / "dir.safetensors")]) == 2
     one_error_line(capsys, "is not a checkpoint file")
+
+    def denied(*args, **kwargs):  # what a file without read permission gives (root, running the tests, may read anything)
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(ckpt, "open", denied, raising=False)
+    assert main(["evaluate", str(good)]) == 2
+    line = one_error_line(capsys, "cannot be read (Permission denied)")
+    assert "No such file" not in line
+
+
+def test_the_schema_knows_every_training_dataset():
+    from capsviz.data import DATASETS
+    from capsviz.schema import DATASET_NAMES
+
+    assert set(DATASET_NAMES) == set(DATASETS)
+
+
+def test_the_zoo_lists_an_unusable_checkpoint_with_its_reason_beside_the_good_ones(good, tmp_path, monkeypatch):
+    import streamlit.testing.v1.app_test as app_test_module
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.testing.v1 import AppTest
+
+    class RouterFirst(PagesManager):  # as tests/test_app.py: app.py's navigation in charge
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(app_test_module, "PagesManager", RouterFirst)
+    rewrite(good, tmp_path / "odd.safetensors", setter("dataset", 5))
+    rewrite(good, tmp_path / "deep.safetensors", raw="[" * 100_000)
+    monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(tmp_path))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    assert not at.exception
+    assert [s.value for s in at.subheader] == ["good"]
+    warnings = [w.value for w in at.warning]
+    assert any("odd.safetensors" in w and "dataset: must be one of" in w for w in warnings)
+    assert any("deep.safetensors" in w and "metadata" in w for w in warnings)
+
+
+@pytest.mark.parametrize("family", ["capsnet-small", "matrix-small"])
+def test_a_model_refuses_zero_routing_iterations(family):
+    model = build_model(preset(family, in_size=28, num_classes=10)).eval()
+    with torch.no_grad(), pytest.raises(ValueError, match="at least 1"):
+        model(torch.rand(1, 1, 28, 28), iterations=0)
 
 
 # ---------------------------------------------------------------- saving weights and state as one unit
