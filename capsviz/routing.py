@@ -18,9 +18,6 @@ VAR_FLOOR = 1e-4  # EM variances are floored here (true units)
 FLOOR_SCALED = 1e-12
 
 
-EXACT_F32 = 1e30  # largest |u_hat| whose routing sums (over up to 10^6 capsules) stay finite in float32
-
-
 def squash(s: torch.Tensor, dim: int = -1, eps: float = EPS) -> torch.Tensor:
     """Eq. 1 of Sabour et al.: keeps the direction, maps the length into [0, 1).
 
@@ -77,15 +74,20 @@ def dynamic_routing_ji(u_hat: torch.Tensor, iterations: int = 3, record: bool = 
     2(T-1) reads of u_hat and one write of its gradient instead of autograd's many small
     matrix products and accumulations (tests/test_routing.py checks it with gradcheck)."""
     _check_iterations(iterations)
-    if u_hat.dtype != torch.float64 and u_hat.numel() and bool(u_hat.detach().abs().amax() > EXACT_F32):
-        # sums over the lower capsules and the agreements overflow float32; float64 holds them, and
-        # v (length < 1), c and b's changes come back in the input's dtype
+    res = _route(u_hat, iterations, record)
+    if u_hat.dtype != torch.float64 and not bool(torch.isfinite(res.v).all()) and bool(torch.isfinite(u_hat).all()):
+        # predictions so large (beyond ~1e33) that the sums over lower capsules or the agreements
+        # overflow: routed again in float64, which holds them; v (length < 1), c and b come back
+        # in the input's dtype. Checked on the small v, not on u_hat: no extra pass over the votes.
         with torch.autocast(u_hat.device.type, enabled=False):
-            res = dynamic_routing_ji(u_hat.double(), iterations, record)
+            res = _route(u_hat.double(), iterations, record)
         for name in ("v", "c", "b", "v_trace", "b_change"):
             if getattr(res, name) is not None:
                 setattr(res, name, getattr(res, name).to(u_hat.dtype))
-        return res
+    return res
+
+
+def _route(u_hat: torch.Tensor, iterations: int, record: bool) -> DynamicRoutingResult:
     if not record and u_hat.requires_grad and _hand_backward(u_hat):
         return DynamicRoutingResult(v=_DynamicRouting.apply(u_hat, iterations))
     cs, bs, vs, changes = [], [], [], []
