@@ -125,7 +125,9 @@ def _open(path: Path, with_tensors: bool = False) -> tuple[dict, dict]:
             head = f.read(8)
     except OSError as e:
         raise CapsvizError(f"{path}: cannot be read ({e.strerror or e})") from None
-    header = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+    if len(head) < 8:
+        raise CapsvizError(f"{path}: not a readable safetensors checkpoint (only {len(head)} bytes)")
+    header = struct.unpack("<Q", head)[0]
     if header > path.stat().st_size - 8:
         raise CapsvizError(f"{path}: not a readable safetensors checkpoint (its header claims more bytes than the file has)")
     if header > MAX_HEADER_BYTES:
@@ -260,6 +262,11 @@ def _read_state(p: Path) -> dict:
     except Exception as e:  # noqa: BLE001 - any other failure to read means a bad file
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise CapsvizError(f"{p}: cannot be read as a capsviz training state ({type(e).__name__}: {first})") from None
+    if isinstance(state, dict) and "weights_sha256" not in state and "optimizer" in state:
+        raise CapsvizError(
+            f"{p}: saved by an older capsviz, without the digest that ties it to its weights, so resuming it "
+            f"cannot be checked; start a new run from these weights with --init-from {str(p)[: -len('.train.pt')]}"
+        )
     try:
         check_train_state(state)
     except Invalid as e:
@@ -322,6 +329,8 @@ def check_room(path: Path, need_bytes: int) -> None:
     stays until the new one is complete), so a full disk is found before the work, not after."""
     path = Path(path)
     folder = path.parent
+    if path.is_dir():
+        raise CapsvizError(f"{path} is a folder; name the checkpoint file to write, e.g. {path / 'model.safetensors'}")
     try:
         fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".part")
         os.close(fd)

@@ -386,6 +386,20 @@ def test_a_state_from_another_save_is_refused(tmp_path, small_model):
         ckpt.load_train_state(a)
 
 
+def test_a_state_saved_before_the_digest_existed_is_refused_with_the_way_out(tmp_path, small_model):
+    p = tmp_path / "old.safetensors"
+    ckpt.save_checkpoint(p, small_model, {"dataset": "mnist"})
+    torch.save(state_for(1), ckpt.train_state_path(p))  # no weights_sha256, as capsviz wrote it before issue 27
+    with pytest.raises(CapsvizError, match="older capsviz.*--init-from .*old.safetensors$"):
+        ckpt.load_train_state(p)
+
+
+def test_an_output_that_is_a_folder_is_refused_before_training(synthetic_data, tmp_path):
+    (tmp_path / "out.safetensors").mkdir()
+    with pytest.raises(CapsvizError, match="is a folder"):
+        train(TrainRun(epochs=1, **TINY), tmp_path / "out.safetensors")
+
+
 def test_a_second_writer_is_refused_while_the_first_holds_the_lock(synthetic_data, tmp_path, capsys):
     out = tmp_path / "shared.safetensors"
     holder = subprocess.Popen(
