@@ -317,6 +317,8 @@ def writer_lock(path: Path):
             raise CapsvizError(
                 f"{path} is being written by another capsviz run (process {pid}); wait for it to finish or choose another --out"
             ) from None
+        except OSError as e:  # a filesystem without locks (some network mounts)
+            raise CapsvizError(f"cannot lock {lock} ({e.strerror or e}); choose an --out on a local disk") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         yield
