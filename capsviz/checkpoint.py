@@ -2,15 +2,23 @@
 their metadata. Loading never executes code; every way a file can be wrong is a CapsvizError.
 
 Beside each `model.safetensors` a resumable run keeps `model.safetensors.train.pt` (optimizer,
-schedule position, RNG state), read back with `torch.load(weights_only=True)`.
+schedule position, RNG state), read back with `torch.load(weights_only=True)` and validated. The
+two are one unit: the state records the digest of the weights saved with it, and `save_run`
+writes them so that a crash at any point leaves a pair that belongs together (see there).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import math
 import os
+import pickle
+import shutil
+import struct
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -21,8 +29,12 @@ from capsviz import __version__
 from capsviz.config import config_from_dict, to_dict
 from capsviz.errors import CapsvizError
 from capsviz.models import build_model, count_parameters
+from capsviz.schema import MAX_META_BYTES, Invalid, check_meta, check_train_state
 
 META_KEY = "capsviz"
+# A safetensors header is the metadata plus ~100 bytes per tensor; anything larger is refused
+# before it is read, so a file cannot make a page or `capsviz list` parse megabytes of JSON.
+MAX_HEADER_BYTES = MAX_META_BYTES + 1_000_000
 
 
 def weights_digest(tensors: dict[str, torch.Tensor]) -> str:
@@ -43,6 +55,8 @@ def atomic_write(path: Path, write) -> None:
     os.close(fd)
     try:
         write(tmp)
+        with open(tmp, "rb") as f:  # on disk before the rename publishes it: a power cut keeps old or new
+            os.fsync(f.fileno())
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the file from other users
@@ -52,17 +66,25 @@ def atomic_write(path: Path, write) -> None:
         raise
 
 
-def save_checkpoint(path: Path, model: torch.nn.Module, meta: dict, half: bool = False) -> None:
-    """Weights (float16 when `half`) plus meta: config, dataset, epochs, metrics, time, hardware."""
+def save_checkpoint(path: Path, model: torch.nn.Module, meta: dict, half: bool = False) -> str:
+    """Weights (float16 when `half`) plus meta: config, dataset, epochs, metrics, time, hardware.
+    Returns the weights' digest. A failed write leaves the previous file as it was."""
     tensors = {k: (v.half() if half and v.is_floating_point() else v).detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    full = dict(
-        meta,
-        config=to_dict(model.config),
-        parameters=count_parameters(model),
-        capsviz_version=__version__,
-        weights_sha256=weights_digest(tensors),
-    )
-    atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata={META_KEY: json.dumps(full)}))
+    digest = weights_digest(tensors)
+    full = dict(meta, config=to_dict(model.config), parameters=count_parameters(model), capsviz_version=__version__, weights_sha256=digest)
+    with _saving(path):
+        atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata={META_KEY: json.dumps(full)}))
+    return digest
+
+
+@contextmanager
+def _saving(path: Path):
+    """An OSError while writing (disk full, permission, folder gone) as one CapsvizError that says
+    the previous file is untouched (atomic_write has removed its partial file)."""
+    try:
+        yield
+    except OSError as e:
+        raise CapsvizError(f"could not save {path} ({e.strerror or e}); the previous checkpoint there is unchanged") from None
 
 
 def read_meta(path: Path) -> dict:
@@ -76,7 +98,12 @@ def load_checkpoint(path: Path, device="cpu") -> tuple[torch.nn.Module, dict]:
     meta, tensors = _open(path, with_tensors=True)
     if weights_digest(tensors) != meta.get("weights_sha256"):
         raise CapsvizError(f"{path}: weights do not match the digest recorded when it was saved (the file was modified or damaged)")
-    model = build_model(config_from_dict(meta.get("config")))
+    bad = [k for k, v in tensors.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise CapsvizError(
+            f"{path}: weights hold NaN or infinite values ({', '.join(bad[:3])}); the model it holds diverged and cannot be used"
+        )
+    model = build_model(config_from_dict(meta.get("config")))  # the schema has checked that it builds, at a bounded size
     state = {k: v.float() if v.is_floating_point() else v for k, v in tensors.items()}
     try:
         model.load_state_dict(state, strict=True)
@@ -89,8 +116,22 @@ def load_checkpoint(path: Path, device="cpu") -> tuple[torch.nn.Module, dict]:
 
 
 def _open(path: Path, with_tensors: bool = False) -> tuple[dict, dict]:
-    if not path.is_file():
+    if not path.exists():
         raise CapsvizError(f"checkpoint {path} does not exist")
+    if not path.is_file():
+        raise CapsvizError(f"{path} is not a checkpoint file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as e:
+        raise CapsvizError(f"{path}: cannot be read ({e.strerror or e})") from None
+    if len(head) < 8:
+        raise CapsvizError(f"{path}: not a readable safetensors checkpoint (only {len(head)} bytes)")
+    header = struct.unpack("<Q", head)[0]
+    if header > path.stat().st_size - 8:
+        raise CapsvizError(f"{path}: not a readable safetensors checkpoint (its header claims more bytes than the file has)")
+    if header > MAX_HEADER_BYTES:
+        raise CapsvizError(f"{path}: header of {header:,} bytes; capsviz reads at most {MAX_HEADER_BYTES:,}")
     try:
         with safe_open(str(path), framework="pt") as f:
             raw = (f.metadata() or {}).get(META_KEY)
@@ -99,13 +140,26 @@ def _open(path: Path, with_tensors: bool = False) -> tuple[dict, dict]:
         raise CapsvizError(f"{path}: not a readable safetensors checkpoint ({e})") from None
     if raw is None:
         raise CapsvizError(f"{path}: safetensors file without capsviz metadata; it was not written by capsviz")
+    if len(raw) > MAX_META_BYTES:
+        raise CapsvizError(f"{path}: capsviz metadata of {len(raw):,} characters; at most {MAX_META_BYTES:,}")
     try:
-        meta = json.loads(raw)
-    except json.JSONDecodeError:
+        meta = json.loads(raw, parse_constant=_no_constant)
+    except (json.JSONDecodeError, ValueError):
         raise CapsvizError(f"{path}: capsviz metadata is not valid JSON") from None
+    except RecursionError:
+        raise CapsvizError(f"{path}: capsviz metadata is nested too deeply") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
         raise CapsvizError(f"{path}: capsviz metadata has no model config")
+    try:
+        check_meta(meta)
+    except Invalid as e:
+        raise CapsvizError(f"{path}: unusable metadata: {e}") from None
     return meta, tensors
+
+
+def _no_constant(name: str):
+    """NaN and Infinity are not JSON; Python's parser accepts them unless told not to."""
+    raise ValueError(name)
 
 
 def lineage(path: Path, meta: dict | None = None) -> dict:
@@ -151,18 +205,152 @@ def train_state_path(path: Path) -> Path:
     return Path(str(path) + ".train.pt")
 
 
-def save_train_state(path: Path, state: dict) -> None:
-    atomic_write(train_state_path(path), lambda tmp: torch.save(state, tmp))
+def _next_state_path(path: Path) -> Path:
+    """Where the new training state waits while its weights are renamed into place."""
+    return Path(str(path) + ".train.pt.next")
 
 
-def load_train_state(path: Path) -> dict:
-    p = train_state_path(path)
-    if not p.is_file():
-        raise CapsvizError(f"{p} not found: only runs saved by `capsviz train` can be resumed")
+def save_run(path: Path, model: torch.nn.Module, meta: dict, state: dict) -> None:
+    """Weights and training state saved as one unit, tied by the weights' digest.
+
+    Order: (1) the state, with the digest of the weights about to be written, to `.train.pt.next`;
+    (2) the weights over `path`; (3) `.next` over `.train.pt`. A crash before (2) leaves the
+    previous pair (and a `.next` that matches nothing, removed by `recover`); a crash between (2)
+    and (3) leaves new weights whose state waits in `.next` (`load_train_state` finds it,
+    `recover` completes the rename). Every step is an atomic rename of a synced file."""
+    path = Path(path)
+    tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    state = dict(state, weights_sha256=weights_digest(tensors))
+    nxt = _next_state_path(path)
+    with _saving(path):
+        try:
+            atomic_write(nxt, lambda tmp: torch.save(state, tmp))
+            save_checkpoint(path, model, meta)
+        except BaseException:
+            nxt.unlink(missing_ok=True)
+            raise
+        os.replace(nxt, train_state_path(path))
+
+
+def recover(path: Path) -> None:
+    """Tidy what an interrupted `save_run` left at `path` (call with its writer lock held): partial
+    files are removed, and a waiting `.next` state is renamed into place if it belongs to the
+    weights there, removed otherwise."""
+    path = Path(path)
+    for part in path.parent.glob(f".{path.name}.*.part"):
+        part.unlink(missing_ok=True)
+    nxt = _next_state_path(path)
+    if not nxt.exists():
+        return
     try:
-        return torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - any unpickling failure means a bad file
-        raise CapsvizError(f"{p}: cannot be read as a capsviz training state ({type(e).__name__}: {e})") from None
+        digest = read_meta(path).get("weights_sha256") if path.exists() else None
+        state = _read_state(nxt)
+    except CapsvizError:
+        digest, state = None, {}
+    if digest is not None and state.get("weights_sha256") == digest:
+        os.replace(nxt, train_state_path(path))
+    else:
+        nxt.unlink(missing_ok=True)
+
+
+def _read_state(p: Path) -> dict:
+    """A training state file through torch's safe loader and the schema, as one line on failure."""
+    try:
+        state = torch.load(p, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:  # torch's message quotes advice to load the file unsafely: never shown
+        raise CapsvizError(f"{p}: holds Python objects a safe load refuses; it is not a capsviz training state") from None
+    except Exception as e:  # noqa: BLE001 - any other failure to read means a bad file
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise CapsvizError(f"{p}: cannot be read as a capsviz training state ({type(e).__name__}: {first})") from None
+    if isinstance(state, dict) and "weights_sha256" not in state and "optimizer" in state:
+        raise CapsvizError(
+            f"{p}: saved by an older capsviz, without the digest that ties it to its weights, so resuming it "
+            f"cannot be checked; start a new run from these weights with --init-from {str(p)[: -len('.train.pt')]}"
+        )
+    try:
+        check_train_state(state)
+    except Invalid as e:
+        raise CapsvizError(f"{p}: unusable training state: {e}") from None
+    return state
+
+
+def load_train_state(path: Path, weights_sha256: str | None = None) -> dict:
+    """The validated training state saved with the weights at `path`. `weights_sha256` (the
+    weights' digest, read from the file when not given) must be the one the state records: a
+    state from another save would resume with a schedule, optimizer and data position that do
+    not belong to these weights."""
+    path = Path(path)
+    p = train_state_path(path)
+    if not p.is_file() and not _next_state_path(path).is_file():
+        raise CapsvizError(f"{p} not found: only runs saved by `capsviz train` can be resumed")
+    state = _read_state(p) if p.is_file() else None
+    digest = weights_sha256 or read_meta(path)["weights_sha256"]
+    if state is not None and state["weights_sha256"] == digest:
+        return state
+    nxt = _next_state_path(path)
+    if nxt.is_file():  # a save stopped between renaming the weights and the state
+        waiting = _read_state(nxt)
+        if waiting["weights_sha256"] == digest:
+            return waiting
+    raise CapsvizError(
+        f"{p} does not belong to the weights in {path} (they were saved by different runs or an interrupted copy); "
+        f"resuming would not continue either run exactly. Start a new run from these weights with --init-from {path}"
+    )
+
+
+@contextmanager
+def writer_lock(path: Path):
+    """One writer per checkpoint: an exclusive lock on `.<name>.lock` beside it, held until the
+    block ends. The kernel drops it when the process dies, so a killed run never blocks the next."""
+    path = Path(path)
+    lock = path.parent / f".{path.name}.lock"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise CapsvizError(f"cannot write in {path.parent} ({e.strerror or e}); choose another --out") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise CapsvizError(
+                f"{path} is being written by another capsviz run (process {pid}); wait for it to finish or choose another --out"
+            ) from None
+        except OSError as e:  # a filesystem without locks (some network mounts)
+            raise CapsvizError(f"cannot lock {lock} ({e.strerror or e}); choose an --out on a local disk") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def check_room(path: Path, need_bytes: int) -> None:
+    """Before an epoch: the folder must take new files and have room for a new pair (the old one
+    stays until the new one is complete), so a full disk is found before the work, not after."""
+    path = Path(path)
+    folder = path.parent
+    if path.is_dir():
+        raise CapsvizError(f"{path} is a folder; name the checkpoint file to write, e.g. {path / 'model.safetensors'}")
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".part")
+        os.close(fd)
+        os.unlink(probe)
+        free = shutil.disk_usage(folder).free
+    except OSError as e:
+        raise CapsvizError(f"cannot write in {folder} ({e.strerror or e}); choose another --out") from None
+    if free < need_bytes:
+        raise CapsvizError(
+            f"{folder} has {free / 1e6:.0f} MB free; saving {path.name} needs about {math.ceil(need_bytes / 1e6)} MB. "
+            "Free some space or choose another --out"
+        )
+
+
+def pair_bytes(model: torch.nn.Module) -> int:
+    """About what `save_run` writes: the weights, the optimizer's two moments (Adam), and a margin."""
+    weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    return 4 * weights + (1 << 20)
 
 
 def list_checkpoints(folder: Path) -> list[tuple[Path, dict | str]]:

@@ -7,32 +7,90 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import sys
 import time
 from pathlib import Path
 
-from capsviz.config import PRESETS
+from capsviz.config import DATASET_NAMES, MAX_ITERATIONS, PRESETS
 from capsviz.errors import CapsvizError
 
 DEFAULT_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with a bad argument reported as every other mistake is: one `error:` line, exit 2
+    (argparse's own prints the usage first and exits inside parse_args)."""
+
+    def error(self, message: str):
+        raise CapsvizError(f"{self.prog}: {message}")
+
+
+def integer(lo: int, hi: int | None = None):
+    """An argparse type: an integer in [lo, hi]."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, found {text!r}") from None
+        if v < lo or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(f"must be an integer {f'in [{lo}, {hi}]' if hi is not None else f'>= {lo}'}, found {v}")
+        return v
+
+    return parse
+
+
+def number(lo: float, hi: float, lo_open: bool = False):
+    """An argparse type: a finite number in [lo, hi] ((lo, hi] with `lo_open`)."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, found {text!r}") from None
+        if not math.isfinite(v) or v < lo or v > hi or (lo_open and v == lo):
+            raise argparse.ArgumentTypeError(f"must be a finite number in {'(' if lo_open else '['}{lo:g}, {hi:g}], found {text}")
+        return v
+
+    return parse
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m capsviz", description="Capsule networks you can watch route.")
+    try:
+        args = parser().parse_args(argv)
+        return {"train": cmd_train, "evaluate": cmd_evaluate, "list": cmd_list, "bench": cmd_bench, "data": cmd_data, "export": cmd_export}[
+            args.command
+        ](args)
+    except CapsvizError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def parser() -> Parser:
+    iterations = integer(1, MAX_ITERATIONS)
+    p = Parser(prog="python -m capsviz", description="Capsule networks you can watch route.")
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train a model and save a checkpoint every epoch")
     t.add_argument("--model", default="capsnet-small", choices=list(PRESETS))
-    t.add_argument("--dataset", default="mnist", choices=["mnist", "fashion-mnist", "multimnist", "affnist"])
-    t.add_argument("--epochs", type=int, default=10)
-    t.add_argument("--batch-size", type=int, default=128)
-    t.add_argument("--routing-iterations", type=int)
-    t.add_argument("--final-lambda", type=float, help="matrix capsules: EM inverse temperature at the last iteration (default 0.3)")
+    t.add_argument("--dataset", default="mnist", choices=DATASET_NAMES)
+    t.add_argument("--epochs", type=integer(1, 100_000), default=10)
+    t.add_argument("--batch-size", type=integer(1, 1 << 16), default=128)
+    t.add_argument("--routing-iterations", type=iterations)
+    t.add_argument(
+        "--final-lambda",
+        type=number(0, 100, lo_open=True),
+        help="matrix capsules: EM inverse temperature at the last iteration (default 0.3)",
+    )
     t.add_argument("--no-reconstruction", action="store_true")
-    t.add_argument("--lr", type=float, default=1e-3)
-    t.add_argument("--decay-steps", type=int, help="steps per 0.96x learning-rate decay (default 2000; 20000 for multimnist)")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--lr", type=number(0, 10, lo_open=True), default=1e-3)
+    t.add_argument("--decay-steps", type=integer(1), help="steps per 0.96x learning-rate decay (default 2000; 20000 for multimnist)")
+    t.add_argument("--seed", type=integer(0, 2**63 - 1), default=0)
     t.add_argument("--device", default="auto")
     t.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     t.add_argument(
@@ -41,13 +99,13 @@ def main(argv=None) -> int:
         help="torch.compile the model (matrix capsules: the PyTorch EM core, used on a GPU or without the native kernel)",
     )
     t.add_argument("--data-dir")
-    t.add_argument("--train-limit", type=int, help="use only this many training images")
-    t.add_argument("--test-limit", type=int, help="evaluate on only this many test images")
+    t.add_argument("--train-limit", type=integer(1), help="use only this many training images")
+    t.add_argument("--test-limit", type=integer(1), help="evaluate on only this many test images")
     t.add_argument("--resume", type=Path, help="continue the run saved at this checkpoint")
     t.add_argument("--init-from", type=Path, help="start from this checkpoint's weights (fine-tuning: fresh optimiser and schedule)")
     t.add_argument(
         "--margin-start",
-        type=float,
+        type=number(0, 0.9),
         default=0.2,
         help="matrix capsules: spread-loss margin at the start, rising to 0.9 (0.9: fixed, for fine-tuning)",
     )
@@ -55,9 +113,9 @@ def main(argv=None) -> int:
 
     e = sub.add_parser("evaluate", help="print a checkpoint's test metrics as JSON")
     e.add_argument("path", type=Path)
-    e.add_argument("--dataset", help="default: the dataset it was trained on")
+    e.add_argument("--dataset", choices=DATASET_NAMES, help="default: the dataset it was trained on")
     e.add_argument("--data-dir")
-    e.add_argument("--limit", type=int)
+    e.add_argument("--limit", type=integer(1), help="evaluate on only the first N test images")
     e.add_argument("--device", default="auto")
     e.add_argument(
         "--routing", action="store_true", help="CapsNets: also how far routing moves the couplings from uniform (first 1000 images)"
@@ -70,9 +128,9 @@ def main(argv=None) -> int:
     b.add_argument("--models", nargs="*", default=None, choices=list(PRESETS))
     b.add_argument("--device", default="auto")
     b.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
-    b.add_argument("--steps", type=int, default=3, help="timed repetitions per measurement")
+    b.add_argument("--steps", type=integer(1, 10_000), default=3, help="timed repetitions per measurement")
     b.add_argument("--compile", action="store_true", help="as train --compile (compile time not counted)")
-    b.add_argument("--routing-iterations", type=int, help="override the routed presets' iterations (default: each preset's own)")
+    b.add_argument("--routing-iterations", type=iterations, help="override the routed presets' iterations (default: each preset's own)")
     b.add_argument("--json", type=Path, default=Path("bench.json"), help="where to save the results")
     b.add_argument(
         "--convolutions", action="store_true", help="instead: PrimaryCaps' convolution, im2col GEMM against Fourier, per batch size"
@@ -88,24 +146,14 @@ def main(argv=None) -> int:
     x.add_argument("src", type=Path)
     x.add_argument("dst", type=Path)
     x.add_argument("--data-dir")
-    x.add_argument("--max-change", type=float, default=0.02, help="largest test-error change (percentage points) accepted")
+    x.add_argument("--max-change", type=number(0, 100), default=0.02, help="largest test-error change (percentage points) accepted")
     x.add_argument("--device", default="auto")
 
     d = sub.add_parser("data", help="where each dataset was found, its size and checksums")
     d.add_argument("--data-dir")
     d.add_argument("--download", action="store_true", help="fetch missing datasets from the public mirrors")
 
-    args = p.parse_args(argv)
-    try:
-        return {"train": cmd_train, "evaluate": cmd_evaluate, "list": cmd_list, "bench": cmd_bench, "data": cmd_data, "export": cmd_export}[
-            args.command
-        ](args)
-    except CapsvizError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return p
 
 
 def cmd_train(args) -> int:
@@ -132,8 +180,6 @@ def cmd_train(args) -> int:
         init_from=str(args.init_from) if args.init_from else None,
         margin_start=args.margin_start,
     )
-    if args.epochs < 1 or args.batch_size < 1:
-        raise CapsvizError("--epochs and --batch-size must be at least 1")
     stop = SignalFlag()
     bar = ProgressBar()
 
@@ -189,7 +235,7 @@ class ProgressBar:
         elif e.kind == "evaluation":
             m = e.metrics
             self.stream.write(f"\nepoch {e.epoch}: test error {m['test_error']:.2f}% on {m['n_test']} images\n")
-        elif e.kind in ("stopped", "failed", "finished"):
+        elif e.kind in ("stopped", "finished"):  # a failure is printed once, as main's `error:` line
             self.stream.write(f"\n{e.message}\n")
         self.stream.flush()
 
@@ -235,7 +281,7 @@ def cmd_list(args) -> int:
         print(f"no checkpoints in {args.folder}")
     for path, meta in rows:
         if isinstance(meta, str):
-            print(f"{path.name}: unreadable: {meta}")
+            print(f"{path.name}: unusable: {meta}")
             continue
         m = meta.get("metrics", {})
         err = f"{m['test_error']:.2f}% test error on {m['n_test']}" if "test_error" in m else "not evaluated"
@@ -271,13 +317,18 @@ def cmd_export(args) -> int:
     whole test set, and the export is refused if it moved by more than --max-change."""
     import torch
 
-    from capsviz.checkpoint import load_checkpoint, save_checkpoint
+    from capsviz.checkpoint import check_room, load_checkpoint, pair_bytes, save_checkpoint, writer_lock
     from capsviz.data import batches, load_split
     from capsviz.devices import pick_device
     from capsviz.train import evaluate
 
+    if args.dst.is_dir():
+        raise CapsvizError(f"{args.dst} is a folder; name the file to write, e.g. {args.dst / args.src.name}")
     device = pick_device(args.device)
     model, meta = load_checkpoint(args.src, device)
+    if "dataset" not in meta:
+        raise CapsvizError(f"{args.src} does not record the dataset it was trained on; export re-measures its test error there")
+    check_room(args.dst, pair_bytes(model))  # before the evaluation, which takes minutes
     data = load_split(meta["dataset"], "test", args.data_dir)
     x = next(batches(meta["dataset"], data, 256, train=False, device=device))[0]
 
@@ -295,7 +346,8 @@ def cmd_export(args) -> int:
             f"float16 storage changes the test error by {change:+.3f} points ({before['test_error']:.2f}% -> {after['test_error']:.2f}%); not exported"
         )
     meta = dict(meta, metrics=after, float32_test_error=before["test_error"], stored_as="float16", float16_reconstruction_change=rec_change)
-    save_checkpoint(args.dst, model, meta, half=True)
+    with writer_lock(args.dst):
+        save_checkpoint(args.dst, model, meta, half=True)
     print(
         json.dumps(
             {

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, fields
 from capsviz.errors import CapsvizError
 
 INPUT_SIZES = (28, 32, 36, 40)
+DATASET_NAMES = ("mnist", "fashion-mnist", "multimnist", "affnist")  # the training datasets (capsviz.data.DATASETS)
+MAX_ITERATIONS = 20  # routing iterations accepted anywhere: the pages offer 1-10; each is a full pass over the votes
 
 
 @dataclass(frozen=True)

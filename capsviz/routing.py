@@ -13,15 +13,24 @@ import torch.nn.functional as F
 
 EPS = 1e-8
 VAR_FLOOR = 1e-4  # EM variances are floored here (true units)
+# ... and never below this in scaled units: the E-step's 1/sig2 has the gradient -1/sig2^2, which
+# overflows float32 below ~1e-19 (votes beyond ~1e4 reach it; the native kernel uses the same)
+FLOOR_SCALED = 1e-12
 
 
 def squash(s: torch.Tensor, dim: int = -1, eps: float = EPS) -> torch.Tensor:
     """Eq. 1 of Sabour et al.: keeps the direction, maps the length into [0, 1).
 
-    The epsilon sits inside the square root so the gradient at s = 0 is finite.
+    The epsilon sits inside the square root so the gradient at s = 0 is finite. Vectors with an
+    entry beyond 1 are first divided by their largest entry m (a constant: the formula below
+    equals Eq. 1 for any m > 0), so |s|^2 cannot overflow: Eq. 1 in x = s / m is
+    |x|^2 / (1/m^2 + |x|^2) * x / sqrt(|x|^2 + eps/m^2), the plain formula when m = 1.
     """
-    n2 = (s * s).sum(dim, keepdim=True)
-    return (n2 / (1 + n2)) * s / torch.sqrt(n2 + eps)
+    m = s.detach().abs().amax(dim, keepdim=True).clamp_min(1.0)
+    x = s / m
+    n2 = (x * x).sum(dim, keepdim=True)
+    inv_m2 = m.reciprocal().square()  # underflows to 0 for huge m, where the length is 1
+    return (n2 / (inv_m2 + n2)) * x / torch.sqrt(n2 + eps * inv_m2)
 
 
 @dataclass
@@ -64,8 +73,21 @@ def dynamic_routing_ji(u_hat: torch.Tensor, iterations: int = 3, record: bool = 
     `_DynamicRouting`'s hand-written backward: the same unrolled derivative as autograd's, in
     2(T-1) reads of u_hat and one write of its gradient instead of autograd's many small
     matrix products and accumulations (tests/test_routing.py checks it with gradcheck)."""
-    if iterations < 1:
-        raise ValueError("routing needs at least one iteration")
+    _check_iterations(iterations)
+    res = _route(u_hat, iterations, record)
+    if u_hat.dtype != torch.float64 and not bool(torch.isfinite(res.v).all()) and bool(torch.isfinite(u_hat).all()):
+        # predictions so large (beyond ~1e33) that the sums over lower capsules or the agreements
+        # overflow: routed again in float64, which holds them; v (length < 1), c and b come back
+        # in the input's dtype. Checked on the small v, not on u_hat: no extra pass over the votes.
+        with torch.autocast(u_hat.device.type, enabled=False):
+            res = _route(u_hat.double(), iterations, record)
+        for name in ("v", "c", "b", "v_trace", "b_change"):
+            if getattr(res, name) is not None:
+                setattr(res, name, getattr(res, name).to(u_hat.dtype))
+    return res
+
+
+def _route(u_hat: torch.Tensor, iterations: int, record: bool) -> DynamicRoutingResult:
     if not record and u_hat.requires_grad and _hand_backward(u_hat):
         return DynamicRoutingResult(v=_DynamicRouting.apply(u_hat, iterations))
     cs, bs, vs, changes = [], [], [], []
@@ -172,12 +194,18 @@ class EMRoutingResult:
     votes: torch.Tensor | None = None
 
 
+def _check_iterations(iterations) -> None:
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise ValueError(f"routing needs a whole number of iterations, at least 1; got {iterations!r}")
+
+
 def lambda_schedule(iterations: int, final_lambda: float) -> list[float]:
     """Inverse temperature per iteration: rises linearly, reaching final_lambda at the last one.
 
     The paper only says lambda rises "on a fixed schedule"; a linear ramp keeps the first
     iterations soft (every capsule stays partly active) and the last one decisive.
     """
+    _check_iterations(iterations)
     return [final_lambda * (t + 1) / iterations for t in range(iterations)]
 
 
@@ -224,16 +252,39 @@ def em_routing(
       initial votes sat at a ~ 1 for every image and training collapsed onto that class (RESULTS.md).
     """
     with torch.autocast(votes.device.type, enabled=False):
-        Vc, centre, scale = _centre_and_scale(votes.float().movedim(-2, -3).contiguous(), per_image=lower_index is not None)
-        out = em_centred(
-            Vc, centre, scale, a_in.float(), iterations, beta_u, beta_a, final_lambda, var_floor, lower_index, num_lower, record
-        )
+        V, a = votes.float(), a_in.float()
+        if votes.numel() and bool(votes.detach().abs().amax() > EM_EXACT_F32):
+            V, a = _Widen.apply(V), _Widen.apply(a)
+            beta_u, beta_a = (_Widen.apply(b) if isinstance(b, torch.Tensor) else b for b in (beta_u, beta_a))
+        Vc, centre, scale = _centre_and_scale(V.movedim(-2, -3).contiguous(), per_image=lower_index is not None)
+        out = em_centred(Vc, centre, scale, a, iterations, beta_u, beta_a, final_lambda, var_floor, lower_index, num_lower, record)
     dt = votes.dtype
     out.a, out.mu = out.a.to(dt), out.mu.to(dt)
     if record:
         out.R = out.R.movedim(-1, -2)  # (T, *N, I, J)
         out.votes = votes.detach()
     return out
+
+
+# Votes beyond this are routed in float64: float32 holds their moments (the scaling below), but
+# not the gradients, which pass through 1/(sum of R a + EPS) and the scale (~|votes| / EPS at zero
+# input activation) and overflow it from about 1e30.
+EM_EXACT_F32 = 1e20
+
+
+class _Widen(torch.autograd.Function):
+    """x in float64; its gradient back in x's dtype, saturated at that dtype's largest value where
+    the true one is larger (d mu / d a with huge votes and no input activation)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        ctx.dtype = x.dtype
+        return x.double()
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> torch.Tensor:
+        big = torch.finfo(ctx.dtype).max
+        return g.clamp(-big, big).to(ctx.dtype)
 
 
 def _centre_and_scale(V: torch.Tensor, per_image: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -275,7 +326,7 @@ def _em(Vc, scale, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lo
     reading the votes in place. Returns mu in scaled units times scale (the caller adds the centre)."""
     *N, J, I, H = Vc.shape
     V2 = Vc * Vc  # second moments from one more pass, not from a concatenated copy
-    floor = (var_floor / scale**2).clamp_min(1e-20)  # the floor in scaled units
+    floor = (var_floor / scale**2).clamp_min(FLOOR_SCALED)  # the floor in scaled units
     log_scale = torch.log(scale)
     a_in = a_in.unsqueeze(-2)  # (*N, 1, I)
     R = None
@@ -292,7 +343,11 @@ def _em(Vc, scale, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lo
         sig2 = ((w @ V2).squeeze(-2) - mu * mu).clamp_min(0) + floor  # (*N, J, H) scaled units
         log_sigma = 0.5 * torch.log(sig2) + log_scale  # true units
         cost = ((beta_u + log_sigma) * S).sum(-1)  # (*N, J)
-        z = (cost - cost.mean(-1, keepdim=True)) / (cost.std(-1, unbiased=False, keepdim=True) + 1e-6)
+        dev = cost - cost.mean(-1, keepdim=True)
+        # the spread's gradient is taken as 0 where all costs are equal (no input activation), as
+        # in the native kernel; torch's std would give 0/0 there
+        sd = torch.sqrt((dev * dev).mean(-1, keepdim=True).clamp_min(1e-30)) + 1e-6
+        z = dev / sd
         logit_a = lam * (beta_a - z)  # (*N, J)
         if record:
             Rs.append(torch.full_like(Rp, 1.0 / J) if R is None else R.detach())

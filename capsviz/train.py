@@ -150,7 +150,11 @@ def train(
     out = Path(out)
     emit = on_event or (lambda e: None)
     try:
-        return _train(run, out, emit, stop or threading.Event(), resume)
+        if int(os.environ.get("RANK", "0")) != 0:  # only rank 0 writes
+            return _train(run, out, emit, stop or threading.Event(), resume)
+        with ckpt.writer_lock(out):
+            ckpt.recover(out)
+            return _train(run, out, emit, stop or threading.Event(), resume)
     except CapsvizError as e:
         emit(Event("failed", message=str(e)))
         raise
@@ -167,6 +171,10 @@ def _train(run, out, emit, stop, resume):
         state = ckpt.load_train_state(resume)
         saved = TrainRun(**state["run"])
         run = replace(saved, epochs=run.epochs, device=run.device, data_dir=run.data_dir)
+        if state["epoch"] >= run.epochs and state["batch"] == 0:
+            raise CapsvizError(
+                f"{resume} has already trained its {state['epoch']} epochs; ask for more with --epochs (e.g. --epochs {state['epoch'] + 1})"
+            )
     torch.manual_seed(run.seed)
     cfg = model_config(run)
     model = build_model(cfg).to(device)
@@ -195,8 +203,7 @@ def _train(run, out, emit, stop, resume):
     step, history, elapsed = 0, [], 0.0
     start_epoch, start_batch = 0, 0
     if state:
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
+        load_optimizer_state(opt, sched, state, ckpt.train_state_path(resume))
         step, history, elapsed = state["step"], state["history"], state["elapsed"]
         start_epoch, start_batch = state["epoch"], state["batch"]
         torch.set_rng_state(state["torch_rng"])
@@ -216,6 +223,9 @@ def _train(run, out, emit, stop, resume):
     }
     if started_from:
         meta_base["started_from"] = started_from
+    room = ckpt.pair_bytes(model)
+    if rank == 0:
+        ckpt.check_room(out, room)
 
     def save(epoch: int, batch: int, metrics: dict, final: bool):
         if rank != 0:
@@ -223,9 +233,10 @@ def _train(run, out, emit, stop, resume):
         meta = dict(
             meta_base, epochs=epoch + batch / per_epoch, metrics=metrics, history=history, training_time_s=round(elapsed, 1), complete=final
         )
-        ckpt.save_checkpoint(out, model, meta)
-        ckpt.save_train_state(
+        ckpt.save_run(
             out,
+            model,
+            meta,
             {
                 "run": asdict(run),
                 "optimizer": opt.state_dict(),
@@ -241,6 +252,8 @@ def _train(run, out, emit, stop, resume):
 
     metrics = history[-1]["metrics"] if history else {}
     for epoch in range(start_epoch, run.epochs):
+        if rank == 0 and epoch > start_epoch:  # the first was checked before the data loaded
+            ckpt.check_room(out, room)
         net.train()
         t_epoch, seen, loss_sum, right, n_loss = time.perf_counter(), 0, 0.0, 0, 0
         first = start_batch if epoch == start_epoch else 0
@@ -329,6 +342,59 @@ def _train(run, out, emit, stop, resume):
     meta = ckpt.read_meta(out)
     emit(Event("finished", run.epochs, step, total, metrics=meta.get("metrics", {}), message=f"saved {out}"))
     return meta
+
+
+def load_optimizer_state(opt, sched, state: dict, where: Path) -> None:
+    """A saved optimizer and schedule, refused in one line unless they fit this model: the same
+    parameter groups and options, one entry per parameter with moments of its shape, all finite.
+    (PyTorch checks only the number of parameters; a wrong shape would fail at the first step.)"""
+    saved, fresh = state["optimizer"], opt.state_dict()
+    try:
+        _like(saved.get("param_groups"), fresh["param_groups"], "optimizer.param_groups")
+        if set(saved) != {"state", "param_groups"} or not isinstance(saved["state"], dict):
+            raise ValueError("optimizer: must hold exactly 'state' and 'param_groups'")
+        params = {
+            i: p
+            for g_saved, g in zip(saved["param_groups"], opt.param_groups, strict=True)
+            for i, p in zip(g_saved["params"], g["params"], strict=True)
+        }
+        for i, entry in saved["state"].items():
+            if i not in params or not isinstance(entry, dict) or not set(entry) <= {"step", "exp_avg", "exp_avg_sq"}:
+                raise ValueError(f"optimizer.state: unexpected entry {i!r}")
+            for k, v in entry.items():
+                shape = () if k == "step" else params[i].shape
+                if not isinstance(v, torch.Tensor) or v.shape != shape or not v.is_floating_point() or not bool(torch.isfinite(v).all()):
+                    raise ValueError(f"optimizer.state[{i}].{k}: must be a finite float tensor of shape {tuple(shape)}")
+        _like(state["scheduler"], sched.state_dict(), "scheduler")
+        opt.load_state_dict(saved)
+        sched.load_state_dict(state["scheduler"])
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CapsvizError(f"{where}: unusable training state: {str(e).splitlines()[0][:300]}") from None
+
+
+def _like(saved, fresh, where: str) -> None:
+    """`saved` has the structure and types of `fresh` (what this model's optimizer or schedule
+    would save): the same keys, list lengths and kinds of value; numbers finite. Parameter ids
+    and values may differ."""
+    if isinstance(fresh, dict):
+        if not isinstance(saved, dict) or set(saved) != set(fresh):
+            raise ValueError(f"{where}: must hold the keys {sorted(map(str, fresh))}")
+        for k in fresh:
+            _like(saved[k], fresh[k], f"{where}.{k}")
+    elif isinstance(fresh, list | tuple):
+        if not isinstance(saved, list | tuple) or len(saved) != len(fresh):
+            raise ValueError(f"{where}: must be a list of {len(fresh)}")
+        for i, (a, b) in enumerate(zip(saved, fresh, strict=True)):
+            _like(a, b, f"{where}[{i}]")
+    elif isinstance(fresh, bool) or fresh is None or isinstance(fresh, str):
+        if type(saved) is not type(fresh):
+            raise ValueError(f"{where}: must be {type(fresh).__name__}")
+    elif isinstance(fresh, int | float):
+        if isinstance(saved, bool) or not isinstance(saved, int | float) or not math.isfinite(saved):
+            raise ValueError(f"{where}: must be a finite number")
+    elif isinstance(fresh, torch.Tensor):
+        if not isinstance(saved, torch.Tensor) or saved.shape != fresh.shape:
+            raise ValueError(f"{where}: must be a tensor of shape {tuple(fresh.shape)}")
 
 
 def steps_per_epoch(run: TrainRun) -> int:

@@ -3,9 +3,9 @@
 import streamlit as st
 
 from capsviz.analysis.reproduction import is_paper_size, paper_error
-from capsviz.checkpoint import total_training, training_labels
+from capsviz.checkpoint import list_checkpoints, total_training, training_labels
 from capsviz.viz import squash_curve
-from pages.common import checkpoints, require_router
+from pages.common import checkpoint_dir, checkpoints, require_router
 
 require_router()
 
@@ -60,3 +60,9 @@ for path, meta in found:
         if st.button("Use this model", key=f"use_{path.stem}"):
             st.session_state["pending_model"] = path.name  # the sidebar applies it before drawing its picker
             st.rerun()
+
+# Files that fail the checks on reading (capsviz.schema) are left out of every picker; listing
+# them here with the reason tells their owner what to fix instead of hiding them silently.
+for path, reason in list_checkpoints(checkpoint_dir()):
+    if isinstance(reason, str):
+        st.warning(f"**{path.name}** cannot be used: {reason}", icon=":material/block:")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import io
+import math
 import struct
 import zlib
 from pathlib import Path
@@ -12,47 +14,87 @@ import numpy as np
 from capsviz.errors import CapsvizError
 
 _DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+# The largest file any dataset here needs decoded is a smallNORB image file (448 MB); a header or
+# gzip stream that promises more is refused before anything of that size is allocated.
+MAX_DECODED_BYTES = 1 << 30
 
 
 def read_bytes(path: Path) -> bytes:
     """File contents, un-gzipped when the file is gzip (by its magic, not its name)."""
+    return decode_bytes(_read_raw(path), path)
+
+
+def _read_raw(path: Path) -> bytes:
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        if path.stat().st_size > MAX_DECODED_BYTES:
+            raise CapsvizError(f"{path}: {path.stat().st_size:,} bytes; no dataset file here is larger than {MAX_DECODED_BYTES:,}")
+        return path.read_bytes()
     except OSError as e:
         raise CapsvizError(f"{path}: cannot read ({e.strerror})") from None
-    return decode_bytes(raw, path)
 
 
-def decode_bytes(raw: bytes, name: Path | str) -> bytes:
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            return gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error) as e:
-            raise CapsvizError(f"{name}: corrupt or truncated gzip ({e}); delete it and download again") from None
-    return raw
+def _stream(raw: bytes) -> io.BufferedIOBase:
+    return gzip.GzipFile(fileobj=io.BytesIO(raw)) if raw[:2] == b"\x1f\x8b" else io.BytesIO(raw)
+
+
+def _read(stream, n: int, name) -> bytes:
+    """Up to n bytes of a (possibly gzip) stream, a bad gzip as one CapsvizError."""
+    try:
+        return stream.read(n)
+    except (EOFError, OSError, zlib.error) as e:
+        raise CapsvizError(f"{name}: corrupt or truncated gzip ({e}); delete it and download again") from None
+
+
+def decode_bytes(raw: bytes, name: Path | str, limit: int = MAX_DECODED_BYTES) -> bytes:
+    """`raw` un-gzipped when it is gzip, refused when it would expand beyond `limit`: first by the
+    size the gzip trailer declares (mod 2^32), then by reading at most limit + 1 bytes."""
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    if len(raw) >= 4 and struct.unpack("<I", raw[-4:])[0] > limit:
+        raise CapsvizError(f"{name}: gzip declares {struct.unpack('<I', raw[-4:])[0]:,} bytes; at most {limit:,} are read")
+    data = _read(_stream(raw), limit + 1, name)
+    if len(data) > limit:
+        raise CapsvizError(f"{name}: gzip expands to more than {limit:,} bytes; no dataset file here is that large")
+    return data
 
 
 def parse_idx(data: bytes, path: Path | str = "<bytes>", expect_ndim: int | None = None) -> np.ndarray:
-    """IDX header: two zero bytes, a type code, the number of dims, then one big-endian int32 per dim."""
-    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _DTYPES:
-        raise CapsvizError(f"{path}: not an IDX file (bad magic number {data[:4].hex() or 'empty'})")
-    ndim = data[3]
-    if expect_ndim is not None and ndim != expect_ndim:
-        raise CapsvizError(f"{path}: expected {expect_ndim}-dimensional IDX data, found {ndim} dimensions")
-    header = 4 + 4 * ndim
-    if len(data) < header:
-        raise CapsvizError(f"{path}: truncated IDX header")
-    dims = struct.unpack(f">{ndim}I", data[4:header])
-    dtype = np.dtype(_DTYPES[data[2]])
-    need = int(np.prod(dims)) * dtype.itemsize
-    if len(data) - header != need:
-        raise CapsvizError(f"{path}: header promises {need} bytes of data for shape {dims}, file has {len(data) - header}")
-    return np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)
+    return _parse(io.BytesIO(data), path, expect_ndim)
 
 
 def read_idx(path: Path, expect_ndim: int | None = None) -> np.ndarray:
-    return parse_idx(read_bytes(path), path, expect_ndim)
+    """An IDX file; a gzip one is decompressed only as far as its header promises, so a small
+    file cannot expand into gigabytes in memory."""
+    return _parse(_stream(_read_raw(path)), path, expect_ndim)
+
+
+def _parse(stream, path, expect_ndim: int | None) -> np.ndarray:
+    """IDX header: two zero bytes, a type code, the number of dims, then one big-endian int32 per
+    dim. The data size the dims promise is checked against MAX_DECODED_BYTES, then against what
+    the stream really holds, before anything that size is allocated."""
+    magic = _read(stream, 4, path)
+    if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] not in _DTYPES:
+        raise CapsvizError(f"{path}: not an IDX file (bad magic number {magic.hex() or 'empty'})")
+    ndim = magic[3]
+    if expect_ndim is not None and ndim != expect_ndim:
+        raise CapsvizError(f"{path}: expected {expect_ndim}-dimensional IDX data, found {ndim} dimensions")
+    head = _read(stream, 4 * ndim, path)
+    if len(head) < 4 * ndim:
+        raise CapsvizError(f"{path}: truncated IDX header")
+    dims = struct.unpack(f">{ndim}I", head)
+    dtype = np.dtype(_DTYPES[magic[2]])
+    need = math.prod(dims) * dtype.itemsize  # Python ints: no overflow, however large the dims
+    if need > MAX_DECODED_BYTES:
+        raise CapsvizError(
+            f"{path}: header promises {need:,} bytes of data for shape {dims}; no dataset file here holds more than {MAX_DECODED_BYTES:,}"
+        )
+    data = _read(stream, need + 1, path)
+    if len(data) != need:
+        raise CapsvizError(
+            f"{path}: header promises {need} bytes of data for shape {dims}, file has {len(data) if len(data) <= need else 'more'}"
+        )
+    return np.frombuffer(data, dtype=dtype).reshape(dims)
 
 
 def write_idx(path: Path, array: np.ndarray, compress: bool | None = None) -> None:

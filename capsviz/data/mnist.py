@@ -41,6 +41,8 @@ def load_idx_pair(images_path: Path, labels_path: Path) -> tuple[torch.Tensor, t
         raise CapsvizError(f"{images_path}: expected unsigned-byte images and labels")
     if images.shape[1:] != (28, 28):
         raise CapsvizError(f"{images_path}: expected 28x28 images, found {images.shape[1]}x{images.shape[2]}")
+    if len(images) == 0:
+        raise CapsvizError(f"{images_path}: holds no images; delete it and download the dataset again (python -m capsviz data --download)")
     if len(images) != len(labels):
         raise CapsvizError(f"{images_path} holds {len(images)} images but {labels_path} holds {len(labels)} labels")
     if labels.size and labels.max() > 9:

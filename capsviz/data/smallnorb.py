@@ -7,6 +7,7 @@ x10 degrees) and lighting (0-5). We use the left image of each pair, as the pape
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,9 @@ def parse_matrix(data: bytes, name: Path | str) -> np.ndarray:
     header = 8 + 4 * max(3, ndim)
     dims = struct.unpack(f"<{ndim}i", data[8 : 8 + 4 * ndim])
     dtype = np.dtype(_MAGIC[magic]).newbyteorder("<")
-    need = int(np.prod(dims)) * dtype.itemsize
+    if any(d < 0 for d in dims):
+        raise CapsvizError(f"{name}: negative dimension in shape {dims}")
+    need = math.prod(dims) * dtype.itemsize  # Python ints: a huge header cannot overflow
     if len(data) - header != need:
         raise CapsvizError(f"{name}: header promises shape {dims} ({need} bytes), file has {len(data) - header}")
     return np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)

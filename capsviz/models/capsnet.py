@@ -96,7 +96,7 @@ class CapsNet(nn.Module):
         labelled capsule is decoded on its own, as in the paper: reconstruction (B, k, H, W).
         `iterations` overrides the configured routing iterations (the weights are the same)."""
         u = self.primary_capsules(x)
-        T = iterations or self.config.routing_iterations
+        T = self.config.routing_iterations if iterations is None else iterations  # 0 is refused by the routing, not replaced
         if record:
             routed = dynamic_routing_ji(self.digits(u), T, record=True)
             v = routed.v  # (B, J, D)

@@ -217,7 +217,8 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
     // The largest pose in a receptive field: lower capsules in none (a border) don't count.
     const float pose_max = abs_max(tr.pose.data(), P * H * I), off_max = g.offset ? abs_max(g.offset, H * I) : 0.0f;
     const float scale = std::max(8 * pose_max * g.w_max + 2 * off_max, 1.0f);
-    const float floor_ = std::max(g.var_floor / (scale * scale), 1e-20f), log_scale = std::log(scale);
+    // the floor in scaled units, never below FLOOR_SCALED (routing.py: 1/sig2's gradient must stay finite)
+    const float floor_ = std::max(g.var_floor / (scale * scale), 1e-12f), log_scale = std::log(scale);
     tr.meta[0] = scale, tr.meta[1] = floor_, tr.meta[2] = log_scale;
 
     for (int t = 0; t < T; ++t) {
@@ -265,7 +266,7 @@ void route_image(const Layer& g, int64_t b, Trace& tr) {
                     }
                 }
                 double prod[2] = {1.0, 1.0};  // sig2 products of 8 entries each: 2 logs, not 16
-                for (int h = 0; h < H; ++h) prod[h >> 3] *= std::max(q[pj * H + h], 0.0f) + floor_;  // >= 1e-160: sig2 >= the floor, 1e-20
+                for (int h = 0; h < H; ++h) prod[h >> 3] *= std::max(q[pj * H + h], 0.0f) + floor_;  // >= 1e-96: sig2 >= the floor, 1e-12
                 Ld[pj] = float(std::log(prod[0]) + std::log(prod[1]));  // sum over h of log sig2
                 S[pj] = s;
                 // the cost: sum over h of beta_u + log sigma_h (true units), times S; standardised below

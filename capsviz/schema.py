@@ -1,0 +1,360 @@
+"""What a checkpoint's metadata and a run's training state may hold: one table of types and
+bounds, checked when a file is read and before anything is built from it.
+
+A file comes from anywhere (a download, a shared folder, an edit by hand), so every value a
+page, the CLI or a model constructor will use is checked here, once, and a failure names the
+field, what was expected and what was found. Callers keep plain dicts and lists.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from capsviz.config import DATASET_NAMES, INPUT_SIZES, MAX_ITERATIONS, PRESETS, config_from_dict
+from capsviz.errors import CapsvizError
+
+MAX_META_BYTES = 1_000_000  # the longest shipped metadata (MultiMNIST, 100 epochs of history) is 126 kB
+MAX_DEPTH = 48  # nesting of JSON containers: a fine-tuning chain of 10 runs needs about 30
+MAX_STRING = 4096  # paths are the longest strings a run records
+MAX_LIST = 100_000
+MAX_PARAMETERS = 200_000_000  # the largest preset has 35.4M; this bounds what building a model may allocate
+MAX_CHAIN = 16  # fine-tuning runs recorded in `started_from`
+
+
+class Invalid(Exception):
+    """One bad value: `where` is its dotted path in the file."""
+
+    def __init__(self, where: str, message: str):
+        if len(where) > 80:  # a path into deep nesting: its two ends say where
+            where = f"{where[:30]}...{where[-40:]}"
+        super().__init__(f"{where or 'metadata'}: {message}")
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass(frozen=True)
+class Num:
+    lo: float
+    hi: float
+    integer: bool = False
+
+    def check(self, v, where: str) -> None:
+        kind = "an integer" if self.integer else "a number"
+        ok_type = isinstance(v, int) if self.integer else isinstance(v, int | float)
+        if isinstance(v, bool) or not ok_type:
+            raise Invalid(where, f"must be {kind}, found {_show(v)}")
+        if not math.isfinite(v) or not self.lo <= v <= self.hi:
+            raise Invalid(where, f"must be {kind} in [{self.lo:g}, {self.hi:g}], found {_show(v)}")
+
+
+def Int(lo: float, hi: float) -> Num:
+    return Num(lo, hi, integer=True)
+
+
+@dataclass(frozen=True)
+class Str:
+    max_len: int = MAX_STRING
+    choices: tuple[str, ...] | None = None
+
+    def check(self, v, where: str) -> None:
+        if self.choices is not None and (not isinstance(v, str) or v not in self.choices):
+            raise Invalid(where, f"must be one of {', '.join(self.choices)}; found {_show(v)}")
+        if not isinstance(v, str):
+            raise Invalid(where, f"must be a string, found {_show(v)}")
+        if len(v) > self.max_len:
+            raise Invalid(where, f"string of {len(v)} characters; at most {self.max_len}")
+
+
+class Bool:
+    def check(self, v, where: str) -> None:
+        if not isinstance(v, bool):
+            raise Invalid(where, f"must be true or false, found {_show(v)}")
+
+
+@dataclass(frozen=True)
+class Maybe:
+    inner: Any
+
+    def check(self, v, where: str) -> None:
+        if v is not None:
+            self.inner.check(v, where)
+
+
+@dataclass(frozen=True)
+class List:
+    item: Any
+    max_len: int = MAX_LIST
+    min_len: int = 0
+
+    def check(self, v, where: str) -> None:
+        if not isinstance(v, list):
+            raise Invalid(where, f"must be a list, found {_show(v)}")
+        if not self.min_len <= len(v) <= self.max_len:
+            raise Invalid(where, f"must hold {self.min_len}-{self.max_len} items, found {len(v)}")
+        for i, x in enumerate(v):
+            self.item.check(x, f"{where}[{i}]")
+
+
+@dataclass(frozen=True)
+class Obj:
+    """A JSON object with known fields; `extra` says whether other keys are allowed (they are
+    still bounded by `check_json_bounds`)."""
+
+    fields: dict
+    required: tuple[str, ...] = ()
+    extra: bool = True
+
+    def check(self, v, where: str) -> None:
+        if not isinstance(v, dict):
+            raise Invalid(where, f"must be an object, found {_show(v)}")
+        for k in self.required:
+            if k not in v:
+                raise Invalid(where, f"missing field {k!r}")
+        for k, x in v.items():
+            if k in self.fields:
+                self.fields[k].check(x, f"{where}.{k}" if where else k)
+            elif not self.extra:
+                raise Invalid(where, f"unknown field {_show(k)}")
+
+
+class Lazy:
+    """A schema defined after its first use (`started_from` holds a record of the same kind)."""
+
+    def __init__(self, get):
+        self.get = get
+
+    def check(self, v, where: str) -> None:
+        self.get().check(v, where)
+
+
+class Config:
+    """A model config: each family's fields and bounds, then the model it describes must build
+    (on PyTorch's meta device: no memory) with at most MAX_PARAMETERS parameters."""
+
+    families = {
+        "capsnet": Obj(
+            {
+                "family": Str(),
+                "in_size": Int(min(INPUT_SIZES), max(INPUT_SIZES)),
+                "in_channels": Int(1, 3),
+                "num_classes": Int(2, 100),
+                "conv1_channels": Int(1, 1024),
+                "conv1_kernel": Int(1, 15),
+                "primary_types": Int(1, 128),
+                "primary_dim": Int(1, 64),
+                "primary_kernel": Int(1, 15),
+                "digit_dim": Int(1, 64),
+                "routing_iterations": Int(1, MAX_ITERATIONS),
+                "reconstruction": Bool(),
+                "decoder_hidden": List(Int(1, 8192), max_len=2, min_len=2),
+            },
+            extra=False,
+        ),
+        "matrix": Obj(
+            {
+                "family": Str(),
+                "in_size": Int(min(INPUT_SIZES), max(INPUT_SIZES)),
+                "in_channels": Int(1, 3),
+                "num_classes": Int(2, 100),
+                "A": Int(1, 512),
+                "B": Int(1, 128),
+                "C": Int(1, 128),
+                "D": Int(1, 128),
+                "routing_iterations": Int(1, MAX_ITERATIONS),
+                "coord_add": Bool(),
+                "final_lambda": Num(1e-6, 100),
+            },
+            extra=False,
+        ),
+        "cnn": Obj(
+            {
+                "family": Str(),
+                "kind": Str(choices=("mnist", "multimnist", "smallnorb")),
+                "in_size": Int(min(INPUT_SIZES), max(INPUT_SIZES)),
+                "in_channels": Int(1, 3),
+                "num_classes": Int(2, 100),
+                "dropout": Num(0, 0.99),
+            },
+            extra=False,
+        ),
+    }
+
+    def check(self, v, where: str) -> None:
+        if not isinstance(v, dict):
+            raise Invalid(where, f"must be an object, found {_show(v)}")
+        family = v.get("family")
+        if family not in self.families:
+            raise Invalid(f"{where}.family", f"must be one of {', '.join(self.families)}; found {_show(family)}")
+        self.families[family].check(v, where)
+        from capsviz.models import build_model, count_parameters
+
+        try:
+            cfg = config_from_dict(v)
+        except CapsvizError as e:
+            raise Invalid(where, str(e)) from None
+        if family == "capsnet" and cfg.primary_grid < 1:
+            raise Invalid(
+                where,
+                f"kernels of {cfg.conv1_kernel} and {cfg.primary_kernel} leave no PrimaryCaps grid on {cfg.in_size}x{cfg.in_size} inputs",
+            )
+        try:
+            with torch.device("meta"):
+                n = count_parameters(build_model(cfg))
+        except Exception as e:  # noqa: BLE001 - whatever stops a model building, the file cannot be used
+            raise Invalid(where, f"describes a model that cannot be built ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+        if n > MAX_PARAMETERS:
+            raise Invalid(where, f"describes a model of {n:,} parameters; at most {MAX_PARAMETERS:,}")
+
+
+FINITE = Num(-1e300, 1e300)
+PERCENT = Num(0, 100)
+SECONDS = Num(0, 1e10)
+EPOCHS = Num(0, 1e6)
+SHA256 = Str(max_len=64)
+
+METRICS = Obj({"test_error": PERCENT, "test_accuracy": PERCENT, "n_test": Int(0, 10**8), "how": Str(max_len=1000)})
+
+# TrainRun (capsviz.train): every field, since a resume rebuilds the run from it
+RUN = Obj(
+    {
+        "model": Str(choices=tuple(PRESETS)),
+        "dataset": Str(choices=DATASET_NAMES),
+        "epochs": Int(1, 100_000),
+        "batch_size": Int(1, 1 << 16),
+        "routing_iterations": Maybe(Int(1, MAX_ITERATIONS)),
+        "reconstruction": Maybe(Bool()),
+        "final_lambda": Maybe(Num(1e-6, 100)),
+        "lr": Num(1e-12, 10),
+        "lr_decay": Num(1e-6, 1),
+        "decay_steps": Int(1, 10**12),
+        "seed": Int(0, 2**63 - 1),
+        "device": Str(max_len=64),
+        "precision": Str(choices=("fp32", "bf16", "fp16")),
+        "compile": Bool(),
+        "data_dir": Maybe(Str()),
+        "train_limit": Maybe(Int(1, 10**9)),
+        "test_limit": Maybe(Int(1, 10**9)),
+        "init_from": Maybe(Str()),
+        "margin_start": Num(0, 0.9),
+    },
+    extra=False,
+)
+
+HISTORY = List(
+    Obj({"epoch": EPOCHS, "train_loss": FINITE, "train_accuracy": PERCENT, "images_per_s": Num(0, 1e12), "metrics": METRICS}),
+)
+
+# What `checkpoint.lineage` records about the run a fine-tuned one started from
+STARTED_FROM = Obj(
+    {
+        "file": Str(max_len=255),
+        "weights_sha256": SHA256,
+        "run": RUN,
+        "epochs": EPOCHS,
+        "training_time_s": SECONDS,
+        "hardware": Str(max_len=500),
+        "metrics": METRICS,
+        "history": HISTORY,
+        "started_from": Lazy(lambda: STARTED_FROM),
+    }
+)
+
+META = Obj(
+    {
+        "config": Config(),
+        "dataset": Str(choices=DATASET_NAMES),
+        "parameters": Int(0, MAX_PARAMETERS),
+        "capsviz_version": Str(max_len=64),
+        "weights_sha256": SHA256,
+        "run": RUN,
+        "hardware": Str(max_len=500),
+        "effective_batch_size": Int(1, 1 << 24),
+        "started_from": STARTED_FROM,
+        "epochs": EPOCHS,
+        "metrics": METRICS,
+        "history": HISTORY,
+        "training_time_s": SECONDS,
+        "complete": Bool(),
+        "float32_test_error": PERCENT,
+        "stored_as": Str(choices=("float16",)),
+        "float16_reconstruction_change": Maybe(Num(0, 1e6)),
+    },
+    required=("config", "weights_sha256"),
+)
+
+
+def check_json_bounds(value, max_depth: int = MAX_DEPTH) -> None:
+    """Every container at most `max_depth` deep, every string at most MAX_STRING long, every
+    list at most MAX_LIST long, whatever the key: bounds that hold for fields no schema names.
+    Iterative, so a deep file cannot exhaust Python's recursion limit here."""
+    todo = [(value, 1, "")]
+    while todo:
+        v, depth, where = todo.pop()
+        if isinstance(v, dict | list):
+            if depth > max_depth:
+                raise Invalid(where, f"nested more than {max_depth} levels deep")
+            if len(v) > MAX_LIST:
+                raise Invalid(where, f"holds {len(v)} entries; at most {MAX_LIST}")
+            items = v.items() if isinstance(v, dict) else enumerate(v)
+            for k, x in items:
+                if isinstance(k, str) and len(k) > 200:
+                    raise Invalid(where, f"key of {len(k)} characters; at most 200")
+                todo.append((x, depth + 1, (f"{where}.{k}" if where else str(k)) if isinstance(v, dict) else f"{where}[{k}]"))
+        elif isinstance(v, str) and len(v) > MAX_STRING:
+            raise Invalid(where, f"string of {len(v)} characters; at most {MAX_STRING}")
+
+
+def check_meta(meta) -> None:
+    """Raise Invalid naming the first field of checkpoint metadata that is wrong."""
+    check_json_bounds(meta)
+    META.check(meta, "")
+    chain, m = 0, meta
+    while isinstance(m, dict) and "started_from" in m:
+        chain, m = chain + 1, m["started_from"]
+        if chain > MAX_CHAIN:
+            raise Invalid("started_from", f"a chain of more than {MAX_CHAIN} fine-tuning runs")
+
+
+# The training state `capsviz train` saves beside its weights (`<out>.train.pt`): plain fields,
+# then the tensors whose structure `capsviz.train` checks against the model they will drive
+STATE_FIELDS = {
+    "run": RUN,
+    "step": Int(0, 10**12),
+    "epoch": Int(0, 100_000),
+    "batch": Int(0, 10**9),
+    "history": HISTORY,
+    "elapsed": SECONDS,
+    "weights_sha256": SHA256,
+}
+STATE_TENSOR_FIELDS = ("optimizer", "scheduler", "torch_rng")
+
+
+def check_train_state(state) -> None:
+    """Raise Invalid for the first thing wrong with a loaded training state: its keys, each
+    plain field, the RNG state's size. The optimizer and scheduler are checked against the
+    model they will drive, in `capsviz.train`."""
+    if not isinstance(state, dict):
+        raise Invalid("training state", f"must be a dict, found {type(state).__name__}")
+    known = set(STATE_FIELDS) | set(STATE_TENSOR_FIELDS)
+    unknown = sorted(map(str, set(state) - known))
+    if unknown:
+        raise Invalid("training state", f"unknown key {_show(unknown[0])}")
+    missing = sorted(known - set(state))
+    if missing:
+        raise Invalid("training state", f"missing {missing[0]!r}")
+    for k, spec in STATE_FIELDS.items():
+        spec.check(state[k], k)
+    rng, expected = state["torch_rng"], torch.get_rng_state()
+    if not isinstance(rng, torch.Tensor) or rng.dtype != torch.uint8 or rng.shape != expected.shape:
+        found = f"{rng.dtype} {tuple(rng.shape)}" if isinstance(rng, torch.Tensor) else type(rng).__name__
+        raise Invalid("torch_rng", f"must be a uint8 tensor of shape {tuple(expected.shape)}, found {found}")
+    for k in ("optimizer", "scheduler"):
+        if not isinstance(state[k], dict):
+            raise Invalid(k, f"must be a dict, found {type(state[k]).__name__}")
