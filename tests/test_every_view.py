@@ -23,7 +23,10 @@ MODEL_FREE = {"zoo", "playground", "reproduction", "train"}  # these show every 
 
 def _value_for(widget, shown: str):
     """The option value behind a shown (formatted) option: AppTest sets option widgets by value."""
-    candidates = [shown, shown.lower(), *range(len(widget.options))]
+    candidates = [shown, shown.lower(), *range(-1, len(widget.options) + 2)]
+    table = getattr(widget.format_func, "__self__", None)  # format_func=SOME_DICT.get: the dict's keys
+    if isinstance(table, dict):
+        candidates += list(table)
     for cast in (int, float):
         try:
             candidates.append(cast(shown))
@@ -38,28 +41,27 @@ def _value_for(widget, shown: str):
     return shown
 
 
-def extremes(widget) -> list:
-    """The widget's two ends: min and max, first and last option (by position), on and off."""
+def end_value(widget, end: int):
+    """The widget's value at one end (0: low, 1: high): min or max, first or last option, off or on."""
     if widget.type in ("slider", "number_input"):
-        lo, hi = widget.min, widget.max
-        return [lo, hi] if not isinstance(widget.value, tuple) else [(lo, lo), (hi, hi)]
+        v = widget.max if end else widget.min
+        return (v, v) if isinstance(widget.value, tuple) else v
     if widget.type in ("selectbox", "radio", "select_slider"):
-        return ["first", "last"] if widget.options else []
-    return [True, False]
+        return _value_for(widget, widget.options[-1 if end else 0])
+    return bool(end)
 
 
-def set_to(at: AppTest, kind: str, key: str, end) -> bool:
-    """Set the widget called `key` to `end`, if this run still shows it."""
+def set_to(at: AppTest, kind: str, key: str, end: int):
+    """Set the widget called `key` to one end; None where this run no longer shows it (or it has no options)."""
     try:
         widget = getattr(at, kind)(key=key)
     except KeyError:
-        return False
-    if end in ("first", "last"):
-        i = 0 if end == "first" else len(widget.options) - 1
-        widget.set_value(_value_for(widget, widget.options[i]))
-    else:
-        widget.set_value(end)
-    return True
+        return None
+    if widget.type in ("selectbox", "radio", "select_slider") and not widget.options:
+        return None
+    value = end_value(widget, end)
+    widget.set_value(value)
+    return value
 
 
 def open_page(page: str, model: str) -> AppTest:
@@ -88,8 +90,9 @@ def sweep(page: str, model: str) -> int:
             if key is None or key.startswith("$$") or key in SKIP or (kind, key) in seen:
                 continue
             seen.add((kind, key))
-            for value in extremes(widget):
-                if not set_to(at, kind, key, value):
+            for end in (0, 1):
+                value = set_to(at, kind, key, end)
+                if value is None:
                     break
                 at.run()
                 settings += 1
