@@ -4,11 +4,16 @@
 import time
 
 import pytest
+import test_app
 from streamlit.testing.v1 import AppTest
-from test_app import APP, app, router_mode  # noqa: F401 - fixtures: tiny checkpoints, synthetic data, the app's router
 
 from capsviz import checkpoint as ckpt
 from capsviz import jobs
+
+APP = test_app.APP
+# test_app's fixtures, used here as they are: the app with tiny checkpoints and synthetic data, run
+# under its own st.navigation router
+app, router_mode = test_app.app, test_app.router_mode
 
 LONG = dict(model="cnn-small", epochs=50, batch=8, limit=600)  # ~3,750 fast steps: trains until stopped
 QUICK = dict(model="cnn-small", epochs=1, batch=8, limit=32)
