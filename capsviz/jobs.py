@@ -42,6 +42,9 @@ WARMUP_STEPS = 3
 MEASURED_STEPS = 3
 
 ACTIVE = ("queued", "running")
+# Runs that are over stay listed (with their curves) so that their sessions find them again;
+# beyond this many the oldest are forgotten, or a server that runs for months would keep them all.
+KEEP_ENDED = 50
 
 
 def model_name(text: str) -> str:
@@ -219,7 +222,9 @@ class TrainQueue:
                 if j.out == out:
                     raise CapsvizError(f"Another run will save to {out.name}; choose a new name.")
             job = TrainJob(run, out, owner, resume, self)
-            self._jobs.append(job)
+            ended = [j for j in self._jobs if j.state not in ACTIVE]
+            forget = {j.id for j in ended[: max(0, len(ended) - KEEP_ENDED + 1)]}
+            self._jobs = [j for j in self._jobs if j.id not in forget] + [job]
             self._advance()
             return job
 

@@ -217,8 +217,8 @@ def others_runs() -> None:
         return
     if others:
         st.info(
-            f"Another browser session is training: {jobs.progress_line(others[0].snapshot())}"
-            + (f" ({len(others) - 1} more waiting)." if len(others) > 1 else ".")
+            f"Another browser session is training now ({jobs.progress_line(others[0].snapshot())})"
+            + (f"; {len(others) - 1} more run(s) wait." if len(others) > 1 else ".")
         )
         if st.button("Watch it", key="watch_running"):
             st.session_state["train_watch"] = others[0].id

@@ -209,3 +209,16 @@ def test_a_failure_stays_with_its_run_and_the_queue_goes_on(synthetic_data, tmp_
     done = jobs.wait(good, 60)
     assert done.state == "finished" and failed.message not in done.message
     assert q.latest("a") is bad and q.latest("b") is good  # each session finds its own run
+
+
+def test_a_long_lived_server_forgets_only_the_oldest_ended_runs(synthetic_data, tmp_path):
+    q = jobs.TrainQueue()
+    runner = q.submit(TrainRun(**LONG), tmp_path / "long.safetensors", "runner")
+    for k in range(jobs.KEEP_ENDED + 10):  # queued, then taken out again: ended without training
+        j = q.submit(TrainRun(**QUICK), tmp_path / f"m{k}.safetensors", f"s{k}")
+        q.cancel(j, f"s{k}")
+    assert len(q._jobs) <= jobs.KEEP_ENDED + 1
+    assert q.latest("s0") is None and q.latest(f"s{jobs.KEEP_ENDED + 9}") is j
+    assert q.running() is runner  # an active run is never forgotten
+    q.cancel(runner, "runner")
+    jobs.wait(runner, 60)
