@@ -73,6 +73,7 @@ class Snapshot:
     eta_s: float | None  # None until measured, and once the run is over
     epoch_s: float | None  # seconds per epoch at the measured rate
     stopping: bool = False  # Stop was pressed; the run ends at its next step
+    testing: bool = False  # an epoch is over and the model is being measured on the test set
     curve: list[dict] = field(default_factory=list)  # per step: step, loss, accuracy
     evaluations: list[dict] = field(default_factory=list)
     message: str = ""
@@ -102,6 +103,9 @@ def progress_line(s: Snapshot) -> str:
     line = f"{name}: step {s.step}/{s.total}"
     if s.state == "running" and s.stopping:
         return line + " · stopping after this step ..."
+    if s.state == "running" and s.testing:
+        left = f" · about {duration(s.eta_s)} left" if s.eta_s is not None and s.step < s.total else ""
+        return line + " · measuring the test error ..." + left
     if s.state == "running" and s.eta_s is None:
         return line + " · measuring the speed ..."
     if s.state == "running":
@@ -127,6 +131,7 @@ class TrainJob:
         self._curve: list[dict] = []
         self._evals: list[dict] = []
         self._state, self._message = "queued", ""
+        self._testing = False
         self.thread = threading.Thread(target=self._work, name=f"capsviz-train-{self.id}", daemon=True)
 
     def _on(self, e: Event) -> None:
@@ -142,7 +147,10 @@ class TrainJob:
                     self._rate = (e.step - self._mark[1]) / (now - self._mark[0])
                 self._last = e
                 self._curve.append({"step": e.step, "loss": e.loss, "accuracy": e.accuracy})
+            elif e.kind == "epoch":  # the train loop tests the model next
+                self._testing = True
             elif e.kind == "evaluation":
+                self._testing = False
                 self._evals.append({"epoch": e.epoch, **e.metrics})
             elif e.kind in ("finished", "stopped", "failed"):
                 self._state, self._message = e.kind, e.message
@@ -180,6 +188,7 @@ class TrainJob:
                 eta_s=(e.total_steps - e.step) / rate if live else None,
                 epoch_s=per_epoch / rate if live else None,
                 stopping=stopping,
+                testing=self._testing and self._state == "running",
                 curve=list(self._curve),
                 evaluations=list(self._evals),
                 message=self._message,

@@ -74,6 +74,9 @@ def test_progress_line_never_says_0_of_0_and_gives_no_time_once_over():
         line = jobs.progress_line(snap(state=over, step=4, total=10, position=None))
         assert "left" not in line and "0/0" not in line and line.endswith(over)
     assert "left" not in jobs.progress_line(snap(step=4, total=10, stopping=True))
+    testing = dict(images_per_s=128.0, eta_s=60.0, epoch_s=360.0, testing=True)
+    assert jobs.progress_line(snap(step=5, total=10, **testing)) == "m: step 5/10 · measuring the test error ... · about 60 s left"
+    assert jobs.progress_line(snap(step=10, total=10, **testing)) == "m: step 10/10 · measuring the test error ..."
 
 
 def test_estimate_is_the_rate_measured_after_the_warm_up_steps(monkeypatch):
@@ -98,6 +101,10 @@ def test_estimate_is_the_rate_measured_after_the_warm_up_steps(monkeypatch):
     assert s.epoch_s == pytest.approx(100 * 0.5)  # 200 steps over 2 epochs
     job.stop.set()
     assert job.snapshot().eta_s is None  # Stop pressed: no time left to promise
+    job._on(Event("epoch", 1, len(durations), total))
+    assert job.snapshot().testing
+    job._on(Event("evaluation", 1, len(durations), total, metrics={"test_error": 5.0}))
+    assert not job.snapshot().testing and job.snapshot().evaluations == [{"epoch": 1, "test_error": 5.0}]
     job._on(Event("stopped", message="stopped"))
     assert job.snapshot().eta_s is None and job.snapshot().state == "stopped"
 
