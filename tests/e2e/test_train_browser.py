@@ -3,6 +3,7 @@ other is told a run is going and queues behind it; each sees only its own errors
 
 import re
 import time
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -30,7 +31,7 @@ def progress_text(page) -> str:
     return page.get_by_test_id("stProgress").first.inner_text().strip()
 
 
-def test_two_sessions_one_trains_the_other_queues(browser, own_server, shots):
+def test_two_sessions_one_trains_the_other_queues(browser, own_server, app_env, shots):
     contexts = [browser.new_context(viewport={"width": 1400, "height": 2400}) for _ in range(2)]
     a, b = (ctx.new_page() for ctx in contexts)
     for pg in (a, b):
@@ -104,6 +105,18 @@ def test_two_sessions_one_trains_the_other_queues(browser, own_server, shots):
         expect(b.get_by_text("come with capsviz", exact=False)).to_have_count(0)  # never A's error
         expect(b.get_by_text("Stopped at step", exact=False)).to_have_count(0)  # nor A's stop
         shot(b, shots, "train_queued_then_finished")
+
+        # A: a run that fails on its thread (its resumable state damaged meanwhile): the error is
+        # A's alone, and Start comes back without A touching anything (the polling hands over)
+        state = Path(app_env["CAPSVIZ_CHECKPOINTS"]) / "a-run.safetensors.train.pt"
+        state.write_bytes(b"not a training state")
+        a.get_by_role("button", name="Resume").click()
+        expect(a.get_by_text("Training failed:", exact=False)).to_be_visible(timeout=60_000)
+        expect(a.get_by_role("button", name="Start training")).to_be_enabled()
+        shot(a, shots, "train_failed")
+        fill(b, "Epochs", 2)  # B reruns: still only its own finished run
+        expect(b.get_by_text("Finished", exact=False).first).to_be_visible()
+        expect(b.get_by_text("Training failed", exact=False)).to_have_count(0)
         for pg in (a, b):
             no_exceptions(pg)
     finally:
