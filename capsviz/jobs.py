@@ -38,7 +38,10 @@ SHIPPED = frozenset(
 # Steps left out of the rate: the first ones build the model, fill caches and start the data
 # feed (a capsnet-small step takes ~1.3 s first and ~0.03 s after on the 2-core CPU).
 WARMUP_STEPS = 3
-# Steps measured after the warm-up before any estimate is shown.
+# Steps measured after the warm-up before any estimate is shown. Later the rate is taken over the
+# more recent half of the steps since the warm-up: the first steps after it still run slower, and
+# the machine's load changes while a run goes (measured: a 2-epoch capsnet-small run's estimate came
+# to 13.5 s per epoch over all steps after step 3 and 9.1 s at half-way, for a ~10 s epoch).
 MEASURED_STEPS = 3
 
 ACTIVE = ("queued", "running")
@@ -71,9 +74,10 @@ class Snapshot:
     total: int
     images_per_s: float | None  # measured after the warm-up steps; None until then
     eta_s: float | None  # None until measured, and once the run is over
-    epoch_s: float | None  # seconds per epoch at the measured rate
+    epoch_s: float | None  # seconds per epoch at the measured rate, its test included once measured
     stopping: bool = False  # Stop was pressed; the run ends at its next step
     testing: bool = False  # an epoch is over and the model is being measured on the test set
+    test_s: float | None = None  # how long the last test took; None until one has run
     curve: list[dict] = field(default_factory=list)  # per step: step, loss, accuracy
     evaluations: list[dict] = field(default_factory=list)
     message: str = ""
@@ -109,7 +113,10 @@ def progress_line(s: Snapshot) -> str:
     if s.state == "running" and s.eta_s is None:
         return line + " · measuring the speed ..."
     if s.state == "running":
-        return line + f" · {s.images_per_s:.0f} images/s · {duration(s.epoch_s)} per epoch · about {duration(s.eta_s)} left"
+        line += f" · {s.images_per_s:.0f} images/s · {duration(s.epoch_s)} per epoch"
+        if s.test_s is None:  # the test has not run yet: said, not guessed
+            return line + f" · about {duration(s.eta_s)} left, plus the test after each epoch"
+        return line + f" with its test · about {duration(s.eta_s)} left"
     return line + {"finished": " · finished", "stopped": " · stopped", "failed": " · failed"}.get(s.state, "")
 
 
@@ -126,12 +133,14 @@ class TrainJob:
         self._lock = threading.Lock()
         self._last: Event | None = None
         self._first_step: int | None = None  # the step a resumed run starts from
-        self._mark: tuple[float, int] | None = None  # (time, step) when the warm-up ended
-        self._rate: float | None = None  # steps per second after the warm-up
+        self._marks: list[tuple[float, int]] = []  # (time, step) of each step from the end of the warm-up
+        self._rate: float | None = None  # steps per second, measured
         self._curve: list[dict] = []
         self._evals: list[dict] = []
         self._state, self._message = "queued", ""
         self._testing = False
+        self._test_start: float | None = None
+        self._test_s: float | None = None
         self.thread = threading.Thread(target=self._work, name=f"capsviz-train-{self.id}", daemon=True)
 
     def _on(self, e: Event) -> None:
@@ -140,17 +149,24 @@ class TrainJob:
                 now = time.monotonic()
                 if self._first_step is None:
                     self._first_step = e.step - 1
-                done = e.step - self._first_step
-                if done == WARMUP_STEPS:
-                    self._mark = (now, e.step)
-                elif self._mark and done >= WARMUP_STEPS + MEASURED_STEPS and now > self._mark[0]:
-                    self._rate = (e.step - self._mark[1]) / (now - self._mark[0])
+                if e.step - self._first_step >= WARMUP_STEPS:
+                    self._marks.append((now, e.step))
+                n = len(self._marks)
+                if n > MEASURED_STEPS:
+                    t0, s0 = self._marks[min(n // 2, n - 1 - MEASURED_STEPS)]
+                    if now > t0:
+                        self._rate = (e.step - s0) / (now - t0)
                 self._last = e
                 self._curve.append({"step": e.step, "loss": e.loss, "accuracy": e.accuracy})
             elif e.kind == "epoch":  # the train loop tests the model next
-                self._testing = True
+                self._testing, self._test_start = True, time.monotonic()
             elif e.kind == "evaluation":
                 self._testing = False
+                if self._test_start is not None:
+                    self._test_s = time.monotonic() - self._test_start
+                # the rate is re-measured from here: a window over the test's pause would count
+                # the test twice (once in the rate, once in test_s); until then the last rate holds
+                self._marks = []
                 self._evals.append({"epoch": e.epoch, **e.metrics})
             elif e.kind in ("finished", "stopped", "failed"):
                 self._state, self._message = e.kind, e.message
@@ -171,7 +187,7 @@ class TrainJob:
     def snapshot(self) -> Snapshot:
         position = self._queue.position(self)
         with self._lock:
-            e, rate = self._last, self._rate
+            e, rate, test_s = self._last, self._rate, self._test_s
             stopping = self.stop.is_set() and self._state == "running"
             # no estimate once Stop is pressed: the run ends at its next step, not in "4.4 min"
             live = self._state == "running" and not stopping and rate is not None and e is not None
@@ -185,10 +201,12 @@ class TrainJob:
                 step=e.step if e else 0,
                 total=e.total_steps if e else 0,
                 images_per_s=rate * self.run.batch_size if live else None,
-                eta_s=(e.total_steps - e.step) / rate if live else None,
-                epoch_s=per_epoch / rate if live else None,
+                # tests still to run: the current epoch's (running or ahead) and every later one's
+                eta_s=(e.total_steps - e.step) / rate + (self.run.epochs - e.epoch) * (test_s or 0.0) if live else None,
+                epoch_s=per_epoch / rate + (test_s or 0.0) if live else None,
                 stopping=stopping,
                 testing=self._testing and self._state == "running",
+                test_s=test_s,
                 curve=list(self._curve),
                 evaluations=list(self._evals),
                 message=self._message,

@@ -69,7 +69,11 @@ def test_progress_line_never_says_0_of_0_and_gives_no_time_once_over():
     assert jobs.progress_line(snap(state="cancelled", position=None)) == "m: taken out of the queue"
     assert jobs.progress_line(snap(step=2, total=10)) == "m: step 2/10 · measuring the speed ..."
     live = snap(step=4, total=10, images_per_s=128.0, eta_s=270.0, epoch_s=360.0)
-    assert jobs.progress_line(live) == "m: step 4/10 · 128 images/s · 6.0 min per epoch · about 4.5 min left"
+    assert (
+        jobs.progress_line(live) == "m: step 4/10 · 128 images/s · 6.0 min per epoch · about 4.5 min left, plus the test after each epoch"
+    )
+    tested = snap(step=4, total=10, images_per_s=128.0, eta_s=270.0, epoch_s=360.0, test_s=20.0)
+    assert jobs.progress_line(tested) == "m: step 4/10 · 128 images/s · 6.0 min per epoch with its test · about 4.5 min left"
     for over in ("stopped", "finished", "failed"):
         line = jobs.progress_line(snap(state=over, step=4, total=10, position=None))
         assert "left" not in line and "0/0" not in line and line.endswith(over)
@@ -101,12 +105,44 @@ def test_estimate_is_the_rate_measured_after_the_warm_up_steps(monkeypatch):
     assert s.epoch_s == pytest.approx(100 * 0.5)  # 200 steps over 2 epochs
     job.stop.set()
     assert job.snapshot().eta_s is None  # Stop pressed: no time left to promise
-    job._on(Event("epoch", 1, len(durations), total))
-    assert job.snapshot().testing
-    job._on(Event("evaluation", 1, len(durations), total, metrics={"test_error": 5.0}))
-    assert not job.snapshot().testing and job.snapshot().evaluations == [{"epoch": 1, "test_error": 5.0}]
     job._on(Event("stopped", message="stopped"))
     assert job.snapshot().eta_s is None and job.snapshot().state == "stopped"
+
+
+def test_the_test_after_each_epoch_is_timed_and_counted_once(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(jobs.time, "monotonic", lambda: clock[0])
+    job = jobs.TrainJob(TrainRun(epochs=3, batch_size=8), Path("m.safetensors"), "a", None, jobs.TrainQueue())
+    job._state = "running"
+    for k in range(1, 11):  # epoch 1: 10 steps of 1 s
+        clock[0] += 1.0
+        job._on(Event("step", 0, k, 30))
+    assert job.snapshot().test_s is None and job.snapshot().eta_s == pytest.approx(20)  # the tests not yet known
+    job._on(Event("epoch", 1, 10, 30))
+    assert job.snapshot().testing
+    clock[0] += 5.0  # the test takes 5 s
+    job._on(Event("evaluation", 1, 10, 30, metrics={"test_error": 5.0}))
+    s = job.snapshot()
+    assert not s.testing and s.test_s == 5.0 and s.evaluations == [{"epoch": 1, "test_error": 5.0}]
+    for k in range(11, 21):  # epoch 2: the pause for the test must not slow the measured rate
+        clock[0] += 1.0
+        job._on(Event("step", 1, k, 30))
+    s = job.snapshot()
+    assert s.eta_s == pytest.approx(10 * 1.0 + 2 * 5.0)  # 10 steps, and the tests of epochs 2 and 3
+    assert s.epoch_s == pytest.approx(10 + 5)
+
+
+def test_estimate_follows_a_change_of_speed(monkeypatch):
+    """The machine gets busier half-way (another program starts): the rate is the recent one,
+    not the average since the start (which would say 1.18 steps/s here)."""
+    clock = [0.0]
+    monkeypatch.setattr(jobs.time, "monotonic", lambda: clock[0])
+    job = jobs.TrainJob(TrainRun(batch_size=8), Path("m.safetensors"), "a", None, jobs.TrainQueue())
+    job._state = "running"
+    for k, dt in enumerate([0.5] * 20 + [1.0] * 40, start=1):
+        clock[0] += dt
+        job._on(Event("step", 0, k, 1000))
+    assert job.snapshot().eta_s == pytest.approx(1000 - 60)  # 1 step/s
 
 
 def test_resumed_run_warms_up_again(monkeypatch):

@@ -12,8 +12,12 @@ from test_browser import no_exceptions, open_page, shot
 
 pytestmark = pytest.mark.e2e
 
-# step, and (once measured) the rate and the time left: "a-run: step 12/1500 · 260 images/s · 46 s per epoch · about 5.6 min left"
-LIVE = re.compile(r"^a-run: step (\d+)/(\d+) · (\d+) images/s · ([\d.]+ (?:s|min|h)) per epoch · about ([\d.]+ (?:s|min|h)) left$")
+# step, and (once measured) the rate and the time left:
+# "a-run: step 12/1500 · 17 images/s · 35 s per epoch · about 11.6 min left, plus the test after each epoch"
+LIVE = re.compile(
+    r"^a-run: step (\d+)/(\d+) · (\d+) images/s · ([\d.]+ (?:s|min|h)) per epoch(?: with its test)? · "
+    r"about ([\d.]+ (?:s|min|h)) left(?:, plus the test after each epoch)?$"
+)
 
 
 def fill(page, label, value):
