@@ -56,7 +56,7 @@ def model_name(text: str) -> str:
     safe = "".join(ch for ch in text.strip() if ch.isalnum() or ch in "-_").strip("-_")
     if not safe:
         raise CapsvizError("Give the model a name made of letters, digits, '-' or '_'.")
-    if safe in SHIPPED:
+    if safe.lower() in SHIPPED:  # lower: on a case-insensitive disk (macOS, Windows) it is the same file
         raise CapsvizError(f"{safe} is one of the models that come with capsviz and cannot be replaced; choose a new name.")
     return safe
 

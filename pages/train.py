@@ -5,11 +5,13 @@ browser session that started it, and this page shows a session its own run, or, 
 another session's progress (never that run's errors, and no Stop for it).
 """
 
+import time
 import uuid
 
 import streamlit as st
 import torch
 
+from capsviz import checkpoint as ckpt
 from capsviz import jobs
 from capsviz.config import PRESETS
 from capsviz.errors import CapsvizError
@@ -115,12 +117,24 @@ def submit(run: TrainRun, out, resume=None) -> None:
     st.rerun()
 
 
+def about(path) -> str:
+    """A few words on an existing checkpoint, so that nobody replaces a model without knowing which."""
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime))
+    try:
+        meta = ckpt.read_meta(path)
+    except CapsvizError:
+        return f"a file saved {when} that capsviz cannot read"
+    error = meta.get("metrics", {}).get("test_error") if isinstance(meta.get("metrics"), dict) else None
+    model = meta.get("run", {}).get("model", "a model") if isinstance(meta.get("run"), dict) else "a model"
+    return f"{model} trained here, saved {when}" + (f", test error {error:.2f}%" if isinstance(error, int | float) else "")
+
+
 def ask_before_start(pending: dict) -> None:
     """Start a pending run, unless it would replace a model trained earlier or wait behind another
     session's run: then ask first."""
     out = pending["out"]
     if out.exists() and not pending.get("replace"):
-        st.warning(f"**{out.stem}** already exists: a model trained here earlier. Training under this name replaces it.")
+        st.warning(f"**{out.stem}** already exists: {about(out)}. Training under this name replaces it.")
         a, b = st.columns(2)
         if a.button(f"Replace {out.stem}", key="confirm_replace"):
             pending["replace"] = True

@@ -37,6 +37,8 @@ def test_save_as_names_are_cleaned_and_shipped_names_refused():
         jobs.model_name("capsnet-small-mnist")
     with pytest.raises(CapsvizError, match="cannot be replaced"):
         jobs.model_name("capsnet-mnist ")  # the same file once cleaned
+    with pytest.raises(CapsvizError, match="cannot be replaced"):
+        jobs.model_name("CapsNet-Small-MNIST")  # the same file on a case-insensitive disk
 
 
 def test_shipped_names_are_the_repositorys_checkpoints():

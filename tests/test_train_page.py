@@ -191,7 +191,8 @@ def test_an_existing_model_is_replaced_only_when_confirmed(app, queue):
     app.switch_page("pages/train.py").run()
     before = (app.folder / "tiny-capsnet.safetensors").read_bytes()
     start(app, "tiny-capsnet")
-    assert "already exists" in app.warning[0].value and own_job(queue, app) is None
+    warning = app.warning[0].value
+    assert "already exists" in warning and "test error 12.50%" in warning and own_job(queue, app) is None
     app.button(key="cancel_pending").click().run()
     assert not app.warning and own_job(queue, app) is None
     assert (app.folder / "tiny-capsnet.safetensors").read_bytes() == before
