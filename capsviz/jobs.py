@@ -48,6 +48,9 @@ ACTIVE = ("queued", "running")
 # Runs that are over stay listed (with their curves) so that their sessions find them again;
 # beyond this many the oldest are forgotten, or a server that runs for months would keep them all.
 KEEP_ENDED = 50
+# Points of the loss and accuracy curves sent to the browser each second: a 50-epoch run has tens
+# of thousands of steps, more than a chart shows and more than a browser redraws every second.
+CURVE_POINTS = 1000
 
 
 def model_name(text: str) -> str:
@@ -81,6 +84,14 @@ class Snapshot:
     curve: list[dict] = field(default_factory=list)  # per step: step, loss, accuracy
     evaluations: list[dict] = field(default_factory=list)
     message: str = ""
+
+
+def thin(points: list, most: int) -> list:
+    """Every k-th point, k as small as keeps at most `most`, and always the last (the newest step)."""
+    if len(points) <= most:
+        return list(points)
+    kept = points[:: -(-len(points) // (most - 1))]  # ceil(n / (most - 1)): at most most - 1 points
+    return kept if kept[-1] is points[-1] else kept + [points[-1]]
 
 
 def duration(seconds: float) -> str:
@@ -207,7 +218,7 @@ class TrainJob:
                 stopping=stopping,
                 testing=self._testing and self._state == "running",
                 test_s=test_s,
-                curve=list(self._curve),
+                curve=thin(self._curve, CURVE_POINTS),
                 evaluations=list(self._evals),
                 message=self._message,
             )

@@ -119,11 +119,11 @@ def submit(run: TrainRun, out, resume=None) -> None:
 
 def about(path) -> str:
     """A few words on an existing checkpoint, so that nobody replaces a model without knowing which."""
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime))
     try:
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime))
         meta = ckpt.read_meta(path)
-    except CapsvizError:
-        return f"a file saved {when} that capsviz cannot read"
+    except (CapsvizError, OSError):
+        return "a file capsviz cannot read"
     error = meta.get("metrics", {}).get("test_error") if isinstance(meta.get("metrics"), dict) else None
     model = meta.get("run", {}).get("model", "a model") if isinstance(meta.get("run"), dict) else "a model"
     return f"{model} trained here, saved {when}" + (f", test error {error:.2f}%" if isinstance(error, int | float) else "")

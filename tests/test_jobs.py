@@ -267,3 +267,11 @@ def test_a_long_lived_server_forgets_only_the_oldest_ended_runs(synthetic_data, 
     assert q.running() is runner  # an active run is never forgotten
     q.cancel(runner, "runner")
     jobs.wait(runner, 60)
+
+
+@pytest.mark.parametrize("n", [0, 1, 999, 1000, 1001, 1999, 2000, 23_437])
+def test_curves_are_thinned_for_the_browser_keeping_the_newest_step(n):
+    points = list(range(n))
+    kept = jobs.thin(points, 1000)
+    assert len(kept) <= 1000 and kept == sorted(set(kept))
+    assert kept == points if n <= 1000 else (kept[0] == 0 and kept[-1] == n - 1 and len(kept) > 500)
