@@ -229,7 +229,11 @@ def others_runs() -> None:
             st.session_state.pop("train_watch", None)
             st.rerun()
         return
-    if others:
+    if others and others[0].state == "queued":  # this session's run trains; these wait behind it
+        n = len(others)
+        who = "1 run from another browser session waits" if n == 1 else f"{n} runs from other browser sessions wait"
+        st.info(f"{who} in the queue after yours.")
+    elif others:
         st.info(
             f"Another browser session is training now ({jobs.progress_line(others[0].snapshot())})"
             + (f"; {len(others) - 1} more run(s) wait." if len(others) > 1 else ".")

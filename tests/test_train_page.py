@@ -172,6 +172,8 @@ def test_queued_run_starts_by_itself_when_the_first_ends(app, queue):
     second = session()
     start(second, "second")
     second.button(key="queue_run").click().run()
+    app.run()
+    assert "1 run from another browser session waits in the queue after yours." in texts(app, "info")
     app.button(key="stop_training").click().run()
     done = jobs.wait(own_job(queue, second), 60)
     assert done.state == "finished"
