@@ -1,50 +1,183 @@
-"""The only threading code: one background training run per server that pages poll.
+"""The only threading code: the server's training queue, which the Train page polls.
 
-The worker thread never touches Streamlit; pages read `snapshot()` from a polling fragment.
+One run trains at a time: two runs on a 2-core CPU would each go at half speed and finish no
+sooner, and the other pages would stall. Runs started while one is going wait in a first-come
+queue and start by themselves. Every run belongs to the browser session that started it
+(`owner`); only that session may stop or cancel it, and the page shows a failure only to it.
+Worker threads never touch Streamlit; pages read `snapshot()` from a polling fragment.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from capsviz.data import DATASETS
+from capsviz.data.sources import SOURCES, locate, missing_message
 from capsviz.errors import CapsvizError
 from capsviz.train import Event, TrainRun, train
+
+# The models in the repository's checkpoints/ folder (RESULTS.md says how each was trained). The app
+# never writes a file of these names: a student's run would silently replace the reference model.
+SHIPPED = frozenset(
+    {
+        "capsnet-fashion-mnist",
+        "capsnet-mnist",
+        "capsnet-multimnist",
+        "capsnet-one-iteration-mnist",
+        "capsnet-small-mnist",
+        "cnn-small-mnist",
+        "matrix-small-mnist",
+    }
+)
+
+# Steps left out of the rate: the first ones build the model, fill caches and start the data
+# feed (a capsnet-small step takes ~1.3 s first and ~0.03 s after on the 2-core CPU).
+WARMUP_STEPS = 3
+# Steps measured after the warm-up before any estimate is shown. Later the rate is taken over the
+# more recent half of the steps since the warm-up: the first steps after it still run slower, and
+# the machine's load changes while a run goes (measured: a 2-epoch capsnet-small run's estimate came
+# to 13.5 s per epoch over all steps after step 3 and 9.1 s at half-way, for a ~10 s epoch).
+MEASURED_STEPS = 3
+
+ACTIVE = ("queued", "running")
+# Runs that are over stay listed (with their curves) so that their sessions find them again;
+# beyond this many the oldest are forgotten, or a server that runs for months would keep them all.
+KEEP_ENDED = 50
+# Points of the loss and accuracy curves sent to the browser each second: a 50-epoch run has tens
+# of thousands of steps, more than a chart shows and more than a browser redraws every second.
+CURVE_POINTS = 1000
+
+
+def model_name(text: str) -> str:
+    """The file stem a "Save as" text gives: letters, digits, '-' and '_' only.
+    Raises CapsvizError when nothing usable is left or the name is a shipped model's."""
+    safe = "".join(ch for ch in text.strip() if ch.isalnum() or ch in "-_").strip("-_")
+    if not safe:
+        raise CapsvizError("Give the model a name made of letters, digits, '-' or '_'.")
+    if safe.lower() in SHIPPED:  # lower: on a case-insensitive disk (macOS, Windows) it is the same file
+        raise CapsvizError(f"{safe} is one of the models that come with capsviz and cannot be replaced; choose a new name.")
+    return safe
 
 
 @dataclass
 class Snapshot:
-    state: str  # running | finished | stopped | failed
+    """What a page draws of one run at one moment."""
+
+    state: str  # queued | running | finished | stopped | failed | cancelled
     run: TrainRun
     out: Path
-    step: int
+    owner: str
+    position: int | None  # 0 while it trains, 1.. in the queue, None once over
+    step: int  # 0 and total 0 until the first step (the data and model are still being prepared)
     total: int
-    images_per_s: float | None
-    eta_s: float | None
+    images_per_s: float | None  # measured after the warm-up steps; None until then
+    eta_s: float | None  # None until measured, and once the run is over
+    epoch_s: float | None  # seconds per epoch at the measured rate, its test included once measured
+    stopping: bool = False  # Stop was pressed; the run ends at its next step
+    testing: bool = False  # an epoch is over and the model is being measured on the test set
+    test_s: float | None = None  # how long the last test took; None until one has run
     curve: list[dict] = field(default_factory=list)  # per step: step, loss, accuracy
     evaluations: list[dict] = field(default_factory=list)
     message: str = ""
 
 
+def thin(points: list, most: int) -> list:
+    """Every k-th point, k as small as keeps at most `most`, and always the last (the newest step)."""
+    if len(points) <= most:
+        return list(points)
+    kept = points[:: -(-len(points) // (most - 1))]  # ceil(n / (most - 1)): at most most - 1 points
+    return kept if kept[-1] is points[-1] else kept + [points[-1]]
+
+
+def duration(seconds: float) -> str:
+    """Plain words for a time: "45 s", "6.2 min", "1.5 h"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def progress_line(s: Snapshot) -> str:
+    """The one line under a run's progress bar. Never "step 0/0" (before the first step the data
+    and model are being prepared), and a time left only while the run trains at a measured rate."""
+    name = s.out.stem
+    if s.state == "queued":
+        return f"{name}: queued, position {s.position}"
+    if s.total == 0:  # no step yet
+        return f"{name}: " + {
+            "running": "preparing the data and the model ...",
+            "cancelled": "taken out of the queue",
+            "failed": "failed before its first step",
+        }.get(s.state, s.state)
+    line = f"{name}: step {s.step}/{s.total}"
+    if s.state == "running" and s.stopping:
+        return line + " · stopping after this step ..."
+    if s.state == "running" and s.testing:
+        left = f" · about {duration(s.eta_s)} left" if s.eta_s is not None and s.step < s.total else ""
+        return line + " · measuring the test error ..." + left
+    if s.state == "running" and s.eta_s is None:
+        return line + " · measuring the speed ..."
+    if s.state == "running":
+        line += f" · {s.images_per_s:.0f} images/s · {duration(s.epoch_s)} per epoch"
+        if s.test_s is None:  # the test has not run yet: said, not guessed
+            return line + f" · about {duration(s.eta_s)} left, plus the test after each epoch"
+        return line + f" with its test · about {duration(s.eta_s)} left"
+    return line + {"finished": " · finished", "stopped": " · stopped", "failed": " · failed"}.get(s.state, "")
+
+
 class TrainJob:
-    def __init__(self, run: TrainRun, out: Path, resume: Path | None = None):
-        self.run, self.out, self.resume = run, Path(out), resume
+    """One run: queued, then trained on its own thread by its queue."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, run: TrainRun, out: Path, owner: str, resume: Path | None, queue: TrainQueue):
+        self.id = next(TrainJob._ids)
+        self.run, self.out, self.owner, self.resume = run, Path(out), owner, resume
         self.stop = threading.Event()
+        self._queue = queue
         self._lock = threading.Lock()
         self._last: Event | None = None
+        self._first_step: int | None = None  # the step a resumed run starts from
+        self._marks: list[tuple[float, int]] = []  # (time, step) of each step from the end of the warm-up
+        self._rate: float | None = None  # steps per second, measured
         self._curve: list[dict] = []
         self._evals: list[dict] = []
-        self._state, self._message = "running", ""
-        self.thread = threading.Thread(target=self._work, name="capsviz-train", daemon=True)
+        self._state, self._message = "queued", ""
+        self._testing = False
+        self._test_start: float | None = None
+        self._test_s: float | None = None
+        self.thread = threading.Thread(target=self._work, name=f"capsviz-train-{self.id}", daemon=True)
 
     def _on(self, e: Event) -> None:
         with self._lock:
             if e.kind == "step":
+                now = time.monotonic()
+                if self._first_step is None:
+                    self._first_step = e.step - 1
+                if e.step - self._first_step >= WARMUP_STEPS:
+                    self._marks.append((now, e.step))
+                n = len(self._marks)
+                if n > MEASURED_STEPS:
+                    t0, s0 = self._marks[min(n // 2, n - 1 - MEASURED_STEPS)]
+                    if now > t0:
+                        self._rate = (e.step - s0) / (now - t0)
                 self._last = e
                 self._curve.append({"step": e.step, "loss": e.loss, "accuracy": e.accuracy})
+            elif e.kind == "epoch":  # the train loop tests the model next
+                self._testing, self._test_start = True, time.monotonic()
             elif e.kind == "evaluation":
+                self._testing = False
+                if self._test_start is not None:
+                    self._test_s = time.monotonic() - self._test_start
+                # the rate is re-measured from here: a window over the test's pause would count
+                # the test twice (once in the rate, once in test_s); until then the last rate holds
+                self._marks = []
                 self._evals.append({"epoch": e.epoch, **e.metrics})
             elif e.kind in ("finished", "stopped", "failed"):
                 self._state, self._message = e.kind, e.message
@@ -53,48 +186,157 @@ class TrainJob:
         try:
             train(self.run, self.out, on_event=self._on, stop=self.stop, resume=self.resume)
         except CapsvizError:
-            pass  # reported through the "failed" event
+            pass  # train() reported it through the "failed" event
         except Exception as e:  # noqa: BLE001 - a crash must reach the page, not vanish with the thread
             self._on(Event("failed", message=f"{type(e).__name__}: {e}"))
+        finally:
+            with self._lock:
+                if self._state == "running":  # train() returned without a final event
+                    self._state = "finished"
+            self._queue._advance()
 
     def snapshot(self) -> Snapshot:
+        position = self._queue.position(self)
         with self._lock:
-            e = self._last
+            e, rate, test_s = self._last, self._rate, self._test_s
+            stopping = self.stop.is_set() and self._state == "running"
+            # no estimate once Stop is pressed: the run ends at its next step, not in "4.4 min"
+            live = self._state == "running" and not stopping and rate is not None and e is not None
+            per_epoch = e.total_steps / max(self.run.epochs, 1) if e else 0
             return Snapshot(
-                self._state,
-                self.run,
-                self.out,
-                e.step if e else 0,
-                e.total_steps if e else 0,
-                e.images_per_s if e else None,
-                e.eta_s if e else None,
-                list(self._curve),
-                list(self._evals),
-                self._message,
+                state=self._state,
+                run=self.run,
+                out=self.out,
+                owner=self.owner,
+                position=position,
+                step=e.step if e else 0,
+                total=e.total_steps if e else 0,
+                images_per_s=rate * self.run.batch_size if live else None,
+                # tests still to run: the current epoch's (running or ahead) and every later one's
+                eta_s=(e.total_steps - e.step) / rate + (self.run.epochs - e.epoch) * (test_s or 0.0) if live else None,
+                epoch_s=per_epoch / rate + (test_s or 0.0) if live else None,
+                stopping=stopping,
+                testing=self._testing and self._state == "running",
+                test_s=test_s,
+                curve=thin(self._curve, CURVE_POINTS),
+                evaluations=list(self._evals),
+                message=self._message,
             )
 
+    @property
+    def state(self) -> str:
+        with self._lock:
+            return self._state
 
-_current: TrainJob | None = None
-_guard = threading.Lock()
+
+class TrainQueue:
+    """First come, first trained: at most one run at a time, the rest wait in order."""
+
+    def __init__(self):
+        self._guard = threading.RLock()
+        self._jobs: list[TrainJob] = []  # every run submitted, oldest first
+
+    def submit(self, run: TrainRun, out: Path, owner: str, resume: Path | None = None) -> TrainJob:
+        """Queue a run; it starts at once when nothing is training. What would only fail later on
+        the thread, where the session would learn of it after the form was redrawn, is checked here
+        and raised as CapsvizError: missing data, an unwritable folder, a name another run will
+        write, and a session that already has a run going."""
+        out = Path(out)
+        source = SOURCES[DATASETS[run.dataset][0]] if run.dataset in DATASETS else None
+        if source is None:
+            raise CapsvizError(f"unknown dataset {run.dataset!r}; choose from {', '.join(DATASETS)}")
+        place, places = locate(source, run.data_dir)
+        if place is None:
+            raise CapsvizError(missing_message(source, places))
+        folder = out.parent if out.parent.exists() else out.parent.parent
+        if not os.access(folder, os.W_OK):
+            raise CapsvizError(f"cannot write to {out.parent}; make it writable or point CAPSVIZ_CHECKPOINTS elsewhere")
+        with self._guard:
+            for j in self._jobs:
+                if j.state not in ACTIVE:
+                    continue
+                if j.owner == owner:
+                    raise CapsvizError("You already have a run going or waiting; stop or cancel it first.")
+                if j.out == out:
+                    raise CapsvizError(f"Another run will save to {out.name}; choose a new name.")
+            job = TrainJob(run, out, owner, resume, self)
+            ended = [j for j in self._jobs if j.state not in ACTIVE]
+            forget = {j.id for j in ended[: max(0, len(ended) - KEEP_ENDED + 1)]}
+            self._jobs = [j for j in self._jobs if j.id not in forget] + [job]
+            self._advance()
+            return job
+
+    def _advance(self) -> None:
+        """Start the oldest queued run when none is training (after a submit, and as each run ends)."""
+        with self._guard:
+            if self.running() is not None:
+                return
+            nxt = next((j for j in self._jobs if j.state == "queued"), None)
+            if nxt is not None:
+                with nxt._lock:
+                    nxt._state = "running"
+                nxt.thread.start()
+
+    def running(self) -> TrainJob | None:
+        with self._guard:
+            return next((j for j in self._jobs if j.state == "running"), None)
+
+    def waiting(self) -> list[TrainJob]:
+        with self._guard:
+            return [j for j in self._jobs if j.state == "queued"]
+
+    def position(self, job: TrainJob) -> int | None:
+        """0 while it trains, N when N-1 runs wait before it, None once it is over."""
+        with self._guard:
+            if job.state == "running":
+                return 0
+            queued = self.waiting()
+            return queued.index(job) + 1 if job in queued else None
+
+    def latest(self, owner: str) -> TrainJob | None:
+        """The session's most recent run, whatever its state."""
+        with self._guard:
+            return next((j for j in reversed(self._jobs) if j.owner == owner), None)
+
+    def others(self, owner: str) -> list[TrainJob]:
+        """Other sessions' runs that train or wait, the training one first."""
+        with self._guard:
+            return [j for j in self._jobs if j.owner != owner and j.state in ACTIVE]
+
+    def cancel(self, job: TrainJob, owner: str) -> None:
+        """Stop a training run at its next step (it keeps a resumable checkpoint), or take a waiting
+        one out of the queue. Only the session that started a run may end it."""
+        if job.owner != owner:
+            raise CapsvizError("Only the browser session that started this run can stop it.")
+        with self._guard:
+            if job.state == "queued":
+                with job._lock:
+                    job._state, job._message = "cancelled", "taken out of the queue before it started"
+                return
+        job.stop.set()
+
+    def latest_any(self) -> TrainJob | None:
+        with self._guard:
+            return self.running() or (self._jobs[-1] if self._jobs else None)
+
+
+_queue = TrainQueue()  # one per server: every browser session shares the CPU it trains on
+
+
+def queue() -> TrainQueue:
+    return _queue
 
 
 def current() -> TrainJob | None:
-    return _current
-
-
-def start(run: TrainRun, out: Path, resume: Path | None = None) -> TrainJob:
-    """Start a run unless one is already going (one per server: every tab sees the same one)."""
-    global _current
-    with _guard:
-        if _current is not None and _current.snapshot().state == "running":
-            raise CapsvizError("a training run is already in progress on this server; wait for it or stop it")
-        _current = TrainJob(run, out, resume)
-        _current.thread.start()
-        return _current
+    """The run that trains now, else the most recently submitted one."""
+    return _queue.latest_any()
 
 
 def wait(job: TrainJob, timeout: float) -> Snapshot:
+    """Block until the run is over (or `timeout` seconds pass); for tests and scripts."""
     end = time.monotonic() + timeout
-    while job.thread.is_alive() and time.monotonic() < end:
+    while job.state in ACTIVE and time.monotonic() < end:
         time.sleep(0.05)
+    if job.thread.ident is not None:  # started: let it finish writing and hand over to the next run
+        job.thread.join(max(0.0, end - time.monotonic()))
     return job.snapshot()

@@ -1,13 +1,21 @@
-"""Train from the browser: the same engine and checkpoints as `python -m capsviz train`."""
+"""Train from the browser: the same engine and checkpoints as `python -m capsviz train`.
+
+Runs go through the server's queue (capsviz/jobs.py): one trains at a time, each belongs to the
+browser session that started it, and this page shows a session its own run, or, when it asks,
+another session's progress (never that run's errors, and no Stop for it).
+"""
+
+import time
+import uuid
 
 import streamlit as st
 import torch
 
+from capsviz import checkpoint as ckpt
 from capsviz import jobs
 from capsviz.config import PRESETS
-from capsviz.devices import pick_device
 from capsviz.errors import CapsvizError
-from capsviz.train import TrainRun, default_decay_steps, model_config
+from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
 from pages.common import checkpoint_dir, require_router
 
@@ -17,26 +25,14 @@ st.title("Train")
 st.markdown(
     "Train any model of either paper on this machine. Progress and curves update live; other pages "
     "stay usable. Every epoch leaves a checkpoint, **Stop** keeps a resumable one, and the finished "
-    "model appears in the zoo and the sidebar. For long runs use the command line shown below."
+    "model appears in the zoo and the sidebar. One run trains at a time: a run started while another "
+    "trains waits in a queue and starts by itself. For long runs use the command line shown below."
 )
 
-
-@st.cache_data(show_spinner="Timing a training step ...")
-def seconds_per_epoch(run: TrainRun) -> float:
-    """One warmed-up training step of this run's model, batch, device and precision, scaled to an epoch."""
-    from capsviz.bench import train_step_seconds
-    from capsviz.models import build_model
-
-    device = pick_device(run.device)
-    model = build_model(model_config(run)).to(device)
-    dt = train_step_seconds(model, run.batch_size, device, run.precision, steps=1, two_labels=run.dataset == "multimnist")
-    n = run.train_limit or 60000
-    return dt * n / run.batch_size
-
-
-job = jobs.current()
-snap = job.snapshot() if job else None
-running = bool(snap and snap.state == "running")
+owner = st.session_state.setdefault("train_owner", uuid.uuid4().hex)  # this browser session's runs
+queue = jobs.queue()
+mine = queue.latest(owner)
+busy = mine is not None and mine.state in jobs.ACTIVE
 
 with st.container(border=True):
     c1, c2, c3 = st.columns(3)
@@ -62,8 +58,16 @@ with st.container(border=True):
     )
     devices = ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else []) + (["mps"] if torch.backends.mps.is_available() else [])
     device = c3.selectbox("Device", devices, key="t_device", help="auto picks a GPU when there is one")
-    name = st.text_input("Save as", "my-capsnet", key="t_name", help="Saved to checkpoints/<name>.safetensors")
-    go = st.button("Start training", disabled=running, type="primary", key="start_training")
+    name = st.text_input(
+        "Save as", "my-capsnet", key="t_name", help="Saved to checkpoints/<name>.safetensors; the models that come with capsviz are kept"
+    )
+    go = st.button(
+        "Start training",
+        disabled=busy,
+        type="primary",
+        key="start_training",
+        help="You have a run going or waiting; stop or cancel it first" if busy else None,
+    )
 
 run = TrainRun(
     model=model,
@@ -77,11 +81,11 @@ run = TrainRun(
     decay_steps=int(decay),
     train_limit=int(limit) or None,
 )
-try:
-    est = seconds_per_epoch(run)
-    st.caption(f"Estimated time per epoch on this machine: about {est / 60:.1f} min ({est:.0f} s, from one timed step after a warm-up).")
-except CapsvizError as e:
-    st.error(str(e))
+st.caption(
+    "Estimated time per epoch on this machine: measured on the run itself once it starts, from the "
+    f"speed of its steps after the first {jobs.WARMUP_STEPS} (those build the model and warm the caches), "
+    "and updated as it goes."
+)
 st.caption(
     "Command line for the same run: "
     + f"`python -m capsviz train --model {model} --dataset {dataset} --epochs {epochs} --batch-size {batch}"
@@ -94,49 +98,172 @@ st.caption(
 )
 
 if go:
-    safe = "".join(ch for ch in name if ch.isalnum() or ch in "-_").strip("-_")
-    if not safe:
-        st.error("Give the model a name made of letters, digits, '-' or '_'.")
-    else:
-        try:
-            jobs.start(run, checkpoint_dir() / f"{safe}.safetensors")
-            st.rerun()
-        except CapsvizError as e:
-            st.error(str(e))
+    try:
+        stem = jobs.model_name(name)
+        st.session_state["train_pending"] = {"run": run, "out": checkpoint_dir() / f"{stem}.safetensors"}
+    except CapsvizError as e:
+        st.error(str(e))
 
 
-@st.fragment(run_every=1.0 if running else None)
-def progress():
-    job = jobs.current()
-    if job is None:
-        st.info("No training run yet on this server.")
+def submit(run: TrainRun, out, resume=None) -> None:
+    """Hand a run to the queue; a refusal (no data, a name in use, ...) is this session's alone."""
+    st.session_state.pop("train_pending", None)
+    try:
+        queue.submit(run, out, owner, resume=resume)
+    except CapsvizError as e:
+        st.error(str(e))
         return
-    s = job.snapshot()
-    frac = s.step / s.total if s.total else 0.0
-    speed = f" · {s.images_per_s:.0f} images/s · {s.eta_s / 60:.1f} min left" if s.images_per_s else ""
-    st.progress(frac, text=f"{s.out.stem}: step {s.step}/{s.total}{speed}")
+    st.session_state.pop("train_watch", None)
+    st.rerun()
+
+
+def about(path) -> str:
+    """A few words on an existing checkpoint, so that nobody replaces a model without knowing which."""
+    try:
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime))
+        meta = ckpt.read_meta(path)
+    except (CapsvizError, OSError):
+        return "a file capsviz cannot read"
+    error = meta.get("metrics", {}).get("test_error") if isinstance(meta.get("metrics"), dict) else None
+    model = meta.get("run", {}).get("model", "a model") if isinstance(meta.get("run"), dict) else "a model"
+    return f"{model} trained here, saved {when}" + (f", test error {error:.2f}%" if isinstance(error, int | float) else "")
+
+
+def ask_before_start(pending: dict) -> None:
+    """Start a pending run, unless it would replace a model trained earlier or wait behind another
+    session's run: then ask first."""
+    out = pending["out"]
+    if out.exists() and not pending.get("replace"):
+        st.warning(f"**{out.stem}** already exists: {about(out)}. Training under this name replaces it.")
+        a, b = st.columns(2)
+        if a.button(f"Replace {out.stem}", key="confirm_replace"):
+            pending["replace"] = True
+            st.rerun()
+        if b.button("Keep it (change the name above)", key="cancel_pending"):
+            st.session_state.pop("train_pending", None)
+            st.rerun()
+        return
+    others = queue.others(owner)
+    if others and not pending.get("queue"):
+        now = others[0].snapshot()
+        st.info(
+            f"Another browser session is training now ({jobs.progress_line(now)})"
+            + (f", and {len(others) - 1} more run(s) wait" if len(others) > 1 else "")
+            + ". Runs train one at a time on this machine, so yours would wait in the queue "
+            f"(position {len(queue.waiting()) + 1}) and start by itself."
+        )
+        a, b = st.columns(2)
+        if a.button("Queue my run", key="queue_run", type="primary"):
+            pending["queue"] = True
+            st.rerun()
+        if b.button("Watch the other run instead", key="watch_other"):
+            st.session_state.pop("train_pending", None)
+            st.session_state["train_watch"] = others[0].id
+            st.rerun()
+        return
+    submit(pending["run"], out)
+
+
+pending = st.session_state.get("train_pending")
+if pending:
+    ask_before_start(pending)
+
+
+def draw(s: jobs.Snapshot, key: str) -> None:
+    """Progress bar, curves and test errors of one run."""
+    st.progress(s.step / s.total if s.total else 0.0, text=jobs.progress_line(s))
     if s.curve:
         a, b = st.columns(2)
-        a.plotly_chart(curves(s.curve, "loss", "Training loss"), key="loss_curve")
-        b.plotly_chart(curves(s.curve, "accuracy", "Training accuracy (%)"), key="acc_curve")
+        a.plotly_chart(curves(s.curve, "loss", "Training loss"), key=f"{key}_loss_curve")
+        b.plotly_chart(curves(s.curve, "accuracy", "Training accuracy (%)"), key=f"{key}_acc_curve")
     for e in s.evaluations:
         st.markdown(f"epoch {e['epoch']}: test error **{e['test_error']:.2f}%** on {e['n_test']} images")
-    if s.state == "running":
-        if st.button("Stop", key="stop_training"):
-            job.stop.set()
-        st.session_state["was_running"] = True
+
+
+def own_run(job: jobs.TrainJob) -> None:
+    s = job.snapshot()
+    st.subheader("Your run")
+    if s.state == "queued":
+        st.info(
+            f"Queued, position {s.position}: your run starts by itself when the run(s) ahead of it finish. "
+            "You can use the other pages meanwhile; it keeps its place."
+        )
+        if st.button("Leave the queue", key="cancel_queued"):
+            queue.cancel(job, owner)
+            st.rerun()
         return
-    if s.state == "finished":
+    draw(s, "own")
+    if s.state == "running":
+        if not s.stopping and st.button("Stop", key="stop_training"):
+            queue.cancel(job, owner)
+            st.rerun()
+    elif s.state == "finished":
         st.success(f"Finished: {s.message}. It is now in the zoo and the sidebar.")
     elif s.state == "stopped":
-        st.warning(s.message)
+        st.warning(f"Stopped at step {s.step} of {s.total}. The checkpoint {s.out.name} keeps it; Resume continues exactly.")
         if st.button("Resume", key="resume_training"):
-            jobs.start(s.run, s.out, resume=s.out)
-            st.rerun()
+            submit(s.run, s.out, resume=s.out)
+    elif s.state == "cancelled":
+        st.info("Your run left the queue before it started. Nothing was trained or saved.")
     else:
         st.error(f"Training failed: {s.message}")
-    if st.session_state.pop("was_running", False):
-        st.rerun()  # full rerun: the sidebar and zoo pick up the new checkpoint, polling stops
+
+
+def others_runs() -> None:
+    others = queue.others(owner)
+    watched = st.session_state.get("train_watch")
+    if watched is not None:
+        job = next((j for j in others if j.id == watched), None)
+        st.subheader("Another session's run")
+        if job is None:
+            st.info("The run you were watching is over. Its model, if it finished, is in the zoo.")
+            st.session_state.pop("train_watch", None)
+            return
+        s = job.snapshot()
+        if s.state == "queued":
+            st.info(f"It waits in the queue, position {s.position}.")
+        else:
+            draw(s, "watched")
+        st.caption("Only the session that started a run can stop it.")
+        if st.button("Stop watching", key="stop_watching"):
+            st.session_state.pop("train_watch", None)
+            st.rerun()
+        return
+    if others and others[0].state == "queued":  # this session's run trains; these wait behind it
+        n = len(others)
+        who = "1 run from another browser session waits" if n == 1 else f"{n} runs from other browser sessions wait"
+        st.info(f"{who} in the queue after yours.")
+    elif others:
+        st.info(
+            f"Another browser session is training now ({jobs.progress_line(others[0].snapshot())})"
+            + (f"; {len(others) - 1} more run(s) wait." if len(others) > 1 else ".")
+        )
+        if st.button("Watch it", key="watch_running"):
+            st.session_state["train_watch"] = others[0].id
+            st.rerun()
+
+
+def phase() -> tuple:
+    """What the rest of the page depends on: when it changes, the whole page reruns (Start comes
+    back, the sidebar and zoo list a new checkpoint, polling stops)."""
+    own = queue.latest(owner)
+    return (own.id if own else None, own.state if own else None, bool(queue.others(owner)))
+
+
+drawn = phase()
+live = busy or drawn[2]
+
+
+@st.fragment(run_every=1.0 if live else None)
+def progress() -> None:
+    job = queue.latest(owner)
+    if job is None and not queue.others(owner):
+        st.info("No training run yet. Choose a model and press **Start training**.")
+    if job is not None:
+        own_run(job)
+    others_runs()
+    if phase() != drawn:
+        st.rerun()
 
 
 progress()
