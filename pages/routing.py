@@ -5,16 +5,22 @@ import streamlit as st
 
 from capsviz.analysis.routing import coupling_summary, dynamic_trace, iteration_sweep, mean_b_change
 from capsviz.data.mnist import CLASS_NAMES
+from capsviz.glossary import help_text
 from capsviz.viz import class_maps, heatmap, lines, overlay, to_image
 from pages.common import page_model, pick_image, require_router, test_set
 
 require_router()
 st.title("Dynamic routing, iteration by iteration")
 st.markdown(
-    "Every primary capsule splits its vote over the 10 digit capsules with coupling coefficients "
-    "c (a softmax over its routing logits b). Each iteration adds the agreement u_hat . v to b, so "
-    "votes flow to the capsules they agree with. Slide the iteration to watch the coupling "
-    "concentrate on the winning digit; the last plot is Fig. A.1 of the paper (Appendix A)."
+    "Every primary capsule (a small part detector) makes a **prediction** u_hat for each of the 10 digit capsules and "
+    "splits its vote over them with **couplings** c, which start equal (1/10 each). Each routing iteration adds the "
+    "**agreement** u_hat . v (how well a prediction points the same way as the digit capsule's output v) to the "
+    "**routing logits** b, and c = softmax(b) shifts towards the capsules a prediction agrees with (Procedure 1)."
+)
+st.caption(
+    "What to expect from the trained models here: the couplings move only a little away from 1/10, and this page prints "
+    "by how much. The **Routing playgrounds** page shows the same routing function on a few capsules you place yourself, "
+    "where the movement is large enough to see."
 )
 
 model, meta, path = page_model(
@@ -33,7 +39,7 @@ T = st.slider(
     int(meta["config"]["routing_iterations"]),
     key="iterations",
     bind="query-params",
-    help="The weights are the same; only the number of routing iterations changes",
+    help="The weights are the same; only the number of routing iterations changes. " + help_text("iteration"),
 )
 
 
@@ -58,7 +64,7 @@ def iteration_view(tr, image, label, winner: int) -> None:
                 T,
                 key="t",
                 bind="query-params",
-                help="Each iteration adds the agreement u_hat . v (how well a vote matches the digit capsule's output) to the routing logits b, then recomputes the couplings c = softmax(b)",
+                help=help_text("iteration", "agreement", "b", "c"),
             )
             - 1
         )
@@ -70,16 +76,20 @@ def iteration_view(tr, image, label, winner: int) -> None:
             "Raise **Routing iterations at inference** to watch the couplings move."
         )
 
+    maps = tr.coupling_maps(t)
     left, right = st.columns([1, 3])
     left.image(to_image(image), caption=f"input (label {label}), prediction {names[winner]}", width=168)
-    left.image(
-        overlay(image, tr.coupling_maps(t)[winner]), caption=f"coupling to {names[winner]} at iteration {t + 1}, over the input", width=168
-    )
+    left.image(overlay(image, maps[winner]), caption=f"coupling to {names[winner]} at iteration {t + 1}, over the input", width=168)
     right.plotly_chart(
-        class_maps(
-            tr.coupling_maps(t), names, f"Iteration {t + 1}: coupling to each digit capsule (6x6 positions, mean over capsule types)"
-        ),
+        class_maps(maps, names, f"Iteration {t + 1}: coupling c to each digit capsule, on the 6x6 grid of primary capsule positions"),
         key="coupling_maps",
+    )
+    right.caption(
+        f"Each small map is one digit capsule; each square is one of the 6x6 positions of the primary capsules, averaged over "
+        f"their {tr.types} types. Brighter means that position sends a larger share of its vote to that digit. At this "
+        f"iteration the couplings span only {maps.min():.3f} to {maps.max():.3f} (uniform: {1 / len(names):.3f}), so the "
+        "colours exaggerate small differences. Positions over blank background vote too: a bright square there means "
+        "those primary capsules' predictions happen to agree with that digit, not that ink is there."
     )
     j = right.selectbox(
         "Digit capsule for the detailed map",
@@ -88,13 +98,14 @@ def iteration_view(tr, image, label, winner: int) -> None:
         format_func=lambda k: str(names[k]),
         key="capsule",
         bind="query-params",
+        help="Which digit capsule the map below and the GIF show",
     )
     right.plotly_chart(
         heatmap(
             tr.coupling_by_type(t, j),
             f"Coupling to {names[j]} of every primary capsule (iteration {t + 1})",
-            "position (row-major over the 6x6 grid)",
-            "capsule type",
+            "position on the 6x6 grid, row by row (0 = top left, 35 = bottom right)",
+            "primary capsule type",
             height=300,
         ),
         key="coupling_types",
@@ -104,31 +115,49 @@ def iteration_view(tr, image, label, winner: int) -> None:
 iteration_view(tr, image, label, winner)
 
 a, b = st.columns(2)
-a.plotly_chart(lines(tr.lengths, names, "Capsule lengths after each iteration", "iteration", "|v_j|"), key="lengths_by_iteration")
+a.plotly_chart(
+    lines(tr.lengths, names, "Digit capsule lengths after each iteration", "iteration", "length |v_j| (presence)"),
+    key="lengths_by_iteration",
+)
+a.caption(
+    f"A digit capsule's length is the network's confidence that digit is present (the prediction is the longest: "
+    f"{names[winner]}). Routing changes lengths by shifting votes; here the winner's length goes from "
+    f"{tr.lengths[0, winner]:.3f} at iteration 1 to {tr.lengths[-1, winner]:.3f} at iteration {T}."
+)
 mean_entropy = tr.entropy.mean(1, keepdims=True)
 b.plotly_chart(
     lines(
         np.concatenate([mean_entropy, np.percentile(tr.entropy, [10, 90], axis=1).T], 1),
         ["mean", "10th percentile", "90th percentile"],
-        f"Coupling entropy per primary capsule (uniform: {np.log(10):.2f})",
+        f"Coupling entropy per primary capsule (uniform: {np.log(len(names)):.2f})",
         "iteration",
         "entropy (nats)",
     ),
     key="entropy",
 )
+b.caption(
+    f"Entropy measures how evenly a primary capsule splits its vote: {np.log(len(names)):.2f} is perfectly even (1/10 to "
+    "each digit), 0 is the whole vote to one digit. Here the mean goes from "
+    f"{mean_entropy[0, 0]:.3f} to {mean_entropy[-1, 0]:.3f}: "
+    + (
+        "the votes stay almost evenly split."
+        if mean_entropy[-1, 0] > 0.95 * np.log(len(names))
+        else "routing makes the votes more decided."
+    )
+)
 
 c, d = st.columns([1, 2])
 c.image(
     overlay(image, np.maximum(tr.agreement_map(winner), 0)),
-    caption=f"where predictions agree with the {names[winner]} capsule (u_hat . v > 0, summed over types)",
+    caption=f"where predictions agree with the {names[winner]} capsule (agreement u_hat . v above 0, summed over the capsule types)",
     width=224,
 )
 d.plotly_chart(
     heatmap(
         tr.agreement[:, winner].reshape(tr.grid * tr.grid, tr.types).T,
-        f"Agreement u_hat . v with {names[winner]} per primary capsule",
-        "position",
-        "capsule type",
+        f"Agreement u_hat . v with {names[winner]} per primary capsule: what routing adds to b each iteration",
+        "position on the 6x6 grid, row by row (0 = top left)",
+        "primary capsule type",
         height=300,
     ),
     key="agreement",
