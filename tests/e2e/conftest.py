@@ -77,6 +77,21 @@ def server_without_data(tmp_path_factory, app_env):
 
 
 @pytest.fixture(scope="session")
+def shipped_server(tmp_path_factory):
+    """The app as a newcomer runs it: the shipped checkpoints, the real data where it is."""
+    root, data = Path(__file__).resolve().parents[2], Path(__file__).resolve().parents[3] / "shared" / "data"
+    if not (data / "mnist").is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have the real data at {data}")
+        pytest.skip("real data not present (../shared/data)")
+    folder = tmp_path_factory.mktemp("shipped")
+    env = {"CAPSVIZ_CHECKPOINTS": str(root / "checkpoints"), "CAPSVIZ_DATA_DIR": str(data), "XDG_CACHE_HOME": str(folder)}
+    proc, url = start_streamlit(env, folder / "server.log")
+    yield url
+    stop_streamlit(proc)
+
+
+@pytest.fixture(scope="session")
 def browser():
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -1,35 +1,19 @@
 """Shared links, opened as a person would in a fresh browser: every page with every shipped model,
 and every control restored from the URL. The shipped models read the real test sets."""
 
-import os
 import re
 import time
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
-from st_helpers import start_streamlit, stop_streamlit, wait_for_app_run
+from st_helpers import wait_for_app_run
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.name for p in (ROOT / "checkpoints").glob("*.safetensors"))
 PAGES = ["tour", "zoo", "playground", "explorer", "routing", "em", "multimnist", "robustness", "reproduction", "train"]
-REAL_DATA = ROOT.parent / "shared" / "data"
-
-
-@pytest.fixture(scope="module")
-def shipped_server(tmp_path_factory):
-    """The app as a newcomer runs it: the shipped checkpoints, the real data where it is."""
-    if not (REAL_DATA / "mnist").is_dir():
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must have the real data at {REAL_DATA}")
-        pytest.skip("real data not present (../shared/data)")
-    folder = tmp_path_factory.mktemp("shipped")
-    env = {"CAPSVIZ_CHECKPOINTS": str(ROOT / "checkpoints"), "CAPSVIZ_DATA_DIR": str(REAL_DATA), "XDG_CACHE_HOME": str(folder)}
-    proc, url = start_streamlit(env, folder / "server.log")
-    yield url
-    stop_streamlit(proc)
 
 
 def settled(page):
