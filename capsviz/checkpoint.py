@@ -9,7 +9,9 @@ writes them so that a crash at any point leaves a pair that belongs together (se
 
 from __future__ import annotations
 
+import copy
 import fcntl
+import functools
 import hashlib
 import json
 import math
@@ -88,7 +90,18 @@ def _saving(path: Path):
 
 
 def read_meta(path: Path) -> dict:
-    """The metadata alone (cheap: reads the header only)."""
+    """The metadata alone (reads the header only). Checked once per version of the file: the app
+    lists every checkpoint on every rerun, and the schema's checks cost ~3 ms a file."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError:
+        return _open(path)[0]  # says why in one line
+    return copy.deepcopy(_checked_meta(str(path.resolve()), st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=256)
+def _checked_meta(path: str, mtime_ns: int, size: int) -> dict:  # mtime and size key a rewritten file anew
     return _open(Path(path))[0]
 
 

@@ -372,3 +372,13 @@ def test_final_lambda_override_reaches_matrix_models_only():
     default = model_config(TrainRun(model="matrix-small"))
     assert (default.final_lambda, default.routing_iterations) == (0.3, 2)
     assert not hasattr(model_config(TrainRun(model="capsnet-small", final_lambda=0.05)), "final_lambda")
+
+
+def test_metadata_is_read_once_per_version_and_never_shared(saved):
+    p, m = saved
+    first = ckpt.read_meta(p)
+    first["dataset"] = "changed by a caller"
+    assert ckpt.read_meta(p)["dataset"] == "mnist"  # each caller gets its own copy
+    ckpt.save_checkpoint(p, m, {"dataset": "fashion-mnist", "epochs": 7})
+    again = ckpt.read_meta(p)
+    assert again["dataset"] == "fashion-mnist" and again["epochs"] == 7  # a rewritten file is read anew

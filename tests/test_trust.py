@@ -260,7 +260,7 @@ def test_the_zoo_lists_an_unusable_checkpoint_with_its_reason_beside_the_good_on
     rewrite(good, tmp_path / "deep.safetensors", raw="[" * 100_000)
     monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(tmp_path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.run()
+    at.switch_page("pages/zoo.py").run()
     assert not at.exception
     assert [s.value for s in at.subheader] == ["good"]
     warnings = [w.value for w in at.warning]
