@@ -4,10 +4,14 @@ import streamlit as st
 
 from capsviz.analysis.reproduction import is_paper_size, paper_error
 from capsviz.checkpoint import list_checkpoints, total_training, training_labels
+from capsviz.glossary import help_text
 from capsviz.viz import squash_curve
 from pages.common import checkpoint_dir, checkpoints, require_router
 
 require_router()
+
+
+FAMILIES = {"capsnet": "CapsNet (vector capsules)", "matrix": "matrix capsules (4x4 poses)", "cnn": "plain CNN (no capsules)"}
 
 
 def iterations(n) -> str:
@@ -25,7 +29,7 @@ left, right = st.columns([2, 1])
 with left:
     st.plotly_chart(squash_curve(), key="squash_plot")
 with right:
-    s = st.slider("Length |s| before squash", 0.0, 5.0, 1.0, 0.1, key="squash", bind="query-params")
+    s = st.slider("Length |s| before squash", 0.0, 5.0, 1.0, 0.1, key="squash", bind="query-params", help=help_text("squash", "length"))
     st.metric("Length after squash", f"{s * s / (1 + s * s):.3f}")
     st.caption("Move the slider: a capsule can never claim more than certainty, and weak evidence is nearly silenced.")
 
@@ -44,7 +48,9 @@ for path, meta in found:
             "capsnet": f"dynamic, {iterations(c.get('routing_iterations'))}",
             "matrix": f"EM, {iterations(c.get('routing_iterations'))}",
         }.get(c["family"], "none (CNN)")
-        cols[0].markdown(f"**Family** {c['family']}  \n**Routing** {routing}  \n**Decoder** {'yes' if c.get('reconstruction') else 'no'}")
+        family = FAMILIES.get(c["family"], c["family"])
+        decoder = "yes: it can redraw the digit from a capsule" if c.get("reconstruction") else "no"
+        cols[0].markdown(f"**Family** {family}  \n**Routing** {routing}  \n**Decoder** {decoder}")
         total = total_training(meta)  # fine-tuned: the runs it adds up
         epochs, hardware = training_labels(total)
         cols[1].markdown(f"**Parameters** {meta.get('parameters', 0):,}  \n**Dataset** {meta.get('dataset')}  \n**Epochs** {epochs}")

@@ -64,6 +64,7 @@ CASES = {
         [
             ("new image", new_image, 4),
             ("capsule dimension slider", lambda pg: press(pg, "slider", "d3", "ArrowRight"), 4),
+            ("misclassified image", lambda pg: lambda: pg.get_by_role("button", name="Misclassified").click(), 3),
         ],
     ),
     "routing": (
