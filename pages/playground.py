@@ -9,7 +9,6 @@ from capsviz.analysis.playground import DYNAMIC_PRESETS, EM_PRESETS, I_TOY, LIMI
 from capsviz.glossary import help_text, label
 from capsviz.viz import png_bytes
 from capsviz.viz.animation import dynamic_frames, em_frames, gif_bytes
-from capsviz.viz.teach import dynamic_frame, em_frame
 from pages.common import require_router
 
 require_router()
@@ -156,7 +155,7 @@ with figure:
     t = show_iteration(T)
     if toy_kind == "dynamic":
         toy = dynamic_toy(points, T)
-        frame = dynamic_frame(toy.u_hat, toy.c[t], toy.s[t], toy.v[t], f"Routing by agreement: iteration {t + 1} of {T}", NAMES)
+        frame = dynamic_frames(toy, NAMES, only=t)[0]
         st.image(
             frame,
             caption="Procedure 1 of Sabour et al. on your numbers: one panel per upper capsule with the predictions it receives; below, how each lower capsule splits its prediction",
@@ -165,15 +164,7 @@ with figure:
         downloads(frame, lambda: dynamic_frames(toy, NAMES), "routing-by-agreement")
     else:
         toy = em_toy(points, acts, T, beta_u, beta_a, final_lambda)
-        frame = em_frame(
-            toy.votes,
-            toy.R[t],
-            toy.mu[t],
-            toy.sigma[t],
-            toy.a[t],
-            f"EM routing: iteration {t + 1} of {T} (lambda = {toy.lambdas[t]:.2f})",
-            NAMES,
-        )
+        frame = em_frames(toy, NAMES, only=t)[0]
         st.image(
             frame,
             caption="Procedure 1 of Hinton et al. on your numbers: each upper capsule is a Gaussian over the votes it receives",

@@ -3,12 +3,16 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 from synthetic import write_mnist  # noqa: E402
+
+from capsviz.config import preset  # noqa: E402
+from capsviz.models import build_model  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -38,3 +42,17 @@ def real_data(monkeypatch):
         pytest.skip("real data not present (../shared/data)")
     monkeypatch.setenv("CAPSVIZ_DATA_DIR", str(SHARED_DATA))
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def capsnet():
+    """A small untrained CapsNet (seeded), for analyses that need a real model of the family."""
+    torch.manual_seed(0)
+    return build_model(preset("capsnet-small", conv1_channels=16, primary_types=4)).eval()
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    """A small untrained matrix-capsule model (seeded)."""
+    torch.manual_seed(0)
+    return build_model(preset("matrix-small", in_size=28, num_classes=10, A=8, B=4, C=4, D=4)).eval()

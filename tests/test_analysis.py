@@ -1,26 +1,12 @@
 """The numbers the pages draw are the ones the core recorded."""
 
 import numpy as np
-import pytest
 import torch
 
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid, predict
 from capsviz.analysis.routing import coupling_summary, dynamic_trace, em_trace, iteration_sweep, mean_b_change, vote_histograms
 from capsviz.config import preset
 from capsviz.models import build_model
-
-
-@pytest.fixture(scope="module")
-def capsnet():
-    torch.manual_seed(0)
-    return build_model(preset("capsnet-small", conv1_channels=16, primary_types=4)).eval()
-
-
-@pytest.fixture(scope="module")
-def matrix():
-    torch.manual_seed(0)
-    return build_model(preset("matrix-small", in_size=28, num_classes=10, A=8, B=4, C=4, D=4)).eval()
-
 
 IMAGE = np.random.default_rng(0).random((28, 28)).astype(np.float32)
 

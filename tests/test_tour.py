@@ -7,8 +7,6 @@ from synthetic import synthetic_digits
 
 from capsviz.analysis import as_batch
 from capsviz.analysis.tour import SHOWN, capsnet_steps, capsnet_tour, matrix_steps, matrix_tour, squashed
-from capsviz.config import preset
-from capsviz.models import build_model
 from capsviz.viz.animation import tour_em_frames, tour_routing_frames, tour_vote_frame
 
 NAMES = [str(k) for k in range(10)]
@@ -18,18 +16,6 @@ NAMES = [str(k) for k in range(10)]
 def image():
     images, _ = synthetic_digits(4, seed=3)
     return images[0].astype(np.float32) / 255.0
-
-
-@pytest.fixture(scope="module")
-def capsnet():
-    torch.manual_seed(0)
-    return build_model(preset("capsnet-small", conv1_channels=16, primary_types=4)).eval()
-
-
-@pytest.fixture(scope="module")
-def matrix():
-    torch.manual_seed(0)
-    return build_model(preset("matrix-small", in_size=28, num_classes=10, A=8, B=4, C=4, D=4)).eval()
 
 
 @torch.no_grad()

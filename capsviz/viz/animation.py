@@ -30,14 +30,17 @@ def gif_bytes(frames: list[Image.Image], ms_per_frame: int = 1200, last_ms: int 
     return buf.getvalue()
 
 
-def dynamic_frames(toy: DynamicToy, names: list[str] | None = None) -> list[Image.Image]:
+def dynamic_frames(toy: DynamicToy, names: list[str] | None = None, only: int | None = None) -> list[Image.Image]:
+    """The toy's iterations as frames (`only`: that iteration's frame alone)."""
     T = toy.iterations
     return [
-        dynamic_frame(toy.u_hat, toy.c[t], toy.s[t], toy.v[t], f"Routing by agreement: iteration {t + 1} of {T}", names) for t in range(T)
+        dynamic_frame(toy.u_hat, toy.c[t], toy.s[t], toy.v[t], f"Routing by agreement: iteration {t + 1} of {T}", names)
+        for t in (range(T) if only is None else [only])
     ]
 
 
-def em_frames(toy: EMToy, names: list[str] | None = None) -> list[Image.Image]:
+def em_frames(toy: EMToy, names: list[str] | None = None, only: int | None = None) -> list[Image.Image]:
+    """The toy's EM iterations as frames (`only`: that iteration's frame alone)."""
     T = toy.iterations
     return [
         em_frame(
@@ -49,7 +52,7 @@ def em_frames(toy: EMToy, names: list[str] | None = None) -> list[Image.Image]:
             f"EM routing: iteration {t + 1} of {T} (lambda = {toy.lambdas[t]:.2f})",
             names,
         )
-        for t in range(T)
+        for t in (range(T) if only is None else [only])
     ]
 
 
