@@ -6,7 +6,8 @@ import streamlit as st
 from capsviz.analysis.routing import coupling_summary, dynamic_trace, iteration_sweep, mean_b_change
 from capsviz.data.mnist import CLASS_NAMES
 from capsviz.glossary import help_text
-from capsviz.viz import class_maps, heatmap, lines, overlay, to_image
+from capsviz.viz import class_maps, heatmap, lines, overlay, png_bytes, to_image
+from capsviz.viz.animation import coupling_frames, gif_bytes
 from pages.common import page_model, pick_image, require_router, test_set
 
 require_router()
@@ -77,9 +78,28 @@ def iteration_view(tr, image, label, winner: int) -> None:
         )
 
     maps = tr.coupling_maps(t)
+    every = np.stack([tr.coupling_maps(k) for k in range(T)])  # (T, J, G, G)
     left, right = st.columns([1, 3])
     left.image(to_image(image), caption=f"input (label {label}), prediction {names[winner]}", width=168)
     left.image(overlay(image, maps[winner]), caption=f"coupling to {names[winner]} at iteration {t + 1}, over the input", width=168)
+    left.download_button(
+        "This iteration (PNG)",
+        lambda: png_bytes(coupling_frames(every, image, names, only=t)[0]),
+        f"couplings-iteration{t + 1}.png",
+        "image/png",
+        key="coupling_png",
+        on_click="ignore",
+        help="The 10 coupling maps over the input, for slides",
+    )
+    left.download_button(
+        "Every iteration (GIF)",
+        lambda: gif_bytes(coupling_frames(every, image, names)),
+        "couplings.gif",
+        "image/gif",
+        key="coupling_gif",
+        on_click="ignore",
+        help="The coupling maps iteration by iteration, one colour scale throughout, as an animated GIF",
+    )
     right.plotly_chart(
         class_maps(maps, names, f"Iteration {t + 1}: coupling c to each digit capsule, on the 6x6 grid of primary capsule positions"),
         key="coupling_maps",

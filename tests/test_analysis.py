@@ -167,3 +167,23 @@ def test_find_mistake_draws_every_mistake_evenly_and_stops_early():
     assert min(hits.count(k) for k in wrong) > 60  # about 100 each: uniform over the mistakes
     assert model.seen < 300 * n / 2  # stops at the first mistake, on average well before the end
     assert find_mistake(_Wrong([]), images, labels, 0) is None
+
+
+def test_coupling_frames_share_one_scale_and_animate():
+    import io
+
+    from PIL import Image
+
+    from capsviz.viz.animation import coupling_frames, gif_bytes
+
+    maps = np.full((2, 10, 6, 6), 0.1, np.float32)
+    maps[1, 7, 2:4, 2:4] = 0.3  # iteration 2: capsule 7 takes the middle
+    image = np.zeros((28, 28), np.float32)
+    frames = coupling_frames(maps, image, [str(k) for k in range(10)])
+    assert len(frames) == 2 and frames[0].size == frames[1].size
+    red = [np.asarray(f).astype(int) for f in frames]
+    redness = [(r[..., 0] - r[..., 1] > 100).sum() for r in red]
+    assert redness[0] == 0 and redness[1] > 50  # uniform couplings draw no red on the shared scale
+    gif = Image.open(io.BytesIO(gif_bytes(frames)))
+    assert gif.n_frames == 2
+    assert np.array_equal(np.asarray(coupling_frames(maps, image, [str(k) for k in range(10)], only=1)[0]), red[1])

@@ -124,12 +124,14 @@ def lines(y: np.ndarray, names, title: str, x_title: str, y_title: str, log_y: b
     return fig
 
 
-def overlay(image: np.ndarray, heat: np.ndarray, scale: int = 8) -> Image.Image:
-    """The input in grey with a coarse map (upsampled to its size) laid over it in red."""
+def overlay(image: np.ndarray, heat: np.ndarray, scale: int = 8, lo: float | None = None, hi: float | None = None) -> Image.Image:
+    """The input in grey with a coarse map (upsampled to its size) laid over it in red, from `lo`
+    (none) to `hi` (full red); by default the map's own range: couplings differ by little."""
     H, W = image.shape
     h = np.asarray(Image.fromarray(heat.astype(np.float32)).resize((W, H), Image.BILINEAR))
-    span = h.max() - h.min()
-    h = (h - h.min()) / span if span > 0 else np.zeros_like(h)  # contrast within the map: couplings differ by little
+    lo = h.min() if lo is None else lo
+    span = (h.max() if hi is None else hi) - lo
+    h = np.clip((h - lo) / span, 0, 1) if span > 0 else np.zeros_like(h)
     g = np.clip(image, 0, 1) * 0.6
     rgb = np.stack([np.maximum(g, h), g * (1 - h), g * (1 - h)], -1)
     return Image.fromarray((rgb * 255).astype(np.uint8), "RGB").resize((W * scale, H * scale), Image.NEAREST)

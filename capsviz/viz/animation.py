@@ -9,7 +9,8 @@ from PIL import Image
 
 from capsviz.analysis.playground import DynamicToy, EMToy
 from capsviz.analysis.tour import CapsNetTour, MatrixTour
-from capsviz.viz.teach import dynamic_frame, em_frame
+from capsviz.viz import overlay
+from capsviz.viz.teach import INK, _canvas, dynamic_frame, em_frame, font
 
 
 def gif_bytes(frames: list[Image.Image], ms_per_frame: int = 1200, last_ms: int = 2500) -> bytes:
@@ -133,3 +134,28 @@ def tour_vote_frame(tour: MatrixTour, names) -> Image.Image:
         f"assignment R to {names[pair[0]]} (blue) and {names[pair[1]]} (orange): equal for every class before routing",
         fit=False,
     )
+
+
+def coupling_frames(c_maps: np.ndarray, image: np.ndarray, names: list[str], only: int | None = None) -> list[Image.Image]:
+    """Dynamic routing on a trained model, for slides: (T, J, G, G) coupling maps, one frame per
+    iteration with each digit capsule's map over the input. One colour scale for every frame, so
+    what changes from frame to frame is the couplings, not the scale."""
+    T, J = c_maps.shape[:2]
+    lo, hi = float(c_maps.min()), float(c_maps.max())
+    frames = []
+    for t in range(T) if only is None else [only]:
+        tiles = [overlay(image, c_maps[t, j], scale=3, lo=lo, hi=hi) for j in range(J)]
+        w, h = tiles[0].size
+        img, draw = _canvas(J * (w + 6) + 10, h + 70)
+        draw.text((10, 8), f"Iteration {t + 1} of {T}: coupling c to each digit capsule over the input", fill=INK, font=font(16))
+        draw.text(
+            (10, 30),
+            f"red: a larger share of the vote; one scale for every iteration, c from {lo:.3f} to {hi:.3f}",
+            fill=INK,
+            font=font(12),
+        )
+        for j, tile in enumerate(tiles):
+            img.paste(tile, (10 + j * (w + 6), 50))
+            draw.text((10 + j * (w + 6) + w // 2 - 4, 52 + h), str(names[j]), fill=INK, font=font(12))
+        frames.append(img)
+    return frames
