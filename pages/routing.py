@@ -78,6 +78,7 @@ def iteration_view(tr, image, label, winner: int) -> None:
         )
 
     maps = tr.coupling_maps(t)
+    flat = np.ptp(maps) < 1e-6  # every coupling equal (iteration 1, or agreements too small to move them)
     every = np.stack([tr.coupling_maps(k) for k in range(T)])  # (T, J, G, G)
     left, right = st.columns([1, 3])
     left.image(to_image(image), caption=f"input (label {label}), prediction {names[winner]}", width=168)
@@ -101,15 +102,26 @@ def iteration_view(tr, image, label, winner: int) -> None:
         help="The coupling maps iteration by iteration, one colour scale throughout, as an animated GIF",
     )
     right.plotly_chart(
-        class_maps(maps, names, f"Iteration {t + 1}: coupling c to each digit capsule, on the 6x6 grid of primary capsule positions"),
+        class_maps(
+            maps,
+            names,
+            f"Iteration {t + 1}: coupling c to each digit capsule, on the 6x6 grid of primary capsule positions",
+            zrange=(0, 2 / len(names)) if flat else None,  # all equal: a scale around 1/10, not around nothing
+        ),
         key="coupling_maps",
+    )
+    spread = (
+        f"At iteration 1 every coupling is {maps.max():.3f}: nothing has been routed yet."
+        if flat and t == 0
+        else f"At this iteration every coupling is still {maps.max():.3f}: the agreements added to b are too small to move them."
+        if flat
+        else f"At this iteration the couplings span only {maps.min():.3f} to {maps.max():.3f} (uniform: {1 / len(names):.3f}), so "
+        "the colours exaggerate small differences. Positions over blank background vote too: a bright square there means "
+        "those primary capsules' predictions happen to agree with that digit, not that ink is there."
     )
     right.caption(
         f"Each small map is one digit capsule; each square is one of the 6x6 positions of the primary capsules, averaged over "
-        f"their {tr.types} types. Brighter means that position sends a larger share of its vote to that digit. At this "
-        f"iteration the couplings span only {maps.min():.3f} to {maps.max():.3f} (uniform: {1 / len(names):.3f}), so the "
-        "colours exaggerate small differences. Positions over blank background vote too: a bright square there means "
-        "those primary capsules' predictions happen to agree with that digit, not that ink is there."
+        f"their {tr.types} types. Brighter means that position sends a larger share of its vote to that digit. {spread}"
     )
     j = right.selectbox(
         "Digit capsule for the detailed map",
@@ -127,6 +139,7 @@ def iteration_view(tr, image, label, winner: int) -> None:
             "position on the 6x6 grid, row by row (0 = top left, 35 = bottom right)",
             "primary capsule type",
             height=300,
+            **(dict(zmin=0, zmax=2 / len(names)) if flat else {}),
         ),
         key="coupling_types",
     )
@@ -141,8 +154,12 @@ a.plotly_chart(
 )
 a.caption(
     f"A digit capsule's length is the network's confidence that digit is present (the prediction is the longest: "
-    f"{names[winner]}). Routing changes lengths by shifting votes; here the winner's length goes from "
-    f"{tr.lengths[0, winner]:.3f} at iteration 1 to {tr.lengths[-1, winner]:.3f} at iteration {T}."
+    f"{names[winner]}). Routing changes lengths by shifting votes; "
+    + (
+        f"here the winner's length goes from {tr.lengths[0, winner]:.3f} at iteration 1 to {tr.lengths[-1, winner]:.3f} at iteration {T}."
+        if T > 1
+        else f"with one iteration nothing is shifted, and the winner's length is {tr.lengths[0, winner]:.3f}."
+    )
 )
 mean_entropy = tr.entropy.mean(1, keepdims=True)
 b.plotly_chart(
@@ -157,12 +174,16 @@ b.plotly_chart(
 )
 b.caption(
     f"Entropy measures how evenly a primary capsule splits its vote: {np.log(len(names)):.2f} is perfectly even (1/10 to "
-    "each digit), 0 is the whole vote to one digit. Here the mean goes from "
-    f"{mean_entropy[0, 0]:.3f} to {mean_entropy[-1, 0]:.3f}: "
+    "each digit), 0 is the whole vote to one digit. "
     + (
-        "the votes stay almost evenly split."
-        if mean_entropy[-1, 0] > 0.95 * np.log(len(names))
-        else "routing makes the votes more decided."
+        f"Here the mean goes from {mean_entropy[0, 0]:.3f} to {mean_entropy[-1, 0]:.3f}: "
+        + (
+            "the votes stay almost evenly split."
+            if mean_entropy[-1, 0] > 0.95 * np.log(len(names))
+            else "routing makes the votes more decided."
+        )
+        if T > 1
+        else "With one iteration every vote is still split evenly."
     )
 )
 

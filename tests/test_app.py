@@ -237,6 +237,22 @@ def test_routing_page_iterations_change_the_figures(app):
     assert "Paper (Fig. A.1)" in app.caption[-1].value or any("Paper (Fig. A.1)" in c.value for c in app.caption)
 
 
+def test_routing_once_has_no_iteration_to_step_through_and_says_so(app):
+    app.query_params.update({"model": "tiny-capsnet.safetensors", "iterations": "1"})
+    app.switch_page("pages/routing.py").run()
+    assert not app.exception
+    assert app.slider(key="iterations").value == 1
+    assert not [s for s in app.slider if s.key == "t"]  # a 1-to-1 slider cannot be drawn
+    assert "Routing runs once here" in app.info[0].value
+    captions = " ".join(c.value for c in app.caption)
+    assert (
+        "At iteration 1 every coupling is 0.100: nothing has been routed yet" in captions
+        and "with one iteration nothing is shifted" in captions
+    )
+    app.slider(key="iterations").set_value(2).run()
+    assert app.slider(key="t").value == 2 and "nothing has been routed yet" not in " ".join(c.value for c in app.caption)
+
+
 def test_em_page_shows_histograms_for_a_matrix_model(app):
     app.run().sidebar.selectbox(key="model_pick").set_value("tiny-matrix.safetensors").run()
     app.switch_page("pages/em.py").run()

@@ -76,7 +76,7 @@ def curves(points: list[dict], y: str, title: str) -> go.Figure:
     return fig
 
 
-def class_maps(maps: np.ndarray, names, title: str) -> go.Figure:
+def class_maps(maps: np.ndarray, names, title: str, zrange: tuple[float, float] | None = None) -> go.Figure:
     """(J, G, G) small maps side by side on one colour scale, one class each. Drawn as a single
     heatmap with blank columns between the maps: one trace redraws several times faster in the
     browser than J subplots."""
@@ -93,6 +93,8 @@ def class_maps(maps: np.ndarray, names, title: str) -> go.Figure:
             z=z,
             customdata=cell,
             colorscale="Viridis",
+            zmin=None if zrange is None else zrange[0],
+            zmax=None if zrange is None else zrange[1],
             hoverongaps=False,
             hovertemplate="capsule %{customdata[0]}, row %{customdata[1]}, column %{customdata[2]}: %{z:.3f}<extra></extra>",
         )
