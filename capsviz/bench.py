@@ -236,3 +236,46 @@ def capsnet_step_parts(name: str = "capsnet", steps: int = 3) -> dict[str, float
         "adam": opt.step,
     }
     return {part: 1000 * _time(fn, steps, cpu) for part, fn in parts.items()}
+
+
+def page_sweeps(folder) -> list[tuple[str, float]]:
+    """Seconds each sweep behind a page's button takes at the page's defaults, with the shipped
+    models and the real test sets: MultiMNIST accuracy (1,000 pairs), FGSM and BIM (100 images, the
+    page's 7 epsilons) for each shipped capsule model and the baseline CNN, the affine sweep (500
+    images, both models)."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from capsviz.analysis.multimnist import pair_accuracy
+    from capsviz.analysis.robustness import affine_sweep, attack_sweep
+    from capsviz.checkpoint import load_checkpoint
+    from capsviz.data import load_split
+
+    torch.set_grad_enabled(False)
+    model = {
+        n: load_checkpoint(Path(folder) / f"{n}.safetensors")[0]
+        for n in ("capsnet-multimnist", "capsnet-mnist", "matrix-small-mnist", "cnn-small-mnist")
+    }
+    out = []
+
+    def timed(name, fn):
+        t = time.perf_counter()
+        fn()
+        out.append((name, time.perf_counter() - t))
+
+    pairs = load_split("multimnist", "test")
+    timed("MultiMNIST accuracy, 1000 pairs", lambda: pair_accuracy(model["capsnet-multimnist"], pairs.images, pairs.labels, 1000))
+    mnist = load_split("mnist", "test")
+    x, y = mnist.images[:100].float().div(255).unsqueeze(1), mnist.labels[:100]
+    epsilons = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3]
+    for name in ("capsnet-mnist", "matrix-small-mnist", "cnn-small-mnist"):
+        for method in ("fgsm", "bim"):
+            timed(f"{method.upper()} {name}, 100 images", lambda m=model[name], k=method: attack_sweep(m, x, y, epsilons, method=k))
+    both = {n: model[n] for n in ("capsnet-mnist", "cnn-small-mnist")}
+    strengths = np.round(np.arange(0, 2.01, 0.25), 2)
+    timed(
+        "affine sweep, 500 images, capsnet-mnist + cnn-small-mnist",
+        lambda: affine_sweep(both, mnist.images[:500], mnist.labels[:500], 28, strengths),
+    )
+    return out

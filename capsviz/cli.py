@@ -140,6 +140,7 @@ def parser() -> Parser:
         choices=[n for n, c in PRESETS.items() if c.family == "capsnet"],
         help="instead: ms per part of a CapsNet preset's CPU training step",
     )
+    b.add_argument("--sweeps", action="store_true", help="instead: seconds of each page sweep at its defaults (shipped models, real data)")
     b.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one preset in this process
 
     x = sub.add_parser("export", help="store a checkpoint in float16 for shipping, re-measuring its test error")
@@ -301,6 +302,10 @@ def cmd_bench(args) -> int:
         total = sum(parts.values())
         for part, ms in parts.items():
             print(f"{part:10} {ms:8.1f} ms  {100 * ms / total:4.0f}%")
+        return 0
+    if args.sweeps:
+        for name, seconds in bench.page_sweeps(Path(__file__).resolve().parents[1] / "checkpoints"):
+            print(f"{seconds:7.1f} s  {name}")
         return 0
     if args.one:
         print(json.dumps(bench.measure(args.one, args.device, args.precision, args.steps, args.compile, args.routing_iterations)))
