@@ -15,6 +15,7 @@ from pathlib import Path
 
 from capsviz.config import DATASET_NAMES, MAX_ITERATIONS, PRESETS
 from capsviz.errors import CapsvizError
+from capsviz.progress import time_left
 
 DEFAULT_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 
@@ -246,6 +247,21 @@ def _hms(s) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
+def progress_line(what: str, unit: str):
+    """An on_progress(done, total) that tells stderr how far a long command is, with the time left,
+    at most every 2 s (stdout keeps the result alone, for scripts)."""
+    start = last = time.perf_counter()
+
+    def show(done: int, total: int) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        if now - last >= 2 or done >= total:
+            last = now
+            print(f"{what}: {done} / {total} {unit}{time_left(done, total, now - start)}", file=sys.stderr, flush=True)
+
+    return show
+
+
 def cmd_evaluate(args) -> int:
     import torch
 
@@ -261,7 +277,7 @@ def cmd_evaluate(args) -> int:
     if model.config.in_size != size:
         raise CapsvizError(f"{args.path} takes {model.config.in_size}x{model.config.in_size} inputs; {dataset} images are {size}x{size}")
     data = load_split(dataset, "test", args.data_dir)
-    metrics = evaluate(model, dataset, data, device=device, limit=args.limit)
+    metrics = evaluate(model, dataset, data, device=device, limit=args.limit, on_progress=progress_line("evaluate", "images"))
     if args.routing:
         from capsviz.analysis.routing import coupling_summary
         from capsviz.data import batches

@@ -114,8 +114,10 @@ def correct(scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def evaluate(model, dataset: str, data, *, batch_size=256, device="cpu", limit=None, precision="fp32") -> dict:
+def evaluate(model, dataset: str, data, *, batch_size=256, device="cpu", limit=None, precision="fp32", on_progress=None) -> dict:
+    """Test error on `data` (its first `limit` images); `on_progress(done, total)` after each batch."""
     model.eval()
+    total = len(data) if limit is None else min(limit, len(data))
     device = torch.device(device)
     right = seen = 0
     for x, y, _ in batches(dataset, data, batch_size, train=False, device=device, limit=limit):
@@ -123,6 +125,8 @@ def evaluate(model, dataset: str, data, *, batch_size=256, device="cpu", limit=N
             out = model(x)
         right += int(correct(out.scores.float(), y).sum())
         seen += len(y)
+        if on_progress:
+            on_progress(seen, total)
     rule = "both digits among the two most active capsules" if dataset == "multimnist" else "argmax of the class scores"
     return {
         "test_error": 100.0 * (1 - right / max(seen, 1)),

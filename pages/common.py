@@ -18,6 +18,7 @@ from capsviz.data.sources import SOURCES, locate
 from capsviz.data.transforms import mnist_style, picture_to_digit
 from capsviz.devices import pick_device
 from capsviz.errors import CapsvizError
+from capsviz.progress import time_left
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -320,14 +321,6 @@ def pick_image(dataset: str, names, size: int, model=None) -> tuple[np.ndarray, 
             return image, "?"
     st.info("Pick a test image or upload one.")
     return None
-
-
-def time_left(done: int, total: int, elapsed: float) -> str:
-    """', about 40 s left' from the rate so far; nothing before the first step is measured."""
-    if done <= 0 or done >= total:
-        return ""
-    left = elapsed / done * (total - done)
-    return f", about {left:.0f} s left" if left < 90 else f", about {left / 60:.0f} min left"
 
 
 def long_job(key: str, label: str, fn):

@@ -298,8 +298,10 @@ def test_cli_train_evaluate_list(synthetic_data, tmp_path, capsys):
     assert tiny_cli_train(out) == 0
     capsys.readouterr()
     assert main(["evaluate", str(out), "--limit", "50"]) == 0
-    res = json.loads(capsys.readouterr().out)
+    printed = capsys.readouterr()
+    res = json.loads(printed.out)  # stdout: the result alone
     assert res["n_test"] == 50 and 0 <= res["test_error"] <= 100
+    assert printed.err.strip().splitlines()[-1] == "evaluate: 50 / 50 images"  # progress goes to stderr
     assert main(["list", str(out.parent)]) == 0
     assert "capsnet on mnist" in capsys.readouterr().out
     assert main(["evaluate", str(out), "--limit", "50", "--routing"]) == 0
@@ -382,3 +384,12 @@ def test_metadata_is_read_once_per_version_and_never_shared(saved):
     ckpt.save_checkpoint(p, m, {"dataset": "fashion-mnist", "epochs": 7})
     again = ckpt.read_meta(p)
     assert again["dataset"] == "fashion-mnist" and again["epochs"] == 7  # a rewritten file is read anew
+
+
+def test_time_left_is_measured_and_said_in_words():
+    from capsviz.progress import time_left
+
+    assert time_left(0, 100, 5.0) == ""  # nothing measured yet
+    assert time_left(25, 100, 10.0) == ", about 30 s left"
+    assert time_left(1, 100, 60.0) == ", about 99 min left"
+    assert time_left(100, 100, 60.0) == ""
