@@ -241,13 +241,10 @@ def test_em_page_shows_histograms_for_a_matrix_model(app):
     app.run().sidebar.selectbox(key="model_pick").set_value("tiny-matrix.safetensors").run()
     app.switch_page("pages/em.py").run()
     assert not app.exception
-    assert len(app.get("plotly_chart")) == 6
+    assert len(app.get("plotly_chart")) == 5  # the histograms are an image now (tests/test_explain_app.py)
     app.toggle(key="zoom").set_value(True).run()
     app.slider(key="t").set_value(1).run()
     assert not app.exception
-    hist = json.loads(app.get("plotly_chart")[0].proto.spec)
-    weights = sum(float(plotly_values(trace["y"]).sum()) for trace in hist["data"])
-    assert weights > 0.01, "the zoomed histogram must not be empty"
 
 
 def test_routing_pages_explain_the_wrong_family(app):

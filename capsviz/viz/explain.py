@@ -1,0 +1,135 @@
+"""Figures for the EM, explorer and MultiMNIST pages drawn with PIL: numpy in, PIL image out.
+
+Images rather than plotly charts for the same reason as capsviz.viz.teach: the figure on screen is
+the PNG a teacher downloads and a frame of the GIF."""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+from capsviz.viz.teach import GREY, INK, _canvas, font
+
+WINNER = (214, 39, 40)
+OTHER = (120, 140, 170)
+
+
+def histogram_panels(
+    counts: np.ndarray,
+    limit: float,
+    names,
+    order: list[int],
+    title: str,
+    notes: list[str],
+    ymax: float,
+    columns: int = 5,
+) -> Image.Image:
+    """Small multiples of R-weighted vote-distance histograms: one panel per class capsule in
+    `order` (the first, the winner, in red with a red frame), all on one y scale `ymax` so the
+    panels compare. counts (J, nbins) over [0, limit]; notes: one line under each panel's name."""
+    J, nb = counts.shape
+    pw, ph, gap, head = 200, 120, 16, 58
+    rows = -(-J // columns)
+    W = 50 + columns * (pw + gap)
+    H = head + rows * (ph + 62) + 30
+    img, d = _canvas(W, H)
+    d.text((12, 8), title, fill=INK, font=font(17))
+    d.text(
+        (12, 32),
+        "each bar: the sum of assignments R of the votes at that distance from the class capsule's mean pose "
+        f"(same height scale in every panel, top = {ymax:.3g})",
+        fill=GREY,
+        font=font(12),
+    )
+    for k, j in enumerate(order):
+        r, c = divmod(k, columns)
+        x0, y0 = 40 + c * (pw + gap), head + 34 + r * (ph + 62)
+        colour = WINNER if k == 0 else OTHER
+        label = f"class {names[j]}" + (" (winner)" if k == 0 else "")
+        d.text((x0, y0 - 34), label, fill=WINNER if k == 0 else INK, font=font(14))
+        d.text((x0, y0 - 17), notes[k], fill=GREY, font=font(11))
+        d.rectangle([x0, y0, x0 + pw, y0 + ph], outline=WINNER if k == 0 else (205, 205, 205), width=2 if k == 0 else 1)
+        bw = pw / nb
+        for i, v in enumerate(counts[j]):
+            h = ph * min(float(v) / max(ymax, 1e-12), 1.0)
+            if h > 0:
+                d.rectangle([x0 + i * bw, y0 + ph - h, x0 + (i + 1) * bw - 1, y0 + ph], fill=colour)
+        for frac in (0, 0.5, 1):
+            tx = x0 + frac * pw
+            d.line([tx, y0 + ph, tx, y0 + ph + 4], fill=GREY)
+            text = f"{frac * limit:.3g}"
+            d.text(
+                (tx - (0 if frac == 0 else d.textlength(text, font=font(11)) / (2 if frac < 1 else 1)), y0 + ph + 5),
+                text,
+                fill=GREY,
+                font=font(11),
+            )
+    d.text(
+        (40, H - 22),
+        "x axis: distance from a vote to the class capsule's mean pose (0 = the vote agrees exactly)",
+        fill=GREY,
+        font=font(12),
+    )
+    return img
+
+
+def labelled_grid(grid: np.ndarray, rows: list[str], columns: list[str], scale: int = 2, gap: int = 2, title: str = "") -> Image.Image:
+    """(R, C, H, W) images in [0, 1] tiled, each row named at the left and each column on top
+    (the perturbation grid: dimensions x offsets)."""
+    R, C, H, W = grid.shape
+    f = font(12)
+    left, top = 44, 44 if title else 24
+    tile_w, tile_h = W * scale, H * scale
+    img, d = _canvas(left + C * (tile_w + gap) + 6, top + R * (tile_h + gap) + 6)
+    if title:
+        d.text((6, 4), title, fill=INK, font=font(14))
+    for c, name in enumerate(columns):
+        x = left + c * (tile_w + gap) + tile_w / 2 - d.textlength(name, font=f) / 2
+        d.text((x, top - 17), name, fill=INK, font=f)
+    for r, name in enumerate(rows):
+        y = top + r * (tile_h + gap)
+        d.text((6, y + tile_h / 2 - 7), name, fill=INK, font=f)
+        for c in range(C):
+            tile = Image.fromarray((np.clip(grid[r, c], 0, 1) * 255).astype(np.uint8), "L").resize((tile_w, tile_h), Image.NEAREST)
+            img.paste(tile.convert("RGB"), (left + c * (tile_w + gap), y))
+    return img
+
+
+def coupling_overlays(
+    inputs: list[np.ndarray],
+    maps: np.ndarray,
+    row_names: list[str],
+    low: float,
+    high: float,
+    title: str,
+    scale: int = 4,
+) -> Image.Image:
+    """Rows of coupling maps laid over their input, one column per routing iteration, all on one
+    colour scale: no red at `low` (uniform), full red at `high` and above; the scale is written
+    under the figure. inputs: one (H, W) image per row; maps (rows, T, G, G)."""
+    rows, T = maps.shape[:2]
+    H, W = inputs[0].shape
+    tw, th, gap, left, top = W * scale, H * scale, 10, 250, 56
+    img, d = _canvas(left + T * (tw + gap) + 10, top + rows * (th + gap) + 40)
+    d.text((10, 8), title, fill=INK, font=font(16))
+    for t in range(T):
+        d.text((left + t * (tw + gap) + 4, top - 20), f"iteration {t + 1}", fill=INK, font=font(13))
+    span = max(high - low, 1e-12)
+    for r in range(rows):
+        y = top + r * (th + gap)
+        for k, line in enumerate(row_names[r].split("\n")):
+            d.text((10, y + 8 + 18 * k), line, fill=INK, font=font(13))
+        g = np.clip(inputs[r], 0, 1) * 0.6
+        for t in range(T):
+            heat = np.asarray(Image.fromarray(maps[r, t].astype(np.float32)).resize((W, H), Image.BILINEAR))
+            h = np.clip((heat - low) / span, 0, 1)
+            rgb = np.stack([np.maximum(g, h), g * (1 - h), g * (1 - h)], -1)
+            tile = Image.fromarray((rgb * 255).astype(np.uint8), "RGB").resize((tw, th), Image.NEAREST)
+            img.paste(tile, (left + t * (tw + gap), y))
+    d.text(
+        (10, top + rows * (th + gap) + 8),
+        f"colour: no red = coupling {low:.3f} (uniform) or less, full red = {high:.3f} or more (mean over capsule types at each position)",
+        fill=GREY,
+        font=font(12),
+    )
+    return img
