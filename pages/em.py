@@ -185,13 +185,12 @@ iteration_view(tr, image, image_label, pred)
 st.subheader("Across iterations")
 a, b, c = st.columns(3)
 a.plotly_chart(lines(tr.a, names, f"Class {label('a_j')}", "iteration", "a_j (activation)"), key="em_act")
-b.plotly_chart(
-    lines(tr.sigma.mean(-1), names, f"{label('sigma')}: mean over the 16 pose entries", "iteration", "sigma (spread)"), key="em_sigma"
-)
+b.plotly_chart(lines(tr.sigma.mean(-1), names, f"{label('sigma')}, mean of 16 entries", "iteration", "sigma (spread)"), key="em_sigma")
 c.plotly_chart(
     lines(tr.R.sum(1), names, "Total assignment each class receives", "iteration", "sum_i R_ij (total assignment)"), key="em_mass"
 )
 st.caption(
-    f"Left: {term('a_j').explanation} Middle: {term('sigma').explanation} Right: the assignments R summed over all lower "
-    "capsules; at iteration 1 each class receives an equal tenth of them."
+    f"Left, {label('a_j')}: {term('a_j').explanation} Middle, {label('sigma')}: {term('sigma').explanation} Right, "
+    "sum_i R_ij (total assignment): the assignments R summed over all lower capsules; at iteration 1 each class receives "
+    "an equal tenth of them."
 )

@@ -327,7 +327,7 @@ def test_multimnist_page_overlays_segments_and_measures(app):
     i1, i2 = app.number_input(key="pair_i1").value, app.number_input(key="pair_i2").value
     assert app.query_params["pair"].startswith(f"{i1},{i2},")
     captions = [c for i in app.image for c in i.captions]
-    assert any(c.startswith("input: L:(") for c in captions) and any(c.startswith("R:(") for c in captions)
+    assert any(c.startswith("input: labels ") for c in captions) and any(c.startswith("red: capsule ") for c in captions)
     before = [i.value for i in app.image]
     app.number_input(key="pair_dx2").set_value(4).run()
     assert not app.exception

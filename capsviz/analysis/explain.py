@@ -47,7 +47,8 @@ def zoom_limit(distances: np.ndarray, zoom: bool) -> Zoom:
         return Zoom(
             limit,
             share,
-            f"only {paper:.1%} of this model's votes lie within the paper's 0.05 (it suits the paper's smallNORB model), "
+            f"{'none' if paper == 0 else f'only {paper:.1%}'} of this model's votes lie within the paper's 0.05 (it suits the "
+            "paper's smallNORB model), "
             f"so the zoom shows the nearest {share:.0%} instead",
         )
     limit = round_up(float(np.percentile(d, FULL)))

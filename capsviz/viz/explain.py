@@ -28,26 +28,26 @@ def histogram_panels(
     `order` (the first, the winner, in red with a red frame), all on one y scale `ymax` so the
     panels compare. counts (J, nbins) over [0, limit]; notes: one line under each panel's name."""
     J, nb = counts.shape
-    pw, ph, gap, head = 200, 120, 16, 58
+    pw, ph, gap, head = 200, 120, 16, 62
     rows = -(-J // columns)
     W = 50 + columns * (pw + gap)
     H = head + rows * (ph + 62) + 30
     img, d = _canvas(W, H)
-    d.text((12, 8), title, fill=INK, font=font(17))
+    d.text((12, 8), title, fill=INK, font=font(19))
     d.text(
         (12, 32),
         "each bar: the sum of assignments R of the votes at that distance from the class capsule's mean pose "
         f"(same height scale in every panel, top = {ymax:.3g})",
         fill=GREY,
-        font=font(12),
+        font=font(13),
     )
     for k, j in enumerate(order):
         r, c = divmod(k, columns)
         x0, y0 = 40 + c * (pw + gap), head + 34 + r * (ph + 62)
         colour = WINNER if k == 0 else OTHER
         label = f"class {names[j]}" + (" (winner)" if k == 0 else "")
-        d.text((x0, y0 - 34), label, fill=WINNER if k == 0 else INK, font=font(14))
-        d.text((x0, y0 - 17), notes[k], fill=GREY, font=font(11))
+        d.text((x0, y0 - 36), label, fill=WINNER if k == 0 else INK, font=font(16))
+        d.text((x0, y0 - 17), notes[k], fill=INK, font=font(12))
         d.rectangle([x0, y0, x0 + pw, y0 + ph], outline=WINNER if k == 0 else (205, 205, 205), width=2 if k == 0 else 1)
         bw = pw / nb
         for i, v in enumerate(counts[j]):
@@ -59,16 +59,16 @@ def histogram_panels(
             d.line([tx, y0 + ph, tx, y0 + ph + 4], fill=GREY)
             text = f"{frac * limit:.3g}"
             d.text(
-                (tx - (0 if frac == 0 else d.textlength(text, font=font(11)) / (2 if frac < 1 else 1)), y0 + ph + 5),
+                (tx - (0 if frac == 0 else d.textlength(text, font=font(12)) / (2 if frac < 1 else 1)), y0 + ph + 5),
                 text,
                 fill=GREY,
-                font=font(11),
+                font=font(12),
             )
     d.text(
         (40, H - 22),
         "x axis: distance from a vote to the class capsule's mean pose (0 = the vote agrees exactly)",
-        fill=GREY,
-        font=font(12),
+        fill=INK,
+        font=font(13),
     )
     return img
 

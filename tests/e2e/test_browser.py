@@ -142,9 +142,10 @@ def test_routing_page_iteration_slider_redraws_the_coupling_maps(page, server, s
 
 def test_em_page_draws_vote_histograms(page, server, shots):
     open_page(page, server["url"] + "/em?model=tiny-matrix.safetensors&image=2", "EM routing, iteration by iteration")
-    expect(page.locator("[data-testid='stPlotlyChart'] .gtitle").first).to_contain_text("R-weighted vote distances")
-    page.get_by_text("Zoom to distances < 0.05", exact=False).click()
+    expect(page.get_by_text("Shown: vote distances from 0 to", exact=False)).to_be_visible()  # the histograms: an image
+    page.get_by_text("Zoom in on the nearest votes", exact=False).click()
     wait_for_app_run(page)
+    expect(page.get_by_role("button", name="Download all 2 iterations (animated GIF)")).to_be_visible()
     shot(page, shots, "em")
     no_exceptions(page)
 
