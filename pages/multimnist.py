@@ -169,17 +169,13 @@ routed = routing_of(st.session_state["model_key"], pair.image.astype(np.float32)
 single_name = f"the {pair.labels[alone]}"
 high = max(round_up(float(routed.maps.max())), routed.uniform + 0.001)  # one scale for every map: they compare
 coupling_fig = coupling_overlays(
-    [pair.image, pair.image, single, single],
-    np.stack([routed.maps[0, :, 0], routed.maps[0, :, 1], routed.maps[1, :, 0], routed.maps[1, :, 1]]),
-    [
-        f"pair: coupling\nto capsule {t1}",
-        f"pair: coupling\nto capsule {t2}",
-        f"{single_name} alone:\ncoupling to capsule {t1}",
-        f"{single_name} alone:\ncoupling to capsule {t2}",
-    ],
+    [pair.image, single],
+    routed.maps.transpose(0, 2, 1, 3, 4),  # (2 inputs, 2 capsules, T, G, G)
+    [f"the pair ({pair_words(l1, l2)})", f"{single_name} alone"],
+    [f"coupling c\nto capsule {t1}", f"coupling c\nto capsule {t2}"],
     routed.uniform,
     high,
-    f"Couplings c to capsules {t1} and {t2} per routing iteration ({T_route}, as trained)",
+    f"Couplings c to capsules {t1} and {t2} per routing iteration ({T_route}, as the model was trained)",
 )
 st.image(coupling_fig)
 st.download_button(

@@ -121,6 +121,8 @@ class PairRouting:
     mean, weighted, peak: (2 inputs, T, 2 capsules): mean coupling over all primary capsules; the
     same weighted by the length of each capsule's prediction for that digit (the long votes are
     the ones that count in s_j); the largest value of the map. lengths: (2 inputs, J) final |v_j|.
+    peak_at: (2 capsules,) the row-major grid position of the pair's brightest final map;
+    peak_vote: (2 capsules,) how long the predictions there are, relative to the grid's average.
     """
 
     capsules: tuple[int, int]
@@ -130,6 +132,8 @@ class PairRouting:
     peak: np.ndarray
     lengths: np.ndarray
     uniform: float
+    peak_at: np.ndarray
+    peak_vote: np.ndarray
 
     @property
     def largest_move(self) -> float:
@@ -142,7 +146,7 @@ def pair_routing(model, pair_image: np.ndarray, single_image: np.ndarray, capsul
     """Route the pair and one of its digits alone (same canvas, same shift) and keep, per
     iteration, the couplings to the pair's two winning capsules (dynamic_trace's coupling maps)."""
     caps = list(capsules)
-    maps, mean, weighted, peak, lengths = [], [], [], [], []
+    maps, mean, weighted, peak, lengths, by_position = [], [], [], [], [], []
     for image in (pair_image, single_image):
         tr = dynamic_trace(model, image, iterations)
         vote = model.predictions(as_batch(image))[0].norm(dim=-1).numpy()[caps]  # (2, I): |u_hat_j|i|
@@ -153,7 +157,11 @@ def pair_routing(model, pair_image: np.ndarray, single_image: np.ndarray, capsul
         weighted.append((c * vote.T[None]).sum(1) / np.maximum(vote.sum(1), 1e-12)[None])
         peak.append(m.max((2, 3)))
         lengths.append(tr.lengths[-1])
+        by_position.append(vote.reshape(2, tr.grid * tr.grid, tr.types).mean(-1))  # (2, G*G): mean |u_hat| per position
     J = len(lengths[0])
+    final = maps[0][-1].reshape(2, -1)  # (2, G*G): the pair's last-iteration maps
+    peak_at = final.argmax(1)
+    peak_vote = by_position[0][[0, 1], peak_at] / np.maximum(by_position[0].mean(1), 1e-12)
     return PairRouting(
         (int(capsules[0]), int(capsules[1])),
         np.stack(maps),
@@ -162,6 +170,8 @@ def pair_routing(model, pair_image: np.ndarray, single_image: np.ndarray, capsul
         np.stack(peak),
         np.stack(lengths),
         1.0 / J,
+        peak_at,
+        peak_vote,
     )
 
 
@@ -205,6 +215,19 @@ def pair_routing_words(r: PairRouting, single_name: str) -> str:
         meaning += (
             f"; the biggest difference between the pair and the digit alone is capsule {r.capsules[k]}: "
             f"{r.weighted[0, -1, k]:.3f} in the pair, {r.weighted[1, -1, k]:.3f} alone, so the other digit's presence "
-            f"{'lowers' if delta[k] < 0 else 'raises'} it. The maps below show where on the input that happens."
+            f"{'lowers' if delta[k] < 0 else 'raises'} it."
+        )
+        G = r.maps.shape[-1]
+        q = int(np.argmax(r.peak[0, -1]))
+        ratio = float(r.peak_vote[q])
+        meaning += (
+            f" On the maps, the brightest spot for capsule {r.capsules[q]} over the pair is at "
+            f"{position_words(int(r.peak_at[q]), G)}, where the predictions for {r.capsules[q]} are {ratio:.1f} times as long "
+            "as the average: "
+            + (
+                "short predictions that carry little into s, so a bright spot there moves little of the digit capsule's input."
+                if ratio < 1
+                else "long predictions, so the coupling there does change the digit capsule's input."
+            )
         )
     return pair + single + meaning

@@ -98,38 +98,46 @@ def labelled_grid(grid: np.ndarray, rows: list[str], columns: list[str], scale: 
 def coupling_overlays(
     inputs: list[np.ndarray],
     maps: np.ndarray,
+    group_names: list[str],
     row_names: list[str],
     low: float,
     high: float,
     title: str,
     scale: int = 4,
 ) -> Image.Image:
-    """Rows of coupling maps laid over their input, one column per routing iteration, all on one
-    colour scale: no red at `low` (uniform), full red at `high` and above; the scale is written
-    under the figure. inputs: one (H, W) image per row; maps (rows, T, G, G)."""
-    rows, T = maps.shape[:2]
+    """Coupling maps laid over their input: one block per input (side by side), one row per upper
+    capsule, one column per routing iteration, all on one colour scale: no red at `low` (uniform),
+    full red at `high` and above; the scale is written under the figure.
+    inputs: one (H, W) image per block; maps (blocks, rows, T, G, G)."""
+    blocks, rows, T = maps.shape[:3]
     H, W = inputs[0].shape
-    tw, th, gap, left, top = W * scale, H * scale, 10, 250, 56
-    img, d = _canvas(left + T * (tw + gap) + 10, top + rows * (th + gap) + 40)
-    d.text((10, 8), title, fill=INK, font=font(16))
-    for t in range(T):
-        d.text((left + t * (tw + gap) + 4, top - 20), f"iteration {t + 1}", fill=INK, font=font(13))
+    tw, th, gap, left, top = W * scale, H * scale, 8, 110, 82
+    block_w = T * (tw + gap) + 24
+    img, d = _canvas(left + blocks * block_w + 10, top + rows * (th + gap) + 50)
+    d.text((10, 8), title, fill=INK, font=font(17))
     span = max(high - low, 1e-12)
-    for r in range(rows):
-        y = top + r * (th + gap)
-        for k, line in enumerate(row_names[r].split("\n")):
-            d.text((10, y + 8 + 18 * k), line, fill=INK, font=font(13))
-        g = np.clip(inputs[r], 0, 1) * 0.6
+    for k in range(blocks):
+        x0 = left + k * block_w
+        d.text((x0, top - 46), group_names[k], fill=INK, font=font(15))
+        g = np.clip(inputs[k], 0, 1) * 0.6
         for t in range(T):
-            heat = np.asarray(Image.fromarray(maps[r, t].astype(np.float32)).resize((W, H), Image.BILINEAR))
-            h = np.clip((heat - low) / span, 0, 1)
-            rgb = np.stack([np.maximum(g, h), g * (1 - h), g * (1 - h)], -1)
-            tile = Image.fromarray((rgb * 255).astype(np.uint8), "RGB").resize((tw, th), Image.NEAREST)
-            img.paste(tile, (left + t * (tw + gap), y))
+            d.text((x0 + t * (tw + gap) + 4, top - 20), f"iteration {t + 1}", fill=GREY, font=font(13))
+        for r in range(rows):
+            y = top + r * (th + gap)
+            for t in range(T):
+                heat = np.asarray(Image.fromarray(maps[k, r, t].astype(np.float32)).resize((W, H), Image.BILINEAR))
+                h = np.clip((heat - low) / span, 0, 1)
+                rgb = np.stack([np.maximum(g, h), g * (1 - h), g * (1 - h)], -1)
+                tile = Image.fromarray((rgb * 255).astype(np.uint8), "RGB").resize((tw, th), Image.NEAREST)
+                img.paste(tile, (x0 + t * (tw + gap), y))
+    for r in range(rows):
+        for n, line in enumerate(row_names[r].split("\n")):
+            d.text((10, top + r * (th + gap) + 10 + 18 * n), line, fill=INK, font=font(14))
     d.text(
         (10, top + rows * (th + gap) + 8),
-        f"colour: no red = coupling {low:.3f} (uniform) or less, full red = {high:.3f} or more (mean over capsule types at each position)",
-        fill=GREY,
-        font=font(12),
+        f"colour: no red = coupling {low:.3f} (uniform, an even split) or less; full red = {high:.3f} or more.\n"
+        f"Each {maps.shape[-1]} x {maps.shape[-1]} map (one value per primary-capsule position, mean over capsule types) is stretched over the input.",
+        fill=INK,
+        font=font(13),
     )
     return img
