@@ -3,13 +3,13 @@
 import numpy as np
 import streamlit as st
 
-from capsviz.analysis.explain import em_shares, panel_order, position_words, zoom_limit
-from capsviz.analysis.routing import em_trace, vote_histograms
+from capsviz.analysis.explain import em_shares, position_words, zoom_limit
+from capsviz.analysis.routing import em_trace
 from capsviz.data.mnist import CLASS_NAMES
 from capsviz.glossary import help_text, label, term
 from capsviz.viz import heatmap, lines, png_bytes, to_image
 from capsviz.viz.animation import gif_bytes
-from capsviz.viz.explain import histogram_panels
+from capsviz.viz.explain import em_histogram_frames
 from pages.common import page_model, pick_image, require_router
 
 require_router()
@@ -54,23 +54,6 @@ tr = trace(st.session_state["model_key"], image.tobytes(), T)
 pred = int(tr.a[-1].argmax())
 
 
-def hist_frames(tr, limit: float, t_shown: int | None = None):
-    """The small multiples of every iteration (or only `t_shown`): one y scale over all of them, so
-    the GIF's frames compare."""
-    bins = np.linspace(0, limit, 41)
-    counts = vote_histograms(tr, bins)  # (T, J, 40)
-    order = panel_order(tr.a[-1])
-    mass = tr.R.sum(1)  # (T, J): sum_i R_ij
-    ymax = float(counts.max())
-    T = len(tr.R)
-    frames = []
-    for t in range(T) if t_shown is None else [t_shown]:
-        notes = [f"activation {tr.a[t, j]:.2f} · total R {mass[t, j]:.1f}" for j in order]
-        title = f"EM iteration {t + 1} of {T}: R-weighted vote distances per class capsule, distances 0 to {limit:g}"
-        frames.append(histogram_panels(counts[t], limit, names, order, title, notes, ymax))
-    return frames
-
-
 @st.fragment
 def iteration_view(tr, image, label_, pred: int) -> None:
     """One iteration's figures and the convolutional layers': their widgets rerun only this."""
@@ -113,7 +96,7 @@ def iteration_view(tr, image, label_, pred: int) -> None:
         f"the votes it explains lie on average {sh.near[-1]:.3g} from its mean pose, the votes the other classes explain "
         f"{sh.near_others[-1]:.3g} from theirs."
     )
-    frame = hist_frames(tr, zoom.limit, t)[0]
+    frame = em_histogram_frames(tr, zoom.limit, names, t)[0]
     st.image(frame, width="stretch")
     a, b = st.columns(2)
     stem = f"em-{st.session_state['model_key'].rsplit('/', 1)[-1].split('.')[0]}"
@@ -122,7 +105,7 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     )
     b.download_button(
         f"Download all {T} iterations (animated GIF)",
-        lambda: gif_bytes(hist_frames(tr, zoom.limit)),
+        lambda: gif_bytes(em_histogram_frames(tr, zoom.limit, names)),
         f"{stem}-iterations.gif",
         "image/gif",
         key="em_gif",

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
+from capsviz.analysis.explain import panel_order
+from capsviz.analysis.routing import EMTrace, vote_histograms
 from capsviz.viz.teach import GREY, INK, _canvas, font
 
 WINNER = (214, 39, 40)
@@ -71,6 +73,24 @@ def histogram_panels(
         font=font(13),
     )
     return img
+
+
+def em_histogram_frames(trace: EMTrace, limit: float, names, t: int | None = None, nbins: int = 40) -> list[Image.Image]:
+    """Fig. 2's histograms as small multiples for every EM iteration (the GIF's frames), or only
+    iteration `t`: distances 0 to `limit`, panels by final activation (the winner first), one
+    height scale over all iterations so the frames compare."""
+    bins = np.linspace(0, limit, nbins + 1)
+    counts = vote_histograms(trace, bins)  # (T, J, nbins)
+    order = panel_order(trace.a[-1])
+    mass = trace.R.sum(1)  # (T, J): sum_i R_ij
+    ymax = float(counts.max())
+    T = len(trace.R)
+    frames = []
+    for k in range(T) if t is None else [t]:
+        notes = [f"activation {trace.a[k, j]:.2f} · total R {mass[k, j]:.1f}" for j in order]
+        title = f"EM iteration {k + 1} of {T}: R-weighted vote distances per class capsule, distances 0 to {limit:g}"
+        frames.append(histogram_panels(counts[k], limit, names, order, title, notes, ymax))
+    return frames
 
 
 def labelled_grid(grid: np.ndarray, rows: list[str], columns: list[str], scale: int = 2, gap: int = 2, title: str = "") -> Image.Image:
