@@ -201,8 +201,8 @@ def test_labelled_grid_names_rows_and_columns():
     img = np.asarray(labelled_grid(grid, rows, cols, scale=2, gap=2).convert("L"))
     plain = np.asarray(labelled_grid(grid, [""] * 16, [""] * 11, scale=2, gap=2).convert("L"))
     assert img.shape == plain.shape
-    assert (img[:, :40] != plain[:, :40]).any() and (img[:20] != plain[:20]).any()  # labels drawn left and on top
-    left, top = 44, 24
+    assert (img[:, :50] != plain[:, :50]).any() and (img[:25] != plain[:25]).any()  # labels drawn left and on top
+    left, top = 56, 30
     y, x = top + 3 * 58 + 28, left + 5 * 58 + 28  # the centre of tile (d3, 0.00)
     assert img[y, x] == 255 and img[y, x + 58] == 0
 

@@ -2,14 +2,18 @@
 tiny checkpoints and synthetic data."""
 
 import numpy as np
+import test_app
 import torch
-from test_app import app, router_mode  # noqa: F401 - the fixtures: tiny models, router mode
 
 from capsviz.analysis.explain import pair_routing, pair_routing_words, position_words, zoom_limit
 from capsviz.analysis.multimnist import compose_pair, segment
 from capsviz.analysis.routing import em_trace
 from capsviz.checkpoint import load_checkpoint
 from capsviz.data import load_split
+
+# test_app's fixtures: tiny checkpoints and synthetic data (app), app.py's router in charge (autouse)
+app = test_app.app
+router_mode = test_app.router_mode
 
 
 def texts(app) -> str:
@@ -60,7 +64,9 @@ def test_multimnist_page_says_labels_in_words_and_measures_routing(app):
     assert not any("L:(" in c or "R:(" in c or "*" in c for c in captions)
     red = next(s for s in app.selectbox if s.label.startswith("Red"))
     assert all(o.split(" ", 1)[1].startswith("(") for o in red.options)  # every capsule says what it is
-    neither = next(j for j in range(10) if j not in (l1, l2, *segment(load_checkpoint(app.folder / "tiny-multimnist.safetensors")[0], pair.image).top2))
+    neither = next(
+        j for j in range(10) if j not in (l1, l2, *segment(load_checkpoint(app.folder / "tiny-multimnist.safetensors")[0], pair.image).top2)
+    )
     red.set_value(neither).run()
     captions = [c for i in app.image for c in i.captions]
     assert any(c.startswith(f"red: capsule {neither} (neither a label nor predicted), green: capsule ") for c in captions)
@@ -75,3 +81,19 @@ def test_multimnist_page_says_labels_in_words_and_measures_routing(app):
     want = pair_routing_words(pair_routing(model, pair.image, pair.parts[1], seg.top2, T), f"the {l2}")
     assert want in [i.value for i in app.info]
     assert "Download this figure (PNG)" in [b.label for b in app.get("download_button")]
+
+
+def test_explorer_grid_is_labelled_and_terms_have_words(app):
+    app.switch_page("pages/explorer.py").run()
+    assert not app.exception, app.exception
+    grid = next(i for i in app.image if i.captions and i.captions[0].startswith("16 dimensions (rows) x 11 offsets"))
+    assert grid.proto.imgs[0].url
+    assert "Download grid as PNG" in [b.label for b in app.get("download_button")]
+    capsule = next(s for s in app.selectbox if s.label == "Capsule to decode")
+    assert "|v_j| (presence)" in capsule.help and "**reconstruction**" in capsule.help
+    perturb = next(s for s in app.subheader if s.value == "Perturb one dimension at a time")
+    assert "d0..d15 (dimension)" in perturb.proto.help
+    assert '"text":"|v_j| (presence)"' in app.get("plotly_chart")[0].proto.spec
+    assert any(
+        "d0 at the top to d15 at the bottom" in c.value and "-0.25 at the left to +0.25 at the right" in c.value for c in app.caption
+    )

@@ -97,18 +97,18 @@ def labelled_grid(grid: np.ndarray, rows: list[str], columns: list[str], scale: 
     """(R, C, H, W) images in [0, 1] tiled, each row named at the left and each column on top
     (the perturbation grid: dimensions x offsets)."""
     R, C, H, W = grid.shape
-    f = font(12)
-    left, top = 44, 44 if title else 24
+    f = font(16)  # the page shows the grid narrower than drawn: labels that still read there
+    left, top = 56, 60 if title else 30
     tile_w, tile_h = W * scale, H * scale
     img, d = _canvas(left + C * (tile_w + gap) + 6, top + R * (tile_h + gap) + 6)
     if title:
-        d.text((6, 4), title, fill=INK, font=font(14))
+        d.text((6, 4), title, fill=INK, font=font(18))
     for c, name in enumerate(columns):
         x = left + c * (tile_w + gap) + tile_w / 2 - d.textlength(name, font=f) / 2
-        d.text((x, top - 17), name, fill=INK, font=f)
+        d.text((x, top - 22), name, fill=INK, font=f)
     for r, name in enumerate(rows):
         y = top + r * (tile_h + gap)
-        d.text((6, y + tile_h / 2 - 7), name, fill=INK, font=f)
+        d.text((6, y + tile_h / 2 - 9), name, fill=INK, font=f)
         for c in range(C):
             tile = Image.fromarray((np.clip(grid[r, c], 0, 1) * 255).astype(np.uint8), "L").resize((tile_w, tile_h), Image.NEAREST)
             img.paste(tile.convert("RGB"), (left + c * (tile_w + gap), y))
