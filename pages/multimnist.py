@@ -146,14 +146,15 @@ st.markdown(
     "iteration, laid over the input; and the same for one of the two digits alone, at the same place on the canvas."
 )
 alone = st.radio(
-    "Digit alone",
-    [0, 1],
-    format_func=lambda k: f"the {pair.labels[k]} (the {'first' if k == 0 else 'second'} digit)",
+    "Digit routed alone",
+    ["first digit", "second digit"],  # plain options: the URL keeps the word, which fits any pair
     horizontal=True,
     key="mm_alone",
     bind="query-params",
     help="Which of the pair's two digits to route on its own, shifted as in the pair",
 )
+alone = 0 if alone == "first digit" else 1
+st.caption(f"The first digit is a {pair.labels[0]}, the second a {pair.labels[1]}.")
 T_route = int(meta["config"]["routing_iterations"])
 
 

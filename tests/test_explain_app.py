@@ -76,7 +76,7 @@ def test_multimnist_page_says_labels_in_words_and_measures_routing(app):
     T = int(meta["config"]["routing_iterations"])
     want = pair_routing_words(pair_routing(model, pair.image, pair.parts[0], seg.top2, T), f"the {l1}")
     assert want in [i.value for i in app.info]
-    app.radio(key="mm_alone").set_value(1).run()
+    app.radio(key="mm_alone").set_value("second digit").run()
     assert not app.exception, app.exception
     want = pair_routing_words(pair_routing(model, pair.image, pair.parts[1], seg.top2, T), f"the {l2}")
     assert want in [i.value for i in app.info]
