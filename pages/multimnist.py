@@ -145,17 +145,6 @@ st.markdown(
     f"prediction sent to a digit capsule) to the pair's two winners, capsules {t1} and {t2}, at every routing "
     "iteration, laid over the input; and the same for one of the two digits alone, at the same place on the canvas."
 )
-alone = st.radio(
-    "Digit routed alone",
-    ["first digit", "second digit"],  # plain options: the URL keeps the word, which fits any pair
-    horizontal=True,
-    key="mm_alone",
-    bind="query-params",
-    help="Which of the pair's two digits to route on its own, shifted as in the pair",
-)
-alone = 0 if alone == "first digit" else 1
-st.caption(f"The first digit is a {pair.labels[0]}, the second a {pair.labels[1]}.")
-T_route = int(meta["config"]["routing_iterations"])
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -165,29 +154,47 @@ def routing_of(model_key: str, pair_bytes: bytes, single_bytes: bytes, capsules:
     return pair_routing(model, as_image(pair_bytes), as_image(single_bytes), capsules, T)
 
 
-single = pair.parts[alone].astype(np.float32)
-routed = routing_of(st.session_state["model_key"], pair.image.astype(np.float32).tobytes(), single.tobytes(), (t1, t2), T_route)
-single_name = f"the {pair.labels[alone]}"
-high = max(round_up(float(routed.maps.max())), routed.uniform + 0.001)  # one scale for every map: they compare
-coupling_fig = coupling_overlays(
-    [pair.image, single],
-    routed.maps.transpose(0, 2, 1, 3, 4),  # (2 inputs, 2 capsules, T, G, G)
-    [f"the pair ({pair_words(l1, l2)})", f"{single_name} alone"],
-    [f"coupling c\nto capsule {t1}", f"coupling c\nto capsule {t2}"],
-    routed.uniform,
-    high,
-    f"Couplings c to capsules {t1} and {t2} per routing iteration ({T_route}, as the model was trained)",
-)
-st.image(coupling_fig)
-st.download_button(
-    "Download this figure (PNG)",
-    png_bytes(coupling_fig),
-    f"{path.stem}-pair-{'-'.join(map(str, vals))}-couplings.png",
-    "image/png",
-    key="mm_couplings_png",
-    on_click="ignore",
-)
-st.info(pair_routing_words(routed, single_name))
+@st.fragment
+def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
+    """The digit routed alone reruns only this section (the pair's other figures stay)."""
+    alone = st.radio(
+        "Digit routed alone",
+        ["first digit", "second digit"],  # plain options: the URL keeps the word, which fits any pair
+        horizontal=True,
+        key="mm_alone",
+        bind="query-params",
+        help="Which of the pair's two digits to route on its own, shifted as in the pair",
+    )
+    alone = 0 if alone == "first digit" else 1
+    st.caption(f"The first digit is a {pair.labels[0]}, the second a {pair.labels[1]}.")
+    T_route = int(meta["config"]["routing_iterations"])
+
+    single = pair.parts[alone].astype(np.float32)
+    routed = routing_of(st.session_state["model_key"], pair.image.astype(np.float32).tobytes(), single.tobytes(), (t1, t2), T_route)
+    single_name = f"the {pair.labels[alone]}"
+    high = max(round_up(float(routed.maps.max())), routed.uniform + 0.001)  # one scale for every map: they compare
+    coupling_fig = coupling_overlays(
+        [pair.image, single],
+        routed.maps.transpose(0, 2, 1, 3, 4),  # (2 inputs, 2 capsules, T, G, G)
+        [f"the pair ({pair_words(*pair.labels)})", f"{single_name} alone"],
+        [f"coupling c\nto capsule {t1}", f"coupling c\nto capsule {t2}"],
+        routed.uniform,
+        high,
+        f"Couplings c to capsules {t1} and {t2} per routing iteration ({T_route}, as the model was trained)",
+    )
+    st.image(coupling_fig)
+    st.download_button(
+        "Download this figure (PNG)",
+        png_bytes(coupling_fig),
+        f"{path.stem}-pair-{'-'.join(map(str, vals))}-couplings.png",
+        "image/png",
+        key="mm_couplings_png",
+        on_click="ignore",
+    )
+    st.info(pair_routing_words(routed, single_name))
+
+
+routing_view(pair, vals, t1, t2)
 
 st.subheader("Accuracy on generated test pairs")
 st.caption(
