@@ -204,10 +204,10 @@ def test_multimnist_pair_shows_both_overlays(page, server, shots):
         "MultiMNIST: two digits on top of each other",
     )
     expect(page.get_by_role("spinbutton", name="First digit (test index)")).to_have_value("3")
-    overlay = page.get_by_text(re.compile(r"^R:\(\d\*?,\d\*?\) over L:\(\d,\d\)$"))
+    overlay = page.get_by_text(re.compile(r"^red: capsule \d \(.*\), green: capsule \d \(.*\); over the input with labels \d and \d$"))
     expect(overlay).to_be_visible()
-    expect(page.get_by_text(re.compile(r"capsule \d\*? alone \(red\)"))).to_be_visible()
-    expect(page.get_by_text(re.compile(r"capsule \d\*? alone \(green\)"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"^red: capsule \d \(.*\) alone$"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"^green: capsule \d \(.*\) alone$"))).to_be_visible()
     expect(page.get_by_text("segmentation of the input's ink")).to_be_visible()
     first = page.locator("[data-testid='stImage'] img").first
     old = first.get_attribute("src")
