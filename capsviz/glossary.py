@@ -88,6 +88,12 @@ TERMS: dict[str, Term] = {
         "margin loss",
         "Training pushes the correct digit capsule's length above 0.9 and every other one below 0.1 (Eq. 4 of Sabour et al.).",
     ),
+    "dimension": Term(
+        "d0..d15",
+        "dimension",
+        "One of the 16 numbers of a digit capsule's vector. Together they describe how the digit is drawn (its pose): "
+        "nudging one and redrawing shows what it encodes, such as stroke thickness, slant or width (Fig. 4 of Sabour et al.).",
+    ),
     "reconstruction": Term(
         "reconstruction",
         "reconstruction",

@@ -3,19 +3,24 @@
 import numpy as np
 import streamlit as st
 
-from capsviz.analysis.routing import em_trace, vote_histograms
+from capsviz.analysis.explain import em_shares, position_words, zoom_limit
+from capsviz.analysis.routing import em_trace
 from capsviz.data.mnist import CLASS_NAMES
-from capsviz.viz import heatmap, histograms, lines, to_image
+from capsviz.glossary import help_text, label, term
+from capsviz.viz import heatmap, lines, png_bytes, to_image
+from capsviz.viz.animation import gif_bytes
+from capsviz.viz.explain import em_histogram_frames
 from pages.common import page_model, pick_image, require_router
 
 require_router()
 st.title("EM routing, iteration by iteration")
 st.markdown(
-    "Each class capsule is a Gaussian over 16 pose dimensions; lower capsules are data points that "
-    "EM assigns to them (R). The histograms reproduce Fig. 2 of the paper: the distance from every "
-    "vote to each class capsule's mean pose, weighted by its assignment. At iteration 1 the votes "
-    "are spread evenly over all classes; by iterations 2-3 the agreeing votes concentrate on the "
-    "detected class and the others keep only scattered, distant votes."
+    "Each class capsule is a Gaussian (a cloud) over 16 pose entries; every lower capsule casts a **vote** for "
+    "each class's pose, and EM decides which class explains which vote: the share is the **assignment R**. "
+    "The histograms reproduce Fig. 2 of the paper, one panel per class: how far each vote lies from that "
+    "class's mean pose, counted by its assignment. At iteration 1 every vote is shared evenly; look at whether "
+    "the winner's panel gathers the near votes (bars at the left) in later iterations while the other panels "
+    "keep the far ones. The numbers under the figure say how much this model actually does."
 )
 
 model, meta, path = page_model(
@@ -28,7 +33,7 @@ names = CLASS_NAMES.get(meta.get("dataset", "mnist"), CLASS_NAMES["mnist"])[: me
 picked = pick_image(meta.get("dataset", "mnist"), names, meta["config"]["in_size"], model)
 if picked is None:
     st.stop()
-image, label = picked
+image, image_label = picked
 T = st.slider(
     "EM iterations at inference",
     1,
@@ -50,7 +55,7 @@ pred = int(tr.a[-1].argmax())
 
 
 @st.fragment
-def iteration_view(tr, image, label, pred: int) -> None:
+def iteration_view(tr, image, label_, pred: int) -> None:
     """One iteration's figures and the convolutional layers': their widgets rerun only this."""
     if T > 1:
         t = (
@@ -61,7 +66,7 @@ def iteration_view(tr, image, label, pred: int) -> None:
                 T,
                 key="t",
                 bind="query-params",
-                help="Each EM iteration re-estimates every class capsule's Gaussian (M-step) and then re-assigns the votes to them (E-step)",
+                help=help_text("M_step", "E_step"),
             )
             - 1
         )
@@ -73,30 +78,45 @@ def iteration_view(tr, image, label, pred: int) -> None:
             "the assignments move."
         )
     left, right = st.columns([1, 3])
-    left.image(to_image(image), caption=f"input (label {label}), prediction {names[pred]}", width=168)
-    left.metric("inverse temperature lambda", f"{tr.lambdas[t]:.3f}")
-    zoom = right.toggle("Zoom to distances < 0.05 (as in Fig. 2)", value=False, key="zoom", bind="query-params")
-    if zoom and (tr.distances < 0.05).any():
-        top = 0.05
-    elif zoom:
-        top = float(np.percentile(tr.distances, 10))
-        right.caption(
-            f"No vote lies within 0.05 of a mean pose for this model (the nearest is {tr.distances.min():.3f}); the paper's 0.05 "
-            f"suits its trained smallNORB model. Zoomed to the nearest 10% of distances instead (< {top:.3f})."
-        )
-    else:
-        top = float(np.percentile(tr.distances, 99))
-    bins = np.linspace(0, top + 1e-6, 41)
-    right.plotly_chart(
-        histograms(vote_histograms(tr, bins)[t], bins, names, f"Iteration {t + 1}: R-weighted vote distances per class capsule"),
-        key="em_hist",
+    left.image(to_image(image), caption=f"input (label {label_}), prediction {names[pred]}", width=168)
+    left.metric(label("lambda"), f"{tr.lambdas[t]:.3f}", help=help_text("lambda"))
+    zoom_on = right.toggle(
+        "Zoom in on the nearest votes (Fig. 2's zoom)",
+        value=False,
+        key="zoom",
+        bind="query-params",
+        help="The paper zooms to distances below 0.05; where this model has (almost) no votes that close, the zoom shows its nearest 10% and says so",
+    )
+    zoom = zoom_limit(tr.distances, zoom_on)
+    sh = em_shares(tr)
+    right.markdown(
+        f"**Shown: vote distances from 0 to {zoom.limit:g}**: {zoom.why}.  \n"
+        f"What to look for: the winner, class {names[sh.winner]}, is the first panel (red). Its share of all assignment "
+        f"goes from {sh.share[0]:.1%} at iteration 1 (uniform: {sh.uniform:.0%}) to {sh.share[-1]:.1%} at iteration {T}; "
+        f"the votes it explains lie on average {sh.near[-1]:.3g} from its mean pose, the votes the other classes explain "
+        f"{sh.near_others[-1]:.3g} from theirs."
+    )
+    frame = em_histogram_frames(tr, zoom.limit, names, t)[0]
+    st.image(frame, width="stretch")
+    a, b = st.columns(2)
+    stem = f"em-{st.session_state['model_key'].rsplit('/', 1)[-1].split('.')[0]}"
+    a.download_button(
+        "Download this iteration (PNG)", png_bytes(frame), f"{stem}-iteration{t + 1}.png", "image/png", key="em_png", on_click="ignore"
+    )
+    b.download_button(
+        f"Download all {T} iterations (animated GIF)",
+        lambda: gif_bytes(em_histogram_frames(tr, zoom.limit, names)),
+        f"{stem}-iterations.gif",
+        "image/gif",
+        key="em_gif",
+        on_click="ignore",
     )
 
     st.plotly_chart(
         heatmap(
             tr.R[t].T,
-            f"Assignments R at iteration {t + 1} (lower capsules x classes)",
-            "lower capsule (position x type)",
+            f"{label('R')} at iteration {t + 1}: the share of each lower capsule's vote each class explains",
+            "lower capsule i (position x type)",
             "class",
             y=[str(n) for n in names],
             zmin=0,
@@ -105,18 +125,32 @@ def iteration_view(tr, image, label, pred: int) -> None:
         ),
         key="em_R",
     )
+    st.caption(
+        "Each column is one lower capsule; its colours add up to 1 over the classes. A bright row means that class "
+        "explains many votes; at iteration 1 every cell is 1/10."
+    )
 
     st.subheader("Convolutional capsule layers")
     layer = st.selectbox("Layer", ["convcaps1", "convcaps2"], key="layer", bind="query-params")
     res = tr.layers[layer]
     P = res.R.shape[2]
     n = int(round(P**0.5))
-    pos = st.slider("Output position (row-major)", 0, P - 1, P // 2, key="position", bind="query-params", help=f"{n}x{n} positions")
+    pos = st.slider(
+        "Output position (numbered row by row from the top left)",
+        0,
+        P - 1,
+        P // 2,
+        key="position",
+        bind="query-params",
+        help=f"The layer's outputs sit on a {n} x {n} grid; position 0 is the top-left corner, {n - 1} the top-right, {n} the start of the second row",
+    )
+    where = position_words(pos, n)
+    st.caption(f"Position {pos} is {where}.")
     R = res.R[t if t < res.R.shape[0] else -1, 0, pos].numpy()  # (K*K*types, J)
     st.plotly_chart(
         heatmap(
             R.T,
-            f"{layer}, position {pos // n},{pos % n}: assignments of the receptive field's capsules",
+            f"{layer}, {where}: assignments R of the receptive field's capsules",
             "lower capsule in the 3x3 receptive field (kernel position x type)",
             "upper capsule type",
             zmin=0,
@@ -129,10 +163,17 @@ def iteration_view(tr, image, label, pred: int) -> None:
     )
 
 
-iteration_view(tr, image, label, pred)
+iteration_view(tr, image, image_label, pred)
 
 st.subheader("Across iterations")
 a, b, c = st.columns(3)
-a.plotly_chart(lines(tr.a, names, "Class activations a_j", "iteration", "a_j"), key="em_act")
-b.plotly_chart(lines(tr.sigma.mean(-1), names, "Spread: mean sigma over the 16 pose dims", "iteration", "sigma"), key="em_sigma")
-c.plotly_chart(lines(tr.R.sum(1), names, "Total assignment each class receives", "iteration", "sum_i R_ij"), key="em_mass")
+a.plotly_chart(lines(tr.a, names, f"Class {label('a_j')}", "iteration", "a_j (activation)"), key="em_act")
+b.plotly_chart(lines(tr.sigma.mean(-1), names, f"{label('sigma')}, mean of 16 entries", "iteration", "sigma (spread)"), key="em_sigma")
+c.plotly_chart(
+    lines(tr.R.sum(1), names, "Total assignment each class receives", "iteration", "sum_i R_ij (total assignment)"), key="em_mass"
+)
+st.caption(
+    f"Left, {label('a_j')}: {term('a_j').explanation} Middle, {label('sigma')}: {term('sigma').explanation} Right, "
+    "sum_i R_ij (total assignment): the assignments R summed over all lower capsules; at iteration 1 each class receives "
+    "an equal tenth of them."
+)

@@ -5,7 +5,10 @@ import streamlit as st
 
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid, predict
 from capsviz.data.mnist import CLASS_NAMES
-from capsviz.viz import capsule_bars, effect_bars, grid_image, png_bytes, to_image
+from capsviz.glossary import help_text
+from capsviz.glossary import label as glossary_label
+from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
+from capsviz.viz.explain import labelled_grid
 from pages.common import dimension_sliders, page_model, pick_image, require_router
 
 require_router()
@@ -15,8 +18,8 @@ st.title("DigitCaps explorer")
 st.markdown(
     "Each of the 10 DigitCaps vectors has 16 dimensions. The decoder redraws the digit from the "
     "chosen capsule alone, so nudging one dimension shows what it encodes (Fig. 4 of Sabour et al.: "
-    "stroke thickness, skew, width, localized parts). Bars show each capsule's length: the "
-    "network's confidence that digit is present."
+    "stroke thickness, skew, width, localized parts). Bars show each capsule's length |v_j|: how "
+    "present the network finds that digit (0 to 1)."
 )
 
 model, meta, path = page_model(
@@ -47,6 +50,7 @@ capsule = st.selectbox(
     index=default_capsule,
     format_func=lambda j: f"{names[j]} (length {pred.scores[j]:.2f})",
     key=f"capsule_{path.stem}_{hash(image.tobytes())}",
+    help=help_text("length", "reconstruction"),
 )
 qp["capsule"] = str(capsule)
 if "dims_from_url" not in st.session_state:  # a shared link's slider values, applied once
@@ -66,7 +70,10 @@ if st.session_state.setdefault("dims_view", view) != view:  # a new image or cap
 
 a, b, c = st.columns([1, 2, 1])
 a.image(to_image(image), caption=f"input (label {label})", width=168)
-b.plotly_chart(capsule_bars(pred.scores, names, pred.predicted, f"Prediction: {names[pred.predicted]}"), key="lengths")
+b.plotly_chart(
+    capsule_bars(pred.scores, names, pred.predicted, f"Prediction: {names[pred.predicted]}", y_title=glossary_label("length")),
+    key="lengths",
+)
 plain = decode(model, pred.capsules[capsule], capsule)
 c.image(to_image(plain), caption=f"reconstruction from capsule {names[capsule]}", width=168)
 
@@ -74,8 +81,9 @@ c.image(to_image(plain), caption=f"reconstruction from capsule {names[capsule]}"
 @st.fragment
 def sliders():
     """Only this fragment reruns while sliding: one decoder pass, a few milliseconds."""
-    st.subheader("Perturb one dimension at a time")
+    st.subheader("Perturb one dimension at a time", help=help_text("dimension", "reconstruction"))
     st.caption(
+        "Each slider adds an offset to one of the capsule's 16 dimensions (d0 to d15) before the decoder redraws it. "
         "Drag a slider, or focus one and use the arrow keys (Home and End jump to the ends). "
         "The sliders go back to 0 when you pick another image or capsule."
     )
@@ -100,13 +108,25 @@ sliders()
 
 st.subheader(f"Perturbation grid for capsule {names[capsule]} (Fig. 4)")
 st.caption(
-    f"Row d adds {', '.join(f'{s:+.2f}' for s in STEPS)} to dimension d alone; look for rows that change stroke width, slant or size."
+    f"Each row is one dimension (d0 at the top to d15 at the bottom); each column adds one offset, from {STEPS[0]:+.2f} at "
+    f"the left to {STEPS[-1]:+.2f} at the right, to that dimension alone (the middle column, 0, is the plain reconstruction). "
+    "Look for rows that change stroke width, slant or size; rows that stay the same are dimensions this digit hardly uses."
 )
 grid = perturbation_grid(model, pred.capsules[capsule], capsule)
-img = grid_image(grid, scale=2)
-left, right = st.columns([1, 1])
-left.image(img, caption="16 dimensions (rows) x 11 perturbations (columns)")
+img = labelled_grid(
+    grid,
+    [f"d{d}" for d in range(grid.shape[0])],
+    [f"{s:+.2f}" if s else "0" for s in STEPS],
+    scale=2,
+    title=f"capsule {names[capsule]}: dimension (rows) + offset (columns)",
+)
+left, right = st.columns([3, 2])
+left.image(img, caption="16 dimensions (rows) x 11 offsets (columns), the offsets written on top")
 left.download_button(
     "Download grid as PNG", png_bytes(img), file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png"
 )
 right.plotly_chart(effect_bars(dimension_effect(grid)), key="effect")
+right.caption(
+    "For each dimension: how much the picture changes between its two ends (-0.25 and +0.25), as the mean change per "
+    "pixel. The tallest bars are the rows of the grid worth looking at first."
+)

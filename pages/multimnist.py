@@ -3,9 +3,12 @@
 import numpy as np
 import streamlit as st
 
+from capsviz.analysis.explain import capsule_role, pair_routing, pair_routing_words, pair_words, reconstruction_words, round_up
 from capsviz.analysis.multimnist import SEGMENT_NAMES, compose_pair, draw_pair, pair_accuracy, segment
 from capsviz.data.multimnist import MAX_SHIFT
-from capsviz.viz import SEGMENT_COLOURS, capsule_bars, segments_image, to_image, two_colour
+from capsviz.glossary import help_text
+from capsviz.viz import SEGMENT_COLOURS, capsule_bars, png_bytes, segments_image, to_image, two_colour
+from capsviz.viz.explain import coupling_overlays
 from pages.common import count_slider, long_job, page_model, require_router, test_set
 
 require_router()
@@ -15,8 +18,8 @@ st.markdown(
     "Two test digits of different classes, each shifted up to 4 pixels, overlap on a 36x36 canvas. The "
     "prediction is the **two longest capsules**; the decoder then redraws each chosen capsule **on its own**, "
     "in red and green over the input (yellow where both claim a pixel). This is Fig. 5 of Sabour et al.: "
-    "routing lets each pixel be explained once, so reconstructing a digit that is not there (marked *) "
-    "finds little to draw."
+    "routing lets each pixel be explained once, so reconstructing a digit that is not there (a capsule that is "
+    "neither a label nor predicted) finds little to draw. Further down: how much routing actually moves here."
 )
 
 model, meta, path = page_model(
@@ -84,26 +87,44 @@ if "caps_from_url" not in st.session_state:  # a shared link's capsule choice, o
 
 
 def mark(j: int) -> str:
-    return f"{j}*" if j not in (l1, l2, t1, t2) else str(j)
+    return f"{j} ({capsule_role(j, (l1, l2), (t1, t2))})"
 
 
 left, right = st.columns([1, 2])
 with left:
-    st.image(to_image(pair.image, 6), caption=f"input: L:({l1},{l2})", width=216)
+    st.image(to_image(pair.image, 6), caption=f"input: {pair_words(l1, l2)}", width=216)
 with right:
     st.plotly_chart(capsule_bars(seg.scores, names, (t1, t2), f"Prediction: {t1} and {t2} (two longest capsules)"), key="mm_lengths")
 
 st.subheader("Reconstruct one capsule at a time")
 pick = st.columns(2)
-red = pick[0].selectbox("Red: reconstruct capsule", range(10), index=default[0], format_func=mark, key=f"red_{vals}_{path.stem}")
-green = pick[1].selectbox("Green: reconstruct capsule", range(10), index=default[1], format_func=mark, key=f"green_{vals}_{path.stem}")
+red = pick[0].selectbox(
+    "Red: reconstruct capsule",
+    range(10),
+    index=default[0],
+    format_func=mark,
+    key=f"red_{vals}_{path.stem}",
+    help=help_text("reconstruction"),
+)
+green = pick[1].selectbox(
+    "Green: reconstruct capsule",
+    range(10),
+    index=default[1],
+    format_func=mark,
+    key=f"green_{vals}_{path.stem}",
+    help=help_text("reconstruction"),
+)
 qp["caps"] = f"{red},{green}"
 chosen = segment(model, pair.image, (red, green)) if (red, green) != seg.capsules else seg
 r1, r2 = chosen.reconstructions
 cols = st.columns(4)
-cols[0].image(two_colour(pair.image, r1, r2), caption=f"R:({mark(red)},{mark(green)}) over L:({l1},{l2})", width=216)
-cols[1].image(to_image(r1), caption=f"capsule {mark(red)} alone (red)", width=216)
-cols[2].image(to_image(r2), caption=f"capsule {mark(green)} alone (green)", width=216)
+cols[0].image(
+    two_colour(pair.image, r1, r2),
+    caption=f"{reconstruction_words(red, green, (l1, l2), (t1, t2))}; over the input with {pair_words(l1, l2)}",
+    width=216,
+)
+cols[1].image(to_image(r1), caption=f"red: capsule {mark(red)} alone", width=216)
+cols[2].image(to_image(r2), caption=f"green: capsule {mark(green)} alone", width=216)
 cols[3].image(segments_image(chosen.segments), caption="segmentation of the input's ink", width=216)
 counts = {SEGMENT_NAMES[k]: int((chosen.segments == k).sum()) for k in range(1, 5)}
 legend = " · ".join(
@@ -114,8 +135,66 @@ legend = " · ".join(
 st.markdown(legend, unsafe_allow_html=True)
 st.caption(
     "A pixel of the input's ink belongs to a capsule where that capsule's reconstruction is above 0.1 (the paper: "
-    "'non-zero'). Try a capsule marked *: neither a label nor the prediction, it has little left to explain."
+    "'non-zero'). Try a capsule that is neither a label nor predicted: it has little left to explain."
 )
+
+st.subheader("Where routing matters: the pair beside one digit alone")
+st.markdown(
+    f"Sabour et al. credit routing with explaining overlapping digits away: each primary capsule should send its "
+    f"prediction to the digit capsule it agrees with. Below, the couplings c (the share of each primary capsule's "
+    f"prediction sent to a digit capsule) to the pair's two winners, capsules {t1} and {t2}, at every routing "
+    "iteration, laid over the input; and the same for one of the two digits alone, at the same place on the canvas."
+)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def routing_of(model_key: str, pair_bytes: bytes, single_bytes: bytes, capsules: tuple[int, int], T: int):
+    shape = pair.image.shape
+    as_image = lambda b: np.frombuffer(b, np.float32).reshape(shape)  # noqa: E731 - two inputs, one shape
+    return pair_routing(model, as_image(pair_bytes), as_image(single_bytes), capsules, T)
+
+
+@st.fragment
+def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
+    """The digit routed alone reruns only this section (the pair's other figures stay)."""
+    alone = st.radio(
+        "Digit routed alone",
+        ["first digit", "second digit"],  # plain options: the URL keeps the word, which fits any pair
+        horizontal=True,
+        key="mm_alone",
+        bind="query-params",
+        help="Which of the pair's two digits to route on its own, shifted as in the pair",
+    )
+    alone = 0 if alone == "first digit" else 1
+    st.caption(f"The first digit is a {pair.labels[0]}, the second a {pair.labels[1]}.")
+    T_route = int(meta["config"]["routing_iterations"])
+
+    single = pair.parts[alone].astype(np.float32)
+    routed = routing_of(st.session_state["model_key"], pair.image.astype(np.float32).tobytes(), single.tobytes(), (t1, t2), T_route)
+    single_name = f"the {pair.labels[alone]}"
+    high = max(round_up(float(routed.maps.max())), routed.uniform + 0.001)  # one scale for every map: they compare
+    coupling_fig = coupling_overlays(
+        [pair.image, single],
+        routed.maps.transpose(0, 2, 1, 3, 4),  # (2 inputs, 2 capsules, T, G, G)
+        [f"the pair ({pair_words(*pair.labels)})", f"{single_name} alone"],
+        [f"coupling c\nto capsule {t1}", f"coupling c\nto capsule {t2}"],
+        routed.uniform,
+        high,
+        f"Couplings c to capsules {t1} and {t2} per routing iteration ({T_route}, as the model was trained)",
+    )
+    st.image(coupling_fig)
+    st.download_button(
+        "Download this figure (PNG)",
+        png_bytes(coupling_fig),
+        f"{path.stem}-pair-{'-'.join(map(str, vals))}-couplings.png",
+        "image/png",
+        key="mm_couplings_png",
+        on_click="ignore",
+    )
+    st.info(pair_routing_words(routed, single_name))
+
+
+routing_view(pair, vals, t1, t2)
 
 st.subheader("Accuracy on generated test pairs")
 st.caption(
@@ -136,7 +215,7 @@ if res is not None:
         p = compose_pair(data.images, data.labels, h["index"][0], h["index"][1], h["shifts"])
         col.image(
             to_image(p.image, 3),
-            caption=f"L:({h['labels'][0]},{h['labels'][1]}) P:({h['top2'][0]},{h['top2'][1]}){'' if h['correct'] else ' ✗'}",
+            caption=f"{pair_words(*h['labels'])}, predicted {h['top2'][0]} and {h['top2'][1]}{'' if h['correct'] else ' (wrong)'}",
         )
         if col.button("Open", key=f"open_{h['index'][0]}_{h['index'][1]}"):
             st.session_state["pair_pending"] = spec(h["index"][0], h["index"][1], h["shifts"])

@@ -62,7 +62,7 @@ def squash_curve() -> go.Figure:
 def effect_bars(effect: np.ndarray) -> go.Figure:
     fig = go.Figure(go.Bar(x=[f"d{i}" for i in range(len(effect))], y=effect))
     fig.update_layout(
-        title="How much each dimension changes the image (-0.25 vs +0.25)",
+        title="Change per dimension (-0.25 vs +0.25)",
         yaxis_title="mean |pixel change|",
         height=260,
         margin=dict(l=10, r=10, t=40, b=10),

@@ -142,9 +142,10 @@ def test_routing_page_iteration_slider_redraws_the_coupling_maps(page, server, s
 
 def test_em_page_draws_vote_histograms(page, server, shots):
     open_page(page, server["url"] + "/em?model=tiny-matrix.safetensors&image=2", "EM routing, iteration by iteration")
-    expect(page.locator("[data-testid='stPlotlyChart'] .gtitle").first).to_contain_text("R-weighted vote distances")
-    page.get_by_text("Zoom to distances < 0.05", exact=False).click()
+    expect(page.get_by_text("Shown: vote distances from 0 to", exact=False)).to_be_visible()  # the histograms: an image
+    page.get_by_text("Zoom in on the nearest votes", exact=False).click()
     wait_for_app_run(page)
+    expect(page.get_by_role("button", name="Download all 2 iterations (animated GIF)")).to_be_visible()
     shot(page, shots, "em")
     no_exceptions(page)
 
@@ -203,10 +204,10 @@ def test_multimnist_pair_shows_both_overlays(page, server, shots):
         "MultiMNIST: two digits on top of each other",
     )
     expect(page.get_by_role("spinbutton", name="First digit (test index)")).to_have_value("3")
-    overlay = page.get_by_text(re.compile(r"^R:\(\d\*?,\d\*?\) over L:\(\d,\d\)$"))
+    overlay = page.get_by_text(re.compile(r"^red: capsule \d \(.*\), green: capsule \d \(.*\); over the input with labels \d and \d$"))
     expect(overlay).to_be_visible()
-    expect(page.get_by_text(re.compile(r"capsule \d\*? alone \(red\)"))).to_be_visible()
-    expect(page.get_by_text(re.compile(r"capsule \d\*? alone \(green\)"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"^red: capsule \d \(.*\) alone$"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"^green: capsule \d \(.*\) alone$"))).to_be_visible()
     expect(page.get_by_text("segmentation of the input's ink")).to_be_visible()
     first = page.locator("[data-testid='stImage'] img").first
     old = first.get_attribute("src")

@@ -1,0 +1,233 @@
+"""What the EM, explorer and MultiMNIST pages say in words: zoom limits that are the ones stated,
+the order of the histogram panels, grid positions in words, MultiMNIST captions, and how far the
+couplings of a pair's two winning capsules move from uniform beside a single digit (numpy out)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from capsviz.analysis import as_batch
+from capsviz.analysis.routing import EMTrace, dynamic_trace
+
+PAPER_ZOOM = 0.05  # Fig. 2 of Hinton et al. zooms to vote distances below 0.05 (their smallNORB model)
+MIN_SHARE_IN_ZOOM = 0.01  # the paper's zoom is used when it holds at least 1% of the votes
+NEAREST = 10  # else the zoom holds the nearest 10% of the votes (percent)
+FULL = 99  # the full view holds the nearest 99%: a few far votes would squeeze every bar to the left
+
+
+def round_up(x: float, digits: int = 2) -> float:
+    """x rounded up to `digits` significant digits: a limit that reads as it is and holds x."""
+    if x <= 0:
+        return 0.0
+    step = 10.0 ** (np.floor(np.log10(x)) - digits + 1)
+    return float(f"{np.ceil(x / step - 1e-9) * step:.{digits}g}")  # the float that prints as the rounded number
+
+
+@dataclass
+class Zoom:
+    limit: float  # histograms cover distances in [0, limit]: the number the page states
+    share: float  # fraction of all votes (every iteration and class) within the limit
+    why: str  # one sentence: where the limit comes from
+
+
+def zoom_limit(distances: np.ndarray, zoom: bool) -> Zoom:
+    """The distance range of the vote histograms, rounded so that the stated number is the one
+    used. Zoomed: the paper's 0.05 where it holds at least 1% of the votes, else the nearest 10%
+    (rounded up); not zoomed: the nearest 99%."""
+    d = np.asarray(distances, dtype=np.float64).ravel()
+    if zoom:
+        paper = float((d <= PAPER_ZOOM).mean())
+        if paper >= MIN_SHARE_IN_ZOOM:
+            return Zoom(PAPER_ZOOM, paper, f"the paper's zoom (Fig. 2): {paper:.0%} of the votes lie this close")
+        limit = round_up(float(np.percentile(d, NEAREST)))
+        share = float((d <= limit).mean())
+        return Zoom(
+            limit,
+            share,
+            f"{'none' if paper == 0 else f'only {paper:.1%}'} of this model's votes lie within the paper's 0.05 (it suits the "
+            "paper's smallNORB model), "
+            f"so the zoom shows the nearest {share:.0%} instead",
+        )
+    limit = round_up(float(np.percentile(d, FULL)))
+    share = float((d <= limit).mean())
+    return Zoom(limit, share, f"the nearest {share:.0%} of the votes; the farthest few are left out so the bars stay readable")
+
+
+def panel_order(a_final: np.ndarray) -> list[int]:
+    """Class capsules by final activation, the winner first: the small multiples' order."""
+    return [int(j) for j in np.argsort(-np.asarray(a_final), kind="stable")]
+
+
+@dataclass
+class EMShares:
+    """How the assignments gather on the winning class capsule, per iteration (T,)."""
+
+    winner: int
+    share: np.ndarray  # the winner's share of all assignment sum_i R_ij / I (uniform: 1/J)
+    near: np.ndarray  # R-weighted mean vote distance to the winner's mean pose
+    near_others: np.ndarray  # the same over the other class capsules together
+    uniform: float
+
+
+def em_shares(trace: EMTrace) -> EMShares:
+    T, I, J = trace.R.shape
+    w = int(trace.a[-1].argmax())
+    mass = trace.R.sum(1)  # (T, J): sum_i R_ij
+    others = [j for j in range(J) if j != w]
+    near = (trace.R[:, :, w] * trace.distances[:, :, w]).sum(1) / np.maximum(mass[:, w], 1e-12)
+    Ro, Do = trace.R[:, :, others], trace.distances[:, :, others]
+    near_others = (Ro * Do).sum((1, 2)) / np.maximum(Ro.sum((1, 2)), 1e-12)
+    return EMShares(w, mass[:, w] / I, near, near_others, 1.0 / J)
+
+
+def position_words(pos: int, n: int) -> str:
+    """A row-major position index in words: 'row 2, column 3 of the 6 x 6 grid (from the top left)'."""
+    if not 0 <= pos < n * n:
+        raise ValueError(f"position {pos} is outside the {n} x {n} grid (0 to {n * n - 1})")
+    return f"row {pos // n + 1}, column {pos % n + 1} of the {n} x {n} grid"
+
+
+def pair_words(l1: int, l2: int) -> str:
+    """The labels of a MultiMNIST pair: 'labels 7 and 2'."""
+    return f"labels {l1} and {l2}"
+
+
+def capsule_role(j: int, labels: tuple[int, int], predicted: tuple[int, int]) -> str:
+    """What capsule j is for this pair, in words: 'a label and predicted', 'neither a label nor predicted'."""
+    is_label, is_pred = j in labels, j in predicted
+    if is_label and is_pred:
+        return "a label, predicted"
+    if is_label:
+        return "a label, not predicted"
+    if is_pred:
+        return "predicted, not a label"
+    return "neither a label nor predicted"
+
+
+def reconstruction_words(red: int, green: int, labels: tuple[int, int], predicted: tuple[int, int]) -> str:
+    """'red: capsule 2 (a label, predicted), green: capsule 0 (neither a label nor predicted)'."""
+    return f"red: capsule {red} ({capsule_role(red, labels, predicted)}), green: capsule {green} ({capsule_role(green, labels, predicted)})"
+
+
+@dataclass
+class PairRouting:
+    """The couplings of a pair's two winning digit capsules, over the pair and over one digit alone.
+
+    images: the two inputs routed (pair, single digit); capsules: the two winners (of the pair).
+    maps: (2 inputs, T, 2 capsules, G, G) coupling at each primary-grid position, mean over types.
+    mean, weighted, peak: (2 inputs, T, 2 capsules): mean coupling over all primary capsules; the
+    same weighted by the length of each capsule's prediction for that digit (the long votes are
+    the ones that count in s_j); the largest value of the map. lengths: (2 inputs, J) final |v_j|.
+    peak_at: (2 capsules,) the row-major grid position of the pair's brightest final map;
+    peak_vote: (2 capsules,) how long the predictions there are, relative to the grid's average.
+    """
+
+    capsules: tuple[int, int]
+    maps: np.ndarray
+    mean: np.ndarray
+    weighted: np.ndarray
+    peak: np.ndarray
+    lengths: np.ndarray
+    uniform: float
+    peak_at: np.ndarray
+    peak_vote: np.ndarray
+
+    @property
+    def largest_move(self) -> float:
+        """The largest distance from uniform of any mean, weighted mean or map value shown."""
+        return float(max(np.abs(a - self.uniform).max() for a in (self.mean, self.weighted, self.peak)))
+
+
+@torch.no_grad()
+def pair_routing(model, pair_image: np.ndarray, single_image: np.ndarray, capsules: tuple[int, int], iterations: int) -> PairRouting:
+    """Route the pair and one of its digits alone (same canvas, same shift) and keep, per
+    iteration, the couplings to the pair's two winning capsules (dynamic_trace's coupling maps)."""
+    caps = list(capsules)
+    maps, mean, weighted, peak, lengths, by_position = [], [], [], [], [], []
+    for image in (pair_image, single_image):
+        tr = dynamic_trace(model, image, iterations)
+        vote = model.predictions(as_batch(image))[0].norm(dim=-1).numpy()[caps]  # (2, I): |u_hat_j|i|
+        c = tr.c[:, :, caps]  # (T, I, 2)
+        m = np.stack([tr.coupling_maps(t)[caps] for t in range(iterations)])  # (T, 2, G, G)
+        maps.append(m)
+        mean.append(c.mean(1))
+        weighted.append((c * vote.T[None]).sum(1) / np.maximum(vote.sum(1), 1e-12)[None])
+        peak.append(m.max((2, 3)))
+        lengths.append(tr.lengths[-1])
+        by_position.append(vote.reshape(2, tr.grid * tr.grid, tr.types).mean(-1))  # (2, G*G): mean |u_hat| per position
+    J = len(lengths[0])
+    final = maps[0][-1].reshape(2, -1)  # (2, G*G): the pair's last-iteration maps
+    peak_at = final.argmax(1)
+    peak_vote = by_position[0][[0, 1], peak_at] / np.maximum(by_position[0].mean(1), 1e-12)
+    return PairRouting(
+        (int(capsules[0]), int(capsules[1])),
+        np.stack(maps),
+        np.stack(mean),
+        np.stack(weighted),
+        np.stack(peak),
+        np.stack(lengths),
+        1.0 / J,
+        peak_at,
+        peak_vote,
+    )
+
+
+NEAR_UNIFORM = 0.05  # couplings within 0.05 of 1/10 have moved less than half of the uniform share
+
+
+def pair_routing_words(r: PairRouting, single_name: str) -> str:
+    """Three or four sentences with the measured numbers: how far the couplings of the two winners
+    move from uniform over the pair and over the single digit, and what that means."""
+    T = r.mean.shape[1]
+    a, b = r.capsules
+    u = r.uniform
+    pair = (
+        f"Over the pair, after {T} iteration{'s' if T > 1 else ''} a primary capsule sends on average {r.mean[0, -1, 0]:.3f} of its "
+        f"prediction to capsule {a} and {r.mean[0, -1, 1]:.3f} to capsule {b} (uniform: {u:.3f}); counting each prediction by its "
+        f"length (the long ones carry the weighted sum s), {r.weighted[0, -1, 0]:.3f} and {r.weighted[0, -1, 1]:.3f}."
+    )
+    single = (
+        f" {single_name[0].upper()}{single_name[1:]} alone sends {r.weighted[1, -1, 0]:.3f} and {r.weighted[1, -1, 1]:.3f} "
+        f"(counted by length) to capsules {a} and {b}."
+    )
+    if T == 1:
+        return (
+            pair + single + " With one iteration the couplings are the uniform 1/10 by definition: no agreement has been added "
+            "yet. Raise the iterations to see them move."
+        )
+    plain_move = float(np.abs(r.mean - u).max())
+    if r.largest_move < NEAR_UNIFORM:
+        meaning = (
+            f" Every number here stays within {NEAR_UNIFORM} of uniform: routing barely reassigns the primary capsules between "
+            "the two digits, so this model tells the two digits apart mostly by the predictions u_hat themselves (their "
+            "lengths and directions), not by routing explaining one digit's pixels away from the other."
+        )
+    else:
+        meaning = (
+            f" The plain averages stay within {plain_move:.3f} of uniform: most primary capsules make short predictions and "
+            f"stay undecided. Only the long predictions move, up to {r.largest_move:.3f} from uniform"
+        )
+        delta = r.weighted[0, -1] - r.weighted[1, -1]  # (2,) pair minus alone
+        k = int(np.abs(delta).argmax())
+        meaning += (
+            f"; the biggest difference between the pair and the digit alone is capsule {r.capsules[k]}: "
+            f"{r.weighted[0, -1, k]:.3f} in the pair, {r.weighted[1, -1, k]:.3f} alone, so the other digit's presence "
+            f"{'lowers' if delta[k] < 0 else 'raises'} it."
+        )
+        G = r.maps.shape[-1]
+        q = int(np.argmax(r.peak[0, -1]))
+        ratio = float(r.peak_vote[q])
+        meaning += (
+            f" On the maps, the brightest spot for capsule {r.capsules[q]} over the pair is at "
+            f"{position_words(int(r.peak_at[q]), G)}, where the predictions for {r.capsules[q]} are {ratio:.1f} times as long "
+            "as the average: "
+            + (
+                "short predictions that carry little into s, so a bright spot there moves little of the digit capsule's input."
+                if ratio < 1
+                else "long predictions, so the coupling there does change the digit capsule's input."
+            )
+        )
+    return pair + single + meaning

@@ -1,0 +1,163 @@
+"""Figures for the EM, explorer and MultiMNIST pages drawn with PIL: numpy in, PIL image out.
+
+Images rather than plotly charts for the same reason as capsviz.viz.teach: the figure on screen is
+the PNG a teacher downloads and a frame of the GIF."""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+from capsviz.analysis.explain import panel_order
+from capsviz.analysis.routing import EMTrace, vote_histograms
+from capsviz.viz.teach import GREY, INK, _canvas, font
+
+WINNER = (214, 39, 40)
+OTHER = (120, 140, 170)
+
+
+def histogram_panels(
+    counts: np.ndarray,
+    limit: float,
+    names,
+    order: list[int],
+    title: str,
+    notes: list[str],
+    ymax: float,
+    columns: int = 5,
+) -> Image.Image:
+    """Small multiples of R-weighted vote-distance histograms: one panel per class capsule in
+    `order` (the first, the winner, in red with a red frame), all on one y scale `ymax` so the
+    panels compare. counts (J, nbins) over [0, limit]; notes: one line under each panel's name."""
+    J, nb = counts.shape
+    pw, ph, gap, head = 200, 120, 16, 62
+    rows = -(-J // columns)
+    W = 50 + columns * (pw + gap)
+    H = head + rows * (ph + 62) + 30
+    img, d = _canvas(W, H)
+    d.text((12, 8), title, fill=INK, font=font(19))
+    d.text(
+        (12, 32),
+        "each bar: the sum of assignments R of the votes at that distance from the class capsule's mean pose "
+        f"(same height scale in every panel, top = {ymax:.3g})",
+        fill=GREY,
+        font=font(13),
+    )
+    for k, j in enumerate(order):
+        r, c = divmod(k, columns)
+        x0, y0 = 40 + c * (pw + gap), head + 34 + r * (ph + 62)
+        colour = WINNER if k == 0 else OTHER
+        label = f"class {names[j]}" + (" (winner)" if k == 0 else "")
+        d.text((x0, y0 - 36), label, fill=WINNER if k == 0 else INK, font=font(16))
+        d.text((x0, y0 - 17), notes[k], fill=INK, font=font(12))
+        d.rectangle([x0, y0, x0 + pw, y0 + ph], outline=WINNER if k == 0 else (205, 205, 205), width=2 if k == 0 else 1)
+        bw = pw / nb
+        for i, v in enumerate(counts[j]):
+            h = ph * min(float(v) / max(ymax, 1e-12), 1.0)
+            if h > 0:
+                d.rectangle([x0 + i * bw, y0 + ph - h, x0 + (i + 1) * bw - 1, y0 + ph], fill=colour)
+        for frac in (0, 0.5, 1):
+            tx = x0 + frac * pw
+            d.line([tx, y0 + ph, tx, y0 + ph + 4], fill=GREY)
+            text = f"{frac * limit:.3g}"
+            d.text(
+                (tx - (0 if frac == 0 else d.textlength(text, font=font(12)) / (2 if frac < 1 else 1)), y0 + ph + 5),
+                text,
+                fill=GREY,
+                font=font(12),
+            )
+    d.text(
+        (40, H - 22),
+        "x axis: distance from a vote to the class capsule's mean pose (0 = the vote agrees exactly)",
+        fill=INK,
+        font=font(13),
+    )
+    return img
+
+
+def em_histogram_frames(trace: EMTrace, limit: float, names, t: int | None = None, nbins: int = 40) -> list[Image.Image]:
+    """Fig. 2's histograms as small multiples for every EM iteration (the GIF's frames), or only
+    iteration `t`: distances 0 to `limit`, panels by final activation (the winner first), one
+    height scale over all iterations so the frames compare."""
+    bins = np.linspace(0, limit, nbins + 1)
+    counts = vote_histograms(trace, bins)  # (T, J, nbins)
+    order = panel_order(trace.a[-1])
+    mass = trace.R.sum(1)  # (T, J): sum_i R_ij
+    ymax = float(counts.max())
+    T = len(trace.R)
+    frames = []
+    for k in range(T) if t is None else [t]:
+        notes = [f"activation {trace.a[k, j]:.2f} · total R {mass[k, j]:.1f}" for j in order]
+        title = f"EM iteration {k + 1} of {T}: R-weighted vote distances per class capsule, distances 0 to {limit:g}"
+        frames.append(histogram_panels(counts[k], limit, names, order, title, notes, ymax))
+    return frames
+
+
+def labelled_grid(grid: np.ndarray, rows: list[str], columns: list[str], scale: int = 2, gap: int = 2, title: str = "") -> Image.Image:
+    """(R, C, H, W) images in [0, 1] tiled, each row named at the left and each column on top
+    (the perturbation grid: dimensions x offsets)."""
+    R, C, H, W = grid.shape
+    f = font(16)  # the page shows the grid narrower than drawn: labels that still read there
+    left, top = 56, 60 if title else 30
+    tile_w, tile_h = W * scale, H * scale
+    img, d = _canvas(left + C * (tile_w + gap) + 6, top + R * (tile_h + gap) + 6)
+    if title:
+        d.text((6, 4), title, fill=INK, font=font(18))
+    for c, name in enumerate(columns):
+        x = left + c * (tile_w + gap) + tile_w / 2 - d.textlength(name, font=f) / 2
+        d.text((x, top - 22), name, fill=INK, font=f)
+    for r, name in enumerate(rows):
+        y = top + r * (tile_h + gap)
+        d.text((6, y + tile_h / 2 - 9), name, fill=INK, font=f)
+        for c in range(C):
+            tile = Image.fromarray((np.clip(grid[r, c], 0, 1) * 255).astype(np.uint8), "L").resize((tile_w, tile_h), Image.NEAREST)
+            img.paste(tile.convert("RGB"), (left + c * (tile_w + gap), y))
+    return img
+
+
+def coupling_overlays(
+    inputs: list[np.ndarray],
+    maps: np.ndarray,
+    group_names: list[str],
+    row_names: list[str],
+    low: float,
+    high: float,
+    title: str,
+    scale: int = 4,
+) -> Image.Image:
+    """Coupling maps laid over their input: one block per input (side by side), one row per upper
+    capsule, one column per routing iteration, all on one colour scale: no red at `low` (uniform),
+    full red at `high` and above; the scale is written under the figure.
+    inputs: one (H, W) image per block; maps (blocks, rows, T, G, G)."""
+    blocks, rows, T = maps.shape[:3]
+    H, W = inputs[0].shape
+    tw, th, gap, left, top = W * scale, H * scale, 8, 110, 82
+    block_w = T * (tw + gap) + 24
+    img, d = _canvas(left + blocks * block_w + 10, top + rows * (th + gap) + 50)
+    d.text((10, 8), title, fill=INK, font=font(17))
+    span = max(high - low, 1e-12)
+    for k in range(blocks):
+        x0 = left + k * block_w
+        d.text((x0, top - 46), group_names[k], fill=INK, font=font(15))
+        g = np.clip(inputs[k], 0, 1) * 0.6
+        for t in range(T):
+            d.text((x0 + t * (tw + gap) + 4, top - 20), f"iteration {t + 1}", fill=GREY, font=font(13))
+        for r in range(rows):
+            y = top + r * (th + gap)
+            for t in range(T):
+                heat = np.asarray(Image.fromarray(maps[k, r, t].astype(np.float32)).resize((W, H), Image.BILINEAR))
+                h = np.clip((heat - low) / span, 0, 1)
+                rgb = np.stack([np.maximum(g, h), g * (1 - h), g * (1 - h)], -1)
+                tile = Image.fromarray((rgb * 255).astype(np.uint8), "RGB").resize((tw, th), Image.NEAREST)
+                img.paste(tile, (x0 + t * (tw + gap), y))
+    for r in range(rows):
+        for n, line in enumerate(row_names[r].split("\n")):
+            d.text((10, top + r * (th + gap) + 10 + 18 * n), line, fill=INK, font=font(14))
+    d.text(
+        (10, top + rows * (th + gap) + 8),
+        f"colour: no red = coupling {low:.3f} (uniform, an even split) or less; full red = {high:.3f} or more.\n"
+        f"Each {maps.shape[-1]} x {maps.shape[-1]} map (one value per primary-capsule position, mean over capsule types) is stretched over the input.",
+        fill=INK,
+        font=font(13),
+    )
+    return img

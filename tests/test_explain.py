@@ -1,0 +1,217 @@
+"""The core behind the EM, explorer and MultiMNIST pages' words and figures (capsviz.analysis.explain,
+capsviz.viz.explain): zoom limits that are the ones stated, positions and labels in words, the
+couplings of a pair's winners beside a single digit, and the images and GIF they draw."""
+
+import io
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from synthetic import synthetic_digits
+
+from capsviz.analysis import STEPS
+from capsviz.analysis.explain import (
+    PAPER_ZOOM,
+    PairRouting,
+    capsule_role,
+    em_shares,
+    pair_routing,
+    pair_routing_words,
+    pair_words,
+    panel_order,
+    position_words,
+    reconstruction_words,
+    round_up,
+    zoom_limit,
+)
+from capsviz.analysis.multimnist import compose_pair
+from capsviz.analysis.routing import EMTrace, dynamic_trace, em_trace, vote_histograms
+from capsviz.config import preset
+from capsviz.models import build_model
+from capsviz.viz.animation import gif_bytes
+from capsviz.viz.explain import WINNER, coupling_overlays, em_histogram_frames, histogram_panels, labelled_grid
+
+IMAGE = np.random.default_rng(0).random((28, 28)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    torch.manual_seed(0)
+    return build_model(preset("matrix-small", in_size=28, num_classes=10, A=8, B=4, C=4, D=4)).eval()
+
+
+@pytest.fixture(scope="module")
+def pair_model():
+    torch.manual_seed(0)
+    return build_model(preset("capsnet-small", in_size=36, conv1_channels=16, primary_types=4)).eval()
+
+
+@pytest.fixture(scope="module")
+def pair():
+    images, labels = synthetic_digits(40, 0)
+    images, labels = torch.from_numpy(images), torch.from_numpy(labels).long()
+    second = next(k for k in range(1, 40) if labels[k] != labels[0])
+    return compose_pair(images, labels, 0, second, [[1, -2], [-3, 2]])
+
+
+@pytest.mark.parametrize(("x", "want"), [(0.01234, 0.013), (1.7, 1.7), (1.70001, 1.8), (28.3, 29.0), (0.05, 0.05), (0.0, 0.0)])
+def test_round_up_holds_x_and_prints_as_the_rounded_number(x, want):
+    assert round_up(x) == want and round_up(x) >= x
+    assert f"{round_up(x):g}" == f"{want:g}"
+
+
+def test_zoom_uses_the_papers_limit_only_where_it_holds_votes():
+    rng = np.random.default_rng(0)
+    far = rng.uniform(0.5, 30, (3, 200, 10))
+    z = zoom_limit(far, True)
+    assert z.limit != PAPER_ZOOM and "none of this model's votes" in z.why
+    assert 0.10 <= z.share <= 0.12  # the nearest 10%, rounded up
+    near = far.copy()
+    near[:, :10] = 0.01  # 5% of the votes within 0.05
+    z = zoom_limit(near, True)
+    assert z.limit == PAPER_ZOOM and z.share == pytest.approx(0.05) and "paper's zoom" in z.why
+    full = zoom_limit(far, False)
+    assert full.limit > z.limit and full.share >= 0.99
+
+
+def test_the_stated_limit_is_the_range_the_histograms_count(matrix):
+    """The page states `zoom.limit`; the histograms hold exactly the votes within it."""
+    tr = em_trace(matrix, IMAGE, 3)
+    for zoom in (True, False):
+        z = zoom_limit(tr.distances, zoom)
+        counts = vote_histograms(tr, np.linspace(0, z.limit, 41))  # (T, J, 40)
+        inside = np.where(tr.distances <= z.limit, tr.R, 0).sum(1)  # (T, J)
+        np.testing.assert_allclose(counts.sum(-1), inside, rtol=1e-5, atol=1e-6)
+        assert z.share == pytest.approx(float((tr.distances <= z.limit).mean()))
+
+
+def test_panels_put_the_winner_first_and_shares_start_uniform(matrix):
+    tr = em_trace(matrix, IMAGE, 3)
+    order = panel_order(tr.a[-1])
+    assert order[0] == int(tr.a[-1].argmax()) and sorted(order) == list(range(10))
+    assert all(tr.a[-1][order[k]] >= tr.a[-1][order[k + 1]] for k in range(9))
+    sh = em_shares(tr)
+    assert sh.winner == order[0]
+    assert sh.share[0] == pytest.approx(0.1, abs=1e-5)  # the first M-step uses R = 1/10
+    np.testing.assert_allclose(sh.share, tr.R[:, :, sh.winner].sum(1) / tr.R.shape[1], rtol=1e-6)
+    # the winner's R-weighted mean distance, by a plain loop over the lower capsules
+    w, t = sh.winner, 2
+    num = sum(tr.R[t, i, w] * tr.distances[t, i, w] for i in range(tr.R.shape[1]))
+    assert sh.near[t] == pytest.approx(num / tr.R[t, :, w].sum(), rel=1e-5)
+
+
+def test_em_shares_on_a_hand_made_trace():
+    R = np.full((2, 4, 2), 0.5)
+    R[1] = [[1, 0], [1, 0], [0, 1], [1, 0]]
+    distances = np.ones((2, 4, 2))
+    distances[1, :, 0] = 0.2
+    tr = EMTrace(R, np.array([[0.5, 0.5], [0.9, 0.1]]), None, None, None, distances, {})
+    sh = em_shares(tr)
+    assert sh.winner == 0 and sh.uniform == 0.5
+    np.testing.assert_allclose(sh.share, [0.5, 0.75])
+    np.testing.assert_allclose(sh.near, [1.0, 0.2])
+    np.testing.assert_allclose(sh.near_others, [1.0, 1.0])
+
+
+def test_positions_and_labels_in_words():
+    assert position_words(0, 6) == "row 1, column 1 of the 6 x 6 grid"
+    assert position_words(14, 6) == "row 3, column 3 of the 6 x 6 grid"
+    assert position_words(35, 6) == "row 6, column 6 of the 6 x 6 grid"
+    with pytest.raises(ValueError, match="outside the 6 x 6 grid"):
+        position_words(36, 6)
+    assert pair_words(7, 2) == "labels 7 and 2"
+    assert capsule_role(0, (7, 2), (2, 7)) == "neither a label nor predicted"
+    assert capsule_role(7, (7, 2), (7, 3)) == "a label, predicted"
+    assert capsule_role(2, (7, 2), (7, 3)) == "a label, not predicted"
+    assert capsule_role(3, (7, 2), (7, 3)) == "predicted, not a label"
+    assert (
+        reconstruction_words(2, 0, (7, 2), (7, 2))
+        == "red: capsule 2 (a label, predicted), green: capsule 0 (neither a label nor predicted)"
+    )
+
+
+def test_pair_routing_is_dynamic_traces_couplings(pair_model, pair):
+    T = 3
+    r = pair_routing(pair_model, pair.image, pair.parts[0], (4, 1), T)
+    G = pair_model.config.primary_grid
+    assert r.maps.shape == (2, T, 2, G, G) and r.mean.shape == r.weighted.shape == r.peak.shape == (2, T, 2)
+    # iteration 1 is uniform by definition, over every primary capsule
+    np.testing.assert_allclose(r.mean[:, 0], 0.1, rtol=1e-5)
+    np.testing.assert_allclose(r.weighted[:, 0], 0.1, rtol=1e-5)
+    for k, image in enumerate((pair.image, pair.parts[0])):
+        tr = dynamic_trace(pair_model, image, T)
+        np.testing.assert_allclose(r.maps[k, 2, 0], tr.coupling_maps(2)[4], rtol=1e-6)
+        np.testing.assert_allclose(r.mean[k, 2], tr.c[2, :, [4, 1]].mean(1), rtol=1e-6)
+        np.testing.assert_allclose(r.lengths[k], tr.lengths[-1], rtol=1e-6)
+        # the length-weighted coupling, by a plain loop over the primary capsules
+        with torch.no_grad():
+            vote = pair_model.predictions(torch.tensor(image).view(1, 1, 36, 36))[0, 1].norm(dim=-1).numpy()  # (I,)
+        num = sum(tr.c[2, i, 1] * vote[i] for i in range(len(vote)))
+        assert r.weighted[k, 2, 1] == pytest.approx(num / vote.sum(), rel=1e-5)
+    assert np.abs(r.maps[0, -1] - r.maps[1, -1]).max() > 0  # the second digit changes the couplings (an untrained model: a little)
+    assert r.peak_at.shape == (2,) and (r.peak_vote > 0).all()
+
+
+def _fake(mean_move: float, weighted_move: float, T: int = 3) -> PairRouting:
+    mean = np.full((2, T, 2), 0.1)
+    weighted = np.full((2, T, 2), 0.1)
+    mean[:, -1] += mean_move
+    weighted[0, -1] += weighted_move
+    return PairRouting(
+        (7, 2), np.full((2, T, 2, 6, 6), 0.1), mean, weighted, mean.copy(), np.zeros((2, 10)), 0.1, np.array([0, 35]), np.array([0.5, 2.0])
+    )
+
+
+def test_pair_routing_words_follow_the_numbers():
+    still = pair_routing_words(_fake(0.001, 0.01), "the 7")
+    assert "stays within 0.05 of uniform" in still and "0.101 of its prediction to capsule 7" in still
+    assert "The 7 alone sends 0.100 and 0.100" in still
+    moved = pair_routing_words(_fake(0.001, 0.09), "the 7")
+    assert "Only the long predictions move, up to 0.090 from uniform" in moved
+    assert "capsule 7: 0.190 in the pair, 0.100 alone, so the other digit's presence raises it" in moved
+    assert "row 1, column 1 of the 6 x 6 grid" in moved and "0.5 times as long" in moved and "carry little" in moved
+    once = pair_routing_words(_fake(0.0, 0.0, T=1), "the 2")
+    assert "uniform 1/10 by definition" in once and "1 iteration " in once
+
+
+def test_histogram_panels_highlight_the_winner_on_one_scale(matrix):
+    tr = em_trace(matrix, IMAGE, 3)
+    z = zoom_limit(tr.distances, False)
+    frames = em_histogram_frames(tr, z.limit, [str(k) for k in range(10)])
+    assert len(frames) == 3 and len({f.size for f in frames}) == 1
+    one = em_histogram_frames(tr, z.limit, [str(k) for k in range(10)], t=1)[0]
+    assert np.array_equal(np.asarray(one), np.asarray(frames[1]))
+    counts = np.zeros((10, 4))
+    counts[3] = [4, 2, 0, 0]
+    img = np.asarray(histogram_panels(counts, 1.0, list("0123456789"), [3, *range(3), *range(4, 10)], "t", ["n"] * 10, 4.0))
+    red = (img == WINNER).all(-1)
+    assert red[:, :250].sum() > 1000 and red[:, 250:].sum() < 50  # the winner's panel (first) is the red one
+    gif = Image.open(io.BytesIO(gif_bytes(frames)))
+    assert gif.format == "GIF" and gif.n_frames == 3
+    first = np.asarray(gif.convert("RGB"))
+    gif.seek(2)
+    assert not np.array_equal(first, np.asarray(gif.convert("RGB")))  # the assignments moved
+
+
+def test_labelled_grid_names_rows_and_columns():
+    grid = np.zeros((16, 11, 28, 28), np.float32)
+    grid[3, 5] = 1.0
+    rows, cols = [f"d{d}" for d in range(16)], [f"{s:+.2f}" for s in STEPS]
+    img = np.asarray(labelled_grid(grid, rows, cols, scale=2, gap=2).convert("L"))
+    plain = np.asarray(labelled_grid(grid, [""] * 16, [""] * 11, scale=2, gap=2).convert("L"))
+    assert img.shape == plain.shape
+    assert (img[:, :50] != plain[:, :50]).any() and (img[:25] != plain[:25]).any()  # labels drawn left and on top
+    left, top = 56, 30
+    y, x = top + 3 * 58 + 28, left + 5 * 58 + 28  # the centre of tile (d3, 0.00)
+    assert img[y, x] == 255 and img[y, x + 58] == 0
+
+
+def test_coupling_overlays_use_one_stated_scale():
+    image = np.zeros((36, 36), np.float32)
+    maps = np.full((2, 2, 3, 6, 6), 0.1)
+    maps[0, 0, 2] = 0.2
+    img = np.asarray(coupling_overlays([image, image], maps, ["pair", "alone"], ["to 7", "to 2"], 0.1, 0.2, "t", scale=4))
+    tile = lambda k, r, t: img[82 + r * 152 + 72, 110 + k * (3 * 152 + 24) + t * 152 + 72]  # noqa: E731 - centre pixel
+    assert tuple(tile(0, 0, 2)) == (255, 0, 0)  # at the top of the scale: full red
+    assert tuple(tile(0, 0, 1)) == (0, 0, 0) and tuple(tile(1, 1, 2)) == (0, 0, 0)  # uniform: no red

@@ -1,0 +1,99 @@
+"""AppTest of the EM, MultiMNIST and explorer pages' words and figures (issue 24) over test_app's
+tiny checkpoints and synthetic data."""
+
+import numpy as np
+import test_app
+import torch
+
+from capsviz.analysis.explain import pair_routing, pair_routing_words, position_words, zoom_limit
+from capsviz.analysis.multimnist import compose_pair, segment
+from capsviz.analysis.routing import em_trace
+from capsviz.checkpoint import load_checkpoint
+from capsviz.data import load_split
+
+# test_app's fixtures: tiny checkpoints and synthetic data (app), app.py's router in charge (autouse)
+app = test_app.app
+router_mode = test_app.router_mode
+
+
+def texts(app) -> str:
+    return "\n".join([m.value for m in app.markdown] + [c.value for c in app.caption] + [i.value for i in app.info])
+
+
+def test_em_page_states_the_zoom_it_draws_and_names_every_symbol(app):
+    app.run().sidebar.selectbox(key="model_pick").set_value("tiny-matrix.safetensors").run()
+    app.switch_page("pages/em.py").run()
+    assert not app.exception, app.exception
+    model, meta = load_checkpoint(app.folder / "tiny-matrix.safetensors")
+    image = load_split("mnist", "test").images[0].numpy().astype(np.float32) / 255.0
+    with torch.no_grad():
+        tr = em_trace(model, image, int(meta["config"]["routing_iterations"]))
+    for zoom in (False, True):
+        app.toggle(key="zoom").set_value(zoom).run()
+        assert not app.exception, app.exception
+        z = zoom_limit(tr.distances, zoom)
+        assert f"**Shown: vote distances from 0 to {z.limit:g}**: {z.why}." in texts(app)
+    # the small multiples are one image; PNG and GIF downloads beside them
+    assert [b.label for b in app.get("download_button")] == ["Download this iteration (PNG)", "Download all 2 iterations (animated GIF)"]
+    assert any(i.proto.imgs and i.proto.imgs[0].url for i in app.image)
+    assert f"the winner, class {int(tr.a[-1].argmax())}, is the first panel (red)" in texts(app)
+    assert "goes from 10.0% at iteration 1 (uniform: 10%)" in texts(app)
+    # every symbol with its word
+    assert app.metric[0].label == "lambda (inverse temperature)" and "Sharpens the activations" in app.metric[0].proto.help
+    charts = [c.proto.spec for c in app.get("plotly_chart")]
+    assert any("R_ij (assignment)" in s for s in charts) and any("a_j (activation)" in s for s in charts)
+    assert any("sigma_j (spread)" in s for s in charts) and any("sum_i R_ij (total assignment)" in s for s in charts)
+    # positions in words
+    app.slider(key="position").set_value(0).run()
+    n = int(round(tr.layers["convcaps1"].R.shape[2] ** 0.5))
+    assert f"Position 0 is {position_words(0, n)}." in texts(app)
+    assert any(position_words(0, n) in s for s in [c.proto.spec for c in app.get("plotly_chart")])
+    assert "row-major" not in texts(app) and all("row-major" not in s.label for s in app.slider)
+
+
+def test_multimnist_page_says_labels_in_words_and_measures_routing(app):
+    app.run().sidebar.selectbox(key="model_pick").set_value("tiny-multimnist.safetensors").run()
+    app.switch_page("pages/multimnist.py").run()
+    assert not app.exception, app.exception
+    vals = [int(v) for v in app.query_params["pair"].split(",")]
+    data = load_split("multimnist", "test")
+    pair = compose_pair(data.images, data.labels, vals[0], vals[1], [vals[2:4], vals[4:6]])
+    l1, l2 = pair.labels
+    captions = [c for i in app.image for c in i.captions]
+    assert f"input: labels {l1} and {l2}" in captions
+    assert not any("L:(" in c or "R:(" in c or "*" in c for c in captions)
+    red = next(s for s in app.selectbox if s.label.startswith("Red"))
+    assert all(o.split(" ", 1)[1].startswith("(") for o in red.options)  # every capsule says what it is
+    neither = next(
+        j for j in range(10) if j not in (l1, l2, *segment(load_checkpoint(app.folder / "tiny-multimnist.safetensors")[0], pair.image).top2)
+    )
+    red.set_value(neither).run()
+    captions = [c for i in app.image for c in i.captions]
+    assert any(c.startswith(f"red: capsule {neither} (neither a label nor predicted), green: capsule ") for c in captions)
+    # where routing matters: the words are pair_routing's numbers
+    model, meta = load_checkpoint(app.folder / "tiny-multimnist.safetensors")
+    seg = segment(model, pair.image)
+    T = int(meta["config"]["routing_iterations"])
+    want = pair_routing_words(pair_routing(model, pair.image, pair.parts[0], seg.top2, T), f"the {l1}")
+    assert want in [i.value for i in app.info]
+    app.radio(key="mm_alone").set_value("second digit").run()
+    assert not app.exception, app.exception
+    want = pair_routing_words(pair_routing(model, pair.image, pair.parts[1], seg.top2, T), f"the {l2}")
+    assert want in [i.value for i in app.info]
+    assert "Download this figure (PNG)" in [b.label for b in app.get("download_button")]
+
+
+def test_explorer_grid_is_labelled_and_terms_have_words(app):
+    app.switch_page("pages/explorer.py").run()
+    assert not app.exception, app.exception
+    grid = next(i for i in app.image if i.captions and i.captions[0].startswith("16 dimensions (rows) x 11 offsets"))
+    assert grid.proto.imgs[0].url
+    assert "Download grid as PNG" in [b.label for b in app.get("download_button")]
+    capsule = next(s for s in app.selectbox if s.label == "Capsule to decode")
+    assert "|v_j| (presence)" in capsule.help and "**reconstruction**" in capsule.help
+    perturb = next(s for s in app.subheader if s.value == "Perturb one dimension at a time")
+    assert "d0..d15 (dimension)" in perturb.proto.help
+    assert '"text":"|v_j| (presence)"' in app.get("plotly_chart")[0].proto.spec
+    assert any(
+        "d0 at the top to d15 at the bottom" in c.value and "-0.25 at the left to +0.25 at the right" in c.value for c in app.caption
+    )
