@@ -31,8 +31,17 @@ st.markdown(
 
 owner = st.session_state.setdefault("train_owner", uuid.uuid4().hex)  # this browser session's runs
 queue = jobs.queue()
-mine = queue.latest(owner)
-busy = mine is not None and mine.state in jobs.ACTIVE
+
+
+def phase() -> tuple:
+    """What the rest of the page depends on: when it changes, the whole page reruns (Start comes
+    back, the sidebar and zoo list a new checkpoint, polling stops)."""
+    own = queue.latest(owner)
+    return (own.id if own else None, own.state if own else None, bool(queue.others(owner)))
+
+
+drawn = phase()  # read once: the form, the polling and the check for a change all use this one state
+busy = drawn[1] in jobs.ACTIVE
 
 with st.container(border=True):
     c1, c2, c3 = st.columns(3)
@@ -243,14 +252,6 @@ def others_runs() -> None:
             st.rerun()
 
 
-def phase() -> tuple:
-    """What the rest of the page depends on: when it changes, the whole page reruns (Start comes
-    back, the sidebar and zoo list a new checkpoint, polling stops)."""
-    own = queue.latest(owner)
-    return (own.id if own else None, own.state if own else None, bool(queue.others(owner)))
-
-
-drawn = phase()
 live = busy or drawn[2]
 
 

@@ -79,7 +79,7 @@ CASES = {
         [
             ("new image", new_image, 4),
             ("iteration", lambda pg: press(pg, "slider", "Show iteration", "ArrowLeft"), 2),
-            ("zoom", lambda pg: lambda: pg.get_by_text("Zoom to distances").first.click(), 2),
+            ("zoom", lambda pg: lambda: pg.get_by_text("Zoom in on the nearest votes").first.click(), 2),
         ],
     ),
     "multimnist": (

@@ -67,6 +67,7 @@ def test_two_sessions_one_trains_the_other_queues(browser, own_server, app_env, 
         t1, step1 = time.perf_counter(), int(first[1])
         time.sleep(10)
         later = LIVE.match(progress_text(a))
+        assert later, progress_text(a)
         t2, step2 = time.perf_counter(), int(later[1])
         seen_ips = (step2 - step1) * 8 / (t2 - t1)  # the steps the page showed, over the browser's clock
         print(
