@@ -268,14 +268,17 @@ class ConvCaps(nn.Module):
             self._index[key] = patches.permute(0, 1, 3, 4, 2).reshape(-1, self.k * self.k * T)
         return self._index[key]
 
-    def forward(self, pose, a, record: bool = False):
+    def forward(self, pose, a, record: bool = False, iterations: int | None = None):
+        """`iterations` overrides the layer's own for this call only: a model cached across
+        sessions is never changed by one request."""
         B, H, W, T, _ = pose.shape
+        it = iterations or self.iterations
         k, s = self.k, self.s
         Ho, Wo = conv_out(H, k, s), conv_out(W, k, s)
         P, I, J = Ho * Wo, k * k * T, self.W.shape[1]
         route = dict(final_lambda=self.final_lambda, lower_index=self.lower_index(H, W, T, pose.device), num_lower=H * W * T)
         if not record and use_native(pose):  # the kernel gathers each receptive field's slots itself
-            lambdas = lambda_schedule(self.iterations, self.final_lambda)
+            lambdas = lambda_schedule(it, self.final_lambda)
             a_out, mu = native.em_routing(
                 pose.reshape(B, H * W * T, 16),
                 self.W,
@@ -293,12 +296,12 @@ class ConvCaps(nn.Module):
         if record:  # the public path, which also keeps the votes for the app's histograms
             p = p.permute(0, 1, 2, 5, 6, 3, 4).reshape(B, P, I, 4, 4)  # (B, P, Kin, 4, 4)
             votes = torch.einsum("bpkxy,kjyz->bpkjxz", p, self.W).flatten(-2)  # (B, P, Kin, J, 16)
-            res = em_routing(votes, a_p, self.iterations, self.beta_u, self.beta_a, record=True, **route)
+            res = em_routing(votes, a_p, it, self.beta_u, self.beta_a, record=True, **route)
         else:
             with torch.autocast(pose.device.type, enabled=False):
                 Vc, centre, scale = self._centred_votes(p.float(), B, P, I, J)
                 res = em_centred(
-                    Vc, centre, scale, a_p.float(), self.iterations, self.beta_u, self.beta_a, var_floor=VAR_FLOOR, record=False, **route
+                    Vc, centre, scale, a_p.float(), it, self.beta_u, self.beta_a, var_floor=VAR_FLOOR, record=False, **route
                 )
             res.a, res.mu = res.a.to(pose.dtype), res.mu.to(pose.dtype)
         return res.mu.view(B, Ho, Wo, J, 16), res.a.view(B, Ho, Wo, J), res
@@ -338,14 +341,16 @@ class ClassCaps(nn.Module):
         self.beta_a = nn.Parameter(torch.zeros(num_classes))
         self.register_buffer("coords", coords, persistent=False)  # (H, W, 16) or None
 
-    def forward(self, pose, a, record: bool = False):
+    def forward(self, pose, a, record: bool = False, iterations: int | None = None):
+        """`iterations` overrides the layer's own for this call only (see ConvCaps.forward)."""
         B, H, W, T, _ = pose.shape
+        it = iterations or self.iterations
         if not record and use_native(pose):
             # every (position, type) is one slot of a single routing group, and its own lower capsule
             I = H * W * T
             slots = torch.arange(I, device=pose.device)
             offset = None if self.coords is None else self.coords.view(H, W, 1, 16).expand(H, W, T, 16).reshape(I, 16)
-            lambdas = lambda_schedule(self.iterations, self.final_lambda)
+            lambdas = lambda_schedule(it, self.final_lambda)
             a_out, mu = native.em_routing(
                 pose.reshape(B, I, 16),
                 self.W[slots % T],
@@ -364,7 +369,7 @@ class ClassCaps(nn.Module):
         res = em_routing(
             votes.reshape(B, H * W * T, -1, 16),  # (B, I, J, 16)
             a.reshape(B, H * W * T),
-            self.iterations,
+            it,
             self.beta_u,
             self.beta_a,
             final_lambda=self.final_lambda,
