@@ -17,6 +17,7 @@ from pathlib import Path
 from capsviz.config import DATASET_NAMES, MAX_ITERATIONS, PRESETS
 from capsviz.errors import CapsvizError
 
+
 class Parser(argparse.ArgumentParser):
     """argparse, with a bad argument reported as every other mistake is: one `error:` line, exit 2
     (argparse's own prints the usage first and exits inside parse_args)."""
@@ -352,7 +353,6 @@ def cmd_evaluate(args) -> int:
 
 def cmd_list(args) -> int:
     from capsviz.checkpoint import list_checkpoints, total_training, training_labels
-
     from capsviz.paths import checkpoint_dir
 
     args.folder = args.folder or checkpoint_dir()

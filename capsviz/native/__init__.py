@@ -66,8 +66,9 @@ def _compile(cxx: str, flags: list[str]) -> Path:
         os.close(fd)
         try:
             done = subprocess.run([cxx, *flags, str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=300)
-            if done.returncode != 0:
-                raise RuntimeError(f"{cxx} failed: {done.stderr.strip()[-500:]}")
+            if done.returncode != 0:  # the first error is the one a person can act on
+                errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.strip().splitlines()[-1:]
+                raise RuntimeError(f"{Path(cxx).name} could not build it: {errors[0][:300] if errors else f'exit {done.returncode}'}")
             os.replace(tmp, target)  # atomic: a concurrent build or a reader never sees half a file
         finally:
             if os.path.exists(tmp):
