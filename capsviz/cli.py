@@ -222,7 +222,10 @@ def cmd_doctor(args) -> int:
     print(f"native EM kernel: {native.status()}")
     missing = [n for n in PRIVATE_OPS if private_op(n) is None]
     packed = [k for k, ok in (("MKL float32", mkl_packed_gemm()), ("oneDNN bfloat16", onednn_bf16_gemm())) if ok]
-    print(f"packed batch-1 GEMM: {', '.join(packed) or 'off (the public GEMM serves)'}" + (f"; missing ops: {', '.join(missing)}" if missing else ""))
+    print(
+        f"packed batch-1 GEMM: {', '.join(packed) or 'off (the public GEMM serves)'}"
+        + (f"; missing ops: {', '.join(missing)}" if missing else "")
+    )
     for name, source in SOURCES.items():
         place, _ = locate(source)
         print(f"data {name}: {place or 'not found (capsviz data --download)'}")

@@ -59,7 +59,10 @@ def test_every_compiler_found_builds_the_kernel_and_it_agrees_with_pytorch(cxx, 
 def test_a_compiler_without_openmp_still_builds_a_one_thread_kernel(fresh_kernel, monkeypatch):
     """Apple's clang has no -fopenmp: the kernel is built without it and says so."""
     gxx = shutil.which("g++")
-    cxx = fake_compiler(fresh_kernel, f'for a in "$@"; do [ "$a" = -fopenmp ] && {{ echo "clang: error: unsupported option -fopenmp" >&2; exit 1; }}; done\nexec {gxx} "$@"\n')
+    cxx = fake_compiler(
+        fresh_kernel,
+        f'for a in "$@"; do [ "$a" = -fopenmp ] && {{ echo "clang: error: unsupported option -fopenmp" >&2; exit 1; }}; done\nexec {gxx} "$@"\n',
+    )
     monkeypatch.setenv("CXX", cxx)
     fast, slow = routed_with_and_without_the_kernel(monkeypatch)
     assert "one thread" in native.status()
@@ -67,7 +70,9 @@ def test_a_compiler_without_openmp_still_builds_a_one_thread_kernel(fresh_kernel
 
 
 def test_a_failed_build_says_why_in_one_line(fresh_kernel, monkeypatch):
-    cxx = fake_compiler(fresh_kernel, 'echo "em_routing.cpp:1:1: warning: something" >&2\necho "em_routing.cpp:63:10: error: no such builtin" >&2\nexit 1\n')
+    cxx = fake_compiler(
+        fresh_kernel, 'echo "em_routing.cpp:1:1: warning: something" >&2\necho "em_routing.cpp:63:10: error: no such builtin" >&2\nexit 1\n'
+    )
     monkeypatch.setenv("CXX", cxx)
     assert not native.available()
     assert native.reason() == "fake-c++ could not build it: em_routing.cpp:63:10: error: no such builtin"
