@@ -9,6 +9,7 @@ import argparse
 import json
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -175,16 +176,28 @@ def parser() -> Parser:
 
 def cmd_app(args) -> int:
     import subprocess
+
+    command, env = app_command(args.checkpoints, args.streamlit_args)
+    if os.name == "posix":  # become Streamlit: signals (Ctrl-C, a service manager's SIGTERM) reach it directly
+        sys.stderr.flush()
+        os.execve(sys.executable, command, env)
+    try:
+        return subprocess.call(command, env=env)
+    except KeyboardInterrupt:  # Ctrl-C reaches Streamlit too, which stops on its own
+        return 0
+
+
+def app_command(checkpoints: Path | None, streamlit_args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """`streamlit run` of the app, wherever capsviz is, and its environment."""
     import tomllib
 
     from capsviz import paths
 
-    app = paths.app_dir() / "app.py"
     env = dict(os.environ)
-    folder = args.checkpoints or paths.checkpoint_dir()
-    if args.checkpoints and not folder.is_dir():
+    folder = checkpoints or paths.checkpoint_dir()
+    if checkpoints and not folder.is_dir():
         raise CapsvizError(f"--checkpoints {folder}: no such folder")
-    if not args.checkpoints and not os.environ.get("CAPSVIZ_CHECKPOINTS"):
+    if not checkpoints and not os.environ.get("CAPSVIZ_CHECKPOINTS"):
         copied = paths.seed_user_checkpoints(folder)
         if copied:
             print(f"capsviz: copied {len(copied)} shipped models into {folder}", file=sys.stderr)
@@ -195,12 +208,10 @@ def cmd_app(args) -> int:
     if config.is_file():
         for section, options in tomllib.loads(config.read_text()).items():
             for key, value in options.items():
-                name = "STREAMLIT_" + section.upper() + "_" + "".join("_" + c if c.isupper() else c.upper() for c in key)
+                snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key)  # postScriptGC -> post_Script_GC, as Streamlit names it
+                name = f"STREAMLIT_{section}_{snake}".upper()
                 env.setdefault(name, str(value).lower() if isinstance(value, bool) else str(value))
-    try:
-        return subprocess.call([sys.executable, "-m", "streamlit", "run", str(app), *args.streamlit_args], env=env)
-    except KeyboardInterrupt:  # Ctrl-C reaches Streamlit too, which stops on its own
-        return 0
+    return [sys.executable, "-m", "streamlit", "run", str(paths.app_dir() / "app.py"), *streamlit_args], env
 
 
 def cmd_doctor(args) -> int:
