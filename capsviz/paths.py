@@ -24,7 +24,7 @@ SEEDED = ".shipped"  # in the user folder: the shipped models already copied onc
 
 def app_dir() -> Path:
     """The folder holding app.py, pages/ and checkpoints/."""
-    return CHECKOUT if (CHECKOUT / "app.py").is_file() and (CHECKOUT / "pages").is_dir() else PACKAGE / "_app"
+    return PACKAGE / "_app" if (PACKAGE / "_app").is_dir() else CHECKOUT  # only an install has _app/
 
 
 def is_checkout() -> bool:
