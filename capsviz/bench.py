@@ -4,7 +4,6 @@ peak memory per model preset. Each preset is measured in a fresh process so peak
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -44,7 +43,13 @@ def _peak_mb(device) -> float:
         with open("/proc/self/status") as f:
             return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024  # kB
     except (OSError, StopIteration, ValueError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+        pass
+    try:
+        import resource  # Unix only: imported here so the Train page (which imports bench) loads on Windows
+    except ImportError:
+        return float("nan")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB elsewhere
 
 
 def train_step_seconds(model, batch: int, device, precision: str = "fp32", steps: int = 3, two_labels: bool = False) -> float:

@@ -10,7 +10,6 @@ writes them so that a crash at any point leaves a pair that belongs together (se
 from __future__ import annotations
 
 import copy
-import fcntl
 import functools
 import hashlib
 import json
@@ -19,6 +18,7 @@ import os
 import pickle
 import shutil
 import struct
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -324,19 +324,45 @@ def writer_lock(path: Path):
         raise CapsvizError(f"cannot write in {path.parent} ({e.strerror or e}); choose another --out") from None
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock(fd)
         except BlockingIOError:
-            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            pid = _read_pid(fd)
             raise CapsvizError(
                 f"{path} is being written by another capsviz run (process {pid}); wait for it to finish or choose another --out"
             ) from None
         except OSError as e:  # a filesystem without locks (some network mounts)
             raise CapsvizError(f"cannot lock {lock} ({e.strerror or e}); choose an --out on a local disk") from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, str(os.getpid()).encode())
         yield
     finally:
         os.close(fd)
+
+
+def _lock(fd: int) -> None:
+    """An exclusive lock on the open file, or BlockingIOError when another process holds it.
+    fcntl is Unix only and msvcrt Windows only: each is imported where it exists."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # the first byte stands for the file
+        except PermissionError as e:  # Windows reports a held lock as EACCES
+            raise BlockingIOError(e.errno, e.strerror) from None
+    else:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _read_pid(fd: int) -> str:
+    """The holder's process id, as it wrote it ("?" where the lock keeps it from being read)."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        return os.read(fd, 32).decode(errors="replace").strip() or "?"
+    except OSError:
+        return "?"
 
 
 def check_room(path: Path, need_bytes: int) -> None:

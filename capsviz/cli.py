@@ -1,4 +1,4 @@
-"""python -m capsviz train | evaluate | list | bench | data
+"""capsviz (or python -m capsviz) app | doctor | train | evaluate | list | bench | export | data
 
 Every mistake a user can make ends with one line on stderr and exit status 2, never a traceback.
 """
@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
 import signal
 import sys
 import time
@@ -16,8 +18,6 @@ from pathlib import Path
 from capsviz.config import DATASET_NAMES, MAX_ITERATIONS, PRESETS
 from capsviz.errors import CapsvizError
 from capsviz.progress import time_left
-
-DEFAULT_CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 
 
 class Parser(argparse.ArgumentParser):
@@ -60,10 +60,13 @@ def number(lo: float, hi: float, lo_open: bool = False):
 
 def main(argv=None) -> int:
     try:
-        args = parser().parse_args(argv)
-        return {"train": cmd_train, "evaluate": cmd_evaluate, "list": cmd_list, "bench": cmd_bench, "data": cmd_data, "export": cmd_export}[
-            args.command
-        ](args)
+        p = parser()
+        # `app` hands every option it does not know itself to Streamlit (--server.port 8502 ...)
+        args, rest = p.parse_known_args(argv)
+        if rest and args.command != "app":
+            p.error(f"unrecognized arguments: {' '.join(rest)}")
+        args.streamlit_args = rest
+        return COMMANDS[args.command](args)
     except CapsvizError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -74,8 +77,23 @@ def main(argv=None) -> int:
 
 def parser() -> Parser:
     iterations = integer(1, MAX_ITERATIONS)
-    p = Parser(prog="python -m capsviz", description="Capsule networks you can watch route.")
+    prog = "capsviz" if Path(sys.argv[0]).stem == "capsviz" else "python -m capsviz"  # the console script or -m
+    p = Parser(prog=prog, description="Capsule networks you can watch route.")
     sub = p.add_subparsers(dest="command", required=True)
+
+    a = sub.add_parser(
+        "app",
+        help="start the Streamlit app (other options go to Streamlit: --server.port 8502, --server.address 0.0.0.0)",
+        description="Start the app from any folder. Options not listed here go to `streamlit run` unchanged, "
+        "e.g. --server.address 0.0.0.0 to serve a class, --server.port 8502.",
+    )
+    a.add_argument(
+        "--checkpoints",
+        type=Path,
+        help="the models to show and where the Train page saves "
+        "(default: $CAPSVIZ_CHECKPOINTS, checkpoints/ in a checkout, else the user folder that `capsviz doctor` prints)",
+    )
+    sub.add_parser("doctor", help="device, torch, native kernel (and why it is off), data and checkpoint folders")
 
     t = sub.add_parser("train", help="train a model and save a checkpoint every epoch")
     t.add_argument("--model", default="capsnet-small", choices=list(PRESETS))
@@ -123,7 +141,7 @@ def parser() -> Parser:
     )
 
     ls = sub.add_parser("list", help="list checkpoints with their metrics")
-    ls.add_argument("folder", type=Path, nargs="?", default=DEFAULT_CHECKPOINTS)
+    ls.add_argument("folder", type=Path, nargs="?", help="default: the app's folder (see `capsviz doctor`)")
 
     b = sub.add_parser("bench", help="speed and memory of every model preset on this device")
     b.add_argument("--models", nargs="*", default=None, choices=list(PRESETS))
@@ -156,6 +174,80 @@ def parser() -> Parser:
     d.add_argument("--download", action="store_true", help="fetch missing datasets from the public mirrors")
 
     return p
+
+
+def cmd_app(args) -> int:
+    import subprocess
+
+    command, env = app_command(args.checkpoints, args.streamlit_args)
+    if os.name == "posix":  # become Streamlit: signals (Ctrl-C, a service manager's SIGTERM) reach it directly
+        sys.stderr.flush()
+        os.execve(sys.executable, command, env)
+    try:
+        return subprocess.call(command, env=env)
+    except KeyboardInterrupt:  # Ctrl-C reaches Streamlit too, which stops on its own
+        return 0
+
+
+def app_command(checkpoints: Path | None, streamlit_args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """`streamlit run` of the app, wherever capsviz is, and its environment."""
+    import tomllib
+
+    from capsviz import paths
+
+    env = dict(os.environ)
+    folder = checkpoints or paths.checkpoint_dir()
+    if checkpoints and not folder.is_dir():
+        raise CapsvizError(f"--checkpoints {folder}: no such folder")
+    if not checkpoints and not os.environ.get("CAPSVIZ_CHECKPOINTS"):
+        copied = paths.seed_user_checkpoints(folder)
+        if copied:
+            print(f"capsviz: copied {len(copied)} shipped models into {folder}", file=sys.stderr)
+    env["CAPSVIZ_CHECKPOINTS"] = str(folder)
+    # The app's Streamlit settings (.streamlit/config.toml) are only read from the folder Streamlit
+    # starts in: pass them as environment variables, which the user's own flags still override.
+    config = paths.app_dir() / ".streamlit" / "config.toml"
+    if config.is_file():
+        for section, options in tomllib.loads(config.read_text()).items():
+            for key, value in options.items():
+                snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key)  # postScriptGC -> post_Script_GC, as Streamlit names it
+                name = f"STREAMLIT_{section}_{snake}".upper()
+                env.setdefault(name, str(value).lower() if isinstance(value, bool) else str(value))
+    return [sys.executable, "-m", "streamlit", "run", str(paths.app_dir() / "app.py"), *streamlit_args], env
+
+
+def cmd_doctor(args) -> int:
+    import platform
+
+    import torch
+
+    from capsviz import native, paths
+    from capsviz.data import SOURCES
+    from capsviz.data.sources import locate
+    from capsviz.devices import describe_hardware, pick_device
+    from capsviz.layers import PRIVATE_OPS, mkl_packed_gemm, onednn_bf16_gemm, private_op
+
+    device = pick_device("auto")
+    print(f"capsviz {__import__('capsviz').__version__} ({'checkout' if paths.is_checkout() else 'installed'}: {paths.app_dir()})")
+    print(f"python: {platform.python_version()} on {platform.system()} {platform.machine()}")
+    print(f"torch: {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"device: {device.type} ({describe_hardware(device)})")
+    print(f"native EM kernel: {native.status()}")
+    missing = [n for n in PRIVATE_OPS if private_op(n) is None]
+    packed = [k for k, ok in (("MKL float32", mkl_packed_gemm()), ("oneDNN bfloat16", onednn_bf16_gemm())) if ok]
+    print(
+        f"packed batch-1 GEMM: {', '.join(packed) or 'off (the public GEMM serves)'}"
+        + (f"; missing ops: {', '.join(missing)}" if missing else "")
+    )
+    for name, source in SOURCES.items():
+        place, _ = locate(source)
+        print(f"data {name}: {place or 'not found (capsviz data --download)'}")
+    folder = paths.checkpoint_dir()
+    count = len(list(folder.glob("*.safetensors"))) if folder.is_dir() else 0
+    print(f"checkpoints: {folder} ({count} models){'' if folder.is_dir() else ', not created yet: capsviz app fills it'}")
+    print(f"shipped checkpoints: {paths.shipped_checkpoints()}")
+    print(f"user folder: {paths.user_dir()} (CAPSVIZ_HOME moves it)")
+    return 0
 
 
 def cmd_train(args) -> int:
@@ -292,7 +384,9 @@ def cmd_evaluate(args) -> int:
 
 def cmd_list(args) -> int:
     from capsviz.checkpoint import list_checkpoints, total_training, training_labels
+    from capsviz.paths import checkpoint_dir
 
+    args.folder = args.folder or checkpoint_dir()
     rows = list_checkpoints(args.folder)
     if not rows:
         print(f"no checkpoints in {args.folder}")
@@ -430,3 +524,15 @@ def _download_progress(name: str, got: int, total: int) -> None:
     pct = f"{100 * got / total:5.1f}%" if total else f"{got / 1e6:.1f} MB"
     sys.stdout.write(f"\r  {name}: {pct}")
     sys.stdout.flush()
+
+
+COMMANDS = {
+    "app": cmd_app,
+    "doctor": cmd_doctor,
+    "train": cmd_train,
+    "evaluate": cmd_evaluate,
+    "list": cmd_list,
+    "bench": cmd_bench,
+    "export": cmd_export,
+    "data": cmd_data,
+}

@@ -117,11 +117,7 @@ def conv2d_nhwc(
         if packed is not None and not torch.is_grad_enabled():
             cols, Ho, Wo = im2col(x.to(dtype).contiguous(), k, stride)
             # Other heights than the packed one still work (MKL falls back to an ordinary linear).
-            if packed[2] == "mkl":
-                y = torch.ops.mkl._mkl_linear(cols, packed[0], w, None, packed[1])
-            else:
-                y = torch.ops.mkldnn._linear_pointwise(cols, packed[0], None, "none", [], "")
-            y = y.view(x.shape[0], Ho, Wo, -1)
+            y = _packed_matmul(packed[2], cols, packed[0], w, packed[1]).view(x.shape[0], Ho, Wo, -1)
         else:
             y = _Im2colConv.apply(x.to(dtype).contiguous(), w, k, stride)
         if bias is not None:
@@ -129,29 +125,70 @@ def conv2d_nhwc(
     return y
 
 
-def pack_gemm_weight(w: torch.Tensor, rows: int) -> tuple[torch.Tensor, int, str] | None:
-    """A GEMM weight (N, K) pre-packed for (rows, K) @ (K, N) products: by MKL in float32, by
-    oneDNN in bfloat16 (AMX); None where neither applies. For the paper's PrimaryCaps at batch 1
-    (36 x 20736 @ 20736 x 256) on this CPU: float32 ~2.5 ms instead of ~3.6 (the packed copy is
-    ~3x the weight's size), bfloat16 ~0.65-1.1 ms instead of ~1.0-1.6."""
-    if w.dtype == torch.float32 and torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear"):
-        return torch.ops.mkl._mkl_reorder_linear_weight(w, rows), rows, "mkl"
-    if w.dtype == torch.bfloat16 and onednn_bf16_gemm():
-        return torch.ops.mkldnn._reorder_linear_weight(w, rows), rows, "onednn"
-    return None
+# PyTorch's private ops for pre-packed GEMM weights: not part of its public API, so they may be
+# missing or change signature in another torch version. Each is looked up by name here and used
+# only where `mkl_packed_gemm` / `onednn_bf16_gemm` found it working; otherwise the public
+# im2col GEMM runs (tests/test_private_ops.py makes each unavailable in turn).
+PRIVATE_OPS = {
+    "mkl_reorder": ("mkl", "_mkl_reorder_linear_weight"),
+    "mkl_linear": ("mkl", "_mkl_linear"),
+    "onednn_reorder": ("mkldnn", "_reorder_linear_weight"),
+    "onednn_linear": ("mkldnn", "_linear_pointwise"),
+}
+
+
+def private_op(name: str):
+    """torch.ops.<namespace>.<op> for a PRIVATE_OPS entry, or None where this torch lacks it."""
+    namespace, op = PRIVATE_OPS[name]
+    try:
+        return getattr(getattr(torch.ops, namespace), op)
+    except (AttributeError, RuntimeError):  # torch raises either for an unknown op, by version
+        return None
+
+
+def _packed_matmul(kind: str, cols: torch.Tensor, packed: torch.Tensor, w: torch.Tensor, rows: int) -> torch.Tensor:
+    if kind == "mkl":
+        return private_op("mkl_linear")(cols, packed, w, None, rows)
+    return private_op("onednn_linear")(cols, packed, None, "none", [], "")
+
+
+def _packing_works(kind: str, dtype: torch.dtype) -> bool:
+    """Whether `kind`'s ops exist here and give a small product's right answer: a changed
+    signature or an unsupported CPU raises or differs, and the plain GEMM serves instead."""
+    reorder = private_op(f"{kind}_reorder")
+    if reorder is None or private_op(f"{kind}_linear") is None:
+        return False
+    x, w = torch.rand(4, 16, dtype=dtype), torch.rand(8, 16, dtype=dtype)
+    try:
+        got = _packed_matmul(kind, x, reorder(w, 4), w, 4)
+    except (RuntimeError, TypeError, ValueError):
+        return False
+    return got.shape == (4, 8) and torch.allclose(got.float(), (x @ w.t()).float(), rtol=0.02, atol=0.02)
+
+
+@functools.cache
+def mkl_packed_gemm() -> bool:
+    """Whether MKL pre-packs float32 GEMM weights in this torch build."""
+    return torch.backends.mkl.is_available() and _packing_works("mkl", torch.float32)
 
 
 @functools.cache
 def onednn_bf16_gemm() -> bool:
     """Whether oneDNN packs bfloat16 GEMM weights on this CPU: it needs AVX-512 (BW, VL, DQ) or
     AVX-NE-CONVERT and raises elsewhere (an AVX2-only EPYC, say), where the plain GEMM serves."""
-    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
-        return False
-    try:
-        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(16, 16, dtype=torch.bfloat16), 1)
-    except RuntimeError:
-        return False
-    return True
+    return torch.backends.mkldnn.is_available() and _packing_works("onednn", torch.bfloat16)
+
+
+def pack_gemm_weight(w: torch.Tensor, rows: int) -> tuple[torch.Tensor, int, str] | None:
+    """A GEMM weight (N, K) pre-packed for (rows, K) @ (K, N) products: by MKL in float32, by
+    oneDNN in bfloat16 (AMX); None where neither applies. For the paper's PrimaryCaps at batch 1
+    (36 x 20736 @ 20736 x 256) on this CPU: float32 ~2.5 ms instead of ~3.6 (the packed copy is
+    ~3x the weight's size), bfloat16 ~0.65-1.1 ms instead of ~1.0-1.6."""
+    if w.dtype == torch.float32 and mkl_packed_gemm():
+        return private_op("mkl_reorder")(w, rows), rows, "mkl"
+    if w.dtype == torch.bfloat16 and onednn_bf16_gemm():
+        return private_op("onednn_reorder")(w, rows), rows, "onednn"
+    return None
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -268,14 +305,17 @@ class ConvCaps(nn.Module):
             self._index[key] = patches.permute(0, 1, 3, 4, 2).reshape(-1, self.k * self.k * T)
         return self._index[key]
 
-    def forward(self, pose, a, record: bool = False):
+    def forward(self, pose, a, record: bool = False, iterations: int | None = None):
+        """`iterations` overrides the layer's own for this call only: a model cached across
+        sessions is never changed by one request."""
         B, H, W, T, _ = pose.shape
+        it = self.iterations if iterations is None else iterations
         k, s = self.k, self.s
         Ho, Wo = conv_out(H, k, s), conv_out(W, k, s)
         P, I, J = Ho * Wo, k * k * T, self.W.shape[1]
         route = dict(final_lambda=self.final_lambda, lower_index=self.lower_index(H, W, T, pose.device), num_lower=H * W * T)
         if not record and use_native(pose):  # the kernel gathers each receptive field's slots itself
-            lambdas = lambda_schedule(self.iterations, self.final_lambda)
+            lambdas = lambda_schedule(it, self.final_lambda)
             a_out, mu = native.em_routing(
                 pose.reshape(B, H * W * T, 16),
                 self.W,
@@ -293,13 +333,11 @@ class ConvCaps(nn.Module):
         if record:  # the public path, which also keeps the votes for the app's histograms
             p = p.permute(0, 1, 2, 5, 6, 3, 4).reshape(B, P, I, 4, 4)  # (B, P, Kin, 4, 4)
             votes = torch.einsum("bpkxy,kjyz->bpkjxz", p, self.W).flatten(-2)  # (B, P, Kin, J, 16)
-            res = em_routing(votes, a_p, self.iterations, self.beta_u, self.beta_a, record=True, **route)
+            res = em_routing(votes, a_p, it, self.beta_u, self.beta_a, record=True, **route)
         else:
             with torch.autocast(pose.device.type, enabled=False):
                 Vc, centre, scale = self._centred_votes(p.float(), B, P, I, J)
-                res = em_centred(
-                    Vc, centre, scale, a_p.float(), self.iterations, self.beta_u, self.beta_a, var_floor=VAR_FLOOR, record=False, **route
-                )
+                res = em_centred(Vc, centre, scale, a_p.float(), it, self.beta_u, self.beta_a, var_floor=VAR_FLOOR, record=False, **route)
             res.a, res.mu = res.a.to(pose.dtype), res.mu.to(pose.dtype)
         return res.mu.view(B, Ho, Wo, J, 16), res.a.view(B, Ho, Wo, J), res
 
@@ -338,14 +376,16 @@ class ClassCaps(nn.Module):
         self.beta_a = nn.Parameter(torch.zeros(num_classes))
         self.register_buffer("coords", coords, persistent=False)  # (H, W, 16) or None
 
-    def forward(self, pose, a, record: bool = False):
+    def forward(self, pose, a, record: bool = False, iterations: int | None = None):
+        """`iterations` overrides the layer's own for this call only (see ConvCaps.forward)."""
         B, H, W, T, _ = pose.shape
+        it = self.iterations if iterations is None else iterations
         if not record and use_native(pose):
             # every (position, type) is one slot of a single routing group, and its own lower capsule
             I = H * W * T
             slots = torch.arange(I, device=pose.device)
             offset = None if self.coords is None else self.coords.view(H, W, 1, 16).expand(H, W, T, 16).reshape(I, 16)
-            lambdas = lambda_schedule(self.iterations, self.final_lambda)
+            lambdas = lambda_schedule(it, self.final_lambda)
             a_out, mu = native.em_routing(
                 pose.reshape(B, I, 16),
                 self.W[slots % T],
@@ -364,7 +404,7 @@ class ClassCaps(nn.Module):
         res = em_routing(
             votes.reshape(B, H * W * T, -1, 16),  # (B, I, J, 16)
             a.reshape(B, H * W * T),
-            self.iterations,
+            it,
             self.beta_u,
             self.beta_a,
             final_lambda=self.final_lambda,

@@ -3,6 +3,8 @@ Conv1 -> PrimaryCaps -> ConvCaps1 (K=3, s=2) -> ConvCaps2 (K=3, s=1) -> class ca
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -46,33 +48,26 @@ class MatrixCapsNet(nn.Module):
         self, x: torch.Tensor, y: torch.Tensor | None = None, *, iterations: int | None = None, record: bool = False
     ) -> ModelOutput:
         """x (B, C, S, S). `iterations` overrides the EM iterations of every routed layer."""
-        layers = (self.convcaps1, self.convcaps2, self.classcaps)
-        saved = [m.iterations for m in layers]
-        if iterations is not None:
-            for m in layers:
-                m.iterations = iterations
-        try:
-            h = F.relu(self.conv1(x))  # (B, A, H, W)
-            if record:
-                pose, a = self.primary(h)  # (B, H, W, B_t, 16), (B, H, W, B_t)
-                pose, a, r1 = self.convcaps1(pose, a, record=True)
-                pose, a, r2 = self.convcaps2(pose, a, record=True)
-                res = self.classcaps(pose, a, record=True)
-                out = ModelOutput(scores=res.a, capsules=res.mu, trace=res)
-                out.layer_traces = {"convcaps1": r1, "convcaps2": r2, "class": res}
-                return out
-            # the native kernel routes one image at a time in cache and keeps a small trace per
-            # image for its backward (~0.4 MB for the small config): no slices needed
-            chunk = h.shape[0] if use_native(h) else EM_CHUNK
-            a, mu = in_chunks(self._capsules, h, chunk=chunk, keep=EM_KEEP_VOTES // self.votes_per_image)
-            return ModelOutput(scores=a, capsules=mu)
-        finally:
-            for m, n in zip(layers, saved, strict=True):
-                m.iterations = n
+        # passed down, never stored on the layers: the app shares one cached model between sessions
+        h = F.relu(self.conv1(x))  # (B, A, H, W)
+        if record:
+            pose, a = self.primary(h)  # (B, H, W, B_t, 16), (B, H, W, B_t)
+            pose, a, r1 = self.convcaps1(pose, a, record=True, iterations=iterations)
+            pose, a, r2 = self.convcaps2(pose, a, record=True, iterations=iterations)
+            res = self.classcaps(pose, a, record=True, iterations=iterations)
+            out = ModelOutput(scores=res.a, capsules=res.mu, trace=res)
+            out.layer_traces = {"convcaps1": r1, "convcaps2": r2, "class": res}
+            return out
+        # the native kernel routes one image at a time in cache and keeps a small trace per
+        # image for its backward (~0.4 MB for the small config): no slices needed
+        chunk = h.shape[0] if use_native(h) else EM_CHUNK
+        capsules = functools.partial(self._capsules, iterations=iterations)
+        a, mu = in_chunks(capsules, h, chunk=chunk, keep=EM_KEEP_VOTES // self.votes_per_image)
+        return ModelOutput(scores=a, capsules=mu)
 
-    def _capsules(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _capsules(self, h: torch.Tensor, iterations: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         pose, a = self.primary(h)
-        pose, a, _ = self.convcaps1(pose, a)
-        pose, a, _ = self.convcaps2(pose, a)
-        res = self.classcaps(pose, a)
+        pose, a, _ = self.convcaps1(pose, a, iterations=iterations)
+        pose, a, _ = self.convcaps2(pose, a, iterations=iterations)
+        res = self.classcaps(pose, a, iterations=iterations)
         return res.a, res.mu

@@ -1,9 +1,11 @@
 """A native EM-routing kernel for matrix capsules on the CPU, forward and backward (em_routing.cpp).
 
-Built on first use with the system's C++ compiler (g++ or $CXX) into a cache folder and loaded
-with ctypes: no PyTorch headers and no build step at install. Where there is no compiler, the
-build fails, or CAPSVIZ_NATIVE=0, `available()` is False and capsviz routes with PyTorch as
-before; `reason()` says why. Results and gradients agree with the PyTorch path (tests/test_native.py).
+Built on first use with the system's C++ compiler ($CXX, g++, clang++ or c++; GCC 9+ or clang)
+into a cache folder and loaded with ctypes: no PyTorch headers and no build step at install.
+Where there is no compiler, the build fails, or CAPSVIZ_NATIVE=0, `available()` is False and
+capsviz routes with PyTorch as before, several times slower; `reason()` says why, and
+`capsviz doctor` and the app's sidebar show it. A compiler without OpenMP (Apple's clang)
+still builds it, running one image at a time. Results and gradients agree with the PyTorch path (tests/test_native.py).
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -20,10 +24,17 @@ import torch
 import torch.nn.functional as F
 
 SOURCE = Path(__file__).with_name("em_routing.cpp")
-FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17"]
+# -march=native picks the vector width (AVX-512, AVX2, NEON) for this CPU; Apple's clang on arm64
+# spells it -mcpu. The library's file name follows the platform.
+MARCH = "-mcpu=native" if sys.platform == "darwin" and platform.machine() == "arm64" else "-march=native"
+FLAGS = ["-O3", MARCH, "-shared", "-fPIC", "-std=c++17"]
+OPENMP = "-fopenmp"
+SUFFIX = {"win32": ".dll", "darwin": ".dylib"}.get(sys.platform, ".so")
 
 _lib: ctypes.CDLL | None = None
 _why: str | None = None
+_path: Path | None = None
+_note = ""  # how it was built, where that matters (no OpenMP)
 
 
 def cache_dir() -> Path:
@@ -32,33 +43,53 @@ def cache_dir() -> Path:
 
 
 def _cpu_signature() -> str:
-    """-march=native code only runs where it was built: the library's name carries the CPU's flags."""
+    """-march=native code only runs where it was built: the library's name carries the CPU's flags
+    (Linux), or at least its name and architecture elsewhere."""
     try:
         with open("/proc/cpuinfo") as f:
             return next((line for line in f if line.startswith(("flags", "Features"))), "")
     except OSError:
-        return ""
+        return platform.processor() + platform.machine()
 
 
-def _build() -> ctypes.CDLL:
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if not cxx:
-        raise RuntimeError("no C++ compiler found (install g++ or set CXX)")
-    src = SOURCE.read_bytes()
-    key = hashlib.sha256(src + " ".join([cxx, *FLAGS]).encode() + _cpu_signature().encode()).hexdigest()[:16]
-    target = cache_dir() / f"em_routing-{key}.so"
+def _compiler() -> str | None:
+    return os.environ.get("CXX") or next(filter(None, map(shutil.which, ("g++", "clang++", "c++"))), None)
+
+
+def _compile(cxx: str, flags: list[str]) -> Path:
+    """The library built with these flags, from the cache when it was built before."""
+    key = hashlib.sha256(SOURCE.read_bytes() + " ".join([cxx, *flags]).encode() + _cpu_signature().encode()).hexdigest()[:16]
+    target = cache_dir() / f"em_routing-{key}{SUFFIX}"
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(suffix=SUFFIX, dir=target.parent)
         os.close(fd)
         try:
-            done = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=300)
-            if done.returncode != 0:
-                raise RuntimeError(f"{cxx} failed: {done.stderr.strip()[-500:]}")
+            done = subprocess.run([cxx, *flags, str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=300)
+            if done.returncode != 0:  # the first error is the one a person can act on
+                errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.strip().splitlines()[-1:]
+                raise RuntimeError(f"{Path(cxx).name} could not build it: {errors[0][:300] if errors else f'exit {done.returncode}'}")
             os.replace(tmp, target)  # atomic: a concurrent build or a reader never sees half a file
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+    return target
+
+
+def _build() -> ctypes.CDLL:
+    global _path, _note
+    cxx = _compiler()
+    if not cxx:
+        raise RuntimeError("no C++ compiler found (install g++ or clang, or set CXX)")
+    try:
+        target = _compile(cxx, [*FLAGS, OPENMP])
+    except RuntimeError as with_openmp:
+        try:
+            target = _compile(cxx, FLAGS)
+        except RuntimeError:
+            raise with_openmp from None  # the first failure is the one that explains
+        _note = "one thread: the compiler has no OpenMP"
+    _path = target
     lib = ctypes.CDLL(str(target))
     fn = lib.capsviz_em_routing
     p, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
@@ -94,6 +125,14 @@ def available() -> bool:
 def reason() -> str | None:
     """Why the kernel is not in use, or None when it is."""
     return None if available() else _why
+
+
+def status() -> str:
+    """One line for people: on (and how), or off and why."""
+    why = reason()
+    if why is not None:
+        return f"off ({why}); EM routes through PyTorch, several times slower"
+    return f"on{', ' + _note if _note else ''} ({_path})"
 
 
 def em_routing(

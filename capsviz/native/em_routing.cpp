@@ -30,7 +30,7 @@
 #include <limits>
 #include <vector>
 #if defined(__x86_64__) || defined(__i386__)
-#include <xmmintrin.h>
+#include <immintrin.h>
 #endif
 
 namespace {
@@ -57,20 +57,27 @@ inline void store(float* p, vf x) { *reinterpret_cast<vf*>(p) = x; }
 inline vf splat(float x) { return vf{} + x; }
 
 // The sum of a vector's lanes, pairwise, in registers (a copy through memory cost a tenth of
-// the forward: the M-step sums two vectors per pose entry).
+// the forward: the M-step sums two vectors per pose entry). Halves come from the x86 intrinsics
+// every compiler has, not __builtin_shufflevector (clang, GCC 12+ only), so GCC 9+ and clang build it.
 typedef float v4 __attribute__((vector_size(16), aligned(4)));
+#if defined(__SSE__)
 inline float total4(v4 x) {
-    x += __builtin_shufflevector(x, x, 2, 3, 0, 1);
-    return x[0] + x[1];
+    const v4 y = (v4)_mm_add_ps((__m128)x, _mm_movehl_ps((__m128)x, (__m128)x));  // (x0 + x2, x1 + x3, ..)
+    return y[0] + y[1];
 }
+#else
+inline float total4(v4 x) { return (x[0] + x[2]) + (x[1] + x[3]); }
+#endif
+#if defined(__AVX__)
+inline float total8(__m256 y) { return total4((v4)_mm_add_ps(_mm256_castps256_ps128(y), _mm256_extractf128_ps(y, 1))); }
+#endif
 #if defined(__AVX512F__)
 inline float total(vf x) {
-    typedef float v8 __attribute__((vector_size(32), aligned(4)));
-    const v8 y = __builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15);
-    return total4(__builtin_shufflevector(y, y, 0, 1, 2, 3) + __builtin_shufflevector(y, y, 4, 5, 6, 7));
+    const __m512 m = (__m512)x;
+    return total8(_mm256_add_ps(_mm512_castps512_ps256(m), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(m), 1))));
 }
 #elif defined(__AVX__)
-inline float total(vf x) { return total4(__builtin_shufflevector(x, x, 0, 1, 2, 3) + __builtin_shufflevector(x, x, 4, 5, 6, 7)); }
+inline float total(vf x) { return total8((__m256)x); }
 #else
 inline float total(vf x) { return total4(x); }
 #endif

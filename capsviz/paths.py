@@ -1,0 +1,76 @@
+"""Where the app, the shipped models and the user's models are, in a checkout and when installed.
+
+A checkout keeps the card's layout: app.py, pages/ and checkpoints/ beside capsviz/. An installed
+package carries the same files inside itself, under capsviz/_app/ (pyproject.toml maps them
+there), since site-packages has no room for top-level folders named pages/ or checkpoints/.
+
+The app shows one folder of models (pages/common.checkpoint_dir reads $CAPSVIZ_CHECKPOINTS):
+in a checkout checkpoints/ as before; installed, the user folder, into which `capsviz app`
+copies the shipped models the first time, so trained models sit beside them and the installed
+package is never written to.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+CHECKOUT = PACKAGE.parent
+SEEDED = ".shipped"  # in the user folder: the shipped models already copied once
+
+
+def app_dir() -> Path:
+    """The folder holding app.py, pages/ and checkpoints/."""
+    return PACKAGE / "_app" if (PACKAGE / "_app").is_dir() else CHECKOUT  # only an install has _app/
+
+
+def is_checkout() -> bool:
+    return app_dir() == CHECKOUT
+
+
+def shipped_checkpoints() -> Path:
+    return app_dir() / "checkpoints"
+
+
+def user_dir() -> Path:
+    """$CAPSVIZ_HOME, else the platform's folder for a user's application data."""
+    if os.environ.get("CAPSVIZ_HOME"):
+        return Path(os.environ["CAPSVIZ_HOME"])
+    home = Path.home()
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA") or home / "AppData" / "Local") / "capsviz"
+    if sys.platform == "darwin":
+        return home / "Library" / "Application Support" / "capsviz"
+    return Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share") / "capsviz"
+
+
+def checkpoint_dir() -> Path:
+    """The models the app and `capsviz list` show: $CAPSVIZ_CHECKPOINTS, else checkpoints/ in a
+    checkout, else <user folder>/checkpoints."""
+    if os.environ.get("CAPSVIZ_CHECKPOINTS"):
+        return Path(os.environ["CAPSVIZ_CHECKPOINTS"])
+    return shipped_checkpoints() if is_checkout() else user_dir() / "checkpoints"
+
+
+def seed_user_checkpoints(folder: Path) -> list[str]:
+    """Copy the shipped models into `folder` once each (a model the user deleted stays deleted);
+    returns the names copied. Nothing to do where `folder` is the shipped folder itself."""
+    shipped = shipped_checkpoints()
+    if folder.resolve() == shipped.resolve():
+        return []
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / SEEDED
+    done = set(marker.read_text().split()) if marker.is_file() else set()
+    copied = []
+    for src in sorted(shipped.glob("*.safetensors")):
+        if src.name in done or (folder / src.name).exists():
+            continue
+        tmp = folder / f".{src.name}.part"
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, folder / src.name)  # never half a model in the zoo
+        copied.append(src.name)
+    marker.write_text("\n".join(sorted(done | {p.name for p in shipped.glob("*.safetensors")})) + "\n")
+    return copied
