@@ -122,7 +122,7 @@ def test_the_robustness_page_shows_the_shipped_sweeps_without_running_them(real_
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # nothing computed on this machine
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["model"] = "capsnet-mnist.safetensors"
-    at.query_params["attack"] = "bim"
+    at.query_params["attack"] = "BIM"
     at.query_params["tab"] = "Adversarial attacks"
     at.switch_page("pages/robustness.py").run()
     assert not at.exception
