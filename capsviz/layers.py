@@ -94,7 +94,7 @@ class ConvCaps(nn.Module):
         if key not in self._index:
             ids = torch.arange(H * W * T, device=device).view(H, W, T)
             patches = ids.unfold(0, self.k, self.s).unfold(1, self.k, self.s)  # (Ho, Wo, T, K, K)
-            self._index[key] = patches.permute(0, 1, 3, 4, 2).reshape(-1, self.k * self.k * T)
+            self._index[key] = patches.permute(0, 1, 3, 4, 2).reshape(-1, self.k * self.k * T)  # (P, K*K*T)
         return self._index[key]
 
     def forward(self, pose, a, record: bool = False, iterations: int | None = None):
@@ -143,7 +143,7 @@ class ClassCaps(nn.Module):
             votes = votes + self.coords.view(H, W, 1, 1, 16)
         res = em_routing(
             votes.reshape(B, H * W * T, -1, 16),  # (B, I, J, 16)
-            a.reshape(B, H * W * T),
+            a.reshape(B, H * W * T),  # (B, I)
             it,
             self.beta_u,
             self.beta_a,

@@ -266,7 +266,7 @@ def _em(Vc, scale, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lo
     """EM on centred, scaled votes laid out (*N, J, I, H): both reductions are batched matmuls
     reading the votes in place. Returns mu in scaled units times scale (the caller adds the centre)."""
     *N, J, I, H = Vc.shape
-    V2 = Vc * Vc  # second moments from one more pass, not from a concatenated copy
+    V2 = Vc * Vc  # (*N, J, I, H): second moments from one more pass, not from a concatenated copy
     floor = (var_floor / scale**2).clamp_min(FLOOR_SCALED)  # the floor in scaled units
     log_scale = torch.log(scale)
     a_in = a_in.unsqueeze(-2)  # (*N, 1, I)
@@ -275,21 +275,21 @@ def _em(Vc, scale, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lo
     beta_u = beta_u.unsqueeze(-1) if beta_u.dim() else beta_u  # (J, 1) against (*N, J, H)
     lambdas = lambda_schedule(iterations, final_lambda)
     Rs, mus, sigmas, acts = [], [], [], []
-    for t, lam in enumerate(lambdas):
+    for t, lambda_ in enumerate(lambdas):
         # M-step (the first one with uniform assignments 1/J)
         Rp = a_in.expand(*N, J, I) / J if R is None else R * a_in  # (*N, J, I)
         S = Rp.sum(-1, keepdim=True)  # (*N, J, 1)
         w = (Rp / (S + EPS)).unsqueeze(-2)  # (*N, J, 1, I)
         mu = (w @ Vc).squeeze(-2)  # (*N, J, H)
         sig2 = ((w @ V2).squeeze(-2) - mu * mu).clamp_min(0) + floor  # (*N, J, H) scaled units
-        log_sigma = 0.5 * torch.log(sig2) + log_scale  # true units
+        log_sigma = 0.5 * torch.log(sig2) + log_scale  # (*N, J, H) true units
         cost = ((beta_u + log_sigma) * S).sum(-1)  # (*N, J)
-        dev = cost - cost.mean(-1, keepdim=True)
+        dev = cost - cost.mean(-1, keepdim=True)  # (*N, J)
         # the spread's gradient is taken as 0 where all costs are equal (no input activation), as
         # in the native kernel; torch's std would give 0/0 there
         sd = torch.sqrt((dev * dev).mean(-1, keepdim=True).clamp_min(1e-30)) + 1e-6
         z = dev / sd
-        logit_a = lam * (beta_a - z)  # (*N, J)
+        logit_a = lambda_ * (beta_a - z)  # (*N, J)
         if record:
             Rs.append(torch.full_like(Rp, 1.0 / J) if R is None else R.detach())
             mus.append((mu * scale).detach())
@@ -298,20 +298,15 @@ def _em(Vc, scale, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lo
         if t == iterations - 1:
             break
         # E-step: sum_h (V - mu)^2 / sig2 expanded into two matmuls over the stored V and V^2
-        inv = 1.0 / sig2
+        inv = 1.0 / sig2  # (*N, J, H)
         quad = (V2 @ inv.unsqueeze(-1) + Vc @ (-2 * mu * inv).unsqueeze(-1)).squeeze(-1) + (mu * mu * inv).sum(-1, keepdim=True)
-        quad = quad.clamp(0, 1e30)  # cancellation can dip below 0
-        log_p = -0.5 * quad - 0.5 * torch.log(sig2).sum(-1, keepdim=True)  # constants cancel in R
+        quad = quad.clamp(0, 1e30)  # (*N, J, I); cancellation can dip below 0
+        log_p = -0.5 * quad - 0.5 * torch.log(sig2).sum(-1, keepdim=True)  # (*N, J, I); constants cancel in R
         logits = F.logsigmoid(logit_a).unsqueeze(-1) + log_p  # (*N, J, I)
         R = _normalise(logits, lower_index, num_lower)
     res = EMRoutingResult(a=torch.sigmoid(logit_a), mu=mu * scale)
     if record:
-        res.R, res.mu_trace, res.sigma, res.a_trace = (
-            torch.stack(Rs),
-            torch.stack(mus),
-            torch.stack(sigmas),
-            torch.stack(acts),
-        )
+        res.R, res.mu_trace, res.sigma, res.a_trace = (torch.stack(x) for x in (Rs, mus, sigmas, acts))  # (T, ...)
         res.lambdas = torch.tensor(lambdas)
     return res
 

@@ -113,7 +113,7 @@ def conv_path(x: torch.Tensor, weight: torch.Tensor, stride: int) -> str | None:
 
 
 def packed_gemm(dtype: torch.dtype) -> str | None:
-    """ "mkl" or "onednn" where PyTorch's private ops pre-pack a GEMM weight of this dtype here."""
+    """Which private ops pre-pack a GEMM weight of `dtype` on this CPU: "mkl", "onednn" or None."""
     from capsviz.kernels import gemm
 
     if not fast():
