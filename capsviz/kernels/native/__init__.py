@@ -130,8 +130,8 @@ def reason() -> str | None:
 
 
 def note() -> str:
-    """How the loaded kernel was built, where that matters (", one thread: ..."), else ""."""
-    return f", {_note}" if available() and _note else ""
+    """How the loaded kernel was built (", one thread: ..." where that matters) and where it lies."""
+    return f"{', ' + _note if _note else ''} ({_path})" if available() else ""
 
 
 def status() -> str:
@@ -139,7 +139,7 @@ def status() -> str:
     why = reason()
     if why is not None:
         return f"off ({why}); EM routes through PyTorch, several times slower"
-    return f"on{note()} ({_path})"
+    return f"on{note()}"
 
 
 def em_routing(
