@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from capsviz.config import preset
-from capsviz.kernels import gemm
+from capsviz.kernels import gemm, policy
 from capsviz.models import build_model
 
 
@@ -57,4 +57,4 @@ def test_a_private_op_that_fails_or_answers_wrong_is_not_used(fresh_checks, monk
     gemm.mkl_packed_gemm.cache_clear()
     monkeypatch.setattr(gemm, "packed_matmul", lambda kind, cols, packed, w, rows: torch.zeros(cols.shape[0], w.shape[0]))
     assert not gemm.mkl_packed_gemm()
-    assert gemm.pack_gemm_weight(torch.rand(8, 16), 4) is None
+    assert policy.packed_gemm(torch.float32) is None

@@ -26,9 +26,10 @@ class WeightCache:
         key = (weight._version, dtype, weight.data_ptr())
         if self.key != key:
             self.key, self.layout, self.packed = key, gemm_layout(weight.detach(), dtype), None
-        if x.shape[0] == 1 and self.packed is None:
-            k = weight.shape[-1]
-            self.packed = pack_gemm_weight(self.layout, ((x.shape[1] - k) // stride + 1) ** 2)
+        kind = policy.packed_gemm(dtype) if x.shape[0] == 1 and self.packed is None else None
+        if kind is not None:
+            rows = ((x.shape[1] - weight.shape[-1]) // stride + 1) ** 2  # output positions of one image
+            self.packed = pack_gemm_weight(self.layout, rows, kind)
         return self.layout, self.packed
 
 

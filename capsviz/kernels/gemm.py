@@ -119,14 +119,9 @@ def onednn_bf16_gemm() -> bool:
     return torch.backends.mkldnn.is_available() and _packing_works("onednn", torch.bfloat16)
 
 
-def pack_gemm_weight(w: torch.Tensor, rows: int) -> tuple[torch.Tensor, int, str] | None:
-    """A GEMM weight (N, K) pre-packed for (rows, K) @ (K, N) products: by MKL in float32, by
-    oneDNN in bfloat16 (AMX); None where neither applies (see `policy.packed_gemm`). For the
-    paper's PrimaryCaps at batch 1 (36 x 20736 @ 20736 x 256) the packed float32 product takes
-    about 2/3 of the plain one's time (the packed copy is ~3x the weight's size)."""
-    from capsviz.kernels import policy
-
-    kind = policy.packed_gemm(w.dtype)
-    if kind is None:
-        return None
+def pack_gemm_weight(w: torch.Tensor, rows: int, kind: str) -> tuple[torch.Tensor, int, str]:
+    """A GEMM weight (N, K) pre-packed for (rows, K) @ (K, N) products by `kind` ("mkl" in float32,
+    "onednn" in bfloat16 with AMX; `policy.packed_gemm` says which works here). For the paper's
+    PrimaryCaps at batch 1 (36 x 20736 @ 20736 x 256) the packed float32 product takes about 2/3
+    of the plain one's time (the packed copy is ~3x the weight's size)."""
     return private_op(f"{kind}_reorder")(w, rows), rows, kind

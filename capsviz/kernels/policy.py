@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
+from capsviz.kernels import fourier, gemm
+
 NATIVE_ENV = "CAPSVIZ_NATIVE"
 
 # The path names `paths` reports, one per fast path
@@ -100,8 +102,6 @@ def conv_path(x: torch.Tensor, weight: torch.Tensor, stride: int) -> str | None:
     but its weight gradient in float32 is slow, so float32 training takes the GEMM there too."""
     if not _cpu(x):
         return None
-    from capsviz.kernels import fourier  # the transform plans are built only where asked for
-
     B, H, W, C = x.shape
     O, _, k, _ = weight.shape
     dtype = compute_dtype(x)
@@ -114,8 +114,6 @@ def conv_path(x: torch.Tensor, weight: torch.Tensor, stride: int) -> str | None:
 
 def packed_gemm(dtype: torch.dtype) -> str | None:
     """Which private ops pre-pack a GEMM weight of `dtype` on this CPU: "mkl", "onednn" or None."""
-    from capsviz.kernels import gemm
-
     if not fast():
         return None
     if dtype == torch.float32 and gemm.mkl_packed_gemm():
@@ -145,7 +143,7 @@ def hand_backward(u_hat: torch.Tensor, record: bool) -> bool:
 def native_em(x: torch.Tensor) -> bool:
     """Route matrix capsules with the fused native kernel (forward and backward): on the CPU,
     where it could be built."""
-    from capsviz.kernels import native
+    from capsviz.kernels import native  # here, not at the top: the loader reads NATIVE_ENV from this module
 
     return _cpu(x) and native.available()
 
@@ -157,7 +155,7 @@ def centred_em(x: torch.Tensor) -> bool:
 
 def paths(device: torch.device | str = "cpu") -> list[PathStatus]:
     """Every fast path on `device`: (path, on, reason)."""
-    from capsviz.kernels import gemm, native
+    from capsviz.kernels import native
 
     device = torch.device(device)
     cpu = device.type == "cpu"
