@@ -10,7 +10,8 @@ conventions are those where capsviz and the widely used public PyTorch CapsNet c
 - `detach`: the public one routes with u_hat detached in all but the last iteration, so W gets a
   gradient only through the last s = sum_i c_i u_hat_i with c held fixed; capsviz backpropagates
   through every unrolled iteration (the logits b included).
-- `w_std`: the scale of the W_ij prediction matrices (both 0.01).
+- `w_std`: the scale of the W_ij prediction matrices (the public one: 0.01; capsviz: 0.01 until it
+  measured here, now sqrt(3 / I), 0.051 for the paper's I = 1152).
 - `margin_mean`: margin loss averaged over the classes instead of summed (the paper: summed; both sum).
 - `recon_mean`: reconstruction as the mean squared error per pixel instead of 0.0005 x its sum
   (both use 0.0005 x the sum per image, averaged over the batch).
@@ -56,6 +57,7 @@ VARIANTS = {
     v.name: v
     for v in (
         Variant("capsviz", own_forward=True),
+        Variant("w_std=0.01", w_std=0.01),  # capsviz's W before the fix, and the public CapsNet's
         Variant("capsviz-here"),  # this module's forward with capsviz's conventions: must match "capsviz"
         Variant("layout=flat", layout="flat"),
         Variant("detach", detach=True),
