@@ -18,6 +18,12 @@ conventions are those where capsviz and the widely used public PyTorch CapsNet c
 
 `python -m capsviz.analysis.early_learning [--model capsnet] [--steps 40] [--variants a,b]` prints
 the loss at step 0 and the batch accuracy at steps 9, 14, 24, 34 for each variant.
+
+Found (seed 0, paper CapsNet; RESULTS.md has the table): with W at 0.01 the first s is ~0.02 long,
+squash maps it to |v| ~ 3e-4 (its |s|^2 region, where it passes almost no gradient) and the batch
+accuracy stays near chance to step ~15. The loss reductions and the detached routing change
+nothing; W at 0.03-0.1 (or the public code's PrimaryCaps layout, which capsviz cannot adopt
+without changing what its checkpoints mean) starts learning within ~10 steps.
 """
 
 from __future__ import annotations
