@@ -44,7 +44,9 @@ class DigitCaps(nn.Module):
 
     def __init__(self, *, num_in: int, num_out: int, dim_in: int, dim_out: int):
         super().__init__()
-        self.W = nn.Parameter(0.01 * torch.randn(num_in, num_out, dim_out, dim_in))  # (I, J, D, K)
+        # std sqrt(3 / I), not a fixed 0.01: the first s (c = 1/J) then starts about as long as one primary capsule
+        # for any I, off squash's flat |s|^2 region (capsviz.analysis.early_learning)
+        self.W = nn.Parameter((3 / num_in) ** 0.5 * torch.randn(num_in, num_out, dim_out, dim_in))  # (I, J, D, K)
         self.kernel_cache = VoteWeights()
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
