@@ -31,6 +31,7 @@ from capsviz import __version__
 from capsviz.config import config_from_dict, to_dict
 from capsviz.errors import CapsvizError
 from capsviz.models import build_model, count_parameters
+from capsviz.paths import atomic_write, partial_files
 from capsviz.schema import MAX_META_BYTES, Invalid, check_meta, check_train_state
 
 META_KEY = "capsviz"
@@ -47,25 +48,6 @@ def weights_digest(tensors: dict[str, torch.Tensor]) -> str:
         h.update(str(t.dtype).encode())
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
-
-
-def atomic_write(path: Path, write) -> None:
-    """write(tmp_path) then rename over `path`: a crash never leaves a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f:  # on disk before the rename publishes it: a power cut keeps old or new
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the file from other users
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def save_checkpoint(path: Path, model: torch.nn.Module, meta: dict, half: bool = False) -> str:
@@ -250,7 +232,7 @@ def recover(path: Path) -> None:
     files are removed, and a waiting `.next` state is renamed into place if it belongs to the
     weights there, removed otherwise."""
     path = Path(path)
-    for part in path.parent.glob(f".{path.name}.*.part"):
+    for part in partial_files(path):
         part.unlink(missing_ok=True)
     nxt = _next_state_path(path)
     if not nxt.exists():
