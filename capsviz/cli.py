@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from capsviz.config import DATASET_NAMES, MAX_ITERATIONS, PRESETS
+from capsviz.config import DATASET_NAMES, DATASETS, MAX_ITERATIONS, PRESETS
 from capsviz.errors import CapsvizError
 from capsviz.progress import time_left
 
@@ -365,7 +365,7 @@ def cmd_evaluate(args) -> int:
     device = pick_device(args.device)
     model, meta = load_checkpoint(args.path, device)
     dataset = args.dataset or meta.get("dataset", "mnist")
-    size = {"multimnist": 36, "affnist": 40}.get(dataset, 28)
+    size = DATASETS[dataset].in_size
     if model.config.in_size != size:
         raise CapsvizError(f"{args.path} takes {model.config.in_size}x{model.config.in_size} inputs; {dataset} images are {size}x{size}")
     data = load_split(dataset, "test", args.data_dir)

@@ -10,8 +10,33 @@ from dataclasses import asdict, dataclass, fields
 from capsviz.errors import CapsvizError
 
 INPUT_SIZES = (28, 32, 36, 40)
-DATASET_NAMES = ("mnist", "fashion-mnist", "multimnist", "affnist")  # the training datasets (capsviz.data.DATASETS)
 MAX_ITERATIONS = 20  # routing iterations accepted anywhere: the pages offer 1-10; each is a full pass over the votes
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A training dataset: everything else (the CLI's choices, the schema, the Train page, input
+    sizes, the learning-rate schedule) is derived from `DATASETS`."""
+
+    name: str
+    source: str  # the image files it is drawn from (capsviz.data.sources.SOURCES)
+    in_size: int  # the model's input: MultiMNIST pads to 36 for its shifts, affNIST to 40
+    labels: int = 1  # digits per image: MultiMNIST overlays two
+    decay_steps: int = (
+        2000  # steps per x0.96 learning-rate decay; the paper decays 10x more slowly on MultiMNIST, whose epochs are fresh pairs
+    )
+
+
+DATASETS: dict[str, Dataset] = {
+    d.name: d
+    for d in (
+        Dataset("mnist", "mnist", 28),
+        Dataset("fashion-mnist", "fashion-mnist", 28),
+        Dataset("multimnist", "mnist", 36, labels=2, decay_steps=20000),
+        Dataset("affnist", "mnist", 40),
+    )
+}
+DATASET_NAMES = tuple(DATASETS)
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,8 @@ from capsviz.routing import compile_em
 
 
 def default_decay_steps(dataset: str) -> int:
-    """Steps per x0.96 learning-rate decay unless a run says otherwise: the paper decays 10x more
-    slowly on MultiMNIST, whose epochs are fresh pairs."""
-    return 20000 if dataset == "multimnist" else 2000
+    """Steps per x0.96 learning-rate decay unless a run says otherwise (capsviz.config.Dataset)."""
+    return DATASETS[dataset].decay_steps
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,7 @@ class Event:
 
 def model_config(run: TrainRun):
     """The preset, sized for the dataset's images and 10 classes, with the run's overrides."""
-    overrides = {"routing_iterations": run.routing_iterations, "in_size": DATASETS[run.dataset][1], "num_classes": 10}
+    overrides = {"routing_iterations": run.routing_iterations, "in_size": DATASETS[run.dataset].in_size, "num_classes": 10}
     if preset(run.model).family == "capsnet":
         overrides["reconstruction"] = run.reconstruction
     if preset(run.model).family == "matrix":
@@ -127,7 +126,7 @@ def evaluate(model, dataset: str, data, *, batch_size=256, device="cpu", limit=N
         seen += len(y)
         if on_progress:
             on_progress(seen, total)
-    rule = "both digits among the two most active capsules" if dataset == "multimnist" else "argmax of the class scores"
+    rule = "both digits among the two most active capsules" if DATASETS[dataset].labels == 2 else "argmax of the class scores"
     return {
         "test_error": 100.0 * (1 - right / max(seen, 1)),
         "test_accuracy": 100.0 * right / max(seen, 1),

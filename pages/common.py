@@ -155,7 +155,7 @@ def sidebar() -> None:
             st.query_params["model"] = name
         device = pick_device("auto")
         active = next((m.get("dataset") for p, m in found if p.name == st.session_state.get("model_pick")), None)
-        source = DATASETS.get(active, ("mnist",))[0]  # MultiMNIST is drawn from MNIST
+        source = DATASETS[active or "mnist"].source  # MultiMNIST is drawn from MNIST
         place, _ = locate(SOURCES[source])  # where only: checksums are `python -m capsviz data`'s job (370 ms)
         where = f"data: {place}" if place else f"data: {source} not found (see `python -m capsviz data`)"
         from capsviz import native  # the EM kernel is a CPU path: say why it is off, as `capsviz doctor` does

@@ -13,7 +13,7 @@ import torch
 
 from capsviz import checkpoint as ckpt
 from capsviz import jobs
-from capsviz.config import PRESETS
+from capsviz.config import DATASETS, PRESETS
 from capsviz.errors import CapsvizError
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
@@ -46,7 +46,7 @@ busy = drawn[1] in jobs.ACTIVE
 with st.container(border=True):
     c1, c2, c3 = st.columns(3)
     model = c1.selectbox("Model", list(PRESETS), index=list(PRESETS).index("capsnet-small"), key="t_model")
-    dataset = c1.selectbox("Dataset", ["mnist", "fashion-mnist", "multimnist", "affnist"], key="t_dataset")
+    dataset = c1.selectbox("Dataset", list(DATASETS), key="t_dataset")
     epochs = c2.number_input("Epochs", 1, 200, 1, key="t_epochs")
     batch = c2.number_input("Batch size", 1, 1024, 128, key="t_batch")
     iters = c2.number_input("Routing iterations", 1, 10, 3, key="t_iters")
