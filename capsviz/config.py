@@ -6,6 +6,7 @@ A config is data: `to_dict` goes into every checkpoint and `config_from_dict` re
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from typing import ClassVar
 
 from capsviz.errors import CapsvizError
 
@@ -43,6 +44,11 @@ DATASET_NAMES = tuple(DATASETS)
 class CapsNetConfig:
     """Dynamic-routing CapsNet (Sabour et al. 2017, Fig. 1). Defaults are the paper's MNIST model."""
 
+    # What the family offers beyond its fields: the routing the pages can show (dynamic | em |
+    # None) and the TrainRun fields that override its config (capsviz.train.model_config)
+    routing: ClassVar[str | None] = "dynamic"
+    run_options: ClassVar[tuple[str, ...]] = ("reconstruction",)
+
     family: str = "capsnet"
     in_size: int = 28  # 28 MNIST, 36 MultiMNIST, 40 expanded MNIST / affNIST
     in_channels: int = 1
@@ -58,6 +64,11 @@ class CapsNetConfig:
     decoder_hidden: tuple[int, int] = (512, 1024)
 
     @property
+    def decodes(self) -> bool:
+        """Whether the model redraws its input from the class capsules (Fig. 2)."""
+        return self.reconstruction
+
+    @property
     def primary_grid(self) -> int:
         return (self.in_size - self.conv1_kernel + 1 - self.primary_kernel) // 2 + 1
 
@@ -65,6 +76,10 @@ class CapsNetConfig:
 @dataclass(frozen=True)
 class MatrixCapsConfig:
     """Matrix capsules with EM routing (Hinton et al. 2018, Fig. 1). Defaults: the paper's model."""
+
+    routing: ClassVar[str | None] = "em"
+    run_options: ClassVar[tuple[str, ...]] = ("final_lambda",)
+    decodes: ClassVar[bool] = False
 
     family: str = "matrix"
     in_size: int = 32  # 32 smallNORB crops, 28 MNIST
@@ -82,6 +97,10 @@ class MatrixCapsConfig:
 @dataclass(frozen=True)
 class CNNConfig:
     """The baseline CNNs the papers compare with; `kind` picks which one."""
+
+    routing: ClassVar[str | None] = None
+    run_options: ClassVar[tuple[str, ...]] = ()
+    decodes: ClassVar[bool] = False
 
     family: str = "cnn"
     kind: str = "mnist"  # mnist | multimnist | smallnorb

@@ -18,14 +18,12 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from capsviz import checkpoint as ckpt
 from capsviz.config import preset, to_dict
 from capsviz.data import DATASETS, batches, load_split, num_batches, prefetch
 from capsviz.devices import autocast, describe_hardware, pick_device
 from capsviz.errors import CapsvizError
-from capsviz.losses import margin_loss, reconstruction_loss, spread_loss, spread_margin
 from capsviz.models import build_model, count_parameters
 from capsviz.routing import compile_em
 
@@ -79,29 +77,14 @@ class Event:
 def model_config(run: TrainRun):
     """The preset, sized for the dataset's images and 10 classes, with the run's overrides."""
     overrides = {"routing_iterations": run.routing_iterations, "in_size": DATASETS[run.dataset].in_size, "num_classes": 10}
-    if preset(run.model).family == "capsnet":
-        overrides["reconstruction"] = run.reconstruction
-    if preset(run.model).family == "matrix":
-        overrides["final_lambda"] = run.final_lambda
+    overrides |= {k: getattr(run, k) for k in preset(run.model).run_options}
     return preset(run.model, **overrides)
 
 
 def objective(model, out, target, y, progress: float, margin_start: float = 0.2) -> torch.Tensor:
-    """Each family's loss as its paper defines it. target: what the decoder should redraw (the
-    input, or MultiMNIST's two digits apart, one per labelled capsule). progress in [0, 1] and
-    margin_start set the spread loss's margin."""
-    fam = model.config.family
-    if fam == "capsnet":
-        targets = y if y.dim() == 1 else F.one_hot(y, model.config.num_classes).sum(1).clamp(max=1)  # (B, J) 0/1
-        loss = margin_loss(out.scores.float(), targets)
-        if out.reconstruction is not None:
-            loss = loss + reconstruction_loss(out.reconstruction.float(), target)
-        return loss
-    if fam == "matrix":
-        return spread_loss(out.scores.float(), y, spread_margin(progress, start=margin_start))
-    if y.dim() == 2:  # MultiMNIST baseline: sigmoid cross-entropy on both labels
-        return F.binary_cross_entropy_with_logits(out.logits.float(), F.one_hot(y, out.logits.shape[1]).sum(1).clamp(max=1).float())
-    return F.cross_entropy(out.logits.float(), y)
+    """Each family's loss as its paper defines it (the model's `loss`). target: what a decoder
+    should redraw; progress in [0, 1] and margin_start set the spread loss's margin."""
+    return model.loss(out, y, target, progress=progress, margin_start=margin_start)
 
 
 def correct(scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -213,7 +196,7 @@ def _train(run, out, emit, stop, resume):
     net = model
     if world > 1:
         net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    if run.compile and model.config.family == "matrix":
+    if run.compile and model.config.routing == "em":  # the EM core is compiled, not the model around it
         compile_em()
     elif run.compile:
         net = torch.compile(net)

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from capsviz.config import MatrixCapsConfig
 from capsviz.layers import ClassCaps, ConvCaps, PrimaryMatrixCaps, conv_out, coordinate_grid, in_chunks, receptive_centres, use_native
+from capsviz.losses import spread_loss, spread_margin
 from capsviz.models import ModelOutput
 
 # (kernel, stride) of Conv1, PrimaryCaps, ConvCaps1, ConvCaps2: the receptive-field geometry
@@ -64,6 +65,20 @@ class MatrixCapsNet(nn.Module):
         capsules = functools.partial(self._capsules, iterations=iterations)
         a, mu = in_chunks(capsules, h, chunk=chunk, keep=EM_KEEP_VOTES // self.votes_per_image)
         return ModelOutput(scores=a, capsules=mu)
+
+    def loss(
+        self, out: ModelOutput, y: torch.Tensor, target=None, *, progress: float = 0.0, margin_start: float = 0.2, **_
+    ) -> torch.Tensor:
+        """The paper's spread loss (Eq. 3), its margin rising from `margin_start` to 0.9 as
+        training `progress`es from 0 to 1 (capsviz.losses.spread_margin)."""
+        return spread_loss(out.scores.float(), y, spread_margin(progress, start=margin_start))
+
+    def classify(self, x: torch.Tensor) -> ModelOutput:
+        return self(x)
+
+    def trace(self, x: torch.Tensor, iterations: int | None = None):
+        """The class layer's EM routing with every iteration recorded (an EMRoutingResult)."""
+        return self(x, iterations=iterations, record=True).trace
 
     def _capsules(self, h: torch.Tensor, iterations: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         pose, a = self.primary(h)
