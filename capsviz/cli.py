@@ -156,7 +156,7 @@ def parser() -> Parser:
     )
     b.add_argument(
         "--step-parts",
-        choices=[n for n, c in PRESETS.items() if c.family == "capsnet"],
+        choices=[n for n, c in PRESETS.items() if c.routing == "dynamic"],
         help="instead: ms per part of a CapsNet preset's CPU training step",
     )
     b.add_argument("--sweeps", action="store_true", help="instead: seconds of each page sweep at its defaults (shipped models, real data)")
@@ -290,7 +290,7 @@ def cmd_train(args) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     if meta:
-        print(json.dumps({"checkpoint": str(args.out), **meta.get("metrics", {})}))
+        print(json.dumps({"checkpoint": str(args.out), **meta.metrics.to_dict()}))
     return 0
 
 
@@ -364,7 +364,7 @@ def cmd_evaluate(args) -> int:
 
     device = pick_device(args.device)
     model, meta = load_checkpoint(args.path, device)
-    dataset = args.dataset or meta.get("dataset", "mnist")
+    dataset = args.dataset or meta.image_dataset
     size = DATASETS[dataset].in_size
     if model.config.in_size != size:
         raise CapsvizError(f"{args.path} takes {model.config.in_size}x{model.config.in_size} inputs; {dataset} images are {size}x{size}")
@@ -374,7 +374,7 @@ def cmd_evaluate(args) -> int:
         from capsviz.analysis.routing import coupling_summary
         from capsviz.data import batches
 
-        if model.config.family != "capsnet":
+        if model.config.routing != "dynamic":
             raise CapsvizError(f"--routing: {args.path} is a {model.config.family} model; the coupling summary is for dynamic routing")
         x = torch.cat([b[0] for b in batches(dataset, data, 250, train=False, device=device, limit=1000)])
         metrics["routing"] = coupling_summary(model, x.squeeze(1), model.config.routing_iterations)
@@ -394,10 +394,10 @@ def cmd_list(args) -> int:
         if isinstance(meta, str):
             print(f"{path.name}: unusable: {meta}")
             continue
-        m = meta.get("metrics", {})
-        err = f"{m['test_error']:.2f}% test error on {m['n_test']}" if "test_error" in m else "not evaluated"
+        m = meta.metrics
+        err = f"{m.test_error:.2f}% test error on {m.n_test}" if m.measured else "not evaluated"
         epochs, hardware = training_labels(total_training(meta), unit=" epochs")
-        print(f"{path.name}: {meta['config']['family']} on {meta.get('dataset')}, {epochs}, {err}, {hardware}")
+        print(f"{path.name}: {meta.family} on {meta.dataset}, {epochs}, {err}, {hardware}")
     return 0
 
 
@@ -441,26 +441,28 @@ def cmd_export(args) -> int:
         raise CapsvizError(f"{args.dst} is a folder; name the file to write, e.g. {args.dst / args.src.name}")
     device = pick_device(args.device)
     model, meta = load_checkpoint(args.src, device)
-    if "dataset" not in meta:
+    if meta.dataset is None:
         raise CapsvizError(f"{args.src} does not record the dataset it was trained on; export re-measures its test error there")
     check_room(args.dst, pair_bytes(model))  # before the evaluation, which takes minutes
-    data = load_split(meta["dataset"], "test", args.data_dir)
-    x = next(batches(meta["dataset"], data, 256, train=False, device=device))[0]
+    data = load_split(meta.dataset, "test", args.data_dir)
+    x = next(batches(meta.dataset, data, 256, train=False, device=device))[0]
 
     def reconstructions():
         with torch.no_grad():
             return model(x).reconstruction
 
-    before, rec = evaluate(model, meta["dataset"], data, device=device), reconstructions()
+    before, rec = evaluate(model, meta.dataset, data, device=device), reconstructions()
     model.half().float()  # round every weight through float16, as the file will store it
-    after, rec16 = evaluate(model, meta["dataset"], data, device=device), reconstructions()
+    after, rec16 = evaluate(model, meta.dataset, data, device=device), reconstructions()
     rec_change = None if rec is None else float((rec16 - rec).abs().max())
     change = after["test_error"] - before["test_error"]
     if abs(change) > args.max_change:
         raise CapsvizError(
             f"float16 storage changes the test error by {change:+.3f} points ({before['test_error']:.2f}% -> {after['test_error']:.2f}%); not exported"
         )
-    meta = dict(meta, metrics=after, float32_test_error=before["test_error"], stored_as="float16", float16_reconstruction_change=rec_change)
+    meta = dict(
+        meta.raw, metrics=after, float32_test_error=before["test_error"], stored_as="float16", float16_reconstruction_change=rec_change
+    )
     with writer_lock(args.dst):
         save_checkpoint(args.dst, model, meta, half=True)
     print(

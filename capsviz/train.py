@@ -26,6 +26,7 @@ from capsviz.devices import autocast, describe_hardware, pick_device
 from capsviz.errors import CapsvizError
 from capsviz.models import build_model, count_parameters
 from capsviz.routing import compile_em
+from capsviz.schema import CheckpointMeta
 
 
 def default_decay_steps(dataset: str) -> int:
@@ -131,8 +132,9 @@ def train(
     on_event: Callable[[Event], None] | None = None,
     stop: threading.Event | None = None,
     resume: Path | None = None,
-) -> dict:
-    """Train, save to `out` (safetensors) every epoch and at the end; return the final metadata."""
+) -> CheckpointMeta | None:
+    """Train, save to `out` (safetensors) every epoch and at the end; return the final metadata
+    (None in the processes of a distributed run other than rank 0, which write nothing)."""
     out = Path(out)
     emit = on_event or (lambda e: None)
     try:
@@ -178,7 +180,7 @@ def _train(run, out, emit, stop, resume):
             raise CapsvizError(f"{source} holds a different model from the one this run trains: {diff}")
         model.load_state_dict(loaded.state_dict())
         # a resumed run keeps what its first part recorded; a fresh one records its source
-        started_from = source_meta.get("started_from") if state else ckpt.lineage(source, source_meta)
+        started_from = source_meta.started_from if state else ckpt.lineage(source, source_meta)
     train_set = load_split(run.dataset, "train", run.data_dir)
     test_set = load_split(run.dataset, "test", run.data_dir)
     n_train = len(train_set) if run.train_limit is None else min(run.train_limit, len(train_set))
@@ -293,7 +295,7 @@ def _train(run, out, emit, stop, resume):
             if stop.is_set():
                 save(epoch, k + 1, metrics, final=False)
                 emit(Event("stopped", epoch, step, total, message=f"stopped at step {step}/{total}; resume with --resume {out}"))
-                return ckpt.read_meta(out) if rank == 0 else {}
+                return ckpt.read_meta(out) if rank == 0 else None
         start_batch = 0
         if rank == 0:
             emit(
@@ -324,9 +326,9 @@ def _train(run, out, emit, stop, resume):
         print(f"rank {rank} weights sha256 {digest}", flush=True)
         dist.barrier()
     if rank != 0:
-        return {}
+        return None
     meta = ckpt.read_meta(out)
-    emit(Event("finished", run.epochs, step, total, metrics=meta.get("metrics", {}), message=f"saved {out}"))
+    emit(Event("finished", run.epochs, step, total, metrics=meta.metrics.to_dict(), message=f"saved {out}"))
     return meta
 
 

@@ -84,8 +84,8 @@ run = TrainRun(
     dataset=dataset,
     epochs=int(epochs),
     batch_size=int(batch),
-    routing_iterations=int(iters) if PRESETS[model].family != "cnn" else None,
-    reconstruction=recon if PRESETS[model].family == "capsnet" else None,
+    routing_iterations=int(iters) if PRESETS[model].routing else None,
+    reconstruction=recon if "reconstruction" in PRESETS[model].run_options else None,
     precision=precision,
     decay_steps=int(decay),
     train_limit=int(limit) or None,
@@ -133,9 +133,9 @@ def about(path) -> str:
         meta = ckpt.read_meta(path)
     except (CapsvizError, OSError):
         return "a file capsviz cannot read"
-    error = meta.get("metrics", {}).get("test_error") if isinstance(meta.get("metrics"), dict) else None
-    model = meta.get("run", {}).get("model", "a model") if isinstance(meta.get("run"), dict) else "a model"
-    return f"{model} trained here, saved {when}" + (f", test error {error:.2f}%" if isinstance(error, int | float) else "")
+    error = meta.metrics.test_error
+    model = (meta.run or {}).get("model", "a model")
+    return f"{model} trained here, saved {when}" + (f", test error {error:.2f}%" if error is not None else "")
 
 
 def ask_before_start(pending: dict) -> None:

@@ -214,7 +214,7 @@ def test_train_page_runs_to_completion_and_model_appears(app):
     assert not app.exception
     assert app.success and "Finished" in app.success[0].value
     assert (app.folder / "fresh.safetensors").is_file()
-    meta_run = ckpt.read_meta(app.folder / "fresh.safetensors")["run"]
+    meta_run = ckpt.read_meta(app.folder / "fresh.safetensors").run
     assert meta_run["device"] == "cpu" and meta_run["decay_steps"] == 180
     app.switch_page("pages/zoo.py").run()
     assert "fresh" in [s.value for s in app.subheader]

@@ -195,14 +195,14 @@ def test_an_oversized_header_is_refused_before_it_is_read(good, tmp_path):
 
 def test_shipped_checkpoints_pass_the_schema():
     for _, meta in ckpt.list_checkpoints(ROOT / "checkpoints"):
-        assert isinstance(meta, dict), meta
+        assert isinstance(meta, ckpt.CheckpointMeta), meta
 
 
 def test_one_bad_file_is_listed_as_unusable_and_hides_nothing(good, tmp_path, capsys):
     rewrite(good, tmp_path / "bad-dataset.safetensors", setter("dataset", ["mnist"]))
     rewrite(good, tmp_path / "deep.safetensors", raw="[" * 100_000)
     rows = dict(ckpt.list_checkpoints(tmp_path))
-    assert isinstance(rows[good], dict)
+    assert isinstance(rows[good], ckpt.CheckpointMeta)
     assert "dataset" in rows[tmp_path / "bad-dataset.safetensors"] and isinstance(rows[tmp_path / "deep.safetensors"], str)
     assert main(["list", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -341,7 +341,7 @@ def test_a_kill_at_any_point_of_a_save_leaves_a_matching_pair(tmp_path, small_mo
     assert proc.returncode == 9, proc.stderr
     model, meta = ckpt.load_checkpoint(p)
     state = ckpt.load_train_state(p)
-    assert state["epoch"] == survivor and meta["epochs"] == survivor and state["weights_sha256"] == meta["weights_sha256"]
+    assert state["epoch"] == survivor and meta.epochs == survivor and state["weights_sha256"] == meta.weights_sha256
     with ckpt.writer_lock(p):
         ckpt.recover(p)  # what the next `train --out` does first
     assert sorted(f.name for f in tmp_path.iterdir()) == [".run.safetensors.lock", "run.safetensors", "run.safetensors.train.pt"]
@@ -545,7 +545,7 @@ def test_bad_training_state_is_refused_in_one_line(trained, synthetic_data, tmp_
     torch.save(state, ckpt.train_state_path(p))
     assert main(["train", "--resume", str(p), "--epochs", "2", "--out", str(p)]) == 2
     one_error_line(capsys, says)
-    assert ckpt.read_meta(p)["epochs"] == 1  # nothing was trained or saved
+    assert ckpt.read_meta(p).epochs == 1  # nothing was trained or saved
 
 
 def test_a_pickled_state_is_refused_once_without_torchs_advice(trained, synthetic_data, tmp_path, capsys):
@@ -562,7 +562,7 @@ def test_the_unspoiled_state_resumes(trained, synthetic_data, tmp_path):
     p.write_bytes(trained.read_bytes())
     ckpt.train_state_path(p).write_bytes(ckpt.train_state_path(trained).read_bytes())
     assert main(["train", "--resume", str(p), "--epochs", "2", "--out", str(p)]) == 0
-    assert ckpt.read_meta(p)["epochs"] == 2
+    assert ckpt.read_meta(p).epochs == 2
 
 
 # ---------------------------------------------------------------- CLI arguments
