@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from capsviz import checkpoint as ckpt
-from capsviz.config import preset, to_dict
+from capsviz.config import TrainRun, preset, to_dict
 from capsviz.data import DATASETS, batches, load_split, num_batches, prefetch
 from capsviz.devices import autocast, describe_hardware, pick_device
 from capsviz.errors import CapsvizError
@@ -32,31 +32,6 @@ from capsviz.schema import CheckpointMeta
 def default_decay_steps(dataset: str) -> int:
     """Steps per x0.96 learning-rate decay unless a run says otherwise (capsviz.config.Dataset)."""
     return DATASETS[dataset].decay_steps
-
-
-@dataclass(frozen=True)
-class TrainRun:
-    """Everything that defines a run; saved in the checkpoint so a resume can check it."""
-
-    model: str = "capsnet-small"  # preset name (capsviz.config.PRESETS)
-    dataset: str = "mnist"
-    epochs: int = 10
-    batch_size: int = 128
-    routing_iterations: int | None = None  # None: the preset's
-    reconstruction: bool | None = None  # None: the preset's
-    final_lambda: float | None = None  # matrix capsules' EM inverse temperature; None: the preset's
-    lr: float = 1e-3  # Adam, TensorFlow defaults otherwise
-    lr_decay: float = 0.96  # multiply the rate by this every `decay_steps` steps
-    decay_steps: int = 2000  # default_decay_steps(dataset) is what the CLI and the Train page pass
-    seed: int = 0
-    device: str = "auto"
-    precision: str = "fp32"
-    compile: bool = False
-    data_dir: str | None = None
-    train_limit: int | None = None  # use only the first N training images (quick runs, tests)
-    test_limit: int | None = None
-    init_from: str | None = None  # start from this checkpoint's weights (fine-tuning); fresh optimiser and schedule
-    margin_start: float = 0.2  # spread loss (matrix capsules): the margin rises from here to 0.9
 
 
 @dataclass

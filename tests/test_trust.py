@@ -760,3 +760,21 @@ def test_fewer_than_one_iteration_is_refused(iterations):
         dynamic_routing(torch.randn(1, 4, 2, 3), iterations)
     with pytest.raises(ValueError, match="at least 1"):
         em_routing(torch.randn(1, 4, 2, 16), torch.rand(1, 4), iterations)
+
+
+def test_train_flags_are_the_run_fields_with_help_and_defaults(capsys):
+    import dataclasses
+
+    from capsviz.cli import parser
+
+    args = parser().parse_args(["train", "--out", "o.safetensors", "--no-reconstruction", "--init-from", "a.safetensors"])
+    run = TrainRun(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainRun)})
+    assert run.reconstruction is False and run.init_from == "a.safetensors" and run.routing_iterations is None
+    assert parser().parse_args(["train", "--out", "o"]).reconstruction is None  # the preset's
+    with pytest.raises(SystemExit):
+        parser().parse_args(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for f in dataclasses.fields(TrainRun):
+        flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
+        assert flag in text, flag
+    assert "(default: 128)" in text and "(default: the preset's)" in text and text.count("(default:") >= len(dataclasses.fields(TrainRun))
