@@ -274,7 +274,8 @@ def cmd_train(args) -> int:
 class SignalFlag:
     """The stop signal a SIGTERM handler raises: a plain attribute, no lock. A threading.Event
     deadlocks when a second SIGTERM arrives (`kill` plus `timeout`, a batch system signalling every
-    process) while the first handler holds the Event's lock inside set(): seen on a GPU run."""
+    process) while the first handler holds the Event's lock inside set(): the handler runs on the
+    thread it interrupted, so the second waits for a lock the first can never release."""
 
     def __init__(self):
         self.raised = False

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from capsviz.config import DATASET_NAMES, INPUT_SIZES, MAX_ITERATIONS, PRESETS, ModelConfig, config_from_dict
+from capsviz.config import DATASET_NAMES, INPUT_SIZES, MAX_ITERATIONS, PRESETS, CapsNetConfig, ModelConfig, config_from_dict
 from capsviz.errors import CapsvizError
 
 MAX_META_BYTES = 1_000_000  # the longest shipped metadata (MultiMNIST, 100 epochs of history) is 126 kB
@@ -200,7 +200,7 @@ class Config:
             cfg = config_from_dict(v)
         except CapsvizError as e:
             raise Invalid(where, str(e)) from None
-        if family == "capsnet" and cfg.primary_grid < 1:
+        if isinstance(cfg, CapsNetConfig) and cfg.primary_grid < 1:
             raise Invalid(
                 where,
                 f"kernels of {cfg.conv1_kernel} and {cfg.primary_kernel} leave no PrimaryCaps grid on {cfg.in_size}x{cfg.in_size} inputs",
