@@ -222,7 +222,7 @@ SHA256 = Str(max_len=64)
 
 METRICS = Obj({"test_error": PERCENT, "test_accuracy": PERCENT, "n_test": Int(0, 10**8), "how": Str(max_len=1000)})
 
-# TrainRun (capsviz.train): every field, since a resume rebuilds the run from it
+# TrainRun (capsviz.config): every field, since a resume rebuilds the run from it
 RUN = Obj(
     {
         "model": Str(choices=tuple(PRESETS)),
@@ -357,7 +357,7 @@ class CheckpointMeta:
     metrics: Metrics = Metrics()
     parameters: int = 0
     capsviz_version: str | None = None
-    run: dict | None = None  # the TrainRun's fields (capsviz.train.TrainRun)
+    run: dict | None = None  # the TrainRun's fields (capsviz.config.TrainRun)
     hardware: str | None = None
     effective_batch_size: int | None = None
     epochs: float | None = None

@@ -778,3 +778,11 @@ def test_train_flags_are_the_run_fields_with_help_and_defaults(capsys):
         flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
         assert flag in text, flag
     assert "(default: 128)" in text and "(default: the preset's)" in text and text.count("(default:") >= len(dataclasses.fields(TrainRun))
+
+
+def test_the_run_schema_checks_every_run_field():
+    import dataclasses
+
+    from capsviz.schema import RUN
+
+    assert set(RUN.fields) == {f.name for f in dataclasses.fields(TrainRun)}
