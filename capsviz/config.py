@@ -24,9 +24,8 @@ class Dataset:
     source: str  # the image files it is drawn from (capsviz.data.sources.SOURCES)
     in_size: int  # the model's input: MultiMNIST pads to 36 for its shifts, affNIST to 40
     labels: int = 1  # digits per image: MultiMNIST overlays two
-    decay_steps: int = (
-        2000  # steps per x0.96 learning-rate decay; the paper decays 10x more slowly on MultiMNIST, whose epochs are fresh pairs
-    )
+    # steps per x0.96 learning-rate decay: the paper decays 10x more slowly on MultiMNIST, whose epochs are fresh pairs
+    decay_steps: int = 2000
 
 
 DATASETS: dict[str, Dataset] = {

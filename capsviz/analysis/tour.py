@@ -220,7 +220,7 @@ class MatrixTour:
 @torch.no_grad()
 def matrix_tour(model, image: np.ndarray, iterations: int | None = None) -> MatrixTour:
     x = as_batch(image)
-    out = model(x, iterations=iterations, record=True)
+    out = model.trace(x, iterations)
     tr = out.trace
     h = torch.relu(model.conv1(x))
     pose, a = model.primary(h)  # (1, H, W, types, 16), (1, H, W, types)

@@ -134,9 +134,10 @@ class CapsNet(nn.Module):
         """Class scores alone: no reconstruction drawn."""
         return self(x, reconstruct=False)
 
-    def trace(self, x: torch.Tensor, iterations: int | None = None):
-        """DigitCaps' routing with every iteration recorded (a DynamicRoutingResult)."""
-        return self(x, iterations=iterations, record=True, reconstruct=False).trace
+    def trace(self, x: torch.Tensor, iterations: int | None = None) -> ModelOutput:
+        """What the routing pages read: the output with DigitCaps' routing recorded at every
+        iteration (`trace`, a DynamicRoutingResult), no reconstruction."""
+        return self(x, iterations=iterations, record=True, reconstruct=False)
 
     def _mask(self, lengths: torch.Tensor, y: torch.Tensor | None) -> torch.Tensor:
         J = lengths.shape[1]

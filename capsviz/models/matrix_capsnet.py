@@ -76,9 +76,10 @@ class MatrixCapsNet(nn.Module):
     def classify(self, x: torch.Tensor) -> ModelOutput:
         return self(x)
 
-    def trace(self, x: torch.Tensor, iterations: int | None = None):
-        """The class layer's EM routing with every iteration recorded (an EMRoutingResult)."""
-        return self(x, iterations=iterations, record=True).trace
+    def trace(self, x: torch.Tensor, iterations: int | None = None) -> ModelOutput:
+        """What the routing pages read: the output with every EM iteration recorded, the class
+        layer's as `trace` and every routed layer's in `layer_traces` (EMRoutingResults)."""
+        return self(x, iterations=iterations, record=True)
 
     def _capsules(self, h: torch.Tensor, iterations: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         pose, a = self.primary(h)
