@@ -181,6 +181,41 @@ TERMS: dict[str, Term] = {
         "how undecided",
         "Of a lower capsule's couplings: log J when it splits its vote equally over J capsules, 0 when it sends everything to one.",
     ),
+    "epsilon": Term(
+        "epsilon",
+        "attack size",
+        "How far an attack may change each pixel (pixels run from 0 to 1): 0.1 lets every pixel move by up to a tenth of "
+        "the way from black to white. Larger epsilon, stronger attack, and a more visibly changed image.",
+    ),
+    "fgsm": Term(
+        "FGSM",
+        "one-step attack",
+        "Fast gradient sign method: every pixel moves by epsilon in the direction that most increases the model's error, "
+        "worked out from one gradient of the loss with respect to the image.",
+    ),
+    "bim": Term(
+        "BIM",
+        "many-step attack",
+        "Basic iterative method: FGSM in 10 smaller steps, each recomputing the gradient and kept within epsilon of the "
+        "original image. Usually stronger than FGSM at the same epsilon.",
+    ),
+    "targeted": Term(
+        "targeted",
+        "attack towards a chosen class",
+        "Untargeted attacks push the image away from its true class (accuracy should fall); targeted ones pull it towards "
+        "one chosen wrong class (the success rate is how often the model then says that class).",
+    ),
+    "affine": Term(
+        "affine transform",
+        "rotate, scale, shear, move",
+        "A change of the image that keeps straight lines straight: rotation, scaling, shearing and shifting. The capsule "
+        "papers claim capsules cope better with poses they did not see in training.",
+    ),
+    "test_error": Term(
+        "test error",
+        "share of test images got wrong",
+        "Of the images the model never saw in training, the percentage it classifies wrongly: 0.5% is 50 of 10,000.",
+    ),
 }
 
 

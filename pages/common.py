@@ -327,13 +327,23 @@ def pick_image(dataset: str, names, size: int, model=None) -> tuple[np.ndarray, 
     return None
 
 
-def long_job(key: str, label: str, fn):
+def long_job(key: str, label: str, fn, stored=None):
     """A computation worth a button (sweeps over hundreds of images). Its result is kept in the
     session per `key`; while it runs a progress bar moves and a Cancel button stops it: any click
-    reruns the page, and Streamlit interrupts the loop at its next progress update."""
+    reruns the page, and Streamlit interrupts the loop at its next progress update. `stored()`
+    gives the result kept on disk for these models and settings (capsviz.analysis.stored), if any:
+    shown at once, without the button."""
     results = st.session_state.setdefault("long_results", {})
     if key in results:
         return results[key]
+    kept = stored() if stored else None
+    if kept is not None:
+        st.caption(
+            "A stored result: this sweep ran once before for these exact model files and settings (shipped with the "
+            "models, or run on this machine); running it again gives the same numbers (up to an image or two where another "
+            "CPU rounds differently)."
+        )
+        return kept
     running = f"running:{label}"
     if st.session_state.pop(running, None) == key:
         st.info(f"{label}: cancelled before it finished. Nothing was kept.")

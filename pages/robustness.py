@@ -5,9 +5,19 @@ import numpy as np
 import streamlit as st
 import torch
 
-from capsviz.analysis import predict
-from capsviz.analysis.robustness import affine_sweep, attack, attack_sweep, describe_comparison, other_class, warp
+from capsviz.analysis import predict, stored
+from capsviz.analysis.robustness import (
+    AttackCurve,
+    affine_sweep,
+    attack,
+    attack_sweep,
+    attack_test_images,
+    describe_comparison,
+    other_class,
+    warp,
+)
 from capsviz.data import class_names
+from capsviz.glossary import help_text
 from capsviz.viz import capsule_bars, sweep_lines, to_image
 from pages.common import checkpoint_dir, checkpoints, count_slider, load_model, long_job, page_model, pick_image, require_router, test_set
 
@@ -31,6 +41,7 @@ size = meta.config.in_size
 names = class_names(dataset)
 cnns = [p for p, m in checkpoints() if m.config.routing is None and m.config.in_size == size and m.image_dataset == dataset]
 models = {path.stem: model}
+files = {path.stem: path}
 if cnns:
     cnn_name = st.selectbox(
         "Baseline CNN",
@@ -42,12 +53,24 @@ if cnns:
     cnn_path = checkpoint_dir() / cnn_name
     cnn, _ = load_model(cnn_path)
     models[cnn_path.stem] = cnn
+    files[cnn_path.stem] = cnn_path
 else:
     st.info(
         f"No baseline CNN for {dataset} at {size}x{size} yet, so only the capsule model is shown. Train one: "
         f"`python -m capsviz train --model cnn-small --dataset {dataset} --out checkpoints/cnn-small-{dataset}.safetensors`."
     )
 key = st.session_state["model_key"] + "|" + "|".join(models)
+
+
+def stored_sweeps(kind: str, settings: dict) -> dict[str, str]:
+    """Each model's name for this sweep in the store of results (capsviz.analysis.stored)."""
+    return {name: stored.sweep_key(files[name], kind, settings) for name in models}
+
+
+def all_stored(keys: dict[str, str], convert=lambda v: v):
+    """Every model's stored result for this sweep, or None when one of them has none."""
+    found = {name: stored.read(k) for name, k in keys.items()}
+    return None if any(v is None for v in found.values()) else {name: convert(v) for name, v in found.items()}
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -73,7 +96,7 @@ with tab_affine:
         @st.fragment
         def transform_view():
             c = st.columns(5)
-            rot = c[0].slider("rotate (degrees)", -90, 90, 0, 5, key="rotate", bind="query-params")
+            rot = c[0].slider("rotate (degrees)", -90, 90, 0, 5, key="rotate", bind="query-params", help=help_text("affine"))
             scale = c[1].slider("scale", 0.5, 1.5, 1.0, 0.05, key="scale", bind="query-params")
             shear = c[2].slider("shear", -0.6, 0.6, 0.0, 0.05, key="shear", bind="query-params")
             dx = c[3].slider("move right (px)", -8, 8, 0, 1, key="right", bind="query-params")
@@ -99,12 +122,21 @@ with tab_affine:
     )
     data = test_set(dataset)
     if data is not None:
-        n = count_slider("Test images", [100, 200, 500, 1000, 2000], 500, len(data), "affine_images")
-        strengths = np.round(np.arange(0, 2.01, 0.25), 2)
+        n = count_slider("Test images", [100, 200, 500, 1000, 2000], stored.AFFINE_IMAGES, len(data), "affine_images")
+        strengths = stored.AFFINE_STRENGTHS
+        affine_keys = stored_sweeps("affine", stored.affine_settings(dataset, size, n, strengths))
+
+        def run_affine(progress):
+            sweep = affine_sweep(models, data.images[:n], data.labels[:n], size, strengths, on_progress=progress)
+            for name, acc in sweep.items():
+                stored.write(affine_keys[name], {"accuracy": acc})
+            return sweep
+
         sweep = long_job(
             f"{key}:affine:{n}",
             "Run the affine sweep",
-            lambda progress: affine_sweep(models, data.images[:n], data.labels[:n], size, strengths, on_progress=progress),
+            run_affine,
+            stored=lambda: all_stored(affine_keys, lambda v: v["accuracy"]),
         )
         if sweep is not None:
             st.plotly_chart(
@@ -130,14 +162,20 @@ with tab_adv:
     data = test_set(dataset)
     if data is not None:
         c = st.columns(3)
-        method = c[0].radio("Attack", ["fgsm", "bim"], format_func=str.upper, horizontal=True, key="attack", bind="query-params")
-        targeted = c[1].toggle("Targeted", key="targeted", bind="query-params")
-        n = count_slider("Test images", [50, 100, 200, 500, 1000], 100, len(data), "attack_images", c[2])
-        epsilons = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3]
-        x = data.images[:n].float().div(255).unsqueeze(1)
-        if size == 40:
-            x = torch.nn.functional.pad(x, (6, 6, 6, 6))
-        y = data.labels[:n]
+        method = c[0].radio(
+            "Attack",
+            ["fgsm", "bim"],
+            format_func=str.upper,
+            horizontal=True,
+            key="attack",
+            bind="query-params",
+            help=help_text("fgsm", "bim"),
+        )
+        targeted = c[1].toggle("Targeted", key="targeted", bind="query-params", help=help_text("targeted"))
+        n = count_slider("Test images", [50, 100, 200, 500, 1000], stored.ATTACK_IMAGES, len(data), "attack_images", c[2])
+        epsilons = stored.ATTACK_EPSILONS
+        x, y = attack_test_images(data, n, size)
+        attack_keys = stored_sweeps("attack", stored.attack_settings(dataset, method, targeted, n, epsilons))
 
         def run_all(progress):
             out = {}
@@ -145,9 +183,15 @@ with tab_adv:
                 out[name] = attack_sweep(
                     m, x, y, epsilons, method=method, targeted=targeted, on_progress=lambda d, t, k=k: progress(k * t + d, t * len(models))
                 )
+                stored.write(attack_keys[name], out[name].as_dict())
             return out
 
-        curves = long_job(f"{key}:adv:{method}:{targeted}:{n}", "Run the attack sweep", run_all)
+        curves = long_job(
+            f"{key}:adv:{method}:{targeted}:{n}",
+            "Run the attack sweep",
+            run_all,
+            stored=lambda: all_stored(attack_keys, AttackCurve.from_dict),
+        )
         if curves is not None:
             what = "success" if targeted else "accuracy"
             series = {name: (cv.success if targeted else cv.accuracy) for name, cv in curves.items()}
@@ -167,7 +211,7 @@ with tab_adv:
                 + ("" if meta.config.routing == "em" else "Pick the matrix-capsule model in the sidebar to test the EM paper's own claim.")
             )
         st.subheader("Attacked images")
-        eps = st.select_slider("epsilon", epsilons[1:], value=0.1, key="epsilon", bind="query-params")
+        eps = st.select_slider("epsilon", epsilons[1:], value=0.1, key="epsilon", bind="query-params", help=help_text("epsilon"))
         show = min(6, n)
         target = other_class(y[:show], 10) if targeted else None
         for name, m in models.items():

@@ -96,6 +96,22 @@ class AttackCurve:
     success: list[float]  # % classified as the target (targeted); [] when untargeted
     zero_gradients: float  # fraction, at the clean images
 
+    def as_dict(self) -> dict:
+        return {"epsilons": self.epsilons, "accuracy": self.accuracy, "success": self.success, "zero_gradients": self.zero_gradients}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> AttackCurve:
+        return cls(list(d["epsilons"]), list(d["accuracy"]), list(d["success"]), float(d["zero_gradients"]))
+
+
+def attack_test_images(data, n: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first n test images as (n, 1, size, size) floats in [0, 1] (28x28 digits centred on a
+    40x40 canvas for models that read 40x40), and their labels."""
+    x = data.images[:n].float().div(255).unsqueeze(1)
+    if size == 40:
+        x = F.pad(x, (6, 6, 6, 6))
+    return x, data.labels[:n]
+
 
 def attack_sweep(
     model,

@@ -108,3 +108,6 @@ def test_it_runs_beside_this_checkout_not_from_it(installed):
     )
     package, app = where.stdout.split()
     assert not Path(package).is_relative_to(ROOT) and Path(app).name == "_app"
+    # the stored sweeps travel with the shipped models (capsviz.analysis.stored)
+    shipped_sweeps = sorted(p.name for p in (ROOT / "checkpoints" / "sweeps").glob("*.json"))
+    assert shipped_sweeps and sorted(p.name for p in (Path(app) / "checkpoints" / "sweeps").glob("*.json")) == shipped_sweeps

@@ -4,8 +4,9 @@ once, for a fixed time, each with its own image, slider moves and routing iterat
     python tests/load/loadtest.py --sessions 20 --seconds 60       # starts its own server
     python tests/load/loadtest.py --url http://127.0.0.1:8501      # or drives a running one
 
-Each session opens the explorer on its own test image, then loops, looking 0.5-1.5 s before each
-move: a slider key press (its own dimension), a new image (its own sequence), or the routing
+Students arrive one after another over --arrive seconds (all at once is --arrive 0). Each session
+opens the explorer on its own test image (timed: "open page"), then for --seconds loops, looking
+0.5-1.5 s before each move: a slider key press (its own dimension), a new image (its own sequence), or the routing
 page's iteration. Every interaction is
 timed from the key press to the end of the rerun it starts (the page's script state back to idle),
 and after each one the session checks that the page shows its own image index, its own slider
@@ -47,9 +48,11 @@ class Session:
         self.timings, self.problems = timings, problems
 
     async def open(self, path: str) -> None:
+        t0 = time.perf_counter()
         await self.page.goto(f"{self.url}/{path}?model={self.model}&image={self.image}", timeout=180_000)
         await self.page.get_by_role("spinbutton", name="Test image index").wait_for(timeout=180_000)
         await self.page.wait_for_function(IDLE, timeout=180_000)
+        self.timings["open page"].append(time.perf_counter() - t0)
         self.offset = 0
 
     async def timed(self, name: str, act, shown) -> None:
@@ -126,9 +129,11 @@ class Session:
         want = "Iteration 3" if key == "End" else "Iteration 1"  # the coupling maps' title (3 iterations: the model's own)
         await self.timed("routing iteration", act, self.page.locator("[data-testid=stPlotlyChart] .gtitle", has_text=want))
 
-    async def run(self, until: float) -> None:
+    async def run(self, arrive: float, seconds: float) -> None:
         rng = random.Random(self.k)
+        await asyncio.sleep(arrive)
         await self.open("explorer")
+        until = time.perf_counter() + seconds  # each student works this long once the page is open
         while time.perf_counter() < until:
             await asyncio.sleep(rng.uniform(0.5, 1.5))  # a person looks before the next move
             if "/routing" in self.page.url:
@@ -139,11 +144,11 @@ class Session:
             await self.check()
 
 
-async def main(args) -> int:
+async def load(sessions: int, seconds: float, arrive: float, url: str | None, model: str = MODEL):
+    """Run the class; returns (timings: name -> seconds, problems: "error"/"leak" -> lines, elapsed s)."""
     from playwright.async_api import async_playwright
 
     proc = None
-    url = args.url
     if url is None:
         data = ROOT.parent / "shared" / "data"
         env = {"CAPSVIZ_CHECKPOINTS": str(ROOT / "checkpoints"), "XDG_CACHE_HOME": tempfile.mkdtemp()}
@@ -155,13 +160,13 @@ async def main(args) -> int:
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             pages = []
-            for _ in range(args.sessions):  # one context each: its own cookies, its own Streamlit session
+            for _ in range(sessions):  # one context each: its own cookies, its own Streamlit session
                 ctx = await browser.new_context(viewport={"width": 1200, "height": 1600})
                 pages.append(await ctx.new_page())
             start = time.perf_counter()
-            until = start + args.seconds
-            sessions = [Session(k, pg, url, args.model, timings, problems) for k, pg in enumerate(pages)]
-            results = await asyncio.gather(*(s.run(until) for s in sessions), return_exceptions=True)
+            students = [Session(k, pg, url, model, timings, problems) for k, pg in enumerate(pages)]
+            gap = arrive / max(sessions - 1, 1)
+            results = await asyncio.gather(*(s.run(k * gap, seconds) for k, s in enumerate(students)), return_exceptions=True)
             for k, r in enumerate(results):
                 if isinstance(r, Exception):
                     problems["error"].append(f"session {k}: {type(r).__name__}: {str(r).splitlines()[0][:200]}")
@@ -170,7 +175,22 @@ async def main(args) -> int:
     finally:
         if proc is not None:
             stop_streamlit(proc)
-    print(f"{args.sessions} browser sessions, {elapsed:.0f} s, model {args.model}, CPU {os.cpu_count()} cores")
+    return timings, problems, elapsed
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return "unknown CPU"
+
+
+def report(timings, problems, elapsed: float, args) -> int:
+    print(
+        f"{args.sessions} browser sessions arriving over {args.arrive:.0f} s, {args.seconds:.0f} s each, {elapsed:.0f} s in all, "
+        f"model {args.model}; {cpu_name()}, {os.cpu_count()} cores (server and every browser on this machine)"
+    )
     for name, seconds in sorted(timings.items()):
         ms = sorted(1000 * s for s in seconds)
         p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
@@ -185,7 +205,9 @@ async def main(args) -> int:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=20)
-    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--seconds", type=float, default=60, help="how long each session works once its page is open")
+    ap.add_argument("--arrive", type=float, default=30, help="the sessions open one after another over this many seconds")
     ap.add_argument("--url", help="a running capsviz server (default: start one with the shipped checkpoints)")
     ap.add_argument("--model", default=MODEL)
-    sys.exit(asyncio.run(main(ap.parse_args())))
+    a = ap.parse_args()
+    sys.exit(report(*asyncio.run(load(a.sessions, a.seconds, a.arrive, a.url, a.model)), a))
