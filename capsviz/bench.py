@@ -12,8 +12,9 @@ import torch
 
 from capsviz.config import PRESETS, MatrixCapsConfig, preset
 from capsviz.devices import autocast, describe_hardware, pick_device
+from capsviz.kernels import compile_em
 from capsviz.models import build_model, count_parameters
-from capsviz.routing import compile_em, dynamic_routing_ji
+from capsviz.routing import dynamic_routing_ji
 from capsviz.train import objective
 
 TRAIN_BATCH, INFER_BATCH = 128, 256
@@ -168,9 +169,10 @@ def table(results: list[dict]) -> str:
 
 def convolutions(steps: int = 3, batches: tuple[int, ...] = (8, 16, 32, 64, 128), names: list[str] | None = None) -> list[dict]:
     """PrimaryCaps' convolution of each CapsNet preset, float32 on the CPU, timed both ways per
-    batch size: the im2col GEMM and the Fourier-domain product (`capsviz.fourier`), forward alone
-    and forward + backward, and which one `conv2d_nhwc` picks. The evidence for fourier.MIN_BATCH."""
-    from capsviz import fourier
+    batch size: the im2col GEMM and the Fourier-domain product (`capsviz.kernels.fourier`), forward
+    alone and forward + backward, and which one the kernel policy picks. The evidence for
+    `capsviz.kernels.policy.MIN_BATCH`."""
+    from capsviz.kernels import policy
 
     rows = []
     for name in names or [n for n, c in PRESETS.items() if c.routing == "dynamic"]:
@@ -180,7 +182,7 @@ def convolutions(steps: int = 3, batches: tuple[int, ...] = (8, 16, 32, 64, 128)
         for B in batches:
             x = torch.rand(B, H, H, C, requires_grad=True)
             row = {"model": name, "input": f"{H}x{H}x{C}", "out_channels": O, "batch": B}
-            row["picked"] = "fourier" if fourier.worthwhile(B, H, H, C, O, k, 2) else "im2col"
+            row["picked"] = policy.conv_path(x, w, 2)
             for way in ("im2col", "fourier"):
                 row[f"{way}_forward_ms"], row[f"{way}_train_ms"] = _convolution_ms(way, x, w, steps)
             rows.append(row)
@@ -188,13 +190,13 @@ def convolutions(steps: int = 3, batches: tuple[int, ...] = (8, 16, 32, 64, 128)
 
 
 def _convolution_ms(way: str, x: torch.Tensor, w: torch.Tensor, steps: int) -> tuple[float, float]:
-    from capsviz import fourier
-    from capsviz.layers import _Im2colConv, gemm_layout
+    from capsviz.kernels import fourier
+    from capsviz.kernels.gemm import Im2colConv, gemm_layout
 
     def conv():
         if way == "fourier":
             return fourier.conv2d(x, w, 2)
-        return _Im2colConv.apply(x, gemm_layout(w, torch.float32), w.shape[-1], 2)
+        return Im2colConv.apply(x, gemm_layout(w, torch.float32), w.shape[-1], 2)
 
     cpu = torch.device("cpu")
     with torch.no_grad():
@@ -220,7 +222,7 @@ def capsnet_step_parts(name: str = "capsnet", steps: int = 3) -> dict[str, float
     training slices it), the decoder, the Adam update."""
     import torch.nn.functional as F
 
-    from capsviz.layers import in_chunks
+    from capsviz.kernels.slices import in_chunks
 
     cpu, B = torch.device("cpu"), TRAIN_BATCH
     torch.manual_seed(0)

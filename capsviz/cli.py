@@ -217,24 +217,18 @@ def cmd_doctor(args) -> int:
 
     import torch
 
-    from capsviz import native, paths
+    from capsviz import kernels, paths
     from capsviz.data import SOURCES
     from capsviz.data.sources import locate
     from capsviz.devices import describe_hardware, pick_device
-    from capsviz.layers import PRIVATE_OPS, mkl_packed_gemm, onednn_bf16_gemm, private_op
 
     device = pick_device("auto")
     print(f"capsviz {__import__('capsviz').__version__} ({'checkout' if paths.is_checkout() else 'installed'}: {paths.app_dir()})")
     print(f"python: {platform.python_version()} on {platform.system()} {platform.machine()}")
     print(f"torch: {torch.__version__}, {torch.get_num_threads()} threads")
     print(f"device: {device.type} ({describe_hardware(device)})")
-    print(f"native EM kernel: {native.status()}")
-    missing = [n for n in PRIVATE_OPS if private_op(n) is None]
-    packed = [k for k, ok in (("MKL float32", mkl_packed_gemm()), ("oneDNN bfloat16", onednn_bf16_gemm())) if ok]
-    print(
-        f"packed batch-1 GEMM: {', '.join(packed) or 'off (the public GEMM serves)'}"
-        + (f"; missing ops: {', '.join(missing)}" if missing else "")
-    )
+    for p in kernels.paths(device):
+        print(f"{p.path}: {'on' if p.on else 'off'} ({p.reason})")
     for name, source in SOURCES.items():
         place, _ = locate(source)
         print(f"data {name}: {place or 'not found (capsviz data --download)'}")

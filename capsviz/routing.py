@@ -11,6 +11,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from capsviz.kernels import dynamic as dynamic_kernel
+from capsviz.kernels import em as em_kernel
+from capsviz.kernels import policy
+from capsviz.kernels.policy import compile_em  # noqa: F401  (the trainer turns it on through here)
+
 EPS = 1e-8
 VAR_FLOOR = 1e-4  # EM variances are floored here (true units)
 # ... and never below this in scaled units: the E-step's 1/sig2 has the gradient -1/sig2^2, which
@@ -62,17 +67,12 @@ def dynamic_routing(u_hat: torch.Tensor, iterations: int = 3, record: bool = Fal
     logits b, whose agreement terms u_hat . v depend on u_hat and on the earlier v. b and c are
     per image and never learned. The trace is detached and does not change the result.
     """
-    return dynamic_routing_ji(u_hat.movedim(2, 1).contiguous(), iterations, record)
+    return dynamic_routing_ji(u_hat.movedim(2, 1).contiguous(), iterations, record)  # (B, J, I, D)
 
 
 def dynamic_routing_ji(u_hat: torch.Tensor, iterations: int = 3, record: bool = False) -> DynamicRoutingResult:
     """`dynamic_routing` on predictions laid out (B, J, I, D): both sums over i and d are then
-    batched matmuls that read u_hat in place (the (B, I, J, D) layout costs a copy per op).
-
-    Without a trace, in float32 or float64 outside autocast, the gradient comes from
-    `_DynamicRouting`'s hand-written backward: the same unrolled derivative as autograd's, in
-    2(T-1) reads of u_hat and one write of its gradient instead of autograd's many small
-    matrix products and accumulations (tests/test_routing.py checks it with gradcheck)."""
+    batched matmuls that read u_hat in place (the (B, I, J, D) layout costs a copy per op)."""
     _check_iterations(iterations)
     res = _route(u_hat, iterations, record)
     if u_hat.dtype != torch.float64 and not bool(torch.isfinite(res.v).all()) and bool(torch.isfinite(u_hat).all()):
@@ -88,89 +88,41 @@ def dynamic_routing_ji(u_hat: torch.Tensor, iterations: int = 3, record: bool = 
 
 
 def _route(u_hat: torch.Tensor, iterations: int, record: bool) -> DynamicRoutingResult:
-    if not record and u_hat.requires_grad and _hand_backward(u_hat):
-        return DynamicRoutingResult(v=_DynamicRouting.apply(u_hat, iterations))
+    if policy.hand_backward(u_hat, record):  # the same iterations, their gradient written out by hand
+        return DynamicRoutingResult(v=dynamic_kernel.routing_hand_backward(u_hat, iterations))
     cs, bs, vs, changes = [], [], [], []
-    for b, c, _, v, agreement in _iterations(u_hat, iterations, last_agreement=record):
+    for b, c, _, v, a in procedure_1(u_hat, iterations, last_agreement=record):
         if record:
-            cs.append(c.detach().transpose(1, 2))
-            bs.append(b.detach().transpose(1, 2))
-            vs.append(v.detach())
-            changes.append(agreement.detach().abs().mean(dim=(1, 2)))  # (B,)
+            cs.append(c.detach().transpose(1, 2))  # (B, I, J)
+            bs.append(b.detach().transpose(1, 2))  # (B, I, J)
+            vs.append(v.detach())  # (B, J, D)
+            changes.append(a.detach().abs().mean(dim=(1, 2)))  # (B,)
     if not record:
         return DynamicRoutingResult(v=v)
     return DynamicRoutingResult(v=v, c=torch.stack(cs), b=torch.stack(bs), v_trace=torch.stack(vs), b_change=torch.stack(changes))
 
 
-def _iterations(u_hat: torch.Tensor, iterations: int, last_agreement: bool = False):
-    """Procedure 1 on u_hat (B, J, I, D), the one definition both paths run: yields per iteration
+def procedure_1(u_hat: torch.Tensor, iterations: int, last_agreement: bool = False):
+    """Procedure 1 on u_hat (B, J, I, D), the one definition every path runs: yields per iteration
     the logits b and couplings c (B, J, I), s and v (B, J, D), and the agreement u_hat . v
     (B, J, I) that b takes next (None at the last iteration unless `last_agreement`)."""
     B, J, I, D = u_hat.shape
-    b = u_hat.new_zeros(B, J, I)
+    b = u_hat.new_zeros(B, J, I)  # (B, J, I) routing logits, uniform couplings at first
     for t in range(iterations):
-        c = b.softmax(dim=1)  # each lower capsule splits its vote over the J uppers
-        s = (c.unsqueeze(-2) @ u_hat).squeeze(-2)
-        v = squash(s)
+        c = b.softmax(dim=1)  # (B, J, I): each lower capsule splits its vote over the J uppers
+        s = (c.unsqueeze(-2) @ u_hat).squeeze(-2)  # (B, J, D): s_j = sum_i c_ij u_hat_j|i
+        v = squash(s)  # (B, J, D)
         last = t == iterations - 1
-        agreement = _dots(u_hat, v) if last_agreement or not last else None
-        yield b, c, s, v, agreement
+        a = agreement(u_hat, v) if last_agreement or not last else None  # (B, J, I)
+        yield b, c, s, v, a
         if not last:
-            b = b + agreement
+            b = b + a
 
 
-def _dots(u_hat: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def agreement(u_hat: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """u_hat (B, J, I, D) . v (B, J, D) -> (B, J, I). As v's row times u_hat's transposed
     view: MKL then streams u_hat 3x faster than u_hat @ v's 16-long dot products (BENCH.md)."""
-    return (v.unsqueeze(-2) @ u_hat.transpose(-1, -2)).squeeze(-2)
-
-
-def _hand_backward(u_hat: torch.Tensor) -> bool:
-    return u_hat.dtype in (torch.float32, torch.float64) and not torch.is_autocast_enabled(u_hat.device.type)
-
-
-class _DynamicRouting(torch.autograd.Function):
-    """Routing by agreement on u_hat (B, J, I, D) -> v (B, J, D), with the unrolled iterations'
-    derivative written out. Forward, for t = 0..T-1: c_t = softmax_j(b_t), s_t = sum_i c_t u,
-    v_t = squash(s_t), b_{t+1} = b_t + a_t with a_t = u . v_t. Backward, from t = T-1 down:
-    g_v_t = sum_i g_a_t u (g_a_t = g_b_{t+1}; the output's gradient at T-1), g_s_t through squash,
-    g_c_t = u . g_s_t, g_b_t = g_b_{t+1} + softmax'(c_t) g_c_t (b_0 is a constant, so t = 0 needs
-    no g_c), and g_u = sum_t c_t (x) g_s_t + sum_{t<T-1} g_a_t (x) v_t as one batched product."""
-
-    @staticmethod
-    def forward(ctx, u_hat: torch.Tensor, iterations: int) -> torch.Tensor:
-        _, cs, ss, vs, _ = zip(*_iterations(u_hat, iterations), strict=True)
-        ctx.save_for_backward(u_hat, *cs, *ss, *vs)
-        ctx.iterations = iterations
-        return vs[-1]
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, g_out: torch.Tensor):
-        T = ctx.iterations
-        u_hat, *saved = ctx.saved_tensors  # read once: a checkpointed slice unpacks them only once
-        cs, ss, vs = saved[:T], saved[T : 2 * T], saved[2 * T :]
-        left, right = [], []  # g_u = sum over k of left_k (x) right_k
-        g_b = None  # g_b_{t+1}
-        for t in reversed(range(T)):
-            if t == T - 1:
-                g_v = g_out
-            else:
-                g_v = (g_b.unsqueeze(-2) @ u_hat).squeeze(-2)  # through a_t = u . v_t
-                left.append(g_b)
-                right.append(vs[t])
-            with torch.enable_grad():
-                s = ss[t].detach().requires_grad_()
-                (g_s,) = torch.autograd.grad(squash(s), s, g_v)
-            left.append(cs[t])
-            right.append(g_s)
-            if t > 0:
-                g_c = _dots(u_hat, g_s)
-                c = cs[t]
-                g_bt = c * (g_c - (c * g_c).sum(dim=1, keepdim=True))
-                g_b = g_bt if g_b is None else g_b + g_bt
-        g_u = torch.stack(left, dim=-1) @ torch.stack(right, dim=-2)  # (B, J, I, K) @ (B, J, K, D)
-        return g_u, None
+    return (v.unsqueeze(-2) @ u_hat.transpose(-1, -2)).squeeze(-2)  # (B, J, I)
 
 
 @dataclass
@@ -301,31 +253,20 @@ def _centre_and_scale(V: torch.Tensor, per_image: bool) -> tuple[torch.Tensor, t
 def em_centred(Vc, centre, scale, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lower_index, num_lower, record):
     """EM on float32 votes already centred and scaled, laid out (*N, J, I, H) (see `em_routing`);
     `centre` (*N, J, H) and `scale` (broadcasts to (*N, J, H)) map poses back to true units.
-    Matrix-capsule layers call this directly with votes made centred by their own GEMM."""
-    out = (_compiled_em or _em)(Vc, scale, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lower_index, num_lower, record)
+    ConvCaps' fast path calls this directly with votes made centred by its own GEMM."""
+    steps = em_kernel.core(_em)  # the same steps, torch.compile'd when `compile_em()` is on
+    out = steps(Vc, scale, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lower_index, num_lower, record)
     out.mu = out.mu + centre
     if record:
         out.mu_trace = out.mu_trace + centre
     return out
 
 
-_compiled_em = None
-
-
-def compile_em() -> None:
-    """Route through a torch.compile'd EM core from now on: the compiler fuses the E- and M-step
-    loops, ~1.4x faster matrix-capsule training on the CPU (BENCH.md). Compiling the whole model
-    is slower here: the scatter over receptive fields breaks the graph into small pieces."""
-    global _compiled_em
-    if _compiled_em is None:
-        _compiled_em = torch.compile(_em, dynamic=False)
-
-
 def _em(Vc, scale, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lower_index, num_lower, record):
     """EM on centred, scaled votes laid out (*N, J, I, H): both reductions are batched matmuls
     reading the votes in place. Returns mu in scaled units times scale (the caller adds the centre)."""
     *N, J, I, H = Vc.shape
-    V2 = Vc * Vc  # second moments from one more pass, not from a concatenated copy
+    V2 = Vc * Vc  # (*N, J, I, H): second moments from one more pass, not from a concatenated copy
     floor = (var_floor / scale**2).clamp_min(FLOOR_SCALED)  # the floor in scaled units
     log_scale = torch.log(scale)
     a_in = a_in.unsqueeze(-2)  # (*N, 1, I)
@@ -334,21 +275,21 @@ def _em(Vc, scale, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lo
     beta_u = beta_u.unsqueeze(-1) if beta_u.dim() else beta_u  # (J, 1) against (*N, J, H)
     lambdas = lambda_schedule(iterations, final_lambda)
     Rs, mus, sigmas, acts = [], [], [], []
-    for t, lam in enumerate(lambdas):
+    for t, lambda_ in enumerate(lambdas):
         # M-step (the first one with uniform assignments 1/J)
         Rp = a_in.expand(*N, J, I) / J if R is None else R * a_in  # (*N, J, I)
         S = Rp.sum(-1, keepdim=True)  # (*N, J, 1)
         w = (Rp / (S + EPS)).unsqueeze(-2)  # (*N, J, 1, I)
         mu = (w @ Vc).squeeze(-2)  # (*N, J, H)
         sig2 = ((w @ V2).squeeze(-2) - mu * mu).clamp_min(0) + floor  # (*N, J, H) scaled units
-        log_sigma = 0.5 * torch.log(sig2) + log_scale  # true units
+        log_sigma = 0.5 * torch.log(sig2) + log_scale  # (*N, J, H) true units
         cost = ((beta_u + log_sigma) * S).sum(-1)  # (*N, J)
-        dev = cost - cost.mean(-1, keepdim=True)
+        dev = cost - cost.mean(-1, keepdim=True)  # (*N, J)
         # the spread's gradient is taken as 0 where all costs are equal (no input activation), as
         # in the native kernel; torch's std would give 0/0 there
         sd = torch.sqrt((dev * dev).mean(-1, keepdim=True).clamp_min(1e-30)) + 1e-6
         z = dev / sd
-        logit_a = lam * (beta_a - z)  # (*N, J)
+        logit_a = lambda_ * (beta_a - z)  # (*N, J)
         if record:
             Rs.append(torch.full_like(Rp, 1.0 / J) if R is None else R.detach())
             mus.append((mu * scale).detach())
@@ -357,20 +298,15 @@ def _em(Vc, scale, a_in, iterations, beta_u, beta_a, final_lambda, var_floor, lo
         if t == iterations - 1:
             break
         # E-step: sum_h (V - mu)^2 / sig2 expanded into two matmuls over the stored V and V^2
-        inv = 1.0 / sig2
+        inv = 1.0 / sig2  # (*N, J, H)
         quad = (V2 @ inv.unsqueeze(-1) + Vc @ (-2 * mu * inv).unsqueeze(-1)).squeeze(-1) + (mu * mu * inv).sum(-1, keepdim=True)
-        quad = quad.clamp(0, 1e30)  # cancellation can dip below 0
-        log_p = -0.5 * quad - 0.5 * torch.log(sig2).sum(-1, keepdim=True)  # constants cancel in R
+        quad = quad.clamp(0, 1e30)  # (*N, J, I); cancellation can dip below 0
+        log_p = -0.5 * quad - 0.5 * torch.log(sig2).sum(-1, keepdim=True)  # (*N, J, I); constants cancel in R
         logits = F.logsigmoid(logit_a).unsqueeze(-1) + log_p  # (*N, J, I)
         R = _normalise(logits, lower_index, num_lower)
     res = EMRoutingResult(a=torch.sigmoid(logit_a), mu=mu * scale)
     if record:
-        res.R, res.mu_trace, res.sigma, res.a_trace = (
-            torch.stack(Rs),
-            torch.stack(mus),
-            torch.stack(sigmas),
-            torch.stack(acts),
-        )
+        res.R, res.mu_trace, res.sigma, res.a_trace = (torch.stack(x) for x in (Rs, mus, sigmas, acts))  # (T, ...)
         res.lambdas = torch.tensor(lambdas)
     return res
 

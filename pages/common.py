@@ -159,9 +159,10 @@ def sidebar() -> None:
         source = DATASETS[active or "mnist"].source  # MultiMNIST is drawn from MNIST
         place, _ = locate(SOURCES[source])  # where only: checksums are `python -m capsviz data`'s job (370 ms)
         where = f"data: {place}" if place else f"data: {source} not found (see `python -m capsviz data`)"
-        from capsviz import native  # the EM kernel is a CPU path: say why it is off, as `capsviz doctor` does
+        from capsviz.kernels import policy  # the EM kernel is a CPU path: say why it is off, as `capsviz doctor` does
 
-        kernel = f" · native EM kernel off: {native.reason()}" if device.type == "cpu" and native.reason() else ""
+        why = policy.why_off(policy.NATIVE_EM, device) if device.type == "cpu" else None
+        kernel = f" · native EM kernel off: {why}" if why else ""
         st.caption(f"device: {'GPU' if device.type == 'cuda' else device.type.upper()} · {where}{kernel}")
 
 

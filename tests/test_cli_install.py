@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from test_app import app, router_mode  # noqa: F401  (fixtures)
 
-from capsviz import cli, native, paths
+from capsviz import cli, paths
+from capsviz.kernels import native
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,11 +3,14 @@ import resource
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from capsviz.config import PRESETS, CapsNetConfig, MatrixCapsConfig, config_from_dict, preset, to_dict
 from capsviz.errors import CapsvizError
-from capsviz.layers import ConvCaps, conv2d_nhwc, in_chunks, onednn_bf16_gemm
+from capsviz.kernels.conv import WeightCache
+from capsviz.kernels.dynamic import VoteWeights
+from capsviz.kernels.gemm import onednn_bf16_gemm
+from capsviz.kernels.slices import in_chunks
+from capsviz.layers import ConvCaps
 from capsviz.models import build_model, count_parameters
 
 
@@ -93,27 +96,6 @@ def test_decoder_masks_by_label_longest_or_any_vector():
         assert rec.shape == (2, 2, 28, 28)
         torch.testing.assert_close(rec[1, 0], m.decode(out.capsules[1, 4], 4)[0])
         torch.testing.assert_close(rec[0, 1], m.decode(out.capsules[0, 7], 7)[0])
-
-
-@pytest.mark.parametrize("stride,k", [(2, 9), (1, 3)])
-def test_im2col_conv_matches_conv2d(stride, k, monkeypatch):
-    per_image = ((12 - k) // stride + 1) ** 2 * k * k * 5 * 8  # float64 patch-gradient bytes of one image
-    monkeypatch.setattr("capsviz.layers.FOLD_BYTES", 2 * per_image)  # folded in slices of 2, 2, 1 images
-    torch.manual_seed(0)
-    x = torch.randn(5, 12, 12, 5, dtype=torch.float64, requires_grad=True)
-    w = torch.randn(7, 5, k, k, dtype=torch.float64, requires_grad=True)
-    b = torch.randn(7, dtype=torch.float64, requires_grad=True)
-    saved = []
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
-        ours = conv2d_nhwc(x, w, b, stride)
-    assert max(saved) <= max(x.numel(), w.numel())  # the patches (k*k/stride^2 times the input) are not kept
-    ref = F.conv2d(x.permute(0, 3, 1, 2), w, b, stride=stride).permute(0, 2, 3, 1)
-    torch.testing.assert_close(ours, ref)
-    g = torch.randn_like(ref)
-    ga = torch.autograd.grad(ours, (x, w, b), g)
-    gb = torch.autograd.grad(ref, (x, w, b), g)
-    for u, v in zip(ga, gb, strict=True):
-        torch.testing.assert_close(u, v)
 
 
 def test_chunked_forward_and_gradients_equal_unchunked():
@@ -223,7 +205,7 @@ def test_inference_weight_cache_follows_weight_updates():
         b = m(x).scores
         with torch.autocast("cpu", dtype=torch.bfloat16):
             c = m(x).scores
-    m.primary._gemm_cache = None
+    m.primary.kernel_cache = WeightCache()
     with torch.no_grad():
         fresh = m(x).scores
     assert not torch.allclose(a, b)
@@ -232,7 +214,7 @@ def test_inference_weight_cache_follows_weight_updates():
     with torch.no_grad():  # the DigitCaps layout cache too
         m.digits.W.mul_(-1.0)
         d = m(x).capsules
-        m.digits._cache = None
+        m.digits.kernel_cache = VoteWeights()
         torch.testing.assert_close(d, m(x).capsules)
         with torch.enable_grad():
             torch.testing.assert_close(d, m(x).capsules.detach())  # training path: no cache
@@ -248,11 +230,11 @@ def test_batch_one_inference_uses_the_packed_weight_and_agrees():
         ref = m(x).capsules.detach()
     with torch.inference_mode():
         one = torch.cat([m(x[i : i + 1]).capsules for i in range(3)])
-        packed = m.primary._gemm_cache[2]
+        packed = m.primary.kernel_cache.packed
         torch.testing.assert_close(one, ref, rtol=1e-4, atol=1e-6)
         m.primary.conv.weight.mul_(1.5)
         m(x[:1])
-        assert m.primary._gemm_cache[2] is not packed or packed is None
+        assert m.primary.kernel_cache.packed is not packed or packed is None
     if torch.backends.mkl.is_available():
         assert packed is not None and packed[1:] == (36, "mkl")  # 6x6 PrimaryCaps grid at 28x28
 
@@ -265,7 +247,7 @@ def test_batch_one_bfloat16_packs_for_onednn_where_the_cpu_can_and_agrees():
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         batched = m(x).capsules.float()  # the plain bfloat16 GEMM
         one = torch.cat([m(x[i : i + 1]).capsules.float() for i in range(3)])
-        packed = m.primary._gemm_cache[2]
+        packed = m.primary.kernel_cache.packed
         again = m(x).capsules.float()  # other heights through the packed weight
     if onednn_bf16_gemm():
         assert packed is not None and packed[1:] == (36, "onednn")

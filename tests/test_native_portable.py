@@ -7,8 +7,8 @@ import stat
 import pytest
 import torch
 
-from capsviz import native
 from capsviz.config import preset
+from capsviz.kernels import native
 from capsviz.models import build_model
 
 COMPILERS = [c for c in ("g++", "g++-9", "g++-10", "g++-11", "g++-12", "g++-13", "clang++", "clang++-14", "clang++-15") if shutil.which(c)]

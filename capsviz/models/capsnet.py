@@ -7,18 +7,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from capsviz.config import CapsNetConfig
-from capsviz.layers import DigitCaps, PrimaryCaps, compute_dtype, conv2d_nhwc, in_chunks
+from capsviz.kernels import policy
+from capsviz.kernels.conv import conv2d_nhwc
+from capsviz.kernels.slices import dynamic_slices, in_chunks
+from capsviz.layers import DigitCaps, PrimaryCaps
 from capsviz.losses import margin_loss, reconstruction_loss
 from capsviz.models import ModelOutput
 from capsviz.routing import dynamic_routing_ji
-
-# Bytes of u_hat routed at once: 8 paper-config images (5.9 MB) stay in cache (measured: 8 beats 4
-# and 16); capsnet-small fits 32 images in the same space (BENCH.md).
-ROUTING_BYTES = 6 * 2**20
-# Bytes of u_hat whose slices keep their activations in training rather than recompute them in
-# backward: every image of a paper-config batch of 128 since PrimaryCaps convolves through the
-# Fourier domain and needs less memory (peak training memory ~1.0 GB; BENCH.md).
-ROUTING_KEEP_BYTES = 96 * 2**20
 
 
 class Decoder(nn.Module):
@@ -58,12 +53,12 @@ class CapsNet(nn.Module):
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, C, S, S) -> Conv1's ReLU output, NHWC (B, S - 8, S - 8, 256): what PrimaryCaps reads."""
-        if x.device.type == "cpu" and torch.is_grad_enabled() and compute_dtype(x) == torch.float32:
-            # Training: oneDNN's weight gradient for one input channel runs at a few GFLOP/s here;
-            # the im2col GEMM's forward and backward together take half as long (BENCH.md).
-            h = conv2d_nhwc(x.permute(0, 2, 3, 1), self.conv1.weight, self.conv1.bias, 1)
+        x_nhwc = x.permute(0, 2, 3, 1)  # (B, S, S, C)
+        path = policy.conv_path(x_nhwc, self.conv1.weight, 1)
+        if path:  # the same convolution as one GEMM (capsviz.kernels)
+            h = conv2d_nhwc(x_nhwc, self.conv1.weight, self.conv1.bias, 1, path)  # (B, S - 8, S - 8, 256)
         else:
-            h = self.conv1(x.contiguous(memory_format=torch.channels_last)).permute(0, 2, 3, 1)
+            h = self.conv1(x.contiguous(memory_format=torch.channels_last)).permute(0, 2, 3, 1)  # (B, S - 8, S - 8, 256)
         # in place: h is Conv1's fresh output, and a second buffer of its size (105 MB at batch 256)
         # cost more in page faults than the ReLU itself (36 against 9 ms)
         return F.relu(h, inplace=True)
@@ -76,7 +71,7 @@ class CapsNet(nn.Module):
         """For primary capsules u (B, I, 8) on the CPU: images per routing slice, and how many
         images keep their activations in training (`in_chunks`' chunk and keep)."""
         per_image = u.shape[1] * self.config.num_classes * self.config.digit_dim * u.element_size()  # bytes of u_hat
-        return max(1, ROUTING_BYTES // per_image), ROUTING_KEEP_BYTES // per_image
+        return dynamic_slices(per_image)
 
     def predictions(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, C, S, S) -> u_hat, every primary capsule's prediction for every digit capsule, (B, J, I, D)."""

@@ -10,19 +10,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from capsviz.config import MatrixCapsConfig
-from capsviz.layers import ClassCaps, ConvCaps, PrimaryMatrixCaps, conv_out, coordinate_grid, in_chunks, receptive_centres, use_native
+from capsviz.kernels.slices import em_slices, in_chunks
+from capsviz.layers import ClassCaps, ConvCaps, PrimaryMatrixCaps, conv_out, coordinate_grid, receptive_centres
 from capsviz.losses import spread_loss, spread_margin
 from capsviz.models import ModelOutput
 
 # (kernel, stride) of Conv1, PrimaryCaps, ConvCaps1, ConvCaps2: the receptive-field geometry
 GEOMETRY = [(5, 2), (1, 1), (3, 2), (3, 1)]
-# The PyTorch path's slices (the native kernel, capsviz/native, needs none):
-# images routed at once, keeping each slice's votes (~3 MB per small-config image) near the cache
-EM_CHUNK = 8
-# Votes whose slices keep their activations in training instead of recomputing them in backward:
-# 96 small-config images (0.82M votes each; ~1.6 GB peak at batch 128), 15 paper-config ones.
-# Recomputing costs a third of a training step (BENCH.md); beyond this the slices are checkpointed.
-EM_KEEP_VOTES = 80_000_000
 
 
 class MatrixCapsNet(nn.Module):
@@ -59,11 +53,9 @@ class MatrixCapsNet(nn.Module):
             out = ModelOutput(scores=res.a, capsules=res.mu, trace=res)
             out.layer_traces = {"convcaps1": r1, "convcaps2": r2, "class": res}
             return out
-        # the native kernel routes one image at a time in cache and keeps a small trace per
-        # image for its backward (~0.4 MB for the small config): no slices needed
-        chunk = h.shape[0] if use_native(h) else EM_CHUNK
+        chunk, keep = em_slices(h, self.votes_per_image)
         capsules = functools.partial(self._capsules, iterations=iterations)
-        a, mu = in_chunks(capsules, h, chunk=chunk, keep=EM_KEEP_VOTES // self.votes_per_image)
+        a, mu = in_chunks(capsules, h, chunk=chunk, keep=keep)
         return ModelOutput(scores=a, capsules=mu)
 
     def loss(

@@ -3,9 +3,9 @@
 Built on first use with the system's C++ compiler ($CXX, g++, clang++ or c++; GCC 9+ or clang)
 into a cache folder and loaded with ctypes: no PyTorch headers and no build step at install.
 Where there is no compiler, the build fails, or CAPSVIZ_NATIVE=0, `available()` is False and
-capsviz routes with PyTorch as before, several times slower; `reason()` says why, and
-`capsviz doctor` and the app's sidebar show it. A compiler without OpenMP (Apple's clang)
-still builds it, running one image at a time. Results and gradients agree with the PyTorch path (tests/test_native.py).
+capsviz routes with PyTorch, several times slower; `reason()` says why, and `capsviz doctor` and
+the app's sidebar show it (through `capsviz.kernels.policy.paths`). A compiler without OpenMP (Apple's clang)
+still builds it, running one image at a time. Results and gradients agree with the PyTorch path (tests/test_kernels_native.py).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+from capsviz.kernels import policy
 
 SOURCE = Path(__file__).with_name("em_routing.cpp")
 # -march=native picks the vector width (AVX-512, AVX2, NEON) for this CPU; Apple's clang on arm64
@@ -111,8 +113,8 @@ def available() -> bool:
         return True
     if _why is not None:
         return False
-    if os.environ.get("CAPSVIZ_NATIVE", "1") == "0":
-        _why = "turned off by CAPSVIZ_NATIVE=0"
+    _why = policy.native_switched_off()
+    if _why is not None:
         return False
     try:
         _lib = _build()
@@ -127,12 +129,17 @@ def reason() -> str | None:
     return None if available() else _why
 
 
+def note() -> str:
+    """How the loaded kernel was built (", one thread: ..." where that matters) and where it lies."""
+    return f"{', ' + _note if _note else ''} ({_path})" if available() else ""
+
+
 def status() -> str:
     """One line for people: on (and how), or off and why."""
     why = reason()
     if why is not None:
         return f"off ({why}); EM routes through PyTorch, several times slower"
-    return f"on{', ' + _note if _note else ''} ({_path})"
+    return f"on{note()}"
 
 
 def em_routing(

@@ -29,10 +29,6 @@ from dataclasses import dataclass
 
 import torch
 
-# Below this many images the weight's transform, a fixed cost (~60 ms for the paper model on a
-# 2-core EPYC), outweighs the per-image saving and the im2col GEMM serves.
-MIN_BATCH = 32
-
 
 @dataclass(frozen=True)
 class Plan:
@@ -93,13 +89,14 @@ def plan(H: int, W: int, k: int, stride: int) -> Plan:
     return Plan(Ho, Wo, Nh, Nw, Fw, f(D1), f(D2), f(E1), f(E2), f(A), f(G))
 
 
-def worthwhile(batch: int, H: int, W: int, C: int, O: int, k: int, stride: int) -> bool:
-    """Whether the Fourier path should beat the im2col GEMM on a CPU (the crossovers measured by
-    `python -m capsviz bench --convolutions`): a batch of at least MIN_BATCH, at most half the
-    direct convolution's multiply-adds in channel products (counted as four real products per
+def cheaper(H: int, W: int, C: int, O: int, k: int, stride: int) -> bool:
+    """Whether this geometry's Fourier product should beat the im2col GEMM per image on a CPU
+    (`python -m capsviz bench --convolutions` measures the crossovers): at most half the direct
+    convolution's multiply-adds in channel products (counted as four real products per
     frequency, Gauss's saving aside), and transforms no dearer than those products. PrimaryCaps
-    qualifies in every CapsNet preset; Conv1 (one input channel: all transform) does not."""
-    if batch < MIN_BATCH or H < k or W < k:
+    qualifies in every CapsNet preset; Conv1 (one input channel: all transform) does not. The
+    batch size is `policy.conv_path`'s to judge."""
+    if H < k or W < k:
         return False
     p = plan(H, W, k, stride)
     mix = 4 * p.Nh * p.Fw * C * O  # per image
@@ -169,7 +166,7 @@ class _FourierConv(torch.autograd.Function):
             del gT1
             if (p.Nh, p.Nw) == (H, W):
                 gx = gxs.permute(2, 0, 1, 3).contiguous()
-            else:  # rows and columns no output reads get no gradient (zeroed alone: a whole-buffer fill cost ~40 ms)
+            else:  # rows and columns no output reads get no gradient (zeroed alone: filling the whole buffer first writes it twice)
                 gx = g.new_empty(B, H, W, C)
                 gx[:, : p.Nh, : p.Nw] = gxs.permute(2, 0, 1, 3)
                 gx[:, p.Nh :].zero_()

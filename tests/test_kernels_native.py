@@ -1,4 +1,4 @@
-"""The native EM kernel (capsviz/native): same results as the PyTorch routing, used only where it
+"""The native EM kernel (capsviz/kernels/native): same results as the PyTorch routing, used only where it
 may be (CPU, no gradients), and a clean fallback where it cannot be built."""
 
 import shutil
@@ -6,9 +6,9 @@ import shutil
 import pytest
 import torch
 
-from capsviz import native
 from capsviz.config import preset
-from capsviz.layers import ClassCaps, ConvCaps, coordinate_grid, use_native
+from capsviz.kernels import native, policy
+from capsviz.layers import ClassCaps, ConvCaps, coordinate_grid
 from capsviz.models import build_model
 
 needs_compiler = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None, reason="no C++ compiler")
@@ -42,7 +42,7 @@ def _close(fast, slow, tol=2e-4):
 def test_the_kernel_builds_here_and_serves_the_cpu_only():
     assert native.available(), native.reason()
     assert native.reason() is None
-    assert use_native(torch.zeros(1)) and not use_native(torch.zeros(1, device="meta"))
+    assert policy.native_em(torch.zeros(1)) and not policy.native_em(torch.zeros(1, device="meta"))
 
 
 def _layer_outputs_and_grads(layer, pose, a, size=1.0):
@@ -202,7 +202,7 @@ def test_without_a_compiler_capsviz_routes_with_pytorch(monkeypatch, tmp_path):
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
     assert not native.available()
     assert "no-such-compiler" in native.reason()
-    assert not use_native(torch.zeros(1))
+    assert not policy.native_em(torch.zeros(1))
     model = build_model(preset("matrix-small", in_size=28, num_classes=10)).eval()
     with torch.no_grad():
         out = model(torch.rand(2, 1, 28, 28))

@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from capsviz import fourier
 from capsviz.config import preset
-from capsviz.layers import conv2d_nhwc
+from capsviz.kernels import fourier, policy
+from capsviz.kernels.conv import conv2d_nhwc
 from capsviz.models import build_model
 
 
@@ -49,27 +49,36 @@ def test_only_the_gradients_asked_for_are_computed():
     torch.testing.assert_close(gw, torch.autograd.grad(reference(x, w, 2).sum(), (w,))[0], rtol=1e-4, atol=1e-4)
 
 
+def picks_fourier(B, H, W, C, O, k, stride):
+    """Whether the kernel policy convolves such a batch through the Fourier domain."""
+    x = torch.empty(1, H, W, C).expand(B, H, W, C)  # (B, H, W, C) without B images of memory
+    return policy.conv_path(x, torch.empty(O, C, k, k), stride) == "fourier"
+
+
 def test_it_serves_large_batches_of_wide_large_kernel_convolutions_only():
-    assert fourier.worthwhile(128, 20, 20, 256, 256, 9, 2)  # the paper's PrimaryCaps in training
-    assert fourier.worthwhile(128, 20, 20, 64, 64, 9, 2)  # capsnet-small's
-    assert not fourier.worthwhile(fourier.MIN_BATCH - 1, 20, 20, 256, 256, 9, 2)  # batch 1 keeps its packed GEMM
-    assert not fourier.worthwhile(128, 28, 28, 1, 256, 9, 1)  # Conv1: one input channel, all transform
-    assert not fourier.worthwhile(128, 12, 12, 64, 64, 1, 1)  # 1x1: nothing to save
+    assert picks_fourier(128, 20, 20, 256, 256, 9, 2)  # the paper's PrimaryCaps in training
+    assert picks_fourier(128, 20, 20, 64, 64, 9, 2)  # capsnet-small's
+    assert not picks_fourier(policy.MIN_BATCH - 1, 20, 20, 256, 256, 9, 2)  # batch 1 keeps its packed GEMM
+    assert not picks_fourier(128, 28, 28, 1, 256, 9, 1)  # Conv1: one input channel, all transform
+    assert not picks_fourier(128, 12, 12, 64, 64, 1, 1)  # 1x1: nothing to save
+    assert not fourier.cheaper(8, 8, 64, 64, 9, 2)  # a kernel larger than the image
 
 
-def test_conv2d_nhwc_takes_it_in_float32_and_not_under_bfloat16(monkeypatch):
+def test_the_policy_takes_it_in_float32_and_not_under_bfloat16(monkeypatch):
     calls = []
     real = fourier.conv2d
     monkeypatch.setattr(fourier, "conv2d", lambda *a: calls.append(1) or real(*a))
     torch.manual_seed(0)
-    x = torch.rand(fourier.MIN_BATCH, 20, 20, 64)
+    x = torch.rand(policy.MIN_BATCH, 20, 20, 64)
     w, b = torch.randn(64, 64, 9, 9) * 0.02, torch.randn(64)
     ref = reference(x, w, 2) + b
-    torch.testing.assert_close(conv2d_nhwc(x, w, b, 2), ref, rtol=1e-4, atol=1e-4)
+    assert policy.conv_path(x, w, 2) == "fourier"
+    torch.testing.assert_close(conv2d_nhwc(x, w, b, 2, "fourier"), ref, rtol=1e-4, atol=1e-4)
     assert calls == [1]
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        y = conv2d_nhwc(x, w, b, 2)
-    assert calls == [1] and y.dtype == torch.bfloat16
+        path = policy.conv_path(x, w, 2)
+        y = conv2d_nhwc(x, w, b, 2, path)
+    assert path == "im2col" and calls == [1] and y.dtype == torch.bfloat16
 
 
 def test_a_capsnet_trains_the_same_through_either_convolution(monkeypatch):
@@ -77,8 +86,8 @@ def test_a_capsnet_trains_the_same_through_either_convolution(monkeypatch):
     (and Conv1, whose training path is the im2col GEMM, agrees with oneDNN's at inference)."""
     torch.manual_seed(0)
     m = build_model(preset("capsnet-small"))
-    x, y = torch.rand(fourier.MIN_BATCH, 1, 28, 28), torch.randint(0, 10, (fourier.MIN_BATCH,))
-    assert fourier.worthwhile(fourier.MIN_BATCH, 20, 20, 64, 64, 9, 2)
+    x, y = torch.rand(policy.MIN_BATCH, 1, 28, 28), torch.randint(0, 10, (policy.MIN_BATCH,))
+    assert picks_fourier(policy.MIN_BATCH, 20, 20, 64, 64, 9, 2)
     with torch.no_grad():
         scores = m(x, y).scores
     torch.testing.assert_close(m(x, y).scores, scores, rtol=1e-5, atol=1e-6)
@@ -91,7 +100,7 @@ def test_a_capsnet_trains_the_same_through_either_convolution(monkeypatch):
         return loss.detach(), {n: p.grad.clone() for n, p in m.named_parameters()}
 
     loss_f, grads_f = step()
-    monkeypatch.setattr(fourier, "MIN_BATCH", 10**9)
+    monkeypatch.setattr(policy, "MIN_BATCH", 10**9)
     loss_d, grads_d = step()
     torch.testing.assert_close(loss_f, loss_d, rtol=1e-5, atol=1e-5)
     for name, g in grads_d.items():
@@ -102,7 +111,7 @@ def test_bench_times_both_convolutions_and_the_parts_of_a_training_step(capsys):
     from capsviz.bench import capsnet_step_parts, convolution_table, convolutions
     from capsviz.cli import main
 
-    rows = convolutions(steps=1, batches=(2, fourier.MIN_BATCH), names=["capsnet", "capsnet-small"])
+    rows = convolutions(steps=1, batches=(2, policy.MIN_BATCH), names=["capsnet", "capsnet-small"])
     assert [r["model"] for r in rows] == ["capsnet"] * 2 + ["capsnet-small"] * 2
     assert [r["picked"] for r in rows if r["model"] == "capsnet"] == ["im2col", "fourier"]
     assert all(r[f"{way}_{t}_ms"] > 0 for r in rows for way in ("im2col", "fourier") for t in ("forward", "train"))
