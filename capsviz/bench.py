@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from capsviz.config import PRESETS, preset
+from capsviz.config import PRESETS, MatrixCapsConfig, preset
 from capsviz.devices import autocast, describe_hardware, pick_device
 from capsviz.kernels import compile_em
 from capsviz.models import build_model, count_parameters
@@ -82,8 +82,8 @@ def bench_config(name: str, iterations: int | None = None):
     10 classes, the input issue 2's targets name. `iterations` overrides the routing iterations
     of the routed families (CapsNet, matrix capsules)."""
     cfg = PRESETS[name]
-    over = {"in_size": 28, "num_classes": 10} if cfg.family == "matrix" else {}
-    if iterations is not None and cfg.family != "cnn":
+    over = {"in_size": 28, "num_classes": 10} if isinstance(cfg, MatrixCapsConfig) else {}
+    if iterations is not None and cfg.routing:
         over["routing_iterations"] = iterations
     return preset(name, **over)
 
@@ -95,7 +95,7 @@ def measure(
     torch.manual_seed(0)
     cfg = bench_config(name, iterations)
     model = build_model(cfg).to(device)
-    if compile and cfg.family == "matrix":
+    if compile and cfg.routing == "em":  # as in training: the EM core is compiled, not the model around it
         compile_em()
     elif compile:
         model = torch.compile(model)
@@ -110,7 +110,7 @@ def measure(
         t_infer = _time(lambda: model(xi), steps, device)
         t_one = _time(lambda: model(x1), max(10, steps), device)
         t_route = None
-        if cfg.family == "capsnet":
+        if cfg.routing == "dynamic":
             u_hat = model.predictions(xi)
             t_route = _time(lambda: dynamic_routing_ji(u_hat, cfg.routing_iterations), steps, device)
     return {
@@ -175,7 +175,7 @@ def convolutions(steps: int = 3, batches: tuple[int, ...] = (8, 16, 32, 64, 128)
     from capsviz.kernels import policy
 
     rows = []
-    for name in names or [n for n, c in PRESETS.items() if c.family == "capsnet"]:
+    for name in names or [n for n, c in PRESETS.items() if c.routing == "dynamic"]:
         cfg = PRESETS[name]
         H, C, O, k = cfg.in_size - cfg.conv1_kernel + 1, cfg.conv1_channels, cfg.primary_types * cfg.primary_dim, cfg.primary_kernel
         w = torch.randn(O, C, k, k, requires_grad=True)

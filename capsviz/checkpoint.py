@@ -28,10 +28,11 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from capsviz import __version__
-from capsviz.config import config_from_dict, to_dict
+from capsviz.config import to_dict
 from capsviz.errors import CapsvizError
 from capsviz.models import build_model, count_parameters
-from capsviz.schema import MAX_META_BYTES, Invalid, check_meta, check_train_state
+from capsviz.paths import atomic_write, partial_files
+from capsviz.schema import MAX_META_BYTES, CheckpointMeta, Invalid, check_train_state
 
 META_KEY = "capsviz"
 # A safetensors header is the metadata plus ~100 bytes per tensor; anything larger is refused
@@ -47,25 +48,6 @@ def weights_digest(tensors: dict[str, torch.Tensor]) -> str:
         h.update(str(t.dtype).encode())
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
-
-
-def atomic_write(path: Path, write) -> None:
-    """write(tmp_path) then rename over `path`: a crash never leaves a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f:  # on disk before the rename publishes it: a power cut keeps old or new
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the file from other users
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def save_checkpoint(path: Path, model: torch.nn.Module, meta: dict, half: bool = False) -> str:
@@ -89,7 +71,7 @@ def _saving(path: Path):
         raise CapsvizError(f"could not save {path} ({e.strerror or e}); the previous checkpoint there is unchanged") from None
 
 
-def read_meta(path: Path) -> dict:
+def read_meta(path: Path) -> CheckpointMeta:
     """The metadata alone (reads the header only). Checked once per version of the file: the app
     lists every checkpoint on every rerun, and the schema's checks cost ~3 ms a file."""
     path = Path(path)
@@ -101,34 +83,34 @@ def read_meta(path: Path) -> dict:
 
 
 @functools.lru_cache(maxsize=256)
-def _checked_meta(path: str, mtime_ns: int, size: int) -> dict:  # mtime and size key a rewritten file anew
+def _checked_meta(path: str, mtime_ns: int, size: int) -> CheckpointMeta:  # mtime and size key a rewritten file anew
     return _open(Path(path))[0]
 
 
-def load_checkpoint(path: Path, device="cpu") -> tuple[torch.nn.Module, dict]:
+def load_checkpoint(path: Path, device="cpu") -> tuple[torch.nn.Module, CheckpointMeta]:
     """Rebuild the model from the file alone, in float32 and eval mode, and its metadata."""
     path = Path(path)
     meta, tensors = _open(path, with_tensors=True)
-    if weights_digest(tensors) != meta.get("weights_sha256"):
+    if weights_digest(tensors) != meta.weights_sha256:
         raise CapsvizError(f"{path}: weights do not match the digest recorded when it was saved (the file was modified or damaged)")
     bad = [k for k, v in tensors.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
     if bad:
         raise CapsvizError(
             f"{path}: weights hold NaN or infinite values ({', '.join(bad[:3])}); the model it holds diverged and cannot be used"
         )
-    model = build_model(config_from_dict(meta.get("config")))  # the schema has checked that it builds, at a bounded size
+    model = build_model(meta.config)  # the schema has checked that it builds, at a bounded size
     state = {k: v.float() if v.is_floating_point() else v for k, v in tensors.items()}
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as e:
         first = str(e).strip().splitlines()
         raise CapsvizError(
-            f"{path}: weights do not fit a {meta['config'].get('family')} model with this config ({first[0]} {first[1] if len(first) > 1 else ''})"
+            f"{path}: weights do not fit a {meta.family} model with this config ({first[0]} {first[1] if len(first) > 1 else ''})"
         ) from None
     return model.to(device).eval(), meta
 
 
-def _open(path: Path, with_tensors: bool = False) -> tuple[dict, dict]:
+def _open(path: Path, with_tensors: bool = False) -> tuple[CheckpointMeta, dict]:
     if not path.exists():
         raise CapsvizError(f"checkpoint {path} does not exist")
     if not path.is_file():
@@ -164,10 +146,9 @@ def _open(path: Path, with_tensors: bool = False) -> tuple[dict, dict]:
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
         raise CapsvizError(f"{path}: capsviz metadata has no model config")
     try:
-        check_meta(meta)
+        return CheckpointMeta.from_dict(meta), tensors
     except Invalid as e:
         raise CapsvizError(f"{path}: unusable metadata: {e}") from None
-    return meta, tensors
 
 
 def _no_constant(name: str):
@@ -175,20 +156,20 @@ def _no_constant(name: str):
     raise ValueError(name)
 
 
-def lineage(path: Path, meta: dict | None = None) -> dict:
+def lineage(path: Path, meta: CheckpointMeta | None = None) -> dict:
     """What a fine-tuning run records about the checkpoint it started from (`meta`, read from
     `path` if not given): its file, digest, run, epochs, time, hardware, metrics, history and,
     for a chain, where that one started."""
-    m = read_meta(path) if meta is None else meta
+    m = (read_meta(path) if meta is None else meta).raw
     keys = ("weights_sha256", "run", "epochs", "training_time_s", "hardware", "metrics", "history", "started_from")
     return {"file": Path(path).name, **{k: m[k] for k in keys if k in m}}
 
 
-def total_training(meta: dict) -> dict:
+def total_training(meta: CheckpointMeta | dict) -> dict:
     """A checkpoint's training summed over every run it was fine-tuned from (`started_from`),
     oldest first: epochs, seconds, the hardware used, the stages, and one test-error history with
-    epochs counted from the very first run."""
-    chain, m = [], meta
+    epochs counted from the very first run. The records of a chain are plain, as stored."""
+    chain, m = [], meta.raw if isinstance(meta, CheckpointMeta) else meta
     while isinstance(m, dict) and len(chain) < 100:
         chain.append(m)
         m = m.get("started_from")
@@ -250,13 +231,13 @@ def recover(path: Path) -> None:
     files are removed, and a waiting `.next` state is renamed into place if it belongs to the
     weights there, removed otherwise."""
     path = Path(path)
-    for part in path.parent.glob(f".{path.name}.*.part"):
+    for part in partial_files(path):
         part.unlink(missing_ok=True)
     nxt = _next_state_path(path)
     if not nxt.exists():
         return
     try:
-        digest = read_meta(path).get("weights_sha256") if path.exists() else None
+        digest = read_meta(path).weights_sha256 if path.exists() else None
         state = _read_state(nxt)
     except CapsvizError:
         digest, state = None, {}
@@ -297,7 +278,7 @@ def load_train_state(path: Path, weights_sha256: str | None = None) -> dict:
     if not p.is_file() and not _next_state_path(path).is_file():
         raise CapsvizError(f"{p} not found: only runs saved by `capsviz train` can be resumed")
     state = _read_state(p) if p.is_file() else None
-    digest = weights_sha256 or read_meta(path)["weights_sha256"]
+    digest = weights_sha256 or read_meta(path).weights_sha256
     if state is not None and state["weights_sha256"] == digest:
         return state
     nxt = _next_state_path(path)
@@ -392,7 +373,7 @@ def pair_bytes(model: torch.nn.Module) -> int:
     return 4 * weights + (1 << 20)
 
 
-def list_checkpoints(folder: Path) -> list[tuple[Path, dict | str]]:
+def list_checkpoints(folder: Path) -> list[tuple[Path, CheckpointMeta | str]]:
     """Every *.safetensors under folder with its metadata, or the error that stops it loading."""
     out = []
     for p in sorted(Path(folder).glob("*.safetensors")):

@@ -6,6 +6,7 @@ Every mistake a user can make ends with one line on stderr and exit status 2, ne
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -13,9 +14,10 @@ import re
 import signal
 import sys
 import time
+import typing
 from pathlib import Path
 
-from capsviz.config import DATASET_NAMES, MAX_ITERATIONS, PRESETS
+from capsviz.config import DATASET_NAMES, DATASETS, MAX_ITERATIONS, PRESETS, TrainRun
 from capsviz.errors import CapsvizError
 from capsviz.progress import time_left
 
@@ -96,39 +98,9 @@ def parser() -> Parser:
     sub.add_parser("doctor", help="device, torch, native kernel (and why it is off), data and checkpoint folders")
 
     t = sub.add_parser("train", help="train a model and save a checkpoint every epoch")
-    t.add_argument("--model", default="capsnet-small", choices=list(PRESETS))
-    t.add_argument("--dataset", default="mnist", choices=DATASET_NAMES)
-    t.add_argument("--epochs", type=integer(1, 100_000), default=10)
-    t.add_argument("--batch-size", type=integer(1, 1 << 16), default=128)
-    t.add_argument("--routing-iterations", type=iterations)
-    t.add_argument(
-        "--final-lambda",
-        type=number(0, 100, lo_open=True),
-        help="matrix capsules: EM inverse temperature at the last iteration (default 0.3)",
-    )
-    t.add_argument("--no-reconstruction", action="store_true")
-    t.add_argument("--lr", type=number(0, 10, lo_open=True), default=1e-3)
-    t.add_argument("--decay-steps", type=integer(1), help="steps per 0.96x learning-rate decay (default 2000; 20000 for multimnist)")
-    t.add_argument("--seed", type=integer(0, 2**63 - 1), default=0)
-    t.add_argument("--device", default="auto")
-    t.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
-    t.add_argument(
-        "--compile",
-        action="store_true",
-        help="torch.compile the model (matrix capsules: the PyTorch EM core, used on a GPU or without the native kernel)",
-    )
-    t.add_argument("--data-dir")
-    t.add_argument("--train-limit", type=integer(1), help="use only this many training images")
-    t.add_argument("--test-limit", type=integer(1), help="evaluate on only this many test images")
-    t.add_argument("--resume", type=Path, help="continue the run saved at this checkpoint")
-    t.add_argument("--init-from", type=Path, help="start from this checkpoint's weights (fine-tuning: fresh optimiser and schedule)")
-    t.add_argument(
-        "--margin-start",
-        type=number(0, 0.9),
-        default=0.2,
-        help="matrix capsules: spread-loss margin at the start, rising to 0.9 (0.9: fixed, for fine-tuning)",
-    )
-    t.add_argument("--out", type=Path, required=True)
+    add_run_flags(t)
+    t.add_argument("--resume", type=Path, help="continue the run saved at this checkpoint (default: a new run)")
+    t.add_argument("--out", type=Path, required=True, help="the checkpoint file to write, every epoch and on stop")
 
     e = sub.add_parser("evaluate", help="print a checkpoint's test metrics as JSON")
     e.add_argument("path", type=Path)
@@ -156,7 +128,7 @@ def parser() -> Parser:
     )
     b.add_argument(
         "--step-parts",
-        choices=[n for n, c in PRESETS.items() if c.family == "capsnet"],
+        choices=[n for n, c in PRESETS.items() if c.routing == "dynamic"],
         help="instead: ms per part of a CapsNet preset's CPU training step",
     )
     b.add_argument("--sweeps", action="store_true", help="instead: seconds of each page sweep at its defaults (shipped models, real data)")
@@ -174,6 +146,30 @@ def parser() -> Parser:
     d.add_argument("--download", action="store_true", help="fetch missing datasets from the public mirrors")
 
     return p
+
+
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per TrainRun field (capsviz.config), named after it, with its help, its default
+    and its bounds or choices. Optional fields default to None: what that means is said in the help."""
+    hints = typing.get_type_hints(TrainRun)
+    for f in dataclasses.fields(TrainRun):
+        m, kind = f.metadata, next(t for t in (bool, int, float, str) if t in (hints[f.name], *typing.get_args(hints[f.name])))
+        default = None if f.name in DERIVED else f.default
+        shown = m["unset"] if default is None else default
+        kw = {"dest": f.name, "default": default, "help": f"{m['help']} (default: {shown})"}
+        if kind is bool:
+            kw |= {"action": "store_const", "const": False} if m["flag"].startswith("--no-") else {"action": "store_true"}
+        elif m["choices"]:
+            kw["choices"] = list(m["choices"])
+        elif kind is int:
+            kw["type"] = integer(m["lo"], m["hi"])
+        elif kind is float:
+            kw["type"] = number(m["lo"], m["hi"], lo_open=m["lo_open"])
+        p.add_argument(m["flag"] or "--" + f.name.replace("_", "-"), **kw)
+
+
+# Run fields whose default the CLI leaves to `cmd_train`, which derives it from another flag
+DERIVED = ("decay_steps",)
 
 
 def cmd_app(args) -> int:
@@ -245,29 +241,10 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from capsviz.train import TrainRun, default_decay_steps, train
+    from capsviz.train import default_decay_steps, train
 
-    decay = args.decay_steps or default_decay_steps(args.dataset)
-    run = TrainRun(
-        model=args.model,
-        dataset=args.dataset,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        routing_iterations=args.routing_iterations,
-        final_lambda=args.final_lambda,
-        reconstruction=False if args.no_reconstruction else None,
-        lr=args.lr,
-        decay_steps=decay,
-        seed=args.seed,
-        device=args.device,
-        precision=args.precision,
-        compile=args.compile,
-        data_dir=args.data_dir,
-        train_limit=args.train_limit,
-        test_limit=args.test_limit,
-        init_from=str(args.init_from) if args.init_from else None,
-        margin_start=args.margin_start,
-    )
+    run = TrainRun(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainRun)})
+    run = dataclasses.replace(run, decay_steps=args.decay_steps or default_decay_steps(args.dataset))
     stop = SignalFlag()
     bar = ProgressBar()
 
@@ -284,14 +261,15 @@ def cmd_train(args) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     if meta:
-        print(json.dumps({"checkpoint": str(args.out), **meta.get("metrics", {})}))
+        print(json.dumps({"checkpoint": str(args.out), **meta.metrics.to_dict()}))
     return 0
 
 
 class SignalFlag:
     """The stop signal a SIGTERM handler raises: a plain attribute, no lock. A threading.Event
     deadlocks when a second SIGTERM arrives (`kill` plus `timeout`, a batch system signalling every
-    process) while the first handler holds the Event's lock inside set(): seen on a GPU run."""
+    process) while the first handler holds the Event's lock inside set(): the handler runs on the
+    thread it interrupted, so the second waits for a lock the first can never release."""
 
     def __init__(self):
         self.raised = False
@@ -358,8 +336,8 @@ def cmd_evaluate(args) -> int:
 
     device = pick_device(args.device)
     model, meta = load_checkpoint(args.path, device)
-    dataset = args.dataset or meta.get("dataset", "mnist")
-    size = {"multimnist": 36, "affnist": 40}.get(dataset, 28)
+    dataset = args.dataset or meta.image_dataset
+    size = DATASETS[dataset].in_size
     if model.config.in_size != size:
         raise CapsvizError(f"{args.path} takes {model.config.in_size}x{model.config.in_size} inputs; {dataset} images are {size}x{size}")
     data = load_split(dataset, "test", args.data_dir)
@@ -368,7 +346,7 @@ def cmd_evaluate(args) -> int:
         from capsviz.analysis.routing import coupling_summary
         from capsviz.data import batches
 
-        if model.config.family != "capsnet":
+        if model.config.routing != "dynamic":
             raise CapsvizError(f"--routing: {args.path} is a {model.config.family} model; the coupling summary is for dynamic routing")
         x = torch.cat([b[0] for b in batches(dataset, data, 250, train=False, device=device, limit=1000)])
         metrics["routing"] = coupling_summary(model, x.squeeze(1), model.config.routing_iterations)
@@ -388,10 +366,10 @@ def cmd_list(args) -> int:
         if isinstance(meta, str):
             print(f"{path.name}: unusable: {meta}")
             continue
-        m = meta.get("metrics", {})
-        err = f"{m['test_error']:.2f}% test error on {m['n_test']}" if "test_error" in m else "not evaluated"
+        m = meta.metrics
+        err = f"{m.test_error:.2f}% test error on {m.n_test}" if m.measured else "not evaluated"
         epochs, hardware = training_labels(total_training(meta), unit=" epochs")
-        print(f"{path.name}: {meta['config']['family']} on {meta.get('dataset')}, {epochs}, {err}, {hardware}")
+        print(f"{path.name}: {meta.family} on {meta.dataset}, {epochs}, {err}, {hardware}")
     return 0
 
 
@@ -435,26 +413,28 @@ def cmd_export(args) -> int:
         raise CapsvizError(f"{args.dst} is a folder; name the file to write, e.g. {args.dst / args.src.name}")
     device = pick_device(args.device)
     model, meta = load_checkpoint(args.src, device)
-    if "dataset" not in meta:
+    if meta.dataset is None:
         raise CapsvizError(f"{args.src} does not record the dataset it was trained on; export re-measures its test error there")
     check_room(args.dst, pair_bytes(model))  # before the evaluation, which takes minutes
-    data = load_split(meta["dataset"], "test", args.data_dir)
-    x = next(batches(meta["dataset"], data, 256, train=False, device=device))[0]
+    data = load_split(meta.dataset, "test", args.data_dir)
+    x = next(batches(meta.dataset, data, 256, train=False, device=device))[0]
 
     def reconstructions():
         with torch.no_grad():
             return model(x).reconstruction
 
-    before, rec = evaluate(model, meta["dataset"], data, device=device), reconstructions()
+    before, rec = evaluate(model, meta.dataset, data, device=device), reconstructions()
     model.half().float()  # round every weight through float16, as the file will store it
-    after, rec16 = evaluate(model, meta["dataset"], data, device=device), reconstructions()
+    after, rec16 = evaluate(model, meta.dataset, data, device=device), reconstructions()
     rec_change = None if rec is None else float((rec16 - rec).abs().max())
     change = after["test_error"] - before["test_error"]
     if abs(change) > args.max_change:
         raise CapsvizError(
             f"float16 storage changes the test error by {change:+.3f} points ({before['test_error']:.2f}% -> {after['test_error']:.2f}%); not exported"
         )
-    meta = dict(meta, metrics=after, float32_test_error=before["test_error"], stored_as="float16", float16_reconstruction_change=rec_change)
+    meta = dict(
+        meta.raw, metrics=after, float32_test_error=before["test_error"], stored_as="float16", float16_reconstruction_change=rec_change
+    )
     with writer_lock(args.dst):
         save_checkpoint(args.dst, model, meta, half=True)
     print(

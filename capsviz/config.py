@@ -1,22 +1,53 @@
 """Model configurations as frozen dataclasses, and the named presets the CLI and app offer.
 
-A config is data: `to_dict` goes into every checkpoint and `config_from_dict` rebuilds it.
+A config is data: `to_dict` goes into every checkpoint and `config_from_dict` rebuilds it. A
+training run (`TrainRun`) is data too: the `capsviz train` flags are made from its fields.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
+from typing import ClassVar
 
 from capsviz.errors import CapsvizError
 
 INPUT_SIZES = (28, 32, 36, 40)
-DATASET_NAMES = ("mnist", "fashion-mnist", "multimnist", "affnist")  # the training datasets (capsviz.data.DATASETS)
 MAX_ITERATIONS = 20  # routing iterations accepted anywhere: the pages offer 1-10; each is a full pass over the votes
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A training dataset: everything else (the CLI's choices, the schema, the Train page, input
+    sizes, the learning-rate schedule) is derived from `DATASETS`."""
+
+    name: str
+    source: str  # the image files it is drawn from (capsviz.data.sources.SOURCES)
+    in_size: int  # the model's input: MultiMNIST pads to 36 for its shifts, affNIST to 40
+    labels: int = 1  # digits per image: MultiMNIST overlays two
+    # steps per x0.96 learning-rate decay: the paper decays 10x more slowly on MultiMNIST, whose epochs are fresh pairs
+    decay_steps: int = 2000
+
+
+DATASETS: dict[str, Dataset] = {
+    d.name: d
+    for d in (
+        Dataset("mnist", "mnist", 28),
+        Dataset("fashion-mnist", "fashion-mnist", 28),
+        Dataset("multimnist", "mnist", 36, labels=2, decay_steps=20000),
+        Dataset("affnist", "mnist", 40),
+    )
+}
+DATASET_NAMES = tuple(DATASETS)
 
 
 @dataclass(frozen=True)
 class CapsNetConfig:
     """Dynamic-routing CapsNet (Sabour et al. 2017, Fig. 1). Defaults are the paper's MNIST model."""
+
+    # What the family offers beyond its fields: the routing the pages can show (dynamic | em |
+    # None) and the TrainRun fields that override its config (capsviz.train.model_config)
+    routing: ClassVar[str | None] = "dynamic"
+    run_options: ClassVar[tuple[str, ...]] = ("reconstruction",)
 
     family: str = "capsnet"
     in_size: int = 28  # 28 MNIST, 36 MultiMNIST, 40 expanded MNIST / affNIST
@@ -33,6 +64,11 @@ class CapsNetConfig:
     decoder_hidden: tuple[int, int] = (512, 1024)
 
     @property
+    def decodes(self) -> bool:
+        """Whether the model redraws its input from the class capsules (Fig. 2)."""
+        return self.reconstruction
+
+    @property
     def primary_grid(self) -> int:
         return (self.in_size - self.conv1_kernel + 1 - self.primary_kernel) // 2 + 1
 
@@ -40,6 +76,10 @@ class CapsNetConfig:
 @dataclass(frozen=True)
 class MatrixCapsConfig:
     """Matrix capsules with EM routing (Hinton et al. 2018, Fig. 1). Defaults: the paper's model."""
+
+    routing: ClassVar[str | None] = "em"
+    run_options: ClassVar[tuple[str, ...]] = ("final_lambda",)
+    decodes: ClassVar[bool] = False
 
     family: str = "matrix"
     in_size: int = 32  # 32 smallNORB crops, 28 MNIST
@@ -57,6 +97,10 @@ class MatrixCapsConfig:
 @dataclass(frozen=True)
 class CNNConfig:
     """The baseline CNNs the papers compare with; `kind` picks which one."""
+
+    routing: ClassVar[str | None] = None
+    run_options: ClassVar[tuple[str, ...]] = ()
+    decodes: ClassVar[bool] = False
 
     family: str = "cnn"
     kind: str = "mnist"  # mnist | multimnist | smallnorb
@@ -113,3 +157,49 @@ def preset(name: str, **overrides) -> ModelConfig:
     d = to_dict(PRESETS[name])
     d.update({k: v for k, v in overrides.items() if v is not None})
     return config_from_dict(d)
+
+
+def option(default, help: str, *, lo=None, hi=None, lo_open: bool = False, choices=None, unset: str = "", flag: str = ""):
+    """A TrainRun field with what `capsviz train` says of it and accepts (capsviz.cli): `help`,
+    the bounds [lo, hi] ((lo, hi] with `lo_open`) or `choices`, what None means (`unset`), and a
+    flag name other than the field's (`flag`)."""
+    return field(
+        default=default, metadata={"help": help, "lo": lo, "hi": hi, "lo_open": lo_open, "choices": choices, "unset": unset, "flag": flag}
+    )
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    """Everything that defines a run; saved in the checkpoint so a resume can check it. Every field
+    is a flag of `capsviz train`, with the help and bounds given here."""
+
+    model: str = option("capsnet-small", "model preset", choices=tuple(PRESETS))
+    dataset: str = option("mnist", "training dataset", choices=DATASET_NAMES)
+    epochs: int = option(10, "passes over the training set", lo=1, hi=100_000)
+    batch_size: int = option(128, "images per step (per process under torchrun)", lo=1, hi=1 << 16)
+    routing_iterations: int | None = option(None, "routing iterations", lo=1, hi=MAX_ITERATIONS, unset="the preset's")
+    reconstruction: bool | None = option(
+        None, "CapsNet: train without the decoder and its reconstruction loss", unset="the preset's", flag="--no-reconstruction"
+    )
+    final_lambda: float | None = option(
+        None, "matrix capsules: EM inverse temperature at the last iteration", lo=0, hi=100, lo_open=True, unset="the preset's, 0.3"
+    )
+    lr: float = option(1e-3, "Adam's learning rate (TensorFlow's defaults otherwise)", lo=0, hi=10, lo_open=True)
+    lr_decay: float = option(0.96, "multiply the learning rate by this every --decay-steps steps", lo=1e-6, hi=1)
+    # default_decay_steps(dataset) is what the CLI and the Train page pass
+    decay_steps: int = option(2000, "steps per learning-rate decay", lo=1, unset="the dataset's: 2000; 20000 for multimnist")
+    seed: int = option(0, "seed of the initial weights, the data order and the augmentation", lo=0, hi=2**63 - 1)
+    device: str = option("auto", "auto, cpu, cuda, cuda:N or mps")
+    precision: str = option("fp32", "arithmetic of the forward pass (autocast)", choices=("fp32", "bf16", "fp16"))
+    compile: bool = option(
+        False, "torch.compile the model (matrix capsules: the PyTorch EM core, used on a GPU or without the native kernel)"
+    )
+    data_dir: str | None = option(None, "folder holding the dataset files", unset="the usual places, as `capsviz data` lists them")
+    train_limit: int | None = option(None, "use only this many training images (quick runs, tests)", lo=1, unset="all")
+    test_limit: int | None = option(None, "evaluate on only this many test images", lo=1, unset="all")
+    init_from: str | None = option(
+        None, "start from this checkpoint's weights (fine-tuning: fresh optimiser and schedule)", unset="fresh weights"
+    )
+    margin_start: float = option(
+        0.2, "matrix capsules: spread-loss margin at the start, rising to 0.9 (0.9: fixed, for fine-tuning)", lo=0, hi=0.9
+    )

@@ -242,7 +242,7 @@ class TrainQueue:
         and raised as CapsvizError: missing data, an unwritable folder, a name another run will
         write, and a session that already has a run going."""
         out = Path(out)
-        source = SOURCES[DATASETS[run.dataset][0]] if run.dataset in DATASETS else None
+        source = SOURCES[DATASETS[run.dataset].source] if run.dataset in DATASETS else None
         if source is None:
             raise CapsvizError(f"unknown dataset {run.dataset!r}; choose from {', '.join(DATASETS)}")
         place, places = locate(source, run.data_dir)

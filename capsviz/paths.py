@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
@@ -47,6 +49,41 @@ def user_dir() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share") / "capsviz"
 
 
+def cache_dir() -> Path:
+    """Downloads and built kernels: $CAPSVIZ_CACHE, else $XDG_CACHE_HOME/capsviz, else ~/.cache/capsviz."""
+    if os.environ.get("CAPSVIZ_CACHE"):
+        return Path(os.environ["CAPSVIZ_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "capsviz"
+
+
+def partial_files(path: Path) -> list[Path]:
+    """What an interrupted `atomic_write` of `path` may have left beside it."""
+    path = Path(path)
+    return list(path.parent.glob(f".{path.name}.*.part"))
+
+
+def atomic_write(path: Path, write: Callable[[str], object]) -> None:
+    """write(tmp_path) then rename over `path`: a crash never leaves a half-written file, and a
+    reader sees the old file or the new one. The temporary file sits beside `path` (a rename
+    across filesystems is not atomic) and is synced before the rename, so a power cut keeps old
+    or new too."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the file from other users
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def checkpoint_dir() -> Path:
     """The models the app and `capsviz list` show: $CAPSVIZ_CHECKPOINTS, else checkpoints/ in a
     checkout, else <user folder>/checkpoints."""
@@ -68,9 +105,7 @@ def seed_user_checkpoints(folder: Path) -> list[str]:
     for src in sorted(shipped.glob("*.safetensors")):
         if src.name in done or (folder / src.name).exists():
             continue
-        tmp = folder / f".{src.name}.part"
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, folder / src.name)  # never half a model in the zoo
+        atomic_write(folder / src.name, lambda tmp, src=src: shutil.copyfile(src, tmp))  # never half a model in the zoo
         copied.append(src.name)
     marker.write_text("\n".join(sorted(done | {p.name for p in shipped.glob("*.safetensors")})) + "\n")
     return copied

@@ -3,18 +3,19 @@ bounds, checked when a file is read and before anything is built from it.
 
 A file comes from anywhere (a download, a shared folder, an edit by hand), so every value a
 page, the CLI or a model constructor will use is checked here, once, and a failure names the
-field, what was expected and what was found. Callers keep plain dicts and lists.
+field, what was expected and what was found. `CheckpointMeta.from_dict` checks a file's metadata
+and builds the typed record every reader uses; its `raw` dict is what the file holds, unchanged.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from capsviz.config import DATASET_NAMES, INPUT_SIZES, MAX_ITERATIONS, PRESETS, config_from_dict
+from capsviz.config import DATASET_NAMES, INPUT_SIZES, MAX_ITERATIONS, PRESETS, CapsNetConfig, ModelConfig, config_from_dict
 from capsviz.errors import CapsvizError
 
 MAX_META_BYTES = 1_000_000  # the longest shipped metadata (MultiMNIST, 100 epochs of history) is 126 kB
@@ -199,7 +200,7 @@ class Config:
             cfg = config_from_dict(v)
         except CapsvizError as e:
             raise Invalid(where, str(e)) from None
-        if family == "capsnet" and cfg.primary_grid < 1:
+        if isinstance(cfg, CapsNetConfig) and cfg.primary_grid < 1:
             raise Invalid(
                 where,
                 f"kernels of {cfg.conv1_kernel} and {cfg.primary_kernel} leave no PrimaryCaps grid on {cfg.in_size}x{cfg.in_size} inputs",
@@ -221,7 +222,7 @@ SHA256 = Str(max_len=64)
 
 METRICS = Obj({"test_error": PERCENT, "test_accuracy": PERCENT, "n_test": Int(0, 10**8), "how": Str(max_len=1000)})
 
-# TrainRun (capsviz.train): every field, since a resume rebuilds the run from it
+# TrainRun (capsviz.config): every field, since a resume rebuilds the run from it
 RUN = Obj(
     {
         "model": Str(choices=tuple(PRESETS)),
@@ -320,6 +321,88 @@ def check_meta(meta) -> None:
         chain, m = chain + 1, m["started_from"]
         if chain > MAX_CHAIN:
             raise Invalid("started_from", f"a chain of more than {MAX_CHAIN} fine-tuning runs")
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """A test measurement (`capsviz.train.evaluate`): error and accuracy in %, on how many images, how."""
+
+    test_error: float | None = None
+    test_accuracy: float | None = None
+    n_test: int | None = None
+    how: str = ""
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> Metrics:
+        d = d or {}
+        return cls(d.get("test_error"), d.get("test_accuracy"), d.get("n_test"), d.get("how", ""))
+
+    @property
+    def measured(self) -> bool:
+        return self.test_error is not None
+
+    def to_dict(self) -> dict:
+        """The fields recorded, as `evaluate` reports them."""
+        return {k: v for k, v in vars(self).items() if v is not None and v != ""}
+
+
+@dataclass(frozen=True)
+class CheckpointMeta:
+    """What a checkpoint says about itself, checked (META) and typed. Optional fields are None
+    where the file does not record them; `raw` is the metadata as stored, for writing it back."""
+
+    config: ModelConfig
+    weights_sha256: str
+    dataset: str | None = None
+    metrics: Metrics = Metrics()
+    parameters: int = 0
+    capsviz_version: str | None = None
+    run: dict | None = None  # the TrainRun's fields (capsviz.config.TrainRun)
+    hardware: str | None = None
+    effective_batch_size: int | None = None
+    epochs: float | None = None
+    history: tuple[dict, ...] = ()  # per epoch: epoch, train_loss, train_accuracy, images_per_s, metrics
+    training_time_s: float | None = None
+    complete: bool | None = None
+    started_from: dict | None = None  # what `checkpoint.lineage` recorded of the run it was fine-tuned from
+    float32_test_error: float | None = None
+    stored_as: str | None = None
+    float16_reconstruction_change: float | None = None
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, meta) -> CheckpointMeta:
+        """The metadata of a file, checked: raise Invalid naming the first field that is wrong."""
+        check_meta(meta)
+        return cls(
+            config=config_from_dict(meta["config"]),
+            weights_sha256=meta["weights_sha256"],
+            dataset=meta.get("dataset"),
+            metrics=Metrics.from_dict(meta.get("metrics")),
+            parameters=meta.get("parameters", 0),
+            capsviz_version=meta.get("capsviz_version"),
+            run=meta.get("run"),
+            hardware=meta.get("hardware"),
+            effective_batch_size=meta.get("effective_batch_size"),
+            epochs=meta.get("epochs"),
+            history=tuple(meta.get("history") or ()),
+            training_time_s=meta.get("training_time_s"),
+            complete=meta.get("complete"),
+            started_from=meta.get("started_from"),
+            float32_test_error=meta.get("float32_test_error"),
+            stored_as=meta.get("stored_as"),
+            float16_reconstruction_change=meta.get("float16_reconstruction_change"),
+            raw=meta,
+        )
+
+    @property
+    def family(self) -> str:
+        return self.config.family
+
+    @property
+    def image_dataset(self) -> str:
+        """The dataset whose test images the pages show this model: its own, MNIST where unrecorded."""
+        return self.dataset or "mnist"
 
 
 # The training state `capsviz train` saves beside its weights (`<out>.train.pt`): plain fields,

@@ -18,47 +18,20 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from capsviz import checkpoint as ckpt
-from capsviz.config import preset, to_dict
+from capsviz.config import TrainRun, preset, to_dict
 from capsviz.data import DATASETS, batches, load_split, num_batches, prefetch
 from capsviz.devices import autocast, describe_hardware, pick_device
 from capsviz.errors import CapsvizError
-from capsviz.losses import margin_loss, reconstruction_loss, spread_loss, spread_margin
 from capsviz.models import build_model, count_parameters
 from capsviz.routing import compile_em
+from capsviz.schema import CheckpointMeta
 
 
 def default_decay_steps(dataset: str) -> int:
-    """Steps per x0.96 learning-rate decay unless a run says otherwise: the paper decays 10x more
-    slowly on MultiMNIST, whose epochs are fresh pairs."""
-    return 20000 if dataset == "multimnist" else 2000
-
-
-@dataclass(frozen=True)
-class TrainRun:
-    """Everything that defines a run; saved in the checkpoint so a resume can check it."""
-
-    model: str = "capsnet-small"  # preset name (capsviz.config.PRESETS)
-    dataset: str = "mnist"
-    epochs: int = 10
-    batch_size: int = 128
-    routing_iterations: int | None = None  # None: the preset's
-    reconstruction: bool | None = None  # None: the preset's
-    final_lambda: float | None = None  # matrix capsules' EM inverse temperature; None: the preset's
-    lr: float = 1e-3  # Adam, TensorFlow defaults otherwise
-    lr_decay: float = 0.96  # multiply the rate by this every `decay_steps` steps
-    decay_steps: int = 2000  # default_decay_steps(dataset) is what the CLI and the Train page pass
-    seed: int = 0
-    device: str = "auto"
-    precision: str = "fp32"
-    compile: bool = False
-    data_dir: str | None = None
-    train_limit: int | None = None  # use only the first N training images (quick runs, tests)
-    test_limit: int | None = None
-    init_from: str | None = None  # start from this checkpoint's weights (fine-tuning); fresh optimiser and schedule
-    margin_start: float = 0.2  # spread loss (matrix capsules): the margin rises from here to 0.9
+    """Steps per x0.96 learning-rate decay unless a run says otherwise (capsviz.config.Dataset)."""
+    return DATASETS[dataset].decay_steps
 
 
 @dataclass
@@ -79,30 +52,15 @@ class Event:
 
 def model_config(run: TrainRun):
     """The preset, sized for the dataset's images and 10 classes, with the run's overrides."""
-    overrides = {"routing_iterations": run.routing_iterations, "in_size": DATASETS[run.dataset][1], "num_classes": 10}
-    if preset(run.model).family == "capsnet":
-        overrides["reconstruction"] = run.reconstruction
-    if preset(run.model).family == "matrix":
-        overrides["final_lambda"] = run.final_lambda
+    overrides = {"routing_iterations": run.routing_iterations, "in_size": DATASETS[run.dataset].in_size, "num_classes": 10}
+    overrides |= {k: getattr(run, k) for k in preset(run.model).run_options}
     return preset(run.model, **overrides)
 
 
 def objective(model, out, target, y, progress: float, margin_start: float = 0.2) -> torch.Tensor:
-    """Each family's loss as its paper defines it. target: what the decoder should redraw (the
-    input, or MultiMNIST's two digits apart, one per labelled capsule). progress in [0, 1] and
-    margin_start set the spread loss's margin."""
-    fam = model.config.family
-    if fam == "capsnet":
-        targets = y if y.dim() == 1 else F.one_hot(y, model.config.num_classes).sum(1).clamp(max=1)  # (B, J) 0/1
-        loss = margin_loss(out.scores.float(), targets)
-        if out.reconstruction is not None:
-            loss = loss + reconstruction_loss(out.reconstruction.float(), target)
-        return loss
-    if fam == "matrix":
-        return spread_loss(out.scores.float(), y, spread_margin(progress, start=margin_start))
-    if y.dim() == 2:  # MultiMNIST baseline: sigmoid cross-entropy on both labels
-        return F.binary_cross_entropy_with_logits(out.logits.float(), F.one_hot(y, out.logits.shape[1]).sum(1).clamp(max=1).float())
-    return F.cross_entropy(out.logits.float(), y)
+    """Each family's loss as its paper defines it (the model's `loss`). target: what a decoder
+    should redraw; progress in [0, 1] and margin_start set the spread loss's margin."""
+    return model.loss(out, y, target, progress=progress, margin_start=margin_start)
 
 
 def correct(scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -127,7 +85,7 @@ def evaluate(model, dataset: str, data, *, batch_size=256, device="cpu", limit=N
         seen += len(y)
         if on_progress:
             on_progress(seen, total)
-    rule = "both digits among the two most active capsules" if dataset == "multimnist" else "argmax of the class scores"
+    rule = "both digits among the two most active capsules" if DATASETS[dataset].labels == 2 else "argmax of the class scores"
     return {
         "test_error": 100.0 * (1 - right / max(seen, 1)),
         "test_accuracy": 100.0 * right / max(seen, 1),
@@ -149,8 +107,9 @@ def train(
     on_event: Callable[[Event], None] | None = None,
     stop: threading.Event | None = None,
     resume: Path | None = None,
-) -> dict:
-    """Train, save to `out` (safetensors) every epoch and at the end; return the final metadata."""
+) -> CheckpointMeta | None:
+    """Train, save to `out` (safetensors) every epoch and at the end; return the final metadata
+    (None in the processes of a distributed run other than rank 0, which write nothing)."""
     out = Path(out)
     emit = on_event or (lambda e: None)
     try:
@@ -165,56 +124,156 @@ def train(
 
 
 def _train(run, out, emit, stop, resume):
+    """The run in the steps a reader can follow: place it, resume or start, build, prepare, then
+    epochs of training each followed by an evaluation and a save."""
+    rank, world, device = _place(run)
+    state = None
+    if resume:
+        run, state = _resumed_run(run, resume)
+    model, started_from = _build(run, device, state, resume)
+    train_set = load_split(run.dataset, "train", run.data_dir)
+    test_set = load_split(run.dataset, "test", run.data_dir)
+    loop = _prepare(run, out, model, len(train_set), rank, world, device, state, resume, started_from)
+    metrics = loop.history[-1]["metrics"] if loop.history else {}
+    for epoch in range(loop.start_epoch, run.epochs):
+        if rank == 0 and epoch > loop.start_epoch:  # the first was checked before the data loaded
+            ckpt.check_room(out, loop.room)
+        first = loop.start_batch if epoch == loop.start_epoch else 0
+        stats = _one_epoch(loop, train_set, epoch, first, emit, stop)
+        if stats.stopped_at is not None:
+            loop.save(epoch, stats.stopped_at, metrics, final=False)
+            emit(
+                Event(
+                    "stopped", epoch, loop.step, loop.total, message=f"stopped at step {loop.step}/{loop.total}; resume with --resume {out}"
+                )
+            )
+            return ckpt.read_meta(out) if rank == 0 else None
+        if rank == 0:
+            metrics = _evaluate_epoch(loop, test_set, epoch, stats, emit)
+        loop.save(epoch + 1, 0, metrics, final=epoch + 1 == run.epochs)
+    if world > 1:
+        digest = ckpt.weights_digest(model.state_dict())
+        print(f"rank {rank} weights sha256 {digest}", flush=True)
+        dist.barrier()
+    if rank != 0:
+        return None
+    meta = ckpt.read_meta(out)
+    emit(Event("finished", run.epochs, loop.step, loop.total, metrics=meta.metrics.to_dict(), message=f"saved {out}"))
+    return meta
+
+
+def _place(run: TrainRun) -> tuple[int, int, torch.device]:
+    """This process's rank, the number of processes, and the device it trains on (its own GPU
+    under torchrun)."""
     rank, world = _distributed()
     device = pick_device(run.device)
     if world > 1 and device.type == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         torch.cuda.set_device(device)
-    state = None
-    if resume:
-        state = ckpt.load_train_state(resume)
-        saved = TrainRun(**state["run"])
-        run = replace(saved, epochs=run.epochs, device=run.device, data_dir=run.data_dir)
-        if state["epoch"] >= run.epochs and state["batch"] == 0:
-            raise CapsvizError(
-                f"{resume} has already trained its {state['epoch']} epochs; ask for more with --epochs (e.g. --epochs {state['epoch'] + 1})"
-            )
+    return rank, world, device
+
+
+def _resumed_run(run: TrainRun, resume: Path) -> tuple[TrainRun, dict]:
+    """The saved run, with the epochs, device and data folder asked for now, and its training
+    state; refused when it has already trained every epoch asked for."""
+    state = ckpt.load_train_state(resume)
+    saved = TrainRun(**state["run"])
+    run = replace(saved, epochs=run.epochs, device=run.device, data_dir=run.data_dir)
+    if state["epoch"] >= run.epochs and state["batch"] == 0:
+        raise CapsvizError(
+            f"{resume} has already trained its {state['epoch']} epochs; ask for more with --epochs (e.g. --epochs {state['epoch'] + 1})"
+        )
+    return run, state
+
+
+def _build(run: TrainRun, device, state: dict | None, resume: Path | None):
+    """The model, seeded by the run, with the weights it continues from (a resume or --init-from),
+    and what a fine-tuned run records of where it started (None for a fresh one)."""
     torch.manual_seed(run.seed)
     cfg = model_config(run)
     model = build_model(cfg).to(device)
-    started_from = None  # where a fine-tuned run began; total_training() sums the chain
-    if state or run.init_from:
-        source = resume if state else Path(run.init_from)
-        loaded, source_meta = ckpt.load_checkpoint(source)
-        if loaded.config != cfg:
-            mine, theirs = to_dict(cfg), to_dict(loaded.config)
-            diff = ", ".join(
-                f"{k} {theirs.get(k)} there, {mine.get(k)} here"
-                for k in sorted(mine.keys() | theirs.keys())
-                if mine.get(k) != theirs.get(k)
-            )
-            raise CapsvizError(f"{source} holds a different model from the one this run trains: {diff}")
-        model.load_state_dict(loaded.state_dict())
-        # a resumed run keeps what its first part recorded; a fresh one records its source
-        started_from = source_meta.get("started_from") if state else ckpt.lineage(source, source_meta)
-    train_set = load_split(run.dataset, "train", run.data_dir)
-    test_set = load_split(run.dataset, "test", run.data_dir)
-    n_train = len(train_set) if run.train_limit is None else min(run.train_limit, len(train_set))
-    per_epoch = num_batches(n_train, run.batch_size, world)
-    total = per_epoch * run.epochs
+    if not (state or run.init_from):
+        return model, None
+    source = resume if state else Path(run.init_from)
+    loaded, source_meta = ckpt.load_checkpoint(source)
+    if loaded.config != cfg:
+        mine, theirs = to_dict(cfg), to_dict(loaded.config)
+        diff = ", ".join(
+            f"{k} {theirs.get(k)} there, {mine.get(k)} here" for k in sorted(mine.keys() | theirs.keys()) if mine.get(k) != theirs.get(k)
+        )
+        raise CapsvizError(f"{source} holds a different model from the one this run trains: {diff}")
+    model.load_state_dict(loaded.state_dict())
+    # a resumed run keeps what its first part recorded; a fresh one records its source (total_training() sums the chain)
+    return model, source_meta.started_from if state else ckpt.lineage(source, source_meta)
+
+
+@dataclass
+class _Loop:
+    """What a run carries from step to step, and saves with its weights after every epoch."""
+
+    run: TrainRun
+    out: Path
+    model: torch.nn.Module
+    net: torch.nn.Module  # the model as it steps: under DistributedDataParallel, compiled
+    opt: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LRScheduler
+    rank: int
+    world: int
+    device: torch.device
+    per_epoch: int
+    meta_base: dict
+    room: int  # bytes a save needs
+    step: int = 0
+    history: list = field(default_factory=list)
+    elapsed: float = 0.0
+    start_epoch: int = 0
+    start_batch: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.per_epoch * self.run.epochs
+
+    def save(self, epoch: int, batch: int, metrics: dict, final: bool) -> None:
+        """Weights, metadata and training state as one unit (rank 0 alone writes)."""
+        if self.rank != 0:
+            return
+        meta = dict(
+            self.meta_base,
+            epochs=epoch + batch / self.per_epoch,
+            metrics=metrics,
+            history=self.history,
+            training_time_s=round(self.elapsed, 1),
+            complete=final,
+        )
+        state = {
+            "run": asdict(self.run),
+            "optimizer": self.opt.state_dict(),
+            "scheduler": self.sched.state_dict(),
+            "step": self.step,
+            "epoch": epoch,
+            "batch": batch,
+            "history": self.history,
+            "elapsed": self.elapsed,
+            "torch_rng": torch.get_rng_state(),
+        }
+        ckpt.save_run(self.out, self.model, meta, state)
+
+
+def _prepare(run, out, model, n_images, rank, world, device, state, resume, started_from) -> _Loop:
+    """Optimizer and schedule (a resume's restored, with its position and RNG), the model as it
+    will step, what every save records, and room on disk for the first save."""
+    n_train = n_images if run.train_limit is None else min(run.train_limit, n_images)
     opt = torch.optim.Adam(model.parameters(), lr=run.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: run.lr_decay ** (s / run.decay_steps))
-    step, history, elapsed = 0, [], 0.0
-    start_epoch, start_batch = 0, 0
+    resumed = {}
     if state:
         load_optimizer_state(opt, sched, state, ckpt.train_state_path(resume))
-        step, history, elapsed = state["step"], state["history"], state["elapsed"]
-        start_epoch, start_batch = state["epoch"], state["batch"]
+        resumed = {k: state[k] for k in ("step", "history", "elapsed")} | {"start_epoch": state["epoch"], "start_batch": state["batch"]}
         torch.set_rng_state(state["torch_rng"])
     net = model
     if world > 1:
         net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    if run.compile and model.config.family == "matrix":
+    if run.compile and model.config.routing == "em":  # the EM core is compiled, not the model around it
         compile_em()
     elif run.compile:
         net = torch.compile(net)
@@ -230,122 +289,89 @@ def _train(run, out, emit, stop, resume):
     room = ckpt.pair_bytes(model)
     if rank == 0:
         ckpt.check_room(out, room)
+    per_epoch = num_batches(n_train, run.batch_size, world)
+    return _Loop(run, out, model, net, opt, sched, rank, world, device, per_epoch, meta_base, room, **resumed)
 
-    def save(epoch: int, batch: int, metrics: dict, final: bool):
-        if rank != 0:
-            return
-        meta = dict(
-            meta_base, epochs=epoch + batch / per_epoch, metrics=metrics, history=history, training_time_s=round(elapsed, 1), complete=final
-        )
-        ckpt.save_run(
-            out,
-            model,
-            meta,
-            {
-                "run": asdict(run),
-                "optimizer": opt.state_dict(),
-                "scheduler": sched.state_dict(),
-                "step": step,
-                "epoch": epoch,
-                "batch": batch,
-                "history": history,
-                "elapsed": elapsed,
-                "torch_rng": torch.get_rng_state(),
-            },
-        )
 
-    metrics = history[-1]["metrics"] if history else {}
-    for epoch in range(start_epoch, run.epochs):
-        if rank == 0 and epoch > start_epoch:  # the first was checked before the data loaded
-            ckpt.check_room(out, room)
-        net.train()
-        t_epoch, seen, loss_sum, right, n_loss = time.perf_counter(), 0, 0.0, 0, 0
-        first = start_batch if epoch == start_epoch else 0
-        feed = batches(
-            run.dataset,
-            train_set,
-            run.batch_size,
-            train=True,
-            seed=run.seed,
-            epoch=epoch,
-            device=device,
-            start=first,
-            limit=run.train_limit,
-            rank=rank,
-            world=world,
-        )
-        if device.type == "cuda":  # assemble the next batch on the CPU while the GPU steps
-            feed = prefetch(feed)
-        for k, (x, y, target) in enumerate(feed, start=first):
-            t0 = time.perf_counter()
-            with autocast(device, run.precision):
-                o = net(x, y)
-                loss = objective(model, o, target, y, step / max(total, 1), run.margin_start)
-            if not torch.isfinite(loss):
-                raise CapsvizError(f"loss became {loss.item()} at step {step}; try a lower --lr or --precision fp32")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            step += 1
-            dt = time.perf_counter() - t0
-            elapsed += dt
-            seen += len(y) * world
-            loss_sum += loss.item() * len(y)
-            n_loss += len(y)
-            right += int(correct(o.scores.detach().float(), y).sum())
-            ips = seen / (time.perf_counter() - t_epoch)
-            if rank == 0:
-                emit(
-                    Event(
-                        "step",
-                        epoch,
-                        step,
-                        total,
-                        loss_sum / n_loss,
-                        100 * right / n_loss,
-                        ips,
-                        (total - step) * run.batch_size * world / max(ips, 1e-9),
-                    )
-                )
-            if stop.is_set():
-                save(epoch, k + 1, metrics, final=False)
-                emit(Event("stopped", epoch, step, total, message=f"stopped at step {step}/{total}; resume with --resume {out}"))
-                return ckpt.read_meta(out) if rank == 0 else {}
-        start_batch = 0
-        if rank == 0:
-            emit(
-                Event(
-                    "epoch",
-                    epoch + 1,
-                    step,
-                    total,
-                    loss_sum / max(n_loss, 1),
-                    100 * right / max(n_loss, 1),
-                    seen / (time.perf_counter() - t_epoch),
-                )
-            )
-            metrics = evaluate(model, run.dataset, test_set, device=device, limit=run.test_limit, precision=run.precision)
-            history.append(
-                {
-                    "epoch": epoch + 1,
-                    "train_loss": loss_sum / max(n_loss, 1),
-                    "train_accuracy": 100 * right / max(n_loss, 1),
-                    "images_per_s": seen / (time.perf_counter() - t_epoch),
-                    "metrics": metrics,
-                }
-            )
-            emit(Event("evaluation", epoch + 1, step, total, metrics=metrics))
-        save(epoch + 1, 0, metrics, final=epoch + 1 == run.epochs)
-    if world > 1:
-        digest = ckpt.weights_digest(model.state_dict())
-        print(f"rank {rank} weights sha256 {digest}", flush=True)
-        dist.barrier()
-    if rank != 0:
-        return {}
-    meta = ckpt.read_meta(out)
-    emit(Event("finished", run.epochs, step, total, metrics=meta.get("metrics", {}), message=f"saved {out}"))
-    return meta
+@dataclass
+class _EpochStats:
+    """One epoch's training so far: loss and accuracy sums over this process's images."""
+
+    started: float
+    seen: int = 0  # images, all processes
+    loss_sum: float = 0.0
+    right: int = 0
+    n_loss: int = 0
+    stopped_at: int | None = None  # the batch to resume from, when `stop` ended the epoch early
+
+    def images_per_s(self) -> float:
+        return self.seen / (time.perf_counter() - self.started)
+
+
+def _one_epoch(loop: _Loop, train_set, epoch: int, first: int, emit, stop) -> _EpochStats:
+    """Train on this epoch's batches from batch `first`, reporting every step; stop within one
+    step when `stop` is set."""
+    run, device, world = loop.run, loop.device, loop.world
+    loop.net.train()
+    stats = _EpochStats(time.perf_counter())
+    feed = batches(
+        run.dataset,
+        train_set,
+        run.batch_size,
+        train=True,
+        seed=run.seed,
+        epoch=epoch,
+        device=device,
+        start=first,
+        limit=run.train_limit,
+        rank=loop.rank,
+        world=world,
+    )
+    if device.type == "cuda":  # assemble the next batch on the CPU while the GPU steps
+        feed = prefetch(feed)
+    for k, (x, y, target) in enumerate(feed, start=first):
+        t0 = time.perf_counter()
+        with autocast(device, run.precision):
+            o = loop.net(x, y)
+            loss = objective(loop.model, o, target, y, loop.step / max(loop.total, 1), run.margin_start)
+        if not torch.isfinite(loss):
+            raise CapsvizError(f"loss became {loss.item()} at step {loop.step}; try a lower --lr or --precision fp32")
+        loop.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        loop.opt.step()
+        loop.sched.step()
+        loop.step += 1
+        loop.elapsed += time.perf_counter() - t0
+        stats.seen += len(y) * world
+        stats.loss_sum += loss.item() * len(y)
+        stats.n_loss += len(y)
+        stats.right += int(correct(o.scores.detach().float(), y).sum())
+        ips = stats.images_per_s()
+        if loop.rank == 0:
+            eta = (loop.total - loop.step) * run.batch_size * world / max(ips, 1e-9)
+            emit(Event("step", epoch, loop.step, loop.total, stats.loss_sum / stats.n_loss, 100 * stats.right / stats.n_loss, ips, eta))
+        if stop.is_set():
+            stats.stopped_at = k + 1
+            break
+    return stats
+
+
+def _evaluate_epoch(loop: _Loop, test_set, epoch: int, stats: _EpochStats, emit) -> dict:
+    """Report the epoch, measure the test error, and add both to the run's history."""
+    run, n = loop.run, max(stats.n_loss, 1)
+    emit(Event("epoch", epoch + 1, loop.step, loop.total, stats.loss_sum / n, 100 * stats.right / n, stats.images_per_s()))
+    metrics = evaluate(loop.model, run.dataset, test_set, device=loop.device, limit=run.test_limit, precision=run.precision)
+    loop.history.append(
+        {
+            "epoch": epoch + 1,
+            "train_loss": stats.loss_sum / n,
+            "train_accuracy": 100 * stats.right / n,
+            "images_per_s": stats.images_per_s(),
+            "metrics": metrics,
+        }
+    )
+    emit(Event("evaluation", epoch + 1, loop.step, loop.total, metrics=metrics))
+    return metrics
 
 
 def load_optimizer_state(opt, sched, state: dict, where: Path) -> None:

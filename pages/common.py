@@ -19,6 +19,7 @@ from capsviz.data.transforms import mnist_style, picture_to_digit
 from capsviz.devices import pick_device
 from capsviz.errors import CapsvizError
 from capsviz.progress import time_left
+from capsviz.schema import CheckpointMeta
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,11 +47,11 @@ def checkpoint_dir() -> Path:
 ALL = "all datasets"
 
 
-def checkpoints() -> list[tuple[Path, dict]]:
+def checkpoints() -> list[tuple[Path, CheckpointMeta]]:
     """Readable checkpoints in checkpoints/ (fresh every run: a model trained in this session shows up
     at once), MNIST models first: the first is the default active model, and MNIST is where a newcomer starts."""
-    found = [(p, m) for p, m in list_checkpoints(checkpoint_dir()) if isinstance(m, dict)]
-    return sorted(found, key=lambda pm: (pm[1].get("dataset") != "mnist", pm[0].name))
+    found = [(p, m) for p, m in list_checkpoints(checkpoint_dir()) if isinstance(m, CheckpointMeta)]
+    return sorted(found, key=lambda pm: (pm[1].dataset != "mnist", pm[0].name))
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading model ...")
@@ -68,7 +69,7 @@ def active_name() -> str | None:
     """The active checkpoint's file name: the sidebar's pick, else the link's ?model=, else the first
     (among the models of the dataset chosen in the sidebar)."""
     dataset = st.session_state.get("dataset_pick", ALL)
-    names = [p.name for p, m in checkpoints() if dataset == ALL or m.get("dataset") == dataset]
+    names = [p.name for p, m in checkpoints() if dataset == ALL or m.dataset == dataset]
     for cand in (st.session_state.get("pending_model"), st.session_state.get("model_pick"), st.query_params.get("model")):
         if cand in names:
             return cand
@@ -103,7 +104,7 @@ def page_model(fits, why: str):
         st.stop()
     model, meta, path = loaded
     if not fits(meta):
-        st.info(why.format(name=path.stem, family=meta["config"]["family"]))
+        st.info(why.format(name=path.stem, family=meta.family))
         suitable = [p for p, m in checkpoints() if fits(m)]
         if suitable:
             st.markdown("Models that fit this page:")
@@ -139,23 +140,23 @@ def sidebar() -> None:
         if not found:
             st.caption("No checkpoints yet.")
         else:
-            datasets = sorted({m.get("dataset", "?") for _, m in found})
+            datasets = sorted({m.dataset or "?" for _, m in found})
             pending = st.session_state.get("pending_model")
             if "link_model_seen" not in st.session_state:  # a shared link's model, on the session's first run only
                 st.session_state["link_model_seen"] = True
                 pending = pending or st.query_params.get("model")
             pending_meta = next((m for p, m in found if p.name == pending), None)
-            if pending_meta and st.session_state.get("dataset_pick", ALL) not in (ALL, pending_meta.get("dataset")):
+            if pending_meta and st.session_state.get("dataset_pick", ALL) not in (ALL, pending_meta.dataset):
                 st.session_state["dataset_pick"] = ALL  # a link or card to another dataset's model wins
             st.selectbox("Dataset", [ALL, *datasets], key="dataset_pick", help="Show only the models trained on this dataset")
             st.session_state["model_pick"] = active_name()  # before the widget: links and cards win
             st.session_state.pop("pending_model", None)
-            shown = [p.name for p, m in found if st.session_state["dataset_pick"] in (ALL, m.get("dataset"))]
+            shown = [p.name for p, m in found if st.session_state["dataset_pick"] in (ALL, m.dataset)]
             name = st.selectbox("Model", shown, key="model_pick", help="Used by every page")
             st.query_params["model"] = name
         device = pick_device("auto")
-        active = next((m.get("dataset") for p, m in found if p.name == st.session_state.get("model_pick")), None)
-        source = DATASETS.get(active, ("mnist",))[0]  # MultiMNIST is drawn from MNIST
+        active = next((m.dataset for p, m in found if p.name == st.session_state.get("model_pick")), None)
+        source = DATASETS[active or "mnist"].source  # MultiMNIST is drawn from MNIST
         place, _ = locate(SOURCES[source])  # where only: checksums are `python -m capsviz data`'s job (370 ms)
         where = f"data: {place}" if place else f"data: {source} not found (see `python -m capsviz data`)"
         from capsviz.kernels import policy  # the EM kernel is a CPU path: say why it is off, as `capsviz doctor` does

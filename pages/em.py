@@ -5,7 +5,7 @@ import streamlit as st
 
 from capsviz.analysis.explain import em_shares, position_words, zoom_limit
 from capsviz.analysis.routing import em_trace
-from capsviz.data.mnist import CLASS_NAMES
+from capsviz.data import class_names
 from capsviz.glossary import help_text, label, term
 from capsviz.viz import heatmap, lines, png_bytes, to_image
 from capsviz.viz.animation import gif_bytes
@@ -24,13 +24,13 @@ st.markdown(
 )
 
 model, meta, path = page_model(
-    lambda meta: meta["config"]["family"] == "matrix",
+    lambda meta: meta.config.routing == "em",
     "**{name}** is a {family} model. This page shows EM routing between matrix capsules; pick a matrix-capsule model "
     "below or in the sidebar, or train one: `python -m capsviz train --model matrix-small --compile --out "
     "checkpoints/my-matrix-small.safetensors`.",
 )
-names = CLASS_NAMES.get(meta.get("dataset", "mnist"), CLASS_NAMES["mnist"])[: meta["config"]["num_classes"]]
-picked = pick_image(meta.get("dataset", "mnist"), names, meta["config"]["in_size"], model)
+names = class_names(meta.image_dataset)[: meta.config.num_classes]
+picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
 if picked is None:
     st.stop()
 image, image_label = picked
@@ -38,7 +38,7 @@ T = st.slider(
     "EM iterations at inference",
     1,
     5,
-    int(meta["config"]["routing_iterations"]),
+    meta.config.routing_iterations,
     key="iterations",
     bind="query-params",
     help="The weights are the same; only the number of EM iterations changes",

@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid, predict
-from capsviz.data.mnist import CLASS_NAMES
+from capsviz.data import class_names
 from capsviz.glossary import help_text
 from capsviz.glossary import label as glossary_label
 from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
@@ -23,14 +23,14 @@ st.markdown(
 )
 
 model, meta, path = page_model(
-    lambda meta: meta["config"]["family"] == "capsnet" and meta["config"].get("reconstruction"),
+    lambda meta: meta.config.decodes,
     "**{name}** is a {family} model without a decoder. Matrix capsules (EM routing) and the baseline CNNs have no "
     "reconstruction network, so there is nothing to perturb: choose a dynamic-routing CapsNet trained with reconstruction in the sidebar.",
 )
 
-dataset = meta.get("dataset", "mnist")
-names = CLASS_NAMES.get(dataset, CLASS_NAMES["mnist"])
-size = meta["config"]["in_size"]
+dataset = meta.image_dataset
+names = class_names(dataset)
+size = meta.config.in_size
 
 picked = pick_image(dataset, names, size, model)
 if picked is None:

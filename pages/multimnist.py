@@ -5,6 +5,7 @@ import streamlit as st
 
 from capsviz.analysis.explain import capsule_role, pair_routing, pair_routing_words, pair_words, reconstruction_words, round_up
 from capsviz.analysis.multimnist import SEGMENT_NAMES, compose_pair, draw_pair, pair_accuracy, segment
+from capsviz.config import DATASETS
 from capsviz.data.multimnist import MAX_SHIFT
 from capsviz.glossary import help_text
 from capsviz.viz import SEGMENT_COLOURS, capsule_bars, png_bytes, segments_image, to_image, two_colour
@@ -23,7 +24,7 @@ st.markdown(
 )
 
 model, meta, path = page_model(
-    lambda m: m["config"]["family"] == "capsnet" and m["config"].get("reconstruction") and m["config"]["in_size"] == 36,
+    lambda m: m.config.decodes and m.config.in_size == DATASETS["multimnist"].in_size,
     "**{name}** is not a CapsNet trained on MultiMNIST (36x36 inputs with a decoder). Choose one below or in the sidebar, or train "
     "one: `python -m capsviz train --model capsnet-small --dataset multimnist --out checkpoints/capsnet-small-multimnist.safetensors`.",
 )
@@ -167,7 +168,7 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
     )
     alone = 0 if alone == "first digit" else 1
     st.caption(f"The first digit is a {pair.labels[0]}, the second a {pair.labels[1]}.")
-    T_route = int(meta["config"]["routing_iterations"])
+    T_route = meta.config.routing_iterations
 
     single = pair.parts[alone].astype(np.float32)
     routed = routing_of(st.session_state["model_key"], pair.image.astype(np.float32).tobytes(), single.tobytes(), (t1, t2), T_route)

@@ -50,10 +50,10 @@ if todo:
         st.code("\n".join(todo), language="bash")
 
 st.header("Hinton et al. 2018 (test error %)")
-matrix = [(n, m) for n, m in found if m["config"]["family"] == "matrix" and m.get("metrics", {}).get("test_error") is not None]
+matrix = [(n, m) for n, m in found if m.config.routing == "em" and m.metrics.measured]
 em = "| dataset | model | paper | ours |\n|---|---|---|---|\n"
 for ds, model, err in EM_RESULTS:
-    ours = [f"{m['metrics']['test_error']:.2f}{'' if is_paper_size(m) else ' †'} (`{n}`)" for n, m in matrix if m.get("dataset") == ds]
+    ours = [f"{m.metrics.test_error:.2f}{'' if is_paper_size(m) else ' †'} (`{n}`)" for n, m in matrix if m.dataset == ds]
     if not ours:
         ours = (
             ["· `python -m capsviz train --model matrix-small --dataset mnist --out checkpoints/matrix-small-mnist.safetensors`"]
@@ -67,7 +67,7 @@ st.header("Test error by epoch")
 by_dataset: dict[str, dict] = {}
 for n, m in found:
     if h := total_training(m)["history"]:  # fine-tuned: the whole chain
-        by_dataset.setdefault(m.get("dataset", "?"), {})[n] = h
+        by_dataset.setdefault(m.dataset or "?", {})[n] = h
 if by_dataset:
     # one chart per dataset: their epochs are not comparable (a MultiMNIST epoch is 60,000 fresh pairs)
     for tab, (ds, history) in zip(st.tabs(list(by_dataset), key="curves", bind="query-params"), by_dataset.items(), strict=True):

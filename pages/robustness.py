@@ -16,7 +16,7 @@ from capsviz.analysis.robustness import (
     other_class,
     warp,
 )
-from capsviz.data.mnist import CLASS_NAMES
+from capsviz.data import class_names
 from capsviz.glossary import help_text
 from capsviz.viz import capsule_bars, sweep_lines, to_image
 from pages.common import checkpoint_dir, checkpoints, count_slider, load_model, long_job, page_model, pick_image, require_router, test_set
@@ -32,14 +32,14 @@ st.markdown(
 )
 
 model, meta, path = page_model(
-    lambda m: m["config"]["family"] in ("capsnet", "matrix") and m["config"]["in_size"] in (28, 40),
+    lambda m: m.config.routing is not None and m.config.in_size in (28, 40),
     "**{name}** is a {family} model; this page compares a capsule model (CapsNet or matrix capsules on 28x28 or 40x40 "
     "digits) with a baseline CNN. Choose a capsule model.",
 )
-dataset = meta.get("dataset", "mnist")
-size = meta["config"]["in_size"]
-names = CLASS_NAMES.get(dataset, CLASS_NAMES["mnist"])
-cnns = [p for p, m in checkpoints() if m["config"]["family"] == "cnn" and m["config"]["in_size"] == size and m.get("dataset") == dataset]
+dataset = meta.image_dataset
+size = meta.config.in_size
+names = class_names(dataset)
+cnns = [p for p, m in checkpoints() if m.config.routing is None and m.config.in_size == size and m.image_dataset == dataset]
 models = {path.stem: model}
 files = {path.stem: path}
 if cnns:
@@ -106,7 +106,7 @@ with tab_affine:
             cols[0].image(to_image(warped, 5), caption=f"transformed (label {label})", width=150)
             for col, (name, m) in zip(cols[1:], models.items(), strict=False):
                 p = predict(m, warped)
-                y_title = {"capsnet": "capsule length", "matrix": "class activation"}.get(m.config.family, "softmax probability")
+                y_title = {"dynamic": "capsule length", "em": "class activation"}.get(m.config.routing, "softmax probability")
                 col.plotly_chart(
                     capsule_bars(p.scores, names, p.predicted, f"{name}: {names[p.predicted]} ({p.scores[p.predicted]:.2f})", y_title),
                     key=f"aff_bars_{name}",
@@ -208,11 +208,7 @@ with tab_adv:
                 "on smallNORB (chance there is 20%; on MNIST 10%); Sabour et al. make none for attacks. The models here are trained "
                 "on MNIST, smaller and for fewer epochs than the papers', and these attacks follow the cross-entropy of the class "
                 "scores (the paper does not say which loss it attacked). "
-                + (
-                    ""
-                    if meta["config"]["family"] == "matrix"
-                    else "Pick the matrix-capsule model in the sidebar to test the EM paper's own claim."
-                )
+                + ("" if meta.config.routing == "em" else "Pick the matrix-capsule model in the sidebar to test the EM paper's own claim.")
             )
         st.subheader("Attacked images")
         eps = st.select_slider("epsilon", epsilons[1:], value=0.1, key="epsilon", bind="query-params", help=help_text("epsilon"))

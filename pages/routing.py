@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 from capsviz.analysis.routing import coupling_summary, dynamic_trace, iteration_sweep, mean_b_change
-from capsviz.data.mnist import CLASS_NAMES
+from capsviz.data import class_names
 from capsviz.glossary import help_text
 from capsviz.viz import class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
@@ -25,11 +25,11 @@ st.caption(
 )
 
 model, meta, path = page_model(
-    lambda meta: meta["config"]["family"] == "capsnet",
+    lambda meta: meta.config.routing == "dynamic",
     "**{name}** is a {family} model. This page shows dynamic routing; pick a CapsNet in the sidebar (matrix capsules have the **EM routing** page).",
 )
-names = CLASS_NAMES.get(meta.get("dataset", "mnist"), CLASS_NAMES["mnist"])
-picked = pick_image(meta.get("dataset", "mnist"), names, meta["config"]["in_size"], model)
+names = class_names(meta.image_dataset)
+picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
 if picked is None:
     st.stop()
 image, label = picked
@@ -37,7 +37,7 @@ T = st.slider(
     "Routing iterations at inference",
     1,
     10,
-    int(meta["config"]["routing_iterations"]),
+    meta.config.routing_iterations,
     key="iterations",
     bind="query-params",
     help="The weights are the same; only the number of routing iterations changes. " + help_text("iteration"),
@@ -205,7 +205,7 @@ d.plotly_chart(
 )
 
 st.subheader("Appendix A: how fast routing converges")
-data = test_set(meta.get("dataset", "mnist")) if meta["config"]["in_size"] == 28 else None
+data = test_set(meta.image_dataset) if meta.config.in_size == 28 else None
 
 
 @st.cache_data(show_spinner="Routing 64 test images ...")
@@ -247,7 +247,7 @@ if data is not None:
         return coupling_summary(model, data.images[:64].float() / 255.0, T)
 
     cs = summary(st.session_state["model_key"], Tmax)
-    k = int(meta["config"]["routing_iterations"]) - 1  # the iteration count the model was trained with
+    k = meta.config.routing_iterations - 1  # the iteration count the model was trained with
     st.plotly_chart(
         lines(
             np.stack([cs["coupling_to_prediction"], cs["vote_weighted_coupling_to_prediction"], np.full(Tmax, cs["uniform"])], 1),

@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from capsviz.analysis.tour import capsnet_steps, capsnet_tour, matrix_steps, matrix_tour
-from capsviz.data.mnist import CLASS_NAMES
+from capsviz.analysis.tour import TOURS
+from capsviz.data import class_names
 from capsviz.glossary import help_text, label
 from capsviz.viz import png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
@@ -22,26 +22,26 @@ st.markdown(
 )
 
 model, meta, path = page_model(
-    lambda meta: meta["config"]["family"] in ("capsnet", "matrix"),
+    lambda meta: meta.config.routing in TOURS,
     "**{name}** is a {family} model, which has no capsules to follow. Pick a capsule network in the sidebar.",
 )
-family = meta["config"]["family"]
-names = [str(n) for n in CLASS_NAMES.get(meta.get("dataset", "mnist"), CLASS_NAMES["mnist"])]
+routing = meta.config.routing
+names = [str(n) for n in class_names(meta.image_dataset)]
 with st.expander("The image to follow (a test image, a drawing or an upload: change it here)", expanded=False):
-    picked = pick_image(meta.get("dataset", "mnist"), names, meta["config"]["in_size"], model)
+    picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
 if picked is None:
     st.stop()
 image, truth = picked
 
 
 @st.cache_data(max_entries=16, show_spinner="Following the image through the network ...")
-def follow(model_key: str, image_bytes: bytes, family: str):
+def follow(model_key: str, image_bytes: bytes, routing: str):
     img = np.frombuffer(image_bytes, np.float32).reshape(image.shape)
-    return capsnet_tour(model, img) if family == "capsnet" else matrix_tour(model, img)
+    return TOURS[routing].follow(model, img)
 
 
-tour = follow(st.session_state["model_key"], image.tobytes(), family)
-steps = capsnet_steps(tour.iterations) if family == "capsnet" else matrix_steps(tour.iterations)
+tour = follow(st.session_state["model_key"], image.tobytes(), routing)
+steps = TOURS[routing].steps(tour.iterations)
 N = len(steps)
 
 if "tour_step" not in st.session_state:
@@ -102,7 +102,7 @@ def say(*sentences: str) -> None:
 
 
 fig, text = st.columns([3, 2], gap="large")
-if family == "capsnet":
+if routing == "dynamic":
     T = tour.iterations
     if step == "input":
         with fig:

@@ -13,7 +13,7 @@ import torch
 
 from capsviz import checkpoint as ckpt
 from capsviz import jobs
-from capsviz.config import PRESETS
+from capsviz.config import DATASETS, PRESETS
 from capsviz.errors import CapsvizError
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
@@ -46,7 +46,7 @@ busy = drawn[1] in jobs.ACTIVE
 with st.container(border=True):
     c1, c2, c3 = st.columns(3)
     model = c1.selectbox("Model", list(PRESETS), index=list(PRESETS).index("capsnet-small"), key="t_model")
-    dataset = c1.selectbox("Dataset", ["mnist", "fashion-mnist", "multimnist", "affnist"], key="t_dataset")
+    dataset = c1.selectbox("Dataset", list(DATASETS), key="t_dataset")
     epochs = c2.number_input("Epochs", 1, 200, 1, key="t_epochs")
     batch = c2.number_input("Batch size", 1, 1024, 128, key="t_batch")
     iters = c2.number_input("Routing iterations", 1, 10, 3, key="t_iters")
@@ -84,8 +84,8 @@ run = TrainRun(
     dataset=dataset,
     epochs=int(epochs),
     batch_size=int(batch),
-    routing_iterations=int(iters) if PRESETS[model].family != "cnn" else None,
-    reconstruction=recon if PRESETS[model].family == "capsnet" else None,
+    routing_iterations=int(iters) if PRESETS[model].routing else None,
+    reconstruction=recon if "reconstruction" in PRESETS[model].run_options else None,
     precision=precision,
     decay_steps=int(decay),
     train_limit=int(limit) or None,
@@ -133,9 +133,9 @@ def about(path) -> str:
         meta = ckpt.read_meta(path)
     except (CapsvizError, OSError):
         return "a file capsviz cannot read"
-    error = meta.get("metrics", {}).get("test_error") if isinstance(meta.get("metrics"), dict) else None
-    model = meta.get("run", {}).get("model", "a model") if isinstance(meta.get("run"), dict) else "a model"
-    return f"{model} trained here, saved {when}" + (f", test error {error:.2f}%" if isinstance(error, int | float) else "")
+    error = meta.metrics.test_error
+    model = (meta.run or {}).get("model", "a model")
+    return f"{model} trained here, saved {when}" + (f", test error {error:.2f}%" if error is not None else "")
 
 
 def ask_before_start(pending: dict) -> None:

@@ -11,6 +11,7 @@ from pages.common import checkpoint_dir, checkpoints, require_router
 require_router()
 
 
+ROUTING = {"dynamic": "dynamic", "em": "EM"}
 FAMILIES = {"capsnet": "CapsNet (vector capsules)", "matrix": "matrix capsules (4x4 poses)", "cnn": "plain CNN (no capsules)"}
 
 
@@ -38,24 +39,21 @@ found = checkpoints()
 if not found:
     st.info("No checkpoints in `checkpoints/` yet. Train one on the **Train** page.")
 for path, meta in found:
-    c = meta["config"]
-    m = meta.get("metrics", {})
+    c = meta.config
+    m = meta.metrics
     paper = paper_error(meta)
     with st.container(border=True):
         st.subheader(path.stem)
         cols = st.columns(4)
-        routing = {
-            "capsnet": f"dynamic, {iterations(c.get('routing_iterations'))}",
-            "matrix": f"EM, {iterations(c.get('routing_iterations'))}",
-        }.get(c["family"], "none (CNN)")
-        family = FAMILIES.get(c["family"], c["family"])
-        decoder = "yes: it can redraw the digit from a capsule" if c.get("reconstruction") else "no"
+        routing = f"{ROUTING[c.routing]}, {iterations(c.routing_iterations)}" if c.routing else "none (CNN)"
+        family = FAMILIES.get(c.family, c.family)
+        decoder = "yes: it can redraw the digit from a capsule" if c.decodes else "no"
         cols[0].markdown(f"**Family** {family}  \n**Routing** {routing}  \n**Decoder** {decoder}")
         total = total_training(meta)  # fine-tuned: the runs it adds up
         epochs, hardware = training_labels(total)
-        cols[1].markdown(f"**Parameters** {meta.get('parameters', 0):,}  \n**Dataset** {meta.get('dataset')}  \n**Epochs** {epochs}")
-        err = f"{m['test_error']:.2f}%" if "test_error" in m else "not measured"
-        cols[2].metric("Test error", err, help=m.get("how", ""))
+        cols[1].markdown(f"**Parameters** {meta.parameters:,}  \n**Dataset** {meta.dataset}  \n**Epochs** {epochs}")
+        err = f"{m.test_error:.2f}%" if m.measured else "not measured"
+        cols[2].metric("Test error", err, help=m.how)
         if paper is None:
             cols[2].caption("no paper figure for this setting")
         elif is_paper_size(meta):

@@ -214,7 +214,7 @@ def test_train_page_runs_to_completion_and_model_appears(app):
     assert not app.exception
     assert app.success and "Finished" in app.success[0].value
     assert (app.folder / "fresh.safetensors").is_file()
-    meta_run = ckpt.read_meta(app.folder / "fresh.safetensors")["run"]
+    meta_run = ckpt.read_meta(app.folder / "fresh.safetensors").run
     assert meta_run["device"] == "cpu" and meta_run["decay_steps"] == 180
     app.switch_page("pages/zoo.py").run()
     assert "fresh" in [s.value for s in app.subheader]
@@ -303,15 +303,19 @@ def test_misclassified_picker_lands_on_a_mistake(app):
 
 def test_paper_size_is_recognised():
     from capsviz.analysis.reproduction import is_paper_size
-    from capsviz.config import PRESETS, preset, to_dict
+    from capsviz.config import PRESETS, preset
+    from capsviz.schema import CheckpointMeta
 
-    assert is_paper_size({"config": to_dict(PRESETS["capsnet"])})
-    assert is_paper_size({"config": to_dict(preset("capsnet", routing_iterations=1, reconstruction=False))})
-    assert is_paper_size({"config": to_dict(preset("matrix", in_size=28, num_classes=10))})
-    assert is_paper_size({"config": to_dict(PRESETS["cnn-mnist"])})
-    assert not is_paper_size({"config": to_dict(PRESETS["cnn-small"]), "dataset": "mnist"})  # the smallNORB paper's CNN
-    assert not is_paper_size({"config": to_dict(PRESETS["capsnet-small"])})
-    assert not is_paper_size({"config": to_dict(PRESETS["matrix-small"])})
+    def meta(config, dataset=None):
+        return CheckpointMeta(config, "", dataset)
+
+    assert is_paper_size(meta(PRESETS["capsnet"]))
+    assert is_paper_size(meta(preset("capsnet", routing_iterations=1, reconstruction=False)))
+    assert is_paper_size(meta(preset("matrix", in_size=28, num_classes=10)))
+    assert is_paper_size(meta(PRESETS["cnn-mnist"]))
+    assert not is_paper_size(meta(PRESETS["cnn-small"], "mnist"))  # the smallNORB paper's CNN
+    assert not is_paper_size(meta(PRESETS["capsnet-small"]))
+    assert not is_paper_size(meta(PRESETS["matrix-small"]))
 
 
 def test_routing_traces_follow_a_checkpoint_retrained_under_the_same_name(app):

@@ -32,7 +32,7 @@ def saved(tmp_path):
 def test_checkpoint_round_trip_rebuilds_from_file_alone(saved):
     p, m = saved
     loaded, meta = ckpt.load_checkpoint(p)
-    assert meta["config"]["family"] == "capsnet" and meta["metrics"]["test_error"] == 1.0 and "capsviz_version" in meta
+    assert meta.family == "capsnet" and meta.metrics.test_error == 1.0 and meta.capsviz_version
     for (k, a), (_, b) in zip(m.state_dict().items(), loaded.state_dict().items(), strict=True):
         torch.testing.assert_close(a, b, msg=k)
     assert not list(p.parent.glob("*.part"))
@@ -72,7 +72,7 @@ def test_tampered_weights_are_detected(saved):
 
 def test_mismatched_config_and_foreign_files(saved, tmp_path):
     p, m = saved
-    meta = ckpt.read_meta(p)
+    meta = ckpt.read_meta(p).raw
     meta["config"]["primary_types"] = 4
     tensors = {k: v.contiguous() for k, v in m.state_dict().items()}
     bad = tmp_path / "bad.safetensors"
@@ -117,7 +117,7 @@ def test_dry_run_every_family(model, dataset, synthetic_data, tmp_path):
     kinds = [e.kind for e in events]
     assert kinds.count("step") == 2 and kinds[-3:] == ["epoch", "evaluation", "finished"]
     assert all(e.images_per_s > 0 and e.eta_s >= 0 for e in events if e.kind == "step")
-    assert meta["complete"] and meta["metrics"]["n_test"] == 16 and meta["hardware"]
+    assert meta.complete and meta.metrics.n_test == 16 and meta.hardware
     ckpt.load_checkpoint(tmp_path / "m.safetensors")
 
 
@@ -142,11 +142,11 @@ def test_resume_equals_uninterrupted_run(synthetic_data, tmp_path, device):
             stop.set()
 
     meta = train(run, tmp_path / "part.safetensors", on_event=stop_after_5, stop=stop)
-    assert not meta["complete"] and meta["epochs"] == pytest.approx(1.25)
+    assert not meta.complete and meta.epochs == pytest.approx(1.25)
     train(run, tmp_path / "part.safetensors", resume=tmp_path / "part.safetensors")
     a, _ = ckpt.load_checkpoint(tmp_path / "full.safetensors")
     b, mb = ckpt.load_checkpoint(tmp_path / "part.safetensors")
-    assert mb["complete"]
+    assert mb.complete
     tol = {} if device == "cpu" else dict(atol=1e-4, rtol=1e-3)  # GPU convolutions' summation order varies
     for (k, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
         torch.testing.assert_close(x, y, msg=k, **tol)
@@ -165,18 +165,15 @@ def test_init_from_starts_at_the_checkpoint_weights_and_refuses_another_model(sy
     deltas = [float((a - b).abs().max()) for a, b in zip(tuned.state_dict().values(), start.state_dict().values(), strict=True)]
     apart = [float((a - b).abs().max()) for a, b in zip(fresh.state_dict().values(), start.state_dict().values(), strict=True)]
     assert max(deltas) < 1e-4 < max(apart)  # it began at the checkpoint, not at a fresh initialisation
-    assert meta["run"]["init_from"] == str(first) and meta["run"]["margin_start"] == 0.9
+    assert meta.run["init_from"] == str(first) and meta.run["margin_start"] == 0.9
     # the metadata keeps where it started; resumed to the end, the chain adds up
-    assert (
-        meta["started_from"]["file"] == "first.safetensors"
-        and meta["started_from"]["weights_sha256"] == ckpt.read_meta(first)["weights_sha256"]
-    )
+    assert meta.started_from["file"] == "first.safetensors" and meta.started_from["weights_sha256"] == ckpt.read_meta(first).weights_sha256
     done = train(run, tmp_path / "tuned.safetensors", resume=tmp_path / "tuned.safetensors")
-    assert done["started_from"] == meta["started_from"]
+    assert done.started_from == meta.started_from
     total = ckpt.total_training(done)
     assert total["stages"] == [1.0, 1.0] and total["epochs"] == 2.0
     assert [h["epoch"] for h in total["history"]] == [1, 2] and len(total["hardware"]) == 1
-    assert total["training_time_s"] == pytest.approx(done["training_time_s"] + meta["started_from"]["training_time_s"])
+    assert total["training_time_s"] == pytest.approx(done.training_time_s + meta.started_from["training_time_s"])
     # another preset: one clear line, nothing written
     bad = tmp_path / "bad.safetensors"
     argv = ["train", "--model", "capsnet-small", "--init-from", str(first), "--train-limit", "32", "--device", "cpu", "--out", str(bad)]
@@ -250,7 +247,7 @@ def test_sigterm_saves_a_resumable_checkpoint(synthetic_data, tmp_path, storm):
     assert proc.returncode in (0, -signal.SIGTERM), err
     assert "resume with --resume" in err
     meta = ckpt.read_meta(out)
-    assert not meta["complete"] and 0 < meta["epochs"] < 1 and ckpt.train_state_path(out).is_file()
+    assert not meta.complete and 0 < meta.epochs < 1 and ckpt.train_state_path(out).is_file()
 
 
 def test_cli_errors_are_one_line_and_nonzero(synthetic_data, tmp_path, capsys):
@@ -350,7 +347,7 @@ def test_torchrun_two_cpu_processes_hold_identical_weights(synthetic_data, tmp_p
     digests = {line.split()[1]: line.split()[-1] for line in r.stdout.splitlines() if line.startswith("rank ")}
     assert set(digests) == {"0", "1"} and digests["0"] == digests["1"]
     meta = ckpt.read_meta(tmp_path / "ddp.safetensors")
-    assert meta["effective_batch_size"] == 16 and "x2 processes" in meta["hardware"]
+    assert meta.effective_batch_size == 16 and "x2 processes" in meta.hardware
 
 
 def test_cli_export_halves_the_file_and_remeasures(synthetic_data, tmp_path, capsys):
@@ -361,10 +358,8 @@ def test_cli_export_halves_the_file_and_remeasures(synthetic_data, tmp_path, cap
     out = json.loads(capsys.readouterr().out)
     assert dst.stat().st_size < 0.55 * src.stat().st_size
     meta = ckpt.read_meta(dst)
-    assert (
-        meta["stored_as"] == "float16" and meta["metrics"]["test_error"] == out["float16_test_error"] and meta["metrics"]["n_test"] == 200
-    )
-    assert 0 < out["max_reconstruction_change"] < 0.05 and meta["float16_reconstruction_change"] == out["max_reconstruction_change"]
+    assert meta.stored_as == "float16" and meta.metrics.test_error == out["float16_test_error"] and meta.metrics.n_test == 200
+    assert 0 < out["max_reconstruction_change"] < 0.05 and meta.float16_reconstruction_change == out["max_reconstruction_change"]
 
 
 def test_final_lambda_override_reaches_matrix_models_only():
@@ -379,11 +374,11 @@ def test_final_lambda_override_reaches_matrix_models_only():
 def test_metadata_is_read_once_per_version_and_never_shared(saved):
     p, m = saved
     first = ckpt.read_meta(p)
-    first["dataset"] = "changed by a caller"
-    assert ckpt.read_meta(p)["dataset"] == "mnist"  # each caller gets its own copy
+    first.raw["dataset"] = "changed by a caller"
+    assert ckpt.read_meta(p).raw["dataset"] == "mnist"  # each caller gets its own copy
     ckpt.save_checkpoint(p, m, {"dataset": "fashion-mnist", "epochs": 7})
     again = ckpt.read_meta(p)
-    assert again["dataset"] == "fashion-mnist" and again["epochs"] == 7  # a rewritten file is read anew
+    assert again.dataset == "fashion-mnist" and again.epochs == 7  # a rewritten file is read anew
 
 
 def test_time_left_is_measured_and_said_in_words():

@@ -27,7 +27,7 @@ def test_em_page_states_the_zoom_it_draws_and_names_every_symbol(app):
     model, meta = load_checkpoint(app.folder / "tiny-matrix.safetensors")
     image = load_split("mnist", "test").images[0].numpy().astype(np.float32) / 255.0
     with torch.no_grad():
-        tr = em_trace(model, image, int(meta["config"]["routing_iterations"]))
+        tr = em_trace(model, image, meta.config.routing_iterations)
     for zoom in (False, True):
         app.toggle(key="zoom").set_value(zoom).run()
         assert not app.exception, app.exception
@@ -73,7 +73,7 @@ def test_multimnist_page_says_labels_in_words_and_measures_routing(app):
     # where routing matters: the words are pair_routing's numbers
     model, meta = load_checkpoint(app.folder / "tiny-multimnist.safetensors")
     seg = segment(model, pair.image)
-    T = int(meta["config"]["routing_iterations"])
+    T = meta.config.routing_iterations
     want = pair_routing_words(pair_routing(model, pair.image, pair.parts[0], seg.top2, T), f"the {l1}")
     assert want in [i.value for i in app.info]
     app.radio(key="mm_alone").set_value("second digit").run()

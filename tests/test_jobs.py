@@ -199,9 +199,9 @@ def test_runs_train_one_at_a_time_in_order_and_nothing_is_lost(synthetic_data, t
     order = [next((i for i, s in enumerate(states) if s[k] == "running"), len(states)) for k in range(3)]
     assert order[0] <= order[1] <= order[2]  # first come, first trained
     assert [jobs.wait(j, 60).state for j in (a, b, c)] == ["stopped", "finished", "finished"]
-    assert not ckpt.read_meta(tmp_path / "a.safetensors")["complete"]  # the stopped run's resumable checkpoint
+    assert not ckpt.read_meta(tmp_path / "a.safetensors").complete  # the stopped run's resumable checkpoint
     assert ckpt.train_state_path(tmp_path / "a.safetensors").is_file()
-    assert all(ckpt.read_meta(tmp_path / f"{n}.safetensors")["complete"] for n in "bc")
+    assert all(ckpt.read_meta(tmp_path / f"{n}.safetensors").complete for n in "bc")
 
 
 def test_a_waiting_run_can_leave_the_queue(synthetic_data, tmp_path):

@@ -8,8 +8,9 @@ from synthetic import synthetic_digits
 from capsviz.analysis.multimnist import BACKGROUND, BOTH, FIRST, INK, SECOND, UNEXPLAINED, compose_pair, draw_pair, pair_accuracy, segment
 from capsviz.analysis.reproduction import table1
 from capsviz.analysis.robustness import affine_test_set, attack, attack_sweep, other_class, predict_scores, warp, zero_gradient_fraction
-from capsviz.config import preset, to_dict
+from capsviz.config import preset
 from capsviz.models import build_model
+from capsviz.schema import CheckpointMeta, Metrics
 
 
 @pytest.fixture(scope="module")
@@ -157,13 +158,13 @@ def test_affine_test_set_strength(digits):
 
 
 def test_table1_prefers_paper_size_then_lower_error():
-    meta = lambda name, err, ds="mnist": {"config": to_dict(preset(name)), "dataset": ds, "metrics": {"test_error": err, "how": name}}
+    meta = lambda name, err, ds="mnist", **over: CheckpointMeta(preset(name, **over), "", ds, Metrics(test_error=err, how=name))
     rows = table1(
         [
             ("small.safetensors", meta("capsnet-small", 0.5)),
             ("full.safetensors", meta("capsnet", 0.7)),
             ("full-better.safetensors", meta("capsnet", 0.6)),
-            ("r1.safetensors", {**meta("capsnet", 0.9), "config": to_dict(preset("capsnet", routing_iterations=1))}),
+            ("r1.safetensors", meta("capsnet", 0.9, routing_iterations=1)),
         ]
     )
     r3 = next(r for r in rows if r["routing"] == 3 and r["reconstruction"])

@@ -7,6 +7,7 @@ import torch
 
 from capsviz.checkpoint import list_checkpoints, load_checkpoint
 from capsviz.data import load_split
+from capsviz.schema import CheckpointMeta
 from capsviz.train import evaluate
 
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "checkpoints"
@@ -21,24 +22,24 @@ def test_there_is_a_shipped_model():
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_shipped_metadata(path):
     ((_, meta),) = [r for r in list_checkpoints(path.parent) if r[0] == path]
-    assert isinstance(meta, dict), meta
+    assert isinstance(meta, CheckpointMeta), meta
     for key in ("config", "dataset", "epochs", "metrics", "training_time_s", "hardware", "capsviz_version", "run", "history"):
-        assert key in meta, key
-    m = meta["metrics"]
-    assert m["n_test"] == 10000 and 0 <= m["test_error"] <= 100 and m["how"]
+        assert key in meta.raw, key
+    m = meta.metrics
+    assert m.n_test == 10000 and 0 <= m.test_error <= 100 and m.how
     model, _ = load_checkpoint(path)
-    assert sum(p.numel() for p in model.parameters()) == meta["parameters"]
+    assert sum(p.numel() for p in model.parameters()) == meta.parameters
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_shipped_error_agrees_on_real_data(path, real_data):
     model, meta = load_checkpoint(path)
     torch.manual_seed(0)
-    data = load_split(meta["dataset"], "test")
-    ours = evaluate(model, meta["dataset"], data)
+    data = load_split(meta.dataset, "test")
+    ours = evaluate(model, meta.dataset, data)
     # the whole test set again: at most 5 of 10,000 images may flip (float16 storage, other CPUs)
     assert ours["n_test"] == 10000
-    assert abs(ours["test_error"] - meta["metrics"]["test_error"]) <= 0.05, (ours, meta["metrics"])
+    assert abs(ours["test_error"] - meta.metrics.test_error) <= 0.05, (ours, meta.metrics)
 
 
 def test_attacks_are_not_masked_on_the_shipped_capsnet(real_data):
@@ -67,7 +68,7 @@ def test_em_routing_sends_the_votes_to_the_winning_class(path, real_data):
     from capsviz.analysis.routing import em_trace
 
     model, meta = load_checkpoint(path)
-    data = load_split(meta["dataset"], "test")
+    data = load_split(meta.dataset, "test")
     right, first, last = 0, [], []
     for i in range(32):
         tr = em_trace(model, data.images[i].float().div(255).numpy(), model.config.routing_iterations)

@@ -78,19 +78,14 @@ def test_a_folder_that_cannot_be_written_only_costs_speed(tmp_path):
 
 def _shipped_28():
     for path, meta in list_checkpoints(ROOT / "checkpoints"):
-        c = meta["config"]
-        if (
-            c["family"] in ("capsnet", "matrix", "cnn")
-            and c["in_size"] == 28
-            and meta.get("dataset", "mnist") in ("mnist", "fashion-mnist")
-        ):
+        if meta.config.in_size == 28 and meta.image_dataset in ("mnist", "fashion-mnist"):
             yield path, meta
 
 
 @pytest.mark.parametrize("path", [p for p, _ in _shipped_28()], ids=lambda p: p.stem)
 def test_every_shipped_model_has_its_default_sweeps(path):
     meta = dict(_shipped_28())[path]
-    dataset = meta.get("dataset", "mnist")
+    dataset = meta.image_dataset
     folders = [stored.shipped_folder()]
     for method in ("fgsm", "bim"):
         for targeted in (False, True):
@@ -120,6 +115,7 @@ def test_a_shipped_result_is_what_a_new_run_gives(real_data):
 def test_the_robustness_page_shows_the_shipped_sweeps_without_running_them(real_data, monkeypatch, tmp_path):
     monkeypatch.delenv("CAPSVIZ_CHECKPOINTS", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # nothing computed on this machine
+    monkeypatch.delenv("CAPSVIZ_CACHE", raising=False)
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["model"] = "capsnet-mnist.safetensors"
     at.query_params["attack"] = "BIM"

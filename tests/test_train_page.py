@@ -202,4 +202,4 @@ def test_an_existing_model_is_replaced_only_when_confirmed(app, queue):
     start(app, "tiny-capsnet")
     app.button(key="confirm_replace").click().run()
     assert jobs.wait(own_job(queue, app), 60).state == "finished"
-    assert ckpt.read_meta(app.folder / "tiny-capsnet.safetensors")["run"]["model"] == "cnn-small"
+    assert ckpt.read_meta(app.folder / "tiny-capsnet.safetensors").run["model"] == "cnn-small"

@@ -195,14 +195,14 @@ def test_an_oversized_header_is_refused_before_it_is_read(good, tmp_path):
 
 def test_shipped_checkpoints_pass_the_schema():
     for _, meta in ckpt.list_checkpoints(ROOT / "checkpoints"):
-        assert isinstance(meta, dict), meta
+        assert isinstance(meta, ckpt.CheckpointMeta), meta
 
 
 def test_one_bad_file_is_listed_as_unusable_and_hides_nothing(good, tmp_path, capsys):
     rewrite(good, tmp_path / "bad-dataset.safetensors", setter("dataset", ["mnist"]))
     rewrite(good, tmp_path / "deep.safetensors", raw="[" * 100_000)
     rows = dict(ckpt.list_checkpoints(tmp_path))
-    assert isinstance(rows[good], dict)
+    assert isinstance(rows[good], ckpt.CheckpointMeta)
     assert "dataset" in rows[tmp_path / "bad-dataset.safetensors"] and isinstance(rows[tmp_path / "deep.safetensors"], str)
     assert main(["list", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -341,7 +341,7 @@ def test_a_kill_at_any_point_of_a_save_leaves_a_matching_pair(tmp_path, small_mo
     assert proc.returncode == 9, proc.stderr
     model, meta = ckpt.load_checkpoint(p)
     state = ckpt.load_train_state(p)
-    assert state["epoch"] == survivor and meta["epochs"] == survivor and state["weights_sha256"] == meta["weights_sha256"]
+    assert state["epoch"] == survivor and meta.epochs == survivor and state["weights_sha256"] == meta.weights_sha256
     with ckpt.writer_lock(p):
         ckpt.recover(p)  # what the next `train --out` does first
     assert sorted(f.name for f in tmp_path.iterdir()) == [".run.safetensors.lock", "run.safetensors", "run.safetensors.train.pt"]
@@ -545,7 +545,7 @@ def test_bad_training_state_is_refused_in_one_line(trained, synthetic_data, tmp_
     torch.save(state, ckpt.train_state_path(p))
     assert main(["train", "--resume", str(p), "--epochs", "2", "--out", str(p)]) == 2
     one_error_line(capsys, says)
-    assert ckpt.read_meta(p)["epochs"] == 1  # nothing was trained or saved
+    assert ckpt.read_meta(p).epochs == 1  # nothing was trained or saved
 
 
 def test_a_pickled_state_is_refused_once_without_torchs_advice(trained, synthetic_data, tmp_path, capsys):
@@ -562,7 +562,7 @@ def test_the_unspoiled_state_resumes(trained, synthetic_data, tmp_path):
     p.write_bytes(trained.read_bytes())
     ckpt.train_state_path(p).write_bytes(ckpt.train_state_path(trained).read_bytes())
     assert main(["train", "--resume", str(p), "--epochs", "2", "--out", str(p)]) == 0
-    assert ckpt.read_meta(p)["epochs"] == 2
+    assert ckpt.read_meta(p).epochs == 2
 
 
 # ---------------------------------------------------------------- CLI arguments
@@ -760,3 +760,29 @@ def test_fewer_than_one_iteration_is_refused(iterations):
         dynamic_routing(torch.randn(1, 4, 2, 3), iterations)
     with pytest.raises(ValueError, match="at least 1"):
         em_routing(torch.randn(1, 4, 2, 16), torch.rand(1, 4), iterations)
+
+
+def test_train_flags_are_the_run_fields_with_help_and_defaults(capsys):
+    import dataclasses
+
+    from capsviz.cli import parser
+
+    args = parser().parse_args(["train", "--out", "o.safetensors", "--no-reconstruction", "--init-from", "a.safetensors"])
+    run = TrainRun(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainRun)})
+    assert run.reconstruction is False and run.init_from == "a.safetensors" and run.routing_iterations is None
+    assert parser().parse_args(["train", "--out", "o"]).reconstruction is None  # the preset's
+    with pytest.raises(SystemExit):
+        parser().parse_args(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for f in dataclasses.fields(TrainRun):
+        flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
+        assert flag in text, flag
+    assert "(default: 128)" in text and "(default: the preset's)" in text and text.count("(default:") >= len(dataclasses.fields(TrainRun))
+
+
+def test_the_run_schema_checks_every_run_field():
+    import dataclasses
+
+    from capsviz.schema import RUN
+
+    assert set(RUN.fields) == {f.name for f in dataclasses.fields(TrainRun)}

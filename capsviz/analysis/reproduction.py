@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from capsviz.config import config_from_dict, preset
-from capsviz.errors import CapsvizError
+from capsviz.config import CNNConfig, preset
+from capsviz.schema import CheckpointMeta
 
 # Published test errors (%): (family, dataset, routing iterations, reconstruction)
 PAPER = {
@@ -39,26 +39,25 @@ EM_RESULTS = [
 ]
 
 
-def _key(meta: dict) -> tuple:
-    c = meta["config"]
-    fam = c["family"]
+def _key(meta: CheckpointMeta) -> tuple:
+    c = meta.config
     return (
-        fam,
-        meta.get("dataset"),
-        c.get("routing_iterations") if fam != "cnn" else None,
-        c.get("reconstruction") if fam == "capsnet" else None,
+        c.family,
+        meta.dataset,
+        c.routing_iterations if c.routing else None,
+        c.reconstruction if "reconstruction" in c.run_options else None,
     )
 
 
-def paper_error(meta: dict) -> float | None:
+def paper_error(meta: CheckpointMeta) -> float | None:
     return PAPER.get(_key(meta))
 
 
-def is_paper_size(meta: dict) -> bool:
+def is_paper_size(meta: CheckpointMeta) -> bool:
     """True when the checkpoint has the size the paper's figure is for (not a smaller preset)."""
-    c = config_from_dict(meta["config"])
-    if c.family == "cnn":  # each dataset's paper baseline has its own architecture
-        return c.kind == meta.get("dataset", "mnist")
+    c = meta.config
+    if isinstance(c, CNNConfig):  # each dataset's paper baseline has its own architecture
+        return c.kind == meta.image_dataset
     name = c.family
     ref = preset(name, in_size=c.in_size, num_classes=c.num_classes)
     keep = {"routing_iterations", "reconstruction", "coord_add", "final_lambda", "dropout"}
@@ -85,7 +84,7 @@ def _command(family: str, dataset: str, iterations, reconstruction) -> str:
     return f"python -m capsviz train --model {model} --dataset {dataset}{flags} --out checkpoints/{name}.safetensors"
 
 
-def table1(found: list[tuple[str, dict]]) -> list[dict]:
+def table1(found: list[tuple[str, CheckpointMeta]]) -> list[dict]:
     """Rows of Table 1 (Sabour et al.): for each (method, routing, reconstruction) and dataset, the
     paper's error and the lowest measured error among matching checkpoints (paper-size ones first).
     found: (file name, metadata) pairs."""
@@ -95,14 +94,11 @@ def table1(found: list[tuple[str, dict]]) -> list[dict]:
         for ds in TABLE1_DATASETS:
             best = None
             for name, meta in found:
-                err = meta.get("metrics", {}).get("test_error")
-                try:
-                    matches = _key(meta) == (fam, ds, it, rec) and err is not None
-                    full = matches and is_paper_size(meta)
-                except (CapsvizError, KeyError):
-                    continue
+                err = meta.metrics.test_error
+                matches = _key(meta) == (fam, ds, it, rec) and err is not None
+                full = matches and is_paper_size(meta)
                 if matches and (best is None or (full, -err) > (best[0], -best[1])):
-                    best = (full, err, name, meta.get("metrics", {}).get("how", ""))
+                    best = (full, err, name, meta.metrics.how)
             paper = PAPER.get((fam, ds, it, rec))
             if best is None:
                 row["cells"][ds] = Cell(paper, None, None, _command(fam, ds, it, rec), False)

@@ -24,21 +24,15 @@ from capsviz.data.affine import affine_matrices, affnist_like, transform
 BIM_STEPS = 10  # iterations of the basic iterative method; each moves 2.5 * epsilon / BIM_STEPS
 
 
-def _scores(model, x: torch.Tensor):
-    if model.config.family == "capsnet":
-        return model(x, reconstruct=False)
-    return model(x)
-
-
 def predict_scores(model, x: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
     """(B, 1, H, W) -> (B, J) class scores, in slices."""
     with torch.no_grad():
-        return torch.cat([_scores(model, xb).scores.float() for xb in x.split(batch_size)])
+        return torch.cat([model.classify(xb).scores.float() for xb in x.split(batch_size)])
 
 
 def attack_loss(model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Cross-entropy of labels y over the class scores, summed over the batch (per-image gradients)."""
-    out = _scores(model, x)
+    out = model.classify(x)
     logits = out.logits if out.logits is not None else out.scores
     return F.cross_entropy(logits.float(), y, reduction="sum")
 

@@ -60,8 +60,7 @@ def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
 @torch.no_grad()
 def mean_b_change(model, images: torch.Tensor, iterations: int) -> np.ndarray:
     """(T,) Appendix A averaged over a batch of images (B, H, W) float."""
-    u_hat = model.predictions(images.unsqueeze(1))
-    return dynamic_routing_ji(u_hat, iterations, record=True).b_change.mean(1).numpy()
+    return model.trace(images.unsqueeze(1), iterations).trace.b_change.mean(1).numpy()
 
 
 @torch.no_grad()
@@ -93,7 +92,7 @@ def iteration_sweep(model, image: np.ndarray, max_iterations: int = 10) -> dict:
 
     Procedure 1 with t iterations is the first t iterations of a longer run, so one recorded run
     of max_iterations gives every v, and the decoder redraws all T winners in one batch."""
-    r = dynamic_routing_ji(model.predictions(as_batch(image)), max_iterations, record=True)
+    r = model.trace(as_batch(image), max_iterations).trace
     v = r.v_trace[:, 0]  # (T, J, D): v after each iteration
     lengths = v.norm(dim=-1)  # (T, J)
     preds = lengths.argmax(1)  # (T,)
@@ -123,7 +122,7 @@ class EMTrace:
 
 @torch.no_grad()
 def em_trace(model, image: np.ndarray, iterations: int) -> EMTrace:
-    out = model(as_batch(image), iterations=iterations, record=True)
+    out = model.trace(as_batch(image), iterations)
     tr = out.trace
     V = tr.votes[0].float()  # (I, J, 16)
     mu = tr.mu_trace[:, 0].float()  # (T, J, 16)

@@ -22,8 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-from capsviz.checkpoint import atomic_write
-from capsviz.data.sources import cache_dir
+from capsviz.paths import atomic_write, cache_dir
 
 MAX_BYTES = 1 << 20  # a stored result is a few hundred numbers
 MAX_VALUES = 10_000
@@ -134,15 +133,13 @@ def precompute(folder: Path, out: Path, data_dir=None) -> list[str]:
 
     from capsviz.analysis.robustness import affine_sweep, attack_sweep, attack_test_images
     from capsviz.checkpoint import list_checkpoints, load_checkpoint
-    from capsviz.data import load_split
+    from capsviz.data import DATASETS, load_split
 
     written = []
     for path, meta in list_checkpoints(folder):
-        if isinstance(meta, str) or meta["config"]["family"] not in ("capsnet", "matrix", "cnn") or meta["config"]["in_size"] != 28:
+        if isinstance(meta, str) or meta.config.in_size != 28 or DATASETS[meta.image_dataset].in_size != 28:
             continue
-        dataset = meta.get("dataset", "mnist")
-        if dataset not in ("mnist", "fashion-mnist"):
-            continue
+        dataset = meta.image_dataset
         model, _ = load_checkpoint(path)
         data = load_split(dataset, "test", data_dir)
         for method in ("fgsm", "bim"):

@@ -6,6 +6,7 @@ image, with every routing iteration recorded; the page only picks what to draw.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -219,7 +220,7 @@ class MatrixTour:
 @torch.no_grad()
 def matrix_tour(model, image: np.ndarray, iterations: int | None = None) -> MatrixTour:
     x = as_batch(image)
-    out = model(x, iterations=iterations, record=True)
+    out = model.trace(x, iterations)
     tr = out.trace
     h = torch.relu(model.conv1(x))
     pose, a = model.primary(h)  # (1, H, W, types, 16), (1, H, W, types)
@@ -267,3 +268,14 @@ def matrix_tour(model, image: np.ndarray, iterations: int | None = None) -> Matr
         runner_up=runner,
         class_layer_in=(H2, W2, K2),
     )
+
+
+@dataclass(frozen=True)
+class Tour:
+    """How to follow an image through one kind of routing: the walk and its steps."""
+
+    follow: Callable[..., CapsNetTour | MatrixTour]
+    steps: Callable[[int], list[Step]]
+
+
+TOURS = {"dynamic": Tour(capsnet_tour, capsnet_steps), "em": Tour(matrix_tour, matrix_steps)}  # by ModelConfig.routing

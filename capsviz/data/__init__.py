@@ -12,14 +12,12 @@ from dataclasses import dataclass
 
 import torch
 
+from capsviz.config import DATASETS
 from capsviz.data import affine, multimnist
 from capsviz.data.mnist import CLASS_NAMES, ImageSet, load_mnist
 from capsviz.data.sources import SOURCES, locate, verify
 from capsviz.data.transforms import random_shift, to_float
 from capsviz.errors import CapsvizError
-
-# Training datasets by name: (source images, input size)
-DATASETS = {"mnist": ("mnist", 28), "fashion-mnist": ("fashion-mnist", 28), "multimnist": ("mnist", 36), "affnist": ("mnist", 40)}
 
 
 @dataclass(frozen=True)
@@ -35,7 +33,7 @@ class DatasetInfo:
 
 def describe(name: str, data_dir=None) -> DatasetInfo:
     """What the app and the CLI list for a dataset; never raises for missing files."""
-    source_name, size = DATASETS[name]
+    source_name, size = DATASETS[name].source, DATASETS[name].in_size
     place, _ = locate(SOURCES[source_name], data_dir)
     sizes = {"train": 0, "test": 0}
     if place is not None:
@@ -51,7 +49,12 @@ def describe(name: str, data_dir=None) -> DatasetInfo:
 def load_split(name: str, split: str, data_dir=None) -> ImageSet:
     if name not in DATASETS:
         raise CapsvizError(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}")
-    return load_mnist(DATASETS[name][0], split, data_dir)
+    return load_mnist(DATASETS[name].source, split, data_dir)
+
+
+def class_names(dataset: str) -> tuple[str, ...]:
+    """What each class capsule of a model trained on `dataset` stands for."""
+    return CLASS_NAMES[DATASETS[dataset].source]
 
 
 def batch_generator(seed: int, epoch: int, k: int) -> torch.Generator:
@@ -164,4 +167,4 @@ def num_batches(n: int, batch_size: int, world: int = 1) -> int:
     return -(-n // (batch_size * world))
 
 
-__all__ = ["DATASETS", "DatasetInfo", "describe", "load_split", "batches", "prefetch", "num_batches", "SOURCES"]
+__all__ = ["DATASETS", "class_names", "DatasetInfo", "describe", "load_split", "batches", "prefetch", "num_batches", "SOURCES"]

@@ -1,7 +1,7 @@
 """Where dataset files come from: the places looked, in order, and the public mirrors.
 
 Looked for, in order: an explicit data_dir, $CAPSVIZ_DATA_DIR, ./data, the user cache
-(~/.cache/capsviz or $XDG_CACHE_HOME/capsviz), and each dataset's system folders (Debian's
+(capsviz.paths.cache_dir), and each dataset's system folders (Debian's
 dataset-fashion-mnist). In each place both <place>/<dataset>/ and <place>/ itself are tried,
 with or without .gz. Downloads go to the user cache, verified and written atomically.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from capsviz.data.idx import decode_bytes, read_bytes
 from capsviz.errors import CapsvizError
+from capsviz.paths import atomic_write, cache_dir
 
 Progress = Callable[[str, int, int], None]  # (file name, bytes so far, total bytes or 0)
 
@@ -84,11 +84,6 @@ SOURCES = {
         note="Debian users: apt install dataset-fashion-mnist",
     ),
 }
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "capsviz"
 
 
 def search_places(source: Source, data_dir: str | os.PathLike | None = None) -> list[Path]:
@@ -176,7 +171,7 @@ def download(source: Source, dest: Path | None = None, progress: Progress | None
             except (OSError, urllib.error.URLError, CapsvizError) as e:
                 errors.append(f"{url}: {e}")
                 continue
-            _atomic_write(dest / (stem + source.remote_suffix), raw)
+            atomic_write(dest / (stem + source.remote_suffix), lambda tmp, raw=raw: Path(tmp).write_bytes(raw))
             break
         else:
             raise CapsvizError(f"could not download {stem}:\n" + "\n".join(f"  - {e}" for e in errors))
@@ -197,16 +192,3 @@ def _fetch(url: str, progress: Progress | None, stem: str, timeout: float) -> by
             if progress:
                 progress(stem, got, total)
     return b"".join(chunks)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

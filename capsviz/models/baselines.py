@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from capsviz.config import CNNConfig
 from capsviz.models import ModelOutput
@@ -53,3 +54,13 @@ class BaselineCNN(nn.Module):
         logits = self.head(self.features(x))  # (B, J)
         scores = torch.sigmoid(logits) if self.multi_label else logits.softmax(-1)
         return ModelOutput(scores=scores, logits=logits)
+
+    def loss(self, out: ModelOutput, y: torch.Tensor, target=None, **_) -> torch.Tensor:
+        """Cross-entropy of the softmax; with two labels (MultiMNIST) sigmoid cross-entropy on both."""
+        if y.dim() == 2:
+            both = F.one_hot(y, out.logits.shape[1]).sum(1).clamp(max=1).float()  # (B, J) 0/1
+            return F.binary_cross_entropy_with_logits(out.logits.float(), both)
+        return F.cross_entropy(out.logits.float(), y)
+
+    def classify(self, x: torch.Tensor) -> ModelOutput:
+        return self(x)

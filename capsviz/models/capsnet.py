@@ -11,6 +11,7 @@ from capsviz.kernels import policy
 from capsviz.kernels.conv import conv2d_nhwc
 from capsviz.kernels.slices import dynamic_slices, in_chunks
 from capsviz.layers import DigitCaps, PrimaryCaps
+from capsviz.losses import margin_loss, reconstruction_loss
 from capsviz.models import ModelOutput
 from capsviz.routing import dynamic_routing_ji
 
@@ -113,6 +114,25 @@ class CapsNet(nn.Module):
             else:
                 out.reconstruction = self.decoder(v, self._mask(lengths, y))
         return out
+
+    def loss(self, out: ModelOutput, y: torch.Tensor, target: torch.Tensor | None = None, **_) -> torch.Tensor:
+        """The paper's objective: margin loss (Eq. 4) over every labelled class, plus the scaled
+        reconstruction error when there is a decoder. target: what the decoder should redraw (the
+        input, or MultiMNIST's two digits apart, one per labelled capsule)."""
+        targets = y if y.dim() == 1 else F.one_hot(y, self.config.num_classes).sum(1).clamp(max=1)  # (B, J) 0/1
+        loss = margin_loss(out.scores.float(), targets)
+        if out.reconstruction is not None:
+            loss = loss + reconstruction_loss(out.reconstruction.float(), target)
+        return loss
+
+    def classify(self, x: torch.Tensor) -> ModelOutput:
+        """Class scores alone: no reconstruction drawn."""
+        return self(x, reconstruct=False)
+
+    def trace(self, x: torch.Tensor, iterations: int | None = None) -> ModelOutput:
+        """What the routing pages read: the output with DigitCaps' routing recorded at every
+        iteration (`trace`, a DynamicRoutingResult), no reconstruction."""
+        return self(x, iterations=iterations, record=True, reconstruct=False)
 
     def _mask(self, lengths: torch.Tensor, y: torch.Tensor | None) -> torch.Tensor:
         J = lengths.shape[1]

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from capsviz.config import MatrixCapsConfig
 from capsviz.kernels.slices import em_slices, in_chunks
 from capsviz.layers import ClassCaps, ConvCaps, PrimaryMatrixCaps, conv_out, coordinate_grid, receptive_centres
+from capsviz.losses import spread_loss, spread_margin
 from capsviz.models import ModelOutput
 
 # (kernel, stride) of Conv1, PrimaryCaps, ConvCaps1, ConvCaps2: the receptive-field geometry
@@ -56,6 +57,21 @@ class MatrixCapsNet(nn.Module):
         capsules = functools.partial(self._capsules, iterations=iterations)
         a, mu = in_chunks(capsules, h, chunk=chunk, keep=keep)
         return ModelOutput(scores=a, capsules=mu)
+
+    def loss(
+        self, out: ModelOutput, y: torch.Tensor, target=None, *, progress: float = 0.0, margin_start: float = 0.2, **_
+    ) -> torch.Tensor:
+        """The paper's spread loss (Eq. 3), its margin rising from `margin_start` to 0.9 as
+        training `progress`es from 0 to 1 (capsviz.losses.spread_margin)."""
+        return spread_loss(out.scores.float(), y, spread_margin(progress, start=margin_start))
+
+    def classify(self, x: torch.Tensor) -> ModelOutput:
+        return self(x)
+
+    def trace(self, x: torch.Tensor, iterations: int | None = None) -> ModelOutput:
+        """What the routing pages read: the output with every EM iteration recorded, the class
+        layer's as `trace` and every routed layer's in `layer_traces` (EMRoutingResults)."""
+        return self(x, iterations=iterations, record=True)
 
     def _capsules(self, h: torch.Tensor, iterations: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         pose, a = self.primary(h)
