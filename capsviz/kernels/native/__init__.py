@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from capsviz import paths
 from capsviz.kernels import policy
 
 SOURCE = Path(__file__).with_name("em_routing.cpp")
@@ -40,8 +41,7 @@ _note = ""  # how it was built, where that matters (no OpenMP)
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("CAPSVIZ_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "capsviz")
-    return Path(root) / "native"
+    return paths.cache_dir() / "native"
 
 
 def _cpu_signature() -> str:
