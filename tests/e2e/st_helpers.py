@@ -36,19 +36,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_streamlit(env: dict, log_path: Path, timeout: float = 90.0, cwd: Path = ROOT):
-    """A headless server on a free port, run from `cwd` (the app is found by its absolute path)."""
-    port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(ROOT / "app.py"),
+def server_options(port: int) -> list[str]:
+    """Streamlit's options for a test server: headless, this port, no file watcher, no usage stats."""
+    return [
         "--server.headless",
         "true",
-        "--server.address",
-        "127.0.0.1",
         "--server.port",
         str(port),
         "--server.fileWatcherType",
@@ -56,6 +48,12 @@ def start_streamlit(env: dict, log_path: Path, timeout: float = 90.0, cwd: Path 
         "--browser.gatherUsageStats",
         "false",
     ]
+
+
+def start_streamlit(env: dict, log_path: Path, timeout: float = 90.0, cwd: Path = ROOT):
+    """A headless server on a free port, run from `cwd` (the app is found by its absolute path)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.address", "127.0.0.1", *server_options(port)]
     log = open(log_path, "wb")
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **env})
     url = f"http://127.0.0.1:{port}"

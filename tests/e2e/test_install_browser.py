@@ -11,7 +11,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from st_helpers import ROOT, free_port, stop_streamlit, wait_for_app_run
+from st_helpers import ROOT, free_port, server_options, stop_streamlit, wait_for_app_run
 
 from capsviz.cli import COMMANDS
 
@@ -56,16 +56,7 @@ def test_capsviz_app_from_another_folder_serves_the_shipped_models(installed, tm
     env.pop("CAPSVIZ_CHECKPOINTS", None)
     port = free_port()
     log = open(tmp_path / "server.log", "wb")
-    options = [
-        "--server.headless",
-        "true",
-        "--server.port",
-        str(port),
-        "--server.fileWatcherType",
-        "none",
-        "--browser.gatherUsageStats",
-        "false",
-    ]
+    options = server_options(port)
     proc = subprocess.Popen(
         [str(bin_dir / "capsviz"), "app", *options], cwd=elsewhere, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
