@@ -4,6 +4,7 @@ import streamlit as st
 
 from capsviz.analysis.reproduction import EM_RESULTS, is_paper_size, table1
 from capsviz.checkpoint import total_training
+from capsviz.glossary import help_text
 from capsviz.viz import lines_by_epoch
 from pages.common import checkpoints, require_router
 
@@ -18,7 +19,7 @@ st.markdown(
 
 found = [(p.name, m) for p, m in checkpoints()]
 
-st.header("Sabour et al. 2017, Table 1 (test error %)")
+st.header("Sabour et al. 2017, Table 1 (test error %)", help=help_text("test_error"))
 rows = table1(found)
 header = (
     "| method | routing | reconstruction | MNIST ours | MNIST paper | MultiMNIST ours | MultiMNIST paper |\n|---|---|---|---|---|---|---|\n"
@@ -49,7 +50,7 @@ if todo:
     with st.expander(f"Commands that would fill the {len(todo)} empty cells (·)"):
         st.code("\n".join(todo), language="bash")
 
-st.header("Hinton et al. 2018 (test error %)")
+st.header("Hinton et al. 2018 (test error %)", help=help_text("test_error"))
 matrix = [(n, m) for n, m in found if m.config.routing == "em" and m.metrics.measured]
 em = "| dataset | model | paper | ours |\n|---|---|---|---|\n"
 for ds, model, err in EM_RESULTS:
@@ -63,7 +64,7 @@ for ds, model, err in EM_RESULTS:
     em += f"| {ds} | {model} | {err} | {'; '.join(ours)} |\n"
 st.markdown(em)
 
-st.header("Test error by epoch")
+st.header("Test error by epoch", help=help_text("test_error"))
 by_dataset: dict[str, dict] = {}
 for n, m in found:
     if h := total_training(m)["history"]:  # fine-tuned: the whole chain

@@ -15,6 +15,7 @@ from capsviz import checkpoint as ckpt
 from capsviz import jobs
 from capsviz.config import DATASETS, PRESETS
 from capsviz.errors import CapsvizError
+from capsviz.glossary import help_text
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
 from pages.common import checkpoint_dir, require_router
@@ -49,7 +50,7 @@ with st.container(border=True):
     dataset = c1.selectbox("Dataset", list(DATASETS), key="t_dataset")
     epochs = c2.number_input("Epochs", 1, 200, 1, key="t_epochs")
     batch = c2.number_input("Batch size", 1, 1024, 128, key="t_batch")
-    iters = c2.number_input("Routing iterations", 1, 10, 3, key="t_iters")
+    iters = c2.number_input("Routing iterations", 1, 10, 3, key="t_iters", help=help_text("iteration"))
     decay = c2.number_input(
         "Learning-rate decay: x0.96 every N steps",
         10,
@@ -61,7 +62,7 @@ with st.container(border=True):
         "the default 0.45-0.5% (RESULTS.md)",
     )
     limit = c3.number_input("Training images (0 = all)", 0, 60000, 0, step=1000, key="t_limit")
-    recon = c3.checkbox("Reconstruction loss (CapsNet)", True, key="t_recon")
+    recon = c3.checkbox("Reconstruction loss (CapsNet)", True, key="t_recon", help=help_text("reconstruction"))
     precision = c3.selectbox(
         "Precision", ["fp32", "bf16"], key="t_precision", help="bf16 uses AMX on recent Intel CPUs and tensor cores on GPUs"
     )
