@@ -38,7 +38,6 @@ import torch.nn.functional as F
 from capsviz.config import preset
 from capsviz.data import load_split
 from capsviz.data.transforms import to_float
-from capsviz.layers import conv2d_nhwc
 from capsviz.losses import margin_loss, reconstruction_loss
 from capsviz.models import build_model
 from capsviz.routing import dynamic_routing_ji, squash
@@ -103,7 +102,7 @@ def primary_capsules(model, x: torch.Tensor, layout: str) -> torch.Tensor:
     """x (B, 1, S, S) -> u (B, I, 8) under `layout`."""
     h = model.features(x)  # (B, S', S', C1)
     p = model.primary
-    y = conv2d_nhwc(h, p.conv.weight, p.conv.bias, p.stride)  # (B, G, G, types*dim)
+    y = p.conv(h.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)  # (B, G, G, types*dim): the reference convolution
     B, dim = y.shape[0], p.dim
     if layout == "flat":
         y = y.permute(0, 3, 1, 2)  # (B, types*dim, G, G): the public code's view of the same numbers
