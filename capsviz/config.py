@@ -120,7 +120,7 @@ PRESETS: dict[str, ModelConfig] = {
     "capsnet-multimnist": CapsNetConfig(in_size=36),
     "capsnet-affine": CapsNetConfig(in_size=40),
     "matrix": MatrixCapsConfig(),
-    # 2 EM iterations, not the paper's 3: on MNIST it learns several times faster (RESULTS.md) and each step is ~30% cheaper.
+    # 2 EM iterations, not the paper's 3: a small model learns faster with them and each step is cheaper (RESULTS.md).
     "matrix-small": MatrixCapsConfig(A=64, B=8, C=16, D=16, routing_iterations=2),
     "cnn-mnist": CNNConfig(),
     "cnn-multimnist": CNNConfig(kind="multimnist", in_size=36),

@@ -36,12 +36,11 @@ SHIPPED = frozenset(
 )
 
 # Steps left out of the rate: the first ones build the model, fill caches and start the data
-# feed (a capsnet-small step takes ~1.3 s first and ~0.03 s after on the 2-core CPU).
+# feed, so they take many times longer than the steps after them.
 WARMUP_STEPS = 3
 # Steps measured after the warm-up before any estimate is shown. Later the rate is taken over the
 # more recent half of the steps since the warm-up: the first steps after it still run slower, and
-# the machine's load changes while a run goes (measured: a 2-epoch capsnet-small run's estimate came
-# to 13.5 s per epoch over all steps after step 3 and 9.1 s at half-way, for a ~10 s epoch).
+# the machine's load changes while a run goes, so a rate over all steps would overstate the time left.
 MEASURED_STEPS = 3
 
 ACTIVE = ("queued", "running")

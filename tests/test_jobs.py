@@ -15,7 +15,7 @@ from capsviz.errors import CapsvizError
 from capsviz.train import Event, TrainRun
 
 ROOT = Path(__file__).resolve().parents[1]
-# cnn-small: the fastest preset to step on the CPU (~50 ms a batch of 8 on the 2-core machine)
+# cnn-small: the fastest preset to step on the CPU
 QUICK = dict(model="cnn-small", batch_size=8, train_limit=32, test_limit=16, device="cpu", epochs=1)
 LONG = dict(QUICK, train_limit=600, epochs=50)  # ~4,000 steps: runs until stopped
 

@@ -389,7 +389,7 @@ def test_a_state_from_another_save_is_refused(tmp_path, small_model):
 def test_a_state_saved_before_the_digest_existed_is_refused_with_the_way_out(tmp_path, small_model):
     p = tmp_path / "old.safetensors"
     ckpt.save_checkpoint(p, small_model, {"dataset": "mnist"})
-    torch.save(state_for(1), ckpt.train_state_path(p))  # no weights_sha256, as capsviz wrote it before issue 27
+    torch.save(state_for(1), ckpt.train_state_path(p))  # no weights_sha256: a state from an older capsviz
     with pytest.raises(CapsvizError, match="older capsviz.*--init-from .*old.safetensors$"):
         ckpt.load_train_state(p)
 

@@ -7,19 +7,19 @@ from torch.utils.checkpoint import checkpoint
 
 from capsviz.kernels import policy
 
-# Bytes of u_hat routed at once: 8 paper-config images (5.9 MB) stay in cache and beat 4 or 16;
-# capsnet-small fits 32 images in the same space (BENCH.md).
+# Bytes of u_hat routed at once: 8 paper-config images (5.9 MB), or 32 capsnet-small ones, small
+# enough to stay in cache.
 ROUTING_BYTES = 6 * 2**20
 # Bytes of u_hat whose slices keep their activations in training rather than recompute them in
 # backward: every image of a paper-config batch of 128, since PrimaryCaps convolves through the
-# Fourier domain and needs less memory (peak training memory ~1.0 GB; BENCH.md).
+# Fourier domain and needs less memory.
 ROUTING_KEEP_BYTES = 96 * 2**20
 # EM's PyTorch path (the native kernel needs none): images routed at once, keeping each slice's
 # votes (~3 MB per small-config image) near the cache
 EM_CHUNK = 8
 # Votes whose slices keep their activations in training instead of recomputing them in backward:
 # 96 small-config images (0.82M votes each; ~1.6 GB peak at batch 128), 15 paper-config ones.
-# Recomputing costs a third of a training step (BENCH.md); beyond this the slices are checkpointed.
+# Recomputing them would cost a large part of a training step; beyond this the slices are checkpointed.
 EM_KEEP_VOTES = 80_000_000
 
 

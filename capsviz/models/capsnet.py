@@ -60,7 +60,7 @@ class CapsNet(nn.Module):
         else:
             h = self.conv1(x.contiguous(memory_format=torch.channels_last)).permute(0, 2, 3, 1)  # (B, S - 8, S - 8, 256)
         # in place: h is Conv1's fresh output, and a second buffer of its size (105 MB at batch 256)
-        # cost more in page faults than the ReLU itself (36 against 9 ms)
+        # would cost more in page faults than the ReLU itself
         return F.relu(h, inplace=True)
 
     def primary_capsules(self, x: torch.Tensor) -> torch.Tensor:
