@@ -241,7 +241,7 @@ else:
         f"Inverse temperature per iteration: {', '.join(f'{x:.2f}' for x in toy.lambdas)}. "
         f"Activations at iteration {t + 1}: "
         + ", ".join(f"upper {j + 1} {toy.a[t, j]:.2f}" for j in range(J))
-        + ". capsviz standardises the capsules' costs against each other before the logistic (README: where capsviz departs "
+        + ". capsviz standardises the capsules' costs against each other before the logistic (RESULTS.md: where capsviz departs "
         "from the papers), so an activation says how tight a cluster is compared with the others"
         + (
             ": with two upper capsules that leaves only which one is tighter, and the two activations are always the same pair of numbers at a given lambda. Pick 3 upper capsules to see them graded."

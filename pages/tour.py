@@ -2,7 +2,6 @@
 (Back / Next, the step in the URL as ?step=N). Dynamic-routing CapsNets and matrix capsules."""
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from capsviz.analysis.tour import TOURS
@@ -10,7 +9,7 @@ from capsviz.data import class_names
 from capsviz.glossary import help_text, label
 from capsviz.viz import png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
-from capsviz.viz.teach import bars, capsule_arrows, feature_maps, side_by_side, value_grid
+from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid
 from pages.common import page_model, pick_image, require_router
 
 require_router()
@@ -99,6 +98,12 @@ def share(x: np.ndarray) -> str:
 
 def say(*sentences: str) -> None:
     st.markdown(" ".join(sentences))
+
+
+def numbers(rows: dict, *terms: str) -> None:
+    """A few real numbers as a plain table (three decimals), with what its symbols mean below."""
+    st.markdown(markdown_table(rows))
+    st.caption(help_text(*terms))
 
 
 fig, text = st.columns([3, 2], gap="large")
@@ -225,12 +230,7 @@ if routing == "dynamic":
         for j in (W, R):
             rows[f"b to {names[j]}"] = tour.b[t][tour.shown, j]
             rows[f"c to {names[j]}"] = tour.c[t][tour.shown, j]
-        cols = {
-            c: st.column_config.NumberColumn(format="%.3f", help=help_text("b" if c.startswith("b") else "c"))
-            for c in rows
-            if c != "primary capsule"
-        }
-        st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=cols, key="tour_numbers")
+        numbers(rows, "b", "c")
     elif step == "lengths":
         with fig:
             show(
@@ -279,7 +279,7 @@ else:
                 "one map per primary capsule type: its activation at every position (white = 1, black = 0)",
                 "primary",
             )
-            st.dataframe(pd.DataFrame(tour.pose, columns=["col 1", "col 2", "col 3", "col 4"]), hide_index=True, key="tour_pose")
+            st.markdown(markdown_table({f"col {c + 1}": tour.pose[:, c] for c in range(tour.pose.shape[1])}))
             st.caption(f"The pose matrix of the most active primary capsule ({tour.pose_where}, activation {tour.primary_a.max():.2f})")
         with text:
             say(
@@ -328,12 +328,7 @@ else:
         rows = {"lower capsule": tour.shown_names, "activation a": tour.a_in[tour.shown]}
         for j in (W, R):
             rows[f"R to {names[j]}"] = tour.R[t][tour.shown, j]
-        cols = {
-            c: st.column_config.NumberColumn(format="%.3f", help=help_text("R" if c.startswith("R") else "a_in"))
-            for c in rows
-            if c != "lower capsule"
-        }
-        st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=cols, key="tour_numbers")
+        numbers(rows, "a_in", "R")
     elif step == "activations":
         with fig:
             show(
@@ -345,6 +340,6 @@ else:
             say(
                 f"The answer is the most active class capsule: **{names[W]}** with activation {tour.a[-1, W]:.2f} (label: {truth}); runner-up {names[R]} with {tour.a[-1, R]:.2f}.",
                 f"Training used the {label('spread_loss')}: the right class more active than every other by a margin.",
-                "capsviz keeps activations in a middle range on purpose (README: where capsviz departs from the papers), so the winner is clear by rank, not by a value near 1.",
+                "capsviz keeps activations in a middle range on purpose (RESULTS.md: where capsviz departs from the papers), so the winner is clear by rank, not by a value near 1.",
             )
             st.caption(help_text("spread_loss", "a_j"))

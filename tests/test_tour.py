@@ -100,3 +100,10 @@ def test_the_vote_frame_draws_votes_without_a_fit(matrix, image):
     tour = matrix_tour(matrix, image)
     votes, fitted = tour_vote_frame(tour, NAMES), tour_em_frames(tour, NAMES, only=0)[0]
     assert votes.size == fitted.size and not np.array_equal(np.asarray(votes), np.asarray(fitted))
+
+
+def test_markdown_table_keeps_three_decimals_and_escapes_bars():
+    from capsviz.viz.teach import markdown_table
+
+    text = markdown_table({"capsule": ["a|b", "c"], "c to 7": np.array([0.12345, 1.0], np.float32)})
+    assert text.splitlines() == ["| capsule | c to 7 |", "|---|---|", "| a\\|b | 0.123 |", "| c | 1.000 |"]

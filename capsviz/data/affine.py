@@ -6,7 +6,7 @@ affNIST itself applies to each MNIST digit a random rotation within +-20 degrees
 the same ranges, so the generated test set has the same kind and size of distortion as the real
 one, from MNIST test digits the model has never seen. The real affNIST ships as MATLAB .mat
 files; reading them would add scipy as a dependency for one test set, so capsviz does not read
-them: `affnist_like` is the stand-in, and the README says how it differs.
+them: `affnist_like` is the stand-in, and RESULTS.md says how it differs.
 """
 
 from __future__ import annotations

@@ -305,3 +305,17 @@ def value_grid(values: np.ndarray, rows: list[str], columns: list[str], title: s
             d.rectangle(box, fill=(shade, shade, 255), outline=(214, 39, 40) if k == highlight else None)
             d.text((box[0] + 8, box[1] + 5), f"{values[r, k]:.2f}", fill="white" if shade < 150 else INK, font=f)
     return img
+
+
+def markdown_table(columns: dict[str, list | np.ndarray]) -> str:
+    """A small table as Markdown: the page draws it as plain text, with no table widget to load.
+    Numbers get three decimals; every column must be as long as the first."""
+    names = list(columns)
+    rows = len(columns[names[0]])
+
+    def cell(v) -> str:
+        return f"{v:.3f}" if isinstance(v, float | np.floating) else str(v).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+    lines += ["| " + " | ".join(cell(columns[c][r]) for c in names) + " |" for r in range(rows)]
+    return "\n".join(lines)
