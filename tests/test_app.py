@@ -397,6 +397,10 @@ def test_robustness_page_compares_with_the_cnn(app):
     acc = plotly_values(adv["data"][0]["y"])
     assert len(acc) == 7 and all(0 <= a <= 100 for a in acc)
     assert any("zero input gradients" in m.value for m in app.markdown)
+    # the EM paper's claim is about matrix capsules: the matrix model is attacked beside the CapsNet, each set against the CNN
+    assert [d["name"] for d in adv["data"]] == ["tiny-capsnet", "tiny-cnn", "tiny-matrix"]
+    said = [m.value for m in app.markdown if m.value.startswith("At epsilon")]
+    assert len(said) == 2 and "**tiny-capsnet** and **tiny-cnn**" in said[0] and "**tiny-matrix** and **tiny-cnn**" in said[1]
 
 
 def test_reproduction_page_fills_table_from_metadata(app):

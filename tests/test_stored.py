@@ -127,4 +127,5 @@ def test_the_robustness_page_shows_the_shipped_sweeps_without_running_them(real_
     assert [b.label for b in at.button if b.label == "Run the attack sweep"] == []
     (curve,) = [c.proto.spec for c in at.get("plotly_chart") if c.proto.id.endswith("-adv_curve")]
     assert "BIM accuracy" in curve
+    assert [d["name"] for d in json.loads(curve)["data"]] == ["capsnet-mnist", "cnn-small-mnist", "matrix-small-mnist"]
     assert not list(tmp_path.rglob("*.json"))  # read, not recomputed

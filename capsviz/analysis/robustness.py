@@ -187,32 +187,38 @@ def affine_sweep(
     return result
 
 
-def describe_comparison(series: dict[str, list[float]], xs, capsule: str, x_name: str, higher_is_robust: bool = True) -> list[str]:
+def describe_comparison(
+    series: dict[str, list[float]], xs, capsule: str, x_name: str, higher_is_robust: bool = True, baseline: str | None = None
+) -> list[str]:
     """Plain sentences on what two measured curves show: the capsule model (`capsule`, a key of
-    `series`) against the other model, point by point, and who holds up better overall. Says only
-    what the numbers show; the page adds why they may differ from the papers."""
+    `series`) against the baseline (another key; by default the first other one), point by point,
+    and who holds up better overall. Says only what the numbers show; the page adds why they may
+    differ from the papers."""
     others = [name for name in series if name != capsule]
     if not others or not len(xs):
         return []
-    other = others[0]
+    other = baseline if baseline in others else others[0]
     caps, base = np.asarray(series[capsule], float), np.asarray(series[other], float)
     gap = (caps - base) if higher_is_robust else (base - caps)  # > 0: the capsule model holds up better
     strongest = int(np.argmax(np.abs(gap)))
     better = capsule if gap[strongest] >= 0 else other
     unit = "accuracy" if higher_is_robust else "attack success"
     said = [
-        f"At {x_name} {xs[strongest]:g}, where the two differ most, **{capsule}** measures {caps[strongest]:.0f}% {unit} "
-        f"and **{other}** {base[strongest]:.0f}%: {better} holds up better there."
+        f"At {x_name} {xs[strongest]:g}, where **{capsule}** and **{other}** differ most, **{capsule}** measures "
+        f"{caps[strongest]:.0f}% {unit} and **{other}** {base[strongest]:.0f}%: {better} holds up better there."
     ]
     wins, close = int((gap > 2).sum()), int((np.abs(gap) <= 2).sum())
     losses = len(gap) - wins - close
     if wins > losses:
-        verdict = f"Over the {len(gap)} {x_name} values, the capsule model holds up better at {wins}, worse at {losses}."
+        verdict = f"Over the {len(gap)} {x_name} values, {capsule} holds up better than {other} at {wins}, worse at {losses}."
     elif losses > wins:
         verdict = (
-            f"Over the {len(gap)} {x_name} values, the capsule model holds up *worse* at {losses} and better at {wins}: "
+            f"Over the {len(gap)} {x_name} values, {capsule} holds up *worse* than {other} at {losses} and better at {wins}: "
             "here it is less robust than the baseline, not more."
         )
     else:
-        verdict = f"Over the {len(gap)} {x_name} values, neither holds up clearly better ({wins} better, {losses} worse, {close} within 2 points)."
+        verdict = (
+            f"Over the {len(gap)} {x_name} values, neither {capsule} nor {other} holds up clearly better "
+            f"({wins} better, {losses} worse, {close} within 2 points)."
+        )
     return said + [verdict]

@@ -10,7 +10,9 @@ opens the explorer on its own test image (timed: "open page"), then for --second
 page's iteration. Every interaction is
 timed from the key press to the end of the rerun it starts (the page's script state back to idle),
 and after each one the session checks that the page shows its own image index, its own slider
-values and its own model, never another session's. Prints p50 / p95 / max per interaction, the
+values and its own model. A page showing another session's image, model or slider is a **leak**;
+a page still showing the session's *own* earlier state (a press not answered in 60 s) is an error
+("stale"), after which the session reloads its page. Prints p50 / p95 / max per interaction, the
 errors, and the leaks (always expected 0). Exit status 1 on any leak or error."""
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ IDLE = """() => {
 class Session:
     def __init__(self, k: int, page, url: str, model: str, timings, problems):
         self.k, self.page, self.url, self.model = k, page, url, model
-        self.image = 100 + 37 * k  # this session's own test images
+        self.image = 100 + 37 * k  # this session's own test images: 100 + 37k, 101 + 37k, ...
+        self.shown_before = {self.image}  # every image this session has asked for
         self.dim = k % 16
+        self.offsets = {0}  # every offset this session has set its slider to
         self.offset = 0  # this session's slider value, in steps of 0.05
         self.timings, self.problems = timings, problems
 
@@ -54,6 +58,7 @@ class Session:
         await self.page.wait_for_function(IDLE, timeout=180_000)
         self.timings["open page"].append(time.perf_counter() - t0)
         self.offset = 0
+        self.stale = False
 
     async def timed(self, name: str, act, shown) -> None:
         """Seconds from `act()` to `shown` on screen (a locator, or a JS condition): what the person
@@ -71,23 +76,37 @@ class Session:
                 await shown.first.wait_for(timeout=60_000)
         except Exception as e:  # noqa: BLE001 - a timeout is reported, not raised: the other sessions go on
             self.problems["error"].append(f"session {self.k}, {name}: {type(e).__name__} ({self.page.url})")
+            self.stale = True  # what the page shows may lag behind what this session asked for
             return
         self.timings[name].append(time.perf_counter() - t0)
         await self.page.wait_for_function(IDLE, timeout=120_000)
 
+    def judge(self, what: str, shown, own, own_before: bool) -> None:
+        """Another session's value is a leak; this session's own earlier value is stale (an error)."""
+        if shown == own:
+            return
+        kind = "error" if own_before else "leak"
+        self.problems[kind].append(
+            f"session {self.k}: shows {what} {shown!r}, its own is {own!r}" + (" (its own earlier one: stale)" if own_before else "")
+        )
+        self.stale = True
+
     async def check(self) -> None:
         """The page must show this session's own state."""
         url = self.page.url
-        if f"image={self.image}" not in url or f"model={self.model}" not in url:
-            self.problems["leak"].append(f"session {self.k}: URL {url} is not its image {self.image} / model")
-        shown = await self.page.get_by_role("spinbutton", name="Test image index").input_value()
-        if shown != str(self.image):
-            self.problems["leak"].append(f"session {self.k}: shows image {shown}, its own is {self.image}")
+        if f"model={self.model}" not in url:
+            self.problems["leak"].append(f"session {self.k}: URL {url} is not its model {self.model}")
+        shown = int(await self.page.get_by_role("spinbutton", name="Test image index").input_value() or -1)
+        self.judge("image", shown, self.image, shown in self.shown_before)
         if "/explorer" in url:
-            caption = await self.page.get_by_text("perturbed:").first.inner_text()
+            caption = (await self.page.get_by_text("perturbed:").first.inner_text()).split("perturbed:", 1)[1].strip()
             want = f"d{self.dim} {self.offset * 0.05:+.2f}" if self.offset else "none"
-            if want not in caption:
-                self.problems["leak"].append(f"session {self.k}: caption {caption!r}, its own sliders give {want!r}")
+            mine = (
+                caption == "none"
+                or caption.startswith(f"d{self.dim} ")
+                and any(caption == f"d{self.dim} {o * 0.05:+.2f}" for o in self.offsets)
+            )
+            self.judge("sliders", caption, want, mine)
         if await self.page.get_by_test_id("stException").count():
             self.problems["error"].append(f"session {self.k}: an exception on {url}")
 
@@ -106,10 +125,12 @@ class Session:
             await thumb.press(key)
 
         self.offset = self.offset + 1 if key == "ArrowRight" else -5
+        self.offsets.add(self.offset)
         await self.timed("slider key press", act, self.page.get_by_text(f"perturbed: d{self.dim} {self.offset * 0.05:+.2f}", exact=True))
 
     async def new_image(self) -> None:
         self.image += 1
+        self.shown_before.add(self.image)
         box = self.page.get_by_role("spinbutton", name="Test image index")
 
         async def act():
@@ -136,7 +157,9 @@ class Session:
         until = time.perf_counter() + seconds  # each student works this long once the page is open
         while time.perf_counter() < until:
             await asyncio.sleep(rng.uniform(0.5, 1.5))  # a person looks before the next move
-            if "/routing" in self.page.url:
+            if self.stale:  # a press went unanswered: start again from the page, as a student would reload
+                await self.open("routing" if "/routing" in self.page.url else "explorer")
+            elif "/routing" in self.page.url:
                 await (self.iteration() if rng.random() < 0.7 else self.open("explorer"))
             else:
                 r = rng.random()
