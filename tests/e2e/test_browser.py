@@ -262,10 +262,10 @@ def test_a_long_sweep_can_be_cancelled(page, own_server, shots):
     wait_for_app_run(page)
     slider = page.get_by_role("slider", name="Test images")
     slider.focus()
-    page.keyboard.press("End")  # all 200 synthetic test images x 7 epsilons x 10 BIM steps x 2 models
+    page.keyboard.press("End")  # all 200 synthetic test images x 7 epsilons x 3 models (CapsNet, CNN, matrix capsules)
     wait_for_app_run(page)
     page.get_by_role("button", name="Run the attack sweep").click()
-    expect(page.get_by_text(re.compile(r"Run the attack sweep: \d+ / 2800"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"Run the attack sweep: \d+ / 4200"))).to_be_visible()
     page.get_by_role("button", name="Cancel").click()
     expect(page.get_by_text("cancelled before it finished", exact=False)).to_be_visible()
     expect(page.locator("[data-testid='stPlotlyChart'] .gtitle").filter(has_text="BIM accuracy")).to_have_count(0)
