@@ -89,12 +89,18 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     )
     zoom = zoom_limit(tr.distances, zoom_on)
     sh = em_shares(tr)
+    share = (
+        f"goes from {sh.share[0]:.1%} at iteration 1 (uniform: {sh.uniform:.0%}) to {sh.share[-1]:.1%} at iteration {T}"
+        if T > 1
+        else f"stays at the uniform {sh.share[0]:.1%}, since one iteration re-assigns nothing"
+    )
+    trained = meta.config.routing_iterations
     right.markdown(
         f"**Shown: vote distances from 0 to {zoom.limit:g}**: {zoom.why}.  \n"
         f"What to look for: the winner, class {names[sh.winner]}, is the first panel (red). Its share of all assignment "
-        f"goes from {sh.share[0]:.1%} at iteration 1 (uniform: {sh.uniform:.0%}) to {sh.share[-1]:.1%} at iteration {T}; "
-        f"the votes it explains lie on average {sh.near[-1]:.3g} from its mean pose, the votes the other classes explain "
+        f"{share}; the votes it explains lie on average {sh.near[-1]:.3g} from its mean pose, the votes the other classes explain "
         f"{sh.near_others[-1]:.3g} from theirs."
+        + (f"  \nThis model was trained with {trained} EM iterations; with {T} its answers can differ." if T != trained else "")
     )
     frame = em_histogram_frames(tr, zoom.limit, names, t)[0]
     st.image(frame, width="stretch")

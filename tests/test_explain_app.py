@@ -37,7 +37,12 @@ def test_em_page_states_the_zoom_it_draws_and_names_every_symbol(app):
     assert [b.label for b in app.get("download_button")] == ["Download this iteration (PNG)", "Download all 2 iterations (animated GIF)"]
     assert any(i.proto.imgs and i.proto.imgs[0].url for i in app.image)
     assert f"the winner, class {int(tr.a[-1].argmax())}, is the first panel (red)" in texts(app)
-    assert "goes from 10.0% at iteration 1 (uniform: 10%)" in texts(app)
+    assert "goes from 10.0% at iteration 1 (uniform: 10%)" in texts(app) and "can differ" not in texts(app)
+    app.slider(key="iterations").set_value(1).run()  # one iteration: nothing re-assigned, and not how the model was trained
+    assert not app.exception, app.exception
+    assert "stays at the uniform 10.0%, since one iteration re-assigns nothing" in texts(app)
+    assert "trained with 2 EM iterations; with 1 its answers can differ" in texts(app)
+    app.slider(key="iterations").set_value(2).run()
     # every symbol with its word
     assert app.metric[0].label == "lambda (inverse temperature)" and "Sharpens the activations" in app.metric[0].proto.help
     charts = [c.proto.spec for c in app.get("plotly_chart")]
