@@ -39,9 +39,17 @@ model, meta, path = page_model(
 dataset = meta.image_dataset
 size = meta.config.in_size
 names = class_names(dataset)
-cnns = [p for p, m in checkpoints() if m.config.routing is None and m.config.in_size == size and m.image_dataset == dataset]
+
+
+def same_digits(routing: str | None) -> list:
+    """The model files with this routing (None: the CNNs) that read the same digits at the same size."""
+    return [p for p, m in checkpoints() if m.config.routing == routing and m.config.in_size == size and m.image_dataset == dataset]
+
+
+cnns = same_digits(None)
 models = {path.stem: model}
 files = {path.stem: path}
+cnn_stem = None
 if cnns:
     cnn_name = st.selectbox(
         "Baseline CNN",
@@ -54,6 +62,7 @@ if cnns:
     cnn, _ = load_model(cnn_path)
     models[cnn_path.stem] = cnn
     files[cnn_path.stem] = cnn_path
+    cnn_stem = cnn_path.stem
 else:
     st.info(
         f"No baseline CNN for {dataset} at {size}x{size} yet, so only the capsule model is shown. Train one: "
@@ -62,7 +71,7 @@ else:
 key = st.session_state["model_key"] + "|" + "|".join(models)
 
 
-def stored_sweeps(kind: str, settings: dict, models: dict = models) -> dict[str, str]:
+def stored_sweeps(kind: str, settings: dict, models: dict) -> dict[str, str]:
     """Each model's name for this sweep in the store of results (capsviz.analysis.stored)."""
     return {name: stored.sweep_key(files[name], kind, settings) for name in models}
 
@@ -124,7 +133,7 @@ with tab_affine:
     if data is not None:
         n = count_slider("Test images", [100, 200, 500, 1000, 2000], stored.AFFINE_IMAGES, len(data), "affine_images")
         strengths = stored.AFFINE_STRENGTHS
-        affine_keys = stored_sweeps("affine", stored.affine_settings(dataset, size, n, strengths))
+        affine_keys = stored_sweeps("affine", stored.affine_settings(dataset, size, n, strengths), models)
 
         def run_affine(progress):
             sweep = affine_sweep(models, data.images[:n], data.labels[:n], size, strengths, on_progress=progress)
@@ -177,10 +186,8 @@ with tab_adv:
         x, y = attack_test_images(data, n, size)
         # The EM paper's claim is about matrix capsules: beside a CapsNet, its matrix-capsule sibling is attacked too
         attacked_models = dict(models)
-        matrix = next(
-            (p for p, m in checkpoints() if m.config.routing == "em" and m.config.in_size == size and m.image_dataset == dataset), None
-        )
-        if meta.config.routing != "em" and matrix is not None:
+        matrix = None if meta.config.routing == "em" else next(iter(same_digits("em")), None)
+        if matrix is not None:
             attacked_models[matrix.stem], _ = load_model(matrix)
             files[matrix.stem] = matrix
         attack_keys = stored_sweeps("attack", stored.attack_settings(dataset, method, targeted, n, epsilons), attacked_models)
@@ -215,7 +222,6 @@ with tab_adv:
                 "**Fraction of zero input gradients** (near 1 would mean gradient masking, not robustness): "
                 + ", ".join(f"{name} {cv.zero_gradients:.1%}" for name, cv in curves.items())
             )
-            cnn_stem = next((name for name in models if name != path.stem), None)
             for capsule in [name for name in series if name != cnn_stem]:
                 for line in describe_comparison(series, epsilons, capsule, "epsilon", higher_is_robust=not targeted, baseline=cnn_stem):
                     st.markdown(line)
@@ -226,7 +232,7 @@ with tab_adv:
                 "scores (the paper does not say which loss it attacked). "
                 + (
                     ""
-                    if meta.config.routing == "em" or len(attacked_models) > len(models)
+                    if meta.config.routing == "em" or matrix is not None
                     else "No matrix-capsule model for these digits is in the model folder, so the EM paper's own claim is not tested here."
                 )
             )

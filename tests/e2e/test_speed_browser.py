@@ -23,14 +23,18 @@ SHOWN = """() => {
   return [...parts].filter((el) => !el.closest("[data-testid=stWidgetLabel], [data-baseweb=slider], label"))
     .map((el) => el.src || el.getAttribute("href") || el.textContent).join("|");
 }"""
-WATCH_RUNS = """(shown) => {
+WATCH_RUNS = (
+    """() => {
   const app = document.querySelector("[data-testid=stApp]");
   window.__states = [];
-  window.__shown = eval(shown)();
-  window.__shownNow = eval(shown);
+  window.__shownNow = """
+    + SHOWN
+    + """;
+  window.__shown = window.__shownNow();
   new MutationObserver(() => window.__states.push(app.getAttribute("data-test-script-state")))
     .observe(app, { attributes: true, attributeFilter: ["data-test-script-state"] });
 }"""
+)
 RUN_ENDED = """() => {
   const app = document.querySelector("[data-testid=stApp]");
   const s = window.__states;
@@ -43,7 +47,7 @@ PAINTED = "() => new Promise((done) => requestAnimationFrame(() => requestAnimat
 
 def timed(page, act) -> float:
     """Seconds from `act()` to the end of the rerun it starts, painted."""
-    page.evaluate(WATCH_RUNS, SHOWN)
+    page.evaluate(WATCH_RUNS)
     t0 = time.perf_counter()
     act()
     page.wait_for_function(RUN_ENDED, timeout=120_000)
