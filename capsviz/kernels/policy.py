@@ -68,7 +68,7 @@ def fast() -> bool:
 
 def compile_em(on: bool = True) -> None:
     """Route EM through a torch.compile'd core from now on (or not): the compiler fuses the E- and
-    M-step loops, ~1.4x faster matrix-capsule training on the CPU (BENCH.md). Compiling the whole
+    M-step loops, which speeds up matrix-capsule training on the CPU. Compiling the whole
     model is slower: the scatter over receptive fields breaks its graph into small pieces."""
     _state["compile_em"] = on
 
