@@ -227,13 +227,13 @@ with tab_adv:
                     st.markdown(line)
             st.caption(
                 "Why this can differ from the papers: the claim is Hinton et al.'s (section 6), for matrix capsules with EM routing "
-                "on smallNORB (chance there is 20%; on MNIST 10%); Sabour et al. make none for attacks. The models here are trained "
-                "on MNIST, smaller and for fewer epochs than the papers', and these attacks follow the cross-entropy of the class "
+                "on smallNORB (chance there is 20%; with 10 classes here, 10%); Sabour et al. make none for attacks. The models here are trained "
+                f"on {dataset}, smaller and for fewer epochs than the papers', and these attacks follow the cross-entropy of the class "
                 "scores (the paper does not say which loss it attacked). "
                 + (
                     ""
                     if meta.config.routing == "em" or matrix is not None
-                    else "No matrix-capsule model for these digits is in the model folder, so the EM paper's own claim is not tested here."
+                    else "No matrix-capsule model for these images is in the model folder, so the EM paper's own claim is not tested here."
                 )
             )
         st.subheader("Attacked images")
