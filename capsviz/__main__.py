@@ -1,5 +1,3 @@
-import sys
+from capsviz.cli import entry
 
-from capsviz.cli import main
-
-sys.exit(main())
+entry()

@@ -21,17 +21,18 @@ import struct
 import sys
 import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from capsviz import __version__
+from capsviz import __version__, paths
 from capsviz.config import to_dict
 from capsviz.errors import CapsvizError
 from capsviz.models import build_model, count_parameters
-from capsviz.paths import atomic_write, partial_files
+from capsviz.paths import atomic_write, partial_files, remove_partial
 from capsviz.schema import MAX_META_BYTES, CheckpointMeta, Invalid, check_train_state
 
 META_KEY = "capsviz"
@@ -79,7 +80,7 @@ def read_meta(path: Path) -> CheckpointMeta:
         st = path.stat()
     except OSError:
         return _open(path)[0]  # says why in one line
-    return copy.deepcopy(_checked_meta(str(path.resolve()), st.st_mtime_ns, st.st_size))
+    return copy.deepcopy(_checked_meta(str(path), st.st_mtime_ns, st.st_size))
 
 
 @functools.lru_cache(maxsize=256)
@@ -90,24 +91,74 @@ def _checked_meta(path: str, mtime_ns: int, size: int) -> CheckpointMeta:  # mti
 def load_checkpoint(path: Path, device="cpu") -> tuple[torch.nn.Module, CheckpointMeta]:
     """Rebuild the model from the file alone, in float32 and eval mode, and its metadata."""
     path = Path(path)
+    meta, tensors = _open_checked(path)
+    model = build_model(meta.config)  # the schema has checked that it builds, at a bounded size
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in tensors.items()}, strict=True)
+    return model.to(device).eval(), meta
+
+
+def _open_checked(path: Path) -> tuple[CheckpointMeta, dict]:
+    """Metadata and weights, the weights checked against what was saved (digest), against the
+    architecture the metadata names (every tensor's name, shape and kind of number) and for
+    NaN or infinite values."""
     meta, tensors = _open(path, with_tensors=True)
     if weights_digest(tensors) != meta.weights_sha256:
         raise CapsvizError(f"{path}: weights do not match the digest recorded when it was saved (the file was modified or damaged)")
+    expected = _architecture(meta.config)
+    for name in sorted(expected.keys() | tensors.keys()):
+        if name not in tensors:
+            raise CapsvizError(f"{path}: weights do not fit a {meta.family} model with this config: {name} is missing")
+        if name not in expected:
+            raise CapsvizError(f"{path}: weights do not fit a {meta.family} model with this config: {name} is not part of it")
+        shape, dtype = expected[name]
+        t = tensors[name]
+        if tuple(t.shape) != tuple(shape):
+            raise CapsvizError(
+                f"{path}: weights do not fit a {meta.family} model with this config: {name} has shape {tuple(t.shape)}, "
+                f"the model needs {tuple(shape)}"
+            )
+        # floats may be stored at any float precision (export writes float16); anything else exactly as the model keeps it
+        if (t.dtype not in FLOAT_STORAGE) if dtype.is_floating_point else t.dtype != dtype:
+            need = "a float tensor" if dtype.is_floating_point else str(dtype).removeprefix("torch.")
+            raise CapsvizError(
+                f"{path}: weights do not fit a {meta.family} model with this config: {name} is stored as "
+                f"{str(t.dtype).removeprefix('torch.')}, the model needs {need}"
+            )
     bad = [k for k, v in tensors.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
     if bad:
         raise CapsvizError(
             f"{path}: weights hold NaN or infinite values ({', '.join(bad[:3])}); the model it holds diverged and cannot be used"
         )
-    model = build_model(meta.config)  # the schema has checked that it builds, at a bounded size
-    state = {k: v.float() if v.is_floating_point() else v for k, v in tensors.items()}
+    return meta, tensors
+
+
+FLOAT_STORAGE = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@functools.lru_cache(maxsize=64)
+def _architecture(config) -> dict[str, tuple[torch.Size, torch.dtype]]:
+    """The name, shape and dtype of every tensor a model of `config` holds, from a model built on
+    the meta device (no memory, no initialisation)."""
+    with torch.device("meta"):
+        model = build_model(config)
+    return {k: (v.shape, v.dtype) for k, v in model.state_dict().items()}
+
+
+def check_file(path: Path) -> CheckpointMeta:
+    """The metadata of a checkpoint whose weights have passed every check `load_checkpoint` makes
+    before building the model; once per version of the file (`capsviz list` and the zoo list every
+    checkpoint on every rerun)."""
+    path = Path(path)
     try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as e:
-        first = str(e).strip().splitlines()
-        raise CapsvizError(
-            f"{path}: weights do not fit a {meta.family} model with this config ({first[0]} {first[1] if len(first) > 1 else ''})"
-        ) from None
-    return model.to(device).eval(), meta
+        st = path.stat()
+    except OSError:
+        return _open(path)[0]  # says why in one line
+    return copy.deepcopy(_checked_file(str(path), st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=256)
+def _checked_file(path: str, mtime_ns: int, size: int) -> CheckpointMeta:  # mtime and size key a rewritten file anew
+    return _open_checked(Path(path))[0]
 
 
 def _open(path: Path, with_tensors: bool = False) -> tuple[CheckpointMeta, dict]:
@@ -195,6 +246,116 @@ def training_labels(total: dict, unit: str = "") -> tuple[str, str]:
     return epochs, ", then ".join(total["hardware"]) or "?"
 
 
+# The models that come with capsviz (checkpoints/; RESULTS.md says how each was trained). No
+# writer ever writes a file of these names in the shipped folder or the app's model folder.
+SHIPPED = frozenset(
+    {
+        "capsnet-fashion-mnist",
+        "capsnet-mnist",
+        "capsnet-multimnist",
+        "capsnet-one-iteration-mnist",
+        "capsnet-small-mnist",
+        "cnn-small-mnist",
+        "matrix-small-mnist",
+    }
+)
+
+
+def is_shipped(path: Path) -> bool:
+    """Whether `path` is one of the shipped models: in the shipped folder, or the copy in the app's
+    model folder. Names compare without case: on macOS and Windows disks they are the same file."""
+    path = Path(path)
+    if path.suffix != ".safetensors" or path.stem.lower() not in SHIPPED:
+        return False
+    folder = path.parent.resolve()
+    return folder in (paths.shipped_checkpoints().resolve(), paths.checkpoint_dir().resolve())
+
+
+def pending_path(target: Path) -> Path:
+    """Where a run that is to replace the model at `target` saves until it has finished and been
+    evaluated: `name.new.safetensors` beside it."""
+    target = Path(target)
+    return target.with_name(f"{target.stem}.new{target.suffix}")
+
+
+def latest_save(target: Path) -> Path:
+    """Where the run that writes `target` saved last: the run waiting to replace it, else `target`."""
+    pending = pending_path(target)
+    return pending if pending.exists() else Path(target)
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """Where a writer saves (`work`) and the model it is for (`target`); the two differ when the
+    run is to replace a model already there, which `promote` does once the run is finished."""
+
+    target: Path
+    work: Path
+
+    @property
+    def replaces(self) -> bool:
+        return self.work != self.target
+
+
+def plan_write(target: Path, *, resume: Path | None = None, replace: bool = False, flag: str = "--out") -> WritePlan:
+    """The one rule every writer of a model follows (`capsviz train`, `export`, the Train page):
+
+    - a shipped model is never written;
+    - a model already at `target` is replaced only on an explicit request: `replace`, or a resume
+      of its own run (`resume` is `target` or the run waiting to replace it, `pending_path`), and
+      even then only once the new run has finished and been evaluated: until then the run saves to
+      `pending_path(target)` (`work`), and `promote` moves it over the old model at the end;
+    - an unfinished run waiting to replace `target` is continued, never started over.
+    Raises CapsvizError, in one line saying what to do, when the write is refused."""
+    target = Path(target)
+    if target.is_dir():
+        raise CapsvizError(f"{flag} {target} is a folder; name the checkpoint file to write, e.g. {target / 'model.safetensors'}")
+    if is_shipped(target):
+        raise CapsvizError(f"{target.name} is a model that comes with capsviz and is never overwritten; choose another {flag}")
+    pending = pending_path(target)
+    same = resume is not None and Path(resume).resolve() in (target.resolve(), pending.resolve())
+    if not target.exists():
+        return WritePlan(target, target)
+    if not (same or replace):
+        raise CapsvizError(
+            f"{target} already holds a model ({describe(target)}); add --replace to replace it once the new run has finished "
+            f"and been evaluated, or choose another {flag}"
+        )
+    if pending.exists() and (resume is None or Path(resume).resolve() != pending.resolve()):
+        raise CapsvizError(
+            f"an unfinished run that is to replace {target.name} is saved at {pending}; continue it with --resume {pending}, "
+            "or delete that file to start again"
+        )
+    return WritePlan(target, pending)
+
+
+def describe(path: Path) -> str:
+    """A few words on the model in a file, for messages: epochs and test error, or why it is unusable."""
+    try:
+        meta = read_meta(path)
+    except CapsvizError:
+        return "a file capsviz cannot read"
+    m = meta.metrics
+    error = f"{m.test_error:.2f}% test error" if m.measured else "not evaluated"
+    return f"{meta.family}, {round(float(meta.raw.get('epochs') or 0), 1):g} epochs, {error}"
+
+
+def promote(plan: WritePlan) -> None:
+    """Move a finished run's pair from `plan.work` over the model at `plan.target`, in the order
+    `save_run` uses (state to `.next`, weights, then state), so a crash at any point leaves a pair
+    that belongs together and `recover` completes the move. Call with the target's writer lock held."""
+    if not plan.replaces:
+        return
+    work_state, nxt = train_state_path(plan.work), _next_state_path(plan.target)
+    if work_state.exists():
+        os.replace(work_state, nxt)
+    else:
+        train_state_path(plan.target).unlink(missing_ok=True)  # a state left there would belong to the old weights
+    os.replace(plan.work, plan.target)
+    if nxt.exists():
+        os.replace(nxt, train_state_path(plan.target))
+
+
 def train_state_path(path: Path) -> Path:
     return Path(str(path) + ".train.pt")
 
@@ -227,24 +388,37 @@ def save_run(path: Path, model: torch.nn.Module, meta: dict, state: dict) -> Non
 
 
 def recover(path: Path) -> None:
-    """Tidy what an interrupted `save_run` left at `path` (call with its writer lock held): partial
-    files are removed, and a waiting `.next` state is renamed into place if it belongs to the
-    weights there, removed otherwise."""
+    """Tidy what an interrupted `save_run` or `promote` left at `path` and at the run waiting to
+    replace it (call with the writer lock of `path` held): partial files are removed, and a waiting
+    `.next` state is renamed into place if it belongs to the weights there, removed otherwise."""
     path = Path(path)
-    for part in partial_files(path):
-        part.unlink(missing_ok=True)
+    for p in (path, pending_path(path)):
+        for part in partial_files(p):  # the state's partial files too: `.name.train.pt.*.part`
+            remove_partial(part)
+        if p != path and _next_state_path(p).exists():
+            _settle(p, (p,))
+    _settle(path, (path, pending_path(path)))
+
+
+def _settle(path: Path, owners: tuple[Path, ...]) -> None:
+    """The `.next` state waiting at `path` goes beside the first of `owners` whose weights it belongs to, or away."""
     nxt = _next_state_path(path)
     if not nxt.exists():
         return
     try:
-        digest = read_meta(path).weights_sha256 if path.exists() else None
         state = _read_state(nxt)
     except CapsvizError:
-        digest, state = None, {}
-    if digest is not None and state.get("weights_sha256") == digest:
-        os.replace(nxt, train_state_path(path))
-    else:
-        nxt.unlink(missing_ok=True)
+        state = {}
+    for weights in owners:
+        home = train_state_path(weights)
+        try:
+            digest = read_meta(weights).weights_sha256 if weights.exists() else None
+        except CapsvizError:
+            digest = None
+        if digest is not None and state.get("weights_sha256") == digest:  # a `promote` stopped half-way sends it back
+            os.replace(nxt, home)
+            return
+    nxt.unlink(missing_ok=True)
 
 
 def _read_state(p: Path) -> dict:
@@ -374,11 +548,12 @@ def pair_bytes(model: torch.nn.Module) -> int:
 
 
 def list_checkpoints(folder: Path) -> list[tuple[Path, CheckpointMeta | str]]:
-    """Every *.safetensors under folder with its metadata, or the error that stops it loading."""
+    """Every *.safetensors under folder with its metadata, or the error that stops it loading
+    (everything `load_checkpoint` checks short of building the model)."""
     out = []
     for p in sorted(Path(folder).glob("*.safetensors")):
         try:
-            out.append((p, read_meta(p)))
+            out.append((p, check_file(p)))
         except CapsvizError as e:
             out.append((p, str(e)))
     return out

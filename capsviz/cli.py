@@ -73,8 +73,18 @@ def main(argv=None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the message or the exit short
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def entry() -> None:
+    """The console script and `python -m capsviz`: main's status, with Ctrl-C ignored from the
+    moment main returns, so a late one cannot kill the process on its way out (which would end it
+    by the signal instead of with the status main chose)."""
+    code = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
 
 
 def parser() -> Parser:
@@ -100,7 +110,14 @@ def parser() -> Parser:
     t = sub.add_parser("train", help="train a model and save a checkpoint every epoch")
     add_run_flags(t)
     t.add_argument("--resume", type=Path, help="continue the run saved at this checkpoint (default: a new run)")
-    t.add_argument("--out", type=Path, required=True, help="the checkpoint file to write, every epoch and on stop")
+    t.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="the checkpoint file to write, every epoch and on stop; a model already there is kept until the run has finished "
+        "(the run saves to NAME.new.safetensors meanwhile), and is replaced only with --replace or a --resume of its own run",
+    )
+    t.add_argument("--replace", action="store_true", help="replace the model at --out once this run has finished and been evaluated")
 
     e = sub.add_parser("evaluate", help="print a checkpoint's test metrics as JSON")
     e.add_argument("path", type=Path)
@@ -139,6 +156,7 @@ def parser() -> Parser:
     x.add_argument("dst", type=Path)
     x.add_argument("--data-dir")
     x.add_argument("--max-change", type=number(0, 100), default=0.02, help="largest test-error change (percentage points) accepted")
+    x.add_argument("--replace", action="store_true", help="replace a model already at dst")
     x.add_argument("--device", default="auto")
 
     d = sub.add_parser("data", help="where each dataset was found, its size and checksums")
@@ -241,28 +259,58 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from capsviz.train import default_decay_steps, train
-
-    run = TrainRun(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainRun)})
-    run = dataclasses.replace(run, decay_steps=args.decay_steps or default_decay_steps(args.dataset))
-    stop = SignalFlag()
-    bar = ProgressBar()
+    stop, plan = SignalFlag(), None
 
     def graceful(signum, frame):  # SIGTERM (kill, a batch system's time limit): save where we are and exit
         stop.set()
 
-    previous = signal.signal(signal.SIGTERM, graceful)
+    previous = signal.signal(signal.SIGTERM, graceful)  # first: a TERM during the imports below is heeded too
     try:
-        meta = train(run, args.out, on_event=bar, stop=stop, resume=args.resume)
+        from capsviz import checkpoint as ckpt
+        from capsviz.devices import pick_device
+        from capsviz.train import default_decay_steps, train
+
+        run = TrainRun(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainRun)})
+        run = dataclasses.replace(run, decay_steps=args.decay_steps or default_decay_steps(args.dataset))
+        pick_device(run.device)
+        data_folder(run.data_dir)
+        for flag, path in (("--resume", args.resume), ("--init-from", run.init_from)):
+            if path is not None and not Path(path).is_file():
+                raise CapsvizError(f"{flag} {path}: no such checkpoint file")
+        plan = ckpt.plan_write(args.out, resume=args.resume, replace=args.replace)  # refused now, not after the data loads
+        meta = train(run, args.out, on_event=ProgressBar(), stop=stop, resume=args.resume, replace=args.replace)
     except KeyboardInterrupt:
-        stop.set()
-        print(f"\ninterrupted: the last epoch's checkpoint is at {args.out}; continue with --resume {args.out}", file=sys.stderr)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
+        print(f"\ninterrupted: {saved_words(plan)}", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
-    if meta:
-        print(json.dumps({"checkpoint": str(args.out), **meta.metrics.to_dict()}))
+    if meta is None:  # a rank other than 0 under torchrun
+        return 0
+    if not meta.complete:  # stopped by SIGTERM; the progress line said where it is saved
+        return 128 + signal.SIGTERM
+    print(json.dumps({"checkpoint": str(args.out), **meta.metrics.to_dict()}))
     return 0
+
+
+def saved_words(plan) -> str:
+    """Where an interrupted run's last save is, and how to go on, or that it saved nothing: the
+    file it saves to exists only once it has saved (it is new, or the run it continues)."""
+    if plan is None:
+        return "before training started; nothing was saved"
+    from capsviz.checkpoint import describe
+    from capsviz.train import continue_with
+
+    if not plan.work.exists():
+        unchanged = f"; {plan.target} is unchanged" if plan.target.exists() else ""
+        return f"nothing was saved (a run saves after each epoch and when stopped with kill){unchanged}"
+    return f"the last saved checkpoint is {plan.work} ({describe(plan.work)}); {continue_with(plan)}"
+
+
+def data_folder(data_dir) -> None:
+    """A --data-dir that is not a folder is refused, never passed over for another place."""
+    if data_dir is not None and not Path(data_dir).is_dir():
+        raise CapsvizError(f"--data-dir {data_dir}: no such folder")
 
 
 class SignalFlag:
@@ -335,6 +383,7 @@ def cmd_evaluate(args) -> int:
     from capsviz.train import evaluate
 
     device = pick_device(args.device)
+    data_folder(args.data_dir)
     model, meta = load_checkpoint(args.path, device)
     dataset = args.dataset or meta.image_dataset
     size = DATASETS[dataset].in_size
@@ -359,6 +408,8 @@ def cmd_list(args) -> int:
     from capsviz.paths import checkpoint_dir
 
     args.folder = args.folder or checkpoint_dir()
+    if not args.folder.is_dir():
+        raise CapsvizError(f"{args.folder}: no such folder" + ("" if args.folder != checkpoint_dir() else "; `capsviz doctor` says where the models are"))
     rows = list_checkpoints(args.folder)
     if not rows:
         print(f"no checkpoints in {args.folder}")
@@ -375,7 +426,9 @@ def cmd_list(args) -> int:
 
 def cmd_bench(args) -> int:
     from capsviz import bench
+    from capsviz.devices import pick_device
 
+    pick_device(args.device)  # each preset is measured in a process of its own: a bad device is said once, here
     if args.convolutions:
         print(bench.convolution_table(bench.convolutions(args.steps)))
         return 0
@@ -404,14 +457,14 @@ def cmd_export(args) -> int:
     whole test set, and the export is refused if it moved by more than --max-change."""
     import torch
 
-    from capsviz.checkpoint import check_room, load_checkpoint, pair_bytes, save_checkpoint, writer_lock
+    from capsviz.checkpoint import check_room, load_checkpoint, pair_bytes, plan_write, save_checkpoint, writer_lock
     from capsviz.data import batches, load_split
     from capsviz.devices import pick_device
     from capsviz.train import evaluate
 
-    if args.dst.is_dir():
-        raise CapsvizError(f"{args.dst} is a folder; name the file to write, e.g. {args.dst / args.src.name}")
     device = pick_device(args.device)
+    data_folder(args.data_dir)
+    plan_write(args.dst, replace=args.replace, flag="dst")  # before the minutes of evaluation; again below, under the lock
     model, meta = load_checkpoint(args.src, device)
     if meta.dataset is None:
         raise CapsvizError(f"{args.src} does not record the dataset it was trained on; export re-measures its test error there")
@@ -436,6 +489,7 @@ def cmd_export(args) -> int:
         meta.raw, metrics=after, float32_test_error=before["test_error"], stored_as="float16", float16_reconstruction_change=rec_change
     )
     with writer_lock(args.dst):
+        plan_write(args.dst, replace=args.replace, flag="dst")  # an export is finished and evaluated: it goes straight to dst
         save_checkpoint(args.dst, model, meta, half=True)
     print(
         json.dumps(
@@ -455,6 +509,7 @@ def cmd_data(args) -> int:
     from capsviz.data import SOURCES
     from capsviz.data.sources import download, locate, missing_message, verify
 
+    data_folder(args.data_dir)
     for name, source in SOURCES.items():
         place, places = locate(source, args.data_dir)
         if place is None and args.download:

@@ -21,8 +21,16 @@ def pick_device(name: str = "auto") -> torch.device:
         raise CapsvizError("--device cuda: no CUDA GPU is visible to PyTorch (use --device auto or cpu)")
     if name == "mps" and not has_mps:
         raise CapsvizError("--device mps: Apple MPS is not available here (use --device auto or cpu)")
-    if name not in ("cpu", "cuda", "mps") and not name.startswith("cuda:"):
-        raise CapsvizError(f"unknown device {name!r}; choose auto, cpu, cuda or mps")
+    if name.startswith("cuda:"):
+        index = name.removeprefix("cuda:")
+        if not index.isdigit():
+            raise CapsvizError(f"--device {name}: a GPU is named cuda:N with N a number, e.g. cuda:0")
+        if not torch.cuda.is_available():
+            raise CapsvizError(f"--device {name}: no CUDA GPU is visible to PyTorch (use --device auto or cpu)")
+        if int(index) >= torch.cuda.device_count():
+            raise CapsvizError(f"--device {name}: PyTorch sees {torch.cuda.device_count()} GPU(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    elif name not in ("cpu", "cuda", "mps"):
+        raise CapsvizError(f"unknown device {name!r}; choose auto, cpu, cuda, cuda:N or mps")
     return torch.device(name)
 
 

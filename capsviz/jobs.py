@@ -16,24 +16,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from capsviz.checkpoint import SHIPPED
 from capsviz.data import DATASETS
 from capsviz.data.sources import SOURCES, locate, missing_message
 from capsviz.errors import CapsvizError
 from capsviz.train import Event, TrainRun, train
-
-# The models in the repository's checkpoints/ folder (RESULTS.md says how each was trained). The app
-# never writes a file of these names: a student's run would silently replace the reference model.
-SHIPPED = frozenset(
-    {
-        "capsnet-fashion-mnist",
-        "capsnet-mnist",
-        "capsnet-multimnist",
-        "capsnet-one-iteration-mnist",
-        "capsnet-small-mnist",
-        "cnn-small-mnist",
-        "matrix-small-mnist",
-    }
-)
 
 # Steps left out of the rate: the first ones build the model, fill caches and start the data
 # feed, so they take many times longer than the steps after them.
@@ -135,9 +122,9 @@ class TrainJob:
 
     _ids = itertools.count(1)
 
-    def __init__(self, run: TrainRun, out: Path, owner: str, resume: Path | None, queue: TrainQueue):
+    def __init__(self, run: TrainRun, out: Path, owner: str, resume: Path | None, queue: TrainQueue, replace: bool = False):
         self.id = next(TrainJob._ids)
-        self.run, self.out, self.owner, self.resume = run, Path(out), owner, resume
+        self.run, self.out, self.owner, self.resume, self.replace = run, Path(out), owner, resume, replace
         self.stop = threading.Event()
         self._queue = queue
         self._lock = threading.Lock()
@@ -183,7 +170,7 @@ class TrainJob:
 
     def _work(self) -> None:
         try:
-            train(self.run, self.out, on_event=self._on, stop=self.stop, resume=self.resume)
+            train(self.run, self.out, on_event=self._on, stop=self.stop, resume=self.resume, replace=self.replace)
         except CapsvizError:
             pass  # train() reported it through the "failed" event
         except Exception as e:  # noqa: BLE001 - a crash must reach the page, not vanish with the thread
@@ -235,7 +222,7 @@ class TrainQueue:
         self._guard = threading.RLock()
         self._jobs: list[TrainJob] = []  # every run submitted, oldest first
 
-    def submit(self, run: TrainRun, out: Path, owner: str, resume: Path | None = None) -> TrainJob:
+    def submit(self, run: TrainRun, out: Path, owner: str, resume: Path | None = None, replace: bool = False) -> TrainJob:
         """Queue a run; it starts at once when nothing is training. What would only fail later on
         the thread, where the session would learn of it after the form was redrawn, is checked here
         and raised as CapsvizError: missing data, an unwritable folder, a name another run will
@@ -258,7 +245,7 @@ class TrainQueue:
                     raise CapsvizError("You already have a run going or waiting; stop or cancel it first.")
                 if j.out == out:
                     raise CapsvizError(f"Another run will save to {out.name}; choose a new name.")
-            job = TrainJob(run, out, owner, resume, self)
+            job = TrainJob(run, out, owner, resume, self, replace)
             ended = [j for j in self._jobs if j.state not in ACTIVE]
             forget = {j.id for j in ended[: max(0, len(ended) - KEEP_ENDED + 1)]}
             self._jobs = [j for j in self._jobs if j.id not in forget] + [job]

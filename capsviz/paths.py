@@ -57,31 +57,41 @@ def cache_dir() -> Path:
 
 
 def partial_files(path: Path) -> list[Path]:
-    """What an interrupted `atomic_write` of `path` may have left beside it."""
+    """What an interrupted `atomic_write` of `path` may have left beside it: its private folder,
+    with whatever the writer had put there (the serialiser's own temporary file included)."""
     path = Path(path)
     return list(path.parent.glob(f".{path.name}.*.part"))
 
 
+def remove_partial(part: Path) -> None:
+    """Remove one of `partial_files` (a folder, or a file left by an older capsviz)."""
+    if part.is_dir() and not part.is_symlink():
+        shutil.rmtree(part, ignore_errors=True)
+    else:
+        part.unlink(missing_ok=True)
+
+
 def atomic_write(path: Path, write: Callable[[str], object]) -> None:
     """write(tmp_path) then rename over `path`: a crash never leaves a half-written file, and a
-    reader sees the old file or the new one. The temporary file sits beside `path` (a rename
-    across filesystems is not atomic) and is synced before the rename, so a power cut keeps old
-    or new too."""
+    reader sees the old file or the new one. `tmp_path` lies in a private folder beside `path` (a
+    rename across filesystems is not atomic), so any temporary file the writer makes next to it
+    (safetensors writes its own, then renames) is in that folder too, and one removal of the
+    folder clears everything a killed write left (`partial_files`). The file is synced before
+    the rename, so a power cut keeps old or new too."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    os.close(fd)
+    folder = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part"))
+    tmp = folder / path.name
     try:
-        write(tmp)
+        write(str(tmp))
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the file from other users
+        os.chmod(tmp, 0o666 & ~umask)  # a temporary file's 0600 would hide the model from other users
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    finally:
+        remove_partial(folder)
 
 
 def checkpoint_dir() -> Path:

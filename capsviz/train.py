@@ -107,25 +107,34 @@ def train(
     on_event: Callable[[Event], None] | None = None,
     stop: threading.Event | None = None,
     resume: Path | None = None,
+    replace: bool = False,
 ) -> CheckpointMeta | None:
-    """Train, save to `out` (safetensors) every epoch and at the end; return the final metadata
-    (None in the processes of a distributed run other than rank 0, which write nothing)."""
+    """Train, save a checkpoint every epoch and at the end; return the final metadata (None in the
+    processes of a distributed run other than rank 0, which write nothing).
+
+    The run saves to `out`, unless a model is there already: then only `replace` or a resume of
+    that model's own run may replace it, and the run saves beside it
+    (`checkpoint.pending_path(out)`) until it has finished and been evaluated, when it takes the
+    old model's place (`checkpoint.plan_write` is the rule)."""
     out = Path(out)
     emit = on_event or (lambda e: None)
     try:
         if int(os.environ.get("RANK", "0")) != 0:  # only rank 0 writes
-            return _train(run, out, emit, stop or threading.Event(), resume)
+            return _train(run, ckpt.WritePlan(out, out), emit, stop or threading.Event(), resume)
         with ckpt.writer_lock(out):
             ckpt.recover(out)
-            return _train(run, out, emit, stop or threading.Event(), resume)
+            plan = ckpt.plan_write(out, resume=resume, replace=replace)
+            return _train(run, plan, emit, stop or threading.Event(), resume)
     except CapsvizError as e:
         emit(Event("failed", message=str(e)))
         raise
 
 
-def _train(run, out, emit, stop, resume):
+def _train(run, plan: ckpt.WritePlan, emit, stop, resume):
     """The run in the steps a reader can follow: place it, resume or start, build, prepare, then
-    epochs of training each followed by an evaluation and a save."""
+    epochs of training each followed by an evaluation and a save; at the end, the finished run
+    takes the place of the model it replaces."""
+    out = plan.work
     rank, world, device = _place(run)
     state = None
     if resume:
@@ -142,11 +151,7 @@ def _train(run, out, emit, stop, resume):
         stats = _one_epoch(loop, train_set, epoch, first, emit, stop)
         if stats.stopped_at is not None:
             loop.save(epoch, stats.stopped_at, metrics, final=False)
-            emit(
-                Event(
-                    "stopped", epoch, loop.step, loop.total, message=f"stopped at step {loop.step}/{loop.total}; resume with --resume {out}"
-                )
-            )
+            emit(Event("stopped", epoch, loop.step, loop.total, message=f"stopped at step {loop.step}/{loop.total}; {continue_with(plan)}"))
             return ckpt.read_meta(out) if rank == 0 else None
         if rank == 0:
             metrics = _evaluate_epoch(loop, test_set, epoch, stats, emit)
@@ -157,9 +162,18 @@ def _train(run, out, emit, stop, resume):
         dist.barrier()
     if rank != 0:
         return None
-    meta = ckpt.read_meta(out)
-    emit(Event("finished", run.epochs, loop.step, loop.total, metrics=meta.metrics.to_dict(), message=f"saved {out}"))
+    ckpt.promote(plan)
+    meta = ckpt.read_meta(plan.target)
+    said = f"saved {plan.target}" + (", replacing the model that was there" if plan.replaces else "")
+    emit(Event("finished", run.epochs, loop.step, loop.total, metrics=meta.metrics.to_dict(), message=said))
     return meta
+
+
+def continue_with(plan: ckpt.WritePlan) -> str:
+    """How to go on with a run saved at `plan.work` (the CLI's words)."""
+    if plan.replaces:
+        return f"saved at {plan.work} ({plan.target} is unchanged until the run finishes); continue with --resume {plan.work} --out {plan.target}"
+    return f"continue with --resume {plan.target} --out {plan.target}"
 
 
 def _place(run: TrainRun) -> tuple[int, int, torch.device]:

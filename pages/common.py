@@ -44,6 +44,16 @@ def checkpoint_dir() -> Path:
     return Path(os.environ.get("CAPSVIZ_CHECKPOINTS", ROOT / "checkpoints"))
 
 
+def public(message) -> str:
+    """A message as a browser may show it: checkpoints named by their name in the model folder,
+    never by the server's path to it (given, absolute or through a symlink)."""
+    text = str(message)
+    folder = checkpoint_dir()
+    for prefix in sorted({str(folder), str(folder.absolute()), str(folder.resolve())}, key=len, reverse=True):
+        text = text.replace(prefix + os.sep, "")
+    return text
+
+
 ALL = "all datasets"
 
 
@@ -91,7 +101,7 @@ def active_model():
         model, meta = _load(path, mtime)
         st.session_state["model_key"] = f"{path}:{mtime}"  # cache key for traces: a retrained file is a new model
     except (CapsvizError, OSError) as e:
-        st.error(f"Cannot load {Path(path).name}: {e}")
+        st.error(f"Cannot load {Path(path).name}: {public(e)}")
         return None
     return model, meta, Path(path)
 
@@ -145,6 +155,8 @@ def sidebar() -> None:
             if "link_model_seen" not in st.session_state:  # a shared link's model, on the session's first run only
                 st.session_state["link_model_seen"] = True
                 pending = pending or st.query_params.get("model")
+                if pending and all(p.name != pending for p, _ in found):
+                    st.session_state["link_problem"] = (pending, why_unusable(pending))
             pending_meta = next((m for p, m in found if p.name == pending), None)
             if pending_meta and st.session_state.get("dataset_pick", ALL) not in (ALL, pending_meta.dataset):
                 st.session_state["dataset_pick"] = ALL  # a link or card to another dataset's model wins
@@ -164,6 +176,32 @@ def sidebar() -> None:
         why = policy.why_off(policy.NATIVE_EM, device) if device.type == "cpu" else None
         kernel = f" · native EM kernel off: {why}" if why else ""
         st.caption(f"device: {'GPU' if device.type == 'cuda' else device.type.upper()} · {where}{kernel}")
+    link_notice(st.session_state.get("model_pick"))
+
+
+def why_unusable(name: str) -> str:
+    """Why a model named in a link is not among the usable ones, in the model folder's own words."""
+    folder = checkpoint_dir()
+    for path, meta in list_checkpoints(folder):
+        if path.name == name and isinstance(meta, str):
+            return public(meta)
+    return f"there is no model of that name in this server's model folder{'' if name.endswith('.safetensors') else ' (names end in .safetensors)'}"
+
+
+def link_notice(shown: str | None) -> None:
+    """At the top of the page, while the session still shows the model put in place of the one
+    its link asked for: which model that was, why it cannot be used, and which one is shown."""
+    problem = st.session_state.get("link_problem")
+    if problem is None:
+        return
+    asked, why = problem
+    if st.session_state.get("link_shown", shown) != shown:  # the user has picked another model since
+        st.session_state.pop("link_problem")
+        st.session_state.pop("link_shown")
+        return
+    st.session_state["link_shown"] = shown
+    instead = f"showing **{shown}** instead" if shown else "no other model is available"
+    st.warning(f"The link asks for the model **{asked}**, which cannot be used: {why}. This page is {instead}.", icon=":material/link_off:")
 
 
 MISTAKES_SCAN = 2000

@@ -18,7 +18,7 @@ from capsviz.errors import CapsvizError
 from capsviz.glossary import help_text
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
-from pages.common import checkpoint_dir, require_router
+from pages.common import checkpoint_dir, public, require_router
 
 require_router()
 
@@ -115,13 +115,13 @@ if go:
         st.error(str(e))
 
 
-def submit(run: TrainRun, out, resume=None) -> None:
+def submit(run: TrainRun, out, resume=None, replace=False) -> None:
     """Hand a run to the queue; a refusal (no data, a name in use, ...) is this session's alone."""
     st.session_state.pop("train_pending", None)
     try:
-        queue.submit(run, out, owner, resume=resume)
+        queue.submit(run, out, owner, resume=resume, replace=replace)
     except CapsvizError as e:
-        st.error(str(e))
+        st.error(public(e))
         return
     st.session_state.pop("train_watch", None)
     st.rerun()
@@ -144,7 +144,10 @@ def ask_before_start(pending: dict) -> None:
     session's run: then ask first."""
     out = pending["out"]
     if out.exists() and not pending.get("replace"):
-        st.warning(f"**{out.stem}** already exists: {about(out)}. Training under this name replaces it.")
+        st.warning(
+            f"**{out.stem}** already exists: {about(out)}. Training under this name replaces it once the new run has "
+            "finished and been tested; until then the old model stays as it is."
+        )
         a, b = st.columns(2)
         if a.button(f"Replace {out.stem}", key="confirm_replace"):
             pending["replace"] = True
@@ -171,7 +174,7 @@ def ask_before_start(pending: dict) -> None:
             st.session_state["train_watch"] = others[0].id
             st.rerun()
         return
-    submit(pending["run"], out)
+    submit(pending["run"], out, replace=bool(pending.get("replace")))
 
 
 pending = st.session_state.get("train_pending")
@@ -208,15 +211,16 @@ def own_run(job: jobs.TrainJob) -> None:
             queue.cancel(job, owner)
             st.rerun()
     elif s.state == "finished":
-        st.success(f"Finished: {s.message}. It is now in the zoo and the sidebar.")
+        st.success(f"Finished: {public(s.message)}. It is now in the zoo and the sidebar.")
     elif s.state == "stopped":
-        st.warning(f"Stopped at step {s.step} of {s.total}. The checkpoint {s.out.name} keeps it; Resume continues exactly.")
+        kept = ckpt.latest_save(s.out)
+        st.warning(f"Stopped at step {s.step} of {s.total}. The checkpoint {kept.name} keeps it; Resume continues exactly.")
         if st.button("Resume", key="resume_training"):
-            submit(s.run, s.out, resume=s.out)
+            submit(s.run, s.out, resume=kept)
     elif s.state == "cancelled":
         st.info("Your run left the queue before it started. Nothing was trained or saved.")
     else:
-        st.error(f"Training failed: {s.message}")
+        st.error(f"Training failed: {public(s.message)}")
 
 
 def others_runs() -> None:

@@ -6,7 +6,7 @@ from capsviz.analysis.reproduction import is_paper_size, paper_error
 from capsviz.checkpoint import list_checkpoints, total_training, training_labels
 from capsviz.glossary import help_text
 from capsviz.viz import squash_curve
-from pages.common import checkpoint_dir, checkpoints, require_router
+from pages.common import checkpoint_dir, checkpoints, public, require_router
 
 require_router()
 
@@ -69,4 +69,4 @@ for path, meta in found:
 # them here with the reason tells their owner what to fix instead of hiding them silently.
 for path, reason in list_checkpoints(checkpoint_dir()):
     if isinstance(reason, str):
-        st.warning(f"**{path.name}** cannot be used: {reason}", icon=":material/block:")
+        st.warning(f"**{path.name}** cannot be used: {public(reason)}", icon=":material/block:")

@@ -88,9 +88,9 @@ SOURCES = {
 
 def search_places(source: Source, data_dir: str | os.PathLike | None = None) -> list[Path]:
     """Every folder looked in, in order (a folder may appear as <place>/<name> and <place>)."""
+    if data_dir:  # a folder asked for by name is the only place looked in, never silently another
+        return [Path(data_dir) / source.name, Path(data_dir)]
     roots: list[Path] = []
-    if data_dir:
-        roots.append(Path(data_dir))
     if os.environ.get("CAPSVIZ_DATA_DIR"):
         roots.append(Path(os.environ["CAPSVIZ_DATA_DIR"]))
     roots += [Path("data"), cache_dir()]
