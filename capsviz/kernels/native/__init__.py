@@ -5,7 +5,9 @@ into a cache folder and loaded with ctypes: no PyTorch headers and no build step
 Where there is no compiler, the build fails, or CAPSVIZ_NATIVE=0, `available()` is False and
 capsviz routes with PyTorch, several times slower; `reason()` says why, and `capsviz doctor` and
 the app's sidebar show it (through `capsviz.kernels.policy.paths`). A compiler without OpenMP (Apple's clang)
-still builds it, running one image at a time. Results and gradients agree with the PyTorch path (tests/test_kernels_native.py).
+still builds it, running one image at a time. Results and gradients agree with the PyTorch path (tests/test_kernels_native.py),
+and are bitwise the same for the same inputs however many threads run and whichever finishes first: the
+backward adds the images' shares of the weight and bias gradients in image order (tests/test_determinism.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@
 // moments and costs per iteration), and the backward pass makes the votes again and unrolls
 // every iteration in reverse from it, nothing detached, as autograd does through `_em`. Built
 // and loaded by capsviz/native/__init__.py; plain C++ with OpenMP over images, no PyTorch
-// headers.
+// headers. Results do not depend on the threads: each image's outputs are its own, and the
+// gradients summed over images (W's, the betas') are added in image order.
 //
 // Layouts (all float32, contiguous): poses (B, L, 16) and a_in (B, L), the L lower capsules as
 // the layer below left them; lower (P, I), which lower capsule sits in receptive-field slot i of
@@ -37,6 +38,11 @@ namespace {
 
 constexpr int H = 16;
 constexpr float EPS = 1e-8f;
+// The backward pass keeps each image's share of the gradients of W and the betas apart until
+// it adds them in image order (see capsviz_em_routing_backward): the floats of at most this
+// many shares at once (32 MB), and SUM_BLOCK elements of the sums added at a time.
+constexpr int64_t GROUP_FLOATS = int64_t(1) << 23;
+constexpr int64_t SUM_BLOCK = 1024;
 
 // VL lower capsules' values of one pose entry: one vector register, as wide as the CPU has
 // (AVX-512: 16 floats, AVX2: 8, else 4). A vector type wider than the hardware's is split by the
@@ -375,7 +381,7 @@ struct Grads {
 };
 
 // One image, backward through every unrolled iteration (nothing detached), from its trace.
-// gW (J, 16, I), gbu, gba (J) accumulate this thread's share.
+// gW (J, 16, I), gbu, gba (J) accumulate this image's share, from zero.
 void backward_image(const Layer& g, int64_t b, Trace& tr, const Grads& gr, float* gW, float* gbu, float* gba,
                     std::vector<float>& work) {
     const int64_t P = g.P, I = g.I, J = g.J, L = g.L;
@@ -622,27 +628,43 @@ extern "C" int capsviz_em_routing_backward(const float* poses, const float* W, c
     if (!trace || !valid(B, P, I, I_real, J, L, iterations, lower)) return 1;
     const Layer g{poses, W, offset, a_in, beta_u, beta_a, lower, P, I, I_real, J, L, var_floor, abs_max(W, J * H * I), iterations, lambdas};
     const Grads gr{gA, gMu, gposes, ga_in};
-    std::fill(gW, gW + J * H * I, 0.0f);
-    std::fill(gbu, gbu + J, 0.0f);
-    std::fill(gba, gba + J, 0.0f);
+    // Each image's share of gW and the betas is made apart from the others' and added into the
+    // sums in image order: every sum is then the same floats whichever thread took which image,
+    // whenever it finished, and however many threads there are (bitwise the same training run
+    // to run). Shares a thread summed itself and added as threads finished changed the last
+    // bits with the timing. The shares of at most GROUP_FLOATS / n images are held at once.
+    const int64_t nW = J * H * I, n = nW + 2 * J;  // one image's share: gW, then gbu, gba
+    const int64_t group = std::max<int64_t>(1, std::min<int64_t>(B, GROUP_FLOATS / n));
+    std::vector<float> shares(group * n), sum(n, 0.0f);
+    for (int64_t b0 = 0; b0 < B; b0 += group) {
+        const int64_t count = std::min(group, B - b0);
 #pragma omp parallel num_threads(threads)
-    {
-        const FlushSubnormals flush;
-        Trace tr;
-        std::vector<float> work, mine(J * H * I + 2 * J, 0.0f);
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t b = 0; b < B; ++b) {
-            tr.bind(g, trace + b * Trace::size(P, I, J, iterations));
-            backward_image(g, b, tr, gr, mine.data(), mine.data() + J * H * I, mine.data() + J * H * I + J, work);
-        }
-#pragma omp critical
         {
-            for (int64_t k = 0; k < J * H * I; ++k) gW[k] += mine[k];
-            for (int64_t j = 0; j < J; ++j) {
-                gbu[j] += mine[J * H * I + j];
-                gba[j] += mine[J * H * I + J + j];
+            const FlushSubnormals flush;
+            Trace tr;
+            std::vector<float> work;
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t k = 0; k < count; ++k) {
+                const int64_t b = b0 + k;
+                float* share = shares.data() + k * n;
+                std::fill(share, share + n, 0.0f);
+                tr.bind(g, trace + b * Trace::size(P, I, J, iterations));
+                backward_image(g, b, tr, gr, share, share + nW, share + nW + J, work);
+            }
+            // The threads split the sums by element, each adding its elements' shares in image
+            // order; SUM_BLOCK elements of the sums stay in L1 while the images' shares stream in.
+#pragma omp for schedule(static)
+            for (int64_t e0 = 0; e0 < n; e0 += SUM_BLOCK) {
+                const int64_t e1 = std::min(n, e0 + SUM_BLOCK);
+                for (int64_t k = 0; k < count; ++k) {
+                    const float* share = shares.data() + k * n;
+                    for (int64_t e = e0; e < e1; ++e) sum[e] += share[e];
+                }
             }
         }
     }
+    std::copy(sum.begin(), sum.begin() + nW, gW);
+    std::copy(sum.begin() + nW, sum.begin() + nW + J, gbu);
+    std::copy(sum.begin() + nW + J, sum.end(), gba);
     return 0;
 }
