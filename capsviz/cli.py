@@ -105,7 +105,8 @@ def parser() -> Parser:
         help="the models to show and where the Train page saves "
         "(default: $CAPSVIZ_CHECKPOINTS, checkpoints/ in a checkout, else the user folder that `capsviz doctor` prints)",
     )
-    sub.add_parser("doctor", help="device, torch, native kernel (and why it is off), data and checkpoint folders")
+    dr = sub.add_parser("doctor", help="device, torch, native kernel (and why it is off), data and checkpoint folders")
+    dr.add_argument("--build", action="store_true", help="only build the native EM kernel now (as `capsviz app` does at start) and say how it went")
 
     t = sub.add_parser("train", help="train a model and save a checkpoint every epoch")
     add_run_flags(t)
@@ -194,6 +195,7 @@ def cmd_app(args) -> int:
     import subprocess
 
     command, env = app_command(args.checkpoints, args.streamlit_args)
+    print(f"capsviz: native EM kernel {build_kernel()}", file=sys.stderr)  # before the first student, not during their first page
     if os.name == "posix":  # become Streamlit: signals (Ctrl-C, a service manager's SIGTERM) reach it directly
         sys.stderr.flush()
         os.execve(sys.executable, command, env)
@@ -230,8 +232,21 @@ def app_command(checkpoints: Path | None, streamlit_args: list[str]) -> tuple[li
     return [sys.executable, "-m", "streamlit", "run", str(paths.app_dir() / "app.py"), *streamlit_args], env
 
 
+def build_kernel() -> str:
+    """Build (or find built) the native EM kernel; its status in words. Concurrent builds by other
+    processes wait for one another (capsviz.kernels.native)."""
+    from capsviz.kernels import native
+
+    native.available()
+    return native.status()
+
+
 def cmd_doctor(args) -> int:
     import platform
+
+    if args.build:
+        print(f"native EM kernel: {build_kernel()}")
+        return 0
 
     import torch
 
@@ -457,7 +472,7 @@ def cmd_export(args) -> int:
     whole test set, and the export is refused if it moved by more than --max-change."""
     import torch
 
-    from capsviz.checkpoint import check_room, load_checkpoint, pair_bytes, plan_write, save_checkpoint, writer_lock
+    from capsviz.checkpoint import check_room, load_checkpoint, pair_bytes, plan_write, recover, save_checkpoint, writer_lock
     from capsviz.data import batches, load_split
     from capsviz.devices import pick_device
     from capsviz.train import evaluate
@@ -489,6 +504,7 @@ def cmd_export(args) -> int:
         meta.raw, metrics=after, float32_test_error=before["test_error"], stored_as="float16", float16_reconstruction_change=rec_change
     )
     with writer_lock(args.dst):
+        recover(args.dst)  # what a killed write to dst left
         plan_write(args.dst, replace=args.replace, flag="dst")  # an export is finished and evaluated: it goes straight to dst
         save_checkpoint(args.dst, model, meta, half=True)
     print(

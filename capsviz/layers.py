@@ -93,11 +93,12 @@ class ConvCaps(nn.Module):
     def lower_index(self, H: int, W: int, T: int, device) -> torch.Tensor:
         """(P, K*K*T): which lower capsule (flat over H, W, T) sits in each receptive-field slot."""
         key = (H, W, T, str(device))
-        if key not in self._index:
+        index = self._index.get(key)
+        if index is None:  # made whole, then stored by one dict operation: safe for sessions sharing the model
             ids = torch.arange(H * W * T, device=device).view(H, W, T)
             patches = ids.unfold(0, self.k, self.s).unfold(1, self.k, self.s)  # (Ho, Wo, T, K, K)
-            self._index[key] = patches.permute(0, 1, 3, 4, 2).reshape(-1, self.k * self.k * T)  # (P, K*K*T)
-        return self._index[key]
+            index = self._index.setdefault(key, patches.permute(0, 1, 3, 4, 2).reshape(-1, self.k * self.k * T))  # (P, K*K*T)
+        return index
 
     def forward(self, pose, a, record: bool = False, iterations: int | None = None):
         """pose (B, H, W, T, 16), a (B, H, W, T) -> mu (B, Ho, Wo, J, 16), a (B, Ho, Wo, J) and

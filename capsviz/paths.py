@@ -17,6 +17,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
@@ -92,6 +93,28 @@ def atomic_write(path: Path, write: Callable[[str], object]) -> None:
         os.replace(tmp, path)
     finally:
         remove_partial(folder)
+
+
+@contextmanager
+def exclusive(lock: Path):
+    """Hold an exclusive lock on the file `lock` (made if missing) until the block ends, waiting
+    for any other process that holds it; the kernel drops it when a holder dies. fcntl is Unix
+    only and msvcrt Windows only: each is imported where it exists."""
+    lock = Path(lock)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if sys.platform == "win32":
+            import msvcrt
+
+            msvcrt.locking(fd, msvcrt.LK_LOCK, 1)  # retries for about 10 s, then raises
+        else:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def checkpoint_dir() -> Path:

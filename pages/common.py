@@ -12,12 +12,13 @@ import streamlit as st
 import torch
 
 from capsviz.analysis import find_mistake
-from capsviz.checkpoint import list_checkpoints, load_checkpoint
+from capsviz.checkpoint import list_checkpoints
 from capsviz.data import DATASETS, load_split
 from capsviz.data.sources import SOURCES, locate
 from capsviz.data.transforms import mnist_style, picture_to_digit
 from capsviz.devices import pick_device
 from capsviz.errors import CapsvizError
+from capsviz.model_cache import ModelCache
 from capsviz.progress import time_left
 from capsviz.schema import CheckpointMeta
 
@@ -64,15 +65,20 @@ def checkpoints() -> list[tuple[Path, CheckpointMeta]]:
     return sorted(found, key=lambda pm: (pm[1].dataset != "mnist", pm[0].name))
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading model ...")
-def _load(path: str, mtime: float):
-    torch.set_grad_enabled(False)
-    return load_checkpoint(Path(path))
+@st.cache_resource(show_spinner=False)
+def models() -> ModelCache:
+    """The server's one cache of loaded models, shared by every session (capsviz.model_cache)."""
+    return ModelCache()
 
 
 def load_model(path: Path):
-    """(model, meta) of a checkpoint, cached by path and modification time."""
-    return _load(str(path), path.stat().st_mtime)
+    """(model, meta) of a checkpoint, loaded once per version of the file for every session."""
+    torch.set_grad_enabled(False)  # this session's thread: pages only infer
+    cache = models()
+    if cache.holds(path):
+        return cache.get(path)
+    with st.spinner("Loading model ..."):
+        return cache.get(path)
 
 
 def active_name() -> str | None:
@@ -98,7 +104,7 @@ def active_model():
     path = str(checkpoint_dir() / name)
     try:
         mtime = Path(path).stat().st_mtime
-        model, meta = _load(path, mtime)
+        model, meta = load_model(Path(path))
         st.session_state["model_key"] = f"{path}:{mtime}"  # cache key for traces: a retrained file is a new model
     except (CapsvizError, OSError) as e:
         st.error(f"Cannot load {Path(path).name}: {public(e)}")

@@ -46,11 +46,11 @@ T = st.slider(
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def trace(model_key: str, image_bytes: bytes, T: int):
-    return em_trace(model, np.frombuffer(image_bytes, np.float32).reshape(image.shape), T)
+def trace(model_key: str, _model, image_bytes: bytes, shape: tuple, T: int):  # _model: the one model_key names
+    return em_trace(_model, np.frombuffer(image_bytes, np.float32).reshape(shape), T)
 
 
-tr = trace(st.session_state["model_key"], image.tobytes(), T)
+tr = trace(st.session_state["model_key"], model, image.tobytes(), image.shape, T)
 pred = int(tr.a[-1].argmax())
 
 

@@ -149,10 +149,9 @@ st.markdown(
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def routing_of(model_key: str, pair_bytes: bytes, single_bytes: bytes, capsules: tuple[int, int], T: int):
-    shape = pair.image.shape
+def routing_of(model_key: str, _model, pair_bytes: bytes, single_bytes: bytes, shape: tuple, capsules: tuple[int, int], T: int):
     as_image = lambda b: np.frombuffer(b, np.float32).reshape(shape)  # noqa: E731 - two inputs, one shape
-    return pair_routing(model, as_image(pair_bytes), as_image(single_bytes), capsules, T)
+    return pair_routing(_model, as_image(pair_bytes), as_image(single_bytes), capsules, T)
 
 
 @st.fragment
@@ -171,7 +170,8 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
     T_route = meta.config.routing_iterations
 
     single = pair.parts[alone].astype(np.float32)
-    routed = routing_of(st.session_state["model_key"], pair.image.astype(np.float32).tobytes(), single.tobytes(), (t1, t2), T_route)
+    image = pair.image.astype(np.float32)
+    routed = routing_of(st.session_state["model_key"], model, image.tobytes(), single.tobytes(), image.shape, (t1, t2), T_route)
     single_name = f"the {pair.labels[alone]}"
     high = max(round_up(float(routed.maps.max())), routed.uniform + 0.001)  # one scale for every map: they compare
     coupling_fig = coupling_overlays(

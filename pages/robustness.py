@@ -83,9 +83,9 @@ def all_stored(keys: dict[str, str], convert=lambda v: v):
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def attacked(model_key: str, _model, _x, _y, eps: float, method: str, targeted: bool, _target):
-    """A few attacked test images, their predictions and (CapsNet) reconstructions, cached per
-    (model, epsilon, attack); the images are always the first test images, the targets seeded."""
+def attacked(model_key: str, _model, dataset: str, count: int, _x, _y, eps: float, method: str, targeted: bool, _target):
+    """The first `count` test images of `dataset` (`_x`, `_y`) attacked, their predictions and
+    (CapsNet) reconstructions, cached per (model, images, epsilon, attack); the targets are seeded."""
     adv = attack(_model, _x, _y, eps, method, _target)
     with torch.no_grad():
         out = _model(adv)  # one pass: scores, and a CapsNet's reconstruction from its longest capsule
@@ -241,7 +241,7 @@ with tab_adv:
         show = min(6, n)
         target = other_class(y[:show], 10) if targeted else None
         for name, m in attacked_models.items():
-            adv, pred, recs = attacked(f"{key}:{name}", m, x[:show], y[:show], eps, method, targeted, target)
+            adv, pred, recs = attacked(f"{key}:{name}", m, dataset, show, x[:show], y[:show], eps, method, targeted, target)
             st.markdown(f"**{name}**" + (" (targets: " + ", ".join(map(str, target.tolist())) + ")" if targeted else ""))
             cols = st.columns(show)
             for i, col in enumerate(cols):

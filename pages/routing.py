@@ -45,11 +45,11 @@ T = st.slider(
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def trace(model_key: str, image_bytes: bytes, T: int):
-    return dynamic_trace(model, np.frombuffer(image_bytes, np.float32).reshape(image.shape), T)
+def trace(model_key: str, _model, image_bytes: bytes, shape: tuple, T: int):  # _model: the one model_key names
+    return dynamic_trace(_model, np.frombuffer(image_bytes, np.float32).reshape(shape), T)
 
 
-tr = trace(st.session_state["model_key"], image.tobytes(), T)
+tr = trace(st.session_state["model_key"], model, image.tobytes(), image.shape, T)
 winner = int(tr.lengths[-1].argmax())
 
 
@@ -209,17 +209,16 @@ data = test_set(meta.image_dataset) if meta.config.in_size == 28 else None
 
 
 @st.cache_data(show_spinner="Routing 64 test images ...")
-def batch_change(model_key: str, T: int):
-    imgs = data.images[:64].float() / 255.0
-    return mean_b_change(model, imgs, T)
+def batch_change(model_key: str, _model, dataset: str, _data, T: int):  # _data: the test set of `dataset`
+    return mean_b_change(_model, _data.images[:64].float() / 255.0, T)
 
 
 Tmax = 10
-full = tr if T == Tmax else trace(st.session_state["model_key"], image.tobytes(), Tmax)
+full = tr if T == Tmax else trace(st.session_state["model_key"], model, image.tobytes(), image.shape, Tmax)
 series = [full.b_change, np.concatenate([[np.nan], full.c_change])]
 labels = ["mean |delta b|, this image", "mean |delta c|, this image"]
 if data is not None:
-    series.append(batch_change(st.session_state["model_key"], Tmax))
+    series.append(batch_change(st.session_state["model_key"], model, meta.image_dataset, data, Tmax))
     labels.append("mean |delta b|, 64 test images")
 st.plotly_chart(
     lines(
@@ -243,10 +242,10 @@ if data is not None:
     st.subheader("How far routing moves from uniform, over 64 test images")
 
     @st.cache_data(show_spinner="Routing 64 test images ...")
-    def summary(model_key: str, T: int):
-        return coupling_summary(model, data.images[:64].float() / 255.0, T)
+    def summary(model_key: str, _model, dataset: str, _data, T: int):  # _data: the test set of `dataset`
+        return coupling_summary(_model, _data.images[:64].float() / 255.0, T)
 
-    cs = summary(st.session_state["model_key"], Tmax)
+    cs = summary(st.session_state["model_key"], model, meta.image_dataset, data, Tmax)
     k = meta.config.routing_iterations - 1  # the iteration count the model was trained with
     st.plotly_chart(
         lines(
@@ -270,11 +269,11 @@ st.subheader("Same weights, 1 to 10 iterations")
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def sweep_of(model_key: str, image_bytes: bytes):
-    return iteration_sweep(model, np.frombuffer(image_bytes, np.float32).reshape(image.shape), 10)
+def sweep_of(model_key: str, _model, image_bytes: bytes, shape: tuple):  # _model: the one model_key names
+    return iteration_sweep(_model, np.frombuffer(image_bytes, np.float32).reshape(shape), 10)
 
 
-sweep = sweep_of(st.session_state["model_key"], image.tobytes())
+sweep = sweep_of(st.session_state["model_key"], model, image.tobytes(), image.shape)
 e, f = st.columns([2, 3])
 e.plotly_chart(
     lines(sweep["lengths"], names, "Capsule lengths by number of routing iterations", "routing iterations", "|v_j|"), key="sweep_lengths"

@@ -34,12 +34,11 @@ image, truth = picked
 
 
 @st.cache_data(max_entries=16, show_spinner="Following the image through the network ...")
-def follow(model_key: str, image_bytes: bytes, routing: str):
-    img = np.frombuffer(image_bytes, np.float32).reshape(image.shape)
-    return TOURS[routing].follow(model, img)
+def follow(model_key: str, _model, image_bytes: bytes, shape: tuple, routing: str):  # _model: the one model_key names
+    return TOURS[routing].follow(_model, np.frombuffer(image_bytes, np.float32).reshape(shape))
 
 
-tour = follow(st.session_state["model_key"], image.tobytes(), routing)
+tour = follow(st.session_state["model_key"], model, image.tobytes(), image.shape, routing)
 steps = TOURS[routing].steps(tour.iterations)
 N = len(steps)
 

@@ -82,11 +82,15 @@ def test_missing_data_names_every_place_and_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
     with pytest.raises(CapsvizError) as e:
-        load_mnist("fashion-mnist", "test", data_dir=tmp_path / "given")
+        load_mnist("fashion-mnist", "test")
     msg = str(e.value)
-    for place in ("given", "envdir", "data", "cache", "/usr/share/datasets/fashion-mnist"):
+    for place in ("envdir", "data", "cache", "/usr/share/datasets/fashion-mnist"):
         assert place in msg
     assert "python -m capsviz data --download" in msg and "apt install dataset-fashion-mnist" in msg
+    # a folder asked for by name is the only place looked in: never silently another
+    with pytest.raises(CapsvizError) as e:
+        load_mnist("fashion-mnist", "test", data_dir=tmp_path / "given")
+    assert "given" in str(e.value) and "envdir" not in str(e.value) and "cache" not in str(e.value)
 
 
 def test_lookup_order_prefers_explicit_dir(synthetic_data, tmp_path):

@@ -614,8 +614,9 @@ def test_export_checks_its_destination_and_dataset_before_evaluating(good, tmp_p
 
 
 def test_a_training_error_is_printed_once(synthetic_data, tmp_path, capsys):
-    assert main(["train", "--out", str(tmp_path / "m.safetensors"), "--resume", str(tmp_path / "none.safetensors")]) == 2
-    one_error_line(capsys, "not found")
+    (tmp_path / "stateless.safetensors").write_bytes(b"weights without a training state beside them")
+    assert main(["train", "--out", str(tmp_path / "m.safetensors"), "--resume", str(tmp_path / "stateless.safetensors")]) == 2
+    one_error_line(capsys, "not found", "only runs saved by `capsviz train` can be resumed")
 
 
 # ---------------------------------------------------------------- IDX files

@@ -12,25 +12,33 @@ class WeightCache:
     """A conv weight in the GEMM's layout, made once per weight version at inference (6 ms for the
     paper's PrimaryCaps, per call otherwise), and for a single image also pre-packed (the first
     batch-1 call pays for it). The version counter changes with every in-place update, so
-    training never sees stale weights."""
+    training never sees stale weights.
+
+    A cached model serves many browser sessions at once, so the cache is one immutable entry
+    (key, layout, packed) replaced whole: a thread reads either the old entry or the new one,
+    never a key beside another version's layout. Two first calls may both build it; one wins."""
 
     def __init__(self):
-        self.key = None
-        self.layout: torch.Tensor | None = None
-        self.packed: tuple[torch.Tensor, int, str] | None = None
+        self.entry: tuple | None = None  # (key, layout, packed or None)
+
+    @property
+    def packed(self) -> tuple[torch.Tensor, int, str] | None:
+        return None if self.entry is None else self.entry[2]
 
     def get(self, weight: torch.Tensor, dtype: torch.dtype, x: torch.Tensor, stride: int):
         """(layout, packed or None) for convolving `x` at inference; (None, None) in training."""
         if torch.is_grad_enabled():
             return None, None
         key = (weight._version, dtype, weight.data_ptr())
-        if self.key != key:
-            self.key, self.layout, self.packed = key, gemm_layout(weight.detach(), dtype), None
-        kind = policy.packed_gemm(dtype) if x.shape[0] == 1 and self.packed is None else None
+        entry = self.entry
+        if entry is None or entry[0] != key:
+            entry = (key, gemm_layout(weight.detach(), dtype), None)
+        kind = policy.packed_gemm(dtype) if x.shape[0] == 1 and entry[2] is None else None
         if kind is not None:
             rows = ((x.shape[1] - weight.shape[-1]) // stride + 1) ** 2  # output positions of one image
-            self.packed = pack_gemm_weight(self.layout, rows, kind)
-        return self.layout, self.packed
+            entry = (key, entry[1], pack_gemm_weight(entry[1], rows, kind))
+        self.entry = entry
+        return entry[1], entry[2]
 
 
 def conv2d_nhwc(

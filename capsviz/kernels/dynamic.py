@@ -12,20 +12,23 @@ from capsviz.kernels import policy
 class VoteWeights:
     """DigitCaps' W (I, J, D, K) laid out (I, K, J*D) for the batched matmul. At inference the
     layout (and the cast under autocast) is made once per weight version, not per call: at
-    batch 1 that copy of the weights took as long as the matmul itself."""
+    batch 1 that copy of the weights took as long as the matmul itself. One immutable
+    (key, layout) entry, replaced whole, so sessions sharing a cached model never read a key
+    beside another version's layout."""
 
     def __init__(self):
-        self.key = None
-        self.layout: torch.Tensor | None = None
+        self.entry: tuple | None = None  # (key, layout)
 
     def get(self, W: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         I, J, D, K = W.shape
         if torch.is_grad_enabled():
             return W.permute(0, 3, 1, 2).reshape(I, K, J * D)  # (I, K, J*D)
         key = (W._version, W.data_ptr(), dtype)
-        if self.key != key:
-            self.key, self.layout = key, W.detach().permute(0, 3, 1, 2).reshape(I, K, J * D).to(dtype).contiguous()  # (I, K, J*D)
-        return self.layout
+        entry = self.entry
+        if entry is None or entry[0] != key:
+            entry = (key, W.detach().permute(0, 3, 1, 2).reshape(I, K, J * D).to(dtype).contiguous())  # (I, K, J*D)
+            self.entry = entry
+        return entry[1]
 
 
 def digit_predictions(u: torch.Tensor, W: torch.Tensor, cache: VoteWeights) -> torch.Tensor:

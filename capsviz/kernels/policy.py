@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -40,7 +41,15 @@ SLICES = "batch slices in cache"
 # per-image saving and the im2col GEMM serves (`python -m capsviz bench --convolutions` shows the crossover).
 MIN_BATCH = 32
 
-_state = {"reference": False, "compile_em": False}
+class _State(threading.local):
+    """The switches below, per thread: a browser session's request, a training run on the app's
+    queue and a test each set their own, and never change what another thread computes."""
+
+    reference = False
+    compile_em = False
+
+
+_state = _State()
 
 
 @dataclass(frozen=True)
@@ -53,28 +62,28 @@ class PathStatus:
 @contextlib.contextmanager
 def reference_only(on: bool = True):
     """Within this block every layer and routing function runs its reference computation."""
-    before = _state["reference"]
-    _state["reference"] = on
+    before = _state.reference
+    _state.reference = on
     try:
         yield
     finally:
-        _state["reference"] = before
+        _state.reference = before
 
 
 def fast() -> bool:
     """Whether fast paths may run at all (False inside `reference_only`)."""
-    return not _state["reference"]
+    return not _state.reference
 
 
 def compile_em(on: bool = True) -> None:
     """Route EM through a torch.compile'd core from now on (or not): the compiler fuses the E- and
     M-step loops, which speeds up matrix-capsule training on the CPU. Compiling the whole
     model is slower: the scatter over receptive fields breaks its graph into small pieces."""
-    _state["compile_em"] = on
+    _state.compile_em = on
 
 
 def compiled_em() -> bool:
-    return fast() and _state["compile_em"]
+    return fast() and _state.compile_em
 
 
 def _cpu(x: torch.Tensor) -> bool:
@@ -178,7 +187,7 @@ def paths(device: torch.device | str = "cpu") -> list[PathStatus]:
     why = native.reason() if cpu else None
     add(NATIVE_EM, cpu and why is None, f"matrix capsules on the CPU{native.note()}", off_cpu if not cpu else str(why))
     add(CENTRED_EM, True, "matrix capsules where the native kernel is off", "")
-    add(COMPILED_EM, _state["compile_em"], "turned on by --compile", "turned on by --compile only")
+    add(COMPILED_EM, _state.compile_em, "turned on by --compile", "turned on by --compile only")
     add(SLICES, cpu, "CPU batches routed in cache-sized slices", off_cpu)
     return out
 

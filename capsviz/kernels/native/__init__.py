@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import torch
@@ -40,6 +41,7 @@ _lib: ctypes.CDLL | None = None
 _why: str | None = None
 _path: Path | None = None
 _note = ""  # how it was built, where that matters (no OpenMP)
+_loading = threading.Lock()
 
 
 def cache_dir() -> Path:
@@ -64,20 +66,29 @@ def _compile(cxx: str, flags: list[str]) -> Path:
     """The library built with these flags, from the cache when it was built before."""
     key = hashlib.sha256(SOURCE.read_bytes() + " ".join([cxx, *flags]).encode() + _cpu_signature().encode()).hexdigest()[:16]
     target = cache_dir() / f"em_routing-{key}{SUFFIX}"
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=SUFFIX, dir=target.parent)
-        os.close(fd)
-        try:
-            done = subprocess.run([cxx, *flags, str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=300)
-            if done.returncode != 0:  # the first error is the one a person can act on
-                errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.strip().splitlines()[-1:]
-                raise RuntimeError(f"{Path(cxx).name} could not build it: {errors[0][:300] if errors else f'exit {done.returncode}'}")
-            os.replace(tmp, target)  # atomic: a concurrent build or a reader never sees half a file
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+    if target.exists():
+        return target
+    # Processes starting together (app replicas, test workers) build it once: the others wait for
+    # the lock, then find the library there.
+    with paths.exclusive(cache_dir() / f".em_routing-{key}.lock"):
+        if not target.exists():
+            _compile_into(cxx, flags, target)
     return target
+
+
+def _compile_into(cxx: str, flags: list[str], target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=SUFFIX, dir=target.parent)
+    os.close(fd)
+    try:
+        done = subprocess.run([cxx, *flags, str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:  # the first error is the one a person can act on
+            errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.strip().splitlines()[-1:]
+            raise RuntimeError(f"{Path(cxx).name} could not build it: {errors[0][:300] if errors else f'exit {done.returncode}'}")
+        os.replace(tmp, target)  # atomic: a reader never sees half a file
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def _build() -> ctypes.CDLL:
@@ -109,21 +120,22 @@ def _build() -> ctypes.CDLL:
 
 
 def available() -> bool:
-    """Whether the kernel is built and loaded (built on the first call, a second or two)."""
+    """Whether the kernel is built and loaded (built on the first call, a few seconds; `capsviz
+    app` and `capsviz doctor --build` make that call before any request)."""
     global _lib, _why
     if _lib is not None:
         return True
-    if _why is not None:
-        return False
-    _why = policy.native_switched_off()
-    if _why is not None:
-        return False
-    try:
-        _lib = _build()
-    except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as e:  # AttributeError: a symbol missing
-        _why = str(e)
-        return False
-    return True
+    with _loading:  # sessions arriving together wait for one build and load
+        if _lib is not None or _why is not None:
+            return _lib is not None
+        why = policy.native_switched_off()
+        if why is None:
+            try:
+                _lib = _build()
+            except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as e:  # AttributeError: a symbol missing
+                why = str(e)
+        _why = why
+        return _lib is not None
 
 
 def reason() -> str | None:
