@@ -121,7 +121,7 @@ def parser() -> Parser:
     t.add_argument("--replace", action="store_true", help="replace the model at --out once this run has finished and been evaluated")
 
     e = sub.add_parser("evaluate", help="print a checkpoint's test metrics as JSON")
-    e.add_argument("path", type=Path)
+    e.add_argument("path", type=Path, help="a checkpoint file, or a model's name in the model folder (capsviz list shows them)")
     e.add_argument("--dataset", choices=DATASET_NAMES, help="default: the dataset it was trained on")
     e.add_argument("--data-dir")
     e.add_argument("--limit", type=integer(1), help="evaluate on only the first N test images")
@@ -212,13 +212,9 @@ def app_command(checkpoints: Path | None, streamlit_args: list[str]) -> tuple[li
     from capsviz import paths
 
     env = dict(os.environ)
-    folder = checkpoints or paths.checkpoint_dir()
-    if checkpoints and not folder.is_dir():
-        raise CapsvizError(f"--checkpoints {folder}: no such folder")
-    if not checkpoints and not os.environ.get("CAPSVIZ_CHECKPOINTS"):
-        copied = paths.seed_user_checkpoints(folder)
-        if copied:
-            print(f"capsviz: copied {len(copied)} shipped models into {folder}", file=sys.stderr)
+    if checkpoints and not checkpoints.is_dir():
+        raise CapsvizError(f"--checkpoints {checkpoints}: no such folder")
+    folder = checkpoints or paths.model_folder()
     env["CAPSVIZ_CHECKPOINTS"] = str(folder)
     # The app's Streamlit settings (.streamlit/config.toml) are only read from the folder Streamlit
     # starts in: pass them as environment variables, which the user's own flags still override.
@@ -265,9 +261,9 @@ def cmd_doctor(args) -> int:
     for name, source in SOURCES.items():
         place, _ = locate(source)
         print(f"data {name}: {place or 'not found (capsviz data --download)'}")
-    folder = paths.checkpoint_dir()
+    folder = paths.model_folder()
     count = len(list(folder.glob("*.safetensors"))) if folder.is_dir() else 0
-    print(f"checkpoints: {folder} ({count} models){'' if folder.is_dir() else ', not created yet: capsviz app fills it'}")
+    print(f"checkpoints: {folder} ({count} models)")
     print(f"shipped checkpoints: {paths.shipped_checkpoints()}")
     print(f"user folder: {paths.user_dir()} (CAPSVIZ_HOME moves it)")
     return 0
@@ -399,6 +395,7 @@ def cmd_evaluate(args) -> int:
 
     device = pick_device(args.device)
     data_folder(args.data_dir)
+    args.path = model_path(args.path)
     model, meta = load_checkpoint(args.path, device)
     dataset = args.dataset or meta.image_dataset
     size = DATASETS[dataset].in_size
@@ -418,13 +415,25 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def model_path(given: Path) -> Path:
+    """A checkpoint named as a file, or by its name in the model folder (`capsnet-mnist`)."""
+    from capsviz.paths import model_folder
+
+    if given.exists() or given.parent != Path("."):
+        return given
+    for name in (given.name, given.name + ".safetensors"):
+        if (model_folder() / name).is_file():
+            return model_folder() / name
+    return given
+
+
 def cmd_list(args) -> int:
     from capsviz.checkpoint import list_checkpoints, total_training, training_labels
-    from capsviz.paths import checkpoint_dir
+    from capsviz.paths import model_folder
 
-    args.folder = args.folder or checkpoint_dir()
+    args.folder = args.folder or model_folder()
     if not args.folder.is_dir():
-        raise CapsvizError(f"{args.folder}: no such folder" + ("" if args.folder != checkpoint_dir() else "; `capsviz doctor` says where the models are"))
+        raise CapsvizError(f"{args.folder}: no such folder")
     rows = list_checkpoints(args.folder)
     if not rows:
         print(f"no checkpoints in {args.folder}")

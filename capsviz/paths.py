@@ -125,6 +125,15 @@ def checkpoint_dir() -> Path:
     return shipped_checkpoints() if is_checkout() else user_dir() / "checkpoints"
 
 
+def model_folder() -> Path:
+    """`checkpoint_dir()`, with the shipped models copied in first where it is the user folder of
+    an installed capsviz, so every command finds them right after `pip install`."""
+    folder = checkpoint_dir()
+    if not os.environ.get("CAPSVIZ_CHECKPOINTS") and not is_checkout():
+        seed_user_checkpoints(folder)
+    return folder
+
+
 def seed_user_checkpoints(folder: Path) -> list[str]:
     """Copy the shipped models into `folder` once each (a model the user deleted stays deleted);
     returns the names copied. Nothing to do where `folder` is the shipped folder itself."""

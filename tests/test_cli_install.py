@@ -86,6 +86,21 @@ def test_installed_layout_uses_the_user_folder_seeded_once(tmp_path, monkeypatch
     assert paths.seed_user_checkpoints(folder) == ["c.safetensors"]
 
 
+def test_after_pip_install_list_and_evaluate_find_the_shipped_models(tmp_path, monkeypatch, capsys):
+    """Installed, before any `capsviz app`: the user folder is filled on first use by any command."""
+    monkeypatch.setattr(paths, "CHECKOUT", tmp_path / "site-packages")
+    monkeypatch.setattr(paths, "PACKAGE", tmp_path / "pkg")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "_app").symlink_to(ROOT)  # the shipped files where an install keeps them
+    monkeypatch.setenv("CAPSVIZ_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CAPSVIZ_CHECKPOINTS", raising=False)
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "capsnet-small-mnist.safetensors: capsnet on mnist" in out and "unusable" not in out
+    assert (tmp_path / "home" / "checkpoints" / "capsnet-small-mnist.safetensors").is_file()
+    assert cli.model_path(Path("capsnet-small-mnist")) == tmp_path / "home" / "checkpoints" / "capsnet-small-mnist.safetensors"
+
+
 @pytest.mark.parametrize("platform, expected", [("linux", ".local/share/capsviz"), ("darwin", "Library/Application Support/capsviz")])
 def test_user_folder_follows_the_platform(platform, expected, monkeypatch):
     monkeypatch.delenv("CAPSVIZ_HOME", raising=False)

@@ -2,6 +2,7 @@
 started from another folder serves the app with the shipped models, and `capsviz --help` lists
 every subcommand. About a minute and a half: torch comes from the local wheel cache."""
 
+import json
 import os
 import re
 import subprocess
@@ -102,3 +103,24 @@ def test_it_runs_beside_this_checkout_not_from_it(installed):
     # the stored sweeps travel with the shipped models (capsviz.analysis.stored)
     shipped_sweeps = sorted(p.name for p in (ROOT / "checkpoints" / "sweeps").glob("*.json"))
     assert shipped_sweeps and sorted(p.name for p in (Path(app) / "checkpoints" / "sweeps").glob("*.json")) == shipped_sweeps
+
+
+def test_list_and_evaluate_find_the_shipped_models_right_after_install(installed, tmp_path):
+    bin_dir, env = installed
+    env = dict(env, CAPSVIZ_HOME=str(tmp_path / "home"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env.pop("CAPSVIZ_CHECKPOINTS", None)
+    listed = subprocess.run([str(bin_dir / "capsviz"), "list"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert listed.returncode == 0, listed.stderr
+    for name in SHIPPED:
+        assert f"{name}: " in listed.stdout and f"{name}: unusable" not in listed.stdout, listed.stdout
+    if os.environ.get("CAPSVIZ_DATA_DIR"):  # the real data, where CI has it
+        done = subprocess.run(
+            [str(bin_dir / "capsviz"), "evaluate", "capsnet-small-mnist", "--limit", "50"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["n_test"] == 50
