@@ -203,3 +203,26 @@ def test_an_existing_model_is_replaced_only_when_confirmed(app, queue):
     app.button(key="confirm_replace").click().run()
     assert jobs.wait(own_job(queue, app), 60).state == "finished"
     assert ckpt.read_meta(app.folder / "tiny-capsnet.safetensors").run["model"] == "cnn-small"
+
+
+def test_a_replacing_run_stopped_early_leaves_the_old_model_and_resumes_beside_it(app, queue):
+    app.switch_page("pages/train.py").run()
+    old = app.folder / "tiny-capsnet.safetensors"
+    before = old.read_bytes()
+    start(app, "tiny-capsnet", **LONG)
+    app.button(key="confirm_replace").click().run()
+    job = own_job(queue, app)
+    wait_until(lambda: job.snapshot().step > 0)
+    app.button(key="stop_training").click().run()
+    assert jobs.wait(job, 60).state == "stopped"
+    app.run()
+    assert old.read_bytes() == before  # the old model stays until a run has finished and been tested
+    pending = ckpt.pending_path(old)
+    assert not ckpt.read_meta(pending).complete
+    assert "tiny-capsnet.new.safetensors keeps it" in app.warning[0].value
+    app.button(key="resume_training").click().run()
+    resumed = own_job(queue, app)
+    assert resumed is not job and resumed.resume == pending
+    queue.cancel(resumed, resumed.owner)
+    jobs.wait(resumed, 60)
+    assert old.read_bytes() == before
