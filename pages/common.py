@@ -50,8 +50,11 @@ def public(message) -> str:
     never by the server's path to it (given, absolute or through a symlink)."""
     text = str(message)
     folder = checkpoint_dir()
-    for prefix in sorted({str(folder), str(folder.absolute()), str(folder.resolve())}, key=len, reverse=True):
+    prefixes = sorted({str(folder), str(folder.absolute()), str(folder.resolve())}, key=len, reverse=True)
+    for prefix in prefixes:
         text = text.replace(prefix + os.sep, "")
+    for prefix in prefixes:
+        text = text.replace(prefix, "the model folder")
     return text
 
 
