@@ -549,11 +549,27 @@ def pair_bytes(model: torch.nn.Module) -> int:
 
 def list_checkpoints(folder: Path) -> list[tuple[Path, CheckpointMeta | str]]:
     """Every *.safetensors under folder with its metadata, or the error that stops it loading
-    (everything `load_checkpoint` checks short of building the model)."""
-    out = []
+    (everything `load_checkpoint` checks short of building the model). The app lists the folder
+    several times on every rerun of every session: the listing is made once per state of the
+    folder (its files' names, times and sizes), and its metadata objects are shared, not to be
+    changed by callers."""
+    files = []
     for p in sorted(Path(folder).glob("*.safetensors")):
         try:
-            out.append((p, check_file(p)))
+            st = p.stat()
+            files.append((str(p), st.st_mtime_ns, st.st_size))
+        except OSError:
+            files.append((str(p), 0, -1))  # gone, or unreadable: _listing says which
+    return list(_listing(tuple(files)))
+
+
+@functools.lru_cache(maxsize=32)
+def _listing(files: tuple[tuple[str, int, int], ...]) -> tuple[tuple[Path, CheckpointMeta | str], ...]:
+    out = []
+    for name, mtime_ns, size in files:
+        p = Path(name)
+        try:
+            out.append((p, _checked_file(name, mtime_ns, size) if size >= 0 else _open(p)[0]))
         except CapsvizError as e:
             out.append((p, str(e)))
-    return out
+    return tuple(out)
