@@ -75,12 +75,18 @@ def _saving(path: Path):
 def read_meta(path: Path) -> CheckpointMeta:
     """The metadata alone (reads the header only). Checked once per version of the file: the app
     lists every checkpoint on every rerun, and the schema's checks cost ~3 ms a file."""
+    return _by_version(path, _checked_meta)
+
+
+def _by_version(path: Path, checked) -> CheckpointMeta:
+    """`checked(path, mtime_ns, size)`, an lru_cache'd check, for the file as it is now (a copy:
+    callers may change what they get)."""
     path = Path(path)
     try:
         st = path.stat()
     except OSError:
         return _open(path)[0]  # says why in one line
-    return copy.deepcopy(_checked_meta(str(path), st.st_mtime_ns, st.st_size))
+    return copy.deepcopy(checked(str(path), st.st_mtime_ns, st.st_size))
 
 
 @functools.lru_cache(maxsize=256)
@@ -148,12 +154,7 @@ def check_file(path: Path) -> CheckpointMeta:
     """The metadata of a checkpoint whose weights have passed every check `load_checkpoint` makes
     before building the model; once per version of the file (`capsviz list` and the zoo list every
     checkpoint on every rerun)."""
-    path = Path(path)
-    try:
-        st = path.stat()
-    except OSError:
-        return _open(path)[0]  # says why in one line
-    return copy.deepcopy(_checked_file(str(path), st.st_mtime_ns, st.st_size))
+    return _by_version(path, _checked_file)
 
 
 @functools.lru_cache(maxsize=256)

@@ -8,6 +8,7 @@ import threading
 import pytest
 import torch
 from test_checkpoint_train import TINY
+from test_kernels_native import _layer_outputs_and_grads
 
 from capsviz import checkpoint as ckpt
 from capsviz.kernels import native
@@ -77,19 +78,6 @@ def test_same_seed_same_weights_and_resume_is_exact(model_name, synthetic_data, 
     _assert_bitwise_equal(a, _weights(tmp_path / "c.safetensors"))
 
 
-def _em_layer_grads(layer, pose, a):
-    """Every gradient of the layer's routing for a loss that weights each output differently."""
-    layer.zero_grad()
-    pose, a = pose.clone().requires_grad_(), a.clone().requires_grad_()
-    if isinstance(layer, ConvCaps):
-        mu, act, _ = layer(pose, a)
-    else:
-        res = layer(pose, a)
-        mu, act = res.mu, res.a
-    loss = mu.sin().sum() + (act * torch.linspace(0, 1, act.numel()).view_as(act)).sum()
-    return torch.autograd.grad(loss, [pose, a, layer.W, layer.beta_u, layer.beta_a])
-
-
 @pytest.mark.parametrize("kind", ["conv", "class"])
 def test_kernel_backward_is_bitwise_repeatable(kind, native_on):
     """The kernel's backward, ten times on the same inputs with threads racing for images: the
@@ -105,11 +93,11 @@ def test_kernel_backward_is_bitwise_repeatable(kind, native_on):
     with torch.no_grad():
         layer.beta_u.normal_()
         layer.beta_a.normal_()
-    first = _em_layer_grads(layer, pose, a)
-    names = ["poses", "a_in", "W", "beta_u", "beta_a"]
+    first = _layer_outputs_and_grads(layer, pose, a)
+    names = ["mu", "a", "poses' gradient", "a_in's", "W's", "beta_u's", "beta_a's"]
     for _ in range(9):
-        again = _em_layer_grads(layer, pose, a)
+        again = _layer_outputs_and_grads(layer, pose, a)
         assert [n for n, x, y in zip(names, first, again, strict=True) if not torch.equal(x, y)] == []
     torch.set_num_threads(1)
-    alone = _em_layer_grads(layer, pose, a)
+    alone = _layer_outputs_and_grads(layer, pose, a)
     assert [n for n, x, y in zip(names, first, alone, strict=True) if not torch.equal(x, y)] == []

@@ -17,6 +17,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 from test_app import router_mode, tiny_checkpoints  # noqa: F401 - the fixture and models of the AppTests
+from test_trust import one_error_line
 
 from capsviz import checkpoint as ckpt
 from capsviz import paths
@@ -32,15 +33,6 @@ ENV = {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
 
 def sha(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def one_error_line(capsys, *fragments) -> str:
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    for f in fragments:
-        assert f in lines[0], (f, lines[0])
-    return lines[0]
 
 
 @pytest.fixture
