@@ -115,24 +115,38 @@ def active_model():
     return model, meta, Path(path)
 
 
-def page_model(fits, why: str):
-    """(model, meta, path) of the active model when `fits(meta)`; otherwise the page explains
-    `why` ({name} and {family} filled in) and stops."""
+def page_model(fits, needs: str, why: str):
+    """(model, meta, path) for this page: the active model when `fits(meta)`; else a model from the
+    folder that fits (the same dataset's first), named at the top of the page with a button to make
+    it the active model everywhere; else the page explains `why` ({name} and {family} filled in)
+    and stops. `needs` says in a few words what the page needs."""
     loaded = active_model()
     if loaded is None:
         st.stop()
     model, meta, path = loaded
-    if not fits(meta):
+    if fits(meta):
+        return loaded
+    suitable = sorted(((p, m) for p, m in checkpoints() if fits(m)), key=lambda pm: (pm[1].dataset != meta.dataset, pm[0].name))
+    if not suitable:
         st.info(why.format(name=path.stem, family=meta.family))
-        suitable = [p for p, m in checkpoints() if fits(m)]
-        if suitable:
-            st.markdown("Models that fit this page:")
-            for p in suitable:
-                if st.button(f"Use {p.stem}", key=f"switch_{p.stem}"):
-                    st.session_state["pending_model"] = p.name  # the sidebar switches its dataset filter if needed
-                    st.rerun()
         st.stop()
-    return loaded
+    stand, stand_meta = suitable[0]
+    try:
+        model, meta2 = load_model(stand)
+    except (CapsvizError, OSError) as e:
+        st.error(f"Cannot load {stand.name}: {public(e)}")
+        st.stop()
+    note, button = st.columns([4, 1], vertical_alignment="center")
+    note.info(
+        f"**{path.stem}**, the model in the sidebar, is a {meta.family} model; this page needs {needs}, "
+        f"so it shows **{stand.stem}**" + ("" if stand_meta.dataset == meta.dataset else f" (trained on {stand_meta.dataset})") + ".",
+        icon=":material/swap_horiz:",
+    )
+    if button.button(f"Use {stand.stem} on every page", key=f"switch_{stand.stem}"):
+        st.session_state["pending_model"] = stand.name  # the sidebar switches its dataset filter if needed
+        st.rerun()
+    st.session_state["model_key"] = f"{stand}:{stand.stat().st_mtime}"  # traces are cached per model shown
+    return model, meta2, stand
 
 
 @st.cache_resource(show_spinner="Loading test images ...")

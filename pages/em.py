@@ -25,8 +25,9 @@ st.markdown(
 
 model, meta, path = page_model(
     lambda meta: meta.config.routing == "em",
-    "**{name}** is a {family} model. This page shows EM routing between matrix capsules; pick a matrix-capsule model "
-    "below or in the sidebar, or train one: `python -m capsviz train --model matrix-small --compile --out "
+    "matrix capsules with EM routing",
+    "**{name}** is a {family} model. This page shows EM routing between matrix capsules; no matrix-capsule model is in the model "
+    "folder; train one: `python -m capsviz train --model matrix-small --compile --out "
     "checkpoints/my-matrix-small.safetensors`.",
 )
 names = class_names(meta.image_dataset)[: meta.config.num_classes]

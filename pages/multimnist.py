@@ -25,7 +25,8 @@ st.markdown(
 
 model, meta, path = page_model(
     lambda m: m.config.decodes and m.config.in_size == DATASETS["multimnist"].in_size,
-    "**{name}** is not a CapsNet trained on MultiMNIST (36x36 inputs with a decoder). Choose one below or in the sidebar, or train "
+    "a CapsNet trained on MultiMNIST (pairs of digits, 36x36)",
+    "**{name}** is not a CapsNet trained on MultiMNIST (36x36 inputs with a decoder). None is in the model folder; train "
     "one: `python -m capsviz train --model capsnet-small --dataset multimnist --out checkpoints/capsnet-small-multimnist.safetensors`.",
 )
 data = test_set("multimnist")

@@ -33,6 +33,7 @@ st.markdown(
 
 model, meta, path = page_model(
     lambda m: m.config.routing is not None and m.config.in_size in (28, 40),
+    "a capsule model on 28x28 or 40x40 digits to compare with a CNN",
     "**{name}** is a {family} model; this page compares a capsule model (CapsNet or matrix capsules on 28x28 or 40x40 "
     "digits) with a baseline CNN. Choose a capsule model.",
 )

@@ -26,6 +26,7 @@ st.caption(
 
 model, meta, path = page_model(
     lambda meta: meta.config.routing == "dynamic",
+    "a CapsNet, whose dynamic routing it shows",
     "**{name}** is a {family} model. This page shows dynamic routing; pick a CapsNet in the sidebar (matrix capsules have the **EM routing** page).",
 )
 names = class_names(meta.image_dataset)

@@ -22,6 +22,7 @@ st.markdown(
 
 model, meta, path = page_model(
     lambda meta: meta.config.routing in TOURS,
+    "a capsule network to follow an image through",
     "**{name}** is a {family} model, which has no capsules to follow. Pick a capsule network in the sidebar.",
 )
 routing = meta.config.routing

@@ -369,7 +369,10 @@ def test_multimnist_page_overlays_segments_and_measures(app):
 
 def test_multimnist_page_offers_a_fitting_model(app):
     app.switch_page("pages/multimnist.py").run()
-    assert any("not a CapsNet trained on MultiMNIST" in i.value for i in app.info)
+    note = app.info[0].value
+    assert "**tiny-capsnet**, the model in the sidebar" in note and "needs a CapsNet trained on MultiMNIST" in note
+    assert "so it shows **tiny-multimnist**" in note and app.number_input(key="pair_i1") is not None  # shown at once
+    assert app.session_state["model_pick"] == "tiny-capsnet.safetensors"  # the sidebar's pick is the user's
     app.button(key="switch_tiny-multimnist").click().run()
     assert app.session_state["model_pick"] == "tiny-multimnist.safetensors"
     assert not app.exception and app.number_input(key="pair_i1") is not None
