@@ -47,7 +47,7 @@ class CapsNetConfig:
     # What the family offers beyond its fields: the routing the pages can show (dynamic | em |
     # None) and the TrainRun fields that override its config (capsviz.train.model_config)
     routing: ClassVar[str | None] = "dynamic"
-    run_options: ClassVar[tuple[str, ...]] = ("reconstruction",)
+    run_options: ClassVar[tuple[str, ...]] = ("reconstruction", "couplings")
 
     family: str = "capsnet"
     in_size: int = 28  # 28 MNIST, 36 MultiMNIST, 40 expanded MNIST / affNIST
@@ -60,6 +60,9 @@ class CapsNetConfig:
     primary_kernel: int = 9
     digit_dim: int = 16
     routing_iterations: int = 3  # the paper's recommendation (Appendix A)
+    # how DigitCaps' couplings are made in training and by default (capsviz.routing.route):
+    # the paper's dynamic routing, or a baseline the routing lab compares it with
+    couplings: str = "dynamic"
     reconstruction: bool = True  # decoder + 0.0005 * sum-of-squares loss
     decoder_hidden: tuple[int, int] = (512, 1024)
 
@@ -112,6 +115,8 @@ class CNNConfig:
 
 ModelConfig = CapsNetConfig | MatrixCapsConfig | CNNConfig
 _FAMILIES = {"capsnet": CapsNetConfig, "matrix": MatrixCapsConfig, "cnn": CNNConfig}
+# What a CapsNet's couplings may be in training (`couplings`, `--couplings`) and at inference (`routing=`)
+COUPLINGS = ("dynamic", "uniform", "random", "self-attention")
 
 PRESETS: dict[str, ModelConfig] = {
     "capsnet": CapsNetConfig(),
@@ -180,6 +185,9 @@ class TrainRun:
     routing_iterations: int | None = option(None, "routing iterations", lo=1, hi=MAX_ITERATIONS, unset="the preset's")
     reconstruction: bool | None = option(
         None, "CapsNet: train without the decoder and its reconstruction loss", unset="the preset's", flag="--no-reconstruction"
+    )
+    couplings: str | None = option(
+        None, "CapsNet: how DigitCaps' couplings are made (uniform, random: baselines without routing)", choices=COUPLINGS, unset="dynamic"
     )
     final_lambda: float | None = option(
         None, "matrix capsules: EM inverse temperature at the last iteration", lo=0, hi=100, lo_open=True, unset="the preset's, 0.3"
