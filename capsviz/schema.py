@@ -159,6 +159,21 @@ class Config:
             },
             extra=False,
         ),
+        "efficient": Obj(
+            {
+                "family": Str(),
+                "in_size": Int(min(INPUT_SIZES), max(INPUT_SIZES)),
+                "in_channels": Int(1, 3),
+                "num_classes": Int(2, 100),
+                "conv_channels": List(Int(1, 1024), max_len=4, min_len=4),
+                "primary_caps": Int(1, 1024),
+                "primary_dim": Int(1, 64),
+                "digit_dim": Int(1, 64),
+                "reconstruction": Bool(),
+                "decoder_hidden": List(Int(1, 8192), max_len=2, min_len=2),
+            },
+            extra=False,
+        ),
         "matrix": Obj(
             {
                 "family": Str(),

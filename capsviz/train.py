@@ -51,9 +51,13 @@ class Event:
 
 
 def model_config(run: TrainRun):
-    """The preset, sized for the dataset's images and 10 classes, with the run's overrides."""
-    overrides = {"routing_iterations": run.routing_iterations, "in_size": DATASETS[run.dataset].in_size, "num_classes": 10}
-    overrides |= {k: getattr(run, k) for k in preset(run.model).run_options}
+    """The preset, sized for the dataset's images and 10 classes, with the run's overrides.
+    An iteration count reaches only the families that iterate (Efficient-CapsNet routes in one pass)."""
+    base = preset(run.model)
+    overrides = {"in_size": DATASETS[run.dataset].in_size, "num_classes": 10}
+    if hasattr(base, "routing_iterations"):
+        overrides["routing_iterations"] = run.routing_iterations
+    overrides |= {k: getattr(run, k) for k in base.run_options}
     return preset(run.model, **overrides)
 
 
