@@ -262,3 +262,12 @@ def test_training_runs_save_and_load(model, couplings, synthetic_data, tmp_path)
     assert meta.complete and meta.run["couplings"] == couplings
     if couplings:
         assert loaded.config.couplings == couplings
+
+
+def test_an_iteration_count_reaches_only_the_families_that_iterate():
+    from capsviz.bench import bench_config
+    from capsviz.train import model_config
+
+    assert bench_config("efficient-capsnet", 5) == PRESETS["efficient-capsnet"]
+    assert model_config(TrainRun(model="efficient-capsnet", routing_iterations=5)) == PRESETS["efficient-capsnet"]
+    assert model_config(TrainRun(model="capsnet-small", routing_iterations=5)).routing_iterations == 5
