@@ -76,15 +76,19 @@ def correct(scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def evaluate(model, dataset: str, data, *, batch_size=256, device="cpu", limit=None, precision="fp32", on_progress=None) -> dict:
-    """Test error on `data` (its first `limit` images); `on_progress(done, total)` after each batch."""
+def evaluate(
+    model, dataset: str, data, *, batch_size=256, device="cpu", limit=None, precision="fp32", on_progress=None, routing: str | None = None
+) -> dict:
+    """Test error on `data` (its first `limit` images); `on_progress(done, total)` after each batch.
+    `routing` runs a vector-capsule model with another routing (capsviz.routing.ROUTINGS)."""
+    run_with = {} if routing is None else {"routing": routing}
     model.eval()
     total = len(data) if limit is None else min(limit, len(data))
     device = torch.device(device)
     right = seen = 0
     for x, y, _ in batches(dataset, data, batch_size, train=False, device=device, limit=limit):
         with autocast(device, precision):
-            out = model(x)
+            out = model(x, **run_with)
         right += int(correct(out.scores.float(), y).sum())
         seen += len(y)
         if on_progress:
@@ -94,7 +98,7 @@ def evaluate(model, dataset: str, data, *, batch_size=256, device="cpu", limit=N
         "test_error": 100.0 * (1 - right / max(seen, 1)),
         "test_accuracy": 100.0 * right / max(seen, 1),
         "n_test": seen,
-        "how": f"{dataset} test split, first {seen} images, {rule}, no augmentation",
+        "how": f"{dataset} test split, first {seen} images, {rule}, no augmentation" + (f", run with {routing} routing" if routing else ""),
     }
 
 

@@ -271,3 +271,27 @@ def test_an_iteration_count_reaches_only_the_families_that_iterate():
     assert bench_config("efficient-capsnet", 5) == PRESETS["efficient-capsnet"]
     assert model_config(TrainRun(model="efficient-capsnet", routing_iterations=5)) == PRESETS["efficient-capsnet"]
     assert model_config(TrainRun(model="capsnet-small", routing_iterations=5)).routing_iterations == 5
+
+
+def test_another_routing_changes_the_couplings_alone():
+    torch.manual_seed(0)
+    capsnet, efficient = build_model(preset("capsnet-small")).eval(), build_model(PRESETS["efficient-capsnet"]).eval()
+    x = torch.rand(2, 1, 28, 28)
+    with torch.no_grad():
+        u_hat = capsnet.predictions(x)
+        torch.testing.assert_close(capsnet(x, routing="self-attention").capsules, self_attention_routing(u_hat, squash=squash).v)
+        u_hat = efficient.predictions(x)
+        torch.testing.assert_close(efficient(x, routing="uniform").capsules, uniform_couplings(u_hat, squash=efficient_squash).v)
+        torch.testing.assert_close(efficient(x).capsules, self_attention_routing(u_hat, efficient.b).v)
+
+
+def test_evaluate_runs_a_model_with_another_routing(synthetic_data):
+    from capsviz.data import load_split
+    from capsviz.train import evaluate
+
+    torch.manual_seed(0)
+    model = build_model(preset("capsnet-small"))
+    data = load_split("mnist", "test")
+    own, uniform = evaluate(model, "mnist", data, limit=32), evaluate(model, "mnist", data, limit=32, routing="uniform")
+    assert uniform["how"].endswith("run with uniform routing") and "routing" not in own["how"]
+    assert uniform["n_test"] == own["n_test"] == 32

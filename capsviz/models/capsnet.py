@@ -14,7 +14,7 @@ from capsviz.kernels.slices import dynamic_slices, in_chunks
 from capsviz.layers import DigitCaps, PrimaryCaps
 from capsviz.losses import margin_loss, reconstruction_loss
 from capsviz.models import ModelOutput
-from capsviz.routing import route
+from capsviz.routing import route, squash
 
 
 class Decoder(nn.Module):
@@ -157,16 +157,17 @@ class CapsNet(ClassCapsules, nn.Module):
         """x (B, C, S, S) in [0, 1]; y: the label(s) that mask the decoder (`ClassCapsules._outputs`).
         `iterations` overrides the configured routing iterations, and `routing` (one of
         capsviz.routing.ROUTINGS) the configured couplings, for this call only: the weights are
-        the same and the model is not changed (the app shares one cached model between sessions)."""
+        the same and the model is not changed (the app shares one cached model between sessions).
+        Every routing squashes with Eq. 1, so another routing changes the couplings alone."""
         u = self.primary_capsules(x)
         T = self.config.routing_iterations if iterations is None else iterations  # 0 is refused by the routing, not replaced
         name = self.config.couplings if routing is None else routing
         if record:
-            routed = route(name, self.digits(u), iterations=T, record=True)
+            routed = route(name, self.digits(u), iterations=T, squash=squash, record=True)
             v = routed.v  # (B, J, D)
         else:
             chunk, keep = self.routing_slices(u)
-            v = in_chunks(lambda u: route(name, self.digits(u), iterations=T).v, u, chunk=chunk, keep=keep)
+            v = in_chunks(lambda u: route(name, self.digits(u), iterations=T, squash=squash).v, u, chunk=chunk, keep=keep)
         out = self._outputs(v, y, reconstruct)
         if record:
             out.trace = routed

@@ -66,7 +66,8 @@ class EfficientCapsNet(ClassCapsules, nn.Module):
         """x (B, C, S, S) in [0, 1]; y: the label(s) that mask the decoder (`ClassCapsules._outputs`).
         `routing` (one of capsviz.routing.ROUTINGS) runs the model with another routing for this
         call only, `iterations` being dynamic routing's; the model is not changed. The learned
-        prior b belongs to self-attention and is used by it alone."""
+        prior b belongs to self-attention and is used by it alone; the other one-pass routings
+        squash with this model's squash too, dynamic routing with Eq. 1 (its agreements need it)."""
         name = "self-attention" if routing is None else routing
         T = ITERATIONS if iterations is None else iterations
         routed = route(name, self.predictions(x), iterations=T, prior=self.b, squash=efficient_squash, record=record)
