@@ -219,7 +219,11 @@ class TrainRun:
         None, "CapsNet: train without the decoder and its reconstruction loss", unset="the preset's", flag="--no-reconstruction"
     )
     couplings: str | None = option(
-        None, "CapsNet: how DigitCaps' couplings are made (uniform, random: baselines without routing)", choices=COUPLINGS, unset="dynamic"
+        None,
+        "CapsNet: how DigitCaps' couplings are made (uniform, random: baselines without routing; "
+        "self-attention: Efficient-CapsNet's, without its learned prior)",
+        choices=COUPLINGS,
+        unset="dynamic",
     )
     final_lambda: float | None = option(
         None, "matrix capsules: EM inverse temperature at the last iteration", lo=0, hi=100, lo_open=True, unset="the preset's, 0.3"
