@@ -295,3 +295,19 @@ def test_evaluate_runs_a_model_with_another_routing(synthetic_data):
     own, uniform = evaluate(model, "mnist", data, limit=32), evaluate(model, "mnist", data, limit=32, routing="uniform")
     assert uniform["how"].endswith("run with uniform routing") and "routing" not in own["how"]
     assert uniform["n_test"] == own["n_test"] == 32
+
+
+def test_coupling_summary_of_a_model_run_with_each_routing():
+    from capsviz.analysis.routing import coupling_summary
+
+    torch.manual_seed(0)
+    images = torch.rand(3, 28, 28)
+    for name in ("capsnet-small", "efficient-capsnet"):
+        model = build_model(preset(name)).eval()
+        with torch.no_grad():
+            uniform = coupling_summary(model, images, routing="uniform")
+            dynamic = coupling_summary(model, images, 3, routing="dynamic")
+            attention = coupling_summary(model, images, routing="self-attention")
+        assert uniform["entropy"] == pytest.approx([math.log(10)]) and uniform["coupling_to_prediction"] == pytest.approx([0.1])
+        assert len(dynamic["entropy"]) == 3 and dynamic["entropy"][0] == pytest.approx(math.log(10))
+        assert len(attention["entropy"]) == 1 and attention["entropy"][0] < math.log(10)

@@ -160,19 +160,24 @@ class CapsNet(ClassCapsules, nn.Module):
         the same and the model is not changed (the app shares one cached model between sessions).
         Every routing squashes with Eq. 1, so another routing changes the couplings alone."""
         u = self.primary_capsules(x)
-        T = self.config.routing_iterations if iterations is None else iterations  # 0 is refused by the routing, not replaced
-        name = self.config.couplings if routing is None else routing
         if record:
-            routed = route(name, self.digits(u), iterations=T, squash=squash, record=True)
+            routed = self.route(self.digits(u), routing=routing, iterations=iterations, record=True)
             v = routed.v  # (B, J, D)
         else:
             chunk, keep = self.routing_slices(u)
-            v = in_chunks(lambda u: route(name, self.digits(u), iterations=T, squash=squash).v, u, chunk=chunk, keep=keep)
+            v = in_chunks(lambda u: self.route(self.digits(u), routing=routing, iterations=iterations).v, u, chunk=chunk, keep=keep)
         out = self._outputs(v, y, reconstruct)
         if record:
             out.trace = routed
             out.layer_traces["digitcaps"] = routed
         return out
+
+    def route(self, u_hat: torch.Tensor, *, routing: str | None = None, iterations: int | None = None, record: bool = False):
+        """DigitCaps' predictions u_hat (B, J, I, D) routed as this model routes them (its configured
+        couplings and iterations), or by `routing` and `iterations` for this call only."""
+        T = self.config.routing_iterations if iterations is None else iterations  # 0 is refused by the routing, not replaced
+        name = self.config.couplings if routing is None else routing
+        return route(name, u_hat, iterations=T, squash=squash, record=record)
 
     def trace(self, x: torch.Tensor, iterations: int | None = None, routing: str | None = None) -> ModelOutput:
         """What the routing pages read: the output with DigitCaps' routing recorded at every

@@ -68,14 +68,19 @@ class EfficientCapsNet(ClassCapsules, nn.Module):
         call only, `iterations` being dynamic routing's; the model is not changed. The learned
         prior b belongs to self-attention and is used by it alone; the other one-pass routings
         squash with this model's squash too, dynamic routing with Eq. 1 (its agreements need it)."""
-        name = "self-attention" if routing is None else routing
-        T = ITERATIONS if iterations is None else iterations
-        routed = route(name, self.predictions(x), iterations=T, prior=self.b, squash=efficient_squash, record=record)
+        routed = self.route(self.predictions(x), routing=routing, iterations=iterations, record=record)
         out = self._outputs(routed.v, y, reconstruct)
         if record:
             out.trace = routed
             out.layer_traces["digitcaps"] = routed
         return out
+
+    def route(self, u_hat: torch.Tensor, *, routing: str | None = None, iterations: int | None = None, record: bool = False):
+        """Predictions u_hat (B, J, I, D) routed by self-attention with the learned prior, or by
+        `routing` (and `iterations`, dynamic routing's) for this call only."""
+        name = "self-attention" if routing is None else routing
+        T = ITERATIONS if iterations is None else iterations
+        return route(name, u_hat, iterations=T, prior=self.b, squash=efficient_squash, record=record)
 
     def reconstruction_loss(self, reconstruction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """0.392 x the mean squared pixel error."""
