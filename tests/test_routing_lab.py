@@ -311,3 +311,13 @@ def test_coupling_summary_of_a_model_run_with_each_routing():
         assert uniform["entropy"] == pytest.approx([math.log(10)]) and uniform["coupling_to_prediction"] == pytest.approx([0.1])
         assert len(dynamic["entropy"]) == 3 and dynamic["entropy"][0] == pytest.approx(math.log(10))
         assert len(attention["entropy"]) == 1 and attention["entropy"][0] < math.log(10)
+
+
+def test_the_reproduction_table_takes_an_efficient_capsnet_checkpoint(tmp_path):
+    from capsviz.analysis.reproduction import paper_error, table1
+
+    p = tmp_path / "e.safetensors"
+    ckpt.save_checkpoint(p, build_model(PRESETS["efficient-capsnet"]), {"dataset": "mnist", "metrics": {"test_error": 0.5}})
+    meta = ckpt.read_meta(p)
+    assert paper_error(meta) is None
+    table1([(p.name, meta)])
