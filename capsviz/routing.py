@@ -49,7 +49,7 @@ def squash(s: torch.Tensor, dim: int = -1, eps: float = EPS) -> torch.Tensor:
 
 
 def efficient_squash(s: torch.Tensor, dim: int = -1, eps: float = EPS) -> torch.Tensor:
-    """Efficient-CapsNet's squash (Mazzia et al. 2021, Eq. 7): v = (1 - 1/e^|s|) s / |s|.
+    """Efficient-CapsNet's squash (Mazzia et al. 2021): v = (1 - 1/e^|s|) s / |s|.
 
     Near 0 the length grows like |s| (Eq. 1's like |s|^2), and long vectors saturate faster. The
     epsilon inside the square root keeps the gradient at s = 0 finite."""
@@ -153,8 +153,8 @@ def agreement(u_hat: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 # Fixed random couplings: r ~ N(0, RANDOM_SCALE^2), drawn once from RANDOM_SEED. With J = 10, a
-# scale of 1 gives each lower capsule a clearly non-uniform split (its largest c about 0.3, the
-# smallest about 0.03) without sending all of its vote to one class.
+# scale of 1 gives each lower capsule a clearly non-uniform split (on average its largest c is
+# 0.32, its smallest 0.017, its entropy 0.84 log J) without sending all of its vote to one class.
 RANDOM_SEED = 0
 RANDOM_SCALE = 1.0
 
