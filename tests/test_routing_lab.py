@@ -321,3 +321,10 @@ def test_the_reproduction_table_takes_an_efficient_capsnet_checkpoint(tmp_path):
     meta = ckpt.read_meta(p)
     assert paper_error(meta) is None
     table1([(p.name, meta)])
+
+
+def test_the_glossary_explains_the_lab_routings():
+    from capsviz import glossary
+
+    for key in ("uniform", "random_couplings", "self_attention"):
+        assert len(glossary.term(key).explanation) > 40
