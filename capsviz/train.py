@@ -77,11 +77,22 @@ def correct(scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def evaluate(
-    model, dataset: str, data, *, batch_size=256, device="cpu", limit=None, precision="fp32", on_progress=None, routing: str | None = None
+    model,
+    dataset: str,
+    data,
+    *,
+    batch_size=256,
+    device="cpu",
+    limit=None,
+    precision="fp32",
+    on_progress=None,
+    routing: str | None = None,
+    iterations: int | None = None,
 ) -> dict:
     """Test error on `data` (its first `limit` images); `on_progress(done, total)` after each batch.
-    `routing` runs a vector-capsule model with another routing (capsviz.routing.ROUTINGS)."""
-    run_with = {} if routing is None else {"routing": routing}
+    `routing` runs a vector-capsule model with another routing (capsviz.routing.ROUTINGS), and
+    `iterations` a routed model with another iteration count; both for this evaluation only."""
+    run_with = {k: v for k, v in (("routing", routing), ("iterations", iterations)) if v is not None}
     model.eval()
     total = len(data) if limit is None else min(limit, len(data))
     device = torch.device(device)
@@ -98,7 +109,9 @@ def evaluate(
         "test_error": 100.0 * (1 - right / max(seen, 1)),
         "test_accuracy": 100.0 * right / max(seen, 1),
         "n_test": seen,
-        "how": f"{dataset} test split, first {seen} images, {rule}, no augmentation" + (f", run with {routing} routing" if routing else ""),
+        "how": f"{dataset} test split, first {seen} images, {rule}, no augmentation"
+        + (f", run with {routing} routing" if routing else "")
+        + (f", {iterations} routing iteration{'s' if iterations != 1 else ''}" if iterations else ""),
     }
 
 

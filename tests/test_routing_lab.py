@@ -295,6 +295,8 @@ def test_evaluate_runs_a_model_with_another_routing(synthetic_data):
     own, uniform = evaluate(model, "mnist", data, limit=32), evaluate(model, "mnist", data, limit=32, routing="uniform")
     assert uniform["how"].endswith("run with uniform routing") and "routing" not in own["how"]
     assert uniform["n_test"] == own["n_test"] == 32
+    one = evaluate(model, "mnist", data, limit=32, routing="dynamic", iterations=1)
+    assert one["test_error"] == uniform["test_error"] and one["how"].endswith("run with dynamic routing, 1 routing iteration")
 
 
 def test_coupling_summary_of_a_model_run_with_each_routing():
