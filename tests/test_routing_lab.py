@@ -217,6 +217,14 @@ def test_efficient_capsnet_shapes_and_parameters():
         build_model(EfficientCapsConfig(primary_caps=15))
 
 
+@pytest.mark.parametrize("size", [28, 32, 36, 40])
+def test_efficient_capsnet_takes_every_input_size(size):
+    model = build_model(preset("efficient-capsnet", in_size=size))
+    assert model.primary.kernel_size == (model.config.primary_grid,) * 2  # the depthwise filter spans the whole map
+    out = model(torch.rand(2, 1, size, size))
+    assert out.capsules.shape == (2, 10, 16) and out.reconstruction.shape == (2, size, size)
+
+
 def test_efficient_capsnet_checkpoint_round_trip(tmp_path):
     torch.manual_seed(0)
     model = build_model(PRESETS["efficient-capsnet"])
