@@ -47,7 +47,8 @@ def weights_digest(tensors: dict[str, torch.Tensor]) -> str:
         t = tensors[name].detach().contiguous().cpu()
         h.update(name.encode())
         h.update(str(t.dtype).encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        # flattened first: a 0-d tensor (BatchNorm's num_batches_tracked) cannot be viewed as bytes
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
 
 

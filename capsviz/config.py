@@ -47,7 +47,7 @@ class CapsNetConfig:
     # What the family offers beyond its fields: the routing the pages can show (dynamic | em |
     # None) and the TrainRun fields that override its config (capsviz.train.model_config)
     routing: ClassVar[str | None] = "dynamic"
-    run_options: ClassVar[tuple[str, ...]] = ("reconstruction",)
+    run_options: ClassVar[tuple[str, ...]] = ("reconstruction", "couplings")
 
     family: str = "capsnet"
     in_size: int = 28  # 28 MNIST, 36 MultiMNIST, 40 expanded MNIST / affNIST
@@ -60,6 +60,9 @@ class CapsNetConfig:
     primary_kernel: int = 9
     digit_dim: int = 16
     routing_iterations: int = 3  # the paper's recommendation (Appendix A)
+    # how DigitCaps' couplings are made in training and by default (capsviz.routing.route):
+    # the paper's dynamic routing, or a baseline the routing lab compares it with
+    couplings: str = "dynamic"
     reconstruction: bool = True  # decoder + 0.0005 * sum-of-squares loss
     decoder_hidden: tuple[int, int] = (512, 1024)
 
@@ -71,6 +74,37 @@ class CapsNetConfig:
     @property
     def primary_grid(self) -> int:
         return (self.in_size - self.conv1_kernel + 1 - self.primary_kernel) // 2 + 1
+
+
+@dataclass(frozen=True)
+class EfficientCapsConfig:
+    """Efficient-CapsNet (Mazzia et al. 2021): a BatchNorm conv stack, depthwise primary capsules
+    and one pass of self-attention routing. Defaults: the paper's MNIST model (161k parameters
+    without the decoder)."""
+
+    routing: ClassVar[str | None] = "self-attention"
+    run_options: ClassVar[tuple[str, ...]] = ("reconstruction",)
+
+    family: str = "efficient"
+    in_size: int = 28
+    in_channels: int = 1
+    num_classes: int = 10
+    # Conv 5x5, 3x3, 3x3, 3x3 stride 2, each ReLU then BatchNorm: 28 -> 24 -> 22 -> 20 -> 9
+    conv_channels: tuple[int, int, int, int] = (32, 64, 64, 128)
+    primary_caps: int = 16  # the depthwise conv's conv_channels[-1] outputs as 16 capsules of 8
+    primary_dim: int = 8
+    digit_dim: int = 16
+    reconstruction: bool = True  # Sabour et al.'s decoder + 0.392 * mean squared error
+    decoder_hidden: tuple[int, int] = (512, 1024)
+
+    @property
+    def decodes(self) -> bool:
+        return self.reconstruction
+
+    @property
+    def primary_grid(self) -> int:
+        """Side of the last conv's map; the depthwise primary-capsule kernel spans all of it (9 at 28x28)."""
+        return (self.in_size - 4 - 2 - 2 - 3) // 2 + 1
 
 
 @dataclass(frozen=True)
@@ -110,8 +144,10 @@ class CNNConfig:
     dropout: float = 0.5
 
 
-ModelConfig = CapsNetConfig | MatrixCapsConfig | CNNConfig
-_FAMILIES = {"capsnet": CapsNetConfig, "matrix": MatrixCapsConfig, "cnn": CNNConfig}
+ModelConfig = CapsNetConfig | MatrixCapsConfig | CNNConfig | EfficientCapsConfig
+_FAMILIES = {"capsnet": CapsNetConfig, "matrix": MatrixCapsConfig, "cnn": CNNConfig, "efficient": EfficientCapsConfig}
+# What a CapsNet's couplings may be in training (`couplings`, `--couplings`) and at inference (`routing=`)
+COUPLINGS = ("dynamic", "uniform", "random", "self-attention")
 
 PRESETS: dict[str, ModelConfig] = {
     "capsnet": CapsNetConfig(),
@@ -122,6 +158,7 @@ PRESETS: dict[str, ModelConfig] = {
     "matrix": MatrixCapsConfig(),
     # 2 EM iterations, not the paper's 3: a small model learns faster with them and each step is cheaper (RESULTS.md).
     "matrix-small": MatrixCapsConfig(A=64, B=8, C=16, D=16, routing_iterations=2),
+    "efficient-capsnet": EfficientCapsConfig(),
     "cnn-mnist": CNNConfig(),
     "cnn-multimnist": CNNConfig(kind="multimnist", in_size=36),
     "cnn-smallnorb": CNNConfig(kind="smallnorb", in_size=32, num_classes=5),
@@ -180,6 +217,13 @@ class TrainRun:
     routing_iterations: int | None = option(None, "routing iterations", lo=1, hi=MAX_ITERATIONS, unset="the preset's")
     reconstruction: bool | None = option(
         None, "CapsNet: train without the decoder and its reconstruction loss", unset="the preset's", flag="--no-reconstruction"
+    )
+    couplings: str | None = option(
+        None,
+        "CapsNet: how DigitCaps' couplings are made (uniform, random: baselines without routing; "
+        "self-attention: Efficient-CapsNet's, without its learned prior)",
+        choices=COUPLINGS,
+        unset="dynamic",
     )
     final_lambda: float | None = option(
         None, "matrix capsules: EM inverse temperature at the last iteration", lo=0, hi=100, lo_open=True, unset="the preset's, 0.3"

@@ -176,6 +176,24 @@ TERMS: dict[str, Term] = {
         "spread loss",
         "Training pushes the correct class's activation above every other class's by a margin that grows during training (Hinton et al. Sec. 3.1).",
     ),
+    "uniform": Term(
+        "c_ij = 1/J",
+        "uniform couplings",
+        "No routing: every lower capsule splits its prediction equally over the J upper capsules. "
+        "Dynamic routing with one iteration is exactly this, since b starts at 0.",
+    ),
+    "random_couplings": Term(
+        "c_i = softmax(r_i)",
+        "fixed random couplings",
+        "A baseline: each lower capsule splits its prediction by a softmax of random numbers r_i drawn once from a fixed seed "
+        "and never changed, so the split is uneven but owes nothing to agreement.",
+    ),
+    "self_attention": Term(
+        "a_ji",
+        "self-attention agreement",
+        "Efficient-CapsNet's routing, in one pass: how well prediction u_hat_j|i agrees with all the predictions for class j, "
+        "a_ji = sum_k u_hat_j|i . u_hat_j|k / sqrt(D). The couplings are its softmax over the classes, plus a learned prior b_ji.",
+    ),
     "entropy": Term(
         "entropy",
         "how undecided",

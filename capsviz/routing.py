@@ -1,16 +1,26 @@
 """Routing between capsule layers, as pure functions with optional per-iteration traces.
 
-Both algorithms loop over routing *iterations* only; every capsule is handled by tensor ops.
-Shapes: B batch, I lower capsules, J upper capsules, D pose dims, T iterations.
+Vector capsules (predictions u_hat laid out (B, J, I, D)), interchangeable through `route`:
+- `uniform_couplings`: c_ij = 1/J, no routing (= dynamic routing with one iteration).
+- `random_couplings`: c_i = softmax(r_i), r drawn once from a fixed seed, never updated.
+- `dynamic_routing_ji`: routing by agreement (Sabour et al. 2017, Procedure 1).
+- `self_attention_routing`: one pass of self-attention (Mazzia et al. 2021, Efficient-CapsNet).
+Matrix capsules: `em_routing` (Hinton et al. 2018), whose inputs (votes and activations) differ.
+
+The iterative algorithms loop over routing *iterations* only; every capsule is handled by tensor
+ops. Shapes: B batch, I lower capsules, J upper capsules, D pose dims, T iterations.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from capsviz.config import COUPLINGS
 from capsviz.kernels import dynamic as dynamic_kernel
 from capsviz.kernels import em as em_kernel
 from capsviz.kernels import policy
@@ -38,16 +48,29 @@ def squash(s: torch.Tensor, dim: int = -1, eps: float = EPS) -> torch.Tensor:
     return (n2 / (inv_m2 + n2)) * x / torch.sqrt(n2 + eps * inv_m2)
 
 
+def efficient_squash(s: torch.Tensor, dim: int = -1, eps: float = EPS) -> torch.Tensor:
+    """Efficient-CapsNet's squash (Mazzia et al. 2021): v = (1 - 1/e^|s|) s / |s|.
+
+    Near 0 the length grows like |s| (Eq. 1's like |s|^2), and long vectors saturate faster. The
+    epsilon inside the square root keeps the gradient at s = 0 finite."""
+    n = torch.sqrt((s * s).sum(dim, keepdim=True) + eps)
+    return (1 - torch.exp(-n)) * s / n
+
+
 @dataclass
 class DynamicRoutingResult:
-    """Output of `dynamic_routing`; the trace fields are None unless record=True.
+    """Output of every vector-capsule routing (`route`); the trace fields are None unless record=True.
 
     v: (B, J, D) upper capsule outputs after the last iteration.
-    c: (T, B, I, J) coupling coefficients used at each iteration (c[0] is uniform).
-    b: (T, B, I, J) the logits each c came from (b[0] is zero).
+    c: (T, B, I, J) coupling coefficients used at each iteration (c[0] is uniform for dynamic
+        routing); T = 1 for the one-pass routings.
+    b: (T, B, I, J) the logits each c came from (b[0] is zero for dynamic routing; r for random
+        couplings; the attention logits a_ji for self-attention).
     v_trace: (T, B, J, D) upper capsule outputs at each iteration.
     b_change: (T, B) mean |b_{t+1} - b_t| per image: the agreement added at iteration t
         (Appendix A, Fig. A.1). Recorded for the last iteration too, although its b is unused.
+        None for the one-pass routings, which have no iterations.
+    prior: (I, J) self-attention's learned log prior, added to c in s_j = sum_i (c_ij + b_ij) u_hat_j|i.
     """
 
     v: torch.Tensor
@@ -55,6 +78,10 @@ class DynamicRoutingResult:
     b: torch.Tensor | None = None
     v_trace: torch.Tensor | None = None
     b_change: torch.Tensor | None = None
+    prior: torch.Tensor | None = None
+
+
+RoutingResult = DynamicRoutingResult  # the name the one-pass routings return it under
 
 
 def dynamic_routing(u_hat: torch.Tensor, iterations: int = 3, record: bool = False) -> DynamicRoutingResult:
@@ -123,6 +150,95 @@ def agreement(u_hat: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """u_hat (B, J, I, D) . v (B, J, D) -> (B, J, I). As v's row times u_hat's transposed
     view: MKL then streams u_hat as one long row product, faster than u_hat @ v's 16-long dot products."""
     return (v.unsqueeze(-2) @ u_hat.transpose(-1, -2)).squeeze(-2)  # (B, J, I)
+
+
+# Fixed random couplings: r ~ N(0, RANDOM_SCALE^2), drawn once from RANDOM_SEED. With J = 10, a
+# scale of 1 gives each lower capsule a clearly non-uniform split (on average its largest c is
+# 0.32, its smallest 0.017, its entropy 0.84 log J) without sending all of its vote to one class.
+RANDOM_SEED = 0
+RANDOM_SCALE = 1.0
+
+
+def uniform_couplings(u_hat: torch.Tensor, *, squash: Callable = squash, record: bool = False) -> RoutingResult:
+    """No routing: c_ij = 1/J, s_j = sum_i c_ij u_hat_j|i, v_j = squash(s_j). u_hat (B, J, I, D).
+
+    Procedure 1 with one iteration (b = 0, so softmax(b) is uniform): a CapsNet trained with one
+    iteration was trained without routing."""
+    B, J, I, D = u_hat.shape
+    c = u_hat.new_full((B, J, I), 1.0 / J)  # (B, J, I)
+    return _one_pass(u_hat, u_hat.new_zeros(B, J, I), c, squash, record)
+
+
+def random_couplings(
+    u_hat: torch.Tensor, *, seed: int = RANDOM_SEED, scale: float = RANDOM_SCALE, squash: Callable = squash, record: bool = False
+) -> RoutingResult:
+    """Fixed random couplings: c_i = softmax_j(r_i), r (I, J) ~ N(0, scale^2) drawn from `seed`
+    (the same for every image and call, never learned), s_j = sum_i c_ij u_hat_j|i, v_j = squash(s_j).
+
+    A baseline that separates "any non-uniform split" from "a split computed from agreement"."""
+    B, J, I, D = u_hat.shape
+    r = scale * torch.randn(I, J, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)  # (I, J)
+    r = r.T.to(u_hat.device, u_hat.dtype).expand(B, J, I)  # (B, J, I)
+    return _one_pass(u_hat, r, r.softmax(dim=1), squash, record)
+
+
+def self_attention_routing(
+    u_hat: torch.Tensor, prior: torch.Tensor | None = None, *, squash: Callable = efficient_squash, record: bool = False
+) -> RoutingResult:
+    """Self-attention routing (Mazzia et al. 2021, Efficient-CapsNet), one pass:
+    a_ji = (1 / sqrt(D)) sum_k u_hat_j|i . u_hat_j|k, c_ji = softmax over j of a_ji,
+    s_j = sum_i (c_ji + b_ji) u_hat_j|i, v_j = squash(s_j) (their squash by default).
+
+    u_hat (B, J, I, D); prior: the learned log prior b (J, I), zero when None."""
+    B, J, I, D = u_hat.shape
+    total = u_hat.sum(dim=2, keepdim=True)  # (B, J, 1, D): sum_k u_hat_j|k, so each row sum costs I*D, not I*I*D
+    a = (u_hat @ total.transpose(-1, -2)).squeeze(-1) / math.sqrt(D)  # (B, J, I)
+    c = a.softmax(dim=1)  # (B, J, I): each lower capsule splits its vote over the J classes
+    res = _one_pass(u_hat, a, c, squash, record, prior)
+    if record and prior is not None:
+        res.prior = prior.detach().T  # (I, J)
+    return res
+
+
+def _one_pass(u_hat, b, c, squash, record, prior=None) -> RoutingResult:
+    """s_j = sum_i (c_ij [+ prior_ij]) u_hat_j|i and v = squash(s) from couplings c and their logits
+    b, both (B, J, I); traced with T = 1 as `DynamicRoutingResult` lays it out."""
+    w = c if prior is None else c + prior  # (B, J, I)
+    v = squash((w.unsqueeze(-2) @ u_hat).squeeze(-2))  # (B, J, D)
+    if not record:
+        return RoutingResult(v=v)
+    c, b = c.detach().transpose(1, 2)[None], b.detach().transpose(1, 2)[None]  # (1, B, I, J)
+    return RoutingResult(v=v, c=c, b=b, v_trace=v.detach()[None])
+
+
+# The vector-capsule routings `route` runs by name: every one takes u_hat (B, J, I, D) and gives v (B, J, D)
+ROUTINGS = COUPLINGS
+
+
+def route(
+    name: str,
+    u_hat: torch.Tensor,
+    *,
+    iterations: int = 3,
+    prior: torch.Tensor | None = None,
+    squash: Callable | None = None,
+    record: bool = False,
+) -> RoutingResult:
+    """Route predictions u_hat (B, J, I, D) by the routing called `name` (one of ROUTINGS), so a
+    model can be run with any of them. `iterations` is dynamic routing's; `prior` (J, I) is
+    self-attention's learned log prior (zero when None); `squash` is the model's own for the
+    one-pass routings, each one's paper's when None (dynamic routing always uses Eq. 1: its
+    agreements are measured on those v, and its hand-written backward assumes it)."""
+    own = {} if squash is None else {"squash": squash}
+    if name == "dynamic":
+        return dynamic_routing_ji(u_hat, iterations, record)
+    if name == "uniform":
+        return uniform_couplings(u_hat, record=record, **own)
+    if name == "random":
+        return random_couplings(u_hat, record=record, **own)
+    if name == "self-attention":
+        return self_attention_routing(u_hat, prior, record=record, **own)
+    raise ValueError(f"unknown routing {name!r}; choose from {', '.join(ROUTINGS)}")
 
 
 @dataclass

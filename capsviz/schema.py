@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from capsviz.config import DATASET_NAMES, INPUT_SIZES, MAX_ITERATIONS, PRESETS, CapsNetConfig, ModelConfig, config_from_dict
+from capsviz.config import COUPLINGS, DATASET_NAMES, INPUT_SIZES, MAX_ITERATIONS, PRESETS, CapsNetConfig, ModelConfig, config_from_dict
 from capsviz.errors import CapsvizError
 
 MAX_META_BYTES = 1_000_000  # the longest shipped metadata (MultiMNIST, 100 epochs of history) is 126 kB
@@ -153,6 +153,22 @@ class Config:
                 "primary_kernel": Int(1, 15),
                 "digit_dim": Int(1, 64),
                 "routing_iterations": Int(1, MAX_ITERATIONS),
+                "couplings": Str(choices=COUPLINGS),
+                "reconstruction": Bool(),
+                "decoder_hidden": List(Int(1, 8192), max_len=2, min_len=2),
+            },
+            extra=False,
+        ),
+        "efficient": Obj(
+            {
+                "family": Str(),
+                "in_size": Int(min(INPUT_SIZES), max(INPUT_SIZES)),
+                "in_channels": Int(1, 3),
+                "num_classes": Int(2, 100),
+                "conv_channels": List(Int(1, 1024), max_len=4, min_len=4),
+                "primary_caps": Int(1, 1024),
+                "primary_dim": Int(1, 64),
+                "digit_dim": Int(1, 64),
                 "reconstruction": Bool(),
                 "decoder_hidden": List(Int(1, 8192), max_len=2, min_len=2),
             },
@@ -231,6 +247,7 @@ RUN = Obj(
         "batch_size": Int(1, 1 << 16),
         "routing_iterations": Maybe(Int(1, MAX_ITERATIONS)),
         "reconstruction": Maybe(Bool()),
+        "couplings": Maybe(Str(choices=COUPLINGS)),
         "final_lambda": Maybe(Num(1e-6, 100)),
         "lr": Num(1e-12, 10),
         "lr_decay": Num(1e-6, 1),

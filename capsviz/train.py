@@ -51,9 +51,13 @@ class Event:
 
 
 def model_config(run: TrainRun):
-    """The preset, sized for the dataset's images and 10 classes, with the run's overrides."""
-    overrides = {"routing_iterations": run.routing_iterations, "in_size": DATASETS[run.dataset].in_size, "num_classes": 10}
-    overrides |= {k: getattr(run, k) for k in preset(run.model).run_options}
+    """The preset, sized for the dataset's images and 10 classes, with the run's overrides.
+    An iteration count reaches only the families that iterate (Efficient-CapsNet routes in one pass)."""
+    base = preset(run.model)
+    overrides = {"in_size": DATASETS[run.dataset].in_size, "num_classes": 10}
+    if hasattr(base, "routing_iterations"):
+        overrides["routing_iterations"] = run.routing_iterations
+    overrides |= {k: getattr(run, k) for k in base.run_options}
     return preset(run.model, **overrides)
 
 
@@ -72,15 +76,30 @@ def correct(scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def evaluate(model, dataset: str, data, *, batch_size=256, device="cpu", limit=None, precision="fp32", on_progress=None) -> dict:
-    """Test error on `data` (its first `limit` images); `on_progress(done, total)` after each batch."""
+def evaluate(
+    model,
+    dataset: str,
+    data,
+    *,
+    batch_size=256,
+    device="cpu",
+    limit=None,
+    precision="fp32",
+    on_progress=None,
+    routing: str | None = None,
+    iterations: int | None = None,
+) -> dict:
+    """Test error on `data` (its first `limit` images); `on_progress(done, total)` after each batch.
+    `routing` runs a vector-capsule model with another routing (capsviz.routing.ROUTINGS), and
+    `iterations` a routed model with another iteration count; both for this evaluation only."""
+    run_with = {k: v for k, v in (("routing", routing), ("iterations", iterations)) if v is not None}
     model.eval()
     total = len(data) if limit is None else min(limit, len(data))
     device = torch.device(device)
     right = seen = 0
     for x, y, _ in batches(dataset, data, batch_size, train=False, device=device, limit=limit):
         with autocast(device, precision):
-            out = model(x)
+            out = model(x, **run_with)
         right += int(correct(out.scores.float(), y).sum())
         seen += len(y)
         if on_progress:
@@ -90,7 +109,9 @@ def evaluate(model, dataset: str, data, *, batch_size=256, device="cpu", limit=N
         "test_error": 100.0 * (1 - right / max(seen, 1)),
         "test_accuracy": 100.0 * right / max(seen, 1),
         "n_test": seen,
-        "how": f"{dataset} test split, first {seen} images, {rule}, no augmentation",
+        "how": f"{dataset} test split, first {seen} images, {rule}, no augmentation"
+        + (f", run with {routing} routing" if routing else "")
+        + (f", {iterations} routing iteration{'s' if iterations != 1 else ''}" if iterations else ""),
     }
 
 

@@ -94,6 +94,11 @@ class _Votes(torch.nn.Module):
     def predictions(self, x):
         return self.u.expand(len(x), -1, -1, -1)
 
+    def route(self, u_hat, *, routing=None, iterations=None, record=False):
+        from capsviz.routing import route
+
+        return route(routing or "dynamic", u_hat, iterations=iterations, record=record)
+
 
 def test_coupling_summary_sees_routing_concentrate_only_when_votes_agree():
     images = torch.zeros(3, 28, 28)

@@ -44,7 +44,7 @@ def _key(meta: CheckpointMeta) -> tuple:
     return (
         c.family,
         meta.dataset,
-        c.routing_iterations if c.routing else None,
+        getattr(c, "routing_iterations", None),  # Efficient-CapsNet routes in one pass
         c.reconstruction if "reconstruction" in c.run_options else None,
     )
 

@@ -64,13 +64,15 @@ def mean_b_change(model, images: torch.Tensor, iterations: int) -> np.ndarray:
 
 
 @torch.no_grad()
-def coupling_summary(model, images: torch.Tensor, iterations: int) -> dict:
-    """How far dynamic routing moves the couplings away from uniform (1/J), over a batch of images
+def coupling_summary(model, images: torch.Tensor, iterations: int | None = None, routing: str = "dynamic") -> dict:
+    """How far routing moves the couplings away from uniform (1/J), over a batch of images
     (B, H, W) in [0, 1]. Per iteration: the mean coupling of a primary capsule to the predicted
     class, plainly and weighted by the length of its vote for that class (long votes are the ones
-    that count in s_j), and the mean coupling entropy (uniform: log J)."""
+    that count in s_j), and the mean coupling entropy (uniform: log J). `routing` (one of
+    capsviz.routing.ROUTINGS) is the routing the model is run with; the one-pass routings give one
+    entry per list."""
     u_hat = model.predictions(images.unsqueeze(1))  # (B, J, I, D)
-    r = dynamic_routing_ji(u_hat, iterations, record=True)
+    r = model.route(u_hat, routing=routing, iterations=iterations, record=True)
     T, B, I, J = r.c.shape
     pred = r.v.norm(dim=-1).argmax(1)  # (B,)
     to_pred = r.c.gather(3, pred.view(1, B, 1, 1).expand(T, B, I, 1)).squeeze(3)  # (T, B, I)
@@ -92,7 +94,7 @@ def iteration_sweep(model, image: np.ndarray, max_iterations: int = 10) -> dict:
 
     Procedure 1 with t iterations is the first t iterations of a longer run, so one recorded run
     of max_iterations gives every v, and the decoder redraws all T winners in one batch."""
-    r = model.trace(as_batch(image), max_iterations).trace
+    r = model.trace(as_batch(image), max_iterations, routing="dynamic").trace  # whatever couplings it was trained with
     v = r.v_trace[:, 0]  # (T, J, D): v after each iteration
     lengths = v.norm(dim=-1)  # (T, J)
     preds = lengths.argmax(1)  # (T,)

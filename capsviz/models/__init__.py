@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from capsviz.config import CapsNetConfig, CNNConfig, MatrixCapsConfig, ModelConfig
+from capsviz.config import CapsNetConfig, CNNConfig, EfficientCapsConfig, MatrixCapsConfig, ModelConfig
 
 
 @dataclass
@@ -16,7 +16,7 @@ class ModelOutput:
     scores: (B, J) class evidence in [0, 1]: capsule lengths (CapsNet), class activations
         (matrix capsules) or softmax / sigmoid probabilities (CNNs). Prediction = argmax.
     logits: (B, J) pre-softmax logits (CNNs only; the loss uses them).
-    capsules: (B, J, 16) DigitCaps vectors (CapsNet) or class poses (matrix capsules), else None.
+    capsules: (B, J, 16) class capsule vectors (CapsNet, Efficient-CapsNet) or class poses (matrix capsules), else None.
     reconstruction: (B, H, W) decoder output, or None without a decoder or when not asked.
     trace: routing trace of the class layer (record=True): DynamicRoutingResult or EMRoutingResult.
     layer_traces: every routed layer's trace by name (record=True).
@@ -33,12 +33,15 @@ class ModelOutput:
 def build_model(config: ModelConfig) -> torch.nn.Module:
     from capsviz.models.baselines import BaselineCNN
     from capsviz.models.capsnet import CapsNet
+    from capsviz.models.efficient_capsnet import EfficientCapsNet
     from capsviz.models.matrix_capsnet import MatrixCapsNet
 
     if isinstance(config, CapsNetConfig):
         return CapsNet(config=config)
     if isinstance(config, MatrixCapsConfig):
         return MatrixCapsNet(config=config)
+    if isinstance(config, EfficientCapsConfig):
+        return EfficientCapsNet(config=config)
     if isinstance(config, CNNConfig):
         return BaselineCNN(config=config)
     raise TypeError(f"not a model config: {config!r}")

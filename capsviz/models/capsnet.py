@@ -1,4 +1,5 @@
-"""Dynamic-routing CapsNet (Sabour et al. 2017): Conv1 -> PrimaryCaps -> DigitCaps -> decoder."""
+"""Dynamic-routing CapsNet (Sabour et al. 2017): Conv1 -> PrimaryCaps -> DigitCaps -> decoder; and
+what every vector-capsule model does with its class capsules (`ClassCapsules`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from capsviz.kernels.slices import dynamic_slices, in_chunks
 from capsviz.layers import DigitCaps, PrimaryCaps
 from capsviz.losses import margin_loss, reconstruction_loss
 from capsviz.models import ModelOutput
-from capsviz.routing import dynamic_routing_ji
+from capsviz.routing import route, squash
 
 
 class Decoder(nn.Module):
@@ -37,7 +38,73 @@ class Decoder(nn.Module):
         return self.net(x).view(-1, self.out_size, self.out_size)
 
 
-class CapsNet(nn.Module):
+class ClassCapsules:
+    """What a vector-capsule model does with its class capsules v (B, J, D): their lengths are the
+    class scores, the masked decoder redraws the input from them, and the margin loss plus the
+    scaled reconstruction error trains them. Models set `config` (num_classes, digit_dim) and
+    `decoder` (a Decoder or None)."""
+
+    config: object
+    decoder: Decoder | None
+
+    def _outputs(self, v: torch.Tensor, y: torch.Tensor | None, reconstruct: bool) -> ModelOutput:
+        """The decoder is masked by the true label(s) y when given (training; y may be (B,) class
+        ids or a float (B, J) 0/1 mask), otherwise by the longest capsule: reconstruction (B, H, W).
+        With (B, k) class ids (MultiMNIST's two labels) each labelled capsule is decoded on its own,
+        as in the paper: reconstruction (B, k, H, W)."""
+        lengths = v.norm(dim=-1)  # (B, J)
+        out = ModelOutput(scores=lengths, capsules=v)
+        if self.decoder is not None and reconstruct:
+            if y is not None and y.dim() == 2 and not y.is_floating_point():  # one reconstruction per labelled digit
+                B, k = y.shape
+                each = v.unsqueeze(1).expand(B, k, *v.shape[1:]).reshape(B * k, *v.shape[1:])
+                rec = self.decoder(each, F.one_hot(y.flatten(), v.shape[1]).to(v.dtype))
+                out.reconstruction = rec.view(B, k, *rec.shape[1:])
+            else:
+                out.reconstruction = self.decoder(v, self._mask(lengths, y))
+        return out
+
+    def reconstruction_loss(self, reconstruction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Sabour et al.'s: 0.0005 x the sum of squared pixel differences."""
+        return reconstruction_loss(reconstruction, target)
+
+    def loss(self, out: ModelOutput, y: torch.Tensor, target: torch.Tensor | None = None, **_) -> torch.Tensor:
+        """The paper's objective: margin loss (Eq. 4) over every labelled class, plus the scaled
+        reconstruction error when there is a decoder. target: what the decoder should redraw (the
+        input, or MultiMNIST's two digits apart, one per labelled capsule)."""
+        targets = y if y.dim() == 1 else F.one_hot(y, self.config.num_classes).sum(1).clamp(max=1)  # (B, J) 0/1
+        loss = margin_loss(out.scores.float(), targets)
+        if out.reconstruction is not None:
+            loss = loss + self.reconstruction_loss(out.reconstruction.float(), target)
+        return loss
+
+    def classify(self, x: torch.Tensor) -> ModelOutput:
+        """Class scores alone: no reconstruction drawn."""
+        return self(x, reconstruct=False)
+
+    def _mask(self, lengths: torch.Tensor, y: torch.Tensor | None) -> torch.Tensor:
+        J = lengths.shape[1]
+        if y is None:
+            return F.one_hot(lengths.argmax(1), J).to(lengths.dtype)
+        if y.dim() == 1:
+            return F.one_hot(y, J).to(lengths.dtype)
+        return y.to(lengths.dtype)
+
+    def decode(self, vector: torch.Tensor, capsule: torch.Tensor | int) -> torch.Tensor:
+        """Reconstruct from any (perturbed) D-vector placed in any capsule's slot.
+
+        vector (B, D) or (D,); capsule: class index (int or (B,) tensor) -> (B, H, W)."""
+        if self.decoder is None:
+            raise ValueError(f"this {type(self).__name__} was built without a decoder")
+        vector = vector.reshape(-1, self.config.digit_dim)
+        B, J = vector.shape[0], self.config.num_classes
+        idx = torch.as_tensor(capsule, device=vector.device).expand(B)
+        mask = F.one_hot(idx, J).to(vector.dtype)  # (B, J)
+        capsules = vector.unsqueeze(1).expand(B, J, -1)  # (B, J, D): only the masked slot survives
+        return self.decoder(capsules, mask)
+
+
+class CapsNet(ClassCapsules, nn.Module):
     def __init__(self, *, config: CapsNetConfig):
         super().__init__()
         self.config = cfg = config
@@ -85,72 +152,34 @@ class CapsNet(nn.Module):
         iterations: int | None = None,
         record: bool = False,
         reconstruct: bool = True,
+        routing: str | None = None,
     ) -> ModelOutput:
-        """x (B, C, S, S) in [0, 1]. The decoder is masked by the true label(s) y when given
-        (training; y may be (B,) class ids or a float (B, J) 0/1 mask), otherwise by the longest
-        capsule: reconstruction (B, H, W). With (B, k) class ids (MultiMNIST's two labels) each
-        labelled capsule is decoded on its own, as in the paper: reconstruction (B, k, H, W).
-        `iterations` overrides the configured routing iterations (the weights are the same)."""
+        """x (B, C, S, S) in [0, 1]; y: the label(s) that mask the decoder (`ClassCapsules._outputs`).
+        `iterations` overrides the configured routing iterations, and `routing` (one of
+        capsviz.routing.ROUTINGS) the configured couplings, for this call only: the weights are
+        the same and the model is not changed (the app shares one cached model between sessions).
+        Every routing squashes with Eq. 1, so another routing changes the couplings alone."""
         u = self.primary_capsules(x)
-        T = self.config.routing_iterations if iterations is None else iterations  # 0 is refused by the routing, not replaced
         if record:
-            routed = dynamic_routing_ji(self.digits(u), T, record=True)
+            routed = self.route(self.digits(u), routing=routing, iterations=iterations, record=True)
             v = routed.v  # (B, J, D)
         else:
             chunk, keep = self.routing_slices(u)
-            route = lambda u: dynamic_routing_ji(self.digits(u), T).v  # noqa: E731
-            v = in_chunks(route, u, chunk=chunk, keep=keep)
-        lengths = v.norm(dim=-1)  # (B, J)
-        out = ModelOutput(scores=lengths, capsules=v)
+            v = in_chunks(lambda u: self.route(self.digits(u), routing=routing, iterations=iterations).v, u, chunk=chunk, keep=keep)
+        out = self._outputs(v, y, reconstruct)
         if record:
             out.trace = routed
             out.layer_traces["digitcaps"] = routed
-        if self.decoder is not None and reconstruct:
-            if y is not None and y.dim() == 2 and not y.is_floating_point():  # one reconstruction per labelled digit
-                B, k = y.shape
-                each = v.unsqueeze(1).expand(B, k, *v.shape[1:]).reshape(B * k, *v.shape[1:])
-                rec = self.decoder(each, F.one_hot(y.flatten(), v.shape[1]).to(v.dtype))
-                out.reconstruction = rec.view(B, k, *rec.shape[1:])
-            else:
-                out.reconstruction = self.decoder(v, self._mask(lengths, y))
         return out
 
-    def loss(self, out: ModelOutput, y: torch.Tensor, target: torch.Tensor | None = None, **_) -> torch.Tensor:
-        """The paper's objective: margin loss (Eq. 4) over every labelled class, plus the scaled
-        reconstruction error when there is a decoder. target: what the decoder should redraw (the
-        input, or MultiMNIST's two digits apart, one per labelled capsule)."""
-        targets = y if y.dim() == 1 else F.one_hot(y, self.config.num_classes).sum(1).clamp(max=1)  # (B, J) 0/1
-        loss = margin_loss(out.scores.float(), targets)
-        if out.reconstruction is not None:
-            loss = loss + reconstruction_loss(out.reconstruction.float(), target)
-        return loss
+    def route(self, u_hat: torch.Tensor, *, routing: str | None = None, iterations: int | None = None, record: bool = False):
+        """DigitCaps' predictions u_hat (B, J, I, D) routed as this model routes them (its configured
+        couplings and iterations), or by `routing` and `iterations` for this call only."""
+        T = self.config.routing_iterations if iterations is None else iterations  # 0 is refused by the routing, not replaced
+        name = self.config.couplings if routing is None else routing
+        return route(name, u_hat, iterations=T, squash=squash, record=record)
 
-    def classify(self, x: torch.Tensor) -> ModelOutput:
-        """Class scores alone: no reconstruction drawn."""
-        return self(x, reconstruct=False)
-
-    def trace(self, x: torch.Tensor, iterations: int | None = None) -> ModelOutput:
+    def trace(self, x: torch.Tensor, iterations: int | None = None, routing: str | None = None) -> ModelOutput:
         """What the routing pages read: the output with DigitCaps' routing recorded at every
         iteration (`trace`, a DynamicRoutingResult), no reconstruction."""
-        return self(x, iterations=iterations, record=True, reconstruct=False)
-
-    def _mask(self, lengths: torch.Tensor, y: torch.Tensor | None) -> torch.Tensor:
-        J = lengths.shape[1]
-        if y is None:
-            return F.one_hot(lengths.argmax(1), J).to(lengths.dtype)
-        if y.dim() == 1:
-            return F.one_hot(y, J).to(lengths.dtype)
-        return y.to(lengths.dtype)
-
-    def decode(self, vector: torch.Tensor, capsule: torch.Tensor | int) -> torch.Tensor:
-        """Reconstruct from any (perturbed) D-vector placed in any capsule's slot.
-
-        vector (B, D) or (D,); capsule: class index (int or (B,) tensor) -> (B, H, W)."""
-        if self.decoder is None:
-            raise ValueError("this CapsNet was built without a decoder")
-        vector = vector.reshape(-1, self.config.digit_dim)
-        B, J = vector.shape[0], self.config.num_classes
-        idx = torch.as_tensor(capsule, device=vector.device).expand(B)
-        mask = F.one_hot(idx, J).to(vector.dtype)  # (B, J)
-        capsules = vector.unsqueeze(1).expand(B, J, -1)  # (B, J, D): only the masked slot survives
-        return self.decoder(capsules, mask)
+        return self(x, iterations=iterations, record=True, reconstruct=False, routing=routing)
