@@ -29,6 +29,12 @@ model, meta, path = page_model(
     "a CapsNet, whose dynamic routing it shows",
     "**{name}** is a {family} model. This page shows dynamic routing; pick a CapsNet in the sidebar (matrix capsules have the **EM routing** page).",
 )
+if meta.config.couplings != "dynamic":
+    st.info(
+        f"**{path.stem}** was trained with {meta.config.couplings} couplings, not with routing. This page runs its "
+        "capsules with dynamic routing instead: the weights are the ones that training made for the other couplings.",
+        icon=":material/info:",
+    )
 names = class_names(meta.image_dataset)
 picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
 if picked is None:

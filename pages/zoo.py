@@ -11,12 +11,28 @@ from pages.common import checkpoint_dir, checkpoints, public, require_router
 require_router()
 
 
-ROUTING = {"dynamic": "dynamic", "em": "EM"}
-FAMILIES = {"capsnet": "CapsNet (vector capsules)", "matrix": "matrix capsules (4x4 poses)", "cnn": "plain CNN (no capsules)"}
+FAMILIES = {
+    "capsnet": "CapsNet (vector capsules)",
+    "matrix": "matrix capsules (4x4 poses)",
+    "efficient": "Efficient-CapsNet (vector capsules)",
+    "cnn": "plain CNN (no capsules)",
+}
 
 
-def iterations(n) -> str:
-    return f"{n} iteration" + ("" if n == 1 else "s")
+def routing_words(c) -> str:
+    """How a model's capsules are routed, in a few words."""
+    if c.routing is None:
+        return "none (CNN)"
+    if c.routing == "self-attention":
+        return "self-attention, one pass"
+    n = c.routing_iterations
+    its = f"{n} iteration" + ("" if n == 1 else "s")
+    if c.routing == "em":
+        return f"EM, {its}"
+    couplings = getattr(c, "couplings", "dynamic")
+    if couplings == "dynamic":
+        return f"dynamic, {its}"
+    return "self-attention, one pass" if couplings == "self-attention" else f"{couplings} couplings: no routing (a baseline)"
 
 
 st.title("capsviz: watch capsules route")
@@ -45,7 +61,7 @@ for path, meta in found:
     with st.container(border=True):
         st.subheader(path.stem)
         cols = st.columns(4)
-        routing = f"{ROUTING[c.routing]}, {iterations(c.routing_iterations)}" if c.routing else "none (CNN)"
+        routing = routing_words(c)
         family = FAMILIES.get(c.family, c.family)
         decoder = "yes: it can redraw the digit from a capsule" if c.decodes else "no"
         cols[0].markdown(f"**Family** {family}  \n**Routing** {routing}  \n**Decoder** {decoder}")

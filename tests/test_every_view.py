@@ -7,8 +7,13 @@ and offers others; that is a pass, as long as it does not raise."""
 from pathlib import Path
 
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 from test_app import APP, app, router_mode  # noqa: F401 - the fixtures: tiny models, router mode
+
+from capsviz import checkpoint as ckpt
+from capsviz.config import preset
+from capsviz.models import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted(p.stem for p in (ROOT / "pages").glob("*.py") if p.stem != "common")
@@ -105,6 +110,19 @@ def sweep(page: str, model: str) -> int:
 def test_every_page_with_every_test_model_at_each_control_end(page):
     ran = sum(sweep(page, model) for model in TINY)
     assert ran > 0 or page == "reproduction", f"{page}: no control was moved"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_with_the_newer_capsule_models_at_each_control_end(app, page):  # noqa: F811
+    """Models anyone can now train from the Train page: Efficient-CapsNet (self-attention routing)
+    and a CapsNet trained with uniform couplings."""
+    torch.manual_seed(0)
+    about = {"dataset": "mnist", "epochs": 1, "metrics": {"test_error": 30.0, "n_test": 100, "how": "fixture"}}
+    ckpt.save_checkpoint(app.folder / "tiny-efficient.safetensors", build_model(preset("efficient-capsnet")), about)
+    uniform = preset("capsnet-small", conv1_channels=16, primary_types=4, couplings="uniform")
+    ckpt.save_checkpoint(app.folder / "tiny-uniform.safetensors", build_model(uniform), about)
+    for model in ("tiny-efficient.safetensors", "tiny-uniform.safetensors"):
+        sweep(page, model)
 
 
 @pytest.mark.parametrize("model", SHIPPED)

@@ -60,7 +60,7 @@ def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
 @torch.no_grad()
 def mean_b_change(model, images: torch.Tensor, iterations: int) -> np.ndarray:
     """(T,) Appendix A averaged over a batch of images (B, H, W) float."""
-    return model.trace(images.unsqueeze(1), iterations).trace.b_change.mean(1).numpy()
+    return model.trace(images.unsqueeze(1), iterations, routing="dynamic").trace.b_change.mean(1).numpy()  # whatever couplings it was trained with
 
 
 @torch.no_grad()
