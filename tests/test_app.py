@@ -176,7 +176,9 @@ def test_explorer_explains_matrix_models(app):
     app.run().sidebar.selectbox(key="model_pick").set_value("tiny-matrix.safetensors").run()
     app.switch_page("pages/explorer.py").run()
     assert not app.exception
-    assert "no reconstruction network" in app.info[0].value
+    note = app.info[0].value
+    assert "is a matrix model; this page needs a CapsNet with a decoder" in note and "so it shows **tiny-capsnet**" in note
+    assert app.session_state["model_pick"] == "tiny-matrix.safetensors"
 
 
 def test_explorer_without_data_says_what_to_do(app, monkeypatch, tmp_path):
@@ -266,10 +268,11 @@ def test_em_page_shows_histograms_for_a_matrix_model(app):
 def test_routing_pages_explain_the_wrong_family(app):
     app.run()
     app.switch_page("pages/em.py").run()
-    assert "EM routing between matrix capsules" in app.info[0].value
+    assert "needs matrix capsules with EM routing, so it shows **tiny-matrix**" in app.info[0].value
     app.run().sidebar.selectbox(key="model_pick").set_value("tiny-matrix.safetensors").run()
     app.switch_page("pages/routing.py").run()
-    assert "EM routing" in app.info[0].value
+    assert "needs a CapsNet, whose dynamic routing it shows, so it shows **tiny-capsnet**" in app.info[0].value
+    assert not app.exception
 
 
 def test_a_shared_link_opens_the_same_explorer_view(app):

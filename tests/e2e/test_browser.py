@@ -76,7 +76,8 @@ def test_explorer_slider_changes_reconstruction_fast(page, server, shots):
 
 def test_explorer_explains_matrix_model(page, server, shots):
     open_page(page, server["url"] + "/explorer?model=tiny-matrix.safetensors", "DigitCaps explorer")
-    expect(page.get_by_text("no reconstruction network", exact=False)).to_be_visible()
+    expect(page.get_by_text("this page needs a CapsNet with a decoder", exact=False)).to_be_visible()
+    expect(page.get_by_role("button", name="Use tiny-capsnet on every page")).to_be_visible()
     no_exceptions(page)
 
 
