@@ -136,13 +136,12 @@ def page_model(fits, needs: str, why: str):
     except (CapsvizError, OSError) as e:
         st.error(f"Cannot load {stand.name}: {public(e)}")
         st.stop()
-    note, button = st.columns([4, 1], vertical_alignment="center")
-    note.info(
+    st.info(
         f"**{path.stem}**, the model in the sidebar, is a {meta.family} model; this page needs {needs}, "
         f"so it shows **{stand.stem}**" + ("" if stand_meta.dataset == meta.dataset else f" (trained on {stand_meta.dataset})") + ".",
         icon=":material/swap_horiz:",
     )
-    if button.button(f"Use {stand.stem} on every page", key=f"switch_{stand.stem}"):
+    if st.button(f"Use {stand.stem} on every page", key=f"switch_{stand.stem}"):
         st.session_state["pending_model"] = stand.name  # the sidebar switches its dataset filter if needed
         st.rerun()
     st.session_state["model_key"] = f"{stand}:{stand.stat().st_mtime}"  # traces are cached per model shown
