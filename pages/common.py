@@ -206,7 +206,7 @@ def why_unusable(name: str) -> str:
     folder = checkpoint_dir()
     for path, meta in list_checkpoints(folder):
         if path.name == name and isinstance(meta, str):
-            return public(meta)
+            return public(meta).removeprefix(f"{name}: ")
     return f"there is no model of that name in this server's model folder{'' if name.endswith('.safetensors') else ' (names end in .safetensors)'}"
 
 
