@@ -192,7 +192,8 @@ def sidebar() -> None:
         active = next((m.dataset for p, m in found if p.name == st.session_state.get("model_pick")), None)
         source = DATASETS[active or "mnist"].source  # MultiMNIST is drawn from MNIST
         place, _ = locate(SOURCES[source])  # where only: checksums are `python -m capsviz data`'s job (slow)
-        where = f"data: {place}" if place else f"data: {source} not found (see `python -m capsviz data`)"
+        # the server's folders are its own business: `capsviz doctor` prints them for its owner
+        where = f"{source} data found" if place else f"data: {source} not found (see `python -m capsviz data`)"
         from capsviz.kernels import policy  # the EM kernel is a CPU path: say why it is off, as `capsviz doctor` does
 
         why = policy.why_off(policy.NATIVE_EM, device) if device.type == "cpu" else None
