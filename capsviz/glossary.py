@@ -17,6 +17,11 @@ class Term:
     word: str  # the plain word written beside the symbol
     explanation: str  # one or two plain sentences, with the paper's equation where there is one
 
+    @property
+    def named(self) -> str:
+        """'c_ij (coupling)': the symbol with its plain word beside it."""
+        return self.symbol if self.symbol == self.word else f"{self.symbol} ({self.word})"
+
 
 TERMS: dict[str, Term] = {
     "capsule": Term(
@@ -266,10 +271,16 @@ def term(key: str) -> Term:
 
 def label(key: str) -> str:
     """'c_ij (coupling)': a symbol with its plain word beside it."""
-    t = term(key)
-    return t.symbol if t.symbol == t.word else f"{t.symbol} ({t.word})"
+    return term(key).named
 
 
 def help_text(*keys: str) -> str:
     """Markdown for a widget's `help=`: each term in bold with its explanation, one per paragraph."""
     return "\n\n".join(f"**{label(k)}**: {term(k).explanation}" for k in keys)
+
+
+def entries(query: str = "") -> list[Term]:
+    """Every entry in teaching order, or those whose symbol, word or explanation holds `query`
+    (case ignored): the glossary page lists them, with the same text as the hover help."""
+    q = query.strip().lower()
+    return [t for t in TERMS.values() if not q or q in f"{t.symbol} {t.word} {t.explanation}".lower()]

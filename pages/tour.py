@@ -19,6 +19,7 @@ st.markdown(
     "Each step says which equation or figure of the paper it shows; hover a ? for the words behind a symbol. "
     "New to capsules? The **Routing playgrounds** show the same mechanism on six capsules you can move."
 )
+st.page_link("pages/glossary.py", label="Glossary: every symbol and word, in one place", icon=":material/menu_book:")
 
 model, meta, path = page_model(
     lambda meta: meta.config.routing in TOURS,

@@ -159,3 +159,24 @@ def test_the_tour_explains_a_cnn(app):
     assert not app.exception
     assert "is a cnn model; this page needs a capsule network" in app.info[0].value
     assert "so it shows **tiny-capsnet**" in app.info[0].value and not app.exception
+
+
+def test_the_glossary_page_lists_every_entry_with_the_hover_helps_words_and_finds_one(app):
+    from capsviz.glossary import TERMS, entries, help_text
+
+    app.switch_page("pages/glossary.py").run()
+    assert not app.exception
+    shown = [m.value for m in app.markdown]
+    for key in TERMS:
+        assert help_text(key) in shown  # the very text of the hover help
+    app.text_input(key="term").set_value("coupl").run()
+    shown = [m.value for m in app.markdown if m.value.startswith("**")]
+    assert shown and len(shown) == len(entries("coupl")) < len(TERMS)
+    assert any(s.startswith("**c_ij (coupling)**") for s in shown)
+    app.text_input(key="term").set_value("no such word").run()
+    assert "No entry mentions" in app.info[0].value
+
+
+def test_the_tour_links_to_the_glossary(app):
+    app.run()
+    assert any(link.label.startswith("Glossary") for link in app.get("page_link"))

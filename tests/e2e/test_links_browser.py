@@ -13,7 +13,7 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.name for p in (ROOT / "checkpoints").glob("*.safetensors"))
-PAGES = ["tour", "zoo", "playground", "explorer", "routing", "em", "multimnist", "robustness", "reproduction", "train"]
+PAGES = ["tour", "zoo", "playground", "explorer", "routing", "em", "multimnist", "robustness", "reproduction", "train", "glossary"]
 
 
 def settled(page):
