@@ -4,6 +4,7 @@ Not a page itself (app.py lists the pages)."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -67,7 +68,12 @@ def checkpoints() -> list[tuple[Path, CheckpointMeta]]:
 @st.cache_resource(max_entries=4, show_spinner="Loading model ...")
 def _load(path: str, mtime: float):
     torch.set_grad_enabled(False)
-    return load_checkpoint(Path(path))
+    start = time.perf_counter()
+    loaded = load_checkpoint(Path(path))
+    # one line in the server's log per load: with more models in use than the cache holds, a class
+    # reloads them over and over (tests/load/protocol.py counts these lines)
+    print(f"capsviz: loaded model {Path(path).name} in {time.perf_counter() - start:.2f} s (pid {os.getpid()})", file=sys.stderr, flush=True)
+    return loaded
 
 
 def load_model(path: Path):

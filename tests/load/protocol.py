@@ -518,9 +518,7 @@ async def run_class(url: str, students: int, arrive: float, seconds: float, thin
     start = time.perf_counter()
     crowd = [Student(first + k, url, stats, think, models[(first + k) % len(models)]) for k in range(students)]
     stats.students = crowd
-    results = await asyncio.gather(
-        *(s.attend(k * gap, start + k * gap + seconds) for k, s in enumerate(crowd)), return_exceptions=True
-    )
+    results = await asyncio.gather(*(s.attend(k * gap, start + k * gap + seconds) for k, s in enumerate(crowd)), return_exceptions=True)
     for s, r in zip(crowd, results, strict=True):
         if isinstance(r, BaseException):
             s.problem("error", f"{type(r).__name__}: {str(r)[:200]}")
@@ -691,7 +689,9 @@ async def main(a) -> int:
     try:
         app_pids, web_pids = server_pids(proc.pid if proc else None, a.pid)
         cores = len(os.sched_getaffinity(0))
-        print(f"{cpu_name()}, {cores} cores; server processes {app_pids}, nginx {web_pids}; think {a.think:g} s, arrivals over {a.arrive:g} s")
+        print(
+            f"{cpu_name()}, {cores} cores; server processes {app_pids}, nginx {web_pids}; think {a.think:g} s, arrivals over {a.arrive:g} s"
+        )
         report = {"cpu": cpu_name(), "cores": cores, "replicas": a.replicas or 1, "think_s": a.think, "steps": {}}
         warm = Student(-1, url, Stats(), 0, MODELS[0])  # one visit first: the first loads are not a student's
         await warm.connect()
