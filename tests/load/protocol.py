@@ -84,6 +84,7 @@ class Run:
     query: str | None = None  # the last query string the script wrote
     captions: list = field(default_factory=list)
     texts: list = field(default_factory=list)  # progress bars' texts
+    slider_max: dict = field(default_factory=dict)  # slider key -> its maximum
     media: list = field(default_factory=list)
     exceptions: list = field(default_factory=list)
     fragment: bool = False
@@ -141,6 +142,7 @@ class Student:
         self.step = 1  # tour step
         self.steps = None  # the tour's length, read from its progress bar
         self.T: dict[str, int] = {}  # routing / EM iterations set on each page
+        self.bound: dict[str, str] = {}  # widgets bound to the URL (bind="query-params"): the browser writes them there
         self.page = "tour"
         self.query = ""
         self.cookie = ""
@@ -155,6 +157,7 @@ class Student:
         self.reconnects = 0
         self.problems: list[tuple[str, str]] = []  # (kind, line), this student's own
         self.closed = False
+        self.doing = "connect"  # the move under way, for the problem lines
 
     @property
     def image(self) -> int:
@@ -185,7 +188,8 @@ class Student:
             ping_interval=None,
             compression=None,
         )
-        self.replica = self.ws.response.headers.get("X-Capsviz-Replica")
+        tried = self.ws.response.headers.get("X-Capsviz-Replica")  # nginx: every replica tried, the one that answered last
+        self.replica = tried.split(",")[-1].strip() if tried else None
         self.closed = False
         self.reader = asyncio.create_task(self._read(self.ws))
 
@@ -218,6 +222,8 @@ class Student:
             sub = getattr(el, what) if what else None
             if sub is not None and "id" in sub.DESCRIPTOR.fields_by_name and (m := WIDGET_ID.match(sub.id)):
                 run.ids[m.group(1)] = (sub.id, msg.delta.fragment_id)
+                if what == "slider":
+                    run.slider_max[m.group(1)] = sub.max
             if what == "imgs":
                 for img in el.imgs.imgs:
                     run.captions.append(img.caption)
@@ -256,6 +262,7 @@ class Student:
                 w.double_array_value.data.extend(value)
             else:
                 setattr(w, kind_of, value)
+        self.doing = kind
         run = Run(fragment=bool(fragment), done=asyncio.get_running_loop().create_future())
         self.run = run
         t0 = since or time.perf_counter()
@@ -273,8 +280,9 @@ class Student:
         self.stats.latency[kind].append(time.perf_counter() - t0)
         self.stats.moves[kind] += 1
         self.page = path
-        if run.query is not None:
-            self.query = run.query
+        if run.query is not None:  # the browser's URL: what the script wrote, and the bound widgets' values
+            q = dict(urllib.parse.parse_qsl(run.query))
+            self.query = urllib.parse.urlencode({**q, **{k: v for k, v in self.bound.items() if k not in q}})
         self.ids = {**self.ids, **run.ids} if run.fragment else run.ids
         for e in run.exceptions:
             self.problem("exception", f"{kind}: an exception on {path}: {e}")
@@ -295,7 +303,7 @@ class Student:
 
     def problem(self, kind: str, line: str) -> None:
         self.problems.append((kind, line))
-        self.stats.problems[kind].append(f"student {self.k} ({self.replica or 'direct'}): {line}")
+        self.stats.problems[kind].append(f"student {self.k} ({self.replica or 'direct'}, {self.doing}): {line}")
 
     # ------------------------------------------------------------------ what it checks
     def judge(self, what: str, shown, own, own_before, anothers: bool = False) -> bool:
@@ -311,7 +319,10 @@ class Student:
     def check(self, run: Run) -> None:
         """The page shows this student's own state (the query string its script wrote, captions)."""
         q = dict(urllib.parse.parse_qsl(self.query))
-        self.judge("model", q.get("model"), self.model, {self.home_model, MATRIX}, anothers=q.get("model") not in (self.home_model, MATRIX))
+        # models are shared by many students: only one no student of this class uses is provably
+        # another's; the app's default (the first model) in place of this student's is "lost"
+        shown = q.get("model")
+        self.judge("model", shown, self.model, {self.home_model, MATRIX}, anothers=shown not in (self.home_model, MATRIX, MODELS[0]))
         if "image" in q:
             shown = int(q["image"])
             owner = (shown - 1000) // 50 if shown >= 1000 else None  # students' images: 1000 + 50k onwards
@@ -320,8 +331,9 @@ class Student:
                 self.images.append(shown)  # what the page shows now; the next new image is this student's own again
         if self.page == "tour" and "step" in q:
             self.judge("tour step", int(q["step"]), self.step, set(range(1, 40)) - {self.step})
-        if self.page in ("routing", "em") and self.page in self.T and "iterations" in q and not run.exceptions:  # absent: the default
-            self.judge(f"{self.page} iterations", int(q["iterations"]), self.T[self.page], set(range(1, 11)))
+        if self.page in ("routing", "em") and self.page in self.T and "t" in run.slider_max and not run.exceptions:
+            # the "Show iteration" slider goes up to the iterations run
+            self.judge(f"{self.page} iterations", int(run.slider_max["t"]), self.T[self.page], set(range(1, 11)))
         if self.page == "explorer":
             shown = next((c for c in run.captions if c.startswith("perturbed:")), None)
             if shown is not None:  # only this student moves its own dimension d(k % 16) away from 0
@@ -378,6 +390,8 @@ class Student:
             return await self.change_page()
         T = self.rng.choice([t for t in range(1, hi + 1) if t != self.T.get(self.page)])
         self.T[self.page] = T
+        self.bound["iterations"] = str(T)  # the browser writes a bound widget's value into its URL before the rerun
+        self.query = urllib.parse.urlencode({**dict(urllib.parse.parse_qsl(self.query)), "iterations": str(T)})
         run = await self.rerun(kind, widgets=[("iterations", "double_array_value", [float(T)])])
         self.check(run)
 
@@ -385,6 +399,7 @@ class Student:
         if target is None:
             pages = [p for p in NEXT_PAGE if p != self.page]
             target = self.rng.choices(pages, [NEXT_PAGE[p] for p in pages])[0]
+        self.bound = {}
         run = await self.rerun("page change", page=target, query="")  # a sidebar link: the page, no query string
         self.T.pop(target, None)  # a page's sliders start again at their defaults
         if target == "tour":
@@ -400,7 +415,7 @@ class Student:
                 self.read_tour(run)
         self.check(run)
 
-    async def reconnect(self) -> None:
+    async def reconnect(self, first: bool = False) -> None:
         """The websocket closed: connect again (through nginx, to a live replica) and rerun the
         page and query string the browser's URL holds; the student must land on its own view."""
         self.stats.reconnects += 1
@@ -414,6 +429,19 @@ class Student:
         else:
             raise Closed()
         self.stats.replicas[self.replica or "direct"] += 0  # listed, even if it hosts no one at the start
+        if first:  # the link again: nothing of this student's was on the page yet
+            return await self.open()
+        # What the URL holds is the view to land on: a move the close interrupted never reached it
+        q = dict(urllib.parse.parse_qsl(self.query))
+        if q.get("image", "").isdigit():
+            self.images.append(int(q["image"]))
+        if "dims" in q:
+            self.dims = [float(v) for v in q["dims"].split(",")]
+        if q.get("step", "").isdigit():
+            self.step = int(q["step"])
+        if q.get("iterations", "").isdigit():
+            self.T[self.page] = int(q["iterations"])
+        self.model = q.get("model", self.model)
         run = await self.rerun("reconnect", query=self.query)
         if self.page == "tour":
             self.read_tour(run)
@@ -439,7 +467,10 @@ class Student:
         await self.connect()
         self.first_replica = self.replica
         self.stats.replicas[self.replica or "direct"] += 1
-        await self.open(since=t0)  # timed with the page's GET and the websocket's handshake
+        try:
+            await self.open(since=t0)  # timed with the page's GET and the websocket's handshake
+        except Closed:
+            await self.reconnect(first=True)
         while time.perf_counter() < until:
             await asyncio.sleep(self.think * self.rng.uniform(0.5, 1.5))
             if time.perf_counter() >= until:
@@ -510,10 +541,12 @@ def cpu_name() -> str:
 
 
 # ---------------------------------------------------------------------- a class
-async def run_class(url: str, students: int, arrive: float, seconds: float, think: float, models=MODELS, first: int = 0) -> Stats:
-    """`students` students arriving evenly over `arrive` s, each moving until `seconds` after the
-    first arrival plus its own arrival offset, so every student works about `seconds` s."""
-    stats = Stats()
+async def run_class(
+    url: str, students: int, arrive: float, seconds: float, think: float, models=MODELS, first: int = 0, stats: Stats | None = None
+) -> Stats:
+    """`students` students arriving evenly over `arrive` s, each working `seconds` s from its
+    arrival. `stats`: where to record (the caller may watch `stats.students` meanwhile)."""
+    stats = stats or Stats()
     gap = arrive / max(students - 1, 1)
     start = time.perf_counter()
     crowd = [Student(first + k, url, stats, think, models[(first + k) % len(models)]) for k in range(students)]
@@ -563,6 +596,20 @@ async def calibrate(url: str, pids, repeats: int = 6) -> dict[str, float]:
         for line in lines:
             print(f"calibration {kind}: {line}", file=sys.stderr)
     return {k: statistics.median(v) for k, v in cost.items()}
+
+
+async def warm_up(url: str, replicas: int) -> None:
+    """A visit to every replica first: loading the test set and the first model is not a student's wait."""
+    seen = set()
+    for k in range(20 * replicas):
+        s = Student(-1 - k, url, Stats(), 0, MODELS[0], fetch_media=False)
+        await s.connect()
+        if s.replica not in seen:
+            seen.add(s.replica)
+            await s.open()
+        await s.leave()
+        if len(seen) >= replicas:
+            return
 
 
 def start_app(replicas: int | None, log: Path) -> tuple[subprocess.Popen, str]:
@@ -693,10 +740,7 @@ async def main(a) -> int:
             f"{cpu_name()}, {cores} cores; server processes {app_pids}, nginx {web_pids}; think {a.think:g} s, arrivals over {a.arrive:g} s"
         )
         report = {"cpu": cpu_name(), "cores": cores, "replicas": a.replicas or 1, "think_s": a.think, "steps": {}}
-        warm = Student(-1, url, Stats(), 0, MODELS[0])  # one visit first: the first loads are not a student's
-        await warm.connect()
-        await warm.open()
-        await warm.leave()
+        await warm_up(url, a.replicas or 1)
         if a.calibrate:
             report["cpu_ms_per_move_alone"] = {k: round(1000 * v, 1) for k, v in (await calibrate(url, app_pids)).items()}
             print("server CPU per move, one student alone (median):")
