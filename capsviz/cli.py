@@ -105,6 +105,14 @@ def parser() -> Parser:
         help="the models to show and where the Train page saves "
         "(default: $CAPSVIZ_CHECKPOINTS, checkpoints/ in a checkout, else the user folder that `capsviz doctor` prints)",
     )
+    a.add_argument(
+        "--replicas",
+        type=integer(1),
+        nargs="?",
+        const=0,
+        metavar="N",
+        help="serve a class: N app processes behind nginx, one per core without N (needs nginx; capsviz/serve.py)",
+    )
     dr = sub.add_parser("doctor", help="device, torch, native kernel (and why it is off), data and checkpoint folders")
     dr.add_argument("--build", action="store_true", help="only build the native EM kernel now (as `capsviz app` does at start) and say how it went")
 
@@ -194,8 +202,14 @@ DERIVED = ("decay_steps",)
 def cmd_app(args) -> int:
     import subprocess
 
-    command, env = app_command(args.checkpoints, args.streamlit_args)
+    if args.replicas is not None:
+        from capsviz import serve
+
+        serve.nginx_binary()  # missing: say so before anything else
     print(f"capsviz: native EM kernel {build_kernel()}", file=sys.stderr)  # before the first student, not during their first page
+    if args.replicas is not None:
+        return serve.serve(*app_command(args.checkpoints, serve.split_address(args.streamlit_args)[2]), args.replicas, args.streamlit_args)
+    command, env = app_command(args.checkpoints, args.streamlit_args)
     if os.name == "posix":  # become Streamlit: signals (Ctrl-C, a service manager's SIGTERM) reach it directly
         sys.stderr.flush()
         os.execve(sys.executable, command, env)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 
@@ -71,7 +72,9 @@ class ModelCache:
                 hit = self._hit(key)
                 if hit is not None:
                     return hit
+            start = time.perf_counter()
             model, meta = load_checkpoint(path)
+            took = time.perf_counter() - start
             size = footprint(model)
             with self._lock:
                 for old in [k for k in self._entries if k[0] == key[0]]:  # an older version of the file
@@ -84,7 +87,13 @@ class ModelCache:
                     self.evictions += 1
                 held = len(self._entries), self.used()
         if self._log:
-            print(f"capsviz: loaded {path.name} ({size / 2**20:.0f} MB; {held[0]} models held, {held[1] / 2**20:.0f} MB)", file=sys.stderr)
+            # one line in the server's log per load: a load test counts them (tests/load/protocol.py)
+            print(
+                f"capsviz: loaded model {path.name} in {took:.2f} s ({size / 2**20:.0f} MB; {held[0]} models held, "
+                f"{held[1] / 2**20:.0f} MB; pid {os.getpid()})",
+                file=sys.stderr,
+                flush=True,
+            )
         return model, meta
 
     def holds(self, path: Path) -> bool:

@@ -1,0 +1,246 @@
+"""`capsviz app --replicas N`: N Streamlit processes behind nginx, so a class uses every core.
+
+One Streamlit process runs every session's script under one GIL: on a machine with several cores
+it cannot use them all. Here N app processes listen on internal ports (127.0.0.1), and nginx
+listens where the app would (--server.address / --server.port, default all addresses, 8501).
+
+Stickiness. A Streamlit session lives in one process: its websocket (one long connection, so it
+stays where it was opened) and the HTTP requests that belong to it: /media/ images the session's
+script made (kept in that process's memory), uploads (/_stcore/upload_file). So every request of
+one browser must reach the same replica. nginx's `hash $remote_addr` would send a whole class
+behind one school NAT (or every simulated student of a load test) to one replica; instead nginx
+gives each browser a random key in a cookie (`capsviz_replica`, set on its first response) and
+picks the replica by a consistent hash of that key. A replica that dies loses its sessions; its
+browsers reconnect (Streamlit's frontend does so by itself) and the hash sends them to a live one,
+where their URL (?model=&image=...) rebuilds their view. The replicas share one cookie secret, so
+Streamlit's XSRF cookie from one is valid on another after such a move.
+
+Each replica gets cores / N torch threads (OMP_NUM_THREADS, unless set): N processes each with a
+thread per core would fight over the cores.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from capsviz.errors import CapsvizError
+
+NGINX_MISSING = "install nginx (Debian: apt-get install nginx) or run without --replicas"
+
+CONFIG = """\
+# written by capsviz app --replicas; nginx runs with -p {prefix}
+daemon off;
+worker_processes 1;
+pid {prefix}/nginx.pid;
+error_log stderr warn;
+events {{ worker_connections 8192; }}
+http {{
+  access_log off;
+  client_body_temp_path {prefix}/client_body;
+  proxy_temp_path {prefix}/proxy;
+  fastcgi_temp_path {prefix}/fastcgi;
+  uwsgi_temp_path {prefix}/uwsgi;
+  scgi_temp_path {prefix}/scgi;
+
+  map $http_upgrade $connection_upgrade {{ default upgrade; "" ""; }}
+  # A browser's replica: the hash of its cookie, or, on its first request, of a new random key
+  # that the response sets as that cookie.
+  map $cookie_capsviz_replica $capsviz_key {{ "" $request_id; default $cookie_capsviz_replica; }}
+  map $cookie_capsviz_replica $capsviz_cookie {{ "" "capsviz_replica=$request_id; Path=/; HttpOnly; SameSite=Lax"; default ""; }}
+
+  upstream capsviz {{
+    hash $capsviz_key consistent;
+{servers}
+    keepalive 16;
+  }}
+
+  server {{
+    listen {listen};
+    client_max_body_size {upload_mb}m;
+    location / {{
+      proxy_pass http://capsviz;
+      proxy_http_version 1.1;
+      proxy_set_header Upgrade $http_upgrade;
+      proxy_set_header Connection $connection_upgrade;
+      # Streamlit compares the websocket's Origin with Host: pass the browser's own
+      proxy_set_header Host $http_host;
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto $scheme;
+      # a session's websocket is open as long as the tab is, quiet while the student reads
+      proxy_read_timeout 1d;
+      proxy_send_timeout 1d;
+      proxy_request_buffering off;
+      proxy_max_temp_file_size 0;
+      add_header Set-Cookie $capsviz_cookie always;
+      add_header X-Capsviz-Replica $upstream_addr always;
+    }}
+  }}
+}}
+"""
+
+
+def nginx_binary() -> str:
+    """nginx on PATH or in /usr/sbin (not on a normal user's PATH), or the one-line error."""
+    found = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
+    if not found:
+        raise CapsvizError(NGINX_MISSING)
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def split_address(streamlit_args: list[str]) -> tuple[str | None, int, list[str]]:
+    """(--server.address, --server.port, the other options): nginx takes the public address
+    and port, the replicas listen on internal ones."""
+    address, port, rest, i = None, 8501, [], 0
+    while i < len(streamlit_args):
+        arg = streamlit_args[i]
+        name, eq, value = arg.partition("=")
+        if name in ("--server.address", "--server.port"):
+            if not eq:
+                if i + 1 >= len(streamlit_args):
+                    raise CapsvizError(f"{name} needs a value")
+                value, i = streamlit_args[i + 1], i + 1
+            if name == "--server.address":
+                address = value
+            else:
+                try:
+                    port = int(value)
+                except ValueError:
+                    raise CapsvizError(f"--server.port must be a port number, found {value!r}") from None
+        else:
+            rest.append(arg)
+        i += 1
+    return address, port, rest
+
+
+def nginx_config(prefix: Path, listen: str, ports: list[int], upload_mb: int = 200) -> str:
+    servers = "\n".join(f"    server 127.0.0.1:{p} max_fails=1 fail_timeout=10s;" for p in ports)
+    return CONFIG.format(prefix=prefix, listen=listen, servers=servers, upload_mb=upload_mb)
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def stop(procs: list[subprocess.Popen], timeout: float = 15.0) -> None:
+    """SIGTERM to every child still running (Streamlit and nginx both stop cleanly on it), then
+    SIGKILL to any that has not stopped within `timeout`."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        try:
+            p.wait(max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def serve(command: list[str], env: dict[str, str], replicas: int, streamlit_args: list[str]) -> int:
+    """Run `command` (streamlit run app.py, without the address and port options) `replicas`
+    times on internal ports and nginx in front, until Ctrl-C or SIGTERM, or until nginx or every
+    replica has stopped. `replicas` 0: one per core."""
+    nginx = nginx_binary()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    n = replicas or cores
+    address, port, _ = split_address(streamlit_args)
+    listen = f"{f'[{address}]' if address and ':' in address else address}:{port}" if address else str(port)
+    with socket.socket(socket.AF_INET6 if address and ":" in address else socket.AF_INET) as s:
+        try:  # a port already taken: say so now, not in nginx's words after the replicas have started
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((address or "", port))
+        except OSError as e:
+            raise CapsvizError(f"cannot listen on {address or '*'}:{port}: {e.strerror}") from None
+    env = dict(env)
+    env.setdefault("STREAMLIT_SERVER_COOKIE_SECRET", secrets.token_hex(32))  # one secret: XSRF cookies valid on every replica
+    env.setdefault("STREAMLIT_SERVER_HEADLESS", "true")
+    env.setdefault("OMP_NUM_THREADS", str(max(cores // n, 1)))
+    upload_mb = int(env.get("STREAMLIT_SERVER_MAX_UPLOAD_SIZE", "200"))
+
+    prefix = Path(tempfile.mkdtemp(prefix="capsviz-nginx-"))
+    ports = [free_port() for _ in range(n)]
+    (prefix / "nginx.conf").write_text(nginx_config(prefix, listen, ports, upload_mb))
+    procs: list[subprocess.Popen] = []
+    stopping = []
+
+    def on_signal(signum, frame):
+        stopping.append(signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        test = subprocess.run(
+            [nginx, "-t", "-q", "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-e", "stderr"], capture_output=True, text=True
+        )
+        if test.returncode:
+            raise CapsvizError(
+                f"nginx refused its configuration: {test.stderr.strip().splitlines()[-1] if test.stderr.strip() else test.returncode}"
+            )
+        replicas_ = []
+        for p in ports:
+            replicas_.append(subprocess.Popen([*command, "--server.address", "127.0.0.1", "--server.port", str(p)], env=env))
+        procs += replicas_
+        deadline = time.monotonic() + 180
+        waiting = set(ports)
+        while waiting and not stopping:
+            for r, p in zip(replicas_, ports, strict=True):
+                if r.poll() is not None:
+                    raise CapsvizError(f"replica on port {p} exited with status {r.returncode} before it was ready (its output is above)")
+                if p in waiting and healthy(f"http://127.0.0.1:{p}/_stcore/health"):
+                    waiting.discard(p)
+            if time.monotonic() > deadline:
+                raise CapsvizError(f"{len(waiting)} replicas not ready after 180 s")
+            time.sleep(0.3)
+        if stopping:
+            return 130 if stopping[0] == signal.SIGINT else 0
+        web = subprocess.Popen([nginx, "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-e", "stderr"], env=env)
+        procs.append(web)
+        shown = "localhost" if address in (None, "", "0.0.0.0", "::") else address
+        print(
+            f"capsviz: {n} replicas behind nginx at http://{shown}:{port} (replicas on 127.0.0.1:{', '.join(map(str, ports))})",
+            file=sys.stderr,
+            flush=True,
+        )
+        dead = set()
+        while True:
+            time.sleep(0.5)
+            if stopping:  # a terminal's Ctrl-C (or `timeout`) reaches the whole group: nginx may have stopped already
+                break
+            if web.poll() is not None:
+                raise CapsvizError(f"nginx exited with status {web.returncode} (its messages are above)")
+            for r, p in zip(replicas_, ports, strict=True):
+                if r.poll() is not None and p not in dead:
+                    dead.add(p)
+                    left = n - len(dead)
+                    print(
+                        f"capsviz: the replica on port {p} exited with status {r.returncode}; {left} left, its students reconnect to them",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            if len(dead) == n:
+                raise CapsvizError("every replica has exited")
+        return 130 if stopping[0] == signal.SIGINT else 0
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        stop(procs)
+        shutil.rmtree(prefix, ignore_errors=True)
