@@ -61,7 +61,10 @@ http {{
   upstream capsviz {{
     hash $capsviz_key consistent;
 {servers}
+    # below uvicorn's 5 s: nginx must never reuse a connection the replica is closing (a reset there
+    # is retried on the other replica, which does not have the session's /media/ files: 404)
     keepalive 16;
+    keepalive_timeout 4s;
   }}
 
   server {{
@@ -129,7 +132,9 @@ def split_address(streamlit_args: list[str]) -> tuple[str | None, int, list[str]
 
 
 def nginx_config(prefix: Path, listen: str, ports: list[int], upload_mb: int = 200) -> str:
-    servers = "\n".join(f"    server 127.0.0.1:{p} max_fails=1 fail_timeout=10s;" for p in ports)
+    # max_fails=0: one failed request never takes a replica out for everyone; a dead one refuses
+    # connections at once, and nginx tries the next (proxy_next_upstream's default)
+    servers = "\n".join(f"    server 127.0.0.1:{p} max_fails=0;" for p in ports)
     return CONFIG.format(prefix=prefix, listen=listen, servers=servers, upload_mb=upload_mb)
 
 
