@@ -25,5 +25,5 @@ page = st.navigation(
         st.Page("pages/train.py", title="Train", url_path="train"),
     ]
 )
-sidebar()
+sidebar(page.url_path)
 page.run()

@@ -165,7 +165,12 @@ def test_set(dataset: str):
         return None
 
 
-def sidebar() -> None:
+def sidebar(page: str = "") -> None:
+    """The active model and the status line; `page` is the page about to run. On a page change the
+    test image picked on the last page is handed to this one (each page has its own widget)."""
+    if st.session_state.get("page_now", page) != page and "image_index" in st.session_state:
+        st.session_state["image_pending"] = st.session_state["image_index"]
+    st.session_state["page_now"] = page
     found = checkpoints()
     with st.sidebar:
         st.markdown("### Active model")
@@ -322,6 +327,14 @@ def dimension_sliders(initial: np.ndarray, key: str) -> np.ndarray:
     result = _dims(key=key, data={"values": start}, default={"deltas": start}, on_deltas_change=lambda: None)
     values = getattr(result, "deltas", None) or start
     return np.clip(np.round(np.asarray(values, np.float32) / 0.05) * 0.05, -0.25, 0.25).astype(np.float32) + 0.0  # + 0.0: no -0
+
+
+def keep_within(key: str, lo: float, hi: float) -> None:
+    """A widget's value kept from another page or a wider range (routing and EM iterations share
+    the URL's ?iterations=), brought within this widget's range: Streamlit refuses it otherwise."""
+    v = st.session_state.get(key)
+    if isinstance(v, int | float) and not lo <= v <= hi:
+        st.session_state[key] = type(v)(min(max(v, lo), hi))
 
 
 def pick_image(dataset: str, names, size: int, model=None) -> tuple[np.ndarray, str] | None:

@@ -10,7 +10,7 @@ from capsviz.glossary import help_text, label, term
 from capsviz.viz import heatmap, lines, png_bytes, to_image
 from capsviz.viz.animation import gif_bytes
 from capsviz.viz.explain import em_histogram_frames
-from pages.common import page_model, pick_image, require_router
+from pages.common import keep_within, page_model, pick_image, require_router
 
 require_router()
 st.title("EM routing, iteration by iteration")
@@ -35,6 +35,7 @@ picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
 if picked is None:
     st.stop()
 image, image_label = picked
+keep_within("iterations", 1, 5)
 T = st.slider(
     "EM iterations at inference",
     1,
@@ -59,6 +60,7 @@ pred = int(tr.a[-1].argmax())
 def iteration_view(tr, image, label_, pred: int) -> None:
     """One iteration's figures and the convolutional layers': their widgets rerun only this."""
     if T > 1:
+        keep_within("t", 1, T)
         t = (
             st.slider(
                 "Show iteration",

@@ -8,7 +8,7 @@ from capsviz.data import class_names
 from capsviz.glossary import help_text
 from capsviz.viz import class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
-from pages.common import page_model, pick_image, require_router, test_set
+from pages.common import keep_within, page_model, pick_image, require_router, test_set
 
 require_router()
 st.title("Dynamic routing, iteration by iteration")
@@ -40,6 +40,7 @@ picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
 if picked is None:
     st.stop()
 image, label = picked
+keep_within("iterations", 1, 10)
 T = st.slider(
     "Routing iterations at inference",
     1,
@@ -64,6 +65,7 @@ winner = int(tr.lengths[-1].argmax())
 def iteration_view(tr, image, label, winner: int) -> None:
     """The maps of one iteration: moving the iteration or the detailed capsule reruns only this."""
     if T > 1:
+        keep_within("t", 1, T)
         t = (
             st.slider(
                 "Show iteration",

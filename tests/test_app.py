@@ -424,3 +424,25 @@ def test_reproduction_page_fills_table_from_metadata(app):
     em = next(m.value for m in app.markdown if m.value.startswith("| dataset"))
     mnist = next(line for line in em.splitlines() if line.startswith("| mnist"))
     assert "3.00 † (`tiny-em.safetensors`)" in mnist  # smaller than the paper's matrix model
+
+
+def test_the_image_survives_a_page_change(app):
+    app.switch_page("pages/explorer.py").run()
+    app.number_input(key="image").set_value(7).run()
+    for page in ("routing", "tour", "explorer"):
+        app.switch_page(f"pages/{page}.py").run()
+        assert not app.exception
+        assert app.number_input(key="image").value == 7, page
+        assert app.query_params["image"] == "7"
+
+
+def test_iterations_beyond_the_next_pages_range_are_brought_within_it(app):
+    app.switch_page("pages/routing.py").run()
+    app.slider(key="iterations").set_value(9).run()
+    app.slider(key="iterations").set_value(2).run()  # "Show iteration" had 9
+    assert not app.exception and app.slider(key="t").value == 2
+    app.slider(key="iterations").set_value(8).run()
+    app.sidebar.selectbox(key="model_pick").set_value("tiny-matrix.safetensors").run()
+    app.switch_page("pages/em.py").run()
+    assert not app.exception, app.exception
+    assert app.slider(key="iterations").value == 5  # EM's most
