@@ -38,7 +38,24 @@ if picked is None:
     st.stop()
 image, label = picked
 
-pred = predict(model, image)
+
+
+# What a class following one link computes alike is computed once for every session: the model's
+# answer for an image, and the perturbation grid of one of its capsules.
+@st.cache_data(max_entries=64, show_spinner=False)
+def answer(model_key: str, _model, image_bytes: bytes, shape: tuple):  # _model: the one model_key names
+    return predict(_model, np.frombuffer(image_bytes, np.float32).reshape(shape))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def grid_of(model_key: str, _model, image_bytes: bytes, capsule: int, _vector, title: str):  # _vector: the image's capsule
+    grid = perturbation_grid(_model, _vector, capsule)
+    steps = [f"{s:+.2f}" if s else "0" for s in STEPS]
+    img = labelled_grid(grid, [f"d{d}" for d in range(grid.shape[0])], steps, scale=2, title=title)
+    return png_bytes(img), dimension_effect(grid)  # PNG once: st.image shows the bytes without encoding them again
+
+
+pred = answer(st.session_state["model_key"], model, image.tobytes(), image.shape)
 qp = st.query_params
 default_capsule = pred.predicted  # the longest, for every new image; a shared link's choice once
 if "capsule_from_url" not in st.session_state:
@@ -113,20 +130,14 @@ st.caption(
     f"the left to {STEPS[-1]:+.2f} at the right, to that dimension alone (the middle column, 0, is the plain reconstruction). "
     "Look for rows that change stroke width, slant or size; rows that stay the same are dimensions this digit hardly uses."
 )
-grid = perturbation_grid(model, pred.capsules[capsule], capsule)
-img = labelled_grid(
-    grid,
-    [f"d{d}" for d in range(grid.shape[0])],
-    [f"{s:+.2f}" if s else "0" for s in STEPS],
-    scale=2,
-    title=f"capsule {names[capsule]}: dimension (rows) + offset (columns)",
-)
+title = f"capsule {names[capsule]}: dimension (rows) + offset (columns)"
+img_png, effect = grid_of(st.session_state["model_key"], model, image.tobytes(), capsule, pred.capsules[capsule], title)
 left, right = st.columns([3, 2])
-left.image(img, caption="16 dimensions (rows) x 11 offsets (columns), the offsets written on top")
+left.image(img_png, caption="16 dimensions (rows) x 11 offsets (columns), the offsets written on top")
 left.download_button(
-    "Download grid as PNG", png_bytes(img), file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png"
+    "Download grid as PNG", img_png, file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png"
 )
-right.plotly_chart(effect_bars(dimension_effect(grid)), key="effect")
+right.plotly_chart(effect_bars(effect), key="effect")
 right.caption(
     "For each dimension: how much the picture changes between its two ends (-0.25 and +0.25), as the mean change per "
     "pixel. The tallest bars are the rows of the grid worth looking at first."

@@ -74,7 +74,16 @@ l1, l2 = pair.labels
 if l1 == l2:
     st.warning(f"Both digits are {l1}s. The paper only pairs digits of different classes; the two-capsule rule cannot be right here.")
 
-seg = segment(model, pair.image)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def segmented(model_key: str, _model, image_bytes: bytes, shape: tuple, capsules: tuple | None):  # _model: the one model_key names
+    """One segmentation for every session that shows this pair on this model."""
+    return segment(_model, np.frombuffer(image_bytes, np.float32).reshape(shape), capsules)
+
+
+pair_image = pair.image.astype(np.float32)
+seg = segmented(st.session_state["model_key"], model, pair_image.tobytes(), pair_image.shape, None)
 t1, t2 = seg.top2
 names = [str(k) for k in range(10)]
 default = [t1, t2]
@@ -117,7 +126,9 @@ green = pick[1].selectbox(
     help=help_text("reconstruction"),
 )
 qp["caps"] = f"{red},{green}"
-chosen = segment(model, pair.image, (red, green)) if (red, green) != seg.capsules else seg
+chosen = (
+    segmented(st.session_state["model_key"], model, pair_image.tobytes(), pair_image.shape, (red, green)) if (red, green) != seg.capsules else seg
+)
 r1, r2 = chosen.reconstructions
 cols = st.columns(4)
 cols[0].image(

@@ -83,6 +83,11 @@ def all_stored(keys: dict[str, str], convert=lambda v: v):
     return None if any(v is None for v in found.values()) else {name: convert(v) for name, v in found.items()}
 
 
+@st.cache_data(max_entries=256, show_spinner=False)
+def answer(model_key: str, _model, image_bytes: bytes, shape: tuple):  # one answer per (model, picture) for every session
+    return predict(_model, np.frombuffer(image_bytes, np.float32).reshape(shape))
+
+
 @st.cache_data(max_entries=64, show_spinner=False)
 def attacked(model_key: str, _model, dataset: str, count: int, _x, _y, eps: float, method: str, targeted: bool, _target):
     """The first `count` test images of `dataset` (`_x`, `_y`) attacked, their predictions and
@@ -115,7 +120,8 @@ with tab_affine:
             cols = st.columns([1, 2, 2])
             cols[0].image(to_image(warped, 5), caption=f"transformed (label {label})", width=150)
             for col, (name, m) in zip(cols[1:], models.items(), strict=False):
-                p = predict(m, warped)
+                w = warped.astype(np.float32)
+                p = answer(f"{key}:{name}", m, w.tobytes(), w.shape)
                 y_title = {"dynamic": "capsule length", "em": "class activation"}.get(m.config.routing, "softmax probability")
                 col.plotly_chart(
                     capsule_bars(p.scores, names, p.predicted, f"{name}: {names[p.predicted]} ({p.scores[p.predicted]:.2f})", y_title),

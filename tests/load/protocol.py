@@ -599,6 +599,39 @@ async def calibrate(url: str, pids, repeats: int = 6) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in cost.items()}
 
 
+FIRST_OPEN = {  # each page as a teacher's link opens it: the model a class would use there
+    "tour": "capsnet-mnist.safetensors",
+    "zoo": "capsnet-mnist.safetensors",
+    "playground": "capsnet-mnist.safetensors",
+    "explorer": "capsnet-mnist.safetensors",
+    "routing": "capsnet-mnist.safetensors",
+    "em": MATRIX,
+    "multimnist": "capsnet-multimnist.safetensors",
+    "robustness": "capsnet-mnist.safetensors",
+    "reproduction": "capsnet-mnist.safetensors",
+    "glossary": "capsnet-mnist.safetensors",
+    "train": "capsnet-mnist.safetensors",
+}
+
+
+async def first_opens(url: str, pids, students: int = 6) -> dict[str, list[float]]:
+    """The server's CPU seconds for a new session's first page, each page in turn, opened by
+    `students` new students with the same link (a class following the teacher's link: the first
+    computes what the others find cached)."""
+    cost: dict[str, list[float]] = defaultdict(list)
+    for page, model in FIRST_OPEN.items():
+        for k in range(students):
+            s = Student(170 + k, url, Stats(), 0, model, fetch_media=True)
+            await asyncio.sleep(0.3)  # the last one's media and writes settle
+            before = cpu_seconds(pids)
+            await s.connect()
+            await s.rerun("first page", page=page, query=urllib.parse.urlencode({"model": model}))
+            await asyncio.sleep(0.1)
+            cost[page].append(cpu_seconds(pids) - before)
+            await s.leave()
+    return cost
+
+
 async def warm_up(url: str, replicas: int) -> None:
     """A visit to every replica first: loading the test set and the first model is not a student's wait."""
     seen = set()
@@ -747,6 +780,16 @@ async def main(a) -> int:
             print("server CPU per move, one student alone (median):")
             for kind, ms in report["cpu_ms_per_move_alone"].items():
                 print(f"  {kind:19} {ms:7.1f} ms")
+        if a.first_pages:
+            report["cpu_ms_first_page"] = {}
+            print("server CPU for a new session's first page (ms): first student, then the median of the others")
+            for page, costs in (await first_opens(url, app_pids)).items():
+                first, rest = 1000 * costs[0], 1000 * statistics.median(costs[1:])
+                report["cpu_ms_first_page"][page] = {"first": round(first, 1), "others_median": round(rest, 1)}
+                print(f"  {page:13} {first:7.1f} {rest:7.1f}")
+            if a.json:
+                Path(a.json).write_text(json.dumps(report, indent=1))
+            return status
         for n in a.students:
             loads = reloads(log)
             before, web_before, t0, own = cpu_seconds(app_pids), cpu_seconds(web_pids), time.perf_counter(), time.process_time()
@@ -782,6 +825,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--pid", type=int, action="append", default=[], help="with --url: a server process whose CPU to count (repeat)")
     ap.add_argument("--models", type=lambda s: tuple(s.split(",")), default=MODELS, help="the students' CapsNets, comma-separated")
     ap.add_argument("--calibrate", action="store_true", help="first measure the server's CPU per move with one student alone")
+    ap.add_argument("--first-pages", action="store_true", help="instead: the server's CPU for a new session's first open of each page")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--stop-when-over", action="store_true", help="stop after the first class that misses a target")
     return ap
