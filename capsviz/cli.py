@@ -6,6 +6,7 @@ Every mistake a user can make ends with one line on stderr and exit status 2, ne
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -13,6 +14,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 import typing
 from pathlib import Path
@@ -61,6 +63,7 @@ def number(lo: float, hi: float, lo_open: bool = False):
 
 
 def main(argv=None) -> int:
+    args = None
     try:
         p = parser()
         # `app` hands every option it does not know itself to Streamlit (--server.port 8502 ...)
@@ -68,14 +71,37 @@ def main(argv=None) -> int:
         if rest and args.command != "app":
             p.error(f"unrecognized arguments: {' '.join(rest)}")
         args.streamlit_args = rest
+        with interrupt_deferred():
+            import torch  # noqa: F401 - every command needs it; a Ctrl-C inside its import would break it (see there)
         return COMMANDS[args.command](args)
     except CapsvizError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the message or the exit short
-        print("interrupted", file=sys.stderr)
+        starting = args is not None and args.command == "train"  # cmd_train says more once it has started
+        print("interrupted before training started; nothing was saved" if starting else "interrupted", file=sys.stderr)
         return 130
+
+
+@contextlib.contextmanager
+def interrupt_deferred():
+    """Ctrl-C pressed inside the block takes effect as it ends: an import cut half way by
+    KeyboardInterrupt leaves its module broken (torch then says "cannot load module more than once
+    per process"), which would end the command with a traceback instead of its interrupted line and
+    status 130. Where Ctrl-C is not Python's KeyboardInterrupt (ignored, or handled elsewhere) the
+    block changes nothing."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    pressed = []
+    signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pressed:
+        raise KeyboardInterrupt
 
 
 def entry() -> None:
@@ -206,10 +232,12 @@ def cmd_app(args) -> int:
         from capsviz import serve
 
         serve.nginx_binary()  # missing: say so before anything else
+        command, env = app_command(args.checkpoints, serve.split_address(args.streamlit_args)[2])
+    else:
+        command, env = app_command(args.checkpoints, args.streamlit_args)
     print(f"capsviz: native EM kernel {build_kernel()}", file=sys.stderr)  # before the first student, not during their first page
     if args.replicas is not None:
-        return serve.serve(*app_command(args.checkpoints, serve.split_address(args.streamlit_args)[2]), args.replicas, args.streamlit_args)
-    command, env = app_command(args.checkpoints, args.streamlit_args)
+        return serve.serve(command, env, args.replicas, args.streamlit_args)
     if os.name == "posix":  # become Streamlit: signals (Ctrl-C, a service manager's SIGTERM) reach it directly
         sys.stderr.flush()
         os.execve(sys.executable, command, env)

@@ -8,6 +8,7 @@ import shutil
 import signal
 import sys
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,13 @@ from st_helpers import start_streamlit, stop_streamlit  # noqa: E402
 from capsviz import cli, serve  # noqa: E402
 
 NGINX = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
+
+
+def run(coro):
+    """asyncio.run on a thread of its own: the browser tests' Playwright keeps an event loop
+    running on the test thread, where asyncio.run refuses to start another."""
+    with ThreadPoolExecutor(1) as worker:
+        return worker.submit(asyncio.run, coro).result()
 
 
 def need_nginx():
@@ -74,14 +82,14 @@ def test_a_student_sees_script_finished_and_its_own_values(app_server):
         await s.leave()
         return stats
 
-    stats = asyncio.run(visit())
+    stats = run(visit())
     assert set(stats.latency) >= {"first page", "tour step", "new image", "page change", "slider", "routing iterations", "model change"}
     assert not stats.problems["leak"] and not stats.problems["error"] and not stats.problems["exception"], dict(stats.problems)
     assert stats.media > 5  # the images each rerun names were fetched
 
 
 def test_a_few_students_at_once(app_server):
-    stats = asyncio.run(protocol.run_class(app_server, students=4, arrive=2, seconds=15, think=0.5))
+    stats = run(protocol.run_class(app_server, students=4, arrive=2, seconds=15, think=0.5))
     assert sum(stats.moves.values()) > 40
     assert not stats.problems["leak"] and not stats.problems["error"], dict(stats.problems)
 
@@ -131,7 +139,7 @@ def test_two_replicas_forty_students_and_one_replica_dies(app_server, tmp_path):
         return victim, await run
 
     try:
-        victim, stats = asyncio.run(lesson())
+        victim, stats = run(lesson())
     finally:
         status = protocol.stop_app(proc)
     log = (tmp_path / "app.log").read_text()

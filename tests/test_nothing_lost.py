@@ -44,8 +44,15 @@ def good(synthetic_data, tmp_path) -> Path:
 
 
 def cli(*args, **kw) -> subprocess.Popen:
+    """`python -m capsviz ARGS` as a terminal starts it: Ctrl-C's signal at its default (a test run
+    started in the background has it ignored, and a child inherits that)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "capsviz", *map(str, args)], stderr=subprocess.PIPE, text=True, env={**os.environ, **ENV}, **kw
+        [sys.executable, "-m", "capsviz", *map(str, args)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **ENV},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        **kw,
     )
 
 
@@ -162,8 +169,9 @@ def test_export_onto_a_model_needs_replace(good, tmp_path, capsys):
 @pytest.mark.parametrize("delay", [0.3, 1.0, 2.0, 3.5])
 def test_ctrl_c_before_any_save_says_nothing_was_saved_and_exits_130(synthetic_data, tmp_path, delay):
     out = tmp_path / "m.safetensors"
-    proc = cli("train", *TINY, "--epochs", "3", "--out", out)
+    proc = cli("train", *TINY, "--epochs", "500", "--out", out)
     time.sleep(delay)
+    assert proc.poll() is None, "the run ended before Ctrl-C"
     proc.send_signal(signal.SIGINT)
     err = proc.communicate(timeout=120)[1]
     if out.exists():  # this machine was fast enough to finish an epoch first: then it must say where
