@@ -141,7 +141,7 @@ def test_two_replicas_forty_students_and_one_replica_dies(app_server, tmp_path):
     try:
         victim, stats = run(lesson())
     finally:
-        status = protocol.stop_app(proc)
+        status = stop_streamlit(proc)
     log = (tmp_path / "app.log").read_text()
     crowd = stats.students
     on_victim = [s for s in crowd if s.first_replica == victim]

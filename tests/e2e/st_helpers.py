@@ -30,6 +30,15 @@ CHROMIUM_ARGS = [
 ]
 
 
+def cpu_name() -> str:
+    """The CPU's model name, as `lscpu` prints it (figures name the machine they were measured on)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return "unknown CPU"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -30,7 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "e2e"))
-from st_helpers import CHROMIUM, CHROMIUM_ARGS, start_streamlit, stop_streamlit  # noqa: E402
+from st_helpers import CHROMIUM, CHROMIUM_ARGS, cpu_name, start_streamlit, stop_streamlit  # noqa: E402
 
 ROOT = HERE.parents[1]
 MODEL = "capsnet-mnist.safetensors"
@@ -198,14 +198,6 @@ async def load(sessions: int, seconds: float, arrive: float, url: str | None, mo
         if proc is not None:
             stop_streamlit(proc)
     return timings, problems, elapsed
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return "unknown CPU"
 
 
 def report(timings, problems, elapsed: float, args) -> int:

@@ -38,7 +38,6 @@ import json
 import os
 import random
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -53,6 +52,9 @@ from pathlib import Path
 import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+from st_helpers import cpu_name, stop_streamlit  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ("capsnet-mnist.safetensors", "capsnet-small-mnist.safetensors", "capsnet-one-iteration-mnist.safetensors")
@@ -533,14 +535,6 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return "unknown CPU"
-
-
 # ---------------------------------------------------------------------- a class
 async def run_class(
     url: str, students: int, arrive: float, seconds: float, think: float, models=MODELS, first: int = 0, stats: Stats | None = None
@@ -673,19 +667,9 @@ def start_app(replicas: int | None, log: Path) -> tuple[subprocess.Popen, str]:
         except OSError:
             pass
         time.sleep(0.3)
-    stop_app(proc)
+    stop_streamlit(proc)
     raise TimeoutError("capsviz app not healthy after 120 s")
 
-
-def stop_app(proc: subprocess.Popen) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-    return proc.returncode
 
 
 def server_pids(root: int | None, pids) -> tuple[list[int], list[int]]:
@@ -810,7 +794,7 @@ async def main(a) -> int:
             Path(a.json).write_text(json.dumps(report, indent=1))
     finally:
         if proc is not None:
-            stop_app(proc)
+            stop_streamlit(proc)
     return status
 
 
