@@ -18,7 +18,6 @@ import os
 import pickle
 import shutil
 import struct
-import sys
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from capsviz import __version__, paths
 from capsviz.config import to_dict
 from capsviz.errors import CapsvizError
 from capsviz.models import build_model, count_parameters
-from capsviz.paths import atomic_write, partial_files, remove_partial
+from capsviz.paths import atomic_write, lock_file, partial_files, remove_partial
 from capsviz.schema import MAX_META_BYTES, CheckpointMeta, Invalid, check_train_state
 
 META_KEY = "capsviz"
@@ -339,7 +338,7 @@ def describe(path: Path) -> str:
         return "a file capsviz cannot read"
     m = meta.metrics
     error = f"{m.test_error:.2f}% test error" if m.measured else "not evaluated"
-    return f"{meta.family}, {round(float(meta.raw.get('epochs') or 0), 1):g} epochs, {error}"
+    return f"{meta.family}, {round(meta.epochs or 0, 1):g} epochs, {error}"
 
 
 def promote(plan: WritePlan) -> None:
@@ -393,13 +392,12 @@ def recover(path: Path) -> None:
     """Tidy what an interrupted `save_run` or `promote` left at `path` and at the run waiting to
     replace it (call with the writer lock of `path` held): partial files are removed, and a waiting
     `.next` state is renamed into place if it belongs to the weights there, removed otherwise."""
-    path = Path(path)
-    for p in (path, pending_path(path)):
+    path, pending = Path(path), pending_path(path)
+    for p in (path, pending):
         for part in partial_files(p):  # the state's partial files too: `.name.train.pt.*.part`
             remove_partial(part)
-        if p != path and _next_state_path(p).exists():
-            _settle(p, (p,))
-    _settle(path, (path, pending_path(path)))
+    _settle(pending, (pending,))
+    _settle(path, (path, pending))
 
 
 def _settle(path: Path, owners: tuple[Path, ...]) -> None:
@@ -481,7 +479,7 @@ def writer_lock(path: Path):
         raise CapsvizError(f"cannot write in {path.parent} ({e.strerror or e}); choose another --out") from None
     try:
         try:
-            _lock(fd)
+            lock_file(fd, wait=False)
         except BlockingIOError:
             pid = _read_pid(fd)
             raise CapsvizError(
@@ -495,22 +493,6 @@ def writer_lock(path: Path):
         yield
     finally:
         os.close(fd)
-
-
-def _lock(fd: int) -> None:
-    """An exclusive lock on the open file, or BlockingIOError when another process holds it.
-    fcntl is Unix only and msvcrt Windows only: each is imported where it exists."""
-    if sys.platform == "win32":
-        import msvcrt
-
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # the first byte stands for the file
-        except PermissionError as e:  # Windows reports a held lock as EACCES
-            raise BlockingIOError(e.errno, e.strerror) from None
-    else:
-        import fcntl
-
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def _read_pid(fd: int) -> str:

@@ -95,23 +95,32 @@ def atomic_write(path: Path, write: Callable[[str], object]) -> None:
         remove_partial(folder)
 
 
+def lock_file(fd: int, wait: bool) -> None:
+    """An exclusive lock on the open file `fd`, kept until it is closed (the kernel drops it when
+    the process dies). `wait`: until another holder lets go; else BlockingIOError at once. fcntl is
+    Unix only and msvcrt Windows only: each is imported where it exists."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_LOCK if wait else msvcrt.LK_NBLCK, 1)  # the first byte stands for the file
+        except PermissionError as e:  # Windows reports a held lock as EACCES (LK_LOCK gives up after about 10 s)
+            raise BlockingIOError(e.errno, e.strerror) from None
+    else:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
 @contextmanager
 def exclusive(lock: Path):
     """Hold an exclusive lock on the file `lock` (made if missing) until the block ends, waiting
-    for any other process that holds it; the kernel drops it when a holder dies. fcntl is Unix
-    only and msvcrt Windows only: each is imported where it exists."""
+    for any other process that holds it."""
     lock = Path(lock)
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        if sys.platform == "win32":
-            import msvcrt
-
-            msvcrt.locking(fd, msvcrt.LK_LOCK, 1)  # retries for about 10 s, then raises
-        else:
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        lock_file(fd, wait=True)
         yield
     finally:
         os.close(fd)
