@@ -463,10 +463,8 @@ def model_path(given: Path) -> Path:
 
     if given.exists() or given.parent != Path("."):
         return given
-    for name in (given.name, given.name + ".safetensors"):
-        if (model_folder() / name).is_file():
-            return model_folder() / name
-    return given
+    folder = model_folder()
+    return next((folder / n for n in (given.name, given.name + ".safetensors") if (folder / n).is_file()), given)
 
 
 def cmd_list(args) -> int:

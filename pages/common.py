@@ -11,7 +11,7 @@ import numpy as np
 import streamlit as st
 import torch
 
-from capsviz.analysis import find_mistake
+from capsviz.analysis import find_mistake, predict
 from capsviz.checkpoint import list_checkpoints
 from capsviz.data import DATASETS, load_split
 from capsviz.data.sources import SOURCES, locate
@@ -84,6 +84,23 @@ def load_model(path: Path):
         return cache.get(path)
 
 
+def model_key(path: Path) -> str:
+    """What keys a page's cached results for the model in `path`: a retrained file is a new model."""
+    return f"{path}:{path.stat().st_mtime}"
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _answer(key: str, _model, image_bytes: bytes, shape: tuple):  # _model: the one `key` names
+    return predict(_model, np.frombuffer(image_bytes, np.float32).reshape(shape))
+
+
+def answer(key: str, model, image: np.ndarray):
+    """The model's answer for an image (capsviz.analysis.predict), computed once for every session
+    that shows it: a class following one link asks for the same one."""
+    image = np.asarray(image, np.float32)
+    return _answer(key, model, image.tobytes(), image.shape)
+
+
 def active_name() -> str | None:
     """The active checkpoint's file name: the sidebar's pick, else the link's ?model=, else the first
     (among the models of the dataset chosen in the sidebar)."""
@@ -106,9 +123,8 @@ def active_model():
     st.query_params["model"] = name
     path = str(checkpoint_dir() / name)
     try:
-        mtime = Path(path).stat().st_mtime
         model, meta = load_model(Path(path))
-        st.session_state["model_key"] = f"{path}:{mtime}"  # cache key for traces: a retrained file is a new model
+        st.session_state["model_key"] = model_key(Path(path))
     except (CapsvizError, OSError) as e:
         st.error(f"Cannot load {Path(path).name}: {public(e)}")
         return None
@@ -144,7 +160,7 @@ def page_model(fits, needs: str, why: str):
     if st.button(f"Use {stand.stem} on every page", key=f"switch_{stand.stem}"):
         st.session_state["pending_model"] = stand.name  # the sidebar switches its dataset filter if needed
         st.rerun()
-    st.session_state["model_key"] = f"{stand}:{stand.stat().st_mtime}"  # traces are cached per model shown
+    st.session_state["model_key"] = model_key(stand)  # traces are cached per model shown
     return model, meta2, stand
 
 

@@ -3,13 +3,13 @@
 import numpy as np
 import streamlit as st
 
-from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid, predict
+from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid
 from capsviz.data import class_names
 from capsviz.glossary import help_text
 from capsviz.glossary import label as glossary_label
 from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
 from capsviz.viz.explain import labelled_grid
-from pages.common import dimension_sliders, page_model, pick_image, require_router
+from pages.common import answer, dimension_sliders, page_model, pick_image, require_router
 
 require_router()
 FAINT = 0.2  # below this share of the unperturbed reconstruction's ink, the picture reads as black
@@ -41,12 +41,7 @@ image, label = picked
 
 
 # What a class following one link computes alike is computed once for every session: the model's
-# answer for an image, and the perturbation grid of one of its capsules.
-@st.cache_data(max_entries=64, show_spinner=False)
-def answer(model_key: str, _model, image_bytes: bytes, shape: tuple):  # _model: the one model_key names
-    return predict(_model, np.frombuffer(image_bytes, np.float32).reshape(shape))
-
-
+# answer for an image (common.answer), and the perturbation grid of one of its capsules.
 @st.cache_data(max_entries=64, show_spinner=False)
 def grid_of(model_key: str, _model, image_bytes: bytes, capsule: int, _vector, title: str):  # _vector: the image's capsule
     grid = perturbation_grid(_model, _vector, capsule)
@@ -55,7 +50,7 @@ def grid_of(model_key: str, _model, image_bytes: bytes, capsule: int, _vector, t
     return png_bytes(img), dimension_effect(grid)  # PNG once: st.image shows the bytes without encoding them again
 
 
-pred = answer(st.session_state["model_key"], model, image.tobytes(), image.shape)
+pred = answer(st.session_state["model_key"], model, image)
 qp = st.query_params
 default_capsule = pred.predicted  # the longest, for every new image; a shared link's choice once
 if "capsule_from_url" not in st.session_state:

@@ -182,8 +182,7 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
     T_route = meta.config.routing_iterations
 
     single = pair.parts[alone].astype(np.float32)
-    image = pair.image.astype(np.float32)
-    routed = routing_of(st.session_state["model_key"], model, image.tobytes(), single.tobytes(), image.shape, (t1, t2), T_route)
+    routed = routing_of(st.session_state["model_key"], model, pair_image.tobytes(), single.tobytes(), pair_image.shape, (t1, t2), T_route)
     single_name = f"the {pair.labels[alone]}"
     high = max(round_up(float(routed.maps.max())), routed.uniform + 0.001)  # one scale for every map: they compare
     coupling_fig = coupling_overlays(

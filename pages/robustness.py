@@ -5,7 +5,7 @@ import numpy as np
 import streamlit as st
 import torch
 
-from capsviz.analysis import predict, stored
+from capsviz.analysis import stored
 from capsviz.analysis.robustness import (
     AttackCurve,
     affine_sweep,
@@ -19,7 +19,18 @@ from capsviz.analysis.robustness import (
 from capsviz.data import class_names
 from capsviz.glossary import help_text
 from capsviz.viz import capsule_bars, sweep_lines, to_image
-from pages.common import checkpoint_dir, checkpoints, count_slider, load_model, long_job, page_model, pick_image, require_router, test_set
+from pages.common import (
+    answer,
+    checkpoint_dir,
+    checkpoints,
+    count_slider,
+    load_model,
+    long_job,
+    page_model,
+    pick_image,
+    require_router,
+    test_set,
+)
 
 require_router()
 
@@ -83,11 +94,6 @@ def all_stored(keys: dict[str, str], convert=lambda v: v):
     return None if any(v is None for v in found.values()) else {name: convert(v) for name, v in found.items()}
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
-def answer(model_key: str, _model, image_bytes: bytes, shape: tuple):  # one answer per (model, picture) for every session
-    return predict(_model, np.frombuffer(image_bytes, np.float32).reshape(shape))
-
-
 @st.cache_data(max_entries=64, show_spinner=False)
 def attacked(model_key: str, _model, dataset: str, count: int, _x, _y, eps: float, method: str, targeted: bool, _target):
     """The first `count` test images of `dataset` (`_x`, `_y`) attacked, their predictions and
@@ -120,8 +126,7 @@ with tab_affine:
             cols = st.columns([1, 2, 2])
             cols[0].image(to_image(warped, 5), caption=f"transformed (label {label})", width=150)
             for col, (name, m) in zip(cols[1:], models.items(), strict=False):
-                w = warped.astype(np.float32)
-                p = answer(f"{key}:{name}", m, w.tobytes(), w.shape)
+                p = answer(f"{key}:{name}", m, warped)
                 y_title = {"dynamic": "capsule length", "em": "class activation"}.get(m.config.routing, "softmax probability")
                 col.plotly_chart(
                     capsule_bars(p.scores, names, p.predicted, f"{name}: {names[p.predicted]} ({p.scores[p.predicted]:.2f})", y_title),

@@ -23,16 +23,13 @@ def routing_words(c) -> str:
     """How a model's capsules are routed, in a few words."""
     if c.routing is None:
         return "none (CNN)"
-    if c.routing == "self-attention":
+    kind = getattr(c, "couplings", c.routing)  # a CapsNet may be trained with other couplings than dynamic routing's
+    if kind == "self-attention":
         return "self-attention, one pass"
+    if kind in ("uniform", "random"):
+        return f"{kind} couplings: no routing (a baseline)"
     n = c.routing_iterations
-    its = f"{n} iteration" + ("" if n == 1 else "s")
-    if c.routing == "em":
-        return f"EM, {its}"
-    couplings = getattr(c, "couplings", "dynamic")
-    if couplings == "dynamic":
-        return f"dynamic, {its}"
-    return "self-attention, one pass" if couplings == "self-attention" else f"{couplings} couplings: no routing (a baseline)"
+    return f"{'EM' if kind == 'em' else 'dynamic'}, {n} iteration" + ("" if n == 1 else "s")
 
 
 st.title("capsviz: watch capsules route")
