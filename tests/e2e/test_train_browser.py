@@ -66,6 +66,8 @@ def test_two_sessions_one_trains_the_other_queues(browser, own_server, app_env, 
         first = LIVE.match(progress_text(a))
         t1, step1 = time.perf_counter(), int(first[1])
         time.sleep(10)
+        # between epochs the line says it is measuring the test error: wait for the live line again
+        expect(a.get_by_test_id("stProgress").first).to_have_text(LIVE, timeout=60_000)
         later = LIVE.match(progress_text(a))
         assert later, progress_text(a)
         t2, step2 = time.perf_counter(), int(later[1])
