@@ -12,7 +12,7 @@ from capsviz.kernels import em as em_kernel
 from capsviz.kernels import policy
 from capsviz.kernels.conv import WeightCache, conv2d_nhwc
 from capsviz.kernels.dynamic import VoteWeights, digit_predictions
-from capsviz.routing import em_routing, squash
+from capsviz.routing import VAR_FLOOR, EMRoutingResult, em_centred, em_routing, lambda_schedule, squash
 
 
 class PrimaryCaps(nn.Module):
@@ -110,15 +110,25 @@ class ConvCaps(nn.Module):
         Ho, Wo = conv_out(H, k, s), conv_out(W, k, s)
         P, I, J = Ho * Wo, k * k * T, self.W.shape[1]
         lower = self.lower_index(H, W, T, pose.device)  # (P, I)
-        if not record and policy.centred_em(pose):  # the native kernel or centred vote GEMMs (capsviz.kernels)
-            res = em_kernel.conv_caps(pose, a, self.W, self.beta_u, self.beta_a, lower, k, s, it, self.final_lambda)
+        fast = not record and policy.centred_em(pose)
+        if fast and policy.native_em(pose):  # the native kernel (capsviz.kernels)
+            lambdas = lambda_schedule(it, self.final_lambda)
+            res = EMRoutingResult(*em_kernel.conv_caps(pose, a, self.W, self.beta_u, self.beta_a, lower, lambdas, VAR_FLOOR))
         else:
             p = pose.unfold(1, k, s).unfold(2, k, s)  # (B, Ho, Wo, T, 16, K, K)
-            p = p.permute(0, 1, 2, 5, 6, 3, 4).reshape(B, P, I, 4, 4)  # (B, P, I, 4, 4) in (ky, kx, t) slot order
             a_p = a.unfold(1, k, s).unfold(2, k, s).permute(0, 1, 2, 4, 5, 3).reshape(B, P, I)  # (B, P, I)
-            votes = torch.einsum("bpixy,ijyz->bpijxz", p, self.W).flatten(-2)  # (B, P, I, J, 16): pose times W_ij
-            route = dict(final_lambda=self.final_lambda, lower_index=lower, num_lower=H * W * T, record=record)
-            res = em_routing(votes, a_p, it, self.beta_u, self.beta_a, **route)
+            if fast:  # votes made centred by one GEMM per slot (capsviz.kernels)
+                with torch.autocast(pose.device.type, enabled=False):
+                    Vc, centre, scale = em_kernel.centred_votes(p.float(), self.W, B, P, I, J)
+                    res = em_centred(
+                        Vc, centre, scale, a_p.float(), it, self.beta_u, self.beta_a, self.final_lambda, VAR_FLOOR, lower, H * W * T, False
+                    )
+                res.a, res.mu = res.a.to(pose.dtype), res.mu.to(pose.dtype)
+            else:
+                p = p.permute(0, 1, 2, 5, 6, 3, 4).reshape(B, P, I, 4, 4)  # (B, P, I, 4, 4) in (ky, kx, t) slot order
+                votes = torch.einsum("bpixy,ijyz->bpijxz", p, self.W).flatten(-2)  # (B, P, I, J, 16): pose times W_ij
+                route = dict(final_lambda=self.final_lambda, lower_index=lower, num_lower=H * W * T, record=record)
+                res = em_routing(votes, a_p, it, self.beta_u, self.beta_a, **route)
         return res.mu.view(B, Ho, Wo, J, 16), res.a.view(B, Ho, Wo, J), res
 
 
@@ -140,7 +150,8 @@ class ClassCaps(nn.Module):
         B, H, W, T, _ = pose.shape
         it = self.iterations if iterations is None else iterations
         if not record and policy.native_em(pose):  # the native kernel (capsviz.kernels)
-            return em_kernel.class_caps(pose, a, self.W, self.beta_u, self.beta_a, self.coords, it, self.final_lambda)
+            lambdas = lambda_schedule(it, self.final_lambda)
+            return EMRoutingResult(*em_kernel.class_caps(pose, a, self.W, self.beta_u, self.beta_a, self.coords, lambdas, VAR_FLOOR))
         votes = torch.einsum("bhwtxy,tjyz->bhwtjxz", pose.view(B, H, W, T, 4, 4), self.W).flatten(-2)  # (B, H, W, T, J, 16)
         if self.coords is not None:
             votes = votes + self.coords.view(H, W, 1, 1, 16)

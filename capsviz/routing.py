@@ -116,7 +116,7 @@ def dynamic_routing_ji(u_hat: torch.Tensor, iterations: int = 3, record: bool = 
 
 def _route(u_hat: torch.Tensor, iterations: int, record: bool) -> DynamicRoutingResult:
     if policy.hand_backward(u_hat, record):  # the same iterations, their gradient written out by hand
-        return DynamicRoutingResult(v=dynamic_kernel.routing_hand_backward(u_hat, iterations))
+        return DynamicRoutingResult(v=dynamic_kernel.routing_hand_backward(u_hat, iterations, procedure_1, squash))
     cs, bs, vs, changes = [], [], [], []
     for b, c, _, v, a in procedure_1(u_hat, iterations, last_agreement=record):
         if record:

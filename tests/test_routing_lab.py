@@ -338,3 +338,18 @@ def test_the_glossary_explains_the_lab_routings():
 
     for key in ("uniform", "random_couplings", "self_attention"):
         assert len(glossary.term(key).explanation) > 40
+
+
+def test_kernels_sit_below_the_routing_module():
+    """The routing module calls the kernels, never the reverse: no kernel module imports it."""
+    import ast
+    from pathlib import Path
+
+    import capsviz.kernels
+
+    for path in Path(capsviz.kernels.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import | ast.ImportFrom) else []
+            module = node.module if isinstance(node, ast.ImportFrom) else ""
+            assert "capsviz.routing" not in names and module != "capsviz.routing", path
+            assert not (module == "capsviz" and "routing" in names), path

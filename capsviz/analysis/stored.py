@@ -26,6 +26,7 @@ from capsviz.paths import atomic_write, cache_dir
 
 MAX_BYTES = 1 << 20  # a stored result is a few hundred numbers
 MAX_VALUES = 10_000
+MAX_TEXT = 200
 
 # The pages' default sweeps, shared with the precomputation below.
 ATTACK_EPSILONS = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3]
@@ -65,11 +66,14 @@ def sweep_key(model_path: Path, kind: str, settings: dict) -> str:
 
 
 def _valid(value) -> bool:
-    """A dict of names to finite numbers or lists of finite numbers, and nothing else."""
+    """A dict of names to finite numbers, lists of finite numbers or short printable text (a
+    machine's name), and nothing else."""
     if not isinstance(value, dict) or not value:
         return False
     count = 0
     for name, v in value.items():
+        if isinstance(v, str) and len(v) <= MAX_TEXT and v.isprintable():
+            continue
         items = v if isinstance(v, list) else [v]
         count += len(items)
         if not isinstance(name, str) or count > MAX_VALUES:

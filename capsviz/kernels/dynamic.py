@@ -1,11 +1,11 @@
 """Fast paths of the dynamic-routing CapsNet: DigitCaps' predictions as one small matmul per
-lower capsule, and routing by agreement with its unrolled derivative written out by hand."""
+lower capsule, and routing by agreement with its unrolled derivative written out by hand. Below
+`capsviz.routing`, which hands the hand-written backward its own iterations and squash."""
 
 from __future__ import annotations
 
 import torch
 
-from capsviz import routing
 from capsviz.kernels import policy
 
 
@@ -40,12 +40,13 @@ def digit_predictions(u: torch.Tensor, W: torch.Tensor, cache: VoteWeights) -> t
     return u_hat.view(I, B, J, D).permute(1, 2, 0, 3).contiguous()  # (B, J, I, D)
 
 
-def routing_hand_backward(u_hat: torch.Tensor, iterations: int) -> torch.Tensor:
-    """v (B, J, D) of `routing.dynamic_routing_ji`'s iterations on u_hat (B, J, I, D), whose
+def routing_hand_backward(u_hat: torch.Tensor, iterations: int, steps, squash) -> torch.Tensor:
+    """v (B, J, D) of the routing iterations `steps` (`capsviz.routing.procedure_1`, squashing with
+    `squash`) on u_hat (B, J, I, D), whose
     gradient comes from `DynamicRouting.backward`: the same unrolled derivative as autograd's,
     in 2(T-1) reads of u_hat and one write of its gradient instead of autograd's many small
     matrix products and accumulations."""
-    return DynamicRouting.apply(u_hat, iterations)
+    return DynamicRouting.apply(u_hat, iterations, steps, squash)
 
 
 class DynamicRouting(torch.autograd.Function):
@@ -57,10 +58,10 @@ class DynamicRouting(torch.autograd.Function):
     no g_c), and g_u = sum_t c_t (x) g_s_t + sum_{t<T-1} g_a_t (x) v_t as one batched product."""
 
     @staticmethod
-    def forward(ctx, u_hat: torch.Tensor, iterations: int) -> torch.Tensor:
-        _, cs, ss, vs, _ = zip(*routing.procedure_1(u_hat, iterations), strict=True)
+    def forward(ctx, u_hat: torch.Tensor, iterations: int, steps, squash) -> torch.Tensor:
+        _, cs, ss, vs, _ = zip(*steps(u_hat, iterations), strict=True)
         ctx.save_for_backward(u_hat, *cs, *ss, *vs)
-        ctx.iterations = iterations
+        ctx.iterations, ctx.squash = iterations, squash
         return vs[-1]
 
     @staticmethod
@@ -80,13 +81,13 @@ class DynamicRouting(torch.autograd.Function):
                 right.append(vs[t])
             with torch.enable_grad():
                 s = ss[t].detach().requires_grad_()
-                (g_s,) = torch.autograd.grad(routing.squash(s), s, g_v)
+                (g_s,) = torch.autograd.grad(ctx.squash(s), s, g_v)
             left.append(cs[t])
             right.append(g_s)
             if t > 0:
-                g_c = routing.agreement(u_hat, g_s)  # (B, J, I)
+                g_c = (g_s.unsqueeze(-2) @ u_hat.transpose(-1, -2)).squeeze(-2)  # (B, J, I): u_hat . g_s
                 c = cs[t]
                 g_bt = c * (g_c - (c * g_c).sum(dim=1, keepdim=True))
                 g_b = g_bt if g_b is None else g_b + g_bt
         g_u = torch.stack(left, dim=-1) @ torch.stack(right, dim=-2)  # (B, J, I, K) @ (B, J, K, D)
-        return g_u, None
+        return g_u, None, None, None

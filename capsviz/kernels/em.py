@@ -1,5 +1,6 @@
 """Fast paths of EM routing for matrix capsules: the native kernel, ConvCaps' centred vote GEMM,
-and the torch.compile'd EM core."""
+and the torch.compile'd EM core. Below `capsviz.routing`: the layers hand these the schedule and
+floor of the paper's algorithm, which lives there."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import functools
 
 import torch
 
-from capsviz import routing
 from capsviz.kernels import native, policy
 
 
@@ -21,32 +21,19 @@ def _compiled(fn):
     return torch.compile(fn, dynamic=False)
 
 
-def conv_caps(pose, a, W, beta_u, beta_a, lower_index, kernel, stride, iterations, final_lambda) -> routing.EMRoutingResult:
-    """ConvCaps' routing without a trace: pose (B, H, W, T, 16), a (B, H, W, T), W (K*K*T, J, 4, 4)
-    -> a (B, P, J) and mu (B, P, J, 16) in pose's dtype, by the native kernel (which gathers each
-    receptive field's slots itself) or by votes made centred in one GEMM per slot."""
+def conv_caps(pose, a, W, beta_u, beta_a, lower_index, lambdas, var_floor) -> tuple[torch.Tensor, torch.Tensor]:
+    """ConvCaps' routing by the native kernel, which gathers each receptive field's slots itself:
+    pose (B, H, W, T, 16), a (B, H, W, T), W (K*K*T, J, 4, 4), lower_index (P, K*K*T) -> a (B, P, J)
+    and mu (B, P, J, 16) in pose's dtype."""
     B, H, Wd, T, _ = pose.shape
-    P, I = lower_index.shape
-    J = W.shape[1]
-    if policy.native_em(pose):
-        lambdas = routing.lambda_schedule(iterations, final_lambda)
-        a_out, mu = native.em_routing(
-            pose.reshape(B, H * Wd * T, 16), W, a.reshape(B, H * Wd * T), beta_u, beta_a, lower_index, lambdas, routing.VAR_FLOOR
-        )
-        return routing.EMRoutingResult(a=a_out.to(pose.dtype), mu=mu.to(pose.dtype))
-    p = pose.unfold(1, kernel, stride).unfold(2, kernel, stride)  # (B, Ho, Wo, T, 16, K, K)
-    a_p = a.unfold(1, kernel, stride).unfold(2, kernel, stride).permute(0, 1, 2, 4, 5, 3).reshape(B, P, I)  # (B, P, I)
-    with torch.autocast(pose.device.type, enabled=False):
-        Vc, centre, scale = centred_votes(p.float(), W, B, P, I, J)
-        res = routing.em_centred(
-            Vc, centre, scale, a_p.float(), iterations, beta_u, beta_a, final_lambda, routing.VAR_FLOOR, lower_index, H * Wd * T, False
-        )
-    res.a, res.mu = res.a.to(pose.dtype), res.mu.to(pose.dtype)
-    return res
+    a_out, mu = native.em_routing(
+        pose.reshape(B, H * Wd * T, 16), W, a.reshape(B, H * Wd * T), beta_u, beta_a, lower_index, lambdas, var_floor
+    )
+    return a_out.to(pose.dtype), mu.to(pose.dtype)
 
 
 def centred_votes(p, W, B, P, I, J):
-    """Votes (B, P, J, I, 16) for `routing.em_centred`, already centred on each upper capsule's
+    """Votes (B, P, J, I, 16) for `capsviz.routing.em_centred`, already centred on each upper capsule's
     mean vote and scaled, made by one batched GEMM per receptive-field slot that writes them
     centred: no passes over the vote tensor before routing but one transposing copy.
 
@@ -67,7 +54,7 @@ def centred_votes(p, W, B, P, I, J):
     return Vc, centre.view(B, P, J, 16) * scale, scale
 
 
-def class_caps(pose, a, W, beta_u, beta_a, coords, iterations, final_lambda) -> routing.EMRoutingResult:
+def class_caps(pose, a, W, beta_u, beta_a, coords, lambdas, var_floor) -> tuple[torch.Tensor, torch.Tensor]:
     """The class capsules' routing by the native kernel: pose (B, H, W, T, 16), a (B, H, W, T),
     W (T, J, 4, 4), coords (H, W, 16) or None -> a (B, J), mu (B, J, 16). Every (position, type)
     is one slot of a single routing group, and its own lower capsule."""
@@ -75,8 +62,7 @@ def class_caps(pose, a, W, beta_u, beta_a, coords, iterations, final_lambda) -> 
     I = H * Wd * T
     slots = torch.arange(I, device=pose.device)
     offset = None if coords is None else coords.view(H, Wd, 1, 16).expand(H, Wd, T, 16).reshape(I, 16)  # (I, 16)
-    lambdas = routing.lambda_schedule(iterations, final_lambda)
     a_out, mu = native.em_routing(
-        pose.reshape(B, I, 16), W[slots % T], a.reshape(B, I), beta_u, beta_a, slots.view(1, I), lambdas, routing.VAR_FLOOR, offset
+        pose.reshape(B, I, 16), W[slots % T], a.reshape(B, I), beta_u, beta_a, slots.view(1, I), lambdas, var_floor, offset
     )
-    return routing.EMRoutingResult(a=a_out.view(B, -1).to(pose.dtype), mu=mu.view(B, -1, 16).to(pose.dtype))
+    return a_out.view(B, -1).to(pose.dtype), mu.view(B, -1, 16).to(pose.dtype)

@@ -41,6 +41,7 @@ SLICES = "batch slices in cache"
 # per-image saving and the im2col GEMM serves (`python -m capsviz bench --convolutions` shows the crossover).
 MIN_BATCH = 32
 
+
 class _State(threading.local):
     """The switches below, per thread: a browser session's request, a training run on the app's
     queue and a test each set their own, and never change what another thread computes."""
