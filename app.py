@@ -20,6 +20,7 @@ page = st.navigation(
         st.Page("pages/em.py", title="EM routing", url_path="em"),
         st.Page("pages/multimnist.py", title="MultiMNIST", url_path="multimnist"),
         st.Page("pages/robustness.py", title="Robustness", url_path="robustness"),
+        st.Page("pages/lab.py", title="Routing lab", url_path="lab"),
         st.Page("pages/reproduction.py", title="Reproduction", url_path="reproduction"),
         st.Page("pages/glossary.py", title="Glossary", url_path="glossary"),
         st.Page("pages/train.py", title="Train", url_path="train"),

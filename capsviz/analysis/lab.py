@@ -11,6 +11,7 @@ time per image, which belongs to the machine that measured it.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -77,8 +78,10 @@ class Row:
     n_pairs: int
     entropy_ratio: float  # mean coupling entropy / log J: 1 is uniform, 0 all of a vote to one class
     coupling_to_prediction: float  # mean coupling of a primary capsule to the predicted class (uniform: 1/J)
-    ms_per_image: float  # at batch TIME_BATCH on the machine named in `hardware`
+    ms_per_image: float  # at batch TIME_BATCH on the machine named in `hardware` ...
+    classes: int = 10  # J: the uniform coupling is 1/J
     hardware: str = ""
+    load: float = 0.0  # ... while this many processes were running on average (os.getloadavg)
     extra: dict = field(default_factory=dict)
 
     def stored(self) -> dict:
@@ -87,7 +90,7 @@ class Row:
 
     @classmethod
     def from_stored(cls, d: dict, model: str, trained: str, run_with: str, arch: str) -> Row:
-        numbers = {k: d.get(k) for k in cls.__dataclass_fields__ if k not in NAMES}
+        numbers = {k: d[k] for k in cls.__dataclass_fields__ if k not in NAMES and k in d}
         return cls(model=model, trained_with=trained, run_with=run_with, extra={"architecture": arch}, **numbers)
 
     @property
@@ -189,7 +192,9 @@ def measure(
         entropy_ratio=c["entropy"][-1] / c["uniform_entropy"],
         coupling_to_prediction=c["coupling_to_prediction"][-1],
         ms_per_image=time_per_image(run, x[:TIME_BATCH]),
+        classes=cfg.num_classes,
         hardware=_hardware(),
+        load=os.getloadavg()[0],
         extra={"architecture": arch or cfg.family},
     )
 
@@ -219,6 +224,13 @@ def key(model_path: Path, routing: str, dataset: str, settings: Settings) -> str
     return stored.sweep_key(model_path, "lab", {"routing": routing, "dataset": dataset, **settings.as_dict()})
 
 
+def spread(p: float, n: int) -> float:
+    """Two standard errors (in points) of a rate of p% measured on n images: about 95% of the
+    rates n other test images would give lie within this of p."""
+    q = p / 100
+    return 200.0 * math.sqrt(q * (1 - q) / max(n, 1))
+
+
 def noise(p1: float, n1: int, p2: float, n2: int) -> float:
     """Two standard errors of the difference of two error rates (in %) measured on n1 and n2 test
     images: differences smaller than this are what chance in the test images alone can give."""
@@ -227,6 +239,8 @@ def noise(p1: float, n1: int, p2: float, n2: int) -> float:
 
 
 # The measures a routing is compared on: (field, its count field, words, higher is better)
+NEAR_UNIFORM = 0.95  # couplings keeping more of the uniform split's entropy than this are called near uniform
+
 COMPARED = (
     ("test_error", "n_test", "test error", False),
     ("shifted_accuracy", "n_images", "accuracy on shifted and turned digits", True),
@@ -314,12 +328,15 @@ def _trained_with(rows: list[Row]) -> list[str]:
 def _couplings(rows: list[Row]) -> list[str]:
     said = []
     for r in rows:
-        if r.run_with == "dynamic":
-            said.append(
-                f"With dynamic routing, **{r.model}**'s couplings keep {100 * r.entropy_ratio:.0f}% of the uniform split's "
-                f"entropy (100% is uniform); a primary capsule gives the predicted class {r.coupling_to_prediction:.2f} "
-                "of its vote on average (uniform: 0.10)."
-            )
+        if r.run_with != "dynamic":
+            continue
+        near = r.entropy_ratio > NEAR_UNIFORM
+        said.append(
+            f"With dynamic routing, **{r.model}**'s couplings keep {100 * r.entropy_ratio:.1f}% of the uniform split's "
+            f"entropy (100% is uniform); a primary capsule gives the predicted class {r.coupling_to_prediction:.2f} of its "
+            f"vote on average (uniform: {1 / r.classes:.2f})"
+            + (": routing leaves the couplings near uniform on this model." if near else ": routing moves them clearly away from uniform.")
+        )
     return said
 
 
@@ -347,41 +364,44 @@ PUBLISHED = (
 )
 
 
+def stored_rows(entries, routings, settings: Settings = Settings(), folders: list[Path] | None = None) -> dict[tuple[str, str], Row]:
+    """The rows already stored for (model file, routing) among `entries` ((path, meta) pairs)."""
+    rows = {}
+    for path, meta in entries:
+        for routing in routings:
+            value = stored.read(key(path, routing, meta.image_dataset, settings), folders)
+            if value is None:
+                continue
+            try:
+                rows[path.stem, routing] = Row.from_stored(value, path.stem, trained_with(meta.config), routing, architecture(meta))
+            except TypeError:  # stored by another version of the lab: measured again
+                continue
+    return rows
+
+
 def run_lab(
-    entries: list[tuple[str, object, Path, object]],
+    entries,
     routings,
+    load: Callable[[Path], object],
     data_for: Callable[[str], object],
     settings: Settings = Settings(),
     on_progress: Callable[[int, int, str], None] | None = None,
     folders: list[Path] | None = None,
     into: Path | None = None,
-) -> tuple[list[Row], int]:
-    """Every (model, routing) row and how many were measured now: the stored one where there is one,
-    else measured and stored. entries: (name, model, checkpoint path, its meta); data_for(dataset)
-    gives that dataset's test ImageSet."""
-    jobs = [(e, r) for e in entries if fits(e[1].config) for r in routings]
-    rows, fresh = [], 0
-    for k, ((name, model, path, meta), routing) in enumerate(jobs):
-        where = key(path, routing, meta.image_dataset, settings)
-        value = stored.read(where, folders)
-        if value is not None:
-            try:
-                row = Row.from_stored(value, name, trained_with(model.config), routing, architecture(meta))
-            except TypeError:  # a stored file from another version of the lab: measured again
-                value = None
-        if value is None:
-            tell = (
-                (lambda what, k=k, name=name, routing=routing: on_progress(k, len(jobs), f"{name} with {routing}: {what}"))
-                if on_progress
-                else None
-            )
-            t = time.perf_counter()
-            row = measure(model, name, routing, data_for(meta.image_dataset), settings, tell, architecture(meta))
-            print(f"capsviz lab: {name} with {routing} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
-            stored.write(where, row.stored(), into)
-            fresh += 1
-        rows.append(row)
-    return rows, fresh
+) -> list[Row]:
+    """Every (model, routing) row for `entries` ((checkpoint path, meta) of vector-capsule models):
+    the stored one where there is one, else measured (the model loaded by `load(path)`, the test
+    images by `data_for(dataset)`) and stored."""
+    have = stored_rows(entries, routings, settings, folders)
+    todo = [(p, m, r) for p, m in entries for r in routings if (p.stem, r) not in have]
+    for k, (path, meta, routing) in enumerate(todo):
+        tell = (lambda what, k=k, name=path.stem, r=routing: on_progress(k, len(todo), f"{name} with {r}: {what}")) if on_progress else None
+        t = time.perf_counter()
+        row = measure(load(path), path.stem, routing, data_for(meta.image_dataset), settings, tell, architecture(meta))
+        print(f"capsviz lab: {path.stem} with {routing} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+        stored.write(key(path, routing, meta.image_dataset, settings), row.stored(), into)
+        have[path.stem, routing] = row
+    return [have[p.stem, r] for p, _ in entries for r in routings]
 
 
 def precompute(folder: Path, out: Path, data_dir=None) -> list[Row]:
@@ -389,11 +409,9 @@ def precompute(folder: Path, out: Path, data_dir=None) -> list[Row]:
     from capsviz.checkpoint import list_checkpoints, load_checkpoint
     from capsviz.data import load_split
 
-    entries = [
-        (p.stem, load_checkpoint(p)[0], p, meta) for p, meta in list_checkpoints(folder) if not isinstance(meta, str) and fits(meta.config)
-    ]
-    rows, _ = run_lab(entries, ROUTINGS, lambda dataset: load_split(dataset, "test", data_dir), folders=[out], into=out)
-    return rows
+    entries = [(p, meta) for p, meta in list_checkpoints(folder) if not isinstance(meta, str) and fits(meta.config)]
+    load = lambda p: load_checkpoint(p)[0]  # noqa: E731
+    return run_lab(entries, ROUTINGS, load, lambda dataset: load_split(dataset, "test", data_dir), folders=[out], into=out)
 
 
 if __name__ == "__main__":

@@ -202,3 +202,17 @@ def lines_by_epoch(histories: dict[str, list[dict]]) -> go.Figure:
     fig.update_layout(xaxis_title="epoch", yaxis_title="test error %", height=340, margin=dict(l=10, r=10, t=20, b=10))
     fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     return fig
+
+
+def grouped_bars(groups: list[str], series: dict[str, list[float | None]], title: str, y_title: str, errors: dict | None = None) -> go.Figure:
+    """One bar per series in each group (the routing lab: a model per group, a routing per bar),
+    with optional +- error bars per series; None leaves a gap."""
+    colours = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e"]
+    fig = go.Figure()
+    for k, (name, values) in enumerate(series.items()):
+        err = None if errors is None else dict(type="data", array=errors[name], visible=True)
+        fig.add_bar(x=groups, y=values, name=name, marker_color=colours[k % len(colours)], error_y=err)
+    fig.update_layout(
+        title=title, yaxis_title=y_title, barmode="group", height=340, margin=dict(l=10, r=10, t=40, b=10), legend_title_text="run with"
+    )
+    return fig

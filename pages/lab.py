@@ -1,0 +1,141 @@
+"""Routing lab: does routing matter? The same capsules run with each routing, measured side by side."""
+
+import streamlit as st
+
+from capsviz.analysis import lab
+from capsviz.glossary import help_text
+from capsviz.routing import ROUTINGS
+from capsviz.viz import grouped_bars
+from pages.common import checkpoints, load_model, long_job, page_model, require_router, test_set
+
+require_router()
+
+st.title("Routing lab: does routing matter?")
+st.markdown(
+    "In a capsule network, routing decides how much of each part's vote goes to each class. The tour showed that "
+    "dynamic routing leaves most couplings near uniform; so does routing matter, and does another routing do better? "
+    "Here the **same trained capsules** are run with each routing, and models of one architecture **trained** with "
+    "different routings are compared. Two axes: *trained with* (how the weights were learned) and *run with* (how the "
+    "votes are combined now; the model itself is not changed). Every sentence under the table is computed from it."
+)
+
+model, meta, path = page_model(
+    lambda m: lab.fits(m.config),
+    "a vector-capsule model (a CapsNet or Efficient-CapsNet) whose routing can be swapped",
+    "**{name}** is a {family} model; the lab swaps the routing of vector capsules. Choose a CapsNet or Efficient-CapsNet.",
+)
+
+fitting = {p.stem: (p, m) for p, m in checkpoints() if lab.fits(m.config)}
+same_data = [name for name, (_, m) in fitting.items() if m.image_dataset == meta.image_dataset]
+c = st.columns([3, 2])
+chosen = c[0].multiselect(
+    "Models",
+    list(fitting),
+    default=same_data,
+    key="lab_models",
+    bind="query-params",
+    help="Vector-capsule models in the model folder; the default is every one trained on the same images as the model in the sidebar.",
+)
+routings = c[1].multiselect(
+    "Run with",
+    list(ROUTINGS),
+    default=list(ROUTINGS),
+    format_func=lambda r: lab.LAB_ROUTINGS[r],
+    key="lab_routings",
+    bind="query-params",
+    help=help_text("uniform", "random_couplings", "iteration", "self_attention"),
+)
+s = st.columns(2)
+n_test = s[0].select_slider(
+    "Test images for the error",
+    [1000, 2000, 5000, lab.TEST_IMAGES],
+    value=lab.TEST_IMAGES,
+    key="lab_test",
+    bind="query-params",
+    help="The whole MNIST test set (10,000) is the default: with fewer images, chance hides small differences.",
+)
+epsilon = s[1].select_slider(
+    "FGSM epsilon",
+    [0.05, 0.1, 0.2],
+    value=lab.FGSM_EPSILON,
+    key="lab_epsilon",
+    bind="query-params",
+    help=help_text("fgsm", "epsilon"),
+)
+if not chosen or not routings:
+    st.info("Pick at least one model and one routing.")
+    st.stop()
+
+settings = lab.Settings(test_images=n_test, epsilon=epsilon)
+entries = [fitting[name] for name in chosen]
+
+
+def run(progress):
+    def tell(done, total, what):
+        progress(done, total)
+
+    return lab.run_lab(entries, routings, lambda p: load_model(p)[0], test_set, settings, on_progress=tell)
+
+
+def all_stored():
+    have = lab.stored_rows(entries, routings, settings)
+    return [have[p.stem, r] for p, _ in entries for r in routings] if len(have) == len(entries) * len(routings) else None
+
+
+job = f"lab:{'|'.join(chosen)}:{'|'.join(routings)}:{n_test}:{epsilon}"
+missing = len(entries) * len(routings) - len(lab.stored_rows(entries, routings, settings))
+if missing:
+    st.caption(f"{missing} of the {len(entries) * len(routings)} rows are not stored for these settings yet: they run once, then stay.")
+rows = long_job(job, "Run the lab", run, stored=all_stored)
+if rows is None:
+    st.stop()
+
+st.subheader("The table")
+table = [
+    {
+        "model": r.model,
+        "trained with": r.trained_with,
+        "run with": r.run_with,
+        "test error %": round(r.test_error, 2),
+        "± chance": round(lab.spread(r.test_error, r.n_test), 2),
+        "shifted & turned acc. %": round(r.shifted_accuracy, 1),
+        f"FGSM {epsilon:g} acc. %": round(r.fgsm_accuracy, 1),
+        "MultiMNIST pairs %": None if r.pair_accuracy is None else round(r.pair_accuracy, 1),
+        "entropy, % of uniform": round(100 * r.entropy_ratio, 1),
+        "c to predicted class": round(r.coupling_to_prediction, 3),
+        "ms / image": round(r.ms_per_image, 2),
+    }
+    for r in rows
+]
+st.dataframe(table, hide_index=True, width="stretch")
+first = rows[0]
+st.caption(
+    f"Test error on the first {first.n_test:,} test images; shifted and turned digits (each moved up to {lab.SHIFT_PX} px and "
+    f"turned up to {lab.ROTATE_DEG}°, the same draw for every model), FGSM and MultiMNIST pairs on {first.n_images:,} images; "
+    f"couplings averaged over {lab.COUPLING_IMAGES} images (entropy 100% = the uniform split 1/J; c to predicted class 0.10 = "
+    "uniform with 10 classes). ± chance: two standard errors of one error rate, what the test images alone can move it. "
+    f"Time per image at batch {lab.TIME_BATCH} on {first.hardware or 'the machine that measured it'}"
+    + (f" (load {first.load:.1f} while measured)" if first.load else "")
+    + ". MultiMNIST pairs need a model that reads 36x36 pairs (capsnet-multimnist); '-' elsewhere."
+)
+
+models_in = list(dict.fromkeys(r.model for r in rows))
+by = {(r.model, r.run_with): r for r in rows}
+err = {rt: [by[m, rt].test_error if (m, rt) in by else None for m in models_in] for rt in routings}
+band = {rt: [lab.spread(by[m, rt].test_error, by[m, rt].n_test) if (m, rt) in by else 0 for m in models_in] for rt in routings}
+c = st.columns(2)
+c[0].plotly_chart(grouped_bars(models_in, err, "Test error (lower is better), ± two standard errors", "test error %", band), key="lab_err")
+acc = {rt: [by[m, rt].shifted_accuracy if (m, rt) in by else None for m in models_in] for rt in routings}
+c[1].plotly_chart(grouped_bars(models_in, acc, "Accuracy on shifted and turned digits", "accuracy %"), key="lab_shift")
+c = st.columns(2)
+fg = {rt: [by[m, rt].fgsm_accuracy if (m, rt) in by else None for m in models_in] for rt in routings}
+c[0].plotly_chart(grouped_bars(models_in, fg, f"Accuracy under FGSM, epsilon {epsilon:g}", "accuracy %"), key="lab_fgsm")
+ent = {rt: [100 * by[m, rt].entropy_ratio if (m, rt) in by else None for m in models_in] for rt in routings}
+c[1].plotly_chart(grouped_bars(models_in, ent, "Coupling entropy, % of uniform (100 = no routing)", "%"), key="lab_entropy")
+
+st.subheader("What these numbers show")
+for line in lab.sentences(rows):
+    st.markdown("- " + line)
+st.subheader("What others found (published, not measured here)")
+for line in lab.PUBLISHED:
+    st.markdown("- " + line)

@@ -1,0 +1,255 @@
+"""The routing lab (capsviz.analysis.lab, pages/lab.py): measures, stored rows, and sentences that
+follow the table they sit under."""
+
+import re
+import threading
+
+import pytest
+import torch
+from conftest import ROOT
+from streamlit.testing.v1 import AppTest
+
+from capsviz.analysis import lab, stored
+from capsviz.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from capsviz.config import preset
+from capsviz.data import load_split
+from capsviz.models import build_model
+from capsviz.routing import ROUTINGS
+
+APP = str(ROOT / "app.py")
+
+
+def row(model="m", trained="dynamic", run="dynamic", err=0.5, n=10_000, shifted=90.0, fgsm=50.0, m=1000, arch="capsnet-small", **kw):
+    fields = dict(entropy_ratio=0.99, coupling_to_prediction=0.11, ms_per_image=0.4, pair_accuracy=None, n_pairs=0)
+    fields.update(kw)
+    return lab.Row(
+        model=model,
+        trained_with=trained,
+        run_with=run,
+        test_error=err,
+        n_test=n,
+        shifted_accuracy=shifted,
+        fgsm_accuracy=fgsm,
+        n_images=m,
+        extra={"architecture": arch},
+        **fields,
+    )
+
+
+def small_model(couplings="dynamic", seed=0):
+    torch.manual_seed(seed)
+    cfg = preset("capsnet-small", num_classes=10)
+    from dataclasses import replace
+
+    return build_model(replace(cfg, couplings=couplings)).eval()
+
+
+def test_running_with_another_routing_leaves_the_shared_model_and_its_answers_unchanged():
+    model = small_model()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    x = torch.rand(4, 1, 28, 28)
+    own = model.classify(x).scores
+    for routing in ROUTINGS:
+        run = lab.RunWith(model, routing, 3 if routing == "dynamic" else None)
+        torch.testing.assert_close(run.classify(x).scores, model(x, reconstruct=False, routing=routing, iterations=run.iterations).scores)
+    torch.testing.assert_close(model.classify(x).scores, own)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert model.config.couplings == "dynamic"
+
+
+def test_two_sessions_running_one_model_with_different_routings_at_once_get_their_own_answers():
+    model = small_model()
+    x = torch.rand(6, 1, 28, 28)
+    alone = {r: lab.RunWith(model, r).classify(x).scores for r in ("uniform", "dynamic")}
+    got, errors = {}, []
+
+    def session(routing):
+        try:
+            for _ in range(10):
+                got.setdefault(routing, []).append(lab.RunWith(model, routing).classify(x).scores)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=session, args=(r,)) for r in ("uniform", "dynamic")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for r, answers in got.items():
+        for a in answers:
+            torch.testing.assert_close(a, alone[r])
+    assert not torch.allclose(alone["uniform"], alone["dynamic"])
+
+
+def test_trained_with_reads_one_iteration_as_uniform_couplings():
+    from dataclasses import replace
+
+    cfg = preset("capsnet-small", num_classes=10)
+    assert lab.trained_with(cfg) == "dynamic"
+    assert lab.trained_with(replace(cfg, routing_iterations=1)) == "uniform"
+    assert lab.trained_with(replace(cfg, couplings="random")) == "random"
+    assert lab.trained_with(preset("efficient-capsnet", num_classes=10)) == "self-attention"
+    assert not lab.fits(preset("matrix-small", num_classes=10)) and not lab.fits(preset("cnn-small", num_classes=10))
+
+
+def test_shifted_digits_are_a_fixed_draw_that_moves_them():
+    x = torch.zeros(8, 1, 28, 28)
+    x[:, :, 10:18, 12:16] = 1.0
+    a, b = lab.shifted(x), lab.shifted(x)
+    assert torch.equal(a, b)
+    assert not torch.allclose(a, x)
+    centre = lambda im: (im[:, 0].sum(1).argmax(1).float())  # noqa: E731 - the brightest column per image
+    assert (centre(a) - centre(x)).abs().max() <= lab.SHIFT_PX + 4  # moved by the shift and the turn, not more
+
+
+def test_spread_and_noise():
+    assert lab.spread(0.5, 10_000) == pytest.approx(200 * (0.005 * 0.995 / 10_000) ** 0.5)
+    assert lab.noise(0.5, 10_000, 0.5, 10_000) == pytest.approx(lab.spread(0.5, 10_000) * 2**0.5)
+    assert lab.spread(0.5, 1000) > lab.spread(0.5, 10_000)
+
+
+def numbers(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"\d+\.\d+", text.replace(",", ""))]
+
+
+def test_sentences_say_within_chance_when_the_difference_is_and_quote_the_table():
+    rows = [row(err=0.55), row(run="uniform", err=0.60)]
+    (said, *_) = lab.sentences(rows)
+    assert "**m** (trained with dynamic) run with **uniform**" in said
+    assert "test error 0.60% against 0.55% (within chance" in said
+    assert "no measure differs beyond chance" in said
+    assert "better" not in said and "worse" not in said
+    band = lab.noise(0.60, 10_000, 0.55, 10_000)
+    assert f"±{band:.2f}" in said
+
+
+def test_sentences_call_a_difference_beyond_chance_better_or_worse_by_the_measure():
+    rows = [row(err=0.50, shifted=90.0, fgsm=40.0), row(run="random", err=2.00, shifted=95.0, fgsm=40.5)]
+    said = lab.sentences(rows)[0]
+    assert "test error 2.00% against 0.50% (worse" in said
+    assert "accuracy on shifted and turned digits 95.00% against 90.00% (better" in said
+    assert "accuracy under FGSM 40.50% against 40.00% (within chance" in said
+    assert "better on accuracy on shifted and turned digits; worse on test error." in said
+
+
+def test_sentences_on_training_with_routing_follow_the_errors():
+    same = [row(model="a", trained="dynamic", err=0.55), row(model="b", trained="uniform", run="uniform", err=0.58)]
+    text = " ".join(lab.sentences(same))
+    assert "training with routing did not beat training without it" in text
+    assert "dynamic 0.55%" in text and "uniform 0.58%" in text
+    apart = [row(model="a", trained="dynamic", err=0.50), row(model="b", trained="uniform", run="uniform", err=1.50)]
+    text = " ".join(lab.sentences(apart))
+    assert "dynamic is best, 1.00 points ahead of uniform" in text
+    other_arch = [row(model="a", err=0.5), row(model="b", trained="uniform", run="uniform", err=1.5, arch="efficient-capsnet")]
+    assert "trained with different routings" not in " ".join(lab.sentences(other_arch))
+
+
+def test_sentences_on_couplings_and_time_quote_the_rows():
+    rows = [row(entropy_ratio=0.997, coupling_to_prediction=0.108, ms_per_image=0.44), row(run="uniform", ms_per_image=0.38, entropy_ratio=1.0)]
+    text = " ".join(lab.sentences(rows))
+    assert "keep 99.7% of the uniform split's entropy" in text
+    assert "0.11 of its vote on average (uniform: 0.10): routing leaves the couplings near uniform" in text
+    moved = lab.sentences([row(entropy_ratio=0.6, coupling_to_prediction=0.5, classes=5)])
+    assert "(uniform: 0.20): routing moves them clearly away from uniform" in moved[0]
+    assert "0.44 ms per image against 0.38 ms" in text and "(1.2x)" in text
+
+
+def test_a_row_is_stored_as_numbers_and_read_back_whole(tmp_path):
+    r = row(pair_accuracy=91.5, n_pairs=200, hardware="AMD EPYC, 2 cores (cpu)", load=1.5)
+    value = r.stored()
+    stored.write("lab-x", value, tmp_path)
+    back = lab.Row.from_stored(stored.read("lab-x", [tmp_path]), "m", "dynamic", "dynamic", "capsnet-small")
+    assert back == r
+
+
+def test_run_lab_measures_once_then_reads_the_stored_rows(synthetic_data, tmp_path):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for couplings in ("dynamic", "uniform"):
+        m = small_model(couplings)
+        meta = {"dataset": "mnist", "run": {"model": "capsnet-small"}}
+        save_checkpoint(folder / f"small-{couplings}.safetensors", m, meta)
+    entries = [(p, meta) for p, meta in list_checkpoints(folder)]
+    settings = lab.Settings(test_images=60, images=20)
+    loads = []
+
+    def load(p):
+        loads.append(p.stem)
+        return load_checkpoint(p)[0]
+
+    data = lambda dataset: load_split(dataset, "test")  # noqa: E731
+    out = tmp_path / "store"
+    first = lab.run_lab(entries, ["dynamic", "uniform"], load, data, settings, folders=[out], into=out)
+    assert len(first) == 4 and len(loads) == 4 and len(list(out.iterdir())) == 4
+    again = lab.run_lab(entries, ["dynamic", "uniform"], load, data, settings, folders=[out], into=out)
+    assert len(loads) == 4  # nothing measured or loaded the second time
+    for a, b in zip(first, again, strict=True):
+        for name in lab.MEASURES:
+            assert getattr(a, name) == pytest.approx(getattr(b, name))
+    assert {(r.model, r.trained_with, r.run_with) for r in first} == {
+        (f"small-{c}", c, r) for c in ("dynamic", "uniform") for r in ("dynamic", "uniform")
+    }
+    assert all(r.extra["architecture"] == "capsnet-small" for r in first)
+    assert lab.sentences(first)  # something is said about them
+
+
+def shipped_rows():
+    folder = ROOT / "checkpoints"
+    entries = [(p, m) for p, m in list_checkpoints(folder) if not isinstance(m, str) and lab.fits(m.config)]
+    return entries, lab.stored_rows(entries, ROUTINGS, folders=[stored.shipped_folder()])
+
+
+def test_every_shipped_vector_capsule_model_has_its_lab_rows_stored():
+    entries, have = shipped_rows()
+    assert entries
+    missing = [(p.stem, r) for p, _ in entries for r in ROUTINGS if (p.stem, r) not in have]
+    assert not missing, f"run `python -m capsviz.analysis.lab`: missing {missing}"
+
+
+def test_a_stored_lab_row_equals_a_fresh_run(real_data):
+    entries, have = shipped_rows()
+    path, meta = next((p, m) for p, m in entries if p.stem == "capsnet-small-mnist")
+    model, _ = load_checkpoint(path)
+    fresh = lab.measure(model, path.stem, "uniform", load_split("mnist", "test"))
+    kept = have[path.stem, "uniform"]
+    assert fresh.test_error == pytest.approx(kept.test_error, abs=0.03)  # up to 3 of 10,000 images rounded otherwise
+    assert fresh.shifted_accuracy == pytest.approx(kept.shifted_accuracy, abs=0.3)
+    assert fresh.fgsm_accuracy == pytest.approx(kept.fgsm_accuracy, abs=0.3)
+    assert fresh.entropy_ratio == pytest.approx(kept.entropy_ratio, abs=1e-4)
+    assert fresh.coupling_to_prediction == pytest.approx(kept.coupling_to_prediction, abs=1e-4)
+
+
+def test_the_lab_page_opens_at_once_with_the_stored_rows_and_sentences_that_quote_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("pages/lab.py").run()
+    assert not at.exception
+    assert not [b for b in at.button if b.label == "Run the lab"]  # stored: no button to press
+    table = at.dataframe[0].value
+    assert len(table) == len(at.multiselect(key="lab_models").value) * len(ROUTINGS)
+    text = " ".join(m.value for m in at.markdown)
+    for _, r in table.iterrows():
+        assert f"{r['test error %']:.2f}%" in text  # every error in the table is quoted under it
+    assert "What others found" in " ".join(h.value for h in at.subheader)
+
+
+def test_the_lab_with_a_cnn_in_the_sidebar_opens_with_a_capsule_model_and_says_which(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["model"] = "cnn-small-mnist.safetensors"
+    at.switch_page("pages/lab.py").run()
+    assert not at.exception
+    assert any("this page needs a vector-capsule model" in i.value for i in at.info)
+    assert at.dataframe
+
+
+def test_fewer_test_images_are_a_setting_of_their_own(tmp_path, monkeypatch):
+    """Settings with no stored rows offer the run button and say how many rows are missing."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("pages/lab.py").run()
+    at.select_slider(key="lab_test").set_value(1000).run()
+    assert not at.exception
+    assert [b for b in at.button if b.label == "Run the lab"]
+    assert any("rows are not stored for these settings yet" in c.value for c in at.caption)
