@@ -3,14 +3,114 @@
 import numpy as np
 import streamlit as st
 
-from capsviz.analysis.routing import coupling_summary, dynamic_trace, iteration_sweep, mean_b_change
+from capsviz.analysis.routing import attention_trace, coupling_summary, dynamic_trace, iteration_sweep, mean_b_change
 from capsviz.data import class_names
 from capsviz.glossary import help_text
-from capsviz.viz import class_maps, heatmap, lines, overlay, png_bytes, to_image
+from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
 from pages.common import keep_within, page_model, pick_image, require_router, test_set
 
 require_router()
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def attention_of(model_key: str, _model, image_bytes: bytes, shape: tuple):  # _model: the one model_key names
+    return attention_trace(_model, np.frombuffer(image_bytes, np.float32).reshape(shape))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def sweep_of(model_key: str, _model, image_bytes: bytes, shape: tuple):  # _model: the one model_key names
+    return iteration_sweep(_model, np.frombuffer(image_bytes, np.float32).reshape(shape), 10)
+
+
+def attention_view(model, image, label, names) -> None:
+    """Efficient-CapsNet's one pass of self-attention routing: its couplings beside the prior it
+    learned, and the same capsules run with dynamic routing for comparison."""
+    st.title("Self-attention routing, in one pass")
+    st.markdown(
+        "This model (Efficient-CapsNet, Mazzia et al. 2021) routes without iterations. For each class, every primary "
+        "capsule's **prediction** u_hat is compared with the sum of all the predictions for that class (the **attention** "
+        "a = u_hat . sum of u_hat, scaled by 1/sqrt(16)); **couplings** c = softmax over the classes of a, as dynamic "
+        "routing's softmax over b. Then s_j = sum_i (c_ij + b_ij) u_hat_j|i, where b is a **prior** learned in training, "
+        "the same for every image."
+    )
+    key = st.session_state["model_key"]
+    tr = attention_of(key, model, image.tobytes(), image.shape)
+    winner = int(tr.lengths.argmax())
+    I, J = tr.c.shape
+    left, right = st.columns([1, 3])
+    left.image(to_image(image), caption=f"input (label {label}), prediction {names[winner]}", width=168)
+    left.plotly_chart(capsule_bars(tr.lengths, names, winner, "Class capsule lengths"), key="attention_lengths")
+    right.plotly_chart(
+        heatmap(
+            tr.c.T,
+            "Couplings c: the share of each primary capsule's vote for each class",
+            "primary capsule",
+            "class",
+            y=[str(n) for n in names],
+            zmin=0,
+            zmax=1,
+            height=300,
+        ),
+        key="attention_c",
+    )
+    right.plotly_chart(
+        heatmap(
+            tr.prior.T,
+            "Learned prior b, added to c (the same for every image)",
+            "primary capsule",
+            "class",
+            y=[str(n) for n in names],
+            height=300,
+        ),
+        key="attention_prior",
+    )
+    to_winner = tr.c[:, winner]
+    ratio = float(tr.entropy.mean() / np.log(J))
+    st.caption(
+        f"Each column is one of the {I} primary capsules (this model has no grid of positions: its primary capsules see the "
+        f"whole image). The primary capsules give **{names[winner]}** on average {to_winner.mean():.2f} of their vote "
+        f"(uniform: {1 / J:.2f}); their couplings keep {100 * ratio:.0f}% of the uniform split's entropy"
+        + (", so here the couplings move clearly away from uniform" if ratio < 0.95 else ", so here they stay near uniform")
+        + f". The prior spans {tr.prior.min():.2f} to {tr.prior.max():.2f}: "
+        + (
+            "as large as the couplings themselves, so what the model learned about which capsule feeds which class "
+            "counts as much as the routing of this image."
+            if np.abs(tr.prior).max() >= 0.5
+            else "small beside the couplings, so the routing of this image decides the sums."
+        )
+    )
+    st.subheader("The same capsules with dynamic routing, 1 to 10 iterations")
+    sweep = sweep_of(key, model, image.tobytes(), image.shape)
+    st.plotly_chart(
+        lines(sweep["lengths"], names, "Class capsule lengths by number of dynamic-routing iterations", "routing iterations", "|v_j|"),
+        key="attention_sweep",
+    )
+    changed = [k + 1 for k, p in enumerate(sweep["predictions"]) if p != winner]
+    st.caption(
+        "These weights were trained for self-attention routing; dynamic routing here uses them as they are (and Eq. 1's squash). "
+        + (
+            f"With dynamic routing the prediction differs from self-attention's at {len(changed)} of 10 iteration counts."
+            if changed
+            else f"With any number of dynamic-routing iterations the prediction stays {names[winner]}."
+        )
+        + " The **Routing lab** compares the routings over the whole test set."
+    )
+
+
+model, meta, path = page_model(
+    lambda meta: meta.config.routing in ("dynamic", "self-attention"),
+    "a CapsNet or Efficient-CapsNet, whose routing it shows",
+    "**{name}** is a {family} model. This page shows the routing of vector capsules; pick a CapsNet or Efficient-CapsNet in "
+    "the sidebar (matrix capsules have the **EM routing** page).",
+)
+if meta.config.routing == "self-attention":
+    names = class_names(meta.image_dataset)
+    picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
+    if picked is None:
+        st.stop()
+    attention_view(model, *picked, names)
+    st.stop()
 st.title("Dynamic routing, iteration by iteration")
 st.markdown(
     "Every primary capsule (a small part detector) makes a **prediction** u_hat for each of the 10 digit capsules and "
@@ -24,11 +124,6 @@ st.caption(
     "where the movement is large enough to see."
 )
 
-model, meta, path = page_model(
-    lambda meta: meta.config.routing == "dynamic",
-    "a CapsNet, whose dynamic routing it shows",
-    "**{name}** is a {family} model. This page shows dynamic routing; pick a CapsNet in the sidebar (matrix capsules have the **EM routing** page).",
-)
 if meta.config.couplings != "dynamic":
     st.info(
         f"**{path.stem}** was trained with {meta.config.couplings} couplings, not with routing. This page runs its "
@@ -275,11 +370,6 @@ if data is not None:
     )
 
 st.subheader("Same weights, 1 to 10 iterations")
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def sweep_of(model_key: str, _model, image_bytes: bytes, shape: tuple):  # _model: the one model_key names
-    return iteration_sweep(_model, np.frombuffer(image_bytes, np.float32).reshape(shape), 10)
 
 
 sweep = sweep_of(st.session_state["model_key"], model, image.tobytes(), image.shape)

@@ -90,6 +90,7 @@ def test_trained_with_reads_one_iteration_as_uniform_couplings():
     assert lab.trained_with(replace(cfg, routing_iterations=1)) == "uniform"
     assert lab.trained_with(replace(cfg, couplings="random")) == "random"
     assert lab.trained_with(preset("efficient-capsnet", num_classes=10)) == "self-attention"
+    assert lab.fits(preset("efficient-capsnet", num_classes=10)) and lab.fits(cfg)
     assert not lab.fits(preset("matrix-small", num_classes=10)) and not lab.fits(preset("cnn-small", num_classes=10))
 
 

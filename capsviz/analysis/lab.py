@@ -37,7 +37,7 @@ SHIFT_PX = 3  # each test digit moved up to 3 px in x and y ...
 ROTATE_DEG = 20  # ... and turned up to 20 degrees either way, by a seeded draw
 ITERATIONS = 3  # dynamic routing's, as in Sabour et al.
 TIME_BATCH = 100
-FAMILIES = ("capsnet", "efficient-capsnet")  # vector capsules: every routing in ROUTINGS fits them
+FAMILIES = ("capsnet", "efficient")  # vector capsules: every routing in ROUTINGS fits them
 
 LAB_ROUTINGS = {
     "dynamic": "dynamic routing, 3 iterations",

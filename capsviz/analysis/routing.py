@@ -57,10 +57,39 @@ def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
     return DynamicTrace(c, lengths, r.b_change[:, 0].numpy(), c_change, agreement, entropy, cfg.primary_grid, cfg.primary_types)
 
 
+@dataclass
+class AttentionTrace:
+    """One image through self-attention routing (Efficient-CapsNet), one pass.
+
+    c: (I, J) couplings, softmax over the classes of the attention logits a: (I, J);
+    prior: (I, J) the learned log prior b, added to c in s_j = sum_i (c_ij + b_ij) u_hat_j|i;
+    lengths: (J,) |v_j|; entropy: (I,) of each c_i; vote: (I, J) |u_hat_j|i|, each prediction's length.
+    """
+
+    c: np.ndarray
+    a: np.ndarray
+    prior: np.ndarray
+    lengths: np.ndarray
+    entropy: np.ndarray
+    vote: np.ndarray
+
+
+@torch.no_grad()
+def attention_trace(model, image: np.ndarray) -> AttentionTrace:
+    u_hat = model.predictions(as_batch(image))  # (1, J, I, D)
+    r = model.route(u_hat, routing="self-attention", record=True)
+    c = r.c[0, 0].numpy()  # (I, J)
+    prior = r.prior.numpy() if r.prior is not None else np.zeros_like(c)
+    entropy = -(c * np.log(np.clip(c, 1e-12, 1))).sum(-1)  # (I,)
+    return AttentionTrace(c, r.b[0, 0].numpy(), prior, r.v[0].norm(dim=-1).numpy(), entropy, u_hat[0].norm(dim=-1).T.numpy())
+
+
 @torch.no_grad()
 def mean_b_change(model, images: torch.Tensor, iterations: int) -> np.ndarray:
     """(T,) Appendix A averaged over a batch of images (B, H, W) float."""
-    return model.trace(images.unsqueeze(1), iterations, routing="dynamic").trace.b_change.mean(1).numpy()  # whatever couplings it was trained with
+    return (
+        model.trace(images.unsqueeze(1), iterations, routing="dynamic").trace.b_change.mean(1).numpy()
+    )  # whatever couplings it was trained with
 
 
 @torch.no_grad()
