@@ -4,10 +4,12 @@
 import numpy as np
 import streamlit as st
 
+from capsviz.analysis import lab
 from capsviz.analysis.tour import TOURS
 from capsviz.data import class_names
 from capsviz.glossary import help_text, label
-from capsviz.viz import png_bytes
+from capsviz.routing import ROUTINGS
+from capsviz.viz import grouped_bars, png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
 from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid
 from pages.common import page_model, pick_image, require_router
@@ -344,3 +346,34 @@ else:
                 "capsviz keeps activations in a middle range on purpose (RESULTS.md: where capsviz departs from the papers), so the winner is clear by rank, not by a value near 1.",
             )
             st.caption(help_text("spread_loss", "a_j"))
+
+if step == "lab":
+    have = lab.stored_rows([(path, meta)], ROUTINGS)
+    rows = [have[path.stem, r] for r in ROUTINGS if (path.stem, r) in have]
+    with fig:
+        if rows:
+            st.plotly_chart(
+                grouped_bars(
+                    [path.stem],
+                    {r.run_with: [r.test_error] for r in rows},
+                    f"{path.stem} run with each routing: test error on {rows[0].n_test:,} test images",
+                    "test error %",
+                    {r.run_with: [lab.spread(r.test_error, r.n_test)] for r in rows},
+                ),
+                key="tour_lab",
+            )
+            st.caption("Error bars: two standard errors, how far the test images alone can move each error.")
+        else:
+            st.info("The routing lab has not measured this model yet: open it and press **Run the lab** (a minute or two).")
+    with text:
+        say(
+            f"You have watched {label('c')} move a little at each routing iteration. The field's own question is whether "
+            "that matters: would the same capsules do as well with every vote split evenly (uniform couplings, no routing), "
+            "or split at random?"
+        )
+        for line in lab.sentences(rows)[:1] + [s for s in lab.sentences(rows) if s.startswith("With dynamic routing")]:
+            st.markdown("- " + line)
+        st.page_link(
+            "pages/lab.py", label="Open the routing lab: every routing, every shipped model, side by side", icon=":material/science:"
+        )
+        st.caption(help_text("uniform", "random_couplings"))

@@ -97,7 +97,11 @@ def test_the_tour_is_the_first_page_and_walks_every_capsnet_step(app):
         assert not app.exception, (k, app.exception)
         seen.append(app.get("progress")[0].proto.text)
         assert app.query_params["step"] == str(k)
-        assert app.image, f"step {k} has no figure"
+        if k < 10:
+            assert app.image, f"step {k} has no figure"
+        else:  # this test model has not been measured by the lab: the step says so and links there
+            assert "has not measured this model yet" in app.info[0].value
+            assert any('page: "lab"' in str(link.proto) for link in app.get("page_link"))
         if app.button(key="tour_next").disabled:
             break
         app.button(key="tour_next").click().run()
@@ -111,9 +115,10 @@ def test_the_tour_is_the_first_page_and_walks_every_capsnet_step(app):
         "Routing, iteration 3 of 3",
         "DigitCaps: lengths are the answer",
         "The decoder redraws the digit",
+        "Does routing matter? This model in the routing lab",
     ]
     app.button(key="tour_back").click().run()
-    assert app.query_params["step"] == "8"
+    assert app.query_params["step"] == "9"
 
 
 def test_tour_routing_steps_show_the_routing_numbers(app):

@@ -89,6 +89,7 @@ def test_steps_and_frames_cover_every_iteration(capsnet, matrix, image):
         "iteration3",
         "lengths",
         "reconstruction",
+        "lab",
     ]
     assert [s.key for s in matrix_steps(2)] == ["input", "primary", "votes", "iteration1", "iteration2", "activations"]
     assert len(tour_routing_frames(capsnet_tour(capsnet, image), NAMES)) == 3

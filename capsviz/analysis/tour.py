@@ -34,6 +34,7 @@ def capsnet_steps(iterations: int) -> list[Step]:
         *[Step(f"iteration{t + 1}", f"Routing, iteration {t + 1} of {iterations}") for t in range(iterations)],
         Step("lengths", "DigitCaps: lengths are the answer"),
         Step("reconstruction", "The decoder redraws the digit"),
+        Step("lab", "Does routing matter? This model in the routing lab"),
     ]
 
 

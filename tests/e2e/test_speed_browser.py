@@ -93,7 +93,7 @@ def report(name: str, seconds: list[float]) -> float:
 
 
 # page link, then (what, action maker, repetitions): every action changes the view. A single
-# control is pressed 8 times, a new image 4 times, a search 3 times; the tours step through to their last step (9 and 6 steps).
+# control is pressed 8 times, a new image 4 times, a search 3 times; the tours step through to their last step (10 and 6 steps).
 CASES = {
     "explorer": (
         "/explorer?model=capsnet-mnist.safetensors&image=10",
@@ -137,7 +137,7 @@ CASES = {
         "/robustness?model=capsnet-mnist.safetensors&image=10",
         [("new image", new_image, 4), ("rotate", lambda pg: press(pg, "slider", "rotate (degrees)", "ArrowRight"), 8)],
     ),
-    "tour": ("/tour?model=capsnet-mnist.safetensors&image=10", [("next step", click("button", "Next"), 8)]),
+    "tour": ("/tour?model=capsnet-mnist.safetensors&image=10", [("next step", click("button", "Next"), 9)]),
     "tour-matrix": ("/tour?model=matrix-small-mnist.safetensors&image=10", [("next step", click("button", "Next"), 5)]),
 }
 
