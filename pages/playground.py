@@ -5,7 +5,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from capsviz.analysis.playground import DYNAMIC_PRESETS, EM_PRESETS, I_TOY, LIMIT, decode_points, dynamic_toy, em_toy, encode_points
+from capsviz.analysis.playground import (
+    DYNAMIC_PRESETS,
+    EM_PRESETS,
+    I_TOY,
+    LIMIT,
+    attention_toy,
+    decode_points,
+    dynamic_toy,
+    em_toy,
+    encode_points,
+)
 from capsviz.glossary import help_text, label
 from capsviz.viz import png_bytes
 from capsviz.viz.animation import dynamic_frames, em_frames, gif_bytes
@@ -37,7 +47,7 @@ def from_link(key: str, param: str, cast, choices, default) -> None:
 
 def switch_toy() -> None:
     """The other toy's settings in the URL do not apply to this one."""
-    for param in ("preset", "J", "T", "t", "cap", "pts", "acts"):
+    for param in ("preset", "J", "T", "t", "cap", "pts", "acts", "rule"):
         st.query_params.pop(param, None)
 
 
@@ -65,7 +75,20 @@ with controls:
         "Preset", presets, key=f"{prefix}_preset", on_change=reset_points, help="A starting arrangement; the sliders below change it"
     )
     J = st.radio("Upper capsules", [2, 3], key=f"{prefix}_J", horizontal=True, on_change=reset_points)
-    T = st.slider("Routing iterations", 1, 5, key=f"{prefix}_T", help=help_text("iteration"))
+    rule = "dynamic"
+    if toy_kind == "dynamic":
+        from_link("pg_rule", "rule", str, ["dynamic", "self-attention"], "dynamic")
+        rule = st.radio(
+            "Routing",
+            ["dynamic", "self-attention"],
+            format_func={"dynamic": "routing by agreement (iterations)", "self-attention": "self-attention (one pass)"}.get,
+            key="pg_rule",
+            horizontal=True,
+            help=help_text("iteration", "self_attention"),
+        )
+    T = st.slider("Routing iterations", 1, 5, key=f"{prefix}_T", help=help_text("iteration"), disabled=rule != "dynamic")
+    if rule != "dynamic":
+        T = 1
 
     # the points: the preset, or a shared link's edits, or the user's slider moves
     points_key = f"{prefix}_points"
@@ -109,7 +132,9 @@ with controls:
     st.session_state[points_key] = (points, acts)
 
 preset_points = DYNAMIC_PRESETS[preset][:, :J] if toy_kind == "dynamic" else EM_PRESETS[preset][0][:, :J]
-st.query_params.update({"preset": preset, "J": str(J), "T": str(T), "cap": str(i + 1)})
+st.query_params.update({"preset": preset, "J": str(J), "T": str(st.session_state[f"{prefix}_T"]), "cap": str(i + 1)})
+if toy_kind == "dynamic":
+    st.query_params["rule"] = rule
 for param, value, default in (("pts", points, preset_points), ("acts", acts, np.ones(I_TOY))):
     if np.allclose(value, default):
         st.query_params.pop(param, None)  # a preset's link stays short
@@ -154,7 +179,7 @@ def downloads(frame, frames, name: str) -> None:
 with figure:
     t = show_iteration(T)
     if toy_kind == "dynamic":
-        toy = dynamic_toy(points, T)
+        toy = dynamic_toy(points, T) if rule == "dynamic" else attention_toy(points)
         frame = dynamic_frames(toy, NAMES, only=t)[0]
         st.image(
             frame,
@@ -172,7 +197,35 @@ with figure:
         )
         downloads(frame, lambda: em_frames(toy, NAMES), "em-routing")
 
-if toy_kind == "dynamic":
+if toy_kind == "dynamic" and rule == "self-attention":
+    st.markdown(
+        f"**What happens.** Self-attention routing (Efficient-CapsNet) runs once, without iterations. For each upper capsule, "
+        "every lower capsule's prediction is compared with the sum of all the predictions it receives: the attention "
+        "a = u_hat . (sum of u_hat) / sqrt(2) is large for a prediction that points the way most others point. Each lower "
+        f"capsule's {label('c')} is the softmax of its attentions over the upper capsules, so it goes mostly where its "
+        "prediction agrees with the crowd at once, where dynamic routing needs iterations to get there. Efficient-CapsNet "
+        "also adds a learned prior to c; this playground leaves it at 0."
+    )
+    c = toy.c[0]
+    decided = [k + 1 for k in range(I_TOY) if c[k].max() > 0.8]
+    st.info(
+        (
+            f"Lower capsules {', '.join(map(str, decided))} send more than 80% of their prediction to one upper capsule in the one pass."
+            if decided
+            else "No lower capsule sends more than 80% of its prediction to one upper capsule."
+        )
+        + " Switch to routing by agreement to compare: the same predictions, routed in iterations."
+    )
+    rows = {"lower capsule": NAMES}
+    cols = {}
+    for j in range(J):
+        rows[f"a to {j + 1}"] = toy.b[0, :, j]
+        rows[f"c to {j + 1}"] = c[:, j]
+        cols[f"a to {j + 1}"] = st.column_config.NumberColumn(f"a to {j + 1}", help=help_text("self_attention"), format="%.3f")
+        cols[f"c to {j + 1}"] = st.column_config.NumberColumn(f"c to {j + 1}", help=help_text("c"), format="%.3f")
+    st.markdown("**The numbers** (hover a column title for its meaning)")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=cols, key="pg_att_table")
+elif toy_kind == "dynamic":
     st.markdown(
         f"**What happens.** At iteration 1 every {label('c')} is {1 / J:.2f}: each lower capsule splits its prediction equally "
         f"(maximal confusion). Each upper capsule sums what it receives ({label('s')}) and squashes it ({label('v')}, "

@@ -129,3 +129,21 @@ def test_glossary_gives_plain_words_for_every_symbol():
     assert glossary.term("E-step") is glossary.term("E_step")
     with pytest.raises(KeyError, match="known"):
         glossary.term("coupling coefficient")
+
+
+def test_attention_toy_is_self_attention_routing_worked_by_hand():
+    """Two lower capsules, two upper: a_ij = u_hat_j|i . (u_hat_j|1 + u_hat_j|2) / sqrt(2), c_i = softmax_j a_i."""
+    from capsviz.analysis.playground import attention_toy
+    from capsviz.routing import efficient_squash
+
+    u = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, -1.0]]])  # (I, J, D)
+    toy = attention_toy(u)
+    # upper 1: both predict (1, 0), sum (2, 0): a = 2/sqrt2 each; upper 2: (0, 1) and (0, -1) cancel: a = 0
+    a = np.array([[2 / np.sqrt(2), 0.0], [2 / np.sqrt(2), 0.0]])
+    np.testing.assert_allclose(toy.b[0], a, atol=1e-12)
+    c = np.exp(a) / np.exp(a).sum(1, keepdims=True)
+    np.testing.assert_allclose(toy.c[0], c, atol=1e-12)
+    s = np.einsum("ij,ijd->jd", c, u)
+    np.testing.assert_allclose(toy.s[0], s, atol=1e-12)
+    np.testing.assert_allclose(toy.v[0], efficient_squash(torch.tensor(s)).numpy(), atol=1e-9)
+    assert toy.iterations == 1

@@ -185,3 +185,18 @@ def test_the_glossary_page_lists_every_entry_with_the_hover_helps_words_and_find
 def test_the_tour_links_to_the_glossary(app):
     app.run()
     assert any(link.label.startswith("Glossary") for link in app.get("page_link"))
+
+
+def test_the_dynamic_playground_routes_by_self_attention_too(app):
+    from capsviz.analysis.playground import attention_toy
+
+    app.switch_page("pages/playground.py").run()
+    app.selectbox(key="pg_dynamic_preset").set_value("outliers").run()
+    app.radio(key="pg_rule").set_value("self-attention").run()
+    assert not app.exception, app.exception
+    assert app.slider(key="pg_dynamic_T").disabled
+    expected = attention_toy(DYNAMIC_PRESETS["outliers"][:, :2])
+    np.testing.assert_allclose(table(app, "pg_att_table")["c to 1"], expected.c[0, :, 0], atol=1e-9)
+    np.testing.assert_allclose(table(app, "pg_att_table")["a to 1"], expected.b[0, :, 0], atol=1e-9)
+    assert app.query_params["rule"] == "self-attention"
+    assert "one pass" in app.info[0].value

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from capsviz.routing import dynamic_routing, em_routing, lambda_schedule, squash
+from capsviz.routing import dynamic_routing, em_routing, lambda_schedule, self_attention_routing, squash
 
 I_TOY = 6  # lower capsules: few enough to label each one
 J_MAX = 3
@@ -129,6 +129,17 @@ def dynamic_toy(u_hat: np.ndarray, iterations: int = 3) -> DynamicToy:
     v = r.v_trace[:, 0]  # (T, J, D)
     agreement = torch.einsum("ijd,tjd->tij", u[0], v)  # (T, I, J)
     return DynamicToy(np.asarray(u_hat, np.float64), r.b[:, 0].numpy(), c.numpy(), s.numpy(), v.numpy(), agreement.numpy())
+
+
+def attention_toy(u_hat: np.ndarray) -> DynamicToy:
+    """u_hat (I, J, D) -> a one-iteration DynamicToy routed by `capsviz.routing.self_attention_routing`
+    (Efficient-CapsNet, no learned prior): b holds the attention logits a_ij = u_hat_j|i . sum_k
+    u_hat_j|k / sqrt(D), c their softmax over j, v uses Efficient-CapsNet's squash; agreement is a."""
+    u = torch.as_tensor(np.asarray(u_hat), dtype=torch.float64).unsqueeze(0)  # (1, I, J, D)
+    r = self_attention_routing(u.movedim(2, 1), record=True)  # takes (B, J, I, D)
+    c, a = r.c[:, 0], r.b[:, 0]  # (1, I, J)
+    s = torch.einsum("tij,ijd->tjd", c, u[0])  # (1, J, D)
+    return DynamicToy(np.asarray(u_hat, np.float64), a.numpy(), c.numpy(), s.numpy(), r.v_trace[:, 0].numpy(), a.numpy())
 
 
 def squash_np(s: np.ndarray) -> np.ndarray:
