@@ -41,7 +41,7 @@ class PublicCapsNet(nn.Module):
             self.primary_capsules = nn.Conv2d(c1, types * dim, 9, stride=2)
         G = (size - 8 - 9) // 2 + 1  # Conv1 9x9, then 9x9 stride 2
         self.digit_capsules = nn.Module()
-        self.digit_capsules.W = nn.Parameter(0.05 * torch.randn(1, G * G * types, classes, D, dim))
+        self.digit_capsules.W = nn.Parameter(torch.randn(1, G * G * types, classes, D, dim))  # N(0, 1), as public repos start it
         self.digit_capsules.register_buffer("b_init", torch.zeros(1, G * G * types, classes))  # an all-zero buffer some repos keep
         self.decoder = (
             nn.Sequential(nn.Linear(classes * D, 512), nn.ReLU(), nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, size * size), nn.Sigmoid())
