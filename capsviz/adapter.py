@@ -332,3 +332,77 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
             return dict(candidate)
     kind = f"a dict with keys {', '.join(map(str, list(obj)[:5]))}" if isinstance(obj, dict) else f"a {type(obj).__name__}"
     raise CapsvizError(f"{path}: holds {kind}, not a state dict of tensors (or one under 'state_dict' or 'model')")
+
+
+def import_file(
+    src: Path,
+    out: Path,
+    *,
+    dataset: str = "mnist",
+    replace: bool = False,
+    data_dir=None,
+    limit: int | None = None,
+    primary_order: str = "type-major",
+    primary_channels: str | None = None,
+    evaluate: bool = True,
+    on_progress=None,
+) -> dict:
+    """`capsviz import`: the network saved at `src` as a capsviz checkpoint at `out`, under the
+    rule every writer follows (`checkpoint.plan_write`: never a shipped model, never over another
+    one without `replace`). Its test error on `dataset`'s test images (the first `limit`) is
+    measured and stored; where the images are missing, or `evaluate` is off, it is stored as not
+    evaluated. Returns what the command prints: the checkpoint, its metrics, and the notes."""
+    from capsviz import checkpoint as ckpt
+    from capsviz.config import DATASETS
+
+    if dataset not in DATASETS:
+        raise CapsvizError(f"unknown dataset {dataset!r}; choose from {', '.join(DATASETS)}")
+    out = Path(out)
+    if out.suffix != ".safetensors":
+        raise CapsvizError(f"--out {out}: a capsviz checkpoint is a .safetensors file; name it e.g. {out.with_suffix('.safetensors').name}")
+    ckpt.plan_write(out, replace=replace)  # refused now, before the reading and the evaluation
+    state = read_state_dict(src)
+    adapter = CapsuleAdapter(state, in_size=DATASETS[dataset].in_size, primary_order=primary_order, primary_channels=primary_channels)
+    model = adapter.model()
+    notes = list(adapter.notes)
+    metrics = _evaluate(model, dataset, data_dir, limit, on_progress) if evaluate else None
+    if metrics is None:
+        notes.append("not evaluated: " + ("--no-evaluate" if not evaluate else f"the {dataset} test images were not found"))
+    elif metrics["test_error"] > 50:
+        notes.append(
+            f"{metrics['test_error']:.1f}% test error: if the network does better in its own code, its primary capsules are "
+            "probably numbered otherwise (try the other --primary-order or --primary-channels) or it computes differently"
+        )
+    meta = {
+        "dataset": dataset,
+        "complete": True,
+        "imported": {"file": Path(src).name, "sha256": _file_digest(src), "notes": notes},
+    }
+    if metrics is not None:
+        meta["metrics"] = metrics
+    with ckpt.writer_lock(out):
+        ckpt.recover(out)
+        ckpt.plan_write(out, replace=replace)  # finished and evaluated: it goes straight to `out`
+        ckpt.save_checkpoint(out, model, meta)
+    return {"checkpoint": str(out), **(metrics or {"evaluated": False}), "notes": notes}
+
+
+def _evaluate(model, dataset: str, data_dir, limit, on_progress) -> dict | None:
+    from capsviz.data import load_split
+    from capsviz.train import evaluate
+
+    try:
+        data = load_split(dataset, "test", data_dir)
+    except CapsvizError:
+        return None
+    return evaluate(model, dataset, data, limit=limit, on_progress=on_progress)
+
+
+def _file_digest(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
