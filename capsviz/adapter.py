@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -314,11 +315,13 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
         except (SafetensorError, OSError, ValueError) as e:
             raise CapsvizError(f"{path}: not a readable safetensors file ({str(e).splitlines()[0][:200]})") from None
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns of pickle protocols on stderr: the refusal below is the one line said
+            warnings.simplefilter("ignore")
+            obj = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:  # torch's message suggests loading the file unsafely: never shown
         raise CapsvizError(
-            f"{path}: holds Python objects that a safe load refuses (a whole pickled model, or custom classes); "
-            "save the weights alone with torch.save(model.state_dict(), path)"
+            f"{path}: a safe load refuses it (it holds Python objects: a whole pickled model, custom classes or code; "
+            "or it is not a file torch.save wrote); save the weights alone with torch.save(model.state_dict(), path)"
         ) from None
     except Exception as e:  # noqa: BLE001 - any other failure to read means a file that is not a state dict
         first = (str(e).strip().splitlines() or [""])[0][:200]

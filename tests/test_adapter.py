@@ -1,6 +1,7 @@
 """Your own model: a CapsNet written the way public PyTorch repositories write it, saved as a
 state dict, imported (capsviz.adapter, `capsviz import`) and opened like a capsviz model."""
 
+import json
 import os
 import pickle
 import subprocess
@@ -12,9 +13,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from safetensors.torch import save_file
+from streamlit.testing.v1 import AppTest
+from test_app import APP, router_mode  # noqa: F401 - the autouse fixture runs the app as app.py's router does
 
 from capsviz import checkpoint as ckpt
-from capsviz.adapter import CapsuleAdapter, read_state_dict
+from capsviz.adapter import CapsuleAdapter, import_file, read_state_dict
 from capsviz.errors import CapsvizError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +47,9 @@ class PublicCapsNet(nn.Module):
         self.digit_capsules.W = nn.Parameter(torch.randn(1, G * G * types, classes, D, dim))  # N(0, 1), as public repos start it
         self.digit_capsules.register_buffer("b_init", torch.zeros(1, G * G * types, classes))  # an all-zero buffer some repos keep
         self.decoder = (
-            nn.Sequential(nn.Linear(classes * D, 512), nn.ReLU(), nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, size * size), nn.Sigmoid())
+            nn.Sequential(
+                nn.Linear(classes * D, 512), nn.ReLU(), nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, size * size), nn.Sigmoid()
+            )
             if decoder
             else None
         )
@@ -96,3 +101,162 @@ def test_imported_model_gives_the_original_class_capsules(tmp_path, modulelist):
     wrong = CapsuleAdapter(read_state_dict(tmp_path / "net.pt"), primary_order="position-major").model()
     with torch.no_grad():
         assert not torch.allclose(wrong(x).capsules, want, atol=1e-3)  # the numbering matters, and the default is this layout's
+
+
+SMALL = {"c1": 16, "types": 4}  # I = 144 primary capsules: the same layout, a fraction of the work
+
+
+def small_state(**kw) -> tuple[PublicCapsNet, dict]:
+    torch.manual_seed(0)
+    net = PublicCapsNet(**SMALL, **kw).eval()
+    return net, dict(net.state_dict())
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        lambda W: W[0],  # (I, J, D, K)
+        lambda W: W[0].permute(1, 0, 3, 2),  # (J, I, K, D): u_hat = u W, as some repos multiply
+        lambda W: W[0].transpose(2, 3),  # (I, J, K, D)
+        lambda W: W[0].transpose(0, 1)[None],  # (1, J, I, D, K)
+    ],
+    ids=["IJDK", "JIKD", "IJKD", "1JIDK"],
+)
+def test_digit_weights_in_every_common_layout(tmp_path, layout):
+    net, state = small_state()
+    state["digit_capsules.W"] = layout(state["digit_capsules.W"]).contiguous()
+    torch.save(state, tmp_path / "net.pth")
+    model = CapsuleAdapter(read_state_dict(tmp_path / "net.pth")).model()
+    x = images(2)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x).capsules, net(x), atol=1e-5, rtol=1e-4)
+
+
+def test_safetensors_and_training_checkpoints_are_read(tmp_path):
+    net, state = small_state(modulelist=True)
+    save_file({k: v.contiguous() for k, v in state.items()}, tmp_path / "net.safetensors")
+    torch.save({"epoch": 3, "state_dict": state, "best": 0.99}, tmp_path / "run.pt")
+    x = images(2)
+    for name in ("net.safetensors", "run.pt"):
+        with torch.no_grad():
+            got = CapsuleAdapter(read_state_dict(tmp_path / name)).model()(x).capsules
+        torch.testing.assert_close(got, net(x), atol=1e-5, rtol=1e-4)
+
+
+class Boom:
+    """A pickle that would run a command when loaded unsafely."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_files_that_are_not_plain_state_dicts_are_refused_in_one_line(tmp_path):
+    net, _ = small_state()
+    torch.save(net, tmp_path / "whole.pt")  # the whole module: its class is needed to unpickle it
+    with open(tmp_path / "code.pt", "wb") as f:
+        pickle.dump({"conv1.weight": Boom(tmp_path / "ran")}, f)
+    torch.save([torch.zeros(3)], tmp_path / "list.pt")
+    torch.save({"lr": 0.1}, tmp_path / "numbers.pt")
+    (tmp_path / "text.pt").write_text("not a torch file")
+    expected = {
+        "whole.pt": "a safe load refuses it (it holds Python objects",
+        "code.pt": "a safe load refuses it (it holds Python objects",
+        "list.pt": "holds a list, not a state dict",
+        "numbers.pt": "holds a dict with keys lr, not a state dict",
+        "text.pt": "a safe load refuses it",
+    }
+    for name, words in expected.items():
+        with pytest.raises(CapsvizError) as e:
+            read_state_dict(tmp_path / name)
+        assert words in str(e.value) and "\n" not in str(e.value), (name, str(e.value))
+        assert "weights_only=False" not in str(e.value)  # never the advice to load it unsafely
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda s: s.pop("digit_capsules.W"), "no DigitCaps W found"),
+        (lambda s: s.pop("conv1.weight"), "no Conv1 found"),
+        (lambda s: s.pop("primary_capsules.weight"), "no PrimaryCaps found"),
+        (lambda s: s.pop("decoder.2.weight"), "decoder: expected one Linear layer reading 512 inputs after 1 layer(s), found none"),
+        (lambda s: s.update({"extra.weight": torch.ones(7, 5, 3)}), "extra.weight (7, 5, 3) fits no part of a CapsNet"),
+        (lambda s: s.update({"digit_capsules.bias": torch.ones(1, 10, 16)}), "looks like a DigitCaps bias and is not zero"),
+        (lambda s: s.update({"W2": s["digit_capsules.W"].clone()}), "ambiguous DigitCaps W"),
+    ],
+    ids=["no-W", "no-conv1", "no-primary", "decoder", "extra", "bias", "two-W"],
+)
+def test_wrong_layouts_are_refused_naming_what_is_missing(change, words):
+    _, state = small_state()
+    change(state)
+    with pytest.raises(CapsvizError) as e:
+        CapsuleAdapter(state).model()
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_zero_bias_and_no_decoder_are_said(tmp_path):
+    net, state = small_state(decoder=False)
+    state["digit_capsules.bias"] = torch.zeros(1, 10, 16)
+    adapter = CapsuleAdapter(state)
+    model = adapter.model()
+    assert model.decoder is None and not model.config.decodes
+    notes = " | ".join(adapter.notes)
+    assert "ignored: digit_capsules.bias (1, 10, 16) (all zeros)" in notes and "no decoder found" in notes
+    x = images(2)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x).capsules, net(x), atol=1e-5, rtol=1e-4)
+
+
+def cli(*args, env=None):
+    env = dict(os.environ if env is None else env, OMP_NUM_THREADS="1")
+    return subprocess.run(
+        [sys.executable, "-m", "capsviz", "import", *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_import_command_end_to_end(synthetic_data, tmp_path):
+    save_public(tmp_path / "mine.pt", **SMALL)
+    out = tmp_path / "models" / "mine.safetensors"
+    r = cli(tmp_path / "mine.pt", "--out", out, "--limit", "20")
+    assert r.returncode == 0, r.stderr[-2000:]
+    result = json.loads(r.stdout)
+    assert result["checkpoint"] == str(out) and result["n_test"] == 20
+    assert "assumed: dynamic routing" in r.stderr and "capsviz app --checkpoints" in r.stderr
+    model, meta = ckpt.load_checkpoint(out)
+    assert meta.family == "capsnet" and meta.dataset == "mnist" and meta.metrics.n_test == 20
+    assert meta.raw["imported"]["file"] == "mine.pt" and meta.raw["imported"]["notes"] == result["notes"]
+    assert model.config.primary_types == 4 and model.config.routing_iterations == 3
+
+    again = cli(tmp_path / "mine.pt", "--out", out, "--no-evaluate")  # never over a model without --replace
+    assert again.returncode == 2 and again.stderr.count("\n") == 1 and "already holds a model" in again.stderr
+    r = cli(tmp_path / "mine.pt", "--out", out, "--no-evaluate", "--replace")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not ckpt.read_meta(out).metrics.measured  # stored as not evaluated, as asked
+
+    with open(tmp_path / "code.pt", "wb") as f:
+        pickle.dump({"conv1.weight": Boom(tmp_path / "ran")}, f)
+    bad = cli(tmp_path / "code.pt", "--out", tmp_path / "other.safetensors")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "other.safetensors").exists()
+
+
+def test_import_never_writes_a_shipped_model(tmp_path):
+    save_public(tmp_path / "mine.pt", **SMALL)
+    with pytest.raises(CapsvizError, match="comes with capsviz and is never overwritten"):
+        import_file(tmp_path / "mine.pt", ROOT / "checkpoints" / "capsnet-mnist.safetensors", replace=True, evaluate=False)
+
+
+def test_imported_model_opens_in_the_pages(synthetic_data, tmp_path, monkeypatch):
+    folder = tmp_path / "models"
+    save_public(tmp_path / "mine.pt", **SMALL)
+    import_file(tmp_path / "mine.pt", folder / "mine.safetensors", limit=20)
+    monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(folder))
+    at = AppTest.from_file(APP, default_timeout=120)
+    for page in ("explorer", "tour", "routing"):
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception, (page, at.exception)
+        assert not at.error, (page, [e.value for e in at.error])
+    assert at.session_state["model_pick"] == "mine.safetensors"
