@@ -379,6 +379,7 @@ def import_file(
     meta = {
         "dataset": dataset,
         "complete": True,
+        "hardware": f"trained outside capsviz (imported from {Path(src).name})"[:500],
         "imported": {"file": Path(src).name, "sha256": _file_digest(src), "notes": notes},
     }
     if metrics is not None:
