@@ -349,12 +349,14 @@ def import_file(
     primary_channels: str | None = None,
     evaluate: bool = True,
     on_progress=None,
+    adapter: type[CapsuleAdapter] = CapsuleAdapter,
 ) -> dict:
     """`capsviz import`: the network saved at `src` as a capsviz checkpoint at `out`, under the
     rule every writer follows (`checkpoint.plan_write`: never a shipped model, never over another
     one without `replace`). Its test error on `dataset`'s test images (the first `limit`) is
     measured and stored; where the images are missing, or `evaluate` is off, it is stored as not
-    evaluated. Returns what the command prints: the checkpoint, its metrics, and the notes."""
+    evaluated. `adapter`: a subclass of CapsuleAdapter for another layout. Returns what the
+    command prints: the checkpoint, its metrics, and the notes."""
     from capsviz import checkpoint as ckpt
     from capsviz.config import DATASETS
 
@@ -365,9 +367,9 @@ def import_file(
         raise CapsvizError(f"--out {out}: a capsviz checkpoint is a .safetensors file; name it e.g. {out.with_suffix('.safetensors').name}")
     ckpt.plan_write(out, replace=replace)  # refused now, before the reading and the evaluation
     state = read_state_dict(src)
-    adapter = CapsuleAdapter(state, in_size=DATASETS[dataset].in_size, primary_order=primary_order, primary_channels=primary_channels)
-    model = adapter.model()
-    notes = list(adapter.notes)
+    reader = adapter(state, in_size=DATASETS[dataset].in_size, primary_order=primary_order, primary_channels=primary_channels)
+    model = reader.model()
+    notes = list(reader.notes)
     metrics = _evaluate(model, dataset, data_dir, limit, on_progress) if evaluate else None
     if metrics is None:
         notes.append("not evaluated: " + ("--no-evaluate" if not evaluate else f"the {dataset} test images were not found"))

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from test_app import APP, router_mode  # noqa: F401 - the autouse fixture runs the app as app.py's router does
 
 from capsviz import checkpoint as ckpt
-from capsviz.adapter import CapsuleAdapter, import_file, read_state_dict
+from capsviz.adapter import CapsuleAdapter, Parts, import_file, read_state_dict
 from capsviz.errors import CapsvizError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -262,3 +262,34 @@ def test_imported_model_opens_in_the_pages(synthetic_data, tmp_path, monkeypatch
         assert not [i.value for i in at.info if "is a capsnet model; this page needs" in i.value]  # shown itself, no stand-in
         assert at.image or at.get("plotly_chart"), page  # the page drew the model's pictures
     assert at.session_state["model_pick"] == "mine.safetensors"
+
+
+class MyAdapter(CapsuleAdapter):
+    """README's example for another layout: W kept as (I, J*D, K), capsules numbered (row, col, type)."""
+
+    def parts(self) -> Parts:
+        s = self.state
+        return Parts(
+            conv1=(s["stem.weight"], s["stem.bias"]),
+            primary=(s["prim.weight"], s["prim.bias"]),
+            primary_dim=8,
+            W=s["caps.W"].view(s["caps.W"].shape[0], 10, 16, 8),
+            decoder=[(s[f"dec.{n}.weight"], s[f"dec.{n}.bias"]) for n in (0, 2, 4)],
+            notes=["W read from caps.W as (I, J*D, K)"],
+        )
+
+
+def test_a_subclass_imports_another_layout(synthetic_data, tmp_path):
+    net, state = small_state()
+    T, G = SMALL["types"], 6
+    W = state["digit_capsules.W"][0].view(T, G * G, 10, 16, 8).transpose(0, 1).reshape(G * G * T, 160, 8)  # (I, J*D, K), (row, col, type)
+    mine = {"stem.weight": state["conv1.weight"], "stem.bias": state["conv1.bias"], "caps.W": W.contiguous()}
+    mine |= {"prim.weight": state["primary_capsules.weight"], "prim.bias": state["primary_capsules.bias"]}
+    mine |= {f"dec.{n}.{k}": state[f"decoder.{n}.{k}"] for n in (0, 2, 4) for k in ("weight", "bias")}
+    torch.save(mine, tmp_path / "mine.pt")
+    result = import_file(tmp_path / "mine.pt", tmp_path / "mine.safetensors", adapter=MyAdapter, limit=8)
+    assert result["notes"][0] == "W read from caps.W as (I, J*D, K)" and result["n_test"] == 8
+    model, _ = ckpt.load_checkpoint(tmp_path / "mine.safetensors")
+    x = images(2)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x).capsules, net(x), atol=1e-5, rtol=1e-4)
