@@ -293,3 +293,30 @@ def test_a_subclass_imports_another_layout(synthetic_data, tmp_path):
     x = images(2)
     with torch.no_grad():
         torch.testing.assert_close(model(x).capsules, net(x), atol=1e-5, rtol=1e-4)
+
+
+def test_a_briefly_trained_network_keeps_its_test_error(real_data, tmp_path):
+    """Trained a little on real MNIST in its own code: the test error `capsviz import` stores is the
+    one the network's own forward gets on the same images."""
+    from capsviz.data import load_split
+    from capsviz.losses import margin_loss
+
+    torch.manual_seed(0)
+    net = PublicCapsNet(**SMALL, decoder=False)
+    train = load_split("mnist", "train")
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    for step in range(30):
+        x = train.images[32 * step : 32 * (step + 1)].float().unsqueeze(1) / 255
+        y = train.labels[32 * step : 32 * (step + 1)].long()
+        loss = margin_loss(net(x).norm(dim=-1), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    torch.save(net.state_dict(), tmp_path / "trained.pt")
+    result = import_file(tmp_path / "trained.pt", tmp_path / "trained.safetensors", limit=200)
+    test = load_split("mnist", "test")
+    with torch.no_grad():
+        own = net.eval()(test.images[:200].float().unsqueeze(1) / 255).norm(dim=-1).argmax(1)
+    own_error = 100.0 * float((own != test.labels[:200]).float().mean())
+    assert result["n_test"] == 200 and result["test_error"] == pytest.approx(own_error, abs=0.5)  # one image at most
+    assert own_error < 80  # it learned something: the comparison is not between two guessers
