@@ -34,9 +34,9 @@ class PublicCapsNet(nn.Module):
     as one conv (viewed (B, T, K, G, G)) or as K convs of T channels (one per capsule dimension),
     DigitCaps with W (1, I, J, D, K), dynamic routing with 3 iterations, and the decoder."""
 
-    def __init__(self, *, c1=256, types=32, dim=8, classes=10, D=16, modulelist=False, decoder=True, size=28):
+    def __init__(self, *, c1=256, types=32, dim=8, classes=10, D=16, modulelist=False, decoder=True, size=28, position_major=False):
         super().__init__()
-        self.types, self.dim, self.modulelist = types, dim, modulelist
+        self.types, self.dim, self.modulelist, self.position_major = types, dim, modulelist, position_major
         self.conv1 = nn.Conv2d(1, c1, 9)
         if modulelist:
             self.primary_capsules = nn.ModuleList(nn.Conv2d(c1, types, 9, stride=2) for _ in range(dim))
@@ -62,7 +62,9 @@ class PublicCapsNet(nn.Module):
         else:
             p = self.primary_capsules(h)  # (B, T*K, G, G)
             u = p.view(B, self.types, self.dim, *p.shape[-2:]).permute(0, 1, 3, 4, 2)  # (B, T, G, G, K)
-        u = sabour_squash(u.reshape(B, -1, self.dim))  # (B, I, K), i = (type, row, col)
+        if self.position_major:  # as TensorFlow's reshape of NHWC maps numbers them
+            u = u.permute(0, 2, 3, 1, 4)  # (B, G, G, T, K)
+        u = sabour_squash(u.reshape(B, -1, self.dim))  # (B, I, K), i = (type, row, col) or (row, col, type)
         u_hat = (self.digit_capsules.W @ u[:, :, None, :, None]).squeeze(-1)  # (B, I, J, D)
         b = torch.zeros(u_hat.shape[:3])  # (B, I, J)
         for t in range(3):
@@ -130,6 +132,15 @@ def test_digit_weights_in_every_common_layout(tmp_path, layout):
     x = images(2)
     with torch.no_grad():
         torch.testing.assert_close(model(x).capsules, net(x), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("modulelist", [False, True], ids=["one-conv", "modulelist"])
+def test_position_major_numbering(modulelist):
+    net, state = small_state(modulelist=modulelist, position_major=True)
+    x = images(2)
+    with torch.no_grad():
+        got = CapsuleAdapter(state, primary_order="position-major").model()(x).capsules
+        torch.testing.assert_close(got, net(x), atol=1e-5, rtol=1e-4)
 
 
 def test_safetensors_and_training_checkpoints_are_read(tmp_path):
