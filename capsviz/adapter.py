@@ -109,14 +109,16 @@ class CapsuleAdapter:
         return self.get_parts().notes
 
     def get_parts(self) -> Parts:
+        """`parts()` once, checked to fit together (a subclass's too)."""
         if self._parts is None:
-            self._parts = self.parts()
+            self._parts = _fitting(self.parts(), self.in_size)
         return self._parts
 
     def config(self) -> CapsNetConfig:
         p = self.get_parts()
         (w1, _), (wp, _) = p.conv1, p.primary
-        I, J, D, K = p.W.shape
+        J, D = p.W.shape[1:3]
+        K = p.primary_dim
         return CapsNetConfig(
             in_size=self.in_size,
             in_channels=w1.shape[1],
@@ -275,6 +277,34 @@ class CapsuleAdapter:
                 f"decoder draws {need} pixels; {self.in_size}x{self.in_size} images have {self.in_size**2} (pick the right --dataset)"
             )
         return layers
+
+
+def _fitting(p: Parts, in_size: int) -> Parts:
+    """`p` if its tensors make one CapsNet on in_size x in_size images; else the first mismatch, in one line."""
+    (w1, b1), (wp, bp), W, K = p.conv1, p.primary, p.W, p.primary_dim
+    problems = []
+    if w1.dim() != 4 or wp.dim() != 4 or W.dim() != 4:
+        problems.append(f"Conv1 {tuple(w1.shape)} and PrimaryCaps {tuple(wp.shape)} must be conv weights, W {tuple(W.shape)} (I, J, D, K)")
+    else:
+        G = (in_size - w1.shape[-1] + 1 - wp.shape[-1]) // 2 + 1
+        T = wp.shape[0] // K
+        if wp.shape[1] != w1.shape[0]:
+            problems.append(f"PrimaryCaps reads {wp.shape[1]} channels; Conv1 gives {w1.shape[0]}")
+        if wp.shape[0] % K or W.shape[3] != K:
+            problems.append(f"PrimaryCaps' {wp.shape[0]} channels and W's last size {W.shape[3]} must be T x {K} and {K}")
+        elif W.shape[0] != G * G * T:
+            problems.append(
+                f"W holds {W.shape[0]} primary capsules; a {G}x{G} grid of {T} types on {in_size}x{in_size} images has {G * G * T}"
+            )
+        if tuple(b1.shape) != (w1.shape[0],) or tuple(bp.shape) != (wp.shape[0],):
+            problems.append("a conv bias does not match its weight's output channels")
+        if p.decoder is not None:
+            sizes = [W.shape[1] * W.shape[2]] + [w.shape[0] for w, _ in p.decoder]
+            if len(p.decoder) != 3 or any(w.shape[1] != n for (w, _), n in zip(p.decoder, sizes, strict=False)) or sizes[-1] != in_size**2:
+                problems.append(f"the decoder must be three Linear layers {sizes[0]} -> h1 -> h2 -> {in_size**2}")
+    if problems:
+        raise CapsvizError(f"the parts found do not make one CapsNet: {problems[0]}")
+    return p
 
 
 _EXPECTED = "capsviz understands Conv1 -> PrimaryCaps -> DigitCaps W (-> 3-layer decoder) (README: Your own model)"

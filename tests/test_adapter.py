@@ -331,3 +331,18 @@ def test_a_briefly_trained_network_keeps_its_test_error(real_data, tmp_path):
     own_error = 100.0 * float((own != test.labels[:200]).float().mean())
     assert result["n_test"] == 200 and result["test_error"] == pytest.approx(own_error, abs=0.5)  # one image at most
     assert own_error < 80  # it learned something: the comparison is not between two guessers
+
+
+def test_a_subclass_whose_parts_do_not_fit_is_refused_in_one_line():
+    class Wrong(MyAdapter):
+        def parts(self) -> Parts:
+            p = super().parts()
+            p.W = p.W[:100]  # fewer primary capsules than the grid holds
+            return p
+
+    _, state = small_state()
+    mine = {"stem.weight": state["conv1.weight"], "stem.bias": state["conv1.bias"], "caps.W": torch.zeros(144, 160, 8)}
+    mine |= {"prim.weight": state["primary_capsules.weight"], "prim.bias": state["primary_capsules.bias"]}
+    mine |= {f"dec.{n}.{k}": state[f"decoder.{n}.{k}"] for n in (0, 2, 4) for k in ("weight", "bias")}
+    with pytest.raises(CapsvizError, match=r"do not make one CapsNet: W holds 100 primary capsules; a 6x6 grid of 4 types .* has 144$"):
+        Wrong(mine).model()
