@@ -1,4 +1,4 @@
-"""capsviz (or python -m capsviz) app | doctor | train | evaluate | list | bench | export | data
+"""capsviz (or python -m capsviz) app | doctor | train | evaluate | list | bench | export | import | data
 
 Every mistake a user can make ends with one line on stderr and exit status 2, never a traceback.
 """
@@ -193,6 +193,33 @@ def parser() -> Parser:
     x.add_argument("--max-change", type=number(0, 100), default=0.02, help="largest test-error change (percentage points) accepted")
     x.add_argument("--replace", action="store_true", help="replace a model already at dst")
     x.add_argument("--device", default="auto")
+
+    im = sub.add_parser(
+        "import",
+        help="turn your own PyTorch CapsNet's saved state dict into a capsviz checkpoint (README: Your own model)",
+        description="Read a state dict (torch.save(model.state_dict(), FILE), or .safetensors) of a CapsNet laid out as "
+        "Conv1 -> PrimaryCaps -> DigitCaps (-> decoder), save it as a capsviz checkpoint and measure its test error.",
+    )
+    im.add_argument("file", type=Path, help="the saved state dict (.pt, .pth, .safetensors); never run as code")
+    im.add_argument("--out", type=Path, required=True, help="the checkpoint to write, e.g. checkpoints/mine.safetensors")
+    im.add_argument("--dataset", choices=DATASET_NAMES, default="mnist", help="what it was trained on (default: mnist)")
+    im.add_argument("--replace", action="store_true", help="replace a model already at --out")
+    im.add_argument("--data-dir")
+    im.add_argument("--limit", type=integer(1), help="evaluate on only the first N test images (default: all)")
+    im.add_argument("--no-evaluate", dest="evaluate", action="store_false", help="store it as not evaluated")
+    im.add_argument(
+        "--primary-order",
+        choices=["type-major", "position-major"],
+        default="type-major",
+        help="how your code numbers the primary capsules: (type, row, col), the PyTorch default, or (row, col, type), "
+        "as TensorFlow's reshape does",
+    )
+    im.add_argument(
+        "--primary-channels",
+        choices=["capsule", "dim"],
+        help="which conv channel holds dim d of capsule type t: t*K + d (capsule), or d*T + t (dim) "
+        "(default: capsule for one conv, dim for K convs)",
+    )
 
     d = sub.add_parser("data", help="where each dataset was found, its size and checksums")
     d.add_argument("--data-dir")
@@ -570,6 +597,31 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_import(args) -> int:
+    from capsviz.adapter import import_file
+    from capsviz.paths import model_folder
+
+    data_folder(args.data_dir)
+    result = import_file(
+        args.file,
+        args.out,
+        dataset=args.dataset,
+        replace=args.replace,
+        data_dir=args.data_dir,
+        limit=args.limit,
+        primary_order=args.primary_order,
+        primary_channels=args.primary_channels,
+        evaluate=args.evaluate,
+        on_progress=progress_line("evaluate", "images"),
+    )
+    for note in result["notes"]:
+        print(f"  {note}", file=sys.stderr)
+    if args.out.resolve().parent != model_folder().resolve():
+        print(f"open it in the app: capsviz app --checkpoints {args.out.resolve().parent}", file=sys.stderr)
+    print(json.dumps(result))
+    return 0
+
+
 def cmd_data(args) -> int:
     from capsviz.data import SOURCES
     from capsviz.data.sources import download, locate, missing_message, verify
@@ -628,5 +680,6 @@ COMMANDS = {
     "list": cmd_list,
     "bench": cmd_bench,
     "export": cmd_export,
+    "import": cmd_import,
     "data": cmd_data,
 }

@@ -1,0 +1,444 @@
+"""Your own capsule network in capsviz: `CapsuleAdapter` reads the weights of a PyTorch CapsNet
+written elsewhere and makes it a capsviz `CapsNet`, which every page (tour, explorer, routing)
+then opens like one trained here: the same predictions u_hat, routing, class capsules v and
+masked decoder, because it *is* one.
+
+What is read: a plain state dict saved with `torch.save(model.state_dict(), path)` (or a dict
+holding one under 'state_dict' or 'model'), through `torch.load(weights_only=True)`, which never
+runs code from the file; or a .safetensors file. Anything else is one CapsvizError line.
+
+The layout most public PyTorch CapsNets share (Sabour et al. 2017, Fig. 1) is matched by the
+shapes of its tensors and their order, never by their names (every repository names them its
+own way):
+
+    Conv1        a conv weight (C1, 1, k, k) and its bias               e.g. (256, 1, 9, 9)
+    PrimaryCaps  one conv (T*K, C1, k, k), or K convs (T, C1, k, k)     e.g. (256, 256, 9, 9) or 8 x (32, 256, 9, 9)
+    DigitCaps    W in any of (I, J, D, K), (1, I, J, D, K),             e.g. (1, 1152, 10, 16, 8)
+                 (J, I, K, D), (I, J, K, D), (J, I, D, K)                    or (10, 1152, 8, 16)
+    Decoder      three Linear layers J*D -> h1 -> h2 -> H*W (optional)  e.g. 160 -> 512 -> 1024 -> 784
+
+What the weights cannot say is assumed, and each assumption is listed in `notes`: Conv1 stride 1,
+PrimaryCaps stride 2, no padding, ReLU after Conv1, Eq. 1's squash on the primary and class
+capsules, dynamic routing with softmax over the classes and 3 iterations, a ReLU-ReLU-sigmoid
+decoder fed all class capsules with all but one masked to 0, and how the primary capsules are
+numbered (`primary_order`, `primary_channels`). A network that differs in any of these computes
+other numbers than its capsviz twin: compare the two on a batch (`class capsule lengths`, as
+tests/test_adapter.py does) before trusting the pictures. Tensors that fit no part are refused,
+unless they are all zeros (a routing-logit buffer, an unused bias): those are ignored and noted.
+
+Other layouts: subclass and override `parts()`, returning the same tensors in capsviz's layout
+(README, "Your own model").
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError, safe_open
+
+from capsviz.config import CapsNetConfig
+from capsviz.errors import CapsvizError
+from capsviz.models.capsnet import CapsNet
+
+# How a PyTorch CapsNet numbers its primary capsules, which no weight shape shows.
+# type-major: i = (type, row, col), what viewing the NCHW conv output as (B, T, K, G, G) or
+#   concatenating K convs' flattened maps gives; the usual PyTorch layout.
+# position-major: i = (row, col, type), what reshaping the NHWC output gives (TensorFlow, Keras,
+#   capsviz itself).
+PRIMARY_ORDERS = ("type-major", "position-major")
+# Which conv channel holds dimension d of capsule type t:
+# capsule: channel t*K + d (a capsule's K dims are adjacent channels; one conv, the usual view)
+# dim: channel d*T + t (K convs of T channels each, one per dimension, stacked in order)
+PRIMARY_CHANNELS = ("capsule", "dim")
+
+
+@dataclass
+class Parts:
+    """A CapsNet's weights in capsviz's layout (what `CapsNet.state_dict` holds), from any source.
+
+    conv1: weight (C1, 1, k, k), bias (C1,). primary: weight (T*K, C1, k, k) with channel t*K + d,
+    bias (T*K,). W: (I, J, D, K) with capsule i = (row * G + col) * T + type. decoder: three
+    (weight (out, in), bias (out,)) pairs, or None. notes: what was assumed or ignored."""
+
+    conv1: tuple[torch.Tensor, torch.Tensor]
+    primary: tuple[torch.Tensor, torch.Tensor]
+    primary_dim: int
+    W: torch.Tensor
+    decoder: list[tuple[torch.Tensor, torch.Tensor]] | None
+    notes: list[str] = field(default_factory=list)
+
+
+class CapsuleAdapter:
+    """A user's CapsNet weights as a capsviz CapsNet.
+
+    `model()` gives the capsviz `CapsNet` (eval mode) the pages call, whose methods are the
+    capsule interface: `predictions(x)` -> u_hat (B, J, I, D), `route(u_hat)` -> routing result
+    with v (B, J, D), `forward(x).capsules` -> v and `.scores` -> |v|, `decode(vector, capsule)`
+    -> the masked decoder's reconstruction. `config()` is its CapsNetConfig and `notes` what was
+    assumed or ignored on the way.
+
+    state: the tensors by name, in the order the file holds them. in_size: the image side the
+    network takes (the dataset's). primary_order / primary_channels: see PRIMARY_ORDERS and
+    PRIMARY_CHANNELS; `primary_channels` None means "capsule" for one conv, "dim" for K convs."""
+
+    def __init__(
+        self,
+        state: dict[str, torch.Tensor],
+        *,
+        in_size: int = 28,
+        primary_order: str = "type-major",
+        primary_channels: str | None = None,
+        routing_iterations: int = 3,
+    ):
+        if primary_order not in PRIMARY_ORDERS:
+            raise CapsvizError(f"primary_order must be one of {', '.join(PRIMARY_ORDERS)}; found {primary_order!r}")
+        if primary_channels not in (None, *PRIMARY_CHANNELS):
+            raise CapsvizError(f"primary_channels must be one of {', '.join(PRIMARY_CHANNELS)}; found {primary_channels!r}")
+        self.state, self.in_size = dict(state), in_size
+        self.primary_order, self.primary_channels = primary_order, primary_channels
+        self.routing_iterations = routing_iterations
+        self._parts: Parts | None = None
+
+    @property
+    def notes(self) -> list[str]:
+        return self.get_parts().notes
+
+    def get_parts(self) -> Parts:
+        """`parts()` once, checked to fit together (a subclass's too)."""
+        if self._parts is None:
+            self._parts = _fitting(self.parts(), self.in_size)
+        return self._parts
+
+    def config(self) -> CapsNetConfig:
+        p = self.get_parts()
+        (w1, _), (wp, _) = p.conv1, p.primary
+        J, D = p.W.shape[1:3]
+        K = p.primary_dim
+        return CapsNetConfig(
+            in_size=self.in_size,
+            in_channels=w1.shape[1],
+            num_classes=J,
+            conv1_channels=w1.shape[0],
+            conv1_kernel=w1.shape[-1],
+            primary_types=wp.shape[0] // K,
+            primary_dim=K,
+            primary_kernel=wp.shape[-1],
+            digit_dim=D,
+            routing_iterations=self.routing_iterations,
+            reconstruction=p.decoder is not None,
+            decoder_hidden=(p.decoder[0][0].shape[0], p.decoder[1][0].shape[0]) if p.decoder else (512, 1024),
+        )
+
+    def model(self) -> CapsNet:
+        """The capsviz CapsNet holding these weights, in eval mode."""
+        p = self.get_parts()
+        model = CapsNet(config=self.config())
+        tensors = {
+            "conv1.weight": p.conv1[0],
+            "conv1.bias": p.conv1[1],
+            "primary.conv.weight": p.primary[0],
+            "primary.conv.bias": p.primary[1],
+            "digits.W": p.W,
+        }
+        for n, (w, b) in enumerate(p.decoder or ()):  # the Linear layers sit at 0, 2, 4 of Decoder.net
+            tensors[f"decoder.net.{2 * n}.weight"], tensors[f"decoder.net.{2 * n}.bias"] = w, b
+        model.load_state_dict({k: v.detach().float().contiguous() for k, v in tensors.items()}, strict=True)
+        return model.eval()
+
+    def parts(self) -> Parts:
+        """Find Conv1, PrimaryCaps, DigitCaps' W and the decoder by shape and order, and lay them
+        out as capsviz's CapsNet holds them. Override for another layout."""
+        todo = dict(self.state)
+        notes = [
+            "assumed: Conv1 stride 1 and ReLU, PrimaryCaps stride 2, no padding",
+            "assumed: the squash of Sabour et al. (Eq. 1) on primary and class capsules",
+            f"assumed: dynamic routing (softmax over the classes, logits += agreement), {self.routing_iterations} iterations",
+        ]
+        conv1 = self._conv1(todo)
+        primary, channels, convs = self._primary(todo, conv1[0].shape[0])
+        G = (self.in_size - conv1[0].shape[-1] + 1 - primary[0].shape[-1]) // 2 + 1
+        if G < 1:
+            raise CapsvizError(
+                f"Conv1 and PrimaryCaps kernels leave no capsule grid on {self.in_size}x{self.in_size} images (pick the right --dataset)"
+            )
+        W, K = self._digit_weights(todo, G, primary[0].shape[0], convs)
+        I, J, D, _ = W.shape
+        T = I // (G * G)
+        decoder = self._decoder(todo, J * D)
+        if decoder is None:
+            notes.append("no decoder found: the model is imported without reconstructions (the explorer needs one)")
+        else:
+            notes.append("assumed: decoder ReLU, ReLU, sigmoid, fed all class capsules with all but one masked to 0")
+        wp, bp = primary
+        if channels == "dim":  # channel d*T + t -> t*K + d
+            wp = wp.view(K, T, *wp.shape[1:]).transpose(0, 1).reshape(wp.shape)
+            bp = bp.view(K, T).T.reshape(-1)
+        notes.append(f"assumed: primary capsules numbered {self.primary_order} (--primary-order), channels laid out by {channels}")
+        if self.primary_order == "type-major":  # i = (t, r, c) -> (r, c, t)
+            W = W.reshape(T, G * G, J, D, K).transpose(0, 1).reshape(I, J, D, K)
+        for name in list(todo):
+            t = todo.pop(name)
+            if t.is_floating_point() and bool((t == 0).all()):
+                notes.append(f"ignored: {name} {tuple(t.shape)} (all zeros)")
+            elif t.numel() == J * D:
+                raise CapsvizError(
+                    f"{name} {tuple(t.shape)} looks like a DigitCaps bias and is not zero; capsviz's DigitCaps has none "
+                    "(s_j = sum_i c_ij u_hat_j|i), so this network cannot be imported as it computes"
+                )
+            else:
+                raise CapsvizError(
+                    f"{name} {tuple(t.shape)} fits no part of a CapsNet (Conv1, PrimaryCaps, DigitCaps W, decoder); {_EXPECTED}"
+                )
+        return Parts(conv1=conv1, primary=(wp, bp), primary_dim=K, W=W, decoder=decoder, notes=notes)
+
+    def _conv1(self, todo: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        found = [k for k, t in todo.items() if _is_conv(t) and t.shape[1] in (1, 3)]
+        if not found:
+            raise CapsvizError(f"no Conv1 found (a conv weight of shape (C1, 1, k, k)); {_EXPECTED}")
+        name = found[0]  # the first by order: a later one with few input channels would be a later layer
+        w = todo.pop(name)
+        if w.shape[1] != 1:
+            raise CapsvizError(f"Conv1 {name} takes {w.shape[1]} input channels; capsviz's datasets are greyscale (1 channel)")
+        return w, _bias(todo, name, w.shape[0])
+
+    def _primary(self, todo: dict, c1: int) -> tuple[tuple[torch.Tensor, torch.Tensor], str, int]:
+        """Its weight and bias (K convs concatenated), its channel layout, and how many convs."""
+        found = sorted((k for k, t in todo.items() if _is_conv(t) and t.shape[1] == c1), key=_natural)
+        if not found:
+            raise CapsvizError(
+                f"no PrimaryCaps found (a conv weight of shape (T*K, {c1}, k, k), or K of shape (T, {c1}, k, k)); {_EXPECTED}"
+            )
+        shapes = {tuple(todo[k].shape) for k in found}
+        if len(shapes) > 1:
+            raise CapsvizError(f"ambiguous PrimaryCaps: convs of different shapes read Conv1's {c1} channels ({', '.join(found)})")
+        ws = [todo.pop(k) for k in found]
+        bs = [_bias(todo, k, w.shape[0]) for k, w in zip(found, ws, strict=True)]
+        channels = self.primary_channels or ("capsule" if len(ws) == 1 else "dim")
+        return (torch.cat(ws), torch.cat(bs)), channels, len(ws)
+
+    def _digit_weights(self, todo: dict, G: int, channels: int, convs: int) -> tuple[torch.Tensor, int]:
+        """W laid out (I, J, D, K), and K. K is the number of convs when PrimaryCaps is K convs; for
+        one conv of T*K channels it is whichever K makes one tensor hold I = G*G*T and K among its sizes."""
+        dims = [convs] if convs > 1 else [k for k in range(2, channels + 1) if channels % k == 0]
+        found = []
+        for name, t in todo.items():
+            s = tuple(t.shape)
+            while len(s) > 4 and s[0] == 1:
+                s = s[1:]
+            if len(s) == 4:
+                found += [(name, K) for K in dims if G * G * channels // K in s[:2] and K in s[2:]]
+        I = f"G*G*T = {G * G * channels // dims[0]}" if len(dims) == 1 else f"G*G*T with T*K = {channels}"
+        if not found:
+            raise CapsvizError(
+                f"no DigitCaps W found (a tensor with the {I} primary capsules and their K dims among its sizes); {_EXPECTED}"
+            )
+        if len(found) > 1:
+            raise CapsvizError(f"ambiguous DigitCaps W: {', '.join(f'{n} (K = {k})' for n, k in found)} could each be it")
+        name, K = found[0]
+        W = todo.pop(name)
+        shape, I = tuple(W.shape), G * G * channels // K
+        while W.dim() > 4 and W.shape[0] == 1:
+            W = W[0]
+        a, b, c, d = W.shape
+        if (a == I) == (b == I) or (c == K) == (d == K):
+            raise CapsvizError(
+                f"DigitCaps W {name} {shape}: cannot tell its layout; understood: (I, J, D, K), (I, J, K, D), (J, I, K, D), "
+                f"(J, I, D, K), a leading 1 allowed, with I = {I} primary capsules of K = {K} dims, J != I, D != K"
+            )
+        if b == I:
+            W = W.transpose(0, 1)  # (I, J, ., .)
+        if W.shape[2] == K:
+            W = W.transpose(2, 3)  # u_hat = u W: the transpose of capsviz's W u
+        return W.contiguous(), K
+
+    def _decoder(self, todo: dict, width: int) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+        linear = [k for k, t in todo.items() if t.dim() == 2]
+        if not linear:
+            return None
+        layers, need = [], width
+        for _ in range(3):
+            step = [k for k in linear if k in todo and todo[k].shape[1] == need]
+            if len(step) != 1:
+                what = "none" if not step else "several: " + ", ".join(step)
+                raise CapsvizError(
+                    f"decoder: expected one Linear layer reading {need} inputs after {len(layers)} layer(s), found {what}; "
+                    f"capsviz's decoder is three Linear layers {width} -> h1 -> h2 -> {self.in_size * self.in_size}"
+                )
+            w = todo.pop(step[0])
+            layers.append((w, _bias(todo, step[0], w.shape[0])))
+            need = w.shape[0]
+        if need != self.in_size * self.in_size:
+            raise CapsvizError(
+                f"decoder draws {need} pixels; {self.in_size}x{self.in_size} images have {self.in_size**2} (pick the right --dataset)"
+            )
+        return layers
+
+
+def _fitting(p: Parts, in_size: int) -> Parts:
+    """`p` if its tensors make one CapsNet on in_size x in_size images; else the first mismatch, in one line."""
+    (w1, b1), (wp, bp), W, K = p.conv1, p.primary, p.W, p.primary_dim
+    problems = []
+    if w1.dim() != 4 or wp.dim() != 4 or W.dim() != 4:
+        problems.append(f"Conv1 {tuple(w1.shape)} and PrimaryCaps {tuple(wp.shape)} must be conv weights, W {tuple(W.shape)} (I, J, D, K)")
+    else:
+        G = (in_size - w1.shape[-1] + 1 - wp.shape[-1]) // 2 + 1
+        T = wp.shape[0] // K
+        if wp.shape[1] != w1.shape[0]:
+            problems.append(f"PrimaryCaps reads {wp.shape[1]} channels; Conv1 gives {w1.shape[0]}")
+        if wp.shape[0] % K or W.shape[3] != K:
+            problems.append(f"PrimaryCaps' {wp.shape[0]} channels and W's last size {W.shape[3]} must be T x {K} and {K}")
+        elif W.shape[0] != G * G * T:
+            problems.append(
+                f"W holds {W.shape[0]} primary capsules; a {G}x{G} grid of {T} types on {in_size}x{in_size} images has {G * G * T}"
+            )
+        if tuple(b1.shape) != (w1.shape[0],) or tuple(bp.shape) != (wp.shape[0],):
+            problems.append("a conv bias does not match its weight's output channels")
+        if p.decoder is not None:
+            sizes = [W.shape[1] * W.shape[2]] + [w.shape[0] for w, _ in p.decoder]
+            if len(p.decoder) != 3 or any(w.shape[1] != n for (w, _), n in zip(p.decoder, sizes, strict=False)) or sizes[-1] != in_size**2:
+                problems.append(f"the decoder must be three Linear layers {sizes[0]} -> h1 -> h2 -> {in_size**2}")
+    if problems:
+        raise CapsvizError(f"the parts found do not make one CapsNet: {problems[0]}")
+    return p
+
+
+_EXPECTED = "capsviz understands Conv1 -> PrimaryCaps -> DigitCaps W (-> 3-layer decoder) (README: Your own model)"
+
+
+def _is_conv(t: torch.Tensor) -> bool:
+    return t.dim() == 4 and t.shape[2] == t.shape[3] and t.shape[2] > 1
+
+
+def _bias(todo: dict, weight_name: str, size: int) -> torch.Tensor:
+    """The bias beside `weight_name` (same module), or zeros when the layer has none."""
+    name = weight_name.rsplit(".", 1)[0] + ".bias" if "." in weight_name else weight_name + "_bias"
+    b = todo.get(name)
+    if b is not None and tuple(b.shape) == (size,):
+        return todo.pop(name)
+    return torch.zeros(size)
+
+
+def _natural(name: str) -> list:
+    """'caps.10.weight' after 'caps.2.weight': the K convs of a ModuleList in their order."""
+    return [int(s) if s.isdigit() else s for s in re.split(r"(\d+)", name)]
+
+
+def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a saved state dict, by name in the file's order, without running any code
+    from the file: .safetensors through safetensors, anything else through
+    `torch.load(weights_only=True)`. A plain state dict, or a dict holding one under 'state_dict'
+    or 'model' (a training checkpoint); anything else is refused in one line."""
+    path = Path(path)
+    if not path.is_file():
+        raise CapsvizError(f"{path}: no such file")
+    if path.suffix == ".safetensors":
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                if "capsviz" in (f.metadata() or {}):
+                    raise CapsvizError(f"{path} is already a capsviz checkpoint; put it in the model folder to open it")
+                return {k: f.get_tensor(k) for k in f.keys()}
+        except (SafetensorError, OSError, ValueError) as e:
+            raise CapsvizError(f"{path}: not a readable safetensors file ({str(e).splitlines()[0][:200]})") from None
+    try:
+        with warnings.catch_warnings():  # torch warns of pickle protocols on stderr: the refusal below is the one line said
+            warnings.simplefilter("ignore")
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:  # torch's message suggests loading the file unsafely: never shown
+        raise CapsvizError(
+            f"{path}: a safe load refuses it (it holds Python objects: a whole pickled model, custom classes or code; "
+            "or it is not a file torch.save wrote); save the weights alone with torch.save(model.state_dict(), path)"
+        ) from None
+    except Exception as e:  # noqa: BLE001 - any other failure to read means a file that is not a state dict
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise CapsvizError(f"{path}: cannot be read as a PyTorch state dict ({type(e).__name__}: {first})") from None
+    for candidate in (obj, *(obj.get(k) for k in ("state_dict", "model") if isinstance(obj, dict))):
+        if (
+            isinstance(candidate, dict)
+            and candidate
+            and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in candidate.items())
+        ):
+            return dict(candidate)
+    kind = f"a dict with keys {', '.join(map(str, list(obj)[:5]))}" if isinstance(obj, dict) else f"a {type(obj).__name__}"
+    raise CapsvizError(f"{path}: holds {kind}, not a state dict of tensors (or one under 'state_dict' or 'model')")
+
+
+def import_file(
+    src: Path,
+    out: Path,
+    *,
+    dataset: str = "mnist",
+    replace: bool = False,
+    data_dir=None,
+    limit: int | None = None,
+    primary_order: str = "type-major",
+    primary_channels: str | None = None,
+    evaluate: bool = True,
+    on_progress=None,
+    adapter: type[CapsuleAdapter] = CapsuleAdapter,
+) -> dict:
+    """`capsviz import`: the network saved at `src` as a capsviz checkpoint at `out`, under the
+    rule every writer follows (`checkpoint.plan_write`: never a shipped model, never over another
+    one without `replace`). Its test error on `dataset`'s test images (the first `limit`) is
+    measured and stored; where the images are missing, or `evaluate` is off, it is stored as not
+    evaluated. `adapter`: a subclass of CapsuleAdapter for another layout. Returns what the
+    command prints: the checkpoint, its metrics, and the notes."""
+    from capsviz import checkpoint as ckpt
+    from capsviz.config import DATASETS
+
+    if dataset not in DATASETS:
+        raise CapsvizError(f"unknown dataset {dataset!r}; choose from {', '.join(DATASETS)}")
+    out = Path(out)
+    if out.suffix != ".safetensors":
+        raise CapsvizError(f"--out {out}: a capsviz checkpoint is a .safetensors file; name it e.g. {out.with_suffix('.safetensors').name}")
+    ckpt.plan_write(out, replace=replace)  # refused now, before the reading and the evaluation
+    state = read_state_dict(src)
+    reader = adapter(state, in_size=DATASETS[dataset].in_size, primary_order=primary_order, primary_channels=primary_channels)
+    model = reader.model()
+    notes = list(reader.notes)
+    metrics = _evaluate(model, dataset, data_dir, limit, on_progress) if evaluate else None
+    if metrics is None:
+        notes.append("not evaluated: " + ("--no-evaluate" if not evaluate else f"the {dataset} test images were not found"))
+    elif metrics["test_error"] > 50:
+        notes.append(
+            f"{metrics['test_error']:.1f}% test error: if the network does better in its own code, its primary capsules are "
+            "probably numbered otherwise (try the other --primary-order or --primary-channels) or it computes differently"
+        )
+    meta = {
+        "dataset": dataset,
+        "complete": True,
+        "hardware": f"trained outside capsviz (imported from {Path(src).name})"[:500],
+        "imported": {"file": Path(src).name, "sha256": _file_digest(src), "notes": notes},
+    }
+    if metrics is not None:
+        meta["metrics"] = metrics
+    with ckpt.writer_lock(out):
+        ckpt.recover(out)
+        ckpt.plan_write(out, replace=replace)  # finished and evaluated: it goes straight to `out`
+        ckpt.save_checkpoint(out, model, meta)
+    return {"checkpoint": str(out), **(metrics or {"evaluated": False}), "notes": notes}
+
+
+def _evaluate(model, dataset: str, data_dir, limit, on_progress) -> dict | None:
+    from capsviz.data import load_split
+    from capsviz.train import evaluate
+
+    try:
+        data = load_split(dataset, "test", data_dir)
+    except CapsvizError:
+        return None
+    return evaluate(model, dataset, data, limit=limit, on_progress=on_progress)
+
+
+def _file_digest(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
