@@ -58,7 +58,7 @@ def efficient_squash(s: torch.Tensor, dim: int = -1, eps: float = EPS) -> torch.
 
 
 @dataclass
-class DynamicRoutingResult:
+class RoutingResult:
     """Output of every vector-capsule routing (`route`); the trace fields are None unless record=True.
 
     v: (B, J, D) upper capsule outputs after the last iteration.
@@ -81,10 +81,7 @@ class DynamicRoutingResult:
     prior: torch.Tensor | None = None
 
 
-RoutingResult = DynamicRoutingResult  # the name the one-pass routings return it under
-
-
-def dynamic_routing(u_hat: torch.Tensor, iterations: int = 3, record: bool = False) -> DynamicRoutingResult:
+def dynamic_routing(u_hat: torch.Tensor, iterations: int = 3, record: bool = False) -> RoutingResult:
     """Routing-by-agreement (Procedure 1 of Sabour et al. 2017).
 
     u_hat: (B, I, J, D) predictions of each lower capsule i for each upper capsule j.
@@ -97,7 +94,7 @@ def dynamic_routing(u_hat: torch.Tensor, iterations: int = 3, record: bool = Fal
     return dynamic_routing_ji(u_hat.movedim(2, 1).contiguous(), iterations, record)  # (B, J, I, D)
 
 
-def dynamic_routing_ji(u_hat: torch.Tensor, iterations: int = 3, record: bool = False) -> DynamicRoutingResult:
+def dynamic_routing_ji(u_hat: torch.Tensor, iterations: int = 3, record: bool = False) -> RoutingResult:
     """`dynamic_routing` on predictions laid out (B, J, I, D): both sums over i and d are then
     batched matmuls that read u_hat in place (the (B, I, J, D) layout costs a copy per op)."""
     _check_iterations(iterations)
@@ -114,9 +111,9 @@ def dynamic_routing_ji(u_hat: torch.Tensor, iterations: int = 3, record: bool = 
     return res
 
 
-def _route(u_hat: torch.Tensor, iterations: int, record: bool) -> DynamicRoutingResult:
+def _route(u_hat: torch.Tensor, iterations: int, record: bool) -> RoutingResult:
     if policy.hand_backward(u_hat, record):  # the same iterations, their gradient written out by hand
-        return DynamicRoutingResult(v=dynamic_kernel.routing_hand_backward(u_hat, iterations, procedure_1, squash))
+        return RoutingResult(v=dynamic_kernel.routing_hand_backward(u_hat, iterations, procedure_1, squash))
     cs, bs, vs, changes = [], [], [], []
     for b, c, _, v, a in procedure_1(u_hat, iterations, last_agreement=record):
         if record:
@@ -125,8 +122,8 @@ def _route(u_hat: torch.Tensor, iterations: int, record: bool) -> DynamicRouting
             vs.append(v.detach())  # (B, J, D)
             changes.append(a.detach().abs().mean(dim=(1, 2)))  # (B,)
     if not record:
-        return DynamicRoutingResult(v=v)
-    return DynamicRoutingResult(v=v, c=torch.stack(cs), b=torch.stack(bs), v_trace=torch.stack(vs), b_change=torch.stack(changes))
+        return RoutingResult(v=v)
+    return RoutingResult(v=v, c=torch.stack(cs), b=torch.stack(bs), v_trace=torch.stack(vs), b_change=torch.stack(changes))
 
 
 def procedure_1(u_hat: torch.Tensor, iterations: int, last_agreement: bool = False):
@@ -202,7 +199,7 @@ def self_attention_routing(
 
 def _one_pass(u_hat, b, c, squash, record, prior=None) -> RoutingResult:
     """s_j = sum_i (c_ij [+ prior_ij]) u_hat_j|i and v = squash(s) from couplings c and their logits
-    b, both (B, J, I); traced with T = 1 as `DynamicRoutingResult` lays it out."""
+    b, both (B, J, I); traced with T = 1 as `RoutingResult` lays it out."""
     w = c if prior is None else c + prior  # (B, J, I)
     v = squash((w.unsqueeze(-2) @ u_hat).squeeze(-2))  # (B, J, D)
     if not record:

@@ -18,7 +18,7 @@ class ModelOutput:
     logits: (B, J) pre-softmax logits (CNNs only; the loss uses them).
     capsules: (B, J, 16) class capsule vectors (CapsNet, Efficient-CapsNet) or class poses (matrix capsules), else None.
     reconstruction: (B, H, W) decoder output, or None without a decoder or when not asked.
-    trace: routing trace of the class layer (record=True): DynamicRoutingResult or EMRoutingResult.
+    trace: routing trace of the class layer (record=True): RoutingResult or EMRoutingResult.
     layer_traces: every routed layer's trace by name (record=True).
     """
 

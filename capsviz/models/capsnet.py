@@ -181,5 +181,5 @@ class CapsNet(ClassCapsules, nn.Module):
 
     def trace(self, x: torch.Tensor, iterations: int | None = None, routing: str | None = None) -> ModelOutput:
         """What the routing pages read: the output with DigitCaps' routing recorded at every
-        iteration (`trace`, a DynamicRoutingResult), no reconstruction."""
+        iteration (`trace`, a RoutingResult), no reconstruction."""
         return self(x, iterations=iterations, record=True, reconstruct=False, routing=routing)
