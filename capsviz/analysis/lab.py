@@ -74,11 +74,11 @@ class Row:
     shifted_accuracy: float
     fgsm_accuracy: float
     n_images: int
-    pair_accuracy: float | None
-    n_pairs: int
     entropy_ratio: float  # mean coupling entropy / log J: 1 is uniform, 0 all of a vote to one class
     coupling_to_prediction: float  # mean coupling of a primary capsule to the predicted class (uniform: 1/J)
     ms_per_image: float  # at batch TIME_BATCH on the machine named in `hardware` ...
+    pair_accuracy: float | None = None
+    n_pairs: int = 0
     classes: int = 10  # J: the uniform coupling is 1/J
     hardware: str = ""
     load: float = 0.0  # ... while this many processes were running on average (os.getloadavg)
