@@ -47,6 +47,18 @@ def integer(lo: int, hi: int | None = None):
     return parse
 
 
+def checked(parse):
+    """An argparse type from a function that raises CapsvizError for a bad value."""
+
+    def check(text: str):
+        try:
+            return parse(text)
+        except CapsvizError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return check
+
+
 def number(lo: float, hi: float, lo_open: bool = False):
     """An argparse type: a finite number in [lo, hi] ((lo, hi] with `lo_open`)."""
 
@@ -140,7 +152,9 @@ def parser() -> Parser:
         help="serve a class: N app processes behind nginx, one per core without N (needs nginx; capsviz/serve.py)",
     )
     dr = sub.add_parser("doctor", help="device, torch, native kernel (and why it is off), data and checkpoint folders")
-    dr.add_argument("--build", action="store_true", help="only build the native EM kernel now (as `capsviz app` does at start) and say how it went")
+    dr.add_argument(
+        "--build", action="store_true", help="only build the native EM kernel now (as `capsviz app` does at start) and say how it went"
+    )
 
     t = sub.add_parser("train", help="train a model and save a checkpoint every epoch")
     add_run_flags(t)
@@ -214,6 +228,8 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
             kw |= {"action": "store_const", "const": False} if m["flag"].startswith("--no-") else {"action": "store_true"}
         elif m["choices"]:
             kw["choices"] = list(m["choices"])
+        elif m["parse"]:
+            kw["type"] = checked(m["parse"])
         elif kind is int:
             kw["type"] = integer(m["lo"], m["hi"])
         elif kind is float:
