@@ -19,7 +19,7 @@ import time
 import typing
 from pathlib import Path
 
-from capsviz.config import DATASET_NAMES, DATASETS, MAX_ITERATIONS, PRESETS, TrainRun
+from capsviz.config import DATASET_NAMES, MAX_ITERATIONS, PRESETS, TrainRun, check_dataset
 from capsviz.errors import CapsvizError
 from capsviz.progress import time_left
 
@@ -170,7 +170,9 @@ def parser() -> Parser:
 
     e = sub.add_parser("evaluate", help="print a checkpoint's test metrics as JSON")
     e.add_argument("path", type=Path, help="a checkpoint file, or a model's name in the model folder (capsviz list shows them)")
-    e.add_argument("--dataset", choices=DATASET_NAMES, help="default: the dataset it was trained on")
+    e.add_argument(
+        "--dataset", type=checked(check_dataset), help=f"{', '.join(DATASET_NAMES)} or KIND:PATH (default: the dataset it was trained on)"
+    )
     e.add_argument("--data-dir")
     e.add_argument("--limit", type=integer(1), help="evaluate on only the first N test images")
     e.add_argument("--device", default="auto")
@@ -347,6 +349,8 @@ def cmd_train(args) -> int:
             if path is not None and not Path(path).is_file():
                 raise CapsvizError(f"{flag} {path}: no such checkpoint file")
         plan = ckpt.plan_write(args.out, resume=args.resume, replace=args.replace)  # refused now, not after the data loads
+        if args.resume is None:  # a resumed run fitted when it started
+            print(fits(run).line(), file=sys.stderr, flush=True)
         meta = train(run, args.out, on_event=ProgressBar(), stop=stop, resume=args.resume, replace=args.replace)
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
@@ -360,6 +364,25 @@ def cmd_train(args) -> int:
         return 128 + signal.SIGTERM
     print(json.dumps({"checkpoint": str(args.out), **meta.metrics.to_dict()}))
     return 0
+
+
+def fits(run: TrainRun):
+    """The run's memory and time per epoch on its device (capsviz.estimate); CapsvizError in one
+    line, with a smaller --resize or --batch-size to try, when it will not fit."""
+    from capsviz import estimate
+    from capsviz.config import user_dataset
+    from capsviz.data import load_split
+    from capsviz.devices import pick_device
+    from capsviz.train import model_config
+
+    n = len(load_split(run.dataset, "train", run.data_dir, run.resize))
+    n = min(n, run.train_limit or n)
+    can_resize = user_dataset(run.dataset) is not None
+    if can_resize:
+        from capsviz.data.user import load_user, summary_line
+
+        print(summary_line(load_user(run.dataset, run.resize)), file=sys.stderr)
+    return estimate.check(model_config(run), run.batch_size, pick_device(run.device), n_images=n, can_resize=can_resize)
 
 
 def saved_words(plan) -> str:
@@ -447,7 +470,8 @@ def cmd_evaluate(args) -> int:
     import torch
 
     from capsviz.checkpoint import load_checkpoint
-    from capsviz.data import load_split
+    from capsviz.config import user_dataset
+    from capsviz.data import input_shape, load_split
     from capsviz.devices import pick_device
     from capsviz.train import evaluate
 
@@ -456,10 +480,11 @@ def cmd_evaluate(args) -> int:
     args.path = model_path(args.path)
     model, meta = load_checkpoint(args.path, device)
     dataset = args.dataset or meta.image_dataset
-    size = DATASETS[dataset].in_size
+    resize = model.config.in_size if user_dataset(dataset) else None  # a user's images are made the size the model takes
+    size = input_shape(dataset, resize).size
     if model.config.in_size != size:
         raise CapsvizError(f"{args.path} takes {model.config.in_size}x{model.config.in_size} inputs; {dataset} images are {size}x{size}")
-    data = load_split(dataset, "test", args.data_dir)
+    data = load_split(dataset, "test", args.data_dir, resize)
     metrics = evaluate(model, dataset, data, device=device, limit=args.limit, on_progress=progress_line("evaluate", "images"))
     if args.routing:
         from capsviz.analysis.routing import coupling_summary

@@ -56,6 +56,17 @@ class UserData:
         return dict(zip(self.classes, n, strict=True))
 
 
+def summary_line(data: UserData) -> str:
+    """One line on what was read: classes, images per split, shape, and what was done to them."""
+    names = ", ".join(data.classes[:10]) + (f" and {len(data.classes) - 10} more" if len(data.classes) > 10 else "")
+    kind = "colour" if data.channels == 3 else "grey"
+    line = (
+        f"{short_name(data.spec)}: {len(data.classes)} classes ({names}), {len(data.train):,} training and "
+        f"{len(data.test):,} test images, {data.size}x{data.size} {kind}"
+    )
+    return line + "".join(f"; {n}" for n in data.notes)
+
+
 def short_name(spec: str) -> str:
     """ "folder:photos" for "folder:/home/me/photos": what titles and metrics say of a dataset."""
     user = user_dataset(spec)
