@@ -77,8 +77,8 @@ def load_user(spec: str, resize: int | None = None) -> UserData:
     """The dataset `spec` (KIND:PATH) names, read once per version of its files."""
     kind, path = _parse(spec)
     p = Path(path).expanduser()
-    try:  # a changed file, or a class folder changed, reads the dataset anew
-        inside = sorted(c.stat().st_mtime_ns for c in p.iterdir() if c.is_dir()) if p.is_dir() else []
+    try:  # a changed file, or a file or class folder changed inside the folder, reads the dataset anew
+        inside = sorted((c.name, c.stat().st_mtime_ns, c.stat().st_size) for c in p.iterdir()) if p.is_dir() else []
         stamp = (p.stat().st_mtime_ns, p.stat().st_size, *inside)
     except OSError:
         raise CapsvizError(f"{spec}: {path} does not exist; {kind}:PATH takes {USER_KINDS[kind].what}") from None
