@@ -367,22 +367,16 @@ def cmd_train(args) -> int:
 
 
 def fits(run: TrainRun):
-    """The run's memory and time per epoch on its device (capsviz.estimate); CapsvizError in one
-    line, with a smaller --resize or --batch-size to try, when it will not fit."""
-    from capsviz import estimate
+    """Say what a user's dataset holds, then the run's memory and time per epoch
+    (capsviz.estimate.for_run), which raises CapsvizError when it will not fit."""
     from capsviz.config import user_dataset
-    from capsviz.data import load_split
-    from capsviz.devices import pick_device
-    from capsviz.train import model_config
+    from capsviz.estimate import for_run
 
-    n = len(load_split(run.dataset, "train", run.data_dir, run.resize))
-    n = min(n, run.train_limit or n)
-    can_resize = user_dataset(run.dataset) is not None
-    if can_resize:
+    if user_dataset(run.dataset):
         from capsviz.data.user import load_user, summary_line
 
         print(summary_line(load_user(run.dataset, run.resize)), file=sys.stderr)
-    return estimate.check(model_config(run), run.batch_size, pick_device(run.device), n_images=n, can_resize=can_resize)
+    return for_run(run)
 
 
 def saved_words(plan) -> str:

@@ -236,9 +236,23 @@ def check(config: ModelConfig, batch_size: int, device="cpu", *, n_images: int =
     return est
 
 
+def for_run(run, time_it: bool = True) -> Estimate:
+    """`check` for a training run (capsviz.config.TrainRun): its model sized for its dataset, on
+    its device, over its training images; a smaller size is suggested for a user's images only."""
+    from capsviz.config import user_dataset
+    from capsviz.data import load_split
+    from capsviz.devices import pick_device
+    from capsviz.train import model_config
+
+    n = len(load_split(run.dataset, "train", run.data_dir, run.resize))
+    n = min(n, run.train_limit or n)
+    can_resize = user_dataset(run.dataset) is not None
+    return check(model_config(run), run.batch_size, pick_device(run.device), n_images=n, can_resize=can_resize, time_it=time_it)
+
+
 def for_preset(name: str, size: int, channels: int = 1, classes: int = 10, **overrides) -> ModelConfig:
     """A preset sized for an input, as `capsviz.train.model_config` sizes it for a dataset."""
     return preset(name, in_size=size, in_channels=channels, num_classes=classes, **overrides)
 
 
-__all__ = ["Estimate", "estimate", "check", "refusal", "available_memory", "for_preset"]
+__all__ = ["Estimate", "estimate", "check", "for_run", "refusal", "available_memory", "for_preset"]

@@ -56,6 +56,13 @@ class UploadSummary:
     samples: list = field(default_factory=list)  # (class name, (S, S) or (S, S, 3) uint8) a few per class
 
 
+def uploads_dir() -> Path:
+    """Where uploaded zips are unpacked, one folder per zip's digest: the user folder's uploads/."""
+    from capsviz.paths import user_dir
+
+    return user_dir() / "uploads"
+
+
 def entry_count(data: bytes) -> int:
     """The number of entries the end-of-central-directory record declares (zip64's when it says
     0xFFFF), read without parsing a single entry: a zip of 100,000 files is refused at once."""
