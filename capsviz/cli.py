@@ -349,9 +349,8 @@ def cmd_train(args) -> int:
             if path is not None and not Path(path).is_file():
                 raise CapsvizError(f"{flag} {path}: no such checkpoint file")
         plan = ckpt.plan_write(args.out, resume=args.resume, replace=args.replace)  # refused now, not after the data loads
-        if args.resume is None:  # a resumed run fitted when it started
-            print(fits(run).line(), file=sys.stderr, flush=True)
-        meta = train(run, args.out, on_event=ProgressBar(), stop=stop, resume=args.resume, replace=args.replace)
+        said = fits(run) if args.resume is None else []  # a resumed run fitted when it started
+        meta = train(run, args.out, on_event=ProgressBar(intro=said), stop=stop, resume=args.resume, replace=args.replace)
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
         print(f"\ninterrupted: {saved_words(plan)}", file=sys.stderr)
@@ -366,17 +365,19 @@ def cmd_train(args) -> int:
     return 0
 
 
-def fits(run: TrainRun):
-    """Say what a user's dataset holds, then the run's memory and time per epoch
-    (capsviz.estimate.for_run), which raises CapsvizError when it will not fit."""
+def fits(run: TrainRun) -> list[str]:
+    """What a user's dataset holds, and the run's memory and time per epoch
+    (capsviz.estimate.for_run, which raises CapsvizError when it will not fit): the lines the
+    run's progress starts with."""
     from capsviz.config import user_dataset
     from capsviz.estimate import for_run
 
+    said = []
     if user_dataset(run.dataset):
         from capsviz.data.user import load_user, summary_line
 
-        print(summary_line(load_user(run.dataset, run.resize)), file=sys.stderr)
-    return for_run(run)
+        said.append(summary_line(load_user(run.dataset, run.resize)))
+    return [*said, for_run(run).line()]
 
 
 def saved_words(plan) -> str:
@@ -418,10 +419,13 @@ class SignalFlag:
 class ProgressBar:
     """One updating line: step, images/s, loss, accuracy, time left; one line per evaluation."""
 
-    def __init__(self, stream=sys.stderr):
-        self.stream, self.last = stream, 0.0
+    def __init__(self, stream=sys.stderr, intro: list[str] = ()):
+        self.stream, self.last, self.intro = stream, 0.0, list(intro)
 
     def __call__(self, e) -> None:
+        if self.intro and e.kind != "failed":  # said once the run has started: a refusal stays one line
+            self.stream.write("".join(line + "\n" for line in self.intro))
+            self.intro = []
         if e.kind == "step":
             now = time.monotonic()
             if now - self.last < 0.5 and e.step != e.total_steps:

@@ -17,10 +17,12 @@ import torch
 
 from capsviz.config import (
     COUPLINGS,
+    DATASET_NAMES,
     MAX_ITERATIONS,
     MAX_SIZE,
     MIN_SIZE,
     PRESETS,
+    USER_KINDS,
     CapsNetConfig,
     ModelConfig,
     check_dataset,
@@ -87,11 +89,14 @@ class DatasetSpec:
     """A built-in dataset's name, or a user's KIND:PATH (capsviz.config.USER_KINDS)."""
 
     def check(self, v, where: str) -> None:
-        Str().check(v, where)
         try:
-            check_dataset(v)
-        except CapsvizError as e:
-            raise Invalid(where, str(e)) from None
+            ok = isinstance(v, str) and len(v) <= MAX_STRING and check_dataset(v) == v
+        except CapsvizError:
+            ok = False
+        if not ok:
+            raise Invalid(
+                where, f"must be one of {', '.join(DATASET_NAMES)}, or KIND:PATH with KIND one of {', '.join(USER_KINDS)}; found {_show(v)}"
+            )
 
 
 class Bool:
