@@ -19,7 +19,7 @@ import time
 import typing
 from pathlib import Path
 
-from capsviz.config import DATASET_NAMES, DATASETS, MAX_ITERATIONS, PRESETS, TrainRun
+from capsviz.config import DATASET_NAMES, MAX_ITERATIONS, PRESETS, TrainRun, check_dataset
 from capsviz.errors import CapsvizError
 from capsviz.progress import time_left
 
@@ -45,6 +45,18 @@ def integer(lo: int, hi: int | None = None):
         return v
 
     return parse
+
+
+def checked(parse):
+    """An argparse type from a function that raises CapsvizError for a bad value."""
+
+    def check(text: str):
+        try:
+            return parse(text)
+        except CapsvizError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return check
 
 
 def number(lo: float, hi: float, lo_open: bool = False):
@@ -140,7 +152,9 @@ def parser() -> Parser:
         help="serve a class: N app processes behind nginx, one per core without N (needs nginx; capsviz/serve.py)",
     )
     dr = sub.add_parser("doctor", help="device, torch, native kernel (and why it is off), data and checkpoint folders")
-    dr.add_argument("--build", action="store_true", help="only build the native EM kernel now (as `capsviz app` does at start) and say how it went")
+    dr.add_argument(
+        "--build", action="store_true", help="only build the native EM kernel now (as `capsviz app` does at start) and say how it went"
+    )
 
     t = sub.add_parser("train", help="train a model and save a checkpoint every epoch")
     add_run_flags(t)
@@ -156,7 +170,9 @@ def parser() -> Parser:
 
     e = sub.add_parser("evaluate", help="print a checkpoint's test metrics as JSON")
     e.add_argument("path", type=Path, help="a checkpoint file, or a model's name in the model folder (capsviz list shows them)")
-    e.add_argument("--dataset", choices=DATASET_NAMES, help="default: the dataset it was trained on")
+    e.add_argument(
+        "--dataset", type=checked(check_dataset), help=f"{', '.join(DATASET_NAMES)} or KIND:PATH (default: the dataset it was trained on)"
+    )
     e.add_argument("--data-dir")
     e.add_argument("--limit", type=integer(1), help="evaluate on only the first N test images")
     e.add_argument("--device", default="auto")
@@ -241,6 +257,8 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
             kw |= {"action": "store_const", "const": False} if m["flag"].startswith("--no-") else {"action": "store_true"}
         elif m["choices"]:
             kw["choices"] = list(m["choices"])
+        elif m["parse"]:
+            kw["type"] = checked(m["parse"])
         elif kind is int:
             kw["type"] = integer(m["lo"], m["hi"])
         elif kind is float:
@@ -358,7 +376,8 @@ def cmd_train(args) -> int:
             if path is not None and not Path(path).is_file():
                 raise CapsvizError(f"{flag} {path}: no such checkpoint file")
         plan = ckpt.plan_write(args.out, resume=args.resume, replace=args.replace)  # refused now, not after the data loads
-        meta = train(run, args.out, on_event=ProgressBar(), stop=stop, resume=args.resume, replace=args.replace)
+        said = fits(run) if args.resume is None else []  # a resumed run fitted when it started
+        meta = train(run, args.out, on_event=ProgressBar(intro=said), stop=stop, resume=args.resume, replace=args.replace)
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
         print(f"\ninterrupted: {saved_words(plan)}", file=sys.stderr)
@@ -371,6 +390,21 @@ def cmd_train(args) -> int:
         return 128 + signal.SIGTERM
     print(json.dumps({"checkpoint": str(args.out), **meta.metrics.to_dict()}))
     return 0
+
+
+def fits(run: TrainRun) -> list[str]:
+    """What a user's dataset holds, and the run's memory and time per epoch
+    (capsviz.estimate.for_run, which raises CapsvizError when it will not fit): the lines the
+    run's progress starts with."""
+    from capsviz.config import user_dataset
+    from capsviz.estimate import for_run
+
+    said = []
+    if user_dataset(run.dataset):
+        from capsviz.data.user import load_user, summary_line
+
+        said.append(summary_line(load_user(run.dataset, run.resize)))
+    return [*said, for_run(run).line()]
 
 
 def saved_words(plan) -> str:
@@ -412,10 +446,13 @@ class SignalFlag:
 class ProgressBar:
     """One updating line: step, images/s, loss, accuracy, time left; one line per evaluation."""
 
-    def __init__(self, stream=sys.stderr):
-        self.stream, self.last = stream, 0.0
+    def __init__(self, stream=sys.stderr, intro: list[str] = ()):
+        self.stream, self.last, self.intro = stream, 0.0, list(intro)
 
     def __call__(self, e) -> None:
+        if self.intro and e.kind != "failed":  # said once the run has started: a refusal stays one line
+            self.stream.write("".join(line + "\n" for line in self.intro))
+            self.intro = []
         if e.kind == "step":
             now = time.monotonic()
             if now - self.last < 0.5 and e.step != e.total_steps:
@@ -458,7 +495,8 @@ def cmd_evaluate(args) -> int:
     import torch
 
     from capsviz.checkpoint import load_checkpoint
-    from capsviz.data import load_split
+    from capsviz.config import user_dataset
+    from capsviz.data import input_shape, load_split
     from capsviz.devices import pick_device
     from capsviz.train import evaluate
 
@@ -467,10 +505,11 @@ def cmd_evaluate(args) -> int:
     args.path = model_path(args.path)
     model, meta = load_checkpoint(args.path, device)
     dataset = args.dataset or meta.image_dataset
-    size = DATASETS[dataset].in_size
+    resize = model.config.in_size if user_dataset(dataset) else None  # a user's images are made the size the model takes
+    size = input_shape(dataset, resize).size
     if model.config.in_size != size:
         raise CapsvizError(f"{args.path} takes {model.config.in_size}x{model.config.in_size} inputs; {dataset} images are {size}x{size}")
-    data = load_split(dataset, "test", args.data_dir)
+    data = load_split(dataset, "test", args.data_dir, resize)
     metrics = evaluate(model, dataset, data, device=device, limit=args.limit, on_progress=progress_line("evaluate", "images"))
     if args.routing:
         from capsviz.analysis.routing import coupling_summary

@@ -41,6 +41,45 @@ DATASET_NAMES = tuple(DATASETS)
 
 
 @dataclass(frozen=True)
+class UserKind:
+    """A kind of dataset a user brings: `--dataset KIND:PATH` (capsviz.data.user reads each kind).
+    Its images keep their own size (or `--resize N`), channels and classes."""
+
+    name: str
+    what: str  # what PATH must be, as the CLI's help and errors say it
+
+
+USER_KINDS: dict[str, UserKind] = {
+    k.name: k
+    for k in (
+        UserKind("folder", "a folder with one subfolder of images (PNG, JPEG, BMP) per class, or train/ and test/ folders of them"),
+        UserKind("npz", "a .npz file with arrays images (N, H, W[, C]) and labels (N,), optional class_names, test_images, test_labels"),
+        UserKind("cifar10", "the folder of binary CIFAR-10 (data_batch_1.bin ... test_batch.bin, batches.meta.txt)"),
+    )
+}
+# Sides accepted for a model's input (--resize, a user's images): MNIST's 28 up to ImageNet-sized
+# pictures; what memory allows at a given batch is decided by capsviz.estimate, not here.
+MIN_SIZE, MAX_SIZE = 8, 512
+
+
+def user_dataset(spec: str) -> tuple[str, str] | None:
+    """("folder", "/path") for a user's dataset "folder:/path"; None for a built-in name."""
+    kind, sep, path = spec.partition(":")
+    return (kind, path) if sep and kind in USER_KINDS else None
+
+
+def check_dataset(spec: str) -> str:
+    """A built-in dataset's name or KIND:PATH; anything else is refused with the choices."""
+    if spec in DATASETS:
+        return spec
+    user = user_dataset(spec)
+    if user is None or not user[1]:
+        kinds = "; ".join(f"{k}:PATH ({u.what})" for k, u in USER_KINDS.items())
+        raise CapsvizError(f"unknown dataset {spec!r}; choose from {', '.join(DATASETS)}, or your own: {kinds}")
+    return spec
+
+
+@dataclass(frozen=True)
 class CapsNetConfig:
     """Dynamic-routing CapsNet (Sabour et al. 2017, Fig. 1). Defaults are the paper's MNIST model."""
 
@@ -196,12 +235,13 @@ def preset(name: str, **overrides) -> ModelConfig:
     return config_from_dict(d)
 
 
-def option(default, help: str, *, lo=None, hi=None, lo_open: bool = False, choices=None, unset: str = "", flag: str = ""):
+def option(default, help: str, *, lo=None, hi=None, lo_open: bool = False, choices=None, unset: str = "", flag: str = "", parse=None):
     """A TrainRun field with what `capsviz train` says of it and accepts (capsviz.cli): `help`,
-    the bounds [lo, hi] ((lo, hi] with `lo_open`) or `choices`, what None means (`unset`), and a
-    flag name other than the field's (`flag`)."""
+    the bounds [lo, hi] ((lo, hi] with `lo_open`), `choices` or a `parse` function that raises
+    CapsvizError, what None means (`unset`), and a flag name other than the field's (`flag`)."""
     return field(
-        default=default, metadata={"help": help, "lo": lo, "hi": hi, "lo_open": lo_open, "choices": choices, "unset": unset, "flag": flag}
+        default=default,
+        metadata={"help": help, "lo": lo, "hi": hi, "lo_open": lo_open, "choices": choices, "unset": unset, "flag": flag, "parse": parse},
     )
 
 
@@ -211,7 +251,12 @@ class TrainRun:
     is a flag of `capsviz train`, with the help and bounds given here."""
 
     model: str = option("capsnet-small", "model preset", choices=tuple(PRESETS))
-    dataset: str = option("mnist", "training dataset", choices=DATASET_NAMES)
+    dataset: str = option(
+        "mnist",
+        f"training dataset: {', '.join(DATASET_NAMES)}, or your own images as {', '.join(k + ':PATH' for k in USER_KINDS)} "
+        "(README: Your own images)",
+        parse=check_dataset,
+    )
     epochs: int = option(10, "passes over the training set", lo=1, hi=100_000)
     batch_size: int = option(128, "images per step (per process under torchrun)", lo=1, hi=1 << 16)
     routing_iterations: int | None = option(None, "routing iterations", lo=1, hi=MAX_ITERATIONS, unset="the preset's")
@@ -239,6 +284,7 @@ class TrainRun:
         False, "torch.compile the model (matrix capsules: the PyTorch EM core, used on a GPU or without the native kernel)"
     )
     data_dir: str | None = option(None, "folder holding the dataset files", unset="the usual places, as `capsviz data` lists them")
+    resize: int | None = option(None, "make every image N x N pixels (your own images)", lo=MIN_SIZE, hi=MAX_SIZE, unset="their own size")
     train_limit: int | None = option(None, "use only this many training images (quick runs, tests)", lo=1, unset="all")
     test_limit: int | None = option(None, "evaluate on only this many test images", lo=1, unset="all")
     init_from: str | None = option(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from capsviz.checkpoint import SHIPPED
+from capsviz.config import user_dataset
 from capsviz.data import DATASETS
 from capsviz.data.sources import SOURCES, locate, missing_message
 from capsviz.errors import CapsvizError
@@ -228,12 +229,17 @@ class TrainQueue:
         and raised as CapsvizError: missing data, an unwritable folder, a name another run will
         write, and a session that already has a run going."""
         out = Path(out)
-        source = SOURCES[DATASETS[run.dataset].source] if run.dataset in DATASETS else None
-        if source is None:
-            raise CapsvizError(f"unknown dataset {run.dataset!r}; choose from {', '.join(DATASETS)}")
-        place, places = locate(source, run.data_dir)
-        if place is None:
-            raise CapsvizError(missing_message(source, places))
+        if user_dataset(run.dataset):  # a user's images: read now (cached for the run), refused now if unreadable
+            from capsviz.data.user import load_user
+
+            load_user(run.dataset, run.resize)
+        else:
+            source = SOURCES[DATASETS[run.dataset].source] if run.dataset in DATASETS else None
+            if source is None:
+                raise CapsvizError(f"unknown dataset {run.dataset!r}; choose from {', '.join(DATASETS)}")
+            place, places = locate(source, run.data_dir)
+            if place is None:
+                raise CapsvizError(missing_message(source, places))
         folder = out.parent if out.parent.exists() else out.parent.parent
         if not os.access(folder, os.W_OK):
             raise CapsvizError(f"cannot write to {out.parent}; make it writable or point CAPSVIZ_CHECKPOINTS elsewhere")

@@ -15,7 +15,19 @@ from typing import Any
 
 import torch
 
-from capsviz.config import COUPLINGS, DATASET_NAMES, INPUT_SIZES, MAX_ITERATIONS, PRESETS, CapsNetConfig, ModelConfig, config_from_dict
+from capsviz.config import (
+    COUPLINGS,
+    DATASET_NAMES,
+    MAX_ITERATIONS,
+    MAX_SIZE,
+    MIN_SIZE,
+    PRESETS,
+    USER_KINDS,
+    CapsNetConfig,
+    ModelConfig,
+    check_dataset,
+    config_from_dict,
+)
 from capsviz.errors import CapsvizError
 
 MAX_META_BYTES = 1_000_000  # the longest shipped metadata (MultiMNIST, 100 epochs of history) is 126 kB
@@ -71,6 +83,20 @@ class Str:
             raise Invalid(where, f"must be a string, found {_show(v)}")
         if len(v) > self.max_len:
             raise Invalid(where, f"string of {len(v)} characters; at most {self.max_len}")
+
+
+class DatasetSpec:
+    """A built-in dataset's name, or a user's KIND:PATH (capsviz.config.USER_KINDS)."""
+
+    def check(self, v, where: str) -> None:
+        try:
+            ok = isinstance(v, str) and len(v) <= MAX_STRING and check_dataset(v) == v
+        except CapsvizError:
+            ok = False
+        if not ok:
+            raise Invalid(
+                where, f"must be one of {', '.join(DATASET_NAMES)}, or KIND:PATH with KIND one of {', '.join(USER_KINDS)}; found {_show(v)}"
+            )
 
 
 class Bool:
@@ -143,7 +169,7 @@ class Config:
         "capsnet": Obj(
             {
                 "family": Str(),
-                "in_size": Int(min(INPUT_SIZES), max(INPUT_SIZES)),
+                "in_size": Int(MIN_SIZE, MAX_SIZE),
                 "in_channels": Int(1, 3),
                 "num_classes": Int(2, 100),
                 "conv1_channels": Int(1, 1024),
@@ -162,7 +188,7 @@ class Config:
         "efficient": Obj(
             {
                 "family": Str(),
-                "in_size": Int(min(INPUT_SIZES), max(INPUT_SIZES)),
+                "in_size": Int(MIN_SIZE, MAX_SIZE),
                 "in_channels": Int(1, 3),
                 "num_classes": Int(2, 100),
                 "conv_channels": List(Int(1, 1024), max_len=4, min_len=4),
@@ -177,7 +203,7 @@ class Config:
         "matrix": Obj(
             {
                 "family": Str(),
-                "in_size": Int(min(INPUT_SIZES), max(INPUT_SIZES)),
+                "in_size": Int(MIN_SIZE, MAX_SIZE),
                 "in_channels": Int(1, 3),
                 "num_classes": Int(2, 100),
                 "A": Int(1, 512),
@@ -194,7 +220,7 @@ class Config:
             {
                 "family": Str(),
                 "kind": Str(choices=("mnist", "multimnist", "smallnorb")),
-                "in_size": Int(min(INPUT_SIZES), max(INPUT_SIZES)),
+                "in_size": Int(MIN_SIZE, MAX_SIZE),
                 "in_channels": Int(1, 3),
                 "num_classes": Int(2, 100),
                 "dropout": Num(0, 0.99),
@@ -242,7 +268,7 @@ METRICS = Obj({"test_error": PERCENT, "test_accuracy": PERCENT, "n_test": Int(0,
 RUN = Obj(
     {
         "model": Str(choices=tuple(PRESETS)),
-        "dataset": Str(choices=DATASET_NAMES),
+        "dataset": DatasetSpec(),
         "epochs": Int(1, 100_000),
         "batch_size": Int(1, 1 << 16),
         "routing_iterations": Maybe(Int(1, MAX_ITERATIONS)),
@@ -257,6 +283,7 @@ RUN = Obj(
         "precision": Str(choices=("fp32", "bf16", "fp16")),
         "compile": Bool(),
         "data_dir": Maybe(Str()),
+        "resize": Maybe(Int(MIN_SIZE, MAX_SIZE)),
         "train_limit": Maybe(Int(1, 10**9)),
         "test_limit": Maybe(Int(1, 10**9)),
         "init_from": Maybe(Str()),
@@ -287,7 +314,10 @@ STARTED_FROM = Obj(
 META = Obj(
     {
         "config": Config(),
-        "dataset": Str(choices=DATASET_NAMES),
+        "dataset": DatasetSpec(),
+        # what a model trained on a user's images says of them: class names in capsule order, image shape
+        "classes": List(Str(max_len=200), max_len=100),
+        "image": Obj({"size": Int(MIN_SIZE, MAX_SIZE), "channels": Int(1, 3)}, required=("size", "channels"), extra=False),
         "parameters": Int(0, MAX_PARAMETERS),
         "capsviz_version": Str(max_len=64),
         "weights_sha256": SHA256,
@@ -385,6 +415,7 @@ class CheckpointMeta:
     float32_test_error: float | None = None
     stored_as: str | None = None
     float16_reconstruction_change: float | None = None
+    classes: tuple[str, ...] | None = None  # recorded class names (a user's dataset); see `class_names`
     raw: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -409,12 +440,22 @@ class CheckpointMeta:
             float32_test_error=meta.get("float32_test_error"),
             stored_as=meta.get("stored_as"),
             float16_reconstruction_change=meta.get("float16_reconstruction_change"),
+            classes=tuple(meta["classes"]) if meta.get("classes") else None,
             raw=meta,
         )
 
     @property
     def family(self) -> str:
         return self.config.family
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """What each class capsule stands for: the names recorded with the model, else its dataset's."""
+        if self.classes:
+            return self.classes
+        from capsviz.data import class_names
+
+        return class_names(self.image_dataset)
 
     @property
     def image_dataset(self) -> str:

@@ -20,8 +20,9 @@ import torch
 import torch.distributed as dist
 
 from capsviz import checkpoint as ckpt
-from capsviz.config import TrainRun, preset, to_dict
-from capsviz.data import DATASETS, batches, load_split, num_batches, prefetch
+from capsviz.config import TrainRun, preset, to_dict, user_dataset
+from capsviz.data import DATASETS, batches, class_names, input_shape, load_split, num_batches, prefetch
+from capsviz.data.user import short_name
 from capsviz.devices import autocast, describe_hardware, pick_device
 from capsviz.errors import CapsvizError
 from capsviz.models import build_model, count_parameters
@@ -30,8 +31,9 @@ from capsviz.schema import CheckpointMeta
 
 
 def default_decay_steps(dataset: str) -> int:
-    """Steps per x0.96 learning-rate decay unless a run says otherwise (capsviz.config.Dataset)."""
-    return DATASETS[dataset].decay_steps
+    """Steps per x0.96 learning-rate decay unless a run says otherwise (capsviz.config.Dataset;
+    a user's images decay as MNIST does)."""
+    return DATASETS[dataset].decay_steps if dataset in DATASETS else DATASETS["mnist"].decay_steps
 
 
 @dataclass
@@ -51,10 +53,12 @@ class Event:
 
 
 def model_config(run: TrainRun):
-    """The preset, sized for the dataset's images and 10 classes, with the run's overrides.
-    An iteration count reaches only the families that iterate (Efficient-CapsNet routes in one pass)."""
+    """The preset, sized for the dataset's images (side and channels) and classes, with the run's
+    overrides. An iteration count reaches only the families that iterate (Efficient-CapsNet routes
+    in one pass)."""
     base = preset(run.model)
-    overrides = {"in_size": DATASETS[run.dataset].in_size, "num_classes": 10}
+    shape = input_shape(run.dataset, run.resize)
+    overrides = {"in_size": shape.size, "in_channels": shape.channels, "num_classes": shape.num_classes}
     if hasattr(base, "routing_iterations"):
         overrides["routing_iterations"] = run.routing_iterations
     overrides |= {k: getattr(run, k) for k in base.run_options}
@@ -104,12 +108,13 @@ def evaluate(
         seen += len(y)
         if on_progress:
             on_progress(seen, total)
-    rule = "both digits among the two most active capsules" if DATASETS[dataset].labels == 2 else "argmax of the class scores"
+    two = dataset in DATASETS and DATASETS[dataset].labels == 2
+    rule = "both digits among the two most active capsules" if two else "argmax of the class scores"
     return {
         "test_error": 100.0 * (1 - right / max(seen, 1)),
         "test_accuracy": 100.0 * right / max(seen, 1),
         "n_test": seen,
-        "how": f"{dataset} test split, first {seen} images, {rule}, no augmentation"
+        "how": f"{short_name(dataset)} test split, first {seen} images, {rule}, no augmentation"
         + (f", run with {routing} routing" if routing else "")
         + (f", {iterations} routing iteration{'s' if iterations != 1 else ''}" if iterations else ""),
     }
@@ -161,8 +166,8 @@ def _train(run, plan: ckpt.WritePlan, emit, stop, resume):
     if resume:
         run, state = _resumed_run(run, resume)
     model, started_from = _build(run, device, state, resume)
-    train_set = load_split(run.dataset, "train", run.data_dir)
-    test_set = load_split(run.dataset, "test", run.data_dir)
+    train_set = load_split(run.dataset, "train", run.data_dir, run.resize)
+    test_set = load_split(run.dataset, "test", run.data_dir, run.resize)
     loop = _prepare(run, out, model, len(train_set), rank, world, device, state, resume, started_from)
     metrics = loop.history[-1]["metrics"] if loop.history else {}
     for epoch in range(loop.start_epoch, run.epochs):
@@ -319,6 +324,10 @@ def _prepare(run, out, model, n_images, rank, world, device, state, resume, star
         "hardware": describe_hardware(device) + (f" x{world} processes" if world > 1 else ""),
         "effective_batch_size": run.batch_size * world,
     }
+    if user_dataset(run.dataset):  # pages name the classes and size inputs without the user's files
+        shape = input_shape(run.dataset, run.resize)
+        meta_base["classes"] = list(class_names(run.dataset, run.resize))
+        meta_base["image"] = {"size": shape.size, "channels": shape.channels}
     if started_from:
         meta_base["started_from"] = started_from
     room = ckpt.pair_bytes(model)

@@ -13,14 +13,17 @@ import torch
 
 from capsviz import checkpoint as ckpt
 from capsviz import jobs
-from capsviz.config import DATASETS, PRESETS
+from capsviz.config import DATASETS, MAX_SIZE, PRESETS
+from capsviz.data.upload import ZipLimits, receive_zip, uploads_dir
 from capsviz.errors import CapsvizError
+from capsviz.estimate import for_run
 from capsviz.glossary import help_text
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
 from pages.common import checkpoint_dir, public, require_router
 
 require_router()
+LIMITS = ZipLimits()
 
 st.title("Train")
 st.markdown(
@@ -30,7 +33,42 @@ st.markdown(
     "trains waits in a queue and starts by itself. For long runs use the command line shown below."
 )
 
+OWN = "your own images (zip)"
 owner = st.session_state.setdefault("train_owner", uuid.uuid4().hex)  # this browser session's runs
+
+
+def own_images(resize: int | None) -> str:
+    """The uploader for a zip of class folders and its summary; the dataset to train on
+    (folder:PATH of the unpacked pictures), or "" until a zip has been read."""
+    up = st.file_uploader(
+        "A zip of a folder with one subfolder of pictures (PNG, JPEG, BMP) per class, or train/ and test/ folders of them",
+        type=["zip"],
+        key="t_zip",
+        help=f"At most {LIMITS.compressed >> 20} MB, {LIMITS.files:,} files and {LIMITS.total >> 20} MB unpacked",
+    )
+    if up is None:
+        return ""
+    try:
+        s = receive_zip(up.getvalue(), uploads_dir(), LIMITS, resize)
+    except CapsvizError as e:
+        st.error(str(e))
+        return ""
+    kind = "colour" if s.channels == 3 else "grey"
+    st.markdown(
+        f"**{len(s.classes)} classes**, {sum(s.train_counts.values()):,} training and {sum(s.test_counts.values()):,} test images, "
+        f"{s.size}x{s.size} {kind}."
+    )
+    st.dataframe(
+        {"class": list(s.classes), "training": list(s.train_counts.values()), "test": list(s.test_counts.values())}, hide_index=True
+    )
+    for note in s.notes:
+        st.caption(note)
+    if s.skipped:
+        st.caption("Skipped: " + ", ".join(f"{n:,} {why}" for why, n in s.skipped.items()))
+    st.image([a for _, a in s.samples], caption=[c for c, _ in s.samples], width=64)
+    return s.spec
+
+
 queue = jobs.queue()
 
 
@@ -47,7 +85,11 @@ busy = drawn[1] in jobs.ACTIVE
 with st.container(border=True):
     c1, c2, c3 = st.columns(3)
     model = c1.selectbox("Model", list(PRESETS), index=list(PRESETS).index("capsnet-small"), key="t_model")
-    dataset = c1.selectbox("Dataset", list(DATASETS), key="t_dataset")
+    dataset = c1.selectbox("Dataset", [*DATASETS, OWN], key="t_dataset")
+    resize = None
+    if dataset == OWN:
+        resize = c1.number_input("Make images N x N (0 = their own size)", 0, MAX_SIZE, 0, key="t_resize") or None
+        dataset = own_images(resize)
     epochs = c2.number_input("Epochs", 1, 200, 1, key="t_epochs")
     batch = c2.number_input("Batch size", 1, 1024, 128, key="t_batch")
     iters = c2.number_input("Routing iterations", 1, 10, 3, key="t_iters", help=help_text("iteration"))
@@ -82,7 +124,8 @@ with st.container(border=True):
 run = TrainRun(
     model=model,
     device=device,
-    dataset=dataset,
+    dataset=dataset or "mnist",
+    resize=resize,
     epochs=int(epochs),
     batch_size=int(batch),
     routing_iterations=int(iters) if PRESETS[model].routing else None,
@@ -98,7 +141,8 @@ st.caption(
 )
 st.caption(
     "Command line for the same run: "
-    + f"`python -m capsviz train --model {model} --dataset {dataset} --epochs {epochs} --batch-size {batch}"
+    + f"`python -m capsviz train --model {model} --dataset {dataset or 'folder:PATH'} --epochs {epochs} --batch-size {batch}"
+    + (f" --resize {resize}" if resize else "")
     + (f" --routing-iterations {iters}" if run.routing_iterations else "")
     + (" --no-reconstruction" if run.reconstruction is False else "")
     + (f" --precision {precision}" if precision != "fp32" else "")
@@ -109,6 +153,9 @@ st.caption(
 
 if go:
     try:
+        if not dataset:
+            raise CapsvizError("Upload a zip of your images first.")
+        st.caption(for_run(run, time_it=False).line())
         stem = jobs.model_name(name)
         st.session_state["train_pending"] = {"run": run, "out": checkpoint_dir() / f"{stem}.safetensors"}
     except CapsvizError as e:

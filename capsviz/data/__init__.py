@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from capsviz.config import DATASETS
+from capsviz.config import DATASETS, user_dataset
 from capsviz.data import affine, multimnist
 from capsviz.data.mnist import CLASS_NAMES, ImageSet, load_mnist
 from capsviz.data.sources import SOURCES, locate, verify
@@ -46,15 +46,50 @@ def describe(name: str, data_dir=None) -> DatasetInfo:
     return DatasetInfo(name, CLASS_NAMES[source_name], size, str(place) if place else None, sizes["train"], sizes["test"], status)
 
 
-def load_split(name: str, split: str, data_dir=None) -> ImageSet:
+def load_split(name: str, split: str, data_dir=None, resize: int | None = None) -> ImageSet:
+    """A split of a built-in dataset, or of a user's (KIND:PATH, made `resize` x `resize`)."""
+    if user_dataset(name):
+        from capsviz.data.user import load_user
+
+        data = load_user(name, resize)
+        return data.train if split == "train" else data.test
     if name not in DATASETS:
         raise CapsvizError(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}")
+    if resize is not None:
+        raise CapsvizError(f"--resize is for your own images; {name} keeps its {DATASETS[name].in_size}x{DATASETS[name].in_size}")
     return load_mnist(DATASETS[name].source, split, data_dir)
 
 
-def class_names(dataset: str) -> tuple[str, ...]:
-    """What each class capsule of a model trained on `dataset` stands for."""
+def class_names(dataset: str, resize: int | None = None) -> tuple[str, ...]:
+    """What each class capsule of a model trained on `dataset` stands for (a model trained on a
+    user's images records them too: CheckpointMeta.class_names)."""
+    if user_dataset(dataset):
+        from capsviz.data.user import load_user
+
+        return load_user(dataset, resize).classes
     return CLASS_NAMES[DATASETS[dataset].source]
+
+
+@dataclass(frozen=True)
+class InputShape:
+    """What a model for a dataset takes and tells apart."""
+
+    size: int
+    channels: int
+    num_classes: int
+    labels: int = 1  # labels per image: MultiMNIST's two digits
+
+
+def input_shape(dataset: str, resize: int | None = None) -> InputShape:
+    """The images' side and channels and the number of classes: a built-in dataset's from its
+    declaration, a user's from its files (read once)."""
+    if user_dataset(dataset):
+        from capsviz.data.user import load_user
+
+        data = load_user(dataset, resize)
+        return InputShape(data.size, data.channels, len(data.classes))
+    d = DATASETS[dataset]
+    return InputShape(d.in_size, 1, len(CLASS_NAMES[d.source]), d.labels)
 
 
 def batch_generator(seed: int, epoch: int, k: int) -> torch.Generator:
@@ -167,4 +202,16 @@ def num_batches(n: int, batch_size: int, world: int = 1) -> int:
     return -(-n // (batch_size * world))
 
 
-__all__ = ["DATASETS", "class_names", "DatasetInfo", "describe", "load_split", "batches", "prefetch", "num_batches", "SOURCES"]
+__all__ = [
+    "DATASETS",
+    "InputShape",
+    "input_shape",
+    "class_names",
+    "DatasetInfo",
+    "describe",
+    "load_split",
+    "batches",
+    "prefetch",
+    "num_batches",
+    "SOURCES",
+]

@@ -18,24 +18,25 @@ from capsviz.routing import route, squash
 
 
 class Decoder(nn.Module):
-    """FC 512 ReLU -> FC 1024 ReLU -> FC H*W sigmoid, fed all DigitCaps vectors but one masked to 0."""
+    """FC 512 ReLU -> FC 1024 ReLU -> FC C*H*W sigmoid, fed all DigitCaps vectors but one masked to 0."""
 
-    def __init__(self, *, num_classes: int, dim: int, hidden: tuple[int, int], out_size: int):
+    def __init__(self, *, num_classes: int, dim: int, hidden: tuple[int, int], out_size: int, channels: int = 1):
         super().__init__()
-        self.out_size = out_size
+        self.out_size, self.channels = out_size, channels
         self.net = nn.Sequential(
             nn.Linear(num_classes * dim, hidden[0]),
             nn.ReLU(inplace=True),
             nn.Linear(hidden[0], hidden[1]),
             nn.ReLU(inplace=True),
-            nn.Linear(hidden[1], out_size * out_size),
+            nn.Linear(hidden[1], channels * out_size * out_size),
             nn.Sigmoid(),
         )
 
     def forward(self, capsules: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """capsules (B, J, D), mask (B, J) one-hot -> (B, H, W)."""
+        """capsules (B, J, D), mask (B, J) one-hot -> (B, H, W) grey, (B, C, H, W) with C > 1 channels."""
         x = (capsules * mask.unsqueeze(-1)).flatten(1)  # (B, J*D)
-        return self.net(x).view(-1, self.out_size, self.out_size)
+        S = self.out_size
+        return self.net(x).view(-1, S, S) if self.channels == 1 else self.net(x).view(-1, self.channels, S, S)
 
 
 class ClassCapsules:
@@ -113,7 +114,9 @@ class CapsNet(ClassCapsules, nn.Module):
         self.num_primary = cfg.primary_grid**2 * cfg.primary_types
         self.digits = DigitCaps(num_in=self.num_primary, num_out=cfg.num_classes, dim_in=cfg.primary_dim, dim_out=cfg.digit_dim)
         self.decoder = (
-            Decoder(num_classes=cfg.num_classes, dim=cfg.digit_dim, hidden=cfg.decoder_hidden, out_size=cfg.in_size)
+            Decoder(
+                num_classes=cfg.num_classes, dim=cfg.digit_dim, hidden=cfg.decoder_hidden, out_size=cfg.in_size, channels=cfg.in_channels
+            )
             if cfg.reconstruction
             else None
         )

@@ -42,7 +42,11 @@ class EfficientCapsNet(ClassCapsules, nn.Module):
         # J * I * K as the fan-in, std 0.04, which starts every |s| near 0.)
         self.W = nn.Parameter((2 / K) ** 0.5 * torch.randn(J, I, K, D))  # (J, I, K, D): W_ij maps u_i to u_hat_j|i
         self.b = nn.Parameter(torch.zeros(J, I))  # (J, I) the learned log prior of self-attention routing
-        self.decoder = Decoder(num_classes=J, dim=D, hidden=cfg.decoder_hidden, out_size=cfg.in_size) if cfg.reconstruction else None
+        self.decoder = (
+            Decoder(num_classes=J, dim=D, hidden=cfg.decoder_hidden, out_size=cfg.in_size, channels=cfg.in_channels)
+            if cfg.reconstruction
+            else None
+        )
 
     def primary_capsules(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, C, S, S) -> primary capsules u (B, I, K), squashed by Efficient-CapsNet's squash."""

@@ -1,0 +1,427 @@
+"""A user's own images as a dataset: a folder of class folders, a .npz, or binary CIFAR-10.
+
+`load_user("folder:/path", resize)` gives both splits as uint8 (N, C, S, S) tensors with the class
+names and what was done to get there (`notes`: the split, a conversion to colour, the size chosen,
+files skipped). Whatever a file holds, a bad one is skipped and counted, or the whole dataset is
+refused with one CapsvizError saying what was expected; never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from capsviz.config import MAX_SIZE, MIN_SIZE, USER_KINDS, user_dataset
+from capsviz.data.mnist import ImageSet
+from capsviz.errors import CapsvizError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
+# Without a test/ folder, 1 image in TEST_EVERY of each class is held out, always the same ones
+TEST_EVERY = 6
+SPLIT_SEED = 0
+# A picture larger than this (width x height) is skipped before it is decoded (as for uploads)
+MAX_PICTURE_PIXELS = 40_000_000
+# The decoded dataset is held in memory as bytes; beyond this it is refused with a smaller --resize
+MAX_DATASET_BYTES = 4 << 30
+MAX_CLASSES = 100  # a model's class capsules (capsviz.schema)
+GREY_MODES = ("1", "L", "LA", "I", "I;16", "F")
+CIFAR10_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+CIFAR_RECORD = 1 + 3 * 32 * 32  # a label byte, then the red, green and blue planes
+
+
+@dataclass(frozen=True)
+class UserData:
+    """Both splits of a user's dataset, images (N, C, S, S) uint8, and how they were made."""
+
+    spec: str
+    classes: tuple[str, ...]
+    train: ImageSet
+    test: ImageSet
+    size: int
+    channels: int
+    notes: tuple[str, ...] = ()
+    skipped: dict = field(default_factory=dict)  # reason -> files
+
+    def counts(self, split: str) -> dict[str, int]:
+        """Images per class name in one split."""
+        labels = (self.train if split == "train" else self.test).labels
+        n = torch.bincount(labels, minlength=len(self.classes)).tolist()
+        return dict(zip(self.classes, n, strict=True))
+
+
+def summary_line(data: UserData) -> str:
+    """One line on what was read: classes, images per split, shape, and what was done to them."""
+    names = ", ".join(data.classes[:10]) + (f" and {len(data.classes) - 10} more" if len(data.classes) > 10 else "")
+    kind = "colour" if data.channels == 3 else "grey"
+    line = (
+        f"{short_name(data.spec)}: {len(data.classes)} classes ({names}), {len(data.train):,} training and "
+        f"{len(data.test):,} test images, {data.size}x{data.size} {kind}"
+    )
+    return line + "".join(f"; {n}" for n in data.notes)
+
+
+def short_name(spec: str) -> str:
+    """ "folder:photos" for "folder:/home/me/photos": what titles and metrics say of a dataset."""
+    user = user_dataset(spec)
+    return f"{user[0]}:{Path(user[1]).name}" if user else spec
+
+
+def load_user(spec: str, resize: int | None = None) -> UserData:
+    """The dataset `spec` (KIND:PATH) names, read once per version of its files."""
+    kind, path = _parse(spec)
+    p = Path(path).expanduser()
+    try:  # a changed file, or a file or class folder changed inside the folder, reads the dataset anew
+        inside = sorted((c.name, c.stat().st_mtime_ns, c.stat().st_size) for c in p.iterdir()) if p.is_dir() else []
+        stamp = (p.stat().st_mtime_ns, p.stat().st_size, *inside)
+    except OSError:
+        raise CapsvizError(f"{spec}: {path} does not exist; {kind}:PATH takes {USER_KINDS[kind].what}") from None
+    return _load(kind, str(p), resize, stamp, spec)
+
+
+def _parse(spec: str) -> tuple[str, str]:
+    user = user_dataset(spec)
+    if user is None or not user[1]:
+        raise CapsvizError(f"{spec!r} is not one of your own datasets; write KIND:PATH with KIND one of {', '.join(USER_KINDS)}")
+    return user
+
+
+@lru_cache(maxsize=4)
+def _load(kind: str, path: str, resize: int | None, _stamp: tuple, spec: str) -> UserData:
+    if resize is not None and not MIN_SIZE <= resize <= MAX_SIZE:
+        raise CapsvizError(f"--resize {resize}: must be {MIN_SIZE} to {MAX_SIZE}")
+    reader = {"folder": read_folder, "npz": read_npz, "cifar10": read_cifar10}[kind]
+    return reader(Path(path), resize, spec)
+
+
+def _image_set(spec: str, split: str, images: torch.Tensor, labels: torch.Tensor, origin: str) -> ImageSet:
+    return ImageSet(spec, split, images, labels, origin)
+
+
+def _check_classes(spec: str, classes: tuple[str, ...]) -> None:
+    if len(classes) < 2:
+        raise CapsvizError(f"{spec}: found {len(classes)} class{'es' if len(classes) != 1 else ''}; a classifier needs at least 2")
+    if len(classes) > MAX_CLASSES:
+        raise CapsvizError(f"{spec}: {len(classes)} classes; a model here has at most {MAX_CLASSES} class capsules")
+
+
+def _check_bytes(spec: str, n: int, c: int, s: int) -> None:
+    need = n * c * s * s
+    if need > MAX_DATASET_BYTES:
+        fit = int((MAX_DATASET_BYTES / (n * c)) ** 0.5)
+        raise CapsvizError(
+            f"{spec}: {n:,} images of {c}x{s}x{s} take {need / 2**30:.1f} GiB; capsviz holds at most "
+            f"{MAX_DATASET_BYTES / 2**30:.0f} GiB of images: try --resize {max(MIN_SIZE, min(fit, 256))}"
+        )
+
+
+# -- a folder of class folders --------------------------------------------------------------------
+
+
+@dataclass
+class _Scan:
+    """What the first pass over a folder found: each image's path, class, split, size and mode."""
+
+    files: list = field(default_factory=list)  # (path, label, split, (w, h), grey)
+    skipped: Counter = field(default_factory=Counter)
+
+
+def _visible(p: Path) -> bool:
+    return not p.name.startswith(".") and p.name != "__MACOSX"
+
+
+def class_folders(root: Path) -> tuple[dict[str, Path | None], tuple[str, ...]]:
+    """The split folders ({"train": root/train, "test": root/test}, or {"train": root, "test": None})
+    and the class names: the subfolders' names, sorted."""
+    if (root / "train").is_dir() and (root / "test").is_dir():
+        splits: dict[str, Path | None] = {"train": root / "train", "test": root / "test"}
+    else:
+        splits = {"train": root, "test": None}
+    names = set()
+    for folder in splits.values():
+        if folder is not None:
+            names |= {c.name for c in folder.iterdir() if c.is_dir() and _visible(c)}
+    return splits, tuple(sorted(names))
+
+
+def _scan(root: Path, spec: str) -> tuple[_Scan, tuple[str, ...], bool]:
+    """Every image file's header (size and mode, nothing decoded); other files counted as skipped."""
+    from PIL import Image, UnidentifiedImageError
+
+    if not root.is_dir():
+        raise CapsvizError(f"{spec}: {root} is not a folder; folder:PATH takes {USER_KINDS['folder'].what}")
+    splits, classes = class_folders(root)
+    _check_classes(spec, classes)
+    scan = _Scan()
+    for split, folder in splits.items():
+        if folder is None:
+            continue
+        for label, name in enumerate(classes):
+            if not (folder / name).is_dir():
+                continue
+            for dirpath, dirnames, filenames in os.walk(folder / name):
+                dirnames[:] = sorted(d for d in dirnames if _visible(Path(d)))
+                for f in sorted(filenames):
+                    p = Path(dirpath) / f
+                    if not _visible(p) or p.is_symlink():
+                        scan.skipped["hidden or a link"] += 1
+                    elif p.suffix.lower() not in IMAGE_SUFFIXES:
+                        scan.skipped["not an image (PNG, JPEG, BMP)"] += 1
+                    else:
+                        try:
+                            with Image.open(p) as im:
+                                size, grey = im.size, im.mode in GREY_MODES
+                        except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+                            scan.skipped["unreadable"] += 1
+                            continue
+                        if size[0] * size[1] > MAX_PICTURE_PIXELS:
+                            scan.skipped[f"over {MAX_PICTURE_PIXELS // 1_000_000} megapixels"] += 1
+                            continue
+                        scan.files.append((p, label, split, size, grey))
+    return scan, classes, splits["test"] is not None
+
+
+def _decode(path: Path, size: int, colour: bool) -> np.ndarray | None:
+    """One picture as (C, S, S) uint8: upright by its EXIF, centre-cropped to a square and resized
+    (when it is not S x S already); None when it cannot be decoded after all (a truncated file)."""
+    from PIL import Image, ImageOps
+
+    try:
+        with Image.open(path) as im:
+            im.draft("RGB" if colour else "L", (size, size))  # JPEGs decode straight at a reduced size
+            im = ImageOps.exif_transpose(im)
+            im = im.convert("RGB" if colour else "L")
+            if im.size != (size, size):
+                im = ImageOps.fit(im, (size, size), Image.BILINEAR)
+            a = np.asarray(im, dtype=np.uint8)
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+        return None
+    return a.transpose(2, 0, 1) if colour else a[None]
+
+
+def _choose_shape(files: list, resize: int | None) -> tuple[int, bool, list[str]]:
+    """The side S and colour of the dataset, and sentences saying why."""
+    notes = []
+    grey = sum(1 for f in files if f[4])
+    colour = grey < len(files)
+    if colour and grey:
+        notes.append(f"{grey:,} grey images of {len(files):,} made colour (3 channels) to match the colour ones")
+    sizes = Counter(f[3] for f in files)
+    if resize is not None:
+        return resize, colour, notes + [f"every image made {resize}x{resize} (--resize)"]
+    (w, h), _ = sizes.most_common(1)[0]
+    side = max(MIN_SIZE, min(w, h, MAX_SIZE))
+    if len(sizes) > 1 or w != h or side != w:
+        notes.append(
+            f"images of {len(sizes)} size{'s' if len(sizes) > 1 else ''} made {side}x{side} (the most common, {w}x{h}, "
+            "centre-cropped to a square); --resize N chooses another size"
+        )
+    return side, colour, notes
+
+
+def read_folder(root: Path, resize: int | None, spec: str) -> UserData:
+    scan, classes, has_test = _scan(root, spec)
+    if not scan.files:
+        raise CapsvizError(f"{spec}: no readable PNG, JPEG or BMP images in the class folders of {root}")
+    side, colour, notes = _choose_shape(scan.files, resize)
+    channels = 3 if colour else 1
+    _check_bytes(spec, len(scan.files), channels, side)
+    images, labels, splits = [], [], []
+    for path, label, split, _, _ in scan.files:
+        a = _decode(path, side, colour)
+        if a is None:
+            scan.skipped["unreadable"] += 1
+            continue
+        images.append(a)
+        labels.append(label)
+        splits.append(split)
+    if not images:
+        raise CapsvizError(f"{spec}: none of the images in {root} could be decoded")
+    x = torch.from_numpy(np.stack(images))  # (N, C, S, S)
+    y = torch.tensor(labels, dtype=torch.int64)
+    if has_test:
+        is_test = torch.tensor([s == "test" for s in splits])
+    else:
+        is_test = held_out(y, len(classes))
+        notes.insert(0, split_note(int(is_test.sum()), len(y)))
+    skipped = dict(scan.skipped)
+    if skipped:
+        notes.append("skipped " + ", ".join(f"{n:,} {why}" for why, n in skipped.items()))
+    return _finish(spec, classes, x, y, is_test, notes, skipped, str(root))
+
+
+def held_out(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """The fixed test split: 1 in TEST_EVERY images of each class (at least one of a class with 2
+    or more), drawn by a generator seeded with SPLIT_SEED, so every run holds out the same images."""
+    g = np.random.default_rng(SPLIT_SEED)
+    test = np.zeros(len(labels), dtype=bool)
+    y = labels.numpy()
+    for k in range(num_classes):
+        idx = np.flatnonzero(y == k)
+        n = len(idx) // TEST_EVERY or (1 if len(idx) >= 2 else 0)
+        test[g.permutation(idx)[:n]] = True
+    return torch.from_numpy(test)
+
+
+def split_note(n_test: int, n: int) -> str:
+    return f"no test folder: {n_test:,} of {n:,} images held out by a fixed split (1 in {TEST_EVERY} of each class, seed {SPLIT_SEED})"
+
+
+def _finish(spec, classes, x, y, is_test, notes, skipped, origin) -> UserData:
+    if not bool((~is_test).any()):
+        raise CapsvizError(f"{spec}: no training images")
+    if not bool(is_test.any()):
+        raise CapsvizError(f"{spec}: no test images; give each class at least 2 images, or a test/ folder")
+    train = _image_set(spec, "train", x[~is_test], y[~is_test], origin)
+    test = _image_set(spec, "test", x[is_test], y[is_test], origin)
+    return UserData(spec, tuple(classes), train, test, x.shape[-1], x.shape[1], tuple(notes), skipped)
+
+
+# -- arrays: .npz and CIFAR-10 --------------------------------------------------------------------
+
+
+def fit_arrays(x: torch.Tensor, side: int, chunk: int = 512) -> torch.Tensor:
+    """uint8 (N, C, H, W) centre-cropped to a square and resized to (N, C, side, side), in chunks
+    (bilinear with antialiasing, as Pillow shrinks the pictures of a folder)."""
+    N, C, H, W = x.shape
+    s = min(H, W)
+    top, left = (H - s) // 2, (W - s) // 2
+    x = x[:, :, top : top + s, left : left + s]  # (N, C, s, s)
+    if s == side:
+        return x.contiguous()
+    out = torch.empty(N, C, side, side, dtype=torch.uint8)
+    for i in range(0, N, chunk):
+        part = x[i : i + chunk].float()
+        out[i : i + chunk] = (
+            F.interpolate(part, size=(side, side), mode="bilinear", antialias=True, align_corners=False)
+            .round()
+            .clamp(0, 255)
+            .to(torch.uint8)
+        )
+    return out
+
+
+def _as_uint8(images: np.ndarray, name: str) -> np.ndarray:
+    """Images (N, H, W) or (N, H, W, C) of uint8, or floats in [0, 1] or [0, 255] -> (N, C, H, W) uint8."""
+    if images.ndim == 3:
+        images = images[..., None]
+    if images.ndim != 4 or images.shape[-1] not in (1, 3, 4):
+        raise CapsvizError(f"{name}: must have shape (N, H, W) or (N, H, W, C) with C 1, 3 or 4; found {images.shape}")
+    if images.shape[-1] == 4:
+        images = images[..., :3]  # alpha dropped
+    if images.dtype == np.uint8:
+        out = images
+    elif np.issubdtype(images.dtype, np.floating) or np.issubdtype(images.dtype, np.integer):
+        f = images.astype(np.float32)
+        if not np.isfinite(f).all():
+            raise CapsvizError(f"{name}: holds NaN or infinite values")
+        scale = 255.0 if f.size and float(f.max()) <= 1.0 else 1.0
+        out = np.clip(np.rint(f * scale), 0, 255).astype(np.uint8)
+    else:
+        raise CapsvizError(f"{name}: must be uint8 or float numbers, found {images.dtype}")
+    return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
+
+
+def _labels(labels: np.ndarray, n: int, name: str) -> np.ndarray:
+    if labels.ndim != 1 or len(labels) != n:
+        raise CapsvizError(f"{name}: must be a list (N,) of {n} class numbers, one per image; found shape {labels.shape}")
+    if not np.issubdtype(labels.dtype, np.integer) or (len(labels) and int(labels.min()) < 0):
+        raise CapsvizError(f"{name}: must be class numbers 0, 1, 2, ...; found {labels.dtype} values")
+    return labels.astype(np.int64)
+
+
+def _from_arrays(spec, origin, x_train, y_train, x_test, y_test, classes, resize, notes) -> UserData:
+    """Both splits from arrays (N, C, H, W) uint8; the test split drawn from the training one when absent."""
+    _check_classes(spec, classes)
+    top = max(int(y_train.max(initial=0)), int(y_test.max(initial=0)) if y_test is not None else 0)
+    if top >= len(classes):
+        raise CapsvizError(f"{spec}: labels go up to {top}, but there are {len(classes)} class names")
+    if x_test is not None and x_test.shape[1:] != x_train.shape[1:]:
+        raise CapsvizError(f"{spec}: test images are {x_test.shape[1:]}, training images {x_train.shape[1:]}; they must match")
+    C, H, W = x_train.shape[1:]
+    side = resize or max(MIN_SIZE, min(H, W, MAX_SIZE))
+    if resize:
+        notes.append(f"every image made {side}x{side} (--resize)")
+    elif H != W or side != H:
+        notes.append(f"images of {W}x{H} made {side}x{side} (centre-cropped to a square); --resize N chooses another size")
+    n = len(x_train) + (len(x_test) if x_test is not None else 0)
+    _check_bytes(spec, n, C, side)
+    x = torch.from_numpy(x_train)
+    y = torch.from_numpy(y_train)
+    if x_test is None:
+        is_test = held_out(y, len(classes))
+        notes.insert(0, split_note(int(is_test.sum()), len(y)))
+    else:
+        x, y = torch.cat([x, torch.from_numpy(x_test)]), torch.cat([y, torch.from_numpy(y_test)])
+        is_test = torch.arange(len(y)) >= len(x_train)
+    return _finish(spec, classes, fit_arrays(x, side), y, is_test, notes, {}, origin)
+
+
+def read_npz(path: Path, resize: int | None, spec: str) -> UserData:
+    """Arrays `images`, `labels`, optional `class_names`, `test_images` and `test_labels`; read
+    without unpickling (allow_pickle=False), so a file cannot run code."""
+    import zipfile
+
+    if not path.is_file():
+        raise CapsvizError(f"{spec}: {path} is not a file; npz:PATH takes {USER_KINDS['npz'].what}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            keys = set(z.files)
+            if not {"images", "labels"} <= keys:
+                raise CapsvizError(f"{spec}: {path} holds {sorted(keys)}; it needs arrays named images and labels")
+            if ("test_images" in keys) != ("test_labels" in keys):
+                raise CapsvizError(f"{spec}: give both test_images and test_labels, or neither")
+            x = _as_uint8(z["images"], f"{spec}: images")
+            y = _labels(z["labels"], len(x), f"{spec}: labels")
+            x_test = y_test = None
+            if "test_images" in keys:
+                x_test = _as_uint8(z["test_images"], f"{spec}: test_images")
+                y_test = _labels(z["test_labels"], len(x_test), f"{spec}: test_labels")
+            names = z["class_names"] if "class_names" in keys else None
+    except CapsvizError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise CapsvizError(f"{spec}: not a readable .npz file ({type(e).__name__}: {str(e)[:200]})") from None
+    if len(x) == 0:
+        raise CapsvizError(f"{spec}: images is empty")
+    count = max(int(y.max()), int(y_test.max()) if y_test is not None and len(y_test) else 0) + 1
+    if names is None:
+        classes = tuple(str(k) for k in range(count))
+    elif names.ndim != 1 or names.dtype.kind not in "US":
+        raise CapsvizError(f"{spec}: class_names must be a list of strings, found {names.dtype} of shape {names.shape}")
+    else:
+        classes = tuple(str(n.decode() if isinstance(n, bytes) else n) for n in names.tolist())
+    return _from_arrays(spec, str(path), x, y, x_test, y_test, classes, resize, [])
+
+
+def read_cifar10(root: Path, resize: int | None, spec: str) -> UserData:
+    """The binary version: data_batch_1.bin ... data_batch_5.bin (those present) and test_batch.bin,
+    each a run of 3073-byte records (a label, then 32x32 red, green and blue), and batches.meta.txt
+    with the class names (CIFAR-10's own when it is missing)."""
+    if (root / "cifar-10-batches-bin").is_dir():
+        root = root / "cifar-10-batches-bin"
+    train_files = sorted(root.glob("data_batch_*.bin"))
+    if not root.is_dir() or not train_files or not (root / "test_batch.bin").is_file():
+        raise CapsvizError(f"{spec}: no data_batch_N.bin and test_batch.bin in {root}; cifar10:PATH takes {USER_KINDS['cifar10'].what}")
+
+    def records(files) -> tuple[np.ndarray, np.ndarray]:
+        parts = []
+        for f in files:
+            if f.stat().st_size % CIFAR_RECORD or f.stat().st_size > MAX_DATASET_BYTES:
+                raise CapsvizError(f"{spec}: {f.name} is {f.stat().st_size:,} bytes, not a whole number of {CIFAR_RECORD}-byte records")
+            parts.append(np.fromfile(f, dtype=np.uint8).reshape(-1, CIFAR_RECORD))
+        r = np.concatenate(parts)
+        return r[:, 1:].reshape(-1, 3, 32, 32), r[:, 0].astype(np.int64)
+
+    x, y = records(train_files)
+    x_test, y_test = records([root / "test_batch.bin"])
+    meta = root / "batches.meta.txt"
+    classes = tuple(n.strip() for n in meta.read_text(errors="replace").splitlines() if n.strip()) if meta.is_file() else CIFAR10_NAMES
+    notes = [f"{len(train_files)} training batch{'es' if len(train_files) > 1 else ''} ({', '.join(f.name for f in train_files)})"]
+    return _from_arrays(spec, str(root), x, y, x_test, y_test, classes, resize, notes)
