@@ -360,7 +360,7 @@ elif routing == "self-attention":
             say(
                 f"Self-attention routing, in one pass. For each class j, each prediction's {label('self_attention')} with all the predictions for j: "
                 f"a_ji = u_hat_j|i . (sum over k of u_hat_j|k) / sqrt({D}). "
-                f"Capsule i's {label('c')} are a softmax of its a_ji over the {J} classes j, so they add up to 1.",
+                f"Capsule i's couplings, {label('c')}, are a softmax of its a_ji over the {J} classes j, so they add up to 1.",
                 f"Then s_j = sum_i (c_ij + b_ji) u_hat_j|i, where b_ji is a learned prior, the same for every image, and v_j = (1 - 1/e^|s_j|) s_j / |s_j|: "
                 f"|s_{names[W]}| = {np.linalg.norm(tour.s[W]):.2f} gives |v_{names[W]}| = {tour.lengths[W]:.2f}.",
             )
