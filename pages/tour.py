@@ -1,5 +1,6 @@
 """The guided tour: one image followed through the active capsule network, one step at a time
-(Back / Next, the step in the URL as ?step=N). Dynamic-routing CapsNets and matrix capsules."""
+(Back / Next, the step in the URL as ?step=N). Dynamic-routing CapsNets, matrix capsules and
+Efficient-CapsNet (self-attention routing, one pass)."""
 
 import numpy as np
 import streamlit as st
@@ -8,6 +9,7 @@ from capsviz.analysis import lab
 from capsviz.analysis.tour import TOURS
 from capsviz.data import class_names
 from capsviz.glossary import help_text, label
+from capsviz.models.efficient_capsnet import MSE_WEIGHT
 from capsviz.routing import ROUTINGS
 from capsviz.viz import grouped_bars, png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
@@ -264,7 +266,164 @@ if routing == "dynamic":
                 "During training this keeps the capsule's direction meaningful: its 16 numbers must say how the digit looks.",
                 "The **DigitCaps explorer** lets you nudge each of the 16 numbers and watch stroke width, slant and shape change (Fig. 4).",
             )
-else:
+elif routing == "self-attention":
+    I, J = tour.c.shape
+    D = tour.v.shape[-1]
+    K = tour.u.shape[-1]
+    caps = [f"capsule {i + 1}" for i in range(I)]
+    uniform = 1 / J
+    if step == "input":
+        with fig:
+            show(side_by_side([image], [f"label: {truth}"]), "the input, grey levels 0 to 1", "input", width=260)
+        with text:
+            say(
+                f"This is the image the tour follows through **{path.stem}**, an Efficient-CapsNet "
+                "(Mazzia, Salvetti, Chiaberge 2021). It will pass four convolutions, a layer of "
+                f"{I} primary capsules and one class capsule per class, with self-attention routing between the two capsule layers: "
+                "one pass, no iterations.",
+                f"The model has {tour.parameters:,} parameters without its decoder.",
+                "A capsule outputs a vector, not a number: its length says how likely its thing is present, its direction how it looks.",
+            )
+    elif step == "convs":
+        last_c, last_side = tour.sizes[-1]
+        with fig:
+            show(
+                feature_maps(tour.maps, [f"map {i}" for i in tour.map_ids], scale=8),
+                "bright = the filter responds there (each map scaled to its own maximum)",
+                "convs",
+            )
+        with text:
+            chain = " -> ".join([f"{image.shape[0]}x{image.shape[1]}"] + [f"{side}x{side}x{ch}" for ch, side in tour.sizes])
+            say(
+                f"Four convolutions (5x5, then three of 3x3, the last moving 2 pixels at a time), each followed by ReLU and BatchNorm: {chain}.",
+                f"Here the {len(tour.map_ids)} of the last convolution's {last_c} maps ({last_side}x{last_side}) that respond most on average, "
+                "after its ReLU and before its BatchNorm (which only rescales and shifts each map as a whole).",
+                "These are still ordinary neurons, one number per place: *whether* a feature is there, not yet *how* it sits.",
+            )
+    elif step == "primary":
+        C = tour.s_primary.size
+        size = np.linalg.norm(tour.s_primary, axis=-1)  # |s| before the squash
+        L = tour.primary_len
+        hi, lo = int(L.argmax()), int(L.argmin())
+        with fig:
+            show(
+                bars(L, [str(i + 1) for i in range(I)], hi, f"Lengths of the {I} primary capsules (presence)", "length"),
+                f"one bar per primary capsule; red: the longest, capsule {hi + 1}",
+                "primary",
+            )
+        with text:
+            say(
+                f"{label('primary')}: a *depthwise* convolution, one {tour.grid}x{tour.grid} filter per channel, as large as the whole "
+                f"{tour.grid}x{tour.grid} map: each of the {C} channels becomes one number, a weighted sum of its whole map.",
+                f"Those {C} numbers are grouped into {I} capsules of {K}. There is no grid of positions: every capsule sees the whole image.",
+            )
+            say(
+                f"Efficient-CapsNet's own squash, v = (1 - 1/e^|s|) s / |s|, keeps each vector's direction and sets its length to 1 - e^-|s|: "
+                f"capsule {hi + 1} has |s| = {size[hi]:.2f}, so length {L[hi]:.2f}; capsule {lo + 1} has |s| = {size[lo]:.2f}, so length {L[lo]:.2f}. "
+                f"(Eq. 1 of Sabour et al. would give {size[hi] ** 2 / (1 + size[hi] ** 2):.2f} and {size[lo] ** 2 / (1 + size[lo] ** 2):.2f}.)",
+            )
+            st.info(
+                f"Measured here: primary capsule lengths {L.min():.2f} to {L.max():.2f}; {int((L > 0.9).sum())} of {I} are longer than 0.9."
+            )
+            st.caption(help_text("length", "pose"))
+    elif step == "predictions":
+        top = int(tour.pred_len[:, W].argmax())
+        with fig:
+            show(
+                value_grid(
+                    tour.pred_len, caps, names, f"Length of the predictions u_hat_j|i for each class capsule j (red: {names[W]})", W
+                ),
+                f"rows: all {I} primary capsules; columns: the class capsules",
+                "predictions",
+            )
+        with text:
+            say(
+                f"Each primary capsule multiplies its {K} numbers by a learned {K}x{D} matrix {label('W')} once per class capsule: "
+                f"{I} x {J} predictions {label('u_hat')}, each {D} numbers for what class j's capsule should be.",
+                "A long prediction is a loud one; routing now decides how much of each prediction reaches each class capsule.",
+            )
+            st.info(
+                f"Measured here: the longest prediction for {names[W]} is capsule {top + 1}'s ({tour.pred_len[top, W]:.2f}); "
+                f"the predictions for {names[W]} run from {tour.pred_len[:, W].min():.2f} to {tour.pred_len[:, W].max():.2f}."
+            )
+            st.caption(help_text("u_hat", "W"))
+    elif step == "routing":
+        near = tour.entropy > lab.NEAR_UNIFORM
+        decided = tour.decided()
+        with fig:
+            show(
+                value_grid(tour.c, caps, names, f"Couplings c_ij after self-attention (uniform: {uniform:.2f}; red: {names[W]})", W),
+                "each row: one primary capsule's couplings, adding up to 1 over the class capsules",
+                "routing",
+            )
+        with text:
+            say(
+                f"Self-attention routing, in one pass. For each class j, each prediction's {label('self_attention')} with all the predictions for j: "
+                f"a_ji = u_hat_j|i . (sum over k of u_hat_j|k) / sqrt({D}). "
+                f"Capsule i's couplings, {label('c')}, are a softmax of its a_ji over the {J} classes j, so they add up to 1.",
+                f"Then s_j = sum_i (c_ij + b_ji) u_hat_j|i, where b_ji is a learned prior, the same for every image, and v_j = (1 - 1/e^|s_j|) s_j / |s_j|: "
+                f"|s_{names[W]}| = {np.linalg.norm(tour.s[W]):.2f} gives |v_{names[W]}| = {tour.lengths[W]:.2f}.",
+            )
+            said = [
+                f"Measured here: the couplings keep {tour.entropy.mean():.0%} of the uniform split's entropy on average (100% is uniform), "
+                + ("near uniform by the routing lab's measure" if tour.near_uniform else "not near uniform by the routing lab's measure")
+                + f" (above {lab.NEAR_UNIFORM:.0%} is called near uniform).",
+                f"{int(near.sum())} of the {I} capsules are near uniform on their own.",
+            ]
+            if len(decided):
+                said.append(
+                    "More than half of a vote goes to one class from "
+                    + ", ".join(f"capsule {i + 1} ({tour.c[i].max():.2f} to {names[int(tour.c[i].argmax())]})" for i in decided)
+                    + "."
+                )
+            else:
+                said.append("No capsule sends more than half of its vote to one class.")
+            said.append(f"Averaged over all {I}, the coupling to {names[W]} is {tour.c[:, W].mean():.3f} (uniform {uniform:.3f}).")
+            said.append(f"The prior b runs from {tour.prior.min():.3f} to {tour.prior.max():.3f}.")
+            if tour.prior.max() < 0:
+                said.append(
+                    f"All of it is negative (mean {tour.prior.mean():.3f}, beside a uniform share of {uniform:.3f}): "
+                    "each prediction enters s_j with the weight c_ij + b_ji, so a capsule whose coupling to j is below -b_ji "
+                    f"pulls s_j the opposite way. For {names[W]}, {int((tour.c[:, W] + tour.prior[:, W] < 0).sum())} of the {I} weights are negative."
+                )
+            st.info(" ".join(said))
+        rows = {"primary capsule": caps}
+        rows[f"a to {names[W]}"] = tour.a[:, W]
+        rows[f"c to {names[W]}"] = tour.c[:, W]
+        rows[f"b to {names[W]}"] = tour.prior[:, W]
+        rows[f"c + b to {names[W]}"] = tour.c[:, W] + tour.prior[:, W]
+        rows[f"c to {names[R]}"] = tour.c[:, R]
+        numbers(rows, "self_attention", "u_hat")
+    elif step == "lengths":
+        with fig:
+            show(
+                bars(tour.lengths, names, W, "Class capsule lengths |v_j| after routing", "length", {"0.9": 0.9, "0.1": 0.1}),
+                "dotted: the margin loss's targets",
+                "lengths",
+            )
+        with text:
+            say(
+                f"The answer is the longest class capsule: **{names[W]}** with length {tour.lengths[W]:.2f} (label: {truth}); the runner-up, {names[R]}, has {tour.lengths[R]:.2f}.",
+                f"Training used the {label('margin_loss')}, as in Sabour et al.: the right capsule longer than 0.9, every other shorter than 0.1.",
+            )
+            st.caption(help_text("margin_loss", "length"))
+    elif step == "reconstruction":
+        with fig:
+            if tour.reconstruction is None:
+                st.info("This Efficient-CapsNet was trained without a decoder, so there is nothing to redraw.")
+            else:
+                show(
+                    side_by_side([image, tour.reconstruction], ["input", f"redrawn from capsule {names[W]}"]),
+                    f"the decoder sees only the winning capsule's {D} numbers",
+                    "reconstruction",
+                )
+        with text:
+            say(
+                f"The {label('reconstruction')} decoder of Sabour et al. (three fully connected layers) redraws the digit from the {D} numbers of capsule {names[W]} alone, the others masked to 0.",
+                f"Efficient-CapsNet trains it with {MSE_WEIGHT} times the mean squared pixel error beside the margin loss, which keeps the capsule's direction meaningful.",
+                f"The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch the drawing change.",
+            )
+elif routing == "em":
     if step == "input":
         with fig:
             show(side_by_side([image], [f"label: {truth}"]), "the input, grey levels 0 to 1", "input", width=260)
@@ -367,9 +526,14 @@ if step == "lab":
             st.info("The routing lab has not measured this model yet: open it and press **Run the lab** (a minute or two).")
     with text:
         say(
-            f"You have watched {label('c')} move a little at each routing iteration. The field's own question is whether "
+            (
+                f"You have watched self-attention set each {label('c')} in one pass."
+                if routing == "self-attention"
+                else f"You have watched {label('c')} move a little at each routing iteration."
+            ),
+            "The field's own question is whether "
             "that matters: would the same capsules do as well with every vote split evenly (uniform couplings, no routing), "
-            "or split at random?"
+            "or split at random?",
         )
         for line in lab.sentences(rows)[:1] + [s for s in lab.sentences(rows) if s.startswith("With dynamic routing")]:
             st.markdown("- " + line)

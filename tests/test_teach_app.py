@@ -1,16 +1,31 @@
 """AppTest of the teaching pages (routing playgrounds, guided tour) over test_app's tiny checkpoints."""
 
 import numpy as np
+import pytest
 import test_app
+import torch
 
 from capsviz.analysis.playground import DYNAMIC_PRESETS, EM_PRESETS, dynamic_toy, em_toy
-from capsviz.analysis.tour import capsnet_tour
-from capsviz.checkpoint import load_checkpoint
+from capsviz.analysis.tour import capsnet_tour, efficient_tour
+from capsviz.checkpoint import load_checkpoint, save_checkpoint
+from capsviz.config import preset
 from capsviz.data import load_split
+from capsviz.models import build_model
 
 # test_app's fixtures: tiny checkpoints and synthetic data (app), app.py's router in charge (autouse)
 app = test_app.app
 router_mode = test_app.router_mode
+
+
+@pytest.fixture
+def efficient_app(app):
+    """test_app's app with a tiny Efficient-CapsNet beside its tiny checkpoints, its prior not zero."""
+    torch.manual_seed(0)
+    model = build_model(preset("efficient-capsnet", conv_channels=(8, 16, 16, 32), primary_caps=4, decoder_hidden=(32, 64)))
+    with torch.no_grad():
+        model.b.normal_(-0.1, 0.02)  # all negative, as in the trained model: the page says so
+    save_checkpoint(app.folder / "tiny-efficient.safetensors", model, {"dataset": "mnist", "epochs": 1})
+    return app
 
 
 def table(app, key):
@@ -155,6 +170,50 @@ def test_the_matrix_tour_walks_every_step(app):
         "EM routing, iteration 1 of 2",  # matrix-small routes with 2 EM iterations
         "EM routing, iteration 2 of 2",
         "Class capsules: activations are the answer",
+    ]
+
+
+def test_the_efficient_tour_walks_every_step_with_the_models_numbers(efficient_app):
+    app = efficient_app
+    app.run()
+    app.sidebar.selectbox(key="model_pick").set_value("tiny-efficient.safetensors").run()
+    assert not app.exception, app.exception
+    assert not any("this page needs" in i.value for i in app.info)  # the model itself, no stand-in
+    model, _ = load_checkpoint(app.folder / "tiny-efficient.safetensors")
+    tour = efficient_tour(model, load_split("mnist", "test").images[0].numpy().astype(np.float32) / 255.0)
+    W = tour.winner
+    seen = []
+    for k in range(1, 10):
+        assert not app.exception, (k, app.exception)
+        seen.append(app.get("progress")[0].proto.text)
+        if k < 8:
+            assert app.image, f"step {k} has no figure"
+        else:
+            assert "has not measured this model yet" in app.info[0].value
+            assert "self-attention set each" in " ".join(m.value for m in app.markdown)
+        if k == 5:  # routing: the couplings shown are routing's own, and what is said of them holds
+            text = next(m.value for m in app.markdown if m.value.startswith("| primary capsule |"))
+            header, _, *rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()]
+            np.testing.assert_allclose([float(r[header.index(f"c to {W}")]) for r in rows], tour.c[:, W], atol=5e-4)
+            np.testing.assert_allclose([float(r[header.index(f"b to {W}")]) for r in rows], tour.prior[:, W], atol=5e-4)
+            said = app.info[0].value
+            assert f"keep {tour.entropy.mean():.0%} of the uniform split's entropy" in said
+            assert ("not near uniform" in said) == (not tour.near_uniform)
+            assert "All of it is negative" in said
+        if k == 6:
+            assert f"**{W}** with length {tour.lengths[W]:.2f}" in " ".join(m.value for m in app.markdown)
+        if app.button(key="tour_next").disabled:
+            break
+        app.button(key="tour_next").click().run()
+    assert [s.split(": ", 1)[1].strip("*") for s in seen] == [
+        "The input",
+        "Four convolutions: local features",
+        "Primary capsules: vectors that see the whole image",
+        "Predictions u_hat for every class capsule",
+        "Self-attention routing, in one pass",
+        "Class capsules: lengths are the answer",
+        "The decoder redraws the digit",
+        "Does routing matter? This model in the routing lab",
     ]
 
 

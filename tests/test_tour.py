@@ -6,7 +6,20 @@ import torch
 from synthetic import synthetic_digits
 
 from capsviz.analysis import as_batch
-from capsviz.analysis.tour import SHOWN, capsnet_steps, capsnet_tour, matrix_steps, matrix_tour, squashed
+from capsviz.analysis.tour import (
+    SHOWN,
+    TOURS,
+    capsnet_steps,
+    capsnet_tour,
+    efficient_squashed,
+    efficient_steps,
+    efficient_tour,
+    matrix_steps,
+    matrix_tour,
+    squashed,
+)
+from capsviz.config import preset
+from capsviz.models import build_model
 from capsviz.viz.animation import tour_em_frames, tour_routing_frames, tour_vote_frame
 
 NAMES = [str(k) for k in range(10)]
@@ -16,6 +29,16 @@ NAMES = [str(k) for k in range(10)]
 def image():
     images, _ = synthetic_digits(4, seed=3)
     return images[0].astype(np.float32) / 255.0
+
+
+@pytest.fixture(scope="module")
+def efficient():
+    """A small untrained Efficient-CapsNet (seeded) with a learned prior that is not zero."""
+    torch.manual_seed(0)
+    model = build_model(preset("efficient-capsnet", conv_channels=(8, 16, 16, 32), primary_caps=4, decoder_hidden=(32, 64))).eval()
+    with torch.no_grad():
+        model.b.normal_(0, 0.1)
+    return model
 
 
 @torch.no_grad()
@@ -108,3 +131,60 @@ def test_markdown_table_keeps_three_decimals_and_escapes_bars():
 
     text = markdown_table({"capsule": ["a|b", "c"], "c to 7": np.array([0.12345, 1.0], np.float32)})
     assert text.splitlines() == ["| capsule | c to 7 |", "|---|---|", "| a\\|b | 0.123 |", "| c | 1.000 |"]
+
+
+@torch.no_grad()
+def test_efficient_tour_is_the_models_own_routing(efficient, image):
+    tour = efficient_tour(efficient, image)
+    x = as_batch(image)
+    out = efficient(x)
+    r = efficient.route(efficient.predictions(x), record=True)
+    I, J = tour.c.shape
+    assert (I, J) == (efficient.num_primary, 10) and tour.iterations == 1
+    np.testing.assert_allclose(tour.c, r.c[0, 0].numpy())
+    np.testing.assert_allclose(tour.a, r.b[0, 0].numpy())
+    np.testing.assert_allclose(tour.prior, r.prior.numpy())
+    np.testing.assert_allclose(tour.prior, efficient.b.T.numpy())
+    np.testing.assert_allclose(tour.v, out.capsules[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(tour.lengths, out.scores[0].numpy(), atol=1e-6)
+    assert tour.winner == int(out.scores[0].argmax()) != tour.runner_up
+    np.testing.assert_allclose(tour.reconstruction, efficient.decode(out.capsules[0, tour.winner], tour.winner)[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(tour.reconstruction, out.reconstruction[0].numpy(), atol=1e-6)  # masked by the longest
+    np.testing.assert_allclose(efficient_squashed(tour.s), tour.v, atol=1e-5)  # s as shown is what routing squashed
+    np.testing.assert_allclose(tour.c.sum(-1), 1, atol=1e-5)
+    assert ((tour.entropy > 0) & (tour.entropy <= 1 + 1e-6)).all()
+
+
+@torch.no_grad()
+def test_efficient_tour_layers_as_the_page_describes_them(efficient, image):
+    tour = efficient_tour(efficient, image)
+    x = as_batch(image)
+    assert tour.sizes == [(8, 24), (16, 22), (16, 20), (32, 9)] and tour.grid == 9  # 28 -> 24 -> 22 -> 20 -> 9
+    assert tour.maps.shape == (16, 9, 9) and (tour.maps >= 0).all()  # after ReLU
+    assert (np.diff(tour.maps.mean((1, 2))) <= 1e-6).all()  # strongest first
+    np.testing.assert_allclose(tour.u, efficient.primary_capsules(x)[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(efficient_squashed(tour.s_primary), tour.u, atol=1e-6)
+    np.testing.assert_allclose(tour.primary_len, 1 - np.exp(-np.linalg.norm(tour.s_primary, axis=-1)), atol=1e-5)  # their squash
+    u_hat = efficient.predictions(x)[0]  # (J, I, D)
+    np.testing.assert_allclose(tour.pred_len, u_hat.norm(dim=-1).T.numpy(), atol=1e-6)
+    # the attention written out from the paper, one capsule at a time
+    D = u_hat.shape[-1]
+    a = np.array([[float(u_hat[j, i] @ u_hat[j].sum(0)) / D**0.5 for j in range(u_hat.shape[0])] for i in range(u_hat.shape[1])])
+    np.testing.assert_allclose(tour.a, a, rtol=1e-5, atol=1e-5)
+    assert tour.parameters == sum(p.numel() for n, p in efficient.named_parameters() if not n.startswith("decoder."))
+    assert tour.near_uniform == (tour.entropy.mean() > 0.95)
+    assert all(tour.c[i].max() > 0.5 for i in tour.decided()) and len(tour.decided(0.0)) == len(tour.c)
+
+
+def test_efficient_steps():
+    assert [s.key for s in efficient_steps()] == [
+        "input",
+        "convs",
+        "primary",
+        "predictions",
+        "routing",
+        "lengths",
+        "reconstruction",
+        "lab",
+    ]
+    assert TOURS["self-attention"].follow is efficient_tour and TOURS["self-attention"].steps(1) == efficient_steps()

@@ -1,4 +1,6 @@
-"""The guided tour: one image followed through a trained capsule network, step by step.
+"""The guided tour: one image followed through a trained capsule network, step by step: a
+dynamic-routing CapsNet, matrix capsules with EM routing, or Efficient-CapsNet with its one pass
+of self-attention routing.
 
 Everything a step shows comes from the model's own layers and routing functions run once on the
 image, with every routing iteration recorded; the page only picks what to draw.
@@ -13,7 +15,8 @@ import numpy as np
 import torch
 
 from capsviz.analysis import as_batch
-from capsviz.routing import dynamic_routing_ji, squash
+from capsviz.analysis.lab import NEAR_UNIFORM
+from capsviz.routing import dynamic_routing_ji, efficient_squash, squash
 
 SHOWN = 6  # primary capsules followed by name through routing: few enough to read their numbers
 MAPS = 16  # Conv1 feature maps drawn
@@ -45,6 +48,19 @@ def matrix_steps(iterations: int) -> list[Step]:
         Step("votes", "Votes for every class capsule"),
         *[Step(f"iteration{t + 1}", f"EM routing, iteration {t + 1} of {iterations}") for t in range(iterations)],
         Step("activations", "Class capsules: activations are the answer"),
+    ]
+
+
+def efficient_steps() -> list[Step]:
+    return [
+        Step("input", "The input"),
+        Step("convs", "Four convolutions: local features"),
+        Step("primary", "Primary capsules: vectors that see the whole image"),
+        Step("predictions", "Predictions u_hat for every class capsule"),
+        Step("routing", "Self-attention routing, in one pass"),
+        Step("lengths", "Class capsules: lengths are the answer"),
+        Step("reconstruction", "The decoder redraws the digit"),
+        Step("lab", "Does routing matter? This model in the routing lab"),
     ]
 
 
@@ -271,12 +287,121 @@ def matrix_tour(model, image: np.ndarray, iterations: int | None = None) -> Matr
     )
 
 
+@dataclass
+class EfficientTour:
+    """One image through Efficient-CapsNet; its self-attention routing recorded (one pass).
+
+    sizes: [(channels, side)] after each convolution; maps: (MAPS, S, S) the strongest maps of the
+    last one (after its ReLU, before its BatchNorm), map_ids their channels.
+    s_primary, u: (I, K) the primary capsules before and after Efficient-CapsNet's squash.
+    pred_len: (I, J) |u_hat_j|i|; a: (I, J) the attention logits a_ij; c: (I, J) couplings;
+    prior: (I, J) the learned prior b_ij; s, v: (J, D) with s_j = sum_i (c_ij + b_ij) u_hat_j|i;
+    lengths: (J,) |v_j|; entropy: (I,) each c_i's entropy over log J (1 = uniform).
+    """
+
+    image: np.ndarray
+    sizes: list[tuple[int, int]]
+    maps: np.ndarray
+    map_ids: np.ndarray
+    grid: int  # side of the depthwise filter: the whole last map
+    s_primary: np.ndarray
+    u: np.ndarray
+    pred_len: np.ndarray
+    a: np.ndarray
+    c: np.ndarray
+    prior: np.ndarray
+    s: np.ndarray
+    v: np.ndarray
+    lengths: np.ndarray
+    entropy: np.ndarray
+    winner: int
+    runner_up: int
+    reconstruction: np.ndarray | None
+    parameters: int  # without the decoder
+
+    @property
+    def iterations(self) -> int:
+        return 1  # one pass
+
+    @property
+    def primary_len(self) -> np.ndarray:
+        return np.linalg.norm(self.u, axis=-1)
+
+    @property
+    def near_uniform(self) -> bool:
+        """The couplings keep more of the uniform split's entropy than the routing lab calls near uniform."""
+        return float(self.entropy.mean()) > NEAR_UNIFORM
+
+    def decided(self, share: float = 0.5) -> np.ndarray:
+        """The primary capsules that send more than `share` of their vote to one class."""
+        return np.flatnonzero(self.c.max(-1) > share)
+
+
+@torch.no_grad()
+def efficient_tour(model, image: np.ndarray) -> EfficientTour:
+    x = as_batch(image)
+    sizes, maps = [], None
+    h = x
+    for layer in model.convs:
+        h = layer(h)
+        if isinstance(layer, torch.nn.ReLU):
+            maps = h[0]  # (C, S, S): the last one is kept
+        if isinstance(layer, torch.nn.BatchNorm2d):
+            sizes.append((int(h.shape[1]), int(h.shape[-1])))
+    ids = maps.mean((1, 2)).argsort(descending=True)[:MAPS]
+    I, K = model.num_primary, model.config.primary_dim
+    s_primary = model.primary(h).view(I, K)  # (I, K): the depthwise conv's C numbers as I capsules of K
+    u = model.primary_capsules(x)  # (1, I, K)
+    u_hat = model.predictions(x)  # (1, J, I, D)
+    r = model.route(u_hat, record=True)
+    c, a = r.c[0, 0], r.b[0, 0]  # (I, J) each
+    prior = r.prior if r.prior is not None else torch.zeros_like(c)  # (I, J)
+    s = torch.einsum("ij,jid->jd", c + prior, u_hat[0])  # (J, D): the sum routing squashed, from its own c and b
+    v = r.v[0]  # (J, D)
+    lengths = v.norm(dim=-1)  # (J,)
+    order = lengths.argsort(descending=True)
+    winner, runner = int(order[0]), int(order[1])
+    J = c.shape[1]
+    entropy = -(c * c.clamp_min(1e-12).log()).sum(-1) / np.log(J)  # (I,)
+    rec = model.decode(v[winner], winner)[0].numpy() if model.decoder is not None else None
+    without_decoder = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("decoder."))
+    return EfficientTour(
+        image=np.asarray(image, np.float32),
+        sizes=sizes,
+        maps=maps[ids].numpy(),
+        map_ids=ids.numpy(),
+        grid=int(model.primary.kernel_size[0]),
+        s_primary=s_primary.numpy(),
+        u=u[0].numpy(),
+        pred_len=u_hat[0].norm(dim=-1).T.numpy(),
+        a=a.numpy(),
+        c=c.numpy(),
+        prior=prior.numpy(),
+        s=s.numpy(),
+        v=v.numpy(),
+        lengths=lengths.numpy(),
+        entropy=entropy.numpy(),
+        winner=winner,
+        runner_up=runner,
+        reconstruction=rec,
+        parameters=without_decoder,
+    )
+
+
+def efficient_squashed(s: np.ndarray) -> np.ndarray:
+    return efficient_squash(torch.as_tensor(s)).numpy()
+
+
 @dataclass(frozen=True)
 class Tour:
     """How to follow an image through one kind of routing: the walk and its steps."""
 
-    follow: Callable[..., CapsNetTour | MatrixTour]
-    steps: Callable[[int], list[Step]]
+    follow: Callable[..., CapsNetTour | MatrixTour | EfficientTour]
+    steps: Callable[[int], list[Step]]  # from the tour's number of routing iterations
 
 
-TOURS = {"dynamic": Tour(capsnet_tour, capsnet_steps), "em": Tour(matrix_tour, matrix_steps)}  # by ModelConfig.routing
+TOURS = {  # by ModelConfig.routing
+    "dynamic": Tour(capsnet_tour, capsnet_steps),
+    "em": Tour(matrix_tour, matrix_steps),
+    "self-attention": Tour(efficient_tour, lambda _: efficient_steps()),  # one pass: no iterations to count
+}
