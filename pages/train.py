@@ -34,12 +34,14 @@ st.markdown(
 )
 
 OWN = "your own images (zip)"
+MIN_STEPS = 10  # steps per epoch below which a small dataset's run is said to learn little
 owner = st.session_state.setdefault("train_owner", uuid.uuid4().hex)  # this browser session's runs
 
 
-def own_images(resize: int | None) -> str:
+def own_images(resize: int | None) -> tuple[str, int]:
     """The uploader for a zip of class folders and its summary; the dataset to train on
-    (folder:PATH of the unpacked pictures), or "" until a zip has been read."""
+    (folder:PATH of the unpacked pictures) and its number of training images, or ("", 0) until
+    a zip has been read."""
     up = st.file_uploader(
         "A zip of a folder with one subfolder of pictures (PNG, JPEG, BMP) per class, or train/ and test/ folders of them",
         type=["zip"],
@@ -47,12 +49,12 @@ def own_images(resize: int | None) -> str:
         help=f"At most {LIMITS.compressed >> 20} MB, {LIMITS.files:,} files and {LIMITS.total >> 20} MB unpacked",
     )
     if up is None:
-        return ""
+        return "", 0
     try:
         s = receive_zip(up.getvalue(), uploads_dir(), LIMITS, resize)
     except CapsvizError as e:
         st.error(str(e))
-        return ""
+        return "", 0
     kind = "colour" if s.channels == 3 else "grey"
     st.markdown(
         f"**{len(s.classes)} classes**, {sum(s.train_counts.values()):,} training and {sum(s.test_counts.values()):,} test images, "
@@ -66,7 +68,7 @@ def own_images(resize: int | None) -> str:
     if s.skipped:
         st.caption("Skipped: " + ", ".join(f"{n:,} {why}" for why, n in s.skipped.items()))
     st.image([a for _, a in s.samples], caption=[c for c, _ in s.samples], width=64)
-    return s.spec
+    return s.spec, sum(s.train_counts.values())
 
 
 queue = jobs.queue()
@@ -86,10 +88,10 @@ with st.container(border=True):
     c1, c2, c3 = st.columns(3)
     model = c1.selectbox("Model", list(PRESETS), index=list(PRESETS).index("capsnet-small"), key="t_model")
     dataset = c1.selectbox("Dataset", [*DATASETS, OWN], key="t_dataset")
-    resize = None
+    resize, own_count = None, 0
     if dataset == OWN:
         resize = c1.number_input("Make images N x N (0 = their own size)", 0, MAX_SIZE, 0, key="t_resize") or None
-        dataset = own_images(resize)
+        dataset, own_count = own_images(resize)
     epochs = c2.number_input("Epochs", 1, 200, 1, key="t_epochs")
     batch = c2.number_input("Batch size", 1, 1024, 128, key="t_batch")
     iters = c2.number_input("Routing iterations", 1, 10, 3, key="t_iters", help=help_text("iteration"))
@@ -110,6 +112,12 @@ with st.container(border=True):
     )
     devices = ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else []) + (["mps"] if torch.backends.mps.is_available() else [])
     device = c3.selectbox("Device", devices, key="t_device", help="auto picks a GPU when there is one")
+    if own_count and own_count // int(batch) < MIN_STEPS:
+        st.warning(
+            f"With {own_count:,} training images and batch {int(batch)}, an epoch is {max(own_count // int(batch), 1)} "
+            f"step(s): too few to learn from. Try batch {max(own_count // MIN_STEPS, 1)} and 10 or more epochs.",
+            icon=":material/tips_and_updates:",
+        )
     name = st.text_input(
         "Save as", "my-capsnet", key="t_name", help="Saved to checkpoints/<name>.safetensors; the models that come with capsviz are kept"
     )
