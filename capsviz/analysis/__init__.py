@@ -18,6 +18,16 @@ class Prediction:
     reconstruction: np.ndarray | None  # (H, W) from the longest capsule
 
 
+def coupling_entropy(c):
+    """Entropy (nats) of couplings c (..., J) over the classes: log J when a capsule splits its vote
+    evenly, 0 when it sends all of it to one class. The routing page, the lab, the tour and the
+    playground all measure "how far from uniform" with it. numpy or torch in, the same kind out."""
+    if isinstance(c, torch.Tensor):
+        return -(c * c.clamp_min(1e-12).log()).sum(-1)
+    c = np.asarray(c)
+    return -(c * np.log(np.clip(c, 1e-12, 1))).sum(-1)
+
+
 def as_batch(image: np.ndarray) -> torch.Tensor:
     """One (H, W) image in [0, 1] -> a (1, 1, H, W) float32 batch (a copy: pages pass read-only arrays)."""
     return torch.tensor(image, dtype=torch.float32).view(1, 1, *image.shape)

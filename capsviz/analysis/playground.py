@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from capsviz.analysis import coupling_entropy
 from capsviz.routing import dynamic_routing, em_routing, lambda_schedule, self_attention_routing, squash
 
 I_TOY = 6  # lower capsules: few enough to label each one
@@ -116,8 +117,7 @@ class DynamicToy:
 
     def entropy(self) -> np.ndarray:
         """(T, I): how undecided each lower capsule is (log J when uniform, 0 when all to one)."""
-        c = np.clip(self.c, 1e-12, 1)
-        return -(c * np.log(c)).sum(-1)
+        return coupling_entropy(self.c)
 
 
 def dynamic_toy(u_hat: np.ndarray, iterations: int = 3) -> DynamicToy:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from capsviz.analysis import as_batch
+from capsviz.analysis import as_batch, coupling_entropy
 from capsviz.routing import dynamic_routing_ji
 
 
@@ -50,7 +50,7 @@ def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
     r = dynamic_routing_ji(u_hat, iterations, record=True)
     c = r.c[:, 0].numpy()  # (T, I, J)
     agreement = (u_hat[0] @ r.v[0].unsqueeze(-1)).squeeze(-1).T.numpy()  # (I, J)
-    entropy = -(c * np.log(np.clip(c, 1e-12, 1))).sum(-1)  # (T, I)
+    entropy = coupling_entropy(c)  # (T, I)
     cfg = model.config
     c_change = np.abs(np.diff(c, axis=0)).mean((1, 2))  # (T-1,)
     lengths = r.v_trace[:, 0].norm(dim=-1).numpy()
@@ -80,7 +80,7 @@ def attention_trace(model, image: np.ndarray) -> AttentionTrace:
     r = model.route(u_hat, routing="self-attention", record=True)
     c = r.c[0, 0].numpy()  # (I, J)
     prior = r.prior.numpy() if r.prior is not None else np.zeros_like(c)
-    entropy = -(c * np.log(np.clip(c, 1e-12, 1))).sum(-1)  # (I,)
+    entropy = coupling_entropy(c)  # (I,)
     return AttentionTrace(c, r.b[0, 0].numpy(), prior, r.v[0].norm(dim=-1).numpy(), entropy, u_hat[0].norm(dim=-1).T.numpy())
 
 
@@ -106,7 +106,7 @@ def coupling_summary(model, images: torch.Tensor, iterations: int | None = None,
     pred = r.v.norm(dim=-1).argmax(1)  # (B,)
     to_pred = r.c.gather(3, pred.view(1, B, 1, 1).expand(T, B, I, 1)).squeeze(3)  # (T, B, I)
     vote = u_hat.norm(dim=-1).gather(1, pred.view(B, 1, 1).expand(B, 1, I)).squeeze(1)  # (B, I): |u_hat_pred|i|
-    entropy = -(r.c * r.c.clamp_min(1e-12).log()).sum(-1)  # (T, B, I)
+    entropy = coupling_entropy(r.c)  # (T, B, I)
     return {
         "n_images": B,
         "uniform": 1.0 / J,

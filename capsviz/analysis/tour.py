@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from capsviz.analysis import as_batch
+from capsviz.analysis import as_batch, coupling_entropy
 from capsviz.analysis.lab import NEAR_UNIFORM
 from capsviz.routing import dynamic_routing_ji, efficient_squash, squash
 
@@ -362,7 +362,7 @@ def efficient_tour(model, image: np.ndarray) -> EfficientTour:
     order = lengths.argsort(descending=True)
     winner, runner = int(order[0]), int(order[1])
     J = c.shape[1]
-    entropy = -(c * c.clamp_min(1e-12).log()).sum(-1) / np.log(J)  # (I,)
+    entropy = coupling_entropy(c) / np.log(J)  # (I,)
     rec = model.decode(v[winner], winner)[0].numpy() if model.decoder is not None else None
     without_decoder = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("decoder."))
     return EfficientTour(
