@@ -4,7 +4,6 @@ import numpy as np
 import streamlit as st
 
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid
-from capsviz.data import class_names
 from capsviz.glossary import help_text
 from capsviz.glossary import label as glossary_label
 from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
@@ -30,7 +29,7 @@ model, meta, path = page_model(
 )
 
 dataset = meta.image_dataset
-names = class_names(dataset)
+names = meta.class_names
 size = meta.config.in_size
 
 picked = pick_image(dataset, names, size, model)

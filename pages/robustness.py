@@ -16,7 +16,6 @@ from capsviz.analysis.robustness import (
     other_class,
     warp,
 )
-from capsviz.data import class_names
 from capsviz.glossary import help_text
 from capsviz.viz import capsule_bars, sweep_lines, to_image
 from pages.common import (
@@ -50,7 +49,7 @@ model, meta, path = page_model(
 )
 dataset = meta.image_dataset
 size = meta.config.in_size
-names = class_names(dataset)
+names = meta.class_names
 
 
 def same_digits(routing: str | None) -> list:

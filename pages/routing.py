@@ -4,7 +4,6 @@ import numpy as np
 import streamlit as st
 
 from capsviz.analysis.routing import attention_trace, coupling_summary, dynamic_trace, iteration_sweep, mean_b_change
-from capsviz.data import class_names
 from capsviz.glossary import help_text
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
@@ -105,7 +104,7 @@ model, meta, path = page_model(
     "the sidebar (matrix capsules have the **EM routing** page).",
 )
 if meta.config.routing == "self-attention":
-    names = class_names(meta.image_dataset)
+    names = meta.class_names
     picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
     if picked is None:
         st.stop()
@@ -130,7 +129,7 @@ if meta.config.couplings != "dynamic":
         "capsules with dynamic routing instead: the weights are the ones that training made for the other couplings.",
         icon=":material/info:",
     )
-names = class_names(meta.image_dataset)
+names = meta.class_names
 picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
 if picked is None:
     st.stop()
