@@ -171,13 +171,15 @@ def _test_set(dataset: str, size: int | None, channels: int, where: str | None):
     return model_test_set(dataset, size, channels)
 
 
-def test_set(dataset: str, size: int | None = None, channels: int = 1):
+def test_set(dataset: str, size: int | None = None, channels: int = 1, quiet: bool = False):
     """The test split a model of size x size inputs with `channels` channels was tested on (a
     user's images read at that size: capsviz.data.model_test_set), or None after showing
-    exactly how to get it."""
+    exactly how to get it (`quiet`: without, where the page has said so once already)."""
     try:
         return _test_set(dataset, size, channels, os.environ.get("CAPSVIZ_DATA_DIR"))
     except CapsvizError as e:
+        if quiet:
+            return None
         if user_dataset(dataset):
             name = short_name(dataset)
             why = str(e).replace(dataset, name).replace(user_dataset(dataset)[1], name)  # the server's paths are its own

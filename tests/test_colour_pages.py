@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from PIL import Image
 from streamlit.testing.v1 import AppTest
-
 from test_app import router_mode  # noqa: F401 - AppTest with app.py's router in charge, as served
 
 from capsviz.config import TrainRun
