@@ -218,7 +218,9 @@ def sidebar(page: str = "") -> None:
             pending_meta = next((m for p, m in found if p.name == pending), None)
             if pending_meta and st.session_state.get("dataset_pick", ALL) not in (ALL, pending_meta.dataset):
                 st.session_state["dataset_pick"] = ALL  # a link or card to another dataset's model wins
-            st.selectbox("Dataset", [ALL, *datasets], key="dataset_pick", help="Show only the models trained on this dataset")
+            st.selectbox(
+                "Dataset", [ALL, *datasets], key="dataset_pick", format_func=short_name, help="Show only the models trained on this dataset"
+            )
             st.session_state["model_pick"] = active_name()  # before the widget: links and cards win
             st.session_state.pop("pending_model", None)
             shown = [p.name for p, m in found if st.session_state["dataset_pick"] in (ALL, m.dataset)]

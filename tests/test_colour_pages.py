@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import streamlit as st
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 from test_app import router_mode  # noqa: F401 - AppTest with app.py's router in charge, as served
@@ -77,7 +78,7 @@ def open_page(at, page: str, model: str = CAPSNET):
 @pytest.mark.parametrize("page", ["explorer", "routing", "robustness", "lab", "zoo", "reproduction", "glossary"])
 def test_every_page_opens_on_a_colour_model_with_its_class_names(app, page):
     open_page(app, f"pages/{page}.py")
-    if page not in ("reproduction", "glossary"):
+    if page not in ("lab", "reproduction", "glossary"):
         assert "circle" in texts(app), page
 
 
@@ -110,3 +111,46 @@ def test_the_core_redraws_a_colour_capsule_in_colour(trained):
     grid = perturbation_grid(model, pred.capsules[0], 0)
     assert grid.shape == (16, 11, 3, 32, 32)
     assert grid_image(grid[:2, :3]).mode == "RGB"
+
+
+def test_the_zoo_card_names_the_classes_and_the_folder(trained, app):
+    open_page(app, "pages/zoo.py")
+    cards = texts(app)
+    assert "folder:shapes" in cards and "3 classes: circle, square, stripe; 32x32 colour images" in cards
+    assert str(trained[1]) not in cards + " ".join(app.sidebar.selectbox(key="dataset_pick").options)  # the server's paths stay there
+
+
+def test_the_lab_measures_a_colour_model(app):
+    open_page(app, "pages/lab.py")
+    app.multiselect(key="lab_routings").set_value(["dynamic", "uniform"]).run()
+    app.button(key="run_Run the lab").click().run()
+    assert not app.exception, app.exception
+    assert app.dataframe, "the lab's table"
+    table = app.dataframe[0].value
+    assert set(table["model"]) == {"shapes-capsnet"}
+
+
+def test_robustness_sweeps_and_attacks_a_colour_model(app):
+    open_page(app, "pages/robustness.py")
+    assert "No baseline CNN trained on these images" in texts(app)
+    app.button(key="run_Run the affine sweep").click().run()
+    assert not app.exception, app.exception
+    app.button(key="run_Run the attack sweep").click().run()
+    assert not app.exception, app.exception
+    shown = texts(app) + " ".join(c for i in app.image for c in (i.captions or []))
+    assert "→" in shown and "circle" in shown
+
+
+def test_a_missing_images_folder_is_said_and_uploads_still_work(trained, app, tmp_path):
+    models, data = trained
+    moved = data.with_name("shapes-away")
+    data.rename(moved)
+    st.cache_resource.clear()  # a server that had read them keeps them in memory
+    try:
+        open_page(app, "pages/explorer.py")
+        said = texts(app)
+        assert "folder:shapes" in said and "not available on this server" in said
+        assert str(data) not in said
+        assert app.radio(key="source").value == "Upload"
+    finally:
+        moved.rename(data)

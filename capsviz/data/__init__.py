@@ -60,13 +60,13 @@ def load_split(name: str, split: str, data_dir=None, resize: int | None = None) 
     return load_mnist(DATASETS[name].source, split, data_dir)
 
 
-def model_test_set(dataset: str, size: int, channels: int) -> ImageSet:
+def model_test_set(dataset: str, size: int | None, channels: int, data_dir=None) -> ImageSet:
     """The test images to show a model of size x size inputs with `channels` channels trained on
     `dataset`: a built-in dataset's test split, or a user's read at the model's size (what
     training read). Raises CapsvizError when they cannot be had (the folder is gone, or now holds
     images of other channels than the model was trained on)."""
     if not user_dataset(dataset):
-        return load_split(dataset, "test")
+        return load_split(dataset, "test", data_dir)
     data = load_split(dataset, "test", resize=size)
     found = data.images.shape[1]
     if found != channels:
