@@ -15,10 +15,10 @@ FAINT = 0.2  # below this share of the unperturbed reconstruction's ink, the pic
 
 st.title("DigitCaps explorer")
 st.markdown(
-    "Each of the 10 DigitCaps vectors has 16 dimensions. The decoder redraws the digit from the "
-    "chosen capsule alone, so nudging one dimension shows what it encodes (Fig. 4 of Sabour et al.: "
-    "stroke thickness, skew, width, localized parts). Bars show each capsule's length |v_j|: how "
-    "present the network finds that digit (0 to 1)."
+    "Each class capsule (DigitCaps: one per digit for MNIST, one per class for your own images) is a vector of 16 "
+    "dimensions. The decoder redraws the image from the chosen capsule alone, in colour for a model trained on colour "
+    "images, so nudging one dimension shows what it encodes (Fig. 4 of Sabour et al.: stroke thickness, skew, width, "
+    "localized parts). Bars show each capsule's length |v_j|: how present the network finds that class (0 to 1)."
 )
 
 model, meta, path = page_model(

@@ -115,12 +115,12 @@ if meta.config.routing == "self-attention":
 st.title("Dynamic routing, iteration by iteration")
 st.markdown(
     "Every primary capsule (a small part detector) makes a **prediction** u_hat for each of the class (digit) capsules and "
-    "splits its vote over them with **couplings** c, which start equal (1/10 each). Each routing iteration adds the "
+    "splits its vote over them with **couplings** c, which start equal (1/J each, J the number of classes). Each routing iteration adds the "
     "**agreement** u_hat . v (how well a prediction points the same way as the digit capsule's output v) to the "
     "**routing logits** b, and c = softmax(b) shifts towards the capsules a prediction agrees with (Procedure 1)."
 )
 st.caption(
-    "What to expect from the trained models here: the couplings move only a little away from 1/10, and this page prints "
+    "What to expect from the trained models here: the couplings move only a little away from 1/J, and this page prints "
     "by how much. The **Routing playgrounds** page shows the same routing function on a few capsules you place yourself, "
     "where the movement is large enough to see."
 )
