@@ -76,7 +76,7 @@ def open_page(at, page: str, model: str = CAPSNET):
 
 
 @pytest.mark.parametrize(
-    "page", ["explorer", "routing", "robustness", "lab", "zoo", "reproduction", "glossary", "multimnist", "playground", "train"]
+    "page", ["tour", "explorer", "routing", "robustness", "lab", "zoo", "reproduction", "glossary", "multimnist", "playground", "train"]
 )
 def test_every_page_opens_on_a_colour_model_with_its_class_names(app, page):
     open_page(app, f"pages/{page}.py")
