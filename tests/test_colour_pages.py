@@ -156,3 +156,23 @@ def test_a_missing_images_folder_is_said_and_uploads_still_work(trained, app, tm
         assert app.radio(key="source").value == "Upload"
     finally:
         moved.rename(data)
+
+
+def test_uploads_and_drawings_are_made_the_models_size_and_channels():
+    import io
+
+    from capsviz.data.transforms import fit_drawing, picture_to_input
+    from capsviz.errors import CapsvizError
+
+    buf = io.BytesIO()
+    Image.new("RGB", (90, 60), (200, 30, 30)).save(buf, format="PNG")
+    colour = picture_to_input(buf.getvalue(), 32, 3)
+    assert colour.shape == (3, 32, 32) and colour.dtype == np.float32
+    assert abs(colour[0].mean() - 200 / 255) < 0.01 and colour[1].mean() < 0.2  # red stays red
+    assert picture_to_input(buf.getvalue(), 20, 1).shape == (20, 20)
+    drawn = np.zeros((28, 28), np.float32)
+    drawn[10:18, 10:18] = 1
+    made = fit_drawing(drawn, 32, 3)
+    assert made.shape == (3, 32, 32) and np.array_equal(made[0], made[2]) and made.max() > 0.9
+    with pytest.raises(CapsvizError, match="not a picture"):
+        picture_to_input(b"not an image", 32, 3)
