@@ -11,11 +11,13 @@ import numpy as np
 import streamlit as st
 import torch
 
-from capsviz.analysis import find_mistake, predict
+from capsviz.analysis import find_mistake, image_at, predict
 from capsviz.checkpoint import list_checkpoints
-from capsviz.data import DATASETS, load_split
+from capsviz.config import user_dataset
+from capsviz.data import DATASETS, model_test_set
 from capsviz.data.sources import SOURCES, locate
-from capsviz.data.transforms import mnist_style, picture_to_digit
+from capsviz.data.transforms import fit_drawing, mnist_style, picture_to_digit, picture_to_input
+from capsviz.data.user import short_name
 from capsviz.devices import pick_device
 from capsviz.errors import CapsvizError
 from capsviz.model_cache import ModelCache
@@ -165,15 +167,28 @@ def page_model(fits, needs: str, why: str):
 
 
 @st.cache_resource(show_spinner="Loading test images ...")
-def _test_set(dataset: str, where: str | None):  # `where` keys the cache by data folder
-    return load_split(dataset, "test")
+def _test_set(dataset: str, size: int | None, channels: int, where: str | None):  # `where` keys the cache by data folder
+    return model_test_set(dataset, size, channels)
 
 
-def test_set(dataset: str):
-    """The test split, or None after showing exactly how to get it."""
+def test_set(dataset: str, size: int | None = None, channels: int = 1, quiet: bool = False):
+    """The test split a model of size x size inputs with `channels` channels was tested on (a
+    user's images read at that size: capsviz.data.model_test_set), or None after showing
+    exactly how to get it (`quiet`: without, where the page has said so once already)."""
     try:
-        return _test_set(dataset, os.environ.get("CAPSVIZ_DATA_DIR"))
+        return _test_set(dataset, size, channels, os.environ.get("CAPSVIZ_DATA_DIR"))
     except CapsvizError as e:
+        if quiet:
+            return None
+        if user_dataset(dataset):
+            name = short_name(dataset)
+            why = str(e).replace(dataset, name).replace(user_dataset(dataset)[1], name)  # the server's paths are its own
+            st.warning(
+                f"The images this model was trained on ({name}) are not available on this server, so this page can only "
+                f"use a picture you upload or draw. ({why}.)",
+                icon=":material/image_not_supported:",
+            )
+            return None
         st.warning(f"The {dataset} test images are not available, so this page can only use uploaded images.")
         with st.expander("How to get the data", expanded=True):
             st.code(str(e), language=None, wrap_lines=True)
@@ -203,7 +218,9 @@ def sidebar(page: str = "") -> None:
             pending_meta = next((m for p, m in found if p.name == pending), None)
             if pending_meta and st.session_state.get("dataset_pick", ALL) not in (ALL, pending_meta.dataset):
                 st.session_state["dataset_pick"] = ALL  # a link or card to another dataset's model wins
-            st.selectbox("Dataset", [ALL, *datasets], key="dataset_pick", help="Show only the models trained on this dataset")
+            st.selectbox(
+                "Dataset", [ALL, *datasets], key="dataset_pick", format_func=short_name, help="Show only the models trained on this dataset"
+            )
             st.session_state["model_pick"] = active_name()  # before the widget: links and cards win
             st.session_state.pop("pending_model", None)
             shown = [p.name for p, m in found if st.session_state["dataset_pick"] in (ALL, m.dataset)]
@@ -211,16 +228,25 @@ def sidebar(page: str = "") -> None:
             st.query_params["model"] = name
         device = pick_device("auto")
         active = next((m.dataset for p, m in found if p.name == st.session_state.get("model_pick")), None)
-        source = DATASETS[active or "mnist"].source  # MultiMNIST is drawn from MNIST
-        place, _ = locate(SOURCES[source])  # where only: checksums are `python -m capsviz data`'s job (slow)
-        # the server's folders are its own business: `capsviz doctor` prints them for its owner
-        where = f"{source} data found" if place else f"data: {source} not found (see `python -m capsviz data`)"
+        where = data_line(active or "mnist")
         from capsviz.kernels import policy  # the EM kernel is a CPU path: say why it is off, as `capsviz doctor` does
 
         why = policy.why_off(policy.NATIVE_EM, device) if device.type == "cpu" else None
         kernel = f" · native EM kernel off: {why}" if why else ""
         st.caption(f"device: {'GPU' if device.type == 'cuda' else device.type.upper()} · {where}{kernel}")
     link_notice(st.session_state.get("model_pick"))
+
+
+def data_line(dataset: str) -> str:
+    """Whether the active model's images are on this server, in a few words (never its folders:
+    `capsviz doctor` prints them for the server's owner)."""
+    user = user_dataset(dataset)
+    if user:
+        there = Path(user[1]).expanduser().exists()
+        return f"{short_name(dataset)} {'images found' if there else 'images not on this server'}"
+    source = DATASETS[dataset].source  # MultiMNIST is drawn from MNIST
+    place, _ = locate(SOURCES[source])  # where only: checksums are `python -m capsviz data`'s job (slow)
+    return f"{source} data found" if place else f"data: {source} not found (see `python -m capsviz data`)"
 
 
 def why_unusable(name: str) -> str:
@@ -353,31 +379,45 @@ def keep_within(key: str, lo: float, hi: float) -> None:
         st.session_state[key] = type(v)(min(max(v, lo), hi))
 
 
-def pick_image(dataset: str, names, size: int, model=None) -> tuple[np.ndarray, str] | None:
-    """The image picker every page shares: test set (index, random, by class) or an upload.
-    The chosen index survives page changes and lives in the URL (?image=)."""
-    data = test_set(dataset) if size == 28 else None
+def pick_image(dataset: str, names, size: int, model=None, channels: int | None = None) -> tuple[np.ndarray, str] | None:
+    """The image picker every page shares: test set (index, random, by class), an upload or a
+    drawing, as (H, W) or (C, H, W) in [0, 1] (capsviz.analysis) with its label. A model trained on
+    a user's images gets its own test images, and uploads and drawings made its size and channels
+    (`channels`: the model's, else 1). The chosen index survives page changes and lives in the URL (?image=)."""
+    own = user_dataset(dataset) is not None
+    channels = channels or (model.config.in_channels if model is not None else 1)
+    data = test_set(dataset, size, channels) if own or size == 28 else None
+    if data is not None and len(data) == 0:
+        data = None
     if "image_index" not in st.session_state:  # a shared link's image; anything but a plain index is ignored
         raw = st.query_params.get("image", "")
         st.session_state["image_index"] = int(raw) if raw.isdigit() and len(raw) < 7 else 0
     source = st.radio("Image", ["Test set", "Upload", "Draw"], horizontal=True, key="source", index=1 if data is None else 0)
+    thing = "picture" if own else "digit"
     if source == "Test set" and data is None:
-        st.info("The test set is not available here (see above): upload or draw a digit instead.")
+        st.info(f"The test set is not available here (see above): upload or draw a {thing} instead.")
         return None
     if source == "Draw":
-        if size != 28:
+        if size != 28 and not own:
             st.error(f"This model takes {size}x{size} inputs; drawings are 28x28.")
             return None
-        st.caption("Draw one digit with the mouse or a finger; the models see it at 28x28 when you lift the pen.")
+        if own:
+            st.caption(
+                f"Draw with the mouse or a finger, white on black; the model sees it at {size}x{size}"
+                f"{' in every colour channel' if channels == 3 else ''} when you lift the pen."
+            )
+        else:
+            st.caption("Draw one digit with the mouse or a finger; the models see it at 28x28 when you lift the pen.")
         image = drawn_image()
         if image is None:
-            st.info("Draw a digit on the pad.")
+            st.info(f"Draw a {thing} on the pad.")
             return None
-        return image, "drawn"
+        return (fit_drawing(image, size, channels) if own else image), "drawn"
     if source == "Test set" and data is not None:
         if "image" not in st.session_state or "image_pending" in st.session_state:
             # seed the widget before it is drawn: after a page change, a Random or a class jump
             st.session_state["image"] = min(int(st.session_state.pop("image_pending", st.session_state["image_index"])), len(data) - 1)
+        st.session_state["image"] = min(int(st.session_state["image"]), len(data) - 1)  # another model's test set may be smaller
         c1, c2, c3 = st.columns([2, 1, 2])
         c1.number_input("Test image index", 0, len(data) - 1, key="image")
         if c2.button("Random", key="random_image"):
@@ -394,23 +434,30 @@ def pick_image(dataset: str, names, size: int, model=None) -> tuple[np.ndarray, 
             st.toast(f"No mistakes among the first {MISTAKES_SCAN} test images.")
         pick = c3.selectbox("Jump to a test image of class", ["-"] + list(names), key="jump_class")
         if pick != "-":
-            idx = (data.labels == names.index(pick)).nonzero().flatten()
-            st.session_state["image_pending"] = int(idx[np.random.randint(len(idx))])
+            idx = (data.labels == list(names).index(pick)).nonzero().flatten()
             del st.session_state["jump_class"]
-            st.rerun()
+            if len(idx):
+                st.session_state["image_pending"] = int(idx[np.random.randint(len(idx))])
+                st.rerun()
+            st.toast(f"No test image of class {pick}.")
         i = int(st.session_state["image"])
         st.session_state["image_index"] = i
         st.query_params["image"] = str(i)
-        return data.images[i].numpy().astype(np.float32) / 255.0, names[int(data.labels[i])]
-    up = st.file_uploader("A picture of a single digit (PNG or JPEG)", type=["png", "jpg", "jpeg"], key="upload")
+        return image_at(data.images, i), names[int(data.labels[i])]
+    if own:
+        kind = "colour" if channels == 3 else "grey"
+        label = f"A picture (PNG or JPEG): centre-cropped to a square and made {size}x{size} {kind}, as the training images were"
+    else:
+        label = "A picture of a single digit (PNG or JPEG)"
+    up = st.file_uploader(label, type=["png", "jpg", "jpeg"], key="upload")
     if up is not None:
         try:
-            image = picture_to_digit(up.getvalue())
+            image = picture_to_input(up.getvalue(), size, channels) if own else picture_to_digit(up.getvalue())
         except CapsvizError as e:
             st.error(str(e))
             image = None
         if image is not None:
-            if size != 28:
+            if size != 28 and not own:
                 st.error(f"This model takes {size}x{size} inputs; uploads are resized to 28x28.")
                 return None
             return image, "?"

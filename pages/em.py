@@ -5,7 +5,6 @@ import streamlit as st
 
 from capsviz.analysis.explain import em_shares, position_words, zoom_limit
 from capsviz.analysis.routing import em_trace
-from capsviz.data import class_names
 from capsviz.glossary import help_text, label, term
 from capsviz.viz import heatmap, lines, png_bytes, to_image
 from capsviz.viz.animation import gif_bytes
@@ -30,7 +29,7 @@ model, meta, path = page_model(
     "folder; train one: `python -m capsviz train --model matrix-small --compile --out "
     "checkpoints/my-matrix-small.safetensors`.",
 )
-names = class_names(meta.image_dataset)[: meta.config.num_classes]
+names = meta.class_names[: meta.config.num_classes]
 picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
 if picked is None:
     st.stop()

@@ -4,7 +4,6 @@ import numpy as np
 import streamlit as st
 
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid
-from capsviz.data import class_names
 from capsviz.glossary import help_text
 from capsviz.glossary import label as glossary_label
 from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
@@ -16,10 +15,10 @@ FAINT = 0.2  # below this share of the unperturbed reconstruction's ink, the pic
 
 st.title("DigitCaps explorer")
 st.markdown(
-    "Each of the 10 DigitCaps vectors has 16 dimensions. The decoder redraws the digit from the "
-    "chosen capsule alone, so nudging one dimension shows what it encodes (Fig. 4 of Sabour et al.: "
-    "stroke thickness, skew, width, localized parts). Bars show each capsule's length |v_j|: how "
-    "present the network finds that digit (0 to 1)."
+    "Each class capsule (DigitCaps: one per digit for MNIST, one per class for your own images) is a vector of 16 "
+    "dimensions. The decoder redraws the image from the chosen capsule alone, in colour for a model trained on colour "
+    "images, so nudging one dimension shows what it encodes (Fig. 4 of Sabour et al.: stroke thickness, skew, width, "
+    "localized parts). Bars show each capsule's length |v_j|: how present the network finds that class (0 to 1)."
 )
 
 model, meta, path = page_model(
@@ -30,7 +29,7 @@ model, meta, path = page_model(
 )
 
 dataset = meta.image_dataset
-names = class_names(dataset)
+names = meta.class_names
 size = meta.config.in_size
 
 picked = pick_image(dataset, names, size, model)

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from capsviz.analysis import lab
+from capsviz.data.user import short_name
 from capsviz.glossary import help_text
 from capsviz.routing import ROUTINGS
 from capsviz.viz import grouped_bars
@@ -67,14 +68,28 @@ if not chosen or not routings:
     st.stop()
 
 settings = lab.Settings(test_images=n_test, epsilon=epsilon)
-entries = [fitting[name] for name in chosen]
+images = {name: test_set(m.image_dataset, m.config.in_size, m.config.in_channels, quiet=True) for name, (_, m) in fitting.items() if name in chosen}
+without = [name for name in chosen if images[name] is None]
+if without:
+    st.warning(
+        f"The test images of {', '.join(f'**{n}**' for n in without)} are not available on this server "
+        f"({', '.join(sorted({short_name(fitting[n][1].image_dataset) for n in without}))}), so "
+        f"{'it is' if len(without) == 1 else 'they are'} left out of the lab unless stored results are kept for them.",
+        icon=":material/image_not_supported:",
+    )
+entries = [
+    fitting[name] for name in chosen if images[name] is not None or len(lab.stored_rows([fitting[name]], routings, settings)) == len(routings)
+]
+if not entries:
+    st.stop()
 
 
 def run(progress):
     def tell(done, total, what):
         progress(done, total)
 
-    return lab.run_lab(entries, routings, lambda p: load_model(p)[0], test_set, settings, on_progress=tell)
+    data = lambda meta: test_set(meta.image_dataset, meta.config.in_size, meta.config.in_channels)  # noqa: E731
+    return lab.run_lab(entries, routings, lambda p: load_model(p)[0], data, settings, on_progress=tell)
 
 
 def all_stored():

@@ -16,7 +16,8 @@ from capsviz.analysis.robustness import (
     other_class,
     warp,
 )
-from capsviz.data import class_names
+from capsviz.config import user_dataset
+from capsviz.data.user import short_name
 from capsviz.glossary import help_text
 from capsviz.viz import capsule_bars, sweep_lines, to_image
 from pages.common import (
@@ -43,14 +44,16 @@ st.markdown(
 )
 
 model, meta, path = page_model(
-    lambda m: m.config.routing is not None and m.config.in_size in (28, 40),
-    "a capsule model on 28x28 or 40x40 digits to compare with a CNN",
+    lambda m: m.config.routing is not None and (m.config.in_size in (28, 40) or user_dataset(m.image_dataset) is not None),
+    "a capsule model on 28x28 or 40x40 digits, or on your own images, to compare with a CNN",
     "**{name}** is a {family} model; this page compares a capsule model (CapsNet or matrix capsules on 28x28 or 40x40 "
-    "digits) with a baseline CNN. Choose a capsule model.",
+    "digits, or on your own images) with a baseline CNN. Choose a capsule model.",
 )
 dataset = meta.image_dataset
 size = meta.config.in_size
-names = class_names(dataset)
+names = meta.class_names
+own = user_dataset(dataset) is not None
+shown_as = short_name(dataset)
 
 
 def same_digits(routing: str | None) -> list:
@@ -68,13 +71,19 @@ if cnns:
         [p.name for p in cnns],
         key="cnn",
         bind="query-params",
-        help=f"CNN checkpoints trained on {dataset} at {size}x{size}",
+        help=f"CNN checkpoints trained on {shown_as} at {size}x{size}",
     )
     cnn_path = checkpoint_dir() / cnn_name
     cnn, _ = load_model(cnn_path)
     models[cnn_path.stem] = cnn
     files[cnn_path.stem] = cnn_path
     cnn_stem = cnn_path.stem
+elif own:
+    st.info(
+        f"No baseline CNN trained on these images ({shown_as}, {size}x{size}) is in the model folder, so only the capsule "
+        "model is shown and there is nothing to compare it with. Train one on the **Train** page (model cnn-small, the same "
+        f"images), or: `python -m capsviz train --model cnn-small --dataset {user_dataset(dataset)[0]}:PATH --resize {size}`."
+    )
 else:
     st.info(
         f"No baseline CNN for {dataset} at {size}x{size} yet, so only the capsule model is shown. Train one: "
@@ -102,16 +111,17 @@ def attacked(model_key: str, _model, dataset: str, count: int, _x, _y, eps: floa
     with torch.no_grad():
         out = _model(adv)  # one pass: scores, and a CapsNet's reconstruction from its longest capsule
     recs = None if out.reconstruction is None else out.reconstruction.numpy()
-    return adv[:, 0].numpy(), out.scores.argmax(1).numpy(), recs
+    adv = adv[:, 0] if adv.shape[1] == 1 else adv  # (N, H, W) or (N, C, H, W): capsviz.analysis's layout
+    return adv.numpy(), out.scores.argmax(1).numpy(), recs
 
 
 tab_affine, tab_adv = st.tabs(["Affine transforms", "Adversarial attacks"], key="tab", bind="query-params")
 
 with tab_affine:
-    picked = pick_image(dataset, names, 28)
+    picked = pick_image(dataset, names, size if own else 28, model)
     if picked is not None:
         image, label = picked
-        if size == 40:  # a 28x28 digit centred on the 40x40 canvas these models read
+        if size == 40 and not own:  # a 28x28 digit centred on the 40x40 canvas these models read
             image = np.pad(image, 6)
 
         @st.fragment
@@ -139,9 +149,9 @@ with tab_affine:
     st.caption(
         "Each test digit gets a random rotation, shear and scale drawn from affNIST's ranges (+-20 degrees, +-0.2 shear, "
         "0.8-1.2 scale) multiplied by the strength: 0 is the plain test set, 1 is affNIST's distortion, 2 doubles it."
-        + (" At 40x40 the digit is also moved anywhere on the canvas (the affNIST-like test set)." if size == 40 else "")
+        + (" At 40x40 the digit is also moved anywhere on the canvas (the affNIST-like test set)." if size == 40 and not own else "")
     )
-    data = test_set(dataset)
+    data = test_set(dataset, size, meta.config.in_channels, quiet=True)
     if data is not None:
         n = count_slider("Test images", [100, 200, 500, 1000, 2000], stored.AFFINE_IMAGES, len(data), "affine_images")
         strengths = stored.AFFINE_STRENGTHS
@@ -180,7 +190,9 @@ with tab_adv:
         "from the label (accuracy should fall); targeted ones pull towards a random other class (success should rise). "
         "The paper: the capsule model never fell below chance untargeted, while the CNN did at epsilon 0.2."
     )
-    data = test_set(dataset)
+    data = test_set(dataset, size, meta.config.in_channels, quiet=True)
+    if data is None:
+        st.info("The attacks need the model's test images, which are not available here (see above).")
     if data is not None:
         c = st.columns(3)
         method = c[0].radio(
@@ -229,7 +241,7 @@ with tab_adv:
             what = "success" if targeted else "accuracy"
             series = {name: (cv.success if targeted else cv.accuracy) for name, cv in curves.items()}
             title = f"{method.upper()} {'targeted success rate' if targeted else 'accuracy'} on {n} test digits"
-            st.plotly_chart(sweep_lines(epsilons, series, title, "epsilon", f"{what} %", None if targeted else 10.0), key="adv_curve")
+            st.plotly_chart(sweep_lines(epsilons, series, title, "epsilon", f"{what} %", None if targeted else 100.0 / len(names)), key="adv_curve")
             st.markdown(
                 "**Fraction of zero input gradients** (near 1 would mean gradient masking, not robustness): "
                 + ", ".join(f"{name} {cv.zero_gradients:.1%}" for name, cv in curves.items())
@@ -239,8 +251,8 @@ with tab_adv:
                     st.markdown(line)
             st.caption(
                 "Why this can differ from the papers: the claim is Hinton et al.'s (section 6), for matrix capsules with EM routing "
-                "on smallNORB (chance there is 20%; with 10 classes here, 10%); Sabour et al. make none for attacks. The models here are trained "
-                f"on {dataset}, smaller and for fewer epochs than the papers', and these attacks follow the cross-entropy of the class "
+                f"on smallNORB (chance there is 20%; with {len(names)} classes here, {100 / len(names):.0f}%); Sabour et al. make none for attacks. The models here are trained "
+                f"on {shown_as}, smaller and for fewer epochs than the papers', and these attacks follow the cross-entropy of the class "
                 "scores (the paper does not say which loss it attacked). "
                 + (
                     ""
@@ -251,12 +263,12 @@ with tab_adv:
         st.subheader("Attacked images")
         eps = st.select_slider("epsilon", epsilons[1:], value=0.1, key="epsilon", bind="query-params", help=help_text("epsilon"))
         show = min(6, n)
-        target = other_class(y[:show], 10) if targeted else None
+        target = other_class(y[:show], len(names)) if targeted else None
         for name, m in attacked_models.items():
             adv, pred, recs = attacked(f"{key}:{name}", m, dataset, show, x[:show], y[:show], eps, method, targeted, target)
-            st.markdown(f"**{name}**" + (" (targets: " + ", ".join(map(str, target.tolist())) + ")" if targeted else ""))
+            st.markdown(f"**{name}**" + (" (targets: " + ", ".join(str(names[t]) for t in target.tolist()) + ")" if targeted else ""))
             cols = st.columns(show)
             for i, col in enumerate(cols):
-                col.image(to_image(adv[i], 3), caption=f"{int(y[i])} → {int(pred[i])}")
+                col.image(to_image(adv[i], 3), caption=f"{names[int(y[i])]} → {names[int(pred[i])]}")
                 if recs is not None:
                     col.image(to_image(recs[i], 3), caption="reconstruction")

@@ -3,8 +3,9 @@
 import numpy as np
 import streamlit as st
 
+from capsviz.analysis import as_input_batch
 from capsviz.analysis.routing import attention_trace, coupling_summary, dynamic_trace, iteration_sweep, mean_b_change
-from capsviz.data import class_names
+from capsviz.config import user_dataset
 from capsviz.glossary import help_text
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
@@ -105,7 +106,7 @@ model, meta, path = page_model(
     "the sidebar (matrix capsules have the **EM routing** page).",
 )
 if meta.config.routing == "self-attention":
-    names = class_names(meta.image_dataset)
+    names = meta.class_names
     picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
     if picked is None:
         st.stop()
@@ -113,13 +114,13 @@ if meta.config.routing == "self-attention":
     st.stop()
 st.title("Dynamic routing, iteration by iteration")
 st.markdown(
-    "Every primary capsule (a small part detector) makes a **prediction** u_hat for each of the 10 digit capsules and "
-    "splits its vote over them with **couplings** c, which start equal (1/10 each). Each routing iteration adds the "
+    "Every primary capsule (a small part detector) makes a **prediction** u_hat for each of the class (digit) capsules and "
+    "splits its vote over them with **couplings** c, which start equal (1/J each, J the number of classes). Each routing iteration adds the "
     "**agreement** u_hat . v (how well a prediction points the same way as the digit capsule's output v) to the "
     "**routing logits** b, and c = softmax(b) shifts towards the capsules a prediction agrees with (Procedure 1)."
 )
 st.caption(
-    "What to expect from the trained models here: the couplings move only a little away from 1/10, and this page prints "
+    "What to expect from the trained models here: the couplings move only a little away from 1/J, and this page prints "
     "by how much. The **Routing playgrounds** page shows the same routing function on a few capsules you place yourself, "
     "where the movement is large enough to see."
 )
@@ -130,7 +131,7 @@ if meta.config.couplings != "dynamic":
         "capsules with dynamic routing instead: the weights are the ones that training made for the other couplings.",
         icon=":material/info:",
     )
-names = class_names(meta.image_dataset)
+names = meta.class_names
 picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
 if picked is None:
     st.stop()
@@ -177,7 +178,7 @@ def iteration_view(tr, image, label, winner: int) -> None:
         t = 0
         st.info(
             "Routing runs once here, so there is nothing to step through: before the first agreement is added, every "
-            "primary capsule splits its vote evenly over the digit capsules (c = 1/10 each), and the maps below are flat. "
+            "primary capsule splits its vote evenly over the class capsules (c = 1/J each), and the maps below are flat. "
             "Raise **Routing iterations at inference** to watch the couplings move."
         )
 
@@ -209,7 +210,7 @@ def iteration_view(tr, image, label, winner: int) -> None:
         class_maps(
             maps,
             names,
-            f"Iteration {t + 1}: coupling c to each digit capsule, on the 6x6 grid of primary capsule positions",
+            f"Iteration {t + 1}: coupling c to each digit capsule, on the {tr.grid}x{tr.grid} grid of primary capsule positions",
             zrange=(0, 2 / len(names)) if flat else None,  # all equal: a scale around 1/10, not around nothing
         ),
         key="coupling_maps",
@@ -224,7 +225,7 @@ def iteration_view(tr, image, label, winner: int) -> None:
         "those primary capsules' predictions happen to agree with that digit, not that ink is there."
     )
     right.caption(
-        f"Each small map is one digit capsule; each square is one of the 6x6 positions of the primary capsules, averaged over "
+        f"Each small map is one digit capsule; each square is one of the {tr.grid}x{tr.grid} positions of the primary capsules, averaged over "
         f"their {tr.types} types. Brighter means that position sends a larger share of its vote to that digit. {spread}"
     )
     j = right.selectbox(
@@ -240,7 +241,7 @@ def iteration_view(tr, image, label, winner: int) -> None:
         heatmap(
             tr.coupling_by_type(t, j),
             f"Coupling to {names[j]} of every primary capsule (iteration {t + 1})",
-            "position on the 6x6 grid, row by row (0 = top left, 35 = bottom right)",
+            f"position on the {tr.grid}x{tr.grid} grid, row by row (0 = top left, {tr.grid * tr.grid - 1} = bottom right)",
             "primary capsule type",
             height=300,
             **(dict(zmin=0, zmax=2 / len(names)) if flat else {}),
@@ -301,7 +302,7 @@ d.plotly_chart(
     heatmap(
         tr.agreement[:, winner].reshape(tr.grid * tr.grid, tr.types).T,
         f"Agreement u_hat . v with {names[winner]} per primary capsule: what routing adds to b each iteration",
-        "position on the 6x6 grid, row by row (0 = top left)",
+        f"position on the {tr.grid}x{tr.grid} grid, row by row (0 = top left)",
         "primary capsule type",
         height=300,
     ),
@@ -309,12 +310,13 @@ d.plotly_chart(
 )
 
 st.subheader("Appendix A: how fast routing converges")
-data = test_set(meta.image_dataset) if meta.config.in_size == 28 else None
+own_images = user_dataset(meta.image_dataset) is not None
+data = test_set(meta.image_dataset, meta.config.in_size, meta.config.in_channels, quiet=True) if meta.config.in_size == 28 or own_images else None
 
 
 @st.cache_data(show_spinner="Routing 64 test images ...")
 def batch_change(model_key: str, _model, dataset: str, _data, T: int):  # _data: the test set of `dataset`
-    return mean_b_change(_model, _data.images[:64].float() / 255.0, T)
+    return mean_b_change(_model, as_input_batch(_data.images[:64]), T)
 
 
 Tmax = 10
@@ -347,7 +349,7 @@ if data is not None:
 
     @st.cache_data(show_spinner="Routing 64 test images ...")
     def summary(model_key: str, _model, dataset: str, _data, T: int):  # _data: the test set of `dataset`
-        return coupling_summary(_model, _data.images[:64].float() / 255.0, T)
+        return coupling_summary(_model, as_input_batch(_data.images[:64]), T)
 
     cs = summary(st.session_state["model_key"], model, meta.image_dataset, data, Tmax)
     k = meta.config.routing_iterations - 1  # the iteration count the model was trained with

@@ -4,6 +4,8 @@ import streamlit as st
 
 from capsviz.analysis.reproduction import is_paper_size, paper_error
 from capsviz.checkpoint import list_checkpoints, total_training, training_labels
+from capsviz.config import user_dataset
+from capsviz.data.user import short_name
 from capsviz.glossary import help_text
 from capsviz.viz import squash_curve
 from pages.common import checkpoint_dir, checkpoints, public, require_router
@@ -30,6 +32,12 @@ def routing_words(c) -> str:
         return f"{kind} couplings: no routing (a baseline)"
     n = c.routing_iterations
     return f"{'EM' if kind == 'em' else 'dynamic'}, {n} iteration" + ("" if n == 1 else "s")
+
+
+def classes_line(names, size: int, channels: int) -> str:
+    """A user's model in a line: its classes and the images it reads."""
+    shown = ", ".join(map(str, names[:8])) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return f"{len(names)} classes: {shown}; {size}x{size} {'colour' if channels == 3 else 'grey'} images"
 
 
 st.title("capsviz: watch capsules route")
@@ -60,11 +68,14 @@ for path, meta in found:
         cols = st.columns(4)
         routing = routing_words(c)
         family = FAMILIES.get(c.family, c.family)
-        decoder = "yes: it can redraw the digit from a capsule" if c.decodes else "no"
+        own = user_dataset(meta.image_dataset) is not None
+        decoder = f"yes: it can redraw the {'image' if own else 'digit'} from a capsule" if c.decodes else "no"
         cols[0].markdown(f"**Family** {family}  \n**Routing** {routing}  \n**Decoder** {decoder}")
         total = total_training(meta)  # fine-tuned: the runs it adds up
         epochs, hardware = training_labels(total)
-        cols[1].markdown(f"**Parameters** {meta.parameters:,}  \n**Dataset** {meta.dataset}  \n**Epochs** {epochs}")
+        cols[1].markdown(f"**Parameters** {meta.parameters:,}  \n**Dataset** {short_name(meta.image_dataset)}  \n**Epochs** {epochs}")
+        if own:
+            cols[1].caption(classes_line(meta.class_names, c.in_size, c.in_channels))
         err = f"{m.test_error:.2f}%" if m.measured else "not measured"
         cols[2].metric("Test error", err, help=m.how)
         if paper is None:

@@ -179,7 +179,7 @@ def test_run_lab_measures_once_then_reads_the_stored_rows(synthetic_data, tmp_pa
         loads.append(p.stem)
         return load_checkpoint(p)[0]
 
-    data = lambda dataset: load_split(dataset, "test")  # noqa: E731
+    data = lambda meta: load_split(meta.image_dataset, "test")  # noqa: E731
     out = tmp_path / "store"
     first = lab.run_lab(entries, ["dynamic", "uniform"], load, data, settings, folders=[out], into=out)
     assert len(first) == 4 and len(loads) == 4 and len(list(out.iterdir())) == 4

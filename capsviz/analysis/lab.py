@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from capsviz.analysis import stored
+from capsviz.analysis import as_input_batch, stored
 from capsviz.analysis.multimnist import pair_accuracy
 from capsviz.analysis.robustness import attack_sweep, predict_scores
 from capsviz.analysis.routing import coupling_summary
@@ -132,29 +132,31 @@ def fits(config) -> bool:
 
 
 def test_inputs(images: torch.Tensor, size: int) -> torch.Tensor:
-    """Test digits (N, 28, 28) uint8 -> (N, 1, size, size) floats in [0, 1], centred on the canvas."""
-    x = images.float().div(255).unsqueeze(1)
+    """Test images, uint8 (N, H, W) digits or (N, C, H, W) a user's -> (N, C, size, size) floats in
+    [0, 1], centred on the canvas (28x28 digits for a 36x36 or 40x40 model)."""
+    x = as_input_batch(images)  # (N, C, H, W)
     pad = (size - x.shape[-1]) // 2
     return F.pad(x, (pad, size - x.shape[-1] - pad) * 2) if pad else x
 
 
 def shifted(x: torch.Tensor, seed: int = 0) -> torch.Tensor:
-    """x (N, 1, S, S) with each image moved by up to SHIFT_PX pixels in x and y and turned by up to
-    ROTATE_DEG degrees about the centre, drawn from `seed` (the same for every model)."""
-    N, _, S, _ = x.shape
+    """x (N, C, S, S) with each image moved by up to SHIFT_PX pixels in x and y and turned by up to
+    ROTATE_DEG degrees about the centre (its channels alike), drawn from `seed` (the same for every model)."""
+    N, C, S, _ = x.shape
     g = torch.Generator().manual_seed(seed)
     u = lambda: torch.rand(N, generator=g) * 2 - 1  # noqa: E731 - uniform in [-1, 1]
     angle, dx, dy = u() * math.radians(ROTATE_DEG), u() * SHIFT_PX, u() * SHIFT_PX
     cos, sin = torch.cos(angle), torch.sin(angle)
     theta = torch.stack([torch.stack([cos, -sin, -2 * dx / S], -1), torch.stack([sin, cos, -2 * dy / S], -1)], -2)  # (N, 2, 3)
-    return transform(x[:, 0], theta).unsqueeze(1)
+    planes = transform(x.reshape(N * C, S, S), theta.repeat_interleave(C, 0))  # (N*C, S, S)
+    return planes.view(N, C, S, S)
 
 
 def measure(
     model, name: str, routing: str, data, settings: Settings = Settings(), on_progress: Callable[[str], None] | None = None, arch: str = ""
 ) -> Row:
     """`model` (named `name`, of architecture `arch`) run with `routing` on the test set `data`
-    (an ImageSet of 28x28 digits)."""
+    (an ImageSet: 28x28 digits, or the user's images the model was trained on)."""
     say = on_progress or (lambda _: None)
     cfg = model.config
     run = RunWith(model, routing, settings.iterations if routing == "dynamic" else None)
@@ -170,13 +172,13 @@ def measure(
     say(f"FGSM at epsilon {settings.epsilon:g}")
     fgsm_acc = attack_sweep(run, x[:m], y[:m], [settings.epsilon]).accuracy[0]
     pairs, n_pairs = None, 0
-    if cfg.in_size == 36:  # reads MultiMNIST's 36x36 pairs
+    if cfg.in_size == 36 and data.images.dim() == 3:  # reads MultiMNIST's 36x36 pairs of MNIST digits
         say("MultiMNIST pairs")
         p = pair_accuracy(run, data.images, data.labels, m)
         pairs, n_pairs = p.accuracy, p.n
     say("couplings")
     with torch.no_grad():
-        c = coupling_summary(model, x[:COUPLING_IMAGES, 0], settings.iterations, routing=routing)
+        c = coupling_summary(model, x[:COUPLING_IMAGES], settings.iterations, routing=routing)
     say("time per image")
     return Row(
         model=name,
@@ -383,7 +385,7 @@ def run_lab(
     entries,
     routings,
     load: Callable[[Path], object],
-    data_for: Callable[[str], object],
+    data_for: Callable[[object], object],
     settings: Settings = Settings(),
     on_progress: Callable[[int, int, str], None] | None = None,
     folders: list[Path] | None = None,
@@ -391,13 +393,13 @@ def run_lab(
 ) -> list[Row]:
     """Every (model, routing) row for `entries` ((checkpoint path, meta) of vector-capsule models):
     the stored one where there is one, else measured (the model loaded by `load(path)`, the test
-    images by `data_for(dataset)`) and stored."""
+    images by `data_for(meta)`: the test set of the model's own dataset) and stored."""
     have = stored_rows(entries, routings, settings, folders)
     todo = [(p, m, r) for p, m in entries for r in routings if (p.stem, r) not in have]
     for k, (path, meta, routing) in enumerate(todo):
         tell = (lambda what, k=k, name=path.stem, r=routing: on_progress(k, len(todo), f"{name} with {r}: {what}")) if on_progress else None
         t = time.perf_counter()
-        row = measure(load(path), path.stem, routing, data_for(meta.image_dataset), settings, tell, architecture(meta))
+        row = measure(load(path), path.stem, routing, data_for(meta), settings, tell, architecture(meta))
         print(f"capsviz lab: {path.stem} with {routing} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
         stored.write(key(path, routing, meta.image_dataset, settings), row.stored(), into)
         have[path.stem, routing] = row
@@ -407,11 +409,12 @@ def run_lab(
 def precompute(folder: Path, out: Path, data_dir=None) -> list[Row]:
     """The lab's default rows for every vector-capsule model in `folder`, stored in `out`."""
     from capsviz.checkpoint import list_checkpoints, load_checkpoint
-    from capsviz.data import load_split
+    from capsviz.data import model_test_set
 
     entries = [(p, meta) for p, meta in list_checkpoints(folder) if not isinstance(meta, str) and fits(meta.config)]
     load = lambda p: load_checkpoint(p)[0]  # noqa: E731
-    return run_lab(entries, ROUTINGS, load, lambda dataset: load_split(dataset, "test", data_dir), folders=[out], into=out)
+    data = lambda meta: model_test_set(meta.image_dataset, meta.config.in_size, meta.config.in_channels, data_dir)  # noqa: E731
+    return run_lab(entries, ROUTINGS, load, data, folders=[out], into=out)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from capsviz.analysis import as_input_batch
 from capsviz.data.affine import affine_matrices, affnist_like, transform
 
 BIM_STEPS = 10  # iterations of the basic iterative method; each moves 2.5 * epsilon / BIM_STEPS
@@ -105,11 +106,12 @@ class AttackCurve:
 
 
 def attack_test_images(data, n: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first n test images as (n, 1, size, size) floats in [0, 1] (28x28 digits centred on a
+    """The first n test images as (n, C, size, size) floats in [0, 1] (28x28 digits centred on a
     40x40 canvas for models that read 40x40), and their labels."""
-    x = data.images[:n].float().div(255).unsqueeze(1)
-    if size == 40:
-        x = F.pad(x, (6, 6, 6, 6))
+    x = as_input_batch(data.images[:n])  # (n, C, H, W)
+    border = (size - x.shape[-1]) // 2
+    if border > 0:
+        x = F.pad(x, (border,) * 4)
     return x, data.labels[:n]
 
 
@@ -147,9 +149,9 @@ def attack_sweep(
 
 
 def warp(image: np.ndarray, rotate: float = 0.0, scale: float = 1.0, shear: float = 0.0, dx: float = 0.0, dy: float = 0.0) -> np.ndarray:
-    """(H, W) image rotated by `rotate` degrees (counter-clockwise), scaled, sheared (x += shear * y)
-    and moved by (dx, dy) pixels (right, down), about the centre; zeros fill the border."""
-    H, W = image.shape
+    """(H, W) or (C, H, W) image rotated by `rotate` degrees (counter-clockwise), scaled, sheared
+    (x += shear * y) and moved by (dx, dy) pixels (right, down), about the centre; zeros fill the border."""
+    H, W = image.shape[-2:]
     a = math.radians(rotate)
     # Forward map in normalised (x right, y down) coordinates; grid_sample needs its inverse.
     rot = torch.tensor([[math.cos(a), math.sin(a)], [-math.sin(a), math.cos(a)]])
@@ -157,20 +159,24 @@ def warp(image: np.ndarray, rotate: float = 0.0, scale: float = 1.0, shear: floa
     inv = torch.linalg.inv(fwd)
     shift = torch.tensor([2 * dx / W, 2 * dy / H])
     theta = torch.cat([inv, (-inv @ shift).view(2, 1)], 1).unsqueeze(0)  # (1, 2, 3)
-    return transform(torch.tensor(image, dtype=torch.float32).unsqueeze(0), theta)[0].numpy()
+    planes = torch.tensor(image, dtype=torch.float32).reshape(-1, H, W)  # (C, H, W): each channel moved alike
+    return transform(planes, theta.expand(len(planes), 2, 3)).reshape(image.shape).numpy()
 
 
 def affine_test_set(images: torch.Tensor, size: int, strength: float, seed: int = 0) -> torch.Tensor:
-    """MNIST test digits (N, 28, 28) uint8 under random affine maps with affNIST's ranges scaled by
-    `strength` (0: untouched, 1: affNIST's): (N, 1, size, size). At 40x40 this is the affNIST-like
-    test set; at 28x28 the same maps about the centre, for models trained on plain MNIST."""
-    if size == 40:
+    """Test images, uint8 (N, H, W) MNIST digits or (N, C, H, W) a user's, under random affine maps
+    with affNIST's ranges scaled by `strength` (0: untouched, 1: affNIST's): (N, C, size, size).
+    28x28 digits for a 40x40 model make the affNIST-like test set; otherwise the same maps about
+    the centre of the images the model was trained on (each channel moved alike)."""
+    if size == 40 and images.shape[-1] == 28:
         return affnist_like(images, seed=seed, strength=strength).unsqueeze(1)
-    x = images.float().div(255.0)
+    x = as_input_batch(images)  # (N, C, H, W)
     if strength == 0:
-        return x.unsqueeze(1)
+        return x
+    N, C, H, W = x.shape
     g = torch.Generator().manual_seed(seed)
-    return transform(x, affine_matrices(len(x), g, strength)).unsqueeze(1)
+    theta = affine_matrices(N, g, strength).repeat_interleave(C, 0)  # (N*C, 2, 3)
+    return transform(x.reshape(N * C, H, W), theta).view(N, C, H, W)
 
 
 def affine_sweep(

@@ -85,10 +85,14 @@ def attention_trace(model, image: np.ndarray) -> AttentionTrace:
 
 
 @torch.no_grad()
+def _channels(images: torch.Tensor) -> torch.Tensor:
+    return images.unsqueeze(1) if images.dim() == 3 else images  # (B, C, H, W)
+
+
 def mean_b_change(model, images: torch.Tensor, iterations: int) -> np.ndarray:
-    """(T,) Appendix A averaged over a batch of images (B, H, W) float."""
+    """(T,) Appendix A averaged over a batch of images (B, H, W) or (B, C, H, W) float."""
     return (
-        model.trace(images.unsqueeze(1), iterations, routing="dynamic").trace.b_change.mean(1).numpy()
+        model.trace(_channels(images), iterations, routing="dynamic").trace.b_change.mean(1).numpy()
     )  # whatever couplings it was trained with
 
 
@@ -100,7 +104,7 @@ def coupling_summary(model, images: torch.Tensor, iterations: int | None = None,
     that count in s_j), and the mean coupling entropy (uniform: log J). `routing` (one of
     capsviz.routing.ROUTINGS) is the routing the model is run with; the one-pass routings give one
     entry per list."""
-    u_hat = model.predictions(images.unsqueeze(1))  # (B, J, I, D)
+    u_hat = model.predictions(_channels(images))  # (B, J, I, D)
     r = model.route(u_hat, routing=routing, iterations=iterations, record=True)
     T, B, I, J = r.c.shape
     pred = r.v.norm(dim=-1).argmax(1)  # (B,)

@@ -60,6 +60,23 @@ def load_split(name: str, split: str, data_dir=None, resize: int | None = None) 
     return load_mnist(DATASETS[name].source, split, data_dir)
 
 
+def model_test_set(dataset: str, size: int | None, channels: int, data_dir=None) -> ImageSet:
+    """The test images to show a model of size x size inputs with `channels` channels trained on
+    `dataset`: a built-in dataset's test split, or a user's read at the model's size (what
+    training read). Raises CapsvizError when they cannot be had (the folder is gone, or now holds
+    images of other channels than the model was trained on)."""
+    if not user_dataset(dataset):
+        return load_split(dataset, "test", data_dir)
+    data = load_split(dataset, "test", resize=size)
+    found = data.images.shape[1]
+    if found != channels:
+        kinds = {1: "grey", 3: "colour"}
+        raise CapsvizError(
+            f"{dataset} now holds {kinds.get(found, found)} images; this model was trained on {kinds.get(channels, channels)} ones"
+        )
+    return data
+
+
 def class_names(dataset: str, resize: int | None = None) -> tuple[str, ...]:
     """What each class capsule of a model trained on `dataset` stands for (a model trained on a
     user's images records them too: CheckpointMeta.class_names)."""
@@ -210,6 +227,7 @@ __all__ = [
     "DatasetInfo",
     "describe",
     "load_split",
+    "model_test_set",
     "batches",
     "prefetch",
     "num_batches",

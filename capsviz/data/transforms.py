@@ -115,3 +115,45 @@ def picture_to_digit(data: bytes) -> np.ndarray:
         raise CapsvizError("That picture looks blank: nothing stands out from its background. Upload a picture of one digit.")
     level = (ink - background) / span  # background ~0, the strongest ink 1
     return mnist_style(np.clip((level - 0.3) / 0.6, 0.0, 1.0))  # shading under 0.3 (uneven light on paper) is not ink
+
+
+def picture_to_input(data: bytes, size: int, channels: int) -> np.ndarray:
+    """An uploaded picture for a model trained on a user's own images: made exactly as that
+    dataset's pictures were (capsviz.data.user.picture_array: upright, grey or RGB, centre-cropped
+    to a square, resized to size x size) -> (S, S) or (3, S, S) float32 in [0, 1]. Raises
+    CapsvizError for a file that is not a readable picture or one too large."""
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    from capsviz.data.user import picture_array
+    from capsviz.errors import CapsvizError
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            if img.width * img.height > MAX_PICTURE_PIXELS:
+                raise CapsvizError(
+                    f"That picture is {img.width}x{img.height} pixels; capsviz reads pictures up to "
+                    f"{MAX_PICTURE_PIXELS // 1_000_000} megapixels: shrink it first."
+                )
+            a = picture_array(img, size, channels == 3)  # (C, S, S)
+    except CapsvizError:
+        raise
+    except Image.DecompressionBombError:
+        raise CapsvizError("That picture is far too large; shrink it first.") from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
+        raise CapsvizError(f"That file is not a picture capsviz can read ({type(e).__name__}); try a PNG or JPEG.") from None
+    a = a.astype(np.float32) / 255.0
+    return a[0] if channels == 1 else a
+
+
+def fit_drawing(image: np.ndarray, size: int, channels: int) -> np.ndarray:
+    """A (28, 28) drawing in [0, 1] for a model of size x size inputs with `channels` channels:
+    resized, and white ink on black repeated in every channel -> (S, S) or (3, S, S)."""
+    from PIL import Image
+
+    a = np.asarray(image, np.float32)
+    if a.shape != (size, size):
+        a = np.asarray(Image.fromarray(a, "F").resize((size, size), Image.BILINEAR), np.float32)
+    a = np.clip(a, 0, 1)
+    return a if channels == 1 else np.repeat(a[None], channels, axis=0)

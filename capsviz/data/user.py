@@ -188,20 +188,28 @@ def _scan(root: Path, spec: str) -> tuple[_Scan, tuple[str, ...], bool]:
 
 
 def _decode(path: Path, size: int, colour: bool) -> np.ndarray | None:
-    """One picture as (C, S, S) uint8: upright by its EXIF, centre-cropped to a square and resized
-    (when it is not S x S already); None when it cannot be decoded after all (a truncated file)."""
-    from PIL import Image, ImageOps
+    """One picture as (C, S, S) uint8 (`picture_array`); None when it cannot be decoded after all
+    (a truncated file)."""
+    from PIL import Image
 
     try:
         with Image.open(path) as im:
-            im.draft("RGB" if colour else "L", (size, size))  # JPEGs decode straight at a reduced size
-            im = ImageOps.exif_transpose(im)
-            im = im.convert("RGB" if colour else "L")
-            if im.size != (size, size):
-                im = ImageOps.fit(im, (size, size), Image.BILINEAR)
-            a = np.asarray(im, dtype=np.uint8)
+            return picture_array(im, size, colour)
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
         return None
+
+
+def picture_array(im, size: int, colour: bool) -> np.ndarray:
+    """An open PIL picture as (C, S, S) uint8, made as the dataset's images are: upright by its
+    EXIF, grey or RGB, centre-cropped to a square and resized (uploads on the pages use it too)."""
+    from PIL import Image, ImageOps
+
+    im.draft("RGB" if colour else "L", (size, size))  # JPEGs decode straight at a reduced size
+    im = ImageOps.exif_transpose(im)
+    im = im.convert("RGB" if colour else "L")
+    if im.size != (size, size):
+        im = ImageOps.fit(im, (size, size), Image.BILINEAR)
+    a = np.asarray(im, dtype=np.uint8)
     return a.transpose(2, 0, 1) if colour else a[None]
 
 

@@ -9,19 +9,36 @@ import plotly.graph_objects as go
 from PIL import Image
 
 
+def pixels(a: np.ndarray) -> np.ndarray:
+    """An image in capsviz's layout, (H, W) grey or (C, H, W) colour (capsviz.analysis), as the
+    pixels PIL takes: uint8 (H, W) or (H, W, 3)."""
+    a = np.clip(np.asarray(a, np.float32), 0, 1)
+    if a.ndim == 3:
+        a = a[0] if a.shape[0] == 1 else a.transpose(1, 2, 0)  # (H, W, C)
+    return (a * 255).astype(np.uint8)
+
+
 def to_image(a: np.ndarray, scale: int = 6) -> Image.Image:
-    """(H, W) in [0, 1] -> an upscaled greyscale PIL image (nearest: pixels stay visible)."""
-    img = Image.fromarray((np.clip(a, 0, 1) * 255).astype(np.uint8), "L")
-    return img.resize((a.shape[1] * scale, a.shape[0] * scale), Image.NEAREST)
+    """(H, W) or (C, H, W) in [0, 1] -> an upscaled grey or RGB PIL image (nearest: pixels stay visible)."""
+    p = pixels(a)
+    img = Image.fromarray(p, "RGB" if p.ndim == 3 else "L")
+    return img.resize((p.shape[1] * scale, p.shape[0] * scale), Image.NEAREST)
+
+
+def grey(a: np.ndarray) -> np.ndarray:
+    """(H, W) or (C, H, W) -> (H, W) brightness (the mean of the channels): what overlays tint."""
+    a = np.asarray(a, np.float32)
+    return a.mean(axis=0) if a.ndim == 3 else a
 
 
 def grid_image(grid: np.ndarray, scale: int = 2, gap: int = 1) -> Image.Image:
-    """(rows, cols, H, W) -> one tiled image, rows top to bottom."""
-    R, C, H, W = grid.shape
-    canvas = np.ones((R * (H + gap) - gap, C * (W + gap) - gap), np.float32)
+    """(rows, cols, H, W) or (rows, cols, C, H, W) -> one tiled image, rows top to bottom."""
+    R, C = grid.shape[:2]
+    H, W = grid.shape[-2:]
+    canvas = np.ones((*grid.shape[2:-2], R * (H + gap) - gap, C * (W + gap) - gap), np.float32)
     for r in range(R):
         for c in range(C):
-            canvas[r * (H + gap) : r * (H + gap) + H, c * (W + gap) : c * (W + gap) + W] = grid[r, c]
+            canvas[..., r * (H + gap) : r * (H + gap) + H, c * (W + gap) : c * (W + gap) + W] = grid[r, c]
     return to_image(canvas, scale)
 
 
@@ -127,8 +144,10 @@ def lines(y: np.ndarray, names, title: str, x_title: str, y_title: str, log_y: b
 
 
 def overlay(image: np.ndarray, heat: np.ndarray, scale: int = 8, lo: float | None = None, hi: float | None = None) -> Image.Image:
-    """The input in grey with a coarse map (upsampled to its size) laid over it in red, from `lo`
-    (none) to `hi` (full red); by default the map's own range: couplings differ by little."""
+    """The input in grey (a colour one by its brightness) with a coarse map (upsampled to its size)
+    laid over it in red, from `lo` (none) to `hi` (full red); by default the map's own range:
+    couplings differ by little."""
+    image = grey(image)
     H, W = image.shape
     h = np.asarray(Image.fromarray(heat.astype(np.float32)).resize((W, H), Image.BILINEAR))
     lo = h.min() if lo is None else lo

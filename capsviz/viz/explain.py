@@ -10,6 +10,7 @@ from PIL import Image
 
 from capsviz.analysis.explain import panel_order
 from capsviz.analysis.routing import EMTrace, vote_histograms
+from capsviz.viz import to_image
 from capsviz.viz.teach import GREY, INK, _canvas, font
 
 WINNER = (214, 39, 40)
@@ -94,9 +95,10 @@ def em_histogram_frames(trace: EMTrace, limit: float, names, t: int | None = Non
 
 
 def labelled_grid(grid: np.ndarray, rows: list[str], columns: list[str], scale: int = 2, gap: int = 2, title: str = "") -> Image.Image:
-    """(R, C, H, W) images in [0, 1] tiled, each row named at the left and each column on top
-    (the perturbation grid: dimensions x offsets)."""
-    R, C, H, W = grid.shape
+    """(R, C, H, W) or (R, C, 3, H, W) images in [0, 1] tiled, each row named at the left and each
+    column on top (the perturbation grid: dimensions x offsets)."""
+    R, C = grid.shape[:2]
+    H, W = grid.shape[-2:]
     f = font(16)  # the page shows the grid narrower than drawn: labels that still read there
     left, top = 56, 60 if title else 30
     tile_w, tile_h = W * scale, H * scale
@@ -110,7 +112,7 @@ def labelled_grid(grid: np.ndarray, rows: list[str], columns: list[str], scale: 
         y = top + r * (tile_h + gap)
         d.text((6, y + tile_h / 2 - 9), name, fill=INK, font=f)
         for c in range(C):
-            tile = Image.fromarray((np.clip(grid[r, c], 0, 1) * 255).astype(np.uint8), "L").resize((tile_w, tile_h), Image.NEAREST)
+            tile = to_image(grid[r, c], scale)
             img.paste(tile.convert("RGB"), (left + c * (tile_w + gap), y))
     return img
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from capsviz.viz import grey, to_image
+
 UPPER_COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44)]  # one per upper capsule, as in the bars
 GREY = (120, 120, 120)
 INK = (30, 30, 30)
@@ -228,7 +230,7 @@ def capsule_arrows(image: np.ndarray, lengths: np.ndarray, directions: np.ndarra
     its pose projected on two directions. lengths (G, G), directions (G, G, 2) unit vectors."""
     G = lengths.shape[0]
     size = G * cell
-    base = Image.fromarray((np.clip(image, 0, 1) * 90 + 165).astype(np.uint8), "L").resize((size, size), Image.BILINEAR)
+    base = Image.fromarray((np.clip(grey(image), 0, 1) * 90 + 165).astype(np.uint8), "L").resize((size, size), Image.BILINEAR)
     img = Image.new("RGB", (size + 20, size + 20), "white")
     img.paste(Image.eval(base, lambda p: 420 - p if p > 165 else 255).convert("RGB"), (10, 10))  # ink grey on white
     d = ImageDraw.Draw(img, "RGBA")
@@ -274,11 +276,11 @@ def bars(
 
 
 def side_by_side(images: list[np.ndarray], captions: list[str], scale: int = 8) -> Image.Image:
-    """(H, W) images in [0, 1] in a row with a caption under each (input beside reconstruction)."""
-    H, W = images[0].shape
+    """(H, W) or (C, H, W) images in [0, 1] in a row with a caption under each (input beside reconstruction)."""
+    H, W = images[0].shape[-2:]
     img, d = _canvas(len(images) * (W * scale + 20) + 20, H * scale + 50)
     for k, (a, cap) in enumerate(zip(images, captions, strict=True)):
-        tile = Image.fromarray((np.clip(a, 0, 1) * 255).astype(np.uint8), "L").resize((W * scale, H * scale), Image.NEAREST)
+        tile = to_image(a, scale)
         x = 20 + k * (W * scale + 20)
         img.paste(tile.convert("RGB"), (x, 10))
         d.text((x, H * scale + 18), cap, fill=INK, font=font(14))
