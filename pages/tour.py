@@ -7,7 +7,6 @@ import streamlit as st
 
 from capsviz.analysis import lab
 from capsviz.analysis.tour import TOURS
-from capsviz.data import class_names
 from capsviz.glossary import help_text, label
 from capsviz.models.efficient_capsnet import MSE_WEIGHT
 from capsviz.routing import ROUTINGS
@@ -31,7 +30,9 @@ model, meta, path = page_model(
     "**{name}** is a {family} model, which has no capsules to follow. Pick a capsule network in the sidebar.",
 )
 routing = meta.config.routing
-names = [str(n) for n in class_names(meta.image_dataset)]
+names = [str(n) for n in meta.class_names]
+size = meta.config.in_size
+looks = f"the {size}x{size} input, " + ("red, green and blue levels 0 to 1" if meta.config.in_channels == 3 else "grey levels 0 to 1")
 with st.expander("The image to follow (a test image, a drawing or an upload: change it here)", expanded=False):
     picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
 if picked is None:
@@ -116,7 +117,7 @@ if routing == "dynamic":
     T = tour.iterations
     if step == "input":
         with fig:
-            show(side_by_side([image], [f"label: {truth}"]), "the 28x28 input, grey levels 0 to 1", "input", width=260)
+            show(side_by_side([image], [f"label: {truth}"]), looks, "input", width=260)
         with text:
             say(
                 f"This is the image the tour follows through **{path.stem}**, a CapsNet with dynamic routing "
@@ -274,7 +275,7 @@ elif routing == "self-attention":
     uniform = 1 / J
     if step == "input":
         with fig:
-            show(side_by_side([image], [f"label: {truth}"]), "the input, grey levels 0 to 1", "input", width=260)
+            show(side_by_side([image], [f"label: {truth}"]), looks, "input", width=260)
         with text:
             say(
                 f"This is the image the tour follows through **{path.stem}**, an Efficient-CapsNet "
@@ -426,7 +427,7 @@ elif routing == "self-attention":
 elif routing == "em":
     if step == "input":
         with fig:
-            show(side_by_side([image], [f"label: {truth}"]), "the input, grey levels 0 to 1", "input", width=260)
+            show(side_by_side([image], [f"label: {truth}"]), looks, "input", width=260)
         with text:
             say(
                 f"This is the image the tour follows through **{path.stem}**, matrix capsules with EM routing (Hinton et al. 2018, Fig. 1).",
