@@ -127,8 +127,8 @@ first = rows[0]
 st.caption(
     f"Test error on the first {first.n_test:,} test images; shifted and turned digits (each moved up to {lab.SHIFT_PX} px and "
     f"turned up to {lab.ROTATE_DEG}°, the same draw for every model), FGSM and MultiMNIST pairs on {first.n_images:,} images; "
-    f"couplings averaged over {lab.COUPLING_IMAGES} images (entropy 100% = the uniform split 1/J; c to predicted class 0.10 = "
-    "uniform with 10 classes). ± chance: two standard errors of one error rate, what the test images alone can move it. "
+    f"couplings averaged over {lab.COUPLING_IMAGES} images (entropy 100% = the uniform split 1/J; c to predicted class "
+    f"{1 / first.classes:.2f} = uniform with {first.classes} classes). ± chance: two standard errors of one error rate, what the test images alone can move it. "
     f"Time per image at batch {lab.TIME_BATCH} on {first.hardware or 'the machine that measured it'}"
     + (f" (load {first.load:.1f} while measured)" if first.load else "")
     + ". MultiMNIST pairs need a model that reads 36x36 pairs (capsnet-multimnist); '-' elsewhere."

@@ -228,16 +228,16 @@ def key(model_path: Path, routing: str, dataset: str, settings: Settings) -> str
 
 def spread(p: float, n: int) -> float:
     """Two standard errors (in points) of a rate of p% measured on n images: about 95% of the
-    rates n other test images would give lie within this of p."""
-    q = p / 100
+    rates n other test images would give lie within this of p. The rate is taken as (k + 1) / (n + 2)
+    for k of n images, so no errors on a few images is not read as a certain 0%."""
+    q = (p / 100 * n + 1) / (n + 2)
     return 200.0 * math.sqrt(q * (1 - q) / max(n, 1))
 
 
 def noise(p1: float, n1: int, p2: float, n2: int) -> float:
-    """Two standard errors of the difference of two error rates (in %) measured on n1 and n2 test
-    images: differences smaller than this are what chance in the test images alone can give."""
-    q1, q2 = p1 / 100, p2 / 100
-    return 200.0 * math.sqrt(q1 * (1 - q1) / max(n1, 1) + q2 * (1 - q2) / max(n2, 1))
+    """Two standard errors of the difference of two rates (in %) measured on n1 and n2 test images:
+    differences smaller than this are what chance in the test images alone can give."""
+    return math.hypot(spread(p1, n1), spread(p2, n2))
 
 
 # The measures a routing is compared on: (field, its count field, words, higher is better)

@@ -95,9 +95,20 @@ def test_a_zip_of_colour_pictures_is_trained_on_and_explored_from_the_browser(pa
     no_exceptions(page)
     assert (own_server["checkpoints"] / "shapes.safetensors").is_file()
 
-    for where in ("explorer", "routing", "lab", "zoo"):
-        page.goto(own_server["url"] + f"/{where}?model=shapes.safetensors")
+    for where in ("explorer", "routing", "tour", "zoo"):
+        page.goto(own_server["url"] + f"/{where}?model=shapes.safetensors&step=8")
         wait_for_app_run(page)
-        expect(page.get_by_text(re.compile("circle|square|stripes")).first).to_be_visible()
+        if where == "tour":  # the lengths step: the answer named in words
+            expect(page.get_by_text(re.compile(r"The answer is the longest digit capsule: (circle|square|stripes)"))).to_be_visible()
+        else:
+            expect(page.get_by_text(re.compile("circle|square|stripes")).first).to_be_visible()
         shot(page, shots, f"own_images_{where}")
         no_exceptions(page)
+    # the routing lab measures this model on its own 18 test images, each routing in turn
+    page.goto(own_server["url"] + "/lab?model=shapes.safetensors")
+    wait_for_app_run(page)
+    page.get_by_role("button", name="Run the lab").click()
+    expect(page.get_by_text("What these numbers show")).to_be_visible(timeout=300_000)
+    expect(page.get_by_text(re.compile(r"\*?\*?shapes\*?\*? \(trained with dynamic\) run with")).first).to_be_visible()
+    shot(page, shots, "own_images_lab")
+    no_exceptions(page)
