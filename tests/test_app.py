@@ -271,7 +271,7 @@ def test_routing_pages_explain_the_wrong_family(app):
     assert "needs matrix capsules with EM routing, so it shows **tiny-matrix**" in app.info[0].value
     app.run().sidebar.selectbox(key="model_pick").set_value("tiny-matrix.safetensors").run()
     app.switch_page("pages/routing.py").run()
-    assert "needs a CapsNet, whose dynamic routing it shows, so it shows **tiny-capsnet**" in app.info[0].value
+    assert "needs a CapsNet or Efficient-CapsNet, whose routing it shows, so it shows **tiny-capsnet**" in app.info[0].value
     assert not app.exception
 
 
