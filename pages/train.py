@@ -142,10 +142,31 @@ run = TrainRun(
     decay_steps=int(decay),
     train_limit=int(limit) or None,
 )
+
+
+@st.cache_data(max_entries=64, show_spinner="Estimating the memory this run needs ...")
+def estimate_line(run: TrainRun, time_it: bool) -> str:
+    """The estimate's line: memory always; time per epoch when asked, by a few real steps of this
+    model at this batch on this machine. A refusal (will not fit, no data) raises, and is not kept."""
+    return for_run(run, time_it=time_it).line()
+
+
+if dataset:
+    timed = st.session_state.get("t_timed") == run
+    try:
+        fits, line = True, estimate_line(run, timed)
+    except CapsvizError as e:
+        fits, line = False, str(e)
+    (st.caption if fits else st.warning)(public(line))
+    if fits and not timed and not busy:
+        if st.button(
+            "Measure the time per epoch", key="t_time", help="Runs two training steps of this model at this batch (a few seconds)"
+        ):
+            st.session_state["t_timed"] = run
+            st.rerun()
 st.caption(
-    "Estimated time per epoch on this machine: measured on the run itself once it starts, from the "
-    f"speed of its steps after the first {jobs.WARMUP_STEPS} (those build the model and warm the caches), "
-    "and updated as it goes."
+    "While it trains, the time per epoch is measured on the run itself, from the speed of its steps after the first "
+    f"{jobs.WARMUP_STEPS} (those build the model and warm the caches), and updated as it goes."
 )
 st.caption(
     "Command line for the same run: "

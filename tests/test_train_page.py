@@ -1,6 +1,7 @@
 """The Train page through AppTest: two AppTest instances are two browser sessions of one server
 (they share the process, so the training queue, as a served app's sessions do)."""
 
+import re
 import time
 
 import pytest
@@ -75,7 +76,7 @@ def buttons(at):
 
 def test_progress_shows_a_measured_estimate_and_none_after_stop(app, queue):
     app.switch_page("pages/train.py").run()
-    assert "measured on the run itself" in app.caption[0].value
+    assert any("measured on the run itself" in c.value for c in app.caption)
     assert not app.progress  # nothing trains yet: no bar, no "step 0/0"
     start(app, "timed", **LONG)
     job = own_job(queue, app)
@@ -162,7 +163,7 @@ def test_a_second_session_is_offered_the_queue_or_to_watch(app, queue):
     app.button(key="stop_training").click().run()
     jobs.wait(first, 60)
     second.run()
-    assert not second.error and not second.warning  # the other session's ending is not shown as its own
+    assert not second.error and not second.warning, [w.value for w in second.warning]  # the other session's ending is not shown as its own
     assert any("The run you were watching is over" in i.value for i in second.info)
 
 
@@ -226,3 +227,14 @@ def test_a_replacing_run_stopped_early_leaves_the_old_model_and_resumes_beside_i
     queue.cancel(resumed, resumed.owner)
     jobs.wait(resumed, 60)
     assert old.read_bytes() == before
+
+
+def test_the_page_estimates_memory_before_start_and_times_an_epoch_on_request(app, queue):
+    app.switch_page("pages/train.py").run()
+    line = next(c.value for c in app.caption if c.value.startswith("estimate: about"))
+    assert "at batch 128" in line and "per epoch" not in line  # memory at once, time only when asked
+    app.button(key="t_time").click().run()
+    assert not app.exception
+    line = next(c.value for c in app.caption if c.value.startswith("estimate: about"))
+    assert re.search(r"about [\d.]+ (s|min|h) per epoch of [\d,]+ images", line), line
+    assert not [b for b in app.button if b.key == "t_time"]
