@@ -130,9 +130,12 @@ def test_sentences_call_a_difference_beyond_chance_better_or_worse_by_the_measur
     rows = [row(err=0.50, shifted=90.0, fgsm=40.0), row(run="random", err=2.00, shifted=95.0, fgsm=40.5)]
     said = lab.sentences(rows)[0]
     assert "test error 2.00% against 0.50% (worse" in said
-    assert "accuracy on shifted and turned digits 95.00% against 90.00% (better" in said
+    assert "accuracy on shifted and turned images 95.00% against 90.00% (better" in said
     assert "accuracy under FGSM 40.50% against 40.00% (within chance" in said
-    assert "better on accuracy on shifted and turned digits; worse on test error." in said
+    assert "better on accuracy on shifted and turned images; worse on test error." in said
+    assert "gradient masking" not in said
+    masked = lab.sentences([row(fgsm=30.0), row(run="self-attention", fgsm=45.0)])[0]
+    assert "better on accuracy under FGSM" in masked and "gradient masking" in masked
 
 
 def test_sentences_on_training_with_routing_follow_the_errors():

@@ -5,7 +5,9 @@ is *run with* here (any of `capsviz.routing.ROUTINGS`, for the call only: the sh
 changed). Every measure is on fixed test images, so a stored result equals a fresh run, except the
 time per image, which belongs to the machine that measured it.
 
-    python -m capsviz.analysis.lab     # the lab's default results for every shipped model
+    python -m capsviz.analysis.lab           # the lab's default results for every shipped model
+    python -m capsviz.analysis.lab --table   # the stored ones as a markdown table and sentences
+    python -m capsviz.analysis.lab --retime  # their time per image again (on a quiet machine)
 """
 
 from __future__ import annotations
@@ -245,7 +247,7 @@ NEAR_UNIFORM = 0.95  # couplings keeping more of the uniform split's entropy tha
 
 COMPARED = (
     ("test_error", "n_test", "test error", False),
-    ("shifted_accuracy", "n_images", "accuracy on shifted and turned digits", True),
+    ("shifted_accuracy", "n_images", "accuracy on shifted and turned images", True),
     ("fgsm_accuracy", "n_images", "accuracy under FGSM", True),
     ("pair_accuracy", "n_pairs", "MultiMNIST pair accuracy", True),
 )
@@ -291,6 +293,11 @@ def _against(name: str, r: Row, own: Row) -> str:
             + ("; " if better and worse else "")
             + (f"worse on {', '.join(worse)}" if worse else "")
             + "."
+        )
+    if "accuracy under FGSM" in better:
+        verdict += (
+            " A higher accuracy under FGSM can also mean that the attack's gradient passes less well through this routing "
+            "(gradient masking) rather than a sturdier model; the Robustness page's BIM attack tests that more strongly."
         )
     return f"**{name}** (trained with {own.trained_with}) run with **{r.run_with}** instead: " + "; ".join(parts) + f". So {verdict}"
 
@@ -417,8 +424,42 @@ def precompute(folder: Path, out: Path, data_dir=None) -> list[Row]:
     return run_lab(entries, ROUTINGS, load, data, folders=[out], into=out)
 
 
+def markdown(rows: list[Row]) -> str:
+    """The rows as a markdown table, then the sentences the page prints under it."""
+    head = "| model | trained with | run with | test error % | shifted & turned % | FGSM % | MultiMNIST pairs % | entropy, % of uniform | ms / image |"
+    lines = [head, "|" + "---|" * 9]
+    for r in rows:
+        pairs = "-" if r.pair_accuracy is None else f"{r.pair_accuracy:.1f}"
+        lines.append(
+            f"| `{r.model}` | {r.trained_with} | {r.run_with} | {r.test_error:.2f} ± {spread(r.test_error, r.n_test):.2f} | "
+            f"{r.shifted_accuracy:.1f} | {r.fgsm_accuracy:.1f} | {pairs} | {100 * r.entropy_ratio:.1f} | {r.ms_per_image:.2f} |"
+        )
+    return "\n".join(lines + [""] + [f"- {line}" for line in sentences(rows)])
+
+
 if __name__ == "__main__":
+    from capsviz.checkpoint import list_checkpoints, load_checkpoint
+    from capsviz.data import load_split
     from capsviz.paths import shipped_checkpoints
 
     target = stored.shipped_folder()
-    print(f"{len(precompute(shipped_checkpoints(), target))} lab results in {target}")
+    if "--retime" in sys.argv:  # the time per image of every stored row again, on a quiet machine
+        for path, meta in list_checkpoints(shipped_checkpoints()):
+            if isinstance(meta, str) or not fits(meta.config):
+                continue
+            model = load_checkpoint(path)[0]
+            x = test_inputs(load_split(meta.image_dataset, "test").images[:TIME_BATCH], meta.config.in_size)
+            for routing in ROUTINGS:
+                where = key(path, routing, meta.image_dataset, Settings())
+                value = stored.read(where, [target])
+                if value is not None:
+                    run = RunWith(model, routing, ITERATIONS if routing == "dynamic" else None)
+                    value.update(ms_per_image=time_per_image(run, x), hardware=_hardware(), load=os.getloadavg()[0])
+                    stored.write(where, value, target)
+                    print(f"{path.stem} with {routing}: {value['ms_per_image']:.2f} ms per image", file=sys.stderr)
+    elif "--table" in sys.argv:  # what is stored, as the page shows it: nothing is measured
+        entries = [(p, m) for p, m in list_checkpoints(shipped_checkpoints()) if not isinstance(m, str) and fits(m.config)]
+        have = stored_rows(entries, ROUTINGS, folders=[target])
+        print(markdown([have[p.stem, r] for p, _ in entries for r in ROUTINGS if (p.stem, r) in have]))
+    else:
+        print(f"{len(precompute(shipped_checkpoints(), target))} lab results in {target}")
