@@ -256,6 +256,8 @@ SHIPPED = frozenset(
         "capsnet-multimnist",
         "capsnet-one-iteration-mnist",
         "capsnet-small-mnist",
+        "capsnet-small-random-mnist",
+        "capsnet-small-uniform-mnist",
         "cnn-small-mnist",
         "matrix-small-mnist",
     }
