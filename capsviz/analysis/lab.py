@@ -125,8 +125,19 @@ def trained_with(config) -> str:
 
 
 def architecture(meta) -> str:
-    """What models that differ only in their routing share: the preset they were trained from."""
-    return (meta.run or {}).get("model") or meta.config.family
+    """What models that differ only in the routing they were trained with share: preset, data and
+    schedule (epochs, batch, learning rate, seed). Only such models are compared as trained with."""
+    run = meta.run or {}
+    said = [f"{run.get('model') or meta.config.family} on {meta.image_dataset}"]
+    if meta.epochs is not None:
+        said.append(f"{meta.epochs:g} epochs")
+    if run.get("batch_size"):
+        said.append(f"batch {run['batch_size']}")
+    if run.get("lr"):
+        said.append(f"lr {run['lr']:g} x{run.get('lr_decay', 1):g} per {run.get('decay_steps')} steps")
+    if "seed" in run:
+        said.append(f"seed {run['seed']}")
+    return ", ".join(said)
 
 
 def fits(config) -> bool:
@@ -268,6 +279,12 @@ def sentences(rows: list[Row]) -> list[str]:
         for r in rs if own is not None else []:
             if r is not own:
                 said.append(_against(name, r, own))
+    if any("better on accuracy under FGSM" in line for line in said):
+        said.append(
+            "Where a routing does better under FGSM than the one a model was trained with, that can also mean the attack's "
+            "gradient passes less well through it (gradient masking) rather than a sturdier model; the Robustness page's BIM "
+            "attack tests that more strongly."
+        )
     return said + _trained_with(rows) + _couplings(rows) + _time(rows)
 
 
@@ -293,11 +310,6 @@ def _against(name: str, r: Row, own: Row) -> str:
             + ("; " if better and worse else "")
             + (f"worse on {', '.join(worse)}" if worse else "")
             + "."
-        )
-    if "accuracy under FGSM" in better:
-        verdict += (
-            " A higher accuracy under FGSM can also mean that the attack's gradient passes less well through this routing "
-            "(gradient masking) rather than a sturdier model; the Robustness page's BIM attack tests that more strongly."
         )
     return f"**{name}** (trained with {own.trained_with}) run with **{r.run_with}** instead: " + "; ".join(parts) + f". So {verdict}"
 
@@ -327,7 +339,7 @@ def _trained_with(rows: list[Row]) -> list[str]:
                 f"more than the ±{band:.2f} chance gives"
             )
         said.append(
-            f"The {arch} models trained with different routings, each run with its own (one training seed each, "
+            f"The models of one architecture and schedule ({arch}) trained with different routings, each run with its own (one training seed each, "
             f"{rs[0].n_test:,} test images): {listing}; {verdict}. The spread over training seeds was not measured, so a "
             "gap of a few hundredths of a point between runs is not claimed."
         )
