@@ -259,6 +259,7 @@ SHIPPED = frozenset(
         "capsnet-small-random-mnist",
         "capsnet-small-uniform-mnist",
         "cnn-small-mnist",
+        "efficient-capsnet-mnist",
         "matrix-small-mnist",
     }
 )
