@@ -156,7 +156,11 @@ def test_sentences_on_couplings_and_time_quote_the_rows():
     assert "keep 99.7% of the uniform split's entropy" in text
     assert "0.11 of its vote on average (uniform: 0.10): routing leaves the couplings near uniform" in text
     moved = lab.sentences([row(entropy_ratio=0.6, coupling_to_prediction=0.5, classes=5)])
-    assert "(uniform: 0.20): routing moves them clearly away from uniform" in moved[0]
+    assert "(uniform: 0.20): routing moves them away from uniform" in moved[0]
+    share = lab.sentences([row(entropy_ratio=0.96, coupling_to_prediction=0.19)])  # even split by entropy, not by share
+    assert "routing moves them away from uniform" in share[0]
+    attention = lab.sentences([row(run="self-attention", trained="self-attention", entropy_ratio=0.90, coupling_to_prediction=0.2)])
+    assert attention[0].startswith("With self-attention routing")
     assert "0.44 ms per image against 0.38 ms" in text and "(1.2x)" in text
 
 

@@ -255,7 +255,8 @@ def noise(p1: float, n1: int, p2: float, n2: int) -> float:
 
 
 # The measures a routing is compared on: (field, its count field, words, higher is better)
-NEAR_UNIFORM = 0.95  # couplings keeping more of the uniform split's entropy than this are called near uniform
+NEAR_UNIFORM = 0.95  # couplings keeping more of the uniform split's entropy than this ...
+NEAR_SHARE = 1.5  # ... and giving the predicted class less than 1.5 / J are called near uniform
 
 COMPARED = (
     ("test_error", "n_test", "test error", False),
@@ -348,16 +349,20 @@ def _trained_with(rows: list[Row]) -> list[str]:
 
 
 def _couplings(rows: list[Row]) -> list[str]:
+    """How far the routings that compute couplings from the votes (dynamic, self-attention) move
+    them from uniform: near uniform only when both the entropy and the share given to the predicted
+    class say so."""
     said = []
     for r in rows:
-        if r.run_with != "dynamic":
+        if r.run_with not in ("dynamic", "self-attention"):
             continue
-        near = r.entropy_ratio > NEAR_UNIFORM
+        near = r.entropy_ratio > NEAR_UNIFORM and r.coupling_to_prediction < NEAR_SHARE / r.classes
+        what = "dynamic routing" if r.run_with == "dynamic" else "self-attention routing"
         said.append(
-            f"With dynamic routing, **{r.model}**'s couplings keep {100 * r.entropy_ratio:.1f}% of the uniform split's "
+            f"With {what}, **{r.model}**'s couplings keep {100 * r.entropy_ratio:.1f}% of the uniform split's "
             f"entropy (100% is uniform); a primary capsule gives the predicted class {r.coupling_to_prediction:.2f} of its "
             f"vote on average (uniform: {1 / r.classes:.2f})"
-            + (": routing leaves the couplings near uniform on this model." if near else ": routing moves them clearly away from uniform.")
+            + (": routing leaves the couplings near uniform on this model." if near else ": routing moves them away from uniform.")
         )
     return said
 
