@@ -133,11 +133,19 @@ def active_model():
     return model, meta, Path(path)
 
 
+FAMILY_WORDS = {"capsnet": "a CapsNet", "efficient": "an Efficient-CapsNet", "matrix": "a matrix-capsule model", "cnn": "a baseline CNN"}
+
+
+def family_words(family: str) -> str:
+    """'a CapsNet', 'an Efficient-CapsNet', ...: a model family in a sentence."""
+    return FAMILY_WORDS.get(family, f"a {family} model")
+
+
 def page_model(fits, needs: str, why: str):
     """(model, meta, path) for this page: the active model when `fits(meta)`; else a model from the
     folder that fits (the same dataset's first), named at the top of the page with a button to make
     it the active model everywhere; else the page explains `why` ({name} and {family} filled in)
-    and stops. `needs` says in a few words what the page needs."""
+    and stops ({family}: `family_words`). `needs` says in a few words what the page needs."""
     loaded = active_model()
     if loaded is None:
         st.stop()
@@ -146,7 +154,7 @@ def page_model(fits, needs: str, why: str):
         return loaded
     suitable = sorted(((p, m) for p, m in checkpoints() if fits(m)), key=lambda pm: (pm[1].dataset != meta.dataset, pm[0].name))
     if not suitable:
-        st.info(why.format(name=path.stem, family=meta.family))
+        st.info(why.format(name=path.stem, family=family_words(meta.family)))
         st.stop()
     stand, stand_meta = suitable[0]
     try:
@@ -155,7 +163,7 @@ def page_model(fits, needs: str, why: str):
         st.error(f"Cannot load {stand.name}: {public(e)}")
         st.stop()
     st.info(
-        f"**{path.stem}**, the model in the sidebar, is a {meta.family} model; this page needs {needs}, "
+        f"**{path.stem}**, the model in the sidebar, is {family_words(meta.family)}; this page needs {needs}, "
         f"so it shows **{stand.stem}**" + ("" if stand_meta.dataset == meta.dataset else f" (trained on {stand_meta.dataset})") + ".",
         icon=":material/swap_horiz:",
     )

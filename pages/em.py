@@ -25,7 +25,7 @@ st.markdown(
 model, meta, path = page_model(
     lambda meta: meta.config.routing == "em",
     "matrix capsules with EM routing",
-    "**{name}** is a {family} model. This page shows EM routing between matrix capsules; no matrix-capsule model is in the model "
+    "**{name}** is {family}. This page shows EM routing between matrix capsules; no matrix-capsule model is in the model "
     "folder; train one: `python -m capsviz train --model matrix-small --compile --out "
     "checkpoints/my-matrix-small.safetensors`.",
 )

@@ -24,7 +24,7 @@ st.markdown(
 model, meta, path = page_model(
     lambda meta: meta.config.decodes,
     "a CapsNet with a decoder, whose capsules it redraws",
-    "**{name}** is a {family} model without a decoder. Matrix capsules (EM routing) and the baseline CNNs have no "
+    "**{name}** is {family} without a decoder. Matrix capsules (EM routing) and the baseline CNNs have no "
     "reconstruction network, so there is nothing to perturb: choose a dynamic-routing CapsNet trained with reconstruction in the sidebar.",
 )
 

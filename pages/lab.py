@@ -23,7 +23,7 @@ st.markdown(
 model, meta, path = page_model(
     lambda m: lab.fits(m.config),
     "a vector-capsule model (a CapsNet or Efficient-CapsNet) whose routing can be swapped",
-    "**{name}** is a {family} model; the lab swaps the routing of vector capsules. Choose a CapsNet or Efficient-CapsNet.",
+    "**{name}** is {family}; the lab swaps the routing of vector capsules. Choose a CapsNet or Efficient-CapsNet.",
 )
 
 fitting = {p.stem: (p, m) for p, m in checkpoints() if lab.fits(m.config)}

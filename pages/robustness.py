@@ -46,7 +46,7 @@ st.markdown(
 model, meta, path = page_model(
     lambda m: m.config.routing is not None and (m.config.in_size in (28, 40) or user_dataset(m.image_dataset) is not None),
     "a capsule model on 28x28 or 40x40 digits, or on your own images, to compare with a CNN",
-    "**{name}** is a {family} model; this page compares a capsule model (CapsNet or matrix capsules on 28x28 or 40x40 "
+    "**{name}** is {family}; this page compares a capsule model (CapsNet or matrix capsules on 28x28 or 40x40 "
     "digits, or on your own images) with a baseline CNN. Choose a capsule model.",
 )
 dataset = meta.image_dataset

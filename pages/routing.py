@@ -102,7 +102,7 @@ def attention_view(model, image, label, names) -> None:
 model, meta, path = page_model(
     lambda meta: meta.config.routing in ("dynamic", "self-attention"),
     "a CapsNet or Efficient-CapsNet, whose routing it shows",
-    "**{name}** is a {family} model. This page shows the routing of vector capsules; pick a CapsNet or Efficient-CapsNet in "
+    "**{name}** is {family}. This page shows the routing of vector capsules; pick a CapsNet or Efficient-CapsNet in "
     "the sidebar (matrix capsules have the **EM routing** page).",
 )
 if meta.config.routing == "self-attention":

@@ -27,7 +27,7 @@ st.page_link("pages/glossary.py", label="Glossary: every symbol and word, in one
 model, meta, path = page_model(
     lambda meta: meta.config.routing in TOURS,
     "a capsule network to follow an image through",
-    "**{name}** is a {family} model, which has no capsules to follow. Pick a capsule network in the sidebar.",
+    "**{name}** is {family}, which has no capsules to follow. Pick a capsule network in the sidebar.",
 )
 routing = meta.config.routing
 names = [str(n) for n in meta.class_names]

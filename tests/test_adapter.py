@@ -270,7 +270,7 @@ def test_imported_model_opens_in_the_pages(synthetic_data, tmp_path, monkeypatch
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception, (page, at.exception)
         assert not at.error, (page, [e.value for e in at.error])
-        assert not [i.value for i in at.info if "is a capsnet model; this page needs" in i.value]  # shown itself, no stand-in
+        assert not [i.value for i in at.info if "is a CapsNet; this page needs" in i.value]  # shown itself, no stand-in
         assert at.image or at.get("plotly_chart"), page  # the page drew the model's pictures
     assert at.session_state["model_pick"] == "mine.safetensors"
 

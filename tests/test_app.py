@@ -177,7 +177,7 @@ def test_explorer_explains_matrix_models(app):
     app.switch_page("pages/explorer.py").run()
     assert not app.exception
     note = app.info[0].value
-    assert "is a matrix model; this page needs a CapsNet with a decoder" in note and "so it shows **tiny-capsnet**" in note
+    assert "is a matrix-capsule model; this page needs a CapsNet with a decoder" in note and "so it shows **tiny-capsnet**" in note
     assert app.session_state["model_pick"] == "tiny-matrix.safetensors"
 
 
@@ -200,14 +200,16 @@ def test_no_checkpoints_message(synthetic_data, tmp_path, monkeypatch):
 def test_train_page_runs_to_completion_and_model_appears(app):
     app.switch_page("pages/train.py").run()
     assert not app.exception
-    assert "Estimated time per epoch" in app.caption[0].value
+    assert app.caption[0].value.startswith("estimate: about")  # memory before Start
+    assert any("time per epoch is measured on the run itself" in c.value for c in app.caption)
     app.number_input(key="t_limit").set_value(64)
     app.number_input(key="t_batch").set_value(32)
     assert app.selectbox(key="t_device").options[:2] == ["auto", "cpu"]
     app.selectbox(key="t_device").set_value("cpu")
     app.text_input(key="t_name").set_value("fresh")
     app.number_input(key="t_decay_mnist").set_value(180).run()
-    assert "--decay-steps 180" in app.caption[1].value and "--train-limit 64" in app.caption[1].value
+    command = next(c.value for c in app.caption if c.value.startswith("Command line"))
+    assert "--decay-steps 180" in command and "--train-limit 64" in command
     app.button(key="start_training").click().run()
     job = jobs.current()
     assert job is not None

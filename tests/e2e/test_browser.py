@@ -41,7 +41,7 @@ def test_zoo_page_and_model_picker(page, server, shots):
     expect(page).to_have_url(re.compile(r"model=tiny-matrix\.safetensors"))  # waits for the rerun the click starts
     page.get_by_test_id("stSidebarNav").get_by_text("DigitCaps explorer").click()
     wait_for_app_run(page)
-    expect(page.get_by_text("the model in the sidebar, is a matrix model", exact=False)).to_be_visible()  # the pick holds on every page
+    expect(page.get_by_text("the model in the sidebar, is a matrix-capsule model", exact=False)).to_be_visible()  # the pick holds on every page
     no_exceptions(page)
 
 
@@ -83,7 +83,7 @@ def test_explorer_explains_matrix_model(page, server, shots):
 
 def test_train_tiny_model_to_completion_and_see_it_in_the_zoo(page, server, shots):
     open_page(page, server["url"] + "/train", "Train")
-    expect(page.get_by_text("Estimated time per epoch", exact=False)).to_be_visible()
+    expect(page.get_by_text("estimate: about", exact=False)).to_be_visible()
     page.get_by_label("Training images (0 = all)").fill("96")
     page.get_by_label("Batch size").fill("32")
     page.get_by_label("Save as", exact=True).and_(page.get_by_test_id("stTextInputField")).fill("browser-run")
