@@ -3,10 +3,10 @@ follow the table they sit under."""
 
 import re
 import threading
+from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
 from capsviz.analysis import lab, stored
@@ -16,6 +16,7 @@ from capsviz.data import load_split
 from capsviz.models import build_model
 from capsviz.routing import ROUTINGS
 
+ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
 
 

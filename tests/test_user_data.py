@@ -5,11 +5,11 @@ import io
 import struct
 import time
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import SHARED_DATA
 from PIL import Image
 
 from capsviz.checkpoint import load_checkpoint
@@ -23,6 +23,8 @@ from capsviz.errors import CapsvizError
 from capsviz.estimate import GiB, estimate, for_preset, refusal
 from capsviz.models import build_model
 from capsviz.train import train
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # ../shared/data beside the checkout
 
 COLOURS = ("blue", "green", "red", "yellow")
 
