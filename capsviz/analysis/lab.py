@@ -21,11 +21,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
-from capsviz.analysis import as_input_batch, stored
+from capsviz.analysis import stored
 from capsviz.analysis.multimnist import pair_accuracy
-from capsviz.analysis.robustness import attack_sweep, predict_scores
+from capsviz.analysis.robustness import attack_sweep, attack_test_images, predict_scores
 from capsviz.analysis.routing import coupling_summary
 from capsviz.data.affine import transform
 from capsviz.routing import ROUTINGS
@@ -144,14 +143,6 @@ def fits(config) -> bool:
     return config.family in FAMILIES
 
 
-def test_inputs(images: torch.Tensor, size: int) -> torch.Tensor:
-    """Test images, uint8 (N, H, W) digits or (N, C, H, W) a user's -> (N, C, size, size) floats in
-    [0, 1], centred on the canvas (28x28 digits for a 36x36 or 40x40 model)."""
-    x = as_input_batch(images)  # (N, C, H, W)
-    pad = (size - x.shape[-1]) // 2
-    return F.pad(x, (pad, size - x.shape[-1] - pad) * 2) if pad else x
-
-
 def shifted(x: torch.Tensor, seed: int = 0) -> torch.Tensor:
     """x (N, C, S, S) with each image moved by up to SHIFT_PX pixels in x and y and turned by up to
     ROTATE_DEG degrees about the centre (its channels alike), drawn from `seed` (the same for every model)."""
@@ -174,8 +165,7 @@ def measure(
     cfg = model.config
     run = RunWith(model, routing, settings.iterations if routing == "dynamic" else None)
     n = min(settings.test_images, len(data))
-    x = test_inputs(data.images[:n], cfg.in_size)
-    y = data.labels[:n]
+    x, y = attack_test_images(data, n, cfg.in_size)
     say("test error")
     right = int((predict_scores(run, x).argmax(1) == y).sum())
     m = min(settings.images, n)
@@ -466,7 +456,7 @@ if __name__ == "__main__":
             if isinstance(meta, str) or not fits(meta.config):
                 continue
             model = load_checkpoint(path)[0]
-            x = test_inputs(load_split(meta.image_dataset, "test").images[:TIME_BATCH], meta.config.in_size)
+            x, _ = attack_test_images(load_split(meta.image_dataset, "test"), TIME_BATCH, meta.config.in_size)
             for routing in ROUTINGS:
                 where = key(path, routing, meta.image_dataset, Settings())
                 value = stored.read(where, [target])
