@@ -68,8 +68,15 @@ if not chosen or not routings:
     st.stop()
 
 settings = lab.Settings(test_images=n_test, epsilon=epsilon)
-images = {name: test_set(m.image_dataset, m.config.in_size, m.config.in_channels, quiet=True) for name, (_, m) in fitting.items() if name in chosen}
-without = [name for name in chosen if images[name] is None]
+have = lab.stored_rows([fitting[name] for name in chosen], routings, settings)  # read once per rerun
+complete = {name for name in chosen if all((name, r) in have for r in routings)}
+# test images only where rows must still be measured: stored results need none
+images = {
+    name: test_set(m.image_dataset, m.config.in_size, m.config.in_channels, quiet=True)
+    for name, (_, m) in fitting.items()
+    if name in chosen and name not in complete
+}
+without = [name for name, found in images.items() if found is None]
 if without:
     st.warning(
         f"The test images of {', '.join(f'**{n}**' for n in without)} are not available on this server "
@@ -77,9 +84,7 @@ if without:
         f"{'it is' if len(without) == 1 else 'they are'} left out of the lab unless stored results are kept for them.",
         icon=":material/image_not_supported:",
     )
-entries = [
-    fitting[name] for name in chosen if images[name] is not None or len(lab.stored_rows([fitting[name]], routings, settings)) == len(routings)
-]
+entries = [fitting[name] for name in chosen if name not in without]
 if not entries:
     st.stop()
 
@@ -93,12 +98,11 @@ def run(progress):
 
 
 def all_stored():
-    have = lab.stored_rows(entries, routings, settings)
-    return [have[p.stem, r] for p, _ in entries for r in routings] if len(have) == len(entries) * len(routings) else None
+    return [have[p.stem, r] for p, _ in entries for r in routings] if all(p.stem in complete for p, _ in entries) else None
 
 
 job = f"lab:{'|'.join(chosen)}:{'|'.join(routings)}:{n_test}:{epsilon}"
-missing = len(entries) * len(routings) - len(lab.stored_rows(entries, routings, settings))
+missing = sum((p.stem, r) not in have for p, _ in entries for r in routings)
 if missing:
     st.caption(f"{missing} of the {len(entries) * len(routings)} rows are not stored for these settings yet: they run once, then stay.")
 rows = long_job(job, "Run the lab", run, stored=all_stored)
