@@ -6,7 +6,7 @@ from capsviz.analysis import lab
 from capsviz.data.user import short_name
 from capsviz.glossary import help_text
 from capsviz.routing import ROUTINGS
-from capsviz.viz import grouped_bars
+from capsviz.viz import grouped_bars, seed_strip
 from pages.common import checkpoints, load_model, long_job, page_model, require_router, test_set
 
 require_router()
@@ -135,7 +135,7 @@ st.caption(
     f"{1 / first.classes:.2f} = uniform with {first.classes} classes). ± chance: two standard errors of one error rate, what the test images alone can move it. "
     f"Time per image at batch {lab.TIME_BATCH} on {first.hardware or 'the machine that measured it'}"
     + (f" (load {first.load:.1f} while measured)" if first.load else "")
-    + ". MultiMNIST pairs need a model that reads 36x36 pairs (capsnet-multimnist); '-' elsewhere."
+    + ". MultiMNIST pairs need a model that reads 36x36 pairs (one trained on MultiMNIST); '-' elsewhere."
 )
 
 models_in = list(dict.fromkeys(r.model for r in rows))
@@ -152,9 +152,30 @@ c[0].plotly_chart(grouped_bars(models_in, fg, f"Accuracy under FGSM, epsilon {ep
 ent = {rt: [100 * by[m, rt].entropy_ratio if (m, rt) in by else None for m in models_in] for rt in routings}
 c[1].plotly_chart(grouped_bars(models_in, ent, "Coupling entropy, % of uniform (100 = no routing)", "%"), key="lab_entropy")
 
+studies = [st_ for st_ in lab.stored_studies() if st_.preset_and_data in {lab.preset_and_data(fitting[n][1]) for n in chosen}]
 st.subheader("What these numbers show")
-for line in lab.sentences(rows):
+for line in lab.sentences(rows, studies):
     st.markdown("- " + line)
+
+for study in studies:
+    st.subheader(f"Trained with, over {len(study.seeds)} seeds: {study.preset_and_data}")
+    st.markdown(
+        "One training run per routing cannot say whether a gap between routings is the routing or the luck of the "
+        "draw: the starting weights and the order of the images (the *seed*). Here the same preset was trained with "
+        f"each routing from {len(study.seeds)} seeds on a shorter schedule ({study.architecture}), so the gap between "
+        "routings can be set beside the gap between seeds."
+    )
+    c = st.columns([2, 3])
+    c[0].plotly_chart(
+        seed_strip(study.errors, study.seeds, "Test error per training seed (dots) and mean (bar)"), key=f"lab_seeds_{lab.seeds_key(study)}"
+    )
+    with c[1]:
+        for line in lab.seed_sentences(study):
+            st.markdown("- " + line)
+        st.caption(
+            f"Each error on {study.n_test:,} test images, from the training run's own evaluation; trained on {study.hardware or 'an unnamed machine'}. "
+            "Command: `python -m capsviz.analysis.lab --seeds RUNS...` (RESULTS.md)."
+        )
 st.subheader("What others found (published, not measured here)")
 for line in lab.PUBLISHED:
     st.markdown("- " + line)

@@ -17,7 +17,20 @@ from capsviz.models import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted(p.stem for p in (ROOT / "pages").glob("*.py") if p.stem != "common")
-SHIPPED = sorted(p.name for p in (ROOT / "checkpoints").glob("*.safetensors"))
+
+
+def one_per_architecture(folder: Path) -> list[str]:
+    """One shipped model per preset and dataset: models that differ only in the couplings or
+    iterations they were trained with show the same views (the tiny uniform model covers the
+    page's words for those)."""
+    first: dict[str, str] = {}
+    for p in sorted(folder.glob("*.safetensors"), key=lambda p: (len(p.stem), p.stem)):
+        meta = ckpt.read_meta(p)
+        first.setdefault(f"{(meta.run or {}).get('model', meta.config.family)} on {meta.image_dataset}", p.name)
+    return sorted(first.values())
+
+
+SHIPPED = one_per_architecture(ROOT / "checkpoints")
 TINY = ["tiny-capsnet.safetensors", "tiny-matrix.safetensors", "tiny-cnn.safetensors", "tiny-multimnist.safetensors"]
 KINDS = ["slider", "select_slider", "number_input", "selectbox", "radio", "toggle", "checkbox"]
 # The sidebar's pickers change the model itself (every model gets its own run here), and the

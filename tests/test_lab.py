@@ -101,7 +101,7 @@ def test_shifted_digits_are_a_fixed_draw_that_moves_them():
     a, b = lab.shifted(x), lab.shifted(x)
     assert torch.equal(a, b)
     assert not torch.allclose(a, x)
-    centre = lambda im: (im[:, 0].sum(1).argmax(1).float())  # noqa: E731 - the brightest column per image
+    centre = lambda im: im[:, 0].sum(1).argmax(1).float()  # noqa: E731 - the brightest column per image
     assert (centre(a) - centre(x)).abs().max() <= lab.SHIFT_PX + 4  # moved by the shift and the turn, not more
 
 
@@ -142,17 +142,81 @@ def test_sentences_call_a_difference_beyond_chance_better_or_worse_by_the_measur
 def test_sentences_on_training_with_routing_follow_the_errors():
     same = [row(model="a", trained="dynamic", err=0.55), row(model="b", trained="uniform", run="uniform", err=0.58)]
     text = " ".join(lab.sentences(same))
-    assert "training with routing did not beat training without it" in text
-    assert "dynamic 0.55%" in text and "uniform 0.58%" in text
+    assert "no routing trained these models better on this measure" in text
+    assert "best first: dynamic 0.55%, uniform 0.58%" in text
+    assert "spread over seeds not measured" in text
     apart = [row(model="a", trained="dynamic", err=0.50), row(model="b", trained="uniform", run="uniform", err=1.50)]
     text = " ".join(lab.sentences(apart))
-    assert "dynamic is best, 1.00 points ahead of uniform" in text
+    assert "trained with dynamic is best, 1.00 points ahead of uniform" in text
+    assert "pair accuracy" not in text
+    pairs = [
+        row(model="a", trained="dynamic", err=0.5, pair_accuracy=80.0, n_pairs=1000),
+        row(model="b", trained="uniform", run="uniform", err=0.5, pair_accuracy=90.0, n_pairs=1000),
+    ]
+    text = " ".join(lab.sentences(pairs))
+    assert "MultiMNIST pair accuracy on 1,000 pairs, best first: uniform 90.00%, dynamic 80.00%" in text
+    assert "trained with uniform is best, 10.00 points ahead of dynamic" in text
     other_arch = [row(model="a", err=0.5), row(model="b", trained="uniform", run="uniform", err=1.5, arch="efficient-capsnet")]
     assert "trained with different routings" not in " ".join(lab.sentences(other_arch))
 
 
+def meta_of(couplings, seed, error, epochs=3, n_test=10_000, model="capsnet-small", hardware="AMD EPYC"):
+    from dataclasses import replace
+
+    from capsviz.schema import CheckpointMeta, Metrics
+
+    cfg = replace(preset("capsnet-small", num_classes=10), couplings=couplings)
+    run = {"model": model, "batch_size": 128, "lr": 1e-3, "lr_decay": 0.96, "decay_steps": 2000, "seed": seed}
+    return CheckpointMeta(cfg, "0" * 64, "mnist", Metrics(test_error=error, n_test=n_test), run=run, epochs=epochs, hardware=hardware)
+
+
+def test_a_seed_study_groups_errors_by_routing_in_seed_order_and_refuses_mixed_runs(tmp_path):
+    metas = [meta_of(c, s, e) for c, s, e in [("dynamic", 1, 0.9), ("uniform", 0, 1.1), ("dynamic", 0, 1.0), ("uniform", 1, 0.8)]]
+    study = lab.seed_study(metas)
+    assert study.seeds == (0, 1) and study.errors == {"dynamic": [1.0, 0.9], "uniform": [1.1, 0.8]}
+    assert study.preset_and_data == "capsnet-small on mnist" and "seed" not in study.architecture and "3 epochs" in study.architecture
+    stored.write(lab.seeds_key(study), study.stored(), tmp_path)
+    assert lab.stored_studies([tmp_path]) == [study]
+    (tmp_path / "seeds-broken.json").write_text('{"architecture": "x", "seeds": [0, 1], "dynamic": [1.0]}')
+    assert lab.stored_studies([tmp_path]) == [study]  # one error for two seeds: left out
+    with pytest.raises(ValueError, match="more than routing and seed"):
+        lab.seed_study(metas + [meta_of("random", 0, 1.0, epochs=12), meta_of("random", 1, 1.0, epochs=12)])
+    with pytest.raises(ValueError, match="same seeds"):
+        lab.seed_study(metas + [meta_of("random", 0, 1.0)])
+    with pytest.raises(ValueError, match="different numbers"):
+        lab.seed_study([meta_of("dynamic", 0, 1.0), meta_of("dynamic", 1, 1.0, n_test=500)])
+
+
+def test_seed_sentences_compare_routings_against_the_spread_the_seeds_give():
+    close = lab.SeedStudy("capsnet-small on mnist, 3 epochs", (0, 1, 2), {"dynamic": [0.9, 1.0, 1.1], "uniform": [1.0, 1.1, 0.9]}, 10_000)
+    text = " ".join(lab.seed_sentences(close))
+    assert "trained with dynamic: mean 1.00% (from 0.90 to 1.10, standard deviation 0.10)" in text
+    band = 2 * (0.1**2 / 3 + 0.1**2 / 3) ** 0.5
+    assert f"0.00 points lower, within the ±{band:.2f} the seeds give" in text
+    assert "made no difference beyond what the training seed makes" in text
+    assert f"about {2 * 2**0.5 * 0.1:.2f} points apart" in text
+    far = lab.SeedStudy("a", (0, 1, 2), {"dynamic": [0.9, 1.0, 1.1], "random": [2.0, 2.1, 1.9]}, 10_000)
+    text = " ".join(lab.seed_sentences(far))
+    assert "dynamic against random: 1.00 points lower, beyond" in text and "made a difference" in text
+    rows = [
+        row(model="a", trained="dynamic", err=0.55, arch="capsnet-small on mnist, 12 epochs"),
+        row(model="b", trained="uniform", run="uniform", err=0.58, arch="capsnet-small on mnist, 12 epochs"),
+    ]
+    assert "measured below (3 seeds per routing" in " ".join(lab.sentences(rows, [close]))
+
+
+def test_the_shipped_seed_study_is_stored_and_read_back():
+    studies = lab.stored_studies([stored.shipped_folder()])
+    assert studies, "run `python -m capsviz.analysis.lab --seeds RUN_FILES...` (RESULTS.md)"
+    for study in studies:
+        assert len(study.seeds) >= 3 and set(study.errors) >= {"dynamic", "uniform", "random"} and study.n_test == 10_000
+
+
 def test_sentences_on_couplings_and_time_quote_the_rows():
-    rows = [row(entropy_ratio=0.997, coupling_to_prediction=0.108, ms_per_image=0.44), row(run="uniform", ms_per_image=0.38, entropy_ratio=1.0)]
+    rows = [
+        row(entropy_ratio=0.997, coupling_to_prediction=0.108, ms_per_image=0.44),
+        row(run="uniform", ms_per_image=0.38, entropy_ratio=1.0),
+    ]
     text = " ".join(lab.sentences(rows))
     assert "keep 99.7% of the uniform split's entropy" in text
     assert "0.11 of its vote on average (uniform: 0.10): routing leaves the couplings near uniform" in text

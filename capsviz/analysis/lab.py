@@ -8,6 +8,7 @@ time per image, which belongs to the machine that measured it.
     python -m capsviz.analysis.lab           # the lab's default results for every shipped model
     python -m capsviz.analysis.lab --table   # the stored ones as a markdown table and sentences
     python -m capsviz.analysis.lab --retime  # their time per image again (on a quiet machine)
+    python -m capsviz.analysis.lab --seeds RUN.safetensors ...  # a seed study of finished runs, stored
 """
 
 from __future__ import annotations
@@ -123,20 +124,26 @@ def trained_with(config) -> str:
     return couplings
 
 
-def architecture(meta) -> str:
+def architecture(meta, seed: bool = True) -> str:
     """What models that differ only in the routing they were trained with share: preset, data and
-    schedule (epochs, batch, learning rate, seed). Only such models are compared as trained with."""
+    schedule (epochs, batch, learning rate, and the seed unless `seed` is False). Only such models
+    are compared as trained with."""
     run = meta.run or {}
-    said = [f"{run.get('model') or meta.config.family} on {meta.image_dataset}"]
+    said = [preset_and_data(meta)]
     if meta.epochs is not None:
         said.append(f"{meta.epochs:g} epochs")
     if run.get("batch_size"):
         said.append(f"batch {run['batch_size']}")
     if run.get("lr"):
         said.append(f"lr {run['lr']:g} x{run.get('lr_decay', 1):g} per {run.get('decay_steps')} steps")
-    if "seed" in run:
+    if seed and "seed" in run:
         said.append(f"seed {run['seed']}")
     return ", ".join(said)
+
+
+def preset_and_data(meta) -> str:
+    """The first part of `architecture`: which preset on which images."""
+    return f"{(meta.run or {}).get('model') or meta.config.family} on {meta.image_dataset}"
 
 
 def fits(config) -> bool:
@@ -256,7 +263,7 @@ COMPARED = (
 )
 
 
-def sentences(rows: list[Row]) -> list[str]:
+def sentences(rows: list[Row], studies: list[SeedStudy] = ()) -> list[str]:
     """Plain sentences on what `rows` show: per model, each routing it was run with against the one
     it was trained with, measure by measure; across models of one architecture trained with
     different routings, their errors; how far dynamic routing moves the couplings from uniform;
@@ -277,7 +284,7 @@ def sentences(rows: list[Row]) -> list[str]:
             "gradient passes less well through it (gradient masking) rather than a sturdier model; the Robustness page's BIM "
             "attack tests that more strongly."
         )
-    return said + _trained_with(rows) + _couplings(rows) + _time(rows)
+    return said + _trained_with(rows, studies) + _couplings(rows) + _time(rows)
 
 
 def _against(name: str, r: Row, own: Row) -> str:
@@ -306,8 +313,10 @@ def _against(name: str, r: Row, own: Row) -> str:
     return f"**{name}** (trained with {own.trained_with}) run with **{r.run_with}** instead: " + "; ".join(parts) + f". So {verdict}"
 
 
-def _trained_with(rows: list[Row]) -> list[str]:
-    """Models of one architecture trained with different routings, each run with its own."""
+def _trained_with(rows: list[Row], studies: list[SeedStudy] = ()) -> list[str]:
+    """Models of one architecture trained with different routings, each run with its own, on test
+    error and (models that read MultiMNIST) pair accuracy; the seed study of the same preset and
+    data, where there is one, says how far seeds alone move them."""
     own = [r for r in rows if r.run_with == r.trained_with]
     groups: dict[str, list[Row]] = {}
     for r in own:
@@ -316,26 +325,35 @@ def _trained_with(rows: list[Row]) -> list[str]:
     for arch, rs in groups.items():
         if len({r.trained_with for r in rs}) < 2:
             continue
-        rs = sorted(rs, key=lambda r: r.test_error)
-        best, worst = rs[0], rs[-1]
-        band = noise(best.test_error, best.n_test, worst.test_error, worst.n_test)
-        listing = ", ".join(f"{r.trained_with} {r.test_error:.2f}%" for r in rs)
-        if worst.test_error - best.test_error <= band:
-            verdict = (
-                f"the largest gap, {worst.test_error - best.test_error:.2f} points, is within the ±{band:.2f} chance gives: "
-                "on these models, training with routing did not beat training without it"
-            )
-        else:
-            verdict = (
-                f"{best.trained_with} is best, {worst.test_error - best.test_error:.2f} points ahead of {worst.trained_with}, "
-                f"more than the ±{band:.2f} chance gives"
-            )
+        parts = [_gap(rs, "test_error", "n_test", "test error", "test images", higher=False)]
+        if all(r.pair_accuracy is not None for r in rs):
+            parts.append(_gap(rs, "pair_accuracy", "n_pairs", "MultiMNIST pair accuracy", "pairs", higher=True))
+        study = next((st for st in studies if st.preset_and_data == arch.split(",")[0]), None)
+        seeds = (
+            "One training seed each and the spread over seeds not measured, so a gap of a few hundredths of a point between runs is not claimed."
+            if study is None
+            else f"One training seed each; how far the seed alone moves such models is measured below ({len(study.seeds)} seeds per routing, a shorter schedule)."
+        )
         said.append(
-            f"The models of one architecture and schedule ({arch}) trained with different routings, each run with its own (one training seed each, "
-            f"{rs[0].n_test:,} test images): {listing}; {verdict}. The spread over training seeds was not measured, so a "
-            "gap of a few hundredths of a point between runs is not claimed."
+            f"The models of one architecture and schedule ({arch}) trained with different routings, each run with its own: "
+            + " ".join(parts)
+            + f" {seeds}"
         )
     return said
+
+
+def _gap(rs: list[Row], field_: str, count: str, words: str, unit: str, higher: bool) -> str:
+    """The models' `field_` from best to worst, and whether the largest gap is beyond chance."""
+    rs = sorted(rs, key=lambda r: getattr(r, field_), reverse=higher)
+    best, worst = rs[0], rs[-1]
+    a, b = getattr(best, field_), getattr(worst, field_)
+    band = noise(a, getattr(best, count), b, getattr(worst, count))
+    listing = ", ".join(f"{r.trained_with} {getattr(r, field_):.2f}%" for r in rs)
+    if abs(a - b) <= band:
+        verdict = f"the largest gap, {abs(a - b):.2f} points, is within the ±{band:.2f} chance gives: no routing trained these models better on this measure"
+    else:
+        verdict = f"trained with {best.trained_with} is best, {abs(a - b):.2f} points ahead of {worst.trained_with}, more than the ±{band:.2f} chance gives"
+    return f"{words} on {getattr(best, count):,} {unit}, best first: {listing}; {verdict}."
 
 
 def _couplings(rows: list[Row]) -> list[str]:
@@ -368,6 +386,127 @@ def _time(rows: list[Row]) -> list[str]:
             said.append(
                 f"On **{name}**, dynamic routing takes {d:.2f} ms per image against {u:.2f} ms with uniform couplings ({d / u:.1f}x)."
             )
+    return said
+
+
+@dataclass(frozen=True)
+class SeedStudy:
+    """Models of one preset, data and schedule trained with each routing from several seeds: how
+    much of a gap between routings the seeds alone make. `errors`: trained-with routing -> test
+    error % per seed, in the order of `seeds`."""
+
+    architecture: str  # what every model shares, the seed left out
+    seeds: tuple[int, ...]
+    errors: dict[str, list[float]]
+    n_test: int
+    hardware: str = ""
+
+    @property
+    def preset_and_data(self) -> str:
+        return self.architecture.split(",")[0]
+
+    def stored(self) -> dict:
+        return {"architecture": self.architecture, "seeds": list(self.seeds), "n_test": self.n_test, "hardware": self.hardware} | {
+            r: list(e) for r, e in self.errors.items()
+        }
+
+    @classmethod
+    def from_stored(cls, d: dict) -> SeedStudy:
+        seeds = tuple(int(s) for s in d["seeds"])
+        errors = {r: [float(e) for e in d[r]] for r in ROUTINGS if r in d}
+        if not errors or any(len(e) != len(seeds) for e in errors.values()):
+            raise ValueError("a seed study needs one error per seed for every routing")
+        return cls(str(d["architecture"]), seeds, errors, int(d["n_test"]), str(d.get("hardware", "")))
+
+
+def seed_study(metas) -> SeedStudy:
+    """The study made of checkpoints' metadata: every routing must have the same seeds, and every
+    model the same preset, data and schedule; raise ValueError naming what differs."""
+    metas = list(metas)
+    shared = {architecture(m, seed=False) for m in metas}
+    if len(shared) != 1:
+        raise ValueError(f"the models differ in more than routing and seed: {sorted(shared)}")
+    errors: dict[str, dict[int, float]] = {}
+    for m in metas:
+        seed = (m.run or {}).get("seed")
+        if seed is None or m.metrics.test_error is None:
+            raise ValueError("every model needs its training seed and test error recorded")
+        errors.setdefault(trained_with(m.config), {})[int(seed)] = m.metrics.test_error
+    seeds = sorted(next(iter(errors.values())))
+    if len(seeds) < 2 or any(sorted(e) != seeds for e in errors.values()):
+        raise ValueError("every routing needs the same seeds, at least two")
+    n_test = {m.metrics.n_test for m in metas}
+    if len(n_test) != 1:
+        raise ValueError(f"the models were tested on different numbers of images: {sorted(n_test)}")
+    hardware = sorted({m.hardware or "" for m in metas})
+    return SeedStudy(
+        shared.pop(), tuple(seeds), {r: [e[s] for s in seeds] for r, e in errors.items()}, n_test.pop(), "; ".join(hardware)[:MAX_HARDWARE]
+    )
+
+
+MAX_HARDWARE = 200
+
+
+def seeds_key(study: SeedStudy) -> str:
+    slug = "".join(ch if ch.isalnum() else "-" for ch in study.architecture.lower())[:80].strip("-")
+    return f"seeds-{slug}"
+
+
+def stored_studies(folders: list[Path] | None = None) -> list[SeedStudy]:
+    """Every seed study stored in `folders` (the shipped sweeps, then this machine's); damaged ones are left out."""
+    studies, seen = [], set()
+    for folder in folders or [stored.shipped_folder(), stored.local_folder()]:
+        for path in sorted(folder.glob("seeds-*.json")) if folder.is_dir() else []:
+            value = stored.read(path.stem, [folder])
+            try:
+                study = SeedStudy.from_stored(value) if value is not None else None
+            except (KeyError, TypeError, ValueError):
+                continue
+            if study is not None and study.architecture not in seen:
+                seen.add(study.architecture)
+                studies.append(study)
+    return studies
+
+
+def mean_sd(values: list[float]) -> tuple[float, float]:
+    m = sum(values) / len(values)
+    return m, math.sqrt(sum((v - m) ** 2 for v in values) / max(len(values) - 1, 1))
+
+
+def seed_sentences(study: SeedStudy) -> list[str]:
+    """What the study shows: each routing's mean error over the seeds and their spread, and each
+    pair of routings compared against what the seeds alone give (two standard errors of the
+    difference of two means)."""
+    k = len(study.seeds)
+    stats = {r: mean_sd(e) for r, e in study.errors.items()}
+    listing = "; ".join(
+        f"trained with {r}: mean {m:.2f}% (from {min(study.errors[r]):.2f} to {max(study.errors[r]):.2f}, standard deviation {sd:.2f})"
+        for r, (m, sd) in stats.items()
+    )
+    said = [f"Over {k} training seeds ({study.architecture}; each model on {study.n_test:,} test images): {listing}."]
+    routings = list(stats)
+    apart, within = [], []
+    for i, a in enumerate(routings):
+        for b in routings[i + 1 :]:
+            (ma, sa), (mb, sb) = stats[a], stats[b]
+            band = 2 * math.sqrt(sa**2 / k + sb**2 / k)
+            low, high = (a, b) if ma <= mb else (b, a)
+            text = f"{low} against {high}: {abs(ma - mb):.2f} points lower, "
+            if abs(ma - mb) > band:
+                apart.append(text + f"beyond the ±{band:.2f} the seeds give")
+            else:
+                within.append(text + f"within the ±{band:.2f} the seeds give")
+    verdict = (
+        "so on this schedule, which routing a model was trained with made no difference beyond what the training seed makes."
+        if not apart
+        else "so on this schedule, the routing a model was trained with made a difference beyond the seeds' spread where it says so."
+    )
+    said.append("Between the means: " + "; ".join(apart + within) + f"; {verdict}")
+    gap = 2 * math.sqrt(2) * max(sd for _, sd in stats.values())
+    said.append(
+        f"Two single training runs that differ only in their seed land up to about {gap:.2f} points apart here (two standard "
+        "deviations of the difference of two runs), so one run per routing cannot tell routings apart by less than that at this schedule."
+    )
     return said
 
 
@@ -432,8 +571,8 @@ def precompute(folder: Path, out: Path, data_dir=None) -> list[Row]:
     return run_lab(entries, ROUTINGS, load, data, folders=[out], into=out)
 
 
-def markdown(rows: list[Row]) -> str:
-    """The rows as a markdown table, then the sentences the page prints under it."""
+def markdown(rows: list[Row], studies: list[SeedStudy] = ()) -> str:
+    """The rows as a markdown table, then the sentences the page prints under it, then the seed studies'."""
     head = "| model | trained with | run with | test error % | shifted & turned % | FGSM % | MultiMNIST pairs % | entropy, % of uniform | ms / image |"
     lines = [head, "|" + "---|" * 9]
     for r in rows:
@@ -442,7 +581,8 @@ def markdown(rows: list[Row]) -> str:
             f"| `{r.model}` | {r.trained_with} | {r.run_with} | {r.test_error:.2f} ± {spread(r.test_error, r.n_test):.2f} | "
             f"{r.shifted_accuracy:.1f} | {r.fgsm_accuracy:.1f} | {pairs} | {100 * r.entropy_ratio:.1f} | {r.ms_per_image:.2f} |"
         )
-    return "\n".join(lines + [""] + [f"- {line}" for line in sentences(rows)])
+    said = sentences(rows, studies) + [line for st in studies for line in seed_sentences(st)]
+    return "\n".join(lines + [""] + [f"- {line}" for line in said])
 
 
 if __name__ == "__main__":
@@ -465,9 +605,19 @@ if __name__ == "__main__":
                     value.update(ms_per_image=time_per_image(run, x), hardware=_hardware(), load=os.getloadavg()[0])
                     stored.write(where, value, target)
                     print(f"{path.stem} with {routing}: {value['ms_per_image']:.2f} ms per image", file=sys.stderr)
+    elif "--seeds" in sys.argv:  # a seed study made of finished training runs (RESULTS.md has the commands)
+        from capsviz.checkpoint import read_meta
+
+        files = [Path(a) for a in sys.argv[sys.argv.index("--seeds") + 1 :]]
+        try:
+            study = seed_study(read_meta(f) for f in files)
+        except (OSError, ValueError) as e:
+            sys.exit(f"error: {e}")
+        stored.write(seeds_key(study), study.stored(), target)
+        print("\n".join(f"- {line}" for line in seed_sentences(study)))
     elif "--table" in sys.argv:  # what is stored, as the page shows it: nothing is measured
         entries = [(p, m) for p, m in list_checkpoints(shipped_checkpoints()) if not isinstance(m, str) and fits(m.config)]
         have = stored_rows(entries, ROUTINGS, folders=[target])
-        print(markdown([have[p.stem, r] for p, _ in entries for r in ROUTINGS if (p.stem, r) in have]))
+        print(markdown([have[p.stem, r] for p, _ in entries for r in ROUTINGS if (p.stem, r) in have], stored_studies([target])))
     else:
         print(f"{len(precompute(shipped_checkpoints(), target))} lab results in {target}")

@@ -223,7 +223,30 @@ def lines_by_epoch(histories: dict[str, list[dict]]) -> go.Figure:
     return fig
 
 
-def grouped_bars(groups: list[str], series: dict[str, list[float | None]], title: str, y_title: str, errors: dict | None = None) -> go.Figure:
+def seed_strip(errors: dict[str, list[float]], seeds: tuple[int, ...], title: str) -> go.Figure:
+    """One dot per training seed for each routing a model was trained with, and the routing's mean
+    as a bar: how far apart the seeds land, beside how far apart the routings do."""
+    colours = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd"]
+    fig = go.Figure()
+    for k, (name, values) in enumerate(errors.items()):
+        colour = colours[k % len(colours)]
+        fig.add_bar(x=[name], y=[sum(values) / len(values)], marker_color=colour, opacity=0.35, name=f"{name}: mean", showlegend=False)
+        fig.add_scatter(
+            x=[name] * len(values),
+            y=values,
+            mode="markers",
+            marker=dict(color=colour, size=10, line=dict(color="black", width=1)),
+            text=[f"seed {s}" for s in seeds],
+            hovertemplate="%{text}: %{y:.2f}%<extra></extra>",
+            showlegend=False,
+        )
+    fig.update_layout(title=title, yaxis_title="test error %", xaxis_title="trained with", height=320, margin=dict(l=10, r=10, t=40, b=10))
+    return fig
+
+
+def grouped_bars(
+    groups: list[str], series: dict[str, list[float | None]], title: str, y_title: str, errors: dict | None = None
+) -> go.Figure:
     """One bar per series in each group (the routing lab: a model per group, a routing per bar),
     with optional +- error bars per series; None leaves a gap."""
     colours = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e"]
