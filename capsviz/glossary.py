@@ -1,14 +1,17 @@
 """One glossary for every page: each symbol or term the app shows, in plain words.
 
 Pages pass `help_text(...)` as a widget's `help=` (a hover explanation) and `label(...)` beside a
-symbol, so a student meets "c (coupling)" rather than a bare letter. Wording follows
-TEACHING.md's words: presence, pose, prediction / vote, coupling, routing logit, agreement,
-assignment, spread, inverse temperature.
+symbol, so a student meets "c (coupling)" rather than a bare letter. `class_words(meta)` names a
+model's class capsules as its dataset needs: digit capsules for MNIST, class capsules otherwise.
+Wording follows TEACHING.md's words: presence, pose, prediction / vote, coupling, routing logit,
+agreement, assignment, spread, inverse temperature.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from capsviz.config import DATASETS
 
 
 @dataclass(frozen=True)
@@ -91,18 +94,18 @@ TERMS: dict[str, Term] = {
     "margin_loss": Term(
         "margin loss",
         "margin loss",
-        "Training pushes the correct digit capsule's length above 0.9 and every other one below 0.1 (Eq. 4 of Sabour et al.).",
+        "Training pushes the correct class capsule's length above 0.9 and every other one below 0.1 (Eq. 4 of Sabour et al.).",
     ),
     "dimension": Term(
         "d0..d15",
         "dimension",
-        "One of the 16 numbers of a digit capsule's vector. Together they describe how the digit is drawn (its pose): "
+        "One of the 16 numbers of a class capsule's vector. Together they describe how the digit or object is drawn (its pose): "
         "nudging one and redrawing shows what it encodes, such as stroke thickness, slant or width (Fig. 4 of Sabour et al.).",
     ),
     "reconstruction": Term(
         "reconstruction",
         "reconstruction",
-        "A small decoder redraws the digit from the winning capsule's 16 numbers alone; it keeps the capsule's direction meaningful (Sec. 4.1).",
+        "A small decoder redraws the input (the digit, for MNIST) from the winning capsule's 16 numbers alone; it keeps the capsule's direction meaningful (Sec. 4.1).",
     ),
     "primary": Term(
         "PrimaryCaps",
@@ -197,7 +200,23 @@ TERMS: dict[str, Term] = {
         "a_ji",
         "self-attention agreement",
         "Efficient-CapsNet's routing, in one pass: how well prediction u_hat_j|i agrees with all the predictions for class j, "
-        "a_ji = sum_k u_hat_j|i . u_hat_j|k / sqrt(D). The couplings are its softmax over the classes, plus a learned prior b_ji.",
+        "a_ji = sum_k u_hat_j|i . u_hat_j|k / sqrt(D), D being a prediction's number of dimensions (16): the division keeps "
+        "the sums of many products from growing with D. The couplings c_ij are the softmax of a_ji over the classes; "
+        "the weighted sum then adds the learned prior b_ji to each.",
+    ),
+    "prior": Term(
+        "b_ji",
+        "learned prior",
+        "Efficient-CapsNet's log prior: one number per lower capsule i and class j, learned in training and the same for "
+        "every image. It is added to the coupling, s_j = sum_i (c_ij + b_ji) u_hat_j|i, so it says how much capsule i feeds "
+        "class j whatever the image shows; where c_ij + b_ji is below 0, prediction i pulls s_j the opposite way. "
+        "(Not dynamic routing's b_ij, which starts at 0 for every image.)",
+    ),
+    "efficient_squash": Term(
+        "v = (1 - 1/e^|s|) s / |s|",
+        "Efficient-CapsNet's squash",
+        "Like Eq. 1's squash it keeps the direction and gives a length between 0 and 1, but the length is 1 - e^-|s|: "
+        "|s| = 1 gives 0.63 where Eq. 1 gives 0.50, so short vectors keep more of their length.",
     ),
     "entropy": Term(
         "entropy",
@@ -255,6 +274,8 @@ ALIASES = {
     "mean_pose": "mu",
     "spread": "sigma",
     "inverse_temperature": "lambda",
+    "learned_prior": "prior",
+    "log_prior": "prior",
 }
 
 
@@ -284,3 +305,32 @@ def entries(query: str = "") -> list[Term]:
     (case ignored): the glossary page lists them, with the same text as the hover help."""
     q = query.strip().lower()
     return [t for t in TERMS.values() if not q or q in f"{t.symbol} {t.word} {t.explanation}".lower()]
+
+
+@dataclass(frozen=True)
+class ClassWords:
+    """What the pages call a model's class capsules and what they stand for."""
+
+    digits: bool  # trained on handwritten digits (MNIST and the sets made from it)
+    capsule: str  # "digit capsule" / "class capsule"
+    thing: str  # what one class capsule stands for: "digit" / "class"
+    things: str
+    shown: str  # what one input shows, and the decoder redraws: "digit" / "object"
+    pictures: str  # the test set's items: "digits" / "images"
+
+    @property
+    def capsules(self) -> str:
+        return self.capsule + "s"
+
+
+DIGIT_WORDS = ClassWords(True, "digit capsule", "digit", "digits", "digit", "digits")
+CLASS_WORDS = ClassWords(False, "class capsule", "class", "classes", "object", "images")
+
+
+def class_words(model) -> ClassWords:
+    """The words for a model's class capsules: `model` is its checkpoint metadata (its
+    `image_dataset` decides) or a dataset's name. Digits only for the digit datasets (MNIST,
+    MultiMNIST, affNIST); Fashion-MNIST and a user's own images have classes."""
+    dataset = model if isinstance(model, str) else model.image_dataset
+    found = DATASETS.get(dataset)
+    return DIGIT_WORDS if found is not None and found.source == "mnist" else CLASS_WORDS

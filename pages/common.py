@@ -20,6 +20,7 @@ from capsviz.data.transforms import fit_drawing, mnist_style, picture_to_digit, 
 from capsviz.data.user import short_name
 from capsviz.devices import pick_device
 from capsviz.errors import CapsvizError
+from capsviz.glossary import class_words
 from capsviz.model_cache import ModelCache
 from capsviz.progress import time_left
 from capsviz.schema import CheckpointMeta
@@ -401,7 +402,7 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
         raw = st.query_params.get("image", "")
         st.session_state["image_index"] = int(raw) if raw.isdigit() and len(raw) < 7 else 0
     source = st.radio("Image", ["Test set", "Upload", "Draw"], horizontal=True, key="source", index=1 if data is None else 0)
-    thing = "picture" if own else "digit"
+    thing = "digit" if class_words(dataset).digits else "picture"
     if source == "Test set" and data is None:
         st.info(f"The test set is not available here (see above): upload or draw a {thing} instead.")
         return None

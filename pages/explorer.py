@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid
-from capsviz.glossary import help_text
+from capsviz.glossary import class_words, help_text
 from capsviz.glossary import label as glossary_label
 from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
 from capsviz.viz.explain import labelled_grid
@@ -36,7 +36,6 @@ picked = pick_image(dataset, names, size, model)
 if picked is None:
     st.stop()
 image, label = picked
-
 
 
 # What a class following one link computes alike is computed once for every session: the model's
@@ -122,15 +121,17 @@ st.subheader(f"Perturbation grid for capsule {names[capsule]} (Fig. 4)")
 st.caption(
     f"Each row is one dimension (d0 at the top to d15 at the bottom); each column adds one offset, from {STEPS[0]:+.2f} at "
     f"the left to {STEPS[-1]:+.2f} at the right, to that dimension alone (the middle column, 0, is the plain reconstruction). "
-    "Look for rows that change stroke width, slant or size; rows that stay the same are dimensions this digit hardly uses."
+    + (
+        "Look for rows that change stroke width, slant or size; rows that stay the same are dimensions this digit hardly uses."
+        if class_words(meta).digits
+        else "Look for rows that change the shape, size or colour; rows that stay the same are dimensions this capsule hardly uses."
+    )
 )
 title = f"capsule {names[capsule]}: dimension (rows) + offset (columns)"
 img_png, effect = grid_of(st.session_state["model_key"], model, image.tobytes(), capsule, pred.capsules[capsule], title)
 left, right = st.columns([3, 2])
 left.image(img_png, caption="16 dimensions (rows) x 11 offsets (columns), the offsets written on top")
-left.download_button(
-    "Download grid as PNG", img_png, file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png"
-)
+left.download_button("Download grid as PNG", img_png, file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png")
 right.plotly_chart(effect_bars(effect), key="effect")
 right.caption(
     "For each dimension: how much the picture changes between its two ends (-0.25 and +0.25), as the mean change per "

@@ -84,7 +84,7 @@ with controls:
             format_func={"dynamic": "routing by agreement (iterations)", "self-attention": "self-attention (one pass)"}.get,
             key="pg_rule",
             horizontal=True,
-            help=help_text("iteration", "self_attention"),
+            help=help_text("iteration", "self_attention", "prior"),
         )
     T = st.slider("Routing iterations", 1, 5, key=f"{prefix}_T", help=help_text("iteration"), disabled=rule != "dynamic")
     if rule != "dynamic":
@@ -204,7 +204,7 @@ if toy_kind == "dynamic" and rule == "self-attention":
         "a = u_hat . (sum of u_hat) / sqrt(2) is large for a prediction that points the way most others point. Each lower "
         f"capsule's {label('c')} is the softmax of its attentions over the upper capsules, so it goes mostly where its "
         "prediction agrees with the crowd at once, where dynamic routing needs iterations to get there. Efficient-CapsNet "
-        "also adds a learned prior to c; this playground leaves it at 0."
+        f"also adds its {label('prior')} to c; this playground leaves it at 0."
     )
     c = toy.c[0]
     decided = [k + 1 for k in range(I_TOY) if c[k].max() > 0.8]

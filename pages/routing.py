@@ -6,7 +6,7 @@ import streamlit as st
 from capsviz.analysis import as_input_batch
 from capsviz.analysis.routing import attention_trace, coupling_summary, dynamic_trace, iteration_sweep, mean_b_change
 from capsviz.config import user_dataset
-from capsviz.glossary import help_text
+from capsviz.glossary import class_words, help_text
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
 from pages.common import keep_within, page_model, pick_image, require_router, test_set
@@ -32,7 +32,7 @@ def attention_view(model, image, label, names) -> None:
         "This model (Efficient-CapsNet, Mazzia et al. 2021) routes without iterations. For each class, every primary "
         "capsule's **prediction** u_hat is compared with the sum of all the predictions for that class (the **attention** "
         "a = u_hat . sum of u_hat, scaled by 1/sqrt(16)); **couplings** c = softmax over the classes of a, as dynamic "
-        "routing's softmax over b. Then s_j = sum_i (c_ij + b_ij) u_hat_j|i, where b is a **prior** learned in training, "
+        "routing's softmax over b. Then s_j = sum_i (c_ij + b_ji) u_hat_j|i, where b is a **prior** learned in training, "
         "the same for every image."
     )
     key = st.session_state["model_key"]
@@ -66,6 +66,7 @@ def attention_view(model, image, label, names) -> None:
         ),
         key="attention_prior",
     )
+    right.caption(help_text("self_attention", "c", "prior"))
     to_winner = tr.c[:, winner]
     ratio = float(tr.entropy.mean() / np.log(J))
     st.caption(
@@ -112,11 +113,12 @@ if meta.config.routing == "self-attention":
         st.stop()
     attention_view(model, *picked, names)
     st.stop()
+words = class_words(meta)  # digit capsules for digits; class capsules for Fashion-MNIST and a user's own images
 st.title("Dynamic routing, iteration by iteration")
 st.markdown(
-    "Every primary capsule (a small part detector) makes a **prediction** u_hat for each of the class (digit) capsules and "
+    f"Every primary capsule (a small part detector) makes a **prediction** u_hat for each of the {words.capsules} and "
     "splits its vote over them with **couplings** c, which start equal (1/J each, J the number of classes). Each routing iteration adds the "
-    "**agreement** u_hat . v (how well a prediction points the same way as the digit capsule's output v) to the "
+    f"**agreement** u_hat . v (how well a prediction points the same way as the {words.capsule}'s output v) to the "
     "**routing logits** b, and c = softmax(b) shifts towards the capsules a prediction agrees with (Procedure 1)."
 )
 st.caption(
@@ -190,7 +192,7 @@ def iteration_view(tr, image, label, winner: int) -> None:
     left.image(overlay(image, maps[winner]), caption=f"coupling to {names[winner]} at iteration {t + 1}, over the input", width=168)
     left.download_button(
         "This iteration (PNG)",
-        lambda: png_bytes(coupling_frames(every, image, names, only=t)[0]),
+        lambda: png_bytes(coupling_frames(every, image, names, only=t, capsule=words.capsule)[0]),
         f"couplings-iteration{t + 1}.png",
         "image/png",
         key="coupling_png",
@@ -199,7 +201,7 @@ def iteration_view(tr, image, label, winner: int) -> None:
     )
     left.download_button(
         "Every iteration (GIF)",
-        lambda: gif_bytes(coupling_frames(every, image, names)),
+        lambda: gif_bytes(coupling_frames(every, image, names, capsule=words.capsule)),
         "couplings.gif",
         "image/gif",
         key="coupling_gif",
@@ -210,7 +212,7 @@ def iteration_view(tr, image, label, winner: int) -> None:
         class_maps(
             maps,
             names,
-            f"Iteration {t + 1}: coupling c to each digit capsule, on the {tr.grid}x{tr.grid} grid of primary capsule positions",
+            f"Iteration {t + 1}: coupling c to each {words.capsule}, on the {tr.grid}x{tr.grid} grid of primary capsule positions",
             zrange=(0, 2 / len(names)) if flat else None,  # all equal: a scale around 1/10, not around nothing
         ),
         key="coupling_maps",
@@ -222,20 +224,21 @@ def iteration_view(tr, image, label, winner: int) -> None:
         if flat
         else f"At this iteration the couplings span only {maps.min():.3f} to {maps.max():.3f} (uniform: {1 / len(names):.3f}), so "
         "the colours exaggerate small differences. Positions over blank background vote too: a bright square there means "
-        "those primary capsules' predictions happen to agree with that digit, not that ink is there."
+        f"those primary capsules' predictions happen to agree with that {words.thing}, not that "
+        + ("ink is there." if words.digits else "the object is there.")
     )
     right.caption(
-        f"Each small map is one digit capsule; each square is one of the {tr.grid}x{tr.grid} positions of the primary capsules, averaged over "
-        f"their {tr.types} types. Brighter means that position sends a larger share of its vote to that digit. {spread}"
+        f"Each small map is one {words.capsule}; each square is one of the {tr.grid}x{tr.grid} positions of the primary capsules, averaged over "
+        f"their {tr.types} types. Brighter means that position sends a larger share of its vote to that {words.thing}. {spread}"
     )
     j = right.selectbox(
-        "Digit capsule for the detailed map",
+        f"{words.capsule.capitalize()} for the detailed map",
         list(range(len(names))),
         index=winner,
         format_func=lambda k: str(names[k]),
         key="capsule",
         bind="query-params",
-        help="Which digit capsule the map below and the GIF show",
+        help=f"Which {words.capsule} the map below and the GIF show",
     )
     right.plotly_chart(
         heatmap(
@@ -254,11 +257,11 @@ iteration_view(tr, image, label, winner)
 
 a, b = st.columns(2)
 a.plotly_chart(
-    lines(tr.lengths, names, "Digit capsule lengths after each iteration", "iteration", "length |v_j| (presence)"),
+    lines(tr.lengths, names, f"{words.capsule.capitalize()} lengths after each iteration", "iteration", "length |v_j| (presence)"),
     key="lengths_by_iteration",
 )
 a.caption(
-    f"A digit capsule's length is the network's confidence that digit is present (the prediction is the longest: "
+    f"A {words.capsule}'s length is the network's confidence that its {words.thing} is present (the prediction is the longest: "
     f"{names[winner]}). Routing changes lengths by shifting votes; "
     + (
         f"here the winner's length goes from {tr.lengths[0, winner]:.3f} at iteration 1 to {tr.lengths[-1, winner]:.3f} at iteration {T}."
@@ -278,8 +281,8 @@ b.plotly_chart(
     key="entropy",
 )
 b.caption(
-    f"Entropy measures how evenly a primary capsule splits its vote: {np.log(len(names)):.2f} is perfectly even (1/10 to "
-    "each digit), 0 is the whole vote to one digit. "
+    f"Entropy measures how evenly a primary capsule splits its vote: {np.log(len(names)):.2f} is perfectly even (1/{len(names)} to "
+    f"each {words.thing}), 0 is the whole vote to one {words.thing}. "
     + (
         f"Here the mean goes from {mean_entropy[0, 0]:.3f} to {mean_entropy[-1, 0]:.3f}: "
         + (
@@ -311,7 +314,11 @@ d.plotly_chart(
 
 st.subheader("Appendix A: how fast routing converges")
 own_images = user_dataset(meta.image_dataset) is not None
-data = test_set(meta.image_dataset, meta.config.in_size, meta.config.in_channels, quiet=True) if meta.config.in_size == 28 or own_images else None
+data = (
+    test_set(meta.image_dataset, meta.config.in_size, meta.config.in_channels, quiet=True)
+    if meta.config.in_size == 28 or own_images
+    else None
+)
 
 
 @st.cache_data(show_spinner="Routing 64 test images ...")

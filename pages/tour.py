@@ -7,7 +7,7 @@ import streamlit as st
 
 from capsviz.analysis import lab
 from capsviz.analysis.tour import TOURS
-from capsviz.glossary import help_text, label
+from capsviz.glossary import class_words, help_text, label
 from capsviz.models.efficient_capsnet import MSE_WEIGHT
 from capsviz.routing import ROUTINGS
 from capsviz.viz import grouped_bars, png_bytes
@@ -31,6 +31,7 @@ model, meta, path = page_model(
 )
 routing = meta.config.routing
 names = [str(n) for n in meta.class_names]
+words = class_words(meta)  # digit capsules for digits; class capsules for Fashion-MNIST and a user's own images
 size = meta.config.in_size
 looks = f"the {size}x{size} input, " + ("red, green and blue levels 0 to 1" if meta.config.in_channels == 3 else "grey levels 0 to 1")
 with st.expander("The image to follow (a test image, a drawing or an upload: change it here)", expanded=False):
@@ -46,7 +47,7 @@ def follow(model_key: str, _model, image_bytes: bytes, shape: tuple, routing: st
 
 
 tour = follow(st.session_state["model_key"], model, image.tobytes(), image.shape, routing)
-steps = TOURS[routing].steps(tour.iterations)
+steps = TOURS[routing].steps(tour.iterations, words)
 N = len(steps)
 
 if "tour_step" not in st.session_state:
@@ -122,7 +123,7 @@ if routing == "dynamic":
             say(
                 f"This is the image the tour follows through **{path.stem}**, a CapsNet with dynamic routing "
                 "(Sabour et al. 2017, Fig. 1). It will pass three layers: an ordinary convolution, a layer of primary capsules "
-                "and one digit capsule per class, with routing by agreement between the two capsule layers.",
+                f"and one {words.capsule} per class, with routing by agreement between the two capsule layers.",
                 "A capsule outputs a vector, not a number: its length says how likely its thing is present, its direction how it looks.",
             )
     elif step == "conv1":
@@ -158,8 +159,13 @@ if routing == "dynamic":
             if long > 0.5:  # the trained paper CapsNet: nearly every primary capsule is saturated, on ink or not
                 st.warning(
                     f"Measured here: {long:.0%} of the {tour.primary_len.size} primary capsules are longer than 0.9 "
-                    f"(lengths {tour.primary_len.min():.2f} to {tour.primary_len.max():.2f}), over the blank background as much as on the ink. "
-                    "In this trained model a primary capsule's length does not show where the digit is; what differs between them is their "
+                    f"(lengths {tour.primary_len.min():.2f} to {tour.primary_len.max():.2f}), "
+                    + (
+                        "over the blank background as much as on the ink. "
+                        if words.digits
+                        else "over the background as much as on the object. "
+                    )
+                    + f"In this trained model a primary capsule's length does not show where the {words.shown} is; what differs between them is their "
                     "direction, and so the predictions they make (next step)."
                 )
             else:
@@ -175,32 +181,32 @@ if routing == "dynamic":
                     tour.pred_len,
                     tour.shown_names,
                     names,
-                    f"Length of the predictions u_hat_j|i for each digit capsule j (red: {names[W]})",
+                    f"Length of the predictions u_hat_j|i for each {words.capsule} j (red: {names[W]})",
                     W,
                 ),
-                f"rows: the six primary capsules with the longest predictions for {names[W]}; columns: the digit capsules",
+                f"rows: the six primary capsules with the longest predictions for {names[W]}; columns: the {words.capsules}",
                 "predictions",
             )
         with text:
             say(
-                f"Each primary capsule multiplies its vector by a learned matrix {label('W')} once per digit capsule: "
-                f"{tour.c.shape[1]} x {len(names)} predictions {label('u_hat')} (Eq. 2), each a 16-number guess of what digit j's capsule should be:",
-                f"'if I am this piece of stroke, a {names[W]} would sit here and look like this'.",
-                "A long prediction is a confident one; the table shows that one capsule can predict several digits loudly.",
-                "Routing now decides how much of each prediction reaches each digit capsule: predictions that agree with each other should win.",
+                f"Each primary capsule multiplies its vector by a learned matrix {label('W')} once per {words.capsule}: "
+                f"{tour.c.shape[1]} x {len(names)} predictions {label('u_hat')} (Eq. 2), each a 16-number guess of what {words.thing} j's capsule should be:",
+                f"'if I am this {'piece of stroke' if words.digits else 'part'}, a {names[W]} would sit here and look like this'.",
+                f"A long prediction is a confident one; the table shows that one capsule can predict several {words.things} loudly.",
+                f"Routing now decides how much of each prediction reaches each {words.capsule}: predictions that agree with each other should win.",
             )
             st.caption(help_text("u_hat", "W"))
     elif step.startswith("iteration"):
         t = int(step.removeprefix("iteration")) - 1
         with fig:
             show(
-                tour_routing_frames(tour, names, only=t)[0],
-                "each digit capsule's plane: x along its final output v, so a prediction's x is its agreement with v (up to |v|)",
+                tour_routing_frames(tour, names, only=t, capsule=words.capsule)[0],
+                f"each {words.capsule}'s plane: x along its final output v, so a prediction's x is its agreement with v (up to |v|)",
                 f"routing-{t + 1}",
             )
             st.download_button(
                 "Download every iteration (animated GIF)",
-                lambda: gif_bytes(tour_routing_frames(tour, names)),
+                lambda: gif_bytes(tour_routing_frames(tour, names, capsule=words.capsule)),
                 "tour-routing.gif",
                 "image/gif",
                 key="tour_gif",
@@ -218,7 +224,7 @@ if routing == "dynamic":
                     f"Iteration {t + 1}: each {label('b')} has grown by the {label('agreement')} of the iteration before, and c = softmax(b) (Eq. 3) follows."
                 )
             say(
-                f"Each digit capsule sums the weighted predictions, {label('s')} (Eq. 2), and squashes it to {label('v')} (Eq. 1): "
+                f"Each {words.capsule} sums the weighted predictions, {label('s')} (Eq. 2), and squashes it to {label('v')} (Eq. 1): "
                 f"|s_{names[W]}| = {np.linalg.norm(tour.s[t, W]):.2f} squashes to |v_{names[W]}| = {np.linalg.norm(tour.v[t, W]):.2f}; "
                 f"|s_{names[R]}| = {np.linalg.norm(tour.s[t, R]):.2f} to |v_{names[R]}| = {np.linalg.norm(tour.v[t, R]):.2f}.",
             )
@@ -240,13 +246,20 @@ if routing == "dynamic":
     elif step == "lengths":
         with fig:
             show(
-                bars(tour.lengths, names, W, "DigitCaps lengths |v_j| after routing", "length", {"0.9": 0.9, "0.1": 0.1}),
+                bars(
+                    tour.lengths,
+                    names,
+                    W,
+                    f"{'DigitCaps' if words.digits else 'Class capsule'} lengths |v_j| after routing",
+                    "length",
+                    {"0.9": 0.9, "0.1": 0.1},
+                ),
                 "dotted: the margin loss's targets",
                 "lengths",
             )
         with text:
             say(
-                f"The answer is the longest digit capsule: **{names[W]}** with length {tour.lengths[W]:.2f} (label: {truth}); the runner-up, {names[R]}, has {tour.lengths[R]:.2f}.",
+                f"The answer is the longest {words.capsule}: **{names[W]}** with length {tour.lengths[W]:.2f} (label: {truth}); the runner-up, {names[R]}, has {tour.lengths[R]:.2f}.",
                 f"Training used the {label('margin_loss')}: the right capsule longer than 0.9, every other shorter than 0.1 (Eq. 4).",
                 "Several capsules can be long at once: that is how the network reads two overlapping digits (the MultiMNIST page).",
             )
@@ -263,9 +276,10 @@ if routing == "dynamic":
                 )
         with text:
             say(
-                f"The {label('reconstruction')} decoder (three fully connected layers, Fig. 2) redraws the digit from the 16 numbers of capsule {names[W]} alone, the others masked to 0.",
-                "During training this keeps the capsule's direction meaningful: its 16 numbers must say how the digit looks.",
-                "The **DigitCaps explorer** lets you nudge each of the 16 numbers and watch stroke width, slant and shape change (Fig. 4).",
+                f"The {label('reconstruction')} decoder (three fully connected layers, Fig. 2) redraws the {words.shown} from the 16 numbers of capsule {names[W]} alone, the others masked to 0.",
+                f"During training this keeps the capsule's direction meaningful: its 16 numbers must say how the {words.shown} looks.",
+                "The **DigitCaps explorer** lets you nudge each of the 16 numbers and watch "
+                + ("stroke width, slant and shape change (Fig. 4)." if words.digits else "the drawing change."),
             )
 elif routing == "self-attention":
     I, J = tour.c.shape
@@ -326,7 +340,7 @@ elif routing == "self-attention":
             st.info(
                 f"Measured here: primary capsule lengths {L.min():.2f} to {L.max():.2f}; {int((L > 0.9).sum())} of {I} are longer than 0.9."
             )
-            st.caption(help_text("length", "pose"))
+            st.caption(help_text("efficient_squash", "length", "pose"))
     elif step == "predictions":
         top = int(tour.pred_len[:, W].argmax())
         with fig:
@@ -362,7 +376,7 @@ elif routing == "self-attention":
                 f"Self-attention routing, in one pass. For each class j, each prediction's {label('self_attention')} with all the predictions for j: "
                 f"a_ji = u_hat_j|i . (sum over k of u_hat_j|k) / sqrt({D}). "
                 f"Capsule i's couplings, {label('c')}, are a softmax of its a_ji over the {J} classes j, so they add up to 1.",
-                f"Then s_j = sum_i (c_ij + b_ji) u_hat_j|i, where b_ji is a learned prior, the same for every image, and v_j = (1 - 1/e^|s_j|) s_j / |s_j|: "
+                f"Then s_j = sum_i (c_ij + b_ji) u_hat_j|i, where {label('prior')} is the same for every image, and v_j = (1 - 1/e^|s_j|) s_j / |s_j|: "
                 f"|s_{names[W]}| = {np.linalg.norm(tour.s[W]):.2f} gives |v_{names[W]}| = {tour.lengths[W]:.2f}.",
             )
             said = [
@@ -394,7 +408,7 @@ elif routing == "self-attention":
         rows[f"b to {names[W]}"] = tour.prior[:, W]
         rows[f"c + b to {names[W]}"] = tour.c[:, W] + tour.prior[:, W]
         rows[f"c to {names[R]}"] = tour.c[:, R]
-        numbers(rows, "self_attention", "u_hat")
+        numbers(rows, "self_attention", "c", "prior", "u_hat")
     elif step == "lengths":
         with fig:
             show(
@@ -420,7 +434,7 @@ elif routing == "self-attention":
                 )
         with text:
             say(
-                f"The {label('reconstruction')} decoder of Sabour et al. (three fully connected layers) redraws the digit from the {D} numbers of capsule {names[W]} alone, the others masked to 0.",
+                f"The {label('reconstruction')} decoder of Sabour et al. (three fully connected layers) redraws the {words.shown} from the {D} numbers of capsule {names[W]} alone, the others masked to 0.",
                 f"Efficient-CapsNet trains it with {MSE_WEIGHT} times the mean squared pixel error beside the margin loss, which keeps the capsule's direction meaningful.",
                 f"The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch the drawing change.",
             )

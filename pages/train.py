@@ -15,6 +15,7 @@ from capsviz import checkpoint as ckpt
 from capsviz import jobs
 from capsviz.config import DATASETS, MAX_SIZE, PRESETS
 from capsviz.data.upload import ZipLimits, receive_zip, uploads_dir
+from capsviz.data.user import short_name
 from capsviz.errors import CapsvizError
 from capsviz.estimate import for_run
 from capsviz.glossary import help_text
@@ -51,13 +52,13 @@ def own_images(resize: int | None) -> tuple[str, int]:
     if up is None:
         return "", 0
     try:
-        s = receive_zip(up.getvalue(), uploads_dir(), LIMITS, resize)
+        s = receive_zip(up.getvalue(), uploads_dir(), LIMITS, resize, filename=up.name)
     except CapsvizError as e:
         st.error(str(e))
         return "", 0
     kind = "colour" if s.channels == 3 else "grey"
     st.markdown(
-        f"**{len(s.classes)} classes**, {sum(s.train_counts.values()):,} training and {sum(s.test_counts.values()):,} test images, "
+        f"**{short_name(s.spec)}**: **{len(s.classes)} classes**, {sum(s.train_counts.values()):,} training and {sum(s.test_counts.values()):,} test images, "
         f"{s.size}x{s.size} {kind}."
     )
     st.dataframe(

@@ -6,7 +6,7 @@ from capsviz.analysis.reproduction import is_paper_size, paper_error
 from capsviz.checkpoint import list_checkpoints, total_training, training_labels
 from capsviz.config import user_dataset
 from capsviz.data.user import short_name
-from capsviz.glossary import help_text
+from capsviz.glossary import class_words, help_text
 from capsviz.viz import squash_curve
 from pages.common import checkpoint_dir, checkpoints, public, require_router
 
@@ -69,7 +69,7 @@ for path, meta in found:
         routing = routing_words(c)
         family = FAMILIES.get(c.family, c.family)
         own = user_dataset(meta.image_dataset) is not None
-        decoder = f"yes: it can redraw the {'image' if own else 'digit'} from a capsule" if c.decodes else "no"
+        decoder = f"yes: it can redraw the {class_words(meta).shown} from a capsule" if c.decodes else "no"
         cols[0].markdown(f"**Family** {family}  \n**Routing** {routing}  \n**Decoder** {decoder}")
         total = total_training(meta)  # fine-tuned: the runs it adds up
         epochs, hardware = training_labels(total)

@@ -84,6 +84,23 @@ def test_every_page_opens_on_a_colour_model_with_its_class_names(app, page):
         assert "circle" in texts(app), page
 
 
+def test_the_tour_and_the_routing_page_call_a_colour_models_capsules_class_capsules(app):
+    open_page(app, "pages/tour.py")
+    said = []
+    while True:
+        said.append(app.get("progress")[0].proto.text + " " + texts(app))
+        if app.button(key="tour_next").disabled:
+            break
+        app.button(key="tour_next").click().run()
+        assert not app.exception, app.exception
+    said = " ".join(said)
+    assert len(said) > 2000 and "class capsule" in said and "The answer is the longest class capsule: **" in said
+    assert "digit capsule" not in said.lower() and "DigitCaps:" not in said and "redraws the digit" not in said
+    open_page(app, "pages/routing.py")
+    said = texts(app) + " " + " ".join(s.label for s in app.selectbox)
+    assert "Class capsule for the detailed map" in said and "digit" not in said.lower()
+
+
 def test_em_page_on_a_colour_matrix_model(app):
     open_page(app, "pages/em.py", MATRIX)
     assert "stripe" in texts(app)

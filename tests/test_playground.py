@@ -131,6 +131,15 @@ def test_glossary_gives_plain_words_for_every_symbol():
         glossary.term("coupling coefficient")
 
 
+def test_glossary_explains_what_the_efficient_capsnet_views_show():
+    prior = glossary.term("prior")
+    assert glossary.label("prior") == "b_ji (learned prior)" and glossary.term("learned prior") is prior
+    assert "s_j = sum_i (c_ij + b_ji) u_hat_j|i" in prior.explanation and "the same for" in prior.explanation
+    assert "sqrt(D)" in glossary.term("self_attention").explanation and "prior b_ji" in glossary.term("self_attention").explanation
+    assert "1 - e^-|s|" in glossary.term("efficient_squash").explanation
+    assert prior in glossary.entries("prior") and glossary.term("efficient_squash") in glossary.entries("Efficient-CapsNet")
+
+
 def test_attention_toy_is_self_attention_routing_worked_by_hand():
     """Two lower capsules, two upper: a_ij = u_hat_j|i . (u_hat_j|1 + u_hat_j|2) / sqrt(2), c_i = softmax_j a_i."""
     from capsviz.analysis.playground import attention_toy

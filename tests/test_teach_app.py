@@ -174,6 +174,8 @@ def test_the_matrix_tour_walks_every_step(app):
 
 
 def test_the_efficient_tour_walks_every_step_with_the_models_numbers(efficient_app):
+    from capsviz.glossary import help_text
+
     app = efficient_app
     app.run()
     app.sidebar.selectbox(key="model_pick").set_value("tiny-efficient.safetensors").run()
@@ -200,6 +202,10 @@ def test_the_efficient_tour_walks_every_step_with_the_models_numbers(efficient_a
             assert f"keep {tour.entropy.mean():.0%} of the uniform split's entropy" in said
             assert ("not near uniform" in said) == (not tour.near_uniform)
             assert "All of it is negative" in said
+            assert help_text("self_attention", "c", "prior", "u_hat") in [c.value for c in app.caption]  # the table's symbols
+            assert "b_ji (learned prior)" in " ".join(m.value for m in app.markdown)
+        if k == 3:
+            assert help_text("efficient_squash", "length", "pose") in [c.value for c in app.caption]
         if k == 6:
             assert f"**{W}** with length {tour.lengths[W]:.2f}" in " ".join(m.value for m in app.markdown)
         if app.button(key="tour_next").disabled:
@@ -215,6 +221,17 @@ def test_the_efficient_tour_walks_every_step_with_the_models_numbers(efficient_a
         "The decoder redraws the digit",
         "Does routing matter? This model in the routing lab",
     ]
+
+
+def test_the_routing_page_explains_the_prior_it_shows(efficient_app):
+    from capsviz.glossary import help_text
+
+    app = efficient_app
+    app.query_params["model"] = "tiny-efficient.safetensors"
+    app.switch_page("pages/routing.py").run()
+    assert not app.exception, app.exception
+    assert app.title[0].value == "Self-attention routing, in one pass"
+    assert help_text("self_attention", "c", "prior") in [c.value for c in app.caption]
 
 
 def test_the_tour_explains_a_cnn(app):

@@ -19,6 +19,7 @@ from capsviz.analysis.tour import (
     squashed,
 )
 from capsviz.config import preset
+from capsviz.glossary import CLASS_WORDS, DIGIT_WORDS, class_words
 from capsviz.models import build_model
 from capsviz.viz.animation import tour_em_frames, tour_routing_frames, tour_vote_frame
 
@@ -187,4 +188,27 @@ def test_efficient_steps():
         "reconstruction",
         "lab",
     ]
-    assert TOURS["self-attention"].follow is efficient_tour and TOURS["self-attention"].steps(1) == efficient_steps()
+    assert TOURS["self-attention"].follow is efficient_tour and TOURS["self-attention"].steps(1, DIGIT_WORDS) == efficient_steps()
+
+
+@pytest.mark.parametrize(
+    "dataset, digits",
+    [("mnist", True), ("multimnist", True), ("affnist", True), ("fashion-mnist", False), ("folder:/x/pets", False), ("npz:/a.npz", False)],
+)
+def test_the_class_capsules_are_digit_capsules_only_for_digits(dataset, digits):
+    words = class_words(dataset)
+    assert words.digits is digits and words.capsule == ("digit capsule" if digits else "class capsule")
+    assert words.capsules == words.capsule + "s"
+
+    class Meta:  # what pages pass: a checkpoint's metadata
+        image_dataset = dataset
+
+    assert class_words(Meta()) is words
+
+
+def test_step_titles_follow_the_models_words():
+    for steps in (capsnet_steps(3, CLASS_WORDS), efficient_steps(CLASS_WORDS), TOURS["dynamic"].steps(2, CLASS_WORDS)):
+        titles = " ".join(s.title for s in steps)
+        assert "digit" not in titles.lower() and "DigitCaps" not in titles
+    assert "DigitCaps: lengths are the answer" in [s.title for s in capsnet_steps(3)]  # the paper's layer, for digits
+    assert [s.key for s in TOURS["em"].steps(2, CLASS_WORDS)] == [s.key for s in matrix_steps(2)]

@@ -17,8 +17,8 @@ from capsviz.cli import main
 from capsviz.config import TrainRun
 from capsviz.data import load_split
 from capsviz.data.idx import read_idx
-from capsviz.data.upload import ZipLimits, receive_zip
-from capsviz.data.user import load_user
+from capsviz.data.upload import MAX_NAME, ZipLimits, name_file, receive_zip
+from capsviz.data.user import load_user, short_name
 from capsviz.errors import CapsvizError
 from capsviz.estimate import GiB, estimate, for_preset, refusal
 from capsviz.models import build_model
@@ -215,6 +215,50 @@ def test_a_good_zip_is_summed_up(tmp_path):
     assert s.skipped == {"unreadable": 1, "not in a class folder": 1, "hidden": 1}
     assert len(s.samples) == 4 and s.samples[0][1].shape == (8, 8, 3)
     assert receive_zip(make_zip(members), tmp_path / "up").skipped == s.skipped  # unpacked once, read again
+
+
+def pets_zip() -> bytes:
+    return make_zip({f"{c}/{i}.png": png(col) for c, col in (("cat", (255, 0, 0)), ("dog", (0, 0, 255))) for i in range(3)})
+
+
+def test_an_uploaded_zip_is_shown_by_its_file_name(tmp_path):
+    s = receive_zip(pets_zip(), tmp_path / "up", filename="shapes.zip")
+    folder = Path(s.spec.removeprefix("folder:"))
+    assert short_name(s.spec) == "shapes" and name_file(folder).parent == tmp_path / "up"
+    assert receive_zip(pets_zip(), tmp_path / "up", filename="other.zip").spec == s.spec
+    assert short_name(s.spec) == "shapes"  # the same zip again keeps the name its models were trained under
+    assert short_name(f"folder:{tmp_path / 'photos'}") == "folder:photos"  # a folder of one's own, as before
+    assert short_name("mnist") == "mnist"
+
+
+@pytest.mark.parametrize(
+    "filename",
+    [
+        "",
+        ".zip",
+        "../../etc/passwd",
+        "C:\\Users\\me\\",
+        "a\x00b\x1b[31m\nc.zip",
+        "x" * 5000 + ".zip",
+        "\u202e\t .zip",
+        "[a](javascript:x).zip",
+    ],
+)
+def test_an_odd_zip_file_name_gives_a_clean_name(tmp_path, filename):
+    s = receive_zip(pets_zip(), tmp_path / "up", filename=filename)
+    name = short_name(s.spec)
+    assert name and name.isprintable() and len(name) <= MAX_NAME and "/" not in name and "\\" not in name
+    assert not any(ch in name for ch in "[]<>`$")
+    assert sorted(p.name for p in (tmp_path / "up").iterdir()) == sorted([Path(s.spec).name, Path(s.spec).name + ".name"])
+
+
+def test_a_tampered_name_file_is_cleaned_again(tmp_path):
+    s = receive_zip(pets_zip(), tmp_path / "up", filename="pets.zip")
+    name_file(Path(s.spec.removeprefix("folder:"))).write_bytes(b"../\xff\x1b]evil\n" + b"y" * 10_000)
+    name = short_name(s.spec)
+    assert name.isprintable() and len(name) <= MAX_NAME and "/" not in name
+    name_file(Path(s.spec.removeprefix("folder:"))).write_bytes(b"")
+    assert short_name(s.spec) == f"folder:{Path(s.spec).name}"  # nothing usable: the folder's own name
 
 
 @pytest.mark.parametrize("name", ["../evil/x.png", "/etc/x.png", "a/../../x.png", "C:/x.png", "a\\..\\..\\x.png"])

@@ -16,6 +16,7 @@ import torch
 
 from capsviz.analysis import as_batch, coupling_entropy
 from capsviz.analysis.lab import NEAR_UNIFORM
+from capsviz.glossary import DIGIT_WORDS, ClassWords
 from capsviz.routing import dynamic_routing_ji, efficient_squash, squash
 
 SHOWN = 6  # primary capsules followed by name through routing: few enough to read their numbers
@@ -28,15 +29,16 @@ class Step:
     title: str
 
 
-def capsnet_steps(iterations: int) -> list[Step]:
+def capsnet_steps(iterations: int, words: ClassWords = DIGIT_WORDS) -> list[Step]:
+    """`words`: the model's (capsviz.glossary.class_words): digit capsules only for digits."""
     return [
         Step("input", "The input"),
         Step("conv1", "Conv1: local features"),
         Step("primary", "PrimaryCaps: vectors on a 6x6 grid"),
-        Step("predictions", "Predictions u_hat for every digit capsule"),
+        Step("predictions", f"Predictions u_hat for every {words.capsule}"),
         *[Step(f"iteration{t + 1}", f"Routing, iteration {t + 1} of {iterations}") for t in range(iterations)],
-        Step("lengths", "DigitCaps: lengths are the answer"),
-        Step("reconstruction", "The decoder redraws the digit"),
+        Step("lengths", f"{'DigitCaps' if words.digits else 'Class capsules'}: lengths are the answer"),
+        Step("reconstruction", f"The decoder redraws the {words.shown}"),
         Step("lab", "Does routing matter? This model in the routing lab"),
     ]
 
@@ -51,7 +53,7 @@ def matrix_steps(iterations: int) -> list[Step]:
     ]
 
 
-def efficient_steps() -> list[Step]:
+def efficient_steps(words: ClassWords = DIGIT_WORDS) -> list[Step]:
     return [
         Step("input", "The input"),
         Step("convs", "Four convolutions: local features"),
@@ -59,7 +61,7 @@ def efficient_steps() -> list[Step]:
         Step("predictions", "Predictions u_hat for every class capsule"),
         Step("routing", "Self-attention routing, in one pass"),
         Step("lengths", "Class capsules: lengths are the answer"),
-        Step("reconstruction", "The decoder redraws the digit"),
+        Step("reconstruction", f"The decoder redraws the {words.shown}"),
         Step("lab", "Does routing matter? This model in the routing lab"),
     ]
 
@@ -397,11 +399,11 @@ class Tour:
     """How to follow an image through one kind of routing: the walk and its steps."""
 
     follow: Callable[..., CapsNetTour | MatrixTour | EfficientTour]
-    steps: Callable[[int], list[Step]]  # from the tour's number of routing iterations
+    steps: Callable[[int, ClassWords], list[Step]]  # from the tour's routing iterations and the model's words
 
 
 TOURS = {  # by ModelConfig.routing
     "dynamic": Tour(capsnet_tour, capsnet_steps),
-    "em": Tour(matrix_tour, matrix_steps),
-    "self-attention": Tour(efficient_tour, lambda _: efficient_steps()),  # one pass: no iterations to count
+    "em": Tour(matrix_tour, lambda iterations, _words: matrix_steps(iterations)),  # class capsules for every dataset
+    "self-attention": Tour(efficient_tour, lambda _, words: efficient_steps(words)),  # one pass: no iterations to count
 }

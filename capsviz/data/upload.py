@@ -7,12 +7,15 @@ reading, so a header that lies cannot expand past the limits. No member may name
 the folder (absolute, `..`, a drive, a symbolic link): such a zip is refused whole. Only files
 that decode as pictures are written, under names capsviz makes; anything else is skipped and
 counted. The folder is then read as `folder:PATH` (capsviz.data.user), exactly as the CLI reads it.
+The zip's file name, cleaned to printable text, is kept beside the folder (`<digest>.name`) as the
+name the pages show for the dataset; it is only ever displayed, never used as a path.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
 import shutil
 import stat
 import struct
@@ -24,11 +27,15 @@ from pathlib import Path
 
 import numpy as np
 
+from capsviz.config import DATASETS
 from capsviz.data.user import IMAGE_SUFFIXES, MAX_PICTURE_PIXELS, UserData, load_user
 from capsviz.errors import CapsvizError
 
 MiB = 2**20
 READ_CHUNK = MiB
+MAX_NAME = 60  # characters of an upload's display name: a sidebar entry, not a paragraph
+NAME_SUFFIX = ".name"  # the display name's file beside the unpacked folder: <digest>.name
+MARKUP = frozenset("[]<>`*$|")  # characters of a display name that the pages' Markdown would act on
 
 
 @dataclass(frozen=True)
@@ -161,9 +168,60 @@ def _safe_class(name: str) -> str:
     return "".join(ch for ch in name if ch.isprintable()).strip()[:100]
 
 
-def receive_zip(data: bytes, uploads: Path, limits: ZipLimits = ZipLimits(), resize: int | None = None) -> UploadSummary:
+def clean_name(filename: str, fallback: str) -> str:
+    """The name a user knows an upload by: its file name's last part without ".zip", printable
+    characters only, none that Markdown would read as a link, code or formula, at most MAX_NAME of
+    them; `fallback` when nothing usable is left. A built-in dataset's name gets " (upload)", so
+    "mnist.zip" is never taken for MNIST. Every session's zoo shows it, so it is plain text."""
+    base = str(filename).replace("\\", "/").rsplit("/", 1)[-1]
+    if base.lower().endswith(".zip"):
+        base = base[:-4]
+    kept = "".join(ch if ch.isprintable() and ch not in MARKUP else " " for ch in base)
+    name = " ".join(kept.split())[:MAX_NAME].strip()
+    if not name.strip("."):
+        return fallback
+    return f"{name} (upload)" if name.lower() in DATASETS else name
+
+
+def name_file(folder: Path) -> Path:
+    """Where an unpacked upload's display name is kept: beside its folder, <digest>.name."""
+    return folder.with_name(folder.name + NAME_SUFFIX)
+
+
+def recorded_name(folder: Path) -> str | None:
+    """The display name recorded for an unpacked upload, cleaned again on reading (the file is
+    text on disk, trusted no more than the browser that sent it); None when there is none."""
+    folder = Path(folder)
+    if len(folder.name) != 16 or any(ch not in "0123456789abcdef" for ch in folder.name):
+        return None  # only folders receive_zip made, named by digest, have a name beside them
+    try:
+        with name_file(folder).open("rb") as f:
+            text = f.read(4 * MAX_NAME).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    return clean_name(text, "") or None
+
+
+def _record_name(folder: Path, filename: str) -> None:
+    """Keep the first name a zip was uploaded under (a model trained on it keeps its dataset's
+    name when the same zip comes again as another file); written whole or not at all."""
+    target = name_file(folder)
+    if target.is_file():
+        return
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        tmp.write_text(clean_name(filename, f"upload {folder.name[:8]}"), encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError:  # a name is a nicety: the pages then show the folder's digest
+        tmp.unlink(missing_ok=True)
+
+
+def receive_zip(
+    data: bytes, uploads: Path, limits: ZipLimits = ZipLimits(), resize: int | None = None, filename: str = ""
+) -> UploadSummary:
     """Check and unpack an uploaded zip into `uploads`/<its digest>/ (the same zip again reuses
-    it) and sum it up. Raises CapsvizError for a zip refused whole; skips and counts the rest."""
+    it) and sum it up; `filename`, the zip's name in the browser, becomes the dataset's display
+    name (`clean_name`). Raises CapsvizError for a zip refused whole; skips and counts the rest."""
     if len(data) > limits.compressed:
         raise CapsvizError(f"the zip is {len(data) / MiB:,.0f} MiB; at most {limits.compressed / MiB:,.0f} MiB can be uploaded")
     n = entry_count(data)
@@ -175,6 +233,7 @@ def receive_zip(data: bytes, uploads: Path, limits: ZipLimits = ZipLimits(), res
         skipped = _unpack(data, dest, limits)
     else:
         skipped.update(_read_skipped(dest))
+    _record_name(dest, filename)
     return summarize(load_user(f"folder:{dest}", resize), skipped)
 
 

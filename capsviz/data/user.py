@@ -68,9 +68,15 @@ def summary_line(data: UserData) -> str:
 
 
 def short_name(spec: str) -> str:
-    """ "folder:photos" for "folder:/home/me/photos": what titles and metrics say of a dataset."""
+    """ "folder:photos" for "folder:/home/me/photos", and for a zip uploaded on the Train page the
+    name it was uploaded under ("shapes" for shapes.zip): what titles and metrics say of a dataset."""
     user = user_dataset(spec)
-    return f"{user[0]}:{Path(user[1]).name}" if user else spec
+    if not user:
+        return spec
+    from capsviz.data.upload import recorded_name  # upload.py reads datasets through this module
+
+    folder = Path(user[1])
+    return (user[0] == "folder" and recorded_name(folder)) or f"{user[0]}:{folder.name}"
 
 
 def load_user(spec: str, resize: int | None = None) -> UserData:

@@ -62,15 +62,16 @@ def _limit(*arrays: np.ndarray) -> float:
     return 1.15 * max(float(np.abs(a).max()) for a in arrays)
 
 
-def tour_routing_frames(tour: CapsNetTour, names, only: int | None = None) -> list[Image.Image]:
+def tour_routing_frames(tour: CapsNetTour, names, only: int | None = None, capsule: str = "digit capsule") -> list[Image.Image]:
     """The tour's routing iterations: the winner's and the runner-up's panels, with the shown
-    primary capsules' predictions in each digit capsule's plane (its first axis is the final v_j,
+    primary capsules' predictions in each class capsule's plane (its first axis is the final v_j,
     so the agreement u_hat . v reads off the x axis). `only`: just that iteration's frame (a page
-    shows one; the GIF takes them all)."""
+    shows one; the GIF takes them all); `capsule`: what the model's class capsules are called
+    (capsviz.glossary.class_words)."""
     pair = [tour.winner, tour.runner_up]
     preds = tour.pred2d[pair].transpose(1, 0, 2)  # (SHOWN, 2, 2)
     limit = _limit(preds, tour.v2d[:, pair])
-    uppers = [f"digit capsule {names[j]}" for j in pair]
+    uppers = [f"{capsule} {names[j]}" for j in pair]
     frames = []
     for t in range(tour.iterations) if only is None else [only]:
         c = tour.c[t][tour.shown][:, pair]  # (SHOWN, 2)
@@ -84,7 +85,7 @@ def tour_routing_frames(tour: CapsNetTour, names, only: int | None = None) -> li
                 [f"{k + 1}: {n}" for k, n in enumerate(tour.shown_names)],
                 limit,
                 uppers,
-                f"coupling c to {names[pair[0]]} (blue) and {names[pair[1]]} (orange); the other digit capsules take the rest",
+                f"coupling c to {names[pair[0]]} (blue) and {names[pair[1]]} (orange); the other {capsule}s take the rest",
             )
         )
     return frames
@@ -136,10 +137,12 @@ def tour_vote_frame(tour: MatrixTour, names) -> Image.Image:
     )
 
 
-def coupling_frames(c_maps: np.ndarray, image: np.ndarray, names: list[str], only: int | None = None) -> list[Image.Image]:
+def coupling_frames(
+    c_maps: np.ndarray, image: np.ndarray, names: list[str], only: int | None = None, capsule: str = "digit capsule"
+) -> list[Image.Image]:
     """Dynamic routing on a trained model, for slides: (T, J, G, G) coupling maps, one frame per
-    iteration with each digit capsule's map over the input. One colour scale for every frame, so
-    what changes from frame to frame is the couplings, not the scale."""
+    iteration with each class capsule's map over the input (`capsule`: what the model calls them).
+    One colour scale for every frame, so what changes from frame to frame is the couplings, not the scale."""
     T, J = c_maps.shape[:2]
     lo, hi = float(c_maps.min()), float(c_maps.max())
     frames = []
@@ -147,7 +150,7 @@ def coupling_frames(c_maps: np.ndarray, image: np.ndarray, names: list[str], onl
         tiles = [overlay(image, c_maps[t, j], scale=3, lo=lo, hi=hi) for j in range(J)]
         w, h = tiles[0].size
         img, draw = _canvas(J * (w + 6) + 10, h + 70)
-        draw.text((10, 8), f"Iteration {t + 1} of {T}: coupling c to each digit capsule over the input", fill=INK, font=font(16))
+        draw.text((10, 8), f"Iteration {t + 1} of {T}: coupling c to each {capsule} over the input", fill=INK, font=font(16))
         draw.text(
             (10, 30),
             f"red: a larger share of the vote; one scale for every iteration, c from {lo:.3f} to {hi:.3f}",

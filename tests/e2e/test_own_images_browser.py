@@ -99,7 +99,7 @@ def test_a_zip_of_colour_pictures_is_trained_on_and_explored_from_the_browser(pa
         page.goto(own_server["url"] + f"/{where}?model=shapes.safetensors&step=8")
         wait_for_app_run(page)
         if where == "tour":  # the lengths step: the answer named in words
-            expect(page.get_by_text(re.compile(r"The answer is the longest digit capsule: (circle|square|stripes)"))).to_be_visible()
+            expect(page.get_by_text(re.compile(r"The answer is the longest class capsule: (circle|square|stripes)"))).to_be_visible()
         else:
             expect(page.get_by_text(re.compile("circle|square|stripes")).first).to_be_visible()
         shot(page, shots, f"own_images_{where}")
