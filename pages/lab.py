@@ -129,7 +129,7 @@ table = [
 st.dataframe(table, hide_index=True, width="stretch")
 first = rows[0]
 st.caption(
-    f"Test error on the first {first.n_test:,} test images; shifted and turned digits (each moved up to {lab.SHIFT_PX} px and "
+    f"Test error on the first {first.n_test:,} test images; shifted and turned images (each moved up to {lab.SHIFT_PX} px and "
     f"turned up to {lab.ROTATE_DEG}°, the same draw for every model), FGSM and MultiMNIST pairs on {first.n_images:,} images; "
     f"couplings averaged over {lab.COUPLING_IMAGES} images (entropy 100% = the uniform split 1/J; c to predicted class "
     f"{1 / first.classes:.2f} = uniform with {first.classes} classes). ± chance: two standard errors of one error rate, what the test images alone can move it. "
@@ -145,7 +145,7 @@ band = {rt: [lab.spread(by[m, rt].test_error, by[m, rt].n_test) if (m, rt) in by
 c = st.columns(2)
 c[0].plotly_chart(grouped_bars(models_in, err, "Test error (lower is better), ± two standard errors", "test error %", band), key="lab_err")
 acc = {rt: [by[m, rt].shifted_accuracy if (m, rt) in by else None for m in models_in] for rt in routings}
-c[1].plotly_chart(grouped_bars(models_in, acc, "Accuracy on shifted and turned digits", "accuracy %"), key="lab_shift")
+c[1].plotly_chart(grouped_bars(models_in, acc, "Accuracy on shifted and turned images", "accuracy %"), key="lab_shift")
 c = st.columns(2)
 fg = {rt: [by[m, rt].fgsm_accuracy if (m, rt) in by else None for m in models_in] for rt in routings}
 c[0].plotly_chart(grouped_bars(models_in, fg, f"Accuracy under FGSM, epsilon {epsilon:g}", "accuracy %"), key="lab_fgsm")

@@ -171,7 +171,7 @@ with tab_affine:
         )
         if sweep is not None:
             st.plotly_chart(
-                sweep_lines(strengths, sweep, f"Accuracy on {n} transformed test digits", "transform strength", "accuracy %"),
+                sweep_lines(strengths, sweep, f"Accuracy on {n} transformed test images", "transform strength", "accuracy %"),
                 key="aff_sweep",
             )
             for line in describe_comparison(sweep, strengths, path.stem, "strength"):

@@ -191,7 +191,7 @@ if routing == "dynamic":
             say(
                 f"Each primary capsule multiplies its vector by a learned matrix {label('W')} once per {words.capsule}: "
                 f"{tour.c.shape[1]} x {len(names)} predictions {label('u_hat')} (Eq. 2), each a 16-number guess of what {words.thing} j's capsule should be:",
-                f"'if I am this {'piece of stroke' if words.digits else 'part'}, a {names[W]} would sit here and look like this'.",
+                f"'if I am this {'piece of stroke' if words.digits else 'part'}, {'an' if str(names[W])[:1].lower() in tuple('aeiou') else 'a'} {names[W]} would sit here and look like this'.",
                 f"A long prediction is a confident one; the table shows that one capsule can predict several {words.things} loudly.",
                 f"Routing now decides how much of each prediction reaches each {words.capsule}: predictions that agree with each other should win.",
             )
