@@ -1,0 +1,194 @@
+"""Two browser sessions on one server run the same cached model with different routing iterations
+at the same time (the Routing page's "Routing iterations at inference"): each sees what its setting
+shows when run alone, and the shared model is left as it was for everyone after them.
+
+The model is a tiny CapsNet whose capsule weights are scaled up so that routing visibly moves
+its couplings and lengths (the fixture's untrained tiny models print 0.000 and 2.303 for every
+iteration count). The pages cache traces per image and iteration count (st.cache_data), so the
+references "run alone" come from a second server process that never saw the concurrent runs, and
+the check after them also routes an image that the shared server has not routed yet. (Checked by
+hand: a page that scales the shared model's weights during its 10-iteration run fails this test.)"""
+
+import re
+import time
+
+import pytest
+import torch
+from playwright.sync_api import expect
+from st_helpers import start_streamlit, stop_streamlit, wait_for_app_run
+
+from capsviz import checkpoint as ckpt
+from capsviz.config import preset
+from capsviz.models import build_model
+
+pytestmark = pytest.mark.e2e
+
+NAME = "loud-capsnet.safetensors"
+DEFAULT_T = 3  # the preset's routing iterations: what a link without ?iterations= runs
+
+
+def loud_capsnet(path):
+    """A capsnet-small whose prediction weights are 100x their initial size: its couplings move."""
+    torch.manual_seed(0)
+    model = build_model(preset("capsnet-small", conv1_channels=16, primary_types=4))
+    assert model.config.routing_iterations == DEFAULT_T
+    with torch.no_grad():
+        model.digits.W.mul_(100)
+    ckpt.save_checkpoint(path, model, {"dataset": "mnist", "metrics": {"test_error": 50.0, "n_test": 100, "how": "fixture"}})
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory, synthetic_root):
+    """'shared': the server whose cached model two sessions use at once; 'alone': a second process
+    (its own caches) that gives each setting's figures with one session at a time."""
+    folder = tmp_path_factory.mktemp("loud-checkpoints")
+    loud_capsnet(folder / NAME)
+    started = {}
+    try:
+        for name in ("shared", "alone"):
+            env = {
+                "CAPSVIZ_CHECKPOINTS": str(folder),
+                "CAPSVIZ_DATA_DIR": str(synthetic_root),
+                "XDG_CACHE_HOME": str(tmp_path_factory.mktemp(f"cache-{name}")),
+            }
+            log = tmp_path_factory.mktemp(f"streamlit-{name}") / "server.log"
+            proc, url = start_streamlit(env, log)
+            started[name] = (proc, url, log)
+        yield {name: {"url": url, "log": log} for name, (_, url, log) in started.items()}
+    finally:
+        codes = {name: stop_streamlit(proc) for name, (proc, _, _) in started.items()}
+    for name, (_, _, log) in started.items():
+        assert codes[name] == 0, log.read_text()[-2000:]
+
+
+@pytest.fixture
+def new_page(browser):
+    """Pages, each in a browser context of its own: separate cookies, so separate Streamlit sessions."""
+    contexts = []
+
+    def make():
+        ctx = browser.new_context(viewport={"width": 1400, "height": 2400})
+        contexts.append(ctx)
+        pg = ctx.new_page()
+        pg.set_default_timeout(60_000)
+        pg.errors = []
+        pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+        return pg
+
+    yield make
+    for ctx in contexts:
+        ctx.close()
+
+
+def link(url, image, iterations=None):
+    return f"{url}/routing?model={NAME}&image={image}" + ("" if iterations is None else f"&iterations={iterations}")
+
+
+def figures(page):
+    """What the Routing page prints about its image routed with its iterations T: the prediction,
+    the winner's length after iteration 1 and T, and the couplings' mean entropy at 1 and T."""
+    caption = page.get_by_test_id("stImageCaption").filter(has_text=re.compile(r"^input \(label"))
+    lengths = page.get_by_test_id("stCaptionContainer").filter(has_text="A digit capsule's length is")
+    entropy = page.get_by_test_id("stCaptionContainer").filter(has_text="Entropy measures how evenly")
+    for part in (caption, lengths, entropy):
+        expect(part).to_have_count(1)
+    return caption.inner_text(), lengths.inner_text(), entropy.inner_text()
+
+
+def go(page, url, image, T=None):
+    """Open the Routing page without waiting for it: several pages can load at once."""
+    page.goto(link(url, image, T), wait_until="commit")
+
+
+def read(page, T=None):
+    """The figures of a page opened with `go`, once its script run has finished."""
+    wait_for_app_run(page)
+    expect(page.get_by_role("heading", name="Dynamic routing, iteration by iteration")).to_be_visible()
+    if T is not None:
+        expect(page).to_have_url(re.compile(rf"iterations={T}(&|$)"))
+    return figures(page)
+
+
+def open_alone(page, url, image, T=None):
+    go(page, url, image, T)
+    return read(page, T)
+
+
+WATCH_RUNS = """() => {  // every script state the app passes through, with the time (one clock for all pages)
+  window.runs = [];
+  const app = document.querySelector("[data-testid='stApp']");
+  new MutationObserver((records) => {  // one callback may carry several changes: each record has the state it left
+    const now = Date.now();
+    for (const r of records) window.runs.push([r.oldValue, now]);
+    window.runs.push([app.getAttribute('data-test-script-state'), now]);
+  }).observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']});
+}"""
+RUN_DONE = "() => { const i = runs.findIndex(r => r[0] === 'running'); return i >= 0 && runs.slice(i).some(r => r[0] === 'notRunning'); }"
+
+
+def run_span(page):
+    """(start, end) in ms of the first script run since WATCH_RUNS."""
+    runs = page.evaluate("runs")
+    i = next(k for k, r in enumerate(runs) if r[0] == "running")
+    return runs[i][1], next(t for s, t in runs[i:] if s == "notRunning")
+
+
+def no_exceptions(page):
+    assert page.get_by_test_id("stException").count() == 0
+    assert not page.errors, page.errors
+
+
+def test_two_sessions_route_one_cached_model_differently_at_once(servers, new_page):
+    shared, alone = servers["shared"]["url"], servers["alone"]["url"]
+    t0 = time.perf_counter()
+
+    # before: a session on the shared server with the model's default (3 iterations), and the same on the
+    # server of its own (both servers' first page at once: their first runs are the slow ones)
+    before, ref = new_page(), new_page()
+    go(before, shared, 5)
+    go(ref, alone, 5)
+    want = {DEFAULT_T: read(ref)}
+    assert read(before) == want[DEFAULT_T]
+    # one session at a time, on the server of its own: what each setting shows when run alone; image 6 (for
+    # the check after) first, so that a model changed by its own runs with other iterations could not match
+    want_image_6 = open_alone(ref, alone, 6)
+    for T in (1, 10):
+        want[T] = open_alone(ref, alone, 5, T)
+    assert len(set(want.values())) == 3, want  # the figures depend on the iterations
+    assert "with one iteration nothing is shifted" in want[1][1] and "routing makes the votes more decided" in want[10][2], want
+
+    # two sessions open the page on the shared server, then move the slider at the same moment: one to 1 iteration, one to 10
+    a, b = new_page(), new_page()
+    for pg in (a, b):
+        go(pg, shared, 5)
+    for pg in (a, b):
+        assert read(pg) == want[DEFAULT_T]
+        pg.evaluate(WATCH_RUNS)
+        pg.get_by_role("slider", name="Routing iterations at inference").focus()
+    a.keyboard.press("Home")
+    b.keyboard.press("End")
+    for pg, T in ((a, 1), (b, 10)):
+        expect(pg).to_have_url(re.compile(rf"iterations={T}(&|$)"))  # written at the start of the rerun
+        pg.wait_for_function(RUN_DONE)
+        wait_for_app_run(pg)
+    (a0, a1), (b0, b1) = run_span(a), run_span(b)
+    print(f"the two reruns: A {a1 - a0} ms, B {b1 - b0} ms, at once for {min(a1, b1) - max(a0, b0)} ms")
+    assert a0 < b1 and b0 < a1, f"the two reruns did not overlap: A {a0}-{a1}, B {b0}-{b1}"
+    got_a, got_b = figures(a), figures(b)
+    assert got_a == want[1]
+    assert got_b == want[10]
+    assert got_a != got_b
+
+    # after: fresh sessions with the default see the model as before; the page caches its traces per image
+    # and iterations, so an image this server has not routed yet shows that the model itself is unchanged
+    after = new_page()
+    assert open_alone(after, shared, 5) == want[DEFAULT_T]
+    assert open_alone(after, shared, 6) == want_image_6
+
+    for pg in (before, ref, a, b, after):
+        no_exceptions(pg)
+    for name in ("shared", "alone"):
+        log = servers[name]["log"].read_text()
+        assert "Traceback" not in log and "Error" not in log, log[-3000:]
+        assert log.count(f"capsviz: loaded model {NAME}") == 1, log[-3000:]  # loaded once, shared by every session
+    print(f"two sessions routing one model at once: {time.perf_counter() - t0:.1f} s")
