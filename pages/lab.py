@@ -152,7 +152,9 @@ c[0].plotly_chart(grouped_bars(models_in, fg, f"Accuracy under FGSM, epsilon {ep
 ent = {rt: [100 * by[m, rt].entropy_ratio if (m, rt) in by else None for m in models_in] for rt in routings}
 c[1].plotly_chart(grouped_bars(models_in, ent, "Coupling entropy, % of uniform (100 = no routing)", "%"), key="lab_entropy")
 
-studies = [st_ for st_ in lab.stored_studies() if st_.preset_and_data in {lab.preset_and_data(fitting[n][1]) for n in chosen}]
+shown = {lab.preset_and_data(fitting[n][1]) for n in chosen}
+found = lab.stored_studies() + lab.studies_in(m for _, m in fitting.values())
+studies = list({st_.architecture: st_ for st_ in found if st_.preset_and_data in shown}.values())
 st.subheader("What these numbers show")
 for line in lab.sentences(rows, studies):
     st.markdown("- " + line)

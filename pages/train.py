@@ -13,7 +13,8 @@ import torch
 
 from capsviz import checkpoint as ckpt
 from capsviz import jobs
-from capsviz.config import DATASETS, MAX_SIZE, PRESETS
+from capsviz.analysis import lab
+from capsviz.config import COUPLINGS, DATASETS, MAX_SIZE, PRESETS
 from capsviz.data.upload import ZipLimits, receive_zip, uploads_dir
 from capsviz.data.user import short_name
 from capsviz.errors import CapsvizError
@@ -96,6 +97,16 @@ with st.container(border=True):
     epochs = c2.number_input("Epochs", 1, 200, 1, key="t_epochs")
     batch = c2.number_input("Batch size", 1, 1024, 128, key="t_batch")
     iters = c2.number_input("Routing iterations", 1, 10, 3, key="t_iters", help=help_text("iteration"))
+    couplings = None
+    if "couplings" in PRESETS[model].run_options:
+        couplings = c2.selectbox(
+            "Couplings while training",
+            COUPLINGS,
+            format_func=lab.LAB_ROUTINGS.get,
+            key="t_couplings",
+            help="How DigitCaps' couplings are made during training: the routing lab compares models trained each way. "
+            + help_text("uniform", "random_couplings", "self_attention"),
+        )
     decay = c2.number_input(
         "Learning-rate decay: x0.96 every N steps",
         10,
@@ -107,6 +118,15 @@ with st.container(border=True):
         "the default 0.45-0.5% (RESULTS.md)",
     )
     limit = c3.number_input("Training images (0 = all)", 0, 60000, 0, step=1000, key="t_limit")
+    seed = c3.number_input(
+        "Seed",
+        0,
+        1_000_000,
+        0,
+        key="t_seed",
+        help="The starting weights, the order of the images and the augmentation. Train one model with several seeds to see "
+        "how much of a difference is luck: the routing lab shows the spread when every routing has the same seeds.",
+    )
     recon = c3.checkbox("Reconstruction loss (CapsNet)", True, key="t_recon", help=help_text("reconstruction"))
     precision = c3.selectbox(
         "Precision", ["fp32", "bf16"], key="t_precision", help="bf16 uses AMX on recent Intel CPUs and tensor cores on GPUs"
@@ -138,6 +158,8 @@ run = TrainRun(
     epochs=int(epochs),
     batch_size=int(batch),
     routing_iterations=int(iters) if PRESETS[model].routing else None,
+    couplings=None if couplings in (None, "dynamic") else couplings,
+    seed=int(seed),
     reconstruction=recon if "reconstruction" in PRESETS[model].run_options else None,
     precision=precision,
     decay_steps=int(decay),
@@ -175,6 +197,8 @@ st.caption(
     + (f" --resize {resize}" if resize else "")
     + (f" --routing-iterations {iters}" if run.routing_iterations else "")
     + (" --no-reconstruction" if run.reconstruction is False else "")
+    + (f" --couplings {run.couplings}" if run.couplings else "")
+    + (f" --seed {run.seed}" if run.seed else "")
     + (f" --precision {precision}" if precision != "fp32" else "")
     + f" --decay-steps {decay}"
     + (f" --train-limit {limit}" if limit else "")

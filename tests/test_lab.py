@@ -187,6 +187,15 @@ def test_a_seed_study_groups_errors_by_routing_in_seed_order_and_refuses_mixed_r
         lab.seed_study([meta_of("dynamic", 0, 1.0), meta_of("dynamic", 1, 1.0, n_test=500)])
 
 
+def test_a_model_folder_with_every_routing_trained_from_the_same_seeds_holds_a_study():
+    one_seed = [meta_of("dynamic", 0, 0.55, epochs=12), meta_of("uniform", 0, 0.57, epochs=12), meta_of("random", 0, 0.63, epochs=12)]
+    assert lab.studies_in(one_seed) == []  # the shipped models: one seed each, no study
+    two = [meta_of(c, s, 1.0 + s / 10) for c in ("dynamic", "uniform") for s in (0, 1)]
+    (study,) = lab.studies_in(one_seed + two)
+    assert study.errors == {"dynamic": [1.0, 1.1], "uniform": [1.0, 1.1]} and "3 epochs" in study.architecture
+    assert lab.studies_in(two[:3]) == []  # uniform with one seed only: not a study
+
+
 def test_seed_sentences_compare_routings_against_the_spread_the_seeds_give():
     close = lab.SeedStudy("capsnet-small on mnist, 3 epochs", (0, 1, 2), {"dynamic": [0.9, 1.0, 1.1], "uniform": [1.0, 1.1, 0.9]}, 10_000)
     text = " ".join(lab.seed_sentences(close))

@@ -16,7 +16,7 @@ SHIPPED = sorted(SHIPPED_DIR.glob("*.safetensors"))
 
 def test_there_is_a_shipped_model():
     assert SHIPPED, "checkpoints/ must ship at least one model so a newcomer can explore at once"
-    assert sum(p.stat().st_size for p in SHIPPED) < 100e6
+    assert sum(p.stat().st_size for p in SHIPPED) < 120e6  # a clone stays quick: every model in float16, together under 120 MB
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])

@@ -238,3 +238,22 @@ def test_the_page_estimates_memory_before_start_and_times_an_epoch_on_request(ap
     line = next(c.value for c in app.caption if c.value.startswith("estimate: about"))
     assert re.search(r"about [\d.]+ (s|min|h) per epoch of [\d,]+ images", line), line
     assert not [b for b in app.button if b.key == "t_time"]
+
+
+def test_a_capsnet_trained_from_the_page_with_other_couplings_and_a_seed_records_both(app, queue):
+    """The routing lab compares models trained with each routing and seed: the page trains them."""
+    app.switch_page("pages/train.py").run()
+    fill(app, name="rand-seed2", **{**QUICK, "model": "capsnet-small"})
+    app.run()
+    app.selectbox(key="t_couplings").set_value("random")
+    app.number_input(key="t_seed").set_value(2)
+    app.run()
+    assert "--couplings random --seed 2" in " ".join(texts(app, "caption"))
+    app.button(key="start_training").click().run()
+    assert not app.exception, app.exception
+    snap = jobs.wait(own_job(queue, app), 120)
+    assert snap.state == "finished", snap
+    meta = ckpt.read_meta(app.folder / "rand-seed2.safetensors")
+    assert meta.config.couplings == "random" and meta.run["seed"] == 2
+    app.selectbox(key="t_model").set_value("cnn-small").run()
+    assert not [s for s in app.selectbox if s.key == "t_couplings"]  # a CNN has no couplings to choose

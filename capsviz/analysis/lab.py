@@ -447,6 +447,22 @@ def seed_study(metas) -> SeedStudy:
 MAX_HARDWARE = 200
 
 
+def studies_in(metas) -> list[SeedStudy]:
+    """The seed studies a model folder holds: models of one preset, data and schedule trained with
+    the same seeds for every routing they were trained with (trained from the Train page, say)."""
+    groups: dict[str, list] = {}
+    for m in metas:
+        if m.metrics.test_error is not None and "seed" in (m.run or {}):
+            groups.setdefault(architecture(m, seed=False), []).append(m)
+    found = []
+    for group in groups.values():
+        try:
+            found.append(seed_study(group))
+        except ValueError:  # one seed, or routings with different seeds: not a study
+            continue
+    return found
+
+
 def seeds_key(study: SeedStudy) -> str:
     slug = "".join(ch if ch.isalnum() else "-" for ch in study.architecture.lower())[:80].strip("-")
     return f"seeds-{slug}"
