@@ -102,7 +102,7 @@ with st.container(border=True):
         couplings = c2.selectbox(
             "Couplings while training",
             COUPLINGS,
-            format_func=lab.LAB_ROUTINGS.get,
+            format_func=lambda c: "dynamic routing (the iterations above)" if c == "dynamic" else lab.LAB_ROUTINGS[c],
             key="t_couplings",
             help="How DigitCaps' couplings are made during training: the routing lab compares models trained each way. "
             + help_text("uniform", "random_couplings", "self_attention"),
