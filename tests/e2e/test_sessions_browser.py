@@ -7,10 +7,18 @@ its couplings and lengths (the fixture's untrained tiny models print 0.000 and 2
 iteration count). The pages cache traces per image and iteration count (st.cache_data), so the
 references "run alone" come from a second server process that never saw the concurrent runs, and
 the check after them also routes an image that the shared server has not routed yet. (Checked by
-hand: a page that scales the shared model's weights during its 10-iteration run fails this test.)"""
+hand: a page that scales the shared model's weights during its 10-iteration run fails this test.)
 
+The same for the Routing lab: two sessions press "Run the lab" at the same time for the same model,
+one with uniform couplings and one with dynamic routing, on a server with no stored lab results.
+Each table shows its own routing's row with the numbers `lab.measure` gives in the test process,
+and a third session, whose settings key rows that are not stored, measures both routings again on
+the shared model afterwards and gets the same."""
+
+import math
 import re
 import time
+from urllib.parse import urlencode
 
 import pytest
 import torch
@@ -18,7 +26,9 @@ from playwright.sync_api import expect
 from st_helpers import start_streamlit, stop_streamlit, wait_for_app_run
 
 from capsviz import checkpoint as ckpt
+from capsviz.analysis import lab
 from capsviz.config import preset
+from capsviz.data import load_split
 from capsviz.models import build_model
 
 pytestmark = pytest.mark.e2e
@@ -27,9 +37,9 @@ NAME = "loud-capsnet.safetensors"
 DEFAULT_T = 3  # the preset's routing iterations: what a link without ?iterations= runs
 
 
-def loud_capsnet(path):
+def loud_capsnet(path, seed=0):
     """A capsnet-small whose prediction weights are 100x their initial size: its couplings move."""
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = build_model(preset("capsnet-small", conv1_channels=16, primary_types=4))
     assert model.config.routing_iterations == DEFAULT_T
     with torch.no_grad():
@@ -192,3 +202,151 @@ def test_two_sessions_route_one_cached_model_differently_at_once(servers, new_pa
         assert "Traceback" not in log and "Error" not in log, log[-3000:]
         assert log.count(f"capsviz: loaded model {NAME}") == 1, log[-3000:]  # loaded once, shared by every session
     print(f"two sessions routing one model at once: {time.perf_counter() - t0:.1f} s")
+
+
+# The Routing lab. Seed 1: a loud model whose test error differs between uniform couplings and dynamic
+# routing (seed 0's is 100% with both on the synthetic test images)
+LAB_SEED = 1
+LAB_TEST = 1000  # the page's smallest "Test images for the error" (the synthetic test set has 200: all of them)
+# what the page shows of a row, from a lab.Row, rounded as the table rounds it ("ms / image" differs between runs)
+SHOWN = {
+    "test error %": (lambda r: r.test_error, 2),
+    "shifted & turned acc. %": (lambda r: r.shifted_accuracy, 1),
+    f"FGSM {lab.FGSM_EPSILON:g} acc. %": (lambda r: r.fgsm_accuracy, 1),
+    "entropy, % of uniform": (lambda r: 100 * r.entropy_ratio, 1),
+    "c to predicted class": (lambda r: r.coupling_to_prediction, 3),
+}
+
+
+@pytest.fixture(scope="module")
+def lab_server(tmp_path_factory, synthetic_root):
+    """A server whose model folder holds one loud CapsNet and whose cache folder is empty: no lab row is stored."""
+    folder, cache = tmp_path_factory.mktemp("lab-checkpoints"), tmp_path_factory.mktemp("cache-lab")
+    loud_capsnet(folder / NAME, seed=LAB_SEED)
+    env = {
+        "CAPSVIZ_CHECKPOINTS": str(folder),
+        "CAPSVIZ_DATA_DIR": str(synthetic_root),
+        "XDG_CACHE_HOME": str(cache),
+        "CAPSVIZ_CACHE": str(cache / "capsviz"),  # where the lab stores its rows: cache/capsviz/sweeps
+    }
+    log = tmp_path_factory.mktemp("streamlit-lab") / "server.log"
+    proc, url = start_streamlit(env, log)
+    try:
+        yield {"url": url, "log": log, "model": folder / NAME, "sweeps": cache / "capsviz" / "sweeps", "data": synthetic_root}
+    finally:
+        code = stop_streamlit(proc)
+    assert code == 0, log.read_text()[-2000:]
+
+
+def lab_link(url, routings, test=LAB_TEST):
+    """The lab with this model and these routings: a multiselect bound to the URL repeats its key, with
+    each option's label, as the page writes it itself (?lab_routings=uniform+couplings+%28no+routing%29;
+    ?lab_routings=uniform is not an option's label, so Streamlit drops it and keeps the default)."""
+    query = [("model", NAME), ("lab_models", NAME.removesuffix(".safetensors"))]
+    return f"{url}/lab?" + urlencode(query + [("lab_routings", lab.LAB_ROUTINGS[r]) for r in routings] + [("lab_test", test)])
+
+
+def lab_ready(page, routings):
+    """A lab page opened with `lab_link`, its script run finished: these routings chosen, none of their rows stored."""
+    wait_for_app_run(page)
+    chosen = page.get_by_test_id("stMultiSelect").filter(has_text="Run with")
+    for r in lab.ROUTINGS:
+        expect(chosen.get_by_text(lab.LAB_ROUTINGS[r], exact=True)).to_have_count(int(r in routings))
+    n = len(routings)
+    expect(page.get_by_text(f"{n} of the {n} rows are not stored for these settings yet")).to_be_visible()
+    return page.get_by_role("button", name="Run the lab")
+
+
+def lab_page(new_page):
+    """A page wide enough for every column of the lab's table: its grid's accessible table holds the columns in view."""
+    pg = new_page()
+    pg.set_viewport_size({"width": 1900, "height": 2400})
+    return pg
+
+
+def lab_table(page, n):
+    """The `n` rows of the lab's table, by "run with": {column: text}."""
+    expect(page.get_by_text("What these numbers show")).to_be_visible()
+    wait_for_app_run(page)
+    grid = page.get_by_test_id("stDataFrame").locator("table[role=grid]")
+    expect(grid.locator("tbody tr")).to_have_count(n)
+    heads = grid.locator("th").all_inner_texts()
+    assert heads[-1] == "ms / image", heads  # the last column: all of them in view
+    rows = [dict(zip(heads, tr.locator("td").all_inner_texts(), strict=True)) for tr in grid.locator("tbody tr").all()]
+    return {row["run with"]: row for row in rows}
+
+
+def same_as_shown(row, want):
+    """A shown row has `want`'s names and numbers (a lab.Row), each as the table rounds it."""
+    assert (row["model"], row["trained with"], row["run with"]) == (want.model, want.trained_with, want.run_with), row
+    for column, (value, digits) in SHOWN.items():
+        assert column in row, f"{column!r} not in view: {row}"
+        assert math.isclose(float(row[column]), round(value(want), digits), abs_tol=1e-9), (column, row, want)
+
+
+def test_two_sessions_run_the_lab_with_different_routings_at_once(lab_server, new_page):
+    url, path = lab_server["url"], lab_server["model"]
+    settings = lab.Settings(test_images=LAB_TEST)
+    t0 = time.perf_counter()
+
+    # two sessions open the lab for the same model, one with uniform couplings and one with dynamic routing
+    a, b = lab_page(new_page), lab_page(new_page)
+    sessions = ((a, "uniform"), (b, "dynamic"))
+    for pg, r in sessions:
+        pg.goto(lab_link(url, [r]), wait_until="commit")
+    # meanwhile, in the test process: what each routing gives when run alone, on the same file, images and settings
+    model, meta = ckpt.load_checkpoint(path)
+    images = load_split(meta.image_dataset, "test", lab_server["data"])
+    want = {r: lab.measure(model, path.stem, r, images, settings) for r in ("uniform", "dynamic")}
+    assert want["uniform"].test_error != want["dynamic"].test_error, want  # the routing changes the answers
+    assert round(100 * want["uniform"].entropy_ratio, 1) == 100.0 and 100 * want["dynamic"].entropy_ratio < 95, want
+
+    # both press "Run the lab" at the same moment
+    for pg, r in sessions:
+        button = lab_ready(pg, [r])
+        pg.evaluate(WATCH_RUNS)
+        button.focus()
+    for pg, _ in sessions:
+        pg.keyboard.press("Enter")
+    for pg, _ in sessions:
+        pg.wait_for_function(RUN_DONE)
+        expect(pg.get_by_text("What these numbers show")).to_be_visible()
+        wait_for_app_run(pg)
+    (a0, a1), (b0, b1) = run_span(a), run_span(b)
+    print(f"the two lab runs: A {a1 - a0} ms, B {b1 - b0} ms, at once for {min(a1, b1) - max(a0, b0)} ms")
+    assert a0 < b1 and b0 < a1, f"the two lab runs did not overlap: A {a0}-{a1}, B {b0}-{b1}"
+
+    # each table holds its own routing's row alone, with the numbers that routing gives run alone
+    got = {}
+    for pg, r in sessions:
+        table = lab_table(pg, 1)
+        assert list(table) == [r], table
+        same_as_shown(table[r], want[r])
+        got[r] = table[r]
+    assert got["uniform"]["entropy, % of uniform"] == "100" and float(got["dynamic"]["entropy, % of uniform"]) < 95, got
+    assert got["uniform"]["test error %"] != got["dynamic"]["test error %"], got
+    # what was stored for the next session equals it (every measure, unrounded; the time is the machine's)
+    kept = lab.stored_rows([(path, meta)], list(want), settings, folders=[lab_server["sweeps"]])
+    assert sorted(kept) == [(path.stem, "dynamic"), (path.stem, "uniform")], kept
+    for (_, r), row in kept.items():
+        for m in lab.MEASURES:  # pair accuracy: None, for a model that does not read MultiMNIST
+            v = getattr(want[r], m)
+            assert getattr(row, m) == (v if v is None else pytest.approx(v, rel=1e-6, abs=1e-9)), (r, m, row, want[r])
+
+    # after: a fresh session whose settings key rows that are not stored (2000 test images: still all 200)
+    # measures both routings again on the shared cached model, and gets what they gave before
+    after = lab_page(new_page)
+    after.goto(lab_link(url, ["uniform", "dynamic"], test=2000))
+    lab_ready(after, ["uniform", "dynamic"]).click()
+    table = lab_table(after, 2)
+    assert sorted(table) == ["dynamic", "uniform"], table
+    for r, row in table.items():
+        same_as_shown(row, want[r])
+
+    for pg in (a, b, after):
+        no_exceptions(pg)
+    log = lab_server["log"].read_text()
+    assert "Traceback" not in log and "Error" not in log, log[-3000:]
+    assert log.count(f"capsviz: loaded model {NAME}") == 1, log[-3000:]  # loaded once, shared by every session
+    assert log.count("capsviz lab: loud-capsnet with") == 4, log[-3000:]  # uniform and dynamic, each twice
+    print(f"two sessions running the lab at once: {time.perf_counter() - t0:.1f} s")
