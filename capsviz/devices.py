@@ -28,7 +28,9 @@ def pick_device(name: str = "auto") -> torch.device:
         if not torch.cuda.is_available():
             raise CapsvizError(f"--device {name}: no CUDA GPU is visible to PyTorch (use --device auto or cpu)")
         if int(index) >= torch.cuda.device_count():
-            raise CapsvizError(f"--device {name}: PyTorch sees {torch.cuda.device_count()} GPU(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+            raise CapsvizError(
+                f"--device {name}: PyTorch sees {torch.cuda.device_count()} GPU(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}"
+            )
     elif name not in ("cpu", "cuda", "mps"):
         raise CapsvizError(f"unknown device {name!r}; choose auto, cpu, cuda, cuda:N or mps")
     return torch.device(name)

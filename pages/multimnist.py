@@ -75,7 +75,6 @@ if l1 == l2:
     st.warning(f"Both digits are {l1}s. The paper only pairs digits of different classes; the two-capsule rule cannot be right here.")
 
 
-
 @st.cache_data(max_entries=64, show_spinner=False)
 def segmented(model_key: str, _model, image_bytes: bytes, shape: tuple, capsules: tuple | None):  # _model: the one model_key names
     """One segmentation for every session that shows this pair on this model."""
@@ -127,7 +126,9 @@ green = pick[1].selectbox(
 )
 qp["caps"] = f"{red},{green}"
 chosen = (
-    segmented(st.session_state["model_key"], model, pair_image.tobytes(), pair_image.shape, (red, green)) if (red, green) != seg.capsules else seg
+    segmented(st.session_state["model_key"], model, pair_image.tobytes(), pair_image.shape, (red, green))
+    if (red, green) != seg.capsules
+    else seg
 )
 r1, r2 = chosen.reconstructions
 cols = st.columns(4)

@@ -241,7 +241,9 @@ with tab_adv:
             what = "success" if targeted else "accuracy"
             series = {name: (cv.success if targeted else cv.accuracy) for name, cv in curves.items()}
             title = f"{method.upper()} {'targeted success rate' if targeted else 'accuracy'} on {n} test digits"
-            st.plotly_chart(sweep_lines(epsilons, series, title, "epsilon", f"{what} %", None if targeted else 100.0 / len(names)), key="adv_curve")
+            st.plotly_chart(
+                sweep_lines(epsilons, series, title, "epsilon", f"{what} %", None if targeted else 100.0 / len(names)), key="adv_curve"
+            )
             st.markdown(
                 "**Fraction of zero input gradients** (near 1 would mean gradient masking, not robustness): "
                 + ", ".join(f"{name} {cv.zero_gradients:.1%}" for name, cv in curves.items())

@@ -30,7 +30,7 @@ def test_doctor_prints_device_torch_kernel_data_and_folders(tmp_path):
 
     assert f"torch: {torch.__version__}" in out and "device: cpu" in out
     assert "native EM kernel: off (turned off by CAPSVIZ_NATIVE=0)" in out  # why, not only that
-    shipped = len(list((ROOT / 'checkpoints').glob('*.safetensors')))
+    shipped = len(list((ROOT / "checkpoints").glob("*.safetensors")))
     assert f"checkpoints: {ROOT / 'checkpoints'} ({shipped} models)" in out  # a checkout shows its own folder
     assert f"user folder: {tmp_path}" in out and "data mnist:" in out
 

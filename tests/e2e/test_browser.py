@@ -41,7 +41,9 @@ def test_zoo_page_and_model_picker(page, server, shots):
     expect(page).to_have_url(re.compile(r"model=tiny-matrix\.safetensors"))  # waits for the rerun the click starts
     page.get_by_test_id("stSidebarNav").get_by_text("DigitCaps explorer").click()
     wait_for_app_run(page)
-    expect(page.get_by_text("the model in the sidebar, is a matrix-capsule model", exact=False)).to_be_visible()  # the pick holds on every page
+    expect(
+        page.get_by_text("the model in the sidebar, is a matrix-capsule model", exact=False)
+    ).to_be_visible()  # the pick holds on every page
     no_exceptions(page)
 
 

@@ -671,7 +671,6 @@ def start_app(replicas: int | None, log: Path) -> tuple[subprocess.Popen, str]:
     raise TimeoutError("capsviz app not healthy after 120 s")
 
 
-
 def server_pids(root: int | None, pids) -> tuple[list[int], list[int]]:
     """(Streamlit processes, nginx processes) to account CPU to."""
     every = list(pids) + (descendants(root) if root else [])
