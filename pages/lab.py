@@ -128,10 +128,12 @@ table = [
 ]
 st.dataframe(table, hide_index=True, width="stretch")
 first = rows[0]
+pairs = max(r.n_pairs for r in rows)
 st.caption(
     f"Test error on the first {first.n_test:,} test images; shifted and turned images (each moved up to {lab.SHIFT_PX} px and "
-    f"turned up to {lab.ROTATE_DEG}°, the same draw for every model), FGSM and MultiMNIST pairs on {first.n_images:,} images; "
-    f"couplings averaged over {lab.COUPLING_IMAGES} images (entropy 100% = the uniform split 1/J; c to predicted class "
+    f"turned up to {lab.ROTATE_DEG}°, the same draw for every model) and FGSM on {first.n_images:,} images; "
+    + (f"MultiMNIST pairs on {pairs:,} pairs; " if pairs else "")
+    + f"couplings averaged over {lab.COUPLING_IMAGES} images (entropy 100% = the uniform split 1/J; c to predicted class "
     f"{1 / first.classes:.2f} = uniform with {first.classes} classes). ± chance: two standard errors of one error rate, what the test images alone can move it. "
     f"Time per image at batch {lab.TIME_BATCH} on {first.hardware or 'the machine that measured it'}"
     + (f" (load {first.load:.1f} while measured)" if first.load else "")

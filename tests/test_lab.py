@@ -144,7 +144,7 @@ def test_sentences_on_training_with_routing_follow_the_errors():
     text = " ".join(lab.sentences(same))
     assert "no routing trained these models better on this measure" in text
     assert "best first: dynamic 0.55%, uniform 0.58%" in text
-    assert "spread over seeds not measured" in text
+    assert "how far the seed alone moves these models was not measured" in text
     apart = [row(model="a", trained="dynamic", err=0.50), row(model="b", trained="uniform", run="uniform", err=1.50)]
     text = " ".join(lab.sentences(apart))
     assert "trained with dynamic is best, 1.00 points ahead of uniform" in text

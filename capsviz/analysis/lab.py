@@ -184,7 +184,7 @@ def measure(
     pairs, n_pairs = None, 0
     if cfg.in_size == 36 and data.images.dim() == 3:  # reads MultiMNIST's 36x36 pairs of MNIST digits
         say("MultiMNIST pairs")
-        p = pair_accuracy(run, data.images, data.labels, m)
+        p = pair_accuracy(run, data.images, data.labels, n)  # as many pairs as test images: where routing is said to matter most
         pairs, n_pairs = p.accuracy, p.n
     say("couplings")
     with torch.no_grad():
@@ -234,7 +234,10 @@ MEASURES = ("test_error", "shifted_accuracy", "fgsm_accuracy", "pair_accuracy", 
 
 
 def key(model_path: Path, routing: str, dataset: str, settings: Settings) -> str:
-    return stored.sweep_key(model_path, "lab", {"routing": routing, "dataset": dataset, **settings.as_dict()})
+    spec = {"routing": routing, "dataset": dataset, **settings.as_dict()}
+    if dataset == "multimnist":
+        spec["pairs"] = settings.test_images
+    return stored.sweep_key(model_path, "lab", spec)
 
 
 def spread(p: float, n: int) -> float:
@@ -330,7 +333,7 @@ def _trained_with(rows: list[Row], studies: list[SeedStudy] = ()) -> list[str]:
             parts.append(_gap(rs, "pair_accuracy", "n_pairs", "MultiMNIST pair accuracy", "pairs", higher=True))
         study = next((st for st in studies if st.preset_and_data == arch.split(",")[0]), None)
         seeds = (
-            "One training seed each and the spread over seeds not measured, so a gap of a few hundredths of a point between runs is not claimed."
+            "One training seed each; how far the seed alone moves these models was not measured, so a gap here may be the seed's."
             if study is None
             else f"One training seed each; how far the seed alone moves such models is measured below ({len(study.seeds)} seeds per routing, a shorter schedule)."
         )
