@@ -442,9 +442,8 @@ def seed_study(metas) -> SeedStudy:
     if len(n_test) != 1:
         raise ValueError(f"the models were tested on different numbers of images: {sorted(n_test)}")
     hardware = sorted({m.hardware or "" for m in metas})
-    return SeedStudy(
-        shared.pop(), tuple(seeds), {r: [e[s] for s in seeds] for r, e in errors.items()}, n_test.pop(), "; ".join(hardware)[:MAX_HARDWARE]
-    )
+    ordered = {r: [errors[r][s] for s in seeds] for r in ROUTINGS if r in errors}  # the lab's order of routings
+    return SeedStudy(shared.pop(), tuple(seeds), ordered, n_test.pop(), "; ".join(hardware)[:MAX_HARDWARE])
 
 
 MAX_HARDWARE = 200
@@ -467,7 +466,7 @@ def studies_in(metas) -> list[SeedStudy]:
 
 
 def seeds_key(study: SeedStudy) -> str:
-    slug = "".join(ch if ch.isalnum() else "-" for ch in study.architecture.lower())[:80].strip("-")
+    slug = "-".join("".join(ch if ch.isalnum() else " " for ch in study.architecture.lower()).split())[:80]
     return f"seeds-{slug}"
 
 
