@@ -159,6 +159,13 @@ st.markdown(
     f"prediction sent to a digit capsule) to the pair's two winners, capsules {t1} and {t2}, at every routing "
     "iteration, laid over the input; and the same for one of the two digits alone, at the same place on the canvas."
 )
+if meta.config.couplings != "dynamic":
+    st.info(
+        f"**{path.stem}** was trained with {meta.config.couplings} couplings, not with routing: the prediction above uses "
+        f"those. This section runs its capsules with dynamic routing ({meta.config.routing_iterations} iterations) instead, "
+        "on weights that training made for the other couplings. The Routing lab compares the two on 10,000 pairs.",
+        icon=":material/info:",
+    )
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

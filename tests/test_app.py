@@ -372,6 +372,16 @@ def test_multimnist_page_overlays_segments_and_measures(app):
     assert app.query_params["pair"] == chosen  # the pair survives a visit to another page
 
 
+def test_multimnist_page_on_a_model_trained_without_routing_says_its_routing_section_runs_dynamic_routing(app):
+    cfg = preset("capsnet-small", in_size=36, conv1_channels=16, primary_types=4, couplings="random")
+    ckpt.save_checkpoint(app.folder / "tiny-mm-random.safetensors", build_model(cfg), {"dataset": "multimnist"})
+    app.query_params["model"] = "tiny-mm-random.safetensors"
+    app.switch_page("pages/multimnist.py").run()
+    assert not app.exception, app.exception
+    note = " ".join(i.value for i in app.info)
+    assert "**tiny-mm-random** was trained with random couplings" in note and "runs its capsules with dynamic routing" in note
+
+
 def test_multimnist_page_offers_a_fitting_model(app):
     app.switch_page("pages/multimnist.py").run()
     note = app.info[0].value
