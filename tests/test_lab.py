@@ -335,3 +335,33 @@ def test_fewer_test_images_are_a_setting_of_their_own(synthetic_data):
     assert not at.exception
     assert [b for b in at.button if b.label == "Run the lab"]
     assert any("rows are not stored for these settings yet" in c.value for c in at.caption)
+
+
+def test_models_trained_from_the_same_seeds_with_each_routing_show_as_a_seed_study_on_the_page(synthetic_data, tmp_path, monkeypatch):
+    """Models a user trained (say from the Train page) with two routings from two seeds each."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for couplings in ("dynamic", "uniform"):
+        for seed, error in ((0, 20.0), (1, 30.0)):
+            meta = {
+                "dataset": "mnist",
+                "run": {"model": "capsnet-small", "batch_size": 8, "lr": 1e-3, "seed": seed},
+                "epochs": 1,
+                "metrics": {"test_error": error + (couplings == "uniform"), "n_test": 200, "how": "fixture"},
+            }
+            save_checkpoint(folder / f"mine-{couplings}-{seed}.safetensors", small_model(couplings, seed), meta)
+    monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(folder))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    entries = list_checkpoints(folder)
+    settings = lab.Settings(test_images=1000)
+    data = lambda meta: load_split(meta.image_dataset, "test")  # noqa: E731
+    lab.run_lab(entries, ["uniform"], lambda p: load_checkpoint(p)[0], data, settings)  # stored in this machine's cache
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.query_params["model"] = "mine-dynamic-0.safetensors"
+    at.switch_page("pages/lab.py").run()
+    at.multiselect(key="lab_routings").set_value(["uniform"])
+    at.select_slider(key="lab_test").set_value(1000).run()
+    assert not at.exception, at.exception
+    assert "Trained with, over 2 seeds: capsnet-small on mnist" in [h.value for h in at.subheader]
+    text = " ".join(m.value for m in at.markdown)
+    assert "trained with dynamic: mean 25.00% (from 20.00 to 30.00" in text and "trained with uniform: mean 26.00%" in text
