@@ -122,6 +122,10 @@ def entry() -> None:
     by the signal instead of with the status main chose)."""
     code = main()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if code == 130:  # interrupted, and said so: leave now, so no library's shutdown can turn the status into death by SIGINT
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 
