@@ -241,6 +241,17 @@ def parser() -> Parser:
         "(default: capsule for one conv, dim for K convs)",
     )
 
+    si = sub.add_parser(
+        "site",
+        help="build the static site: the explorer, routing, tour and playground computing in the browser (needs npm)",
+        description="Write a self-contained static folder (index.html, the models as ONNX, test images) that any static host "
+        "serves; the models compute in each browser with onnxruntime-web. npm fetches the pinned front-end packages once.",
+    )
+    si.add_argument("--out", type=Path, required=True, help="the folder to write (e.g. site/)")
+    si.add_argument("--models", nargs="+", metavar="NAME", help="models from the model folder (default: capsnet-small-mnist capsnet-mnist efficient-capsnet-mnist)")
+    si.add_argument("--images", type=integer(1, 10000), default=300, help="test images to include (default: 300)")
+    si.add_argument("--data-dir")
+
     d = sub.add_parser("data", help="where each dataset was found, its size and checksums")
     d.add_argument("--data-dir")
     d.add_argument("--download", action="store_true", help="fetch missing datasets from the public mirrors")
@@ -715,6 +726,23 @@ def _download_progress(name: str, got: int, total: int) -> None:
     sys.stdout.flush()
 
 
+def cmd_site(args) -> int:
+    from capsviz import site
+    from capsviz.paths import model_folder
+
+    folder = model_folder()
+    paths = []
+    for name in args.models or site.DEFAULT_MODELS:
+        path = folder / (name if name.endswith(".safetensors") else f"{name}.safetensors")
+        if not path.is_file():
+            raise CapsvizError(f"no model {name} in {folder}")
+        paths.append(path)
+    built = site.build(args.out, paths, images=args.images, data_dir=args.data_dir)
+    print(f"wrote {built.out}: {len(built.models)} models, {built.images} test images, {built.bytes / 2**20:.1f} MB")
+    print(f"try it: python3 -m http.server --directory {built.out} 8000, then open http://localhost:8000")
+    return 0
+
+
 COMMANDS = {
     "app": cmd_app,
     "doctor": cmd_doctor,
@@ -725,4 +753,5 @@ COMMANDS = {
     "export": cmd_export,
     "import": cmd_import,
     "data": cmd_data,
+    "site": cmd_site,
 }

@@ -1,0 +1,171 @@
+"""`capsviz site`: the core views as a static folder that any static host serves, the models
+computing in each student's browser (onnxruntime-web) with the numbers PyTorch gives.
+
+The folder holds index.html and the front end (capsviz/site/web), the chosen models as ONNX graphs
+(capsviz.site.export), real test images, and a manifest (site.json) with every text the pages
+show beside the numbers: the tour's steps, the glossary and the class names, taken from the same
+Python sources the Streamlit pages use. Nothing is fetched from outside at run time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from capsviz import glossary
+from capsviz.analysis.playground import I_TOY, LIMIT, _dynamic_presets
+from capsviz.analysis.reproduction import paper_error
+from capsviz.analysis.tour import TOURS
+from capsviz.errors import CapsvizError
+from capsviz.site import export
+
+WEB = Path(__file__).parent / "web"
+DEFAULT_MODELS = ("capsnet-small-mnist", "capsnet-mnist", "efficient-capsnet-mnist")
+DEFAULT_IMAGES = 300
+# What the browser needs from the pinned npm packages (capsviz/site/web/package-lock.json), and nothing else
+VENDOR = {
+    "onnxruntime-web/dist/ort.wasm.min.mjs": "ort.wasm.min.mjs",
+    "onnxruntime-web/dist/ort-wasm-simd-threaded.mjs": "ort-wasm-simd-threaded.mjs",
+    "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm": "ort-wasm-simd-threaded.wasm",
+    "plotly.js-basic-dist-min/plotly-basic.min.js": "plotly-basic.min.js",
+}
+FRONT_END = ("index.html", "site.js", "site.css")
+# The glossary entries each tour step explains (the app's tour page shows the same help)
+STEP_TERMS = {
+    "input": ["capsule"],
+    "conv1": ["conv1"],
+    "primary": ["primary", "u", "length"],
+    "predictions": ["u_hat", "W"],
+    "iteration": ["c", "b", "s", "squash", "v", "agreement"],
+    "routing": ["self_attention", "c", "prior", "efficient_squash"],
+    "lengths": ["length", "margin_loss"],
+    "reconstruction": ["reconstruction"],
+    "lab": ["uniform", "random_couplings"],
+}
+
+
+@dataclass
+class Built:
+    out: Path
+    models: list[str]
+    images: int
+    bytes: int
+
+
+def _npm_files(cache: Path) -> Path:
+    """node_modules with the locked packages, installed by `npm ci` into `cache` once per lockfile."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise CapsvizError("capsviz site needs Node.js and npm (to fetch onnxruntime-web and plotly.js, pinned by its lockfile)")
+    lock = (WEB / "package-lock.json").read_bytes()
+    stamp = hashlib.sha256(lock + (WEB / "package.json").read_bytes()).hexdigest()[:16]
+    where = cache / f"npm-{stamp}"
+    if not (where / "node_modules" / ".complete").exists():
+        where.mkdir(parents=True, exist_ok=True)
+        for f in ("package.json", "package-lock.json"):
+            shutil.copyfile(WEB / f, where / f)
+        done = subprocess.run([npm, "ci", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error"], cwd=where, capture_output=True, text=True)
+        if done.returncode != 0:
+            last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
+            raise CapsvizError(f"npm ci failed (is the npm registry reachable?): {last[0]}")
+        (where / "node_modules" / ".complete").touch()
+    return where / "node_modules"
+
+
+def _model_entry(path: Path, model, meta, graphs: dict[str, bytes], images_key: str) -> dict:
+    cfg = model.config
+    routing = cfg.routing if hasattr(cfg, "routing") else "dynamic"
+    words = glossary.class_words(meta)
+    iterations = getattr(cfg, "routing_iterations", 1) if routing == "dynamic" else 1
+    steps = TOURS[routing].steps(iterations, words)
+    m = meta.metrics
+    return {
+        "name": path.name,
+        "family": meta.family,
+        "routing": routing,
+        "iterations": iterations,
+        "in_size": cfg.in_size,
+        "channels": cfg.in_channels,
+        "classes": list(meta.class_names) if hasattr(meta, "class_names") else [str(j) for j in range(cfg.num_classes)],
+        "dim": cfg.digit_dim,
+        "primary": model.num_primary,
+        "grid": getattr(cfg, "primary_grid", None),
+        "types": getattr(cfg, "primary_types", None),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "test_error": m.test_error if m.measured else None,
+        "n_test": m.n_test if m.measured else None,
+        "paper_error": paper_error(meta),
+        "words": {"capsule": words.capsule, "thing": words.thing, "shown": words.shown},
+        "images": images_key,
+        "graphs": {k: f"models/{path.stem}/{k}.onnx" for k in graphs},
+        "tour": [{"key": s.key, "title": s.title, "terms": STEP_TERMS.get(s.key.rstrip("0123456789"), [])} for s in steps],
+    }
+
+
+def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_dir=None, cache: Path | None = None, log=print) -> Built:
+    """Write the static site for checkpoint files `models` into `out` (created; its old contents
+    replaced only where the site writes)."""
+    from capsviz.checkpoint import load_checkpoint
+    from capsviz.data import model_test_set
+    from capsviz.paths import cache_dir
+
+    if not models:
+        raise CapsvizError("no models to put in the site")
+    node_modules = _npm_files(cache or cache_dir() / "site")
+    out.mkdir(parents=True, exist_ok=True)
+    entries, sets = [], {}
+    for path in models:
+        try:
+            model, meta = load_checkpoint(path)
+        except Exception as e:  # a model that cannot be used is named, the site is not half-built
+            raise CapsvizError(f"{path.name}: cannot be used: {e}") from None
+        if not export.supported(model):
+            raise CapsvizError(f"{path.name}: the site runs CapsNets and Efficient-CapsNets with a decoder; this is a {meta.family}")
+        cfg = model.config
+        key = f"{meta.dataset}-{cfg.in_size}-{cfg.in_channels}"
+        if key not in sets:
+            data = model_test_set(meta.dataset, cfg.in_size, cfg.in_channels, data_dir)
+            n = min(images, len(data))
+            sets[key] = (data.images[:n].numpy().astype(np.uint8), data.labels[:n].numpy().astype(int))
+        log(f"exporting {path.name} ...")
+        graphs = export.model_graphs(model)
+        folder = out / "models" / path.stem
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, blob in graphs.items():
+            (folder / f"{name}.onnx").write_bytes(blob)
+        entries.append(_model_entry(path, model, meta, graphs, key))
+    (out / "graphs").mkdir(exist_ok=True)
+    (out / "graphs" / "dynamic.onnx").write_bytes(export.dynamic_graph())
+    (out / "graphs" / "attention.onnx").write_bytes(export.attention_graph())
+    (out / "data").mkdir(exist_ok=True)
+    image_sets = {}
+    for key, (imgs, labels) in sets.items():
+        (out / "data" / f"{key}.bin").write_bytes(np.ascontiguousarray(imgs).tobytes())
+        image_sets[key] = {"file": f"data/{key}.bin", "count": len(labels), "shape": list(imgs.shape[1:]), "labels": labels.tolist()}
+    (out / "vendor").mkdir(exist_ok=True)
+    for src, dst in VENDOR.items():
+        shutil.copyfile(node_modules / src, out / "vendor" / dst)
+    for f in FRONT_END:
+        shutil.copyfile(WEB / f, out / f)
+    manifest = {
+        "models": entries,
+        "image_sets": image_sets,
+        "iterations_max": export.ITERATIONS,
+        "glossary": {k: {"symbol": t.symbol, "word": t.word, "explanation": t.explanation} for k, t in glossary.TERMS.items()},
+        "playground": {
+            "presets": {name: p.tolist() for name, p in _dynamic_presets().items()},
+            "lower": I_TOY,
+            "limit": LIMIT,
+        },
+        "torch": torch.__version__,
+    }
+    (out / "site.json").write_text(json.dumps(manifest, indent=1))
+    total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    return Built(out, [e["name"] for e in entries], sum(len(v[1]) for v in sets.values()), total)

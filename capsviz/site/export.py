@@ -1,0 +1,157 @@
+"""The models as ONNX graphs for the static site, exported from the readable reference path.
+
+A model becomes three small graphs that the browser chains, each the PyTorch code the app runs:
+- `encoder`: image (1, C, S, S) -> primary capsules u (1, I, K) and predictions u_hat (1, J, I, D)
+  (a CapsNet also gives Conv1's ReLU output, NHWC, for the tour's feature maps);
+- a routing graph: u_hat -> couplings and class capsules (`dynamic_graph` is shared by every model
+  and the playground; Efficient-CapsNet also has its own self-attention graph with its learned prior);
+- `decoder`: (B, D) capsule vectors placed in capsule slots (B,) -> reconstructions (B, C, S, S).
+
+Everything runs under `policy.reference_only()`, so the graphs hold the papers' formulas (Conv2d,
+einsum, Procedure 1), never a fast path. Weights that are exact in float16 (the shipped models are
+stored so) are kept in float16 in the graph and cast to float32 in it: the browser computes with
+the very float32 numbers PyTorch loads, in half the download.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import warnings
+
+import torch
+import torch.nn as nn
+from torch.nn.utils import parametrize
+
+from capsviz.kernels import policy
+from capsviz.models.capsnet import CapsNet
+from capsviz.models.efficient_capsnet import EfficientCapsNet
+from capsviz.routing import dynamic_routing_ji, efficient_squash, self_attention_routing
+
+ITERATIONS = 10  # the dynamic graph records this many; n iterations are its first n (Procedure 1 only looks back)
+OPSET = 17
+
+
+class _Float(nn.Module):
+    """A float16 weight read as float32: the Cast the graph keeps."""
+
+    def forward(self, w: torch.Tensor) -> torch.Tensor:
+        return w.float()
+
+
+def _half_weights(model: nn.Module) -> nn.Module:
+    """A copy of `model` whose parameters exact in float16 are stored in float16 and cast on use."""
+    model = copy.deepcopy(model)
+    for module in list(model.modules()):
+        for name, p in list(module.named_parameters(recurse=False)):
+            half = p.detach().half()
+            if torch.equal(half.float(), p.detach()):
+                parametrize.register_parametrization(module, name, _Float(), unsafe=True)
+                getattr(module.parametrizations, name).original = nn.Parameter(half, requires_grad=False)
+    return model
+
+
+class _Encoder(nn.Module):
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor):
+        m = self.model
+        if isinstance(m, CapsNet):
+            h = m.features(x)  # (1, S', S', C1)
+            u = m.primary(h)  # (1, I, K)
+            return h, u, m.digits(u)
+        u = m.primary_capsules(x)
+        return u, torch.einsum("jikd,bik->bjid", m.W, u)  # EfficientCapsNet.predictions from u
+
+
+class _Decoder(nn.Module):
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, vectors: torch.Tensor, capsules: torch.Tensor) -> torch.Tensor:
+        rec = self.model.decode(vectors, capsules)  # (B, S, S) or (B, C, S, S)
+        return rec if rec.dim() == 4 else rec.unsqueeze(1)
+
+
+class _Dynamic(nn.Module):
+    """Procedure 1 with every iteration recorded: c (T, I, J), v (T, J, D), agreement added (T,)."""
+
+    def forward(self, u_hat: torch.Tensor):
+        r = dynamic_routing_ji(u_hat, ITERATIONS, record=True)
+        return r.c[:, 0], r.v_trace[:, 0], r.b_change[:, 0]
+
+
+class _Attention(nn.Module):
+    """One pass of self-attention routing: c (I, J), logits a (I, J), v (J, D); with a model, its learned prior."""
+
+    def __init__(self, model: EfficientCapsNet | None = None):
+        super().__init__()
+        self.model = model
+
+    def forward(self, u_hat: torch.Tensor):
+        prior = None if self.model is None else self.model.b
+        r = self_attention_routing(u_hat, prior, squash=efficient_squash, record=True)
+        return r.c[0, 0], r.b[0, 0], r.v[0]
+
+
+def _onnx(module: nn.Module, args: tuple, inputs: list[str], outputs: list[str], dynamic: dict) -> bytes:
+    f = io.BytesIO()
+    with policy.reference_only(), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the legacy exporter's deprecation and tracer notes
+        torch.onnx.export(
+            module.eval(),
+            args,
+            f,
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_axes=dynamic,
+            opset_version=OPSET,
+            do_constant_folding=False,  # folding would turn the float16 weights' casts into float32 copies
+            dynamo=False,
+        )
+    return f.getvalue()
+
+
+def supported(model: nn.Module) -> bool:
+    """The site runs vector-capsule models with a decoder: CapsNets and Efficient-CapsNets."""
+    return isinstance(model, CapsNet | EfficientCapsNet) and model.decoder is not None
+
+
+def model_graphs(model: nn.Module) -> dict[str, bytes]:
+    """{"encoder", "decoder"[, "attention"]} ONNX bytes for one model (float32 in, float32 out)."""
+    if not supported(model):
+        raise ValueError(f"the site runs CapsNets and Efficient-CapsNets with a decoder, not {type(model).__name__}")
+    model = _half_weights(model.eval())
+    cfg = model.config
+    x = torch.zeros(1, cfg.in_channels, cfg.in_size, cfg.in_size)
+    outs = ["features", "u", "u_hat"] if isinstance(model, CapsNet) else ["u", "u_hat"]
+    D = cfg.digit_dim
+    graphs = {
+        "encoder": _onnx(_Encoder(model), (x,), ["image"], outs, {}),
+        "decoder": _onnx(
+            _Decoder(model),
+            (torch.zeros(2, D), torch.zeros(2, dtype=torch.long)),
+            ["vectors", "capsules"],
+            ["reconstruction"],
+            {"vectors": {0: "B"}, "capsules": {0: "B"}, "reconstruction": {0: "B"}},
+        ),
+    }
+    if isinstance(model, EfficientCapsNet):
+        u_hat = torch.zeros(1, cfg.num_classes, model.num_primary, D)
+        graphs["attention"] = _onnx(_Attention(model), (u_hat,), ["u_hat"], ["c", "a", "v"], {})
+    return graphs
+
+
+def dynamic_graph() -> bytes:
+    """Procedure 1 for any (1, J, I, D) predictions, ITERATIONS iterations recorded."""
+    dims = {"u_hat": {1: "J", 2: "I", 3: "D"}, "c": {1: "I", 2: "J"}, "v": {1: "J", 2: "D"}}
+    return _onnx(_Dynamic(), (torch.randn(1, 3, 6, 2),), ["u_hat"], ["c", "v", "agreement"], dims)
+
+
+def attention_graph() -> bytes:
+    """Self-attention routing without a prior, for any (1, J, I, D) predictions (the playground)."""
+    dims = {"u_hat": {1: "J", 2: "I", 3: "D"}, "c": {0: "I", 1: "J"}, "a": {0: "I", 1: "J"}, "v": {0: "J", 1: "D"}}
+    return _onnx(_Attention(), (torch.randn(1, 3, 6, 2),), ["u_hat"], ["c", "a", "v"], dims)

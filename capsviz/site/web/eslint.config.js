@@ -1,0 +1,12 @@
+import js from "@eslint/js";
+import globals from "globals";
+
+export default [
+  { ignores: ["node_modules/"] },
+  js.configs.recommended,
+  {
+    files: ["**/*.js"],
+    languageOptions: { ecmaVersion: 2023, sourceType: "module", globals: { ...globals.browser, Plotly: "readonly" } },
+    rules: { "no-unused-vars": ["error", { argsIgnorePattern: "^_" }], eqeqeq: "error", "prefer-const": "error" },
+  },
+];
