@@ -96,8 +96,9 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, bytes], images_key: 
         "classes": list(meta.class_names) if hasattr(meta, "class_names") else [str(j) for j in range(cfg.num_classes)],
         "dim": cfg.digit_dim,
         "primary": model.num_primary,
-        "grid": getattr(cfg, "primary_grid", None),
-        "types": getattr(cfg, "primary_types", None),
+        # a CapsNet's primary capsules sit on a grid over the image; Efficient-CapsNet's each see all of it
+        "grid": cfg.primary_grid if routing == "dynamic" else None,
+        "types": cfg.primary_types if routing == "dynamic" else None,
         "parameters": sum(p.numel() for p in model.parameters()),
         "test_error": m.test_error if m.measured else None,
         "n_test": m.n_test if m.measured else None,

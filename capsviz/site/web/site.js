@@ -190,17 +190,33 @@ function paint(canvas, pixels, S, C = 1) {
   ctx.putImageData(img, 0, 0);
 }
 
-// a (rows, cols) map coloured by viridis over [0, top], nearest-neighbour
-function heat(canvas, values, rows, cols, top) {
+// a (rows, cols) map coloured by viridis from lo (dark) to hi (yellow), nearest-neighbour
+function heat(canvas, values, rows, cols, hi, lo = 0) {
   canvas.width = cols;
   canvas.height = rows;
   const ctx = canvas.getContext("2d");
   const img = ctx.createImageData(cols, rows);
   for (let p = 0; p < rows * cols; p++) {
-    const [r, g, b] = viridis(values[p] / (top || 1));
+    const [r, g, b] = viridis((values[p] - lo) / (hi - lo || 1));
     img.data.set([r, g, b, 255], 4 * p);
   }
   ctx.putImageData(img, 0, 0);
+}
+
+// the same map stretched over the input image, which shows through in white
+function heatOver(canvas, values, G, hi, lo, pixels, S) {
+  const small = document.createElement("canvas");
+  heat(small, values, G, G, hi, lo);
+  const input = document.createElement("canvas");
+  paint(input, pixels, S);
+  canvas.width = S;
+  canvas.height = S;
+  const ctx = canvas.getContext("2d");
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(small, 0, 0, S, S);
+  ctx.globalAlpha = 0.35;
+  ctx.globalCompositeOperation = "lighter";
+  ctx.drawImage(input, 0, 0);
 }
 
 function el(tag, attrs = {}, ...children) {
@@ -284,6 +300,7 @@ function startDrawing() {
 
 // ---------- views ----------
 let current = null; // the latest computation, for the views and for tests
+const timings = { slider: [], iterations: [] }; // ms from a control's event to its view drawn (the benchmark reads them)
 let gridKey = null;
 
 async function refresh() {
@@ -331,7 +348,7 @@ async function renderExplore() {
         hovertemplate: "%{x}: length %{y:.3f}<extra></extra>",
       },
     ],
-    layout(`The longest: ${m.classes[best]} (${fmt(lengths[best])})`, { yaxis: { range: [0, 1.1], title: "length |v|" } }),
+    layout(`The longest: ${m.classes[best]} (${fmt(lengths[best])})`, { xaxis: { type: "category" }, yaxis: { range: [0, 1.1], title: "length |v|" } }),
     PLOT,
   );
   const pick = $("capsule");
@@ -415,28 +432,35 @@ function renderRouting() {
   $("routing-note").textContent =
     `Iteration ${t + 1} of ${T}: each primary capsule splits its vote over the ${J} class capsules; ` +
     `uniform is 1/${J} = ${fmt(1 / J, 3)} each. The couplings keep ${fmt(100 * share, 1)}% of the uniform split's entropy ` +
-    `(100% = every capsule splits its vote evenly). Colour: coupling c_ij, from 0 (dark) to the largest on this iteration (yellow).`;
+    `(100% = every capsule splits its vote evenly). Each map: a class's coupling at each place of the image, averaged over the capsule types, ` +
+    `from the smallest on this iteration (dark) to the largest (yellow), the input showing through in white.`;
   const maps = $("maps");
   maps.replaceChildren();
-  let top = 0;
-  for (const x of c) top = Math.max(top, x);
   const lengths = lengthsAt(current, T);
   if (m.grid) {
     const G = m.grid;
     const K = m.types;
-    for (let j = 0; j < J; j++) {
+    const all = Array.from({ length: J }, (_, j) => {
       const map = new Float32Array(G * G);
       for (let p = 0; p < G * G; p++) {
         let s = 0;
         for (let k = 0; k < K; k++) s += c[(p * K + k) * J + j];
         map[p] = s / K;
       }
+      return map;
+    });
+    const lo = Math.min(...all.map((a) => Math.min(...a)));
+    const hi = Math.max(...all.map((a) => Math.max(...a)));
+    all.forEach((map, j) => {
       const canvas = el("canvas", { "aria-label": `Couplings to ${m.classes[j]} over the image` });
-      heat(canvas, map, G, G, top);
+      heatOver(canvas, map, G, hi, lo, current.pixels, m.in_size);
       const mean = map.reduce((a, b) => a + b, 0) / map.length;
       maps.append(el("figure", {}, canvas, el("figcaption", {}, `${m.classes[j]}: mean c ${fmt(mean, 3)}, |v| ${fmt(lengths[j])}`)));
-    }
+    });
+    maps.append(el("p", { class: "note" }, `Colour scale: ${fmt(lo, 3)} (dark) to ${fmt(hi, 3)} (yellow).`));
   } else {
+    let top = 0;
+    for (const x of c) top = Math.max(top, x);
     const canvas = el("canvas", { class: "matrix", "aria-label": "Couplings: a row per primary capsule, a column per class" });
     heat(canvas, c, I, J, top);
     maps.append(el("figure", { class: "wide" }, canvas, el("figcaption", {}, `Rows: the ${I} primary capsules; columns: ${m.classes.join(" ")}`)));
@@ -451,7 +475,7 @@ function renderRouting() {
       x: steps,
       y: steps.map((n) => lengthsAt(current, n)[j]),
     })),
-    layout("|v_j| after each iteration", { xaxis: { title: "iteration", dtick: 1 }, yaxis: { title: "length", range: [0, 1] } }),
+    layout("|v_j| after each iteration", { height: 320, legend: { orientation: "h", y: -0.3 }, xaxis: { title: "iteration", dtick: 1 }, yaxis: { title: "length", range: [0, 1] } }),
     PLOT,
   );
   Plotly.react(
@@ -683,7 +707,11 @@ function controls() {
     const input = el("input", { type: "range", id: `dim${d}`, min: "-0.25", max: "0.25", step: "0.05", value: "0", "aria-label": `dimension ${d}` });
     input.addEventListener("input", () => {
       state.dims[d] = Number(input.value);
-      redraw().then(writeAddress);
+      const t0 = performance.now();
+      redraw().then(() => {
+        writeAddress();
+        timings.slider.push(performance.now() - t0);
+      });
     });
     dims.append(el("label", {}, `d${d} `, input, el("output", { id: `dim${d}-out` }, "+0.00")));
   }
@@ -694,7 +722,8 @@ function controls() {
   $("iterations").addEventListener("input", () => {
     state.iterations = Number($("iterations").value);
     state.t = state.iterations;
-    render();
+    const t0 = performance.now();
+    render().then(() => timings.iterations.push(performance.now() - t0));
   });
   $("t").addEventListener("input", () => {
     state.t = Number($("t").value);
@@ -810,5 +839,6 @@ window.capsviz = {
     return { lengths: Array.from(lengths), couplings: Array.from(res.c.slice(0, T * res.I * res.J)), reconstruction: Array.from(rec) };
   },
   state,
+  timings,
   current: () => current,
 };
