@@ -248,7 +248,12 @@ def parser() -> Parser:
         "serves; the models compute in each browser with onnxruntime-web. npm fetches the pinned front-end packages once.",
     )
     si.add_argument("--out", type=Path, required=True, help="the folder to write (e.g. site/)")
-    si.add_argument("--models", nargs="+", metavar="NAME", help="models from the model folder (default: capsnet-small-mnist capsnet-mnist efficient-capsnet-mnist)")
+    si.add_argument(
+        "--models",
+        nargs="+",
+        metavar="NAME",
+        help="models from the model folder (default: capsnet-small-mnist capsnet-mnist efficient-capsnet-mnist)",
+    )
     si.add_argument("--images", type=integer(1, 10000), default=300, help="test images to include (default: 300)")
     si.add_argument("--data-dir")
 

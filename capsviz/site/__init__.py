@@ -10,6 +10,7 @@ Python sources the Streamlit pages use. Nothing is fetched from outside at run t
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -71,7 +72,9 @@ def _npm_files(cache: Path) -> Path:
         where.mkdir(parents=True, exist_ok=True)
         for f in ("package.json", "package-lock.json"):
             shutil.copyfile(WEB / f, where / f)
-        done = subprocess.run([npm, "ci", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error"], cwd=where, capture_output=True, text=True)
+        done = subprocess.run(
+            [npm, "ci", "--omit=dev", "--no-audit", "--no-fund", "--loglevel=error"], cwd=where, capture_output=True, text=True
+        )
         if done.returncode != 0:
             last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
             raise CapsvizError(f"npm ci failed (is the npm registry reachable?): {last[0]}")
@@ -119,6 +122,8 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
 
     if not models:
         raise CapsvizError("no models to put in the site")
+    if importlib.util.find_spec("onnx") is None:
+        raise CapsvizError("capsviz site needs the onnx package, which torch's ONNX exporter writes through: pip install 'onnx>=1.17'")
     node_modules = _npm_files(cache or cache_dir() / "site")
     out.mkdir(parents=True, exist_ok=True)
     entries, sets = [], {}

@@ -245,6 +245,7 @@ function layout(title, extra = {}) {
     height: 260,
     paper_bgcolor: "rgba(0,0,0,0)",
     plot_bgcolor: "rgba(0,0,0,0)",
+    xaxis: { type: "category" }, // every class named under its bar
     ...extra,
   };
 }

@@ -1,0 +1,150 @@
+"""How fast the static site answers in chromium, and what it costs to download (BENCH.md).
+
+    python -m capsviz.site.bench [--site DIR]
+
+Builds the default site into DIR (a temporary folder without --site; an existing DIR is used as
+built), serves it from 127.0.0.1 with every other request aborted, and measures in headless
+chromium (Debian's, through Playwright):
+- the first view ready (the explorer drawn) with a cold cache, from navigation start;
+- a dimension slider's arrow key until the reconstruction is redrawn, and a change of routing
+  iterations until the routing view is drawn (the page's own performance.now() timings);
+- per model: its ONNX files' size, and one image's forward pass (encoder, routing and decoder) in
+  the browser beside PyTorch's on the same CPU;
+- the site's size on disk and gzip-compressed (what a host that compresses sends).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gzip
+import http.server
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+
+def _cpu() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
+
+
+def _p(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+def _serve(folder: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *_):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_port}/"
+
+
+def _pytorch_ms(path: Path, runs: int) -> float:
+    from capsviz.checkpoint import load_checkpoint
+
+    model, _ = load_checkpoint(path)
+    x = torch.rand(1, model.config.in_channels, model.config.in_size, model.config.in_size)
+    times = []
+    with torch.no_grad():
+        model(x)
+        for _ in range(runs):
+            t = time.perf_counter()
+            model(x)
+            times.append(1000 * (time.perf_counter() - t))
+    return statistics.median(times)
+
+
+def main(argv=None) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "e2e"))
+    from playwright.sync_api import sync_playwright
+    from st_helpers import CHROMIUM, CHROMIUM_ARGS
+
+    from capsviz.paths import model_folder
+    from capsviz.site import DEFAULT_MODELS, build
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--site", type=Path)
+    ap.add_argument("--repeat", type=int, default=5, help="cold first views (default 5)")
+    args = ap.parse_args(argv)
+    site = args.site or Path(tempfile.mkdtemp()) / "site"
+    if not (site / "site.json").exists():
+        build(site, [model_folder() / f"{m}.safetensors" for m in DEFAULT_MODELS], log=lambda _: None)
+    srv, url = _serve(site)
+    print(f"CPU: {_cpu()}, {torch.get_num_threads()} threads; torch {torch.__version__}; chromium {CHROMIUM}")
+    rows = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+        def page(query: str):
+            ctx = browser.new_context(viewport={"width": 1280, "height": 1400})  # a new context: a cold cache
+            pg = ctx.new_page()
+            pg.route("**/*", lambda r: r.continue_() if r.request.url.startswith(url) else r.abort())
+            pg.goto(url + query)
+            pg.evaluate("window.capsviz.ready")
+            return ctx, pg
+
+        first = []
+        for _ in range(args.repeat):
+            ctx, pg = page("?view=explore&model=capsnet-mnist.safetensors")
+            first.append(pg.evaluate("performance.now()"))
+            ctx.close()
+        rows.append(("first view, capsnet-mnist, cold cache", len(first), statistics.median(first), max(first), "3,000 max"))
+
+        for model in DEFAULT_MODELS:
+            ctx, pg = page(f"?view=explore&model={model}.safetensors")
+            pg.focus("#dim3")
+            for k in range(40):
+                pg.keyboard.press("ArrowRight" if k % 10 < 5 else "ArrowLeft")
+                pg.wait_for_function(f"window.capsviz.timings.slider.length > {k}")
+            slider = pg.evaluate("window.capsviz.timings.slider")
+            rows.append((f"slider move, {model}", len(slider), statistics.median(slider), _p(slider, 0.95), "50 p95"))
+            if model != "efficient-capsnet-mnist":
+                pg.click("nav button[data-view=routing]")
+                pg.focus("#iterations")
+                for k in range(20):
+                    pg.keyboard.press("ArrowRight" if k % 10 < 5 else "ArrowLeft")
+                    pg.wait_for_function(f"window.capsviz.timings.iterations.length > {k}")
+                its = pg.evaluate("window.capsviz.timings.iterations")
+                rows.append((f"routing iterations change, {model}", len(its), statistics.median(its), _p(its, 0.95), "100 p95"))
+            ctx.close()
+
+        print("\n| interaction | n | median ms | p95 (max for the first view) ms | target ms |\n|---|---:|---:|---:|---:|")
+        for name, n, med, p95, target in rows:
+            print(f"| {name} | {n} | {med:,.0f} | {p95:,.0f} | {target} |")
+
+        print("\n| model | ONNX MB | browser forward ms (median of 20) | PyTorch forward ms (median of 20) |\n|---|---:|---:|---:|")
+        ctx, pg = page("?view=explore")
+        for model in DEFAULT_MODELS:
+            onnx = sum(f.stat().st_size for f in (site / "models" / model).glob("*.onnx")) / 2**20
+            ms = pg.evaluate(
+                """async (name) => { await window.capsviz.compute(name, 0, 3); const t = [];
+                   for (let k = 0; k < 20; k++) { const t0 = performance.now(); await window.capsviz.compute(name, k, 3); t.push(performance.now() - t0); }
+                   t.sort((a, b) => a - b); return t[10]; }""",
+                f"{model}.safetensors",
+            )
+            print(f"| {model} | {onnx:.1f} | {ms:.0f} | {_pytorch_ms(model_folder() / f'{model}.safetensors', 20):.0f} |")
+        ctx.close()
+        browser.close()
+    srv.shutdown()
+    files = [f for f in site.rglob("*") if f.is_file()]
+    raw = sum(f.stat().st_size for f in files)
+    zipped = sum(len(gzip.compress(f.read_bytes(), 6)) for f in files)
+    print(f"\nsite: {len(files)} files, {raw / 2**20:.1f} MB on disk, {zipped / 2**20:.1f} MB gzip-compressed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

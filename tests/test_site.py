@@ -1,0 +1,97 @@
+"""`capsviz site` without a browser: what the ONNX export writes, and the clear refusals. The
+browser's numbers against PyTorch's are checked in tests/e2e/test_site_browser.py."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+import torch
+from onnx import numpy_helper
+
+from capsviz.config import preset
+from capsviz.errors import CapsvizError
+from capsviz.models import build_model
+from capsviz.site import build, export
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny(name: str):
+    torch.manual_seed(0)
+    return build_model(preset(name)).eval()
+
+
+def initializers(blob: bytes) -> dict:
+    return {t.name: numpy_helper.to_array(t) for t in onnx.load_from_string(blob).graph.initializer}
+
+
+def test_weights_exact_in_float16_stay_float16_and_the_rest_float32():
+    model = tiny("capsnet-small")
+    with torch.no_grad():
+        model.conv1.weight.copy_(model.conv1.weight.half().float())  # exact in float16, as a shipped model
+        model.conv1.bias.add_(1e-7)  # not exact: must stay float32, or the browser computes another model
+    graphs = export.model_graphs(model)
+    weights = initializers(graphs["encoder"])
+    by_shape = {tuple(w.shape): w for w in weights.values()}
+    assert by_shape[tuple(model.conv1.weight.shape)].dtype.name == "float16"
+    assert by_shape[tuple(model.conv1.bias.shape)].dtype.name == "float32"
+    assert torch.equal(torch.tensor(by_shape[tuple(model.conv1.weight.shape)]).float(), model.conv1.weight)
+    onnx.checker.check_model(onnx.load_from_string(graphs["encoder"]))
+    # the model itself is untouched: the export works on a copy
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+def test_each_family_gets_its_graphs_and_the_dynamic_graph_records_every_iteration():
+    assert set(export.model_graphs(tiny("capsnet-small"))) == {"encoder", "decoder"}
+    assert set(export.model_graphs(tiny("efficient-capsnet"))) == {"encoder", "decoder", "attention"}
+    g = onnx.load_from_string(export.dynamic_graph())
+    assert [o.name for o in g.graph.output] == ["c", "v", "agreement"]
+    assert g.graph.output[0].type.tensor_type.shape.dim[0].dim_value == export.ITERATIONS
+
+
+def test_graphs_come_from_the_reference_path(monkeypatch):
+    """A fast path the export cannot see is never traced: every kernel switch reads reference_only()."""
+    from capsviz.kernels import policy
+
+    seen = []
+    real = policy.conv_path
+    monkeypatch.setattr(policy, "conv_path", lambda *a: seen.append(real(*a)) or seen[-1])
+    export.model_graphs(tiny("capsnet-small"))
+    assert seen and all(p is None for p in seen)
+
+
+def test_models_the_site_cannot_run_are_refused_by_name(tmp_path):
+    with pytest.raises(ValueError, match="CapsNets and Efficient-CapsNets"):
+        export.model_graphs(tiny("cnn-small"))
+    with pytest.raises(CapsvizError, match="no models"):
+        build(tmp_path / "site", [])
+
+
+def test_without_npm_the_site_says_what_it_needs(tmp_path, monkeypatch):
+    import capsviz.site as site
+
+    monkeypatch.setattr(site.shutil, "which", lambda _: None)
+    with pytest.raises(CapsvizError, match="needs Node.js and npm"):
+        site._npm_files(tmp_path)
+
+
+def test_cli_names_a_missing_model_in_one_line(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "capsviz", "site", "--out", str(tmp_path / "s"), "--models", "no-such-model"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"error: no model no-such-model in {ROOT / 'checkpoints'}"]
+    assert not (tmp_path / "s").exists()
+
+
+def test_the_front_end_files_the_build_copies_are_in_the_package():
+    from capsviz.site import FRONT_END, WEB
+
+    assert all((WEB / f).is_file() for f in (*FRONT_END, "package.json", "package-lock.json"))
+    text = (ROOT / "pyproject.toml").read_text()
+    assert all(f"web/{f}" in text for f in (*FRONT_END, "package.json", "package-lock.json"))
