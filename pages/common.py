@@ -24,6 +24,7 @@ from capsviz.glossary import class_words
 from capsviz.model_cache import ModelCache
 from capsviz.progress import time_left
 from capsviz.schema import CheckpointMeta
+from capsviz.site.links import site_link
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -243,7 +244,18 @@ def sidebar(page: str = "") -> None:
         why = policy.why_off(policy.NATIVE_EM, device) if device.type == "cpu" else None
         kernel = f" · native EM kernel off: {why}" if why else ""
         st.caption(f"device: {'GPU' if device.type == 'cuda' else device.type.upper()} · {where}{kernel}")
+        st.session_state["site_slot"] = (page, st.empty())  # filled by `site_button` once the page has put its view in the address
     link_notice(st.session_state.get("model_pick"))
+
+
+def site_button(page: str, meta) -> None:
+    """At the end of a page the static site also has: a link to the site's view of the same model,
+    image and settings, when the host names one ($CAPSVIZ_SITE_URL) and the site can run the model."""
+    runs = meta is not None and meta.config.decodes and meta.config.routing in ("dynamic", "self-attention")
+    url = site_link(page, st.query_params.to_dict(), runs)
+    slot_page, slot = st.session_state.get("site_slot", (None, None))
+    if url and slot_page == page:
+        slot.link_button("Open this view in the static site", url, help="The same model, image and settings, computed in your browser")
 
 
 def data_line(dataset: str) -> str:

@@ -8,7 +8,7 @@ from capsviz.glossary import class_words, help_text
 from capsviz.glossary import label as glossary_label
 from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
 from capsviz.viz.explain import labelled_grid
-from pages.common import answer, dimension_sliders, page_model, pick_image, require_router
+from pages.common import answer, dimension_sliders, page_model, pick_image, require_router, site_button
 
 require_router()
 FAINT = 0.2  # below this share of the unperturbed reconstruction's ink, the picture reads as black
@@ -137,3 +137,5 @@ right.caption(
     "For each dimension: how much the picture changes between its two ends (-0.25 and +0.25), as the mean change per "
     "pixel. The tallest bars are the rows of the grid worth looking at first."
 )
+
+site_button("explorer", meta)

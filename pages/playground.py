@@ -19,7 +19,7 @@ from capsviz.analysis.playground import (
 from capsviz.glossary import help_text, label
 from capsviz.viz import png_bytes
 from capsviz.viz.animation import dynamic_frames, em_frames, gif_bytes
-from pages.common import require_router
+from pages.common import require_router, site_button
 
 require_router()
 st.title("Routing playgrounds")
@@ -331,3 +331,5 @@ else:
         "(x -1.0): its spread grows and, with 3 upper capsules, its activation falls below upper 2's. In the outliers "
         "preset, lower capsule 5's activation a down to 0.05 pulls upper 1's mean pose back onto the cluster."
     )
+
+site_button("playground", None)

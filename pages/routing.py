@@ -9,7 +9,7 @@ from capsviz.config import user_dataset
 from capsviz.glossary import class_words, help_text
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
-from pages.common import keep_within, page_model, pick_image, require_router, test_set
+from pages.common import keep_within, page_model, pick_image, require_router, site_button, test_set
 
 require_router()
 
@@ -389,3 +389,5 @@ e.plotly_chart(
 recs = [r for r in sweep["reconstructions"] if r is not None]
 if recs:
     f.image([to_image(r, 3) for r in recs], caption=[f"{k + 1} it.: {names[p]}" for k, p in enumerate(sweep["predictions"])], width=84)
+
+site_button("routing", meta)

@@ -13,7 +13,7 @@ from capsviz.routing import ROUTINGS
 from capsviz.viz import grouped_bars, png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
 from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid
-from pages.common import page_model, pick_image, require_router
+from pages.common import page_model, pick_image, require_router, site_button
 
 require_router()
 st.title("A guided tour of a capsule network")
@@ -556,3 +556,5 @@ if step == "lab":
             "pages/lab.py", label="Open the routing lab: every routing, every shipped model, side by side", icon=":material/science:"
         )
         st.caption(help_text("uniform", "random_couplings"))
+
+site_button("tour", meta)

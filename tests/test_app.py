@@ -458,3 +458,16 @@ def test_iterations_beyond_the_next_pages_range_are_brought_within_it(app):
     app.switch_page("pages/em.py").run()
     assert not app.exception, app.exception
     assert app.slider(key="iterations").value == 5  # EM's most
+
+
+def test_pages_the_static_site_has_link_to_its_view_of_the_same_model_and_image(app, monkeypatch):
+    monkeypatch.setenv("CAPSVIZ_SITE_URL", "https://example.org/course/capsviz/")
+    app.query_params["image"] = "5"
+    app.switch_page("pages/explorer.py").run()
+    assert not app.exception, app.exception
+    (button,) = app.get("link_button")
+    url = button.proto.url
+    assert url.startswith("https://example.org/course/capsviz/?view=explore&")
+    assert f"model={app.session_state['model_pick']}" in url and "image=5" in url and "capsule=" in url
+    app.switch_page("pages/zoo.py").run()  # a page the site does not have: no link
+    assert not app.get("link_button")

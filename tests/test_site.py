@@ -95,3 +95,18 @@ def test_the_front_end_files_the_build_copies_are_in_the_package():
     assert all((WEB / f).is_file() for f in (*FRONT_END, "package.json", "package-lock.json"))
     text = (ROOT / "pyproject.toml").read_text()
     assert all(f"web/{f}" in text for f in (*FRONT_END, "package.json", "package-lock.json"))
+
+
+def test_site_links_carry_the_app_view_or_nothing():
+    from capsviz.site.links import site_link
+
+    q = {"model": "capsnet-mnist.safetensors", "image": "7", "iterations": "5", "term": "x"}
+    assert site_link("routing", q, True, "https://h/s/") == "https://h/s/?view=routing&model=capsnet-mnist.safetensors&image=7&iterations=5"
+    assert site_link("routing", q, False, "https://h/s") is None  # a model the site cannot run
+    assert site_link("em", q, True, "https://h/s") is None  # a page it does not have
+    assert site_link("routing", q, True, "") is None  # no site named
+    assert site_link("playground", {"toy": "em"}, False, "https://h") is None
+    assert (
+        site_link("playground", {"preset": "outliers", "rule": "dynamic"}, False, "https://h")
+        == "https://h/?view=playground&preset=outliers&rule=dynamic"
+    )

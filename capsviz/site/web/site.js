@@ -40,8 +40,8 @@ const state = {
   iterations: null,
   t: null,
   step: 1,
-  rule: params.get("rule") === "dynamic" ? "dynamic" : null,
-  toy: { preset: params.get("preset"), J: params.get("J") === "2" ? 2 : 3, T: 3, cap: 1, rule: params.get("toyrule") === "self-attention" ? "self-attention" : "dynamic", pts: null },
+  rule: params.get("routing") === "dynamic" ? "dynamic" : null, // Efficient-CapsNet's capsules routed by agreement instead
+  toy: { preset: params.get("preset"), J: params.get("J") === "2" ? 2 : 3, T: 3, cap: 1, rule: params.get("rule") === "self-attention" ? "self-attention" : "dynamic", pts: null },
 };
 
 function writeAddress() {
@@ -54,13 +54,13 @@ function writeAddress() {
   q.set("iterations", String(state.iterations));
   q.set("t", String(state.t));
   q.set("step", String(state.step));
-  if (state.rule === "dynamic") q.set("rule", "dynamic");
+  if (state.rule === "dynamic") q.set("routing", "dynamic");
   if (state.view === "playground") {
     q.set("preset", state.toy.preset);
     q.set("J", String(state.toy.J));
     q.set("T", String(state.toy.T));
     q.set("cap", String(state.toy.cap));
-    q.set("toyrule", state.toy.rule);
+    q.set("rule", state.toy.rule);
     if (state.toy.pts) q.set("pts", state.toy.pts.map((x) => +x.toFixed(1)).join("_"));
   }
   if (state.embed) q.set("embed", "1");

@@ -1,0 +1,27 @@
+"""Links from the app to the static site's view of the same model and image (`CAPSVIZ_SITE_URL`).
+
+Kept apart from the export so the app imports no ONNX code to draw a link."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlencode
+
+SITE_ENV = "CAPSVIZ_SITE_URL"
+VIEWS = {"explorer": "explore", "routing": "routing", "tour": "tour", "playground": "playground"}  # app page -> site view
+# The query parameters both share, with the same meaning
+SHARED = ("model", "image", "capsule", "dims", "iterations", "t", "step", "preset", "J", "T", "cap", "rule")
+
+
+def site_link(page: str, query: dict, runs_in_site: bool, base: str | None = None) -> str | None:
+    """The site's address of the view the app shows on `page` with `query` (the app's query
+    parameters), or None: no site configured (`$CAPSVIZ_SITE_URL`), a page the site does not have,
+    or a model it cannot run (`runs_in_site`: a CapsNet or Efficient-CapsNet with a decoder; the
+    playground needs no model)."""
+    base = base if base is not None else os.environ.get(SITE_ENV, "")
+    if not base or page not in VIEWS or (page != "playground" and not runs_in_site):
+        return None
+    if page == "playground" and query.get("toy", "dynamic") != "dynamic":  # the site's playground is routing by agreement's
+        return None
+    params = {"view": VIEWS[page], **{k: str(query[k]) for k in SHARED if k in query and str(query[k])}}
+    return f"{base.split('?')[0].rstrip('/')}/?{urlencode(params)}"
