@@ -430,11 +430,15 @@ function renderRouting() {
   const t = dynamic ? state.t - 1 : 0;
   const c = couplingsAt(current, t);
   const share = uniformShare(c, I, J);
+  $("iterations").parentElement.hidden = !dynamic;
+  $("t").parentElement.hidden = !dynamic || T === 1;
+  const how = dynamic ? `Iteration ${t + 1} of ${T}: each` : "One pass of self-attention: each";
+  const map = m.grid
+    ? "Each map: a class's coupling at each place of the image, averaged over the capsule types, from the smallest on this iteration (dark) to the largest (yellow), the input showing through in white."
+    : "The map: a row per primary capsule (each sees the whole image), a column per class; coupling from 0 (dark) to the largest (yellow).";
   $("routing-note").textContent =
-    `Iteration ${t + 1} of ${T}: each primary capsule splits its vote over the ${J} class capsules; ` +
-    `uniform is 1/${J} = ${fmt(1 / J, 3)} each. The couplings keep ${fmt(100 * share, 1)}% of the uniform split's entropy ` +
-    `(100% = every capsule splits its vote evenly). Each map: a class's coupling at each place of the image, averaged over the capsule types, ` +
-    `from the smallest on this iteration (dark) to the largest (yellow), the input showing through in white.`;
+    `${how} primary capsule splits its vote over the ${J} class capsules; uniform is 1/${J} = ${fmt(1 / J, 3)} each. ` +
+    `The couplings keep ${fmt(100 * share, 1)}% of the uniform split's entropy (100% = every capsule splits its vote evenly). ${map}`;
   const maps = $("maps");
   maps.replaceChildren();
   const lengths = lengthsAt(current, T);
@@ -467,18 +471,22 @@ function renderRouting() {
     maps.append(el("figure", { class: "wide" }, canvas, el("figcaption", {}, `Rows: the ${I} primary capsules; columns: ${m.classes.join(" ")}`)));
   }
   const steps = Array.from({ length: T }, (_, k) => k + 1);
-  Plotly.react(
-    $("iter-lengths"),
-    m.classes.map((name, j) => ({
-      type: "scatter",
-      mode: "lines+markers",
-      name,
-      x: steps,
-      y: steps.map((n) => lengthsAt(current, n)[j]),
-    })),
-    layout("|v_j| after each iteration", { height: 320, legend: { orientation: "h", y: -0.3 }, xaxis: { title: "iteration", dtick: 1 }, yaxis: { title: "length", range: [0, 1] } }),
-    PLOT,
-  );
+  if (T === 1) {
+    Plotly.react($("iter-lengths"), [{ type: "bar", x: m.classes, y: Array.from(lengths), marker: { color: "#0072B2" } }], layout(dynamic ? "|v_j| after 1 iteration" : "|v_j| after the one pass", { yaxis: { range: [0, 1] } }), PLOT);
+  } else {
+    Plotly.react(
+      $("iter-lengths"),
+      m.classes.map((name, j) => ({
+        type: "scatter",
+        mode: "lines+markers",
+        name,
+        x: steps,
+        y: steps.map((n) => lengthsAt(current, n)[j]),
+      })),
+      layout("|v_j| after each iteration", { height: 320, legend: { orientation: "h", y: -0.3 }, xaxis: { title: "iteration", dtick: 1 }, yaxis: { title: "length", range: [0, 1] } }),
+      PLOT,
+    );
+  }
   Plotly.react(
     $("iter-uniform"),
     [{ type: "bar", x: steps, y: steps.map((n) => 100 * uniformShare(couplingsAt(current, n - 1), I, J)), marker: { color: "#0072B2" } }],
