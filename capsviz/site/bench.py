@@ -103,21 +103,21 @@ def main(argv=None) -> int:
             ctx.close()
         rows.append(("first view, capsnet-mnist, cold cache", len(first), statistics.median(first), max(first), "3,000 max"))
 
+        def presses(pg, control: str, timing: str, n: int) -> list[float]:
+            """Arrow keys on `control`, five right then five left, each waited for until its view is drawn."""
+            pg.focus(control)
+            for k in range(n):
+                pg.keyboard.press("ArrowRight" if k % 10 < 5 else "ArrowLeft")
+                pg.wait_for_function(f"window.capsviz.timings.{timing}.length > {k}")
+            return pg.evaluate(f"window.capsviz.timings.{timing}")
+
         for model in DEFAULT_MODELS:
             ctx, pg = page(f"?view=explore&model={model}.safetensors")
-            pg.focus("#dim3")
-            for k in range(40):
-                pg.keyboard.press("ArrowRight" if k % 10 < 5 else "ArrowLeft")
-                pg.wait_for_function(f"window.capsviz.timings.slider.length > {k}")
-            slider = pg.evaluate("window.capsviz.timings.slider")
+            slider = presses(pg, "#dim3", "slider", 40)
             rows.append((f"slider move, {model}", len(slider), statistics.median(slider), _p(slider, 0.95), "50 p95"))
             if model != "efficient-capsnet-mnist":
                 pg.click("nav button[data-view=routing]")
-                pg.focus("#iterations")
-                for k in range(20):
-                    pg.keyboard.press("ArrowRight" if k % 10 < 5 else "ArrowLeft")
-                    pg.wait_for_function(f"window.capsviz.timings.iterations.length > {k}")
-                its = pg.evaluate("window.capsviz.timings.iterations")
+                its = presses(pg, "#iterations", "iterations", 20)
                 rows.append((f"routing iterations change, {model}", len(its), statistics.median(its), _p(its, 0.95), "100 p95"))
             ctx.close()
 
