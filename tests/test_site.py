@@ -110,3 +110,23 @@ def test_site_links_carry_the_app_view_or_nothing():
         site_link("playground", {"preset": "outliers", "rule": "dynamic"}, False, "https://h")
         == "https://h/?view=playground&preset=outliers&rule=dynamic"
     )
+
+
+def test_packed_weights_unpack_to_the_graph_pytorch_exported(tmp_path):
+    """write_graph's container (weights apart, byte planes, gzip) gives back every byte: the site's
+    interleave() undone here the same way, the graph then loads with every initializer equal."""
+    import gzip
+
+    from capsviz.site import write_graph
+
+    blob = export.model_graphs(tiny("capsnet-small"))["decoder"]
+    entry = write_graph(tmp_path, "m", "decoder", blob)
+    assert entry == {"onnx": "m/decoder.onnx", "weights": "m/decoder.weights.gz", "name": "decoder.weights"}
+    packed = gzip.decompress((tmp_path / entry["weights"]).read_bytes())
+    half = len(packed) // 2
+    raw = bytearray(len(packed))
+    raw[0::2], raw[1::2] = packed[:half], packed[half:]
+    (tmp_path / "m" / "decoder.weights").write_bytes(bytes(raw))
+    got = onnx.load(str(tmp_path / entry["onnx"]))  # reads the external weights beside it
+    want = initializers(blob)
+    assert {t.name: numpy_helper.to_array(t).tobytes() for t in got.graph.initializer} == {k: v.tobytes() for k, v in want.items()}

@@ -9,11 +9,13 @@ Python sources the Streamlit pages use. Nothing is fetched from outside at run t
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import importlib.util
 import json
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,10 +33,11 @@ WEB = Path(__file__).parent / "web"
 DEFAULT_MODELS = ("capsnet-small-mnist", "capsnet-mnist", "efficient-capsnet-mnist")
 DEFAULT_IMAGES = 300
 # What the browser needs from the pinned npm packages (capsviz/site/web/package-lock.json), and nothing else
+# (the WebAssembly runtime gzipped: the page inflates it and hands it to onnxruntime as env.wasm.wasmBinary)
 VENDOR = {
     "onnxruntime-web/dist/ort.wasm.min.mjs": "ort.wasm.min.mjs",
     "onnxruntime-web/dist/ort-wasm-simd-threaded.mjs": "ort-wasm-simd-threaded.mjs",
-    "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm": "ort-wasm-simd-threaded.wasm",
+    "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm": "ort-wasm-simd-threaded.wasm.gz",
     "plotly.js-basic-dist-min/plotly-basic.min.js": "plotly-basic.min.js",
 }
 FRONT_END = ("index.html", "site.js", "site.css")
@@ -50,6 +53,33 @@ STEP_TERMS = {
     "reconstruction": ["reconstruction"],
     "lab": ["uniform", "random_couplings"],
 }
+
+
+def _gzip(data: bytes) -> bytes:
+    return gzip.compress(data, compresslevel=9, mtime=0)  # mtime 0: the same model gives the same file
+
+
+def write_graph(out: Path, where: str, name: str, blob: bytes) -> dict:
+    """Write graph `name` into the site's folder `where` (under `out`) as NAME.onnx, its weights (if any) apart in NAME.weights.gz:
+    the raw tensors with every even byte first and every odd byte after, gzipped. A float16 weight's
+    high bytes (sign, exponent) then sit together and compress well; the site undoes both steps.
+    Lossless: the browser gets the very bytes PyTorch's weights are. -> the manifest's entry, with
+    paths relative to the site."""
+    import onnx
+
+    folder = out / where
+    folder.mkdir(parents=True, exist_ok=True)
+    model = onnx.load_from_string(blob)
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx.save_model(model, Path(tmp) / f"{name}.onnx", save_as_external_data=True, location=f"{name}.weights", size_threshold=1024)
+        (folder / f"{name}.onnx").write_bytes((Path(tmp) / f"{name}.onnx").read_bytes())
+        weights = Path(tmp) / f"{name}.weights"
+        if not weights.exists():
+            return {"onnx": f"{where}/{name}.onnx", "weights": None}
+        raw = weights.read_bytes()
+    raw += b"\0" * (len(raw) % 2)
+    (folder / f"{name}.weights.gz").write_bytes(_gzip(raw[0::2] + raw[1::2]))
+    return {"onnx": f"{where}/{name}.onnx", "weights": f"{where}/{name}.weights.gz", "name": f"{name}.weights"}
 
 
 @dataclass
@@ -82,7 +112,7 @@ def _npm_files(cache: Path) -> Path:
     return where / "node_modules"
 
 
-def _model_entry(path: Path, model, meta, graphs: dict[str, bytes], images_key: str) -> dict:
+def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: str) -> dict:
     cfg = model.config
     routing = cfg.routing if hasattr(cfg, "routing") else "dynamic"
     words = glossary.class_words(meta)
@@ -108,7 +138,7 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, bytes], images_key: 
         "paper_error": paper_error(meta),
         "words": {"capsule": words.capsule, "thing": words.thing, "shown": words.shown},
         "images": images_key,
-        "graphs": {k: f"models/{path.stem}/{k}.onnx" for k in graphs},
+        "graphs": graphs,
         "tour": [{"key": s.key, "title": s.title, "terms": STEP_TERMS.get(s.key.rstrip("0123456789"), [])} for s in steps],
     }
 
@@ -142,27 +172,29 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
             sets[key] = (data.images[:n].numpy().astype(np.uint8), data.labels[:n].numpy().astype(int))
         log(f"exporting {path.name} ...")
         graphs = export.model_graphs(model)
-        folder = out / "models" / path.stem
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, blob in graphs.items():
-            (folder / f"{name}.onnx").write_bytes(blob)
-        entries.append(_model_entry(path, model, meta, graphs, key))
-    (out / "graphs").mkdir(exist_ok=True)
-    (out / "graphs" / "dynamic.onnx").write_bytes(export.dynamic_graph())
-    (out / "graphs" / "attention.onnx").write_bytes(export.attention_graph())
+        written = {name: write_graph(out, f"models/{path.stem}", name, blob) for name, blob in graphs.items()}
+        entries.append(_model_entry(path, model, meta, written, key))
+    shared = {
+        name: write_graph(out, "graphs", name, blob)
+        for name, blob in (("dynamic", export.dynamic_graph()), ("attention", export.attention_graph()))
+    }
     (out / "data").mkdir(exist_ok=True)
     image_sets = {}
     for key, (imgs, labels) in sets.items():
-        (out / "data" / f"{key}.bin").write_bytes(np.ascontiguousarray(imgs).tobytes())
-        image_sets[key] = {"file": f"data/{key}.bin", "count": len(labels), "shape": list(imgs.shape[1:]), "labels": labels.tolist()}
+        (out / "data" / f"{key}.bin.gz").write_bytes(_gzip(np.ascontiguousarray(imgs).tobytes()))
+        image_sets[key] = {"file": f"data/{key}.bin.gz", "count": len(labels), "shape": list(imgs.shape[1:]), "labels": labels.tolist()}
     (out / "vendor").mkdir(exist_ok=True)
     for src, dst in VENDOR.items():
-        shutil.copyfile(node_modules / src, out / "vendor" / dst)
+        if dst.endswith(".gz"):
+            (out / "vendor" / dst).write_bytes(_gzip((node_modules / src).read_bytes()))
+        else:
+            shutil.copyfile(node_modules / src, out / "vendor" / dst)
     for f in FRONT_END:
         shutil.copyfile(WEB / f, out / f)
     manifest = {
         "models": entries,
         "image_sets": image_sets,
+        "graphs": shared,
         "iterations_max": export.ITERATIONS,
         "glossary": {k: {"symbol": t.symbol, "word": t.word, "explanation": t.explanation} for k, t in glossary.TERMS.items()},
         "playground": {

@@ -234,13 +234,23 @@ def test_odd_links_say_what_they_show_and_embed_hides_the_rest(browser, url):
         ctx.close()
 
 
-def test_site_folder_holds_only_what_it_needs(site):
+def test_site_folder_holds_only_what_it_needs_within_25_mb(site):
     files = {p.relative_to(site).as_posix() for p in Path(site).rglob("*") if p.is_file()} - {"expected.bin"}
-    assert {"index.html", "site.js", "site.css", "site.json", "graphs/dynamic.onnx", "graphs/attention.onnx"} <= files
+    assert {
+        "index.html",
+        "site.js",
+        "site.css",
+        "site.json",
+        "graphs/dynamic.onnx",
+        "graphs/attention.onnx",
+        "data/mnist-28-1.bin.gz",
+    } <= files
+    assert {"models/capsnet-mnist/encoder.onnx", "models/capsnet-mnist/encoder.weights.gz"} <= files
     assert not any("node_modules" in f or f.endswith(".map") for f in files)
     assert {f for f in files if f.startswith("vendor/")} == {
         "vendor/ort.wasm.min.mjs",
         "vendor/ort-wasm-simd-threaded.mjs",
-        "vendor/ort-wasm-simd-threaded.wasm",
+        "vendor/ort-wasm-simd-threaded.wasm.gz",
         "vendor/plotly-basic.min.js",
     }
+    assert sum(p.stat().st_size for p in Path(site).rglob("*") if p.name != "expected.bin") < 25 * 2**20

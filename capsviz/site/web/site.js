@@ -70,9 +70,35 @@ function writeAddress() {
 // ---------- the models ----------
 const site = { manifest: null, model: null, sessions: new Map(), images: new Map() };
 
-async function session(path) {
-  if (!site.sessions.has(path)) site.sessions.set(path, ort.InferenceSession.create(path, { executionProviders: ["wasm"] }));
-  return site.sessions.get(path);
+// A gzipped file, inflated by the browser itself
+async function inflate(url) {
+  const r = await fetch(url);
+  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+  return new Uint8Array(await new Response(r.body.pipeThrough(new DecompressionStream("gzip"))).arrayBuffer());
+}
+
+// A graph's weights as `capsviz site` packed them: every even byte, then every odd byte
+function interleave(packed) {
+  const half = packed.length / 2;
+  const out = new Uint8Array(packed.length);
+  for (let k = 0; k < half; k++) {
+    out[2 * k] = packed[k];
+    out[2 * k + 1] = packed[half + k];
+  }
+  return out;
+}
+
+async function openGraph(graph) {
+  const model = new Uint8Array(await (await fetch(graph.onnx)).arrayBuffer());
+  const options = { executionProviders: ["wasm"] };
+  if (graph.weights) options.externalData = [{ path: graph.name, data: interleave(await inflate(graph.weights)) }];
+  return ort.InferenceSession.create(model, options);
+}
+
+// graph: a manifest entry {onnx, weights, name}; one session each, made on first use
+async function session(graph) {
+  if (!site.sessions.has(graph.onnx)) site.sessions.set(graph.onnx, openGraph(graph));
+  return site.sessions.get(graph.onnx);
 }
 
 function tensor(data, dims) {
@@ -84,9 +110,7 @@ async function imageSet(key) {
     const info = site.manifest.image_sets[key];
     site.images.set(
       key,
-      fetch(info.file)
-        .then((r) => r.arrayBuffer())
-        .then((b) => ({ ...info, pixels: new Uint8Array(b) })),
+      inflate(info.file).then((pixels) => ({ ...info, pixels })),
     );
   }
   return site.images.get(key);
@@ -101,7 +125,7 @@ async function computeFor(model, pixels, rule) {
   const [, J, I, D] = uHat.dims;
   const out = { model, J, I, D, u: enc.u.data, uHat: uHat.data, features: enc.features || null };
   if (rule === "dynamic") {
-    const r = await (await session("graphs/dynamic.onnx")).run({ u_hat: uHat });
+    const r = await (await session(site.manifest.graphs.dynamic)).run({ u_hat: uHat });
     Object.assign(out, { rule, c: r.c.data, v: r.v.data, agreement: r.agreement.data, T: r.c.dims[0] });
   } else {
     const r = await (await session(model.graphs.attention)).run({ u_hat: uHat });
@@ -613,7 +637,7 @@ async function renderPlayground() {
   const uHat = new Float32Array(J * I * 2); // (1, J, I, 2)
   for (let j = 0; j < J; j++) for (let i = 0; i < I; i++) for (let d = 0; d < 2; d++) uHat[(j * I + i) * 2 + d] = pts[(i * 3 + j) * 2 + d];
   const dynamic = state.toy.rule === "dynamic";
-  const graph = dynamic ? "graphs/dynamic.onnx" : "graphs/attention.onnx";
+  const graph = site.manifest.graphs[dynamic ? "dynamic" : "attention"];
   const r = await (await session(graph)).run({ u_hat: tensor(uHat, [1, J, I, 2]) });
   const T = dynamic ? state.toy.T : 1;
   const t = T - 1;
@@ -796,6 +820,7 @@ async function useModel(name) {
 }
 
 async function start() {
+  ort.env.wasm.wasmBinary = await inflate("vendor/ort-wasm-simd-threaded.wasm.gz");
   const manifest = await (await fetch("site.json")).json();
   site.manifest = manifest;
   if (state.embed) document.body.classList.add("embed");
