@@ -88,11 +88,24 @@ function interleave(packed) {
   return out;
 }
 
+let runtime = null; // resolves once the WebAssembly runtime is inflated and handed to onnxruntime (start)
+let creating = Promise.resolve(); // onnxruntime makes one session at a time: two at once fail while it starts
+
+async function bytes(url) {
+  const r = await fetch(url);
+  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+  return new Uint8Array(await r.arrayBuffer());
+}
+
+// The graph and its weights download and inflate while the runtime does; the session waits for both
 async function openGraph(graph) {
-  const model = new Uint8Array(await (await fetch(graph.onnx)).arrayBuffer());
+  const [model, weights] = await Promise.all([bytes(graph.onnx), graph.weights ? inflate(graph.weights).then(interleave) : null]);
+  await runtime;
   const options = { executionProviders: ["wasm"] };
-  if (graph.weights) options.externalData = [{ path: graph.name, data: interleave(await inflate(graph.weights)) }];
-  return ort.InferenceSession.create(model, options);
+  if (weights) options.externalData = [{ path: graph.name, data: weights }];
+  const made = creating.then(() => ort.InferenceSession.create(model, options));
+  creating = made.catch(() => null);
+  return made;
 }
 
 // graph: a manifest entry {onnx, weights, name}; one session each, made on first use
@@ -809,6 +822,7 @@ function controls() {
 async function useModel(name) {
   const m = site.manifest.models.find((x) => x.name === name);
   site.model = m;
+  for (const graph of [...Object.values(m.graphs), site.manifest.graphs.dynamic]) session(graph); // all at once, not one after another
   state.iterations = m.routing === "dynamic" ? m.iterations : 3;
   state.t = state.iterations;
   state.drawn = null;
@@ -820,7 +834,9 @@ async function useModel(name) {
 }
 
 async function start() {
-  ort.env.wasm.wasmBinary = await inflate("vendor/ort-wasm-simd-threaded.wasm.gz");
+  runtime = inflate("vendor/ort-wasm-simd-threaded.wasm.gz").then((wasm) => {
+    ort.env.wasm.wasmBinary = wasm;
+  });
   const manifest = await (await fetch("site.json")).json();
   site.manifest = manifest;
   if (state.embed) document.body.classList.add("embed");
