@@ -14,7 +14,7 @@ from capsviz.kernels.slices import dynamic_slices, in_chunks
 from capsviz.layers import DigitCaps, PrimaryCaps
 from capsviz.losses import margin_loss, reconstruction_loss
 from capsviz.models import ModelOutput
-from capsviz.routing import SQUASHES, DynamicOptions, route, squash
+from capsviz.routing import SQUASHES, DynamicOptions, route
 
 
 class Decoder(nn.Module):
