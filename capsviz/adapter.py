@@ -609,11 +609,15 @@ def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_s
     return reader, checked
 
 
-def checked_words(checked: dict | None) -> str:
-    """The zoo's mark for an imported model, from what its checkpoint records (`imported.checked`)."""
-    if not checked:
+def checked_words(checked: dict | None, warnings: list[str] = ()) -> str:
+    """The zoo's mark for an imported model, from what its checkpoint records (`imported.checked`
+    and `imported.warnings`: the first warning's finding, without its advice, is said too)."""
+    if checked:
+        return f"checked against its code: max difference {checked['max_difference']:.2g} on {checked['images']} images"
+    if not warnings:
         return "not checked against its code"
-    return f"checked against its code: max difference {checked['max_difference']:.2g} on {checked['images']} images"
+    more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
+    return f"not checked against its code; the import warned: {warnings[0].split(':')[0]}{more}"
 
 
 def how_it_computes(meta) -> list[str]:
@@ -624,7 +628,7 @@ def how_it_computes(meta) -> list[str]:
 
     raw = meta.raw if hasattr(meta, "raw") else meta
     imported = raw.get("imported") if isinstance(raw, dict) else None
-    lines = [] if imported is None else [checked_words(imported.get("checked"))]
+    lines = [] if imported is None else [checked_words(imported.get("checked"), imported.get("warnings") or [])]
     return lines + computation_words(meta.config)
 
 

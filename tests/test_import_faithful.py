@@ -85,7 +85,9 @@ def test_without_against_each_convention_is_flagged(synthetic_data, tmp_path, co
     else:
         assert difference > 1e-2  # the twin is wrong here, and nothing but --against can say so
     assert result["check"] == "not checked against its code"
-    assert meta.raw["imported"]["checked"] is None and how_it_computes(meta)[0] == "not checked against its code"
+    assert meta.raw["imported"]["checked"] is None and how_it_computes(meta)[0].startswith("not checked against its code")
+    if result["warnings"]:  # the card says the first one's finding
+        assert how_it_computes(meta)[0].startswith("not checked against its code; the import warned: ")
 
 
 def test_plausibility_warns_of_saturated_collapsed_and_short_capsules(synthetic_data, tmp_path):
@@ -224,7 +226,7 @@ def test_imported_models_say_how_they_compute_on_the_zoo_and_routing_pages(synth
     at.switch_page("pages/zoo.py").run()
     captions = [c.value for c in at.caption]
     assert any(c.startswith("checked against its code: max difference") for c in captions)
-    assert "not checked against its code" in captions
+    assert any(c.startswith("not checked against its code") for c in captions)
     assert any("softmax over inputs" in c for c in captions)
     at.session_state["pending_model"] = "checked.safetensors"  # as the card's button picks it
     at.switch_page("pages/routing.py").run()
