@@ -297,8 +297,11 @@ class CapsuleAdapter:
                         found.append((name, K))
         I = f"G*G*T = {G * G * channels // dims[0]}" if len(dims) == 1 else f"G*G*T with T*K = {channels}"
         if not found:
+            left = sorted(todo.items(), key=lambda kv: -kv[1].numel())[:3]  # the largest tensors not placed: W is usually one
+            seen = "; the largest left: " + ", ".join(f"{k} {tuple(t.shape)}" for k, t in left) if left else ""
             raise CapsvizError(
-                f"no DigitCaps W found (a tensor with the {I} primary capsules and their K dims among its sizes); {_EXPECTED}"
+                f"no DigitCaps W found (a tensor with the {I} primary capsules and their K dims among its sizes, 4-D or 3-D "
+                f"(I, K, J*D)){seen}; {_EXPECTED}"
             )
         if len(found) > 1:
             raise CapsvizError(f"ambiguous DigitCaps W: {', '.join(f'{n} (K = {k})' for n, k in found)} could each be it")
@@ -468,8 +471,7 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
             "or it is not a file torch.save wrote); save the weights alone with torch.save(model.state_dict(), path)"
         ) from None
     except Exception as e:  # noqa: BLE001 - any other failure to read means a file that is not a state dict
-        first = (str(e).strip().splitlines() or [""])[0][:200]
-        raise CapsvizError(f"{path}: cannot be read as a PyTorch state dict ({type(e).__name__}: {first})") from None
+        raise CapsvizError(f"{path}: cannot be read as a PyTorch state dict ({type(e).__name__}: {first_line(e)})") from None
     for candidate in (obj, *(obj.get(k) for k in ("state_dict", "model") if isinstance(obj, dict))):
         if (
             isinstance(candidate, dict)
@@ -586,7 +588,7 @@ def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_s
     try:
         net.load_state_dict(state, strict=True)
     except Exception as e:  # noqa: BLE001 - the user's class does not take the file's tensors
-        raise CapsvizError(f"--against {spec}: your network does not take this file's weights ({_first_line(e)})") from None
+        raise CapsvizError(f"--against {spec}: your network does not take this file's weights ({first_line(e)})") from None
     net = net.float().eval()
 
     def make(st, **kw):
@@ -704,7 +706,8 @@ def _class_names(dataset: str):
     return class_names(dataset)
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
+    """An exception's message in one line of at most 200 characters."""
     return (str(e).strip().splitlines() or [""])[0][:200]
 
 
@@ -716,7 +719,9 @@ def _evaluate(model, dataset: str, data_dir, limit, on_progress) -> dict | None:
         data = load_split(dataset, "test", data_dir)
     except CapsvizError:
         return None
-    return evaluate(model, dataset, data, limit=limit, on_progress=on_progress)
+    n = model.config.routing_batch if model.config.routing_logits == "batch" else 0
+    batch = n * max(1, 256 // n) if n else 256  # batch-averaged logits: whole groups of the stated size, as the original's loop
+    return evaluate(model, dataset, data, batch_size=batch, limit=limit, on_progress=on_progress)
 
 
 def _file_digest(path: Path) -> str:

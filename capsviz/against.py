@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from capsviz.adapter import first_line
 from capsviz.errors import CapsvizError
 
 TOLERANCE = 1e-4
@@ -95,7 +96,7 @@ def load_network(spec: str, kwargs: dict | None = None) -> torch.nn.Module:
     except CapsvizError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's code failed: said in one line, with its own words
-        raise CapsvizError(f"--against {spec}: your code failed ({type(e).__name__}: {_first_line(e)})") from None
+        raise CapsvizError(f"--against {spec}: your code failed ({type(e).__name__}: {first_line(e)})") from None
     if not isinstance(net, torch.nn.Module):
         raise CapsvizError(f"--against {spec}: gave a {type(net).__name__}, not a torch.nn.Module")
     return net
@@ -139,7 +140,7 @@ def user_stages(net: torch.nn.Module, x: torch.Tensor) -> list[tuple[str, str | 
     except CapsvizError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's forward failed on capsviz's images
-        raise CapsvizError(f"your network failed on {tuple(x.shape)} test images ({type(e).__name__}: {_first_line(e)})") from None
+        raise CapsvizError(f"your network failed on {tuple(x.shape)} test images ({type(e).__name__}: {first_line(e)})") from None
     finally:
         for h in handles:
             h.remove()
@@ -369,7 +370,3 @@ def _primary_convs(state: dict) -> int:
         return 1
     c1 = convs[0].shape[0]
     return sum(1 for t in convs[1:] if t.shape[1] == c1)
-
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [""])[0][:200]

@@ -246,7 +246,9 @@ def parser() -> Parser:
     im.add_argument("--softmax", choices=["classes", "inputs"], help="what your routing's couplings sum to 1 over (default: classes)")
     im.add_argument("--logits", choices=["image", "batch"], help="routing logits per image, or averaged over the batch (default: image)")
     im.add_argument(
-        "--routing-batch", type=integer(1, 1 << 16), help="with --logits batch: the batch size your code routes (default: --check-images)"
+        "--routing-batch",
+        type=integer(1, 1 << 16),
+        help="with --logits batch: the batch size your code routes (default: --check-images with --against; else every batch whole)",
     )
     im.add_argument("--squash", choices=["sabour", "efficient"], help="your squash: Eq. 1 (sabour) or (1 - e^-|s|) s/|s| (default: sabour)")
     im.add_argument(
