@@ -12,8 +12,8 @@ runs both on the same real test images, and compares them stage by stage:
 It searches the ways a CapsNet is commonly written (how the primary capsules are grouped and
 numbered, the input's normalisation, the squash's axis and form, the routing's softmax axis, its
 logits per image or per batch, the number of iterations) for a setting under which every stage
-it can see matches within TOLERANCE, stage by stage: a setting survives a stage only if that stage
-matches, so the search stays small.
+it can see matches within TOLERANCE, stage by stage: where the user's code shows a stage, a
+setting survives it only if it matches there, so the search stays small.
 
 How the user's stages are read (forgiving: any of these, whatever the names):
 1. a method `capsviz_stages(x)` on the network, returning a dict with any of STAGES as keys;
@@ -21,8 +21,9 @@ How the user's stages are read (forgiving: any of these, whatever the names):
    list or dict of them), and tensors the forward leaves as attributes of its modules (many
    public CapsNets keep `self.c_ij` for plotting).
 Each is matched to a stage by its shape (sizes of 1 dropped, axes in any order) and its values:
-the closest tensor of a fitting shape is the stage. A stage none fits is "not seen" and not
-compared; the class capsules must be seen.
+the closest tensor of a fitting shape is the stage. A stage none fits, or whose fitting tensors
+all differ (primary capsules before their squash), is named as not found; the class capsules must
+be found, and they and the reconstruction must match.
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ class Twin:
         m, cfg, inv = self.model, self.model.config, self.inv
         norm = (cfg.input_mean, cfg.input_std)
         grouping = (*norm, cfg.squash, cfg.primary_squash)
-        routing = (*grouping, cfg.routing_softmax, cfg.routing_logits, cfg.routing_batch, cfg.routing_iterations)
+        routing = (*grouping, cfg.routing_softmax, cfg.routing_logits, cfg.routing_batch)
         h = self._once(("conv1", norm), lambda: m.features(self.x))  # (B, S', S', C1)
         if name == "conv1":
             return h.permute(0, 3, 1, 2)
@@ -194,20 +195,25 @@ class Twin:
         u_hat = self._once(("u_hat", grouping), lambda: m.digits(u))  # (B, J, I, D)
         if name == "u_hat":
             return u_hat[:, :, inv]
-        trace = self._once(("routing", routing), lambda: m.route(u_hat, record=True))
+        # routing with t iterations is the first t of a longer run: one run serves every count tried
+        longest = max(MAX_ITERATIONS_TRIED, cfg.routing_iterations)
+        trace = self._once(("routing", routing, longest), lambda: m.route(u_hat, iterations=longest, record=True))
+        t = cfg.routing_iterations - 1
         if name == "couplings":
-            return trace.c[-1][:, inv]  # (B, I, J)
+            return trace.c[t][:, inv]  # (B, I, J)
         if name == "class_capsules":
-            return trace.v  # (B, J, D)
+            return trace.v_trace[t]  # (B, J, D)
         if m.decoder is None:
             return None
-        return self._once(("reconstruction", routing), lambda: m._outputs(trace.v, None, True).reconstruction.flatten(1))  # (B, H*W)
+        v = trace.v_trace[t]
+        return self._once(("reconstruction", routing, t), lambda: m._outputs(v, None, True).reconstruction.flatten(1))  # (B, H*W)
 
 
-def _aligned(user: torch.Tensor, twin: torch.Tensor) -> list[torch.Tensor]:
+def _aligned(user: torch.Tensor, twin: torch.Tensor, picture: bool = False) -> list[torch.Tensor]:
     """The user's tensor laid out as the twin's, every way its shape allows: sizes of 1 dropped,
-    axes permuted; the same values in another shape of the same size (a picture (B, 1, 28, 28) for
-    (B, 784)); one batch's values for every image (couplings shared by a batch)."""
+    axes permuted; one batch's values for every image (couplings shared by a batch); with
+    `picture`, each image's values in another shape of its size too (a picture (B, 1, 28, 28) for
+    (B, 784))."""
     u = user.float()
     u = u.reshape([s for s in u.shape if s != 1])
     want = tuple(s for s in twin.shape if s != 1)
@@ -215,7 +221,7 @@ def _aligned(user: torch.Tensor, twin: torch.Tensor) -> list[torch.Tensor]:
     if u.numel() == twin.numel():
         if u.dim() == len(want) and u.dim() <= 5:
             ways += [u.permute(p) for p in itertools.permutations(range(u.dim())) if tuple(u.shape[k] for k in p) == want]
-        if not ways and u.shape[0] == want[0]:
+        if picture and not ways and u.shape[0] == want[0]:
             ways.append(u.reshape(want))
     elif twin.numel() and u.numel() * twin.shape[0] == twin.numel():  # shared by the batch: compare with every image's
         ways += [w.expand(twin.shape[0], *w.shape) for w in _aligned(u, twin[0])]
@@ -229,7 +235,7 @@ def _difference(user_tensors, stage: str, twin: torch.Tensor) -> tuple[float, st
     for w, _, t in explicit or [(w, s, t) for w, s, t in user_tensors if s is None]:
         candidates = [t, F.relu(t)] if stage == "conv1" else [t]  # Conv1's module gives it before the ReLU
         for c in candidates:
-            for a in _aligned(c, twin):
+            for a in _aligned(c, twin, picture=stage == "reconstruction"):
                 d = float((a - twin.float()).abs().max()) if a.numel() else 0.0
                 if d < best:
                     best, where = d, w
@@ -304,7 +310,10 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
         "input_mean": 0.0,
         "input_std": 1.0,
     }
-    carried, seen = [({}, {})], {}  # (setting, max difference per stage matched)
+    # A stage the user's code does not show, or shows only in tensors of its shape that differ
+    # (primary capsules before their squash, couplings of another iteration), prunes nothing: the
+    # settings go on to the next stage. The class capsules and the reconstruction must match.
+    carried, seen, unmatched, present = [({}, {})], {}, {}, []
     for stage in STAGES:
         expanded = [(dict(s, **extra), diffs) for s, diffs in carried for extra in _settings_for(stage, given, convs)][:MAX_SETTINGS]
         scored = []  # (difference, where in the user's code, setting, differences so far)
@@ -319,6 +328,8 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
             if stage == "primary":
                 raise next((e for e in twins.values() if isinstance(e, CapsvizError)), CapsvizError("no twin of these weights"))
             continue  # a twin without this stage (no decoder)
+        present.append(stage)
+        final = stage in ("class_capsules", "reconstruction")
         if all(where is None for _, where, _, _ in scored):  # the user's code does not show this stage
             if stage == "class_capsules":
                 return Check(
@@ -332,13 +343,19 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
         matched = [(d, w, s, diffs) for d, w, s, diffs in scored if d <= TOLERANCE]
         if not matched:
             d, where, s, _ = min(scored, key=lambda r: r[0])
+            unmatched[stage] = (d, where, len(scored), {**defaults, **s})
+            if not final:
+                carried = [(s, diffs) for _, _, s, diffs in scored]
+                continue
+            first = next(iter(unmatched))  # the first stage that differs, perhaps before this one
+            d, where, tried, closest = unmatched[first]
             before = f" (matched before it: {', '.join(STAGE_WORDS[k] for k in seen)})" if seen else ""
             return Check(
                 False,
-                f"{STAGE_WORDS[stage]} differ from your code's ({where}): max difference {d:.3g} under the closest of "
-                f"{len(scored)} setting(s) tried ({_setting_words({**defaults, **s})}); capsviz cannot reproduce this stage{before}",
+                f"{STAGE_WORDS[first]} differ from your code's ({where}): max difference {d:.3g} under the closest of "
+                f"{tried} setting(s) tried ({_setting_words(closest)}); capsviz cannot reproduce this stage{before}",
                 B,
-                setting={**defaults, **s},
+                setting=closest,
                 seen=seen,
             )
         seen[stage] = min(matched, key=lambda r: r[0])[1]
@@ -350,6 +367,9 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
         setting["input_mean"], setting["input_std"] = mean, std
     setting["routing_batch"] = given.get("routing_batch", B) if setting["routing_logits"] == "batch" else 0
     words = ", ".join(STAGE_WORDS[k] for k in seen)
+    missing = [k for k in present if k not in seen]
+    if missing:
+        words += "; not found in your code's tensors: " + ", ".join(STAGE_WORDS[k] for k in missing)
     return Check(True, f"checked against your code: max difference {diff:.2g} on {B} images ({words})", B, setting, diff, seen)
 
 

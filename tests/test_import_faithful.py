@@ -129,6 +129,28 @@ def test_a_network_capsviz_cannot_reproduce_is_refused_naming_the_stage(syntheti
     assert "matched before it: Conv1" in words and not (tmp_path / "n.safetensors").exists()
 
 
+def test_stages_a_network_does_not_show_are_named_and_the_rest_still_checked(synthetic_data, tmp_path):
+    """test_adapter's PublicCapsNet: its PrimaryCaps module gives the conv's output before the view
+    and the squash, and its forward returns v alone. Conv1 and the class capsules are compared; the
+    other stages are named as not found, and the twin is stored."""
+    from test_adapter import SMALL, PublicCapsNet
+
+    def build():
+        torch.manual_seed(0)
+        return PublicCapsNet(**SMALL)
+
+    torch.save(build().state_dict(), tmp_path / "public.pt")
+    sys.modules["public_net"] = type(sys)("public_net")
+    sys.modules["public_net"].build = build
+    result = import_file(tmp_path / "public.pt", tmp_path / "public.safetensors", against="public_net:build", evaluate=False)
+    assert result["check"].startswith("checked against its code")
+    assert result["notes"][-2].endswith(
+        "(Conv1, the class capsules; not found in your code's tensors: the primary capsules, the predictions u_hat, the couplings, "
+        "the reconstruction)"
+    )
+    assert ckpt.read_meta(tmp_path / "public.safetensors").raw["imported"]["checked"]["stages"] == ["conv1", "class_capsules"]
+
+
 @pytest.mark.parametrize(
     "change, words",
     [
