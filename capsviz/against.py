@@ -52,6 +52,18 @@ STAGE_WORDS = {
     "class_capsules": "the class capsules",
     "reconstruction": "the reconstruction",
 }
+# What capsviz's twin computes at each stage, said where that stage differs from the user's code
+STAGE_HINTS = {
+    "conv1": "capsviz's Conv1 is a stride-1 conv without padding, then ReLU; if your data pipeline normalises the images, "
+    "say how with --normalise MEAN STD",
+    "primary": "capsviz's PrimaryCaps is one stride-2 conv without padding (or K of them) grouped into capsules as "
+    "--primary-order says, then squashed",
+    "u_hat": "capsviz's predictions are u_hat = W u, one W per pair of primary capsule and class, no bias",
+    "couplings": "capsviz routes by agreement (softmax over classes or inputs, logits per image or per batch, a prior if "
+    "the weights hold one)",
+    "class_capsules": "capsviz's class capsules are squash(sum_i c_ij u_hat_j|i)",
+    "reconstruction": "capsviz's decoder is three Linear layers (ReLU, ReLU, sigmoid) fed the class capsules masked to the longest",
+}
 # Normalisations tried when the user states none: [0, 1] as capsviz reads images, MNIST's usual
 # mean/std, and (x - 0.5) / 0.5
 NORMALISATIONS = ((0.0, 1.0), (0.1307, 0.3081), (0.5, 0.5))
@@ -353,7 +365,7 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
             return Check(
                 False,
                 f"{STAGE_WORDS[first]} differ from your code's ({where}): max difference {d:.3g} under the closest of "
-                f"{tried} setting(s) tried ({_setting_words(closest)}); capsviz cannot reproduce this stage{before}",
+                f"{tried} setting(s) tried ({_setting_words(closest)}){before}; {STAGE_HINTS[first]}",
                 B,
                 setting=closest,
                 seen=seen,

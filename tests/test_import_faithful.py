@@ -126,7 +126,8 @@ def test_a_network_capsviz_cannot_reproduce_is_refused_naming_the_stage(syntheti
         import_file(tmp_path / "n.pt", tmp_path / "n.safetensors", against="no_relu_net:NoRelu", evaluate=False)
     words = str(e.value)
     assert words.startswith("not imported: the primary capsules differ from your code's (module primary)") and "\n" not in words
-    assert "matched before it: Conv1" in words and not (tmp_path / "n.safetensors").exists()
+    assert "matched before it: Conv1); capsviz's PrimaryCaps is one stride-2 conv" in words
+    assert not (tmp_path / "n.safetensors").exists()
 
 
 def test_stages_a_network_does_not_show_are_named_and_the_rest_still_checked(synthetic_data, tmp_path):
