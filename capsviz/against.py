@@ -240,17 +240,23 @@ def _aligned(user: torch.Tensor, twin: torch.Tensor, picture: bool = False) -> l
     return [w.reshape(twin.shape) for w in ways]
 
 
-def _difference(user_tensors, stage: str, twin: torch.Tensor) -> tuple[float, str | None]:
-    """The closest of the user's tensors to the twin's stage: (max |difference|, where it was)."""
-    best, where = float("inf"), None
+def _candidates(user_tensors, stage: str, twin: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+    """The user's tensors that could be `stage`, each laid out as the twin's (`_aligned`): where, tensor."""
     explicit = [(w, s, t) for w, s, t in user_tensors if s == stage]
+    found = []
     for w, _, t in explicit or [(w, s, t) for w, s, t in user_tensors if s is None]:
-        candidates = [t, F.relu(t)] if stage == "conv1" else [t]  # Conv1's module gives it before the ReLU
-        for c in candidates:
-            for a in _aligned(c, twin, picture=stage == "reconstruction"):
-                d = float((a - twin.float()).abs().max()) if a.numel() else 0.0
-                if d < best:
-                    best, where = d, w
+        for c in [t, F.relu(t)] if stage == "conv1" else [t]:  # Conv1's module gives it before the ReLU
+            found += [(w, a) for a in _aligned(c, twin, picture=stage == "reconstruction")]
+    return found
+
+
+def _difference(candidates: list[tuple[str, torch.Tensor]], twin: torch.Tensor) -> tuple[float, str | None]:
+    """The closest candidate to the twin's stage: (max |difference|, where it was); (inf, None) for none."""
+    best, where = float("inf"), None
+    for w, a in candidates:
+        d = float((a - twin.float()).abs().max()) if a.numel() else 0.0
+        if d < best:
+            best, where = d, w
     return best, where
 
 
@@ -283,14 +289,14 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
     """Compare the twin with the user's network `net` (holding the same weights) on images x
     (B, C, S, S) in [0, 1], searching the options not `given` (adapter keywords, plus "normalise":
     (mean, std) the user's pipeline applies before the network, and "iterations").
-    `make_adapter(state, primary_order=, primary_channels=, routing_iterations=, computation=)`
-    builds the CapsuleAdapter. Returns the best setting found, or the first stage that differs."""
+    `make_adapter(state, primary_order=, primary_channels=)` builds a CapsuleAdapter; the other
+    options are set on its twin's config while searching. Returns the best setting found, or the first stage that differs."""
     given = dict(given or {})
     B = x.shape[0]
     mean, std = given.get("normalise", (0.0, 1.0))
     theirs = user_stages(net, (x - mean) / std)
     convs = _primary_convs(state)
-    twins: dict = {}  # (primary_order, primary_channels) -> (model, order), each built once
+    twins: dict = {}  # (primary_order, primary_channels) -> its Twin (or why none), each built once
 
     def twin_for(setting: dict):
         key = (setting.get("primary_order", "type-major"), setting.get("primary_channels"))
@@ -325,7 +331,7 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
     # A stage the user's code does not show, or shows only in tensors of its shape that differ
     # (primary capsules before their squash, couplings of another iteration), prunes nothing: the
     # settings go on to the next stage. The class capsules and the reconstruction must match.
-    carried, seen, unmatched, present = [({}, {})], {}, {}, []
+    carried, seen, unmatched, present, candidates = [({}, {})], {}, {}, [], {}
     for stage in STAGES:
         expanded = [(dict(s, **extra), diffs) for s, diffs in carried for extra in _settings_for(stage, given, convs)][:MAX_SETTINGS]
         scored = []  # (difference, where in the user's code, setting, differences so far)
@@ -335,7 +341,9 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
                 continue
             mine = built.stage(stage)
             if mine is not None:
-                scored.append((*_difference(theirs, stage, mine), s, diffs))
+                if stage not in candidates:  # the twin's stage has one shape under every setting
+                    candidates[stage] = _candidates(theirs, stage, mine)
+                scored.append((*_difference(candidates[stage], mine), s, diffs))
         if not scored:
             if stage == "primary":
                 raise next((e for e in twins.values() if isinstance(e, CapsvizError)), CapsvizError("no twin of these weights"))
