@@ -297,7 +297,8 @@ def recorded_name(folder: Path) -> str | None:
     return clean_name(text, "") or None
 
 
-UPLOAD_PATH = re.compile(r"(?:folder:)?(/[^\s'\"]*?/uploads/([0-9a-f]{16}))(?![0-9a-f])(/[^\s'\"]*)?")
+# an unpacked upload's path (its folder is named by the zip's digest), and any file below it
+UPLOAD_PATH = re.compile(r"(?:folder:)?((?:[A-Za-z]:)?[/\\][^\s'\"]*?[/\\]([0-9a-f]{16}))(?![0-9A-Za-z_.-])([/\\][^\s'\"]*)?")
 
 
 def display_name(spec: str) -> str:
@@ -310,7 +311,7 @@ def display_name(spec: str) -> str:
 
 
 def hide_paths(text: str) -> str:
-    """`text` with every upload's server path (folder:/.../uploads/<digest>, and any file below
+    """`text` with every upload's server path (folder:/.../uploads/<digest>, or any file below
     it) replaced by the upload's display name: what an error message from reading an upload may
     be shown as in a browser."""
 
