@@ -281,6 +281,7 @@ def cmd_app(args) -> int:
         from capsviz import serve
 
         serve.nginx_binary()  # missing: say so before anything else
+        args.replicas = serve.replicas_for(args.replicas)  # more than the machine can run: likewise
         command, env = app_command(args.checkpoints, serve.split_address(args.streamlit_args)[2])
     else:
         command, env = app_command(args.checkpoints, args.streamlit_args)
