@@ -103,6 +103,14 @@ http {{
 """
 
 
+def local_browser(ip_address: str | None, headers) -> bool:
+    """Whether a session's browser runs on the server itself (`st.context.ip_address` and
+    `.headers`): Streamlit gives no address for a loopback connection, and nginx (--replicas)
+    adds X-Forwarded-For to every request it passes, a local one included. Only such a browser
+    is shown tracebacks (app.py)."""
+    return ip_address is None and not headers.get("X-Forwarded-For")
+
+
 def nginx_binary() -> str:
     """nginx on PATH or in /usr/sbin (not on a normal user's PATH), or the one-line error."""
     found = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
