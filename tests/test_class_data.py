@@ -315,3 +315,19 @@ def test_a_fifo_named_like_data_never_hangs(tmp_path, capsys):
     os.mkfifo(folder / "a" / "x.png")
     data = user.load_user(f"folder:{folder}")
     assert data.skipped == {"not a regular file": 1} and time.perf_counter() - t0 < 30
+
+
+def test_streamlits_upload_limit_is_the_zips():
+    import tomllib
+
+    config = tomllib.loads((Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["maxUploadSize"] * MiB == ZipLimits().compressed
+
+
+def test_a_removed_upload_is_named_not_shown_by_its_path(tmp_path):
+    s = receive_zip(shapes_zip(), tmp_path / "up", filename="shapes.zip")
+    folder = Path(s.spec.removeprefix("folder:"))
+    upload.shutil.rmtree(folder)
+    with pytest.raises(CapsvizError) as e:
+        user.load_user(s.spec)
+    assert str(e.value).startswith("shapes: shapes does not exist") and str(tmp_path) not in str(e.value)

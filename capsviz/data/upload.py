@@ -65,10 +65,10 @@ class ZipLimits:
     stored. The defaults suit a class of 30 on a laptop: a student's 200 MiB hold about 50,000
     MNIST-sized pictures or 2,000 photos at 512 pixels; 2 GiB in all."""
 
-    compressed: int = 200 * MiB
+    compressed: int = 50 * MiB  # as Streamlit's server.maxUploadSize in .streamlit/config.toml
     files: int = 20_000
-    total: int = 1024 * MiB
-    member: int = 50 * MiB
+    total: int = 512 * MiB
+    member: int = 32 * MiB
     picture_pixels: int = 24_000_000  # a 24-megapixel photo; larger ones are skipped undecoded
     pixels: int = 256_000_000  # every picture of the zip together: about 2 s of decoding
     student_bytes: int = 200 * MiB
@@ -405,10 +405,7 @@ def receive_zip(
                 raise
         _record_name(dest, filename)
         removed = _claim(uploads, digest, owner, limits)
-        try:
-            summary = summarize(load_user(f"folder:{dest}", resize), skipped)
-        except CapsvizError as e:
-            raise CapsvizError(hide_paths(str(e))) from None
+        summary = summarize(load_user(f"folder:{dest}", resize), skipped)
     return replace(summary, notes=summary.notes + removed) if removed else summary
 
 

@@ -85,15 +85,21 @@ def short_name(spec: str) -> str:
 
 
 def load_user(spec: str, resize: int | None = None) -> UserData:
-    """The dataset `spec` (KIND:PATH) names, read once per version of its files."""
+    """The dataset `spec` (KIND:PATH) names, read once per version of its files. Its refusals
+    name an upload by its name, never by its folder on the server (capsviz.data.upload.hide_paths)."""
+    from capsviz.data.upload import hide_paths  # upload.py reads datasets through this module
+
     kind, path = _parse(spec)
     p = Path(path).expanduser()
     try:  # a changed file, or a file or class folder changed inside the folder, reads the dataset anew
         inside = sorted((c.name, c.stat().st_mtime_ns, c.stat().st_size) for c in p.iterdir()) if p.is_dir() else []
         stamp = (p.stat().st_mtime_ns, p.stat().st_size, *inside)
     except OSError:
-        raise CapsvizError(f"{spec}: {path} does not exist; {kind}:PATH takes {USER_KINDS[kind].what}") from None
-    return _load(kind, str(p), resize, stamp, spec)
+        raise CapsvizError(hide_paths(f"{spec}: {path} does not exist; {kind}:PATH takes {USER_KINDS[kind].what}")) from None
+    try:
+        return _load(kind, str(p), resize, stamp, spec)
+    except CapsvizError as e:
+        raise CapsvizError(hide_paths(str(e))) from None
 
 
 def _parse(spec: str) -> tuple[str, str]:
