@@ -148,6 +148,8 @@ def test_quotas_per_student_and_per_server_remove_the_oldest_first(tmp_path):
     a2 = receive_zip(zips[2], up, limits, filename="third.zip", owner="ann")
     assert a2.notes[-1] == f"your older upload first was removed to keep your uploads within {upload.mib(limits.student_bytes)}"
     assert not Path(a0.spec.removeprefix("folder:")).exists()
+    with pytest.raises(CapsvizError, match="the upload first is no longer on this server"):  # a model trained on it says so
+        user.load_user(a0.spec)
     b = receive_zip(zips[1], up, limits, owner="bob")  # ann's second, shared: one copy, counted for both
     c = receive_zip(zips[3], up, limits, owner="cat")
     assert not [n for n in b.notes + c.notes if "removed" in n]
@@ -330,4 +332,4 @@ def test_a_removed_upload_is_named_not_shown_by_its_path(tmp_path):
     upload.shutil.rmtree(folder)
     with pytest.raises(CapsvizError) as e:
         user.load_user(s.spec)
-    assert str(e.value).startswith("shapes: shapes does not exist") and str(tmp_path) not in str(e.value)
+    assert str(e.value).startswith("the upload shapes is no longer on this server") and str(tmp_path) not in str(e.value)

@@ -520,7 +520,7 @@ def _write_owners(uploads: Path, digest: str, owners: set[str]) -> None:
 
 
 def _try_remove(uploads: Path, digest: str) -> bool:
-    """Remove an upload unless its zip is being received right now (its lock is held)."""
+    """Remove an upload's pictures unless its zip is being received right now (its lock is held)."""
     fd = os.open(uploads / STATE / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
@@ -528,9 +528,8 @@ def _try_remove(uploads: Path, digest: str) -> bool:
         except BlockingIOError:
             return False
         shutil.rmtree(uploads / digest, ignore_errors=True)
-        for extra in (uploads / f"{digest}{NAME_SUFFIX}", uploads / STATE / f"{digest}.owners"):
-            extra.unlink(missing_ok=True)
-        return True
+        (uploads / STATE / f"{digest}.owners").unlink(missing_ok=True)
+        return True  # its name stays (a few bytes): the models trained on it still say which upload they need
     finally:
         os.close(fd)
 

@@ -87,7 +87,7 @@ def short_name(spec: str) -> str:
 def load_user(spec: str, resize: int | None = None) -> UserData:
     """The dataset `spec` (KIND:PATH) names, read once per version of its files. Its refusals
     name an upload by its name, never by its folder on the server (capsviz.data.upload.hide_paths)."""
-    from capsviz.data.upload import hide_paths  # upload.py reads datasets through this module
+    from capsviz.data.upload import hide_paths, recorded_name  # upload.py reads datasets through this module
 
     kind, path = _parse(spec)
     p = Path(path).expanduser()
@@ -95,6 +95,10 @@ def load_user(spec: str, resize: int | None = None) -> UserData:
         inside = sorted((c.name, c.stat().st_mtime_ns, c.stat().st_size) for c in p.iterdir()) if p.is_dir() else []
         stamp = (p.stat().st_mtime_ns, p.stat().st_size, *inside)
     except OSError:
+        if kind == "folder" and (name := recorded_name(p)):
+            raise CapsvizError(
+                f"the upload {name} is no longer on this server (removed to make room for newer ones); upload its zip again"
+            ) from None
         raise CapsvizError(hide_paths(f"{spec}: {path} does not exist; {kind}:PATH takes {USER_KINDS[kind].what}")) from None
     try:
         return _load(kind, str(p), resize, stamp, spec)
