@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from test_user_data import make_zip
 
 from capsviz.cli import main
 from capsviz.data import upload, user
@@ -34,14 +35,6 @@ def png(value: int, size: int = 8, mode: str = "L", extra: bytes = b"") -> bytes
         at = data.index(b"IDAT") - 4
         data = data[:at] + chunk + data[at:]
     return data
-
-
-def make_zip(members: dict) -> bytes:
-    b = io.BytesIO()
-    with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, data in members.items():
-            z.writestr(name, data)
-    return b.getvalue()
 
 
 def shapes_zip(per_class: int = 6, size: int = 8, seed: int = 0, extra: bytes = b"") -> bytes:

@@ -120,3 +120,22 @@ def test_a_new_session_costs_little_cpu_in_a_checkout_with_its_venv_inside(tmp_p
         f"new session's first page (glossary): {', '.join(f'{c:.3f}' for c in cost)} s of server CPU; median {median:.3f} s ({cpu_name()})"
     )
     assert median < 0.15, (cost, log.read_text()[-2000:])
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["on the server", "a student"])
+def test_a_page_error_shows_a_traceback_only_on_the_server_itself(monkeypatch, local):
+    from streamlit.testing.v1 import AppTest
+
+    import pages.common
+
+    def broken(*a, **k):
+        raise RuntimeError("secret detail at /srv/capsviz/uploads")
+
+    monkeypatch.setattr(pages.common, "sidebar", broken)
+    monkeypatch.setattr(serve, "local_browser", lambda ip, headers: local)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    if local:
+        assert "secret detail" in at.exception[0].message
+    else:
+        assert not at.exception and "unexpected error" in at.error[0].value
+        assert "secret" not in " ".join(e.value for e in at.error)
