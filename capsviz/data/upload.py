@@ -343,7 +343,8 @@ REFUSALS_KEPT = 256
 
 
 def _refused(key: tuple, message: str | None = None) -> str | None:
-    """The refusal recorded for `key` (a zip's digest and limits); records `message` when given."""
+    """The refusal recorded for `key` (a zip's digest and limits, and the size asked for when it was
+    its dataset that was refused); records `message` when given."""
     with _REFUSED_LOCK:
         if message is not None:
             _REFUSED[key] = message
@@ -377,7 +378,7 @@ def receive_zip(
     if len(data) > limits.compressed:
         raise CapsvizError(f"the zip is {mib(len(data))}; at most {mib(limits.compressed)} can be uploaded")
     digest = hashlib.sha256(data).hexdigest()[:16]
-    if said := _refused((digest, limits)):
+    if said := _refused((digest, limits)) or _refused((digest, limits, resize)):
         raise CapsvizError(said)
     uploads = Path(uploads)
     dest = uploads / digest
@@ -405,7 +406,11 @@ def receive_zip(
                 raise
         _record_name(dest, filename)
         removed = _claim(uploads, digest, owner, limits)
-        summary = summarize(load_user(f"folder:{dest}", resize), skipped)
+        try:
+            summary = summarize(load_user(f"folder:{dest}", resize), skipped)
+        except CapsvizError as e:  # a dataset that cannot be trained on (one class): said again at once on a rerun
+            _refused((digest, limits, resize), str(e))
+            raise
     return replace(summary, notes=summary.notes + removed) if removed else summary
 
 
