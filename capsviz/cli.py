@@ -326,6 +326,7 @@ def cmd_app(args) -> int:
         from capsviz import serve
 
         serve.nginx_binary()  # missing: say so before anything else
+        args.replicas = serve.replicas_for(args.replicas)  # more than the machine can run: likewise
         command, env = app_command(args.checkpoints, serve.split_address(args.streamlit_args)[2])
     else:
         command, env = app_command(args.checkpoints, args.streamlit_args)
@@ -446,13 +447,17 @@ def fits(run: TrainRun) -> list[str]:
     (capsviz.estimate.for_run, which raises CapsvizError when it will not fit): the lines the
     run's progress starts with."""
     from capsviz.config import user_dataset
-    from capsviz.estimate import for_run
+    from capsviz.estimate import for_run, size_refusal
 
     said = []
     if user_dataset(run.dataset):
+        from capsviz.data import input_shape
         from capsviz.data.user import load_user, summary_line
 
         said.append(summary_line(load_user(run.dataset, run.resize)))
+        shape = input_shape(run.dataset, run.resize)
+        if why := size_refusal(run.model, shape.size, shape.channels, shape.num_classes):
+            raise CapsvizError(why)
     return [*said, for_run(run).line()]
 
 
