@@ -1,10 +1,13 @@
 """capsviz: `streamlit run app.py`. Page setup, the shared sidebar, and navigation over pages/."""
 
+import logging
+
 import streamlit as st
 
 st.set_page_config(page_title="capsviz", layout="wide")
 
-from pages.common import sidebar  # noqa: E402 - set_page_config must come first
+from capsviz.serve import local_browser  # noqa: E402 - set_page_config must come first
+from pages.common import sidebar  # noqa: E402
 
 HOME = "pages/tour.py"
 page = st.navigation(
@@ -26,5 +29,12 @@ page = st.navigation(
         st.Page("pages/train.py", title="Train", url_path="train"),
     ]
 )
-sidebar(page.url_path)
-page.run()
+try:
+    sidebar(page.url_path)
+    page.run()
+except Exception as e:  # Streamlit's own stop and rerun are not Exceptions: they pass
+    logging.getLogger("capsviz").exception("page %s failed", page.url_path)
+    if local_browser(st.context.ip_address, st.context.headers):
+        st.exception(e)  # a developer at the server sees the traceback (st.exception ignores showErrorDetails)
+    else:
+        st.error("This page met an unexpected error (it is logged on the server). Reload the page, or tell the teacher.")

@@ -50,7 +50,13 @@ from capsviz.models.capsnet import CapsNet
 #   concatenating K convs' flattened maps gives; the usual PyTorch layout.
 # position-major: i = (row, col, type), what reshaping the NHWC output gives (TensorFlow, Keras,
 #   capsviz itself).
-PRIMARY_ORDERS = ("type-major", "position-major")
+# view: not K channels at one position at all: the NCHW output's values in memory order viewed
+#   (B, -1, K) (`view(B, -1, 8)` of one conv, or of K convs stacked on dim 1), a capsule being K
+#   neighbours along one map (CapsNetConfig.primary_grouping "view").
+PRIMARY_ORDERS = ("type-major", "position-major", "view")
+# The options of CapsNetConfig a user's code may set (capsviz.config.PAPER_COMPUTATION has the
+# paper's values); the grouping and the prior follow from `primary_order` and the weights
+COMPUTATION = ("primary_squash", "squash", "routing_softmax", "routing_logits", "routing_batch", "input_mean", "input_std")
 # Which conv channel holds dimension d of capsule type t:
 # capsule: channel t*K + d (a capsule's K dims are adjacent channels; one conv, the usual view)
 # dim: channel d*T + t (K convs of T channels each, one per dimension, stacked in order)
@@ -62,8 +68,9 @@ class Parts:
     """A CapsNet's weights in capsviz's layout (what `CapsNet.state_dict` holds), from any source.
 
     conv1: weight (C1, 1, k, k), bias (C1,). primary: weight (T*K, C1, k, k) with channel t*K + d,
-    bias (T*K,). W: (I, J, D, K) with capsule i = (row * G + col) * T + type. decoder: three
-    (weight (out, in), bias (out,)) pairs, or None. notes: what was assumed or ignored."""
+    bias (T*K,). W: (I, J, D, K) with capsule i = (row * G + col) * T + type (with the "view"
+    grouping: the i-th K values of the NCHW output). decoder: three (weight (out, in), bias (out,))
+    pairs, or None. notes: what was assumed or ignored. prior: a learned routing prior or None."""
 
     conv1: tuple[torch.Tensor, torch.Tensor]
     primary: tuple[torch.Tensor, torch.Tensor]
@@ -71,6 +78,7 @@ class Parts:
     W: torch.Tensor
     decoder: list[tuple[torch.Tensor, torch.Tensor]] | None
     notes: list[str] = field(default_factory=list)
+    prior: torch.Tensor | None = None  # a learned routing prior (I, J), capsules numbered as W's
 
 
 class CapsuleAdapter:
@@ -84,7 +92,10 @@ class CapsuleAdapter:
 
     state: the tensors by name, in the order the file holds them. in_size: the image side the
     network takes (the dataset's). primary_order / primary_channels: see PRIMARY_ORDERS and
-    PRIMARY_CHANNELS; `primary_channels` None means "capsule" for one conv, "dim" for K convs."""
+    PRIMARY_CHANNELS; `primary_channels` None means "capsule" for one conv, "dim" for K convs.
+    num_classes: J, which a 3-D W (I, K, J*D) cannot show. computation: how the network computes
+    where it differs from the paper, CapsNetConfig's fields named in COMPUTATION (e.g.
+    {"routing_softmax": "inputs"}); recorded in the checkpoint and shown by the pages."""
 
     def __init__(
         self,
@@ -94,15 +105,22 @@ class CapsuleAdapter:
         primary_order: str = "type-major",
         primary_channels: str | None = None,
         routing_iterations: int = 3,
+        num_classes: int = 10,
+        computation: dict | None = None,
     ):
         if primary_order not in PRIMARY_ORDERS:
             raise CapsvizError(f"primary_order must be one of {', '.join(PRIMARY_ORDERS)}; found {primary_order!r}")
         if primary_channels not in (None, *PRIMARY_CHANNELS):
             raise CapsvizError(f"primary_channels must be one of {', '.join(PRIMARY_CHANNELS)}; found {primary_channels!r}")
+        unknown = set(computation or {}) - set(COMPUTATION)
+        if unknown:
+            raise CapsvizError(f"computation options {sorted(unknown)} unknown; they are {', '.join(COMPUTATION)}")
         self.state, self.in_size = dict(state), in_size
         self.primary_order, self.primary_channels = primary_order, primary_channels
-        self.routing_iterations = routing_iterations
+        self.routing_iterations, self.num_classes = routing_iterations, num_classes
+        self.computation = dict(computation or {})
         self._parts: Parts | None = None
+        self._order: torch.Tensor | None = None
 
     @property
     def notes(self) -> list[str]:
@@ -111,8 +129,17 @@ class CapsuleAdapter:
     def get_parts(self) -> Parts:
         """`parts()` once, checked to fit together (a subclass's too)."""
         if self._parts is None:
+            _check_values(self.state)
             self._parts = _fitting(self.parts(), self.in_size)
         return self._parts
+
+    def capsule_order(self) -> torch.Tensor:
+        """(I,): the twin's primary capsule i is the original network's capsule order[i] (how the
+        import renumbered them; the identity for position-major and view numbering)."""
+        p = self.get_parts()  # parts() sets the order it numbered by; a subclass's keeps its own numbering
+        if self._order is None:
+            self._order = torch.arange(p.W.shape[0])
+        return self._order
 
     def config(self) -> CapsNetConfig:
         p = self.get_parts()
@@ -132,6 +159,9 @@ class CapsuleAdapter:
             routing_iterations=self.routing_iterations,
             reconstruction=p.decoder is not None,
             decoder_hidden=(p.decoder[0][0].shape[0], p.decoder[1][0].shape[0]) if p.decoder else (512, 1024),
+            primary_grouping="view" if self.primary_order == "view" else "paper",
+            routing_prior=p.prior is not None,
+            **self.computation,
         )
 
     def model(self) -> CapsNet:
@@ -147,6 +177,8 @@ class CapsuleAdapter:
         }
         for n, (w, b) in enumerate(p.decoder or ()):  # the Linear layers sit at 0, 2, 4 of Decoder.net
             tensors[f"decoder.net.{2 * n}.weight"], tensors[f"decoder.net.{2 * n}.bias"] = w, b
+        if p.prior is not None:
+            tensors["routing_prior"] = p.prior
         model.load_state_dict({k: v.detach().float().contiguous() for k, v in tensors.items()}, strict=True)
         return model.eval()
 
@@ -154,11 +186,12 @@ class CapsuleAdapter:
         """Find Conv1, PrimaryCaps, DigitCaps' W and the decoder by shape and order, and lay them
         out as capsviz's CapsNet holds them. Override for another layout."""
         todo = dict(self.state)
-        notes = [
-            "assumed: Conv1 stride 1 and ReLU, PrimaryCaps stride 2, no padding",
-            "assumed: the squash of Sabour et al. (Eq. 1) on primary and class capsules",
-            f"assumed: dynamic routing (softmax over the classes, logits += agreement), {self.routing_iterations} iterations",
-        ]
+        notes = ["assumed: Conv1 stride 1 and ReLU, PrimaryCaps stride 2, no padding"]
+        if "squash" not in self.computation and "primary_squash" not in self.computation:
+            notes.append("assumed: the squash of Sabour et al. (Eq. 1) on primary and class capsules")
+        if not {"routing_softmax", "routing_logits"} & set(self.computation):
+            notes.append("assumed: dynamic routing (softmax over the classes, logits per image, += agreement)")
+        notes.append(f"routing iterations: {self.routing_iterations} (--iterations)")
         conv1 = self._conv1(todo)
         primary, channels, convs = self._primary(todo, conv1[0].shape[0])
         G = (self.in_size - conv1[0].shape[-1] + 1 - primary[0].shape[-1]) // 2 + 1
@@ -169,18 +202,27 @@ class CapsuleAdapter:
         W, K = self._digit_weights(todo, G, primary[0].shape[0], convs)
         I, J, D, _ = W.shape
         T = I // (G * G)
+        prior = self._prior(todo, I, J)
         decoder = self._decoder(todo, J * D)
         if decoder is None:
             notes.append("no decoder found: the model is imported without reconstructions (the explorer needs one)")
         else:
             notes.append("assumed: decoder ReLU, ReLU, sigmoid, fed all class capsules with all but one masked to 0")
         wp, bp = primary
-        if channels == "dim":  # channel d*T + t -> t*K + d
-            wp = wp.view(K, T, *wp.shape[1:]).transpose(0, 1).reshape(wp.shape)
-            bp = bp.view(K, T).T.reshape(-1)
-        notes.append(f"assumed: primary capsules numbered {self.primary_order} (--primary-order), channels laid out by {channels}")
-        if self.primary_order == "type-major":  # i = (t, r, c) -> (r, c, t)
-            W = W.reshape(T, G * G, J, D, K).transpose(0, 1).reshape(I, J, D, K)
+        order = torch.arange(I)
+        if self.primary_order == "view":  # the conv's channels (K convs: in order) and W's rows kept as they are
+            notes.append(f"assumed: a primary capsule is {K} neighbouring values of the NCHW conv output (--primary-order view)")
+        else:
+            if channels == "dim":  # channel d*T + t -> t*K + d
+                wp = wp.view(K, T, *wp.shape[1:]).transpose(0, 1).reshape(wp.shape)
+                bp = bp.view(K, T).T.reshape(-1)
+            notes.append(f"assumed: primary capsules numbered {self.primary_order} (--primary-order), channels laid out by {channels}")
+            if self.primary_order == "type-major":  # the twin's i = (r, c, t) is the original's (t, r, c)
+                order = torch.arange(I).view(T, G * G).T.reshape(-1)
+        W = W[order]
+        if prior is not None:
+            prior = prior[order]
+            notes.append(f"a learned routing prior b {tuple(prior.shape)}: routing starts from it")
         for name in list(todo):
             t = todo.pop(name)
             if t.is_floating_point() and bool((t == 0).all()):
@@ -191,10 +233,22 @@ class CapsuleAdapter:
                     "(s_j = sum_i c_ij u_hat_j|i), so this network cannot be imported as it computes"
                 )
             else:
-                raise CapsvizError(
-                    f"{name} {tuple(t.shape)} fits no part of a CapsNet (Conv1, PrimaryCaps, DigitCaps W, decoder); {_EXPECTED}"
-                )
-        return Parts(conv1=conv1, primary=(wp, bp), primary_dim=K, W=W, decoder=decoder, notes=notes)
+                raise CapsvizError(f"{name} {tuple(t.shape)} fits no part of a CapsNet: {_might_be(t, I=I, J=J, D=D, K=K)}; {_EXPECTED}")
+        self._order = order
+        return Parts(conv1=conv1, primary=(wp, bp), primary_dim=K, W=W, decoder=decoder, notes=notes, prior=prior)
+
+    def _prior(self, todo: dict, I: int, J: int) -> torch.Tensor | None:
+        """A learned routing prior: a tensor that is (I, J) once its sizes of 1 are dropped, not all
+        zeros (an all-zero logit buffer changes nothing and is ignored with the rest)."""
+        found = [k for k, t in todo.items() if t.is_floating_point() and tuple(s for s in t.shape if s != 1) in ((I, J), (J, I))]
+        found = [k for k in found if not bool((todo[k] == 0).all())]
+        if len(found) > 1:
+            raise CapsvizError(f"ambiguous routing prior: {', '.join(found)} could each be the learned logits b ({I} x {J})")
+        if not found:
+            return None
+        t = todo.pop(found[0]).reshape(-1)
+        shape = tuple(s for s in self.state[found[0]].shape if s != 1)
+        return t.view(I, J) if shape == (I, J) else t.view(J, I).T.contiguous()
 
     def _conv1(self, todo: dict) -> tuple[torch.Tensor, torch.Tensor]:
         found = [k for k, t in todo.items() if _is_conv(t) and t.shape[1] in (1, 3)]
@@ -225,25 +279,39 @@ class CapsuleAdapter:
         """W laid out (I, J, D, K), and K. K is the number of convs when PrimaryCaps is K convs; for
         one conv of T*K channels it is whichever K makes one tensor hold I = G*G*T and K among its sizes."""
         dims = [convs] if convs > 1 else [k for k in range(2, channels + 1) if channels % k == 0]
+        J = self.num_classes
         found = []
         for name, t in todo.items():
             s = tuple(t.shape)
-            while len(s) > 4 and s[0] == 1:
+            while len(s) > 3 and s[0] == 1:
                 s = s[1:]
             if len(s) == 4:
                 found += [(name, K) for K in dims if G * G * channels // K in s[:2] and K in s[2:]]
+            elif len(s) == 3:  # (I, K, J*D) and its transposes: J*D the one size left, a multiple of J
+                for K in dims:
+                    rest = list(s)
+                    for size in (G * G * channels // K, K):
+                        if size in rest:
+                            rest.remove(size)
+                    if len(rest) == 1 and rest[0] % J == 0 and rest[0] > J:
+                        found.append((name, K))
         I = f"G*G*T = {G * G * channels // dims[0]}" if len(dims) == 1 else f"G*G*T with T*K = {channels}"
         if not found:
+            left = sorted(todo.items(), key=lambda kv: -kv[1].numel())[:3]  # the largest tensors not placed: W is usually one
+            seen = "; the largest left: " + ", ".join(f"{k} {tuple(t.shape)}" for k, t in left) if left else ""
             raise CapsvizError(
-                f"no DigitCaps W found (a tensor with the {I} primary capsules and their K dims among its sizes); {_EXPECTED}"
+                f"no DigitCaps W found (a tensor with the {I} primary capsules and their K dims among its sizes, 4-D or 3-D "
+                f"(I, K, J*D)){seen}; {_EXPECTED}"
             )
         if len(found) > 1:
             raise CapsvizError(f"ambiguous DigitCaps W: {', '.join(f'{n} (K = {k})' for n, k in found)} could each be it")
         name, K = found[0]
         W = todo.pop(name)
         shape, I = tuple(W.shape), G * G * channels // K
-        while W.dim() > 4 and W.shape[0] == 1:
+        while W.dim() > 3 and W.shape[0] == 1:
             W = W[0]
+        if W.dim() == 3:
+            return self._digit_weights_3d(name, W, I, K), K
         a, b, c, d = W.shape
         if (a == I) == (b == I) or (c == K) == (d == K):
             raise CapsvizError(
@@ -255,6 +323,20 @@ class CapsuleAdapter:
         if W.shape[2] == K:
             W = W.transpose(2, 3)  # u_hat = u W: the transpose of capsviz's W u
         return W.contiguous(), K
+
+    def _digit_weights_3d(self, name: str, W: torch.Tensor, I: int, K: int) -> torch.Tensor:
+        """A W stored (I, K, J*D), (I, J*D, K) or another order of those sizes, J*D class-major (as
+        `(u @ W).view(B, I, J, D)` reads it), laid out (I, J, D, K)."""
+        shape, J = tuple(W.shape), self.num_classes
+        if len(set(shape)) < 3:
+            raise CapsvizError(
+                f"DigitCaps W {name} {shape}: cannot tell its layout (two sizes are equal); understood 3-D: (I, K, J*D) or "
+                f"(I, J*D, K) with I = {I} primary capsules, K = {K}, J = {J} classes"
+            )
+        i, k = shape.index(I), shape.index(K)
+        jd = 3 - i - k
+        W = W.permute(i, jd, k)  # (I, J*D, K)
+        return W.reshape(I, J, shape[jd] // J, K).contiguous()
 
     def _decoder(self, todo: dict, width: int) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
         linear = [k for k, t in todo.items() if t.dim() == 2]
@@ -302,9 +384,44 @@ def _fitting(p: Parts, in_size: int) -> Parts:
             sizes = [W.shape[1] * W.shape[2]] + [w.shape[0] for w, _ in p.decoder]
             if len(p.decoder) != 3 or any(w.shape[1] != n for (w, _), n in zip(p.decoder, sizes, strict=False)) or sizes[-1] != in_size**2:
                 problems.append(f"the decoder must be three Linear layers {sizes[0]} -> h1 -> h2 -> {in_size**2}")
+        if p.prior is not None and tuple(p.prior.shape) != tuple(W.shape[:2]):
+            problems.append(f"the routing prior {tuple(p.prior.shape)} must be (I, J) = {tuple(W.shape[:2])}")
     if problems:
         raise CapsvizError(f"the parts found do not make one CapsNet: {problems[0]}")
     return p
+
+
+def _check_values(state: dict[str, torch.Tensor]) -> None:
+    """Refuse weights no network computes with: complex numbers (capsviz's models are real, and
+    making them real would drop half of each), NaN or infinite values (every output they reach
+    would be NaN)."""
+    for name, t in state.items():
+        if t.is_complex():
+            raise CapsvizError(
+                f"{name} {tuple(t.shape)} holds complex numbers ({str(t.dtype).removeprefix('torch.')}); a CapsNet's weights are real: "
+                "save the real network's state dict"
+            )
+        if t.is_floating_point():
+            bad = int((~torch.isfinite(t)).sum())
+            if bad:
+                raise CapsvizError(
+                    f"{name} {tuple(t.shape)} holds {bad} NaN or infinite value(s); not imported: save the weights from before "
+                    "training diverged (or with a lower learning rate)"
+                )
+
+
+def _might_be(t: torch.Tensor, *, I: int, J: int, D: int, K: int) -> str:
+    """What a tensor that fits no part looks like, and what would work, in a few words."""
+    s = tuple(t.shape)
+    if t.dim() == 4 and s[2] == s[3]:
+        return "a conv weight, and capsviz's CapsNet has two (Conv1, PrimaryCaps, each reading the one before)"
+    if t.dim() == 2:
+        return f"a Linear layer, and the decoder is three of them {J * D} -> h1 -> h2 -> pixels"
+    if t.dim() == 1:
+        return "a bias or a norm layer's vector, with no layer of its size to go with"
+    if I in s or K in s:
+        return f"perhaps DigitCaps W in a layout not understood (I = {I}, K = {K}, J = {J}, D = {D}); subclass CapsuleAdapter"
+    return "no part has its shape"
 
 
 _EXPECTED = "capsviz understands Conv1 -> PrimaryCaps -> DigitCaps W (-> 3-layer decoder) (README: Your own model)"
@@ -354,8 +471,7 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
             "or it is not a file torch.save wrote); save the weights alone with torch.save(model.state_dict(), path)"
         ) from None
     except Exception as e:  # noqa: BLE001 - any other failure to read means a file that is not a state dict
-        first = (str(e).strip().splitlines() or [""])[0][:200]
-        raise CapsvizError(f"{path}: cannot be read as a PyTorch state dict ({type(e).__name__}: {first})") from None
+        raise CapsvizError(f"{path}: cannot be read as a PyTorch state dict ({type(e).__name__}: {first_line(e)})") from None
     for candidate in (obj, *(obj.get(k) for k in ("state_dict", "model") if isinstance(obj, dict))):
         if (
             isinstance(candidate, dict)
@@ -375,18 +491,35 @@ def import_file(
     replace: bool = False,
     data_dir=None,
     limit: int | None = None,
-    primary_order: str = "type-major",
+    primary_order: str | None = None,
     primary_channels: str | None = None,
     evaluate: bool = True,
     on_progress=None,
     adapter: type[CapsuleAdapter] = CapsuleAdapter,
+    iterations: int | None = None,
+    computation: dict | None = None,
+    against: str | None = None,
+    against_args: dict | None = None,
+    normalise: tuple[float, float] | None = None,
+    check_images: int = 16,
 ) -> dict:
     """`capsviz import`: the network saved at `src` as a capsviz checkpoint at `out`, under the
     rule every writer follows (`checkpoint.plan_write`: never a shipped model, never over another
     one without `replace`). Its test error on `dataset`'s test images (the first `limit`) is
     measured and stored; where the images are missing, or `evaluate` is off, it is stored as not
-    evaluated. `adapter`: a subclass of CapsuleAdapter for another layout. Returns what the
-    command prints: the checkpoint, its metrics, and the notes."""
+    evaluated. `adapter`: a subclass of CapsuleAdapter for another layout. `iterations`: routing
+    iterations (3 when None and not searched); `computation`: CapsuleAdapter's, how the network
+    differs from the paper; `normalise`: (mean, std) the network's images were normalised with.
+    `primary_order`, `primary_channels`: CapsuleAdapter's (None: "type-major" and the default
+    channels without `against`, searched with it).
+
+    `against` ("MODULE:NAME", called with `against_args`) RUNS THE USER'S CODE: their network is
+    built, given the same weights, and compared stage by stage with the twin on `check_images`
+    test images (capsviz.against); the options not given are searched, and the twin is stored
+    only if every stage seen matches within 1e-4 (else a CapsvizError names the first stage that
+    differs). Without it the twin is stored marked "not checked against its code", with the
+    warnings of `plausibility`. Returns what the command prints: the checkpoint, its metrics,
+    the check, the warnings and the notes."""
     from capsviz import checkpoint as ckpt
     from capsviz.config import DATASETS
 
@@ -397,22 +530,41 @@ def import_file(
         raise CapsvizError(f"--out {out}: a capsviz checkpoint is a .safetensors file; name it e.g. {out.with_suffix('.safetensors').name}")
     ckpt.plan_write(out, replace=replace)  # refused now, before the reading and the evaluation
     state = read_state_dict(src)
-    reader = adapter(state, in_size=DATASETS[dataset].in_size, primary_order=primary_order, primary_channels=primary_channels)
+    _check_values(state)
+    in_size, classes = DATASETS[dataset].in_size, len(_class_names(dataset))
+    computation = dict(computation or {})
+    if normalise is not None:
+        computation["input_mean"], computation["input_std"] = (float(v) for v in normalise)
+    checked = None
+    if against is None:
+        reader = adapter(
+            state,
+            in_size=in_size,
+            num_classes=classes,
+            primary_order=primary_order or "type-major",
+            primary_channels=primary_channels,
+            routing_iterations=iterations or 3,
+            computation=computation,
+        )
+    else:
+        given = {k: v for k, v in computation.items() if k not in ("input_mean", "input_std")}
+        given |= {
+            k: v for k, v in (("primary_order", primary_order), ("primary_channels", primary_channels), ("iterations", iterations)) if v
+        }
+        if normalise is not None:
+            given["normalise"] = tuple(float(v) for v in normalise)
+        reader, checked = _checked_against(state, against, against_args, dataset, data_dir, check_images, adapter, in_size, classes, given)
     model = reader.model()
     notes = list(reader.notes)
     metrics = _evaluate(model, dataset, data_dir, limit, on_progress) if evaluate else None
     if metrics is None:
         notes.append("not evaluated: " + ("--no-evaluate" if not evaluate else f"the {dataset} test images were not found"))
-    elif metrics["test_error"] > 50:
-        notes.append(
-            f"{metrics['test_error']:.1f}% test error: if the network does better in its own code, its primary capsules are "
-            "probably numbered otherwise (try the other --primary-order or --primary-channels) or it computes differently"
-        )
+    warnings_ = [] if checked else plausibility(model, dataset, data_dir, metrics)
     meta = {
         "dataset": dataset,
         "complete": True,
         "hardware": f"trained outside capsviz (imported from {Path(src).name})"[:500],
-        "imported": {"file": Path(src).name, "sha256": _file_digest(src), "notes": notes},
+        "imported": {"file": Path(src).name[:255], "sha256": _file_digest(src), "notes": notes, "warnings": warnings_, "checked": checked},
     }
     if metrics is not None:
         meta["metrics"] = metrics
@@ -420,7 +572,143 @@ def import_file(
         ckpt.recover(out)
         ckpt.plan_write(out, replace=replace)  # finished and evaluated: it goes straight to `out`
         ckpt.save_checkpoint(out, model, meta)
-    return {"checkpoint": str(out), **(metrics or {"evaluated": False}), "notes": notes}
+    check_words = checked_words(checked)
+    return {"checkpoint": str(out), **(metrics or {"evaluated": False}), "check": check_words, "warnings": warnings_, "notes": notes}
+
+
+def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_size, classes, given):
+    """The adapter whose twin matches the user's own network on n test images, and what the
+    checkpoint records of the check; a CapsvizError naming the first stage that differs."""
+    from capsviz import against
+
+    x = _test_images(dataset, data_dir, n)
+    if x is None:
+        raise CapsvizError(f"--against compares on real test images, and the {dataset} test images were not found (capsviz data)")
+    net = against.load_network(spec, spec_args)
+    try:
+        net.load_state_dict(state, strict=True)
+    except Exception as e:  # noqa: BLE001 - the user's class does not take the file's tensors
+        raise CapsvizError(f"--against {spec}: your network does not take this file's weights ({first_line(e)})") from None
+    net = net.float().eval()
+
+    def make(st, **kw):
+        return adapter(st, in_size=in_size, num_classes=classes, **kw)
+
+    result = against.check(state, net, x, make_adapter=make, given=given)
+    if not result.ok:
+        raise CapsvizError(f"not imported: {result.message}")
+    s = result.setting
+    keep = {k: s[k] for k in COMPUTATION if k in s}
+    reader = make(
+        state,
+        primary_order=s["primary_order"],
+        primary_channels=s["primary_channels"],
+        routing_iterations=s["iterations"],
+        computation=keep,
+    )
+    checked = {"against": spec[:500], "max_difference": result.max_difference, "images": result.images, "stages": list(result.seen)}
+    reader.get_parts().notes.append(result.message)
+    return reader, checked
+
+
+def checked_words(checked: dict | None, warnings: list[str] = ()) -> str:
+    """The zoo's mark for an imported model, from what its checkpoint records (`imported.checked`
+    and `imported.warnings`: the first warning's finding, without its advice, is said too)."""
+    if checked:
+        return f"checked against its code: max difference {checked['max_difference']:.2g} on {checked['images']} images"
+    if not warnings:
+        return "not checked against its code"
+    more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
+    return f"not checked against its code; the import warned: {warnings[0].split(':')[0]}{more}"
+
+
+def how_it_computes(meta) -> list[str]:
+    """What the pages say of a model written elsewhere, in plain words: whether it was checked
+    against its own code, and each way it computes differently from the paper
+    (capsviz.models.capsnet.computation_words). Empty for capsviz's own models."""
+    from capsviz.models.capsnet import computation_words
+
+    raw = meta.raw if hasattr(meta, "raw") else meta
+    imported = raw.get("imported") if isinstance(raw, dict) else None
+    lines = [] if imported is None else [checked_words(imported.get("checked"), imported.get("warnings") or [])]
+    return lines + computation_words(meta.config)
+
+
+# What a trained CapsNet shows on real test images (the shipped capsnet-mnist, capsnet-small-mnist
+# and capsnet-one-iteration-mnist on MNIST's first 64: median primary-capsule length 0.99, longest
+# class capsule 0.91-0.94 on average, shortest 0.002-0.004, reconstruction error 0.16-0.26 of the
+# image's own energy); a twin far outside these computes other numbers than its original
+PRIMARY_SHORT = 0.5
+SATURATED, COLLAPSED = 0.9, 0.1
+RECONSTRUCTION_POOR = 0.7
+ERROR_HIGH = 20.0
+
+
+def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None, n: int = 64) -> list[str]:
+    """Warnings that a twin computes other numbers than the network it was imported from, each
+    saying what it points to; empty when nothing looks wrong or the test images are missing."""
+    x = _test_images(dataset, data_dir, n)
+    if x is None:
+        return []
+    with torch.no_grad():
+        primary = model.primary_capsules(x).norm(dim=-1)  # (B, I)
+        out = model(x)
+    lengths = out.scores  # (B, J)
+    found = []
+    after = "; check the import against your code with --against MODULE:CLASS (README: Your own model)"
+    if float(lengths.min()) > SATURATED:
+        found.append(
+            f"every class capsule is longer than {SATURATED} on every image (saturated): the squash, the routing's softmax or "
+            f"its logits probably differ from your code's{after}"
+        )
+    elif float(lengths.max()) < COLLAPSED:
+        found.append(
+            f"every class capsule is shorter than {COLLAPSED} on every image (collapsed): the squash's axis, the input's "
+            f"normalisation or the capsules' grouping probably differ from your code's{after}"
+        )
+    median = float(primary.median())
+    if median < PRIMARY_SHORT:
+        found.append(
+            f"the primary capsules are short (median length {median:.2f}; a trained CapsNet's are mostly above 0.9): their "
+            f"grouping, the squash's axis or the input's normalisation probably differ from your code's{after}"
+        )
+    if out.reconstruction is not None:
+        rec, img = out.reconstruction.flatten(1), x.flatten(1)
+        ratio = float(((rec - img) ** 2).sum() / (img**2).sum().clamp_min(1e-12))
+        if ratio > RECONSTRUCTION_POOR:
+            found.append(
+                f"the decoder barely redraws the images (error {ratio:.2f} of their own energy; a trained CapsNet's is about 0.2): it "
+                f"was trained on other class capsules than this twin computes{after}"
+            )
+    if metrics is not None and metrics["test_error"] > ERROR_HIGH:
+        found.append(
+            f"{metrics['test_error']:.1f}% test error, far above a trained CapsNet's: the capsules' numbering (--primary-order, "
+            f"--primary-channels) or the computation differ from your code's{after}"
+        )
+    return found
+
+
+def _test_images(dataset: str, data_dir, n: int) -> torch.Tensor | None:
+    """The first n test images of `dataset` as the model reads them (B, C, S, S) in [0, 1], or None where missing."""
+    from capsviz.data import batches, load_split
+
+    try:
+        data = load_split(dataset, "test", data_dir)
+    except CapsvizError:
+        return None
+    x, _, _ = next(iter(batches(dataset, data, n, train=False, limit=n)))
+    return x.float()
+
+
+def _class_names(dataset: str):
+    from capsviz.data import class_names
+
+    return class_names(dataset)
+
+
+def first_line(e: BaseException) -> str:
+    """An exception's message in one line of at most 200 characters."""
+    return (str(e).strip().splitlines() or [""])[0][:200]
 
 
 def _evaluate(model, dataset: str, data_dir, limit, on_progress) -> dict | None:
@@ -431,7 +719,9 @@ def _evaluate(model, dataset: str, data_dir, limit, on_progress) -> dict | None:
         data = load_split(dataset, "test", data_dir)
     except CapsvizError:
         return None
-    return evaluate(model, dataset, data, limit=limit, on_progress=on_progress)
+    n = model.config.routing_batch if model.config.routing_logits == "batch" else 0
+    batch = n * max(1, 256 // n) if n else 256  # batch-averaged logits: whole groups of the stated size, as the original's loop
+    return evaluate(model, dataset, data, batch_size=batch, limit=limit, on_progress=on_progress)
 
 
 def _file_digest(path: Path) -> str:

@@ -229,10 +229,10 @@ def parser() -> Parser:
     im.add_argument("--no-evaluate", dest="evaluate", action="store_false", help="store it as not evaluated")
     im.add_argument(
         "--primary-order",
-        choices=["type-major", "position-major"],
-        default="type-major",
-        help="how your code numbers the primary capsules: (type, row, col), the PyTorch default, or (row, col, type), "
-        "as TensorFlow's reshape does",
+        choices=["type-major", "position-major", "view"],
+        help="how your code makes and numbers the primary capsules: (type, row, col), the PyTorch default, (row, col, type), "
+        "as TensorFlow's reshape does, or view: K neighbouring values of the NCHW output, as view(B, -1, K) gives "
+        "(default: type-major; searched with --against)",
     )
     im.add_argument(
         "--primary-channels",
@@ -240,6 +240,35 @@ def parser() -> Parser:
         help="which conv channel holds dim d of capsule type t: t*K + d (capsule), or d*T + t (dim) "
         "(default: capsule for one conv, dim for K convs)",
     )
+    im.add_argument(
+        "--iterations", type=integer(1, MAX_ITERATIONS), help="routing iterations your code runs (default: 3; searched with --against)"
+    )
+    im.add_argument("--softmax", choices=["classes", "inputs"], help="what your routing's couplings sum to 1 over (default: classes)")
+    im.add_argument("--logits", choices=["image", "batch"], help="routing logits per image, or averaged over the batch (default: image)")
+    im.add_argument(
+        "--routing-batch",
+        type=integer(1, 1 << 16),
+        help="with --logits batch: the batch size your code routes (default: --check-images with --against; else every batch whole)",
+    )
+    im.add_argument("--squash", choices=["sabour", "efficient"], help="your squash: Eq. 1 (sabour) or (1 - e^-|s|) s/|s| (default: sabour)")
+    im.add_argument(
+        "--primary-squash", choices=["capsule", "map"], help="what the primary squash normalises: each capsule, or each value's whole map"
+    )
+    im.add_argument(
+        "--normalise",
+        nargs=2,
+        type=number(-1000, 1000),
+        metavar=("MEAN", "STD"),
+        help="your images were normalised (x - MEAN) / STD before the network",
+    )
+    im.add_argument(
+        "--against",
+        metavar="MODULE:NAME",
+        help="RUNS YOUR CODE: build your network (a class or factory, MODULE dotted or a .py file), give it the same weights, "
+        "compare every stage with the import on real test images and search the options above for one that matches within 1e-4",
+    )
+    im.add_argument("--against-args", metavar="JSON", help="keyword arguments for --against's class or factory, a JSON object")
+    im.add_argument("--check-images", type=integer(1, 1024), default=16, help="test images compared with --against (default: 16)")
 
     si = sub.add_parser(
         "site",
@@ -297,6 +326,7 @@ def cmd_app(args) -> int:
         from capsviz import serve
 
         serve.nginx_binary()  # missing: say so before anything else
+        args.replicas = serve.replicas_for(args.replicas)  # more than the machine can run: likewise
         command, env = app_command(args.checkpoints, serve.split_address(args.streamlit_args)[2])
     else:
         command, env = app_command(args.checkpoints, args.streamlit_args)
@@ -417,13 +447,17 @@ def fits(run: TrainRun) -> list[str]:
     (capsviz.estimate.for_run, which raises CapsvizError when it will not fit): the lines the
     run's progress starts with."""
     from capsviz.config import user_dataset
-    from capsviz.estimate import for_run
+    from capsviz.estimate import for_run, size_refusal
 
     said = []
     if user_dataset(run.dataset):
+        from capsviz.data import input_shape
         from capsviz.data.user import load_user, summary_line
 
         said.append(summary_line(load_user(run.dataset, run.resize)))
+        shape = input_shape(run.dataset, run.resize)
+        if why := size_refusal(run.model, shape.size, shape.channels, shape.num_classes):
+            raise CapsvizError(why)
     return [*said, for_run(run).line()]
 
 
@@ -661,6 +695,26 @@ def cmd_import(args) -> int:
     from capsviz.paths import model_folder
 
     data_folder(args.data_dir)
+    if args.normalise and args.normalise[1] <= 0:
+        raise CapsvizError(f"--normalise: STD must be above 0, found {args.normalise[1]:g}")
+    options = {"routing_softmax": args.softmax, "routing_logits": args.logits, "squash": args.squash, "primary_squash": args.primary_squash}
+    options = {k: v for k, v in options.items() if v is not None}
+    if args.routing_batch is not None:
+        if args.logits != "batch":
+            raise CapsvizError("--routing-batch goes with --logits batch (the batch whose routing logits are averaged)")
+        options["routing_batch"] = args.routing_batch
+    if args.against:
+        from capsviz.against import parse_kwargs
+
+        kwargs = parse_kwargs(args.against_args)
+        print(
+            f"--against runs your code: {args.against} is imported and called on this machine, with your permissions "
+            "(only for code you trust)",
+            file=sys.stderr,
+            flush=True,
+        )
+    elif args.against_args:
+        raise CapsvizError("--against-args goes with --against MODULE:NAME")
     result = import_file(
         args.file,
         args.out,
@@ -672,9 +726,18 @@ def cmd_import(args) -> int:
         primary_channels=args.primary_channels,
         evaluate=args.evaluate,
         on_progress=progress_line("evaluate", "images"),
+        iterations=args.iterations,
+        computation=options,
+        normalise=tuple(args.normalise) if args.normalise else None,
+        against=args.against,
+        against_args=kwargs if args.against else None,
+        check_images=args.check_images,
     )
     for note in result["notes"]:
         print(f"  {note}", file=sys.stderr)
+    print(f"{result['check']}", file=sys.stderr)
+    for warning in result["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
     if args.out.resolve().parent != model_folder().resolve():
         print(f"open it in the app: capsviz app --checkpoints {args.out.resolve().parent}", file=sys.stderr)
     print(json.dumps(result))

@@ -104,6 +104,17 @@ class CapsNetConfig:
     couplings: str = "dynamic"
     reconstruction: bool = True  # decoder + 0.0005 * sum-of-squares loss
     decoder_hidden: tuple[int, int] = (512, 1024)
+    # How a network written elsewhere computes (capsviz import); the defaults are the paper's, and
+    # capsviz's own models never change them. Every non-default runs the plain reference path.
+    primary_grouping: str = "paper"  # PRIMARY_GROUPINGS: which conv outputs make one primary capsule
+    primary_squash: str = "capsule"  # PRIMARY_SQUASH_AXES: what each squash of the primary capsules normalises
+    squash: str = "sabour"  # SQUASH_FORMS: the squash of primary and class capsules
+    routing_softmax: str = "classes"  # ROUTING_SOFTMAX: what the couplings sum to 1 over
+    routing_logits: str = "image"  # ROUTING_LOGITS: per image, or averaged over the images routed together
+    routing_batch: int = 0  # with batch-averaged logits: images routed together (0: however many are passed)
+    routing_prior: bool = False  # a learned routing prior b (I, J), the parameter `routing_prior`
+    input_mean: float = 0.0  # the network reads (x - input_mean) / input_std of images x in [0, 1]
+    input_std: float = 1.0
 
     @property
     def decodes(self) -> bool:
@@ -111,8 +122,39 @@ class CapsNetConfig:
         return self.reconstruction
 
     @property
+    def paper_computation(self) -> bool:
+        """Whether it computes as Sabour et al. (and capsviz's own models) do: every option of a
+        network written elsewhere at its default."""
+        return all(getattr(self, k) == v for k, v in PAPER_COMPUTATION.items())
+
+    @property
     def primary_grid(self) -> int:
         return (self.in_size - self.conv1_kernel + 1 - self.primary_kernel) // 2 + 1
+
+
+# CapsNetConfig's computation options at the paper's values
+PAPER_COMPUTATION = {
+    "primary_grouping": "paper",
+    "primary_squash": "capsule",
+    "squash": "sabour",
+    "routing_softmax": "classes",
+    "routing_logits": "image",
+    "routing_batch": 0,
+    "routing_prior": False,
+    "input_mean": 0.0,
+    "input_std": 1.0,
+}
+# paper: capsule i = (row, col, type) holds channels t*K .. t*K + K-1 at one position;
+# view: the NCHW conv output's values in memory order, viewed (B, -1, K), as `view(B, -1, 8)` of
+#   one conv, or of K convs stacked on dim 1, gives: a capsule is K neighbours of one map
+PRIMARY_GROUPINGS = ("paper", "view")
+# capsule: each capsule's K values (the paper); map: each of the K values over all I capsules
+PRIMARY_SQUASH_AXES = ("capsule", "map")
+SQUASH_FORMS = ("sabour", "efficient")  # Eq. 1 of Sabour et al.; Mazzia et al.'s (1 - e^-|s|) s/|s|
+# Dynamic routing's options (capsviz.routing.dynamic_routing_options): what the couplings sum to 1
+# over, and whether the routing logits are each image's own or averaged over the images routed together
+ROUTING_SOFTMAX = ("classes", "inputs")
+ROUTING_LOGITS = ("image", "batch")
 
 
 @dataclass(frozen=True)

@@ -208,14 +208,41 @@ def resized(config: ModelConfig, side: int) -> ModelConfig | None:
     from capsviz.config import config_from_dict
 
     cfg = config_from_dict({**to_dict(config), "in_size": side})
+    if isinstance(cfg, CapsNetConfig | EfficientCapsConfig) and cfg.primary_grid < 1:
+        return None
     try:
         with torch.device("meta"):
             build_model(cfg)
-    except (ValueError, RuntimeError):
-        return None
-    if isinstance(cfg, CapsNetConfig | EfficientCapsConfig) and cfg.primary_grid < 1:
+    except (ValueError, RuntimeError, ZeroDivisionError):
         return None
     return cfg
+
+
+def smallest_side(config: ModelConfig) -> int | None:
+    """The smallest side of the pictures `config`'s layers leave something of (17 for a CapsNet's
+    two 9x9 kernels); None when no side up to MAX_SIZE does."""
+    from capsviz.config import MAX_SIZE, MIN_SIZE
+
+    return next((side for side in range(MIN_SIZE, MAX_SIZE + 1) if resized(config, side) is not None), None)
+
+
+def size_refusal(model: str, size: int, channels: int = 1, classes: int = 10) -> str | None:
+    """None when the preset `model` takes size x size pictures; else one line saying so and the
+    size that works (the preset's own, or the smallest its kernels take, whichever is larger),
+    for the Train page before Start and for `capsviz train` before it reads a batch."""
+    from capsviz.config import PRESETS
+
+    config = for_preset(model, size, channels, classes)
+    if resized(config, size) is not None:
+        return None
+    need = smallest_side(config)
+    if need is None:
+        return f"{model} takes no picture size up to the largest here; choose another model"
+    use = max(PRESETS[model].in_size, need)
+    return (
+        f"{size}x{size} pictures are smaller than {model}'s kernels take (at least {need}x{need}); "
+        f"choose Make images {use} (--resize {use}) or another model"
+    )
 
 
 def refusal(est: Estimate, config: ModelConfig, can_resize: bool) -> str | None:
@@ -255,4 +282,4 @@ def for_preset(name: str, size: int, channels: int = 1, classes: int = 10, **ove
     return preset(name, in_size=size, in_channels=channels, num_classes=classes, **overrides)
 
 
-__all__ = ["Estimate", "estimate", "check", "for_run", "refusal", "available_memory", "for_preset"]
+__all__ = ["Estimate", "estimate", "check", "for_run", "refusal", "available_memory", "for_preset", "size_refusal", "smallest_side"]

@@ -4,6 +4,8 @@ Vector capsules (predictions u_hat laid out (B, J, I, D)), interchangeable throu
 - `uniform_couplings`: c_ij = 1/J, no routing (= dynamic routing with one iteration).
 - `random_couplings`: c_i = softmax(r_i), r drawn once from a fixed seed, never updated.
 - `dynamic_routing_ji`: routing by agreement (Sabour et al. 2017, Procedure 1).
+- `dynamic_routing_options`: the same with the variations public code has (`DynamicOptions`):
+  softmax over the input capsules, logits averaged over the batch, a learned prior, another squash.
 - `self_attention_routing`: one pass of self-attention (Mazzia et al. 2021, Efficient-CapsNet).
 Matrix capsules: `em_routing` (Hinton et al. 2018), whose inputs (votes and activations) differ.
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from capsviz.config import COUPLINGS
+from capsviz.config import COUPLINGS, ROUTING_LOGITS, ROUTING_SOFTMAX, SQUASH_FORMS
 from capsviz.kernels import dynamic as dynamic_kernel
 from capsviz.kernels import em as em_kernel
 from capsviz.kernels import policy
@@ -149,6 +151,80 @@ def agreement(u_hat: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return (v.unsqueeze(-2) @ u_hat.transpose(-1, -2)).squeeze(-2)  # (B, J, I)
 
 
+@dataclass(frozen=True, eq=False)
+class DynamicOptions:
+    """How a dynamic routing written elsewhere differs from Procedure 1; the defaults are the paper's.
+
+    softmax: what the couplings c sum to 1 over (ROUTING_SOFTMAX): "classes", each input capsule
+        splits its vote over the J class capsules (the paper); "inputs", each class capsule's
+        couplings sum to 1 over the I input capsules (what `F.softmax(b)` on (1, I, J, 1) gives).
+    logits: "image", each image's logits b are its own (the paper); "batch", the agreements are
+        averaged over the images routed together, so every image of a batch gets the same
+        couplings and an image's class capsules depend on the other images in its batch.
+    batch: with "batch", how many consecutive images are routed together (0: all that are passed).
+    prior: a learned routing prior (I, J): the logits b start from it instead of 0.
+    squash: the squash of the class capsules (SQUASHES' names)."""
+
+    softmax: str = "classes"
+    logits: str = "image"
+    batch: int = 0
+    prior: torch.Tensor | None = None
+    squash: str = "sabour"
+
+    @property
+    def paper(self) -> bool:
+        """Whether these are Procedure 1's own (then the fast paths run)."""
+        return self.prior is None and (self.softmax, self.logits, self.squash) == ("classes", "image", "sabour")
+
+
+def dynamic_routing_options(u_hat: torch.Tensor, iterations: int = 3, options: DynamicOptions = DynamicOptions(), record: bool = False):
+    """Dynamic routing on u_hat (B, J, I, D) with `options`; Procedure 1 itself when they are the
+    paper's. The plain PyTorch reference: no fast path, every gradient through autograd.
+    The trace is laid out as `RoutingResult` says (with batch logits each image's c and b are its
+    batch's); b_change is the mean |change of b| each image saw."""
+    _check_iterations(iterations)
+    if options.softmax not in ROUTING_SOFTMAX or options.logits not in ROUTING_LOGITS or options.squash not in SQUASHES:
+        raise ValueError(f"unknown dynamic routing options {options}")
+    if options.paper:
+        return dynamic_routing_ji(u_hat, iterations, record)
+    B = u_hat.shape[0]
+    step = options.batch if options.logits == "batch" and options.batch else B
+    parts = [_route_options(u_hat[s : s + step], iterations, options, record) for s in range(0, B, step)]
+    if len(parts) == 1:
+        return parts[0]
+    dims = {"v": 0, "c": 1, "b": 1, "v_trace": 1, "b_change": 1}  # the batch axis of each field
+    return RoutingResult(
+        **{k: None if parts[0].__dict__[k] is None else torch.cat([p.__dict__[k] for p in parts], d) for k, d in dims.items()}
+    )
+
+
+def _route_options(u_hat: torch.Tensor, iterations: int, options: DynamicOptions, record: bool) -> RoutingResult:
+    B, J, I, D = u_hat.shape
+    shared = options.logits == "batch"
+    b = u_hat.new_zeros(1 if shared else B, J, I)  # (B or 1, J, I)
+    if options.prior is not None:
+        b = b + options.prior.T.to(u_hat.dtype)  # (I, J) -> (J, I), the same start for every image
+    axis = 1 if options.softmax == "classes" else 2
+    squash_v = SQUASHES[options.squash]
+    cs, bs, vs, changes = [], [], [], []
+    for t in range(iterations):
+        c = b.softmax(dim=axis).expand(B, J, I)  # (B, J, I)
+        v = squash_v((c.unsqueeze(-2) @ u_hat).squeeze(-2))  # (B, J, D): s_j = sum_i c_ij u_hat_j|i
+        a = agreement(u_hat, v)  # (B, J, I)
+        if shared:
+            a = a.mean(0, keepdim=True)  # (1, J, I): the batch's mean agreement
+        if record:
+            cs.append(c.detach().transpose(1, 2))  # (B, I, J)
+            bs.append(b.detach().expand(B, J, I).transpose(1, 2))  # (B, I, J)
+            vs.append(v.detach())
+            changes.append(a.detach().abs().mean(dim=(1, 2)).expand(B))  # (B,)
+        if t < iterations - 1:
+            b = b + a
+    if not record:
+        return RoutingResult(v=v)
+    return RoutingResult(v=v, c=torch.stack(cs), b=torch.stack(bs), v_trace=torch.stack(vs), b_change=torch.stack(changes))
+
+
 # Fixed random couplings: r ~ N(0, RANDOM_SCALE^2), drawn once from RANDOM_SEED. With J = 10, a
 # scale of 1 gives each lower capsule a clearly non-uniform split (on average its largest c is
 # 0.32, its smallest 0.017, its entropy 0.84 log J) without sending all of its vote to one class.
@@ -210,6 +286,9 @@ def _one_pass(u_hat, b, c, squash, record, prior=None) -> RoutingResult:
 
 # The vector-capsule routings `route` runs by name: every one takes u_hat (B, J, I, D) and gives v (B, J, D)
 ROUTINGS = COUPLINGS
+# The squash forms a model may use, by name (capsviz.config.SQUASH_FORMS)
+SQUASHES: dict[str, Callable] = {"sabour": squash, "efficient": efficient_squash}
+assert tuple(SQUASHES) == SQUASH_FORMS
 
 
 def route(
@@ -220,14 +299,18 @@ def route(
     prior: torch.Tensor | None = None,
     squash: Callable | None = None,
     record: bool = False,
+    dynamic: DynamicOptions | None = None,
 ) -> RoutingResult:
     """Route predictions u_hat (B, J, I, D) by the routing called `name` (one of ROUTINGS), so a
     model can be run with any of them. `iterations` is dynamic routing's; `prior` (J, I) is
     self-attention's learned log prior (zero when None); `squash` is the model's own for the
-    one-pass routings, each one's paper's when None (dynamic routing always uses Eq. 1: its
-    agreements are measured on those v, and its hand-written backward assumes it)."""
+    one-pass routings, each one's paper's when None (dynamic routing uses Eq. 1 unless `dynamic`
+    says otherwise: its agreements are measured on those v, and its hand-written backward assumes
+    it). `dynamic`: dynamic routing's options (`DynamicOptions`; None: Procedure 1's)."""
     own = {} if squash is None else {"squash": squash}
     if name == "dynamic":
+        if dynamic is not None and not dynamic.paper:
+            return dynamic_routing_options(u_hat, iterations, dynamic, record)
         return dynamic_routing_ji(u_hat, iterations, record)
     if name == "uniform":
         return uniform_couplings(u_hat, record=record, **own)

@@ -22,6 +22,11 @@ from capsviz.config import (
     MAX_SIZE,
     MIN_SIZE,
     PRESETS,
+    PRIMARY_GROUPINGS,
+    PRIMARY_SQUASH_AXES,
+    ROUTING_LOGITS,
+    ROUTING_SOFTMAX,
+    SQUASH_FORMS,
     USER_KINDS,
     CapsNetConfig,
     ModelConfig,
@@ -182,6 +187,16 @@ class Config:
                 "couplings": Str(choices=COUPLINGS),
                 "reconstruction": Bool(),
                 "decoder_hidden": List(Int(1, 8192), max_len=2, min_len=2),
+                # how a network written elsewhere computes (capsviz import); absent in older files: the paper's
+                "primary_grouping": Str(choices=PRIMARY_GROUPINGS),
+                "primary_squash": Str(choices=PRIMARY_SQUASH_AXES),
+                "squash": Str(choices=SQUASH_FORMS),
+                "routing_softmax": Str(choices=ROUTING_SOFTMAX),
+                "routing_logits": Str(choices=ROUTING_LOGITS),
+                "routing_batch": Int(0, 1 << 16),
+                "routing_prior": Bool(),
+                "input_mean": Num(-1e3, 1e3),
+                "input_std": Num(1e-6, 1e3),
             },
             extra=False,
         ),
@@ -311,6 +326,23 @@ STARTED_FROM = Obj(
     }
 )
 
+# What `capsviz import` records of a network written elsewhere: its file, what was assumed, and
+# whether its twin was checked against the network's own code (`checked`: None or absent: not checked)
+IMPORTED = Obj(
+    {
+        "file": Str(max_len=255),
+        "sha256": SHA256,
+        "notes": List(Str(max_len=2000), max_len=200),
+        "warnings": List(Str(max_len=2000), max_len=50),
+        "checked": Maybe(
+            Obj(
+                {"against": Str(max_len=500), "max_difference": Num(0, 1e300), "images": Int(1, 10**6), "stages": List(Str(max_len=200))},
+                required=("against", "max_difference", "images"),
+            )
+        ),
+    }
+)
+
 META = Obj(
     {
         "config": Config(),
@@ -333,6 +365,7 @@ META = Obj(
         "float32_test_error": PERCENT,
         "stored_as": Str(choices=("float16",)),
         "float16_reconstruction_change": Maybe(Num(0, 1e6)),
+        "imported": IMPORTED,
     },
     required=("config", "weights_sha256"),
 )

@@ -16,7 +16,15 @@ where their URL (?model=&image=...) rebuilds their view. The replicas share one 
 Streamlit's XSRF cookie from one is valid on another after such a move.
 
 Each replica gets cores / N torch threads (OMP_NUM_THREADS, unless set): N processes each with a
-thread per core would fight over the cores.
+thread per core would fight over the cores. N is at most one per core and one per REPLICA_MEMORY of
+free memory.
+
+Stopping. Ctrl-C, SIGTERM and SIGHUP (the terminal closed) stop nginx, every replica and remove
+nginx's temporary folder, so the port is free at once. nginx runs in a process group of its own,
+and the whole group is killed when it stops: a worker left by a killed master never keeps the
+port. An nginx that dies is started again, unless it dies again within NGINX_RETRY_S of being
+started again: then everything stops with a message. Every child is told to stop if this process dies
+(Linux's parent-death signal), so not even a SIGKILL leaves them serving.
 """
 
 from __future__ import annotations
@@ -36,6 +44,9 @@ from pathlib import Path
 from capsviz.errors import CapsvizError
 
 NGINX_MISSING = "install nginx (Debian: apt-get install nginx) or run without --replicas"
+REPLICA_MEMORY = 1 << 30  # what one replica may come to hold: torch, the shipped models, a class's test sets
+NGINX_RETRY_S = 10  # an nginx started again that dies again sooner than this is not started a third time
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 CONFIG = """\
 # written by capsviz app --replicas; nginx runs with -p {prefix}
@@ -92,6 +103,14 @@ http {{
 """
 
 
+def local_browser(ip_address: str | None, headers) -> bool:
+    """Whether a session's browser runs on the server itself (`st.context.ip_address` and
+    `.headers`): Streamlit gives no address for a loopback connection, and nginx (--replicas)
+    adds X-Forwarded-For to every request it passes, a local one included. Only such a browser
+    is shown tracebacks (app.py)."""
+    return ip_address is None and not headers.get("X-Forwarded-For")
+
+
 def nginx_binary() -> str:
     """nginx on PATH or in /usr/sbin (not on a normal user's PATH), or the one-line error."""
     found = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
@@ -146,9 +165,57 @@ def healthy(url: str) -> bool:
         return False
 
 
-def stop(procs: list[subprocess.Popen], timeout: float = 15.0) -> None:
+def max_replicas(cores: int, free: int | None) -> int:
+    """Replicas this machine can run: one per core, and one per REPLICA_MEMORY of `free` bytes."""
+    by_memory = cores if free is None else max(free // REPLICA_MEMORY, 1)
+    return max(min(cores, by_memory), 1)
+
+
+def replica_count(asked: int, cores: int, free: int | None) -> int:
+    """`asked` replicas (0: one per core, as many as fit), or CapsvizError when more than fit."""
+    most = max_replicas(cores, free)
+    if asked > most:
+        memory = f" and {free / 2**30:.1f} GiB of free memory" if free is not None else ""
+        raise CapsvizError(
+            f"--replicas {asked}: this machine has {cores} cores{memory}, enough for {most} "
+            f"(one per core, each with about {REPLICA_MEMORY >> 30} GiB); ask for at most {most}"
+        )
+    return asked or most
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def replicas_for(asked: int) -> int:
+    """`replica_count` on this machine: its cores and its free memory now."""
+    from capsviz.estimate import available_memory
+
+    return replica_count(asked, cores(), available_memory("cpu"))
+
+
+def die_with_parent() -> None:
+    """In a child before exec: SIGTERM when the process that started it dies (Linux only)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
+def kill_group(p: subprocess.Popen) -> None:
+    """SIGKILL to whatever is left of the process group `p` leads (nginx's workers)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop(procs: list[subprocess.Popen], timeout: float = 15.0, groups: tuple[subprocess.Popen, ...] = ()) -> None:
     """SIGTERM to every child still running (Streamlit and nginx both stop cleanly on it), then
-    SIGKILL to any that has not stopped within `timeout`."""
+    SIGKILL to any that has not stopped within `timeout`, and to the rest of each of `groups`."""
     for p in procs:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
@@ -159,15 +226,16 @@ def stop(procs: list[subprocess.Popen], timeout: float = 15.0) -> None:
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+    for p in groups:
+        kill_group(p)
 
 
 def serve(command: list[str], env: dict[str, str], replicas: int, streamlit_args: list[str]) -> int:
     """Run `command` (streamlit run app.py, without the address and port options) `replicas`
-    times on internal ports and nginx in front, until Ctrl-C or SIGTERM, or until nginx or every
-    replica has stopped. `replicas` 0: one per core."""
+    times on internal ports and nginx in front, until Ctrl-C, SIGTERM or SIGHUP, or until every
+    replica has stopped (or nginx, twice in a row). `replicas` 0: one per core (as memory allows)."""
     nginx = nginx_binary()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    n = replicas or cores
+    n = replicas_for(replicas)
     address, port, _ = split_address(streamlit_args)
     listen = f"{f'[{address}]' if address and ':' in address else address}:{port}" if address else str(port)
     with socket.socket(socket.AF_INET6 if address and ":" in address else socket.AF_INET) as s:
@@ -179,19 +247,31 @@ def serve(command: list[str], env: dict[str, str], replicas: int, streamlit_args
     env = dict(env)
     env.setdefault("STREAMLIT_SERVER_COOKIE_SECRET", secrets.token_hex(32))  # one secret: XSRF cookies valid on every replica
     env.setdefault("STREAMLIT_SERVER_HEADLESS", "true")
-    env.setdefault("OMP_NUM_THREADS", str(max(cores // n, 1)))
+    env.setdefault("OMP_NUM_THREADS", str(max(cores() // n, 1)))
     upload_mb = int(env.get("STREAMLIT_SERVER_MAX_UPLOAD_SIZE", "200"))
 
     prefix = Path(tempfile.mkdtemp(prefix="capsviz-nginx-"))
     ports = [free_port() for _ in range(n)]
     (prefix / "nginx.conf").write_text(nginx_config(prefix, listen, ports, upload_mb))
     procs: list[subprocess.Popen] = []
+    webs: list[subprocess.Popen] = []  # every nginx started, each the leader of its own process group
     stopping = []
 
     def on_signal(signum, frame):
         stopping.append(signum)
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    def start_nginx() -> subprocess.Popen:
+        web = subprocess.Popen(
+            [nginx, "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-e", "stderr"],
+            env=env,
+            start_new_session=True,  # its own group: a terminal's signals reach this process, which stops it
+            preexec_fn=die_with_parent,
+        )
+        webs.append(web)
+        procs.append(web)
+        return web
+
+    previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
     try:
         test = subprocess.run(
             [nginx, "-t", "-q", "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-e", "stderr"], capture_output=True, text=True
@@ -202,7 +282,9 @@ def serve(command: list[str], env: dict[str, str], replicas: int, streamlit_args
             )
         replicas_ = []
         for p in ports:
-            replicas_.append(subprocess.Popen([*command, "--server.address", "127.0.0.1", "--server.port", str(p)], env=env))
+            replicas_.append(
+                subprocess.Popen([*command, "--server.address", "127.0.0.1", "--server.port", str(p)], env=env, preexec_fn=die_with_parent)
+            )
         procs += replicas_
         deadline = time.monotonic() + 180
         waiting = set(ports)
@@ -217,8 +299,7 @@ def serve(command: list[str], env: dict[str, str], replicas: int, streamlit_args
             time.sleep(0.3)
         if stopping:
             return 130 if stopping[0] == signal.SIGINT else 0
-        web = subprocess.Popen([nginx, "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-e", "stderr"], env=env)
-        procs.append(web)
+        web, restarted = start_nginx(), None
         shown = "localhost" if address in (None, "", "0.0.0.0", "::") else address
         print(
             f"capsviz: {n} replicas behind nginx at http://{shown}:{port} (replicas on 127.0.0.1:{', '.join(map(str, ports))})",
@@ -231,7 +312,14 @@ def serve(command: list[str], env: dict[str, str], replicas: int, streamlit_args
             if stopping:  # a terminal's Ctrl-C (or `timeout`) reaches the whole group: nginx may have stopped already
                 break
             if web.poll() is not None:
-                raise CapsvizError(f"nginx exited with status {web.returncode} (its messages are above)")
+                kill_group(web)  # a worker a killed master left would keep the port
+                if restarted is not None and time.monotonic() - restarted < NGINX_RETRY_S:
+                    raise CapsvizError(
+                        f"nginx exited with status {web.returncode} again, {time.monotonic() - restarted:.0f} s after it was "
+                        "started again (its messages are above); every replica is stopped"
+                    )
+                print(f"capsviz: nginx exited with status {web.returncode}; starting it again", file=sys.stderr, flush=True)
+                web, restarted = start_nginx(), time.monotonic()
             for r, p in zip(replicas_, ports, strict=True):
                 if r.poll() is not None and p not in dead:
                     dead.add(p)
@@ -245,7 +333,7 @@ def serve(command: list[str], env: dict[str, str], replicas: int, streamlit_args
                 raise CapsvizError("every replica has exited")
         return 130 if stopping[0] == signal.SIGINT else 0
     finally:
+        stop(procs, groups=tuple(webs))  # with this process's handlers still on: a second Ctrl-C cannot cut it short
+        shutil.rmtree(prefix, ignore_errors=True)
         for s, handler in previous.items():
             signal.signal(s, handler)
-        stop(procs)
-        shutil.rmtree(prefix, ignore_errors=True)

@@ -3,6 +3,7 @@
 import numpy as np
 import streamlit as st
 
+from capsviz.adapter import how_it_computes
 from capsviz.analysis import as_input_batch
 from capsviz.analysis.routing import attention_trace, coupling_summary, dynamic_trace, iteration_sweep, mean_b_change
 from capsviz.config import user_dataset
@@ -127,6 +128,8 @@ st.caption(
     "where the movement is large enough to see."
 )
 
+if how := how_it_computes(meta):  # a model written elsewhere: the routing it really does
+    st.caption("This model was imported: " + "; ".join(how) + ".")
 if meta.config.couplings != "dynamic":
     st.info(
         f"**{path.stem}** was trained with {meta.config.couplings} couplings, not with routing. This page runs its "

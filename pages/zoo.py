@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from capsviz.adapter import how_it_computes
 from capsviz.analysis.reproduction import is_paper_size, paper_error
 from capsviz.checkpoint import list_checkpoints, total_training, training_labels
 from capsviz.config import user_dataset
@@ -71,6 +72,8 @@ for path, meta in found:
         own = user_dataset(meta.image_dataset) is not None
         decoder = f"yes: it can redraw the {class_words(meta).shown} from a capsule" if c.decodes else "no"
         cols[0].markdown(f"**Family** {family}  \n**Routing** {routing}  \n**Decoder** {decoder}")
+        for line in how_it_computes(meta):  # a model written elsewhere: checked or not, and how it computes
+            cols[0].caption(line)
         total = total_training(meta)  # fine-tuned: the runs it adds up
         epochs, hardware = training_labels(total)
         cols[1].markdown(f"**Parameters** {meta.parameters:,}  \n**Dataset** {short_name(meta.image_dataset)}  \n**Epochs** {epochs}")

@@ -155,3 +155,107 @@ def test_two_replicas_forty_students_and_one_replica_dies(app_server, tmp_path):
         assert not [p for p in s.problems if p[0] == "error" and "media" not in p[1]], (s.k, s.problems)
     assert stats.latency["reconnect"] and max(stats.latency["reconnect"]) < 30
     assert "exited with status" in log and status == 0, log[-2000:]
+
+
+# -- stopping: every signal a terminal or a service manager sends, and a dead nginx -------------------
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def served(proc) -> tuple[list[int], list[int], Path]:
+    """(every process under `capsviz app --replicas`, nginx's of them, nginx's temporary folder)."""
+    every = [p for p in protocol.descendants(proc.pid) if p != proc.pid]
+    web = [p for p in every if protocol.cmdline(p).startswith("nginx")]
+    master = next(p for p in web if " -p " in protocol.cmdline(p))
+    return every, web, Path(protocol.cmdline(master).split(" -p ", 1)[1].split()[0])
+
+
+def gone_and_free(pids, port: int, prefix: Path) -> None:
+    import time
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and ([p for p in pids if alive(p)] or not port_free(port)):
+        time.sleep(0.2)
+    assert not [(p, protocol.cmdline(p)) for p in pids if alive(p)]
+    assert port_free(port) and not prefix.exists()
+
+
+@pytest.mark.parametrize("sig", ["SIGHUP", "SIGTERM", "SIGINT"])
+def test_replicas_stop_everything_on_a_signal(tmp_path, sig):
+    """The terminal closed (SIGHUP), a service manager (SIGTERM), Ctrl-C: nginx, its worker, the
+    replica and the temporary folder are gone, and the port is free for the next start."""
+    need_nginx()
+    proc, url = protocol.start_app(1, tmp_path / "app.log")
+    port = int(url.rsplit(":", 1)[1])
+    try:
+        pids, web, prefix = served(proc)
+        assert len(web) >= 2 and prefix.is_dir()  # nginx's master and worker
+        os.kill(proc.pid, getattr(signal, sig))
+        status = proc.wait(30)
+    finally:
+        stop_streamlit(proc)
+    assert status == (130 if sig == "SIGINT" else 0), (tmp_path / "app.log").read_text()[-2000:]
+    gone_and_free(pids, port, prefix)
+
+
+def test_a_killed_nginx_is_started_again_and_a_second_death_stops_everything(tmp_path):
+    """SIGKILL to nginx's master leaves its worker holding the port unless it is killed too: the
+    port is served again by a new nginx; killed again at once, everything stops with a message."""
+    import urllib.request
+
+    need_nginx()
+    log = tmp_path / "app.log"
+    proc, url = protocol.start_app(1, log)
+    port = int(url.rsplit(":", 1)[1])
+    try:
+        pids, web, prefix = served(proc)
+        master = next(p for p in web if " -p " in protocol.cmdline(p))
+        os.kill(master, signal.SIGKILL)
+        for _ in range(100):
+            again = [p for p in protocol.descendants(proc.pid) if protocol.cmdline(p).startswith("nginx") and p not in web]
+            if again and "starting it again" in log.read_text():
+                try:
+                    with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+            __import__("time").sleep(0.2)
+        else:
+            pytest.fail(f"nginx not serving again: {log.read_text()[-2000:]}")
+        assert not [p for p in web if alive(p)]  # the first master's worker went with it
+        pids += again
+        os.kill(next(p for p in again if " -p " in protocol.cmdline(p)), signal.SIGKILL)
+        status = proc.wait(30)
+    finally:
+        stop_streamlit(proc)
+    assert status == 2 and "error: nginx exited with status -9 again" in log.read_text(), log.read_text()[-2000:]
+    gone_and_free(pids, port, prefix)
+
+
+def test_replicas_are_bounded_by_cores_and_memory(monkeypatch, capsys):
+    assert serve.max_replicas(8, 24 << 30) == 8 and serve.max_replicas(8, 3 << 30) == 3 and serve.max_replicas(2, 100) == 1
+    assert serve.replica_count(0, 4, None) == 4
+    monkeypatch.setattr(serve, "nginx_binary", lambda: "/usr/sbin/nginx")
+    assert cli.main(["app", "--replicas", "1000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --replicas 1000: this machine has") and "ask for at most" in err and "\n" not in err

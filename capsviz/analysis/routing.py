@@ -8,7 +8,6 @@ import numpy as np
 import torch
 
 from capsviz.analysis import as_batch, coupling_entropy
-from capsviz.routing import dynamic_routing_ji
 
 
 @dataclass
@@ -47,7 +46,7 @@ class DynamicTrace:
 @torch.no_grad()
 def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
     u_hat = model.predictions(as_batch(image))  # (1, J, I, D)
-    r = dynamic_routing_ji(u_hat, iterations, record=True)
+    r = model.route(u_hat, routing="dynamic", iterations=iterations, record=True)  # with the model's own routing options
     c = r.c[:, 0].numpy()  # (T, I, J)
     agreement = (u_hat[0] @ r.v[0].unsqueeze(-1)).squeeze(-1).T.numpy()  # (I, J)
     entropy = coupling_entropy(c)  # (T, I)

@@ -17,7 +17,7 @@ import torch
 from capsviz.analysis import as_batch, coupling_entropy
 from capsviz.analysis.lab import NEAR_UNIFORM
 from capsviz.glossary import DIGIT_WORDS, ClassWords
-from capsviz.routing import dynamic_routing_ji, efficient_squash, squash
+from capsviz.routing import efficient_squash, squash
 
 SHOWN = 6  # primary capsules followed by name through routing: few enough to read their numbers
 MAPS = 16  # Conv1 feature maps drawn
@@ -138,7 +138,7 @@ def capsnet_tour(model, image: np.ndarray, iterations: int | None = None) -> Cap
     strength = h.mean((0, 1))  # (C,)
     ids = strength.argsort(descending=True)[:MAPS]
     conv1 = h[:, :, ids].permute(2, 0, 1)  # (MAPS, H', W')
-    u = model.primary(model.features(x))  # (1, I, 8)
+    u = model.primary_capsules(x)  # (1, I, 8)
     G, K = cfg.primary_grid, cfg.primary_types
     lengths_u = u[0].norm(dim=-1)  # (I,)
     per_cell = lengths_u.view(G, G, K)
@@ -150,7 +150,7 @@ def capsnet_tour(model, image: np.ndarray, iterations: int | None = None) -> Cap
     direction = flat / flat.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
     u_hat = model.digits(u)  # (1, J, I, D)
-    r = dynamic_routing_ji(u_hat, T, record=True)
+    r = model.route(u_hat, routing="dynamic", iterations=T, record=True)  # with the model's own routing options
     c = r.c[:, 0]  # (T, I, J)
     s = torch.einsum("tij,jid->tjd", c, u_hat[0])  # (T, J, D): Eq. 2 with routing's own couplings
     v = r.v_trace[:, 0]  # (T, J, D)

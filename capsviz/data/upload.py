@@ -1,12 +1,22 @@
 """A zip of a folder of class folders, uploaded on the Train page, read safely and summed up.
 
 The zip comes from a browser, so it is treated as hostile: its size, its number of files (read
-from the end-of-archive record before any entry is parsed) and its total decompressed size (the
-headers' sum) are bounded before anything is decompressed, and every byte is counted again while
-reading, so a header that lies cannot expand past the limits. No member may name a path outside
-the folder (absolute, `..`, a drive, a symbolic link): such a zip is refused whole. Only files
-that decode as pictures are written, under names capsviz makes; anything else is skipped and
+from the end-of-archive record and counted again in the central directory before any entry is
+parsed) and its total decompressed size (the headers' sum) are bounded before anything is
+decompressed, and every byte is counted again while reading, so a header that lies cannot expand
+past the limits. No member may name a path outside the folder (absolute, `..`, a drive, a symbolic
+link): such a zip is refused whole. Each picture's width and height are read from its header
+before it is decoded, and bounded each and in all, so decoding time is bounded too. A picture is
+stored re-encoded as PNG, at most MAX_SIZE on its shorter side, without what else its file held
+(a 1 KB picture with 1 MB of ancillary chunks takes about 1 KB); anything else is skipped and
 counted. The folder is then read as `folder:PATH` (capsviz.data.user), exactly as the CLI reads it.
+
+On a class server uploads are bounded on disk per student (`owner`) and in all: when a new upload
+would pass either quota, the least recently used uploads go first (a student's own first); one
+that cannot fit even then is refused. The same zip sent by several students at once is unpacked
+once: under a lock per zip, into a private folder renamed into place only when complete; a folder
+left half-written by a crash is removed by the next upload.
+
 The zip's file name, cleaned to printable text, is kept beside the folder (`<digest>.name`) as the
 name the pages show for the dataset; it is only ever displayed, never used as a path.
 """
@@ -16,36 +26,70 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import shutil
 import stat
 import struct
+import tempfile
+import threading
+import time
 import zipfile
 import zlib
-from collections import Counter
-from dataclasses import dataclass, field
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from capsviz.config import DATASETS
-from capsviz.data.user import IMAGE_SUFFIXES, MAX_PICTURE_PIXELS, UserData, load_user
+from capsviz.config import DATASETS, MAX_SIZE
+from capsviz.data.user import GREY_MODES, IMAGE_SUFFIXES, UserData, load_user
 from capsviz.errors import CapsvizError
+from capsviz.paths import exclusive, lock_file
 
 MiB = 2**20
 READ_CHUNK = MiB
 MAX_NAME = 60  # characters of an upload's display name: a sidebar entry, not a paragraph
 NAME_SUFFIX = ".name"  # the display name's file beside the unpacked folder: <digest>.name
 MARKUP = frozenset("[]<>`*$|")  # characters of a display name that the pages' Markdown would act on
+STATE = ".state"  # uploads/.state/: the locks, and who uploaded each zip (<digest>.owners, its mtime the last use)
+PART = ".part-"  # uploads/.part-<digest>-XXXX/: a zip being unpacked
+CENTRAL = b"PK\x01\x02"  # a central directory entry's signature
+LOCAL = "local"  # the owner of uploads where no student identity is given (the CLI, one user on localhost)
 
 
 @dataclass(frozen=True)
 class ZipLimits:
-    """What an upload may be: the zip's bytes, its files, their decompressed bytes in all and each."""
+    """What an upload may be: the zip's bytes, its files, their decompressed bytes in all and each,
+    the pictures' pixels (width x height, from their headers) each and in all; and what all the
+    uploads of one student (`student_bytes`) and of everyone (`server_bytes`) may take on disk, as
+    stored. The defaults suit a class of 30 on a laptop: a student's 200 MiB hold about 50,000
+    MNIST-sized pictures or 2,000 photos at 512 pixels; 2 GiB in all."""
 
-    compressed: int = 200 * MiB
+    compressed: int = 50 * MiB  # as Streamlit's server.maxUploadSize in .streamlit/config.toml
     files: int = 20_000
-    total: int = 1024 * MiB
-    member: int = 50 * MiB
+    total: int = 512 * MiB
+    member: int = 32 * MiB
+    picture_pixels: int = 24_000_000  # a 24-megapixel photo; larger ones are skipped undecoded
+    pixels: int = 256_000_000  # every picture of the zip together: about 2 s of decoding
+    student_bytes: int = 200 * MiB
+    server_bytes: int = 2048 * MiB
+
+    @classmethod
+    def from_env(cls) -> ZipLimits:
+        """The defaults, with the host's quotas from $CAPSVIZ_UPLOAD_MB_PER_STUDENT and
+        $CAPSVIZ_UPLOAD_MB_TOTAL (MiB) where set."""
+        quotas = {}
+        for name, field_ in (("CAPSVIZ_UPLOAD_MB_PER_STUDENT", "student_bytes"), ("CAPSVIZ_UPLOAD_MB_TOTAL", "server_bytes")):
+            text = os.environ.get(name, "").strip()
+            if text:
+                if not text.isdigit() or int(text) < 1:
+                    raise CapsvizError(f"${name} must be a whole number of MiB, at least 1; found {text!r}")
+                quotas[field_] = int(text) * MiB
+        return cls(**quotas)
+
+
+class QuotaError(CapsvizError):
+    """An upload that the quotas leave no room for (the zip itself may be fine)."""
 
 
 @dataclass(frozen=True)
@@ -70,19 +114,48 @@ def uploads_dir() -> Path:
     return user_dir() / "uploads"
 
 
+def mib(n: int) -> str:
+    return f"{n / MiB:,.0f} MiB"
+
+
 def entry_count(data: bytes) -> int:
     """The number of entries the end-of-central-directory record declares (zip64's when it says
     0xFFFF), read without parsing a single entry: a zip of 100,000 files is refused at once."""
+    return _directory(data)[0]
+
+
+def _directory(data: bytes) -> tuple[int, int, int]:
+    """(entries declared, central directory's offset, its size) from the end records."""
     end = data.rfind(b"PK\x05\x06", max(0, len(data) - 65_557))
     if end < 0 or end + 22 > len(data):
         raise CapsvizError("not a zip file (no end-of-archive record); zip a folder of class folders and upload that")
-    count = struct.unpack_from("<H", data, end + 10)[0]
+    count, size, offset = struct.unpack_from("<HLL", data, end + 10)
     locator = end - 20
-    if count == 0xFFFF and locator >= 0 and data[locator : locator + 4] == b"PK\x06\x07":
-        offset = struct.unpack_from("<Q", data, locator + 8)[0]
-        if offset + 56 <= len(data) and data[offset : offset + 4] == b"PK\x06\x06":
-            count = struct.unpack_from("<Q", data, offset + 32)[0]
-    return count
+    if 0xFFFF in (count,) or 0xFFFFFFFF in (size, offset):
+        if locator >= 0 and data[locator : locator + 4] == b"PK\x06\x07":
+            at = struct.unpack_from("<Q", data, locator + 8)[0]
+            if at + 56 <= len(data) and data[at : at + 4] == b"PK\x06\x06":
+                count, size, offset = struct.unpack_from("<QQQ", data, at + 32)
+    return count, offset, size
+
+
+def check_directory(data: bytes, limits: ZipLimits) -> None:
+    """Refuse, before any entry is parsed, a zip that declares more entries than `limits.files`
+    or whose central directory holds more entries than its end record declares (a lie that
+    would have Python's zipfile parse every one of them first). The entries are counted by their
+    signature, a scan of the directory's bytes: milliseconds for a 100,000-entry one."""
+    declared, _, size = _directory(data)
+    if declared > limits.files:
+        raise CapsvizError(f"the zip holds {declared:,} entries; at most {limits.files:,}")
+    # what zipfile parses: `size` bytes before the end records (zip64's 76 bytes of them included)
+    end = data.rfind(b"PK\x05\x06", max(0, len(data) - 65_557))
+    found = data.count(CENTRAL, max(0, end - size - 76), end)
+    if found > limits.files:
+        raise CapsvizError(f"the zip holds {found:,} entries; at most {limits.files:,}")
+    if found > declared:
+        raise CapsvizError(
+            f"the zip's end record declares {declared:,} entries, its directory holds {found:,}; refused (a damaged or crafted zip)"
+        )
 
 
 def _parts(name: str) -> list[str]:
@@ -100,7 +173,7 @@ def _check(zf: zipfile.ZipFile, limits: ZipLimits) -> list[tuple[zipfile.ZipInfo
         raise CapsvizError(f"the zip holds {len(infos):,} entries; at most {limits.files:,}")
     total = sum(i.file_size for i in infos)
     if total > limits.total:
-        raise CapsvizError(f"the zip expands to {total / MiB:,.0f} MiB; at most {limits.total / MiB:,.0f} MiB (use smaller pictures)")
+        raise CapsvizError(f"the zip expands to {mib(total)}; at most {mib(limits.total)} (use smaller pictures)")
     files = []
     for info in infos:
         parts = _parts(info.filename)
@@ -124,9 +197,7 @@ def _read(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limits: ZipLimits, budget:
     is left of the total, the zip is refused (a header that lies, a zip bomb)."""
     cap = min(info.file_size, limits.member)
     if info.file_size > limits.member:
-        raise CapsvizError(
-            f"{info.filename[:200]!r} expands to {info.file_size / MiB:,.0f} MiB; at most {limits.member / MiB:,.0f} MiB a file"
-        )
+        raise CapsvizError(f"{info.filename[:200]!r} expands to {mib(info.file_size)}; at most {mib(limits.member)} a file")
     chunks, got = [], 0
     try:
         with zf.open(info) as f:
@@ -150,17 +221,37 @@ def _read(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limits: ZipLimits, budget:
     return content
 
 
-def _is_picture(data: bytes) -> bool:
-    from PIL import Image, UnidentifiedImageError
+def compact_picture(content: bytes, limits: ZipLimits, pixels_left: int) -> tuple[bytes | None, int, str]:
+    """(PNG bytes, pixels decoded, "") for a picture file: its size read from the header first,
+    then decoded, turned upright by its EXIF, made grey (L) or RGB as the dataset reader would
+    read it, shrunk to MAX_SIZE on its shorter side, and re-encoded without anything else the file
+    held. (None, 0, why) for one that is skipped. CapsvizError when its pixels would pass what is
+    left of the zip's budget (`pixels_left`): decoding time is bounded before decoding starts."""
+    from PIL import Image, ImageOps, UnidentifiedImageError
 
     try:
-        with Image.open(io.BytesIO(data)) as im:
-            if im.width * im.height > MAX_PICTURE_PIXELS:
-                return False
-            im.verify()  # the whole file's structure, without decoding the pixels
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError, struct.error):
-        return False
-    return True
+        with Image.open(io.BytesIO(content)) as im:
+            w, h = im.size
+            if w * h > limits.picture_pixels:
+                return None, 0, f"over {limits.picture_pixels / 1e6:,.0f} megapixels"
+            if w * h > pixels_left:
+                raise CapsvizError(
+                    f"the zip's pictures hold more than {limits.pixels / 1e6:,.0f} megapixels in all; "
+                    "upload smaller pictures or fewer of them"
+                )
+            grey = im.mode in GREY_MODES
+            short = min(w, h)
+            if short > MAX_SIZE:  # JPEGs decode straight at a reduced size
+                im.draft("L" if grey else "RGB", (-(-w * MAX_SIZE // short), -(-h * MAX_SIZE // short)))
+            pic = ImageOps.exif_transpose(im).convert("L" if grey else "RGB")
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError, struct.error):
+        return None, 0, "unreadable"
+    short = min(pic.size)
+    if short > MAX_SIZE:
+        pic = pic.resize((round(pic.width * MAX_SIZE / short), round(pic.height * MAX_SIZE / short)), Image.BILINEAR)
+    out = io.BytesIO()
+    pic.save(out, "PNG", compress_level=3)
+    return out.getvalue(), w * h, ""
 
 
 def _safe_class(name: str) -> str:
@@ -188,11 +279,15 @@ def name_file(folder: Path) -> Path:
     return folder.with_name(folder.name + NAME_SUFFIX)
 
 
+def _is_digest(name: str) -> bool:
+    return len(name) == 16 and all(ch in "0123456789abcdef" for ch in name)
+
+
 def recorded_name(folder: Path) -> str | None:
     """The display name recorded for an unpacked upload, cleaned again on reading (the file is
     text on disk, trusted no more than the browser that sent it); None when there is none."""
     folder = Path(folder)
-    if len(folder.name) != 16 or any(ch not in "0123456789abcdef" for ch in folder.name):
+    if not _is_digest(folder.name):
         return None  # only folders receive_zip made, named by digest, have a name beside them
     try:
         with name_file(folder).open("rb") as f:
@@ -200,6 +295,30 @@ def recorded_name(folder: Path) -> str | None:
     except OSError:
         return None
     return clean_name(text, "") or None
+
+
+# an unpacked upload's path (its folder is named by the zip's digest), and any file below it
+UPLOAD_PATH = re.compile(r"(?:folder:)?((?:[A-Za-z]:)?[/\\][^\s'\"]*?[/\\]([0-9a-f]{16}))(?![0-9A-Za-z_.-])([/\\][^\s'\"]*)?")
+
+
+def display_name(spec: str) -> str:
+    """What a page or a message shows for a dataset: an upload's name ("shapes" for shapes.zip,
+    never `folder:/.../uploads/<digest>`), "folder:photos" for a folder of one's own, a built-in
+    dataset's own name (capsviz.data.user.short_name)."""
+    from capsviz.data.user import short_name
+
+    return short_name(spec)
+
+
+def hide_paths(text: str) -> str:
+    """`text` with every upload's server path (folder:/.../uploads/<digest>, or any file below
+    it) replaced by the upload's display name: what an error message from reading an upload may
+    be shown as in a browser."""
+
+    def named(m: re.Match) -> str:
+        return recorded_name(Path(m.group(1))) or f"upload {m.group(2)[:8]}"
+
+    return UPLOAD_PATH.sub(named, text)
 
 
 def _record_name(folder: Path, filename: str) -> None:
@@ -216,28 +335,88 @@ def _record_name(folder: Path, filename: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
+# Zips refused for what they hold, by digest: the page's every rerun sends the same zip again,
+# and is answered without parsing it again
+_REFUSED: OrderedDict[tuple, str] = OrderedDict()
+_REFUSED_LOCK = threading.Lock()
+REFUSALS_KEPT = 256
+
+
+def _refused(key: tuple, message: str | None = None) -> str | None:
+    """The refusal recorded for `key` (a zip's digest and limits, and the size asked for when it was
+    its dataset that was refused); records `message` when given."""
+    with _REFUSED_LOCK:
+        if message is not None:
+            _REFUSED[key] = message
+            while len(_REFUSED) > REFUSALS_KEPT:
+                _REFUSED.popitem(last=False)
+        elif key in _REFUSED:
+            _REFUSED.move_to_end(key)
+        return _REFUSED.get(key)
+
+
+def owner_key(owner: str) -> str:
+    """How an owner is written on disk: a digest of the identity, never the identity (a cookie) itself."""
+    return hashlib.sha256(str(owner).encode("utf-8", "replace")).hexdigest()[:16]
+
+
 def receive_zip(
-    data: bytes, uploads: Path, limits: ZipLimits = ZipLimits(), resize: int | None = None, filename: str = ""
+    data: bytes,
+    uploads: Path,
+    limits: ZipLimits = ZipLimits(),
+    resize: int | None = None,
+    filename: str = "",
+    *,
+    owner: str = LOCAL,
 ) -> UploadSummary:
     """Check and unpack an uploaded zip into `uploads`/<its digest>/ (the same zip again reuses
     it) and sum it up; `filename`, the zip's name in the browser, becomes the dataset's display
-    name (`clean_name`). Raises CapsvizError for a zip refused whole; skips and counts the rest."""
+    name (`clean_name`); `owner`, the student's identity, is who the upload counts against
+    (`limits.student_bytes`). Raises CapsvizError for a zip refused whole (QuotaError when the
+    quotas leave no room for it); skips and counts the rest. Safe to call from several threads
+    and processes at once, for the same zip or others."""
     if len(data) > limits.compressed:
-        raise CapsvizError(f"the zip is {len(data) / MiB:,.0f} MiB; at most {limits.compressed / MiB:,.0f} MiB can be uploaded")
-    n = entry_count(data)
-    if n > limits.files:
-        raise CapsvizError(f"the zip holds {n:,} entries; at most {limits.files:,}")
-    dest = Path(uploads) / hashlib.sha256(data).hexdigest()[:16]
-    skipped: Counter = Counter()
+        raise CapsvizError(f"the zip is {mib(len(data))}; at most {mib(limits.compressed)} can be uploaded")
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    if said := _refused((digest, limits)) or _refused((digest, limits, resize)):
+        raise CapsvizError(said)
+    uploads = Path(uploads)
+    dest = uploads / digest
     if not (dest / ".complete").is_file():
-        skipped = _unpack(data, dest, limits)
-    else:
-        skipped.update(_read_skipped(dest))
-    _record_name(dest, filename)
-    return summarize(load_user(f"folder:{dest}", resize), skipped)
+        try:  # before anything is written or parsed
+            check_directory(data, limits)
+        except CapsvizError as e:
+            _refused((digest, limits), str(e))
+            raise
+    state = uploads / STATE
+    state.mkdir(parents=True, exist_ok=True)
+    with exclusive(state / f"{digest}.lock"):
+        skipped: Counter = Counter()
+        if (dest / ".complete").is_file():
+            skipped.update(_read_skipped(dest))
+        else:
+            for stale in [dest, *uploads.glob(f"{PART}{digest}-*")]:  # a crash's leftovers: this lock is ours
+                shutil.rmtree(stale, ignore_errors=True)
+            try:
+                skipped = _unpack(data, dest, limits)
+            except QuotaError:
+                raise
+            except CapsvizError as e:
+                _refused((digest, limits), str(e))
+                raise
+        _record_name(dest, filename)
+        removed = _claim(uploads, digest, owner, limits)
+        try:
+            summary = summarize(load_user(f"folder:{dest}", resize), skipped)
+        except CapsvizError as e:  # a dataset that cannot be trained on (one class): said again at once on a rerun
+            _refused((digest, limits, resize), str(e))
+            raise
+    return replace(summary, notes=summary.notes + removed) if removed else summary
 
 
 def _unpack(data: bytes, dest: Path, limits: ZipLimits) -> Counter:
+    """Unpack the pictures into a private folder beside `dest`, renamed to `dest` once complete
+    (the caller holds the zip's lock)."""
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, OSError, ValueError) as e:
@@ -251,9 +430,8 @@ def _unpack(data: bytes, dest: Path, limits: ZipLimits) -> Counter:
             else:
                 files.append((info, parts))
         files = _strip_top(files)
-        work = dest.with_name(dest.name + ".part")
-        shutil.rmtree(work, ignore_errors=True)
-        budget = [limits.total]
+        work = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f"{PART}{dest.name}-"))
+        budget, pixels, stored = [limits.total], limits.pixels, 0
         made: Counter = Counter()
         try:
             for info, parts in files:
@@ -270,21 +448,28 @@ def _unpack(data: bytes, dest: Path, limits: ZipLimits) -> Counter:
                     continue
                 if info.flag_bits & 0x1:
                     raise CapsvizError("the zip is encrypted; upload one without a password")
-                content = _read(zf, info, limits, budget)
-                if not _is_picture(content):
-                    skipped["unreadable"] += 1
+                picture, used, why = compact_picture(_read(zf, info, limits, budget), limits, pixels)
+                if picture is None:
+                    skipped[why] += 1
                     continue
+                pixels -= used
+                stored += len(picture)
+                if stored > limits.student_bytes:
+                    raise QuotaError(
+                        f"the zip's pictures take more than {mib(limits.student_bytes)} stored, all one student's uploads "
+                        "may take on this server; upload fewer or smaller pictures"
+                    )
                 folder = work / split / cls if split else work / cls
                 folder.mkdir(parents=True, exist_ok=True)
                 made[folder] += 1
-                (folder / f"{made[folder]:06d}{suffix}").write_bytes(content)
+                (folder / f"{made[folder]:06d}.png").write_bytes(picture)
             if not made:
                 said = ", ".join(f"{n:,} {why}" for why, n in skipped.items())
                 raise CapsvizError(f"the zip holds no readable PNG, JPEG or BMP pictures in class folders (skipped: {said or 'nothing'})")
             (work / ".skipped").write_text("\n".join(f"{n}\t{why}" for why, n in skipped.items()))
+            (work / ".bytes").write_text(str(stored))
             (work / ".complete").touch()
-            shutil.rmtree(dest, ignore_errors=True)
-            work.rename(dest)
+            os.rename(work, dest)  # atomic: readers see no folder or the whole one
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
@@ -298,6 +483,129 @@ def _read_skipped(dest: Path) -> Counter:
         if n.isdigit():
             counts[why] += int(n)
     return counts
+
+
+# -- quotas ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Upload:
+    digest: str
+    bytes: int
+    owners: set[str]
+    used: float  # when it was last uploaded
+
+
+def _stored_bytes(folder: Path) -> int:
+    """What an unpacked upload takes, as recorded when it was unpacked (counted where it was not)."""
+    try:
+        return int((folder / ".bytes").read_text())
+    except (OSError, ValueError):
+        return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def _uploads(uploads: Path) -> list[_Upload]:
+    found = []
+    for folder in uploads.iterdir():
+        if _is_digest(folder.name) and (folder / ".complete").is_file():
+            owners_file = uploads / STATE / f"{folder.name}.owners"
+            try:
+                owners, used = set(owners_file.read_text().split()), owners_file.stat().st_mtime
+            except OSError:
+                owners, used = set(), folder.stat().st_mtime
+            found.append(_Upload(folder.name, _stored_bytes(folder), owners, used))
+    return sorted(found, key=lambda u: u.used)
+
+
+def _write_owners(uploads: Path, digest: str, owners: set[str]) -> None:
+    target = uploads / STATE / f"{digest}.owners"
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text("".join(f"{o}\n" for o in sorted(owners)))
+    os.replace(tmp, target)
+
+
+def _try_remove(uploads: Path, digest: str) -> bool:
+    """Remove an upload's pictures unless its zip is being received right now (its lock is held)."""
+    fd = os.open(uploads / STATE / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            lock_file(fd, wait=False)
+        except BlockingIOError:
+            return False
+        shutil.rmtree(uploads / digest, ignore_errors=True)
+        (uploads / STATE / f"{digest}.owners").unlink(missing_ok=True)
+        return True  # its name stays (a few bytes): the models trained on it still say which upload they need
+    finally:
+        os.close(fd)
+
+
+def _sweep_parts(uploads: Path) -> None:
+    """Remove the private folders of unpacks that a crash left (their zip's lock is free)."""
+    for part in uploads.glob(f"{PART}*"):
+        digest = part.name[len(PART) :].split("-", 1)[0]
+        if not _is_digest(digest):
+            continue
+        fd = os.open(uploads / STATE / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            lock_file(fd, wait=False)
+            shutil.rmtree(part, ignore_errors=True)
+        except BlockingIOError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def _claim(uploads: Path, digest: str, owner: str, limits: ZipLimits) -> tuple[str, ...]:
+    """Count the upload `digest` against `owner` and make room for it within both quotas, the
+    least recently used uploads first (the owner's own for their quota, anyone's for the
+    server's); the notes saying what was removed. QuotaError, and the upload removed unless
+    someone else has it too, when it cannot fit. The caller holds the upload's lock."""
+    me, notes = owner_key(owner), []
+    with exclusive(uploads / STATE / "quota.lock"):
+        _sweep_parts(uploads)
+        found = _uploads(uploads)
+        this = next(u for u in found if u.digest == digest)
+        this.owners.add(me)
+        this.used = time.time()
+        _write_owners(uploads, digest, this.owners)
+        others = [u for u in found if u is not this]
+
+        def refuse(why: str) -> None:
+            this.owners.discard(me)
+            if this.owners:
+                _write_owners(uploads, digest, this.owners)
+            else:
+                shutil.rmtree(uploads / digest, ignore_errors=True)
+                (uploads / STATE / f"{digest}.owners").unlink(missing_ok=True)
+            raise QuotaError(why)
+
+        if this.bytes > limits.student_bytes:
+            refuse(f"this upload takes {mib(this.bytes)} stored; one student's uploads may take {mib(limits.student_bytes)} on this server")
+        mine = [u for u in others if me in u.owners]
+        while this.bytes + sum(u.bytes for u in mine) > limits.student_bytes and mine:
+            old = mine.pop(0)  # least recently used first
+            name = recorded_name(uploads / old.digest) or old.digest[:8]
+            old.owners.discard(me)
+            if old.owners:  # someone else's upload too: it stays for them
+                _write_owners(uploads, old.digest, old.owners)
+            elif _try_remove(uploads, old.digest):
+                others.remove(old)
+            notes.append(f"your older upload {name} was removed to keep your uploads within {mib(limits.student_bytes)}")
+        total = this.bytes + sum(u.bytes for u in others)
+        for old in list(others):
+            if total <= limits.server_bytes:
+                break
+            name = recorded_name(uploads / old.digest) or old.digest[:8]
+            if _try_remove(uploads, old.digest):
+                total -= old.bytes
+                if me in old.owners:
+                    notes.append(f"your older upload {name} was removed: this server keeps {mib(limits.server_bytes)} of uploads")
+        if total > limits.server_bytes:
+            refuse(
+                f"this server's uploads are full ({mib(total - this.bytes)} of {mib(limits.server_bytes)} in use, "
+                "all of them in use now); try again later or ask the teacher"
+            )
+    return tuple(notes)
 
 
 def summarize(data: UserData, skipped: Counter | None = None, per_class: int = 2) -> UploadSummary:

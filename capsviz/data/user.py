@@ -9,9 +9,9 @@ refused with one CapsvizError saying what was expected; never a traceback.
 from __future__ import annotations
 
 import os
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -28,9 +28,14 @@ TEST_EVERY = 6
 SPLIT_SEED = 0
 # A picture larger than this (width x height) is skipped before it is decoded (as for uploads)
 MAX_PICTURE_PIXELS = 40_000_000
+# Every picture of a folder together (width x height, from their headers): about 15 s of decoding
+MAX_DATASET_PIXELS = 2_000_000_000
 # The decoded dataset is held in memory as bytes; beyond this it is refused with a smaller --resize
 MAX_DATASET_BYTES = 4 << 30
 MAX_CLASSES = 100  # a model's class capsules (capsviz.schema)
+MAX_CLASS_NAME = 100  # characters of a class name (a checkpoint records at most 200)
+# The decoded datasets kept in memory for the pages and runs, all together (MiB: $CAPSVIZ_DATASET_CACHE_MB)
+DATASET_CACHE_MB = 1024
 GREY_MODES = ("1", "L", "LA", "I", "I;16", "F")
 CIFAR10_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 CIFAR_RECORD = 1 + 3 * 32 * 32  # a label byte, then the red, green and blue planes
@@ -80,15 +85,25 @@ def short_name(spec: str) -> str:
 
 
 def load_user(spec: str, resize: int | None = None) -> UserData:
-    """The dataset `spec` (KIND:PATH) names, read once per version of its files."""
+    """The dataset `spec` (KIND:PATH) names, read once per version of its files. Its refusals
+    name an upload by its name, never by its folder on the server (capsviz.data.upload.hide_paths)."""
+    from capsviz.data.upload import hide_paths, recorded_name  # upload.py reads datasets through this module
+
     kind, path = _parse(spec)
     p = Path(path).expanduser()
     try:  # a changed file, or a file or class folder changed inside the folder, reads the dataset anew
         inside = sorted((c.name, c.stat().st_mtime_ns, c.stat().st_size) for c in p.iterdir()) if p.is_dir() else []
         stamp = (p.stat().st_mtime_ns, p.stat().st_size, *inside)
     except OSError:
-        raise CapsvizError(f"{spec}: {path} does not exist; {kind}:PATH takes {USER_KINDS[kind].what}") from None
-    return _load(kind, str(p), resize, stamp, spec)
+        if kind == "folder" and (name := recorded_name(p)):
+            raise CapsvizError(
+                f"the upload {name} is no longer on this server (removed to make room for newer ones); upload its zip again"
+            ) from None
+        raise CapsvizError(hide_paths(f"{spec}: {path} does not exist; {kind}:PATH takes {USER_KINDS[kind].what}")) from None
+    try:
+        return _load(kind, str(p), resize, stamp, spec)
+    except CapsvizError as e:
+        raise CapsvizError(hide_paths(str(e))) from None
 
 
 def _parse(spec: str) -> tuple[str, str]:
@@ -98,12 +113,49 @@ def _parse(spec: str) -> tuple[str, str]:
     return user
 
 
-@lru_cache(maxsize=4)
-def _load(kind: str, path: str, resize: int | None, _stamp: tuple, spec: str) -> UserData:
+def cache_budget() -> int:
+    """Bytes of decoded datasets kept in memory in all: $CAPSVIZ_DATASET_CACHE_MB, else DATASET_CACHE_MB."""
+    text = os.environ.get("CAPSVIZ_DATASET_CACHE_MB", "").strip()
+    return (int(text) if text.isdigit() else DATASET_CACHE_MB) << 20
+
+
+def nbytes(data: UserData) -> int:
+    return sum(t.element_size() * t.nelement() for s in (data.train, data.test) for t in (s.images, s.labels))
+
+
+_CACHE: OrderedDict[tuple, UserData] = OrderedDict()  # least recently used first
+_CACHE_LOCK = threading.Lock()
+_READING = threading.Lock()  # one dataset decoded at a time: the memory of two at once is never needed
+
+
+def _cached(key: tuple) -> UserData | None:
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    return None
+
+
+def _load(kind: str, path: str, resize: int | None, stamp: tuple, spec: str) -> UserData:
+    """A dataset read, kept while the datasets kept stay within `cache_budget()` (the least
+    recently used let go first; one larger than the whole budget is read, not kept)."""
     if resize is not None and not MIN_SIZE <= resize <= MAX_SIZE:
         raise CapsvizError(f"--resize {resize}: must be {MIN_SIZE} to {MAX_SIZE}")
-    reader = {"folder": read_folder, "npz": read_npz, "cifar10": read_cifar10}[kind]
-    return reader(Path(path), resize, spec)
+    key = (kind, path, resize, stamp, spec)
+    if (found := _cached(key)) is not None:
+        return found
+    with _READING:
+        if (found := _cached(key)) is not None:  # read by another session meanwhile
+            return found
+        reader = {"folder": read_folder, "npz": read_npz, "cifar10": read_cifar10}[kind]
+        data = reader(Path(path), resize, spec)
+        budget, size = cache_budget(), nbytes(data)
+        with _CACHE_LOCK:
+            if size <= budget:
+                _CACHE[key] = data
+                while sum(nbytes(d) for d in _CACHE.values()) > budget:
+                    _CACHE.popitem(last=False)
+    return data
 
 
 def _image_set(spec: str, split: str, images: torch.Tensor, labels: torch.Tensor, origin: str) -> ImageSet:
@@ -115,6 +167,13 @@ def _check_classes(spec: str, classes: tuple[str, ...]) -> None:
         raise CapsvizError(f"{spec}: found {len(classes)} class{'es' if len(classes) != 1 else ''}; a classifier needs at least 2")
     if len(classes) > MAX_CLASSES:
         raise CapsvizError(f"{spec}: {len(classes)} classes; a model here has at most {MAX_CLASSES} class capsules")
+    for name in classes:
+        if not name.strip() or len(name) > MAX_CLASS_NAME:
+            raise CapsvizError(
+                f"{spec}: a class name of {len(name)} characters ({name[:40]!r}...); names must be 1 to {MAX_CLASS_NAME} characters"
+                if name.strip()
+                else f"{spec}: an empty class name; every class needs a name"
+            )
 
 
 def _check_bytes(spec: str, n: int, c: int, s: int) -> None:
@@ -177,6 +236,8 @@ def _scan(root: Path, spec: str) -> tuple[_Scan, tuple[str, ...], bool]:
                     p = Path(dirpath) / f
                     if not _visible(p) or p.is_symlink():
                         scan.skipped["hidden or a link"] += 1
+                    elif not p.is_file():  # a FIFO or a device would block or never end
+                        scan.skipped["not a regular file"] += 1
                     elif p.suffix.lower() not in IMAGE_SUFFIXES:
                         scan.skipped["not an image (PNG, JPEG, BMP)"] += 1
                     else:
@@ -243,6 +304,12 @@ def read_folder(root: Path, resize: int | None, spec: str) -> UserData:
     scan, classes, has_test = _scan(root, spec)
     if not scan.files:
         raise CapsvizError(f"{spec}: no readable PNG, JPEG or BMP images in the class folders of {root}")
+    pixels = sum(w * h for _, _, _, (w, h), _ in scan.files)
+    if pixels > MAX_DATASET_PIXELS:
+        raise CapsvizError(
+            f"{spec}: the pictures hold {pixels / 1e6:,.0f} megapixels in all; at most {MAX_DATASET_PIXELS / 1e6:,.0f} are decoded "
+            "(shrink them first, or use fewer)"
+        )
     side, colour, notes = _choose_shape(scan.files, resize)
     channels = 3 if colour else 1
     _check_bytes(spec, len(scan.files), channels, side)
@@ -347,6 +414,8 @@ def _labels(labels: np.ndarray, n: int, name: str) -> np.ndarray:
         raise CapsvizError(f"{name}: must be a list (N,) of {n} class numbers, one per image; found shape {labels.shape}")
     if not np.issubdtype(labels.dtype, np.integer) or (len(labels) and int(labels.min()) < 0):
         raise CapsvizError(f"{name}: must be class numbers 0, 1, 2, ...; found {labels.dtype} values")
+    if len(labels) and int(labels.max()) >= MAX_CLASSES:  # compared as Python ints: uint64's 2**64-1 is not -1
+        raise CapsvizError(f"{name}: class numbers go up to {int(labels.max()):,}; a model here has at most {MAX_CLASSES} classes")
     return labels.astype(np.int64)
 
 
@@ -384,6 +453,7 @@ def read_npz(path: Path, resize: int | None, spec: str) -> UserData:
 
     if not path.is_file():
         raise CapsvizError(f"{spec}: {path} is not a file; npz:PATH takes {USER_KINDS['npz'].what}")
+    _check_npy_headers(path, spec)
     try:
         with np.load(path, allow_pickle=False) as z:
             keys = set(z.files)
@@ -402,6 +472,8 @@ def read_npz(path: Path, resize: int | None, spec: str) -> UserData:
         raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise CapsvizError(f"{spec}: not a readable .npz file ({type(e).__name__}: {str(e)[:200]})") from None
+    except MemoryError:
+        raise CapsvizError(f"{spec}: its arrays do not fit in this machine's memory") from None
     if len(x) == 0:
         raise CapsvizError(f"{spec}: images is empty")
     count = max(int(y.max()), int(y_test.max()) if y_test is not None and len(y_test) else 0) + 1
@@ -412,6 +484,36 @@ def read_npz(path: Path, resize: int | None, spec: str) -> UserData:
     else:
         classes = tuple(str(n.decode() if isinstance(n, bytes) else n) for n in names.tolist())
     return _from_arrays(spec, str(path), x, y, x_test, y_test, classes, resize, [])
+
+
+def _check_npy_headers(path: Path, spec: str) -> None:
+    """Each array's declared shape and type, read from its header before any array is: an array
+    larger than MAX_DATASET_BYTES as uint8 images (or than its own member of the file) is refused
+    before memory is asked for it."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                if not info.filename.endswith(".npy"):
+                    continue
+                with z.open(info) as f:
+                    fmt = np.lib.format
+                    read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(fmt.read_magic(f))
+                    if read is None:  # a newer format: np.load reads it, and a MemoryError is still one line
+                        continue
+                    shape, _, dtype = read(f, max_header_size=10_000)
+                    need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                    if need > info.file_size or int(np.prod(shape, dtype=object)) > MAX_DATASET_BYTES:
+                        name = info.filename.removesuffix(".npy")[:100]
+                        raise CapsvizError(
+                            f"{spec}: its array {name} declares shape {shape} ({need / 2**30:,.1f} GiB), "
+                            f"but the file holds {info.file_size:,} bytes for it (at most {MAX_DATASET_BYTES >> 30} GiB of images)"
+                        )
+    except CapsvizError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, TypeError, SyntaxError) as e:
+        raise CapsvizError(f"{spec}: not a readable .npz file ({type(e).__name__}: {str(e)[:200]})") from None
 
 
 def read_cifar10(root: Path, resize: int | None, spec: str) -> UserData:
@@ -427,6 +529,8 @@ def read_cifar10(root: Path, resize: int | None, spec: str) -> UserData:
     def records(files) -> tuple[np.ndarray, np.ndarray]:
         parts = []
         for f in files:
+            if not f.is_file():  # a FIFO named data_batch_1.bin would never end
+                raise CapsvizError(f"{spec}: {f.name} is not a regular file")
             if f.stat().st_size % CIFAR_RECORD or f.stat().st_size > MAX_DATASET_BYTES:
                 raise CapsvizError(f"{spec}: {f.name} is {f.stat().st_size:,} bytes, not a whole number of {CIFAR_RECORD}-byte records")
             parts.append(np.fromfile(f, dtype=np.uint8).reshape(-1, CIFAR_RECORD))

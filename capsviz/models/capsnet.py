@@ -7,14 +7,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from capsviz.config import CapsNetConfig
+from capsviz.config import PAPER_COMPUTATION, CapsNetConfig
 from capsviz.kernels import policy
 from capsviz.kernels.conv import conv2d_nhwc
 from capsviz.kernels.slices import dynamic_slices, in_chunks
 from capsviz.layers import DigitCaps, PrimaryCaps
 from capsviz.losses import margin_loss, reconstruction_loss
 from capsviz.models import ModelOutput
-from capsviz.routing import route, squash
+from capsviz.routing import SQUASHES, DynamicOptions, route
 
 
 class Decoder(nn.Module):
@@ -105,6 +105,54 @@ class ClassCapsules:
         return self.decoder(capsules, mask)
 
 
+def primary_index(grouping: str, types: int, dim: int, grid: int) -> torch.Tensor:
+    """Which PrimaryCaps conv outputs make each primary capsule, as one index map (I, K) into the
+    NCHW output (T*K, G, G) flattened: capsule i's dimension d is the value at index[i, d].
+
+    paper: i = (row * G + col) * T + type holds channels t*K .. t*K + K-1 at (row, col).
+    view: i*K .. i*K + K-1, the memory order, as `view(B, -1, K)` of the NCHW output gives (of
+    one conv, or of K convs stacked on dim 1: their channels in order); a capsule is then K
+    neighbours along one map, some straddling two channels."""
+    if grouping == "view":
+        return torch.arange(grid * grid * types * dim).view(-1, dim)  # (I, K)
+    if grouping != "paper":
+        raise ValueError(f"unknown primary grouping {grouping!r}")
+    channel = torch.arange(types * dim).view(1, 1, types, dim)  # (1, 1, T, K): channel t*K + d
+    pos = torch.arange(grid * grid).view(grid, grid, 1, 1)  # (G, G, 1, 1): row * G + col
+    return (channel * grid * grid + pos).reshape(-1, dim)  # (I, K), i = (row, col, type)
+
+
+def computation_words(cfg) -> list[str]:
+    """What a CapsNet computes differently from Sabour et al., one plain sentence per option (an
+    empty list for the paper's computation, which capsviz's own models always have). The zoo card
+    and the routing page show these."""
+    if getattr(cfg, "family", None) != "capsnet" or cfg.paper_computation:
+        return []
+    words = []
+    if cfg.input_mean != 0.0 or cfg.input_std != 1.0:
+        words.append(f"reads its images normalised: (x - {cfg.input_mean:g}) / {cfg.input_std:g}, x in [0, 1]")
+    if cfg.primary_grouping == "view":
+        words.append(
+            f"a primary capsule is {cfg.primary_dim} neighbouring values of one conv map (view(B, -1, {cfg.primary_dim}) of the "
+            "NCHW output), not one position's channels"
+        )
+    if cfg.primary_squash == "map":
+        words.append(f"primary capsules squashed over each of their {cfg.primary_dim} values' whole map, not capsule by capsule")
+    if cfg.squash == "efficient":
+        words.append("squash (1 - e^-|s|) s/|s| (Efficient-CapsNet's), not Eq. 1")
+    if cfg.routing_softmax == "inputs":
+        words.append("couplings sum to 1 over the input capsules for each class (softmax over inputs), not over the classes")
+    if cfg.routing_logits == "batch":
+        n = f"each {cfg.routing_batch} images" if cfg.routing_batch else "all images routed together"
+        words.append(
+            f"routing logits averaged over {n}: an image's class capsules depend on the other images in its batch "
+            "(one image on its own is routed alone)"
+        )
+    if cfg.routing_prior:
+        words.append("routing starts from a learned prior b (input capsules x classes), not from 0")
+    return words
+
+
 class CapsNet(ClassCapsules, nn.Module):
     def __init__(self, *, config: CapsNetConfig):
         super().__init__()
@@ -113,6 +161,8 @@ class CapsNet(ClassCapsules, nn.Module):
         self.primary = PrimaryCaps(in_channels=cfg.conv1_channels, types=cfg.primary_types, dim=cfg.primary_dim, kernel=cfg.primary_kernel)
         self.num_primary = cfg.primary_grid**2 * cfg.primary_types
         self.digits = DigitCaps(num_in=self.num_primary, num_out=cfg.num_classes, dim_in=cfg.primary_dim, dim_out=cfg.digit_dim)
+        if cfg.routing_prior:  # a learned prior of the routing logits, (I, J)
+            self.routing_prior = nn.Parameter(torch.zeros(self.num_primary, cfg.num_classes))
         self.decoder = (
             Decoder(
                 num_classes=cfg.num_classes, dim=cfg.digit_dim, hidden=cfg.decoder_hidden, out_size=cfg.in_size, channels=cfg.in_channels
@@ -123,6 +173,9 @@ class CapsNet(ClassCapsules, nn.Module):
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, C, S, S) -> Conv1's ReLU output, NHWC (B, S - 8, S - 8, 256): what PrimaryCaps reads."""
+        cfg = self.config
+        if cfg.input_mean != 0.0 or cfg.input_std != 1.0:
+            x = (x - cfg.input_mean) / cfg.input_std
         x_nhwc = x.permute(0, 2, 3, 1)  # (B, S, S, C)
         path = policy.conv_path(x_nhwc, self.conv1.weight, 1)
         if path:  # the same convolution as one GEMM (capsviz.kernels)
@@ -134,8 +187,21 @@ class CapsNet(ClassCapsules, nn.Module):
         return F.relu(h, inplace=True)
 
     def primary_capsules(self, x: torch.Tensor) -> torch.Tensor:
-        """x (B, C, S, S) -> PrimaryCaps outputs u (B, I, 8), I = grid * grid * types."""
-        return self.primary(self.features(x))
+        """x (B, C, S, S) -> PrimaryCaps outputs u (B, I, 8), I = grid * grid * types. Grouped and
+        squashed as the config says (`primary_index`); any option but the paper's runs the plain
+        convolution, gathers the capsules by the index map and squashes them."""
+        cfg = self.config
+        if (cfg.primary_grouping, cfg.primary_squash, cfg.squash) == ("paper", "capsule", "sabour"):
+            return self.primary(self.features(x))
+        return self.group_primary(self.primary.conv(self.features(x).permute(0, 3, 1, 2)))
+
+    def group_primary(self, y: torch.Tensor) -> torch.Tensor:
+        """PrimaryCaps' conv output y (B, T*K, G, G) -> the squashed primary capsules u (B, I, K),
+        grouped and squashed as the config says (the reference path of `primary_capsules`)."""
+        cfg = self.config
+        index = primary_index(cfg.primary_grouping, cfg.primary_types, cfg.primary_dim, cfg.primary_grid).to(y.device)
+        u = y.flatten(1)[:, index].float()  # (B, I, K)
+        return SQUASHES[cfg.squash](u, dim=1 if cfg.primary_squash == "map" else -1)
 
     def routing_slices(self, u: torch.Tensor) -> tuple[int, int]:
         """For primary capsules u (B, I, 8) on the CPU: images per routing slice, and how many
@@ -166,6 +232,8 @@ class CapsNet(ClassCapsules, nn.Module):
         if record:
             routed = self.route(self.digits(u), routing=routing, iterations=iterations, record=True)
             v = routed.v  # (B, J, D)
+        elif self.config.routing_logits == "batch":  # the batch is routed together, as the original routes it
+            v = self.route(self.digits(u), routing=routing, iterations=iterations).v
         else:
             chunk, keep = self.routing_slices(u)
             v = in_chunks(lambda u: self.route(self.digits(u), routing=routing, iterations=iterations).v, u, chunk=chunk, keep=keep)
@@ -180,7 +248,17 @@ class CapsNet(ClassCapsules, nn.Module):
         couplings and iterations), or by `routing` and `iterations` for this call only."""
         T = self.config.routing_iterations if iterations is None else iterations  # 0 is refused by the routing, not replaced
         name = self.config.couplings if routing is None else routing
-        return route(name, u_hat, iterations=T, squash=squash, record=record)
+        return route(name, u_hat, iterations=T, squash=SQUASHES[self.config.squash], record=record, dynamic=self.dynamic_options())
+
+    def dynamic_options(self) -> DynamicOptions | None:
+        """Its dynamic routing's options (capsviz.routing.DynamicOptions); None for the paper's."""
+        cfg = self.config
+        if all(getattr(cfg, k) == PAPER_COMPUTATION[k] for k in ("routing_softmax", "routing_logits", "routing_prior", "squash")):
+            return None
+        prior = self.routing_prior if cfg.routing_prior else None
+        return DynamicOptions(
+            softmax=cfg.routing_softmax, logits=cfg.routing_logits, batch=cfg.routing_batch, prior=prior, squash=cfg.squash
+        )
 
     def trace(self, x: torch.Tensor, iterations: int | None = None, routing: str | None = None) -> ModelOutput:
         """What the routing pages read: the output with DigitCaps' routing recorded at every

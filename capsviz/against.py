@@ -1,0 +1,412 @@
+"""Is the imported twin the user's network? `capsviz import FILE --against MODULE:NAME` builds the
+user's own network from their own code, loads the same weights into it and into the capsviz twin,
+runs both on the same real test images, and compares them stage by stage:
+
+    conv1           Conv1's output after its ReLU                    (B, C1, S', S')
+    primary         the squashed primary capsules                    (B, I, K)
+    u_hat           the predictions                                  (B, J, I, D)
+    couplings       the couplings c of the last routing iteration    (B, I, J)
+    class_capsules  the class capsules v                             (B, J, D)
+    reconstruction  the decoder's picture, masked by the longest v   (B, H*W)
+
+It searches the ways a CapsNet is commonly written (how the primary capsules are grouped and
+numbered, the input's normalisation, the squash's axis and form, the routing's softmax axis, its
+logits per image or per batch, the number of iterations) for a setting under which every stage
+it can see matches within TOLERANCE, stage by stage: where the user's code shows a stage, a
+setting survives it only if it matches there, so the search stays small.
+
+How the user's stages are read (forgiving: any of these, whatever the names):
+1. a method `capsviz_stages(x)` on the network, returning a dict with any of STAGES as keys;
+2. the outputs of every submodule (forward hooks), the forward's own output (a tensor, or a tuple,
+   list or dict of them), and tensors the forward leaves as attributes of its modules (many
+   public CapsNets keep `self.c_ij` for plotting).
+Each is matched to a stage by its shape (sizes of 1 dropped, axes in any order) and its values:
+the closest tensor of a fitting shape is the stage. A stage none fits, or whose fitting tensors
+all differ (primary capsules before their squash), is named as not found; the class capsules must
+be found, and they and the reconstruction must match.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import itertools
+import json
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from capsviz.adapter import first_line
+from capsviz.errors import CapsvizError
+
+TOLERANCE = 1e-4
+STAGES = ("conv1", "primary", "u_hat", "couplings", "class_capsules", "reconstruction")
+STAGE_WORDS = {
+    "conv1": "Conv1",
+    "primary": "the primary capsules",
+    "u_hat": "the predictions u_hat",
+    "couplings": "the couplings",
+    "class_capsules": "the class capsules",
+    "reconstruction": "the reconstruction",
+}
+# What capsviz's twin computes at each stage, said where that stage differs from the user's code
+STAGE_HINTS = {
+    "conv1": "capsviz's Conv1 is a stride-1 conv without padding, then ReLU; if your data pipeline normalises the images, "
+    "say how with --normalise MEAN STD",
+    "primary": "capsviz's PrimaryCaps is one stride-2 conv without padding (or K of them) grouped into capsules as "
+    "--primary-order says, then squashed",
+    "u_hat": "capsviz's predictions are u_hat = W u, one W per pair of primary capsule and class, no bias",
+    "couplings": "capsviz routes by agreement (softmax over classes or inputs, logits per image or per batch, a prior if "
+    "the weights hold one)",
+    "class_capsules": "capsviz's class capsules are squash(sum_i c_ij u_hat_j|i)",
+    "reconstruction": "capsviz's decoder is three Linear layers (ReLU, ReLU, sigmoid) fed the class capsules masked to the longest",
+}
+# Normalisations tried when the user states none: [0, 1] as capsviz reads images, MNIST's usual
+# mean/std, and (x - 0.5) / 0.5
+NORMALISATIONS = ((0.0, 1.0), (0.1307, 0.3081), (0.5, 0.5))
+MAX_ITERATIONS_TRIED = 6
+MAX_SETTINGS = 4000  # settings carried from one stage to the next
+
+
+@dataclass
+class Check:
+    """What the comparison found. ok: every stage seen matched within TOLERANCE under `setting`
+    (the adapter's keyword arguments); max_difference over the stages seen; seen: the stages
+    compared, with where each was found in the user's code; message: one plain line."""
+
+    ok: bool
+    message: str
+    images: int
+    setting: dict = field(default_factory=dict)
+    max_difference: float = float("inf")
+    seen: dict = field(default_factory=dict)
+
+
+def load_network(spec: str, kwargs: dict | None = None) -> torch.nn.Module:
+    """`MODULE:NAME` (MODULE dotted, importable from the current folder, or a path to a .py file),
+    NAME a class or a factory, called with `kwargs`. Runs the user's code."""
+    module_name, sep, name = spec.rpartition(":")
+    if not sep or not module_name or not name:
+        raise CapsvizError(f"--against {spec!r}: give MODULE:NAME, e.g. mynet:CapsNet or mynet.py:make_model")
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise CapsvizError(f"--against: no such file {module_name}")
+            loaded = importlib.util.spec_from_file_location(path.stem, path)
+            module = importlib.util.module_from_spec(loaded)
+            sys.modules.setdefault(path.stem, module)
+            loaded.loader.exec_module(module)
+        else:
+            if "" not in sys.path and str(Path.cwd()) not in sys.path:
+                sys.path.insert(0, str(Path.cwd()))
+            module = importlib.import_module(module_name)
+        make = getattr(module, name)
+        net = make(**(kwargs or {}))
+    except CapsvizError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's code failed: said in one line, with its own words
+        raise CapsvizError(f"--against {spec}: your code failed ({type(e).__name__}: {first_line(e)})") from None
+    if not isinstance(net, torch.nn.Module):
+        raise CapsvizError(f"--against {spec}: gave a {type(net).__name__}, not a torch.nn.Module")
+    return net
+
+
+def parse_kwargs(text: str | None) -> dict:
+    """--against-args: a JSON object of keyword arguments."""
+    if not text:
+        return {}
+    try:
+        kw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CapsvizError(f"--against-args must be a JSON object, e.g. '{{\"classes\": 10}}' ({e.msg})") from None
+    if not isinstance(kw, dict):
+        raise CapsvizError("--against-args must be a JSON object of keyword arguments")
+    return kw
+
+
+def user_stages(net: torch.nn.Module, x: torch.Tensor) -> list[tuple[str, str | None, torch.Tensor]]:
+    """Every tensor the user's network shows while it runs on x: (where, stage or None, tensor)."""
+    found: list[tuple[str, str | None, torch.Tensor]] = []
+
+    def hook(name):
+        def keep(module, args, out):
+            for where, t in _tensors(out, f"module {name}"):
+                found.append((where, None, t))
+
+        return keep
+
+    handles = [m.register_forward_hook(hook(n)) for n, m in net.named_modules() if n]
+    try:
+        with torch.no_grad():
+            out = net(x)
+            if callable(getattr(net, "capsviz_stages", None)):
+                given = net.capsviz_stages(x)
+                if not isinstance(given, dict):
+                    raise CapsvizError(f"capsviz_stages gave a {type(given).__name__}; it must return a dict of tensors by stage")
+                found += [
+                    (f"capsviz_stages()['{k}']", k, t.detach()) for k, t in given.items() if k in STAGES and isinstance(t, torch.Tensor)
+                ]
+    except CapsvizError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's forward failed on capsviz's images
+        raise CapsvizError(f"your network failed on {tuple(x.shape)} test images ({type(e).__name__}: {first_line(e)})") from None
+    finally:
+        for h in handles:
+            h.remove()
+    found += [(w, None, t) for w, t in _tensors(out, "forward output")]
+    params = {id(t) for t in itertools.chain(net.parameters(), net.buffers())}
+    for name, m in net.named_modules():
+        for attr, t in vars(m).items():
+            if isinstance(t, torch.Tensor) and id(t) not in params and not attr.startswith("_"):
+                found.append((f"attribute {name + '.' if name else ''}{attr}", None, t.detach()))
+    return found
+
+
+def _tensors(out, where: str):
+    if isinstance(out, torch.Tensor):
+        yield where, out.detach()
+    elif isinstance(out, tuple | list):
+        for k, o in enumerate(out):
+            yield from _tensors(o, f"{where}[{k}]")
+    elif isinstance(out, dict):
+        for k, o in out.items():
+            yield from _tensors(o, f"{where}['{k}']")
+
+
+class Twin:
+    """The twin's stages under one setting after another, each computed once per setting of the
+    options it depends on, capsules numbered as the original numbers them (`order`)."""
+
+    def __init__(self, model, order: torch.Tensor, x: torch.Tensor):
+        self.model, self.x, self.inv = model, x, torch.argsort(order)  # original capsule n is the twin's inv[n]
+        self.memo: dict = {}
+
+    def _once(self, key, make):
+        if key not in self.memo:
+            with torch.no_grad():
+                self.memo[key] = make()
+        return self.memo[key]
+
+    def stage(self, name: str) -> torch.Tensor | None:
+        """One stage under the model's current config (None: the twin has no such stage)."""
+        m, cfg, inv = self.model, self.model.config, self.inv
+        norm = (cfg.input_mean, cfg.input_std)
+        grouping = (*norm, cfg.squash, cfg.primary_squash)
+        routing = (*grouping, cfg.routing_softmax, cfg.routing_logits, cfg.routing_batch)
+        h = self._once(("conv1", norm), lambda: m.features(self.x))  # (B, S', S', C1)
+        if name == "conv1":
+            return h.permute(0, 3, 1, 2)
+        y = self._once(("conv", norm), lambda: m.primary.conv(h.permute(0, 3, 1, 2)))  # (B, T*K, G, G)
+        u = self._once(("primary", grouping), lambda: m.group_primary(y))  # (B, I, K), the twin's numbering
+        if name == "primary":
+            return u[:, inv]
+        u_hat = self._once(("u_hat", grouping), lambda: m.digits(u))  # (B, J, I, D)
+        if name == "u_hat":
+            return u_hat[:, :, inv]
+        # routing with t iterations is the first t of a longer run: one run serves every count tried
+        longest = max(MAX_ITERATIONS_TRIED, cfg.routing_iterations)
+        trace = self._once(("routing", routing, longest), lambda: m.route(u_hat, iterations=longest, record=True))
+        t = cfg.routing_iterations - 1
+        if name == "couplings":
+            return trace.c[t][:, inv]  # (B, I, J)
+        if name == "class_capsules":
+            return trace.v_trace[t]  # (B, J, D)
+        if m.decoder is None:
+            return None
+        v = trace.v_trace[t]
+        return self._once(("reconstruction", routing, t), lambda: m._outputs(v, None, True).reconstruction.flatten(1))  # (B, H*W)
+
+
+def _aligned(user: torch.Tensor, twin: torch.Tensor, picture: bool = False) -> list[torch.Tensor]:
+    """The user's tensor laid out as the twin's, every way its shape allows: sizes of 1 dropped,
+    axes permuted; one batch's values for every image (couplings shared by a batch); with
+    `picture`, each image's values in another shape of its size too (a picture (B, 1, 28, 28) for
+    (B, 784))."""
+    u = user.float()
+    u = u.reshape([s for s in u.shape if s != 1])
+    want = tuple(s for s in twin.shape if s != 1)
+    ways = []
+    if u.numel() == twin.numel():
+        if u.dim() == len(want) and u.dim() <= 5:
+            ways += [u.permute(p) for p in itertools.permutations(range(u.dim())) if tuple(u.shape[k] for k in p) == want]
+        if picture and not ways and u.shape[0] == want[0]:
+            ways.append(u.reshape(want))
+    elif twin.numel() and u.numel() * twin.shape[0] == twin.numel():  # shared by the batch: compare with every image's
+        ways += [w.expand(twin.shape[0], *w.shape) for w in _aligned(u, twin[0])]
+    return [w.reshape(twin.shape) for w in ways]
+
+
+def _candidates(user_tensors, stage: str, twin: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+    """The user's tensors that could be `stage`, each laid out as the twin's (`_aligned`): where, tensor."""
+    explicit = [(w, s, t) for w, s, t in user_tensors if s == stage]
+    found = []
+    for w, _, t in explicit or [(w, s, t) for w, s, t in user_tensors if s is None]:
+        for c in [t, F.relu(t)] if stage == "conv1" else [t]:  # Conv1's module gives it before the ReLU
+            found += [(w, a) for a in _aligned(c, twin, picture=stage == "reconstruction")]
+    return found
+
+
+def _difference(candidates: list[tuple[str, torch.Tensor]], twin: torch.Tensor) -> tuple[float, str | None]:
+    """The closest candidate to the twin's stage: (max |difference|, where it was); (inf, None) for none."""
+    best, where = float("inf"), None
+    for w, a in candidates:
+        d = float((a - twin.float()).abs().max()) if a.numel() else 0.0
+        if d < best:
+            best, where = d, w
+    return best, where
+
+
+def _settings_for(stage: str, given: dict, convs: int) -> list[dict]:
+    """The options that first act at `stage`, each combination once; `given` fixes any of them."""
+    if stage == "conv1":
+        norms = [given["normalise"]] if "normalise" in given else NORMALISATIONS
+        return [{"input_mean": m, "input_std": s} for m, s in norms]
+    if stage == "primary":
+        if "primary_order" in given:
+            orders = [(given["primary_order"], given.get("primary_channels"))]
+        else:
+            other = "capsule" if convs > 1 else "dim"
+            orders = [("type-major", None), ("position-major", None), ("view", None), ("type-major", other), ("position-major", other)]
+        squashes = [given["squash"]] if "squash" in given else ["sabour", "efficient"]
+        axes = [given["primary_squash"]] if "primary_squash" in given else ["capsule", "map"]
+        return [
+            {"primary_order": o, "primary_channels": c, "squash": q, "primary_squash": a}
+            for (o, c), q, a in itertools.product(orders, squashes, axes)
+        ]
+    if stage == "couplings":
+        softmax = [given["routing_softmax"]] if "routing_softmax" in given else ["classes", "inputs"]
+        logits = [given["routing_logits"]] if "routing_logits" in given else ["image", "batch"]
+        its = [given["iterations"]] if "iterations" in given else range(1, MAX_ITERATIONS_TRIED + 1)
+        return [{"routing_softmax": s, "routing_logits": lg, "iterations": t} for s, lg, t in itertools.product(softmax, logits, its)]
+    return [{}]
+
+
+def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, given: dict | None = None) -> Check:
+    """Compare the twin with the user's network `net` (holding the same weights) on images x
+    (B, C, S, S) in [0, 1], searching the options not `given` (adapter keywords, plus "normalise":
+    (mean, std) the user's pipeline applies before the network, and "iterations").
+    `make_adapter(state, primary_order=, primary_channels=)` builds a CapsuleAdapter; the other
+    options are set on its twin's config while searching. Returns the best setting found, or the first stage that differs."""
+    given = dict(given or {})
+    B = x.shape[0]
+    mean, std = given.get("normalise", (0.0, 1.0))
+    theirs = user_stages(net, (x - mean) / std)
+    convs = _primary_convs(state)
+    twins: dict = {}  # (primary_order, primary_channels) -> its Twin (or why none), each built once
+
+    def twin_for(setting: dict):
+        key = (setting.get("primary_order", "type-major"), setting.get("primary_channels"))
+        if key not in twins:
+            try:
+                a = make_adapter(state, primary_order=key[0], primary_channels=key[1])
+                twins[key] = Twin(a.model(), a.capsule_order(), x)
+            except CapsvizError as e:
+                twins[key] = e
+        got = twins[key]
+        if isinstance(got, CapsvizError):
+            return None
+        model = got.model
+        computation = {k: setting[k] for k in ("input_mean", "input_std", "squash", "primary_squash", "routing_softmax", "routing_logits")}
+        if given.get("normalise"):  # the user's pipeline normalised the images the network saw: the twin does it itself
+            computation["input_mean"], computation["input_std"] = mean, std
+        batch = given.get("routing_batch", B) if setting["routing_logits"] == "batch" else 0
+        model.config = replace(model.config, routing_iterations=setting["iterations"], routing_batch=batch, **computation)
+        return got
+
+    defaults = {
+        "primary_order": "type-major",
+        "primary_channels": None,
+        "squash": "sabour",
+        "primary_squash": "capsule",
+        "routing_softmax": "classes",
+        "routing_logits": "image",
+        "iterations": 3,
+        "input_mean": 0.0,
+        "input_std": 1.0,
+    }
+    # A stage the user's code does not show, or shows only in tensors of its shape that differ
+    # (primary capsules before their squash, couplings of another iteration), prunes nothing: the
+    # settings go on to the next stage. The class capsules and the reconstruction must match.
+    carried, seen, unmatched, present, candidates = [({}, {})], {}, {}, [], {}
+    for stage in STAGES:
+        expanded = [(dict(s, **extra), diffs) for s, diffs in carried for extra in _settings_for(stage, given, convs)][:MAX_SETTINGS]
+        scored = []  # (difference, where in the user's code, setting, differences so far)
+        for s, diffs in expanded:
+            built = twin_for({**defaults, **s})
+            if built is None:
+                continue
+            mine = built.stage(stage)
+            if mine is not None:
+                if stage not in candidates:  # the twin's stage has one shape under every setting
+                    candidates[stage] = _candidates(theirs, stage, mine)
+                scored.append((*_difference(candidates[stage], mine), s, diffs))
+        if not scored:
+            if stage == "primary":
+                raise next((e for e in twins.values() if isinstance(e, CapsvizError)), CapsvizError("no twin of these weights"))
+            continue  # a twin without this stage (no decoder)
+        present.append(stage)
+        final = stage in ("class_capsules", "reconstruction")
+        if all(where is None for _, where, _, _ in scored):  # the user's code does not show this stage
+            if stage == "class_capsules":
+                return Check(
+                    False,
+                    "your network's class capsules were not found among its outputs (a tensor (B, J, D)); return them from "
+                    "forward, or give it a method capsviz_stages(x) (README: Your own model)",
+                    B,
+                )
+            carried = [(s, diffs) for _, _, s, diffs in scored]
+            continue
+        matched = [(d, w, s, diffs) for d, w, s, diffs in scored if d <= TOLERANCE]
+        if not matched:
+            d, where, s, _ = min(scored, key=lambda r: r[0])
+            unmatched[stage] = (d, where, len(scored), {**defaults, **s})
+            if not final:
+                carried = [(s, diffs) for _, _, s, diffs in scored]
+                continue
+            first = next(iter(unmatched))  # the first stage that differs, perhaps before this one
+            d, where, tried, closest = unmatched[first]
+            before = f" (matched before it: {', '.join(STAGE_WORDS[k] for k in seen)})" if seen else ""
+            return Check(
+                False,
+                f"{STAGE_WORDS[first]} differ from your code's ({where}): max difference {d:.3g} under the closest of "
+                f"{tried} setting(s) tried ({_setting_words(closest)}){before}; {STAGE_HINTS[first]}",
+                B,
+                setting=closest,
+                seen=seen,
+            )
+        seen[stage] = min(matched, key=lambda r: r[0])[1]
+        carried = [(s, {**diffs, stage: d}) for d, _, s, diffs in matched]
+    best, diffs = min(carried, key=lambda r: max(r[1].values(), default=0.0))
+    diff = max(diffs.values(), default=0.0)
+    setting = {**defaults, **best}
+    if given.get("normalise"):
+        setting["input_mean"], setting["input_std"] = mean, std
+    setting["routing_batch"] = given.get("routing_batch", B) if setting["routing_logits"] == "batch" else 0
+    words = ", ".join(STAGE_WORDS[k] for k in seen)
+    missing = [k for k in present if k not in seen]
+    if missing:
+        words += "; not found in your code's tensors: " + ", ".join(STAGE_WORDS[k] for k in missing)
+    return Check(True, f"checked against your code: max difference {diff:.2g} on {B} images ({words})", B, setting, diff, seen)
+
+
+def _setting_words(s: dict) -> str:
+    norm = "" if (s["input_mean"], s["input_std"]) == (0.0, 1.0) else f"inputs (x - {s['input_mean']:g}) / {s['input_std']:g}, "
+    order = s["primary_order"] + (f"/{s['primary_channels']}" if s.get("primary_channels") else "")
+    return (
+        f"{norm}primary capsules {order}, squash {s['squash']} over each {s['primary_squash']}, "
+        f"softmax over {s['routing_softmax']}, logits per {s['routing_logits']}, {s['iterations']} iteration(s)"
+    )
+
+
+def _primary_convs(state: dict) -> int:
+    """How many PrimaryCaps convs the file holds (1 or K), judged as the adapter judges: convs of one
+    shape reading Conv1's channels."""
+    convs = [t for t in state.values() if t.dim() == 4 and t.shape[2] == t.shape[3] and t.shape[2] > 1]
+    if len(convs) < 2:
+        return 1
+    c1 = convs[0].shape[0]
+    return sum(1 for t in convs[1:] if t.shape[1] == c1)

@@ -1,0 +1,130 @@
+"""Small CapsNets written the way public PyTorch code writes them, one convention at a time (the
+ones capsviz's importer must reproduce): `Original(convention=...)`. Used by
+tests/test_import_faithful.py, also as `--against tests/capsule_conventions.py:Original`."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CONVENTIONS = (
+    "paper",  # K channels at one position, (type, row, col) numbering: what the importer assumes
+    "view",  # one conv, output.view(B, -1, 8): a capsule is 8 neighbours along one channel's map
+    "stack",  # 8 convs stacked on dim 1, viewed (B, I, 8)
+    "softmax-inputs",  # F.softmax(b) on (B, I, J): couplings sum to 1 over the input capsules
+    "batch-logits",  # b (1, I, J) += the batch's mean agreement
+    "prior",  # a learned routing prior b (1, I, J)
+    "four-iterations",  # "3 iterations" in code that routes 4 times
+    "squash-map",  # primary capsules squashed over dim 1: each value's whole map
+    "normalised",  # inputs normalised with MNIST's mean and std inside forward
+    "w-3d",  # W stored (I, K, J*D)
+    "stages",  # the paper's computation, its stages given by capsviz_stages(x)
+)
+
+C1, T, K, J, D, G = 8, 4, 8, 10, 16, 6  # Conv1 channels, capsule types, dims; classes, dims; grid (28 -> 20 -> 6)
+I = G * G * T
+# Weights larger than PyTorch's default start, as training makes them: capsules of every length
+# (primary ones mostly 0.5-0.9, class capsules 0.1-0.9), so that every option changes the numbers
+SCALE_CONV, SCALE_W = 4.0, 0.3
+
+
+def squash(s, dim=-1):
+    n2 = (s * s).sum(dim, keepdim=True)
+    return n2 / (1 + n2) * s / torch.sqrt(n2 + 1e-12)
+
+
+class Primary(nn.Module):
+    def __init__(self, convention):
+        super().__init__()
+        self.convention = convention
+        if convention == "stack":
+            self.convs = nn.ModuleList(nn.Conv2d(C1, T, 9, stride=2) for _ in range(K))
+        else:
+            self.conv = nn.Conv2d(C1, T * K, 9, stride=2)
+
+    def forward(self, h):
+        B = h.shape[0]
+        if self.convention == "stack":
+            u = torch.stack([c(h) for c in self.convs], dim=1).view(B, I, -1)  # (B, K, T, G, G) viewed
+        elif self.convention in ("view", "squash-map"):
+            u = self.conv(h).view(B, -1, K)
+        else:
+            p = self.conv(h)  # (B, T*K, G, G)
+            u = p.view(B, T, K, G, G).permute(0, 1, 3, 4, 2).reshape(B, I, K)  # i = (type, row, col)
+        return squash(u, dim=1 if self.convention == "squash-map" else -1)
+
+
+class Digits(nn.Module):
+    def __init__(self, convention):
+        super().__init__()
+        self.convention = convention
+        scale = SCALE_W * (10 if convention == "softmax-inputs" else 1)  # its s is a mean over inputs, not a sum
+        if convention == "w-3d":
+            self.W = nn.Parameter(scale * torch.randn(I, K, J * D))
+        else:
+            self.W = nn.Parameter(scale * torch.randn(1, I, J, D, K))
+        if convention == "prior":
+            self.b = nn.Parameter(0.5 * torch.randn(1, I, J))
+        self.iterations = 4 if convention == "four-iterations" else 3
+
+    def forward(self, u):
+        B = u.shape[0]
+        if self.convention == "w-3d":
+            u_hat = (u.unsqueeze(2) @ self.W).view(B, I, J, D)  # (B, I, J, D)
+        else:
+            u_hat = (self.W @ u[:, :, None, :, None]).squeeze(-1)  # (B, I, J, D)
+        self.u_hat = u_hat  # kept for plotting, as public code does
+        shared = self.convention == "batch-logits"
+        b = torch.zeros(1 if shared else B, I, J)
+        if self.convention == "prior":
+            b = b + self.b
+        for t in range(self.iterations):
+            c = F.softmax(b, dim=1 if self.convention == "softmax-inputs" else 2)
+            v = squash((c.unsqueeze(-1) * u_hat).sum(1))  # (B, J, D)
+            if t < self.iterations - 1:
+                a = (u_hat * v.unsqueeze(1)).sum(-1)  # (B, I, J)
+                b = b + (a.mean(0, keepdim=True) if shared else a)
+        self.c_ij = c
+        return v
+
+
+class Original(nn.Module):
+    def __init__(self, convention="paper"):
+        super().__init__()
+        self.convention = convention
+        self.conv1 = nn.Conv2d(1, C1, 9)
+        self.primary = Primary(convention)
+        self.digits = Digits(convention)
+        self.decoder = nn.Sequential(nn.Linear(J * D, 32), nn.ReLU(), nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 784), nn.Sigmoid())
+        with torch.no_grad():
+            for m in self.primary.modules():
+                if isinstance(m, nn.Conv2d):
+                    m.weight *= SCALE_CONV
+
+    def forward(self, x):
+        if self.convention == "normalised":
+            x = (x - 0.1307) / 0.3081
+        u = self.primary(F.relu(self.conv1(x)))
+        v = self.digits(u)
+        mask = F.one_hot(v.norm(dim=-1).argmax(1), J).float()
+        return v, self.decoder((v * mask.unsqueeze(-1)).flatten(1))
+
+    def capsviz_stages(self, x):
+        if self.convention != "stages":
+            return {}
+        h = F.relu(self.conv1(x))
+        u = self.primary(h)
+        v, rec = self(x)
+        return {
+            "conv1": h,
+            "primary": u,
+            "u_hat": self.digits.u_hat,
+            "couplings": self.digits.c_ij,
+            "class_capsules": v,
+            "reconstruction": rec,
+        }
+
+
+def make(convention="paper", seed=0):
+    """A factory, as --against accepts: the network with seeded weights."""
+    torch.manual_seed(seed)
+    return Original(convention)
