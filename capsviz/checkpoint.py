@@ -285,12 +285,30 @@ MAX_NAME = 64  # characters of a model's name
 # confusable. Fullwidth and other compatibility forms are folded by NFKC before this.
 _LOOKALIKE = str.maketrans(
     {
-        **dict.fromkeys("аɑα", "a"), **dict.fromkeys("ьƅв", "b"), **dict.fromkeys("сϲ", "c"), **dict.fromkeys("ԁ", "d"),
-        **dict.fromkeys("еєε", "e"), **dict.fromkeys("һ", "h"), **dict.fromkeys("іıιї1|ӏ", "l"), **dict.fromkeys("јϳ", "j"),
-        **dict.fromkeys("кκ", "k"), **dict.fromkeys("м", "m"), **dict.fromkeys("пη", "n"), **dict.fromkeys("оοσ0", "o"),
-        **dict.fromkeys("рρ", "p"), **dict.fromkeys("ԛ", "q"), **dict.fromkeys("ѕ5", "s"), **dict.fromkeys("тτ", "t"),
-        **dict.fromkeys("υս", "u"), **dict.fromkeys("νѵ", "v"), **dict.fromkeys("ԝω", "w"), **dict.fromkeys("хχ", "x"),
-        **dict.fromkeys("уγ", "y"), **dict.fromkeys("2", "z"), **dict.fromkeys("_", "-"), "i": "l",
+        **dict.fromkeys("аɑα", "a"),
+        **dict.fromkeys("ьƅв", "b"),
+        **dict.fromkeys("сϲ", "c"),
+        **dict.fromkeys("ԁ", "d"),
+        **dict.fromkeys("еєε", "e"),
+        **dict.fromkeys("һ", "h"),
+        **dict.fromkeys("іıιї1|ӏ", "l"),
+        **dict.fromkeys("јϳ", "j"),
+        **dict.fromkeys("кκ", "k"),
+        **dict.fromkeys("м", "m"),
+        **dict.fromkeys("пη", "n"),
+        **dict.fromkeys("оοσ0", "o"),
+        **dict.fromkeys("рρ", "p"),
+        **dict.fromkeys("ԛ", "q"),
+        **dict.fromkeys("ѕ5", "s"),
+        **dict.fromkeys("тτ", "t"),
+        **dict.fromkeys("υս", "u"),
+        **dict.fromkeys("νѵ", "v"),
+        **dict.fromkeys("ԝω", "w"),
+        **dict.fromkeys("хχ", "x"),
+        **dict.fromkeys("уγ", "y"),
+        **dict.fromkeys("2", "z"),
+        **dict.fromkeys("_", "-"),
+        "i": "l",
     }
 )
 

@@ -24,6 +24,7 @@ from capsviz.glossary import class_words
 from capsviz.model_cache import ModelCache
 from capsviz.progress import time_left
 from capsviz.schema import CheckpointMeta
+from capsviz.text import plain
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,6 +60,15 @@ def public(message) -> str:
     for prefix in prefixes:
         text = text.replace(prefix, "the model folder")
     return text
+
+
+def said_rows(rows: list, studies=()) -> tuple[list, list]:
+    """The lab's rows and seed studies with their names (model, architecture) made plain, for
+    the sentences that lab.sentences writes in Markdown about them."""
+    from dataclasses import replace
+
+    rows = [replace(r, model=plain(r.model), extra={k: plain(v) if k == "architecture" else v for k, v in r.extra.items()}) for r in rows]
+    return rows, [replace(s, architecture=plain(s.architecture)) for s in studies]
 
 
 ALL = "all datasets"
@@ -129,7 +139,7 @@ def active_model():
         model, meta = load_model(Path(path))
         st.session_state["model_key"] = model_key(Path(path))
     except (CapsvizError, OSError) as e:
-        st.error(f"Cannot load {Path(path).name}: {public(e)}")
+        st.error(f"Cannot load {plain(Path(path).name)}: {plain(public(e))}")
         return None
     return model, meta, Path(path)
 
@@ -155,20 +165,22 @@ def page_model(fits, needs: str, why: str):
         return loaded
     suitable = sorted(((p, m) for p, m in checkpoints() if fits(m)), key=lambda pm: (pm[1].dataset != meta.dataset, pm[0].name))
     if not suitable:
-        st.info(why.format(name=path.stem, family=family_words(meta.family)))
+        st.info(why.format(name=plain(path.stem), family=family_words(meta.family)))  # plain: the name is made plain
         st.stop()
     stand, stand_meta = suitable[0]
     try:
         model, meta2 = load_model(stand)
     except (CapsvizError, OSError) as e:
-        st.error(f"Cannot load {stand.name}: {public(e)}")
+        st.error(f"Cannot load {plain(stand.name)}: {plain(public(e))}")
         st.stop()
     st.info(
-        f"**{path.stem}**, the model in the sidebar, is {family_words(meta.family)}; this page needs {needs}, "
-        f"so it shows **{stand.stem}**" + ("" if stand_meta.dataset == meta.dataset else f" (trained on {stand_meta.dataset})") + ".",
+        f"**{plain(path.stem)}**, the model in the sidebar, is {family_words(meta.family)}; this page needs {needs}, "
+        f"so it shows **{plain(stand.stem)}**"
+        + ("" if stand_meta.dataset == meta.dataset else f" (trained on {plain(stand_meta.dataset)})")
+        + ".",
         icon=":material/swap_horiz:",
     )
-    if st.button(f"Use {stand.stem} on every page", key=f"switch_{stand.stem}"):
+    if st.button(f"Use {plain(stand.stem)} on every page", key=f"switch_{stand.stem}"):
         st.session_state["pending_model"] = stand.name  # the sidebar switches its dataset filter if needed
         st.rerun()
     st.session_state["model_key"] = model_key(stand)  # traces are cached per model shown
@@ -193,12 +205,12 @@ def test_set(dataset: str, size: int | None = None, channels: int = 1, quiet: bo
             name = short_name(dataset)
             why = str(e).replace(dataset, name).replace(user_dataset(dataset)[1], name)  # the server's paths are its own
             st.warning(
-                f"The images this model was trained on ({name}) are not available on this server, so this page can only "
-                f"use a picture you upload or draw. ({why}.)",
+                f"The images this model was trained on ({plain(name)}) are not available on this server, so this page can only "
+                f"use a picture you upload or draw. ({plain(why)}.)",
                 icon=":material/image_not_supported:",
             )
             return None
-        st.warning(f"The {dataset} test images are not available, so this page can only use uploaded images.")
+        st.warning(f"The {plain(dataset)} test images are not available, so this page can only use uploaded images.")
         with st.expander("How to get the data", expanded=True):
             st.code(str(e), language=None, wrap_lines=True)
             st.markdown("Run `python -m capsviz data --download`, or set `CAPSVIZ_DATA_DIR` to a folder with the IDX files, then reload.")
@@ -280,7 +292,10 @@ def link_notice(shown: str | None) -> None:
         return
     st.session_state["link_shown"] = shown
     instead = f"showing **{shown}** instead" if shown else "no other model is available"
-    st.warning(f"The link asks for the model **{asked}**, which cannot be used: {why}. This page is {instead}.", icon=":material/link_off:")
+    st.warning(
+        f"The link asks for the model **{plain(asked)}**, which cannot be used: {plain(why)}. This page is {instead}.",
+        icon=":material/link_off:",
+    )
 
 
 MISTAKES_SCAN = 2000
@@ -448,7 +463,7 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
             if len(idx):
                 st.session_state["image_pending"] = int(idx[np.random.randint(len(idx))])
                 st.rerun()
-            st.toast(f"No test image of class {pick}.")
+            st.toast(f"No test image of class {plain(pick)}.")
         i = int(st.session_state["image"])
         st.session_state["image_index"] = i
         st.query_params["image"] = str(i)
@@ -463,7 +478,7 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
         try:
             image = picture_to_input(up.getvalue(), size, channels) if own else picture_to_digit(up.getvalue())
         except CapsvizError as e:
-            st.error(str(e))
+            st.error(plain(str(e)))
             image = None
         if image is not None:
             if size != 28 and not own:
@@ -493,17 +508,19 @@ def long_job(key: str, label: str, fn, stored=None):
         return kept
     running = f"running:{label}"
     if st.session_state.pop(running, None) == key:
-        st.info(f"{label}: cancelled before it finished. Nothing was kept.")
-    if not st.button(label, key=f"run_{label}", type="primary"):
+        st.info(f"{plain(label)}: cancelled before it finished. Nothing was kept.")
+    if not st.button(plain(label), key=f"run_{label}", type="primary"):
         return None
     st.session_state[running] = key
-    bar = st.progress(0.0, text=f"{label} ...")
+    bar = st.progress(0.0, text=f"{plain(label)} ...")
     st.button("Cancel", key=f"cancel_{label}")
 
     start = time.perf_counter()
 
     def progress(done: int, total: int) -> None:
-        bar.progress(min(done / max(total, 1), 1.0), text=f"{label}: {done} / {total}{time_left(done, total, time.perf_counter() - start)}")
+        bar.progress(
+            min(done / max(total, 1), 1.0), text=f"{plain(label)}: {done} / {total}{time_left(done, total, time.perf_counter() - start)}"
+        )
 
     results[key] = fn(progress)
     st.session_state.pop(running, None)
@@ -514,4 +531,4 @@ def long_job(key: str, label: str, fn, stored=None):
 def count_slider(label: str, choices: list[int], default: int, available: int, key: str, container=st) -> int:
     """How many test images (or pairs) to use: the choices up to what the test set holds."""
     options = [c for c in choices if c < available] + [available]
-    return container.select_slider(label, options, value=min(default, available), key=key, bind="query-params")
+    return container.select_slider(plain(label), options, value=min(default, available), key=key, bind="query-params")

@@ -6,6 +6,7 @@ import streamlit as st
 from capsviz.analysis.explain import em_shares, position_words, zoom_limit
 from capsviz.analysis.routing import em_trace
 from capsviz.glossary import help_text, label, term
+from capsviz.text import plain
 from capsviz.viz import heatmap, lines, png_bytes, to_image
 from capsviz.viz.animation import gif_bytes
 from capsviz.viz.explain import em_histogram_frames
@@ -98,8 +99,8 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     )
     trained = meta.config.routing_iterations
     right.markdown(
-        f"**Shown: vote distances from 0 to {zoom.limit:g}**: {zoom.why}.  \n"
-        f"What to look for: the winner, class {names[sh.winner]}, is the first panel (red). Its share of all assignment "
+        f"**Shown: vote distances from 0 to {zoom.limit:g}**: {plain(zoom.why)}.  \n"
+        f"What to look for: the winner, class {plain(names[sh.winner])}, is the first panel (red). Its share of all assignment "
         f"{share}; the votes it explains lie on average {sh.near[-1]:.3g} from its mean pose, the votes the other classes explain "
         f"{sh.near_others[-1]:.3g} from theirs."
         + (f"  \nThis model was trained with {trained} EM iterations; with {T} its answers can differ." if T != trained else "")

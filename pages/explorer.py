@@ -6,6 +6,7 @@ import streamlit as st
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid
 from capsviz.glossary import class_words, help_text
 from capsviz.glossary import label as glossary_label
+from capsviz.text import plain
 from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
 from capsviz.viz.explain import labelled_grid
 from pages.common import answer, dimension_sliders, page_model, pick_image, require_router
@@ -85,8 +86,8 @@ b.plotly_chart(
     capsule_bars(pred.scores, names, pred.predicted, f"Prediction: {names[pred.predicted]}", y_title=glossary_label("length")),
     key="lengths",
 )
-plain = decode(model, pred.capsules[capsule], capsule)
-c.image(to_image(plain), caption=f"reconstruction from capsule {names[capsule]}", width=168)
+rebuilt = decode(model, pred.capsules[capsule], capsule)
+c.image(to_image(rebuilt), caption=f"reconstruction from capsule {names[capsule]}", width=168)
 
 
 @st.fragment
@@ -106,7 +107,7 @@ def sliders():
         st.query_params["dims"] = ",".join(f"{v:g}" for v in deltas)
         changed = ", ".join(f"d{d} {v:+.2f}" for d, v in enumerate(deltas) if v) or "none"
         st.image(to_image(rec), caption=f"perturbed: {changed}", width=224)
-        ink = float(rec.sum()) / max(float(plain.sum()), 1e-6)
+        ink = float(rec.sum()) / max(float(rebuilt.sum()), 1e-6)
         if deltas.any() and ink < FAINT:
             st.caption(
                 f"The decoder draws almost nothing here ({ink:.0%} of the ink of the unperturbed reconstruction): these "
@@ -117,7 +118,7 @@ def sliders():
 
 sliders()
 
-st.subheader(f"Perturbation grid for capsule {names[capsule]} (Fig. 4)")
+st.subheader(f"Perturbation grid for capsule {plain(names[capsule])} (Fig. 4)")
 st.caption(
     f"Each row is one dimension (d0 at the top to d15 at the bottom); each column adds one offset, from {STEPS[0]:+.2f} at "
     f"the left to {STEPS[-1]:+.2f} at the right, to that dimension alone (the middle column, 0, is the plain reconstruction). "

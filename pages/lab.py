@@ -6,8 +6,9 @@ from capsviz.analysis import lab
 from capsviz.data.user import short_name
 from capsviz.glossary import help_text
 from capsviz.routing import ROUTINGS
+from capsviz.text import plain
 from capsviz.viz import grouped_bars, seed_strip
-from pages.common import checkpoints, load_model, long_job, page_model, require_router, test_set
+from pages.common import checkpoints, load_model, long_job, page_model, require_router, said_rows, test_set
 
 require_router()
 
@@ -80,7 +81,7 @@ without = [name for name, found in images.items() if found is None]
 if without:
     st.warning(
         f"The test images of {', '.join(f'**{n}**' for n in without)} are not available on this server "
-        f"({', '.join(sorted({short_name(fitting[n][1].image_dataset) for n in without}))}), so "
+        f"({', '.join(plain(d) for d in sorted({short_name(fitting[n][1].image_dataset) for n in without}))}), so "
         f"{'it is' if len(without) == 1 else 'they are'} left out of the lab unless stored results are kept for them.",
         icon=":material/image_not_supported:",
     )
@@ -134,8 +135,8 @@ st.caption(
     f"turned up to {lab.ROTATE_DEG}°, the same draw for every model) and FGSM on {first.n_images:,} images; "
     + (f"MultiMNIST pairs on {pairs:,} pairs; " if pairs else "")
     + f"couplings averaged over {lab.COUPLING_IMAGES} images (entropy 100% = the uniform split 1/J; c to predicted class "
-    f"{1 / first.classes:.2f} = uniform with {first.classes} classes). ± chance: two standard errors of one error rate, what the test images alone can move it. "
-    f"Time per image at batch {lab.TIME_BATCH} on {first.hardware or 'the machine that measured it'}"
+    f"{1 / first.classes:.2f} = uniform with {plain(first.classes)} classes). ± chance: two standard errors of one error rate, what the test images alone can move it. "
+    f"Time per image at batch {lab.TIME_BATCH} on {plain(first.hardware or 'the machine that measured it')}"
     + (f" (load {first.load:.1f} while measured)" if first.load else "")
     + ". MultiMNIST pairs need a model that reads 36x36 pairs (one trained on MultiMNIST); '-' elsewhere."
 )
@@ -158,15 +159,15 @@ shown = {lab.preset_and_data(fitting[n][1]) for n in chosen}
 found = lab.stored_studies() + lab.studies_in(m for _, m in fitting.values())
 studies = list({st_.architecture: st_ for st_ in found if st_.preset_and_data in shown}.values())
 st.subheader("What these numbers show")
-for line in lab.sentences(rows, studies):
-    st.markdown("- " + line)
+for line in lab.sentences(*said_rows(rows, studies)):
+    st.markdown("- " + line)  # plain: said_rows makes the names plain
 
 for study in studies:
-    st.subheader(f"Trained with, over {len(study.seeds)} seeds: {study.preset_and_data}")
+    st.subheader(f"Trained with, over {len(study.seeds)} seeds: {plain(study.preset_and_data)}")
     st.markdown(
         "One training run per routing cannot say whether a gap between routings is the routing or the luck of the "
         "draw: the starting weights and the order of the images (the *seed*). Here the same preset was trained with "
-        f"each routing from {len(study.seeds)} seeds on a shorter schedule ({study.architecture}), so the gap between "
+        f"each routing from {len(study.seeds)} seeds on a shorter schedule ({plain(study.architecture)}), so the gap between "
         "routings can be set beside the gap between seeds."
     )
     c = st.columns([2, 3])
@@ -175,11 +176,11 @@ for study in studies:
     )
     with c[1]:
         for line in lab.seed_sentences(study):
-            st.markdown("- " + line)
+            st.markdown("- " + plain(line))
         st.caption(
-            f"Each error on {study.n_test:,} test images, from the training run's own evaluation; trained on {study.hardware or 'an unnamed machine'}. "
+            f"Each error on {study.n_test:,} test images, from the training run's own evaluation; trained on {plain(study.hardware or 'an unnamed machine')}. "
             "Command: `python -m capsviz.analysis.lab --seeds RUNS...` (RESULTS.md)."
         )
 st.subheader("What others found (published, not measured here)")
 for line in lab.PUBLISHED:
-    st.markdown("- " + line)
+    st.markdown("- " + plain(line))

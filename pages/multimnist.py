@@ -8,6 +8,7 @@ from capsviz.analysis.multimnist import SEGMENT_NAMES, compose_pair, draw_pair, 
 from capsviz.config import DATASETS
 from capsviz.data.multimnist import MAX_SHIFT
 from capsviz.glossary import help_text
+from capsviz.text import plain
 from capsviz.viz import SEGMENT_COLOURS, capsule_bars, png_bytes, segments_image, to_image, two_colour
 from capsviz.viz.explain import coupling_overlays
 from pages.common import count_slider, long_job, page_model, require_router, test_set
@@ -63,7 +64,7 @@ with st.container(border=True):
     c[2].number_input("Second digit (test index)", 0, N - 1, key="pair_i2")
     for j, label in enumerate(["dy 1", "dx 1", "dy 2", "dx 2"]):
         c[3 + j].number_input(
-            label, -MAX_SHIFT, MAX_SHIFT, key=KEYS[2 + j], help="shift in pixels (down, right), at most 4 as in the paper"
+            plain(label), -MAX_SHIFT, MAX_SHIFT, key=KEYS[2 + j], help="shift in pixels (down, right), at most 4 as in the paper"
         )
 
 vals = [int(st.session_state[k]) for k in KEYS]
@@ -161,7 +162,7 @@ st.markdown(
 )
 if meta.config.couplings != "dynamic":
     st.info(
-        f"**{path.stem}** was trained with {meta.config.couplings} couplings, not with routing: the prediction above uses "
+        f"**{plain(path.stem)}** was trained with {meta.config.couplings} couplings, not with routing: the prediction above uses "
         f"those. This section runs its capsules with dynamic routing ({meta.config.routing_iterations} iterations) instead, "
         "on weights that training made for the other couplings. The Routing lab compares the two on 10,000 pairs.",
         icon=":material/info:",
@@ -186,7 +187,7 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
         help="Which of the pair's two digits to route on its own, shifted as in the pair",
     )
     alone = 0 if alone == "first digit" else 1
-    st.caption(f"The first digit is a {pair.labels[0]}, the second a {pair.labels[1]}.")
+    st.caption(f"The first digit is a {plain(pair.labels[0])}, the second a {plain(pair.labels[1])}.")
     T_route = meta.config.routing_iterations
 
     single = pair.parts[alone].astype(np.float32)
@@ -211,7 +212,7 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
         key="mm_couplings_png",
         on_click="ignore",
     )
-    st.info(pair_routing_words(routed, single_name))
+    st.info(plain(pair_routing_words(routed, single_name)))
 
 
 routing_view(pair, vals, t1, t2)

@@ -19,6 +19,7 @@ from capsviz.analysis.robustness import (
 from capsviz.config import user_dataset
 from capsviz.data.user import short_name
 from capsviz.glossary import help_text
+from capsviz.text import plain
 from capsviz.viz import capsule_bars, sweep_lines, to_image
 from pages.common import (
     answer,
@@ -71,7 +72,7 @@ if cnns:
         [p.name for p in cnns],
         key="cnn",
         bind="query-params",
-        help=f"CNN checkpoints trained on {shown_as} at {size}x{size}",
+        help=f"CNN checkpoints trained on {plain(shown_as)} at {size}x{size}",
     )
     cnn_path = checkpoint_dir() / cnn_name
     cnn, _ = load_model(cnn_path)
@@ -80,14 +81,14 @@ if cnns:
     cnn_stem = cnn_path.stem
 elif own:
     st.info(
-        f"No baseline CNN trained on these images ({shown_as}, {size}x{size}) is in the model folder, so only the capsule "
+        f"No baseline CNN trained on these images ({plain(shown_as)}, {size}x{size}) is in the model folder, so only the capsule "
         "model is shown and there is nothing to compare it with. Train one on the **Train** page (model cnn-small, the same "
-        f"images), or: `python -m capsviz train --model cnn-small --dataset {user_dataset(dataset)[0]}:PATH --resize {size}`."
+        f"images), or: `python -m capsviz train --model cnn-small --dataset {plain(user_dataset(dataset)[0], 'code')}:PATH --resize {size}`."
     )
 else:
     st.info(
-        f"No baseline CNN for {dataset} at {size}x{size} yet, so only the capsule model is shown. Train one: "
-        f"`python -m capsviz train --model cnn-small --dataset {dataset} --out checkpoints/cnn-small-{dataset}.safetensors`."
+        f"No baseline CNN for {plain(dataset)} at {size}x{size} yet, so only the capsule model is shown. Train one: "
+        f"`python -m capsviz train --model cnn-small --dataset {plain(dataset, 'code')} --out checkpoints/cnn-small-{plain(dataset, 'code')}.safetensors`."
     )
 key = st.session_state["model_key"] + "|" + "|".join(models)
 
@@ -174,8 +175,9 @@ with tab_affine:
                 sweep_lines(strengths, sweep, f"Accuracy on {n} transformed test images", "transform strength", "accuracy %"),
                 key="aff_sweep",
             )
-            for line in describe_comparison(sweep, strengths, path.stem, "strength"):
-                st.markdown(line)
+            said = {plain(k): v for k, v in sweep.items()}
+            for line in describe_comparison(said, strengths, plain(path.stem), "strength"):
+                st.markdown(line)  # plain: its names are made plain above
             st.caption(
                 "The paper's 79% against 66% (Sabour et al. 5.2) comes from models trained on digits placed anywhere on a 40x40 "
                 "canvas and tested on the real affNIST. A 28x28 model here saw only centred digits in training, so both models "
@@ -246,15 +248,18 @@ with tab_adv:
             )
             st.markdown(
                 "**Fraction of zero input gradients** (near 1 would mean gradient masking, not robustness): "
-                + ", ".join(f"{name} {cv.zero_gradients:.1%}" for name, cv in curves.items())
+                + ", ".join(f"{plain(name)} {cv.zero_gradients:.1%}" for name, cv in curves.items())
             )
-            for capsule in [name for name in series if name != cnn_stem]:
-                for line in describe_comparison(series, epsilons, capsule, "epsilon", higher_is_robust=not targeted, baseline=cnn_stem):
-                    st.markdown(line)
+            said = {plain(k): v for k, v in series.items()}
+            for capsule in [name for name in said if name != plain(cnn_stem)]:
+                for line in describe_comparison(
+                    said, epsilons, capsule, "epsilon", higher_is_robust=not targeted, baseline=plain(cnn_stem)
+                ):
+                    st.markdown(line)  # plain: its names are made plain above
             st.caption(
                 "Why this can differ from the papers: the claim is Hinton et al.'s (section 6), for matrix capsules with EM routing "
                 f"on smallNORB (chance there is 20%; with {len(names)} classes here, {100 / len(names):.0f}%); Sabour et al. make none for attacks. The models here are trained "
-                f"on {shown_as}, smaller and for fewer epochs than the papers', and these attacks follow the cross-entropy of the class "
+                f"on {plain(shown_as)}, smaller and for fewer epochs than the papers', and these attacks follow the cross-entropy of the class "
                 "scores (the paper does not say which loss it attacked). "
                 + (
                     ""
@@ -268,7 +273,9 @@ with tab_adv:
         target = other_class(y[:show], len(names)) if targeted else None
         for name, m in attacked_models.items():
             adv, pred, recs = attacked(f"{key}:{name}", m, dataset, show, x[:show], y[:show], eps, method, targeted, target)
-            st.markdown(f"**{name}**" + (" (targets: " + ", ".join(str(names[t]) for t in target.tolist()) + ")" if targeted else ""))
+            st.markdown(
+                f"**{plain(name)}**" + (" (targets: " + ", ".join(plain(str(names[t])) for t in target.tolist()) + ")" if targeted else "")
+            )
             cols = st.columns(show)
             for i, col in enumerate(cols):
                 col.image(to_image(adv[i], 3), caption=f"{names[int(y[i])]} → {names[int(pred[i])]}")

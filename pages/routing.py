@@ -7,6 +7,7 @@ from capsviz.analysis import as_input_batch
 from capsviz.analysis.routing import attention_trace, coupling_summary, dynamic_trace, iteration_sweep, mean_b_change
 from capsviz.config import user_dataset
 from capsviz.glossary import class_words, help_text
+from capsviz.text import plain
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
 from pages.common import keep_within, page_model, pick_image, require_router, test_set
@@ -71,7 +72,7 @@ def attention_view(model, image, label, names) -> None:
     ratio = float(tr.entropy.mean() / np.log(J))
     st.caption(
         f"Each column is one of the {I} primary capsules (this model has no grid of positions: its primary capsules see the "
-        f"whole image). The primary capsules give **{names[winner]}** on average {to_winner.mean():.2f} of their vote "
+        f"whole image). The primary capsules give **{plain(names[winner])}** on average {to_winner.mean():.2f} of their vote "
         f"(uniform: {1 / J:.2f}); their couplings keep {100 * ratio:.0f}% of the uniform split's entropy"
         + (", so here the couplings move clearly away from uniform" if ratio < 0.95 else ", so here they stay near uniform")
         + f". The prior spans {tr.prior.min():.2f} to {tr.prior.max():.2f}: "
@@ -94,7 +95,7 @@ def attention_view(model, image, label, names) -> None:
         + (
             f"With dynamic routing the prediction differs from self-attention's at {len(changed)} of 10 iteration counts."
             if changed
-            else f"With any number of dynamic-routing iterations the prediction stays {names[winner]}."
+            else f"With any number of dynamic-routing iterations the prediction stays {plain(names[winner])}."
         )
         + " The **Routing lab** compares the routings over the whole test set."
     )
@@ -129,7 +130,7 @@ st.caption(
 
 if meta.config.couplings != "dynamic":
     st.info(
-        f"**{path.stem}** was trained with {meta.config.couplings} couplings, not with routing. This page runs its "
+        f"**{plain(path.stem)}** was trained with {meta.config.couplings} couplings, not with routing. This page runs its "
         "capsules with dynamic routing instead: the weights are the ones that training made for the other couplings.",
         icon=":material/info:",
     )
@@ -262,7 +263,7 @@ a.plotly_chart(
 )
 a.caption(
     f"A {words.capsule}'s length is the network's confidence that its {words.thing} is present (the prediction is the longest: "
-    f"{names[winner]}). Routing changes lengths by shifting votes; "
+    f"{plain(names[winner])}). Routing changes lengths by shifting votes; "
     + (
         f"here the winner's length goes from {tr.lengths[0, winner]:.3f} at iteration 1 to {tr.lengths[-1, winner]:.3f} at iteration {T}."
         if T > 1

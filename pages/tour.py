@@ -10,10 +10,11 @@ from capsviz.analysis.tour import TOURS
 from capsviz.glossary import class_words, help_text, label
 from capsviz.models.efficient_capsnet import MSE_WEIGHT
 from capsviz.routing import ROUTINGS
+from capsviz.text import plain
 from capsviz.viz import grouped_bars, png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
 from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid
-from pages.common import page_model, pick_image, require_router
+from pages.common import page_model, pick_image, require_router, said_rows
 
 require_router()
 st.title("A guided tour of a capsule network")
@@ -86,7 +87,7 @@ nxt.button(
     shortcut="Right",
     help="Next step (right arrow key)",
 )
-where.progress(k / N, text=f"Step {k} of {N}: **{steps[k - 1].title}**")
+where.progress(k / N, text=f"Step {k} of {N}: **{plain(steps[k - 1].title)}**")
 step = steps[k - 1].key
 W, R = tour.winner, tour.runner_up
 
@@ -165,7 +166,7 @@ if routing == "dynamic":
                         if words.digits
                         else "over the background as much as on the object. "
                     )
-                    + f"In this trained model a primary capsule's length does not show where the {words.shown} is; what differs between them is their "
+                    + f"In this trained model a primary capsule's length does not show where the {plain(words.shown)} is; what differs between them is their "
                     "direction, and so the predictions they make (next step)."
                 )
             else:
@@ -229,8 +230,8 @@ if routing == "dynamic":
                 f"|s_{names[R]}| = {np.linalg.norm(tour.s[t, R]):.2f} to |v_{names[R]}| = {np.linalg.norm(tour.v[t, R]):.2f}.",
             )
             st.info(
-                f"Measured here: the six loudest predictions for {names[W]} are coupled to it by {share(shown_c)}; "
-                f"averaged over all {tour.c.shape[1]} primary capsules the coupling to {names[W]} is {mean:.3f} (uniform {1 / len(names):.3f}), "
+                f"Measured here: the six loudest predictions for {plain(names[W])} are coupled to it by {plain(share(shown_c))}; "
+                f"averaged over all {tour.c.shape[1]} primary capsules the coupling to {plain(names[W])} is {mean:.3f} (uniform {1 / len(names):.3f}), "
                 f"{weighted:.3f} weighted by prediction length. "
                 + (
                     "Most capsules' couplings stay near uniform in this trained model: routing moves mainly the capsules with long predictions."
@@ -358,8 +359,8 @@ elif routing == "self-attention":
                 "A long prediction is a loud one; routing now decides how much of each prediction reaches each class capsule.",
             )
             st.info(
-                f"Measured here: the longest prediction for {names[W]} is capsule {top + 1}'s ({tour.pred_len[top, W]:.2f}); "
-                f"the predictions for {names[W]} run from {tour.pred_len[:, W].min():.2f} to {tour.pred_len[:, W].max():.2f}."
+                f"Measured here: the longest prediction for {plain(names[W])} is capsule {top + 1}'s ({tour.pred_len[top, W]:.2f}); "
+                f"the predictions for {plain(names[W])} run from {tour.pred_len[:, W].min():.2f} to {tour.pred_len[:, W].max():.2f}."
             )
             st.caption(help_text("u_hat", "W"))
     elif step == "routing":
@@ -499,8 +500,8 @@ elif routing == "em":
                 + (" This first M-step used equal assignments." if t == 0 else ""),
             )
             st.info(
-                f"Measured here: activation of {names[W]} {tour.a[t, W]:.2f}, of {names[R]} {tour.a[t, R]:.2f}; "
-                f"the six most active lower capsules send {share(tour.R[t][tour.shown, W])} of their vote to {names[W]}."
+                f"Measured here: activation of {plain(names[W])} {tour.a[t, W]:.2f}, of {plain(names[R])} {tour.a[t, R]:.2f}; "
+                f"the six most active lower capsules send {plain(share(tour.R[t][tour.shown, W]))} of their vote to {plain(names[W])}."
             )
         rows = {"lower capsule": tour.shown_names, "activation a": tour.a_in[tour.shown]}
         for j in (W, R):
@@ -550,8 +551,9 @@ if step == "lab":
             "that matters: would the same capsules do as well with every vote split evenly (uniform couplings, no routing), "
             "or split at random?",
         )
-        for line in lab.sentences(rows)[:1] + [s for s in lab.sentences(rows) if s.startswith("With dynamic routing")]:
-            st.markdown("- " + line)
+        said = lab.sentences(said_rows(rows)[0])
+        for line in said[:1] + [s for s in said if s.startswith("With dynamic routing")]:
+            st.markdown("- " + line)  # plain: said_rows makes the names plain
         st.page_link(
             "pages/lab.py", label="Open the routing lab: every routing, every shipped model, side by side", icon=":material/science:"
         )

@@ -20,6 +20,7 @@ from capsviz.data.user import short_name
 from capsviz.errors import CapsvizError
 from capsviz.estimate import for_run
 from capsviz.glossary import help_text
+from capsviz.text import plain
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
 from pages.common import checkpoint_dir, public, require_router
@@ -55,20 +56,20 @@ def own_images(resize: int | None) -> tuple[str, int]:
     try:
         s = receive_zip(up.getvalue(), uploads_dir(), LIMITS, resize, filename=up.name)
     except CapsvizError as e:
-        st.error(str(e))
+        st.error(plain(str(e)))
         return "", 0
     kind = "colour" if s.channels == 3 else "grey"
     st.markdown(
-        f"**{short_name(s.spec)}**: **{len(s.classes)} classes**, {sum(s.train_counts.values()):,} training and {sum(s.test_counts.values()):,} test images, "
+        f"**{plain(short_name(s.spec))}**: **{len(s.classes)} classes**, {sum(s.train_counts.values()):,} training and {sum(s.test_counts.values()):,} test images, "
         f"{s.size}x{s.size} {kind}."
     )
     st.dataframe(
         {"class": list(s.classes), "training": list(s.train_counts.values()), "test": list(s.test_counts.values())}, hide_index=True
     )
     for note in s.notes:
-        st.caption(note)
+        st.caption(plain(note))
     if s.skipped:
-        st.caption("Skipped: " + ", ".join(f"{n:,} {why}" for why, n in s.skipped.items()))
+        st.caption("Skipped: " + ", ".join(f"{n:,} {plain(why)}" for why, n in s.skipped.items()))
     st.image([a for _, a in s.samples], caption=[c for c, _ in s.samples], width=64)
     return s.spec, sum(s.train_counts.values())
 
@@ -193,7 +194,7 @@ st.caption(
 )
 st.caption(
     "Command line for the same run: "
-    + f"`python -m capsviz train --model {model} --dataset {dataset or 'folder:PATH'} --epochs {epochs} --batch-size {batch}"
+    + f"`python -m capsviz train --model {plain(model, 'code')} --dataset {plain(short_name(dataset) if dataset else 'folder:PATH', 'code')} --epochs {epochs} --batch-size {batch}"
     + (f" --resize {resize}" if resize else "")
     + (f" --routing-iterations {iters}" if run.routing_iterations else "")
     + (" --no-reconstruction" if run.reconstruction is False else "")
@@ -202,18 +203,18 @@ st.caption(
     + (f" --precision {precision}" if precision != "fp32" else "")
     + f" --decay-steps {decay}"
     + (f" --train-limit {limit}" if limit else "")
-    + f" --out checkpoints/{name}.safetensors`"
+    + f" --out checkpoints/{plain(name, 'code')}.safetensors`"
 )
 
 if go:
     try:
         if not dataset:
             raise CapsvizError("Upload a zip of your images first.")
-        st.caption(for_run(run, time_it=False).line())
+        st.caption(plain(for_run(run, time_it=False).line()))
         stem = jobs.model_name(name)
         st.session_state["train_pending"] = {"run": run, "out": checkpoint_dir() / f"{stem}.safetensors"}
     except CapsvizError as e:
-        st.error(str(e))
+        st.error(plain(str(e)))
 
 
 def submit(run: TrainRun, out, resume=None, replace=False) -> None:
@@ -222,7 +223,7 @@ def submit(run: TrainRun, out, resume=None, replace=False) -> None:
     try:
         queue.submit(run, out, owner, resume=resume, replace=replace)
     except CapsvizError as e:
-        st.error(public(e))
+        st.error(plain(public(e)))
         return
     st.session_state.pop("train_watch", None)
     st.rerun()
@@ -246,11 +247,11 @@ def ask_before_start(pending: dict) -> None:
     out = pending["out"]
     if out.exists() and not pending.get("replace"):
         st.warning(
-            f"**{out.stem}** already exists: {about(out)}. Training under this name replaces it once the new run has "
+            f"**{plain(out.stem)}** already exists: {plain(about(out))}. Training under this name replaces it once the new run has "
             "finished and been tested; until then the old model stays as it is."
         )
         a, b = st.columns(2)
-        if a.button(f"Replace {out.stem}", key="confirm_replace"):
+        if a.button(f"Replace {plain(out.stem)}", key="confirm_replace"):
             pending["replace"] = True
             st.rerun()
         if b.button("Keep it (change the name above)", key="cancel_pending"):
@@ -261,7 +262,7 @@ def ask_before_start(pending: dict) -> None:
     if others and not pending.get("queue"):
         now = others[0].snapshot()
         st.info(
-            f"Another browser session is training now ({jobs.progress_line(now)})"
+            f"Another browser session is training now ({plain(jobs.progress_line(now))})"
             + (f", and {len(others) - 1} more run(s) wait" if len(others) > 1 else "")
             + ". Runs train one at a time on this machine, so yours would wait in the queue "
             f"(position {len(queue.waiting()) + 1}) and start by itself."
@@ -285,13 +286,13 @@ if pending:
 
 def draw(s: jobs.Snapshot, key: str) -> None:
     """Progress bar, curves and test errors of one run."""
-    st.progress(s.step / s.total if s.total else 0.0, text=jobs.progress_line(s))
+    st.progress(s.step / s.total if s.total else 0.0, text=plain(jobs.progress_line(s)))
     if s.curve:
         a, b = st.columns(2)
         a.plotly_chart(curves(s.curve, "loss", "Training loss"), key=f"{key}_loss_curve")
         b.plotly_chart(curves(s.curve, "accuracy", "Training accuracy (%)"), key=f"{key}_acc_curve")
     for e in s.evaluations:
-        st.markdown(f"epoch {e['epoch']}: test error **{e['test_error']:.2f}%** on {e['n_test']} images")
+        st.markdown(f"epoch {plain(e['epoch'])}: test error **{e['test_error']:.2f}%** on {plain(e['n_test'])} images")
 
 
 def own_run(job: jobs.TrainJob) -> None:
@@ -312,16 +313,16 @@ def own_run(job: jobs.TrainJob) -> None:
             queue.cancel(job, owner)
             st.rerun()
     elif s.state == "finished":
-        st.success(f"Finished: {public(s.message)}. It is now in the zoo and the sidebar.")
+        st.success(f"Finished: {plain(public(s.message))}. It is now in the zoo and the sidebar.")
     elif s.state == "stopped":
         kept = ckpt.latest_save(s.out)
-        st.warning(f"Stopped at step {s.step} of {s.total}. The checkpoint {kept.name} keeps it; Resume continues exactly.")
+        st.warning(f"Stopped at step {s.step} of {s.total}. The checkpoint {plain(kept.name)} keeps it; Resume continues exactly.")
         if st.button("Resume", key="resume_training"):
             submit(s.run, s.out, resume=kept)
     elif s.state == "cancelled":
         st.info("Your run left the queue before it started. Nothing was trained or saved.")
     else:
-        st.error(f"Training failed: {public(s.message)}")
+        st.error(f"Training failed: {plain(public(s.message))}")
 
 
 def others_runs() -> None:
@@ -347,10 +348,10 @@ def others_runs() -> None:
     if others and others[0].state == "queued":  # this session's run trains; these wait behind it
         n = len(others)
         who = "1 run from another browser session waits" if n == 1 else f"{n} runs from other browser sessions wait"
-        st.info(f"{who} in the queue after yours.")
+        st.info(f"{plain(who)} in the queue after yours.")
     elif others:
         st.info(
-            f"Another browser session is training now ({jobs.progress_line(others[0].snapshot())})"
+            f"Another browser session is training now ({plain(jobs.progress_line(others[0].snapshot()))})"
             + (f"; {len(others) - 1} more run(s) wait." if len(others) > 1 else ".")
         )
         if st.button("Watch it", key="watch_running"):
