@@ -116,7 +116,8 @@ def _loopback(address: str | None) -> bool:
 def identity(cookies) -> str | None:
     """A student's id from the cookies their browser sent (a mapping of name to value): 16 hex
     digits of a digest, never the cookie itself; None when the browser sent neither cookie."""
-    value = cookies.get(REPLICA_COOKIE) or _xsrf_token(cookies.get(XSRF_COOKIE))
+    replica, xsrf = cookies.get(REPLICA_COOKIE), cookies.get(XSRF_COOKIE)
+    value = (replica if isinstance(replica, str) else None) or _xsrf_token(xsrf if isinstance(xsrf, str) else None)
     if not value:
         return None
     return hashlib.sha256(f"capsviz-student:{value}".encode()).hexdigest()[:16]

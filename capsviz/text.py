@@ -10,15 +10,20 @@ the pages use for it; `where` says what kind of place the text goes to.
 from __future__ import annotations
 
 import html
-import string
+import re
 import unicodedata
 
 MAX_CHARS = 300  # a name longer than this is cut: it is a label, not a document
 KEEP_FORMAT = {"\u200c", "\u200d"}  # zero-width (non-)joiner: part of how some scripts and emoji are written
-_ESCAPE = {ord(ch): "\\" + ch for ch in string.punctuation}
+# What starts Markdown in Streamlit: emphasis, code, links and images ([), HTML and autolinks (<),
+# headings, tables, maths ($), colours, icons and emoji (:), e-mail autolinks (@); "www." and a
+# list marker at the start are broken apart below. The rest of ASCII's punctuation is left as it is.
+_ESCAPE = {ord(ch): "\\" + ch for ch in "\\`*_~[]<>#|$:@"}
 # Streamlit turns :name: into an emoji or icon after Markdown's escapes are read: a zero-width
 # space after each colon keeps two colons from ever meeting round a word
 _COLON = "\\:\u200b"
+_WWW = re.compile(r"(?i)\b(www)\.")
+_LIST = re.compile(r"^(\s*)([-+=]|\d+(?=[.)]))")
 
 
 def clean(text) -> str:
@@ -39,15 +44,17 @@ def clean(text) -> str:
 def plain(text, where: str = "markdown") -> str:
     """`text` made plain for `where` it is shown:
     - "markdown": any Streamlit text that renders Markdown (st.markdown, captions, info boxes,
-      widget labels, progress text): every ASCII punctuation character escaped, so no link,
-      image, emphasis, HTML, code, maths, colour or icon can form;
+      widget labels, progress text): the characters that start Markdown escaped, so no link,
+      image, emphasis, HTML, code, maths, colour, icon, list or heading can form;
     - "code": inside a `code span`: backticks (which would end it) left out;
     - "table": a table cell, select option or image caption, shown as it is;
     - "chart": a Plotly title, label or hover text, which reads a few HTML tags: < > & as entities.
     Every kind is `clean`ed first."""
     text = clean(text)
     if where == "markdown":
-        return text.translate(_ESCAPE).replace("\\:", _COLON)
+        text = text.translate(_ESCAPE).replace("\\:", _COLON)
+        text = _WWW.sub(r"\1\\.", text)
+        return _LIST.sub(lambda m: m.group(1) + ("\\" + m.group(2) if not m.group(2).isdigit() else m.group(2) + "\\"), text, count=1)
     if where == "code":
         return text.replace("`", "'")
     if where == "table":

@@ -11,6 +11,7 @@ import numpy as np
 import streamlit as st
 import torch
 
+from capsviz import access
 from capsviz.analysis import find_mistake, image_at, predict
 from capsviz.checkpoint import list_checkpoints
 from capsviz.config import user_dataset
@@ -69,6 +70,93 @@ def said_rows(rows: list, studies=()) -> tuple[list, list]:
 
     rows = [replace(r, model=plain(r.model), extra={k: plain(v) if k == "architecture" else v for k, v in r.extra.items()}) for r in rows]
     return rows, [replace(s, architecture=plain(s.architecture)) for s in studies]
+
+
+def guard_clear_cache() -> None:
+    """Let only the teacher's sessions clear the server's caches. Streamlit clears every cache of
+    the process for a "clear cache" message from any browser (the menu, the C key, or a script
+    sending it in a loop), making every student's models and test sets load again (Streamlit 1.67:
+    AppSession._handle_clear_cache_request); a student's message is ignored."""
+    from streamlit.runtime.app_session import AppSession
+
+    original = getattr(AppSession, "_handle_clear_cache_request", None)
+    if original is None or getattr(original, "capsviz_guard", False):
+        return
+
+    def handle(session) -> None:
+        try:
+            teacher = session._session_state["capsviz_teacher"] is True
+        except (KeyError, AttributeError, TypeError):
+            teacher = False
+        if teacher:
+            original(session)
+
+    handle.capsviz_guard = True
+    AppSession._handle_clear_cache_request = handle
+
+
+guard_clear_cache()
+_teachers: set[str] = set()  # the students' ids that have entered the teacher key in this process
+
+
+def person() -> tuple[str, bool]:
+    """(this browser's id, whether it is the teacher's) for this run (capsviz.access): the id
+    from its cookie, the same in every tab and after a reload (a session of its own where the
+    browser sent none); the teacher on the server's own machine, or with the teacher key."""
+    who = access.identity(st.context.cookies) or st.session_state.setdefault("capsviz_session_id", "session-" + os.urandom(8).hex())
+    peer = st.context.ip_address
+    peer = peer if isinstance(peer, str) else None  # None: loopback (and Streamlit's AppTest, which has no connection)
+    local = access.is_local(peer, st.context.headers.get_all("X-Forwarded-For"))
+    teacher = local or who in _teachers
+    st.session_state["capsviz_teacher"] = teacher  # read by the clear-cache guard
+    return who, teacher
+
+
+def teacher_key_entry() -> None:
+    """A link's ?teacher=KEY (taken out of the address at once) makes this browser the teacher's
+    for as long as this app process runs; so does the key typed on the sidebar (`key_typed`)."""
+    access.announce(checkpoint_dir())
+    given = st.query_params.get("teacher")
+    if given is not None:
+        del st.query_params["teacher"]
+        _try_key(given)
+
+
+def _try_key(key: str) -> None:
+    if access.key_matches(checkpoint_dir(), key):
+        _teachers.add(person()[0])
+        st.toast("You are the teacher on this server.")
+    else:
+        st.toast("That is not this server's teacher key.")
+
+
+def key_typed() -> None:
+    """The sidebar's teacher key field, on change: tried once, then emptied."""
+    typed = st.session_state.get("teacher_key_typed", "")
+    st.session_state["teacher_key_typed"] = ""
+    if typed:
+        _try_key(typed)
+
+
+def class_panel(teacher: bool) -> None:
+    """The sidebar's class settings: the teacher chooses what students may do; a student can
+    enter the teacher key."""
+    folder = checkpoint_dir()
+    with st.sidebar.expander("Class", expanded=False):
+        if teacher:
+            mode = access.settings(folder)["students"]
+            pick = st.radio(
+                "Students may", list(access.MODES), index=list(access.MODES).index(mode), format_func=access.MODES.get, key="class_mode"
+            )
+            if pick != mode:
+                try:
+                    access.set_student_mode(folder, pick)
+                except OSError as e:
+                    st.error(f"Cannot keep the setting in the model folder: {plain(e.strerror or e)}")
+            st.caption("You are the teacher here: you may train, replace any model and clear the caches (the app menu's Clear cache).")
+        else:
+            st.caption("Students on this server may " + access.MODES[access.settings(folder)["students"]] + ".")
+            st.text_input("Teacher key", type="password", key="teacher_key_typed", on_change=key_typed)
 
 
 ALL = "all datasets"
@@ -223,6 +311,8 @@ def sidebar(page: str = "") -> None:
     if st.session_state.get("page_now", page) != page and "image_index" in st.session_state:
         st.session_state["image_pending"] = st.session_state["image_index"]
     st.session_state["page_now"] = page
+    teacher_key_entry()
+    _, teacher = person()
     found = checkpoints()
     with st.sidebar:
         st.markdown("### Active model")
@@ -255,6 +345,7 @@ def sidebar(page: str = "") -> None:
         why = policy.why_off(policy.NATIVE_EM, device) if device.type == "cpu" else None
         kernel = f" · native EM kernel off: {why}" if why else ""
         st.caption(f"device: {'GPU' if device.type == 'cuda' else device.type.upper()} · {where}{kernel}")
+    class_panel(teacher)
     link_notice(st.session_state.get("model_pick"))
 
 

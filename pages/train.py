@@ -1,18 +1,18 @@
 """Train from the browser: the same engine and checkpoints as `python -m capsviz train`.
 
 Runs go through the server's queue (capsviz/jobs.py): one trains at a time, each belongs to the
-browser session that started it, and this page shows a session its own run, or, when it asks,
-another session's progress (never that run's errors, and no Stop for it).
+student who started it (capsviz.access: one browser, every tab of it, across reloads), and this
+page shows a student their own run, or, when they ask, another student's progress (never that
+run's errors, and no Stop for it). Who may train, and which names, is capsviz.access's to say.
 """
 
 import time
-import uuid
 
 import streamlit as st
 import torch
 
+from capsviz import access, jobs
 from capsviz import checkpoint as ckpt
-from capsviz import jobs
 from capsviz.analysis import lab
 from capsviz.config import COUPLINGS, DATASETS, MAX_SIZE, PRESETS
 from capsviz.data.upload import ZipLimits, receive_zip, uploads_dir
@@ -23,7 +23,7 @@ from capsviz.glossary import help_text
 from capsviz.text import plain
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
-from pages.common import checkpoint_dir, public, require_router
+from pages.common import checkpoint_dir, person, public, require_router
 
 require_router()
 LIMITS = ZipLimits()
@@ -38,7 +38,14 @@ st.markdown(
 
 OWN = "your own images (zip)"
 MIN_STEPS = 10  # steps per epoch below which a small dataset's run is said to learn little
-owner = st.session_state.setdefault("train_owner", uuid.uuid4().hex)  # this browser session's runs
+owner, teacher = person()  # this student's runs: the same in each of their tabs and after a reload
+allowed = access.may_train(checkpoint_dir(), teacher)
+if not allowed:
+    st.info(
+        "On this server students explore the models: training and uploading pictures are off for now. The teacher can "
+        "allow them (the sidebar's Class panel). Runs that train or wait are shown below.",
+        icon=":material/school:",
+    )
 
 
 def own_images(resize: int | None) -> tuple[str, int]:
@@ -54,6 +61,7 @@ def own_images(resize: int | None) -> tuple[str, int]:
     if up is None:
         return "", 0
     try:
+        # OWNER (issue 43): once receive_zip takes the student's identity, pass owner=owner here
         s = receive_zip(up.getvalue(), uploads_dir(), LIMITS, resize, filename=up.name)
     except CapsvizError as e:
         st.error(plain(str(e)))
@@ -92,7 +100,10 @@ with st.container(border=True):
     model = c1.selectbox("Model", list(PRESETS), index=list(PRESETS).index("capsnet-small"), key="t_model")
     dataset = c1.selectbox("Dataset", [*DATASETS, OWN], key="t_dataset")
     resize, own_count = None, 0
-    if dataset == OWN:
+    if dataset == OWN and not allowed:
+        c1.caption("Uploading your own pictures is off on this server for now.")
+        dataset = ""
+    elif dataset == OWN:
         resize = c1.number_input("Make images N x N (0 = their own size)", 0, MAX_SIZE, 0, key="t_resize") or None
         dataset, own_count = own_images(resize)
     epochs = c2.number_input("Epochs", 1, 200, 1, key="t_epochs")
@@ -145,7 +156,7 @@ with st.container(border=True):
     )
     go = st.button(
         "Start training",
-        disabled=busy,
+        disabled=busy or not allowed,
         type="primary",
         key="start_training",
         help="You have a run going or waiting; stop or cancel it first" if busy else None,
@@ -206,22 +217,35 @@ st.caption(
     + f" --out checkpoints/{plain(name, 'code')}.safetensors`"
 )
 
-if go:
+if go and allowed:
     try:
         if not dataset:
             raise CapsvizError("Upload a zip of your images first.")
         st.caption(plain(for_run(run, time_it=False).line()))
-        stem = jobs.model_name(name)
+        stem = jobs.model_name(name, checkpoint_dir())
+        why = access.may_write(checkpoint_dir(), stem, owner, teacher)
+        if why:
+            raise CapsvizError(why)
         st.session_state["train_pending"] = {"run": run, "out": checkpoint_dir() / f"{stem}.safetensors"}
     except CapsvizError as e:
         st.error(plain(str(e)))
 
 
 def submit(run: TrainRun, out, resume=None, replace=False) -> None:
-    """Hand a run to the queue; a refusal (no data, a name in use, ...) is this session's alone."""
+    """Hand a run to the queue, the model's name taken for this student first; a refusal (no
+    data, a name in use or another's, a full queue, ...) is this student's alone."""
     st.session_state.pop("train_pending", None)
     try:
-        queue.submit(run, out, owner, resume=resume, replace=replace)
+        if not access.may_train(checkpoint_dir(), teacher):
+            raise CapsvizError("Training is off for students on this server.")
+        access.claim(out.parent, out.stem, owner, teacher)
+        queue.submit(run, out, owner, resume=resume, replace=replace, teacher=teacher)
+    except PermissionError as e:
+        st.error(plain(e))
+        return
+    except OSError as e:
+        st.error(f"Cannot record who trains {plain(out.stem)}: {plain(e.strerror or e)}")
+        return
     except CapsvizError as e:
         st.error(plain(public(e)))
         return
@@ -246,9 +270,11 @@ def ask_before_start(pending: dict) -> None:
     session's run: then ask first."""
     out = pending["out"]
     if out.exists() and not pending.get("replace"):
+        whose = access.owners(out.parent).get(out.stem)
         st.warning(
-            f"**{plain(out.stem)}** already exists: {plain(about(out))}. Training under this name replaces it once the new run has "
-            "finished and been tested; until then the old model stays as it is."
+            f"**{plain(out.stem)}** already exists: {plain(about(out))}"
+            + ("" if whose == owner else ", trained by a student" if whose else ", the teacher's or shipped")
+            + ". Training under this name replaces it once the new run has finished and been tested; until then the old model stays as it is."
         )
         a, b = st.columns(2)
         if a.button(f"Replace {plain(out.stem)}", key="confirm_replace"):
@@ -262,7 +288,7 @@ def ask_before_start(pending: dict) -> None:
     if others and not pending.get("queue"):
         now = others[0].snapshot()
         st.info(
-            f"Another browser session is training now ({plain(jobs.progress_line(now))})"
+            f"Another student is training now ({plain(jobs.progress_line(now))})"
             + (f", and {len(others) - 1} more run(s) wait" if len(others) > 1 else "")
             + ". Runs train one at a time on this machine, so yours would wait in the queue "
             f"(position {len(queue.waiting()) + 1}) and start by itself."
@@ -313,7 +339,10 @@ def own_run(job: jobs.TrainJob) -> None:
             queue.cancel(job, owner)
             st.rerun()
     elif s.state == "finished":
-        st.success(f"Finished: {plain(public(s.message))}. It is now in the zoo and the sidebar.")
+        when = time.strftime("%H:%M UTC", time.gmtime(s.out.stat().st_mtime)) if s.out.exists() else "?"
+        st.success(
+            f"Finished and saved as {plain(s.out.stem)} at {when}: {plain(public(s.message))}. It is now in the zoo and the sidebar."
+        )
     elif s.state == "stopped":
         kept = ckpt.latest_save(s.out)
         st.warning(f"Stopped at step {s.step} of {s.total}. The checkpoint {plain(kept.name)} keeps it; Resume continues exactly.")
@@ -330,7 +359,7 @@ def others_runs() -> None:
     watched = st.session_state.get("train_watch")
     if watched is not None:
         job = next((j for j in others if j.id == watched), None)
-        st.subheader("Another session's run")
+        st.subheader("Another student's run")
         if job is None:
             st.info("The run you were watching is over. Its model, if it finished, is in the zoo.")
             st.session_state.pop("train_watch", None)
@@ -340,18 +369,18 @@ def others_runs() -> None:
             st.info(f"It waits in the queue, position {s.position}.")
         else:
             draw(s, "watched")
-        st.caption("Only the session that started a run can stop it.")
+        st.caption("Only the student who started a run can stop it.")
         if st.button("Stop watching", key="stop_watching"):
             st.session_state.pop("train_watch", None)
             st.rerun()
         return
     if others and others[0].state == "queued":  # this session's run trains; these wait behind it
         n = len(others)
-        who = "1 run from another browser session waits" if n == 1 else f"{n} runs from other browser sessions wait"
+        who = "1 run of another student waits" if n == 1 else f"{n} runs of other students wait"
         st.info(f"{plain(who)} in the queue after yours.")
     elif others:
         st.info(
-            f"Another browser session is training now ({plain(jobs.progress_line(others[0].snapshot()))})"
+            f"Another student is training now ({plain(jobs.progress_line(others[0].snapshot()))})"
             + (f"; {len(others) - 1} more run(s) wait." if len(others) > 1 else ".")
         )
         if st.button("Watch it", key="watch_running"):
