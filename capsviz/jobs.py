@@ -97,10 +97,11 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def progress_line(s: Snapshot) -> str:
+def progress_line(s: Snapshot, name: str | None = None) -> str:
     """The one line under a run's progress bar. Never "step 0/0" (before the first step the data
-    and model are being prepared), and a time left only while the run trains at a measured rate."""
-    name = s.out.stem
+    and model are being prepared), and a time left only while the run trains at a measured rate.
+    `name`: the model's name as the page shows it (made plain for Markdown), else its file stem."""
+    name = s.out.stem if name is None else name
     if s.state == "queued":
         return f"{name}: queued, position {s.position}"
     if s.state == "running" and s.elsewhere:

@@ -253,6 +253,11 @@ def submit(run: TrainRun, out, resume=None, replace=False) -> None:
     st.rerun()
 
 
+def run_line(s: jobs.Snapshot) -> str:
+    """The run's progress line, its name made plain."""
+    return jobs.progress_line(s, plain(s.out.stem))
+
+
 def about(path) -> str:
     """A few words on an existing checkpoint, so that nobody replaces a model without knowing which."""
     try:
@@ -288,7 +293,7 @@ def ask_before_start(pending: dict) -> None:
     if others and not pending.get("queue"):
         now = others[0].snapshot()
         st.info(
-            f"Another student is training now ({plain(jobs.progress_line(now))})"
+            f"Another student is training now ({run_line(now)})"
             + (f", and {len(others) - 1} more run(s) wait" if len(others) > 1 else "")
             + ". Runs train one at a time on this machine, so yours would wait in the queue "
             f"(position {len(queue.waiting()) + 1}) and start by itself."
@@ -312,7 +317,7 @@ if pending:
 
 def draw(s: jobs.Snapshot, key: str) -> None:
     """Progress bar, curves and test errors of one run."""
-    st.progress(s.step / s.total if s.total else 0.0, text=plain(jobs.progress_line(s)))
+    st.progress(s.step / s.total if s.total else 0.0, text=run_line(s))
     if s.curve:
         a, b = st.columns(2)
         a.plotly_chart(curves(s.curve, "loss", "Training loss"), key=f"{key}_loss_curve")
@@ -380,7 +385,7 @@ def others_runs() -> None:
         st.info(f"{plain(who)} in the queue after yours.")
     elif others:
         st.info(
-            f"Another student is training now ({plain(jobs.progress_line(others[0].snapshot()))})"
+            f"Another student is training now ({run_line(others[0].snapshot())})"
             + (f"; {len(others) - 1} more run(s) wait." if len(others) > 1 else ".")
         )
         if st.button("Watch it", key="watch_running"):
