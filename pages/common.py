@@ -330,12 +330,16 @@ def sidebar(page: str = "") -> None:
             if pending_meta and st.session_state.get("dataset_pick", ALL) not in (ALL, pending_meta.dataset):
                 st.session_state["dataset_pick"] = ALL  # a link or card to another dataset's model wins
             st.selectbox(
-                "Dataset", [ALL, *datasets], key="dataset_pick", format_func=short_name, help="Show only the models trained on this dataset"
+                "Dataset",
+                [ALL, *datasets],
+                key="dataset_pick",
+                format_func=lambda d: plain(short_name(d)),
+                help="Show only the models trained on this dataset",
             )
             st.session_state["model_pick"] = active_name()  # before the widget: links and cards win
             st.session_state.pop("pending_model", None)
             shown = [p.name for p, m in found if st.session_state["dataset_pick"] in (ALL, m.dataset)]
-            name = st.selectbox("Model", shown, key="model_pick", help="Used by every page")
+            name = st.selectbox("Model", shown, key="model_pick", help="Used by every page", format_func=plain)
             st.query_params["model"] = name
         device = pick_device("auto")
         active = next((m.dataset for p, m in found if p.name == st.session_state.get("model_pick")), None)
@@ -547,7 +551,7 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
                 st.session_state["image_pending"] = wrong
                 st.rerun()
             st.toast(f"No mistakes among the first {MISTAKES_SCAN} test images.")
-        pick = c3.selectbox("Jump to a test image of class", ["-"] + list(names), key="jump_class")
+        pick = c3.selectbox("Jump to a test image of class", ["-"] + list(names), key="jump_class", format_func=plain)
         if pick != "-":
             idx = (data.labels == list(names).index(pick)).nonzero().flatten()
             del st.session_state["jump_class"]

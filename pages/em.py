@@ -81,7 +81,7 @@ def iteration_view(tr, image, label_, pred: int) -> None:
             "the assignments move."
         )
     left, right = st.columns([1, 3])
-    left.image(to_image(image), caption=f"input (label {label_}), prediction {names[pred]}", width=168)
+    left.image(to_image(image), caption=f"input (label {plain(label_)}), prediction {plain(names[pred])}", width=168)
     left.metric(label("lambda"), f"{tr.lambdas[t]:.3f}", help=help_text("lambda"))
     zoom_on = right.toggle(
         "Zoom in on the nearest votes (Fig. 2's zoom)",

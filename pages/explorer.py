@@ -60,7 +60,7 @@ capsule = st.selectbox(
     "Capsule to decode",
     list(range(len(names))),
     index=default_capsule,
-    format_func=lambda j: f"{names[j]} (length {pred.scores[j]:.2f})",
+    format_func=lambda j: f"{plain(names[j])} (length {pred.scores[j]:.2f})",
     key=f"capsule_{path.stem}_{hash(image.tobytes())}",
     help=help_text("length", "reconstruction"),
 )
@@ -81,13 +81,13 @@ if st.session_state.setdefault("dims_view", view) != view:  # a new image or cap
     st.session_state["dims_from_url"] = np.zeros(16, np.float32)
 
 a, b, c = st.columns([1, 2, 1])
-a.image(to_image(image), caption=f"input (label {label})", width=168)
+a.image(to_image(image), caption=f"input (label {plain(label)})", width=168)
 b.plotly_chart(
     capsule_bars(pred.scores, names, pred.predicted, f"Prediction: {names[pred.predicted]}", y_title=glossary_label("length")),
     key="lengths",
 )
 rebuilt = decode(model, pred.capsules[capsule], capsule)
-c.image(to_image(rebuilt), caption=f"reconstruction from capsule {names[capsule]}", width=168)
+c.image(to_image(rebuilt), caption=f"reconstruction from capsule {plain(names[capsule])}", width=168)
 
 
 @st.fragment

@@ -34,6 +34,7 @@ chosen = c[0].multiselect(
     "Models",
     list(fitting),
     default=same_data,
+    format_func=plain,
     key="lab_models",
     bind="query-params",
     help="Vector-capsule models in the model folder; the default is every one trained on the same images as the model in the sidebar.",

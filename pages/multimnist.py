@@ -236,7 +236,7 @@ if res is not None:
         p = compose_pair(data.images, data.labels, h["index"][0], h["index"][1], h["shifts"])
         col.image(
             to_image(p.image, 3),
-            caption=f"{pair_words(*h['labels'])}, predicted {h['top2'][0]} and {h['top2'][1]}{'' if h['correct'] else ' (wrong)'}",
+            caption=f"{plain(pair_words(*h['labels']))}, predicted {h['top2'][0]} and {h['top2'][1]}{'' if h['correct'] else ' (wrong)'}",
         )
         if col.button("Open", key=f"open_{h['index'][0]}_{h['index'][1]}"):
             st.session_state["pair_pending"] = spec(h["index"][0], h["index"][1], h["shifts"])

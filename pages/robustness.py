@@ -70,6 +70,7 @@ if cnns:
     cnn_name = st.selectbox(
         "Baseline CNN",
         [p.name for p in cnns],
+        format_func=plain,
         key="cnn",
         bind="query-params",
         help=f"CNN checkpoints trained on {plain(shown_as)} at {size}x{size}",
@@ -135,7 +136,7 @@ with tab_affine:
             dy = c[4].slider("move down (px)", -8, 8, 0, 1, key="down", bind="query-params")
             warped = warp(image, rot, scale, shear, dx, dy)
             cols = st.columns([1, 2, 2])
-            cols[0].image(to_image(warped, 5), caption=f"transformed (label {label})", width=150)
+            cols[0].image(to_image(warped, 5), caption=f"transformed (label {plain(label)})", width=150)
             for col, (name, m) in zip(cols[1:], models.items(), strict=False):
                 p = answer(f"{key}:{name}", m, warped)
                 y_title = {"dynamic": "capsule length", "em": "class activation"}.get(m.config.routing, "softmax probability")
@@ -278,6 +279,6 @@ with tab_adv:
             )
             cols = st.columns(show)
             for i, col in enumerate(cols):
-                col.image(to_image(adv[i], 3), caption=f"{names[int(y[i])]} → {names[int(pred[i])]}")
+                col.image(to_image(adv[i], 3), caption=f"{plain(names[int(y[i])])} → {plain(names[int(pred[i])])}")
                 if recs is not None:
                     col.image(to_image(recs[i], 3), caption="reconstruction")

@@ -41,7 +41,7 @@ def attention_view(model, image, label, names) -> None:
     winner = int(tr.lengths.argmax())
     I, J = tr.c.shape
     left, right = st.columns([1, 3])
-    left.image(to_image(image), caption=f"input (label {label}), prediction {names[winner]}", width=168)
+    left.image(to_image(image), caption=f"input (label {plain(label)}), prediction {plain(names[winner])}", width=168)
     left.plotly_chart(capsule_bars(tr.lengths, names, winner, "Class capsule lengths"), key="attention_lengths")
     right.plotly_chart(
         heatmap(
@@ -189,8 +189,8 @@ def iteration_view(tr, image, label, winner: int) -> None:
     flat = np.ptp(maps) < 1e-6  # every coupling equal (iteration 1, or agreements too small to move them)
     every = np.stack([tr.coupling_maps(k) for k in range(T)])  # (T, J, G, G)
     left, right = st.columns([1, 3])
-    left.image(to_image(image), caption=f"input (label {label}), prediction {names[winner]}", width=168)
-    left.image(overlay(image, maps[winner]), caption=f"coupling to {names[winner]} at iteration {t + 1}, over the input", width=168)
+    left.image(to_image(image), caption=f"input (label {plain(label)}), prediction {plain(names[winner])}", width=168)
+    left.image(overlay(image, maps[winner]), caption=f"coupling to {plain(names[winner])} at iteration {t + 1}, over the input", width=168)
     left.download_button(
         "This iteration (PNG)",
         lambda: png_bytes(coupling_frames(every, image, names, only=t, capsule=words.capsule)[0]),
@@ -236,7 +236,7 @@ def iteration_view(tr, image, label, winner: int) -> None:
         f"{words.capsule.capitalize()} for the detailed map",
         list(range(len(names))),
         index=winner,
-        format_func=lambda k: str(names[k]),
+        format_func=lambda k: plain(names[k]),
         key="capsule",
         bind="query-params",
         help=f"Which {words.capsule} the map below and the GIF show",
@@ -299,7 +299,7 @@ b.caption(
 c, d = st.columns([1, 2])
 c.image(
     overlay(image, np.maximum(tr.agreement_map(winner), 0)),
-    caption=f"where predictions agree with the {names[winner]} capsule (agreement u_hat . v above 0, summed over the capsule types)",
+    caption=f"where predictions agree with the {plain(names[winner])} capsule (agreement u_hat . v above 0, summed over the capsule types)",
     width=224,
 )
 d.plotly_chart(
@@ -389,4 +389,6 @@ e.plotly_chart(
 )
 recs = [r for r in sweep["reconstructions"] if r is not None]
 if recs:
-    f.image([to_image(r, 3) for r in recs], caption=[f"{k + 1} it.: {names[p]}" for k, p in enumerate(sweep["predictions"])], width=84)
+    f.image(
+        [to_image(r, 3) for r in recs], caption=[f"{k + 1} it.: {plain(names[p])}" for k, p in enumerate(sweep["predictions"])], width=84
+    )

@@ -94,7 +94,7 @@ W, R = tour.winner, tour.runner_up
 
 def show(img, caption: str, name: str, width: int | None = None) -> None:
     """One figure, its caption, and its PNG for slides."""
-    st.image(img, caption=caption, width=width or "stretch")
+    st.image(img, caption=plain(caption), width=width or "stretch")
     st.download_button("Download this figure (PNG)", png_bytes(img), f"tour-{name}.png", "image/png", key="tour_png", on_click="ignore")
 
 

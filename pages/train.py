@@ -78,7 +78,7 @@ def own_images(resize: int | None) -> tuple[str, int]:
         st.caption(plain(note))
     if s.skipped:
         st.caption("Skipped: " + ", ".join(f"{n:,} {plain(why)}" for why, n in s.skipped.items()))
-    st.image([a for _, a in s.samples], caption=[c for c, _ in s.samples], width=64)
+    st.image([a for _, a in s.samples], caption=[plain(c) for c, _ in s.samples], width=64)
     return s.spec, sum(s.train_counts.values())
 
 

@@ -18,8 +18,11 @@ SINKS = {
     *("markdown", "caption", "write", "info", "warning", "error", "success", "toast", "title", "header", "subheader"),
     *("progress", "button", "expander", "metric", "tabs", "radio", "checkbox", "selectbox", "multiselect", "number_input"),
     *("text_input", "select_slider", "slider", "link_button", "page_link", "download_button", "popover", "status", "toggle"),
+    "image",  # its caption
 }
-MARKDOWN_ARGS = ("body", "label", "text", "help")
+MARKDOWN_ARGS = ("body", "label", "text", "help", "caption")
+# ... and whose options are shown as Markdown too (their format_func's text, else the options)
+OPTION_SINKS = {"selectbox", "radio", "multiselect", "select_slider", "pills", "segmented_control"}
 # What a name, a label or a message that may carry one is called in the pages
 SUSPECT = re.compile(
     r"name|stem|label|class|title|spec|asked|message|pick|path|dataset|study|architecture|preset|why|\be\b|line|text|note|"
@@ -79,6 +82,16 @@ def unescaped(path: Path) -> list[tuple[ast.expr, str]]:
         if any("# plain:" in line for line in lines[node.lineno - 1 : node.end_lineno]):
             continue
         args = node.args[:1] + [k.value for k in node.keywords if k.arg in MARKDOWN_ARGS]
+        if node.func.attr == "image":  # the first argument is the picture
+            args = [k.value for k in node.keywords if k.arg == "caption"] + node.args[1:2]
+        if node.func.attr in OPTION_SINKS:
+            shown = next((k.value for k in node.keywords if k.arg == "format_func"), None)
+            if isinstance(shown, ast.Lambda):
+                args.append(shown.body)
+            elif shown is not None:
+                args.append(shown)
+            else:
+                args += node.args[1:2] + [k.value for k in node.keywords if k.arg == "options"]
         for arg in args:
             for part in _text_parts(arg):
                 text = ast.unparse(part)
