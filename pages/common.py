@@ -551,7 +551,9 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
                 st.session_state["image_pending"] = wrong
                 st.rerun()
             st.toast(f"No mistakes among the first {MISTAKES_SCAN} test images.")
-        pick = c3.selectbox("Jump to a test image of class", ["-"] + list(names), key="jump_class", format_func=plain)
+        pick = c3.selectbox(
+            "Jump to a test image of class", ["-"] + list(names), key="jump_class", format_func=lambda n: n if n == "-" else plain(n)
+        )
         if pick != "-":
             idx = (data.labels == list(names).index(pick)).nonzero().flatten()
             del st.session_state["jump_class"]

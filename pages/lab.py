@@ -70,7 +70,8 @@ if not chosen or not routings:
     st.stop()
 
 settings = lab.Settings(test_images=n_test, epsilon=epsilon)
-have = lab.stored_rows([fitting[name] for name in chosen], routings, settings)  # read once per rerun
+skipped: list[str] = []  # stored files that could not be read: a note below
+have = lab.stored_rows([fitting[name] for name in chosen], routings, settings, skipped=skipped)  # read once per rerun
 complete = {name for name in chosen if all((name, r) in have for r in routings)}
 # test images only where rows must still be measured: stored results need none
 images = {
@@ -157,14 +158,15 @@ ent = {rt: [100 * by[m, rt].entropy_ratio if (m, rt) in by else None for m in mo
 c[1].plotly_chart(grouped_bars(models_in, ent, "Coupling entropy, % of uniform (100 = no routing)", "%"), key="lab_entropy")
 
 shown = {lab.preset_and_data(fitting[n][1]) for n in chosen}
-found = lab.stored_studies() + lab.studies_in(m for _, m in fitting.values())
-studies = list({st_.architecture: st_ for st_ in found if st_.preset_and_data in shown}.values())
+found = lab.stored_studies(skipped=skipped) + lab.studies_in((m for _, m in fitting.values()), names=list(fitting))
+# a study made of this folder's models (a student's runs) never takes the place of one shipped with the app
+studies = list({(st_.architecture, st_.shipped, st_.models): st_ for st_ in found if st_.preset_and_data in shown}.values())
 st.subheader("What these numbers show")
 for line in lab.sentences(*said_rows(rows, studies)):
     st.markdown("- " + line)  # plain: said_rows makes the names plain
 
 for study in studies:
-    st.subheader(f"Trained with, over {len(study.seeds)} seeds: {plain(study.preset_and_data)}")
+    st.subheader(study.title(plain))  # plain: its names are made plain by title
     st.markdown(
         "One training run per routing cannot say whether a gap between routings is the routing or the luck of the "
         "draw: the starting weights and the order of the images (the *seed*). Here the same preset was trained with "
@@ -182,6 +184,12 @@ for study in studies:
             f"Each error on {study.n_test:,} test images, from the training run's own evaluation; trained on {plain(study.hardware or 'an unnamed machine')}. "
             "Command: `python -m capsviz.analysis.lab --seeds RUNS...` (RESULTS.md)."
         )
+if skipped:
+    st.caption(
+        f"{len(skipped)} stored result(s) could not be read and were left out (damaged, or from another version of capsviz): "
+        + ", ".join(plain(s) for s in skipped[:5])
+        + (" ..." if len(skipped) > 5 else "")
+    )
 st.subheader("What others found (published, not measured here)")
 for line in lab.PUBLISHED:
     st.markdown("- " + plain(line))
