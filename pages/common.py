@@ -63,6 +63,39 @@ def public(message) -> str:
     return text
 
 
+def plain_chart(fig):
+    """`fig` (a Plotly figure) with every text in it made plain for Plotly, which reads a few
+    HTML tags, links among them: titles, axis and legend names, categories, tick and hover text,
+    annotations. capsviz's charts use no markup of their own. Returns `fig`."""
+
+    def fix(value):
+        if isinstance(value, str):
+            return plain(value, "chart")
+        if isinstance(value, np.ndarray) and value.dtype.kind in "OUS":
+            value = value.tolist()
+        if isinstance(value, list | tuple) and any(isinstance(v, str) for v in value):
+            return [fix(v) for v in value]
+        return value
+
+    for trace in fig.data:
+        for attr in ("name", "x", "y", "text", "hovertext", "labels"):
+            if attr in trace and trace[attr] is not None:
+                trace[attr] = fix(trace[attr])
+    layout = fig.layout
+    if layout.title.text:
+        layout.title.text = fix(layout.title.text)
+    for axis in [*fig.select_xaxes(), *fig.select_yaxes()]:
+        if axis.title.text:
+            axis.title.text = fix(axis.title.text)
+        if axis.ticktext:
+            axis.ticktext = fix(list(axis.ticktext))
+    for note in layout.annotations:
+        note.text = fix(note.text)
+    if layout.legend.title.text:
+        layout.legend.title.text = fix(layout.legend.title.text)
+    return fig
+
+
 def said_rows(rows: list, studies=()) -> tuple[list, list]:
     """The lab's rows and seed studies with their names (model, architecture) made plain, for
     the sentences that lab.sentences writes in Markdown about them."""

@@ -10,7 +10,7 @@ from capsviz.text import plain
 from capsviz.viz import heatmap, lines, png_bytes, to_image
 from capsviz.viz.animation import gif_bytes
 from capsviz.viz.explain import em_histogram_frames
-from pages.common import keep_within, page_model, pick_image, require_router
+from pages.common import keep_within, page_model, pick_image, plain_chart, require_router
 
 require_router()
 st.title("EM routing, iteration by iteration")
@@ -122,15 +122,17 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     )
 
     st.plotly_chart(
-        heatmap(
-            tr.R[t].T,
-            f"{label('R')} at iteration {t + 1}: the share of each lower capsule's vote each class explains",
-            "lower capsule i (position x type)",
-            "class",
-            y=[str(n) for n in names],
-            zmin=0,
-            zmax=1,
-            height=300,
+        plain_chart(
+            heatmap(
+                tr.R[t].T,
+                f"{label('R')} at iteration {t + 1}: the share of each lower capsule's vote each class explains",
+                "lower capsule i (position x type)",
+                "class",
+                y=[str(n) for n in names],
+                zmin=0,
+                zmax=1,
+                height=300,
+            )
         ),
         key="em_R",
     )
@@ -157,13 +159,15 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     st.caption(f"Position {pos} is {where}.")
     R = res.R[t if t < res.R.shape[0] else -1, 0, pos].numpy()  # (K*K*types, J)
     st.plotly_chart(
-        heatmap(
-            R.T,
-            f"{layer}, {where}: assignments R of the receptive field's capsules",
-            "lower capsule in the 3x3 receptive field (kernel position x type)",
-            "upper capsule type",
-            zmin=0,
-            height=280,
+        plain_chart(
+            heatmap(
+                R.T,
+                f"{layer}, {where}: assignments R of the receptive field's capsules",
+                "lower capsule in the 3x3 receptive field (kernel position x type)",
+                "upper capsule type",
+                zmin=0,
+                height=280,
+            )
         ),
         key="em_conv_R",
     )
@@ -176,10 +180,13 @@ iteration_view(tr, image, image_label, pred)
 
 st.subheader("Across iterations")
 a, b, c = st.columns(3)
-a.plotly_chart(lines(tr.a, names, f"Class {label('a_j')}", "iteration", "a_j (activation)"), key="em_act")
-b.plotly_chart(lines(tr.sigma.mean(-1), names, f"{label('sigma')}, mean of 16 entries", "iteration", "sigma (spread)"), key="em_sigma")
+a.plotly_chart(plain_chart(lines(tr.a, names, f"Class {label('a_j')}", "iteration", "a_j (activation)")), key="em_act")
+b.plotly_chart(
+    plain_chart(lines(tr.sigma.mean(-1), names, f"{label('sigma')}, mean of 16 entries", "iteration", "sigma (spread)")), key="em_sigma"
+)
 c.plotly_chart(
-    lines(tr.R.sum(1), names, "Total assignment each class receives", "iteration", "sum_i R_ij (total assignment)"), key="em_mass"
+    plain_chart(lines(tr.R.sum(1), names, "Total assignment each class receives", "iteration", "sum_i R_ij (total assignment)")),
+    key="em_mass",
 )
 st.caption(
     f"Left, {label('a_j')}: {term('a_j').explanation} Middle, {label('sigma')}: {term('sigma').explanation} Right, "

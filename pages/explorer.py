@@ -9,7 +9,7 @@ from capsviz.glossary import label as glossary_label
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
 from capsviz.viz.explain import labelled_grid
-from pages.common import answer, dimension_sliders, page_model, pick_image, require_router
+from pages.common import answer, dimension_sliders, page_model, pick_image, plain_chart, require_router
 
 require_router()
 FAINT = 0.2  # below this share of the unperturbed reconstruction's ink, the picture reads as black
@@ -83,7 +83,7 @@ if st.session_state.setdefault("dims_view", view) != view:  # a new image or cap
 a, b, c = st.columns([1, 2, 1])
 a.image(to_image(image), caption=f"input (label {plain(label)})", width=168)
 b.plotly_chart(
-    capsule_bars(pred.scores, names, pred.predicted, f"Prediction: {names[pred.predicted]}", y_title=glossary_label("length")),
+    plain_chart(capsule_bars(pred.scores, names, pred.predicted, f"Prediction: {names[pred.predicted]}", y_title=glossary_label("length"))),
     key="lengths",
 )
 rebuilt = decode(model, pred.capsules[capsule], capsule)
@@ -133,7 +133,7 @@ img_png, effect = grid_of(st.session_state["model_key"], model, image.tobytes(),
 left, right = st.columns([3, 2])
 left.image(img_png, caption="16 dimensions (rows) x 11 offsets (columns), the offsets written on top")
 left.download_button("Download grid as PNG", img_png, file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png")
-right.plotly_chart(effect_bars(effect), key="effect")
+right.plotly_chart(plain_chart(effect_bars(effect)), key="effect")
 right.caption(
     "For each dimension: how much the picture changes between its two ends (-0.25 and +0.25), as the mean change per "
     "pixel. The tallest bars are the rows of the grid worth looking at first."

@@ -8,7 +8,7 @@ from capsviz.glossary import help_text
 from capsviz.routing import ROUTINGS
 from capsviz.text import plain
 from capsviz.viz import grouped_bars, seed_strip
-from pages.common import checkpoints, load_model, long_job, page_model, require_router, said_rows, test_set
+from pages.common import checkpoints, load_model, long_job, page_model, plain_chart, require_router, said_rows, test_set
 
 require_router()
 
@@ -148,14 +148,16 @@ by = {(r.model, r.run_with): r for r in rows}
 err = {rt: [by[m, rt].test_error if (m, rt) in by else None for m in models_in] for rt in routings}
 band = {rt: [lab.spread(by[m, rt].test_error, by[m, rt].n_test) if (m, rt) in by else 0 for m in models_in] for rt in routings}
 c = st.columns(2)
-c[0].plotly_chart(grouped_bars(models_in, err, "Test error (lower is better), ± two standard errors", "test error %", band), key="lab_err")
+c[0].plotly_chart(
+    plain_chart(grouped_bars(models_in, err, "Test error (lower is better), ± two standard errors", "test error %", band)), key="lab_err"
+)
 acc = {rt: [by[m, rt].shifted_accuracy if (m, rt) in by else None for m in models_in] for rt in routings}
-c[1].plotly_chart(grouped_bars(models_in, acc, "Accuracy on shifted and turned images", "accuracy %"), key="lab_shift")
+c[1].plotly_chart(plain_chart(grouped_bars(models_in, acc, "Accuracy on shifted and turned images", "accuracy %")), key="lab_shift")
 c = st.columns(2)
 fg = {rt: [by[m, rt].fgsm_accuracy if (m, rt) in by else None for m in models_in] for rt in routings}
-c[0].plotly_chart(grouped_bars(models_in, fg, f"Accuracy under FGSM, epsilon {epsilon:g}", "accuracy %"), key="lab_fgsm")
+c[0].plotly_chart(plain_chart(grouped_bars(models_in, fg, f"Accuracy under FGSM, epsilon {epsilon:g}", "accuracy %")), key="lab_fgsm")
 ent = {rt: [100 * by[m, rt].entropy_ratio if (m, rt) in by else None for m in models_in] for rt in routings}
-c[1].plotly_chart(grouped_bars(models_in, ent, "Coupling entropy, % of uniform (100 = no routing)", "%"), key="lab_entropy")
+c[1].plotly_chart(plain_chart(grouped_bars(models_in, ent, "Coupling entropy, % of uniform (100 = no routing)", "%")), key="lab_entropy")
 
 shown = {lab.preset_and_data(fitting[n][1]) for n in chosen}
 found = lab.stored_studies(skipped=skipped) + lab.studies_in((m for _, m in fitting.values()), names=list(fitting))
@@ -175,7 +177,8 @@ for study in studies:
     )
     c = st.columns([2, 3])
     c[0].plotly_chart(
-        seed_strip(study.errors, study.seeds, "Test error per training seed (dots) and mean (bar)"), key=f"lab_seeds_{lab.seeds_key(study)}"
+        plain_chart(seed_strip(study.errors, study.seeds, "Test error per training seed (dots) and mean (bar)")),
+        key=f"lab_seeds_{lab.seeds_key(study)}",
     )
     with c[1]:
         for line in lab.seed_sentences(study):

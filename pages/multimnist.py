@@ -11,7 +11,7 @@ from capsviz.glossary import help_text
 from capsviz.text import plain
 from capsviz.viz import SEGMENT_COLOURS, capsule_bars, png_bytes, segments_image, to_image, two_colour
 from capsviz.viz.explain import coupling_overlays
-from pages.common import count_slider, long_job, page_model, require_router, test_set
+from pages.common import count_slider, long_job, page_model, plain_chart, require_router, test_set
 
 require_router()
 
@@ -105,7 +105,9 @@ left, right = st.columns([1, 2])
 with left:
     st.image(to_image(pair.image, 6), caption=f"input: {pair_words(l1, l2)}", width=216)
 with right:
-    st.plotly_chart(capsule_bars(seg.scores, names, (t1, t2), f"Prediction: {t1} and {t2} (two longest capsules)"), key="mm_lengths")
+    st.plotly_chart(
+        plain_chart(capsule_bars(seg.scores, names, (t1, t2), f"Prediction: {t1} and {t2} (two longest capsules)")), key="mm_lengths"
+    )
 
 st.subheader("Reconstruct one capsule at a time")
 pick = st.columns(2)

@@ -7,7 +7,7 @@ from capsviz.checkpoint import total_training
 from capsviz.glossary import help_text
 from capsviz.text import plain
 from capsviz.viz import lines_by_epoch
-from pages.common import checkpoints, require_router
+from pages.common import checkpoints, plain_chart, require_router
 
 require_router()
 
@@ -75,6 +75,6 @@ if by_dataset:
     for tab, (ds, history) in zip(
         st.tabs([plain(d) for d in by_dataset], key="curves", bind="query-params"), by_dataset.items(), strict=True
     ):
-        tab.plotly_chart(lines_by_epoch(history), key=f"history_{ds}")
+        tab.plotly_chart(plain_chart(lines_by_epoch(history)), key=f"history_{ds}")
 else:
     st.info("No checkpoint carries a training history yet.")

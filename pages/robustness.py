@@ -30,6 +30,7 @@ from pages.common import (
     long_job,
     page_model,
     pick_image,
+    plain_chart,
     require_router,
     test_set,
 )
@@ -141,7 +142,9 @@ with tab_affine:
                 p = answer(f"{key}:{name}", m, warped)
                 y_title = {"dynamic": "capsule length", "em": "class activation"}.get(m.config.routing, "softmax probability")
                 col.plotly_chart(
-                    capsule_bars(p.scores, names, p.predicted, f"{name}: {names[p.predicted]} ({p.scores[p.predicted]:.2f})", y_title),
+                    plain_chart(
+                        capsule_bars(p.scores, names, p.predicted, f"{name}: {names[p.predicted]} ({p.scores[p.predicted]:.2f})", y_title)
+                    ),
                     key=f"aff_bars_{name}",
                 )
 
@@ -173,7 +176,7 @@ with tab_affine:
         )
         if sweep is not None:
             st.plotly_chart(
-                sweep_lines(strengths, sweep, f"Accuracy on {n} transformed test images", "transform strength", "accuracy %"),
+                plain_chart(sweep_lines(strengths, sweep, f"Accuracy on {n} transformed test images", "transform strength", "accuracy %")),
                 key="aff_sweep",
             )
             said = {plain(k): v for k, v in sweep.items()}
@@ -245,7 +248,8 @@ with tab_adv:
             series = {name: (cv.success if targeted else cv.accuracy) for name, cv in curves.items()}
             title = f"{method.upper()} {'targeted success rate' if targeted else 'accuracy'} on {n} test digits"
             st.plotly_chart(
-                sweep_lines(epsilons, series, title, "epsilon", f"{what} %", None if targeted else 100.0 / len(names)), key="adv_curve"
+                plain_chart(sweep_lines(epsilons, series, title, "epsilon", f"{what} %", None if targeted else 100.0 / len(names))),
+                key="adv_curve",
             )
             st.markdown(
                 "**Fraction of zero input gradients** (near 1 would mean gradient masking, not robustness): "

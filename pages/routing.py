@@ -10,7 +10,7 @@ from capsviz.glossary import class_words, help_text
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
-from pages.common import keep_within, page_model, pick_image, require_router, test_set
+from pages.common import keep_within, page_model, pick_image, plain_chart, require_router, test_set
 
 require_router()
 
@@ -42,28 +42,32 @@ def attention_view(model, image, label, names) -> None:
     I, J = tr.c.shape
     left, right = st.columns([1, 3])
     left.image(to_image(image), caption=f"input (label {plain(label)}), prediction {plain(names[winner])}", width=168)
-    left.plotly_chart(capsule_bars(tr.lengths, names, winner, "Class capsule lengths"), key="attention_lengths")
+    left.plotly_chart(plain_chart(capsule_bars(tr.lengths, names, winner, "Class capsule lengths")), key="attention_lengths")
     right.plotly_chart(
-        heatmap(
-            tr.c.T,
-            "Couplings c: the share of each primary capsule's vote for each class",
-            "primary capsule",
-            "class",
-            y=[str(n) for n in names],
-            zmin=0,
-            zmax=1,
-            height=300,
+        plain_chart(
+            heatmap(
+                tr.c.T,
+                "Couplings c: the share of each primary capsule's vote for each class",
+                "primary capsule",
+                "class",
+                y=[str(n) for n in names],
+                zmin=0,
+                zmax=1,
+                height=300,
+            )
         ),
         key="attention_c",
     )
     right.plotly_chart(
-        heatmap(
-            tr.prior.T,
-            "Learned prior b, added to c (the same for every image)",
-            "primary capsule",
-            "class",
-            y=[str(n) for n in names],
-            height=300,
+        plain_chart(
+            heatmap(
+                tr.prior.T,
+                "Learned prior b, added to c (the same for every image)",
+                "primary capsule",
+                "class",
+                y=[str(n) for n in names],
+                height=300,
+            )
         ),
         key="attention_prior",
     )
@@ -86,7 +90,9 @@ def attention_view(model, image, label, names) -> None:
     st.subheader("The same capsules with dynamic routing, 1 to 10 iterations")
     sweep = sweep_of(key, model, image.tobytes(), image.shape)
     st.plotly_chart(
-        lines(sweep["lengths"], names, "Class capsule lengths by number of dynamic-routing iterations", "routing iterations", "|v_j|"),
+        plain_chart(
+            lines(sweep["lengths"], names, "Class capsule lengths by number of dynamic-routing iterations", "routing iterations", "|v_j|")
+        ),
         key="attention_sweep",
     )
     changed = [k + 1 for k, p in enumerate(sweep["predictions"]) if p != winner]
@@ -210,11 +216,13 @@ def iteration_view(tr, image, label, winner: int) -> None:
         help="The coupling maps iteration by iteration, one colour scale throughout, as an animated GIF",
     )
     right.plotly_chart(
-        class_maps(
-            maps,
-            names,
-            f"Iteration {t + 1}: coupling c to each {words.capsule}, on the {tr.grid}x{tr.grid} grid of primary capsule positions",
-            zrange=(0, 2 / len(names)) if flat else None,  # all equal: a scale around 1/10, not around nothing
+        plain_chart(
+            class_maps(
+                maps,
+                names,
+                f"Iteration {t + 1}: coupling c to each {words.capsule}, on the {tr.grid}x{tr.grid} grid of primary capsule positions",
+                zrange=(0, 2 / len(names)) if flat else None,  # all equal: a scale around 1/10, not around nothing
+            )
         ),
         key="coupling_maps",
     )
@@ -242,13 +250,15 @@ def iteration_view(tr, image, label, winner: int) -> None:
         help=f"Which {words.capsule} the map below and the GIF show",
     )
     right.plotly_chart(
-        heatmap(
-            tr.coupling_by_type(t, j),
-            f"Coupling to {names[j]} of every primary capsule (iteration {t + 1})",
-            f"position on the {tr.grid}x{tr.grid} grid, row by row (0 = top left, {tr.grid * tr.grid - 1} = bottom right)",
-            "primary capsule type",
-            height=300,
-            **(dict(zmin=0, zmax=2 / len(names)) if flat else {}),
+        plain_chart(
+            heatmap(
+                tr.coupling_by_type(t, j),
+                f"Coupling to {names[j]} of every primary capsule (iteration {t + 1})",
+                f"position on the {tr.grid}x{tr.grid} grid, row by row (0 = top left, {tr.grid * tr.grid - 1} = bottom right)",
+                "primary capsule type",
+                height=300,
+                **(dict(zmin=0, zmax=2 / len(names)) if flat else {}),
+            )
         ),
         key="coupling_types",
     )
@@ -258,7 +268,9 @@ iteration_view(tr, image, label, winner)
 
 a, b = st.columns(2)
 a.plotly_chart(
-    lines(tr.lengths, names, f"{words.capsule.capitalize()} lengths after each iteration", "iteration", "length |v_j| (presence)"),
+    plain_chart(
+        lines(tr.lengths, names, f"{words.capsule.capitalize()} lengths after each iteration", "iteration", "length |v_j| (presence)")
+    ),
     key="lengths_by_iteration",
 )
 a.caption(
@@ -272,12 +284,14 @@ a.caption(
 )
 mean_entropy = tr.entropy.mean(1, keepdims=True)
 b.plotly_chart(
-    lines(
-        np.concatenate([mean_entropy, np.percentile(tr.entropy, [10, 90], axis=1).T], 1),
-        ["mean", "10th percentile", "90th percentile"],
-        f"Coupling entropy per primary capsule (uniform: {np.log(len(names)):.2f})",
-        "iteration",
-        "entropy (nats)",
+    plain_chart(
+        lines(
+            np.concatenate([mean_entropy, np.percentile(tr.entropy, [10, 90], axis=1).T], 1),
+            ["mean", "10th percentile", "90th percentile"],
+            f"Coupling entropy per primary capsule (uniform: {np.log(len(names)):.2f})",
+            "iteration",
+            "entropy (nats)",
+        )
     ),
     key="entropy",
 )
@@ -303,12 +317,14 @@ c.image(
     width=224,
 )
 d.plotly_chart(
-    heatmap(
-        tr.agreement[:, winner].reshape(tr.grid * tr.grid, tr.types).T,
-        f"Agreement u_hat . v with {names[winner]} per primary capsule: what routing adds to b each iteration",
-        f"position on the {tr.grid}x{tr.grid} grid, row by row (0 = top left)",
-        "primary capsule type",
-        height=300,
+    plain_chart(
+        heatmap(
+            tr.agreement[:, winner].reshape(tr.grid * tr.grid, tr.types).T,
+            f"Agreement u_hat . v with {names[winner]} per primary capsule: what routing adds to b each iteration",
+            f"position on the {tr.grid}x{tr.grid} grid, row by row (0 = top left)",
+            "primary capsule type",
+            height=300,
+        )
     ),
     key="agreement",
 )
@@ -335,13 +351,15 @@ if data is not None:
     series.append(batch_change(st.session_state["model_key"], model, meta.image_dataset, data, Tmax))
     labels.append("mean |delta b|, 64 test images")
 st.plotly_chart(
-    lines(
-        np.clip(np.stack(series, 1), 1e-12, None),
-        labels,
-        "Change per routing iteration (log scale)",
-        "iteration",
-        "mean absolute change",
-        log_y=True,
+    plain_chart(
+        lines(
+            np.clip(np.stack(series, 1), 1e-12, None),
+            labels,
+            "Change per routing iteration (log scale)",
+            "iteration",
+            "mean absolute change",
+            log_y=True,
+        )
     ),
     key="b_change",
 )
@@ -362,12 +380,14 @@ if data is not None:
     cs = summary(st.session_state["model_key"], model, meta.image_dataset, data, Tmax)
     k = meta.config.routing_iterations - 1  # the iteration count the model was trained with
     st.plotly_chart(
-        lines(
-            np.stack([cs["coupling_to_prediction"], cs["vote_weighted_coupling_to_prediction"], np.full(Tmax, cs["uniform"])], 1),
-            ["mean coupling to the predicted class", "the same, weighted by vote length |u_hat|", "uniform (1/J)"],
-            "Coupling to the predicted class, by iteration",
-            "iteration",
-            "coupling",
+        plain_chart(
+            lines(
+                np.stack([cs["coupling_to_prediction"], cs["vote_weighted_coupling_to_prediction"], np.full(Tmax, cs["uniform"])], 1),
+                ["mean coupling to the predicted class", "the same, weighted by vote length |u_hat|", "uniform (1/J)"],
+                "Coupling to the predicted class, by iteration",
+                "iteration",
+                "coupling",
+            )
         ),
         key="coupling_summary",
     )
@@ -385,7 +405,8 @@ st.subheader("Same weights, 1 to 10 iterations")
 sweep = sweep_of(st.session_state["model_key"], model, image.tobytes(), image.shape)
 e, f = st.columns([2, 3])
 e.plotly_chart(
-    lines(sweep["lengths"], names, "Capsule lengths by number of routing iterations", "routing iterations", "|v_j|"), key="sweep_lengths"
+    plain_chart(lines(sweep["lengths"], names, "Capsule lengths by number of routing iterations", "routing iterations", "|v_j|")),
+    key="sweep_lengths",
 )
 recs = [r for r in sweep["reconstructions"] if r is not None]
 if recs:

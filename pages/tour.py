@@ -14,7 +14,7 @@ from capsviz.text import plain
 from capsviz.viz import grouped_bars, png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
 from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid
-from pages.common import page_model, pick_image, require_router, said_rows
+from pages.common import page_model, pick_image, plain_chart, require_router, said_rows
 
 require_router()
 st.title("A guided tour of a capsule network")
@@ -528,12 +528,14 @@ if step == "lab":
     with fig:
         if rows:
             st.plotly_chart(
-                grouped_bars(
-                    [path.stem],
-                    {r.run_with: [r.test_error] for r in rows},
-                    f"{path.stem} run with each routing: test error on {rows[0].n_test:,} test images",
-                    "test error %",
-                    {r.run_with: [lab.spread(r.test_error, r.n_test)] for r in rows},
+                plain_chart(
+                    grouped_bars(
+                        [path.stem],
+                        {r.run_with: [r.test_error] for r in rows},
+                        f"{path.stem} run with each routing: test error on {rows[0].n_test:,} test images",
+                        "test error %",
+                        {r.run_with: [lab.spread(r.test_error, r.n_test)] for r in rows},
+                    )
                 ),
                 key="tour_lab",
             )

@@ -23,7 +23,7 @@ from capsviz.glossary import help_text
 from capsviz.text import plain
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
-from pages.common import checkpoint_dir, person, public, require_router
+from pages.common import checkpoint_dir, person, plain_chart, public, require_router
 
 require_router()
 LIMITS = ZipLimits()
@@ -320,8 +320,8 @@ def draw(s: jobs.Snapshot, key: str) -> None:
     st.progress(s.step / s.total if s.total else 0.0, text=run_line(s))
     if s.curve:
         a, b = st.columns(2)
-        a.plotly_chart(curves(s.curve, "loss", "Training loss"), key=f"{key}_loss_curve")
-        b.plotly_chart(curves(s.curve, "accuracy", "Training accuracy (%)"), key=f"{key}_acc_curve")
+        a.plotly_chart(plain_chart(curves(s.curve, "loss", "Training loss")), key=f"{key}_loss_curve")
+        b.plotly_chart(plain_chart(curves(s.curve, "accuracy", "Training accuracy (%)")), key=f"{key}_acc_curve")
     for e in s.evaluations:
         st.markdown(f"epoch {plain(e['epoch'])}: test error **{e['test_error']:.2f}%** on {plain(e['n_test'])} images")
 

@@ -9,7 +9,7 @@ from capsviz.data.user import short_name
 from capsviz.glossary import class_words, help_text
 from capsviz.text import plain
 from capsviz.viz import squash_curve
-from pages.common import checkpoint_dir, checkpoints, public, require_router
+from pages.common import checkpoint_dir, checkpoints, plain_chart, public, require_router
 
 require_router()
 
@@ -50,7 +50,7 @@ st.markdown(
 )
 left, right = st.columns([2, 1])
 with left:
-    st.plotly_chart(squash_curve(), key="squash_plot")
+    st.plotly_chart(plain_chart(squash_curve()), key="squash_plot")
 with right:
     s = st.slider("Length |s| before squash", 0.0, 5.0, 1.0, 0.1, key="squash", bind="query-params", help=help_text("squash", "length"))
     st.metric("Length after squash", f"{s * s / (1 + s * s):.3f}")

@@ -107,6 +107,32 @@ def test_every_page_makes_names_plain_before_markdown_shows_them():
     assert not found, "give these to capsviz.text.plain before Markdown shows them:\n" + "\n".join(found)
 
 
+def test_every_chart_is_made_plain_before_plotly_draws_it():
+    """Plotly reads a few HTML tags in a chart's titles, labels and legends, links among them."""
+    found = []
+    for p in sorted(PAGES.glob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "plotly_chart":
+                if not (node.args and _called(node.args[0]) == "plain_chart"):
+                    found.append(f"{p.name}:{node.lineno}")
+    assert not found, "give these figures to pages.common.plain_chart: " + ", ".join(found)
+
+
+def test_a_chart_keeps_its_numbers_and_loses_its_markup():
+    import numpy as np
+    import plotly.graph_objects as go
+
+    from pages.common import plain_chart
+
+    fig = go.Figure(go.Bar(x=["<a href='https://e'>x</a>", "ok"], y=[1, 2], name="<b>n</b>"))
+    fig.update_layout(title="<img src=x>", xaxis_title="a & b")
+    fig.add_trace(go.Heatmap(z=np.ones((2, 2)), x=np.array(["<i>p</i>", "q"], dtype=object)))
+    plain_chart(fig)
+    assert list(fig.data[0].x) == ["&lt;a href='https://e'&gt;x&lt;/a&gt;", "ok"] and list(fig.data[0].y) == [1, 2]
+    assert fig.data[0].name == "&lt;b&gt;n&lt;/b&gt;" and list(fig.data[1].x) == ["&lt;i&gt;p&lt;/i&gt;", "q"]
+    assert fig.layout.title.text == "&lt;img src=x&gt;" and fig.layout.xaxis.title.text == "a &amp; b"
+
+
 def test_the_scan_finds_what_it_is_for(tmp_path):
     page = tmp_path / "page.py"
     page.write_text(

@@ -17,7 +17,17 @@ from test_browser import no_exceptions
 pytestmark = pytest.mark.e2e
 
 # folder names can hold no '/': "http:evil.example" is still http://evil.example/ to a browser
-CLASSES = ("![a](http:evil.example)", "[log in again](https:evil.example)", "<img src=http:evil.example>", ":red[alarm] :smile:")
+CLASSES = (
+    "![a](http:evil.example)",
+    "[log in again](https:evil.example)",
+    "<img src=http:evil.example>",
+    ":red[alarm] :smile:",
+    '<a href="https:evil.example">log in',  # a link in a Plotly chart's labels
+)
+# Elements that point outside (a heading's own #anchor is no link out), SVG's xlink:href included
+POINTING_OUT = """() => [...document.querySelectorAll('*')].flatMap(e => [...e.attributes]
+    .filter(a => ['href', 'src', 'xlink:href'].includes(a.name) && a.value.includes('evil') && !a.value.startsWith('#'))
+    .map(a => e.outerHTML.slice(0, 200)))"""
 PAGES = ("zoo", "tour", "explorer", "routing", "robustness")
 
 
@@ -81,8 +91,7 @@ def test_names_from_a_users_files_and_a_link_are_shown_as_text(page, hostile_ser
         main = page.get_by_test_id("stMain")
         expect(main.get_by_role("heading").first).to_be_visible()
         no_exceptions(page)
-        bad = page.locator("[href*='evil']:not([href^='#']), [src*='evil']")  # a heading's own #anchor is no link out
-        assert bad.count() == 0, (name, [bad.nth(i).evaluate("e => e.closest('[data-testid]').outerHTML.slice(0, 600)") for i in range(bad.count())])
+        assert page.evaluate(POINTING_OUT) == [], name
         if name == "zoo":  # the classes line names all four, as typed
             caption = page.get_by_text(shown(CLASSES[1])).first
             expect(caption).to_be_visible()
@@ -94,6 +103,6 @@ def test_names_from_a_users_files_and_a_link_are_shown_as_text(page, hostile_ser
     notice = page.get_by_text("The link asks for the model", exact=False)
     expect(notice).to_be_visible()
     assert shown("[log in again](https:evil.example)").search(notice.inner_text())
-    assert page.locator("[href*='evil']:not([href^='#'])").count() == 0
+    assert page.evaluate(POINTING_OUT) == []
     page.wait_for_timeout(1000)  # any image the pages asked for has been requested by now
     assert outside == [], outside
