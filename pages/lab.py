@@ -167,7 +167,7 @@ st.subheader("What these numbers show")
 for line in lab.sentences(*said_rows(rows, studies)):
     st.markdown("- " + line)  # plain: said_rows makes the names plain
 
-for study in studies:
+for k, study in enumerate(studies):
     st.subheader(study.title(plain))  # plain: its names are made plain by title
     st.markdown(
         "One training run per routing cannot say whether a gap between routings is the routing or the luck of the "
@@ -178,7 +178,7 @@ for study in studies:
     c = st.columns([2, 3])
     c[0].plotly_chart(
         plain_chart(seed_strip(study.errors, study.seeds, "Test error per training seed (dots) and mean (bar)")),
-        key=f"lab_seeds_{lab.seeds_key(study)}",
+        key=f"lab_seeds_{k}_{lab.seeds_key(study)}",
     )
     with c[1]:
         for line in lab.seed_sentences(study):

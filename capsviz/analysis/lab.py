@@ -154,8 +154,11 @@ def architecture(meta, seed: bool = True) -> str:
 
 
 def preset_and_data(meta) -> str:
-    """The first part of `architecture`: which preset on which images."""
-    return f"{(meta.run or {}).get('model') or meta.config.family} on {meta.image_dataset}"
+    """The first part of `architecture`: which preset on which images (a user's by the name they
+    were uploaded under, never by the server's folder)."""
+    from capsviz.data.user import short_name
+
+    return f"{(meta.run or {}).get('model') or meta.config.family} on {short_name(meta.image_dataset)}"
 
 
 def fits(config) -> bool:
@@ -457,7 +460,7 @@ def seed_study(metas) -> SeedStudy:
     model the same preset, data and schedule; raise ValueError naming what differs."""
     metas = list(metas)
     shared = {architecture(m, seed=False) for m in metas}
-    if len(shared) != 1:
+    if len(shared) != 1 or len({m.image_dataset for m in metas}) != 1:
         raise ValueError(f"the models differ in more than routing and seed: {sorted(shared)}")
     errors: dict[str, dict[int, float]] = {}
     for m in metas:
@@ -488,7 +491,7 @@ def studies_in(metas, names=None) -> list[SeedStudy]:
     groups: dict[str, list] = {}
     for m, name in zip(metas, names, strict=True):
         if m.metrics.test_error is not None and "seed" in (m.run or {}):
-            groups.setdefault(architecture(m, seed=False), []).append((m, name))
+            groups.setdefault((architecture(m, seed=False), m.image_dataset), []).append((m, name))
     found = []
     for group in groups.values():
         try:
