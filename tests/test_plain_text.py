@@ -26,7 +26,7 @@ OPTION_SINKS = {"selectbox", "radio", "multiselect", "select_slider", "pills", "
 # What a name, a label or a message that may carry one is called in the pages
 SUSPECT = re.compile(
     r"name|stem|label|class|title|spec|asked|message|pick|path|dataset|study|architecture|preset|why|\be\b|line|text|note|"
-    r"shown|who|owner|model|hardware|truth|reason|kept|out\b|caption"
+    r"shown|who|owner|model|hardware|truth|reason|kept|out\b|caption|\bquery\b|\bq\b|params"
 )
 # plain itself, numbers, the glossary's own words, and the Train page's progress line (its one name made plain)
 SAFE = {"plain", "len", "int", "float", "round", "duration", "help_text", "label", "glossary_label", "run_line"}

@@ -28,7 +28,8 @@ CLASSES = (
 POINTING_OUT = """() => [...document.querySelectorAll('*')].flatMap(e => [...e.attributes]
     .filter(a => ['href', 'src', 'xlink:href'].includes(a.name) && a.value.includes('evil') && !a.value.startsWith('#'))
     .map(a => e.outerHTML.slice(0, 200)))"""
-PAGES = ("zoo", "tour", "explorer", "routing", "robustness")
+# the tour names the classes on its later steps: every step of it
+PAGES = ("zoo", *(f"tour?step={k}&" for k in range(1, 13)), "explorer", "routing", "robustness", "lab")
 
 
 def hostile_model(tmp_path: Path) -> Path:
@@ -86,7 +87,7 @@ def test_names_from_a_users_files_and_a_link_are_shown_as_text(page, hostile_ser
     outside = outside_requests(page)
     page.set_default_timeout(120_000)
     for name in PAGES:
-        page.goto(f"{hostile_server}/{name}?model=hostile.safetensors")
+        page.goto(f"{hostile_server}/{name}{'' if '?' in name else '?'}model=hostile.safetensors")
         wait_for_app_run(page)
         main = page.get_by_test_id("stMain")
         expect(main.get_by_role("heading").first).to_be_visible()
