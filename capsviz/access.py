@@ -79,14 +79,16 @@ def _read_key(path: Path) -> str:
     return key
 
 
-def announce(folder: Path, url: str = "") -> str:
-    """The line that tells the host the teacher key (printed once per process, to the server's log)."""
+def announce(folder: Path) -> None:
+    """Tell the host the teacher key: one line in the server's log, once per process."""
     global _printed
-    line = f"capsviz: teacher key {teacher_key(folder)} (enter it on the sidebar, or open the app with ?teacher=<key>{url})"
     if not _printed:
         _printed = True
-        print(line, file=sys.stderr, flush=True)
-    return line
+        print(
+            f"capsviz: teacher key {teacher_key(folder)} (enter it in the sidebar's Class panel, or open the app with ?teacher=<key>)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def key_matches(folder: Path, given: str | None) -> bool:

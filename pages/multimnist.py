@@ -194,7 +194,7 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
 
     single = pair.parts[alone].astype(np.float32)
     routed = routing_of(st.session_state["model_key"], model, pair_image.tobytes(), single.tobytes(), pair_image.shape, (t1, t2), T_route)
-    single_name = f"the {pair.labels[alone]}"
+    single_name = f"the {plain(pair.labels[alone])}"
     high = max(round_up(float(routed.maps.max())), routed.uniform + 0.001)  # one scale for every map: they compare
     coupling_fig = coupling_overlays(
         [pair.image, single],
@@ -214,7 +214,7 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
         key="mm_couplings_png",
         on_click="ignore",
     )
-    st.info(plain(pair_routing_words(routed, single_name)))
+    st.info(pair_routing_words(routed, single_name))  # plain: its one name is made plain above
 
 
 routing_view(pair, vals, t1, t2)

@@ -345,9 +345,7 @@ def own_run(job: jobs.TrainJob) -> None:
             st.rerun()
     elif s.state == "finished":
         when = time.strftime("%H:%M UTC", time.gmtime(s.out.stat().st_mtime)) if s.out.exists() else "?"
-        st.success(
-            f"Finished and saved as {plain(s.out.stem)} at {when}: {plain(public(s.message))}. It is now in the zoo and the sidebar."
-        )
+        st.success(f"Finished: {plain(public(s.message))} at {when}. It is now in the zoo and the sidebar.")
     elif s.state == "stopped":
         kept = ckpt.latest_save(s.out)
         st.warning(f"Stopped at step {s.step} of {s.total}. The checkpoint {plain(kept.name)} keeps it; Resume continues exactly.")

@@ -51,7 +51,7 @@ def test_only_a_browser_on_the_servers_machine_is_local(peer, forwarded, local):
     assert access.is_local(peer, forwarded) is local
 
 
-def test_the_teacher_key_is_made_once_and_shared_by_the_servers_processes(tmp_path, monkeypatch):
+def test_the_teacher_key_is_made_once_and_shared_by_the_servers_processes(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("CAPSVIZ_TEACHER_KEY", raising=False)
     key = access.teacher_key(tmp_path)
     assert len(key) >= 12 and access.teacher_key(tmp_path) == key
@@ -59,6 +59,10 @@ def test_the_teacher_key_is_made_once_and_shared_by_the_servers_processes(tmp_pa
     assert access.key_matches(tmp_path, key) and not access.key_matches(tmp_path, key[:-1]) and not access.key_matches(tmp_path, "")
     monkeypatch.setenv("CAPSVIZ_TEACHER_KEY", "set-by-the-host")
     assert access.teacher_key(tmp_path) == "set-by-the-host"
+    monkeypatch.setattr(access, "_printed", False)
+    access.announce(tmp_path)
+    access.announce(tmp_path)
+    assert capsys.readouterr().err.count("capsviz: teacher key set-by-the-host") == 1  # once per process, in its log
 
 
 def test_students_explore_only_unless_the_teacher_allows_more(tmp_path, monkeypatch):
@@ -132,7 +136,7 @@ def test_students_keep_their_models_and_their_runs(app, queue, as_person, monkey
     start(ann, "mine")
     assert jobs.wait(queue.latest("ann"), 60).state == "finished"
     ann.run()
-    assert any("saved as mine at" in s.value for s in ann.success)
+    assert any("Finished: saved mine.safetensors at " in s.value for s in ann.success)  # told when, after any reload
     before = (app.folder / "mine.safetensors").read_bytes()
 
     bob = student("bob")
