@@ -169,3 +169,24 @@ def test_a_reload_or_another_tab_keeps_control_of_ones_run(app, queue, as_person
     assert "stop_training" not in buttons(other)
     reloaded.button(key="stop_training").click().run()
     assert jobs.wait(run, 60).state == "stopped"
+
+
+def test_the_teacher_key_in_a_link_makes_a_browser_the_teachers_and_leaves_the_address(app, monkeypatch):
+    monkeypatch.setattr(access, "is_local", lambda peer, forwarded: False)  # a browser elsewhere
+    monkeypatch.setenv("CAPSVIZ_TEACHER_KEY", "the-real-key-123")
+    monkeypatch.delenv("CAPSVIZ_STUDENTS", raising=False)
+    guess = AppTest.from_file(APP, default_timeout=60)
+    guess.query_params["teacher"] = "a-guess"
+    guess.switch_page("pages/train.py").run()
+    assert "teacher" not in guess.query_params and "That is not this server's teacher key." in [t.value for t in guess.toast]
+    assert guess.button(key="start_training").disabled and not guess.sidebar.radio  # still a student: explore only
+    teacher = AppTest.from_file(APP, default_timeout=60)
+    teacher.query_params["teacher"] = "the-real-key-123"
+    teacher.switch_page("pages/train.py").run()
+    assert not teacher.exception and "teacher" not in teacher.query_params
+    assert not teacher.button(key="start_training").disabled
+    assert teacher.sidebar.radio(key="class_mode").value == "explore"  # the class settings are the teacher's to change
+    teacher.sidebar.radio(key="class_mode").set_value("train").run()
+    assert access.settings(app.folder) == {"students": "train"}
+    guess.run()  # the student now may train
+    assert not guess.button(key="start_training").disabled
