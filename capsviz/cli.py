@@ -331,6 +331,9 @@ def cmd_app(args) -> int:
     else:
         command, env = app_command(args.checkpoints, args.streamlit_args)
     print(f"capsviz: native EM kernel {build_kernel()}", file=sys.stderr)  # before the first student, not during their first page
+    from capsviz import access
+
+    access.announce(Path(env["CAPSVIZ_CHECKPOINTS"]))  # the teacher key, in the host's terminal before any student arrives
     if args.replicas is not None:
         return serve.serve(command, env, args.replicas, args.streamlit_args)
     if os.name == "posix":  # become Streamlit: signals (Ctrl-C, a service manager's SIGTERM) reach it directly

@@ -2,9 +2,13 @@
 
 One run trains at a time: two runs on a 2-core CPU would each go at half speed and finish no
 sooner, and the other pages would stall. Runs started while one is going wait in a first-come
-queue and start by themselves. Every run belongs to the browser session that started it
-(`owner`); only that session may stop or cancel it, and the page shows a failure only to it.
-Worker threads never touch Streamlit; pages read `snapshot()` from a polling fragment.
+queue and start by themselves. The app processes of one server (`capsviz app --replicas`) each
+have their own queue; a lock file in the model folder lets only one of them train at a time.
+Every run belongs to the student who started it (`owner`: capsviz.access.identity, the same in
+every tab and after a reload); only they may stop or cancel it, and the page shows a failure
+only to them. A student has at most one run going or waiting, and at most MAX_WAITING runs wait
+in all (the teacher's are let in beyond). Worker threads never touch Streamlit; pages read
+`snapshot()` from a polling fragment.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from capsviz.checkpoint import SHIPPED
+from capsviz.checkpoint import model_stem
 from capsviz.config import user_dataset
 from capsviz.data import DATASETS
 from capsviz.data.sources import SOURCES, locate, missing_message
 from capsviz.errors import CapsvizError
+from capsviz.paths import lock_file
 from capsviz.train import Event, TrainRun, train
 
 # Steps left out of the rate: the first ones build the model, fill caches and start the data
@@ -38,17 +43,18 @@ KEEP_ENDED = 50
 # Points of the loss and accuracy curves sent to the browser each second: a 50-epoch run has tens
 # of thousands of steps, more than a chart shows and more than a browser redraws every second.
 CURVE_POINTS = 1000
+# Runs waiting in one app process's queue, all students together: at a few minutes a run, ten
+# waiting keep the machine busy for most of a lesson. $CAPSVIZ_MAX_WAITING changes it.
+MAX_WAITING = int(os.environ.get("CAPSVIZ_MAX_WAITING", "10"))
+# The lock file in the model folder that one training run of the server's app processes holds.
+TRAINING_LOCK = ".capsviz-training.lock"
 
 
-def model_name(text: str) -> str:
-    """The file stem a "Save as" text gives: letters, digits, '-' and '_' only.
-    Raises CapsvizError when nothing usable is left or the name is a shipped model's."""
-    safe = "".join(ch for ch in text.strip() if ch.isalnum() or ch in "-_").strip("-_")
-    if not safe:
-        raise CapsvizError("Give the model a name made of letters, digits, '-' or '_'.")
-    if safe.lower() in SHIPPED:  # lower: on a case-insensitive disk (macOS, Windows) it is the same file
-        raise CapsvizError(f"{safe} is one of the models that come with capsviz and cannot be replaced; choose a new name.")
-    return safe
+def model_name(text: str, folder: Path | None = None) -> str:
+    """The file stem a "Save as" text gives (capsviz.checkpoint.model_stem), checked against the
+    models in `folder` for a look-alike name."""
+    existing = [p.stem for p in Path(folder).glob("*.safetensors")] if folder is not None and Path(folder).is_dir() else []
+    return model_stem(text, existing)
 
 
 @dataclass
@@ -67,6 +73,7 @@ class Snapshot:
     epoch_s: float | None  # seconds per epoch at the measured rate, its test included once measured
     stopping: bool = False  # Stop was pressed; the run ends at its next step
     testing: bool = False  # an epoch is over and the model is being measured on the test set
+    elsewhere: bool = False  # its turn has come, but another app process of this server trains
     test_s: float | None = None  # how long the last test took; None until one has run
     curve: list[dict] = field(default_factory=list)  # per step: step, loss, accuracy
     evaluations: list[dict] = field(default_factory=list)
@@ -90,12 +97,15 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def progress_line(s: Snapshot) -> str:
+def progress_line(s: Snapshot, name: str | None = None) -> str:
     """The one line under a run's progress bar. Never "step 0/0" (before the first step the data
-    and model are being prepared), and a time left only while the run trains at a measured rate."""
-    name = s.out.stem
+    and model are being prepared), and a time left only while the run trains at a measured rate.
+    `name`: the model's name as the page shows it (made plain for Markdown), else its file stem."""
+    name = s.out.stem if name is None else name
     if s.state == "queued":
         return f"{name}: queued, position {s.position}"
+    if s.state == "running" and s.elsewhere:
+        return f"{name}: next; waiting for a run that another app process of this server trains"
     if s.total == 0:  # no step yet
         return f"{name}: " + {
             "running": "preparing the data and the model ...",
@@ -139,6 +149,7 @@ class TrainJob:
         self._testing = False
         self._test_start: float | None = None
         self._test_s: float | None = None
+        self._elsewhere = False
         self.thread = threading.Thread(target=self._work, name=f"capsviz-train-{self.id}", daemon=True)
 
     def _on(self, e: Event) -> None:
@@ -169,14 +180,46 @@ class TrainJob:
             elif e.kind in ("finished", "stopped", "failed"):
                 self._state, self._message = e.kind, e.message
 
-    def _work(self) -> None:
+    def _turn(self) -> int | None:
+        """Wait until no other app process of this server trains (the model folder's lock file),
+        or until the run is stopped: the lock's open file, or None when stopped or the folder
+        cannot hold a lock (then the run goes ahead: a single process needs none)."""
         try:
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.out.parent / TRAINING_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return -1
+        while True:
+            try:
+                lock_file(fd, wait=False)
+                with self._lock:
+                    self._elsewhere = False
+                return fd
+            except BlockingIOError:
+                with self._lock:
+                    self._elsewhere = True
+                if self.stop.wait(1.0):
+                    os.close(fd)
+                    return None
+            except OSError:  # a filesystem without locks
+                return fd
+
+    def _work(self) -> None:
+        fd = None
+        try:
+            fd = self._turn()
+            if fd is None:
+                with self._lock:
+                    self._state, self._message = "cancelled", "stopped before it started"
+                return
             train(self.run, self.out, on_event=self._on, stop=self.stop, resume=self.resume, replace=self.replace)
         except CapsvizError:
             pass  # train() reported it through the "failed" event
         except Exception as e:  # noqa: BLE001 - a crash must reach the page, not vanish with the thread
             self._on(Event("failed", message=f"{type(e).__name__}: {e}"))
         finally:
+            if fd is not None and fd >= 0:
+                os.close(fd)  # lets go of the lock
             with self._lock:
                 if self._state == "running":  # train() returned without a final event
                     self._state = "finished"
@@ -204,6 +247,7 @@ class TrainJob:
                 epoch_s=per_epoch / rate + (test_s or 0.0) if live else None,
                 stopping=stopping,
                 testing=self._testing and self._state == "running",
+                elsewhere=self._elsewhere and self._state == "running",
                 test_s=test_s,
                 curve=thin(self._curve, CURVE_POINTS),
                 evaluations=list(self._evals),
@@ -223,11 +267,14 @@ class TrainQueue:
         self._guard = threading.RLock()
         self._jobs: list[TrainJob] = []  # every run submitted, oldest first
 
-    def submit(self, run: TrainRun, out: Path, owner: str, resume: Path | None = None, replace: bool = False) -> TrainJob:
+    def submit(
+        self, run: TrainRun, out: Path, owner: str, resume: Path | None = None, replace: bool = False, teacher: bool = False
+    ) -> TrainJob:
         """Queue a run; it starts at once when nothing is training. What would only fail later on
-        the thread, where the session would learn of it after the form was redrawn, is checked here
+        the thread, where the student would learn of it after the form was redrawn, is checked here
         and raised as CapsvizError: missing data, an unwritable folder, a name another run will
-        write, and a session that already has a run going."""
+        write, a student who already has a run going or waiting, and a full queue (MAX_WAITING runs
+        waiting; the `teacher`'s runs are let in beyond)."""
         out = Path(out)
         if user_dataset(run.dataset):  # a user's images: read now (cached for the run), refused now if unreadable
             from capsviz.data.user import load_user
@@ -248,9 +295,14 @@ class TrainQueue:
                 if j.state not in ACTIVE:
                     continue
                 if j.owner == owner:
-                    raise CapsvizError("You already have a run going or waiting; stop or cancel it first.")
+                    raise CapsvizError("You already have a run going or waiting (in this tab or another); stop or cancel it first.")
                 if j.out == out:
                     raise CapsvizError(f"Another run will save to {out.name}; choose a new name.")
+            waiting = len(self.waiting())
+            if not teacher and self.running() is not None and waiting >= MAX_WAITING:
+                raise CapsvizError(
+                    f"The training queue is full: {waiting} runs wait for their turn on this machine. Try again when one has finished."
+                )
             job = TrainJob(run, out, owner, resume, self, replace)
             ended = [j for j in self._jobs if j.state not in ACTIVE]
             forget = {j.id for j in ended[: max(0, len(ended) - KEEP_ENDED + 1)]}
@@ -297,9 +349,9 @@ class TrainQueue:
 
     def cancel(self, job: TrainJob, owner: str) -> None:
         """Stop a training run at its next step (it keeps a resumable checkpoint), or take a waiting
-        one out of the queue. Only the session that started a run may end it."""
+        one out of the queue. Only the student who started a run may end it."""
         if job.owner != owner:
-            raise CapsvizError("Only the browser session that started this run can stop it.")
+            raise CapsvizError("Only the student who started this run can stop it.")
         with self._guard:
             if job.state == "queued":
                 with job._lock:

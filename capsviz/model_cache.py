@@ -3,8 +3,9 @@ models fit a memory budget, the least recently used let go first.
 
 A count of models is the wrong limit: a class spread over five models, with the robustness page
 loading three at once, would make sessions evict each other's models in a loop; and one paper
-CapsNet weighs as much as a dozen small models. The budget is in bytes instead
-(`$CAPSVIZ_MODEL_MEMORY_MB`, default a quarter of the machine's memory, at most 2 GB).
+CapsNet weighs as much as a dozen small models. The budget is in bytes instead: the machine's
+(`$CAPSVIZ_MODEL_MEMORY_MB`, default a quarter of its memory, at most 2 GB), shared evenly by the
+app processes that serve one class (`$CAPSVIZ_REPLICAS`, set by `capsviz app --replicas`).
 
 Loaded models are shared read-only: nothing a session does changes one (routing iterations and
 other per-request settings are passed per call). Two sessions asking for the same model at once
@@ -31,14 +32,25 @@ OVERHEAD = 3
 
 
 def default_budget() -> int:
-    """Bytes: $CAPSVIZ_MODEL_MEMORY_MB, else a quarter of physical memory, at most 2 GB."""
+    """Bytes for this process: the machine's budget ($CAPSVIZ_MODEL_MEMORY_MB, else a quarter of
+    physical memory, at most 2 GB) over the number of app processes ($CAPSVIZ_REPLICAS, else 1)."""
     if os.environ.get("CAPSVIZ_MODEL_MEMORY_MB"):
-        return int(float(os.environ["CAPSVIZ_MODEL_MEMORY_MB"]) * 2**20)
+        machine = int(float(os.environ["CAPSVIZ_MODEL_MEMORY_MB"]) * 2**20)
+    else:
+        try:
+            physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):  # not on every platform
+            physical = 8 * 2**30
+        machine = min(physical // 4, 2 * 2**30)
+    return machine // replicas()
+
+
+def replicas() -> int:
+    """The app processes that share this machine's budget: $CAPSVIZ_REPLICAS, at least 1."""
     try:
-        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # not on every platform
-        physical = 8 * 2**30
-    return min(physical // 4, 2 * 2**30)
+        return max(int(os.environ.get("CAPSVIZ_REPLICAS", "1")), 1)
+    except ValueError:
+        return 1
 
 
 def footprint(model: torch.nn.Module) -> int:

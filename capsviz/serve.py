@@ -248,6 +248,7 @@ def serve(command: list[str], env: dict[str, str], replicas: int, streamlit_args
     env.setdefault("STREAMLIT_SERVER_COOKIE_SECRET", secrets.token_hex(32))  # one secret: XSRF cookies valid on every replica
     env.setdefault("STREAMLIT_SERVER_HEADLESS", "true")
     env.setdefault("OMP_NUM_THREADS", str(max(cores() // n, 1)))
+    env["CAPSVIZ_REPLICAS"] = str(n)  # each replica's model cache takes its share of the machine's budget (capsviz.model_cache)
     upload_mb = int(env.get("STREAMLIT_SERVER_MAX_UPLOAD_SIZE", "200"))
 
     prefix = Path(tempfile.mkdtemp(prefix="capsviz-nginx-"))

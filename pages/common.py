@@ -11,6 +11,7 @@ import numpy as np
 import streamlit as st
 import torch
 
+from capsviz import access
 from capsviz.analysis import find_mistake, image_at, predict
 from capsviz.checkpoint import list_checkpoints
 from capsviz.config import user_dataset
@@ -25,6 +26,7 @@ from capsviz.model_cache import ModelCache
 from capsviz.progress import time_left
 from capsviz.schema import CheckpointMeta
 from capsviz.site.links import site_link
+from capsviz.text import plain
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,6 +62,135 @@ def public(message) -> str:
     for prefix in prefixes:
         text = text.replace(prefix, "the model folder")
     return text
+
+
+def plain_chart(fig):
+    """`fig` (a Plotly figure) with every text in it made plain for Plotly, which reads a few
+    HTML tags, links among them: titles, axis and legend names, categories, tick and hover text,
+    annotations. capsviz's charts use no markup of their own. Returns `fig`."""
+
+    def fix(value):
+        if isinstance(value, str):
+            return plain(value, "chart")
+        if isinstance(value, np.ndarray) and value.dtype.kind in "OUS":
+            value = value.tolist()
+        if isinstance(value, list | tuple) and any(isinstance(v, str) for v in value):
+            return [fix(v) for v in value]
+        return value
+
+    for trace in fig.data:
+        for attr in ("name", "x", "y", "text", "hovertext", "labels"):
+            if attr in trace and trace[attr] is not None:
+                trace[attr] = fix(trace[attr])
+    layout = fig.layout
+    if layout.title.text:
+        layout.title.text = fix(layout.title.text)
+    for axis in [*fig.select_xaxes(), *fig.select_yaxes()]:
+        if axis.title.text:
+            axis.title.text = fix(axis.title.text)
+        if axis.ticktext:
+            axis.ticktext = fix(list(axis.ticktext))
+    for note in layout.annotations:
+        note.text = fix(note.text)
+    if layout.legend.title.text:
+        layout.legend.title.text = fix(layout.legend.title.text)
+    return fig
+
+
+def said_rows(rows: list, studies=()) -> tuple[list, list]:
+    """The lab's rows and seed studies with their names (model, architecture) made plain, for
+    the sentences that lab.sentences writes in Markdown about them."""
+    from dataclasses import replace
+
+    rows = [replace(r, model=plain(r.model), extra={k: plain(v) if k == "architecture" else v for k, v in r.extra.items()}) for r in rows]
+    return rows, [replace(s, architecture=plain(s.architecture)) for s in studies]
+
+
+def guard_clear_cache() -> None:
+    """Let only the teacher's sessions clear the server's caches. Streamlit clears every cache of
+    the process for a "clear cache" message from any browser (the menu, the C key, or a script
+    sending it in a loop), making every student's models and test sets load again (Streamlit 1.67:
+    AppSession._handle_clear_cache_request); a student's message is ignored."""
+    from streamlit.runtime.app_session import AppSession
+
+    original = getattr(AppSession, "_handle_clear_cache_request", None)
+    if original is None or getattr(original, "capsviz_guard", False):
+        return
+
+    def handle(session) -> None:
+        try:
+            teacher = session._session_state["capsviz_teacher"] is True
+        except (KeyError, AttributeError, TypeError):
+            teacher = False
+        if teacher:
+            original(session)
+
+    handle.capsviz_guard = True
+    AppSession._handle_clear_cache_request = handle
+
+
+guard_clear_cache()
+_teachers: set[str] = set()  # the students' ids that have entered the teacher key in this process
+
+
+def person() -> tuple[str, bool]:
+    """(this browser's id, whether it is the teacher's) for this run (capsviz.access): the id
+    from its cookie, the same in every tab and after a reload (a session of its own where the
+    browser sent none); the teacher on the server's own machine, or with the teacher key."""
+    who = access.identity(st.context.cookies) or st.session_state.setdefault("capsviz_session_id", "session-" + os.urandom(8).hex())
+    peer = st.context.ip_address
+    peer = peer if isinstance(peer, str) else None  # None: loopback (and Streamlit's AppTest, which has no connection)
+    local = access.is_local(peer, st.context.headers.get_all("X-Forwarded-For"))
+    teacher = local or who in _teachers
+    st.session_state["capsviz_teacher"] = teacher  # read by the clear-cache guard
+    return who, teacher
+
+
+def teacher_key_entry() -> None:
+    """A link's ?teacher=KEY (taken out of the address at once) makes this browser the teacher's
+    for as long as this app process runs; so does the key typed on the sidebar (`key_typed`)."""
+    access.announce(checkpoint_dir())
+    given = st.query_params.get("teacher")
+    if given is not None:
+        del st.query_params["teacher"]
+        _try_key(given)
+
+
+def _try_key(key: str) -> None:
+    if access.key_matches(checkpoint_dir(), key):
+        _teachers.add(person()[0])
+        st.toast("You are the teacher on this server.")
+    else:
+        st.toast("That is not this server's teacher key.")
+
+
+def key_typed() -> None:
+    """The sidebar's teacher key field, on change: tried once, then emptied."""
+    typed = st.session_state.get("teacher_key_typed", "")
+    st.session_state["teacher_key_typed"] = ""
+    if typed:
+        _try_key(typed)
+
+
+def class_panel(teacher: bool) -> None:
+    """The sidebar's class settings: the teacher chooses what students may do; a student can
+    enter the teacher key."""
+    folder = checkpoint_dir()
+    with st.sidebar.expander("Class", expanded=False):
+        if teacher:
+            mode = access.settings(folder)["students"]
+            pick = st.radio(
+                "Students may", list(access.MODES), index=list(access.MODES).index(mode), format_func=access.MODES.get, key="class_mode"
+            )
+            if pick != mode:
+                try:
+                    access.set_student_mode(folder, pick)
+                except OSError as e:
+                    st.error(f"Cannot keep the setting in the model folder: {plain(e.strerror or e)}")
+            st.caption("You are the teacher here: you may train, replace any model and clear the caches (the app menu's Clear cache).")
+        else:
+            st.caption("Students on this server may " + access.MODES[access.settings(folder)["students"]] + ".")
+            st.text_input("Teacher key", type="password", key="teacher_key_typed", on_change=key_typed)
 
 
 ALL = "all datasets"
@@ -130,7 +261,7 @@ def active_model():
         model, meta = load_model(Path(path))
         st.session_state["model_key"] = model_key(Path(path))
     except (CapsvizError, OSError) as e:
-        st.error(f"Cannot load {Path(path).name}: {public(e)}")
+        st.error(f"Cannot load {plain(Path(path).name)}: {plain(public(e))}")
         return None
     return model, meta, Path(path)
 
@@ -156,20 +287,22 @@ def page_model(fits, needs: str, why: str):
         return loaded
     suitable = sorted(((p, m) for p, m in checkpoints() if fits(m)), key=lambda pm: (pm[1].dataset != meta.dataset, pm[0].name))
     if not suitable:
-        st.info(why.format(name=path.stem, family=family_words(meta.family)))
+        st.info(why.format(name=plain(path.stem), family=family_words(meta.family)))  # plain: the name is made plain
         st.stop()
     stand, stand_meta = suitable[0]
     try:
         model, meta2 = load_model(stand)
     except (CapsvizError, OSError) as e:
-        st.error(f"Cannot load {stand.name}: {public(e)}")
+        st.error(f"Cannot load {plain(stand.name)}: {plain(public(e))}")
         st.stop()
     st.info(
-        f"**{path.stem}**, the model in the sidebar, is {family_words(meta.family)}; this page needs {needs}, "
-        f"so it shows **{stand.stem}**" + ("" if stand_meta.dataset == meta.dataset else f" (trained on {stand_meta.dataset})") + ".",
+        f"**{plain(path.stem)}**, the model in the sidebar, is {family_words(meta.family)}; this page needs {needs}, "
+        f"so it shows **{plain(stand.stem)}**"
+        + ("" if stand_meta.dataset == meta.dataset else f" (trained on {plain(stand_meta.dataset)})")
+        + ".",
         icon=":material/swap_horiz:",
     )
-    if st.button(f"Use {stand.stem} on every page", key=f"switch_{stand.stem}"):
+    if st.button(f"Use {plain(stand.stem)} on every page", key=f"switch_{stand.stem}"):
         st.session_state["pending_model"] = stand.name  # the sidebar switches its dataset filter if needed
         st.rerun()
     st.session_state["model_key"] = model_key(stand)  # traces are cached per model shown
@@ -194,12 +327,12 @@ def test_set(dataset: str, size: int | None = None, channels: int = 1, quiet: bo
             name = short_name(dataset)
             why = str(e).replace(dataset, name).replace(user_dataset(dataset)[1], name)  # the server's paths are its own
             st.warning(
-                f"The images this model was trained on ({name}) are not available on this server, so this page can only "
-                f"use a picture you upload or draw. ({why}.)",
+                f"The images this model was trained on ({plain(name)}) are not available on this server, so this page can only "
+                f"use a picture you upload or draw. ({plain(why)}.)",
                 icon=":material/image_not_supported:",
             )
             return None
-        st.warning(f"The {dataset} test images are not available, so this page can only use uploaded images.")
+        st.warning(f"The {plain(dataset)} test images are not available, so this page can only use uploaded images.")
         with st.expander("How to get the data", expanded=True):
             st.code(str(e), language=None, wrap_lines=True)
             st.markdown("Run `python -m capsviz data --download`, or set `CAPSVIZ_DATA_DIR` to a folder with the IDX files, then reload.")
@@ -212,6 +345,8 @@ def sidebar(page: str = "") -> None:
     if st.session_state.get("page_now", page) != page and "image_index" in st.session_state:
         st.session_state["image_pending"] = st.session_state["image_index"]
     st.session_state["page_now"] = page
+    teacher_key_entry()
+    _, teacher = person()
     found = checkpoints()
     with st.sidebar:
         st.markdown("### Active model")
@@ -229,12 +364,16 @@ def sidebar(page: str = "") -> None:
             if pending_meta and st.session_state.get("dataset_pick", ALL) not in (ALL, pending_meta.dataset):
                 st.session_state["dataset_pick"] = ALL  # a link or card to another dataset's model wins
             st.selectbox(
-                "Dataset", [ALL, *datasets], key="dataset_pick", format_func=short_name, help="Show only the models trained on this dataset"
+                "Dataset",
+                [ALL, *datasets],
+                key="dataset_pick",
+                format_func=lambda d: plain(short_name(d)),
+                help="Show only the models trained on this dataset",
             )
             st.session_state["model_pick"] = active_name()  # before the widget: links and cards win
             st.session_state.pop("pending_model", None)
             shown = [p.name for p, m in found if st.session_state["dataset_pick"] in (ALL, m.dataset)]
-            name = st.selectbox("Model", shown, key="model_pick", help="Used by every page")
+            name = st.selectbox("Model", shown, key="model_pick", help="Used by every page", format_func=plain)
             st.query_params["model"] = name
         device = pick_device("auto")
         active = next((m.dataset for p, m in found if p.name == st.session_state.get("model_pick")), None)
@@ -245,6 +384,7 @@ def sidebar(page: str = "") -> None:
         kernel = f" · native EM kernel off: {why}" if why else ""
         st.caption(f"device: {'GPU' if device.type == 'cuda' else device.type.upper()} · {where}{kernel}")
         st.session_state["site_slot"] = (page, st.empty())  # filled by `site_button` once the page has put its view in the address
+    class_panel(teacher)
     link_notice(st.session_state.get("model_pick"))
 
 
@@ -292,7 +432,10 @@ def link_notice(shown: str | None) -> None:
         return
     st.session_state["link_shown"] = shown
     instead = f"showing **{shown}** instead" if shown else "no other model is available"
-    st.warning(f"The link asks for the model **{asked}**, which cannot be used: {why}. This page is {instead}.", icon=":material/link_off:")
+    st.warning(
+        f"The link asks for the model **{plain(asked)}**, which cannot be used: {plain(why)}. This page is {instead}.",
+        icon=":material/link_off:",
+    )
 
 
 MISTAKES_SCAN = 2000
@@ -453,14 +596,16 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
                 st.session_state["image_pending"] = wrong
                 st.rerun()
             st.toast(f"No mistakes among the first {MISTAKES_SCAN} test images.")
-        pick = c3.selectbox("Jump to a test image of class", ["-"] + list(names), key="jump_class")
+        pick = c3.selectbox(
+            "Jump to a test image of class", ["-"] + list(names), key="jump_class", format_func=lambda n: n if n == "-" else plain(n)
+        )
         if pick != "-":
             idx = (data.labels == list(names).index(pick)).nonzero().flatten()
             del st.session_state["jump_class"]
             if len(idx):
                 st.session_state["image_pending"] = int(idx[np.random.randint(len(idx))])
                 st.rerun()
-            st.toast(f"No test image of class {pick}.")
+            st.toast(f"No test image of class {plain(pick)}.")
         i = int(st.session_state["image"])
         st.session_state["image_index"] = i
         st.query_params["image"] = str(i)
@@ -475,7 +620,7 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
         try:
             image = picture_to_input(up.getvalue(), size, channels) if own else picture_to_digit(up.getvalue())
         except CapsvizError as e:
-            st.error(str(e))
+            st.error(plain(str(e)))
             image = None
         if image is not None:
             if size != 28 and not own:
@@ -505,17 +650,19 @@ def long_job(key: str, label: str, fn, stored=None):
         return kept
     running = f"running:{label}"
     if st.session_state.pop(running, None) == key:
-        st.info(f"{label}: cancelled before it finished. Nothing was kept.")
-    if not st.button(label, key=f"run_{label}", type="primary"):
+        st.info(f"{plain(label)}: cancelled before it finished. Nothing was kept.")
+    if not st.button(plain(label), key=f"run_{label}", type="primary"):
         return None
     st.session_state[running] = key
-    bar = st.progress(0.0, text=f"{label} ...")
+    bar = st.progress(0.0, text=f"{plain(label)} ...")
     st.button("Cancel", key=f"cancel_{label}")
 
     start = time.perf_counter()
 
     def progress(done: int, total: int) -> None:
-        bar.progress(min(done / max(total, 1), 1.0), text=f"{label}: {done} / {total}{time_left(done, total, time.perf_counter() - start)}")
+        bar.progress(
+            min(done / max(total, 1), 1.0), text=f"{plain(label)}: {done} / {total}{time_left(done, total, time.perf_counter() - start)}"
+        )
 
     results[key] = fn(progress)
     st.session_state.pop(running, None)
@@ -526,4 +673,4 @@ def long_job(key: str, label: str, fn, stored=None):
 def count_slider(label: str, choices: list[int], default: int, available: int, key: str, container=st) -> int:
     """How many test images (or pairs) to use: the choices up to what the test set holds."""
     options = [c for c in choices if c < available] + [available]
-    return container.select_slider(label, options, value=min(default, available), key=key, bind="query-params")
+    return container.select_slider(plain(label), options, value=min(default, available), key=key, bind="query-params")

@@ -6,10 +6,11 @@ import streamlit as st
 from capsviz.analysis.explain import em_shares, position_words, zoom_limit
 from capsviz.analysis.routing import em_trace
 from capsviz.glossary import help_text, label, term
+from capsviz.text import plain
 from capsviz.viz import heatmap, lines, png_bytes, to_image
 from capsviz.viz.animation import gif_bytes
 from capsviz.viz.explain import em_histogram_frames
-from pages.common import keep_within, page_model, pick_image, require_router
+from pages.common import keep_within, page_model, pick_image, plain_chart, require_router
 
 require_router()
 st.title("EM routing, iteration by iteration")
@@ -80,7 +81,7 @@ def iteration_view(tr, image, label_, pred: int) -> None:
             "the assignments move."
         )
     left, right = st.columns([1, 3])
-    left.image(to_image(image), caption=f"input (label {label_}), prediction {names[pred]}", width=168)
+    left.image(to_image(image), caption=f"input (label {plain(label_)}), prediction {plain(names[pred])}", width=168)
     left.metric(label("lambda"), f"{tr.lambdas[t]:.3f}", help=help_text("lambda"))
     zoom_on = right.toggle(
         "Zoom in on the nearest votes (Fig. 2's zoom)",
@@ -98,8 +99,8 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     )
     trained = meta.config.routing_iterations
     right.markdown(
-        f"**Shown: vote distances from 0 to {zoom.limit:g}**: {zoom.why}.  \n"
-        f"What to look for: the winner, class {names[sh.winner]}, is the first panel (red). Its share of all assignment "
+        f"**Shown: vote distances from 0 to {zoom.limit:g}**: {plain(zoom.why)}.  \n"
+        f"What to look for: the winner, class {plain(names[sh.winner])}, is the first panel (red). Its share of all assignment "
         f"{share}; the votes it explains lie on average {sh.near[-1]:.3g} from its mean pose, the votes the other classes explain "
         f"{sh.near_others[-1]:.3g} from theirs."
         + (f"  \nThis model was trained with {trained} EM iterations; with {T} its answers can differ." if T != trained else "")
@@ -121,15 +122,17 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     )
 
     st.plotly_chart(
-        heatmap(
-            tr.R[t].T,
-            f"{label('R')} at iteration {t + 1}: the share of each lower capsule's vote each class explains",
-            "lower capsule i (position x type)",
-            "class",
-            y=[str(n) for n in names],
-            zmin=0,
-            zmax=1,
-            height=300,
+        plain_chart(
+            heatmap(
+                tr.R[t].T,
+                f"{label('R')} at iteration {t + 1}: the share of each lower capsule's vote each class explains",
+                "lower capsule i (position x type)",
+                "class",
+                y=[str(n) for n in names],
+                zmin=0,
+                zmax=1,
+                height=300,
+            )
         ),
         key="em_R",
     )
@@ -156,13 +159,15 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     st.caption(f"Position {pos} is {where}.")
     R = res.R[t if t < res.R.shape[0] else -1, 0, pos].numpy()  # (K*K*types, J)
     st.plotly_chart(
-        heatmap(
-            R.T,
-            f"{layer}, {where}: assignments R of the receptive field's capsules",
-            "lower capsule in the 3x3 receptive field (kernel position x type)",
-            "upper capsule type",
-            zmin=0,
-            height=280,
+        plain_chart(
+            heatmap(
+                R.T,
+                f"{layer}, {where}: assignments R of the receptive field's capsules",
+                "lower capsule in the 3x3 receptive field (kernel position x type)",
+                "upper capsule type",
+                zmin=0,
+                height=280,
+            )
         ),
         key="em_conv_R",
     )
@@ -175,10 +180,13 @@ iteration_view(tr, image, image_label, pred)
 
 st.subheader("Across iterations")
 a, b, c = st.columns(3)
-a.plotly_chart(lines(tr.a, names, f"Class {label('a_j')}", "iteration", "a_j (activation)"), key="em_act")
-b.plotly_chart(lines(tr.sigma.mean(-1), names, f"{label('sigma')}, mean of 16 entries", "iteration", "sigma (spread)"), key="em_sigma")
+a.plotly_chart(plain_chart(lines(tr.a, names, f"Class {label('a_j')}", "iteration", "a_j (activation)")), key="em_act")
+b.plotly_chart(
+    plain_chart(lines(tr.sigma.mean(-1), names, f"{label('sigma')}, mean of 16 entries", "iteration", "sigma (spread)")), key="em_sigma"
+)
 c.plotly_chart(
-    lines(tr.R.sum(1), names, "Total assignment each class receives", "iteration", "sum_i R_ij (total assignment)"), key="em_mass"
+    plain_chart(lines(tr.R.sum(1), names, "Total assignment each class receives", "iteration", "sum_i R_ij (total assignment)")),
+    key="em_mass",
 )
 st.caption(
     f"Left, {label('a_j')}: {term('a_j').explanation} Middle, {label('sigma')}: {term('sigma').explanation} Right, "

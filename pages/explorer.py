@@ -6,9 +6,10 @@ import streamlit as st
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid
 from capsviz.glossary import class_words, help_text
 from capsviz.glossary import label as glossary_label
+from capsviz.text import plain
 from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
 from capsviz.viz.explain import labelled_grid
-from pages.common import answer, dimension_sliders, page_model, pick_image, require_router, site_button
+from pages.common import answer, dimension_sliders, page_model, pick_image, plain_chart, require_router, site_button
 
 require_router()
 FAINT = 0.2  # below this share of the unperturbed reconstruction's ink, the picture reads as black
@@ -59,7 +60,7 @@ capsule = st.selectbox(
     "Capsule to decode",
     list(range(len(names))),
     index=default_capsule,
-    format_func=lambda j: f"{names[j]} (length {pred.scores[j]:.2f})",
+    format_func=lambda j: f"{plain(names[j])} (length {pred.scores[j]:.2f})",
     key=f"capsule_{path.stem}_{hash(image.tobytes())}",
     help=help_text("length", "reconstruction"),
 )
@@ -80,13 +81,13 @@ if st.session_state.setdefault("dims_view", view) != view:  # a new image or cap
     st.session_state["dims_from_url"] = np.zeros(16, np.float32)
 
 a, b, c = st.columns([1, 2, 1])
-a.image(to_image(image), caption=f"input (label {label})", width=168)
+a.image(to_image(image), caption=f"input (label {plain(label)})", width=168)
 b.plotly_chart(
-    capsule_bars(pred.scores, names, pred.predicted, f"Prediction: {names[pred.predicted]}", y_title=glossary_label("length")),
+    plain_chart(capsule_bars(pred.scores, names, pred.predicted, f"Prediction: {names[pred.predicted]}", y_title=glossary_label("length"))),
     key="lengths",
 )
-plain = decode(model, pred.capsules[capsule], capsule)
-c.image(to_image(plain), caption=f"reconstruction from capsule {names[capsule]}", width=168)
+rebuilt = decode(model, pred.capsules[capsule], capsule)
+c.image(to_image(rebuilt), caption=f"reconstruction from capsule {plain(names[capsule])}", width=168)
 
 
 @st.fragment
@@ -106,7 +107,7 @@ def sliders():
         st.query_params["dims"] = ",".join(f"{v:g}" for v in deltas)
         changed = ", ".join(f"d{d} {v:+.2f}" for d, v in enumerate(deltas) if v) or "none"
         st.image(to_image(rec), caption=f"perturbed: {changed}", width=224)
-        ink = float(rec.sum()) / max(float(plain.sum()), 1e-6)
+        ink = float(rec.sum()) / max(float(rebuilt.sum()), 1e-6)
         if deltas.any() and ink < FAINT:
             st.caption(
                 f"The decoder draws almost nothing here ({ink:.0%} of the ink of the unperturbed reconstruction): these "
@@ -117,7 +118,7 @@ def sliders():
 
 sliders()
 
-st.subheader(f"Perturbation grid for capsule {names[capsule]} (Fig. 4)")
+st.subheader(f"Perturbation grid for capsule {plain(names[capsule])} (Fig. 4)")
 st.caption(
     f"Each row is one dimension (d0 at the top to d15 at the bottom); each column adds one offset, from {STEPS[0]:+.2f} at "
     f"the left to {STEPS[-1]:+.2f} at the right, to that dimension alone (the middle column, 0, is the plain reconstruction). "
@@ -132,7 +133,7 @@ img_png, effect = grid_of(st.session_state["model_key"], model, image.tobytes(),
 left, right = st.columns([3, 2])
 left.image(img_png, caption="16 dimensions (rows) x 11 offsets (columns), the offsets written on top")
 left.download_button("Download grid as PNG", img_png, file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png")
-right.plotly_chart(effect_bars(effect), key="effect")
+right.plotly_chart(plain_chart(effect_bars(effect)), key="effect")
 right.caption(
     "For each dimension: how much the picture changes between its two ends (-0.25 and +0.25), as the mean change per "
     "pixel. The tallest bars are the rows of the grid worth looking at first."

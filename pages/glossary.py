@@ -4,6 +4,7 @@ text as their hover help (capsviz.glossary)."""
 import streamlit as st
 
 from capsviz.glossary import entries
+from capsviz.text import plain
 from pages.common import require_router
 
 require_router()
@@ -16,6 +17,6 @@ st.markdown(
 query = st.text_input("Find a term", key="term", bind="query-params", placeholder="coupling, R, squash ...")
 found = entries(query)
 if not found:
-    st.info(f"No entry mentions “{query}”. Clear the box to see them all.")
+    st.info(f"No entry mentions “{plain(query)}”. Clear the box to see them all.")
 for t in found:
-    st.markdown(f"**{t.named}**: {t.explanation}")
+    st.markdown(f"**{t.named}**: {t.explanation}")  # plain: the glossary's own words

@@ -6,8 +6,9 @@ from capsviz.analysis import lab
 from capsviz.data.user import short_name
 from capsviz.glossary import help_text
 from capsviz.routing import ROUTINGS
+from capsviz.text import plain
 from capsviz.viz import grouped_bars, seed_strip
-from pages.common import checkpoints, load_model, long_job, page_model, require_router, test_set
+from pages.common import checkpoints, load_model, long_job, page_model, plain_chart, require_router, said_rows, test_set
 
 require_router()
 
@@ -33,6 +34,7 @@ chosen = c[0].multiselect(
     "Models",
     list(fitting),
     default=same_data,
+    format_func=plain,
     key="lab_models",
     bind="query-params",
     help="Vector-capsule models in the model folder; the default is every one trained on the same images as the model in the sidebar.",
@@ -68,7 +70,8 @@ if not chosen or not routings:
     st.stop()
 
 settings = lab.Settings(test_images=n_test, epsilon=epsilon)
-have = lab.stored_rows([fitting[name] for name in chosen], routings, settings)  # read once per rerun
+skipped: list[str] = []  # stored files that could not be read: a note below
+have = lab.stored_rows([fitting[name] for name in chosen], routings, settings, skipped=skipped)  # read once per rerun
 complete = {name for name in chosen if all((name, r) in have for r in routings)}
 # test images only where rows must still be measured: stored results need none
 images = {
@@ -80,7 +83,7 @@ without = [name for name, found in images.items() if found is None]
 if without:
     st.warning(
         f"The test images of {', '.join(f'**{n}**' for n in without)} are not available on this server "
-        f"({', '.join(sorted({short_name(fitting[n][1].image_dataset) for n in without}))}), so "
+        f"({', '.join(plain(d) for d in sorted({short_name(fitting[n][1].image_dataset) for n in without}))}), so "
         f"{'it is' if len(without) == 1 else 'they are'} left out of the lab unless stored results are kept for them.",
         icon=":material/image_not_supported:",
     )
@@ -134,8 +137,8 @@ st.caption(
     f"turned up to {lab.ROTATE_DEG}°, the same draw for every model) and FGSM on {first.n_images:,} images; "
     + (f"MultiMNIST pairs on {pairs:,} pairs; " if pairs else "")
     + f"couplings averaged over {lab.COUPLING_IMAGES} images (entropy 100% = the uniform split 1/J; c to predicted class "
-    f"{1 / first.classes:.2f} = uniform with {first.classes} classes). ± chance: two standard errors of one error rate, what the test images alone can move it. "
-    f"Time per image at batch {lab.TIME_BATCH} on {first.hardware or 'the machine that measured it'}"
+    f"{1 / first.classes:.2f} = uniform with {plain(first.classes)} classes). ± chance: two standard errors of one error rate, what the test images alone can move it. "
+    f"Time per image at batch {lab.TIME_BATCH} on {plain(first.hardware or 'the machine that measured it')}"
     + (f" (load {first.load:.1f} while measured)" if first.load else "")
     + ". MultiMNIST pairs need a model that reads 36x36 pairs (one trained on MultiMNIST); '-' elsewhere."
 )
@@ -145,41 +148,51 @@ by = {(r.model, r.run_with): r for r in rows}
 err = {rt: [by[m, rt].test_error if (m, rt) in by else None for m in models_in] for rt in routings}
 band = {rt: [lab.spread(by[m, rt].test_error, by[m, rt].n_test) if (m, rt) in by else 0 for m in models_in] for rt in routings}
 c = st.columns(2)
-c[0].plotly_chart(grouped_bars(models_in, err, "Test error (lower is better), ± two standard errors", "test error %", band), key="lab_err")
+c[0].plotly_chart(
+    plain_chart(grouped_bars(models_in, err, "Test error (lower is better), ± two standard errors", "test error %", band)), key="lab_err"
+)
 acc = {rt: [by[m, rt].shifted_accuracy if (m, rt) in by else None for m in models_in] for rt in routings}
-c[1].plotly_chart(grouped_bars(models_in, acc, "Accuracy on shifted and turned images", "accuracy %"), key="lab_shift")
+c[1].plotly_chart(plain_chart(grouped_bars(models_in, acc, "Accuracy on shifted and turned images", "accuracy %")), key="lab_shift")
 c = st.columns(2)
 fg = {rt: [by[m, rt].fgsm_accuracy if (m, rt) in by else None for m in models_in] for rt in routings}
-c[0].plotly_chart(grouped_bars(models_in, fg, f"Accuracy under FGSM, epsilon {epsilon:g}", "accuracy %"), key="lab_fgsm")
+c[0].plotly_chart(plain_chart(grouped_bars(models_in, fg, f"Accuracy under FGSM, epsilon {epsilon:g}", "accuracy %")), key="lab_fgsm")
 ent = {rt: [100 * by[m, rt].entropy_ratio if (m, rt) in by else None for m in models_in] for rt in routings}
-c[1].plotly_chart(grouped_bars(models_in, ent, "Coupling entropy, % of uniform (100 = no routing)", "%"), key="lab_entropy")
+c[1].plotly_chart(plain_chart(grouped_bars(models_in, ent, "Coupling entropy, % of uniform (100 = no routing)", "%")), key="lab_entropy")
 
 shown = {lab.preset_and_data(fitting[n][1]) for n in chosen}
-found = lab.stored_studies() + lab.studies_in(m for _, m in fitting.values())
-studies = list({st_.architecture: st_ for st_ in found if st_.preset_and_data in shown}.values())
+found = lab.stored_studies(skipped=skipped) + lab.studies_in((m for _, m in fitting.values()), names=list(fitting))
+# a study made of this folder's models (a student's runs) never takes the place of one shipped with the app
+studies = list({(st_.architecture, st_.shipped, st_.models): st_ for st_ in found if st_.preset_and_data in shown}.values())
 st.subheader("What these numbers show")
-for line in lab.sentences(rows, studies):
-    st.markdown("- " + line)
+for line in lab.sentences(*said_rows(rows, studies)):
+    st.markdown("- " + line)  # plain: said_rows makes the names plain
 
-for study in studies:
-    st.subheader(f"Trained with, over {len(study.seeds)} seeds: {study.preset_and_data}")
+for k, study in enumerate(studies):
+    st.subheader(study.title(plain))  # plain: its names are made plain by title
     st.markdown(
         "One training run per routing cannot say whether a gap between routings is the routing or the luck of the "
         "draw: the starting weights and the order of the images (the *seed*). Here the same preset was trained with "
-        f"each routing from {len(study.seeds)} seeds on a shorter schedule ({study.architecture}), so the gap between "
+        f"each routing from {len(study.seeds)} seeds on a shorter schedule ({plain(study.architecture)}), so the gap between "
         "routings can be set beside the gap between seeds."
     )
     c = st.columns([2, 3])
     c[0].plotly_chart(
-        seed_strip(study.errors, study.seeds, "Test error per training seed (dots) and mean (bar)"), key=f"lab_seeds_{lab.seeds_key(study)}"
+        plain_chart(seed_strip(study.errors, study.seeds, "Test error per training seed (dots) and mean (bar)")),
+        key=f"lab_seeds_{k}_{lab.seeds_key(study)}",
     )
     with c[1]:
         for line in lab.seed_sentences(study):
-            st.markdown("- " + line)
+            st.markdown("- " + plain(line))
         st.caption(
-            f"Each error on {study.n_test:,} test images, from the training run's own evaluation; trained on {study.hardware or 'an unnamed machine'}. "
+            f"Each error on {study.n_test:,} test images, from the training run's own evaluation; trained on {plain(study.hardware or 'an unnamed machine')}. "
             "Command: `python -m capsviz.analysis.lab --seeds RUNS...` (RESULTS.md)."
         )
+if skipped:
+    st.caption(
+        f"{len(skipped)} stored result(s) could not be read and were left out (damaged, or from another version of capsviz): "
+        + ", ".join(plain(s) for s in skipped[:5])
+        + (" ..." if len(skipped) > 5 else "")
+    )
 st.subheader("What others found (published, not measured here)")
 for line in lab.PUBLISHED:
-    st.markdown("- " + line)
+    st.markdown("- " + plain(line))

@@ -8,9 +8,10 @@ from capsviz.analysis.multimnist import SEGMENT_NAMES, compose_pair, draw_pair, 
 from capsviz.config import DATASETS
 from capsviz.data.multimnist import MAX_SHIFT
 from capsviz.glossary import help_text
+from capsviz.text import plain
 from capsviz.viz import SEGMENT_COLOURS, capsule_bars, png_bytes, segments_image, to_image, two_colour
 from capsviz.viz.explain import coupling_overlays
-from pages.common import count_slider, long_job, page_model, require_router, test_set
+from pages.common import count_slider, long_job, page_model, plain_chart, require_router, test_set
 
 require_router()
 
@@ -63,7 +64,7 @@ with st.container(border=True):
     c[2].number_input("Second digit (test index)", 0, N - 1, key="pair_i2")
     for j, label in enumerate(["dy 1", "dx 1", "dy 2", "dx 2"]):
         c[3 + j].number_input(
-            label, -MAX_SHIFT, MAX_SHIFT, key=KEYS[2 + j], help="shift in pixels (down, right), at most 4 as in the paper"
+            plain(label), -MAX_SHIFT, MAX_SHIFT, key=KEYS[2 + j], help="shift in pixels (down, right), at most 4 as in the paper"
         )
 
 vals = [int(st.session_state[k]) for k in KEYS]
@@ -104,7 +105,9 @@ left, right = st.columns([1, 2])
 with left:
     st.image(to_image(pair.image, 6), caption=f"input: {pair_words(l1, l2)}", width=216)
 with right:
-    st.plotly_chart(capsule_bars(seg.scores, names, (t1, t2), f"Prediction: {t1} and {t2} (two longest capsules)"), key="mm_lengths")
+    st.plotly_chart(
+        plain_chart(capsule_bars(seg.scores, names, (t1, t2), f"Prediction: {t1} and {t2} (two longest capsules)")), key="mm_lengths"
+    )
 
 st.subheader("Reconstruct one capsule at a time")
 pick = st.columns(2)
@@ -161,7 +164,7 @@ st.markdown(
 )
 if meta.config.couplings != "dynamic":
     st.info(
-        f"**{path.stem}** was trained with {meta.config.couplings} couplings, not with routing: the prediction above uses "
+        f"**{plain(path.stem)}** was trained with {meta.config.couplings} couplings, not with routing: the prediction above uses "
         f"those. This section runs its capsules with dynamic routing ({meta.config.routing_iterations} iterations) instead, "
         "on weights that training made for the other couplings. The Routing lab compares the two on 10,000 pairs.",
         icon=":material/info:",
@@ -186,12 +189,12 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
         help="Which of the pair's two digits to route on its own, shifted as in the pair",
     )
     alone = 0 if alone == "first digit" else 1
-    st.caption(f"The first digit is a {pair.labels[0]}, the second a {pair.labels[1]}.")
+    st.caption(f"The first digit is a {plain(pair.labels[0])}, the second a {plain(pair.labels[1])}.")
     T_route = meta.config.routing_iterations
 
     single = pair.parts[alone].astype(np.float32)
     routed = routing_of(st.session_state["model_key"], model, pair_image.tobytes(), single.tobytes(), pair_image.shape, (t1, t2), T_route)
-    single_name = f"the {pair.labels[alone]}"
+    single_name = f"the {plain(pair.labels[alone])}"
     high = max(round_up(float(routed.maps.max())), routed.uniform + 0.001)  # one scale for every map: they compare
     coupling_fig = coupling_overlays(
         [pair.image, single],
@@ -211,7 +214,7 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
         key="mm_couplings_png",
         on_click="ignore",
     )
-    st.info(pair_routing_words(routed, single_name))
+    st.info(pair_routing_words(routed, single_name))  # plain: its one name is made plain above
 
 
 routing_view(pair, vals, t1, t2)
@@ -235,7 +238,7 @@ if res is not None:
         p = compose_pair(data.images, data.labels, h["index"][0], h["index"][1], h["shifts"])
         col.image(
             to_image(p.image, 3),
-            caption=f"{pair_words(*h['labels'])}, predicted {h['top2'][0]} and {h['top2'][1]}{'' if h['correct'] else ' (wrong)'}",
+            caption=f"{plain(pair_words(*h['labels']))}, predicted {h['top2'][0]} and {h['top2'][1]}{'' if h['correct'] else ' (wrong)'}",
         )
         if col.button("Open", key=f"open_{h['index'][0]}_{h['index'][1]}"):
             st.session_state["pair_pending"] = spec(h["index"][0], h["index"][1], h["shifts"])

@@ -71,7 +71,7 @@ from_link(f"{prefix}_T", "T", int, range(1, 6), 3)
 from_link(f"{prefix}_cap", "cap", int, range(1, I_TOY + 1), 1)
 controls, figure = st.columns([1, 2.2], gap="large")
 with controls:
-    preset = st.selectbox(
+    preset = st.selectbox(  # plain: the toy's own preset names
         "Preset", presets, key=f"{prefix}_preset", on_change=reset_points, help="A starting arrangement; the sliders below change it"
     )
     J = st.radio("Upper capsules", [2, 3], key=f"{prefix}_J", horizontal=True, on_change=reset_points)

@@ -5,8 +5,9 @@ import streamlit as st
 from capsviz.analysis.reproduction import EM_RESULTS, is_paper_size, table1
 from capsviz.checkpoint import total_training
 from capsviz.glossary import help_text
+from capsviz.text import plain
 from capsviz.viz import lines_by_epoch
-from pages.common import checkpoints, require_router
+from pages.common import checkpoints, plain_chart, require_router
 
 require_router()
 
@@ -71,7 +72,9 @@ for n, m in found:
         by_dataset.setdefault(m.dataset or "?", {})[n] = h
 if by_dataset:
     # one chart per dataset: their epochs are not comparable (a MultiMNIST epoch is 60,000 fresh pairs)
-    for tab, (ds, history) in zip(st.tabs(list(by_dataset), key="curves", bind="query-params"), by_dataset.items(), strict=True):
-        tab.plotly_chart(lines_by_epoch(history), key=f"history_{ds}")
+    for tab, (ds, history) in zip(
+        st.tabs([plain(d) for d in by_dataset], key="curves", bind="query-params"), by_dataset.items(), strict=True
+    ):
+        tab.plotly_chart(plain_chart(lines_by_epoch(history)), key=f"history_{ds}")
 else:
     st.info("No checkpoint carries a training history yet.")

@@ -19,6 +19,7 @@ from capsviz.analysis.robustness import (
 from capsviz.config import user_dataset
 from capsviz.data.user import short_name
 from capsviz.glossary import help_text
+from capsviz.text import plain
 from capsviz.viz import capsule_bars, sweep_lines, to_image
 from pages.common import (
     answer,
@@ -29,6 +30,7 @@ from pages.common import (
     long_job,
     page_model,
     pick_image,
+    plain_chart,
     require_router,
     test_set,
 )
@@ -69,9 +71,10 @@ if cnns:
     cnn_name = st.selectbox(
         "Baseline CNN",
         [p.name for p in cnns],
+        format_func=plain,
         key="cnn",
         bind="query-params",
-        help=f"CNN checkpoints trained on {shown_as} at {size}x{size}",
+        help=f"CNN checkpoints trained on {plain(shown_as)} at {size}x{size}",
     )
     cnn_path = checkpoint_dir() / cnn_name
     cnn, _ = load_model(cnn_path)
@@ -80,14 +83,14 @@ if cnns:
     cnn_stem = cnn_path.stem
 elif own:
     st.info(
-        f"No baseline CNN trained on these images ({shown_as}, {size}x{size}) is in the model folder, so only the capsule "
+        f"No baseline CNN trained on these images ({plain(shown_as)}, {size}x{size}) is in the model folder, so only the capsule "
         "model is shown and there is nothing to compare it with. Train one on the **Train** page (model cnn-small, the same "
-        f"images), or: `python -m capsviz train --model cnn-small --dataset {user_dataset(dataset)[0]}:PATH --resize {size}`."
+        f"images), or: `python -m capsviz train --model cnn-small --dataset {plain(user_dataset(dataset)[0], 'code')}:PATH --resize {size}`."
     )
 else:
     st.info(
-        f"No baseline CNN for {dataset} at {size}x{size} yet, so only the capsule model is shown. Train one: "
-        f"`python -m capsviz train --model cnn-small --dataset {dataset} --out checkpoints/cnn-small-{dataset}.safetensors`."
+        f"No baseline CNN for {plain(dataset)} at {size}x{size} yet, so only the capsule model is shown. Train one: "
+        f"`python -m capsviz train --model cnn-small --dataset {plain(dataset, 'code')} --out checkpoints/cnn-small-{plain(dataset, 'code')}.safetensors`."
     )
 key = st.session_state["model_key"] + "|" + "|".join(models)
 
@@ -134,12 +137,14 @@ with tab_affine:
             dy = c[4].slider("move down (px)", -8, 8, 0, 1, key="down", bind="query-params")
             warped = warp(image, rot, scale, shear, dx, dy)
             cols = st.columns([1, 2, 2])
-            cols[0].image(to_image(warped, 5), caption=f"transformed (label {label})", width=150)
+            cols[0].image(to_image(warped, 5), caption=f"transformed (label {plain(label)})", width=150)
             for col, (name, m) in zip(cols[1:], models.items(), strict=False):
                 p = answer(f"{key}:{name}", m, warped)
                 y_title = {"dynamic": "capsule length", "em": "class activation"}.get(m.config.routing, "softmax probability")
                 col.plotly_chart(
-                    capsule_bars(p.scores, names, p.predicted, f"{name}: {names[p.predicted]} ({p.scores[p.predicted]:.2f})", y_title),
+                    plain_chart(
+                        capsule_bars(p.scores, names, p.predicted, f"{name}: {names[p.predicted]} ({p.scores[p.predicted]:.2f})", y_title)
+                    ),
                     key=f"aff_bars_{name}",
                 )
 
@@ -171,11 +176,12 @@ with tab_affine:
         )
         if sweep is not None:
             st.plotly_chart(
-                sweep_lines(strengths, sweep, f"Accuracy on {n} transformed test images", "transform strength", "accuracy %"),
+                plain_chart(sweep_lines(strengths, sweep, f"Accuracy on {n} transformed test images", "transform strength", "accuracy %")),
                 key="aff_sweep",
             )
-            for line in describe_comparison(sweep, strengths, path.stem, "strength"):
-                st.markdown(line)
+            said = {plain(k): v for k, v in sweep.items()}
+            for line in describe_comparison(said, strengths, plain(path.stem), "strength"):
+                st.markdown(line)  # plain: its names are made plain above
             st.caption(
                 "The paper's 79% against 66% (Sabour et al. 5.2) comes from models trained on digits placed anywhere on a 40x40 "
                 "canvas and tested on the real affNIST. A 28x28 model here saw only centred digits in training, so both models "
@@ -242,19 +248,23 @@ with tab_adv:
             series = {name: (cv.success if targeted else cv.accuracy) for name, cv in curves.items()}
             title = f"{method.upper()} {'targeted success rate' if targeted else 'accuracy'} on {n} test digits"
             st.plotly_chart(
-                sweep_lines(epsilons, series, title, "epsilon", f"{what} %", None if targeted else 100.0 / len(names)), key="adv_curve"
+                plain_chart(sweep_lines(epsilons, series, title, "epsilon", f"{what} %", None if targeted else 100.0 / len(names))),
+                key="adv_curve",
             )
             st.markdown(
                 "**Fraction of zero input gradients** (near 1 would mean gradient masking, not robustness): "
-                + ", ".join(f"{name} {cv.zero_gradients:.1%}" for name, cv in curves.items())
+                + ", ".join(f"{plain(name)} {cv.zero_gradients:.1%}" for name, cv in curves.items())
             )
-            for capsule in [name for name in series if name != cnn_stem]:
-                for line in describe_comparison(series, epsilons, capsule, "epsilon", higher_is_robust=not targeted, baseline=cnn_stem):
-                    st.markdown(line)
+            said = {plain(k): v for k, v in series.items()}
+            for capsule in [name for name in said if name != plain(cnn_stem)]:
+                for line in describe_comparison(
+                    said, epsilons, capsule, "epsilon", higher_is_robust=not targeted, baseline=plain(cnn_stem)
+                ):
+                    st.markdown(line)  # plain: its names are made plain above
             st.caption(
                 "Why this can differ from the papers: the claim is Hinton et al.'s (section 6), for matrix capsules with EM routing "
                 f"on smallNORB (chance there is 20%; with {len(names)} classes here, {100 / len(names):.0f}%); Sabour et al. make none for attacks. The models here are trained "
-                f"on {shown_as}, smaller and for fewer epochs than the papers', and these attacks follow the cross-entropy of the class "
+                f"on {plain(shown_as)}, smaller and for fewer epochs than the papers', and these attacks follow the cross-entropy of the class "
                 "scores (the paper does not say which loss it attacked). "
                 + (
                     ""
@@ -268,9 +278,11 @@ with tab_adv:
         target = other_class(y[:show], len(names)) if targeted else None
         for name, m in attacked_models.items():
             adv, pred, recs = attacked(f"{key}:{name}", m, dataset, show, x[:show], y[:show], eps, method, targeted, target)
-            st.markdown(f"**{name}**" + (" (targets: " + ", ".join(str(names[t]) for t in target.tolist()) + ")" if targeted else ""))
+            st.markdown(
+                f"**{plain(name)}**" + (" (targets: " + ", ".join(plain(str(names[t])) for t in target.tolist()) + ")" if targeted else "")
+            )
             cols = st.columns(show)
             for i, col in enumerate(cols):
-                col.image(to_image(adv[i], 3), caption=f"{names[int(y[i])]} → {names[int(pred[i])]}")
+                col.image(to_image(adv[i], 3), caption=f"{plain(names[int(y[i])])} → {plain(names[int(pred[i])])}")
                 if recs is not None:
                     col.image(to_image(recs[i], 3), caption="reconstruction")

@@ -8,9 +8,10 @@ from capsviz.analysis import as_input_batch
 from capsviz.analysis.routing import attention_trace, coupling_summary, dynamic_trace, iteration_sweep, mean_b_change
 from capsviz.config import user_dataset
 from capsviz.glossary import class_words, help_text
+from capsviz.text import plain
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
-from pages.common import keep_within, page_model, pick_image, require_router, site_button, test_set
+from pages.common import keep_within, page_model, pick_image, plain_chart, require_router, site_button, test_set
 
 require_router()
 
@@ -41,29 +42,33 @@ def attention_view(model, image, label, names) -> None:
     winner = int(tr.lengths.argmax())
     I, J = tr.c.shape
     left, right = st.columns([1, 3])
-    left.image(to_image(image), caption=f"input (label {label}), prediction {names[winner]}", width=168)
-    left.plotly_chart(capsule_bars(tr.lengths, names, winner, "Class capsule lengths"), key="attention_lengths")
+    left.image(to_image(image), caption=f"input (label {plain(label)}), prediction {plain(names[winner])}", width=168)
+    left.plotly_chart(plain_chart(capsule_bars(tr.lengths, names, winner, "Class capsule lengths")), key="attention_lengths")
     right.plotly_chart(
-        heatmap(
-            tr.c.T,
-            "Couplings c: the share of each primary capsule's vote for each class",
-            "primary capsule",
-            "class",
-            y=[str(n) for n in names],
-            zmin=0,
-            zmax=1,
-            height=300,
+        plain_chart(
+            heatmap(
+                tr.c.T,
+                "Couplings c: the share of each primary capsule's vote for each class",
+                "primary capsule",
+                "class",
+                y=[str(n) for n in names],
+                zmin=0,
+                zmax=1,
+                height=300,
+            )
         ),
         key="attention_c",
     )
     right.plotly_chart(
-        heatmap(
-            tr.prior.T,
-            "Learned prior b, added to c (the same for every image)",
-            "primary capsule",
-            "class",
-            y=[str(n) for n in names],
-            height=300,
+        plain_chart(
+            heatmap(
+                tr.prior.T,
+                "Learned prior b, added to c (the same for every image)",
+                "primary capsule",
+                "class",
+                y=[str(n) for n in names],
+                height=300,
+            )
         ),
         key="attention_prior",
     )
@@ -72,7 +77,7 @@ def attention_view(model, image, label, names) -> None:
     ratio = float(tr.entropy.mean() / np.log(J))
     st.caption(
         f"Each column is one of the {I} primary capsules (this model has no grid of positions: its primary capsules see the "
-        f"whole image). The primary capsules give **{names[winner]}** on average {to_winner.mean():.2f} of their vote "
+        f"whole image). The primary capsules give **{plain(names[winner])}** on average {to_winner.mean():.2f} of their vote "
         f"(uniform: {1 / J:.2f}); their couplings keep {100 * ratio:.0f}% of the uniform split's entropy"
         + (", so here the couplings move clearly away from uniform" if ratio < 0.95 else ", so here they stay near uniform")
         + f". The prior spans {tr.prior.min():.2f} to {tr.prior.max():.2f}: "
@@ -86,7 +91,9 @@ def attention_view(model, image, label, names) -> None:
     st.subheader("The same capsules with dynamic routing, 1 to 10 iterations")
     sweep = sweep_of(key, model, image.tobytes(), image.shape)
     st.plotly_chart(
-        lines(sweep["lengths"], names, "Class capsule lengths by number of dynamic-routing iterations", "routing iterations", "|v_j|"),
+        plain_chart(
+            lines(sweep["lengths"], names, "Class capsule lengths by number of dynamic-routing iterations", "routing iterations", "|v_j|")
+        ),
         key="attention_sweep",
     )
     changed = [k + 1 for k, p in enumerate(sweep["predictions"]) if p != winner]
@@ -95,7 +102,7 @@ def attention_view(model, image, label, names) -> None:
         + (
             f"With dynamic routing the prediction differs from self-attention's at {len(changed)} of 10 iteration counts."
             if changed
-            else f"With any number of dynamic-routing iterations the prediction stays {names[winner]}."
+            else f"With any number of dynamic-routing iterations the prediction stays {plain(names[winner])}."
         )
         + " The **Routing lab** compares the routings over the whole test set."
     )
@@ -132,7 +139,7 @@ if how := how_it_computes(meta):  # a model written elsewhere: the routing it re
     st.caption("This model was imported: " + "; ".join(how) + ".")
 if meta.config.couplings != "dynamic":
     st.info(
-        f"**{path.stem}** was trained with {meta.config.couplings} couplings, not with routing. This page runs its "
+        f"**{plain(path.stem)}** was trained with {meta.config.couplings} couplings, not with routing. This page runs its "
         "capsules with dynamic routing instead: the weights are the ones that training made for the other couplings.",
         icon=":material/info:",
     )
@@ -191,8 +198,8 @@ def iteration_view(tr, image, label, winner: int) -> None:
     flat = np.ptp(maps) < 1e-6  # every coupling equal (iteration 1, or agreements too small to move them)
     every = np.stack([tr.coupling_maps(k) for k in range(T)])  # (T, J, G, G)
     left, right = st.columns([1, 3])
-    left.image(to_image(image), caption=f"input (label {label}), prediction {names[winner]}", width=168)
-    left.image(overlay(image, maps[winner]), caption=f"coupling to {names[winner]} at iteration {t + 1}, over the input", width=168)
+    left.image(to_image(image), caption=f"input (label {plain(label)}), prediction {plain(names[winner])}", width=168)
+    left.image(overlay(image, maps[winner]), caption=f"coupling to {plain(names[winner])} at iteration {t + 1}, over the input", width=168)
     left.download_button(
         "This iteration (PNG)",
         lambda: png_bytes(coupling_frames(every, image, names, only=t, capsule=words.capsule)[0]),
@@ -212,11 +219,13 @@ def iteration_view(tr, image, label, winner: int) -> None:
         help="The coupling maps iteration by iteration, one colour scale throughout, as an animated GIF",
     )
     right.plotly_chart(
-        class_maps(
-            maps,
-            names,
-            f"Iteration {t + 1}: coupling c to each {words.capsule}, on the {tr.grid}x{tr.grid} grid of primary capsule positions",
-            zrange=(0, 2 / len(names)) if flat else None,  # all equal: a scale around 1/10, not around nothing
+        plain_chart(
+            class_maps(
+                maps,
+                names,
+                f"Iteration {t + 1}: coupling c to each {words.capsule}, on the {tr.grid}x{tr.grid} grid of primary capsule positions",
+                zrange=(0, 2 / len(names)) if flat else None,  # all equal: a scale around 1/10, not around nothing
+            )
         ),
         key="coupling_maps",
     )
@@ -238,19 +247,21 @@ def iteration_view(tr, image, label, winner: int) -> None:
         f"{words.capsule.capitalize()} for the detailed map",
         list(range(len(names))),
         index=winner,
-        format_func=lambda k: str(names[k]),
+        format_func=lambda k: plain(names[k]),
         key="capsule",
         bind="query-params",
         help=f"Which {words.capsule} the map below and the GIF show",
     )
     right.plotly_chart(
-        heatmap(
-            tr.coupling_by_type(t, j),
-            f"Coupling to {names[j]} of every primary capsule (iteration {t + 1})",
-            f"position on the {tr.grid}x{tr.grid} grid, row by row (0 = top left, {tr.grid * tr.grid - 1} = bottom right)",
-            "primary capsule type",
-            height=300,
-            **(dict(zmin=0, zmax=2 / len(names)) if flat else {}),
+        plain_chart(
+            heatmap(
+                tr.coupling_by_type(t, j),
+                f"Coupling to {names[j]} of every primary capsule (iteration {t + 1})",
+                f"position on the {tr.grid}x{tr.grid} grid, row by row (0 = top left, {tr.grid * tr.grid - 1} = bottom right)",
+                "primary capsule type",
+                height=300,
+                **(dict(zmin=0, zmax=2 / len(names)) if flat else {}),
+            )
         ),
         key="coupling_types",
     )
@@ -260,12 +271,14 @@ iteration_view(tr, image, label, winner)
 
 a, b = st.columns(2)
 a.plotly_chart(
-    lines(tr.lengths, names, f"{words.capsule.capitalize()} lengths after each iteration", "iteration", "length |v_j| (presence)"),
+    plain_chart(
+        lines(tr.lengths, names, f"{words.capsule.capitalize()} lengths after each iteration", "iteration", "length |v_j| (presence)")
+    ),
     key="lengths_by_iteration",
 )
 a.caption(
     f"A {words.capsule}'s length is the network's confidence that its {words.thing} is present (the prediction is the longest: "
-    f"{names[winner]}). Routing changes lengths by shifting votes; "
+    f"{plain(names[winner])}). Routing changes lengths by shifting votes; "
     + (
         f"here the winner's length goes from {tr.lengths[0, winner]:.3f} at iteration 1 to {tr.lengths[-1, winner]:.3f} at iteration {T}."
         if T > 1
@@ -274,12 +287,14 @@ a.caption(
 )
 mean_entropy = tr.entropy.mean(1, keepdims=True)
 b.plotly_chart(
-    lines(
-        np.concatenate([mean_entropy, np.percentile(tr.entropy, [10, 90], axis=1).T], 1),
-        ["mean", "10th percentile", "90th percentile"],
-        f"Coupling entropy per primary capsule (uniform: {np.log(len(names)):.2f})",
-        "iteration",
-        "entropy (nats)",
+    plain_chart(
+        lines(
+            np.concatenate([mean_entropy, np.percentile(tr.entropy, [10, 90], axis=1).T], 1),
+            ["mean", "10th percentile", "90th percentile"],
+            f"Coupling entropy per primary capsule (uniform: {np.log(len(names)):.2f})",
+            "iteration",
+            "entropy (nats)",
+        )
     ),
     key="entropy",
 )
@@ -301,16 +316,18 @@ b.caption(
 c, d = st.columns([1, 2])
 c.image(
     overlay(image, np.maximum(tr.agreement_map(winner), 0)),
-    caption=f"where predictions agree with the {names[winner]} capsule (agreement u_hat . v above 0, summed over the capsule types)",
+    caption=f"where predictions agree with the {plain(names[winner])} capsule (agreement u_hat . v above 0, summed over the capsule types)",
     width=224,
 )
 d.plotly_chart(
-    heatmap(
-        tr.agreement[:, winner].reshape(tr.grid * tr.grid, tr.types).T,
-        f"Agreement u_hat . v with {names[winner]} per primary capsule: what routing adds to b each iteration",
-        f"position on the {tr.grid}x{tr.grid} grid, row by row (0 = top left)",
-        "primary capsule type",
-        height=300,
+    plain_chart(
+        heatmap(
+            tr.agreement[:, winner].reshape(tr.grid * tr.grid, tr.types).T,
+            f"Agreement u_hat . v with {names[winner]} per primary capsule: what routing adds to b each iteration",
+            f"position on the {tr.grid}x{tr.grid} grid, row by row (0 = top left)",
+            "primary capsule type",
+            height=300,
+        )
     ),
     key="agreement",
 )
@@ -337,13 +354,15 @@ if data is not None:
     series.append(batch_change(st.session_state["model_key"], model, meta.image_dataset, data, Tmax))
     labels.append("mean |delta b|, 64 test images")
 st.plotly_chart(
-    lines(
-        np.clip(np.stack(series, 1), 1e-12, None),
-        labels,
-        "Change per routing iteration (log scale)",
-        "iteration",
-        "mean absolute change",
-        log_y=True,
+    plain_chart(
+        lines(
+            np.clip(np.stack(series, 1), 1e-12, None),
+            labels,
+            "Change per routing iteration (log scale)",
+            "iteration",
+            "mean absolute change",
+            log_y=True,
+        )
     ),
     key="b_change",
 )
@@ -364,12 +383,14 @@ if data is not None:
     cs = summary(st.session_state["model_key"], model, meta.image_dataset, data, Tmax)
     k = meta.config.routing_iterations - 1  # the iteration count the model was trained with
     st.plotly_chart(
-        lines(
-            np.stack([cs["coupling_to_prediction"], cs["vote_weighted_coupling_to_prediction"], np.full(Tmax, cs["uniform"])], 1),
-            ["mean coupling to the predicted class", "the same, weighted by vote length |u_hat|", "uniform (1/J)"],
-            "Coupling to the predicted class, by iteration",
-            "iteration",
-            "coupling",
+        plain_chart(
+            lines(
+                np.stack([cs["coupling_to_prediction"], cs["vote_weighted_coupling_to_prediction"], np.full(Tmax, cs["uniform"])], 1),
+                ["mean coupling to the predicted class", "the same, weighted by vote length |u_hat|", "uniform (1/J)"],
+                "Coupling to the predicted class, by iteration",
+                "iteration",
+                "coupling",
+            )
         ),
         key="coupling_summary",
     )
@@ -387,10 +408,13 @@ st.subheader("Same weights, 1 to 10 iterations")
 sweep = sweep_of(st.session_state["model_key"], model, image.tobytes(), image.shape)
 e, f = st.columns([2, 3])
 e.plotly_chart(
-    lines(sweep["lengths"], names, "Capsule lengths by number of routing iterations", "routing iterations", "|v_j|"), key="sweep_lengths"
+    plain_chart(lines(sweep["lengths"], names, "Capsule lengths by number of routing iterations", "routing iterations", "|v_j|")),
+    key="sweep_lengths",
 )
 recs = [r for r in sweep["reconstructions"] if r is not None]
 if recs:
-    f.image([to_image(r, 3) for r in recs], caption=[f"{k + 1} it.: {names[p]}" for k, p in enumerate(sweep["predictions"])], width=84)
+    f.image(
+        [to_image(r, 3) for r in recs], caption=[f"{k + 1} it.: {plain(names[p])}" for k, p in enumerate(sweep["predictions"])], width=84
+    )
 
 site_button("routing", meta)

@@ -10,10 +10,11 @@ from capsviz.analysis.tour import TOURS
 from capsviz.glossary import class_words, help_text, label
 from capsviz.models.efficient_capsnet import MSE_WEIGHT
 from capsviz.routing import ROUTINGS
+from capsviz.text import plain
 from capsviz.viz import grouped_bars, png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
 from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid
-from pages.common import page_model, pick_image, require_router, site_button
+from pages.common import page_model, pick_image, plain_chart, require_router, said_rows, site_button
 
 require_router()
 st.title("A guided tour of a capsule network")
@@ -86,14 +87,14 @@ nxt.button(
     shortcut="Right",
     help="Next step (right arrow key)",
 )
-where.progress(k / N, text=f"Step {k} of {N}: **{steps[k - 1].title}**")
+where.progress(k / N, text=f"Step {k} of {N}: **{steps[k - 1].title}**")  # plain: the tour's own step titles
 step = steps[k - 1].key
 W, R = tour.winner, tour.runner_up
 
 
 def show(img, caption: str, name: str, width: int | None = None) -> None:
     """One figure, its caption, and its PNG for slides."""
-    st.image(img, caption=caption, width=width or "stretch")
+    st.image(img, caption=plain(caption), width=width or "stretch")
     st.download_button("Download this figure (PNG)", png_bytes(img), f"tour-{name}.png", "image/png", key="tour_png", on_click="ignore")
 
 
@@ -121,7 +122,7 @@ if routing == "dynamic":
             show(side_by_side([image], [f"label: {truth}"]), looks, "input", width=260)
         with text:
             say(
-                f"This is the image the tour follows through **{path.stem}**, a CapsNet with dynamic routing "
+                f"This is the image the tour follows through **{plain(path.stem)}**, a CapsNet with dynamic routing "
                 "(Sabour et al. 2017, Fig. 1). It will pass three layers: an ordinary convolution, a layer of primary capsules "
                 f"and one {words.capsule} per class, with routing by agreement between the two capsule layers.",
                 "A capsule outputs a vector, not a number: its length says how likely its thing is present, its direction how it looks.",
@@ -165,7 +166,7 @@ if routing == "dynamic":
                         if words.digits
                         else "over the background as much as on the object. "
                     )
-                    + f"In this trained model a primary capsule's length does not show where the {words.shown} is; what differs between them is their "
+                    + f"In this trained model a primary capsule's length does not show where the {plain(words.shown)} is; what differs between them is their "
                     "direction, and so the predictions they make (next step)."
                 )
             else:
@@ -191,7 +192,7 @@ if routing == "dynamic":
             say(
                 f"Each primary capsule multiplies its vector by a learned matrix {label('W')} once per {words.capsule}: "
                 f"{tour.c.shape[1]} x {len(names)} predictions {label('u_hat')} (Eq. 2), each a 16-number guess of what {words.thing} j's capsule should be:",
-                f"'if I am this {'piece of stroke' if words.digits else 'part'}, {'an' if str(names[W])[:1].lower() in tuple('aeiou') else 'a'} {names[W]} would sit here and look like this'.",
+                f"'if I am this {'piece of stroke' if words.digits else 'part'}, {'an' if str(names[W])[:1].lower() in tuple('aeiou') else 'a'} {plain(names[W])} would sit here and look like this'.",
                 f"A long prediction is a confident one; the table shows that one capsule can predict several {words.things} loudly.",
                 f"Routing now decides how much of each prediction reaches each {words.capsule}: predictions that agree with each other should win.",
             )
@@ -225,12 +226,12 @@ if routing == "dynamic":
                 )
             say(
                 f"Each {words.capsule} sums the weighted predictions, {label('s')} (Eq. 2), and squashes it to {label('v')} (Eq. 1): "
-                f"|s_{names[W]}| = {np.linalg.norm(tour.s[t, W]):.2f} squashes to |v_{names[W]}| = {np.linalg.norm(tour.v[t, W]):.2f}; "
-                f"|s_{names[R]}| = {np.linalg.norm(tour.s[t, R]):.2f} to |v_{names[R]}| = {np.linalg.norm(tour.v[t, R]):.2f}.",
+                f"|s_{plain(names[W])}| = {np.linalg.norm(tour.s[t, W]):.2f} squashes to |v_{plain(names[W])}| = {np.linalg.norm(tour.v[t, W]):.2f}; "
+                f"|s_{plain(names[R])}| = {np.linalg.norm(tour.s[t, R]):.2f} to |v_{plain(names[R])}| = {np.linalg.norm(tour.v[t, R]):.2f}.",
             )
             st.info(
-                f"Measured here: the six loudest predictions for {names[W]} are coupled to it by {share(shown_c)}; "
-                f"averaged over all {tour.c.shape[1]} primary capsules the coupling to {names[W]} is {mean:.3f} (uniform {1 / len(names):.3f}), "
+                f"Measured here: the six loudest predictions for {plain(names[W])} are coupled to it by {plain(share(shown_c))}; "
+                f"averaged over all {tour.c.shape[1]} primary capsules the coupling to {plain(names[W])} is {mean:.3f} (uniform {1 / len(names):.3f}), "
                 f"{weighted:.3f} weighted by prediction length. "
                 + (
                     "Most capsules' couplings stay near uniform in this trained model: routing moves mainly the capsules with long predictions."
@@ -240,8 +241,8 @@ if routing == "dynamic":
             )
         rows = {"primary capsule": tour.shown_names}
         for j in (W, R):
-            rows[f"b to {names[j]}"] = tour.b[t][tour.shown, j]
-            rows[f"c to {names[j]}"] = tour.c[t][tour.shown, j]
+            rows[f"b to {plain(names[j])}"] = tour.b[t][tour.shown, j]
+            rows[f"c to {plain(names[j])}"] = tour.c[t][tour.shown, j]
         numbers(rows, "b", "c")
     elif step == "lengths":
         with fig:
@@ -259,7 +260,7 @@ if routing == "dynamic":
             )
         with text:
             say(
-                f"The answer is the longest {words.capsule}: **{names[W]}** with length {tour.lengths[W]:.2f} (label: {truth}); the runner-up, {names[R]}, has {tour.lengths[R]:.2f}.",
+                f"The answer is the longest {words.capsule}: **{plain(names[W])}** with length {tour.lengths[W]:.2f} (label: {plain(truth)}); the runner-up, {plain(names[R])}, has {tour.lengths[R]:.2f}.",
                 f"Training used the {label('margin_loss')}: the right capsule longer than 0.9, every other shorter than 0.1 (Eq. 4).",
                 "Several capsules can be long at once: that is how the network reads two overlapping digits (the MultiMNIST page).",
             )
@@ -276,7 +277,7 @@ if routing == "dynamic":
                 )
         with text:
             say(
-                f"The {label('reconstruction')} decoder (three fully connected layers, Fig. 2) redraws the {words.shown} from the 16 numbers of capsule {names[W]} alone, the others masked to 0.",
+                f"The {label('reconstruction')} decoder (three fully connected layers, Fig. 2) redraws the {words.shown} from the 16 numbers of capsule {plain(names[W])} alone, the others masked to 0.",
                 f"During training this keeps the capsule's direction meaningful: its 16 numbers must say how the {words.shown} looks.",
                 "The **DigitCaps explorer** lets you nudge each of the 16 numbers and watch "
                 + ("stroke width, slant and shape change (Fig. 4)." if words.digits else "the drawing change."),
@@ -292,7 +293,7 @@ elif routing == "self-attention":
             show(side_by_side([image], [f"label: {truth}"]), looks, "input", width=260)
         with text:
             say(
-                f"This is the image the tour follows through **{path.stem}**, an Efficient-CapsNet "
+                f"This is the image the tour follows through **{plain(path.stem)}**, an Efficient-CapsNet "
                 "(Mazzia, Salvetti, Chiaberge 2021). It will pass four convolutions, a layer of "
                 f"{I} primary capsules and one class capsule per class, with self-attention routing between the two capsule layers: "
                 "one pass, no iterations.",
@@ -358,8 +359,8 @@ elif routing == "self-attention":
                 "A long prediction is a loud one; routing now decides how much of each prediction reaches each class capsule.",
             )
             st.info(
-                f"Measured here: the longest prediction for {names[W]} is capsule {top + 1}'s ({tour.pred_len[top, W]:.2f}); "
-                f"the predictions for {names[W]} run from {tour.pred_len[:, W].min():.2f} to {tour.pred_len[:, W].max():.2f}."
+                f"Measured here: the longest prediction for {plain(names[W])} is capsule {top + 1}'s ({tour.pred_len[top, W]:.2f}); "
+                f"the predictions for {plain(names[W])} run from {tour.pred_len[:, W].min():.2f} to {tour.pred_len[:, W].max():.2f}."
             )
             st.caption(help_text("u_hat", "W"))
     elif step == "routing":
@@ -377,7 +378,7 @@ elif routing == "self-attention":
                 f"a_ji = u_hat_j|i . (sum over k of u_hat_j|k) / sqrt({D}). "
                 f"Capsule i's couplings, {label('c')}, are a softmax of its a_ji over the {J} classes j, so they add up to 1.",
                 f"Then s_j = sum_i (c_ij + b_ji) u_hat_j|i, where {label('prior')} is the same for every image, and v_j = (1 - 1/e^|s_j|) s_j / |s_j|: "
-                f"|s_{names[W]}| = {np.linalg.norm(tour.s[W]):.2f} gives |v_{names[W]}| = {tour.lengths[W]:.2f}.",
+                f"|s_{plain(names[W])}| = {np.linalg.norm(tour.s[W]):.2f} gives |v_{plain(names[W])}| = {tour.lengths[W]:.2f}.",
             )
             said = [
                 f"Measured here: the couplings keep {tour.entropy.mean():.0%} of the uniform split's entropy on average (100% is uniform), "
@@ -388,26 +389,26 @@ elif routing == "self-attention":
             if len(decided):
                 said.append(
                     "More than half of a vote goes to one class from "
-                    + ", ".join(f"capsule {i + 1} ({tour.c[i].max():.2f} to {names[int(tour.c[i].argmax())]})" for i in decided)
+                    + ", ".join(f"capsule {i + 1} ({tour.c[i].max():.2f} to {plain(names[int(tour.c[i].argmax())])})" for i in decided)
                     + "."
                 )
             else:
                 said.append("No capsule sends more than half of its vote to one class.")
-            said.append(f"Averaged over all {I}, the coupling to {names[W]} is {tour.c[:, W].mean():.3f} (uniform {uniform:.3f}).")
+            said.append(f"Averaged over all {I}, the coupling to {plain(names[W])} is {tour.c[:, W].mean():.3f} (uniform {uniform:.3f}).")
             said.append(f"The prior b runs from {tour.prior.min():.3f} to {tour.prior.max():.3f}.")
             if tour.prior.max() < 0:
                 said.append(
                     f"All of it is negative (mean {tour.prior.mean():.3f}, beside a uniform share of {uniform:.3f}): "
                     "each prediction enters s_j with the weight c_ij + b_ji, so a capsule whose coupling to j is below -b_ji "
-                    f"pulls s_j the opposite way. For {names[W]}, {int((tour.c[:, W] + tour.prior[:, W] < 0).sum())} of the {I} weights are negative."
+                    f"pulls s_j the opposite way. For {plain(names[W])}, {int((tour.c[:, W] + tour.prior[:, W] < 0).sum())} of the {I} weights are negative."
                 )
             st.info(" ".join(said))
         rows = {"primary capsule": caps}
-        rows[f"a to {names[W]}"] = tour.a[:, W]
-        rows[f"c to {names[W]}"] = tour.c[:, W]
-        rows[f"b to {names[W]}"] = tour.prior[:, W]
-        rows[f"c + b to {names[W]}"] = tour.c[:, W] + tour.prior[:, W]
-        rows[f"c to {names[R]}"] = tour.c[:, R]
+        rows[f"a to {plain(names[W])}"] = tour.a[:, W]
+        rows[f"c to {plain(names[W])}"] = tour.c[:, W]
+        rows[f"b to {plain(names[W])}"] = tour.prior[:, W]
+        rows[f"c + b to {plain(names[W])}"] = tour.c[:, W] + tour.prior[:, W]
+        rows[f"c to {plain(names[R])}"] = tour.c[:, R]
         numbers(rows, "self_attention", "c", "prior", "u_hat")
     elif step == "lengths":
         with fig:
@@ -418,7 +419,7 @@ elif routing == "self-attention":
             )
         with text:
             say(
-                f"The answer is the longest class capsule: **{names[W]}** with length {tour.lengths[W]:.2f} (label: {truth}); the runner-up, {names[R]}, has {tour.lengths[R]:.2f}.",
+                f"The answer is the longest class capsule: **{plain(names[W])}** with length {tour.lengths[W]:.2f} (label: {plain(truth)}); the runner-up, {plain(names[R])}, has {tour.lengths[R]:.2f}.",
                 f"Training used the {label('margin_loss')}, as in Sabour et al.: the right capsule longer than 0.9, every other shorter than 0.1.",
             )
             st.caption(help_text("margin_loss", "length"))
@@ -434,7 +435,7 @@ elif routing == "self-attention":
                 )
         with text:
             say(
-                f"The {label('reconstruction')} decoder of Sabour et al. (three fully connected layers) redraws the {words.shown} from the {D} numbers of capsule {names[W]} alone, the others masked to 0.",
+                f"The {label('reconstruction')} decoder of Sabour et al. (three fully connected layers) redraws the {words.shown} from the {D} numbers of capsule {plain(names[W])} alone, the others masked to 0.",
                 f"Efficient-CapsNet trains it with {MSE_WEIGHT} times the mean squared pixel error beside the margin loss, which keeps the capsule's direction meaningful.",
                 f"The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch the drawing change.",
             )
@@ -444,7 +445,7 @@ elif routing == "em":
             show(side_by_side([image], [f"label: {truth}"]), looks, "input", width=260)
         with text:
             say(
-                f"This is the image the tour follows through **{path.stem}**, matrix capsules with EM routing (Hinton et al. 2018, Fig. 1).",
+                f"This is the image the tour follows through **{plain(path.stem)}**, matrix capsules with EM routing (Hinton et al. 2018, Fig. 1).",
                 "Each capsule here holds a 4x4 pose matrix (how the thing sits: position, orientation, scale) and a separate activation between 0 and 1 (how present it is).",
             )
     elif step == "primary":
@@ -499,12 +500,12 @@ elif routing == "em":
                 + (" This first M-step used equal assignments." if t == 0 else ""),
             )
             st.info(
-                f"Measured here: activation of {names[W]} {tour.a[t, W]:.2f}, of {names[R]} {tour.a[t, R]:.2f}; "
-                f"the six most active lower capsules send {share(tour.R[t][tour.shown, W])} of their vote to {names[W]}."
+                f"Measured here: activation of {plain(names[W])} {tour.a[t, W]:.2f}, of {plain(names[R])} {tour.a[t, R]:.2f}; "
+                f"the six most active lower capsules send {plain(share(tour.R[t][tour.shown, W]))} of their vote to {plain(names[W])}."
             )
         rows = {"lower capsule": tour.shown_names, "activation a": tour.a_in[tour.shown]}
         for j in (W, R):
-            rows[f"R to {names[j]}"] = tour.R[t][tour.shown, j]
+            rows[f"R to {plain(names[j])}"] = tour.R[t][tour.shown, j]
         numbers(rows, "a_in", "R")
     elif step == "activations":
         with fig:
@@ -515,7 +516,7 @@ elif routing == "em":
             )
         with text:
             say(
-                f"The answer is the most active class capsule: **{names[W]}** with activation {tour.a[-1, W]:.2f} (label: {truth}); runner-up {names[R]} with {tour.a[-1, R]:.2f}.",
+                f"The answer is the most active class capsule: **{plain(names[W])}** with activation {tour.a[-1, W]:.2f} (label: {plain(truth)}); runner-up {plain(names[R])} with {tour.a[-1, R]:.2f}.",
                 f"Training used the {label('spread_loss')}: the right class more active than every other by a margin.",
                 "capsviz keeps activations in a middle range on purpose (RESULTS.md: where capsviz departs from the papers), so the winner is clear by rank, not by a value near 1.",
             )
@@ -527,12 +528,14 @@ if step == "lab":
     with fig:
         if rows:
             st.plotly_chart(
-                grouped_bars(
-                    [path.stem],
-                    {r.run_with: [r.test_error] for r in rows},
-                    f"{path.stem} run with each routing: test error on {rows[0].n_test:,} test images",
-                    "test error %",
-                    {r.run_with: [lab.spread(r.test_error, r.n_test)] for r in rows},
+                plain_chart(
+                    grouped_bars(
+                        [path.stem],
+                        {r.run_with: [r.test_error] for r in rows},
+                        f"{path.stem} run with each routing: test error on {rows[0].n_test:,} test images",
+                        "test error %",
+                        {r.run_with: [lab.spread(r.test_error, r.n_test)] for r in rows},
+                    )
                 ),
                 key="tour_lab",
             )
@@ -550,8 +553,9 @@ if step == "lab":
             "that matters: would the same capsules do as well with every vote split evenly (uniform couplings, no routing), "
             "or split at random?",
         )
-        for line in lab.sentences(rows)[:1] + [s for s in lab.sentences(rows) if s.startswith("With dynamic routing")]:
-            st.markdown("- " + line)
+        said = lab.sentences(said_rows(rows)[0])
+        for line in said[:1] + [s for s in said if s.startswith("With dynamic routing")]:
+            st.markdown("- " + line)  # plain: said_rows makes the names plain
         st.page_link(
             "pages/lab.py", label="Open the routing lab: every routing, every shipped model, side by side", icon=":material/science:"
         )

@@ -1,31 +1,32 @@
 """Train from the browser: the same engine and checkpoints as `python -m capsviz train`.
 
 Runs go through the server's queue (capsviz/jobs.py): one trains at a time, each belongs to the
-browser session that started it, and this page shows a session its own run, or, when it asks,
-another session's progress (never that run's errors, and no Stop for it).
+student who started it (capsviz.access: one browser, every tab of it, across reloads), and this
+page shows a student their own run, or, when they ask, another student's progress (never that
+run's errors, and no Stop for it). Who may train, and which names, is capsviz.access's to say.
 """
 
 import time
-import uuid
 
 import streamlit as st
 import torch
 
+from capsviz import access, jobs
 from capsviz import checkpoint as ckpt
-from capsviz import jobs
 from capsviz.analysis import lab
 from capsviz.config import COUPLINGS, DATASETS, MAX_SIZE, PRESETS
 from capsviz.data.upload import ZipLimits, receive_zip, uploads_dir
 from capsviz.data.user import short_name
 from capsviz.errors import CapsvizError
-from capsviz.estimate import for_run
+from capsviz.estimate import for_run, size_refusal
 from capsviz.glossary import help_text
+from capsviz.text import plain
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
-from pages.common import checkpoint_dir, public, require_router
+from pages.common import checkpoint_dir, person, plain_chart, public, require_router
 
 require_router()
-LIMITS = ZipLimits()
+LIMITS = ZipLimits.from_env()  # the host's upload quotas (README: Limits on a served class)
 
 st.title("Train")
 st.markdown(
@@ -37,13 +38,20 @@ st.markdown(
 
 OWN = "your own images (zip)"
 MIN_STEPS = 10  # steps per epoch below which a small dataset's run is said to learn little
-owner = st.session_state.setdefault("train_owner", uuid.uuid4().hex)  # this browser session's runs
+owner, teacher = person()  # this student's runs: the same in each of their tabs and after a reload
+allowed = access.may_train(checkpoint_dir(), teacher)
+if not allowed:
+    st.info(
+        "On this server students explore the models: training and uploading pictures are off for now. The teacher can "
+        "allow them (the sidebar's Class panel). Runs that train or wait are shown below.",
+        icon=":material/school:",
+    )
 
 
-def own_images(resize: int | None) -> tuple[str, int]:
+def own_images(resize: int | None, model: str) -> tuple[str, int]:
     """The uploader for a zip of class folders and its summary; the dataset to train on
     (folder:PATH of the unpacked pictures) and its number of training images, or ("", 0) until
-    a zip has been read."""
+    a zip has been read, or while its pictures are too small for `model` (said, with the size that works)."""
     up = st.file_uploader(
         "A zip of a folder with one subfolder of pictures (PNG, JPEG, BMP) per class, or train/ and test/ folders of them",
         type=["zip"],
@@ -53,23 +61,26 @@ def own_images(resize: int | None) -> tuple[str, int]:
     if up is None:
         return "", 0
     try:
-        s = receive_zip(up.getvalue(), uploads_dir(), LIMITS, resize, filename=up.name)
+        s = receive_zip(up.getvalue(), uploads_dir(), LIMITS, resize, filename=up.name, owner=owner)
     except CapsvizError as e:
-        st.error(str(e))
+        st.error(plain(str(e)))
         return "", 0
     kind = "colour" if s.channels == 3 else "grey"
     st.markdown(
-        f"**{short_name(s.spec)}**: **{len(s.classes)} classes**, {sum(s.train_counts.values()):,} training and {sum(s.test_counts.values()):,} test images, "
+        f"**{plain(short_name(s.spec))}**: **{len(s.classes)} classes**, {sum(s.train_counts.values()):,} training and {sum(s.test_counts.values()):,} test images, "
         f"{s.size}x{s.size} {kind}."
     )
     st.dataframe(
         {"class": list(s.classes), "training": list(s.train_counts.values()), "test": list(s.test_counts.values())}, hide_index=True
     )
     for note in s.notes:
-        st.caption(note)
+        st.caption(plain(note))
+    if why := size_refusal(model, s.size, s.channels, len(s.classes)):
+        st.error(plain(why))
+        return "", 0
     if s.skipped:
-        st.caption("Skipped: " + ", ".join(f"{n:,} {why}" for why, n in s.skipped.items()))
-    st.image([a for _, a in s.samples], caption=[c for c, _ in s.samples], width=64)
+        st.caption("Skipped: " + ", ".join(f"{n:,} {plain(why)}" for why, n in s.skipped.items()))
+    st.image([a for _, a in s.samples], caption=[plain(c) for c, _ in s.samples], width=64)
     return s.spec, sum(s.train_counts.values())
 
 
@@ -91,9 +102,12 @@ with st.container(border=True):
     model = c1.selectbox("Model", list(PRESETS), index=list(PRESETS).index("capsnet-small"), key="t_model")
     dataset = c1.selectbox("Dataset", [*DATASETS, OWN], key="t_dataset")
     resize, own_count = None, 0
-    if dataset == OWN:
+    if dataset == OWN and not allowed:
+        c1.caption("Uploading your own pictures is off on this server for now.")
+        dataset = ""
+    elif dataset == OWN:
         resize = c1.number_input("Make images N x N (0 = their own size)", 0, MAX_SIZE, 0, key="t_resize") or None
-        dataset, own_count = own_images(resize)
+        dataset, own_count = own_images(resize, model)
     epochs = c2.number_input("Epochs", 1, 200, 1, key="t_epochs")
     batch = c2.number_input("Batch size", 1, 1024, 128, key="t_batch")
     iters = c2.number_input("Routing iterations", 1, 10, 3, key="t_iters", help=help_text("iteration"))
@@ -144,7 +158,7 @@ with st.container(border=True):
     )
     go = st.button(
         "Start training",
-        disabled=busy,
+        disabled=busy or not allowed,
         type="primary",
         key="start_training",
         help="You have a run going or waiting; stop or cancel it first" if busy else None,
@@ -193,7 +207,7 @@ st.caption(
 )
 st.caption(
     "Command line for the same run: "
-    + f"`python -m capsviz train --model {model} --dataset {dataset or 'folder:PATH'} --epochs {epochs} --batch-size {batch}"
+    + f"`python -m capsviz train --model {plain(model, 'code')} --dataset {plain(short_name(dataset) if dataset else 'folder:PATH', 'code')} --epochs {epochs} --batch-size {batch}"
     + (f" --resize {resize}" if resize else "")
     + (f" --routing-iterations {iters}" if run.routing_iterations else "")
     + (" --no-reconstruction" if run.reconstruction is False else "")
@@ -202,30 +216,48 @@ st.caption(
     + (f" --precision {precision}" if precision != "fp32" else "")
     + f" --decay-steps {decay}"
     + (f" --train-limit {limit}" if limit else "")
-    + f" --out checkpoints/{name}.safetensors`"
+    + f" --out checkpoints/{plain(name, 'code')}.safetensors`"
 )
 
-if go:
+if go and allowed:
     try:
         if not dataset:
             raise CapsvizError("Upload a zip of your images first.")
-        st.caption(for_run(run, time_it=False).line())
-        stem = jobs.model_name(name)
+        st.caption(plain(for_run(run, time_it=False).line()))
+        stem = jobs.model_name(name, checkpoint_dir())
+        why = access.may_write(checkpoint_dir(), stem, owner, teacher)
+        if why:
+            raise CapsvizError(why)
         st.session_state["train_pending"] = {"run": run, "out": checkpoint_dir() / f"{stem}.safetensors"}
     except CapsvizError as e:
-        st.error(str(e))
+        st.error(plain(str(e)))
 
 
 def submit(run: TrainRun, out, resume=None, replace=False) -> None:
-    """Hand a run to the queue; a refusal (no data, a name in use, ...) is this session's alone."""
+    """Hand a run to the queue, the model's name taken for this student first; a refusal (no
+    data, a name in use or another's, a full queue, ...) is this student's alone."""
     st.session_state.pop("train_pending", None)
     try:
-        queue.submit(run, out, owner, resume=resume, replace=replace)
+        if not access.may_train(checkpoint_dir(), teacher):
+            raise CapsvizError("Training is off for students on this server.")
+        access.claim(out.parent, out.stem, owner, teacher)
+        queue.submit(run, out, owner, resume=resume, replace=replace, teacher=teacher)
+    except PermissionError as e:
+        st.error(plain(e))
+        return
+    except OSError as e:
+        st.error(f"Cannot record who trains {plain(out.stem)}: {plain(e.strerror or e)}")
+        return
     except CapsvizError as e:
-        st.error(public(e))
+        st.error(plain(public(e)))
         return
     st.session_state.pop("train_watch", None)
     st.rerun()
+
+
+def run_line(s: jobs.Snapshot) -> str:
+    """The run's progress line, its name made plain."""
+    return jobs.progress_line(s, plain(s.out.stem))
 
 
 def about(path) -> str:
@@ -245,12 +277,14 @@ def ask_before_start(pending: dict) -> None:
     session's run: then ask first."""
     out = pending["out"]
     if out.exists() and not pending.get("replace"):
+        whose = access.owners(out.parent).get(out.stem)
         st.warning(
-            f"**{out.stem}** already exists: {about(out)}. Training under this name replaces it once the new run has "
-            "finished and been tested; until then the old model stays as it is."
+            f"**{plain(out.stem)}** already exists: {plain(about(out))}"
+            + ("" if whose == owner else ", trained by a student" if whose else ", the teacher's or shipped")
+            + ". Training under this name replaces it once the new run has finished and been tested; until then the old model stays as it is."
         )
         a, b = st.columns(2)
-        if a.button(f"Replace {out.stem}", key="confirm_replace"):
+        if a.button(f"Replace {plain(out.stem)}", key="confirm_replace"):
             pending["replace"] = True
             st.rerun()
         if b.button("Keep it (change the name above)", key="cancel_pending"):
@@ -261,7 +295,7 @@ def ask_before_start(pending: dict) -> None:
     if others and not pending.get("queue"):
         now = others[0].snapshot()
         st.info(
-            f"Another browser session is training now ({jobs.progress_line(now)})"
+            f"Another student is training now ({run_line(now)})"
             + (f", and {len(others) - 1} more run(s) wait" if len(others) > 1 else "")
             + ". Runs train one at a time on this machine, so yours would wait in the queue "
             f"(position {len(queue.waiting()) + 1}) and start by itself."
@@ -285,13 +319,13 @@ if pending:
 
 def draw(s: jobs.Snapshot, key: str) -> None:
     """Progress bar, curves and test errors of one run."""
-    st.progress(s.step / s.total if s.total else 0.0, text=jobs.progress_line(s))
+    st.progress(s.step / s.total if s.total else 0.0, text=run_line(s))
     if s.curve:
         a, b = st.columns(2)
-        a.plotly_chart(curves(s.curve, "loss", "Training loss"), key=f"{key}_loss_curve")
-        b.plotly_chart(curves(s.curve, "accuracy", "Training accuracy (%)"), key=f"{key}_acc_curve")
+        a.plotly_chart(plain_chart(curves(s.curve, "loss", "Training loss")), key=f"{key}_loss_curve")
+        b.plotly_chart(plain_chart(curves(s.curve, "accuracy", "Training accuracy (%)")), key=f"{key}_acc_curve")
     for e in s.evaluations:
-        st.markdown(f"epoch {e['epoch']}: test error **{e['test_error']:.2f}%** on {e['n_test']} images")
+        st.markdown(f"epoch {plain(e['epoch'])}: test error **{e['test_error']:.2f}%** on {plain(e['n_test'])} images")
 
 
 def own_run(job: jobs.TrainJob) -> None:
@@ -312,16 +346,17 @@ def own_run(job: jobs.TrainJob) -> None:
             queue.cancel(job, owner)
             st.rerun()
     elif s.state == "finished":
-        st.success(f"Finished: {public(s.message)}. It is now in the zoo and the sidebar.")
+        when = time.strftime("%H:%M UTC", time.gmtime(s.out.stat().st_mtime)) if s.out.exists() else "?"
+        st.success(f"Finished: {plain(public(s.message))} at {when}. It is now in the zoo and the sidebar.")
     elif s.state == "stopped":
         kept = ckpt.latest_save(s.out)
-        st.warning(f"Stopped at step {s.step} of {s.total}. The checkpoint {kept.name} keeps it; Resume continues exactly.")
+        st.warning(f"Stopped at step {s.step} of {s.total}. The checkpoint {plain(kept.name)} keeps it; Resume continues exactly.")
         if st.button("Resume", key="resume_training"):
             submit(s.run, s.out, resume=kept)
     elif s.state == "cancelled":
         st.info("Your run left the queue before it started. Nothing was trained or saved.")
     else:
-        st.error(f"Training failed: {public(s.message)}")
+        st.error(f"Training failed: {plain(public(s.message))}")
 
 
 def others_runs() -> None:
@@ -329,7 +364,7 @@ def others_runs() -> None:
     watched = st.session_state.get("train_watch")
     if watched is not None:
         job = next((j for j in others if j.id == watched), None)
-        st.subheader("Another session's run")
+        st.subheader("Another student's run")
         if job is None:
             st.info("The run you were watching is over. Its model, if it finished, is in the zoo.")
             st.session_state.pop("train_watch", None)
@@ -339,18 +374,18 @@ def others_runs() -> None:
             st.info(f"It waits in the queue, position {s.position}.")
         else:
             draw(s, "watched")
-        st.caption("Only the session that started a run can stop it.")
+        st.caption("Only the student who started a run can stop it.")
         if st.button("Stop watching", key="stop_watching"):
             st.session_state.pop("train_watch", None)
             st.rerun()
         return
     if others and others[0].state == "queued":  # this session's run trains; these wait behind it
         n = len(others)
-        who = "1 run from another browser session waits" if n == 1 else f"{n} runs from other browser sessions wait"
-        st.info(f"{who} in the queue after yours.")
+        who = "1 run of another student waits" if n == 1 else f"{n} runs of other students wait"
+        st.info(f"{plain(who)} in the queue after yours.")
     elif others:
         st.info(
-            f"Another browser session is training now ({jobs.progress_line(others[0].snapshot())})"
+            f"Another student is training now ({run_line(others[0].snapshot())})"
             + (f"; {len(others) - 1} more run(s) wait." if len(others) > 1 else ".")
         )
         if st.button("Watch it", key="watch_running"):

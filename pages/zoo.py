@@ -8,8 +8,9 @@ from capsviz.checkpoint import list_checkpoints, total_training, training_labels
 from capsviz.config import user_dataset
 from capsviz.data.user import short_name
 from capsviz.glossary import class_words, help_text
+from capsviz.text import plain
 from capsviz.viz import squash_curve
-from pages.common import checkpoint_dir, checkpoints, public, require_router
+from pages.common import checkpoint_dir, checkpoints, plain_chart, public, require_router
 
 require_router()
 
@@ -50,7 +51,7 @@ st.markdown(
 )
 left, right = st.columns([2, 1])
 with left:
-    st.plotly_chart(squash_curve(), key="squash_plot")
+    st.plotly_chart(plain_chart(squash_curve()), key="squash_plot")
 with right:
     s = st.slider("Length |s| before squash", 0.0, 5.0, 1.0, 0.1, key="squash", bind="query-params", help=help_text("squash", "length"))
     st.metric("Length after squash", f"{s * s / (1 + s * s):.3f}")
@@ -65,7 +66,7 @@ for path, meta in found:
     m = meta.metrics
     paper = paper_error(meta)
     with st.container(border=True):
-        st.subheader(path.stem)
+        st.subheader(plain(path.stem))
         cols = st.columns(4)
         routing = routing_words(c)
         family = FAMILIES.get(c.family, c.family)
@@ -76,9 +77,11 @@ for path, meta in found:
             cols[0].caption(line)
         total = total_training(meta)  # fine-tuned: the runs it adds up
         epochs, hardware = training_labels(total)
-        cols[1].markdown(f"**Parameters** {meta.parameters:,}  \n**Dataset** {short_name(meta.image_dataset)}  \n**Epochs** {epochs}")
+        cols[1].markdown(
+            f"**Parameters** {meta.parameters:,}  \n**Dataset** {plain(short_name(meta.image_dataset))}  \n**Epochs** {epochs}"
+        )
         if own:
-            cols[1].caption(classes_line(meta.class_names, c.in_size, c.in_channels))
+            cols[1].caption(plain(classes_line(meta.class_names, c.in_size, c.in_channels)))
         err = f"{m.test_error:.2f}%" if m.measured else "not measured"
         cols[2].metric("Test error", err, help=m.how)
         if paper is None:
@@ -87,7 +90,7 @@ for path, meta in found:
             cols[2].caption(f"paper: {paper}%")
         else:
             cols[2].caption(f"paper: {paper}% for the full-size model; this one is smaller")
-        cols[3].markdown(f"**Trained in** {total['training_time_s'] / 60:.0f} min  \n**on** {hardware}")
+        cols[3].markdown(f"**Trained in** {total['training_time_s'] / 60:.0f} min  \n**on** {plain(hardware)}")
         if st.button("Use this model", key=f"use_{path.stem}"):
             st.session_state["pending_model"] = path.name  # the sidebar applies it before drawing its picker
             st.rerun()
@@ -96,4 +99,4 @@ for path, meta in found:
 # them here with the reason tells their owner what to fix instead of hiding them silently.
 for path, reason in list_checkpoints(checkpoint_dir()):
     if isinstance(reason, str):
-        st.warning(f"**{path.name}** cannot be used: {public(reason)}", icon=":material/block:")
+        st.warning(f"**{plain(path.name)}** cannot be used: {plain(public(reason))}", icon=":material/block:")

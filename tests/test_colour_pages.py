@@ -9,6 +9,7 @@ import streamlit as st
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 from test_app import router_mode  # noqa: F401 - AppTest with app.py's router in charge, as served
+from test_plain_text import as_shown
 
 from capsviz.config import TrainRun
 from capsviz.train import train
@@ -134,7 +135,7 @@ def test_the_core_redraws_a_colour_capsule_in_colour(trained):
 
 def test_the_zoo_card_names_the_classes_and_the_folder(trained, app):
     open_page(app, "pages/zoo.py")
-    cards = texts(app)
+    cards = as_shown(texts(app))
     assert "folder:shapes" in cards and "3 classes: circle, square, stripe; 32x32 colour images" in cards
     assert str(trained[1]) not in cards + " ".join(app.sidebar.selectbox(key="dataset_pick").options)  # the server's paths stay there
 
@@ -167,7 +168,7 @@ def test_a_missing_images_folder_is_said_and_uploads_still_work(trained, app, tm
     st.cache_resource.clear()  # a server that had read them keeps them in memory
     try:
         open_page(app, "pages/explorer.py")
-        said = texts(app)
+        said = as_shown(texts(app))
         assert "folder:shapes" in said and "not available on this server" in said
         assert str(data) not in said
         assert app.radio(key="source").value == "Upload"

@@ -168,3 +168,19 @@ def test_three_processes_starting_together_build_the_native_kernel_once(tmp_path
     assert outs == ["True None"] * 3, outs
     assert count.read_text().splitlines() == ["run"]
     assert len(list((tmp_path / "cache" / "native").glob("em_routing-*"))) == 1
+
+
+def test_the_model_budget_is_the_machines_shared_by_its_app_processes(monkeypatch):
+    from capsviz.model_cache import default_budget
+
+    monkeypatch.setenv("CAPSVIZ_MODEL_MEMORY_MB", "2048")
+    monkeypatch.delenv("CAPSVIZ_REPLICAS", raising=False)
+    assert default_budget() == 2048 * 2**20
+    monkeypatch.setenv("CAPSVIZ_REPLICAS", "8")
+    assert default_budget() == 256 * 2**20  # eight replicas hold the machine's budget together, not eight times it
+    monkeypatch.delenv("CAPSVIZ_MODEL_MEMORY_MB")
+    alone = default_budget() * 8
+    monkeypatch.setenv("CAPSVIZ_REPLICAS", "1")
+    assert abs(default_budget() - alone) < 8
+    monkeypatch.setenv("CAPSVIZ_REPLICAS", "nonsense")
+    assert default_budget() == ModelCache(log=False).budget

@@ -35,7 +35,7 @@ TINY = ["tiny-capsnet.safetensors", "tiny-matrix.safetensors", "tiny-cnn.safeten
 KINDS = ["slider", "select_slider", "number_input", "selectbox", "radio", "toggle", "checkbox"]
 # The sidebar's pickers change the model itself (every model gets its own run here), and the
 # Train page's form fields only start a run when submitted (tests/test_train_page.py).
-SKIP = {"model_pick", "dataset_pick"}
+SKIP = {"model_pick", "dataset_pick", "class_mode"}  # class_mode: the whole server's setting (tests/test_class_people.py)
 MODEL_FREE = {"zoo", "playground", "reproduction", "train", "glossary"}  # these show every model at once: the test models cover them
 
 

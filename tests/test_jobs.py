@@ -28,10 +28,10 @@ def wait_until(predicate, timeout=60.0):
 
 
 def test_save_as_names_are_cleaned_and_shipped_names_refused():
-    assert jobs.model_name("  my run!  ") == "myrun"
+    assert jobs.model_name("  my run  ") == "my-run"
     assert jobs.model_name("capsnet_2-try") == "capsnet_2-try"
-    for bad in ["", "  ", "---", "!!"]:
-        with pytest.raises(CapsvizError, match="letters, digits"):
+    for bad in ["", "  ", "---", "!!", "my run!"]:
+        with pytest.raises(CapsvizError, match="letters, digits|letter or a digit"):
             jobs.model_name(bad)
     with pytest.raises(CapsvizError, match="come with capsviz.*new name"):
         jobs.model_name("capsnet-small-mnist")
@@ -46,7 +46,7 @@ def test_shipped_names_are_the_repositorys_checkpoints():
         pytest.skip("not a git checkout")
     tracked = subprocess.run(["git", "ls-files", "checkpoints"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     shipped = {Path(p).stem for p in tracked if p.endswith(".safetensors")}
-    assert shipped and jobs.SHIPPED == shipped
+    assert shipped and ckpt.SHIPPED == shipped
 
 
 def snap(**kw):
@@ -186,7 +186,7 @@ def test_runs_train_one_at_a_time_in_order_and_nothing_is_lost(synthetic_data, t
     assert b.snapshot().state == "queued" and jobs.progress_line(b.snapshot()) == "b: queued, position 1"
     assert [j.id for j in q.others("session-c")] == [a.id, b.id]
     wait_until(lambda: a.snapshot().step >= 5)
-    with pytest.raises(CapsvizError, match="Only the browser session that started"):
+    with pytest.raises(CapsvizError, match="Only the student who started"):
         q.cancel(a, "session-b")
     assert b.state == "queued" and not a.stop.is_set()
 
@@ -267,6 +267,51 @@ def test_a_long_lived_server_forgets_only_the_oldest_ended_runs(synthetic_data, 
     assert q.running() is runner  # an active run is never forgotten
     q.cancel(runner, "runner")
     jobs.wait(runner, 60)
+
+
+def test_the_queue_is_bounded_in_all_and_per_student(synthetic_data, tmp_path, monkeypatch):
+    monkeypatch.setattr(jobs, "MAX_WAITING", 2)
+    q = jobs.TrainQueue()
+    a = q.submit(TrainRun(**LONG), tmp_path / "a.safetensors", "a")
+    waiting = [q.submit(TrainRun(**QUICK), tmp_path / f"w{k}.safetensors", f"w{k}") for k in range(2)]
+    with pytest.raises(CapsvizError, match="queue is full: 2 runs wait"):
+        q.submit(TrainRun(**QUICK), tmp_path / "late.safetensors", "late")
+    assert q.latest("late") is None
+    with pytest.raises(CapsvizError, match="already have a run going or waiting"):  # a second tab of one student
+        q.submit(TrainRun(**QUICK), tmp_path / "again.safetensors", "w0")
+    teachers = q.submit(TrainRun(**QUICK), tmp_path / "t.safetensors", "teacher", teacher=True)  # the teacher is let in
+    assert q.position(teachers) == 3
+    for j in [*waiting, teachers]:
+        q.cancel(j, j.owner)
+    q.cancel(a, "a")
+    jobs.wait(a, 60)
+
+
+def test_one_run_at_a_time_across_the_app_processes_of_a_server(synthetic_data, tmp_path):
+    """Another app process (--replicas) that trains holds the model folder's lock file: a run
+    whose turn has come waits for it, says so, can be stopped meanwhile, and trains once it is free."""
+    from capsviz.paths import lock_file
+
+    fd = os.open(tmp_path / jobs.TRAINING_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    lock_file(fd, wait=False)  # as the other process's run does
+    q = jobs.TrainQueue()
+    job = q.submit(TrainRun(**QUICK), tmp_path / "m.safetensors", "a")
+    wait_until(lambda: job.snapshot().elsewhere)
+    time.sleep(1.5)
+    s = job.snapshot()
+    assert s.state == "running" and s.step == 0 and not (tmp_path / "m.safetensors").exists()
+    assert "another app process" in jobs.progress_line(s)
+    os.close(fd)  # the other run ends
+    done = jobs.wait(job, 60)
+    assert done.state == "finished" and not done.elsewhere and (tmp_path / "m.safetensors").exists()
+
+    fd = os.open(tmp_path / jobs.TRAINING_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    lock_file(fd, wait=False)
+    waiting = q.submit(TrainRun(**QUICK), tmp_path / "n.safetensors", "b")
+    wait_until(lambda: waiting.snapshot().elsewhere)
+    q.cancel(waiting, "b")
+    assert jobs.wait(waiting, 10).state == "cancelled" and not (tmp_path / "n.safetensors").exists()
+    os.close(fd)
 
 
 @pytest.mark.parametrize("n", [0, 1, 999, 1000, 1001, 1999, 2000, 23_437])

@@ -1,13 +1,16 @@
 """The routing lab (capsviz.analysis.lab, pages/lab.py): measures, stored rows, and sentences that
 follow the table they sit under."""
 
+import json
 import re
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
+from test_plain_text import as_shown
 
 from capsviz.analysis import lab, stored
 from capsviz.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
@@ -196,6 +199,45 @@ def test_a_model_folder_with_every_routing_trained_from_the_same_seeds_holds_a_s
     assert lab.studies_in(two[:3]) == []  # uniform with one seed only: not a study
 
 
+def test_a_study_names_its_training_image_limit_and_whose_models_it_is_made_of():
+    full = [meta_of(c, s, 1.0) for c in ("dynamic", "uniform") for s in (0, 1)]
+    few = []
+    for m in full:
+        few.append(replace(m, run={**m.run, "train_limit": 256}))
+    assert lab.architecture(few[0], seed=False) == lab.architecture(full[0], seed=False) + ", 256 training images"
+    (study,) = lab.studies_in(few, names=["d0", "d1", "u0", "u1"])
+    assert "256 training images" in study.architecture and study.models == ("d0", "d1", "u0", "u1") and not study.shipped
+    assert study.title() == "Trained here, over 2 seeds: capsnet-small on mnist (the models d0, d1, u0, u1)"
+    assert lab.SeedStudy.from_stored(study.stored(), shipped=True).title() == "Trained with, over 2 seeds: capsnet-small on mnist"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"seeds": [], "dynamic": []},  # no seeds: no mean to take
+        {"seeds": [0], "dynamic": [1.0]},
+        {"seeds": [0, 0], "dynamic": [1.0, 1.0]},
+        {"seeds": [0, 1], "dynamic": [1.0, 500.0]},
+        {"seeds": [0, 1], "dynamic": [1.0, 1.0], "n_test": 0},
+        {"seeds": [0, 1], "dynamic": [1.0, 1.0], "architecture": 7},
+        {"seeds": ["a", "b"], "dynamic": [1.0, 1.0]},
+    ],
+)
+def test_a_malformed_stored_study_is_left_out_with_its_name(tmp_path, bad):
+    (tmp_path / "seeds-bad.json").write_text(json.dumps({"architecture": "x", "n_test": 100, **bad}))
+    skipped = []
+    assert lab.stored_studies([tmp_path], skipped) == [] and skipped == ["seeds-bad.json"]
+
+
+@pytest.mark.parametrize("field_, value", [("test_error", "high"), ("n_test", 0), ("fgsm_accuracy", None), ("hardware", 3)])
+def test_a_malformed_stored_row_is_measured_again_and_named(field_, value):
+    good = row().stored()
+    with pytest.raises((TypeError, ValueError)):
+        lab.Row.from_stored(
+            {**good, field_: value} if value is not None else {k: v for k, v in good.items() if k != field_}, "m", "dynamic", "dynamic", "a"
+        )
+
+
 def test_seed_sentences_compare_routings_against_the_spread_the_seeds_give():
     close = lab.SeedStudy("capsnet-small on mnist, 3 epochs", (0, 1, 2), {"dynamic": [0.9, 1.0, 1.1], "uniform": [1.0, 1.1, 0.9]}, 10_000)
     text = " ".join(lab.seed_sentences(close))
@@ -353,6 +395,13 @@ def test_models_trained_from_the_same_seeds_with_each_routing_show_as_a_seed_stu
     monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(folder))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     entries = list_checkpoints(folder)
+    # a study shipped with the app for the very same preset and schedule: the user's runs stand beside it
+    shipped = tmp_path / "shipped-sweeps"
+    monkeypatch.setattr(stored, "shipped_folder", lambda: shipped)
+    same = lab.architecture(entries[0][1], seed=False)
+    official = lab.SeedStudy(same, (0, 1, 2), {"dynamic": [0.9, 1.0, 1.1], "uniform": [1.0, 1.1, 0.9]}, 10_000, "GPU")
+    stored.write(lab.seeds_key(official), official.stored(), shipped)
+    (shipped / "seeds-damaged.json").write_text('{"architecture": "x", "seeds": [], "n_test": 1, "dynamic": []}')
     settings = lab.Settings(test_images=1000)
     data = lambda meta: load_split(meta.image_dataset, "test")  # noqa: E731
     lab.run_lab(entries, ["uniform"], lambda p: load_checkpoint(p)[0], data, settings)  # stored in this machine's cache
@@ -362,6 +411,11 @@ def test_models_trained_from_the_same_seeds_with_each_routing_show_as_a_seed_stu
     at.multiselect(key="lab_routings").set_value(["uniform"])
     at.select_slider(key="lab_test").set_value(1000).run()
     assert not at.exception, at.exception
-    assert "Trained with, over 2 seeds: capsnet-small on mnist" in [h.value for h in at.subheader]
-    text = " ".join(m.value for m in at.markdown)
+    headings = [as_shown(h.value) for h in at.subheader]
+    assert "Trained with, over 3 seeds: capsnet-small on mnist" in headings  # the shipped study keeps its title ...
+    mine = "Trained here, over 2 seeds: capsnet-small on mnist (the models mine-dynamic-0, mine-dynamic-1, mine-uniform-0, mine-uniform-1)"
+    assert mine in headings  # ... and the user's runs are shown as theirs
+    text = as_shown(" ".join(m.value for m in at.markdown))
     assert "trained with dynamic: mean 25.00% (from 20.00 to 30.00" in text and "trained with uniform: mean 26.00%" in text
+    assert "trained with dynamic: mean 1.00% (from 0.90 to 1.10" in text  # the shipped numbers, not replaced
+    assert any("could not be read and were left out" in as_shown(c.value) and "seeds-damaged.json" in as_shown(c.value) for c in at.caption)

@@ -1,4 +1,4 @@
-"""The Train page through AppTest: two AppTest instances are two browser sessions of one server
+"""The Train page through AppTest: two AppTest instances are two browsers (students) of one server
 (they share the process, so the training queue, as a served app's sessions do)."""
 
 import re
@@ -56,7 +56,7 @@ def start(at, name, **form):
 
 
 def own_job(q, at):
-    return q.latest(at.session_state["train_owner"])
+    return q.latest(at.session_state["capsviz_session_id"])  # AppTest sends no cookies: each session is its own
 
 
 def wait_until(predicate, timeout=60.0):
@@ -137,7 +137,7 @@ def test_a_second_session_is_offered_the_queue_or_to_watch(app, queue):
     start(app, "first", **LONG)
     first = own_job(queue, app)
     second = session()
-    assert "Another browser session is training" in second.info[0].value
+    assert "Another student is training" in second.info[0].value
     start(second, "second")
     assert own_job(queue, second) is None  # asked, not yet queued
     offer = next(i.value for i in second.info if "Runs train one at a time" in i.value)
@@ -155,7 +155,7 @@ def test_a_second_session_is_offered_the_queue_or_to_watch(app, queue):
 
     start(second, "second")
     second.button(key="watch_other").click().run()
-    assert "Another session's run" in texts(second, "subheader")
+    assert "Another student's run" in texts(second, "subheader")
     assert second.progress[-1].text.startswith("first: ")
     assert "stop_training" not in buttons(second)  # only its own session may stop it
     assert own_job(queue, second) is mine  # nothing new queued by watching
@@ -174,7 +174,7 @@ def test_queued_run_starts_by_itself_when_the_first_ends(app, queue):
     start(second, "second")
     second.button(key="queue_run").click().run()
     app.run()
-    assert "1 run from another browser session waits in the queue after yours." in texts(app, "info")
+    assert "1 run of another student waits in the queue after yours." in texts(app, "info")
     app.button(key="stop_training").click().run()
     done = jobs.wait(own_job(queue, second), 60)
     assert done.state == "finished"

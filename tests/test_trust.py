@@ -19,6 +19,7 @@ import pytest
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
+from test_plain_text import as_shown
 
 from capsviz import checkpoint as ckpt
 from capsviz.cli import main
@@ -263,7 +264,7 @@ def test_the_zoo_lists_an_unusable_checkpoint_with_its_reason_beside_the_good_on
     at.switch_page("pages/zoo.py").run()
     assert not at.exception
     assert [s.value for s in at.subheader] == ["good"]
-    warnings = [w.value for w in at.warning]
+    warnings = [as_shown(w.value) for w in at.warning]
     assert any("odd.safetensors" in w and "dataset: must be one of" in w for w in warnings)
     assert any("deep.safetensors" in w and "metadata" in w for w in warnings)
 

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -92,8 +92,18 @@ class Row:
 
     @classmethod
     def from_stored(cls, d: dict, model: str, trained: str, run_with: str, arch: str) -> Row:
+        """The row stored as `d`; TypeError or ValueError where `d` is not one (a field missing,
+        text where a number belongs, a count of no images)."""
         numbers = {k: d[k] for k in cls.__dataclass_fields__ if k not in NAMES and k in d}
-        return cls(model=model, trained_with=trained, run_with=run_with, extra={"architecture": arch}, **numbers)
+        for k, v in numbers.items():
+            if k != "hardware" and not (v is None or (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v))):
+                raise ValueError(f"{k} is not a number")
+        if "hardware" in numbers and not isinstance(numbers["hardware"], str):
+            raise ValueError("hardware is not text")
+        row = cls(model=model, trained_with=trained, run_with=run_with, extra={"architecture": arch}, **numbers)
+        if row.n_test < 1 or row.n_images < 1 or row.classes < 2:
+            raise ValueError("a row measured on no images")
+        return row
 
     @property
     def label(self) -> str:
@@ -126,8 +136,8 @@ def trained_with(config) -> str:
 
 def architecture(meta, seed: bool = True) -> str:
     """What models that differ only in the routing they were trained with share: preset, data and
-    schedule (epochs, batch, learning rate, and the seed unless `seed` is False). Only such models
-    are compared as trained with."""
+    schedule (epochs, batch, learning rate, the training images when fewer than all, and the seed
+    unless `seed` is False). Only such models are compared as trained with."""
     run = meta.run or {}
     said = [preset_and_data(meta)]
     if meta.epochs is not None:
@@ -136,14 +146,19 @@ def architecture(meta, seed: bool = True) -> str:
         said.append(f"batch {run['batch_size']}")
     if run.get("lr"):
         said.append(f"lr {run['lr']:g} x{run.get('lr_decay', 1):g} per {run.get('decay_steps')} steps")
+    if run.get("train_limit"):
+        said.append(f"{run['train_limit']:,} training images")
     if seed and "seed" in run:
         said.append(f"seed {run['seed']}")
     return ", ".join(said)
 
 
 def preset_and_data(meta) -> str:
-    """The first part of `architecture`: which preset on which images."""
-    return f"{(meta.run or {}).get('model') or meta.config.family} on {meta.image_dataset}"
+    """The first part of `architecture`: which preset on which images (a user's by the name they
+    were uploaded under, never by the server's folder)."""
+    from capsviz.data.user import short_name
+
+    return f"{(meta.run or {}).get('model') or meta.config.family} on {short_name(meta.image_dataset)}"
 
 
 def fits(config) -> bool:
@@ -403,10 +418,23 @@ class SeedStudy:
     errors: dict[str, list[float]]
     n_test: int
     hardware: str = ""
+    models: tuple[str, ...] = ()  # made of these models in the model folder; () for a stored study
+    shipped: bool = False  # stored with the app (checkpoints/sweeps), not made on this server
 
     @property
     def preset_and_data(self) -> str:
         return self.architecture.split(",")[0]
+
+    def title(self, say=str) -> str:
+        """Whose study it is: one that came with the app is the preset's; one made of models in
+        the model folder (a student's runs, say) is named by them, never by the preset alone.
+        `say`: how a name from a file is written (the pages make it plain)."""
+        if self.shipped:
+            return f"Trained with, over {len(self.seeds)} seeds: {say(self.preset_and_data)}"
+        if self.models:
+            listed = ", ".join(say(m) for m in self.models[:4]) + (f" and {len(self.models) - 4} more" if len(self.models) > 4 else "")
+            return f"Trained here, over {len(self.seeds)} seeds: {say(self.preset_and_data)} (the models {listed})"
+        return f"Stored on this machine, over {len(self.seeds)} seeds: {say(self.preset_and_data)}"
 
     def stored(self) -> dict:
         return {"architecture": self.architecture, "seeds": list(self.seeds), "n_test": self.n_test, "hardware": self.hardware} | {
@@ -414,12 +442,17 @@ class SeedStudy:
         }
 
     @classmethod
-    def from_stored(cls, d: dict) -> SeedStudy:
+    def from_stored(cls, d: dict, shipped: bool = False) -> SeedStudy:
+        """The study stored as `d`; KeyError, TypeError or ValueError where it is not one."""
         seeds = tuple(int(s) for s in d["seeds"])
         errors = {r: [float(e) for e in d[r]] for r in ROUTINGS if r in d}
-        if not errors or any(len(e) != len(seeds) for e in errors.values()):
-            raise ValueError("a seed study needs one error per seed for every routing")
-        return cls(str(d["architecture"]), seeds, errors, int(d["n_test"]), str(d.get("hardware", "")))
+        if len(seeds) < 2 or len(set(seeds)) != len(seeds):
+            raise ValueError("a seed study needs two seeds or more, each once")
+        if not errors or any(len(e) != len(seeds) or not all(0 <= x <= 100 for x in e) for e in errors.values()):
+            raise ValueError("a seed study needs one error (0 to 100%) per seed for every routing")
+        if not isinstance(d["architecture"], str) or int(d["n_test"]) < 1:
+            raise ValueError("a seed study names its schedule and was tested on some images")
+        return cls(d["architecture"], seeds, errors, int(d["n_test"]), str(d.get("hardware", "")), shipped=shipped)
 
 
 def seed_study(metas) -> SeedStudy:
@@ -427,7 +460,7 @@ def seed_study(metas) -> SeedStudy:
     model the same preset, data and schedule; raise ValueError naming what differs."""
     metas = list(metas)
     shared = {architecture(m, seed=False) for m in metas}
-    if len(shared) != 1:
+    if len(shared) != 1 or len({m.image_dataset for m in metas}) != 1:
         raise ValueError(f"the models differ in more than routing and seed: {sorted(shared)}")
     errors: dict[str, dict[int, float]] = {}
     for m in metas:
@@ -449,19 +482,23 @@ def seed_study(metas) -> SeedStudy:
 MAX_HARDWARE = 200
 
 
-def studies_in(metas) -> list[SeedStudy]:
+def studies_in(metas, names=None) -> list[SeedStudy]:
     """The seed studies a model folder holds: models of one preset, data and schedule trained with
-    the same seeds for every routing they were trained with (trained from the Train page, say)."""
+    the same seeds for every routing they were trained with (trained from the Train page, say).
+    `names`: the models' names, in the order of `metas`, which each study then lists."""
+    metas = list(metas)
+    names = list(names) if names is not None else [""] * len(metas)
     groups: dict[str, list] = {}
-    for m in metas:
+    for m, name in zip(metas, names, strict=True):
         if m.metrics.test_error is not None and "seed" in (m.run or {}):
-            groups.setdefault(architecture(m, seed=False), []).append(m)
+            groups.setdefault((architecture(m, seed=False), m.image_dataset), []).append((m, name))
     found = []
     for group in groups.values():
         try:
-            found.append(seed_study(group))
+            study = seed_study(m for m, _ in group)
         except ValueError:  # one seed, or routings with different seeds: not a study
             continue
+        found.append(replace(study, models=tuple(sorted(n for _, n in group if n))))
     return found
 
 
@@ -470,17 +507,24 @@ def seeds_key(study: SeedStudy) -> str:
     return f"seeds-{slug}"
 
 
-def stored_studies(folders: list[Path] | None = None) -> list[SeedStudy]:
-    """Every seed study stored in `folders` (the shipped sweeps, then this machine's); damaged ones are left out."""
+def stored_studies(folders: list[Path] | None = None, skipped: list[str] | None = None) -> list[SeedStudy]:
+    """Every seed study stored in `folders` (the shipped sweeps, then this machine's), those of the
+    shipped folder marked as shipped. A file that is not a study is left out, its name added to
+    `skipped` (for the page's note)."""
     studies, seen = [], set()
+    shipped = stored.shipped_folder().resolve()
     for folder in folders or [stored.shipped_folder(), stored.local_folder()]:
         for path in sorted(folder.glob("seeds-*.json")) if folder.is_dir() else []:
             value = stored.read(path.stem, [folder])
             try:
-                study = SeedStudy.from_stored(value) if value is not None else None
-            except (KeyError, TypeError, ValueError):
+                if value is None:
+                    raise ValueError("not a stored result")
+                study = SeedStudy.from_stored(value, shipped=folder.resolve() == shipped)
+            except (KeyError, TypeError, ValueError, OverflowError):
+                if skipped is not None:
+                    skipped.append(path.name)
                 continue
-            if study is not None and study.architecture not in seen:
+            if study.architecture not in seen:
                 seen.add(study.architecture)
                 studies.append(study)
     return studies
@@ -538,8 +582,12 @@ PUBLISHED = (
 )
 
 
-def stored_rows(entries, routings, settings: Settings = Settings(), folders: list[Path] | None = None) -> dict[tuple[str, str], Row]:
-    """The rows already stored for (model file, routing) among `entries` ((path, meta) pairs)."""
+def stored_rows(
+    entries, routings, settings: Settings = Settings(), folders: list[Path] | None = None, skipped: list[str] | None = None
+) -> dict[tuple[str, str], Row]:
+    """The rows already stored for (model file, routing) among `entries` ((path, meta) pairs). A
+    stored file that is not a row (damaged, or by another version of the lab) is measured again,
+    the model and routing added to `skipped` (for the page's note)."""
     rows = {}
     for path, meta in entries:
         for routing in routings:
@@ -548,8 +596,9 @@ def stored_rows(entries, routings, settings: Settings = Settings(), folders: lis
                 continue
             try:
                 rows[path.stem, routing] = Row.from_stored(value, path.stem, trained_with(meta.config), routing, architecture(meta))
-            except TypeError:  # stored by another version of the lab: measured again
-                continue
+            except (TypeError, ValueError):
+                if skipped is not None:
+                    skipped.append(f"{path.stem} run with {routing}")
     return rows
 
 

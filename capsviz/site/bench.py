@@ -125,7 +125,9 @@ def main(argv=None) -> int:
         for name, n, med, p95, target in rows:
             print(f"| {name} | {n} | {med:,.0f} | {p95:,.0f} | {target} |")
 
-        print("\n| model | MB (graphs, packed weights) | browser forward ms (median of 20) | PyTorch forward ms (median of 20) |\n|---|---:|---:|---:|")
+        print(
+            "\n| model | MB (graphs, packed weights) | browser forward ms (median of 20) | PyTorch forward ms (median of 20) |\n|---|---:|---:|---:|"
+        )
         ctx, pg = page("?view=explore")
         for model in DEFAULT_MODELS:
             onnx = sum(f.stat().st_size for f in (site / "models" / model).iterdir()) / 2**20  # graphs and packed weights

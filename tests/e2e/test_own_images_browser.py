@@ -88,7 +88,7 @@ def test_a_zip_of_colour_pictures_is_trained_on_and_explored_from_the_browser(pa
     name = page.get_by_label("Save as", exact=True).and_(page.get_by_test_id("stTextInputField"))
     name.fill("shapes")
     page.get_by_role("button", name="Start training").click()
-    expect(page.get_by_text(re.compile(r"Finished: saved shapes.safetensors"))).to_be_visible(timeout=300_000)
+    expect(page.get_by_text(re.compile(r"Finished: saved shapes.safetensors at \d\d:\d\d UTC"))).to_be_visible(timeout=300_000)
     expect(page.get_by_text(re.compile(r"epoch 8: test error"))).to_be_visible()
     wait_for_app_run(page)
     shot(page, shots, "own_images_trained")

@@ -85,7 +85,7 @@ def test_two_sessions_one_trains_the_other_queues(browser, own_server, app_env, 
 
         # B: another session sees that a run is going, not A's refused name
         open_page(b, url, "Train")
-        expect(b.get_by_text("Another browser session is training", exact=False).first).to_be_visible()
+        expect(b.get_by_text("Another student is training", exact=False).first).to_be_visible()
         expect(b.get_by_text("come with capsviz", exact=False)).to_have_count(0)
         fill(b, "Batch size", 32)
         fill(b, "Training images (0 = all)", 96)

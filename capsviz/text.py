@@ -1,0 +1,64 @@
+"""Text that came from a user or a file, made plain for the pages: class names, model and file
+names, study labels, link parameters.
+
+On a served class such a string reaches every student's page, so it must never act as Markdown
+(an image fetched from another address, a link), HTML or a chart's markup, and control and
+bidirectional characters (which reorder what is shown) are dropped. `plain` is the one function
+the pages use for it; `where` says what kind of place the text goes to.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+
+MAX_CHARS = 300  # a name longer than this is cut: it is a label, not a document
+KEEP_FORMAT = {"\u200c", "\u200d"}  # zero-width (non-)joiner: part of how some scripts and emoji are written
+# What starts Markdown in Streamlit: emphasis, code, links and images ([), HTML and autolinks (<),
+# headings, tables, maths ($), colours, icons and emoji (:), e-mail autolinks (@); "www." and a
+# list marker at the start are broken apart below. The rest of ASCII's punctuation is left as it is.
+_ESCAPE = {ord(ch): "\\" + ch for ch in "\\`*_~[]<>#|$:@"}
+# Streamlit turns :name: into an emoji or icon after Markdown's escapes are read: a zero-width
+# space after each colon keeps two colons from ever meeting round a word
+_COLON = "\\:\u200b"
+_WWW = re.compile(r"(?i)\b(www)\.")
+_LIST = re.compile(r"^(\s*)([-+=]|\d+(?=[.)]))")
+
+
+def clean(text) -> str:
+    """`text` as a string without control, format (bidirectional marks, zero-width spaces) or
+    unassigned characters, line breaks and tabs made spaces, at most MAX_CHARS long."""
+    out = []
+    for ch in str(text)[: MAX_CHARS * 2]:
+        if ch in "\t\n\r\v\f\x85\u2028\u2029":
+            out.append(" ")
+        elif unicodedata.category(ch) in ("Cc", "Cs", "Co", "Cn") or (unicodedata.category(ch) == "Cf" and ch not in KEEP_FORMAT):
+            continue
+        else:
+            out.append(ch)
+    joined = "".join(out)
+    return joined if len(joined) <= MAX_CHARS else joined[: MAX_CHARS - 1] + "…"
+
+
+def plain(text, where: str = "markdown") -> str:
+    """`text` made plain for `where` it is shown:
+    - "markdown": any Streamlit text that renders Markdown (st.markdown, captions, info boxes,
+      widget labels, progress text): the characters that start Markdown escaped, so no link,
+      image, emphasis, HTML, code, maths, colour, icon, list or heading can form;
+    - "code": inside a `code span`: backticks (which would end it) left out;
+    - "table": a table cell, select option or image caption, shown as it is;
+    - "chart": a Plotly title, label or hover text, which reads a few HTML tags: < > & as entities.
+    Every kind is `clean`ed first."""
+    text = clean(text)
+    if where == "markdown":
+        text = text.translate(_ESCAPE).replace("\\:", _COLON)
+        text = _WWW.sub(r"\1\\.", text)
+        return _LIST.sub(lambda m: m.group(1) + ("\\" + m.group(2) if not m.group(2).isdigit() else m.group(2) + "\\"), text, count=1)
+    if where == "code":
+        return text.replace("`", "'")
+    if where == "table":
+        return text
+    if where == "chart":
+        return html.escape(text, quote=False)
+    raise ValueError(f"unknown place for text: {where!r}")

@@ -1,0 +1,56 @@
+"""A student is a browser, not a tab, in chromium: a reload or a second tab of the browser that
+started a run still shows it and can stop it; another browser cannot."""
+
+import pytest
+from playwright.sync_api import expect
+from test_browser import no_exceptions, open_page
+from test_train_browser import fill, set_name
+
+pytestmark = pytest.mark.e2e
+
+
+def new_page(ctx):
+    pg = ctx.new_page()
+    pg.set_default_timeout(60_000)
+    pg.errors = []
+    pg.on("pageerror", lambda e, pg=pg: pg.errors.append(str(e)))
+    return pg
+
+
+def test_a_reload_and_a_second_tab_keep_control_of_ones_run(browser, own_server):
+    mine, other = (browser.new_context(viewport={"width": 1400, "height": 2400}) for _ in range(2))
+    url = own_server["url"] + "/train"
+    try:
+        tab = new_page(mine)
+        open_page(tab, url, "Train")
+        fill(tab, "Batch size", 8)
+        fill(tab, "Epochs", 20)
+        fill(tab, "Training images (0 = all)", 600)
+        set_name(tab, "kept")
+        tab.get_by_role("button", name="Start training").click()
+        expect(tab.get_by_test_id("stProgress").first).to_contain_text("kept: ")
+
+        tab.reload()  # a new Streamlit session of the same browser
+        expect(tab.get_by_role("heading", name="Your run")).to_be_visible()
+        expect(tab.get_by_test_id("stProgress").first).to_contain_text("kept: ")
+        expect(tab.get_by_role("button", name="Stop")).to_be_visible()
+        expect(tab.get_by_role("button", name="Start training")).to_be_disabled()
+
+        second = new_page(mine)  # another tab of the same browser
+        open_page(second, url, "Train")
+        expect(second.get_by_role("heading", name="Your run")).to_be_visible()
+
+        stranger = new_page(other)  # another student's browser
+        open_page(stranger, url, "Train")
+        expect(stranger.get_by_text("Another student is training", exact=False).first).to_be_visible()
+        expect(stranger.get_by_role("button", name="Stop")).to_have_count(0)
+
+        second.get_by_role("button", name="Stop").click()
+        expect(second.get_by_text("Stopped at step", exact=False)).to_be_visible(timeout=90_000)
+        tab.reload()
+        expect(tab.get_by_text("Stopped at step", exact=False)).to_be_visible()
+        for pg in (tab, second, stranger):
+            no_exceptions(pg)
+    finally:
+        mine.close()
+        other.close()
