@@ -74,7 +74,7 @@ for path, meta in found:
         decoder = f"yes: it can redraw the {class_words(meta).shown} from a capsule" if c.decodes else "no"
         cols[0].markdown(f"**Family** {family}  \n**Routing** {routing}  \n**Decoder** {decoder}")
         for line in how_it_computes(meta):  # a model written elsewhere: checked or not, and how it computes
-            cols[0].caption(line)
+            cols[0].caption(plain(line))
         total = total_training(meta)  # fine-tuned: the runs it adds up
         epochs, hardware = training_labels(total)
         cols[1].markdown(

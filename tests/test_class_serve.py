@@ -8,7 +8,6 @@ import shutil
 import signal
 import sys
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,18 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "load"))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 import protocol  # noqa: E402
-from st_helpers import start_streamlit, stop_streamlit  # noqa: E402
+from st_helpers import run_async, start_streamlit, stop_streamlit  # noqa: E402
 
 from capsviz import cli, serve  # noqa: E402
 
 NGINX = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
-
-
-def run(coro):
-    """asyncio.run on a thread of its own: the browser tests' Playwright keeps an event loop
-    running on the test thread, where asyncio.run refuses to start another."""
-    with ThreadPoolExecutor(1) as worker:
-        return worker.submit(asyncio.run, coro).result()
 
 
 def need_nginx():
@@ -82,14 +74,14 @@ def test_a_student_sees_script_finished_and_its_own_values(app_server):
         await s.leave()
         return stats
 
-    stats = run(visit())
+    stats = run_async(visit())
     assert set(stats.latency) >= {"first page", "tour step", "new image", "page change", "slider", "routing iterations", "model change"}
     assert not stats.problems["leak"] and not stats.problems["error"] and not stats.problems["exception"], dict(stats.problems)
     assert stats.media > 5  # the images each rerun names were fetched
 
 
 def test_a_few_students_at_once(app_server):
-    stats = run(protocol.run_class(app_server, students=4, arrive=2, seconds=15, think=0.5))
+    stats = run_async(protocol.run_class(app_server, students=4, arrive=2, seconds=15, think=0.5))
     assert sum(stats.moves.values()) > 40
     assert not stats.problems["leak"] and not stats.problems["error"], dict(stats.problems)
 
@@ -139,7 +131,7 @@ def test_two_replicas_forty_students_and_one_replica_dies(app_server, tmp_path):
         return victim, await run
 
     try:
-        victim, stats = run(lesson())
+        victim, stats = run_async(lesson())
     finally:
         status = stop_streamlit(proc)
     log = (tmp_path / "app.log").read_text()

@@ -11,7 +11,7 @@ import pytest
 import test_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
-from st_helpers import start_streamlit, stop_streamlit  # noqa: E402
+from st_helpers import run_async, start_streamlit, stop_streamlit  # noqa: E402
 
 websockets = pytest.importorskip("websockets")
 from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
@@ -102,5 +102,5 @@ def test_a_students_clear_cache_messages_do_not_reload_the_shared_models(served)
             assert loads(log) == 2  # the teacher may still clear the caches
 
     start = time.monotonic()
-    asyncio.run(student_then_teacher())
+    run_async(student_then_teacher())
     assert time.monotonic() - start < 120

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "load"))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 import protocol  # noqa: E402
-from st_helpers import cpu_name, free_port, stop_streamlit  # noqa: E402
+from st_helpers import cpu_name, free_port, run_async, stop_streamlit  # noqa: E402
 
 from capsviz import cli, serve  # noqa: E402
 
@@ -112,7 +112,7 @@ def test_a_new_session_costs_little_cpu_in_a_checkout_with_its_venv_inside(tmp_p
         return cost
 
     try:
-        cost = asyncio.run(arrivals())
+        cost = run_async(arrivals())
     finally:
         stop_streamlit(proc)
     median = statistics.median(cost[1:])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,3 +100,10 @@ def wait_for_app_run(page, timeout: float = 60_000) -> None:
     page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']", state="attached", timeout=timeout)
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", state="attached", timeout=timeout)
     page.wait_for_function("document.querySelectorAll('[data-testid=stSkeleton]').length === 0", timeout=timeout)
+
+
+def run_async(coro):
+    """asyncio.run on a thread of its own: the browser tests' Playwright keeps an event loop
+    running on the test thread for the whole session, where asyncio.run refuses to start another."""
+    with ThreadPoolExecutor(1) as worker:
+        return worker.submit(asyncio.run, coro).result()
