@@ -13,6 +13,7 @@ import torch
 from capsule_conventions import CONVENTIONS, make
 from streamlit.testing.v1 import AppTest
 from test_app import APP, router_mode  # noqa: F401 - the autouse fixture runs the app as app.py's router does
+from test_plain_text import as_shown
 
 from capsviz import checkpoint as ckpt
 from capsviz.adapter import CapsuleAdapter, how_it_computes, import_file, plausibility, read_state_dict
@@ -247,7 +248,7 @@ def test_imported_models_say_how_they_compute_on_the_zoo_and_routing_pages(synth
     monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(folder))
     at = AppTest.from_file(APP, default_timeout=120)
     at.switch_page("pages/zoo.py").run()
-    captions = [c.value for c in at.caption]
+    captions = [as_shown(c.value) for c in at.caption]  # the card shows them as plain text
     assert any(c.startswith("checked against its code: max difference") for c in captions)
     assert any(c.startswith("not checked against its code") for c in captions)
     assert any("softmax over inputs" in c for c in captions)
