@@ -25,7 +25,7 @@ from capsviz.glossary import class_words
 from capsviz.model_cache import ModelCache
 from capsviz.progress import time_left
 from capsviz.schema import CheckpointMeta
-from capsviz.site.links import site_link
+from capsviz.site.links import runs_in_site, site_link
 from capsviz.text import plain
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -391,8 +391,7 @@ def sidebar(page: str = "") -> None:
 def site_button(page: str, meta) -> None:
     """At the end of a page the static site also has: a link to the site's view of the same model,
     image and settings, when the host names one ($CAPSVIZ_SITE_URL) and the site can run the model."""
-    runs = meta is not None and meta.config.decodes and meta.config.routing in ("dynamic", "self-attention")
-    url = site_link(page, st.query_params.to_dict(), runs)
+    url = site_link(page, st.query_params.to_dict(), meta is not None and runs_in_site(meta.config))
     slot_page, slot = st.session_state.get("site_slot", (None, None))
     if url and slot_page == page:
         slot.link_button("Open this view in the static site", url, help="The same model, image and settings, computed in your browser")

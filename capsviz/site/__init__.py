@@ -20,11 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from capsviz import glossary
 from capsviz.analysis.playground import I_TOY, LIMIT, _dynamic_presets
-from capsviz.analysis.reproduction import paper_error
 from capsviz.analysis.tour import TOURS
 from capsviz.errors import CapsvizError
 from capsviz.site import export
@@ -113,33 +111,26 @@ def _npm_files(cache: Path) -> Path:
 
 
 def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: str) -> dict:
+    """What the front end reads of one model (site.js)."""
     cfg = model.config
-    routing = cfg.routing if hasattr(cfg, "routing") else "dynamic"
-    words = glossary.class_words(meta)
-    iterations = getattr(cfg, "routing_iterations", 1) if routing == "dynamic" else 1
-    steps = TOURS[routing].steps(iterations, words)
-    m = meta.metrics
+    iterations = cfg.routing_iterations if cfg.routing == "dynamic" else 1
     return {
         "name": path.name,
-        "family": meta.family,
-        "routing": routing,
+        "routing": cfg.routing,
         "iterations": iterations,
         "in_size": cfg.in_size,
         "channels": cfg.in_channels,
-        "classes": list(meta.class_names) if hasattr(meta, "class_names") else [str(j) for j in range(cfg.num_classes)],
+        "classes": list(meta.class_names),
         "dim": cfg.digit_dim,
-        "primary": model.num_primary,
         # a CapsNet's primary capsules sit on a grid over the image; Efficient-CapsNet's each see all of it
-        "grid": cfg.primary_grid if routing == "dynamic" else None,
-        "types": cfg.primary_types if routing == "dynamic" else None,
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "test_error": m.test_error if m.measured else None,
-        "n_test": m.n_test if m.measured else None,
-        "paper_error": paper_error(meta),
-        "words": {"capsule": words.capsule, "thing": words.thing, "shown": words.shown},
+        "grid": cfg.primary_grid if cfg.routing == "dynamic" else None,
+        "types": cfg.primary_types if cfg.routing == "dynamic" else None,
         "images": images_key,
         "graphs": graphs,
-        "tour": [{"key": s.key, "title": s.title, "terms": STEP_TERMS.get(s.key.rstrip("0123456789"), [])} for s in steps],
+        "tour": [
+            {"key": s.key, "title": s.title, "terms": STEP_TERMS.get(s.key.rstrip("0123456789"), [])}
+            for s in TOURS[cfg.routing].steps(iterations, glossary.class_words(meta))
+        ],
     }
 
 
@@ -182,7 +173,7 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
     image_sets = {}
     for key, (imgs, labels) in sets.items():
         (out / "data" / f"{key}.bin.gz").write_bytes(_gzip(np.ascontiguousarray(imgs).tobytes()))
-        image_sets[key] = {"file": f"data/{key}.bin.gz", "count": len(labels), "shape": list(imgs.shape[1:]), "labels": labels.tolist()}
+        image_sets[key] = {"file": f"data/{key}.bin.gz", "count": len(labels), "labels": labels.tolist()}
     (out / "vendor").mkdir(exist_ok=True)
     for src, dst in VENDOR.items():
         if dst.endswith(".gz"):
@@ -202,7 +193,6 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
             "lower": I_TOY,
             "limit": LIMIT,
         },
-        "torch": torch.__version__,
     }
     (out / "site.json").write_text(json.dumps(manifest, indent=1))
     total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())

@@ -19,7 +19,6 @@ import argparse
 import functools
 import gzip
 import http.server
-import platform
 import statistics
 import sys
 import tempfile
@@ -28,13 +27,6 @@ import time
 from pathlib import Path
 
 import torch
-
-
-def _cpu() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def _p(values: list[float], q: float) -> float:
@@ -70,7 +62,7 @@ def _pytorch_ms(path: Path, runs: int) -> float:
 def main(argv=None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "e2e"))
     from playwright.sync_api import sync_playwright
-    from st_helpers import CHROMIUM, CHROMIUM_ARGS
+    from st_helpers import CHROMIUM, CHROMIUM_ARGS, cpu_name
 
     from capsviz.paths import model_folder
     from capsviz.site import DEFAULT_MODELS, build
@@ -83,7 +75,7 @@ def main(argv=None) -> int:
     if not (site / "site.json").exists():
         build(site, [model_folder() / f"{m}.safetensors" for m in DEFAULT_MODELS], log=lambda _: None)
     srv, url = _serve(site)
-    print(f"CPU: {_cpu()}, {torch.get_num_threads()} threads; torch {torch.__version__}; chromium {CHROMIUM}")
+    print(f"CPU: {cpu_name()}, {torch.get_num_threads()} threads; torch {torch.__version__}; chromium {CHROMIUM}")
     rows = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

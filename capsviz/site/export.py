@@ -27,6 +27,7 @@ from capsviz.kernels import policy
 from capsviz.models.capsnet import CapsNet
 from capsviz.models.efficient_capsnet import EfficientCapsNet
 from capsviz.routing import dynamic_routing_ji, efficient_squash, self_attention_routing
+from capsviz.site.links import runs_in_site
 
 ITERATIONS = 10  # the dynamic graph records this many; n iterations are its first n (Procedure 1 only looks back)
 OPSET = 17
@@ -117,7 +118,7 @@ def _onnx(module: nn.Module, args: tuple, inputs: list[str], outputs: list[str],
 
 def supported(model: nn.Module) -> bool:
     """The site runs vector-capsule models with a decoder: CapsNets and Efficient-CapsNets."""
-    return isinstance(model, CapsNet | EfficientCapsNet) and model.decoder is not None
+    return runs_in_site(model.config)
 
 
 def model_graphs(model: nn.Module) -> dict[str, bytes]:

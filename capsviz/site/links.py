@@ -13,6 +13,12 @@ VIEWS = {"explorer": "explore", "routing": "routing", "tour": "tour", "playgroun
 SHARED = ("model", "image", "capsule", "dims", "iterations", "t", "step", "preset", "J", "T", "cap", "rule")
 
 
+def runs_in_site(config) -> bool:
+    """Whether the site can run a model of this config: a vector-capsule model with a decoder
+    (a CapsNet or an Efficient-CapsNet; not matrix capsules, not the CNNs)."""
+    return config.decodes and config.routing in ("dynamic", "self-attention")
+
+
 def site_link(page: str, query: dict, runs_in_site: bool, base: str | None = None) -> str | None:
     """The site's address of the view the app shows on `page` with `query` (the app's query
     parameters), or None: no site configured (`$CAPSVIZ_SITE_URL`), a page the site does not have,

@@ -288,11 +288,14 @@ function layout(title, extra = {}) {
 }
 
 // ---------- the input ----------
-function currentPixels(set) {
-  const m = site.model;
-  if (state.drawn) return state.drawn;
+// test image `index` of model m's set, (C, S, S) in [0, 1] as the app reads it
+function testImage(m, set, index) {
   const n = m.channels * m.in_size * m.in_size;
-  return Float32Array.from(set.pixels.subarray(state.image * n, (state.image + 1) * n), (v) => v / 255);
+  return Float32Array.from(set.pixels.subarray(index * n, (index + 1) * n), (v) => v / 255);
+}
+
+function currentPixels(set) {
+  return state.drawn || testImage(site.model, set, state.image);
 }
 
 function drawing() {
@@ -556,7 +559,7 @@ async function renderTour() {
   const fig = $("step-figure");
   fig.replaceChildren();
   const T = m.routing === "dynamic" ? m.iterations : 1;
-  const res = m.routing === "dynamic" ? current : await computeFor(m, current.pixels, m.routing);
+  const res = current.rule === m.routing ? current : await computeFor(m, current.pixels, m.routing); // the tour follows the model's own routing
   const lengths = lengthsAt(res, T);
   const order = Array.from(lengths.keys()).sort((a, b) => lengths[b] - lengths[a]);
   const { I, J, D } = res;
@@ -879,9 +882,7 @@ window.capsviz = {
   async compute(name, index, iterations) {
     const m = site.manifest.models.find((x) => x.name === name);
     const set = await imageSet(m.images);
-    const n = m.channels * m.in_size * m.in_size;
-    const pixels = Float32Array.from(set.pixels.subarray(index * n, (index + 1) * n), (v) => v / 255);
-    const res = await computeFor(m, pixels, m.routing);
+    const res = await computeFor(m, testImage(m, set, index), m.routing);
     const T = m.routing === "dynamic" ? iterations : 1;
     const lengths = lengthsAt(res, T);
     const best = argmax(lengths);
