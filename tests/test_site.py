@@ -89,6 +89,19 @@ def test_cli_names_a_missing_model_in_one_line(tmp_path):
     assert not (tmp_path / "s").exists()
 
 
+def test_an_out_that_cannot_be_a_folder_is_refused_in_one_line(tmp_path):
+    (tmp_path / "afile").write_text("mine")
+    done = subprocess.run(
+        [sys.executable, "-m", "capsviz", "site", "--out", str(tmp_path / "afile"), "--models", "capsnet-small-mnist"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"error: cannot write the site to {tmp_path / 'afile'}: File exists"]
+    assert (tmp_path / "afile").read_text() == "mine"
+
+
 def test_the_front_end_files_the_build_copies_are_in_the_package():
     from capsviz.site import FRONT_END, WEB
 

@@ -145,8 +145,11 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
         raise CapsvizError("no models to put in the site")
     if importlib.util.find_spec("onnx") is None:
         raise CapsvizError("capsviz site needs the onnx package, which torch's ONNX exporter writes through: pip install 'onnx>=1.17'")
+    try:  # before anything is fetched or exported
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CapsvizError(f"cannot write the site to {out}: {e.strerror}") from None
     node_modules = _npm_files(cache or cache_dir() / "site")
-    out.mkdir(parents=True, exist_ok=True)
     entries, sets = [], {}
     for path in models:
         try:
