@@ -7,6 +7,7 @@ Needs npm (the registry, for the pinned front-end packages) and the real MNIST t
 
 import functools
 import http.server
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -19,33 +20,34 @@ from capsviz.analysis import image_at, predict
 from capsviz.analysis.routing import attention_trace, dynamic_trace
 from capsviz.checkpoint import load_checkpoint
 from capsviz.data import load_split
-from capsviz.errors import CapsvizError
 from capsviz.paths import shipped_checkpoints
 
 pytestmark = pytest.mark.e2e
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"  # ../shared/data beside the checkout
 
 N = 100  # test images compared per model
 TOL = 1e-4
 
 
-def _data():
-    try:
-        return load_split("mnist", "test")
-    except CapsvizError:
-        return None
+@pytest.fixture(scope="module")
+def mnist():
+    """The real MNIST test set in ../shared/data: skipped where absent, required in CI."""
+    if not (SHARED_DATA / "mnist").is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have the real data at {SHARED_DATA}")
+        pytest.skip("real data not present (../shared/data)")
+    return load_split("mnist", "test", data_dir=SHARED_DATA)
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(tmp_path_factory, mnist):
     if shutil.which("npm") is None:
         pytest.skip("npm not found")
-    if _data() is None:
-        pytest.skip("MNIST test images not found")
     from capsviz.site import DEFAULT_MODELS, build
 
     out = tmp_path_factory.mktemp("site")
     paths = [shipped_checkpoints() / f"{m}.safetensors" for m in DEFAULT_MODELS]
-    build(out, paths, images=N, log=lambda _: None)
+    build(out, paths, images=N, data_dir=SHARED_DATA, log=lambda _: None)
     return out
 
 
@@ -99,11 +101,11 @@ COMPARE = """async ([name, file, n, J, pixels, I, T]) => {
 
 
 @pytest.mark.parametrize("name", ["capsnet-small-mnist", "capsnet-mnist", "efficient-capsnet-mnist"])
-def test_browser_numbers_equal_pytorch(browser, site, url, name):
+def test_browser_numbers_equal_pytorch(browser, site, url, mnist, name):
     """Lengths, the reconstruction from the longest capsule and every iteration's couplings, as the
     app computes them (its fast paths included), against the browser's ONNX graphs."""
     model, meta = load_checkpoint(shipped_checkpoints() / f"{name}.safetensors")
-    data = _data()
+    data = mnist
     T = getattr(model.config, "routing_iterations", 1) if meta.config.routing == "dynamic" else 1
     rows = []
     for k in range(N):
@@ -122,7 +124,7 @@ def test_browser_numbers_equal_pytorch(browser, site, url, name):
     assert not page.outside and not page.errors
 
 
-def test_offline_views_drawing_sliders_iterations_tour(browser, url, shots):
+def test_offline_views_drawing_sliders_iterations_tour(browser, url, mnist, shots):
     """Every view works with outside requests blocked; a drawn digit gives PyTorch's lengths for the
     same pixels; a slider move and an iterations change redraw PyTorch's numbers and land in the link."""
     model, _ = load_checkpoint(shipped_checkpoints() / "capsnet-small-mnist.safetensors")
@@ -153,7 +155,7 @@ def test_offline_views_drawing_sliders_iterations_tour(browser, url, shots):
         page.keyboard.press("ArrowRight")
         page.wait_for_function("window.capsviz.timings.slider.length >= 2")
         assert "dims=0%2C0%2C0%2C0%2C0.1" in page.url or "dims=0,0,0,0,0.1" in page.url
-        image = image_at(_data().images, 3)
+        image = image_at(mnist.images, 3)
         p = predict(model, image)
         capsule = int(p.predicted)
         vector = torch.as_tensor(p.capsules[capsule]).clone()
