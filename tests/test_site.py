@@ -77,13 +77,12 @@ def test_without_npm_the_site_says_what_it_needs(tmp_path, monkeypatch):
         site._npm_files(tmp_path)
 
 
+def site_command(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "capsviz", "site", *args], cwd=ROOT, capture_output=True, text=True)
+
+
 def test_cli_names_a_missing_model_in_one_line(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "capsviz", "site", "--out", str(tmp_path / "s"), "--models", "no-such-model"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    done = site_command("--out", str(tmp_path / "s"), "--models", "no-such-model")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"error: no model no-such-model in {ROOT / 'checkpoints'}"]
     assert not (tmp_path / "s").exists()
@@ -91,12 +90,7 @@ def test_cli_names_a_missing_model_in_one_line(tmp_path):
 
 def test_an_out_that_cannot_be_a_folder_is_refused_in_one_line(tmp_path):
     (tmp_path / "afile").write_text("mine")
-    done = subprocess.run(
-        [sys.executable, "-m", "capsviz", "site", "--out", str(tmp_path / "afile"), "--models", "capsnet-small-mnist"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    done = site_command("--out", str(tmp_path / "afile"), "--models", "capsnet-small-mnist")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"error: cannot write the site to {tmp_path / 'afile'}: File exists"]
     assert (tmp_path / "afile").read_text() == "mine"
