@@ -5,7 +5,7 @@ Efficient-CapsNet (self-attention routing, one pass)."""
 import numpy as np
 import streamlit as st
 
-from capsviz.analysis import lab
+from capsviz.analysis import lab, rules
 from capsviz.analysis.tour import TOURS
 from capsviz.glossary import class_words, help_text, label
 from capsviz.models.efficient_capsnet import MSE_WEIGHT
@@ -364,7 +364,7 @@ elif routing == "self-attention":
             )
             st.caption(help_text("u_hat", "W"))
     elif step == "routing":
-        near = tour.entropy > lab.NEAR_UNIFORM
+        near = tour.entropy > rules.NEAR_UNIFORM_ENTROPY
         decided = tour.decided()
         with fig:
             show(
@@ -383,7 +383,7 @@ elif routing == "self-attention":
             said = [
                 f"Measured here: the couplings keep {tour.entropy.mean():.0%} of the uniform split's entropy on average (100% is uniform), "
                 + ("near uniform by the routing lab's measure" if tour.near_uniform else "not near uniform by the routing lab's measure")
-                + f" (above {lab.NEAR_UNIFORM:.0%} is called near uniform).",
+                + f" (above {rules.NEAR_UNIFORM_ENTROPY:.0%} is called near uniform).",
                 f"{int(near.sum())} of the {I} capsules are near uniform on their own.",
             ]
             if len(decided):

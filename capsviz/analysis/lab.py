@@ -23,7 +23,8 @@ from pathlib import Path
 
 import torch
 
-from capsviz.analysis import stored
+from capsviz.analysis import rules, stored
+from capsviz.analysis.rules import noise, spread
 from capsviz.analysis.multimnist import pair_accuracy
 from capsviz.analysis.robustness import attack_sweep, attack_test_images, predict_scores
 from capsviz.analysis.routing import coupling_summary
@@ -255,23 +256,7 @@ def key(model_path: Path, routing: str, dataset: str, settings: Settings) -> str
     return stored.sweep_key(model_path, "lab", spec)
 
 
-def spread(p: float, n: int) -> float:
-    """Two standard errors (in points) of a rate of p% measured on n images: about 95% of the
-    rates n other test images would give lie within this of p. The rate is taken as (k + 1) / (n + 2)
-    for k of n images, so no errors on a few images is not read as a certain 0%."""
-    q = (p / 100 * n + 1) / (n + 2)
-    return 200.0 * math.sqrt(q * (1 - q) / max(n, 1))
-
-
-def noise(p1: float, n1: int, p2: float, n2: int) -> float:
-    """Two standard errors of the difference of two rates (in %) measured on n1 and n2 test images:
-    differences smaller than this are what chance in the test images alone can give."""
-    return math.hypot(spread(p1, n1), spread(p2, n2))
-
-
 # The measures a routing is compared on: (field, its count field, words, higher is better)
-NEAR_UNIFORM = 0.95  # couplings keeping more of the uniform split's entropy than this ...
-NEAR_SHARE = 1.5  # ... and giving the predicted class less than 1.5 / J are called near uniform
 
 COMPARED = (
     ("test_error", "n_test", "test error", False),
@@ -382,7 +367,7 @@ def _couplings(rows: list[Row]) -> list[str]:
     for r in rows:
         if r.run_with not in ("dynamic", "self-attention"):
             continue
-        near = r.entropy_ratio > NEAR_UNIFORM and r.coupling_to_prediction < NEAR_SHARE / r.classes
+        near = rules.near_uniform(r.entropy_ratio, r.coupling_to_prediction, 1 / r.classes)
         what = "dynamic routing" if r.run_with == "dynamic" else "self-attention routing"
         said.append(
             f"With {what}, **{r.model}**'s couplings keep {100 * r.entropy_ratio:.1f}% of the uniform split's "

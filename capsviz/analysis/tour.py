@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from capsviz.analysis import as_batch, coupling_entropy
-from capsviz.analysis.lab import NEAR_UNIFORM
+from capsviz.analysis.rules import NEAR_UNIFORM_ENTROPY as NEAR_UNIFORM
 from capsviz.glossary import DIGIT_WORDS, ClassWords
 from capsviz.routing import efficient_squash, squash
 

@@ -1,0 +1,134 @@
+"""The rules that turn a number into a word, each defined once.
+
+Every sentence the app writes about a number decides its verb here: whether couplings are "near
+uniform", whether a gap between two error rates is "beyond chance", whether a series "rises" or
+"falls", whether one thing is "faster" than another. The glossary names each rule in the same
+words (`RULES`), and the sentence tests feed numbers on both sides of each threshold.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+# Near uniform: the couplings keep more than this share of the uniform split's entropy ...
+NEAR_UNIFORM_ENTROPY = 0.95
+# ... and give the predicted class less than this many times the uniform share.
+NEAR_UNIFORM_SHARE = 1.5
+# A series "rises" or "falls" only when its last value differs from its first by more than this
+# share of the larger of the two; otherwise it "stays about level".
+LEVEL = 0.10
+# A speed claim needs at least this many timings of each side, and one side's slowest timing
+# faster than the other's fastest.
+MIN_TIMINGS = 5
+
+RULES = {
+    "near uniform": (
+        f"Couplings are called near uniform when they keep more than {NEAR_UNIFORM_ENTROPY:.0%} of the uniform split's "
+        f"entropy and give the predicted class less than {NEAR_UNIFORM_SHARE} times the uniform share. Both must hold: "
+        "a capsule can keep most of the entropy while still favouring one class."
+    ),
+    "beyond chance": (
+        "A difference between two error rates is beyond chance when it is larger than two standard errors of the "
+        "difference: smaller gaps are what a different set of test images alone could give."
+    ),
+    "rises / falls": (
+        f"A number is said to rise or fall only when its last value differs from its first by more than {LEVEL:.0%}; "
+        "otherwise it stays about level."
+    ),
+    "faster": (
+        f"One computation is called faster than another only from at least {MIN_TIMINGS} timings of each, when even its "
+        "slowest timing beats the other's fastest. Otherwise the times are shown and nothing is claimed."
+    ),
+}
+
+
+def near_uniform(entropy_ratio: float, share: float | None = None, uniform_share: float | None = None) -> bool:
+    """The "near uniform" rule. `entropy_ratio`: the couplings' entropy over the uniform split's (1 is
+    uniform); `share`: the coupling given to the predicted class, `uniform_share` what uniform gives
+    it (1/J for a softmax over the classes). Without a share, the entropy alone decides."""
+    if entropy_ratio <= NEAR_UNIFORM_ENTROPY:
+        return False
+    if share is None or uniform_share is None:
+        return True
+    return share < NEAR_UNIFORM_SHARE * uniform_share
+
+
+def uniform_words(entropy_ratio: float, share: float | None = None, uniform_share: float | None = None) -> str:
+    """"near uniform" or "away from uniform", with the part of the rule that decided it."""
+    if entropy_ratio <= NEAR_UNIFORM_ENTROPY:
+        return f"away from uniform (they keep {entropy_ratio:.1%} of its entropy, not more than {NEAR_UNIFORM_ENTROPY:.0%})"
+    if share is not None and uniform_share is not None and share >= NEAR_UNIFORM_SHARE * uniform_share:
+        return (
+            f"away from uniform: they keep {entropy_ratio:.1%} of its entropy, but the predicted class gets {share:.2f}, "
+            f"at least {NEAR_UNIFORM_SHARE} times the uniform {uniform_share:.2f}"
+        )
+    return f"near uniform (they keep {entropy_ratio:.1%} of its entropy)"
+
+
+def spread(p: float, n: int) -> float:
+    """Two standard errors (in points) of a rate of p% measured on n images: about 95% of the rates n
+    other test images would give lie within this of p. The rate is taken as (k + 1) / (n + 2) for k of
+    n images, so no errors on a few images is not read as a certain 0%."""
+    q = (p / 100 * n + 1) / (n + 2)
+    return 200.0 * math.sqrt(q * (1 - q) / max(n, 1))
+
+
+def noise(p1: float, n1: int, p2: float, n2: int) -> float:
+    """Two standard errors of the difference of two rates (in %) measured on n1 and n2 test images."""
+    return math.hypot(spread(p1, n1), spread(p2, n2))
+
+
+def beyond_chance(p1: float, n1: int, p2: float, n2: int) -> bool:
+    """Whether rates p1 (on n1 images) and p2 (on n2) differ by more than chance gives."""
+    return abs(p1 - p2) > noise(p1, n1, p2, n2)
+
+
+def trend(first: float, last: float) -> str:
+    """"rises", "falls" or "stays about level" for a series going from `first` to `last`."""
+    scale = max(abs(first), abs(last))
+    if scale == 0 or abs(last - first) <= LEVEL * scale:
+        return "stays about level"
+    return "rises" if last > first else "falls"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Repeated timings (ms) of one computation."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples) if self.samples else math.nan
+
+    @property
+    def range(self) -> tuple[float, float]:
+        return (min(self.samples), max(self.samples)) if self.samples else (math.nan, math.nan)
+
+    def words(self) -> str:
+        lo, hi = self.range
+        if len(self.samples) == 1:
+            return f"{self.median:.2f} ms (one timing)"
+        return f"{self.median:.2f} ms (median of {len(self.samples)}, {lo:.2f} to {hi:.2f})"
+
+
+def faster(a: Timing, b: Timing) -> float | None:
+    """How many times faster `a` is than `b` (median over median) when the timings allow saying so,
+    else None: at least MIN_TIMINGS of each and a's slowest below b's fastest."""
+    if len(a.samples) < MIN_TIMINGS or len(b.samples) < MIN_TIMINGS:
+        return None
+    if a.range[1] >= b.range[0]:
+        return None
+    return b.median / a.median
+
+
+def time_words(name_a: str, a: Timing, name_b: str, b: Timing) -> str:
+    """One sentence on two timings: a speed claim only when `faster` allows one (either way)."""
+    said = f"{name_a} takes {a.words()} against {b.words()} for {name_b}"
+    if (x := faster(a, b)) is not None:
+        return f"{said}: {name_a} is {x:.1f}x faster."
+    if (x := faster(b, a)) is not None:
+        return f"{said}: {name_b} is {x:.1f}x faster."
+    return f"{said}; the timings overlap or are too few to call either faster."

@@ -1,0 +1,49 @@
+"""The rules that turn numbers into words: each verb flips exactly at its threshold."""
+
+import pytest
+
+from capsviz.analysis import rules
+
+
+def test_near_uniform_needs_both_the_entropy_and_the_share():
+    e = rules.NEAR_UNIFORM_ENTROPY
+    assert rules.near_uniform(e + 0.01)
+    assert not rules.near_uniform(e - 0.01)
+    assert not rules.near_uniform(e)
+    u = 0.1
+    assert rules.near_uniform(e + 0.01, 1.4 * u, u)
+    assert not rules.near_uniform(e + 0.01, 1.6 * u, u)
+    assert not rules.near_uniform(e - 0.01, 1.0 * u, u)
+    assert "near uniform" in rules.uniform_words(e + 0.01, 1.4 * u, u)
+    says = rules.uniform_words(e + 0.01, 1.6 * u, u)
+    assert says.startswith("away from uniform") and "0.16" in says and "1.5 times" in says
+    assert rules.uniform_words(0.5).startswith("away from uniform") and "50.0%" in rules.uniform_words(0.5)
+
+
+def test_beyond_chance_flips_at_two_standard_errors():
+    n = 10_000
+    band = rules.noise(1.0, n, 1.0, n)
+    assert rules.beyond_chance(1.0, n, 1.0 + 1.5 * band, n)
+    assert not rules.beyond_chance(1.0, n, 1.0 + 0.5 * band, n)
+    assert rules.spread(0.0, 18) > 5  # no error on 18 images is far from a certain 0%
+
+
+@pytest.mark.parametrize(
+    "first,last,word",
+    [(1.0, 2.0, "rises"), (2.0, 1.0, "falls"), (1.0, 1.05, "stays about level"), (6.9e-4, 1.4e-3, "rises"), (0, 0, "stays about level")],
+)
+def test_trend(first, last, word):
+    assert rules.trend(first, last) == word
+
+
+def test_speed_is_claimed_only_beyond_the_spread_of_repeated_timings():
+    quick = rules.Timing((1.0, 1.1, 1.2, 1.0, 1.05))
+    slow = rules.Timing((3.0, 3.2, 2.9, 3.1, 3.0))
+    assert rules.faster(quick, slow) == pytest.approx(3.0 / 1.05)
+    assert rules.faster(slow, quick) is None
+    assert rules.time_words("a", quick, "b", slow).endswith("a is 2.9x faster.")
+    assert rules.time_words("b", slow, "a", quick).endswith("a is 2.9x faster.")
+    overlapping = rules.Timing((1.0, 3.5, 1.1, 1.2, 1.0))
+    assert rules.faster(overlapping, slow) is None and "too few" in rules.time_words("a", overlapping, "b", slow)
+    once = rules.Timing((1.0,))
+    assert rules.faster(once, slow) is None and "one timing" in rules.time_words("a", once, "b", slow)
