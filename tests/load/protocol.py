@@ -132,8 +132,12 @@ async def http_get(url: str, cookie: str = "", timeout: float = 30.0) -> tuple[i
 class Student:
     """One simulated student: one Streamlit session, its own image, model and slider values."""
 
-    def __init__(self, k: int, url: str, stats: Stats, think: float, model: str, fetch_media: bool = True):
+    def __init__(self, k: int, url: str, stats: Stats, think: float, model: str, fetch_media: bool = True, remote: bool = False):
         self.k, self.url, self.stats, self.think, self.fetch_media = k, url.rstrip("/"), stats, think, fetch_media
+        # remote: the websocket says it comes from another machine (X-Forwarded-For, as a proxy in
+        # front of one process would send it), so the server treats this student as a student,
+        # never as the teacher at the server's own keyboard
+        self.forwarded = f"10.0.{k // 250}.{k % 250 + 1}" if remote else None
         self.rng = random.Random(k)
         self.home_model = model  # its CapsNet; the EM page switches to the matrix model and back
         self.model = model
@@ -185,7 +189,11 @@ class Student:
         self.ws = await websockets.connect(
             ws_url,
             subprotocols=protocols,
-            additional_headers={"Cookie": self.cookie} if self.cookie else None,
+            additional_headers={
+                **({"Cookie": self.cookie} if self.cookie else {}),
+                **({"X-Forwarded-For": self.forwarded} if self.forwarded else {}),
+            }
+            or None,
             max_size=None,
             open_timeout=30,
             ping_interval=None,
@@ -495,6 +503,98 @@ class Student:
                 await self.reader
 
 
+class Hostile(Student):
+    """One student out to spoil the class, from another machine, in several tabs of one browser
+    (one cookie: one student to the server). Each tab sends Streamlit's "clear cache" message
+    twice a second, opens crafted links (Markdown in ?model=, out-of-range images, steps and
+    iterations, a path in place of a model), and reruns the dearest pages with a new, uncached
+    image each time, without a pause, sometimes sending ten reruns at once. Its images are
+    0-999 (no class student's). What it records goes to its own Stats: the class's figures are
+    the other students' only."""
+
+    CLEAR_EVERY = 0.5  # seconds between two clear-cache messages of one tab
+    ODD = (
+        ("explorer", "model=%21%5Bx%5D%28http%3A%2F%2F203.0.113.9%2Fx.png%29&image=-5"),  # ?model=![x](http://...)
+        ("routing", "image=99999999&iterations=999"),
+        ("tour", "step=-3&model=..%2F..%2Fcheckpoints%2Fcapsnet-mnist"),
+        ("em", "iterations=nan&image=1e9"),
+        ("explorer", "dims=nan,inf,1e308&dim=99"),
+    )
+    HEAVY = ("routing", "robustness", "multimnist", "em", "explorer", "tour")
+
+    def __init__(self, url: str, stats: Stats, tab: int, cookie: str = ""):
+        super().__init__(199, url, stats, 0, MODELS[0], fetch_media=False, remote=True)
+        self.forwarded = "198.51.100.66"  # every tab: the same machine
+        self.tab, self.cookie, self.n = tab, cookie, 0
+        self.cleared = 0
+
+    async def spam_clear_cache(self, until: float) -> None:
+        msg = BackMsg()
+        msg.clear_cache = True
+        while time.perf_counter() < until and not self.closed:
+            await self.ws.send(msg.SerializeToString())
+            self.cleared += 1
+            await asyncio.sleep(self.CLEAR_EVERY)
+
+    def next_link(self) -> tuple[str, str, str]:
+        self.n += 1
+        if self.n % 3 == 0:
+            page, query = self.ODD[(self.n // 3) % len(self.ODD)]
+            return "odd link", page, query
+        image = (self.tab * 331 + self.n * 7) % 1000
+        page = self.HEAVY[self.n % len(self.HEAVY)]
+        model = MATRIX if page == "em" else MODELS[self.n % len(MODELS)]
+        query = {"model": model, "image": image}
+        if page in ("routing", "em"):
+            query["iterations"] = 10 if page == "routing" else 5
+        return "dear page", page, urllib.parse.urlencode(query)
+
+    async def burst(self, n: int = 10) -> None:
+        """n reruns sent at once, each interrupting the last; then one that is waited for."""
+        for _ in range(n - 1):
+            _, page, query = self.next_link()
+            msg = BackMsg()
+            msg.rerun_script.page_name, msg.rerun_script.query_string = page, query
+            msg.rerun_script.page_script_hash = self.pages.get(page, "")
+            await self.ws.send(msg.SerializeToString())
+        kind, page, query = self.next_link()
+        await self.rerun("burst", page=page, query=query)
+
+    async def attack(self, until: float) -> None:
+        await self.connect()
+        spam = asyncio.create_task(self.spam_clear_cache(until))
+        try:
+            while time.perf_counter() < until:
+                try:
+                    if self.n % 20 == 19:
+                        await self.burst()
+                    else:
+                        kind, page, query = self.next_link()
+                        await self.rerun(kind, page=page, query=query)
+                except TimeoutError:
+                    pass  # counted
+        except Closed:
+            self.problem("error", "the server closed the hostile student's websocket")
+        finally:
+            spam.cancel()
+            await self.leave()
+
+
+async def hostile_student(url: str, seconds: float, tabs: int = 3, delay: float = 0.0) -> tuple[Stats, int]:
+    """One hostile student (Hostile) in `tabs` tabs for `seconds`: its Stats and its clear-cache messages."""
+    await asyncio.sleep(delay)
+    stats = Stats()
+    status, headers, _ = await http_get(url.rstrip("/") + "/")
+    cookie = "; ".join(c.split(";", 1)[0] for c in headers.get("set-cookie", "").split("\n") if c)
+    crowd = [Hostile(url, stats, t, cookie) for t in range(tabs)]
+    until = time.perf_counter() + seconds
+    results = await asyncio.gather(*(h.attack(until) for h in crowd), return_exceptions=True)
+    for h, r in zip(crowd, results, strict=True):
+        if isinstance(r, BaseException):
+            h.problem("error", f"{type(r).__name__}: {str(r)[:200]}")
+    return stats, sum(h.cleared for h in crowd)
+
+
 # ---------------------------------------------------------------------- the server's CPU
 def cpu_seconds(pids) -> float:
     """User + system CPU seconds of these processes (all their threads), from /proc/PID/stat."""
@@ -537,14 +637,22 @@ def cmdline(pid: int) -> str:
 
 # ---------------------------------------------------------------------- a class
 async def run_class(
-    url: str, students: int, arrive: float, seconds: float, think: float, models=MODELS, first: int = 0, stats: Stats | None = None
+    url: str,
+    students: int,
+    arrive: float,
+    seconds: float,
+    think: float,
+    models=MODELS,
+    first: int = 0,
+    stats: Stats | None = None,
+    remote: bool = False,
 ) -> Stats:
     """`students` students arriving evenly over `arrive` s, each working `seconds` s from its
     arrival. `stats`: where to record (the caller may watch `stats.students` meanwhile)."""
     stats = stats or Stats()
     gap = arrive / max(students - 1, 1)
     start = time.perf_counter()
-    crowd = [Student(first + k, url, stats, think, models[(first + k) % len(models)]) for k in range(students)]
+    crowd = [Student(first + k, url, stats, think, models[(first + k) % len(models)], remote=remote) for k in range(students)]
     stats.students = crowd
     results = await asyncio.gather(*(s.attend(k * gap, start + k * gap + seconds) for k, s in enumerate(crowd)), return_exceptions=True)
     for s, r in zip(crowd, results, strict=True):
@@ -742,6 +850,9 @@ def reloads(log: Path | None) -> int | None:
 
 
 async def main(a) -> int:
+    if a.hostile and a.replicas:
+        print("--hostile needs one process: behind nginx every simulated student comes from this machine (the teacher's)")
+        return 2
     proc, log = None, None
     if a.url:
         url = a.url
@@ -758,6 +869,8 @@ async def main(a) -> int:
         )
         report = {"cpu": cpu_name(), "cores": cores, "replicas": a.replicas or 1, "think_s": a.think, "steps": {}}
         await warm_up(url, a.replicas or 1)
+        if a.hostile:  # the pages and models it visits are loaded once before any class: loads in a class are its doing
+            await hostile_student(url, 40, tabs=1)
         if a.calibrate:
             report["cpu_ms_per_move_alone"] = {k: round(1000 * v, 1) for k, v in (await calibrate(url, app_pids)).items()}
             print("server CPU per move, one student alone (median):")
@@ -776,17 +889,41 @@ async def main(a) -> int:
         for n in a.students:
             loads = reloads(log)
             before, web_before, t0, own = cpu_seconds(app_pids), cpu_seconds(web_pids), time.perf_counter(), time.process_time()
-            stats = await run_class(url, n, a.arrive, 60 * a.minutes, a.think, a.models)
+            seconds = 60 * a.minutes
+            if a.hostile:  # it spoils a class from the second student's arrival to the last one's leaving
+                spoil = hostile_student(url, a.arrive + seconds, tabs=a.hostile, delay=a.arrive / max(n - 1, 1))
+                stats, (bad, cleared) = await asyncio.gather(run_class(url, n, a.arrive, seconds, a.think, a.models, remote=True), spoil)
+            else:
+                stats = await run_class(url, n, a.arrive, seconds, a.think, a.models, remote=a.remote)
             elapsed = time.perf_counter() - t0
             s = summary(stats, elapsed, cpu_seconds(app_pids) - before, cpu_seconds(web_pids) - web_before, cores)
+            if a.hostile:
+                s["hostile"] = {
+                    "tabs": a.hostile,
+                    "clear_cache_messages": cleared,
+                    "moves": dict(bad.moves),
+                    "p50_ms": {k: round(1000 * statistics.median(v)) for k, v in bad.latency.items()},
+                    "exceptions": bad.problems["exception"],
+                    "errors": bad.problems["error"],
+                }
             s["client_cpu_s"] = round(time.process_time() - own, 1)  # this process: every student, on the same machine
             if loads is not None:
                 s["model_loads"] = reloads(log) - loads
             report["steps"][n] = s
             print_step(n, s)
+            if a.hostile:
+                h = s["hostile"]
+                print(
+                    f"  beside them one hostile student in {h['tabs']} tabs: {sum(h['moves'].values())} reruns {h['moves']}, "
+                    f"{h['clear_cache_messages']} clear-cache messages; exceptions it was shown: {len(h['exceptions'])}, "
+                    f"errors: {len(h['errors'])}"
+                )
+                for line in (h["exceptions"] + h["errors"])[:5]:
+                    print(f"    {line}")
             print(f"  the students' own CPU (this process): {s['client_cpu_s']:.0f} s", end="")
             print(f"; model loads logged by the server: {s['model_loads']}" if "model_loads" in s else "")
             status |= 1 if s["errors"] or s["leaks"] else 0
+            status |= 1 if a.hostile and (s["hostile"]["exceptions"] or s.get("model_loads")) else 0
             if a.stop_when_over and not s["targets_met"]:
                 break
         if a.json:
@@ -809,6 +946,16 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--models", type=lambda s: tuple(s.split(",")), default=MODELS, help="the students' CapsNets, comma-separated")
     ap.add_argument("--calibrate", action="store_true", help="first measure the server's CPU per move with one student alone")
     ap.add_argument("--first-pages", action="store_true", help="instead: the server's CPU for a new session's first open of each page")
+    ap.add_argument(
+        "--hostile",
+        type=int,
+        nargs="?",
+        const=3,
+        default=0,
+        help="one hostile student beside each class, in this many tabs (default 3): clear-cache messages, crafted links, "
+        "the dearest pages without a pause; the class's students then connect as from other machines (one process only)",
+    )
+    ap.add_argument("--remote", action="store_true", help="the students connect as from other machines (X-Forwarded-For)")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--stop-when-over", action="store_true", help="stop after the first class that misses a target")
     return ap
