@@ -47,6 +47,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def outward_address() -> str | None:
+    """This machine's address on its network (not loopback): a browser here that opens the app by
+    it is, to the server, a browser on another machine. None where there is no such address."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outward interface
+            address = s.getsockname()[0]
+        except OSError:
+            return None
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
 def server_options(port: int) -> list[str]:
     """Streamlit's options for a test server: headless, this port, no file watcher, no usage stats."""
     return [
@@ -61,10 +75,12 @@ def server_options(port: int) -> list[str]:
     ]
 
 
-def start_streamlit(env: dict, log_path: Path, timeout: float = 90.0, cwd: Path = ROOT):
-    """A headless server on a free port, run from `cwd` (the app is found by its absolute path)."""
+def start_streamlit(env: dict, log_path: Path, timeout: float = 90.0, cwd: Path = ROOT, address: str = "127.0.0.1"):
+    """A headless server on a free port, run from `cwd` (the app is found by its absolute path),
+    listening on `address` (0.0.0.0: on every interface, for a browser that comes as from another
+    machine); its URL is on 127.0.0.1 either way."""
     port = free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.address", "127.0.0.1", *server_options(port)]
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.address", address, *server_options(port)]
     log = open(log_path, "wb")
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **env})
     url = f"http://127.0.0.1:{port}"

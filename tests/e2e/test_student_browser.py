@@ -54,3 +54,31 @@ def test_a_reload_and_a_second_tab_keep_control_of_ones_run(browser, own_server)
     finally:
         mine.close()
         other.close()
+
+
+def test_only_the_teacher_is_offered_clear_cache(browser, tmp_path_factory, app_env):
+    """Streamlit's menu offers "Clear cache" to a browser on the server's own machine (the
+    teacher's) and not to a student's browser on another machine; a student's clear-cache message
+    sent anyway is ignored (tests/test_clear_cache.py)."""
+    from st_helpers import outward_address, start_streamlit, stop_streamlit
+
+    address = outward_address()
+    if address is None:
+        pytest.skip("this machine has no network address besides loopback")
+    log = tmp_path_factory.mktemp("menu") / "server.log"
+    proc, url = start_streamlit(app_env, log, address="0.0.0.0")
+    port = url.rsplit(":", 1)[1]
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        for where, teacher in ((f"http://{address}:{port}", False), (url, True)):
+            pg = new_page(ctx)
+            open_page(pg, where + "/glossary", "Glossary")
+            pg.get_by_test_id("stMainMenu").click()
+            menu = pg.get_by_test_id("stMainMenuPopover")
+            expect(menu.get_by_text("Print")).to_be_visible()  # the menu is open
+            expect(menu.get_by_text("Clear cache")).to_have_count(1 if teacher else 0)
+            assert not pg.errors, pg.errors
+            pg.close()
+    finally:
+        ctx.close()
+        stop_streamlit(proc)
