@@ -826,7 +826,7 @@ def summary(stats: Stats, elapsed: float, cpu_app: float, cpu_web: float, cores:
     }
 
 
-def print_step(n: int, s: dict) -> None:
+def print_step(n, s: dict) -> None:
     print(
         f"{n} students: {s['moves']} moves in {s['elapsed_s']:.0f} s; server CPU {s['server_cpu_s']:.0f} s "
         f"({s['server_cores_busy']:.2f} of {s['cores']} cores busy, {s['server_cpu_ms_per_move']:.0f} ms per move), "
@@ -886,18 +886,20 @@ async def main(a) -> int:
             if a.json:
                 Path(a.json).write_text(json.dumps(report, indent=1))
             return status
-        for n in a.students:
+        # with --hostile each class runs twice on the same server, alone and then beside the hostile
+        # student, so the two are compared side by side on one machine
+        for n, spoiled in [(n, h) for n in a.students for h in ((False, True) if a.hostile else (False,))]:
             loads = reloads(log)
             before, web_before, t0, own = cpu_seconds(app_pids), cpu_seconds(web_pids), time.perf_counter(), time.process_time()
             seconds = 60 * a.minutes
-            if a.hostile:  # it spoils a class from the second student's arrival to the last one's leaving
+            if spoiled:  # it spoils a class from the second student's arrival to the last one's leaving
                 spoil = hostile_student(url, a.arrive + seconds, tabs=a.hostile, delay=a.arrive / max(n - 1, 1))
                 stats, (bad, cleared) = await asyncio.gather(run_class(url, n, a.arrive, seconds, a.think, a.models, remote=True), spoil)
             else:
-                stats = await run_class(url, n, a.arrive, seconds, a.think, a.models, remote=a.remote)
+                stats = await run_class(url, n, a.arrive, seconds, a.think, a.models, remote=a.remote or bool(a.hostile))
             elapsed = time.perf_counter() - t0
             s = summary(stats, elapsed, cpu_seconds(app_pids) - before, cpu_seconds(web_pids) - web_before, cores)
-            if a.hostile:
+            if spoiled:
                 s["hostile"] = {
                     "tabs": a.hostile,
                     "clear_cache_messages": cleared,
@@ -909,9 +911,9 @@ async def main(a) -> int:
             s["client_cpu_s"] = round(time.process_time() - own, 1)  # this process: every student, on the same machine
             if loads is not None:
                 s["model_loads"] = reloads(log) - loads
-            report["steps"][n] = s
-            print_step(n, s)
-            if a.hostile:
+            report["steps"][f"{n} beside a hostile student" if spoiled else n] = s
+            print_step(f"{n} (beside a hostile student)" if spoiled else n, s)
+            if spoiled:
                 h = s["hostile"]
                 print(
                     f"  beside them one hostile student in {h['tabs']} tabs: {sum(h['moves'].values())} reruns {h['moves']}, "
@@ -923,7 +925,7 @@ async def main(a) -> int:
             print(f"  the students' own CPU (this process): {s['client_cpu_s']:.0f} s", end="")
             print(f"; model loads logged by the server: {s['model_loads']}" if "model_loads" in s else "")
             status |= 1 if s["errors"] or s["leaks"] else 0
-            status |= 1 if a.hostile and (s["hostile"]["exceptions"] or s.get("model_loads")) else 0
+            status |= 1 if spoiled and (s["hostile"]["exceptions"] or s.get("model_loads")) else 0
             if a.stop_when_over and not s["targets_met"]:
                 break
         if a.json:
