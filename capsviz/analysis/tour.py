@@ -48,7 +48,8 @@ class Step:
 def capsnet_steps(iterations: int, words: ClassWords = DIGIT_WORDS, grid: int | None = None) -> list[Step]:
     """`words`: the model's (capsviz.glossary.class_words): digit capsules only for digits; `grid`:
     the side of the primary capsules' grid (ModelConfig.primary_grid), which depends on the input size."""
-    where = f"a {grid}x{grid} grid" if grid else "a grid of positions"
+    article = "an" if str(grid).startswith("8") or grid in (11, 18) else "a"  # "an 8x8 grid"
+    where = f"{article} {grid}x{grid} grid" if grid else "a grid of positions"
     return [
         Step("input", "The input"),
         Step("conv1", "Conv1: local features"),
@@ -469,9 +470,14 @@ def near_uniform_words(entropy_ratio: float, share: float, uniform_share: float,
     return f"By the routing lab's rule, {who} are {rules.uniform_words(entropy_ratio, share, uniform_share)}. {rules.RULES['near uniform']}"
 
 
+def long_share(lengths: np.ndarray) -> float:
+    """The share of primary capsules longer than SATURATED."""
+    return float((lengths > SATURATED).mean())
+
+
 def saturation_words(lengths: np.ndarray, shown: str) -> tuple[str, bool]:
     """What the primary capsules' lengths say, and whether it is a warning (most of them long)."""
-    long = float((lengths > SATURATED).mean())
+    long = long_share(lengths)
     said = (
         f"Measured here: {long:.0%} of the {lengths.size} primary capsules are longer than {SATURATED} "
         f"(lengths {two(lengths.min())} to {two(lengths.max())})"
@@ -485,21 +491,31 @@ def saturation_words(lengths: np.ndarray, shown: str) -> tuple[str, bool]:
     return said + ".", False
 
 
-def coupling_words(t: int, c: np.ndarray, entropy: np.ndarray, weights: np.ndarray, j: int, name: str, shown: np.ndarray) -> str:
-    """Iteration t's couplings to class j (`name`): the shown capsules', the mean over all, weighted by
-    prediction length (`weights` (I,)), and near uniform or not by the rule. c (I, J); entropy (I,)."""
-    I, J = c.shape
-    mean = float(c[:, j].mean())
-    weighted = float((c[:, j] * weights).sum() / max(weights.sum(), 1e-12))
+def coupling_numbers(c: np.ndarray, entropy: np.ndarray, weights: np.ndarray, j: int) -> dict:
+    """What the text says of one iteration's couplings to class j: c (I, J); entropy (I,) over log J;
+    weights (I,) each capsule's prediction length for j. -> the mean coupling to j, the same weighted
+    by prediction length, and the mean entropy ratio."""
+    return {
+        "mean": float(c[:, j].mean()),
+        "weighted": float((c[:, j] * weights).sum() / max(weights.sum(), 1e-12)),
+        "entropy_mean": float(entropy.mean()),
+    }
+
+
+def coupling_words(t: int, numbers: dict, shown_c: np.ndarray, capsules: int, J: int, name: str) -> str:
+    """Iteration t's couplings to class `name`: the shown capsules' (`shown_c`), the mean over all
+    `capsules` and weighted by prediction length (`numbers`, from coupling_numbers), and after
+    iteration 1 near uniform or not by the rule."""
+    mean, weighted = numbers["mean"], numbers["weighted"]
     said = (
-        f"Measured here: the six loudest predictions for {name} are coupled to it by {share_words(c[shown, j])}; "
-        f"averaged over all {I} primary capsules the coupling to {name} is {mean:.3f} (uniform {1 / J:.3f}), "
+        f"Measured here: the six loudest predictions for {name} are coupled to it by {share_words(shown_c)}; "
+        f"averaged over all {capsules} primary capsules the coupling to {name} is {mean:.3f} (uniform {1 / J:.3f}), "
         f"{weighted:.3f} weighted by prediction length."
     )
     if t == 0:
         return said
-    said += " " + near_uniform_words(float(entropy.mean()), mean, 1 / J, "all the primary capsules' couplings together")
-    if rules.near_uniform(float(entropy.mean()), mean, 1 / J) and weighted >= rules.NEAR_UNIFORM_SHARE / J:
+    said += " " + near_uniform_words(numbers["entropy_mean"], mean, 1 / J, "all the primary capsules' couplings together")
+    if rules.near_uniform(numbers["entropy_mean"], mean, 1 / J) and weighted >= rules.NEAR_UNIFORM_SHARE / J:
         said += (
             f" Weighted by prediction length, though, {name} gets {weighted:.3f}, at least {rules.NEAR_UNIFORM_SHARE} times "
             "the uniform share: routing moves mainly the capsules with long predictions."
@@ -673,7 +689,14 @@ def capsnet_walk(
             step = replace(
                 step,
                 figure="arrows",
-                data={"lengths": tour.arrow_len, "directions": tour.arrow_dir, "all_lengths": tour.primary_len, "grid": G, "types": K},
+                data={
+                    "lengths": tour.arrow_len,
+                    "directions": tour.arrow_dir,
+                    "all_lengths": tour.primary_len,
+                    "long": long_share(tour.primary_len),
+                    "grid": G,
+                    "types": K,
+                },
                 caption=f"at each of the {G}x{G} positions, the longest of its {K} capsules: arrow length = its length (presence), arrow direction = its pose",
                 text=[
                     f"{label('primary')}: a second convolution whose outputs are grouped into {tour.primary_len.size} capsules of 8 numbers, "
@@ -726,6 +749,7 @@ def capsnet_walk(
             for j in (W, R):
                 rows[f"b to {pn[j]}"] = tour.b[t][tour.shown, j]
                 rows[f"c to {pn[j]}"] = tour.c[t][tour.shown, j]
+            summary = coupling_numbers(tour.c[t], tour.entropy[t], tour.pred_all_len[:, W], W)
             step = replace(
                 step,
                 figure="routing",
@@ -734,13 +758,16 @@ def capsnet_walk(
                     "s_len": tour.s_len[t, [W, R]],
                     "v_len": tour.v_len[t, [W, R]],
                     "c": tour.c[t],
+                    "shown": tour.shown,
+                    "winner": W,
                     "uniform": 1 / J,
                     "entropy": tour.entropy[t],
                     "weights": tour.pred_all_len[:, W],
+                    **summary,
                 },
                 caption=f"each {words.capsule}'s plane: x along its final output v, so a prediction's x is its agreement with v (up to |v|)",
                 text=[first, sums],
-                measured=coupling_words(t, tour.c[t], tour.entropy[t], tour.pred_all_len[:, W], W, pn[W], tour.shown),
+                measured=coupling_words(t, summary, tour.c[t][tour.shown, W], I, J, pn[W]),
                 table=rows,
                 terms=("b", "c"),
             )
@@ -919,7 +946,10 @@ def efficient_walk(
                     "highlight": W,
                     "uniform": uniform,
                     "entropy": tour.entropy,
+                    "entropy_mean": float(tour.entropy.mean()),
+                    "share": share,
                     "prior": tour.prior,
+                    "prior_mean": float(tour.prior.mean()),
                     "s_len": s_len,
                     "v_len": tour.lengths,
                 },
