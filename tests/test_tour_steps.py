@@ -235,3 +235,33 @@ def test_text_and_figure_quote_the_same_lengths(path, monkeypatch):
         if step.figure == "routing":
             animation.tour_routing_frames(tour, [str(k) for k in range(10)], only=step.data["t"])
             np.testing.assert_allclose(drawn["lengths"], np.stack([s_len, v_len], -1))
+
+
+def test_the_site_titles_the_primary_step_with_the_models_grid():
+    from capsviz.site import _model_entry
+
+    path = next(p for p in SHIPPED if p.stem == "capsnet-multimnist")  # 36x36 pairs: a 10x10 grid
+    model, meta = load_checkpoint(path)
+    titles = [s["title"] for s in _model_entry(path, model, meta, {}, "x")["tour"]]
+    assert "PrimaryCaps: vectors on a 10x10 grid" in titles
+
+
+def test_the_shipped_efficient_capsnets_lab_step_on_the_page(real_data, monkeypatch, tmp_path):
+    """The page lays out the core's step: every sentence of it, a short chart title, a short link."""
+    from streamlit.testing.v1 import AppTest
+    from test_app import router_mode  # noqa: F401 - app.py's router in charge, as served
+
+    monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(SHIPPED[0].parent))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    app = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120)
+    app.query_params["model"] = "efficient-capsnet-mnist.safetensors"
+    app.query_params["step"] = "8"
+    app.run()
+    assert not app.exception, app.exception
+    assert "Does routing matter?" in app.get("progress")[0].proto.text
+    shown = " ".join(m.value for m in app.markdown)
+    assert "Run with uniform couplings (no routing)" in shown and "Run with fixed random couplings" in shown
+    assert "The tallest bar is fixed random couplings" in shown and rules.RULES["near uniform"] in shown
+    chart = app.get("plotly_chart")[0].proto.spec
+    assert '"title":{"text":"Test error by routing"}' in chart.replace('": ', '":')
+    assert [link.label for link in app.get("page_link") if 'page: "lab"' in str(link.proto)] == ["Open the routing lab"]
