@@ -567,15 +567,17 @@ def lab_words(rows: list, routing_words: dict[str, str]) -> tuple[list[str], dic
     return said, {"gaps": [g for pair in gaps.values() for g in pair]}
 
 
-def lab_step(step: Step, rows: list, routing: str, model_name: str) -> Step:
-    """The last step of a vector-capsule tour: the lab's stored test errors for this model, each routing a bar."""
+def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: int = 1, classes: int = 10) -> Step:
+    """The last step of a vector-capsule tour: the lab's stored test errors for this model, each routing a bar.
+    `iterations`: the routing iterations the tour showed; `classes`: J."""
     from capsviz.analysis.lab import LAB_ROUTINGS
 
-    asked = (
-        f"You have watched self-attention set each {label('c')} in one pass."
-        if routing == "self-attention"
-        else f"You have watched {label('c')} move a little at each routing iteration."
-    )
+    if routing == "self-attention":
+        asked = f"You have watched self-attention set each {label('c')} in one pass."
+    elif iterations == 1:
+        asked = f"You have watched every {label('c')} stay at 1/{classes}: with one iteration, routing never updates them."
+    else:
+        asked = f"You have watched {label('c')} change from one routing iteration to the next."
     text = [
         asked + " The field's own question is whether that matters: would the same capsules do as well with every vote split "
         "evenly (uniform couplings, no routing), or split at random?"
@@ -650,7 +652,7 @@ def capsnet_walk(
     """Every step of a dynamic-routing CapsNet's tour, its figure's data and its sentences."""
     pn = [plain(n) for n in names]
     W, R, G, K = tour.winner, tour.runner_up, tour.grid, tour.types
-    J, I = len(names), tour.c.shape[1]
+    J, I, D = len(names), tour.c.shape[1], tour.v.shape[-1]
     out = []
     for step in capsnet_steps(tour.iterations, words, G):
         k = step.key
@@ -675,7 +677,7 @@ def capsnet_walk(
                 caption="bright = the filter responds there (each map scaled to its own maximum)",
                 text=[
                     f"{label('conv1')} slides {tour.conv1_total} filters of 9x9 pixels over the image and keeps the positive responses (ReLU). "
-                    f"Here the {len(tour.conv1_ids)} maps that respond most: local features such as edges and stroke ends. "
+                    f"Here the {len(tour.conv1_ids)} maps that respond most: local features such as edges{' and stroke ends' if words.digits else ''}. "
                     "These are still ordinary neurons, one number per place: *whether* a feature is there, not yet *how* it sits."
                 ],
             )
@@ -710,6 +712,8 @@ def capsnet_walk(
             )
         elif k == "predictions":
             article = "an" if str(names[W])[:1].lower() in tuple("aeiou") else "a"
+            order = [j for j in np.argsort(-tour.pred_len[0]) if j != W]  # the first row's other classes, longest first
+            nxt, low = int(order[0]), int(order[-1])
             step = replace(
                 step,
                 figure="grid",
@@ -723,11 +727,16 @@ def capsnet_walk(
                 caption=f"rows: the six primary capsules with the longest predictions for {names[W]}; columns: the {words.capsules}",
                 text=[
                     f"Each primary capsule multiplies its vector by a learned matrix {label('W')} once per {words.capsule}: "
-                    f"{I} x {J} predictions {label('u_hat')} (Eq. 2), each a 16-number guess of what {words.thing} j's capsule should be: "
+                    f"{I} x {J} predictions {label('u_hat')} (Eq. 2), each a {D}-number guess of what {words.thing} j's capsule should be: "
                     f"'if I am this {'piece of stroke' if words.digits else 'part'}, {article} {pn[W]} would sit here and look like this'. "
-                    f"A long prediction is a confident one; the table shows that one capsule can predict several {words.things} loudly. "
+                    "A long prediction is a confident one. "
                     f"Routing now decides how much of each prediction reaches each {words.capsule}: predictions that agree with each other should win."
                 ],
+                measured=(
+                    f"Measured here: the first row, {tour.shown_names[0]}, predicts {pn[W]} with length {two(tour.pred_len[0, W])}; "
+                    f"its next longest prediction is for {pn[nxt]} ({two(tour.pred_len[0, nxt])}), its shortest for "
+                    f"{pn[low]} ({two(tour.pred_len[0, low])}): one capsule predicts every {words.thing}, some louder than others."
+                ),
                 terms=("u_hat", "W"),
             )
         elif k.startswith("iteration"):
@@ -743,7 +752,7 @@ def capsnet_walk(
                 + squash_words(f"s_{pn[W]}", f"v_{pn[W]}", tour.s_len[t, W], tour.v_len[t, W], capsnet_length)
                 + "; "
                 + squash_words(f"s_{pn[R]}", f"v_{pn[R]}", tour.s_len[t, R], tour.v_len[t, R], capsnet_length)
-                + ". The figure draws s and v in a plane of the 16 dimensions; the lengths under it are the full ones."
+                + f". The figure draws s and v in a plane of the {D} dimensions; the lengths under it are the full ones."
             )
             rows = {"primary capsule": tour.shown_names}
             for j in (W, R):
@@ -795,14 +804,14 @@ def capsnet_walk(
                 tour.v.shape[-1],
                 "CapsNet",
                 [
-                    f"The {label('reconstruction')} decoder (three fully connected layers, Fig. 2) redraws the {words.shown} from the 16 numbers "
+                    f"The {label('reconstruction')} decoder (three fully connected layers, Fig. 2) redraws the {words.shown} from the {D} numbers "
                     f"of capsule {pn[W]} alone, the others masked to 0. During training this keeps the capsule's direction meaningful: "
-                    f"its 16 numbers must say how the {words.shown} looks. The **DigitCaps explorer** lets you nudge each of the 16 numbers and watch "
+                    f"its {D} numbers must say how the {words.shown} looks. The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch "
                     + ("stroke width, slant and shape change (Fig. 4)." if words.digits else "the drawing change.")
                 ],
             )
         elif k == "lab":
-            step = lab_step(step, lab_rows, "dynamic", model_name)
+            step = lab_step(step, lab_rows, "dynamic", model_name, tour.iterations, J)
         out.append(step)
     return out
 
@@ -851,6 +860,7 @@ def efficient_walk(
                 ],
             )
         elif k == "primary":
+            side = tour.sizes[-1][1]  # the last convolution's map
             size = np.linalg.norm(tour.s_primary, axis=-1)  # |s| before the squash
             L = tour.primary_len
             hi, lo = int(L.argmax()), int(L.argmin())
@@ -870,9 +880,14 @@ def efficient_walk(
                 },
                 caption=f"one bar per primary capsule; red: the longest, capsule {hi + 1}",
                 text=[
-                    f"{label('primary')}: a *depthwise* convolution, one {tour.grid}x{tour.grid} filter per channel, as large as the whole "
-                    f"{tour.grid}x{tour.grid} map: each of the {tour.s_primary.size} channels becomes one number, a weighted sum of its whole map. "
-                    f"Those {tour.s_primary.size} numbers are grouped into {I} capsules of {K}. There is no grid of positions: every capsule sees the whole image.",
+                    f"{label('primary')}: a *depthwise* convolution, one {tour.grid}x{tour.grid} filter per channel, "
+                    + (
+                        f"as large as the whole {side}x{side} map: each of the {tour.s_primary.size} channels becomes one number, a weighted sum "
+                        f"of its whole map. Those numbers are grouped into {I} capsules of {K}. There is no grid of positions: every capsule "
+                        "sees the whole image."
+                        if side == tour.grid
+                        else f"over the {side}x{side} map. Its outputs are grouped into {I} capsules of {K}."
+                    ),
                     "Efficient-CapsNet's own squash, v = (1 - 1/e^|s|) s / |s|, keeps each vector's direction and sets its length to 1 - e^-|s|: "
                     f"capsule {hi + 1}: {squash_words('s', 'v', size[hi], L[hi], efficient_length)}; "
                     f"capsule {lo + 1}: {squash_words('s', 'v', size[lo], L[lo], efficient_length)}. "
