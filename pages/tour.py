@@ -141,7 +141,7 @@ with fig:
         st.plotly_chart(
             plain_chart(
                 grouped_bars(
-                    [plain(path.stem)],
+                    [path.stem],
                     {r: [e] for r, e in zip(d["routings"], d["error"], strict=True)},
                     "Test error by routing",
                     "test error %",
@@ -150,7 +150,7 @@ with fig:
             ),
             key="tour_lab",
         )
-        st.caption(step.caption)  # plain: the core made the model's name plain
+        st.caption(plain(step.caption))
 with text:
     for paragraph in step.text:
         st.markdown(paragraph)  # plain: the core made every user-given name in it plain

@@ -29,9 +29,10 @@ class Step:
     about it, computed here from the very numbers in `data` (tests check every number they quote).
 
     figure: which picture the page draws from `data` ("image", "maps", "arrows", "grid", "routing",
-    "bars", "em_primary", "votes", "em", "lab", or "" for none); caption: under it; text: paragraphs
-    (Markdown); measured: the boxed "Measured here" sentence (a warning when `warn`); table: a few
-    numbers as a table, with `terms`' glossary help under it."""
+    "bars", "em_primary", "votes", "em", "lab", or "" for none); caption: under it, as plain text
+    (the page escapes it); text: paragraphs of Markdown and measured: the boxed "Measured here"
+    sentence (a warning when `warn`), with every user-given name already made plain; table: a few
+    numbers as a table; terms: the glossary entries whose help goes under the step."""
 
     key: str  # stable name (tests, the URL stays a number)
     title: str
@@ -605,7 +606,7 @@ def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: 
         figure="lab",
         data=data,
         caption=(
-            f"{plain(model_name)} run with each routing: test error (%) on {rows[0].n_test:,} test images. "
+            f"{model_name} run with each routing: test error (%) on {rows[0].n_test:,} test images. "
             "Error bars: two standard errors, how far the test images alone can move each error."
         ),
         text=text + said,
