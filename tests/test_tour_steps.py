@@ -265,3 +265,32 @@ def test_the_shipped_efficient_capsnets_lab_step_on_the_page(real_data, monkeypa
     chart = app.get("plotly_chart")[0].proto.spec
     assert '"title":{"text":"Test error by routing"}' in chart.replace('": ', '":')
     assert [link.label for link in app.get("page_link") if 'page: "lab"' in str(link.proto)] == ["Open the routing lab"]
+
+
+ONE_DIGIT = [p.name for p in TOURED if load_checkpoint(p)[1].config.in_size == 28]  # the MultiMNIST models ask for an image first
+
+
+@pytest.mark.parametrize("model", ONE_DIGIT)
+def test_every_step_of_a_shipped_models_tour_on_the_page(real_data, monkeypatch, tmp_path, model):
+    """The page walks every step of the tour of a shipped model with no error, each step titled as the core titles it."""
+    from streamlit.testing.v1 import AppTest
+    from test_app import router_mode  # noqa: F401 - app.py's router in charge, as served
+
+    monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(SHIPPED[0].parent))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    app = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120)
+    app.query_params["model"] = model
+    app.run()
+    _, meta = load_checkpoint(SHIPPED[0].parent / model)
+    titles = []
+    while True:
+        assert not app.exception, app.exception
+        titles.append(app.get("progress")[0].proto.text.split(": ", 1)[1].strip("*"))
+        if app.button(key="tour_next").disabled:
+            break
+        app.button(key="tour_next").click().run()
+    iterations = meta.config.routing_iterations if meta.config.routing != "self-attention" else 1
+    grid = meta.config.primary_grid if meta.config.routing == "dynamic" else None
+    assert titles == [s.title for s in TOURS[meta.config.routing].steps(iterations, class_words(meta), grid)]
+    if grid:
+        assert f"PrimaryCaps: vectors on a {grid}x{grid} grid" in titles
