@@ -153,16 +153,6 @@ class CapsNetTour:
         """(T, I) each primary capsule's coupling entropy over log J at each iteration (1 = uniform)."""
         return coupling_entropy(self.c) / np.log(self.c.shape[-1])
 
-    def mean_coupling(self, t: int, j: int) -> float:
-        """Iteration t's coupling to class j, averaged over every primary capsule."""
-        return float(self.c[t, :, j].mean())
-
-    def weighted_coupling(self, t: int, j: int) -> float:
-        """The same, weighted by the length of each capsule's prediction for j: long predictions
-        are the ones that count in s_j."""
-        w = self.pred_all_len[:, j]
-        return float((self.c[t, :, j] * w).sum() / max(w.sum(), 1e-12))
-
 
 @torch.no_grad()
 def capsnet_tour(model, image: np.ndarray, iterations: int | None = None) -> CapsNetTour:
@@ -447,7 +437,7 @@ def share_words(x: np.ndarray) -> str:
 
 
 def squash_words(s_name: str, v_name: str, s_len: float, v_len: float, length: Callable[[float], float]) -> str:
-    """'|s_7| = 1.35 squashes to |v_7| = 0.64', both as the figure writes them; when squashing the
+    """'|s_7| = 2.38 squashes to |v_7| = 0.85', both as the figure writes them; when squashing the
     rounded |s| does not give the rounded |v| (`length`: the squash on a length), it says so."""
     said = f"|{s_name}| = {two(s_len)} squashes to |{v_name}| = {two(v_len)}"
     if two(length(float(two(s_len)))) != two(v_len):
