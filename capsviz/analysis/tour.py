@@ -9,15 +9,15 @@ image, with every routing iteration recorded; the page only picks what to draw.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
-from capsviz.analysis import as_batch, coupling_entropy
-from capsviz.analysis.rules import NEAR_UNIFORM_ENTROPY as NEAR_UNIFORM
-from capsviz.glossary import DIGIT_WORDS, ClassWords
+from capsviz.analysis import as_batch, coupling_entropy, rules
+from capsviz.glossary import DIGIT_WORDS, ClassWords, label
 from capsviz.routing import efficient_squash, squash
+from capsviz.text import plain
 
 SHOWN = 6  # primary capsules followed by name through routing: few enough to read their numbers
 MAPS = 16  # Conv1 feature maps drawn
@@ -25,16 +25,36 @@ MAPS = 16  # Conv1 feature maps drawn
 
 @dataclass
 class Step:
+    """One step of the tour as the page shows it: a figure drawn from `data`, and the sentences
+    about it, computed here from the very numbers in `data` (tests check every number they quote).
+
+    figure: which picture the page draws from `data` ("image", "maps", "arrows", "grid", "routing",
+    "bars", "em_primary", "votes", "em", "lab", or "" for none); caption: under it, as plain text
+    (the page escapes it); text: paragraphs of Markdown and measured: the boxed "Measured here"
+    sentence (a warning when `warn`), with every user-given name already made plain; table: a few
+    numbers as a table; terms: the glossary entries whose help goes under the step."""
+
     key: str  # stable name (tests, the URL stays a number)
     title: str
+    figure: str = ""
+    data: dict = field(default_factory=dict)
+    caption: str = ""
+    text: list[str] = field(default_factory=list)
+    measured: str = ""
+    warn: bool = False
+    table: dict | None = None
+    terms: tuple[str, ...] = ()
 
 
-def capsnet_steps(iterations: int, words: ClassWords = DIGIT_WORDS) -> list[Step]:
-    """`words`: the model's (capsviz.glossary.class_words): digit capsules only for digits."""
+def capsnet_steps(iterations: int, words: ClassWords = DIGIT_WORDS, grid: int | None = None) -> list[Step]:
+    """`words`: the model's (capsviz.glossary.class_words): digit capsules only for digits; `grid`:
+    the side of the primary capsules' grid (ModelConfig.primary_grid), which depends on the input size."""
+    article = "an" if str(grid).startswith("8") or grid in (11, 18) else "a"  # "an 8x8 grid"
+    where = f"{article} {grid}x{grid} grid" if grid else "a grid of positions"
     return [
         Step("input", "The input"),
         Step("conv1", "Conv1: local features"),
-        Step("primary", "PrimaryCaps: vectors on a 6x6 grid"),
+        Step("primary", f"PrimaryCaps: vectors on {where}"),
         Step("predictions", f"Predictions u_hat for every {words.capsule}"),
         *[Step(f"iteration{t + 1}", f"Routing, iteration {t + 1} of {iterations}") for t in range(iterations)],
         Step("lengths", f"{'DigitCaps' if words.digits else 'Class capsules'}: lengths are the answer"),
@@ -118,15 +138,20 @@ class CapsNetTour:
     def iterations(self) -> int:
         return len(self.c)
 
-    def mean_coupling(self, t: int, j: int) -> float:
-        """Iteration t's coupling to class j, averaged over every primary capsule."""
-        return float(self.c[t, :, j].mean())
+    @property
+    def s_len(self) -> np.ndarray:
+        """(T, J) |s_j| of the full 16 numbers (the figure's planes show projections of s)."""
+        return np.linalg.norm(self.s, axis=-1)
 
-    def weighted_coupling(self, t: int, j: int) -> float:
-        """The same, weighted by the length of each capsule's prediction for j: long predictions
-        are the ones that count in s_j."""
-        w = self.pred_all_len[:, j]
-        return float((self.c[t, :, j] * w).sum() / max(w.sum(), 1e-12))
+    @property
+    def v_len(self) -> np.ndarray:
+        """(T, J) |v_j|."""
+        return np.linalg.norm(self.v, axis=-1)
+
+    @property
+    def entropy(self) -> np.ndarray:
+        """(T, I) each primary capsule's coupling entropy over log J at each iteration (1 = uniform)."""
+        return coupling_entropy(self.c) / np.log(self.c.shape[-1])
 
 
 @torch.no_grad()
@@ -331,8 +356,9 @@ class EfficientTour:
 
     @property
     def near_uniform(self) -> bool:
-        """The couplings keep more of the uniform split's entropy than the routing lab calls near uniform."""
-        return float(self.entropy.mean()) > NEAR_UNIFORM
+        """The couplings are near uniform by the rule the routing lab uses (capsviz.analysis.rules):
+        the mean entropy and the mean share given to the predicted class both decide."""
+        return rules.near_uniform(float(self.entropy.mean()), float(self.c[:, self.winner].mean()), 1 / self.c.shape[1])
 
     def decided(self, share: float = 0.5) -> np.ndarray:
         """The primary capsules that send more than `share` of their vote to one class."""
@@ -394,16 +420,720 @@ def efficient_squashed(s: np.ndarray) -> np.ndarray:
     return efficient_squash(torch.as_tensor(s)).numpy()
 
 
+# ---------- the steps as the page shows them: figure data and the sentences about it ----------
+
+SATURATED = 0.9  # a primary capsule longer than this is called long (the margin loss's own target for "present")
+
+
+def two(x: float) -> str:
+    """The tour's numbers as its figures write them: two decimals."""
+    return f"{x:.2f}"
+
+
+def share_words(x: np.ndarray) -> str:
+    """'0.14 to 0.23', or '1.00 each' when they are all the same at two decimals."""
+    lo, hi = two(x.min()), two(x.max())
+    return f"{lo} each" if lo == hi else f"{lo} to {hi}"
+
+
+def squash_words(s_name: str, v_name: str, s_len: float, v_len: float, length: Callable[[float], float]) -> str:
+    """'|s_7| = 2.38 squashes to |v_7| = 0.85', both as the figure writes them; when squashing the
+    rounded |s| does not give the rounded |v| (`length`: the squash on a length), it says so."""
+    said = f"|{s_name}| = {two(s_len)} squashes to |{v_name}| = {two(v_len)}"
+    if two(length(float(two(s_len)))) != two(v_len):
+        said += " (both rounded to two decimals: the squash acts on the unrounded length)"
+    return said
+
+
+def capsnet_length(n: float) -> float:
+    """Eq. 1 of Sabour et al. on a length: |v| = |s|^2 / (1 + |s|^2)."""
+    return n * n / (1 + n * n)
+
+
+def efficient_length(n: float) -> float:
+    """Efficient-CapsNet's squash on a length: |v| = 1 - e^-|s|."""
+    return 1 - float(np.exp(-n))
+
+
+def near_uniform_words(entropy_ratio: float, share: float, uniform_share: float, who: str) -> str:
+    """`who` ('the couplings of this image') near or away from uniform by the rules' one rule, with
+    the part that decided it and the whole rule."""
+    return f"By the routing lab's rule, {who} are {rules.uniform_words(entropy_ratio, share, uniform_share)}. {rules.RULES['near uniform']}"
+
+
+def long_share(lengths: np.ndarray) -> float:
+    """The share of primary capsules longer than SATURATED."""
+    return float((lengths > SATURATED).mean())
+
+
+def saturation_words(lengths: np.ndarray, shown: str) -> tuple[str, bool]:
+    """What the primary capsules' lengths say, and whether it is a warning (most of them long)."""
+    long = long_share(lengths)
+    said = (
+        f"Measured here: {long:.0%} of the {lengths.size} primary capsules are longer than {SATURATED} "
+        f"(lengths {two(lengths.min())} to {two(lengths.max())})"
+    )
+    if long > 0.5:
+        return (
+            said + f". Most of them are then nearly equally long, so in this trained model a primary capsule's length hardly "
+            f"tells where the {shown} is; what differs between them is their direction, and so the predictions they make (next step).",
+            True,
+        )
+    return said + ".", False
+
+
+def coupling_numbers(c: np.ndarray, entropy: np.ndarray, weights: np.ndarray, j: int) -> dict:
+    """What the text says of one iteration's couplings to class j: c (I, J); entropy (I,) over log J;
+    weights (I,) each capsule's prediction length for j. -> the mean coupling to j, the same weighted
+    by prediction length, and the mean entropy ratio."""
+    return {
+        "mean": float(c[:, j].mean()),
+        "weighted": float((c[:, j] * weights).sum() / max(weights.sum(), 1e-12)),
+        "entropy_mean": float(entropy.mean()),
+    }
+
+
+def coupling_words(t: int, numbers: dict, shown_c: np.ndarray, capsules: int, J: int, name: str) -> str:
+    """Iteration t's couplings to class `name`: the shown capsules' (`shown_c`), the mean over all
+    `capsules` and weighted by prediction length (`numbers`, from coupling_numbers), and after
+    iteration 1 near uniform or not by the rule."""
+    mean, weighted = numbers["mean"], numbers["weighted"]
+    said = (
+        f"Measured here: the six loudest predictions for {name} are coupled to it by {share_words(shown_c)}; "
+        f"averaged over all {capsules} primary capsules the coupling to {name} is {mean:.3f} (uniform {1 / J:.3f}), "
+        f"{weighted:.3f} weighted by prediction length."
+    )
+    if t == 0:
+        return said
+    said += " " + near_uniform_words(numbers["entropy_mean"], mean, 1 / J, "all the primary capsules' couplings together")
+    if rules.near_uniform(numbers["entropy_mean"], mean, 1 / J) and weighted >= rules.NEAR_UNIFORM_SHARE / J:
+        said += (
+            f" Weighted by prediction length, though, {name} gets {weighted:.3f}, at least {rules.NEAR_UNIFORM_SHARE} times "
+            "the uniform share: routing moves mainly the capsules with long predictions."
+        )
+    return said
+
+
+def lab_words(rows: list, routing_words: dict[str, str]) -> tuple[list[str], dict]:
+    """The lab step's answer from the lab's stored rows for one model (capsviz.analysis.lab.Row, one
+    per routing it was run with): each other routing's test error against the model's own, beyond
+    chance or not; the tallest bar; how far its own routing moves the couplings from uniform. ->
+    (sentences, the numbers they quote beside the figure's)."""
+    own = next((r for r in rows if r.run_with == r.trained_with), None)
+    if own is None:
+        return [], {}
+    said, gaps = [], {}
+    for r in rows:
+        if r is own:
+            continue
+        gap, band = r.test_error - own.test_error, rules.noise(r.test_error, r.n_test, own.test_error, own.n_test)
+        gaps[r.run_with] = (abs(gap), band)
+        head = (
+            f"Run with {routing_words.get(r.run_with, r.run_with)}, the model misclassifies {two(r.test_error)}% of "
+            f"{r.n_test:,} test images, against {two(own.test_error)}% with its own {routing_words.get(own.run_with, own.run_with)}: "
+        )
+        if not rules.beyond_chance(r.test_error, r.n_test, own.test_error, own.n_test):
+            said.append(head + f"a gap of {two(abs(gap))} points, within the ±{two(band)} chance gives, so no better or worse.")
+        else:
+            said.append(head + f"{two(abs(gap))} points {'worse' if gap > 0 else 'better'}, more than the ±{two(band)} chance gives.")
+    tallest = max(rows, key=lambda r: r.test_error)
+    if tallest is not own and rules.beyond_chance(tallest.test_error, tallest.n_test, own.test_error, own.n_test):
+        why = {
+            "random": "each primary capsule's vote is split over the classes by fixed random shares, the same for every image",
+            "uniform": "every vote is split evenly over the classes, whatever the image",
+            "dynamic": "the couplings are set by three iterations of agreement",
+            "self-attention": "the couplings are set by one pass of self-attention",
+        }.get(tallest.run_with, "the couplings are set another way")
+        said.append(
+            f"The tallest bar is {routing_words.get(tallest.run_with, tallest.run_with)} ({two(tallest.test_error)}%): {why}, "
+            f"while this model was trained with {routing_words.get(own.run_with, own.run_with)}: its weights W learned to make "
+            "predictions for those couplings, not for these."
+        )
+    if own.run_with in ("dynamic", "self-attention"):
+        said.append(
+            f"Averaged over the lab's test images, a primary capsule gives the predicted class {two(own.coupling_to_prediction)} "
+            f"of its vote with {routing_words.get(own.run_with, own.run_with)} (uniform: {two(1 / own.classes)}). "
+            + near_uniform_words(own.entropy_ratio, own.coupling_to_prediction, 1 / own.classes, "its couplings")
+        )
+    return said, {"gaps": [g for pair in gaps.values() for g in pair]}
+
+
+def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: int = 1, classes: int = 10) -> Step:
+    """The last step of a vector-capsule tour: the lab's stored test errors for this model, each routing a bar.
+    `iterations`: the routing iterations the tour showed; `classes`: J."""
+    from capsviz.analysis.lab import LAB_ROUTINGS
+
+    if routing == "self-attention":
+        asked = f"You have watched self-attention set each {label('c')} in one pass."
+    elif iterations == 1:
+        asked = f"You have watched every {label('c')} stay at 1/{classes}: with one iteration, routing never updates them."
+    else:
+        asked = f"You have watched {label('c')} change from one routing iteration to the next."
+    text = [
+        asked + " The field's own question is whether that matters: would the same capsules do as well with every vote split "
+        "evenly (uniform couplings, no routing), or split at random?"
+    ]
+    if not rows:
+        return replace(
+            step,
+            text=text,
+            measured="The routing lab has not measured this model yet: open it and press **Run the lab** (a minute or two).",
+            terms=("uniform", "random_couplings"),
+        )
+    said, quoted = lab_words(rows, LAB_ROUTINGS)
+    data = {
+        "routings": [r.run_with for r in rows],
+        "error": [r.test_error for r in rows],
+        "spread": [rules.spread(r.test_error, r.n_test) for r in rows],
+        "n_test": rows[0].n_test,
+        "entropy": [r.entropy_ratio for r in rows],
+        "share": [r.coupling_to_prediction for r in rows],
+        "uniform": [1 / r.classes for r in rows],
+        **quoted,
+    }
+    return replace(
+        step,
+        figure="lab",
+        data=data,
+        caption=(
+            f"{model_name} run with each routing: test error (%) on {rows[0].n_test:,} test images. "
+            "Error bars: two standard errors, how far the test images alone can move each error."
+        ),
+        text=text + said,
+        terms=("uniform", "random_couplings"),
+    )
+
+
+def _input_step(step: Step, image: np.ndarray, truth: str, looks: str, text: list[str]) -> Step:
+    return replace(step, figure="image", data={"images": [image], "labels": [f"label: {truth}"]}, caption=looks, text=text)
+
+
+def _lengths_step(
+    step: Step, lengths: np.ndarray, names: list[str], W: int, R: int, truth: str, capsule: str, title: str, text: list[str]
+) -> Step:
+    return replace(
+        step,
+        figure="bars",
+        data={"values": lengths, "names": names, "highlight": W, "title": title, "axis": "length", "lines": {"0.9": 0.9, "0.1": 0.1}},
+        caption="dotted: the margin loss's targets",
+        text=[
+            f"The answer is the longest {capsule}: **{plain(names[W])}** with length "
+            f"{two(lengths[W])} (label: {plain(truth)}); the runner-up, {plain(names[R])}, has {two(lengths[R])}.",
+            *text,
+        ],
+        terms=("margin_loss", "length"),
+    )
+
+
+def _reconstruction_step(step: Step, image: np.ndarray, rec: np.ndarray | None, name: str, D: int, family: str, text: list[str]) -> Step:
+    if rec is None:
+        return replace(step, measured=f"This {family} was trained without a decoder, so there is nothing to redraw.", text=text)
+    return replace(
+        step,
+        figure="image",
+        data={"images": [image, rec], "labels": ["input", f"redrawn from capsule {name}"]},
+        caption=f"the decoder sees only the winning capsule's {D} numbers",
+        text=text,
+    )
+
+
+def capsnet_walk(
+    tour: CapsNetTour, names: list[str], words: ClassWords, model_name: str, truth: str, looks: str, lab_rows: list
+) -> list[Step]:
+    """Every step of a dynamic-routing CapsNet's tour, its figure's data and its sentences."""
+    pn = [plain(n) for n in names]
+    W, R, G, K = tour.winner, tour.runner_up, tour.grid, tour.types
+    J, I, D = len(names), tour.c.shape[1], tour.v.shape[-1]
+    out = []
+    for step in capsnet_steps(tour.iterations, words, G):
+        k = step.key
+        if k == "input":
+            step = _input_step(
+                step,
+                tour.image,
+                truth,
+                looks,
+                [
+                    f"This is the image the tour follows through **{plain(model_name)}**, a CapsNet with dynamic routing "
+                    "(Sabour et al. 2017, Fig. 1). It will pass three layers: an ordinary convolution, a layer of primary capsules "
+                    f"and one {words.capsule} per class, with routing by agreement between the two capsule layers. "
+                    "A capsule outputs a vector, not a number: its length says how likely its thing is present, its direction how it looks."
+                ],
+            )
+        elif k == "conv1":
+            step = replace(
+                step,
+                figure="maps",
+                data={"maps": tour.conv1, "names": [f"filter {i}" for i in tour.conv1_ids]},
+                caption="bright = the filter responds there (each map scaled to its own maximum)",
+                text=[
+                    f"{label('conv1')} slides {tour.conv1_total} filters of 9x9 pixels over the image and keeps the positive responses (ReLU). "
+                    f"Here the {len(tour.conv1_ids)} maps that respond most: local features such as edges{' and stroke ends' if words.digits else ''}. "
+                    "These are still ordinary neurons, one number per place: *whether* a feature is there, not yet *how* it sits."
+                ],
+            )
+        elif k == "primary":
+            measured, warn = saturation_words(tour.primary_len, words.shown)
+            if not warn:
+                top = np.unravel_index(tour.primary_len.argmax(), tour.primary_len.shape)
+                measured += (
+                    f" The longest is type {top[2] + 1} at row {top[0] + 1}, col {top[1] + 1} (length {two(tour.primary_len[top])})."
+                )
+            step = replace(
+                step,
+                figure="arrows",
+                data={
+                    "lengths": tour.arrow_len,
+                    "directions": tour.arrow_dir,
+                    "all_lengths": tour.primary_len,
+                    "long": long_share(tour.primary_len),
+                    "grid": G,
+                    "types": K,
+                },
+                caption=f"at each of the {G}x{G} positions, the longest of its {K} capsules: arrow length = its length (presence), arrow direction = its pose",
+                text=[
+                    f"{label('primary')}: a second convolution whose outputs are grouped into {tour.primary_len.size} capsules of 8 numbers, "
+                    f"{K} types at each of {G}x{G} positions. Each vector is squashed (Eq. 1) so its length lies between 0 and 1. "
+                    "In the paper, **length = presence** (how sure the capsule is that its part is there) and **direction = pose** "
+                    "(8 numbers for how the part looks; the arrows show them along the two directions in which this image's vectors differ most)."
+                ],
+                measured=measured,
+                warn=warn,
+                terms=("length", "pose"),
+            )
+        elif k == "predictions":
+            article = "an" if str(names[W])[:1].lower() in tuple("aeiou") else "a"
+            order = [j for j in np.argsort(-tour.pred_len[0]) if j != W]  # the first row's other classes, longest first
+            nxt, low = int(order[0]), int(order[-1])
+            step = replace(
+                step,
+                figure="grid",
+                data={
+                    "values": tour.pred_len,
+                    "rows": tour.shown_names,
+                    "columns": names,
+                    "title": f"Length of the predictions u_hat_j|i for each {words.capsule} j (red: {names[W]})",
+                    "highlight": W,
+                },
+                caption=f"rows: the six primary capsules with the longest predictions for {names[W]}; columns: the {words.capsules}",
+                text=[
+                    f"Each primary capsule multiplies its vector by a learned matrix {label('W')} once per {words.capsule}: "
+                    f"{I} x {J} predictions {label('u_hat')} (Eq. 2), each a {D}-number guess of what {words.thing} j's capsule should be: "
+                    f"'if I am this {'piece of stroke' if words.digits else 'part'}, {article} {pn[W]} would sit here and look like this'. "
+                    "A long prediction is a confident one. "
+                    f"Routing now decides how much of each prediction reaches each {words.capsule}: predictions that agree with each other should win."
+                ],
+                measured=(
+                    f"Measured here: the first row, {tour.shown_names[0]}, predicts {pn[W]} with length {two(tour.pred_len[0, W])}; "
+                    f"its next longest prediction is for {pn[nxt]} ({two(tour.pred_len[0, nxt])}), its shortest for "
+                    f"{pn[low]} ({two(tour.pred_len[0, low])}): one capsule predicts every {words.thing}, some louder than others."
+                ),
+                terms=("u_hat", "W"),
+            )
+        elif k.startswith("iteration"):
+            t = int(k.removeprefix("iteration")) - 1
+            first = (
+                f"Procedure 1 of the paper, iteration 1: every {label('b')} starts at 0, so every {label('c')} is 1/{J} = {two(1 / J)}: "
+                "each capsule splits its prediction equally."
+                if t == 0
+                else f"Iteration {t + 1}: each {label('b')} has grown by the {label('agreement')} of the iteration before, and c = softmax(b) (Eq. 3) follows."
+            )
+            sums = (
+                f"Each {words.capsule} sums the weighted predictions, {label('s')} (Eq. 2), and squashes it to {label('v')} (Eq. 1): "
+                + squash_words(f"s_{pn[W]}", f"v_{pn[W]}", tour.s_len[t, W], tour.v_len[t, W], capsnet_length)
+                + "; "
+                + squash_words(f"s_{pn[R]}", f"v_{pn[R]}", tour.s_len[t, R], tour.v_len[t, R], capsnet_length)
+                + f". The figure draws s and v in a plane of the {D} dimensions; the lengths under it are the full ones."
+            )
+            rows = {"primary capsule": tour.shown_names}
+            for j in (W, R):
+                rows[f"b to {pn[j]}"] = tour.b[t][tour.shown, j]
+                rows[f"c to {pn[j]}"] = tour.c[t][tour.shown, j]
+            summary = coupling_numbers(tour.c[t], tour.entropy[t], tour.pred_all_len[:, W], W)
+            step = replace(
+                step,
+                figure="routing",
+                data={
+                    "t": t,
+                    "s_len": tour.s_len[t, [W, R]],
+                    "v_len": tour.v_len[t, [W, R]],
+                    "c": tour.c[t],
+                    "shown": tour.shown,
+                    "winner": W,
+                    "uniform": 1 / J,
+                    "entropy": tour.entropy[t],
+                    "weights": tour.pred_all_len[:, W],
+                    **summary,
+                },
+                caption=f"each {words.capsule}'s plane: x along its final output v, so a prediction's x is its agreement with v (up to |v|)",
+                text=[first, sums],
+                measured=coupling_words(t, summary, tour.c[t][tour.shown, W], I, J, pn[W]),
+                table=rows,
+                terms=("b", "c"),
+            )
+        elif k == "lengths":
+            step = _lengths_step(
+                step,
+                tour.lengths,
+                names,
+                W,
+                R,
+                truth,
+                words.capsule,
+                f"{'DigitCaps' if words.digits else 'Class capsule'} lengths |v_j| after routing",
+                [
+                    f"Training used the {label('margin_loss')}: the right capsule longer than 0.9, every other shorter than 0.1 (Eq. 4). "
+                    "Several capsules can be long at once: that is how the network reads two overlapping digits (the MultiMNIST page)."
+                ],
+            )
+        elif k == "reconstruction":
+            step = _reconstruction_step(
+                step,
+                tour.image,
+                tour.reconstruction,
+                names[W],
+                tour.v.shape[-1],
+                "CapsNet",
+                [
+                    f"The {label('reconstruction')} decoder (three fully connected layers, Fig. 2) redraws the {words.shown} from the {D} numbers "
+                    f"of capsule {pn[W]} alone, the others masked to 0. During training this keeps the capsule's direction meaningful: "
+                    f"its {D} numbers must say how the {words.shown} looks. The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch "
+                    + ("stroke width, slant and shape change (Fig. 4)." if words.digits else "the drawing change.")
+                ],
+            )
+        elif k == "lab":
+            step = lab_step(step, lab_rows, "dynamic", model_name, tour.iterations, J)
+        out.append(step)
+    return out
+
+
+def efficient_walk(
+    tour: EfficientTour, names: list[str], words: ClassWords, model_name: str, truth: str, looks: str, lab_rows: list, mse_weight: float
+) -> list[Step]:
+    """Every step of an Efficient-CapsNet's tour, its figure's data and its sentences."""
+    pn = [plain(n) for n in names]
+    W, R = tour.winner, tour.runner_up
+    I, J = tour.c.shape
+    D, K = tour.v.shape[-1], tour.u.shape[-1]
+    caps = [f"capsule {i + 1}" for i in range(I)]
+    uniform = 1 / J
+    out = []
+    for step in efficient_steps(words):
+        k = step.key
+        if k == "input":
+            step = _input_step(
+                step,
+                tour.image,
+                truth,
+                looks,
+                [
+                    f"This is the image the tour follows through **{plain(model_name)}**, an Efficient-CapsNet "
+                    "(Mazzia, Salvetti, Chiaberge 2021). It will pass four convolutions, a layer of "
+                    f"{I} primary capsules and one class capsule per class, with self-attention routing between the two capsule layers: "
+                    f"one pass, no iterations. The model has {tour.parameters:,} parameters without its decoder. "
+                    "A capsule outputs a vector, not a number: its length says how likely its thing is present, its direction how it looks."
+                ],
+            )
+        elif k == "convs":
+            last_c, last_side = tour.sizes[-1]
+            side = tour.image.shape[-1]
+            chain = " -> ".join([f"{side}x{side}"] + [f"{s}x{s}x{ch}" for ch, s in tour.sizes])
+            step = replace(
+                step,
+                figure="maps",
+                data={"maps": tour.maps, "names": [f"map {i}" for i in tour.map_ids], "scale": 8},
+                caption="bright = the filter responds there (each map scaled to its own maximum)",
+                text=[
+                    f"Four convolutions (5x5, then three of 3x3, the last moving 2 pixels at a time), each followed by ReLU and BatchNorm: {chain}. "
+                    f"Here the {len(tour.map_ids)} of the last convolution's {last_c} maps ({last_side}x{last_side}) that respond most on average, "
+                    "after its ReLU and before its BatchNorm (which only rescales and shifts each map as a whole). "
+                    "These are still ordinary neurons, one number per place: *whether* a feature is there, not yet *how* it sits."
+                ],
+            )
+        elif k == "primary":
+            side = tour.sizes[-1][1]  # the last convolution's map
+            size = np.linalg.norm(tour.s_primary, axis=-1)  # |s| before the squash
+            L = tour.primary_len
+            hi, lo = int(L.argmax()), int(L.argmin())
+            eq1 = size**2 / (1 + size**2)
+            step = replace(
+                step,
+                figure="bars",
+                data={
+                    "values": L,
+                    "names": [str(i + 1) for i in range(I)],
+                    "highlight": hi,
+                    "title": f"Lengths of the {I} primary capsules (presence)",
+                    "axis": "length",
+                    "lines": {},
+                    "s_len": size,
+                    "eq1": eq1,
+                },
+                caption=f"one bar per primary capsule; red: the longest, capsule {hi + 1}",
+                text=[
+                    f"{label('primary')}: a *depthwise* convolution, one {tour.grid}x{tour.grid} filter per channel, "
+                    + (
+                        f"as large as the whole {side}x{side} map: each of the {tour.s_primary.size} channels becomes one number, a weighted sum "
+                        f"of its whole map. Those numbers are grouped into {I} capsules of {K}. There is no grid of positions: every capsule "
+                        "sees the whole image."
+                        if side == tour.grid
+                        else f"over the {side}x{side} map. Its outputs are grouped into {I} capsules of {K}."
+                    ),
+                    "Efficient-CapsNet's own squash, v = (1 - 1/e^|s|) s / |s|, keeps each vector's direction and sets its length to 1 - e^-|s|: "
+                    f"capsule {hi + 1}: {squash_words('s', 'v', size[hi], L[hi], efficient_length)}; "
+                    f"capsule {lo + 1}: {squash_words('s', 'v', size[lo], L[lo], efficient_length)}. "
+                    f"(Eq. 1 of Sabour et al. would give {two(eq1[hi])} and {two(eq1[lo])}.)",
+                ],
+                measured=f"Measured here: primary capsule lengths {two(L.min())} to {two(L.max())}; {int((L > SATURATED).sum())} of {I} are longer than {SATURATED}.",
+                terms=("efficient_squash", "length", "pose"),
+            )
+        elif k == "predictions":
+            top = int(tour.pred_len[:, W].argmax())
+            step = replace(
+                step,
+                figure="grid",
+                data={
+                    "values": tour.pred_len,
+                    "rows": caps,
+                    "columns": names,
+                    "title": f"Length of the predictions u_hat_j|i for each class capsule j (red: {names[W]})",
+                    "highlight": W,
+                },
+                caption=f"rows: all {I} primary capsules; columns: the class capsules",
+                text=[
+                    f"Each primary capsule multiplies its {K} numbers by a learned {K}x{D} matrix {label('W')} once per class capsule: "
+                    f"{I} x {J} predictions {label('u_hat')}, each {D} numbers for what class j's capsule should be. "
+                    "A long prediction is a loud one; routing now decides how much of each prediction reaches each class capsule."
+                ],
+                measured=(
+                    f"Measured here: the longest prediction for {pn[W]} is capsule {top + 1}'s ({two(tour.pred_len[top, W])}); "
+                    f"the predictions for {pn[W]} run from {two(tour.pred_len[:, W].min())} to {two(tour.pred_len[:, W].max())}."
+                ),
+                terms=("u_hat", "W"),
+            )
+        elif k == "routing":
+            s_len = np.linalg.norm(tour.s, axis=-1)
+            share = float(tour.c[:, W].mean())
+            near_each = [rules.near_uniform(float(tour.entropy[i]), float(tour.c[i, W]), uniform) for i in range(I)]
+            decided = tour.decided()
+            said = [
+                "Measured here: "
+                + near_uniform_words(
+                    float(tour.entropy.mean()),
+                    share,
+                    uniform,
+                    f"this image's couplings (averaged over the {I} capsules, {pn[W]} the predicted class)",
+                ),
+                f"By the same rule, {sum(near_each)} of the {I} capsules are near uniform on their own.",
+            ]
+            if len(decided):
+                said.append(
+                    "More than half of a vote goes to one class from "
+                    + ", ".join(f"capsule {i + 1} ({two(tour.c[i].max())} to {pn[int(tour.c[i].argmax())]})" for i in decided)
+                    + "."
+                )
+            else:
+                said.append("No capsule sends more than half of its vote to one class.")
+            said.append(f"The prior b runs from {tour.prior.min():.3f} to {tour.prior.max():.3f}.")
+            if tour.prior.max() < 0:
+                said.append(
+                    f"All of it is negative (mean {tour.prior.mean():.3f}, beside a uniform share of {uniform:.3f}): "
+                    "each prediction enters s_j with the weight c_ij + b_ji, so a capsule whose coupling to j is below -b_ji "
+                    f"pulls s_j the opposite way. For {pn[W]}, {int((tour.c[:, W] + tour.prior[:, W] < 0).sum())} of the {I} weights are negative."
+                )
+            step = replace(
+                step,
+                figure="grid",
+                data={
+                    "values": tour.c,
+                    "rows": caps,
+                    "columns": names,
+                    "title": f"Couplings c_ij after self-attention (uniform: {two(uniform)}; red: {names[W]})",
+                    "highlight": W,
+                    "uniform": uniform,
+                    "entropy": tour.entropy,
+                    "entropy_mean": float(tour.entropy.mean()),
+                    "share": share,
+                    "prior": tour.prior,
+                    "prior_mean": float(tour.prior.mean()),
+                    "s_len": s_len,
+                    "v_len": tour.lengths,
+                },
+                caption="each row: one primary capsule's couplings, adding up to 1 over the class capsules",
+                text=[
+                    f"Self-attention routing, in one pass. For each class j, each prediction's {label('self_attention')} with all the predictions for j: "
+                    f"a_ji = u_hat_j|i . (sum over k of u_hat_j|k) / sqrt({D}). "
+                    f"Capsule i's couplings, {label('c')}, are a softmax of its a_ji over the {J} classes j, so they add up to 1. "
+                    f"Then s_j = sum_i (c_ij + b_ji) u_hat_j|i, where {label('prior')} is the same for every image, and v_j = (1 - 1/e^|s_j|) s_j / |s_j|: "
+                    + squash_words(f"s_{pn[W]}", f"v_{pn[W]}", s_len[W], tour.lengths[W], efficient_length)
+                    + "."
+                ],
+                measured=" ".join(said),
+                table={
+                    "primary capsule": caps,
+                    f"a to {pn[W]}": tour.a[:, W],
+                    f"c to {pn[W]}": tour.c[:, W],
+                    f"b to {pn[W]}": tour.prior[:, W],
+                    f"c + b to {pn[W]}": tour.c[:, W] + tour.prior[:, W],
+                    f"c to {pn[R]}": tour.c[:, R],
+                },
+                terms=("self_attention", "c", "prior", "u_hat"),
+            )
+        elif k == "lengths":
+            step = _lengths_step(
+                step,
+                tour.lengths,
+                names,
+                W,
+                R,
+                truth,
+                "class capsule",
+                "Class capsule lengths |v_j| after routing",
+                [
+                    f"Training used the {label('margin_loss')}, as in Sabour et al.: the right capsule longer than 0.9, every other shorter than 0.1."
+                ],
+            )
+        elif k == "reconstruction":
+            step = _reconstruction_step(
+                step,
+                tour.image,
+                tour.reconstruction,
+                names[W],
+                D,
+                "Efficient-CapsNet",
+                [
+                    f"The {label('reconstruction')} decoder of Sabour et al. (three fully connected layers) redraws the {words.shown} from the {D} numbers "
+                    f"of capsule {pn[W]} alone, the others masked to 0. Efficient-CapsNet trains it with {mse_weight} times the mean squared pixel "
+                    "error beside the margin loss, which keeps the capsule's direction meaningful. "
+                    f"The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch the drawing change."
+                ],
+            )
+        elif k == "lab":
+            step = lab_step(step, lab_rows, "self-attention", model_name)
+        out.append(step)
+    return out
+
+
+def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str, looks: str) -> list[Step]:
+    """Every step of a matrix-capsule model's tour, its figure's data and its sentences."""
+    pn = [plain(n) for n in names]
+    W, R = tour.winner, tour.runner_up
+    out = []
+    for step in matrix_steps(tour.iterations):
+        k = step.key
+        if k == "input":
+            step = _input_step(
+                step,
+                tour.image,
+                truth,
+                looks,
+                [
+                    f"This is the image the tour follows through **{plain(model_name)}**, matrix capsules with EM routing (Hinton et al. 2018, Fig. 1). "
+                    "Each capsule here holds a 4x4 pose matrix (how the thing sits: position, orientation, scale) and a separate activation "
+                    "between 0 and 1 (how present it is)."
+                ],
+            )
+        elif k == "primary":
+            H, Wd, types = tour.primary_a.shape
+            step = replace(
+                step,
+                figure="em_primary",
+                data={"maps": tour.primary_a.transpose(2, 0, 1), "pose": tour.pose, "top": tour.primary_a.max()},
+                caption=f"The pose matrix of the most active primary capsule ({tour.pose_where}, activation {two(tour.primary_a.max())})",
+                text=[
+                    f"A convolution, then {types} capsule types at each of {H}x{Wd} positions: "
+                    "each has a 4x4 pose matrix and a logistic activation (Sec. 3). "
+                    "Two convolutional capsule layers route by EM in small windows; the tour follows the last routing, into the class capsules."
+                ],
+                terms=("pose", "a_in"),
+            )
+        elif k == "votes":
+            step = replace(
+                step,
+                figure="votes",
+                caption="before any routing: every vote is assigned equally to every class capsule",
+                text=[
+                    f"Each lower capsule multiplies its pose by a learned 4x4 transform per class: a {label('vote')} for that class's pose "
+                    "(16 numbers, drawn here in a plane through the class capsule's final mean pose, the same plane in every EM step). "
+                    "Votes that land close together agree on one pose for the whole: that is what EM looks for."
+                ],
+                terms=("vote",),
+            )
+        elif k.startswith("iteration"):
+            t = int(k.removeprefix("iteration")) - 1
+            rows = {"lower capsule": tour.shown_names, "activation a": tour.a_in[tour.shown]}
+            for j in (W, R):
+                rows[f"R to {pn[j]}"] = tour.R[t][tour.shown, j]
+            step = replace(
+                step,
+                figure="em",
+                data={"t": t, "a": tour.a[t], "R": tour.R[t][tour.shown], "lambda": tour.lambdas[t]},
+                caption="each class capsule's Gaussian: mean pose (cross), spread (ellipses); a vote's opacity is its assignment R",
+                text=[
+                    f"**{label('M_step')}**: each class capsule refits its {label('mu')} and {label('sigma')} to the votes weighted by {label('R')} "
+                    f"and by the lower activations, and sets its {label('a_j')} (tighter = more active; {label('lambda')} = {two(tour.lambdas[t])} here). "
+                    f"**{label('E_step')}**: each vote is then reassigned by how well it fits each Gaussian."
+                    + (" This first M-step used equal assignments." if t == 0 else "")
+                ],
+                measured=(
+                    f"Measured here: activation of {pn[W]} {two(tour.a[t, W])}, of {pn[R]} {two(tour.a[t, R])}; "
+                    f"the six most active lower capsules send {share_words(tour.R[t][tour.shown, W])} of their vote to {pn[W]}."
+                ),
+                table=rows,
+                terms=("a_in", "R"),
+            )
+        elif k == "activations":
+            a = tour.a[-1]
+            step = replace(
+                step,
+                figure="bars",
+                data={
+                    "values": a,
+                    "names": names,
+                    "highlight": W,
+                    "title": "Class capsule activations after EM routing",
+                    "axis": "activation",
+                    "lines": {},
+                },
+                caption="the prediction is the most active class capsule",
+                text=[
+                    f"The answer is the most active class capsule: **{pn[W]}** with activation {two(a[W])} (label: {plain(truth)}); "
+                    f"runner-up {pn[R]} with {two(a[R])}. "
+                    f"Training used the {label('spread_loss')}: the right class more active than every other by a margin. "
+                    "capsviz keeps activations in a middle range on purpose (RESULTS.md: where capsviz departs from the papers), "
+                    "so the winner is clear by rank, not by a value near 1."
+                ],
+                terms=("spread_loss", "a_j"),
+            )
+        out.append(step)
+    return out
+
+
 @dataclass(frozen=True)
 class Tour:
     """How to follow an image through one kind of routing: the walk and its steps."""
 
     follow: Callable[..., CapsNetTour | MatrixTour | EfficientTour]
-    steps: Callable[[int, ClassWords], list[Step]]  # from the tour's routing iterations and the model's words
+    # the steps' keys and titles from the tour's routing iterations, the model's words and its primary grid's side
+    steps: Callable[..., list[Step]]
 
 
 TOURS = {  # by ModelConfig.routing
     "dynamic": Tour(capsnet_tour, capsnet_steps),
-    "em": Tour(matrix_tour, lambda iterations, _words: matrix_steps(iterations)),  # class capsules for every dataset
-    "self-attention": Tour(efficient_tour, lambda _, words: efficient_steps(words)),  # one pass: no iterations to count
+    "em": Tour(matrix_tour, lambda iterations, _words, grid=None: matrix_steps(iterations)),  # class capsules for every dataset
+    "self-attention": Tour(efficient_tour, lambda _, words, grid=None: efficient_steps(words)),  # one pass: no iterations to count
 }
+
+
+def walk(
+    tour, names: list[str], words: ClassWords, model_name: str, truth: str, looks: str, lab_rows: list, mse_weight: float = 0.0
+) -> list[Step]:
+    """Every step of `tour` (what TOURS[routing].follow returned) as the page shows it. `names`: the
+    class names; `truth`: the image's label; `looks`: what the input is; `lab_rows`: the routing
+    lab's stored rows for this model (capsviz.analysis.lab.stored_rows); `mse_weight`:
+    Efficient-CapsNet's decoder loss weight."""
+    if isinstance(tour, CapsNetTour):
+        return capsnet_walk(tour, names, words, model_name, truth, looks, lab_rows)
+    if isinstance(tour, EfficientTour):
+        return efficient_walk(tour, names, words, model_name, truth, looks, lab_rows, mse_weight)
+    return matrix_walk(tour, names, model_name, truth, looks)

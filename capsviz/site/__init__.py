@@ -129,7 +129,9 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
         "graphs": graphs,
         "tour": [
             {"key": s.key, "title": s.title, "terms": STEP_TERMS.get(s.key.rstrip("0123456789"), [])}
-            for s in TOURS[cfg.routing].steps(iterations, glossary.class_words(meta))
+            for s in TOURS[cfg.routing].steps(
+                iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None
+            )
         ],
     }
 

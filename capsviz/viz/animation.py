@@ -86,6 +86,7 @@ def tour_routing_frames(tour: CapsNetTour, names, only: int | None = None, capsu
                 limit,
                 uppers,
                 f"coupling c to {names[pair[0]]} (blue) and {names[pair[1]]} (orange); the other {capsule}s take the rest",
+                np.stack([tour.s_len[t, pair], tour.v_len[t, pair]], -1),  # the full 16-number lengths, as the text quotes them
             )
         )
     return frames

@@ -109,12 +109,15 @@ def dynamic_frame(
     limit: float = 3.0,
     upper_names: list[str] | None = None,
     bar_note: str = "each bar: one lower capsule's coupling c, split over the upper capsules (adds up to 1)",
+    lengths: np.ndarray | None = None,
 ) -> Image.Image:
     """One routing iteration drawn: a panel per upper capsule j with every prediction u_hat_j|i as
     an arrow (opacity = coupling c_ij), the weighted sum s_j dashed, the output v_j thick and black
     (inside the dotted unit circle, squash's bound), then the couplings as stacked bars.
 
-    u_hat (I, J, 2), c (I, J), s and v (J, 2) for this iteration."""
+    u_hat (I, J, 2), c (I, J), s and v (J, 2) for this iteration. `lengths` (J, 2): the |s_j| and
+    |v_j| written under each panel when s and v are projections of longer vectors (their full
+    lengths, not the drawn ones); by default the drawn lengths."""
     I, J, _ = u_hat.shape
     names = names or [f"lower {i + 1}" for i in range(I)]
     margin = 20
@@ -144,9 +147,8 @@ def dynamic_frame(
         img.paste(panel, (x0, top))
         d.text((x0, top - 22), upper_names[j] if upper_names else f"upper capsule {j + 1}", fill=UPPER_COLOURS[j % 3], font=font(15))
         beyond = " (s runs off the plot)" if np.abs(s[j]).max() > limit else ""
-        d.text(
-            (x0, top + PANEL + 6), f"|s| = {np.linalg.norm(s[j]):.2f}   |v| = {np.linalg.norm(v[j]):.2f}{beyond}", fill=INK, font=font(13)
-        )
+        s_len, v_len = lengths[j] if lengths is not None else (np.linalg.norm(s[j]), np.linalg.norm(v[j]))
+        d.text((x0, top + PANEL + 6), f"|s| = {s_len:.2f}   |v| = {v_len:.2f}{beyond}", fill=INK, font=font(13))
     _share_bars(d, margin, top + PANEL + 34, c, names, bar_note)
     return img
 

@@ -1,0 +1,35 @@
+"""The tour's last step on the shipped Efficient-CapsNet, at a phone's width and a laptop's: the
+chart's title and the link to the lab are shown whole, not cut off."""
+
+import pytest
+from playwright.sync_api import expect
+from st_helpers import wait_for_app_run
+from test_browser import no_exceptions, shot
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.parametrize("width", [390, 1366])
+def test_the_lab_steps_chart_title_and_link_fit(browser, shipped_server, shots, width):
+    ctx = browser.new_context(viewport={"width": width, "height": 2400})
+    page = ctx.new_page()
+    page.set_default_timeout(60_000)
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    try:
+        page.goto(f"{shipped_server}/tour?model=efficient-capsnet-mnist.safetensors&step=8")
+        wait_for_app_run(page)
+        expect(page.get_by_text("The tallest bar is fixed random couplings")).to_be_visible()
+        chart = page.get_by_test_id("stPlotlyChart").first
+        title = chart.locator(".gtitle")
+        expect(title).to_have_text("Test error by routing")
+        box, frame = title.bounding_box(), chart.bounding_box()
+        assert box["x"] >= frame["x"] - 1 and box["x"] + box["width"] <= frame["x"] + frame["width"] + 1, (box, frame)
+        link = page.get_by_test_id("stPageLink").filter(has_text="Open the routing lab").first
+        expect(link).to_be_visible()
+        text = link.locator("p, span").last
+        assert text.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), "the link's label is cut off"
+        shot(page, shots, f"tour_lab_{width}")
+        no_exceptions(page)
+    finally:
+        ctx.close()

@@ -1,0 +1,296 @@
+"""The tour's steps as the page shows them: every sentence is built in capsviz.analysis.tour from
+the numbers its figure draws. Sentence builders on both sides of each rule; every shipped model's
+every step quotes only numbers its own figure data holds; the grid in a title is the model's."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from synthetic import synthetic_digits
+
+from capsviz.analysis import lab, rules
+from capsviz.analysis.lab import Row
+from capsviz.analysis.tour import (
+    SATURATED,
+    TOURS,
+    capsnet_length,
+    capsnet_steps,
+    capsnet_tour,
+    coupling_words,
+    efficient_length,
+    lab_words,
+    near_uniform_words,
+    saturation_words,
+    squash_words,
+    walk,
+)
+from capsviz.checkpoint import load_checkpoint
+from capsviz.config import preset
+from capsviz.glossary import DIGIT_WORDS, class_words
+from capsviz.models import build_model
+from capsviz.models.efficient_capsnet import MSE_WEIGHT
+from capsviz.routing import ROUTINGS
+
+SHIPPED = sorted((Path(__file__).resolve().parents[1] / "checkpoints").glob("*.safetensors"))
+NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d+%?|(?<![\w.,])\d+%")
+# numbers a step may quote that are not measurements: the rules' thresholds, the margin loss's
+# targets, what the tour calls a long capsule, Efficient-CapsNet's decoder loss weight
+CONSTANTS = [rules.NEAR_UNIFORM_ENTROPY, rules.NEAR_UNIFORM_SHARE, SATURATED, 0.9, 0.1, MSE_WEIGHT]
+
+
+# ---------- sentence builders, both sides of each rule ----------
+
+
+def test_squash_words_say_when_rounding_hides_the_squash():
+    # |s| = 1.3451 rounds to 1.35, which squashes to 0.6457 (0.65), while the exact |v| is 0.6441 (0.64)
+    said = squash_words("s_7", "v_7", 1.3451, capsnet_length(1.3451), capsnet_length)
+    assert said.startswith("|s_7| = 1.35 squashes to |v_7| = 0.64") and "rounded" in said
+    # |s| = 1.3549 rounds to 1.35 -> 0.65, the exact |v| 0.6473 also 0.65: nothing to add
+    said = squash_words("s_7", "v_7", 1.3549, capsnet_length(1.3549), capsnet_length)
+    assert said == "|s_7| = 1.35 squashes to |v_7| = 0.65"
+    # Efficient-CapsNet's squash: 1 - e^-0.32 = 0.274 (0.27) from 0.32, and 1 - e^-0.316 = 0.271 too
+    assert squash_words("s", "v", 0.316, efficient_length(0.316), efficient_length) == "|s| = 0.32 squashes to |v| = 0.27"
+    assert "rounded" in squash_words("s", "v", 0.3249, efficient_length(0.3249), efficient_length)  # 0.32 -> 0.27, exact 0.277 -> 0.28
+
+
+@pytest.mark.parametrize(
+    "entropy, share, verdict, quoted",
+    [
+        (0.96, 0.14, "are near uniform (they keep 96.0% of its entropy)", []),
+        (
+            0.96,
+            0.16,
+            "are away from uniform: they keep 96.0% of its entropy, but the predicted class gets 0.16",
+            ["1.5 times the uniform 0.10"],
+        ),
+        (0.95, 0.10, "are away from uniform (they keep 95.0% of its entropy, not more than 95%)", []),
+        (0.951, 0.10, "are near uniform (they keep 95.1% of its entropy)", []),
+    ],
+)
+def test_near_uniform_words_say_the_verdict_the_deciding_part_and_the_whole_rule(entropy, share, verdict, quoted):
+    said = near_uniform_words(entropy, share, 0.1, "its couplings")
+    assert f"its couplings {verdict}" in said
+    assert all(q in said for q in quoted)
+    assert said.endswith(rules.RULES["near uniform"])  # the whole rule, whichever part decided
+
+
+def test_saturation_words_warn_only_when_most_capsules_are_long():
+    lengths = np.array([0.95, 0.92, 0.5, 0.3])  # half long: no warning
+    said, warn = saturation_words(lengths, "digit")
+    assert not warn and said == "Measured here: 50% of the 4 primary capsules are longer than 0.9 (lengths 0.30 to 0.95)."
+    said, warn = saturation_words(np.array([0.95, 0.92, 0.91, 0.3]), "digit")
+    assert warn and "75% of the 4" in said and "hardly tells where the digit is" in said
+
+
+def test_coupling_words_call_near_uniform_by_the_rule_and_say_when_long_predictions_move():
+    shown = np.array([0.1, 0.2])
+    near = {"mean": 0.101, "weighted": 0.16, "entropy_mean": 0.999}
+    said = coupling_words(1, near, shown, 1152, 10, "7")
+    assert "0.10 to 0.20" in said and "is 0.101 (uniform 0.100), 0.160 weighted" in said
+    assert "are near uniform (they keep 99.9%" in said and "gets 0.160, at least 1.5 times the uniform share" in said
+    said = coupling_words(1, near | {"weighted": 0.149}, shown, 1152, 10, "7")  # below 1.5 x uniform: no such claim
+    assert "are near uniform" in said and "routing moves mainly" not in said
+    said = coupling_words(1, {"mean": 0.2, "weighted": 0.3, "entropy_mean": 0.97}, shown, 1152, 10, "7")
+    assert "are away from uniform: they keep 97.0% of its entropy, but the predicted class gets 0.20" in said
+    assert "routing moves mainly" not in said
+    assert "uniform" not in coupling_words(0, near, shown, 1152, 10, "7").split("(uniform 0.100)")[1]  # iteration 1: no verdict
+
+
+def row(run_with, error, trained="self-attention", n=10_000, entropy=0.9, share=0.26):
+    return Row("m", trained, run_with, error, n, 0, 0, 1000, entropy, share, 0.0)
+
+
+def test_lab_words_answer_uniform_and_random_against_the_models_own_routing():
+    rows = [row("self-attention", 0.33), row("uniform", 0.39), row("random", 82.18), row("dynamic", 0.35)]
+    said, quoted = lab_words(rows, lab.LAB_ROUTINGS)
+    uniform = next(s for s in said if s.startswith("Run with uniform"))
+    band = rules.noise(0.39, 10_000, 0.33, 10_000)
+    assert "0.39% of 10,000 test images, against 0.33% with its own self-attention" in uniform
+    assert f"a gap of 0.06 points, within the ±{band:.2f} chance gives" in uniform
+    random = next(s for s in said if s.startswith("Run with fixed random"))
+    assert "81.85 points worse, more than" in random
+    assert any(s.startswith("The tallest bar is fixed random couplings (82.18%)") for s in said)  # the largest bar explained
+    assert any("its couplings are away from uniform (they keep 90.0%" in s for s in said)
+    assert pytest.approx(band) in quoted["gaps"]
+    # better beyond chance, and the tallest bar the model's own: nothing to explain
+    said, _ = lab_words(
+        [row("dynamic", 2.0, trained="dynamic", entropy=0.999, share=0.102), row("uniform", 1.0, trained="dynamic")], lab.LAB_ROUTINGS
+    )
+    assert "1.00 points better, more than" in said[0] and not any("tallest" in s for s in said)
+    assert "its couplings are near uniform (they keep 99.9%" in said[-1]
+    assert lab_words([row("uniform", 1.0)], lab.LAB_ROUTINGS) == ([], {})  # the model's own routing not measured
+
+
+# ---------- grid sizes come from the model ----------
+
+
+@pytest.mark.parametrize("size, grid", [(28, 6), (32, 8), (36, 10)])
+def test_the_primary_grid_in_the_title_is_the_models(size, grid):
+    torch.manual_seed(0)
+    model = build_model(preset("capsnet-small", in_size=size)).eval()
+    assert model.config.primary_grid == grid
+    image = np.zeros((size, size), np.float32)
+    image[size // 4 : size // 2, size // 3 : size // 2] = 1
+    tour = capsnet_tour(model, image)
+    steps = walk(tour, [str(k) for k in range(10)], DIGIT_WORDS, "tiny", "3", "grey levels", [])
+    primary = next(s for s in steps if s.key == "primary")
+    article = "an" if grid == 8 else "a"
+    assert primary.title == f"PrimaryCaps: vectors on {article} {grid}x{grid} grid"
+    assert primary.data["lengths"].shape == (grid, grid)  # what the figure draws
+    assert f"at each of {grid}x{grid} positions" in primary.text[0] and f"each of the {grid}x{grid} positions" in primary.caption
+    assert TOURS["dynamic"].steps(3, DIGIT_WORDS, grid)[2].title == primary.title
+    assert capsnet_steps(3)[2].title == "PrimaryCaps: vectors on a grid of positions"  # no grid given: no size claimed
+
+
+# ---------- every shipped model, every step: the text quotes the figure's numbers ----------
+
+
+def numbers_in(value) -> list[float]:
+    """Every number in a step's figure data (arrays, lists, dicts of them), text left out."""
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in numbers_in(v)]
+    if isinstance(value, list | tuple):
+        return [x for v in value for x in numbers_in(v)]
+    if isinstance(value, np.ndarray) and value.dtype.kind in "fiub":
+        return value.astype(float).ravel().tolist()
+    if isinstance(value, int | float | np.floating | np.integer) and not isinstance(value, bool):
+        return [float(value)]
+    return []
+
+
+def matches(token: str, values: list[float]) -> bool:
+    body = token.rstrip("%")
+    places = len(body.split(".")[1]) if "." in body else 0
+    if token.endswith("%"):
+        return any(f"{v:.{places}%}" == token or f"{v:.{places}f}%" == token for v in values)
+    return any(f"{v:.{places}f}" == token for v in values)
+
+
+def follow(path: Path, seed: int):
+    model, meta = load_checkpoint(path)
+    S, C = meta.config.in_size, meta.config.in_channels
+    images, labels = synthetic_digits(2, seed)
+    pad = (S - 28) // 2
+    image = np.pad(images[0].astype(np.float32) / 255, ((pad, S - 28 - pad), (pad, S - 28 - pad)))
+    image = np.repeat(image[None], 3, 0) if C == 3 else image
+    tour = TOURS[meta.config.routing].follow(model, image)
+    have = lab.stored_rows([(path, meta)], ROUTINGS) if lab.fits(meta.config) else {}
+    rows = [have[path.stem, r] for r in ROUTINGS if (path.stem, r) in have]
+    names = [str(n) for n in meta.class_names]
+    return tour, walk(tour, names, class_words(meta), path.stem, str(labels[0]), "the input", rows, MSE_WEIGHT), rows
+
+
+TOURED = [p for p in SHIPPED if load_checkpoint(p)[1].config.routing in TOURS]
+
+
+@pytest.mark.parametrize("path", TOURED, ids=[p.stem for p in TOURED])
+def test_every_number_a_shipped_models_step_quotes_is_its_figures(path):
+    tour, steps, rows = follow(path, seed=1)
+    for step in steps:
+        d = step.data
+        said = " ".join([*step.text, step.measured, step.caption])
+        values = numbers_in(d) + CONSTANTS
+        for token in NUMBER.findall(said):
+            assert matches(token, values), (path.stem, step.key, token, said)
+        # the summaries the text quotes are the figure's own arrays summed up
+        if step.figure == "routing" and "mean" in d:
+            W = d["winner"]
+            assert d["mean"] == pytest.approx(d["c"][:, W].mean()) and d["entropy_mean"] == pytest.approx(d["entropy"].mean())
+            assert d["weighted"] == pytest.approx((d["c"][:, W] * d["weights"]).sum() / d["weights"].sum())
+            np.testing.assert_allclose(d["s_len"], np.linalg.norm(tour.s[d["t"], [tour.winner, tour.runner_up]], axis=-1), rtol=1e-6)
+        if step.key == "primary" and "long" in d:
+            assert d["long"] == (d["all_lengths"] > SATURATED).mean()
+            np.testing.assert_allclose(d["lengths"], d["all_lengths"].max(-1))
+        if "share" in d and step.key == "routing":
+            assert d["share"] == pytest.approx(d["values"][:, tour.winner].mean())
+    if rows:  # the lab step answers both questions and explains its tallest bar
+        said = " ".join(steps[-1].text)
+        assert all(f"Run with {lab.LAB_ROUTINGS[r]}" in said for r in ("uniform", "random") if r != rows[0].trained_with)
+        tallest = max(rows, key=lambda r: r.test_error)
+        own = next(r for r in rows if r.run_with == r.trained_with)
+        beyond = rules.beyond_chance(tallest.test_error, tallest.n_test, own.test_error, own.n_test)
+        assert (f"The tallest bar is {lab.LAB_ROUTINGS[tallest.run_with]}" in said) == (tallest is not own and beyond)
+
+
+@pytest.mark.parametrize("path", [p for p in TOURED if "capsnet-mnist" == p.stem or "efficient" in p.stem])
+def test_text_and_figure_quote_the_same_lengths(path, monkeypatch):
+    """The routing figure writes the very |s| and |v| the text quotes (the full 16 numbers, not the
+    drawn projection), and squashing the quoted |s| gives the quoted |v| or the text says it is rounded."""
+    import capsviz.viz.animation as animation
+
+    tour, steps, _ = follow(path, seed=2)
+    drawn = {}
+    monkeypatch.setattr(animation, "dynamic_frame", lambda *a, **kw: drawn.update(lengths=a[-1]))
+    for step in steps:
+        if step.figure != "routing" and step.key != "routing":
+            continue
+        s_len, v_len = step.data["s_len"], step.data["v_len"]
+        W = 0 if step.figure == "routing" else tour.winner
+        quoted = re.search(r"\|s_\S+\| = (\d+\.\d+) squashes to \|v_\S+\| = (\d+\.\d+)( \(both rounded)?", " ".join(step.text))
+        assert quoted and quoted.group(1) == f"{s_len[W]:.2f}" and quoted.group(2) == f"{v_len[W]:.2f}"
+        squash = capsnet_length if step.figure == "routing" else efficient_length
+        assert (f"{squash(float(quoted.group(1))):.2f}" == quoted.group(2)) == (quoted.group(3) is None)
+        if step.figure == "routing":
+            animation.tour_routing_frames(tour, [str(k) for k in range(10)], only=step.data["t"])
+            np.testing.assert_allclose(drawn["lengths"], np.stack([s_len, v_len], -1))
+
+
+def test_the_site_titles_the_primary_step_with_the_models_grid():
+    from capsviz.site import _model_entry
+
+    path = next(p for p in SHIPPED if p.stem == "capsnet-multimnist")  # 36x36 pairs: a 10x10 grid
+    model, meta = load_checkpoint(path)
+    titles = [s["title"] for s in _model_entry(path, model, meta, {}, "x")["tour"]]
+    assert "PrimaryCaps: vectors on a 10x10 grid" in titles
+
+
+def test_the_shipped_efficient_capsnets_lab_step_on_the_page(real_data, monkeypatch, tmp_path):
+    """The page lays out the core's step: every sentence of it, a short chart title, a short link."""
+    from streamlit.testing.v1 import AppTest
+    from test_app import router_mode  # noqa: F401 - app.py's router in charge, as served
+
+    monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(SHIPPED[0].parent))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    app = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120)
+    app.query_params["model"] = "efficient-capsnet-mnist.safetensors"
+    app.query_params["step"] = "8"
+    app.run()
+    assert not app.exception, app.exception
+    assert "Does routing matter?" in app.get("progress")[0].proto.text
+    shown = " ".join(m.value for m in app.markdown)
+    assert "Run with uniform couplings (no routing)" in shown and "Run with fixed random couplings" in shown
+    assert "The tallest bar is fixed random couplings" in shown and rules.RULES["near uniform"] in shown
+    chart = app.get("plotly_chart")[0].proto.spec
+    assert '"title":{"text":"Test error by routing"}' in chart.replace('": ', '":')
+    assert [link.label for link in app.get("page_link") if 'page: "lab"' in str(link.proto)] == ["Open the routing lab"]
+
+
+ONE_DIGIT = [p.name for p in TOURED if load_checkpoint(p)[1].config.in_size == 28]  # the MultiMNIST models ask for an image first
+
+
+@pytest.mark.parametrize("model", ONE_DIGIT)
+def test_every_step_of_a_shipped_models_tour_on_the_page(real_data, monkeypatch, tmp_path, model):
+    """The page walks every step of the tour of a shipped model with no error, each step titled as the core titles it."""
+    from streamlit.testing.v1 import AppTest
+    from test_app import router_mode  # noqa: F401 - app.py's router in charge, as served
+
+    monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(SHIPPED[0].parent))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    app = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120)
+    app.query_params["model"] = model
+    app.run()
+    _, meta = load_checkpoint(SHIPPED[0].parent / model)
+    titles = []
+    while True:
+        assert not app.exception, app.exception
+        titles.append(app.get("progress")[0].proto.text.split(": ", 1)[1].strip("*"))
+        if app.button(key="tour_next").disabled:
+            break
+        app.button(key="tour_next").click().run()
+    iterations = meta.config.routing_iterations if meta.config.routing != "self-attention" else 1
+    grid = meta.config.primary_grid if meta.config.routing == "dynamic" else None
+    assert titles == [s.title for s in TOURS[meta.config.routing].steps(iterations, class_words(meta), grid)]
+    if grid:
+        assert f"PrimaryCaps: vectors on a {grid}x{grid} grid" in titles
