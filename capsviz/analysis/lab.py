@@ -7,7 +7,7 @@ time per image, which belongs to the machine that measured it.
 
     python -m capsviz.analysis.lab           # the lab's default results for every shipped model
     python -m capsviz.analysis.lab --table   # the stored ones as a markdown table and sentences
-    python -m capsviz.analysis.lab --retime  # their time per image again (on a quiet machine)
+    python -m capsviz.analysis.lab --retime  # their time per image again (stored only if the machine is not busy)
     python -m capsviz.analysis.lab --seeds RUN.safetensors ...  # a seed study of finished runs, stored
 """
 
@@ -288,6 +288,7 @@ COMPARED = (
     ("pair_accuracy", "n_pairs", "MultiMNIST pair accuracy", True),
 )
 VOTE_BASED = ("dynamic", "self-attention")  # the routings that compute the couplings from the votes
+TIME_RULE = rules.RULES["faster"] + " " + rules.RULES["busy"]  # said beside the times
 
 MASKING = (
     "Where a routing does better under FGSM than the one a model was trained with, that can also mean the attack's "
@@ -583,7 +584,10 @@ def hidden(rows: list[Row]) -> list[str]:
             untied.setdefault(r.trained_with, set()).add(r.model)
     for routing, names in untied.items():
         listed = ", ".join(f"**{n}**" for n in sorted(names))
-        lost.append(f"how {listed}, trained with {routing}, fare with other routings than their own, and beside models trained otherwise")
+        lost.append(
+            f"how {listed}, trained with {routing}, fare with other routings than their own (in the short answer and in "
+            "their details) and beside models trained otherwise"
+        )
     if "uniform" in off:
         lost.append("the short answer on running without routing (uniform couplings)")
     if "random" in off:
@@ -902,10 +906,14 @@ if __name__ == "__main__":
             where = {r: key(path, r, meta.image_dataset, Settings()) for r in ROUTINGS}
             values = {r: v for r, w in where.items() if (v := stored.read(w, [target])) is not None}
             runs = {r: RunWith(model, r, ITERATIONS if r == "dynamic" else None) for r in values}
-            timed, load = retime(runs, x), os.getloadavg()[0]
+            timed, load, cores = retime(runs, x), os.getloadavg()[0], os.cpu_count() or 0
+            if rules.busy(load, cores):  # a busy machine's times would replace better ones and claim nothing
+                print(f"{path.stem}: the machine is busy (load {load:.1f} on {cores} cores), so its times are not stored", file=sys.stderr)
+                continue
             for r, value in values.items():
-                value.update(ms_per_image=statistics.median(timed[r]), ms_samples=list(timed[r]), hardware=_hardware(), load=load)
-                value.update(cores=os.cpu_count() or 0)
+                value.update(
+                    ms_per_image=statistics.median(timed[r]), ms_samples=list(timed[r]), hardware=_hardware(), load=load, cores=cores
+                )
                 stored.write(where[r], value, target)
                 print(f"{path.stem} with {r}: {rules.Timing(timed[r]).words()}, load {load:.2f}", file=sys.stderr)
     elif "--seeds" in sys.argv:  # a seed study made of finished training runs (RESULTS.md has the commands)
