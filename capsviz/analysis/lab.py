@@ -93,7 +93,7 @@ class Row:
 
     def stored(self) -> dict:
         """What is stored: the numbers and the machine's name (the names come from the model)."""
-        return {k: v for k, v in asdict(self).items() if k not in NAMES and v is not None}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if k not in NAMES and v is not None}
 
     @classmethod
     def from_stored(cls, d: dict, model: str, trained: str, run_with: str, arch: str) -> Row:
