@@ -532,8 +532,9 @@ def test_the_short_answer_counts_models_on_each_side_of_chance_and_quotes_their_
     assert "leaves the couplings near uniform on 1 of 2 models (they keep 99.0% of the uniform split's entropy)" in couplings
     assert "it moves them away from uniform on 1 of 2 models (**b**: 90.0% of the entropy, 0.30 to the predicted class" in couplings
     assert "more than 95% of the uniform split's entropy and less than 1.5 times" in couplings
+    assert lab.short_answer([row(run="self-attention")]) == [lab.NO_ANSWER]  # nothing to answer with: said so
     (only_away,) = lab.short_answer([row(entropy_ratio=0.5, coupling_to_prediction=0.5)])
-    assert only_away.startswith("**Couplings.**") and "dynamic routing moves the couplings away from uniform on 1 of 1 model (" in only_away
+    assert only_away.startswith("**Couplings.**") and "dynamic routing moves the couplings away from uniform on this model (" in only_away
 
 
 @pytest.mark.parametrize("worse, verdict", [(0.62, "no gap beyond chance"), (1.50, "dynamic ahead of uniform beyond chance")])

@@ -479,7 +479,7 @@ def _time(name: str, rs: dict[str, Row]) -> str | None:
 
 
 def _of(k: int, n: int) -> str:
-    return f"{k} of {n} model{'s' if n != 1 else ''}"
+    return "this model" if n == 1 else f"{k} of {n} models"
 
 
 def _routings(names) -> str:
@@ -511,6 +511,13 @@ def _swap(by_model: dict[str, dict[str, Row]], routing: str, lead: str, trained:
     parts.sort(key=lambda p: -p[0])
     trained_with = _routings(own.trained_with for _, own in pairs)
     return f"{lead} instead of what they were trained with ({trained_with}), the test error is " + "; ".join(p for _, p in parts) + "."
+
+
+NO_ANSWER = (
+    "Nothing shown here answers it: the short answer sets a model run with uniform or fixed random couplings beside its "
+    "own routing, models trained with different routings beside one another, and dynamic routing's couplings beside "
+    "the uniform split, and none of these is among the rows shown."
+)
 
 
 def short_answer(rows: list[Row]) -> list[str]:
@@ -567,7 +574,7 @@ def short_answer(rows: list[Row]) -> list[str]:
             them = "them" if near else "the couplings"
             parts.append(f"moves {them} away from uniform on {_of(len(away), len(dynamic))} ({quoted}{more})")
         said.append(f"**Couplings.** By the near-uniform rule ({rule}), dynamic routing " + "; it ".join(parts) + ".")
-    return [s for s in said if s]
+    return [s for s in said if s] or [NO_ANSWER]
 
 
 def hidden(rows: list[Row]) -> list[str]:
