@@ -510,7 +510,8 @@ def _swap(by_model: dict[str, dict[str, Row]], routing: str, lead: str, trained:
         parts.append((len(got), f"{words} on {_of(len(got), len(pairs))} ({largest}{quoted}{more})"))
     parts.sort(key=lambda p: -p[0])
     trained_with = _routings(own.trained_with for _, own in pairs)
-    return f"{lead} instead of what they were trained with ({trained_with}), the test error is " + "; ".join(p for _, p in parts) + "."
+    what = "what it was trained with" if len(pairs) == 1 else "what they were trained with"
+    return f"{lead} instead of {what} ({trained_with}), the test error is " + "; ".join(p for _, p in parts) + "."
 
 
 NO_ANSWER = (
