@@ -18,7 +18,8 @@ st.markdown(
     "dynamic routing leaves most couplings near uniform; so does routing matter, and does another routing do better? "
     "Here the **same trained capsules** are run with each routing, and models of one architecture **trained** with "
     "different routings are compared. Two axes: *trained with* (how the weights were learned) and *run with* (how the "
-    "votes are combined now; the model itself is not changed). Every sentence under the table is computed from it."
+    "votes are combined now; the model itself is not changed). The short answer comes first; every sentence on this "
+    "page is computed from the table."
 )
 
 model, meta, path = page_model(
@@ -112,24 +113,33 @@ rows = long_job(job, "Run the lab", run, stored=all_stored)
 if rows is None:
     st.stop()
 
+shown = {lab.preset_and_data(fitting[n][1]) for n in chosen}
+found = lab.stored_studies(skipped=skipped) + lab.studies_in((m for _, m in fitting.values()), names=list(fitting))
+# a study made of this folder's models (a student's runs) never takes the place of one shipped with the app
+studies = list({(st_.architecture, st_.shipped, st_.models): st_ for st_ in found if st_.preset_and_data in shown}.values())
+said = lab.report(*said_rows(rows, studies))
+
+st.subheader("Does routing matter? The short answer")
+c = st.columns([3, 2])
+with c[0]:
+    st.caption("What the table below shows, in a few sentences; each model's details follow it.")
+    for line in said.short:
+        st.markdown("- " + line)  # plain: said_rows makes the names plain
+with c[1]:
+    st.subheader("What others found (published, not measured here)")
+    for line in lab.PUBLISHED:
+        st.markdown("- " + plain(line))
+for line in said.hidden:
+    st.info(line, icon=":material/visibility_off:")  # plain: said_rows makes the names plain
+
 st.subheader("The table")
-table = [
-    {
-        "model": r.model,
-        "trained with": r.trained_with,
-        "run with": r.run_with,
-        "test error %": round(r.test_error, 2),
-        "± chance": round(lab.spread(r.test_error, r.n_test), 2),
-        "shifted & turned acc. %": round(r.shifted_accuracy, 1),
-        f"FGSM {epsilon:g} acc. %": round(r.fgsm_accuracy, 1),
-        "MultiMNIST pairs %": None if r.pair_accuracy is None else round(r.pair_accuracy, 1),
-        "entropy, % of uniform": round(100 * r.entropy_ratio, 1),
-        "c to predicted class": round(r.coupling_to_prediction, 3),
-        "ms / image": round(r.ms_per_image, 2),
-    }
-    for r in rows
-]
-st.dataframe(table, hide_index=True, width="stretch")
+st.dataframe(
+    lab.table(rows),
+    hide_index=True,
+    width="stretch",
+    column_config={name: st.column_config.NumberColumn(format=f"%.{d}f") for name, d in lab.DECIMALS.items()}
+    | {"FGSM acc. %": st.column_config.NumberColumn(f"FGSM {epsilon:g} acc. %", format=f"%.{lab.DECIMALS['FGSM acc. %']}f")},
+)
 first = rows[0]
 pairs = max(r.n_pairs for r in rows)
 st.caption(
@@ -138,9 +148,9 @@ st.caption(
     + (f"MultiMNIST pairs on {pairs:,} pairs; " if pairs else "")
     + f"couplings averaged over {lab.COUPLING_IMAGES} images (entropy 100% = the uniform split 1/J; c to predicted class "
     f"{1 / first.classes:.2f} = uniform with {plain(first.classes)} classes). ± chance: two standard errors of one error rate, what the test images alone can move it. "
-    f"Time per image at batch {lab.TIME_BATCH} on {plain(first.hardware or 'the machine that measured it')}"
-    + (f" (load {first.load:.1f} while measured)" if first.load else "")
-    + ". MultiMNIST pairs need a model that reads 36x36 pairs (one trained on MultiMNIST); '-' elsewhere."
+    f"Time per image at batch {lab.TIME_BATCH} on {plain(first.hardware or 'the machine that measured it')}: the median of "
+    f"the timings, their range beside. {lab.TIME_RULE} "
+    "MultiMNIST pairs need a model that reads 36x36 pairs (one trained on MultiMNIST); '-' elsewhere."
 )
 
 models_in = list(dict.fromkeys(r.model for r in rows))
@@ -159,13 +169,16 @@ c[0].plotly_chart(plain_chart(grouped_bars(models_in, fg, f"Accuracy under FGSM,
 ent = {rt: [100 * by[m, rt].entropy_ratio if (m, rt) in by else None for m in models_in] for rt in routings}
 c[1].plotly_chart(plain_chart(grouped_bars(models_in, ent, "Coupling entropy, % of uniform (100 = no routing)", "%")), key="lab_entropy")
 
-shown = {lab.preset_and_data(fitting[n][1]) for n in chosen}
-found = lab.stored_studies(skipped=skipped) + lab.studies_in((m for _, m in fitting.values()), names=list(fitting))
-# a study made of this folder's models (a student's runs) never takes the place of one shipped with the app
-studies = list({(st_.architecture, st_.shipped, st_.models): st_ for st_ in found if st_.preset_and_data in shown}.values())
-st.subheader("What these numbers show")
-for line in lab.sentences(*said_rows(rows, studies)):
-    st.markdown("- " + line)  # plain: said_rows makes the names plain
+st.subheader("The details, model by model")
+trained = {plain(r.model): r.trained_with for r in rows}
+for name, lines in said.models.items():
+    with st.expander(f"{name}, trained with {trained[name]}"):  # plain: said_rows makes the names plain
+        for line in lines:
+            st.markdown("- " + line)  # plain: said_rows makes the names plain
+if said.across:
+    st.subheader("Across models")
+    for line in said.across:
+        st.markdown("- " + line)  # plain: said_rows makes the names plain
 
 for k, study in enumerate(studies):
     st.subheader(study.title(plain))  # plain: its names are made plain by title
@@ -193,6 +206,3 @@ if skipped:
         + ", ".join(plain(s) for s in skipped[:5])
         + (" ..." if len(skipped) > 5 else "")
     )
-st.subheader("What others found (published, not measured here)")
-for line in lab.PUBLISHED:
-    st.markdown("- " + plain(line))

@@ -3,6 +3,7 @@ follow the table they sit under."""
 
 import json
 import re
+import statistics
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -119,33 +120,49 @@ def numbers(text: str) -> list[float]:
     return [float(x) for x in re.findall(r"\d+\.\d+", text.replace(",", ""))]
 
 
-def test_sentences_say_within_chance_when_the_difference_is_and_quote_the_table():
+def details(rows, model="m"):
+    """The sentences of one model's folded details."""
+    return lab.report(rows).models[model]
+
+
+def test_sentences_say_no_difference_beyond_chance_when_the_difference_is_and_quote_the_table():
     rows = [row(err=0.55), row(run="uniform", err=0.60)]
-    (said, *_) = lab.sentences(rows)
+    (said, *_) = details(rows)
     assert "**m** (trained with dynamic) run with **uniform**" in said
     assert "test error 0.60% against 0.55% (within chance" in said
-    assert "no measure differs beyond chance" in said
+    assert "no measure differs beyond chance: on these test images, uniform and dynamic cannot be told apart" in said
+    assert "as well as" not in said  # no equality is claimed where only "no difference beyond chance" was measured
     assert "better" not in said and "worse" not in said
     band = lab.noise(0.60, 10_000, 0.55, 10_000)
     assert f"±{band:.2f}" in said
 
 
+@pytest.mark.parametrize("times, verb", [(0.9, "within chance"), (1.1, "worse")])
+def test_a_difference_is_called_one_only_beyond_the_chance_band(times, verb):
+    band = lab.noise(1.0, 10_000, 1.0, 10_000)  # about the band of two errors near 1%
+    err = round(1.0 + times * band, 2)
+    (said, *_) = details([row(err=1.0), row(run="uniform", err=err)])
+    assert f"test error {err:.2f}% against 1.00% ({verb}" in said
+    assert ("worse on test error." in said) == (verb == "worse")
+
+
 def test_sentences_call_a_difference_beyond_chance_better_or_worse_by_the_measure():
     rows = [row(err=0.50, shifted=90.0, fgsm=40.0), row(run="random", err=2.00, shifted=95.0, fgsm=40.5)]
-    said = lab.sentences(rows)[0]
+    said = details(rows)[0]
     assert "test error 2.00% against 0.50% (worse" in said
     assert "accuracy on shifted and turned images 95.00% against 90.00% (better" in said
     assert "accuracy under FGSM 40.50% against 40.00% (within chance" in said
     assert "better on accuracy on shifted and turned images; worse on test error." in said
-    assert "gradient masking" not in said
-    masked = lab.sentences([row(fgsm=30.0), row(run="self-attention", fgsm=45.0)])
-    assert "better on accuracy under FGSM" in masked[0] and "gradient masking" in masked[1]
+    assert not lab.report(rows).across  # no masking note without a better FGSM accuracy
+    masked = lab.report([row(fgsm=30.0), row(run="self-attention", fgsm=45.0)])
+    assert "better on accuracy under FGSM" in masked.models["m"][0] and "gradient masking" in masked.across[-1]
 
 
 def test_sentences_on_training_with_routing_follow_the_errors():
     same = [row(model="a", trained="dynamic", err=0.55), row(model="b", trained="uniform", run="uniform", err=0.58)]
     text = " ".join(lab.sentences(same))
-    assert "no routing trained these models better on this measure" in text
+    assert "none of these routings trained a model better than another beyond chance" in text
+    assert "no routing trained" not in text  # "no routing" is the app's name for uniform couplings
     assert "best first: dynamic 0.55%, uniform 0.58%" in text
     assert "how far the seed alone moves these models was not measured" in text
     apart = [row(model="a", trained="dynamic", err=0.50), row(model="b", trained="uniform", run="uniform", err=1.50)]
@@ -263,29 +280,91 @@ def test_the_shipped_seed_study_is_stored_and_read_back():
         assert len(study.seeds) >= 3 and set(study.errors) >= {"dynamic", "uniform", "random"} and study.n_test == 10_000
 
 
-def test_sentences_on_couplings_and_time_quote_the_rows():
-    rows = [
-        row(entropy_ratio=0.997, coupling_to_prediction=0.108, ms_per_image=0.44),
-        row(run="uniform", ms_per_image=0.38, entropy_ratio=1.0),
-    ]
-    text = " ".join(lab.sentences(rows))
-    assert "keep 99.7% of the uniform split's entropy" in text
-    assert "0.11 of its vote on average (uniform: 0.10): routing leaves the couplings near uniform" in text
-    moved = lab.sentences([row(entropy_ratio=0.6, coupling_to_prediction=0.5, classes=5)])
-    assert "(uniform: 0.20): routing moves them away from uniform" in moved[0]
-    share = lab.sentences([row(entropy_ratio=0.96, coupling_to_prediction=0.19)])  # even split by entropy, not by share
-    assert "routing moves them away from uniform" in share[0]
-    attention = lab.sentences([row(run="self-attention", trained="self-attention", entropy_ratio=0.90, coupling_to_prediction=0.2)])
-    assert attention[0].startswith("With self-attention routing")
-    assert "0.44 ms per image against 0.38 ms" in text and "(1.2x)" in text
+def coupling_line(**kw):
+    (said,) = [line for line in details([row(**kw)]) if line.startswith("With ")]
+    return said
+
+
+@pytest.mark.parametrize(
+    "entropy, share, classes, word, parts",
+    [
+        (0.997, 0.108, 10, "near uniform", ["keep 99.7% of its entropy, more than 95%", "gets 0.11, less than 1.5 times the uniform 0.10"]),
+        (0.94, 0.108, 10, "away from uniform", ["keep 94.0% of its entropy, not more than 95%", "gets 0.11, less than 1.5 times"]),
+        (
+            0.96,
+            0.16,
+            10,
+            "away from uniform",
+            ["keep 96.0% of its entropy, more than 95%, but", "gets 0.16, at least 1.5 times the uniform 0.10"],
+        ),
+        (0.96, 0.29, 5, "near uniform", ["keep 96.0% of its entropy", "gets 0.29, less than 1.5 times the uniform 0.20"]),
+    ],
+)
+def test_the_couplings_sentence_says_both_parts_of_the_near_uniform_rule(entropy, share, classes, word, parts):
+    said = coupling_line(entropy_ratio=entropy, coupling_to_prediction=share, classes=classes)
+    assert f"are {word}" in said and all(p in said for p in parts), said
+    assert said.startswith("With dynamic routing, **m**'s couplings")
+    attention = coupling_line(run="self-attention", trained="self-attention", entropy_ratio=0.90, coupling_to_prediction=0.2)
+    assert attention.startswith("With self-attention routing") and "away from uniform" in attention
+
+
+QUICK, SLOW = (0.30, 0.31, 0.29, 0.30, 0.32), (0.60, 0.62, 0.59, 0.61, 0.60)
+
+
+def time_line(dynamic=SLOW, uniform=QUICK, load=0.5, cores=2, hardware=("cpu", "cpu"), **kw):
+    d = row(ms_per_image=statistics.median(dynamic), ms_samples=dynamic, load=load, cores=cores, hardware=hardware[0], **kw)
+    u = row(run="uniform", ms_per_image=statistics.median(uniform), ms_samples=uniform, load=load, cores=cores, hardware=hardware[1], **kw)
+    (said,) = [line for line in details([d, u]) if "ms" in line]
+    return said
+
+
+def test_a_speed_is_claimed_only_from_repeated_timings_apart_on_a_quiet_machine():
+    said = time_line()
+    assert "dynamic routing takes 0.60 ms (median of 5, 0.59 to 0.62)" in said and "0.30 ms (median of 5, 0.29 to 0.32)" in said
+    assert f"one pass with uniform couplings is {0.60 / 0.30:.1f}x faster" in said and "Load 0.5 on 2 cores" in said
+    overlapping = time_line(uniform=(0.30, 0.31, 0.61, 0.30, 0.32))
+    assert "x faster" not in overlapping and "overlap" in overlapping
+    few = time_line(dynamic=SLOW[:4])
+    assert "x faster" not in few and f"only from {lab.rules.MIN_TIMINGS} timings or more" in few
+    for busy in (time_line(load=2.1, cores=2), time_line(load=8.0, cores=4)):
+        assert (
+            "x faster" not in busy and "the machine was busy while timing them" in busy and "nothing is said about which is faster" in busy
+        )
+    assert "x faster" in time_line(load=2.0, cores=2)  # at the cores: not busy
+    assert "x faster" not in time_line(cores=0) and "cores was not recorded" in time_line(cores=0)
+    assert "x faster" not in time_line(hardware=("a", "b")) and "different machines" in time_line(hardware=("a", "b"))
+
+
+def test_busy_means_a_load_average_above_the_cores():
+    assert not lab.rules.busy(1.9, 2) and not lab.rules.busy(2.0, 2) and lab.rules.busy(2.1, 2)
+    assert lab.rules.busy(0.1, 0)  # cores not recorded: nothing can be claimed
+    assert "busy" in lab.rules.RULES and "load average" in lab.rules.RULES["busy"]
+
+
+def test_a_row_stored_before_repeated_timings_loads_and_claims_no_speed(tmp_path):
+    old = {k: v for k, v in row(ms_per_image=1.8, load=1.2).stored().items() if k not in ("ms_samples", "cores")}
+    d = lab.Row.from_stored(old, "m", "dynamic", "dynamic", "a")
+    u = lab.Row.from_stored({**old, "ms_per_image": 0.16}, "m", "dynamic", "uniform", "a")  # 11x faster, once
+    assert d.timing.samples == (1.8,) and d.cores == 0
+    (said,) = [line for line in details([d, u]) if "ms" in line]
+    assert "1.80 ms (one timing)" in said and "0.16 ms (one timing)" in said and "x faster" not in said
+    with pytest.raises(ValueError, match="ms_samples"):
+        lab.Row.from_stored({**old, "ms_samples": [1.0, "slow"]}, "m", "dynamic", "dynamic", "a")
 
 
 def test_a_row_is_stored_as_numbers_and_read_back_whole(tmp_path):
-    r = row(pair_accuracy=91.5, n_pairs=200, hardware="AMD EPYC, 2 cores (cpu)", load=1.5)
+    r = row(pair_accuracy=91.5, n_pairs=200, hardware="AMD EPYC, 2 cores (cpu)", load=1.5, cores=2, ms_samples=(0.4, 0.5, 0.41))
     value = r.stored()
     stored.write("lab-x", value, tmp_path)
     back = lab.Row.from_stored(stored.read("lab-x", [tmp_path]), "m", "dynamic", "dynamic", "capsnet-small")
     assert back == r
+
+
+def test_retime_takes_turns_and_gives_every_routing_its_timings():
+    model = small_model()
+    runs = {r: lab.RunWith(model, r) for r in ("dynamic", "uniform")}
+    timed = lab.retime(runs, torch.rand(4, 1, 28, 28), repeats=5)
+    assert set(timed) == {"dynamic", "uniform"} and all(len(t) == 5 and min(t) > 0 for t in timed.values())
 
 
 def test_run_lab_measures_once_then_reads_the_stored_rows(synthetic_data, tmp_path):
@@ -352,11 +431,21 @@ def test_the_lab_page_opens_at_once_with_the_stored_rows_and_sentences_that_quot
     assert not at.exception
     assert not [b for b in at.button if b.label == "Run the lab"]  # stored: no button to press
     table = at.dataframe[0].value
-    assert len(table) == len(at.multiselect(key="lab_models").value) * len(ROUTINGS)
+    chosen = at.multiselect(key="lab_models").value
+    assert len(table) == len(chosen) * len(ROUTINGS)
     text = " ".join(m.value for m in at.markdown)
     for _, r in table.iterrows():
         assert f"{r['test error %']:.2f}%" in text  # every error in the table is quoted under it
-    assert "What others found" in " ".join(h.value for h in at.subheader)
+    headings = [h.value for h in at.subheader]
+    assert headings.index("Does routing matter? The short answer") < headings.index("The table")  # the answer first ...
+    assert headings.index("What others found (published, not measured here)") < headings.index("The table")  # ... the papers beside
+    folded = [e.label for e in at.main.expander]
+    assert sorted(label.split(",")[0] for label in folded) == sorted(chosen)  # ... then each model's details, folded
+    assert "None" not in set(table["MultiMNIST pairs %"])
+    assert not at.info
+    at.multiselect(key="lab_routings").set_value(["uniform", "random", "self-attention"]).run()
+    assert not at.exception
+    assert any(i.value.startswith("Hidden under *Run with*: dynamic.") for i in at.info)  # nothing dropped without a word
 
 
 def test_the_lab_with_a_cnn_in_the_sidebar_opens_with_a_capsule_model_and_says_which(tmp_path, monkeypatch):
@@ -419,3 +508,96 @@ def test_models_trained_from_the_same_seeds_with_each_routing_show_as_a_seed_stu
     assert "trained with dynamic: mean 25.00% (from 20.00 to 30.00" in text and "trained with uniform: mean 26.00%" in text
     assert "trained with dynamic: mean 1.00% (from 0.90 to 1.10" in text  # the shipped numbers, not replaced
     assert any("could not be read and were left out" in as_shown(c.value) and "seeds-damaged.json" in as_shown(c.value) for c in at.caption)
+
+
+def test_the_short_answer_counts_models_on_each_side_of_chance_and_quotes_their_errors():
+    band = lab.noise(1.0, 10_000, 1.0, 10_000)
+    within, worse = round(1.0 + 0.8 * band, 2), round(1.0 + 1.5 * band, 2)
+    rows = [
+        row(model="a", err=1.0),
+        row(model="a", run="uniform", err=within),
+        row(model="a", run="random", err=9.0),
+        row(model="b", err=1.0, entropy_ratio=0.90, coupling_to_prediction=0.3),
+        row(model="b", run="uniform", err=worse),
+        row(model="b", run="random", err=round(1.0 - 1.5 * band, 2)),
+    ]
+    short = lab.report(rows).short
+    assert 3 <= len(short) <= 4
+    uniform, random, couplings = short
+    assert uniform.startswith("**Run without routing.**") and "(dynamic)" in uniform
+    assert f"within chance on 1 of 2 models (**a** {within:.2f}% against 1.00%)" in uniform
+    assert f"worse beyond chance on 1 of 2 models (**b** {worse:.2f}% against 1.00%)" in uniform
+    assert "worse beyond chance on 1 of 2 models (**a** 9.00% against 1.00%)" in random
+    assert f"better beyond chance on 1 of 2 models (**b** {1.0 - 1.5 * band:.2f}% against 1.00%)" in random
+    assert "leaves the couplings near uniform on 1 of 2 models (they keep 99.0% of the uniform split's entropy)" in couplings
+    assert "it moves them away from uniform on 1 of 2 models (**b**: 90.0% of the entropy, 0.30 to the predicted class" in couplings
+    assert "more than 95% of the uniform split's entropy and less than 1.5 times" in couplings
+    assert lab.short_answer([row(run="self-attention")]) == [lab.NO_ANSWER]  # nothing to answer with: said so
+    (only_away,) = lab.short_answer([row(entropy_ratio=0.5, coupling_to_prediction=0.5)])
+    assert only_away.startswith("**Couplings.**") and "dynamic routing moves the couplings away from uniform on this model (" in only_away
+
+
+@pytest.mark.parametrize("worse, verdict", [(0.62, "no gap beyond chance"), (1.50, "dynamic ahead of uniform beyond chance")])
+def test_the_short_answer_on_training_with_routing_says_beyond_chance_only_when_it_is(worse, verdict):
+    rows = [row(model="a", trained="dynamic", err=0.55), row(model="b", trained="uniform", run="uniform", err=worse)]
+    (trained,) = [s for s in lab.short_answer(rows) if s.startswith("**Trained with.**")]
+    assert f"capsnet-small: test error dynamic 0.55%, uniform {worse:.2f}% ({verdict})" in trained
+    assert "one training seed each" in trained
+
+
+def test_hiding_a_routing_leaves_a_note_saying_what_is_left_out():
+    full = [row(model="a", run=r) for r in ROUTINGS] + [row(model="b", trained="uniform", run=r) for r in ROUTINGS]
+    assert lab.report(full).hidden == []
+    without_dynamic = [r for r in full if r.run_with != "dynamic"]
+    (note,) = lab.report(without_dynamic).hidden
+    assert note.startswith("Hidden under *Run with*: dynamic.")
+    assert "how **a**, trained with dynamic, fare with other routings than their own" in note
+    assert "how far dynamic routing moves the couplings" in note and "the time of dynamic routing against uniform couplings" in note
+    assert "**b**" not in note  # b's own routing is shown: nothing of b is left out but its dynamic row
+    assert lab.report(without_dynamic).models["b"]  # b's sentences stay
+    (note,) = lab.report([r for r in full if r.run_with not in ("uniform", "random")]).hidden
+    assert "Hidden under *Run with*: uniform, random." in note and "**b**, trained with uniform" in note
+    assert "running without routing" in note and "fixed random couplings" in note
+
+
+def test_the_table_shows_a_dash_where_pair_accuracy_does_not_apply_and_the_median_time():
+    cells = lab.table([row(ms_per_image=0.5, ms_samples=(0.4, 0.5, 0.7)), row(run="uniform", pair_accuracy=91.234, n_pairs=100)])
+    assert cells[0]["MultiMNIST pairs %"] == "-" and cells[1]["MultiMNIST pairs %"] == "91.23"
+    assert cells[0]["ms / image"] == 0.5 and cells[0]["ms range"] == "0.40 to 0.70 (3 timings)" and cells[1]["ms range"] == "one timing"
+    assert "None" not in lab.markdown([row(), row(run="uniform")])
+
+
+def quoted_pairs(sentence: str) -> list[tuple[str, float, float]]:
+    return [(m, float(a), float(b)) for m, a, b in re.findall(r"\*\*([^*]+)\*\* (\d+\.\d+)% against (\d+\.\d+)%", sentence)]
+
+
+def test_the_short_answer_quotes_the_table_for_the_shipped_models():
+    entries, have = shipped_rows()
+    rows = list(have.values())
+    cells = {(c["model"], c["run with"]): c for c in lab.table(rows)}
+    own = {c["model"]: c for c in cells.values() if c["run with"] == c["trained with"]}
+    short = {s.split("**")[1]: s for s in lab.report(rows).short}
+    assert set(short) == {"Run without routing.", "Random couplings.", "Trained with.", "Couplings."}
+    for lead, routing in (("Run without routing.", "uniform"), ("Random couplings.", "random")):
+        quoted = quoted_pairs(short[lead])
+        assert quoted
+        for model, a, b in quoted:
+            assert a == cells[model, routing]["test error %"] and b == own[model]["test error %"], (model, routing)
+        counts = [int(k) for k, _ in re.findall(r"on (\d+) of (\d+) models", short[lead])]
+        n = {int(n) for _, n in re.findall(r"on (\d+) of (\d+) models", short[lead])}
+        assert len(n) == 1 and sum(counts) == n.pop()
+    for routing, error in re.findall(r"(dynamic|uniform|random|self-attention) (\d+\.\d\d)%", short["Trained with."]):
+        assert any(
+            c["test error %"] == float(error) or c["MultiMNIST pairs %"] == error for c in own.values() if c["trained with"] == routing
+        )
+    dynamic = [c for c in cells.values() if c["run with"] == "dynamic"]
+    lo, hi = re.search(r"they keep (\d+\.\d)% to (\d+\.\d)%", short["Couplings."]).groups()
+    entropies = {c["entropy, % of uniform"] for c in dynamic}
+    assert float(lo) in entropies and float(hi) in entropies
+    for model, entropy, share in re.findall(
+        r"\*\*([^*]+)\*\*: (\d+\.\d)% of the entropy, (\d\.\d\d) to the predicted", short["Couplings."]
+    ):
+        assert cells[model, "dynamic"]["entropy, % of uniform"] == float(entropy)
+        assert cells[model, "dynamic"]["c to predicted class"] == pytest.approx(float(share), abs=0.005)
+    n_dynamic = sum(int(k) for k in re.findall(r"on (\d+) of \d+ models", short["Couplings."]))
+    assert n_dynamic == len(dynamic)

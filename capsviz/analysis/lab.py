@@ -7,7 +7,7 @@ time per image, which belongs to the machine that measured it.
 
     python -m capsviz.analysis.lab           # the lab's default results for every shipped model
     python -m capsviz.analysis.lab --table   # the stored ones as a markdown table and sentences
-    python -m capsviz.analysis.lab --retime  # their time per image again (on a quiet machine)
+    python -m capsviz.analysis.lab --retime  # their time per image again (stored only if the machine is not busy)
     python -m capsviz.analysis.lab --seeds RUN.safetensors ...  # a seed study of finished runs, stored
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -24,10 +25,10 @@ from pathlib import Path
 import torch
 
 from capsviz.analysis import rules, stored
-from capsviz.analysis.rules import noise, spread
 from capsviz.analysis.multimnist import pair_accuracy
 from capsviz.analysis.robustness import attack_sweep, attack_test_images, predict_scores
 from capsviz.analysis.routing import coupling_summary
+from capsviz.analysis.rules import noise, spread
 from capsviz.data.affine import transform
 from capsviz.routing import ROUTINGS
 
@@ -40,6 +41,7 @@ SHIFT_PX = 3  # each test digit moved up to 3 px in x and y ...
 ROTATE_DEG = 20  # ... and turned up to 20 degrees either way, by a seeded draw
 ITERATIONS = 3  # dynamic routing's, as in Sabour et al.
 TIME_BATCH = 100
+TIMINGS = 7  # timings of the batch per row: a speed is claimed only from several (rules.faster)
 FAMILIES = ("capsnet", "efficient")  # vector capsules: every routing in ROUTINGS fits them
 
 LAB_ROUTINGS = {
@@ -79,29 +81,34 @@ class Row:
     n_images: int
     entropy_ratio: float  # mean coupling entropy / log J: 1 is uniform, 0 all of a vote to one class
     coupling_to_prediction: float  # mean coupling of a primary capsule to the predicted class (uniform: 1/J)
-    ms_per_image: float  # at batch TIME_BATCH on the machine named in `hardware` ...
+    ms_per_image: float  # the median of `ms_samples` (a single timing in rows stored before them) ...
     pair_accuracy: float | None = None
     n_pairs: int = 0
     classes: int = 10  # J: the uniform coupling is 1/J
-    hardware: str = ""
-    load: float = 0.0  # ... while this many processes were running on average (os.getloadavg)
+    hardware: str = ""  # ... at batch TIME_BATCH on this machine ...
+    load: float = 0.0  # ... while this many processes were running or waiting on average (os.getloadavg) ...
+    cores: int = 0  # ... on this many cores (0: not recorded)
+    ms_samples: tuple[float, ...] = ()  # each timing of the batch, ms per image
     extra: dict = field(default_factory=dict)
 
     def stored(self) -> dict:
         """What is stored: the numbers and the machine's name (the names come from the model)."""
-        return {k: v for k, v in asdict(self).items() if k not in NAMES and v is not None}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if k not in NAMES and v is not None}
 
     @classmethod
     def from_stored(cls, d: dict, model: str, trained: str, run_with: str, arch: str) -> Row:
         """The row stored as `d`; TypeError or ValueError where `d` is not one (a field missing,
         text where a number belongs, a count of no images)."""
         numbers = {k: d[k] for k in cls.__dataclass_fields__ if k not in NAMES and k in d}
+        samples = numbers.pop("ms_samples", [])
+        if not isinstance(samples, list | tuple) or not all(isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in samples):
+            raise ValueError("ms_samples is not a list of times")
         for k, v in numbers.items():
             if k != "hardware" and not (v is None or (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v))):
                 raise ValueError(f"{k} is not a number")
         if "hardware" in numbers and not isinstance(numbers["hardware"], str):
             raise ValueError("hardware is not text")
-        row = cls(model=model, trained_with=trained, run_with=run_with, extra={"architecture": arch}, **numbers)
+        row = cls(model=model, trained_with=trained, run_with=run_with, extra={"architecture": arch}, ms_samples=tuple(samples), **numbers)
         if row.n_test < 1 or row.n_images < 1 or row.classes < 2:
             raise ValueError("a row measured on no images")
         return row
@@ -109,6 +116,11 @@ class Row:
     @property
     def label(self) -> str:
         return f"{self.model} run with {self.run_with}"
+
+    @property
+    def timing(self) -> rules.Timing:
+        """Its timings (one, in a row stored before repeated timings: no speed is claimed from it)."""
+        return rules.Timing(self.ms_samples or (self.ms_per_image,))
 
 
 class RunWith:
@@ -206,6 +218,7 @@ def measure(
     with torch.no_grad():
         c = coupling_summary(model, x[:COUPLING_IMAGES], settings.iterations, routing=routing)
     say("time per image")
+    samples = time_per_image(run, x[:TIME_BATCH])
     return Row(
         model=name,
         trained_with=trained_with(cfg),
@@ -219,24 +232,34 @@ def measure(
         n_pairs=n_pairs,
         entropy_ratio=c["entropy"][-1] / c["uniform_entropy"],
         coupling_to_prediction=c["coupling_to_prediction"][-1],
-        ms_per_image=time_per_image(run, x[:TIME_BATCH]),
+        ms_per_image=statistics.median(samples),
+        ms_samples=samples,
         classes=cfg.num_classes,
         hardware=_hardware(),
         load=os.getloadavg()[0],
+        cores=os.cpu_count() or 0,
         extra={"architecture": arch or cfg.family},
     )
 
 
-def time_per_image(run, x: torch.Tensor, repeats: int = 3) -> float:
-    """Milliseconds per image of the class scores at batch len(x), best of `repeats`."""
-    best = math.inf
+def time_per_image(run, x: torch.Tensor, repeats: int = TIMINGS) -> tuple[float, ...]:
+    """Milliseconds per image of the class scores at batch len(x), once per repeat."""
+    return retime({"run": run}, x, repeats)["run"]
+
+
+def retime(runs: dict[str, RunWith], x: torch.Tensor, repeats: int = TIMINGS) -> dict[str, tuple[float, ...]]:
+    """Each of `runs` timed `repeats` times at batch len(x) (ms per image), taking turns, so that a
+    change in the machine's load over the minute falls on all of them alike."""
+    samples: dict[str, list[float]] = {name: [] for name in runs}
     with torch.no_grad():
-        run.classify(x)  # untimed: the first call lays out weights and wakes the thread pool
+        for run in runs.values():
+            run.classify(x)  # untimed: the first call lays out weights and wakes the thread pool
         for _ in range(repeats):
-            t = time.perf_counter()
-            run.classify(x)
-            best = min(best, time.perf_counter() - t)
-    return 1000.0 * best / len(x)
+            for name, run in runs.items():
+                t = time.perf_counter()
+                run.classify(x)
+                samples[name].append(1000.0 * (time.perf_counter() - t) / len(x))
+    return {name: tuple(v) for name, v in samples.items()}
 
 
 def _hardware() -> str:
@@ -264,30 +287,75 @@ COMPARED = (
     ("fgsm_accuracy", "n_images", "accuracy under FGSM", True),
     ("pair_accuracy", "n_pairs", "MultiMNIST pair accuracy", True),
 )
+VOTE_BASED = ("dynamic", "self-attention")  # the routings that compute the couplings from the votes
+TIME_RULE = rules.RULES["faster"] + " " + rules.RULES["busy"]  # said beside the times
+
+MASKING = (
+    "Where a routing does better under FGSM than the one a model was trained with, that can also mean the attack's "
+    "gradient passes less well through it (gradient masking) rather than a sturdier model; the Robustness page's BIM "
+    "attack tests that more strongly."
+)
+
+
+@dataclass
+class Report:
+    """What the page says about its rows, in the order it says it. `short`: the short answer to the
+    page's question (a few sentences the table supports); `hidden`: what a routing hidden under
+    "Run with" leaves out; `models`: each model's details (model -> sentences); `across`: what
+    compares models with one another."""
+
+    short: list[str]
+    hidden: list[str]
+    models: dict[str, list[str]]
+    across: list[str]
+
+    def lines(self) -> list[str]:
+        return self.short + self.hidden + [line for said in self.models.values() for line in said] + self.across
 
 
 def sentences(rows: list[Row], studies: list[SeedStudy] = ()) -> list[str]:
-    """Plain sentences on what `rows` show: per model, each routing it was run with against the one
-    it was trained with, measure by measure; across models of one architecture trained with
-    different routings, their errors; how far dynamic routing moves the couplings from uniform;
-    what it costs in time. A difference is called one only when it is larger than the chance
-    spread of the test images (two standard errors)."""
-    said: list[str] = []
-    by_model: dict[str, list[Row]] = {}
-    for r in rows:
-        by_model.setdefault(r.model, []).append(r)
+    """Every sentence of `report`, in its order."""
+    return report(rows, studies).lines()
+
+
+def report(rows: list[Row], studies: list[SeedStudy] = ()) -> Report:
+    """Plain sentences on what `rows` show: the short answer; per model, each routing it was run with
+    against the one it was trained with, measure by measure, how far the vote-based routings move
+    its couplings from uniform, and what dynamic routing costs in time; across models of one
+    architecture trained with different routings, their errors. A difference is called one only
+    beyond chance (rules.beyond_chance), a speed only by rules.faster on a machine that was not busy."""
+    by_model = _by_model(rows)
+    models, masked = {}, False
     for name, rs in by_model.items():
-        own = next((r for r in rs if r.run_with == r.trained_with), None)
-        for r in rs if own is not None else []:
-            if r is not own:
-                said.append(_against(name, r, own))
-    if any("better on accuracy under FGSM" in line for line in said):
-        said.append(
-            "Where a routing does better under FGSM than the one a model was trained with, that can also mean the attack's "
-            "gradient passes less well through it (gradient masking) rather than a sturdier model; the Robustness page's BIM "
-            "attack tests that more strongly."
-        )
-    return said + _trained_with(rows, studies) + _couplings(rows) + _time(rows)
+        own = _own(rs)
+        said = [_against(name, r, own) for r in rs.values() if own is not None and r is not own]
+        masked = masked or any(_verdict(r, own, "fgsm_accuracy", "n_images", True) == "better" for r in rs.values() if own is not None)
+        said += [_coupling(r) for r in rs.values() if r.run_with in VOTE_BASED]
+        if (t := _time(name, rs)) is not None:
+            said.append(t)
+        models[name] = said
+    across = _trained_with(rows, studies) + ([MASKING] if masked else [])
+    return Report(short_answer(rows), hidden(rows), models, across)
+
+
+def _by_model(rows: list[Row]) -> dict[str, dict[str, Row]]:
+    by: dict[str, dict[str, Row]] = {}
+    for r in rows:
+        by.setdefault(r.model, {})[r.run_with] = r
+    return by
+
+
+def _own(rs: dict[str, Row]) -> Row | None:
+    """The row of a model run with the routing it was trained with, if it is shown."""
+    return next((r for r in rs.values() if r.run_with == r.trained_with), None)
+
+
+def _verdict(r: Row, own: Row, field_: str, count: str, higher: bool) -> str | None:
+    """ "better" or "worse" where r's `field_` differs from own's beyond chance, else None."""
+    a, b = getattr(r, field_), getattr(own, field_)
+    if a is None or b is None or not rules.beyond_chance(a, getattr(r, count), b, getattr(own, count)):
+        return None
+    return "better" if (a > b) == higher else "worse"
 
 
 def _against(name: str, r: Row, own: Row) -> str:
@@ -296,16 +364,18 @@ def _against(name: str, r: Row, own: Row) -> str:
         a, b = getattr(r, field_), getattr(own, field_)
         if a is None or b is None:
             continue
-        n = getattr(r, count)
-        band = noise(a, n, b, getattr(own, count))
-        if abs(a - b) <= band:
+        band = noise(a, getattr(r, count), b, getattr(own, count))
+        verdict = _verdict(r, own, field_, count, higher)
+        if verdict is None:
             parts.append(f"{words} {a:.2f}% against {b:.2f}% (within chance, ±{band:.2f})")
             continue
-        good = (a > b) == higher
-        (better if good else worse).append(words)
-        parts.append(f"{words} {a:.2f}% against {b:.2f}% ({'better' if good else 'worse'}, beyond ±{band:.2f})")
+        (better if verdict == "better" else worse).append(words)
+        parts.append(f"{words} {a:.2f}% against {b:.2f}% ({verdict}, beyond ±{band:.2f})")
     if not better and not worse:
-        verdict = f"no measure differs beyond chance: on this model, {r.run_with} does as well as {own.run_with}."
+        verdict = (
+            f"no measure differs beyond chance: on these test images, {r.run_with} and {own.run_with} cannot be told apart "
+            "on this model (a smaller difference than chance gives may still be there)."
+        )
     else:
         verdict = (
             (f"better on {', '.join(better)}" if better else "")
@@ -316,18 +386,21 @@ def _against(name: str, r: Row, own: Row) -> str:
     return f"**{name}** (trained with {own.trained_with}) run with **{r.run_with}** instead: " + "; ".join(parts) + f". So {verdict}"
 
 
+def _groups(rows: list[Row]) -> dict[str, list[Row]]:
+    """Models of one architecture and schedule trained with two routings or more, each run with its own."""
+    groups: dict[str, list[Row]] = {}
+    for r in rows:
+        if r.run_with == r.trained_with:
+            groups.setdefault(r.extra.get("architecture", r.model), []).append(r)
+    return {arch: rs for arch, rs in groups.items() if len({r.trained_with for r in rs}) > 1}
+
+
 def _trained_with(rows: list[Row], studies: list[SeedStudy] = ()) -> list[str]:
     """Models of one architecture trained with different routings, each run with its own, on test
     error and (models that read MultiMNIST) pair accuracy; the seed study of the same preset and
     data, where there is one, says how far seeds alone move them."""
-    own = [r for r in rows if r.run_with == r.trained_with]
-    groups: dict[str, list[Row]] = {}
-    for r in own:
-        groups.setdefault(r.extra.get("architecture", r.model), []).append(r)
     said = []
-    for arch, rs in groups.items():
-        if len({r.trained_with for r in rs}) < 2:
-            continue
+    for arch, rs in _groups(rows).items():
         parts = [_gap(rs, "test_error", "n_test", "test error", "test images", higher=False)]
         if all(r.pair_accuracy is not None for r in rs):
             parts.append(_gap(rs, "pair_accuracy", "n_pairs", "MultiMNIST pair accuracy", "pairs", higher=True))
@@ -345,51 +418,199 @@ def _trained_with(rows: list[Row], studies: list[SeedStudy] = ()) -> list[str]:
     return said
 
 
-def _gap(rs: list[Row], field_: str, count: str, words: str, unit: str, higher: bool) -> str:
-    """The models' `field_` from best to worst, and whether the largest gap is beyond chance."""
+def _ranked(rs: list[Row], field_: str, count: str, higher: bool) -> tuple[list[Row], bool, float]:
+    """The rows from best to worst on `field_`, whether the best and the worst differ beyond chance,
+    and the chance band of that difference."""
     rs = sorted(rs, key=lambda r: getattr(r, field_), reverse=higher)
     best, worst = rs[0], rs[-1]
-    a, b = getattr(best, field_), getattr(worst, field_)
-    band = noise(a, getattr(best, count), b, getattr(worst, count))
+    a, b, na, nb = getattr(best, field_), getattr(worst, field_), getattr(best, count), getattr(worst, count)
+    return rs, rules.beyond_chance(a, na, b, nb), noise(a, na, b, nb)
+
+
+def _gap(rs: list[Row], field_: str, count: str, words: str, unit: str, higher: bool) -> str:
+    """The models' `field_` from best to worst, and whether the largest gap is beyond chance."""
+    rs, beyond, band = _ranked(rs, field_, count, higher)
+    best, worst = rs[0], rs[-1]
+    gap = abs(getattr(best, field_) - getattr(worst, field_))
     listing = ", ".join(f"{r.trained_with} {getattr(r, field_):.2f}%" for r in rs)
-    if abs(a - b) <= band:
-        verdict = f"the largest gap, {abs(a - b):.2f} points, is within the ±{band:.2f} chance gives: no routing trained these models better on this measure"
+    if beyond:
+        verdict = f"trained with {best.trained_with} is best, {gap:.2f} points ahead of {worst.trained_with}, more than the ±{band:.2f} chance gives"
     else:
-        verdict = f"trained with {best.trained_with} is best, {abs(a - b):.2f} points ahead of {worst.trained_with}, more than the ±{band:.2f} chance gives"
+        verdict = (
+            f"the largest gap, {gap:.2f} points, is within the ±{band:.2f} chance gives: on this measure, none of these "
+            "routings trained a model better than another beyond chance"
+        )
     return f"{words} on {getattr(best, count):,} {unit}, best first: {listing}; {verdict}."
 
 
-def _couplings(rows: list[Row]) -> list[str]:
-    """How far the routings that compute couplings from the votes (dynamic, self-attention) move
-    them from uniform: near uniform only when both the entropy and the share given to the predicted
-    class say so."""
-    said = []
-    for r in rows:
-        if r.run_with not in ("dynamic", "self-attention"):
+def _coupling(r: Row) -> str:
+    """How far a routing that computes the couplings from the votes moves them from uniform, by
+    both parts of the near-uniform rule (rules.uniform_words)."""
+    what = "dynamic routing" if r.run_with == "dynamic" else "self-attention routing"
+    return (
+        f"With {what}, **{r.model}**'s couplings, set beside the uniform split (each class 1/{r.classes} of a vote), are "
+        f"{rules.uniform_words(r.entropy_ratio, r.coupling_to_prediction, 1 / r.classes)} (averaged over {COUPLING_IMAGES} images)."
+    )
+
+
+def _time(name: str, rs: dict[str, Row]) -> str | None:
+    """What dynamic routing costs in time against uniform couplings: a speed is claimed only from
+    repeated timings on one machine that was not busy (rules.faster, rules.busy), else the times
+    are given and why nothing is said about them."""
+    if "dynamic" not in rs or "uniform" not in rs:
+        return None
+    d, u = rs["dynamic"], rs["uniform"]
+    load, cores = max(d.load, u.load), min(d.cores, u.cores)
+    other = "one pass with uniform couplings"
+    if d.hardware != u.hardware:
+        why = "they were timed on different machines"
+    elif min(len(d.timing.samples), len(u.timing.samples)) < rules.MIN_TIMINGS:
+        why = f"a speed is claimed only from {rules.MIN_TIMINGS} timings or more of each"
+    elif cores < 1:
+        why = "the machine's number of cores was not recorded, so whether it was busy is not known"
+    elif rules.busy(load, cores):
+        why = f"the machine was busy while timing them (load {load:.1f} on {cores} cores)"
+    else:
+        return f"On **{name}**, " + rules.time_words("dynamic routing", d.timing, other, u.timing) + f" (Load {load:.1f} on {cores} cores.)"
+    return (
+        f"On **{name}**, dynamic routing takes {d.timing.words()} per image against {u.timing.words()} for {other}; {why}, "
+        "so nothing is said about which is faster."
+    )
+
+
+def _of(k: int, n: int) -> str:
+    return "this model" if n == 1 else f"{k} of {n} models"
+
+
+def _routings(names) -> str:
+    """The routings among `names`, in the lab's order: "dynamic, uniform or self-attention"."""
+    given = set(names)
+    names = [r for r in ROUTINGS if r in given]
+    return ", ".join(names[:-1]) + (" or " if len(names) > 1 else "") + names[-1]
+
+
+def _swap(by_model: dict[str, dict[str, Row]], routing: str, lead: str, trained: tuple[str, ...]) -> str | None:
+    """How the test error of the models trained with one of `trained` changes when they are run
+    with `routing` instead: how many stay within chance, how many do better or worse beyond it,
+    each with the largest changes quoted as the table gives them."""
+    pairs = [(rs[routing], own) for rs in by_model.values() if (own := _own(rs)) and own.trained_with in trained and routing in rs]
+    if not pairs:
+        return None
+    outcome: dict[str | None, list[tuple[Row, Row]]] = {"worse": [], "better": [], None: []}
+    for r, own in pairs:
+        outcome[_verdict(r, own, "test_error", "n_test", False)].append((r, own))
+    parts = []
+    for verdict, words in (("worse", "worse beyond chance"), ("better", "better beyond chance"), (None, "within chance")):
+        got = sorted(outcome[verdict], key=lambda p: -abs(p[0].test_error - p[1].test_error))
+        if not got:
             continue
-        near = rules.near_uniform(r.entropy_ratio, r.coupling_to_prediction, 1 / r.classes)
-        what = "dynamic routing" if r.run_with == "dynamic" else "self-attention routing"
+        quoted = ", ".join(f"**{r.model}** {r.test_error:.2f}% against {own.test_error:.2f}%" for r, own in got[:2])
+        more = f" and {len(got) - 2} more" if len(got) > 2 else ""
+        largest = "largest changes first: " if verdict is None and len(got) > 1 else ""
+        parts.append((len(got), f"{words} on {_of(len(got), len(pairs))} ({largest}{quoted}{more})"))
+    parts.sort(key=lambda p: -p[0])
+    trained_with = _routings(own.trained_with for _, own in pairs)
+    what = "what it was trained with" if len(pairs) == 1 else "what they were trained with"
+    return f"{lead} instead of {what} ({trained_with}), the test error is " + "; ".join(p for _, p in parts) + "."
+
+
+NO_ANSWER = (
+    "Nothing shown here answers it: the short answer sets a model run with uniform or fixed random couplings beside its "
+    "own routing, models trained with different routings beside one another, and dynamic routing's couplings beside "
+    "the uniform split, and none of these is among the rows shown."
+)
+
+
+def short_answer(rows: list[Row]) -> list[str]:
+    """Does routing matter? The few sentences the table supports: the test error with uniform
+    couplings (no routing) and with fixed random couplings in place of a model's own routing; models
+    of one architecture trained with different routings; how far dynamic routing moves the couplings.
+    Each quotes the table's own numbers."""
+    by_model = _by_model(rows)
+    said = [
+        _swap(by_model, "uniform", "**Run without routing.** Run with uniform couplings (no routing)", VOTE_BASED),
+        _swap(by_model, "random", "**Random couplings.** Run with fixed random couplings", tuple(r for r in ROUTINGS if r != "random")),
+    ]
+    groups = []
+    for arch, rs in _groups(rows).items():
+        text = arch.split(",")[0] + ": "
+        for field_, count, words, higher in (
+            ("test_error", "n_test", "test error", False),
+            ("pair_accuracy", "n_pairs", "pair accuracy", True),
+        ):
+            if field_ == "pair_accuracy" and not all(r.pair_accuracy is not None for r in rs):
+                continue
+            ranked, beyond, _ = _ranked(rs, field_, count, higher)
+            listing = ", ".join(f"{r.trained_with} {getattr(r, field_):.2f}%" for r in ranked)
+            verdict = f"{ranked[0].trained_with} ahead of {ranked[-1].trained_with} beyond chance" if beyond else "no gap beyond chance"
+            text += f"{'' if field_ == 'test_error' else '; '}{words} {listing} ({verdict})"
+        groups.append(text)
+    if groups:
         said.append(
-            f"With {what}, **{r.model}**'s couplings keep {100 * r.entropy_ratio:.1f}% of the uniform split's "
-            f"entropy (100% is uniform); a primary capsule gives the predicted class {r.coupling_to_prediction:.2f} of its "
-            f"vote on average (uniform: {1 / r.classes:.2f})"
-            + (": routing leaves the couplings near uniform on this model." if near else ": routing moves them away from uniform.")
+            "**Trained with.** Models of one preset and schedule trained with different routings, each run with its own "
+            "(one training seed each, so a gap may be the seed's): " + "; ".join(groups) + "."
         )
-    return said
-
-
-def _time(rows: list[Row]) -> list[str]:
-    said = []
-    by_model: dict[str, dict[str, Row]] = {}
-    for r in rows:
-        by_model.setdefault(r.model, {})[r.run_with] = r
-    for name, rs in by_model.items():
-        if "dynamic" in rs and "uniform" in rs and rs["uniform"].ms_per_image > 0:
-            d, u = rs["dynamic"].ms_per_image, rs["uniform"].ms_per_image
-            said.append(
-                f"On **{name}**, dynamic routing takes {d:.2f} ms per image against {u:.2f} ms with uniform couplings ({d / u:.1f}x)."
+    dynamic = [r for r in rows if r.run_with == "dynamic"]
+    if dynamic:
+        near = [r for r in dynamic if rules.near_uniform(r.entropy_ratio, r.coupling_to_prediction, 1 / r.classes)]
+        away = sorted((r for r in dynamic if r not in near), key=lambda r: r.entropy_ratio)
+        rule = (
+            f"more than {rules.NEAR_UNIFORM_ENTROPY:.0%} of the uniform split's entropy and less than "
+            f"{rules.NEAR_UNIFORM_SHARE} times the uniform share of a vote to the predicted class"
+        )
+        parts = []
+        if near:
+            lo, hi = min(r.entropy_ratio for r in near), max(r.entropy_ratio for r in near)
+            kept = f"{100 * lo:.1f}%" if f"{100 * lo:.1f}" == f"{100 * hi:.1f}" else f"{100 * lo:.1f}% to {100 * hi:.1f}%"
+            parts.append(
+                f"leaves the couplings near uniform on {_of(len(near), len(dynamic))} (they keep {kept} of the uniform split's entropy)"
             )
-    return said
+        if away:
+            quoted = ", ".join(
+                f"**{r.model}**: {100 * r.entropy_ratio:.1f}% of the entropy, {r.coupling_to_prediction:.2f} to the predicted class "
+                f"against the uniform {1 / r.classes:.2f}"
+                for r in away[:2]
+            )
+            more = f" and {len(away) - 2} more" if len(away) > 2 else ""
+            them = "them" if near else "the couplings"
+            parts.append(f"moves {them} away from uniform on {_of(len(away), len(dynamic))} ({quoted}{more})")
+        said.append(f"**Couplings.** By the near-uniform rule ({rule}), dynamic routing " + "; it ".join(parts) + ".")
+    return [s for s in said if s] or [NO_ANSWER]
+
+
+def hidden(rows: list[Row]) -> list[str]:
+    """A note on what the routings hidden under "Run with" leave out of the sentences (nothing is
+    dropped without one)."""
+    shown = {r.run_with for r in rows}
+    off = [r for r in ROUTINGS if r not in shown]
+    if not rows or not off:
+        return []
+    lost = []
+    untied: dict[str, set[str]] = {}
+    for r in rows:
+        if r.trained_with not in shown:
+            untied.setdefault(r.trained_with, set()).add(r.model)
+    for routing, names in untied.items():
+        listed = ", ".join(f"**{n}**" for n in sorted(names))
+        lost.append(
+            f"how {listed}, trained with {routing}, fare with other routings than their own (in the short answer and in "
+            "their details) and beside models trained otherwise"
+        )
+    if "uniform" in off:
+        lost.append("the short answer on running without routing (uniform couplings)")
+    if "random" in off:
+        lost.append("the short answer on fixed random couplings")
+    if "dynamic" in off:
+        lost.append("how far dynamic routing moves the couplings from uniform")
+    if "self-attention" in off:
+        lost.append("how far self-attention routing moves the couplings from uniform")
+    if "dynamic" in off or "uniform" in off:
+        lost.append("the time of dynamic routing against uniform couplings")
+    return [
+        f"Hidden under *Run with*: {', '.join(off)}. Left out with {'it' if len(off) == 1 else 'them'}: "
+        + "; ".join(lost)
+        + ". Choose every routing to see them."
+    ]
 
 
 @dataclass(frozen=True)
@@ -623,18 +844,59 @@ def precompute(folder: Path, out: Path, data_dir=None) -> list[Row]:
     return run_lab(entries, ROUTINGS, load, data, folders=[out], into=out)
 
 
+# The table's columns with the decimals they are shown with (the sentences quote them so)
+DECIMALS = {
+    "test error %": 2,
+    "± chance": 2,
+    "shifted & turned acc. %": 1,
+    "FGSM acc. %": 1,
+    "entropy, % of uniform": 1,
+    "c to predicted class": 3,
+    "ms / image": 2,
+}
+
+
+def table(rows: list[Row]) -> list[dict]:
+    """The rows as the page's table shows them (and the markdown table below): numbers rounded to
+    `DECIMALS`, "-" where a measure does not apply (pair accuracy: its own decimals, as text)."""
+    return [
+        {
+            "model": r.model,
+            "trained with": r.trained_with,
+            "run with": r.run_with,
+            "test error %": round(r.test_error, 2),
+            "± chance": round(spread(r.test_error, r.n_test), 2),
+            "shifted & turned acc. %": round(r.shifted_accuracy, 1),
+            "FGSM acc. %": round(r.fgsm_accuracy, 1),
+            "MultiMNIST pairs %": "-" if r.pair_accuracy is None else f"{r.pair_accuracy:.2f}",
+            "entropy, % of uniform": round(100 * r.entropy_ratio, 1),
+            "c to predicted class": round(r.coupling_to_prediction, 3),
+            "ms / image": round(r.timing.median, 2),
+            "ms range": _range(r.timing),
+        }
+        for r in rows
+    ]
+
+
+def _range(t: rules.Timing) -> str:
+    lo, hi = t.range
+    return "one timing" if len(t.samples) == 1 else f"{lo:.2f} to {hi:.2f} ({len(t.samples)} timings)"
+
+
 def markdown(rows: list[Row], studies: list[SeedStudy] = ()) -> str:
-    """The rows as a markdown table, then the sentences the page prints under it, then the seed studies'."""
-    head = "| model | trained with | run with | test error % | shifted & turned % | FGSM % | MultiMNIST pairs % | entropy, % of uniform | ms / image |"
-    lines = [head, "|" + "---|" * 9]
-    for r in rows:
-        pairs = "-" if r.pair_accuracy is None else f"{r.pair_accuracy:.1f}"
-        lines.append(
-            f"| `{r.model}` | {r.trained_with} | {r.run_with} | {r.test_error:.2f} ± {spread(r.test_error, r.n_test):.2f} | "
-            f"{r.shifted_accuracy:.1f} | {r.fgsm_accuracy:.1f} | {pairs} | {100 * r.entropy_ratio:.1f} | {r.ms_per_image:.2f} |"
-        )
-    said = sentences(rows, studies) + [line for st in studies for line in seed_sentences(st)]
-    return "\n".join(lines + [""] + [f"- {line}" for line in said])
+    """The rows as a markdown table, then the sentences the page prints (the short answer, each
+    model's details, what compares models), then the seed studies'."""
+    cells = table(rows)
+    head = list(cells[0]) if cells else []
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    shown = lambda k, v: f"`{v}`" if k == "model" else f"{v:.{DECIMALS[k]}f}" if k in DECIMALS else str(v)  # noqa: E731
+    lines += ["| " + " | ".join(shown(k, v) for k, v in c.items()) + " |" for c in cells]
+    rep = report(rows, studies)
+    out = lines + ["", "In short:", ""] + [f"- {line}" for line in rep.short + rep.hidden]
+    for name, said in rep.models.items():
+        out += ["", f"`{name}`:", ""] + [f"- {line}" for line in said]
+    out += ["", "Across models:", ""] + [f"- {line}" for line in rep.across + [line for st in studies for line in seed_sentences(st)]]
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
@@ -649,14 +911,19 @@ if __name__ == "__main__":
                 continue
             model = load_checkpoint(path)[0]
             x, _ = attack_test_images(load_split(meta.image_dataset, "test"), TIME_BATCH, meta.config.in_size)
-            for routing in ROUTINGS:
-                where = key(path, routing, meta.image_dataset, Settings())
-                value = stored.read(where, [target])
-                if value is not None:
-                    run = RunWith(model, routing, ITERATIONS if routing == "dynamic" else None)
-                    value.update(ms_per_image=time_per_image(run, x), hardware=_hardware(), load=os.getloadavg()[0])
-                    stored.write(where, value, target)
-                    print(f"{path.stem} with {routing}: {value['ms_per_image']:.2f} ms per image", file=sys.stderr)
+            where = {r: key(path, r, meta.image_dataset, Settings()) for r in ROUTINGS}
+            values = {r: v for r, w in where.items() if (v := stored.read(w, [target])) is not None}
+            runs = {r: RunWith(model, r, ITERATIONS if r == "dynamic" else None) for r in values}
+            timed, load, cores = retime(runs, x), os.getloadavg()[0], os.cpu_count() or 0
+            if rules.busy(load, cores):  # a busy machine's times would replace better ones and claim nothing
+                print(f"{path.stem}: the machine is busy (load {load:.1f} on {cores} cores), so its times are not stored", file=sys.stderr)
+                continue
+            for r, value in values.items():
+                value.update(
+                    ms_per_image=statistics.median(timed[r]), ms_samples=list(timed[r]), hardware=_hardware(), load=load, cores=cores
+                )
+                stored.write(where[r], value, target)
+                print(f"{path.stem} with {r}: {rules.Timing(timed[r]).words()}, load {load:.2f}", file=sys.stderr)
     elif "--seeds" in sys.argv:  # a seed study made of finished training runs (RESULTS.md has the commands)
         from capsviz.checkpoint import read_meta
 

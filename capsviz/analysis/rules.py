@@ -22,6 +22,8 @@ LEVEL = 0.10
 # A speed claim needs at least this many timings of each side, and one side's slowest timing
 # faster than the other's fastest.
 MIN_TIMINGS = 5
+# A machine is busy when its load average (processes running or waiting for a core, over the last
+# minute) is above its number of cores: timings taken then say more about the others than the code.
 
 RULES = {
     "near uniform": (
@@ -41,6 +43,11 @@ RULES = {
         f"One computation is called faster than another only from at least {MIN_TIMINGS} timings of each, when even its "
         "slowest timing beats the other's fastest. Otherwise the times are shown and nothing is claimed."
     ),
+    "busy": (
+        "A machine is called busy when its load average (how many processes were running or waiting for a core, over "
+        "the last minute) was above its number of cores while it timed something. Timings from a busy machine, or from "
+        "one whose load was not recorded, are shown but no speed is claimed from them."
+    ),
 }
 
 
@@ -56,15 +63,20 @@ def near_uniform(entropy_ratio: float, share: float | None = None, uniform_share
 
 
 def uniform_words(entropy_ratio: float, share: float | None = None, uniform_share: float | None = None) -> str:
-    """"near uniform" or "away from uniform", with the part of the rule that decided it."""
+    """ "near uniform" or "away from uniform", with both parts of the rule and the one that decided it
+    (without a share, the entropy part alone)."""
+    kept = f"they keep {entropy_ratio:.1%} of its entropy"
+    entropy_part = f"{kept}, {'more' if entropy_ratio > NEAR_UNIFORM_ENTROPY else 'not more'} than {NEAR_UNIFORM_ENTROPY:.0%}"
+    if share is None or uniform_share is None:
+        word = "near uniform" if near_uniform(entropy_ratio) else "away from uniform"
+        return f"{word} ({entropy_part})"
+    low = share < NEAR_UNIFORM_SHARE * uniform_share
+    share_part = f"the predicted class gets {share:.2f}, {'less than' if low else 'at least'} {NEAR_UNIFORM_SHARE} times the uniform {uniform_share:.2f}"
+    if near_uniform(entropy_ratio, share, uniform_share):
+        return f"near uniform: {entropy_part}, and {share_part}"
     if entropy_ratio <= NEAR_UNIFORM_ENTROPY:
-        return f"away from uniform (they keep {entropy_ratio:.1%} of its entropy, not more than {NEAR_UNIFORM_ENTROPY:.0%})"
-    if share is not None and uniform_share is not None and share >= NEAR_UNIFORM_SHARE * uniform_share:
-        return (
-            f"away from uniform: they keep {entropy_ratio:.1%} of its entropy, but the predicted class gets {share:.2f}, "
-            f"at least {NEAR_UNIFORM_SHARE} times the uniform {uniform_share:.2f}"
-        )
-    return f"near uniform (they keep {entropy_ratio:.1%} of its entropy)"
+        return f"away from uniform: {entropy_part} ({share_part})"
+    return f"away from uniform: {entropy_part}, but {share_part}"
 
 
 def spread(p: float, n: int) -> float:
@@ -86,7 +98,7 @@ def beyond_chance(p1: float, n1: int, p2: float, n2: int) -> bool:
 
 
 def trend(first: float, last: float) -> str:
-    """"rises", "falls" or "stays about level" for a series going from `first` to `last`."""
+    """ "rises", "falls" or "stays about level" for a series going from `first` to `last`."""
     scale = max(abs(first), abs(last))
     if scale == 0 or abs(last - first) <= LEVEL * scale:
         return "stays about level"
@@ -122,6 +134,12 @@ def faster(a: Timing, b: Timing) -> float | None:
     if a.range[1] >= b.range[0]:
         return None
     return b.median / a.median
+
+
+def busy(load: float, cores: int) -> bool:
+    """Whether a machine with `cores` cores was busy at load average `load`; one whose cores are not
+    known (0) counts as busy: nothing can be claimed from its timings."""
+    return cores < 1 or load > cores
 
 
 def time_words(name_a: str, a: Timing, name_b: str, b: Timing) -> str:
