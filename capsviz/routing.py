@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from capsviz.config import COUPLINGS, ROUTING_LOGITS, ROUTING_SOFTMAX, SQUASH_FORMS
+from capsviz.config import CLASS_SQUASH_AXES, COUPLINGS, ROUTING_LOGITS, ROUTING_SOFTMAX, SQUASH_FORMS
 from capsviz.kernels import dynamic as dynamic_kernel
 from capsviz.kernels import em as em_kernel
 from capsviz.kernels import policy
@@ -163,18 +163,32 @@ class DynamicOptions:
         couplings and an image's class capsules depend on the other images in its batch.
     batch: with "batch", how many consecutive images are routed together (0: all that are passed).
     prior: a learned routing prior (I, J): the logits b start from it instead of 0.
-    squash: the squash of the class capsules (SQUASHES' names)."""
+    squash: the squash of the class capsules (SQUASHES' names).
+    squash_axis: what that squash normalises (CLASS_SQUASH_AXES): "capsule", each class capsule's
+        D values (the paper); "classes", each of the D values over the J classes (`squash(s, dim=1)`
+        of (B, J, D), as some public code writes it); "all", an image's whole (J, D) map at once."""
 
     softmax: str = "classes"
     logits: str = "image"
     batch: int = 0
     prior: torch.Tensor | None = None
     squash: str = "sabour"
+    squash_axis: str = "capsule"
 
     @property
     def paper(self) -> bool:
         """Whether these are Procedure 1's own (then the fast paths run)."""
-        return self.prior is None and (self.softmax, self.logits, self.squash) == ("classes", "image", "sabour")
+        return self.prior is None and (self.softmax, self.logits, self.squash, self.squash_axis) == (
+            "classes",
+            "image",
+            "sabour",
+            "capsule",
+        )
+
+    @property
+    def coupling_axis(self) -> str:
+        """What each set of couplings sums to 1 over: "classes" (the paper's) or "inputs"."""
+        return self.softmax
 
 
 def dynamic_routing_options(u_hat: torch.Tensor, iterations: int = 3, options: DynamicOptions = DynamicOptions(), record: bool = False):
@@ -183,7 +197,12 @@ def dynamic_routing_options(u_hat: torch.Tensor, iterations: int = 3, options: D
     The trace is laid out as `RoutingResult` says (with batch logits each image's c and b are its
     batch's); b_change is the mean |change of b| each image saw."""
     _check_iterations(iterations)
-    if options.softmax not in ROUTING_SOFTMAX or options.logits not in ROUTING_LOGITS or options.squash not in SQUASHES:
+    if (
+        options.softmax not in ROUTING_SOFTMAX
+        or options.logits not in ROUTING_LOGITS
+        or options.squash not in SQUASHES
+        or options.squash_axis not in SQUASH_DIMS
+    ):
         raise ValueError(f"unknown dynamic routing options {options}")
     if options.paper:
         return dynamic_routing_ji(u_hat, iterations, record)
@@ -205,7 +224,7 @@ def _route_options(u_hat: torch.Tensor, iterations: int, options: DynamicOptions
     if options.prior is not None:
         b = b + options.prior.T.to(u_hat.dtype)  # (I, J) -> (J, I), the same start for every image
     axis = 1 if options.softmax == "classes" else 2
-    squash_v = SQUASHES[options.squash]
+    squash_v = class_squash(options.squash, options.squash_axis)
     cs, bs, vs, changes = [], [], [], []
     for t in range(iterations):
         c = b.softmax(dim=axis).expand(B, J, I)  # (B, J, I)
@@ -289,6 +308,15 @@ ROUTINGS = COUPLINGS
 # The squash forms a model may use, by name (capsviz.config.SQUASH_FORMS)
 SQUASHES: dict[str, Callable] = {"sabour": squash, "efficient": efficient_squash}
 assert tuple(SQUASHES) == SQUASH_FORMS
+# The dims of s (B, J, D) each class-capsule squash normalises over, by CLASS_SQUASH_AXES' names
+SQUASH_DIMS: dict[str, int | tuple[int, int]] = {"capsule": -1, "classes": -2, "all": (-2, -1)}
+assert tuple(SQUASH_DIMS) == CLASS_SQUASH_AXES
+
+
+def class_squash(form: str = "sabour", axis: str = "capsule") -> Callable:
+    """The squash of the class capsules s (B, J, D): the form `form` (SQUASHES) over `axis` (SQUASH_DIMS)."""
+    f, dim = SQUASHES[form], SQUASH_DIMS[axis]
+    return f if axis == "capsule" else (lambda s: f(s, dim=dim))
 
 
 def route(

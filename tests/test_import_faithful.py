@@ -68,6 +68,11 @@ def test_each_convention_imports_against_its_code_within_tolerance_at_every_stag
     torch.testing.assert_close(c_mine, c_original, atol=TOLERANCE, rtol=0)
     if convention == "four-iterations":
         assert model.config.routing_iterations == 4
+    if convention == "squash-classes":  # recorded in the checkpoint and said in the words the pages show
+        assert model.config.class_squash == "classes" and meta.raw["config"]["class_squash"] == "classes"
+        assert any("class capsules squashed over the classes" in w for w in how_it_computes(meta))
+    else:
+        assert model.config.class_squash == "capsule"
 
 
 @pytest.mark.parametrize("convention", CONVENTIONS)
