@@ -250,6 +250,7 @@ def test_imported_models_say_how_they_compute_on_the_zoo_and_routing_pages(synth
     import_file(path, folder / "checked.safetensors", limit=16, against=f"{CODE}:make", against_args={"convention": "softmax-inputs"})
     _, path = saved(tmp_path, "view")
     import_file(path, folder / "plain.safetensors", limit=16)
+    import_file(path, folder / "view.safetensors", limit=16, against=f"{CODE}:make", against_args={"convention": "view"})
     monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(folder))
     at = AppTest.from_file(APP, default_timeout=120)
     at.switch_page("pages/zoo.py").run()
@@ -263,3 +264,15 @@ def test_imported_models_say_how_they_compute_on_the_zoo_and_routing_pages(synth
     assert any(
         c.value.startswith("This model was imported: checked against its code") and "softmax over inputs" in c.value for c in at.caption
     )
+    # its couplings sum to 1 over the 144 inputs: the entropy chart and the uniform share say so
+    captions = " ".join(c.value for c in at.caption)
+    assert "sum to 1 over the input capsules" in captions and "1/144 from each" in captions
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert any(t.startswith("Coupling entropy per digit capsule, over the 144 input capsules (uniform: 4.97)") for t in titles)
+    at.session_state["pending_model"] = "view.safetensors"  # a view grouping: capsules with no one position
+    at.switch_page("pages/routing.py").run()
+    assert not at.exception, at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "8 neighbouring values of one conv map" in captions and "has no one position" in captions, captions
+    axes = [json.loads(c.proto.spec)["layout"].get("xaxis", {}).get("title", {}).get("text", "") for c in at.get("plotly_chart")]
+    assert any(a.startswith("primary capsule i in the model's own order, 36 to a row") for a in axes)
