@@ -7,7 +7,8 @@ Vector capsules (predictions u_hat laid out (B, J, I, D)), interchangeable throu
 - `dynamic_routing_options`: the same with the variations public code has (`DynamicOptions`):
   softmax over the input capsules, logits averaged over the batch, a learned prior, another squash.
 - `self_attention_routing`: one pass of self-attention (Mazzia et al. 2021, Efficient-CapsNet).
-Matrix capsules: `em_routing` (Hinton et al. 2018), whose inputs (votes and activations) differ.
+Matrix capsules: `em_routing` (Hinton et al. 2018), whose inputs (votes and activations) differ;
+`em_procedure_1` is the same algorithm written plainly in the paper's symbols, its reference.
 
 The iterative algorithms loop over routing *iterations* only; every capsule is handled by tensor
 ops. Shapes: B batch, I lower capsules, J upper capsules, D pose dims, T iterations.
@@ -440,6 +441,46 @@ def em_routing(
         out.R = out.R.movedim(-1, -2)  # (T, *N, I, J)
         out.votes = votes.detach()
     return out
+
+
+def em_procedure_1(
+    V: torch.Tensor,
+    a_in: torch.Tensor,
+    iterations: int = 3,
+    beta_u: torch.Tensor | float = 0.0,
+    beta_a: torch.Tensor | float = 0.0,
+    *,
+    final_lambda: float = 0.3,
+    var_floor: float = VAR_FLOOR,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Procedure 1 of Hinton et al. (2018), EM routing, in the paper's symbols for one group of
+    capsules: the readable reference that `em_routing` (centred, scaled, batched, traced, with the
+    convolutional layers' normalisation) is tested against, as `procedure_1` is for dynamic routing.
+
+    V: (I, J, H) vote V_ij of lower capsule i for upper capsule j (H = 16, a 4x4 pose); a_in: (I,)
+    the lower activations a_i; beta_u, beta_a: learned, a number or (J,). Returns the upper
+    activations a_j (J,) and mean poses mu_j (J, H). capsviz's documented choices (`em_routing`):
+    the variance floored at `var_floor`, the cost standardised across the J capsules, and the
+    inverse temperature lambda on `lambda_schedule`."""
+    I, J, H = V.shape
+    beta_u = torch.as_tensor(beta_u, dtype=V.dtype)
+    beta_u = beta_u.reshape(J, 1) if beta_u.dim() else beta_u  # per capsule j, the same for every h
+    R = V.new_full((I, J), 1.0 / J)  # R_ij: the share of capsule i's vote that j explains, uniform at first
+    for t, lambda_ in enumerate(lambda_schedule(iterations, final_lambda)):
+        # M-step, every upper capsule j: fit a Gaussian to the votes, weighted by R_ij a_i
+        Ra = R * a_in.unsqueeze(1)  # (I, J): R_ij a_i
+        S = Ra.sum(0)  # (J,): sum_i R_ij a_i
+        mu = (Ra.unsqueeze(2) * V).sum(0) / (S.unsqueeze(1) + EPS)  # (J, H): mu_j^h
+        sigma2 = (Ra.unsqueeze(2) * (V - mu) ** 2).sum(0) / (S.unsqueeze(1) + EPS) + var_floor  # (J, H): (sigma_j^h)^2
+        cost = ((beta_u + 0.5 * torch.log(sigma2)) * S.unsqueeze(1)).sum(1)  # (J,): sum_h (beta_u + log sigma_j^h) sum_i R_ij a_i
+        z = (cost - cost.mean()) / ((cost - cost.mean()).pow(2).mean().sqrt() + 1e-6)  # standardised across the J capsules
+        a = torch.sigmoid(lambda_ * (beta_a - z))  # (J,): a_j = logistic(lambda (beta_a - cost_j))
+        if t == iterations - 1:
+            break
+        # E-step, every lower capsule i: how probable its vote is under each j's Gaussian, times a_j
+        log_p = -0.5 * ((V - mu) ** 2 / sigma2).sum(2) - 0.5 * torch.log(sigma2).sum(1)  # (I, J); constants cancel
+        R = (torch.log(a) + log_p).softmax(dim=1)  # (I, J): R_ij = a_j p_ij / sum_k a_k p_ik
+    return a, mu
 
 
 # Votes beyond this are routed in float64: float32 holds their moments (the scaling below), but
