@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 from capsviz.analysis.explain import capsule_role, pair_routing, pair_routing_words, pair_words, reconstruction_words, round_up
-from capsviz.analysis.multimnist import SEGMENT_NAMES, compose_pair, draw_pair, pair_accuracy, segment
+from capsviz.analysis.multimnist import INK, SEGMENT_NAMES, compose_pair, draw_pair, pair_accuracy, segment
 from capsviz.config import DATASETS
 from capsviz.data.multimnist import MAX_SHIFT
 from capsviz.glossary import help_text
@@ -151,7 +151,7 @@ legend = " · ".join(
 )
 st.markdown(legend, unsafe_allow_html=True)
 st.caption(
-    "A pixel of the input's ink belongs to a capsule where that capsule's reconstruction is above 0.1 (the paper: "
+    f"A pixel of the input's ink belongs to a capsule where that capsule's reconstruction is above {INK:g} (the paper: "
     "'non-zero'). Try a capsule that is neither a label nor predicted: it has little left to explain."
 )
 

@@ -180,15 +180,38 @@ def test_describe_comparison_says_what_the_curves_show():
     from capsviz.analysis.robustness import describe_comparison
 
     eps = [0.0, 0.1, 0.2]
-    worse = describe_comparison({"caps": [99.0, 59.0, 30.0], "cnn": [99.0, 74.0, 50.0]}, eps, "caps", "epsilon")
+    worse = describe_comparison({"caps": [99.0, 59.0, 30.0], "cnn": [99.0, 74.0, 50.0]}, eps, "caps", "epsilon", 1000)
     assert "At epsilon 0.2" in worse[0] and "**caps** measures 30% accuracy and **cnn** 50%: cnn holds up better" in worse[0]
-    assert "caps holds up *worse* than cnn at 2 and better at 0" in worse[1] and "less robust" in worse[1]
-    better = describe_comparison({"caps": [99.0, 80.0, 60.0], "cnn": [99.0, 70.0, 20.0]}, eps, "caps", "epsilon")
+    assert "caps holds up *worse* than cnn at 2 and better at 0, 1 within chance on 1000 test images" in worse[1]
+    assert "less robust" in worse[1]
+    better = describe_comparison({"caps": [99.0, 80.0, 60.0], "cnn": [99.0, 70.0, 20.0]}, eps, "caps", "epsilon", 1000)
     assert "caps holds up better" in better[0] and "better than cnn at 2, worse at 0" in better[1]
-    targeted = describe_comparison({"caps": [0.0, 10.0, 20.0], "cnn": [0.0, 40.0, 90.0]}, eps, "caps", "epsilon", higher_is_robust=False)
+    targeted = describe_comparison(
+        {"caps": [0.0, 10.0, 20.0], "cnn": [0.0, 40.0, 90.0]}, eps, "caps", "epsilon", 1000, higher_is_robust=False
+    )
     assert "attack success" in targeted[0] and "caps holds up better" in targeted[0]
-    assert describe_comparison({"caps": [1.0]}, [0.1], "caps", "epsilon") == []
+    assert describe_comparison({"caps": [1.0]}, [0.1], "caps", "epsilon", 1000) == []
     three = {"caps": [99.0, 59.0, 30.0], "matrix": [99.0, 90.0, 80.0], "cnn": [99.0, 74.0, 50.0]}
-    vs_cnn = describe_comparison(three, eps, "matrix", "epsilon", baseline="cnn")
+    vs_cnn = describe_comparison(three, eps, "matrix", "epsilon", 1000, baseline="cnn")
     assert "**matrix** measures 80% accuracy and **cnn** 50%: matrix holds up better" in vs_cnn[0]
     assert "matrix holds up better than cnn at 2, worse at 0" in vs_cnn[1]
+
+
+@pytest.mark.parametrize("side", [-1, 1])
+def test_describe_comparison_counts_a_gap_only_beyond_chance(side):
+    """A 60% against 60% + gap on n images, the gap just under and just over rules.noise."""
+    from capsviz.analysis import rules
+    from capsviz.analysis.robustness import describe_comparison
+
+    n = 200
+    limit = rules.noise(60.0, n, 60.0, n)
+    gap = limit * (1 + 0.05 * side)
+    assert rules.beyond_chance(60.0 + gap, n, 60.0, n) == (side > 0)
+    said = describe_comparison({"caps": [99.0, 60.0 + gap], "cnn": [99.0, 60.0]}, [0.0, 0.1], "caps", "epsilon", n)
+    if side > 0:
+        assert said[0].endswith("caps holds up better there.")
+        assert "caps holds up better than cnn at 1, worse at 0, 1 within chance on 200 test images." in said[1]
+    else:
+        noise = rules.noise(60.0 + gap, n, 60.0, n)
+        assert f"a gap of {gap:.1f} points, within the {noise:.1f} that chance gives on 200 test images" in said[0]
+        assert "neither caps nor cnn holds up clearly better (0 better, 0 worse, 2 within chance on 200 test images)." in said[1]
