@@ -269,3 +269,25 @@ def test_em_words_quote_the_shipped_matrix_models_numbers():
             f"{rules.trend(first, last)}: {first:.1%} at iteration 1 (uniform: {1 / tr.R.shape[2]:.1%}), {last:.1%} at iteration 3" in said
         )
         assert f"lie on average {sh.near[-1]:.3g} from its mean pose" in said and f"({sh.near_others[-1]:.3g})" in said
+
+
+def test_pair_routing_words_quote_the_shipped_multimnist_models_numbers():
+    """The MultiMNIST page's routing sentences, for every shipped MultiMNIST model, quote the numbers
+    pair_routing gives the figure (the maps are dynamic_trace's, the shares their means)."""
+    rng = np.random.default_rng(0)
+    single = (rng.random((36, 36)) * (rng.random((36, 36)) > 0.8)).astype(np.float32)
+    pair = np.clip(single + (rng.random((36, 36)) * (rng.random((36, 36)) > 0.8)), 0, 1).astype(np.float32)
+    paths = sorted((ROOT / "checkpoints").glob("*multimnist.safetensors"))
+    assert paths
+    for path in paths:
+        model, meta = ckpt.load_checkpoint(path)
+        T = meta.config.routing_iterations
+        r = pair_routing(model, pair, single, (3, 5), T)
+        said = pair_routing_words(r, "the 3")
+        assert f"{r.mean[0, -1, 0]:.3f} of its prediction to capsule 3 and {r.mean[0, -1, 1]:.3f} to capsule 5" in said
+        assert f"{r.weighted[0, -1, 0]:.3f} and {r.weighted[0, -1, 1]:.3f}." in said
+        assert f"alone sends {r.weighted[1, -1, 0]:.3f} and {r.weighted[1, -1, 1]:.3f}" in said
+        if T > 1:
+            assert rules.uniform_words(r.entropy_ratio, r.largest_share, r.uniform) in said
+            np.testing.assert_allclose(r.maps[0, -1], dynamic_trace(model, pair, T).coupling_maps(T - 1)[[3, 5]], rtol=1e-6)
+            assert r.largest_share == pytest.approx(max(r.mean.max(), r.weighted.max(), r.maps.max()))

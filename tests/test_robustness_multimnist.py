@@ -1,5 +1,7 @@
 """MultiMNIST segmentation, attacks, affine transforms and the reproduction table (issue 7)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -215,3 +217,42 @@ def test_describe_comparison_counts_a_gap_only_beyond_chance(side):
         noise = rules.noise(60.0 + gap, n, 60.0, n)
         assert f"a gap of {gap:.1f} points, within the {noise:.1f} that chance gives on 200 test images" in said[0]
         assert "neither caps nor cnn holds up clearly better (0 better, 0 worse, 2 within chance on 200 test images)." in said[1]
+
+
+def test_shipped_sweeps_comparisons_quote_the_numbers_their_charts_draw():
+    """For every shipped model with a stored affine or attack sweep beside the shipped CNN's (the
+    numbers the robustness page charts without running anything), the sentences quote those numbers."""
+    from capsviz.analysis import rules, stored
+    from capsviz.analysis.robustness import describe_comparison
+
+    root = Path(__file__).resolve().parents[1] / "checkpoints"
+    folders = [root / "sweeps"]
+    cnn = root / "cnn-small-mnist.safetensors"
+    kinds = [("affine", stored.affine_settings("mnist", 28, stored.AFFINE_IMAGES, stored.AFFINE_STRENGTHS), stored.AFFINE_STRENGTHS)]
+    kinds += [
+        ("attack", stored.attack_settings("mnist", m, t, stored.ATTACK_IMAGES, stored.ATTACK_EPSILONS), stored.ATTACK_EPSILONS)
+        for m in ("fgsm", "bim")
+        for t in (False, True)
+    ]
+    checked = 0
+    for path in sorted(root.glob("*mnist.safetensors")):
+        if path == cnn or "multimnist" in path.stem:
+            continue
+        for kind, settings, xs in kinds:
+            mine, base = (stored.read(stored.sweep_key(p, kind, settings), folders) for p in (path, cnn))
+            if mine is None or base is None:
+                continue
+            field = "accuracy" if kind == "affine" or not settings.get("targeted") else "success"
+            series = {"caps": mine[field], "cnn": base[field]}
+            if not series["caps"]:
+                continue
+            n = stored.AFFINE_IMAGES if kind == "affine" else stored.ATTACK_IMAGES
+            said = describe_comparison(series, xs, "caps", "x", n, higher_is_robust=field == "accuracy")
+            gap = np.abs(np.subtract(series["caps"], series["cnn"]))
+            k = int(np.argmax(gap))
+            assert f"At x {xs[k]:g}," in said[0] and f"measures {series['caps'][k]:.0f}%" in said[0]
+            assert f"**cnn** {series['cnn'][k]:.0f}%" in said[0]
+            real = [rules.beyond_chance(a, n, b, n) for a, b in zip(series["caps"], series["cnn"], strict=True)]
+            assert f"{len(real) - sum(real)} within chance on {n} test images" in said[1]
+            checked += 1
+    assert checked >= 1
