@@ -276,3 +276,38 @@ def test_imported_models_say_how_they_compute_on_the_zoo_and_routing_pages(synth
     assert "8 neighbouring values of one conv map" in captions and "has no one position" in captions, captions
     axes = [json.loads(c.proto.spec)["layout"].get("xaxis", {}).get("title", {}).get("text", "") for c in at.get("plotly_chart")]
     assert any(a.startswith("primary capsule i in the model's own order, 36 to a row") for a in axes)
+
+
+def test_a_class_squash_over_the_classes_said_without_against_gives_the_originals_capsules(synthetic_data, tmp_path):
+    """`--class-squash classes` (computation={"class_squash": "classes"}) without --against: the twin
+    then computes the original's class capsules, and the stated option is stored; the same file
+    imported with the paper's squash is not."""
+    net, path = saved(tmp_path, "squash-classes")
+    import_file(path, tmp_path / "said.safetensors", evaluate=False, computation={"class_squash": "classes"})
+    import_file(path, tmp_path / "paper.safetensors", evaluate=False)
+    x = first_images()
+    with torch.no_grad():
+        v = net(x)[0]
+        said, meta = ckpt.load_checkpoint(tmp_path / "said.safetensors")
+        paper, _ = ckpt.load_checkpoint(tmp_path / "paper.safetensors")
+        torch.testing.assert_close(said(x).capsules, v, atol=TOLERANCE, rtol=0)
+        assert float((paper(x).capsules - v).abs().max()) > 1e-2
+    assert meta.config.class_squash == "classes"
+    # each value squashed over the classes: every dimension's column has length below 1, a capsule's may not be
+    assert float(said(x).capsules.norm(dim=1).max()) < 1
+
+
+def test_class_squash_axes_normalise_what_they_say():
+    from capsviz.routing import SQUASH_DIMS, class_squash, squash
+
+    s = torch.randn(3, 10, 16) * 2
+    torch.testing.assert_close(class_squash("sabour", "capsule")(s), squash(s))
+    torch.testing.assert_close(class_squash("sabour", "classes")(s), squash(s.transpose(1, 2)).transpose(1, 2))
+    torch.testing.assert_close(class_squash("sabour", "all")(s), squash(s.flatten(1)).view_as(s))
+    assert set(SQUASH_DIMS) == {"capsule", "classes", "all"}
+    u_hat = torch.randn(2, 10, 36, 16) * 0.2
+    paper = dynamic_routing_options(u_hat, 3, DynamicOptions(), record=True)
+    over = dynamic_routing_options(u_hat, 3, DynamicOptions(squash_axis="classes"), record=True)
+    assert not DynamicOptions(squash_axis="all").paper and not torch.allclose(paper.v, over.v, atol=1e-3)
+    with pytest.raises(ValueError, match="unknown dynamic routing options"):
+        dynamic_routing_options(u_hat, 3, DynamicOptions(squash_axis="sideways"))
