@@ -95,7 +95,7 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     sh = em_shares(tr)
     right.markdown(
         f"**Shown: vote distances from 0 to {zoom.limit:g}**: {plain(zoom.why)}.  \n"
-        + em_share_words(sh, plain(names[sh.winner]), meta.config.routing_iterations)
+        + em_share_words(sh, plain(names[sh.winner]), meta.config.routing_iterations)  # plain: its one name is made plain here
     )
     frame = em_histogram_frames(tr, zoom.limit, names, t)[0]
     st.image(frame, width="stretch")

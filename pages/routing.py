@@ -88,7 +88,7 @@ def attention_view(model, image, label, names) -> None:
         key="attention_prior",
     )
     right.caption(help_text("self_attention", "c", "prior"))
-    st.caption(attention_words(tr, winner, plain(names[winner])))
+    st.caption(attention_words(tr, winner, plain(names[winner])))  # plain: its one name is made plain here
     st.subheader("The same capsules with dynamic routing, 1 to 10 iterations")
     sweep = sweep_of(key, model, image.tobytes(), image.shape)
     st.plotly_chart(
@@ -97,7 +97,7 @@ def attention_view(model, image, label, names) -> None:
         ),
         key="attention_sweep",
     )
-    st.caption(sweep_words(sweep["predictions"], winner, plain(names[winner])))
+    st.caption(sweep_words(sweep["predictions"], winner, plain(names[winner])))  # plain: its one name is made plain here
 
 
 model, meta, path = page_model(
@@ -224,7 +224,7 @@ def iteration_view(tr, image, label, winner: int) -> None:
         ),
         key="coupling_maps",
     )
-    right.caption(caption)
+    right.caption(caption)  # plain: numbers and the class words only
     j = right.selectbox(
         f"{words.capsule.capitalize()} for the detailed map",
         list(range(len(names))),
@@ -257,10 +257,10 @@ a.plotly_chart(
     ),
     key="lengths_by_iteration",
 )
-a.caption(length_words(tr.lengths, winner, words.capsule, words.thing, plain(names[winner])))
+a.caption(length_words(tr.lengths, winner, words.capsule, words.thing, plain(names[winner])))  # plain: its one name is made plain here
 ent = entropy_figure(tr, words.capsule, words.thing)
 b.plotly_chart(plain_chart(lines(ent["series"], ent["names"], ent["title"], "iteration", "entropy (nats)")), key="entropy")
-b.caption(ent["caption"])
+b.caption(ent["caption"])  # plain: numbers and the class words only
 
 c, d = st.columns([1, 2])
 c.image(

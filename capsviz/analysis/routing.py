@@ -173,7 +173,7 @@ def coupling_summary(model, images: torch.Tensor, iterations: int | None = None,
     u_hat = model.predictions(_channels(images))  # (B, J, I, D)
     r = model.route(u_hat, routing=routing, iterations=iterations, record=True)
     T, B, I, J = r.c.shape
-    softmax = getattr(model.config, "routing_softmax", "classes") if routing == "dynamic" else "classes"
+    softmax = getattr(getattr(model, "config", None), "routing_softmax", "classes") if routing == "dynamic" else "classes"
     pred = r.v.norm(dim=-1).argmax(1)  # (B,)
     to_pred = r.c.gather(3, pred.view(1, B, 1, 1).expand(T, B, I, 1)).squeeze(3)  # (T, B, I)
     vote = u_hat.norm(dim=-1).gather(1, pred.view(B, 1, 1).expand(B, 1, I)).squeeze(1)  # (B, I): |u_hat_pred|i|
