@@ -93,6 +93,10 @@ def test_view_places_spread_each_capsule_over_the_positions_of_its_values():
     assert capsule_axes(tr)[0].startswith("primary capsule i in the model's own order, 36 to a row")
 
 
+def classes_trace():
+    return trace(softmax(np.random.default_rng(2).normal(size=(3, 12, 10)), -1))
+
+
 def test_softmax_over_inputs_makes_uniform_one_over_I_and_entropy_over_the_inputs():
     rng = np.random.default_rng(1)
     c = softmax(rng.normal(size=(3, 12, 10)), 1)  # each class's couplings sum to 1 over the 12 inputs
@@ -102,6 +106,8 @@ def test_softmax_over_inputs_makes_uniform_one_over_I_and_entropy_over_the_input
     fig = entropy_figure(tr, "digit capsule", "digit")
     assert fig["title"] == f"Coupling entropy per digit capsule, over the 12 input capsules (uniform: {np.log(12):.2f})"
     assert "1/12 from each" in fig["caption"]
+    assert "draws a larger share of its input from that position" in map_words(tr, 1, "digit capsule", "digit", True)[1]
+    assert "sends a larger share of its vote to that digit" in map_words(classes_trace(), 1, "digit capsule", "digit", True)[1]
     classes = trace(softmax(rng.normal(size=(3, 12, 10)), -1))
     assert classes.uniform == pytest.approx(0.1) and classes.entropy.shape == (3, 12)
     assert "1/10 to each digit" in entropy_figure(classes, "digit capsule", "digit")["caption"]

@@ -241,9 +241,13 @@ def map_words(tr: DynamicTrace, t: int, capsule: str, thing: str, digits: bool) 
             f"those primary capsules' predictions happen to agree with that {thing}, not that "
             + ("ink is there." if digits else "the object is there.")
         )
-    caption = (
-        f"Each small map is one {capsule}; {where}. Brighter means that position sends a larger share of its vote to that {thing}. {spread}"
+    brighter = (
+        f"that {capsule} draws a larger share of its input from that position (this model's couplings sum to 1 over the "
+        "input capsules for each class)"
+        if tr.softmax == "inputs"
+        else f"that position sends a larger share of its vote to that {thing}"
     )
+    caption = f"Each small map is one {capsule}; {where}. Brighter means {brighter}. {spread}"
     return title, caption
 
 
