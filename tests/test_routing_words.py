@@ -107,6 +107,8 @@ def test_softmax_over_inputs_makes_uniform_one_over_I_and_entropy_over_the_input
     assert fig["title"] == f"Coupling entropy per digit capsule, over the 12 input capsules (uniform: {np.log(12):.2f})"
     assert "1/12 from each" in fig["caption"]
     assert "draws a larger share of its input from that position" in map_words(tr, 1, "digit capsule", "digit", True)[1]
+    maps = tr.coupling_maps(1)  # 1/12: four decimals, so the span shows
+    assert f"span only {maps.min():.4f} to {maps.max():.4f} (uniform: {1 / 12:.4f})" in map_words(tr, 1, "c", "d", True)[1]
     assert "sends a larger share of its vote to that digit" in map_words(classes_trace(), 1, "digit capsule", "digit", True)[1]
     classes = trace(softmax(rng.normal(size=(3, 12, 10)), -1))
     assert classes.uniform == pytest.approx(0.1) and classes.entropy.shape == (3, 12)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -228,15 +229,16 @@ def map_words(tr: DynamicTrace, t: int, capsule: str, thing: str, digits: bool) 
             "conv map (some straddle two maps), not one position's channels, so it has no one position: each square averages "
             "the couplings of the capsules built from the values at that position, each counted by its share of them"
         )
+    d = 2 + max(1, -math.floor(math.log10(tr.uniform)))  # 3 decimals for 1/10, 5 for 1/144: the digits that move
     if flat(maps):
         spread = (
-            f"At iteration 1 every coupling is {maps.max():.3f}: nothing has been routed yet."
+            f"At iteration 1 every coupling is {maps.max():.{d}f}: nothing has been routed yet."
             if t == 0
-            else f"At this iteration every coupling is still {maps.max():.3f}: the agreements added to b are too small to move them."
+            else f"At this iteration every coupling is still {maps.max():.{d}f}: the agreements added to b are too small to move them."
         )
     else:
         spread = (
-            f"At this iteration the squares span only {maps.min():.3f} to {maps.max():.3f} (uniform: {tr.uniform:.3f}), so "
+            f"At this iteration the squares span only {maps.min():.{d}f} to {maps.max():.{d}f} (uniform: {tr.uniform:.{d}f}), so "
             "the colours exaggerate small differences. Positions over blank background vote too: a bright square there means "
             f"those primary capsules' predictions happen to agree with that {thing}, not that "
             + ("ink is there." if digits else "the object is there.")
