@@ -104,7 +104,7 @@ def test_softmax_over_inputs_makes_uniform_one_over_I_and_entropy_over_the_input
     assert tr.uniform == pytest.approx(1 / 12) and tr.uniform_entropy == pytest.approx(np.log(12))
     assert tr.entropy.shape == (3, 10)
     fig = entropy_figure(tr, "digit capsule", "digit")
-    assert fig["title"] == f"Coupling entropy per digit capsule, over the 12 input capsules (uniform: {np.log(12):.2f})"
+    assert fig["title"] == f"Entropy of each digit capsule's couplings (uniform: {np.log(12):.2f})"
     assert "1/12 from each" in fig["caption"]
     assert "draws a larger share of its input from that position" in map_words(tr, 1, "digit capsule", "digit", True)[1]
     maps = tr.coupling_maps(1)  # 1/12: four decimals, so the span shows

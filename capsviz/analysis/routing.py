@@ -282,14 +282,14 @@ def entropy_figure(tr: DynamicTrace, capsule: str, thing: str) -> dict:
     T, I, J = tr.c.shape
     H = tr.uniform_entropy
     if tr.softmax == "inputs":
-        who = f"per {capsule}, over the {I} input capsules"
+        title = f"Entropy of each {capsule}'s couplings (uniform: {H:.2f})"  # over the inputs: the caption says so
         what = (
             f"This model's couplings sum to 1 over the input capsules for each {capsule} (its softmax is over the inputs), "
             f"so entropy here measures how evenly a {capsule} draws on the {I} primary capsules: {H:.2f} is perfectly even "
             f"(1/{I} from each), 0 is all of it from one."
         )
     else:
-        who = "per primary capsule"
+        title = f"Coupling entropy per primary capsule (uniform: {H:.2f})"
         what = (
             f"Entropy measures how evenly a primary capsule splits its vote: {H:.2f} is perfectly even (1/{J} to each {thing}), "
             f"0 is the whole vote to one {thing}."
@@ -305,7 +305,7 @@ def entropy_figure(tr: DynamicTrace, capsule: str, thing: str) -> dict:
     return {
         "series": series,
         "names": ["mean", "10th percentile", "90th percentile"],
-        "title": f"Coupling entropy {who} (uniform: {H:.2f})",
+        "title": title,
         "caption": what + said,
     }
 
