@@ -56,7 +56,7 @@ from capsviz.models.capsnet import CapsNet
 PRIMARY_ORDERS = ("type-major", "position-major", "view")
 # The options of CapsNetConfig a user's code may set (capsviz.config.PAPER_COMPUTATION has the
 # paper's values); the grouping and the prior follow from `primary_order` and the weights
-COMPUTATION = ("primary_squash", "squash", "routing_softmax", "routing_logits", "routing_batch", "input_mean", "input_std")
+COMPUTATION = ("primary_squash", "squash", "class_squash", "routing_softmax", "routing_logits", "routing_batch", "input_mean", "input_std")
 # Which conv channel holds dimension d of capsule type t:
 # capsule: channel t*K + d (a capsule's K dims are adjacent channels; one conv, the usual view)
 # dim: channel d*T + t (K convs of T channels each, one per dimension, stacked in order)

@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from capsviz.adapter import first_line
+from capsviz.config import CLASS_SQUASH_AXES
 from capsviz.errors import CapsvizError
 
 TOLERANCE = 1e-4
@@ -196,7 +197,7 @@ class Twin:
         m, cfg, inv = self.model, self.model.config, self.inv
         norm = (cfg.input_mean, cfg.input_std)
         grouping = (*norm, cfg.squash, cfg.primary_squash)
-        routing = (*grouping, cfg.routing_softmax, cfg.routing_logits, cfg.routing_batch)
+        routing = (*grouping, cfg.class_squash, cfg.routing_softmax, cfg.routing_logits, cfg.routing_batch)
         h = self._once(("conv1", norm), lambda: m.features(self.x))  # (B, S', S', C1)
         if name == "conv1":
             return h.permute(0, 3, 1, 2)
@@ -281,7 +282,11 @@ def _settings_for(stage: str, given: dict, convs: int) -> list[dict]:
         softmax = [given["routing_softmax"]] if "routing_softmax" in given else ["classes", "inputs"]
         logits = [given["routing_logits"]] if "routing_logits" in given else ["image", "batch"]
         its = [given["iterations"]] if "iterations" in given else range(1, MAX_ITERATIONS_TRIED + 1)
-        return [{"routing_softmax": s, "routing_logits": lg, "iterations": t} for s, lg, t in itertools.product(softmax, logits, its)]
+        axes = [given["class_squash"]] if "class_squash" in given else CLASS_SQUASH_AXES
+        return [
+            {"routing_softmax": s, "routing_logits": lg, "iterations": t, "class_squash": q}
+            for s, lg, t, q in itertools.product(softmax, logits, its, axes)
+        ]
     return [{}]
 
 
@@ -310,7 +315,8 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
         if isinstance(got, CapsvizError):
             return None
         model = got.model
-        computation = {k: setting[k] for k in ("input_mean", "input_std", "squash", "primary_squash", "routing_softmax", "routing_logits")}
+        keys = ("input_mean", "input_std", "squash", "primary_squash", "class_squash", "routing_softmax", "routing_logits")
+        computation = {k: setting[k] for k in keys}
         if given.get("normalise"):  # the user's pipeline normalised the images the network saw: the twin does it itself
             computation["input_mean"], computation["input_std"] = mean, std
         batch = given.get("routing_batch", B) if setting["routing_logits"] == "batch" else 0
@@ -322,6 +328,7 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
         "primary_channels": None,
         "squash": "sabour",
         "primary_squash": "capsule",
+        "class_squash": "capsule",
         "routing_softmax": "classes",
         "routing_logits": "image",
         "iterations": 3,
@@ -398,7 +405,8 @@ def _setting_words(s: dict) -> str:
     order = s["primary_order"] + (f"/{s['primary_channels']}" if s.get("primary_channels") else "")
     return (
         f"{norm}primary capsules {order}, squash {s['squash']} over each {s['primary_squash']}, "
-        f"softmax over {s['routing_softmax']}, logits per {s['routing_logits']}, {s['iterations']} iteration(s)"
+        f"class-capsule squash over {s['class_squash']}, softmax over {s['routing_softmax']}, "
+        f"logits per {s['routing_logits']}, {s['iterations']} iteration(s)"
     )
 
 

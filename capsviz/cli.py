@@ -255,6 +255,11 @@ def parser() -> Parser:
         "--primary-squash", choices=["capsule", "map"], help="what the primary squash normalises: each capsule, or each value's whole map"
     )
     im.add_argument(
+        "--class-squash",
+        choices=["capsule", "classes", "all"],
+        help="what the class capsules' squash normalises: each capsule (default), each value over the classes, or all at once",
+    )
+    im.add_argument(
         "--normalise",
         nargs=2,
         type=number(-1000, 1000),
@@ -701,6 +706,7 @@ def cmd_import(args) -> int:
     if args.normalise and args.normalise[1] <= 0:
         raise CapsvizError(f"--normalise: STD must be above 0, found {args.normalise[1]:g}")
     options = {"routing_softmax": args.softmax, "routing_logits": args.logits, "squash": args.squash, "primary_squash": args.primary_squash}
+    options["class_squash"] = args.class_squash
     options = {k: v for k, v in options.items() if v is not None}
     if args.routing_batch is not None:
         if args.logits != "batch":

@@ -109,6 +109,7 @@ class CapsNetConfig:
     primary_grouping: str = "paper"  # PRIMARY_GROUPINGS: which conv outputs make one primary capsule
     primary_squash: str = "capsule"  # PRIMARY_SQUASH_AXES: what each squash of the primary capsules normalises
     squash: str = "sabour"  # SQUASH_FORMS: the squash of primary and class capsules
+    class_squash: str = "capsule"  # CLASS_SQUASH_AXES: what each squash of the class capsules normalises
     routing_softmax: str = "classes"  # ROUTING_SOFTMAX: what the couplings sum to 1 over
     routing_logits: str = "image"  # ROUTING_LOGITS: per image, or averaged over the images routed together
     routing_batch: int = 0  # with batch-averaged logits: images routed together (0: however many are passed)
@@ -137,6 +138,7 @@ PAPER_COMPUTATION = {
     "primary_grouping": "paper",
     "primary_squash": "capsule",
     "squash": "sabour",
+    "class_squash": "capsule",
     "routing_softmax": "classes",
     "routing_logits": "image",
     "routing_batch": 0,
@@ -150,6 +152,9 @@ PAPER_COMPUTATION = {
 PRIMARY_GROUPINGS = ("paper", "view")
 # capsule: each capsule's K values (the paper); map: each of the K values over all I capsules
 PRIMARY_SQUASH_AXES = ("capsule", "map")
+# capsule: each class capsule's D values (the paper); classes: each of the D values over the J classes
+# (squash(s, dim=1) of (B, J, D)); all: the whole (J, D) map of an image at once
+CLASS_SQUASH_AXES = ("capsule", "classes", "all")
 SQUASH_FORMS = ("sabour", "efficient")  # Eq. 1 of Sabour et al.; Mazzia et al.'s (1 - e^-|s|) s/|s|
 # Dynamic routing's options (capsviz.routing.dynamic_routing_options): what the couplings sum to 1
 # over, and whether the routing logits are each image's own or averaged over the images routed together

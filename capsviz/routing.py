@@ -7,7 +7,8 @@ Vector capsules (predictions u_hat laid out (B, J, I, D)), interchangeable throu
 - `dynamic_routing_options`: the same with the variations public code has (`DynamicOptions`):
   softmax over the input capsules, logits averaged over the batch, a learned prior, another squash.
 - `self_attention_routing`: one pass of self-attention (Mazzia et al. 2021, Efficient-CapsNet).
-Matrix capsules: `em_routing` (Hinton et al. 2018), whose inputs (votes and activations) differ.
+Matrix capsules: `em_routing` (Hinton et al. 2018), whose inputs (votes and activations) differ;
+`em_procedure_1` is the same algorithm written plainly in the paper's symbols, its reference.
 
 The iterative algorithms loop over routing *iterations* only; every capsule is handled by tensor
 ops. Shapes: B batch, I lower capsules, J upper capsules, D pose dims, T iterations.
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from capsviz.config import COUPLINGS, ROUTING_LOGITS, ROUTING_SOFTMAX, SQUASH_FORMS
+from capsviz.config import CLASS_SQUASH_AXES, COUPLINGS, ROUTING_LOGITS, ROUTING_SOFTMAX, SQUASH_FORMS
 from capsviz.kernels import dynamic as dynamic_kernel
 from capsviz.kernels import em as em_kernel
 from capsviz.kernels import policy
@@ -163,18 +164,32 @@ class DynamicOptions:
         couplings and an image's class capsules depend on the other images in its batch.
     batch: with "batch", how many consecutive images are routed together (0: all that are passed).
     prior: a learned routing prior (I, J): the logits b start from it instead of 0.
-    squash: the squash of the class capsules (SQUASHES' names)."""
+    squash: the squash of the class capsules (SQUASHES' names).
+    squash_axis: what that squash normalises (CLASS_SQUASH_AXES): "capsule", each class capsule's
+        D values (the paper); "classes", each of the D values over the J classes (`squash(s, dim=1)`
+        of (B, J, D), as some public code writes it); "all", an image's whole (J, D) map at once."""
 
     softmax: str = "classes"
     logits: str = "image"
     batch: int = 0
     prior: torch.Tensor | None = None
     squash: str = "sabour"
+    squash_axis: str = "capsule"
 
     @property
     def paper(self) -> bool:
         """Whether these are Procedure 1's own (then the fast paths run)."""
-        return self.prior is None and (self.softmax, self.logits, self.squash) == ("classes", "image", "sabour")
+        return self.prior is None and (self.softmax, self.logits, self.squash, self.squash_axis) == (
+            "classes",
+            "image",
+            "sabour",
+            "capsule",
+        )
+
+    @property
+    def coupling_axis(self) -> str:
+        """What each set of couplings sums to 1 over: "classes" (the paper's) or "inputs"."""
+        return self.softmax
 
 
 def dynamic_routing_options(u_hat: torch.Tensor, iterations: int = 3, options: DynamicOptions = DynamicOptions(), record: bool = False):
@@ -183,7 +198,12 @@ def dynamic_routing_options(u_hat: torch.Tensor, iterations: int = 3, options: D
     The trace is laid out as `RoutingResult` says (with batch logits each image's c and b are its
     batch's); b_change is the mean |change of b| each image saw."""
     _check_iterations(iterations)
-    if options.softmax not in ROUTING_SOFTMAX or options.logits not in ROUTING_LOGITS or options.squash not in SQUASHES:
+    if (
+        options.softmax not in ROUTING_SOFTMAX
+        or options.logits not in ROUTING_LOGITS
+        or options.squash not in SQUASHES
+        or options.squash_axis not in SQUASH_DIMS
+    ):
         raise ValueError(f"unknown dynamic routing options {options}")
     if options.paper:
         return dynamic_routing_ji(u_hat, iterations, record)
@@ -205,7 +225,7 @@ def _route_options(u_hat: torch.Tensor, iterations: int, options: DynamicOptions
     if options.prior is not None:
         b = b + options.prior.T.to(u_hat.dtype)  # (I, J) -> (J, I), the same start for every image
     axis = 1 if options.softmax == "classes" else 2
-    squash_v = SQUASHES[options.squash]
+    squash_v = class_squash(options.squash, options.squash_axis)
     cs, bs, vs, changes = [], [], [], []
     for t in range(iterations):
         c = b.softmax(dim=axis).expand(B, J, I)  # (B, J, I)
@@ -289,6 +309,15 @@ ROUTINGS = COUPLINGS
 # The squash forms a model may use, by name (capsviz.config.SQUASH_FORMS)
 SQUASHES: dict[str, Callable] = {"sabour": squash, "efficient": efficient_squash}
 assert tuple(SQUASHES) == SQUASH_FORMS
+# The dims of s (B, J, D) each class-capsule squash normalises over, by CLASS_SQUASH_AXES' names
+SQUASH_DIMS: dict[str, int | tuple[int, int]] = {"capsule": -1, "classes": -2, "all": (-2, -1)}
+assert tuple(SQUASH_DIMS) == CLASS_SQUASH_AXES
+
+
+def class_squash(form: str = "sabour", axis: str = "capsule") -> Callable:
+    """The squash of the class capsules s (B, J, D): the form `form` (SQUASHES) over `axis` (SQUASH_DIMS)."""
+    f, dim = SQUASHES[form], SQUASH_DIMS[axis]
+    return f if axis == "capsule" else (lambda s: f(s, dim=dim))
 
 
 def route(
@@ -412,6 +441,46 @@ def em_routing(
         out.R = out.R.movedim(-1, -2)  # (T, *N, I, J)
         out.votes = votes.detach()
     return out
+
+
+def em_procedure_1(
+    V: torch.Tensor,
+    a_in: torch.Tensor,
+    iterations: int = 3,
+    beta_u: torch.Tensor | float = 0.0,
+    beta_a: torch.Tensor | float = 0.0,
+    *,
+    final_lambda: float = 0.3,
+    var_floor: float = VAR_FLOOR,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Procedure 1 of Hinton et al. (2018), EM routing, in the paper's symbols for one group of
+    capsules: the readable reference that `em_routing` (centred, scaled, batched, traced, with the
+    convolutional layers' normalisation) is tested against, as `procedure_1` is for dynamic routing.
+
+    V: (I, J, H) vote V_ij of lower capsule i for upper capsule j (H = 16, a 4x4 pose); a_in: (I,)
+    the lower activations a_i; beta_u, beta_a: learned, a number or (J,). Returns the upper
+    activations a_j (J,) and mean poses mu_j (J, H). capsviz's documented choices (`em_routing`):
+    the variance floored at `var_floor`, the cost standardised across the J capsules, and the
+    inverse temperature lambda on `lambda_schedule`."""
+    I, J, H = V.shape
+    beta_u = torch.as_tensor(beta_u, dtype=V.dtype)
+    beta_u = beta_u.reshape(J, 1) if beta_u.dim() else beta_u  # per capsule j, the same for every h
+    R = V.new_full((I, J), 1.0 / J)  # R_ij: the share of capsule i's vote that j explains, uniform at first
+    for t, lambda_ in enumerate(lambda_schedule(iterations, final_lambda)):
+        # M-step, every upper capsule j: fit a Gaussian to the votes, weighted by R_ij a_i
+        Ra = R * a_in.unsqueeze(1)  # (I, J): R_ij a_i
+        S = Ra.sum(0)  # (J,): sum_i R_ij a_i
+        mu = (Ra.unsqueeze(2) * V).sum(0) / (S.unsqueeze(1) + EPS)  # (J, H): mu_j^h
+        sigma2 = (Ra.unsqueeze(2) * (V - mu) ** 2).sum(0) / (S.unsqueeze(1) + EPS) + var_floor  # (J, H): (sigma_j^h)^2
+        cost = ((beta_u + 0.5 * torch.log(sigma2)) * S.unsqueeze(1)).sum(1)  # (J,): sum_h (beta_u + log sigma_j^h) sum_i R_ij a_i
+        z = (cost - cost.mean()) / ((cost - cost.mean()).pow(2).mean().sqrt() + 1e-6)  # standardised across the J capsules
+        a = torch.sigmoid(lambda_ * (beta_a - z))  # (J,): a_j = logistic(lambda (beta_a - cost_j))
+        if t == iterations - 1:
+            break
+        # E-step, every lower capsule i: how probable its vote is under each j's Gaussian, times a_j
+        log_p = -0.5 * ((V - mu) ** 2 / sigma2).sum(2) - 0.5 * torch.log(sigma2).sum(1)  # (I, J); constants cancel
+        R = (torch.log(a) + log_p).softmax(dim=1)  # (I, J): R_ij = a_j p_ij / sum_k a_k p_ik
+    return a, mu
 
 
 # Votes beyond this are routed in float64: float32 holds their moments (the scaling below), but

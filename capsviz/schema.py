@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from capsviz.config import (
+    CLASS_SQUASH_AXES,
     COUPLINGS,
     DATASET_NAMES,
     MAX_ITERATIONS,
@@ -191,6 +192,7 @@ class Config:
                 "primary_grouping": Str(choices=PRIMARY_GROUPINGS),
                 "primary_squash": Str(choices=PRIMARY_SQUASH_AXES),
                 "squash": Str(choices=SQUASH_FORMS),
+                "class_squash": Str(choices=CLASS_SQUASH_AXES),
                 "routing_softmax": Str(choices=ROUTING_SOFTMAX),
                 "routing_logits": Str(choices=ROUTING_LOGITS),
                 "routing_batch": Int(0, 1 << 16),

@@ -3,7 +3,7 @@
 import numpy as np
 import streamlit as st
 
-from capsviz.analysis.explain import em_shares, position_words, zoom_limit
+from capsviz.analysis.explain import NEAREST, PAPER_ZOOM, em_share_words, em_shares, position_words, zoom_limit
 from capsviz.analysis.routing import em_trace
 from capsviz.glossary import help_text, label, term
 from capsviz.text import plain
@@ -77,7 +77,7 @@ def iteration_view(tr, image, label_, pred: int) -> None:
         t = 0
         st.info(
             "EM runs once here, so there is nothing to step through: the first M-step fits each class capsule to votes "
-            "assigned evenly (R = 1/10 each), and no E-step re-assigns them. Raise **EM iterations at inference** to watch "
+            f"assigned evenly (R = 1/{len(names)} each), and no E-step re-assigns them. Raise **EM iterations at inference** to watch "
             "the assignments move."
         )
     left, right = st.columns([1, 3])
@@ -88,22 +88,14 @@ def iteration_view(tr, image, label_, pred: int) -> None:
         value=False,
         key="zoom",
         bind="query-params",
-        help="The paper zooms to distances below 0.05; where this model has (almost) no votes that close, the zoom shows its nearest 10% and says so",
+        help=f"The paper zooms to distances below {PAPER_ZOOM:g}; where this model has (almost) no votes that close, the zoom "
+        f"shows its nearest {NEAREST}% and says so",
     )
     zoom = zoom_limit(tr.distances, zoom_on)
     sh = em_shares(tr)
-    share = (
-        f"goes from {sh.share[0]:.1%} at iteration 1 (uniform: {sh.uniform:.0%}) to {sh.share[-1]:.1%} at iteration {T}"
-        if T > 1
-        else f"stays at the uniform {sh.share[0]:.1%}, since one iteration re-assigns nothing"
-    )
-    trained = meta.config.routing_iterations
     right.markdown(
         f"**Shown: vote distances from 0 to {zoom.limit:g}**: {plain(zoom.why)}.  \n"
-        f"What to look for: the winner, class {plain(names[sh.winner])}, is the first panel (red). Its share of all assignment "
-        f"{share}; the votes it explains lie on average {sh.near[-1]:.3g} from its mean pose, the votes the other classes explain "
-        f"{sh.near_others[-1]:.3g} from theirs."
-        + (f"  \nThis model was trained with {trained} EM iterations; with {T} its answers can differ." if T != trained else "")
+        + em_share_words(sh, plain(names[sh.winner]), meta.config.routing_iterations)  # plain: its one name is made plain here
     )
     frame = em_histogram_frames(tr, zoom.limit, names, t)[0]
     st.image(frame, width="stretch")
@@ -138,7 +130,7 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     )
     st.caption(
         "Each column is one lower capsule; its colours add up to 1 over the classes. A bright row means that class "
-        "explains many votes; at iteration 1 every cell is 1/10."
+        f"explains many votes; at iteration 1 every cell is 1/{len(names)}."
     )
 
     st.subheader("Convolutional capsule layers")
@@ -191,5 +183,5 @@ c.plotly_chart(
 st.caption(
     f"Left, {label('a_j')}: {term('a_j').explanation} Middle, {label('sigma')}: {term('sigma').explanation} Right, "
     "sum_i R_ij (total assignment): the assignments R summed over all lower capsules; at iteration 1 each class receives "
-    "an equal tenth of them."
+    f"an equal share, 1/{len(names)} of them."
 )

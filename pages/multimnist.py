@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 from capsviz.analysis.explain import capsule_role, pair_routing, pair_routing_words, pair_words, reconstruction_words, round_up
-from capsviz.analysis.multimnist import SEGMENT_NAMES, compose_pair, draw_pair, pair_accuracy, segment
+from capsviz.analysis.multimnist import INK, SEGMENT_NAMES, compose_pair, draw_pair, pair_accuracy, segment
 from capsviz.config import DATASETS
 from capsviz.data.multimnist import MAX_SHIFT
 from capsviz.glossary import help_text
@@ -14,10 +14,11 @@ from capsviz.viz.explain import coupling_overlays
 from pages.common import count_slider, long_job, page_model, plain_chart, require_router, test_set
 
 require_router()
+SIZE = DATASETS["multimnist"].in_size
 
 st.title("MultiMNIST: two digits on top of each other")
 st.markdown(
-    "Two test digits of different classes, each shifted up to 4 pixels, overlap on a 36x36 canvas. The "
+    f"Two test digits of different classes, each shifted up to {MAX_SHIFT} pixels, overlap on a {SIZE}x{SIZE} canvas. The "
     "prediction is the **two longest capsules**; the decoder then redraws each chosen capsule **on its own**, "
     "in red and green over the input (yellow where both claim a pixel). This is Fig. 5 of Sabour et al.: "
     "routing lets each pixel be explained once, so reconstructing a digit that is not there (a capsule that is "
@@ -26,8 +27,8 @@ st.markdown(
 
 model, meta, path = page_model(
     lambda m: m.config.decodes and m.config.in_size == DATASETS["multimnist"].in_size,
-    "a CapsNet trained on MultiMNIST (pairs of digits, 36x36)",
-    "**{name}** is not a CapsNet trained on MultiMNIST (36x36 inputs with a decoder). None is in the model folder; train "
+    f"a CapsNet trained on MultiMNIST (pairs of digits, {SIZE}x{SIZE})",
+    f"**{{name}}** is not a CapsNet trained on MultiMNIST ({SIZE}x{SIZE} inputs with a decoder). None is in the model folder; train "
     "one: `python -m capsviz train --model capsnet-small --dataset multimnist --out checkpoints/capsnet-small-multimnist.safetensors`.",
 )
 data = test_set("multimnist")
@@ -64,7 +65,7 @@ with st.container(border=True):
     c[2].number_input("Second digit (test index)", 0, N - 1, key="pair_i2")
     for j, label in enumerate(["dy 1", "dx 1", "dy 2", "dx 2"]):
         c[3 + j].number_input(
-            plain(label), -MAX_SHIFT, MAX_SHIFT, key=KEYS[2 + j], help="shift in pixels (down, right), at most 4 as in the paper"
+            plain(label), -MAX_SHIFT, MAX_SHIFT, key=KEYS[2 + j], help=f"shift in pixels (down, right), at most {MAX_SHIFT} as in the paper"
         )
 
 vals = [int(st.session_state[k]) for k in KEYS]
@@ -151,7 +152,7 @@ legend = " · ".join(
 )
 st.markdown(legend, unsafe_allow_html=True)
 st.caption(
-    "A pixel of the input's ink belongs to a capsule where that capsule's reconstruction is above 0.1 (the paper: "
+    f"A pixel of the input's ink belongs to a capsule where that capsule's reconstruction is above {INK:g} (the paper: "
     "'non-zero'). Try a capsule that is neither a label nor predicted: it has little left to explain."
 )
 
@@ -166,7 +167,7 @@ if meta.config.couplings != "dynamic":
     st.info(
         f"**{plain(path.stem)}** was trained with {meta.config.couplings} couplings, not with routing: the prediction above uses "
         f"those. This section runs its capsules with dynamic routing ({meta.config.routing_iterations} iterations) instead, "
-        "on weights that training made for the other couplings. The Routing lab compares the two on 10,000 pairs.",
+        "on weights that training made for the other couplings. The Routing lab compares the two over the test pairs.",
         icon=":material/info:",
     )
 

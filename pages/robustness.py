@@ -180,7 +180,7 @@ with tab_affine:
                 key="aff_sweep",
             )
             said = {plain(k): v for k, v in sweep.items()}
-            for line in describe_comparison(said, strengths, plain(path.stem), "strength"):
+            for line in describe_comparison(said, strengths, plain(path.stem), "strength", n):
                 st.markdown(line)  # plain: its names are made plain above
             st.caption(
                 "The paper's 79% against 66% (Sabour et al. 5.2) comes from models trained on digits placed anywhere on a 40x40 "
@@ -258,7 +258,7 @@ with tab_adv:
             said = {plain(k): v for k, v in series.items()}
             for capsule in [name for name in said if name != plain(cnn_stem)]:
                 for line in describe_comparison(
-                    said, epsilons, capsule, "epsilon", higher_is_robust=not targeted, baseline=plain(cnn_stem)
+                    said, epsilons, capsule, "epsilon", n, higher_is_robust=not targeted, baseline=plain(cnn_stem)
                 ):
                     st.markdown(line)  # plain: its names are made plain above
             st.caption(

@@ -5,7 +5,22 @@ import streamlit as st
 
 from capsviz.adapter import how_it_computes
 from capsviz.analysis import as_input_batch
-from capsviz.analysis.routing import attention_trace, coupling_summary, dynamic_trace, iteration_sweep, mean_b_change
+from capsviz.analysis.routing import (
+    attention_trace,
+    attention_words,
+    capsule_axes,
+    convergence_words,
+    coupling_summary,
+    dynamic_trace,
+    entropy_figure,
+    flat,
+    iteration_sweep,
+    length_words,
+    map_words,
+    mean_b_change,
+    summary_words,
+    sweep_words,
+)
 from capsviz.config import user_dataset
 from capsviz.glossary import class_words, help_text
 from capsviz.text import plain
@@ -73,21 +88,7 @@ def attention_view(model, image, label, names) -> None:
         key="attention_prior",
     )
     right.caption(help_text("self_attention", "c", "prior"))
-    to_winner = tr.c[:, winner]
-    ratio = float(tr.entropy.mean() / np.log(J))
-    st.caption(
-        f"Each column is one of the {I} primary capsules (this model has no grid of positions: its primary capsules see the "
-        f"whole image). The primary capsules give **{plain(names[winner])}** on average {to_winner.mean():.2f} of their vote "
-        f"(uniform: {1 / J:.2f}); their couplings keep {100 * ratio:.0f}% of the uniform split's entropy"
-        + (", so here the couplings move clearly away from uniform" if ratio < 0.95 else ", so here they stay near uniform")
-        + f". The prior spans {tr.prior.min():.2f} to {tr.prior.max():.2f}: "
-        + (
-            "as large as the couplings themselves, so what the model learned about which capsule feeds which class "
-            "counts as much as the routing of this image."
-            if np.abs(tr.prior).max() >= 0.5
-            else "small beside the couplings, so the routing of this image decides the sums."
-        )
-    )
+    st.caption(attention_words(tr, winner, plain(names[winner])))  # plain: its one name is made plain here
     st.subheader("The same capsules with dynamic routing, 1 to 10 iterations")
     sweep = sweep_of(key, model, image.tobytes(), image.shape)
     st.plotly_chart(
@@ -96,16 +97,7 @@ def attention_view(model, image, label, names) -> None:
         ),
         key="attention_sweep",
     )
-    changed = [k + 1 for k, p in enumerate(sweep["predictions"]) if p != winner]
-    st.caption(
-        "These weights were trained for self-attention routing; dynamic routing here uses them as they are (and Eq. 1's squash). "
-        + (
-            f"With dynamic routing the prediction differs from self-attention's at {len(changed)} of 10 iteration counts."
-            if changed
-            else f"With any number of dynamic-routing iterations the prediction stays {plain(names[winner])}."
-        )
-        + " The **Routing lab** compares the routings over the whole test set."
-    )
+    st.caption(sweep_words(sweep["predictions"], winner, plain(names[winner])))  # plain: its one name is made plain here
 
 
 model, meta, path = page_model(
@@ -125,13 +117,14 @@ words = class_words(meta)  # digit capsules for digits; class capsules for Fashi
 st.title("Dynamic routing, iteration by iteration")
 st.markdown(
     f"Every primary capsule (a small part detector) makes a **prediction** u_hat for each of the {words.capsules} and "
-    "splits its vote over them with **couplings** c, which start equal (1/J each, J the number of classes). Each routing iteration adds the "
+    "splits its vote over them with **couplings** c, which start equal (1/J each, J the number of classes; 1/I each for a model "
+    "whose couplings sum to 1 over the I input capsules). Each routing iteration adds the "
     f"**agreement** u_hat . v (how well a prediction points the same way as the {words.capsule}'s output v) to the "
     "**routing logits** b, and c = softmax(b) shifts towards the capsules a prediction agrees with (Procedure 1)."
 )
 st.caption(
-    "What to expect from the trained models here: the couplings move only a little away from 1/J, and this page prints "
-    "by how much. The **Routing playgrounds** page shows the same routing function on a few capsules you place yourself, "
+    "What to expect from the trained models here: the couplings move only a little away from uniform, and this page "
+    "prints by how much. The **Routing playgrounds** page shows the same routing function on a few capsules you place yourself, "
     "where the movement is large enough to see."
 )
 
@@ -190,12 +183,14 @@ def iteration_view(tr, image, label, winner: int) -> None:
         t = 0
         st.info(
             "Routing runs once here, so there is nothing to step through: before the first agreement is added, every "
-            "primary capsule splits its vote evenly over the class capsules (c = 1/J each), and the maps below are flat. "
+            f"set of couplings is even (c = {tr.uniform:.3g} each), and the maps below are flat. "
             "Raise **Routing iterations at inference** to watch the couplings move."
         )
 
     maps = tr.coupling_maps(t)
-    flat = np.ptp(maps) < 1e-6  # every coupling equal (iteration 1, or agreements too small to move them)
+    even = flat(maps)
+    title, caption = map_words(tr, t, words.capsule, words.thing, words.digits)
+    zrange = (0, 2 * tr.uniform)  # all equal: a scale around uniform, not around nothing
     every = np.stack([tr.coupling_maps(k) for k in range(T)])  # (T, J, G, G)
     left, right = st.columns([1, 3])
     left.image(to_image(image), caption=f"input (label {plain(label)}), prediction {plain(names[winner])}", width=168)
@@ -223,26 +218,13 @@ def iteration_view(tr, image, label, winner: int) -> None:
             class_maps(
                 maps,
                 names,
-                f"Iteration {t + 1}: coupling c to each {words.capsule}, on the {tr.grid}x{tr.grid} grid of primary capsule positions",
-                zrange=(0, 2 / len(names)) if flat else None,  # all equal: a scale around 1/10, not around nothing
+                title,
+                zrange=zrange if even else None,
             )
         ),
         key="coupling_maps",
     )
-    spread = (
-        f"At iteration 1 every coupling is {maps.max():.3f}: nothing has been routed yet."
-        if flat and t == 0
-        else f"At this iteration every coupling is still {maps.max():.3f}: the agreements added to b are too small to move them."
-        if flat
-        else f"At this iteration the couplings span only {maps.min():.3f} to {maps.max():.3f} (uniform: {1 / len(names):.3f}), so "
-        "the colours exaggerate small differences. Positions over blank background vote too: a bright square there means "
-        f"those primary capsules' predictions happen to agree with that {words.thing}, not that "
-        + ("ink is there." if words.digits else "the object is there.")
-    )
-    right.caption(
-        f"Each small map is one {words.capsule}; each square is one of the {tr.grid}x{tr.grid} positions of the primary capsules, averaged over "
-        f"their {tr.types} types. Brighter means that position sends a larger share of its vote to that {words.thing}. {spread}"
-    )
+    right.caption(caption)  # plain: numbers and the class words only
     j = right.selectbox(
         f"{words.capsule.capitalize()} for the detailed map",
         list(range(len(names))),
@@ -255,12 +237,11 @@ def iteration_view(tr, image, label, winner: int) -> None:
     right.plotly_chart(
         plain_chart(
             heatmap(
-                tr.coupling_by_type(t, j),
+                tr.by_capsule(tr.c[t, :, j]),
                 f"Coupling to {names[j]} of every primary capsule (iteration {t + 1})",
-                f"position on the {tr.grid}x{tr.grid} grid, row by row (0 = top left, {tr.grid * tr.grid - 1} = bottom right)",
-                "primary capsule type",
+                *capsule_axes(tr),
                 height=300,
-                **(dict(zmin=0, zmax=2 / len(names)) if flat else {}),
+                **(dict(zmin=zrange[0], zmax=zrange[1]) if even else {}),
             )
         ),
         key="coupling_types",
@@ -276,56 +257,24 @@ a.plotly_chart(
     ),
     key="lengths_by_iteration",
 )
-a.caption(
-    f"A {words.capsule}'s length is the network's confidence that its {words.thing} is present (the prediction is the longest: "
-    f"{plain(names[winner])}). Routing changes lengths by shifting votes; "
-    + (
-        f"here the winner's length goes from {tr.lengths[0, winner]:.3f} at iteration 1 to {tr.lengths[-1, winner]:.3f} at iteration {T}."
-        if T > 1
-        else f"with one iteration nothing is shifted, and the winner's length is {tr.lengths[0, winner]:.3f}."
-    )
-)
-mean_entropy = tr.entropy.mean(1, keepdims=True)
-b.plotly_chart(
-    plain_chart(
-        lines(
-            np.concatenate([mean_entropy, np.percentile(tr.entropy, [10, 90], axis=1).T], 1),
-            ["mean", "10th percentile", "90th percentile"],
-            f"Coupling entropy per primary capsule (uniform: {np.log(len(names)):.2f})",
-            "iteration",
-            "entropy (nats)",
-        )
-    ),
-    key="entropy",
-)
-b.caption(
-    f"Entropy measures how evenly a primary capsule splits its vote: {np.log(len(names)):.2f} is perfectly even (1/{len(names)} to "
-    f"each {words.thing}), 0 is the whole vote to one {words.thing}. "
-    + (
-        f"Here the mean goes from {mean_entropy[0, 0]:.3f} to {mean_entropy[-1, 0]:.3f}: "
-        + (
-            "the votes stay almost evenly split."
-            if mean_entropy[-1, 0] > 0.95 * np.log(len(names))
-            else "routing makes the votes more decided."
-        )
-        if T > 1
-        else "With one iteration every vote is still split evenly."
-    )
-)
+a.caption(length_words(tr.lengths, winner, words.capsule, words.thing, plain(names[winner])))  # plain: its one name is made plain here
+ent = entropy_figure(tr, words.capsule, words.thing)
+b.plotly_chart(plain_chart(lines(ent["series"], ent["names"], ent["title"], "iteration", "entropy (nats)")), key="entropy")
+b.caption(ent["caption"])  # plain: numbers and the class words only
 
 c, d = st.columns([1, 2])
 c.image(
     overlay(image, np.maximum(tr.agreement_map(winner), 0)),
-    caption=f"where predictions agree with the {plain(names[winner])} capsule (agreement u_hat . v above 0, summed over the capsule types)",
+    caption=f"where predictions agree with the {plain(names[winner])} capsule (agreement u_hat . v above 0, summed over the "
+    "primary capsules at each position)",
     width=224,
 )
 d.plotly_chart(
     plain_chart(
         heatmap(
-            tr.agreement[:, winner].reshape(tr.grid * tr.grid, tr.types).T,
+            tr.by_capsule(tr.agreement[:, winner]),
             f"Agreement u_hat . v with {names[winner]} per primary capsule: what routing adds to b each iteration",
-            f"position on the {tr.grid}x{tr.grid} grid, row by row (0 = top left)",
-            "primary capsule type",
+            *capsule_axes(tr),
             height=300,
         )
     ),
@@ -366,12 +315,7 @@ st.plotly_chart(
     ),
     key="b_change",
 )
-st.caption(
-    f"Paper (Fig. A.1): the mean change of b falls roughly log-linearly, about 0.007 at iteration 2 and 1e-5 at iteration 5. "
-    f"Here, following Procedure 1 literally (b += u_hat . v), the change of b at iteration 2 is {full.b_change[1]:.4f} and at iteration 5 "
-    f"{full.b_change[4]:.4f}: each step adds the current agreement, which only vanishes when v does. The couplings c = softmax(b) "
-    f"settle instead: their change falls from {full.c_change[0]:.1e} to {full.c_change[-1]:.1e}."
-)
+st.caption(convergence_words(full.b_change, full.c_change))
 
 if data is not None:
     st.subheader("How far routing moves from uniform, over 64 test images")
@@ -386,7 +330,11 @@ if data is not None:
         plain_chart(
             lines(
                 np.stack([cs["coupling_to_prediction"], cs["vote_weighted_coupling_to_prediction"], np.full(Tmax, cs["uniform"])], 1),
-                ["mean coupling to the predicted class", "the same, weighted by vote length |u_hat|", "uniform (1/J)"],
+                [
+                    "mean coupling to the predicted class",
+                    "the same, weighted by vote length |u_hat|",
+                    "uniform (1/I)" if cs["softmax"] == "inputs" else "uniform (1/J)",
+                ],
                 "Coupling to the predicted class, by iteration",
                 "iteration",
                 "coupling",
@@ -394,13 +342,7 @@ if data is not None:
         ),
         key="coupling_summary",
     )
-    st.caption(
-        f"At iteration {k + 1}, the one this model was trained with, a primary capsule sends on average "
-        f"{cs['coupling_to_prediction'][k]:.3f} of its vote to the predicted class (uniform: {cs['uniform']:.3f}); counting "
-        f"each vote by its length, {cs['vote_weighted_coupling_to_prediction'][k]:.3f}. Routing only sharpens the couplings "
-        "as far as the agreements u_hat . v are large, and in trained networks most votes are short, so the couplings often "
-        "stay close to uniform: compare the 1- and 3-iteration models on the Reproduction page."
-    )
+    st.caption(summary_words(cs, k))
 
 st.subheader("Same weights, 1 to 10 iterations")
 

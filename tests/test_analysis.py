@@ -21,7 +21,7 @@ def test_dynamic_trace_matches_the_model(capsnet):
     np.testing.assert_allclose(tr.c, out.trace.c[:, 0].numpy(), rtol=1e-6)
     # a coupling map cell is the mean over the 4 types at that grid position
     np.testing.assert_allclose(tr.coupling_maps(1)[7, 2, 3], tr.c[1, (2 * 6 + 3) * 4 : (2 * 6 + 3) * 4 + 4, 7].mean(), rtol=1e-6)
-    np.testing.assert_allclose(tr.coupling_by_type(2, 5)[1, 2 * 6 + 3], tr.c[2, (2 * 6 + 3) * 4 + 1, 5])
+    np.testing.assert_allclose(tr.by_capsule(tr.c[2, :, 5])[1, 2 * 6 + 3], tr.c[2, (2 * 6 + 3) * 4 + 1, 5])
     np.testing.assert_allclose(tr.entropy[0], np.log(10), rtol=1e-5)  # uniform first iteration
     np.testing.assert_allclose(tr.c_change, np.abs(np.diff(tr.c, axis=0)).mean((1, 2)))
     assert tr.b_change.shape == (3,) and (tr.b_change >= 0).all()

@@ -3,6 +3,7 @@ capsviz.viz.explain): zoom limits that are the ones stated, positions and labels
 couplings of a pair's winners beside a single digit, and the images and GIF they draw."""
 
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,11 +11,14 @@ import torch
 from PIL import Image
 from synthetic import synthetic_digits
 
-from capsviz.analysis import STEPS
+from capsviz import checkpoint as ckpt
+from capsviz.analysis import STEPS, rules
 from capsviz.analysis.explain import (
     PAPER_ZOOM,
+    EMShares,
     PairRouting,
     capsule_role,
+    em_share_words,
     em_shares,
     pair_routing,
     pair_routing_words,
@@ -32,6 +36,7 @@ from capsviz.models import build_model
 from capsviz.viz.animation import gif_bytes
 from capsviz.viz.explain import WINNER, coupling_overlays, em_histogram_frames, histogram_panels, labelled_grid
 
+ROOT = Path(__file__).resolve().parents[1]
 IMAGE = np.random.default_rng(0).random((28, 28)).astype(np.float32)
 
 
@@ -153,19 +158,36 @@ def test_pair_routing_is_dynamic_traces_couplings(pair_model, pair):
     assert r.peak_at.shape == (2,) and (r.peak_vote > 0).all()
 
 
-def _fake(mean_move: float, weighted_move: float, T: int = 3) -> PairRouting:
+def _fake(mean_move: float, weighted_move: float, T: int = 3, entropy_ratio: float = 1.0) -> PairRouting:
     mean = np.full((2, T, 2), 0.1)
     weighted = np.full((2, T, 2), 0.1)
     mean[:, -1] += mean_move
     weighted[0, -1] += weighted_move
     return PairRouting(
-        (7, 2), np.full((2, T, 2, 6, 6), 0.1), mean, weighted, mean.copy(), np.zeros((2, 10)), 0.1, np.array([0, 35]), np.array([0.5, 2.0])
+        (7, 2),
+        np.full((2, T, 2, 6, 6), 0.1),
+        mean,
+        weighted,
+        mean.copy(),
+        np.zeros((2, 10)),
+        0.1,
+        np.array([0, 35]),
+        np.array([0.5, 2.0]),
+        entropy_ratio,
     )
 
 
 def test_pair_routing_words_follow_the_numbers():
-    still = pair_routing_words(_fake(0.001, 0.01), "the 7")
-    assert "stays within 0.05 of uniform" in still and "0.101 of its prediction to capsule 7" in still
+    """Near uniform by capsviz.analysis.rules: the largest share shown on both sides of
+    NEAR_UNIFORM_SHARE times uniform, and the entropy on both sides of NEAR_UNIFORM_ENTROPY."""
+    below = 0.1 * rules.NEAR_UNIFORM_SHARE - 0.1 - 0.005  # the move that keeps the share just under the rule's
+    still = pair_routing_words(_fake(0.001, below), "the 7")
+    assert "the couplings are near uniform (they keep 100.0% of its entropy), the largest number here being " in still
+    assert f"being {0.1 + below:.3f}: routing barely reassigns" in still and "0.101 of its prediction to capsule 7" in still
+    above = pair_routing_words(_fake(0.001, below + 0.025), "the 7")
+    assert "away from uniform: they keep 100.0% of its entropy, but the predicted class gets 0.17, at least 1.5 times" in above
+    flat_but_low_entropy = pair_routing_words(_fake(0.001, 0.01, entropy_ratio=rules.NEAR_UNIFORM_ENTROPY - 0.01), "the 7")
+    assert "away from uniform (they keep 94.0% of its entropy" in flat_but_low_entropy
     assert "The 7 alone sends 0.100 and 0.100" in still
     moved = pair_routing_words(_fake(0.001, 0.09), "the 7")
     assert "Only the long predictions move, up to 0.090 from uniform" in moved
@@ -173,6 +195,11 @@ def test_pair_routing_words_follow_the_numbers():
     assert "row 1, column 1 of the 6 x 6 grid" in moved and "0.5 times as long" in moved and "carry little" in moved
     once = pair_routing_words(_fake(0.0, 0.0, T=1), "the 2")
     assert "uniform 1/10 by definition" in once and "1 iteration " in once
+    assert r_uniform_words_used(once) is False  # one iteration: no verdict, nothing has moved
+
+
+def r_uniform_words_used(text: str) -> bool:
+    return "near uniform" in text or "away from uniform" in text
 
 
 def test_histogram_panels_highlight_the_winner_on_one_scale(matrix):
@@ -215,3 +242,52 @@ def test_coupling_overlays_use_one_stated_scale():
     tile = lambda k, r, t: img[82 + r * 152 + 72, 110 + k * (3 * 152 + 24) + t * 152 + 72]  # noqa: E731 - centre pixel
     assert tuple(tile(0, 0, 2)) == (255, 0, 0)  # at the top of the scale: full red
     assert tuple(tile(0, 0, 1)) == (0, 0, 0) and tuple(tile(1, 1, 2)) == (0, 0, 0)  # uniform: no red
+
+
+@pytest.mark.parametrize("last, verb", [(0.2, "rises"), (0.105, "stays about level"), (0.05, "falls")])
+def test_em_share_words_follow_the_winners_share(last, verb):
+    sh = EMShares(3, np.array([0.1, 0.1, last]), np.array([1.0, 0.8, 0.4]), np.array([1.0, 1.0, 0.9]), 0.1)
+    said = em_share_words(sh, "3", trained=3)
+    assert f"Its share of all assignment {verb}: 10.0% at iteration 1 (uniform: 10.0%), {last:.1%} at iteration 3" in said
+    assert "lie on average 0.4 from its mean pose, nearer to it than the votes the other classes explain are to theirs (0.9)" in said
+    assert "trained with" not in said
+    far = EMShares(3, np.array([0.1, last]), np.array([1.0, 1.2]), np.array([1.0, 0.9]), 0.1)
+    said = em_share_words(far, "3", trained=3)
+    assert "1.2 from its mean pose, farther from it" in said and "trained with 3 EM iterations; with 2" in said
+    once = em_share_words(EMShares(3, np.array([0.1]), np.array([1.0]), np.array([1.0]), 0.1), "3", trained=1)
+    assert "stays at the uniform 10.0%, since one iteration re-assigns nothing" in once and "as near to it" in once
+
+
+def test_em_words_quote_the_shipped_matrix_models_numbers():
+    for path in sorted((ROOT / "checkpoints").glob("matrix-*.safetensors")):
+        model, meta = ckpt.load_checkpoint(path)
+        tr = em_trace(model, IMAGE, 3)
+        sh = em_shares(tr)
+        said = em_share_words(sh, "x", meta.config.routing_iterations)
+        first, last = float(tr.R[0, :, sh.winner].sum() / tr.R.shape[1]), float(tr.R[-1, :, sh.winner].sum() / tr.R.shape[1])
+        assert (
+            f"{rules.trend(first, last)}: {first:.1%} at iteration 1 (uniform: {1 / tr.R.shape[2]:.1%}), {last:.1%} at iteration 3" in said
+        )
+        assert f"lie on average {sh.near[-1]:.3g} from its mean pose" in said and f"({sh.near_others[-1]:.3g})" in said
+
+
+def test_pair_routing_words_quote_the_shipped_multimnist_models_numbers():
+    """The MultiMNIST page's routing sentences, for every shipped MultiMNIST model, quote the numbers
+    pair_routing gives the figure (the maps are dynamic_trace's, the shares their means)."""
+    rng = np.random.default_rng(0)
+    single = (rng.random((36, 36)) * (rng.random((36, 36)) > 0.8)).astype(np.float32)
+    pair = np.clip(single + (rng.random((36, 36)) * (rng.random((36, 36)) > 0.8)), 0, 1).astype(np.float32)
+    paths = sorted((ROOT / "checkpoints").glob("*multimnist.safetensors"))
+    assert paths
+    for path in paths:
+        model, meta = ckpt.load_checkpoint(path)
+        T = meta.config.routing_iterations
+        r = pair_routing(model, pair, single, (3, 5), T)
+        said = pair_routing_words(r, "the 3")
+        assert f"{r.mean[0, -1, 0]:.3f} of its prediction to capsule 3 and {r.mean[0, -1, 1]:.3f} to capsule 5" in said
+        assert f"{r.weighted[0, -1, 0]:.3f} and {r.weighted[0, -1, 1]:.3f}." in said
+        assert f"alone sends {r.weighted[1, -1, 0]:.3f} and {r.weighted[1, -1, 1]:.3f}" in said
+        if T > 1:
+            assert rules.uniform_words(r.entropy_ratio, r.largest_share, r.uniform) in said
+            np.testing.assert_allclose(r.maps[0, -1], dynamic_trace(model, pair, T).coupling_maps(T - 1)[[3, 5]], rtol=1e-6)
+            assert r.largest_share == pytest.approx(max(r.mean.max(), r.weighted.max(), r.maps.max()))

@@ -5,7 +5,8 @@ import numpy as np
 import test_app
 import torch
 
-from capsviz.analysis.explain import pair_routing, pair_routing_words, position_words, zoom_limit
+from capsviz.analysis import rules
+from capsviz.analysis.explain import em_share_words, em_shares, pair_routing, pair_routing_words, position_words, zoom_limit
 from capsviz.analysis.multimnist import compose_pair, segment
 from capsviz.analysis.routing import em_trace
 from capsviz.checkpoint import load_checkpoint
@@ -37,7 +38,10 @@ def test_em_page_states_the_zoom_it_draws_and_names_every_symbol(app):
     assert [b.label for b in app.get("download_button")] == ["Download this iteration (PNG)", "Download all 2 iterations (animated GIF)"]
     assert any(i.proto.imgs and i.proto.imgs[0].url for i in app.image)
     assert f"the winner, class {int(tr.a[-1].argmax())}, is the first panel (red)" in texts(app)
-    assert "goes from 10.0% at iteration 1 (uniform: 10%)" in texts(app) and "can differ" not in texts(app)
+    sh = em_shares(tr)  # the page's words quote the numbers em_shares gives, with the rule's verb
+    assert em_share_words(sh, str(sh.winner), meta.config.routing_iterations) in texts(app)
+    assert f"{rules.trend(sh.share[0], sh.share[-1])}: 10.0% at iteration 1 (uniform: 10.0%)" in texts(app)
+    assert "can differ" not in texts(app)
     app.slider(key="iterations").set_value(1).run()  # one iteration: nothing re-assigned, and not how the model was trained
     assert not app.exception, app.exception
     assert "stays at the uniform 10.0%, since one iteration re-assigns nothing" in texts(app)

@@ -68,6 +68,11 @@ def test_each_convention_imports_against_its_code_within_tolerance_at_every_stag
     torch.testing.assert_close(c_mine, c_original, atol=TOLERANCE, rtol=0)
     if convention == "four-iterations":
         assert model.config.routing_iterations == 4
+    if convention == "squash-classes":  # recorded in the checkpoint and said in the words the pages show
+        assert model.config.class_squash == "classes" and meta.raw["config"]["class_squash"] == "classes"
+        assert any("class capsules squashed over the classes" in w for w in how_it_computes(meta))
+    else:
+        assert model.config.class_squash == "capsule"
 
 
 @pytest.mark.parametrize("convention", CONVENTIONS)
@@ -245,6 +250,7 @@ def test_imported_models_say_how_they_compute_on_the_zoo_and_routing_pages(synth
     import_file(path, folder / "checked.safetensors", limit=16, against=f"{CODE}:make", against_args={"convention": "softmax-inputs"})
     _, path = saved(tmp_path, "view")
     import_file(path, folder / "plain.safetensors", limit=16)
+    import_file(path, folder / "view.safetensors", limit=16, against=f"{CODE}:make", against_args={"convention": "view"})
     monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(folder))
     at = AppTest.from_file(APP, default_timeout=120)
     at.switch_page("pages/zoo.py").run()
@@ -258,3 +264,50 @@ def test_imported_models_say_how_they_compute_on_the_zoo_and_routing_pages(synth
     assert any(
         c.value.startswith("This model was imported: checked against its code") and "softmax over inputs" in c.value for c in at.caption
     )
+    # its couplings sum to 1 over the 144 inputs: the entropy chart and the uniform share say so
+    captions = " ".join(c.value for c in at.caption)
+    assert "sum to 1 over the input capsules" in captions and "1/144 from each" in captions
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert "Entropy of each digit capsule's couplings (uniform: 4.97)" in titles
+    at.session_state["pending_model"] = "view.safetensors"  # a view grouping: capsules with no one position
+    at.switch_page("pages/routing.py").run()
+    assert not at.exception, at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "8 neighbouring values of one conv map" in captions and "has no one position" in captions, captions
+    axes = [json.loads(c.proto.spec)["layout"].get("xaxis", {}).get("title", {}).get("text", "") for c in at.get("plotly_chart")]
+    assert any(a.startswith("primary capsule i in the model's own order, 36 to a row") for a in axes)
+
+
+def test_a_class_squash_over_the_classes_said_without_against_gives_the_originals_capsules(synthetic_data, tmp_path):
+    """`--class-squash classes` (computation={"class_squash": "classes"}) without --against: the twin
+    then computes the original's class capsules, and the stated option is stored; the same file
+    imported with the paper's squash is not."""
+    net, path = saved(tmp_path, "squash-classes")
+    import_file(path, tmp_path / "said.safetensors", evaluate=False, computation={"class_squash": "classes"})
+    import_file(path, tmp_path / "paper.safetensors", evaluate=False)
+    x = first_images()
+    with torch.no_grad():
+        v = net(x)[0]
+        said, meta = ckpt.load_checkpoint(tmp_path / "said.safetensors")
+        paper, _ = ckpt.load_checkpoint(tmp_path / "paper.safetensors")
+        torch.testing.assert_close(said(x).capsules, v, atol=TOLERANCE, rtol=0)
+        assert float((paper(x).capsules - v).abs().max()) > 1e-2
+    assert meta.config.class_squash == "classes"
+    # each value squashed over the classes: every dimension's column has length below 1, a capsule's may not be
+    assert float(said(x).capsules.norm(dim=1).max()) < 1
+
+
+def test_class_squash_axes_normalise_what_they_say():
+    from capsviz.routing import SQUASH_DIMS, class_squash, squash
+
+    s = torch.randn(3, 10, 16) * 2
+    torch.testing.assert_close(class_squash("sabour", "capsule")(s), squash(s))
+    torch.testing.assert_close(class_squash("sabour", "classes")(s), squash(s.transpose(1, 2)).transpose(1, 2))
+    torch.testing.assert_close(class_squash("sabour", "all")(s), squash(s.flatten(1)).view_as(s))
+    assert set(SQUASH_DIMS) == {"capsule", "classes", "all"}
+    u_hat = torch.randn(2, 10, 36, 16) * 0.2
+    paper = dynamic_routing_options(u_hat, 3, DynamicOptions(), record=True)
+    over = dynamic_routing_options(u_hat, 3, DynamicOptions(squash_axis="classes"), record=True)
+    assert not DynamicOptions(squash_axis="all").paper and not torch.allclose(paper.v, over.v, atol=1e-3)
+    with pytest.raises(ValueError, match="unknown dynamic routing options"):
+        dynamic_routing_options(u_hat, 3, DynamicOptions(squash_axis="sideways"))

@@ -1,5 +1,7 @@
 """MultiMNIST segmentation, attacks, affine transforms and the reproduction table (issue 7)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -180,15 +182,77 @@ def test_describe_comparison_says_what_the_curves_show():
     from capsviz.analysis.robustness import describe_comparison
 
     eps = [0.0, 0.1, 0.2]
-    worse = describe_comparison({"caps": [99.0, 59.0, 30.0], "cnn": [99.0, 74.0, 50.0]}, eps, "caps", "epsilon")
+    worse = describe_comparison({"caps": [99.0, 59.0, 30.0], "cnn": [99.0, 74.0, 50.0]}, eps, "caps", "epsilon", 1000)
     assert "At epsilon 0.2" in worse[0] and "**caps** measures 30% accuracy and **cnn** 50%: cnn holds up better" in worse[0]
-    assert "caps holds up *worse* than cnn at 2 and better at 0" in worse[1] and "less robust" in worse[1]
-    better = describe_comparison({"caps": [99.0, 80.0, 60.0], "cnn": [99.0, 70.0, 20.0]}, eps, "caps", "epsilon")
+    assert "caps holds up *worse* than cnn at 2 and better at 0, 1 within chance on 1000 test images" in worse[1]
+    assert "less robust" in worse[1]
+    better = describe_comparison({"caps": [99.0, 80.0, 60.0], "cnn": [99.0, 70.0, 20.0]}, eps, "caps", "epsilon", 1000)
     assert "caps holds up better" in better[0] and "better than cnn at 2, worse at 0" in better[1]
-    targeted = describe_comparison({"caps": [0.0, 10.0, 20.0], "cnn": [0.0, 40.0, 90.0]}, eps, "caps", "epsilon", higher_is_robust=False)
+    targeted = describe_comparison(
+        {"caps": [0.0, 10.0, 20.0], "cnn": [0.0, 40.0, 90.0]}, eps, "caps", "epsilon", 1000, higher_is_robust=False
+    )
     assert "attack success" in targeted[0] and "caps holds up better" in targeted[0]
-    assert describe_comparison({"caps": [1.0]}, [0.1], "caps", "epsilon") == []
+    assert describe_comparison({"caps": [1.0]}, [0.1], "caps", "epsilon", 1000) == []
     three = {"caps": [99.0, 59.0, 30.0], "matrix": [99.0, 90.0, 80.0], "cnn": [99.0, 74.0, 50.0]}
-    vs_cnn = describe_comparison(three, eps, "matrix", "epsilon", baseline="cnn")
+    vs_cnn = describe_comparison(three, eps, "matrix", "epsilon", 1000, baseline="cnn")
     assert "**matrix** measures 80% accuracy and **cnn** 50%: matrix holds up better" in vs_cnn[0]
     assert "matrix holds up better than cnn at 2, worse at 0" in vs_cnn[1]
+
+
+@pytest.mark.parametrize("side", [-1, 1])
+def test_describe_comparison_counts_a_gap_only_beyond_chance(side):
+    """A 60% against 60% + gap on n images, the gap just under and just over rules.noise."""
+    from capsviz.analysis import rules
+    from capsviz.analysis.robustness import describe_comparison
+
+    n = 200
+    limit = rules.noise(60.0, n, 60.0, n)
+    gap = limit * (1 + 0.05 * side)
+    assert rules.beyond_chance(60.0 + gap, n, 60.0, n) == (side > 0)
+    said = describe_comparison({"caps": [99.0, 60.0 + gap], "cnn": [99.0, 60.0]}, [0.0, 0.1], "caps", "epsilon", n)
+    if side > 0:
+        assert said[0].endswith("caps holds up better there.")
+        assert "caps holds up better than cnn at 1, worse at 0, 1 within chance on 200 test images." in said[1]
+    else:
+        noise = rules.noise(60.0 + gap, n, 60.0, n)
+        assert f"a gap of {gap:.1f} points, within the {noise:.1f} that chance gives on 200 test images" in said[0]
+        assert "neither caps nor cnn holds up clearly better (0 better, 0 worse, 2 within chance on 200 test images)." in said[1]
+
+
+def test_shipped_sweeps_comparisons_quote_the_numbers_their_charts_draw():
+    """For every shipped model with a stored affine or attack sweep beside the shipped CNN's (the
+    numbers the robustness page charts without running anything), the sentences quote those numbers."""
+    from capsviz.analysis import rules, stored
+    from capsviz.analysis.robustness import describe_comparison
+
+    root = Path(__file__).resolve().parents[1] / "checkpoints"
+    folders = [root / "sweeps"]
+    cnn = root / "cnn-small-mnist.safetensors"
+    kinds = [("affine", stored.affine_settings("mnist", 28, stored.AFFINE_IMAGES, stored.AFFINE_STRENGTHS), stored.AFFINE_STRENGTHS)]
+    kinds += [
+        ("attack", stored.attack_settings("mnist", m, t, stored.ATTACK_IMAGES, stored.ATTACK_EPSILONS), stored.ATTACK_EPSILONS)
+        for m in ("fgsm", "bim")
+        for t in (False, True)
+    ]
+    checked = 0
+    for path in sorted(root.glob("*mnist.safetensors")):
+        if path == cnn or "multimnist" in path.stem:
+            continue
+        for kind, settings, xs in kinds:
+            mine, base = (stored.read(stored.sweep_key(p, kind, settings), folders) for p in (path, cnn))
+            if mine is None or base is None:
+                continue
+            field = "accuracy" if kind == "affine" or not settings.get("targeted") else "success"
+            series = {"caps": mine[field], "cnn": base[field]}
+            if not series["caps"]:
+                continue
+            n = stored.AFFINE_IMAGES if kind == "affine" else stored.ATTACK_IMAGES
+            said = describe_comparison(series, xs, "caps", "x", n, higher_is_robust=field == "accuracy")
+            gap = np.abs(np.subtract(series["caps"], series["cnn"]))
+            k = int(np.argmax(gap))
+            assert f"At x {xs[k]:g}," in said[0] and f"measures {series['caps'][k]:.0f}%" in said[0]
+            assert f"**cnn** {series['cnn'][k]:.0f}%" in said[0]
+            real = [rules.beyond_chance(a, n, b, n) for a, b in zip(series["caps"], series["cnn"], strict=True)]
+            assert f"{len(real) - sum(real)} within chance on {n} test images" in said[1]
+            checked += 1
+    assert checked >= 1

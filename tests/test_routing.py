@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from capsviz.routing import dynamic_routing, em_routing, lambda_schedule, squash
+from capsviz.routing import dynamic_routing, em_procedure_1, em_routing, squash
 
 
 def test_squash_bounds_direction_and_zero_gradient():
@@ -87,46 +87,22 @@ def test_dynamic_routing_gradients_flow_through_all_iterations():
     assert not torch.allclose(g3, u2.grad)
 
 
-def naive_em(V, a_in, T, beta_u, beta_a, final_lambda, var_floor=1e-4):
-    """Procedure 1 of Hinton et al. per capsule, with capsviz's documented choices: costs
-    standardised across capsules, the floored variance and the linear lambda schedule."""
-    I, J, H = V.shape
-    R = [[1.0 / J] * J for _ in range(I)]
-    lams = lambda_schedule(T, final_lambda)
-    for t in range(T):
-        mu, sig2, costs = [], [], []
-        for j in range(J):
-            rp = [R[i][j] * float(a_in[i]) for i in range(I)]
-            S = sum(rp)
-            m = sum(rp[i] * V[i, j] for i in range(I)) / (S + 1e-8)
-            var = sum(rp[i] * (V[i, j] - m) ** 2 for i in range(I)) / (S + 1e-8) + var_floor
-            costs.append(float(((beta_u + 0.5 * torch.log(var)) * S).sum()))
-            mu.append(m)
-            sig2.append(var)
-        mean = sum(costs) / J
-        std = math.sqrt(sum((c - mean) ** 2 for c in costs) / J)
-        a = [1 / (1 + math.exp(-lams[t] * (beta_a - (c - mean) / (std + 1e-6)))) for c in costs]
-        if t == T - 1:
-            break
-        for i in range(I):
-            logp = [
-                float(-0.5 * ((V[i, j] - mu[j]) ** 2 / sig2[j]).sum() - 0.5 * torch.log(sig2[j]).sum()) + math.log(a[j]) for j in range(J)
-            ]
-            top = max(logp)
-            e = [math.exp(x - top) for x in logp]
-            R[i] = [x / sum(e) for x in e]
-    return torch.tensor(a), torch.stack(mu)
-
-
 @pytest.mark.parametrize("T", [1, 2, 3])
-def test_em_routing_equals_naive_loop(T):
+def test_em_routing_equals_the_papers_procedure(T):
+    """The fast path (centred, scaled, batched matmuls) against capsviz.routing.em_procedure_1, EM
+    routing written in the paper's symbols; beta_u per capsule, votes far from 0 (the centring)."""
     torch.manual_seed(T)
-    V = torch.randn(1, 12, 3, 16, dtype=torch.float64) * 0.5
-    a_in = torch.rand(1, 12, dtype=torch.float64)
-    res = em_routing(V, a_in, T, 0.3, -0.2, final_lambda=0.05)
-    a, mu = naive_em(V[0], a_in[0], T, 0.3, -0.2, 0.05)
-    torch.testing.assert_close(res.a[0], a.to(res.a.dtype), rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(res.mu[0], mu.to(res.mu.dtype), rtol=1e-4, atol=1e-4)
+    V = torch.randn(2, 12, 3, 16, dtype=torch.float64) * 0.5 + 3.0
+    a_in = torch.rand(2, 12, dtype=torch.float64)
+    beta_u = torch.tensor([0.3, -0.1, 0.5], dtype=torch.float64)
+    res = em_routing(V, a_in, T, beta_u, -0.2, final_lambda=0.05)
+    for n in range(2):
+        a, mu = em_procedure_1(V[n], a_in[n], T, beta_u, -0.2, final_lambda=0.05)
+        torch.testing.assert_close(res.a[n], a.to(res.a.dtype), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(res.mu[n], mu.to(res.mu.dtype), rtol=1e-4, atol=1e-4)
+    if T > 1:  # the E-step moved something: the reference is not trivially the first M-step
+        a1, _ = em_procedure_1(V[0], a_in[0], 1, beta_u, -0.2, final_lambda=0.05)
+        assert not torch.allclose(a1, em_procedure_1(V[0], a_in[0], T, beta_u, -0.2, final_lambda=0.05)[0])
 
 
 def test_em_trace_invariants():

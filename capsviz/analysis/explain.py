@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from capsviz.analysis import as_batch
+from capsviz.analysis import as_batch, rules
 from capsviz.analysis.routing import EMTrace, dynamic_trace
 
 PAPER_ZOOM = 0.05  # Fig. 2 of Hinton et al. zooms to vote distances below 0.05 (their smallNORB model)
@@ -83,6 +83,33 @@ def em_shares(trace: EMTrace) -> EMShares:
     return EMShares(w, mass[:, w] / I, near, near_others, 1.0 / J)
 
 
+def em_share_words(sh: EMShares, name: str, trained: int) -> str:
+    """What to look for in the EM histograms, from the numbers em_shares gives the page: the
+    winner's share of all assignment (its trend over the iterations) and how near the votes it
+    explains lie, beside the other classes'."""
+    T = len(sh.share)
+    first, last = float(sh.share[0]), float(sh.share[-1])
+    if T > 1:
+        share = f"{rules.trend(first, last)}: {first:.1%} at iteration 1 (uniform: {sh.uniform:.1%}), {last:.1%} at iteration {T}"
+    else:
+        share = f"stays at the uniform {first:.1%}, since one iteration re-assigns nothing"
+    near, far = float(sh.near[-1]), float(sh.near_others[-1])
+    closer = "nearer to" if near < far else "farther from" if near > far else "as near to"
+    said = (
+        f"What to look for: the winner, class {name}, is the first panel (red). Its share of all assignment {share}; the "
+        f"votes it explains lie on average {near:.3g} from its mean pose, {closer} it than the votes the other classes "
+        f"explain are to theirs ({far:.3g})."
+    )
+    if T != trained:
+        said += f"  \nThis model was trained with {trained} EM iterations; with {T} its answers can differ."
+    return said
+
+
+def em_even_words(J: int) -> str:
+    """Iteration 1 of EM in words, for J class capsules."""
+    return f"at iteration 1 every vote is shared evenly (R = 1/{J} each)"
+
+
 def position_words(pos: int, n: int) -> str:
     """A row-major position index in words: 'row 2, column 3 of the 6 x 6 grid (from the top left)'."""
     if not 0 <= pos < n * n:
@@ -123,6 +150,7 @@ class PairRouting:
     the ones that count in s_j); the largest value of the map. lengths: (2 inputs, J) final |v_j|.
     peak_at: (2 capsules,) the row-major grid position of the pair's brightest final map;
     peak_vote: (2 capsules,) how long the predictions there are, relative to the grid's average.
+    entropy_ratio: over the pair, the mean last-iteration coupling entropy over the uniform split's.
     """
 
     capsules: tuple[int, int]
@@ -134,11 +162,17 @@ class PairRouting:
     uniform: float
     peak_at: np.ndarray
     peak_vote: np.ndarray
+    entropy_ratio: float = 1.0
 
     @property
     def largest_move(self) -> float:
         """The largest distance from uniform of any mean, weighted mean or map value shown."""
         return float(max(np.abs(a - self.uniform).max() for a in (self.mean, self.weighted, self.peak)))
+
+    @property
+    def largest_share(self) -> float:
+        """The largest coupling to either winner of any mean, weighted mean or map value shown."""
+        return float(max(a.max() for a in (self.mean, self.weighted, self.peak)))
 
 
 @torch.no_grad()
@@ -146,7 +180,7 @@ def pair_routing(model, pair_image: np.ndarray, single_image: np.ndarray, capsul
     """Route the pair and one of its digits alone (same canvas, same shift) and keep, per
     iteration, the couplings to the pair's two winning capsules (dynamic_trace's coupling maps)."""
     caps = list(capsules)
-    maps, mean, weighted, peak, lengths, by_position = [], [], [], [], [], []
+    maps, mean, weighted, peak, lengths, by_position, ratio = [], [], [], [], [], [], []
     for image in (pair_image, single_image):
         tr = dynamic_trace(model, image, iterations)
         vote = model.predictions(as_batch(image))[0].norm(dim=-1).numpy()[caps]  # (2, I): |u_hat_j|i|
@@ -157,7 +191,8 @@ def pair_routing(model, pair_image: np.ndarray, single_image: np.ndarray, capsul
         weighted.append((c * vote.T[None]).sum(1) / np.maximum(vote.sum(1), 1e-12)[None])
         peak.append(m.max((2, 3)))
         lengths.append(tr.lengths[-1])
-        by_position.append(vote.reshape(2, tr.grid * tr.grid, tr.types).mean(-1))  # (2, G*G): mean |u_hat| per position
+        by_position.append(vote @ tr.place.T)  # (2, G*G): mean |u_hat| of the capsules at each position
+        ratio.append(float(tr.entropy[-1].mean() / tr.uniform_entropy))
     J = len(lengths[0])
     final = maps[0][-1].reshape(2, -1)  # (2, G*G): the pair's last-iteration maps
     peak_at = final.argmax(1)
@@ -172,10 +207,8 @@ def pair_routing(model, pair_image: np.ndarray, single_image: np.ndarray, capsul
         1.0 / J,
         peak_at,
         peak_vote,
+        ratio[0],
     )
-
-
-NEAR_UNIFORM = 0.05  # couplings within 0.05 of 1/10 have moved less than half of the uniform share
 
 
 def pair_routing_words(r: PairRouting, single_name: str) -> str:
@@ -195,19 +228,23 @@ def pair_routing_words(r: PairRouting, single_name: str) -> str:
     )
     if T == 1:
         return (
-            pair + single + " With one iteration the couplings are the uniform 1/10 by definition: no agreement has been added "
+            pair
+            + single
+            + f" With one iteration the couplings are the uniform 1/{round(1 / u)} by definition: no agreement has been added "
             "yet. Raise the iterations to see them move."
         )
     plain_move = float(np.abs(r.mean - u).max())
-    if r.largest_move < NEAR_UNIFORM:
+    if rules.near_uniform(r.entropy_ratio, r.largest_share, u):
         meaning = (
-            f" Every number here stays within {NEAR_UNIFORM} of uniform: routing barely reassigns the primary capsules between "
+            f" Over the pair the couplings are {rules.uniform_words(r.entropy_ratio, r.largest_share, u)}, the largest number "
+            f"here being {r.largest_share:.3f}: routing barely reassigns the primary capsules between "
             "the two digits, so this model tells the two digits apart mostly by the predictions u_hat themselves (their "
             "lengths and directions), not by routing explaining one digit's pixels away from the other."
         )
     else:
         meaning = (
-            f" The plain averages stay within {plain_move:.3f} of uniform: most primary capsules make short predictions and "
+            f" Over the pair the couplings are {rules.uniform_words(r.entropy_ratio, r.largest_share, u)}. The plain averages "
+            f"stay within {plain_move:.3f} of uniform: most primary capsules make short predictions and "
             f"stay undecided. Only the long predictions move, up to {r.largest_move:.3f} from uniform"
         )
         delta = r.weighted[0, -1] - r.weighted[1, -1]  # (2,) pair minus alone

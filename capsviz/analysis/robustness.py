@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from capsviz.analysis import as_input_batch
+from capsviz.analysis import as_input_batch, rules
 from capsviz.data.affine import affine_matrices, affnist_like, transform
 
 BIM_STEPS = 10  # iterations of the basic iterative method; each moves 2.5 * epsilon / BIM_STEPS
@@ -194,37 +194,51 @@ def affine_sweep(
 
 
 def describe_comparison(
-    series: dict[str, list[float]], xs, capsule: str, x_name: str, higher_is_robust: bool = True, baseline: str | None = None
+    series: dict[str, list[float]],
+    xs,
+    capsule: str,
+    x_name: str,
+    n: int,
+    higher_is_robust: bool = True,
+    baseline: str | None = None,
 ) -> list[str]:
     """Plain sentences on what two measured curves show: the capsule model (`capsule`, a key of
     `series`) against the baseline (another key; by default the first other one), point by point,
-    and who holds up better overall. Says only what the numbers show; the page adds why they may
-    differ from the papers."""
+    and who holds up better overall. Each point is a rate in % on `n` test images per model, and a
+    gap counts only when it is beyond chance (capsviz.analysis.rules.beyond_chance). Says only what
+    the numbers show; the page adds why they may differ from the papers."""
     others = [name for name in series if name != capsule]
     if not others or not len(xs):
         return []
     other = baseline if baseline in others else others[0]
     caps, base = np.asarray(series[capsule], float), np.asarray(series[other], float)
     gap = (caps - base) if higher_is_robust else (base - caps)  # > 0: the capsule model holds up better
+    real = np.array([rules.beyond_chance(c, n, b, n) for c, b in zip(caps, base, strict=True)])
     strongest = int(np.argmax(np.abs(gap)))
-    better = capsule if gap[strongest] >= 0 else other
     unit = "accuracy" if higher_is_robust else "attack success"
-    said = [
-        f"At {x_name} {xs[strongest]:g}, where **{capsule}** and **{other}** differ most, **{capsule}** measures "
-        f"{caps[strongest]:.0f}% {unit} and **{other}** {base[strongest]:.0f}%: {better} holds up better there."
-    ]
-    wins, close = int((gap > 2).sum()), int((np.abs(gap) <= 2).sum())
-    losses = len(gap) - wins - close
-    if wins > losses:
-        verdict = f"Over the {len(gap)} {x_name} values, {capsule} holds up better than {other} at {wins}, worse at {losses}."
-    elif losses > wins:
-        verdict = (
-            f"Over the {len(gap)} {x_name} values, {capsule} holds up *worse* than {other} at {losses} and better at {wins}: "
-            "here it is less robust than the baseline, not more."
+    k = strongest
+    point = (
+        f"At {x_name} {xs[k]:g}, where **{capsule}** and **{other}** differ most, **{capsule}** measures "
+        f"{caps[k]:.0f}% {unit} and **{other}** {base[k]:.0f}%"
+    )
+    if real[k]:
+        point += f": {capsule if gap[k] > 0 else other} holds up better there."
+    else:
+        point += (
+            f": a gap of {abs(caps[k] - base[k]):.1f} points, within the {rules.noise(caps[k], n, base[k], n):.1f} that chance "
+            f"gives on {n} test images, so neither holds up better there."
         )
+    wins, losses = int(((gap > 0) & real).sum()), int(((gap < 0) & real).sum())
+    close = len(gap) - wins - losses
+    if wins > losses:
+        verdict = f"Over the {len(gap)} {x_name} values, {capsule} holds up better than {other} at {wins}, worse at {losses}"
+    elif losses > wins:
+        verdict = f"Over the {len(gap)} {x_name} values, {capsule} holds up *worse* than {other} at {losses} and better at {wins}"
     else:
         verdict = (
-            f"Over the {len(gap)} {x_name} values, neither {capsule} nor {other} holds up clearly better "
-            f"({wins} better, {losses} worse, {close} within 2 points)."
+            f"Over the {len(gap)} {x_name} values, neither {capsule} nor {other} holds up clearly better ({wins} better, {losses} worse"
         )
-    return said + [verdict]
+    verdict += f", {close} within chance on {n} test images" + (")." if wins == losses else ".")
+    if losses > wins:
+        verdict += " Here it is less robust than the baseline, not more."
+    return [point, verdict]

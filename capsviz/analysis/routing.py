@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from capsviz.analysis import as_batch, coupling_entropy
+from capsviz.analysis import as_batch, coupling_entropy, rules
 
 
 @dataclass
@@ -17,7 +18,15 @@ class DynamicTrace:
     c: (T, I, J) coupling coefficients; grid, types: I = grid * grid * types primary capsules.
     lengths: (T, J) |v_j| after each iteration; b_change: (T,) mean |delta b| (Appendix A);
     c_change: (T - 1,) mean |c_{t+1} - c_t|, how much the couplings still move.
-    agreement: (I, J) u_hat_j|i . v_j after the last iteration; entropy: (T, I) of each c_i.
+    agreement: (I, J) u_hat_j|i . v_j after the last iteration.
+    softmax: what each set of couplings sums to 1 over, the model's own (capsviz.config.ROUTING_SOFTMAX):
+        "classes", each input capsule splits its vote over the J classes (the paper); "inputs", each
+        class capsule's couplings sum to 1 over the I input capsules.
+    entropy: (T, I) of each input capsule's couplings over the classes, or with softmax "inputs"
+        (T, J) of each class capsule's couplings over the inputs.
+    place: (grid * grid, I) how much of primary capsule i lies at each position of the grid (its
+        share of the values of that position, from the model's grouping index map); grouping: the
+        model's primary grouping (capsviz.config.PRIMARY_GROUPINGS); dim: the values in one primary capsule.
     """
 
     c: np.ndarray
@@ -28,19 +37,61 @@ class DynamicTrace:
     entropy: np.ndarray
     grid: int
     types: int
+    softmax: str
+    place: np.ndarray
+    grouping: str
+    dim: int
+
+    @property
+    def uniform(self) -> float:
+        """The coupling every pair gets before routing: 1/J, or 1/I with a softmax over the inputs."""
+        T, I, J = self.c.shape
+        return 1.0 / (I if self.softmax == "inputs" else J)
+
+    @property
+    def uniform_entropy(self) -> float:
+        """The entropy of a uniform split (nats): log J, or log I with a softmax over the inputs."""
+        return float(np.log(1.0 / self.uniform))
 
     def coupling_maps(self, t: int) -> np.ndarray:
-        """(J, grid, grid): iteration t's coupling to each class, averaged over capsule types."""
-        T, I, J = self.c.shape
-        return self.c[t].reshape(self.grid, self.grid, self.types, J).mean(2).transpose(2, 0, 1)
+        """(J, grid, grid): iteration t's coupling to each class at each position, averaged over the
+        primary capsules built from the values there (over the capsule types, for the paper's grouping)."""
+        return (self.place @ self.c[t]).T.reshape(-1, self.grid, self.grid)
 
-    def coupling_by_type(self, t: int, j: int) -> np.ndarray:
-        """(types, grid * grid): coupling of every primary capsule to class j at iteration t."""
-        return self.c[t, :, j].reshape(self.grid * self.grid, self.types).T
+    def by_capsule(self, values: np.ndarray) -> np.ndarray:
+        """(rows, grid * grid) one number per primary capsule (I,) laid out for a heatmap: for the
+        paper's grouping a row per capsule type and a column per position; for another grouping the
+        capsules in the model's own order, grid * grid to a row (they have no one position)."""
+        G2 = self.grid * self.grid
+        if self.grouping == "paper":
+            return values.reshape(G2, self.types).T
+        return values.reshape(-1, G2)
 
     def agreement_map(self, j: int) -> np.ndarray:
-        """(grid, grid): summed agreement with class j over the capsule types at each position."""
-        return self.agreement[:, j].reshape(self.grid, self.grid, self.types).sum(2)
+        """(grid, grid): the agreement with class j summed over the primary capsules at each position
+        (over the capsule types, for the paper's grouping; each capsule counted by the share of its
+        values there, for another)."""
+        return (self.types * self.place @ self.agreement[:, j]).reshape(self.grid, self.grid)
+
+
+def primary_places(grouping: str, types: int, dim: int, grid: int) -> np.ndarray:
+    """(grid * grid, I): the share of each position's primary-capsule values that capsule i holds,
+    from the model's grouping index map (capsviz.models.capsnet.primary_index): a row sums to 1.
+    For the paper's grouping each position holds `types` whole capsules (1/types each); for a
+    view grouping a capsule is spread over the positions of the values it is built from."""
+    from capsviz.models.capsnet import primary_index
+
+    index = primary_index(grouping, types, dim, grid).numpy()  # (I, K) into (T*K, G, G) flattened
+    G2, I = grid * grid, index.shape[0]
+    counts = np.zeros((G2, I))
+    np.add.at(counts, (index % G2, np.repeat(np.arange(I)[:, None], index.shape[1], 1)), 1.0)
+    return counts / counts.sum(1, keepdims=True)
+
+
+def entropy_of(c: np.ndarray, softmax: str) -> np.ndarray:
+    """The couplings' entropy along the axis they sum to 1 over: c (..., I, J) -> (..., I) over the
+    classes, or (..., J) over the inputs with softmax "inputs"."""
+    return coupling_entropy(np.swapaxes(c, -1, -2) if softmax == "inputs" else c)
 
 
 @torch.no_grad()
@@ -49,11 +100,26 @@ def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
     r = model.route(u_hat, routing="dynamic", iterations=iterations, record=True)  # with the model's own routing options
     c = r.c[:, 0].numpy()  # (T, I, J)
     agreement = (u_hat[0] @ r.v[0].unsqueeze(-1)).squeeze(-1).T.numpy()  # (I, J)
-    entropy = coupling_entropy(c)  # (T, I)
     cfg = model.config
+    softmax = getattr(cfg, "routing_softmax", "classes")
+    grouping = getattr(cfg, "primary_grouping", "paper")
+    place = primary_places(grouping, cfg.primary_types, cfg.primary_dim, cfg.primary_grid)
     c_change = np.abs(np.diff(c, axis=0)).mean((1, 2))  # (T-1,)
     lengths = r.v_trace[:, 0].norm(dim=-1).numpy()
-    return DynamicTrace(c, lengths, r.b_change[:, 0].numpy(), c_change, agreement, entropy, cfg.primary_grid, cfg.primary_types)
+    return DynamicTrace(
+        c,
+        lengths,
+        r.b_change[:, 0].numpy(),
+        c_change,
+        agreement,
+        entropy_of(c, softmax),
+        cfg.primary_grid,
+        cfg.primary_types,
+        softmax,
+        place,
+        grouping,
+        cfg.primary_dim,
+    )
 
 
 @dataclass
@@ -97,26 +163,31 @@ def mean_b_change(model, images: torch.Tensor, iterations: int) -> np.ndarray:
 
 @torch.no_grad()
 def coupling_summary(model, images: torch.Tensor, iterations: int | None = None, routing: str = "dynamic") -> dict:
-    """How far routing moves the couplings away from uniform (1/J), over a batch of images
-    (B, H, W) in [0, 1]. Per iteration: the mean coupling of a primary capsule to the predicted
-    class, plainly and weighted by the length of its vote for that class (long votes are the ones
-    that count in s_j), and the mean coupling entropy (uniform: log J). `routing` (one of
-    capsviz.routing.ROUTINGS) is the routing the model is run with; the one-pass routings give one
-    entry per list."""
+    """How far routing moves the couplings away from uniform, over a batch of images (B, H, W) in
+    [0, 1]. Per iteration: the mean coupling of a primary capsule to the predicted class, plainly
+    and weighted by the length of its vote for that class (long votes are the ones that count in
+    s_j), and the mean coupling entropy along the axis the couplings sum to 1 over (`softmax`:
+    "classes", uniform 1/J and entropy log J, the paper's; "inputs", the model's own dynamic
+    routing sums each class's couplings over the I inputs: uniform 1/I, entropy log I, and the mean
+    coupling to a class is 1/I whatever the routing). `routing` (one of capsviz.routing.ROUTINGS)
+    is the routing the model is run with; the one-pass routings give one entry per list."""
     u_hat = model.predictions(_channels(images))  # (B, J, I, D)
     r = model.route(u_hat, routing=routing, iterations=iterations, record=True)
     T, B, I, J = r.c.shape
+    softmax = getattr(getattr(model, "config", None), "routing_softmax", "classes") if routing == "dynamic" else "classes"
     pred = r.v.norm(dim=-1).argmax(1)  # (B,)
     to_pred = r.c.gather(3, pred.view(1, B, 1, 1).expand(T, B, I, 1)).squeeze(3)  # (T, B, I)
     vote = u_hat.norm(dim=-1).gather(1, pred.view(B, 1, 1).expand(B, 1, I)).squeeze(1)  # (B, I): |u_hat_pred|i|
-    entropy = coupling_entropy(r.c)  # (T, B, I)
+    entropy = entropy_of(r.c.numpy(), softmax)  # (T, B, I) or (T, B, J)
+    n = I if softmax == "inputs" else J
     return {
         "n_images": B,
-        "uniform": 1.0 / J,
+        "softmax": softmax,
+        "uniform": 1.0 / n,
         "coupling_to_prediction": to_pred.mean((1, 2)).tolist(),
         "vote_weighted_coupling_to_prediction": ((to_pred * vote).sum((1, 2)) / vote.sum().clamp_min(1e-12)).tolist(),
         "entropy": entropy.mean((1, 2)).tolist(),
-        "uniform_entropy": float(np.log(J)),
+        "uniform_entropy": float(np.log(n)),
     }
 
 
@@ -134,6 +205,185 @@ def iteration_sweep(model, image: np.ndarray, max_iterations: int = 10) -> dict:
     if model.decoder is not None:
         recs = list(model.decode(v[torch.arange(max_iterations), preds], preds).numpy())  # T x (H, W)
     return {"lengths": lengths.numpy(), "predictions": preds.tolist(), "reconstructions": recs}
+
+
+# The sentences the dynamic routing page writes, each from the numbers its figure draws
+
+
+def flat(maps: np.ndarray) -> bool:
+    """Whether every coupling drawn is equal (iteration 1, or agreements too small to move them)."""
+    return bool(np.ptp(maps) < 1e-6)
+
+
+def map_words(tr: DynamicTrace, t: int, capsule: str, thing: str, digits: bool) -> tuple[str, str]:
+    """The coupling maps' title and caption at iteration t (0-based): where each square's number
+    comes from (the model's grouping), and the span of the couplings the maps draw."""
+    maps = tr.coupling_maps(t)
+    G = tr.grid
+    title = f"Iteration {t + 1}: coupling c to each {capsule}, on the {G}x{G} grid of primary capsule positions"
+    if tr.grouping == "paper":
+        where = f"each square is one of the {G}x{G} positions of the primary capsules, averaged over their {tr.types} types"
+    else:
+        where = (
+            f"a primary capsule of this model is {tr.dim} neighbouring values of one "
+            "conv map (some straddle two maps), not one position's channels, so it has no one position: each square averages "
+            "the couplings of the capsules built from the values at that position, each counted by its share of them"
+        )
+    d = 2 + max(1, -math.floor(math.log10(tr.uniform)))  # 3 decimals for 1/10, 5 for 1/144: the digits that move
+    if flat(maps):
+        spread = (
+            f"At iteration 1 every coupling is {maps.max():.{d}f}: nothing has been routed yet."
+            if t == 0
+            else f"At this iteration every coupling is still {maps.max():.{d}f}: the agreements added to b are too small to move them."
+        )
+    else:
+        spread = (
+            f"At this iteration the squares span only {maps.min():.{d}f} to {maps.max():.{d}f} (uniform: {tr.uniform:.{d}f}), so "
+            "the colours exaggerate small differences. Positions over blank background vote too: a bright square there means "
+            f"those primary capsules' predictions happen to agree with that {thing}, not that "
+            + ("ink is there." if digits else "the object is there.")
+        )
+    brighter = (
+        f"that {capsule} draws a larger share of its input from that position (this model's couplings sum to 1 over the "
+        "input capsules for each class)"
+        if tr.softmax == "inputs"
+        else f"that position sends a larger share of its vote to that {thing}"
+    )
+    caption = f"Each small map is one {capsule}; {where}. Brighter means {brighter}. {spread}"
+    return title, caption
+
+
+def capsule_axes(tr: DynamicTrace) -> tuple[str, str]:
+    """The detailed maps' x and y axis titles (`DynamicTrace.by_capsule`)."""
+    G2 = tr.grid * tr.grid
+    if tr.grouping == "paper":
+        return f"position on the {tr.grid}x{tr.grid} grid, row by row (0 = top left, {G2 - 1} = bottom right)", "primary capsule type"
+    return f"primary capsule i in the model's own order, {G2} to a row: i mod {G2}", f"i // {G2}"
+
+
+def length_words(lengths: np.ndarray, winner: int, capsule: str, thing: str, name: str) -> str:
+    """The caption of the lengths-by-iteration chart (lengths (T, J), as drawn)."""
+    T = lengths.shape[0]
+    said = (
+        f"A {capsule}'s length is the network's confidence that its {thing} is present (the prediction is the longest: "
+        f"{name}). Routing changes lengths by shifting votes; "
+    )
+    if T == 1:
+        return said + f"with one iteration nothing is shifted, and the winner's length is {lengths[0, winner]:.3f}."
+    first, last = float(lengths[0, winner]), float(lengths[-1, winner])
+    return said + f"here the winner's length {rules.trend(first, last)}: {first:.3f} at iteration 1, {last:.3f} at iteration {T}."
+
+
+def entropy_figure(tr: DynamicTrace, capsule: str, thing: str) -> dict:
+    """The entropy chart and its caption, along the axis the couplings sum to 1 over: series (T, 3)
+    mean, 10th and 90th percentile; names; title; caption."""
+    mean = tr.entropy.mean(1, keepdims=True)
+    series = np.concatenate([mean, np.percentile(tr.entropy, [10, 90], axis=1).T], 1)
+    T, I, J = tr.c.shape
+    H = tr.uniform_entropy
+    if tr.softmax == "inputs":
+        title = f"Entropy of each {capsule}'s couplings (uniform: {H:.2f})"  # over the inputs: the caption says so
+        what = (
+            f"This model's couplings sum to 1 over the input capsules for each {capsule} (its softmax is over the inputs), "
+            f"so entropy here measures how evenly a {capsule} draws on the {I} primary capsules: {H:.2f} is perfectly even "
+            f"(1/{I} from each), 0 is all of it from one."
+        )
+    else:
+        title = f"Coupling entropy per primary capsule (uniform: {H:.2f})"
+        what = (
+            f"Entropy measures how evenly a primary capsule splits its vote: {H:.2f} is perfectly even (1/{J} to each {thing}), "
+            f"0 is the whole vote to one {thing}."
+        )
+    if T == 1:
+        said = " With one iteration every split is still even."
+    else:
+        first, last = float(series[0, 0]), float(series[-1, 0])
+        said = (
+            f" Here the mean {rules.trend(first, last)}: {first:.3f} at iteration 1, {last:.3f} at iteration {T}, so the couplings "
+            f"end {rules.uniform_words(last / H)}."
+        )
+    return {
+        "series": series,
+        "names": ["mean", "10th percentile", "90th percentile"],
+        "title": title,
+        "caption": what + said,
+    }
+
+
+def convergence_words(b_change: np.ndarray, c_change: np.ndarray) -> str:
+    """Appendix A's caption from the series the chart draws: b_change (T,), c_change (T - 1,)."""
+    said = (
+        "Paper (Fig. A.1): the mean change of b falls roughly log-linearly, about 0.007 at iteration 2 and 1e-5 at iteration 5. "
+        "Here, following Procedure 1 literally (b += u_hat . v), "
+    )
+    T = len(b_change)
+    if T >= 5:
+        said += f"the change of b at iteration 2 is {b_change[1]:.4f} and at iteration 5 {b_change[4]:.4f}"
+        said += f" (it {rules.trend(float(b_change[1]), float(b_change[4]))}): "
+    else:
+        said += "the change of b "
+    said += "each step adds the current agreement, which only vanishes when v does."
+    if len(c_change) >= 2:
+        first, last = float(c_change[0]), float(c_change[-1])
+        verb = rules.trend(first, last)
+        how = {"falls": "settle", "rises": "keep moving more", "stays about level": "keep moving about as much"}[verb]
+        said += (
+            f" The couplings c = softmax(b) {how}: their change per iteration {verb}, from {first:.1e} at iteration 2 "
+            f"to {last:.1e} at iteration {len(c_change) + 1}."
+        )
+    return said
+
+
+def summary_words(cs: dict, k: int) -> str:
+    """The caption of the coupling-summary chart at iteration k (0-based), the model's own count."""
+    share, weighted, u = cs["coupling_to_prediction"][k], cs["vote_weighted_coupling_to_prediction"][k], cs["uniform"]
+    ratio = cs["entropy"][k] / cs["uniform_entropy"]
+    if cs.get("softmax") == "inputs":
+        return (
+            f"This model's couplings sum to 1 over the {round(1 / u)} input capsules for each class, so a primary capsule's mean "
+            f"coupling to the predicted class is the uniform {u:.4f} whatever routing does ({share:.4f} here); counting each "
+            f"vote by its length, {weighted:.4f}. At iteration {k + 1}, the one this model was trained with, the predicted "
+            f"class's couplings over the inputs are {rules.uniform_words(ratio)}."
+        )
+    return (
+        f"At iteration {k + 1}, the one this model was trained with, a primary capsule sends on average {share:.3f} of its vote "
+        f"to the predicted class (uniform: {u:.3f}); counting each vote by its length, {weighted:.3f}. Over the "
+        f"{cs['n_images']} images the couplings are {rules.uniform_words(ratio, share, u)}. Routing only sharpens the couplings "
+        "as far as the agreements u_hat . v are large: compare the 1- and 3-iteration models on the Reproduction page."
+    )
+
+
+def attention_words(tr: AttentionTrace, winner: int, name: str) -> str:
+    """The caption beside self-attention's couplings and prior (Efficient-CapsNet)."""
+    I, J = tr.c.shape
+    share = float(tr.c[:, winner].mean())
+    ratio = float(tr.entropy.mean() / np.log(J))
+    largest_c, largest_prior = float(tr.c.max()), float(np.abs(tr.prior).max())
+    return (
+        f"Each column is one of the {I} primary capsules (this model has no grid of positions: its primary capsules see the "
+        f"whole image). The primary capsules give **{name}** on average {share:.2f} of their vote (uniform: {1 / J:.2f}); "
+        f"their couplings are {rules.uniform_words(ratio, share, 1 / J)}. The prior spans {tr.prior.min():.2f} to "
+        f"{tr.prior.max():.2f}: "
+        + (
+            f"its largest size, {largest_prior:.2f}, is as large as the largest coupling, {largest_c:.2f}, so what the model "
+            "learned about which capsule feeds which class counts as much as the routing of this image."
+            if largest_prior >= largest_c
+            else f"its largest size, {largest_prior:.2f}, is below the largest coupling, {largest_c:.2f}, so the routing of this "
+            "image weighs more in the sums."
+        )
+    )
+
+
+def sweep_words(predictions: list[int], winner: int, name: str) -> str:
+    """Self-attention's prediction against dynamic routing's with 1..T iterations."""
+    changed = [k + 1 for k, p in enumerate(predictions) if p != winner]
+    T = len(predictions)
+    said = "These weights were trained for self-attention routing; dynamic routing here uses them as they are (and Eq. 1's squash). "
+    if changed:
+        said += f"With dynamic routing the prediction differs from self-attention's at {len(changed)} of {T} iteration counts."
+    else:
+        said += f"With any number of dynamic-routing iterations the prediction stays {name}."
+    return said + " The **Routing lab** compares the routings over the whole test set."
 
 
 @dataclass

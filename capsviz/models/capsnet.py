@@ -14,7 +14,7 @@ from capsviz.kernels.slices import dynamic_slices, in_chunks
 from capsviz.layers import DigitCaps, PrimaryCaps
 from capsviz.losses import margin_loss, reconstruction_loss
 from capsviz.models import ModelOutput
-from capsviz.routing import SQUASHES, DynamicOptions, route
+from capsviz.routing import SQUASHES, DynamicOptions, class_squash, route
 
 
 class Decoder(nn.Module):
@@ -140,6 +140,10 @@ def computation_words(cfg) -> list[str]:
         words.append(f"primary capsules squashed over each of their {cfg.primary_dim} values' whole map, not capsule by capsule")
     if cfg.squash == "efficient":
         words.append("squash (1 - e^-|s|) s/|s| (Efficient-CapsNet's), not Eq. 1")
+    if cfg.class_squash == "classes":
+        words.append("class capsules squashed over the classes (each of their values across the classes), not capsule by capsule")
+    elif cfg.class_squash == "all":
+        words.append("class capsules squashed all together (an image's whole map of class capsules at once), not capsule by capsule")
     if cfg.routing_softmax == "inputs":
         words.append("couplings sum to 1 over the input capsules for each class (softmax over inputs), not over the classes")
     if cfg.routing_logits == "batch":
@@ -248,16 +252,23 @@ class CapsNet(ClassCapsules, nn.Module):
         couplings and iterations), or by `routing` and `iterations` for this call only."""
         T = self.config.routing_iterations if iterations is None else iterations  # 0 is refused by the routing, not replaced
         name = self.config.couplings if routing is None else routing
-        return route(name, u_hat, iterations=T, squash=SQUASHES[self.config.squash], record=record, dynamic=self.dynamic_options())
+        own = class_squash(self.config.squash, self.config.class_squash)
+        return route(name, u_hat, iterations=T, squash=own, record=record, dynamic=self.dynamic_options())
 
     def dynamic_options(self) -> DynamicOptions | None:
         """Its dynamic routing's options (capsviz.routing.DynamicOptions); None for the paper's."""
         cfg = self.config
-        if all(getattr(cfg, k) == PAPER_COMPUTATION[k] for k in ("routing_softmax", "routing_logits", "routing_prior", "squash")):
+        keys = ("routing_softmax", "routing_logits", "routing_prior", "squash", "class_squash")
+        if all(getattr(cfg, k) == PAPER_COMPUTATION[k] for k in keys):
             return None
         prior = self.routing_prior if cfg.routing_prior else None
         return DynamicOptions(
-            softmax=cfg.routing_softmax, logits=cfg.routing_logits, batch=cfg.routing_batch, prior=prior, squash=cfg.squash
+            softmax=cfg.routing_softmax,
+            logits=cfg.routing_logits,
+            batch=cfg.routing_batch,
+            prior=prior,
+            squash=cfg.squash,
+            squash_axis=cfg.class_squash,
         )
 
     def trace(self, x: torch.Tensor, iterations: int | None = None, routing: str | None = None) -> ModelOutput:
