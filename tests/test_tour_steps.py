@@ -58,15 +58,15 @@ def test_squash_words_say_when_rounding_hides_the_squash():
 @pytest.mark.parametrize(
     "entropy, share, verdict, quoted",
     [
-        (0.96, 0.14, "are near uniform (they keep 96.0% of its entropy)", []),
+        (0.96, 0.14, "are near uniform: they keep 96.0% of its entropy, more than 95%, and the predicted class gets 0.14", []),
         (
             0.96,
             0.16,
-            "are away from uniform: they keep 96.0% of its entropy, but the predicted class gets 0.16",
+            "are away from uniform: they keep 96.0% of its entropy, more than 95%, but the predicted class gets 0.16",
             ["1.5 times the uniform 0.10"],
         ),
-        (0.95, 0.10, "are away from uniform (they keep 95.0% of its entropy, not more than 95%)", []),
-        (0.951, 0.10, "are near uniform (they keep 95.1% of its entropy)", []),
+        (0.95, 0.10, "are away from uniform: they keep 95.0% of its entropy, not more than 95% (the predicted class gets 0.10", []),
+        (0.951, 0.10, "are near uniform: they keep 95.1% of its entropy, more than 95%, and", []),
     ],
 )
 def test_near_uniform_words_say_the_verdict_the_deciding_part_and_the_whole_rule(entropy, share, verdict, quoted):
@@ -89,11 +89,11 @@ def test_coupling_words_call_near_uniform_by_the_rule_and_say_when_long_predicti
     near = {"mean": 0.101, "weighted": 0.16, "entropy_mean": 0.999}
     said = coupling_words(1, near, shown, 1152, 10, "7")
     assert "0.10 to 0.20" in said and "is 0.101 (uniform 0.100), 0.160 weighted" in said
-    assert "are near uniform (they keep 99.9%" in said and "gets 0.160, at least 1.5 times the uniform share" in said
+    assert "are near uniform: they keep 99.9%" in said and "gets 0.160, at least 1.5 times the uniform share" in said
     said = coupling_words(1, near | {"weighted": 0.149}, shown, 1152, 10, "7")  # below 1.5 x uniform: no such claim
     assert "are near uniform" in said and "routing moves mainly" not in said
     said = coupling_words(1, {"mean": 0.2, "weighted": 0.3, "entropy_mean": 0.97}, shown, 1152, 10, "7")
-    assert "are away from uniform: they keep 97.0% of its entropy, but the predicted class gets 0.20" in said
+    assert "are away from uniform: they keep 97.0% of its entropy, more than 95%, but the predicted class gets 0.20" in said
     assert "routing moves mainly" not in said
     assert "uniform" not in coupling_words(0, near, shown, 1152, 10, "7").split("(uniform 0.100)")[1]  # iteration 1: no verdict
 
@@ -112,14 +112,14 @@ def test_lab_words_answer_uniform_and_random_against_the_models_own_routing():
     random = next(s for s in said if s.startswith("Run with fixed random"))
     assert "81.85 points worse, more than" in random
     assert any(s.startswith("The tallest bar is fixed random couplings (82.18%)") for s in said)  # the largest bar explained
-    assert any("its couplings are away from uniform (they keep 90.0%" in s for s in said)
+    assert any("its couplings are away from uniform: they keep 90.0%" in s for s in said)
     assert pytest.approx(band) in quoted["gaps"]
     # better beyond chance, and the tallest bar the model's own: nothing to explain
     said, _ = lab_words(
         [row("dynamic", 2.0, trained="dynamic", entropy=0.999, share=0.102), row("uniform", 1.0, trained="dynamic")], lab.LAB_ROUTINGS
     )
     assert "1.00 points better, more than" in said[0] and not any("tallest" in s for s in said)
-    assert "its couplings are near uniform (they keep 99.9%" in said[-1]
+    assert "its couplings are near uniform: they keep 99.9%" in said[-1]
     assert lab_words([row("uniform", 1.0)], lab.LAB_ROUTINGS) == ([], {})  # the model's own routing not measured
 
 
