@@ -253,6 +253,19 @@ def split_words(c: np.ndarray) -> str:
     return "; ".join(parts) + "."
 
 
+def since_words(first: np.ndarray, now: np.ndarray) -> str:
+    """How each lower capsule's largest coupling moved since iteration 1 (couplings `first` and `now`,
+    (I, J)), by capsviz.analysis.rules.trend: from the uniform 1/J (as the table showed at iteration 1)
+    to the largest coupling quoted for this iteration."""
+    groups: dict[str, list[int]] = {}
+    for k in range(len(now)):
+        j = int(now[k].argmax())
+        groups.setdefault(rules.trend(float(first[k, j]), float(now[k, j])), []).append(k)
+    start = ", ".join(sorted({_r(x) for x in first.ravel()}))
+    parts = [f"{verb} for {_names(ks)}" for verb, ks in groups.items()]
+    return f"Since iteration 1, when the couplings were {start}, the largest coupling " + "; ".join(parts) + "."
+
+
 @dataclass
 class View:
     """What the page shows beside a playground's figure: `intro` (Markdown about the mechanism),
@@ -278,8 +291,7 @@ def dynamic_view(toy: DynamicToy, t: int, labels: dict[str, str]) -> View:
     c = toy.c[t]
     said = f"At iteration {t + 1}: " + split_words(c)
     if t > 0:
-        first, last = float(toy.c[0].max(1).mean()), float(c.max(1).mean())
-        said += f" Since iteration 1 the average largest coupling {rules.trend(first, last)} ({_r(first)} to {_r(last)})."
+        said += " " + since_words(toy.c[0], c)
     said += f" (Near uniform: {rules.RULES['near uniform']}" + (f" Rises / falls: {rules.RULES['rises / falls']}" if t > 0 else "") + ")"
     lower: dict = {"lower capsule": [f"lower {k + 1}" for k in range(len(c))]}
     for j in range(J):
