@@ -23,7 +23,7 @@ found = [(p.name, m) for p, m in checkpoints()]
 
 shown = tables(found)
 st.header("Sabour et al. 2017, Table 1 (test error %)", help=help_text("test_error"))
-st.markdown(shown.table1)
+st.markdown(shown.table1)  # plain: the core made each name and note plain
 if shown.notes:
     st.markdown("**How each was measured**\n\n" + "\n".join(f"{k}. {n}" for k, n in enumerate(shown.notes, 1)))
 if shown.todo:
@@ -31,11 +31,11 @@ if shown.todo:
         st.code("\n".join(shown.todo), language="bash")
 
 st.header("Hinton et al. 2018 (test error %)", help=help_text("test_error"))
-st.markdown(shown.em)
+st.markdown(shown.em)  # plain: the core made each name plain
 
 if shown.gaps:
     st.header("How far from the papers", help=help_text("test_error"))
-    st.markdown("\n".join(f"- {where}: {gap.words()}" for where, gap in shown.gaps))
+    st.markdown("\n".join(f"- {where}: {gap.words()}" for where, gap in shown.gaps))  # plain: the core made each name plain
     st.caption(RULES["beyond chance"])
 
 st.header("Test error by epoch", help=help_text("test_error"))

@@ -83,3 +83,14 @@ def test_no_sentence_calls_a_gap_beyond_chance_close():
         said = gap.words()
         if gap.beyond:
             assert not re.search(r"\b(match|matching|close|same)\b", said), said
+
+
+def test_a_hostile_file_name_stays_inside_its_cell():
+    """A file name or a stored note is user text: it must neither break the table nor act as Markdown."""
+    name, meta = next((n, m) for n, m in shipped() if n == "capsnet-mnist.safetensors")
+    hostile = "![x](https://example.com/a.png)|`b`.safetensors"
+    shown = tables([(hostile, meta)])
+    row = next(line for line in shown.table1.splitlines() if line.startswith("| CapsNet | 3 | yes"))
+    assert len(re.split(r"(?<!\\)\|", row)) == 9  # 7 cells, the name's pipe escaped
+    assert "`b`" not in "\n".join(shown.notes) and "\\|" in shown.notes[0]
+    assert shown.notes[0].startswith("`") and shown.notes[0].count("`") == 2  # one code span: nothing outside it

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from capsviz.analysis import rules
 from capsviz.config import CNNConfig, preset
 from capsviz.schema import CheckpointMeta
+from capsviz.text import plain
 
 # Published test errors (%): (family, dataset, routing iterations, reconstruction)
 PAPER = {
@@ -183,7 +184,13 @@ class Tables:
     todo: list[str]
 
 
+def _code(name: str) -> str:
+    """A file name as a code span in a Markdown table: plain, its pipes escaped (GFM reads them inside spans too)."""
+    return f"`{plain(name, 'code')}`".replace("|", "\\|")
+
+
 def tables(found: list[tuple[str, CheckpointMeta]]) -> Tables:
+    """The page's tables, notes and sentences; every file name and note from a checkpoint made plain here."""
     notes, todo, gaps = [], [], []
 
     def fmt(cell: Cell, where: str, dataset: str) -> str:
@@ -191,7 +198,7 @@ def tables(found: list[tuple[str, CheckpointMeta]]) -> Tables:
             if cell.paper is not None:
                 todo.append(cell.how)
             return "·" if cell.paper is not None else "-"
-        notes.append(f"`{cell.checkpoint}`: {cell.how}")
+        notes.append(f"{_code(cell.checkpoint)}: {plain(cell.how)}")
         if gap := cell_gap(cell, dataset):
             gaps.append((f"({len(notes)}) {where}", gap))
         return f"**{ours_text(cell.ours)}**{'' if cell.paper_size else ' †'} ({len(notes)})"
@@ -215,9 +222,9 @@ def tables(found: list[tuple[str, CheckpointMeta]]) -> Tables:
         ours = []
         for n, m in matrix:
             if m.dataset == ds:
-                ours.append(f"{ours_text(m.metrics.test_error)}{'' if is_paper_size(m) else ' †'} (`{n}`)")
+                ours.append(f"{ours_text(m.metrics.test_error)}{'' if is_paper_size(m) else ' †'} ({_code(n)})")
                 gap = Gap(m.metrics.test_error, m.metrics.n_test, err, PAPER_N[ds], is_paper_size(m))
-                gaps.append((f"Hinton et al., {model}, {ds}: `{n}`", gap))
+                gaps.append((f"Hinton et al., {model}, {ds}: {_code(n)}", gap))
         if not ours:
             ours = (
                 ["· `python -m capsviz train --model matrix-small --dataset mnist --out checkpoints/matrix-small-mnist.safetensors`"]
