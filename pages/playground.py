@@ -20,7 +20,7 @@ from capsviz.analysis.playground import (
     em_view,
     encode_points,
 )
-from capsviz.glossary import help_text, label
+from capsviz.glossary import help_text
 from capsviz.viz import png_bytes
 from capsviz.viz.animation import dynamic_frames, em_frames, gif_bytes
 from pages.common import require_router, site_button
@@ -201,8 +201,6 @@ with figure:
         )
         downloads(frame, lambda: em_frames(toy, NAMES), "em-routing")
 
-LABELS = {k: label(k) for k in ("c", "s", "v", "prior", "mu", "sigma", "R", "a_j", "beta_u", "lambda")}
-
 
 def number(title: str, *terms: str):
     """A table column drawn at the 3 decimals the sentences quote (capsviz.analysis.playground.TABLE)."""
@@ -210,7 +208,7 @@ def number(title: str, *terms: str):
 
 
 if toy_kind == "dynamic" and rule == "self-attention":
-    view = attention_view(toy, LABELS)
+    view = attention_view(toy)
     st.markdown(view.intro)
     st.info(view.said)
     cols = {}
@@ -220,7 +218,7 @@ if toy_kind == "dynamic" and rule == "self-attention":
     st.markdown("**The numbers** (hover a column title for its meaning)")
     st.dataframe(pd.DataFrame(view.lower), hide_index=True, column_config=cols, key="pg_att_table")
 elif toy_kind == "dynamic":
-    view = dynamic_view(toy, t, LABELS)
+    view = dynamic_view(toy, t)
     st.markdown(view.intro)
     st.info(view.said)
     cols = {}
@@ -245,7 +243,7 @@ elif toy_kind == "dynamic":
     )
     st.caption(view.try_it)
 else:
-    view = em_view(toy, t, beta_a, LABELS)
+    view = em_view(toy, t, beta_a)
     st.markdown(view.intro)
     st.info(view.said)
     cols = {"a (lower activation)": st.column_config.NumberColumn(format="%.2f", help=help_text("a_in"))}

@@ -29,9 +29,9 @@ from capsviz.analysis.playground import (
     since_words,
     split_words,
 )
+from capsviz.glossary import label
 
 NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d+")
-LABELS = {k: k for k in ("c", "s", "v", "prior", "mu", "sigma", "R", "a_j", "beta_u", "lambda")}
 RULE_TEXT = [rules.RULES["near uniform"], rules.RULES["rises / falls"]]
 
 
@@ -80,7 +80,7 @@ def test_since_words_rise_fall_or_stay_level_by_the_rule():
 
 
 def test_a_flat_toy_stays_near_uniform_and_level():
-    view = dynamic_view(dynamic_toy(np.zeros((6, 2, 2)), 3), 2, LABELS)  # no prediction agrees with anything
+    view = dynamic_view(dynamic_toy(np.zeros((6, 2, 2)), 3), 2)  # no prediction agrees with anything
     assert "are still near uniform" in view.said and "stays about level for lower capsules 1, 2, 3, 4, 5, 6" in view.said
     assert "rises" not in view.said.replace(rules.RULES["rises / falls"], "")
 
@@ -88,7 +88,7 @@ def test_a_flat_toy_stays_near_uniform_and_level():
 @pytest.mark.parametrize("T, verb", [(1, "is 0.30 for the one iteration"), (3, "rises over the iterations (0.10, 0.20, 0.30)")])
 def test_em_intro_says_lambda_rises_only_when_it_does(T, verb):
     votes, a_in = EM_PRESETS["two clusters"]
-    assert f"lambda {verb}" in em_view(em_toy(votes[:, :2], a_in, T), 0, 0.0, LABELS).intro
+    assert f"{label('lambda')} {verb}" in em_view(em_toy(votes[:, :2], a_in, T), 0, 0.0).intro
 
 
 @pytest.mark.parametrize("beta_a", [-1.0, 0.0, 0.7])
@@ -96,10 +96,10 @@ def test_em_two_capsules_pair_is_what_the_table_shows(beta_a):
     for name, (votes, a_in) in EM_PRESETS.items():
         toy = em_toy(votes[:, :2], a_in, 3, 0.0, beta_a, 1.0)
         for t in range(3):
-            view = em_view(toy, t, beta_a, LABELS)
+            view = em_view(toy, t, beta_a)
             pair = re.search(r"= (\S+) and (\S+) here", view.said).groups()
             assert list(pair) == sorted(f"{x:.{TABLE}f}" for x in view.upper["a (activation)"]), (name, t)
-    assert "graded" not in em_view(em_toy(votes, a_in, 3), 2, 0.0, LABELS).said.split("the others")[1]
+    assert "graded" not in em_view(em_toy(votes, a_in, 3), 2, 0.0).said.split("the others")[1]
 
 
 # ---------- the try-it captions: the numbers are what the student gets ----------
@@ -111,7 +111,7 @@ def test_dynamic_try_quotes_the_couplings_the_table_will_show():
     moved[4, 0] = [1.9, 0.5]
     said = dynamic_try()
     for toy, verb in ((dynamic_toy(moved, 3), "rises"), (dynamic_toy(u, 3), "stays about level")):
-        c = [f"{dynamic_view(toy, t, LABELS).lower['c to 1'][4]:.{TABLE}f}" for t in range(3)]
+        c = [f"{dynamic_view(toy, t).lower['c to 1'][4]:.{TABLE}f}" for t in range(3)]
         assert f"{verb} over the iterations ({', '.join(c)})" in said or f"{verb} ({', '.join(c)})" in said
         assert verb == rules.trend(toy.c[0, 4, 0], toy.c[-1, 4, 0])
 
@@ -122,7 +122,7 @@ def test_em_try_quotes_what_the_tables_will_show():
     loose = votes.copy()
     loose[0, 0, 0] = -1.0
     for toy in (em_toy(votes, a_in, 3), em_toy(loose, a_in, 3)):
-        view = em_view(toy, 2, 0.0, LABELS)
+        view = em_view(toy, 2, 0.0)
         a = view.upper["a (activation)"]
         assert view.upper["sigma (spread)"][0] in said
         side = "above" if a[0] > a[1] else "below"
@@ -131,7 +131,7 @@ def test_em_try_quotes_what_the_tables_will_show():
     quiet = oa.copy()
     quiet[4] = 0.05
     for acts in (oa, quiet):
-        assert em_view(em_toy(ov[:, :2], acts, 3), 2, 0.0, LABELS).upper["mu (mean pose)"][0] in said
+        assert em_view(em_toy(ov[:, :2], acts, 3), 2, 0.0).upper["mu (mean pose)"][0] in said
     x, y = ov[:4, 0].mean(0)
     assert f"around ({x:.{POSE}f}, {y:.{POSE}f})" in said
 
@@ -143,14 +143,14 @@ def views():
     for name, J, T in itertools.product(DYNAMIC_PRESETS, (2, 3), (1, 3, 5)):
         toy = dynamic_toy(DYNAMIC_PRESETS[name][:, :J], T)
         for t in range(T):
-            yield f"dynamic {name} J={J} t={t + 1}/{T}", dynamic_view(toy, t, LABELS), {f"{x:.{TABLE}f}" for x in toy.c[0].ravel()}
-        yield f"attention {name} J={J}", attention_view(attention_toy(DYNAMIC_PRESETS[name][:, :J]), LABELS), set()
+            yield f"dynamic {name} J={J} t={t + 1}/{T}", dynamic_view(toy, t), {f"{x:.{TABLE}f}" for x in toy.c[0].ravel()}
+        yield f"attention {name} J={J}", attention_view(attention_toy(DYNAMIC_PRESETS[name][:, :J])), set()
     for name, J, T in itertools.product(EM_PRESETS, (2, 3), (1, 3)):
         votes, a_in = EM_PRESETS[name]
         toy = em_toy(votes[:, :J], a_in, T)
         for t in range(T):
             extra = {f"{x:.2f}" for x in toy.lambdas} | {f"{x:.{TABLE}f}" for x in toy.R[0].ravel()}  # the figure's lambda; iteration 1's R
-            yield f"em {name} J={J} t={t + 1}/{T}", em_view(toy, t, 0.0, LABELS), extra
+            yield f"em {name} J={J} t={t + 1}/{T}", em_view(toy, t, 0.0), extra
 
 
 @pytest.mark.parametrize("where, view, extra", list(views()), ids=lambda x: x if isinstance(x, str) else "")

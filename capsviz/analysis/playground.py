@@ -9,12 +9,14 @@ the routing function's own v.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from capsviz.analysis import coupling_entropy, rules
+from capsviz.glossary import label
 from capsviz.routing import dynamic_routing, em_routing, lambda_schedule, self_attention_routing, squash
 
 I_TOY = 6  # lower capsules: few enough to label each one
@@ -279,12 +281,12 @@ class View:
     try_it: str = ""
 
 
-def dynamic_view(toy: DynamicToy, t: int, labels: dict[str, str]) -> View:
-    """Routing by agreement at iteration t (0-based). `labels`: glossary labels for "c", "s", "v"."""
+def dynamic_view(toy: DynamicToy, t: int) -> View:
+    """Routing by agreement at iteration t (0-based)."""
     J = toy.c.shape[2]
     intro = (
-        f"**What happens.** At iteration 1 every {labels['c']} is {_r(toy.c[0, 0, 0])} (1/{J}): each lower capsule splits "
-        f"its prediction equally. Each upper capsule sums what it receives ({labels['s']}) and squashes it ({labels['v']}, "
+        f"**What happens.** At iteration 1 every {label('c')} is {_r(toy.c[0, 0, 0])} (1/{J}): each lower capsule splits "
+        f"its prediction equally. Each upper capsule sums what it receives ({label('s')}) and squashes it ({label('v')}, "
         "at most length 1). Then every lower capsule adds its agreement u_hat . v to its routing logit b: a prediction pointing "
         "the way the output points gains coupling next time, one pointing away loses it (Procedure 1, lines 4-7)."
     )
@@ -308,16 +310,16 @@ def dynamic_view(toy: DynamicToy, t: int, labels: dict[str, str]) -> View:
     return View(intro, said, lower, upper, dynamic_try())
 
 
-def attention_view(toy: DynamicToy, labels: dict[str, str]) -> View:
-    """Self-attention routing's one pass. `labels`: glossary labels for "c" and "prior"."""
+def attention_view(toy: DynamicToy) -> View:
+    """Self-attention routing's one pass."""
     J = toy.c.shape[2]
     D = toy.u_hat.shape[-1]
     intro = (
         "**What happens.** Self-attention routing (Efficient-CapsNet) runs once, without iterations. For each upper capsule, "
         "every lower capsule's prediction is compared with the sum of all the predictions it receives: the attention "
         f"a = u_hat . (sum of u_hat) / sqrt({D}) is large for a prediction that points the way most others point. Each lower "
-        f"capsule's {labels['c']} is the softmax of its attentions over the {J} upper capsules. Efficient-CapsNet "
-        f"also adds its {labels['prior']} to c; this playground leaves it at 0."
+        f"capsule's {label('c')} is the softmax of its attentions over the {J} upper capsules. Efficient-CapsNet "
+        f"also adds its {label('prior')} to c; this playground leaves it at 0."
     )
     said = (
         f"In the one pass: {split_words(toy.c[0])} Switch to routing by agreement to compare: the same predictions, "
@@ -330,20 +332,19 @@ def attention_view(toy: DynamicToy, labels: dict[str, str]) -> View:
     return View(intro, said, lower, {})
 
 
-def em_view(toy: EMToy, t: int, beta_a: float, labels: dict[str, str]) -> View:
-    """EM routing at iteration t (0-based). `labels`: glossary labels for "mu", "sigma", "R", "a_j",
-    "beta_u", "lambda"."""
+def em_view(toy: EMToy, t: int, beta_a: float) -> View:
+    """EM routing at iteration t (0-based); `beta_a` as routed (the two-capsule activations depend on it)."""
     J = toy.R.shape[2]
     lam = toy.lambdas
     schedule = (
-        f"{labels['lambda']} {rules.trend(float(lam[0]), float(lam[-1]))} over the iterations ({', '.join(_r(x, 2) for x in lam)})"
+        f"{label('lambda')} {rules.trend(float(lam[0]), float(lam[-1]))} over the iterations ({', '.join(_r(x, 2) for x in lam)})"
         if len(lam) > 1
-        else f"{labels['lambda']} is {_r(lam[0], 2)} for the one iteration"
+        else f"{label('lambda')} is {_r(lam[0], 2)} for the one iteration"
     )
     intro = (
         f"**What happens.** Each upper capsule is a Gaussian over the votes it receives. The M-step refits its "
-        f"{labels['mu']} and {labels['sigma']} to the votes weighted by {labels['R']} and by each lower capsule's activation, "
-        f"and sets its {labels['a_j']}: the tighter its cluster, the more active ({labels['beta_u']} prices each unit of spread). "
+        f"{label('mu')} and {label('sigma')} to the votes weighted by {label('R')} and by each lower capsule's activation, "
+        f"and sets its {label('a_j')}: the tighter its cluster, the more active ({label('beta_u')} prices each unit of spread). "
         f"The E-step then reassigns each vote by how well it fits each Gaussian. The first M-step uses equal assignments "
         f"({_r(toy.R[0, 0, 0])} each, 1/{J}); {schedule}; a larger lambda makes the activations more decisive."
     )
@@ -375,6 +376,7 @@ def em_view(toy: EMToy, t: int, beta_a: float, labels: dict[str, str]) -> View:
     return View(intro, said, lower, upper, em_try())
 
 
+@functools.cache
 def dynamic_try() -> str:
     """The dynamic playground's suggestion, with the numbers it gives (routed here, not hand-copied):
     in the outliers preset, move lower capsule 5's prediction for upper 1 next to the cluster."""
@@ -391,6 +393,7 @@ def dynamic_try() -> str:
     )
 
 
+@functools.cache
 def em_try() -> str:
     """The EM playground's suggestions, with the numbers they give (3 iterations, the sliders' defaults)."""
     votes, a_in = EM_PRESETS["two clusters"]
