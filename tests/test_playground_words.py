@@ -29,7 +29,7 @@ from capsviz.analysis.playground import (
     since_words,
     split_words,
 )
-from capsviz.glossary import label
+from capsviz.routing import lambda_schedule
 
 NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d+")
 RULE_TEXT = [rules.RULES["near uniform"], rules.RULES["rises / falls"]]
@@ -85,10 +85,19 @@ def test_a_flat_toy_stays_near_uniform_and_level():
     assert "rises" not in view.said.replace(rules.RULES["rises / falls"], "")
 
 
-@pytest.mark.parametrize("T, verb", [(1, "is 0.30 for the one iteration"), (3, "rises over the iterations (0.10, 0.20, 0.30)")])
-def test_em_intro_says_lambda_rises_only_when_it_does(T, verb):
+@pytest.mark.parametrize("T, verb", [(1, "0.30 (one iteration)"), (3, "0.10, 0.20, 0.30 (it rises over the iterations)")])
+def test_em_says_lambda_rises_only_when_it_does(T, verb):
     votes, a_in = EM_PRESETS["two clusters"]
-    assert f"{label('lambda')} {verb}" in em_view(em_toy(votes[:, :2], a_in, T), 0, 0.0).intro
+    assert rules.trend(0.1, 0.3) == "rises"
+    assert f"Inverse temperature per iteration: {verb}" in em_view(em_toy(votes[:, :2], a_in, T), 0, 0.0).said
+
+
+def test_em_two_equal_clusters_are_not_called_a_fixed_pair():
+    votes = np.zeros((6, 2, 2))
+    votes[:, :, 0] = np.arange(6)[:, None] * 0.3  # both upper capsules get the very same votes
+    view = em_view(em_toy(votes, np.ones(6), 3), 2, 0.0)
+    assert "cost the same, so both activations are equal" in view.said and "whatever the votes" not in view.said
+    assert view.upper["a (activation)"][0] == view.upper["a (activation)"][1]
 
 
 @pytest.mark.parametrize("beta_a", [-1.0, 0.0, 0.7])
@@ -97,7 +106,7 @@ def test_em_two_capsules_pair_is_what_the_table_shows(beta_a):
         toy = em_toy(votes[:, :2], a_in, 3, 0.0, beta_a, 1.0)
         for t in range(3):
             view = em_view(toy, t, beta_a)
-            pair = re.search(r"= (\S+) and (\S+) here", view.said).groups()
+            pair = re.search(r"= (\S+) and (\S+) whatever the votes", view.said).groups()
             assert list(pair) == sorted(f"{x:.{TABLE}f}" for x in view.upper["a (activation)"]), (name, t)
     assert "graded" not in em_view(em_toy(votes, a_in, 3), 2, 0.0).said.split("the others")[1]
 
@@ -199,8 +208,10 @@ def test_the_page_quotes_its_own_tables_for_every_preset(app):
             assert not app.exception, (toy_kind, preset, J, rule)
             said = app.info[0].value
             numbers = quoted(said)
-            lambdas = set(NUMBER.findall(next(m.value for m in app.markdown if m.value.startswith("**What happens"))))
-            allowed = page_numbers(app) | (lambdas if toy_kind == "em" else set()) | {f"{1 / J:.{TABLE}f}"}
+            lambdas = set()  # the EM figure's title draws each iteration's lambda at 2 decimals
+            if toy_kind == "em":
+                lambdas = {f"{x:.2f}" for x in lambda_schedule(app.slider(key="pg_em_T").value, app.slider(key="pg_em_lambda").value)}
+            allowed = page_numbers(app) | lambdas | {f"{1 / J:.{TABLE}f}"}
             assert numbers and all(n in allowed for n in numbers), (toy_kind, preset, J, rule, said)
             checked += 1
     assert checked == 3 * 2 * 2 + 3 * 2

@@ -336,32 +336,32 @@ def em_view(toy: EMToy, t: int, beta_a: float) -> View:
     """EM routing at iteration t (0-based); `beta_a` as routed (the two-capsule activations depend on it)."""
     J = toy.R.shape[2]
     lam = toy.lambdas
-    schedule = (
-        f"{label('lambda')} {rules.trend(float(lam[0]), float(lam[-1]))} over the iterations ({', '.join(_r(x, 2) for x in lam)})"
-        if len(lam) > 1
-        else f"{label('lambda')} is {_r(lam[0], 2)} for the one iteration"
-    )
     intro = (
         f"**What happens.** Each upper capsule is a Gaussian over the votes it receives. The M-step refits its "
         f"{label('mu')} and {label('sigma')} to the votes weighted by {label('R')} and by each lower capsule's activation, "
         f"and sets its {label('a_j')}: the tighter its cluster, the more active ({label('beta_u')} prices each unit of spread). "
         f"The E-step then reassigns each vote by how well it fits each Gaussian. The first M-step uses equal assignments "
-        f"({_r(toy.R[0, 0, 0])} each, 1/{J}); {schedule}; a larger lambda makes the activations more decisive."
+        f"({_r(toy.R[0, 0, 0])} each, 1/{J}); a larger {label('lambda')} makes the activations more decisive."
     )
     a = toy.a[t]
-    said = (
-        f"Activations at iteration {t + 1} (lambda {_r(lam[t], 2)}): "
+    said = f"Inverse temperature per iteration: {', '.join(_r(x, 2) for x in lam)}" + (
+        f" (it {rules.trend(float(lam[0]), float(lam[-1]))} over the iterations)." if len(lam) > 1 else " (one iteration)."
+    )
+    said += (
+        f" Activations at iteration {t + 1} (lambda {_r(lam[t], 2)}): "
         + ", ".join(f"upper {j + 1} {_r(a[j])}" for j in range(J))
         + ". capsviz standardises the capsules' costs against each other before the logistic (RESULTS.md: where capsviz departs "
         "from the papers), so an activation says how tight a cluster is compared with the others"
     )
-    if J == 2:
-        pair = sorted(1 / (1 + np.exp(-lam[t] * (beta_a + s))) for s in (-1.0, 1.0))
+    pair = sorted(1 / (1 + np.exp(-lam[t] * (beta_a + s))) for s in (-1.0, 1.0))
+    if J == 2 and [_r(x) for x in pair] == sorted(_r(x) for x in a):
         said += (
-            ": with two upper capsules the standardised costs are -1 and +1, so the activations are always "
-            f"logistic(lambda (beta_a -+ 1)) = {_r(pair[0])} and {_r(pair[1])} here, whatever the votes; only which capsule "
-            "gets the larger one says which cluster is tighter. Pick 3 upper capsules to see them graded."
+            ": with two upper capsules the standardised costs are -1 and +1, so the activations are "
+            f"logistic(lambda (beta_a -+ 1)) = {_r(pair[0])} and {_r(pair[1])} whatever the votes; that leaves only which one "
+            "is tighter. Pick 3 upper capsules to see them graded."
         )
+    elif J == 2:
+        said += ": here the two clusters cost the same, so both activations are equal. Pick 3 upper capsules to see them graded."
     else:
         said += "."
     lower: dict = {"lower capsule": [f"lower {k + 1}" for k in range(len(toy.a_in))], "a (lower activation)": toy.a_in}
