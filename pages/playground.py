@@ -10,13 +10,17 @@ from capsviz.analysis.playground import (
     EM_PRESETS,
     I_TOY,
     LIMIT,
+    TABLE,
     attention_toy,
+    attention_view,
     decode_points,
     dynamic_toy,
+    dynamic_view,
     em_toy,
+    em_view,
     encode_points,
 )
-from capsviz.glossary import help_text, label
+from capsviz.glossary import help_text
 from capsviz.viz import png_bytes
 from capsviz.viz.animation import dynamic_frames, em_frames, gif_bytes
 from pages.common import require_router, site_button
@@ -197,139 +201,66 @@ with figure:
         )
         downloads(frame, lambda: em_frames(toy, NAMES), "em-routing")
 
+
+def number(title: str, *terms: str):
+    """A table column drawn at the 3 decimals the sentences quote (capsviz.analysis.playground.TABLE)."""
+    return st.column_config.NumberColumn(title, help=help_text(*terms), format=f"%.{TABLE}f")
+
+
 if toy_kind == "dynamic" and rule == "self-attention":
-    st.markdown(
-        f"**What happens.** Self-attention routing (Efficient-CapsNet) runs once, without iterations. For each upper capsule, "
-        "every lower capsule's prediction is compared with the sum of all the predictions it receives: the attention "
-        "a = u_hat . (sum of u_hat) / sqrt(2) is large for a prediction that points the way most others point. Each lower "
-        f"capsule's {label('c')} is the softmax of its attentions over the upper capsules, so it goes mostly where its "
-        "prediction agrees with the crowd at once, where dynamic routing needs iterations to get there. Efficient-CapsNet "
-        f"also adds its {label('prior')} to c; this playground leaves it at 0."
-    )
-    c = toy.c[0]
-    decided = [k + 1 for k in range(I_TOY) if c[k].max() > 0.8]
-    st.info(
-        (
-            f"Lower capsules {', '.join(map(str, decided))} send more than 80% of their prediction to one upper capsule in the one pass."
-            if decided
-            else "No lower capsule sends more than 80% of its prediction to one upper capsule."
-        )
-        + " Switch to routing by agreement to compare: the same predictions, routed in iterations."
-    )
-    rows = {"lower capsule": NAMES}
+    view = attention_view(toy)
+    st.markdown(view.intro)
+    st.info(view.said)
     cols = {}
     for j in range(J):
-        rows[f"a to {j + 1}"] = toy.b[0, :, j]
-        rows[f"c to {j + 1}"] = c[:, j]
-        cols[f"a to {j + 1}"] = st.column_config.NumberColumn(f"a to {j + 1}", help=help_text("self_attention"), format="%.3f")
-        cols[f"c to {j + 1}"] = st.column_config.NumberColumn(f"c to {j + 1}", help=help_text("c"), format="%.3f")
+        cols[f"a to {j + 1}"] = number(f"a to {j + 1}", "self_attention")
+        cols[f"c to {j + 1}"] = number(f"c to {j + 1}", "c")
     st.markdown("**The numbers** (hover a column title for its meaning)")
-    st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=cols, key="pg_att_table")
+    st.dataframe(pd.DataFrame(view.lower), hide_index=True, column_config=cols, key="pg_att_table")
 elif toy_kind == "dynamic":
-    st.markdown(
-        f"**What happens.** At iteration 1 every {label('c')} is {1 / J:.2f}: each lower capsule splits its prediction equally "
-        f"(maximal confusion). Each upper capsule sums what it receives ({label('s')}) and squashes it ({label('v')}, "
-        "at most length 1). Then every lower capsule adds its agreement u_hat . v to its routing logit b: a prediction pointing "
-        "the way the output points gains coupling next time, one pointing away loses it (Procedure 1, lines 4-7)."
-    )
-    c = toy.c[t]
-    decided = [k + 1 for k in range(I_TOY) if c[k].max() > 0.8]
-    undecided = [k + 1 for k in range(I_TOY) if c[k].max() < 0.6]
-    said = f"At iteration {t + 1}: "
-    said += (
-        f"lower capsules {', '.join(map(str, decided))} send more than 80% of their prediction to one upper capsule"
-        if decided
-        else "no lower capsule sends more than 80% anywhere yet"
-    )
-    said += f"; capsules {', '.join(map(str, undecided))} are still split (none of their couplings above 0.6)." if undecided else "."
-    st.info(said)
-    rows = {"lower capsule": NAMES}
-    for j in range(J):
-        rows[f"b to {j + 1}"] = toy.b[t, :, j]
-        rows[f"c to {j + 1}"] = c[:, j]
-        rows[f"u_hat.v with {j + 1}"] = toy.agreement[t, :, j]
+    view = dynamic_view(toy, t)
+    st.markdown(view.intro)
+    st.info(view.said)
     cols = {}
     for j in range(J):
-        cols[f"b to {j + 1}"] = st.column_config.NumberColumn(f"b to {j + 1}", help=help_text("b"), format="%.3f")
-        cols[f"c to {j + 1}"] = st.column_config.NumberColumn(f"c to {j + 1}", help=help_text("c"), format="%.3f")
-        cols[f"u_hat.v with {j + 1}"] = st.column_config.NumberColumn(f"u_hat.v with {j + 1}", help=help_text("agreement"), format="%.3f")
+        cols[f"b to {j + 1}"] = number(f"b to {j + 1}", "b")
+        cols[f"c to {j + 1}"] = number(f"c to {j + 1}", "c")
+        cols[f"u_hat.v with {j + 1}"] = number(f"u_hat.v with {j + 1}", "agreement")
     st.markdown(
         f"**The numbers at iteration {t + 1}** (hover a column title for its meaning; b and c are what this iteration used, u_hat.v is what it adds to b)"
     )
-    st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=cols, key="pg_dyn_table")
-    upper = pd.DataFrame(
-        {
-            "upper capsule": [f"upper {j + 1}" for j in range(J)],
-            "s (x, y)": [f"({x:.2f}, {y:.2f})" for x, y in toy.s[t]],
-            "|s|": np.linalg.norm(toy.s[t], axis=1),
-            "v (x, y)": [f"({x:.2f}, {y:.2f})" for x, y in toy.v[t]],
-            "|v| (presence)": np.linalg.norm(toy.v[t], axis=1),
-        }
-    )
+    st.dataframe(pd.DataFrame(view.lower), hide_index=True, column_config=cols, key="pg_dyn_table")
     st.dataframe(
-        upper,
+        pd.DataFrame(view.upper),
         hide_index=True,
         key="pg_dyn_upper",
         column_config={
             "s (x, y)": st.column_config.TextColumn(help=help_text("s")),
-            "|s|": st.column_config.NumberColumn(format="%.3f", help=help_text("s")),
+            "|s|": number("|s|", "s"),
             "v (x, y)": st.column_config.TextColumn(help=help_text("v", "squash")),
-            "|v| (presence)": st.column_config.NumberColumn(format="%.3f", help=help_text("length")),
+            "|v| (presence)": number("|v| (presence)", "length"),
         },
     )
-    st.caption(
-        "Try: in the outliers preset, move lower capsule 5's prediction for upper 1 next to the cluster (x 1.9, y 0.5): "
-        "its coupling to upper 1 rises above 0.8 within two iterations. In the trained MNIST models couplings move far less "
-        "(the Dynamic routing page measures it): 1152 predictions for ten capsules rarely form one clean cluster."
-    )
+    st.caption(view.try_it)
 else:
-    st.markdown(
-        f"**What happens.** Each upper capsule is a Gaussian over the votes it receives. The M-step refits its "
-        f"{label('mu')} and {label('sigma')} to the votes weighted by {label('R')} and by each lower capsule's activation, "
-        f"and sets its {label('a_j')}: the tighter its cluster, the more active ({label('beta_u')} prices each unit of spread). "
-        f"The E-step then reassigns each vote by how well it fits each Gaussian. The first M-step uses equal assignments "
-        f"(1/{J} each); {label('lambda')} rises over the iterations and makes the activations more decisive."
-    )
-    st.info(
-        f"Inverse temperature per iteration: {', '.join(f'{x:.2f}' for x in toy.lambdas)}. "
-        f"Activations at iteration {t + 1}: "
-        + ", ".join(f"upper {j + 1} {toy.a[t, j]:.2f}" for j in range(J))
-        + ". capsviz standardises the capsules' costs against each other before the logistic (RESULTS.md: where capsviz departs "
-        "from the papers), so an activation says how tight a cluster is compared with the others"
-        + (
-            ": with two upper capsules that leaves only which one is tighter, and the two activations are always the same pair of numbers at a given lambda. Pick 3 upper capsules to see them graded."
-            if J == 2
-            else "."
-        )
-    )
-    rows = {"lower capsule": NAMES, "a (lower activation)": toy.a_in}
+    view = em_view(toy, t, beta_a)
+    st.markdown(view.intro)
+    st.info(view.said)
     cols = {"a (lower activation)": st.column_config.NumberColumn(format="%.2f", help=help_text("a_in"))}
     for j in range(J):
-        rows[f"R to {j + 1}"] = toy.R[t, :, j]
-        cols[f"R to {j + 1}"] = st.column_config.NumberColumn(format="%.3f", help=help_text("R"))
+        cols[f"R to {j + 1}"] = number(f"R to {j + 1}", "R")
     st.markdown(f"**The numbers at iteration {t + 1}** (hover a column title for its meaning; R is what this iteration's M-step used)")
-    st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=cols, key="pg_em_table")
+    st.dataframe(pd.DataFrame(view.lower), hide_index=True, column_config=cols, key="pg_em_table")
     st.dataframe(
-        pd.DataFrame(
-            {
-                "upper capsule": [f"upper {j + 1}" for j in range(J)],
-                "mu (mean pose)": [f"({x:.2f}, {y:.2f})" for x, y in toy.mu[t]],
-                "sigma (spread)": [f"({x:.2f}, {y:.2f})" for x, y in toy.sigma[t]],
-                "a (activation)": toy.a[t],
-            }
-        ),
+        pd.DataFrame(view.upper),
         hide_index=True,
         key="pg_em_upper",
         column_config={
             "mu (mean pose)": st.column_config.TextColumn(help=help_text("mu")),
             "sigma (spread)": st.column_config.TextColumn(help=help_text("sigma")),
-            "a (activation)": st.column_config.NumberColumn(format="%.3f", help=help_text("a_j")),
+            "a (activation)": number("a (activation)", "a_j"),
         },
     )
-    st.caption(
-        "Try: in the two clusters preset, loosen capsule 1's cluster by moving lower capsule 1's vote for upper 1 away "
-        "(x -1.0): its spread grows and, with 3 upper capsules, its activation falls below upper 2's. In the outliers "
-        "preset, lower capsule 5's activation a down to 0.05 pulls upper 1's mean pose back onto the cluster."
-    )
+    st.caption(view.try_it)
 
 site_button("playground", None)

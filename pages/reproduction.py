@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from capsviz.analysis.reproduction import EM_RESULTS, is_paper_size, table1
+from capsviz.analysis.reproduction import tables
+from capsviz.analysis.rules import RULES
 from capsviz.checkpoint import total_training
 from capsviz.glossary import help_text
 from capsviz.text import plain
@@ -20,50 +21,22 @@ st.markdown(
 
 found = [(p.name, m) for p, m in checkpoints()]
 
+shown = tables(found)
 st.header("Sabour et al. 2017, Table 1 (test error %)", help=help_text("test_error"))
-rows = table1(found)
-header = (
-    "| method | routing | reconstruction | MNIST ours | MNIST paper | MultiMNIST ours | MultiMNIST paper |\n|---|---|---|---|---|---|---|\n"
-)
-notes, todo = [], []
-
-
-def fmt(cell) -> str:
-    if cell.ours is None:
-        if cell.paper is not None:
-            todo.append(cell.how)
-        return "·" if cell.paper is not None else "-"
-    notes.append(f"`{cell.checkpoint}`: {cell.how}")
-    return f"**{cell.ours:.2f}**{'' if cell.paper_size else ' †'} ({len(notes)})"
-
-
-body = ""
-for r in rows:
-    m, mm = r["cells"]["mnist"], r["cells"]["multimnist"]
-    routing = "-" if r["routing"] is None else str(r["routing"])
-    rec = "-" if r["reconstruction"] is None else ("yes" if r["reconstruction"] else "no")
-    paper = lambda c: "-" if c.paper is None else f"{c.paper}"
-    body += f"| {r['method']} | {routing} | {rec} | {fmt(m)} | {paper(m)} | {fmt(mm)} | {paper(mm)} |\n"
-st.markdown(header + body)
-if notes:
-    st.markdown("**How each was measured**\n\n" + "\n".join(f"{k}. {n}" for k, n in enumerate(notes, 1)))
-if todo:
-    with st.expander(f"Commands that would fill the {len(todo)} empty cells (·)"):
-        st.code("\n".join(todo), language="bash")
+st.markdown(shown.table1)  # plain: the core made each name and note plain
+if shown.notes:
+    st.markdown("**How each was measured**\n\n" + "\n".join(f"{k}. {n}" for k, n in enumerate(shown.notes, 1)))
+if shown.todo:
+    with st.expander(f"Commands that would fill the {len(shown.todo)} empty cells (·)"):
+        st.code("\n".join(shown.todo), language="bash")
 
 st.header("Hinton et al. 2018 (test error %)", help=help_text("test_error"))
-matrix = [(n, m) for n, m in found if m.config.routing == "em" and m.metrics.measured]
-em = "| dataset | model | paper | ours |\n|---|---|---|---|\n"
-for ds, model, err in EM_RESULTS:
-    ours = [f"{m.metrics.test_error:.2f}{'' if is_paper_size(m) else ' †'} (`{n}`)" for n, m in matrix if m.dataset == ds]
-    if not ours:
-        ours = (
-            ["· `python -m capsviz train --model matrix-small --dataset mnist --out checkpoints/matrix-small-mnist.safetensors`"]
-            if ds == "mnist"
-            else ["not reproducible in capsviz yet: smallNORB is readable (`python -m capsviz data`) but not a training dataset"]
-        )
-    em += f"| {ds} | {model} | {err} | {'; '.join(ours)} |\n"
-st.markdown(em)
+st.markdown(shown.em)  # plain: the core made each name plain
+
+if shown.gaps:
+    st.header("How far from the papers", help=help_text("test_error"))
+    st.markdown("\n".join(f"- {where}: {gap.words()}" for where, gap in shown.gaps))  # plain: the core made each name plain
+    st.caption(RULES["beyond chance"])
 
 st.header("Test error by epoch", help=help_text("test_error"))
 by_dataset: dict[str, dict] = {}

@@ -9,12 +9,14 @@ the routing function's own v.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from capsviz.analysis import coupling_entropy
+from capsviz.analysis import coupling_entropy, rules
+from capsviz.glossary import label
 from capsviz.routing import dynamic_routing, em_routing, lambda_schedule, self_attention_routing, squash
 
 I_TOY = 6  # lower capsules: few enough to label each one
@@ -209,3 +211,207 @@ def decode_points(text: str | None, shape: tuple[int, ...]) -> np.ndarray | None
     if values.size != int(np.prod(shape)) or not np.all(np.isfinite(values)):
         return None
     return np.clip(values, -LIMIT, LIMIT).reshape(shape)
+
+
+# ---------- what the page says, from the numbers its tables draw ----------
+# Every number a sentence quotes is rounded as the table beside it shows it: couplings, logits,
+# assignments and activations at 3 decimals (TABLE), poses at 2 (POSE).
+TABLE = 3
+POSE = 2
+
+
+def _r(x: float, places: int = TABLE) -> str:
+    return f"{x:.{places}f}"
+
+
+def _pose(p) -> str:
+    return f"({p[0]:.{POSE}f}, {p[1]:.{POSE}f})"
+
+
+def _names(ks: list[int]) -> str:
+    return ("lower capsule " if len(ks) == 1 else "lower capsules ") + ", ".join(str(k + 1) for k in ks)
+
+
+def split_words(c: np.ndarray) -> str:
+    """One sentence on how each lower capsule splits its prediction, couplings c (I, J) as the table
+    shows them: which upper capsule gets each one's largest coupling (quoted), and which capsules are
+    still near uniform (capsviz.analysis.rules)."""
+    J = c.shape[1]
+    ratio = coupling_entropy(c) / np.log(J)
+    top = c.argmax(1)
+    split = [k for k in range(len(c)) if rules.near_uniform(float(ratio[k]), float(c[k].max()), 1.0 / J)]
+    parts = []
+    for j in range(J):
+        ks = [k for k in range(len(c)) if top[k] == j and k not in split]
+        if ks:
+            quoted = ", ".join(f"{k + 1} ({_r(c[k, j])})" for k in ks)
+            parts.append(
+                f"lower capsule{'s' if len(ks) > 1 else ''} {quoted} send{'' if len(ks) > 1 else 's'} most of "
+                f"{'their' if len(ks) > 1 else 'its'} prediction to upper {j + 1}"
+            )
+    if split:
+        quoted = ", ".join(f"{k + 1} (largest {_r(c[k].max())})" for k in split)
+        parts.append(f"lower capsule{'s' if len(split) > 1 else ''} {quoted} {'are' if len(split) > 1 else 'is'} still near uniform")
+    return "; ".join(parts) + "."
+
+
+def since_words(first: np.ndarray, now: np.ndarray) -> str:
+    """How each lower capsule's largest coupling moved since iteration 1 (couplings `first` and `now`,
+    (I, J)), by capsviz.analysis.rules.trend: from the uniform 1/J (as the table showed at iteration 1)
+    to the largest coupling quoted for this iteration."""
+    groups: dict[str, list[int]] = {}
+    for k in range(len(now)):
+        j = int(now[k].argmax())
+        groups.setdefault(rules.trend(float(first[k, j]), float(now[k, j])), []).append(k)
+    start = ", ".join(sorted({_r(x) for x in first.ravel()}))
+    parts = [f"{verb} for {_names(ks)}" for verb, ks in groups.items()]
+    return f"Since iteration 1, when the couplings were {start}, the largest coupling " + "; ".join(parts) + "."
+
+
+@dataclass
+class View:
+    """What the page shows beside a playground's figure: `intro` (Markdown about the mechanism),
+    `said` (the boxed sentence on this iteration's numbers), `lower` and `upper` (the two tables,
+    column -> values, drawn at TABLE decimals unless a column is text), `try_it` (the caption)."""
+
+    intro: str
+    said: str
+    lower: dict
+    upper: dict
+    try_it: str = ""
+
+
+def dynamic_view(toy: DynamicToy, t: int) -> View:
+    """Routing by agreement at iteration t (0-based)."""
+    J = toy.c.shape[2]
+    intro = (
+        f"**What happens.** At iteration 1 every {label('c')} is {_r(toy.c[0, 0, 0])} (1/{J}): each lower capsule splits "
+        f"its prediction equally. Each upper capsule sums what it receives ({label('s')}) and squashes it ({label('v')}, "
+        "at most length 1). Then every lower capsule adds its agreement u_hat . v to its routing logit b: a prediction pointing "
+        "the way the output points gains coupling next time, one pointing away loses it (Procedure 1, lines 4-7)."
+    )
+    c = toy.c[t]
+    said = f"At iteration {t + 1}: " + split_words(c)
+    if t > 0:
+        said += " " + since_words(toy.c[0], c)
+    said += f" (Near uniform: {rules.RULES['near uniform']}" + (f" Rises / falls: {rules.RULES['rises / falls']}" if t > 0 else "") + ")"
+    lower: dict = {"lower capsule": [f"lower {k + 1}" for k in range(len(c))]}
+    for j in range(J):
+        lower[f"b to {j + 1}"] = toy.b[t, :, j]
+        lower[f"c to {j + 1}"] = c[:, j]
+        lower[f"u_hat.v with {j + 1}"] = toy.agreement[t, :, j]
+    upper = {
+        "upper capsule": [f"upper {j + 1}" for j in range(J)],
+        "s (x, y)": [_pose(p) for p in toy.s[t]],
+        "|s|": np.linalg.norm(toy.s[t], axis=1),
+        "v (x, y)": [_pose(p) for p in toy.v[t]],
+        "|v| (presence)": np.linalg.norm(toy.v[t], axis=1),
+    }
+    return View(intro, said, lower, upper, dynamic_try())
+
+
+def attention_view(toy: DynamicToy) -> View:
+    """Self-attention routing's one pass."""
+    J = toy.c.shape[2]
+    D = toy.u_hat.shape[-1]
+    intro = (
+        "**What happens.** Self-attention routing (Efficient-CapsNet) runs once, without iterations. For each upper capsule, "
+        "every lower capsule's prediction is compared with the sum of all the predictions it receives: the attention "
+        f"a = u_hat . (sum of u_hat) / sqrt({D}) is large for a prediction that points the way most others point. Each lower "
+        f"capsule's {label('c')} is the softmax of its attentions over the {J} upper capsules. Efficient-CapsNet "
+        f"also adds its {label('prior')} to c; this playground leaves it at 0."
+    )
+    said = (
+        f"In the one pass: {split_words(toy.c[0])} Switch to routing by agreement to compare: the same predictions, "
+        f"routed in iterations. (Near uniform: {rules.RULES['near uniform']})"
+    )
+    lower: dict = {"lower capsule": [f"lower {k + 1}" for k in range(toy.c.shape[1])]}
+    for j in range(J):
+        lower[f"a to {j + 1}"] = toy.b[0, :, j]
+        lower[f"c to {j + 1}"] = toy.c[0, :, j]
+    return View(intro, said, lower, {})
+
+
+def em_view(toy: EMToy, t: int, beta_a: float) -> View:
+    """EM routing at iteration t (0-based); `beta_a` as routed (the two-capsule activations depend on it)."""
+    J = toy.R.shape[2]
+    lam = toy.lambdas
+    intro = (
+        f"**What happens.** Each upper capsule is a Gaussian over the votes it receives. The M-step refits its "
+        f"{label('mu')} and {label('sigma')} to the votes weighted by {label('R')} and by each lower capsule's activation, "
+        f"and sets its {label('a_j')}: the tighter its cluster, the more active ({label('beta_u')} prices each unit of spread). "
+        f"The E-step then reassigns each vote by how well it fits each Gaussian. The first M-step uses equal assignments "
+        f"({_r(toy.R[0, 0, 0])} each, 1/{J}); a larger {label('lambda')} makes the activations more decisive."
+    )
+    a = toy.a[t]
+    said = f"Inverse temperature per iteration: {', '.join(_r(x, 2) for x in lam)}" + (
+        f" (it {rules.trend(float(lam[0]), float(lam[-1]))} over the iterations)." if len(lam) > 1 else " (one iteration)."
+    )
+    said += (
+        f" Activations at iteration {t + 1} (lambda {_r(lam[t], 2)}): "
+        + ", ".join(f"upper {j + 1} {_r(a[j])}" for j in range(J))
+        + ". capsviz standardises the capsules' costs against each other before the logistic (RESULTS.md: where capsviz departs "
+        "from the papers), so an activation says how tight a cluster is compared with the others"
+    )
+    pair = sorted(1 / (1 + np.exp(-lam[t] * (beta_a + s))) for s in (-1.0, 1.0))
+    if J == 2 and [_r(x) for x in pair] == sorted(_r(x) for x in a):
+        said += (
+            ": with two upper capsules the standardised costs are -1 and +1, so the activations are "
+            f"logistic(lambda (beta_a -+ 1)) = {_r(pair[0])} and {_r(pair[1])} whatever the votes; that leaves only which one "
+            "is tighter. Pick 3 upper capsules to see them graded."
+        )
+    elif J == 2:
+        said += ": here the two clusters cost the same, so both activations are equal. Pick 3 upper capsules to see them graded."
+    else:
+        said += "."
+    lower: dict = {"lower capsule": [f"lower {k + 1}" for k in range(len(toy.a_in))], "a (lower activation)": toy.a_in}
+    for j in range(J):
+        lower[f"R to {j + 1}"] = toy.R[t, :, j]
+    upper = {
+        "upper capsule": [f"upper {j + 1}" for j in range(J)],
+        "mu (mean pose)": [_pose(p) for p in toy.mu[t]],
+        "sigma (spread)": [_pose(p) for p in toy.sigma[t]],
+        "a (activation)": a,
+    }
+    return View(intro, said, lower, upper, em_try())
+
+
+@functools.cache
+def dynamic_try() -> str:
+    """The dynamic playground's suggestion, with the numbers it gives (routed here, not hand-copied):
+    in the outliers preset, move lower capsule 5's prediction for upper 1 next to the cluster."""
+    u = DYNAMIC_PRESETS["outliers"][:, :2].copy()
+    before = dynamic_toy(u, 3).c[:, 4, 0]
+    u[4, 0] = [1.9, 0.5]
+    after = dynamic_toy(u, 3).c[:, 4, 0]
+    return (
+        "Try: in the outliers preset (2 upper capsules, 3 iterations), move lower capsule 5's prediction for upper 1 next to "
+        f"the cluster (x 1.9, y 0.5): its coupling to upper 1 {rules.trend(float(after[0]), float(after[-1]))} over the "
+        f"iterations ({', '.join(_r(x) for x in after)}), where unmoved it {rules.trend(float(before[0]), float(before[-1]))} "
+        f"({', '.join(_r(x) for x in before)}). The Dynamic routing page measures how far couplings move in the trained models, "
+        "where 1152 predictions for ten capsules rarely form one clean cluster."
+    )
+
+
+@functools.cache
+def em_try() -> str:
+    """The EM playground's suggestions, with the numbers they give (3 iterations, the sliders' defaults)."""
+    votes, a_in = EM_PRESETS["two clusters"]
+    loose = votes.copy()
+    loose[0, 0, 0] = -1.0
+    was, now = em_toy(votes, a_in, 3), em_toy(loose, a_in, 3)
+    spread = lambda toy: float(np.linalg.norm(toy.sigma[-1, 0]))  # noqa: E731
+    rank = lambda toy: "above" if toy.a[-1, 0] > toy.a[-1, 1] else "below"  # noqa: E731
+    ov, oa = EM_PRESETS["outliers"]
+    quiet = oa.copy()
+    quiet[4] = 0.05
+    mu_was, mu_now = em_toy(ov[:, :2], oa, 3).mu[-1, 0], em_toy(ov[:, :2], quiet, 3).mu[-1, 0]
+    cluster = ov[:4, 0].mean(0)
+    return (
+        "Try: in the two clusters preset with 3 upper capsules, move lower capsule 1's vote for upper 1 away (x -1.0): upper 1's "
+        f"spread sigma goes from {_pose(was.sigma[-1, 0])} to {_pose(now.sigma[-1, 0])} "
+        f"(it {rules.trend(spread(was), spread(now))}) and its activation from {_r(was.a[-1, 0])} ({rank(was)} upper 2's "
+        f"{_r(was.a[-1, 1])}) to {_r(now.a[-1, 0])} ({rank(now)} upper 2's {_r(now.a[-1, 1])}). In the outliers preset with 2 upper "
+        f"capsules, lower capsule 5's activation a down to 0.05 moves upper 1's mean pose from {_pose(mu_was)} to {_pose(mu_now)}; "
+        f"the cluster of lower capsules 1-4 votes around {_pose(cluster)}."
+    )

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from capsviz.analysis import rules
 from capsviz.config import CNNConfig, preset
 from capsviz.schema import CheckpointMeta
+from capsviz.text import plain
 
 # Published test errors (%): (family, dataset, routing iterations, reconstruction)
 PAPER = {
@@ -71,6 +73,7 @@ class Cell:
     checkpoint: str | None  # its file name
     how: str  # how ours was measured, or the command that would fill the cell
     paper_size: bool  # ours has the paper's architecture (False: a smaller preset)
+    n_test: int | None = None  # how many test images ours was measured on
 
 
 def _command(family: str, dataset: str, iterations, reconstruction) -> str:
@@ -98,11 +101,135 @@ def table1(found: list[tuple[str, CheckpointMeta]]) -> list[dict]:
                 matches = _key(meta) == (fam, ds, it, rec) and err is not None
                 full = matches and is_paper_size(meta)
                 if matches and (best is None or (full, -err) > (best[0], -best[1])):
-                    best = (full, err, name, meta.metrics.how)
+                    best = (full, err, name, meta.metrics.how, meta.metrics.n_test)
             paper = PAPER.get((fam, ds, it, rec))
             if best is None:
                 row["cells"][ds] = Cell(paper, None, None, _command(fam, ds, it, rec), False)
             else:
-                row["cells"][ds] = Cell(paper, best[1], best[2], best[3], best[0])
+                row["cells"][ds] = Cell(paper, best[1], best[2], best[3], best[0], best[4])
         rows.append(row)
     return rows
+
+
+# Test images behind each published number: MNIST's test split; the paper's MultiMNIST test set of
+# 10M pairs (1000 per test digit, Sabour et al. 6.1); smallNORB's test split of 24,300 images.
+PAPER_N = {"mnist": 10_000, "multimnist": 10_000_000, "smallnorb": 24_300}
+
+
+def ours_text(err: float) -> str:
+    """How the tables and the sentences write a measured error (%)."""
+    return f"{err:.2f}"
+
+
+def paper_text(err: float) -> str:
+    """How the tables and the sentences write a published error (%), as the paper gives it."""
+    return f"{err:g}"
+
+
+@dataclass
+class Gap:
+    """Our error beside the paper's, each on its own test images: how far apart and whether beyond chance
+    (capsviz.analysis.rules.beyond_chance)."""
+
+    ours: float
+    n_ours: int | None
+    paper: float
+    n_paper: int
+    paper_size: bool
+
+    @property
+    def noise(self) -> float | None:
+        return None if not self.n_ours else rules.noise(self.ours, self.n_ours, self.paper, self.n_paper)
+
+    @property
+    def beyond(self) -> bool | None:
+        return None if not self.n_ours else rules.beyond_chance(self.ours, self.n_ours, self.paper, self.n_paper)
+
+    def words(self) -> str:
+        gap = abs(round(self.ours, 2) - self.paper)
+        where = "above" if round(self.ours, 2) > self.paper else "below"
+        said = f"ours {ours_text(self.ours)}% against the paper's {paper_text(self.paper)}%: " + (
+            f"{gap:.2f} points {where} it" if gap >= 0.005 else "the same to two decimals"
+        )
+        if self.n_ours is None:
+            said += "; the checkpoint does not record how many test images it was measured on, so chance cannot be ruled out"
+        elif self.beyond:
+            said += f", beyond chance: {self.n_ours:,} test images here and {self.n_paper:,} in the paper give gaps up to {self.noise:.2f} points by chance alone"
+        else:
+            said += (
+                f", within chance: {self.n_ours:,} test images here and {self.n_paper:,} in the paper give gaps up to "
+                f"{self.noise:.2f} points by chance alone, so these test sets cannot tell the two apart"
+            )
+        if not self.paper_size:
+            said += "; this checkpoint is smaller than the paper's model"
+        return said + "."
+
+
+def cell_gap(cell: Cell, dataset: str) -> Gap | None:
+    if cell.ours is None or cell.paper is None:
+        return None
+    return Gap(cell.ours, cell.n_test, cell.paper, PAPER_N[dataset], cell.paper_size)
+
+
+@dataclass
+class Tables:
+    """What the Reproduction page shows: each table as Markdown, the numbered notes on how each of our
+    numbers was measured, one sentence per number we can set beside the paper's (`gaps`, with the Gap
+    it comes from), and the commands that would fill the empty cells."""
+
+    table1: str
+    em: str
+    notes: list[str]
+    gaps: list[tuple[str, Gap]]
+    todo: list[str]
+
+
+def _code(name: str) -> str:
+    """A file name as a code span in a Markdown table: plain, its pipes escaped (GFM reads them inside spans too)."""
+    return f"`{plain(name, 'code')}`".replace("|", "\\|")
+
+
+def tables(found: list[tuple[str, CheckpointMeta]]) -> Tables:
+    """The page's tables, notes and sentences; every file name and note from a checkpoint made plain here."""
+    notes, todo, gaps = [], [], []
+
+    def fmt(cell: Cell, where: str, dataset: str) -> str:
+        if cell.ours is None:
+            if cell.paper is not None:
+                todo.append(cell.how)
+            return "·" if cell.paper is not None else "-"
+        notes.append(f"{_code(cell.checkpoint)}: {plain(cell.how)}")
+        if gap := cell_gap(cell, dataset):
+            gaps.append((f"({len(notes)}) {where}", gap))
+        return f"**{ours_text(cell.ours)}**{'' if cell.paper_size else ' †'} ({len(notes)})"
+
+    table = "| method | routing | reconstruction | MNIST ours | MNIST paper | MultiMNIST ours | MultiMNIST paper |\n"
+    table += "|---|---|---|---|---|---|---|\n"
+    for r in table1(found):
+        routing = "-" if r["routing"] is None else str(r["routing"])
+        rec = "-" if r["reconstruction"] is None else ("yes" if r["reconstruction"] else "no")
+        what = r["method"] + ("" if r["routing"] is None else f", {routing} iteration{'s' if r['routing'] > 1 else ''}")
+        what += "" if r["reconstruction"] is None else (", with reconstruction" if r["reconstruction"] else ", no reconstruction")
+        cells = []
+        for ds, name in (("mnist", "MNIST"), ("multimnist", "MultiMNIST")):
+            c = r["cells"][ds]
+            cells += [fmt(c, f"{what}, {name}", ds), "-" if c.paper is None else paper_text(c.paper)]
+        table += f"| {r['method']} | {routing} | {rec} | {' | '.join(cells)} |\n"
+
+    em = "| dataset | model | paper | ours |\n|---|---|---|---|\n"
+    matrix = [(n, m) for n, m in found if m.config.routing == "em" and m.metrics.measured]
+    for ds, model, err in EM_RESULTS:
+        ours = []
+        for n, m in matrix:
+            if m.dataset == ds:
+                ours.append(f"{ours_text(m.metrics.test_error)}{'' if is_paper_size(m) else ' †'} ({_code(n)})")
+                gap = Gap(m.metrics.test_error, m.metrics.n_test, err, PAPER_N[ds], is_paper_size(m))
+                gaps.append((f"Hinton et al., {model}, {ds}: {_code(n)}", gap))
+        if not ours:
+            ours = (
+                ["· `python -m capsviz train --model matrix-small --dataset mnist --out checkpoints/matrix-small-mnist.safetensors`"]
+                if ds == "mnist"
+                else ["not reproducible in capsviz yet: smallNORB is readable (`python -m capsviz data`) but not a training dataset"]
+            )
+        em += f"| {ds} | {model} | {paper_text(err)} | {'; '.join(ours)} |\n"
+    return Tables(table, em, notes, gaps, todo)
