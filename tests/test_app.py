@@ -471,3 +471,76 @@ def test_pages_the_static_site_has_link_to_its_view_of_the_same_model_and_image(
     assert f"model={app.session_state['model_pick']}" in url and "image=5" in url and "capsule=" in url
     app.switch_page("pages/zoo.py").run()  # a page the site does not have: no link
     assert not app.get("link_button")
+
+
+def link_notes(app) -> list[str]:
+    """The notes a page shows about its link (plain text, as a reader sees it)."""
+    return [i.value.replace("\\", "") for i in app.info if "The link asks for" in i.value]
+
+
+@pytest.mark.parametrize(
+    ("page", "params", "key", "shown", "said"),
+    [
+        ("explorer", {"image": "99999999"}, "image", None, "test image 99,999,999, but here the largest is"),
+        ("routing", {"image": "-5"}, "image", 0, "test image -5, but here the smallest is 0; this page shows test image 0."),
+        ("tour", {"image": "abc"}, "image", 0, "test image “abc”, which is not a whole number; this page shows test image 0."),
+        ("routing", {"iterations": "999"}, "iterations", 10, "routing iterations 999, but here the largest is 10"),
+        ("routing", {"iterations": "many"}, "iterations", 3, "not a whole number; this page shows routing iterations 3."),
+        ("routing", {"iterations": "3", "t": "7"}, "t", 3, "iteration 7, but here the largest is 3; this page shows iteration 3."),
+        ("em", {"model": "tiny-matrix.safetensors", "iterations": "0"}, "iterations", 1, "EM iterations 0, but here the smallest is 1"),
+        ("em", {"model": "tiny-matrix.safetensors", "iterations": "2", "t": "9"}, "t", 2, "iteration 9, but here the largest is 2"),
+        (
+            "em",
+            {"model": "tiny-matrix.safetensors", "position": "5000"},
+            "position",
+            None,
+            "output position 5,000, but here the largest is",
+        ),
+    ],
+)
+def test_a_link_value_out_of_range_or_malformed_is_brought_into_range_and_said(app, page, params, key, shown, said):
+    app.query_params.update(params)
+    app.switch_page(f"pages/{page}.py").run()
+    assert not app.exception, app.exception
+    widget = app.number_input(key=key) if key == "image" else app.slider(key=key)
+    if shown is None:  # the largest the widget allows
+        shown = int(widget.max)
+    assert widget.value == shown
+    (note,) = [n for n in link_notes(app) if said in n]
+    assert note.endswith(f" {shown:,}.")  # what the page shows, named
+    app.run()  # the note stays while the page shows what it says ...
+    assert any(said in n for n in link_notes(app))
+    if key != "image":
+        lo = widget.min
+        app.slider(key=key).set_value(lo if shown != lo else widget.max).run()
+        assert not any(said in n for n in link_notes(app))  # ... and goes once the user picks another
+
+
+def test_a_link_value_in_range_is_shown_without_a_note(app):
+    app.query_params.update({"image": "3", "iterations": "2", "t": "1"})
+    app.switch_page("pages/routing.py").run()
+    assert not app.exception
+    assert app.number_input(key="image").value == 3 and app.slider(key="iterations").value == 2 and app.slider(key="t").value == 1
+    assert not link_notes(app)
+
+
+def test_the_tour_says_which_step_it_shows_for_a_step_it_does_not_have(app):
+    app.query_params.update({"step": "99"})
+    app.switch_page("pages/tour.py").run()
+    assert not app.exception
+    (note,) = link_notes(app)
+    n = int(note.split("the largest is ")[1].split(";")[0])
+    assert "step 99" in note and note.endswith(f"shows step {n}.")
+    assert app.session_state["tour_step"] == n and app.query_params["step"] == str(n)
+    app.button(key="tour_back").click().run()
+    assert not link_notes(app)
+
+
+def test_the_explorer_says_what_it_shows_for_a_linked_capsule_or_offsets_it_cannot_show(app):
+    app.query_params.update({"model": "tiny-capsnet.safetensors", "image": "4", "capsule": "12", "dims": "0.9,0,x"})
+    app.switch_page("pages/explorer.py").run()
+    assert not app.exception, app.exception
+    notes = " ".join(link_notes(app))
+    assert "capsule 12, but here the largest is 9; this page shows capsule 9." in notes
+    assert "d0 0.9, but here the largest is 0.25" in notes and "d2 “x”, which is not a number" in notes
+    assert app.query_params["capsule"] == "9" and app.query_params["dims"].startswith("0.25,0,0,")
