@@ -14,7 +14,9 @@ import torch
 from capsviz import access, jobs
 from capsviz import checkpoint as ckpt
 from capsviz.analysis import lab
+from capsviz.analysis.rules import chance_words
 from capsviz.config import COUPLINGS, DATASETS, MAX_SIZE, PRESETS
+from capsviz.data import input_shape
 from capsviz.data.upload import ZipLimits, receive_zip, uploads_dir
 from capsviz.data.user import short_name
 from capsviz.errors import CapsvizError
@@ -324,8 +326,21 @@ def draw(s: jobs.Snapshot, key: str) -> None:
         a, b = st.columns(2)
         a.plotly_chart(plain_chart(curves(s.curve, "loss", "Training loss")), key=f"{key}_loss_curve")
         b.plotly_chart(plain_chart(curves(s.curve, "accuracy", "Training accuracy (%)")), key=f"{key}_acc_curve")
+    classes = guesses(s.run)
     for e in s.evaluations:
         st.markdown(f"epoch {plain(e['epoch'])}: test error **{e['test_error']:.2f}%** on {plain(e['n_test'])} images")
+        if classes is not None:
+            st.caption(chance_words(e["test_error"], int(e["n_test"]), *classes))
+
+
+def guesses(run: TrainRun) -> tuple[int, int] | None:
+    """(classes, labels per image) of a run's dataset, for its errors' chance; None when its
+    images are gone (a user's upload removed)."""
+    try:
+        shape = input_shape(run.dataset, run.resize)
+    except (CapsvizError, OSError):
+        return None
+    return shape.num_classes, shape.labels
 
 
 def own_run(job: jobs.TrainJob) -> None:

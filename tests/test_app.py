@@ -218,6 +218,10 @@ def test_train_page_runs_to_completion_and_model_appears(app):
     assert not app.exception
     assert app.success and "Finished" in app.success[0].value
     assert (app.folder / "fresh.safetensors").is_file()
+    (error,) = [m.value for m in app.markdown if m.value.startswith("epoch 1: test error")]
+    (chance,) = [c.value for c in app.caption if c.value.startswith("Guessing one of 10 classes at random gets 90.00% wrong (1 - 1/10): ")]
+    shown = error.split("**")[1]  # each error says what chance is, and quotes that very error
+    assert f": {shown} " in chance and ("beats chance" in chance or "does not beat chance" in chance or "worse than chance" in chance)
     meta_run = ckpt.read_meta(app.folder / "fresh.safetensors").run
     assert meta_run["device"] == "cpu" and meta_run["decay_steps"] == 180
     app.switch_page("pages/zoo.py").run()
