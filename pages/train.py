@@ -330,7 +330,7 @@ def draw(s: jobs.Snapshot, key: str) -> None:
     for e in s.evaluations:
         st.markdown(f"epoch {plain(e['epoch'])}: test error **{e['test_error']:.2f}%** on {plain(e['n_test'])} images")
         if classes is not None:
-            st.caption(chance_words(e["test_error"], int(e["n_test"]), *classes))
+            st.caption(chance_words(e["test_error"], int(e["n_test"]), *classes))  # plain: numbers only
 
 
 def guesses(run: TrainRun) -> tuple[int, int] | None:

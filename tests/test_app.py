@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from capsviz import checkpoint as ckpt
 from capsviz import jobs
+from capsviz.analysis.zoo import parameter_counts
 from capsviz.config import preset
 from capsviz.models import build_model
 
@@ -102,6 +103,10 @@ def test_zoo_lists_cards_and_squash_plot(app):
     assert "paper: 0.25% for the full-size model; this one is smaller" in [c.value for c in app.caption]
     cards = " ".join(m.value for m in app.markdown)
     assert "**Epochs** 9 (8 + 1, fine-tuned)" in cards and "**Trained in** 20 min  \n**on** gpu, then cpu" in cards
+    size = parameter_counts(ckpt.load_checkpoint(app.folder / "tiny-capsnet.safetensors")[0])
+    assert f"**Parameters** {size.without_decoder:,} without the decoder, {size.with_decoder:,} with" in cards
+    chance = [c.value for c in app.caption if c.value.startswith("Guessing one of 10 classes at random gets 90.00% wrong")]
+    assert any("12.50% beats chance" in c for c in chance)  # beside the error the card shows
     app.slider(key="squash").set_value(3.0).run()
     assert app.metric[0].value == "0.900"
     app.button(key="use_tiny-matrix").click().run()

@@ -16,6 +16,7 @@ import torch
 
 from capsviz.analysis import as_batch, coupling_entropy
 from capsviz.analysis.rules import NEAR_UNIFORM_ENTROPY as NEAR_UNIFORM
+from capsviz.analysis.zoo import parameter_counts
 from capsviz.glossary import DIGIT_WORDS, ClassWords
 from capsviz.routing import efficient_squash, squash
 
@@ -366,7 +367,6 @@ def efficient_tour(model, image: np.ndarray) -> EfficientTour:
     J = c.shape[1]
     entropy = coupling_entropy(c) / np.log(J)  # (I,)
     rec = model.decode(v[winner], winner)[0].numpy() if model.decoder is not None else None
-    without_decoder = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("decoder."))
     return EfficientTour(
         image=np.asarray(image, np.float32),
         sizes=sizes,
@@ -386,7 +386,7 @@ def efficient_tour(model, image: np.ndarray) -> EfficientTour:
         winner=winner,
         runner_up=runner,
         reconstruction=rec,
-        parameters=without_decoder,
+        parameters=parameter_counts(model).without_decoder,
     )
 
 
