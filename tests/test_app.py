@@ -553,3 +553,18 @@ def test_the_explorer_says_what_it_shows_for_a_linked_capsule_or_offsets_it_cann
     assert "capsule 12, but here the largest is 9; this page shows capsule 9." in notes
     assert "d0 0.9, but here the largest is 0.25" in notes and "d2 “x”, which is not a number" in notes
     assert app.query_params["capsule"] == "9" and app.query_params["dims"].startswith("0.25,0,0,")
+
+
+def test_the_glossary_finds_the_papers_terms_first_and_shows_their_other_names(app):
+    from capsviz.glossary import TERMS, entries
+
+    app.query_params["term"] = "coupling coefficient"
+    app.switch_page("pages/glossary.py").run()
+    assert not app.exception
+    shown = [m.value for m in app.markdown if m.value.startswith("**")]
+    assert shown[0].startswith("**c_ij (coupling)**") and len(shown) == len(entries("coupling coefficient"))
+    assert "coupling coefficient" in app.caption[0].value
+    app.text_input(key="term").set_value("EM").run()
+    shown = [m.value for m in app.markdown if m.value.startswith("**")]
+    for key in ("em_routing", "E_step", "M_step", "R"):
+        assert any(s.startswith(f"**{TERMS[key].named}**") for s in shown), key
