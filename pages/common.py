@@ -13,7 +13,7 @@ import torch
 
 from capsviz import access
 from capsviz.analysis import find_mistake, image_at, predict
-from capsviz.analysis.links import Linked, linked
+from capsviz.analysis.links import Linked, chosen, linked
 from capsviz.checkpoint import list_checkpoints
 from capsviz.config import user_dataset
 from capsviz.data import DATASETS, model_test_set
@@ -583,10 +583,28 @@ def keep_within(key: str, lo: float, hi: float, default: float | None = None, wh
         whole = isinstance(lo, int) and isinstance(hi, int)
         got = _link(key, lo, hi, lo if default is None else default, what or key, whole)
         if got is not None and got.note:
-            st.session_state[key] = got.value
+            _replace_linked(key, got.value)
     v = st.session_state.get(key)
     if isinstance(v, int | float) and not lo <= v <= hi:
         st.session_state[key] = type(v)(min(max(v, lo), hi))
+    show_link_note(key, st.session_state.get(key))
+
+
+def _replace_linked(key: str, value) -> None:
+    """Show `value` in the widget bound to ?key= in place of the link's: Streamlit would read some
+    malformed values its own way (?right=1.5 as 1), so the address gets the value too."""
+    st.session_state[key] = value
+    st.query_params[key] = str(value)  # before the widget is drawn: not bound to it yet in this run
+
+
+def keep_choice(key: str, choices, default, what: str) -> None:
+    """`keep_within` for a widget bound to ?key= that offers `choices` (a select slider, a radio):
+    a shared link's value none of them is replaced by `default`, with a note."""
+    if key not in st.session_state:
+        raw = link_asks(key)
+        got = None if raw is None else keep_link_note(key, chosen(raw, choices, default, what))
+        if got is not None and got.note:
+            _replace_linked(key, got.value)
     show_link_note(key, st.session_state.get(key))
 
 

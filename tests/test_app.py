@@ -492,9 +492,9 @@ def link_notes(app) -> list[str]:
     [
         ("explorer", {"image": "99999999"}, "image", None, "test image 99,999,999, but here the largest is"),
         ("routing", {"image": "-5"}, "image", 0, "test image -5, but here the smallest is 0; this page shows test image 0."),
-        ("tour", {"image": "abc"}, "image", 0, "test image “abc”, which is not a whole number; this page shows test image 0."),
+        ("tour", {"image": "abc"}, "image", 0, "test image “abc”, which is not a number; this page shows test image 0."),
         ("routing", {"iterations": "999"}, "iterations", 10, "routing iterations 999, but here the largest is 10"),
-        ("routing", {"iterations": "many"}, "iterations", 3, "not a whole number; this page shows routing iterations 3."),
+        ("routing", {"iterations": "many"}, "iterations", 3, "“many”, which is not a number; this page shows routing iterations 3."),
         ("routing", {"iterations": "3", "t": "7"}, "t", 3, "iteration 7, but here the largest is 3; this page shows iteration 3."),
         ("em", {"model": "tiny-matrix.safetensors", "iterations": "0"}, "iterations", 1, "EM iterations 0, but here the smallest is 1"),
         ("em", {"model": "tiny-matrix.safetensors", "iterations": "2", "t": "9"}, "t", 2, "iteration 9, but here the largest is 2"),
@@ -568,3 +568,41 @@ def test_the_glossary_finds_the_papers_terms_first_and_shows_their_other_names(a
     shown = [m.value for m in app.markdown if m.value.startswith("**")]
     for key in ("em_routing", "E_step", "M_step", "R"):
         assert any(s.startswith(f"**{TERMS[key].named}**") for s in shown), key
+
+
+@pytest.mark.parametrize(
+    ("page", "params", "widget", "key", "shown", "said"),
+    [
+        ("robustness", {"rotate": "720"}, "slider", "rotate", 90, "rotate (degrees) 720, but here the largest is 90"),
+        ("robustness", {"scale": "0.1"}, "slider", "scale", 0.5, "scale 0.1, but here the smallest is 0.5"),
+        (
+            "robustness",
+            {"right": "1.5"},
+            "slider",
+            "right",
+            1,
+            "move right (px) 1.5, which is not a whole number; this page shows move right (px) 1.",
+        ),
+        ("robustness", {"down": "x"}, "slider", "down", 0, "move down (px) “x”, which is not a number; this page shows move down (px) 0."),
+        ("lab", {"lab_test": "7"}, "select_slider", "lab_test", 10000, "test images “7”, which this page does not offer"),
+        ("lab", {"lab_epsilon": "0.9"}, "select_slider", "lab_epsilon", 0.1, "FGSM epsilon “0.9”, which this page does not offer"),
+        ("playground", {"J": "7"}, "radio", "pg_dynamic_J", 2, "upper capsules “7”, which this page does not offer (2, 3)"),
+        ("playground", {"T": "0"}, "slider", "pg_dynamic_T", 3, "routing iterations “0”, which this page does not offer"),
+    ],
+)
+def test_other_pages_bring_a_link_value_into_range_and_say_so(app, page, params, widget, key, shown, said):
+    app.query_params.update(params)
+    app.switch_page(f"pages/{page}.py").run()
+    assert not app.exception, app.exception
+    assert getattr(app, widget)(key=key).value == shown
+    assert any(said in n for n in link_notes(app)), link_notes(app)
+
+
+def test_multimnist_brings_a_linked_pair_within_the_test_set_and_the_shifts(app):
+    app.query_params.update({"model": "tiny-multimnist.safetensors", "pair": "99999,3,9,0,0,-1"})
+    app.switch_page("pages/multimnist.py").run()
+    assert not app.exception, app.exception
+    n = int(app.number_input(key="pair_i1").max)
+    assert app.query_params["pair"] == f"{n},3,4,0,0,-1"
+    (note,) = link_notes(app)
+    assert f"first digit 99,999, but here the largest is {n:,}" in note and "dy 1 9, but here the largest is 4" in note

@@ -2,7 +2,7 @@
 
 import pytest
 
-from capsviz.analysis.links import linked, linked_offsets
+from capsviz.analysis.links import chosen, linked, linked_numbers, linked_offsets
 
 
 @pytest.mark.parametrize("raw", ["0", "5", "9", " 7 "])
@@ -20,11 +20,20 @@ def test_a_value_out_of_range_is_brought_to_the_nearest_end_and_said(raw, shown,
     assert f"asks for test image {int(raw):,}" in got.note and bound in got.note and got.note.endswith(f"shows test image {shown}.")
 
 
-@pytest.mark.parametrize("raw", ["abc", "2.5", "", "nan", "inf", "1e400"])
-def test_a_malformed_whole_number_gives_the_default_and_says_so(raw):
+@pytest.mark.parametrize("raw", ["abc", "", "nan", "inf", "1e400"])
+def test_no_number_gives_the_default_and_says_so(raw):
     got = linked(raw, 1, 10, 3, "routing iterations")
     assert got.value == 3 and isinstance(got.value, int)
-    assert f"“{raw}”" in got.note and "not a whole number" in got.note and got.note.endswith("shows routing iterations 3.")
+    assert f"“{raw}”" in got.note and "which is not a number" in got.note and got.note.endswith("shows routing iterations 3.")
+
+
+@pytest.mark.parametrize(("raw", "shown"), [("2.5", 2), ("-0.5", 1), ("99.5", 10)])
+def test_a_fraction_for_a_whole_number_gives_its_whole_part_as_streamlit_reads_it(raw, shown):
+    got = linked(raw, 1, 10, 3, "routing iterations")
+    assert (
+        got.value == shown and f"routing iterations {float(raw):g}" in got.note and got.note.endswith(f"shows routing iterations {shown}.")
+    )
+    assert ("not a whole number" in got.note) == (raw == "2.5")
 
 
 def test_numbers_that_need_not_be_whole():
@@ -48,3 +57,24 @@ def test_offsets_out_of_range_off_the_steps_malformed_or_too_many_are_each_said(
     assert "d1 0.03; the sliders move in steps of 0.05, so this page shows d1 0.05" in note
     assert "d2 “x”, which is not a number" in note
     assert "The link gives 18 offsets; a capsule has 16 dimensions, so the last 2 are left out." in note
+
+
+def test_a_choice_the_page_offers_is_kept_and_any_other_is_said():
+    assert chosen("0.1", [0.05, 0.1, 0.2], 0.1, "epsilon") == (0.1, None)
+    assert chosen("3", range(1, 6), 3, "routing iterations") == (3, None)
+    got = chosen("0.7", [0.05, 0.1, 0.2], 0.1, "epsilon")
+    assert got.value == 0.1
+    assert got.note == "The link asks for epsilon “0.7”, which this page does not offer (0.05, 0.1, 0.2); this page shows epsilon 0.1."
+
+
+def test_numbers_of_a_pair_are_each_brought_within_their_range_or_all_replaced_when_the_count_is_wrong():
+    parts = [(0, 99, "first digit"), (0, 99, "second digit"), (-4, 4, "dy 1")]
+    assert linked_numbers("3,7,-2", parts, (0, 1, 0)) == ((3, 7, -2), None)
+    got = linked_numbers("300,x,9", parts, (0, 1, 0))
+    assert got.value == (99, 1, 4)
+    assert "first digit 300, but here the largest is 99" in got.note and "second digit “x”" in got.note and "dy 1 9" in got.note
+    short = linked_numbers("3,7", parts, (0, 1, 0))
+    assert (
+        short.value == (0, 1, 0)
+        and "“3,7”, which is not 3 numbers (first digit, second digit, dy 1); this page shows 0, 1, 0." in short.note
+    )

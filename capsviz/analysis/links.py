@@ -22,26 +22,28 @@ def _number(v: float) -> str:
 
 def linked(raw: str, lo: float, hi: float, default: float, what: str, whole: bool = True) -> Linked:
     """The link's value `raw` for a setting between `lo` and `hi` (`whole`: a whole number), and a
-    note when it cannot be shown as it is: malformed gives `default`, out of range the nearest end.
-    `what` names the setting in the note ("test image", "routing iterations")."""
+    note when it cannot be shown as it is: no number gives `default`, a fraction for a whole number
+    its whole part (as Streamlit reads a link's ?right=1.5), out of range the nearest end. `what`
+    names the setting in the note ("test image", "routing iterations")."""
     cast = int if whole else float
     text = raw.strip()
     try:
         number = float(text)
-        ok = math.isfinite(number) and (not whole or number == int(number))
     except ValueError:
-        ok = False
-    if not ok:
-        kind = "a whole number" if whole else "a number"
+        number = math.nan
+    if not math.isfinite(number):
         shown = cast(default)
-        note = f"The link asks for {what} “{text}”, which is not {kind}; this page shows {what} {_number(shown)}."
+        note = f"The link asks for {what} “{text}”, which is not a number; this page shows {what} {_number(shown)}."
         return Linked(shown, note)
     value = cast(number)
-    if lo <= value <= hi:
+    if lo <= value <= hi and value == number:
         return Linked(value, None)
-    shown = cast(lo if value < lo else hi)
-    bound = f"the smallest is {_number(cast(lo))}" if value < lo else f"the largest is {_number(cast(hi))}"
-    note = f"The link asks for {what} {_number(value)}, but here {bound}; this page shows {what} {_number(shown)}."
+    shown = cast(min(max(value, lo), hi))
+    if value < lo or value > hi:
+        bound = f"the smallest is {_number(cast(lo))}" if value < lo else f"the largest is {_number(cast(hi))}"
+        note = f"The link asks for {what} {_number(number if value != number else value)}, but here {bound}; this page shows {what} {_number(shown)}."
+    else:
+        note = f"The link asks for {what} {number:g}, which is not a whole number; this page shows {what} {_number(shown)}."
     return Linked(shown, note)
 
 
@@ -63,3 +65,29 @@ def linked_offsets(raw: str, n: int, limit: float, step: float) -> Linked:
     if len(parts) > n:
         said.append(f"The link gives {len(parts)} offsets; a capsule has {n} dimensions, so the last {len(parts) - n} are left out.")
     return Linked(tuple(values), " ".join(said) or None)
+
+
+def chosen(raw: str, choices, default, what: str) -> Linked:
+    """The link's value `raw` for a setting that takes one of `choices` (as the link writes them:
+    str(choice)), and a note giving `default` when it names none of them."""
+    text = raw.strip()
+    for c in choices:
+        if str(c) == text:
+            return Linked(c, None)
+    offered = ", ".join(map(str, choices))
+    note = f"The link asks for {what} “{text}”, which this page does not offer ({offered}); this page shows {what} {default}."
+    return Linked(default, note)
+
+
+def linked_numbers(raw: str, parts: list[tuple[int, int, str]], fallback) -> Linked:
+    """A link's comma-separated whole numbers (MultiMNIST's ?pair=), the k-th brought within
+    `parts[k]` = (lo, hi, what) (a malformed one gives fallback[k]); a link with another count
+    of numbers gives `fallback` whole. One note says everything shown otherwise than asked."""
+    items = raw.split(",")
+    if len(items) != len(parts):
+        names = ", ".join(what for *_, what in parts)
+        shown = ", ".join(map(str, fallback))
+        note = f"The link asks for “{raw.strip()}”, which is not {len(parts)} numbers ({names}); this page shows {shown}."
+        return Linked(tuple(fallback), note)
+    got = [linked(x, lo, hi, d, what) for x, (lo, hi, what), d in zip(items, parts, fallback, strict=True)]
+    return Linked(tuple(g.value for g in got), " ".join(g.note for g in got if g.note) or None)
