@@ -15,6 +15,7 @@ from capsviz import access, jobs
 from capsviz import checkpoint as ckpt
 from capsviz.analysis import lab
 from capsviz.analysis.rules import chance_words
+from capsviz.analysis.zoo import card
 from capsviz.config import COUPLINGS, DATASETS, MAX_SIZE, PRESETS
 from capsviz.data import input_shape
 from capsviz.data.upload import ZipLimits, receive_zip, uploads_dir
@@ -271,7 +272,12 @@ def about(path) -> str:
         return "a file capsviz cannot read"
     error = meta.metrics.test_error
     model = (meta.run or {}).get("model", "a model")
-    return f"{model} trained here, saved {when}" + (f", test error {error:.2f}%" if error is not None else "")
+    chance = card(meta).chance
+    return (
+        f"{model} trained here, saved {when}"
+        + (f", test error {error:.2f}%" if error is not None else "")
+        + (f". {chance}" if chance else "")
+    )
 
 
 def ask_before_start(pending: dict) -> None:
