@@ -41,7 +41,8 @@ def linked(raw: str, lo: float, hi: float, default: float, what: str, whole: boo
     shown = cast(min(max(value, lo), hi))
     if value < lo or value > hi:
         bound = f"the smallest is {_number(cast(lo))}" if value < lo else f"the largest is {_number(cast(hi))}"
-        note = f"The link asks for {what} {_number(number if value != number else value)}, but here {bound}; this page shows {what} {_number(shown)}."
+        asked = _number(value) if value == number else f"{number:g}"
+        note = f"The link asks for {what} {asked}, but here {bound}; this page shows {what} {_number(shown)}."
     else:
         note = f"The link asks for {what} {number:g}, which is not a whole number; this page shows {what} {_number(shown)}."
     return Linked(shown, note)
