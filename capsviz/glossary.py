@@ -4,13 +4,18 @@ Pages pass `help_text(...)` as a widget's `help=` (a hover explanation) and `lab
 symbol, so a student meets "c (coupling)" rather than a bare letter. `class_words(meta)` names a
 model's class capsules as its dataset needs: digit capsules for MNIST, class capsules otherwise.
 Wording follows TEACHING.md's words: presence, pose, prediction / vote, coupling, routing logit,
-agreement, assignment, spread, inverse temperature.
+agreement, assignment, spread, inverse temperature. Every term, symbol and abbreviation a page shows
+has an entry (tests/test_glossary.py collects them from the pages), findable by the papers' own
+names and the usual synonyms (`Term.also`, `lookup`, `entries`). The rules that turn numbers into
+words (capsviz.analysis.rules.RULES) are entries too, in the very words the rules are defined by.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from capsviz.analysis.rules import RULES
 from capsviz.config import DATASETS
 
 
@@ -19,6 +24,7 @@ class Term:
     symbol: str  # as the pages print it
     word: str  # the plain word written beside the symbol
     explanation: str  # one or two plain sentences, with the paper's equation where there is one
+    also: tuple[str, ...] = ()  # other names it goes by: the papers' terms, synonyms, abbreviations, plain symbols
 
     @property
     def named(self) -> str:
@@ -32,6 +38,55 @@ TERMS: dict[str, Term] = {
         "capsule",
         "A small group of neurons whose output is a vector (or a 4x4 pose matrix) instead of one number: "
         "its length (or activation) says how likely a thing is present, its direction (or pose) says how it looks.",
+        ("capsules", "capsule network", "CapsNet", "CapsNets", "vector capsule"),
+    ),
+    "capsnet": Term(
+        "CapsNet",
+        "capsule network of Sabour et al.",
+        "The capsule network of Sabour et al. (2017): Conv1, then PrimaryCaps, then one capsule per class (DigitCaps), "
+        "joined by dynamic routing, with a decoder that redraws the input from the winning capsule. The paper's has "
+        "6.8 million parameters without the decoder; capsviz's small presets are narrower.",
+        ("Sabour et al.", "capsnet-small"),
+    ),
+    "efficient": Term(
+        "Efficient-CapsNet",
+        "Efficient-CapsNet",
+        "The capsule network of Mazzia, Salvetti and Chiaberge (2021): a few convolutions with BatchNorm, primary capsules "
+        "made by a depthwise convolution, and one pass of self-attention routing to the class capsules instead of "
+        "iterations; about 161 thousand parameters without the decoder.",
+        ("Mazzia et al.", "Efficient CapsNet"),
+    ),
+    "matrix": Term(
+        "matrix capsules",
+        "matrix capsules",
+        "The capsules of Hinton et al. (2018): each has a 4x4 pose matrix and a separate activation (a number between 0 "
+        "and 1), and layers are joined by EM routing. A, B, C and D count the capsule types of its layers (ReLU "
+        "convolution, primary capsules, ConvCaps1, ConvCaps2) before the class capsules.",
+        ("matrix capsule", "matrix capsule model", "Hinton et al.", "A, B, C, D", "matrix-small"),
+    ),
+    "routing": Term(
+        "routing",
+        "routing",
+        "How the outputs of lower capsules are shared out among the upper capsules: each lower capsule's prediction is "
+        "sent to every upper capsule, weighted by a coupling (dynamic routing) or an assignment (EM routing) that "
+        "the routing works out for this image.",
+        ("routing algorithm", "couplings while training"),
+    ),
+    "dynamic_routing": Term(
+        "dynamic routing",
+        "routing by agreement",
+        "Sabour et al.'s routing (Procedure 1): the logits b start at 0; each iteration turns them into couplings "
+        "c = softmax(b), forms s_j and v_j = squash(s_j), and adds the agreement u_hat_j|i . v_j to b_ij. Predictions "
+        "that agree with an upper capsule's output send it more of their vote at the next iteration. The paper uses 3 iterations.",
+        ("routing by agreement", "routing-by-agreement", "dynamic", "Procedure 1"),
+    ),
+    "em_routing": Term(
+        "EM routing",
+        "expectation-maximisation routing",
+        "Hinton et al.'s routing for matrix capsules: each upper capsule is a Gaussian cluster of the votes, and "
+        "routing alternates an E-step (reassign each vote R_ij to the clusters that explain it) and an M-step (refit "
+        "each cluster's mean pose mu, spread sigma and activation a), sharpened by the inverse temperature lambda.",
+        ("EM", "expectation maximisation", "expectation maximization", "expectation-maximization"),
     ),
     "u": Term(
         "u_i",
@@ -48,74 +103,120 @@ TERMS: dict[str, Term] = {
         "u_hat_j|i",
         "prediction",
         "Lower capsule i's prediction (vote) for the output of upper capsule j: u_hat_j|i = W_ij u_i (Eq. 2 of Sabour et al.).",
+        ("u_hat_j|i", "prediction vector", "predictions", "vote vector"),
     ),
     "b": Term(
         "b_ij",
         "routing logit",
-        "How much lower capsule i has agreed with upper capsule j so far. Starts at 0; each iteration adds the agreement u_hat_j|i . v_j.",
+        "In dynamic routing, how much lower capsule i has agreed with upper capsule j so far (the log prior of the "
+        "coupling). Starts at 0; each iteration adds the agreement u_hat_j|i . v_j.",
+        ("routing logit", "routing logits", "logit", "logits", "b_i"),
     ),
     "c": Term(
         "c_ij",
         "coupling",
-        "The share of lower capsule i's prediction sent to upper capsule j: a softmax of b_i over the upper capsules, "
-        "so each lower capsule's couplings add up to 1 (Eq. 3). At the first iteration they are all equal.",
+        "The share of lower capsule i's prediction sent to upper capsule j; each lower capsule's couplings add up to 1. "
+        "In dynamic routing they are a softmax of the logits b_i over the upper capsules (Eq. 3), all equal at the first "
+        "iteration since b starts at 0. Efficient-CapsNet has no iterations: its couplings are the softmax of the "
+        "self-attention agreement a_ji, computed once.",
+        ("coupling coefficient", "coupling coefficients", "couplings", "c_i", "c_ij = softmax(b_ij)"),
     ),
     "s": Term(
         "s_j",
         "weighted sum",
         "Upper capsule j's total input: the predictions for j weighted by their couplings, s_j = sum_i c_ij u_hat_j|i (Eq. 2).",
+        ("total input", "|s|", "|s_j|"),
     ),
     "v": Term(
         "v_j",
         "upper capsule output",
         "s_j after squashing: same direction, length between 0 and 1. Its length is how present upper capsule j's entity is.",
+        ("output vector", "capsule output"),
     ),
     "squash": Term(
         "squash",
         "squash",
         "v = |s|^2 / (1 + |s|^2) * s / |s| (Eq. 1): short vectors shrink towards length 0, long ones approach length 1, the direction is kept.",
+        ("squashing", "squash function", "non-linearity"),
     ),
     "agreement": Term(
         "u_hat . v",
         "agreement",
         "The dot product of a prediction with the upper capsule's output: positive when they point the same way "
         "(the coupling rises next iteration), negative when opposite (it falls).",
+        ("u_hat.v", "dot product", "agree"),
     ),
     "length": Term(
         "|v_j|",
         "presence",
         "The length of a capsule's vector, between 0 and 1: how likely its entity (a digit, a part) is present.",
+        ("length", "|v|", "capsule length", "lengths"),
     ),
     "iteration": Term(
         "iteration",
         "routing iteration",
-        "One round of routing: couplings -> weighted sum -> squash -> agreement added to the logits. The paper uses 3.",
+        "One round of routing: couplings -> weighted sum -> squash -> agreement added to the logits (dynamic routing), "
+        "or an M-step and an E-step (EM routing). The papers use 3.",
+        ("iterations", "routing iterations", "T"),
     ),
     "margin_loss": Term(
         "margin loss",
         "margin loss",
         "Training pushes the correct class capsule's length above 0.9 and every other one below 0.1 (Eq. 4 of Sabour et al.).",
+        ("margin",),
     ),
     "dimension": Term(
         "d0..d15",
         "dimension",
         "One of the 16 numbers of a class capsule's vector. Together they describe how the digit or object is drawn (its pose): "
         "nudging one and redrawing shows what it encodes, such as stroke thickness, slant or width (Fig. 4 of Sabour et al.).",
+        ("dimensions", "d0", "d15", "offset", "perturbation", "perturbation grid"),
     ),
     "reconstruction": Term(
         "reconstruction",
         "reconstruction",
-        "A small decoder redraws the input (the digit, for MNIST) from the winning capsule's 16 numbers alone; it keeps the capsule's direction meaningful (Sec. 4.1).",
+        "A small decoder redraws the input (the digit, for MNIST) from the winning capsule's 16 numbers alone; it keeps the capsule's direction meaningful (Sec. 4.1). "
+        "Its error, added to the training loss with a small weight, is the reconstruction loss.",
+        ("decoder", "reconstruction loss", "redraw"),
     ),
     "primary": Term(
         "PrimaryCaps",
         "primary capsules",
         "The first capsule layer: a convolution whose outputs are grouped into 8-D vectors, 32 types at each of 6x6 positions in the paper.",
+        ("primary capsules", "primary capsule", "lower capsules"),
+    ),
+    "digitcaps": Term(
+        "DigitCaps",
+        "class capsules",
+        "The last capsule layer: one 16-D capsule per class (per digit, for MNIST), routed from the primary capsules. The "
+        "longest one is the model's answer; the decoder redraws the input from it.",
+        ("digit capsules", "digit capsule", "class capsules", "class capsule", "upper capsules", "ClassCaps"),
     ),
     "conv1": Term(
         "Conv1",
         "first convolution",
         "256 filters of 9x9 pixels with ReLU: local features such as edges and stroke ends, read by the primary capsules.",
+        ("convolution", "feature maps", "filters"),
+    ),
+    "relu": Term(
+        "ReLU",
+        "rectified linear unit",
+        "max(0, x): keeps positive values and turns negative ones into 0. The usual activation after a convolution.",
+        ("rectified linear unit",),
+    ),
+    "batchnorm": Term(
+        "BatchNorm",
+        "batch normalisation",
+        "Rescales each channel of a layer's output to mean 0 and spread 1 over the images of a batch (then by learned "
+        "amounts), which steadies training. Efficient-CapsNet uses it after each convolution.",
+        ("batch normalisation", "batch normalization", "BN"),
+    ),
+    "cnn": Term(
+        "CNN",
+        "convolutional neural network",
+        "A network of convolutions followed by fully connected layers, ending in one score per class, without capsules "
+        "or routing. The papers compare capsules with such a baseline CNN.",
+        ("CNNs", "baseline CNN", "baseline", "convolutional network", "plain CNN"),
     ),
     "pose": Term(
         "pose",
@@ -126,58 +227,71 @@ TERMS: dict[str, Term] = {
         "V_ij",
         "vote",
         "In matrix capsules, lower capsule i's vote for upper capsule j's pose: its pose matrix times a learned 4x4 transform (Hinton et al. Sec. 2).",
+        ("votes", "V"),
     ),
     "a_in": Term(
         "a_i",
         "lower activation",
-        "How present lower capsule i is (0 to 1); in EM it weights how much its vote counts when the upper capsules are refitted.",
+        "How present lower capsule i is (0 to 1); in EM routing it weights how much its vote counts when the upper capsules are refitted.",
+        ("lower activation", "a"),
     ),
     "a_j": Term(
         "a_j",
         "activation",
         "How present upper capsule j is (0 to 1): a logistic of beta_a minus the cost of its spread, sharper as lambda rises. Tight clusters of votes win.",
+        ("activations", "a", "logistic", "sigmoid"),
     ),
     "R": Term(
         "R_ij",
         "assignment",
-        "The share of lower capsule i's vote that upper capsule j explains (the E-step): high when the vote fits j's Gaussian well "
+        "In EM routing, the share of lower capsule i's vote that upper capsule j explains (the E-step): high when the vote fits j's Gaussian well "
         "and j is active. Each lower capsule's assignments add up to 1; at the start they are all equal.",
+        ("assignments", "assignment probability", "responsibility", "R"),
     ),
     "mu": Term(
         "mu_j",
         "mean pose",
         "The centre of upper capsule j's Gaussian: the assignment-weighted mean of the votes it explains (M-step). It becomes j's pose.",
+        ("mean", "mu", "Gaussian", "cluster"),
     ),
     "sigma": Term(
         "sigma_j",
         "spread",
         "How far the votes j explains scatter around its mean, per pose entry (M-step). Small spread = the parts agree.",
+        ("standard deviation", "sigma", "variance"),
     ),
     "lambda": Term(
         "lambda",
         "inverse temperature",
         "Sharpens the activations over the iterations: small lambda keeps every capsule partly active, larger lambda makes the decision firm. "
         "The paper raises it on a fixed schedule; capsviz ramps it linearly to its final value.",
+        ("temperature", "final lambda", "final inverse temperature"),
     ),
     "beta_u": Term(
         "beta_u",
         "cost per unit of spread",
         "A learned cost added per pose entry and per unit of assignment: it sets how expensive it is for a capsule to explain votes at all.",
+        ("beta", "cost"),
     ),
     "beta_a": Term(
         "beta_a",
         "activation bias",
         "A learned offset in the activation's logistic: how willing an upper capsule is to switch on whatever its cost.",
+        ("beta",),
     ),
     "E_step": Term(
         "E-step",
         "assign",
-        "Each vote is reassigned to the upper capsules by how probable it is under each one's Gaussian, weighted by that capsule's activation.",
+        "EM routing's expectation step: each vote is reassigned to the upper capsules by how probable it is under each "
+        "one's Gaussian, weighted by that capsule's activation; the new shares are the assignments R_ij.",
+        ("E step", "expectation step", "EM", "assign"),
     ),
     "M_step": Term(
         "M-step",
         "refit",
-        "Each upper capsule refits its Gaussian (mean pose, spread) and its activation to the votes assigned to it.",
+        "EM routing's maximisation step: each upper capsule refits its Gaussian (mean pose mu, spread sigma) and its "
+        "activation a_j to the votes assigned to it, each weighted by its assignment R_ij.",
+        ("M step", "maximisation step", "maximization step", "EM", "refit"),
     ),
     "spread_loss": Term(
         "spread loss",
@@ -189,12 +303,14 @@ TERMS: dict[str, Term] = {
         "uniform couplings",
         "No routing: every lower capsule splits its prediction equally over the J upper capsules. "
         "Dynamic routing with one iteration is exactly this, since b starts at 0.",
+        ("uniform", "uniform split", "no routing", "1/J"),
     ),
     "random_couplings": Term(
         "c_i = softmax(r_i)",
         "fixed random couplings",
         "A baseline: each lower capsule splits its prediction by a softmax of random numbers r_i drawn once from a fixed seed "
         "and never changed, so the split is uneven but owes nothing to agreement.",
+        ("random couplings", "random", "r_i"),
     ),
     "self_attention": Term(
         "a_ji",
@@ -203,6 +319,7 @@ TERMS: dict[str, Term] = {
         "a_ji = sum_k u_hat_j|i . u_hat_j|k / sqrt(D), D being a prediction's number of dimensions (16): the division keeps "
         "the sums of many products from growing with D. The couplings c_ij are the softmax of a_ji over the classes; "
         "the weighted sum then adds the learned prior b_ji to each.",
+        ("self-attention", "self-attention routing", "attention", "a_ji"),
     ),
     "prior": Term(
         "b_ji",
@@ -211,6 +328,7 @@ TERMS: dict[str, Term] = {
         "every image. It is added to the coupling, s_j = sum_i (c_ij + b_ji) u_hat_j|i, so it says how much capsule i feeds "
         "class j whatever the image shows; where c_ij + b_ji is below 0, prediction i pulls s_j the opposite way. "
         "(Not dynamic routing's b_ij, which starts at 0 for every image.)",
+        ("log prior", "prior"),
     ),
     "efficient_squash": Term(
         "v = (1 - 1/e^|s|) s / |s|",
@@ -221,42 +339,138 @@ TERMS: dict[str, Term] = {
     "entropy": Term(
         "entropy",
         "how undecided",
-        "Of a lower capsule's couplings: log J when it splits its vote equally over J capsules, 0 when it sends everything to one.",
+        "Of a lower capsule's couplings: log J when it splits its vote equally over J capsules, 0 when it sends everything to one. "
+        "The pages give it as a share of log J: 100% is the uniform split.",
+        ("entropy ratio", "% of uniform", "undecided"),
     ),
     "epsilon": Term(
         "epsilon",
         "attack size",
         "How far an attack may change each pixel (pixels run from 0 to 1): 0.1 lets every pixel move by up to a tenth of "
         "the way from black to white. Larger epsilon, stronger attack, and a more visibly changed image.",
+        ("attack size", "eps"),
     ),
     "fgsm": Term(
         "FGSM",
         "one-step attack",
         "Fast gradient sign method: every pixel moves by epsilon in the direction that most increases the model's error, "
         "worked out from one gradient of the loss with respect to the image.",
+        ("fast gradient sign method", "adversarial attack", "attack", "gradient"),
     ),
     "bim": Term(
         "BIM",
         "many-step attack",
         "Basic iterative method: FGSM in 10 smaller steps, each recomputing the gradient and kept within epsilon of the "
         "original image. Usually stronger than FGSM at the same epsilon.",
+        ("basic iterative method", "PGD"),
+    ),
+    "gradient_masking": Term(
+        "gradient masking",
+        "a defence that only hides the gradient",
+        "A model can look robust to FGSM because its gradient is flat or misleading near the image, not because a small "
+        "change cannot fool it: the one-step attack then aims badly. A many-step attack (BIM), or an attack that "
+        "fools the model where the one-step one fails, tells the two apart.",
+        ("masked gradients", "obfuscated gradients"),
     ),
     "targeted": Term(
         "targeted",
         "attack towards a chosen class",
         "Untargeted attacks push the image away from its true class (accuracy should fall); targeted ones pull it towards "
         "one chosen wrong class (the success rate is how often the model then says that class).",
+        ("untargeted", "success rate"),
     ),
     "affine": Term(
         "affine transform",
         "rotate, scale, shear, move",
         "A change of the image that keeps straight lines straight: rotation, scaling, shearing and shifting. The capsule "
         "papers claim capsules cope better with poses they did not see in training.",
+        ("affine", "rotate", "scale", "shear", "shift", "shifted & turned", "affNIST"),
     ),
     "test_error": Term(
         "test error",
         "share of test images got wrong",
-        "Of the images the model never saw in training, the percentage it classifies wrongly: 0.5% is 50 of 10,000.",
+        "Of the images the model never saw in training, the percentage it classifies wrongly: 0.5% is 50 of 10,000. "
+        "On MultiMNIST an image counts as right only when both its digits are the two longest capsules.",
+        ("error", "test error %", "accuracy", "error rate", "test set", "test images"),
+    ),
+    "chance": Term("chance", "the error of guessing", RULES["chance"], ("chance level", "1 - 1/J", "guessing", "beats chance")),
+    "standard_error": Term(
+        "standard error",
+        "how much a measured rate could move",
+        "An error rate measured on n test images would come out a little different on n other images: its standard "
+        "error is about sqrt(p (1 - p) / n) for a rate p. The pages show ± two standard errors, within which about 95% "
+        "of such measurements fall, so 0.50% ± 0.14 on 10,000 images means anything from 0.36% to 0.64% is as likely.",
+        ("standard errors", "±", "two standard errors", "SE", "noise", "standard deviation of the mean"),
+    ),
+    "near_uniform": Term("near uniform", "near uniform couplings", RULES["near uniform"], ("away from uniform",)),
+    "beyond_chance": Term("beyond chance", "a difference beyond chance", RULES["beyond chance"], ("within chance", "significant")),
+    "rises_falls": Term("rises / falls", "rises or falls", RULES["rises / falls"], ("rises", "falls", "stays about level", "trend")),
+    "faster": Term("faster", "faster", RULES["faster"], ("slower", "speed", "ms / image", "timing", "timings")),
+    "mnist": Term(
+        "MNIST",
+        "handwritten digits",
+        "70,000 handwritten digits, 28x28 grey pixels: 60,000 to train on and 10,000 to test. Both capsule papers report on it.",
+        ("digits", "Fashion-MNIST", "fashion-mnist"),
+    ),
+    "multimnist": Term(
+        "MultiMNIST",
+        "two overlapping digits",
+        "Sabour et al.'s test of telling overlapping objects apart (Sec. 6): two MNIST digits of different classes, each "
+        "shifted by up to 4 pixels, overlaid on a 36x36 image. The model must name both digits, and the decoder redraws each one from its own capsule.",
+        ("multi-mnist", "overlapping digits", "pair", "pairs", "MultiMNIST pairs"),
+    ),
+    "smallnorb": Term(
+        "smallNORB",
+        "toy objects under many viewpoints",
+        "Photographs of 50 toys in 5 classes under many viewpoints and lightings, on which Hinton et al. measure matrix capsules; capsviz does not train on it yet.",
+        ("NORB",),
+    ),
+    "epoch": Term(
+        "epoch",
+        "one pass over the training images",
+        "One pass of training over every training image. After each epoch capsviz measures the test error and saves a checkpoint.",
+        ("epochs",),
+    ),
+    "batch": Term(
+        "batch",
+        "images per training step",
+        "The images the model learns from in one step: their losses are averaged, and the weights move once. Batch size "
+        "is how many; one epoch has (training images / batch size) steps.",
+        ("batch size", "mini-batch", "step", "steps"),
+    ),
+    "learning_rate": Term(
+        "learning rate",
+        "step size",
+        "How far each training step moves the weights (the Adam optimiser's step size). capsviz multiplies it by 0.96 "
+        "every N steps (the learning-rate decay), so that training settles.",
+        ("learning-rate decay", "lr", "decay", "Adam", "optimiser", "optimizer"),
+    ),
+    "seed": Term(
+        "seed",
+        "the starting random numbers",
+        "The number that fixes a run's random choices: its starting weights, the order of its images and its "
+        "augmentation. Two runs that differ only in their seed show how much of a result is luck.",
+        ("seeds", "training seed", "random seed"),
+    ),
+    "softmax": Term(
+        "softmax",
+        "shares that add up to 1",
+        "Turns a list of numbers into positive shares that add up to 1, the largest number getting the largest share: "
+        "each number's exponential divided by the sum of all their exponentials.",
+        ("soft max",),
+    ),
+    "sum": Term(
+        "sum_i",
+        "sum over i",
+        "Adds up what follows it for every value of i (every lower capsule); sum_k and sum_l do the same over k or l.",
+        ("sum_k", "sum_l", "sum"),
+    ),
+    "convcaps": Term(
+        "ConvCaps",
+        "convolutional capsule layer",
+        "A matrix-capsule layer whose capsules each see a small window (K x K positions) of the layer below, as a "
+        "convolution does; ConvCaps1 and ConvCaps2 come before the class capsules. Their outputs sit on a grid of positions.",
+        ("ConvCaps1", "ConvCaps2", "convcaps1", "convcaps2", "output position", "position"),
     ),
 }
 
@@ -300,11 +514,43 @@ def help_text(*keys: str) -> str:
     return "\n\n".join(f"**{label(k)}**: {term(k).explanation}" for k in keys)
 
 
+def _norm(name: str) -> str:
+    """A name as search compares it: lower case, without spaces, hyphens, underscores or a plural s."""
+    k = re.sub(r"[\s_\-]+", "", name.lower())
+    return k[:-1] if len(k) > 3 and k.endswith("s") and not k.endswith("ss") else k
+
+
+def names(key: str) -> tuple[str, ...]:
+    """Every name of an entry: its key, symbol, plain word and the names it also goes by."""
+    t = TERMS[key]
+    return (key, t.symbol, t.word, *t.also, *(a for a, k in ALIASES.items() if k == key))
+
+
+def lookup(name: str) -> list[Term]:
+    """The entries known by `name` (a symbol, a word, the papers' term or a synonym: "c_ij",
+    "coupling coefficient", "E-step"); a subscripted symbol not found as it is is looked up
+    without its last subscript ("u_hat_j|k" finds u_hat, "s_j" finds s)."""
+    want = _norm(name.strip().strip("|"))
+    found = [TERMS[k] for k in TERMS if any(_norm(n) == want for n in names(k))]
+    head, sep, _ = name.strip().strip("|").rpartition("_")
+    return found if found or not sep else lookup(head)
+
+
 def entries(query: str = "") -> list[Term]:
-    """Every entry in teaching order, or those whose symbol, word or explanation holds `query`
-    (case ignored): the glossary page lists them, with the same text as the hover help."""
-    q = query.strip().lower()
-    return [t for t in TERMS.values() if not q or q in f"{t.symbol} {t.word} {t.explanation}".lower()]
+    """Every entry in teaching order, or those that `query` finds (case ignored): first the entries
+        known by that name (`lookup`), then those with a name that holds it (for a query of four letters
+    or more), then those whose
+        explanation mentions it (a whole word for a query of three letters or fewer, so that "EM" is
+        not found inside "them"). The glossary page lists them, with the same text as the hover help."""
+    q = query.strip()
+    if not q:
+        return list(TERMS.values())
+    named = lookup(q)
+    nq = _norm(q)
+    partly = [TERMS[k] for k in TERMS if len(nq) > 3 and any(nq in _norm(n) for n in names(k))]
+    word = re.compile(rf"(?<![\w-]){re.escape(q)}(?![\w-])" if len(q) <= 3 else re.escape(q), re.IGNORECASE)
+    mentioned = [t for t in TERMS.values() if word.search(f"{t.symbol} {t.word} {t.explanation}")]
+    return list(dict.fromkeys([*named, *partly, *mentioned]))
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import torch
 
 from capsviz import access
 from capsviz.analysis import find_mistake, image_at, predict
+from capsviz.analysis.links import Linked, chosen, linked
 from capsviz.checkpoint import list_checkpoints
 from capsviz.config import user_dataset
 from capsviz.data import DATASETS, model_test_set
@@ -345,6 +346,7 @@ def sidebar(page: str = "") -> None:
     if st.session_state.get("page_now", page) != page and "image_index" in st.session_state:
         st.session_state["image_pending"] = st.session_state["image_index"]
     st.session_state["page_now"] = page
+    st.session_state.setdefault("link_asked", st.query_params.to_dict())  # the link this session opened with
     teacher_key_entry()
     _, teacher = person()
     found = checkpoints()
@@ -534,27 +536,90 @@ def dimension_sliders(initial: np.ndarray, key: str) -> np.ndarray:
     return np.clip(np.round(np.asarray(values, np.float32) / 0.05) * 0.05, -0.25, 0.25).astype(np.float32) + 0.0  # + 0.0: no -0
 
 
-def keep_within(key: str, lo: float, hi: float) -> None:
-    """A widget's value kept from another page or a wider range (routing and EM iterations share
-    the URL's ?iterations=), brought within this widget's range: Streamlit refuses it otherwise."""
+def link_number(param: str, lo: float, hi: float, default: float, what: str, whole: bool = True) -> int | float | None:
+    """The session's opening link's ?param= (read once, by the first page to ask) brought within
+    [lo, hi] (capsviz.analysis.links), or None when the link had none. A value the page cannot
+    show as it is leaves a note for `show_link_note`."""
+    got = _link(param, lo, hi, default, what, whole)
+    return None if got is None else got.value
+
+
+def _link(param: str, lo: float, hi: float, default: float, what: str, whole: bool) -> Linked | None:
+    raw = link_asks(param)
+    return None if raw is None else keep_link_note(param, linked(raw, lo, hi, default, what, whole))
+
+
+def link_asks(param: str) -> str | None:
+    """The session's opening link's ?param=, handed once to the first page that asks, else None."""
+    value = st.session_state.get("link_asked", {}).pop(param, None)
+    return None if value is None else str(value)
+
+
+def keep_link_note(param: str, got: Linked) -> Linked:
+    """Keep `got`'s note, if any, for `show_link_note(param, ...)`; returns `got`."""
+    if got.note:
+        st.session_state.setdefault("link_notes", {})[param] = (got.note, got.value)
+    return got
+
+
+def show_link_note(param: str, current) -> None:
+    """What the link asked for ?param= and what the page shows instead, while it still shows that."""
+    notes = st.session_state.get("link_notes", {})
+    if param not in notes:
+        return
+    note, value = notes[param]
+    if current != value:  # the user has moved on
+        notes.pop(param)
+        return
+    st.info(plain(note), icon=":material/link_off:")
+
+
+def keep_within(key: str, lo: float, hi: float, default: float | None = None, what: str | None = None) -> None:
+    """A widget bound to the URL's ?key=: a shared link's value brought within this widget's range
+    with a note (Streamlit would show its default in silence), and a value kept from another page
+    or a wider range (routing and EM iterations share ?iterations=) brought within it: Streamlit
+    refuses it otherwise. `default`: the widget's own, shown for a malformed link value."""
+    if key not in st.session_state:
+        whole = isinstance(lo, int) and isinstance(hi, int)
+        got = _link(key, lo, hi, lo if default is None else default, what or key, whole)
+        if got is not None and got.note:
+            _replace_linked(key, got.value)
     v = st.session_state.get(key)
     if isinstance(v, int | float) and not lo <= v <= hi:
         st.session_state[key] = type(v)(min(max(v, lo), hi))
+    show_link_note(key, st.session_state.get(key))
+
+
+def _replace_linked(key: str, value) -> None:
+    """Show `value` in the widget bound to ?key= in place of the link's: Streamlit would read some
+    malformed values its own way (?right=1.5 as 1), so the address gets the value too."""
+    st.session_state[key] = value
+    st.query_params[key] = str(value)  # before the widget is drawn: not bound to it yet in this run
+
+
+def keep_choice(key: str, choices, default, what: str) -> None:
+    """`keep_within` for a widget bound to ?key= that offers `choices` (a select slider, a radio):
+    a shared link's value none of them is replaced by `default`, with a note."""
+    if key not in st.session_state:
+        raw = link_asks(key)
+        got = None if raw is None else keep_link_note(key, chosen(raw, choices, default, what))
+        if got is not None and got.note:
+            _replace_linked(key, got.value)
+    show_link_note(key, st.session_state.get(key))
 
 
 def pick_image(dataset: str, names, size: int, model=None, channels: int | None = None) -> tuple[np.ndarray, str] | None:
     """The image picker every page shares: test set (index, random, by class), an upload or a
     drawing, as (H, W) or (C, H, W) in [0, 1] (capsviz.analysis) with its label. A model trained on
     a user's images gets its own test images, and uploads and drawings made its size and channels
-    (`channels`: the model's, else 1). The chosen index survives page changes and lives in the URL (?image=)."""
+    (`channels`: the model's, else 1). The chosen index survives page changes and lives in the URL
+    (?image=: a link's index beyond the test set is brought within it, with a note)."""
     own = user_dataset(dataset) is not None
     channels = channels or (model.config.in_channels if model is not None else 1)
     data = test_set(dataset, size, channels) if own or size == 28 else None
     if data is not None and len(data) == 0:
         data = None
-    if "image_index" not in st.session_state:  # a shared link's image; anything but a plain index is ignored
-        raw = st.query_params.get("image", "")
-        st.session_state["image_index"] = int(raw) if raw.isdigit() and len(raw) < 7 else 0
+    st.session_state.setdefault("image_index", 0)
     source = st.radio("Image", ["Test set", "Upload", "Draw"], horizontal=True, key="source", index=1 if data is None else 0)
     thing = "digit" if class_words(dataset).digits else "picture"
     if source == "Test set" and data is None:
@@ -577,12 +642,17 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
             return None
         return (fit_drawing(image, size, channels) if own else image), "drawn"
     if source == "Test set" and data is not None:
+        linked_image = link_number("image", 0, len(data) - 1, 0, "test image")  # a shared link's, once
+        if linked_image is not None:
+            st.session_state["image_pending"] = linked_image
         if "image" not in st.session_state or "image_pending" in st.session_state:
             # seed the widget before it is drawn: after a page change, a Random or a class jump
             st.session_state["image"] = min(int(st.session_state.pop("image_pending", st.session_state["image_index"])), len(data) - 1)
         st.session_state["image"] = min(int(st.session_state["image"]), len(data) - 1)  # another model's test set may be smaller
         c1, c2, c3 = st.columns([2, 1, 2])
         c1.number_input("Test image index", 0, len(data) - 1, key="image")
+        with c1:
+            show_link_note("image", st.session_state["image"])
         if c2.button("Random", key="random_image"):
             st.session_state["image_pending"] = int(np.random.randint(len(data)))
             st.rerun()

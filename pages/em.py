@@ -35,7 +35,7 @@ picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
 if picked is None:
     st.stop()
 image, image_label = picked
-keep_within("iterations", 1, 5)
+keep_within("iterations", 1, 5, meta.config.routing_iterations, "EM iterations")
 T = st.slider(
     "EM iterations at inference",
     1,
@@ -60,7 +60,7 @@ pred = int(tr.a[-1].argmax())
 def iteration_view(tr, image, label_, pred: int) -> None:
     """One iteration's figures and the convolutional layers': their widgets rerun only this."""
     if T > 1:
-        keep_within("t", 1, T)
+        keep_within("t", 1, T, T, "iteration")
         t = (
             st.slider(
                 "Show iteration",
@@ -138,6 +138,7 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     res = tr.layers[layer]
     P = res.R.shape[2]
     n = int(round(P**0.5))
+    keep_within("position", 0, P - 1, P // 2, "output position")
     pos = st.slider(
         "Output position (numbered row by row from the top left)",
         0,

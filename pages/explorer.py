@@ -4,12 +4,25 @@ import numpy as np
 import streamlit as st
 
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid
+from capsviz.analysis.links import linked_offsets
 from capsviz.glossary import class_words, help_text
 from capsviz.glossary import label as glossary_label
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
 from capsviz.viz.explain import labelled_grid
-from pages.common import answer, dimension_sliders, page_model, pick_image, plain_chart, require_router, site_button
+from pages.common import (
+    answer,
+    dimension_sliders,
+    keep_link_note,
+    link_asks,
+    link_number,
+    page_model,
+    pick_image,
+    plain_chart,
+    require_router,
+    show_link_note,
+    site_button,
+)
 
 require_router()
 FAINT = 0.2  # below this share of the unperturbed reconstruction's ink, the picture reads as black
@@ -51,11 +64,8 @@ def grid_of(model_key: str, _model, image_bytes: bytes, capsule: int, _vector, t
 
 pred = answer(st.session_state["model_key"], model, image)
 qp = st.query_params
-default_capsule = pred.predicted  # the longest, for every new image; a shared link's choice once
-if "capsule_from_url" not in st.session_state:
-    st.session_state["capsule_from_url"] = True
-    if qp.get("capsule", "").isdigit() and int(qp["capsule"]) < len(names):
-        default_capsule = int(qp["capsule"])
+linked_capsule = link_number("capsule", 0, len(names) - 1, pred.predicted, "capsule")  # a shared link's choice, once
+default_capsule = pred.predicted if linked_capsule is None else linked_capsule  # else the longest, for every new image
 capsule = st.selectbox(
     "Capsule to decode",
     list(range(len(names))),
@@ -65,15 +75,10 @@ capsule = st.selectbox(
     help=help_text("length", "reconstruction"),
 )
 qp["capsule"] = str(capsule)
+show_link_note("capsule", capsule)
 if "dims_from_url" not in st.session_state:  # a shared link's slider values, applied once
-    st.session_state["dims_from_url"] = np.zeros(16, np.float32)
-    for d, v in enumerate(qp.get("dims", "").split(",")[:16]):
-        try:
-            value = float(v)
-        except ValueError:
-            continue
-        if np.isfinite(value):
-            st.session_state["dims_from_url"][d] = round(float(np.clip(value, -0.25, 0.25)) / 0.05) * 0.05
+    dims = keep_link_note("dims", linked_offsets(link_asks("dims") or "", 16, 0.25, 0.05)).value
+    st.session_state["dims_from_url"] = np.asarray(dims, np.float32)
 
 view = f"{path.stem}:{hash(image.tobytes())}:{capsule}"
 if st.session_state.setdefault("dims_view", view) != view:  # a new image or capsule: the sliders start again at 0
@@ -105,6 +110,7 @@ def sliders():
     with cols[1]:
         rec = decode(model, pred.capsules[capsule], capsule, deltas)
         st.query_params["dims"] = ",".join(f"{v:g}" for v in deltas)
+        show_link_note("dims", tuple(round(float(v), 2) + 0.0 for v in deltas))
         changed = ", ".join(f"d{d} {v:+.2f}" for d, v in enumerate(deltas) if v) or "none"
         st.image(to_image(rec), caption=f"perturbed: {changed}", width=224)
         ink = float(rec.sum()) / max(float(rebuilt.sum()), 1e-6)

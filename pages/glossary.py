@@ -10,13 +10,16 @@ from pages.common import require_router
 require_router()
 st.title("Glossary")
 st.markdown(
-    "Every symbol and word the pages use, in plain words and in the order the tour meets them. The same "
+    "Every symbol, word and abbreviation the pages use, in plain words and in the order the tour meets them. The same "
     "text appears when you hover a ? beside a control. Symbols follow the papers: i counts the lower "
-    "capsules, j the upper (class) capsules."
+    "capsules, j the upper (class) capsules. Search by a symbol, a plain word or the papers' own term (coupling "
+    "coefficient, E-step): the entries known by that name come first, then those that mention it."
 )
-query = st.text_input("Find a term", key="term", bind="query-params", placeholder="coupling, R, squash ...")
+query = st.text_input("Find a term", key="term", bind="query-params", placeholder="coupling coefficient, R, E-step, chance ...")
 found = entries(query)
 if not found:
     st.info(f"No entry mentions “{plain(query)}”. Clear the box to see them all.")
 for t in found:
     st.markdown(f"**{t.named}**: {t.explanation}")  # plain: the glossary's own words
+    if t.also:
+        st.caption("Also: " + plain(", ".join(t.also)))

@@ -8,7 +8,7 @@ from capsviz.glossary import help_text
 from capsviz.routing import ROUTINGS
 from capsviz.text import plain
 from capsviz.viz import grouped_bars, seed_strip
-from pages.common import checkpoints, load_model, long_job, page_model, plain_chart, require_router, said_rows, test_set
+from pages.common import checkpoints, keep_choice, load_model, long_job, page_model, plain_chart, require_router, said_rows, test_set
 
 require_router()
 
@@ -50,9 +50,14 @@ routings = c[1].multiselect(
     help=help_text("uniform", "random_couplings", "iteration", "self_attention"),
 )
 s = st.columns(2)
+counts, epsilons = [1000, 2000, 5000, lab.TEST_IMAGES], [0.05, 0.1, 0.2]
+with s[0]:
+    keep_choice("lab_test", counts, lab.TEST_IMAGES, "test images")
+with s[1]:
+    keep_choice("lab_epsilon", epsilons, lab.FGSM_EPSILON, "FGSM epsilon")
 n_test = s[0].select_slider(
     "Test images for the error",
-    [1000, 2000, 5000, lab.TEST_IMAGES],
+    counts,
     value=lab.TEST_IMAGES,
     key="lab_test",
     bind="query-params",
@@ -60,7 +65,7 @@ n_test = s[0].select_slider(
 )
 epsilon = s[1].select_slider(
     "FGSM epsilon",
-    [0.05, 0.1, 0.2],
+    epsilons,
     value=lab.FGSM_EPSILON,
     key="lab_epsilon",
     bind="query-params",

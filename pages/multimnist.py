@@ -4,6 +4,7 @@ import numpy as np
 import streamlit as st
 
 from capsviz.analysis.explain import capsule_role, pair_routing, pair_routing_words, pair_words, reconstruction_words, round_up
+from capsviz.analysis.links import linked_numbers
 from capsviz.analysis.multimnist import INK, SEGMENT_NAMES, compose_pair, draw_pair, pair_accuracy, segment
 from capsviz.config import DATASETS
 from capsviz.data.multimnist import MAX_SHIFT
@@ -11,7 +12,7 @@ from capsviz.glossary import help_text
 from capsviz.text import plain
 from capsviz.viz import SEGMENT_COLOURS, capsule_bars, png_bytes, segments_image, to_image, two_colour
 from capsviz.viz.explain import coupling_overlays
-from pages.common import count_slider, long_job, page_model, plain_chart, require_router, test_set
+from pages.common import count_slider, keep_link_note, long_job, page_model, plain_chart, require_router, show_link_note, test_set
 
 require_router()
 SIZE = DATASETS["multimnist"].in_size
@@ -45,13 +46,11 @@ def spec(first: int, second: int, shifts) -> list[int]:
 
 if "pair_i1" not in st.session_state and "pair_saved" in st.session_state:  # back from another page
     st.session_state["pair_pending"] = st.session_state["pair_saved"]
-elif "pair_i1" not in st.session_state:  # a shared link's pair once, else the first pair the paper's rule draws
-    try:
-        vals = [int(v) for v in qp.get("pair", "").split(",")]
-        ok = len(vals) == 6 and all(0 <= v < N for v in vals[:2]) and all(abs(v) <= MAX_SHIFT for v in vals[2:])
-    except ValueError:
-        ok = False
-    st.session_state["pair_pending"] = vals if ok else spec(*draw_pair(data.labels, seed=0))
+elif "pair_i1" not in st.session_state:  # a shared link's pair once (brought within range), else the first pair the paper's rule draws
+    first = spec(*draw_pair(data.labels, seed=0))
+    raw = qp.get("pair")
+    parts = [(0, N - 1, "first digit"), (0, N - 1, "second digit")] + [(-MAX_SHIFT, MAX_SHIFT, s) for s in ("dy 1", "dx 1", "dy 2", "dx 2")]
+    st.session_state["pair_pending"] = first if raw is None else list(keep_link_note("pair", linked_numbers(raw, parts, first)).value)
 if "pair_pending" in st.session_state:  # seed the widgets before they are drawn
     for k, v in zip(KEYS, st.session_state.pop("pair_pending"), strict=True):
         st.session_state[k] = v
@@ -71,6 +70,7 @@ with st.container(border=True):
 vals = [int(st.session_state[k]) for k in KEYS]
 st.session_state["pair_saved"] = vals  # widget state is dropped while another page shows
 qp["pair"] = ",".join(map(str, vals))
+show_link_note("pair", tuple(vals))
 pair = compose_pair(data.images, data.labels, vals[0], vals[1], [vals[2:4], vals[4:6]])
 l1, l2 = pair.labels
 if l1 == l2:

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from capsviz.analysis.links import chosen
 from capsviz.analysis.playground import (
     DYNAMIC_PRESETS,
     EM_PRESETS,
@@ -23,7 +24,7 @@ from capsviz.analysis.playground import (
 from capsviz.glossary import help_text
 from capsviz.viz import png_bytes
 from capsviz.viz.animation import dynamic_frames, em_frames, gif_bytes
-from pages.common import require_router, site_button
+from pages.common import keep_link_note, require_router, show_link_note, site_button
 
 require_router()
 st.title("Routing playgrounds")
@@ -37,16 +38,14 @@ TOYS = {"dynamic": "Routing by agreement (dynamic routing)", "em": "EM routing (
 NAMES = [f"lower {i + 1}" for i in range(I_TOY)]
 
 
-def from_link(key: str, param: str, cast, choices, default) -> None:
-    """Seed a widget's state before it is drawn: a shared link's value (?param=) when valid, else
-    `default`; the widget itself then takes no default of its own."""
-    if key in st.session_state:
-        return
-    try:
-        value = cast(st.query_params.get(param, default))
-    except ValueError:
-        value = default
-    st.session_state[key] = value if value in choices else default
+def from_link(key: str, param: str, what: str, choices, default) -> None:
+    """Seed a widget's state before it is drawn: a shared link's value (?param=) when it is one of
+    `choices`, else `default` with a note naming what the link asked for (`what`: the setting in
+    words); the widget itself then takes no default of its own."""
+    if key not in st.session_state:
+        raw = st.query_params.get(param)
+        st.session_state[key] = default if raw is None else keep_link_note(param, chosen(raw, list(choices), default, what)).value
+    show_link_note(param, st.session_state[key])
 
 
 def switch_toy() -> None:
@@ -55,7 +54,7 @@ def switch_toy() -> None:
         st.query_params.pop(param, None)
 
 
-from_link("pg_toy", "toy", str, list(TOYS), "dynamic")
+from_link("pg_toy", "toy", "playground", list(TOYS), "dynamic")
 toy_kind = st.radio("Playground", list(TOYS), format_func=TOYS.get, key="pg_toy", horizontal=True, on_change=switch_toy)
 st.query_params["toy"] = toy_kind
 prefix = f"pg_{toy_kind}"
@@ -69,10 +68,10 @@ def reset_points() -> None:
     st.session_state[f"{prefix}_gen"] = st.session_state.get(f"{prefix}_gen", 0) + 1
 
 
-from_link(f"{prefix}_preset", "preset", str, presets, presets[0])
-from_link(f"{prefix}_J", "J", int, [2, 3], 2)
-from_link(f"{prefix}_T", "T", int, range(1, 6), 3)
-from_link(f"{prefix}_cap", "cap", int, range(1, I_TOY + 1), 1)
+from_link(f"{prefix}_preset", "preset", "preset", presets, presets[0])
+from_link(f"{prefix}_J", "J", "upper capsules", [2, 3], 2)
+from_link(f"{prefix}_T", "T", "routing iterations", range(1, 6), 3)
+from_link(f"{prefix}_cap", "cap", "lower capsule", range(1, I_TOY + 1), 1)
 controls, figure = st.columns([1, 2.2], gap="large")
 with controls:
     preset = st.selectbox(  # plain: the toy's own preset names
@@ -81,7 +80,7 @@ with controls:
     J = st.radio("Upper capsules", [2, 3], key=f"{prefix}_J", horizontal=True, on_change=reset_points)
     rule = "dynamic"
     if toy_kind == "dynamic":
-        from_link("pg_rule", "rule", str, ["dynamic", "self-attention"], "dynamic")
+        from_link("pg_rule", "rule", "routing", ["dynamic", "self-attention"], "dynamic")
         rule = st.radio(
             "Routing",
             ["dynamic", "self-attention"],

@@ -26,6 +26,8 @@ from pages.common import (
     checkpoint_dir,
     checkpoints,
     count_slider,
+    keep_choice,
+    keep_within,
     load_model,
     long_job,
     page_model,
@@ -36,6 +38,14 @@ from pages.common import (
 )
 
 require_router()
+# The affine sliders' ranges and defaults (as drawn below), for a shared link's values: (key, lo, hi, default, name)
+AFFINE_LINKS = [
+    ("rotate", -90, 90, 0, "rotate (degrees)"),
+    ("scale", 0.5, 1.5, 1.0, "scale"),
+    ("shear", -0.6, 0.6, 0.0, "shear"),
+    ("right", -8, 8, 0, "move right (px)"),
+    ("down", -8, 8, 0, "move down (px)"),
+]
 
 st.title("Robustness: affine transforms and adversarial attacks")
 st.markdown(
@@ -129,6 +139,8 @@ with tab_affine:
 
         @st.fragment
         def transform_view():
+            for key, lo, hi, default, what in AFFINE_LINKS:
+                keep_within(key, lo, hi, default, what)
             c = st.columns(5)
             rot = c[0].slider("rotate (degrees)", -90, 90, 0, 5, key="rotate", bind="query-params", help=help_text("affine"))
             scale = c[1].slider("scale", 0.5, 1.5, 1.0, 0.05, key="scale", bind="query-params")
@@ -273,6 +285,7 @@ with tab_adv:
                 )
             )
         st.subheader("Attacked images")
+        keep_choice("epsilon", epsilons[1:], 0.1, "epsilon")
         eps = st.select_slider("epsilon", epsilons[1:], value=0.1, key="epsilon", bind="query-params", help=help_text("epsilon"))
         show = min(6, n)
         target = other_class(y[:show], len(names)) if targeted else None

@@ -141,7 +141,7 @@ picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
 if picked is None:
     st.stop()
 image, label = picked
-keep_within("iterations", 1, 10)
+keep_within("iterations", 1, 10, meta.config.routing_iterations, "routing iterations")
 T = st.slider(
     "Routing iterations at inference",
     1,
@@ -166,7 +166,7 @@ winner = int(tr.lengths[-1].argmax())
 def iteration_view(tr, image, label, winner: int) -> None:
     """The maps of one iteration: moving the iteration or the detailed capsule reruns only this."""
     if T > 1:
-        keep_within("t", 1, T)
+        keep_within("t", 1, T, T, "iteration")
         t = (
             st.slider(
                 "Show iteration",

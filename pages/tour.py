@@ -14,7 +14,7 @@ from capsviz.text import plain
 from capsviz.viz import grouped_bars, png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
 from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid
-from pages.common import page_model, pick_image, plain_chart, require_router, site_button
+from pages.common import link_number, page_model, pick_image, plain_chart, require_router, show_link_note, site_button
 
 require_router()
 st.title("A guided tour of a capsule network")
@@ -52,10 +52,10 @@ have = lab.stored_rows([(path, meta)], ROUTINGS) if lab.fits(meta.config) else {
 steps = walk(tour, names, words, path.stem, truth, looks, [have[path.stem, r] for r in ROUTINGS if (path.stem, r) in have], MSE_WEIGHT)
 N = len(steps)
 
-if "tour_step" not in st.session_state:
-    linked = str(st.query_params.get("step", "1"))
-    st.session_state["tour_step"] = int(linked) if linked.isdigit() else 1
-st.session_state["tour_step"] = min(max(st.session_state["tour_step"], 1), N)  # a link, or the other family's longer tour
+linked_step = link_number("step", 1, N, 1, "step")  # a shared link's step, once
+if linked_step is not None or "tour_step" not in st.session_state:
+    st.session_state["tour_step"] = linked_step or 1
+st.session_state["tour_step"] = min(max(st.session_state["tour_step"], 1), N)  # the other family's tour may be longer
 
 
 def move(by: int) -> None:
@@ -90,6 +90,7 @@ nxt.button(
 )
 step = steps[k - 1]
 where.progress(k / N, text=f"Step {k} of {N}: **{step.title}**")  # plain: the tour's own step titles
+show_link_note("step", k)
 
 
 def show(img, name: str, width: int | None = None) -> None:

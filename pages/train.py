@@ -14,7 +14,10 @@ import torch
 from capsviz import access, jobs
 from capsviz import checkpoint as ckpt
 from capsviz.analysis import lab
+from capsviz.analysis.rules import chance_words
+from capsviz.analysis.zoo import card
 from capsviz.config import COUPLINGS, DATASETS, MAX_SIZE, PRESETS
+from capsviz.data import input_shape
 from capsviz.data.upload import ZipLimits, receive_zip, uploads_dir
 from capsviz.data.user import short_name
 from capsviz.errors import CapsvizError
@@ -269,7 +272,12 @@ def about(path) -> str:
         return "a file capsviz cannot read"
     error = meta.metrics.test_error
     model = (meta.run or {}).get("model", "a model")
-    return f"{model} trained here, saved {when}" + (f", test error {error:.2f}%" if error is not None else "")
+    chance = card(meta).chance
+    return (
+        f"{model} trained here, saved {when}"
+        + (f", test error {error:.2f}%" if error is not None else "")
+        + (f". {chance}" if chance else "")
+    )
 
 
 def ask_before_start(pending: dict) -> None:
@@ -324,8 +332,21 @@ def draw(s: jobs.Snapshot, key: str) -> None:
         a, b = st.columns(2)
         a.plotly_chart(plain_chart(curves(s.curve, "loss", "Training loss")), key=f"{key}_loss_curve")
         b.plotly_chart(plain_chart(curves(s.curve, "accuracy", "Training accuracy (%)")), key=f"{key}_acc_curve")
+    classes = guesses(s.run)
     for e in s.evaluations:
         st.markdown(f"epoch {plain(e['epoch'])}: test error **{e['test_error']:.2f}%** on {plain(e['n_test'])} images")
+        if classes is not None:
+            st.caption(chance_words(e["test_error"], int(e["n_test"]), *classes))  # plain: numbers only
+
+
+def guesses(run: TrainRun) -> tuple[int, int] | None:
+    """(classes, labels per image) of a run's dataset, for its errors' chance; None when its
+    images are gone (a user's upload removed)."""
+    try:
+        shape = input_shape(run.dataset, run.resize)
+    except (CapsvizError, OSError):
+        return None
+    return shape.num_classes, shape.labels
 
 
 def own_run(job: jobs.TrainJob) -> None:

@@ -3,43 +3,16 @@
 import streamlit as st
 
 from capsviz.adapter import how_it_computes
-from capsviz.analysis.reproduction import is_paper_size, paper_error
+from capsviz.analysis.zoo import card, classes_line
 from capsviz.checkpoint import list_checkpoints, total_training, training_labels
 from capsviz.config import user_dataset
 from capsviz.data.user import short_name
-from capsviz.glossary import class_words, help_text
+from capsviz.glossary import help_text
 from capsviz.text import plain
 from capsviz.viz import squash_curve
 from pages.common import checkpoint_dir, checkpoints, plain_chart, public, require_router
 
 require_router()
-
-
-FAMILIES = {
-    "capsnet": "CapsNet (vector capsules)",
-    "matrix": "matrix capsules (4x4 poses)",
-    "efficient": "Efficient-CapsNet (vector capsules)",
-    "cnn": "plain CNN (no capsules)",
-}
-
-
-def routing_words(c) -> str:
-    """How a model's capsules are routed, in a few words."""
-    if c.routing is None:
-        return "none (CNN)"
-    kind = getattr(c, "couplings", c.routing)  # a CapsNet may be trained with other couplings than dynamic routing's
-    if kind == "self-attention":
-        return "self-attention, one pass"
-    if kind in ("uniform", "random"):
-        return f"{kind} couplings: no routing (a baseline)"
-    n = c.routing_iterations
-    return f"{'EM' if kind == 'em' else 'dynamic'}, {n} iteration" + ("" if n == 1 else "s")
-
-
-def classes_line(names, size: int, channels: int) -> str:
-    """A user's model in a line: its classes and the images it reads."""
-    shown = ", ".join(map(str, names[:8])) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-    return f"{len(names)} classes: {shown}; {size}x{size} {'colour' if channels == 3 else 'grey'} images"
 
 
 st.title("capsviz: watch capsules route")
@@ -64,32 +37,25 @@ if not found:
 for path, meta in found:
     c = meta.config
     m = meta.metrics
-    paper = paper_error(meta)
+    said = card(meta)
     with st.container(border=True):
         st.subheader(plain(path.stem))
         cols = st.columns(4)
-        routing = routing_words(c)
-        family = FAMILIES.get(c.family, c.family)
         own = user_dataset(meta.image_dataset) is not None
-        decoder = f"yes: it can redraw the {class_words(meta).shown} from a capsule" if c.decodes else "no"
-        cols[0].markdown(f"**Family** {family}  \n**Routing** {routing}  \n**Decoder** {decoder}")
+        cols[0].markdown(f"**Family** {said.family}  \n**Routing** {said.routing}  \n**Decoder** {said.decoder}")
         for line in how_it_computes(meta):  # a model written elsewhere: checked or not, and how it computes
             cols[0].caption(plain(line))
         total = total_training(meta)  # fine-tuned: the runs it adds up
         epochs, hardware = training_labels(total)
         cols[1].markdown(
-            f"**Parameters** {meta.parameters:,}  \n**Dataset** {plain(short_name(meta.image_dataset))}  \n**Epochs** {epochs}"
+            f"**Parameters** {said.size.words()}  \n**Dataset** {plain(short_name(meta.image_dataset))}  \n**Epochs** {epochs}"
         )
         if own:
             cols[1].caption(plain(classes_line(meta.class_names, c.in_size, c.in_channels)))
-        err = f"{m.test_error:.2f}%" if m.measured else "not measured"
-        cols[2].metric("Test error", err, help=m.how)
-        if paper is None:
-            cols[2].caption("no paper figure for this setting")
-        elif is_paper_size(meta):
-            cols[2].caption(f"paper: {paper}%")
-        else:
-            cols[2].caption(f"paper: {paper}% for the full-size model; this one is smaller")
+        cols[2].metric("Test error", said.error, help=m.how)
+        cols[2].caption(said.paper)
+        if said.chance:
+            cols[2].caption(said.chance)
         cols[3].markdown(f"**Trained in** {total['training_time_s'] / 60:.0f} min  \n**on** {plain(hardware)}")
         if st.button("Use this model", key=f"use_{path.stem}"):
             st.session_state["pending_model"] = path.name  # the sidebar applies it before drawing its picker

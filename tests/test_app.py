@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from capsviz import checkpoint as ckpt
 from capsviz import jobs
+from capsviz.analysis.zoo import parameter_counts
 from capsviz.config import preset
 from capsviz.models import build_model
 
@@ -102,6 +103,10 @@ def test_zoo_lists_cards_and_squash_plot(app):
     assert "paper: 0.25% for the full-size model; this one is smaller" in [c.value for c in app.caption]
     cards = " ".join(m.value for m in app.markdown)
     assert "**Epochs** 9 (8 + 1, fine-tuned)" in cards and "**Trained in** 20 min  \n**on** gpu, then cpu" in cards
+    size = parameter_counts(ckpt.load_checkpoint(app.folder / "tiny-capsnet.safetensors")[0])
+    assert f"**Parameters** {size.without_decoder:,} without the decoder, {size.with_decoder:,} with" in cards
+    chance = [c.value for c in app.caption if c.value.startswith("Guessing one of 10 classes at random gets 90.00% wrong")]
+    assert any("12.50% beats chance" in c for c in chance)  # beside the error the card shows
     app.slider(key="squash").set_value(3.0).run()
     assert app.metric[0].value == "0.900"
     app.button(key="use_tiny-matrix").click().run()
@@ -218,6 +223,10 @@ def test_train_page_runs_to_completion_and_model_appears(app):
     assert not app.exception
     assert app.success and "Finished" in app.success[0].value
     assert (app.folder / "fresh.safetensors").is_file()
+    (error,) = [m.value for m in app.markdown if m.value.startswith("epoch 1: test error")]
+    (chance,) = [c.value for c in app.caption if c.value.startswith("Guessing one of 10 classes at random gets 90.00% wrong (1 - 1/10): ")]
+    shown = error.split("**")[1]  # each error says what chance is, and quotes that very error
+    assert f": {shown} " in chance and ("beats chance" in chance or "does not beat chance" in chance or "worse than chance" in chance)
     meta_run = ckpt.read_meta(app.folder / "fresh.safetensors").run
     assert meta_run["device"] == "cpu" and meta_run["decay_steps"] == 180
     app.switch_page("pages/zoo.py").run()
@@ -471,3 +480,129 @@ def test_pages_the_static_site_has_link_to_its_view_of_the_same_model_and_image(
     assert f"model={app.session_state['model_pick']}" in url and "image=5" in url and "capsule=" in url
     app.switch_page("pages/zoo.py").run()  # a page the site does not have: no link
     assert not app.get("link_button")
+
+
+def link_notes(app) -> list[str]:
+    """The notes a page shows about its link (plain text, as a reader sees it)."""
+    return [i.value.replace("\\", "") for i in app.info if "The link asks for" in i.value]
+
+
+@pytest.mark.parametrize(
+    ("page", "params", "key", "shown", "said"),
+    [
+        ("explorer", {"image": "99999999"}, "image", None, "test image 99,999,999, but here the largest is"),
+        ("routing", {"image": "-5"}, "image", 0, "test image -5, but here the smallest is 0; this page shows test image 0."),
+        ("tour", {"image": "abc"}, "image", 0, "test image “abc”, which is not a number; this page shows test image 0."),
+        ("routing", {"iterations": "999"}, "iterations", 10, "routing iterations 999, but here the largest is 10"),
+        ("routing", {"iterations": "many"}, "iterations", 3, "“many”, which is not a number; this page shows routing iterations 3."),
+        ("routing", {"iterations": "3", "t": "7"}, "t", 3, "iteration 7, but here the largest is 3; this page shows iteration 3."),
+        ("em", {"model": "tiny-matrix.safetensors", "iterations": "0"}, "iterations", 1, "EM iterations 0, but here the smallest is 1"),
+        ("em", {"model": "tiny-matrix.safetensors", "iterations": "2", "t": "9"}, "t", 2, "iteration 9, but here the largest is 2"),
+        (
+            "em",
+            {"model": "tiny-matrix.safetensors", "position": "5000"},
+            "position",
+            None,
+            "output position 5,000, but here the largest is",
+        ),
+    ],
+)
+def test_a_link_value_out_of_range_or_malformed_is_brought_into_range_and_said(app, page, params, key, shown, said):
+    app.query_params.update(params)
+    app.switch_page(f"pages/{page}.py").run()
+    assert not app.exception, app.exception
+    widget = app.number_input(key=key) if key == "image" else app.slider(key=key)
+    if shown is None:  # the largest the widget allows
+        shown = int(widget.max)
+    assert widget.value == shown
+    (note,) = [n for n in link_notes(app) if said in n]
+    assert note.endswith(f" {shown:,}.")  # what the page shows, named
+    app.run()  # the note stays while the page shows what it says ...
+    assert any(said in n for n in link_notes(app))
+    if key != "image":
+        lo = widget.min
+        app.slider(key=key).set_value(lo if shown != lo else widget.max).run()
+        assert not any(said in n for n in link_notes(app))  # ... and goes once the user picks another
+
+
+def test_a_link_value_in_range_is_shown_without_a_note(app):
+    app.query_params.update({"image": "3", "iterations": "2", "t": "1"})
+    app.switch_page("pages/routing.py").run()
+    assert not app.exception
+    assert app.number_input(key="image").value == 3 and app.slider(key="iterations").value == 2 and app.slider(key="t").value == 1
+    assert not link_notes(app)
+
+
+def test_the_tour_says_which_step_it_shows_for_a_step_it_does_not_have(app):
+    app.query_params.update({"step": "99"})
+    app.switch_page("pages/tour.py").run()
+    assert not app.exception
+    (note,) = link_notes(app)
+    n = int(note.split("the largest is ")[1].split(";")[0])
+    assert "step 99" in note and note.endswith(f"shows step {n}.")
+    assert app.session_state["tour_step"] == n and app.query_params["step"] == str(n)
+    app.button(key="tour_back").click().run()
+    assert not link_notes(app)
+
+
+def test_the_explorer_says_what_it_shows_for_a_linked_capsule_or_offsets_it_cannot_show(app):
+    app.query_params.update({"model": "tiny-capsnet.safetensors", "image": "4", "capsule": "12", "dims": "0.9,0,x"})
+    app.switch_page("pages/explorer.py").run()
+    assert not app.exception, app.exception
+    notes = " ".join(link_notes(app))
+    assert "capsule 12, but here the largest is 9; this page shows capsule 9." in notes
+    assert "d0 0.9, but here the largest is 0.25" in notes and "d2 “x”, which is not a number" in notes
+    assert app.query_params["capsule"] == "9" and app.query_params["dims"].startswith("0.25,0,0,")
+
+
+def test_the_glossary_finds_the_papers_terms_first_and_shows_their_other_names(app):
+    from capsviz.glossary import TERMS, entries
+
+    app.query_params["term"] = "coupling coefficient"
+    app.switch_page("pages/glossary.py").run()
+    assert not app.exception
+    shown = [m.value for m in app.markdown if m.value.startswith("**")]
+    assert shown[0].startswith("**c_ij (coupling)**") and len(shown) == len(entries("coupling coefficient"))
+    assert "coupling coefficient" in app.caption[0].value
+    app.text_input(key="term").set_value("EM").run()
+    shown = [m.value for m in app.markdown if m.value.startswith("**")]
+    for key in ("em_routing", "E_step", "M_step", "R"):
+        assert any(s.startswith(f"**{TERMS[key].named}**") for s in shown), key
+
+
+@pytest.mark.parametrize(
+    ("page", "params", "widget", "key", "shown", "said"),
+    [
+        ("robustness", {"rotate": "720"}, "slider", "rotate", 90, "rotate (degrees) 720, but here the largest is 90"),
+        ("robustness", {"scale": "0.1"}, "slider", "scale", 0.5, "scale 0.1, but here the smallest is 0.5"),
+        (
+            "robustness",
+            {"right": "1.5"},
+            "slider",
+            "right",
+            1,
+            "move right (px) 1.5, which is not a whole number; this page shows move right (px) 1.",
+        ),
+        ("robustness", {"down": "x"}, "slider", "down", 0, "move down (px) “x”, which is not a number; this page shows move down (px) 0."),
+        ("lab", {"lab_test": "7"}, "select_slider", "lab_test", 10000, "test images “7”, which this page does not offer"),
+        ("lab", {"lab_epsilon": "0.9"}, "select_slider", "lab_epsilon", 0.1, "FGSM epsilon “0.9”, which this page does not offer"),
+        ("playground", {"J": "7"}, "radio", "pg_dynamic_J", 2, "upper capsules “7”, which this page does not offer (2, 3)"),
+        ("playground", {"T": "0"}, "slider", "pg_dynamic_T", 3, "routing iterations “0”, which this page does not offer"),
+    ],
+)
+def test_other_pages_bring_a_link_value_into_range_and_say_so(app, page, params, widget, key, shown, said):
+    app.query_params.update(params)
+    app.switch_page(f"pages/{page}.py").run()
+    assert not app.exception, app.exception
+    assert getattr(app, widget)(key=key).value == shown
+    assert any(said in n for n in link_notes(app)), link_notes(app)
+
+
+def test_multimnist_brings_a_linked_pair_within_the_test_set_and_the_shifts(app):
+    app.query_params.update({"model": "tiny-multimnist.safetensors", "pair": "99999,3,9,0,0,-1"})
+    app.switch_page("pages/multimnist.py").run()
+    assert not app.exception, app.exception
+    n = int(app.number_input(key="pair_i1").max)
+    assert app.query_params["pair"] == f"{n},3,4,0,0,-1"
+    (note,) = link_notes(app)
+    assert f"first digit 99,999, but here the largest is {n:,}" in note and "dy 1 9, but here the largest is 4" in note

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from test_app import APP, app, router_mode  # noqa: F401 - the fixtures: tiny models, router mode
 
 from capsviz import checkpoint as ckpt
+from capsviz.analysis.links import linked
 from capsviz.config import preset
 from capsviz.models import build_model
 
@@ -189,11 +190,13 @@ ODD = ["abc", "1e3", "3.5", "", "-1", "99999999999999999999", "nan", "inf", "1e3
 @pytest.mark.usefixtures("app")
 @pytest.mark.parametrize("page", ["explorer", "routing", "em", "robustness"])
 @pytest.mark.parametrize("odd", ODD)
-def test_odd_link_values_fall_back_to_defaults(page, odd):
+def test_odd_link_values_are_brought_into_range_and_said(page, odd):
     at = AppTest.from_file(APP, default_timeout=60)
     model = "tiny-matrix" if page == "em" else "tiny-capsnet"
     keys = ["image", "capsule", "dims", "iterations", "t", "position", "rotate", "epsilon", "tab", "layer", "zoom"]
     at.query_params.update({"model": f"{model}.safetensors", **dict.fromkeys(keys, odd)})
     at.switch_page(f"pages/{page}.py").run()
     assert not at.exception, f"{page} with every value {odd!r}: {at.exception[0].message}"
-    assert at.number_input(key="image").value == 0
+    image = at.number_input(key="image")
+    assert image.value == linked(odd, 0, int(image.max), 0, "test image").value  # the nearest index there is (capsviz.analysis.links)
+    assert any(i.value.replace("\\", "").startswith("The link asks for test image") for i in at.info)

@@ -20,7 +20,11 @@ PAPER = {
     ("matrix", "mnist", 3, None): 0.44,
     ("cnn", "mnist", None, None): 0.39,
     ("cnn", "multimnist", None, None): 8.1,
+    ("efficient", "mnist", None, True): 0.26,  # Mazzia et al. 2021, 150 epochs with augmentation
 }
+EFFICIENT_MNIST = ("efficient", "mnist", None, True)  # the routing lab quotes it among the published results
+# The preset of each family's paper model, where the family's name is not one
+PAPER_PRESETS = {"efficient": "efficient-capsnet"}
 
 # Table 1 of Sabour et al.: (method, family, routing iterations, reconstruction)
 TABLE1_ROWS = [
@@ -60,7 +64,7 @@ def is_paper_size(meta: CheckpointMeta) -> bool:
     c = meta.config
     if isinstance(c, CNNConfig):  # each dataset's paper baseline has its own architecture
         return c.kind == meta.image_dataset
-    name = c.family
+    name = PAPER_PRESETS.get(c.family, c.family)
     ref = preset(name, in_size=c.in_size, num_classes=c.num_classes)
     keep = {"routing_iterations", "reconstruction", "coord_add", "final_lambda", "dropout"}
     return all(getattr(c, k) == getattr(ref, k) for k in vars(ref) if k not in keep)

@@ -35,6 +35,12 @@ RULES = {
         "A difference between two error rates is beyond chance when it is larger than two standard errors of the "
         "difference: smaller gaps are what a different set of test images alone could give."
     ),
+    "chance": (
+        "Chance is the test error of guessing: 1 - 1/J for one class among J (90% for the 10 digits, 66.67% for 3 "
+        "classes); for two digits at once, as MultiMNIST asks, 1 - 1/(J(J-1)/2), the share of pairs a guess misses. A "
+        "model is said to beat chance only when its error is below chance by more than two standard errors of its own "
+        "error on the test images it was measured on."
+    ),
     "rises / falls": (
         f"A number is said to rise or fall only when its last value differs from its first by more than {LEVEL:.0%}; "
         "otherwise it stays about level."
@@ -95,6 +101,31 @@ def noise(p1: float, n1: int, p2: float, n2: int) -> float:
 def beyond_chance(p1: float, n1: int, p2: float, n2: int) -> bool:
     """Whether rates p1 (on n1 images) and p2 (on n2) differ by more than chance gives."""
     return abs(p1 - p2) > noise(p1, n1, p2, n2)
+
+
+def chance_error(classes: int, labels: int = 1) -> float:
+    """The test error (%) of guessing: 1 - 1/J for one of J classes; for `labels` classes at once
+    (MultiMNIST's two digits), 1 - 1/C(J, labels)."""
+    return 100.0 * (1 - 1 / math.comb(classes, labels))
+
+
+def beats_chance(p: float, n: int, classes: int, labels: int = 1) -> bool:
+    """Whether an error of p% on n test images is below chance by more than two standard errors."""
+    return chance_error(classes, labels) - p > spread(p, n)
+
+
+def chance_words(p: float, n: int, classes: int, labels: int = 1) -> str:
+    """One sentence on an error of p% on n images against chance (`chance_error`): what chance is
+    for this many classes, and whether the model beats it (`beats_chance`)."""
+    c = chance_error(classes, labels)
+    guess = f"one of {classes} classes" if labels == 1 else f"{labels} of {classes} classes at once"
+    said = f"Guessing {guess} at random gets {c:.2f}% wrong (1 - 1/{math.comb(classes, labels)})"
+    band = f"the ±{spread(p, n):.2f} points that two standard errors give on {n:,} test images"
+    if beats_chance(p, n, classes, labels):
+        return f"{said}: {p:.2f}% beats chance by {c - p:.2f} points, more than {band}."
+    if p - c > spread(p, n):
+        return f"{said}: {p:.2f}% is worse than chance, by more than {band}."
+    return f"{said}: {p:.2f}% does not beat chance, the gap being within {band}."
 
 
 def trend(first: float, last: float) -> str:

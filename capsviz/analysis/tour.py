@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from capsviz.analysis import as_batch, coupling_entropy, rules
+from capsviz.analysis.zoo import parameter_counts
 from capsviz.glossary import DIGIT_WORDS, ClassWords, label
 from capsviz.routing import efficient_squash, squash
 from capsviz.text import plain
@@ -392,7 +393,6 @@ def efficient_tour(model, image: np.ndarray) -> EfficientTour:
     J = c.shape[1]
     entropy = coupling_entropy(c) / np.log(J)  # (I,)
     rec = model.decode(v[winner], winner)[0].numpy() if model.decoder is not None else None
-    without_decoder = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("decoder."))
     return EfficientTour(
         image=np.asarray(image, np.float32),
         sizes=sizes,
@@ -412,7 +412,7 @@ def efficient_tour(model, image: np.ndarray) -> EfficientTour:
         winner=winner,
         runner_up=runner,
         reconstruction=rec,
-        parameters=without_decoder,
+        parameters=parameter_counts(model).without_decoder,
     )
 
 

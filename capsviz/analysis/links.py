@@ -1,0 +1,94 @@
+"""A shared link's numbers (?image=, ?iterations=, ?step=, ...) brought within what a page shows.
+
+A link is typed, pasted, edited and cut short by people: a value a page cannot show is not
+dropped in silence but brought into range, and the page says what the link asked for and what it
+shows instead (`Linked.note`, plain text: the page makes it plain, since it quotes the link).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+
+class Linked(NamedTuple):
+    value: int | float | tuple[float, ...]  # what the page shows
+    note: str | None  # None when the link's value is shown as it is
+
+
+def _number(v: float) -> str:
+    return f"{v:,}" if isinstance(v, int) else f"{v:g}"
+
+
+def linked(raw: str, lo: float, hi: float, default: float, what: str, whole: bool = True) -> Linked:
+    """The link's value `raw` for a setting between `lo` and `hi` (`whole`: a whole number), and a
+    note when it cannot be shown as it is: no number gives `default`, a fraction for a whole number
+    its whole part (as Streamlit reads a link's ?right=1.5), out of range the nearest end. `what`
+    names the setting in the note ("test image", "routing iterations")."""
+    cast = int if whole else float
+    text = raw.strip()
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        shown = cast(default)
+        note = f"The link asks for {what} “{text}”, which is not a number; this page shows {what} {_number(shown)}."
+        return Linked(shown, note)
+    value = cast(number)
+    if lo <= value <= hi and value == number:
+        return Linked(value, None)
+    shown = cast(min(max(value, lo), hi))
+    if value < lo or value > hi:
+        bound = f"the smallest is {_number(cast(lo))}" if value < lo else f"the largest is {_number(cast(hi))}"
+        asked = _number(value) if value == number else f"{number:g}"
+        note = f"The link asks for {what} {asked}, but here {bound}; this page shows {what} {_number(shown)}."
+    else:
+        note = f"The link asks for {what} {number:g}, which is not a whole number; this page shows {what} {_number(shown)}."
+    return Linked(shown, note)
+
+
+def linked_offsets(raw: str, n: int, limit: float, step: float) -> Linked:
+    """A link's comma-separated offsets (the explorer's ?dims=) as a tuple of `n`, each within
+    [-limit, limit] and on the sliders' `step`; missing ones are 0. One note lists every offset
+    shown otherwise than asked, and offsets beyond the `n`-th, which are left out."""
+    parts = raw.split(",") if raw.strip() else []
+    values, said = [], []
+    for d, part in enumerate(parts[:n]):
+        got = linked(part, -limit, limit, 0.0, f"d{d}", whole=False)
+        value = round(round(got.value / step) * step, 2) + 0.0  # + 0.0: no -0
+        if got.note is None and not math.isclose(value, got.value, abs_tol=1e-9):
+            said.append(f"The link asks for d{d} {got.value:g}; the sliders move in steps of {step:g}, so this page shows d{d} {value:g}.")
+        elif got.note:  # out of range gives an end, on the steps
+            said.append(got.note)
+        values.append(value)
+    values += [0.0] * (n - len(values))
+    if len(parts) > n:
+        said.append(f"The link gives {len(parts)} offsets; a capsule has {n} dimensions, so the last {len(parts) - n} are left out.")
+    return Linked(tuple(values), " ".join(said) or None)
+
+
+def chosen(raw: str, choices, default, what: str) -> Linked:
+    """The link's value `raw` for a setting that takes one of `choices` (as the link writes them:
+    str(choice)), and a note giving `default` when it names none of them."""
+    text = raw.strip()
+    for c in choices:
+        if str(c) == text:
+            return Linked(c, None)
+    offered = ", ".join(map(str, choices))
+    note = f"The link asks for {what} “{text}”, which this page does not offer ({offered}); this page shows {what} {default}."
+    return Linked(default, note)
+
+
+def linked_numbers(raw: str, parts: list[tuple[int, int, str]], fallback) -> Linked:
+    """A link's comma-separated whole numbers (MultiMNIST's ?pair=), the k-th brought within
+    `parts[k]` = (lo, hi, what) (a malformed one gives fallback[k]); a link with another count
+    of numbers gives `fallback` whole. One note says everything shown otherwise than asked."""
+    items = raw.split(",")
+    if len(items) != len(parts):
+        names = ", ".join(what for *_, what in parts)
+        shown = ", ".join(map(str, fallback))
+        note = f"The link asks for “{raw.strip()}”, which is not {len(parts)} numbers ({names}); this page shows {shown}."
+        return Linked(tuple(fallback), note)
+    got = [linked(x, lo, hi, d, what) for x, (lo, hi, what), d in zip(items, parts, fallback, strict=True)]
+    return Linked(tuple(g.value for g in got), " ".join(g.note for g in got if g.note) or None)

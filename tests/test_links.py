@@ -1,0 +1,80 @@
+"""A link's numbers brought within what a page shows, with a note saying so (capsviz.analysis.links)."""
+
+import pytest
+
+from capsviz.analysis.links import chosen, linked, linked_numbers, linked_offsets
+
+
+@pytest.mark.parametrize("raw", ["0", "5", "9", " 7 "])
+def test_a_value_in_range_is_shown_as_it_is_without_a_note(raw):
+    got = linked(raw, 0, 9, 3, "test image")
+    assert got.value == int(raw) and got.note is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown", "bound"), [("10", 9, "the largest is 9"), ("99999999", 9, "the largest is 9"), ("-5", 0, "the smallest is 0")]
+)
+def test_a_value_out_of_range_is_brought_to_the_nearest_end_and_said(raw, shown, bound):
+    got = linked(raw, 0, 9, 3, "test image")
+    assert got.value == shown
+    assert f"asks for test image {int(raw):,}" in got.note and bound in got.note and got.note.endswith(f"shows test image {shown}.")
+
+
+@pytest.mark.parametrize("raw", ["abc", "", "nan", "inf", "1e400"])
+def test_no_number_gives_the_default_and_says_so(raw):
+    got = linked(raw, 1, 10, 3, "routing iterations")
+    assert got.value == 3 and isinstance(got.value, int)
+    assert f"“{raw}”" in got.note and "which is not a number" in got.note and got.note.endswith("shows routing iterations 3.")
+
+
+@pytest.mark.parametrize(("raw", "shown"), [("2.5", 2), ("-0.5", 1), ("99.5", 10)])
+def test_a_fraction_for_a_whole_number_gives_its_whole_part_as_streamlit_reads_it(raw, shown):
+    got = linked(raw, 1, 10, 3, "routing iterations")
+    assert (
+        got.value == shown and f"routing iterations {float(raw):g}" in got.note and got.note.endswith(f"shows routing iterations {shown}.")
+    )
+    assert ("not a whole number" in got.note) == (raw == "2.5")
+
+
+def test_numbers_that_need_not_be_whole():
+    assert linked("0.35", -0.6, 0.6, 0.0, "shear", whole=False) == (0.35, None)
+    got = linked("2", -0.6, 0.6, 0.0, "shear", whole=False)
+    assert got.value == 0.6 and "the largest is 0.6" in got.note
+    assert "not a number" in linked("x", -0.6, 0.6, 0.0, "shear", whole=False).note
+
+
+def test_offsets_in_range_on_the_steps_say_nothing_and_missing_ones_are_zero():
+    got = linked_offsets("0.25,-0.05,0", 16, 0.25, 0.05)
+    assert got.value == (0.25, -0.05, 0.0) + (0.0,) * 13 and got.note is None
+    assert linked_offsets("", 16, 0.25, 0.05) == ((0.0,) * 16, None)
+
+
+def test_offsets_out_of_range_off_the_steps_malformed_or_too_many_are_each_said():
+    got = linked_offsets("0.9,0.03,x," + ",".join(["0"] * 15), 16, 0.25, 0.05)
+    assert got.value[:3] == (0.25, 0.05, 0.0) and len(got.value) == 16
+    note = got.note
+    assert "d0 0.9, but here the largest is 0.25" in note
+    assert "d1 0.03; the sliders move in steps of 0.05, so this page shows d1 0.05" in note
+    assert "d2 “x”, which is not a number" in note
+    assert "The link gives 18 offsets; a capsule has 16 dimensions, so the last 2 are left out." in note
+
+
+def test_a_choice_the_page_offers_is_kept_and_any_other_is_said():
+    assert chosen("0.1", [0.05, 0.1, 0.2], 0.1, "epsilon") == (0.1, None)
+    assert chosen("3", range(1, 6), 3, "routing iterations") == (3, None)
+    got = chosen("0.7", [0.05, 0.1, 0.2], 0.1, "epsilon")
+    assert got.value == 0.1
+    assert got.note == "The link asks for epsilon “0.7”, which this page does not offer (0.05, 0.1, 0.2); this page shows epsilon 0.1."
+
+
+def test_numbers_of_a_pair_are_each_brought_within_their_range_or_all_replaced_when_the_count_is_wrong():
+    parts = [(0, 99, "first digit"), (0, 99, "second digit"), (-4, 4, "dy 1")]
+    assert linked_numbers("3,7,-2", parts, (0, 1, 0)) == ((3, 7, -2), None)
+    got = linked_numbers("300,x,9", parts, (0, 1, 0))
+    assert got.value == (99, 1, 4)
+    assert "first digit 300, but here the largest is 99" in got.note and "second digit “x”" in got.note and "dy 1 9" in got.note
+    short = linked_numbers("3,7", parts, (0, 1, 0))
+    assert (
+        short.value == (0, 1, 0)
+        and "“3,7”, which is not 3 numbers (first digit, second digit, dy 1); this page shows 0, 1, 0." in short.note
+    )

@@ -1,0 +1,81 @@
+"""The zoo's cards: sizes with and without the decoder from one count, the paper's figure from the
+one table of published errors (the routing lab quotes the same), and chance beside every error."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from capsviz.analysis import lab, rules
+from capsviz.analysis.reproduction import EFFICIENT_MNIST, PAPER, paper_error
+from capsviz.analysis.zoo import Size, card, model_size, paper_words, parameter_counts
+from capsviz.checkpoint import list_checkpoints, load_checkpoint
+from capsviz.config import preset
+from capsviz.models import build_model
+from capsviz.paths import shipped_checkpoints
+from capsviz.schema import Metrics
+
+SHIPPED = [(p, m) for p, m in list_checkpoints(shipped_checkpoints()) if not isinstance(m, str)]
+
+
+def test_size_words_name_both_counts_or_say_there_is_no_decoder():
+    assert Size(161_824, 1_573_168).words() == "161,824 without the decoder, 1,573,168 with"
+    assert Size(68_444, 68_444).words() == "68,444 (no decoder)"
+
+
+def test_the_count_without_the_decoder_leaves_out_exactly_the_decoder():
+    torch.manual_seed(0)
+    model = build_model(preset("capsnet-small", conv1_channels=16, primary_types=4))
+    size = parameter_counts(model)
+    decoder = sum(p.numel() for p in model.decoder.parameters())
+    assert size.with_decoder == sum(p.numel() for p in model.parameters()) and size.without_decoder == size.with_decoder - decoder > 0
+    assert model_size(model.config) == size  # built on the meta device: the same numbers, no weights
+
+
+@pytest.mark.parametrize(("path", "meta"), SHIPPED, ids=[p.stem for p, _ in SHIPPED])
+def test_every_shipped_card_quotes_the_counts_of_its_model_and_its_own_error(path, meta):
+    model, _ = load_checkpoint(path)
+    said = card(meta)
+    assert said.size == parameter_counts(model)  # the tour's count too (capsviz.analysis.tour)
+    assert said.size.with_decoder == meta.parameters  # what the checkpoint recorded when it was saved
+    assert f"{said.size.without_decoder:,}" in said.size.words() and f"{said.size.with_decoder:,}" in said.size.words()
+    assert said.error == f"{meta.metrics.test_error:.2f}%"
+    assert said.chance == rules.chance_words(
+        meta.metrics.test_error, meta.metrics.n_test, meta.config.num_classes, 2 if meta.dataset == "multimnist" else 1
+    )
+    assert (
+        f"{meta.metrics.test_error:.2f}%" in said.chance
+        and f"{rules.chance_error(10, 2 if meta.dataset == 'multimnist' else 1):.2f}%" in said.chance
+    )
+    paper = paper_error(meta)
+    assert said.paper == "no paper figure for this setting" if paper is None else said.paper.startswith(f"paper: {paper}%")
+
+
+def test_efficient_capsnet_quotes_the_papers_figure_the_lab_quotes():
+    (meta,) = [m for p, m in SHIPPED if m.config.family == "efficient"]
+    said = card(meta)
+    assert said.size.words() == "161,824 without the decoder, 1,573,168 with"  # the paper's 161k is without it
+    assert said.paper == f"paper: {PAPER[EFFICIENT_MNIST]}%"
+    assert any(f"{PAPER[EFFICIENT_MNIST]}% MNIST test error" in line for line in lab.PUBLISHED)
+
+
+def test_paper_words_say_which_figure_applies():
+    capsnet = next(m for p, m in SHIPPED if p.stem == "capsnet-mnist")
+    small = next(m for p, m in SHIPPED if p.stem == "capsnet-small-mnist")
+    fashion = next(m for p, m in SHIPPED if p.stem == "capsnet-fashion-mnist")
+    assert paper_words(capsnet) == f"paper: {PAPER['capsnet', 'mnist', 3, True]}%"
+    assert paper_words(small) == f"paper: {PAPER['capsnet', 'mnist', 3, True]}% for the full-size model; this one is smaller"
+    assert paper_words(fashion) == "no paper figure for this setting"
+
+
+def test_an_unmeasured_model_says_so_and_claims_no_chance():
+    meta = dataclasses.replace(SHIPPED[0][1], metrics=Metrics())
+    said = card(meta)
+    assert said.error == "not measured" and said.chance is None
+
+
+def test_a_card_near_chance_says_it_does_not_beat_it():
+    meta = next(m for p, m in SHIPPED if p.stem == "capsnet-mnist")
+    near = dataclasses.replace(meta, metrics=Metrics(89.0, 11.0, 300, "fixture"))
+    far = dataclasses.replace(meta, metrics=Metrics(20.0, 80.0, 300, "fixture"))
+    assert "89.00% does not beat chance" in card(near).chance and "20.00% beats chance by 70.00 points" in card(far).chance
