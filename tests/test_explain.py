@@ -185,7 +185,9 @@ def test_pair_routing_words_follow_the_numbers():
     assert "the couplings are near uniform: they keep 100.0% of its entropy, more than 95%, and the predicted class gets " in still
     assert f"being {0.1 + below:.3f}: routing barely reassigns" in still and "0.101 of its prediction to capsule 7" in still
     above = pair_routing_words(_fake(0.001, below + 0.025), "the 7")
-    assert "away from uniform: they keep 100.0% of its entropy, more than 95%, but the predicted class gets 0.17, at least 1.5 times" in above
+    assert (
+        "away from uniform: they keep 100.0% of its entropy, more than 95%, but the predicted class gets 0.17, at least 1.5 times" in above
+    )
     flat_but_low_entropy = pair_routing_words(_fake(0.001, 0.01, entropy_ratio=rules.NEAR_UNIFORM_ENTROPY - 0.01), "the 7")
     assert "away from uniform: they keep 94.0% of its entropy" in flat_but_low_entropy
     assert "The 7 alone sends 0.100 and 0.100" in still
