@@ -7,7 +7,7 @@ import streamlit as st
 st.set_page_config(page_title="capsviz", layout="wide")
 
 from capsviz.serve import local_browser  # noqa: E402 - set_page_config must come first
-from pages.common import sidebar  # noqa: E402
+from pages.common import TURNS, person, sidebar  # noqa: E402
 
 HOME = "pages/tour.py"
 page = st.navigation(
@@ -31,7 +31,13 @@ page = st.navigation(
 )
 try:
     sidebar(page.url_path)
-    page.run()
+    who, teacher = person()
+    waiting = st.empty()
+    if not teacher and TURNS.busy(who):
+        waiting.info("Your other tab is still computing: this one follows as soon as it is done.")
+    with TURNS.take(who, teacher):  # a student's tabs run one at a time: several tabs weigh as one student
+        waiting.empty()
+        page.run()
 except Exception as e:  # Streamlit's own stop and rerun are not Exceptions: they pass
     logging.getLogger("capsviz").exception("page %s failed", page.url_path)
     if local_browser(st.context.ip_address, st.context.headers):

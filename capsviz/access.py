@@ -21,6 +21,7 @@ Nothing here imports Streamlit: the pages pass in what the request carried.
 from __future__ import annotations
 
 import binascii
+import contextlib
 import hashlib
 import hmac
 import ipaddress
@@ -28,6 +29,7 @@ import json
 import os
 import secrets
 import sys
+import threading
 from pathlib import Path
 
 from capsviz.paths import atomic_write, exclusive
@@ -218,3 +220,37 @@ def claim(folder: Path, stem: str, who: str | None, teacher: bool) -> None:
             table[stem] = who
         text = json.dumps(table, sort_keys=True)
         atomic_write(folder / OWNERS_FILE, lambda tmp: Path(tmp).write_text(text))
+
+
+class Turns:
+    """A student's tabs take turns: one page run of theirs at a time in this app process, so
+    three tabs (or a script opening ten sessions with one cookie) weigh on the class as one
+    student does. The teacher's runs never wait. `take(who)` is a context manager; `busy(who)`
+    says whether a run of theirs is under way (the page says why it waits)."""
+
+    def __init__(self, limit: int = 100_000):
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self._limit = limit  # ids kept; beyond, idle ones are forgotten first
+
+    def _lock(self, who: str) -> threading.Lock:
+        with self._guard:
+            if who not in self._locks and len(self._locks) >= self._limit:
+                for k in [k for k, v in self._locks.items() if not v.locked()][: self._limit // 2]:
+                    del self._locks[k]
+            return self._locks.setdefault(who, threading.Lock())
+
+    def busy(self, who: str) -> bool:
+        return self._lock(who).locked()
+
+    @contextlib.contextmanager
+    def take(self, who: str, teacher: bool = False):
+        if teacher:
+            yield
+            return
+        lock = self._lock(who)
+        lock.acquire()
+        try:
+            yield
+        finally:
+            lock.release()

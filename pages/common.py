@@ -132,6 +132,7 @@ def guard_clear_cache() -> None:
 
 guard_clear_cache()
 _teachers: set[str] = set()  # the students' ids that have entered the teacher key in this process
+TURNS = access.Turns()  # a student's page runs in this process, one at a time (app.py)
 
 
 def person() -> tuple[str, bool]:
