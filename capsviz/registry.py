@@ -62,8 +62,9 @@ class Family:
 
     config, model: "module:Class" (or the classes) of its config dataclass and its nn.Module
         (built as model(config=config)).
-    words: the family in a sentence ("a CapsNet"); title: in a label ("CapsNet (vector capsules)").
-    about: one sentence for students.
+    words: the family in a sentence ("a CapsNet"); short: as a name in a list ("CapsNet");
+    title: in a label ("CapsNet (vector capsules)"); about: one sentence for students.
+    score: what its class scores are, as a figure's axis says it ("capsule length").
     routing: its routing's name in ROUTINGS, None for a model without capsules.
     pages: the pages that can show it: "routing" (vector-capsule routing), "em" (EM routing),
         "lab" (its routing can be swapped), "tour" (a tour follows it), "explorer" (with a decoder),
@@ -74,8 +75,10 @@ class Family:
     config: type | str
     model: type | str
     words: str
+    short: str
     title: str
     about: str
+    score: str
     routing: str | None
     pages: frozenset[str] = field(default_factory=frozenset)
 
@@ -151,8 +154,10 @@ FAMILIES: dict[str, Family] = {
             "capsviz.config:CapsNetConfig",
             "capsviz.models.capsnet:CapsNet",
             words="a CapsNet",
+            short="CapsNet",
             title="CapsNet (vector capsules)",
             about="Sabour et al.'s capsule network: vector capsules whose votes are routed by agreement.",
+            score="capsule length",
             routing="dynamic",
             pages=frozenset({"routing", "lab", "tour", "explorer", "robustness"}),
         ),
@@ -161,8 +166,10 @@ FAMILIES: dict[str, Family] = {
             "capsviz.config:EfficientCapsConfig",
             "capsviz.models.efficient_capsnet:EfficientCapsNet",
             words="an Efficient-CapsNet",
+            short="Efficient-CapsNet",
             title="Efficient-CapsNet (vector capsules)",
             about="Mazzia et al.'s small capsule network: vector capsules routed by one pass of self-attention.",
+            score="capsule length",
             routing="self-attention",
             pages=frozenset({"routing", "lab", "tour", "explorer", "robustness"}),
         ),
@@ -171,8 +178,10 @@ FAMILIES: dict[str, Family] = {
             "capsviz.config:MatrixCapsConfig",
             "capsviz.models.matrix_capsnet:MatrixCapsNet",
             words="a matrix-capsule model",
+            short="matrix capsules",
             title="matrix capsules (4x4 poses)",
             about="Hinton et al.'s matrix capsules: each capsule holds a 4x4 pose and an activation, routed by EM.",
+            score="class activation",
             routing="em",
             pages=frozenset({"em", "tour", "robustness"}),
         ),
@@ -181,8 +190,10 @@ FAMILIES: dict[str, Family] = {
             "capsviz.config:CNNConfig",
             "capsviz.models.baselines:BaselineCNN",
             words="a baseline CNN",
+            short="baseline CNN",
             title="plain CNN (no capsules)",
             about="A plain convolutional network, the baseline the capsule papers compare with: no capsules, no routing.",
+            score="softmax probability",
             routing=None,
         ),
     )
@@ -215,6 +226,12 @@ def shows(config, page: str) -> bool:
 def families_on(page: str) -> tuple[str, ...]:
     """The families `page` can show."""
     return tuple(n for n, f in FAMILIES.items() if page in f.pages)
+
+
+def either(page: str) -> str:
+    """The families `page` can show, as a list of names in a sentence ("CapsNet or Efficient-CapsNet")."""
+    names = [FAMILIES[f].short for f in families_on(page)]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def family_words(name: str) -> str:

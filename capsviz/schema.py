@@ -35,6 +35,7 @@ from capsviz.config import (
     config_from_dict,
 )
 from capsviz.errors import CapsvizError
+from capsviz.registry import FAMILIES
 
 MAX_META_BYTES = 1_000_000  # the longest shipped metadata (MultiMNIST, 100 epochs of history) is 126 kB
 MAX_DEPTH = 48  # nesting of JSON containers: a fine-tuning chain of 10 runs needs about 30
@@ -168,8 +169,9 @@ class Lazy:
 
 
 class Config:
-    """A model config: each family's fields and bounds, then the model it describes must build
-    (on PyTorch's meta device: no memory) with at most MAX_PARAMETERS parameters."""
+    """A model config: each family's fields and bounds (one table per family of
+    capsviz.registry.FAMILIES), then the model it describes must build (on PyTorch's meta device: no
+    memory) with at most MAX_PARAMETERS parameters."""
 
     families = {
         "capsnet": Obj(
@@ -250,8 +252,8 @@ class Config:
         if not isinstance(v, dict):
             raise Invalid(where, f"must be an object, found {_show(v)}")
         family = v.get("family")
-        if family not in self.families:
-            raise Invalid(f"{where}.family", f"must be one of {', '.join(self.families)}; found {_show(family)}")
+        if family not in FAMILIES:  # the registered families (capsviz.registry), each with its table above
+            raise Invalid(f"{where}.family", f"must be one of {', '.join(FAMILIES)}; found {_show(family)}")
         self.families[family].check(v, where)
         from capsviz.models import build_model, count_parameters
 
