@@ -60,6 +60,8 @@ class Routing:
 class Family:
     """A model family.
 
+    fields: "module:NAME" (or the object) of its config's fields and bounds, as checkpoint files
+        are checked (a capsviz.schema.Obj).
     config, model: "module:Class" (or the classes) of its config dataclass and its nn.Module
         (built as model(config=config)).
     words: the family in a sentence ("a CapsNet"); short: as a name in a list ("CapsNet");
@@ -72,6 +74,7 @@ class Family:
     """
 
     name: str
+    fields: object
     config: type | str
     model: type | str
     words: str
@@ -151,6 +154,7 @@ FAMILIES: dict[str, Family] = {
     for f in (
         Family(
             "capsnet",
+            "capsviz.schema:CAPSNET_FIELDS",
             "capsviz.config:CapsNetConfig",
             "capsviz.models.capsnet:CapsNet",
             words="a CapsNet",
@@ -163,6 +167,7 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             "efficient",
+            "capsviz.schema:EFFICIENT_FIELDS",
             "capsviz.config:EfficientCapsConfig",
             "capsviz.models.efficient_capsnet:EfficientCapsNet",
             words="an Efficient-CapsNet",
@@ -175,6 +180,7 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             "matrix",
+            "capsviz.schema:MATRIX_FIELDS",
             "capsviz.config:MatrixCapsConfig",
             "capsviz.models.matrix_capsnet:MatrixCapsNet",
             words="a matrix-capsule model",
@@ -187,6 +193,7 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             "cnn",
+            "capsviz.schema:CNN_FIELDS",
             "capsviz.config:CNNConfig",
             "capsviz.models.baselines:BaselineCNN",
             words="a baseline CNN",
