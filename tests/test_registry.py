@@ -107,6 +107,21 @@ def test_the_pages_offer_and_name_a_registered_routing(toy_routing, app, tmp_pat
     assert f"**tiny-longest** was trained with {TOY.words}, not with dynamic routing" in note
 
 
+@pytest.mark.parametrize("name", registry.vector_routings())
+def test_every_registered_routing_runs_as_its_entry_says(name):
+    """Its iterations: one trace per iteration for an iterative routing, one pass otherwise; and
+    whether its couplings start uniform (c = 1/J everywhere at the first pass) as `uniform` words it."""
+    entry = registry.ROUTINGS[name]
+    assert entry.words and entry.about and entry.uniform
+    torch.manual_seed(0)
+    u_hat = torch.randn(2, 10, 6, 16)
+    r = route(name, u_hat, iterations=3, record=True)
+    assert r.v.shape == (2, 10, 16) and r.c.shape[1:] == (2, 6, 10)
+    assert r.c.shape[0] == (3 if entry.iterative else 1)
+    starts_uniform = bool(torch.allclose(r.c[0], torch.full_like(r.c[0], 0.1)))
+    assert starts_uniform == entry.uniform.startswith(("always", "at the first")), entry.uniform
+
+
 def smallest_preset(family: str):
     """The family's preset with the fewest parameters (a test builds and saves it)."""
     configs = [c for c in PRESETS.values() if c.family == family]
