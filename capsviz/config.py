@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar
 
 from capsviz.errors import CapsvizError
+from capsviz.registry import FAMILIES, vector_routings
 
 INPUT_SIZES = (28, 32, 36, 40)
 MAX_ITERATIONS = 20  # routing iterations accepted anywhere: the pages offer 1-10; each is a full pass over the votes
@@ -83,9 +84,9 @@ def check_dataset(spec: str) -> str:
 class CapsNetConfig:
     """Dynamic-routing CapsNet (Sabour et al. 2017, Fig. 1). Defaults are the paper's MNIST model."""
 
-    # What the family offers beyond its fields: the routing the pages can show (dynamic | em |
-    # None) and the TrainRun fields that override its config (capsviz.train.model_config)
-    routing: ClassVar[str | None] = "dynamic"
+    # What the family offers beyond its fields: its routing (capsviz.registry.FAMILIES says which)
+    # and the TrainRun fields that override its config (capsviz.train.model_config)
+    routing: ClassVar[str | None] = FAMILIES["capsnet"].routing
     run_options: ClassVar[tuple[str, ...]] = ("reconstruction", "couplings")
 
     family: str = "capsnet"
@@ -168,7 +169,7 @@ class EfficientCapsConfig:
     and one pass of self-attention routing. Defaults: the paper's MNIST model (161k parameters
     without the decoder)."""
 
-    routing: ClassVar[str | None] = "self-attention"
+    routing: ClassVar[str | None] = FAMILIES["efficient"].routing
     run_options: ClassVar[tuple[str, ...]] = ("reconstruction",)
 
     family: str = "efficient"
@@ -197,7 +198,7 @@ class EfficientCapsConfig:
 class MatrixCapsConfig:
     """Matrix capsules with EM routing (Hinton et al. 2018, Fig. 1). Defaults: the paper's model."""
 
-    routing: ClassVar[str | None] = "em"
+    routing: ClassVar[str | None] = FAMILIES["matrix"].routing
     run_options: ClassVar[tuple[str, ...]] = ("final_lambda",)
     decodes: ClassVar[bool] = False
 
@@ -218,7 +219,7 @@ class MatrixCapsConfig:
 class CNNConfig:
     """The baseline CNNs the papers compare with; `kind` picks which one."""
 
-    routing: ClassVar[str | None] = None
+    routing: ClassVar[str | None] = FAMILIES["cnn"].routing
     run_options: ClassVar[tuple[str, ...]] = ()
     decodes: ClassVar[bool] = False
 
@@ -231,9 +232,9 @@ class CNNConfig:
 
 
 ModelConfig = CapsNetConfig | MatrixCapsConfig | CNNConfig | EfficientCapsConfig
-_FAMILIES = {"capsnet": CapsNetConfig, "matrix": MatrixCapsConfig, "cnn": CNNConfig, "efficient": EfficientCapsConfig}
-# What a CapsNet's couplings may be in training (`couplings`, `--couplings`) and at inference (`routing=`)
-COUPLINGS = ("dynamic", "uniform", "random", "self-attention")
+# What a CapsNet's couplings may be in training (`couplings`, `--couplings`) and at inference
+# (`routing=`): every vector-capsule routing in capsviz.registry.ROUTINGS
+COUPLINGS = vector_routings()
 
 PRESETS: dict[str, ModelConfig] = {
     "capsnet": CapsNetConfig(),
@@ -260,9 +261,9 @@ def to_dict(config: ModelConfig) -> dict:
 
 def config_from_dict(d: dict) -> ModelConfig:
     """Rebuild a config from checkpoint metadata, refusing unknown families or fields."""
-    if not isinstance(d, dict) or d.get("family") not in _FAMILIES:
+    if not isinstance(d, dict) or d.get("family") not in FAMILIES:
         raise CapsvizError(f"unknown model family {d.get('family') if isinstance(d, dict) else d!r}")
-    cls = _FAMILIES[d["family"]]
+    cls = FAMILIES[d["family"]].config_class
     names = {f.name for f in fields(cls)}
     unknown = set(d) - names
     if unknown:

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from capsviz.config import CLASS_SQUASH_AXES, COUPLINGS, ROUTING_LOGITS, ROUTING_SOFTMAX, SQUASH_FORMS
+from capsviz import registry
+from capsviz.config import CLASS_SQUASH_AXES, ROUTING_LOGITS, ROUTING_SOFTMAX, SQUASH_FORMS
 from capsviz.kernels import dynamic as dynamic_kernel
 from capsviz.kernels import em as em_kernel
 from capsviz.kernels import policy
@@ -304,8 +305,15 @@ def _one_pass(u_hat, b, c, squash, record, prior=None) -> RoutingResult:
     return RoutingResult(v=v, c=c, b=b, v_trace=v.detach()[None])
 
 
-# The vector-capsule routings `route` runs by name: every one takes u_hat (B, J, I, D) and gives v (B, J, D)
-ROUTINGS = COUPLINGS
+def __getattr__(name: str):
+    """ROUTINGS: the names of the vector-capsule routings `route` runs (capsviz.registry.ROUTINGS,
+    read when asked, so a routing registered there is one of them): every one takes u_hat
+    (B, J, I, D) and gives v (B, J, D)."""
+    if name == "ROUTINGS":
+        return registry.vector_routings()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 # The squash forms a model may use, by name (capsviz.config.SQUASH_FORMS)
 SQUASHES: dict[str, Callable] = {"sabour": squash, "efficient": efficient_squash}
 assert tuple(SQUASHES) == SQUASH_FORMS
@@ -330,24 +338,39 @@ def route(
     record: bool = False,
     dynamic: DynamicOptions | None = None,
 ) -> RoutingResult:
-    """Route predictions u_hat (B, J, I, D) by the routing called `name` (one of ROUTINGS), so a
-    model can be run with any of them. `iterations` is dynamic routing's; `prior` (J, I) is
-    self-attention's learned log prior (zero when None); `squash` is the model's own for the
-    one-pass routings, each one's paper's when None (dynamic routing uses Eq. 1 unless `dynamic`
-    says otherwise: its agreements are measured on those v, and its hand-written backward assumes
-    it). `dynamic`: dynamic routing's options (`DynamicOptions`; None: Procedure 1's)."""
-    own = {} if squash is None else {"squash": squash}
-    if name == "dynamic":
-        if dynamic is not None and not dynamic.paper:
-            return dynamic_routing_options(u_hat, iterations, dynamic, record)
-        return dynamic_routing_ji(u_hat, iterations, record)
-    if name == "uniform":
-        return uniform_couplings(u_hat, record=record, **own)
-    if name == "random":
-        return random_couplings(u_hat, record=record, **own)
-    if name == "self-attention":
-        return self_attention_routing(u_hat, prior, record=record, **own)
-    raise ValueError(f"unknown routing {name!r}; choose from {', '.join(ROUTINGS)}")
+    """Route predictions u_hat (B, J, I, D) by the routing called `name` (one of ROUTINGS: the
+    vector-capsule routings of capsviz.registry.ROUTINGS), so a model can be run with any of them.
+    `iterations` is dynamic routing's; `prior` (J, I) is self-attention's learned log prior (zero
+    when None); `squash` is the model's own for the one-pass routings, each one's paper's when None
+    (dynamic routing uses Eq. 1 unless `dynamic` says otherwise: its agreements are measured on
+    those v, and its hand-written backward assumes it). `dynamic`: dynamic routing's options
+    (`DynamicOptions`; None: Procedure 1's)."""
+    entry = registry.ROUTINGS.get(name)
+    if entry is None or not entry.vector:
+        raise ValueError(f"unknown routing {name!r}; choose from {', '.join(registry.vector_routings())}")
+    return entry.function(u_hat, iterations=iterations, prior=prior, squash=squash, record=record, dynamic=dynamic)
+
+
+# What `route` calls for each registered routing (capsviz.registry.ROUTINGS names them): every one
+# takes the same keywords and uses those it needs.
+
+
+def route_dynamic(u_hat, *, iterations=3, prior=None, squash=None, record=False, dynamic=None) -> RoutingResult:
+    if dynamic is not None and not dynamic.paper:
+        return dynamic_routing_options(u_hat, iterations, dynamic, record)
+    return dynamic_routing_ji(u_hat, iterations, record)
+
+
+def route_uniform(u_hat, *, iterations=3, prior=None, squash=None, record=False, dynamic=None) -> RoutingResult:
+    return uniform_couplings(u_hat, record=record, **({} if squash is None else {"squash": squash}))
+
+
+def route_random(u_hat, *, iterations=3, prior=None, squash=None, record=False, dynamic=None) -> RoutingResult:
+    return random_couplings(u_hat, record=record, **({} if squash is None else {"squash": squash}))
+
+
+def route_self_attention(u_hat, *, iterations=3, prior=None, squash=None, record=False, dynamic=None) -> RoutingResult:
+    return self_attention_routing(u_hat, prior, record=record, **({} if squash is None else {"squash": squash}))
 
 
 @dataclass

@@ -10,6 +10,7 @@ and builds the typed record every reader uses; its `raw` dict is what the file h
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,6 @@ import torch
 
 from capsviz.config import (
     CLASS_SQUASH_AXES,
-    COUPLINGS,
     DATASET_NAMES,
     MAX_ITERATIONS,
     MAX_SIZE,
@@ -35,6 +35,7 @@ from capsviz.config import (
     config_from_dict,
 )
 from capsviz.errors import CapsvizError
+from capsviz.registry import FAMILIES, resolve, vector_routings
 
 MAX_META_BYTES = 1_000_000  # the longest shipped metadata (MultiMNIST, 100 epochs of history) is 126 kB
 MAX_DEPTH = 48  # nesting of JSON containers: a fine-tuning chain of 10 runs needs about 30
@@ -80,11 +81,12 @@ def Int(lo: float, hi: float) -> Num:
 @dataclass(frozen=True)
 class Str:
     max_len: int = MAX_STRING
-    choices: tuple[str, ...] | None = None
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None  # a function: read at each check
 
     def check(self, v, where: str) -> None:
-        if self.choices is not None and (not isinstance(v, str) or v not in self.choices):
-            raise Invalid(where, f"must be one of {', '.join(self.choices)}; found {_show(v)}")
+        choices = self.choices() if callable(self.choices) else self.choices
+        if choices is not None and (not isinstance(v, str) or v not in choices):
+            raise Invalid(where, f"must be one of {', '.join(choices)}; found {_show(v)}")
         if not isinstance(v, str):
             raise Invalid(where, f"must be a string, found {_show(v)}")
         if len(v) > self.max_len:
@@ -167,92 +169,93 @@ class Lazy:
         self.get().check(v, where)
 
 
-class Config:
-    """A model config: each family's fields and bounds, then the model it describes must build
-    (on PyTorch's meta device: no memory) with at most MAX_PARAMETERS parameters."""
+# Each family's config fields and bounds, as files are checked: its capsviz.registry.FAMILIES entry names its table
+CAPSNET_FIELDS = Obj(
+    {
+        "family": Str(),
+        "in_size": Int(MIN_SIZE, MAX_SIZE),
+        "in_channels": Int(1, 3),
+        "num_classes": Int(2, 100),
+        "conv1_channels": Int(1, 1024),
+        "conv1_kernel": Int(1, 15),
+        "primary_types": Int(1, 128),
+        "primary_dim": Int(1, 64),
+        "primary_kernel": Int(1, 15),
+        "digit_dim": Int(1, 64),
+        "routing_iterations": Int(1, MAX_ITERATIONS),
+        "couplings": Str(choices=vector_routings),  # every registered vector-capsule routing
+        "reconstruction": Bool(),
+        "decoder_hidden": List(Int(1, 8192), max_len=2, min_len=2),
+        # how a network written elsewhere computes (capsviz import); absent in older files: the paper's
+        "primary_grouping": Str(choices=PRIMARY_GROUPINGS),
+        "primary_squash": Str(choices=PRIMARY_SQUASH_AXES),
+        "squash": Str(choices=SQUASH_FORMS),
+        "class_squash": Str(choices=CLASS_SQUASH_AXES),
+        "routing_softmax": Str(choices=ROUTING_SOFTMAX),
+        "routing_logits": Str(choices=ROUTING_LOGITS),
+        "routing_batch": Int(0, 1 << 16),
+        "routing_prior": Bool(),
+        "input_mean": Num(-1e3, 1e3),
+        "input_std": Num(1e-6, 1e3),
+    },
+    extra=False,
+)
+EFFICIENT_FIELDS = Obj(
+    {
+        "family": Str(),
+        "in_size": Int(MIN_SIZE, MAX_SIZE),
+        "in_channels": Int(1, 3),
+        "num_classes": Int(2, 100),
+        "conv_channels": List(Int(1, 1024), max_len=4, min_len=4),
+        "primary_caps": Int(1, 1024),
+        "primary_dim": Int(1, 64),
+        "digit_dim": Int(1, 64),
+        "reconstruction": Bool(),
+        "decoder_hidden": List(Int(1, 8192), max_len=2, min_len=2),
+    },
+    extra=False,
+)
+MATRIX_FIELDS = Obj(
+    {
+        "family": Str(),
+        "in_size": Int(MIN_SIZE, MAX_SIZE),
+        "in_channels": Int(1, 3),
+        "num_classes": Int(2, 100),
+        "A": Int(1, 512),
+        "B": Int(1, 128),
+        "C": Int(1, 128),
+        "D": Int(1, 128),
+        "routing_iterations": Int(1, MAX_ITERATIONS),
+        "coord_add": Bool(),
+        "final_lambda": Num(1e-6, 100),
+    },
+    extra=False,
+)
+CNN_FIELDS = Obj(
+    {
+        "family": Str(),
+        "kind": Str(choices=("mnist", "multimnist", "smallnorb")),
+        "in_size": Int(MIN_SIZE, MAX_SIZE),
+        "in_channels": Int(1, 3),
+        "num_classes": Int(2, 100),
+        "dropout": Num(0, 0.99),
+    },
+    extra=False,
+)
 
-    families = {
-        "capsnet": Obj(
-            {
-                "family": Str(),
-                "in_size": Int(MIN_SIZE, MAX_SIZE),
-                "in_channels": Int(1, 3),
-                "num_classes": Int(2, 100),
-                "conv1_channels": Int(1, 1024),
-                "conv1_kernel": Int(1, 15),
-                "primary_types": Int(1, 128),
-                "primary_dim": Int(1, 64),
-                "primary_kernel": Int(1, 15),
-                "digit_dim": Int(1, 64),
-                "routing_iterations": Int(1, MAX_ITERATIONS),
-                "couplings": Str(choices=COUPLINGS),
-                "reconstruction": Bool(),
-                "decoder_hidden": List(Int(1, 8192), max_len=2, min_len=2),
-                # how a network written elsewhere computes (capsviz import); absent in older files: the paper's
-                "primary_grouping": Str(choices=PRIMARY_GROUPINGS),
-                "primary_squash": Str(choices=PRIMARY_SQUASH_AXES),
-                "squash": Str(choices=SQUASH_FORMS),
-                "class_squash": Str(choices=CLASS_SQUASH_AXES),
-                "routing_softmax": Str(choices=ROUTING_SOFTMAX),
-                "routing_logits": Str(choices=ROUTING_LOGITS),
-                "routing_batch": Int(0, 1 << 16),
-                "routing_prior": Bool(),
-                "input_mean": Num(-1e3, 1e3),
-                "input_std": Num(1e-6, 1e3),
-            },
-            extra=False,
-        ),
-        "efficient": Obj(
-            {
-                "family": Str(),
-                "in_size": Int(MIN_SIZE, MAX_SIZE),
-                "in_channels": Int(1, 3),
-                "num_classes": Int(2, 100),
-                "conv_channels": List(Int(1, 1024), max_len=4, min_len=4),
-                "primary_caps": Int(1, 1024),
-                "primary_dim": Int(1, 64),
-                "digit_dim": Int(1, 64),
-                "reconstruction": Bool(),
-                "decoder_hidden": List(Int(1, 8192), max_len=2, min_len=2),
-            },
-            extra=False,
-        ),
-        "matrix": Obj(
-            {
-                "family": Str(),
-                "in_size": Int(MIN_SIZE, MAX_SIZE),
-                "in_channels": Int(1, 3),
-                "num_classes": Int(2, 100),
-                "A": Int(1, 512),
-                "B": Int(1, 128),
-                "C": Int(1, 128),
-                "D": Int(1, 128),
-                "routing_iterations": Int(1, MAX_ITERATIONS),
-                "coord_add": Bool(),
-                "final_lambda": Num(1e-6, 100),
-            },
-            extra=False,
-        ),
-        "cnn": Obj(
-            {
-                "family": Str(),
-                "kind": Str(choices=("mnist", "multimnist", "smallnorb")),
-                "in_size": Int(MIN_SIZE, MAX_SIZE),
-                "in_channels": Int(1, 3),
-                "num_classes": Int(2, 100),
-                "dropout": Num(0, 0.99),
-            },
-            extra=False,
-        ),
-    }
+
+class Config:
+    """A model config: its family's fields and bounds (the table its capsviz.registry.FAMILIES entry
+    names), then the model it describes must build (on PyTorch's meta device: no memory) with at
+    most MAX_PARAMETERS parameters."""
 
     def check(self, v, where: str) -> None:
         if not isinstance(v, dict):
             raise Invalid(where, f"must be an object, found {_show(v)}")
         family = v.get("family")
-        if family not in self.families:
-            raise Invalid(f"{where}.family", f"must be one of {', '.join(self.families)}; found {_show(family)}")
-        self.families[family].check(v, where)
+        if family not in FAMILIES:  # the registered families (capsviz.registry), each with its table above
+            raise Invalid(f"{where}.family", f"must be one of {', '.join(FAMILIES)}; found {_show(family)}")
+        resolve(FAMILIES[family].fields).check(v, where)
         from capsviz.models import build_model, count_parameters
 
         try:
@@ -290,7 +293,7 @@ RUN = Obj(
         "batch_size": Int(1, 1 << 16),
         "routing_iterations": Maybe(Int(1, MAX_ITERATIONS)),
         "reconstruction": Maybe(Bool()),
-        "couplings": Maybe(Str(choices=COUPLINGS)),
+        "couplings": Maybe(Str(choices=vector_routings)),
         "final_lambda": Maybe(Num(1e-6, 100)),
         "lr": Num(1e-12, 10),
         "lr_decay": Num(1e-6, 1),

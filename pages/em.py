@@ -6,6 +6,7 @@ import streamlit as st
 from capsviz.analysis.explain import NEAREST, PAPER_ZOOM, em_share_words, em_shares, position_words, zoom_limit
 from capsviz.analysis.routing import em_trace
 from capsviz.glossary import help_text, label, term
+from capsviz.registry import shows
 from capsviz.text import plain
 from capsviz.viz import heatmap, lines, png_bytes, to_image
 from capsviz.viz.animation import gif_bytes
@@ -24,7 +25,7 @@ st.markdown(
 )
 
 model, meta, path = page_model(
-    lambda meta: meta.config.routing == "em",
+    lambda meta: shows(meta.config, "em"),
     "matrix capsules with EM routing",
     "**{name}** is {family}. This page shows EM routing between matrix capsules; no matrix-capsule model is in the model "
     "folder; train one: `python -m capsviz train --model matrix-small --compile --out "

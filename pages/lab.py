@@ -5,7 +5,7 @@ import streamlit as st
 from capsviz.analysis import lab
 from capsviz.data.user import short_name
 from capsviz.glossary import help_text
-from capsviz.routing import ROUTINGS
+from capsviz.registry import either
 from capsviz.text import plain
 from capsviz.viz import grouped_bars, seed_strip
 from pages.common import checkpoints, keep_choice, load_model, long_job, page_model, plain_chart, require_router, said_rows, test_set
@@ -24,8 +24,8 @@ st.markdown(
 
 model, meta, path = page_model(
     lambda m: lab.fits(m.config),
-    "a vector-capsule model (a CapsNet or Efficient-CapsNet) whose routing can be swapped",
-    "**{name}** is {family}; the lab swaps the routing of vector capsules. Choose a CapsNet or Efficient-CapsNet.",
+    f"a vector-capsule model (a {either('lab')}) whose routing can be swapped",
+    f"**{{name}}** is {{family}}; the lab swaps the routing of vector capsules. Choose a {either('lab')}.",
 )
 
 fitting = {p.stem: (p, m) for p, m in checkpoints() if lab.fits(m.config)}
@@ -42,8 +42,8 @@ chosen = c[0].multiselect(
 )
 routings = c[1].multiselect(
     "Run with",
-    list(ROUTINGS),
-    default=list(ROUTINGS),
+    list(lab.LAB_ROUTINGS),
+    default=list(lab.LAB_ROUTINGS),
     format_func=lambda r: lab.LAB_ROUTINGS[r],
     key="lab_routings",
     bind="query-params",

@@ -9,6 +9,7 @@ from capsviz.analysis.multimnist import INK, SEGMENT_NAMES, compose_pair, draw_p
 from capsviz.config import DATASETS
 from capsviz.data.multimnist import MAX_SHIFT
 from capsviz.glossary import help_text
+from capsviz.registry import routing_words
 from capsviz.text import plain
 from capsviz.viz import SEGMENT_COLOURS, capsule_bars, png_bytes, segments_image, to_image, two_colour
 from capsviz.viz.explain import coupling_overlays
@@ -165,7 +166,7 @@ st.markdown(
 )
 if meta.config.couplings != "dynamic":
     st.info(
-        f"**{plain(path.stem)}** was trained with {meta.config.couplings} couplings, not with routing: the prediction above uses "
+        f"**{plain(path.stem)}** was trained with {routing_words(meta.config.couplings)}, not with dynamic routing: the prediction above uses "
         f"those. This section runs its capsules with dynamic routing ({meta.config.routing_iterations} iterations) instead, "
         "on weights that training made for the other couplings. The Routing lab compares the two over the test pairs.",
         icon=":material/info:",

@@ -19,6 +19,7 @@ from capsviz.analysis.robustness import (
 from capsviz.config import user_dataset
 from capsviz.data.user import short_name
 from capsviz.glossary import help_text
+from capsviz.registry import FAMILIES, either, shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, sweep_lines, to_image
 from pages.common import (
@@ -56,9 +57,9 @@ st.markdown(
 )
 
 model, meta, path = page_model(
-    lambda m: m.config.routing is not None and (m.config.in_size in (28, 40) or user_dataset(m.image_dataset) is not None),
+    lambda m: shows(m.config, "robustness") and (m.config.in_size in (28, 40) or user_dataset(m.image_dataset) is not None),
     "a capsule model on 28x28 or 40x40 digits, or on your own images, to compare with a CNN",
-    "**{name}** is {family}; this page compares a capsule model (CapsNet or matrix capsules on 28x28 or 40x40 "
+    f"**{{name}}** is {{family}}; this page compares a capsule model ({either('robustness')} on 28x28 or 40x40 "
     "digits, or on your own images) with a baseline CNN. Choose a capsule model.",
 )
 dataset = meta.image_dataset
@@ -152,7 +153,7 @@ with tab_affine:
             cols[0].image(to_image(warped, 5), caption=f"transformed (label {plain(label)})", width=150)
             for col, (name, m) in zip(cols[1:], models.items(), strict=False):
                 p = answer(f"{key}:{name}", m, warped)
-                y_title = {"dynamic": "capsule length", "em": "class activation"}.get(m.config.routing, "softmax probability")
+                y_title = FAMILIES[m.config.family].score
                 col.plotly_chart(
                     plain_chart(
                         capsule_bars(p.scores, names, p.predicted, f"{name}: {names[p.predicted]} ({p.scores[p.predicted]:.2f})", y_title)

@@ -23,6 +23,7 @@ from capsviz.analysis.routing import (
 )
 from capsviz.config import user_dataset
 from capsviz.glossary import class_words, help_text
+from capsviz.registry import either, routing_words, shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
@@ -101,9 +102,9 @@ def attention_view(model, image, label, names) -> None:
 
 
 model, meta, path = page_model(
-    lambda meta: meta.config.routing in ("dynamic", "self-attention"),
-    "a CapsNet or Efficient-CapsNet, whose routing it shows",
-    "**{name}** is {family}. This page shows the routing of vector capsules; pick a CapsNet or Efficient-CapsNet in "
+    lambda meta: shows(meta.config, "routing"),
+    f"a {either('routing')}, whose routing it shows",
+    f"**{{name}}** is {{family}}. This page shows the routing of vector capsules; pick a {either('routing')} in "
     "the sidebar (matrix capsules have the **EM routing** page).",
 )
 if meta.config.routing == "self-attention":
@@ -132,7 +133,7 @@ if how := how_it_computes(meta):  # a model written elsewhere: the routing it re
     st.caption("This model was imported: " + "; ".join(how) + ".")
 if meta.config.couplings != "dynamic":
     st.info(
-        f"**{plain(path.stem)}** was trained with {meta.config.couplings} couplings, not with routing. This page runs its "
+        f"**{plain(path.stem)}** was trained with {routing_words(meta.config.couplings)}, not with dynamic routing. This page runs its "
         "capsules with dynamic routing instead: the weights are the ones that training made for the other couplings.",
         icon=":material/info:",
     )

@@ -9,7 +9,7 @@ from capsviz.analysis import lab
 from capsviz.analysis.tour import TOURS, walk
 from capsviz.glossary import class_words, help_text
 from capsviz.models.efficient_capsnet import MSE_WEIGHT
-from capsviz.routing import ROUTINGS
+from capsviz.registry import shows
 from capsviz.text import plain
 from capsviz.viz import grouped_bars, png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
@@ -26,7 +26,7 @@ st.markdown(
 st.page_link("pages/glossary.py", label="Glossary: every symbol and word, in one place", icon=":material/menu_book:")
 
 model, meta, path = page_model(
-    lambda meta: meta.config.routing in TOURS,
+    lambda meta: shows(meta.config, "tour"),
     "a capsule network to follow an image through",
     "**{name}** is {family}, which has no capsules to follow. Pick a capsule network in the sidebar.",
 )
@@ -48,8 +48,10 @@ def follow(model_key: str, _model, image_bytes: bytes, shape: tuple, routing: st
 
 
 tour = follow(st.session_state["model_key"], model, image.tobytes(), image.shape, routing)
-have = lab.stored_rows([(path, meta)], ROUTINGS) if lab.fits(meta.config) else {}
-steps = walk(tour, names, words, path.stem, truth, looks, [have[path.stem, r] for r in ROUTINGS if (path.stem, r) in have], MSE_WEIGHT)
+have = lab.stored_rows([(path, meta)], list(lab.LAB_ROUTINGS)) if lab.fits(meta.config) else {}
+steps = walk(
+    tour, names, words, path.stem, truth, looks, [have[path.stem, r] for r in lab.LAB_ROUTINGS if (path.stem, r) in have], MSE_WEIGHT
+)
 N = len(steps)
 
 linked_step = link_number("step", 1, N, 1, "step")  # a shared link's step, once

@@ -388,7 +388,7 @@ def test_multimnist_page_on_a_model_trained_without_routing_says_its_routing_sec
     app.switch_page("pages/multimnist.py").run()
     assert not app.exception, app.exception
     note = " ".join(i.value for i in app.info)
-    assert "**tiny-mm-random** was trained with random couplings" in note and "runs its capsules with dynamic routing" in note
+    assert "**tiny-mm-random** was trained with fixed random couplings" in note and "runs its capsules with dynamic routing" in note
 
 
 def test_multimnist_page_offers_a_fitting_model(app):

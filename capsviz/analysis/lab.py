@@ -1,8 +1,8 @@
 """The routing lab: the same capsules run with each routing, measured side by side.
 
 Two axes: the routing a model was *trained with* (its checkpoint's couplings) and the routing it
-is *run with* here (any of `capsviz.routing.ROUTINGS`, for the call only: the shared model is not
-changed). Every measure is on fixed test images, so a stored result equals a fresh run, except the
+is *run with* here (any vector-capsule routing of `capsviz.registry.ROUTINGS`, for the call only: the
+shared model is not changed). Every measure is on fixed test images, so a stored result equals a fresh run, except the
 time per image, which belongs to the machine that measured it.
 
     python -m capsviz.analysis.lab           # the lab's default results for every shipped model
@@ -18,7 +18,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -31,7 +31,7 @@ from capsviz.analysis.robustness import attack_sweep, attack_test_images, predic
 from capsviz.analysis.routing import coupling_summary
 from capsviz.analysis.rules import noise, spread
 from capsviz.data.affine import transform
-from capsviz.routing import ROUTINGS
+from capsviz.registry import ROUTINGS, families_on, vector_routings
 
 # The page's defaults, shared with the stored results
 TEST_IMAGES = 10_000  # test error decides the sentences: the whole test set
@@ -43,14 +43,32 @@ ROTATE_DEG = 20  # ... and turned up to 20 degrees either way, by a seeded draw
 ITERATIONS = 3  # dynamic routing's, as in Sabour et al.
 TIME_BATCH = 100
 TIMINGS = 7  # timings of the batch per row: a speed is claimed only from several (rules.faster)
-FAMILIES = ("capsnet", "efficient")  # vector capsules: every routing in ROUTINGS fits them
 
-LAB_ROUTINGS = {
-    "dynamic": "dynamic routing, 3 iterations",
-    "uniform": "uniform couplings (no routing)",
-    "random": "fixed random couplings",
-    "self-attention": "self-attention routing (one pass)",
-}
+
+def run_with_words(name: str) -> str:
+    """A routing as the lab runs it, in plain words: its registry words, with the lab's
+    iterations for an iterative one ("dynamic routing, 3 iterations")."""
+    entry = ROUTINGS[name]
+    return entry.words + (f", {ITERATIONS} iterations" if entry.iterative else "")
+
+
+class _LabRoutings(Mapping):
+    """The routings the lab runs (every vector-capsule routing in capsviz.registry.ROUTINGS, in its
+    order) -> `run_with_words`; read from the registry at each look-up, so a routing added there is here."""
+
+    def __getitem__(self, name: str) -> str:
+        if name not in vector_routings():
+            raise KeyError(name)
+        return run_with_words(name)
+
+    def __iter__(self):
+        return iter(vector_routings())
+
+    def __len__(self) -> int:
+        return len(vector_routings())
+
+
+LAB_ROUTINGS = _LabRoutings()
 
 
 @dataclass(frozen=True)
@@ -140,7 +158,7 @@ class RunWith:
 
 
 def trained_with(config) -> str:
-    """The routing a model was trained with, in `ROUTINGS`' names: dynamic routing with one
+    """The routing a model was trained with, in capsviz.registry.ROUTINGS' names: dynamic routing with one
     iteration is uniform couplings (b = 0, so softmax(b) is 1/J)."""
     couplings = getattr(config, "couplings", None) or config.routing
     if couplings == "dynamic" and getattr(config, "routing_iterations", 0) == 1:
@@ -176,7 +194,8 @@ def preset_and_data(meta) -> str:
 
 
 def fits(config) -> bool:
-    return config.family in FAMILIES
+    """Whether the lab can swap this model's routing (its family entry lists the lab's page)."""
+    return config.family in families_on("lab")
 
 
 def shifted(x: torch.Tensor, seed: int = 0) -> torch.Tensor:
@@ -199,7 +218,7 @@ def measure(
     (an ImageSet: 28x28 digits, or the user's images the model was trained on)."""
     say = on_progress or (lambda _: None)
     cfg = model.config
-    run = RunWith(model, routing, settings.iterations if routing == "dynamic" else None)
+    run = RunWith(model, routing, settings.iterations if ROUTINGS[routing].iterative else None)
     n = min(settings.test_images, len(data))
     x, y = attack_test_images(data, n, cfg.in_size)
     say("test error")
@@ -288,7 +307,13 @@ COMPARED = (
     ("fgsm_accuracy", "n_images", "accuracy under FGSM", True),
     ("pair_accuracy", "n_pairs", "MultiMNIST pair accuracy", True),
 )
-VOTE_BASED = ("dynamic", "self-attention")  # the routings that compute the couplings from the votes
+
+
+def vote_based() -> tuple[str, ...]:
+    """The routings that compute the couplings from the votes (capsviz.registry.Routing.from_votes)."""
+    return tuple(r for r in vector_routings() if ROUTINGS[r].from_votes)
+
+
 TIME_RULE = rules.RULES["faster"] + " " + rules.RULES["busy"]  # said beside the times
 
 MASKING = (
@@ -331,7 +356,7 @@ def report(rows: list[Row], studies: list[SeedStudy] = ()) -> Report:
         own = _own(rs)
         said = [_against(name, r, own) for r in rs.values() if own is not None and r is not own]
         masked = masked or any(_verdict(r, own, "fgsm_accuracy", "n_images", True) == "better" for r in rs.values() if own is not None)
-        said += [_coupling(r) for r in rs.values() if r.run_with in VOTE_BASED]
+        said += [_coupling(r) for r in rs.values() if r.run_with in vote_based()]
         if (t := _time(name, rs)) is not None:
             said.append(t)
         models[name] = said
@@ -447,7 +472,7 @@ def _gap(rs: list[Row], field_: str, count: str, words: str, unit: str, higher: 
 def _coupling(r: Row) -> str:
     """How far a routing that computes the couplings from the votes moves them from uniform, by
     both parts of the near-uniform rule (rules.uniform_words)."""
-    what = "dynamic routing" if r.run_with == "dynamic" else "self-attention routing"
+    what = ROUTINGS[r.run_with].words
     return (
         f"With {what}, **{r.model}**'s couplings, set beside the uniform split (each class 1/{r.classes} of a vote), are "
         f"{rules.uniform_words(r.entropy_ratio, r.coupling_to_prediction, 1 / r.classes)} (averaged over {COUPLING_IMAGES} images)."
@@ -486,7 +511,7 @@ def _of(k: int, n: int) -> str:
 def _routings(names) -> str:
     """The routings among `names`, in the lab's order: "dynamic, uniform or self-attention"."""
     given = set(names)
-    names = [r for r in ROUTINGS if r in given]
+    names = [r for r in vector_routings() if r in given]
     return ", ".join(names[:-1]) + (" or " if len(names) > 1 else "") + names[-1]
 
 
@@ -529,8 +554,13 @@ def short_answer(rows: list[Row]) -> list[str]:
     Each quotes the table's own numbers."""
     by_model = _by_model(rows)
     said = [
-        _swap(by_model, "uniform", "**Run without routing.** Run with uniform couplings (no routing)", VOTE_BASED),
-        _swap(by_model, "random", "**Random couplings.** Run with fixed random couplings", tuple(r for r in ROUTINGS if r != "random")),
+        _swap(by_model, "uniform", f"**Run without routing.** Run with {run_with_words('uniform')}", vote_based()),
+        _swap(
+            by_model,
+            "random",
+            f"**Random couplings.** Run with {run_with_words('random')}",
+            tuple(r for r in vector_routings() if r != "random"),
+        ),
     ]
     groups = []
     for arch, rs in _groups(rows).items():
@@ -583,7 +613,7 @@ def hidden(rows: list[Row]) -> list[str]:
     """A note on what the routings hidden under "Run with" leave out of the sentences (nothing is
     dropped without one)."""
     shown = {r.run_with for r in rows}
-    off = [r for r in ROUTINGS if r not in shown]
+    off = [r for r in vector_routings() if r not in shown]
     if not rows or not off:
         return []
     lost = []
@@ -601,10 +631,7 @@ def hidden(rows: list[Row]) -> list[str]:
         lost.append("the short answer on running without routing (uniform couplings)")
     if "random" in off:
         lost.append("the short answer on fixed random couplings")
-    if "dynamic" in off:
-        lost.append("how far dynamic routing moves the couplings from uniform")
-    if "self-attention" in off:
-        lost.append("how far self-attention routing moves the couplings from uniform")
+    lost += [f"how far {ROUTINGS[r].words} moves the couplings from uniform" for r in off if ROUTINGS[r].from_votes]
     if "dynamic" in off or "uniform" in off:
         lost.append("the time of dynamic routing against uniform couplings")
     return [
@@ -652,7 +679,7 @@ class SeedStudy:
     def from_stored(cls, d: dict, shipped: bool = False) -> SeedStudy:
         """The study stored as `d`; KeyError, TypeError or ValueError where it is not one."""
         seeds = tuple(int(s) for s in d["seeds"])
-        errors = {r: [float(e) for e in d[r]] for r in ROUTINGS if r in d}
+        errors = {r: [float(e) for e in d[r]] for r in vector_routings() if r in d}
         if len(seeds) < 2 or len(set(seeds)) != len(seeds):
             raise ValueError("a seed study needs two seeds or more, each once")
         if not errors or any(len(e) != len(seeds) or not all(0 <= x <= 100 for x in e) for e in errors.values()):
@@ -682,7 +709,7 @@ def seed_study(metas) -> SeedStudy:
     if len(n_test) != 1:
         raise ValueError(f"the models were tested on different numbers of images: {sorted(n_test)}")
     hardware = sorted({m.hardware or "" for m in metas})
-    ordered = {r: [errors[r][s] for s in seeds] for r in ROUTINGS if r in errors}  # the lab's order of routings
+    ordered = {r: [errors[r][s] for s in seeds] for r in vector_routings() if r in errors}  # the lab's order of routings
     return SeedStudy(shared.pop(), tuple(seeds), ordered, n_test.pop(), "; ".join(hardware)[:MAX_HARDWARE])
 
 
@@ -842,7 +869,7 @@ def precompute(folder: Path, out: Path, data_dir=None) -> list[Row]:
     entries = [(p, meta) for p, meta in list_checkpoints(folder) if not isinstance(meta, str) and fits(meta.config)]
     load = lambda p: load_checkpoint(p)[0]  # noqa: E731
     data = lambda meta: model_test_set(meta.image_dataset, meta.config.in_size, meta.config.in_channels, data_dir)  # noqa: E731
-    return run_lab(entries, ROUTINGS, load, data, folders=[out], into=out)
+    return run_lab(entries, vector_routings(), load, data, folders=[out], into=out)
 
 
 # The table's columns with the decimals they are shown with (the sentences quote them so)
@@ -912,9 +939,9 @@ if __name__ == "__main__":
                 continue
             model = load_checkpoint(path)[0]
             x, _ = attack_test_images(load_split(meta.image_dataset, "test"), TIME_BATCH, meta.config.in_size)
-            where = {r: key(path, r, meta.image_dataset, Settings()) for r in ROUTINGS}
+            where = {r: key(path, r, meta.image_dataset, Settings()) for r in vector_routings()}
             values = {r: v for r, w in where.items() if (v := stored.read(w, [target])) is not None}
-            runs = {r: RunWith(model, r, ITERATIONS if r == "dynamic" else None) for r in values}
+            runs = {r: RunWith(model, r, ITERATIONS if ROUTINGS[r].iterative else None) for r in values}
             timed, load, cores = retime(runs, x), os.getloadavg()[0], os.cpu_count() or 0
             if rules.busy(load, cores):  # a busy machine's times would replace better ones and claim nothing
                 print(f"{path.stem}: the machine is busy (load {load:.1f} on {cores} cores), so its times are not stored", file=sys.stderr)
@@ -937,7 +964,7 @@ if __name__ == "__main__":
         print("\n".join(f"- {line}" for line in seed_sentences(study)))
     elif "--table" in sys.argv:  # what is stored, as the page shows it: nothing is measured
         entries = [(p, m) for p, m in list_checkpoints(shipped_checkpoints()) if not isinstance(m, str) and fits(m.config)]
-        have = stored_rows(entries, ROUTINGS, folders=[target])
-        print(markdown([have[p.stem, r] for p, _ in entries for r in ROUTINGS if (p.stem, r) in have], stored_studies([target])))
+        have = stored_rows(entries, vector_routings(), folders=[target])
+        print(markdown([have[p.stem, r] for p, _ in entries for r in vector_routings() if (p.stem, r) in have], stored_studies([target])))
     else:
         print(f"{len(precompute(shipped_checkpoints(), target))} lab results in {target}")

@@ -17,6 +17,7 @@ import torch
 from capsviz.analysis import as_batch, coupling_entropy, rules
 from capsviz.analysis.zoo import parameter_counts
 from capsviz.glossary import DIGIT_WORDS, ClassWords, label
+from capsviz.registry import ROUTINGS
 from capsviz.routing import efficient_squash, squash
 from capsviz.text import plain
 
@@ -538,18 +539,13 @@ def lab_words(rows: list, routing_words: dict[str, str]) -> tuple[list[str], dic
             said.append(head + f"{two(abs(gap))} points {'worse' if gap > 0 else 'better'}, more than the ±{two(band)} chance gives.")
     tallest = max(rows, key=lambda r: r.test_error)
     if tallest is not own and rules.beyond_chance(tallest.test_error, tallest.n_test, own.test_error, own.n_test):
-        why = {
-            "random": "each primary capsule's vote is split over the classes by fixed random shares, the same for every image",
-            "uniform": "every vote is split evenly over the classes, whatever the image",
-            "dynamic": "the couplings are set by three iterations of agreement",
-            "self-attention": "the couplings are set by one pass of self-attention",
-        }.get(tallest.run_with, "the couplings are set another way")
+        why = ROUTINGS[tallest.run_with].about if tallest.run_with in ROUTINGS else "the couplings are set another way"
         said.append(
             f"The tallest bar is {routing_words.get(tallest.run_with, tallest.run_with)} ({two(tallest.test_error)}%): {why}, "
             f"while this model was trained with {routing_words.get(own.run_with, own.run_with)}: its weights W learned to make "
             "predictions for those couplings, not for these."
         )
-    if own.run_with in ("dynamic", "self-attention"):
+    if own.run_with in ROUTINGS and ROUTINGS[own.run_with].from_votes:
         said.append(
             f"Averaged over the lab's test images, a primary capsule gives the predicted class {two(own.coupling_to_prediction)} "
             f"of its vote with {routing_words.get(own.run_with, own.run_with)} (uniform: {two(1 / own.classes)}). "

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from capsviz.config import CapsNetConfig, CNNConfig, EfficientCapsConfig, MatrixCapsConfig, ModelConfig
+from capsviz.config import ModelConfig
+from capsviz.registry import FAMILIES
 
 
 @dataclass
@@ -31,20 +32,11 @@ class ModelOutput:
 
 
 def build_model(config: ModelConfig) -> torch.nn.Module:
-    from capsviz.models.baselines import BaselineCNN
-    from capsviz.models.capsnet import CapsNet
-    from capsviz.models.efficient_capsnet import EfficientCapsNet
-    from capsviz.models.matrix_capsnet import MatrixCapsNet
-
-    if isinstance(config, CapsNetConfig):
-        return CapsNet(config=config)
-    if isinstance(config, MatrixCapsConfig):
-        return MatrixCapsNet(config=config)
-    if isinstance(config, EfficientCapsConfig):
-        return EfficientCapsNet(config=config)
-    if isinstance(config, CNNConfig):
-        return BaselineCNN(config=config)
-    raise TypeError(f"not a model config: {config!r}")
+    """The model `config` describes: its family's model class (capsviz.registry.FAMILIES)."""
+    entry = FAMILIES.get(getattr(config, "family", None))
+    if entry is None or not isinstance(config, entry.config_class):
+        raise TypeError(f"not a model config: {config!r}")
+    return entry.build(config)
 
 
 def count_parameters(model: torch.nn.Module) -> int:
