@@ -128,3 +128,14 @@ def pair_accuracy(
         for k in order.tolist()
     ]
     return PairAccuracy(100.0 * right / max(n, 1), n, hardest)
+
+
+def ink_under(image: np.ndarray, pos: int, grid: int) -> float:
+    """The share of the pixels a grid x grid map's square `pos` (row by row) covers when stretched over
+    `image` (H, W) that are ink (above INK). The coupling figures stretch the map over the input; a
+    pixel belongs to the square whose centre is nearest to it."""
+    H, W = image.shape[-2:]
+    rows = np.floor((np.arange(H) + 0.5) * grid / H).astype(int) == pos // grid
+    cols = np.floor((np.arange(W) + 0.5) * grid / W).astype(int) == pos % grid
+    under = np.asarray(image)[np.ix_(rows, cols)]
+    return float((under > INK).mean()) if under.size else 0.0
