@@ -18,6 +18,7 @@ from capsviz.analysis.explain import (
     EMShares,
     PairRouting,
     capsule_role,
+    distance_words,
     em_share_words,
     em_shares,
     pair_routing,
@@ -28,6 +29,7 @@ from capsviz.analysis.explain import (
     position_words,
     reconstruction_words,
     round_up,
+    verdict_words,
     zoom_limit,
 )
 from capsviz.analysis.multimnist import INK, compose_pair, ink_under
@@ -358,3 +360,30 @@ def test_pair_routing_words_quote_the_shipped_multimnist_models_numbers():
             assert f"({r.maps[0, -1, q].max():.3f}) is at {position_words(int(r.peak_at[q]), G)}" in said
             ink = ink_under(pair, int(r.peak_at[q]), G)
             assert ("off the digits' ink" in said) == (ink == 0)
+
+
+def test_the_winner_is_called_right_or_wrong_where_the_label_is_known():
+    """A test image's label is known: the EM words say whether the winner (the prediction) is right."""
+    digits = [str(k) for k in range(10)]
+    assert verdict_words("1", "7", digits) == "wrong: the label is 7"
+    assert verdict_words("7", "7", digits) == "right: the label is 7"
+    assert verdict_words("7", "drawn", digits) == "no label to check it against"  # a drawing or upload
+    sh = EMShares(1, np.array([0.1]), np.array([1.0]), np.array([1.0]), 0.1)
+    wrong = em_share_words(sh, "1", trained=1, label="7", names=digits)
+    assert "the winner, class 1, is the first panel (red); it is the prediction, wrong: the label is 7." in wrong
+    right = em_share_words(sh, "1", trained=1, label="1", names=digits)
+    assert "it is the prediction, right: the label is 1." in right and "wrong" not in right
+    assert "it is the prediction" not in em_share_words(sh, "1", trained=1)
+
+
+def test_vote_distances_are_said_to_be_raw_pose_distances(matrix):
+    """The words say what em_trace measures: the plain Euclidean distance over the 16 pose entries
+    between a vote and the class's mean pose, not scaled by sigma."""
+    tr = em_trace(matrix, IMAGE, 2)
+    with torch.no_grad():
+        votes = matrix.trace(torch.tensor(IMAGE).view(1, 1, 28, 28), 2).trace.votes[0].float().numpy()  # (I, J, 16)
+    raw = np.sqrt(((votes[None] - tr.mu[:, None]) ** 2).sum(-1))  # (T, I, J)
+    np.testing.assert_allclose(tr.distances, raw, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(tr.distances, raw / tr.sigma.mean(-1)[:, None])  # not in units of sigma
+    said = distance_words(tr)
+    assert "over the 16 entries of the 4x4 pose matrix, in the pose's own raw units: not divided by the spread sigma" in said

@@ -84,10 +84,30 @@ def em_shares(trace: EMTrace) -> EMShares:
     return EMShares(w, mass[:, w] / I, near, near_others, 1.0 / J)
 
 
-def em_share_words(sh: EMShares, name: str, trained: int) -> str:
+def distance_words(trace: EMTrace) -> str:
+    """What a vote distance is measured in (em_trace's distances), for the page beside the histograms."""
+    D = trace.mu.shape[-1]
+    side = round(D**0.5)
+    return (
+        f"A vote's distance is the straight-line (Euclidean) distance between the vote and the class's mean pose mu, over the "
+        f"{D} entries of the {side}x{side} pose matrix, in the pose's own raw units: not divided by the spread sigma, so it "
+        "has no fixed scale and compares only within one model."
+    )
+
+
+def verdict_words(predicted: str, label: str, names) -> str:
+    """Whether a prediction is right, when the image's label is one of the classes (a test image):
+    'right: the label is 7' or 'wrong: the label is 7'; for a drawing or an upload, that no label says."""
+    if label not in [str(n) for n in names]:
+        return "no label to check it against"
+    return f"{'right' if str(label) == str(predicted) else 'wrong'}: the label is {label}"
+
+
+def em_share_words(sh: EMShares, name: str, trained: int, label: str | None = None, names=()) -> str:
     """What to look for in the EM histograms, from the numbers em_shares gives the page: the
     winner's share of all assignment (its trend over the iterations) and how near the votes it
-    explains lie, beside the other classes'."""
+    explains lie, beside the other classes'. With the image's `label` (and the class `names`), it
+    says whether the winner, the prediction, is right (verdict_words)."""
     T = len(sh.share)
     first, last = float(sh.share[0]), float(sh.share[-1])
     if T > 1:
@@ -97,7 +117,9 @@ def em_share_words(sh: EMShares, name: str, trained: int) -> str:
     near, far = float(sh.near[-1]), float(sh.near_others[-1])
     closer = "nearer to" if near < far else "farther from" if near > far else "as near to"
     said = (
-        f"What to look for: the winner, class {name}, is the first panel (red). Its share of all assignment {share}; the "
+        f"What to look for: the winner, class {name}, is the first panel (red)"
+        + ("" if label is None else f"; it is the prediction, {verdict_words(name, label, names)}")
+        + f". Its share of all assignment {share}; the "
         f"votes it explains lie on average {near:.3g} from its mean pose, {closer} it than the votes the other classes "
         f"explain are to theirs ({far:.3g})."
     )
