@@ -81,6 +81,14 @@ class PairAccuracy:
     accuracy: float  # % of pairs whose two labels are the two most active capsules
     n: int
     hardest: list[dict]  # the pairs with the smallest margin (wrong ones first): index, shifts, labels, top2, margin
+    right: int = 0  # pairs right
+
+    def words(self) -> str:
+        """The metric's accuracy with what it was measured on."""
+        return (
+            f"{self.right:,} of {self.n:,} test pairs right ({self.accuracy:.1f}%; test error {100 - self.accuracy:.1f}%): a pair "
+            "is right when its two labels are the two longest capsules."
+        )
 
 
 @torch.no_grad()
@@ -127,7 +135,7 @@ def pair_accuracy(
         }
         for k in order.tolist()
     ]
-    return PairAccuracy(100.0 * right / max(n, 1), n, hardest)
+    return PairAccuracy(100.0 * right / max(n, 1), n, hardest, right)
 
 
 def ink_under(image: np.ndarray, pos: int, grid: int) -> float:
