@@ -90,8 +90,9 @@ def iteration_view(tr, image, label_, pred: int) -> None:
             "the assignments move."
         )
     left, right = st.columns([1, 3])
-    shown = [plain(n) for n in names]  # plain: every class name and the label are made plain here
-    left.image(to_image(image), caption=f"input, prediction {shown[pred]} ({verdict_words(shown[pred], plain(label_), shown)})", width=168)
+    shown = [plain(n) for n in names]  # every class name made plain here, and the label below
+    verdict = verdict_words(shown[pred], plain(label_), shown)
+    left.image(to_image(image), caption=f"input, prediction {shown[pred]} ({verdict})", width=168)  # plain: names made plain above
     left.metric(label("lambda"), f"{tr.lambdas[t]:.3f}", help=help_text("lambda"))
     zoom_on = right.toggle(
         "Zoom in on the nearest votes (Fig. 2's zoom)",
