@@ -276,9 +276,10 @@ def family_words(family: str) -> str:
     return FAMILY_WORDS.get(family, f"a {family} model")
 
 
-def page_model(fits, needs: str, why: str):
+def page_model(fits, needs: str, why: str, choose=None):
     """(model, meta, path) for this page: the active model when `fits(meta)`; else a model from the
-    folder that fits (the same dataset's first), named at the top of the page with a button to make
+    folder that fits (the same dataset's first, or `choose(meta, suitable)`'s pick, which returns
+    ((path, meta), a sentence on why)), named at the top of the page with a button to make
     it the active model everywhere; else the page explains `why` ({name} and {family} filled in)
     and stops ({family}: `family_words`). `needs` says in a few words what the page needs."""
     loaded = active_model()
@@ -291,7 +292,9 @@ def page_model(fits, needs: str, why: str):
     if not suitable:
         st.info(why.format(name=plain(path.stem), family=family_words(meta.family)))  # plain: the name is made plain
         st.stop()
-    stand, stand_meta = suitable[0]
+    (stand, stand_meta), picked = suitable[0], ""
+    if choose is not None:
+        (stand, stand_meta), picked = choose(meta, suitable)
     try:
         model, meta2 = load_model(stand)
     except (CapsvizError, OSError) as e:
@@ -301,7 +304,8 @@ def page_model(fits, needs: str, why: str):
         f"**{plain(path.stem)}**, the model in the sidebar, is {family_words(meta.family)}; this page needs {needs}, "
         f"so it shows **{plain(stand.stem)}**"
         + ("" if stand_meta.dataset == meta.dataset else f" (trained on {plain(stand_meta.dataset)})")
-        + ".",
+        + "."
+        + (f" {plain(picked)}" if picked else ""),
         icon=":material/swap_horiz:",
     )
     if st.button(f"Use {plain(stand.stem)} on every page", key=f"switch_{stand.stem}"):

@@ -3,7 +3,16 @@
 import numpy as np
 import streamlit as st
 
-from capsviz.analysis.explain import NEAREST, PAPER_ZOOM, em_share_words, em_shares, position_words, zoom_limit
+from capsviz.analysis.explain import (
+    NEAREST,
+    PAPER_ZOOM,
+    distance_words,
+    em_share_words,
+    em_shares,
+    position_words,
+    verdict_words,
+    zoom_limit,
+)
 from capsviz.analysis.routing import em_trace
 from capsviz.glossary import help_text, label, term
 from capsviz.registry import shows
@@ -82,7 +91,9 @@ def iteration_view(tr, image, label_, pred: int) -> None:
             "the assignments move."
         )
     left, right = st.columns([1, 3])
-    left.image(to_image(image), caption=f"input (label {plain(label_)}), prediction {plain(names[pred])}", width=168)
+    shown = [plain(n) for n in names]  # every class name made plain here, and the label below
+    verdict = verdict_words(shown[pred], plain(label_), shown)
+    left.image(to_image(image), caption=f"input, prediction {shown[pred]} ({verdict})", width=168)  # plain: names made plain above
     left.metric(label("lambda"), f"{tr.lambdas[t]:.3f}", help=help_text("lambda"))
     zoom_on = right.toggle(
         "Zoom in on the nearest votes (Fig. 2's zoom)",
@@ -95,8 +106,8 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     zoom = zoom_limit(tr.distances, zoom_on)
     sh = em_shares(tr)
     right.markdown(
-        f"**Shown: vote distances from 0 to {zoom.limit:g}**: {plain(zoom.why)}.  \n"
-        + em_share_words(sh, plain(names[sh.winner]), meta.config.routing_iterations)  # plain: its one name is made plain here
+        f"**Shown: vote distances from 0 to {zoom.limit:g}**: {plain(zoom.why)}. {distance_words(tr)}  \n"
+        + em_share_words(sh, shown[sh.winner], meta.config.routing_iterations, plain(label_), shown)  # plain: made plain above
     )
     frame = em_histogram_frames(tr, zoom.limit, names, t)[0]
     st.image(frame, width="stretch")

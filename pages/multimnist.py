@@ -233,7 +233,8 @@ res = long_job(
     lambda progress: pair_accuracy(model, data.images, data.labels, n, on_progress=progress),
 )
 if res is not None:
-    st.metric("Accuracy", f"{res.accuracy:.1f}%", help=f"{res.n} pairs; test error {100 - res.accuracy:.1f}%")
+    st.metric("Accuracy", f"{res.accuracy:.1f}%", help=res.words())
+    st.caption(res.words())
     st.markdown("**The hardest pairs** (wrong ones first, then those where the second digit's capsule was least sure):")
     gallery = st.columns(len(res.hardest))
     for col, h in zip(gallery, res.hardest, strict=True):

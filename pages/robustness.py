@@ -14,6 +14,7 @@ from capsviz.analysis.robustness import (
     attack_test_images,
     describe_comparison,
     other_class,
+    stand_in,
     warp,
 )
 from capsviz.config import user_dataset
@@ -61,6 +62,7 @@ model, meta, path = page_model(
     "a capsule model on 28x28 or 40x40 digits, or on your own images, to compare with a CNN",
     f"**{{name}}** is {{family}}; this page compares a capsule model ({either('robustness')} on 28x28 or 40x40 "
     "digits, or on your own images) with a baseline CNN. Choose a capsule model.",
+    lambda sidebar, suitable: stand_in(sidebar, suitable, checkpoints()),
 )
 dataset = meta.image_dataset
 size = meta.config.in_size
@@ -194,7 +196,7 @@ with tab_affine:
             )
             said = {plain(k): v for k, v in sweep.items()}
             for line in describe_comparison(said, strengths, plain(path.stem), "strength", n):
-                st.markdown(line)  # plain: its names are made plain above
+                st.markdown(line, help=help_text("beyond_chance"))  # plain: its names are made plain above
             st.caption(
                 "The paper's 79% against 66% (Sabour et al. 5.2) comes from models trained on digits placed anywhere on a 40x40 "
                 "canvas and tested on the real affNIST. A 28x28 model here saw only centred digits in training, so both models "
@@ -273,7 +275,7 @@ with tab_adv:
                 for line in describe_comparison(
                     said, epsilons, capsule, "epsilon", n, higher_is_robust=not targeted, baseline=plain(cnn_stem)
                 ):
-                    st.markdown(line)  # plain: its names are made plain above
+                    st.markdown(line, help=help_text("beyond_chance"))  # plain: its names are made plain above
             st.caption(
                 "Why this can differ from the papers: the claim is Hinton et al.'s (section 6), for matrix capsules with EM routing "
                 f"on smallNORB (chance there is 20%; with {len(names)} classes here, {100 / len(names):.0f}%); Sabour et al. make none for attacks. The models here are trained "

@@ -18,18 +18,21 @@ from capsviz.analysis.explain import (
     EMShares,
     PairRouting,
     capsule_role,
+    distance_words,
     em_share_words,
     em_shares,
     pair_routing,
     pair_routing_words,
     pair_words,
     panel_order,
+    peak_words,
     position_words,
     reconstruction_words,
     round_up,
+    verdict_words,
     zoom_limit,
 )
-from capsviz.analysis.multimnist import compose_pair
+from capsviz.analysis.multimnist import INK, compose_pair, ink_under
 from capsviz.analysis.routing import EMTrace, dynamic_trace, em_trace, vote_histograms
 from capsviz.config import preset
 from capsviz.models import build_model
@@ -158,46 +161,99 @@ def test_pair_routing_is_dynamic_traces_couplings(pair_model, pair):
     assert r.peak_at.shape == (2,) and (r.peak_vote > 0).all()
 
 
-def _fake(mean_move: float, weighted_move: float, T: int = 3, entropy_ratio: float = 1.0) -> PairRouting:
+def _fake(
+    mean_move: float, weighted_move: float, T: int = 3, entropy_ratio: float = 1.0, single_move: float = 0.0, ink: float = 0.0
+) -> PairRouting:
+    """Couplings of 0.1 (uniform) everywhere but the last iteration: the pair's plain means move by
+    mean_move, its length-weighted mean to capsule 7 by weighted_move, the single digit's length-
+    weighted mean to capsule 2 by single_move; the earlier iterations and the maps move far (0.4),
+    numbers the words must not quote."""
     mean = np.full((2, T, 2), 0.1)
     weighted = np.full((2, T, 2), 0.1)
-    mean[:, -1] += mean_move
-    weighted[0, -1] += weighted_move
+    mean[0, -1] += mean_move
+    weighted[0, -1, 0] += weighted_move
+    weighted[1, -1, 1] += single_move
+    if T > 1:
+        mean[:, 0] = weighted[:, 0] = 0.4  # an iteration not quoted
     return PairRouting(
         (7, 2),
-        np.full((2, T, 2, 6, 6), 0.1),
+        np.full((2, T, 2, 6, 6), 0.4),
         mean,
         weighted,
-        mean.copy(),
+        np.full((2, T, 2), 0.4),
         np.zeros((2, 10)),
         0.1,
         np.array([0, 35]),
         np.array([0.5, 2.0]),
-        entropy_ratio,
+        np.array([ink, ink]),
+        np.array([entropy_ratio, 1.0]),
     )
 
 
 def test_pair_routing_words_follow_the_numbers():
-    """Near uniform by capsviz.analysis.rules: the largest share shown on both sides of
-    NEAR_UNIFORM_SHARE times uniform, and the entropy on both sides of NEAR_UNIFORM_ENTROPY."""
+    """Near uniform by capsviz.analysis.rules, for the pair from the pair's own numbers at the last
+    iteration (never the single digit's, another iteration's or the maps'), and for the single digit
+    from its own: the share on both sides of NEAR_UNIFORM_SHARE times uniform, the entropy on both
+    sides of NEAR_UNIFORM_ENTROPY."""
     below = 0.1 * rules.NEAR_UNIFORM_SHARE - 0.1 - 0.005  # the move that keeps the share just under the rule's
-    still = pair_routing_words(_fake(0.001, below), "the 7")
-    assert "the couplings are near uniform: they keep 100.0% of its entropy, more than 95%, and the predicted class gets " in still
-    assert f"being {0.1 + below:.3f}: routing barely reassigns" in still and "0.101 of its prediction to capsule 7" in still
+    # the single digit far from uniform does not make the pair so (the old words took the largest of both)
+    still = pair_routing_words(_fake(0.001, below, single_move=0.09), "the 7")
+    assert (
+        f"over the pair the couplings are near uniform: they keep 100.0% of its entropy, more than 95%, and the predicted class gets {0.1 + below:.2f}"
+        in still
+    )
+    assert "routing barely reassigns" in still and "0.101 of its prediction to capsule 7" in still
+    assert (
+        "The 7 alone, by its own numbers: its couplings are away from uniform: they keep 100.0% of its entropy, more than 95%, but the predicted class gets 0.19"
+        in still
+    )
+    assert "gets 0.40" not in still  # the earlier iteration and the maps' peaks are not a verdict's share
     above = pair_routing_words(_fake(0.001, below + 0.025), "the 7")
     assert (
-        "away from uniform: they keep 100.0% of its entropy, more than 95%, but the predicted class gets 0.17, at least 1.5 times" in above
+        "pair the couplings are away from uniform: they keep 100.0% of its entropy, more than 95%, but the predicted class gets 0.17"
+        in above
     )
+    assert "The 7 alone, by its own numbers: its couplings are near uniform" in above
+    # the plain averages quoted are the pair's shown ones, at the shown iteration
+    assert "the plain averages are at most 0.001 from uniform and the length-weighted ones at most 0.070" in above
+    assert "the long predictions move more" in above
     flat_but_low_entropy = pair_routing_words(_fake(0.001, 0.01, entropy_ratio=rules.NEAR_UNIFORM_ENTROPY - 0.01), "the 7")
-    assert "away from uniform: they keep 94.0% of its entropy" in flat_but_low_entropy
-    assert "The 7 alone sends 0.100 and 0.100" in still
+    assert "pair the couplings are away from uniform: they keep 94.0% of its entropy" in flat_but_low_entropy
+    assert "The 7 alone sends on average 0.100 and 0.100 to capsules 7 and 2; counted by length, 0.100 and 0.100." in above
     moved = pair_routing_words(_fake(0.001, 0.09), "the 7")
-    assert "Only the long predictions move, up to 0.090 from uniform" in moved
+    assert "the length-weighted ones at most 0.090" in moved
     assert "capsule 7: 0.190 in the pair, 0.100 alone, so the other digit's presence raises it" in moved
     assert "row 1, column 1 of the 6 x 6 grid" in moved and "0.5 times as long" in moved and "carry little" in moved
     once = pair_routing_words(_fake(0.0, 0.0, T=1), "the 2")
     assert "uniform 1/10 by definition" in once and "1 iteration " in once
     assert r_uniform_words_used(once) is False  # one iteration: no verdict, nothing has moved
+
+
+@pytest.mark.parametrize("ink", [0.0, 0.25])
+def test_the_brightest_square_says_whether_it_lies_on_the_ink(ink):
+    """The brightest square (capsule 7's at position 0 here, its predictions half as long as the average;
+    capsule 2's at position 35, twice as long) is called background agreeing when no pixel under it is ink."""
+    r = _fake(0.001, 0.09, ink=ink)
+    r.peak[0, -1] = [0.1, 0.3]  # capsule 2 is the brighter: position 35, long predictions
+    said = peak_words(r)
+    assert "brightest square for capsule 2 over the pair (0.300) is at row 6, column 6 of the 6 x 6 grid" in said
+    assert "2.0 times as long" in said and "does change the digit capsule's input" in said
+    if ink == 0:
+        assert "off the digits' ink (none of the input's pixels under that square is above 0.1)" in said
+        assert "happen to agree with capsule 2, not that ink is there" in said and "from background rather than" in said
+    else:
+        assert "on the digits' ink (25% of the input's pixels under that square are above 0.1)" in said
+        assert "off the digits' ink" not in said and "background" not in said
+    assert said in pair_routing_words(r, "the 7")
+
+
+def test_ink_under_counts_the_pixels_nearest_each_square():
+    image = np.zeros((36, 36), np.float32)
+    image[-3:, -3:] = 1.0  # a blot in the bottom-right corner
+    assert ink_under(image, 99, 10) == pytest.approx(9 / 16)  # the last of 10 squares covers rows 32 to 35 (4 px)
+    assert ink_under(image, 0, 10) == 0.0 and ink_under(image, 98, 10) == 0.0
+    image[0, 0] = INK  # at the threshold, not above it: not ink
+    assert ink_under(image, 0, 10) == 0.0
 
 
 def r_uniform_words_used(text: str) -> bool:
@@ -288,8 +344,46 @@ def test_pair_routing_words_quote_the_shipped_multimnist_models_numbers():
         said = pair_routing_words(r, "the 3")
         assert f"{r.mean[0, -1, 0]:.3f} of its prediction to capsule 3 and {r.mean[0, -1, 1]:.3f} to capsule 5" in said
         assert f"{r.weighted[0, -1, 0]:.3f} and {r.weighted[0, -1, 1]:.3f}." in said
-        assert f"alone sends {r.weighted[1, -1, 0]:.3f} and {r.weighted[1, -1, 1]:.3f}" in said
+        assert f"counted by length, {r.weighted[1, -1, 0]:.3f} and {r.weighted[1, -1, 1]:.3f}" in said
+        assert f"alone sends on average {r.mean[1, -1, 0]:.3f} and {r.mean[1, -1, 1]:.3f}" in said
         if T > 1:
-            assert rules.uniform_words(r.entropy_ratio, r.largest_share, r.uniform) in said
+            # each verdict from its own input's numbers at the last iteration, the ones quoted above
+            for k, image in enumerate((pair, single)):
+                tr = dynamic_trace(model, image, T)
+                assert r.entropy[k] == pytest.approx(tr.entropy[-1].mean() / tr.uniform_entropy)
+                share = max(r.mean[k, -1].max(), r.weighted[k, -1].max())
+                assert r.share(k) == share
+                assert rules.uniform_words(float(r.entropy[k]), share, r.uniform) in said
             np.testing.assert_allclose(r.maps[0, -1], dynamic_trace(model, pair, T).coupling_maps(T - 1)[[3, 5]], rtol=1e-6)
-            assert r.largest_share == pytest.approx(max(r.mean.max(), r.weighted.max(), r.maps.max()))
+            q = int(np.argmax(r.peak[0, -1]))
+            G = r.maps.shape[-1]
+            assert f"({r.maps[0, -1, q].max():.3f}) is at {position_words(int(r.peak_at[q]), G)}" in said
+            ink = ink_under(pair, int(r.peak_at[q]), G)
+            assert ("off the digits' ink" in said) == (ink == 0)
+
+
+def test_the_winner_is_called_right_or_wrong_where_the_label_is_known():
+    """A test image's label is known: the EM words say whether the winner (the prediction) is right."""
+    digits = [str(k) for k in range(10)]
+    assert verdict_words("1", "7", digits) == "wrong: the label is 7"
+    assert verdict_words("7", "7", digits) == "right: the label is 7"
+    assert verdict_words("7", "drawn", digits) == "no label to check it against"  # a drawing or upload
+    sh = EMShares(1, np.array([0.1]), np.array([1.0]), np.array([1.0]), 0.1)
+    wrong = em_share_words(sh, "1", trained=1, label="7", names=digits)
+    assert "the winner, class 1, is the first panel (red); it is the prediction, wrong: the label is 7." in wrong
+    right = em_share_words(sh, "1", trained=1, label="1", names=digits)
+    assert "it is the prediction, right: the label is 1." in right and "wrong" not in right
+    assert "it is the prediction" not in em_share_words(sh, "1", trained=1)
+
+
+def test_vote_distances_are_said_to_be_raw_pose_distances(matrix):
+    """The words say what em_trace measures: the plain Euclidean distance over the 16 pose entries
+    between a vote and the class's mean pose, not scaled by sigma."""
+    tr = em_trace(matrix, IMAGE, 2)
+    with torch.no_grad():
+        votes = matrix.trace(torch.tensor(IMAGE).view(1, 1, 28, 28), 2).trace.votes[0].float().numpy()  # (I, J, 16)
+    raw = np.sqrt(((votes[None] - tr.mu[:, None]) ** 2).sum(-1))  # (T, I, J)
+    np.testing.assert_allclose(tr.distances, raw, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(tr.distances, raw / tr.sigma.mean(-1)[:, None])  # not in units of sigma
+    said = distance_words(tr)
+    assert "over the 16 entries of the 4x4 pose matrix, in the pose's own raw units: not divided by the spread sigma" in said

@@ -6,7 +6,16 @@ import test_app
 import torch
 
 from capsviz.analysis import rules
-from capsviz.analysis.explain import em_share_words, em_shares, pair_routing, pair_routing_words, position_words, zoom_limit
+from capsviz.analysis.explain import (
+    distance_words,
+    em_share_words,
+    em_shares,
+    pair_routing,
+    pair_routing_words,
+    position_words,
+    verdict_words,
+    zoom_limit,
+)
 from capsviz.analysis.multimnist import compose_pair, segment
 from capsviz.analysis.routing import em_trace
 from capsviz.checkpoint import load_checkpoint
@@ -39,7 +48,13 @@ def test_em_page_states_the_zoom_it_draws_and_names_every_symbol(app):
     assert any(i.proto.imgs and i.proto.imgs[0].url for i in app.image)
     assert f"the winner, class {int(tr.a[-1].argmax())}, is the first panel (red)" in texts(app)
     sh = em_shares(tr)  # the page's words quote the numbers em_shares gives, with the rule's verb
-    assert em_share_words(sh, str(sh.winner), meta.config.routing_iterations) in texts(app)
+    label = str(int(load_split("mnist", "test").labels[0]))  # the first test image, a known label
+    digits = [str(k) for k in range(10)]
+    assert em_share_words(sh, str(sh.winner), meta.config.routing_iterations, label, digits) in texts(app)
+    verdict = verdict_words(str(sh.winner), label, digits)
+    assert verdict.startswith("right" if sh.winner == int(label) else "wrong")
+    assert f"input, prediction {sh.winner} ({verdict})" in [c for i in app.image for c in i.captions]
+    assert distance_words(tr) in texts(app)
     assert f"{rules.trend(sh.share[0], sh.share[-1])}: 10.0% at iteration 1 (uniform: 10.0%)" in texts(app)
     assert "can differ" not in texts(app)
     app.slider(key="iterations").set_value(1).run()  # one iteration: nothing re-assigned, and not how the model was trained

@@ -96,6 +96,11 @@ def test_pair_accuracy_uses_the_papers_rule(digits):
     half = {k: v for j, (k, v) in enumerate(truth.items()) if j % 2}
     res = pair_accuracy(Oracle(half), images, labels, 50, batch_size=16)
     assert res.accuracy == pytest.approx(100.0 * len(half) / 50)
+    assert res.right == len(half)  # the words say on how many pairs the accuracy was measured
+    assert res.words() == (
+        f"{len(half)} of 50 test pairs right ({100 * len(half) / 50:.1f}%; test error {100 - 100 * len(half) / 50:.1f}%): a pair "
+        "is right when its two labels are the two longest capsules."
+    )
     assert not res.hardest[0]["correct"] and len(res.hardest) == 8
 
 
@@ -184,10 +189,16 @@ def test_describe_comparison_says_what_the_curves_show():
     eps = [0.0, 0.1, 0.2]
     worse = describe_comparison({"caps": [99.0, 59.0, 30.0], "cnn": [99.0, 74.0, 50.0]}, eps, "caps", "epsilon", 1000)
     assert "At epsilon 0.2" in worse[0] and "**caps** measures 30% accuracy and **cnn** 50%: cnn holds up better" in worse[0]
-    assert "caps holds up *worse* than cnn at 2 and better at 0, 1 within chance on 1000 test images" in worse[1]
+    assert (
+        "Counting the 3 epsilon values one by one, caps holds up *worse* than cnn beyond chance at 2 of the 3 (epsilon 0.1 and "
+        "0.2), better at none, and 1 of the 3 are within chance (two standard errors on 1000 test images)." in worse[1]
+    )
     assert "less robust" in worse[1]
     better = describe_comparison({"caps": [99.0, 80.0, 60.0], "cnn": [99.0, 70.0, 20.0]}, eps, "caps", "epsilon", 1000)
-    assert "caps holds up better" in better[0] and "better than cnn at 2, worse at 0" in better[1]
+    assert (
+        "caps holds up better" in better[0]
+        and "better than cnn beyond chance at 2 of the 3 (epsilon 0.1 and 0.2), worse at none" in better[1]
+    )
     targeted = describe_comparison(
         {"caps": [0.0, 10.0, 20.0], "cnn": [0.0, 40.0, 90.0]}, eps, "caps", "epsilon", 1000, higher_is_robust=False
     )
@@ -196,7 +207,26 @@ def test_describe_comparison_says_what_the_curves_show():
     three = {"caps": [99.0, 59.0, 30.0], "matrix": [99.0, 90.0, 80.0], "cnn": [99.0, 74.0, 50.0]}
     vs_cnn = describe_comparison(three, eps, "matrix", "epsilon", 1000, baseline="cnn")
     assert "**matrix** measures 80% accuracy and **cnn** 50%: matrix holds up better" in vs_cnn[0]
-    assert "matrix holds up better than cnn at 2, worse at 0" in vs_cnn[1]
+    assert "matrix holds up better than cnn beyond chance at 2 of the 3 (epsilon 0.1 and 0.2), worse at none" in vs_cnn[1]
+
+
+def test_describe_comparison_counts_points_not_strengths():
+    """The review's case: the capsule model a little worse at strength 0 (within chance) and worse beyond
+    chance at 1.75 and 2. The verdict counts values and names them; it never reads as 'better at 0'."""
+    from capsviz.analysis import rules
+    from capsviz.analysis.robustness import describe_comparison
+
+    xs = [0, 0.25, 0.5, 0.75, 1, 1.25, 1.5, 1.75, 2]
+    caps = [99.2, 99.0, 98.0, 96.0, 92.0, 88.0, 80.0, 60.0, 45.0]
+    cnn = [99.8, 99.2, 98.4, 96.6, 93.0, 89.0, 81.0, 72.0, 60.0]
+    real = [rules.beyond_chance(a, 500, b, 500) for a, b in zip(caps, cnn, strict=True)]
+    assert real == [False] * 7 + [True, True]
+    said = describe_comparison({"caps": caps, "cnn": cnn}, xs, "caps", "strength", 500)
+    assert (
+        "Counting the 9 strength values one by one, caps holds up *worse* than cnn beyond chance at 2 of the 9 (strength 1.75 "
+        "and 2), better at none, and 7 of the 9 are within chance (two standard errors on 500 test images)." in said[1]
+    )
+    assert "better at 0" not in said[1] and "at 2 and" not in said[1]
 
 
 @pytest.mark.parametrize("side", [-1, 1])
@@ -211,12 +241,18 @@ def test_describe_comparison_counts_a_gap_only_beyond_chance(side):
     assert rules.beyond_chance(60.0 + gap, n, 60.0, n) == (side > 0)
     said = describe_comparison({"caps": [99.0, 60.0 + gap], "cnn": [99.0, 60.0]}, [0.0, 0.1], "caps", "epsilon", n)
     if side > 0:
-        assert said[0].endswith("caps holds up better there.")
-        assert "caps holds up better than cnn at 1, worse at 0, 1 within chance on 200 test images." in said[1]
+        assert said[0].endswith("caps holds up better there, beyond chance.")
+        assert (
+            "caps holds up better than cnn beyond chance at 1 of the 2 (epsilon 0.1), worse at none, and 1 of the 2 are within "
+            "chance (two standard errors on 200 test images)." in said[1]
+        )
     else:
         noise = rules.noise(60.0 + gap, n, 60.0, n)
-        assert f"a gap of {gap:.1f} points, within the {noise:.1f} that chance gives on 200 test images" in said[0]
-        assert "neither caps nor cnn holds up clearly better (0 better, 0 worse, 2 within chance on 200 test images)." in said[1]
+        assert f"a gap of {gap:.1f} points, within the {noise:.1f} points that two standard errors give on 200 test images" in said[0]
+        assert (
+            "caps does not hold up clearly better or worse than cnn: better beyond chance at none, worse at none, and 2 of the 2 "
+            "are within chance (two standard errors on 200 test images)." in said[1]
+        )
 
 
 def test_shipped_sweeps_comparisons_quote_the_numbers_their_charts_draw():
@@ -253,6 +289,6 @@ def test_shipped_sweeps_comparisons_quote_the_numbers_their_charts_draw():
             assert f"At x {xs[k]:g}," in said[0] and f"measures {series['caps'][k]:.0f}%" in said[0]
             assert f"**cnn** {series['cnn'][k]:.0f}%" in said[0]
             real = [rules.beyond_chance(a, n, b, n) for a, b in zip(series["caps"], series["cnn"], strict=True)]
-            assert f"{len(real) - sum(real)} within chance on {n} test images" in said[1]
+            assert f"{len(real) - sum(real)} of the {len(real)} are within chance (two standard errors on {n} test images)" in said[1]
             checked += 1
     assert checked >= 1

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from capsviz.analysis import as_batch, rules
+from capsviz.analysis.multimnist import INK, ink_under
 from capsviz.analysis.routing import EMTrace, dynamic_trace
 
 PAPER_ZOOM = 0.05  # Fig. 2 of Hinton et al. zooms to vote distances below 0.05 (their smallNORB model)
@@ -83,10 +84,30 @@ def em_shares(trace: EMTrace) -> EMShares:
     return EMShares(w, mass[:, w] / I, near, near_others, 1.0 / J)
 
 
-def em_share_words(sh: EMShares, name: str, trained: int) -> str:
+def distance_words(trace: EMTrace) -> str:
+    """What a vote distance is measured in (em_trace's distances), for the page beside the histograms."""
+    D = trace.mu.shape[-1]
+    side = round(D**0.5)
+    return (
+        f"A vote's distance is the straight-line (Euclidean) distance between the vote and the class's mean pose mu, over the "
+        f"{D} entries of the {side}x{side} pose matrix, in the pose's own raw units: not divided by the spread sigma, so it "
+        "has no fixed scale and compares only within one model."
+    )
+
+
+def verdict_words(predicted: str, label: str, names) -> str:
+    """Whether a prediction is right, when the image's label is one of the classes (a test image):
+    'right: the label is 7' or 'wrong: the label is 7'; for a drawing or an upload, that no label says."""
+    if label not in [str(n) for n in names]:
+        return "no label to check it against"
+    return f"{'right' if str(label) == str(predicted) else 'wrong'}: the label is {label}"
+
+
+def em_share_words(sh: EMShares, name: str, trained: int, label: str | None = None, names=()) -> str:
     """What to look for in the EM histograms, from the numbers em_shares gives the page: the
     winner's share of all assignment (its trend over the iterations) and how near the votes it
-    explains lie, beside the other classes'."""
+    explains lie, beside the other classes'. With the image's `label` (and the class `names`), it
+    says whether the winner, the prediction, is right (verdict_words)."""
     T = len(sh.share)
     first, last = float(sh.share[0]), float(sh.share[-1])
     if T > 1:
@@ -96,7 +117,9 @@ def em_share_words(sh: EMShares, name: str, trained: int) -> str:
     near, far = float(sh.near[-1]), float(sh.near_others[-1])
     closer = "nearer to" if near < far else "farther from" if near > far else "as near to"
     said = (
-        f"What to look for: the winner, class {name}, is the first panel (red). Its share of all assignment {share}; the "
+        f"What to look for: the winner, class {name}, is the first panel (red)"
+        + ("" if label is None else f"; it is the prediction, {verdict_words(name, label, names)}")
+        + f". Its share of all assignment {share}; the "
         f"votes it explains lie on average {near:.3g} from its mean pose, {closer} it than the votes the other classes "
         f"explain are to theirs ({far:.3g})."
     )
@@ -149,8 +172,10 @@ class PairRouting:
     same weighted by the length of each capsule's prediction for that digit (the long votes are
     the ones that count in s_j); the largest value of the map. lengths: (2 inputs, J) final |v_j|.
     peak_at: (2 capsules,) the row-major grid position of the pair's brightest final map;
-    peak_vote: (2 capsules,) how long the predictions there are, relative to the grid's average.
-    entropy_ratio: over the pair, the mean last-iteration coupling entropy over the uniform split's.
+    peak_vote: (2 capsules,) how long the predictions there are, relative to the grid's average;
+    peak_ink: (2 capsules,) the share of the pair's pixels under that square that are ink
+    (multimnist.ink_under). entropy: (2 inputs,) the mean last-iteration coupling entropy over the
+    uniform split's, over the pair and over the digit alone.
     """
 
     capsules: tuple[int, int]
@@ -162,17 +187,13 @@ class PairRouting:
     uniform: float
     peak_at: np.ndarray
     peak_vote: np.ndarray
-    entropy_ratio: float = 1.0
+    peak_ink: np.ndarray
+    entropy: np.ndarray
 
-    @property
-    def largest_move(self) -> float:
-        """The largest distance from uniform of any mean, weighted mean or map value shown."""
-        return float(max(np.abs(a - self.uniform).max() for a in (self.mean, self.weighted, self.peak)))
-
-    @property
-    def largest_share(self) -> float:
-        """The largest coupling to either winner of any mean, weighted mean or map value shown."""
-        return float(max(a.max() for a in (self.mean, self.weighted, self.peak)))
+    def share(self, k: int) -> float:
+        """The largest coupling to either winner among input k's (0: the pair, 1: the digit alone)
+        numbers the words quote: its plain and length-weighted means at the last iteration."""
+        return float(max(self.mean[k, -1].max(), self.weighted[k, -1].max()))
 
 
 @torch.no_grad()
@@ -194,6 +215,7 @@ def pair_routing(model, pair_image: np.ndarray, single_image: np.ndarray, capsul
         by_position.append(vote @ tr.place.T)  # (2, G*G): mean |u_hat| of the capsules at each position
         ratio.append(float(tr.entropy[-1].mean() / tr.uniform_entropy))
     J = len(lengths[0])
+    G = maps[0].shape[-1]
     final = maps[0][-1].reshape(2, -1)  # (2, G*G): the pair's last-iteration maps
     peak_at = final.argmax(1)
     peak_vote = by_position[0][[0, 1], peak_at] / np.maximum(by_position[0].mean(1), 1e-12)
@@ -207,24 +229,54 @@ def pair_routing(model, pair_image: np.ndarray, single_image: np.ndarray, capsul
         1.0 / J,
         peak_at,
         peak_vote,
-        ratio[0],
+        np.array([ink_under(pair_image, int(p), G) for p in peak_at]),
+        np.array(ratio),
     )
 
 
+def peak_words(r: PairRouting) -> str:
+    """Where the pair's brightest final coupling square lies: on the digits' ink or off it (background
+    whose predictions happen to agree), and how long the predictions there are."""
+    G = r.maps.shape[-1]
+    q = int(np.argmax(r.peak[0, -1]))
+    ratio, ink = float(r.peak_vote[q]), float(r.peak_ink[q])
+    where = (
+        f"On the maps, the brightest square for capsule {r.capsules[q]} over the pair ({r.peak[0, -1, q]:.3f}) is at "
+        f"{position_words(int(r.peak_at[q]), G)}, "
+    )
+    if ink > 0:
+        where += f"on the digits' ink ({ink:.0%} of the input's pixels under that square are above {INK:g})"
+    else:
+        where += (
+            f"off the digits' ink (none of the input's pixels under that square is above {INK:g}): blank background, where a "
+            f"bright square means those primary capsules' predictions happen to agree with capsule {r.capsules[q]}, not that "
+            "ink is there"
+        )
+    where += f". The predictions for {r.capsules[q]} there are {ratio:.1f} times as long as the average: " + (
+        "short predictions that carry little into s, so the bright square moves little of the digit capsule's input."
+        if ratio < 1
+        else "long predictions, so the coupling there does change the digit capsule's input"
+        + ("." if ink > 0 else ", from background rather than from either digit.")
+    )
+    return where
+
+
 def pair_routing_words(r: PairRouting, single_name: str) -> str:
-    """Three or four sentences with the measured numbers: how far the couplings of the two winners
-    move from uniform over the pair and over the single digit, and what that means."""
+    """Sentences with the measured numbers at the last iteration, the one the words quote: how far
+    the couplings of the two winners are from uniform over the pair and over the single digit (each
+    input its own verdict from its own numbers), and what that means."""
     T = r.mean.shape[1]
     a, b = r.capsules
     u = r.uniform
+    name = f"{single_name[0].upper()}{single_name[1:]}"
     pair = (
         f"Over the pair, after {T} iteration{'s' if T > 1 else ''} a primary capsule sends on average {r.mean[0, -1, 0]:.3f} of its "
         f"prediction to capsule {a} and {r.mean[0, -1, 1]:.3f} to capsule {b} (uniform: {u:.3f}); counting each prediction by its "
         f"length (the long ones carry the weighted sum s), {r.weighted[0, -1, 0]:.3f} and {r.weighted[0, -1, 1]:.3f}."
     )
     single = (
-        f" {single_name[0].upper()}{single_name[1:]} alone sends {r.weighted[1, -1, 0]:.3f} and {r.weighted[1, -1, 1]:.3f} "
-        f"(counted by length) to capsules {a} and {b}."
+        f" {name} alone sends on average {r.mean[1, -1, 0]:.3f} and {r.mean[1, -1, 1]:.3f} to capsules {a} and {b}; counted by "
+        f"length, {r.weighted[1, -1, 0]:.3f} and {r.weighted[1, -1, 1]:.3f}."
     )
     if T == 1:
         return (
@@ -233,19 +285,28 @@ def pair_routing_words(r: PairRouting, single_name: str) -> str:
             + f" With one iteration the couplings are the uniform 1/{round(1 / u)} by definition: no agreement has been added "
             "yet. Raise the iterations to see them move."
         )
-    plain_move = float(np.abs(r.mean - u).max())
-    if rules.near_uniform(r.entropy_ratio, r.largest_share, u):
+    share = r.share(0)
+    verdict = (
+        f" At iteration {T}, over the pair the couplings are {rules.uniform_words(float(r.entropy[0]), share, u)} (the largest "
+        f"of the pair's four numbers above)"
+    )
+    if rules.near_uniform(float(r.entropy[0]), share, u):
         meaning = (
-            f" Over the pair the couplings are {rules.uniform_words(r.entropy_ratio, r.largest_share, u)}, the largest number "
-            f"here being {r.largest_share:.3f}: routing barely reassigns the primary capsules between "
-            "the two digits, so this model tells the two digits apart mostly by the predictions u_hat themselves (their "
-            "lengths and directions), not by routing explaining one digit's pixels away from the other."
+            verdict + ": routing barely reassigns the primary capsules between the two digits, so this model tells the two digits "
+            "apart mostly by the predictions u_hat themselves (their lengths and directions), not by routing explaining one "
+            "digit's pixels away from the other."
         )
     else:
+        plain_move = float(np.abs(r.mean[0, -1] - u).max())
+        long_move = float(np.abs(r.weighted[0, -1] - u).max())
         meaning = (
-            f" Over the pair the couplings are {rules.uniform_words(r.entropy_ratio, r.largest_share, u)}. The plain averages "
-            f"stay within {plain_move:.3f} of uniform: most primary capsules make short predictions and "
-            f"stay undecided. Only the long predictions move, up to {r.largest_move:.3f} from uniform"
+            verdict + f". Of the pair's numbers above, the plain averages are at most {plain_move:.3f} from uniform and the "
+            f"length-weighted ones at most {long_move:.3f}"
+            + (
+                ": the long predictions move more, while most primary capsules make short predictions and stay undecided"
+                if long_move > plain_move
+                else ""
+            )
         )
         delta = r.weighted[0, -1] - r.weighted[1, -1]  # (2,) pair minus alone
         k = int(np.abs(delta).argmax())
@@ -254,17 +315,8 @@ def pair_routing_words(r: PairRouting, single_name: str) -> str:
             f"{r.weighted[0, -1, k]:.3f} in the pair, {r.weighted[1, -1, k]:.3f} alone, so the other digit's presence "
             f"{'lowers' if delta[k] < 0 else 'raises'} it."
         )
-        G = r.maps.shape[-1]
-        q = int(np.argmax(r.peak[0, -1]))
-        ratio = float(r.peak_vote[q])
-        meaning += (
-            f" On the maps, the brightest spot for capsule {r.capsules[q]} over the pair is at "
-            f"{position_words(int(r.peak_at[q]), G)}, where the predictions for {r.capsules[q]} are {ratio:.1f} times as long "
-            "as the average: "
-            + (
-                "short predictions that carry little into s, so a bright spot there moves little of the digit capsule's input."
-                if ratio < 1
-                else "long predictions, so the coupling there does change the digit capsule's input."
-            )
-        )
-    return pair + single + meaning
+    meaning += (
+        f" {name} alone, by its own numbers: its couplings are {rules.uniform_words(float(r.entropy[1]), r.share(1), u)} (the largest of its "
+        "four numbers)."
+    )
+    return pair + single + meaning + " " + peak_words(r)

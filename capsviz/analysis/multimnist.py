@@ -81,6 +81,14 @@ class PairAccuracy:
     accuracy: float  # % of pairs whose two labels are the two most active capsules
     n: int
     hardest: list[dict]  # the pairs with the smallest margin (wrong ones first): index, shifts, labels, top2, margin
+    right: int = 0  # pairs right
+
+    def words(self) -> str:
+        """The metric's accuracy with what it was measured on."""
+        return (
+            f"{self.right:,} of {self.n:,} test pairs right ({self.accuracy:.1f}%; test error {100 - self.accuracy:.1f}%): a pair "
+            "is right when its two labels are the two longest capsules."
+        )
 
 
 @torch.no_grad()
@@ -127,4 +135,15 @@ def pair_accuracy(
         }
         for k in order.tolist()
     ]
-    return PairAccuracy(100.0 * right / max(n, 1), n, hardest)
+    return PairAccuracy(100.0 * right / max(n, 1), n, hardest, right)
+
+
+def ink_under(image: np.ndarray, pos: int, grid: int) -> float:
+    """The share of the pixels a grid x grid map's square `pos` (row by row) covers when stretched over
+    `image` (H, W) that are ink (above INK). The coupling figures stretch the map over the input; a
+    pixel belongs to the square whose centre is nearest to it."""
+    H, W = image.shape[-2:]
+    rows = np.floor((np.arange(H) + 0.5) * grid / H).astype(int) == pos // grid
+    cols = np.floor((np.arange(W) + 0.5) * grid / W).astype(int) == pos % grid
+    under = np.asarray(image)[np.ix_(rows, cols)]
+    return float((under > INK).mean()) if under.size else 0.0

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from capsviz.analysis import as_input_batch, rules
+from capsviz.config import DATASETS
 from capsviz.data.affine import affine_matrices, affnist_like, transform
 
 BIM_STEPS = 10  # iterations of the basic iterative method; each moves 2.5 * epsilon / BIM_STEPS
@@ -222,23 +223,78 @@ def describe_comparison(
         f"{caps[k]:.0f}% {unit} and **{other}** {base[k]:.0f}%"
     )
     if real[k]:
-        point += f": {capsule if gap[k] > 0 else other} holds up better there."
+        point += f": {capsule if gap[k] > 0 else other} holds up better there, beyond chance."
     else:
         point += (
-            f": a gap of {abs(caps[k] - base[k]):.1f} points, within the {rules.noise(caps[k], n, base[k], n):.1f} that chance "
-            f"gives on {n} test images, so neither holds up better there."
+            f": a gap of {abs(caps[k] - base[k]):.1f} points, within the {rules.noise(caps[k], n, base[k], n):.1f} points that two "
+            f"standard errors give on {n} test images (within chance), so neither holds up better there."
         )
-    wins, losses = int(((gap > 0) & real).sum()), int(((gap < 0) & real).sum())
-    close = len(gap) - wins - losses
+    N = len(gap)
+
+    def at(mask: np.ndarray) -> str:
+        """'none', or 'k of the N (x_name 1.75 and 2)': how many values, then which."""
+        values = [f"{x:g}" for x, m in zip(xs, mask, strict=True) if m]
+        if not values:
+            return "none"
+        listed = values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
+        return f"{len(values)} of the {N} ({x_name} {listed})"
+
+    better, worse = (gap > 0) & real, (gap < 0) & real
+    wins, losses = int(better.sum()), int(worse.sum())
+    close = N - wins - losses
+    counted = f"Counting the {N} {x_name} values one by one, {capsule}"
+    within = f"and {close} of the {N} are within chance (two standard errors on {n} test images)."
     if wins > losses:
-        verdict = f"Over the {len(gap)} {x_name} values, {capsule} holds up better than {other} at {wins}, worse at {losses}"
+        verdict = f"{counted} holds up better than {other} beyond chance at {at(better)}, worse at {at(worse)}, {within}"
     elif losses > wins:
-        verdict = f"Over the {len(gap)} {x_name} values, {capsule} holds up *worse* than {other} at {losses} and better at {wins}"
+        verdict = f"{counted} holds up *worse* than {other} beyond chance at {at(worse)}, better at {at(better)}, {within}"
+        verdict += " Here it is less robust than the baseline, not more."
     else:
         verdict = (
-            f"Over the {len(gap)} {x_name} values, neither {capsule} nor {other} holds up clearly better ({wins} better, {losses} worse"
+            f"{counted} does not hold up clearly better or worse than {other}: better beyond chance at {at(better)}, worse at "
+            f"{at(worse)}, {within}"
         )
-    verdict += f", {close} within chance on {n} test images" + (")." if wins == losses else ".")
-    if losses > wins:
-        verdict += " Here it is less robust than the baseline, not more."
     return [point, verdict]
+
+
+def has_baseline(meta, every) -> list:
+    """The CNN model files among `every` ((path, meta) pairs) that read the same images at the same
+    size as the model `meta` describes: its baselines on this page."""
+    return [
+        p
+        for p, m in every
+        if m.config.routing is None and m.config.in_size == meta.config.in_size and m.image_dataset == meta.image_dataset
+    ]
+
+
+def stand_in(sidebar, suitable: list, every: list) -> tuple[tuple, str]:
+    """The capsule model this page shows when the sidebar's (`sidebar`, a meta) does not fit, from
+    `suitable` ((path, meta) pairs that fit), and one sentence on why it was picked. Preferred, in
+    order: a model with a baseline CNN (so there is a comparison), one trained on the sidebar's
+    dataset, on the images that dataset is made from (MultiMNIST's: MNIST), with dynamic routing;
+    then the first by name."""
+    source = lambda m: DATASETS[m.dataset].source if m.dataset in DATASETS else m.dataset  # noqa: E731 - one use per model
+
+    def key(pm):
+        path, m = pm
+        dynamic = m.config.routing == "dynamic" and getattr(m.config, "couplings", "dynamic") == "dynamic"
+        return (not has_baseline(m, every), m.dataset != sidebar.dataset, source(m) != source(sidebar), not dynamic, path.name)
+
+    ranked = sorted(suitable, key=key)
+    path, m = ranked[0]
+    best = key(ranked[0])[:-1]
+    ties = sum(key(pm)[:-1] == best for pm in ranked)
+    cnns = has_baseline(m, every)
+    why = [
+        f"a baseline CNN ({', '.join(p.stem for p in cnns)}) was trained on its images, so the two can be compared"
+        if cnns
+        else "no model that fits has a baseline CNN to compare with"
+    ]
+    if m.dataset == sidebar.dataset:
+        why.append(f"it was trained on {m.dataset} too")
+    elif source(m) == source(sidebar):
+        why.append(f"it was trained on {m.dataset}, the images {sidebar.dataset} is made from")
+    if not best[3]:
+        why.append("it was trained with dynamic routing")
+    said = f"It was picked because {'; '.join(why)}."
+    return (path, m), said + (f" Of the {ties} models that fit as well, it is the first by name." if ties > 1 else "")
