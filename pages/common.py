@@ -25,6 +25,7 @@ from capsviz.errors import CapsvizError
 from capsviz.glossary import class_words
 from capsviz.model_cache import ModelCache
 from capsviz.progress import time_left
+from capsviz.registry import family_words
 from capsviz.schema import CheckpointMeta
 from capsviz.site.links import runs_in_site, site_link
 from capsviz.text import plain
@@ -266,14 +267,6 @@ def active_model():
         st.error(f"Cannot load {plain(Path(path).name)}: {plain(public(e))}")
         return None
     return model, meta, Path(path)
-
-
-FAMILY_WORDS = {"capsnet": "a CapsNet", "efficient": "an Efficient-CapsNet", "matrix": "a matrix-capsule model", "cnn": "a baseline CNN"}
-
-
-def family_words(family: str) -> str:
-    """'a CapsNet', 'an Efficient-CapsNet', ...: a model family in a sentence."""
-    return FAMILY_WORDS.get(family, f"a {family} model")
 
 
 def page_model(fits, needs: str, why: str, choose=None):

@@ -7,6 +7,7 @@ from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid
 from capsviz.analysis.links import linked_offsets
 from capsviz.glossary import class_words, help_text
 from capsviz.glossary import label as glossary_label
+from capsviz.registry import shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
 from capsviz.viz.explain import labelled_grid
@@ -36,7 +37,7 @@ st.markdown(
 )
 
 model, meta, path = page_model(
-    lambda meta: meta.config.decodes,
+    lambda meta: shows(meta.config, "explorer") and meta.config.decodes,
     "a CapsNet with a decoder, whose capsules it redraws",
     "**{name}** is {family} without a decoder. Matrix capsules (EM routing) and the baseline CNNs have no "
     "reconstruction network, so there is nothing to perturb: choose a dynamic-routing CapsNet trained with reconstruction in the sidebar.",

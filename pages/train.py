@@ -11,12 +11,11 @@ import time
 import streamlit as st
 import torch
 
-from capsviz import access, jobs
+from capsviz import access, jobs, registry
 from capsviz import checkpoint as ckpt
-from capsviz.analysis import lab
 from capsviz.analysis.rules import chance_words
 from capsviz.analysis.zoo import card
-from capsviz.config import COUPLINGS, DATASETS, MAX_SIZE, PRESETS
+from capsviz.config import DATASETS, MAX_SIZE, PRESETS
 from capsviz.data import input_shape
 from capsviz.data.upload import ZipLimits, receive_zip, uploads_dir
 from capsviz.data.user import short_name
@@ -118,8 +117,8 @@ with st.container(border=True):
     if "couplings" in PRESETS[model].run_options:
         couplings = c2.selectbox(
             "Couplings while training",
-            COUPLINGS,
-            format_func=lambda c: "dynamic routing (the iterations above)" if c == "dynamic" else lab.LAB_ROUTINGS[c],
+            registry.vector_routings(),
+            format_func=lambda c: registry.ROUTINGS[c].words + (" (the iterations above)" if registry.ROUTINGS[c].iterative else ""),
             key="t_couplings",
             help="How DigitCaps' couplings are made during training: the routing lab compares models trained each way. "
             + help_text("uniform", "random_couplings", "self_attention"),
