@@ -367,7 +367,9 @@ e.plotly_chart(
     plain_chart(lines(sweep["lengths"], names, "Lengths by iteration count", "routing iterations", "|v_j|")),
     key="sweep_lengths",
 )
-e.caption(dynamic_sweep_words(sweep["lengths"], sweep["predictions"], T, [plain(n) for n in names], words.capsule))
+e.caption(
+    dynamic_sweep_words(sweep["lengths"], sweep["predictions"], T, [plain(n) for n in names], words.capsule)
+)  # plain: names made plain here
 recs = [r for r in sweep["reconstructions"] if r is not None]
 if recs:
     f.image(
