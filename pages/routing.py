@@ -325,6 +325,7 @@ st.plotly_chart(
             "iteration",
             "mean absolute change",
             log_y=True,
+            legend_below=True,
         )
     ),
     key="b_change",
@@ -352,6 +353,7 @@ if data is not None:
                 "Coupling to the predicted class, by iteration",
                 "iteration",
                 "coupling",
+                legend_below=True,
             )
         ),
         key="coupling_summary",

@@ -135,9 +135,21 @@ def heatmap(
     return fig
 
 
-def lines(y: np.ndarray, names, title: str, x_title: str, y_title: str, log_y: bool = False, x=None, y_range=None, line=None) -> go.Figure:
+def lines(
+    y: np.ndarray,
+    names,
+    title: str,
+    x_title: str,
+    y_title: str,
+    log_y: bool = False,
+    x=None,
+    y_range=None,
+    line=None,
+    legend_below: bool = False,
+) -> go.Figure:
     """One line per column of y (T, K), x = 1..T unless given; `y_range` fixes the y axis, `line`
-    draws a dashed horizontal line at that value."""
+    draws a dashed horizontal line at that value; `legend_below` puts long legend names under the
+    chart, where they leave a phone's narrow chart its width."""
     x = np.arange(1, len(y) + 1) if x is None else x
     fig = go.Figure([go.Scatter(x=x, y=y[:, k], name=str(n), mode="lines+markers") for k, n in enumerate(names)])
     fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, height=300, margin=dict(l=10, r=10, t=40, b=10))
@@ -145,6 +157,8 @@ def lines(y: np.ndarray, names, title: str, x_title: str, y_title: str, log_y: b
         fig.update_xaxes(dtick=1)  # iterations are whole: no tick at 1.5
     if log_y:
         fig.update_yaxes(type="log")
+    if legend_below:
+        fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.3, x=0), height=380)
     if y_range is not None:
         fig.update_yaxes(range=list(y_range))
     if line is not None:
