@@ -369,3 +369,29 @@ def test_sweep_caption_for_dynamic_models_names_the_counts_that_change_the_predi
     lengths[np.arange(3), predictions] = [0.9, 0.8, 0.7]
     text = dynamic_sweep_words(lengths, predictions, 3, ["0", "1", "2"], "digit capsule")
     assert said in text and "the prediction is 1 (length 0.700)" in text
+
+
+@pytest.mark.parametrize(
+    "first, last, verb",
+    [
+        (0.5, 0.5 + rules.LEVEL + 0.001, "rises"),
+        (0.5, 0.5 + rules.LEVEL - 0.001, "stays about level"),
+        (0.5, 0.5 - rules.LEVEL - 0.001, "falls"),
+    ],
+)
+def test_bounded_trend_takes_level_of_the_whole_range(first, last, verb):
+    assert rules.bounded_trend(first, last) == verb
+
+
+@pytest.mark.parametrize(
+    "lo, hi, small",
+    [
+        (0.1 / rules.NEAR_UNIFORM_SHARE + 0.001, 0.1 * rules.NEAR_UNIFORM_SHARE - 0.001, True),
+        (0.1 / rules.NEAR_UNIFORM_SHARE + 0.001, 0.1 * rules.NEAR_UNIFORM_SHARE + 0.001, False),  # the top too far
+        (0.1 / rules.NEAR_UNIFORM_SHARE - 0.001, 0.1 * rules.NEAR_UNIFORM_SHARE - 0.001, False),  # the bottom too far
+        (0.018, 0.621, False),  # the reported span, 6.2x uniform, called "only ... small differences"
+    ],
+)
+def test_small_span_rule(lo, hi, small):
+    assert rules.small_span(lo, hi, 0.1) is small
+    assert ("exaggerate" in rules.RULES["small span"]) and f"{rules.NEAR_UNIFORM_SHARE}" in rules.RULES["small span"]
