@@ -9,8 +9,11 @@ from capsviz.analysis.routing import (
     attention_trace,
     attention_words,
     capsule_axes,
+    capsule_labels,
     convergence_words,
     coupling_summary,
+    detail_words,
+    dynamic_sweep_words,
     dynamic_trace,
     entropy_figure,
     flat,
@@ -18,12 +21,14 @@ from capsviz.analysis.routing import (
     length_words,
     map_words,
     mean_b_change,
+    once_words,
     summary_words,
     sweep_words,
+    trained_with,
 )
 from capsviz.config import user_dataset
 from capsviz.glossary import class_words, help_text
-from capsviz.registry import either, routing_words, shows
+from capsviz.registry import either, shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
@@ -64,7 +69,7 @@ def attention_view(model, image, label, names) -> None:
         plain_chart(
             heatmap(
                 tr.c.T,
-                "Couplings c: the share of each primary capsule's vote for each class",
+                "Couplings c",
                 "primary capsule",
                 "class",
                 y=[str(n) for n in names],
@@ -79,7 +84,7 @@ def attention_view(model, image, label, names) -> None:
         plain_chart(
             heatmap(
                 tr.prior.T,
-                "Learned prior b, added to c (the same for every image)",
+                "Learned prior b",
                 "primary capsule",
                 "class",
                 y=[str(n) for n in names],
@@ -88,14 +93,16 @@ def attention_view(model, image, label, names) -> None:
         ),
         key="attention_prior",
     )
+    right.caption(
+        "Above: the couplings c, the share of each primary capsule's vote for each class. Below: the learned prior b, "
+        "added to c, the same for every image."
+    )
     right.caption(help_text("self_attention", "c", "prior"))
     st.caption(attention_words(tr, winner, plain(names[winner])))  # plain: its one name is made plain here
     st.subheader("The same capsules with dynamic routing, 1 to 10 iterations")
     sweep = sweep_of(key, model, image.tobytes(), image.shape)
     st.plotly_chart(
-        plain_chart(
-            lines(sweep["lengths"], names, "Class capsule lengths by number of dynamic-routing iterations", "routing iterations", "|v_j|")
-        ),
+        plain_chart(lines(sweep["lengths"], names, "Lengths by iteration count", "dynamic-routing iterations", "|v_j|")),
         key="attention_sweep",
     )
     st.caption(sweep_words(sweep["predictions"], winner, plain(names[winner])))  # plain: its one name is made plain here
@@ -124,16 +131,16 @@ st.markdown(
     "**routing logits** b, and c = softmax(b) shifts towards the capsules a prediction agrees with (Procedure 1)."
 )
 st.caption(
-    "What to expect from the trained models here: the couplings move only a little away from uniform, and this page "
-    "prints by how much. The **Routing playgrounds** page shows the same routing function on a few capsules you place yourself, "
-    "where the movement is large enough to see."
+    "How far the couplings move away from uniform depends on the model and on the number of iterations: each caption "
+    "below says by how much, and at which iteration. The **Routing playgrounds** page shows the same routing function on "
+    "a few capsules you place yourself."
 )
 
 if how := how_it_computes(meta):  # a model written elsewhere: the routing it really does
     st.caption("This model was imported: " + "; ".join(how) + ".")
 if meta.config.couplings != "dynamic":
     st.info(
-        f"**{plain(path.stem)}** was trained with {routing_words(meta.config.couplings)}, not with dynamic routing. This page runs its "
+        f"**{plain(path.stem)}** was trained with {trained_with(meta.config)}, not with dynamic routing. This page runs its "
         "capsules with dynamic routing instead: the weights are the ones that training made for the other couplings.",
         icon=":material/info:",
     )
@@ -182,11 +189,7 @@ def iteration_view(tr, image, label, winner: int) -> None:
         )
     else:
         t = 0
-        st.info(
-            "Routing runs once here, so there is nothing to step through: before the first agreement is added, every "
-            f"set of couplings is even (c = {tr.uniform:.3g} each), and the maps below are flat. "
-            "Raise **Routing iterations at inference** to watch the couplings move."
-        )
+        st.info(once_words(tr))
 
     maps = tr.coupling_maps(t)
     even = flat(maps)
@@ -235,32 +238,38 @@ def iteration_view(tr, image, label, winner: int) -> None:
         bind="query-params",
         help=f"Which {words.capsule} the map below and the GIF show",
     )
+    detail_title, detail_caption = detail_words(tr, t, j, plain(names[j]))
     right.plotly_chart(
         plain_chart(
             heatmap(
                 tr.by_capsule(tr.c[t, :, j]),
-                f"Coupling to {names[j]} of every primary capsule (iteration {t + 1})",
+                detail_title,
                 *capsule_axes(tr),
                 height=300,
+                **capsule_labels(tr),
                 **(dict(zmin=zrange[0], zmax=zrange[1]) if even else {}),
             )
         ),
         key="coupling_types",
     )
+    right.caption(detail_caption)  # plain: numbers and the class name made plain
 
 
 iteration_view(tr, image, label, winner)
 
 a, b = st.columns(2)
 a.plotly_chart(
-    plain_chart(
-        lines(tr.lengths, names, f"{words.capsule.capitalize()} lengths after each iteration", "iteration", "length |v_j| (presence)")
-    ),
+    plain_chart(lines(tr.lengths, names, "Lengths by iteration", "iteration", "length |v_j| (presence)")),
     key="lengths_by_iteration",
 )
 a.caption(length_words(tr.lengths, winner, words.capsule, words.thing, plain(names[winner])))  # plain: its one name is made plain here
 ent = entropy_figure(tr, words.capsule, words.thing)
-b.plotly_chart(plain_chart(lines(ent["series"], ent["names"], ent["title"], "iteration", "entropy (nats)")), key="entropy")
+b.plotly_chart(
+    plain_chart(
+        lines(ent["series"], ent["names"], ent["title"], "iteration", "entropy, % of uniform", y_range=ent["y_range"], line=ent["line"])
+    ),
+    key="entropy",
+)
 b.caption(ent["caption"])  # plain: numbers and the class words only
 
 c, d = st.columns([1, 2])
@@ -274,12 +283,17 @@ d.plotly_chart(
     plain_chart(
         heatmap(
             tr.by_capsule(tr.agreement[:, winner]),
-            f"Agreement u_hat . v with {names[winner]} per primary capsule: what routing adds to b each iteration",
+            f"Agreement u_hat . v with {names[winner]}",
             *capsule_axes(tr),
             height=300,
+            **capsule_labels(tr),
         )
     ),
     key="agreement",
+)
+d.caption(
+    f"Each primary capsule's agreement with the {plain(names[winner])} capsule after iteration {T}, laid out as the detailed "
+    "coupling map above: what routing adds to b at each iteration."
 )
 
 st.subheader("Appendix A: how fast routing converges")
@@ -308,10 +322,11 @@ st.plotly_chart(
         lines(
             np.clip(np.stack(series, 1), 1e-12, None),
             labels,
-            "Change per routing iteration (log scale)",
+            "Change per iteration (log scale)",
             "iteration",
             "mean absolute change",
             log_y=True,
+            legend_below=True,
         )
     ),
     key="b_change",
@@ -326,7 +341,7 @@ if data is not None:
         return coupling_summary(_model, as_input_batch(_data.images[:64]), T)
 
     cs = summary(st.session_state["model_key"], model, meta.image_dataset, data, Tmax)
-    k = meta.config.routing_iterations - 1  # the iteration count the model was trained with
+    k = T - 1  # the iteration count chosen above
     st.plotly_chart(
         plain_chart(
             lines(
@@ -339,11 +354,12 @@ if data is not None:
                 "Coupling to the predicted class, by iteration",
                 "iteration",
                 "coupling",
+                legend_below=True,
             )
         ),
         key="coupling_summary",
     )
-    st.caption(summary_words(cs, k))
+    st.caption(summary_words(cs, k, trained_with(meta.config)))
 
 st.subheader("Same weights, 1 to 10 iterations")
 
@@ -351,9 +367,12 @@ st.subheader("Same weights, 1 to 10 iterations")
 sweep = sweep_of(st.session_state["model_key"], model, image.tobytes(), image.shape)
 e, f = st.columns([2, 3])
 e.plotly_chart(
-    plain_chart(lines(sweep["lengths"], names, "Capsule lengths by number of routing iterations", "routing iterations", "|v_j|")),
+    plain_chart(lines(sweep["lengths"], names, "Lengths by iteration count", "routing iterations", "|v_j|")),
     key="sweep_lengths",
 )
+e.caption(
+    dynamic_sweep_words(sweep["lengths"], sweep["predictions"], T, [plain(n) for n in names], words.capsule)
+)  # plain: names made plain here
 recs = [r for r in sweep["reconstructions"] if r is not None]
 if recs:
     f.image(

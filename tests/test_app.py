@@ -336,7 +336,7 @@ def test_routing_traces_follow_a_checkpoint_retrained_under_the_same_name(app):
     def lengths_chart():
         for c in app.get("plotly_chart"):
             spec = json.loads(c.proto.spec)
-            if spec["layout"]["title"]["text"] == "Digit capsule lengths after each iteration":
+            if spec["layout"]["title"]["text"] == "Lengths by iteration":
                 return np.concatenate([plotly_values(t["y"]) for t in spec["data"]])
         raise AssertionError("no lengths chart")
 

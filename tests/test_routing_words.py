@@ -18,16 +18,22 @@ from capsviz.analysis.routing import (
     attention_trace,
     attention_words,
     capsule_axes,
+    capsule_labels,
     convergence_words,
     coupling_summary,
+    detail_words,
+    dynamic_sweep_words,
     dynamic_trace,
     entropy_figure,
     entropy_of,
+    iteration_sweep,
     length_words,
     map_words,
+    once_words,
     primary_places,
     summary_words,
     sweep_words,
+    trained_with,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +75,7 @@ def test_paper_places_average_each_position_over_the_capsule_types():
     np.testing.assert_allclose(tr.coupling_maps(1), c[1].reshape(G, G, T, J).mean(2).transpose(2, 0, 1))
     np.testing.assert_allclose(tr.agreement_map(2), tr.agreement[:, 2].reshape(G, G, T).sum(2))
     np.testing.assert_array_equal(tr.by_capsule(c[1, :, 0]), c[1, :, 0].reshape(G * G, T).T)
-    assert capsule_axes(tr)[1] == "primary capsule type"
+    assert capsule_axes(tr) == (f"position 1-{G * G}, row by row", "capsule type")
 
 
 def test_view_places_spread_each_capsule_over_the_positions_of_its_values():
@@ -90,7 +96,9 @@ def test_view_places_spread_each_capsule_over_the_positions_of_its_values():
     assert tr.by_capsule(c[0, :, 1]).shape == (T, G * G) and tr.by_capsule(c[0, :, 1])[0, 0] == 1.0
     title, caption = map_words(tr, 0, "digit capsule", "digit", True)
     assert "8 neighbouring values of one conv map" in caption and "no one position" in caption
-    assert capsule_axes(tr)[0].startswith("primary capsule i in the model's own order, 36 to a row")
+    assert capsule_axes(tr) == ("capsule, 36 to a row", "row")
+    labels = capsule_labels(tr)
+    assert labels["hover"][1][0] == "capsule 37" and labels["x"][0] == 1 and labels["y"] == list(range(1, T + 1))
 
 
 def classes_trace():
@@ -104,11 +112,10 @@ def test_softmax_over_inputs_makes_uniform_one_over_I_and_entropy_over_the_input
     assert tr.uniform == pytest.approx(1 / 12) and tr.uniform_entropy == pytest.approx(np.log(12))
     assert tr.entropy.shape == (3, 10)
     fig = entropy_figure(tr, "digit capsule", "digit")
-    assert fig["title"] == f"Entropy of each digit capsule's couplings (uniform: {np.log(12):.2f})"
-    assert "1/12 from each" in fig["caption"]
+    assert f"100% (log 12 = {np.log(12):.2f} nats)" in fig["caption"] and "1/12 from each" in fig["caption"]
     assert "draws a larger share of its input from that position" in map_words(tr, 1, "digit capsule", "digit", True)[1]
     maps = tr.coupling_maps(1)  # 1/12: four decimals, so the span shows
-    assert f"span only {maps.min():.4f} to {maps.max():.4f} (uniform: {1 / 12:.4f})" in map_words(tr, 1, "c", "d", True)[1]
+    assert f"{maps.min():.4f} to {maps.max():.4f} (uniform: {1 / 12:.4f})" in map_words(tr, 1, "c", "d", True)[1]
     assert "sends a larger share of its vote to that digit" in map_words(classes_trace(), 1, "digit capsule", "digit", True)[1]
     classes = trace(softmax(rng.normal(size=(3, 12, 10)), -1))
     assert classes.uniform == pytest.approx(0.1) and classes.entropy.shape == (3, 12)
@@ -134,10 +141,26 @@ def test_entropy_words_call_the_last_iteration_near_uniform_by_the_rule(kept, wo
     row[0] = p
     c = np.stack([np.full((I, J), 0.1), np.tile(row, (I, 1))])
     fig = entropy_figure(trace(c), "digit capsule", "digit")
-    assert f"end {word}" in fig["caption"]
+    assert f"at iteration 2 its couplings are {word}" in fig["caption"]
     first, last = fig["series"][0, 0], fig["series"][-1, 0]
-    assert f"{first:.3f} at iteration 1, {last:.3f} at iteration 2" in fig["caption"]
-    assert "falls" in fig["caption"] if last < 0.9 * first else "stays about level" in fig["caption"]
+    assert first == pytest.approx(100) and last == pytest.approx(100 * kept)  # % of uniform, as drawn
+    assert f"{first:.1f}% at iteration 1, {last:.1f}% at iteration 2" in fig["caption"]
+    # both sides are within LEVEL of 100%: the mean moves only a little, and the verdict is joined so both hold
+    assert "moves only a little" in fig["caption"]
+    assert ("; yet at iteration 2" if word == "away from uniform" else "; so at iteration 2") in fig["caption"]
+    assert fig["y_range"] == (0.0, 105.0) and fig["line"] == pytest.approx(100 * rules.NEAR_UNIFORM_ENTROPY)
+
+
+def test_entropy_words_give_the_fall_and_verdict_that_both_hold():
+    """The reported contradiction: "stays about level ... so the couplings end away from uniform"."""
+    J, I = 10, 6
+    row = np.full(J, 0.5 / (J - 1))
+    row[0] = 0.5  # keeps well under 90% of log J: a fall beyond LEVEL
+    c = np.stack([np.full((I, J), 0.1), np.tile(row, (I, 1))])
+    fig = entropy_figure(trace(c), "digit capsule", "digit")
+    last = fig["series"][-1, 0]
+    assert f"the mean falls by {(100 - last) / 100:.1%}: 100.0% at iteration 1, {last:.1f}% at iteration 2; so at" in fig["caption"]
+    assert "stays about level" not in fig["caption"] and "moves only a little" not in fig["caption"]
 
 
 @pytest.mark.parametrize(
@@ -157,11 +180,22 @@ def test_convergence_words_follow_the_chart(c_change, verb, how):
     assert f"at iteration 2 is {b[1]:.4f} and at iteration 5 {b[4]:.4f} (it falls)" in said
 
 
-@pytest.mark.parametrize("last, verb", [(0.5, "rises"), (0.3, "stays about level"), (0.1, "falls")])
-def test_length_words_say_the_winners_trend(last, verb):
-    lengths = np.array([[0.3, 0.1], [0.31, 0.1], [last, 0.1]])
+@pytest.mark.parametrize(
+    "first, last, verb",
+    [
+        (0.3, 0.3 + rules.LEVEL + 0.01, "rises"),
+        (0.3, 0.3 + rules.LEVEL - 0.01, "stays about level"),
+        (0.3, 0.3 - rules.LEVEL - 0.01, "falls"),
+        (0.907, 0.999, "stays about level"),  # the reported pair: +0.092 on a 0..1 scale, whatever the start
+        (0.725, 0.945, "rises"),
+        (0.05, 0.1, "stays about level"),  # doubles, but by 0.05 of the whole range: the old relative rule said "rises"
+    ],
+)
+def test_length_words_say_the_winners_trend_by_the_bounded_rule(first, last, verb):
+    lengths = np.array([[first, 0.01], [first, 0.01], [last, 0.01]])
     said = length_words(lengths, 0, "digit capsule", "digit", "7")
-    assert f"the winner's length {verb}: 0.300 at iteration 1, {last:.3f} at iteration 3" in said
+    assert f"the winner's length {verb}: {first:.3f} at iteration 1, {last:.3f} at iteration 3, a change of {last - first:+.3f}" in said
+    assert f"more than {rules.LEVEL:.2f}" in said
     assert "nothing is shifted" in length_words(lengths[:1], 0, "digit capsule", "digit", "7")
 
 
@@ -178,12 +212,38 @@ def test_summary_words_use_the_share_rule(share, word):
         "entropy": [np.log(10), 0.99 * np.log(10)],
         "uniform_entropy": np.log(10),
     }
-    said = summary_words(cs, 1)
-    assert f"couplings are {word}" in said
+    said = summary_words(cs, 1, "dynamic routing, 3 iterations")
+    assert f"at iteration 2 the couplings are {word}" in said
+    assert f"At iteration 2, the count chosen above, a primary capsule sends on average {share:.3f}" in said
     assert f"{share:.3f} of its vote to the predicted class (uniform: 0.100); counting each vote by its length, {share + 0.02:.3f}" in said
+    assert "trained with dynamic routing, 3 iterations" in said and "the one this model was trained with" not in said
     inputs = dict(cs, softmax="inputs", uniform=1 / 144, uniform_entropy=np.log(144), entropy=[np.log(144), 0.9 * np.log(144)])
-    said = summary_words(inputs, 1)
+    said = summary_words(inputs, 1, "x")
     assert "sum to 1 over the 144 input capsules" in said and "away from uniform" in said
+    said = summary_words(cs, 0, "x")  # iteration 1: uniform by construction, not a measurement
+    assert "at iteration 1 nothing has been routed yet, so the couplings are uniform by construction" in said
+
+
+class Config:
+    def __init__(self, couplings, n):
+        self.couplings, self.routing_iterations = couplings, n
+
+
+@pytest.mark.parametrize(
+    "couplings, n, said",
+    [
+        ("dynamic", 3, "dynamic routing, 3 iterations"),
+        ("dynamic", 1, "dynamic routing, 1 iteration (one pass"),
+        ("random", 3, "fixed random couplings (no routing)"),
+        ("uniform", 3, "uniform couplings (every coupling equal, no routing)"),
+    ],
+)
+def test_what_a_model_was_trained_with_comes_from_its_config(couplings, n, said):
+    """The reported contradiction: "trained with random couplings" above, "iteration 3, the one this
+    model was trained with" below. Both now come from trained_with, which reads the config."""
+    assert trained_with(Config(couplings, n)).startswith(said)
+    if couplings != "dynamic":
+        assert "iteration" not in trained_with(Config(couplings, n))
 
 
 @pytest.mark.parametrize("prior, words", [(0.9, "counts as much as the routing"), (0.2, "the routing of this image weighs more")])
@@ -227,20 +287,111 @@ def test_shipped_models_captions_quote_the_numbers_their_charts_draw(path):
     winner = int(tr.lengths[-1].argmax())
     maps = tr.coupling_maps(T - 1)
     _, caption = map_words(tr, T - 1, "digit capsule", "digit", True)
-    assert f"span only {maps.min():.3f} to {maps.max():.3f} (uniform: {tr.uniform:.3f})" in caption
+    assert f"{maps.min():.3f} to {maps.max():.3f} (uniform: {tr.uniform:.3f})" in caption
+    assert ("exaggerate" in caption) == rules.small_span(float(maps.min()), float(maps.max()), tr.uniform)
+    assert f"from {tr.c[T - 1].min():.3f} to {tr.c[T - 1].max():.3f} at this iteration" in caption
+    _, caption = detail_words(tr, T - 1, winner, "x")
+    assert f"{tr.c[T - 1, :, winner].min():.3f} to {tr.c[T - 1, :, winner].max():.3f}" in caption
     said = length_words(tr.lengths, winner, "digit capsule", "digit", "x")
     assert f"{tr.lengths[0, winner]:.3f} at iteration 1, {tr.lengths[-1, winner]:.3f} at iteration {T}" in said
-    assert rules.trend(float(tr.lengths[0, winner]), float(tr.lengths[-1, winner])) in said
+    assert f"length {rules.bounded_trend(float(tr.lengths[0, winner]), float(tr.lengths[-1, winner]))}:" in said
     fig = entropy_figure(tr, "digit capsule", "digit")
     first, last = fig["series"][0, 0], fig["series"][-1, 0]
-    assert f"{first:.3f} at iteration 1, {last:.3f} at iteration {T}" in fig["caption"]
-    assert rules.uniform_words(last / tr.uniform_entropy) in fig["caption"]
+    assert last == pytest.approx(100 * tr.entropy[-1].mean() / tr.uniform_entropy)
+    assert f"{first:.1f}% at iteration 1, {last:.1f}% at iteration {T}" in fig["caption"]
+    assert rules.uniform_words(last / 100) in fig["caption"]
+    sweep = iteration_sweep(model, image, T)
+    said = dynamic_sweep_words(sweep["lengths"], sweep["predictions"], T, [str(n) for n in meta.class_names], "digit capsule")
+    p = sweep["predictions"][-1]
+    assert p == winner and f"the prediction is {meta.class_names[p]} (length {sweep['lengths'][-1, p]:.3f})" in said
     said = convergence_words(tr.b_change, tr.c_change)
     assert f"at iteration 2 is {tr.b_change[1]:.4f} and at iteration 5 {tr.b_change[4]:.4f}" in said
     assert f"from {tr.c_change[0]:.1e} at iteration 2 to {tr.c_change[-1]:.1e} at iteration {T}" in said
     assert f"per iteration {rules.trend(float(tr.c_change[0]), float(tr.c_change[-1]))}" in said
     cs = coupling_summary(model, torch.from_numpy(np.stack([image, image[::-1].copy()])), T)
-    k = meta.config.routing_iterations - 1
-    said = summary_words(cs, k)
-    assert f"{cs['coupling_to_prediction'][k]:.3f} of its vote" in said
-    assert f"by its length, {cs['vote_weighted_coupling_to_prediction'][k]:.3f}" in said
+    for k in (meta.config.routing_iterations - 1, T - 1):
+        said = summary_words(cs, k, trained_with(meta.config))
+        assert f"At iteration {k + 1}, the count chosen above" in said and f"trained with {trained_with(meta.config)}" in said
+        assert f"{cs['coupling_to_prediction'][k]:.3f} of its vote" in said
+        assert f"by its length, {cs['vote_weighted_coupling_to_prediction'][k]:.3f}" in said
+
+
+def test_map_caption_says_exaggerate_only_for_a_small_span_and_that_the_maps_average():
+    u = 0.1
+    T, G, K, J = 2, 2, 3, 10
+    c = np.full((T, G * G * K, J), u)
+    inside = c.copy()
+    inside[1, :, 0], inside[1, :, 1] = u * (rules.NEAR_UNIFORM_SHARE - 0.05), u / rules.NEAR_UNIFORM_SHARE + 0.005
+    _, said = map_words(trace(inside, grid=G, types=K), 1, "digit capsule", "digit", True)
+    assert "span only" in said and "exaggerate small differences" in said
+    outside = c.copy()
+    outside[1, 0, 0], outside[1, 0, 1] = 0.7, 0.0  # one capsule far from uniform: the averaged square too
+    outside[1, 0, 2:] = 0.3 / 8
+    tr = trace(outside, grid=G, types=K)
+    maps = tr.coupling_maps(1)
+    assert not rules.small_span(float(maps.min()), float(maps.max()), u)
+    _, said = map_words(tr, 1, "digit capsule", "digit", True)
+    assert "exaggerate" not in said and "span only" not in said
+    assert f"span {maps.min():.3f} to {maps.max():.3f} (uniform: 0.100), from {maps.min() / u:.1f} to {maps.max() / u:.1f} times" in said
+    assert "These are averages: single primary capsules reach further, from 0.000 to 0.700" in said
+    _, detail = detail_words(tr, 1, 0, "0")
+    assert "span 0.100 to 0.700 (uniform: 0.100), from 1.0 to 7.0 times uniform" in detail and "1 = row 1, col 1" in detail
+
+
+def test_one_iteration_says_only_the_coupling_maps_are_flat():
+    said = once_words(classes_trace())
+    assert "the coupling maps below are flat" in said and "agreement map further down is not" in said
+
+
+def test_detailed_maps_count_positions_from_1_as_the_tour_names_them():
+    tr = trace(softmax(np.random.default_rng(3).normal(size=(1, 3 * 3 * 4, 10)), -1), grid=3, types=4, dim=4)
+    labels = capsule_labels(tr)
+    values = tr.by_capsule(tr.c[0, :, 2])
+    # capsule i = position * types + type; position 5 is row 2, col 3 (from 1) on the 3x3 grid
+    i = 5 * 4 + 3
+    assert labels["hover"][3][5] == "type 4 at row 2, col 3" and values[3, 5] == tr.c[0, i, 2]
+    assert labels["x"] == list(range(1, 10)) and labels["y"] == [1, 2, 3, 4]
+
+
+def test_coupling_maps_hover_counts_rows_and_columns_from_1():
+    from capsviz.viz import class_maps
+
+    fig = class_maps(np.zeros((2, 3, 3)), ["a", "b"], "t")
+    cell = fig.data[0].customdata
+    assert list(cell[0, 0]) == ["a", 1, 1] and list(cell[2, 6]) == ["b", 3, 3]
+
+
+@pytest.mark.parametrize(
+    "predictions, said", [([1, 1, 1], "It is 1 with every count from 1 to 3."), ([2, 1, 1], "differs at 1 of 3 counts: 1 (2).")]
+)
+def test_sweep_caption_for_dynamic_models_names_the_counts_that_change_the_prediction(predictions, said):
+    lengths = np.full((3, 3), 0.2)
+    lengths[np.arange(3), predictions] = [0.9, 0.8, 0.7]
+    text = dynamic_sweep_words(lengths, predictions, 3, ["0", "1", "2"], "digit capsule")
+    assert said in text and "the prediction is 1 (length 0.700)" in text
+
+
+@pytest.mark.parametrize(
+    "first, last, verb",
+    [
+        (0.5, 0.5 + rules.LEVEL + 0.001, "rises"),
+        (0.5, 0.5 + rules.LEVEL - 0.001, "stays about level"),
+        (0.5, 0.5 - rules.LEVEL - 0.001, "falls"),
+    ],
+)
+def test_bounded_trend_takes_level_of_the_whole_range(first, last, verb):
+    assert rules.bounded_trend(first, last) == verb
+
+
+@pytest.mark.parametrize(
+    "lo, hi, small",
+    [
+        (0.1 / rules.NEAR_UNIFORM_SHARE + 0.001, 0.1 * rules.NEAR_UNIFORM_SHARE - 0.001, True),
+        (0.1 / rules.NEAR_UNIFORM_SHARE + 0.001, 0.1 * rules.NEAR_UNIFORM_SHARE + 0.001, False),  # the top too far
+        (0.1 / rules.NEAR_UNIFORM_SHARE - 0.001, 0.1 * rules.NEAR_UNIFORM_SHARE - 0.001, False),  # the bottom too far
+        (0.018, 0.621, False),  # the reported span, 6.2x uniform, called "only ... small differences"
+    ],
+)
+def test_small_span_rule(lo, hi, small):
+    assert rules.small_span(lo, hi, 0.1) is small
+    assert ("exaggerate" in rules.RULES["small span"]) and f"{rules.NEAR_UNIFORM_SHARE}" in rules.RULES["small span"]

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from capsviz.analysis import as_batch, coupling_entropy, rules
+from capsviz.registry import routing_words
 
 
 @dataclass
@@ -215,31 +216,72 @@ def flat(maps: np.ndarray) -> bool:
     return bool(np.ptp(maps) < 1e-6)
 
 
+def trained_with(config) -> str:
+    """What the model was trained with, from its config: the couplings it was trained with and, for
+    dynamic routing, how many iterations (one iteration never moves the couplings from uniform)."""
+    n = config.routing_iterations
+    if config.couplings == "dynamic":
+        said = f"dynamic routing, {n} iteration{'s' if n != 1 else ''}"
+        return said + (" (one pass: its couplings stayed uniform, so routing never moved them)" if n == 1 else "")
+    return routing_words(config.couplings)
+
+
+def once_words(tr: DynamicTrace) -> str:
+    """What the page says when routing runs once (T = 1): only the coupling maps are flat."""
+    return (
+        "Routing runs once here, so there is nothing to step through: before the first agreement is added, every "
+        f"set of couplings is even (c = {tr.uniform:.3g} each), so the coupling maps below are flat. The agreement map "
+        "further down is not: it is what this one pass measured, what a second iteration would add to b. "
+        "Raise **Routing iterations at inference** to watch the couplings move."
+    )
+
+
+def _digits(tr: DynamicTrace) -> int:
+    return 2 + max(1, -math.floor(math.log10(tr.uniform)))  # 3 decimals for 1/10, 5 for 1/144: the digits that move
+
+
+def span_words(lo: float, hi: float, uniform: float, d: int) -> str:
+    """The span of couplings drawn, by the small-span rule (rules.small_span)."""
+    if rules.small_span(lo, hi, uniform):
+        return (
+            f"the squares span only {lo:.{d}f} to {hi:.{d}f} (uniform: {uniform:.{d}f}), all within {rules.NEAR_UNIFORM_SHARE} "
+            "times uniform either way, so the colours exaggerate small differences"
+        )
+    return (
+        f"the squares span {lo:.{d}f} to {hi:.{d}f} (uniform: {uniform:.{d}f}), from {lo / uniform:.1f} to {hi / uniform:.1f} times uniform"
+    )
+
+
 def map_words(tr: DynamicTrace, t: int, capsule: str, thing: str, digits: bool) -> tuple[str, str]:
     """The coupling maps' title and caption at iteration t (0-based): where each square's number
     comes from (the model's grouping), and the span of the couplings the maps draw."""
     maps = tr.coupling_maps(t)
     G = tr.grid
-    title = f"Iteration {t + 1}: coupling c to each {capsule}, on the {G}x{G} grid of primary capsule positions"
+    title = f"Iteration {t + 1}: couplings c"
     if tr.grouping == "paper":
-        where = f"each square is one of the {G}x{G} positions of the primary capsules, averaged over their {tr.types} types"
+        where = (
+            f"each square is one of the {G}x{G} positions of the primary capsules (rows and columns counted from 1 at the "
+            f"top left), averaged over their {tr.types} types"
+        )
     else:
         where = (
             f"a primary capsule of this model is {tr.dim} neighbouring values of one "
             "conv map (some straddle two maps), not one position's channels, so it has no one position: each square averages "
             "the couplings of the capsules built from the values at that position, each counted by its share of them"
         )
-    d = 2 + max(1, -math.floor(math.log10(tr.uniform)))  # 3 decimals for 1/10, 5 for 1/144: the digits that move
+    d = _digits(tr)
     if flat(maps):
         spread = (
             f"At iteration 1 every coupling is {maps.max():.{d}f}: nothing has been routed yet."
             if t == 0
-            else f"At this iteration every coupling is still {maps.max():.{d}f}: the agreements added to b are too small to move them."
+            else f"At iteration {t + 1} every coupling is still {maps.max():.{d}f}: the agreements added to b are too small to move them."
         )
     else:
+        c = tr.c[t]
         spread = (
-            f"At this iteration the squares span only {maps.min():.{d}f} to {maps.max():.{d}f} (uniform: {tr.uniform:.{d}f}), so "
-            "the colours exaggerate small differences. Positions over blank background vote too: a bright square there means "
+            f"At iteration {t + 1} {span_words(float(maps.min()), float(maps.max()), tr.uniform, d)}. These are averages: single "
+            f"primary capsules reach further, from {c.min():.{d}f} to {c.max():.{d}f} at this iteration (the detailed map "
+            "below shows them). Positions over blank background vote too: a bright square there means "
             f"those primary capsules' predictions happen to agree with that {thing}, not that "
             + ("ink is there." if digits else "the object is there.")
         )
@@ -253,16 +295,52 @@ def map_words(tr: DynamicTrace, t: int, capsule: str, thing: str, digits: bool) 
     return title, caption
 
 
+def detail_words(tr: DynamicTrace, t: int, j: int, name: str) -> tuple[str, str]:
+    """The detailed map's title and caption: every primary capsule's coupling to class j at iteration t."""
+    values = tr.c[t, :, j]
+    d = _digits(tr)
+    title = f"Coupling to {name}, iteration {t + 1}"
+    if tr.grouping == "paper":
+        what = (
+            f"One square per primary capsule, not averaged: a column per position on the {tr.grid}x{tr.grid} grid, row by "
+            f"row (1 = row 1, col 1 at the top left; {tr.grid * tr.grid} = row {tr.grid}, col {tr.grid}), a row per capsule "
+            "type; hover for its type, row and column."
+        )
+    else:
+        what = f"One square per primary capsule, not averaged, in the model's own order, {tr.grid * tr.grid} to a row."
+    if np.ptp(values) < 1e-6:
+        return title, f"{what} At iteration {t + 1} every one is {values.max():.{d}f}."
+    return title, f"{what} At iteration {t + 1} {span_words(float(values.min()), float(values.max()), tr.uniform, d)}."
+
+
 def capsule_axes(tr: DynamicTrace) -> tuple[str, str]:
-    """The detailed maps' x and y axis titles (`DynamicTrace.by_capsule`)."""
+    """The detailed maps' x and y axis titles (`DynamicTrace.by_capsule`), counted from 1."""
     G2 = tr.grid * tr.grid
     if tr.grouping == "paper":
-        return f"position on the {tr.grid}x{tr.grid} grid, row by row (0 = top left, {G2 - 1} = bottom right)", "primary capsule type"
-    return f"primary capsule i in the model's own order, {G2} to a row: i mod {G2}", f"i // {G2}"
+        return f"position 1-{G2}, row by row", "capsule type"
+    return f"capsule, {G2} to a row", "row"
+
+
+def capsule_name(kind: int, row: int, col: int) -> str:
+    """A primary capsule by type, row and column (0-based in), counted from 1 as the guided tour names it."""
+    return f"type {kind + 1} at row {row + 1}, col {col + 1}"
+
+
+def capsule_labels(tr: DynamicTrace) -> dict:
+    """The detailed maps' axis values (from 1) and each square's name for the hover, laid out as
+    `DynamicTrace.by_capsule` lays out the values."""
+    G, G2 = tr.grid, tr.grid * tr.grid
+    if tr.grouping == "paper":
+        names = [[capsule_name(k, p // G, p % G) for p in range(G2)] for k in range(tr.types)]
+        return {"x": list(range(1, G2 + 1)), "y": list(range(1, tr.types + 1)), "hover": names}
+    rows = tr.c.shape[1] // G2
+    names = [[f"capsule {r * G2 + p + 1}" for p in range(G2)] for r in range(rows)]
+    return {"x": list(range(1, G2 + 1)), "y": list(range(1, rows + 1)), "hover": names}
 
 
 def length_words(lengths: np.ndarray, winner: int, capsule: str, thing: str, name: str) -> str:
-    """The caption of the lengths-by-iteration chart (lengths (T, J), as drawn)."""
+    """The caption of the lengths-by-iteration chart (lengths (T, J), as drawn). A length lies in
+    0..1, so its trend is the bounded rule's (rules.bounded_trend)."""
     T = lengths.shape[0]
     said = (
         f"A {capsule}'s length is the network's confidence that its {thing} is present (the prediction is the longest: "
@@ -271,42 +349,63 @@ def length_words(lengths: np.ndarray, winner: int, capsule: str, thing: str, nam
     if T == 1:
         return said + f"with one iteration nothing is shifted, and the winner's length is {lengths[0, winner]:.3f}."
     first, last = float(lengths[0, winner]), float(lengths[-1, winner])
-    return said + f"here the winner's length {rules.trend(first, last)}: {first:.3f} at iteration 1, {last:.3f} at iteration {T}."
+    return said + (
+        f"here the winner's length {rules.bounded_trend(first, last)}: {first:.3f} at iteration 1, {last:.3f} at iteration {T}, "
+        f"a change of {last - first:+.3f} (a length lies between 0 and 1, so it rises or falls only when it moves by more "
+        f"than {rules.LEVEL:.2f})."
+    )
+
+
+ENTROPY_RANGE = (0.0, 105.0)  # the entropy chart's fixed y range, % of uniform: a small drop draws small
 
 
 def entropy_figure(tr: DynamicTrace, capsule: str, thing: str) -> dict:
-    """The entropy chart and its caption, along the axis the couplings sum to 1 over: series (T, 3)
-    mean, 10th and 90th percentile; names; title; caption."""
-    mean = tr.entropy.mean(1, keepdims=True)
-    series = np.concatenate([mean, np.percentile(tr.entropy, [10, 90], axis=1).T], 1)
+    """The entropy chart and its caption, along the axis the couplings sum to 1 over, as % of the
+    uniform split's entropy: series (T, 3) mean, 10th and 90th percentile; names; title; caption;
+    y_range (fixed) and line (the near-uniform rule's entropy share, dashed)."""
     T, I, J = tr.c.shape
     H = tr.uniform_entropy
+    pct = 100 * tr.entropy / H
+    mean = pct.mean(1, keepdims=True)
+    series = np.concatenate([mean, np.percentile(pct, [10, 90], axis=1).T], 1)
+    line = 100 * rules.NEAR_UNIFORM_ENTROPY
+    title = "Coupling entropy, % of uniform"
     if tr.softmax == "inputs":
-        title = f"Entropy of each {capsule}'s couplings (uniform: {H:.2f})"  # over the inputs: the caption says so
         what = (
             f"This model's couplings sum to 1 over the input capsules for each {capsule} (its softmax is over the inputs), "
-            f"so entropy here measures how evenly a {capsule} draws on the {I} primary capsules: {H:.2f} is perfectly even "
-            f"(1/{I} from each), 0 is all of it from one."
+            f"so entropy here measures how evenly a {capsule} draws on the {I} primary capsules: 100% (log {I} = {H:.2f} nats) "
+            f"is perfectly even (1/{I} from each), 0 is all of it from one."
         )
     else:
-        title = f"Coupling entropy per primary capsule (uniform: {H:.2f})"
         what = (
-            f"Entropy measures how evenly a primary capsule splits its vote: {H:.2f} is perfectly even (1/{J} to each {thing}), "
-            f"0 is the whole vote to one {thing}."
+            f"Entropy measures how evenly a primary capsule splits its vote: 100% (log {J} = {H:.2f} nats) is perfectly even "
+            f"(1/{J} to each {thing}), 0 is the whole vote to one {thing}."
         )
+    what += f" The dashed line is {line:.0f}%, the near-uniform rule's entropy share."
     if T == 1:
         said = " With one iteration every split is still even."
     else:
         first, last = float(series[0, 0]), float(series[-1, 0])
+        verb = rules.trend(first, last)
+        change = abs(last - first) / max(abs(first), abs(last), 1e-12)
+        moved = (
+            f"moves only a little ({change:.1%}; a change of {rules.LEVEL:.0%} or less counts as level)"
+            if verb == "stays about level"
+            else f"{verb} by {change:.1%}"
+        )
+        near = rules.near_uniform(last / 100)
+        join = "yet" if (verb == "stays about level") != near else "so"
         said = (
-            f" Here the mean {rules.trend(first, last)}: {first:.3f} at iteration 1, {last:.3f} at iteration {T}, so the couplings "
-            f"end {rules.uniform_words(last / H)}."
+            f" For this image the mean {moved}: {first:.1f}% at iteration 1, {last:.1f}% at iteration {T}; {join} at iteration "
+            f"{T} its couplings are {rules.uniform_words(last / 100)}."
         )
     return {
         "series": series,
         "names": ["mean", "10th percentile", "90th percentile"],
         "title": title,
         "caption": what + said,
+        "y_range": ENTROPY_RANGE,
+        "line": line,
     }
 
 
@@ -334,21 +433,29 @@ def convergence_words(b_change: np.ndarray, c_change: np.ndarray) -> str:
     return said
 
 
-def summary_words(cs: dict, k: int) -> str:
-    """The caption of the coupling-summary chart at iteration k (0-based), the model's own count."""
+def summary_words(cs: dict, k: int, trained: str) -> str:
+    """The caption of the coupling-summary chart at iteration k (0-based), the slider's count;
+    `trained`: what the model was trained with (trained_with)."""
     share, weighted, u = cs["coupling_to_prediction"][k], cs["vote_weighted_coupling_to_prediction"][k], cs["uniform"]
     ratio = cs["entropy"][k] / cs["uniform_entropy"]
+    n = len(cs["coupling_to_prediction"])
+    said = f"The chart runs the {cs['n_images']} images with dynamic routing, 1 to {n} iterations; this model was trained with {trained}. "
+    if k == 0:
+        verdict = f"at iteration 1 nothing has been routed yet, so the couplings are uniform by construction: {rules.uniform_words(ratio)}"
+    elif cs.get("softmax") == "inputs":
+        verdict = f"at iteration {k + 1} the predicted class's couplings over the inputs are {rules.uniform_words(ratio)}"
+    else:
+        verdict = f"at iteration {k + 1} the couplings are {rules.uniform_words(ratio, share, u)}"
     if cs.get("softmax") == "inputs":
-        return (
-            f"This model's couplings sum to 1 over the {round(1 / u)} input capsules for each class, so a primary capsule's mean "
-            f"coupling to the predicted class is the uniform {u:.4f} whatever routing does ({share:.4f} here); counting each "
-            f"vote by its length, {weighted:.4f}. At iteration {k + 1}, the one this model was trained with, the predicted "
-            f"class's couplings over the inputs are {rules.uniform_words(ratio)}."
+        return said + (
+            f"Its couplings sum to 1 over the {round(1 / u)} input capsules for each class, so a primary capsule's mean "
+            f"coupling to the predicted class is the uniform {u:.4f} whatever routing does ({share:.4f} at iteration {k + 1}); "
+            f"counting each vote by its length, {weighted:.4f}. Over the {cs['n_images']} images {verdict}."
         )
-    return (
-        f"At iteration {k + 1}, the one this model was trained with, a primary capsule sends on average {share:.3f} of its vote "
+    return said + (
+        f"At iteration {k + 1}, the count chosen above, a primary capsule sends on average {share:.3f} of its vote "
         f"to the predicted class (uniform: {u:.3f}); counting each vote by its length, {weighted:.3f}. Over the "
-        f"{cs['n_images']} images the couplings are {rules.uniform_words(ratio, share, u)}. Routing only sharpens the couplings "
+        f"{cs['n_images']} images {verdict}. Routing only sharpens the couplings "
         "as far as the agreements u_hat . v are large: compare the 1- and 3-iteration models on the Reproduction page."
     )
 
@@ -384,6 +491,26 @@ def sweep_words(predictions: list[int], winner: int, name: str) -> str:
     else:
         said += f"With any number of dynamic-routing iterations the prediction stays {name}."
     return said + " The **Routing lab** compares the routings over the whole test set."
+
+
+def dynamic_sweep_words(lengths: np.ndarray, predictions: list[int], T: int, names: list[str], capsule: str) -> str:
+    """The caption of "Same weights, 1 to N iterations" for a dynamic-routing model: lengths (N, J) and
+    predictions (N,) as drawn; T the count chosen above; names already plain."""
+    N = len(predictions)
+    p = predictions[T - 1]
+    said = (
+        f"Each line is one {capsule}'s length after routing this image with 1 to {N} iterations, the weights unchanged; "
+        f"the longest is the prediction. With {T} iteration{'s' if T != 1 else ''}, as chosen above, the prediction is "
+        f"{names[p]} (length {lengths[T - 1, p]:.3f}). "
+    )
+    other = [k + 1 for k, q in enumerate(predictions) if q != p]
+    if other:
+        said += (
+            f"The prediction differs at {len(other)} of {N} counts: " + ", ".join(f"{k} ({names[predictions[k - 1]]})" for k in other) + "."
+        )
+    else:
+        said += f"It is {names[p]} with every count from 1 to {N}."
+    return said
 
 
 @dataclass

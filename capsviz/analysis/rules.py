@@ -19,6 +19,10 @@ NEAR_UNIFORM_SHARE = 1.5
 # A series "rises" or "falls" only when its last value differs from its first by more than this
 # share of the larger of the two; otherwise it "stays about level".
 LEVEL = 0.10
+# For a number confined to 0..1 (a capsule's length), the same LEVEL is taken of the whole range: it
+# rises or falls only when it moves by more than LEVEL in absolute terms (bounded_trend).
+# A coupling map's colours exaggerate small differences when every square lies within
+# NEAR_UNIFORM_SHARE times uniform either way (small_span): a narrow span stretched over the colour scale.
 # A speed claim needs at least this many timings of each side, and one side's slowest timing
 # faster than the other's fastest.
 MIN_TIMINGS = 5
@@ -43,7 +47,13 @@ RULES = {
     ),
     "rises / falls": (
         f"A number is said to rise or fall only when its last value differs from its first by more than {LEVEL:.0%}; "
-        "otherwise it stays about level."
+        "otherwise it stays about level. A number that can only lie between 0 and 1 (a capsule's length) rises or falls "
+        f"only when it moves by more than {LEVEL:.2f}, a tenth of its whole range."
+    ),
+    "small span": (
+        f"A coupling map's span is called small when every square lies between 1/{NEAR_UNIFORM_SHARE} and "
+        f"{NEAR_UNIFORM_SHARE} times the uniform coupling: its colours, stretched over so narrow a range, exaggerate the "
+        "differences."
     ),
     "faster": (
         f"One computation is called faster than another only from at least {MIN_TIMINGS} timings of each, when even its "
@@ -134,6 +144,19 @@ def trend(first: float, last: float) -> str:
     if scale == 0 or abs(last - first) <= LEVEL * scale:
         return "stays about level"
     return "rises" if last > first else "falls"
+
+
+def bounded_trend(first: float, last: float) -> str:
+    """ "rises", "falls" or "stays about level" for a number confined to 0..1 (a capsule's length): a
+    move of more than LEVEL in absolute terms, a tenth of the whole range, whatever the start."""
+    if abs(last - first) <= LEVEL:
+        return "stays about level"
+    return "rises" if last > first else "falls"
+
+
+def small_span(lo: float, hi: float, uniform: float) -> bool:
+    """Whether couplings from `lo` to `hi` all lie within NEAR_UNIFORM_SHARE times `uniform` either way."""
+    return hi < NEAR_UNIFORM_SHARE * uniform and lo > uniform / NEAR_UNIFORM_SHARE
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,7 @@ def class_maps(maps: np.ndarray, names, title: str, zrange: tuple[float, float] 
         z[:, j * (G + 1) : j * (G + 1) + G] = maps[j]
         who[:, j * (G + 1) : j * (G + 1) + G] = str(names[j])
     rows, cols = np.indices(z.shape)
-    cell = np.stack([who, rows, cols % (G + 1)], -1)
+    cell = np.stack([who, rows + 1, cols % (G + 1) + 1], -1)  # rows and columns from 1, as the tour counts them
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -123,16 +123,33 @@ def class_maps(maps: np.ndarray, names, title: str, zrange: tuple[float, float] 
     return fig
 
 
-def heatmap(z: np.ndarray, title: str, x_title: str, y_title: str, x=None, y=None, zmin=None, zmax=None, height=320) -> go.Figure:
-    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, colorscale="Viridis", zmin=zmin, zmax=zmax))
+def heatmap(
+    z: np.ndarray, title: str, x_title: str, y_title: str, x=None, y=None, zmin=None, zmax=None, height=320, hover=None
+) -> go.Figure:
+    """`hover`: a name for each square (the shape of z), shown with its value."""
+    cell = {} if hover is None else dict(customdata=hover, hovertemplate="%{customdata}: %{z:.3f}<extra></extra>")
+    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, colorscale="Viridis", zmin=zmin, zmax=zmax, **cell))
     fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, height=height, margin=dict(l=10, r=10, t=40, b=10))
     if y is not None:
         fig.update_yaxes(type="category")  # named rows (classes): every name shown, "2" not read as a number
     return fig
 
 
-def lines(y: np.ndarray, names, title: str, x_title: str, y_title: str, log_y: bool = False, x=None) -> go.Figure:
-    """One line per column of y (T, K), x = 1..T unless given."""
+def lines(
+    y: np.ndarray,
+    names,
+    title: str,
+    x_title: str,
+    y_title: str,
+    log_y: bool = False,
+    x=None,
+    y_range=None,
+    line=None,
+    legend_below: bool = False,
+) -> go.Figure:
+    """One line per column of y (T, K), x = 1..T unless given; `y_range` fixes the y axis, `line`
+    draws a dashed horizontal line at that value; `legend_below` puts long legend names under the
+    chart, where they leave a phone's narrow chart its width."""
     x = np.arange(1, len(y) + 1) if x is None else x
     fig = go.Figure([go.Scatter(x=x, y=y[:, k], name=str(n), mode="lines+markers") for k, n in enumerate(names)])
     fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, height=300, margin=dict(l=10, r=10, t=40, b=10))
@@ -140,6 +157,12 @@ def lines(y: np.ndarray, names, title: str, x_title: str, y_title: str, log_y: b
         fig.update_xaxes(dtick=1)  # iterations are whole: no tick at 1.5
     if log_y:
         fig.update_yaxes(type="log")
+    if legend_below:
+        fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.3, x=0), height=380)
+    if y_range is not None:
+        fig.update_yaxes(range=list(y_range))
+    if line is not None:
+        fig.add_hline(y=line, line_dash="dash", line_color="grey")
     return fig
 
 
