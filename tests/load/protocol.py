@@ -266,11 +266,6 @@ class Student:
         cs.page_name = path
         cs.page_script_hash = self.pages.get(path, "")
         cs.fragment_id = fragment
-        if fragment and "model_pick" in self.ids and self.model:
-            # a browser sends every widget's value with each rerun, a fragment's too; Streamlit
-            # forgets a widget outside the fragment whose value did not come with it (the
-            # sidebar's model, next page change), so the model picked goes along as in a browser
-            widgets = [*widgets, ("model_pick", "string_value", self.model)]
         for key, kind_of, value in widgets:
             w = cs.widget_states.widgets.add()
             w.id = self.ids[key][0]
