@@ -138,7 +138,7 @@ def test_class_maps_lay_each_class_map_out_once_with_gaps():
         np.testing.assert_array_equal(z[:, 7 * j : 7 * j + 6], maps[j])
     assert np.isnan(z[:, 6::7]).all()  # the gaps between maps
     assert list(fig.layout.xaxis.ticktext) == [f"c{j}" for j in range(10)]
-    assert trace.customdata[2][7 * 3 + 4].tolist() == ["c3", 2, 4]  # hover names the class, row and column
+    assert trace.customdata[2][7 * 3 + 4].tolist() == ["c3", 3, 5]  # hover names the class, row and column (from 1, as the tour counts)
 
 
 class _Wrong:
