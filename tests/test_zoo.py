@@ -8,7 +8,17 @@ import torch
 
 from capsviz.analysis import lab, rules
 from capsviz.analysis.reproduction import EFFICIENT_MNIST, PAPER, paper_error
-from capsviz.analysis.zoo import ONE_ITERATION, PAIR_ERROR, Size, card, epochs_note, model_size, paper_words, parameter_counts
+from capsviz.analysis.zoo import (
+    ONE_ITERATION,
+    ONE_ITERATION_WHY,
+    PAIR_ERROR,
+    Size,
+    card,
+    epochs_note,
+    model_size,
+    paper_words,
+    parameter_counts,
+)
 from capsviz.checkpoint import list_checkpoints, load_checkpoint
 from capsviz.config import preset
 from capsviz.models import build_model
@@ -107,8 +117,9 @@ def test_the_matrix_models_card_quotes_the_papers_em_figure_for_the_full_size_mo
 
 def test_one_iteration_of_dynamic_routing_has_one_label_that_says_the_couplings_stay_uniform():
     meta = _shipped("capsnet-one-iteration-mnist")
-    assert card(meta).routing == ONE_ITERATION
-    assert ONE_ITERATION.startswith("dynamic routing, 1 iteration") and "stay uniform" in ONE_ITERATION
+    assert card(meta).routing == f"{ONE_ITERATION} ({ONE_ITERATION_WHY})"
+    assert ONE_ITERATION == "dynamic routing, 1 iteration" and "stay uniform" in ONE_ITERATION_WHY
+    assert lab.trained_label(meta.config).startswith(ONE_ITERATION) and lab.trained_with(meta.config) == "uniform"
     assert card(_shipped("capsnet-mnist")).routing == "dynamic, 3 iterations"
 
 

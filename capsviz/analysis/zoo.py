@@ -64,12 +64,13 @@ def routing_words(c: ModelConfig) -> str:
         return f"{kind} couplings: no routing (a baseline)"
     n = c.routing_iterations
     if kind == "dynamic" and n == 1:
-        return ONE_ITERATION
+        return f"{ONE_ITERATION} ({ONE_ITERATION_WHY})"
     return f"{'EM' if kind == 'em' else 'dynamic'}, {n} iteration" + ("" if n == 1 else "s")
 
 
-# One label for a CapsNet trained with one iteration of dynamic routing, on every page
-ONE_ITERATION = "dynamic routing, 1 iteration (with 1 iteration the couplings stay uniform: b starts at 0 and is never updated)"
+# One label for a CapsNet trained with one iteration of dynamic routing, on every page, and why it is uniform couplings
+ONE_ITERATION = "dynamic routing, 1 iteration"
+ONE_ITERATION_WHY = "with 1 iteration the couplings stay uniform: b starts at 0 and is never updated"
 
 
 def classes_line(names, size: int, channels: int) -> str:
@@ -129,7 +130,9 @@ def epochs_note(meta: CheckpointMeta) -> str | None:
         d, p = runs[0]
         return what + f"This run was stopped after {d:.1f} of the {p:g} epochs it was planned for." if p else what
     listed = ", ".join(f"{d:.1f} of {p:g} planned" if p else f"{d:.1f}" for d, p in runs)
-    return what + f"Fine-tuned: {len(runs)} runs, each starting from the weights the one before ended with ({listed}); the total adds them up."
+    return (
+        what + f"Fine-tuned: {len(runs)} runs, each starting from the weights the one before ended with ({listed}); the total adds them up."
+    )
 
 
 PAIR_ERROR = (
@@ -144,7 +147,10 @@ def error_words(meta: CheckpointMeta) -> tuple[str, str]:
     labels per image (MultiMNIST), else the test error on one label per image."""
     if guesses(meta)[1] == 2:
         return "Pair error", PAIR_ERROR
-    return "Test error", f"Test error: the share of test images whose longest {'capsule' if meta.config.family != 'cnn' else 'score'} is not their label."
+    return (
+        "Test error",
+        f"Test error: the share of test images whose longest {'capsule' if meta.config.family != 'cnn' else 'score'} is not their label.",
+    )
 
 
 @dataclass(frozen=True)
