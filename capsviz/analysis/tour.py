@@ -522,7 +522,7 @@ def margin_words(lengths: np.ndarray, names: list[str], right: int | None) -> st
     top = max(others, key=lambda k: lengths[k])
     loud = [k for k in others if lengths[k] >= MARGIN_ABSENT]
     present = lengths[j] > MARGIN_PRESENT
-    said = f"On this image {who} has {two(lengths[j])}, {'above' if present else 'not above'} {MARGIN_PRESENT}; "
+    said = f"on this image {who} has {two(lengths[j])}, {'above' if present else 'not above'} {MARGIN_PRESENT}; "
     if not loud:
         said += f"every other is shorter than {MARGIN_ABSENT} (the longest of them, {names[top]}, {two(lengths[top])})"
     else:
@@ -593,7 +593,8 @@ def lab_words(rows: list, routing_words: dict[str, str]) -> tuple[list[str], dic
     if own is None:
         return [], {}
     said, gaps = [], {}
-    mine = own.trained_label or routing_words.get(own.run_with, own.run_with)  # one iteration of dynamic routing keeps its name
+    # its own routing by the lab's words, except one iteration of dynamic routing, which keeps its own name
+    mine = own.trained if own.trained != own.trained_with else routing_words.get(own.run_with, own.run_with)
     for r in rows:
         if r is own:
             continue
