@@ -139,13 +139,20 @@ for line in said.hidden:
     st.info(line, icon=":material/visibility_off:")  # plain: said_rows makes the names plain
 
 st.subheader("The table")
-st.dataframe(
-    lab.table(rows),
-    hide_index=True,
-    width="stretch",
-    column_config={name: st.column_config.NumberColumn(format=f"%.{d}f") for name, d in lab.DECIMALS.items()}
-    | {"FGSM acc. %": st.column_config.NumberColumn(f"FGSM {epsilon:g} acc. %", format=f"%.{lab.DECIMALS['FGSM acc. %']}f")},
-)
+cells = lab.table(rows)
+for k, columns in enumerate(lab.SPLIT):  # two tables, each as wide as the page: no column hidden to the right
+    st.dataframe(
+        [{name: c[name] for name in columns} for c in cells],
+        hide_index=True,
+        width="stretch",
+        key=f"lab_table_{k}",
+        column_config={name: st.column_config.NumberColumn(format=f"%.{d}f") for name, d in lab.DECIMALS.items() if name in columns}
+        | (
+            {"FGSM acc. %": st.column_config.NumberColumn(f"FGSM {epsilon:g} acc. %", format=f"%.{lab.DECIMALS['FGSM acc. %']}f")}
+            if "FGSM acc. %" in columns
+            else {}
+        ),
+    )
 first = rows[0]
 st.caption(
     lab.table_words(plain_rows)  # plain: no name in it, only counts

@@ -53,8 +53,8 @@ for path, meta in found:
         if own:
             cols[1].caption(plain(classes_line(meta.class_names, c.in_size, c.in_channels)))
         if note := epochs_note(meta):
-            cols[1].caption(note)
-        cols[2].metric(said.error_name, said.error, help=m.how)
+            cols[1].caption(note)  # plain: the zoo's own words from numbers, no name in it
+        cols[2].metric(said.error_name, said.error, help=m.how)  # plain: the zoo's own words; how is the stored record
         cols[2].caption(said.error_means)
         cols[2].caption(said.paper)
         if said.chance:

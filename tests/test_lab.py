@@ -652,3 +652,11 @@ def test_the_shipped_seed_studys_sentences_are_longer_than_a_cut_name():
 
     (study,) = [s for s in lab.stored_studies() if s.shipped]
     assert max(len(line) for line in lab.seed_sentences(study)) > MAX_CHARS  # plain() would cut them: the page test checks they are whole
+
+
+def test_the_two_tables_the_page_shows_hold_every_column_once_beside_the_rows_names():
+    columns = list(lab.table([row()])[0])
+    first, second = lab.SPLIT
+    assert sorted(set(first) | set(second)) == sorted(columns)
+    assert {"model", "run with"} <= set(first) & set(second)  # each row named in both
+    assert len(first) <= 8 and len(second) <= 8  # what fits a laptop's width (tests/e2e/test_lab_layout_browser.py)
