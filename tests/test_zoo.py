@@ -133,3 +133,18 @@ def test_fractional_epochs_say_the_run_stopped_before_its_plan_or_nothing_when_i
     assert "12.0 of the 20 epochs" in epochs_note(early)
     chained = dataclasses.replace(meta, raw={"epochs": 2.5, "run": {"epochs": 10}, "started_from": {"epochs": 4.0, "run": {"epochs": 4}}})
     assert "2 runs" in epochs_note(chained) and "(4.0 of 4 planned, 2.5 of 10 planned)" in epochs_note(chained)
+
+
+def test_the_zoo_page_names_each_cards_error_and_defines_it_beside_the_number(monkeypatch, tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    at = AppTest.from_file(str(shipped_checkpoints().parent / "app.py"), default_timeout=120)
+    at.switch_page("pages/zoo.py").run()
+    assert not at.exception
+    labels = [m.label for m in at.metric if m.label != "Length after squash"]  # the squash widget's
+    pairs = sum(m.dataset == "multimnist" for _, m in SHIPPED if m.metrics.measured)
+    assert labels.count("Pair error") == pairs > 0 and labels.count("Test error") == len(labels) - pairs
+    captions = [c.value for c in at.caption]
+    assert captions.count(PAIR_ERROR) == pairs
+    assert any("stopped after 26.8 of the 100 epochs" in c for c in captions)  # capsnet-mnist's fractional epochs
