@@ -641,6 +641,9 @@ def test_one_iteration_of_dynamic_routing_is_named_so_in_the_table_and_the_detai
     assert lab.table([own])[0]["trained with"] == label
     (said,) = [s for s in lab.report([own, other]).models["one"] if "instead" in s]
     assert f"(trained with {label}) run with **dynamic**" in said and "trained with uniform" not in said
+    swapped = replace(own, run_with="random", test_error=0.6)
+    (random,) = [s for s in lab.short_answer([own, swapped]) if s.startswith("**Random couplings.**")]
+    assert f"instead of what it was trained with ({label})" in random
 
 
 def test_the_entropy_chart_calls_100_uniform_couplings_not_no_routing():

@@ -516,9 +516,10 @@ def _of(k: int, n: int) -> str:
 
 
 def _routings(names) -> str:
-    """The routings among `names`, in the lab's order: "dynamic, uniform or self-attention"."""
+    """The routings among `names`, in the lab's order: "dynamic, uniform or self-attention"; a
+    label of its own (one iteration of dynamic routing, trained_label) after them."""
     given = set(names)
-    names = [r for r in ROUTINGS if r in given]
+    names = [r for r in ROUTINGS if r in given] + sorted(given - set(ROUTINGS))
     return ", ".join(names[:-1]) + (" or " if len(names) > 1 else "") + names[-1]
 
 
@@ -542,7 +543,7 @@ def _swap(by_model: dict[str, dict[str, Row]], routing: str, lead: str, trained:
         largest = "largest changes first: " if verdict is None and len(got) > 1 else ""
         parts.append((len(got), f"{words} on {_of(len(got), len(pairs))} ({largest}{quoted}{more})"))
     parts.sort(key=lambda p: -p[0])
-    trained_with = _routings(own.trained_with for _, own in pairs)
+    trained_with = _routings(own.trained for _, own in pairs)
     what = "what it was trained with" if len(pairs) == 1 else "what they were trained with"
     return f"{lead} instead of {what} ({trained_with}), the test error is " + "; ".join(p for _, p in parts) + "."
 
