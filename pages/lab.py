@@ -122,7 +122,8 @@ shown = {lab.preset_and_data(fitting[n][1]) for n in chosen}
 found = lab.stored_studies(skipped=skipped) + lab.studies_in((m for _, m in fitting.values()), names=list(fitting))
 # a study made of this folder's models (a student's runs) never takes the place of one shipped with the app
 studies = list({(st_.architecture, st_.shipped, st_.models): st_ for st_ in found if st_.preset_and_data in shown}.values())
-said = lab.report(*said_rows(rows, studies))
+plain_rows, plain_studies = said_rows(rows, studies)  # their names made plain, for the sentences written about them
+said = lab.report(plain_rows, plain_studies)
 
 st.subheader("Does routing matter? The short answer")
 c = st.columns([3, 2])
@@ -138,24 +139,25 @@ for line in said.hidden:
     st.info(line, icon=":material/visibility_off:")  # plain: said_rows makes the names plain
 
 st.subheader("The table")
-st.dataframe(
-    lab.table(rows),
-    hide_index=True,
-    width="stretch",
-    column_config={name: st.column_config.NumberColumn(format=f"%.{d}f") for name, d in lab.DECIMALS.items()}
-    | {"FGSM acc. %": st.column_config.NumberColumn(f"FGSM {epsilon:g} acc. %", format=f"%.{lab.DECIMALS['FGSM acc. %']}f")},
-)
+cells = lab.table(rows)
+for k, columns in enumerate(lab.SPLIT):  # two tables, each as wide as the page: no column hidden to the right
+    st.dataframe(
+        [{name: c[name] for name in columns} for c in cells],
+        hide_index=True,
+        width="stretch",
+        key=f"lab_table_{k}",
+        column_config={name: st.column_config.NumberColumn(format=f"%.{d}f") for name, d in lab.DECIMALS.items() if name in columns}
+        | (
+            {"FGSM acc. %": st.column_config.NumberColumn(f"FGSM {epsilon:g} acc. %", format=f"%.{lab.DECIMALS['FGSM acc. %']}f")}
+            if "FGSM acc. %" in columns
+            else {}
+        ),
+    )
 first = rows[0]
-pairs = max(r.n_pairs for r in rows)
 st.caption(
-    f"Test error on the first {first.n_test:,} test images; shifted and turned images (each moved up to {lab.SHIFT_PX} px and "
-    f"turned up to {lab.ROTATE_DEG}°, the same draw for every model) and FGSM on {first.n_images:,} images; "
-    + (f"MultiMNIST pairs on {pairs:,} pairs; " if pairs else "")
-    + f"couplings averaged over {lab.COUPLING_IMAGES} images (entropy 100% = the uniform split 1/J; c to predicted class "
-    f"{1 / first.classes:.2f} = uniform with {plain(first.classes)} classes). ± chance: two standard errors of one error rate, what the test images alone can move it. "
-    f"Time per image at batch {lab.TIME_BATCH} on {plain(first.hardware or 'the machine that measured it')}: the median of "
-    f"the timings, their range beside. {lab.TIME_RULE} "
-    "MultiMNIST pairs need a model that reads 36x36 pairs (one trained on MultiMNIST); '-' elsewhere."
+    lab.table_words(plain_rows)  # plain: no name in it, only counts
+    + f" Time per image at batch {lab.TIME_BATCH} on {plain(first.hardware or 'the machine that measured it')}: the median of "
+    f"the timings, their range beside. {lab.TIME_RULE}"
 )
 
 models_in = list(dict.fromkeys(r.model for r in rows))
@@ -172,10 +174,10 @@ c = st.columns(2)
 fg = {rt: [by[m, rt].fgsm_accuracy if (m, rt) in by else None for m in models_in] for rt in routings}
 c[0].plotly_chart(plain_chart(grouped_bars(models_in, fg, f"Accuracy under FGSM, epsilon {epsilon:g}", "accuracy %")), key="lab_fgsm")
 ent = {rt: [100 * by[m, rt].entropy_ratio if (m, rt) in by else None for m in models_in] for rt in routings}
-c[1].plotly_chart(plain_chart(grouped_bars(models_in, ent, "Coupling entropy, % of uniform (100 = no routing)", "%")), key="lab_entropy")
+c[1].plotly_chart(plain_chart(grouped_bars(models_in, ent, lab.ENTROPY_TITLE, "%")), key="lab_entropy")
 
 st.subheader("The details, model by model")
-trained = {plain(r.model): r.trained_with for r in rows}
+trained = {plain(r.model): r.trained for r in rows}
 for name, lines in said.models.items():
     with st.expander(f"{name}, trained with {trained[name]}"):  # plain: said_rows makes the names plain
         for line in lines:
@@ -185,7 +187,7 @@ if said.across:
     for line in said.across:
         st.markdown("- " + line)  # plain: said_rows makes the names plain
 
-for k, study in enumerate(studies):
+for k, (study, plain_study) in enumerate(zip(studies, plain_studies, strict=True)):
     st.subheader(study.title(plain))  # plain: its names are made plain by title
     st.markdown(
         "One training run per routing cannot say whether a gap between routings is the routing or the luck of the "
@@ -199,8 +201,8 @@ for k, study in enumerate(studies):
         key=f"lab_seeds_{k}_{lab.seeds_key(study)}",
     )
     with c[1]:
-        for line in lab.seed_sentences(study):
-            st.markdown("- " + plain(line))
+        for line in lab.seed_sentences(plain_study):  # whole: plain() would cut a long sentence, so only its names are made plain
+            st.markdown("- " + line)  # plain: said_rows made the study's architecture plain
         st.caption(
             f"Each error on {study.n_test:,} test images, from the training run's own evaluation; trained on {plain(study.hardware or 'an unnamed machine')}. "
             "Command: `python -m capsviz.analysis.lab --seeds RUNS...` (RESULTS.md)."

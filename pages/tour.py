@@ -50,7 +50,15 @@ def follow(model_key: str, _model, image_bytes: bytes, shape: tuple, routing: st
 tour = follow(st.session_state["model_key"], model, image.tobytes(), image.shape, routing)
 have = lab.stored_rows([(path, meta)], list(lab.LAB_ROUTINGS)) if lab.fits(meta.config) else {}
 steps = walk(
-    tour, names, words, path.stem, truth, looks, [have[path.stem, r] for r in lab.LAB_ROUTINGS if (path.stem, r) in have], MSE_WEIGHT
+    tour,
+    names,
+    words,
+    path.stem,
+    truth,
+    looks,
+    [have[path.stem, r] for r in lab.LAB_ROUTINGS if (path.stem, r) in have],
+    MSE_WEIGHT,
+    meta.config,
 )
 N = len(steps)
 
@@ -165,5 +173,7 @@ with text:
         st.caption(help_text(*step.terms))
     if step.key == "lab":
         st.page_link("pages/lab.py", label="Open the routing lab", icon=":material/science:")
+    if step.link:
+        st.page_link(step.link[0], label=step.link[1], icon=":material/arrow_outward:")
 
 site_button("tour", meta)

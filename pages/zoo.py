@@ -3,7 +3,7 @@
 import streamlit as st
 
 from capsviz.adapter import how_it_computes
-from capsviz.analysis.zoo import card, classes_line
+from capsviz.analysis.zoo import card, classes_line, epochs_note
 from capsviz.checkpoint import list_checkpoints, total_training, training_labels
 from capsviz.config import user_dataset
 from capsviz.data.user import short_name
@@ -52,7 +52,10 @@ for path, meta in found:
         )
         if own:
             cols[1].caption(plain(classes_line(meta.class_names, c.in_size, c.in_channels)))
-        cols[2].metric("Test error", said.error, help=m.how)
+        if note := epochs_note(meta):
+            cols[1].caption(note)  # plain: the zoo's own words from numbers, no name in it
+        cols[2].metric(said.error_name, said.error, help=m.how)  # plain: the zoo's own words; how is the stored record
+        cols[2].caption(said.error_means)
         cols[2].caption(said.paper)
         if said.chance:
             cols[2].caption(said.chance)

@@ -19,6 +19,7 @@ from capsviz.config import preset
 from capsviz.data import load_split
 from capsviz.models import build_model
 from capsviz.routing import ROUTINGS
+from capsviz.text import plain
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -435,13 +436,18 @@ def test_the_lab_page_opens_at_once_with_the_stored_rows_and_sentences_that_quot
     assert len(table) == len(chosen) * len(ROUTINGS)
     text = " ".join(m.value for m in at.markdown)
     for _, r in table.iterrows():
-        assert f"{r['test error %']:.2f}%" in text  # every error in the table is quoted under it
+        assert f"{r['error %']:.2f}%" in text  # every error in the table is quoted under it
     headings = [h.value for h in at.subheader]
     assert headings.index("Does routing matter? The short answer") < headings.index("The table")  # the answer first ...
     assert headings.index("What others found (published, not measured here)") < headings.index("The table")  # ... the papers beside
     folded = [e.label for e in at.main.expander]
     assert sorted(label.split(",")[0] for label in folded) == sorted(chosen)  # ... then each model's details, folded
-    assert "None" not in set(table["MultiMNIST pairs %"])
+    assert "None" not in set(table["pair acc. %"])
+    shown = [m.value for m in at.markdown]
+    (study,) = [s for s in lab.stored_studies() if s.shipped]
+    for line in lab.seed_sentences(replace(study, architecture=plain(study.architecture))):
+        assert "- " + line in shown  # whole: the conclusion is not cut at plain()'s length for a name
+    assert any(line.endswith("beyond what the training seed makes.") or line.endswith("where it says so.") for line in shown)
     assert not at.info
     at.multiselect(key="lab_routings").set_value(["uniform", "random", "self-attention"]).run()
     assert not at.exception
@@ -537,7 +543,13 @@ def test_the_short_answer_counts_models_on_each_side_of_chance_and_quotes_their_
     assert only_away.startswith("**Couplings.**") and "dynamic routing moves the couplings away from uniform on this model (" in only_away
 
 
-@pytest.mark.parametrize("worse, verdict", [(0.62, "no gap beyond chance"), (1.50, "dynamic ahead of uniform beyond chance")])
+@pytest.mark.parametrize(
+    "worse, verdict",
+    [
+        (0.62, "no gap beyond chance"),
+        (1.50, "dynamic ahead of uniform beyond chance, but with one training seed each this gap may be the seed's"),
+    ],
+)
 def test_the_short_answer_on_training_with_routing_says_beyond_chance_only_when_it_is(worse, verdict):
     rows = [row(model="a", trained="dynamic", err=0.55), row(model="b", trained="uniform", run="uniform", err=worse)]
     (trained,) = [s for s in lab.short_answer(rows) if s.startswith("**Trained with.**")]
@@ -562,8 +574,8 @@ def test_hiding_a_routing_leaves_a_note_saying_what_is_left_out():
 
 def test_the_table_shows_a_dash_where_pair_accuracy_does_not_apply_and_the_median_time():
     cells = lab.table([row(ms_per_image=0.5, ms_samples=(0.4, 0.5, 0.7)), row(run="uniform", pair_accuracy=91.234, n_pairs=100)])
-    assert cells[0]["MultiMNIST pairs %"] == "-" and cells[1]["MultiMNIST pairs %"] == "91.23"
-    assert cells[0]["ms / image"] == 0.5 and cells[0]["ms range"] == "0.40 to 0.70 (3 timings)" and cells[1]["ms range"] == "one timing"
+    assert cells[0]["pair acc. %"] == "-" and cells[1]["pair acc. %"] == "91.23"
+    assert cells[0]["ms / image"] == 0.5 and cells[0]["ms range"] == "0.40-0.70 (3 timings)" and cells[1]["ms range"] == "one timing"
     assert "None" not in lab.markdown([row(), row(run="uniform")])
 
 
@@ -575,29 +587,79 @@ def test_the_short_answer_quotes_the_table_for_the_shipped_models():
     entries, have = shipped_rows()
     rows = list(have.values())
     cells = {(c["model"], c["run with"]): c for c in lab.table(rows)}
-    own = {c["model"]: c for c in cells.values() if c["run with"] == c["trained with"]}
+    own = {r.model: cells[r.model, r.run_with] for r in rows if r.run_with == r.trained_with}
     short = {s.split("**")[1]: s for s in lab.report(rows).short}
     assert set(short) == {"Run without routing.", "Random couplings.", "Trained with.", "Couplings."}
     for lead, routing in (("Run without routing.", "uniform"), ("Random couplings.", "random")):
         quoted = quoted_pairs(short[lead])
         assert quoted
         for model, a, b in quoted:
-            assert a == cells[model, routing]["test error %"] and b == own[model]["test error %"], (model, routing)
+            assert a == cells[model, routing]["error %"] and b == own[model]["error %"], (model, routing)
         counts = [int(k) for k, _ in re.findall(r"on (\d+) of (\d+) models", short[lead])]
         n = {int(n) for _, n in re.findall(r"on (\d+) of (\d+) models", short[lead])}
         assert len(n) == 1 and sum(counts) == n.pop()
     for routing, error in re.findall(r"(dynamic|uniform|random|self-attention) (\d+\.\d\d)%", short["Trained with."]):
-        assert any(
-            c["test error %"] == float(error) or c["MultiMNIST pairs %"] == error for c in own.values() if c["trained with"] == routing
-        )
+        assert any(c["error %"] == float(error) or c["pair acc. %"] == error for c in own.values() if c["trained with"] == routing)
     dynamic = [c for c in cells.values() if c["run with"] == "dynamic"]
     lo, hi = re.search(r"they keep (\d+\.\d)% to (\d+\.\d)%", short["Couplings."]).groups()
-    entropies = {c["entropy, % of uniform"] for c in dynamic}
+    entropies = {c["entropy %"] for c in dynamic}
     assert float(lo) in entropies and float(hi) in entropies
     for model, entropy, share in re.findall(
         r"\*\*([^*]+)\*\*: (\d+\.\d)% of the entropy, (\d\.\d\d) to the predicted", short["Couplings."]
     ):
-        assert cells[model, "dynamic"]["entropy, % of uniform"] == float(entropy)
-        assert cells[model, "dynamic"]["c to predicted class"] == pytest.approx(float(share), abs=0.005)
+        assert cells[model, "dynamic"]["entropy %"] == float(entropy)
+        assert cells[model, "dynamic"]["c to pred."] == pytest.approx(float(share), abs=0.005)
     n_dynamic = sum(int(k) for k in re.findall(r"on (\d+) of \d+ models", short["Couplings."]))
     assert n_dynamic == len(dynamic)
+
+
+def test_a_pair_models_error_is_called_its_digit_error_and_the_table_defines_both_measures():
+    pairs = dict(pair_accuracy=74.24, n_pairs=10_000)
+    a = row(model="a", trained="dynamic", err=15.17, arch="capsnet-small on multimnist", **pairs)
+    b = row(model="b", trained="random", run="random", err=17.5, arch="capsnet-small on multimnist", **pairs)
+    assert a.error_words == "digit error" and row().error_words == "test error"
+    (trained,) = [s for s in lab.short_answer([a, b]) if s.startswith("**Trained with.**")]
+    assert "digit error dynamic 15.17%, random 17.50%" in trained and "test error" not in trained
+    words = lab.table_words([a, b])
+    assert "digit error, not the pair error its zoo card quotes" in words and "(100 minus it is the pair error)" in words
+    alone = lab.table_words([row()])  # no pair model shown: nothing about pairs
+    assert "pair" not in alone and "error: the share of the first 10,000 test images" in alone
+    (said,) = [s for s in lab.report([a, replace(a, run_with="uniform", test_error=16.0)]).models["a"] if "instead" in s]
+    assert "digit error 16.00% against 15.17%" in said
+
+
+def test_one_iteration_of_dynamic_routing_is_named_so_in_the_table_and_the_details():
+    from capsviz.analysis.zoo import ONE_ITERATION
+
+    cfg = replace(preset("capsnet-small"), routing_iterations=1)
+    assert lab.trained_with(cfg) == "uniform"  # the same couplings: it is compared with uniform's row as its own
+    label = lab.trained_label(cfg)
+    assert label.startswith(ONE_ITERATION) and "stay uniform" in label
+    assert lab.trained_label(preset("capsnet-small")) == "dynamic"
+    own = row(model="one", trained="uniform", run="uniform", trained_label=label)
+    other = replace(own, run_with="dynamic", test_error=0.9)
+    assert lab.table([own])[0]["trained with"] == label
+    (said,) = [s for s in lab.report([own, other]).models["one"] if "instead" in s]
+    assert f"(trained with {label}) run with **dynamic**" in said and "trained with uniform" not in said
+    swapped = replace(own, run_with="random", test_error=0.6)
+    (random,) = [s for s in lab.short_answer([own, swapped]) if s.startswith("**Random couplings.**")]
+    assert f"instead of what it was trained with ({label})" in random
+
+
+def test_the_entropy_chart_calls_100_uniform_couplings_not_no_routing():
+    assert "100 = uniform couplings" in lab.ENTROPY_TITLE and "no routing" not in lab.ENTROPY_TITLE
+
+
+def test_the_shipped_seed_studys_sentences_are_longer_than_a_cut_name():
+    from capsviz.text import MAX_CHARS
+
+    (study,) = [s for s in lab.stored_studies() if s.shipped]
+    assert max(len(line) for line in lab.seed_sentences(study)) > MAX_CHARS  # plain() would cut them: the page test checks they are whole
+
+
+def test_the_two_tables_the_page_shows_hold_every_column_once_beside_the_rows_names():
+    columns = list(lab.table([row()])[0])
+    first, second = lab.SPLIT
+    assert sorted(set(first) | set(second)) == sorted(columns)
+    assert {"model", "run with"} <= set(first) & set(second)  # each row named in both
+    assert len(first) <= 8 and len(second) <= 8  # what fits a laptop's width (tests/e2e/test_lab_layout_browser.py)

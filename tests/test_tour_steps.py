@@ -21,9 +21,13 @@ from capsviz.analysis.tour import (
     coupling_words,
     efficient_length,
     lab_words,
+    margin_words,
     near_uniform_words,
+    not_own_words,
+    prediction_words,
     saturation_words,
     squash_words,
+    trained_words,
     walk,
 )
 from capsviz.checkpoint import load_checkpoint
@@ -179,7 +183,7 @@ def follow(path: Path, seed: int):
     have = lab.stored_rows([(path, meta)], ROUTINGS) if lab.fits(meta.config) else {}
     rows = [have[path.stem, r] for r in ROUTINGS if (path.stem, r) in have]
     names = [str(n) for n in meta.class_names]
-    return tour, walk(tour, names, class_words(meta), path.stem, str(labels[0]), "the input", rows, MSE_WEIGHT), rows
+    return tour, walk(tour, names, class_words(meta), path.stem, str(labels[0]), "the input", rows, MSE_WEIGHT, meta.config), rows
 
 
 TOURED = [p for p in SHIPPED if load_checkpoint(p)[1].config.routing in TOURS]
@@ -294,3 +298,144 @@ def test_every_step_of_a_shipped_models_tour_on_the_page(real_data, monkeypatch,
     assert titles == [s.title for s in TOURS[meta.config.routing].steps(iterations, class_words(meta), grid)]
     if grid:
         assert f"PrimaryCaps: vectors on a {grid}x{grid} grid" in titles
+
+
+# ---------- what the model was trained with, predictions, the margin, the matrix tour's layers ----------
+
+
+def test_trained_words_name_the_models_couplings_and_whether_the_iterations_shown_are_its_own():
+    from capsviz.analysis.zoo import ONE_ITERATION
+
+    assert trained_words("dynamic", 3, 3) == ("dynamic routing, 3 iterations", True)
+    assert trained_words("uniform", 3, 3) == ("uniform couplings (no routing)", False)
+    assert trained_words("random", 3, 3) == ("fixed random couplings", False)
+    label, own = trained_words("dynamic", 1, 1)
+    assert label.startswith(ONE_ITERATION) and "stay uniform" in label and own
+    assert trained_words("dynamic", 1, 3)[1] is False  # three iterations shown on a one-iteration model: not its own
+
+
+@pytest.mark.parametrize(
+    "name, trained, own",
+    [
+        ("capsnet-mnist", "dynamic routing, 3 iterations", True),
+        ("capsnet-small-random-mnist", "fixed random couplings", False),
+        ("capsnet-small-uniform-mnist", "uniform couplings (no routing)", False),
+        ("capsnet-one-iteration-mnist", "dynamic routing, 1 iteration (with 1 iteration the couplings stay uniform", True),
+    ],
+)
+def test_the_tour_says_what_the_model_was_trained_with_at_step_1_and_at_every_iteration(name, trained, own):
+    tour, steps, rows = follow(Path(__file__).resolve().parents[1] / "checkpoints" / f"{name}.safetensors", seed=1)
+    first = steps[0].text[0]
+    assert f"trained with {trained}" in first
+    assert "routing by agreement" not in first and "a CapsNet with dynamic routing" not in first
+    label = trained_words(
+        *(
+            ("dynamic", 1, 1)
+            if "one-iteration" in name
+            else ("random" if "random" in name else "uniform" if "uniform" in name else "dynamic", 3, 3)
+        )
+    )[0]
+    said = not_own_words(label)
+    iterations = [s for s in steps if s.key.startswith("iteration")]
+    assert iterations
+    for step in [steps[0], *iterations]:
+        assert (said in " ".join(step.text)) == (not own), step.key
+    if rows:  # the lab step names its own routing the same way: not "uniform couplings" for one iteration, not a bare key
+        lab_text = " ".join(steps[-1].text)
+        assert f"with its own {trained.split(' (')[0]}" in lab_text or f"with its own {lab.LAB_ROUTINGS[rows[0].trained_with]}" in lab_text
+        assert "its own uniform couplings" not in lab_text if "one-iteration" in name else True
+        assert not re.search(r"its own (dynamic|random|uniform)[:;,.]", lab_text)
+
+
+@pytest.mark.parametrize(
+    "lengths, expected",
+    [
+        # the capsule predicts 7 loudest: its longest
+        (
+            [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 1.75, 0.9, 1.2],
+            "predicts 7 with length 1.75, its longest prediction; the next longest is for 9 (1.20)",
+        ),
+        # review's case: 9 = 2.60 and 4 = 2.59 both longer than 7's 1.75
+        (
+            [0.1, 0.2, 0.3, 0.4, 2.59, 0.6, 0.7, 1.75, 0.9, 2.60],
+            "predicts 7 with length 1.75, only its third longest: its longest prediction is for 9 (2.60), then 4 (2.59)",
+        ),
+        (
+            [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 1.75, 0.9, 2.60],
+            "predicts 7 with length 1.75, only its second longest: its longest prediction is for 9 (2.60);",
+        ),
+    ],
+)
+def test_prediction_words_say_where_the_predicted_class_stands_in_the_row(lengths, expected):
+    said = prediction_words("type 14 at row 6, col 3", np.array(lengths), [str(j) for j in range(10)], 7, "digit")
+    assert expected in said and said.endswith("one capsule predicts every digit, some louder than others.")
+    assert "its shortest is for 0 (0.10)" in said
+    assert "next longest prediction is for 9 (2.60)" not in said
+
+
+@pytest.mark.parametrize(
+    "lengths, right, verdict, quoted",
+    [
+        (
+            [0.02, 0.01, 0.03, 0.05, 0.01, 0.02, 0.01, 0.97, 0.02, 0.04],
+            7,
+            "meets both targets",
+            ["7, has 0.97, above 0.9", "shorter than 0.1 (the longest of them, 3, 0.05)"],
+        ),
+        (
+            [0.02, 0.01, 0.03, 0.96, 0.01, 0.02, 0.01, 0.99, 0.02, 0.04],
+            7,
+            "does not meet",
+            ["1 of the other 9 is not shorter than 0.1 (the longest, 3, 0.96)"],
+        ),
+        ([0.02, 0.01, 0.03, 0.05, 0.01, 0.02, 0.01, 0.85, 0.02, 0.04], 7, "does not meet", ["7, has 0.85, not above 0.9"]),
+        (
+            [0.02, 0.01, 0.03, 0.05, 0.01, 0.02, 0.01, 0.95, 0.14, 0.04],
+            None,
+            "does not meet",
+            ["the longest capsule, 7,", "(the longest, 8, 0.14)"],
+        ),
+    ],
+)
+def test_margin_words_say_whether_the_lengths_meet_the_margin_losss_targets(lengths, right, verdict, quoted):
+    said = margin_words(np.array(lengths), [str(j) for j in range(10)], right)
+    assert verdict in said and all(q in said for q in quoted), said
+
+
+def test_every_shipped_lengths_step_quotes_the_runner_up_against_the_margin():
+    for path in [p for p in TOURED if p.stem in ("capsnet-fashion-mnist", "capsnet-small-random-mnist", "efficient-capsnet-mnist")]:
+        tour, steps, _ = follow(path, seed=1)
+        (step,) = [s for s in steps if s.key == "lengths"]
+        values = step.data["values"]
+        j = step.data.get("label", int(values.argmax()))
+        others = np.delete(values, j)
+        assert f"has {values[j]:.2f}" in step.measured and f"{others.max():.2f})" in step.measured
+        assert ("meets both targets" in step.measured) == (values[j] > 0.9 and others.max() < 0.1)
+
+
+def test_the_matrix_tour_names_the_layers_it_shows_and_links_to_an_app_page():
+    path = next(p for p in TOURED if p.stem == "matrix-small-mnist")
+    tour, steps, _ = follow(path, seed=1)
+    by = {s.key: s for s in steps}
+    H2, W2, K2 = tour.class_layer_in
+    assert (
+        "PrimaryCaps layer" in by["primary"].text[0]
+        and f"ConvCaps2's {H2 * W2 * K2} capsules ({K2} types at each of {H2}x{W2} positions)" in by["primary"].text[0]
+    )
+    assert "PrimaryCaps type" in by["primary"].caption
+    table = by["iteration1"].table
+    assert all(n.startswith("ConvCaps2 type") for n in table["lower capsule (ConvCaps2)"])
+    said = " ".join(s for step in steps for s in [*step.text, step.measured, step.caption])
+    assert "RESULTS.md" not in said
+    page, _ = by["activations"].link
+    assert (Path(__file__).resolve().parents[1] / page).is_file()
+
+
+def test_the_efficient_tours_routing_step_explains_c_as_efficient_capsnet_computes_it():
+    from capsviz.glossary import help_text
+
+    path = next(p for p in TOURED if "efficient" in p.stem)
+    _, steps, _ = follow(path, seed=1)
+    (step,) = [s for s in steps if s.key == "routing"]
+    note = help_text(*step.terms)
+    assert "Efficient-CapsNet has no iterations: its couplings are the softmax of the self-attention agreement a_ji" in note

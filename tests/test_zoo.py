@@ -8,7 +8,17 @@ import torch
 
 from capsviz.analysis import lab, rules
 from capsviz.analysis.reproduction import EFFICIENT_MNIST, PAPER, paper_error
-from capsviz.analysis.zoo import Size, card, model_size, paper_words, parameter_counts
+from capsviz.analysis.zoo import (
+    ONE_ITERATION,
+    ONE_ITERATION_WHY,
+    PAIR_ERROR,
+    Size,
+    card,
+    epochs_note,
+    model_size,
+    paper_words,
+    parameter_counts,
+)
 from capsviz.checkpoint import list_checkpoints, load_checkpoint
 from capsviz.config import preset
 from capsviz.models import build_model
@@ -48,7 +58,8 @@ def test_every_shipped_card_quotes_the_counts_of_its_model_and_its_own_error(pat
         and f"{rules.chance_error(10, 2 if meta.dataset == 'multimnist' else 1):.2f}%" in said.chance
     )
     paper = paper_error(meta)
-    assert said.paper == "no paper figure for this setting" if paper is None else said.paper.startswith(f"paper: {paper}%")
+    if paper is not None:
+        assert said.paper.startswith(f"paper: {paper}%")
 
 
 def test_efficient_capsnet_quotes_the_papers_figure_the_lab_quotes():
@@ -79,3 +90,61 @@ def test_a_card_near_chance_says_it_does_not_beat_it():
     near = dataclasses.replace(meta, metrics=Metrics(89.0, 11.0, 300, "fixture"))
     far = dataclasses.replace(meta, metrics=Metrics(20.0, 80.0, 300, "fixture"))
     assert "89.00% does not beat chance" in card(near).chance and "20.00% beats chance by 70.00 points" in card(far).chance
+
+
+def _shipped(name):
+    return next(m for p, m in SHIPPED if p.stem == name)
+
+
+@pytest.mark.parametrize(("path", "meta"), SHIPPED, ids=[p.stem for p, _ in SHIPPED])
+def test_a_two_digit_models_error_is_named_the_pair_error_and_defined_beside_it(path, meta):
+    said = card(meta)
+    if meta.dataset == "multimnist":  # the metric stored: both digits among the two longest capsules
+        assert "both digits" in meta.metrics.how
+        assert said.error_name == "Pair error" and said.error_means == PAIR_ERROR
+        assert said.error == f"{100 - meta.metrics.test_accuracy:.2f}%"  # 100% - pair accuracy, as the definition says
+    else:
+        assert said.error_name == "Test error" and "share of test images" in said.error_means
+
+
+def test_the_matrix_models_card_quotes_the_papers_em_figure_for_the_full_size_model():
+    meta = _shipped("matrix-small-mnist")
+    assert paper_error(meta) is None  # the paper's figure is for 3 iterations, this model routes with 2
+    assert paper_words(meta) == (
+        f"paper: {PAPER['matrix', 'mnist', 3, None]}% for the full-size model with 3 routing iterations; this one is smaller, with 2 iterations"
+    )
+
+
+def test_one_iteration_of_dynamic_routing_has_one_label_that_says_the_couplings_stay_uniform():
+    meta = _shipped("capsnet-one-iteration-mnist")
+    assert card(meta).routing == f"{ONE_ITERATION} ({ONE_ITERATION_WHY})"
+    assert ONE_ITERATION == "dynamic routing, 1 iteration" and "stay uniform" in ONE_ITERATION_WHY
+    assert lab.trained_label(meta.config).startswith(ONE_ITERATION) and lab.trained_with(meta.config) == "uniform"
+    assert card(_shipped("capsnet-mnist")).routing == "dynamic, 3 iterations"
+
+
+def test_fractional_epochs_say_the_run_stopped_before_its_plan_or_nothing_when_it_did_not():
+    meta = _shipped("capsnet-mnist")
+    planned = meta.raw["run"]["epochs"]
+    assert epochs_note(meta).endswith(f"stopped after {meta.raw['epochs']:.1f} of the {planned:g} epochs it was planned for.")
+    whole = dataclasses.replace(meta, raw={"epochs": 12.0, "run": {"epochs": 12}})
+    assert epochs_note(whole) is None
+    early = dataclasses.replace(meta, raw={"epochs": 12.0, "run": {"epochs": 20}})  # whole epochs, but fewer than planned
+    assert "12.0 of the 20 epochs" in epochs_note(early)
+    chained = dataclasses.replace(meta, raw={"epochs": 2.5, "run": {"epochs": 10}, "started_from": {"epochs": 4.0, "run": {"epochs": 4}}})
+    assert "2 runs" in epochs_note(chained) and "(4.0 of 4 planned, 2.5 of 10 planned)" in epochs_note(chained)
+
+
+def test_the_zoo_page_names_each_cards_error_and_defines_it_beside_the_number(monkeypatch, tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    at = AppTest.from_file(str(shipped_checkpoints().parent / "app.py"), default_timeout=120)
+    at.switch_page("pages/zoo.py").run()
+    assert not at.exception
+    labels = [m.label for m in at.metric if m.label != "Length after squash"]  # the squash widget's
+    pairs = sum(m.dataset == "multimnist" for _, m in SHIPPED if m.metrics.measured)
+    assert labels.count("Pair error") == pairs > 0 and labels.count("Test error") == len(labels) - pairs
+    captions = [c.value for c in at.caption]
+    assert captions.count(PAIR_ERROR) == pairs
+    assert any("stopped after 26.8 of the 100 epochs" in c for c in captions)  # capsnet-mnist's fractional epochs

@@ -82,7 +82,7 @@ class Settings:
         return asdict(self) | {"shift_px": SHIFT_PX, "rotate_deg": ROTATE_DEG, "coupling_images": COUPLING_IMAGES}
 
 
-NAMES = ("model", "trained_with", "run_with", "extra")
+NAMES = ("model", "trained_with", "run_with", "extra", "trained_label")
 
 
 @dataclass
@@ -109,13 +109,25 @@ class Row:
     cores: int = 0  # ... on this many cores (0: not recorded)
     ms_samples: tuple[float, ...] = ()  # each timing of the batch, ms per image
     extra: dict = field(default_factory=dict)
+    trained_label: str = ""  # how the pages name what it was trained with (trained_label), where it differs from trained_with
+
+    @property
+    def trained(self) -> str:
+        """What it was trained with, as the pages say it."""
+        return self.trained_label or self.trained_with
+
+    @property
+    def error_words(self) -> str:
+        """What its test error counts: single images; for a model that reads MultiMNIST pairs, single
+        digits, which is not the pair error its zoo card quotes."""
+        return "digit error" if self.pair_accuracy is not None else "test error"
 
     def stored(self) -> dict:
         """What is stored: the numbers and the machine's name (the names come from the model)."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if k not in NAMES and v is not None}
 
     @classmethod
-    def from_stored(cls, d: dict, model: str, trained: str, run_with: str, arch: str) -> Row:
+    def from_stored(cls, d: dict, model: str, trained: str, run_with: str, arch: str, label: str = "") -> Row:
         """The row stored as `d`; TypeError or ValueError where `d` is not one (a field missing,
         text where a number belongs, a count of no images)."""
         numbers = {k: d[k] for k in cls.__dataclass_fields__ if k not in NAMES and k in d}
@@ -127,7 +139,15 @@ class Row:
                 raise ValueError(f"{k} is not a number")
         if "hardware" in numbers and not isinstance(numbers["hardware"], str):
             raise ValueError("hardware is not text")
-        row = cls(model=model, trained_with=trained, run_with=run_with, extra={"architecture": arch}, ms_samples=tuple(samples), **numbers)
+        row = cls(
+            model=model,
+            trained_with=trained,
+            run_with=run_with,
+            extra={"architecture": arch},
+            ms_samples=tuple(samples),
+            trained_label=label,
+            **numbers,
+        )
         if row.n_test < 1 or row.n_images < 1 or row.classes < 2:
             raise ValueError("a row measured on no images")
         return row
@@ -164,6 +184,16 @@ def trained_with(config) -> str:
     if couplings == "dynamic" and getattr(config, "routing_iterations", 0) == 1:
         return "uniform"
     return couplings
+
+
+def trained_label(config) -> str:
+    """What a model was trained with as the pages name it: one iteration of dynamic routing keeps
+    its own name (capsviz.analysis.zoo.ONE_ITERATION), with why it equals uniform couplings."""
+    from capsviz.analysis.zoo import ONE_ITERATION
+
+    if trained_with(config) == "uniform" and (getattr(config, "couplings", None) or config.routing) == "dynamic":
+        return f"{ONE_ITERATION} (couplings stay uniform)"
+    return trained_with(config)
 
 
 def architecture(meta, seed: bool = True) -> str:
@@ -242,6 +272,7 @@ def measure(
     return Row(
         model=name,
         trained_with=trained_with(cfg),
+        trained_label=trained_label(cfg),
         run_with=routing,
         test_error=100.0 * (n - right) / n,
         n_test=n,
@@ -390,6 +421,7 @@ def _against(name: str, r: Row, own: Row) -> str:
         a, b = getattr(r, field_), getattr(own, field_)
         if a is None or b is None:
             continue
+        words = r.error_words if field_ == "test_error" else words
         band = noise(a, getattr(r, count), b, getattr(own, count))
         verdict = _verdict(r, own, field_, count, higher)
         if verdict is None:
@@ -409,7 +441,7 @@ def _against(name: str, r: Row, own: Row) -> str:
             + (f"worse on {', '.join(worse)}" if worse else "")
             + "."
         )
-    return f"**{name}** (trained with {own.trained_with}) run with **{r.run_with}** instead: " + "; ".join(parts) + f". So {verdict}"
+    return f"**{name}** (trained with {own.trained}) run with **{r.run_with}** instead: " + "; ".join(parts) + f". So {verdict}"
 
 
 def _groups(rows: list[Row]) -> dict[str, list[Row]]:
@@ -427,7 +459,7 @@ def _trained_with(rows: list[Row], studies: list[SeedStudy] = ()) -> list[str]:
     data, where there is one, says how far seeds alone move them."""
     said = []
     for arch, rs in _groups(rows).items():
-        parts = [_gap(rs, "test_error", "n_test", "test error", "test images", higher=False)]
+        parts = [_gap(rs, "test_error", "n_test", rs[0].error_words, "test images", higher=False)]
         if all(r.pair_accuracy is not None for r in rs):
             parts.append(_gap(rs, "pair_accuracy", "n_pairs", "MultiMNIST pair accuracy", "pairs", higher=True))
         study = next((st for st in studies if st.preset_and_data == arch.split(",")[0]), None)
@@ -458,9 +490,9 @@ def _gap(rs: list[Row], field_: str, count: str, words: str, unit: str, higher: 
     rs, beyond, band = _ranked(rs, field_, count, higher)
     best, worst = rs[0], rs[-1]
     gap = abs(getattr(best, field_) - getattr(worst, field_))
-    listing = ", ".join(f"{r.trained_with} {getattr(r, field_):.2f}%" for r in rs)
+    listing = ", ".join(f"{r.trained} {getattr(r, field_):.2f}%" for r in rs)
     if beyond:
-        verdict = f"trained with {best.trained_with} is best, {gap:.2f} points ahead of {worst.trained_with}, more than the ±{band:.2f} chance gives"
+        verdict = f"trained with {best.trained} is best, {gap:.2f} points ahead of {worst.trained}, more than the ±{band:.2f} chance gives"
     else:
         verdict = (
             f"the largest gap, {gap:.2f} points, is within the ±{band:.2f} chance gives: on this measure, none of these "
@@ -509,9 +541,10 @@ def _of(k: int, n: int) -> str:
 
 
 def _routings(names) -> str:
-    """The routings among `names`, in the lab's order: "dynamic, uniform or self-attention"."""
+    """The routings among `names`, in the lab's order: "dynamic, uniform or self-attention"; a
+    label of its own (one iteration of dynamic routing, trained_label) after them."""
     given = set(names)
-    names = [r for r in vector_routings() if r in given]
+    names = [r for r in vector_routings() if r in given] + sorted(given - set(vector_routings()))
     return ", ".join(names[:-1]) + (" or " if len(names) > 1 else "") + names[-1]
 
 
@@ -535,7 +568,7 @@ def _swap(by_model: dict[str, dict[str, Row]], routing: str, lead: str, trained:
         largest = "largest changes first: " if verdict is None and len(got) > 1 else ""
         parts.append((len(got), f"{words} on {_of(len(got), len(pairs))} ({largest}{quoted}{more})"))
     parts.sort(key=lambda p: -p[0])
-    trained_with = _routings(own.trained_with for _, own in pairs)
+    trained_with = _routings(own.trained for _, own in pairs)
     what = "what it was trained with" if len(pairs) == 1 else "what they were trained with"
     return f"{lead} instead of {what} ({trained_with}), the test error is " + "; ".join(p for _, p in parts) + "."
 
@@ -566,14 +599,18 @@ def short_answer(rows: list[Row]) -> list[str]:
     for arch, rs in _groups(rows).items():
         text = arch.split(",")[0] + ": "
         for field_, count, words, higher in (
-            ("test_error", "n_test", "test error", False),
+            ("test_error", "n_test", rs[0].error_words, False),
             ("pair_accuracy", "n_pairs", "pair accuracy", True),
         ):
             if field_ == "pair_accuracy" and not all(r.pair_accuracy is not None for r in rs):
                 continue
             ranked, beyond, _ = _ranked(rs, field_, count, higher)
-            listing = ", ".join(f"{r.trained_with} {getattr(r, field_):.2f}%" for r in ranked)
-            verdict = f"{ranked[0].trained_with} ahead of {ranked[-1].trained_with} beyond chance" if beyond else "no gap beyond chance"
+            listing = ", ".join(f"{r.trained} {getattr(r, field_):.2f}%" for r in ranked)
+            verdict = (
+                f"{ranked[0].trained} ahead of {ranked[-1].trained} beyond chance, but with one training seed each this gap may be the seed's"
+                if beyond
+                else "no gap beyond chance"
+            )
             text += f"{'' if field_ == 'test_error' else '; '}{words} {listing} ({verdict})"
         groups.append(text)
     if groups:
@@ -620,7 +657,7 @@ def hidden(rows: list[Row]) -> list[str]:
     untied: dict[str, set[str]] = {}
     for r in rows:
         if r.trained_with not in shown:
-            untied.setdefault(r.trained_with, set()).add(r.model)
+            untied.setdefault(r.trained, set()).add(r.model)
     for routing, names in untied.items():
         listed = ", ".join(f"**{n}**" for n in sorted(names))
         lost.append(
@@ -829,7 +866,9 @@ def stored_rows(
             if value is None:
                 continue
             try:
-                rows[path.stem, routing] = Row.from_stored(value, path.stem, trained_with(meta.config), routing, architecture(meta))
+                rows[path.stem, routing] = Row.from_stored(
+                    value, path.stem, trained_with(meta.config), routing, architecture(meta), trained_label(meta.config)
+                )
             except (TypeError, ValueError):
                 if skipped is not None:
                     skipped.append(f"{path.stem} run with {routing}")
@@ -872,16 +911,50 @@ def precompute(folder: Path, out: Path, data_dir=None) -> list[Row]:
     return run_lab(entries, vector_routings(), load, data, folders=[out], into=out)
 
 
-# The table's columns with the decimals they are shown with (the sentences quote them so)
+# The table's columns with the decimals they are shown with (the sentences quote them so); short
+# headers, so that every column fits a laptop's width (TABLE_WORDS defines each)
 DECIMALS = {
-    "test error %": 2,
+    "error %": 2,
     "± chance": 2,
-    "shifted & turned acc. %": 1,
+    "shifted acc. %": 1,
     "FGSM acc. %": 1,
-    "entropy, % of uniform": 1,
-    "c to predicted class": 3,
+    "entropy %": 1,
+    "c to pred.": 2,
     "ms / image": 2,
 }
+# The page shows the table as two, so that each fits a laptop's width: what the routings score, and
+# what they do to the couplings and cost in time (each row keeps its model and routing)
+SPLIT = (
+    ("model", "trained with", "run with", "error %", "± chance", "shifted acc. %", "FGSM acc. %", "pair acc. %"),
+    ("model", "run with", "entropy %", "c to pred.", "ms / image", "ms range"),
+)
+ENTROPY_TITLE = "Coupling entropy, % of uniform (100 = uniform couplings)"  # random couplings route nothing either, yet sit lower
+
+
+def table_words(rows: list[Row]) -> str:
+    """What each of the table's columns counts, said under it."""
+    pairs = max((r.n_pairs for r in rows), default=0)
+    first = rows[0]
+    said = (
+        f"error: the share of the first {first.n_test:,} test images whose longest capsule is not their label"
+        + (
+            " (a MultiMNIST model reads one MNIST digit alone in its 36x36 frame here: its digit error, not the pair error its zoo card quotes)"
+            if pairs
+            else ""
+        )
+        + f"; ± chance: two standard errors of that error, what the test images alone can move it; shifted: accuracy on {first.n_images:,} "
+        f"test images each moved up to {SHIFT_PX} px and turned up to {ROTATE_DEG}° (the same draw for every model); FGSM: accuracy under "
+        f"the FGSM attack on {first.n_images:,} images; "
+    )
+    if pairs:
+        said += (
+            f"pair acc.: the share of {pairs:,} MultiMNIST test pairs whose two digits are both among the two longest capsules "
+            "(100 minus it is the pair error), '-' for a model that does not read 36x36 pairs; "
+        )
+    return said + (
+        f"entropy: the couplings' mean entropy as a % of the uniform split's, over {COUPLING_IMAGES} images (100% = uniform couplings); "
+        f"c to pred.: a primary capsule's mean coupling to the predicted class (uniform: {1 / first.classes:.2f} with {first.classes} classes)."
+    )
 
 
 def table(rows: list[Row]) -> list[dict]:
@@ -890,15 +963,15 @@ def table(rows: list[Row]) -> list[dict]:
     return [
         {
             "model": r.model,
-            "trained with": r.trained_with,
+            "trained with": r.trained,
             "run with": r.run_with,
-            "test error %": round(r.test_error, 2),
+            "error %": round(r.test_error, 2),
             "± chance": round(spread(r.test_error, r.n_test), 2),
-            "shifted & turned acc. %": round(r.shifted_accuracy, 1),
+            "shifted acc. %": round(r.shifted_accuracy, 1),
             "FGSM acc. %": round(r.fgsm_accuracy, 1),
-            "MultiMNIST pairs %": "-" if r.pair_accuracy is None else f"{r.pair_accuracy:.2f}",
-            "entropy, % of uniform": round(100 * r.entropy_ratio, 1),
-            "c to predicted class": round(r.coupling_to_prediction, 3),
+            "pair acc. %": "-" if r.pair_accuracy is None else f"{r.pair_accuracy:.2f}",
+            "entropy %": round(100 * r.entropy_ratio, 1),
+            "c to pred.": round(r.coupling_to_prediction, 2),
             "ms / image": round(r.timing.median, 2),
             "ms range": _range(r.timing),
         }
@@ -908,7 +981,7 @@ def table(rows: list[Row]) -> list[dict]:
 
 def _range(t: rules.Timing) -> str:
     lo, hi = t.range
-    return "one timing" if len(t.samples) == 1 else f"{lo:.2f} to {hi:.2f} ({len(t.samples)} timings)"
+    return "one timing" if len(t.samples) == 1 else f"{lo:.2f}-{hi:.2f} ({len(t.samples)} timings)"
 
 
 def markdown(rows: list[Row], studies: list[SeedStudy] = ()) -> str:

@@ -46,6 +46,7 @@ class Step:
     warn: bool = False
     table: dict | None = None
     terms: tuple[str, ...] = ()
+    link: tuple[str, str] | None = None  # (an app page, its label): where the step sends a student to see more
 
 
 def capsnet_steps(iterations: int, words: ClassWords = DIGIT_WORDS, grid: int | None = None) -> list[Step]:
@@ -229,6 +230,9 @@ def squashed(s: np.ndarray) -> np.ndarray:
     return squash(torch.as_tensor(s)).numpy()
 
 
+CLASS_LAYER_IN = "ConvCaps2"  # the layer whose capsules the class capsules route (capsviz.models.matrix_capsnet)
+
+
 @dataclass
 class MatrixTour:
     """One image through a matrix-capsule model; the class layer's EM recorded.
@@ -283,7 +287,7 @@ def matrix_tour(model, image: np.ndarray, iterations: int | None = None) -> Matr
     H2 = W2 = model.final_grid
     K2 = I // (H2 * W2)
     shown = a_in.argsort(descending=True)[:SHOWN]
-    names = [f"type {int(i) % K2 + 1} at row {int(i) // K2 // W2 + 1}, col {int(i) // K2 % W2 + 1}" for i in shown]
+    names = [f"{CLASS_LAYER_IN} type {int(i) % K2 + 1} at row {int(i) // K2 // W2 + 1}, col {int(i) // K2 % W2 + 1}" for i in shown]
     T = tr.R.shape[0]
     votes2d = torch.zeros(J, SHOWN, 2)
     mu2d, sigma2d = torch.zeros(T, J, 2), torch.zeros(T, J, 2)
@@ -298,7 +302,7 @@ def matrix_tour(model, image: np.ndarray, iterations: int | None = None) -> Matr
         image=np.asarray(image, np.float32),
         primary_a=a[0].numpy(),
         pose=pose[0, r_, c_, k_].view(4, 4).numpy(),
-        pose_where=f"type {k_ + 1} at row {r_ + 1}, col {c_ + 1}",
+        pose_where=f"PrimaryCaps type {k_ + 1} at row {r_ + 1}, col {c_ + 1}",
         shown=shown.numpy(),
         shown_names=names,
         R=tr.R[:, 0].numpy(),
@@ -467,6 +471,72 @@ def long_share(lengths: np.ndarray) -> float:
     return float((lengths > SATURATED).mean())
 
 
+def trained_words(couplings: str, trained_iterations: int, shown_iterations: int) -> tuple[str, bool]:
+    """What a CapsNet was trained with, as every page names it (capsviz.analysis.zoo), and whether
+    the `shown_iterations` of dynamic routing the tour shows are its own. `couplings`: its
+    config's couplings ("dynamic", "uniform", "random")."""
+    from capsviz.analysis.lab import LAB_ROUTINGS
+    from capsviz.analysis.zoo import ONE_ITERATION, ONE_ITERATION_WHY
+
+    if couplings != "dynamic":
+        return LAB_ROUTINGS.get(couplings, f"{couplings} couplings"), False
+    if trained_iterations == 1:
+        return f"{ONE_ITERATION} ({ONE_ITERATION_WHY})", shown_iterations == 1
+    return f"dynamic routing, {trained_iterations} iterations", shown_iterations == trained_iterations
+
+
+def not_own_words(trained: str) -> str:
+    """Said wherever the tour shows dynamic routing on a model trained otherwise."""
+    return f"This model was trained with {trained}; the tour shows what dynamic routing would do with its weights."
+
+
+def ordinal(n: int) -> str:
+    return {1: "first", 2: "second", 3: "third"}.get(n, f"{n}th")
+
+
+def prediction_words(name: str, lengths: np.ndarray, names: list[str], W: int, thing: str) -> str:
+    """What one primary capsule's prediction lengths (J,) say about class W: the longest of its
+    predictions, where W's stands among them, and the shortest, each as the grid beside writes it."""
+    order = [int(j) for j in np.argsort(-lengths, kind="stable")]
+    rank, top, low = order.index(W) + 1, order[0], order[-1]
+    said = f"Measured here: the first row, {name}, predicts {names[W]} with length {two(lengths[W])}"
+    if rank == 1:
+        nxt = order[1]
+        said += f", its longest prediction; the next longest is for {names[nxt]} ({two(lengths[nxt])})"
+    else:
+        said += f", only its {ordinal(rank)} longest: its longest prediction is for {names[top]} ({two(lengths[top])})" + (
+            f", then {names[order[1]]} ({two(lengths[order[1]])})" if rank > 2 else ""
+        )
+    return said + f"; its shortest is for {names[low]} ({two(lengths[low])}): one capsule predicts every {thing}, some louder than others."
+
+
+MARGIN_PRESENT, MARGIN_ABSENT = 0.9, 0.1  # the margin loss's targets m+ and m- (Eq. 4 of Sabour et al.)
+
+
+def margin_words(lengths: np.ndarray, names: list[str], right: int | None) -> str:
+    """Whether the lengths (J,) meet the margin loss's targets: the capsule of the label `right`
+    (the longest where the label is unknown) longer than MARGIN_PRESENT, every other shorter than
+    MARGIN_ABSENT; the numbers that decide it, as the bars beside write them."""
+    j = int(np.argmax(lengths)) if right is None else right
+    who = f"the label's capsule, {names[j]}," if right is not None else f"the longest capsule, {names[j]},"
+    others = [k for k in range(len(lengths)) if k != j]
+    top = max(others, key=lambda k: lengths[k])
+    loud = [k for k in others if lengths[k] >= MARGIN_ABSENT]
+    present = lengths[j] > MARGIN_PRESENT
+    said = f"on this image {who} has {two(lengths[j])}, {'above' if present else 'not above'} {MARGIN_PRESENT}; "
+    if not loud:
+        said += f"every other is shorter than {MARGIN_ABSENT} (the longest of them, {names[top]}, {two(lengths[top])})"
+    else:
+        said += (
+            f"{len(loud)} of the other {len(others)} {'is' if len(loud) == 1 else 'are'} not shorter than {MARGIN_ABSENT} "
+            f"(the longest, {names[top]}, {two(lengths[top])})"
+        )
+    met = present and not loud
+    return said + (
+        ": this image meets both targets." if met else ": this image does not meet the targets, so the loss would still push these lengths."
+    )
+
+
 def saturation_words(lengths: np.ndarray, shown: str) -> tuple[str, bool]:
     """What the primary capsules' lengths say, and whether it is a warning (most of them long)."""
     long = long_share(lengths)
@@ -524,6 +594,8 @@ def lab_words(rows: list, routing_words: dict[str, str]) -> tuple[list[str], dic
     if own is None:
         return [], {}
     said, gaps = [], {}
+    # its own routing by the lab's words, except one iteration of dynamic routing, which keeps its own name
+    mine = own.trained if own.trained != own.trained_with else routing_words.get(own.run_with, own.run_with)
     for r in rows:
         if r is own:
             continue
@@ -531,7 +603,7 @@ def lab_words(rows: list, routing_words: dict[str, str]) -> tuple[list[str], dic
         gaps[r.run_with] = (abs(gap), band)
         head = (
             f"Run with {routing_words.get(r.run_with, r.run_with)}, the model misclassifies {two(r.test_error)}% of "
-            f"{r.n_test:,} test images, against {two(own.test_error)}% with its own {routing_words.get(own.run_with, own.run_with)}: "
+            f"{r.n_test:,} test images, against {two(own.test_error)}% with its own {mine}: "
         )
         if not rules.beyond_chance(r.test_error, r.n_test, own.test_error, own.n_test):
             said.append(head + f"a gap of {two(abs(gap))} points, within the ±{two(band)} chance gives, so no better or worse.")
@@ -542,7 +614,7 @@ def lab_words(rows: list, routing_words: dict[str, str]) -> tuple[list[str], dic
         why = ROUTINGS[tallest.run_with].about if tallest.run_with in ROUTINGS else "the couplings are set another way"
         said.append(
             f"The tallest bar is {routing_words.get(tallest.run_with, tallest.run_with)} ({two(tallest.test_error)}%): {why}, "
-            f"while this model was trained with {routing_words.get(own.run_with, own.run_with)}: its weights W learned to make "
+            f"while this model was trained with {mine}: its weights W learned to make "
             "predictions for those couplings, not for these."
         )
     if own.run_with in ROUTINGS and ROUTINGS[own.run_with].from_votes:
@@ -607,16 +679,20 @@ def _input_step(step: Step, image: np.ndarray, truth: str, looks: str, text: lis
 def _lengths_step(
     step: Step, lengths: np.ndarray, names: list[str], W: int, R: int, truth: str, capsule: str, title: str, text: list[str]
 ) -> Step:
+    right = names.index(truth) if truth in names else None  # an image without a known label: the longest capsule
+    lines = {f"{MARGIN_PRESENT}": MARGIN_PRESENT, f"{MARGIN_ABSENT}": MARGIN_ABSENT}
     return replace(
         step,
         figure="bars",
-        data={"values": lengths, "names": names, "highlight": W, "title": title, "axis": "length", "lines": {"0.9": 0.9, "0.1": 0.1}},
+        data={"values": lengths, "names": names, "highlight": W, "title": title, "axis": "length", "lines": lines}
+        | ({} if right is None else {"label": right}),  # the capsule the margin loss wants long
         caption="dotted: the margin loss's targets",
         text=[
             f"The answer is the longest {capsule}: **{plain(names[W])}** with length "
             f"{two(lengths[W])} (label: {plain(truth)}); the runner-up, {plain(names[R])}, has {two(lengths[R])}.",
             *text,
         ],
+        measured="Measured here: " + margin_words(lengths, [plain(n) for n in names], right),
         terms=("margin_loss", "length"),
     )
 
@@ -634,9 +710,19 @@ def _reconstruction_step(step: Step, image: np.ndarray, rec: np.ndarray | None, 
 
 
 def capsnet_walk(
-    tour: CapsNetTour, names: list[str], words: ClassWords, model_name: str, truth: str, looks: str, lab_rows: list
+    tour: CapsNetTour,
+    names: list[str],
+    words: ClassWords,
+    model_name: str,
+    truth: str,
+    looks: str,
+    lab_rows: list,
+    trained: tuple[str, bool] | None = None,
 ) -> list[Step]:
-    """Every step of a dynamic-routing CapsNet's tour, its figure's data and its sentences."""
+    """Every step of a CapsNet's tour with dynamic routing, its figure's data and its sentences.
+    `trained`: what the model was trained with and whether the tour's iterations are its own
+    (trained_words); None: the iterations shown."""
+    trained_with, own = trained or trained_words("dynamic", tour.iterations, tour.iterations)
     pn = [plain(n) for n in names]
     W, R, G, K = tour.winner, tour.runner_up, tour.grid, tour.types
     J, I, D = len(names), tour.c.shape[1], tour.v.shape[-1]
@@ -650,10 +736,11 @@ def capsnet_walk(
                 truth,
                 looks,
                 [
-                    f"This is the image the tour follows through **{plain(model_name)}**, a CapsNet with dynamic routing "
-                    "(Sabour et al. 2017, Fig. 1). It will pass three layers: an ordinary convolution, a layer of primary capsules "
-                    f"and one {words.capsule} per class, with routing by agreement between the two capsule layers. "
-                    "A capsule outputs a vector, not a number: its length says how likely its thing is present, its direction how it looks."
+                    f"This is the image the tour follows through **{plain(model_name)}**, a CapsNet (Sabour et al. 2017, Fig. 1) "
+                    f"trained with {trained_with}. It will pass three layers: an ordinary convolution, a layer of primary capsules "
+                    f"and one {words.capsule} per class, with routing between the two capsule layers. "
+                    + ("" if own else not_own_words(trained_with) + " ")
+                    + "A capsule outputs a vector, not a number: its length says how likely its thing is present, its direction how it looks."
                 ],
             )
         elif k == "conv1":
@@ -699,8 +786,6 @@ def capsnet_walk(
             )
         elif k == "predictions":
             article = "an" if str(names[W])[:1].lower() in tuple("aeiou") else "a"
-            order = [j for j in np.argsort(-tour.pred_len[0]) if j != W]  # the first row's other classes, longest first
-            nxt, low = int(order[0]), int(order[-1])
             step = replace(
                 step,
                 figure="grid",
@@ -719,11 +804,7 @@ def capsnet_walk(
                     "A long prediction is a confident one. "
                     f"Routing now decides how much of each prediction reaches each {words.capsule}: predictions that agree with each other should win."
                 ],
-                measured=(
-                    f"Measured here: the first row, {tour.shown_names[0]}, predicts {pn[W]} with length {two(tour.pred_len[0, W])}; "
-                    f"its next longest prediction is for {pn[nxt]} ({two(tour.pred_len[0, nxt])}), its shortest for "
-                    f"{pn[low]} ({two(tour.pred_len[0, low])}): one capsule predicts every {words.thing}, some louder than others."
-                ),
+                measured=prediction_words(tour.shown_names[0], tour.pred_len[0], pn, W, words.thing),
                 terms=("u_hat", "W"),
             )
         elif k.startswith("iteration"):
@@ -762,7 +843,7 @@ def capsnet_walk(
                     **summary,
                 },
                 caption=f"each {words.capsule}'s plane: x along its final output v, so a prediction's x is its agreement with v (up to |v|)",
-                text=[first, sums],
+                text=([] if own else [not_own_words(trained_with)]) + [first, sums],
                 measured=coupling_words(t, summary, tour.c[t][tour.shown, W], I, J, pn[W]),
                 table=rows,
                 terms=("b", "c"),
@@ -1031,15 +1112,18 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
             )
         elif k == "primary":
             H, Wd, types = tour.primary_a.shape
+            H2, W2, K2 = tour.class_layer_in
             step = replace(
                 step,
                 figure="em_primary",
                 data={"maps": tour.primary_a.transpose(2, 0, 1), "pose": tour.pose, "top": tour.primary_a.max()},
                 caption=f"The pose matrix of the most active primary capsule ({tour.pose_where}, activation {two(tour.primary_a.max())})",
                 text=[
-                    f"A convolution, then {types} capsule types at each of {H}x{Wd} positions: "
+                    f"A convolution, then the PrimaryCaps layer: {types} capsule types at each of {H}x{Wd} positions; "
                     "each has a 4x4 pose matrix and a logistic activation (Sec. 3). "
-                    "Two convolutional capsule layers route by EM in small windows; the tour follows the last routing, into the class capsules."
+                    f"Two convolutional capsule layers, ConvCaps1 and {CLASS_LAYER_IN}, route by EM in small windows; "
+                    f"the tour follows the last routing, from {CLASS_LAYER_IN}'s {H2 * W2 * K2} capsules ({K2} types at each of "
+                    f"{H2}x{W2} positions) into the class capsules."
                 ],
                 terms=("pose", "a_in"),
             )
@@ -1049,7 +1133,8 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                 figure="votes",
                 caption="before any routing: every vote is assigned equally to every class capsule",
                 text=[
-                    f"Each lower capsule multiplies its pose by a learned 4x4 transform per class: a {label('vote')} for that class's pose "
+                    f"Each {CLASS_LAYER_IN} capsule (the lower capsules of this last routing) multiplies its pose by a learned 4x4 transform "
+                    f"per class: a {label('vote')} for that class's pose "
                     "(16 numbers, drawn here in a plane through the class capsule's final mean pose, the same plane in every EM step). "
                     "Votes that land close together agree on one pose for the whole: that is what EM looks for."
                 ],
@@ -1057,7 +1142,7 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
             )
         elif k.startswith("iteration"):
             t = int(k.removeprefix("iteration")) - 1
-            rows = {"lower capsule": tour.shown_names, "activation a": tour.a_in[tour.shown]}
+            rows = {f"lower capsule ({CLASS_LAYER_IN})": tour.shown_names, "activation a": tour.a_in[tour.shown]}
             for j in (W, R):
                 rows[f"R to {pn[j]}"] = tour.R[t][tour.shown, j]
             step = replace(
@@ -1073,7 +1158,7 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                 ],
                 measured=(
                     f"Measured here: activation of {pn[W]} {two(tour.a[t, W])}, of {pn[R]} {two(tour.a[t, R])}; "
-                    f"the six most active lower capsules send {share_words(tour.R[t][tour.shown, W])} of their vote to {pn[W]}."
+                    f"the six most active {CLASS_LAYER_IN} capsules send {share_words(tour.R[t][tour.shown, W])} of their vote to {pn[W]}."
                 ),
                 table=rows,
                 terms=("a_in", "R"),
@@ -1090,16 +1175,18 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                     "title": "Class capsule activations after EM routing",
                     "axis": "activation",
                     "lines": {},
+                    "lambda": tour.lambdas[-1],  # quoted in the text
                 },
                 caption="the prediction is the most active class capsule",
                 text=[
                     f"The answer is the most active class capsule: **{pn[W]}** with activation {two(a[W])} (label: {plain(truth)}); "
                     f"runner-up {pn[R]} with {two(a[R])}. "
                     f"Training used the {label('spread_loss')}: the right class more active than every other by a margin. "
-                    "capsviz keeps activations in a middle range on purpose (RESULTS.md: where capsviz departs from the papers), "
-                    "so the winner is clear by rank, not by a value near 1."
+                    f"capsviz ramps {label('lambda')} only up to {two(tour.lambdas[-1])} here, which keeps the activations in a middle range, "
+                    "so the winner is clear by rank, not by a value near 1: the **EM routing** page follows them iteration by iteration."
                 ],
-                terms=("spread_loss", "a_j"),
+                terms=("spread_loss", "a_j", "lambda"),
+                link=("pages/em.py", "EM routing, iteration by iteration"),
             )
         out.append(step)
     return out
@@ -1122,14 +1209,24 @@ TOURS = {  # by ModelConfig.routing
 
 
 def walk(
-    tour, names: list[str], words: ClassWords, model_name: str, truth: str, looks: str, lab_rows: list, mse_weight: float = 0.0
+    tour,
+    names: list[str],
+    words: ClassWords,
+    model_name: str,
+    truth: str,
+    looks: str,
+    lab_rows: list,
+    mse_weight: float = 0.0,
+    config=None,
 ) -> list[Step]:
     """Every step of `tour` (what TOURS[routing].follow returned) as the page shows it. `names`: the
     class names; `truth`: the image's label; `looks`: what the input is; `lab_rows`: the routing
     lab's stored rows for this model (capsviz.analysis.lab.stored_rows); `mse_weight`:
-    Efficient-CapsNet's decoder loss weight."""
+    Efficient-CapsNet's decoder loss weight; `config`: the model's (ModelConfig), which says what a
+    CapsNet was trained with."""
     if isinstance(tour, CapsNetTour):
-        return capsnet_walk(tour, names, words, model_name, truth, looks, lab_rows)
+        trained = trained_words(getattr(config, "couplings", "dynamic"), config.routing_iterations, tour.iterations) if config else None
+        return capsnet_walk(tour, names, words, model_name, truth, looks, lab_rows, trained)
     if isinstance(tour, EfficientTour):
         return efficient_walk(tour, names, words, model_name, truth, looks, lab_rows, mse_weight)
     return matrix_walk(tour, names, model_name, truth, looks)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from capsviz.analysis.reproduction import is_paper_size, paper_error
+from capsviz.analysis.reproduction import PAPER, _key, is_paper_size, paper_error
 from capsviz.analysis.rules import chance_words
 from capsviz.config import DATASETS, ModelConfig
 from capsviz.glossary import class_words
@@ -63,7 +63,14 @@ def routing_words(c: ModelConfig) -> str:
     if kind in ("uniform", "random"):
         return f"{kind} couplings: no routing (a baseline)"
     n = c.routing_iterations
+    if kind == "dynamic" and n == 1:
+        return f"{ONE_ITERATION} ({ONE_ITERATION_WHY})"
     return f"{'EM' if kind == 'em' else 'dynamic'}, {n} iteration" + ("" if n == 1 else "s")
+
+
+# One label for a CapsNet trained with one iteration of dynamic routing, on every page, and why it is uniform couplings
+ONE_ITERATION = "dynamic routing, 1 iteration"
+ONE_ITERATION_WHY = "with 1 iteration the couplings stay uniform: b starts at 0 and is never updated"
 
 
 def classes_line(names, size: int, channels: int) -> str:
@@ -75,17 +82,75 @@ def classes_line(names, size: int, channels: int) -> str:
 def paper_words(meta: CheckpointMeta) -> str:
     """The published test error for a model's setting, and whether this model has the paper's size."""
     paper = paper_error(meta)
+    smaller = "" if is_paper_size(meta) else "; this one is smaller"
     if paper is None:
-        return "no paper figure for this setting"
-    if is_paper_size(meta):
-        return f"paper: {paper}%"
-    return f"paper: {paper}% for the full-size model; this one is smaller"
+        family, dataset, iterations, reconstruction = _key(meta)
+        other = [k for k in PAPER if k[:2] == (family, dataset) and k[3] == reconstruction]  # the paper's model, other iterations
+        if not other or iterations is None:
+            return "no paper figure for this setting"
+        k = other[0]
+        return (
+            f"paper: {PAPER[k]}% for the full-size model with {k[2]} routing iterations{smaller}, "
+            f"with {iterations} iteration{'' if iterations == 1 else 's'}"
+        )
+    if smaller:
+        return f"paper: {paper}% for the full-size model{smaller}"
+    return f"paper: {paper}%"
 
 
 def guesses(meta: CheckpointMeta) -> tuple[int, int]:
     """(classes, labels per image) of a model: what its chance is counted from."""
     found = DATASETS.get(meta.dataset)
     return meta.config.num_classes, found.labels if found is not None else 1
+
+
+def _runs(meta: CheckpointMeta) -> list[dict]:
+    """The training runs in a checkpoint's record, oldest first (a fine-tuned model: the runs it continued)."""
+    chain, m = [], meta.raw
+    while isinstance(m, dict) and len(chain) < 100:
+        chain.append(m)
+        m = m.get("started_from")
+    return chain[::-1]
+
+
+def epochs_note(meta: CheckpointMeta) -> str | None:
+    """What the card's epochs mean where they are not whole planned runs: an epoch is one pass over
+    the training images, counted as images seen / training images, so a run stopped before the
+    epochs it was planned for ends on a fraction. None where every run did its whole plan."""
+    runs = []
+    for m in _runs(meta):
+        done, planned = m.get("epochs"), (m.get("run") or {}).get("epochs")
+        if isinstance(done, int | float):
+            runs.append((float(done), planned if isinstance(planned, int | float) else None))
+    stopped = [(d, p) for d, p in runs if (p is not None and d < p) or d != round(d)]
+    if not stopped:
+        return None
+    what = "An epoch is one pass over the training images; the count is images seen / training images, so a run stopped partway through an epoch ends on a fraction. "
+    if len(runs) == 1:
+        d, p = runs[0]
+        return what + f"This run was stopped after {d:.1f} of the {p:g} epochs it was planned for." if p else what
+    listed = ", ".join(f"{d:.1f} of {p:g} planned" if p else f"{d:.1f}" for d, p in runs)
+    return (
+        what + f"Fine-tuned: {len(runs)} runs, each starting from the weights the one before ended with ({listed}); the total adds them up."
+    )
+
+
+PAIR_ERROR = (
+    "Pair error: the share of test pairs (two overlapping digits) not read whole, 100% - pair accuracy; a pair counts as "
+    "read only when both its digits are among the two longest capsules. (The routing lab's digit error of this model "
+    "counts single digits instead, so it is lower.)"
+)
+
+
+def error_words(meta: CheckpointMeta) -> tuple[str, str]:
+    """(name, definition) of the error a card quotes: the pair error for a model that reads two
+    labels per image (MultiMNIST), else the test error on one label per image."""
+    if guesses(meta)[1] == 2:
+        return "Pair error", PAIR_ERROR
+    return (
+        "Test error",
+        f"Test error: the share of test images whose longest {'capsule' if meta.config.family != 'cnn' else 'score'} is not their label.",
+    )
 
 
 @dataclass(frozen=True)
@@ -97,6 +162,8 @@ class Card:
     decoder: str
     size: Size
     error: str  # "0.38%" or "not measured"
+    error_name: str  # what the error counts: "Test error", or "Pair error" for a model that reads two digits at once
+    error_means: str  # its definition, said beside the number
     chance: str | None  # the error against chance (rules.chance_words); None when not measured
     paper: str
 
@@ -112,6 +179,7 @@ def card(meta: CheckpointMeta, size: Size | None = None) -> Card:
         decoder=decoder,
         size=size or model_size(c),
         error=f"{m.test_error:.2f}%" if m.measured else "not measured",
+        **dict(zip(("error_name", "error_means"), error_words(meta), strict=True)),
         chance=chance,
         paper=paper_words(meta),
     )
