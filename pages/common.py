@@ -227,16 +227,28 @@ def model_key(path: Path) -> str:
     return f"{path}:{path.stat().st_mtime}"
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
-def _answer(key: str, _model, image_bytes: bytes, shape: tuple):  # _model: the one `key` names
-    return predict(_model, np.frombuffer(image_bytes, np.float32).reshape(shape))
+_FOR_IMAGE: dict[str, object] = {}  # the core functions `for_image` has been asked for, by name
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def _for_image(name: str, key: str, _model, image_bytes: bytes, shape: tuple, args: tuple):  # _model: the one `key` names
+    return _FOR_IMAGE[name](_model, np.frombuffer(image_bytes, np.float32).reshape(shape), *args)
+
+
+def for_image(fn, model, image: np.ndarray, *args, key: str | None = None):
+    """fn(model, image, *args) for a core function `fn` (capsviz.analysis: a prediction, a routing
+    trace, a tour, a segmentation), computed once for every session that asks for it with this
+    model and this image: a class following one link asks for the same ones. `key` names the model
+    (`model_key`; by default the page's active model); `args` must be hashable."""
+    name = f"{fn.__module__}.{fn.__qualname__}"
+    _FOR_IMAGE.setdefault(name, fn)
+    image = np.asarray(image, np.float32)
+    return _for_image(name, key or st.session_state["model_key"], model, image.tobytes(), image.shape, args)
 
 
 def answer(key: str, model, image: np.ndarray):
-    """The model's answer for an image (capsviz.analysis.predict), computed once for every session
-    that shows it: a class following one link asks for the same one."""
-    image = np.asarray(image, np.float32)
-    return _answer(key, model, image.tobytes(), image.shape)
+    """The model's answer for an image (capsviz.analysis.predict), cached as `for_image` caches."""
+    return for_image(predict, model, image, key=key)
 
 
 def active_name() -> str | None:

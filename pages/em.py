@@ -1,6 +1,5 @@
 """EM routing inspector: Fig. 2 (and B.2) of Hinton et al. (2018), one image at a time."""
 
-import numpy as np
 import streamlit as st
 
 from capsviz.analysis.explain import (
@@ -20,7 +19,7 @@ from capsviz.text import plain
 from capsviz.viz import heatmap, lines, png_bytes, to_image
 from capsviz.viz.animation import gif_bytes
 from capsviz.viz.explain import em_histogram_frames
-from pages.common import keep_within, page_model, pick_image, plain_chart, require_router
+from pages.common import for_image, keep_within, page_model, pick_image, plain_chart, require_router
 
 require_router()
 st.title("EM routing, iteration by iteration")
@@ -57,12 +56,7 @@ T = st.slider(
 )
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def trace(model_key: str, _model, image_bytes: bytes, shape: tuple, T: int):  # _model: the one model_key names
-    return em_trace(_model, np.frombuffer(image_bytes, np.float32).reshape(shape), T)
-
-
-tr = trace(st.session_state["model_key"], model, image.tobytes(), image.shape, T)
+tr = for_image(em_trace, model, image, T)
 pred = int(tr.a[-1].argmax())
 
 

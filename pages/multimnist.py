@@ -13,7 +13,17 @@ from capsviz.registry import routing_words
 from capsviz.text import plain
 from capsviz.viz import SEGMENT_COLOURS, capsule_bars, png_bytes, segments_image, to_image, two_colour
 from capsviz.viz.explain import coupling_overlays
-from pages.common import count_slider, keep_link_note, long_job, page_model, plain_chart, require_router, show_link_note, test_set
+from pages.common import (
+    count_slider,
+    for_image,
+    keep_link_note,
+    long_job,
+    page_model,
+    plain_chart,
+    require_router,
+    show_link_note,
+    test_set,
+)
 
 require_router()
 SIZE = DATASETS["multimnist"].in_size
@@ -78,14 +88,8 @@ if l1 == l2:
     st.warning(f"Both digits are {l1}s. The paper only pairs digits of different classes; the two-capsule rule cannot be right here.")
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def segmented(model_key: str, _model, image_bytes: bytes, shape: tuple, capsules: tuple | None):  # _model: the one model_key names
-    """One segmentation for every session that shows this pair on this model."""
-    return segment(_model, np.frombuffer(image_bytes, np.float32).reshape(shape), capsules)
-
-
 pair_image = pair.image.astype(np.float32)
-seg = segmented(st.session_state["model_key"], model, pair_image.tobytes(), pair_image.shape, None)
+seg = for_image(segment, model, pair_image, None)
 t1, t2 = seg.top2
 names = [str(k) for k in range(10)]
 default = [t1, t2]
@@ -130,11 +134,7 @@ green = pick[1].selectbox(
     help=help_text("reconstruction"),
 )
 qp["caps"] = f"{red},{green}"
-chosen = (
-    segmented(st.session_state["model_key"], model, pair_image.tobytes(), pair_image.shape, (red, green))
-    if (red, green) != seg.capsules
-    else seg
-)
+chosen = for_image(segment, model, pair_image, (red, green)) if (red, green) != seg.capsules else seg
 r1, r2 = chosen.reconstructions
 cols = st.columns(4)
 cols[0].image(

@@ -32,19 +32,9 @@ from capsviz.registry import either, shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
-from pages.common import keep_within, page_model, pick_image, plain_chart, require_router, site_button, test_set
+from pages.common import for_image, keep_within, page_model, pick_image, plain_chart, require_router, site_button, test_set
 
 require_router()
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def attention_of(model_key: str, _model, image_bytes: bytes, shape: tuple):  # _model: the one model_key names
-    return attention_trace(_model, np.frombuffer(image_bytes, np.float32).reshape(shape))
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def sweep_of(model_key: str, _model, image_bytes: bytes, shape: tuple):  # _model: the one model_key names
-    return iteration_sweep(_model, np.frombuffer(image_bytes, np.float32).reshape(shape), 10)
 
 
 def attention_view(model, image, label, names) -> None:
@@ -59,7 +49,7 @@ def attention_view(model, image, label, names) -> None:
         "the same for every image."
     )
     key = st.session_state["model_key"]
-    tr = attention_of(key, model, image.tobytes(), image.shape)
+    tr = for_image(attention_trace, model, image, key=key)
     winner = int(tr.lengths.argmax())
     I, J = tr.c.shape
     left, right = st.columns([1, 3])
@@ -100,7 +90,7 @@ def attention_view(model, image, label, names) -> None:
     right.caption(help_text("self_attention", "c", "prior"))
     st.caption(attention_words(tr, winner, plain(names[winner])))  # plain: its one name is made plain here
     st.subheader("The same capsules with dynamic routing, 1 to 10 iterations")
-    sweep = sweep_of(key, model, image.tobytes(), image.shape)
+    sweep = for_image(iteration_sweep, model, image, 10, key=key)
     st.plotly_chart(
         plain_chart(lines(sweep["lengths"], names, "Lengths by iteration count", "dynamic-routing iterations", "|v_j|")),
         key="attention_sweep",
@@ -161,12 +151,7 @@ T = st.slider(
 )
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def trace(model_key: str, _model, image_bytes: bytes, shape: tuple, T: int):  # _model: the one model_key names
-    return dynamic_trace(_model, np.frombuffer(image_bytes, np.float32).reshape(shape), T)
-
-
-tr = trace(st.session_state["model_key"], model, image.tobytes(), image.shape, T)
+tr = for_image(dynamic_trace, model, image, T)
 winner = int(tr.lengths[-1].argmax())
 
 
@@ -311,7 +296,7 @@ def batch_change(model_key: str, _model, dataset: str, _data, T: int):  # _data:
 
 
 Tmax = 10
-full = tr if T == Tmax else trace(st.session_state["model_key"], model, image.tobytes(), image.shape, Tmax)
+full = tr if T == Tmax else for_image(dynamic_trace, model, image, Tmax)
 series = [full.b_change, np.concatenate([[np.nan], full.c_change])]
 labels = ["mean |delta b|, this image", "mean |delta c|, this image"]
 if data is not None:
@@ -364,7 +349,7 @@ if data is not None:
 st.subheader("Same weights, 1 to 10 iterations")
 
 
-sweep = sweep_of(st.session_state["model_key"], model, image.tobytes(), image.shape)
+sweep = for_image(iteration_sweep, model, image, 10)
 e, f = st.columns([2, 3])
 e.plotly_chart(
     plain_chart(lines(sweep["lengths"], names, "Lengths by iteration count", "routing iterations", "|v_j|")),

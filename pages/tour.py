@@ -2,7 +2,6 @@
 (Back / Next, the step in the URL as ?step=N). Dynamic-routing CapsNets, matrix capsules and
 Efficient-CapsNet (self-attention routing, one pass)."""
 
-import numpy as np
 import streamlit as st
 
 from capsviz.analysis import lab
@@ -14,7 +13,7 @@ from capsviz.text import plain
 from capsviz.viz import grouped_bars, png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
 from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid
-from pages.common import link_number, page_model, pick_image, plain_chart, require_router, show_link_note, site_button
+from pages.common import for_image, link_number, page_model, pick_image, plain_chart, require_router, show_link_note, site_button
 
 require_router()
 st.title("A guided tour of a capsule network")
@@ -42,12 +41,7 @@ if picked is None:
 image, truth = picked
 
 
-@st.cache_data(max_entries=16, show_spinner="Following the image through the network ...")
-def follow(model_key: str, _model, image_bytes: bytes, shape: tuple, routing: str):  # _model: the one model_key names
-    return TOURS[routing].follow(_model, np.frombuffer(image_bytes, np.float32).reshape(shape))
-
-
-tour = follow(st.session_state["model_key"], model, image.tobytes(), image.shape, routing)
+tour = for_image(TOURS[routing].follow, model, image)
 have = lab.stored_rows([(path, meta)], list(lab.LAB_ROUTINGS)) if lab.fits(meta.config) else {}
 steps = walk(
     tour,
