@@ -109,6 +109,7 @@ def test_a_zip_of_colour_pictures_is_trained_on_and_explored_from_the_browser(pa
     wait_for_app_run(page)
     page.get_by_role("button", name="Run the lab").click()
     expect(page.get_by_text("Does routing matter? The short answer")).to_be_visible(timeout=300_000)
+    page.get_by_text(re.compile(r"^shapes, trained with")).first.click()  # the model's details, folded
     expect(page.get_by_text(re.compile(r"\*?\*?shapes\*?\*? \(trained with dynamic\) run with")).first).to_be_visible()
     shot(page, shots, "own_images_lab")
     no_exceptions(page)
