@@ -15,6 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "load"))
 pytest.importorskip("websockets")
 import protocol  # noqa: E402
+from st_helpers import run_async  # noqa: E402 - protocol put tests/e2e on the path
 
 
 def test_a_hostile_student_spoils_nothing_for_the_class(real_data, tmp_path, monkeypatch):
@@ -33,7 +34,7 @@ def test_a_hostile_student_spoils_nothing_for_the_class(real_data, tmp_path, mon
             )
             return class_, hostile, cleared, protocol.reloads(log) - loads
 
-        class_, hostile, cleared, loads = asyncio.run(lesson())
+        class_, hostile, cleared, loads = run_async(lesson())  # a loop of its own: the browser tests keep one on this thread
     finally:
         protocol.stop_streamlit(proc)
 

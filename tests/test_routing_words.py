@@ -234,8 +234,8 @@ class Config:
     [
         ("dynamic", 3, "dynamic routing, 3 iterations"),
         ("dynamic", 1, "dynamic routing, 1 iteration (one pass"),
-        ("random", 3, "fixed random couplings (no routing)"),
-        ("uniform", 3, "uniform couplings (every coupling equal, no routing)"),
+        ("random", 3, "fixed random couplings"),
+        ("uniform", 3, "uniform couplings (no routing)"),
     ],
 )
 def test_what_a_model_was_trained_with_comes_from_its_config(couplings, n, said):
