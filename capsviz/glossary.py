@@ -393,6 +393,70 @@ TERMS: dict[str, Term] = {
         "On MultiMNIST an image counts as right only when both its digits are the two longest capsules.",
         ("error", "test error %", "accuracy", "error rate", "test set", "test images"),
     ),
+    "pair_error": Term(
+        "pair error",
+        "the share of two-digit images read wrong",
+        "On MultiMNIST a test image holds two overlapping digits; a pair counts as right when both digits are among the "
+        "two longest class capsules. The pair error is the share of pairs that are not (100% minus the pair accuracy): "
+        "the zoo card's figure for a MultiMNIST model.",
+        ("pair accuracy", "pair acc.", "MultiMNIST error"),
+    ),
+    "digit_error": Term(
+        "digit error",
+        "the error on one digit alone",
+        "The routing lab runs a MultiMNIST model on single MNIST digits placed alone in its 36x36 frame: its digit "
+        "error is the share of those it reads wrong. It is lower than the pair error, which asks for two digits at once.",
+        ("single-digit error",),
+    ),
+    "nats": Term(
+        "nats",
+        "the unit of entropy with natural logarithms",
+        "Entropy measured with the natural logarithm is in nats: a capsule splitting its vote evenly over 10 classes has "
+        "log 10 = 2.30 nats, one giving all of it to one class has 0.",
+        ("nat",),
+    ),
+    "percentile": Term(
+        "percentile",
+        "the value below which that share of measurements falls",
+        "The 95th percentile (p95) of a set of timings is the time that 95% of them beat: a target on p95 says how long "
+        "nearly every answer takes, not just the typical one (the median, p50).",
+        ("p95", "p50", "median", "95th percentile"),
+    ),
+    "segmentation": Term(
+        "segmentation",
+        "telling which pixels belong to which digit",
+        "On MultiMNIST the decoder redraws each of the two digits from its own class capsule alone; colouring each "
+        "redrawing separately shows which pixels the network gives to which digit (Fig. 5 of Sabour et al.).",
+        ("segment", "segmenting"),
+    ),
+    "cross_entropy": Term(
+        "cross-entropy",
+        "the usual classification loss",
+        "The loss of the baseline CNNs: minus the log of the probability the network gives the right class. CapsNets "
+        "use the margin loss on capsule lengths instead.",
+        ("cross entropy", "log loss", "softmax loss"),
+    ),
+    "white_box": Term(
+        "white-box attack",
+        "an attack that may read the model's own gradients",
+        "FGSM is a white-box attack: it moves each pixel a little in the direction that raises the model's own loss, "
+        "computed from the model's weights.",
+        ("white box", "white-box"),
+    ),
+    "receptive_field": Term(
+        "receptive field",
+        "the input area a unit sees",
+        "The part of the layer below that one unit (or capsule) is computed from: a 3x3 receptive field is a 3 by 3 "
+        "patch of positions of the layer below.",
+        ("receptive fields",),
+    ),
+    "log_linear": Term(
+        "log-linear",
+        "a straight line on a log scale",
+        "A schedule or curve is log-linear when its logarithm changes by the same amount each step: the learning rate "
+        "multiplied by the same factor every so many steps, for example.",
+        ("log linear", "exponential decay"),
+    ),
     "chance": Term("chance", "the error of guessing", RULES["chance"], ("chance level", "1 - 1/J", "guessing", "beats chance")),
     "standard_error": Term(
         "standard error",
