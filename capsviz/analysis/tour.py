@@ -858,7 +858,8 @@ def capsnet_walk(
                 truth,
                 words.capsule,
                 f"{'DigitCaps' if words.digits else 'Class capsule'} lengths |v_j| after routing",
-                [
+                ([] if own else [not_own_words(trained_with)])
+                + [
                     f"Training used the {label('margin_loss')}: the right capsule longer than 0.9, every other shorter than 0.1 (Eq. 4). "
                     "Several capsules can be long at once: that is how the network reads two overlapping digits (the MultiMNIST page)."
                 ],
