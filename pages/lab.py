@@ -197,7 +197,7 @@ for k, (study, plain_study) in enumerate(zip(studies, plain_studies, strict=True
     )
     c = st.columns([2, 3])
     c[0].plotly_chart(
-        plain_chart(seed_strip(study.errors, study.seeds, "Test error per training seed (dots) and mean (bar)")),
+        plain_chart(seed_strip(study.errors, study.seeds, "Error per seed (dots), mean (bar)")),
         key=f"lab_seeds_{k}_{lab.seeds_key(study)}",
     )
     with c[1]:

@@ -647,7 +647,7 @@ def test_one_iteration_of_dynamic_routing_is_named_so_in_the_table_and_the_detai
 
 
 def test_the_entropy_chart_calls_100_uniform_couplings_not_no_routing():
-    assert "100 = uniform couplings" in lab.ENTROPY_TITLE and "no routing" not in lab.ENTROPY_TITLE
+    assert "100 = uniform" in lab.ENTROPY_TITLE and "no routing" not in lab.ENTROPY_TITLE
 
 
 def test_the_shipped_seed_studys_sentences_are_longer_than_a_cut_name():

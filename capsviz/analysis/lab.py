@@ -928,7 +928,7 @@ SPLIT = (
     ("model", "trained with", "run with", "error %", "± chance", "shifted acc. %", "FGSM acc. %", "pair acc. %"),
     ("model", "run with", "entropy %", "c to pred.", "ms / image", "ms range"),
 )
-ENTROPY_TITLE = "Coupling entropy, % of uniform (100 = uniform couplings)"  # random couplings route nothing either, yet sit lower
+ENTROPY_TITLE = "Entropy, % (100 = uniform)"  # of the uniform split's; random couplings route nothing either, yet sit lower
 
 
 def table_words(rows: list[Row]) -> str:
