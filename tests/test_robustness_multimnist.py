@@ -188,7 +188,7 @@ def test_describe_comparison_says_what_the_curves_show():
 
     eps = [0.0, 0.1, 0.2]
     worse = describe_comparison({"caps": [99.0, 59.0, 30.0], "cnn": [99.0, 74.0, 50.0]}, eps, "caps", "epsilon", 1000)
-    assert "At epsilon 0.2" in worse[0] and "**caps** measures 30% accuracy and **cnn** 50%: cnn holds up better" in worse[0]
+    assert "At epsilon 0.2" in worse[0] and "**caps** measures 30.0% accuracy and **cnn** 50.0%: cnn holds up better" in worse[0]
     assert (
         "Counting the 3 epsilon values one by one, caps holds up *worse* than cnn beyond chance at 2 of the 3 (epsilon 0.1 and "
         "0.2), better at none, and 1 of the 3 are within chance (two standard errors on 1000 test images)." in worse[1]
@@ -206,7 +206,7 @@ def test_describe_comparison_says_what_the_curves_show():
     assert describe_comparison({"caps": [1.0]}, [0.1], "caps", "epsilon", 1000) == []
     three = {"caps": [99.0, 59.0, 30.0], "matrix": [99.0, 90.0, 80.0], "cnn": [99.0, 74.0, 50.0]}
     vs_cnn = describe_comparison(three, eps, "matrix", "epsilon", 1000, baseline="cnn")
-    assert "**matrix** measures 80% accuracy and **cnn** 50%: matrix holds up better" in vs_cnn[0]
+    assert "**matrix** measures 80.0% accuracy and **cnn** 50.0%: matrix holds up better" in vs_cnn[0]
     assert "matrix holds up better than cnn beyond chance at 2 of the 3 (epsilon 0.1 and 0.2), worse at none" in vs_cnn[1]
 
 
@@ -286,8 +286,8 @@ def test_shipped_sweeps_comparisons_quote_the_numbers_their_charts_draw():
             said = describe_comparison(series, xs, "caps", "x", n, higher_is_robust=field == "accuracy")
             gap = np.abs(np.subtract(series["caps"], series["cnn"]))
             k = int(np.argmax(gap))
-            assert f"At x {xs[k]:g}," in said[0] and f"measures {series['caps'][k]:.0f}%" in said[0]
-            assert f"**cnn** {series['cnn'][k]:.0f}%" in said[0]
+            assert f"At x {xs[k]:g}," in said[0] and f"measures {series['caps'][k]:.1f}%" in said[0]
+            assert f"**cnn** {series['cnn'][k]:.1f}%" in said[0]
             real = [rules.beyond_chance(a, n, b, n) for a, b in zip(series["caps"], series["cnn"], strict=True)]
             assert f"{len(real) - sum(real)} of the {len(real)} are within chance (two standard errors on {n} test images)" in said[1]
             checked += 1

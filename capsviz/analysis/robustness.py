@@ -220,7 +220,7 @@ def describe_comparison(
     k = strongest
     point = (
         f"At {x_name} {xs[k]:g}, where **{capsule}** and **{other}** differ most, **{capsule}** measures "
-        f"{caps[k]:.0f}% {unit} and **{other}** {base[k]:.0f}%"
+        f"{caps[k]:.1f}% {unit} and **{other}** {base[k]:.1f}%"
     )
     if real[k]:
         point += f": {capsule if gap[k] > 0 else other} holds up better there, beyond chance."
