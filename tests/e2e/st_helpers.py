@@ -111,6 +111,35 @@ def stop_streamlit(proc: subprocess.Popen) -> int:
     return proc.returncode
 
 
+def new_page(ctx, timeout: float = 60_000):
+    """A page of browser context `ctx` that records the page errors it meets in `page.errors`."""
+    page = ctx.new_page()
+    page.set_default_timeout(timeout)
+    page.errors = []
+    page.on("pageerror", lambda e, page=page: page.errors.append(str(e)))
+    return page
+
+
+def titles_cut_off(chart) -> list[str]:
+    """A plotly chart's titles and axis titles that reach outside its frame (an axis title also
+    when it is taller than the chart): each with where it lies."""
+    found = []
+    chart.scroll_into_view_if_needed()
+    frame = chart.bounding_box()
+    for text in chart.locator(".gtitle, .xtitle, .ytitle").all():
+        box = text.bounding_box()
+        if box is None:
+            continue
+        if box["x"] < frame["x"] - 1 or box["x"] + box["width"] > frame["x"] + frame["width"] + 1:
+            found.append(
+                f"{text.text_content()!r} ({box['x']:.0f}..{box['x'] + box['width']:.0f} in {frame['x']:.0f}..{frame['x'] + frame['width']:.0f})"
+            )
+        if text.evaluate("e => e.classList.contains('ytitle')"):
+            if box["y"] < frame["y"] - 1 or box["y"] + box["height"] > frame["y"] + frame["height"] + 1:
+                found.append(f"{text.text_content()!r} (taller than its chart)")
+    return found
+
+
 def wait_for_app_run(page, timeout: float = 60_000) -> None:
     """The websocket is connected and the script run (or rerun) has finished."""
     page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']", state="attached", timeout=timeout)

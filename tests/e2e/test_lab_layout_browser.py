@@ -4,7 +4,7 @@ shown whole."""
 
 import pytest
 from playwright.sync_api import expect
-from st_helpers import wait_for_app_run
+from st_helpers import new_page, wait_for_app_run
 from test_browser import no_exceptions, shot
 
 from capsviz.analysis import lab
@@ -14,10 +14,7 @@ pytestmark = pytest.mark.e2e
 
 def test_every_column_of_the_lab_table_is_in_view_at_1280_px(browser, shipped_server, shots):
     ctx = browser.new_context(viewport={"width": 1280, "height": 2400})
-    page = ctx.new_page()
-    page.set_default_timeout(120_000)
-    page.errors = []
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page = new_page(ctx, 120_000)
     try:
         page.goto(f"{shipped_server}/lab?model=capsnet-small-multimnist.safetensors")
         expect(page.get_by_text("Does routing matter? The short answer")).to_be_visible()

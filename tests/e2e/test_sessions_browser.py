@@ -165,7 +165,9 @@ def test_two_sessions_route_one_cached_model_differently_at_once(servers, new_pa
     for T in (1, 10):
         want[T] = open_alone(ref, alone, 5, T)
     assert len(set(want.values())) == 3, want  # the figures depend on the iterations
-    assert "with one iteration nothing is shifted" in want[1][1] and "at iteration 10 its couplings are away from uniform" in want[10][2], want
+    assert "with one iteration nothing is shifted" in want[1][1] and "at iteration 10 its couplings are away from uniform" in want[10][2], (
+        want
+    )
 
     # two sessions open the page on the shared server, then move the slider at the same moment: one to 1 iteration, one to 10
     a, b = new_page(), new_page()

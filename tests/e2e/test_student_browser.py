@@ -3,18 +3,11 @@ started a run still shows it and can stop it; another browser cannot."""
 
 import pytest
 from playwright.sync_api import expect
+from st_helpers import new_page, outward_address, start_streamlit, stop_streamlit
 from test_browser import no_exceptions, open_page
 from test_train_browser import fill, set_name
 
 pytestmark = pytest.mark.e2e
-
-
-def new_page(ctx):
-    pg = ctx.new_page()
-    pg.set_default_timeout(60_000)
-    pg.errors = []
-    pg.on("pageerror", lambda e, pg=pg: pg.errors.append(str(e)))
-    return pg
 
 
 def test_a_reload_and_a_second_tab_keep_control_of_ones_run(browser, own_server):
@@ -60,7 +53,6 @@ def test_only_the_teacher_is_offered_clear_cache(browser, tmp_path_factory, app_
     """Streamlit's menu offers "Clear cache" to a browser on the server's own machine (the
     teacher's) and not to a student's browser on another machine; a student's clear-cache message
     sent anyway is ignored (tests/test_clear_cache.py)."""
-    from st_helpers import outward_address, start_streamlit, stop_streamlit
 
     address = outward_address()
     if address is None:

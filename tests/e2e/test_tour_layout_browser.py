@@ -3,7 +3,7 @@ chart's title and the link to the lab are shown whole, not cut off."""
 
 import pytest
 from playwright.sync_api import expect
-from st_helpers import wait_for_app_run
+from st_helpers import new_page, titles_cut_off, wait_for_app_run
 from test_browser import no_exceptions, shot
 
 pytestmark = pytest.mark.e2e
@@ -12,10 +12,7 @@ pytestmark = pytest.mark.e2e
 @pytest.mark.parametrize("width", [390, 1366])
 def test_the_lab_steps_chart_title_and_link_fit(browser, shipped_server, shots, width):
     ctx = browser.new_context(viewport={"width": width, "height": 2400})
-    page = ctx.new_page()
-    page.set_default_timeout(60_000)
-    page.errors = []
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page = new_page(ctx)
     try:
         page.goto(f"{shipped_server}/tour?model=efficient-capsnet-mnist.safetensors&step=8")
         wait_for_app_run(page)
@@ -23,8 +20,7 @@ def test_the_lab_steps_chart_title_and_link_fit(browser, shipped_server, shots, 
         chart = page.get_by_test_id("stPlotlyChart").first
         title = chart.locator(".gtitle")
         expect(title).to_have_text("Test error by routing")
-        box, frame = title.bounding_box(), chart.bounding_box()
-        assert box["x"] >= frame["x"] - 1 and box["x"] + box["width"] <= frame["x"] + frame["width"] + 1, (box, frame)
+        assert not titles_cut_off(chart), titles_cut_off(chart)
         link = page.get_by_test_id("stPageLink").filter(has_text="Open the routing lab").first
         expect(link).to_be_visible()
         text = link.locator("p, span").last
