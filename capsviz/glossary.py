@@ -467,6 +467,12 @@ TERMS: dict[str, Term] = {
         ("standard errors", "±", "two standard errors", "SE", "noise", "standard deviation of the mean"),
     ),
     "near_uniform": Term("near uniform", "near uniform couplings", RULES["near uniform"], ("away from uniform",)),
+    "long_votes": Term(
+        "long votes",
+        "the length-weighted share",
+        RULES["long votes"],
+        ("length-weighted share", "weighted by prediction length", "weighted by vote length", "long predictions"),
+    ),
     "beyond_chance": Term("beyond chance", "a difference beyond chance", RULES["beyond chance"], ("within chance", "significant")),
     "rises_falls": Term("rises / falls", "rises or falls", RULES["rises / falls"], ("rises", "falls", "stays about level", "trend")),
     "faster": Term("faster", "faster", RULES["faster"], ("slower", "speed", "ms / image", "timing", "timings")),

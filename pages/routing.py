@@ -178,7 +178,6 @@ def iteration_view(tr, image, label, winner: int) -> None:
 
     maps = tr.coupling_maps(t)
     even = flat(maps)
-    title, caption = map_words(tr, t, words.capsule, words.thing, words.digits)
     zrange = (0, 2 * tr.uniform)  # all equal: a scale around uniform, not around nothing
     every = np.stack([tr.coupling_maps(k) for k in range(T)])  # (T, J, G, G)
     left, right = st.columns([1, 3])
@@ -202,18 +201,7 @@ def iteration_view(tr, image, label, winner: int) -> None:
         on_click="ignore",
         help="The coupling maps iteration by iteration, one colour scale throughout, as an animated GIF",
     )
-    right.plotly_chart(
-        plain_chart(
-            class_maps(
-                maps,
-                names,
-                title,
-                zrange=zrange if even else None,
-            )
-        ),
-        key="coupling_maps",
-    )
-    right.caption(caption)  # plain: numbers and the class words only
+    maps_place, caption_place = right.empty(), right.empty()  # filled once the detailed map's capsule is chosen
     j = right.selectbox(
         f"{words.capsule.capitalize()} for the detailed map",
         list(range(len(names))),
@@ -223,6 +211,9 @@ def iteration_view(tr, image, label, winner: int) -> None:
         bind="query-params",
         help=f"Which {words.capsule} the map below and the GIF show",
     )
+    title, caption = map_words(tr, t, words.capsule, words.thing, words.digits, j, plain(names[j]))
+    maps_place.plotly_chart(plain_chart(class_maps(maps, names, title, zrange=zrange if even else None)), key="coupling_maps")
+    caption_place.caption(caption)  # plain: numbers and the class words only, the class name made plain
     detail_title, detail_caption = detail_words(tr, t, j, plain(names[j]))
     right.plotly_chart(
         plain_chart(

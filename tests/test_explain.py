@@ -162,15 +162,22 @@ def test_pair_routing_is_dynamic_traces_couplings(pair_model, pair):
 
 
 def _fake(
-    mean_move: float, weighted_move: float, T: int = 3, entropy_ratio: float = 1.0, single_move: float = 0.0, ink: float = 0.0
+    mean_move: float,
+    weighted_move: float,
+    T: int = 3,
+    entropy_ratio: float = 1.0,
+    single_move: float = 0.0,
+    ink: float = 0.0,
+    single_mean_move: float = 0.0,
 ) -> PairRouting:
     """Couplings of 0.1 (uniform) everywhere but the last iteration: the pair's plain means move by
     mean_move, its length-weighted mean to capsule 7 by weighted_move, the single digit's length-
-    weighted mean to capsule 2 by single_move; the earlier iterations and the maps move far (0.4),
-    numbers the words must not quote."""
+    weighted mean to capsule 2 by single_move and its plain means by single_mean_move; the earlier
+    iterations and the maps move far (0.4), numbers the words must not quote."""
     mean = np.full((2, T, 2), 0.1)
     weighted = np.full((2, T, 2), 0.1)
     mean[0, -1] += mean_move
+    mean[1, -1] += single_mean_move
     weighted[0, -1, 0] += weighted_move
     weighted[1, -1, 1] += single_move
     if T > 1:
@@ -190,40 +197,60 @@ def _fake(
     )
 
 
+LONG = "routing moves mainly the capsules with long predictions"
+
+
 def test_pair_routing_words_follow_the_numbers():
-    """Near uniform by capsviz.analysis.rules, for the pair from the pair's own numbers at the last
-    iteration (never the single digit's, another iteration's or the maps'), and for the single digit
-    from its own: the share on both sides of NEAR_UNIFORM_SHARE times uniform, the entropy on both
-    sides of NEAR_UNIFORM_ENTROPY."""
-    below = 0.1 * rules.NEAR_UNIFORM_SHARE - 0.1 - 0.005  # the move that keeps the share just under the rule's
-    # the single digit far from uniform does not make the pair so (the old words took the largest of both)
-    still = pair_routing_words(_fake(0.001, below, single_move=0.09), "the 7")
+    """Near uniform by capsviz.analysis.rules, from the plain means (the predicted classes', as on
+    /routing and in the lab), for the pair from the pair's own numbers at the last iteration (never
+    the single digit's, another iteration's or the maps'), and for the single digit from its own: the
+    plain share on both sides of NEAR_UNIFORM_SHARE times uniform, the entropy on both sides of
+    NEAR_UNIFORM_ENTROPY; a length-weighted share at least that factor gets the long-votes sentence."""
+    below = 0.1 * rules.NEAR_UNIFORM_SHARE - 0.1 - 0.001  # the move that keeps a share just under the rule's factor
+    above = 0.1 * rules.NEAR_UNIFORM_SHARE - 0.1 + 0.001
+    # walk N2: a 1.8x length-weighted share beside a plain 0.101 is near uniform, with the long-votes sentence
+    n2 = pair_routing_words(_fake(0.001, 0.084), "the 1")
     assert (
-        f"over the pair the couplings are near uniform: they keep 100.0% of its entropy, more than 95%, and the predicted class gets {0.1 + below:.2f}"
-        in still
+        "over the pair the couplings are near uniform: they keep 100.0% of its entropy, more than 95%, and the predicted class "
+        "gets 0.10, less than 1.5 times the uniform 0.10 (the larger of the pair's two plain averages above)" in n2
     )
-    assert "routing barely reassigns" in still and "0.101 of its prediction to capsule 7" in still
+    assert "routing barely reassigns most primary capsules between the two digits. " in n2
+    assert f"Weighted by prediction length, capsule 7 gets 0.184, 1.8 times uniform: {LONG}." in n2
+    assert rules.long_votes_words("capsule 7", 0.184, 0.1, 0.101) in n2 and "away from uniform" not in n2
+    # the weighted share just under the factor: no such sentence, and routing barely reassigns the capsules
+    quiet = pair_routing_words(_fake(0.001, below), "the 7")
+    assert "routing barely reassigns the primary capsules between the two digits, so" in quiet and "Weighted by" not in quiet
+    assert pair_routing_words(_fake(0.001, above), "the 7").count(LONG) == 1
+    # the single digit far from uniform does not make the pair so, and each says its own long votes
+    still = pair_routing_words(_fake(0.001, below, single_move=0.09, single_mean_move=0.09), "the 7")
+    assert "over the pair the couplings are near uniform" in still and "0.101 of its prediction to capsule 7" in still
     assert (
-        "The 7 alone, by its own numbers: its couplings are away from uniform: they keep 100.0% of its entropy, more than 95%, but the predicted class gets 0.19"
-        in still
+        "The 7 alone, by its own numbers: its couplings are away from uniform: they keep 100.0% of its entropy, more than 95%, but "
+        "the predicted class gets 0.19, at least 1.5 times the uniform 0.10 (the larger of its two plain averages)." in still
     )
+    assert "Weighted by prediction length, capsule 2 gets 0.190, 1.9 times uniform, and the plain mean, 0.190, is 1.9 times" in still
     assert "gets 0.40" not in still  # the earlier iteration and the maps' peaks are not a verdict's share
-    above = pair_routing_words(_fake(0.001, below + 0.025), "the 7")
+    # the single digit's long votes alone: its plain mean stays near, its sentence is said after its verdict
+    single_long = pair_routing_words(_fake(0.001, below, single_move=above), "the 7")
+    assert "The 7 alone, by its own numbers: its couplings are near uniform" in single_long
+    assert single_long.count(LONG) == 1 and "capsule 2 gets 0.151, 1.5 times uniform" in single_long
+    # the plain share on either side of the factor decides the pair's verdict, whatever the weighted one
+    assert "pair the couplings are near uniform" in pair_routing_words(_fake(below, 0.09), "the 7")
+    away = pair_routing_words(_fake(above, 0.09), "the 7")
     assert (
-        "pair the couplings are away from uniform: they keep 100.0% of its entropy, more than 95%, but the predicted class gets 0.17"
-        in above
+        "pair the couplings are away from uniform: they keep 100.0% of its entropy, more than 95%, but the predicted class gets 0.15"
+        in away
     )
-    assert "The 7 alone, by its own numbers: its couplings are near uniform" in above
+    assert "The 7 alone, by its own numbers: its couplings are near uniform" in away
     # the plain averages quoted are the pair's shown ones, at the shown iteration
-    assert "the plain averages are at most 0.001 from uniform and the length-weighted ones at most 0.070" in above
-    assert "the long predictions move more" in above
+    assert "the plain averages are at most 0.051 from uniform and the length-weighted ones at most 0.090" in away
+    assert "the long predictions move more" in away
+    assert "capsule 7 gets 0.190, 1.9 times uniform, and the plain mean, 0.151, is 1.5 times" in away and LONG not in away
+    assert "capsule 7: 0.190 in the pair, 0.100 alone, so the other digit's presence raises it" in away
     flat_but_low_entropy = pair_routing_words(_fake(0.001, 0.01, entropy_ratio=rules.NEAR_UNIFORM_ENTROPY - 0.01), "the 7")
     assert "pair the couplings are away from uniform: they keep 94.0% of its entropy" in flat_but_low_entropy
-    assert "The 7 alone sends on average 0.100 and 0.100 to capsules 7 and 2; counted by length, 0.100 and 0.100." in above
-    moved = pair_routing_words(_fake(0.001, 0.09), "the 7")
-    assert "the length-weighted ones at most 0.090" in moved
-    assert "capsule 7: 0.190 in the pair, 0.100 alone, so the other digit's presence raises it" in moved
-    assert "row 1, column 1 of the 6 x 6 grid" in moved and "0.5 times as long" in moved and "carry little" in moved
+    assert "The 7 alone sends on average 0.100 and 0.100 to capsules 7 and 2; counted by length, 0.100 and 0.100." in away
+    assert "row 1, column 1 of the 6 x 6 grid" in away and "0.5 times as long" in away and "carry little" in away
     once = pair_routing_words(_fake(0.0, 0.0, T=1), "the 2")
     assert "uniform 1/10 by definition" in once and "1 iteration " in once
     assert r_uniform_words_used(once) is False  # one iteration: no verdict, nothing has moved
@@ -351,9 +378,14 @@ def test_pair_routing_words_quote_the_shipped_multimnist_models_numbers():
             for k, image in enumerate((pair, single)):
                 tr = dynamic_trace(model, image, T)
                 assert r.entropy[k] == pytest.approx(tr.entropy[-1].mean() / tr.uniform_entropy)
-                share = max(r.mean[k, -1].max(), r.weighted[k, -1].max())
+                share = r.mean[k, -1].max()  # the plain mean decides, as on /routing and in the lab
                 assert r.share(k) == share
                 assert rules.uniform_words(float(r.entropy[k]), share, r.uniform) in said
+                for q, c in enumerate(r.capsules):  # each length-weighted share at the factor: the one sentence
+                    long = rules.long_votes_words(f"capsule {c}", float(r.weighted[k, -1, q]), r.uniform, float(r.mean[k, -1, q]))
+                    assert (long in said) if long else True
+                    if long:
+                        assert f"{r.weighted[k, -1, q] / r.uniform:.1f} times uniform" in said
             np.testing.assert_allclose(r.maps[0, -1], dynamic_trace(model, pair, T).coupling_maps(T - 1)[[3, 5]], rtol=1e-6)
             q = int(np.argmax(r.peak[0, -1]))
             G = r.maps.shape[-1]

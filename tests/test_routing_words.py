@@ -26,6 +26,7 @@ from capsviz.analysis.routing import (
     dynamic_trace,
     entropy_figure,
     entropy_of,
+    entropy_words,
     iteration_sweep,
     length_words,
     map_words,
@@ -94,7 +95,7 @@ def test_view_places_spread_each_capsule_over_the_positions_of_its_values():
     lit = tr.coupling_maps(0)[1].ravel()
     assert set(np.flatnonzero(lit)) == set(range(8))
     assert tr.by_capsule(c[0, :, 1]).shape == (T, G * G) and tr.by_capsule(c[0, :, 1])[0, 0] == 1.0
-    title, caption = map_words(tr, 0, "digit capsule", "digit", True)
+    title, caption = map_words(tr, 0, "digit capsule", "digit", True, 0, "0")
     assert "8 neighbouring values of one conv map" in caption and "no one position" in caption
     assert capsule_axes(tr) == ("capsule, 36 to a row", "row")
     labels = capsule_labels(tr)
@@ -113,10 +114,10 @@ def test_softmax_over_inputs_makes_uniform_one_over_I_and_entropy_over_the_input
     assert tr.entropy.shape == (3, 10)
     fig = entropy_figure(tr, "digit capsule", "digit")
     assert f"100% (log 12 = {np.log(12):.2f} nats)" in fig["caption"] and "1/12 from each" in fig["caption"]
-    assert "draws a larger share of its input from that position" in map_words(tr, 1, "digit capsule", "digit", True)[1]
+    assert "draws a larger share of its input from that position" in map_words(tr, 1, "digit capsule", "digit", True, 0, "0")[1]
     maps = tr.coupling_maps(1)  # 1/12: four decimals, so the span shows
-    assert f"{maps.min():.4f} to {maps.max():.4f} (uniform: {1 / 12:.4f})" in map_words(tr, 1, "c", "d", True)[1]
-    assert "sends a larger share of its vote to that digit" in map_words(classes_trace(), 1, "digit capsule", "digit", True)[1]
+    assert f"{maps.min():.4f} to {maps.max():.4f} (uniform: {1 / 12:.4f})" in map_words(tr, 1, "c", "d", True, 0, "0")[1]
+    assert "sends a larger share of its vote to that digit" in map_words(classes_trace(), 1, "digit capsule", "digit", True, 0, "0")[1]
     classes = trace(softmax(rng.normal(size=(3, 12, 10)), -1))
     assert classes.uniform == pytest.approx(0.1) and classes.entropy.shape == (3, 12)
     assert "1/10 to each digit" in entropy_figure(classes, "digit capsule", "digit")["caption"]
@@ -145,10 +146,35 @@ def test_entropy_words_call_the_last_iteration_near_uniform_by_the_rule(kept, wo
     first, last = fig["series"][0, 0], fig["series"][-1, 0]
     assert first == pytest.approx(100) and last == pytest.approx(100 * kept)  # % of uniform, as drawn
     assert f"{first:.1f}% at iteration 1, {last:.1f}% at iteration 2" in fig["caption"]
-    # both sides are within LEVEL of 100%: the mean moves only a little, and the verdict is joined so both hold
-    assert "moves only a little" in fig["caption"]
-    assert ("; yet at iteration 2" if word == "away from uniform" else "; so at iteration 2") in fig["caption"]
+    # both sides are within LEVEL of 100%: level by the trend rule, and the verdict is joined so both hold
+    if word == "near uniform":
+        assert "moves only a little (a change of 4.0%; 10% or less counts as level)" in fig["caption"]
+        assert "; so at iteration 2 its couplings are near uniform" in fig["caption"]
+    else:  # level, yet across the line: it says it fell a little, to below the line, so away by the rule
+        assert "falls slightly, by 6.0 points (a change of 6.0%; 10% or less counts as level)" in fig["caption"]
+        assert "ending below the 95% line, which it started above, so by the near-uniform rule at iteration 2" in fig["caption"]
+        assert "moves only a little" not in fig["caption"] and "yet" not in fig["caption"]
     assert fig["y_range"] == (0.0, 105.0) and fig["line"] == pytest.approx(100 * rules.NEAR_UNIFORM_ENTROPY)
+
+
+@pytest.mark.parametrize(
+    "first, last, said",
+    [
+        # walk item 7: level by the trend rule, but just across the near-uniform line
+        (100.0, 94.8, "falls slightly, by 5.2 points (a change of 5.2%; 10% or less counts as level): 100.0% at iteration 1, "
+         "94.8% at iteration 10, ending below the 95% line, which it started above, so by the near-uniform rule at iteration 10 "
+         "its couplings are away from uniform (they keep 94.8% of its entropy, not more than 95%)."),
+        (100.0, 95.2, "moves only a little (a change of 4.8%; 10% or less counts as level): 100.0% at iteration 1, 95.2% at "
+         "iteration 10; so at iteration 10 its couplings are near uniform (they keep 95.2% of its entropy, more than 95%)."),
+        (90.0, 94.0, "rises slightly, by 4.0 points (a change of 4.3%; 10% or less counts as level): 90.0% at iteration 1, "
+         "94.0% at iteration 10, below the 95% line, as at iteration 1, so by the near-uniform rule"),
+        (100.0, 80.0, "falls by 20.0%: 100.0% at iteration 1, 80.0% at iteration 10; so at iteration 10 its couplings are away"),
+        (80.0, 96.0, "rises by 16.7%: 80.0% at iteration 1, 96.0% at iteration 10; so at iteration 10 its couplings are near"),
+        (50.0, 80.0, "rises by 37.5%: 50.0% at iteration 1, 80.0% at iteration 10; and at iteration 10 its couplings are away"),
+    ],
+)  # fmt: skip
+def test_entropy_words_say_a_level_change_across_the_line_plainly(first, last, said):
+    assert said in entropy_words(first, last, 10, 100 * rules.NEAR_UNIFORM_ENTROPY)
 
 
 def test_entropy_words_give_the_fall_and_verdict_that_both_hold():
@@ -224,6 +250,26 @@ def test_summary_words_use_the_share_rule(share, word):
     assert "at iteration 1 nothing has been routed yet, so the couplings are uniform by construction" in said
 
 
+@pytest.mark.parametrize("weighted, says", [(0.149, False), (0.151, True), (0.218, True)])
+def test_summary_words_say_the_long_votes_sentence_from_the_one_rule(weighted, says):
+    """Walk N2 / N8: a 2.2x length-weighted share beside a near-uniform plain mean gets the one sentence
+    (rules.long_votes_words), at the rule's factor and not below it; the verdict stays the plain mean's."""
+    cs = {
+        "n_images": 64,
+        "softmax": "classes",
+        "uniform": 0.1,
+        "coupling_to_prediction": [0.1, 0.121],
+        "vote_weighted_coupling_to_prediction": [0.1, weighted],
+        "entropy": [np.log(10), 0.99 * np.log(10)],
+        "uniform_entropy": np.log(10),
+    }
+    said = summary_words(cs, 1, "x")
+    assert "the couplings are near uniform" in said and "the predicted class gets 0.12, less than 1.5 times" in said
+    sentence = f"Weighted by prediction length, the predicted class gets {weighted:.3f}, {weighted / 0.1:.1f} times uniform: routing moves mainly the capsules with long predictions."
+    assert (sentence in said) == says
+    assert ("routing moves" in said) == says
+
+
 class Config:
     def __init__(self, couplings, n):
         self.couplings, self.routing_iterations = couplings, n
@@ -286,10 +332,13 @@ def test_shipped_models_captions_quote_the_numbers_their_charts_draw(path):
     tr = dynamic_trace(model, image, T)
     winner = int(tr.lengths[-1].argmax())
     maps = tr.coupling_maps(T - 1)
-    _, caption = map_words(tr, T - 1, "digit capsule", "digit", True)
-    assert f"{maps.min():.3f} to {maps.max():.3f} (uniform: {tr.uniform:.3f})" in caption
-    assert ("exaggerate" in caption) == rules.small_span(float(maps.min()), float(maps.max()), tr.uniform)
-    assert f"from {tr.c[T - 1].min():.3f} to {tr.c[T - 1].max():.3f} at this iteration" in caption
+    for j in (winner, (winner + 1) % len(meta.class_names)):  # the class the detailed map shows, whichever is chosen
+        _, caption = map_words(tr, T - 1, "digit capsule", "digit", True, j, "x")
+        assert f"{maps.min():.3f} to {maps.max():.3f} (uniform: {tr.uniform:.3f})" in caption
+        assert ("exaggerate" in caption) == rules.small_span(float(maps.min()), float(maps.max()), tr.uniform)
+        assert f"the x map spans {maps[j].min():.3f} to {maps[j].max():.3f}" in caption  # the small map of class j
+        z = tr.by_capsule(tr.c[T - 1, :, j])  # what the detailed heatmap draws
+        assert f"single primary capsules span {z.min():.3f} to {z.max():.3f} at this iteration" in caption
     _, caption = detail_words(tr, T - 1, winner, "x")
     assert f"{tr.c[T - 1, :, winner].min():.3f} to {tr.c[T - 1, :, winner].max():.3f}" in caption
     said = length_words(tr.lengths, winner, "digit capsule", "digit", "x")
@@ -314,6 +363,11 @@ def test_shipped_models_captions_quote_the_numbers_their_charts_draw(path):
         assert f"At iteration {k + 1}, the count chosen above" in said and f"trained with {trained_with(meta.config)}" in said
         assert f"{cs['coupling_to_prediction'][k]:.3f} of its vote" in said
         assert f"by its length, {cs['vote_weighted_coupling_to_prediction'][k]:.3f}" in said
+        weighted, share = cs["vote_weighted_coupling_to_prediction"][k], cs["coupling_to_prediction"][k]
+        if k > 0:  # the plain mean decides; at iteration 1 the couplings are uniform by construction
+            assert rules.uniform_words(cs["entropy"][k] / cs["uniform_entropy"], share, cs["uniform"]) in said
+        long = rules.long_votes_words("the predicted class", weighted, cs["uniform"], share)
+        assert (long in said) if rules.long_votes_move(weighted, cs["uniform"]) else ("Weighted by prediction length" not in said)
 
 
 def test_map_caption_says_exaggerate_only_for_a_small_span_and_that_the_maps_average():
@@ -322,7 +376,7 @@ def test_map_caption_says_exaggerate_only_for_a_small_span_and_that_the_maps_ave
     c = np.full((T, G * G * K, J), u)
     inside = c.copy()
     inside[1, :, 0], inside[1, :, 1] = u * (rules.NEAR_UNIFORM_SHARE - 0.05), u / rules.NEAR_UNIFORM_SHARE + 0.005
-    _, said = map_words(trace(inside, grid=G, types=K), 1, "digit capsule", "digit", True)
+    _, said = map_words(trace(inside, grid=G, types=K), 1, "digit capsule", "digit", True, 0, "0")
     assert "span only" in said and "exaggerate small differences" in said
     outside = c.copy()
     outside[1, 0, 0], outside[1, 0, 1] = 0.7, 0.0  # one capsule far from uniform: the averaged square too
@@ -330,10 +384,13 @@ def test_map_caption_says_exaggerate_only_for_a_small_span_and_that_the_maps_ave
     tr = trace(outside, grid=G, types=K)
     maps = tr.coupling_maps(1)
     assert not rules.small_span(float(maps.min()), float(maps.max()), u)
-    _, said = map_words(tr, 1, "digit capsule", "digit", True)
+    _, said = map_words(tr, 1, "digit capsule", "digit", True, 0, "0")
     assert "exaggerate" not in said and "span only" not in said
     assert f"span {maps.min():.3f} to {maps.max():.3f} (uniform: 0.100), from {maps.min() / u:.1f} to {maps.max() / u:.1f} times" in said
-    assert "These are averages: single primary capsules reach further, from 0.000 to 0.700" in said
+    assert "These are averages: the 0 map spans" in said
+    assert f"the 0 map spans {maps[0].min():.3f} to {maps[0].max():.3f}, while its single primary capsules span 0.100 to 0.700" in said
+    _, said = map_words(tr, 1, "digit capsule", "digit", True, 1, "1")  # the detailed map's class, not all of them
+    assert "single primary capsules span 0.000 to 0.100" in said
     _, detail = detail_words(tr, 1, 0, "0")
     assert "span 0.100 to 0.700 (uniform: 0.100), from 1.0 to 7.0 times uniform" in detail and "1 = row 1, col 1" in detail
 

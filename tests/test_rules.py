@@ -47,3 +47,21 @@ def test_speed_is_claimed_only_beyond_the_spread_of_repeated_timings():
     assert rules.faster(overlapping, slow) is None and "too few" in rules.time_words("a", overlapping, "b", slow)
     once = rules.Timing((1.0,))
     assert rules.faster(once, slow) is None and "one timing" in rules.time_words("a", once, "b", slow)
+
+
+def test_long_votes_flip_at_the_near_uniform_share_and_never_decide_near_uniform():
+    u = 0.1
+    assert rules.long_votes_move(0.151, u) and not rules.long_votes_move(0.149, u)
+    assert rules.long_votes_words("7", 0.149, u, 0.101) == ""
+    said = rules.long_votes_words("7", 0.218, u, 0.121)
+    assert (
+        said == "Weighted by prediction length, 7 gets 0.218, 2.2 times uniform: routing moves mainly the capsules with long predictions."
+    )
+    # the plain mean at the factor too: "mainly" would not hold, the long ones only move more (or no more)
+    said = rules.long_votes_words("7", 0.3, u, 0.2)
+    assert said.startswith("Weighted by prediction length, 7 gets 0.300, 3.0 times uniform, and the plain mean, 0.200, is 2.0 times")
+    assert said.endswith("more than the rest.") and "mainly" not in said
+    assert rules.long_votes_words("7", 0.2, u, 0.3).endswith("no more than the rest.")
+    # the near-uniform verdict reads the plain mean alone, whatever the weighted one
+    assert rules.near_uniform(0.999, 0.121, u) and "near uniform" in rules.uniform_words(0.999, 0.121, u)
+    assert "plain mean" in rules.RULES["near uniform"] and "does not decide" in rules.RULES["long votes"]

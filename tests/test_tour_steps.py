@@ -93,12 +93,14 @@ def test_coupling_words_call_near_uniform_by_the_rule_and_say_when_long_predicti
     near = {"mean": 0.101, "weighted": 0.16, "entropy_mean": 0.999}
     said = coupling_words(1, near, shown, 1152, 10, "7")
     assert "0.10 to 0.20" in said and "is 0.101 (uniform 0.100), 0.160 weighted" in said
-    assert "are near uniform: they keep 99.9%" in said and "gets 0.160, at least 1.5 times the uniform share" in said
+    assert "are near uniform: they keep 99.9%" in said
+    assert rules.long_votes_words("7", 0.16, 0.1, 0.101) in said  # the one sentence /routing and /multimnist say
+    assert "Weighted by prediction length, 7 gets 0.160, 1.6 times uniform: routing moves mainly" in said
     said = coupling_words(1, near | {"weighted": 0.149}, shown, 1152, 10, "7")  # below 1.5 x uniform: no such claim
-    assert "are near uniform" in said and "routing moves mainly" not in said
+    assert "are near uniform" in said and "routing moves" not in said
     said = coupling_words(1, {"mean": 0.2, "weighted": 0.3, "entropy_mean": 0.97}, shown, 1152, 10, "7")
     assert "are away from uniform: they keep 97.0% of its entropy, more than 95%, but the predicted class gets 0.20" in said
-    assert "routing moves mainly" not in said
+    assert "routing moves mainly" not in said and "routing moves the capsules with long predictions more than the rest" in said
     assert "uniform" not in coupling_words(0, near, shown, 1152, 10, "7").split("(uniform 0.100)")[1]  # iteration 1: no verdict
 
 

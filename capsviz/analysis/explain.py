@@ -191,9 +191,19 @@ class PairRouting:
     entropy: np.ndarray
 
     def share(self, k: int) -> float:
-        """The largest coupling to either winner among input k's (0: the pair, 1: the digit alone)
-        numbers the words quote: its plain and length-weighted means at the last iteration."""
-        return float(max(self.mean[k, -1].max(), self.weighted[k, -1].max()))
+        """What the near-uniform rule reads for input k (0: the pair, 1: the digit alone): the larger
+        of its plain mean couplings to the two winners at the last iteration, the predicted classes'
+        (rules.RULES["near uniform"]); the length-weighted means are the long-votes rule's."""
+        return float(self.mean[k, -1].max())
+
+    def long_votes(self, k: int) -> str:
+        """The long-votes sentences (rules.long_votes_words) for input k's two length-weighted means
+        at the last iteration, each beside its plain mean; "" where neither reaches the rule's factor."""
+        said = [
+            rules.long_votes_words(f"capsule {c}", float(self.weighted[k, -1, q]), self.uniform, float(self.mean[k, -1, q]))
+            for q, c in enumerate(self.capsules)
+        ]
+        return " ".join(x for x in said if x)
 
 
 @torch.no_grad()
@@ -287,10 +297,13 @@ def pair_routing_words(r: PairRouting, single_name: str) -> str:
         )
     share = r.share(0)
     verdict = (
-        f" At iteration {T}, over the pair the couplings are {rules.uniform_words(float(r.entropy[0]), share, u)} (the largest "
-        f"of the pair's four numbers above)"
+        f" At iteration {T}, over the pair the couplings are {rules.uniform_words(float(r.entropy[0]), share, u)} (the larger "
+        f"of the pair's two plain averages above)"
     )
-    if rules.near_uniform(float(r.entropy[0]), share, u):
+    long = r.long_votes(0)
+    if rules.near_uniform(float(r.entropy[0]), share, u) and long:
+        meaning = verdict + ": routing barely reassigns most primary capsules between the two digits. " + long
+    elif rules.near_uniform(float(r.entropy[0]), share, u):
         meaning = (
             verdict + ": routing barely reassigns the primary capsules between the two digits, so this model tells the two digits "
             "apart mostly by the predictions u_hat themselves (their lengths and directions), not by routing explaining one "
@@ -314,9 +327,9 @@ def pair_routing_words(r: PairRouting, single_name: str) -> str:
             f"; the biggest difference between the pair and the digit alone is capsule {r.capsules[k]}: "
             f"{r.weighted[0, -1, k]:.3f} in the pair, {r.weighted[1, -1, k]:.3f} alone, so the other digit's presence "
             f"{'lowers' if delta[k] < 0 else 'raises'} it."
-        )
+        ) + (f" {long}" if long else "")
     meaning += (
-        f" {name} alone, by its own numbers: its couplings are {rules.uniform_words(float(r.entropy[1]), r.share(1), u)} (the largest of its "
-        "four numbers)."
+        f" {name} alone, by its own numbers: its couplings are {rules.uniform_words(float(r.entropy[1]), r.share(1), u)} (the larger of its "
+        "two plain averages)." + (f" {r.long_votes(1)}" if r.long_votes(1) else "")
     )
     return pair + single + meaning + " " + peak_words(r)

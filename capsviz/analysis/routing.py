@@ -252,9 +252,11 @@ def span_words(lo: float, hi: float, uniform: float, d: int) -> str:
     )
 
 
-def map_words(tr: DynamicTrace, t: int, capsule: str, thing: str, digits: bool) -> tuple[str, str]:
+def map_words(tr: DynamicTrace, t: int, capsule: str, thing: str, digits: bool, j: int, name: str) -> tuple[str, str]:
     """The coupling maps' title and caption at iteration t (0-based): where each square's number
-    comes from (the model's grouping), and the span of the couplings the maps draw."""
+    comes from (the model's grouping), the span of the couplings the maps draw, and beside class j's
+    map (`name`, the one the detailed map shows) the span of its single primary capsules, the
+    detailed map's own range."""
     maps = tr.coupling_maps(t)
     G = tr.grid
     title = f"Iteration {t + 1}: couplings c"
@@ -277,11 +279,12 @@ def map_words(tr: DynamicTrace, t: int, capsule: str, thing: str, digits: bool) 
             else f"At iteration {t + 1} every coupling is still {maps.max():.{d}f}: the agreements added to b are too small to move them."
         )
     else:
-        c = tr.c[t]
+        c = tr.c[t, :, j]
         spread = (
-            f"At iteration {t + 1} {span_words(float(maps.min()), float(maps.max()), tr.uniform, d)}. These are averages: single "
-            f"primary capsules reach further, from {c.min():.{d}f} to {c.max():.{d}f} at this iteration (the detailed map "
-            "below shows them). Positions over blank background vote too: a bright square there means "
+            f"At iteration {t + 1} {span_words(float(maps.min()), float(maps.max()), tr.uniform, d)}. These are averages: the "
+            f"{name} map spans {maps[j].min():.{d}f} to {maps[j].max():.{d}f}, while its single primary capsules span "
+            f"{c.min():.{d}f} to {c.max():.{d}f} at this iteration (the detailed map below shows them). Positions over blank "
+            "background vote too: a bright square there means "
             f"those primary capsules' predictions happen to agree with that {thing}, not that "
             + ("ink is there." if digits else "the object is there.")
         )
@@ -385,20 +388,7 @@ def entropy_figure(tr: DynamicTrace, capsule: str, thing: str) -> dict:
     if T == 1:
         said = " With one iteration every split is still even."
     else:
-        first, last = float(series[0, 0]), float(series[-1, 0])
-        verb = rules.trend(first, last)
-        change = abs(last - first) / max(abs(first), abs(last), 1e-12)
-        moved = (
-            f"moves only a little ({change:.1%}; a change of {rules.LEVEL:.0%} or less counts as level)"
-            if verb == "stays about level"
-            else f"{verb} by {change:.1%}"
-        )
-        near = rules.near_uniform(last / 100)
-        join = "yet" if (verb == "stays about level") != near else "so"
-        said = (
-            f" For this image the mean {moved}: {first:.1f}% at iteration 1, {last:.1f}% at iteration {T}; {join} at iteration "
-            f"{T} its couplings are {rules.uniform_words(last / 100)}."
-        )
+        said = " " + entropy_words(float(series[0, 0]), float(series[-1, 0]), T, line)
     return {
         "series": series,
         "names": ["mean", "10th percentile", "90th percentile"],
@@ -407,6 +397,29 @@ def entropy_figure(tr: DynamicTrace, capsule: str, thing: str) -> dict:
         "y_range": ENTROPY_RANGE,
         "line": line,
     }
+
+
+def entropy_words(first: float, last: float, T: int, line: float) -> str:
+    """The mean coupling entropy (% of uniform) from iteration 1 to T in words: its trend by the
+    level rule (rules.trend) and the near-uniform verdict at T (entropy part), joined so that both
+    read as true together. A level change that still ends below the `line` (the rule's entropy share,
+    %) says plainly that it moved a little and which side of the line it ends on."""
+    verb = rules.trend(first, last)
+    change = abs(last - first) / max(abs(first), abs(last), 1e-12)
+    near = rules.near_uniform(last / 100)
+    verdict = f"at iteration {T} its couplings are {rules.uniform_words(last / 100)}."
+    both = f"{first:.1f}% at iteration 1, {last:.1f}% at iteration {T}"
+    if verb != "stays about level":
+        return f"For this image the mean {verb} by {change:.1%}: {both}; {'so' if (verb == 'falls') != near else 'and'} {verdict}"
+    level = f"a change of {change:.1%}; {rules.LEVEL:.0%} or less counts as level"
+    if near:
+        return f"For this image the mean moves only a little ({level}): {both}; so {verdict}"
+    how = "falls slightly" if last < first else "rises slightly" if last > first else "stays"
+    side = "ending below the {:.0f}% line, which it started above" if first > line else "below the {:.0f}% line, as at iteration 1"
+    return (
+        f"For this image the mean {how}, by {abs(last - first):.1f} points ({level}): {both}, {side.format(line)}, so by the "
+        f"near-uniform rule {verdict}"
+    )
 
 
 def convergence_words(b_change: np.ndarray, c_change: np.ndarray) -> str:
@@ -446,16 +459,18 @@ def summary_words(cs: dict, k: int, trained: str) -> str:
         verdict = f"at iteration {k + 1} the predicted class's couplings over the inputs are {rules.uniform_words(ratio)}"
     else:
         verdict = f"at iteration {k + 1} the couplings are {rules.uniform_words(ratio, share, u)}"
+    long = rules.long_votes_words("the predicted class", weighted, u, share)
+    long = f" {long}" if long else ""
     if cs.get("softmax") == "inputs":
         return said + (
             f"Its couplings sum to 1 over the {round(1 / u)} input capsules for each class, so a primary capsule's mean "
             f"coupling to the predicted class is the uniform {u:.4f} whatever routing does ({share:.4f} at iteration {k + 1}); "
-            f"counting each vote by its length, {weighted:.4f}. Over the {cs['n_images']} images {verdict}."
+            f"counting each vote by its length, {weighted:.4f}. Over the {cs['n_images']} images {verdict}.{long}"
         )
     return said + (
         f"At iteration {k + 1}, the count chosen above, a primary capsule sends on average {share:.3f} of its vote "
         f"to the predicted class (uniform: {u:.3f}); counting each vote by its length, {weighted:.3f}. Over the "
-        f"{cs['n_images']} images {verdict}. Routing only sharpens the couplings "
+        f"{cs['n_images']} images {verdict}.{long} Routing only sharpens the couplings "
         "as far as the agreements u_hat . v are large: compare the 1- and 3-iteration models on the Reproduction page."
     )
 

@@ -32,8 +32,15 @@ MIN_TIMINGS = 5
 RULES = {
     "near uniform": (
         f"Couplings are called near uniform when they keep more than {NEAR_UNIFORM_ENTROPY:.0%} of the uniform split's "
-        f"entropy and give the predicted class less than {NEAR_UNIFORM_SHARE} times the uniform share. Both must hold: "
-        "a capsule can keep most of the entropy while still favouring one class."
+        f"entropy and give the predicted class less than {NEAR_UNIFORM_SHARE} times the uniform share, the share being a "
+        "primary capsule's plain mean coupling to the predicted class (every capsule counted once, however long its "
+        "prediction). Both must hold: a capsule can keep most of the entropy while still favouring one class."
+    ),
+    "long votes": (
+        "The length-weighted share is the same mean coupling to the predicted class with each primary capsule counted by "
+        "the length of its prediction: the long predictions are the ones that count in the sum s. When it is at least "
+        f"{NEAR_UNIFORM_SHARE} times the uniform share, the pages say so: routing then moves mainly the capsules with long "
+        "predictions. It does not decide whether the couplings are near uniform; the plain mean does."
     ),
     "beyond chance": (
         "A difference between two error rates is beyond chance when it is larger than two standard errors of the "
@@ -93,6 +100,28 @@ def uniform_words(entropy_ratio: float, share: float | None = None, uniform_shar
     if entropy_ratio <= NEAR_UNIFORM_ENTROPY:
         return f"away from uniform: {entropy_part} ({share_part})"
     return f"away from uniform: {entropy_part}, but {share_part}"
+
+
+def long_votes_move(weighted: float, uniform: float) -> bool:
+    """The "long votes" rule: whether the length-weighted mean coupling to the predicted class,
+    `weighted`, is at least NEAR_UNIFORM_SHARE times the uniform share `uniform`."""
+    return weighted >= NEAR_UNIFORM_SHARE * uniform
+
+
+def long_votes_words(name: str, weighted: float, uniform: float, plain: float) -> str:
+    """The one sentence every page says where a length-weighted share to class `name` is at least
+    NEAR_UNIFORM_SHARE times uniform (long_votes_move), else "". `plain`: the plain mean beside it,
+    which decides whether "mainly" holds (the plain mean below the factor) or the long predictions
+    only move more (or no more) than the rest."""
+    if not long_votes_move(weighted, uniform):
+        return ""
+    said = f"Weighted by prediction length, {name} gets {weighted:.3f}, {weighted / uniform:.1f} times uniform"
+    if plain < NEAR_UNIFORM_SHARE * uniform:
+        return said + ": routing moves mainly the capsules with long predictions."
+    return said + (
+        f", and the plain mean, {plain:.3f}, is {plain / uniform:.1f} times: routing moves the capsules with long predictions "
+        + ("more than the rest." if weighted > plain else "no more than the rest.")
+    )
 
 
 def spread(p: float, n: int) -> float:

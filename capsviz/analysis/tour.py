@@ -556,10 +556,14 @@ def saturation_words(lengths: np.ndarray, shown: str) -> tuple[str, bool]:
 def coupling_numbers(c: np.ndarray, entropy: np.ndarray, weights: np.ndarray, j: int) -> dict:
     """What the text says of one iteration's couplings to class j: c (I, J); entropy (I,) over log J;
     weights (I,) each capsule's prediction length for j. -> the mean coupling to j, the same weighted
-    by prediction length, and the mean entropy ratio."""
+    by prediction length, each as a multiple of uniform (1/J), and the mean entropy ratio."""
+    J = c.shape[1]
+    mean, weighted = float(c[:, j].mean()), float((c[:, j] * weights).sum() / max(weights.sum(), 1e-12))
     return {
-        "mean": float(c[:, j].mean()),
-        "weighted": float((c[:, j] * weights).sum() / max(weights.sum(), 1e-12)),
+        "mean": mean,
+        "weighted": weighted,
+        "mean_times": mean * J,
+        "weighted_times": weighted * J,
         "entropy_mean": float(entropy.mean()),
     }
 
@@ -577,12 +581,8 @@ def coupling_words(t: int, numbers: dict, shown_c: np.ndarray, capsules: int, J:
     if t == 0:
         return said
     said += " " + near_uniform_words(numbers["entropy_mean"], mean, 1 / J, "all the primary capsules' couplings together")
-    if rules.near_uniform(numbers["entropy_mean"], mean, 1 / J) and weighted >= rules.NEAR_UNIFORM_SHARE / J:
-        said += (
-            f" Weighted by prediction length, though, {name} gets {weighted:.3f}, at least {rules.NEAR_UNIFORM_SHARE} times "
-            "the uniform share: routing moves mainly the capsules with long predictions."
-        )
-    return said
+    long = rules.long_votes_words(name, weighted, 1 / J, mean)
+    return said + (f" {long}" if long else "")
 
 
 def lab_words(rows: list, routing_words: dict[str, str]) -> tuple[list[str], dict]:
