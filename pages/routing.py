@@ -8,8 +8,11 @@ from capsviz.analysis import as_input_batch
 from capsviz.analysis.routing import (
     attention_trace,
     attention_words,
+    canvas_words,
     capsule_axes,
     capsule_labels,
+    centred,
+    centred_batch,
     convergence_words,
     coupling_summary,
     detail_words,
@@ -21,6 +24,7 @@ from capsviz.analysis.routing import (
     length_words,
     map_words,
     mean_b_change,
+    on_canvas,
     once_words,
     summary_words,
     sweep_words,
@@ -104,12 +108,24 @@ model, meta, path = page_model(
     f"**{{name}}** is {{family}}. This page shows the routing of vector capsules; pick a {either('routing')} in "
     "the sidebar (matrix capsules have the **EM routing** page).",
 )
-if meta.config.routing == "self-attention":
-    names = meta.class_names
-    picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
+pad = on_canvas(meta.image_dataset, meta.config.in_size)  # a MultiMNIST model: a test digit centred on its canvas
+
+
+def picked_image(names) -> tuple[np.ndarray, str]:
+    """The image to route, on the canvas the model reads (a MultiMNIST model's 36x36: a digit picked at
+    28x28 and centred, with a note and a link to the page for pairs); the page stops without one."""
+    if pad:
+        st.info(canvas_words(meta.config.in_size, pad), icon=":material/info:")
+        st.page_link("pages/multimnist.py", label="MultiMNIST: pairs of digits", icon=":material/arrow_outward:")
+    picked = pick_image(meta.image_dataset, names, meta.config.in_size - 2 * pad, None if pad else model)
     if picked is None:
         st.stop()
-    attention_view(model, *picked, names)
+    return centred(picked[0], pad), picked[1]
+
+
+if meta.config.routing == "self-attention":
+    names = meta.class_names
+    attention_view(model, *picked_image(names), names)
     st.stop()
 words = class_words(meta)  # digit capsules for digits; class capsules for Fashion-MNIST and a user's own images
 st.title("Dynamic routing, iteration by iteration")
@@ -135,10 +151,7 @@ if meta.config.couplings != "dynamic":
         icon=":material/info:",
     )
 names = meta.class_names
-picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
-if picked is None:
-    st.stop()
-image, label = picked
+image, label = picked_image(names)
 keep_within("iterations", 1, 10, meta.config.routing_iterations, "routing iterations")
 T = st.slider(
     "Routing iterations at inference",
@@ -276,14 +289,14 @@ st.subheader("Appendix A: how fast routing converges")
 own_images = user_dataset(meta.image_dataset) is not None
 data = (
     test_set(meta.image_dataset, meta.config.in_size, meta.config.in_channels, quiet=True)
-    if meta.config.in_size == 28 or own_images
+    if meta.config.in_size - 2 * pad == 28 or own_images
     else None
 )
 
 
 @st.cache_data(show_spinner="Routing 64 test images ...")
 def batch_change(model_key: str, _model, dataset: str, _data, T: int):  # _data: the test set of `dataset`
-    return mean_b_change(_model, as_input_batch(_data.images[:64]), T)
+    return mean_b_change(_model, centred_batch(as_input_batch(_data.images[:64]), pad), T)
 
 
 Tmax = 10
@@ -314,7 +327,7 @@ if data is not None:
 
     @st.cache_data(show_spinner="Routing 64 test images ...")
     def summary(model_key: str, _model, dataset: str, _data, T: int):  # _data: the test set of `dataset`
-        return coupling_summary(_model, as_input_batch(_data.images[:64]), T)
+        return coupling_summary(_model, centred_batch(as_input_batch(_data.images[:64]), pad), T)
 
     cs = summary(st.session_state["model_key"], model, meta.image_dataset, data, Tmax)
     k = T - 1  # the iteration count chosen above

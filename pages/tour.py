@@ -5,6 +5,7 @@ Efficient-CapsNet (self-attention routing, one pass)."""
 import streamlit as st
 
 from capsviz.analysis import lab
+from capsviz.analysis.routing import canvas_words, centred, on_canvas
 from capsviz.analysis.tour import TOURS, walk
 from capsviz.glossary import class_words, help_text
 from capsviz.models.efficient_capsnet import MSE_WEIGHT
@@ -34,11 +35,16 @@ names = [str(n) for n in meta.class_names]
 words = class_words(meta)  # digit capsules for digits; class capsules for Fashion-MNIST and a user's own images
 size = meta.config.in_size
 looks = f"the {size}x{size} input, " + ("red, green and blue levels 0 to 1" if meta.config.in_channels == 3 else "grey levels 0 to 1")
+pad = on_canvas(meta.image_dataset, size)  # a MultiMNIST model: a test digit centred on its canvas
+if pad:
+    st.info(canvas_words(size, pad), icon=":material/info:")
+    st.page_link("pages/multimnist.py", label="MultiMNIST: pairs of digits", icon=":material/arrow_outward:")
 with st.expander("The image to follow (a test image, a drawing or an upload: change it here)", expanded=False):
-    picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
+    picked = pick_image(meta.image_dataset, names, size - 2 * pad, None if pad else model)
 if picked is None:
+    st.info("Open **The image to follow** above and pick a test image, draw one or upload one.")
     st.stop()
-image, truth = picked
+image, truth = centred(picked[0], pad), picked[1]
 
 
 tour = for_image(TOURS[routing].follow, model, image)

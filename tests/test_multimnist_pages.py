@@ -1,0 +1,75 @@
+"""The pages that follow one image, with a shipped MultiMNIST model (36x36 canvases): /tour and
+/routing offer test digits, centred on the model's canvas, say so and point to the MultiMNIST page
+for pairs; every tour step and the routing maps are shown, with no exception (walk item 28)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+from test_app import router_mode  # noqa: F401 - app.py's router in charge, as served
+
+from capsviz.analysis.routing import canvas_words, centred, centred_batch, on_canvas
+from capsviz.analysis.tour import TOURS
+from capsviz.checkpoint import load_checkpoint
+from capsviz.glossary import class_words
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "capsnet-multimnist.safetensors"
+
+
+def test_only_a_multimnist_model_gets_a_canvas():
+    assert on_canvas("multimnist", 36) == 4 and on_canvas("mnist", 28) == 0 and on_canvas("multimnist", 28) == 0
+    digit = np.ones((28, 28), np.float32)
+    image = centred(digit, 4)
+    assert image.shape == (36, 36) and image[4:32, 4:32].all() and image.sum() == digit.sum()  # centred, nothing else drawn
+    assert centred(digit, 0) is digit
+    import torch
+
+    batch = centred_batch(torch.ones(2, 1, 28, 28), 4)
+    assert batch.shape == (2, 1, 36, 36) and batch.sum() == 2 * 28 * 28
+    said = canvas_words(36, 4)
+    assert "36x36" in said and "4 blank pixels" in said and "MultiMNIST** page follows pairs" in said
+
+
+@pytest.fixture
+def shipped(real_data, monkeypatch, tmp_path):
+    monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(ROOT / "checkpoints"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    app.query_params["model"] = MODEL
+    return app
+
+
+def canvas_note_and_link(app) -> None:
+    assert any("Here it reads one digit alone, centred on that canvas" in i.value for i in app.info)
+    assert any('page: "multimnist"' in str(link.proto) for link in app.get("page_link"))
+
+
+def test_the_tour_follows_a_test_digit_on_a_multimnist_models_canvas(shipped):
+    """The tour opens on its first step with a test image (every step is walked for every shipped
+    model in test_tour_steps.test_every_step_of_a_shipped_models_tour_on_the_page)."""
+    app = shipped
+    app.switch_page("pages/tour.py").run()
+    assert not app.exception, app.exception
+    canvas_note_and_link(app)
+    assert app.number_input(key="image").value == 0  # a test image, not an upload
+    _, meta = load_checkpoint(ROOT / "checkpoints" / MODEL)
+    first = TOURS["dynamic"].steps(meta.config.routing_iterations, class_words(meta), meta.config.primary_grid)[0]
+    assert app.get("progress")[0].proto.text.endswith(f"**{first.title}**")
+    assert any("This is the image the tour follows through **capsnet-multimnist**" in m.value for m in app.markdown)
+
+
+def test_the_routing_page_routes_a_test_digit_on_a_multimnist_models_canvas(shipped):
+    app = shipped
+    app.switch_page("pages/routing.py").run()
+    assert not app.exception, app.exception
+    canvas_note_and_link(app)
+    assert app.number_input(key="image").value == 0
+    drawn = {json.loads(c.proto.spec)["layout"]["title"]["text"] for c in app.get("plotly_chart")}
+    assert any(t.startswith("Iteration 3: couplings c") for t in drawn)  # the coupling maps
+    assert any(t.startswith("Coupling to") for t in drawn)  # the detailed map
+    assert "Coupling to the predicted class, by iteration" in drawn  # the 64 test digits, centred too
+    said = " ".join(c.value for c in app.caption)
+    assert "The chart runs the 64 images with dynamic routing" in said and "Upload" not in said
