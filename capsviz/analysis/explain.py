@@ -315,11 +315,6 @@ def pair_routing_words(r: PairRouting, single_name: str) -> str:
         meaning = (
             verdict + f". Of the pair's numbers above, the plain averages are at most {plain_move:.3f} from uniform and the "
             f"length-weighted ones at most {long_move:.3f}"
-            + (
-                ": the long predictions move more, while most primary capsules make short predictions and stay undecided"
-                if long_move > plain_move
-                else ""
-            )
         )
         delta = r.weighted[0, -1] - r.weighted[1, -1]  # (2,) pair minus alone
         k = int(np.abs(delta).argmax())
