@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 from test_app import router_mode  # noqa: F401 - app.py's router in charge, as served
 
@@ -25,8 +26,6 @@ def test_only_a_multimnist_model_gets_a_canvas():
     image = centred(digit, 4)
     assert image.shape == (36, 36) and image[4:32, 4:32].all() and image.sum() == digit.sum()  # centred, nothing else drawn
     assert centred(digit, 0) is digit
-    import torch
-
     batch = centred_batch(torch.ones(2, 1, 28, 28), 4)
     assert batch.shape == (2, 1, 36, 36) and batch.sum() == 2 * 28 * 28
     said = canvas_words(36, 4)
