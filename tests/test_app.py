@@ -375,7 +375,7 @@ def test_multimnist_page_overlays_segments_and_measures(app):
     assert app.query_params["caps"].split(",")[0] == str((red.value) % 10)
     app.button(key="run_Measure accuracy").click().run()
     assert not app.exception, app.exception
-    assert app.metric[0].label == "Accuracy" and app.metric[0].value.endswith("%")
+    assert app.metric[0].label == "Pair error" and app.metric[0].value.endswith("%")
     app.button(key="random_pair").click().run()
     assert not app.exception
     chosen = app.query_params["pair"]
