@@ -2,10 +2,17 @@
 random gets for that many classes and whether the model does better (capsviz.analysis.rules.guessing_words),
 flipping at chance, two standard errors of the model's own error."""
 
+import re
+from pathlib import Path
+
 import pytest
+from test_glossary import shown_texts
 
 from capsviz import glossary
 from capsviz.analysis import rules
+from capsviz.viz import sweep_lines
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize(("classes", "labels", "guess"), [(3, 1, 200 / 3), (10, 1, 90.0), (2, 1, 50.0), (10, 2, 100 * 44 / 45)])
@@ -59,3 +66,22 @@ def test_the_glossary_tells_chance_from_guessing():
     assert glossary.entries("guessing")[0] == glossary.TERMS["guessing"]
     assert glossary.TERMS["chance"].explanation == rules.RULES["chance"]
     assert glossary.TERMS["guessing"].explanation == rules.RULES["guessing"]
+
+
+GUESSING_AS_CHANCE = re.compile(r"\b(beats?|below|above|near) chance\b|\b(better|worse) than chance\b|\bchance (is|there is) ?\d")
+
+
+def test_no_page_or_analysis_calls_guessing_chance():
+    sources = [*ROOT.glob("pages/*.py"), *ROOT.glob("capsviz/**/*.py")]
+    texts = [t for path in sources for t in shown_texts(path)] + [rules.guessing_words(p, 100, 10) for p in (5.0, 89.0, 99.0)]
+    assert len(texts) > 500
+    said = [t for t in texts if GUESSING_AS_CHANCE.search(t)]
+    assert not said, said
+    assert GUESSING_AS_CHANCE.search("0.38% beats chance by 89.62 points") and GUESSING_AS_CHANCE.search("chance there is 20%")
+    assert GUESSING_AS_CHANCE.search("95.00% is worse than chance") and GUESSING_AS_CHANCE.search("never fell below chance")
+    assert not GUESSING_AS_CHANCE.search("a smaller difference than chance gives may still be there")
+
+
+def test_the_robustness_chart_marks_guessing_not_chance():
+    fig = sweep_lines([0.0, 0.1], {"a": [99.0, 50.0]}, "t", "epsilon", "accuracy %", 10.0)
+    assert [a.text for a in fig.layout.annotations] == ["guessing"]
