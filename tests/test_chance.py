@@ -48,7 +48,9 @@ def test_worse_than_guessing_is_said():
 def test_two_labels_at_once_count_pairs():
     said = rules.guessing_words(5.2, 10_000, 10, 2)
     assert said.startswith("Guessing 2 of 10 classes at once at random gets 97.78% wrong (1 - 1/45): 5.20% against 97.78% for guessing")
-    assert f"{97.78 - 5.2:.2f} points better" in said
+    assert (
+        f"{97.78 - 5.2:.2f} points better" in said and f"±{rules.spread(5.2, 10_000):.2f} points chance gives on 10,000 test pairs" in said
+    )
 
 
 def test_the_former_name_still_works():

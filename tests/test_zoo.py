@@ -54,7 +54,11 @@ def test_every_shipped_card_quotes_the_counts_of_its_model_and_its_own_error(pat
     assert said.guessing == rules.guessing_words(meta.metrics.test_error, meta.metrics.n_test, meta.config.num_classes, labels)
     guess = rules.chance_error(10, labels)
     assert f"{meta.metrics.test_error:.2f}% against {guess:.2f}% for guessing" in said.guessing
-    assert f"±{rules.spread(meta.metrics.test_error, meta.metrics.n_test):.2f} points chance gives" in said.guessing
+    unit = "test pairs" if labels == 2 else "test images"
+    assert (
+        f"±{rules.spread(meta.metrics.test_error, meta.metrics.n_test):.2f} points chance gives on {meta.metrics.n_test:,} {unit}"
+        in said.guessing
+    )
     assert "beats chance" not in said.guessing
     paper = paper_error(meta)
     if paper is not None:

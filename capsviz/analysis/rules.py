@@ -136,7 +136,8 @@ def guessing_words(p: float, n: int, classes: int, labels: int = 1) -> str:
     c = chance_error(classes, labels)
     guess = f"one of {classes} classes" if labels == 1 else f"{labels} of {classes} classes at once"
     said = f"Guessing {guess} at random gets {c:.2f}% wrong (1 - 1/{math.comb(classes, labels)}): {p:.2f}% against {c:.2f}% for guessing"
-    band = f"the ±{spread(p, n):.2f} points chance gives on {n:,} test images (two standard errors)"
+    unit = "test pairs" if labels == 2 else "test images"  # MultiMNIST: each test image is a pair
+    band = f"the ±{spread(p, n):.2f} points chance gives on {n:,} {unit} (two standard errors)"
     if beats_chance(p, n, classes, labels):
         return f"{said}, {c - p:.2f} points better, more than {band}."
     if p - c > spread(p, n):
