@@ -573,6 +573,7 @@ def test_hiding_a_routing_leaves_a_note_saying_what_is_left_out():
     (note,) = lab.report([r for r in full if r.run_with not in ("uniform", "random")]).hidden
     assert "Hidden under *Run with*: uniform, random." in note and "**b**, trained with uniform" in note
     assert "running without routing" in note and "fixed random couplings" in note
+    assert "whether a model does better run with uniform or random than with its own" in note
 
 
 def test_the_table_shows_a_dash_where_pair_accuracy_does_not_apply_and_the_median_time():

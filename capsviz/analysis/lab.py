@@ -758,6 +758,7 @@ def hidden(rows: list[Row]) -> list[str]:
         lost.append("the short answer on running without routing (uniform couplings)")
     if "random" in off:
         lost.append("the short answer on fixed random couplings")
+    lost.append(f"whether a model does better run with {_routings(off)} than with its own (the short answer)")
     lost += [f"how far {ROUTINGS[r].words} moves the couplings from uniform" for r in off if ROUTINGS[r].from_votes]
     if "dynamic" in off or "uniform" in off:
         lost.append("the time of dynamic routing against uniform couplings")
