@@ -457,7 +457,10 @@ TERMS: dict[str, Term] = {
         "multiplied by the same factor every so many steps, for example.",
         ("log linear", "exponential decay"),
     ),
-    "chance": Term("chance", "the error of guessing", RULES["chance"], ("chance level", "1 - 1/J", "guessing", "beats chance")),
+    "chance": Term("chance", "what other test images alone could give", RULES["chance"], ("± chance", "chance gives")),
+    "guessing": Term(
+        "guessing", "the error of guessing at random", RULES["guessing"], ("guessing at random", "chance level", "1 - 1/J", "random guess")
+    ),
     "standard_error": Term(
         "standard error",
         "how much a measured rate could move",

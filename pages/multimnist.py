@@ -5,7 +5,7 @@ import streamlit as st
 
 from capsviz.analysis.explain import capsule_role, pair_routing, pair_routing_words, pair_words, reconstruction_words, round_up
 from capsviz.analysis.links import linked_numbers
-from capsviz.analysis.multimnist import INK, SEGMENT_NAMES, compose_pair, draw_pair, pair_accuracy, segment
+from capsviz.analysis.multimnist import INK, SEGMENT_NAMES, compose_pair, draw_pair, pair_accuracy, segment, stored_pair_error, stored_words
 from capsviz.config import DATASETS
 from capsviz.data.multimnist import MAX_SHIFT
 from capsviz.glossary import help_text
@@ -233,8 +233,9 @@ res = long_job(
     lambda progress: pair_accuracy(model, data.images, data.labels, n, on_progress=progress),
 )
 if res is not None:
-    st.metric("Accuracy", f"{res.accuracy:.1f}%", help=res.words())
+    st.metric("Pair error", f"{res.error:.2f}%", help=help_text("pair_error"))
     st.caption(res.words())
+    st.caption(stored_words(res, stored_pair_error(meta)))
     st.markdown("**The hardest pairs** (wrong ones first, then those where the second digit's capsule was least sure):")
     gallery = st.columns(len(res.hardest))
     for col, h in zip(gallery, res.hardest, strict=True):

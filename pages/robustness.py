@@ -209,7 +209,7 @@ with tab_adv:
         "logits: the margin and spread losses are flat for confidently classified images, which would mask the gradient). FGSM takes one step of size epsilon along the sign of the input "
         "gradient; BIM takes 10 smaller steps, each kept within epsilon of the original. Untargeted attacks push away "
         "from the label (accuracy should fall); targeted ones pull towards a random other class (success should rise). "
-        "The paper: the capsule model never fell below chance untargeted, while the CNN did at epsilon 0.2."
+        "The paper: the capsule model never fell below the accuracy of guessing at random untargeted, while the CNN did at epsilon 0.2."
     )
     data = test_set(dataset, size, meta.config.in_channels, quiet=True)
     if data is None:
@@ -278,7 +278,7 @@ with tab_adv:
                     st.markdown(line, help=help_text("beyond_chance"))  # plain: its names are made plain above
             st.caption(
                 "Why this can differ from the papers: the claim is Hinton et al.'s (section 6), for matrix capsules with EM routing "
-                f"on smallNORB (chance there is 20%; with {len(names)} classes here, {100 / len(names):.0f}%); Sabour et al. make none for attacks. The models here are trained "
+                f"on smallNORB (guessing at random gets 20% right there; with {len(names)} classes here, {100 / len(names):.0f}%); Sabour et al. make none for attacks. The models here are trained "
                 f"on {plain(shown_as)}, smaller and for fewer epochs than the papers', and these attacks follow the cross-entropy of the class "
                 "scores (the paper does not say which loss it attacked). "
                 + (

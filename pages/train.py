@@ -13,7 +13,7 @@ import torch
 
 from capsviz import access, jobs, registry
 from capsviz import checkpoint as ckpt
-from capsviz.analysis.rules import chance_words
+from capsviz.analysis.rules import guessing_words
 from capsviz.analysis.zoo import card
 from capsviz.config import DATASETS, MAX_SIZE, PRESETS
 from capsviz.data import input_shape
@@ -271,11 +271,11 @@ def about(path) -> str:
         return "a file capsviz cannot read"
     error = meta.metrics.test_error
     model = (meta.run or {}).get("model", "a model")
-    chance = card(meta).chance
+    guessing = card(meta).guessing
     return (
         f"{model} trained here, saved {when}"
         + (f", test error {error:.2f}%" if error is not None else "")
-        + (f". {chance}" if chance else "")
+        + (f". {guessing}" if guessing else "")
     )
 
 
@@ -335,11 +335,11 @@ def draw(s: jobs.Snapshot, key: str) -> None:
     for e in s.evaluations:
         st.markdown(f"epoch {plain(e['epoch'])}: test error **{e['test_error']:.2f}%** on {plain(e['n_test'])} images")
         if classes is not None:
-            st.caption(chance_words(e["test_error"], int(e["n_test"]), *classes))  # plain: numbers only
+            st.caption(guessing_words(e["test_error"], int(e["n_test"]), *classes))  # plain: numbers only
 
 
 def guesses(run: TrainRun) -> tuple[int, int] | None:
-    """(classes, labels per image) of a run's dataset, for its errors' chance; None when its
+    """(classes, labels per image) of a run's dataset, for its errors against guessing; None when its
     images are gone (a user's upload removed)."""
     try:
         shape = input_shape(run.dataset, run.resize)

@@ -57,8 +57,8 @@ for path, meta in found:
         cols[2].metric(said.error_name, said.error, help=m.how)  # plain: the zoo's own words; how is the stored record
         cols[2].caption(said.error_means)
         cols[2].caption(said.paper)
-        if said.chance:
-            cols[2].caption(said.chance)
+        if said.guessing:
+            cols[2].caption(said.guessing)
         cols[3].markdown(f"**Trained in** {total['training_time_s'] / 60:.0f} min  \n**on** {plain(hardware)}")
         if st.button("Use this model", key=f"use_{path.stem}"):
             st.session_state["pending_model"] = path.name  # the sidebar applies it before drawing its picker

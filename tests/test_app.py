@@ -105,8 +105,8 @@ def test_zoo_lists_cards_and_squash_plot(app):
     assert "**Epochs** 9 (8 + 1, fine-tuned)" in cards and "**Trained in** 20 min  \n**on** gpu, then cpu" in cards
     size = parameter_counts(ckpt.load_checkpoint(app.folder / "tiny-capsnet.safetensors")[0])
     assert f"**Parameters** {size.without_decoder:,} without the decoder, {size.with_decoder:,} with" in cards
-    chance = [c.value for c in app.caption if c.value.startswith("Guessing one of 10 classes at random gets 90.00% wrong")]
-    assert any("12.50% beats chance" in c for c in chance)  # beside the error the card shows
+    guessing = [c.value for c in app.caption if c.value.startswith("Guessing one of 10 classes at random gets 90.00% wrong")]
+    assert any("12.50% against 90.00% for guessing, 77.50 points better" in c for c in guessing)  # beside the error the card shows
     app.slider(key="squash").set_value(3.0).run()
     assert app.metric[0].value == "0.900"
     app.button(key="use_tiny-matrix").click().run()
@@ -224,9 +224,13 @@ def test_train_page_runs_to_completion_and_model_appears(app):
     assert app.success and "Finished" in app.success[0].value
     assert (app.folder / "fresh.safetensors").is_file()
     (error,) = [m.value for m in app.markdown if m.value.startswith("epoch 1: test error")]
-    (chance,) = [c.value for c in app.caption if c.value.startswith("Guessing one of 10 classes at random gets 90.00% wrong (1 - 1/10): ")]
-    shown = error.split("**")[1]  # each error says what chance is, and quotes that very error
-    assert f": {shown} " in chance and ("beats chance" in chance or "does not beat chance" in chance or "worse than chance" in chance)
+    (guessing,) = [
+        c.value for c in app.caption if c.value.startswith("Guessing one of 10 classes at random gets 90.00% wrong (1 - 1/10): ")
+    ]
+    shown = error.split("**")[1]  # each error says what guessing gets, and quotes that very error
+    assert f": {shown} against 90.00% for guessing, " in guessing and any(
+        w in guessing for w in ("points better", "points worse", "no better")
+    )
     meta_run = ckpt.read_meta(app.folder / "fresh.safetensors").run
     assert meta_run["device"] == "cpu" and meta_run["decay_steps"] == 180
     app.switch_page("pages/zoo.py").run()
@@ -371,7 +375,7 @@ def test_multimnist_page_overlays_segments_and_measures(app):
     assert app.query_params["caps"].split(",")[0] == str((red.value) % 10)
     app.button(key="run_Measure accuracy").click().run()
     assert not app.exception, app.exception
-    assert app.metric[0].label == "Accuracy" and app.metric[0].value.endswith("%")
+    assert app.metric[0].label == "Pair error" and app.metric[0].value.endswith("%")
     app.button(key="random_pair").click().run()
     assert not app.exception
     chosen = app.query_params["pair"]

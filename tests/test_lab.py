@@ -528,13 +528,16 @@ def test_the_short_answer_counts_models_on_each_side_of_chance_and_quotes_their_
         row(model="b", run="random", err=round(1.0 - 1.5 * band, 2)),
     ]
     short = lab.report(rows).short
-    assert 3 <= len(short) <= 4
-    uniform, random, couplings = short
+    uniform, random, better, couplings = short
     assert uniform.startswith("**Run without routing.**") and "(dynamic)" in uniform
     assert f"within chance on 1 of 2 models (**a** {within:.2f}% against 1.00%)" in uniform
     assert f"worse beyond chance on 1 of 2 models (**b** {worse:.2f}% against 1.00%)" in uniform
     assert "worse beyond chance on 1 of 2 models (**a** 9.00% against 1.00%)" in random
     assert f"better beyond chance on 1 of 2 models (**b** {1.0 - 1.5 * band:.2f}% against 1.00%)" in random
+    assert better == (
+        "**Better with another routing.** Beyond chance, by test error, or pair accuracy for a model that reads MultiMNIST "
+        f"pairs: **b** (trained with dynamic) run with random: test error {1.0 - 1.5 * band:.2f}% against 1.00%."
+    )
     assert "leaves the couplings near uniform on 1 of 2 models (they keep 99.0% of the uniform split's entropy)" in couplings
     assert "it moves them away from uniform on 1 of 2 models (**b**: 90.0% of the entropy, 0.30 to the predicted class" in couplings
     assert "more than 95% of the uniform split's entropy and less than 1.5 times" in couplings
@@ -570,6 +573,7 @@ def test_hiding_a_routing_leaves_a_note_saying_what_is_left_out():
     (note,) = lab.report([r for r in full if r.run_with not in ("uniform", "random")]).hidden
     assert "Hidden under *Run with*: uniform, random." in note and "**b**, trained with uniform" in note
     assert "running without routing" in note and "fixed random couplings" in note
+    assert "whether a model does better run with uniform or random than with its own" in note
 
 
 def test_the_table_shows_a_dash_where_pair_accuracy_does_not_apply_and_the_median_time():
@@ -589,15 +593,31 @@ def test_the_short_answer_quotes_the_table_for_the_shipped_models():
     cells = {(c["model"], c["run with"]): c for c in lab.table(rows)}
     own = {r.model: cells[r.model, r.run_with] for r in rows if r.run_with == r.trained_with}
     short = {s.split("**")[1]: s for s in lab.report(rows).short}
-    assert set(short) == {"Run without routing.", "Random couplings.", "Trained with.", "Couplings."}
+    assert set(short) == {"Run without routing.", "Random couplings.", "Better with another routing.", "Trained with.", "Couplings."}
     for lead, routing in (("Run without routing.", "uniform"), ("Random couplings.", "random")):
-        quoted = quoted_pairs(short[lead])
-        assert quoted
-        for model, a, b in quoted:
-            assert a == cells[model, routing]["error %"] and b == own[model]["error %"], (model, routing)
-        counts = [int(k) for k, _ in re.findall(r"on (\d+) of (\d+) models", short[lead])]
-        n = {int(n) for _, n in re.findall(r"on (\d+) of (\d+) models", short[lead])}
-        assert len(n) == 1 and sum(counts) == n.pop()
+        said, _, digit = short[lead].partition(" By digit error alone")
+        single, _, paired = said.partition("; for the ")
+        assert quoted_pairs(single) and quoted_pairs(paired)  # the shipped models hold both kinds
+        for part, column in ((single, "error %"), (paired, "pair acc. %")):
+            for model, a, b in quoted_pairs(part):
+                assert f"{a:.2f}" == f"{float(cells[model, routing][column]):.2f}", (model, routing)
+                assert f"{b:.2f}" == f"{float(own[model][column]):.2f}", (model, routing)
+                assert (cells[model, routing]["pair acc. %"] != "-") == (column == "pair acc. %")  # judged by pairs when it reads them
+            counts = re.findall(r"on (\d+) of (\d+) models", part)
+            assert len({n for _, n in counts}) == 1 and sum(int(k) for k, _ in counts) == int(counts[0][1])
+        for model, a, b in re.findall(r"\*\*([^*]+)\*\*: [a-z ]+, (\d+\.\d+)% against (\d+\.\d+)%", digit):
+            assert float(a) == cells[model, routing]["error %"] and float(b) == own[model]["error %"]
+    better = short["Better with another routing."]
+    assert "No model does better beyond chance" in better  # by the measure each model is judged by
+    segments = better.split(" By digit error alone (one digit in the frame), ")[1:]
+    assert segments  # capsnet-small-random-multimnist's digit error says otherwise
+    for segment in segments:
+        model = segment.split("**")[1]
+        runs = re.findall(r"run with ([a-z-]+), digit error (\S+)% against (\S+)% but pair accuracy (\S+)% against (\S+)%", segment)
+        assert runs
+        for run, a, b, c, d in runs:
+            assert (float(a), float(b)) == (cells[model, run]["error %"], own[model]["error %"])
+            assert (c, d) == (cells[model, run]["pair acc. %"], own[model]["pair acc. %"])
     for routing, error in re.findall(r"(dynamic|uniform|random|self-attention) (\d+\.\d\d)%", short["Trained with."]):
         assert any(c["error %"] == float(error) or c["pair acc. %"] == error for c in own.values() if c["trained with"] == routing)
     dynamic = [c for c in cells.values() if c["run with"] == "dynamic"]
@@ -663,3 +683,66 @@ def test_the_two_tables_the_page_shows_hold_every_column_once_beside_the_rows_na
     assert sorted(set(first) | set(second)) == sorted(columns)
     assert {"model", "run with"} <= set(first) & set(second)  # each row named in both
     assert len(first) <= 8 and len(second) <= 8  # what fits a laptop's width (tests/e2e/test_lab_layout_browser.py)
+
+
+def pair_rows(digit: float, pairs: float, model="p", trained="dynamic", run="uniform"):
+    """A model that reads MultiMNIST pairs, run with its own routing (digit error 15.00%, pair accuracy
+    74.00%) and with `run` (the digit error and pair accuracy given)."""
+    arch = "capsnet-small on multimnist"
+    own = row(model=model, trained=trained, run=trained, err=15.0, arch=arch, pair_accuracy=74.0, n_pairs=10_000)
+    return [own, replace(own, run_with=run, test_error=digit, pair_accuracy=pairs)]
+
+
+DIGIT_BAND = lab.noise(15.0, 10_000, 15.0, 10_000)
+PAIR_BAND = lab.noise(74.0, 10_000, 74.0, 10_000)
+
+
+@pytest.mark.parametrize(
+    "digit, pairs, by_pairs, by_digit",
+    [
+        (15.0 + 1.5 * DIGIT_BAND, 74.0 + 0.5 * PAIR_BAND, "within chance", "worse beyond chance"),  # the review's capsnet-small-multimnist
+        (15.0 + 0.5 * DIGIT_BAND, 74.0 - 1.5 * PAIR_BAND, "worse beyond chance", "within chance"),  # the converse
+        (15.0 + 1.5 * DIGIT_BAND, 74.0 - 1.5 * PAIR_BAND, "worse beyond chance", None),  # both agree: no note
+    ],
+)
+def test_the_short_answer_judges_a_pair_model_by_its_pair_accuracy_and_says_where_the_digit_error_differs(digit, pairs, by_pairs, by_digit):
+    rows = pair_rows(round(digit, 2), round(pairs, 2)) + [row(model="m"), row(model="m", run="uniform", err=0.5)]
+    (uniform,) = [s for s in lab.short_answer(rows) if s.startswith("**Run without routing.**")]
+    assert "for the 1 that read one image at a time, the test error is within chance on this model (**m** 0.50% against 0.50%)" in uniform
+    assert (
+        "for the 1 that read MultiMNIST pairs, judged by pair accuracy on 10,000 test pairs (the task it was trained for), "
+        f"the pair accuracy is {by_pairs} on this model (**p** {pairs:.2f}% against 74.00%)." in uniform
+    )
+    note = f"By digit error alone (one digit in the frame), the verdict differs on **p**: {by_digit}, {digit:.2f}% against 15.00%."
+    assert (note in uniform) == (by_digit is not None) and uniform.count("By digit error") == (by_digit is not None)
+    alone = [s for s in lab.short_answer(pair_rows(round(digit, 2), round(pairs, 2))) if s.startswith("**Run without routing.**")]
+    assert "judged by pair accuracy on 10,000 test pairs (the task it was trained for, reading MultiMNIST pairs), " in alone[0]
+    assert "test error" not in alone[0]
+
+
+@pytest.mark.parametrize("times, better", [(0.9, False), (1.1, True)])
+def test_a_model_that_does_better_with_another_routing_than_its_own_is_said(times, better):
+    band = lab.noise(2.0, 10_000, 2.0, 10_000)
+    rows = [
+        row(model="r", trained="random", run="random", err=2.0),
+        row(model="r", trained="random", run="uniform", err=round(2.0 - times * band, 2)),
+    ]
+    (said,) = [s for s in lab.short_answer(rows) if s.startswith("**Better with another routing.**")]
+    if better:
+        assert f"**r** (trained with random) run with uniform: test error {2.0 - times * band:.2f}% against 2.00%" in said
+    else:
+        assert "No model does better beyond chance run with another routing than with its own" in said
+    # a pair model: judged by its pairs; its digit error alone, saying better, is said beside them
+    rows = pair_rows(round(15.0 - 1.5 * DIGIT_BAND, 2), round(74.0 + (times * PAIR_BAND), 2), trained="random")
+    (said,) = [s for s in lab.short_answer(rows) if s.startswith("**Better with another routing.**")]
+    pairs = f"{74.0 + times * PAIR_BAND:.2f}%"
+    if better:
+        assert (
+            f"**p** (trained with random) run with uniform: pair accuracy {pairs} against 74.00%" in said and "By digit error" not in said
+        )
+    else:
+        assert "No model does better" in said
+        assert (
+            "By digit error alone (one digit in the frame), **p** (trained with random) would look better: run with uniform, digit error "
+            f"{15.0 - 1.5 * DIGIT_BAND:.2f}% against 15.00% but pair accuracy {pairs} against 74.00% (within chance)."
+        ) in said

@@ -98,7 +98,7 @@ def test_pair_accuracy_uses_the_papers_rule(digits):
     assert res.accuracy == pytest.approx(100.0 * len(half) / 50)
     assert res.right == len(half)  # the words say on how many pairs the accuracy was measured
     assert res.words() == (
-        f"{len(half)} of 50 test pairs right ({100 * len(half) / 50:.1f}%; test error {100 - 100 * len(half) / 50:.1f}%): a pair "
+        f"{len(half)} of 50 test pairs right ({100 * len(half) / 50:.2f}%; pair error {100 - 100 * len(half) / 50:.2f}%): a pair "
         "is right when its two labels are the two longest capsules."
     )
     assert not res.hardest[0]["correct"] and len(res.hardest) == 8

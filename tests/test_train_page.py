@@ -196,7 +196,10 @@ def test_an_existing_model_is_replaced_only_when_confirmed(app, queue):
     start(app, "tiny-capsnet")
     warning = app.warning[0].value
     assert "already exists" in warning and "test error 12.50%" in warning and own_job(queue, app) is None
-    assert "Guessing one of 10 classes at random gets 90.00% wrong" in warning and "12.50% beats chance by 77.50 points" in warning
+    assert (
+        "Guessing one of 10 classes at random gets 90.00% wrong" in warning
+        and "12.50% against 90.00% for guessing, 77.50 points better" in warning
+    )
     app.button(key="cancel_pending").click().run()
     assert not app.warning and own_job(queue, app) is None
     assert (app.folder / "tiny-capsnet.safetensors").read_bytes() == before

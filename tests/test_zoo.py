@@ -50,13 +50,16 @@ def test_every_shipped_card_quotes_the_counts_of_its_model_and_its_own_error(pat
     assert said.size.with_decoder == meta.parameters  # what the checkpoint recorded when it was saved
     assert f"{said.size.without_decoder:,}" in said.size.words() and f"{said.size.with_decoder:,}" in said.size.words()
     assert said.error == f"{meta.metrics.test_error:.2f}%"
-    assert said.chance == rules.chance_words(
-        meta.metrics.test_error, meta.metrics.n_test, meta.config.num_classes, 2 if meta.dataset == "multimnist" else 1
-    )
+    labels = 2 if meta.dataset == "multimnist" else 1
+    assert said.guessing == rules.guessing_words(meta.metrics.test_error, meta.metrics.n_test, meta.config.num_classes, labels)
+    guess = rules.chance_error(10, labels)
+    assert f"{meta.metrics.test_error:.2f}% against {guess:.2f}% for guessing" in said.guessing
+    unit = "test pairs" if labels == 2 else "test images"
     assert (
-        f"{meta.metrics.test_error:.2f}%" in said.chance
-        and f"{rules.chance_error(10, 2 if meta.dataset == 'multimnist' else 1):.2f}%" in said.chance
+        f"±{rules.spread(meta.metrics.test_error, meta.metrics.n_test):.2f} points chance gives on {meta.metrics.n_test:,} {unit}"
+        in said.guessing
     )
+    assert "beats chance" not in said.guessing
     paper = paper_error(meta)
     if paper is not None:
         assert said.paper.startswith(f"paper: {paper}%")
@@ -79,17 +82,18 @@ def test_paper_words_say_which_figure_applies():
     assert paper_words(fashion) == "no paper figure for this setting"
 
 
-def test_an_unmeasured_model_says_so_and_claims_no_chance():
+def test_an_unmeasured_model_says_so_and_claims_nothing_against_guessing():
     meta = dataclasses.replace(SHIPPED[0][1], metrics=Metrics())
     said = card(meta)
-    assert said.error == "not measured" and said.chance is None
+    assert said.error == "not measured" and said.guessing is None
 
 
-def test_a_card_near_chance_says_it_does_not_beat_it():
+def test_a_card_near_guessing_says_it_does_no_better():
     meta = next(m for p, m in SHIPPED if p.stem == "capsnet-mnist")
     near = dataclasses.replace(meta, metrics=Metrics(89.0, 11.0, 300, "fixture"))
     far = dataclasses.replace(meta, metrics=Metrics(20.0, 80.0, 300, "fixture"))
-    assert "89.00% does not beat chance" in card(near).chance and "20.00% beats chance by 70.00 points" in card(far).chance
+    assert "89.00% against 90.00% for guessing, no better: the gap of 1.00 points is within" in card(near).guessing
+    assert "20.00% against 90.00% for guessing, 70.00 points better, more than" in card(far).guessing
 
 
 def _shipped(name):

@@ -548,29 +548,117 @@ def _routings(names) -> str:
     return ", ".join(names[:-1]) + (" or " if len(names) > 1 else "") + names[-1]
 
 
-def _swap(by_model: dict[str, dict[str, Row]], routing: str, lead: str, trained: tuple[str, ...]) -> str | None:
-    """How the test error of the models trained with one of `trained` changes when they are run
-    with `routing` instead: how many stay within chance, how many do better or worse beyond it,
-    each with the largest changes quoted as the table gives them."""
-    pairs = [(rs[routing], own) for rs in by_model.values() if (own := _own(rs)) and own.trained_with in trained and routing in rs]
-    if not pairs:
-        return None
+def _judged(r: Row, own: Row) -> tuple[str, str, str, bool]:
+    """The measure a model run with another routing is judged by in the short answer, as COMPARED
+    gives it: pair accuracy for a model that reads MultiMNIST pairs (the task it was trained for),
+    else the test error."""
+    if r.pair_accuracy is not None and own.pair_accuracy is not None:
+        return "pair_accuracy", "n_pairs", "pair accuracy", True
+    return "test_error", "n_test", "test error", False
+
+
+VERDICT_WORDS = {"worse": "worse beyond chance", "better": "better beyond chance", None: "within chance"}
+
+
+def _outcomes(pairs: list[tuple[Row, Row]], field_: str, count: str, higher: bool) -> str:
+    """How many of `pairs` (a model run with another routing, and with its own) stay within chance on
+    `field_`, how many do better or worse beyond it, each with the largest changes quoted as the
+    table gives them."""
     outcome: dict[str | None, list[tuple[Row, Row]]] = {"worse": [], "better": [], None: []}
     for r, own in pairs:
-        outcome[_verdict(r, own, "test_error", "n_test", False)].append((r, own))
+        outcome[_verdict(r, own, field_, count, higher)].append((r, own))
     parts = []
-    for verdict, words in (("worse", "worse beyond chance"), ("better", "better beyond chance"), (None, "within chance")):
-        got = sorted(outcome[verdict], key=lambda p: -abs(p[0].test_error - p[1].test_error))
+    for verdict, words in VERDICT_WORDS.items():
+        got = sorted(outcome[verdict], key=lambda p: -abs(getattr(p[0], field_) - getattr(p[1], field_)))
         if not got:
             continue
-        quoted = ", ".join(f"**{r.model}** {r.test_error:.2f}% against {own.test_error:.2f}%" for r, own in got[:2])
+        quoted = ", ".join(f"**{r.model}** {getattr(r, field_):.2f}% against {getattr(own, field_):.2f}%" for r, own in got[:2])
         more = f" and {len(got) - 2} more" if len(got) > 2 else ""
         largest = "largest changes first: " if verdict is None and len(got) > 1 else ""
         parts.append((len(got), f"{words} on {_of(len(got), len(pairs))} ({largest}{quoted}{more})"))
     parts.sort(key=lambda p: -p[0])
+    return "; ".join(p for _, p in parts)
+
+
+def _digit_differs(pairs: list[tuple[Row, Row]]) -> str:
+    """For models judged by pair accuracy: where their digit error (one digit alone) gives another verdict, said with its numbers."""
+    differ = []
+    for r, own in pairs:
+        digit = _verdict(r, own, "test_error", "n_test", False)
+        if digit != _verdict(r, own, "pair_accuracy", "n_pairs", True):
+            differ.append(f"on **{r.model}**: {VERDICT_WORDS[digit]}, {r.test_error:.2f}% against {own.test_error:.2f}%")
+    return f" By digit error alone (one digit in the frame), the verdict differs {'; '.join(differ)}." if differ else ""
+
+
+def _pair_counts(pairs: list[tuple[Row, Row]]) -> str:
+    counts = {r.n_pairs for r, own in pairs} | {own.n_pairs for _, own in pairs}
+    return f"{counts.pop():,} test pairs" if len(counts) == 1 else "their test pairs"
+
+
+def _swap(by_model: dict[str, dict[str, Row]], routing: str, lead: str, trained: tuple[str, ...]) -> str | None:
+    """How the models trained with one of `trained` fare when they are run with `routing` instead:
+    by test error, or by pair accuracy for the models that read MultiMNIST pairs (`_judged`), how
+    many stay within chance, how many do better or worse beyond it."""
+    pairs = [(rs[routing], own) for rs in by_model.values() if (own := _own(rs)) and own.trained_with in trained and routing in rs]
+    if not pairs:
+        return None
+    single = [(r, own) for r, own in pairs if _judged(r, own)[0] == "test_error"]
+    paired = [(r, own) for r, own in pairs if _judged(r, own)[0] == "pair_accuracy"]
+    said = []
+    if single:
+        whose = f"for the {len(single)} that read one image at a time, " if paired else ""
+        said.append(whose + "the test error is " + _outcomes(single, "test_error", "n_test", False))
+    if paired:
+        task = "the task they were trained for" if len(paired) > 1 else "the task it was trained for"
+        whose = f"for the {len(paired)} that read MultiMNIST pairs, judged" if single else "judged"
+        said.append(
+            f"{whose} by pair accuracy on {_pair_counts(paired)} ({task}{'' if single else ', reading MultiMNIST pairs'}), "
+            "the pair accuracy is " + _outcomes(paired, "pair_accuracy", "n_pairs", True)
+        )
     trained_with = _routings(own.trained for _, own in pairs)
     what = "what it was trained with" if len(pairs) == 1 else "what they were trained with"
-    return f"{lead} instead of {what} ({trained_with}), the test error is " + "; ".join(p for _, p in parts) + "."
+    return f"{lead} instead of {what} ({trained_with}), " + "; ".join(said) + "." + _digit_differs(paired)
+
+
+def _better(by_model: dict[str, dict[str, Row]]) -> str | None:
+    """Every model that does better beyond chance run with another routing than with its own, by the
+    measure it is judged by (`_judged`); and a model that reads pairs whose digit error alone would
+    say so while its pair accuracy does not."""
+    compared, better, digit = 0, [], {}
+    for rs in by_model.values():
+        if (own := _own(rs)) is None:
+            continue
+        for r in rs.values():
+            if r is own:
+                continue
+            compared += 1
+            field_, count, words, higher = _judged(r, own)
+            if _verdict(r, own, field_, count, higher) == "better":
+                better.append(
+                    f"**{r.model}** (trained with {own.trained}) run with {r.run_with}: {words} "
+                    f"{getattr(r, field_):.2f}% against {getattr(own, field_):.2f}%"
+                )
+            elif field_ == "pair_accuracy" and _verdict(r, own, "test_error", "n_test", False) == "better":
+                verdict = VERDICT_WORDS[_verdict(r, own, field_, count, higher)]
+                digit.setdefault((r.model, own.trained), []).append(
+                    f"run with {r.run_with}, digit error {r.test_error:.2f}% against {own.test_error:.2f}% but pair accuracy "
+                    f"{r.pair_accuracy:.2f}% against {own.pair_accuracy:.2f}% ({verdict})"
+                )
+    if not compared:
+        return None
+    measure = "by test error, or pair accuracy for a model that reads MultiMNIST pairs"
+    said = (
+        f"**Better with another routing.** Beyond chance, {measure}: " + "; ".join(better) + "."
+        if better
+        else f"**Better with another routing.** No model does better beyond chance run with another routing than with its own, {measure}."
+    )
+    for (model, trained), runs in digit.items():
+        said += (
+            f" By digit error alone (one digit in the frame), **{model}** (trained with {trained}) would look better: "
+            + "; ".join(runs)
+            + "."
+        )
+    return said
 
 
 NO_ANSWER = (
@@ -581,8 +669,9 @@ NO_ANSWER = (
 
 
 def short_answer(rows: list[Row]) -> list[str]:
-    """Does routing matter? The few sentences the table supports: the test error with uniform
-    couplings (no routing) and with fixed random couplings in place of a model's own routing; models
+    """Does routing matter? The few sentences the table supports: the test error (pair accuracy for a
+    model that reads MultiMNIST pairs) with uniform couplings (no routing) and with fixed random
+    couplings in place of a model's own routing; every model that does better with another routing; models
     of one architecture trained with different routings; how far dynamic routing moves the couplings.
     Each quotes the table's own numbers."""
     by_model = _by_model(rows)
@@ -594,6 +683,7 @@ def short_answer(rows: list[Row]) -> list[str]:
             f"**Random couplings.** Run with {run_with_words('random')}",
             tuple(r for r in vector_routings() if r != "random"),
         ),
+        _better(by_model),
     ]
     groups = []
     for arch, rs in _groups(rows).items():
@@ -668,6 +758,7 @@ def hidden(rows: list[Row]) -> list[str]:
         lost.append("the short answer on running without routing (uniform couplings)")
     if "random" in off:
         lost.append("the short answer on fixed random couplings")
+    lost.append(f"whether a model does better run with {_routings(off)} than with its own (the short answer)")
     lost += [f"how far {ROUTINGS[r].words} moves the couplings from uniform" for r in off if ROUTINGS[r].from_votes]
     if "dynamic" in off or "uniform" in off:
         lost.append("the time of dynamic routing against uniform couplings")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from capsviz.analysis import as_batch
+from capsviz.analysis import as_batch, rules
 from capsviz.data import multimnist
 
 INK = 0.1  # a pixel counts as drawn (input) or explained (reconstruction) above this grey level
@@ -83,12 +83,47 @@ class PairAccuracy:
     hardest: list[dict]  # the pairs with the smallest margin (wrong ones first): index, shifts, labels, top2, margin
     right: int = 0  # pairs right
 
+    @property
+    def error(self) -> float:
+        """The pair error (%): the share of pairs not read whole, the zoo card's measure."""
+        return 100.0 - self.accuracy
+
     def words(self) -> str:
-        """The metric's accuracy with what it was measured on."""
+        """The metric's accuracy and pair error with what they were measured on."""
         return (
-            f"{self.right:,} of {self.n:,} test pairs right ({self.accuracy:.1f}%; test error {100 - self.accuracy:.1f}%): a pair "
+            f"{self.right:,} of {self.n:,} test pairs right ({self.accuracy:.2f}%; pair error {self.error:.2f}%): a pair "
             "is right when its two labels are the two longest capsules."
         )
+
+
+def stored_pair_error(meta) -> tuple[float, int] | None:
+    """(pair error %, pairs) a model's checkpoint stores, the figure its zoo card quotes; None for a
+    model that does not read two labels at once or was not measured."""
+    from capsviz.analysis.zoo import guesses
+
+    m = meta.metrics
+    if guesses(meta)[1] != 2 or not m.measured or not m.n_test:
+        return None
+    return m.test_error, m.n_test
+
+
+def stored_words(res: PairAccuracy, stored: tuple[float, int] | None) -> str:
+    """The pair error just measured against the one stored for the model (`stored_pair_error`): whether
+    the gap is more than a different set of pairs alone could give (rules.beyond_chance)."""
+    if stored is None:
+        return "No pair error is stored with this model (its zoo card says not measured), so there is nothing to set this one against."
+    error, n = stored
+    gap, band = abs(res.error - error), rules.noise(res.error, res.n, error, n)
+    said = (
+        f"Pair error {res.error:.2f}% on these {res.n:,} pairs against the {error:.2f}% stored with this model on {n:,} pairs "
+        f"(its zoo card's figure): a gap of {gap:.2f} points, "
+    )
+    if rules.beyond_chance(res.error, res.n, error, n):
+        return said + f"more than the ±{band:.2f} points chance gives (two standard errors of the difference): beyond chance."
+    return (
+        said
+        + f"within the ±{band:.2f} points chance gives (two standard errors of the difference): within chance, as far as {res.n:,} pairs can tell."
+    )
 
 
 @torch.no_grad()

@@ -47,10 +47,15 @@ RULES = {
         "difference: smaller gaps are what a different set of test images alone could give."
     ),
     "chance": (
-        "Chance is the test error of guessing: 1 - 1/J for one class among J (90% for the 10 digits, 66.67% for 3 "
-        "classes); for two digits at once, as MultiMNIST asks, 1 - 1/(J(J-1)/2), the share of pairs a guess misses. A "
-        "model is said to beat chance only when its error is below chance by more than two standard errors of its own "
-        "error on the test images it was measured on."
+        "Chance is how far a rate measured on some test images could move on as many other test images alone: two "
+        "standard errors of it, the ± the pages show beside a number. A gap smaller than that (two standard errors of the "
+        "difference, for two rates) is said to be within chance."
+    ),
+    "guessing": (
+        "Guessing at random is the error a model is first set against: 1 - 1/J wrong for one class among J (90% for the "
+        "10 digits, 66.67% for 3 classes); for two digits at once, as MultiMNIST asks, 1 - 1/(J(J-1)/2), the share of "
+        "pairs a guess misses. A model is said to do better than guessing only when its error is below guessing's by "
+        "more than chance: two standard errors of its own error on the test images it was measured on."
     ),
     "rises / falls": (
         f"A number is said to rise or fall only when its last value differs from its first by more than {LEVEL:.0%}; "
@@ -153,18 +158,23 @@ def beats_chance(p: float, n: int, classes: int, labels: int = 1) -> bool:
     return chance_error(classes, labels) - p > spread(p, n)
 
 
-def chance_words(p: float, n: int, classes: int, labels: int = 1) -> str:
-    """One sentence on an error of p% on n images against chance (`chance_error`): what chance is
-    for this many classes, and whether the model beats it (`beats_chance`)."""
+def guessing_words(p: float, n: int, classes: int, labels: int = 1) -> str:
+    """One sentence on an error of p% on n images against guessing at random (`chance_error`): what
+    guessing gets wrong for this many classes, and whether the model does better by more than chance,
+    two standard errors of its own error (`beats_chance`)."""
     c = chance_error(classes, labels)
     guess = f"one of {classes} classes" if labels == 1 else f"{labels} of {classes} classes at once"
-    said = f"Guessing {guess} at random gets {c:.2f}% wrong (1 - 1/{math.comb(classes, labels)})"
-    band = f"the ±{spread(p, n):.2f} points that two standard errors give on {n:,} test images"
+    said = f"Guessing {guess} at random gets {c:.2f}% wrong (1 - 1/{math.comb(classes, labels)}): {p:.2f}% against {c:.2f}% for guessing"
+    unit = "test pairs" if labels == 2 else "test images"  # MultiMNIST: each test image is a pair
+    band = f"the ±{spread(p, n):.2f} points chance gives on {n:,} {unit} (two standard errors)"
     if beats_chance(p, n, classes, labels):
-        return f"{said}: {p:.2f}% beats chance by {c - p:.2f} points, more than {band}."
+        return f"{said}, {c - p:.2f} points better, more than {band}."
     if p - c > spread(p, n):
-        return f"{said}: {p:.2f}% is worse than chance, by more than {band}."
-    return f"{said}: {p:.2f}% does not beat chance, the gap being within {band}."
+        return f"{said}, {p - c:.2f} points worse, more than {band}."
+    return f"{said}, no better: the gap of {abs(c - p):.2f} points is within {band}."
+
+
+chance_words = guessing_words  # its former name
 
 
 def trend(first: float, last: float) -> str:

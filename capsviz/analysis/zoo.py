@@ -2,7 +2,7 @@
 
 A model's size is counted once (`parameter_counts`), with and without its decoder, for the zoo and
 the tour alike; the paper's figure comes from the one table of published errors
-(capsviz.analysis.reproduction.PAPER); chance from capsviz.analysis.rules.
+(capsviz.analysis.reproduction.PAPER); guessing at random from capsviz.analysis.rules.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from capsviz.analysis.reproduction import PAPER, _key, is_paper_size, paper_error
-from capsviz.analysis.rules import chance_words
+from capsviz.analysis.rules import guessing_words
 from capsviz.config import DATASETS, ModelConfig
 from capsviz.glossary import class_words
 from capsviz.schema import CheckpointMeta
@@ -99,7 +99,7 @@ def paper_words(meta: CheckpointMeta) -> str:
 
 
 def guesses(meta: CheckpointMeta) -> tuple[int, int]:
-    """(classes, labels per image) of a model: what its chance is counted from."""
+    """(classes, labels per image) of a model: what guessing at random is counted from."""
     found = DATASETS.get(meta.dataset)
     return meta.config.num_classes, found.labels if found is not None else 1
 
@@ -164,7 +164,7 @@ class Card:
     error: str  # "0.38%" or "not measured"
     error_name: str  # what the error counts: "Test error", or "Pair error" for a model that reads two digits at once
     error_means: str  # its definition, said beside the number
-    chance: str | None  # the error against chance (rules.chance_words); None when not measured
+    guessing: str | None  # the error against guessing at random (rules.guessing_words); None when not measured
     paper: str
 
 
@@ -172,7 +172,7 @@ def card(meta: CheckpointMeta, size: Size | None = None) -> Card:
     """A checkpoint's card (`size`: counted already, else from its config)."""
     c, m = meta.config, meta.metrics
     decoder = f"yes: it can redraw the {class_words(meta).shown} from a capsule" if c.decodes else "no"
-    chance = chance_words(m.test_error, m.n_test or 0, *guesses(meta)) if m.measured and m.n_test else None
+    guessing = guessing_words(m.test_error, m.n_test or 0, *guesses(meta)) if m.measured and m.n_test else None
     return Card(
         family=FAMILIES.get(c.family, c.family),
         routing=routing_words(c),
@@ -180,6 +180,6 @@ def card(meta: CheckpointMeta, size: Size | None = None) -> Card:
         size=size or model_size(c),
         error=f"{m.test_error:.2f}%" if m.measured else "not measured",
         **dict(zip(("error_name", "error_means"), error_words(meta), strict=True)),
-        chance=chance,
+        guessing=guessing,
         paper=paper_words(meta),
     )

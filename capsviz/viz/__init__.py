@@ -225,7 +225,7 @@ def sweep_lines(x, series: dict[str, list[float]], title: str, x_title: str, y_t
         ]
     )
     if chance is not None:
-        fig.add_hline(y=chance, line_dash="dot", annotation_text="chance")
+        fig.add_hline(y=chance, line_dash="dot", annotation_text="guessing")
     fig.update_layout(
         title=title, xaxis_title=x_title, yaxis_title=y_title, yaxis_range=[0, 101], height=320, margin=dict(l=10, r=10, t=40, b=10)
     )

@@ -218,7 +218,7 @@ def test_multimnist_pair_shows_both_overlays(page, server, shots):
     expect(first).not_to_have_attribute("src", old, timeout=30_000)
     shot(page, shots, "multimnist")
     page.get_by_role("button", name="Measure accuracy").click()
-    expect(page.get_by_test_id("stMetricLabel").get_by_text("Accuracy")).to_be_visible(timeout=60_000)
+    expect(page.get_by_test_id("stMetricLabel").get_by_text("Pair error")).to_be_visible(timeout=60_000)
     expect(page.get_by_text("The hardest pairs", exact=False)).to_be_visible()
     shot(page, shots, "multimnist_accuracy")
     no_exceptions(page)
