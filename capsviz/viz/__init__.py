@@ -287,6 +287,12 @@ def grouped_bars(
         err = None if errors is None else dict(type="data", array=errors[name], visible=True)
         fig.add_bar(x=groups, y=values, name=name, marker_color=colours[k % len(colours)], error_y=err)
     fig.update_layout(
-        title=title, yaxis_title=y_title, barmode="group", height=340, margin=dict(l=10, r=10, t=40, b=10), legend_title_text="run with"
+        title=dict(text=title, y=1, yanchor="top", pad=dict(t=10)),  # on top: the legend goes between it and the bars
+        yaxis_title=y_title,
+        barmode="group",
+        height=420,
+        margin=dict(l=10, r=10, t=110, b=10),
+        legend=dict(title_text="run with", orientation="h", yanchor="bottom", y=1.0, x=0),  # above: the bars keep a phone's width
     )
+    fig.update_xaxes(tickangle=-45, automargin=True)  # long model names slanted, whole, apart from each other
     return fig

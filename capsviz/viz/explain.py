@@ -211,10 +211,10 @@ def _coupling_block(img, d, x0: int, top: int, image, maps, name: str, low: floa
     H, W = image.shape
     tw, th = W * scale, H * scale
     span = max(high - low, 1e-12)
-    d.text((x0, top - 46), name, fill=INK, font=font(15))
+    d.text((x0, top - 46), name, fill=INK, font=font(16))
     g = np.clip(image, 0, 1) * 0.6
     for t in range(T):
-        d.text((x0 + t * (tw + gap) + 4, top - 20), f"iteration {t + 1}", fill=GREY, font=font(13))
+        d.text((x0 + t * (tw + gap) + 4, top - 20), f"iteration {t + 1}", fill=GREY, font=font(14))
     for r in range(rows):
         y = top + r * (th + gap)
         for t in range(T):
