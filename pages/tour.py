@@ -108,7 +108,7 @@ def value_table(d: dict) -> None:
     """A grid of numbers as a table of text (a phone scrolls it sideways, the row names staying in
     view), shaded by size like its picture, the highlighted column in red; the picture for slides."""
     columns = [str(c) for c in d["columns"]]
-    frame = pd.DataFrame(d["values"], index=[plain(r, "table") for r in d["rows"]], columns=columns)
+    frame = pd.DataFrame(d["values"].astype(float), index=[plain(r, "table") for r in d["rows"]], columns=columns).round(2)  # as drawn
     top = max(float(d["values"].max()), 1e-8)
 
     def shade(column: pd.Series) -> list[str]:
