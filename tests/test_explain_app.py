@@ -71,7 +71,8 @@ def test_em_page_states_the_zoom_it_draws_and_names_every_symbol(app):
     app.slider(key="position").set_value(0).run()
     n = int(round(tr.layers["convcaps1"].R.shape[2] ** 0.5))
     assert f"Position 0 is {position_words(0, n)}." in texts(app)
-    assert f"The assignments R at {position_words(0, n)}, one column per lower capsule" in texts(app)  # under the chart: its title stays short
+    # the position is said under the chart, whose title stays short enough for a phone
+    assert f"The assignments R at {position_words(0, n)}, one column per lower capsule" in texts(app)
     assert any("convcaps1, position 0: assignments R" in s for s in [c.proto.spec for c in app.get("plotly_chart")])
     assert "row-major" not in texts(app) and all("row-major" not in s.label for s in app.slider)
 
