@@ -122,7 +122,9 @@ def value_table(d: dict) -> None:
     st.markdown(f"**{plain(d['title'])}**")
     st.dataframe(
         frame.style.format("{:.2f}").apply(shade),
-        column_config={"_index": st.column_config.TextColumn(width=170)} | {c: st.column_config.NumberColumn(width=50) for c in columns},
+        column_config={"_index": st.column_config.TextColumn(width=min(160, 24 + 7 * max(map(len, frame.index))))}  # its names whole
+        | {c: st.column_config.NumberColumn(width=50) for c in columns},
+        height=35 * (len(frame) + 1) + 3,  # every row in view: 35 px a row and the header
         key="tour_table",
     )
     st.caption(plain(step.caption))
