@@ -18,7 +18,7 @@ from capsviz.registry import shows
 from capsviz.text import plain
 from capsviz.viz import heatmap, lines, png_bytes, to_image
 from capsviz.viz.animation import gif_bytes
-from capsviz.viz.explain import em_histogram_frames
+from capsviz.viz.explain import HISTOGRAM_KEY, HISTOGRAM_X, em_histogram_frames, em_histograms
 from pages.common import for_image, keep_within, page_model, pick_image, plain_chart, require_router
 
 require_router()
@@ -103,12 +103,21 @@ def iteration_view(tr, image, label_, pred: int) -> None:
         f"**Shown: vote distances from 0 to {zoom.limit:g}**: {plain(zoom.why)}. {distance_words(tr)}  \n"
         + em_share_words(sh, shown[sh.winner], meta.config.routing_iterations, plain(label_), shown)  # plain: made plain above
     )
-    frame = em_histogram_frames(tr, zoom.limit, names, t)[0]
-    st.image(frame, width="stretch")
+    title, panels = em_histograms(tr, zoom.limit, names, t)
+    st.markdown(f"**{title}**")  # plain: numbers only
+    with st.container(horizontal=True, key="em_panels"):  # as many panels to a row as the screen holds: readable on a phone
+        for panel in panels:
+            st.image(panel, width=panel.width)
+    st.caption(f"{HISTOGRAM_KEY}; x axis: {HISTOGRAM_X}.")
     a, b = st.columns(2)
     stem = f"em-{st.session_state['model_key'].rsplit('/', 1)[-1].split('.')[0]}"
     a.download_button(
-        "Download this iteration (PNG)", png_bytes(frame), f"{stem}-iteration{t + 1}.png", "image/png", key="em_png", on_click="ignore"
+        "Download this iteration (PNG)",
+        lambda: png_bytes(em_histogram_frames(tr, zoom.limit, names, t)[0]),
+        f"{stem}-iteration{t + 1}.png",
+        "image/png",
+        key="em_png",
+        on_click="ignore",
     )
     b.download_button(
         f"Download all {T} iterations (animated GIF)",
@@ -123,8 +132,8 @@ def iteration_view(tr, image, label_, pred: int) -> None:
         plain_chart(
             heatmap(
                 tr.R[t].T,
-                f"{label('R')} at iteration {t + 1}: the share of each lower capsule's vote each class explains",
-                "lower capsule i (position x type)",
+                f"{label('R')}, iteration {t + 1}",
+                "lower capsule i",
                 "class",
                 y=[str(n) for n in names],
                 zmin=0,
@@ -135,7 +144,8 @@ def iteration_view(tr, image, label_, pred: int) -> None:
         key="em_R",
     )
     st.caption(
-        "Each column is one lower capsule; its colours add up to 1 over the classes. A bright row means that class "
+        f"{label('R')} at iteration {t + 1}: the share of each lower capsule's vote each class explains. "
+        "Each column is one lower capsule i (numbered by position, then type); its colours add up to 1 over the classes. A bright row means that class "
         f"explains many votes; at iteration 1 every cell is 1/{len(names)}."
     )
 
@@ -161,8 +171,8 @@ def iteration_view(tr, image, label_, pred: int) -> None:
         plain_chart(
             heatmap(
                 R.T,
-                f"{layer}, {where}: assignments R of the receptive field's capsules",
-                "lower capsule in the 3x3 receptive field (kernel position x type)",
+                f"{layer}, position {pos}: assignments R",
+                "lower capsule (kernel position x type)",
                 "upper capsule type",
                 zmin=0,
                 height=280,
@@ -171,6 +181,8 @@ def iteration_view(tr, image, label_, pred: int) -> None:
         key="em_conv_R",
     )
     st.caption(
+        f"The assignments R at {where}, one column per lower capsule in its 3x3 receptive field (by kernel position, then type), "
+        "one row per upper capsule type. "
         "Each lower capsule's assignments sum to 1 over every upper capsule it reaches, at all positions, so a capsule near the border (fewer positions) sends larger shares to each."
     )
 

@@ -140,18 +140,37 @@ for line in said.hidden:
 
 st.subheader("The table")
 cells = lab.table(rows)
-for k, columns in enumerate(lab.SPLIT):  # two tables, each as wide as the page: no column hidden to the right
+cells = [c | {"trained with": c["trained with"].split(" (")[0]} for c in cells]  # short in the table, whole in its header's help
+whole = sorted({r.trained for r in rows if " (" in r.trained})
+column_config = {  # short headers, each with its long form as help: a laptop's page shows every column, a phone most
+    "model": st.column_config.TextColumn(width=150, pinned=True),  # stays in view while a phone scrolls to the numbers
+    "run with": st.column_config.TextColumn(width=100, help="The routing the model is run with here"),
+    "error %": st.column_config.NumberColumn(format=f"%.{lab.DECIMALS['error %']}f", width=66, help="Test error, %"),
+    "± chance": st.column_config.NumberColumn(format=f"%.{lab.DECIMALS['± chance']}f", width=70, help="Two standard errors of the error"),
+    "shifted acc. %": st.column_config.NumberColumn(
+        "shifted %", format=f"%.{lab.DECIMALS['shifted acc. %']}f", width=70, help="Accuracy on shifted and turned images, %"
+    ),
+    "FGSM acc. %": st.column_config.NumberColumn(
+        f"FGSM {epsilon:g} %", format=f"%.{lab.DECIMALS['FGSM acc. %']}f", width=78, help=f"Accuracy under FGSM, epsilon {epsilon:g}, %"
+    ),
+    "pair acc. %": st.column_config.TextColumn("pair %", width=62, help="Pair accuracy on MultiMNIST test pairs, %"),
+    "trained with": st.column_config.TextColumn(
+        width=190, help="The routing the model was trained with" + (f"; in full: {'; '.join(plain(w) for w in whole)}" if whole else "")
+    ),
+    "entropy %": st.column_config.NumberColumn(format=f"%.{lab.DECIMALS['entropy %']}f", width=90, help=lab.ENTROPY_TITLE),
+    "c to pred.": st.column_config.NumberColumn(format=f"%.{lab.DECIMALS['c to pred.']}f", width=90),
+    "ms / image": st.column_config.NumberColumn(format=f"%.{lab.DECIMALS['ms / image']}f", width=90),
+    "ms range": st.column_config.TextColumn(width=160),
+}
+for k, columns in enumerate(lab.SPLIT):  # two tables, each as wide as a laptop's page: no column hidden to the right
+    shown = [c for c in columns if c != "trained with"] + [c for c in columns if c == "trained with"]  # numbers next to their model
     st.dataframe(
-        [{name: c[name] for name in columns} for c in cells],
+        [{name: c[name] for name in shown} for c in cells],
         hide_index=True,
         width="stretch",
         key=f"lab_table_{k}",
-        column_config={name: st.column_config.NumberColumn(format=f"%.{d}f") for name, d in lab.DECIMALS.items() if name in columns}
-        | (
-            {"FGSM acc. %": st.column_config.NumberColumn(f"FGSM {epsilon:g} acc. %", format=f"%.{lab.DECIMALS['FGSM acc. %']}f")}
-            if "FGSM acc. %" in columns
-            else {}
-        ),
+        column_order=shown,
+        column_config={name: column_config[name] for name in shown},
     )
 first = rows[0]
 st.caption(

@@ -12,7 +12,7 @@ from capsviz.glossary import help_text
 from capsviz.registry import routing_words
 from capsviz.text import plain
 from capsviz.viz import SEGMENT_COLOURS, capsule_bars, png_bytes, segments_image, to_image, two_colour
-from capsviz.viz.explain import coupling_overlays
+from capsviz.viz.explain import coupling_block, coupling_overlays, coupling_scale_words
 from pages.common import (
     count_slider,
     for_image,
@@ -198,19 +198,17 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
     routed = routing_of(st.session_state["model_key"], model, pair_image.tobytes(), single.tobytes(), pair_image.shape, (t1, t2), T_route)
     single_name = f"the {plain(pair.labels[alone])}"
     high = max(round_up(float(routed.maps.max())), routed.uniform + 0.001)  # one scale for every map: they compare
-    coupling_fig = coupling_overlays(
-        [pair.image, single],
-        routed.maps.transpose(0, 2, 1, 3, 4),  # (2 inputs, 2 capsules, T, G, G)
-        [f"the pair ({pair_words(*pair.labels)})", f"{single_name} alone"],
-        [f"coupling c\nto capsule {t1}", f"coupling c\nto capsule {t2}"],
-        routed.uniform,
-        high,
-        f"Couplings c to capsules {t1} and {t2} per routing iteration ({T_route}, as the model was trained)",
-    )
-    st.image(coupling_fig)
+    maps = routed.maps.transpose(0, 2, 1, 3, 4)  # (2 inputs, 2 capsules, T, G, G)
+    inputs, groups = [pair.image, single], [f"the pair ({pair_words(*pair.labels)})", f"{single_name} alone"]
+    rows = [f"coupling c\nto capsule {t1}", f"coupling c\nto capsule {t2}"]
+    title = f"Couplings c to capsules {t1} and {t2} per routing iteration ({T_route}, as the model was trained)"
+    st.markdown(f"**{title}**")  # plain: numbers only
+    for col, image, group, block in zip(st.columns(2), inputs, groups, maps, strict=True):  # one under the other on a phone
+        col.image(coupling_block(image, block, group, rows, routed.uniform, high))
+    st.caption(coupling_scale_words(routed.uniform, high, maps.shape[-1]))
     st.download_button(
         "Download this figure (PNG)",
-        png_bytes(coupling_fig),
+        lambda: png_bytes(coupling_overlays(inputs, maps, groups, rows, routed.uniform, high, title)),
         f"{path.stem}-pair-{'-'.join(map(str, vals))}-couplings.png",
         "image/png",
         key="mm_couplings_png",

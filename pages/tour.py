@@ -2,6 +2,7 @@
 (Back / Next, the step in the URL as ?step=N). Dynamic-routing CapsNets, matrix capsules and
 Efficient-CapsNet (self-attention routing, one pass)."""
 
+import pandas as pd
 import streamlit as st
 
 from capsviz.analysis import lab
@@ -109,8 +110,43 @@ def show(img, name: str, width: int | None = None) -> None:
     st.download_button("Download this figure (PNG)", png_bytes(img), f"tour-{name}.png", "image/png", key="tour_png", on_click="ignore")
 
 
+def value_table(d: dict) -> None:
+    """A grid of numbers as a table of text (a phone scrolls it sideways, the row names staying in
+    view), shaded by size like its picture, the highlighted column in red; the picture for slides."""
+    columns = [str(c) for c in d["columns"]]
+    frame = pd.DataFrame(d["values"].astype(float), index=[plain(r, "table") for r in d["rows"]], columns=columns).round(2)  # as drawn
+    top = max(float(d["values"].max()), 1e-8)
+
+    def shade(column: pd.Series) -> list[str]:
+        level = (255 - 180 * column / top).astype(int)
+        ink = ["white" if v < 150 else "black" for v in level]
+        red = column.name == columns[d["highlight"]]
+        return [
+            f"background-color: rgb({f'255, {v}, {v}' if red else f'{v}, {v}, 255'}); color: {c}" for v, c in zip(level, ink, strict=True)
+        ]
+
+    st.markdown(f"**{plain(d['title'])}**")
+    st.dataframe(
+        frame.style.format("{:.2f}").apply(shade),
+        column_config={"_index": st.column_config.TextColumn(width=min(160, 24 + 7 * max(map(len, frame.index))))}  # its names whole
+        | {c: st.column_config.NumberColumn(width=50) for c in columns},
+        height=35 * (len(frame) + 1) + 3,  # every row in view: 35 px a row and the header
+        key="tour_table",
+    )
+    st.caption(plain(step.caption))
+    st.download_button(
+        "Download this figure (PNG)",
+        lambda: png_bytes(value_grid(d["values"], d["rows"], d["columns"], d["title"], d["highlight"])),
+        f"tour-{step.key}.png",
+        "image/png",
+        key="tour_png",
+        on_click="ignore",
+    )
+
+
 d = step.data
-fig, text = st.columns([3, 2], gap="large")
+# a table of numbers takes the page's whole width (a laptop shows every column), its words under it
+fig, text = (st.container(), st.container()) if step.figure == "grid" else st.columns([3, 2], gap="large")
 with fig:
     if step.figure == "image":
         show(side_by_side(d["images"], d["labels"]), step.key, width=260 if len(d["images"]) == 1 else None)
@@ -119,7 +155,7 @@ with fig:
     elif step.figure == "arrows":
         show(capsule_arrows(image, d["lengths"], d["directions"]), step.key)
     elif step.figure == "grid":
-        show(value_grid(d["values"], d["rows"], d["columns"], d["title"], d["highlight"]), step.key)
+        value_table(d)
     elif step.figure == "bars":
         show(bars(d["values"], d["names"], d["highlight"], d["title"], d["axis"], d["lines"]), step.key)
     elif step.figure == "routing":

@@ -133,12 +133,17 @@ def test_class_maps_lay_each_class_map_out_once_with_gaps():
     fig = class_maps(maps, [f"c{j}" for j in range(10)], "")
     (trace,) = fig.data  # one trace: the browser redraws it far faster than 10 subplots
     z = np.array(trace.z, dtype=float)
-    assert z.shape == (6, 10 * 7 - 1)
+    assert z.shape == (2 * 8 - 2, 5 * 7 - 1)  # two rows of five: a phone's chart keeps each map several pixels a square
     for j in range(10):
-        np.testing.assert_array_equal(z[:, 7 * j : 7 * j + 6], maps[j])
-    assert np.isnan(z[:, 6::7]).all()  # the gaps between maps
-    assert list(fig.layout.xaxis.ticktext) == [f"c{j}" for j in range(10)]
-    assert trace.customdata[2][7 * 3 + 4].tolist() == ["c3", 3, 5]  # hover names the class, row and column (from 1, as the tour counts)
+        r, c = divmod(j, 5)
+        np.testing.assert_array_equal(z[8 * r : 8 * r + 6, 7 * c : 7 * c + 6], maps[j])
+    assert np.isnan(z[:, 6::7]).all() and np.isnan(z[6:8]).all()  # the gaps between maps and between rows
+    assert np.isfinite(z).sum() == maps.size
+    names = {(round(a.x, 1), round(a.y, 1)): a.text for a in fig.layout.annotations}
+    assert names == {(7 * (j % 5) + 2.5, 8 * (j // 5) - 0.6): f"c{j}" for j in range(10)}  # each map named above it
+    assert trace.customdata[8 + 2][7 * 3 + 4].tolist() == ["c8", 3, 5]  # hover names the class, row and column (from 1, as the tour counts)
+    one_row = class_maps(maps[:3], ["a", "b", "c"], "", per_row=5)
+    assert np.array(one_row.data[0].z, dtype=float).shape == (6, 3 * 7 - 1)  # fewer maps than a row holds: one row, no blank maps
 
 
 class _Wrong:

@@ -43,7 +43,7 @@ def test_em_page_states_the_zoom_it_draws_and_names_every_symbol(app):
         assert not app.exception, app.exception
         z = zoom_limit(tr.distances, zoom)
         assert f"**Shown: vote distances from 0 to {z.limit:g}**: {z.why}." in texts(app)
-    # the small multiples are one image; PNG and GIF downloads beside them
+    # the small multiples, one image per class; PNG and GIF downloads beside them
     assert [b.label for b in app.get("download_button")] == ["Download this iteration (PNG)", "Download all 2 iterations (animated GIF)"]
     assert any(i.proto.imgs and i.proto.imgs[0].url for i in app.image)
     assert f"the winner, class {int(tr.a[-1].argmax())}, is the first panel (red)" in texts(app)
@@ -71,7 +71,9 @@ def test_em_page_states_the_zoom_it_draws_and_names_every_symbol(app):
     app.slider(key="position").set_value(0).run()
     n = int(round(tr.layers["convcaps1"].R.shape[2] ** 0.5))
     assert f"Position 0 is {position_words(0, n)}." in texts(app)
-    assert any(position_words(0, n) in s for s in [c.proto.spec for c in app.get("plotly_chart")])
+    # the position is said under the chart, whose title stays short enough for a phone
+    assert f"The assignments R at {position_words(0, n)}, one column per lower capsule" in texts(app)
+    assert any("convcaps1, position 0: assignments R" in s for s in [c.proto.spec for c in app.get("plotly_chart")])
     assert "row-major" not in texts(app) and all("row-major" not in s.label for s in app.slider)
 
 

@@ -118,7 +118,7 @@ def test_the_tour_is_the_first_page_and_walks_every_capsnet_step(app):
         seen.append(app.get("progress")[0].proto.text)
         assert app.query_params["step"] == str(k)
         if k < 10:
-            assert app.image, f"step {k} has no figure"
+            assert app.image or app.dataframe, f"step {k} has no figure"  # the prediction lengths: a table of text
         else:  # this test model has not been measured by the lab: the step says so and links there
             assert "has not measured this model yet" in app.info[0].value
             assert any('page: "lab"' in str(link.proto) for link in app.get("page_link"))
@@ -195,7 +195,11 @@ def test_the_efficient_tour_walks_every_step_with_the_models_numbers(efficient_a
         assert not app.exception, (k, app.exception)
         seen.append(app.get("progress")[0].proto.text)
         if k < 8:
-            assert app.image, f"step {k} has no figure"
+            assert app.image or app.dataframe, f"step {k} has no figure"
+            if k in (4, 5):  # the prediction lengths, then the couplings, as tables of text: the tour's numbers, as drawn
+                want = tour.pred_len if k == 4 else tour.c
+                np.testing.assert_allclose(app.dataframe[0].value.to_numpy(), want, atol=0.005 + 1e-9)
+                assert (app.dataframe[0].value.to_numpy() == np.round(want.astype(float), 2)).all()
         else:
             assert "has not measured this model yet" in app.info[0].value
             assert "self-attention set each" in " ".join(m.value for m in app.markdown)

@@ -2,6 +2,7 @@
 the numbers its figure draws. Sentence builders on both sides of each rule; every shipped model's
 every step quotes only numbers its own figure data holds; the grid in a title is the model's."""
 
+import json
 import re
 from pathlib import Path
 
@@ -269,7 +270,7 @@ def test_the_shipped_efficient_capsnets_lab_step_on_the_page(real_data, monkeypa
     assert "Run with uniform couplings (no routing)" in shown and "Run with fixed random couplings" in shown
     assert "The tallest bar is fixed random couplings" in shown and rules.RULES["near uniform"] in shown
     chart = app.get("plotly_chart")[0].proto.spec
-    assert '"title":{"text":"Test error by routing"}' in chart.replace('": ', '":')
+    assert json.loads(chart)["layout"]["title"]["text"] == "Test error by routing"
     assert [link.label for link in app.get("page_link") if 'page: "lab"' in str(link.proto)] == ["Open the routing lab"]
 
 

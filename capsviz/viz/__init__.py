@@ -93,18 +93,22 @@ def curves(points: list[dict], y: str, title: str) -> go.Figure:
     return fig
 
 
-def class_maps(maps: np.ndarray, names, title: str, zrange: tuple[float, float] | None = None) -> go.Figure:
-    """(J, G, G) small maps side by side on one colour scale, one class each. Drawn as a single
-    heatmap with blank columns between the maps: one trace redraws several times faster in the
-    browser than J subplots."""
+def class_maps(maps: np.ndarray, names, title: str, zrange: tuple[float, float] | None = None, per_row: int = 5) -> go.Figure:
+    """(J, G, G) small maps on one colour scale, one class each, `per_row` to a row (each named
+    above it) so that on a phone's narrow chart each map is still several pixels a square. Drawn
+    as a single heatmap with blank cells between the maps: one trace redraws several times faster
+    in the browser than J subplots."""
     J, G, _ = maps.shape
-    z = np.full((G, J * (G + 1) - 1), np.nan)
+    per = min(per_row, J)
+    rows = -(-J // per)
+    z = np.full((rows * (G + 2) - 2, per * (G + 1) - 1), np.nan)  # two blank rows between rows of maps: room for their names
     who = np.full(z.shape, "", dtype=object)
     for j in range(J):
-        z[:, j * (G + 1) : j * (G + 1) + G] = maps[j]
-        who[:, j * (G + 1) : j * (G + 1) + G] = str(names[j])
-    rows, cols = np.indices(z.shape)
-    cell = np.stack([who, rows + 1, cols % (G + 1) + 1], -1)  # rows and columns from 1, as the tour counts them
+        r, c = divmod(j, per)
+        z[r * (G + 2) : r * (G + 2) + G, c * (G + 1) : c * (G + 1) + G] = maps[j]
+        who[r * (G + 2) : r * (G + 2) + G, c * (G + 1) : c * (G + 1) + G] = str(names[j])
+    ys, xs = np.indices(z.shape)
+    cell = np.stack([who, ys % (G + 2) + 1, xs % (G + 1) + 1], -1)  # rows and columns from 1, as the tour counts them
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -114,12 +118,17 @@ def class_maps(maps: np.ndarray, names, title: str, zrange: tuple[float, float] 
             zmax=None if zrange is None else zrange[1],
             hoverongaps=False,
             hovertemplate="capsule %{customdata[0]}, row %{customdata[1]}, column %{customdata[2]}: %{z:.3f}<extra></extra>",
+            colorbar=dict(orientation="h", thickness=12, y=-0.02, yanchor="top", len=0.9),  # below: the maps keep the width
         )
     )
-    centres = [j * (G + 1) + (G - 1) / 2 for j in range(J)]
-    fig.update_xaxes(tickvals=centres, ticktext=[str(n) for n in names], side="top", showgrid=False, zeroline=False)
-    fig.update_yaxes(autorange="reversed", showticklabels=False, ticks="", showgrid=False, zeroline=False, scaleanchor="x")
-    fig.update_layout(title=title, height=210, margin=dict(l=10, r=10, t=70, b=10), plot_bgcolor="rgba(0,0,0,0)")
+    for j in range(J):
+        r, c = divmod(j, per)
+        fig.add_annotation(
+            x=c * (G + 1) + (G - 1) / 2, y=r * (G + 2) - 0.6, text=str(names[j]), showarrow=False, yanchor="bottom", font=dict(size=13)
+        )
+    fig.update_xaxes(visible=False, constrain="domain")
+    fig.update_yaxes(autorange="reversed", visible=False, scaleanchor="x", constrain="domain")
+    fig.update_layout(title=title, height=90 + 17 * z.shape[0], margin=dict(l=10, r=10, t=60, b=50), plot_bgcolor="rgba(0,0,0,0)")
     return fig
 
 
@@ -278,6 +287,12 @@ def grouped_bars(
         err = None if errors is None else dict(type="data", array=errors[name], visible=True)
         fig.add_bar(x=groups, y=values, name=name, marker_color=colours[k % len(colours)], error_y=err)
     fig.update_layout(
-        title=title, yaxis_title=y_title, barmode="group", height=340, margin=dict(l=10, r=10, t=40, b=10), legend_title_text="run with"
+        title=dict(text=title, y=1, yanchor="top", pad=dict(t=10)),  # on top: the legend goes between it and the bars
+        yaxis_title=y_title,
+        barmode="group",
+        height=420,
+        margin=dict(l=10, r=10, t=110, b=10),
+        legend=dict(title_text="run with", orientation="h", yanchor="bottom", y=1.0, x=0),  # above: the bars keep a phone's width
     )
+    fig.update_xaxes(tickangle=-45, automargin=True)  # long model names slanted, whole, apart from each other
     return fig

@@ -17,6 +17,27 @@ WINNER = (214, 39, 40)
 OTHER = (120, 140, 170)
 
 
+def _histogram(d, x0: float, y0: float, pw: int, ph: int, counts: np.ndarray, limit: float, ymax: float, winner: bool) -> None:
+    """One R-weighted vote-distance histogram in the box at (x0, y0), pw x ph: bars up to `ymax`,
+    ticks at 0, the middle and `limit` under it; the winner's in red with a red frame."""
+    d.rectangle([x0, y0, x0 + pw, y0 + ph], outline=WINNER if winner else (205, 205, 205), width=2 if winner else 1)
+    bw = pw / len(counts)
+    for i, v in enumerate(counts):
+        h = ph * min(float(v) / max(ymax, 1e-12), 1.0)
+        if h > 0:
+            d.rectangle([x0 + i * bw, y0 + ph - h, x0 + (i + 1) * bw - 1, y0 + ph], fill=WINNER if winner else OTHER)
+    for frac in (0, 0.5, 1):
+        tx = x0 + frac * pw
+        d.line([tx, y0 + ph, tx, y0 + ph + 4], fill=GREY)
+        text = f"{frac * limit:.3g}"
+        d.text(
+            (tx - (0 if frac == 0 else d.textlength(text, font=font(12)) / (2 if frac < 1 else 1)), y0 + ph + 5),
+            text,
+            fill=GREY,
+            font=font(12),
+        )
+
+
 def histogram_panels(
     counts: np.ndarray,
     limit: float,
@@ -37,60 +58,71 @@ def histogram_panels(
     H = head + rows * (ph + 62) + 30
     img, d = _canvas(W, H)
     d.text((12, 8), title, fill=INK, font=font(19))
-    d.text(
-        (12, 32),
-        "each bar: the sum of assignments R of the votes at that distance from the class capsule's mean pose "
-        f"(same height scale in every panel, top = {ymax:.3g})",
-        fill=GREY,
-        font=font(13),
-    )
+    d.text((12, 32), HISTOGRAM_KEY + f" (same height scale in every panel, top = {ymax:.3g})", fill=GREY, font=font(13))
     for k, j in enumerate(order):
         r, c = divmod(k, columns)
         x0, y0 = 40 + c * (pw + gap), head + 34 + r * (ph + 62)
-        colour = WINNER if k == 0 else OTHER
         label = f"class {names[j]}" + (" (winner)" if k == 0 else "")
         d.text((x0, y0 - 36), label, fill=WINNER if k == 0 else INK, font=font(16))
         d.text((x0, y0 - 17), notes[k], fill=INK, font=font(12))
-        d.rectangle([x0, y0, x0 + pw, y0 + ph], outline=WINNER if k == 0 else (205, 205, 205), width=2 if k == 0 else 1)
-        bw = pw / nb
-        for i, v in enumerate(counts[j]):
-            h = ph * min(float(v) / max(ymax, 1e-12), 1.0)
-            if h > 0:
-                d.rectangle([x0 + i * bw, y0 + ph - h, x0 + (i + 1) * bw - 1, y0 + ph], fill=colour)
-        for frac in (0, 0.5, 1):
-            tx = x0 + frac * pw
-            d.line([tx, y0 + ph, tx, y0 + ph + 4], fill=GREY)
-            text = f"{frac * limit:.3g}"
-            d.text(
-                (tx - (0 if frac == 0 else d.textlength(text, font=font(12)) / (2 if frac < 1 else 1)), y0 + ph + 5),
-                text,
-                fill=GREY,
-                font=font(12),
-            )
-    d.text(
-        (40, H - 22),
-        "x axis: distance from a vote to the class capsule's mean pose (0 = the vote agrees exactly)",
-        fill=INK,
-        font=font(13),
-    )
+        _histogram(d, x0, y0, pw, ph, counts[j], limit, ymax, k == 0)
+    d.text((40, H - 22), "x axis: " + HISTOGRAM_X, fill=INK, font=font(13))
     return img
+
+
+HISTOGRAM_KEY = "each bar: the sum of assignments R of the votes at that distance from the class capsule's mean pose"
+HISTOGRAM_X = "distance from a vote to the class capsule's mean pose (0 = the vote agrees exactly)"
+PANEL_WIDTH = 160  # px: two side by side on a phone (390 px), four on a laptop's page
+
+
+def histogram_panel(counts: np.ndarray, limit: float, name: str, notes: list[str], ymax: float, winner: bool) -> Image.Image:
+    """One class capsule's panel of `histogram_panels` on its own, PANEL_WIDTH px wide, to be shown
+    at its own size: a page lays the panels out in as many columns as the screen holds, so each
+    stays readable on a phone. notes: short lines under its name."""
+    pw, ph, x0 = PANEL_WIDTH - 20, 90, 10
+    y0 = 8 + 20 + 16 * len(notes) + 4
+    img, d = _canvas(PANEL_WIDTH, y0 + ph + 24)
+    d.text((x0, 6), f"class {name}" + (" (winner)" if winner else ""), fill=WINNER if winner else INK, font=font(15))
+    for k, line in enumerate(notes):
+        d.text((x0, 28 + 16 * k), line, fill=INK, font=font(12))
+    _histogram(d, x0, y0, pw, ph, counts, limit, ymax, winner)
+    return img
+
+
+def em_histograms(trace: EMTrace, limit: float, names, t: int, nbins: int = 40) -> tuple[str, list[Image.Image]]:
+    """Iteration `t` of `em_histogram_frames` as its title and one panel per class capsule (the
+    winner first), on the frames' one height scale, for a page that lays the panels out itself."""
+    counts, order, ymax = _vote_counts(trace, limit, nbins)
+    mass = trace.R.sum(1)
+    panels = [
+        histogram_panel(counts[t, j], limit, str(names[j]), [f"activation {trace.a[t, j]:.2f}", f"total R {mass[t, j]:.1f}"], ymax, k == 0)
+        for k, j in enumerate(order)
+    ]
+    return _histogram_title(t, len(trace.R), limit) + f"; same height scale in every panel, top = {ymax:.3g}", panels
+
+
+def _vote_counts(trace: EMTrace, limit: float, nbins: int) -> tuple[np.ndarray, list[int], float]:
+    """(T, J, nbins) histograms over [0, limit], the panels' order (by final activation, the
+    winner first) and the one height scale over all iterations."""
+    counts = vote_histograms(trace, np.linspace(0, limit, nbins + 1))
+    return counts, panel_order(trace.a[-1]), float(counts.max())
+
+
+def _histogram_title(t: int, T: int, limit: float) -> str:
+    return f"EM iteration {t + 1} of {T}: R-weighted vote distances per class capsule, distances 0 to {limit:g}"
 
 
 def em_histogram_frames(trace: EMTrace, limit: float, names, t: int | None = None, nbins: int = 40) -> list[Image.Image]:
     """Fig. 2's histograms as small multiples for every EM iteration (the GIF's frames), or only
     iteration `t`: distances 0 to `limit`, panels by final activation (the winner first), one
     height scale over all iterations so the frames compare."""
-    bins = np.linspace(0, limit, nbins + 1)
-    counts = vote_histograms(trace, bins)  # (T, J, nbins)
-    order = panel_order(trace.a[-1])
+    counts, order, ymax = _vote_counts(trace, limit, nbins)
     mass = trace.R.sum(1)  # (T, J): sum_i R_ij
-    ymax = float(counts.max())
     T = len(trace.R)
     frames = []
     for k in range(T) if t is None else [t]:
         notes = [f"activation {trace.a[k, j]:.2f} · total R {mass[k, j]:.1f}" for j in order]
-        title = f"EM iteration {k + 1} of {T}: R-weighted vote distances per class capsule, distances 0 to {limit:g}"
-        frames.append(histogram_panels(counts[k], limit, names, order, title, notes, ymax))
+        frames.append(histogram_panels(counts[k], limit, names, order, _histogram_title(k, T, limit), notes, ymax))
     return frames
 
 
@@ -129,7 +161,7 @@ def coupling_overlays(
 ) -> Image.Image:
     """Coupling maps laid over their input: one block per input (side by side), one row per upper
     capsule, one column per routing iteration, all on one colour scale: no red at `low` (uniform),
-    full red at `high` and above; the scale is written under the figure.
+    full red at `high` and above; the scale is written under the figure (`coupling_scale_words`).
     inputs: one (H, W) image per block; maps (blocks, rows, T, G, G)."""
     blocks, rows, T = maps.shape[:3]
     H, W = inputs[0].shape
@@ -137,29 +169,57 @@ def coupling_overlays(
     block_w = T * (tw + gap) + 24
     img, d = _canvas(left + blocks * block_w + 10, top + rows * (th + gap) + 50)
     d.text((10, 8), title, fill=INK, font=font(17))
-    span = max(high - low, 1e-12)
     for k in range(blocks):
-        x0 = left + k * block_w
-        d.text((x0, top - 46), group_names[k], fill=INK, font=font(15))
-        g = np.clip(inputs[k], 0, 1) * 0.6
-        for t in range(T):
-            d.text((x0 + t * (tw + gap) + 4, top - 20), f"iteration {t + 1}", fill=GREY, font=font(13))
-        for r in range(rows):
-            y = top + r * (th + gap)
-            for t in range(T):
-                heat = np.asarray(Image.fromarray(maps[k, r, t].astype(np.float32)).resize((W, H), Image.BILINEAR))
-                h = np.clip((heat - low) / span, 0, 1)
-                rgb = np.stack([np.maximum(g, h), g * (1 - h), g * (1 - h)], -1)
-                tile = Image.fromarray((rgb * 255).astype(np.uint8), "RGB").resize((tw, th), Image.NEAREST)
-                img.paste(tile, (x0 + t * (tw + gap), y))
+        _coupling_block(img, d, left + k * block_w, top, inputs[k], maps[k], group_names[k], low, high, scale)
     for r in range(rows):
         for n, line in enumerate(row_names[r].split("\n")):
             d.text((10, top + r * (th + gap) + 10 + 18 * n), line, fill=INK, font=font(14))
     d.text(
-        (10, top + rows * (th + gap) + 8),
-        f"colour: no red = coupling {low:.3f} (uniform, an even split) or less; full red = {high:.3f} or more.\n"
-        f"Each {maps.shape[-1]} x {maps.shape[-1]} map (one value per primary-capsule position, mean over capsule types) is stretched over the input.",
-        fill=INK,
-        font=font(13),
+        (10, top + rows * (th + gap) + 8), coupling_scale_words(low, high, maps.shape[-1]).replace("; ", ".\n", 1), fill=INK, font=font(13)
     )
     return img
+
+
+def coupling_scale_words(low: float, high: float, grid: int) -> str:
+    """What the colours of `coupling_overlays` mean."""
+    return (
+        f"colour: no red = coupling {low:.3f} (uniform, an even split) or less; full red = {high:.3f} or more; "
+        f"each {grid} x {grid} map (one value per primary-capsule position, mean over capsule types) is stretched over the input."
+    )
+
+
+def coupling_block(
+    image: np.ndarray, maps: np.ndarray, name: str, row_names: list[str], low: float, high: float, scale: int = 3
+) -> Image.Image:
+    """One input's block of `coupling_overlays` on its own, its rows named inside it: maps (rows,
+    T, G, G). A page shows the blocks side by side where they fit and one under the other on a
+    phone, each at a size that stays readable there; the scale goes in the page's caption."""
+    rows, T = maps.shape[:2]
+    H, W = image.shape
+    tw, th, gap, left, top = W * scale, H * scale, 6, 96, 54
+    img, d = _canvas(left + T * (tw + gap) + 4, top + rows * (th + gap))
+    _coupling_block(img, d, left, top, image, maps, name, low, high, scale, gap)
+    for r in range(rows):
+        for n, line in enumerate(row_names[r].split("\n")):
+            d.text((6, top + r * (th + gap) + 8 + 17 * n), line, fill=INK, font=font(13))
+    return img
+
+
+def _coupling_block(img, d, x0: int, top: int, image, maps, name: str, low: float, high: float, scale: int, gap: int = 8) -> None:
+    """One input's maps (rows, T, G, G) over it, the block's name and iteration numbers above."""
+    rows, T = maps.shape[:2]
+    H, W = image.shape
+    tw, th = W * scale, H * scale
+    span = max(high - low, 1e-12)
+    d.text((x0, top - 46), name, fill=INK, font=font(16))
+    g = np.clip(image, 0, 1) * 0.6
+    for t in range(T):
+        d.text((x0 + t * (tw + gap) + 4, top - 20), f"iteration {t + 1}", fill=GREY, font=font(14))
+    for r in range(rows):
+        y = top + r * (th + gap)
+        for t in range(T):
+            heat = np.asarray(Image.fromarray(maps[r, t].astype(np.float32)).resize((W, H), Image.BILINEAR))
+            h = np.clip((heat - low) / span, 0, 1)
+            rgb = np.stack([np.maximum(g, h), g * (1 - h), g * (1 - h)], -1)
+            tile = Image.fromarray((rgb * 255).astype(np.uint8), "RGB").resize((tw, th), Image.NEAREST)
+            img.paste(tile, (x0 + t * (tw + gap), y))

@@ -1,0 +1,241 @@
+"""The views a student on a phone could not read (second student walk, items 29-30, N9, N10), on the
+shipped models at a phone's width (390 px) and a laptop's (1280 px): each figure's panels are drawn
+at a readable size, every title and axis label whole, every table column in view or reachable with
+the numbers in it as text."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from playwright.sync_api import expect
+from st_helpers import new_page, titles_cut_off, wait_for_app_run
+from test_browser import no_exceptions, shot
+
+from capsviz.analysis.tour import capsnet_tour
+from capsviz.checkpoint import load_checkpoint
+from capsviz.data import load_split
+from capsviz.viz.explain import PANEL_WIDTH
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+WIDTHS = [390, 1280]
+
+
+def open_view(browser, url: str, width: int):
+    ctx = browser.new_context(viewport={"width": width, "height": 2400})
+    page = new_page(ctx, 180_000)
+    page.goto(url)
+    wait_for_app_run(page, 180_000)
+    return ctx, page
+
+
+def cut_off(page) -> list[str]:
+    """Every chart's titles and axis titles that reach outside their chart."""
+    charts = page.get_by_test_id("stPlotlyChart")
+    return [line for k in range(charts.count()) for line in titles_cut_off(charts.nth(k))]
+
+
+def inside(box: dict, frame: dict) -> bool:
+    return frame["x"] - 1 <= box["x"] and box["x"] + box["width"] <= frame["x"] + frame["width"] + 1
+
+
+def drawn_size(chart) -> dict:
+    """A plotly heatmap as drawn: pixels per cell across and down, its z's shape and its annotations."""
+    return chart.locator(".js-plotly-plot").evaluate(
+        """p => {
+            const x = p._fullLayout.xaxis, y = p._fullLayout.yaxis, z = p._fullData[0].z;
+            return {across: x._length / Math.abs(x.range[1] - x.range[0]), down: y._length / Math.abs(y.range[1] - y.range[0]),
+                    rows: z.length, columns: z[0].length, first: Array.from(z[0], v => v === null || Number.isNaN(v) ? null : v)};
+        }"""
+    )
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_coupling_maps_are_readable(browser, shipped_server, shots, width):
+    """/routing: the ten "Iteration N: couplings c" maps, each named above it, each at least 55 px
+    wide (about 20 px when they stood in one row at 390 px), every class's name inside the chart."""
+    ctx, page = open_view(browser, f"{shipped_server}/routing?model=capsnet-mnist.safetensors&iterations=10", width)
+    try:
+        chart = page.get_by_test_id("stPlotlyChart").first
+        expect(chart.locator(".gtitle")).to_have_text("Iteration 10: couplings c")
+        size = drawn_size(chart)
+        G = next(k for k, v in enumerate(size["first"]) if v is None)  # the first map's width in cells, up to the first gap
+        assert G == 6, size["first"]
+        assert abs(size["across"] - size["down"]) < 0.5, size  # square cells
+        assert size["across"] >= 9, size  # a cell of the 6x6 grid: at least 9 px a side
+        assert G * size["across"] >= 55, f"a class's map is {G * size['across']:.0f} px wide"
+        frame = chart.bounding_box()
+        names = chart.locator(".annotation-text")
+        assert sorted(names.all_text_contents()) == [str(k) for k in range(10)]
+        for k in range(names.count()):
+            assert inside(names.nth(k).bounding_box(), frame), names.nth(k).text_content()
+        assert not cut_off(page), cut_off(page)
+        chart.screenshot(path=str(shots / f"narrow_routing_maps_{width}.png"))
+        no_exceptions(page)
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_em_histograms_and_titles_are_readable(browser, shipped_server, shots, width):
+    """/em, matrix-small-mnist, one EM iteration: the ten Fig. 2 histogram panels each drawn at
+    its own size (not shrunk to fit a row of ten), all inside the screen; no chart title or axis
+    label cut off."""
+    ctx, page = open_view(browser, f"{shipped_server}/em?model=matrix-small-mnist.safetensors&iterations=1", width)
+    try:
+        expect(page.get_by_text("EM runs once here")).to_be_visible()
+        panels = page.locator(".st-key-em_panels img")
+        expect(panels).to_have_count(10)
+        expect(page.get_by_text("EM iteration 1 of 1: R-weighted vote distances")).to_be_visible()
+        for k in range(10):
+            img = panels.nth(k)
+            img.scroll_into_view_if_needed()
+            natural, drawn = img.evaluate("e => [e.naturalWidth, e.getBoundingClientRect().width]")
+            assert natural == PANEL_WIDTH and drawn >= natural - 1, (k, natural, drawn)
+            box = img.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width, (k, box)
+        rows = {round(panels.nth(k).bounding_box()["y"]) for k in range(10)}
+        assert len(rows) == (5 if width == 390 else 3), rows  # two to a row on a phone, four on a laptop
+        assert page.get_by_test_id("stPlotlyChart").count() >= 5
+        assert not cut_off(page), cut_off(page)
+        page.locator(".st-key-em_panels").screenshot(path=str(shots / f"narrow_em_panels_{width}.png"))
+        shot(page, shots, f"narrow_em_{width}")
+        no_exceptions(page)
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_multimnist_couplings_are_readable(browser, shipped_server, shots, width):
+    """/multimnist, capsnet-multimnist: the pair's and the single digit's couplings, one block each,
+    side by side on a laptop and one under the other on a phone, each drawn at 80% or more of its
+    size (its 13 px labels at 10 px or more, its 108 px tiles at 86 px or more)."""
+    ctx, page = open_view(browser, f"{shipped_server}/multimnist?model=capsnet-multimnist.safetensors", width)
+    try:
+        expect(page.get_by_text("Download this figure (PNG)")).to_be_visible()
+        blocks = [b for b in page.locator("img").all() if b.evaluate("e => e.naturalWidth") == 442]  # 96 + 3 x (108 + 6) + 4
+        assert len(blocks) == 2
+        boxes = []
+        for img in blocks:
+            img.scroll_into_view_if_needed()
+            natural, drawn = img.evaluate("e => [e.naturalWidth, e.getBoundingClientRect().width]")
+            assert drawn >= 0.8 * natural, (natural, drawn)
+            boxes.append(img.bounding_box())
+            assert boxes[-1]["x"] + boxes[-1]["width"] <= width
+        if width == 390:
+            assert boxes[1]["y"] >= boxes[0]["y"] + boxes[0]["height"] - 1  # one under the other
+        else:
+            assert abs(boxes[1]["y"] - boxes[0]["y"]) < 1 and boxes[1]["x"] > boxes[0]["x"]  # side by side
+        assert not cut_off(page), cut_off(page)
+        blocks[0].screenshot(path=str(shots / f"narrow_multimnist_couplings_{width}.png"))
+        no_exceptions(page)
+    finally:
+        ctx.close()
+
+
+def grid_cells(frame) -> tuple[list[str], list[list[str]]]:
+    """The column names and rows (cell texts) that a dataframe's grid draws: those in view."""
+    grid = frame.locator("table[role=grid]")
+    expect(grid.locator("tbody tr").first).to_be_attached()
+    heads = grid.locator("th").all_inner_texts()
+    return heads, [tr.locator("td").all_inner_texts() for tr in grid.locator("tbody tr").all()]
+
+
+def scroll_across(frame) -> list[tuple[list[str], list[list[str]]]]:
+    """What a dataframe shows from its left edge to its right, a screen at a time."""
+    scroller = frame.locator(".dvn-scroller").first
+    seen = []
+    while True:
+        seen.append(grid_cells(frame))
+        left, full, visible = scroller.evaluate("e => [e.scrollLeft, e.scrollWidth, e.clientWidth]")
+        if left + visible >= full - 1:
+            return seen
+        scroller.evaluate("e => { e.scrollLeft += e.clientWidth / 2; }")
+        frame.page.wait_for_timeout(300)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_lab_table_shows_its_numbers_and_the_bars_their_names(browser, shipped_server, shots, width):
+    """/lab, MNIST models: at 1280 px every column of both tables in view (no sideways scrolling),
+    at 390 px the model's name, its routing and its error at first sight and, scrolling across, every
+    column, the model's name staying in view; the bar charts' model names whole and apart."""
+    ctx, page = open_view(browser, f"{shipped_server}/lab?model=capsnet-small-mnist.safetensors", width)
+    try:
+        expect(page.get_by_text("Does routing matter? The short answer")).to_be_visible()
+        wait_for_app_run(page)
+        fgsm = "FGSM 0.1 %"
+        want = [
+            ["model", "run with", "error %", "± chance", "shifted %", fgsm, "pair %", "trained with"],
+            ["model", "run with", "entropy %", "c to pred.", "ms / image", "ms range"],
+        ]
+        for k, columns in enumerate(want):
+            frame = page.get_by_test_id("stDataFrame").nth(k)
+            frame.scroll_into_view_if_needed()
+            frame.screenshot(path=str(shots / f"narrow_lab_table_{k}_{width}.png"))
+            views = scroll_across(frame)
+            heads, rows = views[0]
+            if width == 1280:
+                assert len(views) == 1 and heads == columns, heads  # every column in view at once
+            else:
+                assert heads[:3] == columns[:3], heads  # a number at first sight, beside its model and routing
+                assert all(v[0][0] == "model" for v in views), [v[0] for v in views]  # the model's name stays in view
+                assert [c for c in columns if any(c in v[0] for v in views)] == columns
+            if k == 0:
+                for view_heads, view_rows in views:
+                    if "error %" in view_heads:
+                        errors = [r[view_heads.index("error %")] for r in view_rows]
+                        assert errors and all(float(e) >= 0 for e in errors), errors  # numbers, as text
+                if "trained with" in heads:  # whole, not cut: the short label (the long one is its header's help)
+                    trained = [r[heads.index("trained with")] for r in rows]
+                    assert "dynamic routing, 1 iteration" in trained and all(" (" not in t for t in trained), trained
+        charts = page.get_by_test_id("stPlotlyChart")
+        for k in range(4):  # error, shifted, FGSM, entropy: one group of bars per model
+            chart = charts.nth(k)
+            chart.scroll_into_view_if_needed()
+            frame = chart.bounding_box()
+            ticks = chart.locator(".xtick text")
+            names = ticks.all_text_contents()
+            assert "capsnet-one-iteration-mnist" in names and not any("…" in n for n in names), names
+            boxes = [ticks.nth(j).bounding_box() for j in range(ticks.count())]
+            assert all(frame["y"] - 1 <= b["y"] and b["y"] + b["height"] <= frame["y"] + frame["height"] + 1 for b in boxes), boxes
+            assert all(inside(b, frame) for b in boxes), boxes
+            ends = sorted(b["x"] + b["width"] for b in boxes)  # a slanted name ends at its tick
+            assert all(b - a >= 20 for a, b in zip(ends, ends[1:], strict=False)), ends  # slanted names apart
+        assert not cut_off(page), cut_off(page)
+        shot(page, shots, f"narrow_lab_{width}")
+        no_exceptions(page)
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_tours_prediction_lengths_are_a_table_of_text(browser, shipped_server, shots, width, monkeypatch):
+    """/tour step 4, capsnet-mnist, test image 0: the 60 lengths of the predictions u_hat_j|i are text
+    in a table (not only a picture), each equal to the tour's own number, every one in view at
+    1280 px and reachable by scrolling across at 390 px, the rows' names staying in view."""
+    monkeypatch.setenv("CAPSVIZ_DATA_DIR", str(ROOT.parent / "shared" / "data"))
+    model, meta = load_checkpoint(ROOT / "checkpoints" / "capsnet-mnist.safetensors")
+    image = load_split("mnist", "test").images[0].numpy().astype(np.float32) / 255.0
+    with torch.no_grad():
+        want = capsnet_tour(model, image).pred_len  # (6 primary capsules, 10 digit capsules)
+    ctx, page = open_view(browser, f"{shipped_server}/tour?model=capsnet-mnist.safetensors&step=4", width)
+    try:
+        expect(page.get_by_text("Length of the predictions u_hat_j|i for each digit capsule j")).to_be_visible()
+        frame = page.get_by_test_id("stDataFrame").first
+        frame.scroll_into_view_if_needed()
+        frame.screenshot(path=str(shots / f"narrow_tour_lengths_{width}.png"))
+        views = scroll_across(frame)
+        shown = {}
+        for heads, rows in views:
+            assert len(rows) == want.shape[0]
+            for r, cells in enumerate(rows):
+                for head, cell in zip(heads[1:], cells[1:], strict=True):
+                    shown[r, int(head)] = cell
+        assert len(views) == 1 if width == 1280 else len(views) > 1
+        assert set(shown) == {(r, j) for r in range(want.shape[0]) for j in range(want.shape[1])}
+        for (r, j), cell in shown.items():  # the table's number: the tour's, to the two decimals it draws
+            assert len(cell.split(".")[-1]) <= 2 and abs(float(cell) - want[r, j]) <= 0.005 + 1e-9, (r, j, cell, want[r, j])
+        no_exceptions(page)
+    finally:
+        ctx.close()

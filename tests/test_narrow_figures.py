@@ -1,0 +1,57 @@
+"""The figures that a page lays out piece by piece so that a phone's narrow screen keeps each piece
+readable (tests/e2e/test_narrow_browser.py measures them in a browser): EM's histograms one image
+per class capsule, MultiMNIST's couplings one image per input, and the grouped bars' long names."""
+
+import numpy as np
+import torch
+
+from capsviz.analysis.explain import panel_order, zoom_limit
+from capsviz.analysis.routing import em_trace, vote_histograms
+from capsviz.viz import grouped_bars
+from capsviz.viz.explain import PANEL_WIDTH, WINNER, coupling_block, coupling_overlays, em_histogram_frames, em_histograms
+
+IMAGE = np.random.default_rng(1).random((28, 28)).astype(np.float32)
+
+
+def red(img) -> int:
+    return int((np.asarray(img.convert("RGB")) == WINNER).all(-1).sum())
+
+
+def test_em_histograms_are_the_frames_panels_one_image_each(matrix):
+    with torch.no_grad():
+        tr = em_trace(matrix, IMAGE, 3)
+    limit = zoom_limit(tr.distances, False).limit
+    names = [str(k) for k in range(10)]
+    for t in range(3):
+        title, panels = em_histograms(tr, limit, names, t)
+        counts = vote_histograms(tr, np.linspace(0, limit, 41))
+        assert title.startswith(f"EM iteration {t + 1} of 3: R-weighted vote distances per class capsule, distances 0 to {limit:g}")
+        assert title.endswith(f"same height scale in every panel, top = {float(counts.max()):.3g}")  # one scale over the iterations
+        assert len(panels) == 10 and {p.width for p in panels} == {PANEL_WIDTH}
+        assert red(panels[0]) > 100 and all(red(p) == 0 for p in panels[1:])  # the winner (first) in red, alone
+        frame = em_histogram_frames(tr, limit, names, t)[0]
+        assert red(frame) > 100  # the slides' frame keeps the winner in red too
+    # the panels in the frames' order: by final activation, the winner first
+    assert panel_order(tr.a[-1])[0] == int(tr.a[-1].argmax())
+
+
+def test_a_coupling_block_is_its_block_of_the_whole_figure():
+    image = np.zeros((36, 36), np.float32)
+    maps = np.full((2, 2, 3, 6, 6), 0.1)
+    maps[1, 0, 2] = 0.2  # the second input, first capsule, last iteration: at the top of the scale
+    whole = np.asarray(coupling_overlays([image, image], maps, ["pair", "alone"], ["to 7", "to 2"], 0.1, 0.2, "t", scale=4))
+    block = coupling_block(image, maps[1], "alone", ["to 7", "to 2"], 0.1, 0.2, scale=3)
+    assert block.size == (96 + 3 * (108 + 6) + 4, 54 + 2 * (108 + 6))  # narrow enough for a phone at 80% of its size
+    px = np.asarray(block)
+    tile = lambda r, t: tuple(px[54 + r * 114 + 54, 96 + t * 114 + 54])  # noqa: E731 - a tile's centre pixel
+    assert tile(0, 2) == (255, 0, 0) and tile(0, 1) == (0, 0, 0) and tile(1, 2) == (0, 0, 0)
+    assert tuple(whole[82 + 72, 110 + (3 * 152 + 24) + 2 * 152 + 72]) == (255, 0, 0)  # the same tile in the whole figure
+    assert (px[:, :90] != 255).any()  # the rows named at its left
+
+
+def test_grouped_bars_keep_long_names_whole_and_the_legend_off_the_bars():
+    fig = grouped_bars(["capsnet-one-iteration-mnist", "b"], {"dynamic": [1.0, 2.0], "uniform": [None, 3.0]}, "t", "%")
+    assert fig.layout.xaxis.tickangle == -45 and fig.layout.xaxis.automargin
+    assert fig.layout.legend.orientation == "h" and fig.layout.legend.y >= 1  # above the bars: a phone's chart keeps its width
+    assert fig.layout.title.yanchor == "top" and fig.layout.margin.t >= 100  # the title above the legend, not under it
+    assert list(fig.data[0].x) == ["capsnet-one-iteration-mnist", "b"]
