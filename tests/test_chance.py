@@ -53,10 +53,6 @@ def test_two_labels_at_once_count_pairs():
     )
 
 
-def test_the_former_name_still_works():
-    assert rules.chance_words(12.5, 64, 10) == rules.guessing_words(12.5, 64, 10)
-
-
 def test_the_glossary_rules_quote_the_numbers_the_rules_use():
     text = rules.RULES["guessing"]
     assert f"{rules.chance_error(10):.0f}%" in text and f"{rules.chance_error(3):.2f}%" in text and "two standard errors" in text
