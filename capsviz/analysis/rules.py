@@ -174,7 +174,6 @@ def guessing_words(p: float, n: int, classes: int, labels: int = 1) -> str:
     return f"{said}, no better: the gap of {abs(c - p):.2f} points is within {band}."
 
 
-
 def trend(first: float, last: float) -> str:
     """ "rises", "falls" or "stays about level" for a series going from `first` to `last`."""
     scale = max(abs(first), abs(last))
