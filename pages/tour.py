@@ -197,6 +197,19 @@ with fig:
             ),
             key="tour_lab",
         )
+        if "pairs" in d:  # a model that reads pairs: its own task, as the lab judges it
+            st.plotly_chart(
+                plain_chart(
+                    grouped_bars(
+                        [path.stem],
+                        {r: [a] for r, a in zip(d["routings"], d["pairs"], strict=True)},
+                        "Pair accuracy by routing",
+                        "pair accuracy %",
+                        {r: [s] for r, s in zip(d["routings"], d["pair_spread"], strict=True)},
+                    )
+                ),
+                key="tour_lab_pairs",
+            )
         st.caption(plain(step.caption))
 with text:
     for paragraph in step.text:

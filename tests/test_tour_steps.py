@@ -4,6 +4,7 @@ every step quotes only numbers its own figure data holds; the grid in a title is
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +131,26 @@ def test_lab_words_answer_uniform_and_random_against_the_models_own_routing():
     assert lab_words([row("uniform", 1.0)], lab.LAB_ROUTINGS) == ([], {})  # the model's own routing not measured
 
 
+def test_lab_words_judge_a_pair_reading_model_on_pairs_too():
+    def pairs(run_with, error, accuracy):
+        return replace(row(run_with, error, trained="dynamic", entropy=0.999, share=0.102), pair_accuracy=accuracy, n_pairs=10_000)
+
+    # digit error worse beyond chance, pair accuracy within chance: both said, each by its own measure
+    said, _ = lab_words([pairs("dynamic", 15.17, 74.24), pairs("uniform", 16.50, 74.29)], lab.LAB_ROUTINGS)
+    assert "16.50% of 10,000 single test digits, against 15.17%" in said[0] and "1.33 points worse" in said[0]
+    band = rules.noise(74.29, 10_000, 74.24, 10_000)
+    assert "74.29% of 10,000 test pairs right, against 74.24%" in said[1]
+    assert f"a gap of 0.05 points, within the ±{band:.2f} chance gives" in said[1]
+    # pair accuracy lower beyond chance: "worse"; higher: "better"
+    said, _ = lab_words([pairs("dynamic", 6.10, 91.28), pairs("uniform", 8.10, 88.00)], lab.LAB_ROUTINGS)
+    assert "3.28 points worse, more than" in said[1]
+    said, _ = lab_words([pairs("dynamic", 6.10, 88.00), pairs("uniform", 6.10, 91.28)], lab.LAB_ROUTINGS)
+    assert "3.28 points better, more than" in said[1]
+    # a model that reads single images says nothing about pairs
+    said, _ = lab_words([row("dynamic", 2.0, trained="dynamic"), row("uniform", 1.0, trained="dynamic")], lab.LAB_ROUTINGS)
+    assert not any("pairs" in s for s in said) and "test images" in said[0]
+
+
 # ---------- grid sizes come from the model ----------
 
 
@@ -219,6 +240,10 @@ def test_every_number_a_shipped_models_step_quotes_is_its_figures(path):
         own = next(r for r in rows if r.run_with == r.trained_with)
         beyond = rules.beyond_chance(tallest.test_error, tallest.n_test, own.test_error, own.n_test)
         assert (f"The tallest bar is {lab.LAB_ROUTINGS[tallest.run_with]}" in said) == (tallest is not own and beyond)
+        reads_pairs = own.pair_accuracy is not None
+        assert ("pairs" in steps[-1].data) == reads_pairs and ("test pairs right" in said) == reads_pairs
+        if reads_pairs:  # the pair figure draws the very accuracies the text quotes
+            assert steps[-1].data["pairs"] == [r.pair_accuracy for r in rows]
 
 
 @pytest.mark.parametrize("path", [p for p in TOURED if "capsnet-mnist" == p.stem or "efficient" in p.stem])

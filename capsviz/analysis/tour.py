@@ -585,6 +585,15 @@ def coupling_words(t: int, numbers: dict, shown_c: np.ndarray, capsules: int, J:
     return said + (f" {long}" if long else "")
 
 
+def _verdict(gap: float, band: float, beyond: bool, up: str) -> str:
+    """The end of a lab-step sentence on a gap between two rates: within chance, or `up` ("worse"
+    for errors, "better" for accuracies) when positive beyond chance."""
+    if not beyond:
+        return f"a gap of {two(abs(gap))} points, within the ±{two(band)} chance gives, so no better or worse."
+    down = "better" if up == "worse" else "worse"
+    return f"{two(abs(gap))} points {up if gap > 0 else down}, more than the ±{two(band)} chance gives."
+
+
 def lab_words(rows: list, routing_words: dict[str, str]) -> tuple[list[str], dict]:
     """The lab step's answer from the lab's stored rows for one model (capsviz.analysis.lab.Row, one
     per routing it was run with): each other routing's test error against the model's own, beyond
@@ -601,14 +610,21 @@ def lab_words(rows: list, routing_words: dict[str, str]) -> tuple[list[str], dic
             continue
         gap, band = r.test_error - own.test_error, rules.noise(r.test_error, r.n_test, own.test_error, own.n_test)
         gaps[r.run_with] = (abs(gap), band)
+        images = "test images" if r.pair_accuracy is None else "single test digits"
         head = (
             f"Run with {routing_words.get(r.run_with, r.run_with)}, the model misclassifies {two(r.test_error)}% of "
-            f"{r.n_test:,} test images, against {two(own.test_error)}% with its own {mine}: "
+            f"{r.n_test:,} {images}, against {two(own.test_error)}% with its own {mine}: "
         )
-        if not rules.beyond_chance(r.test_error, r.n_test, own.test_error, own.n_test):
-            said.append(head + f"a gap of {two(abs(gap))} points, within the ±{two(band)} chance gives, so no better or worse.")
-        else:
-            said.append(head + f"{two(abs(gap))} points {'worse' if gap > 0 else 'better'}, more than the ±{two(band)} chance gives.")
+        said.append(head + _verdict(gap, band, rules.beyond_chance(r.test_error, r.n_test, own.test_error, own.n_test), "worse"))
+        if r.pair_accuracy is not None and own.pair_accuracy is not None and r.n_pairs and own.n_pairs:
+            pair_gap = r.pair_accuracy - own.pair_accuracy
+            pair_band = rules.noise(r.pair_accuracy, r.n_pairs, own.pair_accuracy, own.n_pairs)
+            gaps[r.run_with + " pairs"] = (abs(pair_gap), pair_band)
+            said.append(
+                f"On pairs of overlapping digits, the task it was trained for (and what the routing lab judges it by), it gets "
+                f"{two(r.pair_accuracy)}% of {r.n_pairs:,} test pairs right, against {two(own.pair_accuracy)}% with its own {mine}: "
+                + _verdict(pair_gap, pair_band, rules.beyond_chance(r.pair_accuracy, r.n_pairs, own.pair_accuracy, own.n_pairs), "better")
+            )
     tallest = max(rows, key=lambda r: r.test_error)
     if tallest is not own and rules.beyond_chance(tallest.test_error, tallest.n_test, own.test_error, own.n_test):
         why = ROUTINGS[tallest.run_with].about if tallest.run_with in ROUTINGS else "the couplings are set another way"
@@ -659,13 +675,20 @@ def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: 
         "uniform": [1 / r.classes for r in rows],
         **quoted,
     }
+    if all(r.pair_accuracy is not None and r.n_pairs for r in rows):  # a model that reads pairs: its own task beside
+        data |= {
+            "pairs": [r.pair_accuracy for r in rows],
+            "pair_spread": [rules.spread(r.pair_accuracy, r.n_pairs) for r in rows],
+            "n_pairs": rows[0].n_pairs,
+        }
     return replace(
         step,
         figure="lab",
         data=data,
         caption=(
-            f"{model_name} run with each routing: test error (%) on {rows[0].n_test:,} test images. "
-            "Error bars: two standard errors, how far the test images alone can move each error."
+            f"{model_name} run with each routing: test error (%) on {rows[0].n_test:,} test images"
+            + (f" (single digits), and pair accuracy (%) on {rows[0].n_pairs:,} test pairs" if "pairs" in data else "")
+            + ". Error bars: two standard errors, how far the test images alone can move each number."
         ),
         text=text + said,
         terms=("uniform", "random_couplings"),
