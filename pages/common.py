@@ -701,7 +701,10 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
                 st.rerun()
             st.toast(f"No mistakes among the first {MISTAKES_SCAN} test images.")
         pick = c3.selectbox(
-            "Jump to a test image of class", ["-"] + list(names), key=STATE.jump_class.key, format_func=lambda n: n if n == "-" else plain(n)
+            "Jump to a test image of class",
+            ["-"] + list(names),
+            key=STATE.jump_class.key,
+            format_func=lambda n: n if n == "-" else plain(n),
         )
         if pick != "-":
             idx = (data.labels == list(names).index(pick)).nonzero().flatten()

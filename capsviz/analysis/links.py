@@ -108,3 +108,9 @@ def several(raws: list[str], choices, default: list, what: str) -> Linked:
     offered = ", ".join(names)
     note = f"The link asks for {what} {asked}, which this page does not offer ({offered}); this page shows {what} {', '.join(map(str, shown)) or 'none'}."
     return Linked(tuple(shown), note)
+
+
+def unread(raw: str, what: str, shown: str) -> str:
+    """The note for a link's value that the page cannot read at all (the playground's ?pts=, made
+    for a preset of another size or cut short): what it asked for and what is `shown` instead."""
+    return f"The link asks for {what} “{raw.strip()}”, which this page cannot read; this page shows {shown}."
