@@ -633,14 +633,15 @@ def link_choice(slot: Key, options, default, what: str, label=str) -> None:
 def link_choices(slot: Key, options, default: list, what: str, label=str) -> None:
     """`link_choice` for a multiselect bound to ?key= (its link repeats the parameter, one value
     per option): values that name no option are left out, as Streamlit leaves them, with a note."""
+    shown = default  # before the widget is drawn for the first time: what it will show
     if not slot.present:
         raws = link_asks_all(slot.param)
         names = {label(o): o for o in options}
         if raws is not None and raws != [""]:
             got = several(raws, list(names), [label(o) for o in default], what)
-            if got.note:
-                keep_link_note(slot.param, got._replace(value=[names[n] for n in got.value]))
-    show_link_note(slot.param, slot.get(default))
+            shown = [names[n] for n in got.value]
+            keep_link_note(slot.param, got._replace(value=shown))
+    show_link_note(slot.param, slot.get(shown))
 
 
 def pick_image(dataset: str, names, size: int, model=None, channels: int | None = None) -> tuple[np.ndarray, str] | None:

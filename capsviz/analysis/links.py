@@ -105,8 +105,9 @@ def several(raws: list[str], choices, default: list, what: str) -> Linked:
     if not odd:
         return Linked(tuple(shown), None)
     asked = ", ".join(f"“{r.strip()}”" for r in odd)
-    offered = ", ".join(names)
-    note = f"The link asks for {what} {asked}, which this page does not offer ({offered}); this page shows {what} {', '.join(map(str, shown)) or 'none'}."
+    offered = ", ".join(f"“{n}”" for n in names)  # quoted: a choice's words may hold a comma
+    listed = ", ".join(f"“{s}”" for s in shown) or "none"
+    note = f"The link asks for {what} {asked}, which this page does not offer ({offered}); this page shows {what} {listed}."
     return Linked(tuple(shown), note)
 
 
