@@ -372,7 +372,7 @@ def sidebar(page: str = "") -> tuple[str, bool]:
             pending = STATE.pending_model.get(None)
             if not STATE.link_model_seen.present:  # a shared link's model, on the session's first run only
                 STATE.link_model_seen.set(True)
-                pending = pending or st.query_params.get("model")
+                pending = pending or link_asks(STATE.model_pick.param)
                 if pending and all(p.name != pending for p, _ in found):
                     STATE.link_problem.set((pending, why_unusable(pending)))
             pending_meta = next((m for p, m in found if p.name == pending), None)
