@@ -687,3 +687,30 @@ def test_an_odd_choice_among_good_ones_leaves_the_good_ones_and_names_the_odd(ap
     assert "routings “magic”, which this page does not offer (" in note and note.endswith(f"shows routings “{LAB_ROUTINGS['dynamic']}”.")
     app.multiselect(key="lab_routings").select("uniform").run()
     assert not link_notes(app)
+
+
+@pytest.mark.parametrize(
+    ("page", "params", "widget", "key", "shown"),
+    [
+        ("robustness", {"tab": "Adversarial attacks", "attack": "BIM", "targeted": "true"}, "radio", "attack", "bim"),
+        ("robustness", {"targeted": "TRUE"}, "toggle", "targeted", True),
+        ("robustness", {"cnn": "tiny-cnn.safetensors"}, "selectbox", "cnn", "tiny-cnn.safetensors"),
+        ("em", {"model": "tiny-matrix.safetensors", "layer": "convcaps2", "zoom": "true"}, "selectbox", "layer", "convcaps2"),
+        ("routing", {"model": "tiny-capsnet.safetensors", "capsule": "7"}, "selectbox", "capsule", 7),
+        (
+            "multimnist",
+            {"model": "tiny-multimnist.safetensors", "caps": "3,5", "mm_alone": "second digit"},
+            "radio",
+            "mm_alone",
+            "second digit",
+        ),
+        ("playground", {"t": "2", "pts": "", "toy": "dynamic"}, "slider", "pg_t", 2),
+        ("lab", {"lab_models": "tiny-capsnet"}, "multiselect", "lab_models", ["tiny-capsnet"]),
+    ],
+)
+def test_a_choice_the_page_offers_is_shown_without_a_note(app, page, params, widget, key, shown):
+    app.query_params.update(params)
+    app.switch_page(f"pages/{page}.py").run()
+    assert not app.exception, app.exception
+    assert getattr(app, widget)(key=key).value == shown
+    assert not link_notes(app), link_notes(app)
