@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from capsviz.analysis import lab, stored
+
 _UNSET = object()
 
 
@@ -142,15 +144,15 @@ class State:
     shear = Key("shear", float, 0.0, "shear", param="shear", bounds=AFFINE["shear"][:2])
     right = Key("right", int, 0, "pixels right", param="right", bounds=AFFINE["right"][:2])
     down = Key("down", int, 0, "pixels down", param="down", bounds=AFFINE["down"][:2])
-    affine_images = Key("affine_images", int, 1000, "test images for the affine sweep", param="affine_images")
+    affine_images = Key("affine_images", int, stored.AFFINE_IMAGES, "test images for the affine sweep", param="affine_images")
     attack = Key("attack", str, "fgsm", "the attack", param="attack", choices=("fgsm", "bim"))
     targeted = Key("targeted", bool, False, "whether the attack is targeted", param="targeted", choices=(False, True))
-    attack_images = Key("attack_images", int, 100, "test images attacked", param="attack_images")
+    attack_images = Key("attack_images", int, stored.ATTACK_IMAGES, "test images attacked", param="attack_images")
     epsilon = Key("epsilon", float, 0.1, "the attack's epsilon for the attacked images shown", param="epsilon")
     lab_models = Key("lab_models", list, [], "the lab's models (stems)", param="lab_models")
     lab_routings = Key("lab_routings", list, [], "the lab's routings", param="lab_routings")
-    lab_test = Key("lab_test", int, 10000, "the lab's test images", param="lab_test")
-    lab_epsilon = Key("lab_epsilon", float, 0.1, "the lab's FGSM epsilon", param="lab_epsilon")
+    lab_test = Key("lab_test", int, lab.TEST_IMAGES, "the lab's test images", param="lab_test")
+    lab_epsilon = Key("lab_epsilon", float, lab.FGSM_EPSILON, "the lab's FGSM epsilon", param="lab_epsilon")
     curves = Key("curves", str, "", "the reproduction page's dataset tab", param="curves")
     term = Key("term", str, "", "the glossary's search", param="term")
     # --- the playgrounds: each toy keeps its own settings
