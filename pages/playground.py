@@ -98,7 +98,6 @@ with controls:
         T = 1
 
     # the points: the preset, or a shared link's edits, or the user's slider moves
-    points_slot = points_slot
     if not points_slot.present:
         base = DYNAMIC_PRESETS[preset] if toy_kind == "dynamic" else EM_PRESETS[preset][0]
         base = base[:, :J].copy()
