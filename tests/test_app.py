@@ -651,6 +651,7 @@ def test_multimnist_brings_a_linked_pair_within_the_test_set_and_the_shifts(app)
         ("multimnist", {"model": "tiny-multimnist.safetensors", "caps": "3"}, "“3”, which is not 2 numbers (red capsule, green capsule)"),
         ("multimnist", {"model": "tiny-multimnist.safetensors", "caps": "3,12"}, "green capsule 12, but here the largest is 9"),
         ("multimnist", {"model": "tiny-multimnist.safetensors", "mm_alone": "third digit"}, "digit routed alone “third digit”"),
+        ("multimnist", {"model": "tiny-multimnist.safetensors", "pairs_measured": "3"}, "pairs “3”, which this page does not offer"),
         ("reproduction", {"curves": "cifar"}, "dataset “cifar”, which this page does not offer"),
         ("zoo", {"squash": "9"}, "length |s| 9, but here the largest is 5; this page shows length |s| 5."),
     ],
