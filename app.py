@@ -7,7 +7,7 @@ import streamlit as st
 st.set_page_config(page_title="capsviz", layout="wide")
 
 from capsviz.serve import local_browser  # noqa: E402 - set_page_config must come first
-from pages.common import TURNS, person, sidebar  # noqa: E402
+from pages.common import TURNS, sidebar  # noqa: E402
 
 HOME = "pages/tour.py"
 page = st.navigation(
@@ -30,8 +30,7 @@ page = st.navigation(
     ]
 )
 try:
-    sidebar(page.url_path)
-    who, teacher = person()
+    who, teacher = sidebar(page.url_path)  # the student's id, read once
     waiting = st.empty()
     if not teacher and TURNS.busy(who):
         waiting.info("Your other tab is still computing: this one follows as soon as it is done.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import torch
 
 from capsviz import access
 from capsviz.analysis import find_mistake, image_at, predict
-from capsviz.analysis.links import Linked, chosen, linked
+from capsviz.analysis.links import Linked, chosen, linked, several
 from capsviz.checkpoint import list_checkpoints
 from capsviz.config import user_dataset
 from capsviz.data import DATASETS, model_test_set
@@ -29,6 +30,7 @@ from capsviz.registry import family_words
 from capsviz.schema import CheckpointMeta
 from capsviz.site.links import runs_in_site, site_link
 from capsviz.text import plain
+from pages.state import STATE, Key, link_asks, link_asks_all, read_link
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,7 +123,7 @@ def guard_clear_cache() -> None:
 
     def handle(session) -> None:
         try:
-            teacher = session._session_state["capsviz_teacher"] is True
+            teacher = session._session_state[STATE.teacher.key] is True
         except (KeyError, AttributeError, TypeError):
             teacher = False
         if teacher:
@@ -140,12 +142,12 @@ def person() -> tuple[str, bool]:
     """(this browser's id, whether it is the teacher's) for this run (capsviz.access): the id
     from its cookie, the same in every tab and after a reload (a session of its own where the
     browser sent none); the teacher on the server's own machine, or with the teacher key."""
-    who = access.identity(st.context.cookies) or st.session_state.setdefault("capsviz_session_id", "session-" + os.urandom(8).hex())
+    who = access.identity(st.context.cookies) or STATE.session_id.setdefault("session-" + os.urandom(8).hex())
     peer = st.context.ip_address
     peer = peer if isinstance(peer, str) else None  # None: loopback (and Streamlit's AppTest, which has no connection)
     local = access.is_local(peer, st.context.headers.get_all("X-Forwarded-For"))
     teacher = local or who in _teachers
-    st.session_state["capsviz_teacher"] = teacher  # read by the clear-cache guard
+    STATE.teacher.set(teacher)  # read by the clear-cache guard
     return who, teacher
 
 
@@ -169,8 +171,8 @@ def _try_key(key: str) -> None:
 
 def key_typed() -> None:
     """The sidebar's teacher key field, on change: tried once, then emptied."""
-    typed = st.session_state.get("teacher_key_typed", "")
-    st.session_state["teacher_key_typed"] = ""
+    typed = STATE.teacher_key_typed.get()
+    STATE.teacher_key_typed.set("")
     if typed:
         _try_key(typed)
 
@@ -193,7 +195,7 @@ def class_panel(teacher: bool) -> None:
             st.caption("You are the teacher here: you may train, replace any model and clear the caches (the app menu's Clear cache).")
         else:
             st.caption("Students on this server may " + access.MODES[access.settings(folder)["students"]] + ".")
-            st.text_input("Teacher key", type="password", key="teacher_key_typed", on_change=key_typed)
+            st.text_input("Teacher key", type="password", key=STATE.teacher_key_typed.key, on_change=key_typed)
 
 
 ALL = "all datasets"
@@ -243,7 +245,7 @@ def for_image(fn, model, image: np.ndarray, *args, key: str | None = None):
     name = f"{fn.__module__}.{fn.__qualname__}"
     _FOR_IMAGE.setdefault(name, fn)
     image = np.asarray(image, np.float32)
-    return _for_image(name, key or st.session_state["model_key"], model, image.tobytes(), image.shape, args)
+    return _for_image(name, key or STATE.model_key.get(), model, image.tobytes(), image.shape, args)
 
 
 def answer(key: str, model, image: np.ndarray):
@@ -254,9 +256,9 @@ def answer(key: str, model, image: np.ndarray):
 def active_name() -> str | None:
     """The active checkpoint's file name: the sidebar's pick, else the link's ?model=, else the first
     (among the models of the dataset chosen in the sidebar)."""
-    dataset = st.session_state.get("dataset_pick", ALL)
+    dataset = STATE.dataset_pick.get()
     names = [p.name for p, m in checkpoints() if dataset == ALL or m.dataset == dataset]
-    for cand in (st.session_state.get("pending_model"), st.session_state.get("model_pick"), st.query_params.get("model")):
+    for cand in (STATE.pending_model.get(None), STATE.model_pick.get(None), st.query_params.get("model")):
         if cand in names:
             return cand
     return names[0] if names else None
@@ -274,7 +276,7 @@ def active_model():
     path = str(checkpoint_dir() / name)
     try:
         model, meta = load_model(Path(path))
-        st.session_state["model_key"] = model_key(Path(path))
+        STATE.model_key.set(model_key(Path(path)))
     except (CapsvizError, OSError) as e:
         st.error(f"Cannot load {plain(Path(path).name)}: {plain(public(e))}")
         return None
@@ -314,9 +316,9 @@ def page_model(fits, needs: str, why: str, choose=None):
         icon=":material/swap_horiz:",
     )
     if st.button(f"Use {plain(stand.stem)} on every page", key=f"switch_{stand.stem}"):
-        st.session_state["pending_model"] = stand.name  # the sidebar switches its dataset filter if needed
+        STATE.pending_model.set(stand.name)  # the sidebar switches its dataset filter if needed
         st.rerun()
-    st.session_state["model_key"] = model_key(stand)  # traces are cached per model shown
+    STATE.model_key.set(model_key(stand))  # traces are cached per model shown
     return model, meta2, stand
 
 
@@ -350,15 +352,16 @@ def test_set(dataset: str, size: int | None = None, channels: int = 1, quiet: bo
         return None
 
 
-def sidebar(page: str = "") -> None:
+def sidebar(page: str = "") -> tuple[str, bool]:
     """The active model and the status line; `page` is the page about to run. On a page change the
-    test image picked on the last page is handed to this one (each page has its own widget)."""
-    if st.session_state.get("page_now", page) != page and "image_index" in st.session_state:
-        st.session_state["image_pending"] = st.session_state["image_index"]
-    st.session_state["page_now"] = page
-    st.session_state.setdefault("link_asked", st.query_params.to_dict())  # the link this session opened with
+    test image picked on the last page is handed to this one (each page has its own widget).
+    Returns `person()`'s (id, teacher), read once for the run."""
+    if STATE.page_now.get(page) != page and STATE.image_index.present:
+        STATE.image_pending.set(STATE.image_index.get())
+    STATE.page_now.set(page)
+    read_link()  # the link this session opened with, once
     teacher_key_entry()
-    _, teacher = person()
+    who, teacher = person()
     found = checkpoints()
     with st.sidebar:
         st.markdown("### Active model")
@@ -366,45 +369,46 @@ def sidebar(page: str = "") -> None:
             st.caption("No checkpoints yet.")
         else:
             datasets = sorted({m.dataset or "?" for _, m in found})
-            pending = st.session_state.get("pending_model")
-            if "link_model_seen" not in st.session_state:  # a shared link's model, on the session's first run only
-                st.session_state["link_model_seen"] = True
-                pending = pending or st.query_params.get("model")
+            pending = STATE.pending_model.get(None)
+            if not STATE.link_model_seen.present:  # a shared link's model, on the session's first run only
+                STATE.link_model_seen.set(True)
+                pending = pending or link_asks(STATE.model_pick.param)
                 if pending and all(p.name != pending for p, _ in found):
-                    st.session_state["link_problem"] = (pending, why_unusable(pending))
+                    STATE.link_problem.set((pending, why_unusable(pending)))
             pending_meta = next((m for p, m in found if p.name == pending), None)
-            if pending_meta and st.session_state.get("dataset_pick", ALL) not in (ALL, pending_meta.dataset):
-                st.session_state["dataset_pick"] = ALL  # a link or card to another dataset's model wins
+            if pending_meta and STATE.dataset_pick.get() not in (ALL, pending_meta.dataset):
+                STATE.dataset_pick.set(ALL)  # a link or card to another dataset's model wins
             st.selectbox(
                 "Dataset",
                 [ALL, *datasets],
-                key="dataset_pick",
+                key=STATE.dataset_pick.key,
                 format_func=lambda d: plain(short_name(d)),
                 help="Show only the models trained on this dataset",
             )
-            st.session_state["model_pick"] = active_name()  # before the widget: links and cards win
-            st.session_state.pop("pending_model", None)
-            shown = [p.name for p, m in found if st.session_state["dataset_pick"] in (ALL, m.dataset)]
-            name = st.selectbox("Model", shown, key="model_pick", help="Used by every page", format_func=plain)
+            STATE.model_pick.set(active_name())  # before the widget: links and cards win
+            STATE.pending_model.pop()
+            shown = [p.name for p, m in found if STATE.dataset_pick.get() in (ALL, m.dataset)]
+            name = st.selectbox("Model", shown, key=STATE.model_pick.key, help="Used by every page", format_func=plain)
             st.query_params["model"] = name
         device = pick_device("auto")
-        active = next((m.dataset for p, m in found if p.name == st.session_state.get("model_pick")), None)
+        active = next((m.dataset for p, m in found if p.name == STATE.model_pick.get(None)), None)
         where = data_line(active or "mnist")
         from capsviz.kernels import policy  # the EM kernel is a CPU path: say why it is off, as `capsviz doctor` does
 
         why = policy.why_off(policy.NATIVE_EM, device) if device.type == "cpu" else None
         kernel = f" · native EM kernel off: {why}" if why else ""
         st.caption(f"device: {'GPU' if device.type == 'cuda' else device.type.upper()} · {where}{kernel}")
-        st.session_state["site_slot"] = (page, st.empty())  # filled by `site_button` once the page has put its view in the address
+        STATE.site_slot.set((page, st.empty()))  # filled by `site_button` once the page has put its view in the address
     class_panel(teacher)
-    link_notice(st.session_state.get("model_pick"))
+    link_notice(STATE.model_pick.get(None))
+    return who, teacher
 
 
 def site_button(page: str, meta) -> None:
     """At the end of a page the static site also has: a link to the site's view of the same model,
     image and settings, when the host names one ($CAPSVIZ_SITE_URL) and the site can run the model."""
     url = site_link(page, st.query_params.to_dict(), meta is not None and runs_in_site(meta.config))
-    slot_page, slot = st.session_state.get("site_slot", (None, None))
+    slot_page, slot = STATE.site_slot.get((None, None))
     if url and slot_page == page:
         slot.link_button("Open this view in the static site", url, help="The same model, image and settings, computed in your browser")
 
@@ -433,15 +437,14 @@ def why_unusable(name: str) -> str:
 def link_notice(shown: str | None) -> None:
     """At the top of the page, while the session still shows the model put in place of the one
     its link asked for: which model that was, why it cannot be used, and which one is shown."""
-    problem = st.session_state.get("link_problem")
-    if problem is None:
+    if not STATE.link_problem.present:
         return
-    asked, why = problem
-    if st.session_state.get("link_shown", shown) != shown:  # the user has picked another model since
-        st.session_state.pop("link_problem")
-        st.session_state.pop("link_shown")
+    asked, why = STATE.link_problem.get()
+    if STATE.link_shown.get(shown) != shown:  # the user has picked another model since
+        STATE.link_problem.pop()
+        STATE.link_shown.pop()
         return
-    st.session_state["link_shown"] = shown
+    STATE.link_shown.set(shown)
     instead = f"showing **{shown}** instead" if shown else "no other model is available"
     st.warning(
         f"The link asks for the model **{plain(asked)}**, which cannot be used: {plain(why)}. This page is {instead}.",
@@ -546,11 +549,11 @@ def dimension_sliders(initial: np.ndarray, key: str) -> np.ndarray:
     return np.clip(np.round(np.asarray(values, np.float32) / 0.05) * 0.05, -0.25, 0.25).astype(np.float32) + 0.0  # + 0.0: no -0
 
 
-def link_number(param: str, lo: float, hi: float, default: float, what: str, whole: bool = True) -> int | float | None:
-    """The session's opening link's ?param= (read once, by the first page to ask) brought within
-    [lo, hi] (capsviz.analysis.links), or None when the link had none. A value the page cannot
-    show as it is leaves a note for `show_link_note`."""
-    got = _link(param, lo, hi, default, what, whole)
+def link_number(slot: Key, lo: float, hi: float, default: float, what: str, whole: bool = True) -> int | float | None:
+    """The session's opening link's ?param= for `slot` (read once, by the first page to ask)
+    brought within [lo, hi] (capsviz.analysis.links), or None when the link had none. A value the
+    page cannot show as it is leaves a note for `show_link_note`."""
+    got = _link(slot.param, lo, hi, default, what, whole)
     return None if got is None else got.value
 
 
@@ -559,22 +562,16 @@ def _link(param: str, lo: float, hi: float, default: float, what: str, whole: bo
     return None if raw is None else keep_link_note(param, linked(raw, lo, hi, default, what, whole))
 
 
-def link_asks(param: str) -> str | None:
-    """The session's opening link's ?param=, handed once to the first page that asks, else None."""
-    value = st.session_state.get("link_asked", {}).pop(param, None)
-    return None if value is None else str(value)
-
-
 def keep_link_note(param: str, got: Linked) -> Linked:
     """Keep `got`'s note, if any, for `show_link_note(param, ...)`; returns `got`."""
     if got.note:
-        st.session_state.setdefault("link_notes", {})[param] = (got.note, got.value)
+        STATE.link_notes.setdefault()[param] = (got.note, got.value)
     return got
 
 
 def show_link_note(param: str, current) -> None:
     """What the link asked for ?param= and what the page shows instead, while it still shows that."""
-    notes = st.session_state.get("link_notes", {})
+    notes = STATE.link_notes.get()
     if param not in notes:
         return
     note, value = notes[param]
@@ -584,38 +581,67 @@ def show_link_note(param: str, current) -> None:
     st.info(plain(note), icon=":material/link_off:")
 
 
-def keep_within(key: str, lo: float, hi: float, default: float | None = None, what: str | None = None) -> None:
+def keep_within(slot: Key, lo: float, hi: float, default: float | None = None, what: str | None = None) -> None:
     """A widget bound to the URL's ?key=: a shared link's value brought within this widget's range
     with a note (Streamlit would show its default in silence), and a value kept from another page
     or a wider range (routing and EM iterations share ?iterations=) brought within it: Streamlit
     refuses it otherwise. `default`: the widget's own, shown for a malformed link value."""
-    if key not in st.session_state:
+    if not slot.present:
         whole = isinstance(lo, int) and isinstance(hi, int)
-        got = _link(key, lo, hi, lo if default is None else default, what or key, whole)
+        got = _link(slot.param, lo, hi, lo if default is None else default, what or slot.param, whole)
         if got is not None and got.note:
-            _replace_linked(key, got.value)
-    v = st.session_state.get(key)
+            _replace_linked(slot, got.value)
+    v = slot.get(None)
     if isinstance(v, int | float) and not lo <= v <= hi:
-        st.session_state[key] = type(v)(min(max(v, lo), hi))
-    show_link_note(key, st.session_state.get(key))
+        slot.set(type(v)(min(max(v, lo), hi)))
+    show_link_note(slot.param, slot.get(None))
 
 
-def _replace_linked(key: str, value) -> None:
+def _replace_linked(slot: Key, value) -> None:
     """Show `value` in the widget bound to ?key= in place of the link's: Streamlit would read some
     malformed values its own way (?right=1.5 as 1), so the address gets the value too."""
-    st.session_state[key] = value
-    st.query_params[key] = str(value)  # before the widget is drawn: not bound to it yet in this run
+    slot.set(value)
+    st.query_params[slot.param] = str(value)  # before the widget is drawn: not bound to it yet in this run
 
 
-def keep_choice(key: str, choices, default, what: str) -> None:
+def keep_choice(slot: Key, choices, default, what: str) -> None:
     """`keep_within` for a widget bound to ?key= that offers `choices` (a select slider, a radio):
     a shared link's value none of them is replaced by `default`, with a note."""
-    if key not in st.session_state:
-        raw = link_asks(key)
-        got = None if raw is None else keep_link_note(key, chosen(raw, choices, default, what))
+    if not slot.present:
+        raw = link_asks(slot.param)
+        got = None if raw is None else keep_link_note(slot.param, chosen(raw, choices, default, what))
         if got is not None and got.note:
-            _replace_linked(key, got.value)
-    show_link_note(key, st.session_state.get(key))
+            _replace_linked(slot, got.value)
+    show_link_note(slot.param, slot.get(None))
+
+
+def link_choice(slot: Key, options, default, what: str, label=str) -> None:
+    """Before a widget bound to ?key= that offers `options` (a select box, a radio, a toggle, tabs;
+    the address names each by `label(option)`, the text the widget shows, and a toggle by true or
+    false): a shared link's value that names none of them leaves a note saying the page shows
+    `default`, as Streamlit then does in silence."""
+    if not slot.present:
+        raw = link_asks(slot.param)
+        names = {("true" if o else "false") if isinstance(o, bool) else label(o): o for o in options}
+        given = None if raw is None else raw.lower() if all(isinstance(o, bool) for o in options) else raw
+        if given is not None and given != "" and given not in names:
+            got = chosen(raw, list(names), next(k for k, o in names.items() if o == default), what)
+            keep_link_note(slot.param, got._replace(value=default))
+    show_link_note(slot.param, slot.get(default))
+
+
+def link_choices(slot: Key, options, default: list, what: str, label=str) -> None:
+    """`link_choice` for a multiselect bound to ?key= (its link repeats the parameter, one value
+    per option): values that name no option are left out, as Streamlit leaves them, with a note."""
+    shown = default  # before the widget is drawn for the first time: what it will show
+    if not slot.present:
+        raws = link_asks_all(slot.param)
+        names = {label(o): o for o in options}
+        if raws is not None and raws != [""]:
+            got = several(raws, list(names), [label(o) for o in default], what)
+            shown = [names[n] for n in got.value]
+            keep_link_note(slot.param, got._replace(value=shown))
+    show_link_note(slot.param, slot.get(shown))
 
 
 def pick_image(dataset: str, names, size: int, model=None, channels: int | None = None) -> tuple[np.ndarray, str] | None:
@@ -629,7 +655,7 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
     data = test_set(dataset, size, channels) if own or size == 28 else None
     if data is not None and len(data) == 0:
         data = None
-    st.session_state.setdefault("image_index", 0)
+    STATE.image_index.setdefault()
     source = st.radio("Image", ["Test set", "Upload", "Draw"], horizontal=True, key="source", index=1 if data is None else 0)
     thing = "digit" if class_words(dataset).digits else "picture"
     if source == "Test set" and data is None:
@@ -652,19 +678,19 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
             return None
         return (fit_drawing(image, size, channels) if own else image), "drawn"
     if source == "Test set" and data is not None:
-        linked_image = link_number("image", 0, len(data) - 1, 0, "test image")  # a shared link's, once
+        linked_image = link_number(STATE.image, 0, len(data) - 1, 0, "test image")  # a shared link's, once
         if linked_image is not None:
-            st.session_state["image_pending"] = linked_image
-        if "image" not in st.session_state or "image_pending" in st.session_state:
+            STATE.image_pending.set(linked_image)
+        if not STATE.image.present or STATE.image_pending.present:
             # seed the widget before it is drawn: after a page change, a Random or a class jump
-            st.session_state["image"] = min(int(st.session_state.pop("image_pending", st.session_state["image_index"])), len(data) - 1)
-        st.session_state["image"] = min(int(st.session_state["image"]), len(data) - 1)  # another model's test set may be smaller
+            STATE.image.set(min(int(STATE.image_pending.pop(STATE.image_index.get())), len(data) - 1))
+        STATE.image.set(min(int(STATE.image.get()), len(data) - 1))  # another model's test set may be smaller
         c1, c2, c3 = st.columns([2, 1, 2])
-        c1.number_input("Test image index", 0, len(data) - 1, key="image")
+        c1.number_input("Test image index", 0, len(data) - 1, key=STATE.image.key)
         with c1:
-            show_link_note("image", st.session_state["image"])
+            show_link_note(STATE.image.param, STATE.image.get())
         if c2.button("Random", key="random_image"):
-            st.session_state["image_pending"] = int(np.random.randint(len(data)))
+            STATE.image_pending.set(int(np.random.randint(len(data))))
             st.rerun()
         if model is not None and c2.button(
             "Misclassified", key="wrong_image", help=f"A random test image among the first {MISTAKES_SCAN} that this model gets wrong"
@@ -672,21 +698,24 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
             with st.spinner("Looking for a test image this model gets wrong ..."):
                 wrong = find_mistake(model, data.images[:MISTAKES_SCAN], data.labels[:MISTAKES_SCAN], int(np.random.randint(1 << 30)))
             if wrong is not None:
-                st.session_state["image_pending"] = wrong
+                STATE.image_pending.set(wrong)
                 st.rerun()
             st.toast(f"No mistakes among the first {MISTAKES_SCAN} test images.")
         pick = c3.selectbox(
-            "Jump to a test image of class", ["-"] + list(names), key="jump_class", format_func=lambda n: n if n == "-" else plain(n)
+            "Jump to a test image of class",
+            ["-"] + list(names),
+            key=STATE.jump_class.key,
+            format_func=lambda n: n if n == "-" else plain(n),
         )
         if pick != "-":
             idx = (data.labels == list(names).index(pick)).nonzero().flatten()
-            del st.session_state["jump_class"]
+            STATE.jump_class.pop()
             if len(idx):
-                st.session_state["image_pending"] = int(idx[np.random.randint(len(idx))])
+                STATE.image_pending.set(int(idx[np.random.randint(len(idx))]))
                 st.rerun()
             st.toast(f"No test image of class {plain(pick)}.")
-        i = int(st.session_state["image"])
-        st.session_state["image_index"] = i
+        i = int(STATE.image.get())
+        STATE.image_index.set(i)
         st.query_params["image"] = str(i)
         return image_at(data.images, i), names[int(data.labels[i])]
     if own:
@@ -716,7 +745,7 @@ def long_job(key: str, label: str, fn, stored=None):
     reruns the page, and Streamlit interrupts the loop at its next progress update. `stored()`
     gives the result kept on disk for these models and settings (capsviz.analysis.stored), if any:
     shown at once, without the button."""
-    results = st.session_state.setdefault("long_results", {})
+    results = STATE.long_results.setdefault()
     if key in results:
         return results[key]
     kept = stored() if stored else None
@@ -727,12 +756,12 @@ def long_job(key: str, label: str, fn, stored=None):
             "CPU rounds differently)."
         )
         return kept
-    running = f"running:{label}"
-    if st.session_state.pop(running, None) == key:
+    running = STATE.running(label=label)
+    if running.pop() == key:
         st.info(f"{plain(label)}: cancelled before it finished. Nothing was kept.")
     if not st.button(plain(label), key=f"run_{label}", type="primary"):
         return None
-    st.session_state[running] = key
+    running.set(key)
     bar = st.progress(0.0, text=f"{plain(label)} ...")
     st.button("Cancel", key=f"cancel_{label}")
 
@@ -744,12 +773,15 @@ def long_job(key: str, label: str, fn, stored=None):
         )
 
     results[key] = fn(progress)
-    st.session_state.pop(running, None)
+    running.pop()
     bar.empty()
     st.rerun()  # redraw without the Cancel button
 
 
-def count_slider(label: str, choices: list[int], default: int, available: int, key: str, container=st) -> int:
-    """How many test images (or pairs) to use: the choices up to what the test set holds."""
+def count_slider(label: str, choices: list[int], default: int, available: int, slot: Key, container=st) -> int:
+    """How many test images (or pairs) to use: the choices up to what the test set holds (a link's
+    other count is said, and the default shown)."""
     options = [c for c in choices if c < available] + [available]
-    return container.select_slider(plain(label), options, value=min(default, available), key=key, bind="query-params")
+    with nullcontext() if container is st else container:
+        keep_choice(slot, options, min(default, available), label.lower())
+    return container.select_slider(plain(label), options, value=min(default, available), key=slot.key, bind="query-params")

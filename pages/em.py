@@ -19,7 +19,8 @@ from capsviz.text import plain
 from capsviz.viz import heatmap, lines, png_bytes, to_image
 from capsviz.viz.animation import gif_bytes
 from capsviz.viz.explain import HISTOGRAM_KEY, HISTOGRAM_X, em_histogram_frames, em_histograms
-from pages.common import for_image, keep_within, page_model, pick_image, plain_chart, require_router
+from pages.common import for_image, keep_within, link_choice, page_model, pick_image, plain_chart, require_router
+from pages.state import STATE
 
 require_router()
 st.title("EM routing, iteration by iteration")
@@ -44,13 +45,13 @@ picked = pick_image(meta.image_dataset, names, meta.config.in_size, model)
 if picked is None:
     st.stop()
 image, image_label = picked
-keep_within("iterations", 1, 5, meta.config.routing_iterations, "EM iterations")
+keep_within(STATE.iterations, 1, 5, meta.config.routing_iterations, "EM iterations")
 T = st.slider(
     "EM iterations at inference",
     1,
     5,
     meta.config.routing_iterations,
-    key="iterations",
+    key=STATE.iterations.key,
     bind="query-params",
     help="The weights are the same; only the number of EM iterations changes",
 )
@@ -64,14 +65,14 @@ pred = int(tr.a[-1].argmax())
 def iteration_view(tr, image, label_, pred: int) -> None:
     """One iteration's figures and the convolutional layers': their widgets rerun only this."""
     if T > 1:
-        keep_within("t", 1, T, T, "iteration")
+        keep_within(STATE.t, 1, T, T, "iteration")
         t = (
             st.slider(
                 "Show iteration",
                 1,
                 T,
                 T,
-                key="t",
+                key=STATE.t.key,
                 bind="query-params",
                 help=help_text("M_step", "E_step"),
             )
@@ -89,10 +90,12 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     verdict = verdict_words(shown[pred], plain(label_), shown)
     left.image(to_image(image), caption=f"input, prediction {shown[pred]} ({verdict})", width=168)  # plain: names made plain above
     left.metric(label("lambda"), f"{tr.lambdas[t]:.3f}", help=help_text("lambda"))
+    with right:
+        link_choice(STATE.zoom, [False, True], False, "zoom on the nearest votes")
     zoom_on = right.toggle(
         "Zoom in on the nearest votes (Fig. 2's zoom)",
         value=False,
-        key="zoom",
+        key=STATE.zoom.key,
         bind="query-params",
         help=f"The paper zooms to distances below {PAPER_ZOOM:g}; where this model has (almost) no votes that close, the zoom "
         f"shows its nearest {NEAREST}% and says so",
@@ -110,7 +113,7 @@ def iteration_view(tr, image, label_, pred: int) -> None:
             st.image(panel, width=panel.width)
     st.caption(f"{HISTOGRAM_KEY}; x axis: {HISTOGRAM_X}.")
     a, b = st.columns(2)
-    stem = f"em-{st.session_state['model_key'].rsplit('/', 1)[-1].split('.')[0]}"
+    stem = f"em-{STATE.model_key.get().rsplit('/', 1)[-1].split('.')[0]}"
     a.download_button(
         "Download this iteration (PNG)",
         lambda: png_bytes(em_histogram_frames(tr, zoom.limit, names, t)[0]),
@@ -150,17 +153,18 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     )
 
     st.subheader("Convolutional capsule layers")
-    layer = st.selectbox("Layer", ["convcaps1", "convcaps2"], key="layer", bind="query-params")
+    link_choice(STATE.layer, STATE.layer.choices, "convcaps1", "layer")
+    layer = st.selectbox("Layer", STATE.layer.choices, key=STATE.layer.key, bind="query-params")
     res = tr.layers[layer]
     P = res.R.shape[2]
     n = int(round(P**0.5))
-    keep_within("position", 0, P - 1, P // 2, "output position")
+    keep_within(STATE.position, 0, P - 1, P // 2, "output position")
     pos = st.slider(
         "Output position (numbered row by row from the top left)",
         0,
         P - 1,
         P // 2,
-        key="position",
+        key=STATE.position.key,
         bind="query-params",
         help=f"The layer's outputs sit on a {n} x {n} grid; position 0 is the top-left corner, {n - 1} the top-right, {n} the start of the second row",
     )

@@ -24,6 +24,7 @@ from pages.common import (
     show_link_note,
     site_button,
 )
+from pages.state import STATE
 
 require_router()
 FAINT = 0.2  # below this share of the unperturbed reconstruction's ink, the picture reads as black
@@ -63,9 +64,9 @@ def grid_of(model_key: str, _model, image_bytes: bytes, capsule: int, _vector, t
     return png_bytes(img), dimension_effect(grid)  # PNG once: st.image shows the bytes without encoding them again
 
 
-pred = answer(st.session_state["model_key"], model, image)
+pred = answer(STATE.model_key.get(), model, image)
 qp = st.query_params
-linked_capsule = link_number("capsule", 0, len(names) - 1, pred.predicted, "capsule")  # a shared link's choice, once
+linked_capsule = link_number(STATE.capsule_index, 0, len(names) - 1, pred.predicted, "capsule")  # a shared link's choice, once
 default_capsule = pred.predicted if linked_capsule is None else linked_capsule  # else the longest, for every new image
 capsule = st.selectbox(
     "Capsule to decode",
@@ -76,15 +77,15 @@ capsule = st.selectbox(
     help=help_text("length", "reconstruction"),
 )
 qp["capsule"] = str(capsule)
-show_link_note("capsule", capsule)
-if "dims_from_url" not in st.session_state:  # a shared link's slider values, applied once
-    dims = keep_link_note("dims", linked_offsets(link_asks("dims") or "", 16, 0.25, 0.05)).value
-    st.session_state["dims_from_url"] = np.asarray(dims, np.float32)
+show_link_note(STATE.capsule_index.param, capsule)
+if not STATE.dims.present:  # a shared link's slider values, applied once
+    dims = keep_link_note(STATE.dims.param, linked_offsets(link_asks(STATE.dims.param) or "", 16, 0.25, 0.05)).value
+    STATE.dims.set(np.asarray(dims, np.float32))
 
 view = f"{path.stem}:{hash(image.tobytes())}:{capsule}"
-if st.session_state.setdefault("dims_view", view) != view:  # a new image or capsule: the sliders start again at 0
-    st.session_state["dims_view"] = view
-    st.session_state["dims_from_url"] = np.zeros(16, np.float32)
+if STATE.dims_view.setdefault(view) != view:  # a new image or capsule: the sliders start again at 0
+    STATE.dims_view.set(view)
+    STATE.dims.set(np.zeros(16, np.float32))
 
 a, b, c = st.columns([1, 2, 1])
 a.image(to_image(image), caption=f"input (label {plain(label)})", width=168)
@@ -107,11 +108,11 @@ def sliders():
     )
     cols = st.columns([3, 2])
     with cols[0]:
-        deltas = dimension_sliders(st.session_state["dims_from_url"], key=f"sliders:{view}")
+        deltas = dimension_sliders(STATE.dims.get(), key=f"sliders:{view}")
     with cols[1]:
         rec = decode(model, pred.capsules[capsule], capsule, deltas)
         st.query_params["dims"] = ",".join(f"{v:g}" for v in deltas)
-        show_link_note("dims", tuple(round(float(v), 2) + 0.0 for v in deltas))
+        show_link_note(STATE.dims.param, tuple(round(float(v), 2) + 0.0 for v in deltas))
         changed = ", ".join(f"d{d} {v:+.2f}" for d, v in enumerate(deltas) if v) or "none"
         st.image(to_image(rec), caption=f"perturbed: {changed}", width=224)
         ink = float(rec.sum()) / max(float(rebuilt.sum()), 1e-6)
@@ -136,7 +137,7 @@ st.caption(
     )
 )
 title = f"capsule {names[capsule]}: dimension (rows) + offset (columns)"
-img_png, effect = grid_of(st.session_state["model_key"], model, image.tobytes(), capsule, pred.capsules[capsule], title)
+img_png, effect = grid_of(STATE.model_key.get(), model, image.tobytes(), capsule, pred.capsules[capsule], title)
 left, right = st.columns([3, 2])
 left.image(img_png, caption="16 dimensions (rows) x 11 offsets (columns), the offsets written on top")
 left.download_button("Download grid as PNG", img_png, file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png")

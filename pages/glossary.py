@@ -6,6 +6,7 @@ import streamlit as st
 from capsviz.glossary import entries
 from capsviz.text import plain
 from pages.common import require_router
+from pages.state import STATE
 
 require_router()
 st.title("Glossary")
@@ -15,7 +16,7 @@ st.markdown(
     "capsules, j the upper (class) capsules. Search by a symbol, a plain word or the papers' own term (coupling "
     "coefficient, E-step): the entries known by that name come first, then those that mention it."
 )
-query = st.text_input("Find a term", key="term", bind="query-params", placeholder="coupling coefficient, R, E-step, chance ...")
+query = st.text_input("Find a term", key=STATE.term.key, bind="query-params", placeholder="coupling coefficient, R, E-step, chance ...")
 found = entries(query)
 if not found:
     st.info(f"No entry mentions “{plain(query)}”. Clear the box to see them all.")

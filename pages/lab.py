@@ -8,7 +8,19 @@ from capsviz.glossary import help_text
 from capsviz.registry import either
 from capsviz.text import plain
 from capsviz.viz import grouped_bars, seed_strip
-from pages.common import checkpoints, keep_choice, load_model, long_job, page_model, plain_chart, require_router, said_rows, test_set
+from pages.common import (
+    checkpoints,
+    keep_choice,
+    link_choices,
+    load_model,
+    long_job,
+    page_model,
+    plain_chart,
+    require_router,
+    said_rows,
+    test_set,
+)
+from pages.state import STATE
 
 require_router()
 
@@ -31,12 +43,16 @@ model, meta, path = page_model(
 fitting = {p.stem: (p, m) for p, m in checkpoints() if lab.fits(m.config)}
 same_data = [name for name, (_, m) in fitting.items() if m.image_dataset == meta.image_dataset]
 c = st.columns([3, 2])
+with c[0]:
+    link_choices(STATE.lab_models, list(fitting), same_data, "models", label=plain)
+with c[1]:
+    link_choices(STATE.lab_routings, list(lab.LAB_ROUTINGS), list(lab.LAB_ROUTINGS), "routings", label=lab.LAB_ROUTINGS.get)
 chosen = c[0].multiselect(
     "Models",
     list(fitting),
     default=same_data,
     format_func=plain,
-    key="lab_models",
+    key=STATE.lab_models.key,
     bind="query-params",
     help="Vector-capsule models in the model folder; the default is every one trained on the same images as the model in the sidebar.",
 )
@@ -45,21 +61,21 @@ routings = c[1].multiselect(
     list(lab.LAB_ROUTINGS),
     default=list(lab.LAB_ROUTINGS),
     format_func=lambda r: lab.LAB_ROUTINGS[r],
-    key="lab_routings",
+    key=STATE.lab_routings.key,
     bind="query-params",
     help=help_text("uniform", "random_couplings", "iteration", "self_attention"),
 )
 s = st.columns(2)
 counts, epsilons = [1000, 2000, 5000, lab.TEST_IMAGES], [0.05, 0.1, 0.2]
 with s[0]:
-    keep_choice("lab_test", counts, lab.TEST_IMAGES, "test images")
+    keep_choice(STATE.lab_test, counts, lab.TEST_IMAGES, "test images")
 with s[1]:
-    keep_choice("lab_epsilon", epsilons, lab.FGSM_EPSILON, "FGSM epsilon")
+    keep_choice(STATE.lab_epsilon, epsilons, lab.FGSM_EPSILON, "FGSM epsilon")
 n_test = s[0].select_slider(
     "Test images for the error",
     counts,
     value=lab.TEST_IMAGES,
-    key="lab_test",
+    key=STATE.lab_test.key,
     bind="query-params",
     help="The whole MNIST test set (10,000) is the default: with fewer images, chance hides small differences.",
 )
@@ -67,7 +83,7 @@ epsilon = s[1].select_slider(
     "FGSM epsilon",
     epsilons,
     value=lab.FGSM_EPSILON,
-    key="lab_epsilon",
+    key=STATE.lab_epsilon.key,
     bind="query-params",
     help=help_text("fgsm", "epsilon"),
 )

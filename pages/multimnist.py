@@ -17,6 +17,7 @@ from pages.common import (
     count_slider,
     for_image,
     keep_link_note,
+    link_choice,
     long_job,
     page_model,
     plain_chart,
@@ -24,6 +25,7 @@ from pages.common import (
     show_link_note,
     test_set,
 )
+from pages.state import STATE, link_asks
 
 require_router()
 SIZE = DATASETS["multimnist"].in_size
@@ -48,38 +50,42 @@ if data is None:
     st.stop()
 N = len(data)
 qp = st.query_params
-KEYS = ["pair_i1", "pair_i2", "pair_dy1", "pair_dx1", "pair_dy2", "pair_dx2"]
+KEYS = [STATE.pair(part=p) for p in ("i1", "i2", "dy1", "dx1", "dy2", "dx2")]
 
 
 def spec(first: int, second: int, shifts) -> list[int]:
     return [first, second, *shifts[0], *shifts[1]]
 
 
-if "pair_i1" not in st.session_state and "pair_saved" in st.session_state:  # back from another page
-    st.session_state["pair_pending"] = st.session_state["pair_saved"]
-elif "pair_i1" not in st.session_state:  # a shared link's pair once (brought within range), else the first pair the paper's rule draws
+if not KEYS[0].present and STATE.pair_saved.present:  # back from another page
+    STATE.pair_pending.set(STATE.pair_saved.get())
+elif not KEYS[0].present:  # a shared link's pair once (brought within range), else the first pair the paper's rule draws
     first = spec(*draw_pair(data.labels, seed=0))
-    raw = qp.get("pair")
+    raw = link_asks("pair")
     parts = [(0, N - 1, "first digit"), (0, N - 1, "second digit")] + [(-MAX_SHIFT, MAX_SHIFT, s) for s in ("dy 1", "dx 1", "dy 2", "dx 2")]
-    st.session_state["pair_pending"] = first if raw is None else list(keep_link_note("pair", linked_numbers(raw, parts, first)).value)
-if "pair_pending" in st.session_state:  # seed the widgets before they are drawn
-    for k, v in zip(KEYS, st.session_state.pop("pair_pending"), strict=True):
-        st.session_state[k] = v
+    STATE.pair_pending.set(first if raw is None else list(keep_link_note("pair", linked_numbers(raw, parts, first)).value))
+if STATE.pair_pending.present:  # seed the widgets before they are drawn
+    for k, v in zip(KEYS, STATE.pair_pending.pop(), strict=True):
+        k.set(v)
 
 with st.container(border=True):
     c = st.columns([1.2, 1, 1, 0.8, 0.8, 0.8, 0.8])
     if c[0].button("Random pair", key="random_pair", help="Two test digits of different classes, shifts drawn as in the paper"):
-        st.session_state["pair_pending"] = spec(*draw_pair(data.labels, seed=int(np.random.randint(1 << 30))))
+        STATE.pair_pending.set(spec(*draw_pair(data.labels, seed=int(np.random.randint(1 << 30)))))
         st.rerun()
-    c[1].number_input("First digit (test index)", 0, N - 1, key="pair_i1")
-    c[2].number_input("Second digit (test index)", 0, N - 1, key="pair_i2")
+    c[1].number_input("First digit (test index)", 0, N - 1, key=KEYS[0].key)
+    c[2].number_input("Second digit (test index)", 0, N - 1, key=KEYS[1].key)
     for j, label in enumerate(["dy 1", "dx 1", "dy 2", "dx 2"]):
         c[3 + j].number_input(
-            plain(label), -MAX_SHIFT, MAX_SHIFT, key=KEYS[2 + j], help=f"shift in pixels (down, right), at most {MAX_SHIFT} as in the paper"
+            plain(label),
+            -MAX_SHIFT,
+            MAX_SHIFT,
+            key=KEYS[2 + j].key,
+            help=f"shift in pixels (down, right), at most {MAX_SHIFT} as in the paper",
         )
 
-vals = [int(st.session_state[k]) for k in KEYS]
-st.session_state["pair_saved"] = vals  # widget state is dropped while another page shows
+vals = [int(k.get()) for k in KEYS]
+STATE.pair_saved.set(vals)  # widget state is dropped while another page shows
 qp["pair"] = ",".join(map(str, vals))
 show_link_note("pair", tuple(vals))
 pair = compose_pair(data.images, data.labels, vals[0], vals[1], [vals[2:4], vals[4:6]])
@@ -93,14 +99,8 @@ seg = for_image(segment, model, pair_image, None)
 t1, t2 = seg.top2
 names = [str(k) for k in range(10)]
 default = [t1, t2]
-if "caps_from_url" not in st.session_state:  # a shared link's capsule choice, once
-    st.session_state["caps_from_url"] = True
-    try:
-        chosen = [int(v) for v in qp.get("caps", "").split(",")]
-        if len(chosen) == 2 and all(0 <= v < 10 for v in chosen):
-            default = chosen
-    except ValueError:
-        pass
+if (raw := link_asks("caps")) is not None:  # a shared link's capsule choice, once (brought within range)
+    default = list(keep_link_note("caps", linked_numbers(raw, [(0, 9, "red capsule"), (0, 9, "green capsule")], default)).value)
 
 
 def mark(j: int) -> str:
@@ -134,6 +134,7 @@ green = pick[1].selectbox(
     help=help_text("reconstruction"),
 )
 qp["caps"] = f"{red},{green}"
+show_link_note("caps", (red, green))
 chosen = for_image(segment, model, pair_image, (red, green)) if (red, green) != seg.capsules else seg
 r1, r2 = chosen.reconstructions
 cols = st.columns(4)
@@ -182,11 +183,12 @@ def routing_of(model_key: str, _model, pair_bytes: bytes, single_bytes: bytes, s
 @st.fragment
 def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
     """The digit routed alone reruns only this section (the pair's other figures stay)."""
+    link_choice(STATE.mm_alone, STATE.mm_alone.choices, STATE.mm_alone.default, "digit routed alone")
     alone = st.radio(
         "Digit routed alone",
         ["first digit", "second digit"],  # plain options: the URL keeps the word, which fits any pair
         horizontal=True,
-        key="mm_alone",
+        key=STATE.mm_alone.key,
         bind="query-params",
         help="Which of the pair's two digits to route on its own, shifted as in the pair",
     )
@@ -195,7 +197,7 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
     T_route = meta.config.routing_iterations
 
     single = pair.parts[alone].astype(np.float32)
-    routed = routing_of(st.session_state["model_key"], model, pair_image.tobytes(), single.tobytes(), pair_image.shape, (t1, t2), T_route)
+    routed = routing_of(STATE.model_key.get(), model, pair_image.tobytes(), single.tobytes(), pair_image.shape, (t1, t2), T_route)
     single_name = f"the {plain(pair.labels[alone])}"
     high = max(round_up(float(routed.maps.max())), routed.uniform + 0.001)  # one scale for every map: they compare
     maps = routed.maps.transpose(0, 2, 1, 3, 4)  # (2 inputs, 2 capsules, T, G, G)
@@ -224,9 +226,9 @@ st.caption(
     "The paper's rule: a pair is right when its two labels are the two longest capsules. Pairs come from the fixed "
     "evaluation set (each test digit paired once with a digit of another class, seeded)."
 )
-n = count_slider("Pairs", [100, 500, 1000, 2000, 5000, 10000], 1000, N, "pairs_measured")
+n = count_slider("Pairs", [100, 500, 1000, 2000, 5000, 10000], 1000, N, STATE.pairs_measured)
 res = long_job(
-    f"{st.session_state['model_key']}:{n}",
+    f"{STATE.model_key.get()}:{n}",
     "Measure accuracy",
     lambda progress: pair_accuracy(model, data.images, data.labels, n, on_progress=progress),
 )
@@ -243,5 +245,5 @@ if res is not None:
             caption=f"{plain(pair_words(*h['labels']))}, predicted {h['top2'][0]} and {h['top2'][1]}{'' if h['correct'] else ' (wrong)'}",
         )
         if col.button("Open", key=f"open_{h['index'][0]}_{h['index'][1]}"):
-            st.session_state["pair_pending"] = spec(h["index"][0], h["index"][1], h["shifts"])
+            STATE.pair_pending.set(spec(h["index"][0], h["index"][1], h["shifts"]))
             st.rerun()

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from capsviz.analysis.links import chosen
+from capsviz.analysis.links import Linked, chosen, unread
 from capsviz.analysis.playground import (
     DYNAMIC_PRESETS,
     EM_PRESETS,
@@ -24,7 +24,8 @@ from capsviz.analysis.playground import (
 from capsviz.glossary import help_text
 from capsviz.viz import png_bytes
 from capsviz.viz.animation import dynamic_frames, em_frames, gif_bytes
-from pages.common import keep_link_note, require_router, show_link_note, site_button
+from pages.common import keep_link_note, link_number, require_router, show_link_note, site_button
+from pages.state import STATE, Key, link_asks
 
 require_router()
 st.title("Routing playgrounds")
@@ -38,14 +39,14 @@ TOYS = {"dynamic": "Routing by agreement (dynamic routing)", "em": "EM routing (
 NAMES = [f"lower {i + 1}" for i in range(I_TOY)]
 
 
-def from_link(key: str, param: str, what: str, choices, default) -> None:
+def from_link(slot: Key, what: str, choices, default) -> None:
     """Seed a widget's state before it is drawn: a shared link's value (?param=) when it is one of
     `choices`, else `default` with a note naming what the link asked for (`what`: the setting in
     words); the widget itself then takes no default of its own."""
-    if key not in st.session_state:
-        raw = st.query_params.get(param)
-        st.session_state[key] = default if raw is None else keep_link_note(param, chosen(raw, list(choices), default, what)).value
-    show_link_note(param, st.session_state[key])
+    if not slot.present:
+        raw = link_asks(slot.param)
+        slot.set(default if raw is None else keep_link_note(slot.param, chosen(raw, list(choices), default, what)).value)
+    show_link_note(slot.param, slot.get())
 
 
 def switch_toy() -> None:
@@ -54,65 +55,71 @@ def switch_toy() -> None:
         st.query_params.pop(param, None)
 
 
-from_link("pg_toy", "toy", "playground", list(TOYS), "dynamic")
-toy_kind = st.radio("Playground", list(TOYS), format_func=TOYS.get, key="pg_toy", horizontal=True, on_change=switch_toy)
+from_link(STATE.pg_toy, "playground", list(TOYS), "dynamic")
+toy_kind = st.radio("Playground", list(TOYS), format_func=TOYS.get, key=STATE.pg_toy.key, horizontal=True, on_change=switch_toy)
 st.query_params["toy"] = toy_kind
 prefix = f"pg_{toy_kind}"
+preset_slot, j_slot, t_slot, cap_slot, points_slot, gen_slot = (
+    k(toy=toy_kind) for k in (STATE.pg_preset, STATE.pg_J, STATE.pg_T, STATE.pg_cap, STATE.pg_points, STATE.pg_gen)
+)
 presets = list(DYNAMIC_PRESETS) if toy_kind == "dynamic" else list(EM_PRESETS)
 
 
 def reset_points() -> None:
     """A new preset (or number of upper capsules) replaces every point; the point sliders start
     again from the preset's values (a new generation of widget keys)."""
-    st.session_state.pop(f"{prefix}_points", None)
-    st.session_state[f"{prefix}_gen"] = st.session_state.get(f"{prefix}_gen", 0) + 1
+    points_slot.pop()
+    gen_slot.set(gen_slot.get() + 1)
 
 
-from_link(f"{prefix}_preset", "preset", "preset", presets, presets[0])
-from_link(f"{prefix}_J", "J", "upper capsules", [2, 3], 2)
-from_link(f"{prefix}_T", "T", "routing iterations", range(1, 6), 3)
-from_link(f"{prefix}_cap", "cap", "lower capsule", range(1, I_TOY + 1), 1)
+from_link(preset_slot, "preset", presets, presets[0])
+from_link(j_slot, "upper capsules", [2, 3], 2)
+from_link(t_slot, "routing iterations", range(1, 6), 3)
+from_link(cap_slot, "lower capsule", range(1, I_TOY + 1), 1)
 controls, figure = st.columns([1, 2.2], gap="large")
 with controls:
     preset = st.selectbox(  # plain: the toy's own preset names
-        "Preset", presets, key=f"{prefix}_preset", on_change=reset_points, help="A starting arrangement; the sliders below change it"
+        "Preset", presets, key=preset_slot.key, on_change=reset_points, help="A starting arrangement; the sliders below change it"
     )
-    J = st.radio("Upper capsules", [2, 3], key=f"{prefix}_J", horizontal=True, on_change=reset_points)
+    J = st.radio("Upper capsules", [2, 3], key=j_slot.key, horizontal=True, on_change=reset_points)
     rule = "dynamic"
     if toy_kind == "dynamic":
-        from_link("pg_rule", "rule", "routing", ["dynamic", "self-attention"], "dynamic")
+        from_link(STATE.pg_rule, "routing", STATE.pg_rule.choices, "dynamic")
         rule = st.radio(
             "Routing",
             ["dynamic", "self-attention"],
             format_func={"dynamic": "routing by agreement (iterations)", "self-attention": "self-attention (one pass)"}.get,
-            key="pg_rule",
+            key=STATE.pg_rule.key,
             horizontal=True,
             help=help_text("iteration", "self_attention", "prior"),
         )
-    T = st.slider("Routing iterations", 1, 5, key=f"{prefix}_T", help=help_text("iteration"), disabled=rule != "dynamic")
+    T = st.slider("Routing iterations", 1, 5, key=t_slot.key, help=help_text("iteration"), disabled=rule != "dynamic")
     if rule != "dynamic":
         T = 1
 
     # the points: the preset, or a shared link's edits, or the user's slider moves
-    points_key = f"{prefix}_points"
-    if points_key not in st.session_state:
+    if not points_slot.present:
         base = DYNAMIC_PRESETS[preset] if toy_kind == "dynamic" else EM_PRESETS[preset][0]
         base = base[:, :J].copy()
         acts = np.ones(I_TOY) if toy_kind == "dynamic" else EM_PRESETS[preset][1].copy()
-        if "pg_link_read" not in st.session_state:  # a link's points apply once, on the first run
-            linked = decode_points(st.query_params.get("pts"), base.shape)
-            base = base if linked is None else linked
-            linked_a = decode_points(st.query_params.get("acts"), (I_TOY,))
-            acts = acts if linked_a is None else np.clip(linked_a, 0, 1)
-        st.session_state[points_key] = (base, acts)
-    st.session_state["pg_link_read"] = True
-    points, acts = st.session_state[points_key]
+        for param, shape, what in (("pts", base.shape, "points"), ("acts", (I_TOY,), "activations")):  # a link's, once
+            raw = link_asks(param)
+            linked = decode_points(raw, shape)
+            if linked is None and raw:
+                shown = base if param == "pts" else acts
+                keep_link_note(param, Linked(encode_points(shown), unread(raw, what, f"the preset's {what}")))
+            elif linked is not None and param == "pts":
+                base = linked
+            elif linked is not None:
+                acts = np.clip(linked, 0, 1)
+        points_slot.set((base, acts))
+    points, acts = points_slot.get()
     points, acts = points.copy(), acts.copy()
 
     st.markdown("**Move one lower capsule**")
-    i = st.selectbox("Lower capsule", list(range(1, I_TOY + 1)), key=f"{prefix}_cap", format_func=lambda k: f"lower capsule {k}") - 1
+    i = st.selectbox("Lower capsule", list(range(1, I_TOY + 1)), key=cap_slot.key, format_func=lambda k: f"lower capsule {k}") - 1
     what = "prediction u_hat" if toy_kind == "dynamic" else "vote V"
-    gen = st.session_state.get(f"{prefix}_gen", 0)
+    gen = gen_slot.get()
     for j in range(J):
         a, b = st.columns(2)
         for axis, col in enumerate((a, b)):
@@ -132,10 +139,12 @@ with controls:
         final_lambda = st.slider("final inverse temperature lambda", 0.1, 3.0, 0.3, 0.1, key="pg_em_lambda", help=help_text("lambda"))
         beta_u = st.slider("beta_u (cost per unit of spread)", -2.0, 2.0, 0.0, 0.1, key="pg_em_beta_u", help=help_text("beta_u"))
         beta_a = st.slider("beta_a (activation bias)", -2.0, 2.0, 0.0, 0.1, key="pg_em_beta_a", help=help_text("beta_a"))
-    st.session_state[points_key] = (points, acts)
+    points_slot.set((points, acts))
+    for param, value in (("pts", points), ("acts", acts)):
+        show_link_note(param, encode_points(value))  # while the page shows the preset's in place of a link's it cannot read
 
 preset_points = DYNAMIC_PRESETS[preset][:, :J] if toy_kind == "dynamic" else EM_PRESETS[preset][0][:, :J]
-st.query_params.update({"preset": preset, "J": str(J), "T": str(st.session_state[f"{prefix}_T"]), "cap": str(i + 1)})
+st.query_params.update({"preset": preset, "J": str(J), "T": str(t_slot.get()), "cap": str(i + 1)})
 if toy_kind == "dynamic":
     st.query_params["rule"] = rule
 for param, value, default in (("pts", points, preset_points), ("acts", acts, np.ones(I_TOY))):
@@ -146,16 +155,20 @@ for param, value, default in (("pts", points, preset_points), ("acts", acts, np.
 
 
 def show_iteration(T: int) -> int:
-    if "pg_t" not in st.session_state and str(st.query_params.get("t", "")).isdigit():
-        st.session_state["pg_t"] = int(st.query_params["t"])
-    if st.session_state.get("pg_t", T) > T:
-        st.session_state["pg_t"] = T
+    linked_t = link_number(STATE.pg_t, 1, T, T, "iteration")  # a shared link's, once
+    if linked_t is not None:
+        STATE.pg_t.set(linked_t)
+    if STATE.pg_t.get(T) > T:
+        STATE.pg_t.set(T)
     t = (
-        st.slider("Show iteration", 1, T, T, key="pg_t", help="Routing is computed for every iteration; this picks which one is drawn")
+        st.slider(
+            "Show iteration", 1, T, T, key=STATE.pg_t.key, help="Routing is computed for every iteration; this picks which one is drawn"
+        )
         if T > 1
         else 1
     )
     st.query_params["t"] = str(t)
+    show_link_note(STATE.pg_t.param, t)
     return t - 1
 
 

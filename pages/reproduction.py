@@ -8,7 +8,8 @@ from capsviz.checkpoint import total_training
 from capsviz.glossary import help_text
 from capsviz.text import plain
 from capsviz.viz import lines_by_epoch
-from pages.common import checkpoints, plain_chart, require_router
+from pages.common import checkpoints, link_choice, plain_chart, require_router
+from pages.state import STATE
 
 require_router()
 
@@ -45,8 +46,9 @@ for n, m in found:
         by_dataset.setdefault(m.dataset or "?", {})[n] = h
 if by_dataset:
     # one chart per dataset: their epochs are not comparable (a MultiMNIST epoch is 60,000 fresh pairs)
+    link_choice(STATE.curves, [plain(d) for d in by_dataset], plain(next(iter(by_dataset))), "dataset")
     for tab, (ds, history) in zip(
-        st.tabs([plain(d) for d in by_dataset], key="curves", bind="query-params"), by_dataset.items(), strict=True
+        st.tabs([plain(d) for d in by_dataset], key=STATE.curves.key, bind="query-params"), by_dataset.items(), strict=True
     ):
         tab.plotly_chart(plain_chart(lines_by_epoch(history)), key=f"history_{ds}")
 else:

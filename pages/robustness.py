@@ -30,6 +30,7 @@ from pages.common import (
     count_slider,
     keep_choice,
     keep_within,
+    link_choice,
     load_model,
     long_job,
     page_model,
@@ -38,15 +39,16 @@ from pages.common import (
     require_router,
     test_set,
 )
+from pages.state import STATE
 
 require_router()
 # The affine sliders' ranges and defaults (as drawn below), for a shared link's values: (key, lo, hi, default, name)
 AFFINE_LINKS = [
-    ("rotate", -90, 90, 0, "rotate (degrees)"),
-    ("scale", 0.5, 1.5, 1.0, "scale"),
-    ("shear", -0.6, 0.6, 0.0, "shear"),
-    ("right", -8, 8, 0, "move right (px)"),
-    ("down", -8, 8, 0, "move down (px)"),
+    (STATE.rotate, "rotate (degrees)"),
+    (STATE.scale, "scale"),
+    (STATE.shear, "shear"),
+    (STATE.right, "move right (px)"),
+    (STATE.down, "move down (px)"),
 ]
 
 st.title("Robustness: affine transforms and adversarial attacks")
@@ -81,11 +83,12 @@ models = {path.stem: model}
 files = {path.stem: path}
 cnn_stem = None
 if cnns:
+    link_choice(STATE.cnn, [p.name for p in cnns], cnns[0].name, "baseline CNN", label=plain)
     cnn_name = st.selectbox(
         "Baseline CNN",
         [p.name for p in cnns],
         format_func=plain,
-        key="cnn",
+        key=STATE.cnn.key,
         bind="query-params",
         help=f"CNN checkpoints trained on {plain(shown_as)} at {size}x{size}",
     )
@@ -105,7 +108,7 @@ else:
         f"No baseline CNN for {plain(dataset)} at {size}x{size} yet, so only the capsule model is shown. Train one: "
         f"`python -m capsviz train --model cnn-small --dataset {plain(dataset, 'code')} --out checkpoints/cnn-small-{plain(dataset, 'code')}.safetensors`."
     )
-key = st.session_state["model_key"] + "|" + "|".join(models)
+key = STATE.model_key.get() + "|" + "|".join(models)
 
 
 def stored_sweeps(kind: str, settings: dict, models: dict) -> dict[str, str]:
@@ -131,7 +134,8 @@ def attacked(model_key: str, _model, dataset: str, count: int, _x, _y, eps: floa
     return adv.numpy(), out.scores.argmax(1).numpy(), recs
 
 
-tab_affine, tab_adv = st.tabs(["Affine transforms", "Adversarial attacks"], key="tab", bind="query-params")
+link_choice(STATE.tab, STATE.tab.choices, STATE.tab.default, "tab")
+tab_affine, tab_adv = st.tabs(STATE.tab.choices, key=STATE.tab.key, bind="query-params")
 
 with tab_affine:
     picked = pick_image(dataset, names, size if own else 28, model)
@@ -142,14 +146,14 @@ with tab_affine:
 
         @st.fragment
         def transform_view():
-            for key, lo, hi, default, what in AFFINE_LINKS:
-                keep_within(key, lo, hi, default, what)
+            for slot, what in AFFINE_LINKS:
+                keep_within(slot, *slot.bounds, slot.default, what)
             c = st.columns(5)
-            rot = c[0].slider("rotate (degrees)", -90, 90, 0, 5, key="rotate", bind="query-params", help=help_text("affine"))
-            scale = c[1].slider("scale", 0.5, 1.5, 1.0, 0.05, key="scale", bind="query-params")
-            shear = c[2].slider("shear", -0.6, 0.6, 0.0, 0.05, key="shear", bind="query-params")
-            dx = c[3].slider("move right (px)", -8, 8, 0, 1, key="right", bind="query-params")
-            dy = c[4].slider("move down (px)", -8, 8, 0, 1, key="down", bind="query-params")
+            rot = c[0].slider("rotate (degrees)", -90, 90, 0, 5, key=STATE.rotate.key, bind="query-params", help=help_text("affine"))
+            scale = c[1].slider("scale", 0.5, 1.5, 1.0, 0.05, key=STATE.scale.key, bind="query-params")
+            shear = c[2].slider("shear", -0.6, 0.6, 0.0, 0.05, key=STATE.shear.key, bind="query-params")
+            dx = c[3].slider("move right (px)", -8, 8, 0, 1, key=STATE.right.key, bind="query-params")
+            dy = c[4].slider("move down (px)", -8, 8, 0, 1, key=STATE.down.key, bind="query-params")
             warped = warp(image, rot, scale, shear, dx, dy)
             cols = st.columns([1, 2, 2])
             cols[0].image(to_image(warped, 5), caption=f"transformed (label {plain(label)})", width=150)
@@ -173,7 +177,7 @@ with tab_affine:
     )
     data = test_set(dataset, size, meta.config.in_channels, quiet=True)
     if data is not None:
-        n = count_slider("Test images", [100, 200, 500, 1000, 2000], stored.AFFINE_IMAGES, len(data), "affine_images")
+        n = count_slider("Test images", [100, 200, 500, 1000, 2000], stored.AFFINE_IMAGES, len(data), STATE.affine_images)
         strengths = stored.AFFINE_STRENGTHS
         affine_keys = stored_sweeps("affine", stored.affine_settings(dataset, size, n, strengths), models)
 
@@ -216,17 +220,21 @@ with tab_adv:
         st.info("The attacks need the model's test images, which are not available here (see above).")
     if data is not None:
         c = st.columns(3)
+        with c[0]:
+            link_choice(STATE.attack, STATE.attack.choices, STATE.attack.default, "attack", label=str.upper)
+        with c[1]:
+            link_choice(STATE.targeted, STATE.targeted.choices, STATE.targeted.default, "targeted")
         method = c[0].radio(
             "Attack",
             ["fgsm", "bim"],
             format_func=str.upper,
             horizontal=True,
-            key="attack",
+            key=STATE.attack.key,
             bind="query-params",
             help=help_text("fgsm", "bim"),
         )
-        targeted = c[1].toggle("Targeted", key="targeted", bind="query-params", help=help_text("targeted"))
-        n = count_slider("Test images", [50, 100, 200, 500, 1000], stored.ATTACK_IMAGES, len(data), "attack_images", c[2])
+        targeted = c[1].toggle("Targeted", key=STATE.targeted.key, bind="query-params", help=help_text("targeted"))
+        n = count_slider("Test images", [50, 100, 200, 500, 1000], stored.ATTACK_IMAGES, len(data), STATE.attack_images, c[2])
         epsilons = stored.ATTACK_EPSILONS
         x, y = attack_test_images(data, n, size)
         # The EM paper's claim is about matrix capsules: beside a CapsNet, its matrix-capsule sibling is attacked too
@@ -288,8 +296,8 @@ with tab_adv:
                 )
             )
         st.subheader("Attacked images")
-        keep_choice("epsilon", epsilons[1:], 0.1, "epsilon")
-        eps = st.select_slider("epsilon", epsilons[1:], value=0.1, key="epsilon", bind="query-params", help=help_text("epsilon"))
+        keep_choice(STATE.epsilon, epsilons[1:], 0.1, "epsilon")
+        eps = st.select_slider("epsilon", epsilons[1:], value=0.1, key=STATE.epsilon.key, bind="query-params", help=help_text("epsilon"))
         show = min(6, n)
         target = other_class(y[:show], len(names)) if targeted else None
         for name, m in attacked_models.items():

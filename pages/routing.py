@@ -36,7 +36,8 @@ from capsviz.registry import either, shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
-from pages.common import for_image, keep_within, page_model, pick_image, plain_chart, require_router, site_button, test_set
+from pages.common import for_image, keep_within, link_choice, page_model, pick_image, plain_chart, require_router, site_button, test_set
+from pages.state import STATE
 
 require_router()
 
@@ -52,7 +53,7 @@ def attention_view(model, image, label, names) -> None:
         "routing's softmax over b. Then s_j = sum_i (c_ij + b_ji) u_hat_j|i, where b is a **prior** learned in training, "
         "the same for every image."
     )
-    key = st.session_state["model_key"]
+    key = STATE.model_key.get()
     tr = for_image(attention_trace, model, image, key=key)
     winner = int(tr.lengths.argmax())
     I, J = tr.c.shape
@@ -152,13 +153,13 @@ if meta.config.couplings != "dynamic":
     )
 names = meta.class_names
 image, label = picked_image(names)
-keep_within("iterations", 1, 10, meta.config.routing_iterations, "routing iterations")
+keep_within(STATE.iterations, 1, 10, meta.config.routing_iterations, "routing iterations")
 T = st.slider(
     "Routing iterations at inference",
     1,
     10,
     meta.config.routing_iterations,
-    key="iterations",
+    key=STATE.iterations.key,
     bind="query-params",
     help="The weights are the same; only the number of routing iterations changes. " + help_text("iteration"),
 )
@@ -172,14 +173,14 @@ winner = int(tr.lengths[-1].argmax())
 def iteration_view(tr, image, label, winner: int) -> None:
     """The maps of one iteration: moving the iteration or the detailed capsule reruns only this."""
     if T > 1:
-        keep_within("t", 1, T, T, "iteration")
+        keep_within(STATE.t, 1, T, T, "iteration")
         t = (
             st.slider(
                 "Show iteration",
                 1,
                 T,
                 T,
-                key="t",
+                key=STATE.t.key,
                 bind="query-params",
                 help=help_text("iteration", "agreement", "b", "c"),
             )
@@ -215,12 +216,14 @@ def iteration_view(tr, image, label, winner: int) -> None:
         help="The coupling maps iteration by iteration, one colour scale throughout, as an animated GIF",
     )
     maps_place, caption_place = right.empty(), right.empty()  # filled once the detailed map's capsule is chosen
+    with right:
+        link_choice(STATE.capsule_index, range(len(names)), winner, words.capsule, label=lambda k: plain(names[k]))
     j = right.selectbox(
         f"{words.capsule.capitalize()} for the detailed map",
         list(range(len(names))),
         index=winner,
         format_func=lambda k: plain(names[k]),
-        key="capsule",
+        key=STATE.capsule_index.key,
         bind="query-params",
         help=f"Which {words.capsule} the map below and the GIF show",
     )
@@ -304,7 +307,7 @@ full = tr if T == Tmax else for_image(dynamic_trace, model, image, Tmax)
 series = [full.b_change, np.concatenate([[np.nan], full.c_change])]
 labels = ["mean |delta b|, this image", "mean |delta c|, this image"]
 if data is not None:
-    series.append(batch_change(st.session_state["model_key"], model, meta.image_dataset, data, Tmax))
+    series.append(batch_change(STATE.model_key.get(), model, meta.image_dataset, data, Tmax))
     labels.append("mean |delta b|, 64 test images")
 st.plotly_chart(
     plain_chart(
@@ -329,7 +332,7 @@ if data is not None:
     def summary(model_key: str, _model, dataset: str, _data, T: int):  # _data: the test set of `dataset`
         return coupling_summary(_model, centred_batch(as_input_batch(_data.images[:64]), pad), T)
 
-    cs = summary(st.session_state["model_key"], model, meta.image_dataset, data, Tmax)
+    cs = summary(STATE.model_key.get(), model, meta.image_dataset, data, Tmax)
     k = T - 1  # the iteration count chosen above
     st.plotly_chart(
         plain_chart(

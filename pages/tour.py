@@ -16,6 +16,7 @@ from capsviz.viz import grouped_bars, png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
 from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid
 from pages.common import for_image, link_number, page_model, pick_image, plain_chart, require_router, show_link_note, site_button
+from pages.state import STATE
 
 require_router()
 st.title("A guided tour of a capsule network")
@@ -63,17 +64,17 @@ steps = walk(
 )
 N = len(steps)
 
-linked_step = link_number("step", 1, N, 1, "step")  # a shared link's step, once
-if linked_step is not None or "tour_step" not in st.session_state:
-    st.session_state["tour_step"] = linked_step or 1
-st.session_state["tour_step"] = min(max(st.session_state["tour_step"], 1), N)  # the other family's tour may be longer
+linked_step = link_number(STATE.tour_step, 1, N, 1, "step")  # a shared link's step, once
+if linked_step is not None or not STATE.tour_step.present:
+    STATE.tour_step.set(linked_step or 1)
+STATE.tour_step.set(min(max(STATE.tour_step.get(), 1), N))  # the other family's tour may be longer
 
 
 def move(by: int) -> None:
-    st.session_state["tour_step"] = min(max(st.session_state["tour_step"] + by, 1), N)
+    STATE.tour_step.set(min(max(STATE.tour_step.get() + by, 1), N))
 
 
-k = st.session_state["tour_step"]
+k = STATE.tour_step.get()
 st.query_params["step"] = str(k)
 back, where, nxt = st.columns([1, 4, 1], vertical_alignment="center")
 back.button(
@@ -101,7 +102,7 @@ nxt.button(
 )
 step = steps[k - 1]
 where.progress(k / N, text=f"Step {k} of {N}: **{step.title}**")  # plain: the tour's own step titles
-show_link_note("step", k)
+show_link_note(STATE.tour_step.param, k)
 
 
 def show(img, name: str, width: int | None = None) -> None:

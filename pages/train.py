@@ -26,6 +26,7 @@ from capsviz.text import plain
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
 from pages.common import checkpoint_dir, person, plain_chart, public, require_router
+from pages.state import STATE
 
 require_router()
 LIMITS = ZipLimits.from_env()  # the host's upload quotas (README: Limits on a served class)
@@ -191,7 +192,7 @@ def estimate_line(run: TrainRun, time_it: bool) -> str:
 
 
 if dataset:
-    timed = st.session_state.get("t_timed") == run
+    timed = STATE.t_timed.get() == run
     try:
         fits, line = True, estimate_line(run, timed)
     except CapsvizError as e:
@@ -201,7 +202,7 @@ if dataset:
         if st.button(
             "Measure the time per epoch", key="t_time", help="Runs two training steps of this model at this batch (a few seconds)"
         ):
-            st.session_state["t_timed"] = run
+            STATE.t_timed.set(run)
             st.rerun()
 st.caption(
     "While it trains, the time per epoch is measured on the run itself, from the speed of its steps after the first "
@@ -230,7 +231,7 @@ if go and allowed:
         why = access.may_write(checkpoint_dir(), stem, owner, teacher)
         if why:
             raise CapsvizError(why)
-        st.session_state["train_pending"] = {"run": run, "out": checkpoint_dir() / f"{stem}.safetensors"}
+        STATE.train_pending.set({"run": run, "out": checkpoint_dir() / f"{stem}.safetensors"})
     except CapsvizError as e:
         st.error(plain(str(e)))
 
@@ -238,7 +239,7 @@ if go and allowed:
 def submit(run: TrainRun, out, resume=None, replace=False) -> None:
     """Hand a run to the queue, the model's name taken for this student first; a refusal (no
     data, a name in use or another's, a full queue, ...) is this student's alone."""
-    st.session_state.pop("train_pending", None)
+    STATE.train_pending.pop()
     try:
         if not access.may_train(checkpoint_dir(), teacher):
             raise CapsvizError("Training is off for students on this server.")
@@ -253,7 +254,7 @@ def submit(run: TrainRun, out, resume=None, replace=False) -> None:
     except CapsvizError as e:
         st.error(plain(public(e)))
         return
-    st.session_state.pop("train_watch", None)
+    STATE.train_watch.pop()
     st.rerun()
 
 
@@ -295,7 +296,7 @@ def ask_before_start(pending: dict) -> None:
             pending["replace"] = True
             st.rerun()
         if b.button("Keep it (change the name above)", key="cancel_pending"):
-            st.session_state.pop("train_pending", None)
+            STATE.train_pending.pop()
             st.rerun()
         return
     others = queue.others(owner)
@@ -312,14 +313,14 @@ def ask_before_start(pending: dict) -> None:
             pending["queue"] = True
             st.rerun()
         if b.button("Watch the other run instead", key="watch_other"):
-            st.session_state.pop("train_pending", None)
-            st.session_state["train_watch"] = others[0].id
+            STATE.train_pending.pop()
+            STATE.train_watch.set(others[0].id)
             st.rerun()
         return
     submit(pending["run"], out, replace=bool(pending.get("replace")))
 
 
-pending = st.session_state.get("train_pending")
+pending = STATE.train_pending.get(None)
 if pending:
     ask_before_start(pending)
 
@@ -381,13 +382,13 @@ def own_run(job: jobs.TrainJob) -> None:
 
 def others_runs() -> None:
     others = queue.others(owner)
-    watched = st.session_state.get("train_watch")
+    watched = STATE.train_watch.get(None)
     if watched is not None:
         job = next((j for j in others if j.id == watched), None)
         st.subheader("Another student's run")
         if job is None:
             st.info("The run you were watching is over. Its model, if it finished, is in the zoo.")
-            st.session_state.pop("train_watch", None)
+            STATE.train_watch.pop()
             return
         s = job.snapshot()
         if s.state == "queued":
@@ -396,7 +397,7 @@ def others_runs() -> None:
             draw(s, "watched")
         st.caption("Only the student who started a run can stop it.")
         if st.button("Stop watching", key="stop_watching"):
-            st.session_state.pop("train_watch", None)
+            STATE.train_watch.pop()
             st.rerun()
         return
     if others and others[0].state == "queued":  # this session's run trains; these wait behind it
@@ -409,7 +410,7 @@ def others_runs() -> None:
             + (f"; {len(others) - 1} more run(s) wait." if len(others) > 1 else ".")
         )
         if st.button("Watch it", key="watch_running"):
-            st.session_state["train_watch"] = others[0].id
+            STATE.train_watch.set(others[0].id)
             st.rerun()
 
 

@@ -10,7 +10,8 @@ from capsviz.data.user import short_name
 from capsviz.glossary import help_text
 from capsviz.text import plain
 from capsviz.viz import squash_curve
-from pages.common import checkpoint_dir, checkpoints, plain_chart, public, require_router
+from pages.common import checkpoint_dir, checkpoints, keep_within, plain_chart, public, require_router
+from pages.state import STATE
 
 require_router()
 
@@ -26,7 +27,10 @@ left, right = st.columns([2, 1])
 with left:
     st.plotly_chart(plain_chart(squash_curve()), key="squash_plot")
 with right:
-    s = st.slider("Length |s| before squash", 0.0, 5.0, 1.0, 0.1, key="squash", bind="query-params", help=help_text("squash", "length"))
+    keep_within(STATE.squash, *STATE.squash.bounds, STATE.squash.default, "length |s|")
+    s = st.slider(
+        "Length |s| before squash", 0.0, 5.0, 1.0, 0.1, key=STATE.squash.key, bind="query-params", help=help_text("squash", "length")
+    )
     st.metric("Length after squash", f"{s * s / (1 + s * s):.3f}")
     st.caption("Move the slider: a capsule can never claim more than certainty, and weak evidence is nearly silenced.")
 
@@ -61,7 +65,7 @@ for path, meta in found:
             cols[2].caption(said.guessing)
         cols[3].markdown(f"**Trained in** {total['training_time_s'] / 60:.0f} min  \n**on** {plain(hardware)}")
         if st.button("Use this model", key=f"use_{path.stem}"):
-            st.session_state["pending_model"] = path.name  # the sidebar applies it before drawing its picker
+            STATE.pending_model.set(path.name)  # the sidebar applies it before drawing its picker
             st.rerun()
 
 # Files that fail the checks on reading (capsviz.schema) are left out of every picker; listing

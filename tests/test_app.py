@@ -610,3 +610,112 @@ def test_multimnist_brings_a_linked_pair_within_the_test_set_and_the_shifts(app)
     assert app.query_params["pair"] == f"{n},3,4,0,0,-1"
     (note,) = link_notes(app)
     assert f"first digit 99,999, but here the largest is {n:,}" in note and "dy 1 9, but here the largest is 4" in note
+
+
+@pytest.mark.parametrize(
+    ("page", "params", "said"),
+    [
+        ("robustness", {"attack": "pgd"}, "attack “pgd”, which this page does not offer (FGSM, BIM); this page shows attack FGSM."),
+        (
+            "robustness",
+            {"targeted": "maybe"},
+            "targeted “maybe”, which this page does not offer (false, true); this page shows targeted false.",
+        ),
+        (
+            "robustness",
+            {"cnn": "big-cnn.safetensors"},
+            "baseline CNN “big-cnn.safetensors”, which this page does not offer (tiny-cnn.safetensors); this page shows baseline CNN tiny-cnn.safetensors.",
+        ),
+        (
+            "robustness",
+            {"tab": "Noise"},
+            "tab “Noise”, which this page does not offer (Affine transforms, Adversarial attacks); this page shows tab Affine transforms.",
+        ),
+        ("robustness", {"attack_images": "7"}, "test images “7”, which this page does not offer"),
+        ("robustness", {"affine_images": "x"}, "test images “x”, which this page does not offer"),
+        ("lab", {"lab_models": "big-capsnet"}, "models “big-capsnet”, which this page does not offer (“tiny-capsnet”"),
+        ("lab", {"lab_routings": "magic"}, "routings “magic”, which this page does not offer ("),
+        (
+            "em",
+            {"model": "tiny-matrix.safetensors", "layer": "convcaps9"},
+            "layer “convcaps9”, which this page does not offer (convcaps1, convcaps2); this page shows layer convcaps1.",
+        ),
+        ("em", {"model": "tiny-matrix.safetensors", "zoom": "yes"}, "zoom on the nearest votes “yes”, which this page does not offer"),
+        ("routing", {"model": "tiny-capsnet.safetensors", "capsule": "zebra"}, "“zebra”, which this page does not offer (0, 1, 2"),
+        ("playground", {"t": "x"}, "iteration “x”, which is not a number; this page shows iteration 3."),
+        ("playground", {"t": "9"}, "iteration 9, but here the largest is 3; this page shows iteration 3."),
+        ("playground", {"pts": "1_2_x"}, "points “1_2_x”, which this page cannot read; this page shows the preset's points."),
+        ("playground", {"acts": "0.5"}, "activations “0.5”, which this page cannot read; this page shows the preset's activations."),
+        (
+            "playground",
+            {"toy": "boxes"},
+            "playground “boxes”, which this page does not offer (dynamic, em); this page shows playground dynamic.",
+        ),
+        ("playground", {"rule": "magic"}, "routing “magic”, which this page does not offer (dynamic, self-attention)"),
+        ("multimnist", {"model": "tiny-multimnist.safetensors", "caps": "3"}, "“3”, which is not 2 numbers (red capsule, green capsule)"),
+        ("multimnist", {"model": "tiny-multimnist.safetensors", "caps": "3,12"}, "green capsule 12, but here the largest is 9"),
+        ("multimnist", {"model": "tiny-multimnist.safetensors", "mm_alone": "third digit"}, "digit routed alone “third digit”"),
+        ("multimnist", {"model": "tiny-multimnist.safetensors", "pairs_measured": "3"}, "pairs “3”, which this page does not offer"),
+        ("reproduction", {"curves": "cifar"}, "dataset “cifar”, which this page does not offer"),
+        ("zoo", {"squash": "9"}, "length |s| 9, but here the largest is 5; this page shows length |s| 5."),
+    ],
+)
+def test_an_odd_choice_in_a_link_is_said_with_what_the_page_shows(app, page, params, said):
+    app.query_params.update(params)
+    app.switch_page(f"pages/{page}.py").run()
+    assert not app.exception, app.exception
+    assert any(said in n for n in link_notes(app)), link_notes(app)
+    app.run()  # the note stays while the page shows what it says
+    assert any(said in n for n in link_notes(app)), link_notes(app)
+
+
+def test_an_odd_choice_shows_the_default_and_its_note_goes_once_the_user_picks(app):
+    app.query_params.update({"model": "tiny-matrix.safetensors", "layer": "convcaps9", "zoom": "yes"})
+    app.switch_page("pages/em.py").run()
+    assert not app.exception, app.exception
+    assert app.selectbox(key="layer").value == "convcaps1" and app.toggle(key="zoom").value is False
+    assert len(link_notes(app)) == 2
+    app.selectbox(key="layer").set_value("convcaps2").run()
+    assert [n for n in link_notes(app) if "layer" in n] == []
+    app.toggle(key="zoom").set_value(True).run()
+    assert not link_notes(app)
+
+
+def test_an_odd_choice_among_good_ones_leaves_the_good_ones_and_names_the_odd(app):
+    from capsviz.analysis.lab import LAB_ROUTINGS
+
+    app.query_params.update({"lab_routings": [LAB_ROUTINGS["dynamic"], "magic"]})  # the address names each by its words
+    app.switch_page("pages/lab.py").run()
+    assert not app.exception, app.exception
+    assert app.multiselect(key="lab_routings").value == ["dynamic"]
+    (note,) = link_notes(app)
+    assert "routings “magic”, which this page does not offer (" in note and note.endswith(f"shows routings “{LAB_ROUTINGS['dynamic']}”.")
+    app.multiselect(key="lab_routings").select("uniform").run()
+    assert not link_notes(app)
+
+
+@pytest.mark.parametrize(
+    ("page", "params", "widget", "key", "shown"),
+    [
+        ("robustness", {"tab": "Adversarial attacks", "attack": "BIM", "targeted": "true"}, "radio", "attack", "bim"),
+        ("robustness", {"targeted": "TRUE"}, "toggle", "targeted", True),
+        ("robustness", {"cnn": "tiny-cnn.safetensors"}, "selectbox", "cnn", "tiny-cnn.safetensors"),
+        ("em", {"model": "tiny-matrix.safetensors", "layer": "convcaps2", "zoom": "true"}, "selectbox", "layer", "convcaps2"),
+        ("routing", {"model": "tiny-capsnet.safetensors", "capsule": "7"}, "selectbox", "capsule", 7),
+        (
+            "multimnist",
+            {"model": "tiny-multimnist.safetensors", "caps": "3,5", "mm_alone": "second digit"},
+            "radio",
+            "mm_alone",
+            "second digit",
+        ),
+        ("playground", {"t": "2", "pts": "", "toy": "dynamic"}, "slider", "pg_t", 2),
+        ("lab", {"lab_models": "tiny-capsnet"}, "multiselect", "lab_models", ["tiny-capsnet"]),
+    ],
+)
+def test_a_choice_the_page_offers_is_shown_without_a_note(app, page, params, widget, key, shown):
+    app.query_params.update(params)
+    app.switch_page(f"pages/{page}.py").run()
+    assert not app.exception, app.exception
+    assert getattr(app, widget)(key=key).value == shown
+    assert not link_notes(app), link_notes(app)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from capsviz.analysis.links import chosen, linked, linked_numbers, linked_offsets
+from capsviz.analysis.links import chosen, linked, linked_numbers, linked_offsets, several, unread
 
 
 @pytest.mark.parametrize("raw", ["0", "5", "9", " 7 "])
@@ -77,4 +77,25 @@ def test_numbers_of_a_pair_are_each_brought_within_their_range_or_all_replaced_w
     assert (
         short.value == (0, 1, 0)
         and "“3,7”, which is not 3 numbers (first digit, second digit, dy 1); this page shows 0, 1, 0." in short.note
+    )
+
+
+def test_several_choices_keep_those_offered_once_each_and_name_the_others():
+    offered = ["dynamic", "uniform", "random"]
+    assert several(["uniform", "dynamic"], offered, offered, "routings") == (("uniform", "dynamic"), None)
+    assert several(["uniform", "uniform"], offered, offered, "routings") == (("uniform",), None)
+    got = several(["uniform", "magic", "magic", "x"], offered, ["dynamic"], "routings")
+    assert got.value == ("uniform",)
+    assert got.note == (
+        "The link asks for routings “magic”, “x”, which this page does not offer (“dynamic”, “uniform”, “random”); "
+        "this page shows routings “uniform”."
+    )
+    none = several(["magic"], offered, ["dynamic", "random"], "routings")  # none offered: the page's own default
+    assert none.value == ("dynamic", "random") and none.note.endswith("shows routings “dynamic”, “random”.")
+    assert several(["a"], [], [], "models").note.endswith("shows models none.")
+
+
+def test_a_value_the_page_cannot_read_is_quoted_with_what_is_shown():
+    assert unread(" 1_2_x ", "points", "the preset's points") == (
+        "The link asks for points “1_2_x”, which this page cannot read; this page shows the preset's points."
     )

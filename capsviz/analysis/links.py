@@ -92,3 +92,26 @@ def linked_numbers(raw: str, parts: list[tuple[int, int, str]], fallback) -> Lin
         return Linked(tuple(fallback), note)
     got = [linked(x, lo, hi, d, what) for x, (lo, hi, what), d in zip(items, parts, fallback, strict=True)]
     return Linked(tuple(g.value for g in got), " ".join(g.note for g in got if g.note) or None)
+
+
+def several(raws: list[str], choices, default: list, what: str) -> Linked:
+    """A link's values for a setting that takes several of `choices` (a multiselect's repeated
+    ?param=a&param=b, each as str(choice)): those that name a choice, once each, in the link's
+    order; `default` where none does. One note names the values left out and what is shown."""
+    names = [str(c) for c in choices]
+    kept = list(dict.fromkeys(r for r in raws if r in names))
+    odd = list(dict.fromkeys(r for r in raws if r not in names))
+    shown = [choices[names.index(k)] for k in kept] or list(default)
+    if not odd:
+        return Linked(tuple(shown), None)
+    asked = ", ".join(f"“{r.strip()}”" for r in odd)
+    offered = ", ".join(f"“{n}”" for n in names)  # quoted: a choice's words may hold a comma
+    listed = ", ".join(f"“{s}”" for s in shown) or "none"
+    note = f"The link asks for {what} {asked}, which this page does not offer ({offered}); this page shows {what} {listed}."
+    return Linked(tuple(shown), note)
+
+
+def unread(raw: str, what: str, shown: str) -> str:
+    """The note for a link's value that the page cannot read at all (the playground's ?pts=, made
+    for a preset of another size or cut short): what it asked for and what is `shown` instead."""
+    return f"The link asks for {what} “{raw.strip()}”, which this page cannot read; this page shows {shown}."
