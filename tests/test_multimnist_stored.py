@@ -70,4 +70,6 @@ def test_the_stored_pair_error_is_the_zoo_cards_and_the_labs_pair_accuracy_measu
     row = lab.stored_rows([(path, meta)], vector_routings(), folders=[stored_results.shipped_folder()])[
         path.stem, lab.trained_with(meta.config)
     ]
-    assert row.n_pairs == n and 100 - row.pair_accuracy == pytest.approx(error, abs=0.02)
+    # as tests/test_shipped.py: at most 5 of 10,000 pairs may differ (the card's figure may come from the GPU that
+    # exported the model, the lab's from a CPU)
+    assert row.n_pairs == n and 100 - row.pair_accuracy == pytest.approx(error, abs=0.05 * 10_000 / n + 1e-9)
