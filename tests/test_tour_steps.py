@@ -361,10 +361,12 @@ def test_the_tour_says_what_the_model_was_trained_with_at_step_1_and_at_every_it
         )
     )[0]
     said = not_own_words(label)
-    iterations = [s for s in steps if s.key.startswith("iteration") or s.key == "lengths"]  # the lengths come from those iterations
-    assert len(iterations) >= 2
+    iterations = [s for s in steps if s.key.startswith("iteration")]
+    assert len(iterations) >= 1
     for step in [steps[0], *iterations]:
         assert (said in " ".join(step.text)) == (not own), step.key
+    (lengths,) = [s for s in steps if s.key == "lengths"]  # the model's own answer, not dynamic routing's (its own test below)
+    assert (said in " ".join(lengths.text)) is False
     if rows:  # the lab step names its own routing the same way: not "uniform couplings" for one iteration, not a bare key
         lab_text = " ".join(steps[-1].text)
         assert f"with its own {trained.split(' (')[0]}" in lab_text or f"with its own {lab.LAB_ROUTINGS[rows[0].trained_with]}" in lab_text
@@ -464,3 +466,40 @@ def test_the_efficient_tours_routing_step_explains_c_as_efficient_capsnet_comput
     (step,) = [s for s in steps if s.key == "routing"]
     note = help_text(*step.terms)
     assert "Efficient-CapsNet has no iterations: its couplings are the softmax of the self-attention agreement a_ji" in note
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["capsnet-mnist", "capsnet-multimnist", "capsnet-small-random-mnist", "capsnet-small-random-multimnist", "capsnet-small-uniform-mnist"],
+)
+def test_the_lengths_step_shows_the_models_own_answer_as_its_forward_pass_gives_it(name):
+    """A model trained without dynamic routing: the lengths step draws its forward pass as trained
+    (its own couplings), names them, and quotes dynamic routing's winner from the figure's data;
+    a model trained with dynamic routing: the bars are the routing steps' last lengths, as before."""
+    path = Path(__file__).resolve().parents[1] / "checkpoints" / f"{name}.safetensors"
+    tour, steps, _ = follow(path, seed=1)
+    model, meta = load_checkpoint(path)
+    (step,) = [s for s in steps if s.key == "lengths"]
+    (rec,) = [s for s in steps if s.key == "reconstruction"]
+    with torch.no_grad():
+        forward = model(torch.as_tensor(tour.image)[None, None], reconstruct=False).scores[0].numpy()
+    values = step.data["values"]
+    np.testing.assert_allclose(values, forward, rtol=1e-5, atol=1e-6)  # the bars are the model's own answer
+    W = int(values.argmax())
+    assert step.data["highlight"] == W and f"**{W}** with length {values[W]:.2f}" in step.text[0]
+    assert f"capsule {W} alone" in rec.text[0]  # the decoder redraws the answer the bars show
+    said = " ".join(step.text)
+    own = meta.config.couplings == "dynamic"
+    assert own == tour.own and ("dynamic" in step.data) == (not own)
+    if own:
+        np.testing.assert_allclose(values, tour.lengths)
+        assert "Several capsules can be long at once" in said and "these bars are its own answer" not in said
+        return
+    trained = "fixed random couplings" if "random" in name else "uniform couplings"
+    assert step.data["title"].endswith(f"with its own {trained}") and f"trained with {trained}" in said
+    assert "these bars are its own answer" in said and "two overlapping digits" not in said
+    routed = step.data["dynamic"]  # dynamic routing's lengths, from the steps before
+    np.testing.assert_allclose(routed, tour.lengths)
+    D = int(routed.argmax())
+    assert f"there {D} was longest, with {routed[D]:.2f}, {'the same' if D == W else 'another'} winner" in said
+    assert not np.allclose(values, routed)  # the two routings do differ on this image

@@ -136,6 +136,12 @@ class CapsNetTour:
     grid: int
     types: int
     pred_all_len: np.ndarray  # (I, J) |u_hat_j|i| of every primary capsule
+    # the model's own answer, routed as it was trained (its couplings and iterations): its lengths
+    # (J,), their winner and runner-up; `own` says whether that routing is the one the tour shows
+    own: bool = True
+    own_lengths: np.ndarray | None = None
+    own_winner: int = 0
+    own_runner_up: int = 0
 
     @property
     def iterations(self) -> int:
@@ -197,7 +203,12 @@ def capsnet_tour(model, image: np.ndarray, iterations: int | None = None) -> Cap
         s2d[:, j] = s[:, j] @ P.T
         v2d[:, j] = v[:, j] @ P.T
     names = [f"type {int(i) % K + 1} at row {int(i) // K // G + 1}, col {int(i) // K % G + 1}" for i in shown]
-    rec = model.decode(v[-1, winner], winner)[0].numpy() if model.decoder is not None else None
+    own = getattr(cfg, "couplings", "dynamic") == "dynamic" and T == cfg.routing_iterations
+    answer = v[-1] if own else model.route(u_hat).v[0]  # (J, D): the model's forward pass as trained
+    answer_len = answer.norm(dim=-1)
+    own_order = answer_len.argsort(descending=True)
+    own_w = int(own_order[0])
+    rec = model.decode(answer[own_w], own_w)[0].numpy() if model.decoder is not None else None  # the decoder reads its own answer
     return CapsNetTour(
         image=np.asarray(image, np.float32),
         conv1=conv1.numpy(),
@@ -223,6 +234,10 @@ def capsnet_tour(model, image: np.ndarray, iterations: int | None = None) -> Cap
         grid=G,
         types=K,
         pred_all_len=pred_len.numpy(),
+        own=own,
+        own_lengths=answer_len.numpy(),
+        own_winner=own_w,
+        own_runner_up=int(own_order[1]),
     )
 
 
@@ -488,6 +503,16 @@ def trained_words(couplings: str, trained_iterations: int, shown_iterations: int
 def not_own_words(trained: str) -> str:
     """Said wherever the tour shows dynamic routing on a model trained otherwise."""
     return f"This model was trained with {trained}; the tour shows what dynamic routing would do with its weights."
+
+
+def own_answer_words(trained: str, routed_name: str, routed_length: str, same: bool) -> str:
+    """The lengths step of a model trained without the dynamic routing the steps before showed:
+    the bars are its own answer; where dynamic routing's longest capsule stands."""
+    return (
+        f"This model was trained with {trained}, so these bars are its own answer, computed with those couplings as in training. "
+        f"The routing steps before showed what dynamic routing would do with its weights: there {routed_name} was longest, with {routed_length}"
+        + (", the same winner." if same else ", another winner.")
+    )
 
 
 def ordinal(n: int) -> str:
@@ -762,7 +787,12 @@ def capsnet_walk(
                     f"This is the image the tour follows through **{plain(model_name)}**, a CapsNet (Sabour et al. 2017, Fig. 1) "
                     f"trained with {trained_with}. It will pass three layers: an ordinary convolution, a layer of primary capsules "
                     f"and one {words.capsule} per class, with routing between the two capsule layers. "
-                    + ("" if own else not_own_words(trained_with) + " ")
+                    + (
+                        ""
+                        if own
+                        else not_own_words(trained_with)
+                        + " Its answer at the end (the lengths step) and the drawing redrawn from it are its own, with its own couplings. "
+                    )
                     + "A capsule outputs a vector, not a number: its length says how likely its thing is present, its direction how it looks."
                 ],
             )
@@ -872,32 +902,51 @@ def capsnet_walk(
                 terms=("b", "c"),
             )
         elif k == "lengths":
-            step = _lengths_step(
-                step,
-                tour.lengths,
-                names,
-                W,
-                R,
-                truth,
-                words.capsule,
-                f"{'DigitCaps' if words.digits else 'Class capsule'} lengths |v_j| after routing",
-                ([] if own else [not_own_words(trained_with)])
-                + [
-                    f"Training used the {label('margin_loss')}: the right capsule longer than 0.9, every other shorter than 0.1 (Eq. 4). "
-                    "Several capsules can be long at once: that is how the network reads two overlapping digits (the MultiMNIST page)."
-                ],
-            )
+            layer = "DigitCaps" if words.digits else "Class capsule"
+            margin = f"Training used the {label('margin_loss')}: the right capsule longer than 0.9, every other shorter than 0.1 (Eq. 4). "
+            if tour.own:
+                step = _lengths_step(
+                    step,
+                    tour.lengths,
+                    names,
+                    W,
+                    R,
+                    truth,
+                    words.capsule,
+                    f"{layer} lengths |v_j| after routing",
+                    [
+                        margin
+                        + "Several capsules can be long at once: that is how the network reads two overlapping digits (the MultiMNIST page)."
+                    ],
+                )
+            else:  # the model's own answer, with the couplings it was trained with: the lengths its loss saw
+                OW = tour.own_winner
+                step = _lengths_step(
+                    step,
+                    tour.own_lengths,
+                    names,
+                    OW,
+                    tour.own_runner_up,
+                    truth,
+                    words.capsule,
+                    f"{layer} lengths |v_j| with its own {trained_with.split(' (')[0]}",
+                    [
+                        own_answer_words(trained_with, pn[W], two(tour.lengths[W]), OW == W),
+                        margin + "These are the lengths it was trained on, so the targets below apply to them.",
+                    ],
+                )
+                step.data["dynamic"] = tour.lengths  # dynamic routing's lengths, which the text quotes beside
         elif k == "reconstruction":
             step = _reconstruction_step(
                 step,
                 tour.image,
                 tour.reconstruction,
-                names[W],
+                names[tour.own_winner],
                 tour.v.shape[-1],
                 "CapsNet",
                 [
                     f"The {label('reconstruction')} decoder (three fully connected layers, Fig. 2) redraws the {words.shown} from the {D} numbers "
-                    f"of capsule {pn[W]} alone, the others masked to 0. During training this keeps the capsule's direction meaningful: "
+                    f"of capsule {pn[tour.own_winner]} alone{'' if tour.own else ' (its own answer, with its own couplings)'}, the others masked to 0. During training this keeps the capsule's direction meaningful: "
                     f"its {D} numbers must say how the {words.shown} looks. The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch "
                     + ("stroke width, slant and shape change (Fig. 4)." if words.digits else "the drawing change.")
                 ],
