@@ -111,33 +111,43 @@ def show(img, name: str, width: int | None = None) -> None:
     st.download_button("Download this figure (PNG)", png_bytes(img), f"tour-{name}.png", "image/png", key="tour_png", on_click="ignore")
 
 
+PHONE_COLUMNS = 6  # numbers a table row shows beside its name at 390 px
+
+
 def value_table(d: dict) -> None:
-    """A grid of numbers as a table of text (a phone scrolls it sideways, the row names staying in
-    view), shaded by size like its picture, the highlighted column in red; the picture for slides."""
+    """A grid of numbers as tables of text, every number in view on a phone, shaded by size like its picture, the highlighted column (or row) in red; the picture for slides."""
     columns = [str(c) for c in d["columns"]]
-    frame = pd.DataFrame(d["values"].astype(float), index=[plain(r, "table") for r in d["rows"]], columns=columns).round(2)  # as drawn
+    rows = [plain(r, "table") for r in d["rows"]]
+    frame = pd.DataFrame(d["values"].astype(float), index=rows, columns=columns).round(2)  # as drawn
     top = max(float(d["values"].max()), 1e-8)
+    red_column = columns[d["highlight"]] if "highlight" in d else None
+    red_row = rows[d["highlight_row"]] if "highlight_row" in d else None
 
     def shade(column: pd.Series) -> list[str]:
         level = (255 - 180 * column / top).astype(int)
         ink = ["white" if v < 150 else "black" for v in level]
-        red = column.name == columns[d["highlight"]]
+        red = [column.name == red_column or r == red_row for r in column.index]
         return [
-            f"background-color: rgb({f'255, {v}, {v}' if red else f'{v}, {v}, 255'}); color: {c}" for v, c in zip(level, ink, strict=True)
+            f"background-color: rgb({f'255, {v}, {v}' if r else f'{v}, {v}, 255'}); color: {c}"
+            for v, c, r in zip(level, ink, red, strict=True)
         ]
 
     st.markdown(f"**{plain(d['title'])}**")
-    st.dataframe(
-        frame.style.format("{:.2f}").apply(shade),
-        column_config={"_index": st.column_config.TextColumn(width=min(160, 24 + 7 * max(map(len, frame.index))))}  # its names whole
-        | {c: st.column_config.NumberColumn(width=50) for c in columns},
-        height=35 * (len(frame) + 1) + 3,  # every row in view: 35 px a row and the header
-        key="tour_table",
-    )
+    # at most PHONE_COLUMNS columns a table (more are stacked below), so a 390 px phone shows every number without scrolling
+    parts = -(-len(columns) // PHONE_COLUMNS)
+    for n in range(parts):
+        part = columns[n * len(columns) // parts : (n + 1) * len(columns) // parts]
+        st.dataframe(
+            frame[part].style.format("{:.2f}").apply(shade),
+            column_config={"_index": st.column_config.TextColumn(width=min(160, 24 + 7 * max(map(len, frame.index))))}  # its names whole
+            | {c: st.column_config.NumberColumn(width=46) for c in part},
+            height=35 * (len(frame) + 1) + 3,  # every row in view: 35 px a row and the header
+            key=f"tour_table_{n}",
+        )
     st.caption(plain(step.caption))
     st.download_button(
         "Download this figure (PNG)",
-        lambda: png_bytes(value_grid(d["values"], d["rows"], d["columns"], d["title"], d["highlight"])),
+        lambda: png_bytes(value_grid(d["values"], d["rows"], d["columns"], d["title"], d.get("highlight"), d.get("highlight_row"))),
         f"tour-{step.key}.png",
         "image/png",
         key="tour_png",

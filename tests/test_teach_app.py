@@ -3,6 +3,7 @@
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 import test_app
 import torch
@@ -122,6 +123,9 @@ def test_the_tour_is_the_first_page_and_walks_every_capsnet_step(app):
         else:  # this test model has not been measured by the lab: the step says so and links there
             assert "has not measured this model yet" in app.info[0].value
             assert any('page: "lab"' in str(link.proto) for link in app.get("page_link"))
+        if k == 4:  # one row per digit capsule, one column per primary capsule followed: a phone shows all six
+            (frame,) = [f.value for f in app.dataframe]
+            assert list(frame.index) == [str(j) for j in range(10)] and list(frame.columns) == [f"P{n}" for n in range(1, 7)]
         if app.button(key="tour_next").disabled:
             break
         app.button(key="tour_next").click().run()
@@ -198,8 +202,11 @@ def test_the_efficient_tour_walks_every_step_with_the_models_numbers(efficient_a
             assert app.image or app.dataframe, f"step {k} has no figure"
             if k in (4, 5):  # the prediction lengths, then the couplings, as tables of text: the tour's numbers, as drawn
                 want = tour.pred_len if k == 4 else tour.c
-                np.testing.assert_allclose(app.dataframe[0].value.to_numpy(), want, atol=0.005 + 1e-9)
-                assert (app.dataframe[0].value.to_numpy() == np.round(want.astype(float), 2)).all()
+                parts = [f.value for f in app.dataframe]  # ten class columns in two stacked tables of five: a phone shows each whole
+                assert [list(p.columns) for p in parts] == [[str(j) for j in range(5)], [str(j) for j in range(5, 10)]]
+                shown = pd.concat(parts, axis=1).to_numpy()
+                np.testing.assert_allclose(shown, want, atol=0.005 + 1e-9)
+                assert (shown == np.round(want.astype(float), 2)).all()
         else:
             assert "has not measured this model yet" in app.info[0].value
             assert "self-attention set each" in " ".join(m.value for m in app.markdown)

@@ -503,3 +503,19 @@ def test_the_lengths_step_shows_the_models_own_answer_as_its_forward_pass_gives_
     D = int(routed.argmax())
     assert f"there {D} was longest, with {routed[D]:.2f}, {'the same' if D == W else 'another'} winner" in said
     assert not np.allclose(values, routed)  # the two routings do differ on this image
+
+
+def test_the_prediction_table_has_a_row_per_class_and_a_column_per_primary_capsule_followed():
+    """Step 4 fits a phone: ten rows (the class names, the winner's marked), six columns P1-P6 named in
+    the caption; the first column is the capsule the text speaks of, with the numbers it quotes."""
+    tour, steps, _ = follow(Path(__file__).resolve().parents[1] / "checkpoints" / "capsnet-mnist.safetensors", seed=1)
+    (step,) = [s for s in steps if s.key == "predictions"]
+    d = step.data
+    W = tour.winner
+    assert d["values"].shape == (10, 6) and d["rows"] == [str(j) for j in range(10)] and d["highlight_row"] == W
+    assert d["columns"] == [f"P{n}" for n in range(1, 7)] and "highlight" not in d
+    np.testing.assert_allclose(d["values"], tour.pred_len.T)
+    assert all(f"P{n + 1} = {where}" in step.caption for n, where in enumerate(tour.shown_names))
+    first = d["values"][:, 0]
+    assert step.measured.startswith(f"Measured here: the first column, P1 ({tour.shown_names[0]}), predicts {W} with length {first[W]:.2f}")
+    assert f"its shortest is for {int(first.argmin())} ({first.min():.2f})" in step.measured

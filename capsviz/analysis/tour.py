@@ -520,11 +520,11 @@ def ordinal(n: int) -> str:
 
 
 def prediction_words(name: str, lengths: np.ndarray, names: list[str], W: int, thing: str) -> str:
-    """What one primary capsule's prediction lengths (J,) say about class W: the longest of its
+    """What one primary capsule's prediction lengths (J,), the table's first column, say about class W: the longest of its
     predictions, where W's stands among them, and the shortest, each as the grid beside writes it."""
     order = [int(j) for j in np.argsort(-lengths, kind="stable")]
     rank, top, low = order.index(W) + 1, order[0], order[-1]
-    said = f"Measured here: the first row, {name}, predicts {names[W]} with length {two(lengths[W])}"
+    said = f"Measured here: the first column, {name}, predicts {names[W]} with length {two(lengths[W])}"
     if rank == 1:
         nxt = order[1]
         said += f", its longest prediction; the next longest is for {names[nxt]} ({two(lengths[nxt])})"
@@ -842,14 +842,16 @@ def capsnet_walk(
             step = replace(
                 step,
                 figure="grid",
-                data={
-                    "values": tour.pred_len,
-                    "rows": tour.shown_names,
-                    "columns": names,
+                data={  # one row per class capsule, one column per primary capsule followed: narrow enough for a phone
+                    "values": tour.pred_len.T,
+                    "rows": names,
+                    "columns": [f"P{n + 1}" for n in range(len(tour.shown))],
                     "title": f"Length of the predictions u_hat_j|i for each {words.capsule} j (red: {names[W]})",
-                    "highlight": W,
+                    "highlight_row": W,
                 },
-                caption=f"rows: the six primary capsules with the longest predictions for {names[W]}; columns: the {words.capsules}",
+                caption=f"rows: the {words.capsules} (red: {names[W]}, the longest after routing); columns: the six primary capsules "
+                f"with the longest predictions for {names[W]}, "
+                + "; ".join(f"P{n + 1} = {where}" for n, where in enumerate(tour.shown_names)),
                 text=[
                     f"Each primary capsule multiplies its vector by a learned matrix {label('W')} once per {words.capsule}: "
                     f"{I} x {J} predictions {label('u_hat')} (Eq. 2), each a {D}-number guess of what {words.thing} j's capsule should be: "
@@ -857,7 +859,7 @@ def capsnet_walk(
                     "A long prediction is a confident one. "
                     f"Routing now decides how much of each prediction reaches each {words.capsule}: predictions that agree with each other should win."
                 ],
-                measured=prediction_words(tour.shown_names[0], tour.pred_len[0], pn, W, words.thing),
+                measured=prediction_words(f"P1 ({tour.shown_names[0]})", tour.pred_len[0], pn, W, words.thing),
                 terms=("u_hat", "W"),
             )
         elif k.startswith("iteration"):

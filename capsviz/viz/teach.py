@@ -289,8 +289,11 @@ def side_by_side(images: list[np.ndarray], captions: list[str], scale: int = 8) 
     return img
 
 
-def value_grid(values: np.ndarray, rows: list[str], columns: list[str], title: str, highlight: int | None = None) -> Image.Image:
-    """A table of values in [0, vmax] shaded by size, each cell with its number: (len(rows), len(columns))."""
+def value_grid(
+    values: np.ndarray, rows: list[str], columns: list[str], title: str, highlight: int | None = None, highlight_row: int | None = None
+) -> Image.Image:
+    """A table of values in [0, vmax] shaded by size, each cell with its number: (len(rows), len(columns));
+    the `highlight` column or the `highlight_row` outlined in red."""
     R, C = values.shape
     f = font(13)
     probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
@@ -302,11 +305,11 @@ def value_grid(values: np.ndarray, rows: list[str], columns: list[str], title: s
     for k, name in enumerate(columns):
         d.text((left + k * cw + 18, top - 20), name, fill=(214, 39, 40) if k == highlight else INK, font=f)
     for r in range(R):
-        d.text((6, top + r * ch + 5), rows[r], fill=INK, font=f)
+        d.text((6, top + r * ch + 5), rows[r], fill=(214, 39, 40) if r == highlight_row else INK, font=f)
         for k in range(C):
             shade = int(255 - 180 * values[r, k] / vmax)
             box = [left + k * cw, top + r * ch, left + (k + 1) * cw - 2, top + (r + 1) * ch - 2]
-            d.rectangle(box, fill=(shade, shade, 255), outline=(214, 39, 40) if k == highlight else None)
+            d.rectangle(box, fill=(shade, shade, 255), outline=(214, 39, 40) if k == highlight or r == highlight_row else None)
             d.text((box[0] + 8, box[1] + 5), f"{values[r, k]:.2f}", fill="white" if shade < 150 else INK, font=f)
     return img
 

@@ -3,6 +3,7 @@ shipped models at a phone's width (390 px) and a laptop's (1280 px): each figure
 at a readable size, every title and axis label whole, every table column in view or reachable with
 the numbers in it as text."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,6 @@ from playwright.sync_api import expect
 from st_helpers import new_page, titles_cut_off, wait_for_app_run
 from test_browser import no_exceptions, shot
 
-from capsviz.analysis.tour import capsnet_tour
 from capsviz.checkpoint import load_checkpoint
 from capsviz.data import load_split
 from capsviz.viz.explain import PANEL_WIDTH
@@ -209,33 +209,53 @@ def test_the_lab_table_shows_its_numbers_and_the_bars_their_names(browser, shipp
         ctx.close()
 
 
+TOUR_TABLES = [("capsnet-mnist", 4), ("efficient-capsnet-mnist", 4)]
+
+
 @pytest.mark.parametrize("width", WIDTHS)
-def test_the_tours_prediction_lengths_are_a_table_of_text(browser, shipped_server, shots, width, monkeypatch):
-    """/tour step 4, capsnet-mnist, test image 0: the 60 lengths of the predictions u_hat_j|i are text
-    in a table (not only a picture), each equal to the tour's own number, every one in view at
-    1280 px and reachable by scrolling across at 390 px, the rows' names staying in view."""
-    monkeypatch.setenv("CAPSVIZ_DATA_DIR", str(ROOT.parent / "shared" / "data"))
-    model, meta = load_checkpoint(ROOT / "checkpoints" / "capsnet-mnist.safetensors")
-    image = load_split("mnist", "test").images[0].numpy().astype(np.float32) / 255.0
+@pytest.mark.parametrize("model, k", TOUR_TABLES, ids=[m for m, _ in TOUR_TABLES])
+def test_the_tours_prediction_lengths_are_tables_of_text_a_phone_shows_whole(browser, shipped_server, shots, width, model, k):
+    """/tour step 4, test image 0: the lengths of the predictions u_hat_j|i are text in tables (not
+    only a picture), each equal to the tour's own number, every column in view with no sideways
+    scrolling at 390 px too (CapsNet: one row per digit capsule, one column per primary capsule
+    followed; Efficient-CapsNet: its ten class columns in two stacked tables), so every number the
+    step's "Measured here" quotes is on screen."""
+    from capsviz.analysis.tour import TOURS
+
+    path = ROOT / "checkpoints" / f"{model}.safetensors"
+    net, meta = load_checkpoint(path)
+    image = load_split("mnist", "test", ROOT.parent / "shared" / "data").images[0].numpy().astype(np.float32) / 255.0
     with torch.no_grad():
-        want = capsnet_tour(model, image).pred_len  # (6 primary capsules, 10 digit capsules)
-    ctx, page = open_view(browser, f"{shipped_server}/tour?model=capsnet-mnist.safetensors&step=4", width)
+        tour = TOURS[meta.config.routing].follow(net, image)
+    want = tour.pred_len.T if meta.config.routing == "dynamic" else tour.pred_len  # as the table lays it out
+    ctx, page = open_view(browser, f"{shipped_server}/tour?model={model}.safetensors&step={k}", width)
     try:
-        expect(page.get_by_text("Length of the predictions u_hat_j|i for each digit capsule j")).to_be_visible()
-        frame = page.get_by_test_id("stDataFrame").first
-        frame.scroll_into_view_if_needed()
-        frame.screenshot(path=str(shots / f"narrow_tour_lengths_{width}.png"))
-        views = scroll_across(frame)
-        shown = {}
-        for heads, rows in views:
+        expect(page.get_by_text("Length of the predictions u_hat_j|i for each")).to_be_visible()
+        frames = page.get_by_test_id("stDataFrame")
+        main = page.get_by_test_id("stMain").bounding_box()
+        cells, quoted = {}, page.get_by_test_id("stAlert").filter(has_text="Measured here").first.inner_text()
+        column = 0
+        for n in range(frames.count()):
+            frame = frames.nth(n)
+            frame.scroll_into_view_if_needed()
+            frame.screenshot(path=str(shots / f"narrow_tour_{model}_{n}_{width}.png"))
+            scroller = frame.locator(".dvn-scroller").first
+            full, visible = scroller.evaluate("e => [e.scrollWidth, e.clientWidth]")
+            assert full <= visible + 1, (n, full, visible)  # nothing to scroll to
+            assert inside(frame.bounding_box(), {"x": 0, "width": min(width, main["x"] + main["width"])})
+            heads, rows = grid_cells(frame)
             assert len(rows) == want.shape[0]
-            for r, cells in enumerate(rows):
-                for head, cell in zip(heads[1:], cells[1:], strict=True):
-                    shown[r, int(head)] = cell
-        assert len(views) == 1 if width == 1280 else len(views) > 1
-        assert set(shown) == {(r, j) for r in range(want.shape[0]) for j in range(want.shape[1])}
-        for (r, j), cell in shown.items():  # the table's number: the tour's, to the two decimals it draws
+            for r, row in enumerate(rows):
+                assert len(row) == len(heads)  # the row's name and every number in view
+                for j, cell in enumerate(row[1:]):
+                    cells[r, column + j] = cell
+            column += len(heads) - 1
+        assert set(cells) == {(r, j) for r in range(want.shape[0]) for j in range(want.shape[1])}
+        for (r, j), cell in cells.items():  # the table's number: the tour's, to the two decimals it draws
             assert len(cell.split(".")[-1]) <= 2 and abs(float(cell) - want[r, j]) <= 0.005 + 1e-9, (r, j, cell, want[r, j])
+        numbers = re.findall(r"(?<![\d.])\d+\.\d\d(?!\d)", quoted.split("Measured here:")[-1])
+        on_screen = {round(float(c), 2) for c in cells.values()}  # the grid's text may drop a trailing 0 ("2.6")
+        assert numbers and all(float(x) in on_screen for x in numbers), (numbers, quoted)  # every number it quotes, on screen
         no_exceptions(page)
     finally:
         ctx.close()
