@@ -5,6 +5,7 @@ import streamlit as st
 
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid
 from capsviz.analysis.links import linked_offsets
+from capsviz.analysis.routing import canvas_words, centred, on_canvas
 from capsviz.glossary import class_words, help_text
 from capsviz.glossary import label as glossary_label
 from capsviz.registry import shows
@@ -48,10 +49,14 @@ dataset = meta.image_dataset
 names = meta.class_names
 size = meta.config.in_size
 
-picked = pick_image(dataset, names, size, model)
+pad = on_canvas(dataset, size)  # a MultiMNIST model: a single 28x28 digit (test set, drawing or upload) centred on its canvas
+if pad:
+    st.info(canvas_words(size, pad), icon=":material/info:")
+    st.page_link("pages/multimnist.py", label="MultiMNIST: pairs of digits", icon=":material/arrow_outward:")
+picked = pick_image(dataset, names, size - 2 * pad, None if pad else model)
 if picked is None:
     st.stop()
-image, label = picked
+image, label = centred(picked[0], pad), picked[1]
 
 
 # What a class following one link computes alike is computed once for every session: the model's
