@@ -112,6 +112,7 @@ def show(img, name: str, width: int | None = None) -> None:
 
 
 PHONE_COLUMNS = 6  # numbers a table row shows beside its name at 390 px
+PHONE_WIDTH = 350  # pixels a table gets on a 390 px phone (the page's margins taken off)
 
 
 def value_table(d: dict) -> None:
@@ -135,12 +136,13 @@ def value_table(d: dict) -> None:
     st.markdown(f"**{plain(d['title'])}**")
     # at most PHONE_COLUMNS columns a table (more are stacked below), so a 390 px phone shows every number without scrolling
     parts = -(-len(columns) // PHONE_COLUMNS)
+    names = min(160, 24 + 7 * max(map(len, frame.index)))  # the row names whole
     for n in range(parts):
         part = columns[n * len(columns) // parts : (n + 1) * len(columns) // parts]
         st.dataframe(
             frame[part].style.format("{:.2f}").apply(shade),
-            column_config={"_index": st.column_config.TextColumn(width=min(160, 24 + 7 * max(map(len, frame.index))))}  # its names whole
-            | {c: st.column_config.NumberColumn(width=46) for c in part},
+            column_config={"_index": st.column_config.TextColumn(width=names)}
+            | {c: st.column_config.NumberColumn(width=max(40, min(50, (PHONE_WIDTH - names) // len(part)))) for c in part},
             height=35 * (len(frame) + 1) + 3,  # every row in view: 35 px a row and the header
             key=f"tour_table_{n}",
         )

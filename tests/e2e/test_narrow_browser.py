@@ -209,7 +209,7 @@ def test_the_lab_table_shows_its_numbers_and_the_bars_their_names(browser, shipp
         ctx.close()
 
 
-TOUR_TABLES = [("capsnet-mnist", 4), ("efficient-capsnet-mnist", 4)]
+TOUR_TABLES = [("capsnet-mnist", 4), ("capsnet-fashion-mnist", 4), ("efficient-capsnet-mnist", 4)]  # long class names too
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -224,7 +224,7 @@ def test_the_tours_prediction_lengths_are_tables_of_text_a_phone_shows_whole(bro
 
     path = ROOT / "checkpoints" / f"{model}.safetensors"
     net, meta = load_checkpoint(path)
-    image = load_split("mnist", "test", ROOT.parent / "shared" / "data").images[0].numpy().astype(np.float32) / 255.0
+    image = load_split(meta.image_dataset, "test", ROOT.parent / "shared" / "data").images[0].numpy().astype(np.float32) / 255.0
     with torch.no_grad():
         tour = TOURS[meta.config.routing].follow(net, image)
     want = tour.pred_len.T if meta.config.routing == "dynamic" else tour.pred_len  # as the table lays it out
