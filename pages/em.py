@@ -4,8 +4,8 @@ import streamlit as st
 
 from capsviz.analysis.explain import (
     NEAREST,
-    conv_assignment_words,
     PAPER_ZOOM,
+    conv_assignment_words,
     distance_words,
     em_share_words,
     em_shares,

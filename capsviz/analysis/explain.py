@@ -111,7 +111,9 @@ def em_share_words(sh: EMShares, name: str, trained: int, label: str | None = No
     T = len(sh.share)
     first, last = float(sh.share[0]), float(sh.share[-1])
     if T > 1:
-        share = f"{rules.path_trend(sh.share, '{:.1%}')}: {first:.1%} at iteration 1 (uniform: {sh.uniform:.1%}), {last:.1%} at iteration {T}"
+        share = (
+            f"{rules.path_trend(sh.share, '{:.1%}')}: {first:.1%} at iteration 1 (uniform: {sh.uniform:.1%}), {last:.1%} at iteration {T}"
+        )
     else:
         share = f"stays at the uniform {first:.1%}, since one iteration re-assigns nothing"
     near, far = float(sh.near[-1]), float(sh.near_others[-1])

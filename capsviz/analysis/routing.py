@@ -286,9 +286,7 @@ def span_words(lo: float, hi: float, uniform: float, d: int) -> str:
             f"the squares span only {lo:.{d}f} to {hi:.{d}f} (uniform: {uniform:.{d}f}), all within {rules.NEAR_UNIFORM_SHARE} "
             "times uniform either way, so the colours exaggerate small differences"
         )
-    return (
-        f"the squares span {lo:.{d}f} to {hi:.{d}f} (uniform: {uniform:.{d}f}), from {times(lo / uniform)} to {times(hi / uniform)} times uniform"
-    )
+    return f"the squares span {lo:.{d}f} to {hi:.{d}f} (uniform: {uniform:.{d}f}), from {times(lo / uniform)} to {times(hi / uniform)} times uniform"
 
 
 def map_words(tr: DynamicTrace, t: int, capsule: str, thing: str, digits: bool, j: int, name: str) -> tuple[str, str]:
