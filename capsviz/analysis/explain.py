@@ -12,6 +12,7 @@ import torch
 from capsviz.analysis import as_batch, rules
 from capsviz.analysis.multimnist import INK, ink_under
 from capsviz.analysis.routing import EMTrace, dynamic_trace
+from capsviz.registry import routing_words
 
 PAPER_ZOOM = 0.05  # Fig. 2 of Hinton et al. zooms to vote distances below 0.05 (their smallNORB model)
 MIN_SHARE_IN_ZOOM = 0.01  # the paper's zoom is used when it holds at least 1% of the votes
@@ -310,6 +311,18 @@ def peak_words(r: PairRouting) -> str:
         + ("." if ink > 0 else ", from background rather than from either digit.")
     )
     return where
+
+
+def pair_routing_title(capsules: tuple[int, int], config) -> str:
+    """The pair-routing figure's title: the capsules its maps show and the iterations they run (the
+    model's `routing_iterations`), true for a model trained with dynamic routing and for one trained
+    with other couplings, which this figure replaces by dynamic routing."""
+    a, b = capsules
+    T = config.routing_iterations
+    said = f"Couplings c to capsules {a} and {b} per dynamic-routing iteration ({T}"
+    if config.couplings == "dynamic":
+        return said + ", as the model was trained)"
+    return said + f"; the model was trained with {routing_words(config.couplings)} instead)"
 
 
 def pair_routing_words(r: PairRouting, single_name: str) -> str:
