@@ -17,6 +17,7 @@ from capsviz.analysis.routing import (
     DynamicTrace,
     attention_trace,
     attention_words,
+    canvas_words,
     capsule_axes,
     capsule_labels,
     convergence_words,
@@ -511,3 +512,9 @@ def test_length_words_read_the_winners_whole_path(path, verb):
     lengths = np.stack([np.array(path), np.full(3, 0.01)], 1)
     said = length_words(lengths, 0, "digit capsule", "digit", "7")
     assert f"the winner's length {verb}: {path[0]:.3f} at iteration 1, {path[-1]:.3f} at iteration 3" in said
+
+
+def test_canvas_words_say_the_model_was_trained_on_training_digits():
+    said = canvas_words(36, 4)
+    assert "trained on MultiMNIST: two training digits overlapping on a 36x36 canvas" in said
+    assert "two test digits" not in said
