@@ -478,6 +478,12 @@ TERMS: dict[str, Term] = {
     ),
     "beyond_chance": Term("beyond chance", "a difference beyond chance", RULES["beyond chance"], ("within chance", "significant")),
     "rises_falls": Term("rises / falls", "rises or falls", RULES["rises / falls"], ("rises", "falls", "stays about level", "trend")),
+    "peaks_dips": Term(
+        "peaks / dips",
+        "rises, then falls (or falls, then rises)",
+        RULES["peaks / dips"],
+        ("then falls", "then rises", "peak", "dip"),
+    ),
     "faster": Term("faster", "faster", RULES["faster"], ("slower", "speed", "ms / image", "timing", "timings")),
     "busy": Term("busy", "a busy machine", RULES["busy"], ("load average", "quiet machine", "loaded machine")),
     "small_span": Term("small span", "a coupling map's small span", RULES["small span"], ("exaggerate small differences", "span")),

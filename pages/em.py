@@ -5,6 +5,7 @@ import streamlit as st
 from capsviz.analysis.explain import (
     NEAREST,
     PAPER_ZOOM,
+    conv_assignment_words,
     distance_words,
     em_share_words,
     em_shares,
@@ -170,7 +171,9 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     )
     where = position_words(pos, n)
     st.caption(f"Position {pos} is {where}.")
-    R = res.R[t if t < res.R.shape[0] else -1, 0, pos].numpy()  # (K*K*types, J)
+    t_layer = min(t, res.R.shape[0] - 1)
+    R_layer = res.R[t_layer, 0].numpy()  # (positions, K*K*types, J)
+    R = R_layer[pos]
     st.plotly_chart(
         plain_chart(
             heatmap(
@@ -186,8 +189,7 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     )
     st.caption(
         f"The assignments R at {where}, one column per lower capsule in its 3x3 receptive field (by kernel position, then type), "
-        "one row per upper capsule type. "
-        "Each lower capsule's assignments sum to 1 over every upper capsule it reaches, at all positions, so a capsule near the border (fewer positions) sends larger shares to each."
+        f"one row per upper capsule type. {conv_assignment_words(R_layer, pos, t_layer)}"
     )
 
 

@@ -3,7 +3,15 @@
 import numpy as np
 import streamlit as st
 
-from capsviz.analysis.explain import capsule_role, pair_routing, pair_routing_words, pair_words, reconstruction_words, round_up
+from capsviz.analysis.explain import (
+    capsule_role,
+    pair_routing,
+    pair_routing_title,
+    pair_routing_words,
+    pair_words,
+    reconstruction_words,
+    round_up,
+)
 from capsviz.analysis.links import linked_numbers
 from capsviz.analysis.multimnist import INK, SEGMENT_NAMES, compose_pair, draw_pair, pair_accuracy, segment, stored_pair_error, stored_words
 from capsviz.config import DATASETS
@@ -203,7 +211,7 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
     maps = routed.maps.transpose(0, 2, 1, 3, 4)  # (2 inputs, 2 capsules, T, G, G)
     inputs, groups = [pair.image, single], [f"the pair ({pair_words(*pair.labels)})", f"{single_name} alone"]
     rows = [f"coupling c\nto capsule {t1}", f"coupling c\nto capsule {t2}"]
-    title = f"Couplings c to capsules {t1} and {t2} per routing iteration ({T_route}, as the model was trained)"
+    title = pair_routing_title((t1, t2), meta.config)
     st.markdown(f"**{title}**")  # plain: numbers only
     for col, image, group, block in zip(st.columns(2), inputs, groups, maps, strict=True):  # one under the other on a phone
         col.image(coupling_block(image, block, group, rows, routed.uniform, high))

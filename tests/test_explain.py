@@ -18,10 +18,12 @@ from capsviz.analysis.explain import (
     EMShares,
     PairRouting,
     capsule_role,
+    conv_assignment_words,
     distance_words,
     em_share_words,
     em_shares,
     pair_routing,
+    pair_routing_title,
     pair_routing_words,
     pair_words,
     panel_order,
@@ -36,6 +38,7 @@ from capsviz.analysis.multimnist import INK, compose_pair, ink_under
 from capsviz.analysis.routing import EMTrace, dynamic_trace, em_trace, vote_histograms
 from capsviz.config import preset
 from capsviz.models import build_model
+from capsviz.registry import routing_words
 from capsviz.viz.animation import gif_bytes
 from capsviz.viz.explain import WINNER, coupling_overlays, em_histogram_frames, histogram_panels, labelled_grid
 
@@ -350,9 +353,11 @@ def test_em_words_quote_the_shipped_matrix_models_numbers():
         sh = em_shares(tr)
         said = em_share_words(sh, "x", meta.config.routing_iterations)
         first, last = float(tr.R[0, :, sh.winner].sum() / tr.R.shape[1]), float(tr.R[-1, :, sh.winner].sum() / tr.R.shape[1])
-        assert (
-            f"{rules.trend(first, last)}: {first:.1%} at iteration 1 (uniform: {1 / tr.R.shape[2]:.1%}), {last:.1%} at iteration 3" in said
-        )
+        share = tr.R[:, :, sh.winner].sum(1) / tr.R.shape[1]  # the winner's share at each iteration, as em_shares gives it
+        verb = rules.path_trend(share, "{:.1%}")
+        assert f"{verb}: {first:.1%} at iteration 1 (uniform: {1 / tr.R.shape[2]:.1%}), {last:.1%} at iteration 3" in said
+        if (k := rules.turn(share)) is not None:  # a peak or dip is quoted as the share at that iteration
+            assert f"{share[k]:.1%} at iteration {k + 1}, then" in said
         assert f"lie on average {sh.near[-1]:.3g} from its mean pose" in said and f"({sh.near_others[-1]:.3g})" in said
 
 
@@ -419,3 +424,90 @@ def test_vote_distances_are_said_to_be_raw_pose_distances(matrix):
     assert not np.allclose(tr.distances, raw / tr.sigma.mean(-1)[:, None])  # not in units of sigma
     said = distance_words(tr)
     assert "over the 16 entries of the 4x4 pose matrix, in the pose's own raw units: not divided by the spread sigma" in said
+
+
+@pytest.mark.parametrize(
+    "path, said",
+    [
+        ([0.144, 0.971, 0.746], "rises to 97.1% at iteration 2, then falls: 14.4% at iteration 1 (uniform: 10.0%), 74.6% at iteration 3"),
+        ([0.5, 0.2, 0.45], "falls to 20.0% at iteration 2, then rises: 50.0% at iteration 1"),
+        ([0.1, 0.3, 0.5], "rises: 10.0% at iteration 1 (uniform: 10.0%), 50.0% at iteration 3"),
+    ],
+)
+def test_em_share_words_read_the_winners_whole_path(path, said):
+    """The reported /em path, 14.4% -> 97.1% -> 74.6%, peaked and fell: not "rises"."""
+    sh = EMShares(3, np.array(path), np.array([1.0, 0.8, 0.4]), np.array([1.0, 1.0, 0.9]), 0.1)
+    assert f"Its share of all assignment {said}" in em_share_words(sh, "3", trained=3)
+
+
+def test_conv_assignment_words_say_what_the_map_shows():
+    P, I, J = 9, 4, 2
+    even = np.full((P, I, J), 1 / J)
+    said = conv_assignment_words(even, 4, 0)
+    assert "Every cell here is 0.5000 (1/2 is 0.5000)" in said and "each column sums to 1.000 at this position" in said
+    assert "border" not in said
+    moved = np.full((P, I, J), 0.1)
+    moved[4] = [[0.05, 0.15], [0.2, 0.1], [0.3, 0.3], [0.1, 0.1]]  # the centre: column sums 0.2, 0.3, 0.6, 0.2
+    border = [0, 1, 2, 3, 5, 6, 7, 8]
+    for scale, how in ((1.5, "larger at the border"), (1.0, "about the same at the border as inside"), (0.5, "smaller at the border")):
+        R = moved.copy()
+        R[border] = scale * R[4].sum(1).mean() / J  # border columns sum to `scale` times the inside's mean
+        said = conv_assignment_words(R, 4, 2)
+        assert "here the columns sum to 0.200 to 0.600 (mean 0.325)" in said
+        inside, edge = R[4].sum(1).mean(), R[0].sum(1).mean()
+        assert f"the mean column sum is {edge:.3f} on the border and {inside:.3f} inside: the shares are {how}" in said
+        assert rules.trend(inside, edge) == {1.5: "rises", 1.0: "stays about level", 0.5: "falls"}[scale]
+    # just either side of LEVEL of the larger (the border): border = f * inside, level up to f = 1 / (1 - LEVEL)
+    for f, how in ((1 / (1 - rules.LEVEL) + 0.01, "larger"), (1 / (1 - rules.LEVEL) - 0.01, "about the same")):
+        R = moved.copy()
+        R[border] = f * R[4].sum(1).mean() / J
+        assert f"the shares are {how}" in conv_assignment_words(R, 4, 1)
+
+
+@pytest.mark.parametrize("T", [1, 3])
+def test_conv_assignment_words_quote_the_shipped_matrix_models_maps(T):
+    """matrix-small-mnist at 1 iteration: every cell 1/16, no border claim; at 3, the column sums the
+    map draws and the border claim only as the layer's numbers make it."""
+    for path in sorted((ROOT / "checkpoints").glob("matrix-*.safetensors")):
+        model, _ = ckpt.load_checkpoint(path)
+        tr = em_trace(model, IMAGE, T)
+        for layer in ("convcaps1", "convcaps2"):
+            res = tr.layers[layer]
+            t = min(T, res.R.shape[0]) - 1
+            R = res.R[t, 0].numpy()
+            P, _, J = R.shape
+            for pos in (0, P // 2):
+                said = conv_assignment_words(R, pos, t)
+                sums = R[pos].sum(1)
+                if T == 1:
+                    assert np.allclose(R[pos], 1 / J)
+                    assert f"Every cell here is {1 / J:.4f}" in said and "border" not in said
+                else:
+                    assert f"the columns sum to {sums.min():.3f} to {sums.max():.3f} (mean {sums.mean():.3f})" in said
+                    n = round(P**0.5)
+                    grid = R.sum(2).mean(1).reshape(n, n)
+                    inside = grid[1:-1, 1:-1].mean()
+                    edge = (grid.sum() - grid[1:-1, 1:-1].sum()) / (P - (n - 2) ** 2)
+                    assert f"{edge:.3f} on the border and {inside:.3f} inside" in said
+                    assert ("larger at the border" in said) == (rules.trend(inside, edge) == "rises")
+
+
+@pytest.mark.parametrize("couplings", ["dynamic", "random", "uniform"])
+def test_pair_routing_title_is_true_for_how_the_model_was_trained(couplings):
+    config = preset("capsnet-small", in_size=36, couplings=couplings)
+    title = pair_routing_title((2, 1), config)
+    T = config.routing_iterations
+    assert title.startswith(f"Couplings c to capsules 2 and 1 per dynamic-routing iteration ({T}")
+    if couplings == "dynamic":
+        assert title.endswith(", as the model was trained)")
+    else:
+        assert "as the model was trained" not in title
+        assert title.endswith(f"; the model was trained with {routing_words(couplings)} instead)")
+
+
+def test_pair_routing_title_for_every_shipped_multimnist_model():
+    for path in sorted((ROOT / "checkpoints").glob("*multimnist.safetensors")):
+        _, meta = ckpt.load_checkpoint(path)
+        title = pair_routing_title((3, 5), meta.config)
+        assert f"({meta.config.routing_iterations}" in title
+        assert ("as the model was trained" in title) == (meta.config.couplings == "dynamic"), path.stem

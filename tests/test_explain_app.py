@@ -7,10 +7,12 @@ import torch
 
 from capsviz.analysis import rules
 from capsviz.analysis.explain import (
+    conv_assignment_words,
     distance_words,
     em_share_words,
     em_shares,
     pair_routing,
+    pair_routing_title,
     pair_routing_words,
     position_words,
     verdict_words,
@@ -55,7 +57,7 @@ def test_em_page_states_the_zoom_it_draws_and_names_every_symbol(app):
     assert verdict.startswith("right" if sh.winner == int(label) else "wrong")
     assert f"input, prediction {sh.winner} ({verdict})" in [c for i in app.image for c in i.captions]
     assert distance_words(tr) in texts(app)
-    assert f"{rules.trend(sh.share[0], sh.share[-1])}: 10.0% at iteration 1 (uniform: 10.0%)" in texts(app)
+    assert f"{rules.path_trend(sh.share, '{:.1%}')}: 10.0% at iteration 1 (uniform: 10.0%)" in texts(app)
     assert "can differ" not in texts(app)
     app.slider(key="iterations").set_value(1).run()  # one iteration: nothing re-assigned, and not how the model was trained
     assert not app.exception, app.exception
@@ -73,6 +75,14 @@ def test_em_page_states_the_zoom_it_draws_and_names_every_symbol(app):
     assert f"Position 0 is {position_words(0, n)}." in texts(app)
     # the position is said under the chart, whose title stays short enough for a phone
     assert f"The assignments R at {position_words(0, n)}, one column per lower capsule" in texts(app)
+    # the caption says what the map draws, from the layer's numbers at the iteration shown (the last)
+    res = tr.layers["convcaps1"]
+    t = min(tr.R.shape[0], res.R.shape[0]) - 1
+    assert conv_assignment_words(res.R[t, 0].numpy(), 0, t) in texts(app)
+    app.slider(key="iterations").set_value(1).run()
+    one = em_trace(model, image, 1).layers["convcaps1"].R[0, 0].numpy()
+    assert conv_assignment_words(one, 0, 0) in texts(app) and "Every cell here is" in texts(app)
+    assert "border" not in conv_assignment_words(one, 0, 0)
     assert any("convcaps1, position 0: assignments R" in s for s in [c.proto.spec for c in app.get("plotly_chart")])
     assert "row-major" not in texts(app) and all("row-major" not in s.label for s in app.slider)
 
@@ -107,6 +117,7 @@ def test_multimnist_page_says_labels_in_words_and_measures_routing(app):
     want = pair_routing_words(pair_routing(model, pair.image, pair.parts[1], seg.top2, T), f"the {l2}")
     assert want in [i.value for i in app.info]
     assert "Download this figure (PNG)" in [b.label for b in app.get("download_button")]
+    assert f"**{pair_routing_title(seg.top2, meta.config)}**" in [m.value for m in app.markdown]
 
 
 def test_explorer_grid_is_labelled_and_terms_have_words(app):

@@ -41,7 +41,7 @@ NOT_TERMS = {"AMX", "BMP", "CPU", "CPUs", "CVPR", "GIF", "GPU", "GPUs", "IDX", "
 NOT_TERMS |= {"innerHTML", "Python", "Intel"}
 NOT_TERMS |= {"Chiaberge", "Hinton", "Kim", "Lee", "Mazzia", "Sabour", "Salvetti", "Tresp"}  # the papers' authors, cited
 NOT_TERMS |= {"Eq", "Fig", "Table", "Procedure"}  # parts of the papers, cited by number
-NOT_TERMS |= {"Class", "Clear", "End", "Resume", "Reproduction", "Robustness"}  # pages, panels, buttons and keys named
+NOT_TERMS |= {"Class", "Clear", "End", "Open", "Resume", "Reproduction", "Robustness"}  # pages, panels, buttons and keys named
 
 
 def shown_texts(path: Path) -> list[str]:

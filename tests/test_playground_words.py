@@ -18,6 +18,7 @@ from capsviz.analysis.playground import (
     EM_PRESETS,
     POSE,
     TABLE,
+    TOY_RULE,
     attention_toy,
     attention_view,
     dynamic_toy,
@@ -32,7 +33,7 @@ from capsviz.analysis.playground import (
 from capsviz.routing import lambda_schedule
 
 NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d+")
-RULE_TEXT = [rules.RULES["near uniform"], rules.RULES["rises / falls"]]
+RULE_TEXT = [TOY_RULE, rules.RULES["near uniform"], rules.RULES["rises / falls"], rules.RULES["peaks / dips"]]
 
 
 def quoted(text: str) -> list[str]:
@@ -74,9 +75,29 @@ def test_since_words_rise_fall_or_stay_level_by_the_rule():
     first = np.full((3, 2), 0.5)
     now = np.array([[0.56, 0.44], [0.54, 0.46], [0.9, 0.1]])  # +12% (rises), +8% (level), +80%
     assert rules.trend(0.5, 0.56) == "rises" and rules.trend(0.5, 0.54) == "stays about level"
-    said = since_words(first, now)
+    said = since_words(np.stack([first, now]))
     assert "when the couplings were 0.500" in said
     assert "rises for lower capsules 1, 3" in said and "stays about level for lower capsule 2" in said
+
+
+def test_since_words_follow_each_path_not_only_its_ends():
+    """A largest coupling that peaks in between is said to peak, with the peak the table showed."""
+    c = np.full((3, 3, 2), 0.5)
+    c[1:, :, 0] = [[0.9, 0.52, 0.3], [0.54, 0.56, 0.52]]  # capsule 1: 0.5 -> 0.9 -> 0.54; 2: monotone; 3: dips
+    c[..., 1] = 1 - c[..., 0]
+    said = since_words(c)
+    assert "rises to 0.900 at iteration 2, then falls for lower capsule 1" in said
+    assert "rises for lower capsule 2" in said
+    assert "falls to 0.300 at iteration 2, then rises for lower capsule 3" in said
+
+
+def test_playground_says_the_near_uniform_rule_in_the_toys_terms():
+    view = dynamic_view(dynamic_toy(DYNAMIC_PRESETS["outliers"][:, :2].copy(), 3), 2)
+    assert f"(Near uniform: {TOY_RULE}" in view.said
+    assert "lower capsule's couplings" in TOY_RULE and "its largest coupling" in TOY_RULE and "upper capsule" in TOY_RULE
+    assert f"{rules.NEAR_UNIFORM_ENTROPY:.0%}" in TOY_RULE and f"{rules.NEAR_UNIFORM_SHARE} times" in TOY_RULE
+    for text in (view.said, attention_view(attention_toy(DYNAMIC_PRESETS["outliers"][:, :2].copy())).said):
+        assert "primary capsule" not in text and "predicted class" not in text
 
 
 def test_a_flat_toy_stays_near_uniform_and_level():
@@ -122,7 +143,7 @@ def test_dynamic_try_quotes_the_couplings_the_table_will_show():
     for toy, verb in ((dynamic_toy(moved, 3), "rises"), (dynamic_toy(u, 3), "stays about level")):
         c = [f"{dynamic_view(toy, t).lower['c to 1'][4]:.{TABLE}f}" for t in range(3)]
         assert f"{verb} over the iterations ({', '.join(c)})" in said or f"{verb} ({', '.join(c)})" in said
-        assert verb == rules.trend(toy.c[0, 4, 0], toy.c[-1, 4, 0])
+        assert verb == rules.path_trend(toy.c[:, 4, 0], f"{{:.{TABLE}f}}")
 
 
 def test_em_try_quotes_what_the_tables_will_show():

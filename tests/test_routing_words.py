@@ -17,6 +17,7 @@ from capsviz.analysis.routing import (
     DynamicTrace,
     attention_trace,
     attention_words,
+    canvas_words,
     capsule_axes,
     capsule_labels,
     convergence_words,
@@ -32,8 +33,10 @@ from capsviz.analysis.routing import (
     map_words,
     once_words,
     primary_places,
+    span_words,
     summary_words,
     sweep_words,
+    times,
     trained_with,
 )
 
@@ -174,7 +177,18 @@ def test_entropy_words_call_the_last_iteration_near_uniform_by_the_rule(kept, wo
     ],
 )  # fmt: skip
 def test_entropy_words_say_a_level_change_across_the_line_plainly(first, last, said):
-    assert said in entropy_words(first, last, 10, 100 * rules.NEAR_UNIFORM_ENTROPY)
+    assert said in entropy_words(np.linspace(first, last, 10), 100 * rules.NEAR_UNIFORM_ENTROPY)
+
+
+def test_entropy_words_say_a_dip_along_the_path():
+    """A mean that dips in between and comes back is not called level (the peaks / dips rule)."""
+    means = np.array([100.0, 70.0, 85.0, 97.0])
+    said = entropy_words(means, 100 * rules.NEAR_UNIFORM_ENTROPY)
+    assert "the mean falls to 70.0% at iteration 2, then rises: 100.0% at iteration 1, 97.0% at iteration 4;" in said
+    assert "at iteration 4 its couplings are near uniform (they keep 97.0% of its entropy" in said
+    assert "stays" not in said and "moves only a little" not in said
+    within = entropy_words(np.array([100.0, 92.0, 97.0]), 100 * rules.NEAR_UNIFORM_ENTROPY)  # 5 below 97: within 10%
+    assert "then rises" not in within and "moves only a little" in within
 
 
 def test_entropy_words_give_the_fall_and_verdict_that_both_hold():
@@ -199,11 +213,24 @@ def test_entropy_words_give_the_fall_and_verdict_that_both_hold():
     ],
 )
 def test_convergence_words_follow_the_chart(c_change, verb, how):
+    """Monotone (or two-point) paths: the first-to-last rule."""
     b = np.array([0.02, 0.007, 0.004, 0.003, 0.002])
     said = convergence_words(b, np.array(c_change))
     assert f"c = softmax(b) {how}: their change per iteration {verb}" in said
     assert f"from {c_change[0]:.1e} at iteration 2 to {c_change[-1]:.1e} at iteration {len(c_change) + 1}" in said
     assert f"at iteration 2 is {b[1]:.4f} and at iteration 5 {b[4]:.4f} (it falls)" in said
+
+
+def test_convergence_words_say_a_peak_in_the_change_of_c():
+    """The reported path: the change in c doubles by iteration 5 and ends near its start; level by its
+    ends alone, it is said to rise, then fall, with the peak the chart draws."""
+    c_change = np.array([8.7e-3, 1.2e-2, 1.6e-2, 1.86e-2, 1.4e-2, 1.1e-2, 1.0e-2, 9.5e-3, 9.2e-3])
+    assert rules.trend(c_change[0], c_change[-1]) == "stays about level"
+    b = np.array([0.02, 0.007, 0.009, 0.002, 0.006])  # dips at iteration 4 (0.002), between 0.007 and 0.006
+    said = convergence_words(b, c_change)
+    assert "c = softmax(b) do not settle steadily: their change per iteration rises to 1.9e-02 at iteration 5, then falls" in said
+    assert "from 8.7e-03 at iteration 2 to 9.2e-03 at iteration 10" in said
+    assert "(it falls to 0.0020 at iteration 4, then rises)" in said
 
 
 @pytest.mark.parametrize(
@@ -336,6 +363,8 @@ def test_shipped_models_captions_quote_the_numbers_their_charts_draw(path):
         _, caption = map_words(tr, T - 1, "digit capsule", "digit", True, j, "x")
         assert f"{maps.min():.3f} to {maps.max():.3f} (uniform: {tr.uniform:.3f})" in caption
         assert ("exaggerate" in caption) == rules.small_span(float(maps.min()), float(maps.max()), tr.uniform)
+        ratios = f"from {times(maps.min() / tr.uniform)} to {times(maps.max() / tr.uniform)} times uniform"
+        assert (ratios in caption) != ("exaggerate" in caption)
         assert f"the x map spans {maps[j].min():.3f} to {maps[j].max():.3f}" in caption  # the small map of class j
         z = tr.by_capsule(tr.c[T - 1, :, j])  # what the detailed heatmap draws
         assert f"single primary capsules span {z.min():.3f} to {z.max():.3f} at this iteration" in caption
@@ -343,7 +372,7 @@ def test_shipped_models_captions_quote_the_numbers_their_charts_draw(path):
     assert f"{tr.c[T - 1, :, winner].min():.3f} to {tr.c[T - 1, :, winner].max():.3f}" in caption
     said = length_words(tr.lengths, winner, "digit capsule", "digit", "x")
     assert f"{tr.lengths[0, winner]:.3f} at iteration 1, {tr.lengths[-1, winner]:.3f} at iteration {T}" in said
-    assert f"length {rules.bounded_trend(float(tr.lengths[0, winner]), float(tr.lengths[-1, winner]))}:" in said
+    assert f"length {rules.path_trend(tr.lengths[:, winner], '{:.3f}', bounded=True)}:" in said
     fig = entropy_figure(tr, "digit capsule", "digit")
     first, last = fig["series"][0, 0], fig["series"][-1, 0]
     assert last == pytest.approx(100 * tr.entropy[-1].mean() / tr.uniform_entropy)
@@ -356,7 +385,10 @@ def test_shipped_models_captions_quote_the_numbers_their_charts_draw(path):
     said = convergence_words(tr.b_change, tr.c_change)
     assert f"at iteration 2 is {tr.b_change[1]:.4f} and at iteration 5 {tr.b_change[4]:.4f}" in said
     assert f"from {tr.c_change[0]:.1e} at iteration 2 to {tr.c_change[-1]:.1e} at iteration {T}" in said
-    assert f"per iteration {rules.trend(float(tr.c_change[0]), float(tr.c_change[-1]))}" in said
+    assert f"per iteration {rules.path_trend(tr.c_change, '{:.1e}', start=2)}" in said
+    if rules.turn(tr.c_change) is not None:  # the peak or dip quoted is the chart's own value there
+        k = rules.turn(tr.c_change)
+        assert f"{tr.c_change[k]:.1e} at iteration {k + 2}" in said
     cs = coupling_summary(model, torch.from_numpy(np.stack([image, image[::-1].copy()])), T)
     for k in (meta.config.routing_iterations - 1, T - 1):
         said = summary_words(cs, k, trained_with(meta.config))
@@ -452,3 +484,37 @@ def test_bounded_trend_takes_level_of_the_whole_range(first, last, verb):
 def test_small_span_rule(lo, hi, small):
     assert rules.small_span(lo, hi, 0.1) is small
     assert ("exaggerate" in rules.RULES["small span"]) and f"{rules.NEAR_UNIFORM_SHARE}" in rules.RULES["small span"]
+
+
+@pytest.mark.parametrize(
+    "ratio, said", [(0.04, "0.04"), (0.0004, "0.0004"), (0.096, "0.10"), (0.5, "0.5"), (10.0, "10.0"), (0.0, "0.0"), (0.1, "0.1")]
+)
+def test_ratios_are_quoted_non_zero_when_they_are_not_zero(ratio, said):
+    assert times(ratio) == said
+
+
+def test_span_words_quote_a_small_low_end_as_non_zero():
+    """The reported one-iteration model at 10 iterations: 0.004 to 1.000 read "from 0.0 to 10.0 times uniform"."""
+    said = span_words(0.004, 1.0, 0.1, 3)
+    assert "the squares span 0.004 to 1.000 (uniform: 0.100), from 0.04 to 10.0 times uniform" in said
+
+
+@pytest.mark.parametrize(
+    "path, verb",
+    [
+        ([0.3, 0.3 + rules.LEVEL + 0.05, 0.32], f"rises to {0.3 + rules.LEVEL + 0.05:.3f} at iteration 2, then falls"),
+        ([0.5, 0.5 - rules.LEVEL - 0.05, 0.48], f"falls to {0.5 - rules.LEVEL - 0.05:.3f} at iteration 2, then rises"),
+        ([0.3, 0.3 + rules.LEVEL - 0.01, 0.3], "stays about level"),  # the bump within LEVEL: no turn
+        ([0.3, 0.4, 0.3 + rules.LEVEL + 0.05], "rises"),
+    ],
+)
+def test_length_words_read_the_winners_whole_path(path, verb):
+    lengths = np.stack([np.array(path), np.full(3, 0.01)], 1)
+    said = length_words(lengths, 0, "digit capsule", "digit", "7")
+    assert f"the winner's length {verb}: {path[0]:.3f} at iteration 1, {path[-1]:.3f} at iteration 3" in said
+
+
+def test_canvas_words_say_the_model_was_trained_on_training_digits():
+    said = canvas_words(36, 4)
+    assert "trained on MultiMNIST: two training digits overlapping on a 36x36 canvas" in said
+    assert "two test digits" not in said

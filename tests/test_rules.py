@@ -65,3 +65,46 @@ def test_long_votes_flip_at_the_near_uniform_share_and_never_decide_near_uniform
     # the near-uniform verdict reads the plain mean alone, whatever the weighted one
     assert rules.near_uniform(0.999, 0.121, u) and "near uniform" in rules.uniform_words(0.999, 0.121, u)
     assert "plain mean" in rules.RULES["near uniform"] and "does not decide" in rules.RULES["long votes"]
+
+
+L = rules.LEVEL
+
+
+@pytest.mark.parametrize(
+    "path, said",
+    [
+        # the reported /em path: 14.4% -> 97.1% -> 74.6% peaked, then fell
+        ([0.144, 0.971, 0.746], "rises to 97.1% at iteration 2, then falls"),
+        # the reported /routing path: the change doubles at iteration 5, then ends near its start
+        ([8.7e-3, 1.2e-2, 1.6e-2, 1.86e-2, 1.4e-2, 1.1e-2, 9.2e-3], "rises to 1.9% at iteration 4, then falls"),
+        ([1.0, 0.5, 0.9], "falls to 50.0% at iteration 2, then rises"),  # dipped
+        ([1.0, 1.5, 2.0], "rises"),  # monotone
+        ([2.0, 1.5, 1.0], "falls"),
+        ([1.0, 1.05, 1.0], "stays about level"),  # a bump within LEVEL of the ends
+        ([1.0, 1.0 + L * 1.0 + 0.01, 1.0], "rises to 111.0% at iteration 2, then falls"),  # just beyond the band
+        ([1.0, 1.0 + L * 1.0 - 0.01, 1.0], "stays about level"),  # just inside it
+        ([1.0, 2.0], "rises"),  # two values: no middle
+    ],
+)
+def test_path_trend_reads_the_whole_path(path, said):
+    assert rules.path_trend(path, "{:.1%}") == said
+
+
+def test_path_trend_band_is_taken_like_trend_and_bounded_trend():
+    # relative band: LEVEL of the larger end; the middle must leave [min, max] of the ends by more
+    assert rules.turn([10.0, 11.5, 11.0]) is None  # 11.5 is 0.5 above 11.0, within 1.1
+    assert rules.turn([10.0, 12.2, 11.0]) == 1  # 1.2 above, beyond 1.1
+    # bounded: absolute LEVEL whatever the start
+    assert rules.path_trend([0.05, 0.05 + L + 0.01, 0.05], bounded=True) == f"rises to {0.05 + L + 0.01:.3g} at iteration 2, then falls"
+    assert rules.path_trend([0.05, 0.05 + L - 0.01, 0.05], bounded=True) == "stays about level"
+    assert rules.path_trend([0.3, 0.3 + L + 0.01], bounded=True) == "rises"
+    # the farthest turn is the one said, numbered from `start`
+    assert rules.path_trend([1.0, 0.5, 0.2, 0.9], "{:.1f}", start=2) == "falls to 0.2 at iteration 4, then rises"
+
+
+def test_near_uniform_rule_words_each_thing_and_both_thresholds():
+    said = rules.near_uniform_rule("A lower capsule's couplings", "its largest coupling", "one upper capsule")
+    assert said.startswith("A lower capsule's couplings are called near uniform when they keep more than 95%")
+    assert f"its largest coupling is less than {rules.NEAR_UNIFORM_SHARE} times the uniform share." in said
+    assert said.endswith("while still favouring one upper capsule.")
+    assert "predicted class" in rules.RULES["near uniform"] and "peaks / dips" in rules.RULES

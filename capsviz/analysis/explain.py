@@ -12,6 +12,7 @@ import torch
 from capsviz.analysis import as_batch, rules
 from capsviz.analysis.multimnist import INK, ink_under
 from capsviz.analysis.routing import EMTrace, dynamic_trace
+from capsviz.registry import routing_words
 
 PAPER_ZOOM = 0.05  # Fig. 2 of Hinton et al. zooms to vote distances below 0.05 (their smallNORB model)
 MIN_SHARE_IN_ZOOM = 0.01  # the paper's zoom is used when it holds at least 1% of the votes
@@ -105,13 +106,15 @@ def verdict_words(predicted: str, label: str, names) -> str:
 
 def em_share_words(sh: EMShares, name: str, trained: int, label: str | None = None, names=()) -> str:
     """What to look for in the EM histograms, from the numbers em_shares gives the page: the
-    winner's share of all assignment (its trend over the iterations) and how near the votes it
+    winner's share of all assignment (its path over the iterations, rules.path_trend) and how near the votes it
     explains lie, beside the other classes'. With the image's `label` (and the class `names`), it
     says whether the winner, the prediction, is right (verdict_words)."""
     T = len(sh.share)
     first, last = float(sh.share[0]), float(sh.share[-1])
     if T > 1:
-        share = f"{rules.trend(first, last)}: {first:.1%} at iteration 1 (uniform: {sh.uniform:.1%}), {last:.1%} at iteration {T}"
+        share = (
+            f"{rules.path_trend(sh.share, '{:.1%}')}: {first:.1%} at iteration 1 (uniform: {sh.uniform:.1%}), {last:.1%} at iteration {T}"
+        )
     else:
         share = f"stays at the uniform {first:.1%}, since one iteration re-assigns nothing"
     near, far = float(sh.near[-1]), float(sh.near_others[-1])
@@ -131,6 +134,45 @@ def em_share_words(sh: EMShares, name: str, trained: int, label: str | None = No
 def em_even_words(J: int) -> str:
     """Iteration 1 of EM in words, for J class capsules."""
     return f"at iteration 1 every vote is shared evenly (R = 1/{J} each)"
+
+
+def conv_assignment_words(R: np.ndarray, pos: int, t: int) -> str:
+    """The caption of a convolutional capsule layer's assignment map, from the numbers the map and
+    the layer hold at iteration t (0-based): R (P, I, J), each output position's assignments of its
+    I lower capsules (receptive field slots) to its J upper capsule types; the map draws R[pos]. It
+    says what the map shows: every cell equal (the first iteration's even split), or how much of
+    each lower capsule's vote this position holds (its column sums) and, when the layer's positions
+    show it (rules.trend, the border's mean column sum against the inside's), that positions on
+    the grid's border hold larger (or smaller) shares."""
+    P, _, J = R.shape
+    here = R[pos]
+    sums = here.sum(1)  # (I,): each lower capsule's column
+    if np.ptp(here) < 1e-6:
+        return (
+            f"Every cell here is {here.flat[0]:.4f} (1/{J} is {1 / J:.4f}): at iteration {t + 1} each lower capsule's vote is "
+            f"split evenly over the {J} upper capsule types at every position it reaches, so each column sums to "
+            f"{sums[0]:.3f} at this position."
+        )
+    said = (
+        f"At iteration {t + 1} each lower capsule's assignments sum to 1 over every upper capsule it reaches, at all the "
+        f"positions it feeds, so one position's column holds only part of its vote: here the columns sum to {sums.min():.3f} "
+        f"to {sums.max():.3f} (mean {sums.mean():.3f})."
+    )
+    n = round(P**0.5)
+    if n < 3:
+        return said
+    grid = R.sum(2).mean(1).reshape(n, n)  # mean column sum at each position
+    inside = float(grid[1:-1, 1:-1].mean())
+    border = float((grid.sum() - grid[1:-1, 1:-1].sum()) / (P - (n - 2) ** 2))
+    how = {
+        "rises": "larger at the border, where the lower capsules reach fewer positions",
+        "falls": "smaller at the border",
+        "stays about level": "about the same at the border as inside",
+    }[rules.trend(inside, border)]
+    return said + (
+        f" Over the layer's {n} x {n} positions the mean column sum is {border:.3f} on the border and {inside:.3f} inside: "
+        f"the shares are {how}."
+    )
 
 
 def position_words(pos: int, n: int) -> str:
@@ -269,6 +311,18 @@ def peak_words(r: PairRouting) -> str:
         + ("." if ink > 0 else ", from background rather than from either digit.")
     )
     return where
+
+
+def pair_routing_title(capsules: tuple[int, int], config) -> str:
+    """The pair-routing figure's title: the capsules its maps show and the iterations they run (the
+    model's `routing_iterations`), true for a model trained with dynamic routing and for one trained
+    with other couplings, which this figure replaces by dynamic routing."""
+    a, b = capsules
+    T = config.routing_iterations
+    said = f"Couplings c to capsules {a} and {b} per dynamic-routing iteration ({T}"
+    if config.couplings == "dynamic":
+        return said + ", as the model was trained)"
+    return said + f"; the model was trained with {routing_words(config.couplings)} instead)"
 
 
 def pair_routing_words(r: PairRouting, single_name: str) -> str:

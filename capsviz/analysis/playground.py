@@ -217,6 +217,7 @@ def decode_points(text: str | None, shape: tuple[int, ...]) -> np.ndarray | None
 # Every number a sentence quotes is rounded as the table beside it shows it: couplings, logits,
 # assignments and activations at 3 decimals (TABLE), poses at 2 (POSE).
 TABLE = 3
+TABLE_FMT = f"{{:.{TABLE}f}}"  # the tables' decimals, as rules.path_trend formats a value
 POSE = 2
 
 
@@ -255,17 +256,20 @@ def split_words(c: np.ndarray) -> str:
     return "; ".join(parts) + "."
 
 
-def since_words(first: np.ndarray, now: np.ndarray) -> str:
-    """How each lower capsule's largest coupling moved since iteration 1 (couplings `first` and `now`,
-    (I, J)), by capsviz.analysis.rules.trend: from the uniform 1/J (as the table showed at iteration 1)
-    to the largest coupling quoted for this iteration."""
+def since_words(c: np.ndarray) -> str:
+    """How each lower capsule's largest coupling moved since iteration 1, couplings c (t + 1, I, J) at
+    iterations 1 to t + 1: its path by capsviz.analysis.rules.path_trend, from the uniform 1/J (as
+    the table showed at iteration 1) to the largest coupling quoted for this iteration."""
     groups: dict[str, list[int]] = {}
-    for k in range(len(now)):
-        j = int(now[k].argmax())
-        groups.setdefault(rules.trend(float(first[k, j]), float(now[k, j])), []).append(k)
-    start = ", ".join(sorted({_r(x) for x in first.ravel()}))
+    for k in range(c.shape[1]):
+        j = int(c[-1, k].argmax())
+        groups.setdefault(rules.path_trend(c[:, k, j], TABLE_FMT), []).append(k)
+    start = ", ".join(sorted({_r(x) for x in c[0].ravel()}))
     parts = [f"{verb} for {_names(ks)}" for verb, ks in groups.items()]
     return f"Since iteration 1, when the couplings were {start}, the largest coupling " + "; ".join(parts) + "."
+
+
+TOY_RULE = rules.near_uniform_rule("A lower capsule's couplings", "its largest coupling", "one upper capsule")
 
 
 @dataclass
@@ -293,8 +297,14 @@ def dynamic_view(toy: DynamicToy, t: int) -> View:
     c = toy.c[t]
     said = f"At iteration {t + 1}: " + split_words(c)
     if t > 0:
-        said += " " + since_words(toy.c[0], c)
-    said += f" (Near uniform: {rules.RULES['near uniform']}" + (f" Rises / falls: {rules.RULES['rises / falls']}" if t > 0 else "") + ")"
+        said += " " + since_words(toy.c[: t + 1])
+    turned = any(rules.turn(toy.c[: t + 1, k, int(c[k].argmax())]) is not None for k in range(len(c)))
+    said += (
+        f" (Near uniform: {TOY_RULE}"
+        + (f" Rises / falls: {rules.RULES['rises / falls']}" if t > 0 else "")
+        + (f" Peaks / dips: {rules.RULES['peaks / dips']}" if turned else "")
+        + ")"
+    )
     lower: dict = {"lower capsule": [f"lower {k + 1}" for k in range(len(c))]}
     for j in range(J):
         lower[f"b to {j + 1}"] = toy.b[t, :, j]
@@ -323,7 +333,7 @@ def attention_view(toy: DynamicToy) -> View:
     )
     said = (
         f"In the one pass: {split_words(toy.c[0])} Switch to routing by agreement to compare: the same predictions, "
-        f"routed in iterations. (Near uniform: {rules.RULES['near uniform']})"
+        f"routed in iterations. (Near uniform: {TOY_RULE})"
     )
     lower: dict = {"lower capsule": [f"lower {k + 1}" for k in range(toy.c.shape[1])]}
     for j in range(J):
@@ -345,7 +355,7 @@ def em_view(toy: EMToy, t: int, beta_a: float) -> View:
     )
     a = toy.a[t]
     said = f"Inverse temperature per iteration: {', '.join(_r(x, 2) for x in lam)}" + (
-        f" (it {rules.trend(float(lam[0]), float(lam[-1]))} over the iterations)." if len(lam) > 1 else " (one iteration)."
+        f" (it {rules.path_trend(lam, '{:.2f}')} over the iterations)." if len(lam) > 1 else " (one iteration)."
     )
     said += (
         f" Activations at iteration {t + 1} (lambda {_r(lam[t], 2)}): "
@@ -386,8 +396,8 @@ def dynamic_try() -> str:
     after = dynamic_toy(u, 3).c[:, 4, 0]
     return (
         "Try: in the outliers preset (2 upper capsules, 3 iterations), move lower capsule 5's prediction for upper 1 next to "
-        f"the cluster (x 1.9, y 0.5): its coupling to upper 1 {rules.trend(float(after[0]), float(after[-1]))} over the "
-        f"iterations ({', '.join(_r(x) for x in after)}), where unmoved it {rules.trend(float(before[0]), float(before[-1]))} "
+        f"the cluster (x 1.9, y 0.5): its coupling to upper 1 {rules.path_trend(after, TABLE_FMT)} over the "
+        f"iterations ({', '.join(_r(x) for x in after)}), where unmoved it {rules.path_trend(before, TABLE_FMT)} "
         f"({', '.join(_r(x) for x in before)}). The Dynamic routing page measures how far couplings move in the trained models, "
         "where 1152 predictions for ten capsules rarely form one clean cluster."
     )

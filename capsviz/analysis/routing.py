@@ -233,7 +233,7 @@ def centred_batch(images: torch.Tensor, pad: int) -> torch.Tensor:
 def canvas_words(size: int, pad: int) -> str:
     """What a MultiMNIST model is shown on a page that follows one image (pad from on_canvas)."""
     return (
-        f"This model was trained on MultiMNIST: two test digits overlapping on a {size}x{size} canvas. Here it reads one digit "
+        f"This model was trained on MultiMNIST: two training digits overlapping on a {size}x{size} canvas. Here it reads one digit "
         f"alone, centred on that canvas ({pad} blank pixels on each side of the 28x28 digit), as the routing lab reads it for its "
         "digit error. The **MultiMNIST** page follows pairs of digits."
     )
@@ -271,6 +271,14 @@ def _digits(tr: DynamicTrace) -> int:
     return 2 + max(1, -math.floor(math.log10(tr.uniform)))  # 3 decimals for 1/10, 5 for 1/144: the digits that move
 
 
+def times(ratio: float) -> str:
+    """A ratio with one decimal, or as many as it takes to show a non-zero ratio as non-zero
+    (0.04, not 0.0)."""
+    if ratio == 0 or abs(ratio) >= 0.1:
+        return f"{ratio:.1f}"
+    return f"{ratio:.{-math.floor(math.log10(abs(ratio)))}f}"
+
+
 def span_words(lo: float, hi: float, uniform: float, d: int) -> str:
     """The span of couplings drawn, by the small-span rule (rules.small_span)."""
     if rules.small_span(lo, hi, uniform):
@@ -278,9 +286,7 @@ def span_words(lo: float, hi: float, uniform: float, d: int) -> str:
             f"the squares span only {lo:.{d}f} to {hi:.{d}f} (uniform: {uniform:.{d}f}), all within {rules.NEAR_UNIFORM_SHARE} "
             "times uniform either way, so the colours exaggerate small differences"
         )
-    return (
-        f"the squares span {lo:.{d}f} to {hi:.{d}f} (uniform: {uniform:.{d}f}), from {lo / uniform:.1f} to {hi / uniform:.1f} times uniform"
-    )
+    return f"the squares span {lo:.{d}f} to {hi:.{d}f} (uniform: {uniform:.{d}f}), from {times(lo / uniform)} to {times(hi / uniform)} times uniform"
 
 
 def map_words(tr: DynamicTrace, t: int, capsule: str, thing: str, digits: bool, j: int, name: str) -> tuple[str, str]:
@@ -384,9 +390,9 @@ def length_words(lengths: np.ndarray, winner: int, capsule: str, thing: str, nam
         return said + f"with one iteration nothing is shifted, and the winner's length is {lengths[0, winner]:.3f}."
     first, last = float(lengths[0, winner]), float(lengths[-1, winner])
     return said + (
-        f"here the winner's length {rules.bounded_trend(first, last)}: {first:.3f} at iteration 1, {last:.3f} at iteration {T}, "
-        f"a change of {last - first:+.3f} (a length lies between 0 and 1, so it rises or falls only when it moves by more "
-        f"than {rules.LEVEL:.2f})."
+        f"here the winner's length {rules.path_trend(lengths[:, winner], '{:.3f}', bounded=True)}: {first:.3f} at iteration 1, "
+        f"{last:.3f} at iteration {T}, a change of {last - first:+.3f} (a length lies between 0 and 1, so it rises or falls only "
+        f"when it moves by more than {rules.LEVEL:.2f})."
     )
 
 
@@ -419,7 +425,7 @@ def entropy_figure(tr: DynamicTrace, capsule: str, thing: str) -> dict:
     if T == 1:
         said = " With one iteration every split is still even."
     else:
-        said = " " + entropy_words(float(series[0, 0]), float(series[-1, 0]), T, line)
+        said = " " + entropy_words(series[:, 0], line)
     return {
         "series": series,
         "names": ["mean", "10th percentile", "90th percentile"],
@@ -430,16 +436,21 @@ def entropy_figure(tr: DynamicTrace, capsule: str, thing: str) -> dict:
     }
 
 
-def entropy_words(first: float, last: float, T: int, line: float) -> str:
-    """The mean coupling entropy (% of uniform) from iteration 1 to T in words: its trend by the
-    level rule (rules.trend) and the near-uniform verdict at T (entropy part), joined so that both
-    read as true together. A level change that still ends below the `line` (the rule's entropy share,
-    %) says plainly that it moved a little and which side of the line it ends on."""
+def entropy_words(means, line: float) -> str:
+    """The mean coupling entropy (% of uniform) at iterations 1 to T (`means`, as the chart draws it)
+    in words: its trend along the path (rules.path_trend) and the near-uniform verdict at T (entropy
+    part), joined so that both read as true together. A level change that still ends below the
+    `line` (the rule's entropy share, %) says plainly that it moved a little and which side of the
+    line it ends on."""
+    T = len(means)
+    first, last = float(means[0]), float(means[-1])
     verb = rules.trend(first, last)
     change = abs(last - first) / max(abs(first), abs(last), 1e-12)
     near = rules.near_uniform(last / 100)
     verdict = f"at iteration {T} its couplings are {rules.uniform_words(last / 100)}."
     both = f"{first:.1f}% at iteration 1, {last:.1f}% at iteration {T}"
+    if rules.turn(means) is not None:
+        return f"For this image the mean {rules.path_trend(means, '{:.1f}%')}: {both}; {verdict}"
     if verb != "stays about level":
         return f"For this image the mean {verb} by {change:.1%}: {both}; {'so' if (verb == 'falls') != near else 'and'} {verdict}"
     level = f"a change of {change:.1%}; {rules.LEVEL:.0%} or less counts as level"
@@ -462,14 +473,16 @@ def convergence_words(b_change: np.ndarray, c_change: np.ndarray) -> str:
     T = len(b_change)
     if T >= 5:
         said += f"the change of b at iteration 2 is {b_change[1]:.4f} and at iteration 5 {b_change[4]:.4f}"
-        said += f" (it {rules.trend(float(b_change[1]), float(b_change[4]))}): "
+        said += f" (it {rules.path_trend(b_change[1:5], '{:.4f}', start=2)}): "
     else:
         said += "the change of b "
     said += "each step adds the current agreement, which only vanishes when v does."
     if len(c_change) >= 2:
         first, last = float(c_change[0]), float(c_change[-1])
-        verb = rules.trend(first, last)
-        how = {"falls": "settle", "rises": "keep moving more", "stays about level": "keep moving about as much"}[verb]
+        verb = rules.path_trend(c_change, "{:.1e}", start=2)
+        how = {"falls": "settle", "rises": "keep moving more", "stays about level": "keep moving about as much"}.get(
+            verb, "do not settle steadily"
+        )
         said += (
             f" The couplings c = softmax(b) {how}: their change per iteration {verb}, from {first:.1e} at iteration 2 "
             f"to {last:.1e} at iteration {len(c_change) + 1}."

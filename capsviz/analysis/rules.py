@@ -30,12 +30,7 @@ MIN_TIMINGS = 5
 # minute) is above its number of cores: timings taken then say more about the others than the code.
 
 RULES = {
-    "near uniform": (
-        f"Couplings are called near uniform when they keep more than {NEAR_UNIFORM_ENTROPY:.0%} of the uniform split's "
-        f"entropy and give the predicted class less than {NEAR_UNIFORM_SHARE} times the uniform share, the share being a "
-        "primary capsule's plain mean coupling to the predicted class (every capsule counted once, however long its "
-        "prediction). Both must hold: a capsule can keep most of the entropy while still favouring one class."
-    ),
+    "near uniform": None,  # near_uniform_rule's words for the classifiers, set below RULES
     "long votes": (
         "The length-weighted share is the same mean coupling to the predicted class with each primary capsule counted by "
         "the length of its prediction: the long predictions are the ones that count in the sum s. When it is at least "
@@ -62,6 +57,12 @@ RULES = {
         "otherwise it stays about level. A number that can only lie between 0 and 1 (a capsule's length) rises or falls "
         f"only when it moves by more than {LEVEL:.2f}, a tenth of its whole range."
     ),
+    "peaks / dips": (
+        "Over the iterations a number is read along its whole path, not only from its first and last value: when a value "
+        f"in between lies above both ends, or below both, by more than the same {LEVEL:.0%} (for a number between 0 and 1, "
+        f"by more than {LEVEL:.2f}), the pages say so (it rises to that value, then falls; or falls to it, then rises) "
+        "instead of a single rise, fall or level."
+    ),
     "small span": (
         f"A coupling map's span is called small when every square lies between 1/{NEAR_UNIFORM_SHARE} and "
         f"{NEAR_UNIFORM_SHARE} times the uniform coupling: its colours, stretched over so narrow a range, exaggerate the "
@@ -77,6 +78,26 @@ RULES = {
         "one whose load was not recorded, are shown but no speed is claimed from them."
     ),
 }
+
+
+def near_uniform_rule(couplings: str, share: str, favour: str, note: str = "") -> str:
+    """The near-uniform rule in a page's own terms: `couplings` the couplings judged ("Couplings",
+    "A lower capsule's couplings"), `share` the coupling the share part reads, `favour` what they
+    could favour ("one class"), `note` any words on how the share is taken."""
+    return (
+        f"{couplings} are called near uniform when they keep more than {NEAR_UNIFORM_ENTROPY:.0%} of the uniform split's "
+        f"entropy and {share} is less than {NEAR_UNIFORM_SHARE} times the uniform share{note}. Both must hold: a capsule can "
+        f"keep most of the entropy while still favouring {favour}."
+    )
+
+
+RULES["near uniform"] = near_uniform_rule(
+    "Couplings",
+    "the coupling to the predicted class",
+    "one class",
+    ", the coupling being a primary capsule's plain mean coupling to the predicted class (every capsule counted once, "
+    "however long its prediction)",
+)
 
 
 def near_uniform(entropy_ratio: float, share: float | None = None, uniform_share: float | None = None) -> bool:
@@ -188,6 +209,33 @@ def bounded_trend(first: float, last: float) -> str:
     if abs(last - first) <= LEVEL:
         return "stays about level"
     return "rises" if last > first else "falls"
+
+
+def turn(values, bounded: bool = False) -> int | None:
+    """Where a path turns (the "peaks / dips" rule): the index of the value in between its first and
+    last that lies farthest beyond both ends, when that is by more than LEVEL of the larger end
+    (absolute LEVEL with `bounded`, for a number in 0..1, as bounded_trend); else None."""
+    v = [float(x) for x in values]
+    if len(v) < 3:
+        return None
+    first, last = v[0], v[-1]
+    band = LEVEL if bounded else LEVEL * max(abs(first), abs(last))
+    lo, hi = min(first, last), max(first, last)
+    beyond = [max(x - hi, lo - x) for x in v[1:-1]]
+    k = max(range(len(beyond)), key=beyond.__getitem__)
+    return k + 1 if beyond[k] > band else None
+
+
+def path_trend(values, fmt: str = "{:.3g}", start: int = 1, bounded: bool = False) -> str:
+    """The trend of a path over iterations (values[k] at iteration start + k): the first-to-last rule
+    (trend, or bounded_trend with `bounded`), unless a value in between lies beyond both ends (turn):
+    then "rises to <value, by fmt> at iteration k, then falls" or "falls to ... then rises"."""
+    v = [float(x) for x in values]
+    k = turn(v, bounded)
+    if k is None:
+        return (bounded_trend if bounded else trend)(v[0], v[-1])
+    at = f"{fmt.format(v[k])} at iteration {start + k}"
+    return f"rises to {at}, then falls" if v[k] > v[-1] else f"falls to {at}, then rises"
 
 
 def small_span(lo: float, hi: float, uniform: float) -> bool:

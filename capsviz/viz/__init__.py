@@ -224,8 +224,20 @@ def segments_image(segments: np.ndarray, scale: int = 6) -> Image.Image:
     return Image.fromarray(SEGMENT_COLOURS[segments], "RGB").resize((W * scale, H * scale), Image.NEAREST)
 
 
+def clear_side(series: dict[str, list[float]], level: float) -> str:
+    """Where a label on a horizontal line at `level` stays clear of the lines: at the end (left or
+    right) where the nearest line is farthest from it, on the side of the level away from them
+    (Plotly's annotation_position, e.g. "bottom left")."""
+    ends = {"left": [v[0] for v in series.values()], "right": [v[-1] for v in series.values()]}
+    side = max(ends, key=lambda e: min((abs(y - level) for y in ends[e]), default=0.0))
+    above = sum(y > level for y in ends[side]) >= len(ends[side]) / 2
+    return f"{'bottom' if above else 'top'} {side}"
+
+
 def sweep_lines(x, series: dict[str, list[float]], title: str, x_title: str, y_title: str, chance: float | None = None) -> go.Figure:
-    """One line per named series over x (accuracy versus transform strength or epsilon)."""
+    """One line per named series over x (accuracy versus transform strength or epsilon). The legend
+    sits above the plot, under the title, so the lines keep a phone's width; the "guessing" line's
+    label sits where the lines leave it clear (clear_side)."""
     colours = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd"]  # the capsule model first, in the bars' red
     fig = go.Figure(
         [
@@ -234,9 +246,15 @@ def sweep_lines(x, series: dict[str, list[float]], title: str, x_title: str, y_t
         ]
     )
     if chance is not None:
-        fig.add_hline(y=chance, line_dash="dot", annotation_text="guessing")
+        fig.add_hline(y=chance, line_dash="dot", annotation_text="guessing", annotation_position=clear_side(series, chance))
     fig.update_layout(
-        title=title, xaxis_title=x_title, yaxis_title=y_title, yaxis_range=[0, 101], height=320, margin=dict(l=10, r=10, t=40, b=10)
+        title=dict(text=title, y=1, yanchor="top", pad=dict(t=10)),  # on top: the legend goes between it and the plot
+        xaxis_title=x_title,
+        yaxis_title=y_title,
+        yaxis_range=[0, 101],
+        height=400,
+        margin=dict(l=10, r=10, t=110, b=10),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),  # above the plot: the lines keep the full width
     )
     return fig
 

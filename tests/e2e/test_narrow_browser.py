@@ -259,3 +259,38 @@ def test_the_tours_prediction_lengths_are_tables_of_text_a_phone_shows_whole(bro
         no_exceptions(page)
     finally:
         ctx.close()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_attack_chart_keeps_its_width_and_its_guessing_label_clear(browser, shipped_server, shots, width):
+    """/robustness, Adversarial attacks, capsnet-mnist (its stored FGSM sweep): the legend sits
+    above the plot, not beside it (at 390 px it took half the width), the plot spans most of the
+    chart, and the "guessing" label touches none of the lines."""
+    ctx, page = open_view(browser, f"{shipped_server}/robustness?model=capsnet-mnist.safetensors&tab=Adversarial+attacks", width)
+    try:
+        chart = page.locator(".st-key-adv_curve")
+        expect(chart).to_be_visible(timeout=180_000)
+        chart.scroll_into_view_if_needed()
+        drawn = chart.locator(".js-plotly-plot").evaluate(
+            """p => {
+                const L = p._fullLayout, x = L.xaxis, y = L.yaxis, box = p.getBoundingClientRect();
+                const lines = p._fullData.map(t => Array.from(t.x, (v, k) => [box.left + x._offset + x.d2p(v), box.top + y._offset + y.d2p(t.y[k])]));
+                const legend = p.querySelector('.legend').getBoundingClientRect();
+                const label = [...p.querySelectorAll('.annotation')].find(a => a.textContent.trim() === 'guessing').getBoundingClientRect();
+                return {plot: {left: box.left + x._offset, width: x._length, top: box.top + y._offset}, chart: box.width,
+                        legend: {bottom: legend.bottom, height: legend.height}, label: {left: label.left, right: label.right, top: label.top, bottom: label.bottom}, lines};
+            }"""
+        )
+        assert drawn["plot"]["width"] >= 0.7 * drawn["chart"], drawn  # the lines keep the chart's width, bar the y axis
+        assert drawn["legend"]["bottom"] <= drawn["plot"]["top"] + 1, drawn  # the legend above the plot
+        lab = drawn["label"]
+        for line in drawn["lines"]:  # sample every segment: none may cross the label's box
+            for (x0, y0), (x1, y1) in zip(line, line[1:], strict=False):
+                for s in np.linspace(0, 1, 50):
+                    px, py = x0 + s * (x1 - x0), y0 + s * (y1 - y0)
+                    assert not (lab["left"] <= px <= lab["right"] and lab["top"] <= py <= lab["bottom"]), (px, py, lab)
+        assert not titles_cut_off(chart), titles_cut_off(chart)  # this chart: the affine tab's are hidden
+        chart.screenshot(path=str(shots / f"narrow_attack_chart_{width}.png"))
+        no_exceptions(page)
+    finally:
+        ctx.close()
