@@ -29,8 +29,26 @@ MIN_TIMINGS = 5
 # A machine is busy when its load average (processes running or waiting for a core, over the last
 # minute) is above its number of cores: timings taken then say more about the others than the code.
 
+
+def near_uniform_rule(couplings: str, share: str, favour: str, note: str = "") -> str:
+    """The near-uniform rule in a page's own terms: `couplings` the couplings judged ("Couplings",
+    "A lower capsule's couplings"), `share` the coupling the share part reads, `favour` what they
+    could favour ("one class"), `note` any words on how the share is taken."""
+    return (
+        f"{couplings} are called near uniform when they keep more than {NEAR_UNIFORM_ENTROPY:.0%} of the uniform split's "
+        f"entropy and {share} is less than {NEAR_UNIFORM_SHARE} times the uniform share{note}. Both must hold: a capsule can "
+        f"keep most of the entropy while still favouring {favour}."
+    )
+
+
 RULES = {
-    "near uniform": None,  # near_uniform_rule's words for the classifiers, set below RULES
+    "near uniform": near_uniform_rule(
+        "Couplings",
+        "the coupling to the predicted class",
+        "one class",
+        ", the coupling being a primary capsule's plain mean coupling to the predicted class (every capsule counted once, "
+        "however long its prediction)",
+    ),
     "long votes": (
         "The length-weighted share is the same mean coupling to the predicted class with each primary capsule counted by "
         "the length of its prediction: the long predictions are the ones that count in the sum s. When it is at least "
@@ -78,26 +96,6 @@ RULES = {
         "one whose load was not recorded, are shown but no speed is claimed from them."
     ),
 }
-
-
-def near_uniform_rule(couplings: str, share: str, favour: str, note: str = "") -> str:
-    """The near-uniform rule in a page's own terms: `couplings` the couplings judged ("Couplings",
-    "A lower capsule's couplings"), `share` the coupling the share part reads, `favour` what they
-    could favour ("one class"), `note` any words on how the share is taken."""
-    return (
-        f"{couplings} are called near uniform when they keep more than {NEAR_UNIFORM_ENTROPY:.0%} of the uniform split's "
-        f"entropy and {share} is less than {NEAR_UNIFORM_SHARE} times the uniform share{note}. Both must hold: a capsule can "
-        f"keep most of the entropy while still favouring {favour}."
-    )
-
-
-RULES["near uniform"] = near_uniform_rule(
-    "Couplings",
-    "the coupling to the predicted class",
-    "one class",
-    ", the coupling being a primary capsule's plain mean coupling to the predicted class (every capsule counted once, "
-    "however long its prediction)",
-)
 
 
 def near_uniform(entropy_ratio: float, share: float | None = None, uniform_share: float | None = None) -> bool:
