@@ -14,6 +14,7 @@ import re
 import unicodedata
 
 MAX_CHARS = 300  # a name longer than this is cut: it is a label, not a document
+MAX_SENTENCES = 1200  # the words the core builds around names (a caption, a link's note): a few sentences
 KEEP_FORMAT = {"\u200c", "\u200d"}  # zero-width (non-)joiner: part of how some scripts and emoji are written
 # What starts Markdown in Streamlit: emphasis, code, links and images ([), HTML and autolinks (<),
 # headings, tables, maths ($), colours, icons and emoji (:), e-mail autolinks (@); "www." and a
@@ -26,11 +27,11 @@ _WWW = re.compile(r"(?i)\b(www)\.")
 _LIST = re.compile(r"^(\s*)([-+=]|\d+(?=[.)]))")
 
 
-def clean(text) -> str:
+def clean(text, limit: int = MAX_CHARS) -> str:
     """`text` as a string without control, format (bidirectional marks, zero-width spaces) or
-    unassigned characters, line breaks and tabs made spaces, at most MAX_CHARS long."""
+    unassigned characters, line breaks and tabs made spaces, at most `limit` long."""
     out = []
-    for ch in str(text)[: MAX_CHARS * 2]:
+    for ch in str(text)[: limit * 2]:
         if ch in "\t\n\r\v\f\x85\u2028\u2029":
             out.append(" ")
         elif unicodedata.category(ch) in ("Cc", "Cs", "Co", "Cn") or (unicodedata.category(ch) == "Cf" and ch not in KEEP_FORMAT):
@@ -38,10 +39,10 @@ def clean(text) -> str:
         else:
             out.append(ch)
     joined = "".join(out)
-    return joined if len(joined) <= MAX_CHARS else joined[: MAX_CHARS - 1] + "…"
+    return joined if len(joined) <= limit else joined[: limit - 1] + "…"
 
 
-def plain(text, where: str = "markdown") -> str:
+def plain(text, where: str = "markdown", limit: int = MAX_CHARS) -> str:
     """`text` made plain for `where` it is shown:
     - "markdown": any Streamlit text that renders Markdown (st.markdown, captions, info boxes,
       widget labels, progress text): the characters that start Markdown escaped, so no link,
@@ -49,8 +50,9 @@ def plain(text, where: str = "markdown") -> str:
     - "code": inside a `code span`: backticks (which would end it) left out;
     - "table": a table cell, select option or image caption, shown as it is;
     - "chart": a Plotly title, label or hover text, which reads a few HTML tags: < > & as entities.
-    Every kind is `clean`ed first."""
-    text = clean(text)
+    Every kind is `clean`ed first, cut at `limit` characters (MAX_CHARS for a name; MAX_SENTENCES for
+    the sentences the core builds around names)."""
+    text = clean(text, limit)
     if where == "markdown":
         text = text.translate(_ESCAPE).replace("\\:", _COLON)
         text = _WWW.sub(r"\1\\.", text)

@@ -29,7 +29,7 @@ from capsviz.progress import time_left
 from capsviz.registry import family_words
 from capsviz.schema import CheckpointMeta
 from capsviz.site.links import runs_in_site, site_link
-from capsviz.text import plain
+from capsviz.text import MAX_SENTENCES, plain
 from pages.state import STATE, Key, link_asks, link_asks_all, read_link
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -578,7 +578,7 @@ def show_link_note(param: str, current) -> None:
     if current != value:  # the user has moved on
         notes.pop(param)
         return
-    st.info(plain(note), icon=":material/link_off:")
+    st.info(plain(note, limit=MAX_SENTENCES), icon=":material/link_off:")
 
 
 def keep_within(slot: Key, lo: float, hi: float, default: float | None = None, what: str | None = None) -> None:

@@ -160,10 +160,9 @@ def show_iteration(T: int) -> int:
         STATE.pg_t.set(linked_t)
     if STATE.pg_t.get(T) > T:
         STATE.pg_t.set(T)
+    STATE.pg_t.setdefault(T)  # the slider then takes its value from the session alone (no second default)
     t = (
-        st.slider(
-            "Show iteration", 1, T, T, key=STATE.pg_t.key, help="Routing is computed for every iteration; this picks which one is drawn"
-        )
+        st.slider("Show iteration", 1, T, key=STATE.pg_t.key, help="Routing is computed for every iteration; this picks which one is drawn")
         if T > 1
         else 1
     )

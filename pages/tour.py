@@ -11,7 +11,7 @@ from capsviz.analysis.tour import TOURS, walk
 from capsviz.glossary import class_words, help_text
 from capsviz.models.efficient_capsnet import MSE_WEIGHT
 from capsviz.registry import shows
-from capsviz.text import plain
+from capsviz.text import MAX_SENTENCES, plain
 from capsviz.viz import grouped_bars, png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
 from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid
@@ -107,7 +107,7 @@ show_link_note(STATE.tour_step.param, k)
 
 def show(img, name: str, width: int | None = None) -> None:
     """One figure, the step's caption, and its PNG for slides."""
-    st.image(img, caption=plain(step.caption), width=width or "stretch")
+    st.image(img, caption=plain(step.caption, limit=MAX_SENTENCES), width=width or "stretch")
     st.download_button("Download this figure (PNG)", png_bytes(img), f"tour-{name}.png", "image/png", key="tour_png", on_click="ignore")
 
 
@@ -146,7 +146,7 @@ def value_table(d: dict) -> None:
             height=35 * (len(frame) + 1) + 3,  # every row in view: 35 px a row and the header
             key=f"tour_table_{n}",
         )
-    st.caption(plain(step.caption))
+    st.caption(plain(step.caption, limit=MAX_SENTENCES))
     st.download_button(
         "Download this figure (PNG)",
         lambda: png_bytes(value_grid(d["values"], d["rows"], d["columns"], d["title"], d.get("highlight"), d.get("highlight_row"))),
@@ -223,7 +223,7 @@ with fig:
                 ),
                 key="tour_lab_pairs",
             )
-        st.caption(plain(step.caption))
+        st.caption(plain(step.caption, limit=MAX_SENTENCES))
 with text:
     for paragraph in step.text:
         st.markdown(paragraph)  # plain: the core made every user-given name in it plain

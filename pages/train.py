@@ -22,7 +22,7 @@ from capsviz.data.user import short_name
 from capsviz.errors import CapsvizError
 from capsviz.estimate import for_run, size_refusal
 from capsviz.glossary import help_text
-from capsviz.text import plain
+from capsviz.text import MAX_SENTENCES, plain
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
 from pages.common import checkpoint_dir, person, plain_chart, public, require_router
@@ -77,7 +77,7 @@ def own_images(resize: int | None, model: str) -> tuple[str, int]:
         {"class": list(s.classes), "training": list(s.train_counts.values()), "test": list(s.test_counts.values())}, hide_index=True
     )
     for note in s.notes:
-        st.caption(plain(note))
+        st.caption(plain(note, limit=MAX_SENTENCES))
     if why := size_refusal(model, s.size, s.channels, len(s.classes)):
         st.error(plain(why))
         return "", 0

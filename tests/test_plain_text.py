@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from capsviz.text import MAX_CHARS, clean, plain
+from capsviz.text import MAX_CHARS, MAX_SENTENCES, clean, plain
 
 PAGES = Path(__file__).resolve().parents[1] / "pages"
 
@@ -192,3 +192,10 @@ def test_other_places_get_their_own_escapes():
     assert plain('<a href="https://e">x</a> & <br>', "chart") == '&lt;a href="https://e"&gt;x&lt;/a&gt; &amp; &lt;br&gt;'
     with pytest.raises(ValueError):
         plain("x", "html")
+
+
+def test_the_cores_sentences_get_a_longer_limit_than_a_name():
+    sentence = "word " * 200  # 1,000 characters: a link's note or a caption the core built around names
+    assert plain(sentence, limit=MAX_SENTENCES) == sentence
+    assert len(plain(sentence)) == MAX_CHARS and plain(sentence).endswith("…")  # a name is still cut
+    assert len(clean("x" * 10_000, MAX_SENTENCES)) == MAX_SENTENCES

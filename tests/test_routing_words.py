@@ -217,7 +217,7 @@ def test_convergence_words_follow_the_chart(c_change, verb, how):
     b = np.array([0.02, 0.007, 0.004, 0.003, 0.002])
     said = convergence_words(b, np.array(c_change))
     assert f"c = softmax(b) {how}: their change per iteration {verb}" in said
-    assert f"from {c_change[0]:.1e} at iteration 2 to {c_change[-1]:.1e} at iteration {len(c_change) + 1}" in said
+    assert f"({c_change[0]:.1e} at iteration 2, {c_change[-1]:.1e} at iteration {len(c_change) + 1})" in said
     assert f"at iteration 2 is {b[1]:.4f} and at iteration 5 {b[4]:.4f} (it falls)" in said
 
 
@@ -229,7 +229,7 @@ def test_convergence_words_say_a_peak_in_the_change_of_c():
     b = np.array([0.02, 0.007, 0.009, 0.002, 0.006])  # dips at iteration 4 (0.002), between 0.007 and 0.006
     said = convergence_words(b, c_change)
     assert "c = softmax(b) do not settle steadily: their change per iteration rises to 1.9e-02 at iteration 5, then falls" in said
-    assert "from 8.7e-03 at iteration 2 to 9.2e-03 at iteration 10" in said
+    assert "rises to 1.9e-02 at iteration 5, then falls (8.7e-03 at iteration 2, 9.2e-03 at iteration 10)" in said
     assert "(it falls to 0.0020 at iteration 4, then rises)" in said
 
 
@@ -384,7 +384,7 @@ def test_shipped_models_captions_quote_the_numbers_their_charts_draw(path):
     assert p == winner and f"the prediction is {meta.class_names[p]} (length {sweep['lengths'][-1, p]:.3f})" in said
     said = convergence_words(tr.b_change, tr.c_change)
     assert f"at iteration 2 is {tr.b_change[1]:.4f} and at iteration 5 {tr.b_change[4]:.4f}" in said
-    assert f"from {tr.c_change[0]:.1e} at iteration 2 to {tr.c_change[-1]:.1e} at iteration {T}" in said
+    assert f"({tr.c_change[0]:.1e} at iteration 2, {tr.c_change[-1]:.1e} at iteration {T})" in said
     assert f"per iteration {rules.path_trend(tr.c_change, '{:.1e}', start=2)}" in said
     if rules.turn(tr.c_change) is not None:  # the peak or dip quoted is the chart's own value there
         k = rules.turn(tr.c_change)

@@ -14,6 +14,7 @@ from capsviz.checkpoint import load_checkpoint, save_checkpoint
 from capsviz.config import preset
 from capsviz.data import load_split
 from capsviz.models import build_model
+from capsviz.text import MAX_CHARS
 
 # test_app's fixtures: tiny checkpoints and synthetic data (app), app.py's router in charge (autouse)
 app = test_app.app
@@ -126,6 +127,8 @@ def test_the_tour_is_the_first_page_and_walks_every_capsnet_step(app):
         if k == 4:  # one row per digit capsule, one column per primary capsule followed: a phone shows all six
             (frame,) = [f.value for f in app.dataframe]
             assert list(frame.index) == [str(j) for j in range(10)] and list(frame.columns) == [f"P{n}" for n in range(1, 7)]
+            (place,) = [c.value for c in app.caption if "P1 = " in c.value]  # longer than a name: shown whole, every column placed
+            assert "P6 = " in place and not place.endswith("…") and len(place) > MAX_CHARS
         if app.button(key="tour_next").disabled:
             break
         app.button(key="tour_next").click().run()

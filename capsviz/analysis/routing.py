@@ -484,8 +484,8 @@ def convergence_words(b_change: np.ndarray, c_change: np.ndarray) -> str:
             verb, "do not settle steadily"
         )
         said += (
-            f" The couplings c = softmax(b) {how}: their change per iteration {verb}, from {first:.1e} at iteration 2 "
-            f"to {last:.1e} at iteration {len(c_change) + 1}."
+            f" The couplings c = softmax(b) {how}: their change per iteration {verb} ({first:.1e} at iteration 2, "
+            f"{last:.1e} at iteration {len(c_change) + 1})."
         )
     return said
 

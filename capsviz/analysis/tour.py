@@ -654,7 +654,8 @@ def lab_words(rows: list, routing_words: dict[str, str]) -> tuple[list[str], dic
     if tallest is not own and rules.beyond_chance(tallest.test_error, tallest.n_test, own.test_error, own.n_test):
         why = ROUTINGS[tallest.run_with].about if tallest.run_with in ROUTINGS else "the couplings are set another way"
         said.append(
-            f"The tallest bar is {routing_words.get(tallest.run_with, tallest.run_with)} ({two(tallest.test_error)}%): {why}, "
+            f"The tallest {'test-error ' if own.pair_accuracy is not None else ''}bar is "
+            f"{routing_words.get(tallest.run_with, tallest.run_with)} ({two(tallest.test_error)}%): {why}, "
             f"while this model was trained with {mine}: its weights W learned to make "
             "predictions for those couplings, not for these."
         )
