@@ -198,30 +198,21 @@ with fig:
             on_click="ignore",
         )
     elif step.figure == "lab":
-        st.plotly_chart(
-            plain_chart(
-                grouped_bars(
-                    [path.stem],
-                    {r: [e] for r, e in zip(d["routings"], d["error"], strict=True)},
-                    "Test error by routing",
-                    "test error %",
-                    {r: [s] for r, s in zip(d["routings"], d["spread"], strict=True)},
-                )
-            ),
-            key="tour_lab",
-        )
+        charts = [("error", "spread", "Test error by routing", "test error %", "tour_lab")]
         if "pairs" in d:  # a model that reads pairs: its own task, as the lab judges it
+            charts.append(("pairs", "pair_spread", "Pair accuracy by routing", "pair accuracy %", "tour_lab_pairs"))
+        for values, spread, title, axis, chart_key in charts:
             st.plotly_chart(
                 plain_chart(
                     grouped_bars(
                         [path.stem],
-                        {r: [a] for r, a in zip(d["routings"], d["pairs"], strict=True)},
-                        "Pair accuracy by routing",
-                        "pair accuracy %",
-                        {r: [s] for r, s in zip(d["routings"], d["pair_spread"], strict=True)},
+                        {r: [v] for r, v in zip(d["routings"], d[values], strict=True)},
+                        title,
+                        axis,
+                        {r: [e] for r, e in zip(d["routings"], d[spread], strict=True)},
                     )
                 ),
-                key="tour_lab_pairs",
+                key=chart_key,
             )
         st.caption(plain(step.caption, limit=MAX_SENTENCES))
 with text:
