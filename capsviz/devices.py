@@ -36,6 +36,27 @@ def pick_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
+def serving_threads() -> int:
+    """Set torch's threads for an app process that serves a class, once, and return them.
+
+    One thread: a served process runs many sessions' small computations (one image, a few
+    routing iterations), and a second thread per operation buys little time for much CPU: on a
+    busy 2-core machine the two threads wait for each other (BENCH.md, "What a student costs the
+    server": one paper CapsNet forward pass cost about ten times the CPU with two). Other sessions'
+    work fills the second core instead. $CAPSVIZ_TORCH_THREADS sets another number (0:
+    torch's own choice); $OMP_NUM_THREADS, when set (replicas set it), is kept."""
+    wanted = os.environ.get("CAPSVIZ_TORCH_THREADS", "")
+    if wanted.strip().isdigit():
+        n = int(wanted)
+    elif os.environ.get("OMP_NUM_THREADS"):
+        n = 0
+    else:
+        n = 1
+    if n and torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return torch.get_num_threads()
+
+
 def autocast(device: torch.device, precision: str):
     if precision not in PRECISIONS:
         raise CapsvizError(f"unknown precision {precision!r}; choose {', '.join(PRECISIONS)}")

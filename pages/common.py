@@ -21,7 +21,7 @@ from capsviz.data import DATASETS, model_test_set
 from capsviz.data.sources import SOURCES, locate
 from capsviz.data.transforms import fit_drawing, mnist_style, picture_to_digit, picture_to_input
 from capsviz.data.user import short_name
-from capsviz.devices import pick_device
+from capsviz.devices import pick_device, serving_threads
 from capsviz.errors import CapsvizError
 from capsviz.glossary import class_words
 from capsviz.model_cache import ModelCache
@@ -134,6 +134,7 @@ def guard_clear_cache() -> None:
 
 
 guard_clear_cache()
+serving_threads()
 _teachers: set[str] = set()  # the students' ids that have entered the teacher key in this process
 TURNS = access.Turns()  # a student's page runs in this process, one at a time (app.py)
 

@@ -15,12 +15,14 @@ from capsviz.analysis.explain import (
 )
 from capsviz.analysis.routing import em_trace
 from capsviz.glossary import help_text, label, term
+from capsviz.memo import digest
 from capsviz.registry import shows
 from capsviz.text import plain
 from capsviz.viz import heatmap, lines, png_bytes, to_image
 from capsviz.viz.animation import gif_bytes
 from capsviz.viz.explain import HISTOGRAM_KEY, HISTOGRAM_X, em_histogram_frames, em_histograms
-from pages.common import for_image, keep_within, link_choice, page_model, pick_image, plain_chart, require_router
+from pages.common import for_image, keep_within, link_choice, page_model, pick_image, require_router
+from pages.drawn import chart, kept, picture, show
 from pages.state import STATE
 
 require_router()
@@ -60,6 +62,13 @@ T = st.slider(
 
 tr = for_image(em_trace, model, image, T)
 pred = int(tr.a[-1].argmax())
+seen = digest(STATE.model_key.get(), image, T)  # what names this trace for the figures kept for every session
+
+
+def histogram_pngs(tr, limit: float, names, t: int) -> tuple[str, list[tuple[bytes, int]]]:
+    """Fig. 2's title and its panels as (PNG, width), encoded once."""
+    title, panels = em_histograms(tr, limit, names, t)
+    return title, [(png_bytes(p), p.width) for p in panels]
 
 
 @st.fragment
@@ -89,7 +98,7 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     left, right = st.columns([1, 3])
     shown = [plain(n) for n in names]  # every class name made plain here, and the label below
     verdict = verdict_words(shown[pred], plain(label_), shown)
-    left.image(to_image(image), caption=f"input, prediction {shown[pred]} ({verdict})", width=168)  # plain: names made plain above
+    show(left, picture(to_image, image, width=168), f"input, prediction {shown[pred]} ({verdict})", 168)  # plain: names made plain above
     left.metric(label("lambda"), f"{tr.lambdas[t]:.3f}", help=help_text("lambda"))
     with right:
         link_choice(STATE.zoom, [False, True], False, "zoom on the nearest votes")
@@ -107,11 +116,11 @@ def iteration_view(tr, image, label_, pred: int) -> None:
         f"**Shown: vote distances from 0 to {zoom.limit:g}**: {plain(zoom.why)}. {distance_words(tr)}  \n"
         + em_share_words(sh, shown[sh.winner], meta.config.routing_iterations, plain(label_), shown)  # plain: made plain above
     )
-    title, panels = em_histograms(tr, zoom.limit, names, t)
+    title, panels = kept(histogram_pngs, tr, zoom.limit, names, t, key=(seen, zoom.limit, list(names), t))
     st.markdown(f"**{title}**")  # plain: numbers only
     with st.container(horizontal=True, key="em_panels"):  # as many panels to a row as the screen holds: readable on a phone
-        for panel in panels:
-            st.image(panel, width=panel.width)
+        for png, width in panels:
+            show(st, png, width=width)
     st.caption(f"{HISTOGRAM_KEY}; x axis: {HISTOGRAM_X}.")
     a, b = st.columns(2)
     stem = f"em-{STATE.model_key.get().rsplit('/', 1)[-1].split('.')[0]}"
@@ -133,17 +142,16 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     )
 
     st.plotly_chart(
-        plain_chart(
-            heatmap(
-                tr.R[t].T,
-                f"{label('R')}, iteration {t + 1}",
-                "lower capsule i",
-                "class",
-                y=[str(n) for n in names],
-                zmin=0,
-                zmax=1,
-                height=300,
-            )
+        chart(
+            heatmap,
+            tr.R[t].T,
+            f"{label('R')}, iteration {t + 1}",
+            "lower capsule i",
+            "class",
+            y=[str(n) for n in names],
+            zmin=0,
+            zmax=1,
+            height=300,
         ),
         key="em_R",
     )
@@ -175,15 +183,14 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     R_layer = res.R[t_layer, 0].numpy()  # (positions, K*K*types, J)
     R = R_layer[pos]
     st.plotly_chart(
-        plain_chart(
-            heatmap(
-                R.T,
-                f"{layer}, position {pos}: assignments R",
-                "lower capsule (kernel position x type)",
-                "upper capsule type",
-                zmin=0,
-                height=280,
-            )
+        chart(
+            heatmap,
+            R.T,
+            f"{layer}, position {pos}: assignments R",
+            "lower capsule (kernel position x type)",
+            "upper capsule type",
+            zmin=0,
+            height=280,
         ),
         key="em_conv_R",
     )
@@ -197,12 +204,12 @@ iteration_view(tr, image, image_label, pred)
 
 st.subheader("Across iterations")
 a, b, c = st.columns(3)
-a.plotly_chart(plain_chart(lines(tr.a, names, f"Class {label('a_j')}", "iteration", "a_j (activation)")), key="em_act")
+a.plotly_chart(chart(lines, tr.a, names, f"Class {label('a_j')}", "iteration", "a_j (activation)"), key="em_act")
 b.plotly_chart(
-    plain_chart(lines(tr.sigma.mean(-1), names, f"{label('sigma')}, mean of 16 entries", "iteration", "sigma (spread)")), key="em_sigma"
+    chart(lines, tr.sigma.mean(-1), names, f"{label('sigma')}, mean of 16 entries", "iteration", "sigma (spread)"), key="em_sigma"
 )
 c.plotly_chart(
-    plain_chart(lines(tr.R.sum(1), names, "Total assignment each class receives", "iteration", "sum_i R_ij (total assignment)")),
+    chart(lines, tr.R.sum(1), names, "Total assignment each class receives", "iteration", "sum_i R_ij (total assignment)"),
     key="em_mass",
 )
 st.caption(

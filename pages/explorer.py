@@ -20,11 +20,11 @@ from pages.common import (
     link_number,
     page_model,
     pick_image,
-    plain_chart,
     require_router,
     show_link_note,
     site_button,
 )
+from pages.drawn import chart, picture, show
 from pages.state import STATE
 
 require_router()
@@ -93,13 +93,13 @@ if STATE.dims_view.setdefault(view) != view:  # a new image or capsule: the slid
     STATE.dims.set(np.zeros(16, np.float32))
 
 a, b, c = st.columns([1, 2, 1])
-a.image(to_image(image), caption=f"input (label {plain(label)})", width=168)
+show(a, picture(to_image, image, width=168), f"input (label {plain(label)})", 168)
 b.plotly_chart(
-    plain_chart(capsule_bars(pred.scores, names, pred.predicted, f"Prediction: {names[pred.predicted]}", y_title=glossary_label("length"))),
+    chart(capsule_bars, pred.scores, names, pred.predicted, f"Prediction: {names[pred.predicted]}", y_title=glossary_label("length")),
     key="lengths",
 )
 rebuilt = decode(model, pred.capsules[capsule], capsule)
-c.image(to_image(rebuilt), caption=f"reconstruction from capsule {plain(names[capsule])}", width=168)
+show(c, picture(to_image, rebuilt, width=168), f"reconstruction from capsule {plain(names[capsule])}", 168)
 
 
 @st.fragment
@@ -119,7 +119,7 @@ def sliders():
         st.query_params["dims"] = ",".join(f"{v:g}" for v in deltas)
         show_link_note(STATE.dims.param, tuple(round(float(v), 2) + 0.0 for v in deltas))
         changed = ", ".join(f"d{d} {v:+.2f}" for d, v in enumerate(deltas) if v) or "none"
-        st.image(to_image(rec), caption=f"perturbed: {changed}", width=224)
+        show(st, picture(to_image, rec, width=224), f"perturbed: {changed}", 224)
         ink = float(rec.sum()) / max(float(rebuilt.sum()), 1e-6)
         if deltas.any() and ink < FAINT:
             st.caption(
@@ -144,9 +144,9 @@ st.caption(
 title = f"capsule {names[capsule]}: dimension (rows) + offset (columns)"
 img_png, effect = grid_of(STATE.model_key.get(), model, image.tobytes(), capsule, pred.capsules[capsule], title)
 left, right = st.columns([3, 2])
-left.image(img_png, caption="16 dimensions (rows) x 11 offsets (columns), the offsets written on top")
+show(left, img_png, "16 dimensions (rows) x 11 offsets (columns), the offsets written on top")
 left.download_button("Download grid as PNG", img_png, file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png")
-right.plotly_chart(plain_chart(effect_bars(effect)), key="effect")
+right.plotly_chart(chart(effect_bars, effect), key="effect")
 right.caption(
     "For each dimension: how much the picture changes between its two ends (-0.25 and +0.25), as the mean change per "
     "pixel. The tallest bars are the rows of the grid worth looking at first."

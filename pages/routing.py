@@ -36,7 +36,8 @@ from capsviz.registry import either, shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
-from pages.common import for_image, keep_within, link_choice, page_model, pick_image, plain_chart, require_router, site_button, test_set
+from pages.common import for_image, keep_within, link_choice, page_model, pick_image, require_router, site_button, test_set
+from pages.drawn import chart, picture, show
 from pages.state import STATE
 
 require_router()
@@ -58,34 +59,14 @@ def attention_view(model, image, label, names) -> None:
     winner = int(tr.lengths.argmax())
     I, J = tr.c.shape
     left, right = st.columns([1, 3])
-    left.image(to_image(image), caption=f"input (label {plain(label)}), prediction {plain(names[winner])}", width=168)
-    left.plotly_chart(plain_chart(capsule_bars(tr.lengths, names, winner, "Class capsule lengths")), key="attention_lengths")
+    show(left, picture(to_image, image, width=168), f"input (label {plain(label)}), prediction {plain(names[winner])}", 168)
+    left.plotly_chart(chart(capsule_bars, tr.lengths, names, winner, "Class capsule lengths"), key="attention_lengths")
     right.plotly_chart(
-        plain_chart(
-            heatmap(
-                tr.c.T,
-                "Couplings c",
-                "primary capsule",
-                "class",
-                y=[str(n) for n in names],
-                zmin=0,
-                zmax=1,
-                height=300,
-            )
-        ),
+        chart(heatmap, tr.c.T, "Couplings c", "primary capsule", "class", y=[str(n) for n in names], zmin=0, zmax=1, height=300),
         key="attention_c",
     )
     right.plotly_chart(
-        plain_chart(
-            heatmap(
-                tr.prior.T,
-                "Learned prior b",
-                "primary capsule",
-                "class",
-                y=[str(n) for n in names],
-                height=300,
-            )
-        ),
+        chart(heatmap, tr.prior.T, "Learned prior b", "primary capsule", "class", y=[str(n) for n in names], height=300),
         key="attention_prior",
     )
     right.caption(
@@ -97,7 +78,7 @@ def attention_view(model, image, label, names) -> None:
     st.subheader("The same capsules with dynamic routing, 1 to 10 iterations")
     sweep = for_image(iteration_sweep, model, image, 10, key=key)
     st.plotly_chart(
-        plain_chart(lines(sweep["lengths"], names, "Lengths by iteration count", "dynamic-routing iterations", "|v_j|")),
+        chart(lines, sweep["lengths"], names, "Lengths by iteration count", "dynamic-routing iterations", "|v_j|"),
         key="attention_sweep",
     )
     st.caption(sweep_words(sweep["predictions"], winner, plain(names[winner])))  # plain: its one name is made plain here
@@ -195,8 +176,13 @@ def iteration_view(tr, image, label, winner: int) -> None:
     zrange = (0, 2 * tr.uniform)  # all equal: a scale around uniform, not around nothing
     every = np.stack([tr.coupling_maps(k) for k in range(T)])  # (T, J, G, G)
     left, right = st.columns([1, 3])
-    left.image(to_image(image), caption=f"input (label {plain(label)}), prediction {plain(names[winner])}", width=168)
-    left.image(overlay(image, maps[winner]), caption=f"coupling to {plain(names[winner])} at iteration {t + 1}, over the input", width=168)
+    show(left, picture(to_image, image, width=168), f"input (label {plain(label)}), prediction {plain(names[winner])}", 168)
+    show(
+        left,
+        picture(overlay, image, maps[winner], width=168),
+        f"coupling to {plain(names[winner])} at iteration {t + 1}, over the input",
+        168,
+    )
     left.download_button(
         "This iteration (PNG)",
         lambda: png_bytes(coupling_frames(every, image, names, only=t, capsule=words.capsule)[0]),
@@ -228,19 +214,18 @@ def iteration_view(tr, image, label, winner: int) -> None:
         help=f"Which {words.capsule} the map below and the GIF show",
     )
     title, caption = map_words(tr, t, words.capsule, words.thing, words.digits, j, plain(names[j]))
-    maps_place.plotly_chart(plain_chart(class_maps(maps, names, title, zrange=zrange if even else None)), key="coupling_maps")
+    maps_place.plotly_chart(chart(class_maps, maps, names, title, zrange=zrange if even else None), key="coupling_maps")
     caption_place.caption(caption)  # plain: numbers and the class words only, the class name made plain
     detail_title, detail_caption = detail_words(tr, t, j, plain(names[j]))
     right.plotly_chart(
-        plain_chart(
-            heatmap(
-                tr.by_capsule(tr.c[t, :, j]),
-                detail_title,
-                *capsule_axes(tr),
-                height=300,
-                **capsule_labels(tr),
-                **(dict(zmin=zrange[0], zmax=zrange[1]) if even else {}),
-            )
+        chart(
+            heatmap,
+            tr.by_capsule(tr.c[t, :, j]),
+            detail_title,
+            *capsule_axes(tr),
+            height=300,
+            **capsule_labels(tr),
+            **(dict(zmin=zrange[0], zmax=zrange[1]) if even else {}),
         ),
         key="coupling_types",
     )
@@ -250,36 +235,31 @@ def iteration_view(tr, image, label, winner: int) -> None:
 iteration_view(tr, image, label, winner)
 
 a, b = st.columns(2)
-a.plotly_chart(
-    plain_chart(lines(tr.lengths, names, "Lengths by iteration", "iteration", "length |v_j| (presence)")),
-    key="lengths_by_iteration",
-)
+a.plotly_chart(chart(lines, tr.lengths, names, "Lengths by iteration", "iteration", "length |v_j| (presence)"), key="lengths_by_iteration")
 a.caption(length_words(tr.lengths, winner, words.capsule, words.thing, plain(names[winner])))  # plain: its one name is made plain here
 ent = entropy_figure(tr, words.capsule, words.thing)
 b.plotly_chart(
-    plain_chart(
-        lines(ent["series"], ent["names"], ent["title"], "iteration", "entropy, % of uniform", y_range=ent["y_range"], line=ent["line"])
-    ),
+    chart(lines, ent["series"], ent["names"], ent["title"], "iteration", "entropy, % of uniform", y_range=ent["y_range"], line=ent["line"]),
     key="entropy",
 )
 b.caption(ent["caption"])  # plain: numbers and the class words only
 
 c, d = st.columns([1, 2])
-c.image(
-    overlay(image, np.maximum(tr.agreement_map(winner), 0)),
-    caption=f"where predictions agree with the {plain(names[winner])} capsule (agreement u_hat . v above 0, summed over the "
+show(
+    c,
+    picture(overlay, image, np.maximum(tr.agreement_map(winner), 0), width=224),
+    f"where predictions agree with the {plain(names[winner])} capsule (agreement u_hat . v above 0, summed over the "
     "primary capsules at each position)",
-    width=224,
+    224,
 )
 d.plotly_chart(
-    plain_chart(
-        heatmap(
-            tr.by_capsule(tr.agreement[:, winner]),
-            f"Agreement u_hat . v with {names[winner]}",
-            *capsule_axes(tr),
-            height=300,
-            **capsule_labels(tr),
-        )
+    chart(
+        heatmap,
+        tr.by_capsule(tr.agreement[:, winner]),
+        f"Agreement u_hat . v with {names[winner]}",
+        *capsule_axes(tr),
+        height=300,
+        **capsule_labels(tr),
     ),
     key="agreement",
 )
@@ -310,16 +290,15 @@ if data is not None:
     series.append(batch_change(STATE.model_key.get(), model, meta.image_dataset, data, Tmax))
     labels.append("mean |delta b|, 64 test images")
 st.plotly_chart(
-    plain_chart(
-        lines(
-            np.clip(np.stack(series, 1), 1e-12, None),
-            labels,
-            "Change per iteration (log scale)",
-            "iteration",
-            "mean absolute change",
-            log_y=True,
-            legend_below=True,
-        )
+    chart(
+        lines,
+        np.clip(np.stack(series, 1), 1e-12, None),
+        labels,
+        "Change per iteration (log scale)",
+        "iteration",
+        "mean absolute change",
+        log_y=True,
+        legend_below=True,
     ),
     key="b_change",
 )
@@ -335,19 +314,18 @@ if data is not None:
     cs = summary(STATE.model_key.get(), model, meta.image_dataset, data, Tmax)
     k = T - 1  # the iteration count chosen above
     st.plotly_chart(
-        plain_chart(
-            lines(
-                np.stack([cs["coupling_to_prediction"], cs["vote_weighted_coupling_to_prediction"], np.full(Tmax, cs["uniform"])], 1),
-                [
-                    "mean coupling to the predicted class",
-                    "the same, weighted by vote length |u_hat|",
-                    "uniform (1/I)" if cs["softmax"] == "inputs" else "uniform (1/J)",
-                ],
-                "Coupling to the predicted class, by iteration",
-                "iteration",
-                "coupling",
-                legend_below=True,
-            )
+        chart(
+            lines,
+            np.stack([cs["coupling_to_prediction"], cs["vote_weighted_coupling_to_prediction"], np.full(Tmax, cs["uniform"])], 1),
+            [
+                "mean coupling to the predicted class",
+                "the same, weighted by vote length |u_hat|",
+                "uniform (1/I)" if cs["softmax"] == "inputs" else "uniform (1/J)",
+            ],
+            "Coupling to the predicted class, by iteration",
+            "iteration",
+            "coupling",
+            legend_below=True,
         ),
         key="coupling_summary",
     )
@@ -358,17 +336,17 @@ st.subheader("Same weights, 1 to 10 iterations")
 
 sweep = for_image(iteration_sweep, model, image, 10)
 e, f = st.columns([2, 3])
-e.plotly_chart(
-    plain_chart(lines(sweep["lengths"], names, "Lengths by iteration count", "routing iterations", "|v_j|")),
-    key="sweep_lengths",
-)
+e.plotly_chart(chart(lines, sweep["lengths"], names, "Lengths by iteration count", "routing iterations", "|v_j|"), key="sweep_lengths")
 e.caption(
     dynamic_sweep_words(sweep["lengths"], sweep["predictions"], T, [plain(n) for n in names], words.capsule)
 )  # plain: names made plain here
 recs = [r for r in sweep["reconstructions"] if r is not None]
 if recs:
     f.image(
-        [to_image(r, 3) for r in recs], caption=[f"{k + 1} it.: {plain(names[p])}" for k, p in enumerate(sweep["predictions"])], width=84
+        [picture(to_image, r, 3) for r in recs],
+        caption=[f"{k + 1} it.: {plain(names[p])}" for k, p in enumerate(sweep["predictions"])],
+        width=84,
+        output_format="PNG",
     )
 
 site_button("routing", meta)

@@ -9,13 +9,16 @@ from capsviz.analysis import lab
 from capsviz.analysis.routing import canvas_words, centred, on_canvas
 from capsviz.analysis.tour import TOURS, walk
 from capsviz.glossary import class_words, help_text
+from capsviz.memo import digest
 from capsviz.models.efficient_capsnet import MSE_WEIGHT
 from capsviz.registry import shows
 from capsviz.text import MAX_SENTENCES, plain
 from capsviz.viz import grouped_bars, png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
 from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid
-from pages.common import for_image, link_number, page_model, pick_image, plain_chart, require_router, show_link_note, site_button
+from pages.common import for_image, link_number, page_model, pick_image, require_router, show_link_note, site_button
+from pages.drawn import chart, kept, picture
+from pages.drawn import show as show_png
 from pages.state import STATE
 
 require_router()
@@ -51,17 +54,10 @@ image, truth = centred(picked[0], pad), picked[1]
 
 tour = for_image(TOURS[routing].follow, model, image)
 have = lab.stored_rows([(path, meta)], list(lab.LAB_ROUTINGS)) if lab.fits(meta.config) else {}
-steps = walk(
-    tour,
-    names,
-    words,
-    path.stem,
-    truth,
-    looks,
-    [have[path.stem, r] for r in lab.LAB_ROUTINGS if (path.stem, r) in have],
-    MSE_WEIGHT,
-    meta.config,
-)
+rows = [have[path.stem, r] for r in lab.LAB_ROUTINGS if (path.stem, r) in have]
+# the tour of this model and image: its steps' words and figures are the same for every session that follows it
+seen = digest(STATE.model_key.get(), image, names, truth, repr(rows))
+steps = kept(walk, tour, names, words, path.stem, truth, looks, rows, MSE_WEIGHT, meta.config, key=seen)
 N = len(steps)
 
 linked_step = link_number(STATE.tour_step, 1, N, 1, "step")  # a shared link's step, once
@@ -105,10 +101,28 @@ where.progress(k / N, text=f"Step {k} of {N}: **{step.title}**")  # plain: the t
 show_link_note(STATE.tour_step.param, k)
 
 
-def show(img, name: str, width: int | None = None) -> None:
-    """One figure, the step's caption, and its PNG for slides."""
-    st.image(img, caption=plain(step.caption, limit=MAX_SENTENCES), width=width or "stretch")
-    st.download_button("Download this figure (PNG)", png_bytes(img), f"tour-{name}.png", "image/png", key="tour_png", on_click="ignore")
+def show(name: str, build, *args, width: int | None = None, key=None, **kwargs) -> None:
+    """One figure, `build(*args, **kwargs)` drawn once (pages.drawn.picture), the step's caption,
+    and its PNG at full size for slides."""
+    show_png(st, picture(build, *args, width=width, key=key, **kwargs), plain(step.caption, limit=MAX_SENTENCES), width)
+    st.download_button(
+        "Download this figure (PNG)",
+        lambda: picture(build, *args, key=key, **kwargs),
+        f"tour-{name}.png",
+        "image/png",
+        key="tour_png",
+        on_click="ignore",
+    )
+
+
+def routing_frame(tour, names, t: int, capsule: str):
+    """Iteration t's frame of the tour's routing figure."""
+    return tour_routing_frames(tour, names, only=t, capsule=capsule)[0]
+
+
+def em_frame(tour, names, t: int):
+    """Iteration t's frame of the matrix tour's EM figure."""
+    return tour_em_frames(tour, names, only=t)[0]
 
 
 PHONE_COLUMNS = 6  # numbers a table row shows beside its name at 390 px
@@ -162,17 +176,17 @@ d = step.data
 fig, text = (st.container(), st.container()) if step.figure == "grid" else st.columns([3, 2], gap="large")
 with fig:
     if step.figure == "image":
-        show(side_by_side(d["images"], d["labels"]), step.key, width=260 if len(d["images"]) == 1 else None)
+        show(step.key, side_by_side, d["images"], d["labels"], width=260 if len(d["images"]) == 1 else None)
     elif step.figure == "maps":
-        show(feature_maps(d["maps"], d["names"], scale=d.get("scale", 4)), step.key)
+        show(step.key, feature_maps, d["maps"], d["names"], scale=d.get("scale", 4))
     elif step.figure == "arrows":
-        show(capsule_arrows(image, d["lengths"], d["directions"]), step.key)
+        show(step.key, capsule_arrows, image, d["lengths"], d["directions"])
     elif step.figure == "grid":
         value_table(d)
     elif step.figure == "bars":
-        show(bars(d["values"], d["names"], d["highlight"], d["title"], d["axis"], d["lines"]), step.key)
+        show(step.key, bars, d["values"], d["names"], d["highlight"], d["title"], d["axis"], d["lines"])
     elif step.figure == "routing":
-        show(tour_routing_frames(tour, names, only=d["t"], capsule=words.capsule)[0], f"routing-{d['t'] + 1}")
+        show(f"routing-{d['t'] + 1}", routing_frame, tour, names, d["t"], words.capsule, key=(seen, d["t"], words.capsule))
         st.download_button(
             "Download every iteration (animated GIF)",
             lambda: gif_bytes(tour_routing_frames(tour, names, capsule=words.capsule)),
@@ -183,12 +197,12 @@ with fig:
         )
     elif step.figure == "em_primary":
         maps = d["maps"]
-        show(feature_maps(maps, [f"type {k + 1}" for k in range(len(maps))], scale=6, columns=4, normalise=False), step.key)
+        show(step.key, feature_maps, maps, [f"type {k + 1}" for k in range(len(maps))], scale=6, columns=4, normalise=False)
         st.markdown(markdown_table({f"col {c + 1}": d["pose"][:, c] for c in range(d["pose"].shape[1])}))
     elif step.figure == "votes":
-        show(tour_vote_frame(tour, names), step.key)
+        show(step.key, tour_vote_frame, tour, names, key=seen)
     elif step.figure == "em":
-        show(tour_em_frames(tour, names, only=d["t"])[0], f"em-{d['t'] + 1}")
+        show(f"em-{d['t'] + 1}", em_frame, tour, names, d["t"], key=(seen, d["t"]))
         st.download_button(
             "Download every iteration (animated GIF)",
             lambda: gif_bytes(tour_em_frames(tour, names)),
@@ -203,14 +217,13 @@ with fig:
             charts.append(("pairs", "pair_spread", "Pair accuracy by routing", "pair accuracy %", "tour_lab_pairs"))
         for values, spread, title, axis, chart_key in charts:
             st.plotly_chart(
-                plain_chart(
-                    grouped_bars(
-                        [path.stem],
-                        {r: [v] for r, v in zip(d["routings"], d[values], strict=True)},
-                        title,
-                        axis,
-                        {r: [e] for r, e in zip(d["routings"], d[spread], strict=True)},
-                    )
+                chart(
+                    grouped_bars,
+                    [path.stem],
+                    {r: [v] for r, v in zip(d["routings"], d[values], strict=True)},
+                    title,
+                    axis,
+                    {r: [e] for r, e in zip(d["routings"], d[spread], strict=True)},
                 ),
                 key=chart_key,
             )

@@ -5,6 +5,9 @@ from pathlib import Path
 import pytest
 import torch
 
+# The app sets one torch thread per served process (capsviz.devices.serving_threads); the tests'
+# AppTests run the app in this process, which keeps torch's own threads for the tests' training.
+os.environ.setdefault("CAPSVIZ_TORCH_THREADS", "0")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 SHARED_DATA = ROOT.parent / "shared" / "data"

@@ -1,0 +1,102 @@
+"""Figures drawn once per app process, for every session that shows the same thing.
+
+A class following one link asks for the same charts and pictures, and a student moving a slider
+back asks for one already drawn. `chart` and `picture` key a figure by its builder and every
+argument it is built from (capsviz.memo.digest: arrays by their bytes), so a session is shown a
+kept figure only when it would have drawn exactly that one. An argument that cannot be keyed by
+value (a model, a trace object) must be named by `key=` instead: what it stands for (a model's
+key and an image's digest, say)."""
+
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+from PIL import Image
+
+from capsviz.memo import Memo, digest
+from capsviz.viz import Finished, png_bytes
+from pages.common import plain_chart
+
+# Kept figures' bytes (their JSON or PNG): most are 5 to 50 KB, so a class's pages fit in
+# far less than this; $CAPSVIZ_FIGURE_CACHE_MB changes it.
+BUDGET = int(float(os.environ.get("CAPSVIZ_FIGURE_CACHE_MB", "256")) * 2**20)
+MAX_WIDTH = 1460  # st.image's widest picture (Streamlit 1.67: image_utils.MAXIMUM_CONTENT_WIDTH)
+
+
+@st.cache_resource(show_spinner=False)
+def _memo() -> Memo:
+    return Memo(BUDGET)
+
+
+def _name(build) -> str:
+    """The builder's name, part of every key: a module-level function's, which names one builder
+    (a lambda's or a nested function's would name several)."""
+    name = f"{build.__module__}.{build.__qualname__}"
+    if "<" in name:
+        raise ValueError(f"{name}: keep figures of module-level builders only")
+    return name
+
+
+def _size(value) -> int:
+    """About the bytes a kept result holds: its arrays', bytes' and strings' sizes, through
+    dicts, lists, tuples and objects' fields."""
+    total, todo, seen = 0, [value], set()
+    while todo:
+        x = todo.pop()
+        if isinstance(x, str | bytes):
+            total += len(x)
+        elif hasattr(x, "nbytes"):
+            total += int(x.nbytes)
+        elif id(x) in seen:
+            continue
+        elif isinstance(x, Finished):
+            seen.add(id(x))
+            todo.append(x.to_dict())
+        elif isinstance(x, dict):
+            seen.add(id(x))
+            todo.extend(x.values())
+        elif isinstance(x, list | tuple | set):
+            seen.add(id(x))
+            todo.extend(x)
+        elif hasattr(x, "__dict__"):
+            seen.add(id(x))
+            todo.extend(vars(x).values())
+        else:
+            total += 8
+    return total
+
+
+def chart(build, *args, key=None, **kwargs) -> Finished:
+    """`build(*args, **kwargs)`, a plotly figure made plain for the page (`plain_chart`), built
+    once for every session that asks with the same arguments (or the same `key`)."""
+    k = digest(_name(build), key if key is not None else (args, kwargs))
+    return _memo().get(k, lambda: Finished(plain_chart(build(*args, **kwargs))), _size)
+
+
+def picture(build, *args, width: int | None = None, key=None, **kwargs) -> bytes:
+    """`build(*args, **kwargs)`, a PIL image, as PNG bytes made once for every session that asks
+    with the same arguments (or the same `key`), no wider than `width` (made smaller as st.image
+    would make it, once). Show them with `show`: st.image then neither resizes nor encodes them."""
+
+    def make() -> bytes:
+        img = build(*args, **kwargs)
+        limit = width or MAX_WIDTH
+        if img.width > limit:
+            img = img.resize((limit, round(img.height * limit / img.width)), Image.BILINEAR)
+        return png_bytes(img)
+
+    k = digest(_name(build), width, key if key is not None else (args, kwargs))
+    return _memo().get(k, make, len)
+
+
+def show(place, png: bytes, caption: str | None = None, width: int | None = None) -> None:
+    """PNG bytes from `picture` in `place` (st or a column): as PNG, so st.image keeps them as
+    they are (it would encode a picture without transparency again, as JPEG, on every run)."""
+    place.image(png, caption=caption, width=width or "stretch", output_format="PNG")
+
+
+def kept(build, *args, key=None, **kwargs):
+    """`build(*args, **kwargs)`, any read-only result (words, numbers), kept as `chart` keeps figures."""
+    k = digest(_name(build), key if key is not None else (args, kwargs))
+    return _memo().get(k, lambda: build(*args, **kwargs), _size)
