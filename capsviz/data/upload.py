@@ -118,12 +118,6 @@ def mib(n: int) -> str:
     return f"{n / MiB:,.0f} MiB"
 
 
-def entry_count(data: bytes) -> int:
-    """The number of entries the end-of-central-directory record declares (zip64's when it says
-    0xFFFF), read without parsing a single entry: a zip of 100,000 files is refused at once."""
-    return _directory(data)[0]
-
-
 def _directory(data: bytes) -> tuple[int, int, int]:
     """(entries declared, central directory's offset, its size) from the end records."""
     end = data.rfind(b"PK\x05\x06", max(0, len(data) - 65_557))
@@ -299,15 +293,6 @@ def recorded_name(folder: Path) -> str | None:
 
 # an unpacked upload's path (its folder is named by the zip's digest), and any file below it
 UPLOAD_PATH = re.compile(r"(?:folder:)?((?:[A-Za-z]:)?[/\\][^\s'\"]*?[/\\]([0-9a-f]{16}))(?![0-9A-Za-z_.-])([/\\][^\s'\"]*)?")
-
-
-def display_name(spec: str) -> str:
-    """What a page or a message shows for a dataset: an upload's name ("shapes" for shapes.zip,
-    never `folder:/.../uploads/<digest>`), "folder:photos" for a folder of one's own, a built-in
-    dataset's own name (capsviz.data.user.short_name)."""
-    from capsviz.data.user import short_name
-
-    return short_name(spec)
 
 
 def hide_paths(text: str) -> str:
