@@ -10,6 +10,7 @@ describes the layers in the order LAYERS gives them.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -235,3 +236,14 @@ def test_the_core_never_imports_streamlit():
 def test_the_parser_sees_function_level_and_relative_imports(source, expected):
     path = PACKAGE / "data" / "planted.py"  # a module of capsviz.data that is never written
     assert imports("capsviz.data.planted", path, source) == expected
+
+
+def test_contributing_maps_the_same_layers_in_the_same_order():
+    text = (ROOT / "CONTRIBUTING.md").read_text().split("## How the code is laid out", 1)[1].split("\n## ", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| ")]
+    rows = rows[1:]  # the header row
+    assert [r[0] for r in rows] == [name for name, _ in LAYERS]
+    for (name, prefixes), row in zip(LAYERS, rows, strict=True):
+        named = {m.rstrip("/") for m in re.findall(r"`([^`]+)`", row[1])}
+        wanted = {p.removeprefix("capsviz.").replace(".", "/") for p in prefixes if p != "capsviz"}
+        assert named >= wanted, f"CONTRIBUTING.md's {name} row lacks {sorted(wanted - named)}"
