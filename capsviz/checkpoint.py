@@ -151,13 +151,6 @@ def _architecture(config) -> dict[str, tuple[torch.Size, torch.dtype]]:
     return {k: (v.shape, v.dtype) for k, v in model.state_dict().items()}
 
 
-def check_file(path: Path) -> CheckpointMeta:
-    """The metadata of a checkpoint whose weights have passed every check `load_checkpoint` makes
-    before building the model; once per version of the file (`capsviz list` and the zoo list every
-    checkpoint on every rerun)."""
-    return _by_version(path, _checked_file)
-
-
 @functools.lru_cache(maxsize=256)
 def _checked_file(path: str, mtime_ns: int, size: int) -> CheckpointMeta:  # mtime and size key a rewritten file anew
     return _open_checked(Path(path))[0]

@@ -216,7 +216,7 @@ def parser() -> Parser:
 
     im = sub.add_parser(
         "import",
-        help="turn your own PyTorch CapsNet's saved state dict into a capsviz checkpoint (README: Your own model)",
+        help="turn your own PyTorch CapsNet's saved state dict into a capsviz checkpoint (docs/own-model.md)",
         description="Read a state dict (torch.save(model.state_dict(), FILE), or .safetensors) of a CapsNet laid out as "
         "Conv1 -> PrimaryCaps -> DigitCaps (-> decoder), save it as a capsviz checkpoint and measure its test error.",
     )

@@ -302,7 +302,7 @@ class TrainRun:
     dataset: str = option(
         "mnist",
         f"training dataset: {', '.join(DATASET_NAMES)}, or your own images as {', '.join(k + ':PATH' for k in USER_KINDS)} "
-        "(README: Your own images)",
+        "(docs/own-images.md)",
         parse=check_dataset,
     )
     epochs: int = option(10, "passes over the training set", lo=1, hi=100_000)

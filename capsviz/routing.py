@@ -187,11 +187,6 @@ class DynamicOptions:
             "capsule",
         )
 
-    @property
-    def coupling_axis(self) -> str:
-        """What each set of couplings sums to 1 over: "classes" (the paper's) or "inputs"."""
-        return self.softmax
-
 
 def dynamic_routing_options(u_hat: torch.Tensor, iterations: int = 3, options: DynamicOptions = DynamicOptions(), record: bool = False):
     """Dynamic routing on u_hat (B, J, I, D) with `options`; Procedure 1 itself when they are the

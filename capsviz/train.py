@@ -469,8 +469,3 @@ def _like(saved, fresh, where: str) -> None:
     elif isinstance(fresh, torch.Tensor):
         if not isinstance(saved, torch.Tensor) or saved.shape != fresh.shape:
             raise ValueError(f"{where}: must be a tensor of shape {tuple(fresh.shape)}")
-
-
-def steps_per_epoch(run: TrainRun) -> int:
-    n = 60000 if run.train_limit is None else min(run.train_limit, 60000)
-    return math.ceil(n / run.batch_size)

@@ -29,7 +29,7 @@ from pages.common import checkpoint_dir, person, plain_chart, public, require_ro
 from pages.state import STATE
 
 require_router()
-LIMITS = ZipLimits.from_env()  # the host's upload quotas (README: Limits on a served class)
+LIMITS = ZipLimits.from_env()  # the host's upload quotas (docs/class.md: Limits on a served class)
 
 st.title("Train")
 st.markdown(

@@ -276,7 +276,7 @@ def test_imported_model_opens_in_the_pages(synthetic_data, tmp_path, monkeypatch
 
 
 class MyAdapter(CapsuleAdapter):
-    """README's example for another layout: W kept as (I, J*D, K), capsules numbered (row, col, type)."""
+    """docs/own-model.md's example for another layout: W kept as (I, J*D, K), capsules numbered (row, col, type)."""
 
     def parts(self) -> Parts:
         s = self.state

@@ -18,7 +18,8 @@ from test_user_data import make_zip
 
 from capsviz.cli import main
 from capsviz.data import upload, user
-from capsviz.data.upload import PART, STATE, QuotaError, ZipLimits, hide_paths, receive_zip
+from capsviz.data.names import hide_paths, is_digest
+from capsviz.data.upload import PART, STATE, QuotaError, ZipLimits, receive_zip
 from capsviz.errors import CapsvizError
 from capsviz.estimate import size_refusal
 
@@ -146,7 +147,7 @@ def test_quotas_per_student_and_per_server_remove_the_oldest_first(tmp_path):
     b = receive_zip(zips[1], up, limits, owner="bob")  # ann's second, shared: one copy, counted for both
     c = receive_zip(zips[3], up, limits, owner="cat")
     assert not [n for n in b.notes + c.notes if "removed" in n]
-    folders = sorted(p.name for p in up.iterdir() if upload._is_digest(p.name))
+    folders = sorted(p.name for p in up.iterdir() if is_digest(p.name))
     assert len(folders) == 3  # second (ann and bob), third (ann), fourth (cat): the server's 3 are full
     receive_zip(zips[4], up, limits, owner="dan")  # the least recently used goes: ann's third (bob used the second since)
     assert not Path(a2.spec.removeprefix("folder:")).exists() and Path(b.spec.removeprefix("folder:")).exists()

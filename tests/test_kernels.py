@@ -36,7 +36,7 @@ def test_the_environment_switch_turns_the_native_kernel_off(monkeypatch):
 
     monkeypatch.setattr(native, "_lib", None)
     monkeypatch.setattr(native, "_why", None)
-    monkeypatch.setenv(policy.NATIVE_ENV, "0")
+    monkeypatch.setenv(native.NATIVE_ENV, "0")
     assert not policy.native_em(torch.zeros(1))
     assert why_off(policy.NATIVE_EM) == "turned off by CAPSVIZ_NATIVE=0"
 

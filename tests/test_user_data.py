@@ -17,7 +17,8 @@ from capsviz.cli import main
 from capsviz.config import TrainRun
 from capsviz.data import load_split
 from capsviz.data.idx import read_idx
-from capsviz.data.upload import MAX_NAME, ZipLimits, name_file, receive_zip
+from capsviz.data.names import MAX_NAME, name_file
+from capsviz.data.upload import ZipLimits, receive_zip
 from capsviz.data.user import load_user, short_name
 from capsviz.errors import CapsvizError
 from capsviz.estimate import GiB, estimate, for_preset, refusal

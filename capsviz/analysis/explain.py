@@ -131,11 +131,6 @@ def em_share_words(sh: EMShares, name: str, trained: int, label: str | None = No
     return said
 
 
-def em_even_words(J: int) -> str:
-    """Iteration 1 of EM in words, for J class capsules."""
-    return f"at iteration 1 every vote is shared evenly (R = 1/{J} each)"
-
-
 def conv_assignment_words(R: np.ndarray, pos: int, t: int) -> str:
     """The caption of a convolutional capsule layer's assignment map, from the numbers the map and
     the layer hold at iteration t (0-based): R (P, I, J), each output position's assignments of its

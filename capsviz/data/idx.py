@@ -59,10 +59,6 @@ def decode_bytes(raw: bytes, name: Path | str, limit: int = MAX_DECODED_BYTES) -
     return data
 
 
-def parse_idx(data: bytes, path: Path | str = "<bytes>", expect_ndim: int | None = None) -> np.ndarray:
-    return _parse(io.BytesIO(data), path, expect_ndim)
-
-
 def read_idx(path: Path, expect_ndim: int | None = None) -> np.ndarray:
     """An IDX file; a gzip one is decompressed only as far as its header promises, so a small
     file cannot expand into gigabytes in memory."""

@@ -1,4 +1,4 @@
-"""smallNORB (Hinton et al. 2018): the official binary-matrix files and the paper's preprocessing.
+"""smallNORB (Hinton et al. 2018): the official binary-matrix files, read and checked.
 
 Each split has three files, gzip or raw: `-dat` (N, 2, 96, 96) uint8 stereo pairs, `-cat` (N,)
 int32 classes, `-info` (N, 4) int32 per image: instance, elevation (0-8), azimuth (0, 2, ..., 34;
@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from capsviz.data import sources
 from capsviz.data.idx import read_bytes
@@ -28,9 +27,6 @@ FILES = {
     for split, tag in (("training", "46789"), ("testing", "01235"))
 }
 _MAGIC = {0x1E3D4C55: np.uint8, 0x1E3D4C54: np.int32}
-# Novel-viewpoint splits (5.1): train on these azimuths (x10 degrees / 2 steps) or elevations.
-FAMILIAR_AZIMUTHS = (30, 32, 34, 0, 2, 4)  # 300, 320, 340, 0, 20, 40 degrees
-FAMILIAR_ELEVATIONS = (0, 1, 2)  # the three lowest
 
 
 def read_matrix(path: Path) -> np.ndarray:
@@ -70,9 +66,6 @@ class NorbSet:
     labels: torch.Tensor  # (N,) int64
     info: torch.Tensor  # (N, 4): instance, elevation, azimuth, lighting
 
-    def where(self, mask: torch.Tensor) -> NorbSet:
-        return NorbSet(self.images[mask], self.labels[mask], self.info[mask])
-
 
 # The official site publishes no checksums: downloads are checked by parsing them in full.
 SOURCE = Source(
@@ -109,41 +102,3 @@ def load_smallnorb(folder: Path, split: str = "training") -> NorbSet:
     if not len(dat) == len(cat) == len(info) or info.shape[1:] != (4,):
         raise CapsvizError(f"smallNORB {split}: {len(dat)} images, {len(cat)} labels and {len(info)} info rows")
     return NorbSet(torch.from_numpy(dat[:, 0].copy()), torch.from_numpy(cat.astype(np.int64)), torch.from_numpy(info.astype(np.int64)))
-
-
-def preprocess(images: torch.Tensor) -> torch.Tensor:
-    """(N, 96, 96) uint8 -> (N, 48, 48) float, each image standardised to mean 0, variance 1."""
-    x = F.interpolate(images.float().unsqueeze(1), size=(48, 48), mode="area").squeeze(1)
-    mean = x.mean((1, 2), keepdim=True)
-    std = x.std((1, 2), keepdim=True).clamp_min(1e-6)
-    return (x - mean) / std
-
-
-def random_crop(x: torch.Tensor, generator: torch.Generator, size: int = 32) -> torch.Tensor:
-    """Training: a random 32x32 crop per image with random brightness and contrast."""
-    B, H, W = x.shape
-    oy = torch.randint(0, H - size + 1, (B,), generator=generator)
-    ox = torch.randint(0, W - size + 1, (B,), generator=generator)
-    rows = (oy.view(B, 1) + torch.arange(size)).view(B, size, 1)
-    cols = (ox.view(B, 1) + torch.arange(size)).view(B, 1, size)
-    crop = x[torch.arange(B).view(B, 1, 1), rows, cols]
-    brightness = (torch.rand(B, 1, 1, generator=generator) - 0.5) * 0.4  # +-0.2 std
-    contrast = 0.5 + torch.rand(B, 1, 1, generator=generator)  # x0.5 - x1.5
-    mean = crop.mean((1, 2), keepdim=True)
-    return (crop - mean) * contrast + mean + brightness
-
-
-def centre_crop(x: torch.Tensor, size: int = 32) -> torch.Tensor:
-    o = (x.shape[-1] - size) // 2
-    return x[:, o : o + size, o : o + size]
-
-
-def viewpoint_split(data: NorbSet, by: str = "azimuth", familiar: bool = True) -> NorbSet:
-    """Novel-viewpoint experiment: the familiar (training) or novel (test) viewpoints."""
-    if by == "azimuth":
-        mask = torch.isin(data.info[:, 2], torch.tensor(FAMILIAR_AZIMUTHS))
-    elif by == "elevation":
-        mask = torch.isin(data.info[:, 1], torch.tensor(FAMILIAR_ELEVATIONS))
-    else:
-        raise CapsvizError(f"viewpoint split by {by!r}: choose azimuth or elevation")
-    return data.where(mask if familiar else ~mask)

@@ -17,8 +17,8 @@ that cannot fit even then is refused. The same zip sent by several students at o
 once: under a lock per zip, into a private folder renamed into place only when complete; a folder
 left half-written by a crash is removed by the next upload.
 
-The zip's file name, cleaned to printable text, is kept beside the folder (`<digest>.name`) as the
-name the pages show for the dataset; it is only ever displayed, never used as a path.
+The zip's file name, cleaned to printable text, is kept beside the folder (`<digest>.name`,
+capsviz.data.names) as the name the pages show for the dataset; it is only ever displayed, never used as a path.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import re
 import shutil
 import stat
 import struct
@@ -41,16 +40,14 @@ from pathlib import Path
 
 import numpy as np
 
-from capsviz.config import DATASETS, MAX_SIZE
+from capsviz.config import MAX_SIZE
+from capsviz.data.names import clean_name, is_digest, name_file, recorded_name
 from capsviz.data.user import GREY_MODES, IMAGE_SUFFIXES, UserData, load_user
 from capsviz.errors import CapsvizError
 from capsviz.paths import exclusive, lock_file
 
 MiB = 2**20
 READ_CHUNK = MiB
-MAX_NAME = 60  # characters of an upload's display name: a sidebar entry, not a paragraph
-NAME_SUFFIX = ".name"  # the display name's file beside the unpacked folder: <digest>.name
-MARKUP = frozenset("[]<>`*$|")  # characters of a display name that the pages' Markdown would act on
 STATE = ".state"  # uploads/.state/: the locks, and who uploaded each zip (<digest>.owners, its mtime the last use)
 PART = ".part-"  # uploads/.part-<digest>-XXXX/: a zip being unpacked
 CENTRAL = b"PK\x01\x02"  # a central directory entry's signature
@@ -116,12 +113,6 @@ def uploads_dir() -> Path:
 
 def mib(n: int) -> str:
     return f"{n / MiB:,.0f} MiB"
-
-
-def entry_count(data: bytes) -> int:
-    """The number of entries the end-of-central-directory record declares (zip64's when it says
-    0xFFFF), read without parsing a single entry: a zip of 100,000 files is refused at once."""
-    return _directory(data)[0]
 
 
 def _directory(data: bytes) -> tuple[int, int, int]:
@@ -257,68 +248,6 @@ def compact_picture(content: bytes, limits: ZipLimits, pixels_left: int) -> tupl
 def _safe_class(name: str) -> str:
     """A class folder's name as it will be written: printable characters only."""
     return "".join(ch for ch in name if ch.isprintable()).strip()[:100]
-
-
-def clean_name(filename: str, fallback: str) -> str:
-    """The name a user knows an upload by: its file name's last part without ".zip", printable
-    characters only, none that Markdown would read as a link, code or formula, at most MAX_NAME of
-    them; `fallback` when nothing usable is left. A built-in dataset's name gets " (upload)", so
-    "mnist.zip" is never taken for MNIST. Every session's zoo shows it, so it is plain text."""
-    base = str(filename).replace("\\", "/").rsplit("/", 1)[-1]
-    if base.lower().endswith(".zip"):
-        base = base[:-4]
-    kept = "".join(ch if ch.isprintable() and ch not in MARKUP else " " for ch in base)
-    name = " ".join(kept.split())[:MAX_NAME].strip()
-    if not name.strip("."):
-        return fallback
-    return f"{name} (upload)" if name.lower() in DATASETS else name
-
-
-def name_file(folder: Path) -> Path:
-    """Where an unpacked upload's display name is kept: beside its folder, <digest>.name."""
-    return folder.with_name(folder.name + NAME_SUFFIX)
-
-
-def _is_digest(name: str) -> bool:
-    return len(name) == 16 and all(ch in "0123456789abcdef" for ch in name)
-
-
-def recorded_name(folder: Path) -> str | None:
-    """The display name recorded for an unpacked upload, cleaned again on reading (the file is
-    text on disk, trusted no more than the browser that sent it); None when there is none."""
-    folder = Path(folder)
-    if not _is_digest(folder.name):
-        return None  # only folders receive_zip made, named by digest, have a name beside them
-    try:
-        with name_file(folder).open("rb") as f:
-            text = f.read(4 * MAX_NAME).decode("utf-8", errors="replace")
-    except OSError:
-        return None
-    return clean_name(text, "") or None
-
-
-# an unpacked upload's path (its folder is named by the zip's digest), and any file below it
-UPLOAD_PATH = re.compile(r"(?:folder:)?((?:[A-Za-z]:)?[/\\][^\s'\"]*?[/\\]([0-9a-f]{16}))(?![0-9A-Za-z_.-])([/\\][^\s'\"]*)?")
-
-
-def display_name(spec: str) -> str:
-    """What a page or a message shows for a dataset: an upload's name ("shapes" for shapes.zip,
-    never `folder:/.../uploads/<digest>`), "folder:photos" for a folder of one's own, a built-in
-    dataset's own name (capsviz.data.user.short_name)."""
-    from capsviz.data.user import short_name
-
-    return short_name(spec)
-
-
-def hide_paths(text: str) -> str:
-    """`text` with every upload's server path (folder:/.../uploads/<digest>, or any file below
-    it) replaced by the upload's display name: what an error message from reading an upload may
-    be shown as in a browser."""
-
-    def named(m: re.Match) -> str:
-        return recorded_name(Path(m.group(1))) or f"upload {m.group(2)[:8]}"
-
-    return UPLOAD_PATH.sub(named, text)
 
 
 def _record_name(folder: Path, filename: str) -> None:
@@ -507,7 +436,7 @@ def _stored_bytes(folder: Path) -> int:
 def _uploads(uploads: Path) -> list[_Upload]:
     found = []
     for folder in uploads.iterdir():
-        if _is_digest(folder.name) and (folder / ".complete").is_file():
+        if is_digest(folder.name) and (folder / ".complete").is_file():
             owners_file = uploads / STATE / f"{folder.name}.owners"
             try:
                 owners, used = set(owners_file.read_text().split()), owners_file.stat().st_mtime
@@ -543,7 +472,7 @@ def _sweep_parts(uploads: Path) -> None:
     """Remove the private folders of unpacks that a crash left (their zip's lock is free)."""
     for part in uploads.glob(f"{PART}*"):
         digest = part.name[len(PART) :].split("-", 1)[0]
-        if not _is_digest(digest):
+        if not is_digest(digest):
             continue
         fd = os.open(uploads / STATE / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from capsviz.config import MAX_SIZE, MIN_SIZE, USER_KINDS, user_dataset
 from capsviz.data.mnist import ImageSet
+from capsviz.data.names import hide_paths, recorded_name
 from capsviz.errors import CapsvizError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
@@ -78,17 +79,13 @@ def short_name(spec: str) -> str:
     user = user_dataset(spec)
     if not user:
         return spec
-    from capsviz.data.upload import recorded_name  # upload.py reads datasets through this module
-
     folder = Path(user[1])
     return (user[0] == "folder" and recorded_name(folder)) or f"{user[0]}:{folder.name}"
 
 
 def load_user(spec: str, resize: int | None = None) -> UserData:
     """The dataset `spec` (KIND:PATH) names, read once per version of its files. Its refusals
-    name an upload by its name, never by its folder on the server (capsviz.data.upload.hide_paths)."""
-    from capsviz.data.upload import hide_paths, recorded_name  # upload.py reads datasets through this module
-
+    name an upload by its name, never by its folder on the server (capsviz.data.names.hide_paths)."""
     kind, path = _parse(spec)
     p = Path(path).expanduser()
     try:  # a changed file, or a file or class folder changed inside the folder, reads the dataset anew

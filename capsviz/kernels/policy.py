@@ -4,7 +4,8 @@ The capsule layers and routing functions compute the papers' formulas in plain P
 one question of this module before it may take a faster path instead. The answers depend on the
 device, the dtype, the batch size and three switches:
 
-- `CAPSVIZ_NATIVE=0` (environment): no native EM kernel, as on a machine without a compiler.
+- `CAPSVIZ_NATIVE=0` (environment, read where the kernel loads: capsviz.kernels.native): no native
+  EM kernel, as on a machine without a compiler.
 - `compile_em()`: route matrix capsules through a torch.compile'd EM core (`--compile`).
 - `reference_only()`: a context manager under which every layer runs its reference computation,
   for tests and for reading the code path by path.
@@ -15,15 +16,12 @@ device, the dtype, the batch size and three switches:
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from dataclasses import dataclass
 
 import torch
 
-from capsviz.kernels import fourier, gemm
-
-NATIVE_ENV = "CAPSVIZ_NATIVE"
+from capsviz.kernels import fourier, gemm, native
 
 # The path names `paths` reports, one per fast path
 FOURIER = "Fourier convolution"
@@ -91,11 +89,6 @@ def _cpu(x: torch.Tensor) -> bool:
     return fast() and x.device.type == "cpu"
 
 
-def native_switched_off() -> str | None:
-    """Why the environment turns the native EM kernel off, or None where it leaves it on."""
-    return f"turned off by {NATIVE_ENV}=0" if os.environ.get(NATIVE_ENV, "1") == "0" else None
-
-
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
     """The dtype matmuls on x's device compute in: autocast's when it is on, else x's own."""
     kind = x.device.type
@@ -153,8 +146,6 @@ def hand_backward(u_hat: torch.Tensor, record: bool) -> bool:
 def native_em(x: torch.Tensor) -> bool:
     """Route matrix capsules with the fused native kernel (forward and backward): on the CPU,
     where it could be built."""
-    from capsviz.kernels import native  # here, not at the top: the loader reads NATIVE_ENV from this module
-
     return _cpu(x) and native.available()
 
 
@@ -165,8 +156,6 @@ def centred_em(x: torch.Tensor) -> bool:
 
 def paths(device: torch.device | str = "cpu") -> list[PathStatus]:
     """Every fast path on `device`: (path, on, reason)."""
-    from capsviz.kernels import native
-
     device = torch.device(device)
     cpu = device.type == "cpu"
     off_cpu = f"a CPU path; {device.type} runs the reference"

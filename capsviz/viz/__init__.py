@@ -31,17 +31,6 @@ def grey(a: np.ndarray) -> np.ndarray:
     return a.mean(axis=0) if a.ndim == 3 else a
 
 
-def grid_image(grid: np.ndarray, scale: int = 2, gap: int = 1) -> Image.Image:
-    """(rows, cols, H, W) or (rows, cols, C, H, W) -> one tiled image, rows top to bottom."""
-    R, C = grid.shape[:2]
-    H, W = grid.shape[-2:]
-    canvas = np.ones((*grid.shape[2:-2], R * (H + gap) - gap, C * (W + gap) - gap), np.float32)
-    for r in range(R):
-        for c in range(C):
-            canvas[..., r * (H + gap) : r * (H + gap) + H, c * (W + gap) : c * (W + gap) + W] = grid[r, c]
-    return to_image(canvas, scale)
-
-
 def png_bytes(img: Image.Image) -> bytes:
     """`img` as PNG, fast: compression level 1 (a third of the default's time, files about a tenth
     larger), and a colour picture that is all grey stored as grey (a third of the bytes to encode)."""
@@ -207,21 +196,6 @@ def overlay(image: np.ndarray, heat: np.ndarray, scale: int = 8, lo: float | Non
     g = np.clip(image, 0, 1) * 0.6
     rgb = np.stack([np.maximum(g, h), g * (1 - h), g * (1 - h)], -1)
     return Image.fromarray((rgb * 255).astype(np.uint8), "RGB").resize((W * scale, H * scale), Image.NEAREST)
-
-
-def histograms(counts: np.ndarray, bins: np.ndarray, names, title: str) -> go.Figure:
-    """(J, nbins) weighted histograms as bars, one trace per class."""
-    centres = (bins[:-1] + bins[1:]) / 2
-    fig = go.Figure([go.Bar(x=centres, y=counts[j], name=str(n), opacity=0.75) for j, n in enumerate(names)])
-    fig.update_layout(
-        barmode="overlay",
-        title=title,
-        xaxis_title="distance from vote to the capsule's mean pose",
-        yaxis_title="sum of assignments R",
-        height=320,
-        margin=dict(l=10, r=10, t=40, b=10),
-    )
-    return fig
 
 
 def two_colour(image: np.ndarray, first: np.ndarray, second: np.ndarray, scale: int = 6) -> Image.Image:

@@ -27,8 +27,10 @@ import torch
 import torch.nn.functional as F
 
 from capsviz import paths
-from capsviz.kernels import policy
 
+# The switch is read here, where the kernel loads, and capsviz.kernels.policy names it beside the
+# other switches: the policy asks this module whether the kernel is on, never the other way round.
+NATIVE_ENV = "CAPSVIZ_NATIVE"
 SOURCE = Path(__file__).with_name("em_routing.cpp")
 # -march=native picks the vector width (AVX-512, AVX2, NEON) for this CPU; Apple's clang on arm64
 # spells it -mcpu. The library's file name follows the platform.
@@ -42,6 +44,11 @@ _why: str | None = None
 _path: Path | None = None
 _note = ""  # how it was built, where that matters (no OpenMP)
 _loading = threading.Lock()
+
+
+def switched_off() -> str | None:
+    """Why the environment turns the kernel off, or None where it leaves it on."""
+    return f"turned off by {NATIVE_ENV}=0" if os.environ.get(NATIVE_ENV, "1") == "0" else None
 
 
 def cache_dir() -> Path:
@@ -128,7 +135,7 @@ def available() -> bool:
     with _loading:  # sessions arriving together wait for one build and load
         if _lib is not None or _why is not None:
             return _lib is not None
-        why = policy.native_switched_off()
+        why = switched_off()
         if why is None:
             try:
                 _lib = _build()
