@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "capsviz",
             "capsviz.errors",
+            "capsviz.memo",
             "capsviz.paths",
             "capsviz.devices",
             "capsviz.progress",
@@ -176,7 +177,7 @@ def layer_of(name: str) -> int | None:
     best: tuple[int, int] | None = None  # (length of the matching name, layer)
     for rank, (_, names) in enumerate(LAYERS):
         for prefix in names:
-            if name == prefix or name.startswith(prefix + "."):
+            if name == prefix or (prefix != "capsviz" and name.startswith(prefix + ".")):  # the package itself names only its __init__
                 if best is None or len(prefix) > best[0]:
                     best = (len(prefix), rank)
     return None if best is None else best[1]
