@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import streamlit as st
 from PIL import Image
 
 from capsviz.memo import Memo, digest
+from capsviz.text import plain
 from capsviz.viz import Finished, png_bytes
 from pages.common import plain_chart
 
@@ -67,11 +69,58 @@ def _size(value) -> int:
     return total
 
 
+def plain_spec(spec: dict) -> dict:
+    """A figure's spec (the dict plotly.js draws) with its texts made plain, where `plain_chart`
+    makes a go.Figure's plain: trace names, categories, text and hover text; titles, axis names
+    and tick texts, notes and the legend's title. Returns `spec`, changed in place."""
+
+    def fix(value):
+        if isinstance(value, str):
+            return plain(value, "chart")
+        if isinstance(value, np.ndarray) and value.dtype.kind in "OUS":
+            value = value.tolist()
+        if isinstance(value, list | tuple) and any(isinstance(v, str) for v in value):
+            return [fix(v) for v in value]
+        return value
+
+    def fix_title(owner: dict) -> None:
+        title = owner.get("title")
+        if isinstance(title, dict) and title.get("text"):
+            title["text"] = fix(title["text"])
+        elif isinstance(title, str):
+            owner["title"] = fix(title)
+
+    for trace in spec["data"]:
+        for attr in ("name", "x", "y", "text", "hovertext", "labels"):
+            if trace.get(attr) is not None:
+                trace[attr] = fix(trace[attr])
+    layout = spec.setdefault("layout", {})
+    fix_title(layout)
+    for name, axis in layout.items():
+        if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
+            fix_title(axis)
+            if axis.get("ticktext"):
+                axis["ticktext"] = fix(list(axis["ticktext"]))
+    for note in layout.get("annotations", []):
+        if "text" in note:
+            note["text"] = fix(note["text"])
+    if isinstance(layout.get("legend"), dict):
+        fix_title(layout["legend"])
+    return spec
+
+
 def chart(build, *args, key=None, **kwargs) -> Finished:
     """`build(*args, **kwargs)`, a plotly figure made plain for the page (`plain_chart`), built
-    once for every session that asks with the same arguments (or the same `key`)."""
+    once for every session that asks with the same arguments (or the same `key`). A
+    `figure_builder`'s spec is taken as it is, without a go.Figure in between."""
+
+    def make() -> Finished:
+        if hasattr(build, "spec"):
+            return Finished(plain_spec(build.spec(*args, **kwargs)))
+        return Finished(plain_chart(build(*args, **kwargs)))
+
     k = digest(_name(build), key if key is not None else (args, kwargs))
-    return _memo().get(k, lambda: Finished(plain_chart(build(*args, **kwargs))), _size)
+    return _memo().get(k, make, _size)
 
 
 def picture(build, *args, width: int | None = None, key=None, **kwargs) -> bytes:

@@ -2,11 +2,39 @@
 
 from __future__ import annotations
 
+import functools
 import io
 
 import numpy as np
 import plotly.graph_objects as go
 from PIL import Image
+
+VIRIDIS = [
+    [0.0, "#440154"],
+    [1 / 9, "#482878"],
+    [2 / 9, "#3e4989"],
+    [3 / 9, "#31688e"],
+    [4 / 9, "#26828e"],
+    [5 / 9, "#1f9e89"],
+    [6 / 9, "#35b779"],
+    [7 / 9, "#6ece58"],
+    [8 / 9, "#b5de2b"],
+    [1.0, "#fde725"],
+]  # plotly's "Viridis", as a go.Figure spells it out
+MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}  # the charts' usual margins: room for the title, little else
+
+
+def figure_builder(spec):
+    """A figure builder written as its spec: the plain dict plotly.js draws. Calling the builder
+    gives a go.Figure; `builder.spec` gives the dict alone, for a page that only shows the figure
+    (plotly checks and copies every value into a go.Figure: ten times the time of the dict)."""
+
+    @functools.wraps(spec)
+    def build(*args, **kwargs) -> go.Figure:
+        return go.Figure(spec(*args, **kwargs))
+
+    build.spec = spec
+    return build
 
 
 def pixels(a: np.ndarray) -> np.ndarray:
@@ -44,34 +72,46 @@ def png_bytes(img: Image.Image) -> bytes:
 
 
 class Finished(go.Figure):
-    """A figure made once and shown many times: its dict is made once, here, and handed out as it
-    is (Streamlit's st.plotly_chart asks a figure for `to_dict()`, which deep-copies everything in
-    a plain figure on every call). Never change one: build a new figure instead."""
+    """A figure made once and shown many times: its dict (a go.Figure's, or a spec from a
+    `figure_builder`, given plotly's default template as a go.Figure would be) is handed out as it
+    is: Streamlit's st.plotly_chart asks a figure for `to_dict()`, which deep-copies everything in a
+    plain figure on every call. Never change one: build a new figure instead."""
 
-    def __init__(self, fig: go.Figure):
+    def __init__(self, fig: go.Figure | dict):
         super().__init__()
-        self._spec = fig.to_dict()
+        if isinstance(fig, go.Figure):
+            self._spec = fig.to_dict()
+        else:
+            self._spec = {"data": fig["data"], "layout": {**fig.get("layout", {})}}
+            self._spec["layout"].setdefault("template", _default_template())
 
     def to_dict(self) -> dict:
         return self._spec
 
 
-def capsule_bars(scores: np.ndarray, names, predicted: int | tuple[int, ...], title: str, y_title: str = "capsule length") -> go.Figure:
+@functools.cache
+def _default_template() -> dict:
+    import plotly.io as pio
+
+    return pio.templates[pio.templates.default].to_plotly_json()
+
+
+@figure_builder
+def capsule_bars(scores: np.ndarray, names, predicted: int | tuple[int, ...], title: str, y_title: str = "capsule length") -> dict:
     """One bar per class, the predicted one(s) in red; every class named on the axis (digits
     are categories, not a number line)."""
     chosen = {predicted} if isinstance(predicted, int) else set(predicted)
     colors = ["#d62728" if i in chosen else "#7f7f7f" for i in range(len(scores))]
-    fig = go.Figure(
-        go.Bar(x=[str(n) for n in names], y=scores, marker_color=colors, text=[f"{s:.2f}" for s in scores], textposition="outside")
-    )
-    fig.update_layout(
-        title=title,
-        xaxis=dict(type="category"),
-        yaxis=dict(range=[0, 1.1], title=y_title),
-        height=300,
-        margin=dict(l=10, r=10, t=40, b=10),
-    )
-    return fig
+    bar = {
+        "type": "bar",
+        "x": [str(n) for n in names],
+        "y": np.asarray(scores),
+        "marker": {"color": colors},
+        "text": [f"{s:.2f}" for s in scores],
+        "textposition": "outside",
+    }
+    layout = {"title": {"text": title}, "xaxis": {"type": "category"}, "yaxis": {"range": [0, 1.1], "title": {"text": y_title}}}
+    return {"data": [bar], "layout": {**layout, "height": 300, "margin": MARGIN}}
 
 
 def squash_curve() -> go.Figure:
@@ -84,15 +124,11 @@ def squash_curve() -> go.Figure:
     return fig
 
 
-def effect_bars(effect: np.ndarray) -> go.Figure:
-    fig = go.Figure(go.Bar(x=[f"d{i}" for i in range(len(effect))], y=effect))
-    fig.update_layout(
-        title="Change per dimension (-0.25 vs +0.25)",
-        yaxis_title="mean |pixel change|",
-        height=260,
-        margin=dict(l=10, r=10, t=40, b=10),
-    )
-    return fig
+@figure_builder
+def effect_bars(effect: np.ndarray) -> dict:
+    bar = {"type": "bar", "x": [f"d{i}" for i in range(len(effect))], "y": np.asarray(effect)}
+    layout = {"title": {"text": "Change per dimension (-0.25 vs +0.25)"}, "yaxis": {"title": {"text": "mean |pixel change|"}}}
+    return {"data": [bar], "layout": {**layout, "height": 260, "margin": MARGIN}}
 
 
 def curves(points: list[dict], y: str, title: str) -> go.Figure:
@@ -101,7 +137,8 @@ def curves(points: list[dict], y: str, title: str) -> go.Figure:
     return fig
 
 
-def class_maps(maps: np.ndarray, names, title: str, zrange: tuple[float, float] | None = None, per_row: int = 5) -> go.Figure:
+@figure_builder
+def class_maps(maps: np.ndarray, names, title: str, zrange: tuple[float, float] | None = None, per_row: int = 5) -> dict:
     """(J, G, G) small maps on one colour scale, one class each, `per_row` to a row (each named
     above it) so that on a phone's narrow chart each map is still several pixels a square. Drawn
     as a single heatmap with blank cells between the maps: one trace redraws several times faster
@@ -117,41 +154,55 @@ def class_maps(maps: np.ndarray, names, title: str, zrange: tuple[float, float] 
         who[r * (G + 2) : r * (G + 2) + G, c * (G + 1) : c * (G + 1) + G] = str(names[j])
     ys, xs = np.indices(z.shape)
     cell = np.stack([who, ys % (G + 2) + 1, xs % (G + 1) + 1], -1)  # rows and columns from 1, as the tour counts them
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            customdata=cell,
-            colorscale="Viridis",
-            zmin=None if zrange is None else zrange[0],
-            zmax=None if zrange is None else zrange[1],
-            hoverongaps=False,
-            hovertemplate="capsule %{customdata[0]}, row %{customdata[1]}, column %{customdata[2]}: %{z:.3f}<extra></extra>",
-            colorbar=dict(orientation="h", thickness=12, y=-0.02, yanchor="top", len=0.9),  # below: the maps keep the width
-        )
-    )
-    for j in range(J):
-        r, c = divmod(j, per)
-        fig.add_annotation(
-            x=c * (G + 1) + (G - 1) / 2, y=r * (G + 2) - 0.6, text=str(names[j]), showarrow=False, yanchor="bottom", font=dict(size=13)
-        )
-    fig.update_xaxes(visible=False, constrain="domain")
-    fig.update_yaxes(autorange="reversed", visible=False, scaleanchor="x", constrain="domain")
-    fig.update_layout(title=title, height=90 + 17 * z.shape[0], margin=dict(l=10, r=10, t=60, b=50), plot_bgcolor="rgba(0,0,0,0)")
-    return fig
+    heat = {
+        "type": "heatmap",
+        "z": z,
+        "customdata": cell,
+        "colorscale": VIRIDIS,
+        "hoverongaps": False,
+        "hovertemplate": "capsule %{customdata[0]}, row %{customdata[1]}, column %{customdata[2]}: %{z:.3f}<extra></extra>",
+        "colorbar": {"orientation": "h", "thickness": 12, "y": -0.02, "yanchor": "top", "len": 0.9},  # below: the maps keep the width
+    }
+    if zrange is not None:
+        heat["zmin"], heat["zmax"] = zrange
+    names_above = [
+        {
+            "x": divmod(j, per)[1] * (G + 1) + (G - 1) / 2,
+            "y": divmod(j, per)[0] * (G + 2) - 0.6,
+            "text": str(names[j]),
+            "showarrow": False,
+            "yanchor": "bottom",
+            "font": {"size": 13},
+        }
+        for j in range(J)
+    ]
+    layout = {
+        "annotations": names_above,
+        "xaxis": {"visible": False, "constrain": "domain"},
+        "yaxis": {"autorange": "reversed", "visible": False, "scaleanchor": "x", "constrain": "domain"},
+        "title": {"text": title},
+        "height": 90 + 17 * z.shape[0],
+        "margin": {"l": 10, "r": 10, "t": 60, "b": 50},
+        "plot_bgcolor": "rgba(0,0,0,0)",
+    }
+    return {"data": [heat], "layout": layout}
 
 
-def heatmap(
-    z: np.ndarray, title: str, x_title: str, y_title: str, x=None, y=None, zmin=None, zmax=None, height=320, hover=None
-) -> go.Figure:
+@figure_builder
+def heatmap(z: np.ndarray, title: str, x_title: str, y_title: str, x=None, y=None, zmin=None, zmax=None, height=320, hover=None) -> dict:
     """`hover`: a name for each square (the shape of z), shown with its value."""
-    cell = {} if hover is None else dict(customdata=hover, hovertemplate="%{customdata}: %{z:.3f}<extra></extra>")
-    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, colorscale="Viridis", zmin=zmin, zmax=zmax, **cell))
-    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, height=height, margin=dict(l=10, r=10, t=40, b=10))
-    if y is not None:
-        fig.update_yaxes(type="category")  # named rows (classes): every name shown, "2" not read as a number
-    return fig
+    heat = {"type": "heatmap", "z": np.asarray(z), "colorscale": VIRIDIS}
+    heat |= {k: v for k, v in (("x", x), ("y", y), ("zmin", zmin), ("zmax", zmax)) if v is not None}
+    if hover is not None:
+        heat |= {"customdata": hover, "hovertemplate": "%{customdata}: %{z:.3f}<extra></extra>"}
+    yaxis = {"title": {"text": y_title}} | (
+        {"type": "category"} if y is not None else {}
+    )  # named rows (classes): every name shown, "2" not read as a number
+    layout = {"title": {"text": title}, "xaxis": {"title": {"text": x_title}}, "yaxis": yaxis}
+    return {"data": [heat], "layout": {**layout, "height": height, "margin": MARGIN}}
 
 
+@figure_builder
 def lines(
     y: np.ndarray,
     names,
@@ -163,24 +214,38 @@ def lines(
     y_range=None,
     line=None,
     legend_below: bool = False,
-) -> go.Figure:
+) -> dict:
     """One line per column of y (T, K), x = 1..T unless given; `y_range` fixes the y axis, `line`
     draws a dashed horizontal line at that value; `legend_below` puts long legend names under the
     chart, where they leave a phone's narrow chart its width."""
     x = np.arange(1, len(y) + 1) if x is None else x
-    fig = go.Figure([go.Scatter(x=x, y=y[:, k], name=str(n), mode="lines+markers") for k, n in enumerate(names)])
-    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, height=300, margin=dict(l=10, r=10, t=40, b=10))
+    y = np.asarray(y)
+    traces = [{"type": "scatter", "x": x, "y": y[:, k], "name": str(n), "mode": "lines+markers"} for k, n in enumerate(names)]
+    xaxis: dict = {"title": {"text": x_title}}
+    yaxis: dict = {"title": {"text": y_title}}
+    layout: dict = {"title": {"text": title}, "xaxis": xaxis, "yaxis": yaxis, "height": 300, "margin": MARGIN}
     if len(x) <= 12 and np.issubdtype(np.asarray(x).dtype, np.integer):
-        fig.update_xaxes(dtick=1)  # iterations are whole: no tick at 1.5
+        xaxis["dtick"] = 1  # iterations are whole: no tick at 1.5
     if log_y:
-        fig.update_yaxes(type="log")
+        yaxis["type"] = "log"
     if legend_below:
-        fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.3, x=0), height=380)
+        layout |= {"legend": {"orientation": "h", "yanchor": "top", "y": -0.3, "x": 0}, "height": 380}
     if y_range is not None:
-        fig.update_yaxes(range=list(y_range))
+        yaxis["range"] = list(y_range)
     if line is not None:
-        fig.add_hline(y=line, line_dash="dash", line_color="grey")
-    return fig
+        layout["shapes"] = [
+            {
+                "type": "line",
+                "line": {"color": "grey", "dash": "dash"},
+                "x0": 0,
+                "x1": 1,
+                "xref": "x domain",
+                "y0": line,
+                "y1": line,
+                "yref": "y",
+            }
+        ]
+    return {"data": traces, "layout": layout}
 
 
 def overlay(image: np.ndarray, heat: np.ndarray, scale: int = 8, lo: float | None = None, hi: float | None = None) -> Image.Image:
