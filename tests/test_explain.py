@@ -214,8 +214,9 @@ def test_pair_routing_words_follow_the_numbers():
     # walk N2: a 1.8x length-weighted share beside a plain 0.101 is near uniform, with the long-votes sentence
     n2 = pair_routing_words(_fake(0.001, 0.084), "the 1")
     assert (
-        "over the pair the couplings are near uniform: they keep 100.0% of its entropy, more than 95%, and the predicted class "
-        "gets 0.10, less than 1.5 times the uniform 0.10 (the larger of the pair's two plain averages above)" in n2
+        "over the pair the couplings are near uniform: their evenness is 100.0% (100% = spread evenly over all 10 classes), more than 95%, "
+        "and the predicted class gets 0.10 on average, less than 1.5 times the uniform 0.10 (the larger of the pair's two plain averages above)"
+        in n2
     )
     assert "routing barely reassigns most primary capsules between the two digits. " in n2
     assert f"Weighted by prediction length, capsule 7 gets 0.184, 1.8 times uniform: {LONG}." in n2
@@ -228,8 +229,9 @@ def test_pair_routing_words_follow_the_numbers():
     still = pair_routing_words(_fake(0.001, below, single_move=0.09, single_mean_move=0.09), "the 7")
     assert "over the pair the couplings are near uniform" in still and "0.101 of its prediction to capsule 7" in still
     assert (
-        "The 7 alone, by its own numbers: its couplings are away from uniform: they keep 100.0% of its entropy, more than 95%, but "
-        "the predicted class gets 0.19, at least 1.5 times the uniform 0.10 (the larger of its two plain averages)." in still
+        "The 7 alone, by its own numbers: its couplings are away from uniform: their evenness is 100.0% (100% = spread evenly over all 10 classes), "
+        "more than 95%, but the predicted class gets 0.19 on average, at least 1.5 times the uniform 0.10 (the larger of its two plain averages)."
+        in still
     )
     assert "Weighted by prediction length, capsule 2 gets 0.190, 1.9 times uniform, and the plain mean, 0.190, is 1.9 times" in still
     assert "gets 0.40" not in still  # the earlier iteration and the maps' peaks are not a verdict's share
@@ -241,8 +243,8 @@ def test_pair_routing_words_follow_the_numbers():
     assert "pair the couplings are near uniform" in pair_routing_words(_fake(below, 0.09), "the 7")
     away = pair_routing_words(_fake(above, 0.09), "the 7")
     assert (
-        "pair the couplings are away from uniform: they keep 100.0% of its entropy, more than 95%, but the predicted class gets 0.15"
-        in away
+        "pair the couplings are away from uniform: their evenness is 100.0% (100% = spread evenly over all 10 classes), more than 95%, but "
+        "the predicted class gets 0.15" in away
     )
     assert "The 7 alone, by its own numbers: its couplings are near uniform" in away
     # the plain averages quoted are the pair's shown ones, at the shown iteration
@@ -251,7 +253,7 @@ def test_pair_routing_words_follow_the_numbers():
     assert "capsule 7 gets 0.190, 1.9 times uniform, and the plain mean, 0.151, is 1.5 times" in away and LONG not in away
     assert "capsule 7: 0.190 in the pair, 0.100 alone, so the other digit's presence raises it" in away
     flat_but_low_entropy = pair_routing_words(_fake(0.001, 0.01, entropy_ratio=rules.NEAR_UNIFORM_ENTROPY - 0.01), "the 7")
-    assert "pair the couplings are away from uniform: they keep 94.0% of its entropy" in flat_but_low_entropy
+    assert "pair the couplings are away from uniform: their evenness is 94.0%" in flat_but_low_entropy
     assert "The 7 alone sends on average 0.100 and 0.100 to capsules 7 and 2; counted by length, 0.100 and 0.100." in away
     assert "row 1, column 1 of the 6 x 6 grid" in away and "0.5 times as long" in away and "carry little" in away
     once = pair_routing_words(_fake(0.0, 0.0, T=1), "the 2")

@@ -30,14 +30,28 @@ MIN_TIMINGS = 5
 # minute) is above its number of cores: timings taken then say more about the others than the code.
 
 
+# How spread the couplings are, in plain words: their entropy as a share of an even split's, which
+# the pages call "evenness" (no unit, no logarithm to explain where the sentence stands).
+EVENNESS = (
+    "Evenness says how evenly a capsule spreads its vote over the capsules it can send it to: 100% when each gets the "
+    "same share, 0% when one gets all of it (the entropy of its couplings as a share of an even split's)."
+)
+
+
+def evenness_words(ratio: float, over: str = "") -> str:
+    """'their evenness is 99.9% (100% = spread evenly over all 10 classes)': the couplings' entropy
+    over the uniform split's, `ratio`, with what 100% means; `over` what the vote is spread over."""
+    return f"their evenness is {ratio:.1%} (100% = spread evenly{f' over {over}' if over else ''})"
+
+
 def near_uniform_rule(couplings: str, share: str, favour: str, note: str = "") -> str:
     """The near-uniform rule in a page's own terms: `couplings` the couplings judged ("Couplings",
     "A lower capsule's couplings"), `share` the coupling the share part reads, `favour` what they
     could favour ("one class"), `note` any words on how the share is taken."""
     return (
-        f"{couplings} are called near uniform when they keep more than {NEAR_UNIFORM_ENTROPY:.0%} of the uniform split's "
-        f"entropy and {share} is less than {NEAR_UNIFORM_SHARE} times the uniform share{note}. Both must hold: a capsule can "
-        f"keep most of the entropy while still favouring {favour}."
+        f"{couplings} are called near uniform when their evenness is more than {NEAR_UNIFORM_ENTROPY:.0%} and {share} is less "
+        f"than {NEAR_UNIFORM_SHARE} times the uniform share{note}. {EVENNESS} Both must hold: a capsule can spread its vote "
+        f"almost evenly while still favouring {favour}."
     )
 
 
@@ -111,14 +125,15 @@ def near_uniform(entropy_ratio: float, share: float | None = None, uniform_share
 
 def uniform_words(entropy_ratio: float, share: float | None = None, uniform_share: float | None = None) -> str:
     """ "near uniform" or "away from uniform", with both parts of the rule and the one that decided it
-    (without a share, the entropy part alone)."""
-    kept = f"they keep {entropy_ratio:.1%} of its entropy"
+    (without a share, the entropy part alone), the entropy said as evenness (evenness_words)."""
+    over = f"all {round(1 / uniform_share)} classes" if uniform_share else ""
+    kept = evenness_words(entropy_ratio, over)
     entropy_part = f"{kept}, {'more' if entropy_ratio > NEAR_UNIFORM_ENTROPY else 'not more'} than {NEAR_UNIFORM_ENTROPY:.0%}"
     if share is None or uniform_share is None:
         word = "near uniform" if near_uniform(entropy_ratio) else "away from uniform"
-        return f"{word} ({entropy_part})"
+        return f"{word}: {entropy_part}"
     low = share < NEAR_UNIFORM_SHARE * uniform_share
-    share_part = f"the predicted class gets {share:.2f}, {'less than' if low else 'at least'} {NEAR_UNIFORM_SHARE} times the uniform {uniform_share:.2f}"
+    share_part = f"the predicted class gets {share:.2f} on average, {'less than' if low else 'at least'} {NEAR_UNIFORM_SHARE} times the uniform {uniform_share:.2f}"
     if near_uniform(entropy_ratio, share, uniform_share):
         return f"near uniform: {entropy_part}, and {share_part}"
     if entropy_ratio <= NEAR_UNIFORM_ENTROPY:
