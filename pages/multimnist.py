@@ -165,7 +165,7 @@ legend = " · ".join(
     if k
 )
 st.markdown(legend, unsafe_allow_html=True)
-st.caption(segment_words(chosen.segments, mark(red), mark(green)))
+st.caption(segment_words(chosen.segments, mark(red), mark(green), pair.parts))
 
 st.subheader("Where routing matters: the pair beside one digit alone")
 st.markdown(

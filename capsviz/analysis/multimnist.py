@@ -97,10 +97,12 @@ def segment_counts(segments: np.ndarray) -> dict[str, int]:
     return {"ink": sum(n.values()), "first": n[FIRST], "second": n[SECOND], "both": n[BOTH], "none": n[UNEXPLAINED]}
 
 
-def segment_words(segments: np.ndarray, first: str, second: str) -> str:
+def segment_words(segments: np.ndarray, first: str, second: str, parts: np.ndarray | None = None) -> str:
     """The caption under a segmentation, with `first` and `second` the two capsules redrawn: how a
     pixel is assigned (above INK, the paper's 'non-zero'), then the measured counts against the
-    paper's aim of each pixel explained once: met only when no ink pixel is claimed by both."""
+    paper's aim of each pixel explained once. With the pair's two digits (`parts`, (2, H, W)), a
+    pixel claimed by both where both digits really have ink counts as rightly claimed twice; the aim
+    is met only when no other ink pixel is claimed by both."""
     n = segment_counts(segments)
     said = (
         f"A pixel of the input's ink belongs to a capsule where that capsule's reconstruction is above {INK:g} (the paper: "
@@ -109,11 +111,16 @@ def segment_words(segments: np.ndarray, first: str, second: str) -> str:
     )
     if n["ink"] == 0:
         return said + "."
-    if n["both"] == 0:
-        return said + ": no ink pixel is claimed twice, so here each claimed pixel is explained once, as the paper aims."
-    return (
-        said + f": {n['both']} of {n['ink']} ({n['both'] / n['ink']:.0%}) are explained by both, not once as the paper "
-        "aims. Try a capsule that is neither a label nor predicted and count what it claims."
+    crossing = 0 if parts is None else int(((segments == BOTH) & (parts[0] > INK) & (parts[1] > INK)).sum())
+    twice = n["both"] - crossing
+    if parts is not None and crossing:
+        said += f" (on {crossing} of those {n['both']} the two digits' own strokes cross, where both claims are right)"
+    if twice == 0:
+        return said + ": no other ink pixel is claimed twice, so here each pixel is explained once, as the paper aims."
+    return said + (
+        f": {twice} of {n['ink']} ink pixels ({twice / n['ink']:.0%}) are explained by both"
+        + (" where only one digit has ink" if parts is not None else "")
+        + ", not once as the paper aims. Try a capsule that is neither a label nor predicted and count what it claims."
     )
 
 
