@@ -195,17 +195,18 @@ def beats_chance(p: float, n: int, classes: int, labels: int = 1) -> bool:
 def guessing_words(p: float, n: int, classes: int, labels: int = 1) -> str:
     """One sentence on an error of p% on n images against guessing at random (`chance_error`): what
     guessing gets wrong for this many classes, and whether the model does better by more than chance,
-    two standard errors of its own error (`beats_chance`)."""
+    two standard errors of its own error (`beats_chance`). Each word keeps its one sense: "guessing"
+    (and "at random") is the guesser's error, "chance" only what other test images alone could give."""
     c = chance_error(classes, labels)
     guess = f"one of {classes} classes" if labels == 1 else f"{labels} of {classes} classes at once"
     said = f"Guessing {guess} at random gets {c:.2f}% wrong (1 - 1/{math.comb(classes, labels)}): {p:.2f}% against {c:.2f}% for guessing"
     unit = "test pairs" if labels == 2 else "test images"  # MultiMNIST: each test image is a pair
-    band = f"the ±{spread(p, n):.2f} points chance gives on {n:,} {unit} (two standard errors)"
+    band = f"chance is ±{spread(p, n):.2f} points here: how far {p:.2f}% could move on {n:,} other {unit} alone, two standard errors"
     if beats_chance(p, n, classes, labels):
-        return f"{said}, {c - p:.2f} points better, more than {band}."
+        return f"{said}, {c - p:.2f} points better than guessing, a gap beyond chance ({band})."
     if p - c > spread(p, n):
-        return f"{said}, {p - c:.2f} points worse, more than {band}."
-    return f"{said}, no better: the gap of {abs(c - p):.2f} points is within {band}."
+        return f"{said}, {p - c:.2f} points worse than guessing, a gap beyond chance ({band})."
+    return f"{said}, no better than guessing: the gap of {abs(c - p):.2f} points is within chance ({band})."
 
 
 def trend(first: float, last: float) -> str:

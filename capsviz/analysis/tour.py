@@ -867,7 +867,7 @@ def capsnet_walk(
                 text=[
                     f"{label('primary')}: a second convolution whose outputs are grouped into {tour.primary_len.size} capsules of 8 numbers, "
                     f"{K} types at each of {G}x{G} positions. Each vector is squashed (Eq. 1) so its length lies between 0 and 1. "
-                    "In the paper, **length = presence** (how sure the capsule is that its part is there) and **direction = pose** "
+                    "In the paper, **length** is meant to be **presence** (how sure the capsule is that its part is there) and **direction** the **pose** "
                     "(8 numbers for how the part looks; the arrows show them along the two directions in which this image's vectors differ most)."
                 ],
                 measured=measured,
