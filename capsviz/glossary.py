@@ -230,7 +230,9 @@ TERMS: dict[str, Term] = {
     "pose": Term(
         "pose",
         "pose",
-        "How an entity is instantiated: position, size, orientation, stroke thickness. A vector's direction, or a 4x4 pose matrix.",
+        "How an entity is instantiated: position, size, orientation, stroke thickness, as the papers intend a capsule to "
+        "hold it. A vector's direction, or a learned 4x4 matrix; which number encodes what is learned, not given, so the "
+        "pages measure it (the explorer: how much each dimension changes the drawing).",
     ),
     "vote": Term(
         "V_ij",

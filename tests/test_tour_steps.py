@@ -27,6 +27,7 @@ from capsviz.analysis.tour import (
     margin_words,
     near_uniform_words,
     not_own_words,
+    pose_words,
     prediction_words,
     saturation_words,
     squash_words,
@@ -594,3 +595,25 @@ def test_the_near_uniform_rule_is_said_once_in_a_tour_and_referred_to_after():
         first = next((i for i, t in enumerate(said) if rule in t), None)
         assert all("stated in full at" in t for t in with_verdict if said.index(t) != first), path.stem
         assert not any("of its entropy" in t or "nats" in t for t in said), path.stem
+
+
+def test_pose_words_claim_no_meaning_and_say_whether_the_entries_could_be_a_rotations():
+    """Issue 50: a pose with entries 7.8 and -9.1 was called "position, orientation, scale"."""
+    wide = pose_words(np.array([[7.8, -9.1, 0.0, 0.0]] + [[0.5] * 4] * 3))
+    assert wide.startswith("Measured here: the 16 entries of this pose run from -9.100 to 7.800; a rotation matrix keeps")
+    assert "so this is not one" in wide and "learned, not given" in wide
+    narrow = pose_words(np.eye(4) * 0.9)
+    assert "all between -1 and 1 as a rotation matrix's would be, though that alone does not make it one" in narrow
+    assert "not one:" not in narrow
+    for said in (wide, narrow):
+        assert "position, orientation, scale" not in said
+
+
+def test_the_em_tour_calls_the_pose_a_learned_matrix_and_quotes_its_table():
+    path = next(p for p in TOURED if load_checkpoint(p)[1].config.routing == "em")
+    tour, steps, _ = follow(path, seed=1)
+    first = " ".join(steps[0].text)
+    assert "learned 4x4 matrix, which the paper intends to hold the thing's pose" in first
+    assert "position, orientation, scale" not in first and "Nothing in training makes the matrix a rotation" in first
+    primary = next(s for s in steps if s.key == "primary")
+    assert primary.measured == pose_words(primary.data["pose"]) and f"{tour.pose.min():.3f} to {tour.pose.max():.3f}" in primary.measured

@@ -519,6 +519,23 @@ def own_answer_words(trained: str, routed_name: str, routed_length: str, same: b
     )
 
 
+def pose_words(pose: np.ndarray) -> str:
+    """What a learned 4x4 pose matrix's entries show, as its table writes them: their range; whether
+    any lies beyond -1 to 1, where a rotation matrix's entries all lie (so it is not one); within,
+    that this alone does not make it one. Meaning is claimed for no entry."""
+    lo, hi = float(pose.min()), float(pose.max())
+    said = f"Measured here: the 16 entries of this pose run from {lo:.3f} to {hi:.3f}"  # as its table writes them
+    if max(abs(lo), abs(hi)) > 1:
+        return said + (
+            "; a rotation matrix keeps every entry between -1 and 1, so this is not one: the paper means the matrix to hold "
+            "the pose, and what each entry encodes is learned, not given."
+        )
+    return said + (
+        ", all between -1 and 1 as a rotation matrix's would be, though that alone does not make it one: what each entry "
+        "encodes is learned, not given."
+    )
+
+
 def ordinal(n: int) -> str:
     return {1: "first", 2: "second", 3: "third"}.get(n, f"{n}th")
 
@@ -1224,8 +1241,9 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                 looks,
                 [
                     f"This is the image the tour follows through **{plain(model_name)}**, matrix capsules with EM routing (Hinton et al. 2018, Fig. 1). "
-                    "Each capsule here holds a 4x4 pose matrix (how the thing sits: position, orientation, scale) and a separate activation "
-                    "between 0 and 1 (how present it is)."
+                    "Each capsule here holds a learned 4x4 matrix, which the paper intends to hold the thing's pose, and a separate "
+                    "activation between 0 and 1, meant to say how present it is. Nothing in training makes the matrix a rotation "
+                    "or a scale, so its 16 numbers are a learned code: which entry means what is not given."
                 ],
             )
         elif k == "primary":
@@ -1243,6 +1261,7 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                     f"the tour follows the last routing, from {CLASS_LAYER_IN}'s {H2 * W2 * K2} capsules ({K2} types at each of "
                     f"{H2}x{W2} positions) into the class capsules."
                 ],
+                measured=pose_words(tour.pose),
                 terms=("pose", "a_in"),
             )
         elif k == "votes":
