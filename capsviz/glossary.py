@@ -489,6 +489,10 @@ TERMS: dict[str, Term] = {
         RULES["long votes"],
         ("length-weighted share", "weighted by prediction length", "weighted by vote length", "long predictions"),
     ),
+    "draws_nothing": Term("draws almost nothing", "a faint reconstruction", RULES["draws almost nothing"], ("faint",)),
+    "changes_nothing": Term(
+        "changes almost nothing", "an offset that barely changes the drawing", RULES["changes almost nothing"], ("pixel change",)
+    ),
     "beyond_chance": Term("beyond chance", "a difference beyond chance", RULES["beyond chance"], ("within chance", "significant")),
     "rises_falls": Term("rises / falls", "rises or falls", RULES["rises / falls"], ("rises", "falls", "stays about level", "trend")),
     "peaks_dips": Term(

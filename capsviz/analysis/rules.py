@@ -23,6 +23,12 @@ LEVEL = 0.10
 # rises or falls only when it moves by more than LEVEL in absolute terms (bounded_trend).
 # A coupling map's colours exaggerate small differences when every square lies within
 # NEAR_UNIFORM_SHARE times uniform either way (small_span): a narrow span stretched over the colour scale.
+# A reconstruction "draws almost nothing" when it keeps less than this share of the unperturbed
+# reconstruction's ink (the sum of its pixel values): the decoder's units mostly switch off there.
+FAINT = 0.20
+# An offset "changes the drawing almost nothing" when the mean change per pixel is less than this
+# share of the unperturbed reconstruction's mean pixel value.
+SMALL_CHANGE = 0.10
 # A speed claim needs at least this many timings of each side, and one side's slowest timing
 # faster than the other's fastest.
 MIN_TIMINGS = 5
@@ -100,6 +106,15 @@ RULES = {
         f"{NEAR_UNIFORM_SHARE} times the uniform coupling: its colours, stretched over so narrow a range, exaggerate the "
         "differences."
     ),
+    "draws almost nothing": (
+        f"A redrawn capsule is said to draw almost nothing when its reconstruction keeps less than {FAINT:.0%} of the ink "
+        "(the sum of its pixel values) of the capsule's own, unperturbed reconstruction."
+    ),
+    "changes almost nothing": (
+        "How much an offset changes the drawing is the mean change per pixel between the two reconstructions. It is "
+        f"said to change the drawing almost nothing when that is less than {SMALL_CHANGE:.0%} of the unperturbed "
+        "reconstruction's mean pixel value."
+    ),
     "faster": (
         f"One computation is called faster than another only from at least {MIN_TIMINGS} timings of each, when even its "
         "slowest timing beats the other's fastest. Otherwise the times are shown and nothing is claimed."
@@ -161,6 +176,17 @@ def long_votes_words(name: str, weighted: float, uniform: float, plain: float) -
         f", and the plain mean, {plain:.3f}, is {plain / uniform:.1f} times: routing moves the capsules with long predictions "
         + ("more than the rest." if weighted > plain else "no more than the rest.")
     )
+
+
+def faint(ink_share: float) -> bool:
+    """The "draws almost nothing" rule: a reconstruction keeping `ink_share` of the unperturbed one's ink."""
+    return ink_share < FAINT
+
+
+def small_change(change_share: float) -> bool:
+    """The "changes almost nothing" rule: a mean change per pixel of `change_share` times the
+    unperturbed reconstruction's mean pixel value."""
+    return change_share < SMALL_CHANGE
 
 
 def spread(p: float, n: int) -> float:
