@@ -423,12 +423,12 @@ def effect_words(effect: np.ndarray, rebuilt: np.ndarray, name: str, low: float,
         listed = ", ".join(f"d{d} ({effect[d]:.3f})" for d in small)
         return said + (
             f" {listed} change{'s' if len(small) == 1 else ''} it almost nothing (less than {rules.SMALL_CHANGE:.0%} of that "
-            "value): this capsule hardly uses them for this image. A large change can also be the drawing fading: the "
-            "sliders above say when the decoder draws almost nothing."
+            "value): this capsule hardly uses them for this image. A large change can also be the drawing fading away: "
+            "the sliders above say when it does."
         )
     return said + (
         f" Every dimension changes it by at least {rules.SMALL_CHANGE:.0%} of that value. A large change can also be the "
-        "drawing fading: the sliders above say when the decoder draws almost nothing."
+        "drawing fading away: the sliders above say when it does."
     )
 
 
