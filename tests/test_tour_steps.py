@@ -575,7 +575,8 @@ def test_the_prediction_step_says_length_comes_from_u_and_W_and_weight_from_the_
     [
         # issue 50: the loudest six at 0.21 to 0.56 beside a mean of 0.103: one sentence reconciles them
         ([0.21, 0.56], 0.103, "but they are 2 of 1,152: averaged over all 1,152 primary capsules the coupling to 7 is 0.103"),
-        ([0.21, 0.56], 0.103, "The loudest few reach 1.5 times uniform or more (up to 0.56), yet the mean over all 1,152"),
+        ([0.21, 0.56], 0.103, "All of the 2 loudest reach 1.5 times uniform or more (up to 0.56), yet the mean over all 1,152"),
+        ([0.14, 0.23], 0.101, "1 of the 2 loudest reaches 1.5 times uniform or more (up to 0.23)"),
         ([0.10, 0.149], 0.103, ": neither the loudest few nor the mean has reached 1.5 times uniform."),
         ([0.21, 0.56], 0.16, ": the mean has moved to 1.5 times uniform or more, not only the loudest few."),
     ],

@@ -632,11 +632,12 @@ def loudest_words(shown_c: np.ndarray, mean: float, capsules: int, J: int, name:
     few, loud = len(shown_c), share_words(shown_c)
     said = f"Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}"
     every = f"averaged over all {capsules:,} primary capsules the coupling to {name} is {mean:.3f} (uniform {u:.3f})"
+    reach = "All" if (shown_c >= factor * u).all() else str(int((shown_c >= factor * u).sum()))
     if float(shown_c.max()) >= factor * u and mean < factor * u:
         return (
-            f"{said}, but they are {few} of {capsules:,}: {every}. The loudest few reach {factor} times uniform or more "
-            f"(up to {two(shown_c.max())}), yet the mean over all {capsules:,}, which the near-uniform rule reads, stays "
-            f"below {factor} times uniform."
+            f"{said}, but they are {few} of {capsules:,}: {every}. {reach} of the {few} loudest {'reaches' if reach == '1' else 'reach'} {factor} times "
+            f"uniform or more (up to {two(shown_c.max())}), yet the mean over all {capsules:,}, which the near-uniform "
+            f"rule reads, stays below {factor} times uniform."
         )
     if mean >= factor * u:
         return f"{said}; {every}: the mean has moved to {factor} times uniform or more, not only the loudest few."
