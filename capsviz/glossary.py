@@ -149,8 +149,17 @@ TERMS: dict[str, Term] = {
     "length": Term(
         "|v_j|",
         "presence",
-        "The length of a capsule's vector, between 0 and 1: how likely its entity (a digit, a part) is present.",
+        "The length of class capsule j's vector, between 0 and 1: the papers mean it to say how likely its entity (a digit, "
+        "a class) is present, and the margin loss trains it towards that (above 0.9 when present, below 0.1 when not).",
         ("length", "|v|", "capsule length", "lengths"),
+    ),
+    "primary_length": Term(
+        "|u_i|",
+        "primary capsule length",
+        "The length of primary capsule i's vector u_i, between 0 and 1 after the squash. The paper means it to say how likely "
+        "its part is present; nothing in training pushes it to 0 or 1, so a trained model may leave most of them long "
+        "(the tour measures how many). Its predictions u_hat_j|i = W_ij u_i are vectors of other lengths.",
+        ("primary length", "u_i", "|u|", "primary capsule length"),
     ),
     "iteration": Term(
         "iteration",
@@ -221,7 +230,9 @@ TERMS: dict[str, Term] = {
     "pose": Term(
         "pose",
         "pose",
-        "How an entity is instantiated: position, size, orientation, stroke thickness. A vector's direction, or a 4x4 pose matrix.",
+        "How an entity is instantiated: position, size, orientation, stroke thickness, as the papers intend a capsule to "
+        "hold it. A vector's direction, or a learned 4x4 matrix; which number encodes what is learned, not given, so the "
+        "pages measure it (the explorer: how much each dimension changes the drawing).",
     ),
     "vote": Term(
         "V_ij",
@@ -337,11 +348,12 @@ TERMS: dict[str, Term] = {
         "|s| = 1 gives 0.63 where Eq. 1 gives 0.50, so short vectors keep more of their length.",
     ),
     "entropy": Term(
-        "entropy",
-        "how undecided",
-        "Of a lower capsule's couplings: log J when it splits its vote equally over J capsules, 0 when it sends everything to one. "
-        "The pages give it as a share of log J: 100% is the uniform split.",
-        ("entropy ratio", "% of uniform", "undecided"),
+        "evenness",
+        "how evenly a vote is spread",
+        "How evenly a lower capsule spreads its vote over the J capsules it can send it to: 100% when each gets the same "
+        "share (1/J, the uniform split), 0% when one gets all of it. It is the entropy of its couplings as a share of the "
+        "even split's entropy, log J.",
+        ("entropy", "entropy ratio", "% of uniform", "undecided", "spread evenly"),
     ),
     "epsilon": Term(
         "epsilon",
@@ -412,7 +424,8 @@ TERMS: dict[str, Term] = {
         "nats",
         "the unit of entropy with natural logarithms",
         "Entropy measured with the natural logarithm is in nats: a capsule splitting its vote evenly over 10 classes has "
-        "log 10 = 2.30 nats, one giving all of it to one class has 0.",
+        "log 10 = 2.30 nats, one giving all of it to one class has 0. The pages say evenness instead, the entropy as a "
+        "share of the even split's: 100% and 0% for these two.",
         ("nat",),
     ),
     "percentile": Term(
@@ -475,6 +488,10 @@ TERMS: dict[str, Term] = {
         "the length-weighted share",
         RULES["long votes"],
         ("length-weighted share", "weighted by prediction length", "weighted by vote length", "long predictions"),
+    ),
+    "draws_nothing": Term("draws almost nothing", "a faint reconstruction", RULES["draws almost nothing"], ("faint",)),
+    "changes_nothing": Term(
+        "changes almost nothing", "an offset that barely changes the drawing", RULES["changes almost nothing"], ("pixel change",)
     ),
     "beyond_chance": Term("beyond chance", "a difference beyond chance", RULES["beyond chance"], ("within chance", "significant")),
     "rises_falls": Term("rises / falls", "rises or falls", RULES["rises / falls"], ("rises", "falls", "stays about level", "trend")),

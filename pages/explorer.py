@@ -4,9 +4,10 @@ import numpy as np
 import streamlit as st
 
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid
+from capsviz.analysis.explain import EXPLORER_INTRO, effect_words, offset_words
 from capsviz.analysis.links import linked_offsets
 from capsviz.analysis.routing import canvas_words, centred, on_canvas
-from capsviz.glossary import class_words, help_text
+from capsviz.glossary import help_text
 from capsviz.glossary import label as glossary_label
 from capsviz.registry import shows
 from capsviz.text import plain
@@ -28,15 +29,9 @@ from pages.drawn import chart, picture, show
 from pages.state import STATE
 
 require_router()
-FAINT = 0.2  # below this share of the unperturbed reconstruction's ink, the picture reads as black
 
 st.title("DigitCaps explorer")
-st.markdown(
-    "Each class capsule (DigitCaps: one per digit for MNIST, one per class for your own images) is a vector of 16 "
-    "dimensions. The decoder redraws the image from the chosen capsule alone, in colour for a model trained on colour "
-    "images, so nudging one dimension shows what it encodes (Fig. 4 of Sabour et al.: stroke thickness, skew, width, "
-    "localized parts). Bars show each capsule's length |v_j|: how present the network finds that class (0 to 1)."
-)
+st.markdown(EXPLORER_INTRO)
 
 model, meta, path = page_model(
     lambda meta: shows(meta.config, "explorer") and meta.config.decodes,
@@ -120,13 +115,8 @@ def sliders():
         show_link_note(STATE.dims.param, tuple(round(float(v), 2) + 0.0 for v in deltas))
         changed = ", ".join(f"d{d} {v:+.2f}" for d, v in enumerate(deltas) if v) or "none"
         show(st, picture(to_image, rec, width=224), f"perturbed: {changed}", 224)
-        ink = float(rec.sum()) / max(float(rebuilt.sum()), 1e-6)
-        if deltas.any() and ink < FAINT:
-            st.caption(
-                f"The decoder draws almost nothing here ({ink:.0%} of the ink of the unperturbed reconstruction): these "
-                "offsets push the capsule far from every pose the decoder saw in training, where most of its units "
-                "switch off. Move fewer dimensions, or by less."
-            )
+        if said := offset_words(rebuilt, rec, deltas):
+            st.caption(said)
 
 
 sliders()
@@ -135,11 +125,7 @@ st.subheader(f"Perturbation grid for capsule {plain(names[capsule])} (Fig. 4)")
 st.caption(
     f"Each row is one dimension (d0 at the top to d15 at the bottom); each column adds one offset, from {STEPS[0]:+.2f} at "
     f"the left to {STEPS[-1]:+.2f} at the right, to that dimension alone (the middle column, 0, is the plain reconstruction). "
-    + (
-        "Look for rows that change stroke width, slant or size; rows that stay the same are dimensions this digit hardly uses."
-        if class_words(meta).digits
-        else "Look for rows that change the shape, size or colour; rows that stay the same are dimensions this capsule hardly uses."
-    )
+    + "Beside it: how much each row changes the drawing, measured."
 )
 title = f"capsule {names[capsule]}: dimension (rows) + offset (columns)"
 img_png, effect = grid_of(STATE.model_key.get(), model, image.tobytes(), capsule, pred.capsules[capsule], title)
@@ -147,9 +133,6 @@ left, right = st.columns([3, 2])
 show(left, img_png, "16 dimensions (rows) x 11 offsets (columns), the offsets written on top")
 left.download_button("Download grid as PNG", img_png, file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png")
 right.plotly_chart(chart(effect_bars, effect), key="effect")
-right.caption(
-    "For each dimension: how much the picture changes between its two ends (-0.25 and +0.25), as the mean change per "
-    "pixel. The tallest bars are the rows of the grid worth looking at first."
-)
+right.caption(effect_words(effect, rebuilt, plain(names[capsule]), STEPS[0], STEPS[-1]))  # plain: its one name is made plain here
 
 site_button("explorer", meta)

@@ -13,7 +13,17 @@ from capsviz.analysis.explain import (
     round_up,
 )
 from capsviz.analysis.links import linked_numbers
-from capsviz.analysis.multimnist import INK, SEGMENT_NAMES, compose_pair, draw_pair, pair_accuracy, segment, stored_pair_error, stored_words
+from capsviz.analysis.multimnist import (
+    SEGMENT_NAMES,
+    compose_pair,
+    draw_pair,
+    intro_words,
+    pair_accuracy,
+    segment,
+    segment_words,
+    stored_pair_error,
+    stored_words,
+)
 from capsviz.config import DATASETS
 from capsviz.data.multimnist import MAX_SHIFT
 from capsviz.glossary import help_text
@@ -39,13 +49,7 @@ require_router()
 SIZE = DATASETS["multimnist"].in_size
 
 st.title("MultiMNIST: two digits on top of each other")
-st.markdown(
-    f"Two test digits of different classes, each shifted up to {MAX_SHIFT} pixels, overlap on a {SIZE}x{SIZE} canvas. The "
-    "prediction is the **two longest capsules**; the decoder then redraws each chosen capsule **on its own**, "
-    "in red and green over the input (yellow where both claim a pixel). This is Fig. 5 of Sabour et al.: "
-    "routing lets each pixel be explained once, so reconstructing a digit that is not there (a capsule that is "
-    "neither a label nor predicted) finds little to draw. Further down: how much routing actually moves here."
-)
+st.markdown(intro_words(SIZE, MAX_SHIFT))
 
 model, meta, path = page_model(
     lambda m: m.config.decodes and m.config.in_size == DATASETS["multimnist"].in_size,
@@ -161,10 +165,7 @@ legend = " · ".join(
     if k
 )
 st.markdown(legend, unsafe_allow_html=True)
-st.caption(
-    f"A pixel of the input's ink belongs to a capsule where that capsule's reconstruction is above {INK:g} (the paper: "
-    "'non-zero'). Try a capsule that is neither a label nor predicted: it has little left to explain."
-)
+st.caption(segment_words(chosen.segments, mark(red), mark(green), pair.parts))
 
 st.subheader("Where routing matters: the pair beside one digit alone")
 st.markdown(

@@ -239,7 +239,7 @@ a.plotly_chart(chart(lines, tr.lengths, names, "Lengths by iteration", "iteratio
 a.caption(length_words(tr.lengths, winner, words.capsule, words.thing, plain(names[winner])))  # plain: its one name is made plain here
 ent = entropy_figure(tr, words.capsule, words.thing)
 b.plotly_chart(
-    chart(lines, ent["series"], ent["names"], ent["title"], "iteration", "entropy, % of uniform", y_range=ent["y_range"], line=ent["line"]),
+    chart(lines, ent["series"], ent["names"], ent["title"], "iteration", ent["axis"], y_range=ent["y_range"], line=ent["line"]),
     key="entropy",
 )
 b.caption(ent["caption"])  # plain: numbers and the class words only

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from capsviz.adapter import how_it_computes
-from capsviz.analysis.zoo import card, classes_line, epochs_note
+from capsviz.analysis.zoo import INTRO, card, classes_line, epochs_note
 from capsviz.checkpoint import list_checkpoints, total_training, training_labels
 from capsviz.config import user_dataset
 from capsviz.data.user import short_name
@@ -17,12 +17,7 @@ require_router()
 
 
 st.title("capsviz: watch capsules route")
-st.markdown(
-    "A **capsule** is a group of neurons whose output is a vector: its **length** is the probability "
-    "that an entity (a digit, a stroke) is present, and its **direction** encodes how it looks "
-    "(thickness, slant, width). The *squash* non-linearity (Eq. 1 of Sabour et al. 2017) keeps the "
-    "direction and maps any length into [0, 1): short vectors shrink towards 0, long ones approach 1."
-)
+st.markdown(INTRO)
 left, right = st.columns([2, 1])
 with left:
     st.plotly_chart(plain_chart(squash_curve()), key="squash_plot")

@@ -107,6 +107,9 @@ def test_zoo_lists_cards_and_squash_plot(app):
     assert f"**Parameters** {size.without_decoder:,} without the decoder, {size.with_decoder:,} with" in cards
     guessing = [c.value for c in app.caption if c.value.startswith("Guessing one of 10 classes at random gets 90.00% wrong")]
     assert any("12.50% against 90.00% for guessing, 77.50 points better" in c for c in guessing)  # beside the error the card shows
+    from capsviz.analysis.zoo import INTRO
+
+    assert INTRO in [m.value for m in app.markdown]  # the papers' intent for length, not a fact of the models
     app.slider(key="squash").set_value(3.0).run()
     assert app.metric[0].value == "0.900"
     app.button(key="use_tiny-matrix").click().run()
@@ -151,6 +154,7 @@ def test_explorer_shows_prediction_and_sliders_change_reconstruction(app):
     after = [i.value for i in app.image]
     assert imgs[2] != after[2] and imgs[1] == after[1]  # only the perturbed reconstruction changed
     assert app.image[2].captions == ["perturbed: d3 +0.25"]
+    assert any(c.value.startswith("Moving d3 by +0.25") for c in app.caption)  # the measured change, whichever rule holds
     app.session_state[sliders_key(app)] = {"deltas": [0.31, -0.07] + [0.0] * 14}  # off-grid values snap to the 0.05 grid in range
     app.run()
     assert app.query_params["dims"].startswith("0.25,-0.05,0,")

@@ -30,18 +30,24 @@ def test_the_verb_flips_at_two_standard_errors_below_guessing(classes, n):
     assert not rules.beats_chance(p_out + 0.02, n, classes)  # just inside the band
     said_in = rules.guessing_words(p_in, n, classes)
     said_out = rules.guessing_words(p_out, n, classes)
-    assert f"no better: the gap of {c - p_in:.2f} points is within" in said_in
-    assert f"{c - p_out:.2f} points better, more than" in said_out
+    assert f"no better than guessing: the gap of {c - p_in:.2f} points is within chance (" in said_in
+    assert f"{c - p_out:.2f} points better than guessing, a gap beyond chance (" in said_out
     for said, p in ((said_in, p_in), (said_out, p_out)):
         assert said.startswith(f"Guessing one of {classes} classes at random gets {c:.2f}% wrong (1 - 1/{classes}): ")
         assert f"{p:.2f}% against {c:.2f}% for guessing" in said
-        assert f"±{rules.spread(p, n):.2f} points chance gives on {n:,} test images (two standard errors)" in said
+        assert f"chance is ±{rules.spread(p, n):.2f} points here: how far {p:.2f}% could move on {n:,} other test images alone" in said
         assert "beats chance" not in said and "than chance" not in said  # chance is the ±, never guessing's error
+        # issue 50: one sentence, each word in one sense: "at random" only with guessing, "chance" only the ±
+        assert said.count("chance") == 2 and ("beyond chance (chance is ±" in said or "within chance (chance is ±" in said)
+        assert said.count("at random") == 1 and said.index("at random") < said.index("chance")
 
 
 def test_worse_than_guessing_is_said():
     said = rules.guessing_words(95.0, 300, 3)
-    assert f"95.00% against {rules.chance_error(3):.2f}% for guessing, {95 - rules.chance_error(3):.2f} points worse, more than" in said
+    assert (
+        f"95.00% against {rules.chance_error(3):.2f}% for guessing, {95 - rules.chance_error(3):.2f} points worse than guessing, a gap beyond chance"
+        in said
+    )
     assert "no better" in rules.guessing_words(rules.chance_error(3) + 0.5 * rules.spread(66.67, 300), 300, 3)
 
 
@@ -49,7 +55,8 @@ def test_two_labels_at_once_count_pairs():
     said = rules.guessing_words(5.2, 10_000, 10, 2)
     assert said.startswith("Guessing 2 of 10 classes at once at random gets 97.78% wrong (1 - 1/45): 5.20% against 97.78% for guessing")
     assert (
-        f"{97.78 - 5.2:.2f} points better" in said and f"±{rules.spread(5.2, 10_000):.2f} points chance gives on 10,000 test pairs" in said
+        f"{97.78 - 5.2:.2f} points better" in said
+        and f"±{rules.spread(5.2, 10_000):.2f} points here: how far 5.20% could move on 10,000 other test pairs" in said
     )
 
 

@@ -214,8 +214,9 @@ def test_pair_routing_words_follow_the_numbers():
     # walk N2: a 1.8x length-weighted share beside a plain 0.101 is near uniform, with the long-votes sentence
     n2 = pair_routing_words(_fake(0.001, 0.084), "the 1")
     assert (
-        "over the pair the couplings are near uniform: they keep 100.0% of its entropy, more than 95%, and the predicted class "
-        "gets 0.10, less than 1.5 times the uniform 0.10 (the larger of the pair's two plain averages above)" in n2
+        "over the pair the couplings are near uniform: their evenness is 100.0% (100% = spread evenly over all 10 classes), more than 95%, "
+        "and the predicted class gets 0.10 on average, less than 1.5 times the uniform 0.10 (the larger of the pair's two plain averages above)"
+        in n2
     )
     assert "routing barely reassigns most primary capsules between the two digits. " in n2
     assert f"Weighted by prediction length, capsule 7 gets 0.184, 1.8 times uniform: {LONG}." in n2
@@ -228,8 +229,9 @@ def test_pair_routing_words_follow_the_numbers():
     still = pair_routing_words(_fake(0.001, below, single_move=0.09, single_mean_move=0.09), "the 7")
     assert "over the pair the couplings are near uniform" in still and "0.101 of its prediction to capsule 7" in still
     assert (
-        "The 7 alone, by its own numbers: its couplings are away from uniform: they keep 100.0% of its entropy, more than 95%, but "
-        "the predicted class gets 0.19, at least 1.5 times the uniform 0.10 (the larger of its two plain averages)." in still
+        "The 7 alone, by its own numbers: its couplings are away from uniform: their evenness is 100.0% (100% = spread evenly over all 10 classes), "
+        "more than 95%, but the predicted class gets 0.19 on average, at least 1.5 times the uniform 0.10 (the larger of its two plain averages)."
+        in still
     )
     assert "Weighted by prediction length, capsule 2 gets 0.190, 1.9 times uniform, and the plain mean, 0.190, is 1.9 times" in still
     assert "gets 0.40" not in still  # the earlier iteration and the maps' peaks are not a verdict's share
@@ -241,8 +243,8 @@ def test_pair_routing_words_follow_the_numbers():
     assert "pair the couplings are near uniform" in pair_routing_words(_fake(below, 0.09), "the 7")
     away = pair_routing_words(_fake(above, 0.09), "the 7")
     assert (
-        "pair the couplings are away from uniform: they keep 100.0% of its entropy, more than 95%, but the predicted class gets 0.15"
-        in away
+        "pair the couplings are away from uniform: their evenness is 100.0% (100% = spread evenly over all 10 classes), more than 95%, but "
+        "the predicted class gets 0.15" in away
     )
     assert "The 7 alone, by its own numbers: its couplings are near uniform" in away
     # the plain averages quoted are the pair's shown ones, at the shown iteration
@@ -251,7 +253,7 @@ def test_pair_routing_words_follow_the_numbers():
     assert "capsule 7 gets 0.190, 1.9 times uniform, and the plain mean, 0.151, is 1.5 times" in away and LONG not in away
     assert "capsule 7: 0.190 in the pair, 0.100 alone, so the other digit's presence raises it" in away
     flat_but_low_entropy = pair_routing_words(_fake(0.001, 0.01, entropy_ratio=rules.NEAR_UNIFORM_ENTROPY - 0.01), "the 7")
-    assert "pair the couplings are away from uniform: they keep 94.0% of its entropy" in flat_but_low_entropy
+    assert "pair the couplings are away from uniform: their evenness is 94.0%" in flat_but_low_entropy
     assert "The 7 alone sends on average 0.100 and 0.100 to capsules 7 and 2; counted by length, 0.100 and 0.100." in away
     assert "row 1, column 1 of the 6 x 6 grid" in away and "0.5 times as long" in away and "carry little" in away
     once = pair_routing_words(_fake(0.0, 0.0, T=1), "the 2")
@@ -511,3 +513,75 @@ def test_pair_routing_title_for_every_shipped_multimnist_model():
         title = pair_routing_title((3, 5), meta.config)
         assert f"({meta.config.routing_iterations}" in title
         assert ("as the model was trained" in title) == (meta.config.couplings == "dynamic"), path.stem
+
+
+# ---------- the explorer: what each dimension does to this drawing, measured (issue 50) ----------
+
+
+def test_the_explorer_intro_promises_no_meaning_a_dimension_may_not_show():
+    from capsviz.analysis.explain import EXPLORER_INTRO
+
+    assert "shows what it encodes" not in EXPLORER_INTRO
+    assert "Which dimension does what is learned, not given" in EXPLORER_INTRO
+    assert "measures how much each one changes the drawing" in EXPLORER_INTRO
+
+
+def test_offset_words_follow_the_measured_change_on_both_sides_of_each_rule():
+    from capsviz.analysis.explain import offset_words
+
+    rebuilt = np.zeros((4, 4), np.float32)
+    rebuilt[1:3, 1:3] = 1.0  # ink 4, mean pixel value 0.25
+    d = np.zeros(16, np.float32)
+    assert offset_words(rebuilt, rebuilt, d) == ""  # no offset: nothing to say
+    d[6] = 0.2
+    faded = rebuilt * (rules.FAINT - 0.01)  # keeps 19% of the ink
+    said = offset_words(rebuilt, faded, d)
+    assert said.startswith("Moving d6 by +0.20, the decoder draws almost nothing (19% of the ink") and "less than 20%" in said
+    kept = rebuilt * (rules.FAINT + 0.01)
+    assert "draws almost nothing" not in offset_words(rebuilt, kept, d)
+    # the mean change per pixel just under / over 10% of the mean pixel value (0.25)
+    below, above = rebuilt.copy(), rebuilt.copy()
+    below[0, 0] = 16 * 0.25 * (rules.SMALL_CHANGE - 0.01)
+    above[0, 0] = 16 * 0.25 * (rules.SMALL_CHANGE + 0.01)
+    assert "changes the drawing almost nothing: the mean change per pixel is 9% of" in offset_words(rebuilt, below, d)
+    said = offset_words(rebuilt, above, d)
+    assert "almost nothing" not in said and said.startswith("Moving d6 by +0.20 changes the drawing by 11% of")
+
+
+def test_effect_words_name_the_dimensions_the_bars_draw_tallest_and_those_that_change_almost_nothing():
+    from capsviz.analysis.explain import effect_words
+
+    rebuilt = np.full((4, 4), 0.5, np.float32)  # mean pixel value 0.5: almost nothing below 0.05
+    effect = np.full(16, 0.2)
+    effect[[6, 10, 13]] = [0.4, 0.35, 0.3]
+    said = effect_words(effect, rebuilt, "7", -0.25, 0.25)
+    assert "the dimensions that change the drawing most are d6 (0.400), d10 (0.350), d13 (0.300)" in said
+    assert "Every dimension changes it by at least 10% of that value" in said
+    effect[2] = 0.049
+    effect[5] = 0.051
+    said = effect_words(effect, rebuilt, "7", -0.25, 0.25)
+    assert "d2 (0.049) changes it almost nothing" in said and "d5 (0.051)" not in said
+
+
+def test_the_explorer_words_quote_the_shipped_models_grid(real_data):
+    from capsviz.analysis import decode, dimension_effect, perturbation_grid, predict
+    from capsviz.analysis.explain import effect_words, offset_words
+    from capsviz.data.mnist import load_mnist
+
+    test = load_mnist("mnist", "test")
+    model, _ = ckpt.load_checkpoint(Path(__file__).resolve().parents[1] / "checkpoints" / "capsnet-mnist.safetensors")
+    image = test.images[0].numpy().astype(np.float32) / 255  # a 7
+    p = predict(model, image)
+    v = p.capsules[p.predicted]
+    effect = dimension_effect(perturbation_grid(model, v, p.predicted))
+    rebuilt = decode(model, v, p.predicted)
+    said = effect_words(effect, rebuilt, "7", STEPS[0], STEPS[-1])
+    top = int(np.argmax(effect))
+    assert f"most are d{top} ({effect[top]:.3f})" in said and f"mean pixel value is {rebuilt.mean():.3f}" in said
+    # the teacher's case: the slider words follow the ink the decoder keeps, whichever side of the rule
+    for k in range(16):
+        d = np.zeros(16, np.float32)
+        d[k] = 0.2
+        changed = decode(model, v, p.predicted, d)
+        ink = float(changed.sum() / rebuilt.sum())
+        assert ("the decoder draws almost nothing" in offset_words(rebuilt, changed, d)) == (ink < rules.FAINT), k

@@ -7,6 +7,7 @@ import torch
 
 from capsviz.analysis import rules
 from capsviz.analysis.explain import (
+    capsule_role,
     conv_assignment_words,
     distance_words,
     em_share_words,
@@ -18,7 +19,7 @@ from capsviz.analysis.explain import (
     verdict_words,
     zoom_limit,
 )
-from capsviz.analysis.multimnist import compose_pair, segment
+from capsviz.analysis.multimnist import compose_pair, intro_words, segment, segment_words
 from capsviz.analysis.routing import em_trace
 from capsviz.checkpoint import load_checkpoint
 from capsviz.data import load_split
@@ -106,6 +107,15 @@ def test_multimnist_page_says_labels_in_words_and_measures_routing(app):
     red.set_value(neither).run()
     captions = [c for i in app.image for c in i.captions]
     assert any(c.startswith(f"red: capsule {neither} (neither a label nor predicted), green: capsule ") for c in captions)
+    # issue 50: the intro states the paper's aim; the caption under the segmentation measures it
+    assert intro_words(36, 4) in [m.value for m in app.markdown]
+    green = next(s for s in app.selectbox if s.label.startswith("Green")).value
+    tiny = load_checkpoint(app.folder / "tiny-multimnist.safetensors")[0]
+    top2 = segment(tiny, pair.image).top2
+    chosen = segment(tiny, pair.image, (neither, green))
+    mark = f"{green} ({capsule_role(green, (l1, l2), top2)})"
+    said = segment_words(chosen.segments, f"{neither} (neither a label nor predicted)", mark, pair.parts)
+    assert said in [c.value for c in app.caption]
     # where routing matters: the words are pair_routing's numbers
     model, meta = load_checkpoint(app.folder / "tiny-multimnist.safetensors")
     seg = segment(model, pair.image)
@@ -134,3 +144,8 @@ def test_explorer_grid_is_labelled_and_terms_have_words(app):
     assert any(
         "d0 at the top to d15 at the bottom" in c.value and "-0.25 at the left to +0.25 at the right" in c.value for c in app.caption
     )
+    # issue 50: no promise that a dimension shows what it encodes; the bars' caption names what is measured
+    from capsviz.analysis.explain import EXPLORER_INTRO
+
+    assert EXPLORER_INTRO in [m.value for m in app.markdown]
+    assert any("the dimensions that change the drawing most are d" in c.value for c in app.caption)

@@ -289,16 +289,43 @@ def coupling_line(**kw):
 @pytest.mark.parametrize(
     "entropy, share, classes, word, parts",
     [
-        (0.997, 0.108, 10, "near uniform", ["keep 99.7% of its entropy, more than 95%", "gets 0.11, less than 1.5 times the uniform 0.10"]),
-        (0.94, 0.108, 10, "away from uniform", ["keep 94.0% of its entropy, not more than 95%", "gets 0.11, less than 1.5 times"]),
+        (
+            0.997,
+            0.108,
+            10,
+            "near uniform",
+            [
+                "evenness is 99.7% (100% = spread evenly over all 10 classes), more than 95%",
+                "gets 0.11 on average, less than 1.5 times the uniform 0.10",
+            ],
+        ),
+        (
+            0.94,
+            0.108,
+            10,
+            "away from uniform",
+            [
+                "evenness is 94.0% (100% = spread evenly over all 10 classes), not more than 95%",
+                "gets 0.11 on average, less than 1.5 times",
+            ],
+        ),
         (
             0.96,
             0.16,
             10,
             "away from uniform",
-            ["keep 96.0% of its entropy, more than 95%, but", "gets 0.16, at least 1.5 times the uniform 0.10"],
+            [
+                "evenness is 96.0% (100% = spread evenly over all 10 classes), more than 95%, but",
+                "gets 0.16 on average, at least 1.5 times the uniform 0.10",
+            ],
         ),
-        (0.96, 0.29, 5, "near uniform", ["keep 96.0% of its entropy", "gets 0.29, less than 1.5 times the uniform 0.20"]),
+        (
+            0.96,
+            0.29,
+            5,
+            "near uniform",
+            ["evenness is 96.0% (100% = spread evenly over all 5 classes)", "gets 0.29 on average, less than 1.5 times the uniform 0.20"],
+        ),
     ],
 )
 def test_the_couplings_sentence_says_both_parts_of_the_near_uniform_rule(entropy, share, classes, word, parts):

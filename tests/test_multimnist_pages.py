@@ -72,3 +72,55 @@ def test_the_routing_page_routes_a_test_digit_on_a_multimnist_models_canvas(ship
     assert "Coupling to the predicted class, by iteration" in drawn  # the 64 test digits, centred too
     said = " ".join(c.value for c in app.caption)
     assert "The chart runs the 64 images with dynamic routing" in said and "Upload" not in said
+
+
+def test_the_multimnist_intro_states_fig_5s_idea_as_the_papers_aim_not_a_promise():
+    """Issue 50: the intro promised that routing explains each pixel once, while the page measured
+    55 of 166 ink pixels claimed by both digits."""
+    from capsviz.analysis.multimnist import intro_words
+
+    said = intro_words(36, 4)
+    assert "Fig. 5 of Sabour et al., whose aim is that routing explains each pixel once" in said
+    assert "the page measures how far that holds here" in said
+    assert "routing lets each pixel be explained once" not in said and "finds little to draw" not in said
+
+
+def test_segment_words_say_each_pixel_explained_once_only_when_no_ink_pixel_is_claimed_twice():
+    from capsviz.analysis.multimnist import BACKGROUND, BOTH, FIRST, SECOND, UNEXPLAINED, segment_words
+
+    segs = np.array([[BACKGROUND, FIRST, FIRST, SECOND, UNEXPLAINED]])
+    once = segment_words(segs, "7", "2")
+    assert "of the 4 ink pixels, capsule 7 alone claims 2, capsule 2 alone 1, both 0 and neither 1" in once
+    assert "no other ink pixel is claimed twice, so here each pixel is explained once, as the paper aims." in once
+    both = np.array([[BACKGROUND, FIRST, BOTH, SECOND, UNEXPLAINED]])
+    twice = segment_words(both, "7", "2")
+    assert "1 of 4 ink pixels (25%) are explained by both, not once as the paper aims" in twice and "explained once, as" not in twice
+    # the pair's own digits: both claims are right where the two strokes really cross, and only there
+    crossing = np.zeros((2, 1, 5))
+    crossing[:, 0, 2] = 1.0
+    right = segment_words(both, "7", "2", crossing)
+    assert "(on 1 of those 1 the two digits' own strokes cross, where both claims are right)" in right
+    assert "explained once, as the paper aims" in right
+    apart = np.zeros((2, 1, 5))
+    apart[0, 0, 2] = 1.0  # only the first digit has ink there
+    wrong = segment_words(both, "7", "2", apart)
+    assert "1 of 4 ink pixels (25%) are explained by both where only one digit has ink, not once" in wrong and "cross" not in wrong
+
+
+def test_segment_words_quote_the_segmentation_of_a_real_pair_for_the_shipped_models(real_data):
+    from capsviz.analysis.multimnist import BOTH, INK, UNEXPLAINED, compose_pair, draw_pair, segment, segment_words
+    from capsviz.data.mnist import load_mnist
+
+    test = load_mnist("mnist", "test")
+    for name in ("capsnet-multimnist", "capsnet-small-multimnist"):
+        model, _ = load_checkpoint(ROOT / "checkpoints" / f"{name}.safetensors")
+        first, second, shifts = draw_pair(test.labels, 0)
+        pair = compose_pair(test.images, test.labels, first, second, shifts)
+        seg = segment(model, pair.image)
+        said = segment_words(seg.segments, "a", "b", pair.parts)
+        ink, both = int((seg.segments >= UNEXPLAINED).sum()), int((seg.segments == BOTH).sum())
+        crossing = int(((seg.segments == BOTH) & (pair.parts > INK).all(0)).sum())
+        assert f"of the {ink} ink pixels" in said and f"both {both} and neither" in said, name
+        assert ("explained once, as the paper aims" in said) == (both == crossing), name
+        if both > crossing:
+            assert f"{both - crossing} of {ink} ink pixels" in said, name

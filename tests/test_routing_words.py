@@ -116,7 +116,8 @@ def test_softmax_over_inputs_makes_uniform_one_over_I_and_entropy_over_the_input
     assert tr.uniform == pytest.approx(1 / 12) and tr.uniform_entropy == pytest.approx(np.log(12))
     assert tr.entropy.shape == (3, 10)
     fig = entropy_figure(tr, "digit capsule", "digit")
-    assert f"100% (log 12 = {np.log(12):.2f} nats)" in fig["caption"] and "1/12 from each" in fig["caption"]
+    assert "how evenly a digit capsule draws on the 12 primary capsules, its evenness: 100% is spread evenly" in fig["caption"]
+    assert "1/12 from each" in fig["caption"] and "nats" not in fig["caption"] and "entropy" not in fig["title"]
     assert "draws a larger share of its input from that position" in map_words(tr, 1, "digit capsule", "digit", True, 0, "0")[1]
     maps = tr.coupling_maps(1)  # 1/12: four decimals, so the span shows
     assert f"{maps.min():.4f} to {maps.max():.4f} (uniform: {1 / 12:.4f})" in map_words(tr, 1, "c", "d", True, 0, "0")[1]
@@ -166,9 +167,9 @@ def test_entropy_words_call_the_last_iteration_near_uniform_by_the_rule(kept, wo
         # walk item 7: level by the trend rule, but just across the near-uniform line
         (100.0, 94.8, "falls slightly, by 5.2 points (a change of 5.2%; 10% or less counts as level): 100.0% at iteration 1, "
          "94.8% at iteration 10, ending below the 95% line, which it started above, so by the near-uniform rule at iteration 10 "
-         "its couplings are away from uniform (they keep 94.8% of its entropy, not more than 95%)."),
+         "its couplings are away from uniform: their evenness is 94.8% (100% = spread evenly), not more than 95%."),
         (100.0, 95.2, "moves only a little (a change of 4.8%; 10% or less counts as level): 100.0% at iteration 1, 95.2% at "
-         "iteration 10; so at iteration 10 its couplings are near uniform (they keep 95.2% of its entropy, more than 95%)."),
+         "iteration 10; so at iteration 10 its couplings are near uniform: their evenness is 95.2% (100% = spread evenly), more than 95%."),
         (90.0, 94.0, "rises slightly, by 4.0 points (a change of 4.3%; 10% or less counts as level): 90.0% at iteration 1, "
          "94.0% at iteration 10, below the 95% line, as at iteration 1, so by the near-uniform rule"),
         (100.0, 80.0, "falls by 20.0%: 100.0% at iteration 1, 80.0% at iteration 10; so at iteration 10 its couplings are away"),
@@ -185,7 +186,7 @@ def test_entropy_words_say_a_dip_along_the_path():
     means = np.array([100.0, 70.0, 85.0, 97.0])
     said = entropy_words(means, 100 * rules.NEAR_UNIFORM_ENTROPY)
     assert "the mean falls to 70.0% at iteration 2, then rises: 100.0% at iteration 1, 97.0% at iteration 4;" in said
-    assert "at iteration 4 its couplings are near uniform (they keep 97.0% of its entropy" in said
+    assert "at iteration 4 its couplings are near uniform: their evenness is 97.0% (100% = spread evenly)" in said
     assert "stays" not in said and "moves only a little" not in said
     within = entropy_words(np.array([100.0, 92.0, 97.0]), 100 * rules.NEAR_UNIFORM_ENTROPY)  # 5 below 97: within 10%
     assert "then rises" not in within and "moves only a little" in within
@@ -291,7 +292,7 @@ def test_summary_words_say_the_long_votes_sentence_from_the_one_rule(weighted, s
         "uniform_entropy": np.log(10),
     }
     said = summary_words(cs, 1, "x")
-    assert "the couplings are near uniform" in said and "the predicted class gets 0.12, less than 1.5 times" in said
+    assert "the couplings are near uniform" in said and "the predicted class gets 0.12 on average, less than 1.5 times" in said
     sentence = f"Weighted by prediction length, the predicted class gets {weighted:.3f}, {weighted / 0.1:.1f} times uniform: routing moves mainly the capsules with long predictions."
     assert (sentence in said) == says
     assert ("routing moves" in said) == says

@@ -104,7 +104,21 @@ def test_path_trend_band_is_taken_like_trend_and_bounded_trend():
 
 def test_near_uniform_rule_words_each_thing_and_both_thresholds():
     said = rules.near_uniform_rule("A lower capsule's couplings", "its largest coupling", "one upper capsule")
-    assert said.startswith("A lower capsule's couplings are called near uniform when they keep more than 95%")
+    assert said.startswith("A lower capsule's couplings are called near uniform when their evenness is more than 95%")
+    assert rules.EVENNESS in said  # the word explained where the rule uses it
     assert f"its largest coupling is less than {rules.NEAR_UNIFORM_SHARE} times the uniform share." in said
     assert said.endswith("while still favouring one upper capsule.")
     assert "predicted class" in rules.RULES["near uniform"] and "peaks / dips" in rules.RULES
+
+
+def test_uniform_words_say_evenness_in_plain_words_with_what_100_means_on_both_sides():
+    # issue 50: "they keep 100.0% of its entropy" had no antecedent and left "entropy" unexplained
+    above = rules.uniform_words(rules.NEAR_UNIFORM_ENTROPY + 0.001, 0.10, 0.1)
+    below = rules.uniform_words(rules.NEAR_UNIFORM_ENTROPY - 0.001, 0.10, 0.1)
+    assert above.startswith("near uniform: their evenness is 95.1% (100% = spread evenly over all 10 classes), more than 95%")
+    assert below.startswith("away from uniform: their evenness is 94.9% (100% = spread evenly over all 10 classes), not more than 95%")
+    assert "the predicted class gets 0.10 on average" in above  # a mean, not every capsule's coupling
+    assert rules.uniform_words(0.5) == "away from uniform: their evenness is 50.0% (100% = spread evenly), not more than 95%"
+    for said in (above, below, rules.RULES["near uniform"]):
+        assert "its entropy" not in said and "nats" not in said
+    assert "100% when each gets the same share, 0% when one gets all of it" in rules.EVENNESS

@@ -219,7 +219,7 @@ def test_the_efficient_tour_walks_every_step_with_the_models_numbers(efficient_a
             np.testing.assert_allclose([float(r[header.index(f"c to {W}")]) for r in rows], tour.c[:, W], atol=5e-4)
             np.testing.assert_allclose([float(r[header.index(f"b to {W}")]) for r in rows], tour.prior[:, W], atol=5e-4)
             said = app.info[0].value
-            assert f"keep {tour.entropy.mean():.1%} of its entropy" in said
+            assert f"their evenness is {tour.entropy.mean():.1%} (100% = spread evenly over all" in said
             assert (" are near uniform: " in said) == tour.near_uniform and (" are away from uniform" in said) != tour.near_uniform
             assert rules.RULES["near uniform"] in said  # the whole rule, not only the part that decided
             assert "All of it is negative" in said

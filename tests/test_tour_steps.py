@@ -23,9 +23,11 @@ from capsviz.analysis.tour import (
     coupling_words,
     efficient_length,
     lab_words,
+    loudest_words,
     margin_words,
     near_uniform_words,
     not_own_words,
+    pose_words,
     prediction_words,
     saturation_words,
     squash_words,
@@ -42,8 +44,9 @@ from capsviz.routing import ROUTINGS
 SHIPPED = sorted((Path(__file__).resolve().parents[1] / "checkpoints").glob("*.safetensors"))
 NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d+%?|(?<![\w.,])\d+%")
 # numbers a step may quote that are not measurements: the rules' thresholds, the margin loss's
-# targets, what the tour calls a long capsule, Efficient-CapsNet's decoder loss weight
-CONSTANTS = [rules.NEAR_UNIFORM_ENTROPY, rules.NEAR_UNIFORM_SHARE, SATURATED, 0.9, 0.1, MSE_WEIGHT]
+# targets, what the tour calls a long capsule, Efficient-CapsNet's decoder loss weight, evenness's two
+# ends (100% spread evenly, 0% all to one)
+CONSTANTS = [rules.NEAR_UNIFORM_ENTROPY, rules.NEAR_UNIFORM_SHARE, SATURATED, 0.9, 0.1, MSE_WEIGHT, 1.0, 0.0]
 
 
 # ---------- sentence builders, both sides of each rule ----------
@@ -64,15 +67,25 @@ def test_squash_words_say_when_rounding_hides_the_squash():
 @pytest.mark.parametrize(
     "entropy, share, verdict, quoted",
     [
-        (0.96, 0.14, "are near uniform: they keep 96.0% of its entropy, more than 95%, and the predicted class gets 0.14", []),
+        (
+            0.96,
+            0.14,
+            "are near uniform: their evenness is 96.0% (100% = spread evenly over all 10 classes), more than 95%, and the predicted class gets 0.14",
+            [],
+        ),
         (
             0.96,
             0.16,
-            "are away from uniform: they keep 96.0% of its entropy, more than 95%, but the predicted class gets 0.16",
+            "are away from uniform: their evenness is 96.0% (100% = spread evenly over all 10 classes), more than 95%, but the predicted class gets 0.16",
             ["1.5 times the uniform 0.10"],
         ),
-        (0.95, 0.10, "are away from uniform: they keep 95.0% of its entropy, not more than 95% (the predicted class gets 0.10", []),
-        (0.951, 0.10, "are near uniform: they keep 95.1% of its entropy, more than 95%, and", []),
+        (
+            0.95,
+            0.10,
+            "are away from uniform: their evenness is 95.0% (100% = spread evenly over all 10 classes), not more than 95% (the predicted class gets 0.10",
+            [],
+        ),
+        (0.951, 0.10, "are near uniform: their evenness is 95.1% (100% = spread evenly over all 10 classes), more than 95%, and", []),
     ],
 )
 def test_near_uniform_words_say_the_verdict_the_deciding_part_and_the_whole_rule(entropy, share, verdict, quoted):
@@ -94,14 +107,17 @@ def test_coupling_words_call_near_uniform_by_the_rule_and_say_when_long_predicti
     shown = np.array([0.1, 0.2])
     near = {"mean": 0.101, "weighted": 0.16, "entropy_mean": 0.999}
     said = coupling_words(1, near, shown, 1152, 10, "7")
-    assert "0.10 to 0.20" in said and "is 0.101 (uniform 0.100), 0.160 weighted" in said
-    assert "are near uniform: they keep 99.9%" in said
+    assert "0.10 to 0.20" in said and "is 0.101 (uniform 0.100)" in said and "Weighted by prediction length the mean is 0.160" in said
+    assert "are near uniform: their evenness is 99.9%" in said
     assert rules.long_votes_words("7", 0.16, 0.1, 0.101) in said  # the one sentence /routing and /multimnist say
     assert "Weighted by prediction length, 7 gets 0.160, 1.6 times uniform: routing moves mainly" in said
     said = coupling_words(1, near | {"weighted": 0.149}, shown, 1152, 10, "7")  # below 1.5 x uniform: no such claim
     assert "are near uniform" in said and "routing moves" not in said
     said = coupling_words(1, {"mean": 0.2, "weighted": 0.3, "entropy_mean": 0.97}, shown, 1152, 10, "7")
-    assert "are away from uniform: they keep 97.0% of its entropy, more than 95%, but the predicted class gets 0.20" in said
+    assert (
+        "are away from uniform: their evenness is 97.0% (100% = spread evenly over all 10 classes), more than 95%, but the predicted class gets 0.20"
+        in said
+    )
     assert "routing moves mainly" not in said and "routing moves the capsules with long predictions more than the rest" in said
     assert "uniform" not in coupling_words(0, near, shown, 1152, 10, "7").split("(uniform 0.100)")[1]  # iteration 1: no verdict
 
@@ -120,14 +136,14 @@ def test_lab_words_answer_uniform_and_random_against_the_models_own_routing():
     random = next(s for s in said if s.startswith("Run with fixed random"))
     assert "81.85 points worse, more than" in random
     assert any(s.startswith("The tallest bar is fixed random couplings (82.18%)") for s in said)  # the largest bar explained
-    assert any("its couplings are away from uniform: they keep 90.0%" in s for s in said)
+    assert any("its couplings are away from uniform: their evenness is 90.0%" in s for s in said)
     assert pytest.approx(band) in quoted["gaps"]
     # better beyond chance, and the tallest bar the model's own: nothing to explain
     said, _ = lab_words(
         [row("dynamic", 2.0, trained="dynamic", entropy=0.999, share=0.102), row("uniform", 1.0, trained="dynamic")], lab.LAB_ROUTINGS
     )
     assert "1.00 points better, more than" in said[0] and not any("tallest" in s for s in said)
-    assert "its couplings are near uniform: they keep 99.9%" in said[-1]
+    assert "its couplings are near uniform: their evenness is 99.9%" in said[-1]
     assert lab_words([row("uniform", 1.0)], lab.LAB_ROUTINGS) == ([], {})  # the model's own routing not measured
 
 
@@ -294,7 +310,9 @@ def test_the_shipped_efficient_capsnets_lab_step_on_the_page(real_data, monkeypa
     assert "Does routing matter?" in app.get("progress")[0].proto.text
     shown = " ".join(m.value for m in app.markdown)
     assert "Run with uniform couplings (no routing)" in shown and "Run with fixed random couplings" in shown
-    assert "The tallest bar is fixed random couplings" in shown and rules.RULES["near uniform"] in shown
+    assert "The tallest bar is fixed random couplings" in shown
+    # the rule was said in full at the routing step: here a pointer to it, not the same lines again
+    assert "near-uniform rule (stated in full at the routing step)" in shown and rules.RULES["near uniform"] not in shown
     chart = app.get("plotly_chart")[0].proto.spec
     assert json.loads(chart)["layout"]["title"]["text"] == "Test error by routing"
     assert [link.label for link in app.get("page_link") if 'page: "lab"' in str(link.proto)] == ["Open the routing lab"]
@@ -396,7 +414,7 @@ def test_the_tour_says_what_the_model_was_trained_with_at_step_1_and_at_every_it
 )
 def test_prediction_words_say_where_the_predicted_class_stands_in_the_row(lengths, expected):
     said = prediction_words("type 14 at row 6, col 3", np.array(lengths), [str(j) for j in range(10)], 7, "digit")
-    assert expected in said and said.endswith("one capsule predicts every digit, some louder than others.")
+    assert expected in said and "one capsule predicts every digit, some louder than others." in said
     assert "its shortest is for 0 (0.10)" in said
     assert "next longest prediction is for 9 (2.60)" not in said
 
@@ -518,5 +536,87 @@ def test_the_prediction_table_has_a_row_per_class_and_a_column_per_primary_capsu
     np.testing.assert_allclose(d["values"], tour.pred_len.T)
     assert all(f"P{n + 1} = {where}" in step.caption for n, where in enumerate(tour.shown_names))
     first = d["values"][:, 0]
-    assert step.measured.startswith(f"Measured here: the first column, P1 ({tour.shown_names[0]}), predicts {W} with length {first[W]:.2f}")
+    assert step.measured.startswith(
+        f"Measured here: the first column, P1 ({tour.shown_names[0]}), whose own length |u_i| is {d['primary'][0]:.2f}, "
+        f"predicts {W} with length {first[W]:.2f}"
+    )
     assert f"its shortest is for {int(first.argmin())} ({first.min():.2f})" in step.measured
+
+
+def test_prediction_words_never_call_a_long_prediction_confident_and_say_what_decides_on_both_sides():
+    """Issue 50: "a long prediction is a confident one" beside a capsule whose predictions for 9 and 4
+    are longer than its prediction for 7, on an image of a 7. The words follow the rank of the
+    predicted class in the capsule's row: its longest, or not (then its length does not decide)."""
+    names = [str(j) for j in range(10)]
+    not_longest = prediction_words("P1", np.array([0.11, 0.2, 0.3, 0.4, 2.59, 0.6, 0.7, 1.75, 0.9, 2.60]), names, 7, "digit", 0.99)
+    assert "whose own length |u_i| is 0.99, predicts 7 with length 1.75" in not_longest
+    assert "from one vector and a different W for each." in not_longest
+    assert "Its vote for 9 is longer than its vote for 7, yet 7 is the digit routing picks" in not_longest
+    assert "length alone does not decide" in not_longest
+    longest = prediction_words("P1", np.array([0.11, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 2.75, 0.9, 2.60]), names, 7, "digit", 0.99)
+    assert "Here its longest vote is for 7, the digit routing picks; a vote's weight still comes from its coupling." in longest
+    assert "yet" not in longest
+    for said in (not_longest, longest):
+        assert "confiden" not in said
+
+
+def test_the_prediction_step_says_length_comes_from_u_and_W_and_weight_from_the_coupling():
+    tour, steps, _ = follow(next(p for p in TOURED if p.stem == "capsnet-mnist"), seed=1)
+    step = next(s for s in steps if s.key == "predictions")
+    text = " ".join(step.text)
+    assert "confident" not in text and "A prediction's length is not a confidence" in text
+    assert "primary capsule's own length |u_i|" in text and "stretched or shrunk by W_ij" in text and "its coupling c_ij" in text
+    np.testing.assert_allclose(step.data["primary"], tour.primary_len.reshape(-1)[tour.shown])  # the caption's |u_i|
+    assert f"whose own length |u_i| is {step.data['primary'][0]:.2f}" in step.measured
+
+
+@pytest.mark.parametrize(
+    "shown, mean, said",
+    [
+        # issue 50: the loudest six at 0.21 to 0.56 beside a mean of 0.103: one sentence reconciles them
+        ([0.21, 0.56], 0.103, "but they are 2 of 1,152: averaged over all 1,152 primary capsules the coupling to 7 is 0.103"),
+        ([0.21, 0.56], 0.103, "All of the 2 loudest reach 1.5 times uniform or more (up to 0.56), yet the mean over all 1,152"),
+        ([0.14, 0.23], 0.101, "1 of the 2 loudest reaches 1.5 times uniform or more (up to 0.23)"),
+        ([0.10, 0.149], 0.103, ": neither the loudest few nor the mean has reached 1.5 times uniform."),
+        ([0.21, 0.56], 0.16, ": the mean has moved to 1.5 times uniform or more, not only the loudest few."),
+    ],
+)
+def test_loudest_words_reconcile_the_loudest_few_with_the_mean_on_both_sides_of_the_factor(shown, mean, said):
+    assert said in loudest_words(np.array(shown), mean, 1152, 10, "7")
+
+
+def test_the_near_uniform_rule_is_said_once_in_a_tour_and_referred_to_after():
+    rule = rules.RULES["near uniform"]
+    assert near_uniform_words(0.99, 0.1, 0.1, "they").endswith(rule)
+    later = near_uniform_words(0.99, 0.1, 0.1, "they", "iteration 2")
+    assert rule not in later and later.startswith("By the routing lab's near-uniform rule (stated in full at iteration 2), they are near")
+    for path in TOURED:
+        _, steps, _ = follow(path, seed=1)
+        said = [" ".join([*s.text, s.measured]) for s in steps]
+        with_verdict = [t for t in said if "near uniform" in t or "away from uniform" in t]
+        assert sum(rule in t for t in said) == (1 if with_verdict else 0), path.stem
+        first = next((i for i, t in enumerate(said) if rule in t), None)
+        assert all("stated in full at" in t for t in with_verdict if said.index(t) != first), path.stem
+        assert not any("of its entropy" in t or "nats" in t for t in said), path.stem
+
+
+def test_pose_words_claim_no_meaning_and_say_whether_the_entries_could_be_a_rotations():
+    """Issue 50: a pose with entries 7.8 and -9.1 was called "position, orientation, scale"."""
+    wide = pose_words(np.array([[7.8, -9.1, 0.0, 0.0]] + [[0.5] * 4] * 3))
+    assert wide.startswith("Measured here: the 16 entries of this pose run from -9.100 to 7.800; a rotation matrix keeps")
+    assert "so this is not one" in wide and "learned, not given" in wide
+    narrow = pose_words(np.eye(4) * 0.9)
+    assert "all between -1 and 1 as a rotation matrix's would be, though that alone does not make it one" in narrow
+    assert "not one:" not in narrow
+    for said in (wide, narrow):
+        assert "position, orientation, scale" not in said
+
+
+def test_the_em_tour_calls_the_pose_a_learned_matrix_and_quotes_its_table():
+    path = next(p for p in TOURED if load_checkpoint(p)[1].config.routing == "em")
+    tour, steps, _ = follow(path, seed=1)
+    first = " ".join(steps[0].text)
+    assert "learned 4x4 matrix, which the paper intends to hold the thing's pose" in first
+    assert "position, orientation, scale" not in first and "Nothing in training makes the matrix a rotation" in first
+    primary = next(s for s in steps if s.key == "primary")
+    assert primary.measured == pose_words(primary.data["pose"]) and f"{tour.pose.min():.3f} to {tour.pose.max():.3f}" in primary.measured

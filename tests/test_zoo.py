@@ -56,8 +56,8 @@ def test_every_shipped_card_quotes_the_counts_of_its_model_and_its_own_error(pat
     assert f"{meta.metrics.test_error:.2f}% against {guess:.2f}% for guessing" in said.guessing
     unit = "test pairs" if labels == 2 else "test images"
     assert (
-        f"±{rules.spread(meta.metrics.test_error, meta.metrics.n_test):.2f} points chance gives on {meta.metrics.n_test:,} {unit}"
-        in said.guessing
+        f"chance is ±{rules.spread(meta.metrics.test_error, meta.metrics.n_test):.2f} points here: how far "
+        f"{meta.metrics.test_error:.2f}% could move on {meta.metrics.n_test:,} other {unit} alone" in said.guessing
     )
     assert "beats chance" not in said.guessing
     paper = paper_error(meta)
@@ -92,8 +92,8 @@ def test_a_card_near_guessing_says_it_does_no_better():
     meta = next(m for p, m in SHIPPED if p.stem == "capsnet-mnist")
     near = dataclasses.replace(meta, metrics=Metrics(89.0, 11.0, 300, "fixture"))
     far = dataclasses.replace(meta, metrics=Metrics(20.0, 80.0, 300, "fixture"))
-    assert "89.00% against 90.00% for guessing, no better: the gap of 1.00 points is within" in card(near).guessing
-    assert "20.00% against 90.00% for guessing, 70.00 points better, more than" in card(far).guessing
+    assert "89.00% against 90.00% for guessing, no better than guessing: the gap of 1.00 points is within chance" in card(near).guessing
+    assert "20.00% against 90.00% for guessing, 70.00 points better than guessing, a gap beyond chance" in card(far).guessing
 
 
 def _shipped(name):
@@ -152,3 +152,15 @@ def test_the_zoo_page_names_each_cards_error_and_defines_it_beside_the_number(mo
     captions = [c.value for c in at.caption]
     assert captions.count(PAIR_ERROR) == pairs
     assert any("stopped after 26.8 of the 100 epochs" in c for c in captions)  # capsnet-mnist's fractional epochs
+
+
+def test_the_home_intro_says_the_papers_intent_for_length_not_a_fact_of_the_models():
+    """Issue 50: "its length is the probability" stated as fact, while the tour measures 98% of the
+    primary capsules longer than 0.9; the intro says the intent and where it is measured."""
+    from capsviz.analysis.tour import SATURATED
+    from capsviz.analysis.zoo import INTRO
+
+    assert "The papers mean its **length** to represent the probability that an entity" in INTRO
+    assert "is the probability" not in INTRO
+    assert f"how many are longer than {SATURATED} for the image it follows" in INTRO  # the tour's own threshold
+    assert "**tour**" in INTRO and "primary-capsule step" in INTRO

@@ -1,6 +1,7 @@
 """What the EM, explorer and MultiMNIST pages say in words: zoom limits that are the ones stated,
-the order of the histogram panels, grid positions in words, MultiMNIST captions, and how far the
-couplings of a pair's two winning capsules move from uniform beside a single digit (numpy out)."""
+the order of the histogram panels, grid positions in words, MultiMNIST captions, how far the
+couplings of a pair's two winning capsules move from uniform beside a single digit, and how much
+each explorer offset changes the drawing (numpy out)."""
 
 from __future__ import annotations
 
@@ -377,3 +378,76 @@ def pair_routing_words(r: PairRouting, single_name: str) -> str:
         "two plain averages)." + (f" {r.long_votes(1)}" if r.long_votes(1) else "")
     )
     return pair + single + meaning + " " + peak_words(r)
+
+
+# ---------- the DigitCaps explorer: what each dimension does to this drawing, measured ----------
+
+EXPLORER_INTRO = (
+    "Each class capsule (DigitCaps: one per digit for MNIST, one per class for your own images) is a vector of 16 "
+    "dimensions. The decoder redraws the image from the chosen capsule alone, in colour for a model trained on colour "
+    "images. Sabour et al. (Fig. 4) found dimensions that change one property of the drawing: stroke thickness, skew, "
+    "width, localized parts. Which dimension does what is learned, not given, and differs between models, capsules and "
+    "images; some offsets change the drawing almost nothing and some make the decoder draw almost nothing, so this page "
+    "measures how much each one changes the drawing. Bars show each capsule's length |v_j|: how present the network "
+    "finds that class (0 to 1)."
+)
+TOP_DIMENSIONS = 3  # the dimensions named as changing the drawing most
+
+
+def change_share(rebuilt: np.ndarray, changed: np.ndarray) -> float:
+    """The mean change per pixel from `rebuilt` (the unperturbed reconstruction) to `changed`, as a
+    share of rebuilt's mean pixel value (rules.small_change reads it)."""
+    return float(np.abs(changed - rebuilt).mean()) / max(float(rebuilt.mean()), 1e-6)
+
+
+def effect_words(effect: np.ndarray, rebuilt: np.ndarray, name: str, low: float, high: float) -> str:
+    """The caption beside the per-dimension bars: `effect` (16,) the mean change per pixel between
+    each dimension's ends `low` and `high` (capsviz.analysis.dimension_effect), for capsule `name`
+    whose unperturbed reconstruction is `rebuilt`. Names the dimensions that change the drawing most,
+    as the bars draw them, and those that change it almost nothing (rules.small_change), or says none does."""
+    mean = max(float(rebuilt.mean()), 1e-6)
+    order = [int(d) for d in np.argsort(-effect, kind="stable")]
+    top = ", ".join(f"d{d} ({effect[d]:.3f})" for d in order[:TOP_DIMENSIONS])
+    said = (
+        f"For each dimension: how much the picture changes between its two ends ({low:+.2f} and {high:+.2f}), as the mean "
+        f"change per pixel. Measured for capsule {name} on this image, the dimensions that change the drawing most are "
+        f"{top}; the plain reconstruction's mean pixel value is {mean:.3f}."
+    )
+    small = [d for d in range(len(effect)) if rules.small_change(float(effect[d]) / mean)]
+    if small:
+        listed = ", ".join(f"d{d} ({effect[d]:.3f})" for d in small)
+        return said + (
+            f" {listed} change{'s' if len(small) == 1 else ''} it almost nothing (less than {rules.SMALL_CHANGE:.0%} of that "
+            "value): this capsule hardly uses them for this image. A large change can also be the drawing fading away: "
+            "the sliders above say when it does."
+        )
+    return said + (
+        f" Every dimension changes it by at least {rules.SMALL_CHANGE:.0%} of that value. A large change can also be the "
+        "drawing fading away: the sliders above say when it does."
+    )
+
+
+def offset_words(rebuilt: np.ndarray, changed: np.ndarray, deltas: np.ndarray) -> str:
+    """The caption under the perturbed reconstruction `changed` for the slider offsets `deltas` (16,):
+    "" with no offset; else whether the decoder draws almost nothing (rules.faint, on the ink kept),
+    changes the drawing almost nothing (rules.small_change), or by how much, as measured."""
+    if not np.any(deltas):
+        return ""
+    moved = ", ".join(f"d{d} by {v:+.2f}" for d, v in enumerate(deltas) if v)
+    ink = float(changed.sum()) / max(float(rebuilt.sum()), 1e-6)
+    share = change_share(rebuilt, changed)
+    if rules.faint(ink):
+        return (
+            f"Moving {moved}, the decoder draws almost nothing ({ink:.0%} of the ink of the unperturbed reconstruction, "
+            f"less than {rules.FAINT:.0%}): these offsets push the capsule far from every pose the decoder saw in training, "
+            "where most of its units switch off, so this shows no property of the drawing. Move fewer dimensions, or by less."
+        )
+    if rules.small_change(share):
+        return (
+            f"Moving {moved} changes the drawing almost nothing: the mean change per pixel is {share:.0%} of the plain "
+            f"reconstruction's mean pixel value, less than {rules.SMALL_CHANGE:.0%}."
+        )
+    return (
+        f"Moving {moved} changes the drawing by {share:.0%} of the plain reconstruction's mean pixel value per pixel, "
+        f"keeping {ink:.0%} of its ink: compare it with the plain reconstruction above to see what changed."
+    )

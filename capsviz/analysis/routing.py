@@ -401,27 +401,31 @@ ENTROPY_RANGE = (0.0, 105.0)  # the entropy chart's fixed y range, % of uniform:
 
 def entropy_figure(tr: DynamicTrace, capsule: str, thing: str) -> dict:
     """The entropy chart and its caption, along the axis the couplings sum to 1 over, as % of the
-    uniform split's entropy: series (T, 3) mean, 10th and 90th percentile; names; title; caption;
-    y_range (fixed) and line (the near-uniform rule's entropy share, dashed)."""
+    uniform split's entropy, which the words call evenness (rules.EVENNESS): series (T, 3) mean, 10th
+    and 90th percentile; names; title; axis (the y axis's words); caption; y_range (fixed) and line
+    (the near-uniform rule's entropy share, dashed)."""
     T, I, J = tr.c.shape
     H = tr.uniform_entropy
     pct = 100 * tr.entropy / H
     mean = pct.mean(1, keepdims=True)
     series = np.concatenate([mean, np.percentile(pct, [10, 90], axis=1).T], 1)
     line = 100 * rules.NEAR_UNIFORM_ENTROPY
-    title = "Coupling entropy, % of uniform"
+    title = "Evenness of the couplings, % (100 = spread evenly)"
     if tr.softmax == "inputs":
         what = (
             f"This model's couplings sum to 1 over the input capsules for each {capsule} (its softmax is over the inputs), "
-            f"so entropy here measures how evenly a {capsule} draws on the {I} primary capsules: 100% (log {I} = {H:.2f} nats) "
-            f"is perfectly even (1/{I} from each), 0 is all of it from one."
+            f"so the chart shows how evenly a {capsule} draws on the {I} primary capsules, its evenness: 100% is spread evenly "
+            f"(1/{I} from each), 0% is all of it from one."
         )
     else:
         what = (
-            f"Entropy measures how evenly a primary capsule splits its vote: 100% (log {J} = {H:.2f} nats) is perfectly even "
-            f"(1/{J} to each {thing}), 0 is the whole vote to one {thing}."
+            f"The chart shows how evenly each primary capsule spreads its vote over the {J} {capsule}s, its evenness: 100% is "
+            f"spread evenly (1/{J} to each {thing}), 0% is the whole vote to one {thing}."
         )
-    what += f" The dashed line is {line:.0f}%, the near-uniform rule's entropy share."
+    what += (
+        " (Evenness is the entropy of the couplings as a share of an even split's.)"
+        f" The dashed line is {line:.0f}%, the evenness the near-uniform rule asks for."
+    )
     if T == 1:
         said = " With one iteration every split is still even."
     else:
@@ -430,6 +434,7 @@ def entropy_figure(tr: DynamicTrace, capsule: str, thing: str) -> dict:
         "series": series,
         "names": ["mean", "10th percentile", "90th percentile"],
         "title": title,
+        "axis": "evenness, % (100 = even)",
         "caption": what + said,
         "y_range": ENTROPY_RANGE,
         "line": line,

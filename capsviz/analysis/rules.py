@@ -23,6 +23,12 @@ LEVEL = 0.10
 # rises or falls only when it moves by more than LEVEL in absolute terms (bounded_trend).
 # A coupling map's colours exaggerate small differences when every square lies within
 # NEAR_UNIFORM_SHARE times uniform either way (small_span): a narrow span stretched over the colour scale.
+# A reconstruction "draws almost nothing" when it keeps less than this share of the unperturbed
+# reconstruction's ink (the sum of its pixel values): the decoder's units mostly switch off there.
+FAINT = 0.20
+# An offset "changes the drawing almost nothing" when the mean change per pixel is less than this
+# share of the unperturbed reconstruction's mean pixel value.
+SMALL_CHANGE = 0.10
 # A speed claim needs at least this many timings of each side, and one side's slowest timing
 # faster than the other's fastest.
 MIN_TIMINGS = 5
@@ -30,14 +36,28 @@ MIN_TIMINGS = 5
 # minute) is above its number of cores: timings taken then say more about the others than the code.
 
 
+# How spread the couplings are, in plain words: their entropy as a share of an even split's, which
+# the pages call "evenness" (no unit, no logarithm to explain where the sentence stands).
+EVENNESS = (
+    "Evenness says how evenly a capsule spreads its vote over the capsules it can send it to: 100% when each gets the "
+    "same share, 0% when one gets all of it (the entropy of its couplings as a share of an even split's)."
+)
+
+
+def evenness_words(ratio: float, over: str = "") -> str:
+    """'their evenness is 99.9% (100% = spread evenly over all 10 classes)': the couplings' entropy
+    over the uniform split's, `ratio`, with what 100% means; `over` what the vote is spread over."""
+    return f"their evenness is {ratio:.1%} (100% = spread evenly{f' over {over}' if over else ''})"
+
+
 def near_uniform_rule(couplings: str, share: str, favour: str, note: str = "") -> str:
     """The near-uniform rule in a page's own terms: `couplings` the couplings judged ("Couplings",
     "A lower capsule's couplings"), `share` the coupling the share part reads, `favour` what they
     could favour ("one class"), `note` any words on how the share is taken."""
     return (
-        f"{couplings} are called near uniform when they keep more than {NEAR_UNIFORM_ENTROPY:.0%} of the uniform split's "
-        f"entropy and {share} is less than {NEAR_UNIFORM_SHARE} times the uniform share{note}. Both must hold: a capsule can "
-        f"keep most of the entropy while still favouring {favour}."
+        f"{couplings} are called near uniform when their evenness is more than {NEAR_UNIFORM_ENTROPY:.0%} and {share} is less "
+        f"than {NEAR_UNIFORM_SHARE} times the uniform share{note}. {EVENNESS} Both must hold: a capsule can spread its vote "
+        f"almost evenly while still favouring {favour}."
     )
 
 
@@ -86,6 +106,15 @@ RULES = {
         f"{NEAR_UNIFORM_SHARE} times the uniform coupling: its colours, stretched over so narrow a range, exaggerate the "
         "differences."
     ),
+    "draws almost nothing": (
+        f"A redrawn capsule is said to draw almost nothing when its reconstruction keeps less than {FAINT:.0%} of the ink "
+        "(the sum of its pixel values) of the capsule's own, unperturbed reconstruction."
+    ),
+    "changes almost nothing": (
+        "How much an offset changes the drawing is the mean change per pixel between the two reconstructions. It is "
+        f"said to change the drawing almost nothing when that is less than {SMALL_CHANGE:.0%} of the unperturbed "
+        "reconstruction's mean pixel value."
+    ),
     "faster": (
         f"One computation is called faster than another only from at least {MIN_TIMINGS} timings of each, when even its "
         "slowest timing beats the other's fastest. Otherwise the times are shown and nothing is claimed."
@@ -111,14 +140,15 @@ def near_uniform(entropy_ratio: float, share: float | None = None, uniform_share
 
 def uniform_words(entropy_ratio: float, share: float | None = None, uniform_share: float | None = None) -> str:
     """ "near uniform" or "away from uniform", with both parts of the rule and the one that decided it
-    (without a share, the entropy part alone)."""
-    kept = f"they keep {entropy_ratio:.1%} of its entropy"
+    (without a share, the entropy part alone), the entropy said as evenness (evenness_words)."""
+    over = f"all {round(1 / uniform_share)} classes" if uniform_share else ""
+    kept = evenness_words(entropy_ratio, over)
     entropy_part = f"{kept}, {'more' if entropy_ratio > NEAR_UNIFORM_ENTROPY else 'not more'} than {NEAR_UNIFORM_ENTROPY:.0%}"
     if share is None or uniform_share is None:
         word = "near uniform" if near_uniform(entropy_ratio) else "away from uniform"
-        return f"{word} ({entropy_part})"
+        return f"{word}: {entropy_part}"
     low = share < NEAR_UNIFORM_SHARE * uniform_share
-    share_part = f"the predicted class gets {share:.2f}, {'less than' if low else 'at least'} {NEAR_UNIFORM_SHARE} times the uniform {uniform_share:.2f}"
+    share_part = f"the predicted class gets {share:.2f} on average, {'less than' if low else 'at least'} {NEAR_UNIFORM_SHARE} times the uniform {uniform_share:.2f}"
     if near_uniform(entropy_ratio, share, uniform_share):
         return f"near uniform: {entropy_part}, and {share_part}"
     if entropy_ratio <= NEAR_UNIFORM_ENTROPY:
@@ -146,6 +176,17 @@ def long_votes_words(name: str, weighted: float, uniform: float, plain: float) -
         f", and the plain mean, {plain:.3f}, is {plain / uniform:.1f} times: routing moves the capsules with long predictions "
         + ("more than the rest." if weighted > plain else "no more than the rest.")
     )
+
+
+def faint(ink_share: float) -> bool:
+    """The "draws almost nothing" rule: a reconstruction keeping `ink_share` of the unperturbed one's ink."""
+    return ink_share < FAINT
+
+
+def small_change(change_share: float) -> bool:
+    """The "changes almost nothing" rule: a mean change per pixel of `change_share` times the
+    unperturbed reconstruction's mean pixel value."""
+    return change_share < SMALL_CHANGE
 
 
 def spread(p: float, n: int) -> float:
@@ -180,17 +221,18 @@ def beats_chance(p: float, n: int, classes: int, labels: int = 1) -> bool:
 def guessing_words(p: float, n: int, classes: int, labels: int = 1) -> str:
     """One sentence on an error of p% on n images against guessing at random (`chance_error`): what
     guessing gets wrong for this many classes, and whether the model does better by more than chance,
-    two standard errors of its own error (`beats_chance`)."""
+    two standard errors of its own error (`beats_chance`). Each word keeps its one sense: "guessing"
+    (and "at random") is the guesser's error, "chance" only what other test images alone could give."""
     c = chance_error(classes, labels)
     guess = f"one of {classes} classes" if labels == 1 else f"{labels} of {classes} classes at once"
     said = f"Guessing {guess} at random gets {c:.2f}% wrong (1 - 1/{math.comb(classes, labels)}): {p:.2f}% against {c:.2f}% for guessing"
     unit = "test pairs" if labels == 2 else "test images"  # MultiMNIST: each test image is a pair
-    band = f"the ±{spread(p, n):.2f} points chance gives on {n:,} {unit} (two standard errors)"
+    band = f"chance is ±{spread(p, n):.2f} points here: how far {p:.2f}% could move on {n:,} other {unit} alone, two standard errors"
     if beats_chance(p, n, classes, labels):
-        return f"{said}, {c - p:.2f} points better, more than {band}."
+        return f"{said}, {c - p:.2f} points better than guessing, a gap beyond chance ({band})."
     if p - c > spread(p, n):
-        return f"{said}, {p - c:.2f} points worse, more than {band}."
-    return f"{said}, no better: the gap of {abs(c - p):.2f} points is within {band}."
+        return f"{said}, {p - c:.2f} points worse than guessing, a gap beyond chance ({band})."
+    return f"{said}, no better than guessing: the gap of {abs(c - p):.2f} points is within chance ({band})."
 
 
 def trend(first: float, last: float) -> str:

@@ -475,10 +475,14 @@ def efficient_length(n: float) -> float:
     return 1 - float(np.exp(-n))
 
 
-def near_uniform_words(entropy_ratio: float, share: float, uniform_share: float, who: str) -> str:
+def near_uniform_words(entropy_ratio: float, share: float, uniform_share: float, who: str, stated_at: str = "") -> str:
     """`who` ('the couplings of this image') near or away from uniform by the rules' one rule, with
-    the part that decided it and the whole rule."""
-    return f"By the routing lab's rule, {who} are {rules.uniform_words(entropy_ratio, share, uniform_share)}. {rules.RULES['near uniform']}"
+    the part that decided it, and the whole rule; or, where an earlier step said it (`stated_at`,
+    'iteration 2'), a pointer to that step instead of the same four lines again."""
+    verdict = f"{who} are {rules.uniform_words(entropy_ratio, share, uniform_share)}."
+    if stated_at:
+        return f"By the routing lab's near-uniform rule (stated in full at {stated_at}), {verdict}"
+    return f"By the routing lab's rule, {verdict} {rules.RULES['near uniform']}"
 
 
 def long_share(lengths: np.ndarray) -> float:
@@ -515,16 +519,36 @@ def own_answer_words(trained: str, routed_name: str, routed_length: str, same: b
     )
 
 
+def pose_words(pose: np.ndarray) -> str:
+    """What a learned 4x4 pose matrix's entries show, as its table writes them: their range; whether
+    any lies beyond -1 to 1, where a rotation matrix's entries all lie (so it is not one); within,
+    that this alone does not make it one. Meaning is claimed for no entry."""
+    lo, hi = float(pose.min()), float(pose.max())
+    said = f"Measured here: the 16 entries of this pose run from {lo:.3f} to {hi:.3f}"  # as its table writes them
+    if max(abs(lo), abs(hi)) > 1:
+        return said + (
+            "; a rotation matrix keeps every entry between -1 and 1, so this is not one: the paper means the matrix to hold "
+            "the pose, and what each entry encodes is learned, not given."
+        )
+    return said + (
+        ", all between -1 and 1 as a rotation matrix's would be, though that alone does not make it one: what each entry "
+        "encodes is learned, not given."
+    )
+
+
 def ordinal(n: int) -> str:
     return {1: "first", 2: "second", 3: "third"}.get(n, f"{n}th")
 
 
-def prediction_words(name: str, lengths: np.ndarray, names: list[str], W: int, thing: str) -> str:
+def prediction_words(name: str, lengths: np.ndarray, names: list[str], W: int, thing: str, own: float | None = None) -> str:
     """What one primary capsule's prediction lengths (J,), the table's first column, say about class W: the longest of its
-    predictions, where W's stands among them, and the shortest, each as the grid beside writes it."""
+    predictions, where W's stands among them, and the shortest, each as the grid beside writes it; with `own`, the
+    capsule's own length |u_i|, that W alone makes them differ; where W's is not the longest, that a longer vote does
+    not count for more by its length (its coupling decides)."""
     order = [int(j) for j in np.argsort(-lengths, kind="stable")]
     rank, top, low = order.index(W) + 1, order[0], order[-1]
-    said = f"Measured here: the first column, {name}, predicts {names[W]} with length {two(lengths[W])}"
+    whose = f", whose own length |u_i| is {two(own)}," if own is not None else ""
+    said = f"Measured here: the first column, {name}{whose} predicts {names[W]} with length {two(lengths[W])}"
     if rank == 1:
         nxt = order[1]
         said += f", its longest prediction; the next longest is for {names[nxt]} ({two(lengths[nxt])})"
@@ -532,7 +556,14 @@ def prediction_words(name: str, lengths: np.ndarray, names: list[str], W: int, t
         said += f", only its {ordinal(rank)} longest: its longest prediction is for {names[top]} ({two(lengths[top])})" + (
             f", then {names[order[1]]} ({two(lengths[order[1]])})" if rank > 2 else ""
         )
-    return said + f"; its shortest is for {names[low]} ({two(lengths[low])}): one capsule predicts every {thing}, some louder than others."
+    said += f"; its shortest is for {names[low]} ({two(lengths[low])}): one capsule predicts every {thing}, some louder than others"
+    said += ", from one vector and a different W for each." if own is not None else "."
+    if rank == 1:
+        return said + f" Here its longest vote is for {names[W]}, the {thing} routing picks; a vote's weight still comes from its coupling."
+    return said + (
+        f" Its vote for {names[top]} is longer than its vote for {names[W]}, yet {names[W]} is the {thing} routing picks: "
+        f"length alone does not decide, the couplings and the other capsules' votes do."
+    )
 
 
 MARGIN_PRESENT, MARGIN_ABSENT = 0.9, 0.1  # the margin loss's targets m+ and m- (Eq. 4 of Sabour et al.)
@@ -593,19 +624,40 @@ def coupling_numbers(c: np.ndarray, entropy: np.ndarray, weights: np.ndarray, j:
     }
 
 
-def coupling_words(t: int, numbers: dict, shown_c: np.ndarray, capsules: int, J: int, name: str) -> str:
-    """Iteration t's couplings to class `name`: the shown capsules' (`shown_c`), the mean over all
-    `capsules` and weighted by prediction length (`numbers`, from coupling_numbers), and after
-    iteration 1 near uniform or not by the rule."""
+def loudest_words(shown_c: np.ndarray, mean: float, capsules: int, J: int, name: str) -> str:
+    """The shown (loudest) capsules' couplings to class `name` and the mean over all `capsules` in one
+    sentence that reconciles them: by the near-uniform rule's factor, whether the loudest few moved
+    while the mean, which the rule reads, stayed below it; or neither moved; or the mean moved too."""
+    u, factor = 1 / J, rules.NEAR_UNIFORM_SHARE
+    few, loud = len(shown_c), share_words(shown_c)
+    said = f"Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}"
+    every = f"averaged over all {capsules:,} primary capsules the coupling to {name} is {mean:.3f} (uniform {u:.3f})"
+    reach = "All" if (shown_c >= factor * u).all() else str(int((shown_c >= factor * u).sum()))
+    if float(shown_c.max()) >= factor * u and mean < factor * u:
+        return (
+            f"{said}, but they are {few} of {capsules:,}: {every}. {reach} of the {few} loudest {'reaches' if reach == '1' else 'reach'} {factor} times "
+            f"uniform or more (up to {two(shown_c.max())}), yet the mean over all {capsules:,}, which the near-uniform "
+            f"rule reads, stays below {factor} times uniform."
+        )
+    if mean >= factor * u:
+        return f"{said}; {every}: the mean has moved to {factor} times uniform or more, not only the loudest few."
+    return f"{said}; {every}: neither the loudest few nor the mean has reached {factor} times uniform."
+
+
+def coupling_words(t: int, numbers: dict, shown_c: np.ndarray, capsules: int, J: int, name: str, stated_at: str = "") -> str:
+    """Iteration t's couplings to class `name`: the shown capsules' (`shown_c`) beside the mean over
+    all `capsules` (loudest_words), the mean weighted by prediction length (`numbers`, from
+    coupling_numbers), and after iteration 1 near uniform or not by the rule (said in full unless
+    an earlier step did, `stated_at`)."""
     mean, weighted = numbers["mean"], numbers["weighted"]
-    said = (
-        f"Measured here: the six loudest predictions for {name} are coupled to it by {share_words(shown_c)}; "
-        f"averaged over all {capsules} primary capsules the coupling to {name} is {mean:.3f} (uniform {1 / J:.3f}), "
-        f"{weighted:.3f} weighted by prediction length."
-    )
     if t == 0:
-        return said
-    said += " " + near_uniform_words(numbers["entropy_mean"], mean, 1 / J, "all the primary capsules' couplings together")
+        return (
+            f"Measured here: the {len(shown_c)} loudest predictions for {name} are coupled to it by {share_words(shown_c)}; "
+            f"averaged over all {capsules:,} primary capsules the coupling to {name} is {mean:.3f} (uniform {1 / J:.3f}), "
+            f"{weighted:.3f} weighted by prediction length."
+        )
+    said = loudest_words(shown_c, mean, capsules, J, name) + f" Weighted by prediction length the mean is {weighted:.3f}."
+    said += " " + near_uniform_words(numbers["entropy_mean"], mean, 1 / J, "all the primary capsules' couplings together", stated_at)
     long = rules.long_votes_words(name, weighted, 1 / J, mean)
     return said + (f" {long}" if long else "")
 
@@ -619,11 +671,12 @@ def _verdict(gap: float, band: float, beyond: bool, up: str) -> str:
     return f"{two(abs(gap))} points {up if gap > 0 else down}, more than the ±{two(band)} chance gives."
 
 
-def lab_words(rows: list, routing_words: dict[str, str]) -> tuple[list[str], dict]:
+def lab_words(rows: list, routing_words: dict[str, str], stated_at: str = "") -> tuple[list[str], dict]:
     """The lab step's answer from the lab's stored rows for one model (capsviz.analysis.lab.Row, one
     per routing it was run with): each other routing's test error against the model's own, beyond
-    chance or not; the tallest bar; how far its own routing moves the couplings from uniform. ->
-    (sentences, the numbers they quote beside the figure's)."""
+    chance or not; the tallest bar; how far its own routing moves the couplings from uniform (the
+    near-uniform rule in full unless an earlier step said it, `stated_at`). -> (sentences, the
+    numbers they quote beside the figure's)."""
     own = next((r for r in rows if r.run_with == r.trained_with), None)
     if own is None:
         return [], {}
@@ -663,14 +716,15 @@ def lab_words(rows: list, routing_words: dict[str, str]) -> tuple[list[str], dic
         said.append(
             f"Averaged over the lab's test images, a primary capsule gives the predicted class {two(own.coupling_to_prediction)} "
             f"of its vote with {routing_words.get(own.run_with, own.run_with)} (uniform: {two(1 / own.classes)}). "
-            + near_uniform_words(own.entropy_ratio, own.coupling_to_prediction, 1 / own.classes, "its couplings")
+            + near_uniform_words(own.entropy_ratio, own.coupling_to_prediction, 1 / own.classes, "its couplings", stated_at)
         )
     return said, {"gaps": [g for pair in gaps.values() for g in pair]}
 
 
-def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: int = 1, classes: int = 10) -> Step:
+def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: int = 1, classes: int = 10, stated_at: str = "") -> Step:
     """The last step of a vector-capsule tour: the lab's stored test errors for this model, each routing a bar.
-    `iterations`: the routing iterations the tour showed; `classes`: J."""
+    `iterations`: the routing iterations the tour showed; `classes`: J; `stated_at`: the step that said the
+    near-uniform rule in full, if one did."""
     from capsviz.analysis.lab import LAB_ROUTINGS
 
     if routing == "self-attention":
@@ -690,7 +744,7 @@ def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: 
             measured="The routing lab has not measured this model yet: open it and press **Run the lab** (a minute or two).",
             terms=("uniform", "random_couplings"),
         )
-    said, quoted = lab_words(rows, LAB_ROUTINGS)
+    said, quoted = lab_words(rows, LAB_ROUTINGS, stated_at)
     data = {
         "routings": [r.run_with for r in rows],
         "error": [r.test_error for r in rows],
@@ -794,7 +848,7 @@ def capsnet_walk(
                         else not_own_words(trained_with)
                         + " Its answer at the end (the lengths step) and the drawing redrawn from it are its own, with its own couplings. "
                     )
-                    + "A capsule outputs a vector, not a number: its length says how likely its thing is present, its direction how it looks."
+                    + "A capsule outputs a vector, not a number: its length is meant to say how likely its thing is present, its direction how it looks."
                 ],
             )
         elif k == "conv1":
@@ -827,18 +881,19 @@ def capsnet_walk(
                     "grid": G,
                     "types": K,
                 },
-                caption=f"at each of the {G}x{G} positions, the longest of its {K} capsules: arrow length = its length (presence), arrow direction = its pose",
+                caption=f"at each of the {G}x{G} positions, the longest of its {K} capsules: arrow length = its length |u_i| (presence), arrow direction = its pose",
                 text=[
                     f"{label('primary')}: a second convolution whose outputs are grouped into {tour.primary_len.size} capsules of 8 numbers, "
                     f"{K} types at each of {G}x{G} positions. Each vector is squashed (Eq. 1) so its length lies between 0 and 1. "
-                    "In the paper, **length = presence** (how sure the capsule is that its part is there) and **direction = pose** "
+                    "In the paper, **length** is meant to be **presence** (how sure the capsule is that its part is there) and **direction** the **pose** "
                     "(8 numbers for how the part looks; the arrows show them along the two directions in which this image's vectors differ most)."
                 ],
                 measured=measured,
                 warn=warn,
-                terms=("length", "pose"),
+                terms=("primary_length", "pose"),
             )
         elif k == "predictions":
+            primary = tour.primary_len.reshape(-1)[tour.shown]  # (SHOWN,) |u_i|: primary_len is (G, G, K) of the I capsules
             article = "an" if str(names[W])[:1].lower() in tuple("aeiou") else "a"
             step = replace(
                 step,
@@ -849,19 +904,24 @@ def capsnet_walk(
                     "columns": [f"P{n + 1}" for n in range(len(tour.shown))],
                     "title": f"Length of the predictions u_hat_j|i for each {words.capsule} j (red: {names[W]})",
                     "highlight_row": W,
+                    "primary": primary,  # each followed capsule's own length |u_i|, as the caption writes it
                 },
                 caption=f"rows: the {words.capsules} (red: {names[W]}, the longest after routing); columns: the six primary capsules "
                 f"with the longest predictions for {names[W]}, "
-                + "; ".join(f"P{n + 1} = {where}" for n, where in enumerate(tour.shown_names)),
+                + "; ".join(
+                    f"P{n + 1} = {where} (|u_i| = {two(x)})" for n, (where, x) in enumerate(zip(tour.shown_names, primary, strict=True))
+                ),
                 text=[
                     f"Each primary capsule multiplies its vector by a learned matrix {label('W')} once per {words.capsule}: "
                     f"{I} x {J} predictions {label('u_hat')} (Eq. 2), each a {D}-number guess of what {words.thing} j's capsule should be: "
                     f"'if I am this {'piece of stroke' if words.digits else 'part'}, {article} {pn[W]} would sit here and look like this'. "
-                    "A long prediction is a confident one. "
-                    f"Routing now decides how much of each prediction reaches each {words.capsule}: predictions that agree with each other should win."
+                    f"A prediction's length is not a confidence: it is the primary capsule's own length {label('primary_length')} "
+                    f"stretched or shrunk by W_ij, which differs for every {words.thing}. Each prediction is a vote; how much it "
+                    f"weighs in the sum s_j is its coupling {label('c')}, which routing now sets: predictions that agree with "
+                    "each other should win."
                 ],
-                measured=prediction_words(f"P1 ({tour.shown_names[0]})", tour.pred_len[0], pn, W, words.thing),
-                terms=("u_hat", "W"),
+                measured=prediction_words(f"P1 ({tour.shown_names[0]})", tour.pred_len[0], pn, W, words.thing, float(primary[0])),
+                terms=("u_hat", "W", "primary_length"),
             )
         elif k.startswith("iteration"):
             t = int(k.removeprefix("iteration")) - 1
@@ -900,7 +960,7 @@ def capsnet_walk(
                 },
                 caption=f"each {words.capsule}'s plane: x along its final output v, so a prediction's x is its agreement with v (up to |v|)",
                 text=([] if own else [not_own_words(trained_with)]) + [first, sums],
-                measured=coupling_words(t, summary, tour.c[t][tour.shown, W], I, J, pn[W]),
+                measured=coupling_words(t, summary, tour.c[t][tour.shown, W], I, J, pn[W], "iteration 2" if t > 1 else ""),
                 table=rows,
                 terms=("b", "c"),
             )
@@ -955,7 +1015,7 @@ def capsnet_walk(
                 ],
             )
         elif k == "lab":
-            step = lab_step(step, lab_rows, "dynamic", model_name, tour.iterations, J)
+            step = lab_step(step, lab_rows, "dynamic", model_name, tour.iterations, J, "iteration 2" if tour.iterations > 1 else "")
         out.append(step)
     return out
 
@@ -984,7 +1044,7 @@ def efficient_walk(
                     "(Mazzia, Salvetti, Chiaberge 2021). It will pass four convolutions, a layer of "
                     f"{I} primary capsules and one class capsule per class, with self-attention routing between the two capsule layers: "
                     f"one pass, no iterations. The model has {tour.parameters:,} parameters without its decoder. "
-                    "A capsule outputs a vector, not a number: its length says how likely its thing is present, its direction how it looks."
+                    "A capsule outputs a vector, not a number: its length is meant to say how likely its thing is present, its direction how it looks."
                 ],
             )
         elif k == "convs":
@@ -1162,7 +1222,7 @@ def efficient_walk(
                 ],
             )
         elif k == "lab":
-            step = lab_step(step, lab_rows, "self-attention", model_name)
+            step = lab_step(step, lab_rows, "self-attention", model_name, stated_at="the routing step")
         out.append(step)
     return out
 
@@ -1182,8 +1242,9 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                 looks,
                 [
                     f"This is the image the tour follows through **{plain(model_name)}**, matrix capsules with EM routing (Hinton et al. 2018, Fig. 1). "
-                    "Each capsule here holds a 4x4 pose matrix (how the thing sits: position, orientation, scale) and a separate activation "
-                    "between 0 and 1 (how present it is)."
+                    "Each capsule here holds a learned 4x4 matrix, which the paper intends to hold the thing's pose, and a separate "
+                    "activation between 0 and 1, meant to say how present it is. Nothing in training makes the matrix a rotation "
+                    "or a scale, so its 16 numbers are a learned code: which entry means what is not given."
                 ],
             )
         elif k == "primary":
@@ -1201,6 +1262,7 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                     f"the tour follows the last routing, from {CLASS_LAYER_IN}'s {H2 * W2 * K2} capsules ({K2} types at each of "
                     f"{H2}x{W2} positions) into the class capsules."
                 ],
+                measured=pose_words(tour.pose),
                 terms=("pose", "a_in"),
             )
         elif k == "votes":

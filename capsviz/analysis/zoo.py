@@ -17,6 +17,19 @@ from capsviz.config import DATASETS, ModelConfig
 from capsviz.glossary import class_words
 from capsviz.schema import CheckpointMeta
 
+# The home page's opening: the papers' intent for a capsule's length and direction said as intent;
+# whether a trained model's lengths behave so is measured elsewhere (the tour's primary-capsule step
+# counts how many are longer than 0.9), so nothing here states it as a fact of the models.
+INTRO = (
+    "A **capsule** is a group of neurons whose output is a vector. The papers mean its **length** to represent the "
+    "probability that an entity (a digit, a stroke) is present, and its **direction** to encode how it looks "
+    "(thickness, slant, width). Training checks the first only for the class capsules: the margin loss pushes the "
+    "label's capsule above 0.9 and the others below 0.1. For the primary capsules nothing does, and the **tour** "
+    "measures what a trained model makes of it (at its primary-capsule step: how many are longer than 0.9 for the image it "
+    "follows). The *squash* non-linearity (Eq. 1 of Sabour et al. 2017) keeps the direction and maps any length into "
+    "[0, 1): short vectors shrink towards 0, long ones approach 1."
+)
+
 FAMILIES = {
     "capsnet": "CapsNet (vector capsules)",
     "matrix": "matrix capsules (4x4 poses)",

@@ -478,7 +478,7 @@ function renderRouting() {
     : "The map: a row per primary capsule (each sees the whole image), a column per class; coupling from 0 (dark) to the largest (yellow).";
   $("routing-note").textContent =
     `${how} primary capsule splits its vote over the ${J} class capsules; uniform is 1/${J} = ${fmt(1 / J, 3)} each. ` +
-    `The couplings keep ${fmt(100 * share, 1)}% of the uniform split's entropy (100% = every capsule splits its vote evenly). ${map}`;
+    `The couplings' evenness is ${fmt(100 * share, 1)}% (100% = every capsule spreads its vote evenly over all ${J} classes, 0% = all of it to one). ${map}`;
   const maps = $("maps");
   maps.replaceChildren();
   const lengths = lengthsAt(current, T);
@@ -619,7 +619,7 @@ async function renderTour() {
       for (let i = 0; i < I; i++) s += c[i * J + j];
       rows.push([`mean c to ${m.classes[j]}`, fmt(s / I, 3)]);
     }
-    rows.push(["uniform", `1/${J} = ${fmt(1 / J, 3)}`], ["entropy, % of uniform", fmt(100 * uniformShare(c, I, J), 1)]);
+    rows.push(["uniform", `1/${J} = ${fmt(1 / J, 3)}`], ["evenness, % (100 = spread evenly)", fmt(100 * uniformShare(c, I, J), 1)]);
   } else if (key === "lengths") {
     Plotly.newPlot(fig.appendChild(el("div", { class: "chart" })), [{ type: "bar", x: m.classes, y: Array.from(lengths), marker: { color: "#0072B2" } }], layout("|v_j|: the answer is the longest", { yaxis: { range: [0, 1] } }), PLOT);
     rows.push(["answer", `${m.classes[order[0]]} (${fmt(lengths[order[0]])})`], ["runner-up", `${m.classes[order[1]]} (${fmt(lengths[order[1]])})`]);
