@@ -17,8 +17,7 @@ from capsviz.viz import grouped_bars, png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
 from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid
 from pages.common import for_image, link_number, page_model, pick_image, require_router, show_link_note, site_button
-from pages.drawn import chart, kept, picture
-from pages.drawn import show as show_png
+from pages.drawn import chart, kept, picture, show
 from pages.state import STATE
 
 require_router()
@@ -101,10 +100,10 @@ where.progress(k / N, text=f"Step {k} of {N}: **{step.title}**")  # plain: the t
 show_link_note(STATE.tour_step.param, k)
 
 
-def show(name: str, build, *args, width: int | None = None, key=None, **kwargs) -> None:
+def step_figure(name: str, build, *args, width: int | None = None, key=None, **kwargs) -> None:
     """One figure, `build(*args, **kwargs)` drawn once (pages.drawn.picture), the step's caption,
     and its PNG at full size for slides."""
-    show_png(st, picture(build, *args, width=width, key=key, **kwargs), plain(step.caption, limit=MAX_SENTENCES), width)
+    show(st, picture(build, *args, width=width, key=key, **kwargs), plain(step.caption, limit=MAX_SENTENCES), width)
     st.download_button(
         "Download this figure (PNG)",
         lambda: picture(build, *args, key=key, **kwargs),
@@ -176,17 +175,17 @@ d = step.data
 fig, text = (st.container(), st.container()) if step.figure == "grid" else st.columns([3, 2], gap="large")
 with fig:
     if step.figure == "image":
-        show(step.key, side_by_side, d["images"], d["labels"], width=260 if len(d["images"]) == 1 else None)
+        step_figure(step.key, side_by_side, d["images"], d["labels"], width=260 if len(d["images"]) == 1 else None)
     elif step.figure == "maps":
-        show(step.key, feature_maps, d["maps"], d["names"], scale=d.get("scale", 4))
+        step_figure(step.key, feature_maps, d["maps"], d["names"], scale=d.get("scale", 4))
     elif step.figure == "arrows":
-        show(step.key, capsule_arrows, image, d["lengths"], d["directions"])
+        step_figure(step.key, capsule_arrows, image, d["lengths"], d["directions"])
     elif step.figure == "grid":
         value_table(d)
     elif step.figure == "bars":
-        show(step.key, bars, d["values"], d["names"], d["highlight"], d["title"], d["axis"], d["lines"])
+        step_figure(step.key, bars, d["values"], d["names"], d["highlight"], d["title"], d["axis"], d["lines"])
     elif step.figure == "routing":
-        show(f"routing-{d['t'] + 1}", routing_frame, tour, names, d["t"], words.capsule, key=(seen, d["t"], words.capsule))
+        step_figure(f"routing-{d['t'] + 1}", routing_frame, tour, names, d["t"], words.capsule, key=(seen, d["t"], words.capsule))
         st.download_button(
             "Download every iteration (animated GIF)",
             lambda: gif_bytes(tour_routing_frames(tour, names, capsule=words.capsule)),
@@ -197,12 +196,12 @@ with fig:
         )
     elif step.figure == "em_primary":
         maps = d["maps"]
-        show(step.key, feature_maps, maps, [f"type {k + 1}" for k in range(len(maps))], scale=6, columns=4, normalise=False)
+        step_figure(step.key, feature_maps, maps, [f"type {k + 1}" for k in range(len(maps))], scale=6, columns=4, normalise=False)
         st.markdown(markdown_table({f"col {c + 1}": d["pose"][:, c] for c in range(d["pose"].shape[1])}))
     elif step.figure == "votes":
-        show(step.key, tour_vote_frame, tour, names, key=seen)
+        step_figure(step.key, tour_vote_frame, tour, names, key=seen)
     elif step.figure == "em":
-        show(f"em-{d['t'] + 1}", em_frame, tour, names, d["t"], key=(seen, d["t"]))
+        step_figure(f"em-{d['t'] + 1}", em_frame, tour, names, d["t"], key=(seen, d["t"]))
         st.download_button(
             "Download every iteration (animated GIF)",
             lambda: gif_bytes(tour_em_frames(tour, names)),

@@ -165,6 +165,7 @@ class Student:
         self.problems: list[tuple[str, str]] = []  # (kind, line), this student's own
         self.closed = False
         self.doing = "connect"  # the move under way, for the problem lines
+        self.fetched: set[str] = set()  # the /media/ addresses this student's page has loaded
 
     @property
     def image(self) -> int:
@@ -302,8 +303,14 @@ class Student:
         return run
 
     async def _media(self, urls) -> None:
-        """The images a browser fetches after a rerun: served by the replica that made them."""
+        """The images a browser fetches after a rerun: served by the replica that made them. Only
+        those it has not fetched before: a page keeps the images it has loaded by their address
+        (the HTML standard's list of available images), and Streamlit's address of an image is
+        made from its bytes, so an image that a rerun draws again is not fetched again."""
         for u in dict.fromkeys(urls):
+            if u in self.fetched:
+                continue
+            self.fetched.add(u)
             try:
                 status, _, _ = await http_get(self.url + u, self.cookie)
             except (OSError, TimeoutError) as e:
