@@ -86,6 +86,8 @@ def plain_chart(fig):
         for attr in ("name", "x", "y", "text", "hovertext", "labels"):
             if attr in trace and trace[attr] is not None:
                 trace[attr] = fix(trace[attr])
+        if "customdata" in trace and trace.customdata is not None:  # hover names, at any depth
+            trace.customdata = plain_nested(trace.customdata)
     layout = fig.layout
     if layout.title.text:
         layout.title.text = fix(layout.title.text)
@@ -99,6 +101,20 @@ def plain_chart(fig):
     if layout.legend.title.text:
         layout.legend.title.text = fix(layout.legend.title.text)
     return fig
+
+
+def plain_nested(value):
+    """Every text in `value` (an array or nested lists, such as a chart's hover data) made plain
+    for Plotly; numbers as they were."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "OUS":
+            return value
+        value = value.tolist()
+    if isinstance(value, str):
+        return plain(value, "chart")
+    if isinstance(value, list | tuple):
+        return [plain_nested(v) for v in value]
+    return value
 
 
 def said_rows(rows: list, studies=()) -> tuple[list, list]:

@@ -18,7 +18,7 @@ from PIL import Image
 from capsviz.memo import Memo, digest
 from capsviz.text import plain
 from capsviz.viz import Finished, png_bytes
-from pages.common import plain_chart
+from pages.common import plain_chart, plain_nested
 
 # Kept figures' bytes (their JSON or PNG): most are 5 to 50 KB, so a class's pages fit in
 # far less than this; $CAPSVIZ_FIGURE_CACHE_MB changes it.
@@ -94,6 +94,8 @@ def plain_spec(spec: dict) -> dict:
         for attr in ("name", "x", "y", "text", "hovertext", "labels"):
             if trace.get(attr) is not None:
                 trace[attr] = fix(trace[attr])
+        if trace.get("customdata") is not None:
+            trace["customdata"] = plain_nested(trace["customdata"])
     layout = spec.setdefault("layout", {})
     fix_title(layout)
     for name, axis in layout.items():

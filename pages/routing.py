@@ -146,7 +146,9 @@ T = st.slider(
 )
 
 
-tr = for_image(dynamic_trace, model, image, T)
+Tmax = 10
+full = for_image(dynamic_trace, model, image, Tmax)  # one run of the most iterations: every shorter run is its start
+tr = full.first(T)
 winner = int(tr.lengths[-1].argmax())
 
 
@@ -282,8 +284,6 @@ def batch_change(model_key: str, _model, dataset: str, _data, T: int):  # _data:
     return mean_b_change(_model, centred_batch(as_input_batch(_data.images[:64]), pad), T)
 
 
-Tmax = 10
-full = tr if T == Tmax else for_image(dynamic_trace, model, image, Tmax)
 series = [full.b_change, np.concatenate([[np.nan], full.c_change])]
 labels = ["mean |delta b|, this image", "mean |delta c|, this image"]
 if data is not None:

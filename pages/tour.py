@@ -69,38 +69,7 @@ def move(by: int) -> None:
     STATE.tour_step.set(min(max(STATE.tour_step.get() + by, 1), N))
 
 
-k = STATE.tour_step.get()
-st.query_params["step"] = str(k)
-back, where, nxt = st.columns([1, 4, 1], vertical_alignment="center")
-back.button(
-    "Back",
-    key="tour_back",
-    on_click=move,
-    args=(-1,),
-    disabled=k == 1,
-    width="stretch",
-    icon=":material/arrow_back:",
-    shortcut="Left",
-    help="Previous step (left arrow key)",
-)
-nxt.button(
-    "Next",
-    key="tour_next",
-    on_click=move,
-    args=(1,),
-    disabled=k == N,
-    width="stretch",
-    type="primary",
-    icon=":material/arrow_forward:",
-    shortcut="Right",
-    help="Next step (right arrow key)",
-)
-step = steps[k - 1]
-where.progress(k / N, text=f"Step {k} of {N}: **{step.title}**")  # plain: the tour's own step titles
-show_link_note(STATE.tour_step.param, k)
-
-
-def step_figure(name: str, build, *args, width: int | None = None, key=None, **kwargs) -> None:
+def step_figure(step, name: str, build, *args, width: int | None = None, key=None, **kwargs) -> None:
     """One figure, `build(*args, **kwargs)` drawn once (pages.drawn.picture), the step's caption,
     and its PNG at full size for slides."""
     show(st, picture(build, *args, width=width, key=key, **kwargs), plain(step.caption, limit=MAX_SENTENCES), width)
@@ -128,7 +97,7 @@ PHONE_COLUMNS = 6  # numbers a table row shows beside its name at 390 px
 PHONE_WIDTH = 350  # pixels a table gets on a 390 px phone (the page's margins taken off)
 
 
-def value_table(d: dict) -> None:
+def value_table(step, d: dict) -> None:
     """A grid of numbers as tables of text, every number in view on a phone, shaded by size like its picture, the highlighted column (or row) in red; the picture for slides."""
     columns = [str(c) for c in d["columns"]]
     rows = [plain(r, "table") for r in d["rows"]]
@@ -170,75 +139,111 @@ def value_table(d: dict) -> None:
     )
 
 
-d = step.data
-# a table of numbers takes the page's whole width (a laptop shows every column), its words under it
-fig, text = (st.container(), st.container()) if step.figure == "grid" else st.columns([3, 2], gap="large")
-with fig:
-    if step.figure == "image":
-        step_figure(step.key, side_by_side, d["images"], d["labels"], width=260 if len(d["images"]) == 1 else None)
-    elif step.figure == "maps":
-        step_figure(step.key, feature_maps, d["maps"], d["names"], scale=d.get("scale", 4))
-    elif step.figure == "arrows":
-        step_figure(step.key, capsule_arrows, image, d["lengths"], d["directions"])
-    elif step.figure == "grid":
-        value_table(d)
-    elif step.figure == "bars":
-        step_figure(step.key, bars, d["values"], d["names"], d["highlight"], d["title"], d["axis"], d["lines"])
-    elif step.figure == "routing":
-        step_figure(f"routing-{d['t'] + 1}", routing_frame, tour, names, d["t"], words.capsule, key=(seen, d["t"], words.capsule))
-        st.download_button(
-            "Download every iteration (animated GIF)",
-            lambda: gif_bytes(tour_routing_frames(tour, names, capsule=words.capsule)),
-            "tour-routing.gif",
-            "image/gif",
-            key="tour_gif",
-            on_click="ignore",
-        )
-    elif step.figure == "em_primary":
-        maps = d["maps"]
-        step_figure(step.key, feature_maps, maps, [f"type {k + 1}" for k in range(len(maps))], scale=6, columns=4, normalise=False)
-        st.markdown(markdown_table({f"col {c + 1}": d["pose"][:, c] for c in range(d["pose"].shape[1])}))
-    elif step.figure == "votes":
-        step_figure(step.key, tour_vote_frame, tour, names, key=seen)
-    elif step.figure == "em":
-        step_figure(f"em-{d['t'] + 1}", em_frame, tour, names, d["t"], key=(seen, d["t"]))
-        st.download_button(
-            "Download every iteration (animated GIF)",
-            lambda: gif_bytes(tour_em_frames(tour, names)),
-            "tour-em.gif",
-            "image/gif",
-            key="tour_gif",
-            on_click="ignore",
-        )
-    elif step.figure == "lab":
-        charts = [("error", "spread", "Test error by routing", "test error %", "tour_lab")]
-        if "pairs" in d:  # a model that reads pairs: its own task, as the lab judges it
-            charts.append(("pairs", "pair_spread", "Pair accuracy by routing", "pair accuracy %", "tour_lab_pairs"))
-        for values, spread, title, axis, chart_key in charts:
-            st.plotly_chart(
-                chart(
-                    grouped_bars,
-                    [path.stem],
-                    {r: [v] for r, v in zip(d["routings"], d[values], strict=True)},
-                    title,
-                    axis,
-                    {r: [e] for r, e in zip(d["routings"], d[spread], strict=True)},
-                ),
-                key=chart_key,
+@st.fragment
+def step_view() -> None:
+    """The step shown: Back and Next rerun only this, not the page around it."""
+    k = STATE.tour_step.get()
+    st.query_params["step"] = str(k)
+    back, where, nxt = st.columns([1, 4, 1], vertical_alignment="center")
+    back.button(
+        "Back",
+        key="tour_back",
+        on_click=move,
+        args=(-1,),
+        disabled=k == 1,
+        width="stretch",
+        icon=":material/arrow_back:",
+        shortcut="Left",
+        help="Previous step (left arrow key)",
+    )
+    nxt.button(
+        "Next",
+        key="tour_next",
+        on_click=move,
+        args=(1,),
+        disabled=k == N,
+        width="stretch",
+        type="primary",
+        icon=":material/arrow_forward:",
+        shortcut="Right",
+        help="Next step (right arrow key)",
+    )
+    step = steps[k - 1]
+    where.progress(k / N, text=f"Step {k} of {N}: **{step.title}**")  # plain: the tour's own step titles
+    show_link_note(STATE.tour_step.param, k)
+    d = step.data
+    # a table of numbers takes the page's whole width (a laptop shows every column), its words under it
+    fig, text = (st.container(), st.container()) if step.figure == "grid" else st.columns([3, 2], gap="large")
+    with fig:
+        if step.figure == "image":
+            step_figure(step, step.key, side_by_side, d["images"], d["labels"], width=260 if len(d["images"]) == 1 else None)
+        elif step.figure == "maps":
+            step_figure(step, step.key, feature_maps, d["maps"], d["names"], scale=d.get("scale", 4))
+        elif step.figure == "arrows":
+            step_figure(step, step.key, capsule_arrows, image, d["lengths"], d["directions"])
+        elif step.figure == "grid":
+            value_table(step, d)
+        elif step.figure == "bars":
+            step_figure(step, step.key, bars, d["values"], d["names"], d["highlight"], d["title"], d["axis"], d["lines"])
+        elif step.figure == "routing":
+            step_figure(step, f"routing-{d['t'] + 1}", routing_frame, tour, names, d["t"], words.capsule, key=(seen, d["t"], words.capsule))
+            st.download_button(
+                "Download every iteration (animated GIF)",
+                lambda: gif_bytes(tour_routing_frames(tour, names, capsule=words.capsule)),
+                "tour-routing.gif",
+                "image/gif",
+                key="tour_gif",
+                on_click="ignore",
             )
-        st.caption(plain(step.caption, limit=MAX_SENTENCES))
-with text:
-    for paragraph in step.text:
-        st.markdown(paragraph)  # plain: the core made every user-given name in it plain
-    if step.measured:
-        (st.warning if step.warn else st.info)(step.measured)
-    if step.table:
-        st.markdown(markdown_table(step.table))
-    if step.terms:
-        st.caption(help_text(*step.terms))
-    if step.key == "lab":
-        st.page_link("pages/lab.py", label="Open the routing lab", icon=":material/science:")
-    if step.link:
-        st.page_link(step.link[0], label=step.link[1], icon=":material/arrow_outward:")
+        elif step.figure == "em_primary":
+            maps = d["maps"]
+            step_figure(
+                step, step.key, feature_maps, maps, [f"type {k + 1}" for k in range(len(maps))], scale=6, columns=4, normalise=False
+            )
+            st.markdown(markdown_table({f"col {c + 1}": d["pose"][:, c] for c in range(d["pose"].shape[1])}))
+        elif step.figure == "votes":
+            step_figure(step, step.key, tour_vote_frame, tour, names, key=seen)
+        elif step.figure == "em":
+            step_figure(step, f"em-{d['t'] + 1}", em_frame, tour, names, d["t"], key=(seen, d["t"]))
+            st.download_button(
+                "Download every iteration (animated GIF)",
+                lambda: gif_bytes(tour_em_frames(tour, names)),
+                "tour-em.gif",
+                "image/gif",
+                key="tour_gif",
+                on_click="ignore",
+            )
+        elif step.figure == "lab":
+            charts = [("error", "spread", "Test error by routing", "test error %", "tour_lab")]
+            if "pairs" in d:  # a model that reads pairs: its own task, as the lab judges it
+                charts.append(("pairs", "pair_spread", "Pair accuracy by routing", "pair accuracy %", "tour_lab_pairs"))
+            for values, spread, title, axis, chart_key in charts:
+                st.plotly_chart(
+                    chart(
+                        grouped_bars,
+                        [path.stem],
+                        {r: [v] for r, v in zip(d["routings"], d[values], strict=True)},
+                        title,
+                        axis,
+                        {r: [e] for r, e in zip(d["routings"], d[spread], strict=True)},
+                    ),
+                    key=chart_key,
+                )
+            st.caption(plain(step.caption, limit=MAX_SENTENCES))
+    with text:
+        for paragraph in step.text:
+            st.markdown(paragraph)  # plain: the core made every user-given name in it plain
+        if step.measured:
+            (st.warning if step.warn else st.info)(step.measured)
+        if step.table:
+            st.markdown(markdown_table(step.table))
+        if step.terms:
+            st.caption(help_text(*step.terms))
+        if step.key == "lab":
+            st.page_link("pages/lab.py", label="Open the routing lab", icon=":material/science:")
+        if step.link:
+            st.page_link(step.link[0], label=step.link[1], icon=":material/arrow_outward:")
 
+
+step_view()
 site_button("tour", meta)

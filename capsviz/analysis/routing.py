@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -28,6 +28,8 @@ class DynamicTrace:
     place: (grid * grid, I) how much of primary capsule i lies at each position of the grid (its
         share of the values of that position, from the model's grouping index map); grouping: the
         model's primary grouping (capsviz.config.PRIMARY_GROUPINGS); dim: the values in one primary capsule.
+    agreements: (T, I, J) the agreement after each iteration (`agreement` is the last), from which
+        `first` gives the trace of fewer iterations.
     """
 
     c: np.ndarray
@@ -42,6 +44,27 @@ class DynamicTrace:
     place: np.ndarray
     grouping: str
     dim: int
+    agreements: np.ndarray | None = None
+
+    def first(self, iterations: int) -> DynamicTrace:
+        """The trace of the first `iterations` iterations alone: Procedure 1 run t times is the first
+        t iterations of a longer run (capsviz.routing.procedure_1), so one recorded run of the most
+        iterations a page offers gives every shorter one without routing again."""
+        T = len(self.c)
+        if not 1 <= iterations <= T or self.agreements is None:
+            raise ValueError(f"a trace of {T} recorded iterations has no first {iterations}")
+        if iterations == T:
+            return self
+        return replace(
+            self,
+            c=self.c[:iterations],
+            lengths=self.lengths[:iterations],
+            b_change=self.b_change[:iterations],
+            c_change=self.c_change[: iterations - 1],
+            agreement=self.agreements[iterations - 1],
+            entropy=self.entropy[:iterations],
+            agreements=self.agreements[:iterations],
+        )
 
     @property
     def uniform(self) -> float:
@@ -100,7 +123,7 @@ def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
     u_hat = model.predictions(as_batch(image))  # (1, J, I, D)
     r = model.route(u_hat, routing="dynamic", iterations=iterations, record=True)  # with the model's own routing options
     c = r.c[:, 0].numpy()  # (T, I, J)
-    agreement = (u_hat[0] @ r.v[0].unsqueeze(-1)).squeeze(-1).T.numpy()  # (I, J)
+    agreements = torch.einsum("jid,tjd->tij", u_hat[0], r.v_trace[:, 0]).numpy()  # (T, I, J): u_hat_j|i . v_j after each iteration
     cfg = model.config
     softmax = getattr(cfg, "routing_softmax", "classes")
     grouping = getattr(cfg, "primary_grouping", "paper")
@@ -112,7 +135,7 @@ def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
         lengths,
         r.b_change[:, 0].numpy(),
         c_change,
-        agreement,
+        agreements[-1],
         entropy_of(c, softmax),
         cfg.primary_grid,
         cfg.primary_types,
@@ -120,6 +143,7 @@ def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
         place,
         grouping,
         cfg.primary_dim,
+        agreements,
     )
 
 

@@ -266,7 +266,9 @@ class Student:
         path = page or self.page
         cs.page_name = path
         cs.page_script_hash = self.pages.get(path, "")
-        cs.fragment_id = fragment
+        # a widget inside a fragment reruns only its fragment, as the browser sends it
+        inside = {self.ids[key][1] for key, _, _ in widgets}
+        cs.fragment_id = fragment or (inside.pop() if len(inside) == 1 else "")
         for key, kind_of, value in widgets:
             w = cs.widget_states.widgets.add()
             w.id = self.ids[key][0]
@@ -275,7 +277,7 @@ class Student:
             else:
                 setattr(w, kind_of, value)
         self.doing = kind
-        run = Run(fragment=bool(fragment), done=asyncio.get_running_loop().create_future())
+        run = Run(fragment=bool(cs.fragment_id), done=asyncio.get_running_loop().create_future())
         self.run = run
         t0 = since or time.perf_counter()
         await self.ws.send(msg.SerializeToString())
