@@ -144,7 +144,9 @@ def picture(build, *args, width: int | None = None, key=None, **kwargs) -> bytes
 def show(place, png: bytes, caption: str | None = None, width: int | None = None) -> None:
     """PNG bytes from `picture` in `place` (st or a column): as PNG, so st.image keeps them as
     they are (it would encode a picture without transparency again, as JPEG, on every run)."""
-    place.image(png, caption=caption, width=width or "stretch", output_format="PNG")  # plain: the callers' captions, checked where they call show
+    place.image(
+        png, caption=caption, width=width or "stretch", output_format="PNG"
+    )  # plain: the callers' captions, checked where they call show
 
 
 def kept(build, *args, key=None, **kwargs):
