@@ -141,12 +141,11 @@ def picture(build, *args, width: int | None = None, key=None, **kwargs) -> bytes
     return _memo().get(k, make, len)
 
 
-def show(place, png: bytes, caption: str | None = None, width: int | None = None) -> None:
-    """PNG bytes from `picture` in `place` (st or a column): as PNG, so st.image keeps them as
-    they are (it would encode a picture without transparency again, as JPEG, on every run)."""
-    place.image(
-        png, caption=caption, width=width or "stretch", output_format="PNG"
-    )  # plain: the callers' captions, checked where they call show
+def show(place, png: bytes | list[bytes], caption: str | list[str] | None = None, width: int | str = "content") -> None:
+    """PNG bytes from `picture` (or a list of them) in `place` (st or a column), `width` as
+    st.image takes it: as PNG, so st.image keeps them as they are (it would encode a picture
+    without transparency again, as JPEG, on every run)."""
+    place.image(png, caption=caption, width=width, output_format="PNG")  # plain: the callers' captions, checked where they call show
 
 
 def kept(build, *args, key=None, **kwargs):

@@ -15,11 +15,11 @@ from pages.common import (
     load_model,
     long_job,
     page_model,
-    plain_chart,
     require_router,
     said_rows,
     test_set,
 )
+from pages.drawn import chart
 from pages.state import STATE
 
 require_router()
@@ -201,15 +201,15 @@ err = {rt: [by[m, rt].test_error if (m, rt) in by else None for m in models_in] 
 band = {rt: [lab.spread(by[m, rt].test_error, by[m, rt].n_test) if (m, rt) in by else 0 for m in models_in] for rt in routings}
 c = st.columns(2)
 c[0].plotly_chart(
-    plain_chart(grouped_bars(models_in, err, "Test error (lower is better), ± two standard errors", "test error %", band)), key="lab_err"
+    chart(grouped_bars, models_in, err, "Test error (lower is better), ± two standard errors", "test error %", band), key="lab_err"
 )
 acc = {rt: [by[m, rt].shifted_accuracy if (m, rt) in by else None for m in models_in] for rt in routings}
-c[1].plotly_chart(plain_chart(grouped_bars(models_in, acc, "Accuracy on shifted and turned images", "accuracy %")), key="lab_shift")
+c[1].plotly_chart(chart(grouped_bars, models_in, acc, "Accuracy on shifted and turned images", "accuracy %"), key="lab_shift")
 c = st.columns(2)
 fg = {rt: [by[m, rt].fgsm_accuracy if (m, rt) in by else None for m in models_in] for rt in routings}
-c[0].plotly_chart(plain_chart(grouped_bars(models_in, fg, f"Accuracy under FGSM, epsilon {epsilon:g}", "accuracy %")), key="lab_fgsm")
+c[0].plotly_chart(chart(grouped_bars, models_in, fg, f"Accuracy under FGSM, epsilon {epsilon:g}", "accuracy %"), key="lab_fgsm")
 ent = {rt: [100 * by[m, rt].entropy_ratio if (m, rt) in by else None for m in models_in] for rt in routings}
-c[1].plotly_chart(plain_chart(grouped_bars(models_in, ent, lab.ENTROPY_TITLE, "%")), key="lab_entropy")
+c[1].plotly_chart(chart(grouped_bars, models_in, ent, lab.ENTROPY_TITLE, "%"), key="lab_entropy")
 
 st.subheader("The details, model by model")
 trained = {plain(r.model): r.trained for r in rows}
@@ -232,7 +232,7 @@ for k, (study, plain_study) in enumerate(zip(studies, plain_studies, strict=True
     )
     c = st.columns([2, 3])
     c[0].plotly_chart(
-        plain_chart(seed_strip(study.errors, study.seeds, "Error per seed (dots), mean (bar)")),
+        chart(seed_strip, study.errors, study.seeds, "Error per seed (dots), mean (bar)"),
         key=f"lab_seeds_{k}_{lab.seeds_key(study)}",
     )
     with c[1]:

@@ -38,11 +38,11 @@ from pages.common import (
     link_choice,
     long_job,
     page_model,
-    plain_chart,
     require_router,
     show_link_note,
     test_set,
 )
+from pages.drawn import chart, picture, show
 from pages.state import STATE, link_asks
 
 require_router()
@@ -121,11 +121,9 @@ def mark(j: int) -> str:
 
 left, right = st.columns([1, 2])
 with left:
-    st.image(to_image(pair.image, 6), caption=f"input: {pair_words(l1, l2)}", width=216)
+    show(st, picture(to_image, pair.image, 6, width=216), f"input: {pair_words(l1, l2)}", 216)
 with right:
-    st.plotly_chart(
-        plain_chart(capsule_bars(seg.scores, names, (t1, t2), f"Prediction: {t1} and {t2} (two longest capsules)")), key="mm_lengths"
-    )
+    st.plotly_chart(chart(capsule_bars, seg.scores, names, (t1, t2), f"Prediction: {t1} and {t2} (two longest capsules)"), key="mm_lengths")
 
 st.subheader("Reconstruct one capsule at a time")
 pick = st.columns(2)
@@ -150,14 +148,15 @@ show_link_note("caps", (red, green))
 chosen = for_image(segment, model, pair_image, (red, green)) if (red, green) != seg.capsules else seg
 r1, r2 = chosen.reconstructions
 cols = st.columns(4)
-cols[0].image(
-    two_colour(pair.image, r1, r2),
-    caption=f"{reconstruction_words(red, green, (l1, l2), (t1, t2))}; over the input with {pair_words(l1, l2)}",
-    width=216,
+show(
+    cols[0],
+    picture(two_colour, pair.image, r1, r2, width=216),
+    f"{reconstruction_words(red, green, (l1, l2), (t1, t2))}; over the input with {pair_words(l1, l2)}",
+    216,
 )
-cols[1].image(to_image(r1), caption=f"red: capsule {mark(red)} alone", width=216)
-cols[2].image(to_image(r2), caption=f"green: capsule {mark(green)} alone", width=216)
-cols[3].image(segments_image(chosen.segments), caption="segmentation of the input's ink", width=216)
+show(cols[1], picture(to_image, r1, width=216), f"red: capsule {mark(red)} alone", 216)
+show(cols[2], picture(to_image, r2, width=216), f"green: capsule {mark(green)} alone", 216)
+show(cols[3], picture(segments_image, chosen.segments, width=216), "segmentation of the input's ink", 216)
 counts = {SEGMENT_NAMES[k]: int((chosen.segments == k).sum()) for k in range(1, 5)}
 legend = " · ".join(
     f"<span style='color:rgb{tuple(int(v) for v in SEGMENT_COLOURS[k])}'>■</span> {name.replace('first', f'capsule {red}').replace('second', f'capsule {green}')}: {counts[name]} px"
@@ -215,7 +214,7 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
     title = pair_routing_title((t1, t2), meta.config)
     st.markdown(f"**{title}**")  # plain: numbers only
     for col, image, group, block in zip(st.columns(2), inputs, groups, maps, strict=True):  # one under the other on a phone
-        col.image(coupling_block(image, block, group, rows, routed.uniform, high))
+        show(col, picture(coupling_block, image, block, group, rows, routed.uniform, high))
     st.caption(coupling_scale_words(routed.uniform, high, maps.shape[-1]))
     st.download_button(
         "Download this figure (PNG)",
@@ -249,9 +248,10 @@ if res is not None:
     gallery = st.columns(len(res.hardest))
     for col, h in zip(gallery, res.hardest, strict=True):
         p = compose_pair(data.images, data.labels, h["index"][0], h["index"][1], h["shifts"])
-        col.image(
-            to_image(p.image, 3),
-            caption=f"{plain(pair_words(*h['labels']))}, predicted {h['top2'][0]} and {h['top2'][1]}{'' if h['correct'] else ' (wrong)'}",
+        show(
+            col,
+            picture(to_image, p.image, 3),
+            f"{plain(pair_words(*h['labels']))}, predicted {h['top2'][0]} and {h['top2'][1]}{'' if h['correct'] else ' (wrong)'}",
         )
         if col.button("Open", key=f"open_{h['index'][0]}_{h['index'][1]}"):
             STATE.pair_pending.set(spec(h["index"][0], h["index"][1], h["shifts"]))

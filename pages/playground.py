@@ -22,9 +22,9 @@ from capsviz.analysis.playground import (
     encode_points,
 )
 from capsviz.glossary import help_text
-from capsviz.viz import png_bytes
 from capsviz.viz.animation import dynamic_frames, em_frames, gif_bytes
 from pages.common import keep_link_note, link_number, require_router, show_link_note, site_button
+from pages.drawn import picture, show
 from pages.state import STATE, Key, link_asks
 
 require_router()
@@ -171,11 +171,21 @@ def show_iteration(T: int) -> int:
     return t - 1
 
 
-def downloads(frame, frames, name: str) -> None:
+def dynamic_frame(toy, t: int):
+    """Iteration t's picture of the dynamic (or self-attention) toy."""
+    return dynamic_frames(toy, NAMES, only=t)[0]
+
+
+def em_frame(toy, t: int):
+    """Iteration t's picture of the EM toy."""
+    return em_frames(toy, NAMES, only=t)[0]
+
+
+def downloads(png: bytes, frames, name: str) -> None:
     a, b = st.columns(2)
     a.download_button(
         "Download this iteration (PNG)",
-        lambda: png_bytes(frame),
+        png,
         f"{name}-iteration.png",
         "image/png",
         key=f"{prefix}_png",
@@ -195,20 +205,22 @@ with figure:
     t = show_iteration(T)
     if toy_kind == "dynamic":
         toy = dynamic_toy(points, T) if rule == "dynamic" else attention_toy(points)
-        frame = dynamic_frames(toy, NAMES, only=t)[0]
-        st.image(
+        frame = picture(dynamic_frame, toy, t, key=(rule, points, T, t))  # drawn once for everyone on these numbers
+        show(
+            st,
             frame,
-            caption="Procedure 1 of Sabour et al. on your numbers: one panel per upper capsule with the predictions it receives; below, how each lower capsule splits its prediction",
-            width="stretch",
+            "Procedure 1 of Sabour et al. on your numbers: one panel per upper capsule with the predictions it receives; below, how each lower capsule splits its prediction",
+            "stretch",
         )
         downloads(frame, lambda: dynamic_frames(toy, NAMES), "routing-by-agreement")
     else:
         toy = em_toy(points, acts, T, beta_u, beta_a, final_lambda)
-        frame = em_frames(toy, NAMES, only=t)[0]
-        st.image(
+        frame = picture(em_frame, toy, t, key=(points, acts, T, beta_u, beta_a, final_lambda, t))
+        show(
+            st,
             frame,
-            caption="Procedure 1 of Hinton et al. on your numbers: each upper capsule is a Gaussian over the votes it receives",
-            width="stretch",
+            "Procedure 1 of Hinton et al. on your numbers: each upper capsule is a Gaussian over the votes it receives",
+            "stretch",
         )
         downloads(frame, lambda: em_frames(toy, NAMES), "em-routing")
 

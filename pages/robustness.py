@@ -35,10 +35,10 @@ from pages.common import (
     long_job,
     page_model,
     pick_image,
-    plain_chart,
     require_router,
     test_set,
 )
+from pages.drawn import chart, picture, show
 from pages.state import STATE
 
 require_router()
@@ -156,13 +156,13 @@ with tab_affine:
             dy = c[4].slider("move down (px)", -8, 8, 0, 1, key=STATE.down.key, bind="query-params")
             warped = warp(image, rot, scale, shear, dx, dy)
             cols = st.columns([1, 2, 2])
-            cols[0].image(to_image(warped, 5), caption=f"transformed (label {plain(label)})", width=150)
+            show(cols[0], picture(to_image, warped, 5, width=150), f"transformed (label {plain(label)})", 150)
             for col, (name, m) in zip(cols[1:], models.items(), strict=False):
                 p = answer(f"{key}:{name}", m, warped)
                 y_title = FAMILIES[m.config.family].score
                 col.plotly_chart(
-                    plain_chart(
-                        capsule_bars(p.scores, names, p.predicted, f"{name}: {names[p.predicted]} ({p.scores[p.predicted]:.2f})", y_title)
+                    chart(
+                        capsule_bars, p.scores, names, p.predicted, f"{name}: {names[p.predicted]} ({p.scores[p.predicted]:.2f})", y_title
                     ),
                     key=f"aff_bars_{name}",
                 )
@@ -195,7 +195,7 @@ with tab_affine:
         )
         if sweep is not None:
             st.plotly_chart(
-                plain_chart(sweep_lines(strengths, sweep, f"Accuracy on {n} transformed test images", "transform strength", "accuracy %")),
+                chart(sweep_lines, strengths, sweep, f"Accuracy on {n} transformed test images", "transform strength", "accuracy %"),
                 key="aff_sweep",
             )
             said = {plain(k): v for k, v in sweep.items()}
@@ -271,7 +271,7 @@ with tab_adv:
             series = {name: (cv.success if targeted else cv.accuracy) for name, cv in curves.items()}
             title = f"{method.upper()} {'targeted success rate' if targeted else 'accuracy'} on {n} test digits"
             st.plotly_chart(
-                plain_chart(sweep_lines(epsilons, series, title, "epsilon", f"{what} %", None if targeted else 100.0 / len(names))),
+                chart(sweep_lines, epsilons, series, title, "epsilon", f"{what} %", None if targeted else 100.0 / len(names)),
                 key="adv_curve",
             )
             st.markdown(
@@ -298,15 +298,15 @@ with tab_adv:
         st.subheader("Attacked images")
         keep_choice(STATE.epsilon, epsilons[1:], 0.1, "epsilon")
         eps = st.select_slider("epsilon", epsilons[1:], value=0.1, key=STATE.epsilon.key, bind="query-params", help=help_text("epsilon"))
-        show = min(6, n)
-        target = other_class(y[:show], len(names)) if targeted else None
+        count = min(6, n)
+        target = other_class(y[:count], len(names)) if targeted else None
         for name, m in attacked_models.items():
-            adv, pred, recs = attacked(f"{key}:{name}", m, dataset, show, x[:show], y[:show], eps, method, targeted, target)
+            adv, pred, recs = attacked(f"{key}:{name}", m, dataset, count, x[:count], y[:count], eps, method, targeted, target)
             st.markdown(
                 f"**{plain(name)}**" + (" (targets: " + ", ".join(plain(str(names[t])) for t in target.tolist()) + ")" if targeted else "")
             )
-            cols = st.columns(show)
+            cols = st.columns(count)
             for i, col in enumerate(cols):
-                col.image(to_image(adv[i], 3), caption=f"{plain(names[int(y[i])])} → {plain(names[int(pred[i])])}")
+                show(col, picture(to_image, adv[i], 3), f"{plain(names[int(y[i])])} → {plain(names[int(pred[i])])}")
                 if recs is not None:
-                    col.image(to_image(recs[i], 3), caption="reconstruction")
+                    show(col, picture(to_image, recs[i], 3), "reconstruction")

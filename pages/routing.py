@@ -342,11 +342,6 @@ e.caption(
 )  # plain: names made plain here
 recs = [r for r in sweep["reconstructions"] if r is not None]
 if recs:
-    f.image(
-        [picture(to_image, r, 3) for r in recs],
-        caption=[f"{k + 1} it.: {plain(names[p])}" for k, p in enumerate(sweep["predictions"])],
-        width=84,
-        output_format="PNG",
-    )
+    show(f, [picture(to_image, r, 3) for r in recs], [f"{k + 1} it.: {plain(names[p])}" for k, p in enumerate(sweep["predictions"])], 84)
 
 site_button("routing", meta)

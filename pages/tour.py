@@ -72,7 +72,7 @@ def move(by: int) -> None:
 def step_figure(step, name: str, build, *args, width: int | None = None, key=None, **kwargs) -> None:
     """One figure, `build(*args, **kwargs)` drawn once (pages.drawn.picture), the step's caption,
     and its PNG at full size for slides."""
-    show(st, picture(build, *args, width=width, key=key, **kwargs), plain(step.caption, limit=MAX_SENTENCES), width)
+    show(st, picture(build, *args, width=width, key=key, **kwargs), plain(step.caption, limit=MAX_SENTENCES), width or "stretch")
     st.download_button(
         "Download this figure (PNG)",
         lambda: picture(build, *args, key=key, **kwargs),

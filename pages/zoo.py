@@ -10,7 +10,8 @@ from capsviz.data.user import short_name
 from capsviz.glossary import help_text
 from capsviz.text import plain
 from capsviz.viz import squash_curve
-from pages.common import checkpoint_dir, checkpoints, keep_within, plain_chart, public, require_router
+from pages.common import checkpoint_dir, checkpoints, keep_within, model_key, public, require_router
+from pages.drawn import chart, kept
 from pages.state import STATE
 
 require_router()
@@ -20,7 +21,7 @@ st.title("capsviz: watch capsules route")
 st.markdown(INTRO)
 left, right = st.columns([2, 1])
 with left:
-    st.plotly_chart(plain_chart(squash_curve()), key="squash_plot")
+    st.plotly_chart(chart(squash_curve), key="squash_plot")
 with right:
     keep_within(STATE.squash, *STATE.squash.bounds, STATE.squash.default, "length |s|")
     s = st.slider(
@@ -36,7 +37,7 @@ if not found:
 for path, meta in found:
     c = meta.config
     m = meta.metrics
-    said = card(meta)
+    said = kept(card, meta, key=model_key(path))  # the card's words: the same for every session, made once per version of the file
     with st.container(border=True):
         st.subheader(plain(path.stem))
         cols = st.columns(4)
