@@ -372,6 +372,11 @@ class Student:
         self.read_tour(run)
         self.check(run)
 
+    async def connect_and_open(self, page: str) -> Run:
+        """A new session's first page, as a link opens it: the page, this student's model and image."""
+        await self.connect()
+        return await self.rerun("first page", page=page, query=urllib.parse.urlencode({"model": self.model, "image": self.image}))
+
     def read_tour(self, run: Run) -> None:
         for text in run.texts:
             if m := re.match(r"Step (\d+) of (\d+)", text):
@@ -719,6 +724,7 @@ FIRST_OPEN = {  # each page as a teacher's link opens it: the model a class woul
     "em": MATRIX,
     "multimnist": "capsnet-multimnist.safetensors",
     "robustness": "capsnet-mnist.safetensors",
+    "lab": "capsnet-mnist.safetensors",
     "reproduction": "capsnet-mnist.safetensors",
     "glossary": "capsnet-mnist.safetensors",
     "train": "capsnet-mnist.safetensors",
@@ -757,21 +763,25 @@ async def warm_up(url: str, replicas: int) -> None:
             return
 
 
-def start_app(replicas: int | None, log: Path) -> tuple[subprocess.Popen, str]:
-    """`capsviz app` (with --replicas N behind nginx) on a free port, the shipped models."""
+def start_app(replicas: int | None, log: Path, root: Path = ROOT, how: str = "capsviz") -> tuple[subprocess.Popen, str]:
+    """`capsviz app` (with --replicas N behind nginx) on a free port, the shipped models, from the
+    checkout `root`; with `how="streamlit"`, `streamlit run app.py` as a checkout starts it."""
     import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = {**os.environ, "CAPSVIZ_CHECKPOINTS": str(ROOT / "checkpoints"), "XDG_CACHE_HOME": tempfile.mkdtemp()}
+    env = {**os.environ, "CAPSVIZ_CHECKPOINTS": str(root / "checkpoints"), "XDG_CACHE_HOME": tempfile.mkdtemp()}
     data = ROOT.parent / "shared" / "data"
     if "CAPSVIZ_DATA_DIR" not in env and (data / "mnist").is_dir():
         env["CAPSVIZ_DATA_DIR"] = str(data)
-    cmd = [sys.executable, "-m", "capsviz", "app", *(["--replicas", str(replicas)] if replicas else [])]
+    if how == "streamlit":
+        cmd = [sys.executable, "-m", "streamlit", "run", "app.py"]
+    else:
+        cmd = [sys.executable, "-m", "capsviz", "app", *(["--replicas", str(replicas)] if replicas else [])]
     cmd += ["--server.address", "127.0.0.1", "--server.port", str(port), "--server.headless", "true"]
     cmd += ["--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -858,7 +868,59 @@ def reloads(log: Path | None) -> int | None:
     return log.read_text(errors="replace").count("capsviz: loaded model")
 
 
+async def compare(a) -> int:
+    """Every class on this checkout's app and on commit `a.against`'s (a git worktree of it, with
+    the models it shipped), one after the other and in turn (this, that; then that, this), so
+    both are measured in one run on one machine under the same conditions."""
+    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", a.against], capture_output=True, text=True)
+    if rev.returncode:
+        print(f"--against {a.against}: not a commit of this repository ({rev.stderr.strip()})")
+        return 2
+    here = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout
+    old = Path(tempfile.mkdtemp()) / "against"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(old), a.against], check=True, capture_output=True)
+    servers = {}
+    status = 0
+    try:
+        for name, root in ((here + ("+changes" if dirty else ""), ROOT), (rev.stdout.strip(), old)):
+            log = Path(tempfile.mkdtemp()) / "server.log"
+            proc, url = start_app(a.replicas, log, root, a.how)
+            servers[name] = (proc, url, server_pids(proc.pid, [])[0], log)
+            print(f"{name}: {a.how} app{f' --replicas {a.replicas}' if a.replicas else ''} from {root} at {url}")
+        cores = len(os.sched_getaffinity(0))
+        print(f"{cpu_name()}, {cores} cores; think {a.think:g} s, arrivals over {a.arrive:g} s, {a.rounds} round(s) each")
+        report = {"cpu": cpu_name(), "cores": cores, "replicas": a.replicas or 1, "how": a.how, "think_s": a.think, "steps": {}}
+        for _, url, _, _ in servers.values():
+            await warm_up(url, a.replicas or 1)
+        names = list(servers)
+        for n in a.students:
+            for r in range(a.rounds):
+                for name in names if r % 2 == 0 else names[::-1]:
+                    proc, url, pids, _ = servers[name]
+                    before, t0 = cpu_seconds(pids), time.perf_counter()
+                    stats = await run_class(url, n, a.arrive, 60 * a.minutes, a.think, a.models, remote=a.remote)
+                    elapsed = time.perf_counter() - t0
+                    s = summary(stats, elapsed, cpu_seconds(pids) - before, 0.0, cores)
+                    report["steps"][f"{name} {n} round {r + 1}"] = s
+                    print(f"--- {name}, round {r + 1}:")
+                    print_step(n, s)
+                    status |= 1 if s["errors"] or s["leaks"] else 0
+        if a.json:
+            Path(a.json).write_text(json.dumps(report, indent=1))
+    finally:
+        for proc, *_ in servers.values():
+            stop_streamlit(proc)
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)], capture_output=True)
+    return status
+
+
 async def main(a) -> int:
+    if a.against:
+        return await compare(a)
+    if a.how == "streamlit" and (a.url or a.replicas):
+        print("--how streamlit starts one `streamlit run app.py` itself: not with --url or --replicas")
+        return 2
     if a.hostile and a.replicas:
         print("--hostile needs one process: behind nginx every simulated student comes from this machine (the teacher's)")
         return 2
@@ -867,8 +929,8 @@ async def main(a) -> int:
         url = a.url
     else:
         log = Path(tempfile.mkdtemp()) / "server.log"
-        proc, url = start_app(a.replicas, log)
-        print(f"server: capsviz app{f' --replicas {a.replicas}' if a.replicas else ''} at {url} (log {log})")
+        proc, url = start_app(a.replicas, log, how=a.how)
+        print(f"server: {a.how} app{f' --replicas {a.replicas}' if a.replicas else ''} at {url} (log {log})")
     status = 0
     try:
         app_pids, web_pids = server_pids(proc.pid if proc else None, a.pid)
@@ -968,6 +1030,18 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--remote", action="store_true", help="the students connect as from other machines (X-Forwarded-For)")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument(
+        "--against",
+        metavar="REV",
+        help="also run every class on this commit's app (a git worktree of it, with its shipped models), in turn with this checkout's",
+    )
+    ap.add_argument("--rounds", type=int, default=1, help="with --against: classes on each commit, in turn (default: 1)")
+    ap.add_argument(
+        "--how",
+        choices=["capsviz", "streamlit"],
+        default="capsviz",
+        help="start the app as `capsviz app` (default) or as `streamlit run app.py` from the checkout",
+    )
     ap.add_argument("--stop-when-over", action="store_true", help="stop after the first class that misses a target")
     return ap
 

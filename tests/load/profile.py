@@ -1,0 +1,185 @@
+"""Where a served student's milliseconds go: the server's CPU per move, and what it spends it on.
+
+    pip install py-spy                                  # the sampling profiler this reads (not needed by capsviz)
+    python tests/load/profile.py --moves 12             # starts `capsviz app` with the shipped models
+    python tests/load/profile.py --raw-dir profiles/    # also keep py-spy's raw stacks, one file per move
+
+Each kind of move a student makes (the first page, each page's first open, a tour step, a slider
+move, a new image, a routing change, an EM change, a page change) is made --moves times by
+simulated students (tests/load/protocol.py's, which speak Streamlit's websocket protocol) while
+py-spy samples every thread of the server. New students for each kind, each with its own test
+images: what a class costs, where every student follows its own image, not one student's repeats
+(a student's second look at the same view is cheaper: it is kept). Prints, per kind, the server's
+CPU per move (from /proc, in the kernel's 10 ms ticks, so a median of moves) and the share of the
+samples in each part:
+
+- model: PyTorch (the networks' passes, routing);
+- pictures: PIL drawing and encoding images; charts: plotly building figures and their JSON;
+- core: capsviz's own Python (numbers into words, numpy);
+- script: Streamlit running the page (elements, widgets, session state, caches);
+- server: the event loop (websocket messages, image requests);
+- watching: Streamlit's polling of its config files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import protocol as P  # noqa: E402
+
+PARTS = ("model", "pictures", "charts", "core", "script", "server", "watching")
+
+
+def part_of(stack: list[str]) -> str:
+    """The part of the server a sampled stack (outermost frame first) is spending its time in."""
+    whole = ";".join(stack)
+    if "ScriptRunner" not in whole and "fragment.py" not in whole:
+        return "watching" if "PollingPathWatcher" in whole else "server"
+    for needle, part in (("torch/", "model"), ("PIL/", "pictures"), ("plotly", "charts"), ("orjson", "charts"), ("capsviz/", "core")):
+        if needle in whole:
+            return part
+    return "script"
+
+
+def read_samples(path: Path) -> Counter:
+    """py-spy's raw output (one 'frame;frame;... count' a line) counted by part."""
+    parts: Counter = Counter()
+    for line in path.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if stack and n.isdigit():
+            parts[part_of(stack.split(";"))] += int(n)
+    return parts
+
+
+class Sampler:
+    """py-spy sampling the server's threads while the measured moves run, and only then."""
+
+    def __init__(self, spy: str, pid: int, out: Path):
+        self.spy, self.pid, self.out = spy, pid, out
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [self.spy, "record", "-p", str(self.pid), "-r", "200", "-f", "raw", "-o", str(self.out), "--nonblocking"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(1.0)  # attached
+
+    def stop(self) -> Counter:
+        if self.proc is not None:
+            self.proc.send_signal(2)
+            self.proc.wait(timeout=30)
+        return read_samples(self.out) if self.out.exists() else Counter()
+
+
+async def one_kind(url: str, pids, kind: str, moves: int, first: int, sampler: Sampler) -> tuple[list[float], Counter]:
+    """CPU seconds of the server for each of `moves` moves of this kind, by new students, and the
+    samples taken during those moves (the students' arrival and setup before them are not sampled)."""
+    costs: list[float] = []
+
+    async def timed(act) -> None:
+        await asyncio.sleep(0.3)  # the last move's images and writes settle
+        before = P.cpu_seconds(pids)
+        await act()
+        await asyncio.sleep(0.1)
+        costs.append(P.cpu_seconds(pids) - before)
+
+    if kind.startswith("open "):  # a new session's first open of a page, as the teacher's link opens it
+        page = kind.removeprefix("open ")
+        crowd = [P.Student(first + k, url, P.Stats(), 0, P.FIRST_OPEN[page]) for k in range(moves)]
+        sampler.start()
+        for s in crowd:
+            await timed(lambda s=s: s.connect_and_open(page))
+        parts = sampler.stop()
+        for s in crowd:
+            await s.leave()
+        return costs, parts
+    students = max(2, moves // 4)  # each makes a few moves, on its own images
+    crowd = [P.Student(first + k, url, P.Stats(), 0, P.MODELS[k % len(P.MODELS)]) for k in range(students)]
+    setup = {"slider": "explorer", "new image": "explorer", "routing iterations": "routing", "em iterations": "em"}.get(kind)
+    for s in crowd:
+        await s.connect()
+        await s.open()
+        if setup:
+            await s.change_page(setup)
+    sampler.start()
+    for s in crowd:
+        act = {
+            "tour step": s.tour_step,
+            "slider": s.slider,
+            "new image": s.new_image,
+            "routing iterations": lambda s=s: s.iterations("routing iterations", 10),
+            "em iterations": lambda s=s: s.iterations("em iterations", 5),
+            "page change": s.change_page,
+        }[kind]
+        for _ in range(-(-moves // students)):
+            await timed(act)
+    parts = sampler.stop()
+    for s in crowd:
+        await s.leave()
+    return costs[:moves], parts
+
+
+KINDS = ["tour step", "slider", "new image", "routing iterations", "em iterations", "page change"] + [f"open {p}" for p in P.FIRST_OPEN]
+
+
+async def main(a) -> int:
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        print("error: py-spy is not installed here: `pip install py-spy`", file=sys.stderr)
+        return 2
+    log = Path(tempfile.mkdtemp()) / "server.log"
+    proc, url = P.start_app(None, log)
+    raw = Path(a.raw_dir) if a.raw_dir else Path(tempfile.mkdtemp())
+    raw.mkdir(parents=True, exist_ok=True)
+    report = {"cpu": P.cpu_name(), "moves": a.moves, "kinds": {}}
+    try:
+        pids, _ = P.server_pids(proc.pid, [])
+        await P.warm_up(url, 1)
+        await P.first_opens(url, pids, students=1)  # every page once: the models, test sets and page code are loaded
+        # One student stays connected throughout, as a class does: with no session left Streamlit
+        # forgets the pages' compiled code, and the next student alone would pay for compiling it.
+        anchor = P.Student(199, url, P.Stats(), 0, P.MODELS[0])
+        await anchor.connect()
+        await anchor.open()
+        print(f"{P.cpu_name()}; server {pids}; {a.moves} moves of each kind, new students with their own images")
+        print(f"{'move':22} {'CPU ms':>7}  " + "  ".join(f"{p:>8}" for p in PARTS))
+        for n, kind in enumerate(a.kinds):
+            out = raw / f"{kind.replace(' ', '_')}.txt"
+            costs, parts = await one_kind(url, pids, kind, a.moves, 200 + 20 * n, Sampler(spy, pids[0], out))
+            total = sum(parts.values()) or 1
+            ms = 1000 * statistics.median(costs)
+            report["kinds"][kind] = {"cpu_ms_median": round(ms, 1), "parts": {p: round(parts[p] / total, 3) for p in PARTS}}
+            print(f"{kind:22} {ms:7.1f}  " + "  ".join(f"{100 * parts[p] / total:7.0f}%" for p in PARTS), flush=True)
+        await anchor.leave()
+        if a.json:
+            Path(a.json).write_text(json.dumps(report, indent=1))
+    finally:
+        P.stop_streamlit(proc)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--moves", type=int, default=12, help="moves of each kind (default: 12)")
+    ap.add_argument("--kinds", nargs="+", default=KINDS, help=f"which (default: all: {', '.join(KINDS)})")
+    ap.add_argument("--raw-dir", help="keep py-spy's raw stacks here, one file per kind")
+    ap.add_argument("--json", help="also write the results here")
+    return ap
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(parser().parse_args())))
