@@ -42,7 +42,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from capsviz.config import CapsNetConfig
-from capsviz.errors import CapsvizError
+from capsviz.errors import CapsvizError, first_line
 from capsviz.models.capsnet import CapsNet
 
 # How a PyTorch CapsNet numbers its primary capsules, which no weight shape shows.
@@ -704,11 +704,6 @@ def _class_names(dataset: str):
     from capsviz.data import class_names
 
     return class_names(dataset)
-
-
-def first_line(e: BaseException) -> str:
-    """An exception's message in one line of at most 200 characters."""
-    return (str(e).strip().splitlines() or [""])[0][:200]
 
 
 def _evaluate(model, dataset: str, data_dir, limit, on_progress) -> dict | None:

@@ -39,9 +39,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from capsviz.adapter import first_line
 from capsviz.config import CLASS_SQUASH_AXES
-from capsviz.errors import CapsvizError
+from capsviz.errors import CapsvizError, first_line
 
 TOLERANCE = 1e-4
 STAGES = ("conv1", "primary", "u_hat", "couplings", "class_capsules", "reconstruction")
