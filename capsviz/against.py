@@ -86,8 +86,9 @@ class Check:
 
 
 def load_network(spec: str, kwargs: dict | None = None) -> torch.nn.Module:
-    """`MODULE:NAME` (MODULE dotted, importable from the current folder, or a path to a .py file),
-    NAME a class or a factory, called with `kwargs`. Runs the user's code."""
+    """`MODULE:NAME` (MODULE dotted, importable from the current folder, or a path to a .py file,
+    which imports its neighbours), NAME a class or a factory, called with `kwargs`. Runs the
+    user's code."""
     module_name, sep, name = spec.rpartition(":")
     if not sep or not module_name or not name:
         raise CapsvizError(f"--against {spec!r}: give MODULE:NAME, e.g. mynet:CapsNet or mynet.py:make_model")
@@ -96,6 +97,11 @@ def load_network(spec: str, kwargs: dict | None = None) -> torch.nn.Module:
             path = Path(module_name)
             if not path.is_file():
                 raise CapsvizError(f"--against: no such file {module_name}")
+            # as `python FILE.py` runs it: its own folder first, so code split over several files
+            # imports its other modules; the current folder too, as with the dotted form
+            for folder in (Path.cwd(), path.resolve().parent):
+                if str(folder) not in sys.path:
+                    sys.path.insert(0, str(folder))
             loaded = importlib.util.spec_from_file_location(path.stem, path)
             module = importlib.util.module_from_spec(loaded)
             sys.modules.setdefault(path.stem, module)
