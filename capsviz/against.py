@@ -60,8 +60,9 @@ STAGE_HINTS = {
     "--primary-order says, then squashed",
     "u_hat": "capsviz's predictions are u_hat = W u, one W per pair of primary capsule and class, no bias",
     "couplings": "capsviz routes by agreement (softmax over classes or inputs, logits per image or per batch, a prior if "
-    "the weights hold one)",
-    "class_capsules": "capsviz's class capsules are squash(sum_i c_ij u_hat_j|i)",
+    "the weights hold one, the class capsules squashed over each capsule, the classes, all at once or each value alone)",
+    "class_capsules": "capsviz's class capsules are squash(sum_i c_ij u_hat_j|i), squashed over each capsule, the classes, "
+    "all at once or each value alone",
     "reconstruction": "capsviz's decoder is three Linear layers (ReLU, ReLU, sigmoid) fed the class capsules masked to the longest",
 }
 # Normalisations tried when the user states none: [0, 1] as capsviz reads images, MNIST's usual

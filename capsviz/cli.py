@@ -19,7 +19,7 @@ import time
 import typing
 from pathlib import Path
 
-from capsviz.config import DATASET_NAMES, MAX_ITERATIONS, PRESETS, TrainRun, check_dataset
+from capsviz.config import CLASS_SQUASH_AXES, DATASET_NAMES, MAX_ITERATIONS, PRESETS, TrainRun, check_dataset
 from capsviz.errors import CapsvizError
 from capsviz.progress import time_left
 
@@ -256,8 +256,9 @@ def parser() -> Parser:
     )
     im.add_argument(
         "--class-squash",
-        choices=["capsule", "classes", "all"],
-        help="what the class capsules' squash normalises: each capsule (default), each value over the classes, or all at once",
+        choices=CLASS_SQUASH_AXES,
+        help="what the class capsules' squash normalises: each capsule (default), each value over the classes, all at once, "
+        "or each value on its own",
     )
     im.add_argument(
         "--normalise",

@@ -16,6 +16,7 @@ CONVENTIONS = (
     "four-iterations",  # "3 iterations" in code that routes 4 times
     "squash-map",  # primary capsules squashed over dim 1: each value's whole map
     "squash-classes",  # class capsules squashed over dim 1 of (B, J, D): each value over the classes
+    "squash-values",  # s kept (B, J, D, 1) and squashed over its last dim: each value on its own
     "normalised",  # inputs normalised with MNIST's mean and std inside forward
     "w-3d",  # W stored (I, K, J*D)
     "stages",  # the paper's computation, its stages given by capsviz_stages(x)
@@ -80,7 +81,11 @@ class Digits(nn.Module):
             b = b + self.b
         for t in range(self.iterations):
             c = F.softmax(b, dim=1 if self.convention == "softmax-inputs" else 2)
-            v = squash((c.unsqueeze(-1) * u_hat).sum(1), dim=1 if self.convention == "squash-classes" else -1)  # (B, J, D)
+            s = (c.unsqueeze(-1) * u_hat).sum(1)  # (B, J, D)
+            if self.convention == "squash-values":
+                v = squash(s.unsqueeze(-1), dim=-1).squeeze(-1)  # (B, J, D, 1), as code keeping matmul's last axis has it
+            else:
+                v = squash(s, dim=1 if self.convention == "squash-classes" else -1)  # (B, J, D)
             if t < self.iterations - 1:
                 a = (u_hat * v.unsqueeze(1)).sum(-1)  # (B, I, J)
                 b = b + (a.mean(0, keepdim=True) if shared else a)

@@ -71,6 +71,8 @@ def test_each_convention_imports_against_its_code_within_tolerance_at_every_stag
     if convention == "squash-classes":  # recorded in the checkpoint and said in the words the pages show
         assert model.config.class_squash == "classes" and meta.raw["config"]["class_squash"] == "classes"
         assert any("class capsules squashed over the classes" in w for w in how_it_computes(meta))
+    elif convention == "squash-values":
+        assert model.config.class_squash == "value" and any("squashed value by value" in w for w in how_it_computes(meta))
     else:
         assert model.config.class_squash == "capsule"
 
@@ -304,7 +306,8 @@ def test_class_squash_axes_normalise_what_they_say():
     torch.testing.assert_close(class_squash("sabour", "capsule")(s), squash(s))
     torch.testing.assert_close(class_squash("sabour", "classes")(s), squash(s.transpose(1, 2)).transpose(1, 2))
     torch.testing.assert_close(class_squash("sabour", "all")(s), squash(s.flatten(1)).view_as(s))
-    assert set(SQUASH_DIMS) == {"capsule", "classes", "all"}
+    torch.testing.assert_close(class_squash("sabour", "value")(s), s.sign() * s**2 / (1 + s**2))
+    assert set(SQUASH_DIMS) == {"capsule", "classes", "all", "value"}
     u_hat = torch.randn(2, 10, 36, 16) * 0.2
     paper = dynamic_routing_options(u_hat, 3, DynamicOptions(), record=True)
     over = dynamic_routing_options(u_hat, 3, DynamicOptions(squash_axis="classes"), record=True)
