@@ -12,10 +12,12 @@ shapes of its tensors and their order, never by their names (every repository na
 own way):
 
     Conv1        a conv weight (C1, 1, k, k) and its bias               e.g. (256, 1, 9, 9)
-    PrimaryCaps  one conv (T*K, C1, k, k), or K convs (T, C1, k, k)     e.g. (256, 256, 9, 9) or 8 x (32, 256, 9, 9)
+    PrimaryCaps  one conv (T*K, C1, k, k), K convs (T, C1, k, k)        e.g. (256, 256, 9, 9), 8 x (32, 256, 9, 9)
+                 or T convs (K, C1, k, k)                                    or 32 x (8, 256, 9, 9)
     DigitCaps    W in any of (I, J, D, K), (1, I, J, D, K),             e.g. (1, 1152, 10, 16, 8)
                  (J, I, K, D), (I, J, K, D), (J, I, D, K)                    or (10, 1152, 8, 16)
     Decoder      three Linear layers J*D -> h1 -> h2 -> H*W (optional)  e.g. 160 -> 512 -> 1024 -> 784
+                 or D -> h1 -> h2 -> H*W (fed the longest capsule alone)     or 16 -> 512 -> 1024 -> 784
 
 What the weights cannot say is assumed, and each assumption is listed in `notes`: Conv1 stride 1,
 PrimaryCaps stride 2, no padding, ReLU after Conv1, Eq. 1's squash on the primary and class
@@ -92,7 +94,8 @@ class CapsuleAdapter:
 
     state: the tensors by name, in the order the file holds them. in_size: the image side the
     network takes (the dataset's). primary_order / primary_channels: see PRIMARY_ORDERS and
-    PRIMARY_CHANNELS; `primary_channels` None means "capsule" for one conv, "dim" for K convs.
+    PRIMARY_CHANNELS; `primary_channels` None means "capsule" for one conv or T convs of K
+    channels, "dim" for K convs of T channels.
     num_classes: J, which a 3-D W (I, K, J*D) cannot show. computation: how the network computes
     where it differs from the paper, CapsNetConfig's fields named in COMPUTATION (e.g.
     {"routing_softmax": "inputs"}); recorded in the checkpoint and shown by the pages."""
@@ -193,7 +196,7 @@ class CapsuleAdapter:
             notes.append("assumed: dynamic routing (softmax over the classes, logits per image, += agreement)")
         notes.append(f"routing iterations: {self.routing_iterations} (--iterations)")
         conv1 = self._conv1(todo)
-        primary, channels, convs = self._primary(todo, conv1[0].shape[0])
+        primary, convs = self._primary(todo, conv1[0].shape[0])
         G = (self.in_size - conv1[0].shape[-1] + 1 - primary[0].shape[-1]) // 2 + 1
         if G < 1:
             raise CapsvizError(
@@ -202,10 +205,20 @@ class CapsuleAdapter:
         W, K = self._digit_weights(todo, G, primary[0].shape[0], convs)
         I, J, D, _ = W.shape
         T = I // (G * G)
+        # several convs: K of T channels stack one capsule dimension each (channel d*T + t once
+        # concatenated); T of K channels are one capsule type each (channel t*K + d)
+        channels = self.primary_channels or ("capsule" if convs == 1 or K != convs else "dim")
+        if convs > 1:
+            notes.append(f"PrimaryCaps: {convs} convs of {primary[0].shape[0] // convs} channels, read as {T} types of {K} dims")
         prior = self._prior(todo, I, J)
-        decoder = self._decoder(todo, J * D)
+        decoder, winner = self._decoder(todo, J, D)
         if decoder is None:
             notes.append("no decoder found: the model is imported without reconstructions (the explorer needs one)")
+        elif winner:
+            notes.append(
+                f"assumed: decoder ReLU, ReLU, sigmoid, fed the longest class capsule's {D} values alone (its first layer is "
+                f"repeated for each class: capsviz's decoder reads all {J} masked to 0 but one, which computes the same)"
+            )
         else:
             notes.append("assumed: decoder ReLU, ReLU, sigmoid, fed all class capsules with all but one masked to 0")
         wp, bp = primary
@@ -260,8 +273,8 @@ class CapsuleAdapter:
             raise CapsvizError(f"Conv1 {name} takes {w.shape[1]} input channels; capsviz's datasets are greyscale (1 channel)")
         return w, _bias(todo, name, w.shape[0])
 
-    def _primary(self, todo: dict, c1: int) -> tuple[tuple[torch.Tensor, torch.Tensor], str, int]:
-        """Its weight and bias (K convs concatenated), its channel layout, and how many convs."""
+    def _primary(self, todo: dict, c1: int) -> tuple[tuple[torch.Tensor, torch.Tensor], int]:
+        """Its weight and bias (several convs concatenated in order), and how many convs."""
         found = sorted((k for k, t in todo.items() if _is_conv(t) and t.shape[1] == c1), key=_natural)
         if not found:
             raise CapsvizError(
@@ -272,13 +285,14 @@ class CapsuleAdapter:
             raise CapsvizError(f"ambiguous PrimaryCaps: convs of different shapes read Conv1's {c1} channels ({', '.join(found)})")
         ws = [todo.pop(k) for k in found]
         bs = [_bias(todo, k, w.shape[0]) for k, w in zip(found, ws, strict=True)]
-        channels = self.primary_channels or ("capsule" if len(ws) == 1 else "dim")
-        return (torch.cat(ws), torch.cat(bs)), channels, len(ws)
+        return (torch.cat(ws), torch.cat(bs)), len(ws)
 
     def _digit_weights(self, todo: dict, G: int, channels: int, convs: int) -> tuple[torch.Tensor, int]:
-        """W laid out (I, J, D, K), and K. K is the number of convs when PrimaryCaps is K convs; for
-        one conv of T*K channels it is whichever K makes one tensor hold I = G*G*T and K among its sizes."""
-        dims = [convs] if convs > 1 else [k for k in range(2, channels + 1) if channels % k == 0]
+        """W laid out (I, J, D, K), and K: whichever K makes one tensor hold I = G*G*T and K among its
+        sizes. Several convs are K convs of T channels or T convs of K channels (the number of convs
+        or each one's channels); one conv of T*K channels may be any split."""
+        per_conv = channels // convs
+        dims = sorted({convs, per_conv}) if convs > 1 else [k for k in range(2, channels + 1) if channels % k == 0]
         J = self.num_classes
         found = []
         for name, t in todo.items():
@@ -295,7 +309,11 @@ class CapsuleAdapter:
                             rest.remove(size)
                     if len(rest) == 1 and rest[0] % J == 0 and rest[0] > J:
                         found.append((name, K))
-        I = f"G*G*T = {G * G * channels // dims[0]}" if len(dims) == 1 else f"G*G*T with T*K = {channels}"
+        if convs > 1:
+            I = " or ".join(f"G*G*T = {G * G * channels // k} (K = {k})" for k in dims)
+            I += f", PrimaryCaps being {convs} convs of {per_conv} channels"
+        else:
+            I = f"G*G*T = {G * G * channels // dims[0]}" if len(dims) == 1 else f"G*G*T with T*K = {channels}"
         if not found:
             left = sorted(todo.items(), key=lambda kv: -kv[1].numel())[:3]  # the largest tensors not placed: W is usually one
             seen = "; the largest left: " + ", ".join(f"{k} {tuple(t.shape)}" for k, t in left) if left else ""
@@ -338,27 +356,33 @@ class CapsuleAdapter:
         W = W.permute(i, jd, k)  # (I, J*D, K)
         return W.reshape(I, J, shape[jd] // J, K).contiguous()
 
-    def _decoder(self, todo: dict, width: int) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    def _decoder(self, todo: dict, J: int, D: int) -> tuple[list[tuple[torch.Tensor, torch.Tensor]] | None, bool]:
+        """The three Linear layers, the first reading capsviz's masked J*D inputs, and whether the
+        original's reads the longest capsule's D values alone (its first weight repeated J times
+        here: of the masked input only that capsule's block is not 0, so both compute the same)."""
         linear = [k for k, t in todo.items() if t.dim() == 2]
         if not linear:
-            return None
-        layers, need = [], width
+            return None, False
+        width = J * D
+        winner = not any(todo[k].shape[1] == width for k in linear) and any(todo[k].shape[1] == D for k in linear)
+        layers, need = [], D if winner else width
         for _ in range(3):
             step = [k for k in linear if k in todo and todo[k].shape[1] == need]
             if len(step) != 1:
                 what = "none" if not step else "several: " + ", ".join(step)
                 raise CapsvizError(
                     f"decoder: expected one Linear layer reading {need} inputs after {len(layers)} layer(s), found {what}; "
-                    f"capsviz's decoder is three Linear layers {width} -> h1 -> h2 -> {self.in_size * self.in_size}"
+                    f"capsviz's decoder is three Linear layers {width} (or {D}: the longest capsule alone) -> h1 -> h2 -> "
+                    f"{self.in_size * self.in_size}"
                 )
             w = todo.pop(step[0])
-            layers.append((w, _bias(todo, step[0], w.shape[0])))
+            layers.append((w.repeat(1, J) if winner and not layers else w, _bias(todo, step[0], w.shape[0])))  # (h1, J*D)
             need = w.shape[0]
         if need != self.in_size * self.in_size:
             raise CapsvizError(
                 f"decoder draws {need} pixels; {self.in_size}x{self.in_size} images have {self.in_size**2} (pick the right --dataset)"
             )
-        return layers
+        return layers, winner
 
 
 def _fitting(p: Parts, in_size: int) -> Parts:

@@ -267,7 +267,7 @@ def _difference(candidates: list[tuple[str, torch.Tensor]], twin: torch.Tensor) 
     return best, where
 
 
-def _settings_for(stage: str, given: dict, convs: int) -> list[dict]:
+def _settings_for(stage: str, given: dict) -> list[dict]:
     """The options that first act at `stage`, each combination once; `given` fixes any of them."""
     if stage == "conv1":
         norms = [given["normalise"]] if "normalise" in given else NORMALISATIONS
@@ -276,8 +276,8 @@ def _settings_for(stage: str, given: dict, convs: int) -> list[dict]:
         if "primary_order" in given:
             orders = [(given["primary_order"], given.get("primary_channels"))]
         else:
-            other = "capsule" if convs > 1 else "dim"
-            orders = [("type-major", None), ("position-major", None), ("view", None), ("type-major", other), ("position-major", other)]
+            # both channel layouts for every file: one conv, K convs of T channels or T of K, can each be either
+            orders = [(o, c) for o in ("type-major", "position-major") for c in ("capsule", "dim")] + [("view", None)]
         squashes = [given["squash"]] if "squash" in given else ["sabour", "efficient"]
         axes = [given["primary_squash"]] if "primary_squash" in given else ["capsule", "map"]
         return [
@@ -306,7 +306,6 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
     B = x.shape[0]
     mean, std = given.get("normalise", (0.0, 1.0))
     theirs = user_stages(net, (x - mean) / std)
-    convs = _primary_convs(state)
     twins: dict = {}  # (primary_order, primary_channels) -> its Twin (or why none), each built once
 
     def twin_for(setting: dict):
@@ -346,7 +345,7 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
     # settings go on to the next stage. The class capsules and the reconstruction must match.
     carried, seen, unmatched, present, candidates = [({}, {})], {}, {}, [], {}
     for stage in STAGES:
-        expanded = [(dict(s, **extra), diffs) for s, diffs in carried for extra in _settings_for(stage, given, convs)][:MAX_SETTINGS]
+        expanded = [(dict(s, **extra), diffs) for s, diffs in carried for extra in _settings_for(stage, given)][:MAX_SETTINGS]
         scored = []  # (difference, where in the user's code, setting, differences so far)
         for s, diffs in expanded:
             built = twin_for({**defaults, **s})
@@ -382,6 +381,18 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
                 continue
             first = next(iter(unmatched))  # the first stage that differs, perhaps before this one
             d, where, tried, closest = unmatched[first]
+            if first == "reconstruction" and _unmasked(twin_for(closest), candidates[first]):
+                v = twin_for(closest).stage("class_capsules")
+                name = next((k for k, t in state.items() if t.dim() == 2 and t.shape[1] == v[0].numel()), "its first Linear layer")
+                return Check(
+                    False,
+                    f"your decoder ({name}, {where}) is fed all {v.shape[1]} x {v.shape[2]} class-capsule values unmasked; "
+                    "capsviz's decoder reads them with all but the longest capsule masked to 0, so this decoder cannot be "
+                    "imported as it computes (everything before it matched)",
+                    B,
+                    setting=closest,
+                    seen=seen,
+                )
             before = f" (matched before it: {', '.join(STAGE_WORDS[k] for k in seen)})" if seen else ""
             return Check(
                 False,
@@ -406,6 +417,14 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
     return Check(True, f"checked against your code: max difference {diff:.2g} on {B} images ({words})", B, setting, diff, seen)
 
 
+def _unmasked(twin: Twin, candidates: list[tuple[str, torch.Tensor]]) -> bool:
+    """Whether the user's reconstruction is the twin's decoder fed every class capsule, none masked."""
+    v = twin.stage("class_capsules")  # (B, J, D)
+    with torch.no_grad():
+        rec = twin.model.decoder(v, torch.ones(v.shape[:2])).flatten(1)  # (B, H*W)
+    return _difference(candidates, rec)[0] <= TOLERANCE
+
+
 def _setting_words(s: dict) -> str:
     norm = "" if (s["input_mean"], s["input_std"]) == (0.0, 1.0) else f"inputs (x - {s['input_mean']:g}) / {s['input_std']:g}, "
     order = s["primary_order"] + (f"/{s['primary_channels']}" if s.get("primary_channels") else "")
@@ -414,13 +433,3 @@ def _setting_words(s: dict) -> str:
         f"class-capsule squash over {s['class_squash']}, softmax over {s['routing_softmax']}, "
         f"logits per {s['routing_logits']}, {s['iterations']} iteration(s)"
     )
-
-
-def _primary_convs(state: dict) -> int:
-    """How many PrimaryCaps convs the file holds (1 or K), judged as the adapter judges: convs of one
-    shape reading Conv1's channels."""
-    convs = [t for t in state.values() if t.dim() == 4 and t.shape[2] == t.shape[3] and t.shape[2] > 1]
-    if len(convs) < 2:
-        return 1
-    c1 = convs[0].shape[0]
-    return sum(1 for t in convs[1:] if t.shape[1] == c1)

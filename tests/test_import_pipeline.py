@@ -10,9 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
+from capsule_conventions import REFUSED, I, K, T, make
 
 from capsviz import checkpoint as ckpt
+from capsviz.adapter import CapsuleAdapter, import_file
+from capsviz.errors import CapsvizError
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVENTIONS_FILE = ROOT / "tests" / "capsule_conventions.py"
@@ -48,3 +52,28 @@ def test_a_network_split_over_two_files_imports_through_the_console_script(synth
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["check"].startswith("checked against its code")
     assert ckpt.read_meta(tmp_path / "w.safetensors").raw["imported"]["checked"]["against"].endswith("net.py:build")
+
+
+def saved(tmp_path, convention):
+    net = make(convention).eval()
+    torch.save(net.state_dict(), tmp_path / f"{convention}.pt")
+    return net, tmp_path / f"{convention}.pt"
+
+
+def test_primary_caps_as_T_convs_of_K_channels_are_T_types_of_K_dims():
+    """A list of T convs of K channels each (public code's `[Conv2d(256, 8, 9, 2) for _ in range(32)]`)
+    is one capsule type per conv: I = G*G*T capsules, not the G*G*K of K convs of T channels."""
+    adapter = CapsuleAdapter(dict(make("type-convs").state_dict()))
+    assert (adapter.config().primary_types, adapter.config().primary_dim, adapter.get_parts().W.shape[0]) == (T, K, I)
+    assert any(f"{T} convs of {K} channels, read as {T} types of {K} dims" in n for n in adapter.notes)
+
+
+def test_a_decoder_fed_every_class_capsule_unmasked_is_refused_naming_its_layer(synthetic_data, tmp_path):
+    (bad,) = REFUSED
+    _, path = saved(tmp_path, bad)
+    with pytest.raises(CapsvizError) as e:
+        import_file(path, tmp_path / "u.safetensors", against=f"{CONVENTIONS_FILE}:make", against_args={"convention": bad}, evaluate=False)
+    words = str(e.value)
+    assert words.startswith("not imported: your decoder (decoder.0.weight, module decoder.5) is fed all 10 x 16 class-capsule")
+    assert "unmasked" in words and "\n" not in words
+    assert not (tmp_path / "u.safetensors").exists()
