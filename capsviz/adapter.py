@@ -524,6 +524,7 @@ def import_file(
     computation: dict | None = None,
     against: str | None = None,
     against_args: dict | None = None,
+    against_input: str | None = None,
     normalise: tuple[float, float] | None = None,
     check_images: int = 16,
 ) -> dict:
@@ -541,8 +542,11 @@ def import_file(
     built, given the same weights, and compared stage by stage with the twin on `check_images`
     test images (capsviz.against); the options not given are searched, and the twin is stored
     only if every stage seen matches within 1e-4 (else a CapsvizError names the first stage that
-    differs). Without it the twin is stored marked "not checked against its code", with the
-    warnings of `plausibility`. Returns what the command prints: the checkpoint, its metrics,
+    differs). The network is fed what `against_input` (the user's transform, dataset or
+    DataLoader, "MODULE:NAME") makes of the images, or the images normalised by `normalise`, or
+    else each normalisation in common use, the one its lengths are most decisive on kept; the
+    checkpoint says which, and the warnings of `plausibility` the check did not cover stay on.
+    Without `against` the twin is stored marked "not checked against its code", with all of them. Returns what the command prints: the checkpoint, its metrics,
     the check, the warnings and the notes."""
     from capsviz import checkpoint as ckpt
     from capsviz.config import DATASETS
@@ -577,13 +581,16 @@ def import_file(
         }
         if normalise is not None:
             given["normalise"] = tuple(float(v) for v in normalise)
-        reader, checked = _checked_against(state, against, against_args, dataset, data_dir, check_images, adapter, in_size, classes, given)
+        reader, checked, told = _checked_against(
+            state, against, against_args, dataset, data_dir, check_images, adapter, in_size, classes, given, against_input
+        )
     model = reader.model()
     notes = list(reader.notes)
     metrics = _evaluate(model, dataset, data_dir, limit, on_progress) if evaluate else None
     if metrics is None:
         notes.append("not evaluated: " + ("--no-evaluate" if not evaluate else f"the {dataset} test images were not found"))
-    warnings_ = [] if checked else plausibility(model, dataset, data_dir, metrics)
+    # a check covers the network's computation; its input pipeline only where the user gave it
+    warnings_ = [] if checked and told else plausibility(model, dataset, data_dir, metrics, checked=checked is not None)
     meta = {
         "dataset": dataset,
         "complete": True,
@@ -600,46 +607,129 @@ def import_file(
     return {"checkpoint": str(out), **(metrics or {"evaluated": False}), "check": check_words, "warnings": warnings_, "notes": notes}
 
 
-def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_size, classes, given):
-    """The adapter whose twin matches the user's own network on n test images, and what the
-    checkpoint records of the check; a CapsvizError naming the first stage that differs."""
+def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_size, classes, given, pipeline=None):
+    """The adapter whose twin matches the user's own network on n test images, what the
+    checkpoint records of the check, and whether the input pipeline was the user's word (their
+    `pipeline` MODULE:NAME or --normalise) rather than inferred; a CapsvizError naming the first
+    stage that differs. Without a pipeline the network is compared on [0, 1] images and on each
+    of the normalisations in common use, and the one its lengths are most decisive on is kept."""
     from capsviz import against
 
-    x = _test_images(dataset, data_dir, n)
-    if x is None:
-        raise CapsvizError(f"--against compares on real test images, and the {dataset} test images were not found (capsviz data)")
     net = against.load_network(spec, spec_args)
     try:
         net.load_state_dict(state, strict=True)
     except Exception as e:  # noqa: BLE001 - the user's class does not take the file's tensors
         raise CapsvizError(f"--against {spec}: your network does not take this file's weights ({first_line(e)})") from None
     net = net.float().eval()
+    stated_batch = given.pop("routing_batch", None)
 
     def make(st, **kw):
         return adapter(st, in_size=in_size, num_classes=classes, **kw)
 
-    result = against.check(state, net, x, make_adapter=make, given=given)
-    if not result.ok:
-        raise CapsvizError(f"not imported: {result.message}")
+    def reader_for(s: dict) -> CapsuleAdapter:
+        keep = {k: s[k] for k in COMPUTATION if k in s}
+        return make(
+            state,
+            primary_order=s["primary_order"],
+            primary_channels=s["primary_channels"],
+            routing_iterations=s["iterations"],
+            computation=keep,
+        )
+
+    def compare(count: int, options: dict):
+        x = _test_images(dataset, data_dir, count)
+        if x is None:
+            raise CapsvizError(f"--against compares on real test images, and the {dataset} test images were not found (capsviz data)")
+        feed, batch = None, None
+        if pipeline:
+            feed, batch = against.input_images(pipeline, x)
+            options = {**options, "normalise": against.normalisation_of(feed, x, pipeline)}
+        result = against.check(state, net, x, make_adapter=make, given=options, feed=feed)
+        if not result.ok:
+            raise CapsvizError(f"not imported: {result.message}")
+        return result, x, batch, options.get("normalise", (0.0, 1.0))
+
+    result, x, loader_batch, fed = compare(n, given)
     s = result.setting
-    keep = {k: s[k] for k in COMPUTATION if k in s}
-    reader = make(
-        state,
-        primary_order=s["primary_order"],
-        primary_channels=s["primary_channels"],
-        routing_iterations=s["iterations"],
-        computation=keep,
-    )
-    checked = {"against": spec[:500], "max_difference": result.max_difference, "images": result.images, "stages": list(result.seen)}
-    reader.get_parts().notes.append(result.message)
-    return reader, checked
+    fixed = {**given, **{k: s[k] for k in against.SEARCHED}}  # the network's own computation, as found
+    if pipeline:
+        words, told = f"your input pipeline {pipeline}, {_images_words(*fed)}", True
+    elif "normalise" in given:
+        words, told = f"{_images_words(*fed)} (--normalise)", True
+    else:  # the pipeline is not told: a trained network's lengths are far more decisive on its own input scale
+        labelled = _labelled_test_images(dataset, data_dir, FIT_IMAGES)
+        tried = {fed: (result, _fit(reader_for(s), *labelled))}
+        for norm in against.NORMALISATIONS[1:]:
+            other = against.check(state, net, x, make_adapter=make, given={**fixed, "normalise": norm})
+            if other.ok:
+                tried[norm] = (other, _fit(reader_for(other.setting), *labelled))
+        best = min(tried, key=lambda k: tried[k][1])
+        rest = min((d for k, (_, d) in tried.items() if k != best), default=float("inf"))
+        said = "; ".join(f"{_images_words(*k)} {d:.3f}" for k, (_, d) in tried.items())
+        if tried[best][1] * DECISIVE <= rest:
+            fed, result = best, tried[best][0]
+            words, why = f"{_images_words(*fed)}, inferred from its lengths", "its lengths fit the labels far best there"
+        else:
+            words, why = f"{_images_words(*fed)}, a guess", "its lengths fit the labels about as well on another normalisation"
+        detail = (
+            f"your input pipeline not given: {words}: {why} (margin loss on {labelled[0].shape[0]} test images, {said}); "
+            "--against-input or --normalise says it"
+        )
+        s, told = result.setting, False
+        fixed["normalise"] = fed
+    if s["routing_logits"] == "batch":
+        batch = stated_batch or loader_batch
+        if batch is None:
+            raise CapsvizError(
+                f"not imported: your network averages its routing logits over the batch (found on {result.images} images), so its "
+                "answers depend on the batch size your evaluation uses: say it with --routing-batch N, or give your DataLoader "
+                "with --against-input MODULE:NAME"
+            )
+        if batch != result.images:  # checked again on one whole batch of the user's size
+            result, x, _, _ = compare(batch, {**fixed, "routing_batch": batch})
+            s = result.setting
+    reader = reader_for(s)
+    checked = {
+        "against": spec[:500],
+        "max_difference": result.max_difference,
+        "images": result.images,
+        "stages": list(result.seen),
+        "input": words[:500],
+    }
+    reader.get_parts().notes.append(f"{result.message}, fed {words}")
+    if not told:
+        reader.get_parts().notes.append(detail)
+    return reader, checked, told
+
+
+# How a network's lengths fit the test labels (Eq. 4's margin loss, what it was trained to lower):
+# on FIT_IMAGES images, DECISIVE times lower on one input normalisation than on every other for
+# the import to take that one as the scale it was trained on. A network trained 30 steps on
+# synthetic digits already fits 3-10 times better on its own scale; untrained ones fit all alike.
+FIT_IMAGES = 256
+DECISIVE = 2.0
+
+
+def _fit(reader: CapsuleAdapter, x: torch.Tensor, y: torch.Tensor) -> float:
+    """The twin's margin loss on the labelled images x, y: low where its lengths pick the labels decisively."""
+    from capsviz.losses import margin_loss
+
+    with torch.no_grad():
+        lengths = reader.model()(x).scores  # (B, J)
+    targets = y if y.dim() == 1 else torch.nn.functional.one_hot(y, lengths.shape[1]).sum(1).clamp(max=1)  # MultiMNIST's two ids
+    return float(margin_loss(lengths, targets))
+
+
+def _images_words(mean: float, std: float) -> str:
+    return "[0, 1] pixels" if (mean, std) == (0.0, 1.0) else f"pixels (x - {mean:.4g}) / {std:.4g}"
 
 
 def checked_words(checked: dict | None, warnings: list[str] = ()) -> str:
     """The zoo's mark for an imported model, from what its checkpoint records (`imported.checked`
     and `imported.warnings`: the first warning's finding, without its advice, is said too)."""
     if checked:
-        return f"checked against its code: max difference {checked['max_difference']:.2g} on {checked['images']} images"
+        fed = f" fed {checked['input']}" if checked.get("input") else ""  # older imports do not say
+        return f"checked against its code: max difference {checked['max_difference']:.2g} on {checked['images']} images{fed}"
     if not warnings:
         return "not checked against its code"
     more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
@@ -668,9 +758,11 @@ RECONSTRUCTION_POOR = 0.7
 ERROR_HIGH = 20.0
 
 
-def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None, n: int = 64) -> list[str]:
+def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None, n: int = 64, *, checked: bool = False) -> list[str]:
     """Warnings that a twin computes other numbers than the network it was imported from, each
-    saying what it points to; empty when nothing looks wrong or the test images are missing."""
+    saying what it points to; empty when nothing looks wrong or the test images are missing.
+    `checked`: the twin's computation was checked against its code, its input pipeline was not:
+    only the findings another input normalisation would explain are said."""
     x = _test_images(dataset, data_dir, n)
     if x is None:
         return []
@@ -679,24 +771,28 @@ def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None
         out = model(x)
     lengths = out.scores  # (B, J)
     found = []
-    after = "; check the import against your code with --against MODULE:CLASS (README: Your own model)"
-    if float(lengths.min()) > SATURATED:
+    if checked:
+        after = "; give the pipeline your evaluation feeds it with --against-input MODULE:NAME or --normalise MEAN STD"
+    else:
+        after = "; check the import against your code with --against MODULE:CLASS (README: Your own model)"
+    if float(lengths.min()) > SATURATED and not checked:
         found.append(
             f"every class capsule is longer than {SATURATED} on every image (saturated): the squash, the routing's softmax or "
             f"its logits probably differ from your code's{after}"
         )
     elif float(lengths.max()) < COLLAPSED:
+        cause = "the input's normalisation" if checked else "the squash's axis, the input's normalisation or the capsules' grouping"
         found.append(
-            f"every class capsule is shorter than {COLLAPSED} on every image (collapsed): the squash's axis, the input's "
-            f"normalisation or the capsules' grouping probably differ from your code's{after}"
+            f"every class capsule is shorter than {COLLAPSED} on every image (collapsed): {cause} probably differ from your code's{after}"
         )
     median = float(primary.median())
     if median < PRIMARY_SHORT:
+        cause = "the input's normalisation" if checked else "their grouping, the squash's axis or the input's normalisation"
         found.append(
-            f"the primary capsules are short (median length {median:.2f}; a trained CapsNet's are mostly above 0.9): their "
-            f"grouping, the squash's axis or the input's normalisation probably differ from your code's{after}"
+            f"the primary capsules are short (median length {median:.2f}; a trained CapsNet's are mostly above 0.9): {cause} "
+            f"probably differ from your code's{after}"
         )
-    if out.reconstruction is not None:
+    if out.reconstruction is not None and not checked:
         rec, img = out.reconstruction.flatten(1), x.flatten(1)
         ratio = float(((rec - img) ** 2).sum() / (img**2).sum().clamp_min(1e-12))
         if ratio > RECONSTRUCTION_POOR:
@@ -705,23 +801,31 @@ def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None
                 f"was trained on other class capsules than this twin computes{after}"
             )
     if metrics is not None and metrics["test_error"] > ERROR_HIGH:
+        cause = (
+            "the input's normalisation" if checked else "the capsules' numbering (--primary-order, --primary-channels) or the computation"
+        )
         found.append(
-            f"{metrics['test_error']:.1f}% test error, far above a trained CapsNet's: the capsules' numbering (--primary-order, "
-            f"--primary-channels) or the computation differ from your code's{after}"
+            f"{metrics['test_error']:.1f}% test error, far above a trained CapsNet's: {cause} probably differ from your code's{after}"
         )
     return found
 
 
 def _test_images(dataset: str, data_dir, n: int) -> torch.Tensor | None:
     """The first n test images of `dataset` as the model reads them (B, C, S, S) in [0, 1], or None where missing."""
+    got = _labelled_test_images(dataset, data_dir, n)
+    return None if got is None else got[0]
+
+
+def _labelled_test_images(dataset: str, data_dir, n: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The first n test images (B, C, S, S) in [0, 1] and their labels, or None where missing."""
     from capsviz.data import batches, load_split
 
     try:
         data = load_split(dataset, "test", data_dir)
     except CapsvizError:
         return None
-    x, _, _ = next(iter(batches(dataset, data, n, train=False, limit=n)))
-    return x.float()
+    x, y, _ = next(iter(batches(dataset, data, n, train=False, limit=n)))
+    return x.float(), y
 
 
 def _class_names(dataset: str):

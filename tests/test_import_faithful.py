@@ -44,7 +44,8 @@ def saved(tmp_path, convention) -> tuple[torch.nn.Module, Path]:
 def test_each_convention_imports_against_its_code_within_tolerance_at_every_stage(synthetic_data, tmp_path, convention):
     net, path = saved(tmp_path, convention)
     out = tmp_path / f"{convention}.safetensors"
-    result = import_file(path, out, limit=16, against=f"{CODE}:make", against_args={"convention": convention})
+    batch = {"routing_batch": 16} if convention == "batch-logits" else None  # the batch the user evaluates with
+    result = import_file(path, out, limit=16, against=f"{CODE}:make", against_args={"convention": convention}, computation=batch)
     assert result["check"].startswith("checked against its code: max difference")
     model, meta = ckpt.load_checkpoint(out)
     checked = meta.raw["imported"]["checked"]
@@ -153,9 +154,10 @@ def test_stages_a_network_does_not_show_are_named_and_the_rest_still_checked(syn
     sys.modules["public_net"].build = build
     result = import_file(tmp_path / "public.pt", tmp_path / "public.safetensors", against="public_net:build", evaluate=False)
     assert result["check"].startswith("checked against its code")
-    assert result["notes"][-2].endswith(
+    (note,) = [n for n in result["notes"] if n.startswith("checked against your code")]
+    assert note.endswith(
         "(Conv1, the class capsules; not found in your code's tensors: the primary capsules, the predictions u_hat, the couplings, "
-        "the reconstruction)"
+        "the reconstruction), fed [0, 1] pixels, a guess"
     )
     assert ckpt.read_meta(tmp_path / "public.safetensors").raw["imported"]["checked"]["stages"] == ["conv1", "class_capsules"]
 
@@ -200,13 +202,16 @@ def cli(*args):
 def test_import_command_against_says_it_runs_your_code_and_stores_the_check(synthetic_data, tmp_path):
     _, path = saved(tmp_path, "batch-logits")
     out = tmp_path / "mine.safetensors"
-    r = cli(path, "--out", out, "--limit", "16", "--against", f"{CODE}:make", "--against-args", '{"convention": "batch-logits"}')
+    against = ("--against", f"{CODE}:make", "--against-args", '{"convention": "batch-logits"}')
+    r = cli(path, "--out", out, "--limit", "16", *against)
+    assert r.returncode == 2 and "say it with --routing-batch N" in r.stderr and "Traceback" not in r.stderr
+    r = cli(path, "--out", out, "--limit", "16", *against, "--routing-batch", "8")
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stderr.startswith("--against runs your code:")
     assert json.loads(r.stdout)["check"].startswith("checked against its code")
     meta = ckpt.read_meta(out)
-    assert (meta.config.routing_logits, meta.config.routing_batch) == ("batch", 16)
-    assert any("averaged over each 16 images" in line for line in how_it_computes(meta))
+    assert (meta.config.routing_logits, meta.config.routing_batch) == ("batch", 8)
+    assert any("averaged over each 8 images" in line for line in how_it_computes(meta))
 
     # without --against, the options and the iteration count can be said on the command line
     _, path = saved(tmp_path, "four-iterations")

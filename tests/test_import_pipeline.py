@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from capsule_conventions import REFUSED, I, K, T, make
+from capsule_conventions import REFUSED, I, K, T, make, trained
 
 from capsviz import checkpoint as ckpt
 from capsviz.adapter import CapsuleAdapter, import_file
+from capsviz.against import TOLERANCE
 from capsviz.errors import CapsvizError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,3 +78,103 @@ def test_a_decoder_fed_every_class_capsule_unmasked_is_refused_naming_its_layer(
     assert words.startswith("not imported: your decoder (decoder.0.weight, module decoder.5) is fed all 10 x 16 class-capsule")
     assert "unmasked" in words and "\n" not in words
     assert not (tmp_path / "u.safetensors").exists()
+
+
+PIPELINE = ROOT / "tests" / "user_pipeline.py"
+MNIST_NORM = (0.1307, 0.3081)
+
+
+def user_evaluation(net, n=64, normalise=MNIST_NORM):
+    """The user's own evaluation: their data loader normalises, their network is fed the result."""
+    x = first_images(n)
+    with torch.no_grad():
+        return x, net((x - normalise[0]) / normalise[1])[0]
+
+
+def first_images(n):
+    from capsviz.data import batches, load_split
+
+    return next(iter(batches("mnist", load_split("mnist", "test"), n, train=False, limit=n)))[0]
+
+
+def import_trained(tmp_path, net, name, **kw):
+    torch.save(net.state_dict(), tmp_path / f"{name}.pt")
+    out = tmp_path / f"{name}.safetensors"
+    result = import_file(tmp_path / f"{name}.pt", out, limit=64, against=f"{CONVENTIONS_FILE}:make", **kw)
+    model, meta = ckpt.load_checkpoint(out)
+    return result, model, meta
+
+
+def test_a_network_normalised_in_its_data_loader_is_checked_on_its_own_scale(synthetic_data, tmp_path):
+    """Issue 52's first case: (x - 0.1307) / 0.3081 in the data loader, outside forward. Fed [0, 1]
+    images the network matches its twin perfectly, and the twin would be wrong against the user's
+    own evaluation; `--against` alone compares on each usual normalisation and keeps the one the
+    trained network's lengths fit the labels on."""
+    net = trained(normalise=MNIST_NORM)
+    result, model, meta = import_trained(tmp_path, net, "loader")
+    checked = meta.raw["imported"]["checked"]
+    assert checked["input"] == "pixels (x - 0.1307) / 0.3081, inferred from its lengths"
+    assert result["check"].endswith("images fed pixels (x - 0.1307) / 0.3081, inferred from its lengths")
+    assert (meta.config.input_mean, meta.config.input_std) == MNIST_NORM
+    x, v = user_evaluation(net)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x).capsules, v, atol=TOLERANCE, rtol=0)
+    assert any(n.startswith("your input pipeline not given: pixels (x - 0.1307) / 0.3081, inferred") for n in result["notes"])
+
+    # a network trained on [0, 1] images is kept on them
+    plain = trained(normalise=(0.0, 1.0))
+    _, model, meta = import_trained(tmp_path, plain, "plain")
+    assert meta.raw["imported"]["checked"]["input"] == "[0, 1] pixels, inferred from its lengths"
+    assert (meta.config.input_mean, meta.config.input_std) == (0.0, 1.0)
+
+
+def test_the_users_own_input_pipeline_is_what_the_check_feeds(synthetic_data, tmp_path, monkeypatch):
+    """--against-input: the user's transform, test dataset or DataLoader makes the images the
+    network is fed; the twin normalises as that pipeline does, and the whole pipeline being
+    compared, no warning is left on. A pipeline that is not the test set in order is refused."""
+    monkeypatch.syspath_prepend(str(ROOT / "tests"))
+    net = make("paper")
+    for name in ("test_transform", "test_set", "test_loader"):
+        result, model, meta = import_trained(tmp_path, net, name, against_input=f"{PIPELINE}:{name}")
+        assert meta.raw["imported"]["checked"]["input"] == f"your input pipeline {PIPELINE}:{name}, pixels (x - 0.1307) / 0.3081"
+        assert (meta.config.input_mean, meta.config.input_std) == pytest.approx(MNIST_NORM)
+        assert result["warnings"] == []
+        x, v = user_evaluation(net)
+        with torch.no_grad():
+            torch.testing.assert_close(model(x).capsules, v, atol=TOLERANCE, rtol=0)
+    with pytest.raises(CapsvizError) as e:
+        import_trained(tmp_path, net, "shuffled", against_input=f"{PIPELINE}:shuffled_loader")
+    assert "its first 16 images are not capsviz's first test images under one (x - mean) / std" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_a_plain_against_keeps_the_warnings_the_check_did_not_cover(synthetic_data, tmp_path):
+    """An untrained network fits no scale better than another: the pipeline is a guess, said as one,
+    and the warnings a wrong input normalisation would explain stay on."""
+    net = make("paper")
+    with torch.no_grad():
+        net.digits.W.mul_(1e-3)  # every class capsule collapsed, whatever the scale
+    result, _, meta = import_trained(tmp_path, net, "guess")
+    assert meta.raw["imported"]["checked"]["input"] == "[0, 1] pixels, a guess"
+    assert any(w.startswith("every class capsule is shorter than 0.1") and "--against-input" in w for w in result["warnings"])
+    assert meta.raw["imported"]["warnings"] == result["warnings"]
+
+
+def test_batch_averaged_routing_logits_ask_for_the_users_batch(synthetic_data, tmp_path, monkeypatch):
+    """Logits averaged over the batch make an image's answer depend on its batch: the check asks for
+    the batch the user evaluates with (or takes their DataLoader's), and is then run on one such batch."""
+    monkeypatch.syspath_prepend(str(ROOT / "tests"))
+    net = make("batch-logits")
+    args = {"against_args": {"convention": "batch-logits"}, "normalise": (0.0, 1.0)}
+    with pytest.raises(CapsvizError) as e:
+        import_trained(tmp_path, net, "ask", **args)
+    assert "averages its routing logits over the batch (found on 16 images)" in str(e.value) and "--routing-batch N" in str(e.value)
+    _, model, meta = import_trained(tmp_path, net, "said", computation={"routing_batch": 8}, **args)
+    assert (meta.config.routing_batch, meta.raw["imported"]["checked"]["images"]) == (8, 8)
+    x = first_images(8)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x).capsules, net(x)[0], atol=TOLERANCE, rtol=0)
+    _, model, meta = import_trained(
+        tmp_path, net, "loader", against_args={"convention": "batch-logits"}, against_input=f"{PIPELINE}:test_loader"
+    )
+    assert (meta.config.routing_batch, meta.raw["imported"]["checked"]["images"]) == (8, 8)
