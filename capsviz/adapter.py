@@ -591,6 +591,8 @@ def import_file(
         notes.append("not evaluated: " + ("--no-evaluate" if not evaluate else f"the {dataset} test images were not found"))
     # a check covers the network's computation; its input pipeline only where the user gave it
     warnings_ = [] if checked and told else plausibility(model, dataset, data_dir, metrics, checked=checked is not None)
+    if against is None and iterations is None:  # the count was assumed: say when another fits the weights as well
+        warnings_ += other_counts(model, dataset, data_dir)
     meta = {
         "dataset": dataset,
         "complete": True,
@@ -712,10 +714,14 @@ DECISIVE = 2.0
 
 def _fit(reader: CapsuleAdapter, x: torch.Tensor, y: torch.Tensor) -> float:
     """The twin's margin loss on the labelled images x, y: low where its lengths pick the labels decisively."""
+    with torch.no_grad():
+        return _fit_lengths(reader.model()(x).scores, y)
+
+
+def _fit_lengths(lengths: torch.Tensor, y: torch.Tensor) -> float:
+    """Eq. 4's margin loss of class-capsule lengths (B, J) against labels y."""
     from capsviz.losses import margin_loss
 
-    with torch.no_grad():
-        lengths = reader.model()(x).scores  # (B, J)
     targets = y if y.dim() == 1 else torch.nn.functional.one_hot(y, lengths.shape[1]).sum(1).clamp(max=1)  # MultiMNIST's two ids
     return float(margin_loss(lengths, targets))
 
@@ -808,6 +814,39 @@ def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None
             f"{metrics['test_error']:.1f}% test error, far above a trained CapsNet's: {cause} probably differ from your code's{after}"
         )
     return found
+
+
+# Another routing count "fits as well" when its margin loss is at most this much above the
+# assumed count's: a CapsNet trained to route 4 times and routed 3 fits within 3% (its lengths
+# differ by about 0.01), while the count it was trained with fits best
+FIT_AS_WELL = 1.05
+
+
+def other_counts(model, dataset: str, data_dir=None) -> list[str]:
+    """A warning when routing another number of times (1 to 6) fits the labels of FIT_IMAGES test
+    images as well as the twin's count or better, and gives other lengths: the weights alone then
+    do not say how many times the original routes. Empty where the test images are missing."""
+    from capsviz.against import MAX_ITERATIONS_TRIED
+
+    labelled = _labelled_test_images(dataset, data_dir, FIT_IMAGES)
+    if labelled is None:
+        return []
+    x, y = labelled
+    stated = model.config.routing_iterations
+    with torch.no_grad():
+        u_hat = model.predictions(x)  # (B, J, I, D)
+        counts = {t: model.route(u_hat, iterations=t).v.norm(dim=-1) for t in range(1, max(MAX_ITERATIONS_TRIED, stated) + 1)}
+    fits = {t: _fit_lengths(lengths, y) for t, lengths in counts.items()}
+    best = min((t for t in fits if t != stated), key=fits.get)
+    if fits[best] > fits[stated] * FIT_AS_WELL or float((counts[best] - counts[stated]).abs().max()) <= 1e-4:
+        return []
+    agree = 100 * float((counts[best].argmax(1) == counts[stated].argmax(1)).float().mean())
+    return [
+        f"routing {best} times fits these weights as well as {stated} (margin loss {fits[best]:.3f} against {fits[stated]:.3f} on "
+        f"{len(y)} test images; lengths differ by up to {float((counts[best] - counts[stated]).abs().max()):.3f}, the same answer "
+        f"on {agree:.1f}% of them): the weights do not say how many times your code routes; say it with --iterations, or check "
+        "with --against MODULE:CLASS"
+    ]
 
 
 def _test_images(dataset: str, data_dir, n: int) -> torch.Tensor | None:

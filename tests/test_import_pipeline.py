@@ -100,7 +100,7 @@ def first_images(n):
 def import_trained(tmp_path, net, name, **kw):
     torch.save(net.state_dict(), tmp_path / f"{name}.pt")
     out = tmp_path / f"{name}.safetensors"
-    result = import_file(tmp_path / f"{name}.pt", out, limit=64, against=f"{CONVENTIONS_FILE}:make", **kw)
+    result = import_file(tmp_path / f"{name}.pt", out, evaluate=False, against=f"{CONVENTIONS_FILE}:make", **kw)
     model, meta = ckpt.load_checkpoint(out)
     return result, model, meta
 
@@ -178,3 +178,18 @@ def test_batch_averaged_routing_logits_ask_for_the_users_batch(synthetic_data, t
         tmp_path, net, "loader", against_args={"convention": "batch-logits"}, against_input=f"{PIPELINE}:test_loader"
     )
     assert (meta.config.routing_batch, meta.raw["imported"]["checked"]["images"]) == (8, 8)
+
+
+def test_a_plain_import_says_when_another_routing_count_fits_the_weights_as_well(synthetic_data, tmp_path):
+    """Issue 52's fifth case: a trained network that routes 4 times, imported without --against as
+    routing 3 times, passes every plausibility check; the import compares the counts it could be
+    using and says that 4 fits as well. Said with --iterations, nothing is guessed."""
+    net = trained("four-iterations")
+    torch.save(net.state_dict(), tmp_path / "four.pt")
+    result = import_file(tmp_path / "four.pt", tmp_path / "four.safetensors", evaluate=False)
+    (warning,) = [w for w in result["warnings"] if w.startswith("routing ")]
+    assert warning.startswith("routing 4 times fits these weights as well as 3 (margin loss ")
+    assert "say it with --iterations" in warning
+    assert ckpt.read_meta(tmp_path / "four.safetensors").raw["imported"]["warnings"] == result["warnings"]
+    said = import_file(tmp_path / "four.pt", tmp_path / "said.safetensors", evaluate=False, iterations=4)
+    assert not any(w.startswith("routing ") for w in said["warnings"])
