@@ -193,3 +193,25 @@ def test_a_plain_import_says_when_another_routing_count_fits_the_weights_as_well
     assert ckpt.read_meta(tmp_path / "four.safetensors").raw["imported"]["warnings"] == result["warnings"]
     said = import_file(tmp_path / "four.pt", tmp_path / "said.safetensors", evaluate=False, iterations=4)
     assert not any(w.startswith("routing ") for w in said["warnings"])
+
+
+def test_the_import_command_takes_the_input_pipeline_and_capsviz_list_says_what_was_checked(synthetic_data, tmp_path, capsys):
+    from capsviz.cli import main
+
+    _, path = saved(tmp_path, "paper")
+    folder = tmp_path / "models"
+    pipeline = ["--against-input", f"{PIPELINE}:test_transform"]
+    assert main(["import", str(path), "--out", str(folder / "mine.safetensors"), "--no-evaluate", *pipeline]) == 2
+    assert "--against-input goes with --against MODULE:NAME" in capsys.readouterr().err
+    against = ["--against", f"{CONVENTIONS_FILE}:make"]
+    assert main(["import", str(path), "--out", str(folder / "mine.safetensors"), "--no-evaluate", *against, *pipeline]) == 0
+    assert json.loads(capsys.readouterr().out)["check"].endswith(
+        f"fed your input pipeline {PIPELINE}:test_transform, pixels (x - 0.1307) / 0.3081"
+    )
+    assert main(["import", str(path), "--out", str(folder / "plain.safetensors"), "--no-evaluate"]) == 0
+    capsys.readouterr()
+    assert main(["list", str(folder)]) == 0
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert "; checked against its code: max difference " in lines["mine.safetensors"]
+    assert lines["mine.safetensors"].endswith(f"images fed your input pipeline {PIPELINE}:test_transform, pixels (x - 0.1307) / 0.3081")
+    assert "; not checked against its code" in lines["plain.safetensors"]
