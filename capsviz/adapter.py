@@ -22,7 +22,8 @@ own way):
 What the weights cannot say is assumed, and each assumption is listed in `notes`: Conv1 stride 1,
 PrimaryCaps stride 2, no padding, ReLU after Conv1, Eq. 1's squash on the primary and class
 capsules, dynamic routing with softmax over the classes and 3 iterations, a ReLU-ReLU-sigmoid
-decoder fed all class capsules with all but one masked to 0, and how the primary capsules are
+decoder fed all class capsules with all but one masked to 0 (or, its first layer reading D
+values, the longest capsule alone: the same numbers), and how the primary capsules are
 numbered (`primary_order`, `primary_channels`). A network that differs in any of these computes
 other numbers than its capsviz twin: compare the two on a batch (`class capsule lengths`, as
 tests/test_adapter.py does) before trusting the pictures. Tensors that fit no part are refused,

@@ -10,10 +10,15 @@ runs both on the same real test images, and compares them stage by stage:
     reconstruction  the decoder's picture, masked by the longest v   (B, H*W)
 
 It searches the ways a CapsNet is commonly written (how the primary capsules are grouped and
-numbered, the input's normalisation, the squash's axis and form, the routing's softmax axis, its
-logits per image or per batch, the number of iterations) for a setting under which every stage
-it can see matches within TOLERANCE, stage by stage: where the user's code shows a stage, a
-setting survives it only if it matches there, so the search stays small.
+numbered, a normalisation inside its forward, the squash's axis and form, the routing's softmax
+axis, its logits per image or per batch, the number of iterations) for a setting under which
+every stage it can see matches within TOLERANCE, stage by stage: where the user's code shows a
+stage, a setting survives it only if it matches there, so the search stays small.
+
+What the network is fed is the user's pipeline's: `input_images` runs their own transform,
+test dataset or DataLoader on the same test images and `normalisation_of` finds the one
+(x - mean) / std it applies, which the twin then applies itself; the caller (capsviz.adapter)
+tries the usual normalisations where the user gives no pipeline.
 
 How the user's stages are read (forgiving: any of these, whatever the names):
 1. a method `capsviz_stages(x)` on the network, returning a dict with any of STAGES as keys;
@@ -56,7 +61,7 @@ STAGE_WORDS = {
 # What capsviz's twin computes at each stage, said where that stage differs from the user's code
 STAGE_HINTS = {
     "conv1": "capsviz's Conv1 is a stride-1 conv without padding, then ReLU; if your data pipeline normalises the images, "
-    "say how with --normalise MEAN STD",
+    "give it with --against-input MODULE:NAME or say how with --normalise MEAN STD",
     "primary": "capsviz's PrimaryCaps is one stride-2 conv without padding (or K of them) grouped into capsules as "
     "--primary-order says, then squashed",
     "u_hat": "capsviz's predictions are u_hat = W u, one W per pair of primary capsule and class, no bias",
