@@ -68,6 +68,17 @@ def test_primary_caps_as_T_convs_of_K_channels_are_T_types_of_K_dims():
     assert (adapter.config().primary_types, adapter.config().primary_dim, adapter.get_parts().W.shape[0]) == (T, K, I)
     assert any(f"{T} convs of {K} channels, read as {T} types of {K} dims" in n for n in adapter.notes)
 
+    # the paper-sized network of issue 52: 32 convs of 8 channels, W (1, 1152, 10, 8, 16), a decoder reading 16 values
+    torch.manual_seed(0)
+    state = {"conv1.weight": torch.randn(256, 1, 9, 9), "conv1.bias": torch.randn(256)}
+    for t in range(32):
+        state[f"primary.capsules.{t}.weight"], state[f"primary.capsules.{t}.bias"] = torch.randn(8, 256, 9, 9), torch.randn(8)
+    state["digits.W"] = torch.randn(1, 1152, 10, 8, 16)
+    for n, (o, i) in enumerate(((512, 16), (1024, 512), (784, 1024))):
+        state[f"decoder.{2 * n}.weight"], state[f"decoder.{2 * n}.bias"] = torch.randn(o, i), torch.randn(o)
+    config = CapsuleAdapter(state).config()
+    assert (config.primary_types, config.primary_dim, config.digit_dim, config.decoder_hidden) == (32, 8, 16, (512, 1024))
+
 
 def test_a_decoder_fed_every_class_capsule_unmasked_is_refused_naming_its_layer(synthetic_data, tmp_path):
     (bad,) = REFUSED
