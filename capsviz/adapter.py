@@ -545,10 +545,11 @@ def import_file(
     only if every stage seen matches within 1e-4 (else a CapsvizError names the first stage that
     differs). The network is fed what `against_input` (the user's transform, dataset or
     DataLoader, "MODULE:NAME") makes of the images, or the images normalised by `normalise`, or
-    else each normalisation in common use, the one its lengths are most decisive on kept; the
-    checkpoint says which, and the warnings of `plausibility` the check did not cover stay on.
-    Without `against` the twin is stored marked "not checked against its code", with all of them. Returns what the command prints: the checkpoint, its metrics,
-    the check, the warnings and the notes."""
+    else each normalisation in common use, the one its lengths fit the labels far best on kept;
+    the checkpoint says which, and the warnings of `plausibility` the check did not cover stay
+    on. Without `against` the twin is stored marked "not checked against its code", with all of
+    them, and `other_counts`' where the iterations were not said. Returns what the command
+    prints: the checkpoint, its metrics, the check, the warnings and the notes."""
     from capsviz import checkpoint as ckpt
     from capsviz.config import DATASETS
 
@@ -615,7 +616,8 @@ def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_s
     checkpoint records of the check, and whether the input pipeline was the user's word (their
     `pipeline` MODULE:NAME or --normalise) rather than inferred; a CapsvizError naming the first
     stage that differs. Without a pipeline the network is compared on [0, 1] images and on each
-    of the normalisations in common use, and the one its lengths are most decisive on is kept."""
+    of the normalisations in common use, and the one its lengths fit the labels far best on is
+    kept (else [0, 1], said to be a guess)."""
     from capsviz import against
 
     net = against.load_network(spec, spec_args)
