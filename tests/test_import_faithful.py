@@ -262,7 +262,7 @@ def test_imported_models_say_how_they_compute_on_the_zoo_and_routing_pages(synth
     at = AppTest.from_file(APP, default_timeout=120)
     at.switch_page("pages/zoo.py").run()
     captions = [as_shown(c.value) for c in at.caption]  # the card shows them as plain text
-    assert any(c.startswith("checked against its code: max difference") for c in captions)
+    assert any(c.startswith("checked against its code: max difference") and " images fed [0, 1] pixels" in c for c in captions)
     assert any(c.startswith("not checked against its code") for c in captions)
     assert any("softmax over inputs" in c for c in captions)
     at.session_state["pending_model"] = "checked.safetensors"  # as the card's button picks it
