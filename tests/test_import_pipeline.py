@@ -153,10 +153,23 @@ def test_the_users_own_input_pipeline_is_what_the_check_feeds(synthetic_data, tm
         x, v = user_evaluation(net)
         with torch.no_grad():
             torch.testing.assert_close(model(x).capsules, v, atol=TOLERANCE, rtol=0)
-    with pytest.raises(CapsvizError) as e:
-        import_trained(tmp_path, net, "shuffled", against_input=f"{PIPELINE}:shuffled_loader")
-    assert "its first 16 images are not capsviz's first test images under one (x - mean) / std" in str(e.value)
-    assert "\n" not in str(e.value)
+    # normalised twice, in the pipeline and again inside forward: the twin applies both as one
+    twice = make("normalised")
+    _, model, meta = import_trained(
+        tmp_path, twice, "twice", against_args={"convention": "normalised"}, against_input=f"{PIPELINE}:test_transform"
+    )
+    x, v = user_evaluation(twice)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x).capsules, v, atol=TOLERANCE, rtol=0)
+    assert meta.config.input_mean == pytest.approx(0.1307 + 0.1307 * 0.3081)
+
+    for name, words in (
+        ("shuffled_loader", "its first 16 images are not capsviz's first test images under one (x - mean) / std"),
+        ("padded_transform", "gives images of (1, 32, 32); the 16 test images compared are (1, 28, 28)"),
+    ):
+        with pytest.raises(CapsvizError) as e:
+            import_trained(tmp_path, net, name, against_input=f"{PIPELINE}:{name}")
+        assert words in str(e.value) and "\n" not in str(e.value)
 
 
 def test_a_plain_against_keeps_the_warnings_the_check_did_not_cover(synthetic_data, tmp_path):

@@ -65,5 +65,9 @@ def test_loader():
     return DataLoader(test_set(), batch_size=8, shuffle=False)
 
 
+def padded_transform(img):  # to 32 x 32, as LeNet-style code pads MNIST
+    return torch.nn.functional.pad(test_transform(img), (2, 2, 2, 2))
+
+
 def shuffled_loader():
     return DataLoader(test_set(), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(0))
