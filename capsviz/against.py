@@ -76,8 +76,17 @@ STAGE_HINTS = {
 # and (x - 0.5) / 0.5
 NORMALISATIONS = ((0.0, 1.0), (0.1307, 0.3081), (0.5, 0.5))
 # The options the search finds (check's `given` may fix each): the network's own computation
-SEARCHED = ("primary_order", "primary_channels", "squash", "primary_squash", "class_squash", "routing_softmax", "routing_logits")
-SEARCHED += ("iterations", "internal")
+SEARCHED = (
+    "primary_order",
+    "primary_channels",
+    "squash",
+    "primary_squash",
+    "class_squash",
+    "routing_softmax",
+    "routing_logits",
+    "iterations",
+    "internal",
+)
 MAX_ITERATIONS_TRIED = 6
 MAX_SETTINGS = 4000  # settings carried from one stage to the next
 
