@@ -12,15 +12,18 @@ shapes of its tensors and their order, never by their names (every repository na
 own way):
 
     Conv1        a conv weight (C1, 1, k, k) and its bias               e.g. (256, 1, 9, 9)
-    PrimaryCaps  one conv (T*K, C1, k, k), or K convs (T, C1, k, k)     e.g. (256, 256, 9, 9) or 8 x (32, 256, 9, 9)
+    PrimaryCaps  one conv (T*K, C1, k, k), K convs (T, C1, k, k)        e.g. (256, 256, 9, 9), 8 x (32, 256, 9, 9)
+                 or T convs (K, C1, k, k)                                    or 32 x (8, 256, 9, 9)
     DigitCaps    W in any of (I, J, D, K), (1, I, J, D, K),             e.g. (1, 1152, 10, 16, 8)
                  (J, I, K, D), (I, J, K, D), (J, I, D, K)                    or (10, 1152, 8, 16)
     Decoder      three Linear layers J*D -> h1 -> h2 -> H*W (optional)  e.g. 160 -> 512 -> 1024 -> 784
+                 or D -> h1 -> h2 -> H*W (fed the longest capsule alone)     or 16 -> 512 -> 1024 -> 784
 
 What the weights cannot say is assumed, and each assumption is listed in `notes`: Conv1 stride 1,
 PrimaryCaps stride 2, no padding, ReLU after Conv1, Eq. 1's squash on the primary and class
 capsules, dynamic routing with softmax over the classes and 3 iterations, a ReLU-ReLU-sigmoid
-decoder fed all class capsules with all but one masked to 0, and how the primary capsules are
+decoder fed all class capsules with all but one masked to 0 (or, its first layer reading D
+values, the longest capsule alone: the same numbers), and how the primary capsules are
 numbered (`primary_order`, `primary_channels`). A network that differs in any of these computes
 other numbers than its capsviz twin: compare the two on a batch (`class capsule lengths`, as
 tests/test_adapter.py does) before trusting the pictures. Tensors that fit no part are refused,
@@ -42,7 +45,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from capsviz.config import CapsNetConfig
-from capsviz.errors import CapsvizError
+from capsviz.errors import CapsvizError, first_line
 from capsviz.models.capsnet import CapsNet
 
 # How a PyTorch CapsNet numbers its primary capsules, which no weight shape shows.
@@ -92,7 +95,8 @@ class CapsuleAdapter:
 
     state: the tensors by name, in the order the file holds them. in_size: the image side the
     network takes (the dataset's). primary_order / primary_channels: see PRIMARY_ORDERS and
-    PRIMARY_CHANNELS; `primary_channels` None means "capsule" for one conv, "dim" for K convs.
+    PRIMARY_CHANNELS; `primary_channels` None means "capsule" for one conv or T convs of K
+    channels, "dim" for K convs of T channels.
     num_classes: J, which a 3-D W (I, K, J*D) cannot show. computation: how the network computes
     where it differs from the paper, CapsNetConfig's fields named in COMPUTATION (e.g.
     {"routing_softmax": "inputs"}); recorded in the checkpoint and shown by the pages."""
@@ -193,7 +197,7 @@ class CapsuleAdapter:
             notes.append("assumed: dynamic routing (softmax over the classes, logits per image, += agreement)")
         notes.append(f"routing iterations: {self.routing_iterations} (--iterations)")
         conv1 = self._conv1(todo)
-        primary, channels, convs = self._primary(todo, conv1[0].shape[0])
+        primary, convs = self._primary(todo, conv1[0].shape[0])
         G = (self.in_size - conv1[0].shape[-1] + 1 - primary[0].shape[-1]) // 2 + 1
         if G < 1:
             raise CapsvizError(
@@ -202,10 +206,20 @@ class CapsuleAdapter:
         W, K = self._digit_weights(todo, G, primary[0].shape[0], convs)
         I, J, D, _ = W.shape
         T = I // (G * G)
+        # several convs: K of T channels stack one capsule dimension each (channel d*T + t once
+        # concatenated); T of K channels are one capsule type each (channel t*K + d)
+        channels = self.primary_channels or ("capsule" if convs == 1 or K != convs else "dim")
+        if convs > 1:
+            notes.append(f"PrimaryCaps: {convs} convs of {primary[0].shape[0] // convs} channels, read as {T} types of {K} dims")
         prior = self._prior(todo, I, J)
-        decoder = self._decoder(todo, J * D)
+        decoder, winner = self._decoder(todo, J, D)
         if decoder is None:
             notes.append("no decoder found: the model is imported without reconstructions (the explorer needs one)")
+        elif winner:
+            notes.append(
+                f"assumed: decoder ReLU, ReLU, sigmoid, fed the longest class capsule's {D} values alone (its first layer is "
+                f"repeated for each class: capsviz's decoder reads all {J} masked to 0 but one, which computes the same)"
+            )
         else:
             notes.append("assumed: decoder ReLU, ReLU, sigmoid, fed all class capsules with all but one masked to 0")
         wp, bp = primary
@@ -260,8 +274,8 @@ class CapsuleAdapter:
             raise CapsvizError(f"Conv1 {name} takes {w.shape[1]} input channels; capsviz's datasets are greyscale (1 channel)")
         return w, _bias(todo, name, w.shape[0])
 
-    def _primary(self, todo: dict, c1: int) -> tuple[tuple[torch.Tensor, torch.Tensor], str, int]:
-        """Its weight and bias (K convs concatenated), its channel layout, and how many convs."""
+    def _primary(self, todo: dict, c1: int) -> tuple[tuple[torch.Tensor, torch.Tensor], int]:
+        """Its weight and bias (several convs concatenated in order), and how many convs."""
         found = sorted((k for k, t in todo.items() if _is_conv(t) and t.shape[1] == c1), key=_natural)
         if not found:
             raise CapsvizError(
@@ -272,13 +286,14 @@ class CapsuleAdapter:
             raise CapsvizError(f"ambiguous PrimaryCaps: convs of different shapes read Conv1's {c1} channels ({', '.join(found)})")
         ws = [todo.pop(k) for k in found]
         bs = [_bias(todo, k, w.shape[0]) for k, w in zip(found, ws, strict=True)]
-        channels = self.primary_channels or ("capsule" if len(ws) == 1 else "dim")
-        return (torch.cat(ws), torch.cat(bs)), channels, len(ws)
+        return (torch.cat(ws), torch.cat(bs)), len(ws)
 
     def _digit_weights(self, todo: dict, G: int, channels: int, convs: int) -> tuple[torch.Tensor, int]:
-        """W laid out (I, J, D, K), and K. K is the number of convs when PrimaryCaps is K convs; for
-        one conv of T*K channels it is whichever K makes one tensor hold I = G*G*T and K among its sizes."""
-        dims = [convs] if convs > 1 else [k for k in range(2, channels + 1) if channels % k == 0]
+        """W laid out (I, J, D, K), and K: whichever K makes one tensor hold I = G*G*T and K among its
+        sizes. Several convs are K convs of T channels or T convs of K channels (the number of convs
+        or each one's channels); one conv of T*K channels may be any split."""
+        per_conv = channels // convs
+        dims = sorted({convs, per_conv}) if convs > 1 else [k for k in range(2, channels + 1) if channels % k == 0]
         J = self.num_classes
         found = []
         for name, t in todo.items():
@@ -295,7 +310,11 @@ class CapsuleAdapter:
                             rest.remove(size)
                     if len(rest) == 1 and rest[0] % J == 0 and rest[0] > J:
                         found.append((name, K))
-        I = f"G*G*T = {G * G * channels // dims[0]}" if len(dims) == 1 else f"G*G*T with T*K = {channels}"
+        if convs > 1:
+            I = " or ".join(f"G*G*T = {G * G * channels // k} (K = {k})" for k in dims)
+            I += f", PrimaryCaps being {convs} convs of {per_conv} channels"
+        else:
+            I = f"G*G*T = {G * G * channels // dims[0]}" if len(dims) == 1 else f"G*G*T with T*K = {channels}"
         if not found:
             left = sorted(todo.items(), key=lambda kv: -kv[1].numel())[:3]  # the largest tensors not placed: W is usually one
             seen = "; the largest left: " + ", ".join(f"{k} {tuple(t.shape)}" for k, t in left) if left else ""
@@ -338,27 +357,33 @@ class CapsuleAdapter:
         W = W.permute(i, jd, k)  # (I, J*D, K)
         return W.reshape(I, J, shape[jd] // J, K).contiguous()
 
-    def _decoder(self, todo: dict, width: int) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    def _decoder(self, todo: dict, J: int, D: int) -> tuple[list[tuple[torch.Tensor, torch.Tensor]] | None, bool]:
+        """The three Linear layers, the first reading capsviz's masked J*D inputs, and whether the
+        original's reads the longest capsule's D values alone (its first weight repeated J times
+        here: of the masked input only that capsule's block is not 0, so both compute the same)."""
         linear = [k for k, t in todo.items() if t.dim() == 2]
         if not linear:
-            return None
-        layers, need = [], width
+            return None, False
+        width = J * D
+        winner = not any(todo[k].shape[1] == width for k in linear) and any(todo[k].shape[1] == D for k in linear)
+        layers, need = [], D if winner else width
         for _ in range(3):
             step = [k for k in linear if k in todo and todo[k].shape[1] == need]
             if len(step) != 1:
                 what = "none" if not step else "several: " + ", ".join(step)
                 raise CapsvizError(
                     f"decoder: expected one Linear layer reading {need} inputs after {len(layers)} layer(s), found {what}; "
-                    f"capsviz's decoder is three Linear layers {width} -> h1 -> h2 -> {self.in_size * self.in_size}"
+                    f"capsviz's decoder is three Linear layers {width} (or {D}: the longest capsule alone) -> h1 -> h2 -> "
+                    f"{self.in_size * self.in_size}"
                 )
             w = todo.pop(step[0])
-            layers.append((w, _bias(todo, step[0], w.shape[0])))
+            layers.append((w.repeat(1, J) if winner and not layers else w, _bias(todo, step[0], w.shape[0])))  # (h1, J*D)
             need = w.shape[0]
         if need != self.in_size * self.in_size:
             raise CapsvizError(
                 f"decoder draws {need} pixels; {self.in_size}x{self.in_size} images have {self.in_size**2} (pick the right --dataset)"
             )
-        return layers
+        return layers, winner
 
 
 def _fitting(p: Parts, in_size: int) -> Parts:
@@ -500,6 +525,7 @@ def import_file(
     computation: dict | None = None,
     against: str | None = None,
     against_args: dict | None = None,
+    against_input: str | None = None,
     normalise: tuple[float, float] | None = None,
     check_images: int = 16,
 ) -> dict:
@@ -517,9 +543,13 @@ def import_file(
     built, given the same weights, and compared stage by stage with the twin on `check_images`
     test images (capsviz.against); the options not given are searched, and the twin is stored
     only if every stage seen matches within 1e-4 (else a CapsvizError names the first stage that
-    differs). Without it the twin is stored marked "not checked against its code", with the
-    warnings of `plausibility`. Returns what the command prints: the checkpoint, its metrics,
-    the check, the warnings and the notes."""
+    differs). The network is fed what `against_input` (the user's transform, dataset or
+    DataLoader, "MODULE:NAME") makes of the images, or the images normalised by `normalise`, or
+    else each normalisation in common use, the one its lengths fit the labels far best on kept;
+    the checkpoint says which, and the warnings of `plausibility` the check did not cover stay
+    on. Without `against` the twin is stored marked "not checked against its code", with all of
+    them, and `other_counts`' where the iterations were not said. Returns what the command
+    prints: the checkpoint, its metrics, the check, the warnings and the notes."""
     from capsviz import checkpoint as ckpt
     from capsviz.config import DATASETS
 
@@ -553,13 +583,18 @@ def import_file(
         }
         if normalise is not None:
             given["normalise"] = tuple(float(v) for v in normalise)
-        reader, checked = _checked_against(state, against, against_args, dataset, data_dir, check_images, adapter, in_size, classes, given)
+        reader, checked, told = _checked_against(
+            state, against, against_args, dataset, data_dir, check_images, adapter, in_size, classes, given, against_input
+        )
     model = reader.model()
     notes = list(reader.notes)
     metrics = _evaluate(model, dataset, data_dir, limit, on_progress) if evaluate else None
     if metrics is None:
         notes.append("not evaluated: " + ("--no-evaluate" if not evaluate else f"the {dataset} test images were not found"))
-    warnings_ = [] if checked else plausibility(model, dataset, data_dir, metrics)
+    # a check covers the network's computation; its input pipeline only where the user gave it
+    warnings_ = [] if checked and told else plausibility(model, dataset, data_dir, metrics, checked=checked is not None)
+    if against is None and iterations is None:  # the count was assumed: say when another fits the weights as well
+        warnings_ += other_counts(model, dataset, data_dir)
     meta = {
         "dataset": dataset,
         "complete": True,
@@ -576,46 +611,134 @@ def import_file(
     return {"checkpoint": str(out), **(metrics or {"evaluated": False}), "check": check_words, "warnings": warnings_, "notes": notes}
 
 
-def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_size, classes, given):
-    """The adapter whose twin matches the user's own network on n test images, and what the
-    checkpoint records of the check; a CapsvizError naming the first stage that differs."""
+def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_size, classes, given, pipeline=None):
+    """The adapter whose twin matches the user's own network on n test images, what the
+    checkpoint records of the check, and whether the input pipeline was the user's word (their
+    `pipeline` MODULE:NAME or --normalise) rather than inferred; a CapsvizError naming the first
+    stage that differs. Without a pipeline the network is compared on [0, 1] images and on each
+    of the normalisations in common use, and the one its lengths fit the labels far best on is
+    kept (else [0, 1], said to be a guess)."""
     from capsviz import against
 
-    x = _test_images(dataset, data_dir, n)
-    if x is None:
-        raise CapsvizError(f"--against compares on real test images, and the {dataset} test images were not found (capsviz data)")
     net = against.load_network(spec, spec_args)
     try:
         net.load_state_dict(state, strict=True)
     except Exception as e:  # noqa: BLE001 - the user's class does not take the file's tensors
         raise CapsvizError(f"--against {spec}: your network does not take this file's weights ({first_line(e)})") from None
     net = net.float().eval()
+    stated_batch = given.pop("routing_batch", None)
 
     def make(st, **kw):
         return adapter(st, in_size=in_size, num_classes=classes, **kw)
 
-    result = against.check(state, net, x, make_adapter=make, given=given)
-    if not result.ok:
-        raise CapsvizError(f"not imported: {result.message}")
+    def reader_for(s: dict) -> CapsuleAdapter:
+        keep = {k: s[k] for k in COMPUTATION if k in s}
+        return make(
+            state,
+            primary_order=s["primary_order"],
+            primary_channels=s["primary_channels"],
+            routing_iterations=s["iterations"],
+            computation=keep,
+        )
+
+    def compare(count: int, options: dict):
+        x = _test_images(dataset, data_dir, count)
+        if x is None:
+            raise CapsvizError(f"--against compares on real test images, and the {dataset} test images were not found (capsviz data)")
+        feed, batch = None, None
+        if pipeline:
+            feed, batch = against.input_images(pipeline, x)
+            options = {**options, "normalise": against.normalisation_of(feed, x, pipeline)}
+        result = against.check(state, net, x, make_adapter=make, given=options, feed=feed)
+        if not result.ok:
+            raise CapsvizError(f"not imported: {result.message}")
+        return result, x, batch, options.get("normalise", (0.0, 1.0))
+
+    result, x, loader_batch, fed = compare(n, given)
     s = result.setting
-    keep = {k: s[k] for k in COMPUTATION if k in s}
-    reader = make(
-        state,
-        primary_order=s["primary_order"],
-        primary_channels=s["primary_channels"],
-        routing_iterations=s["iterations"],
-        computation=keep,
-    )
-    checked = {"against": spec[:500], "max_difference": result.max_difference, "images": result.images, "stages": list(result.seen)}
-    reader.get_parts().notes.append(result.message)
-    return reader, checked
+    fixed = {**given, **{k: s[k] for k in against.SEARCHED}}  # the network's own computation, as found
+    if pipeline:
+        words, told = f"your input pipeline {pipeline}, {_images_words(*fed)}", True
+    elif "normalise" in given:
+        words, told = f"{_images_words(*fed)} (--normalise)", True
+    else:  # the pipeline is not told: a trained network's lengths are far more decisive on its own input scale
+        labelled = _labelled_test_images(dataset, data_dir, FIT_IMAGES)
+        tried = {fed: (result, _fit(reader_for(s), *labelled))}
+        for norm in against.NORMALISATIONS[1:]:
+            other = against.check(state, net, x, make_adapter=make, given={**fixed, "normalise": norm})
+            if other.ok:
+                tried[norm] = (other, _fit(reader_for(other.setting), *labelled))
+        best = min(tried, key=lambda k: tried[k][1])
+        rest = min((d for k, (_, d) in tried.items() if k != best), default=float("inf"))
+        said = "; ".join(f"{_images_words(*k)} {d:.3f}" for k, (_, d) in tried.items())
+        if tried[best][1] * DECISIVE <= rest:
+            fed, result = best, tried[best][0]
+            words, why = f"{_images_words(*fed)}, inferred from its lengths", "its lengths fit the labels far best there"
+        else:
+            words, why = f"{_images_words(*fed)}, a guess", "its lengths fit the labels about as well on another normalisation"
+        detail = (
+            f"your input pipeline not given: {words}: {why} (margin loss on {labelled[0].shape[0]} test images, {said}); "
+            "--against-input or --normalise says it"
+        )
+        s, told = result.setting, False
+        fixed["normalise"] = fed
+    if s["routing_logits"] == "batch":
+        batch = stated_batch or loader_batch
+        if batch is None:
+            raise CapsvizError(
+                f"not imported: your network averages its routing logits over the batch (found on {result.images} images), so its "
+                "answers depend on the batch size your evaluation uses: say it with --routing-batch N, or give your DataLoader "
+                "with --against-input MODULE:NAME"
+            )
+        if batch != result.images:  # checked again on one whole batch of the user's size
+            result, x, _, _ = compare(batch, {**fixed, "routing_batch": batch})
+            s = result.setting
+    reader = reader_for(s)
+    checked = {
+        "against": spec[:500],
+        "max_difference": result.max_difference,
+        "images": result.images,
+        "stages": list(result.seen),
+        "input": words[:500],
+    }
+    reader.get_parts().notes.append(f"{result.message}, fed {words}")
+    if not told:
+        reader.get_parts().notes.append(detail)
+    return reader, checked, told
+
+
+# How a network's lengths fit the test labels (Eq. 4's margin loss, what it was trained to lower):
+# on FIT_IMAGES images, DECISIVE times lower on one input normalisation than on every other for
+# the import to take that one as the scale it was trained on. A network trained 30 steps on
+# synthetic digits already fits 3-10 times better on its own scale; untrained ones fit all alike.
+FIT_IMAGES = 256
+DECISIVE = 2.0
+
+
+def _fit(reader: CapsuleAdapter, x: torch.Tensor, y: torch.Tensor) -> float:
+    """The twin's margin loss on the labelled images x, y: low where its lengths pick the labels decisively."""
+    with torch.no_grad():
+        return _fit_lengths(reader.model()(x).scores, y)
+
+
+def _fit_lengths(lengths: torch.Tensor, y: torch.Tensor) -> float:
+    """Eq. 4's margin loss of class-capsule lengths (B, J) against labels y."""
+    from capsviz.losses import margin_loss
+
+    targets = y if y.dim() == 1 else torch.nn.functional.one_hot(y, lengths.shape[1]).sum(1).clamp(max=1)  # MultiMNIST's two ids
+    return float(margin_loss(lengths, targets))
+
+
+def _images_words(mean: float, std: float) -> str:
+    return "[0, 1] pixels" if (mean, std) == (0.0, 1.0) else f"pixels (x - {mean:.4g}) / {std:.4g}"
 
 
 def checked_words(checked: dict | None, warnings: list[str] = ()) -> str:
     """The zoo's mark for an imported model, from what its checkpoint records (`imported.checked`
     and `imported.warnings`: the first warning's finding, without its advice, is said too)."""
     if checked:
-        return f"checked against its code: max difference {checked['max_difference']:.2g} on {checked['images']} images"
+        fed = f" fed {checked['input']}" if checked.get("input") else ""  # older imports do not say
+        return f"checked against its code: max difference {checked['max_difference']:.2g} on {checked['images']} images{fed}"
     if not warnings:
         return "not checked against its code"
     more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
@@ -644,9 +767,11 @@ RECONSTRUCTION_POOR = 0.7
 ERROR_HIGH = 20.0
 
 
-def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None, n: int = 64) -> list[str]:
+def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None, n: int = 64, *, checked: bool = False) -> list[str]:
     """Warnings that a twin computes other numbers than the network it was imported from, each
-    saying what it points to; empty when nothing looks wrong or the test images are missing."""
+    saying what it points to; empty when nothing looks wrong or the test images are missing.
+    `checked`: the twin's computation was checked against its code, its input pipeline was not:
+    only the findings another input normalisation would explain are said."""
     x = _test_images(dataset, data_dir, n)
     if x is None:
         return []
@@ -655,24 +780,28 @@ def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None
         out = model(x)
     lengths = out.scores  # (B, J)
     found = []
-    after = "; check the import against your code with --against MODULE:CLASS (README: Your own model)"
-    if float(lengths.min()) > SATURATED:
+    if checked:
+        after = "; give the pipeline your evaluation feeds it with --against-input MODULE:NAME or --normalise MEAN STD"
+    else:
+        after = "; check the import against your code with --against MODULE:CLASS (README: Your own model)"
+    if float(lengths.min()) > SATURATED and not checked:
         found.append(
             f"every class capsule is longer than {SATURATED} on every image (saturated): the squash, the routing's softmax or "
             f"its logits probably differ from your code's{after}"
         )
     elif float(lengths.max()) < COLLAPSED:
+        cause = "the input's normalisation" if checked else "the squash's axis, the input's normalisation or the capsules' grouping"
         found.append(
-            f"every class capsule is shorter than {COLLAPSED} on every image (collapsed): the squash's axis, the input's "
-            f"normalisation or the capsules' grouping probably differ from your code's{after}"
+            f"every class capsule is shorter than {COLLAPSED} on every image (collapsed): {cause} probably differ from your code's{after}"
         )
     median = float(primary.median())
     if median < PRIMARY_SHORT:
+        cause = "the input's normalisation" if checked else "their grouping, the squash's axis or the input's normalisation"
         found.append(
-            f"the primary capsules are short (median length {median:.2f}; a trained CapsNet's are mostly above 0.9): their "
-            f"grouping, the squash's axis or the input's normalisation probably differ from your code's{after}"
+            f"the primary capsules are short (median length {median:.2f}; a trained CapsNet's are mostly above 0.9): {cause} "
+            f"probably differ from your code's{after}"
         )
-    if out.reconstruction is not None:
+    if out.reconstruction is not None and not checked:
         rec, img = out.reconstruction.flatten(1), x.flatten(1)
         ratio = float(((rec - img) ** 2).sum() / (img**2).sum().clamp_min(1e-12))
         if ratio > RECONSTRUCTION_POOR:
@@ -681,34 +810,70 @@ def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None
                 f"was trained on other class capsules than this twin computes{after}"
             )
     if metrics is not None and metrics["test_error"] > ERROR_HIGH:
+        cause = (
+            "the input's normalisation" if checked else "the capsules' numbering (--primary-order, --primary-channels) or the computation"
+        )
         found.append(
-            f"{metrics['test_error']:.1f}% test error, far above a trained CapsNet's: the capsules' numbering (--primary-order, "
-            f"--primary-channels) or the computation differ from your code's{after}"
+            f"{metrics['test_error']:.1f}% test error, far above a trained CapsNet's: {cause} probably differ from your code's{after}"
         )
     return found
 
 
+# Another routing count "fits as well" when its margin loss is at most this much above the
+# assumed count's: a CapsNet trained to route 4 times and routed 3 fits within 3% (its lengths
+# differ by about 0.01), while the count it was trained with fits best
+FIT_AS_WELL = 1.05
+
+
+def other_counts(model, dataset: str, data_dir=None) -> list[str]:
+    """A warning when routing another number of times (1 to 6) fits the labels of FIT_IMAGES test
+    images as well as the twin's count or better, and gives other lengths: the weights alone then
+    do not say how many times the original routes. Empty where the test images are missing."""
+    from capsviz.against import MAX_ITERATIONS_TRIED
+
+    labelled = _labelled_test_images(dataset, data_dir, FIT_IMAGES)
+    if labelled is None:
+        return []
+    x, y = labelled
+    stated = model.config.routing_iterations
+    with torch.no_grad():
+        u_hat = model.predictions(x)  # (B, J, I, D)
+        counts = {t: model.route(u_hat, iterations=t).v.norm(dim=-1) for t in range(1, max(MAX_ITERATIONS_TRIED, stated) + 1)}
+    fits = {t: _fit_lengths(lengths, y) for t, lengths in counts.items()}
+    best = min((t for t in fits if t != stated), key=fits.get)
+    if fits[best] > fits[stated] * FIT_AS_WELL or float((counts[best] - counts[stated]).abs().max()) <= 1e-4:
+        return []
+    agree = 100 * float((counts[best].argmax(1) == counts[stated].argmax(1)).float().mean())
+    return [
+        f"routing {best} times fits these weights as well as {stated} (margin loss {fits[best]:.3f} against {fits[stated]:.3f} on "
+        f"{len(y)} test images; lengths differ by up to {float((counts[best] - counts[stated]).abs().max()):.3f}, the same answer "
+        f"on {agree:.1f}% of them): the weights do not say how many times your code routes; say it with --iterations, or check "
+        "with --against MODULE:CLASS"
+    ]
+
+
 def _test_images(dataset: str, data_dir, n: int) -> torch.Tensor | None:
     """The first n test images of `dataset` as the model reads them (B, C, S, S) in [0, 1], or None where missing."""
+    got = _labelled_test_images(dataset, data_dir, n)
+    return None if got is None else got[0]
+
+
+def _labelled_test_images(dataset: str, data_dir, n: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The first n test images (B, C, S, S) in [0, 1] and their labels, or None where missing."""
     from capsviz.data import batches, load_split
 
     try:
         data = load_split(dataset, "test", data_dir)
     except CapsvizError:
         return None
-    x, _, _ = next(iter(batches(dataset, data, n, train=False, limit=n)))
-    return x.float()
+    x, y, _ = next(iter(batches(dataset, data, n, train=False, limit=n)))
+    return x.float(), y
 
 
 def _class_names(dataset: str):
     from capsviz.data import class_names
 
     return class_names(dataset)
-
-
-def first_line(e: BaseException) -> str:
-    """An exception's message in one line of at most 200 characters."""
-    return (str(e).strip().splitlines() or [""])[0][:200]
 
 
 def _evaluate(model, dataset: str, data_dir, limit, on_progress) -> dict | None:

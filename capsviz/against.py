@@ -10,10 +10,15 @@ runs both on the same real test images, and compares them stage by stage:
     reconstruction  the decoder's picture, masked by the longest v   (B, H*W)
 
 It searches the ways a CapsNet is commonly written (how the primary capsules are grouped and
-numbered, the input's normalisation, the squash's axis and form, the routing's softmax axis, its
-logits per image or per batch, the number of iterations) for a setting under which every stage
-it can see matches within TOLERANCE, stage by stage: where the user's code shows a stage, a
-setting survives it only if it matches there, so the search stays small.
+numbered, a normalisation inside its forward, the squash's axis and form, the routing's softmax
+axis, its logits per image or per batch, the number of iterations) for a setting under which
+every stage it can see matches within TOLERANCE, stage by stage: where the user's code shows a
+stage, a setting survives it only if it matches there, so the search stays small.
+
+What the network is fed is the user's pipeline's: `input_images` runs their own transform,
+test dataset or DataLoader on the same test images and `normalisation_of` finds the one
+(x - mean) / std it applies, which the twin then applies itself; the caller (capsviz.adapter)
+tries the usual normalisations where the user gives no pipeline.
 
 How the user's stages are read (forgiving: any of these, whatever the names):
 1. a method `capsviz_stages(x)` on the network, returning a dict with any of STAGES as keys;
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import itertools
 import json
 import sys
@@ -39,9 +45,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from capsviz.adapter import first_line
 from capsviz.config import CLASS_SQUASH_AXES
-from capsviz.errors import CapsvizError
+from capsviz.errors import CapsvizError, first_line
 
 TOLERANCE = 1e-4
 STAGES = ("conv1", "primary", "u_hat", "couplings", "class_capsules", "reconstruction")
@@ -56,18 +61,32 @@ STAGE_WORDS = {
 # What capsviz's twin computes at each stage, said where that stage differs from the user's code
 STAGE_HINTS = {
     "conv1": "capsviz's Conv1 is a stride-1 conv without padding, then ReLU; if your data pipeline normalises the images, "
-    "say how with --normalise MEAN STD",
+    "give it with --against-input MODULE:NAME or say how with --normalise MEAN STD",
     "primary": "capsviz's PrimaryCaps is one stride-2 conv without padding (or K of them) grouped into capsules as "
     "--primary-order says, then squashed",
     "u_hat": "capsviz's predictions are u_hat = W u, one W per pair of primary capsule and class, no bias",
     "couplings": "capsviz routes by agreement (softmax over classes or inputs, logits per image or per batch, a prior if "
-    "the weights hold one)",
-    "class_capsules": "capsviz's class capsules are squash(sum_i c_ij u_hat_j|i)",
+    "the weights hold one, the class capsules squashed over each capsule, the classes, all at once or each value alone)",
+    "class_capsules": "capsviz's class capsules are squash(sum_i c_ij u_hat_j|i), squashed over each capsule, the classes, "
+    "all at once or each value alone",
     "reconstruction": "capsviz's decoder is three Linear layers (ReLU, ReLU, sigmoid) fed the class capsules masked to the longest",
 }
-# Normalisations tried when the user states none: [0, 1] as capsviz reads images, MNIST's usual
-# mean/std, and (x - 0.5) / 0.5
+# Normalisations in common use, searched inside the network's forward and, when the user gives no
+# input pipeline, tried as the pipeline's: [0, 1] as capsviz reads images, MNIST's usual mean/std,
+# and (x - 0.5) / 0.5
 NORMALISATIONS = ((0.0, 1.0), (0.1307, 0.3081), (0.5, 0.5))
+# The options the search finds (check's `given` may fix each): the network's own computation
+SEARCHED = (
+    "primary_order",
+    "primary_channels",
+    "squash",
+    "primary_squash",
+    "class_squash",
+    "routing_softmax",
+    "routing_logits",
+    "iterations",
+    "internal",
+)
 MAX_ITERATIONS_TRIED = 6
 MAX_SETTINGS = 4000  # settings carried from one stage to the next
 
@@ -86,17 +105,22 @@ class Check:
     seen: dict = field(default_factory=dict)
 
 
-def load_network(spec: str, kwargs: dict | None = None) -> torch.nn.Module:
-    """`MODULE:NAME` (MODULE dotted, importable from the current folder, or a path to a .py file),
-    NAME a class or a factory, called with `kwargs`. Runs the user's code."""
+def _named(spec: str, flag: str):
+    """NAME of `MODULE:NAME` (MODULE dotted, importable from the current folder, or a path to a
+    .py file, which imports its neighbours). Runs the user's code."""
     module_name, sep, name = spec.rpartition(":")
     if not sep or not module_name or not name:
-        raise CapsvizError(f"--against {spec!r}: give MODULE:NAME, e.g. mynet:CapsNet or mynet.py:make_model")
+        raise CapsvizError(f"{flag} {spec!r}: give MODULE:NAME, e.g. mynet:CapsNet or mynet.py:make_model")
     try:
         if module_name.endswith(".py"):
             path = Path(module_name)
             if not path.is_file():
-                raise CapsvizError(f"--against: no such file {module_name}")
+                raise CapsvizError(f"{flag}: no such file {module_name}")
+            # as `python FILE.py` runs it: its own folder first, so code split over several files
+            # imports its other modules; the current folder too, as with the dotted form
+            for folder in (Path.cwd(), path.resolve().parent):
+                if str(folder) not in sys.path:
+                    sys.path.insert(0, str(folder))
             loaded = importlib.util.spec_from_file_location(path.stem, path)
             module = importlib.util.module_from_spec(loaded)
             sys.modules.setdefault(path.stem, module)
@@ -105,15 +129,117 @@ def load_network(spec: str, kwargs: dict | None = None) -> torch.nn.Module:
             if "" not in sys.path and str(Path.cwd()) not in sys.path:
                 sys.path.insert(0, str(Path.cwd()))
             module = importlib.import_module(module_name)
-        make = getattr(module, name)
-        net = make(**(kwargs or {}))
+        return getattr(module, name)
     except CapsvizError:
         raise
+    except Exception as e:  # noqa: BLE001 - the user's code failed: said in one line, with its own words
+        raise CapsvizError(f"{flag} {spec}: your code failed ({type(e).__name__}: {first_line(e)})") from None
+
+
+def load_network(spec: str, kwargs: dict | None = None) -> torch.nn.Module:
+    """`MODULE:NAME` (see `_named`), NAME a class or a factory, called with `kwargs`. Runs the user's code."""
+    make = _named(spec, "--against")
+    try:
+        net = make(**(kwargs or {}))
     except Exception as e:  # noqa: BLE001 - the user's code failed: said in one line, with its own words
         raise CapsvizError(f"--against {spec}: your code failed ({type(e).__name__}: {first_line(e)})") from None
     if not isinstance(net, torch.nn.Module):
         raise CapsvizError(f"--against {spec}: gave a {type(net).__name__}, not a torch.nn.Module")
     return net
+
+
+def input_images(spec: str, x: torch.Tensor) -> tuple[torch.Tensor, int | None]:
+    """What the user's own input pipeline `MODULE:NAME` makes of capsviz's test images x (B, C, S,
+    S) in [0, 1], laid out as x, and the batch size it evaluates with when it says one. NAME is a
+    transform (called on each image, as a dataset calls it: a PIL image where the transform takes
+    one, else a (C, S, S) tensor), a dataset or DataLoader of the test set in order, or a factory
+    of any of these called without arguments. Runs the user's code."""
+    flag = "--against-input"
+    got = _named(spec, flag)
+    B = x.shape[0]
+    try:
+        if not (_is_dataset(got) or _is_loader(got)) and callable(got) and _required_arguments(got) == 0:
+            got = got()  # a factory
+        if _is_loader(got):
+            parts, size = [], 0
+            for batch in got:
+                parts.append(_image_part(batch))
+                size += parts[-1].shape[0]
+                if size >= B:
+                    break
+            feed, batch_size = torch.cat(parts)[:B], getattr(got, "batch_size", None)
+        elif _is_dataset(got):
+            if len(got) < B:
+                raise CapsvizError(f"{flag} {spec}: its dataset holds {len(got)} images; the check compares {B}")
+            feed, batch_size = torch.stack([torch.as_tensor(_image_part(got[k])) for k in range(B)]), None
+        elif callable(got):
+            feed, batch_size = torch.stack([_transformed(got, image) for image in x]), None
+        else:
+            raise CapsvizError(f"{flag} {spec}: gave a {type(got).__name__}; give a transform, a dataset, a DataLoader or a factory of one")
+    except CapsvizError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's pipeline failed: said in one line, with its own words
+        raise CapsvizError(f"{flag} {spec}: your pipeline failed ({type(e).__name__}: {first_line(e)})") from None
+    if feed.numel() != x.numel():
+        raise CapsvizError(
+            f"{flag} {spec}: gives images of {tuple(feed.shape[1:])}; the {B} test images compared are {tuple(x.shape[1:])} "
+            "(a pipeline that resizes or pads the images cannot be compared with capsviz's)"
+        )
+    return feed.float().reshape(x.shape), batch_size
+
+
+def normalisation_of(feed: torch.Tensor, x: torch.Tensor, spec: str) -> tuple[float, float]:
+    """(mean, std) with feed = (x - mean) / std, fitted over every pixel; a CapsvizError where no
+    such pair gives the user's images within TOLERANCE (another image set, shuffled, augmented)."""
+    xf, ff = x.double().flatten(), feed.double().flatten()
+    spread = ((xf - xf.mean()) ** 2).sum()
+    scale = float(((xf - xf.mean()) * (ff - ff.mean())).sum() / spread) if spread > 0 else 0.0
+    if scale <= 0:
+        raise CapsvizError(f"--against-input {spec}: its images do not grow with capsviz's test images' pixels (another image set?)")
+    shift = float(ff.mean() - scale * xf.mean())
+    residual = float((scale * xf + shift - ff).abs().max())
+    if residual > TOLERANCE:
+        raise CapsvizError(
+            f"--against-input {spec}: its first {x.shape[0]} images are not capsviz's first test images under one "
+            f"(x - mean) / std (max difference {residual:.3g}); give the test set's pipeline, in order, without augmentation"
+        )
+    return -shift / scale, 1 / scale
+
+
+def _is_loader(obj) -> bool:
+    return hasattr(obj, "batch_size") and hasattr(obj, "dataset") and hasattr(obj, "__iter__")
+
+
+def _is_dataset(obj) -> bool:
+    return hasattr(obj, "__getitem__") and hasattr(obj, "__len__") and not isinstance(obj, torch.Tensor | str | dict)
+
+
+def _required_arguments(f) -> int:
+    try:
+        params = inspect.signature(f).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: taken for a transform
+        return 1
+    return sum(1 for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def _image_part(item) -> torch.Tensor:
+    """The image of a dataset item or a loader batch: (image, label) pairs, or the image alone."""
+    return item[0] if isinstance(item, tuple | list) else item
+
+
+def _transformed(transform, image: torch.Tensor) -> torch.Tensor:
+    """transform applied to one test image (C, S, S) in [0, 1] as a torchvision-style dataset
+    applies it: to a PIL image (greyscale 'L', as MNIST's datasets give), or where it refuses
+    one, to the tensor itself."""
+    from PIL import Image
+
+    pixels = (image * 255).round().to(torch.uint8)  # (C, S, S)
+    pil = Image.fromarray(pixels[0].numpy()) if image.shape[0] == 1 else Image.fromarray(pixels.permute(1, 2, 0).numpy())
+    try:
+        out = transform(pil)
+    except Exception:  # noqa: BLE001 - a transform of tensors: given the tensor instead
+        out = transform(image)
+    return torch.as_tensor(out)
 
 
 def parse_kwargs(text: str | None) -> dict:
@@ -261,17 +387,18 @@ def _difference(candidates: list[tuple[str, torch.Tensor]], twin: torch.Tensor) 
     return best, where
 
 
-def _settings_for(stage: str, given: dict, convs: int) -> list[dict]:
+def _settings_for(stage: str, given: dict) -> list[dict]:
     """The options that first act at `stage`, each combination once; `given` fixes any of them."""
-    if stage == "conv1":
-        norms = [given["normalise"]] if "normalise" in given else NORMALISATIONS
-        return [{"input_mean": m, "input_std": s} for m, s in norms]
+    if stage == "conv1":  # the pipeline's normalisation, then the forward's own: one (x - mean) / std for the twin
+        m, s = given.get("normalise", (0.0, 1.0))
+        inner = [given["internal"]] if "internal" in given else NORMALISATIONS
+        return [{"input_mean": m + qm * s, "input_std": s * qs, "internal": (qm, qs)} for qm, qs in inner]
     if stage == "primary":
         if "primary_order" in given:
             orders = [(given["primary_order"], given.get("primary_channels"))]
         else:
-            other = "capsule" if convs > 1 else "dim"
-            orders = [("type-major", None), ("position-major", None), ("view", None), ("type-major", other), ("position-major", other)]
+            # both channel layouts for every file: one conv, K convs of T channels or T of K, can each be either
+            orders = [(o, c) for o in ("type-major", "position-major") for c in ("capsule", "dim")] + [("view", None)]
         squashes = [given["squash"]] if "squash" in given else ["sabour", "efficient"]
         axes = [given["primary_squash"]] if "primary_squash" in given else ["capsule", "map"]
         return [
@@ -290,17 +417,21 @@ def _settings_for(stage: str, given: dict, convs: int) -> list[dict]:
     return [{}]
 
 
-def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, given: dict | None = None) -> Check:
+def check(
+    state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, given: dict | None = None, feed: torch.Tensor | None = None
+) -> Check:
     """Compare the twin with the user's network `net` (holding the same weights) on images x
     (B, C, S, S) in [0, 1], searching the options not `given` (adapter keywords, plus "normalise":
-    (mean, std) the user's pipeline applies before the network, and "iterations").
-    `make_adapter(state, primary_order=, primary_channels=)` builds a CapsuleAdapter; the other
-    options are set on its twin's config while searching. Returns the best setting found, or the first stage that differs."""
+    (mean, std) the user's pipeline applies before the network, "internal": (mean, std) the
+    network's forward applies itself, and "iterations"). `feed`: the images the user's own
+    pipeline made of x (default: x normalised as "normalise" says); the twin, fed x, normalises
+    as pipeline and forward together do. `make_adapter(state, primary_order=, primary_channels=)`
+    builds a CapsuleAdapter; the other options are set on its twin's config while searching.
+    Returns the best setting found, or the first stage that differs."""
     given = dict(given or {})
     B = x.shape[0]
     mean, std = given.get("normalise", (0.0, 1.0))
-    theirs = user_stages(net, (x - mean) / std)
-    convs = _primary_convs(state)
+    theirs = user_stages(net, (x - mean) / std if feed is None else feed)
     twins: dict = {}  # (primary_order, primary_channels) -> its Twin (or why none), each built once
 
     def twin_for(setting: dict):
@@ -317,8 +448,6 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
         model = got.model
         keys = ("input_mean", "input_std", "squash", "primary_squash", "class_squash", "routing_softmax", "routing_logits")
         computation = {k: setting[k] for k in keys}
-        if given.get("normalise"):  # the user's pipeline normalised the images the network saw: the twin does it itself
-            computation["input_mean"], computation["input_std"] = mean, std
         batch = given.get("routing_batch", B) if setting["routing_logits"] == "batch" else 0
         model.config = replace(model.config, routing_iterations=setting["iterations"], routing_batch=batch, **computation)
         return got
@@ -332,15 +461,16 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
         "routing_softmax": "classes",
         "routing_logits": "image",
         "iterations": 3,
-        "input_mean": 0.0,
-        "input_std": 1.0,
+        "input_mean": mean,
+        "input_std": std,
+        "internal": (0.0, 1.0),
     }
     # A stage the user's code does not show, or shows only in tensors of its shape that differ
     # (primary capsules before their squash, couplings of another iteration), prunes nothing: the
     # settings go on to the next stage. The class capsules and the reconstruction must match.
     carried, seen, unmatched, present, candidates = [({}, {})], {}, {}, [], {}
     for stage in STAGES:
-        expanded = [(dict(s, **extra), diffs) for s, diffs in carried for extra in _settings_for(stage, given, convs)][:MAX_SETTINGS]
+        expanded = [(dict(s, **extra), diffs) for s, diffs in carried for extra in _settings_for(stage, given)][:MAX_SETTINGS]
         scored = []  # (difference, where in the user's code, setting, differences so far)
         for s, diffs in expanded:
             built = twin_for({**defaults, **s})
@@ -376,6 +506,18 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
                 continue
             first = next(iter(unmatched))  # the first stage that differs, perhaps before this one
             d, where, tried, closest = unmatched[first]
+            if first == "reconstruction" and _unmasked(twin_for(closest), candidates[first]):
+                v = twin_for(closest).stage("class_capsules")
+                name = next((k for k, t in state.items() if t.dim() == 2 and t.shape[1] == v[0].numel()), "its first Linear layer")
+                return Check(
+                    False,
+                    f"your decoder ({name}, {where}) is fed all {v.shape[1]} x {v.shape[2]} class-capsule values unmasked; "
+                    "capsviz's decoder reads them with all but the longest capsule masked to 0, so this decoder cannot be "
+                    "imported as it computes (everything before it matched)",
+                    B,
+                    setting=closest,
+                    seen=seen,
+                )
             before = f" (matched before it: {', '.join(STAGE_WORDS[k] for k in seen)})" if seen else ""
             return Check(
                 False,
@@ -390,14 +532,20 @@ def check(state: dict, net: torch.nn.Module, x: torch.Tensor, *, make_adapter, g
     best, diffs = min(carried, key=lambda r: max(r[1].values(), default=0.0))
     diff = max(diffs.values(), default=0.0)
     setting = {**defaults, **best}
-    if given.get("normalise"):
-        setting["input_mean"], setting["input_std"] = mean, std
     setting["routing_batch"] = given.get("routing_batch", B) if setting["routing_logits"] == "batch" else 0
     words = ", ".join(STAGE_WORDS[k] for k in seen)
     missing = [k for k in present if k not in seen]
     if missing:
         words += "; not found in your code's tensors: " + ", ".join(STAGE_WORDS[k] for k in missing)
     return Check(True, f"checked against your code: max difference {diff:.2g} on {B} images ({words})", B, setting, diff, seen)
+
+
+def _unmasked(twin: Twin, candidates: list[tuple[str, torch.Tensor]]) -> bool:
+    """Whether the user's reconstruction is the twin's decoder fed every class capsule, none masked."""
+    v = twin.stage("class_capsules")  # (B, J, D)
+    with torch.no_grad():
+        rec = twin.model.decoder(v, torch.ones(v.shape[:2])).flatten(1)  # (B, H*W)
+    return _difference(candidates, rec)[0] <= TOLERANCE
 
 
 def _setting_words(s: dict) -> str:
@@ -408,13 +556,3 @@ def _setting_words(s: dict) -> str:
         f"class-capsule squash over {s['class_squash']}, softmax over {s['routing_softmax']}, "
         f"logits per {s['routing_logits']}, {s['iterations']} iteration(s)"
     )
-
-
-def _primary_convs(state: dict) -> int:
-    """How many PrimaryCaps convs the file holds (1 or K), judged as the adapter judges: convs of one
-    shape reading Conv1's channels."""
-    convs = [t for t in state.values() if t.dim() == 4 and t.shape[2] == t.shape[3] and t.shape[2] > 1]
-    if len(convs) < 2:
-        return 1
-    c1 = convs[0].shape[0]
-    return sum(1 for t in convs[1:] if t.shape[1] == c1)

@@ -19,7 +19,7 @@ import time
 import typing
 from pathlib import Path
 
-from capsviz.config import DATASET_NAMES, MAX_ITERATIONS, PRESETS, TrainRun, check_dataset
+from capsviz.config import CLASS_SQUASH_AXES, DATASET_NAMES, MAX_ITERATIONS, PRESETS, TrainRun, check_dataset
 from capsviz.errors import CapsvizError
 from capsviz.progress import time_left
 
@@ -248,7 +248,8 @@ def parser() -> Parser:
     im.add_argument(
         "--routing-batch",
         type=integer(1, 1 << 16),
-        help="with --logits batch: the batch size your code routes (default: --check-images with --against; else every batch whole)",
+        help="the batch size your evaluation routes, when your network averages its routing logits over the batch (with "
+        "--against: asked for when the check finds it does, and the check runs on one such batch; without: goes with --logits batch)",
     )
     im.add_argument("--squash", choices=["sabour", "efficient"], help="your squash: Eq. 1 (sabour) or (1 - e^-|s|) s/|s| (default: sabour)")
     im.add_argument(
@@ -256,8 +257,9 @@ def parser() -> Parser:
     )
     im.add_argument(
         "--class-squash",
-        choices=["capsule", "classes", "all"],
-        help="what the class capsules' squash normalises: each capsule (default), each value over the classes, or all at once",
+        choices=CLASS_SQUASH_AXES,
+        help="what the class capsules' squash normalises: each capsule (default), each value over the classes, all at once, "
+        "or each value on its own",
     )
     im.add_argument(
         "--normalise",
@@ -273,6 +275,13 @@ def parser() -> Parser:
         "compare every stage with the import on real test images and search the options above for one that matches within 1e-4",
     )
     im.add_argument("--against-args", metavar="JSON", help="keyword arguments for --against's class or factory, a JSON object")
+    im.add_argument(
+        "--against-input",
+        metavar="MODULE:NAME",
+        help="RUNS YOUR CODE: the input pipeline your evaluation feeds the network (a transform, a test dataset or DataLoader "
+        "in order, or a factory of one); --against then compares on its images (default: [0, 1] images and the usual "
+        "normalisations, the one your network's lengths are most decisive on kept)",
+    )
     im.add_argument("--check-images", type=integer(1, 1024), default=16, help="test images compared with --against (default: 16)")
 
     si = sub.add_parser(
@@ -596,6 +605,7 @@ def model_path(given: Path) -> Path:
 
 
 def cmd_list(args) -> int:
+    from capsviz.adapter import checked_words
     from capsviz.checkpoint import list_checkpoints, total_training, training_labels
     from capsviz.paths import model_folder
 
@@ -612,7 +622,9 @@ def cmd_list(args) -> int:
         m = meta.metrics
         err = f"{m.test_error:.2f}% test error on {m.n_test}" if m.measured else "not evaluated"
         epochs, hardware = training_labels(total_training(meta), unit=" epochs")
-        print(f"{path.name}: {meta.family} on {meta.dataset}, {epochs}, {err}, {hardware}")
+        imported = meta.raw.get("imported")
+        mark = f"; {checked_words(imported.get('checked'), imported.get('warnings') or [])}" if imported else ""
+        print(f"{path.name}: {meta.family} on {meta.dataset}, {epochs}, {err}, {hardware}{mark}")
     return 0
 
 
@@ -709,8 +721,8 @@ def cmd_import(args) -> int:
     options["class_squash"] = args.class_squash
     options = {k: v for k, v in options.items() if v is not None}
     if args.routing_batch is not None:
-        if args.logits != "batch":
-            raise CapsvizError("--routing-batch goes with --logits batch (the batch whose routing logits are averaged)")
+        if args.logits != "batch" and not args.against:
+            raise CapsvizError("--routing-batch goes with --logits batch or --against (the batch whose routing logits are averaged)")
         options["routing_batch"] = args.routing_batch
     if args.against:
         from capsviz.against import parse_kwargs
@@ -722,8 +734,10 @@ def cmd_import(args) -> int:
             file=sys.stderr,
             flush=True,
         )
-    elif args.against_args:
-        raise CapsvizError("--against-args goes with --against MODULE:NAME")
+    elif args.against_args or args.against_input:
+        raise CapsvizError(f"{'--against-args' if args.against_args else '--against-input'} goes with --against MODULE:NAME")
+    if args.against_input and args.normalise:
+        raise CapsvizError("--against-input and --normalise both say how the images are fed: give one")
     result = import_file(
         args.file,
         args.out,
@@ -740,6 +754,7 @@ def cmd_import(args) -> int:
         normalise=tuple(args.normalise) if args.normalise else None,
         against=args.against,
         against_args=kwargs if args.against else None,
+        against_input=args.against_input,
         check_images=args.check_images,
     )
     for note in result["notes"]:

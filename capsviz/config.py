@@ -154,8 +154,9 @@ PRIMARY_GROUPINGS = ("paper", "view")
 # capsule: each capsule's K values (the paper); map: each of the K values over all I capsules
 PRIMARY_SQUASH_AXES = ("capsule", "map")
 # capsule: each class capsule's D values (the paper); classes: each of the D values over the J classes
-# (squash(s, dim=1) of (B, J, D)); all: the whole (J, D) map of an image at once
-CLASS_SQUASH_AXES = ("capsule", "classes", "all")
+# (squash(s, dim=1) of (B, J, D)); all: the whole (J, D) map of an image at once; value: each value
+# on its own (a squash summing over an axis of size 1, as squash(s.unsqueeze(-1)) of (B, J, D) gives)
+CLASS_SQUASH_AXES = ("capsule", "classes", "all", "value")
 SQUASH_FORMS = ("sabour", "efficient")  # Eq. 1 of Sabour et al.; Mazzia et al.'s (1 - e^-|s|) s/|s|
 # Dynamic routing's options (capsviz.routing.dynamic_routing_options): what the couplings sum to 1
 # over, and whether the routing logits are each image's own or averaged over the images routed together

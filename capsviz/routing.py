@@ -312,14 +312,17 @@ def __getattr__(name: str):
 # The squash forms a model may use, by name (capsviz.config.SQUASH_FORMS)
 SQUASHES: dict[str, Callable] = {"sabour": squash, "efficient": efficient_squash}
 assert tuple(SQUASHES) == SQUASH_FORMS
-# The dims of s (B, J, D) each class-capsule squash normalises over, by CLASS_SQUASH_AXES' names
-SQUASH_DIMS: dict[str, int | tuple[int, int]] = {"capsule": -1, "classes": -2, "all": (-2, -1)}
+# The dims of s (B, J, D) each class-capsule squash normalises over, by CLASS_SQUASH_AXES' names;
+# None: none of them, each value is squashed on its own
+SQUASH_DIMS: dict[str, int | tuple[int, int] | None] = {"capsule": -1, "classes": -2, "all": (-2, -1), "value": None}
 assert tuple(SQUASH_DIMS) == CLASS_SQUASH_AXES
 
 
 def class_squash(form: str = "sabour", axis: str = "capsule") -> Callable:
     """The squash of the class capsules s (B, J, D): the form `form` (SQUASHES) over `axis` (SQUASH_DIMS)."""
     f, dim = SQUASHES[form], SQUASH_DIMS[axis]
+    if dim is None:
+        return lambda s: f(s.unsqueeze(-1)).squeeze(-1)  # (B, J, D, 1): a length-1 vector per value
     return f if axis == "capsule" else (lambda s: f(s, dim=dim))
 
 

@@ -341,7 +341,13 @@ IMPORTED = Obj(
         "warnings": List(Str(max_len=2000), max_len=50),
         "checked": Maybe(
             Obj(
-                {"against": Str(max_len=500), "max_difference": Num(0, 1e300), "images": Int(1, 10**6), "stages": List(Str(max_len=200))},
+                {
+                    "against": Str(max_len=500),
+                    "max_difference": Num(0, 1e300),
+                    "images": Int(1, 10**6),
+                    "stages": List(Str(max_len=200)),
+                    "input": Str(max_len=500),  # the images the network was fed in the check (older imports: absent)
+                },
                 required=("against", "max_difference", "images"),
             )
         ),

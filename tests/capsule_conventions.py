@@ -10,16 +10,21 @@ CONVENTIONS = (
     "paper",  # K channels at one position, (type, row, col) numbering: what the importer assumes
     "view",  # one conv, output.view(B, -1, 8): a capsule is 8 neighbours along one channel's map
     "stack",  # 8 convs stacked on dim 1, viewed (B, I, 8)
+    "type-convs",  # T convs of K channels, one per capsule type (a list of 32 convs of 8 in the paper's size)
     "softmax-inputs",  # F.softmax(b) on (B, I, J): couplings sum to 1 over the input capsules
     "batch-logits",  # b (1, I, J) += the batch's mean agreement
     "prior",  # a learned routing prior b (1, I, J)
     "four-iterations",  # "3 iterations" in code that routes 4 times
     "squash-map",  # primary capsules squashed over dim 1: each value's whole map
     "squash-classes",  # class capsules squashed over dim 1 of (B, J, D): each value over the classes
+    "squash-values",  # s kept (B, J, D, 1) and squashed over its last dim: each value on its own
     "normalised",  # inputs normalised with MNIST's mean and std inside forward
     "w-3d",  # W stored (I, K, J*D)
     "stages",  # the paper's computation, its stages given by capsviz_stages(x)
+    "decoder-winner",  # the decoder fed the longest capsule's D values alone: Linear(D, h1)
 )
+# Written as public code writes them, and not what capsviz's twin computes: refused in one line
+REFUSED = ("decoder-unmasked",)  # the decoder fed all J x D class-capsule values, none masked
 
 C1, T, K, J, D, G = 8, 4, 8, 10, 16, 6  # Conv1 channels, capsule types, dims; classes, dims; grid (28 -> 20 -> 6)
 I = G * G * T
@@ -39,6 +44,8 @@ class Primary(nn.Module):
         self.convention = convention
         if convention == "stack":
             self.convs = nn.ModuleList(nn.Conv2d(C1, T, 9, stride=2) for _ in range(K))
+        elif convention == "type-convs":
+            self.capsules = nn.ModuleList([nn.Conv2d(C1, K, 9, stride=2) for _ in range(T)])
         else:
             self.conv = nn.Conv2d(C1, T * K, 9, stride=2)
 
@@ -46,6 +53,9 @@ class Primary(nn.Module):
         B = h.shape[0]
         if self.convention == "stack":
             u = torch.stack([c(h) for c in self.convs], dim=1).view(B, I, -1)  # (B, K, T, G, G) viewed
+        elif self.convention == "type-convs":
+            u = torch.stack([cap(h) for cap in self.capsules], dim=1)  # (B, T, K, G, G)
+            u = u.permute(0, 1, 3, 4, 2).reshape(B, I, K)  # i = (type, row, col)
         elif self.convention in ("view", "squash-map"):
             u = self.conv(h).view(B, -1, K)
         else:
@@ -80,7 +90,11 @@ class Digits(nn.Module):
             b = b + self.b
         for t in range(self.iterations):
             c = F.softmax(b, dim=1 if self.convention == "softmax-inputs" else 2)
-            v = squash((c.unsqueeze(-1) * u_hat).sum(1), dim=1 if self.convention == "squash-classes" else -1)  # (B, J, D)
+            s = (c.unsqueeze(-1) * u_hat).sum(1)  # (B, J, D)
+            if self.convention == "squash-values":
+                v = squash(s.unsqueeze(-1), dim=-1).squeeze(-1)  # (B, J, D, 1), as code keeping matmul's last axis has it
+            else:
+                v = squash(s, dim=1 if self.convention == "squash-classes" else -1)  # (B, J, D)
             if t < self.iterations - 1:
                 a = (u_hat * v.unsqueeze(1)).sum(-1)  # (B, I, J)
                 b = b + (a.mean(0, keepdim=True) if shared else a)
@@ -95,7 +109,8 @@ class Original(nn.Module):
         self.conv1 = nn.Conv2d(1, C1, 9)
         self.primary = Primary(convention)
         self.digits = Digits(convention)
-        self.decoder = nn.Sequential(nn.Linear(J * D, 32), nn.ReLU(), nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 784), nn.Sigmoid())
+        width = D if convention == "decoder-winner" else J * D
+        self.decoder = nn.Sequential(nn.Linear(width, 32), nn.ReLU(), nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 784), nn.Sigmoid())
         with torch.no_grad():
             for m in self.primary.modules():
                 if isinstance(m, nn.Conv2d):
@@ -106,7 +121,12 @@ class Original(nn.Module):
             x = (x - 0.1307) / 0.3081
         u = self.primary(F.relu(self.conv1(x)))
         v = self.digits(u)
-        mask = F.one_hot(v.norm(dim=-1).argmax(1), J).float()
+        winner = v.norm(dim=-1).argmax(1)  # (B,)
+        if self.convention == "decoder-winner":
+            return v, self.decoder(v[torch.arange(v.shape[0]), winner])  # (B, D) in
+        if self.convention == "decoder-unmasked":
+            return v, self.decoder(v.flatten(1))
+        mask = F.one_hot(winner, J).float()
         return v, self.decoder((v * mask.unsqueeze(-1)).flatten(1))
 
     def capsviz_stages(self, x):
@@ -129,3 +149,21 @@ def make(convention="paper", seed=0):
     """A factory, as --against accepts: the network with seeded weights."""
     torch.manual_seed(seed)
     return Original(convention)
+
+
+def trained(convention="paper", normalise=(0.0, 1.0), steps=30, seed=0):
+    """The network trained `steps` steps (about a second) on the training images normalised as the
+    user's data loader does, (x - mean) / std outside its forward: its lengths then fit the labels
+    far better on that scale than on any other, as a fully trained network's do."""
+    from capsviz.data import batches, load_split
+    from capsviz.losses import margin_loss
+
+    net = make(convention, seed)
+    opt = torch.optim.Adam(net.parameters(), 3e-3)
+    mean, std = normalise
+    for x, y, _ in batches("mnist", load_split("mnist", "train"), 16, train=True, limit=16 * steps):
+        loss = margin_loss(net((x - mean) / std)[0].norm(dim=-1), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return net.eval()

@@ -44,7 +44,8 @@ def saved(tmp_path, convention) -> tuple[torch.nn.Module, Path]:
 def test_each_convention_imports_against_its_code_within_tolerance_at_every_stage(synthetic_data, tmp_path, convention):
     net, path = saved(tmp_path, convention)
     out = tmp_path / f"{convention}.safetensors"
-    result = import_file(path, out, limit=16, against=f"{CODE}:make", against_args={"convention": convention})
+    batch = {"routing_batch": 16} if convention == "batch-logits" else None  # the batch the user evaluates with
+    result = import_file(path, out, limit=16, against=f"{CODE}:make", against_args={"convention": convention}, computation=batch)
     assert result["check"].startswith("checked against its code: max difference")
     model, meta = ckpt.load_checkpoint(out)
     checked = meta.raw["imported"]["checked"]
@@ -71,6 +72,8 @@ def test_each_convention_imports_against_its_code_within_tolerance_at_every_stag
     if convention == "squash-classes":  # recorded in the checkpoint and said in the words the pages show
         assert model.config.class_squash == "classes" and meta.raw["config"]["class_squash"] == "classes"
         assert any("class capsules squashed over the classes" in w for w in how_it_computes(meta))
+    elif convention == "squash-values":
+        assert model.config.class_squash == "value" and any("squashed value by value" in w for w in how_it_computes(meta))
     else:
         assert model.config.class_squash == "capsule"
 
@@ -86,7 +89,7 @@ def test_without_against_each_convention_is_flagged(synthetic_data, tmp_path, co
     x = first_images()
     with torch.no_grad():
         difference = float((model(x).capsules - net(x)[0]).abs().max())
-    if convention in ("paper", "stages", "w-3d", "prior"):
+    if convention in ("paper", "stages", "w-3d", "prior", "type-convs", "decoder-winner"):
         assert difference < TOLERANCE
     else:
         assert difference > 1e-2  # the twin is wrong here, and nothing but --against can say so
@@ -151,9 +154,10 @@ def test_stages_a_network_does_not_show_are_named_and_the_rest_still_checked(syn
     sys.modules["public_net"].build = build
     result = import_file(tmp_path / "public.pt", tmp_path / "public.safetensors", against="public_net:build", evaluate=False)
     assert result["check"].startswith("checked against its code")
-    assert result["notes"][-2].endswith(
+    (note,) = [n for n in result["notes"] if n.startswith("checked against your code")]
+    assert note.endswith(
         "(Conv1, the class capsules; not found in your code's tensors: the primary capsules, the predictions u_hat, the couplings, "
-        "the reconstruction)"
+        "the reconstruction), fed [0, 1] pixels, a guess"
     )
     assert ckpt.read_meta(tmp_path / "public.safetensors").raw["imported"]["checked"]["stages"] == ["conv1", "class_capsules"]
 
@@ -198,13 +202,16 @@ def cli(*args):
 def test_import_command_against_says_it_runs_your_code_and_stores_the_check(synthetic_data, tmp_path):
     _, path = saved(tmp_path, "batch-logits")
     out = tmp_path / "mine.safetensors"
-    r = cli(path, "--out", out, "--limit", "16", "--against", f"{CODE}:make", "--against-args", '{"convention": "batch-logits"}')
+    against = ("--against", f"{CODE}:make", "--against-args", '{"convention": "batch-logits"}')
+    r = cli(path, "--out", out, "--limit", "16", *against)
+    assert r.returncode == 2 and "say it with --routing-batch N" in r.stderr and "Traceback" not in r.stderr
+    r = cli(path, "--out", out, "--limit", "16", *against, "--routing-batch", "8")
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stderr.startswith("--against runs your code:")
     assert json.loads(r.stdout)["check"].startswith("checked against its code")
     meta = ckpt.read_meta(out)
-    assert (meta.config.routing_logits, meta.config.routing_batch) == ("batch", 16)
-    assert any("averaged over each 16 images" in line for line in how_it_computes(meta))
+    assert (meta.config.routing_logits, meta.config.routing_batch) == ("batch", 8)
+    assert any("averaged over each 8 images" in line for line in how_it_computes(meta))
 
     # without --against, the options and the iteration count can be said on the command line
     _, path = saved(tmp_path, "four-iterations")
@@ -255,7 +262,7 @@ def test_imported_models_say_how_they_compute_on_the_zoo_and_routing_pages(synth
     at = AppTest.from_file(APP, default_timeout=120)
     at.switch_page("pages/zoo.py").run()
     captions = [as_shown(c.value) for c in at.caption]  # the card shows them as plain text
-    assert any(c.startswith("checked against its code: max difference") for c in captions)
+    assert any(c.startswith("checked against its code: max difference") and " images fed [0, 1] pixels" in c for c in captions)
     assert any(c.startswith("not checked against its code") for c in captions)
     assert any("softmax over inputs" in c for c in captions)
     at.session_state["pending_model"] = "checked.safetensors"  # as the card's button picks it
@@ -304,7 +311,8 @@ def test_class_squash_axes_normalise_what_they_say():
     torch.testing.assert_close(class_squash("sabour", "capsule")(s), squash(s))
     torch.testing.assert_close(class_squash("sabour", "classes")(s), squash(s.transpose(1, 2)).transpose(1, 2))
     torch.testing.assert_close(class_squash("sabour", "all")(s), squash(s.flatten(1)).view_as(s))
-    assert set(SQUASH_DIMS) == {"capsule", "classes", "all"}
+    torch.testing.assert_close(class_squash("sabour", "value")(s), s.sign() * s**2 / (1 + s**2))
+    assert set(SQUASH_DIMS) == {"capsule", "classes", "all", "value"}
     u_hat = torch.randn(2, 10, 36, 16) * 0.2
     paper = dynamic_routing_options(u_hat, 3, DynamicOptions(), record=True)
     over = dynamic_routing_options(u_hat, 3, DynamicOptions(squash_axis="classes"), record=True)

@@ -144,6 +144,8 @@ def computation_words(cfg) -> list[str]:
         words.append("class capsules squashed over the classes (each of their values across the classes), not capsule by capsule")
     elif cfg.class_squash == "all":
         words.append("class capsules squashed all together (an image's whole map of class capsules at once), not capsule by capsule")
+    elif cfg.class_squash == "value":
+        words.append("class capsules squashed value by value (each of their values on its own), not capsule by capsule")
     if cfg.routing_softmax == "inputs":
         words.append("couplings sum to 1 over the input capsules for each class (softmax over inputs), not over the classes")
     if cfg.routing_logits == "batch":
