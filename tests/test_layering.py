@@ -59,10 +59,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("cli, serving and the static site", ("capsviz.cli", "capsviz.__main__", "capsviz.serve", "capsviz.bench", "capsviz.site")),
 ]
 
-# The one circle allowed while another branch breaks it (issue 48). Remove this entry once that
-# branch is merged: test_the_allowed_circle_is_still_there fails as soon as the circle is gone.
-ALLOWED_CIRCLE = frozenset({"capsviz.adapter", "capsviz.against"})
-
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
@@ -153,9 +149,9 @@ def circles(edges: dict[str, dict[str, int]]) -> list[set[str]]:
 
 
 def one_circle(edges: dict[str, dict[str, int]], component: set[str]) -> str:
-    """The shortest circle through the component's first module outside ALLOWED_CIRCLE, spelled
-    with the line of each import (every module of a component reaches every other)."""
-    start = min(component - ALLOWED_CIRCLE)
+    """The shortest circle through the component's first module, spelled with the line of each
+    import (every module of a component reaches every other)."""
+    start = min(component)
     came_from: dict[str, str] = {}
     frontier = [start]
     while start not in came_from:  # breadth first, so the circle named is a shortest one
@@ -196,14 +192,8 @@ def test_every_layer_name_is_a_module():
 
 def test_no_import_circles():
     edges = graph()
-    found = [one_circle(edges, c) for c in circles(edges) if c != ALLOWED_CIRCLE]
+    found = [one_circle(edges, c) for c in circles(edges)]
     assert not found, "import circles (move the piece both sides need into a module below them):\n" + "\n".join(found)
-
-
-def test_the_allowed_circle_is_still_there():
-    edges = graph()
-    a, b = sorted(ALLOWED_CIRCLE)
-    assert b in edges[a] and a in edges[b], f"{a} and {b} no longer import each other: delete ALLOWED_CIRCLE"
 
 
 def test_imports_never_go_up_a_layer():
