@@ -63,7 +63,7 @@ self.addEventListener("fetch", (event) => {
 });
 
 self.addEventListener("message", (event) => {
-  if (event.data === "version") event.source.postMessage({ version: VERSION, cache: CACHE });
+  if (event.data === "version" && event.ports[0]) event.ports[0].postMessage({ version: VERSION, cache: CACHE });
 });
 """
 
