@@ -38,7 +38,7 @@ def pick(page, name):
     page.select_option("#model", name)
 
 
-def test_a_model_that_cannot_be_fetched_or_is_damaged_leaves_the_view_and_says_why(browser, url):  # noqa: F811
+def test_a_model_that_cannot_be_fetched_or_is_damaged_leaves_the_view_and_says_why(browser, url, shots):  # noqa: F811
     ctx, page = open_site(browser, url, f"?model={SMALL}&view=explore&image=3")
     try:
         before = page.inner_text("#lengths")
@@ -62,6 +62,7 @@ def test_a_model_that_cannot_be_fetched_or_is_damaged_leaves_the_view_and_says_w
         assert "damaged" in said and "still shows capsnet-small-mnist" in said and "rebuild it with capsviz site" in said
         assert page.input_value("#model") == SMALL and page.inner_text("#lengths") == before
         no_raw_words(page.inner_text("body"))
+        page.screenshot(path=str(shots / "site-damaged-model-1280.png"))
 
         page.unroute("**/models/capsnet-mnist/**")  # back online: the same choice now works and the message goes
         pick(page, "capsnet-mnist.safetensors")
@@ -204,17 +205,18 @@ ODD = [
 ]
 
 
-def test_every_odd_link_parameter_says_what_it_asked_and_what_is_shown(browser, url):  # noqa: F811
+def test_every_odd_link_parameter_says_what_it_asked_and_what_is_shown(browser, url, shots):  # noqa: F811
     query = "&".join(dict.fromkeys(q for q, _, _ in ODD))
-    ctx, page = open_site(browser, url, f"?{query}")
+    ctx, page = open_site(browser, url, f"?{query}", width=390)
     try:
         said = status(page)
+        page.screenshot(path=str(shots / "site-odd-link-390.png"))
         for q, asked, shown in ODD:
             at = said.find(asked)
             assert at >= 0, (q, said)
             sentence = said[at : said.find(". ", at) + 1 or None]
             assert shown in sentence, (q, sentence)
-        assert "null" not in said and "NaN instead" not in said
+        assert "null" not in said and "NaN instead" not in said and "d2=" not in said  # 0.1 is in range: no note
         state = page.evaluate("window.capsviz.state")
         assert state["view"] == "explore" and state["image"] == 0 and state["iterations"] == 3 and state["toy"]["J"] == 3
         assert page.evaluate("Array.from(window.capsviz.state.dims.slice(0, 4))") == pytest.approx([0, 0.25, 0.1, 0])

@@ -618,7 +618,7 @@ function renderRouting() {
     : "The map: a row per primary capsule (each sees the whole image), a column per class; coupling from 0 (dark) to the largest (yellow).";
   $("routing-note").textContent =
     `${how} primary capsule splits its vote over the ${J} class capsules; uniform is 1/${J} = ${fmt(1 / J, 3)} each. ` +
-    `The couplings keep ${fmt(100 * share, 1)}% of the uniform split's entropy (100% = every capsule splits its vote evenly). ${map}`;
+    `The couplings keep ${fmt(100 * share, share > 0.99 ? 2 : 1)}% of the uniform split's entropy (100% = every capsule splits its vote evenly). ${map}`;
   const maps = $("maps");
   maps.replaceChildren();
   const lengths = lengthsAt(current, t + 1); // the captions follow the iteration shown
@@ -770,7 +770,7 @@ async function renderTour() {
       plot(
         chart(fig),
         [{ type: "bar", x: names, y: len, marker: { color: "#0072B2" } }],
-        layout("|u_i| of each primary capsule", "primary capsule i (each sees the whole image)", "length |u_i|", { yaxis: { range: [0, 1] } }),
+        layout("|u_i| of each primary capsule", "primary capsule i", "length |u_i|", { yaxis: { range: [0, 1] } }),
         `Bar chart of the length of each of the ${I} primary capsules: ${pairs(names, len)}.`,
       );
       rows.push(["primary capsules", `${I}, each seeing the whole image`]);
@@ -1127,8 +1127,9 @@ function readDims(raw) {
   parts.slice(0, 16).forEach((x, d) => {
     const v = Number(x);
     const ok = x.trim() !== "" && Number.isFinite(v);
-    state.dims[d] = ok ? Math.min(0.25, Math.max(-0.25, v)) : 0;
-    if (!ok || v !== state.dims[d]) wrong.push(`d${d}=${quoted(x)} as ${fmt(state.dims[d])}`);
+    const shown = ok ? Math.min(0.25, Math.max(-0.25, v)) : 0; // compared before the float32 store rounds it
+    state.dims[d] = shown;
+    if (!ok || v !== shown) wrong.push(`d${d}=${quoted(x)} as ${fmt(shown)}`);
   });
   if (parts.length > 16) wrong.push(`${parts.length - 16} values past d15 left out`);
   if (wrong.length) note(`The link's dims asks for values outside -0.25 to 0.25 or not numbers; it shows ${wrong.join(", ")}.`);
