@@ -160,7 +160,32 @@ def test_offline_after_one_visit(browser, url, shots):  # noqa: F811
         ctx.close()
 
 
-def test_a_new_build_replaces_the_offline_copy(site):  # noqa: F811
+def test_a_new_version_replaces_the_offline_copy(browser, url, site):  # noqa: F811
+    """A new build's sw.js (another VERSION) is installed on the next check: its cache replaces the old one."""
+    built = (site / "sw.js").read_text()
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(url + f"?model={SMALL}")
+        page.evaluate("window.capsviz.ready")
+        page.wait_for_function("document.getElementById('offline').textContent.startsWith('Available offline')")
+        page.reload()  # now the worker controls the page
+        page.evaluate("window.capsviz.ready")
+        page.wait_for_function("document.getElementById('offline').textContent.startsWith('Available offline')")
+        old = page.evaluate("caches.keys()")
+        assert len(old) == 1
+        (site / "sw.js").write_text(built.replace(old[0].removeprefix("capsviz-"), "0123456789ab"))  # as a new build writes it
+        page.evaluate("navigator.serviceWorker.getRegistration().then((r) => r.update())")
+        page.wait_for_function("document.getElementById('offline').textContent.startsWith('A new version')")
+        page.wait_for_function("caches.keys().then((k) => k.length === 1 && k[0] === 'capsviz-0123456789ab')")
+        assert "reload the page" in page.inner_text("#offline")
+    finally:
+        (site / "sw.js").write_text(built)
+        ctx.close()
+
+
+def test_the_built_worker_carries_the_builds_version(site):  # noqa: F811
     """The service worker names its cache by the build's version, which names the build's files."""
     from capsviz.site import offline
 

@@ -1116,6 +1116,7 @@ async function start() {
   readPoints(params.get("pts"), manifest.playground);
   controls();
   await refresh();
+  watchUpdates();
   keepOffline();
 }
 
@@ -1149,6 +1150,16 @@ function readPoints(raw, pg) {
 }
 
 // ---------- offline: the service worker (sw.js) keeps what this page has used ----------
+// A new build's worker takes over from the old one (and deletes the old copy): this page still runs the old build
+let updated = false;
+function watchUpdates() {
+  if (!("serviceWorker" in navigator) || !navigator.serviceWorker.controller) return; // the first visit's worker is no update
+  navigator.serviceWorker.addEventListener("controllerchange", () => {
+    updated = true;
+    $("offline").textContent = "A new version of this site has been stored for offline use; reload the page to use it.";
+  });
+}
+
 async function keepOffline() {
   const where = $("offline");
   if (!("serviceWorker" in navigator) || !window.isSecureContext) {
@@ -1171,7 +1182,7 @@ async function keepOffline() {
       const files = Object.values(m.graphs).flatMap((g) => [g.onnx, g.weights].filter(Boolean));
       if ((await Promise.all(files.map((f) => cache.match(f)))).every(Boolean)) kept.push(label(m.name));
     }
-    where.textContent = `Available offline (site version ${version}): this page and the models you opened, ${kept.join(", ")}.`;
+    if (!updated) where.textContent = `Available offline (site version ${version}): this page and the models you opened, ${kept.join(", ")}.`;
   } catch (e) {
     console.error(e);
     where.textContent = "Not kept for offline use: this browser refused to store the site.";
