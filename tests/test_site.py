@@ -190,3 +190,11 @@ def test_the_service_worker_names_its_cache_by_the_build(tmp_path):
     assert v1 != v2 and len(v2) == 12
     sw = offline.service_worker(v2, ["index.html", "site.js"])
     assert f'const VERSION = "{v2}"' in sw and 'const SHELL = ["index.html", "site.js"]' in sw and "__" not in sw
+
+
+def test_the_footer_says_what_the_site_does_itself():
+    """The site computes digits the student draws: the footer sends only what it cannot do to the app."""
+    from capsviz.site import WEB
+
+    footer = (WEB / "index.html").read_text().split("<footer", 1)[1]
+    assert "digits you draw" in footer and "your own data" not in footer

@@ -333,6 +333,12 @@ def test_charts_and_pictures_have_text_alternatives_and_text_has_contrast(browse
                     assert re.search(r"[0-9]\.[0-9]", alt), (view, alt)  # the numbers it shows
             for p in page.locator(f"#{view} .js-plotly-plot").all():
                 assert p.locator(".xtitle").text_content() and p.locator(".ytitle").text_content(), view
+            if view == "explore":  # the perturbation grid: a row label per dimension, a column label per step
+                assert page.locator("#grid-box .rows span").all_inner_texts() == [f"d{d}" for d in range(16)]
+                assert page.locator("#grid-box .cols span").all_inner_texts()[::5] == ["-.25", "0", "+.25"]
+            if view == "routing" and model.startswith("efficient"):  # the coupling matrix: classes, capsules, scale
+                assert page.locator("#maps .cols span").all_inner_texts() == [str(j) for j in range(10)]
+                assert page.locator("#maps .rows span").count() == 16 and page.locator("#maps .scale").count() == 1
             page_bg = rgb(page.evaluate("getComputedStyle(document.documentElement).backgroundColor"))
             if view == "playground":
                 texts = page.locator("#toy text, #toy-table th[style]").all()
