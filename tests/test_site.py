@@ -108,7 +108,10 @@ def test_site_links_carry_the_app_view_or_nothing():
     from capsviz.site.links import site_link
 
     q = {"model": "capsnet-mnist.safetensors", "image": "7", "iterations": "5", "term": "x"}
-    assert site_link("routing", q, True, "https://h/s/") == "https://h/s/?view=routing&model=capsnet-mnist.safetensors&image=7&iterations=5"
+    assert (
+        site_link("routing", q, True, "https://h/s/")
+        == "https://h/s/?view=routing&model=capsnet-mnist.safetensors&image=7&iterations=5&routing=dynamic"
+    )  # the app's routing page routes every model by agreement, Efficient-CapsNet's capsules too
     assert site_link("routing", q, False, "https://h/s") is None  # a model the site cannot run
     assert site_link("em", q, True, "https://h/s") is None  # a page it does not have
     assert site_link("routing", q, True, "") is None  # no site named
