@@ -206,6 +206,20 @@ def test_opened_from_a_folder_it_says_how_to_serve_it(browser, site):  # noqa: F
         ctx.close()
 
 
+def test_a_host_that_sends_the_scripts_with_the_wrong_type_is_said_at_once(browser, url, site):  # noqa: F811
+    body = (site / "vendor" / "ort.wasm.min.mjs").read_bytes()
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    page.route("**/vendor/ort.wasm.min.mjs", lambda route: route.fulfill(status=200, body=body, content_type="application/octet-stream"))
+    try:
+        page.goto(url)
+        page.wait_for_function("!document.getElementById('status').textContent.startsWith('Loading')", timeout=10_000)
+        said = status(page)
+        assert "program did not load" in said and "text/javascript" in said
+    finally:
+        ctx.close()
+
+
 # (link, what it asked, what is shown): each odd parameter's note names both
 ODD = [
     ("view=nope", "view=nope", "the Explorer"),
