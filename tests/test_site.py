@@ -108,7 +108,10 @@ def test_site_links_carry_the_app_view_or_nothing():
     from capsviz.site.links import site_link
 
     q = {"model": "capsnet-mnist.safetensors", "image": "7", "iterations": "5", "term": "x"}
-    assert site_link("routing", q, True, "https://h/s/") == "https://h/s/?view=routing&model=capsnet-mnist.safetensors&image=7&iterations=5"
+    assert (
+        site_link("routing", q, True, "https://h/s/")
+        == "https://h/s/?view=routing&model=capsnet-mnist.safetensors&image=7&iterations=5&routing=dynamic"
+    )  # the app's routing page routes every model by agreement, Efficient-CapsNet's capsules too
     assert site_link("routing", q, False, "https://h/s") is None  # a model the site cannot run
     assert site_link("em", q, True, "https://h/s") is None  # a page it does not have
     assert site_link("routing", q, True, "") is None  # no site named
@@ -137,3 +140,64 @@ def test_packed_weights_unpack_to_the_graph_pytorch_exported(tmp_path):
     got = onnx.load(str(tmp_path / entry["onnx"]))  # reads the external weights beside it
     want = initializers(blob)
     assert {t.name: numpy_helper.to_array(t).tobytes() for t in got.graph.initializer} == {k: v.tobytes() for k, v in want.items()}
+
+
+def _contrast(a: str, b: str) -> float:
+    def lum(hex_colour: str) -> float:
+        c = [int(hex_colour.lstrip("#")[k : k + 2], 16) / 255 for k in (0, 2, 4)]
+        c = [x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+
+    hi, lo = sorted([lum(a), lum(b)], reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_key_colours_in_the_css_meet_wcag_aa():
+    """Text 4.5:1 on the page and on white panels, the focus ring 3:1, white on the accent (the chosen view's button)."""
+    import re
+
+    from capsviz.site import WEB
+
+    css = (WEB / "site.css").read_text()
+    colours = dict(re.findall(r"--([a-z0-9]+):\s*(#[0-9a-fA-F]{6})", css))
+    for name in ("ink", "muted", "accent", "status", "upper1", "upper2", "upper3"):
+        for bg in (colours["page"], "#ffffff"):
+            assert _contrast(colours[name], bg) >= 4.5, (name, bg, _contrast(colours[name], bg))
+    assert _contrast(colours["focus"], colours["page"]) >= 3
+    assert _contrast("#ffffff", colours["accent"]) >= 4.5
+    assert "outline: 3px solid var(--focus)" in css
+    # the page's text colours all come from these variables (and white on the accent, checked above)
+    assert not re.search(r"(?<![-a-z])color:\s*#(?!fff;)", css)
+    js = (WEB / "site.js").read_text()
+    assert "var(--upper1)" in js and "#E69F00" not in js and "#CC79A7" not in js
+
+
+def test_each_tour_step_gets_its_own_glossary_entries():
+    from capsviz.site import step_terms
+
+    assert step_terms("dynamic", "conv1") == ["conv1", "relu"]  # not cut to "conv"
+    assert step_terms("dynamic", "iteration3") == step_terms("dynamic", "iteration1") == ["c", "b", "s", "squash", "v", "agreement"]
+    assert "primary" not in step_terms("self-attention", "primary")  # its entry describes the paper CapsNet's 6x6 grid
+    assert step_terms("self-attention", "convs") == ["relu", "batchnorm"]
+
+
+def test_the_service_worker_names_its_cache_by_the_build(tmp_path):
+    from capsviz.site import offline
+
+    (tmp_path / "a.txt").write_text("one")
+    v1 = offline.version(tmp_path, b"{}")
+    (tmp_path / "sw.js").write_text("anything")  # the worker itself does not count
+    assert offline.version(tmp_path, b"{}") == v1
+    (tmp_path / "a.txt").write_text("two")
+    v2 = offline.version(tmp_path, b"{}")
+    assert v1 != v2 and len(v2) == 12
+    sw = offline.service_worker(v2, ["index.html", "site.js"])
+    assert f'const VERSION = "{v2}"' in sw and 'const SHELL = ["index.html", "site.js"]' in sw and "__" not in sw
+
+
+def test_the_footer_says_what_the_site_does_itself():
+    """The site computes digits the student draws: the footer sends only what it cannot do to the app."""
+    from capsviz.site import WEB
+
+    footer = (WEB / "index.html").read_text().split("<footer", 1)[1]
+    assert "digits you draw" in footer and "your own data" not in footer

@@ -13,6 +13,7 @@ import gzip
 import hashlib
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -25,7 +26,7 @@ from capsviz import glossary
 from capsviz.analysis.playground import I_TOY, LIMIT, _dynamic_presets
 from capsviz.analysis.tour import TOURS
 from capsviz.errors import CapsvizError
-from capsviz.site import export
+from capsviz.site import export, offline
 
 WEB = Path(__file__).parent / "web"
 DEFAULT_MODELS = ("capsnet-small-mnist", "capsnet-mnist", "efficient-capsnet-mnist")
@@ -42,7 +43,7 @@ FRONT_END = ("index.html", "site.js", "site.css")
 # The glossary entries each tour step explains (the app's tour page shows the same help)
 STEP_TERMS = {
     "input": ["capsule"],
-    "conv1": ["conv1"],
+    "conv1": ["conv1", "relu"],
     "primary": ["primary", "u", "length"],
     "predictions": ["u_hat", "W"],
     "iteration": ["c", "b", "s", "squash", "v", "agreement"],
@@ -51,6 +52,21 @@ STEP_TERMS = {
     "reconstruction": ["reconstruction"],
     "lab": ["uniform", "random_couplings"],
 }
+# Efficient-CapsNet's steps of the same name explain other things: its primary capsules are not on a
+# grid of positions (the "primary" entry describes the paper CapsNet's 32 types at 6x6 places)
+ROUTING_STEP_TERMS = {
+    "self-attention": {
+        "input": ["capsule", "efficient"],
+        "convs": ["relu", "batchnorm"],
+        "primary": ["efficient_squash", "length", "pose"],
+    }
+}
+
+
+def step_terms(routing: str, key: str) -> list[str]:
+    """The glossary entries of tour step `key` ("iteration3" is an "iteration" step) for a model routing so."""
+    kind = re.sub(r"^iteration[0-9]+$", "iteration", key)
+    return ROUTING_STEP_TERMS.get(routing, {}).get(kind, STEP_TERMS.get(kind, []))
 
 
 def _gzip(data: bytes) -> bytes:
@@ -128,7 +144,7 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
         "images": images_key,
         "graphs": graphs,
         "tour": [
-            {"key": s.key, "title": s.title, "terms": STEP_TERMS.get(s.key.rstrip("0123456789"), [])}
+            {"key": s.key, "title": s.title, "terms": step_terms(cfg.routing, s.key)}
             for s in TOURS[cfg.routing].steps(
                 iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None
             )
@@ -199,6 +215,11 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
             "limit": LIMIT,
         },
     }
+    # the version names this build's files: a changed site gets a new service worker, which replaces the offline copy
+    manifest["version"] = offline.version(out, json.dumps(manifest, sort_keys=True).encode())
     (out / "site.json").write_text(json.dumps(manifest, indent=1))
+    shell = [*FRONT_END, "site.json", *(f"vendor/{f}" for f in VENDOR.values())]
+    shell += [g[k] for g in shared.values() for k in ("onnx", "weights") if g.get(k)]
+    (out / "sw.js").write_text(offline.service_worker(manifest["version"], shell))
     total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     return Built(out, [e["name"] for e in entries], sum(len(v[1]) for v in sets.values()), total)

@@ -1,8 +1,9 @@
 """The models as ONNX graphs for the static site, exported from the readable reference path.
 
 A model becomes three small graphs that the browser chains, each the PyTorch code the app runs:
-- `encoder`: image (1, C, S, S) -> primary capsules u (1, I, K) and predictions u_hat (1, J, I, D)
-  (a CapsNet also gives Conv1's ReLU output, NHWC, for the tour's feature maps);
+- `encoder`: image (1, C, S, S) -> feature maps, primary capsules u (1, I, K) and predictions
+  u_hat (1, J, I, D); the feature maps (NHWC, for the tour) are a CapsNet's Conv1 after its ReLU and
+  Efficient-CapsNet's last convolution after its ReLU, before its BatchNorm (as the app's tour shows);
 - a routing graph: u_hat -> couplings and class capsules (`dynamic_graph` is shared by every model
   and the playground; Efficient-CapsNet also has its own self-attention graph with its learned prior);
 - `decoder`: (B, D) capsule vectors placed in capsule slots (B,) -> reconstructions (B, C, S, S).
@@ -63,8 +64,14 @@ class _Encoder(nn.Module):
             h = m.features(x)  # (1, S', S', C1)
             u = m.primary(h)  # (1, I, K)
             return h, u, m.digits(u)
-        u = m.primary_capsules(x)
-        return u, torch.einsum("jikd,bik->bjid", m.W, u)  # EfficientCapsNet.predictions from u
+        h, maps = x, None
+        for layer in m.convs:
+            h = torch.relu(h) if isinstance(layer, nn.ReLU) else layer(h)  # not in place: `maps` keeps the ReLU's output
+            if isinstance(layer, nn.ReLU):
+                maps = h  # (1, C, S', S'): the last one is kept
+        p = m.primary(h)  # (1, C, 1, 1)
+        u = efficient_squash(p.view(1, m.num_primary, m.config.primary_dim))  # (1, I, K): EfficientCapsNet.primary_capsules
+        return maps.permute(0, 2, 3, 1), u, torch.einsum("jikd,bik->bjid", m.W, u)  # (1, S', S', C), u, (1, J, I, D)
 
 
 class _Decoder(nn.Module):
@@ -128,7 +135,7 @@ def model_graphs(model: nn.Module) -> dict[str, bytes]:
     model = _half_weights(model.eval())
     cfg = model.config
     x = torch.zeros(1, cfg.in_channels, cfg.in_size, cfg.in_size)
-    outs = ["features", "u", "u_hat"] if isinstance(model, CapsNet) else ["u", "u_hat"]
+    outs = ["features", "u", "u_hat"]
     D = cfg.digit_dim
     graphs = {
         "encoder": _onnx(_Encoder(model), (x,), ["image"], outs, {}),

@@ -30,4 +30,6 @@ def site_link(page: str, query: dict, runs_in_site: bool, base: str | None = Non
     if page == "playground" and query.get("toy", "dynamic") != "dynamic":  # the site's playground is routing by agreement's
         return None
     params = {"view": VIEWS[page], **{k: str(query[k]) for k in SHARED if k in query and str(query[k])}}
+    if page == "routing":  # the app's routing page runs dynamic routing for every model (Efficient-CapsNet's capsules too)
+        params["routing"] = "dynamic"
     return f"{base.split('?')[0].rstrip('/')}/?{urlencode(params)}"

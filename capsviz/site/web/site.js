@@ -10,18 +10,40 @@ const STEPS = [-0.25, -0.2, -0.15, -0.1, -0.05, 0, 0.05, 0.1, 0.15, 0.2, 0.25]; 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const VIEWS = ["explore", "routing", "tour", "playground"];
-const UPPER_COLOURS = ["#0072B2", "#E69F00", "#CC79A7"]; // Okabe-Ito: told apart without red/green
+// Okabe-Ito's blue, orange and purple, darkened to 4.5:1 on the page (site.css): told apart without red/green
+const UPPER_COLOURS = ["var(--upper1)", "var(--upper2)", "var(--upper3)"];
+const VIEW_NAMES = { explore: "the Explorer", routing: "the Routing view", tour: "the guided tour", playground: "the Playground" };
 
 // ---------- the address: the same parameter names as the app's ----------
-function intParam(name, lo, hi, fallback) {
+// every parameter the site reads; a link's other ones are named in a note, not silently dropped
+const KNOWN = ["view", "embed", "model", "image", "capsule", "dims", "iterations", "t", "step", "routing", "preset", "J", "T", "cap", "rule", "pts"];
+
+function quoted(raw) {
+  return raw.length > 24 ? `${raw.slice(0, 24)}...` : raw;
+}
+
+// a link that asks for what the site does not have: what it asked and what is shown instead
+function odd(name, raw, shown) {
+  note(`The link asks for ${name}=${quoted(raw)}, which this site does not have; it shows ${shown} instead.`);
+}
+
+function intParam(name, lo, hi, fallback, shown = String(fallback)) {
   const raw = params.get(name);
   if (raw === null) return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < lo || n > hi) {
-    note(`The link's ${name}=${raw.slice(0, 12)} is not a whole number from ${lo} to ${hi}; showing ${fallback} instead.`);
+  if (raw.trim() === "" || !Number.isInteger(n) || n < lo || n > hi) {
+    note(`The link asks for ${name}=${quoted(raw)}, not a whole number from ${lo} to ${hi}; it shows ${shown} instead.`);
     return fallback;
   }
   return n;
+}
+
+function choice(name, allowed, fallback, shown) {
+  const raw = params.get(name);
+  if (raw === null) return fallback;
+  if (allowed.includes(raw)) return raw;
+  odd(name, raw, shown);
+  return fallback;
 }
 
 const notes = [];
@@ -30,8 +52,8 @@ function note(text) {
 }
 
 const state = {
-  view: VIEWS.includes(params.get("view")) ? params.get("view") : "explore",
-  embed: params.get("embed") === "1",
+  view: choice("view", VIEWS, "explore", VIEW_NAMES.explore),
+  embed: choice("embed", ["1", "0"], "0", "the full page") === "1",
   model: params.get("model"),
   image: 0,
   drawn: null, // Float32Array of a drawing, or null for a test image
@@ -40,9 +62,18 @@ const state = {
   iterations: null,
   t: null,
   step: 1,
-  rule: params.get("routing") === "dynamic" ? "dynamic" : null, // Efficient-CapsNet's capsules routed by agreement instead
-  toy: { preset: params.get("preset"), J: params.get("J") === "2" ? 2 : 3, T: 3, cap: 1, rule: params.get("rule") === "self-attention" ? "self-attention" : "dynamic", pts: null },
+  // Efficient-CapsNet's capsules routed by agreement instead of its own self-attention
+  rule: choice("routing", ["dynamic", "self-attention"], null, "each model's own routing") === "dynamic" ? "dynamic" : null,
+  toy: {
+    preset: params.get("preset"),
+    J: Number(choice("J", ["2", "3"], "3", "3 upper capsules")),
+    T: 3,
+    cap: 1,
+    rule: choice("rule", ["dynamic", "self-attention"], "dynamic", "routing by agreement"),
+    pts: null,
+  },
 };
+for (const [k, v] of params) if (!KNOWN.includes(k)) note(`The link's ${quoted(k)}=${quoted(v)} is not a setting this site has; it was left out.`);
 
 function writeAddress() {
   const q = new URLSearchParams();
@@ -51,8 +82,10 @@ function writeAddress() {
   if (state.drawn === null) q.set("image", String(state.image));
   if (state.capsule !== null) q.set("capsule", String(state.capsule));
   if (state.dims.some((v) => v !== 0)) q.set("dims", Array.from(state.dims, (v) => +v.toFixed(2)).join(","));
-  q.set("iterations", String(state.iterations));
-  q.set("t", String(state.t));
+  if (current && current.rule === "dynamic") {
+    q.set("iterations", String(state.iterations));
+    q.set("t", String(state.t));
+  }
   q.set("step", String(state.step));
   if (state.rule === "dynamic") q.set("routing", "dynamic");
   if (state.view === "playground") {
@@ -70,11 +103,53 @@ function writeAddress() {
 // ---------- the models ----------
 const site = { manifest: null, model: null, sessions: new Map(), images: new Map() };
 
-// A gzipped file, inflated by the browser itself
+// What went wrong, kept apart from the runtime's own words (those go to the console, never the page).
+// kind: "offline" (could not be downloaded), "missing" (the host has no such file), "damaged" (not usable)
+class SiteError extends Error {
+  constructor(kind, url, cause) {
+    super(`${kind}: ${url}`, { cause });
+    this.kind = kind;
+    this.url = url;
+  }
+}
+
+const used = new Set(); // every file the page has downloaded: kept for offline use (keepOffline)
+
+async function bytes(url) {
+  let r;
+  try {
+    r = await fetch(url);
+  } catch (e) {
+    throw new SiteError("offline", url, e);
+  }
+  if (!r.ok) throw new SiteError(r.status === 404 ? "missing" : "offline", url, `HTTP ${r.status}`);
+  try {
+    const got = new Uint8Array(await r.arrayBuffer());
+    used.add(url);
+    return got;
+  } catch (e) {
+    throw new SiteError("offline", url, e);
+  }
+}
+
+// A gzipped file, inflated by the browser itself. A host that sends it with `Content-Encoding: gzip`
+// has the browser inflate it on arrival: only bytes that start with gzip's magic (1f 8b) are inflated.
 async function inflate(url) {
-  const r = await fetch(url);
-  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
-  return new Uint8Array(await new Response(r.body.pipeThrough(new DecompressionStream("gzip"))).arrayBuffer());
+  const raw = await bytes(url);
+  if (raw[0] !== 0x1f || raw[1] !== 0x8b) return raw;
+  try {
+    return new Uint8Array(await new Response(new Blob([raw]).stream().pipeThrough(new DecompressionStream("gzip"))).arrayBuffer());
+  } catch (e) {
+    throw new SiteError("damaged", url, e);
+  }
+}
+
+// one plain sentence's middle: why a file could not be used, and what to do about it
+function why(e) {
+  if (!(e instanceof SiteError)) return ["something in this browser went wrong", "reload the page, or try a current Chrome, Firefox or Safari"];
+  if (e.kind === "offline") return ["it could not be downloaded (is the device offline?)", "reconnect and try again"];
+  if (e.kind === "missing") return ["its files are missing from this site", "whoever hosts the site can rebuild it with capsviz site"];
+  return ["its files on this site are damaged", "whoever hosts the site can rebuild it with capsviz site"];
 }
 
 // A graph's weights as `capsviz site` packed them: every even byte, then every odd byte
@@ -91,26 +166,26 @@ function interleave(packed) {
 let runtime = null; // resolves once the WebAssembly runtime is inflated and handed to onnxruntime (start)
 let creating = Promise.resolve(); // onnxruntime makes one session at a time: two at once fail while it starts
 
-async function bytes(url) {
-  const r = await fetch(url);
-  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
-  return new Uint8Array(await r.arrayBuffer());
-}
-
 // The graph and its weights download and inflate while the runtime does; the session waits for both
 async function openGraph(graph) {
   const [model, weights] = await Promise.all([bytes(graph.onnx), graph.weights ? inflate(graph.weights).then(interleave) : null]);
   await runtime;
   const options = { executionProviders: ["wasm"] };
   if (weights) options.externalData = [{ path: graph.name, data: weights }];
-  const made = creating.then(() => ort.InferenceSession.create(model, options));
+  const made = creating.then(() => ort.InferenceSession.create(model, options)).catch((e) => {
+    throw new SiteError("damaged", graph.onnx, e); // onnxruntime's words ("protobuf parsing failed") go to the console
+  });
   creating = made.catch(() => null);
   return made;
 }
 
-// graph: a manifest entry {onnx, weights, name}; one session each, made on first use
+// graph: a manifest entry {onnx, weights, name}; one session each, made on first use (and tried again after a failure)
 async function session(graph) {
-  if (!site.sessions.has(graph.onnx)) site.sessions.set(graph.onnx, openGraph(graph));
+  if (!site.sessions.has(graph.onnx)) {
+    const made = openGraph(graph);
+    made.catch(() => site.sessions.delete(graph.onnx));
+    site.sessions.set(graph.onnx, made);
+  }
   return site.sessions.get(graph.onnx);
 }
 
@@ -121,10 +196,13 @@ function tensor(data, dims) {
 async function imageSet(key) {
   if (!site.images.has(key)) {
     const info = site.manifest.image_sets[key];
-    site.images.set(
-      key,
-      inflate(info.file).then((pixels) => ({ ...info, pixels })),
-    );
+    const [, S, C] = key.match(/-([0-9]+)-([0-9]+)$/).map(Number); // DATASET-SIZE-CHANNELS
+    const made = inflate(info.file).then((pixels) => {
+      if (pixels.length !== info.count * S * S * C) throw new SiteError("damaged", info.file, `${pixels.length} bytes`);
+      return { ...info, pixels };
+    });
+    made.catch(() => site.images.delete(key));
+    site.images.set(key, made);
   }
   return site.images.get(key);
 }
@@ -240,6 +318,16 @@ function heat(canvas, values, rows, cols, hi, lo = 0) {
   ctx.putImageData(img, 0, 0);
 }
 
+function range(values) {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const v of values) {
+    lo = Math.min(lo, v);
+    hi = Math.max(hi, v);
+  }
+  return [lo, hi];
+}
+
 // the same map stretched over the input image, which shows through in white
 function heatOver(canvas, values, G, hi, lo, pixels, S) {
   const small = document.createElement("canvas");
@@ -275,16 +363,57 @@ function fmt(x, digits = 2) {
 }
 
 const PLOT = { displayModeBar: false, responsive: true };
-function layout(title, extra = {}) {
+// plotly.js 3 and later read an axis title only as {text}: a plain string is ignored
+function layout(title, x, y, extra = {}) {
+  const { xaxis, yaxis, ...rest } = extra;
   return {
     title: { text: title, font: { size: 14 } },
-    margin: { l: 48, r: 12, t: 36, b: 40 },
-    height: 260,
+    margin: { l: 56, r: 12, t: 36, b: 48 },
+    height: 270,
     paper_bgcolor: "rgba(0,0,0,0)",
     plot_bgcolor: "rgba(0,0,0,0)",
-    xaxis: { type: "category" }, // every class named under its bar
-    ...extra,
+    xaxis: { type: "category", title: { text: x }, ...xaxis }, // category: every class named under its bar
+    yaxis: { title: { text: y }, ...yaxis },
+    ...rest,
   };
+}
+
+// a chart with its text alternative: `summary` says the numbers it shows
+function plot(node, traces, lay, summary) {
+  Plotly.react(node, traces, lay, PLOT);
+  node.setAttribute("role", "img");
+  node.setAttribute("aria-label", summary);
+}
+
+function chart(parent) {
+  return parent.appendChild(el("div", { class: "chart" }));
+}
+
+// "name value, name value, ...": the numbers of a chart or picture, for its text alternative
+function pairs(names, values, digits = 2) {
+  return Array.from(values, (v, k) => `${names[k]} ${fmt(v, digits)}`).join(", ");
+}
+
+// a canvas named by what it shows and its numbers (a canvas is otherwise silent to a screen reader)
+function named(canvas, label) {
+  canvas.setAttribute("role", "img");
+  canvas.setAttribute("aria-label", label);
+  return canvas;
+}
+
+// the colours of heat() from lo to hi, with the two numbers at its ends
+function scale(lo, hi, digits = 2) {
+  const ramp = el("span", { class: "ramp", "aria-hidden": "true" });
+  return el("span", { class: "scale" }, `${fmt(lo, digits)} `, ramp, ` ${fmt(hi, digits)}`);
+}
+
+// a canvas of (rows, cols) cells with each row and column named beside it
+function labelled(box, canvas, rowNames, colNames, corner) {
+  box.classList.add("labelled");
+  const rows = el("div", { class: "rows", "aria-hidden": "true" }, ...rowNames.map((r) => el("span", {}, r)));
+  const cols = el("div", { class: "cols", "aria-hidden": "true" }, ...colNames.map((c) => el("span", {}, c)));
+  box.replaceChildren(el("span", { class: "corner", "aria-hidden": "true" }, corner), cols, rows, canvas);
+  return box;
 }
 
 // ---------- the input ----------
@@ -365,7 +494,12 @@ async function render() {
   if (state.view === "tour") await renderTour();
   if (state.view === "playground") await renderPlayground();
   writeAddress();
-  $("status").textContent = notes.length ? notes.join(" ") : "";
+  say();
+}
+
+let problem = ""; // a model that could not be opened: said until another model opens
+function say() {
+  $("status").textContent = [problem, ...notes].filter(Boolean).join(" ");
 }
 
 function modelIterations() {
@@ -376,7 +510,8 @@ async function renderExplore() {
   const m = site.model;
   const lengths = lengthsAt(current, modelIterations());
   const best = argmax(lengths);
-  Plotly.react(
+  const title = `The longest: ${m.classes[best]} (${fmt(lengths[best])})`;
+  plot(
     $("lengths"),
     [
       {
@@ -389,8 +524,8 @@ async function renderExplore() {
         hovertemplate: "%{x}: length %{y:.3f}<extra></extra>",
       },
     ],
-    layout(`The longest: ${m.classes[best]} (${fmt(lengths[best])})`, { xaxis: { type: "category" }, yaxis: { range: [0, 1.1], title: "length |v|" } }),
-    PLOT,
+    layout(title, "class capsule", "length |v_j|", { yaxis: { range: [0, 1.1] } }),
+    `Bar chart. ${title}. Length of each class capsule: ${pairs(m.classes, lengths)}.`,
   );
   const pick = $("capsule");
   if (state.capsule === null || state.capsule >= m.classes.length) state.capsule = best;
@@ -410,6 +545,8 @@ async function redraw() {
   const vector = vectorAt(current, modelIterations(), state.capsule).map((x, d) => x + state.dims[d]);
   const rec = await decode(m, vector, [state.capsule]);
   paint($("reconstruction"), rec, m.in_size, m.channels);
+  const changed = Array.from(state.dims, (v, d) => (v ? `d${d} ${v > 0 ? "+" : ""}${fmt(v)}` : null)).filter(Boolean);
+  named($("reconstruction"), `The decoder's reconstruction from capsule ${m.classes[state.capsule]}${changed.length ? `, with ${changed.join(", ")}` : ", no dimension changed"}.`);
   current.reconstruction = rec;
   for (let d = 0; d < 16; d++) {
     const input = $(`dim${d}`);
@@ -450,6 +587,9 @@ async function drawGrid() {
     }
   }
   ctx.putImageData(img, 0, 0);
+  const steps = STEPS.map((x) => (x > 0 ? "+" : "") + String(x).replace("0.", "."));
+  labelled($("grid-box"), canvas, Array.from({ length: D }, (_, d) => `d${d}`), steps, "");
+  named(canvas, `Perturbation grid for capsule ${m.classes[state.capsule]}: ${D} rows, one per dimension (d0 at the top), each changed alone from -0.25 (left) to +0.25 (right) in steps of 0.05; the middle column is the capsule's own reconstruction.`);
 }
 
 function renderRouting() {
@@ -478,10 +618,11 @@ function renderRouting() {
     : "The map: a row per primary capsule (each sees the whole image), a column per class; coupling from 0 (dark) to the largest (yellow).";
   $("routing-note").textContent =
     `${how} primary capsule splits its vote over the ${J} class capsules; uniform is 1/${J} = ${fmt(1 / J, 3)} each. ` +
-    `The couplings' evenness is ${fmt(100 * share, 1)}% (100% = every capsule spreads its vote evenly over all ${J} classes, 0% = all of it to one). ${map}`;
+    `The couplings' evenness is ${fmt(100 * share, share > 0.99 ? 2 : 1)}% (100% = every capsule spreads its vote evenly over all ${J} classes, 0% = all of it to one). ${map}`;
   const maps = $("maps");
   maps.replaceChildren();
-  const lengths = lengthsAt(current, T);
+  const lengths = lengthsAt(current, t + 1); // the captions follow the iteration shown
+  const after = dynamic ? `after iteration ${t + 1}` : "after the one pass";
   if (m.grid) {
     const G = m.grid;
     const K = m.types;
@@ -494,44 +635,69 @@ function renderRouting() {
       }
       return map;
     });
-    const lo = Math.min(...all.map((a) => Math.min(...a)));
-    const hi = Math.max(...all.map((a) => Math.max(...a)));
+    const lo = Math.min(...all.map((a) => range(a)[0]));
+    const hi = Math.max(...all.map((a) => range(a)[1]));
     all.forEach((map, j) => {
-      const canvas = el("canvas", { "aria-label": `Couplings to ${m.classes[j]} over the image` });
+      const canvas = el("canvas");
       heatOver(canvas, map, G, hi, lo, current.pixels, m.in_size);
       const mean = map.reduce((a, b) => a + b, 0) / map.length;
+      const [a, b] = range(map);
+      named(canvas, `Couplings to ${m.classes[j]} over the image on iteration ${t + 1}: mean ${fmt(mean, 3)}, from ${fmt(a, 3)} to ${fmt(b, 3)}; |v| ${after} ${fmt(lengths[j])}.`);
       maps.append(el("figure", {}, canvas, el("figcaption", {}, `${m.classes[j]}: mean c ${fmt(mean, 3)}, |v| ${fmt(lengths[j])}`)));
     });
-    maps.append(el("p", { class: "note" }, `Colour scale: ${fmt(lo, 3)} (dark) to ${fmt(hi, 3)} (yellow).`));
+    maps.append(el("p", { class: "note" }, "Colour scale: ", scale(lo, hi, 3), ` (dark to yellow). |v|: each class capsule's length ${after}.`));
   } else {
-    let top = 0;
-    for (const x of c) top = Math.max(top, x);
-    const canvas = el("canvas", { class: "matrix", "aria-label": "Couplings: a row per primary capsule, a column per class" });
+    const [, top] = range(c);
+    const canvas = el("canvas", { class: "matrix" });
     heat(canvas, c, I, J, top);
-    maps.append(el("figure", { class: "wide" }, canvas, el("figcaption", {}, `Rows: the ${I} primary capsules; columns: ${m.classes.join(" ")}`)));
+    const mean = Array.from({ length: J }, (_, j) => {
+      let s = 0;
+      for (let i = 0; i < I; i++) s += c[i * J + j];
+      return s / I;
+    });
+    named(canvas, `Couplings of the ${I} primary capsules (rows, 1 at the top) to the ${J} classes (columns), from 0 to ${fmt(top, 3)}. Mean coupling to each class: ${pairs(m.classes, mean, 3)}.`);
+    const box = labelled(el("div"), canvas, Array.from({ length: I }, (_, i) => String(i + 1)), m.classes, "");
+    maps.append(
+      el(
+        "figure",
+        { class: "wide" },
+        box,
+        el("figcaption", {}, `Rows: the ${I} primary capsules; columns: the classes. Colour: coupling c_ij, `, scale(0, top, 3), " (dark to yellow)."),
+      ),
+    );
   }
   const steps = Array.from({ length: T }, (_, k) => k + 1);
   if (T === 1) {
-    Plotly.react($("iter-lengths"), [{ type: "bar", x: m.classes, y: Array.from(lengths), marker: { color: "#0072B2" } }], layout(dynamic ? "|v_j| after 1 iteration" : "|v_j| after the one pass", { yaxis: { range: [0, 1] } }), PLOT);
-  } else {
-    Plotly.react(
+    const title = dynamic ? "|v_j| after 1 iteration" : "|v_j| after the one pass";
+    plot(
       $("iter-lengths"),
-      m.classes.map((name, j) => ({
-        type: "scatter",
-        mode: "lines+markers",
-        name,
-        x: steps,
-        y: steps.map((n) => lengthsAt(current, n)[j]),
-      })),
-      layout("|v_j| after each iteration", { height: 320, legend: { orientation: "h", y: -0.3 }, xaxis: { title: "iteration", dtick: 1 }, yaxis: { title: "length", range: [0, 1] } }),
-      PLOT,
+      [{ type: "bar", x: m.classes, y: Array.from(lengths), marker: { color: "#0072B2" }, text: Array.from(lengths, (v) => fmt(v)), textposition: "outside" }],
+      layout(title, "class capsule", "length |v_j|", { yaxis: { range: [0, 1.1] } }),
+      `Bar chart, ${title}: ${pairs(m.classes, lengths)}.`,
+    );
+  } else {
+    const traces = m.classes.map((name, j) => ({ type: "scatter", mode: "lines+markers", name, x: steps, y: steps.map((n) => lengthsAt(current, n)[j]) }));
+    plot(
+      $("iter-lengths"),
+      traces,
+      layout("|v_j| after each iteration", "iteration", "length |v_j|", {
+        height: 340,
+        legend: { orientation: "h", y: -0.35 },
+        xaxis: { type: "linear", dtick: 1 },
+        yaxis: { range: [0, 1] },
+        shapes: [{ type: "line", x0: t + 1, x1: t + 1, y0: 0, y1: 1, line: { dash: "dot", color: "#5a6570", width: 1 } }],
+      }),
+      `Line chart of each class capsule's length after each of ${T} iterations (the dotted line marks iteration ${t + 1}, shown above). ` +
+        `After iteration ${t + 1}: ${pairs(m.classes, lengths)}. After iteration ${T}: ${pairs(m.classes, lengthsAt(current, T))}.`,
     );
   }
-  Plotly.react(
+  const shares = steps.map((n) => 100 * uniformShare(couplingsAt(current, n - 1), I, J));
+  const digits = shares.some((v) => v > 99) ? 2 : 1; // 100, 99.99 and 99.91 are told apart only by their numbers
+  plot(
     $("iter-uniform"),
-    [{ type: "bar", x: steps, y: steps.map((n) => 100 * uniformShare(couplingsAt(current, n - 1), I, J)), marker: { color: "#0072B2" } }],
-    layout("Entropy of the couplings, % of uniform", { xaxis: { title: "iteration", dtick: 1 }, yaxis: { range: [0, 100] } }),
-    PLOT,
+    [{ type: "bar", x: steps, y: shares, marker: { color: "#0072B2" }, text: shares.map((v) => `${fmt(v, digits)}%`), textposition: "inside", insidetextanchor: "end", textfont: { color: "#fff" } }],
+    layout("Evenness of the couplings, % (100 = spread evenly)", dynamic ? "iteration" : "the one pass", "evenness %", { xaxis: { dtick: 1 }, yaxis: { range: [0, 100] } }),
+    `Bar chart of the couplings' evenness (their entropy as a share of an even split's): ${pairs(steps.map((n) => (dynamic ? `iteration ${n}` : "the one pass")), shares, digits)} percent.`,
   );
 }
 
@@ -564,13 +730,13 @@ async function renderTour() {
   const order = Array.from(lengths.keys()).sort((a, b) => lengths[b] - lengths[a]);
   const { I, J, D } = res;
   const rows = [];
-  const key = step.key.replace(/[0-9]+$/, "");
+  const key = /^iteration[0-9]+$/.test(step.key) ? "iteration" : step.key; // "conv1" is a step of its own
   if (key === "input") {
-    const c = el("canvas", { "aria-label": "The input image" });
+    const c = named(el("canvas"), `The input image, ${m.in_size} x ${m.in_size} pixels`);
     paint(c, current.pixels, m.in_size, m.channels);
     fig.append(c);
     rows.push(["size", `${m.in_size} x ${m.in_size} pixels, ${m.channels === 3 ? "colour" : "grey"}`], ["values", "0 (black) to 1 (white)"]);
-  } else if (key === "conv1" && res.features) {
+  } else if ((key === "conv1" || key === "convs") && res.features) {
     const f = res.features; // (1, S', S', C) NHWC
     const [, S2, , C1] = f.dims;
     const mean = new Float32Array(C1);
@@ -580,11 +746,12 @@ async function renderTour() {
       const map = new Float32Array(S2 * S2);
       let top = 0;
       for (let p = 0; p < S2 * S2; p++) top = Math.max(top, (map[p] = f.data[p * C1 + k]));
-      const c = el("canvas", { "aria-label": `Feature map ${k + 1}` });
+      const c = named(el("canvas"), `Feature map ${k + 1}: mean response ${fmt(mean[k] / (S2 * S2), 3)}, strongest ${fmt(top, 3)}`);
       heat(c, map, S2, S2, top);
       fig.append(el("figure", {}, c, el("figcaption", {}, `map ${k + 1}`)));
     }
-    rows.push(["feature maps", `${C1}, each ${S2} x ${S2}`], ["shown", "the 16 with the largest mean"]);
+    const which = key === "conv1" ? "Conv1's" : "the last convolution's";
+    rows.push(["feature maps", `${C1} of ${which}, each ${S2} x ${S2}`], ["shown", "the 16 with the largest mean"], ["colour", "0 (dark) to each map's own maximum (yellow)"]);
   } else if (key === "primary") {
     const len = Array.from({ length: I }, (_, i) => Math.hypot(...res.u.slice(i * (res.u.length / I), (i + 1) * (res.u.length / I))));
     if (m.grid) {
@@ -592,13 +759,21 @@ async function renderTour() {
       const K = m.types;
       const best = new Float32Array(G * G);
       for (let p = 0; p < G * G; p++) best[p] = Math.max(...len.slice(p * K, (p + 1) * K));
-      const c = el("canvas", { "aria-label": "The longest primary capsule at each place" });
-      heat(c, best, G, G, 1);
-      fig.append(el("figure", {}, c, el("figcaption", {}, "The longest primary capsule at each place (0 dark, 1 yellow)")));
-      rows.push(["primary capsules", `${I} = ${G} x ${G} places x ${K} types`]);
+      // the scale runs from the shortest to the longest shown: near-saturated lengths (0.97 to 1.00) still differ in colour
+      const [lo, hi] = range(best);
+      const c = named(el("canvas"), `The longest primary capsule at each of the ${G} x ${G} places: lengths from ${fmt(lo, 3)} to ${fmt(hi, 3)}`);
+      heat(c, best, G, G, hi, lo);
+      fig.append(el("figure", {}, c, el("figcaption", {}, "The longest primary capsule at each place: ", scale(lo, hi, 3), " (dark to yellow)")));
+      rows.push(["primary capsules", `${I} = ${G} x ${G} places x ${K} types`], ["longest at each place", `${fmt(lo, 3)} to ${fmt(hi, 3)}`]);
     } else {
-      Plotly.newPlot(fig.appendChild(el("div", { class: "chart" })), [{ type: "bar", y: len, marker: { color: "#0072B2" } }], layout("|u_i| of each primary capsule", { yaxis: { range: [0, 1] } }), PLOT);
-      rows.push(["primary capsules", String(I)]);
+      const names = len.map((_, i) => String(i + 1));
+      plot(
+        chart(fig),
+        [{ type: "bar", x: names, y: len, marker: { color: "#0072B2" } }],
+        layout("|u_i| of each primary capsule", "primary capsule i", "length |u_i|", { yaxis: { range: [0, 1] } }),
+        `Bar chart of the length of each of the ${I} primary capsules: ${pairs(names, len)}.`,
+      );
+      rows.push(["primary capsules", `${I}, each seeing the whole image`]);
     }
     rows.push(["longest |u_i|", fmt(Math.max(...len))], ["mean |u_i|", fmt(len.reduce((a, b) => a + b, 0) / I)]);
   } else if (key === "predictions") {
@@ -607,13 +782,24 @@ async function renderTour() {
       for (let i = 0; i < I; i++) s += Math.hypot(...res.uHat.slice((j * I + i) * D, (j * I + i + 1) * D));
       return s / I;
     });
-    Plotly.newPlot(fig.appendChild(el("div", { class: "chart" })), [{ type: "bar", x: m.classes, y: mean, marker: { color: "#9aa5b1" } }], layout("Mean |u_hat_j|i| for each class capsule"), PLOT);
+    plot(
+      chart(fig),
+      [{ type: "bar", x: m.classes, y: mean, marker: { color: "#9aa5b1" } }],
+      layout("Mean |u_hat_j|i| for each class capsule", "class capsule j", "mean length |u_hat_j|i|"),
+      `Bar chart of the mean length of the predictions for each class capsule: ${pairs(m.classes, mean)}.`,
+    );
     rows.push(["predictions", `${I} x ${J}, each of ${D} numbers`]);
   } else if (key === "iteration" || key === "routing") {
     const t = key === "iteration" ? Number(step.key.slice(9)) - 1 : 0;
     const c = couplingsAt(res, t);
     const atT = lengthsAt(res, t + 1);
-    Plotly.newPlot(fig.appendChild(el("div", { class: "chart" })), [{ type: "bar", x: m.classes, y: Array.from(atT), marker: { color: "#0072B2" } }], layout(`|v_j| after this ${key === "iteration" ? "iteration" : "pass"}`, { yaxis: { range: [0, 1] } }), PLOT);
+    const title = `|v_j| after this ${key === "iteration" ? "iteration" : "pass"}`;
+    plot(
+      chart(fig),
+      [{ type: "bar", x: m.classes, y: Array.from(atT), marker: { color: "#0072B2" } }],
+      layout(title, "class capsule", "length |v_j|", { yaxis: { range: [0, 1] } }),
+      `Bar chart, ${title}: ${pairs(m.classes, atT)}.`,
+    );
     for (const j of order.slice(0, 3)) {
       let s = 0;
       for (let i = 0; i < I; i++) s += c[i * J + j];
@@ -621,20 +807,27 @@ async function renderTour() {
     }
     rows.push(["uniform", `1/${J} = ${fmt(1 / J, 3)}`], ["evenness, % (100 = spread evenly)", fmt(100 * uniformShare(c, I, J), 1)]);
   } else if (key === "lengths") {
-    Plotly.newPlot(fig.appendChild(el("div", { class: "chart" })), [{ type: "bar", x: m.classes, y: Array.from(lengths), marker: { color: "#0072B2" } }], layout("|v_j|: the answer is the longest", { yaxis: { range: [0, 1] } }), PLOT);
+    plot(
+      chart(fig),
+      [{ type: "bar", x: m.classes, y: Array.from(lengths), marker: { color: "#0072B2" } }],
+      layout("|v_j|: the answer is the longest", "class capsule", "length |v_j|", { yaxis: { range: [0, 1] } }),
+      `Bar chart of the class capsules' lengths: ${pairs(m.classes, lengths)}.`,
+    );
     rows.push(["answer", `${m.classes[order[0]]} (${fmt(lengths[order[0]])})`], ["runner-up", `${m.classes[order[1]]} (${fmt(lengths[order[1]])})`]);
   } else if (key === "reconstruction") {
     const rec = await decode(m, vectorAt(res, T, order[0]), [order[0]]);
-    const a = el("canvas", { "aria-label": "The input" });
-    const b = el("canvas", { "aria-label": "The reconstruction" });
+    const a = named(el("canvas"), "The input");
+    const b = named(el("canvas"), `The reconstruction from capsule ${m.classes[order[0]]}`);
     paint(a, current.pixels, m.in_size, m.channels);
     paint(b, rec, m.in_size, m.channels);
     fig.append(el("figure", {}, a, el("figcaption", {}, "input")), el("figure", {}, b, el("figcaption", {}, `decoded from ${m.classes[order[0]]}`)));
     let diff = 0;
     for (let p = 0; p < rec.length; p++) diff += Math.abs(rec[p] - current.pixels[p]);
     rows.push(["mean pixel difference", fmt(diff / rec.length, 3)]);
-  } else {
+  } else if (key === "lab") {
     fig.append(el("p", {}, "The routing lab, which runs this model with uniform and random couplings and compares them, is in the full capsviz app (Routing lab page)."));
+  } else {
+    fig.append(el("p", {}, "This step's figure is shown in the full capsviz app's guided tour."));
   }
   table($("step-numbers"), rows);
 }
@@ -665,14 +858,15 @@ async function renderPlayground() {
   const ns = "http://www.w3.org/2000/svg";
   const line = (x, y, colour, width, opacity, dash) => {
     const l = document.createElementNS(ns, "line");
-    for (const [k, val] of Object.entries({ x1: 0, y1: 0, x2: x, y2: -y, stroke: colour, "stroke-width": width, opacity, "stroke-dasharray": dash || "" })) l.setAttribute(k, val);
+    for (const [k, val] of Object.entries({ x1: 0, y1: 0, x2: x, y2: -y, "stroke-width": width, opacity, "stroke-dasharray": dash || "" })) l.setAttribute(k, val);
+    l.style.stroke = colour; // a style, not an attribute: the colours are the page's CSS variables
     return l;
   };
   const text = (x, y, s, colour) => {
     const n = document.createElementNS(ns, "text");
     n.setAttribute("x", x);
     n.setAttribute("y", -y);
-    n.setAttribute("fill", colour);
+    n.style.fill = colour;
     n.setAttribute("font-size", "0.22");
     n.textContent = s;
     return n;
@@ -693,6 +887,11 @@ async function renderPlayground() {
   const lengths = Array.from({ length: J }, (_, j) => fmt(Math.hypot(v[j * 2], v[j * 2 + 1])));
   const foot = el("tr", {}, el("th", {}, "|v_j| (drawn x3)"), ...lengths.map((x) => el("td", {}, x)));
   $("toy-table").replaceChildren(head, ...body, foot);
+  svg.setAttribute(
+    "aria-label",
+    `Predictions of the ${I} lower capsules (lines numbered 1 to ${I}, one colour per upper capsule) and the ${J} upper capsules v (black, drawn 3 times as long): ` +
+      `lengths ${lengths.map((x, j) => `v${j + 1} ${x}`).join(", ")}; the couplings are in the table beside.`,
+  );
   const inputs = $("cap-inputs");
   inputs.replaceChildren();
   const i = state.toy.cap - 1;
@@ -723,9 +922,24 @@ function controls() {
     });
   }
   $("model").addEventListener("change", async () => {
-    await useModel($("model").value);
+    const name = $("model").value;
+    const before = site.model;
+    $("status").textContent = `Loading ${label(name)} ...`;
+    try {
+      await prepare(site.manifest.models.find((x) => x.name === name));
+    } catch (e) {
+      console.error(e); // the runtime's own words, for whoever debugs the host
+      $("model").value = before.name; // the view keeps the model it computed with
+      const [cause, todo] = why(e);
+      problem = `Could not open the model ${label(name)}: ${cause}, so this still shows ${label(before.name)}; ${todo}.`;
+      say();
+      return;
+    }
+    problem = "";
+    await useModel(name);
     state.capsule = null;
-    refresh();
+    await refresh();
+    keepOffline();
   });
   const setImage = (i) => {
     const set = site.images.get(site.model.images);
@@ -822,10 +1036,21 @@ function controls() {
   drawing();
 }
 
+function label(name) {
+  return name.replace(".safetensors", "");
+}
+
+// every graph and the images of model m, opened at once (not one after another); a SiteError names what failed
+async function prepare(m) {
+  const graphs = [...Object.values(m.graphs), site.manifest.graphs.dynamic];
+  const [set] = await Promise.all([imageSet(m.images), ...graphs.map(session)]);
+  return set;
+}
+
 async function useModel(name) {
   const m = site.manifest.models.find((x) => x.name === name);
+  await prepare(m);
   site.model = m;
-  for (const graph of [...Object.values(m.graphs), site.manifest.graphs.dynamic]) session(graph); // all at once, not one after another
   state.iterations = m.routing === "dynamic" ? m.iterations : 3;
   state.t = state.iterations;
   state.drawn = null;
@@ -836,47 +1061,141 @@ async function useModel(name) {
   $("image").value = String(state.image);
 }
 
+async function readManifest() {
+  const raw = await bytes("site.json");
+  try {
+    const manifest = JSON.parse(new TextDecoder().decode(raw));
+    if (!Array.isArray(manifest.models) || !manifest.models.length) throw new Error("no models");
+    return manifest;
+  } catch (e) {
+    throw new SiteError("damaged", "site.json", e); // an HTML error page in its place: "Unexpected token '<'"
+  }
+}
+
 async function start() {
   runtime = inflate("vendor/ort-wasm-simd-threaded.wasm.gz").then((wasm) => {
     ort.env.wasm.wasmBinary = wasm;
   });
-  const manifest = await (await fetch("site.json")).json();
+  runtime.catch(() => null); // said once, by the first session that waits for it
+  const manifest = await readManifest();
   site.manifest = manifest;
   if (state.embed) document.body.classList.add("embed");
-  $("model").replaceChildren(...manifest.models.map((m) => el("option", { value: m.name }, m.name.replace(".safetensors", ""))));
+  $("model").replaceChildren(...manifest.models.map((m) => el("option", { value: m.name }, label(m.name))));
   let name = state.model;
   if (name && !manifest.models.some((m) => m.name === name)) {
-    note(`This site has no model ${name.slice(0, 60)}; showing ${manifest.models[0].name} instead.`);
+    odd("model", name, `the model ${label(manifest.models[0].name)}`);
     name = null;
   }
-  await useModel(name || manifest.models[0].name);
+  name = name || manifest.models[0].name;
+  try {
+    await useModel(name);
+  } catch (e) {
+    throw Object.assign(e, { model: name });
+  }
   const set = await imageSet(site.model.images);
   state.image = intParam("image", 0, set.count - 1, 0);
   $("image").value = String(state.image);
-  state.capsule = params.has("capsule") ? intParam("capsule", 0, site.model.classes.length - 1, null) : null;
-  (params.get("dims") || "").split(",").slice(0, 16).forEach((x, d) => {
-    const v = Number(x);
-    if (x !== "" && Number.isFinite(v)) state.dims[d] = Math.min(0.25, Math.max(-0.25, v));
-  });
+  state.capsule = intParam("capsule", 0, site.model.classes.length - 1, null, "the longest capsule");
+  readDims(params.get("dims"));
   if (site.model.routing === "dynamic" || state.rule === "dynamic") {
     state.iterations = intParam("iterations", 1, manifest.iterations_max, state.iterations);
     state.t = intParam("t", 1, state.iterations, state.iterations);
+  } else {
+    for (const k of ["iterations", "t"]) {
+      if (params.has(k)) note(`The link asks for ${k}=${quoted(params.get(k))}, but ${label(site.model.name)} routes in one pass of self-attention (add routing=dynamic to route by agreement); it shows the one pass.`);
+    }
   }
   state.step = intParam("step", 1, site.model.tour.length, 1);
   const presets = Object.keys(manifest.playground.presets);
-  if (!presets.includes(state.toy.preset)) state.toy.preset = presets[0];
+  if (!presets.includes(state.toy.preset)) {
+    if (state.toy.preset !== null) odd("preset", state.toy.preset, `the preset ${presets[0]}`);
+    state.toy.preset = presets[0];
+  }
   state.toy.T = intParam("T", 1, manifest.iterations_max, 3);
   state.toy.cap = intParam("cap", 1, manifest.playground.lower, 1);
-  const pts = (params.get("pts") || "").split("_").map(Number);
-  if (pts.length === manifest.playground.lower * 3 * 2 && pts.every(Number.isFinite)) state.toy.pts = pts.map((x) => Math.min(3, Math.max(-3, x)));
+  readPoints(params.get("pts"), manifest.playground);
   controls();
   await refresh();
+  watchUpdates();
+  keepOffline();
+}
+
+// dims=a,b,...: the explorer's 16 slider values, each in [-0.25, 0.25]
+function readDims(raw) {
+  if (raw === null) return;
+  const parts = raw.split(",");
+  const wrong = [];
+  parts.slice(0, 16).forEach((x, d) => {
+    const v = Number(x);
+    const ok = x.trim() !== "" && Number.isFinite(v);
+    const shown = ok ? Math.min(0.25, Math.max(-0.25, v)) : 0; // compared before the float32 store rounds it
+    state.dims[d] = shown;
+    if (!ok || v !== shown) wrong.push(`d${d}=${quoted(x)} as ${fmt(shown)}`);
+  });
+  if (parts.length > 16) wrong.push(`${parts.length - 16} values past d15 left out`);
+  if (wrong.length) note(`The link's dims asks for values outside -0.25 to 0.25 or not numbers; it shows ${wrong.join(", ")}.`);
+}
+
+// pts=x_y_...: the playground's own predictions, 2 numbers for each lower and upper capsule, each in [-limit, limit]
+function readPoints(raw, pg) {
+  if (raw === null) return;
+  const want = pg.lower * 3 * 2;
+  const pts = raw.split("_").map((x) => (x.trim() === "" ? NaN : Number(x)));
+  if (pts.length !== want || !pts.every(Number.isFinite)) {
+    note(`The link's pts=${quoted(raw)} is not ${want} numbers; it shows the preset's predictions instead.`);
+    return;
+  }
+  state.toy.pts = pts.map((x) => Math.min(pg.limit, Math.max(-pg.limit, x)));
+  if (state.toy.pts.some((x, k) => x !== pts[k])) note(`The link's pts has numbers outside -${pg.limit} to ${pg.limit}; it shows them at the nearest end.`);
+}
+
+// ---------- offline: the service worker (sw.js) keeps what this page has used ----------
+// A new build's worker takes over from the old one (and deletes the old copy): this page still runs the old build
+let updated = false;
+function watchUpdates() {
+  if (!("serviceWorker" in navigator) || !navigator.serviceWorker.controller) return; // the first visit's worker is no update
+  navigator.serviceWorker.addEventListener("controllerchange", () => {
+    updated = true;
+    $("offline").textContent = "A new version of this site has been stored for offline use; reload the page to use it.";
+  });
+}
+
+async function keepOffline() {
+  const where = $("offline");
+  if (!("serviceWorker" in navigator) || !window.isSecureContext) {
+    where.textContent = "Not kept for offline use: this browser keeps a site only when it is served over https or from localhost.";
+    return;
+  }
+  try {
+    await navigator.serviceWorker.register("sw.js");
+    const worker = (await navigator.serviceWorker.ready).active;
+    const { version, cache: name } = await new Promise((resolve, reject) => {
+      const channel = new MessageChannel();
+      channel.port1.onmessage = (ev) => resolve(ev.data);
+      worker.postMessage("version", [channel.port2]);
+      setTimeout(() => reject(new Error("the service worker did not answer")), 10000);
+    });
+    const cache = await caches.open(name);
+    for (const url of used) if (!(await cache.match(url))) await cache.add(url); // fetched before the worker took over
+    const kept = [];
+    for (const m of site.manifest.models) {
+      const files = Object.values(m.graphs).flatMap((g) => [g.onnx, g.weights].filter(Boolean));
+      if ((await Promise.all(files.map((f) => cache.match(f)))).every(Boolean)) kept.push(label(m.name));
+    }
+    if (!updated) where.textContent = `Available offline (site version ${version}): this page and the models you opened, ${kept.join(", ")}.`;
+  } catch (e) {
+    console.error(e);
+    where.textContent = "Not kept for offline use: this browser refused to store the site.";
+  }
 }
 
 // What the tests and the benchmark call: the same computation the views draw
 window.capsviz = {
   ready: start().catch((e) => {
-    $("status").textContent = `The site could not start: ${e.message}`;
+    console.error(e); // the runtime's own words stay here; the page says what happened and what to do
+    const [cause, todo] = why(e);
+    const what = e.model ? `the model ${label(e.model)}` : e.url === "site.json" ? "its list of models (site.json)" : "its runtime";
+    $("status").textContent = `The site could not open ${what}: ${cause}; ${todo}.`;
     throw e;
   }),
   async compute(name, index, iterations) {
