@@ -342,7 +342,10 @@ class Student:
         # models are shared by many students: only one no student of this class uses is provably
         # another's; the app's default (the first model) in place of this student's is "lost"
         shown = q.get("model")
-        self.judge("model", shown, self.model, {self.home_model, MATRIX}, anothers=shown not in (self.home_model, MATRIX, MODELS[0]))
+        # the default in place of this student's model is "lost" even where it is also the model this
+        # student had before (a student whose own CapsNet is the default, now on the matrix model)
+        before = {self.home_model, MATRIX} - {MODELS[0]}
+        self.judge("model", shown, self.model, before, anothers=shown not in (self.home_model, MATRIX, MODELS[0]))
         if "image" in q:
             shown = int(q["image"])
             owner = (shown - 1000) // 50 if shown >= 1000 else None  # students' images: 1000 + 50k onwards
