@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+PLAIN = {str, int, float, bool, type(None)}  # values whose repr is the value and its type
+
 
 def digest(*parts: Any) -> Hashable:
     """A key for `parts`: strings, numbers, booleans, None, arrays (dtype, shape and bytes) and
@@ -38,6 +40,9 @@ def digest(*parts: Any) -> Hashable:
             h.update(f"array:{a.dtype.str}:{a.shape};".encode())
             h.update(a.tobytes())
         elif isinstance(x, list | tuple):
+            if all(type(item) in PLAIN for item in x):  # names, numbers: their repr in one go (a 1,152-name hover list)
+                h.update(f"{type(x).__name__}:{x!r};".encode())
+                return
             h.update(f"{type(x).__name__}:{len(x)}(".encode())
             for item in x:
                 feed(item)

@@ -27,6 +27,7 @@ from capsviz.analysis.routing import (
     on_canvas,
     once_words,
     summary_words,
+    sweep_of_trace,
     sweep_words,
     trained_with,
 )
@@ -37,7 +38,7 @@ from capsviz.text import plain
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
 from pages.common import for_image, keep_within, link_choice, page_model, pick_image, require_router, site_button, test_set
-from pages.drawn import chart, picture, show
+from pages.drawn import chart, kept, picture, show
 from pages.state import STATE
 
 require_router()
@@ -334,7 +335,7 @@ if data is not None:
 st.subheader("Same weights, 1 to 10 iterations")
 
 
-sweep = for_image(iteration_sweep, model, image, 10)
+sweep = kept(sweep_of_trace, model, full, key=(STATE.model_key.get(), image, Tmax))  # from the run above: no second routing
 e, f = st.columns([2, 3])
 e.plotly_chart(chart(lines, sweep["lengths"], names, "Lengths by iteration count", "routing iterations", "|v_j|"), key="sweep_lengths")
 e.caption(

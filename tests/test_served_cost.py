@@ -17,7 +17,7 @@ from PIL import Image
 
 import capsviz.checkpoint as ckpt
 from capsviz import viz
-from capsviz.analysis.routing import dynamic_trace
+from capsviz.analysis.routing import dynamic_trace, iteration_sweep, sweep_of_trace
 from capsviz.devices import serving_threads
 from capsviz.memo import Memo, digest
 
@@ -229,6 +229,11 @@ def test_a_trace_of_fewer_iterations_is_the_start_of_a_longer_one(path):
             np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-5, atol=1e-6, err_msg=f"{name} at T={T}")
     with pytest.raises(ValueError):
         full.first(11)
+    sweep, want = sweep_of_trace(model, full), iteration_sweep(model, image, 10)  # the page's "1 to 10 iterations" from the same run
+    np.testing.assert_allclose(sweep["lengths"], want["lengths"], rtol=1e-5, atol=1e-6)
+    assert sweep["predictions"] == want["predictions"]
+    for got, rec in zip(sweep["reconstructions"], want["reconstructions"], strict=True):
+        assert (got is None) == (rec is None) and (got is None or np.allclose(got, rec, atol=1e-5))
 
 
 # ------------------------------------------------------------------ threads

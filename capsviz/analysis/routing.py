@@ -29,7 +29,7 @@ class DynamicTrace:
         share of the values of that position, from the model's grouping index map); grouping: the
         model's primary grouping (capsviz.config.PRIMARY_GROUPINGS); dim: the values in one primary capsule.
     agreements: (T, I, J) the agreement after each iteration (`agreement` is the last), from which
-        `first` gives the trace of fewer iterations.
+        `first` gives the trace of fewer iterations; v: (T, J, D) the class capsules after each.
     """
 
     c: np.ndarray
@@ -45,6 +45,7 @@ class DynamicTrace:
     grouping: str
     dim: int
     agreements: np.ndarray | None = None
+    v: np.ndarray | None = None
 
     def first(self, iterations: int) -> DynamicTrace:
         """The trace of the first `iterations` iterations alone: Procedure 1 run t times is the first
@@ -64,6 +65,7 @@ class DynamicTrace:
             agreement=self.agreements[iterations - 1],
             entropy=self.entropy[:iterations],
             agreements=self.agreements[:iterations],
+            v=None if self.v is None else self.v[:iterations],
         )
 
     @property
@@ -144,6 +146,7 @@ def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
         grouping,
         cfg.primary_dim,
         agreements,
+        r.v_trace[:, 0].numpy(),
     )
 
 
@@ -229,6 +232,20 @@ def iteration_sweep(model, image: np.ndarray, max_iterations: int = 10) -> dict:
     recs = [None] * max_iterations
     if model.decoder is not None:
         recs = list(model.decode(v[torch.arange(max_iterations), preds], preds).numpy())  # T x (H, W)
+    return {"lengths": lengths.numpy(), "predictions": preds.tolist(), "reconstructions": recs}
+
+
+def sweep_of_trace(model, tr: DynamicTrace) -> dict:
+    """`iteration_sweep`'s answer from a recorded trace (its v after each iteration) without routing
+    again: lengths (T, J), predictions and reconstructions for 1..T iterations."""
+    v = torch.from_numpy(tr.v)  # (T, J, D)
+    T = len(v)
+    lengths = v.norm(dim=-1)  # (T, J)
+    preds = lengths.argmax(1)  # (T,)
+    recs = [None] * T
+    if model.decoder is not None:
+        with torch.no_grad():
+            recs = list(model.decode(v[torch.arange(T), preds], preds).numpy())  # T x (H, W)
     return {"lengths": lengths.numpy(), "predictions": preds.tolist(), "reconstructions": recs}
 
 
