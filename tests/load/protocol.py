@@ -101,6 +101,7 @@ class Stats:
     problems: dict = field(default_factory=lambda: defaultdict(list))  # "error" / "leak" -> lines
     replicas: Counter = field(default_factory=Counter)  # upstream address -> students (behind nginx)
     moves: Counter = field(default_factory=Counter)
+    timeline: list = field(default_factory=list)  # (start, kind, seconds) of every move
     reconnects: int = 0
     interrupted: int = 0  # moves whose websocket closed under them (a reconnect follows)
     media: int = 0
@@ -292,6 +293,7 @@ class Student:
         finally:
             self.run = None
         self.stats.latency[kind].append(time.perf_counter() - t0)
+        self.stats.timeline.append((t0, kind, time.perf_counter() - t0))
         self.stats.moves[kind] += 1
         self.page = path
         if run.query is not None:  # the browser's URL: what the script wrote, and the bound widgets' values
@@ -827,6 +829,10 @@ def summary(stats: Stats, elapsed: float, cpu_app: float, cpu_web: float, cores:
             "max_ms": round(1000 * max(values)),
         }
     met = all(kinds[k]["p95_ms"] <= 1000 * t for k, t in TARGETS.items() if k in kinds)
+    start = min((t for t, _, _ in stats.timeline), default=0.0)
+    periods: dict[int, list[float]] = defaultdict(list)  # when in the class the waits were: every move's, by 10 s
+    for t, _, seconds in stats.timeline:
+        periods[int((t - start) // 10)].append(seconds)
     return {
         "kinds": kinds,
         "errors": stats.problems["error"],
@@ -845,6 +851,7 @@ def summary(stats: Stats, elapsed: float, cpu_app: float, cpu_web: float, cores:
         "server_cpu_ms_per_move": round(1000 * cpu_app / max(sum(stats.moves.values()), 1), 1),
         "cores": cores,
         "targets_met": met and not stats.problems["error"] and not stats.problems["leak"],
+        "p95_ms_by_10s": {10 * k: round(1000 * percentile(v, 0.95)) for k, v in sorted(periods.items())},
     }
 
 
