@@ -1,8 +1,8 @@
 """Where a served student's milliseconds go: the server's CPU per move, and what it spends it on.
 
     pip install py-spy                                  # the sampling profiler this reads (not needed by capsviz)
-    python tests/load/profile.py --moves 12             # starts `capsviz app` with the shipped models
-    python tests/load/profile.py --raw-dir profiles/    # also keep py-spy's raw stacks, one file per move
+    python tests/load/student_costs.py --moves 12             # starts `capsviz app` with the shipped models
+    python tests/load/student_costs.py --raw-dir profiles/    # also keep py-spy's raw stacks, one file per move
 
 Each kind of move a student makes (the first page, each page's first open, a tour step, a slider
 move, a new image, a routing change, an EM change, a page change) is made --moves times by
