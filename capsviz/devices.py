@@ -42,7 +42,7 @@ def serving_threads() -> int:
     One thread: a served process runs many sessions' small computations (one image, a few
     routing iterations), and a second thread per operation buys little time for much CPU: on a
     busy 2-core machine the two threads wait for each other (BENCH.md, "What a student costs the
-    server": one paper CapsNet forward pass cost about ten times the CPU with two). Other sessions'
+    server": one paper CapsNet forward pass cost five times the CPU with two). Other sessions'
     work fills the second core instead. $CAPSVIZ_TORCH_THREADS sets another number (0:
     torch's own choice); $OMP_NUM_THREADS, when set (replicas set it), is kept."""
     wanted = os.environ.get("CAPSVIZ_TORCH_THREADS", "")
