@@ -68,22 +68,27 @@ def public(message) -> str:
     return text
 
 
+TRACE_TEXTS = ("name", "x", "y", "text", "hovertext", "labels")  # a chart trace's values that Plotly shows as text
+
+
+def plain_values(value):
+    """A chart's text, or list of texts and numbers (an array of names), made plain for Plotly."""
+    if isinstance(value, str):
+        return plain(value, "chart")
+    if isinstance(value, np.ndarray) and value.dtype.kind in "OUS":
+        value = value.tolist()
+    if isinstance(value, list | tuple) and any(isinstance(v, str) for v in value):
+        return [plain_values(v) for v in value]
+    return value
+
+
 def plain_chart(fig):
     """`fig` (a Plotly figure) with every text in it made plain for Plotly, which reads a few
     HTML tags, links among them: titles, axis and legend names, categories, tick and hover text,
     annotations. capsviz's charts use no markup of their own. Returns `fig`."""
-
-    def fix(value):
-        if isinstance(value, str):
-            return plain(value, "chart")
-        if isinstance(value, np.ndarray) and value.dtype.kind in "OUS":
-            value = value.tolist()
-        if isinstance(value, list | tuple) and any(isinstance(v, str) for v in value):
-            return [fix(v) for v in value]
-        return value
-
+    fix = plain_values
     for trace in fig.data:
-        for attr in ("name", "x", "y", "text", "hovertext", "labels"):
+        for attr in TRACE_TEXTS:
             if attr in trace and trace[attr] is not None:
                 trace[attr] = fix(trace[attr])
         if "customdata" in trace and trace.customdata is not None:  # hover names, at any depth

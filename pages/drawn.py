@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import streamlit as st
 from PIL import Image
 
 from capsviz.memo import Memo, digest
-from capsviz.text import plain
 from capsviz.viz import Finished, png_bytes
-from pages.common import plain_chart, plain_nested
+from pages.common import TRACE_TEXTS, plain_chart, plain_nested, plain_values
 
 # Kept figures' bytes (their JSON or PNG): most are 5 to 50 KB, so a class's pages fit in
 # far less than this; $CAPSVIZ_FIGURE_CACHE_MB changes it.
@@ -74,14 +72,7 @@ def plain_spec(spec: dict) -> dict:
     makes a go.Figure's plain: trace names, categories, text and hover text; titles, axis names
     and tick texts, notes and the legend's title. Returns `spec`, changed in place."""
 
-    def fix(value):
-        if isinstance(value, str):
-            return plain(value, "chart")
-        if isinstance(value, np.ndarray) and value.dtype.kind in "OUS":
-            value = value.tolist()
-        if isinstance(value, list | tuple) and any(isinstance(v, str) for v in value):
-            return [fix(v) for v in value]
-        return value
+    fix = plain_values
 
     def fix_title(owner: dict) -> None:
         title = owner.get("title")
@@ -91,7 +82,7 @@ def plain_spec(spec: dict) -> dict:
             owner["title"] = fix(title)
 
     for trace in spec["data"]:
-        for attr in ("name", "x", "y", "text", "hovertext", "labels"):
+        for attr in TRACE_TEXTS:
             if trace.get(attr) is not None:
                 trace[attr] = fix(trace[attr])
         if trace.get("customdata") is not None:
