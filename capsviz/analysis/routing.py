@@ -424,7 +424,7 @@ def length_words(lengths: np.ndarray, winner: int, capsule: str, thing: str, nam
     0..1, so its trend is the bounded rule's (rules.bounded_trend)."""
     T = lengths.shape[0]
     said = (
-        f"A {capsule}'s length is the network's confidence that its {thing} is present (the prediction is the longest: "
+        f"A {capsule}'s length is meant as the network's confidence that its {thing} is present (the prediction is the longest: "
         f"{name}). Routing changes lengths by shifting votes; "
     )
     if T == 1:
