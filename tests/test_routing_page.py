@@ -34,7 +34,7 @@ def test_every_sentence_describes_the_chosen_iteration(app):
     assert "at iteration 10 its couplings are" in said and "Over the 64 images at iteration 10" in said
     assert "move only a little away from uniform" not in said
     drawn = charts(app)
-    entropy = drawn["Evenness of the couplings, % (100 = spread evenly)"]
+    entropy = drawn["Evenness of the couplings, %"]
     assert entropy["layout"]["yaxis"]["range"] == [0, 105]  # a 0.1% drop draws as one, not as a plunge
     (line,) = entropy["layout"]["shapes"]
     assert line["y0"] == line["y1"] == 100 * rules.NEAR_UNIFORM_ENTROPY and line["line"]["dash"] == "dash"

@@ -451,7 +451,7 @@ def entropy_figure(tr: DynamicTrace, capsule: str, thing: str) -> dict:
     mean = pct.mean(1, keepdims=True)
     series = np.concatenate([mean, np.percentile(pct, [10, 90], axis=1).T], 1)
     line = 100 * rules.NEAR_UNIFORM_ENTROPY
-    title = "Evenness of the couplings, % (100 = spread evenly)"
+    title = "Evenness of the couplings, %"  # short: a phone shows the whole title; the axis says what 100 is
     if tr.softmax == "inputs":
         what = (
             f"This model's couplings sum to 1 over the input capsules for each {capsule} (its softmax is over the inputs), "

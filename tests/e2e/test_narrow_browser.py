@@ -255,6 +255,9 @@ def test_the_tours_prediction_lengths_are_tables_of_text_a_phone_shows_whole(bro
             assert len(cell.split(".")[-1]) <= 2 and abs(float(cell) - want[r, j]) <= 0.005 + 1e-9, (r, j, cell, want[r, j])
         numbers = re.findall(r"(?<![\d.])\d+\.\d\d(?!\d)", quoted.split("Measured here:")[-1])
         on_screen = {round(float(c), 2) for c in cells.values()}  # the grid's text may drop a trailing 0 ("2.6")
+        if meta.config.routing == "dynamic":  # the followed capsules' own lengths |u_i|, in the caption under the table
+            under = page.get_by_text("columns: the six primary capsules").first.inner_text()
+            on_screen |= {round(float(x), 2) for x in re.findall(r"\|u_i\| = (\d+\.\d+)", under)}
         assert numbers and all(float(x) in on_screen for x in numbers), (numbers, quoted)  # every number it quotes, on screen
         no_exceptions(page)
     finally:

@@ -696,7 +696,7 @@ function renderRouting() {
   plot(
     $("iter-uniform"),
     [{ type: "bar", x: steps, y: shares, marker: { color: "#0072B2" }, text: shares.map((v) => `${fmt(v, digits)}%`), textposition: "inside", insidetextanchor: "end", textfont: { color: "#fff" } }],
-    layout("Evenness of the couplings, % (100 = spread evenly)", dynamic ? "iteration" : "the one pass", "evenness %", { xaxis: { dtick: 1 }, yaxis: { range: [0, 100] } }),
+    layout("Evenness of the couplings, %", dynamic ? "iteration" : "the one pass", "evenness % (100 = even)", { xaxis: { dtick: 1 }, yaxis: { range: [0, 100] } }),
     `Bar chart of the couplings' evenness (their entropy as a share of an even split's): ${pairs(steps.map((n) => (dynamic ? `iteration ${n}` : "the one pass")), shares, digits)} percent.`,
   );
 }
