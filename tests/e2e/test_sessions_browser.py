@@ -96,10 +96,10 @@ def link(url, image, iterations=None):
 
 def figures(page):
     """What the Routing page prints about its image routed with its iterations T: the prediction,
-    the winner's length after iteration 1 and T, and the couplings' mean entropy at 1 and T."""
+    the winner's length after iteration 1 and T, and the couplings' mean evenness at 1 and T."""
     caption = page.get_by_test_id("stImageCaption").filter(has_text=re.compile(r"^input \(label"))
     lengths = page.get_by_test_id("stCaptionContainer").filter(has_text="A digit capsule's length is")
-    entropy = page.get_by_test_id("stCaptionContainer").filter(has_text="Entropy measures how evenly")
+    entropy = page.get_by_test_id("stCaptionContainer").filter(has_text="The chart shows how evenly")
     for part in (caption, lengths, entropy):
         expect(part).to_have_count(1)
     return caption.inner_text(), lengths.inner_text(), entropy.inner_text()
