@@ -131,15 +131,21 @@ def test_a_host_that_gzip_encodes_the_gz_files_gives_the_same_numbers(browser, g
         ctx.close()
 
 
-def test_offline_after_one_visit(browser, url, shots):  # noqa: F811
-    """The service worker keeps the page, the runtime and the model used: a reload with the network cut works."""
-    ctx = browser.new_context(viewport={"width": 390, "height": 1400})
+def kept_offline(browser, address: str, **context):
+    """A new browser context on `address`, once the page says the site is kept for offline use."""
+    ctx = browser.new_context(**context)
     page = ctx.new_page()
     page.set_default_timeout(60_000)
+    page.goto(address)
+    page.evaluate("window.capsviz.ready")
+    page.wait_for_function("document.getElementById('offline').textContent.startsWith('Available offline')")
+    return ctx, page
+
+
+def test_offline_after_one_visit(browser, url, shots):  # noqa: F811
+    """The service worker keeps the page, the runtime and the model used: a reload with the network cut works."""
+    ctx, page = kept_offline(browser, url + f"?model={SMALL}&view=tour&step=2", viewport={"width": 390, "height": 1400})
     try:
-        page.goto(url + f"?model={SMALL}&view=tour&step=2")
-        page.evaluate("window.capsviz.ready")
-        page.wait_for_function("document.getElementById('offline').textContent.startsWith('Available offline')")
         kept = page.inner_text("#offline")
         version = re.search(r"site version ([0-9a-f]{12})", kept).group(1)
         assert "capsnet-small-mnist" in kept and "efficient" not in kept
@@ -163,13 +169,8 @@ def test_offline_after_one_visit(browser, url, shots):  # noqa: F811
 def test_a_new_version_replaces_the_offline_copy(browser, url, site):  # noqa: F811
     """A new build's sw.js (another VERSION) is installed on the next check: its cache replaces the old one."""
     built = (site / "sw.js").read_text()
-    ctx = browser.new_context()
-    page = ctx.new_page()
-    page.set_default_timeout(60_000)
+    ctx, page = kept_offline(browser, url + f"?model={SMALL}")
     try:
-        page.goto(url + f"?model={SMALL}")
-        page.evaluate("window.capsviz.ready")
-        page.wait_for_function("document.getElementById('offline').textContent.startsWith('Available offline')")
         page.reload()  # now the worker controls the page
         page.evaluate("window.capsviz.ready")
         page.wait_for_function("document.getElementById('offline').textContent.startsWith('Available offline')")
