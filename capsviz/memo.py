@@ -70,16 +70,13 @@ class Memo:
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
         self.size = 0
-        self.hits = self.misses = 0
 
     def get(self, key: Hashable, make: Callable[[], Any], size: Callable[[Any], int]) -> Any:
         with self._lock:
             found = self._entries.get(key)
             if found is not None:
                 self._entries.move_to_end(key)
-                self.hits += 1
                 return found[0]
-            self.misses += 1
         value = make()
         n = int(size(value))
         if n > self.budget:  # larger than the whole store: used once, never kept
@@ -95,8 +92,3 @@ class Memo:
 
     def __len__(self) -> int:
         return len(self._entries)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self.size = 0

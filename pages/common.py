@@ -68,49 +68,35 @@ def public(message) -> str:
     return text
 
 
-TRACE_TEXTS = ("name", "x", "y", "text", "hovertext", "labels")  # a chart trace's values that Plotly shows as text
-
-
-def plain_values(value):
-    """A chart's text, or list of texts and numbers (an array of names), made plain for Plotly."""
-    if isinstance(value, str):
-        return plain(value, "chart")
-    if isinstance(value, np.ndarray) and value.dtype.kind in "OUS":
-        value = value.tolist()
-    if isinstance(value, list | tuple) and any(isinstance(v, str) for v in value):
-        return [plain_values(v) for v in value]
-    return value
+TRACE_TEXTS = ("name", "x", "y", "text", "hovertext", "labels", "customdata")  # a chart trace's values that Plotly shows as text
 
 
 def plain_chart(fig):
     """`fig` (a Plotly figure) with every text in it made plain for Plotly, which reads a few
     HTML tags, links among them: titles, axis and legend names, categories, tick and hover text,
     annotations. capsviz's charts use no markup of their own. Returns `fig`."""
-    fix = plain_values
     for trace in fig.data:
         for attr in TRACE_TEXTS:
             if attr in trace and trace[attr] is not None:
-                trace[attr] = fix(trace[attr])
-        if "customdata" in trace and trace.customdata is not None:  # hover names, at any depth
-            trace.customdata = plain_nested(trace.customdata)
+                trace[attr] = plain_nested(trace[attr])
     layout = fig.layout
     if layout.title.text:
-        layout.title.text = fix(layout.title.text)
+        layout.title.text = plain_nested(layout.title.text)
     for axis in [*fig.select_xaxes(), *fig.select_yaxes()]:
         if axis.title.text:
-            axis.title.text = fix(axis.title.text)
+            axis.title.text = plain_nested(axis.title.text)
         if axis.ticktext:
-            axis.ticktext = fix(list(axis.ticktext))
+            axis.ticktext = plain_nested(list(axis.ticktext))
     for note in layout.annotations:
-        note.text = fix(note.text)
+        note.text = plain_nested(note.text)
     if layout.legend.title.text:
-        layout.legend.title.text = fix(layout.legend.title.text)
+        layout.legend.title.text = plain_nested(layout.legend.title.text)
     return fig
 
 
 def plain_nested(value):
-    """Every text in `value` (an array or nested lists, such as a chart's hover data) made plain
-    for Plotly; numbers as they were."""
+    """Every text in `value` (a text, an array, or lists at any depth: a chart's names, categories
+    and hover data) made plain for Plotly; numbers as they were."""
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in "OUS":
             return value

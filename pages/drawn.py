@@ -16,7 +16,7 @@ from PIL import Image
 
 from capsviz.memo import Memo, digest
 from capsviz.viz import Finished, png_bytes
-from pages.common import TRACE_TEXTS, plain_chart, plain_nested, plain_values
+from pages.common import TRACE_TEXTS, plain_chart, plain_nested
 
 # Kept figures' bytes (their JSON or PNG): most are 5 to 50 KB, so a class's pages fit in
 # far less than this; $CAPSVIZ_FIGURE_CACHE_MB changes it.
@@ -31,11 +31,17 @@ def _memo() -> Memo:
 
 def _name(build) -> str:
     """The builder's name, part of every key: a module-level function's, which names one builder
-    (a lambda's or a nested function's would name several)."""
+    (a lambda's or a nested function's would name several), with its file: Streamlit runs every
+    page as the module `__main__`, so two pages' builders of one name differ only by their file."""
     name = f"{build.__module__}.{build.__qualname__}"
     if "<" in name:
         raise ValueError(f"{name}: keep figures of module-level builders only")
-    return name
+    return f"{name}@{build.__code__.co_filename}"
+
+
+def _key(build, key, args, kwargs, *more):
+    """The key of `build`'s result: its name and its arguments' values, or `key` in their place."""
+    return digest(_name(build), *more, key if key is not None else (args, kwargs))
 
 
 def _size(value) -> int:
@@ -72,31 +78,27 @@ def plain_spec(spec: dict) -> dict:
     makes a go.Figure's plain: trace names, categories, text and hover text; titles, axis names
     and tick texts, notes and the legend's title. Returns `spec`, changed in place."""
 
-    fix = plain_values
-
     def fix_title(owner: dict) -> None:
         title = owner.get("title")
         if isinstance(title, dict) and title.get("text"):
-            title["text"] = fix(title["text"])
+            title["text"] = plain_nested(title["text"])
         elif isinstance(title, str):
-            owner["title"] = fix(title)
+            owner["title"] = plain_nested(title)
 
     for trace in spec["data"]:
         for attr in TRACE_TEXTS:
             if trace.get(attr) is not None:
-                trace[attr] = fix(trace[attr])
-        if trace.get("customdata") is not None:
-            trace["customdata"] = plain_nested(trace["customdata"])
+                trace[attr] = plain_nested(trace[attr])
     layout = spec.setdefault("layout", {})
     fix_title(layout)
     for name, axis in layout.items():
         if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
             fix_title(axis)
             if axis.get("ticktext"):
-                axis["ticktext"] = fix(list(axis["ticktext"]))
+                axis["ticktext"] = plain_nested(list(axis["ticktext"]))
     for note in layout.get("annotations", []):
         if "text" in note:
-            note["text"] = fix(note["text"])
+            note["text"] = plain_nested(note["text"])
     if isinstance(layout.get("legend"), dict):
         fix_title(layout["legend"])
     return spec
@@ -112,8 +114,7 @@ def chart(build, *args, key=None, **kwargs) -> Finished:
             return Finished(plain_spec(build.spec(*args, **kwargs)))
         return Finished(plain_chart(build(*args, **kwargs)))
 
-    k = digest(_name(build), key if key is not None else (args, kwargs))
-    return _memo().get(k, make, _size)
+    return _memo().get(_key(build, key, args, kwargs), make, _size)
 
 
 def picture(build, *args, width: int | None = None, key=None, **kwargs) -> bytes:
@@ -128,8 +129,7 @@ def picture(build, *args, width: int | None = None, key=None, **kwargs) -> bytes
             img = img.resize((limit, round(img.height * limit / img.width)), Image.BILINEAR)
         return png_bytes(img)
 
-    k = digest(_name(build), width, key if key is not None else (args, kwargs))
-    return _memo().get(k, make, len)
+    return _memo().get(_key(build, key, args, kwargs, width), make, len)
 
 
 def show(place, png: bytes | list[bytes], caption: str | list[str] | None = None, width: int | str = "content") -> None:
@@ -141,5 +141,4 @@ def show(place, png: bytes | list[bytes], caption: str | list[str] | None = None
 
 def kept(build, *args, key=None, **kwargs):
     """`build(*args, **kwargs)`, any read-only result (words, numbers), kept as `chart` keeps figures."""
-    k = digest(_name(build), key if key is not None else (args, kwargs))
-    return _memo().get(k, lambda: build(*args, **kwargs), _size)
+    return _memo().get(_key(build, key, args, kwargs), lambda: build(*args, **kwargs), _size)

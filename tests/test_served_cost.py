@@ -200,7 +200,14 @@ def test_a_builder_kept_by_name_must_name_one_builder():
 
     with pytest.raises(ValueError, match="module-level"):
         _name(lambda: None)
-    assert _name(viz.lines) == "capsviz.viz.lines"
+    assert _name(viz.lines).startswith("capsviz.viz.lines@") and _name(viz.lines) != _name(viz.heatmap)
+    # Streamlit runs every page as the module __main__: two pages' builders of one name stay two builders
+    pages = []
+    for file in ("pages/tour.py", "pages/playground.py"):
+        scope = {"__name__": "__main__"}
+        exec(compile("def em_frame(x, t):\n    return x", file, "exec"), scope)
+        pages.append(scope["em_frame"])
+    assert _name(pages[0]) != _name(pages[1])
 
 
 def test_png_bytes_keep_a_colour_picture_in_colour():

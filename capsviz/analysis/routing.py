@@ -226,26 +226,25 @@ def iteration_sweep(model, image: np.ndarray, max_iterations: int = 10) -> dict:
     Procedure 1 with t iterations is the first t iterations of a longer run, so one recorded run
     of max_iterations gives every v, and the decoder redraws all T winners in one batch."""
     r = model.trace(as_batch(image), max_iterations, routing="dynamic").trace  # whatever couplings it was trained with
-    v = r.v_trace[:, 0]  # (T, J, D): v after each iteration
-    lengths = v.norm(dim=-1)  # (T, J)
-    preds = lengths.argmax(1)  # (T,)
-    recs = [None] * max_iterations
-    if model.decoder is not None:
-        recs = list(model.decode(v[torch.arange(max_iterations), preds], preds).numpy())  # T x (H, W)
-    return {"lengths": lengths.numpy(), "predictions": preds.tolist(), "reconstructions": recs}
+    return _sweep(model, r.v_trace[:, 0])  # (T, J, D): v after each iteration
 
 
 def sweep_of_trace(model, tr: DynamicTrace) -> dict:
     """`iteration_sweep`'s answer from a recorded trace (its v after each iteration) without routing
     again: lengths (T, J), predictions and reconstructions for 1..T iterations."""
-    v = torch.from_numpy(tr.v)  # (T, J, D)
+    return _sweep(model, torch.from_numpy(tr.v))
+
+
+@torch.no_grad()
+def _sweep(model, v: torch.Tensor) -> dict:
+    """v (T, J, D), the class capsules after each iteration, as the sweep shows them: lengths
+    (T, J), each count's prediction, and the decoder's drawing of each winner, in one batch."""
     T = len(v)
     lengths = v.norm(dim=-1)  # (T, J)
     preds = lengths.argmax(1)  # (T,)
     recs = [None] * T
     if model.decoder is not None:
-        with torch.no_grad():
-            recs = list(model.decode(v[torch.arange(T), preds], preds).numpy())  # T x (H, W)
+        recs = list(model.decode(v[torch.arange(T), preds], preds).numpy())  # T x (H, W)
     return {"lengths": lengths.numpy(), "predictions": preds.tolist(), "reconstructions": recs}
 
 

@@ -111,7 +111,7 @@ def capsule_bars(scores: np.ndarray, names, predicted: int | tuple[int, ...], ti
         "textposition": "outside",
     }
     layout = {"title": {"text": title}, "xaxis": {"type": "category"}, "yaxis": {"range": [0, 1.1], "title": {"text": y_title}}}
-    return {"data": [bar], "layout": {**layout, "height": 300, "margin": MARGIN}}
+    return {"data": [bar], "layout": {**layout, "height": 300, "margin": {**MARGIN}}}
 
 
 def squash_curve() -> go.Figure:
@@ -128,7 +128,7 @@ def squash_curve() -> go.Figure:
 def effect_bars(effect: np.ndarray) -> dict:
     bar = {"type": "bar", "x": [f"d{i}" for i in range(len(effect))], "y": np.asarray(effect)}
     layout = {"title": {"text": "Change per dimension (-0.25 vs +0.25)"}, "yaxis": {"title": {"text": "mean |pixel change|"}}}
-    return {"data": [bar], "layout": {**layout, "height": 260, "margin": MARGIN}}
+    return {"data": [bar], "layout": {**layout, "height": 260, "margin": {**MARGIN}}}
 
 
 def curves(points: list[dict], y: str, title: str) -> go.Figure:
@@ -199,7 +199,7 @@ def heatmap(z: np.ndarray, title: str, x_title: str, y_title: str, x=None, y=Non
         {"type": "category"} if y is not None else {}
     )  # named rows (classes): every name shown, "2" not read as a number
     layout = {"title": {"text": title}, "xaxis": {"title": {"text": x_title}}, "yaxis": yaxis}
-    return {"data": [heat], "layout": {**layout, "height": height, "margin": MARGIN}}
+    return {"data": [heat], "layout": {**layout, "height": height, "margin": {**MARGIN}}}
 
 
 @figure_builder
@@ -223,7 +223,7 @@ def lines(
     traces = [{"type": "scatter", "x": x, "y": y[:, k], "name": str(n), "mode": "lines+markers"} for k, n in enumerate(names)]
     xaxis: dict = {"title": {"text": x_title}}
     yaxis: dict = {"title": {"text": y_title}}
-    layout: dict = {"title": {"text": title}, "xaxis": xaxis, "yaxis": yaxis, "height": 300, "margin": MARGIN}
+    layout: dict = {"title": {"text": title}, "xaxis": xaxis, "yaxis": yaxis, "height": 300, "margin": {**MARGIN}}
     if len(x) <= 12 and np.issubdtype(np.asarray(x).dtype, np.integer):
         xaxis["dtick"] = 1  # iterations are whole: no tick at 1.5
     if log_y:

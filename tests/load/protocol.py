@@ -681,6 +681,16 @@ async def run_class(
     return stats
 
 
+async def server_cost(pids, act) -> float:
+    """The server's CPU seconds for `act()` (a move), its images and writes included: measured
+    from a settled server to a moment after the answer."""
+    await asyncio.sleep(0.3)  # the last move's media and writes settle
+    before = cpu_seconds(pids)
+    await act()
+    await asyncio.sleep(0.1)
+    return cpu_seconds(pids) - before
+
+
 async def calibrate(url: str, pids, repeats: int = 6) -> dict[str, float]:
     """One student alone: the server's CPU seconds per move kind (median over `repeats`)."""
     stats = Stats()
@@ -688,11 +698,7 @@ async def calibrate(url: str, pids, repeats: int = 6) -> dict[str, float]:
     cost = defaultdict(list)
 
     async def measure(kind, act):
-        await asyncio.sleep(0.3)  # the last move's media and writes settle
-        before = cpu_seconds(pids)
-        await act()
-        await asyncio.sleep(0.1)
-        cost[kind].append(cpu_seconds(pids) - before)
+        cost[kind].append(await server_cost(pids, act))
 
     await s.connect()
     await measure("first page", s.open)
@@ -744,12 +750,12 @@ async def first_opens(url: str, pids, students: int = 6) -> dict[str, list[float
     for page, model in FIRST_OPEN.items():
         for k in range(students):
             s = Student(170 + k, url, Stats(), 0, model, fetch_media=True)
-            await asyncio.sleep(0.3)  # the last one's media and writes settle
-            before = cpu_seconds(pids)
-            await s.connect()
-            await s.rerun("first page", page=page, query=urllib.parse.urlencode({"model": model}))
-            await asyncio.sleep(0.1)
-            cost[page].append(cpu_seconds(pids) - before)
+
+            async def first(s=s, page=page, model=model):
+                await s.connect()
+                await s.rerun("first page", page=page, query=urllib.parse.urlencode({"model": model}))
+
+            cost[page].append(await server_cost(pids, first))
             await s.leave()
     return cost
 

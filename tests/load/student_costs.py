@@ -91,11 +91,7 @@ async def one_kind(url: str, pids, kind: str, moves: int, first: int, sampler: S
     costs: list[float] = []
 
     async def timed(act) -> None:
-        await asyncio.sleep(0.3)  # the last move's images and writes settle
-        before = P.cpu_seconds(pids)
-        await act()
-        await asyncio.sleep(0.1)
-        costs.append(P.cpu_seconds(pids) - before)
+        costs.append(await P.server_cost(pids, act))
 
     if kind.startswith("open "):  # a new session's first open of a page, as the teacher's link opens it
         page = kind.removeprefix("open ")
