@@ -14,6 +14,7 @@ import os
 import streamlit as st
 from PIL import Image
 
+from capsviz.i18n import language
 from capsviz.memo import Memo, digest
 from capsviz.viz import Finished, png_bytes
 from pages.common import TRACE_TEXTS, plain_chart, plain_nested
@@ -40,8 +41,9 @@ def _name(build) -> str:
 
 
 def _key(build, key, args, kwargs, *more):
-    """The key of `build`'s result: its name and its arguments' values, or `key` in their place."""
-    return digest(_name(build), *more, key if key is not None else (args, kwargs))
+    """The key of `build`'s result: its name, the language of its words and its arguments' values,
+    or `key` in their place."""
+    return digest(_name(build), language(), *more, key if key is not None else (args, kwargs))
 
 
 def _size(value) -> int:

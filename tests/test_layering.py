@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "capsviz",
             "capsviz.errors",
+            "capsviz.i18n",
             "capsviz.memo",
             "capsviz.paths",
             "capsviz.devices",

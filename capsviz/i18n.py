@@ -1,0 +1,119 @@
+"""Every word a user sees, in the reader's language: English (the source), 简体中文 and 日本語.
+
+The words are gettext messages: English whole sentences with named placeholders, written in the
+code as `t("The winner is {name}.", name=...)` (or `tn(singular, plural, n, ...)` where English
+needs a plural; `N_(...)` marks a message kept in a table and translated where it is shown). The
+translations are the catalogs `capsviz/locale/<language>/LC_MESSAGES/capsviz.po`, extracted and
+updated with Babel (README's "Translations"); they are read once per process.
+
+The language is per student, never per server: each page run says which (`set_language`, from
+the link's `lang=`, the sidebar's switch or the browser's languages), and every `t` in that run
+uses it. It is held in a context variable, so two sessions' runs never see each other's. Anything
+kept across sessions that holds words (a figure, a sentence) is keyed by `language()` too.
+"""
+
+from __future__ import annotations
+
+import gettext
+import io
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import cache
+from pathlib import Path
+
+SOURCE = "en"
+# Each language by its own name, as the switch shows it.
+LANGUAGES: dict[str, str] = {"en": "English", "zh-Hans": "简体中文", "ja": "日本語"}
+LOCALE_DIR = Path(__file__).parent / "locale"
+DOMAIN = "capsviz"
+# The catalog folder of each language (gettext's locale names).
+FOLDERS = {"zh-Hans": "zh_Hans", "ja": "ja"}
+
+_LANGUAGE: ContextVar[str] = ContextVar("capsviz_language", default=SOURCE)
+
+
+def normalise(tag: str | None) -> str | None:
+    """One of LANGUAGES for a language tag as browsers and links write it ("zh-CN", "zh_Hans",
+    "ja-JP", "EN-gb"), or None for a language capsviz does not speak. Traditional Chinese readers
+    are given Simplified Chinese, which they read, rather than English."""
+    if not tag or not isinstance(tag, str):
+        return None
+    parts = tag.strip().replace("_", "-").lower().split("-")
+    if parts[0] == "en":
+        return "en"
+    if parts[0] == "zh":
+        return "zh-Hans"
+    if parts[0] == "ja":
+        return "ja"
+    return None
+
+
+def best(preferences: Iterable[str | None]) -> str:
+    """The first of the browser's (or a link's) preferred languages that capsviz speaks, else English."""
+    for tag in preferences:
+        found = normalise(tag)
+        if found:
+            return found
+    return SOURCE
+
+
+def language() -> str:
+    """The language of the words being made now."""
+    return _LANGUAGE.get()
+
+
+def set_language(tag: str | None) -> str:
+    """Make this run's words in `tag`'s language (English for one capsviz does not speak); returns it."""
+    lang = normalise(tag) or SOURCE
+    _LANGUAGE.set(lang)
+    return lang
+
+
+@contextmanager
+def speaking(tag: str | None) -> Iterator[str]:
+    """`with speaking("ja"):` words made inside are Japanese; the language before is restored after."""
+    token = _LANGUAGE.set(normalise(tag) or SOURCE)
+    try:
+        yield _LANGUAGE.get()
+    finally:
+        _LANGUAGE.reset(token)
+
+
+def catalog_path(lang: str) -> Path:
+    return LOCALE_DIR / FOLDERS[lang] / "LC_MESSAGES" / f"{DOMAIN}.po"
+
+
+@cache
+def translations(lang: str) -> gettext.NullTranslations:
+    """The language's catalog, compiled once per process (untranslated and fuzzy messages stay
+    English); English, or a language without a catalog file, translates nothing."""
+    if lang not in FOLDERS or not catalog_path(lang).exists():
+        return gettext.NullTranslations()
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+
+    with catalog_path(lang).open("rb") as f:
+        catalog = read_po(f, locale=FOLDERS[lang])
+    compiled = io.BytesIO()
+    write_mo(compiled, catalog)
+    compiled.seek(0)
+    return gettext.GNUTranslations(compiled)
+
+
+def t(message: str, /, **values) -> str:
+    """`message` in this run's language, its {placeholders} filled from `values`."""
+    text = translations(language()).gettext(message)
+    return text.format(**values) if values else text
+
+
+def tn(singular: str, plural: str, n: int, /, **values) -> str:
+    """The singular or plural message for `n` (as the language counts: Chinese and Japanese have one
+    form), its {placeholders} filled from `values` and {n}."""
+    text = translations(language()).ngettext(singular, plural, n)
+    return text.format(n=n, **values)
+
+
+def N_(message: str) -> str:
+    """Marks `message` for the catalog where it is kept in a table; `t(entry)` translates it where shown."""
+    return message
