@@ -6,34 +6,40 @@ import streamlit as st
 
 st.set_page_config(page_title="capsviz", layout="wide")
 
-from capsviz.serve import local_browser  # noqa: E402 - set_page_config must come first
+from capsviz.i18n import t  # noqa: E402 - set_page_config must come first
+from capsviz.serve import local_browser  # noqa: E402
 from pages.common import TURNS, sidebar  # noqa: E402
+from pages.language import choose_language  # noqa: E402
+from pages.state import read_link  # noqa: E402
+
+read_link()  # the link this session opened with, once
+choose_language()  # before any word is made
 
 HOME = "pages/tour.py"
 page = st.navigation(
     [
         # The default page is served at "/" and reserves its own path there (a link to it would
         # find no page), so "/" runs a hidden copy and every page listed keeps its path.
-        st.Page(HOME, title="Home", url_path="home", default=True, visibility="hidden"),
-        st.Page(HOME, title="Guided tour", url_path="tour"),
-        st.Page("pages/zoo.py", title="Model zoo", url_path="zoo"),
-        st.Page("pages/playground.py", title="Routing playgrounds", url_path="playground"),
-        st.Page("pages/explorer.py", title="DigitCaps explorer", url_path="explorer"),
-        st.Page("pages/routing.py", title="Dynamic routing", url_path="routing"),
-        st.Page("pages/em.py", title="EM routing", url_path="em"),
-        st.Page("pages/multimnist.py", title="MultiMNIST", url_path="multimnist"),
-        st.Page("pages/robustness.py", title="Robustness", url_path="robustness"),
-        st.Page("pages/lab.py", title="Routing lab", url_path="lab"),
-        st.Page("pages/reproduction.py", title="Reproduction", url_path="reproduction"),
-        st.Page("pages/glossary.py", title="Glossary", url_path="glossary"),
-        st.Page("pages/train.py", title="Train", url_path="train"),
+        st.Page(HOME, title=t("Home"), url_path="home", default=True, visibility="hidden"),
+        st.Page(HOME, title=t("Guided tour"), url_path="tour"),
+        st.Page("pages/zoo.py", title=t("Model zoo"), url_path="zoo"),
+        st.Page("pages/playground.py", title=t("Routing playgrounds"), url_path="playground"),
+        st.Page("pages/explorer.py", title=t("DigitCaps explorer"), url_path="explorer"),
+        st.Page("pages/routing.py", title=t("Dynamic routing"), url_path="routing"),
+        st.Page("pages/em.py", title=t("EM routing"), url_path="em"),
+        st.Page("pages/multimnist.py", title=t("MultiMNIST"), url_path="multimnist"),
+        st.Page("pages/robustness.py", title=t("Robustness"), url_path="robustness"),
+        st.Page("pages/lab.py", title=t("Routing lab"), url_path="lab"),
+        st.Page("pages/reproduction.py", title=t("Reproduction"), url_path="reproduction"),
+        st.Page("pages/glossary.py", title=t("Glossary"), url_path="glossary"),
+        st.Page("pages/train.py", title=t("Train"), url_path="train"),
     ]
 )
 try:
     who, teacher = sidebar(page.url_path)  # the student's id, read once
     waiting = st.empty()
     if not teacher and TURNS.busy(who):
-        waiting.info("Your other tab is still computing: this one follows as soon as it is done.")
+        waiting.info(t("Your other tab is still computing: this one follows as soon as it is done."))
     with TURNS.take(who, teacher):  # a student's tabs run one at a time: several tabs weigh as one student
         waiting.empty()
         page.run()
@@ -42,4 +48,4 @@ except Exception as e:  # Streamlit's own stop and rerun are not Exceptions: the
     if local_browser(st.context.ip_address, st.context.headers):
         st.exception(e)  # a developer at the server sees the traceback (st.exception ignores showErrorDetails)
     else:
-        st.error("This page met an unexpected error (it is logged on the server). Reload the page, or tell the teacher.")
+        st.error(t("This page met an unexpected error (it is logged on the server). Reload the page, or tell the teacher."))

@@ -304,6 +304,12 @@ def parser() -> Parser:
     d.add_argument("--data-dir")
     d.add_argument("--download", action="store_true", help="fetch missing datasets from the public mirrors")
 
+    tr = sub.add_parser(
+        "translations",
+        help="bring the Chinese and Japanese catalogs up to date with the code's messages (needs a source checkout)",
+    )
+    tr.add_argument("--check", action="store_true", help="change nothing; exit 1 naming each message untranslated or broken")
+
     return p
 
 
@@ -835,6 +841,18 @@ def cmd_site(args) -> int:
     return 0
 
 
+def cmd_translations(args) -> int:
+    from capsviz import translations
+
+    if args.check:
+        found = translations.problems()
+        print("\n".join(found) if found else "every message is translated")
+        return 1 if found else 0
+    for lang, missing in translations.update().items():
+        print(f"{lang}: {missing} messages to translate")
+    return 0
+
+
 COMMANDS = {
     "app": cmd_app,
     "doctor": cmd_doctor,
@@ -846,4 +864,5 @@ COMMANDS = {
     "import": cmd_import,
     "data": cmd_data,
     "site": cmd_site,
+    "translations": cmd_translations,
 }

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gettext
 import io
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
@@ -30,7 +30,10 @@ DOMAIN = "capsviz"
 # The catalog folder of each language (gettext's locale names).
 FOLDERS = {"zh-Hans": "zh_Hans", "ja": "ja"}
 
-_LANGUAGE: ContextVar[str] = ContextVar("capsviz_language", default=SOURCE)
+_LANGUAGE: ContextVar[str | None] = ContextVar("capsviz_language", default=None)
+# Where a run that did not say its language finds it: the app sets this to read the session's
+# choice, so a fragment's rerun or a widget's callback speaks the session's language too.
+_RESOLVER: list[Callable[[], str | None]] = []
 
 
 def normalise(tag: str | None) -> str | None:
@@ -59,8 +62,17 @@ def best(preferences: Iterable[str | None]) -> str:
 
 
 def language() -> str:
-    """The language of the words being made now."""
-    return _LANGUAGE.get()
+    """The language of the words being made now: this run's (`set_language`, `speaking`), else the
+    resolver's (the browser session's), else English."""
+    lang = _LANGUAGE.get()
+    if lang is None and _RESOLVER:
+        lang = normalise(_RESOLVER[0]())
+    return lang or SOURCE
+
+
+def set_resolver(resolve: Callable[[], str | None]) -> None:
+    """Where `language()` looks when no run said its language (the app: the session's choice)."""
+    _RESOLVER[:] = [resolve]
 
 
 def set_language(tag: str | None) -> str:
@@ -75,7 +87,7 @@ def speaking(tag: str | None) -> Iterator[str]:
     """`with speaking("ja"):` words made inside are Japanese; the language before is restored after."""
     token = _LANGUAGE.set(normalise(tag) or SOURCE)
     try:
-        yield _LANGUAGE.get()
+        yield language()
     finally:
         _LANGUAGE.reset(token)
 

@@ -30,6 +30,7 @@ from capsviz.registry import family_words
 from capsviz.schema import CheckpointMeta
 from capsviz.site.links import runs_in_site, site_link
 from capsviz.text import MAX_SENTENCES, plain
+from pages.language import language_switch
 from pages.state import STATE, Key, link_asks, link_asks_all, read_link
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -372,6 +373,7 @@ def sidebar(page: str = "") -> tuple[str, bool]:
     who, teacher = person()
     found = checkpoints()
     with st.sidebar:
+        language_switch()
         st.markdown("### Active model")
         if not found:
             st.caption("No checkpoints yet.")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from capsviz.analysis import lab, stored
+from capsviz.i18n import LANGUAGES
 
 _UNSET = object()
 
@@ -103,6 +104,11 @@ class State:
     link_model_seen = Key("link_model_seen", bool, False, "the link's ?model= has been looked at (first run only)")
     link_problem = Key("link_problem", tuple, (), "(the model a link asked for, why it cannot be used)")
     link_shown = Key("link_shown", str, "", "the model shown in place of the link's, while the warning shows")
+    # --- the language (pages.language)
+    language = Key(
+        "lang", str, "en", "the language of every word the session is shown (the sidebar's switch)", param="lang", choices=tuple(LANGUAGES)
+    )
+    language_asked = Key("language_asked", str, "", "a language the link asked for that capsviz does not have, until noted")
     # --- the active model (the sidebar)
     page_now = Key("page_now", str, "", "the page this run shows (a page change hands the test image on)")
     dataset_pick = Key("dataset_pick", str, "all datasets", "the sidebar's dataset filter")

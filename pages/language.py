@@ -1,0 +1,82 @@
+"""The language a session's words are in: the link's `lang=`, else the browser's languages, until
+the student picks another in the sidebar. Per session, never per server: the choice lives in the
+session's state, and capsviz.i18n reads it for every word made in that session's runs (fragments
+and callbacks included)."""
+
+from __future__ import annotations
+
+import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from capsviz import i18n
+from capsviz.i18n import LANGUAGES, t
+from pages.state import STATE, link_asks
+
+
+def _session_language() -> str | None:
+    """The language of the session whose run asks, or None outside a session's run (a training
+    thread, a test calling the core)."""
+    if get_script_run_ctx(suppress_warning=True) is None:
+        return None
+    return STATE.language.get(None)
+
+
+i18n.set_resolver(_session_language)
+
+
+def accepted(header: str | None) -> list[str]:
+    """The languages of an Accept-Language header, most wanted first ("zh-CN,zh;q=0.9,en;q=0.8")."""
+    ranked = []
+    for n, part in enumerate((header or "").split(",")):
+        tag, _, q = part.strip().partition(";q=")
+        try:
+            weight = float(q) if q else 1.0
+        except ValueError:
+            weight = 0.0
+        if tag and weight > 0:
+            ranked.append((-weight, n, tag))
+    return [tag for _, _, tag in sorted(ranked)]
+
+
+def browser_languages() -> list[str]:
+    """What the browser says its user reads: navigator.language, then Accept-Language's list."""
+    found = [st.context.locale] if st.context.locale else []
+    return found + accepted(st.context.headers.get("Accept-Language"))
+
+
+def choose_language() -> str:
+    """The session's language for this run, decided on its first run from the link, else the
+    browser; a link asking for a language capsviz does not have gets a note. Sets it for the run."""
+    if not STATE.language.present:
+        asked = link_asks(STATE.language.param)
+        if asked is not None and i18n.normalise(asked) is None:
+            STATE.language_asked.set(asked)
+        STATE.language.set(i18n.best([asked, *browser_languages()]))
+    lang = i18n.set_language(STATE.language.get())
+    STATE.language.set(lang)
+    return lang
+
+
+def language_switch() -> None:
+    """The sidebar's switch (labelled in all three languages, so anyone finds it), and the link
+    carries the choice: a shared link opens in the sender's language."""
+    st.selectbox(
+        "Language · 语言 · 言語",
+        list(LANGUAGES),
+        key=STATE.language.key,
+        format_func=LANGUAGES.get,
+        help=t("The language of every word capsviz shows you; other students keep their own."),
+    )
+    i18n.set_language(STATE.language.get())
+    st.query_params[STATE.language.param] = STATE.language.get()
+    asked = STATE.language_asked.get(None)
+    if asked:
+        STATE.language_asked.pop()
+        st.info(
+            t(
+                "The link asks for the language {asked}, which capsviz does not have: it is shown in {shown}.",
+                asked=repr(asked[:20]),
+                shown=LANGUAGES[STATE.language.get()],
+            ),
+            icon=":material/translate:",
+        )

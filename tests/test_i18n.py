@@ -1,0 +1,135 @@
+"""The catalog: every message the code shows is in Chinese and Japanese with the English's
+placeholders, the language is chosen per session (link, browser, switch), and one session's
+choice never changes another's."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from babel.messages.pofile import read_po, write_po
+from test_app import app as app_fixture  # noqa: F401 - its fixture `app`
+from test_app import router_mode  # noqa: F401 - a fixture
+
+from capsviz import i18n, translations
+from capsviz.i18n import FOLDERS, LANGUAGES, best, normalise, speaking, t, tn
+
+
+def test_every_message_of_the_code_is_translated_with_its_placeholders():
+    found = translations.problems()
+    assert not found, "\n".join(found[:40]) + "\n(run `python -m capsviz translations` and fill the empty msgstr)"
+
+
+def test_the_check_names_a_translation_whose_placeholders_differ(tmp_path, monkeypatch):
+    (tmp_path / "capsviz").mkdir()
+    (tmp_path / "capsviz" / "m.py").write_text('from capsviz.i18n import t\nt("{n} images of {digit}", n=1, digit=2)\n')
+    monkeypatch.setattr(translations, "catalog_path", lambda lang: tmp_path / lang / "capsviz.po")
+    assert all("no catalog" in p for p in translations.problems(tmp_path))
+    for lang in FOLDERS:
+        (tmp_path / lang).mkdir()
+        (tmp_path / lang / "capsviz.po").write_bytes(b"")
+    for lang, folder in FOLDERS.items():
+        path = tmp_path / lang / "capsviz.po"
+        catalog = translations.template(tmp_path)
+        catalog.locale = folder
+        for m in catalog:
+            if m.id:
+                m.string = "{n} 张 {digit}" if lang == "zh-Hans" else "{n} 枚の {dgt}"
+        with path.open("wb") as f:
+            write_po(f, catalog)
+    found = translations.problems(tmp_path)
+    assert len(found) == 1 and found[0].startswith("ja: placeholders ['dgt', 'n'] instead of ['digit', 'n']"), found
+
+
+def test_update_keeps_translations_and_adds_new_messages(tmp_path, monkeypatch):
+    (tmp_path / "capsviz").mkdir()
+    source = tmp_path / "capsviz" / "m.py"
+    source.write_text('from capsviz.i18n import t\nt("Glossary")\n')
+    monkeypatch.setattr(translations, "catalog_path", lambda lang: tmp_path / lang / "capsviz.po")
+    assert translations.update(tmp_path) == {"zh-Hans": 1, "ja": 1}
+    path = tmp_path / "ja" / "capsviz.po"
+    catalog = read_po(path.open("rb"), locale="ja")
+    catalog["Glossary"].string = "用語集"
+    write_po(path.open("wb"), catalog)
+    source.write_text('from capsviz.i18n import t, tn\nt("Glossary")\ntn("{n} image", "{n} images", 2)\n')
+    assert translations.update(tmp_path) == {"zh-Hans": 2, "ja": 1}
+    assert read_po(path.open("rb"), locale="ja")["Glossary"].string == "用語集"
+
+
+@pytest.mark.parametrize(
+    "tag, want",
+    [
+        ("zh-CN", "zh-Hans"),
+        ("zh_Hans", "zh-Hans"),
+        ("zh-TW", "zh-Hans"),
+        ("ja-JP", "ja"),
+        ("EN-gb", "en"),
+        ("fr", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_language_tags_as_browsers_and_links_write_them(tag, want):
+    assert normalise(tag) == want
+
+
+def test_the_first_spoken_language_of_the_browser_wins():
+    assert best(["fr-FR", "de", "ja", "zh"]) == "ja"
+    assert best(["fr-FR"]) == "en"
+
+
+def test_words_follow_the_language_of_the_run():
+    assert t("Glossary") == "Glossary"
+    with speaking("zh-CN"):
+        assert t("Glossary") == "术语表"
+        with speaking("ja"):
+            assert t("Glossary") == "用語集"
+        assert i18n.language() == "zh-Hans"
+    assert i18n.language() == "en"
+    assert tn("{n} image", "{n} images", 1) == "1 image" and tn("{n} image", "{n} images", 2) == "2 images"
+
+
+def test_two_threads_speak_their_own_languages():
+    seen = {}
+
+    def run(lang):
+        i18n.set_language(lang)
+        threading.Event().wait(0.05)
+        seen[lang] = t("Glossary")
+
+    threads = [threading.Thread(target=run, args=(lang,)) for lang in LANGUAGES]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert seen == {"en": "Glossary", "zh-Hans": "术语表", "ja": "用語集"}
+
+
+def test_a_link_sets_the_language_and_another_session_keeps_its_own(app):
+    from streamlit.testing.v1 import AppTest
+
+    app.query_params["lang"] = "ja"
+    app.switch_page("pages/glossary.py").run()
+    assert not app.exception
+    assert app.session_state["lang"] == "ja"
+    switch = app.sidebar.selectbox(key="lang")
+    assert switch.value == "ja" and switch.help == "capsviz が表示するすべての言葉の言語です。ほかの学生の選択はそれぞれのままです。"
+    assert app.query_params["lang"] == "ja"
+
+    other = AppTest.from_file(app._script_path, default_timeout=60)
+    other.switch_page("pages/glossary.py").run()
+    assert other.session_state["lang"] == "en"
+    assert other.sidebar.selectbox(key="lang").help.startswith("The language of every word")
+
+    switch.set_value("zh-Hans").run()
+    assert app.session_state["lang"] == "zh-Hans" and app.query_params["lang"] == "zh-Hans"
+    other.run()
+    assert other.session_state["lang"] == "en"
+
+
+def test_a_link_asking_for_a_language_capsviz_lacks_says_so(app):
+    app.query_params["lang"] = "fr"
+    app.switch_page("pages/glossary.py").run()
+    assert not app.exception
+    assert app.session_state["lang"] == "en"
+    assert any("'fr'" in i.value and "English" in i.value for i in app.sidebar.info)
