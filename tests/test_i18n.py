@@ -8,8 +8,12 @@ import threading
 
 import pytest
 from babel.messages.pofile import read_po, write_po
-from test_app import app as app_fixture  # noqa: F401 - its fixture `app`
-from test_app import router_mode  # noqa: F401 - a fixture
+from streamlit.testing.v1 import AppTest
+from test_app import (
+    APP,
+    router_mode,  # noqa: F401 - an autouse fixture: st.navigation in charge, as served
+    tiny_checkpoints,
+)
 
 from capsviz import i18n, translations
 from capsviz.i18n import FOLDERS, LANGUAGES, best, normalise, speaking, t, tn
@@ -105,8 +109,16 @@ def test_two_threads_speak_their_own_languages():
     assert seen == {"en": "Glossary", "zh-Hans": "术语表", "ja": "用語集"}
 
 
+@pytest.fixture
+def app(synthetic_data, tmp_path, monkeypatch):
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    tiny_checkpoints(folder)
+    monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(folder))
+    return AppTest.from_file(APP, default_timeout=60)
+
+
 def test_a_link_sets_the_language_and_another_session_keeps_its_own(app):
-    from streamlit.testing.v1 import AppTest
 
     app.query_params["lang"] = "ja"
     app.switch_page("pages/glossary.py").run()
@@ -116,7 +128,7 @@ def test_a_link_sets_the_language_and_another_session_keeps_its_own(app):
     assert switch.value == "ja" and switch.help == "capsviz が表示するすべての言葉の言語です。ほかの学生の選択はそれぞれのままです。"
     assert app.query_params["lang"] == "ja"
 
-    other = AppTest.from_file(app._script_path, default_timeout=60)
+    other = AppTest.from_file(APP, default_timeout=60)
     other.switch_page("pages/glossary.py").run()
     assert other.session_state["lang"] == "en"
     assert other.sidebar.selectbox(key="lang").help.startswith("The language of every word")
