@@ -309,6 +309,9 @@ def parser() -> Parser:
         help="bring the Chinese and Japanese catalogs up to date with the code's messages (needs a source checkout)",
     )
     tr.add_argument("--check", action="store_true", help="change nothing; exit 1 naming each message untranslated or broken")
+    tr.add_argument(
+        "--fonts", action="store_true", help="cut the export fonts to the catalogs' characters (needs fontTools and fonts-noto-cjk)"
+    )
 
     return p
 
@@ -848,6 +851,10 @@ def cmd_translations(args) -> int:
         found = translations.problems()
         print("\n".join(found) if found else "every message is translated")
         return 1 if found else 0
+    if args.fonts:
+        for lang, size in translations.cut_fonts().items():
+            print(f"capsviz/fonts/{lang}.otf: {size / 1024:.0f} KB")
+        return 0
     for lang, missing in translations.update().items():
         print(f"{lang}: {missing} messages to translate")
     return 0

@@ -3,6 +3,7 @@ app.py), bring each language's catalog up to date with them, and say what is mis
 
     python -m capsviz translations          # update capsviz/locale/*/LC_MESSAGES/capsviz.po
     python -m capsviz translations --check  # exit 1, naming each message untranslated or broken
+    python -m capsviz translations --fonts  # cut capsviz/fonts/*.otf to the catalogs' characters
 
 A translator then fills the empty `msgstr`s (TERMS.md gives the words). tests/test_i18n.py runs the
 check, so CI fails for a message missing in Chinese or Japanese or whose placeholders differ."""
@@ -64,6 +65,49 @@ def update(root: Path = ROOT) -> dict[str, int]:
             write_po(f, catalog, width=0, sort_output=False, ignore_obsolete=True, include_lineno=False)
         missing[lang] = sum(1 for m in catalog if m.id and not _done(m))
     return missing
+
+
+# The system's Noto Sans CJK (Debian's fonts-noto-cjk) that the shipped subsets are cut from,
+# and the face of it each language's text is drawn in (its own forms of the shared characters).
+NOTO = Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")
+FACES = {"zh-Hans": "Noto Sans CJK SC", "ja": "Noto Sans CJK JP"}
+FONT_DIR = Path(__file__).resolve().parent / "fonts"
+
+
+def characters(lang: str) -> str:
+    """Every character a figure may draw in `lang`: its catalog's translations and printable ASCII."""
+    with catalog_path(lang).open("rb") as f:
+        catalog = read_po(f, locale=FOLDERS[lang])
+    found = {chr(c) for c in range(32, 127)} | set("·×—–…‘’“”°±≤≥≈→←↑↓")
+    for m in catalog:
+        for s in m.string if isinstance(m.string, tuple | list) else (m.string,):
+            found |= {c for c in s or "" if c.isprintable()}
+    return "".join(sorted(found))
+
+
+def cut_fonts(source: Path = NOTO, out: Path = FONT_DIR) -> dict[str, int]:
+    """The export fonts (capsviz/fonts/<language>.otf): Noto Sans CJK (SIL Open Font License,
+    capsviz/fonts/OFL.txt) cut down to the characters of each catalog. Needs fontTools and the
+    system font; returns each file's size in bytes."""
+    from fontTools import subset
+    from fontTools.ttLib import TTCollection
+
+    faces = {f["name"].getDebugName(4): f for f in TTCollection(source).fonts}
+    sizes = {}
+    for lang, face in FACES.items():
+        font = faces[face]
+        options = subset.Options()
+        options.layout_features = ["*"]
+        options.name_IDs = ["*"]
+        options.notdef_outline = True
+        cutter = subset.Subsetter(options)
+        cutter.populate(text=characters(lang))
+        cutter.subset(font)
+        path = out / f"{lang}.otf"
+        font.save(path)
+        sizes[lang] = path.stat().st_size
+        faces = {f["name"].getDebugName(4): f for f in TTCollection(source).fonts}  # a fresh copy for the next cut
+    return sizes
 
 
 def _done(message) -> bool:

@@ -10,6 +10,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from capsviz import i18n
 from capsviz.i18n import LANGUAGES, t
+from capsviz.viz.teach import font_note
 from pages.state import STATE, link_asks
 
 
@@ -67,7 +68,9 @@ def language_switch() -> None:
         format_func=LANGUAGES.get,
         help=t("The language of every word capsviz shows you; other students keep their own."),
     )
-    i18n.set_language(STATE.language.get())
+    lang = i18n.set_language(STATE.language.get())
+    if note := font_note(lang):
+        st.caption(note)
     st.query_params[STATE.language.param] = STATE.language.get()
     asked = STATE.language_asked.get(None)
     if asked:

@@ -145,3 +145,38 @@ def test_a_link_asking_for_a_language_capsviz_lacks_says_so(app):
     assert not app.exception
     assert app.session_state["lang"] == "en"
     assert any("'fr'" in i.value and "English" in i.value for i in app.sidebar.info)
+
+
+def test_every_character_of_every_catalog_has_a_glyph_in_its_export_font():
+    from fontTools.ttLib import TTFont
+
+    from capsviz.viz.teach import export_font
+
+    for lang in FOLDERS:
+        path = export_font(lang)
+        assert path is not None, f"no export font for {lang}: run `python -m capsviz translations --fonts`"
+        covered = set(TTFont(path).getBestCmap())
+        lacking = sorted({c for c in translations.characters(lang) if ord(c) not in covered})
+        assert not lacking, f"{lang}: no glyph for {''.join(lacking)!r} (run `python -m capsviz translations --fonts`)"
+
+
+def test_figures_draw_chinese_and_japanese_in_real_glyphs():
+    """Each character drawn is its own shape, not the one empty box of a font without it."""
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    from capsviz.viz.teach import font, font_note
+
+    def drawn(text):
+        im = Image.new("L", (60, 40))
+        ImageDraw.Draw(im).text((4, 4), text, fill=255, font=font(24))
+        return np.asarray(im)
+
+    for lang, text in (("zh-Hans", "术语"), ("ja", "用語")):
+        with speaking(lang):
+            assert font_note(lang) is None
+            a, b = drawn(text[0]), drawn(text[1])
+            assert a.any() and b.any() and not np.array_equal(a, b)
+    with speaking("en"):
+        a, b = drawn("术"), drawn("语")  # Pillow's own font has no CJK: the same empty box twice
+        assert np.array_equal(a, b)

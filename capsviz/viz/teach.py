@@ -7,9 +7,13 @@ does not depend on).
 
 from __future__ import annotations
 
+from functools import lru_cache
+from pathlib import Path
+
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from capsviz.i18n import language, t
 from capsviz.viz import grey, to_image
 
 UPPER_COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44)]  # one per upper capsule, as in the bars
@@ -19,7 +23,32 @@ PANEL = 300  # pixels per toy panel
 
 
 def font(size: int = 14) -> ImageFont.FreeTypeFont:
-    return ImageFont.load_default(size=size)
+    """The font figures draw their words in, for the language of the run: Pillow's own for English,
+    the shipped Noto Sans CJK cut (capsviz/fonts) for Chinese and Japanese, so that exports (PNG, GIF)
+    show real glyphs rather than empty boxes."""
+    return _font(language(), size)
+
+
+FONT_DIR = Path(__file__).resolve().parent.parent / "fonts"
+
+
+def export_font(lang: str) -> Path | None:
+    """The font file `lang`'s words are drawn with, None for English (Pillow's own) or when missing."""
+    path = FONT_DIR / f"{lang}.otf"
+    return path if lang != "en" and path.exists() else None
+
+
+def font_note(lang: str) -> str | None:
+    """One line for a page where the figures of `lang` cannot draw its characters, else None."""
+    if lang == "en" or export_font(lang):
+        return None
+    return t("No font for this language was found (capsviz/fonts is missing): figures show its words as empty boxes.")
+
+
+@lru_cache(maxsize=64)
+def _font(lang: str, size: int) -> ImageFont.FreeTypeFont:
+    path = export_font(lang)
+    return ImageFont.truetype(str(path), size) if path else ImageFont.load_default(size=size)
 
 
 class Plane:
