@@ -24,6 +24,7 @@ from capsviz.data.user import short_name
 from capsviz.devices import pick_device, serving_threads
 from capsviz.errors import CapsvizError
 from capsviz.glossary import class_words
+from capsviz.i18n import N_, language, speaking, t
 from capsviz.model_cache import ModelCache
 from capsviz.progress import time_left
 from capsviz.registry import family_words
@@ -229,7 +230,7 @@ def load_model(path: Path):
     cache = models()
     if cache.holds(path):
         return cache.get(path)
-    with st.spinner("Loading model ..."):
+    with st.spinner(t("Loading model ...")):
         return cache.get(path)
 
 
@@ -242,19 +243,21 @@ _FOR_IMAGE: dict[str, object] = {}  # the core functions `for_image` has been as
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
-def _for_image(name: str, key: str, _model, image_bytes: bytes, shape: tuple, args: tuple):  # _model: the one `key` names
-    return _FOR_IMAGE[name](_model, np.frombuffer(image_bytes, np.float32).reshape(shape), *args)
+def _for_image(name: str, key: str, lang: str, _model, image_bytes: bytes, shape: tuple, args: tuple):  # _model: the one `key` names
+    with speaking(lang):  # the words a result holds are in the language it is kept for
+        return _FOR_IMAGE[name](_model, np.frombuffer(image_bytes, np.float32).reshape(shape), *args)
 
 
 def for_image(fn, model, image: np.ndarray, *args, key: str | None = None):
     """fn(model, image, *args) for a core function `fn` (capsviz.analysis: a prediction, a routing
     trace, a tour, a segmentation), computed once for every session that asks for it with this
     model and this image: a class following one link asks for the same ones. `key` names the model
-    (`model_key`; by default the page's active model); `args` must be hashable."""
+    (`model_key`; by default the page's active model); `args` must be hashable. A result is kept
+    per language too: the words it holds are the session's."""
     name = f"{fn.__module__}.{fn.__qualname__}"
     _FOR_IMAGE.setdefault(name, fn)
     image = np.asarray(image, np.float32)
-    return _for_image(name, key or STATE.model_key.get(), model, image.tobytes(), image.shape, args)
+    return _for_image(name, key or STATE.model_key.get(), language(), model, image.tobytes(), image.shape, args)
 
 
 def answer(key: str, model, image: np.ndarray):
@@ -278,7 +281,10 @@ def active_model():
     name = active_name()
     if name is None:
         st.info(
-            "No model is available yet. Train one on the **Train** page, or from a terminal: `python -m capsviz train --model capsnet-small --out checkpoints/capsnet-small.safetensors`."
+            t(
+                "No model is available yet. Train one on the **Train** page, or from a terminal: "
+                "`python -m capsviz train --model capsnet-small --out checkpoints/capsnet-small.safetensors`."
+            )
         )
         return None
     st.query_params["model"] = name
@@ -287,7 +293,7 @@ def active_model():
         model, meta = load_model(Path(path))
         STATE.model_key.set(model_key(Path(path)))
     except (CapsvizError, OSError) as e:
-        st.error(f"Cannot load {plain(Path(path).name)}: {plain(public(e))}")
+        st.error(t("Cannot load {name}: {why}", name=plain(Path(path).name), why=plain(public(e))))
         return None
     return model, meta, Path(path)
 
@@ -314,24 +320,29 @@ def page_model(fits, needs: str, why: str, choose=None):
     try:
         model, meta2 = load_model(stand)
     except (CapsvizError, OSError) as e:
-        st.error(f"Cannot load {plain(stand.name)}: {plain(public(e))}")
+        st.error(t("Cannot load {name}: {why}", name=plain(stand.name), why=plain(public(e))))
         st.stop()
-    st.info(
-        f"**{plain(path.stem)}**, the model in the sidebar, is {family_words(meta.family)}; this page needs {needs}, "
-        f"so it shows **{plain(stand.stem)}**"
-        + ("" if stand_meta.dataset == meta.dataset else f" (trained on {plain(stand_meta.dataset)})")
-        + "."
-        + (f" {plain(picked)}" if picked else ""),
-        icon=":material/swap_horiz:",
-    )
-    if st.button(f"Use {plain(stand.stem)} on every page", key=f"switch_{stand.stem}"):
+    words = dict(name=plain(path.stem), family=family_words(meta.family), needs=needs, shown=plain(stand.stem))
+    if stand_meta.dataset == meta.dataset:
+        said = t("**{name}**, the model in the sidebar, is {family}; this page needs {needs}, so it shows **{shown}**.", **words)
+    else:
+        said = t(
+            "**{name}**, the model in the sidebar, is {family}; this page needs {needs}, so it shows **{shown}** (trained on {dataset}).",
+            dataset=plain(stand_meta.dataset),
+            **words,
+        )
+    st.info(said + (f" {plain(picked)}" if picked else ""), icon=":material/swap_horiz:")
+    if st.button(t("Use {name} on every page", name=plain(stand.stem)), key=f"switch_{stand.stem}"):
         STATE.pending_model.set(stand.name)  # the sidebar switches its dataset filter if needed
         st.rerun()
     STATE.model_key.set(model_key(stand))  # traces are cached per model shown
     return model, meta2, stand
 
 
-@st.cache_resource(show_spinner="Loading test images ...")
+_TEST_SETS_READ: set[tuple] = set()  # the test sets this process has read (a spinner says so while one is read)
+
+
+@st.cache_resource(show_spinner=False)
 def _test_set(dataset: str, size: int | None, channels: int, where: str | None):  # `where` keys the cache by data folder
     return model_test_set(dataset, size, channels)
 
@@ -340,8 +351,14 @@ def test_set(dataset: str, size: int | None = None, channels: int = 1, quiet: bo
     """The test split a model of size x size inputs with `channels` channels was tested on (a
     user's images read at that size: capsviz.data.model_test_set), or None after showing
     exactly how to get it (`quiet`: without, where the page has said so once already)."""
+    asked = (dataset, size, channels, os.environ.get("CAPSVIZ_DATA_DIR"))
     try:
-        return _test_set(dataset, size, channels, os.environ.get("CAPSVIZ_DATA_DIR"))
+        if asked in _TEST_SETS_READ:
+            return _test_set(*asked)
+        with st.spinner(t("Loading test images ...")):  # the server's first read of this test set
+            found = _test_set(*asked)
+        _TEST_SETS_READ.add(asked)
+        return found
     except CapsvizError as e:
         if quiet:
             return None
@@ -349,15 +366,21 @@ def test_set(dataset: str, size: int | None = None, channels: int = 1, quiet: bo
             name = short_name(dataset)
             why = str(e).replace(dataset, name).replace(user_dataset(dataset)[1], name)  # the server's paths are its own
             st.warning(
-                f"The images this model was trained on ({plain(name)}) are not available on this server, so this page can only "
-                f"use a picture you upload or draw. ({plain(why)}.)",
+                t(
+                    "The images this model was trained on ({name}) are not available on this server, so this page can only "
+                    "use a picture you upload or draw. ({why}.)",
+                    name=plain(name),
+                    why=plain(why),
+                ),
                 icon=":material/image_not_supported:",
             )
             return None
-        st.warning(f"The {plain(dataset)} test images are not available, so this page can only use uploaded images.")
-        with st.expander("How to get the data", expanded=True):
+        st.warning(t("The {dataset} test images are not available, so this page can only use uploaded images.", dataset=plain(dataset)))
+        with st.expander(t("How to get the data"), expanded=True):
             st.code(str(e), language=None, wrap_lines=True)
-            st.markdown("Run `python -m capsviz data --download`, or set `CAPSVIZ_DATA_DIR` to a folder with the IDX files, then reload.")
+            st.markdown(
+                t("Run `python -m capsviz data --download`, or set `CAPSVIZ_DATA_DIR` to a folder with the IDX files, then reload.")
+            )
         return None
 
 
@@ -374,9 +397,9 @@ def sidebar(page: str = "") -> tuple[str, bool]:
     found = checkpoints()
     with st.sidebar:
         language_switch()
-        st.markdown("### Active model")
+        st.markdown("### " + t("Active model"))
         if not found:
-            st.caption("No checkpoints yet.")
+            st.caption(t("No checkpoints yet."))
         else:
             datasets = sorted({m.dataset or "?" for _, m in found})
             pending = STATE.pending_model.get(None)
@@ -389,16 +412,16 @@ def sidebar(page: str = "") -> tuple[str, bool]:
             if pending_meta and STATE.dataset_pick.get() not in (ALL, pending_meta.dataset):
                 STATE.dataset_pick.set(ALL)  # a link or card to another dataset's model wins
             st.selectbox(
-                "Dataset",
+                t("Dataset"),
                 [ALL, *datasets],
                 key=STATE.dataset_pick.key,
                 format_func=lambda d: plain(short_name(d)),
-                help="Show only the models trained on this dataset",
+                help=t("Show only the models trained on this dataset"),
             )
             STATE.model_pick.set(active_name())  # before the widget: links and cards win
             STATE.pending_model.pop()
             shown = [p.name for p, m in found if STATE.dataset_pick.get() in (ALL, m.dataset)]
-            name = st.selectbox("Model", shown, key=STATE.model_pick.key, help="Used by every page", format_func=plain)
+            name = st.selectbox(t("Model"), shown, key=STATE.model_pick.key, help=t("Used by every page"), format_func=plain)
             st.query_params["model"] = name
         device = pick_device("auto")
         active = next((m.dataset for p, m in found if p.name == STATE.model_pick.get(None)), None)
@@ -420,7 +443,9 @@ def site_button(page: str, meta) -> None:
     url = site_link(page, st.query_params.to_dict(), meta is not None and runs_in_site(meta.config))
     slot_page, slot = STATE.site_slot.get((None, None))
     if url and slot_page == page:
-        slot.link_button("Open this view in the static site", url, help="The same model, image and settings, computed in your browser")
+        slot.link_button(
+            t("Open this view in the static site"), url, help=t("The same model, image and settings, computed in your browser")
+        )
 
 
 def data_line(dataset: str) -> str:
@@ -455,9 +480,13 @@ def link_notice(shown: str | None) -> None:
         STATE.link_shown.pop()
         return
     STATE.link_shown.set(shown)
-    instead = f"showing **{shown}** instead" if shown else "no other model is available"
+    words = dict(asked=plain(asked), why=plain(why), shown=shown)
+    if shown:
+        said = t("The link asks for the model **{asked}**, which cannot be used: {why}. This page is showing **{shown}** instead.", **words)
+    else:
+        said = t("The link asks for the model **{asked}**, which cannot be used: {why}. No other model is available.", **words)
     st.warning(
-        f"The link asks for the model **{plain(asked)}**, which cannot be used: {plain(why)}. This page is {instead}.",
+        said,
         icon=":material/link_off:",
     )
 
@@ -666,25 +695,37 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
     if data is not None and len(data) == 0:
         data = None
     STATE.image_index.setdefault()
-    source = st.radio("Image", ["Test set", "Upload", "Draw"], horizontal=True, key="source", index=1 if data is None else 0)
-    thing = "digit" if class_words(dataset).digits else "picture"
+    source = st.radio(
+        t("Image"), [N_("Test set"), N_("Upload"), N_("Draw")], horizontal=True, key="source", index=1 if data is None else 0, format_func=t
+    )
+    digits = class_words(dataset).digits
     if source == "Test set" and data is None:
-        st.info(f"The test set is not available here (see above): upload or draw a {thing} instead.")
+        if digits:
+            st.info(t("The test set is not available here (see above): upload or draw a digit instead."))
+        else:
+            st.info(t("The test set is not available here (see above): upload or draw a picture instead."))
         return None
     if source == "Draw":
         if size != 28 and not own:
-            st.error(f"This model takes {size}x{size} inputs; drawings are 28x28.")
+            st.error(t("This model takes {size}x{size} inputs; drawings are 28x28.", size=size))
             return None
         if own:
-            st.caption(
-                f"Draw with the mouse or a finger, white on black; the model sees it at {size}x{size}"
-                f"{' in every colour channel' if channels == 3 else ''} when you lift the pen."
-            )
+            if channels == 3:
+                said = t(
+                    "Draw with the mouse or a finger, white on black; the model sees it at {size}x{size} in every colour channel "
+                    "when you lift the pen.",
+                    size=size,
+                )
+            else:
+                said = t(
+                    "Draw with the mouse or a finger, white on black; the model sees it at {size}x{size} when you lift the pen.", size=size
+                )
+            st.caption(said)
         else:
-            st.caption("Draw one digit with the mouse or a finger; the models see it at 28x28 when you lift the pen.")
+            st.caption(t("Draw one digit with the mouse or a finger; the models see it at 28x28 when you lift the pen."))
         image = drawn_image()
         if image is None:
-            st.info(f"Draw a {thing} on the pad.")
+            st.info(t("Draw a digit on the pad.") if digits else t("Draw a picture on the pad."))
             return None
         return (fit_drawing(image, size, channels) if own else image), "drawn"
     if source == "Test set" and data is not None:
@@ -696,23 +737,25 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
             STATE.image.set(min(int(STATE.image_pending.pop(STATE.image_index.get())), len(data) - 1))
         STATE.image.set(min(int(STATE.image.get()), len(data) - 1))  # another model's test set may be smaller
         c1, c2, c3 = st.columns([2, 1, 2])
-        c1.number_input("Test image index", 0, len(data) - 1, key=STATE.image.key)
+        c1.number_input(t("Test image index"), 0, len(data) - 1, key=STATE.image.key)
         with c1:
             show_link_note(STATE.image.param, STATE.image.get())
-        if c2.button("Random", key="random_image"):
+        if c2.button(t("Random"), key="random_image"):
             STATE.image_pending.set(int(np.random.randint(len(data))))
             st.rerun()
         if model is not None and c2.button(
-            "Misclassified", key="wrong_image", help=f"A random test image among the first {MISTAKES_SCAN} that this model gets wrong"
+            t("Misclassified"),
+            key="wrong_image",
+            help=t("A random test image among the first {n} that this model gets wrong", n=MISTAKES_SCAN),
         ):
-            with st.spinner("Looking for a test image this model gets wrong ..."):
+            with st.spinner(t("Looking for a test image this model gets wrong ...")):
                 wrong = find_mistake(model, data.images[:MISTAKES_SCAN], data.labels[:MISTAKES_SCAN], int(np.random.randint(1 << 30)))
             if wrong is not None:
                 STATE.image_pending.set(wrong)
                 st.rerun()
-            st.toast(f"No mistakes among the first {MISTAKES_SCAN} test images.")
+            st.toast(t("No mistakes among the first {n} test images.", n=MISTAKES_SCAN))
         pick = c3.selectbox(
-            "Jump to a test image of class",
+            t("Jump to a test image of class"),
             ["-"] + list(names),
             key=STATE.jump_class.key,
             format_func=lambda n: n if n == "-" else plain(n),
@@ -723,16 +766,22 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
             if len(idx):
                 STATE.image_pending.set(int(idx[np.random.randint(len(idx))]))
                 st.rerun()
-            st.toast(f"No test image of class {plain(pick)}.")
+            st.toast(t("No test image of class {name}.", name=plain(pick)))
         i = int(STATE.image.get())
         STATE.image_index.set(i)
         st.query_params["image"] = str(i)
         return image_at(data.images, i), names[int(data.labels[i])]
     if own:
-        kind = "colour" if channels == 3 else "grey"
-        label = f"A picture (PNG or JPEG): centre-cropped to a square and made {size}x{size} {kind}, as the training images were"
+        if channels == 3:
+            label = t(
+                "A picture (PNG or JPEG): centre-cropped to a square and made {size}x{size} colour, as the training images were", size=size
+            )
+        else:
+            label = t(
+                "A picture (PNG or JPEG): centre-cropped to a square and made {size}x{size} grey, as the training images were", size=size
+            )
     else:
-        label = "A picture of a single digit (PNG or JPEG)"
+        label = t("A picture of a single digit (PNG or JPEG)")
     up = st.file_uploader(label, type=["png", "jpg", "jpeg"], key="upload")
     if up is not None:
         try:
@@ -742,10 +791,10 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
             image = None
         if image is not None:
             if size != 28 and not own:
-                st.error(f"This model takes {size}x{size} inputs; uploads are resized to 28x28.")
+                st.error(t("This model takes {size}x{size} inputs; uploads are resized to 28x28.", size=size))
                 return None
             return image, "?"
-    st.info("Pick a test image or upload one.")
+    st.info(t("Pick a test image or upload one."))
     return None
 
 
@@ -761,19 +810,21 @@ def long_job(key: str, label: str, fn, stored=None):
     kept = stored() if stored else None
     if kept is not None:
         st.caption(
-            "A stored result: this sweep ran once before for these exact model files and settings (shipped with the "
-            "models, or run on this machine); running it again gives the same numbers (up to an image or two where another "
-            "CPU rounds differently)."
+            t(
+                "A stored result: this sweep ran once before for these exact model files and settings (shipped with the "
+                "models, or run on this machine); running it again gives the same numbers (up to an image or two where another "
+                "CPU rounds differently)."
+            )
         )
         return kept
     running = STATE.running(label=label)
     if running.pop() == key:
-        st.info(f"{plain(label)}: cancelled before it finished. Nothing was kept.")
+        st.info(t("{label}: cancelled before it finished. Nothing was kept.", label=plain(label)))
     if not st.button(plain(label), key=f"run_{label}", type="primary"):
         return None
     running.set(key)
     bar = st.progress(0.0, text=f"{plain(label)} ...")
-    st.button("Cancel", key=f"cancel_{label}")
+    st.button(t("Cancel"), key=f"cancel_{label}")
 
     start = time.perf_counter()
 

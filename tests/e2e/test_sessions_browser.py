@@ -169,26 +169,31 @@ def test_two_sessions_route_one_cached_model_differently_at_once(servers, new_pa
         want
     )
 
-    # two sessions open the page on the shared server, then move the slider at the same moment: one to 1 iteration, one to 10
+    # two sessions open the page on the shared server, one with 1 iteration, one with 10, then ask for a new
+    # image at the same moment (7 and 8, which this server has not routed yet): both route at once. (The page
+    # keeps each image's 10-iteration trace and shows its first T, so an iterations change alone routes nothing.)
+    want_new = {1: open_alone(ref, alone, 7, 1), 10: open_alone(ref, alone, 8, 10)}
     a, b = new_page(), new_page()
-    for pg in (a, b):
-        go(pg, shared, 5)
-    for pg in (a, b):
-        assert read(pg) == want[DEFAULT_T]
-        pg.evaluate(WATCH_RUNS)
-        pg.get_by_role("slider", name="Routing iterations at inference").focus()
-    a.keyboard.press("Home")
-    b.keyboard.press("End")
     for pg, T in ((a, 1), (b, 10)):
-        expect(pg).to_have_url(re.compile(rf"iterations={T}(&|$)"))  # written at the start of the rerun
+        go(pg, shared, 5, T)
+    for pg, T in ((a, 1), (b, 10)):
+        assert read(pg, T) == want[T]
+        pg.evaluate(WATCH_RUNS)
+    boxes = [pg.get_by_role("spinbutton", name="Test image index") for pg in (a, b)]
+    for box, image in zip(boxes, (7, 8), strict=True):
+        box.fill(str(image))
+    for box in boxes:
+        box.press("Enter")
+    for pg, image in ((a, 7), (b, 8)):
+        expect(pg).to_have_url(re.compile(rf"image={image}(&|$)"))
         pg.wait_for_function(RUN_DONE)
         wait_for_app_run(pg)
     (a0, a1), (b0, b1) = run_span(a), run_span(b)
     print(f"the two reruns: A {a1 - a0} ms, B {b1 - b0} ms, at once for {min(a1, b1) - max(a0, b0)} ms")
     assert a0 < b1 and b0 < a1, f"the two reruns did not overlap: A {a0}-{a1}, B {b0}-{b1}"
     got_a, got_b = figures(a), figures(b)
-    assert got_a == want[1]
-    assert got_b == want[10]
+    assert got_a == want_new[1]
+    assert got_b == want_new[10]
     assert got_a != got_b
 
     # after: fresh sessions with the default see the model as before; the page caches its traces per image
