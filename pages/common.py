@@ -429,8 +429,10 @@ def sidebar(page: str = "") -> tuple[str, bool]:
         from capsviz.kernels import policy  # the EM kernel is a CPU path: say why it is off, as `capsviz doctor` does
 
         why = policy.why_off(policy.NATIVE_EM, device) if device.type == "cpu" else None
-        kernel = f" · native EM kernel off: {why}" if why else ""
-        st.caption(f"device: {'GPU' if device.type == 'cuda' else device.type.upper()} · {where}{kernel}")
+        parts = [t("device: {device}", device="GPU" if device.type == "cuda" else device.type.upper()), where]
+        if why:
+            parts.append(t("native EM kernel off: {why}", why=why))
+        st.caption(" · ".join(parts))  # a list of facts, each its own message
         STATE.site_slot.set((page, st.empty()))  # filled by `site_button` once the page has put its view in the address
     class_panel(teacher)
     link_notice(STATE.model_pick.get(None))
@@ -454,10 +456,14 @@ def data_line(dataset: str) -> str:
     user = user_dataset(dataset)
     if user:
         there = Path(user[1]).expanduser().exists()
-        return f"{short_name(dataset)} {'images found' if there else 'images not on this server'}"
+        if there:
+            return t("{name} images found", name=short_name(dataset))
+        return t("{name} images not on this server", name=short_name(dataset))
     source = DATASETS[dataset].source  # MultiMNIST is drawn from MNIST
     place, _ = locate(SOURCES[source])  # where only: checksums are `python -m capsviz data`'s job (slow)
-    return f"{source} data found" if place else f"data: {source} not found (see `python -m capsviz data`)"
+    if place:
+        return t("{source} data found", source=source)
+    return t("data: {source} not found (see `python -m capsviz data`)", source=source)
 
 
 def why_unusable(name: str) -> str:
@@ -466,7 +472,9 @@ def why_unusable(name: str) -> str:
     for path, meta in list_checkpoints(folder):
         if path.name == name and isinstance(meta, str):
             return public(meta).removeprefix(f"{name}: ")
-    return f"there is no model of that name in this server's model folder{'' if name.endswith('.safetensors') else ' (names end in .safetensors)'}"
+    if name.endswith(".safetensors"):
+        return t("there is no model of that name in this server's model folder")
+    return t("there is no model of that name in this server's model folder (names end in .safetensors)")
 
 
 def link_notice(shown: str | None) -> None:
