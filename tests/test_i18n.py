@@ -4,6 +4,7 @@ choice never changes another's."""
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -180,3 +181,27 @@ def test_figures_draw_chinese_and_japanese_in_real_glyphs():
     with speaking("en"):
         a, b = drawn("术"), drawn("语")  # Pillow's own font has no CJK: the same empty box twice
         assert np.array_equal(a, b)
+
+
+# What may stay English on a Chinese or Japanese page: the papers' symbols and layer names, dataset
+# and model family names, file formats and units (TERMS.md's conventions), and whatever stands in
+# brackets after a term's first use (耦合系数（coupling coefficient）) or in `code`.
+KEPT_ENGLISH = set(
+    "PrimaryCaps DigitCaps ConvCaps ClassCaps Conv1 ReLU softmax MNIST MultiMNIST smallNORB FGSM BIM Fashion CapsNet "
+    "Efficient EM CNN CPU GPU PNG JPEG GIF CSV IDX ONNX QR Adam squash squashing capsviz Sabour Hinton Mazzia et al "
+    "English u_hat c_ij b_ij v_j s_j a_j a_in sigma lambda R_ij mu safetensors".split()
+)
+_BRACKETED = re.compile(r"（[^）]*）|`[^`]*`|\([^)]*[a-z][^)]*\)|https?://\S+|\S+\.safetensors|[\w-]*\d[\w-]*|[a-z0-9]+(?:-[a-z0-9]+)+")
+_WORD = re.compile(r"[A-Za-z][A-Za-z_']{2,}")
+
+
+def english_left(text: str) -> list[str]:
+    """The English words of a Chinese or Japanese text that are not allowed to stay English."""
+    return [w for w in _WORD.findall(_BRACKETED.sub(" ", text)) if w not in KEPT_ENGLISH and w.strip("'") not in KEPT_ENGLISH]
+
+
+def test_the_english_left_check_keeps_symbols_and_bracketed_terms_and_finds_the_rest():
+    assert english_left("耦合系数（coupling coefficient）c_ij 在 DigitCaps 上，见 `python -m capsviz data`。") == []
+    assert english_left("模型 capsnet-small-mnist 的 3 次迭代") == []
+    assert english_left("device: CPU · 已找到 MNIST 数据") == ["device"]
+    assert english_left("Loading model ...") == ["Loading", "model"]
