@@ -208,7 +208,7 @@ def class_panel(teacher: bool) -> None:
             st.text_input("Teacher key", type="password", key=STATE.teacher_key_typed.key, on_change=key_typed)
 
 
-ALL = "all datasets"
+ALL = N_("all datasets")  # the dataset filter's first choice (a value, translated where shown)
 
 
 def checkpoints() -> list[tuple[Path, CheckpointMeta]]:
@@ -415,7 +415,7 @@ def sidebar(page: str = "") -> tuple[str, bool]:
                 t("Dataset"),
                 [ALL, *datasets],
                 key=STATE.dataset_pick.key,
-                format_func=lambda d: plain(short_name(d)),
+                format_func=lambda d: t(ALL) if d == ALL else plain(short_name(d)),
                 help=t("Show only the models trained on this dataset"),
             )
             STATE.model_pick.set(active_name())  # before the widget: links and cards win
