@@ -171,6 +171,7 @@ TERMS: dict[str, Term] = {
         N_("prediction"),
         N_("Lower capsule i's prediction (vote) for the output of upper capsule j: u_hat_j|i = W_ij u_i (Eq. 2 of Sabour et al.)."),
         ("u_hat_j|i", "prediction vector", "predictions", "vote vector"),
+        paper="prediction vector",
     ),
     "b": Term(
         "b_ij",
@@ -191,6 +192,7 @@ TERMS: dict[str, Term] = {
             "self-attention agreement a_ji, computed once."
         ),
         ("coupling coefficient", "coupling coefficients", "couplings", "c_i", "c_ij = softmax(b_ij)"),
+        paper="coupling coefficient",
     ),
     "s": Term(
         "s_j",
@@ -203,6 +205,7 @@ TERMS: dict[str, Term] = {
         N_("upper capsule output"),
         N_("s_j after squashing: same direction, length between 0 and 1. Its length is how present upper capsule j's entity is."),
         ("output vector", "capsule output"),
+        paper="activity vector",
     ),
     "squash": Term(
         N_("squash"),
@@ -229,6 +232,7 @@ TERMS: dict[str, Term] = {
             "a class) is present, and the margin loss trains it towards that (above 0.9 when present, below 0.1 when not)."
         ),
         ("length", "|v|", "capsule length", "lengths"),
+        paper="length",
     ),
     "primary_length": Term(
         "|u_i|",
