@@ -75,7 +75,7 @@ class Term:
             if self.symbol == self.word or word == self.symbol:
                 return f"**{symbol}**"
             return f"**{symbol}** " + t("{term} ({english})", term=word, english=self.english)
-        said = f"**{symbol}** " + t("({english})", english=self.symbol)
+        said = t("{term} ({english})", term=f"**{symbol}**", english=self.symbol)
         if self.word != self.symbol and word != symbol:
             said += " · " + t("{term} ({english})", term=word, english=self.english)
         return said
