@@ -8,6 +8,13 @@ agreement, assignment, spread, inverse temperature. Every term, symbol and abbre
 has an entry (tests/test_glossary.py collects them from the pages), findable by the papers' own
 names and the usual synonyms (`Term.also`, `lookup`, `entries`). The rules that turn numbers into
 words (capsviz.analysis.rules.RULES) are entries too, in the very words the rules are defined by.
+
+Every word is a message of the catalog (capsviz.i18n): the table keeps the English, marked `N_`, and
+`label`, `help_text`, `class_words` and a Term's `word_in()`, `explain()`, `named_in()` and
+`heading()` give it in the reader's language, in the words ../shared/TERMS.md lists. The search
+finds an entry by its Chinese or Japanese name too (TRANSLATED, `translated`): 胶囊, 耦合系数,
+カプセル, 結合係数. A new Term's symbol (when it is a word), word and explanation take `N_(...)`;
+`python -m capsviz translations` then adds them to the catalogs to translate.
 """
 
 from __future__ import annotations
@@ -42,11 +49,11 @@ class Term:
     def symbol_in(self) -> str:
         """The symbol in the reader's language: a word-like one ("capsule", "E-step") translated, a
         symbol of the papers (c_ij, PrimaryCaps) as it is."""
-        return t(self.symbol)
+        return t(self.symbol) if self.symbol else self.symbol
 
     def word_in(self) -> str:
         """The plain word in the reader's language."""
-        return t(self.word)
+        return t(self.word) if self.word else self.word
 
     def explain(self) -> str:
         """The explanation in the reader's language."""
