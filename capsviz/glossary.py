@@ -577,7 +577,7 @@ TERMS: dict[str, Term] = {
         ("single-digit error",),
     ),
     "nats": Term(
-        "nats",
+        N_("nats"),
         N_("the unit of entropy with natural logarithms"),
         N_(
             "Entropy measured with the natural logarithm is in nats: a capsule splitting its vote evenly over 10 classes has "

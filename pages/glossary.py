@@ -5,7 +5,7 @@ gives its English name in brackets, so a student can find it in the papers."""
 import streamlit as st
 
 from capsviz.glossary import entries
-from capsviz.i18n import t
+from capsviz.i18n import SOURCE, language, t
 from capsviz.text import plain
 from pages.common import require_router
 from pages.state import STATE
@@ -31,5 +31,7 @@ if not found:
     st.info(t("No entry mentions “{query}”. Clear the box to see them all.", query=plain(query)))
 for entry in found:
     st.markdown(t("{term}: {explanation}", term=entry.heading(), explanation=entry.explain()))  # plain: the glossary's own words
-    if entry.also:
+    if entry.also and language() == SOURCE:
         st.caption(t("Also: {names}", names=plain(", ".join(entry.also))))
+    elif entry.also:  # the other English names, in brackets: the ones to look for in the English papers
+        st.caption(t("Also, in English: {names}", names=plain(", ".join(entry.also))))

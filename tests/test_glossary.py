@@ -41,7 +41,7 @@ VOCABULARY = (
 # Capitalised words that are no term of the field: file formats, hardware, venues, the app's own files and
 # placeholders, and the drawing pad's JavaScript (code, never shown)
 NOT_TERMS = {"AMX", "BMP", "CPU", "CPUs", "CVPR", "GIF", "GPU", "GPUs", "IDX", "JPEG", "MB", "PATH", "PNG", "RESULTS", "RUNS", "UTC"}
-NOT_TERMS |= {"innerHTML", "Python", "Intel"}
+NOT_TERMS |= {"innerHTML", "Python", "Intel", "English"}  # English: the language, named where a page gives English names
 NOT_TERMS |= {"Chiaberge", "Hinton", "Kim", "Lee", "Mazzia", "Sabour", "Salvetti", "Tresp"}  # the papers' authors, cited
 NOT_TERMS |= {"Eq", "Fig", "Table", "Procedure"}  # parts of the papers, cited by number
 NOT_TERMS |= {"Class", "Clear", "End", "Open", "Resume", "Reproduction", "Robustness"}  # pages, panels, buttons and keys named
@@ -255,6 +255,8 @@ def test_the_glossary_page_in_chinese_and_japanese(app, lang, title, first, quer
     shown = [m.value for m in app.markdown if m.value.startswith("**")]
     assert shown[0].startswith(first) and len(shown) == len(glossary.TERMS)
     assert all(_CJK.search(s) for s in shown)
+    also = app.caption[0].value  # the English names to look for in the papers, in brackets
+    assert also.endswith("（capsules, capsule network, CapsNet, CapsNets, vector capsule）") and _CJK.search(also)
     app.text_input(key="term").set_value(query).run()
     assert not app.exception
     shown = [m.value for m in app.markdown if m.value.startswith("**")]
