@@ -7,9 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
+from test_app import router_mode  # noqa: F401 - st.navigation in charge, as served (the page tests)
 
 from capsviz import glossary
+from capsviz.analysis import rules
 from capsviz.analysis.rules import RULES
+from capsviz.i18n import speaking
 
 ROOT = Path(__file__).resolve().parents[1]
 # What the pages show: their own texts, and the sentences and chart labels the core writes for them
@@ -38,7 +41,7 @@ VOCABULARY = (
 # Capitalised words that are no term of the field: file formats, hardware, venues, the app's own files and
 # placeholders, and the drawing pad's JavaScript (code, never shown)
 NOT_TERMS = {"AMX", "BMP", "CPU", "CPUs", "CVPR", "GIF", "GPU", "GPUs", "IDX", "JPEG", "MB", "PATH", "PNG", "RESULTS", "RUNS", "UTC"}
-NOT_TERMS |= {"innerHTML", "Python", "Intel"}
+NOT_TERMS |= {"innerHTML", "Python", "Intel", "English"}  # English: the language, named where a page gives English names
 NOT_TERMS |= {"Chiaberge", "Hinton", "Kim", "Lee", "Mazzia", "Sabour", "Salvetti", "Tresp"}  # the papers' authors, cited
 NOT_TERMS |= {"Eq", "Fig", "Table", "Procedure"}  # parts of the papers, cited by number
 NOT_TERMS |= {"Class", "Clear", "End", "Open", "Resume", "Reproduction", "Robustness"}  # pages, panels, buttons and keys named
@@ -126,3 +129,138 @@ def test_every_help_key_the_pages_ask_for_exists():
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("help_text", "label", "glossary_label"):
                 keys |= {a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
     assert keys and all(glossary.term(k) for k in keys)
+
+
+# The glossary in Chinese and Japanese (issue 49): found by its readers' own words, the words of
+# ../shared/TERMS.md, English unchanged, and the page in each language.
+TERMS_MD = ROOT.parent / "shared" / "TERMS.md"
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+
+
+@pytest.mark.parametrize(
+    ("query", "entry"),
+    [
+        ("胶囊", "capsule"), ("耦合系数", "c"), ("カプセル", "capsule"), ("結合係数", "c"), ("动态路由", "dynamic_routing"),
+        ("動的ルーティング", "dynamic_routing"), ("挤压", "squash"), ("边缘损失", "margin_loss"), ("マージン損失", "margin_loss"),
+        ("E步", "E_step"), ("Eステップ", "E_step"), ("偶然波动", "chance"), ("ロジット", "b"), ("主胶囊", "primary"),
+    ],
+)  # fmt: skip
+def test_search_finds_a_term_by_its_chinese_or_japanese_name_first(query, entry):
+    for lang in ("en", "zh-Hans", "ja"):  # whatever the reader's language
+        with speaking(lang):
+            assert glossary.entries(query)[0] == glossary.TERMS[entry], (lang, query)
+
+
+def test_a_chinese_or_japanese_word_inside_an_explanation_finds_it_too():
+    found = glossary.entries("先升后降")
+    assert glossary.TERMS["peaks_dips"] in found
+    assert glossary.TERMS["self_attention"] in glossary.entries("自己注意")
+
+
+def terms_md_rows():
+    """(glossary keys, 简体中文 cell, 日本語 cell) of each row of TERMS.md's table that names keys."""
+    rows = []
+    for line in TERMS_MD.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and (keys := re.findall(r"`([^`]+)`", cells[0])):
+            rows.append((keys, cells[1], cells[2]))
+    return rows
+
+
+def listed(cell: str) -> list[str]:
+    """The words a TERMS.md cell lists (its counts, notes and dashes left out): those in Chinese or
+    Japanese letters, else the English names it keeps (DigitCaps)."""
+    words = re.findall(r"[「」（）\w]+", cell)
+    cjk = [w for w in words if _CJK.search(w)]
+    return cjk or [w for w in words if not w.isdigit() and w not in {"not", "in", "the", "text", "is", "usual"}]
+
+
+@pytest.mark.skipif(not TERMS_MD.exists(), reason="../shared/TERMS.md is absent (a checkout without the shared folder)")
+def test_every_term_of_terms_md_is_used_as_listed_in_its_glossary_entry():
+    rows = terms_md_rows()
+    assert len(rows) > 25
+    wrong = []
+    for keys, zh, ja in rows:
+        for lang, cell in (("zh-Hans", zh), ("ja", ja)):
+            words = listed(cell)
+            if cell in ("-", "") or not words:
+                continue
+            for key in keys:
+                entry = glossary.TERMS[key]
+                with speaking(lang):
+                    said = " ".join((entry.symbol_in(), entry.word_in(), entry.explain()))
+                if not any(w in said for w in words):
+                    wrong.append(f"{lang} {key}: none of {words}")
+    assert not wrong, wrong
+
+
+def test_english_is_unchanged_and_each_entry_speaks_the_readers_language():
+    for key, entry in glossary.TERMS.items():
+        assert glossary.label(key) == entry.named
+        assert glossary.help_text(key) == f"**{entry.named}**: {entry.explanation}"
+        assert entry.explain() == entry.explanation
+        for lang in ("zh-Hans", "ja"):
+            with speaking(lang):
+                said = entry.explain()
+                assert _CJK.search(said) and said != entry.explanation, (lang, key)
+                assert glossary.help_text(key).startswith(f"**{glossary.label(key)}**："), (lang, key)
+    with speaking("zh-Hans"):
+        assert glossary.label("c") == "c_ij（耦合系数）" and glossary.TERMS["squash"].word_in() == "挤压（squashing）函数"
+        assert glossary.TERMS["c"].heading() == "**c_ij** 耦合系数（coupling coefficient）"
+        assert glossary.TERMS["capsule"].heading() == "**胶囊**（capsule）"
+        assert glossary.class_words("mnist").capsules == "数字胶囊"
+    with speaking("ja"):
+        assert glossary.label("c") == "c_ij（結合係数）" and glossary.TERMS["squash"].word_in() == "「squashing」関数"
+        assert glossary.TERMS["c"].heading() == "**c_ij** 結合係数（coupling coefficient）"
+        assert glossary.class_words("mnist").capsule == "数字カプセル" and glossary.class_words("fashion-mnist").thing == "クラス"
+    assert glossary.class_words("mnist").capsules == "digit capsules" and glossary.CLASS_WORDS.pictures == "images"
+
+
+@pytest.mark.parametrize("rule", list(RULES))
+def test_each_rule_says_its_numbers_in_every_language(rule):
+    message, values = rules.RULE_MESSAGES[rule]
+    assert rules.rule_words(rule) == RULES[rule] == message.format(**values)
+    for lang in ("zh-Hans", "ja"):
+        with speaking(lang):
+            said = rules.rule_words(rule)
+        assert _CJK.search(said) and all(v in said for v in values.values()), (lang, rule)
+
+
+@pytest.fixture
+def app(synthetic_data, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    from test_app import APP, tiny_checkpoints
+
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    tiny_checkpoints(folder)
+    monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(folder))
+    return AppTest.from_file(APP, default_timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("lang", "title", "first", "query", "found"),
+    [
+        ("zh-Hans", "术语表", "**胶囊**（capsule）：", "结合係数", None),
+        ("zh-Hans", "术语表", "**胶囊**（capsule）：", "耦合系数", "**c_ij** 耦合系数（coupling coefficient）："),
+        ("ja", "用語集", "**カプセル**（capsule）：", "結合係数", "**c_ij** 結合係数（coupling coefficient）："),
+        ("ja", "用語集", "**カプセル**（capsule）：", "胶囊", "**カプセル**（capsule）："),
+    ],
+)
+def test_the_glossary_page_in_chinese_and_japanese(app, lang, title, first, query, found):
+    app.query_params["lang"] = lang
+    app.switch_page("pages/glossary.py").run()
+    assert not app.exception
+    assert app.title[0].value == title
+    shown = [m.value for m in app.markdown if m.value.startswith("**")]
+    assert shown[0].startswith(first) and len(shown) == len(glossary.TERMS)
+    assert all(_CJK.search(s) for s in shown)
+    also = app.caption[0].value  # the English names to look for in the papers, in brackets
+    assert also.endswith("（capsules, capsule network, CapsNet, CapsNets, vector capsule）") and _CJK.search(also)
+    app.text_input(key="term").set_value(query).run()
+    assert not app.exception
+    shown = [m.value for m in app.markdown if m.value.startswith("**")]
+    if found is None:  # a word in neither language: the page says so in the reader's language
+        assert not shown and _CJK.search(app.info[0].value) and query in app.info[0].value
+    else:
+        assert shown[0].startswith(found)

@@ -12,6 +12,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from capsviz.i18n import N_, t
+
 # Near uniform: the couplings keep more than this share of the uniform split's entropy ...
 NEAR_UNIFORM_ENTROPY = 0.95
 # ... and give the predicted class less than this many times the uniform share.
@@ -61,70 +63,118 @@ def near_uniform_rule(couplings: str, share: str, favour: str, note: str = "") -
     )
 
 
-RULES = {
-    "near uniform": near_uniform_rule(
-        "Couplings",
-        "the coupling to the predicted class",
-        "one class",
-        ", the coupling being a primary capsule's plain mean coupling to the predicted class (every capsule counted once, "
-        "however long its prediction)",
+# The rules in the glossary's words, each one whole message of the catalog (capsviz.i18n) whose numbers
+# are named placeholders filled from the constants above: `rule_words(name)` says it in the reader's
+# language, RULES holds the English.
+RULE_MESSAGES: dict[str, tuple[str, dict[str, str]]] = {
+    "near uniform": (
+        N_(
+            "Couplings are called near uniform when their evenness is more than {entropy} and the coupling to the predicted "
+            "class is less than {share} times the uniform share, the coupling being a primary capsule's plain mean coupling "
+            "to the predicted class (every capsule counted once, however long its prediction). Evenness says how evenly a "
+            "capsule spreads its vote over the capsules it can send it to: 100% when each gets the same share, 0% when one "
+            "gets all of it (the entropy of its couplings as a share of an even split's). Both must hold: a capsule can "
+            "spread its vote almost evenly while still favouring one class."
+        ),
+        {"entropy": f"{NEAR_UNIFORM_ENTROPY:.0%}", "share": f"{NEAR_UNIFORM_SHARE}"},
     ),
     "long votes": (
-        "The length-weighted share is the same mean coupling to the predicted class with each primary capsule counted by "
-        "the length of its prediction: the long predictions are the ones that count in the sum s. When it is at least "
-        f"{NEAR_UNIFORM_SHARE} times the uniform share, the pages say so: routing then moves mainly the capsules with long "
-        "predictions. It does not decide whether the couplings are near uniform; the plain mean does."
+        N_(
+            "The length-weighted share is the same mean coupling to the predicted class with each primary capsule counted by "
+            "the length of its prediction: the long predictions are the ones that count in the sum s. When it is at least "
+            "{share} times the uniform share, the pages say so: routing then moves mainly the capsules with long "
+            "predictions. It does not decide whether the couplings are near uniform; the plain mean does."
+        ),
+        {"share": f"{NEAR_UNIFORM_SHARE}"},
     ),
     "beyond chance": (
-        "A difference between two error rates is beyond chance when it is larger than two standard errors of the "
-        "difference: smaller gaps are what a different set of test images alone could give."
+        N_(
+            "A difference between two error rates is beyond chance when it is larger than two standard errors of the "
+            "difference: smaller gaps are what a different set of test images alone could give."
+        ),
+        {},
     ),
     "chance": (
-        "Chance is how far a rate measured on some test images could move on as many other test images alone: two "
-        "standard errors of it, the ± the pages show beside a number. A gap smaller than that (two standard errors of the "
-        "difference, for two rates) is said to be within chance."
+        N_(
+            "Chance is how far a rate measured on some test images could move on as many other test images alone: two "
+            "standard errors of it, the ± the pages show beside a number. A gap smaller than that (two standard errors of the "
+            "difference, for two rates) is said to be within chance."
+        ),
+        {},
     ),
     "guessing": (
-        "Guessing at random is the error a model is first set against: 1 - 1/J wrong for one class among J (90% for the "
-        "10 digits, 66.67% for 3 classes); for two digits at once, as MultiMNIST asks, 1 - 1/(J(J-1)/2), the share of "
-        "pairs a guess misses. A model is said to do better than guessing only when its error is below guessing's by "
-        "more than chance: two standard errors of its own error on the test images it was measured on."
+        N_(
+            "Guessing at random is the error a model is first set against: 1 - 1/J wrong for one class among J (90% for the "
+            "10 digits, 66.67% for 3 classes); for two digits at once, as MultiMNIST asks, 1 - 1/(J(J-1)/2), the share of "
+            "pairs a guess misses. A model is said to do better than guessing only when its error is below guessing's by "
+            "more than chance: two standard errors of its own error on the test images it was measured on."
+        ),
+        {},
     ),
     "rises / falls": (
-        f"A number is said to rise or fall only when its last value differs from its first by more than {LEVEL:.0%}; "
-        "otherwise it stays about level. A number that can only lie between 0 and 1 (a capsule's length) rises or falls "
-        f"only when it moves by more than {LEVEL:.2f}, a tenth of its whole range."
+        N_(
+            "A number is said to rise or fall only when its last value differs from its first by more than {level}; "
+            "otherwise it stays about level. A number that can only lie between 0 and 1 (a capsule's length) rises or falls "
+            "only when it moves by more than {step}, a tenth of its whole range."
+        ),
+        {"level": f"{LEVEL:.0%}", "step": f"{LEVEL:.2f}"},
     ),
     "peaks / dips": (
-        "Over the iterations a number is read along its whole path, not only from its first and last value: when a value "
-        f"in between lies above both ends, or below both, by more than the same {LEVEL:.0%} (for a number between 0 and 1, "
-        f"by more than {LEVEL:.2f}), the pages say so (it rises to that value, then falls; or falls to it, then rises) "
-        "instead of a single rise, fall or level."
+        N_(
+            "Over the iterations a number is read along its whole path, not only from its first and last value: when a value "
+            "in between lies above both ends, or below both, by more than the same {level} (for a number between 0 and 1, "
+            "by more than {step}), the pages say so (it rises to that value, then falls; or falls to it, then rises) "
+            "instead of a single rise, fall or level."
+        ),
+        {"level": f"{LEVEL:.0%}", "step": f"{LEVEL:.2f}"},
     ),
     "small span": (
-        f"A coupling map's span is called small when every square lies between 1/{NEAR_UNIFORM_SHARE} and "
-        f"{NEAR_UNIFORM_SHARE} times the uniform coupling: its colours, stretched over so narrow a range, exaggerate the "
-        "differences."
+        N_(
+            "A coupling map's span is called small when every square lies between 1/{share} and "
+            "{share} times the uniform coupling: its colours, stretched over so narrow a range, exaggerate the "
+            "differences."
+        ),
+        {"share": f"{NEAR_UNIFORM_SHARE}"},
     ),
     "draws almost nothing": (
-        f"A redrawn capsule is said to draw almost nothing when its reconstruction keeps less than {FAINT:.0%} of the ink "
-        "(the sum of its pixel values) of the capsule's own, unperturbed reconstruction."
+        N_(
+            "A redrawn capsule is said to draw almost nothing when its reconstruction keeps less than {faint} of the ink "
+            "(the sum of its pixel values) of the capsule's own, unperturbed reconstruction."
+        ),
+        {"faint": f"{FAINT:.0%}"},
     ),
     "changes almost nothing": (
-        "How much an offset changes the drawing is the mean change per pixel between the two reconstructions. It is "
-        f"said to change the drawing almost nothing when that is less than {SMALL_CHANGE:.0%} of the unperturbed "
-        "reconstruction's mean pixel value."
+        N_(
+            "How much an offset changes the drawing is the mean change per pixel between the two reconstructions. It is "
+            "said to change the drawing almost nothing when that is less than {change} of the unperturbed "
+            "reconstruction's mean pixel value."
+        ),
+        {"change": f"{SMALL_CHANGE:.0%}"},
     ),
     "faster": (
-        f"One computation is called faster than another only from at least {MIN_TIMINGS} timings of each, when even its "
-        "slowest timing beats the other's fastest. Otherwise the times are shown and nothing is claimed."
+        N_(
+            "One computation is called faster than another only from at least {timings} timings of each, when even its "
+            "slowest timing beats the other's fastest. Otherwise the times are shown and nothing is claimed."
+        ),
+        {"timings": f"{MIN_TIMINGS}"},
     ),
     "busy": (
-        "A machine is called busy when its load average (how many processes were running or waiting for a core, over "
-        "the last minute) was above its number of cores while it timed something. Timings from a busy machine, or from "
-        "one whose load was not recorded, are shown but no speed is claimed from them."
+        N_(
+            "A machine is called busy when its load average (how many processes were running or waiting for a core, over "
+            "the last minute) was above its number of cores while it timed something. Timings from a busy machine, or from "
+            "one whose load was not recorded, are shown but no speed is claimed from them."
+        ),
+        {},
     ),
 }
+# The rules in English, as the sentences and their tests quote them.
+RULES = {name: message.format(**values) for name, (message, values) in RULE_MESSAGES.items()}
+
+
+def rule_words(name: str) -> str:
+    """The rule `name` (a key of RULES) in the reader's language, its numbers filled in."""
+    message, values = RULE_MESSAGES[name]
+    return t(message, **values)
 
 
 def near_uniform(entropy_ratio: float, share: float | None = None, uniform_share: float | None = None) -> bool:
