@@ -24,7 +24,7 @@ from capsviz.data.user import short_name
 from capsviz.devices import pick_device, serving_threads
 from capsviz.errors import CapsvizError
 from capsviz.glossary import class_words
-from capsviz.i18n import N_, language, speaking, t
+from capsviz.i18n import N_, keeping, language, speaking, t
 from capsviz.model_cache import ModelCache
 from capsviz.progress import time_left
 from capsviz.registry import family_words
@@ -415,7 +415,7 @@ def sidebar(page: str = "") -> tuple[str, bool]:
                 t("Dataset"),
                 [ALL, *datasets],
                 key=STATE.dataset_pick.key,
-                format_func=lambda d: t(ALL) if d == ALL else plain(short_name(d)),
+                format_func=keeping(lambda d: t(ALL) if d == ALL else plain(short_name(d))),
                 help=t("Show only the models trained on this dataset"),
             )
             STATE.model_pick.set(active_name())  # before the widget: links and cards win
@@ -704,7 +704,12 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
         data = None
     STATE.image_index.setdefault()
     source = st.radio(
-        t("Image"), [N_("Test set"), N_("Upload"), N_("Draw")], horizontal=True, key="source", index=1 if data is None else 0, format_func=t
+        t("Image"),
+        [N_("Test set"), N_("Upload"), N_("Draw")],
+        horizontal=True,
+        key="source",
+        index=1 if data is None else 0,
+        format_func=keeping(t),
     )
     digits = class_words(dataset).digits
     if source == "Test set" and data is None:
