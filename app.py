@@ -8,6 +8,7 @@ st.set_page_config(page_title="capsviz", layout="wide")
 
 from capsviz.serve import local_browser  # noqa: E402 - set_page_config must come first
 from pages.common import TURNS, sidebar  # noqa: E402
+from pages.projector import projector_switch  # noqa: E402
 
 HOME = "pages/tour.py"
 page = st.navigation(
@@ -15,6 +16,7 @@ page = st.navigation(
         # The default page is served at "/" and reserves its own path there (a link to it would
         # find no page), so "/" runs a hidden copy and every page listed keeps its path.
         st.Page(HOME, title="Home", url_path="home", default=True, visibility="hidden"),
+        st.Page("pages/why.py", title="Why capsules", url_path="why"),
         st.Page(HOME, title="Guided tour", url_path="tour"),
         st.Page("pages/zoo.py", title="Model zoo", url_path="zoo"),
         st.Page("pages/playground.py", title="Routing playgrounds", url_path="playground"),
@@ -31,6 +33,7 @@ page = st.navigation(
 )
 try:
     who, teacher = sidebar(page.url_path)  # the student's id, read once
+    projector_switch()
     waiting = st.empty()
     if not teacher and TURNS.busy(who):
         waiting.info("Your other tab is still computing: this one follows as soon as it is done.")

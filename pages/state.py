@@ -155,6 +155,13 @@ class State:
     lab_epsilon = Key("lab_epsilon", float, lab.FGSM_EPSILON, "the lab's FGSM epsilon", param="lab_epsilon")
     curves = Key("curves", str, "", "the reproduction page's dataset tab", param="curves")
     term = Key("term", str, "", "the glossary's search", param="term")
+    # --- the Why capsules chapter (pages/why.py)
+    why_change = Key("why_change", str, "shift", "the chapter's change of the digit", param="why_change", choices=("shift", "rotate"))
+    why_shift = Key("why_shift", int, 4, "the chapter's shift (pixels right)", param="why_shift", bounds=(0, 4))
+    why_angle = Key("why_angle", int, 30, "the chapter's turn (degrees, anticlockwise)", param="why_angle", bounds=(-30, 30))
+    why_scheme = Key("why_scheme", str, "halves", "the chapter's parts moved", param="why_scheme", choices=("halves", "sides", "quadrants"))
+    # --- projector mode (app.py): large text, full-width figures, no chrome a class does not need
+    projector = Key("projector", bool, False, "projector mode: large text for a room", param="projector", choices=(False, True))
     # --- the playgrounds: each toy keeps its own settings
     pg_toy = Key("pg_toy", str, "dynamic", "which playground", param="toy", choices=("dynamic", "em"))
     pg_preset = Keys("pg_{toy}_preset", str, "", "the toy's preset", param="preset")

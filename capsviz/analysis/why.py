@@ -378,6 +378,24 @@ def parts_words(sweep: dict, scheme: str) -> list[str]:
     return [said, scores]
 
 
+@torch.no_grad()
+def parts_views(caps, cnn, image: np.ndarray, names) -> tuple[list[np.ndarray], list[str]]:
+    """One digit unchanged and with its parts moved (each of SCHEMES), each with two caption
+    lines: what the CNN answers (with its score) and what the capsules answer (with the length)."""
+    x = torch.as_tensor(image, dtype=torch.float32).reshape(1, 1, *image.shape[-2:])
+    xs = torch.cat([x, *(scrambled(x, s) for s in SCHEMES)])  # (1 + schemes, 1, H, W)
+    _, p = _cnn(cnn, xs)
+    lengths = _capsules(caps, xs).norm(dim=-1)
+    heads = [t("original")] + [t(SCHEME_NAMES[s]) for s in SCHEMES]
+    captions = []
+    for k, head in enumerate(heads):
+        i, j = int(p[k].argmax()), int(lengths[k].argmax())
+        cnn_says = t("CNN: {name} ({score:.2f})", name=names[i], score=float(p[k, i]))
+        caps_says = t("Capsules: {name} ({length:.2f})", name=names[j], length=float(lengths[k, j]))
+        captions.append("\n".join([head, cnn_says, caps_says]))
+    return [a[0].numpy() for a in xs], captions
+
+
 # --- pose: inverse graphics --------------------------------------------------------------------------
 
 
