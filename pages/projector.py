@@ -18,8 +18,7 @@ html { font-size: 22px; }
 [data-testid="stMain"] [data-testid="stCaptionContainer"], [data-testid="stMain"] [data-testid="stImageCaption"],
 [data-testid="stSidebar"] p, [data-testid="stSidebar"] label { font-size: 22px !important; line-height: 1.45; }
 [data-testid="stMain"] .block-container { max-width: 100% !important; padding-left: 2.5rem; padding-right: 2.5rem; }
-[data-testid="stToolbar"], [data-testid="stDecoration"], [data-testid="stAppDeployButton"], [data-testid="stMainMenu"],
-#MainMenu { display: none !important; }
+[data-testid="stToolbar"], [data-testid="stDecoration"], [data-testid="stAppDeployButton"], [data-testid="stMainMenu"] { display: none !important; }
 </style>
 """
 
@@ -40,8 +39,8 @@ def projector_switch() -> bool:
     if on:
         st.query_params[STATE.projector.param] = "1"
         st.html(CSS)
-    elif STATE.projector.param in st.query_params:
-        del st.query_params[STATE.projector.param]
+    else:
+        st.query_params.pop(STATE.projector.param, None)
     return on
 
 

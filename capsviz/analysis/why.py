@@ -661,7 +661,7 @@ if __name__ == "__main__":
 
     from capsviz.paths import shipped_checkpoints
 
-    parser = argparse.ArgumentParser(description="Store the Why capsules chapter's sweeps for the shipped models.")
+    parser = argparse.ArgumentParser(description="Store the sweeps of the chapter on why capsules for the shipped models.")
     parser.add_argument("--only", nargs="*", default=None, help="model file stems to run (default: every one that fits)")
     args = parser.parse_args()
     names = precompute(shipped_checkpoints(), stored.shipped_folder(), only=args.only)
