@@ -4,15 +4,27 @@ al. 2018, Sec. 1 and 2), each claim measured on the shipped models and the real 
 import streamlit as st
 
 from capsviz.analysis import why
+from capsviz.analysis.links import chosen
 from capsviz.i18n import t
 from capsviz.memo import digest
 from capsviz.text import plain
 from capsviz.viz import to_image
 from capsviz.viz import why as figures
-from pages.common import checkpoints, keep_choice, keep_within, load_model, model_key, page_model, pick_image, require_router, test_set
+from pages.common import (
+    checkpoints,
+    keep_link_note,
+    keep_within,
+    load_model,
+    model_key,
+    page_model,
+    pick_image,
+    require_router,
+    show_link_note,
+    test_set,
+)
 from pages.drawn import chart, kept, picture, show
 from pages.projector import big
-from pages.state import STATE
+from pages.state import STATE, link_asks
 
 require_router()
 st.title(t("Why capsules"))
@@ -68,6 +80,16 @@ def sweep(kind: str, sweep_path, sweep_model, cnn_model=None, cnn_file=None):
         )
 
 
+def linked_choice(slot, what: str) -> None:
+    """A radio's value from the opening link, named by its option (not by the words the radio
+    shows, which follow the reader's language): one that names none is replaced by the default,
+    with a note."""
+    if not slot.present:
+        raw = link_asks(slot.param)
+        slot.set(slot.default if raw is None else keep_link_note(slot.param, chosen(raw, slot.choices, slot.default, what)).value)
+    show_link_note(slot.param, slot.get())
+
+
 def say(sentences: list[str]) -> None:
     st.markdown("\n\n".join(sentences))
 
@@ -81,15 +103,15 @@ st.markdown(
         "features and class scores with the winning capsule's vector and its reconstruction."
     )
 )
-keep_choice(STATE.why_change, STATE.why_change.choices, "shift", "change")
+linked_choice(STATE.why_change, "change")
 kind = st.radio(
     t("Change"),
     STATE.why_change.choices,
     format_func=lambda k: t("Shift") if k == "shift" else t("Turn"),
     horizontal=True,
     key=STATE.why_change.key,
-    bind="query-params",
 )
+st.query_params[STATE.why_change.param] = kind
 if kind == "shift":
     keep_within(STATE.why_shift, 0, 4, 4, t("shift"))
     amount = st.select_slider(t("Pixels to the right"), list(why.SHIFTS), key=STATE.why_shift.key, bind="query-params")
@@ -134,15 +156,15 @@ pictures, lines = kept(why.parts_views, model, cnn, image, names, key=(seen, tup
 show(st, [picture(to_image, a, 4, width=112) for a in pictures], [c.replace("\n", " · ") for c in lines], 112)
 parts = sweep("parts", path, model, cnn, cnn_path)
 if parts is not None:
-    keep_choice(STATE.why_scheme, STATE.why_scheme.choices, "halves", "parts moved")
+    linked_choice(STATE.why_scheme, "parts moved")
     scheme = st.radio(
         t("Parts moved"),
         STATE.why_scheme.choices,
         format_func=lambda s: t(why.SCHEME_NAMES[s]),
         horizontal=True,
         key=STATE.why_scheme.key,
-        bind="query-params",
     )
+    st.query_params[STATE.why_scheme.param] = scheme
     cols = st.columns(1 if LARGE else 2)
     cols[0].plotly_chart(chart(figures.parts_right, parts, LARGE), key="why_parts_right")
     cols[-1].plotly_chart(chart(figures.parts_scores, parts, LARGE), key="why_parts_scores")
