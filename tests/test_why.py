@@ -63,6 +63,7 @@ def test_the_chapters_rules_flip_at_their_thresholds():
     assert not rules.nearly_invariant(rules.NEARLY_INVARIANT)
     assert rules.dimension_moves(rules.DIM_STEP) and rules.dimension_moves(-rules.DIM_STEP - 0.01)
     assert not rules.dimension_moves(rules.DIM_STEP - 0.001)
+    assert rules.answer_stays(1 - rules.NEARLY_INVARIANT + 0.001) and not rules.answer_stays(1 - rules.NEARLY_INVARIANT - 0.001)
     assert rules.follows(rules.FOLLOWS + 0.01) and not rules.follows(rules.FOLLOWS)
     assert rules.moves_together(0.2, 1.0, 1.05)  # the spread stays, the mean moves more than a tenth of it
     assert not rules.moves_together(0.05, 1.0, 1.05)  # the mean barely moves
@@ -226,6 +227,9 @@ def fake_invariance(**at4) -> dict:
         ({"caps_vector": 25.0, "caps_length": 0.85}, "what the story calls equivariance"),
         ({"caps_vector": 25.0, "caps_length": 0.79}, "Not what the story says: its length falls"),
         ({"caps_vector": 25.0, "caps_length": 1.0 + 0.01}, "Its length rises by more than a tenth"),
+        ({"cnn_features": 50.0, "cnn_kept": 89.9}, "and its answer changes too, on more than a tenth"),
+        ({"cnn_features": 50.0, "cnn_kept": 90.1}, "and only the answer stays"),
+        ({"caps_vector": 25.0, "caps_kept": 89.9}, "but its answer changes on more than a tenth"),
         ({"follows": 50.1}, "the drawing follows the digit"),
         ({"follows": 50.0}, "the drawing does not follow the digit"),
     ],

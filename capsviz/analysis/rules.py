@@ -135,7 +135,8 @@ RULES = {
     "nearly invariant": (
         f"A representation (a CNN's pooled features or class scores, a capsule's vector) is called nearly invariant to a "
         f"change of its input when it moves by less than {NEARLY_INVARIANT:.0%} of its own size (the length of the "
-        "difference over the length of the original, averaged over the test images); otherwise it changes with the input."
+        "difference over the length of the original, averaged over the test images); otherwise it changes with the input. "
+        f"In the same words, an answer is said to stay when it changes on fewer than {NEARLY_INVARIANT:.0%} of the test images."
     ),
     "dimension moves": (
         f"A capsule's dimension is said to move when it changes by at least {DIM_STEP}, one step of the explorer's "
@@ -365,6 +366,12 @@ def time_words(name_a: str, a: Timing, name_b: str, b: Timing) -> str:
 def nearly_invariant(change_share: float) -> bool:
     """The "nearly invariant" rule: a representation that moved by `change_share` of its own size."""
     return change_share < NEARLY_INVARIANT
+
+
+def answer_stays(kept_share: float) -> bool:
+    """The "nearly invariant" rule for answers: the share (0..1) of images whose answer is kept
+    leaves fewer than NEARLY_INVARIANT of them changed."""
+    return nearly_invariant(1 - kept_share)
 
 
 def dimension_moves(change: float) -> bool:

@@ -188,11 +188,13 @@ def invariance_words(sweep: dict, kind: str, amount: float) -> list[str]:
     )
     if rules.nearly_invariant(c["cnn_features"] / 100):
         cnn += " " + t("Pooling kept its features nearly invariant, as the story says.")
-    else:
+    elif rules.answer_stays(c["cnn_kept"] / 100):
         cnn += " " + t(
             "Pooling did not make its features invariant: they change with the input too, and only the answer stays. "
             "What the CNN lacks is not change but a readable pose."
         )
+    else:
+        cnn += " " + t("Pooling did not make its features invariant, and its answer changes too, on more than a tenth of the images.")
     caps = t(
         "The winning capsule keeps its answer on {kept:.1f}%; its length goes from {l0:.2f} to {l1:.2f}, its vector moves by "
         "{vector:.1f}% of its size, turning through {angle:.1f} degrees, and {dims:.1f} of its dimensions move by a slider "
@@ -208,12 +210,16 @@ def invariance_words(sweep: dict, kind: str, amount: float) -> list[str]:
     level = rules.bounded_trend(base["caps_length"], c["caps_length"])
     if rules.nearly_invariant(c["caps_vector"] / 100):
         caps += " " + t("The capsule barely changes: here it is nearly invariant, like a pooled feature, not equivariant.")
-    elif level == "stays about level":
-        caps += " " + t("Its presence stays while its pose changes: what the story calls equivariance.")
     elif level == "falls":
         caps += " " + t("Not what the story says: its length falls by more than a tenth, so the capsule loses presence too, not only pose.")
-    else:
+    elif level == "rises":
         caps += " " + t("Its length rises by more than a tenth: the change is not in its pose alone.")
+    elif not rules.answer_stays(c["caps_kept"] / 100):
+        caps += " " + t(
+            "Its length stays on average, but its answer changes on more than a tenth of the images: the change is not in its pose alone."
+        )
+    else:
+        caps += " " + t("Its presence stays while its pose changes: what the story calls equivariance.")
     share = c["follows"]
     if rules.follows(share / 100):
         rec = t(
