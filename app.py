@@ -8,7 +8,7 @@ st.set_page_config(page_title="capsviz", layout="wide")
 
 from capsviz.serve import local_browser  # noqa: E402 - set_page_config must come first
 from pages.common import TURNS, sidebar  # noqa: E402
-from pages.projector import projector_switch  # noqa: E402
+from pages.projector import projector_switch, share_view  # noqa: E402
 
 HOME = "pages/tour.py"
 page = st.navigation(
@@ -40,6 +40,7 @@ try:
     with TURNS.take(who, teacher):  # a student's tabs run one at a time: several tabs weigh as one student
         waiting.empty()
         page.run()
+    share_view(page.url_path)  # after the page has written its view into the address
 except Exception as e:  # Streamlit's own stop and rerun are not Exceptions: they pass
     logging.getLogger("capsviz").exception("page %s failed", page.url_path)
     if local_browser(st.context.ip_address, st.context.headers):

@@ -7,7 +7,8 @@ teacher shares opens as the teacher shows it."""
 import streamlit as st
 
 from capsviz.i18n import t
-from pages.state import STATE, link_asks
+from capsviz.viz.share import local_only, qr_png, view_address
+from pages.state import STATE, link_asks, view_params
 
 ON = ("1", "true", "yes", "on")
 # Streamlit's text is 16 px (1rem); 22 px reads from the back of a classroom on a 1920x1080 projector.
@@ -39,6 +40,7 @@ def projector_switch() -> bool:
     if on:
         st.query_params[STATE.projector.param] = "1"
         st.html(CSS)
+        STATE.share_slot.set(st.sidebar.empty())  # filled by `share_view` once the page has written its view
     else:
         st.query_params.pop(STATE.projector.param, None)
     return on
@@ -47,3 +49,30 @@ def projector_switch() -> bool:
 def big() -> bool:
     """Whether this run draws for a projector (the figures' large text and single column)."""
     return bool(STATE.projector.get())
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _qr(address: str) -> bytes | None:
+    return qr_png(address)
+
+
+def share_view(page: str) -> None:
+    """In projector mode, after the page ran: the address of exactly this view (page, model,
+    image, settings) and its QR code in the sidebar, for students to open on their phones."""
+    slot = STATE.share_slot.pop()
+    if not big() or slot is None:
+        return
+    address = view_address(st.context.url, page, view_params())
+    with slot.container():
+        st.markdown(t("**Open this view on your phone**"))
+        png = _qr(address)
+        if png is not None:
+            st.image(png, width=240, output_format="PNG")
+        st.code(address, language=None, wrap_lines=True)
+        if local_only(address):
+            st.caption(
+                t(
+                    "This address names this computer only: students need the server's address on the network (the one "
+                    "`python -m capsviz serve` prints)."
+                )
+            )

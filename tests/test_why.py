@@ -4,6 +4,7 @@ one its numbers decide, and every number a sentence quotes is a number its chart
 models everywhere and on every shipped model that applies with the real test set."""
 
 import copy
+import io
 import re
 from pathlib import Path
 
@@ -358,8 +359,29 @@ def test_projector_mode_from_the_link_and_the_switch():
     charts = at.get("plotly_chart")
     spec = charts[0].proto.spec
     assert '"size": 22' in spec or '"size":22' in spec  # the projector's large chart text
+    address = [c.value for c in at.sidebar.code]
+    assert address and address[0].startswith("/why?") and "projector=1" in address[0] and "model=tiny-capsnet.safetensors" in address[0]
     at.toggle(key="projector").set_value(False).run()
     assert "projector" not in at.query_params
+    assert not at.sidebar.code
+
+
+def test_the_qr_code_holds_exactly_the_views_address():
+    segno = pytest.importorskip("segno")
+    from PIL import Image
+
+    from capsviz.viz.share import local_only, qr_png, view_address
+
+    address = view_address("http://10.0.0.5:8501/", "why", {"model": ["capsnet-mnist.safetensors"], "why_shift": ["4"], "projector": ["1"]})
+    assert address == "http://10.0.0.5:8501/why?model=capsnet-mnist.safetensors&projector=1&why_shift=4"
+    assert not local_only(address) and local_only("http://localhost:8501/why") and local_only("/why?x=1")
+    scale, border = 6, 2
+    img = np.asarray(Image.open(io.BytesIO(qr_png(address, scale=scale))).convert("L"))
+    want = np.array([[bool(m) for m in row] for row in segno.make(address, error="m", micro=False).matrix])
+    n = len(want)
+    assert img.shape == ((n + 2 * border) * scale,) * 2
+    centres = img[border * scale + scale // 2 :: scale, border * scale + scale // 2 :: scale][:n, :n]
+    assert np.array_equal(centres < 128, want)  # every module of the picture is the address's code
 
 
 def test_the_sweeps_kept_on_disk_are_read_again(tmp_path, monkeypatch, models):
