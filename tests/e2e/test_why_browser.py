@@ -36,7 +36,11 @@ def test_the_chapter_reads_on_a_phone_and_from_the_back_of_a_room(browser, shipp
         page.goto(f"{shipped_server}/why?model={MODEL}&why_change=shift&why_shift=4{'&projector=1' if projector else ''}")
         wait_for_app_run(page, timeout=600_000)
         expect(page.get_by_role("heading", name="Why capsules")).to_be_visible()
-        for header in ("1. Invariance against equivariance", "2. Parts in the wrong places", "4. Matrix capsules under a change of viewpoint"):
+        for header in (
+            "1. Invariance against equivariance",
+            "2. Parts in the wrong places",
+            "4. Matrix capsules under a change of viewpoint",
+        ):
             expect(page.get_by_role("heading", name=header)).to_be_visible()
         expect(page.get_by_text("Moved 4 pixels to the right, the CNN keeps its answer on")).to_be_visible()
         charts = page.get_by_test_id("stPlotlyChart")
