@@ -1,6 +1,8 @@
 """Why capsules: the papers' argument before the mechanics (Sabour et al. 2017, Sec. 1; Hinton et
 al. 2018, Sec. 1 and 2), each claim measured on the shipped models and the real test images."""
 
+from urllib.parse import quote
+
 import streamlit as st
 
 from capsviz.analysis import why
@@ -37,6 +39,11 @@ st.markdown(
         "models and the real test images, and each sentence says what the numbers beside it show, also where they are not "
         "what the story says."
     )
+)
+st.markdown(
+    t("Words of this chapter, each a link to its glossary entry:")
+    + " "
+    + " · ".join(f"[{word}](glossary?term={quote(word)})" for word in why.chapter_words())
 )
 LARGE = big()
 listing = checkpoints()

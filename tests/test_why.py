@@ -399,3 +399,10 @@ def test_the_sweeps_kept_on_disk_are_read_again(tmp_path, monkeypatch, models):
     calls = []
     monkeypatch.setattr(why, "parts_sweep", lambda *a, **k: calls.append(1) or copy.deepcopy(first))
     assert why.kept_sweep("parts", path, caps, data, 6, cnn_path, cnn) == first and not calls
+
+
+def test_every_word_of_the_chapter_has_its_glossary_entry():
+    from capsviz import glossary
+
+    for word in why.chapter_words():
+        assert glossary.lookup(word), word

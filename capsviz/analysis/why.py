@@ -402,6 +402,20 @@ def parts_views(caps, cnn, image: np.ndarray, names) -> tuple[list[np.ndarray], 
     return [a[0].numpy() for a in xs], captions
 
 
+def chapter_words() -> list[str]:
+    """The chapter's words, each a glossary entry, in the order the chapter meets them."""
+    return [
+        t("invariance"),
+        t("equivariance"),
+        t("pooling"),
+        t("pose"),
+        t("inverse graphics"),
+        t("viewpoint"),
+        t("coordinate addition"),
+        t("parse tree"),
+    ]
+
+
 # --- pose: inverse graphics --------------------------------------------------------------------------
 
 
