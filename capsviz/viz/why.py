@@ -21,13 +21,15 @@ THIRD = "#2ca02c"
 
 def _layout(title: str, x_title: str, y_title: str, big: bool, height: int = 340) -> dict:
     size = BIG if big else FONT
+    # every text's size named: Streamlit's chart theme sets its own, smaller, where a figure leaves one unset
+    text = {"size": size}
     return {
         "title": {"text": title, "font": {"size": size + 2}},
-        "font": {"size": size},
-        "xaxis": {"title": {"text": x_title}},
-        "yaxis": {"title": {"text": y_title}},
+        "font": text,
+        "xaxis": {"title": {"text": x_title, "font": text}, "tickfont": text},
+        "yaxis": {"title": {"text": y_title, "font": text}, "tickfont": text},
         # the legend under the chart: long names keep a phone's narrow chart its width and never cover a line
-        "legend": {"orientation": "h", "yanchor": "top", "y": -0.28, "x": 0},
+        "legend": {"orientation": "h", "yanchor": "top", "y": -0.28, "x": 0, "font": text},
         "height": height + (120 if big else 80),
         "margin": {"l": 10, "r": 10, "t": 50 if big else 40, "b": 10},
     }
@@ -49,8 +51,9 @@ def _x_title(kind: str) -> str:
     return t(KIND_NAMES[kind])
 
 
-def _marked(layout: dict, amount: float) -> dict:
-    """A dotted vertical line at the chosen change."""
+def _marked(layout: dict, kind: str, amount: float) -> dict:
+    """A dotted vertical line at the chosen change; ticks at the values measured (no 0.5 px)."""
+    layout["xaxis"]["dtick"] = 1 if kind == "shift" else 10
     layout["shapes"] = [
         {"type": "line", "x0": amount, "x1": amount, "yref": "y domain", "y0": 0, "y1": 1, "line": {"color": "grey", "dash": "dot"}}
     ]
@@ -67,8 +70,7 @@ def changes(sweep: dict, kind: str, amount: float, big: bool = False) -> dict:
         _line(x, sweep[f"{kind}_cnn_scores"], t("CNN: class scores"), CNN, "dash"),
         _line(x, sweep[f"{kind}_caps_vector"], t("Winning capsule: its vector"), CAPS),
     ]
-    title = t("What changes (% of its own size, {n} test images)", n=sweep["images"])
-    return {"data": data, "layout": _marked(_layout(title, _x_title(kind), t("change, % of its size"), big), amount)}
+    return {"data": data, "layout": _marked(_layout(t("What changes"), _x_title(kind), t("change, % of its own size"), big), kind, amount)}
 
 
 @figure_builder
@@ -88,9 +90,9 @@ def stays(sweep: dict, kind: str, amount: float, big: bool = False) -> dict:
             "dash",
         ),
     ]
-    layout = _layout(t("What stays (% of {n} test images)", n=sweep["images"]), _x_title(kind), t("% of test images"), big)
+    layout = _layout(t("What stays"), _x_title(kind), t("% of test images"), big)
     layout["yaxis"]["range"] = [0, 105]
-    return {"data": data, "layout": _marked(layout, amount)}
+    return {"data": data, "layout": _marked(layout, kind, amount)}
 
 
 @figure_builder
@@ -104,8 +106,14 @@ def capsule(sweep: dict, kind: str, amount: float, big: bool = False) -> dict:
         {**_line(x, sweep[f"{kind}_caps_length"], t("Length (right axis)"), "#555555", "dot"), "yaxis": "y2"},
     ]
     layout = _layout(t("The winning capsule"), _x_title(kind), t("degrees, or dimensions"), big)
-    layout["yaxis2"] = {"title": {"text": t("length")}, "overlaying": "y", "side": "right", "range": [0, 1.05]}
-    return {"data": data, "layout": _marked(layout, amount)}
+    layout["yaxis2"] = {
+        "title": {"text": t("length"), "font": layout["font"]},
+        "tickfont": layout["font"],
+        "overlaying": "y",
+        "side": "right",
+        "range": [0, 1.05],
+    }
+    return {"data": data, "layout": _marked(layout, kind, amount)}
 
 
 def invariance_charts(sweep: dict, kind: str, amount: float, big: bool = False) -> list[dict]:
@@ -127,8 +135,14 @@ def this_digit(view: dict, kind: str, amount: float, big: bool = False) -> dict:
     ]
     layout = _layout(t("This digit"), _x_title(kind), t("length or score"), big)
     layout["yaxis"]["range"] = [0, 1.05]
-    layout["yaxis2"] = {"title": {"text": t("degrees, or %")}, "overlaying": "y", "side": "right", "rangemode": "tozero"}
-    return {"data": data, "layout": _marked(layout, amount)}
+    layout["yaxis2"] = {
+        "title": {"text": t("degrees, or %"), "font": layout["font"]},
+        "tickfont": layout["font"],
+        "overlaying": "y",
+        "side": "right",
+        "rangemode": "tozero",
+    }
+    return {"data": data, "layout": _marked(layout, kind, amount)}
 
 
 @figure_builder
@@ -140,7 +154,7 @@ def dimensions(view: dict, amount: float, big: bool = False) -> dict:
         {"type": "bar", "x": dims, "y": [float(v) for v in view["vectors"][zero]], "name": t("unchanged"), "marker": {"color": "#999999"}},
         {"type": "bar", "x": dims, "y": [float(v) for v in view["vectors"][k]], "name": t("changed"), "marker": {"color": CAPS}},
     ]
-    layout = _layout(t("The winning capsule's numbers (its pose)"), t("dimension"), t("value"), big, height=300)
+    layout = _layout(t("The capsule's 16 numbers"), t("dimension"), t("value"), big, height=300)
     layout["barmode"] = "group"
     layout["xaxis"]["type"] = "category"
     return {"data": data, "layout": layout}
@@ -157,8 +171,7 @@ def parts_right(sweep: dict, big: bool = False) -> dict:
         {"type": "bar", "x": groups, "y": sweep["cnn_right"], "name": t("CNN"), "marker": {"color": CNN}},
         {"type": "bar", "x": groups, "y": sweep["caps_right"], "name": t("Capsule network"), "marker": {"color": CAPS}},
     ]
-    title = t("Still names the true class (% of {n} images)", n=sweep["both_right"])
-    layout = _layout(title, "", t("% of test images"), big)
+    layout = _layout(t("Still names the true class"), "", t("% of test images"), big)
     layout |= {"barmode": "group"}
     layout["yaxis"]["range"] = [0, 105]
     return {"data": data, "layout": layout}
@@ -173,7 +186,7 @@ def parts_scores(sweep: dict, big: bool = False) -> dict:
         {"type": "bar", "x": groups, "y": sweep["caps_length"], "name": t("Capsule's length"), "marker": {"color": CAPS}},
         {"type": "bar", "x": groups, "y": sweep["agreement"], "name": t("Votes' agreement"), "marker": {"color": THIRD}},
     ]
-    layout = _layout(t("For the true class (means)"), "", t("score, length or agreement"), big)
+    layout = _layout(t("For the true class"), "", t("mean score, length or agreement"), big)
     layout |= {"barmode": "group"}
     layout["yaxis"]["range"] = [0, 1.05]
     return {"data": data, "layout": layout}
@@ -192,8 +205,10 @@ def votes_move(sweep: dict, kind: str, amount: float, big: bool = False) -> dict
         _line(x, sweep[f"{kind}_spread_after"], t("Their spread after the change"), THIRD),
         _line(x, sweep[f"{kind}_spread_before"], t("Their spread before"), "#777777", "dot"),
     ]
-    title = t("The winning class's votes ({n} test images)", n=sweep["images"])
-    return {"data": data, "layout": _marked(_layout(title, _x_title(kind), t("distance in pose space"), big), amount)}
+    return {
+        "data": data,
+        "layout": _marked(_layout(t("The winning class's votes"), _x_title(kind), t("distance in pose space"), big), kind, amount),
+    }
 
 
 @figure_builder
@@ -205,8 +220,8 @@ def coordinates(sweep: dict, kind: str, amount: float, big: bool = False) -> dic
         _line(x, sweep[f"{kind}_position_move"], t("With coordinate addition"), CAPS),
         _line(x, sweep[f"{kind}_position_move_plain"], t("Without, same weights"), CNN, "dash"),
     ]
-    layout = _layout(t("How far the mean pose's position entries move"), _x_title(kind), t("distance"), big)
-    return {"data": data, "layout": _marked(layout, amount)}
+    layout = _layout(t("How far the position moves"), _x_title(kind), t("mean pose's position entries"), big)
+    return {"data": data, "layout": _marked(layout, kind, amount)}
 
 
 @figure_builder
@@ -217,7 +232,7 @@ def coordinates_kept(sweep: dict, kind: str, amount: float, big: bool = False) -
     groups = [t("answer kept, with"), t("answer kept, without"), t("same answer unchanged")]
     values = [sweep[f"{kind}_kept"][k], sweep[f"{kind}_kept_plain"][k], sweep["same_answer"]]
     data = [{"type": "bar", "x": groups, "y": values, "marker": {"color": [CAPS, CNN, "#777777"]}, "showlegend": False}]
-    layout = _layout(t("Answers with and without coordinate addition"), "", t("% of test images"), big)
+    layout = _layout(t("Answers kept"), "", t("% of test images"), big)
     layout["yaxis"]["range"] = [0, 105]
     return {"data": data, "layout": layout}
 
@@ -241,7 +256,7 @@ def vote_cloud(view: dict, which: str, big: bool = False) -> dict:
         }
 
     data = [dots(v["before"], v["w_before"], t("before"), "#777777"), dots(v["after"], v["w_after"], t("after"), CAPS)]
-    title = t("Votes, with coordinate addition") if which == "with" else t("Votes, without it (same weights)")
+    title = t("Votes, with coordinates") if which == "with" else t("Votes, without (same weights)")
     layout = _layout(title, t("vote entry (0, 3): row"), t("vote entry (1, 3): column"), big, height=340)
     return {"data": data, "layout": layout}
 
