@@ -39,6 +39,8 @@ SCHEME_NAMES = {
     "sides": N_("left and right halves swapped"),
     "quadrants": N_("quadrants turned one place clockwise"),
 }
+# the same, short enough for a chart's axis on a phone
+SCHEME_SHORT = {"halves": N_("halves swapped"), "sides": N_("sides swapped"), "quadrants": N_("quadrants turned")}
 KIND_NAMES = {"shift": N_("pixels to the right"), "rotate": N_("degrees, anticlockwise")}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from capsviz.analysis.why import KIND_NAMES, SCHEME_NAMES, SCHEMES
+from capsviz.analysis.why import KIND_NAMES, SCHEME_SHORT, SCHEMES
 from capsviz.i18n import t
 from capsviz.viz import figure_builder
 
@@ -166,7 +166,7 @@ def dimensions(view: dict, amount: float, big: bool = False) -> dict:
 @figure_builder
 def parts_right(sweep: dict, big: bool = False) -> dict:
     """Who still names the true class (% of the images both get right unchanged), per scheme."""
-    groups = [t("original")] + [t(SCHEME_NAMES[s]) for s in SCHEMES]
+    groups = [t("original")] + [t(SCHEME_SHORT[s]) for s in SCHEMES]
     data = [
         {"type": "bar", "x": groups, "y": sweep["cnn_right"], "name": t("CNN"), "marker": {"color": CNN}},
         {"type": "bar", "x": groups, "y": sweep["caps_right"], "name": t("Capsule network"), "marker": {"color": CAPS}},
@@ -180,13 +180,13 @@ def parts_right(sweep: dict, big: bool = False) -> dict:
 @figure_builder
 def parts_scores(sweep: dict, big: bool = False) -> dict:
     """The true class's mean CNN score, capsule length and votes' agreement, per scheme."""
-    groups = [t("original")] + [t(SCHEME_NAMES[s]) for s in SCHEMES]
+    groups = [t("original")] + [t(SCHEME_SHORT[s]) for s in SCHEMES]
     data = [
         {"type": "bar", "x": groups, "y": sweep["cnn_score"], "name": t("CNN's score"), "marker": {"color": CNN}},
         {"type": "bar", "x": groups, "y": sweep["caps_length"], "name": t("Capsule's length"), "marker": {"color": CAPS}},
         {"type": "bar", "x": groups, "y": sweep["agreement"], "name": t("Votes' agreement"), "marker": {"color": THIRD}},
     ]
-    layout = _layout(t("For the true class"), "", t("mean score, length or agreement"), big)
+    layout = _layout(t("For the true class"), "", t("mean"), big)
     layout |= {"barmode": "group"}
     layout["yaxis"]["range"] = [0, 1.05]
     return {"data": data, "layout": layout}
