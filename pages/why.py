@@ -129,11 +129,12 @@ else:
 seen = digest(pair, image)
 view = kept(why.one_image, model, cnn, image, kind, key=(seen, kind))
 k = view["values"].index(float(amount))
-unit = t("{v:+.0f} px") if kind == "shift" else t("{v:+.0f} degrees")
-captions = [unit.format(v=v) if v else t("unchanged") for v in view["values"]]
+unit = t("{v:+.0f} px") if kind == "shift" else t("{v:+.0f}°")
+captions = [unit.format(v=v) if v else "0" for v in view["values"]]
+side = 168 if LARGE else 98  # a digit's picture: 28 pixels drawn 6 (or 3.5) times over
 st.markdown(t("**This digit, moved** (top) **and redrawn by the winning capsule** (bottom):"))
-show(st, [picture(to_image, a, 3, width=84) for a in view["inputs"]], captions, 84)
-show(st, [picture(to_image, a, 3, width=84) for a in view["reconstructions"]], captions, 84)
+show(st, [picture(to_image, a, 6, width=side) for a in view["inputs"]], captions, side)
+show(st, [picture(to_image, a, 6, width=side) for a in view["reconstructions"]], captions, side)
 cols = st.columns(1 if LARGE else 2)
 cols[0].plotly_chart(chart(figures.this_digit, view, kind, amount, LARGE, key=(seen, kind, amount, LARGE)), key="why_digit")
 cols[-1].plotly_chart(chart(figures.dimensions, view, amount, LARGE, key=(seen, kind, amount, LARGE)), key="why_dims")
@@ -160,7 +161,10 @@ st.markdown(
     )
 )
 pictures, lines = kept(why.parts_views, model, cnn, image, names, key=(seen, tuple(names)))
-show(st, [picture(to_image, a, 4, width=112) for a in pictures], [c.replace("\n", " · ") for c in lines], 112)
+side = 200 if LARGE else 140
+for place, a, words in zip(st.columns(len(pictures)), pictures, lines, strict=True):
+    show(place, picture(to_image, a, 8, width=side), None, side)
+    place.markdown("  \n".join(words.split("\n")))
 parts = sweep("parts", path, model, cnn, cnn_path)
 if parts is not None:
     linked_choice(STATE.why_scheme, "parts moved")

@@ -112,6 +112,9 @@ def capsule(sweep: dict, kind: str, amount: float, big: bool = False) -> dict:
         "overlaying": "y",
         "side": "right",
         "range": [0, 1.05],
+        "tickmode": "linear",  # its own round ticks, not the left axis' grid carried over
+        "dtick": 0.25,
+        "showgrid": False,
     }
     return {"data": data, "layout": _marked(layout, kind, amount)}
 
@@ -141,6 +144,8 @@ def this_digit(view: dict, kind: str, amount: float, big: bool = False) -> dict:
         "overlaying": "y",
         "side": "right",
         "rangemode": "tozero",
+        "tickmode": "auto",  # its own round ticks, not the left axis' grid carried over
+        "showgrid": False,
     }
     return {"data": data, "layout": _marked(layout, kind, amount)}
 

@@ -54,7 +54,14 @@ def test_the_chapter_reads_on_a_phone_and_from_the_back_of_a_room(browser, shipp
             assert not small, f"text under {SMALLEST} px on the projector: {small[:10]}"
             wide = charts.first.bounding_box()["width"]
             assert wide > 0.8 * (width - 300 - 2 * 55), f"a figure {wide:.0f} px wide is not the page's width"
-        shot(page, shots, f"why_{width}{'_projector' if projector else ''}")
+        name = f"why_{width}{'_projector' if projector else ''}"
+        shot(page, shots, name)
+        # Streamlit scrolls inside its own container: one picture per screenful, to look at every step
+        total = page.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
+        for k, top in enumerate(range(height, total, height), start=2):
+            page.evaluate(f"document.querySelector('[data-testid=stMain]').scrollTo(0, {top})")
+            page.wait_for_timeout(300)
+            page.screenshot(path=str(shots / f"{name}_{k}.png"))
         no_exceptions(page)
     finally:
         ctx.close()
