@@ -17,7 +17,8 @@ CSS = """
 html { font-size: 22px; }
 [data-testid="stMain"] p, [data-testid="stMain"] li, [data-testid="stMain"] label,
 [data-testid="stMain"] [data-testid="stCaptionContainer"], [data-testid="stMain"] [data-testid="stImageCaption"],
-[data-testid="stSidebar"] p, [data-testid="stSidebar"] label { font-size: 22px !important; line-height: 1.45; }
+[data-testid="stSidebar"] p, [data-testid="stSidebar"] label, [data-testid="stSliderThumbValue"],
+[data-testid="stSliderTickBarMin"], [data-testid="stSliderTickBarMax"] { font-size: 22px !important; line-height: 1.45; }
 [data-testid="stMain"] .block-container { max-width: 100% !important; padding-left: 2.5rem; padding-right: 2.5rem; }
 [data-testid="stToolbar"], [data-testid="stDecoration"], [data-testid="stAppDeployButton"], [data-testid="stMainMenu"] { display: none !important; }
 </style>
@@ -40,7 +41,7 @@ def projector_switch() -> bool:
     if on:
         st.query_params[STATE.projector.param] = "1"
         st.html(CSS)
-        STATE.share_slot.set(st.sidebar.empty())  # filled by `share_view` once the page has written its view
+        STATE.share_slot.set(st.empty())  # above the page, filled by `share_view` once the page has written its view
     else:
         st.query_params.pop(STATE.projector.param, None)
     return on
@@ -53,24 +54,25 @@ def big() -> bool:
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def _qr(address: str) -> bytes | None:
-    return qr_png(address)
+    return qr_png(address, scale=8)  # about 400 px: scanned from a few metres off the projected page
 
 
 def share_view(page: str) -> None:
     """In projector mode, after the page ran: the address of exactly this view (page, model,
-    image, settings) and its QR code in the sidebar, for students to open on their phones."""
+    image, settings) and its QR code above the page, folded until the teacher opens it, for
+    students to open on their phones."""
     slot = STATE.share_slot.pop()
     if not big() or slot is None:
         return
     address = view_address(st.context.url, page, view_params())
-    with slot.container():
-        st.markdown(t("**Open this view on your phone**"))
+    with slot.container(), st.expander(t("Open this view on your phone: its address and QR code")):
+        left, right = st.columns([1, 2])
         png = _qr(address)
         if png is not None:
-            st.image(png, width=240, output_format="PNG")
-        st.code(address, language=None, wrap_lines=True)
+            left.image(png, output_format="PNG")  # at its own size: no resampling blurs a module
+        right.code(address, language=None, wrap_lines=True)
         if local_only(address):
-            st.caption(
+            right.caption(
                 t(
                     "This address names this computer only: students need the server's address on the network (the one "
                     "`python -m capsviz serve` prints)."

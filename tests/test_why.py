@@ -359,11 +359,11 @@ def test_projector_mode_from_the_link_and_the_switch():
     charts = at.get("plotly_chart")
     spec = charts[0].proto.spec
     assert '"size": 22' in spec or '"size":22' in spec  # the projector's large chart text
-    address = [c.value for c in at.sidebar.code]
+    address = [c.value for c in at.code]
     assert address and address[0].startswith("/why?") and "projector=1" in address[0] and "model=tiny-capsnet.safetensors" in address[0]
     at.toggle(key="projector").set_value(False).run()
     assert "projector" not in at.query_params
-    assert not at.sidebar.code
+    assert not at.code
 
 
 def test_the_qr_code_holds_exactly_the_views_address():
@@ -374,6 +374,7 @@ def test_the_qr_code_holds_exactly_the_views_address():
 
     address = view_address("http://10.0.0.5:8501/", "why", {"model": ["capsnet-mnist.safetensors"], "why_shift": ["4"], "projector": ["1"]})
     assert address == "http://10.0.0.5:8501/why?model=capsnet-mnist.safetensors&projector=1&why_shift=4"
+    assert view_address("http://10.0.0.5:8501/why", "why", {}) == "http://10.0.0.5:8501/why"
     assert not local_only(address) and local_only("http://localhost:8501/why") and local_only("/why?x=1")
     scale, border = 6, 2
     img = np.asarray(Image.open(io.BytesIO(qr_png(address, scale=scale))).convert("L"))

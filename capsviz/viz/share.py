@@ -18,8 +18,11 @@ LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 
 def view_address(base: str | None, page: str, params: dict) -> str:
     """The address of `page` with the view's settings `params` (each a value or a list of them):
-    on the app at `base` (its address in the browser, without a page), else a path from the root."""
+    on the app at `base` (its address in the browser, with or without the page), else a path from
+    the root."""
     root = (base or "").rstrip("/")
+    if page and root.endswith(f"/{page}"):  # a browser's address may still name the page it shows
+        root = root[: -len(page) - 1]
     query = urlencode({k: v for k, v in sorted(params.items())}, doseq=True)
     return f"{root}/{page}" + (f"?{query}" if query else "")
 

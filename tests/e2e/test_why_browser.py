@@ -3,6 +3,8 @@ as a teacher projects it (1920x1080, ?projector=1): every step shown, no chart t
 on the projector every text at least 20 px, the Streamlit toolbar hidden. Screenshots go to
 E2E_SCREENSHOT_DIR."""
 
+import importlib.util
+
 import pytest
 from playwright.sync_api import expect
 from st_helpers import new_page, titles_cut_off, wait_for_app_run
@@ -54,7 +56,20 @@ def test_the_chapter_reads_on_a_phone_and_from_the_back_of_a_room(browser, shipp
             assert not small, f"text under {SMALLEST} px on the projector: {small[:10]}"
             wide = charts.first.bounding_box()["width"]
             assert wide > 0.8 * (width - 300 - 2 * 55), f"a figure {wide:.0f} px wide is not the page's width"
+            page.evaluate("document.querySelector('[data-testid=stMain]').scrollTo(0, 0)")
+            page.get_by_text("Open this view on your phone").click()
+            code = page.get_by_test_id("stCode")
+            expect(code).to_contain_text("/why?")
+            address = code.inner_text().strip()
+            assert address.startswith(f"{shipped_server}/why?") and "projector=1" in address and "why_shift=4" in address
+            if importlib.util.find_spec("segno"):  # the QR code shown is exactly the address's
+                from capsviz.viz.share import qr_png
+
+                src = page.get_by_test_id("stExpander").get_by_test_id("stImage").locator("img").first.get_attribute("src")
+                assert page.request.get(src if src.startswith("http") else shipped_server + src).body() == qr_png(address, scale=8)
         name = f"why_{width}{'_projector' if projector else ''}"
+        page.evaluate("document.querySelector('[data-testid=stMain]').scrollTo(0, 0)")
+        page.wait_for_timeout(300)
         shot(page, shots, name)
         # Streamlit scrolls inside its own container: one picture per screenful, to look at every step
         total = page.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
