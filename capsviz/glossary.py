@@ -622,6 +622,13 @@ TERMS: dict[str, Term] = {
         "capsule (whole) each lower capsule (part) belongs to, carving a tree out of the network for each image.",
         ("parse trees", "part-whole hierarchy", "part-whole"),
     ),
+    "qr_code": Term(
+        "QR code",
+        "a picture of an address a phone camera reads",
+        "A square of black and white modules that holds a text, here the address of the view on the screen: a student "
+        "points a phone's camera at the projected code and opens exactly that view.",
+        ("QR",),
+    ),
     "nearly_invariant": Term("nearly invariant", "a representation that barely changes", RULES["nearly invariant"], ("barely changes",)),
     "dimension_moves": Term(
         "dimension moves", "a capsule dimension that changes by a slider step", RULES["dimension moves"], ("dimensions that move",)
