@@ -254,6 +254,17 @@ def test_each_parts_verdict_is_the_one_its_numbers_decide(cnn, caps, says):
     parts_quotes_are_drawn(sweep)
 
 
+@pytest.mark.parametrize(
+    "plain,says",
+    [(0.075, "makes little difference"), (0.05, "follows the position more"), (0.1, "move less than without it")],
+)
+def test_what_coordinate_addition_adds_is_said_from_its_numbers(plain, says):
+    sweep = fake_viewpoint(0.3, 1.0)
+    sweep["shift_position_move_plain"] = [plain] * len(why.SHIFTS)
+    assert says in " ".join(why.viewpoint_words(sweep, "shift", 4))
+    viewpoint_quotes_are_drawn(sweep)
+
+
 def fake_viewpoint(move: float, s1: float, coordinates: int = 1) -> dict:
     sweep = {"images": 500, "coordinates": coordinates, "same_answer": 99.0}
     for kind, values in why.KINDS.items():

@@ -558,6 +558,15 @@ def viewpoint_words(sweep: dict, kind: str, amount: float) -> list[str]:
         kept=sweep[f"{kind}_kept"][k],
         same=sweep["same_answer"],
     )
+    with_, without = sweep[f"{kind}_position_move"][k], sweep[f"{kind}_position_move_plain"][k]
+    if rules.trend(without, with_) == "stays about level":
+        coords += " " + t(
+            "On this model coordinate addition makes little difference here: the position moves about as much without it (within a tenth)."
+        )
+    elif with_ > without:
+        coords += " " + t("With coordinate addition the mean pose follows the position more: its position entries move further.")
+    else:
+        coords += " " + t("With coordinate addition the position entries move less than without it, not more.")
     return [said, coords]
 
 
