@@ -121,10 +121,14 @@ kind = st.radio(
 st.query_params[STATE.why_change.param] = kind
 if kind == "shift":
     keep_within(STATE.why_shift, 0, 4, 4, t("shift"))
-    amount = st.select_slider(t("Pixels to the right"), list(why.SHIFTS), key=STATE.why_shift.key, bind="query-params")
+    amount = st.select_slider(
+        t("Pixels to the right"), list(why.SHIFTS), key=STATE.why_shift.key, bind="query-params"
+    )  # plain: numbers only
 else:
     keep_within(STATE.why_angle, -30, 30, 30, t("turn"))
-    amount = st.select_slider(t("Degrees, anticlockwise"), list(why.ANGLES), key=STATE.why_angle.key, bind="query-params")
+    amount = st.select_slider(
+        t("Degrees, anticlockwise"), list(why.ANGLES), key=STATE.why_angle.key, bind="query-params"
+    )  # plain: numbers only
 
 seen = digest(pair, image)
 view = kept(why.one_image, model, cnn, image, kind, key=(seen, kind))
@@ -133,13 +137,13 @@ unit = t("{v:+.0f} px") if kind == "shift" else t("{v:+.0f}°")
 captions = [unit.format(v=v) if v else "0" for v in view["values"]]
 side = 168 if LARGE else 98  # a digit's picture: 28 pixels drawn 6 (or 3.5) times over
 st.markdown(t("**This digit, moved** (top) **and redrawn by the winning capsule** (bottom):"))
-show(st, [picture(to_image, a, 6, width=side) for a in view["inputs"]], captions, side)
-show(st, [picture(to_image, a, 6, width=side) for a in view["reconstructions"]], captions, side)
+show(st, [picture(to_image, a, 6, width=side) for a in view["inputs"]], captions, side)  # plain: numbers only
+show(st, [picture(to_image, a, 6, width=side) for a in view["reconstructions"]], captions, side)  # plain: numbers only
 cols = st.columns(1 if LARGE else 2)
 cols[0].plotly_chart(chart(figures.this_digit, view, kind, amount, LARGE, key=(seen, kind, amount, LARGE)), key="why_digit")
 cols[-1].plotly_chart(chart(figures.dimensions, view, amount, LARGE, key=(seen, kind, amount, LARGE)), key="why_dims")
 if float(amount) != 0.0:
-    st.markdown(why.one_image_words(view, names, amount))
+    st.markdown(why.one_image_words(view, names, amount))  # plain: the class names made plain above
 
 measured = sweep("invariance", path, model, cnn, cnn_path)
 if measured is None:
