@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from capsviz.analysis import as_input_batch, rules, stored
 from capsviz.data.affine import transform
-from capsviz.i18n import N_, t
+from capsviz.i18n import N_, t, tn
 from capsviz.routing import em_routing
 
 SHIFTS = (0, 1, 2, 3, 4)  # pixels to the right: up to twice the 2 px the paper trained with
@@ -164,8 +164,9 @@ def column(sweep: dict, kind: str, amount: float) -> dict:
 
 
 def _amount_words(kind: str, amount: float) -> str:
+    """The change, as a sentence's opening words: "Moved 4 pixels to the right", "Turned -30 degrees"."""
     if kind == "shift":
-        return t("Moved {n} pixels to the right", n=int(amount)) if amount != 1 else t("Moved 1 pixel to the right")
+        return tn("Moved {n} pixel to the right", "Moved {n} pixels to the right", int(amount))
     return t("Turned {a} degrees", a=int(amount))
 
 
