@@ -43,7 +43,7 @@ st.markdown(
 st.markdown(
     t("Words of this chapter, each a link to its glossary entry:")
     + " "
-    + " · ".join(f"[{word}](glossary?term={quote(word)})" for word in why.chapter_words())
+    + " · ".join(f"[{shown}](glossary?term={quote(word)})" for shown, word in why.chapter_words())
 )
 LARGE = big()
 listing = checkpoints()

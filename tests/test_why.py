@@ -416,5 +416,5 @@ def test_the_sweeps_kept_on_disk_are_read_again(tmp_path, monkeypatch, models):
 def test_every_word_of_the_chapter_has_its_glossary_entry():
     from capsviz import glossary
 
-    for word in why.chapter_words():
+    for _, word in why.chapter_words():
         assert glossary.lookup(word), word

@@ -405,18 +405,22 @@ def parts_views(caps, cnn, image: np.ndarray, names) -> tuple[list[np.ndarray], 
     return [a[0].numpy() for a in xs], captions
 
 
-def chapter_words() -> list[str]:
-    """The chapter's words, each a glossary entry, in the order the chapter meets them."""
-    return [
-        t("invariance"),
-        t("equivariance"),
-        t("pooling"),
-        t("pose"),
-        t("inverse graphics"),
-        t("viewpoint"),
-        t("coordinate addition"),
-        t("parse tree"),
-    ]
+CHAPTER_WORDS = (
+    N_("invariance"),
+    N_("equivariance"),
+    N_("pooling"),
+    N_("pose"),
+    N_("inverse graphics"),
+    N_("viewpoint"),
+    N_("coordinate addition"),
+    N_("parse tree"),
+)
+
+
+def chapter_words() -> list[tuple[str, str]]:
+    """The chapter's words in the order it meets them: (as the reader's language says it, the
+    glossary entry's English name, which the glossary's search finds)."""
+    return [(t(word), word) for word in CHAPTER_WORDS]
 
 
 # --- pose: inverse graphics --------------------------------------------------------------------------
