@@ -43,7 +43,7 @@ st.markdown(
 st.markdown(
     t("Words of this chapter, each a link to its glossary entry:")
     + " "
-    + " · ".join(f"[{shown}](glossary?term={quote(word)})" for shown, word in why.chapter_words())
+    + " · ".join(f"[{shown}](glossary?term={quote(word)})" for shown, word in why.chapter_words())  # plain: our own words
 )
 LARGE = big()
 listing = checkpoints()
