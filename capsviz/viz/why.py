@@ -43,7 +43,8 @@ def _line(x, y, name: str, colour: str, dash: str | None = None) -> dict:
         "name": name,
         "mode": "lines+markers",
         "line": {"color": colour, "width": 3, **({"dash": dash} if dash else {})},
-        "marker": {"size": 9},
+        # the CNN's squares larger than the capsules' dots: where both lines lie on each other, both still show
+        "marker": {"size": 13 if colour == CNN else 9, "symbol": "square" if colour == CNN else "circle"},
     }
 
 
