@@ -418,3 +418,11 @@ def test_every_word_of_the_chapter_has_its_glossary_entry():
 
     for _, word in why.chapter_words():
         assert glossary.lookup(word), word
+
+
+def test_the_stored_sweeps_of_the_shipped_models_are_said_without_the_data():
+    """`python -m capsviz.analysis.why --say`: the shipped sweeps read and put into words, no test set needed."""
+    lines = why.report(ROOT / "checkpoints")
+    heads = [line for line in lines if line.startswith("== ")]
+    assert "== capsnet-mnist (invariance, 1000 test images)" in heads and "== matrix-small-mnist (viewpoint, 1000 test images)" in heads
+    assert len(heads) == len(shipped(why.vector_fits)) * 2 - 2 + len(shipped(why.matrix_fits))  # fashion-mnist has no CNN beside it

@@ -692,6 +692,31 @@ def precompute(folder: Path, out: Path, data_dir=None, n: int = WHY_IMAGES, only
     return done
 
 
+def report(folder: Path, data_dir=None, n: int = WHY_IMAGES) -> list[str]:
+    """The chapter's sentences for every model in `folder` whose sweeps are stored, at the largest
+    shift and turns and for every scheme: the numbers RESULTS.md and the README quote."""
+    from capsviz.checkpoint import list_checkpoints
+
+    listing = list_checkpoints(folder)
+    lines = []
+    for path, meta in listing:
+        if isinstance(meta, str):
+            continue
+        cnn_path = baseline_for(meta, listing) if vector_fits(meta) else None
+        kinds = ["invariance", "parts"] if cnn_path is not None else ["viewpoint"] if matrix_fits(meta) else []
+        for kind in kinds:
+            got = stored.read(stored.sweep_key(path, f"why-{kind}", _settings(meta.image_dataset, n, cnn_path)))
+            if got is None:
+                continue
+            lines.append(f"== {path.stem} ({kind}, {got['images']} test images)")
+            if kind == "parts":
+                lines += [s for scheme in SCHEMES for s in parts_words(got, scheme)]
+            else:
+                say = invariance_words if kind == "invariance" else viewpoint_words
+                lines += [s for change, a in (("shift", 4), ("rotate", -30), ("rotate", 30)) for s in say(got, change, a)]
+    return lines
+
+
 if __name__ == "__main__":
     import argparse
 
@@ -699,6 +724,10 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description="Store the sweeps of the chapter on why capsules for the shipped models.")
     parser.add_argument("--only", nargs="*", default=None, help="model file stems to run (default: every one that fits)")
+    parser.add_argument("--say", action="store_true", help="print the sentences of the stored sweeps instead of running any")
     args = parser.parse_args()
-    names = precompute(shipped_checkpoints(), stored.shipped_folder(), only=args.only)
-    print(f"{len(names)} results in {stored.shipped_folder()}")
+    if args.say:
+        print("\n".join(report(shipped_checkpoints())))
+    else:
+        names = precompute(shipped_checkpoints(), stored.shipped_folder(), only=args.only)
+        print(f"{len(names)} results in {stored.shipped_folder()}")
