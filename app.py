@@ -10,6 +10,7 @@ from capsviz.i18n import t  # noqa: E402 - set_page_config must come first
 from capsviz.serve import local_browser  # noqa: E402
 from pages.common import TURNS, sidebar  # noqa: E402
 from pages.language import choose_language  # noqa: E402
+from pages.projector import projector_switch, share_view  # noqa: E402
 from pages.state import read_link  # noqa: E402
 
 read_link()  # the link this session opened with, once
@@ -21,6 +22,7 @@ page = st.navigation(
         # The default page is served at "/" and reserves its own path there (a link to it would
         # find no page), so "/" runs a hidden copy and every page listed keeps its path.
         st.Page(HOME, title=t("Home"), url_path="home", default=True, visibility="hidden"),
+        st.Page("pages/why.py", title=t("Why capsules"), url_path="why"),
         st.Page(HOME, title=t("Guided tour"), url_path="tour"),
         st.Page("pages/zoo.py", title=t("Model zoo"), url_path="zoo"),
         st.Page("pages/playground.py", title=t("Routing playgrounds"), url_path="playground"),
@@ -37,12 +39,14 @@ page = st.navigation(
 )
 try:
     who, teacher = sidebar(page.url_path)  # the student's id, read once
+    projector_switch()
     waiting = st.empty()
     if not teacher and TURNS.busy(who):
         waiting.info(t("Your other tab is still computing: this one follows as soon as it is done."))
     with TURNS.take(who, teacher):  # a student's tabs run one at a time: several tabs weigh as one student
         waiting.empty()
         page.run()
+    share_view(page.url_path)  # after the page has written its view into the address
 except Exception as e:  # Streamlit's own stop and rerun are not Exceptions: they pass
     logging.getLogger("capsviz").exception("page %s failed", page.url_path)
     if local_browser(st.context.ip_address, st.context.headers):

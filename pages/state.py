@@ -161,6 +161,14 @@ class State:
     lab_epsilon = Key("lab_epsilon", float, lab.FGSM_EPSILON, "the lab's FGSM epsilon", param="lab_epsilon")
     curves = Key("curves", str, "", "the reproduction page's dataset tab", param="curves")
     term = Key("term", str, "", "the glossary's search", param="term")
+    # --- the Why capsules chapter (pages/why.py)
+    why_change = Key("why_change", str, "shift", "the chapter's change of the digit", param="why_change", choices=("shift", "rotate"))
+    why_shift = Key("why_shift", int, 4, "the chapter's shift (pixels right)", param="why_shift", bounds=(0, 4))
+    why_angle = Key("why_angle", int, 30, "the chapter's turn (degrees, anticlockwise)", param="why_angle", bounds=(-30, 30))
+    why_scheme = Key("why_scheme", str, "halves", "the chapter's parts moved", param="why_scheme", choices=("halves", "sides", "quadrants"))
+    # --- projector mode (app.py): large text, full-width figures, no chrome a class does not need
+    projector = Key("projector", bool, False, "projector mode: large text for a room", param="projector", choices=(False, True))
+    share_slot = Key("share_slot", ANY, None, "the place above the page for the view's address and QR code, filled after the page ran")
     # --- the playgrounds: each toy keeps its own settings
     pg_toy = Key("pg_toy", str, "dynamic", "which playground", param="toy", choices=("dynamic", "em"))
     pg_preset = Keys("pg_{toy}_preset", str, "", "the toy's preset", param="preset")
@@ -206,3 +214,9 @@ def link_asks_all(param: str) -> list[str] | None:
     """Every value the opening link gives ?param=, handed once, else None."""
     values = STATE.link_asked.get().pop(param, None) if STATE.link_asked.present else None
     return None if not values else [str(v) for v in values]
+
+
+def view_params() -> dict[str, list[str]]:
+    """The address's settings as the page has written them in this run: what a link to this very
+    view holds (each parameter with all its values). Read after the page has run."""
+    return {k: st.query_params.get_all(k) for k in st.query_params}

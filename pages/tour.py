@@ -9,6 +9,7 @@ from capsviz.analysis import lab
 from capsviz.analysis.routing import canvas_words, centred, on_canvas
 from capsviz.analysis.tour import TOURS, walk
 from capsviz.glossary import class_words, help_text
+from capsviz.i18n import t
 from capsviz.memo import digest
 from capsviz.models.efficient_capsnet import MSE_WEIGHT
 from capsviz.registry import shows
@@ -28,6 +29,7 @@ st.markdown(
     "New to capsules? The **Routing playgrounds** show the same mechanism on six capsules you can move."
 )
 st.page_link("pages/glossary.py", label="Glossary: every symbol and word, in one place", icon=":material/menu_book:")
+st.page_link("pages/why.py", label=t("Why capsules? The papers' argument, measured on these models first"), icon=":material/help:")
 
 model, meta, path = page_model(
     lambda meta: shows(meta.config, "tour"),

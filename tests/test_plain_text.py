@@ -69,6 +69,9 @@ def _text_parts(node):
         return
     elif isinstance(node, ast.Call) and _called(node) in SAFE:
         return
+    elif isinstance(node, ast.Call) and _called(node) in ("t", "tn"):  # capsviz.i18n: our catalog's words, its values filled in
+        for v in [*node.args[3 if _called(node) == "tn" else 1 :], *(k.value for k in node.keywords)]:
+            yield from _text_parts(v)
     else:
         yield node
 

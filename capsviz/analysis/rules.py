@@ -34,6 +34,19 @@ SMALL_CHANGE = 0.10
 # A speed claim needs at least this many timings of each side, and one side's slowest timing
 # faster than the other's fastest.
 MIN_TIMINGS = 5
+# "Why capsules" (capsviz.analysis.why). A representation (a CNN's pooled features, its class
+# scores, a capsule's vector) is nearly invariant to a change of the input when it moves by less
+# than this share of its own size: the same tenth as LEVEL, so "stays" means one thing everywhere.
+NEARLY_INVARIANT = 0.10
+# A capsule's dimension "moves" when it changes by at least one step of the explorer's sliders
+# (capsviz.analysis.STEPS are 0.05 apart): a change the explorer shows as a different drawing.
+DIM_STEP = 0.05
+# A reconstruction "follows the digit" when, on more than this share of the images, it is closer
+# to the moved digit than to the digit where it was: more often than not, not by a coin's toss.
+FOLLOWS = 0.5
+# Votes "move together" under a change of viewpoint when their spread stays about level (trend,
+# LEVEL) while their mean moves by more than LEVEL of the spread they had: the cloud travels, it
+# does not scatter.
 # A machine is busy when its load average (processes running or waiting for a core, over the last
 # minute) is above its number of cores: timings taken then say more about the others than the code.
 
@@ -157,6 +170,26 @@ RULE_MESSAGES: dict[str, tuple[str, dict[str, str]]] = {
             "slowest timing beats the other's fastest. Otherwise the times are shown and nothing is claimed."
         ),
         {"timings": f"{MIN_TIMINGS}"},
+    ),
+    "nearly invariant": (
+        f"A representation (a CNN's pooled features or class scores, a capsule's vector) is called nearly invariant to a "
+        f"change of its input when it moves by less than {NEARLY_INVARIANT:.0%} of its own size (the length of the "
+        "difference over the length of the original, averaged over the test images); otherwise it changes with the input. "
+        f"In the same words, an answer is said to stay when it changes on fewer than {NEARLY_INVARIANT:.0%} of the test images."
+    ),
+    "dimension moves": (
+        f"A capsule's dimension is said to move when it changes by at least {DIM_STEP}, one step of the explorer's "
+        "sliders: a change the decoder draws."
+    ),
+    "follows the digit": (
+        "A capsule's reconstruction is said to follow the digit when, on more than "
+        f"{FOLLOWS:.0%} of the test images, the drawing made from the moved digit's capsule is closer (in squared "
+        "pixel differences) to the moved digit than to the digit where it was."
+    ),
+    "move together": (
+        "Votes are said to move together under a change of viewpoint when their spread (the root mean square distance "
+        f"of the votes from their mean) stays about level, within {LEVEL:.0%}, while their mean moves by more than "
+        f"{LEVEL:.0%} of the spread they had: the cloud of votes travels without scattering."
     ),
     "busy": (
         N_(
@@ -378,3 +411,30 @@ def time_words(name_a: str, a: Timing, name_b: str, b: Timing) -> str:
     if (x := faster(b, a)) is not None:
         return f"{said}: {name_b} is {x:.1f}x faster."
     return f"{said}; the timings overlap or are too few to call either faster."
+
+
+def nearly_invariant(change_share: float) -> bool:
+    """The "nearly invariant" rule: a representation that moved by `change_share` of its own size."""
+    return change_share < NEARLY_INVARIANT
+
+
+def answer_stays(kept_share: float) -> bool:
+    """The "nearly invariant" rule for answers: the share (0..1) of images whose answer is kept
+    leaves fewer than NEARLY_INVARIANT of them changed."""
+    return nearly_invariant(1 - kept_share)
+
+
+def dimension_moves(change: float) -> bool:
+    """The "dimension moves" rule: a capsule dimension that changed by `change` (either sign)."""
+    return abs(change) >= DIM_STEP
+
+
+def follows(share: float) -> bool:
+    """The "follows the digit" rule: `share` (0..1) of the images whose reconstruction is closer to the moved digit."""
+    return share > FOLLOWS
+
+
+def moves_together(mean_shift: float, spread_before: float, spread_after: float) -> bool:
+    """The "move together" rule: the votes' spread stays about level (trend) while their mean
+    moves by more than LEVEL times the spread they had."""
+    return trend(spread_before, spread_after) == "stays about level" and mean_shift > LEVEL * spread_before
