@@ -22,6 +22,11 @@ def uniform_words(entropy_ratio: float, share: float | None = None, uniform_shar
     parts of the rule and the one that decided it (without a share, the entropy part alone)."""
     v = dict(evenness=_pct(entropy_ratio), limit=f"{rules.NEAR_UNIFORM_ENTROPY:.0%}")
     more = entropy_ratio > rules.NEAR_UNIFORM_ENTROPY
+    if share is None and uniform_share is not None:
+        v["n"] = round(1 / uniform_share)
+        if more:
+            return t("near uniform: their evenness is {evenness} (100% = spread evenly over all {n} classes), more than {limit}", **v)
+        return t("away from uniform: their evenness is {evenness} (100% = spread evenly over all {n} classes), not more than {limit}", **v)
     if share is None or uniform_share is None:
         if more:
             return t("near uniform: their evenness is {evenness} (100% = spread evenly), more than {limit}", **v)
