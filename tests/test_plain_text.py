@@ -69,6 +69,9 @@ def _text_parts(node):
         return
     elif isinstance(node, ast.Call) and _called(node) in SAFE:
         return
+    elif isinstance(node, ast.Call) and _called(node) in ("t", "tn"):  # a catalog message: only its values are text
+        for k in node.keywords:
+            yield from _text_parts(k.value)
     else:
         yield node
 
