@@ -12,7 +12,6 @@ from streamlit.testing.v1 import AppTest
 from test_app import APP, app, router_mode  # noqa: F401 - the fixtures: tiny models, router mode
 
 from capsviz import checkpoint as ckpt
-from capsviz import i18n
 from capsviz.analysis.links import linked
 from capsviz.config import preset
 from capsviz.models import build_model
@@ -71,17 +70,8 @@ def end_value(widget, end: int):
     return bool(end)
 
 
-def speak_as(at: AppTest) -> None:
-    """Words made here in the language the session's last run showed: AppTest formats the options of
-    a widget (its format_func, as translated as the page's) outside the run, and the sweep moves the
-    sidebar's language switch too."""
-    if "lang" in at.session_state:
-        i18n.set_language(at.session_state["lang"])
-
-
 def set_to(at: AppTest, kind: str, key: str, end: int):
     """Set the widget called `key` to one end; None where this run no longer shows it (or it has no options)."""
-    speak_as(at)
     try:
         widget = getattr(at, kind)(key=key)
     except KeyError:
@@ -107,11 +97,6 @@ def fits(at: AppTest) -> bool:
 
 def sweep(page: str, model: str) -> int:
     """Open `page` with `model`, then move every control to each end; returns how many settings ran."""
-    with i18n.speaking(None):  # the language set_to follows is this sweep's alone
-        return _sweep(page, model)
-
-
-def _sweep(page: str, model: str) -> int:
     at = open_page(page, model)
     assert not at.exception, f"{page} with {model}: {at.exception[0].message}"
     assert at.session_state["model_pick"] == model
@@ -128,7 +113,6 @@ def _sweep(page: str, model: str) -> int:
                 value = set_to(at, kind, key, end)
                 if value is None:
                     break
-                speak_as(at)
                 at.run()
                 settings += 1
                 assert not at.exception, f"{page} with {model}, {key} = {value!r}: {at.exception[0].message}"
