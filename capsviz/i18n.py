@@ -92,6 +92,18 @@ def speaking(tag: str | None) -> Iterator[str]:
         _LANGUAGE.reset(token)
 
 
+def keeping(fn: Callable) -> Callable:
+    """`fn` made to speak the language of now wherever it is called later: a widget's `format_func`,
+    which Streamlit (and its AppTest) may call outside the run that made the widget."""
+    lang = language()
+
+    def in_language(*args, **kwargs):
+        with speaking(lang):
+            return fn(*args, **kwargs)
+
+    return in_language
+
+
 def catalog_path(lang: str) -> Path:
     return LOCALE_DIR / FOLDERS[lang] / "LC_MESSAGES" / f"{DOMAIN}.po"
 

@@ -28,7 +28,7 @@ from capsviz.analysis.multimnist import (
 from capsviz.config import DATASETS
 from capsviz.data.multimnist import MAX_SHIFT
 from capsviz.glossary import help_text
-from capsviz.i18n import t
+from capsviz.i18n import keeping, t
 from capsviz.registry import routing_words
 from capsviz.text import plain
 from capsviz.viz import SEGMENT_COLOURS, capsule_bars, png_bytes, segments_image, to_image, two_colour
@@ -147,7 +147,7 @@ red = pick[0].selectbox(
     t("Red: reconstruct capsule"),
     range(10),
     index=default[0],
-    format_func=mark,
+    format_func=keeping(mark),
     key=f"red_{vals}_{path.stem}",
     help=help_text("reconstruction"),
 )
@@ -155,7 +155,7 @@ green = pick[1].selectbox(
     t("Green: reconstruct capsule"),
     range(10),
     index=default[1],
-    format_func=mark,
+    format_func=keeping(mark),
     key=f"green_{vals}_{path.stem}",
     help=help_text("reconstruction"),
 )
@@ -225,7 +225,7 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
     alone = st.radio(
         t("Digit routed alone"),
         ["first digit", "second digit"],  # plain options: the URL keeps the word, which fits any pair
-        format_func=t,  # the options' words in the reader's language; the URL keeps the English
+        format_func=keeping(t),  # the options' words in the reader's language; the URL keeps the English
         horizontal=True,
         key=STATE.mm_alone.key,
         bind="query-params",

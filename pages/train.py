@@ -22,7 +22,7 @@ from capsviz.data.user import short_name
 from capsviz.errors import CapsvizError
 from capsviz.estimate import for_run, size_refusal
 from capsviz.glossary import help_text
-from capsviz.i18n import N_, language, t, tn
+from capsviz.i18n import N_, keeping, language, t, tn
 from capsviz.text import MAX_SENTENCES, plain
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
@@ -131,7 +131,7 @@ busy = drawn[1] in jobs.ACTIVE
 with st.container(border=True):
     c1, c2, c3 = st.columns(3)
     model = c1.selectbox(t("Model"), list(PRESETS), index=list(PRESETS).index("capsnet-small"), key="t_model")
-    dataset = c1.selectbox(t("Dataset"), [*DATASETS, OWN], format_func=lambda d: t(OWN) if d == OWN else d, key="t_dataset")
+    dataset = c1.selectbox(t("Dataset"), [*DATASETS, OWN], format_func=keeping(lambda d: t(OWN) if d == OWN else d), key="t_dataset")
     resize, own_count = None, 0
     if dataset == OWN and not allowed:
         c1.caption(t("Uploading your own pictures is off on this server for now."))
@@ -147,10 +147,12 @@ with st.container(border=True):
         couplings = c2.selectbox(
             t("Couplings while training"),
             registry.vector_routings(),
-            format_func=lambda c: (
-                t("{routing} (the iterations above)", routing=registry.ROUTINGS[c].words)
-                if registry.ROUTINGS[c].iterative
-                else registry.ROUTINGS[c].words
+            format_func=keeping(
+                lambda c: (
+                    t("{routing} (the iterations above)", routing=registry.ROUTINGS[c].words)
+                    if registry.ROUTINGS[c].iterative
+                    else registry.ROUTINGS[c].words
+                )
             ),
             key="t_couplings",
             help=t("How DigitCaps' couplings are made during training: the routing lab compares models trained each way.")
