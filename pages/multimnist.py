@@ -14,6 +14,7 @@ from capsviz.analysis.explain import (
 )
 from capsviz.analysis.links import linked_numbers
 from capsviz.analysis.multimnist import (
+    SEGMENT_LEGEND,
     SEGMENT_NAMES,
     compose_pair,
     draw_pair,
@@ -27,6 +28,7 @@ from capsviz.analysis.multimnist import (
 from capsviz.config import DATASETS
 from capsviz.data.multimnist import MAX_SHIFT
 from capsviz.glossary import help_text
+from capsviz.i18n import keeping, t
 from capsviz.registry import routing_words
 from capsviz.text import plain
 from capsviz.viz import SEGMENT_COLOURS, capsule_bars, png_bytes, segments_image, to_image, two_colour
@@ -48,14 +50,18 @@ from pages.state import STATE, link_asks
 require_router()
 SIZE = DATASETS["multimnist"].in_size
 
-st.title("MultiMNIST: two digits on top of each other")
+st.title(t("MultiMNIST: two digits on top of each other"))
 st.markdown(intro_words(SIZE, MAX_SHIFT))
 
 model, meta, path = page_model(
     lambda m: m.config.decodes and m.config.in_size == DATASETS["multimnist"].in_size,
-    f"a CapsNet trained on MultiMNIST (pairs of digits, {SIZE}x{SIZE})",
-    f"**{{name}}** is not a CapsNet trained on MultiMNIST ({SIZE}x{SIZE} inputs with a decoder). None is in the model folder; train "
-    "one: `python -m capsviz train --model capsnet-small --dataset multimnist --out checkpoints/capsnet-small-multimnist.safetensors`.",
+    t("a CapsNet trained on MultiMNIST (pairs of digits, {size}x{size})", size=SIZE),
+    t(
+        "**{{name}}** is not a CapsNet trained on MultiMNIST ({size}x{size} inputs with a decoder). None is in the model folder; "
+        "train one: `python -m capsviz train --model capsnet-small --dataset multimnist --out "
+        "checkpoints/capsnet-small-multimnist.safetensors`.",
+        size=SIZE,
+    ),
 )
 data = test_set("multimnist")
 if data is None:
@@ -74,7 +80,9 @@ if not KEYS[0].present and STATE.pair_saved.present:  # back from another page
 elif not KEYS[0].present:  # a shared link's pair once (brought within range), else the first pair the paper's rule draws
     first = spec(*draw_pair(data.labels, seed=0))
     raw = link_asks("pair")
-    parts = [(0, N - 1, "first digit"), (0, N - 1, "second digit")] + [(-MAX_SHIFT, MAX_SHIFT, s) for s in ("dy 1", "dx 1", "dy 2", "dx 2")]
+    parts = [(0, N - 1, t("first digit")), (0, N - 1, t("second digit"))] + [
+        (-MAX_SHIFT, MAX_SHIFT, s) for s in ("dy 1", "dx 1", "dy 2", "dx 2")
+    ]
     STATE.pair_pending.set(first if raw is None else list(keep_link_note("pair", linked_numbers(raw, parts, first)).value))
 if STATE.pair_pending.present:  # seed the widgets before they are drawn
     for k, v in zip(KEYS, STATE.pair_pending.pop(), strict=True):
@@ -82,18 +90,18 @@ if STATE.pair_pending.present:  # seed the widgets before they are drawn
 
 with st.container(border=True):
     c = st.columns([1.2, 1, 1, 0.8, 0.8, 0.8, 0.8])
-    if c[0].button("Random pair", key="random_pair", help="Two test digits of different classes, shifts drawn as in the paper"):
+    if c[0].button(t("Random pair"), key="random_pair", help=t("Two test digits of different classes, shifts drawn as in the paper")):
         STATE.pair_pending.set(spec(*draw_pair(data.labels, seed=int(np.random.randint(1 << 30)))))
         st.rerun()
-    c[1].number_input("First digit (test index)", 0, N - 1, key=KEYS[0].key)
-    c[2].number_input("Second digit (test index)", 0, N - 1, key=KEYS[1].key)
+    c[1].number_input(t("First digit (test index)"), 0, N - 1, key=KEYS[0].key)
+    c[2].number_input(t("Second digit (test index)"), 0, N - 1, key=KEYS[1].key)
     for j, label in enumerate(["dy 1", "dx 1", "dy 2", "dx 2"]):
         c[3 + j].number_input(
             plain(label),
             -MAX_SHIFT,
             MAX_SHIFT,
             key=KEYS[2 + j].key,
-            help=f"shift in pixels (down, right), at most {MAX_SHIFT} as in the paper",
+            help=t("shift in pixels (down, right), at most {max_shift} as in the paper", max_shift=MAX_SHIFT),
         )
 
 vals = [int(k.get()) for k in KEYS]
@@ -103,7 +111,12 @@ show_link_note("pair", tuple(vals))
 pair = compose_pair(data.images, data.labels, vals[0], vals[1], [vals[2:4], vals[4:6]])
 l1, l2 = pair.labels
 if l1 == l2:
-    st.warning(f"Both digits are {l1}s. The paper only pairs digits of different classes; the two-capsule rule cannot be right here.")
+    st.warning(
+        t(
+            "Both digits are {digit}s. The paper only pairs digits of different classes; the two-capsule rule cannot be right here.",
+            digit=l1,
+        )
+    )
 
 
 pair_image = pair.image.astype(np.float32)
@@ -112,7 +125,7 @@ t1, t2 = seg.top2
 names = [str(k) for k in range(10)]
 default = [t1, t2]
 if (raw := link_asks("caps")) is not None:  # a shared link's capsule choice, once (brought within range)
-    default = list(keep_link_note("caps", linked_numbers(raw, [(0, 9, "red capsule"), (0, 9, "green capsule")], default)).value)
+    default = list(keep_link_note("caps", linked_numbers(raw, [(0, 9, t("red capsule")), (0, 9, t("green capsule"))], default)).value)
 
 
 def mark(j: int) -> str:
@@ -121,25 +134,28 @@ def mark(j: int) -> str:
 
 left, right = st.columns([1, 2])
 with left:
-    show(st, picture(to_image, pair.image, 6, width=216), f"input: {pair_words(l1, l2)}", 216)
+    show(st, picture(to_image, pair.image, 6, width=216), t("input: {labels}", labels=pair_words(l1, l2)), 216)
 with right:
-    st.plotly_chart(chart(capsule_bars, seg.scores, names, (t1, t2), f"Prediction: {t1} and {t2} (two longest capsules)"), key="mm_lengths")
+    st.plotly_chart(
+        chart(capsule_bars, seg.scores, names, (t1, t2), t("Prediction: {first} and {second} (two longest capsules)", first=t1, second=t2)),
+        key="mm_lengths",
+    )
 
-st.subheader("Reconstruct one capsule at a time")
+st.subheader(t("Reconstruct one capsule at a time"))
 pick = st.columns(2)
 red = pick[0].selectbox(
-    "Red: reconstruct capsule",
+    t("Red: reconstruct capsule"),
     range(10),
     index=default[0],
-    format_func=mark,
+    format_func=keeping(mark),
     key=f"red_{vals}_{path.stem}",
     help=help_text("reconstruction"),
 )
 green = pick[1].selectbox(
-    "Green: reconstruct capsule",
+    t("Green: reconstruct capsule"),
     range(10),
     index=default[1],
-    format_func=mark,
+    format_func=keeping(mark),
     key=f"green_{vals}_{path.stem}",
     help=help_text("reconstruction"),
 )
@@ -151,33 +167,47 @@ cols = st.columns(4)
 show(
     cols[0],
     picture(two_colour, pair.image, r1, r2, width=216),
-    f"{reconstruction_words(red, green, (l1, l2), (t1, t2))}; over the input with {pair_words(l1, l2)}",
+    t(
+        "{reconstructions}; over the input with {labels}",
+        reconstructions=reconstruction_words(red, green, (l1, l2), (t1, t2)),
+        labels=pair_words(l1, l2),
+    ),
     216,
 )
-show(cols[1], picture(to_image, r1, width=216), f"red: capsule {mark(red)} alone", 216)
-show(cols[2], picture(to_image, r2, width=216), f"green: capsule {mark(green)} alone", 216)
-show(cols[3], picture(segments_image, chosen.segments, width=216), "segmentation of the input's ink", 216)
+show(cols[1], picture(to_image, r1, width=216), t("red: capsule {capsule} alone", capsule=mark(red)), 216)
+show(cols[2], picture(to_image, r2, width=216), t("green: capsule {capsule} alone", capsule=mark(green)), 216)
+show(cols[3], picture(segments_image, chosen.segments, width=216), t("segmentation of the input's ink"), 216)
 counts = {SEGMENT_NAMES[k]: int((chosen.segments == k).sum()) for k in range(1, 5)}
 legend = " · ".join(
-    f"<span style='color:rgb{tuple(int(v) for v in SEGMENT_COLOURS[k])}'>■</span> {name.replace('first', f'capsule {red}').replace('second', f'capsule {green}')}: {counts[name]} px"
+    f"<span style='color:rgb{tuple(int(v) for v in SEGMENT_COLOURS[k])}'>■</span> "
+    + t("{name}: {count} px", name=t(SEGMENT_LEGEND[k], first=red, second=green), count=counts[name])
     for k, name in SEGMENT_NAMES.items()
     if k
 )
 st.markdown(legend, unsafe_allow_html=True)
 st.caption(segment_words(chosen.segments, mark(red), mark(green), pair.parts))
 
-st.subheader("Where routing matters: the pair beside one digit alone")
+st.subheader(t("Where routing matters: the pair beside one digit alone"))
 st.markdown(
-    f"Sabour et al. credit routing with explaining overlapping digits away: each primary capsule should send its "
-    f"prediction to the digit capsule it agrees with. Below, the couplings c (the share of each primary capsule's "
-    f"prediction sent to a digit capsule) to the pair's two winners, capsules {t1} and {t2}, at every routing "
-    "iteration, laid over the input; and the same for one of the two digits alone, at the same place on the canvas."
+    t(
+        "Sabour et al. credit routing with explaining overlapping digits away: each primary capsule should send its prediction "
+        "to the digit capsule it agrees with. Below, the couplings c (the share of each primary capsule's prediction sent to a "
+        "digit capsule) to the pair's two winners, capsules {first} and {second}, at every routing iteration, laid over the "
+        "input; and the same for one of the two digits alone, at the same place on the canvas.",
+        first=t1,
+        second=t2,
+    )
 )
 if meta.config.couplings != "dynamic":
     st.info(
-        f"**{plain(path.stem)}** was trained with {routing_words(meta.config.couplings)}, not with dynamic routing: the prediction above uses "
-        f"those. This section runs its capsules with dynamic routing ({meta.config.routing_iterations} iterations) instead, "
-        "on weights that training made for the other couplings. The Routing lab compares the two over the test pairs.",
+        t(
+            "**{model}** was trained with {routing}, not with dynamic routing: the prediction above uses those. This section runs "
+            "its capsules with dynamic routing ({T} iterations) instead, on weights that training made for the other couplings. "
+            "The Routing lab compares the two over the test pairs.",
+            model=plain(path.stem),
+            routing=routing_words(meta.config.couplings),
+            T=meta.config.routing_iterations,
+        ),
         icon=":material/info:",
     )
 
@@ -191,33 +221,37 @@ def routing_of(model_key: str, _model, pair_bytes: bytes, single_bytes: bytes, s
 @st.fragment
 def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
     """The digit routed alone reruns only this section (the pair's other figures stay)."""
-    link_choice(STATE.mm_alone, STATE.mm_alone.choices, STATE.mm_alone.default, "digit routed alone")
+    link_choice(STATE.mm_alone, STATE.mm_alone.choices, STATE.mm_alone.default, t("digit routed alone"))
     alone = st.radio(
-        "Digit routed alone",
+        t("Digit routed alone"),
         ["first digit", "second digit"],  # plain options: the URL keeps the word, which fits any pair
+        format_func=keeping(t),  # the options' words in the reader's language; the URL keeps the English
         horizontal=True,
         key=STATE.mm_alone.key,
         bind="query-params",
-        help="Which of the pair's two digits to route on its own, shifted as in the pair",
+        help=t("Which of the pair's two digits to route on its own, shifted as in the pair"),
     )
     alone = 0 if alone == "first digit" else 1
-    st.caption(f"The first digit is a {plain(pair.labels[0])}, the second a {plain(pair.labels[1])}.")
+    st.caption(t("The first digit is a {first}, the second a {second}.", first=plain(pair.labels[0]), second=plain(pair.labels[1])))
     T_route = meta.config.routing_iterations
 
     single = pair.parts[alone].astype(np.float32)
     routed = routing_of(STATE.model_key.get(), model, pair_image.tobytes(), single.tobytes(), pair_image.shape, (t1, t2), T_route)
-    single_name = f"the {plain(pair.labels[alone])}"
+    single_name = t("the {digit}", digit=plain(pair.labels[alone]))
     high = max(round_up(float(routed.maps.max())), routed.uniform + 0.001)  # one scale for every map: they compare
     maps = routed.maps.transpose(0, 2, 1, 3, 4)  # (2 inputs, 2 capsules, T, G, G)
-    inputs, groups = [pair.image, single], [f"the pair ({pair_words(*pair.labels)})", f"{single_name} alone"]
-    rows = [f"coupling c\nto capsule {t1}", f"coupling c\nto capsule {t2}"]
+    inputs, groups = (
+        [pair.image, single],
+        [t("the pair ({labels})", labels=pair_words(*pair.labels)), t("{digit} alone", digit=single_name)],
+    )
+    rows = [t("coupling c\nto capsule {capsule}", capsule=t1), t("coupling c\nto capsule {capsule}", capsule=t2)]
     title = pair_routing_title((t1, t2), meta.config)
     st.markdown(f"**{title}**")  # plain: numbers only
     for col, image, group, block in zip(st.columns(2), inputs, groups, maps, strict=True):  # one under the other on a phone
         show(col, picture(coupling_block, image, block, group, rows, routed.uniform, high))
     st.caption(coupling_scale_words(routed.uniform, high, maps.shape[-1]))
     st.download_button(
-        "Download this figure (PNG)",
+        t("Download this figure (PNG)"),
         lambda: png_bytes(coupling_overlays(inputs, maps, groups, rows, routed.uniform, high, title)),
         f"{path.stem}-pair-{'-'.join(map(str, vals))}-couplings.png",
         "image/png",
@@ -229,30 +263,37 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
 
 routing_view(pair, vals, t1, t2)
 
-st.subheader("Accuracy on generated test pairs")
+st.subheader(t("Accuracy on generated test pairs"))
 st.caption(
-    "The paper's rule: a pair is right when its two labels are the two longest capsules. Pairs come from the fixed "
-    "evaluation set (each test digit paired once with a digit of another class, seeded)."
+    t(
+        "The paper's rule: a pair is right when its two labels are the two longest capsules. Pairs come from the fixed "
+        "evaluation set (each test digit paired once with a digit of another class, seeded)."
+    )
 )
-n = count_slider("Pairs", [100, 500, 1000, 2000, 5000, 10000], 1000, N, STATE.pairs_measured)
+n = count_slider(t("Pairs"), [100, 500, 1000, 2000, 5000, 10000], 1000, N, STATE.pairs_measured)
 res = long_job(
     f"{STATE.model_key.get()}:{n}",
-    "Measure accuracy",
+    t("Measure accuracy"),
     lambda progress: pair_accuracy(model, data.images, data.labels, n, on_progress=progress),
 )
 if res is not None:
-    st.metric("Pair error", f"{res.error:.2f}%", help=help_text("pair_error"))
+    st.metric(t("Pair error"), f"{res.error:.2f}%", help=help_text("pair_error"))
     st.caption(res.words())
     st.caption(stored_words(res, stored_pair_error(meta)))
-    st.markdown("**The hardest pairs** (wrong ones first, then those where the second digit's capsule was least sure):")
+    st.markdown(t("**The hardest pairs** (wrong ones first, then those where the second digit's capsule was least sure):"))
     gallery = st.columns(len(res.hardest))
     for col, h in zip(gallery, res.hardest, strict=True):
         p = compose_pair(data.images, data.labels, h["index"][0], h["index"][1], h["shifts"])
+        said = dict(labels=plain(pair_words(*h["labels"])), first=h["top2"][0], second=h["top2"][1])
         show(
             col,
             picture(to_image, p.image, 3),
-            f"{plain(pair_words(*h['labels']))}, predicted {h['top2'][0]} and {h['top2'][1]}{'' if h['correct'] else ' (wrong)'}",
+            (
+                t("{labels}, predicted {first} and {second}", **said)
+                if h["correct"]
+                else t("{labels}, predicted {first} and {second} (wrong)", **said)
+            ),
         )
-        if col.button("Open", key=f"open_{h['index'][0]}_{h['index'][1]}"):
+        if col.button(t("Open"), key=f"open_{h['index'][0]}_{h['index'][1]}"):
             STATE.pair_pending.set(spec(h["index"][0], h["index"][1], h["shifts"]))
             st.rerun()

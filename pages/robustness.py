@@ -20,6 +20,7 @@ from capsviz.analysis.robustness import (
 from capsviz.config import user_dataset
 from capsviz.data.user import short_name
 from capsviz.glossary import help_text
+from capsviz.i18n import N_, t
 from capsviz.registry import FAMILIES, either, shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, sweep_lines, to_image
@@ -44,26 +45,31 @@ from pages.state import STATE
 require_router()
 # The affine sliders' ranges and defaults (as drawn below), for a shared link's values: (key, lo, hi, default, name)
 AFFINE_LINKS = [
-    (STATE.rotate, "rotate (degrees)"),
-    (STATE.scale, "scale"),
-    (STATE.shear, "shear"),
-    (STATE.right, "move right (px)"),
-    (STATE.down, "move down (px)"),
+    (STATE.rotate, N_("rotate (degrees)")),
+    (STATE.scale, N_("scale")),
+    (STATE.shear, N_("shear")),
+    (STATE.right, N_("move right (px)")),
+    (STATE.down, N_("move down (px)")),
 ]
 
-st.title("Robustness: affine transforms and adversarial attacks")
+st.title(t("Robustness: affine transforms and adversarial attacks"))
 st.markdown(
-    "Capsules encode pose explicitly, so the papers claim they generalise better to transformed digits "
-    "(Sabour et al. 5.2: 79% on affNIST against 66% for a CNN of similar size) and lose less accuracy "
-    "under white-box attacks (Hinton et al. section 6: FGSM and BIM). Test both claims here, the active "
-    "capsule model beside a baseline CNN trained on the same data."
+    t(
+        "Capsules encode pose explicitly, so the papers claim they generalise better to transformed digits "
+        "(Sabour et al. 5.2: 79% on affNIST against 66% for a CNN of similar size) and lose less accuracy "
+        "under white-box attacks (Hinton et al. section 6: FGSM and BIM). Test both claims here, the active "
+        "capsule model beside a baseline CNN trained on the same data."
+    )
 )
 
 model, meta, path = page_model(
     lambda m: shows(m.config, "robustness") and (m.config.in_size in (28, 40) or user_dataset(m.image_dataset) is not None),
-    "a capsule model on 28x28 or 40x40 digits, or on your own images, to compare with a CNN",
-    f"**{{name}}** is {{family}}; this page compares a capsule model ({either('robustness')} on 28x28 or 40x40 "
-    "digits, or on your own images) with a baseline CNN. Choose a capsule model.",
+    t("a capsule model on 28x28 or 40x40 digits, or on your own images, to compare with a CNN"),
+    t(
+        "**{{name}}** is {{family}}; this page compares a capsule model ({models} on 28x28 or 40x40 digits, or on your own "
+        "images) with a baseline CNN. Choose a capsule model.",
+        models=either("robustness"),
+    ),
     lambda sidebar, suitable: stand_in(sidebar, suitable, checkpoints()),
 )
 dataset = meta.image_dataset
@@ -83,14 +89,14 @@ models = {path.stem: model}
 files = {path.stem: path}
 cnn_stem = None
 if cnns:
-    link_choice(STATE.cnn, [p.name for p in cnns], cnns[0].name, "baseline CNN", label=plain)
+    link_choice(STATE.cnn, [p.name for p in cnns], cnns[0].name, t("baseline CNN"), label=plain)
     cnn_name = st.selectbox(
-        "Baseline CNN",
+        t("Baseline CNN"),
         [p.name for p in cnns],
         format_func=plain,
         key=STATE.cnn.key,
         bind="query-params",
-        help=f"CNN checkpoints trained on {plain(shown_as)} at {size}x{size}",
+        help=t("CNN checkpoints trained on {dataset} at {size}x{size}", dataset=plain(shown_as), size=size),
     )
     cnn_path = checkpoint_dir() / cnn_name
     cnn, _ = load_model(cnn_path)
@@ -99,14 +105,24 @@ if cnns:
     cnn_stem = cnn_path.stem
 elif own:
     st.info(
-        f"No baseline CNN trained on these images ({plain(shown_as)}, {size}x{size}) is in the model folder, so only the capsule "
-        "model is shown and there is nothing to compare it with. Train one on the **Train** page (model cnn-small, the same "
-        f"images), or: `python -m capsviz train --model cnn-small --dataset {plain(user_dataset(dataset)[0], 'code')}:PATH --resize {size}`."
+        t(
+            "No baseline CNN trained on these images ({dataset}, {size}x{size}) is in the model folder, so only the capsule model "
+            "is shown and there is nothing to compare it with. Train one on the **Train** page (model cnn-small, the same "
+            "images), or: `python -m capsviz train --model cnn-small --dataset {kind}:PATH --resize {size}`.",
+            dataset=plain(shown_as),
+            size=size,
+            kind=plain(user_dataset(dataset)[0], "code"),
+        )
     )
 else:
     st.info(
-        f"No baseline CNN for {plain(dataset)} at {size}x{size} yet, so only the capsule model is shown. Train one: "
-        f"`python -m capsviz train --model cnn-small --dataset {plain(dataset, 'code')} --out checkpoints/cnn-small-{plain(dataset, 'code')}.safetensors`."
+        t(
+            "No baseline CNN for {dataset} at {size}x{size} yet, so only the capsule model is shown. Train one: `python -m "
+            "capsviz train --model cnn-small --dataset {code} --out checkpoints/cnn-small-{code}.safetensors`.",
+            dataset=plain(dataset),
+            size=size,
+            code=plain(dataset, "code"),
+        )
     )
 key = STATE.model_key.get() + "|" + "|".join(models)
 
@@ -134,7 +150,7 @@ def attacked(model_key: str, _model, dataset: str, count: int, _x, _y, eps: floa
     return adv.numpy(), out.scores.argmax(1).numpy(), recs
 
 
-link_choice(STATE.tab, STATE.tab.choices, STATE.tab.default, "tab")
+link_choice(STATE.tab, STATE.tab.choices, STATE.tab.default, t("tab"))
 tab_affine, tab_adv = st.tabs(STATE.tab.choices, key=STATE.tab.key, bind="query-params")
 
 with tab_affine:
@@ -147,16 +163,16 @@ with tab_affine:
         @st.fragment
         def transform_view():
             for slot, what in AFFINE_LINKS:
-                keep_within(slot, *slot.bounds, slot.default, what)
+                keep_within(slot, *slot.bounds, slot.default, t(what))
             c = st.columns(5)
-            rot = c[0].slider("rotate (degrees)", -90, 90, 0, 5, key=STATE.rotate.key, bind="query-params", help=help_text("affine"))
-            scale = c[1].slider("scale", 0.5, 1.5, 1.0, 0.05, key=STATE.scale.key, bind="query-params")
-            shear = c[2].slider("shear", -0.6, 0.6, 0.0, 0.05, key=STATE.shear.key, bind="query-params")
-            dx = c[3].slider("move right (px)", -8, 8, 0, 1, key=STATE.right.key, bind="query-params")
-            dy = c[4].slider("move down (px)", -8, 8, 0, 1, key=STATE.down.key, bind="query-params")
+            rot = c[0].slider(t("rotate (degrees)"), -90, 90, 0, 5, key=STATE.rotate.key, bind="query-params", help=help_text("affine"))
+            scale = c[1].slider(t("scale"), 0.5, 1.5, 1.0, 0.05, key=STATE.scale.key, bind="query-params")
+            shear = c[2].slider(t("shear"), -0.6, 0.6, 0.0, 0.05, key=STATE.shear.key, bind="query-params")
+            dx = c[3].slider(t("move right (px)"), -8, 8, 0, 1, key=STATE.right.key, bind="query-params")
+            dy = c[4].slider(t("move down (px)"), -8, 8, 0, 1, key=STATE.down.key, bind="query-params")
             warped = warp(image, rot, scale, shear, dx, dy)
             cols = st.columns([1, 2, 2])
-            show(cols[0], picture(to_image, warped, 5, width=150), f"transformed (label {plain(label)})", 150)
+            show(cols[0], picture(to_image, warped, 5, width=150), t("transformed (label {label})", label=plain(label)), 150)
             for col, (name, m) in zip(cols[1:], models.items(), strict=False):
                 p = answer(f"{key}:{name}", m, warped)
                 y_title = FAMILIES[m.config.family].score
@@ -169,15 +185,21 @@ with tab_affine:
 
         transform_view()
 
-    st.subheader("Accuracy versus transform strength")
+    st.subheader(t("Accuracy versus transform strength"))
     st.caption(
-        "Each test digit gets a random rotation, shear and scale drawn from affNIST's ranges (+-20 degrees, +-0.2 shear, "
-        "0.8-1.2 scale) multiplied by the strength: 0 is the plain test set, 1 is affNIST's distortion, 2 doubles it."
-        + (" At 40x40 the digit is also moved anywhere on the canvas (the affNIST-like test set)." if size == 40 and not own else "")
+        t(
+            "Each test digit gets a random rotation, shear and scale drawn from affNIST's ranges (+-20 degrees, +-0.2 shear, "
+            "0.8-1.2 scale) multiplied by the strength: 0 is the plain test set, 1 is affNIST's distortion, 2 doubles it."
+        )
+        + (
+            " " + t("At 40x40 the digit is also moved anywhere on the canvas (the affNIST-like test set).")
+            if size == 40 and not own
+            else ""
+        )
     )
     data = test_set(dataset, size, meta.config.in_channels, quiet=True)
     if data is not None:
-        n = count_slider("Test images", [100, 200, 500, 1000, 2000], stored.AFFINE_IMAGES, len(data), STATE.affine_images)
+        n = count_slider(t("Test images"), [100, 200, 500, 1000, 2000], stored.AFFINE_IMAGES, len(data), STATE.affine_images)
         strengths = stored.AFFINE_STRENGTHS
         affine_keys = stored_sweeps("affine", stored.affine_settings(dataset, size, n, strengths), models)
 
@@ -189,43 +211,55 @@ with tab_affine:
 
         sweep = long_job(
             f"{key}:affine:{n}",
-            "Run the affine sweep",
+            t("Run the affine sweep"),
             run_affine,
             stored=lambda: all_stored(affine_keys, lambda v: v["accuracy"]),
         )
         if sweep is not None:
             st.plotly_chart(
-                chart(sweep_lines, strengths, sweep, f"Accuracy on {n} transformed test images", "transform strength", "accuracy %"),
+                chart(
+                    sweep_lines,
+                    strengths,
+                    sweep,
+                    t("Accuracy on {n} transformed test images", n=n),
+                    t("transform strength"),
+                    t("accuracy %"),
+                ),
                 key="aff_sweep",
             )
             said = {plain(k): v for k, v in sweep.items()}
-            for line in describe_comparison(said, strengths, plain(path.stem), "strength", n):
+            for line in describe_comparison(said, strengths, plain(path.stem), t("strength"), n):
                 st.markdown(line, help=help_text("beyond_chance"))  # plain: its names are made plain above
             st.caption(
-                "The paper's 79% against 66% (Sabour et al. 5.2) comes from models trained on digits placed anywhere on a 40x40 "
-                "canvas and tested on the real affNIST. A 28x28 model here saw only centred digits in training, so both models "
-                "meet larger changes than they learned; train `capsnet-affine` and `cnn-small` on affine MNIST for the paper's setup."
+                t(
+                    "The paper's 79% against 66% (Sabour et al. 5.2) comes from models trained on digits placed anywhere on a "
+                    "40x40 canvas and tested on the real affNIST. A 28x28 model here saw only centred digits in training, so both "
+                    "models meet larger changes than they learned; train `capsnet-affine` and `cnn-small` on affine MNIST for the "
+                    "paper's setup."
+                )
             )
 
 with tab_adv:
     st.caption(
-        "White-box attacks on the cross-entropy of each model's class scores (capsule lengths or activations read as "
-        "logits: the margin and spread losses are flat for confidently classified images, which would mask the gradient). FGSM takes one step of size epsilon along the sign of the input "
-        "gradient; BIM takes 10 smaller steps, each kept within epsilon of the original. Untargeted attacks push away "
-        "from the label (accuracy should fall); targeted ones pull towards a random other class (success should rise). "
-        "The paper: the capsule model never fell below the accuracy of guessing at random untargeted, while the CNN did at epsilon 0.2."
+        t(
+            "White-box attacks on the cross-entropy of each model's class scores (capsule lengths or activations read as "
+            "logits: the margin and spread losses are flat for confidently classified images, which would mask the gradient). FGSM takes one step of size epsilon along the sign of the input "
+            "gradient; BIM takes 10 smaller steps, each kept within epsilon of the original. Untargeted attacks push away "
+            "from the label (accuracy should fall); targeted ones pull towards a random other class (success should rise). "
+            "The paper: the capsule model never fell below the accuracy of guessing at random untargeted, while the CNN did at epsilon 0.2."
+        )
     )
     data = test_set(dataset, size, meta.config.in_channels, quiet=True)
     if data is None:
-        st.info("The attacks need the model's test images, which are not available here (see above).")
+        st.info(t("The attacks need the model's test images, which are not available here (see above)."))
     if data is not None:
         c = st.columns(3)
         with c[0]:
-            link_choice(STATE.attack, STATE.attack.choices, STATE.attack.default, "attack", label=str.upper)
+            link_choice(STATE.attack, STATE.attack.choices, STATE.attack.default, t("attack"), label=str.upper)
         with c[1]:
-            link_choice(STATE.targeted, STATE.targeted.choices, STATE.targeted.default, "targeted")
+            link_choice(STATE.targeted, STATE.targeted.choices, STATE.targeted.default, t("targeted"))
         method = c[0].radio(
-            "Attack",
+            t("Attack"),
             ["fgsm", "bim"],
             format_func=str.upper,
             horizontal=True,
@@ -233,8 +267,8 @@ with tab_adv:
             bind="query-params",
             help=help_text("fgsm", "bim"),
         )
-        targeted = c[1].toggle("Targeted", key=STATE.targeted.key, bind="query-params", help=help_text("targeted"))
-        n = count_slider("Test images", [50, 100, 200, 500, 1000], stored.ATTACK_IMAGES, len(data), STATE.attack_images, c[2])
+        targeted = c[1].toggle(t("Targeted"), key=STATE.targeted.key, bind="query-params", help=help_text("targeted"))
+        n = count_slider(t("Test images"), [50, 100, 200, 500, 1000], stored.ATTACK_IMAGES, len(data), STATE.attack_images, c[2])
         epsilons = stored.ATTACK_EPSILONS
         x, y = attack_test_images(data, n, size)
         # The EM paper's claim is about matrix capsules: beside a CapsNet, its matrix-capsule sibling is attacked too
@@ -262,21 +296,25 @@ with tab_adv:
 
         curves = long_job(
             f"{key}|{'|'.join(attacked_models)}:adv:{method}:{targeted}:{n}",
-            "Run the attack sweep",
+            t("Run the attack sweep"),
             run_all,
             stored=lambda: all_stored(attack_keys, AttackCurve.from_dict),
         )
         if curves is not None:
-            what = "success" if targeted else "accuracy"
             series = {name: (cv.success if targeted else cv.accuracy) for name, cv in curves.items()}
-            title = f"{method.upper()} {'targeted success rate' if targeted else 'accuracy'} on {n} test digits"
+            if targeted:
+                title, y_title = t("{attack} targeted success rate on {n} test digits", attack=method.upper(), n=n), t("success %")
+            else:
+                title, y_title = t("{attack} accuracy on {n} test digits", attack=method.upper(), n=n), t("accuracy %")
             st.plotly_chart(
-                chart(sweep_lines, epsilons, series, title, "epsilon", f"{what} %", None if targeted else 100.0 / len(names)),
+                chart(sweep_lines, epsilons, series, title, "epsilon", y_title, None if targeted else 100.0 / len(names)),
                 key="adv_curve",
             )
             st.markdown(
-                "**Fraction of zero input gradients** (near 1 would mean gradient masking, not robustness): "
-                + ", ".join(f"{plain(name)} {cv.zero_gradients:.1%}" for name, cv in curves.items())
+                t(
+                    "**Fraction of zero input gradients** (near 1 would mean gradient masking, not robustness): {fractions}",
+                    fractions=t(", ").join(f"{plain(name)} {cv.zero_gradients:.1%}" for name, cv in curves.items()),
+                )
             )
             said = {plain(k): v for k, v in series.items()}
             for capsule in [name for name in said if name != plain(cnn_stem)]:
@@ -285,17 +323,26 @@ with tab_adv:
                 ):
                     st.markdown(line, help=help_text("beyond_chance"))  # plain: its names are made plain above
             st.caption(
-                "Why this can differ from the papers: the claim is Hinton et al.'s (section 6), for matrix capsules with EM routing "
-                f"on smallNORB (guessing at random gets 20% right there; with {len(names)} classes here, {100 / len(names):.0f}%); Sabour et al. make none for attacks. The models here are trained "
-                f"on {plain(shown_as)}, smaller and for fewer epochs than the papers', and these attacks follow the cross-entropy of the class "
-                "scores (the paper does not say which loss it attacked). "
+                t(
+                    "Why this can differ from the papers: the claim is Hinton et al.'s (section 6), for matrix capsules with EM "
+                    "routing on smallNORB (guessing at random gets 20% right there; with {J} classes here, {chance}%); Sabour et "
+                    "al. make none for attacks. The models here are trained on {dataset}, smaller and for fewer epochs than the "
+                    "papers', and these attacks follow the cross-entropy of the class scores (the paper does not say which loss it "
+                    "attacked).",
+                    J=len(names),
+                    chance=f"{100 / len(names):.0f}",
+                    dataset=plain(shown_as),
+                )
+                + " "
                 + (
                     ""
                     if meta.config.routing == "em" or matrix is not None
-                    else "No matrix-capsule model for these images is in the model folder, so the EM paper's own claim is not tested here."
+                    else t(
+                        "No matrix-capsule model for these images is in the model folder, so the EM paper's own claim is not tested here."
+                    )
                 )
             )
-        st.subheader("Attacked images")
+        st.subheader(t("Attacked images"))
         keep_choice(STATE.epsilon, epsilons[1:], 0.1, "epsilon")
         eps = st.select_slider("epsilon", epsilons[1:], value=0.1, key=STATE.epsilon.key, bind="query-params", help=help_text("epsilon"))
         count = min(6, n)
@@ -303,10 +350,16 @@ with tab_adv:
         for name, m in attacked_models.items():
             adv, pred, recs = attacked(f"{key}:{name}", m, dataset, count, x[:count], y[:count], eps, method, targeted, target)
             st.markdown(
-                f"**{plain(name)}**" + (" (targets: " + ", ".join(plain(str(names[t])) for t in target.tolist()) + ")" if targeted else "")
+                t(
+                    "**{model}** (targets: {targets})",
+                    model=plain(name),
+                    targets=t(", ").join(plain(str(names[k])) for k in target.tolist()),
+                )
+                if targeted
+                else f"**{plain(name)}**"
             )
             cols = st.columns(count)
             for i, col in enumerate(cols):
                 show(col, picture(to_image, adv[i], 3), f"{plain(names[int(y[i])])} → {plain(names[int(pred[i])])}")
                 if recs is not None:
-                    show(col, picture(to_image, recs[i], 3), "reconstruction")
+                    show(col, picture(to_image, recs[i], 3), t("reconstruction"))

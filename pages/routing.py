@@ -33,6 +33,7 @@ from capsviz.analysis.routing import (
 )
 from capsviz.config import user_dataset
 from capsviz.glossary import class_words, help_text
+from capsviz.i18n import t
 from capsviz.registry import either, shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
@@ -47,39 +48,48 @@ require_router()
 def attention_view(model, image, label, names) -> None:
     """Efficient-CapsNet's one pass of self-attention routing: its couplings beside the prior it
     learned, and the same capsules run with dynamic routing for comparison."""
-    st.title("Self-attention routing, in one pass")
+    st.title(t("Self-attention routing, in one pass"))
     st.markdown(
-        "This model (Efficient-CapsNet, Mazzia et al. 2021) routes without iterations. For each class, every primary "
-        "capsule's **prediction** u_hat is compared with the sum of all the predictions for that class (the **attention** "
-        "a = u_hat . sum of u_hat, scaled by 1/sqrt(16)); **couplings** c = softmax over the classes of a, as dynamic "
-        "routing's softmax over b. Then s_j = sum_i (c_ij + b_ji) u_hat_j|i, where b is a **prior** learned in training, "
-        "the same for every image."
+        t(
+            "This model (Efficient-CapsNet, Mazzia et al. 2021) routes without iterations. For each class, every primary "
+            "capsule's **prediction** u_hat is compared with the sum of all the predictions for that class (the **attention** "
+            "a = u_hat . sum of u_hat, scaled by 1/sqrt(16)); **couplings** c = softmax over the classes of a, as dynamic "
+            "routing's softmax over b. Then s_j = sum_i (c_ij + b_ji) u_hat_j|i, where b is a **prior** learned in training, "
+            "the same for every image."
+        )
     )
     key = STATE.model_key.get()
     tr = for_image(attention_trace, model, image, key=key)
     winner = int(tr.lengths.argmax())
     I, J = tr.c.shape
     left, right = st.columns([1, 3])
-    show(left, picture(to_image, image, width=168), f"input (label {plain(label)}), prediction {plain(names[winner])}", 168)
-    left.plotly_chart(chart(capsule_bars, tr.lengths, names, winner, "Class capsule lengths"), key="attention_lengths")
+    show(
+        left,
+        picture(to_image, image, width=168),
+        t("input (label {label}), prediction {prediction}", label=plain(label), prediction=plain(names[winner])),
+        168,
+    )
+    left.plotly_chart(chart(capsule_bars, tr.lengths, names, winner, t("Class capsule lengths")), key="attention_lengths")
     right.plotly_chart(
-        chart(heatmap, tr.c.T, "Couplings c", "primary capsule", "class", y=[str(n) for n in names], zmin=0, zmax=1, height=300),
+        chart(heatmap, tr.c.T, t("Couplings c"), t("primary capsule"), t("class"), y=[str(n) for n in names], zmin=0, zmax=1, height=300),
         key="attention_c",
     )
     right.plotly_chart(
-        chart(heatmap, tr.prior.T, "Learned prior b", "primary capsule", "class", y=[str(n) for n in names], height=300),
+        chart(heatmap, tr.prior.T, t("Learned prior b"), t("primary capsule"), t("class"), y=[str(n) for n in names], height=300),
         key="attention_prior",
     )
     right.caption(
-        "Above: the couplings c, the share of each primary capsule's vote for each class. Below: the learned prior b, "
-        "added to c, the same for every image."
+        t(
+            "Above: the couplings c, the share of each primary capsule's vote for each class. Below: the learned prior b, "
+            "added to c, the same for every image."
+        )
     )
     right.caption(help_text("self_attention", "c", "prior"))
     st.caption(attention_words(tr, winner, plain(names[winner])))  # plain: its one name is made plain here
-    st.subheader("The same capsules with dynamic routing, 1 to 10 iterations")
+    st.subheader(t("The same capsules with dynamic routing, 1 to 10 iterations"))
     sweep = for_image(iteration_sweep, model, image, 10, key=key)
     st.plotly_chart(
-        chart(lines, sweep["lengths"], names, "Lengths by iteration count", "dynamic-routing iterations", "|v_j|"),
+        chart(lines, sweep["lengths"], names, t("Lengths by iteration count"), t("dynamic-routing iterations"), "|v_j|"),
         key="attention_sweep",
     )
     st.caption(sweep_words(sweep["predictions"], winner, plain(names[winner])))  # plain: its one name is made plain here
@@ -87,9 +97,12 @@ def attention_view(model, image, label, names) -> None:
 
 model, meta, path = page_model(
     lambda meta: shows(meta.config, "routing"),
-    f"a {either('routing')}, whose routing it shows",
-    f"**{{name}}** is {{family}}. This page shows the routing of vector capsules; pick a {either('routing')} in "
-    "the sidebar (matrix capsules have the **EM routing** page).",
+    t("a {models}, whose routing it shows", models=either("routing")),
+    t(
+        "**{{name}}** is {{family}}. This page shows the routing of vector capsules; pick a {models} in the sidebar (matrix "
+        "capsules have the **EM routing** page).",
+        models=either("routing"),
+    ),
 )
 pad = on_canvas(meta.image_dataset, meta.config.in_size)  # a MultiMNIST model: a test digit centred on its canvas
 
@@ -99,7 +112,7 @@ def picked_image(names) -> tuple[np.ndarray, str]:
     28x28 and centred, with a note and a link to the page for pairs); the page stops without one."""
     if pad:
         st.info(canvas_words(meta.config.in_size, pad), icon=":material/info:")
-        st.page_link("pages/multimnist.py", label="MultiMNIST: pairs of digits", icon=":material/arrow_outward:")
+        st.page_link("pages/multimnist.py", label=t("MultiMNIST: pairs of digits"), icon=":material/arrow_outward:")
     picked = pick_image(meta.image_dataset, names, meta.config.in_size - 2 * pad, None if pad else model)
     if picked is None:
         st.stop()
@@ -111,39 +124,49 @@ if meta.config.routing == "self-attention":
     attention_view(model, *picked_image(names), names)
     st.stop()
 words = class_words(meta)  # digit capsules for digits; class capsules for Fashion-MNIST and a user's own images
-st.title("Dynamic routing, iteration by iteration")
+st.title(t("Dynamic routing, iteration by iteration"))
 st.markdown(
-    f"Every primary capsule (a small part detector) makes a **prediction** u_hat for each of the {words.capsules} and "
-    "splits its vote over them with **couplings** c, which start equal (1/J each, J the number of classes; 1/I each for a model "
-    "whose couplings sum to 1 over the I input capsules). Each routing iteration adds the "
-    f"**agreement** u_hat . v (how well a prediction points the same way as the {words.capsule}'s output v) to the "
-    "**routing logits** b, and c = softmax(b) shifts towards the capsules a prediction agrees with (Procedure 1)."
+    t(
+        "Every primary capsule (a small part detector) makes a **prediction** u_hat for each of the {capsules} and splits its "
+        "vote over them with **couplings** c, which start equal (1/J each, J the number of classes; 1/I each for a model whose "
+        "couplings sum to 1 over the I input capsules). Each routing iteration adds the **agreement** u_hat . v (how well a "
+        "prediction points the same way as the {capsule}'s output v) to the **routing logits** b, and c = softmax(b) shifts "
+        "towards the capsules a prediction agrees with (Procedure 1).",
+        capsules=words.capsules,
+        capsule=words.capsule,
+    )
 )
 st.caption(
-    "How far the couplings move away from uniform depends on the model and on the number of iterations: each caption "
-    "below says by how much, and at which iteration. The **Routing playgrounds** page shows the same routing function on "
-    "a few capsules you place yourself."
+    t(
+        "How far the couplings move away from uniform depends on the model and on the number of iterations: each caption "
+        "below says by how much, and at which iteration. The **Routing playgrounds** page shows the same routing function on "
+        "a few capsules you place yourself."
+    )
 )
 
 if how := how_it_computes(meta):  # a model written elsewhere: the routing it really does
-    st.caption("This model was imported: " + "; ".join(how) + ".")
+    st.caption(t("This model was imported: {how}.", how="; ".join(how)))
 if meta.config.couplings != "dynamic":
     st.info(
-        f"**{plain(path.stem)}** was trained with {trained_with(meta.config)}, not with dynamic routing. This page runs its "
-        "capsules with dynamic routing instead: the weights are the ones that training made for the other couplings.",
+        t(
+            "**{model}** was trained with {trained}, not with dynamic routing. This page runs its capsules with dynamic routing "
+            "instead: the weights are the ones that training made for the other couplings.",
+            model=plain(path.stem),
+            trained=trained_with(meta.config),
+        ),
         icon=":material/info:",
     )
 names = meta.class_names
 image, label = picked_image(names)
-keep_within(STATE.iterations, 1, 10, meta.config.routing_iterations, "routing iterations")
+keep_within(STATE.iterations, 1, 10, meta.config.routing_iterations, t("routing iterations"))
 T = st.slider(
-    "Routing iterations at inference",
+    t("Routing iterations at inference"),
     1,
     10,
     meta.config.routing_iterations,
     key=STATE.iterations.key,
     bind="query-params",
-    help="The weights are the same; only the number of routing iterations changes. " + help_text("iteration"),
+    help=t("The weights are the same; only the number of routing iterations changes.") + " " + help_text("iteration"),
 )
 
 
@@ -157,10 +180,10 @@ winner = int(tr.lengths[-1].argmax())
 def iteration_view(tr, image, label, winner: int) -> None:
     """The maps of one iteration: moving the iteration or the detailed capsule reruns only this."""
     if T > 1:
-        keep_within(STATE.t, 1, T, T, "iteration")
-        t = (
+        keep_within(STATE.t, 1, T, T, t("iteration"))
+        it = (
             st.slider(
-                "Show iteration",
+                t("Show iteration"),
                 1,
                 T,
                 T,
@@ -171,59 +194,64 @@ def iteration_view(tr, image, label, winner: int) -> None:
             - 1
         )
     else:
-        t = 0
+        it = 0
         st.info(once_words(tr))
 
-    maps = tr.coupling_maps(t)
+    maps = tr.coupling_maps(it)
     even = flat(maps)
     zrange = (0, 2 * tr.uniform)  # all equal: a scale around uniform, not around nothing
     every = np.stack([tr.coupling_maps(k) for k in range(T)])  # (T, J, G, G)
     left, right = st.columns([1, 3])
-    show(left, picture(to_image, image, width=168), f"input (label {plain(label)}), prediction {plain(names[winner])}", 168)
+    show(
+        left,
+        picture(to_image, image, width=168),
+        t("input (label {label}), prediction {prediction}", label=plain(label), prediction=plain(names[winner])),
+        168,
+    )
     show(
         left,
         picture(overlay, image, maps[winner], width=168),
-        f"coupling to {plain(names[winner])} at iteration {t + 1}, over the input",
+        t("coupling to {name} at iteration {k}, over the input", name=plain(names[winner]), k=it + 1),
         168,
     )
     left.download_button(
-        "This iteration (PNG)",
-        lambda: png_bytes(coupling_frames(every, image, names, only=t, capsule=words.capsule)[0]),
-        f"couplings-iteration{t + 1}.png",
+        t("This iteration (PNG)"),
+        lambda: png_bytes(coupling_frames(every, image, names, only=it, capsule=words.capsule)[0]),
+        f"couplings-iteration{it + 1}.png",
         "image/png",
         key="coupling_png",
         on_click="ignore",
-        help="The 10 coupling maps over the input, for slides",
+        help=t("The 10 coupling maps over the input, for slides"),
     )
     left.download_button(
-        "Every iteration (GIF)",
+        t("Every iteration (GIF)"),
         lambda: gif_bytes(coupling_frames(every, image, names, capsule=words.capsule)),
         "couplings.gif",
         "image/gif",
         key="coupling_gif",
         on_click="ignore",
-        help="The coupling maps iteration by iteration, one colour scale throughout, as an animated GIF",
+        help=t("The coupling maps iteration by iteration, one colour scale throughout, as an animated GIF"),
     )
     maps_place, caption_place = right.empty(), right.empty()  # filled once the detailed map's capsule is chosen
     with right:
         link_choice(STATE.capsule_index, range(len(names)), winner, words.capsule, label=lambda k: plain(names[k]))
     j = right.selectbox(
-        f"{words.capsule.capitalize()} for the detailed map",
+        t("{Capsule} for the detailed map", Capsule=words.capsule[:1].upper() + words.capsule[1:]),
         list(range(len(names))),
         index=winner,
         format_func=lambda k: plain(names[k]),
         key=STATE.capsule_index.key,
         bind="query-params",
-        help=f"Which {words.capsule} the map below and the GIF show",
+        help=t("Which {capsule} the map below and the GIF show", capsule=words.capsule),
     )
-    title, caption = map_words(tr, t, words.capsule, words.thing, words.digits, j, plain(names[j]))
+    title, caption = map_words(tr, it, words.capsule, words.thing, words.digits, j, plain(names[j]))
     maps_place.plotly_chart(chart(class_maps, maps, names, title, zrange=zrange if even else None), key="coupling_maps")
     caption_place.caption(caption)  # plain: numbers and the class words only, the class name made plain
-    detail_title, detail_caption = detail_words(tr, t, j, plain(names[j]))
+    detail_title, detail_caption = detail_words(tr, it, j, plain(names[j]))
     right.plotly_chart(
         chart(
             heatmap,
-            tr.by_capsule(tr.c[t, :, j]),
+            tr.by_capsule(tr.c[it, :, j]),
             detail_title,
             *capsule_axes(tr),
             height=300,
@@ -238,11 +266,13 @@ def iteration_view(tr, image, label, winner: int) -> None:
 iteration_view(tr, image, label, winner)
 
 a, b = st.columns(2)
-a.plotly_chart(chart(lines, tr.lengths, names, "Lengths by iteration", "iteration", "length |v_j| (presence)"), key="lengths_by_iteration")
+a.plotly_chart(
+    chart(lines, tr.lengths, names, t("Lengths by iteration"), t("iteration"), t("length |v_j| (presence)")), key="lengths_by_iteration"
+)
 a.caption(length_words(tr.lengths, winner, words.capsule, words.thing, plain(names[winner])))  # plain: its one name is made plain here
 ent = entropy_figure(tr, words.capsule, words.thing)
 b.plotly_chart(
-    chart(lines, ent["series"], ent["names"], ent["title"], "iteration", ent["axis"], y_range=ent["y_range"], line=ent["line"]),
+    chart(lines, ent["series"], ent["names"], ent["title"], t("iteration"), ent["axis"], y_range=ent["y_range"], line=ent["line"]),
     key="entropy",
 )
 b.caption(ent["caption"])  # plain: numbers and the class words only
@@ -251,15 +281,17 @@ c, d = st.columns([1, 2])
 show(
     c,
     picture(overlay, image, np.maximum(tr.agreement_map(winner), 0), width=224),
-    f"where predictions agree with the {plain(names[winner])} capsule (agreement u_hat . v above 0, summed over the "
-    "primary capsules at each position)",
+    t(
+        "where predictions agree with the {name} capsule (agreement u_hat . v above 0, summed over the primary capsules at each position)",
+        name=plain(names[winner]),
+    ),
     224,
 )
 d.plotly_chart(
     chart(
         heatmap,
         tr.by_capsule(tr.agreement[:, winner]),
-        f"Agreement u_hat . v with {names[winner]}",
+        t("Agreement u_hat . v with {name}", name=names[winner]),
         *capsule_axes(tr),
         height=300,
         **capsule_labels(tr),
@@ -267,11 +299,15 @@ d.plotly_chart(
     key="agreement",
 )
 d.caption(
-    f"Each primary capsule's agreement with the {plain(names[winner])} capsule after iteration {T}, laid out as the detailed "
-    "coupling map above: what routing adds to b at each iteration."
+    t(
+        "Each primary capsule's agreement with the {name} capsule after iteration {T}, laid out as the detailed coupling map "
+        "above: what routing adds to b at each iteration.",
+        name=plain(names[winner]),
+        T=T,
+    )
 )
 
-st.subheader("Appendix A: how fast routing converges")
+st.subheader(t("Appendix A: how fast routing converges"))
 own_images = user_dataset(meta.image_dataset) is not None
 data = (
     test_set(meta.image_dataset, meta.config.in_size, meta.config.in_channels, quiet=True)
@@ -280,24 +316,24 @@ data = (
 )
 
 
-@st.cache_data(show_spinner="Routing 64 test images ...")
+@st.cache_data(show_spinner=t("Routing 64 test images ..."))
 def batch_change(model_key: str, _model, dataset: str, _data, T: int):  # _data: the test set of `dataset`
     return mean_b_change(_model, centred_batch(as_input_batch(_data.images[:64]), pad), T)
 
 
 series = [full.b_change, np.concatenate([[np.nan], full.c_change])]
-labels = ["mean |delta b|, this image", "mean |delta c|, this image"]
+labels = [t("mean |delta b|, this image"), t("mean |delta c|, this image")]
 if data is not None:
     series.append(batch_change(STATE.model_key.get(), model, meta.image_dataset, data, Tmax))
-    labels.append("mean |delta b|, 64 test images")
+    labels.append(t("mean |delta b|, 64 test images"))
 st.plotly_chart(
     chart(
         lines,
         np.clip(np.stack(series, 1), 1e-12, None),
         labels,
-        "Change per iteration (log scale)",
-        "iteration",
-        "mean absolute change",
+        t("Change per iteration (log scale)"),
+        t("iteration"),
+        t("mean absolute change"),
         log_y=True,
         legend_below=True,
     ),
@@ -306,9 +342,9 @@ st.plotly_chart(
 st.caption(convergence_words(full.b_change, full.c_change))
 
 if data is not None:
-    st.subheader("How far routing moves from uniform, over 64 test images")
+    st.subheader(t("How far routing moves from uniform, over 64 test images"))
 
-    @st.cache_data(show_spinner="Routing 64 test images ...")
+    @st.cache_data(show_spinner=t("Routing 64 test images ..."))
     def summary(model_key: str, _model, dataset: str, _data, T: int):  # _data: the test set of `dataset`
         return coupling_summary(_model, centred_batch(as_input_batch(_data.images[:64]), pad), T)
 
@@ -319,30 +355,37 @@ if data is not None:
             lines,
             np.stack([cs["coupling_to_prediction"], cs["vote_weighted_coupling_to_prediction"], np.full(Tmax, cs["uniform"])], 1),
             [
-                "mean coupling to the predicted class",
-                "the same, weighted by vote length |u_hat|",
-                "uniform (1/I)" if cs["softmax"] == "inputs" else "uniform (1/J)",
+                t("mean coupling to the predicted class"),
+                t("the same, weighted by vote length |u_hat|"),
+                t("uniform (1/I)") if cs["softmax"] == "inputs" else t("uniform (1/J)"),
             ],
-            "Coupling to the predicted class, by iteration",
-            "iteration",
-            "coupling",
+            t("Coupling to the predicted class, by iteration"),
+            t("iteration"),
+            t("coupling"),
             legend_below=True,
         ),
         key="coupling_summary",
     )
     st.caption(summary_words(cs, k, trained_with(meta.config)))
 
-st.subheader("Same weights, 1 to 10 iterations")
+st.subheader(t("Same weights, 1 to 10 iterations"))
 
 
 sweep = kept(sweep_of_trace, model, full, key=(STATE.model_key.get(), image, Tmax))  # from the run above: no second routing
 e, f = st.columns([2, 3])
-e.plotly_chart(chart(lines, sweep["lengths"], names, "Lengths by iteration count", "routing iterations", "|v_j|"), key="sweep_lengths")
+e.plotly_chart(
+    chart(lines, sweep["lengths"], names, t("Lengths by iteration count"), t("routing iterations"), "|v_j|"), key="sweep_lengths"
+)
 e.caption(
     dynamic_sweep_words(sweep["lengths"], sweep["predictions"], T, [plain(n) for n in names], words.capsule)
 )  # plain: names made plain here
 recs = [r for r in sweep["reconstructions"] if r is not None]
 if recs:
-    show(f, [picture(to_image, r, 3) for r in recs], [f"{k + 1} it.: {plain(names[p])}" for k, p in enumerate(sweep["predictions"])], 84)
+    show(
+        f,
+        [picture(to_image, r, 3) for r in recs],
+        [t("{k} it.: {name}", k=k + 1, name=plain(names[p])) for k, p in enumerate(sweep["predictions"])],
+        84,
+    )
 
 site_button("routing", meta)

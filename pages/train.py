@@ -13,7 +13,7 @@ import torch
 
 from capsviz import access, jobs, registry
 from capsviz import checkpoint as ckpt
-from capsviz.analysis.rules import guessing_words
+from capsviz.analysis.rule_words import guessing_words
 from capsviz.analysis.zoo import card
 from capsviz.config import DATASETS, MAX_SIZE, PRESETS
 from capsviz.data import input_shape
@@ -22,6 +22,7 @@ from capsviz.data.user import short_name
 from capsviz.errors import CapsvizError
 from capsviz.estimate import for_run, size_refusal
 from capsviz.glossary import help_text
+from capsviz.i18n import N_, keeping, language, t, tn
 from capsviz.text import MAX_SENTENCES, plain
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
@@ -31,22 +32,26 @@ from pages.state import STATE
 require_router()
 LIMITS = ZipLimits.from_env()  # the host's upload quotas (docs/class.md: Limits on a served class)
 
-st.title("Train")
+st.title(t("Train"))
 st.markdown(
-    "Train any model of either paper on this machine. Progress and curves update live; other pages "
-    "stay usable. Every epoch leaves a checkpoint, **Stop** keeps a resumable one, and the finished "
-    "model appears in the zoo and the sidebar. One run trains at a time: a run started while another "
-    "trains waits in a queue and starts by itself. For long runs use the command line shown below."
+    t(
+        "Train any model of either paper on this machine. Progress and curves update live; other pages "
+        "stay usable. Every epoch leaves a checkpoint, **Stop** keeps a resumable one, and the finished "
+        "model appears in the zoo and the sidebar. One run trains at a time: a run started while another "
+        "trains waits in a queue and starts by itself. For long runs use the command line shown below."
+    )
 )
 
-OWN = "your own images (zip)"
+OWN = N_("your own images (zip)")  # the dataset choice's value; t(OWN) where shown
 MIN_STEPS = 10  # steps per epoch below which a small dataset's run is said to learn little
 owner, teacher = person()  # this student's runs: the same in each of their tabs and after a reload
 allowed = access.may_train(checkpoint_dir(), teacher)
 if not allowed:
     st.info(
-        "On this server students explore the models: training and uploading pictures are off for now. The teacher can "
-        "allow them (the sidebar's Class panel). Runs that train or wait are shown below.",
+        t(
+            "On this server students explore the models: training and uploading pictures are off for now. The teacher can "
+            "allow them (the sidebar's Class panel). Runs that train or wait are shown below."
+        ),
         icon=":material/school:",
     )
 
@@ -56,10 +61,15 @@ def own_images(resize: int | None, model: str) -> tuple[str, int]:
     (folder:PATH of the unpacked pictures) and its number of training images, or ("", 0) until
     a zip has been read, or while its pictures are too small for `model` (said, with the size that works)."""
     up = st.file_uploader(
-        "A zip of a folder with one subfolder of pictures (PNG, JPEG, BMP) per class, or train/ and test/ folders of them",
+        t("A zip of a folder with one subfolder of pictures (PNG, JPEG, BMP) per class, or train/ and test/ folders of them"),
         type=["zip"],
         key="t_zip",
-        help=f"At most {LIMITS.compressed >> 20} MB, {LIMITS.files:,} files and {LIMITS.total >> 20} MB unpacked",
+        help=t(
+            "At most {compressed} MB, {files} files and {total} MB unpacked",
+            compressed=LIMITS.compressed >> 20,
+            files=f"{LIMITS.files:,}",
+            total=LIMITS.total >> 20,
+        ),
     )
     if up is None:
         return "", 0
@@ -68,13 +78,31 @@ def own_images(resize: int | None, model: str) -> tuple[str, int]:
     except CapsvizError as e:
         st.error(plain(str(e)))
         return "", 0
-    kind = "colour" if s.channels == 3 else "grey"
+    said = dict(
+        name=plain(short_name(s.spec)),
+        classes=len(s.classes),
+        train=f"{sum(s.train_counts.values()):,}",
+        test=f"{sum(s.test_counts.values()):,}",
+        size=s.size,
+    )
     st.markdown(
-        f"**{plain(short_name(s.spec))}**: **{len(s.classes)} classes**, {sum(s.train_counts.values()):,} training and {sum(s.test_counts.values()):,} test images, "
-        f"{s.size}x{s.size} {kind}."
+        tn(
+            "**{name}**: **{n} class**, {train} training and {test} test images, {size}x{size} colour.",
+            "**{name}**: **{n} classes**, {train} training and {test} test images, {size}x{size} colour.",
+            len(s.classes),
+            **said,
+        )
+        if s.channels == 3
+        else tn(
+            "**{name}**: **{n} class**, {train} training and {test} test images, {size}x{size} grey.",
+            "**{name}**: **{n} classes**, {train} training and {test} test images, {size}x{size} grey.",
+            len(s.classes),
+            **said,
+        )
     )
     st.dataframe(
-        {"class": list(s.classes), "training": list(s.train_counts.values()), "test": list(s.test_counts.values())}, hide_index=True
+        {t("class"): list(s.classes), t("training"): list(s.train_counts.values()), t("test"): list(s.test_counts.values())},
+        hide_index=True,
     )
     for note in s.notes:
         st.caption(plain(note, limit=MAX_SENTENCES))
@@ -82,7 +110,7 @@ def own_images(resize: int | None, model: str) -> tuple[str, int]:
         st.error(plain(why))
         return "", 0
     if s.skipped:
-        st.caption("Skipped: " + ", ".join(f"{n:,} {plain(why)}" for why, n in s.skipped.items()))
+        st.caption(t("Skipped: {skipped}", skipped=t(", ").join(f"{n:,} {plain(why)}" for why, n in s.skipped.items())))
     st.image([a for _, a in s.samples], caption=[plain(c) for c, _ in s.samples], width=64)
     return s.spec, sum(s.train_counts.values())
 
@@ -102,69 +130,89 @@ busy = drawn[1] in jobs.ACTIVE
 
 with st.container(border=True):
     c1, c2, c3 = st.columns(3)
-    model = c1.selectbox("Model", list(PRESETS), index=list(PRESETS).index("capsnet-small"), key="t_model")
-    dataset = c1.selectbox("Dataset", [*DATASETS, OWN], key="t_dataset")
+    model = c1.selectbox(t("Model"), list(PRESETS), index=list(PRESETS).index("capsnet-small"), key="t_model")
+    dataset = c1.selectbox(t("Dataset"), [*DATASETS, OWN], format_func=keeping(lambda d: t(OWN) if d == OWN else d), key="t_dataset")
     resize, own_count = None, 0
     if dataset == OWN and not allowed:
-        c1.caption("Uploading your own pictures is off on this server for now.")
+        c1.caption(t("Uploading your own pictures is off on this server for now."))
         dataset = ""
     elif dataset == OWN:
-        resize = c1.number_input("Make images N x N (0 = their own size)", 0, MAX_SIZE, 0, key="t_resize") or None
+        resize = c1.number_input(t("Make images N x N (0 = their own size)"), 0, MAX_SIZE, 0, key="t_resize") or None
         dataset, own_count = own_images(resize, model)
-    epochs = c2.number_input("Epochs", 1, 200, 1, key="t_epochs")
-    batch = c2.number_input("Batch size", 1, 1024, 128, key="t_batch")
-    iters = c2.number_input("Routing iterations", 1, 10, 3, key="t_iters", help=help_text("iteration"))
+    epochs = c2.number_input(t("Epochs"), 1, 200, 1, key="t_epochs")
+    batch = c2.number_input(t("Batch size"), 1, 1024, 128, key="t_batch")
+    iters = c2.number_input(t("Routing iterations"), 1, 10, 3, key="t_iters", help=help_text("iteration"))
     couplings = None
     if "couplings" in PRESETS[model].run_options:
         couplings = c2.selectbox(
-            "Couplings while training",
+            t("Couplings while training"),
             registry.vector_routings(),
-            format_func=lambda c: registry.ROUTINGS[c].words + (" (the iterations above)" if registry.ROUTINGS[c].iterative else ""),
+            format_func=keeping(
+                lambda c: (
+                    t("{routing} (the iterations above)", routing=registry.ROUTINGS[c].words)
+                    if registry.ROUTINGS[c].iterative
+                    else registry.ROUTINGS[c].words
+                )
+            ),
             key="t_couplings",
-            help="How DigitCaps' couplings are made during training: the routing lab compares models trained each way. "
+            help=t("How DigitCaps' couplings are made during training: the routing lab compares models trained each way.")
+            + " "
             + help_text("uniform", "random_couplings", "self_attention"),
         )
     decay = c2.number_input(
-        "Learning-rate decay: x0.96 every N steps",
+        t("Learning-rate decay: x0.96 every N steps"),
         10,
         100000,
         default_decay_steps(dataset),
         step=10,
         key=f"t_decay_{dataset}",
-        help="For runs of 20-30 epochs of the paper CapsNet on MNIST, 180 (about x0.9 per epoch) reached 0.38%, "
-        "the default 0.45-0.5% (RESULTS.md)",
+        help=t(
+            "For runs of 20-30 epochs of the paper CapsNet on MNIST, 180 (about x0.9 per epoch) reached 0.38%, "
+            "the default 0.45-0.5% (RESULTS.md)"
+        ),
     )
-    limit = c3.number_input("Training images (0 = all)", 0, 60000, 0, step=1000, key="t_limit")
+    limit = c3.number_input(t("Training images (0 = all)"), 0, 60000, 0, step=1000, key="t_limit")
     seed = c3.number_input(
-        "Seed",
+        t("Seed"),
         0,
         1_000_000,
         0,
         key="t_seed",
-        help="The starting weights, the order of the images and the augmentation. Train one model with several seeds to see "
-        "how much of a difference is luck: the routing lab shows the spread when every routing has the same seeds.",
+        help=t(
+            "The starting weights, the order of the images and the augmentation. Train one model with several seeds to see "
+            "how much of a difference is luck: the routing lab shows the spread when every routing has the same seeds."
+        ),
     )
-    recon = c3.checkbox("Reconstruction loss (CapsNet)", True, key="t_recon", help=help_text("reconstruction"))
+    recon = c3.checkbox(t("Reconstruction loss (CapsNet)"), True, key="t_recon", help=help_text("reconstruction"))
     precision = c3.selectbox(
-        "Precision", ["fp32", "bf16"], key="t_precision", help="bf16 uses AMX on recent Intel CPUs and tensor cores on GPUs"
+        t("Precision"), ["fp32", "bf16"], key="t_precision", help=t("bf16 uses AMX on recent Intel CPUs and tensor cores on GPUs")
     )
     devices = ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else []) + (["mps"] if torch.backends.mps.is_available() else [])
-    device = c3.selectbox("Device", devices, key="t_device", help="auto picks a GPU when there is one")
+    device = c3.selectbox(t("Device"), devices, key="t_device", help=t("auto picks a GPU when there is one"))
     if own_count and own_count // int(batch) < MIN_STEPS:
         st.warning(
-            f"With {own_count:,} training images and batch {int(batch)}, an epoch is {max(own_count // int(batch), 1)} "
-            f"step(s): too few to learn from. Try batch {max(own_count // MIN_STEPS, 1)} and 10 or more epochs.",
+            t(
+                "With {images} training images and batch {batch}, an epoch is {steps} step(s): too few to learn from. Try batch "
+                "{better} and 10 or more epochs.",
+                images=f"{own_count:,}",
+                batch=int(batch),
+                steps=max(own_count // int(batch), 1),
+                better=max(own_count // MIN_STEPS, 1),
+            ),
             icon=":material/tips_and_updates:",
         )
     name = st.text_input(
-        "Save as", "my-capsnet", key="t_name", help="Saved to checkpoints/<name>.safetensors; the models that come with capsviz are kept"
+        t("Save as"),
+        "my-capsnet",
+        key="t_name",
+        help=t("Saved to checkpoints/<name>.safetensors; the models that come with capsviz are kept"),
     )
     go = st.button(
-        "Start training",
+        t("Start training"),
         disabled=busy or not allowed,
         type="primary",
         key="start_training",
-        help="You have a run going or waiting; stop or cancel it first" if busy else None,
+        help=t("You have a run going or waiting; stop or cancel it first") if busy else None,
     )
 
 run = TrainRun(
@@ -184,32 +232,37 @@ run = TrainRun(
 )
 
 
-@st.cache_data(max_entries=64, show_spinner="Estimating the memory this run needs ...")
-def estimate_line(run: TrainRun, time_it: bool) -> str:
-    """The estimate's line: memory always; time per epoch when asked, by a few real steps of this
-    model at this batch on this machine. A refusal (will not fit, no data) raises, and is not kept."""
+@st.cache_data(max_entries=64, show_spinner=t("Estimating the memory this run needs ..."))
+def estimate_line(run: TrainRun, time_it: bool, lang: str) -> str:
+    """The estimate's line in `lang`, the reader's language (kept for every session: keyed by it):
+    memory always; time per epoch when asked, by a few real steps of this model at this batch on this
+    machine. A refusal (will not fit, no data) raises, and is not kept."""
     return for_run(run, time_it=time_it).line()
 
 
 if dataset:
     timed = STATE.t_timed.get() == run
     try:
-        fits, line = True, estimate_line(run, timed)
+        fits, line = True, estimate_line(run, timed, language())
     except CapsvizError as e:
         fits, line = False, str(e)
     (st.caption if fits else st.warning)(public(line))
     if fits and not timed and not busy:
         if st.button(
-            "Measure the time per epoch", key="t_time", help="Runs two training steps of this model at this batch (a few seconds)"
+            t("Measure the time per epoch"), key="t_time", help=t("Runs two training steps of this model at this batch (a few seconds)")
         ):
             STATE.t_timed.set(run)
             st.rerun()
 st.caption(
-    "While it trains, the time per epoch is measured on the run itself, from the speed of its steps after the first "
-    f"{jobs.WARMUP_STEPS} (those build the model and warm the caches), and updated as it goes."
+    t(
+        "While it trains, the time per epoch is measured on the run itself, from the speed of its steps after the first "
+        "{steps} (those build the model and warm the caches), and updated as it goes.",
+        steps=jobs.WARMUP_STEPS,
+    )
 )
 st.caption(
-    "Command line for the same run: "
+    t("Command line for the same run:")
+    + " "
     + f"`python -m capsviz train --model {plain(model, 'code')} --dataset {plain(short_name(dataset) if dataset else 'folder:PATH', 'code')} --epochs {epochs} --batch-size {batch}"
     + (f" --resize {resize}" if resize else "")
     + (f" --routing-iterations {iters}" if run.routing_iterations else "")
@@ -225,7 +278,7 @@ st.caption(
 if go and allowed:
     try:
         if not dataset:
-            raise CapsvizError("Upload a zip of your images first.")
+            raise CapsvizError(t("Upload a zip of your images first."))
         st.caption(plain(for_run(run, time_it=False).line()))
         stem = jobs.model_name(name, checkpoint_dir())
         why = access.may_write(checkpoint_dir(), stem, owner, teacher)
@@ -242,14 +295,14 @@ def submit(run: TrainRun, out, resume=None, replace=False) -> None:
     STATE.train_pending.pop()
     try:
         if not access.may_train(checkpoint_dir(), teacher):
-            raise CapsvizError("Training is off for students on this server.")
+            raise CapsvizError(t("Training is off for students on this server."))
         access.claim(out.parent, out.stem, owner, teacher)
         queue.submit(run, out, owner, resume=resume, replace=replace, teacher=teacher)
     except PermissionError as e:
         st.error(plain(e))
         return
     except OSError as e:
-        st.error(f"Cannot record who trains {plain(out.stem)}: {plain(e.strerror or e)}")
+        st.error(t("Cannot record who trains {model}: {why}", model=plain(out.stem), why=plain(e.strerror or e)))
         return
     except CapsvizError as e:
         st.error(plain(public(e)))
@@ -269,15 +322,16 @@ def about(path) -> str:
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime))
         meta = ckpt.read_meta(path)
     except (CapsvizError, OSError):
-        return "a file capsviz cannot read"
+        return t("a file capsviz cannot read")
     error = meta.metrics.test_error
-    model = (meta.run or {}).get("model", "a model")
+    model = (meta.run or {}).get("model") or t("a model")
     guessing = card(meta).guessing
-    return (
-        f"{model} trained here, saved {when}"
-        + (f", test error {error:.2f}%" if error is not None else "")
-        + (f". {guessing}" if guessing else "")
+    said = (
+        t("{model} trained here, saved {when}", model=model, when=when)
+        if error is None
+        else t("{model} trained here, saved {when}, test error {error}%", model=model, when=when, error=f"{error:.2f}")
     )
+    return said + (f". {guessing}" if guessing else "")
 
 
 def ask_before_start(pending: dict) -> None:
@@ -286,33 +340,56 @@ def ask_before_start(pending: dict) -> None:
     out = pending["out"]
     if out.exists() and not pending.get("replace"):
         whose = access.owners(out.parent).get(out.stem)
-        st.warning(
-            f"**{plain(out.stem)}** already exists: {plain(about(out))}"
-            + ("" if whose == owner else ", trained by a student" if whose else ", the teacher's or shipped")
-            + ". Training under this name replaces it once the new run has finished and been tested; until then the old model stays as it is."
-        )
+        said = dict(model=plain(out.stem), about=plain(about(out)))
+        if whose == owner:
+            exists = t(
+                "**{model}** already exists: {about}. Training under this name replaces it once the new run has finished and "
+                "been tested; until then the old model stays as it is.",
+                **said,
+            )
+        elif whose:
+            exists = t(
+                "**{model}** already exists: {about}, trained by a student. Training under this name replaces it once the new "
+                "run has finished and been tested; until then the old model stays as it is.",
+                **said,
+            )
+        else:
+            exists = t(
+                "**{model}** already exists: {about}, the teacher's or shipped. Training under this name replaces it once the "
+                "new run has finished and been tested; until then the old model stays as it is.",
+                **said,
+            )
+        st.warning(exists)
         a, b = st.columns(2)
-        if a.button(f"Replace {plain(out.stem)}", key="confirm_replace"):
+        if a.button(t("Replace {model}", model=plain(out.stem)), key="confirm_replace"):
             pending["replace"] = True
             st.rerun()
-        if b.button("Keep it (change the name above)", key="cancel_pending"):
+        if b.button(t("Keep it (change the name above)"), key="cancel_pending"):
             STATE.train_pending.pop()
             st.rerun()
         return
     others = queue.others(owner)
     if others and not pending.get("queue"):
         now = others[0].snapshot()
+        said = dict(run=run_line(now), more=len(others) - 1, position=len(queue.waiting()) + 1)
         st.info(
-            f"Another student is training now ({run_line(now)})"
-            + (f", and {len(others) - 1} more run(s) wait" if len(others) > 1 else "")
-            + ". Runs train one at a time on this machine, so yours would wait in the queue "
-            f"(position {len(queue.waiting()) + 1}) and start by itself."
+            t(
+                "Another student is training now ({run}), and {more} more run(s) wait. Runs train one at a time on this "
+                "machine, so yours would wait in the queue (position {position}) and start by itself.",
+                **said,
+            )
+            if len(others) > 1
+            else t(
+                "Another student is training now ({run}). Runs train one at a time on this machine, so yours would wait in the "
+                "queue (position {position}) and start by itself.",
+                **said,
+            )
         )
         a, b = st.columns(2)
-        if a.button("Queue my run", key="queue_run", type="primary"):
+        if a.button(t("Queue my run"), key="queue_run", type="primary"):
             pending["queue"] = True
             st.rerun()
-        if b.button("Watch the other run instead", key="watch_other"):
+        if b.button(t("Watch the other run instead"), key="watch_other"):
             STATE.train_pending.pop()
             STATE.train_watch.set(others[0].id)
             st.rerun()
@@ -330,11 +407,18 @@ def draw(s: jobs.Snapshot, key: str) -> None:
     st.progress(s.step / s.total if s.total else 0.0, text=run_line(s))
     if s.curve:
         a, b = st.columns(2)
-        a.plotly_chart(plain_chart(curves(s.curve, "loss", "Training loss")), key=f"{key}_loss_curve")
-        b.plotly_chart(plain_chart(curves(s.curve, "accuracy", "Training accuracy (%)")), key=f"{key}_acc_curve")
+        a.plotly_chart(plain_chart(curves(s.curve, "loss", t("Training loss"))), key=f"{key}_loss_curve")
+        b.plotly_chart(plain_chart(curves(s.curve, "accuracy", t("Training accuracy (%)"))), key=f"{key}_acc_curve")
     classes = guesses(s.run)
     for e in s.evaluations:
-        st.markdown(f"epoch {plain(e['epoch'])}: test error **{e['test_error']:.2f}%** on {plain(e['n_test'])} images")
+        st.markdown(
+            t(
+                "epoch {epoch}: test error **{error}%** on {n} images",
+                epoch=plain(e["epoch"]),
+                error=f"{e['test_error']:.2f}",
+                n=plain(e["n_test"]),
+            )
+        )
         if classes is not None:
             st.caption(guessing_words(e["test_error"], int(e["n_test"]), *classes))  # plain: numbers only
 
@@ -351,33 +435,43 @@ def guesses(run: TrainRun) -> tuple[int, int] | None:
 
 def own_run(job: jobs.TrainJob) -> None:
     s = job.snapshot()
-    st.subheader("Your run")
+    st.subheader(t("Your run"))
     if s.state == "queued":
         st.info(
-            f"Queued, position {s.position}: your run starts by itself when the run(s) ahead of it finish. "
-            "You can use the other pages meanwhile; it keeps its place."
+            t(
+                "Queued, position {position}: your run starts by itself when the run(s) ahead of it finish. You can use the other "
+                "pages meanwhile; it keeps its place.",
+                position=s.position,
+            )
         )
-        if st.button("Leave the queue", key="cancel_queued"):
+        if st.button(t("Leave the queue"), key="cancel_queued"):
             queue.cancel(job, owner)
             st.rerun()
         return
     draw(s, "own")
     if s.state == "running":
-        if not s.stopping and st.button("Stop", key="stop_training"):
+        if not s.stopping and st.button(t("Stop"), key="stop_training"):
             queue.cancel(job, owner)
             st.rerun()
     elif s.state == "finished":
         when = time.strftime("%H:%M UTC", time.gmtime(s.out.stat().st_mtime)) if s.out.exists() else "?"
-        st.success(f"Finished: {plain(public(s.message))} at {when}. It is now in the zoo and the sidebar.")
+        st.success(t("Finished: {message} at {when}. It is now in the zoo and the sidebar.", message=plain(public(s.message)), when=when))
     elif s.state == "stopped":
         kept = ckpt.latest_save(s.out)
-        st.warning(f"Stopped at step {s.step} of {s.total}. The checkpoint {plain(kept.name)} keeps it; Resume continues exactly.")
-        if st.button("Resume", key="resume_training"):
+        st.warning(
+            t(
+                "Stopped at step {step} of {total}. The checkpoint {checkpoint} keeps it; Resume continues exactly.",
+                step=s.step,
+                total=s.total,
+                checkpoint=plain(kept.name),
+            )
+        )
+        if st.button(t("Resume"), key="resume_training"):
             submit(s.run, s.out, resume=kept)
     elif s.state == "cancelled":
-        st.info("Your run left the queue before it started. Nothing was trained or saved.")
+        st.info(t("Your run left the queue before it started. Nothing was trained or saved."))
     else:
-        st.error(f"Training failed: {plain(public(s.message))}")
+        st.error(t("Training failed: {message}", message=plain(public(s.message))))
 
 
 def others_runs() -> None:
@@ -385,31 +479,38 @@ def others_runs() -> None:
     watched = STATE.train_watch.get(None)
     if watched is not None:
         job = next((j for j in others if j.id == watched), None)
-        st.subheader("Another student's run")
+        st.subheader(t("Another student's run"))
         if job is None:
-            st.info("The run you were watching is over. Its model, if it finished, is in the zoo.")
+            st.info(t("The run you were watching is over. Its model, if it finished, is in the zoo."))
             STATE.train_watch.pop()
             return
         s = job.snapshot()
         if s.state == "queued":
-            st.info(f"It waits in the queue, position {s.position}.")
+            st.info(t("It waits in the queue, position {position}.", position=s.position))
         else:
             draw(s, "watched")
-        st.caption("Only the student who started a run can stop it.")
-        if st.button("Stop watching", key="stop_watching"):
+        st.caption(t("Only the student who started a run can stop it."))
+        if st.button(t("Stop watching"), key="stop_watching"):
             STATE.train_watch.pop()
             st.rerun()
         return
     if others and others[0].state == "queued":  # this session's run trains; these wait behind it
         n = len(others)
-        who = "1 run of another student waits" if n == 1 else f"{n} runs of other students wait"
-        st.info(f"{plain(who)} in the queue after yours.")
-    elif others:
         st.info(
-            f"Another student is training now ({run_line(others[0].snapshot())})"
-            + (f"; {len(others) - 1} more run(s) wait." if len(others) > 1 else ".")
+            tn(
+                "{n} run of another student waits in the queue after yours.",
+                "{n} runs of other students wait in the queue after yours.",
+                n,
+            )
         )
-        if st.button("Watch it", key="watch_running"):
+    elif others:
+        now = run_line(others[0].snapshot())
+        st.info(
+            t("Another student is training now ({run}); {more} more run(s) wait.", run=now, more=len(others) - 1)
+            if len(others) > 1
+            else t("Another student is training now ({run}).", run=now)
+        )
+        if st.button(t("Watch it"), key="watch_running"):
             STATE.train_watch.set(others[0].id)
             st.rerun()
 
@@ -421,7 +522,7 @@ live = busy or drawn[2]
 def progress() -> None:
     job = queue.latest(owner)
     if job is None and not queue.others(owner):
-        st.info("No training run yet. Choose a model and press **Start training**.")
+        st.info(t("No training run yet. Choose a model and press **Start training**."))
     if job is not None:
         own_run(job)
     others_runs()

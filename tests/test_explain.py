@@ -297,7 +297,7 @@ def test_histogram_panels_highlight_the_winner_on_one_scale(matrix):
     z = zoom_limit(tr.distances, False)
     frames = em_histogram_frames(tr, z.limit, [str(k) for k in range(10)])
     assert len(frames) == 3 and len({f.size for f in frames}) == 1
-    one = em_histogram_frames(tr, z.limit, [str(k) for k in range(10)], t=1)[0]
+    one = em_histogram_frames(tr, z.limit, [str(k) for k in range(10)], it=1)[0]
     assert np.array_equal(np.asarray(one), np.asarray(frames[1]))
     counts = np.zeros((10, 4))
     counts[3] = [4, 2, 0, 0]

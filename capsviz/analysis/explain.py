@@ -13,6 +13,8 @@ import torch
 from capsviz.analysis import as_batch, rules
 from capsviz.analysis.multimnist import INK, ink_under
 from capsviz.analysis.routing import EMTrace, dynamic_trace
+from capsviz.analysis.rule_words import long_votes_words, trend_words, uniform_words
+from capsviz.i18n import N_, t, tn
 from capsviz.registry import routing_words
 
 PAPER_ZOOM = 0.05  # Fig. 2 of Hinton et al. zooms to vote distances below 0.05 (their smallNORB model)
@@ -44,19 +46,28 @@ def zoom_limit(distances: np.ndarray, zoom: bool) -> Zoom:
     if zoom:
         paper = float((d <= PAPER_ZOOM).mean())
         if paper >= MIN_SHARE_IN_ZOOM:
-            return Zoom(PAPER_ZOOM, paper, f"the paper's zoom (Fig. 2): {paper:.0%} of the votes lie this close")
+            return Zoom(PAPER_ZOOM, paper, t("the paper's zoom (Fig. 2): {share} of the votes lie this close", share=f"{paper:.0%}"))
         limit = round_up(float(np.percentile(d, NEAREST)))
         share = float((d <= limit).mean())
-        return Zoom(
-            limit,
-            share,
-            f"{'none' if paper == 0 else f'only {paper:.1%}'} of this model's votes lie within the paper's 0.05 (it suits the "
-            "paper's smallNORB model), "
-            f"so the zoom shows the nearest {share:.0%} instead",
-        )
+        if paper == 0:
+            why = t(
+                "none of this model's votes lie within the paper's 0.05 (it suits the paper's smallNORB model), so the zoom "
+                "shows the nearest {share} instead",
+                share=f"{share:.0%}",
+            )
+        else:
+            why = t(
+                "only {paper} of this model's votes lie within the paper's 0.05 (it suits the paper's smallNORB model), so the "
+                "zoom shows the nearest {share} instead",
+                paper=f"{paper:.1%}",
+                share=f"{share:.0%}",
+            )
+        return Zoom(limit, share, why)
     limit = round_up(float(np.percentile(d, FULL)))
     share = float((d <= limit).mean())
-    return Zoom(limit, share, f"the nearest {share:.0%} of the votes; the farthest few are left out so the bars stay readable")
+    return Zoom(
+        limit, share, t("the nearest {share} of the votes; the farthest few are left out so the bars stay readable", share=f"{share:.0%}")
+    )
 
 
 def panel_order(a_final: np.ndarray) -> list[int]:
@@ -90,10 +101,12 @@ def distance_words(trace: EMTrace) -> str:
     """What a vote distance is measured in (em_trace's distances), for the page beside the histograms."""
     D = trace.mu.shape[-1]
     side = round(D**0.5)
-    return (
-        f"A vote's distance is the straight-line (Euclidean) distance between the vote and the class's mean pose mu, over the "
-        f"{D} entries of the {side}x{side} pose matrix, in the pose's own raw units: not divided by the spread sigma, so it "
-        "has no fixed scale and compares only within one model."
+    return t(
+        "A vote's distance is the straight-line (Euclidean) distance between the vote and the class's mean pose mu, over the "
+        "{D} entries of the {side}x{side} pose matrix, in the pose's own raw units: not divided by the spread sigma, so it "
+        "has no fixed scale and compares only within one model.",
+        D=D,
+        side=side,
     )
 
 
@@ -101,8 +114,10 @@ def verdict_words(predicted: str, label: str, names) -> str:
     """Whether a prediction is right, when the image's label is one of the classes (a test image):
     'right: the label is 7' or 'wrong: the label is 7'; for a drawing or an upload, that no label says."""
     if label not in [str(n) for n in names]:
-        return "no label to check it against"
-    return f"{'right' if str(label) == str(predicted) else 'wrong'}: the label is {label}"
+        return t("no label to check it against")
+    if str(label) == str(predicted):
+        return t("right: the label is {label}", label=label)
+    return t("wrong: the label is {label}", label=label)
 
 
 def em_share_words(sh: EMShares, name: str, trained: int, label: str | None = None, names=()) -> str:
@@ -112,29 +127,55 @@ def em_share_words(sh: EMShares, name: str, trained: int, label: str | None = No
     says whether the winner, the prediction, is right (verdict_words)."""
     T = len(sh.share)
     first, last = float(sh.share[0]), float(sh.share[-1])
-    if T > 1:
-        share = (
-            f"{rules.path_trend(sh.share, '{:.1%}')}: {first:.1%} at iteration 1 (uniform: {sh.uniform:.1%}), {last:.1%} at iteration {T}"
+    near, far = float(sh.near[-1]), float(sh.near_others[-1])
+    v = dict(near=f"{near:.3g}", far=f"{far:.3g}")
+    if near < far:
+        votes = t(
+            "the votes it explains lie on average {near} from its mean pose, nearer to it than the votes the other classes explain are to theirs ({far})",
+            **v,
+        )
+    elif near > far:
+        votes = t(
+            "the votes it explains lie on average {near} from its mean pose, farther from it than the votes the other classes explain are to theirs ({far})",
+            **v,
         )
     else:
-        share = f"stays at the uniform {first:.1%}, since one iteration re-assigns nothing"
-    near, far = float(sh.near[-1]), float(sh.near_others[-1])
-    closer = "nearer to" if near < far else "farther from" if near > far else "as near to"
-    said = (
-        f"What to look for: the winner, class {name}, is the first panel (red)"
-        + ("" if label is None else f"; it is the prediction, {verdict_words(name, label, names)}")
-        + f". Its share of all assignment {share}; the "
-        f"votes it explains lie on average {near:.3g} from its mean pose, {closer} it than the votes the other classes "
-        f"explain are to theirs ({far:.3g})."
-    )
+        votes = t(
+            "the votes it explains lie on average {near} from its mean pose, as near to it as the votes the other classes explain are to theirs ({far})",
+            **v,
+        )
+    if label is None:
+        said = t("What to look for: the winner, class {name}, is the first panel (red).", name=name)
+    else:
+        said = t(
+            "What to look for: the winner, class {name}, is the first panel (red); it is the prediction, {verdict}.",
+            name=name,
+            verdict=verdict_words(name, label, names),
+        )
+    if T > 1:
+        said += " " + t(
+            "Its share of all assignment {trend}: {first} at iteration 1 (uniform: {uniform}), {last} at iteration {T}; {votes}.",
+            trend=trend_words(sh.share, "{:.1%}"),
+            first=f"{first:.1%}",
+            uniform=f"{sh.uniform:.1%}",
+            last=f"{last:.1%}",
+            T=T,
+            votes=votes,
+        )
+    else:
+        said += " " + t(
+            "Its share of all assignment stays at the uniform {first}, since one iteration re-assigns nothing; {votes}.",
+            first=f"{first:.1%}",
+            votes=votes,
+        )
     if T != trained:
-        said += f"  \nThis model was trained with {trained} EM iterations; with {T} its answers can differ."
+        said += "  \n" + t("This model was trained with {trained} EM iterations; with {T} its answers can differ.", trained=trained, T=T)
     return said
 
 
-def conv_assignment_words(R: np.ndarray, pos: int, t: int) -> str:
+def conv_assignment_words(R: np.ndarray, pos: int, t_: int) -> str:
     """The caption of a convolutional capsule layer's assignment map, from the numbers the map and
-    the layer hold at iteration t (0-based): R (P, I, J), each output position's assignments of its
+    the layer hold at iteration t_ (0-based): R (P, I, J), each output position's assignments of its
     I lower capsules (receptive field slots) to its J upper capsule types; the map draws R[pos]. It
     says what the map shows: every cell equal (the first iteration's even split), or how much of
     each lower capsule's vote this position holds (its column sums) and, when the layer's positions
@@ -144,15 +185,23 @@ def conv_assignment_words(R: np.ndarray, pos: int, t: int) -> str:
     here = R[pos]
     sums = here.sum(1)  # (I,): each lower capsule's column
     if np.ptp(here) < 1e-6:
-        return (
-            f"Every cell here is {here.flat[0]:.4f} (1/{J} is {1 / J:.4f}): at iteration {t + 1} each lower capsule's vote is "
-            f"split evenly over the {J} upper capsule types at every position it reaches, so each column sums to "
-            f"{sums[0]:.3f} at this position."
+        return t(
+            "Every cell here is {cell} (1/{J} is {uniform}): at iteration {k} each lower capsule's vote is split evenly over "
+            "the {J} upper capsule types at every position it reaches, so each column sums to {sum} at this position.",
+            cell=f"{here.flat[0]:.4f}",
+            J=J,
+            uniform=f"{1 / J:.4f}",
+            k=t_ + 1,
+            sum=f"{sums[0]:.3f}",
         )
-    said = (
-        f"At iteration {t + 1} each lower capsule's assignments sum to 1 over every upper capsule it reaches, at all the "
-        f"positions it feeds, so one position's column holds only part of its vote: here the columns sum to {sums.min():.3f} "
-        f"to {sums.max():.3f} (mean {sums.mean():.3f})."
+    said = t(
+        "At iteration {k} each lower capsule's assignments sum to 1 over every upper capsule it reaches, at all the "
+        "positions it feeds, so one position's column holds only part of its vote: here the columns sum to {lo} to {hi} "
+        "(mean {mean}).",
+        k=t_ + 1,
+        lo=f"{sums.min():.3f}",
+        hi=f"{sums.max():.3f}",
+        mean=f"{sums.mean():.3f}",
     )
     n = round(P**0.5)
     if n < 3:
@@ -160,14 +209,36 @@ def conv_assignment_words(R: np.ndarray, pos: int, t: int) -> str:
     grid = R.sum(2).mean(1).reshape(n, n)  # mean column sum at each position
     inside = float(grid[1:-1, 1:-1].mean())
     border = float((grid.sum() - grid[1:-1, 1:-1].sum()) / (P - (n - 2) ** 2))
-    how = {
-        "rises": "larger at the border, where the lower capsules reach fewer positions",
-        "falls": "smaller at the border",
-        "stays about level": "about the same at the border as inside",
-    }[rules.trend(inside, border)]
-    return said + (
-        f" Over the layer's {n} x {n} positions the mean column sum is {border:.3f} on the border and {inside:.3f} inside: "
-        f"the shares are {how}."
+    v = dict(n=n, border=f"{border:.3f}", inside=f"{inside:.3f}")
+    trend = rules.trend(inside, border)
+    if trend == "rises":
+        return (
+            said
+            + " "
+            + t(
+                "Over the layer's {n} x {n} positions the mean column sum is {border} on the border and {inside} inside: the shares "
+                "are larger at the border, where the lower capsules reach fewer positions.",
+                **v,
+            )
+        )
+    if trend == "falls":
+        return (
+            said
+            + " "
+            + t(
+                "Over the layer's {n} x {n} positions the mean column sum is {border} on the border and {inside} inside: the shares "
+                "are smaller at the border.",
+                **v,
+            )
+        )
+    return (
+        said
+        + " "
+        + t(
+            "Over the layer's {n} x {n} positions the mean column sum is {border} on the border and {inside} inside: the shares "
+            "are about the same at the border as inside.",
+            **v,
+        )
     )
 
 
@@ -175,29 +246,35 @@ def position_words(pos: int, n: int) -> str:
     """A row-major position index in words: 'row 2, column 3 of the 6 x 6 grid (from the top left)'."""
     if not 0 <= pos < n * n:
         raise ValueError(f"position {pos} is outside the {n} x {n} grid (0 to {n * n - 1})")
-    return f"row {pos // n + 1}, column {pos % n + 1} of the {n} x {n} grid"
+    return t("row {row}, column {col} of the {n} x {n} grid", row=pos // n + 1, col=pos % n + 1, n=n)
 
 
 def pair_words(l1: int, l2: int) -> str:
     """The labels of a MultiMNIST pair: 'labels 7 and 2'."""
-    return f"labels {l1} and {l2}"
+    return t("labels {first} and {second}", first=l1, second=l2)
 
 
 def capsule_role(j: int, labels: tuple[int, int], predicted: tuple[int, int]) -> str:
     """What capsule j is for this pair, in words: 'a label and predicted', 'neither a label nor predicted'."""
     is_label, is_pred = j in labels, j in predicted
     if is_label and is_pred:
-        return "a label, predicted"
+        return t("a label, predicted")
     if is_label:
-        return "a label, not predicted"
+        return t("a label, not predicted")
     if is_pred:
-        return "predicted, not a label"
-    return "neither a label nor predicted"
+        return t("predicted, not a label")
+    return t("neither a label nor predicted")
 
 
 def reconstruction_words(red: int, green: int, labels: tuple[int, int], predicted: tuple[int, int]) -> str:
     """'red: capsule 2 (a label, predicted), green: capsule 0 (neither a label nor predicted)'."""
-    return f"red: capsule {red} ({capsule_role(red, labels, predicted)}), green: capsule {green} ({capsule_role(green, labels, predicted)})"
+    return t(
+        "red: capsule {red} ({red_role}), green: capsule {green} ({green_role})",
+        red=red,
+        red_role=capsule_role(red, labels, predicted),
+        green=green,
+        green_role=capsule_role(green, labels, predicted),
+    )
 
 
 @dataclass
@@ -238,7 +315,7 @@ class PairRouting:
         """The long-votes sentences (rules.long_votes_words) for input k's two length-weighted means
         at the last iteration, each beside its plain mean; "" where neither reaches the rule's factor."""
         said = [
-            rules.long_votes_words(f"capsule {c}", float(self.weighted[k, -1, q]), self.uniform, float(self.mean[k, -1, q]))
+            long_votes_words(t("capsule {j}", j=c), float(self.weighted[k, -1, q]), self.uniform, float(self.mean[k, -1, q]))
             for q, c in enumerate(self.capsules)
         ]
         return " ".join(x for x in said if x)
@@ -288,25 +365,56 @@ def peak_words(r: PairRouting) -> str:
     G = r.maps.shape[-1]
     q = int(np.argmax(r.peak[0, -1]))
     ratio, ink = float(r.peak_vote[q]), float(r.peak_ink[q])
-    where = (
-        f"On the maps, the brightest square for capsule {r.capsules[q]} over the pair ({r.peak[0, -1, q]:.3f}) is at "
-        f"{position_words(int(r.peak_at[q]), G)}, "
+    v = dict(
+        capsule=r.capsules[q],
+        peak=f"{r.peak[0, -1, q]:.3f}",
+        where=position_words(int(r.peak_at[q]), G),
+        ink=f"{ink:.0%}",
+        level=f"{INK:g}",
+        ratio=f"{ratio:.1f}",
     )
     if ink > 0:
-        where += f"on the digits' ink ({ink:.0%} of the input's pixels under that square are above {INK:g})"
-    else:
-        where += (
-            f"off the digits' ink (none of the input's pixels under that square is above {INK:g}): blank background, where a "
-            f"bright square means those primary capsules' predictions happen to agree with capsule {r.capsules[q]}, not that "
-            "ink is there"
+        said = t(
+            "On the maps, the brightest square for capsule {capsule} over the pair ({peak}) is at {where}, on the digits' ink "
+            "({ink} of the input's pixels under that square are above {level}).",
+            **v,
         )
-    where += f". The predictions for {r.capsules[q]} there are {ratio:.1f} times as long as the average: " + (
-        "short predictions that carry little into s, so the bright square moves little of the digit capsule's input."
-        if ratio < 1
-        else "long predictions, so the coupling there does change the digit capsule's input"
-        + ("." if ink > 0 else ", from background rather than from either digit.")
+    else:
+        said = t(
+            "On the maps, the brightest square for capsule {capsule} over the pair ({peak}) is at {where}, off the digits' ink "
+            "(none of the input's pixels under that square is above {level}): blank background, where a bright square means "
+            "those primary capsules' predictions happen to agree with capsule {capsule}, not that ink is there.",
+            **v,
+        )
+    if ratio < 1:
+        return (
+            said
+            + " "
+            + t(
+                "The predictions for {capsule} there are {ratio} times as long as the average: short predictions that carry little "
+                "into s, so the bright square moves little of the digit capsule's input.",
+                **v,
+            )
+        )
+    if ink > 0:
+        return (
+            said
+            + " "
+            + t(
+                "The predictions for {capsule} there are {ratio} times as long as the average: long predictions, so the coupling "
+                "there does change the digit capsule's input.",
+                **v,
+            )
+        )
+    return (
+        said
+        + " "
+        + t(
+            "The predictions for {capsule} there are {ratio} times as long as the average: long predictions, so the coupling there "
+            "does change the digit capsule's input, from background rather than from either digit.",
+            **v,
+        )
     )
-    return where
 
 
 def pair_routing_title(capsules: tuple[int, int], config) -> str:
@@ -315,10 +423,15 @@ def pair_routing_title(capsules: tuple[int, int], config) -> str:
     with other couplings, which this figure replaces by dynamic routing."""
     a, b = capsules
     T = config.routing_iterations
-    said = f"Couplings c to capsules {a} and {b} per dynamic-routing iteration ({T}"
     if config.couplings == "dynamic":
-        return said + ", as the model was trained)"
-    return said + f"; the model was trained with {routing_words(config.couplings)} instead)"
+        return t("Couplings c to capsules {a} and {b} per dynamic-routing iteration ({T}, as the model was trained)", a=a, b=b, T=T)
+    return t(
+        "Couplings c to capsules {a} and {b} per dynamic-routing iteration ({T}; the model was trained with {routing} instead)",
+        a=a,
+        b=b,
+        T=T,
+        routing=routing_words(config.couplings),
+    )
 
 
 def pair_routing_words(r: PairRouting, single_name: str) -> str:
@@ -328,61 +441,107 @@ def pair_routing_words(r: PairRouting, single_name: str) -> str:
     T = r.mean.shape[1]
     a, b = r.capsules
     u = r.uniform
-    name = f"{single_name[0].upper()}{single_name[1:]}"
-    pair = (
-        f"Over the pair, after {T} iteration{'s' if T > 1 else ''} a primary capsule sends on average {r.mean[0, -1, 0]:.3f} of its "
-        f"prediction to capsule {a} and {r.mean[0, -1, 1]:.3f} to capsule {b} (uniform: {u:.3f}); counting each prediction by its "
-        f"length (the long ones carry the weighted sum s), {r.weighted[0, -1, 0]:.3f} and {r.weighted[0, -1, 1]:.3f}."
+    name = f"{single_name[:1].upper()}{single_name[1:]}"
+    pair = tn(
+        "Over the pair, after {n} iteration a primary capsule sends on average {m_a} of its prediction to capsule {a} and {m_b} "
+        "to capsule {b} (uniform: {uniform}); counting each prediction by its length (the long ones carry the weighted sum "
+        "s), {w_a} and {w_b}.",
+        "Over the pair, after {n} iterations a primary capsule sends on average {m_a} of its prediction to capsule {a} and "
+        "{m_b} to capsule {b} (uniform: {uniform}); counting each prediction by its length (the long ones carry the weighted "
+        "sum s), {w_a} and {w_b}.",
+        T,
+        m_a=f"{r.mean[0, -1, 0]:.3f}",
+        m_b=f"{r.mean[0, -1, 1]:.3f}",
+        a=a,
+        b=b,
+        uniform=f"{u:.3f}",
+        w_a=f"{r.weighted[0, -1, 0]:.3f}",
+        w_b=f"{r.weighted[0, -1, 1]:.3f}",
     )
-    single = (
-        f" {name} alone sends on average {r.mean[1, -1, 0]:.3f} and {r.mean[1, -1, 1]:.3f} to capsules {a} and {b}; counted by "
-        f"length, {r.weighted[1, -1, 0]:.3f} and {r.weighted[1, -1, 1]:.3f}."
+    single = " " + t(
+        "{name} alone sends on average {m_a} and {m_b} to capsules {a} and {b}; counted by length, {w_a} and {w_b}.",
+        name=name,
+        m_a=f"{r.mean[1, -1, 0]:.3f}",
+        m_b=f"{r.mean[1, -1, 1]:.3f}",
+        a=a,
+        b=b,
+        w_a=f"{r.weighted[1, -1, 0]:.3f}",
+        w_b=f"{r.weighted[1, -1, 1]:.3f}",
     )
     if T == 1:
         return (
             pair
             + single
-            + f" With one iteration the couplings are the uniform 1/{round(1 / u)} by definition: no agreement has been added "
-            "yet. Raise the iterations to see them move."
+            + " "
+            + t(
+                "With one iteration the couplings are the uniform 1/{J} by definition: no agreement has been added yet. Raise "
+                "the iterations to see them move.",
+                J=round(1 / u),
+            )
         )
     share = r.share(0)
-    verdict = (
-        f" At iteration {T}, over the pair the couplings are {rules.uniform_words(float(r.entropy[0]), share, u)} (the larger "
-        f"of the pair's two plain averages above)"
-    )
+    v = dict(T=T, verdict=uniform_words(float(r.entropy[0]), share, u))
     long = r.long_votes(0)
     if rules.near_uniform(float(r.entropy[0]), share, u) and long:
-        meaning = verdict + ": routing barely reassigns most primary capsules between the two digits. " + long
-    elif rules.near_uniform(float(r.entropy[0]), share, u):
         meaning = (
-            verdict + ": routing barely reassigns the primary capsules between the two digits, so this model tells the two digits "
-            "apart mostly by the predictions u_hat themselves (their lengths and directions), not by routing explaining one "
-            "digit's pixels away from the other."
+            " "
+            + t(
+                "At iteration {T}, over the pair the couplings are {verdict} (the larger of the pair's two plain averages above): "
+                "routing barely reassigns most primary capsules between the two digits.",
+                **v,
+            )
+            + " "
+            + long
+        )
+    elif rules.near_uniform(float(r.entropy[0]), share, u):
+        meaning = " " + t(
+            "At iteration {T}, over the pair the couplings are {verdict} (the larger of the pair's two plain averages above): "
+            "routing barely reassigns the primary capsules between the two digits, so this model tells the two digits apart "
+            "mostly by the predictions u_hat themselves (their lengths and directions), not by routing explaining one digit's "
+            "pixels away from the other.",
+            **v,
         )
     else:
         plain_move = float(np.abs(r.mean[0, -1] - u).max())
         long_move = float(np.abs(r.weighted[0, -1] - u).max())
-        meaning = (
-            verdict + f". Of the pair's numbers above, the plain averages are at most {plain_move:.3f} from uniform and the "
-            f"length-weighted ones at most {long_move:.3f}"
-        )
         delta = r.weighted[0, -1] - r.weighted[1, -1]  # (2,) pair minus alone
         k = int(np.abs(delta).argmax())
-        meaning += (
-            f"; the biggest difference between the pair and the digit alone is capsule {r.capsules[k]}: "
-            f"{r.weighted[0, -1, k]:.3f} in the pair, {r.weighted[1, -1, k]:.3f} alone, so the other digit's presence "
-            f"{'lowers' if delta[k] < 0 else 'raises'} it."
-        ) + (f" {long}" if long else "")
-    meaning += (
-        f" {name} alone, by its own numbers: its couplings are {rules.uniform_words(float(r.entropy[1]), r.share(1), u)} (the larger of its "
-        "two plain averages)." + (f" {r.long_votes(1)}" if r.long_votes(1) else "")
+        v |= dict(
+            plain=f"{plain_move:.3f}",
+            long=f"{long_move:.3f}",
+            capsule=r.capsules[k],
+            in_pair=f"{r.weighted[0, -1, k]:.3f}",
+            alone=f"{r.weighted[1, -1, k]:.3f}",
+        )
+        if delta[k] < 0:
+            meaning = " " + t(
+                "At iteration {T}, over the pair the couplings are {verdict} (the larger of the pair's two plain averages "
+                "above). Of the pair's numbers above, the plain averages are at most {plain} from uniform and the "
+                "length-weighted ones at most {long}; the biggest difference between the pair and the digit alone is capsule "
+                "{capsule}: {in_pair} in the pair, {alone} alone, so the other digit's presence lowers it.",
+                **v,
+            )
+        else:
+            meaning = " " + t(
+                "At iteration {T}, over the pair the couplings are {verdict} (the larger of the pair's two plain averages "
+                "above). Of the pair's numbers above, the plain averages are at most {plain} from uniform and the "
+                "length-weighted ones at most {long}; the biggest difference between the pair and the digit alone is capsule "
+                "{capsule}: {in_pair} in the pair, {alone} alone, so the other digit's presence raises it.",
+                **v,
+            )
+        meaning += f" {long}" if long else ""
+    meaning += " " + t(
+        "{name} alone, by its own numbers: its couplings are {verdict} (the larger of its two plain averages).",
+        name=name,
+        verdict=uniform_words(float(r.entropy[1]), r.share(1), u),
     )
+    meaning += f" {r.long_votes(1)}" if r.long_votes(1) else ""
     return pair + single + meaning + " " + peak_words(r)
 
 
 # ---------- the DigitCaps explorer: what each dimension does to this drawing, measured ----------
 
-EXPLORER_INTRO = (
+EXPLORER_INTRO = N_(
     "Each class capsule (DigitCaps: one per digit for MNIST, one per class for your own images) is a vector of 16 "
     "dimensions. The decoder redraws the image from the chosen capsule alone, in colour for a model trained on colour "
     "images. Sabour et al. (Fig. 4) found dimensions that change one property of the drawing: stroke thickness, skew, "
@@ -390,7 +549,7 @@ EXPLORER_INTRO = (
     "images; some offsets change the drawing almost nothing and some make the decoder draw almost nothing, so this page "
     "measures how much each one changes the drawing. Bars show each capsule's length |v_j|: how present the network "
     "finds that class (0 to 1)."
-)
+)  # t(EXPLORER_INTRO) where shown
 TOP_DIMENSIONS = 3  # the dimensions named as changing the drawing most
 
 
@@ -407,23 +566,42 @@ def effect_words(effect: np.ndarray, rebuilt: np.ndarray, name: str, low: float,
     as the bars draw them, and those that change it almost nothing (rules.small_change), or says none does."""
     mean = max(float(rebuilt.mean()), 1e-6)
     order = [int(d) for d in np.argsort(-effect, kind="stable")]
-    top = ", ".join(f"d{d} ({effect[d]:.3f})" for d in order[:TOP_DIMENSIONS])
-    said = (
-        f"For each dimension: how much the picture changes between its two ends ({low:+.2f} and {high:+.2f}), as the mean "
-        f"change per pixel. Measured for capsule {name} on this image, the dimensions that change the drawing most are "
-        f"{top}; the plain reconstruction's mean pixel value is {mean:.3f}."
+    sep = t(", ")
+    top = sep.join(f"d{d} ({effect[d]:.3f})" for d in order[:TOP_DIMENSIONS])
+    said = t(
+        "For each dimension: how much the picture changes between its two ends ({low} and {high}), as the mean change per "
+        "pixel. Measured for capsule {name} on this image, the dimensions that change the drawing most are {top}; the plain "
+        "reconstruction's mean pixel value is {mean}.",
+        low=f"{low:+.2f}",
+        high=f"{high:+.2f}",
+        name=name,
+        top=top,
+        mean=f"{mean:.3f}",
     )
     small = [d for d in range(len(effect)) if rules.small_change(float(effect[d]) / mean)]
     if small:
-        listed = ", ".join(f"d{d} ({effect[d]:.3f})" for d in small)
-        return said + (
-            f" {listed} change{'s' if len(small) == 1 else ''} it almost nothing (less than {rules.SMALL_CHANGE:.0%} of that "
-            "value): this capsule hardly uses them for this image. A large change can also be the drawing fading away: "
-            "the sliders above say when it does."
+        listed = sep.join(f"d{d} ({effect[d]:.3f})" for d in small)
+        return (
+            said
+            + " "
+            + tn(
+                "{listed} changes it almost nothing (less than {limit} of that value): this capsule hardly uses them for this "
+                "image. A large change can also be the drawing fading away: the sliders above say when it does.",
+                "{listed} change it almost nothing (less than {limit} of that value): this capsule hardly uses them for this "
+                "image. A large change can also be the drawing fading away: the sliders above say when it does.",
+                len(small),
+                listed=listed,
+                limit=f"{rules.SMALL_CHANGE:.0%}",
+            )
         )
-    return said + (
-        f" Every dimension changes it by at least {rules.SMALL_CHANGE:.0%} of that value. A large change can also be the "
-        "drawing fading away: the sliders above say when it does."
+    return (
+        said
+        + " "
+        + t(
+            "Every dimension changes it by at least {limit} of that value. A large change can also be the drawing fading away: "
+            "the sliders above say when it does.",
+            limit=f"{rules.SMALL_CHANGE:.0%}",
+        )
     )
 
 
@@ -433,21 +611,30 @@ def offset_words(rebuilt: np.ndarray, changed: np.ndarray, deltas: np.ndarray) -
     changes the drawing almost nothing (rules.small_change), or by how much, as measured."""
     if not np.any(deltas):
         return ""
-    moved = ", ".join(f"d{d} by {v:+.2f}" for d, v in enumerate(deltas) if v)
+    moved = t(", ").join(t("d{d} by {offset}", d=d, offset=f"{v:+.2f}") for d, v in enumerate(deltas) if v)
     ink = float(changed.sum()) / max(float(rebuilt.sum()), 1e-6)
     share = change_share(rebuilt, changed)
     if rules.faint(ink):
-        return (
-            f"Moving {moved}, the decoder draws almost nothing ({ink:.0%} of the ink of the unperturbed reconstruction, "
-            f"less than {rules.FAINT:.0%}): these offsets push the capsule far from every pose the decoder saw in training, "
-            "where most of its units switch off, so this shows no property of the drawing. Move fewer dimensions, or by less."
+        return t(
+            "Moving {moved}, the decoder draws almost nothing ({ink} of the ink of the unperturbed reconstruction, less than "
+            "{limit}): these offsets push the capsule far from every pose the decoder saw in training, where most of its units "
+            "switch off, so this shows no property of the drawing. Move fewer dimensions, or by less.",
+            moved=moved,
+            ink=f"{ink:.0%}",
+            limit=f"{rules.FAINT:.0%}",
         )
     if rules.small_change(share):
-        return (
-            f"Moving {moved} changes the drawing almost nothing: the mean change per pixel is {share:.0%} of the plain "
-            f"reconstruction's mean pixel value, less than {rules.SMALL_CHANGE:.0%}."
+        return t(
+            "Moving {moved} changes the drawing almost nothing: the mean change per pixel is {share} of the plain "
+            "reconstruction's mean pixel value, less than {limit}.",
+            moved=moved,
+            share=f"{share:.0%}",
+            limit=f"{rules.SMALL_CHANGE:.0%}",
         )
-    return (
-        f"Moving {moved} changes the drawing by {share:.0%} of the plain reconstruction's mean pixel value per pixel, "
-        f"keeping {ink:.0%} of its ink: compare it with the plain reconstruction above to see what changed."
+    return t(
+        "Moving {moved} changes the drawing by {share} of the plain reconstruction's mean pixel value per pixel, keeping {ink} "
+        "of its ink: compare it with the plain reconstruction above to see what changed.",
+        moved=moved,
+        share=f"{share:.0%}",
+        ink=f"{ink:.0%}",
     )

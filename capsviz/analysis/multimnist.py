@@ -13,12 +13,20 @@ import torch
 
 from capsviz.analysis import as_batch, rules
 from capsviz.data import multimnist
+from capsviz.i18n import N_, t
 
 INK = 0.1  # a pixel counts as drawn (input) or explained (reconstruction) above this grey level
 
 # Segmentation labels per pixel
 BACKGROUND, UNEXPLAINED, FIRST, SECOND, BOTH = 0, 1, 2, 3, 4
 SEGMENT_NAMES = {BACKGROUND: "background", UNEXPLAINED: "ink no capsule explains", FIRST: "first", SECOND: "second", BOTH: "both"}
+# The segmentation legend's words, t(...) where shown: {first}, {second} the capsules redrawn.
+SEGMENT_LEGEND = {
+    UNEXPLAINED: N_("ink no capsule explains"),
+    FIRST: N_("capsule {first}"),
+    SECOND: N_("capsule {second}"),
+    BOTH: N_("both"),
+}
 
 
 @dataclass
@@ -80,13 +88,15 @@ def segment(model, image: np.ndarray, capsules: tuple[int, ...] | None = None) -
 def intro_words(size: int, max_shift: int) -> str:
     """The MultiMNIST page's opening: what it shows, and Fig. 5's idea as the paper's aim, not as a
     promise: the segmentation below measures how far it holds for the model (segment_words)."""
-    return (
-        f"Two test digits of different classes, each shifted up to {max_shift} pixels, overlap on a {size}x{size} canvas. "
+    return t(
+        "Two test digits of different classes, each shifted up to {max_shift} pixels, overlap on a {size}x{size} canvas. "
         "The prediction is the **two longest capsules**; the decoder then redraws each chosen capsule **on its own**, "
         "in red and green over the input (yellow where both claim a pixel). This is Fig. 5 of Sabour et al., whose aim "
         "is that routing explains each pixel once: each part goes to one digit, so a capsule for a digit that is not "
         "there (neither a label nor predicted) should find little to draw. Below, the page measures how far that "
-        "holds here: how many ink pixels both redrawn digits claim, and how much routing moves the couplings."
+        "holds here: how many ink pixels both redrawn digits claim, and how much routing moves the couplings.",
+        max_shift=max_shift,
+        size=size,
     )
 
 
@@ -104,23 +114,42 @@ def segment_words(segments: np.ndarray, first: str, second: str, parts: np.ndarr
     pixel claimed by both where both digits really have ink counts as rightly claimed twice; the aim
     is met only when no other ink pixel is claimed by both."""
     n = segment_counts(segments)
-    said = (
-        f"A pixel of the input's ink belongs to a capsule where that capsule's reconstruction is above {INK:g} (the paper: "
-        f"'non-zero'). Measured here: of the {n['ink']} ink pixels, capsule {first} alone claims {n['first']}, capsule "
-        f"{second} alone {n['second']}, both {n['both']} and neither {n['none']}"
+    said = t(
+        "A pixel of the input's ink belongs to a capsule where that capsule's reconstruction is above {level} (the paper: "
+        "'non-zero'). Measured here: of the {ink} ink pixels, capsule {first} alone claims {n_first}, capsule {second} alone "
+        "{n_second}, both {both} and neither {none}",
+        level=f"{INK:g}",
+        ink=n["ink"],
+        first=first,
+        n_first=n["first"],
+        second=second,
+        n_second=n["second"],
+        both=n["both"],
+        none=n["none"],
     )
     if n["ink"] == 0:
         return said + "."
     crossing = 0 if parts is None else int(((segments == BOTH) & (parts[0] > INK) & (parts[1] > INK)).sum())
     twice = n["both"] - crossing
     if parts is not None and crossing:
-        said += f" (on {crossing} of those {n['both']} the two digits' own strokes cross, where both claims are right)"
+        said += " " + t(
+            "(on {crossing} of those {both} the two digits' own strokes cross, where both claims are right)",
+            crossing=crossing,
+            both=n["both"],
+        )
     if twice == 0:
-        return said + ": no other ink pixel is claimed twice, so here each pixel is explained once, as the paper aims."
-    return said + (
-        f": {twice} of {n['ink']} ink pixels ({twice / n['ink']:.0%}) are explained by both"
-        + (" where only one digit has ink" if parts is not None else "")
-        + ", not once as the paper aims. Try a capsule that is neither a label nor predicted and count what it claims."
+        return said + t(": no other ink pixel is claimed twice, so here each pixel is explained once, as the paper aims.")
+    v = dict(twice=twice, ink=n["ink"], share=f"{twice / n['ink']:.0%}")
+    if parts is not None:
+        return said + t(
+            ": {twice} of {ink} ink pixels ({share}) are explained by both where only one digit has ink, not once as the paper "
+            "aims. Try a capsule that is neither a label nor predicted and count what it claims.",
+            **v,
+        )
+    return said + t(
+        ": {twice} of {ink} ink pixels ({share}) are explained by both, not once as the paper aims. Try a capsule that is "
+        "neither a label nor predicted and count what it claims.",
+        **v,
     )
 
 
@@ -138,9 +167,13 @@ class PairAccuracy:
 
     def words(self) -> str:
         """The metric's accuracy and pair error with what they were measured on."""
-        return (
-            f"{self.right:,} of {self.n:,} test pairs right ({self.accuracy:.2f}%; pair error {self.error:.2f}%): a pair "
-            "is right when its two labels are the two longest capsules."
+        return t(
+            "{right} of {n} test pairs right ({accuracy}%; pair error {error}%): a pair is right when its two labels are the "
+            "two longest capsules.",
+            right=f"{self.right:,}",
+            n=f"{self.n:,}",
+            accuracy=f"{self.accuracy:.2f}",
+            error=f"{self.error:.2f}",
         )
 
 
@@ -159,18 +192,22 @@ def stored_words(res: PairAccuracy, stored: tuple[float, int] | None) -> str:
     """The pair error just measured against the one stored for the model (`stored_pair_error`): whether
     the gap is more than a different set of pairs alone could give (rules.beyond_chance)."""
     if stored is None:
-        return "No pair error is stored with this model (its zoo card says not measured), so there is nothing to set this one against."
+        return t("No pair error is stored with this model (its zoo card says not measured), so there is nothing to set this one against.")
     error, n = stored
     gap, band = abs(res.error - error), rules.noise(res.error, res.n, error, n)
-    said = (
-        f"Pair error {res.error:.2f}% on these {res.n:,} pairs against the {error:.2f}% stored with this model on {n:,} pairs "
-        f"(its zoo card's figure): a gap of {gap:.2f} points, "
-    )
+    v = dict(error=f"{res.error:.2f}", n=f"{res.n:,}", stored=f"{error:.2f}", stored_n=f"{n:,}", gap=f"{gap:.2f}", band=f"{band:.2f}")
     if rules.beyond_chance(res.error, res.n, error, n):
-        return said + f"more than the ±{band:.2f} points chance gives (two standard errors of the difference): beyond chance."
-    return (
-        said
-        + f"within the ±{band:.2f} points chance gives (two standard errors of the difference): within chance, as far as {res.n:,} pairs can tell."
+        return t(
+            "Pair error {error}% on these {n} pairs against the {stored}% stored with this model on {stored_n} pairs (its zoo "
+            "card's figure): a gap of {gap} points, more than the ±{band} points chance gives (two standard errors of the "
+            "difference): beyond chance.",
+            **v,
+        )
+    return t(
+        "Pair error {error}% on these {n} pairs against the {stored}% stored with this model on {stored_n} pairs (its zoo "
+        "card's figure): a gap of {gap} points, within the ±{band} points chance gives (two standard errors of the "
+        "difference): within chance, as far as {n} pairs can tell.",
+        **v,
     )
 
 

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from capsviz.analysis import as_input_batch, rules
 from capsviz.config import DATASETS
 from capsviz.data.affine import affine_matrices, affnist_like, transform
+from capsviz.i18n import t
 
 BIM_STEPS = 10  # iterations of the basic iterative method; each moves 2.5 * epsilon / BIM_STEPS
 
@@ -216,43 +217,71 @@ def describe_comparison(
     gap = (caps - base) if higher_is_robust else (base - caps)  # > 0: the capsule model holds up better
     real = np.array([rules.beyond_chance(c, n, b, n) for c, b in zip(caps, base, strict=True)])
     strongest = int(np.argmax(np.abs(gap)))
-    unit = "accuracy" if higher_is_robust else "attack success"
     k = strongest
-    point = (
-        f"At {x_name} {xs[k]:g}, where **{capsule}** and **{other}** differ most, **{capsule}** measures "
-        f"{caps[k]:.1f}% {unit} and **{other}** {base[k]:.1f}%"
-    )
+    v = dict(x_name=x_name, x=f"{xs[k]:g}", capsule=capsule, other=other, caps=f"{caps[k]:.1f}", base=f"{base[k]:.1f}")
     if real[k]:
-        point += f": {capsule if gap[k] > 0 else other} holds up better there, beyond chance."
+        v["better"] = capsule if gap[k] > 0 else other
+        if higher_is_robust:
+            point = t(
+                "At {x_name} {x}, where **{capsule}** and **{other}** differ most, **{capsule}** measures {caps}% accuracy and "
+                "**{other}** {base}%: {better} holds up better there, beyond chance.",
+                **v,
+            )
+        else:
+            point = t(
+                "At {x_name} {x}, where **{capsule}** and **{other}** differ most, **{capsule}** measures {caps}% attack "
+                "success and **{other}** {base}%: {better} holds up better there, beyond chance.",
+                **v,
+            )
     else:
-        point += (
-            f": a gap of {abs(caps[k] - base[k]):.1f} points, within the {rules.noise(caps[k], n, base[k], n):.1f} points that two "
-            f"standard errors give on {n} test images (within chance), so neither holds up better there."
-        )
+        v |= dict(gap=f"{abs(caps[k] - base[k]):.1f}", noise=f"{rules.noise(caps[k], n, base[k], n):.1f}", n=n)
+        if higher_is_robust:
+            point = t(
+                "At {x_name} {x}, where **{capsule}** and **{other}** differ most, **{capsule}** measures {caps}% accuracy and "
+                "**{other}** {base}%: a gap of {gap} points, within the {noise} points that two standard errors give on {n} "
+                "test images (within chance), so neither holds up better there.",
+                **v,
+            )
+        else:
+            point = t(
+                "At {x_name} {x}, where **{capsule}** and **{other}** differ most, **{capsule}** measures {caps}% attack "
+                "success and **{other}** {base}%: a gap of {gap} points, within the {noise} points that two standard errors "
+                "give on {n} test images (within chance), so neither holds up better there.",
+                **v,
+            )
     N = len(gap)
 
     def at(mask: np.ndarray) -> str:
         """'none', or 'k of the N (x_name 1.75 and 2)': how many values, then which."""
         values = [f"{x:g}" for x, m in zip(xs, mask, strict=True) if m]
         if not values:
-            return "none"
-        listed = values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
-        return f"{len(values)} of the {N} ({x_name} {listed})"
+            return t("none")
+        listed = values[0] if len(values) == 1 else t("{items} and {last}", items=t(", ").join(values[:-1]), last=values[-1])
+        return t("{count} of the {N} ({x_name} {listed})", count=len(values), N=N, x_name=x_name, listed=listed)
 
     better, worse = (gap > 0) & real, (gap < 0) & real
     wins, losses = int(better.sum()), int(worse.sum())
     close = N - wins - losses
-    counted = f"Counting the {N} {x_name} values one by one, {capsule}"
-    within = f"and {close} of the {N} are within chance (two standard errors on {n} test images)."
+    v = dict(N=N, x_name=x_name, capsule=capsule, other=other, better=at(better), worse=at(worse), close=close, n=n)
     if wins > losses:
-        verdict = f"{counted} holds up better than {other} beyond chance at {at(better)}, worse at {at(worse)}, {within}"
+        verdict = t(
+            "Counting the {N} {x_name} values one by one, {capsule} holds up better than {other} beyond chance at {better}, "
+            "worse at {worse}, and {close} of the {N} are within chance (two standard errors on {n} test images).",
+            **v,
+        )
     elif losses > wins:
-        verdict = f"{counted} holds up *worse* than {other} beyond chance at {at(worse)}, better at {at(better)}, {within}"
-        verdict += " Here it is less robust than the baseline, not more."
+        verdict = t(
+            "Counting the {N} {x_name} values one by one, {capsule} holds up *worse* than {other} beyond chance at {worse}, "
+            "better at {better}, and {close} of the {N} are within chance (two standard errors on {n} test images). Here it "
+            "is less robust than the baseline, not more.",
+            **v,
+        )
     else:
-        verdict = (
-            f"{counted} does not hold up clearly better or worse than {other}: better beyond chance at {at(better)}, worse at "
-            f"{at(worse)}, {within}"
+        verdict = t(
+            "Counting the {N} {x_name} values one by one, {capsule} does not hold up clearly better or worse than {other}: "
+            "better beyond chance at {better}, worse at {worse}, and {close} of the {N} are within chance (two standard "
+            "errors on {n} test images).",
+            **v,
         )
     return [point, verdict]
 
@@ -286,15 +315,17 @@ def stand_in(sidebar, suitable: list, every: list) -> tuple[tuple, str]:
     ties = sum(key(pm)[:-1] == best for pm in ranked)
     cnns = has_baseline(m, every)
     why = [
-        f"a baseline CNN ({', '.join(p.stem for p in cnns)}) was trained on its images, so the two can be compared"
+        t("a baseline CNN ({cnns}) was trained on its images, so the two can be compared", cnns=", ".join(p.stem for p in cnns))
         if cnns
-        else "no model that fits has a baseline CNN to compare with"
+        else t("no model that fits has a baseline CNN to compare with")
     ]
     if m.dataset == sidebar.dataset:
-        why.append(f"it was trained on {m.dataset} too")
+        why.append(t("it was trained on {dataset} too", dataset=m.dataset))
     elif source(m) == source(sidebar):
-        why.append(f"it was trained on {m.dataset}, the images {sidebar.dataset} is made from")
+        why.append(t("it was trained on {dataset}, the images {source} is made from", dataset=m.dataset, source=sidebar.dataset))
     if not best[3]:
-        why.append("it was trained with dynamic routing")
-    said = f"It was picked because {'; '.join(why)}."
-    return (path, m), said + (f" Of the {ties} models that fit as well, it is the first by name." if ties > 1 else "")
+        why.append(t("it was trained with dynamic routing"))
+    said = t("It was picked because {reasons}.", reasons=t("; ").join(why))
+    if ties > 1:
+        said += " " + t("Of the {ties} models that fit as well, it is the first by name.", ties=ties)
+    return (path, m), said

@@ -9,6 +9,8 @@ import numpy as np
 import torch
 
 from capsviz.analysis import as_batch, coupling_entropy, rules
+from capsviz.analysis.rule_words import long_votes_words, trend_outcome, trend_words, uniform_words
+from capsviz.i18n import t, tn
 from capsviz.registry import routing_words
 
 
@@ -272,10 +274,12 @@ def centred_batch(images: torch.Tensor, pad: int) -> torch.Tensor:
 
 def canvas_words(size: int, pad: int) -> str:
     """What a MultiMNIST model is shown on a page that follows one image (pad from on_canvas)."""
-    return (
-        f"This model was trained on MultiMNIST: two training digits overlapping on a {size}x{size} canvas. Here it reads one digit "
-        f"alone, centred on that canvas ({pad} blank pixels on each side of the 28x28 digit), as the routing lab reads it for its "
-        "digit error. The **MultiMNIST** page follows pairs of digits."
+    return t(
+        "This model was trained on MultiMNIST: two training digits overlapping on a {size}x{size} canvas. Here it reads one digit "
+        "alone, centred on that canvas ({pad} blank pixels on each side of the 28x28 digit), as the routing lab reads it for its "
+        "digit error. The **MultiMNIST** page follows pairs of digits.",
+        size=size,
+        pad=pad,
     )
 
 
@@ -292,18 +296,20 @@ def trained_with(config) -> str:
     dynamic routing, how many iterations (one iteration never moves the couplings from uniform)."""
     n = config.routing_iterations
     if config.couplings == "dynamic":
-        said = f"dynamic routing, {n} iteration{'s' if n != 1 else ''}"
-        return said + (" (one pass: its couplings stayed uniform, so routing never moved them)" if n == 1 else "")
+        if n == 1:
+            return t("dynamic routing, 1 iteration (one pass: its couplings stayed uniform, so routing never moved them)")
+        return tn("dynamic routing, {n} iteration", "dynamic routing, {n} iterations", n)
     return routing_words(config.couplings)
 
 
 def once_words(tr: DynamicTrace) -> str:
     """What the page says when routing runs once (T = 1): only the coupling maps are flat."""
-    return (
+    return t(
         "Routing runs once here, so there is nothing to step through: before the first agreement is added, every "
-        f"set of couplings is even (c = {tr.uniform:.3g} each), so the coupling maps below are flat. The agreement map "
+        "set of couplings is even (c = {c} each), so the coupling maps below are flat. The agreement map "
         "further down is not: it is what this one pass measured, what a second iteration would add to b. "
-        "Raise **Routing iterations at inference** to watch the couplings move."
+        "Raise **Routing iterations at inference** to watch the couplings move.",
+        c=f"{tr.uniform:.3g}",
     )
 
 
@@ -320,90 +326,136 @@ def times(ratio: float) -> str:
 
 
 def span_words(lo: float, hi: float, uniform: float, d: int) -> str:
-    """The span of couplings drawn, by the small-span rule (rules.small_span)."""
+    """The span of couplings drawn, by the small-span rule (rules.small_span): a clause that follows
+    "At iteration k"."""
+    v = dict(lo=f"{lo:.{d}f}", hi=f"{hi:.{d}f}", uniform=f"{uniform:.{d}f}")
     if rules.small_span(lo, hi, uniform):
-        return (
-            f"the squares span only {lo:.{d}f} to {hi:.{d}f} (uniform: {uniform:.{d}f}), all within {rules.NEAR_UNIFORM_SHARE} "
-            "times uniform either way, so the colours exaggerate small differences"
+        return t(
+            "the squares span only {lo} to {hi} (uniform: {uniform}), all within {factor} times uniform either way, so the "
+            "colours exaggerate small differences",
+            factor=rules.NEAR_UNIFORM_SHARE,
+            **v,
         )
-    return f"the squares span {lo:.{d}f} to {hi:.{d}f} (uniform: {uniform:.{d}f}), from {times(lo / uniform)} to {times(hi / uniform)} times uniform"
+    return t(
+        "the squares span {lo} to {hi} (uniform: {uniform}), from {low_times} to {high_times} times uniform",
+        low_times=times(lo / uniform),
+        high_times=times(hi / uniform),
+        **v,
+    )
 
 
-def map_words(tr: DynamicTrace, t: int, capsule: str, thing: str, digits: bool, j: int, name: str) -> tuple[str, str]:
-    """The coupling maps' title and caption at iteration t (0-based): where each square's number
+def map_words(tr: DynamicTrace, t_: int, capsule: str, thing: str, digits: bool, j: int, name: str) -> tuple[str, str]:
+    """The coupling maps' title and caption at iteration t_ (0-based): where each square's number
     comes from (the model's grouping), the span of the couplings the maps draw, and beside class j's
     map (`name`, the one the detailed map shows) the span of its single primary capsules, the
     detailed map's own range."""
-    maps = tr.coupling_maps(t)
+    maps = tr.coupling_maps(t_)
     G = tr.grid
-    title = f"Iteration {t + 1}: couplings c"
+    title = t("Iteration {k}: couplings c", k=t_ + 1)
     if tr.grouping == "paper":
-        where = (
-            f"each square is one of the {G}x{G} positions of the primary capsules (rows and columns counted from 1 at the "
-            f"top left), averaged over their {tr.types} types"
+        where = t(
+            "each square is one of the {G}x{G} positions of the primary capsules (rows and columns counted from 1 at the "
+            "top left), averaged over their {types} types",
+            G=G,
+            types=tr.types,
         )
     else:
-        where = (
-            f"a primary capsule of this model is {tr.dim} neighbouring values of one "
-            "conv map (some straddle two maps), not one position's channels, so it has no one position: each square averages "
-            "the couplings of the capsules built from the values at that position, each counted by its share of them"
+        where = t(
+            "a primary capsule of this model is {dim} neighbouring values of one conv map (some straddle two maps), not one "
+            "position's channels, so it has no one position: each square averages the couplings of the capsules built from "
+            "the values at that position, each counted by its share of them",
+            dim=tr.dim,
         )
     d = _digits(tr)
     if flat(maps):
         spread = (
-            f"At iteration 1 every coupling is {maps.max():.{d}f}: nothing has been routed yet."
-            if t == 0
-            else f"At iteration {t + 1} every coupling is still {maps.max():.{d}f}: the agreements added to b are too small to move them."
+            t("At iteration 1 every coupling is {c}: nothing has been routed yet.", c=f"{maps.max():.{d}f}")
+            if t_ == 0
+            else t(
+                "At iteration {k} every coupling is still {c}: the agreements added to b are too small to move them.",
+                k=t_ + 1,
+                c=f"{maps.max():.{d}f}",
+            )
         )
     else:
-        c = tr.c[t, :, j]
-        spread = (
-            f"At iteration {t + 1} {span_words(float(maps.min()), float(maps.max()), tr.uniform, d)}. These are averages: the "
-            f"{name} map spans {maps[j].min():.{d}f} to {maps[j].max():.{d}f}, while its single primary capsules span "
-            f"{c.min():.{d}f} to {c.max():.{d}f} at this iteration (the detailed map below shows them). Positions over blank "
-            "background vote too: a bright square there means "
-            f"those primary capsules' predictions happen to agree with that {thing}, not that "
-            + ("ink is there." if digits else "the object is there.")
+        c = tr.c[t_, :, j]
+        v = dict(
+            k=t_ + 1,
+            span=span_words(float(maps.min()), float(maps.max()), tr.uniform, d),
+            name=name,
+            lo=f"{maps[j].min():.{d}f}",
+            hi=f"{maps[j].max():.{d}f}",
+            c_lo=f"{c.min():.{d}f}",
+            c_hi=f"{c.max():.{d}f}",
+            thing=thing,
         )
-    brighter = (
-        f"that {capsule} draws a larger share of its input from that position (this model's couplings sum to 1 over the "
-        "input capsules for each class)"
-        if tr.softmax == "inputs"
-        else f"that position sends a larger share of its vote to that {thing}"
-    )
-    caption = f"Each small map is one {capsule}; {where}. Brighter means {brighter}. {spread}"
+        if digits:
+            spread = t(
+                "At iteration {k} {span}. These are averages: the {name} map spans {lo} to {hi}, while its single primary "
+                "capsules span {c_lo} to {c_hi} at this iteration (the detailed map below shows them). Positions over blank "
+                "background vote too: a bright square there means those primary capsules' predictions happen to agree with "
+                "that {thing}, not that ink is there.",
+                **v,
+            )
+        else:
+            spread = t(
+                "At iteration {k} {span}. These are averages: the {name} map spans {lo} to {hi}, while its single primary "
+                "capsules span {c_lo} to {c_hi} at this iteration (the detailed map below shows them). Positions over blank "
+                "background vote too: a bright square there means those primary capsules' predictions happen to agree with "
+                "that {thing}, not that the object is there.",
+                **v,
+            )
+    if tr.softmax == "inputs":
+        caption = t(
+            "Each small map is one {capsule}; {where}. Brighter means that {capsule} draws a larger share of its input from "
+            "that position (this model's couplings sum to 1 over the input capsules for each class). {spread}",
+            capsule=capsule,
+            where=where,
+            spread=spread,
+        )
+    else:
+        caption = t(
+            "Each small map is one {capsule}; {where}. Brighter means that position sends a larger share of its vote to that "
+            "{thing}. {spread}",
+            capsule=capsule,
+            where=where,
+            thing=thing,
+            spread=spread,
+        )
     return title, caption
 
 
-def detail_words(tr: DynamicTrace, t: int, j: int, name: str) -> tuple[str, str]:
-    """The detailed map's title and caption: every primary capsule's coupling to class j at iteration t."""
-    values = tr.c[t, :, j]
+def detail_words(tr: DynamicTrace, t_: int, j: int, name: str) -> tuple[str, str]:
+    """The detailed map's title and caption: every primary capsule's coupling to class j at iteration t_."""
+    values = tr.c[t_, :, j]
     d = _digits(tr)
-    title = f"Coupling to {name}, iteration {t + 1}"
+    title = t("Coupling to {name}, iteration {k}", name=name, k=t_ + 1)
     if tr.grouping == "paper":
-        what = (
-            f"One square per primary capsule, not averaged: a column per position on the {tr.grid}x{tr.grid} grid, row by "
-            f"row (1 = row 1, col 1 at the top left; {tr.grid * tr.grid} = row {tr.grid}, col {tr.grid}), a row per capsule "
-            "type; hover for its type, row and column."
+        what = t(
+            "One square per primary capsule, not averaged: a column per position on the {G}x{G} grid, row by row (1 = row 1, "
+            "col 1 at the top left; {G2} = row {G}, col {G}), a row per capsule type; hover for its type, row and column.",
+            G=tr.grid,
+            G2=tr.grid * tr.grid,
         )
     else:
-        what = f"One square per primary capsule, not averaged, in the model's own order, {tr.grid * tr.grid} to a row."
+        what = t("One square per primary capsule, not averaged, in the model's own order, {G2} to a row.", G2=tr.grid * tr.grid)
     if np.ptp(values) < 1e-6:
-        return title, f"{what} At iteration {t + 1} every one is {values.max():.{d}f}."
-    return title, f"{what} At iteration {t + 1} {span_words(float(values.min()), float(values.max()), tr.uniform, d)}."
+        return title, t("{what} At iteration {k} every one is {c}.", what=what, k=t_ + 1, c=f"{values.max():.{d}f}")
+    span = span_words(float(values.min()), float(values.max()), tr.uniform, d)
+    return title, t("{what} At iteration {k} {span}.", what=what, k=t_ + 1, span=span)
 
 
 def capsule_axes(tr: DynamicTrace) -> tuple[str, str]:
     """The detailed maps' x and y axis titles (`DynamicTrace.by_capsule`), counted from 1."""
     G2 = tr.grid * tr.grid
     if tr.grouping == "paper":
-        return f"position 1-{G2}, row by row", "capsule type"
-    return f"capsule, {G2} to a row", "row"
+        return t("position 1-{G2}, row by row", G2=G2), t("capsule type")
+    return t("capsule, {G2} to a row", G2=G2), t("row")
 
 
 def capsule_name(kind: int, row: int, col: int) -> str:
     """A primary capsule by type, row and column (0-based in), counted from 1 as the guided tour names it."""
-    return f"type {kind + 1} at row {row + 1}, col {col + 1}"
+    return t("type {kind} at row {row}, col {col}", kind=kind + 1, row=row + 1, col=col + 1)
 
 
 def capsule_labels(tr: DynamicTrace) -> dict:
@@ -414,7 +466,7 @@ def capsule_labels(tr: DynamicTrace) -> dict:
         names = [[capsule_name(k, p // G, p % G) for p in range(G2)] for k in range(tr.types)]
         return {"x": list(range(1, G2 + 1)), "y": list(range(1, tr.types + 1)), "hover": names}
     rows = tr.c.shape[1] // G2
-    names = [[f"capsule {r * G2 + p + 1}" for p in range(G2)] for r in range(rows)]
+    names = [[t("capsule {i}", i=r * G2 + p + 1) for p in range(G2)] for r in range(rows)]
     return {"x": list(range(1, G2 + 1)), "y": list(range(1, rows + 1)), "hover": names}
 
 
@@ -422,17 +474,36 @@ def length_words(lengths: np.ndarray, winner: int, capsule: str, thing: str, nam
     """The caption of the lengths-by-iteration chart (lengths (T, J), as drawn). A length lies in
     0..1, so its trend is the bounded rule's (rules.bounded_trend)."""
     T = lengths.shape[0]
-    said = (
-        f"A {capsule}'s length is meant as the network's confidence that its {thing} is present (the prediction is the longest: "
-        f"{name}). Routing changes lengths by shifting votes; "
+    said = t(
+        "A {capsule}'s length is meant as the network's confidence that its {thing} is present (the prediction is the longest: {name}).",
+        capsule=capsule,
+        thing=thing,
+        name=name,
     )
     if T == 1:
-        return said + f"with one iteration nothing is shifted, and the winner's length is {lengths[0, winner]:.3f}."
+        return (
+            said
+            + " "
+            + t(
+                "Routing changes lengths by shifting votes; with one iteration nothing is shifted, and the winner's length is {length}.",
+                length=f"{lengths[0, winner]:.3f}",
+            )
+        )
     first, last = float(lengths[0, winner]), float(lengths[-1, winner])
-    return said + (
-        f"here the winner's length {rules.path_trend(lengths[:, winner], '{:.3f}', bounded=True)}: {first:.3f} at iteration 1, "
-        f"{last:.3f} at iteration {T}, a change of {last - first:+.3f} (a length lies between 0 and 1, so it rises or falls only "
-        f"when it moves by more than {rules.LEVEL:.2f})."
+    return (
+        said
+        + " "
+        + t(
+            "Routing changes lengths by shifting votes; here the winner's length {trend}: {first} at iteration 1, {last} at "
+            "iteration {T}, a change of {change} (a length lies between 0 and 1, so it rises or falls only when it moves by more "
+            "than {level}).",
+            trend=trend_words(lengths[:, winner], "{:.3f}", bounded=True),
+            first=f"{first:.3f}",
+            last=f"{last:.3f}",
+            T=T,
+            change=f"{last - first:+.3f}",
+            level=f"{rules.LEVEL:.2f}",
+        )
     )
 
 
@@ -450,31 +521,37 @@ def entropy_figure(tr: DynamicTrace, capsule: str, thing: str) -> dict:
     mean = pct.mean(1, keepdims=True)
     series = np.concatenate([mean, np.percentile(pct, [10, 90], axis=1).T], 1)
     line = 100 * rules.NEAR_UNIFORM_ENTROPY
-    title = "Evenness of the couplings, %"  # short: a phone shows the whole title; the axis says what 100 is
+    title = t("Evenness of the couplings, %")  # short: a phone shows the whole title; the axis says what 100 is
     if tr.softmax == "inputs":
-        what = (
-            f"This model's couplings sum to 1 over the input capsules for each {capsule} (its softmax is over the inputs), "
-            f"so the chart shows how evenly a {capsule} draws on the {I} primary capsules, its evenness: 100% is spread evenly "
-            f"(1/{I} from each), 0% is all of it from one."
+        what = t(
+            "This model's couplings sum to 1 over the input capsules for each {capsule} (its softmax is over the inputs), so "
+            "the chart shows how evenly a {capsule} draws on the {I} primary capsules, its evenness: 100% is spread evenly "
+            "(1/{I} from each), 0% is all of it from one.",
+            capsule=capsule,
+            I=I,
         )
     else:
-        what = (
-            f"The chart shows how evenly each primary capsule spreads its vote over the {J} {capsule}s, its evenness: 100% is "
-            f"spread evenly (1/{J} to each {thing}), 0% is the whole vote to one {thing}."
+        what = t(
+            "The chart shows how evenly each primary capsule spreads its vote over the {J} {capsule}s, its evenness: 100% is "
+            "spread evenly (1/{J} to each {thing}), 0% is the whole vote to one {thing}.",
+            J=J,
+            capsule=capsule,
+            thing=thing,
         )
-    what += (
-        " (Evenness is the entropy of the couplings as a share of an even split's.)"
-        f" The dashed line is {line:.0f}%, the evenness the near-uniform rule asks for."
+    what += " " + t(
+        "(Evenness is the entropy of the couplings as a share of an even split's.) The dashed line is {line}%, the evenness "
+        "the near-uniform rule asks for.",
+        line=f"{line:.0f}",
     )
     if T == 1:
-        said = " With one iteration every split is still even."
+        said = " " + t("With one iteration every split is still even.")
     else:
         said = " " + entropy_words(series[:, 0], line)
     return {
         "series": series,
-        "names": ["mean", "10th percentile", "90th percentile"],
+        "names": [t("mean"), t("10th percentile"), t("90th percentile")],
         "title": title,
-        "axis": "evenness, % (100 = even)",
+        "axis": t("evenness, % (100 = even)"),
         "caption": what + said,
         "y_range": ENTROPY_RANGE,
         "line": line,
@@ -492,46 +569,151 @@ def entropy_words(means, line: float) -> str:
     verb = rules.trend(first, last)
     change = abs(last - first) / max(abs(first), abs(last), 1e-12)
     near = rules.near_uniform(last / 100)
-    verdict = f"at iteration {T} its couplings are {rules.uniform_words(last / 100)}."
-    both = f"{first:.1f}% at iteration 1, {last:.1f}% at iteration {T}"
+    v = dict(
+        first=f"{first:.1f}",
+        last=f"{last:.1f}",
+        T=T,
+        verdict=uniform_words(last / 100),
+        change=f"{change:.1%}",
+        level=f"{rules.LEVEL:.0%}",
+    )
     if rules.turn(means) is not None:
-        return f"For this image the mean {rules.path_trend(means, '{:.1f}%')}: {both}; {verdict}"
-    if verb != "stays about level":
-        return f"For this image the mean {verb} by {change:.1%}: {both}; {'so' if (verb == 'falls') != near else 'and'} {verdict}"
-    level = f"a change of {change:.1%}; {rules.LEVEL:.0%} or less counts as level"
+        return t(
+            "For this image the mean {trend}: {first}% at iteration 1, {last}% at iteration {T}; at iteration {T} its couplings "
+            "are {verdict}.",
+            trend=trend_words(means, "{:.1f}%"),
+            **v,
+        )
+    if verb == "falls" and not near or verb == "rises" and near:
+        words = (
+            t(
+                "For this image the mean falls by {change}: {first}% at iteration 1, {last}% at iteration {T}; so at iteration "
+                "{T} its couplings are {verdict}.",
+                **v,
+            )
+            if verb == "falls"
+            else t(
+                "For this image the mean rises by {change}: {first}% at iteration 1, {last}% at iteration {T}; so at iteration "
+                "{T} its couplings are {verdict}.",
+                **v,
+            )
+        )
+        return words
+    if verb == "falls":
+        return t(
+            "For this image the mean falls by {change}: {first}% at iteration 1, {last}% at iteration {T}; and at iteration {T} "
+            "its couplings are {verdict}.",
+            **v,
+        )
+    if verb == "rises":
+        return t(
+            "For this image the mean rises by {change}: {first}% at iteration 1, {last}% at iteration {T}; and at iteration {T} "
+            "its couplings are {verdict}.",
+            **v,
+        )
     if near:
-        return f"For this image the mean moves only a little ({level}): {both}; so {verdict}"
-    how = "falls slightly" if last < first else "rises slightly" if last > first else "stays"
-    side = "ending below the {:.0f}% line, which it started above" if first > line else "below the {:.0f}% line, as at iteration 1"
+        return t(
+            "For this image the mean moves only a little (a change of {change}; {level} or less counts as level): {first}% at "
+            "iteration 1, {last}% at iteration {T}; so at iteration {T} its couplings are {verdict}.",
+            **v,
+        )
+    v |= dict(points=f"{abs(last - first):.1f}", line=f"{line:.0f}")
+    above = first > line
+    if last < first:
+        return (
+            t(
+                "For this image the mean falls slightly, by {points} points (a change of {change}; {level} or less counts as "
+                "level): {first}% at iteration 1, {last}% at iteration {T}, ending below the {line}% line, which it started "
+                "above, so by the near-uniform rule at iteration {T} its couplings are {verdict}.",
+                **v,
+            )
+            if above
+            else t(
+                "For this image the mean falls slightly, by {points} points (a change of {change}; {level} or less counts as "
+                "level): {first}% at iteration 1, {last}% at iteration {T}, below the {line}% line, as at iteration 1, so by "
+                "the near-uniform rule at iteration {T} its couplings are {verdict}.",
+                **v,
+            )
+        )
+    if last > first:
+        return (
+            t(
+                "For this image the mean rises slightly, by {points} points (a change of {change}; {level} or less counts as "
+                "level): {first}% at iteration 1, {last}% at iteration {T}, ending below the {line}% line, which it started "
+                "above, so by the near-uniform rule at iteration {T} its couplings are {verdict}.",
+                **v,
+            )
+            if above
+            else t(
+                "For this image the mean rises slightly, by {points} points (a change of {change}; {level} or less counts as "
+                "level): {first}% at iteration 1, {last}% at iteration {T}, below the {line}% line, as at iteration 1, so by "
+                "the near-uniform rule at iteration {T} its couplings are {verdict}.",
+                **v,
+            )
+        )
     return (
-        f"For this image the mean {how}, by {abs(last - first):.1f} points ({level}): {both}, {side.format(line)}, so by the "
-        f"near-uniform rule {verdict}"
+        t(
+            "For this image the mean stays, by {points} points (a change of {change}; {level} or less counts as level): "
+            "{first}% at iteration 1, {last}% at iteration {T}, ending below the {line}% line, which it started above, so by "
+            "the near-uniform rule at iteration {T} its couplings are {verdict}.",
+            **v,
+        )
+        if above
+        else t(
+            "For this image the mean stays, by {points} points (a change of {change}; {level} or less counts as level): "
+            "{first}% at iteration 1, {last}% at iteration {T}, below the {line}% line, as at iteration 1, so by the "
+            "near-uniform rule at iteration {T} its couplings are {verdict}.",
+            **v,
+        )
     )
 
 
 def convergence_words(b_change: np.ndarray, c_change: np.ndarray) -> str:
     """Appendix A's caption from the series the chart draws: b_change (T,), c_change (T - 1,)."""
-    said = (
-        "Paper (Fig. A.1): the mean change of b falls roughly log-linearly, about 0.007 at iteration 2 and 1e-5 at iteration 5. "
-        "Here, following Procedure 1 literally (b += u_hat . v), "
-    )
     T = len(b_change)
     if T >= 5:
-        said += f"the change of b at iteration 2 is {b_change[1]:.4f} and at iteration 5 {b_change[4]:.4f}"
-        said += f" (it {rules.path_trend(b_change[1:5], '{:.4f}', start=2)}): "
+        said = t(
+            "Paper (Fig. A.1): the mean change of b falls roughly log-linearly, about 0.007 at iteration 2 and 1e-5 at "
+            "iteration 5. Here, following Procedure 1 literally (b += u_hat . v), the change of b at iteration 2 is {b2} and "
+            "at iteration 5 {b5} (it {trend}): each step adds the current agreement, which only vanishes when v does.",
+            b2=f"{b_change[1]:.4f}",
+            b5=f"{b_change[4]:.4f}",
+            trend=trend_words(b_change[1:5], "{:.4f}", start=2),
+        )
     else:
-        said += "the change of b "
-    said += "each step adds the current agreement, which only vanishes when v does."
+        said = t(
+            "Paper (Fig. A.1): the mean change of b falls roughly log-linearly, about 0.007 at iteration 2 and 1e-5 at "
+            "iteration 5. Here, following Procedure 1 literally (b += u_hat . v), the change of b each step adds the current "
+            "agreement, which only vanishes when v does."
+        )
     if len(c_change) >= 2:
         first, last = float(c_change[0]), float(c_change[-1])
-        verb = rules.path_trend(c_change, "{:.1e}", start=2)
-        how = {"falls": "settle", "rises": "keep moving more", "stays about level": "keep moving about as much"}.get(
-            verb, "do not settle steadily"
-        )
-        said += (
-            f" The couplings c = softmax(b) {how}: their change per iteration {verb} ({first:.1e} at iteration 2, "
-            f"{last:.1e} at iteration {len(c_change) + 1})."
-        )
+        kind, _ = trend_outcome(c_change, "{:.1e}", start=2)
+        v = dict(trend=trend_words(c_change, "{:.1e}", start=2), first=f"{first:.1e}", last=f"{last:.1e}", k=len(c_change) + 1)
+        if kind == "falls":
+            said += " " + t(
+                "The couplings c = softmax(b) settle: their change per iteration {trend} ({first} at iteration 2, {last} at "
+                "iteration {k}).",
+                **v,
+            )
+        elif kind == "rises":
+            said += " " + t(
+                "The couplings c = softmax(b) keep moving more: their change per iteration {trend} ({first} at iteration 2, "
+                "{last} at iteration {k}).",
+                **v,
+            )
+        elif kind == "level":
+            said += " " + t(
+                "The couplings c = softmax(b) keep moving about as much: their change per iteration {trend} ({first} at "
+                "iteration 2, {last} at iteration {k}).",
+                **v,
+            )
+        else:
+            said += " " + t(
+                "The couplings c = softmax(b) do not settle steadily: their change per iteration {trend} ({first} at "
+                "iteration 2, {last} at iteration {k}).",
+                **v,
+            )
     return said
 
 
@@ -541,26 +723,61 @@ def summary_words(cs: dict, k: int, trained: str) -> str:
     share, weighted, u = cs["coupling_to_prediction"][k], cs["vote_weighted_coupling_to_prediction"][k], cs["uniform"]
     ratio = cs["entropy"][k] / cs["uniform_entropy"]
     n = len(cs["coupling_to_prediction"])
-    said = f"The chart runs the {cs['n_images']} images with dynamic routing, 1 to {n} iterations; this model was trained with {trained}. "
+    images = cs["n_images"]
+    said = t(
+        "The chart runs the {images} images with dynamic routing, 1 to {n} iterations; this model was trained with {trained}.",
+        images=images,
+        n=n,
+        trained=trained,
+    )
     if k == 0:
-        verdict = f"at iteration 1 nothing has been routed yet, so the couplings are uniform by construction: {rules.uniform_words(ratio)}"
+        verdict = t(
+            "at iteration 1 nothing has been routed yet, so the couplings are uniform by construction: {uniform}",
+            uniform=uniform_words(ratio),
+        )
     elif cs.get("softmax") == "inputs":
-        verdict = f"at iteration {k + 1} the predicted class's couplings over the inputs are {rules.uniform_words(ratio)}"
+        verdict = t("at iteration {k} the predicted class's couplings over the inputs are {uniform}", k=k + 1, uniform=uniform_words(ratio))
     else:
-        verdict = f"at iteration {k + 1} the couplings are {rules.uniform_words(ratio, share, u)}"
-    long = rules.long_votes_words("the predicted class", weighted, u, share)
+        verdict = t("at iteration {k} the couplings are {uniform}", k=k + 1, uniform=uniform_words(ratio, share, u))
+    long = long_votes_words(t("the predicted class"), weighted, u, share)
     long = f" {long}" if long else ""
     if cs.get("softmax") == "inputs":
-        return said + (
-            f"Its couplings sum to 1 over the {round(1 / u)} input capsules for each class, so a primary capsule's mean "
-            f"coupling to the predicted class is the uniform {u:.4f} whatever routing does ({share:.4f} at iteration {k + 1}); "
-            f"counting each vote by its length, {weighted:.4f}. Over the {cs['n_images']} images {verdict}.{long}"
+        return (
+            said
+            + " "
+            + t(
+                "Its couplings sum to 1 over the {I} input capsules for each class, so a primary capsule's mean coupling to the "
+                "predicted class is the uniform {uniform} whatever routing does ({share} at iteration {k}); counting each vote by "
+                "its length, {weighted}. Over the {images} images {verdict}.",
+                I=round(1 / u),
+                uniform=f"{u:.4f}",
+                share=f"{share:.4f}",
+                k=k + 1,
+                weighted=f"{weighted:.4f}",
+                images=images,
+                verdict=verdict,
+            )
+            + long
         )
-    return said + (
-        f"At iteration {k + 1}, the count chosen above, a primary capsule sends on average {share:.3f} of its vote "
-        f"to the predicted class (uniform: {u:.3f}); counting each vote by its length, {weighted:.3f}. Over the "
-        f"{cs['n_images']} images {verdict}.{long} Routing only sharpens the couplings "
-        "as far as the agreements u_hat . v are large: compare the 1- and 3-iteration models on the Reproduction page."
+    return (
+        said
+        + " "
+        + t(
+            "At iteration {k}, the count chosen above, a primary capsule sends on average {share} of its vote to the predicted "
+            "class (uniform: {uniform}); counting each vote by its length, {weighted}. Over the {images} images {verdict}.",
+            k=k + 1,
+            share=f"{share:.3f}",
+            uniform=f"{u:.3f}",
+            weighted=f"{weighted:.3f}",
+            images=images,
+            verdict=verdict,
+        )
+        + long
+        + " "
+        + t(
+            "Routing only sharpens the couplings as far as the agreements u_hat . v are large: compare the 1- and 3-iteration "
+            "models on the Reproduction page."
+        )
     )
 
 
@@ -570,18 +787,32 @@ def attention_words(tr: AttentionTrace, winner: int, name: str) -> str:
     share = float(tr.c[:, winner].mean())
     ratio = float(tr.entropy.mean() / np.log(J))
     largest_c, largest_prior = float(tr.c.max()), float(np.abs(tr.prior).max())
-    return (
-        f"Each column is one of the {I} primary capsules (this model has no grid of positions: its primary capsules see the "
-        f"whole image). The primary capsules give **{name}** on average {share:.2f} of their vote (uniform: {1 / J:.2f}); "
-        f"their couplings are {rules.uniform_words(ratio, share, 1 / J)}. The prior spans {tr.prior.min():.2f} to "
-        f"{tr.prior.max():.2f}: "
-        + (
-            f"its largest size, {largest_prior:.2f}, is as large as the largest coupling, {largest_c:.2f}, so what the model "
-            "learned about which capsule feeds which class counts as much as the routing of this image."
-            if largest_prior >= largest_c
-            else f"its largest size, {largest_prior:.2f}, is below the largest coupling, {largest_c:.2f}, so the routing of this "
-            "image weighs more in the sums."
+    v = dict(
+        I=I,
+        name=name,
+        share=f"{share:.2f}",
+        uniform=f"{1 / J:.2f}",
+        verdict=uniform_words(ratio, share, 1 / J),
+        lo=f"{tr.prior.min():.2f}",
+        hi=f"{tr.prior.max():.2f}",
+        prior=f"{largest_prior:.2f}",
+        c=f"{largest_c:.2f}",
+    )
+    if largest_prior >= largest_c:
+        return t(
+            "Each column is one of the {I} primary capsules (this model has no grid of positions: its primary capsules see the "
+            "whole image). The primary capsules give **{name}** on average {share} of their vote (uniform: {uniform}); their "
+            "couplings are {verdict}. The prior spans {lo} to {hi}: its largest size, {prior}, is as large as the largest "
+            "coupling, {c}, so what the model learned about which capsule feeds which class counts as much as the routing of "
+            "this image.",
+            **v,
         )
+    return t(
+        "Each column is one of the {I} primary capsules (this model has no grid of positions: its primary capsules see the "
+        "whole image). The primary capsules give **{name}** on average {share} of their vote (uniform: {uniform}); their "
+        "couplings are {verdict}. The prior spans {lo} to {hi}: its largest size, {prior}, is below the largest coupling, "
+        "{c}, so the routing of this image weighs more in the sums.",
+        **v,
     )
 
 
@@ -589,12 +820,16 @@ def sweep_words(predictions: list[int], winner: int, name: str) -> str:
     """Self-attention's prediction against dynamic routing's with 1..T iterations."""
     changed = [k + 1 for k, p in enumerate(predictions) if p != winner]
     T = len(predictions)
-    said = "These weights were trained for self-attention routing; dynamic routing here uses them as they are (and Eq. 1's squash). "
+    said = t("These weights were trained for self-attention routing; dynamic routing here uses them as they are (and Eq. 1's squash).")
     if changed:
-        said += f"With dynamic routing the prediction differs from self-attention's at {len(changed)} of {T} iteration counts."
+        said += " " + t(
+            "With dynamic routing the prediction differs from self-attention's at {changed} of {T} iteration counts.",
+            changed=len(changed),
+            T=T,
+        )
     else:
-        said += f"With any number of dynamic-routing iterations the prediction stays {name}."
-    return said + " The **Routing lab** compares the routings over the whole test set."
+        said += " " + t("With any number of dynamic-routing iterations the prediction stays {name}.", name=name)
+    return said + " " + t("The **Routing lab** compares the routings over the whole test set.")
 
 
 def dynamic_sweep_words(lengths: np.ndarray, predictions: list[int], T: int, names: list[str], capsule: str) -> str:
@@ -602,18 +837,23 @@ def dynamic_sweep_words(lengths: np.ndarray, predictions: list[int], T: int, nam
     predictions (N,) as drawn; T the count chosen above; names already plain."""
     N = len(predictions)
     p = predictions[T - 1]
-    said = (
-        f"Each line is one {capsule}'s length after routing this image with 1 to {N} iterations, the weights unchanged; "
-        f"the longest is the prediction. With {T} iteration{'s' if T != 1 else ''}, as chosen above, the prediction is "
-        f"{names[p]} (length {lengths[T - 1, p]:.3f}). "
+    said = tn(
+        "Each line is one {capsule}'s length after routing this image with 1 to {N} iterations, the weights unchanged; the "
+        "longest is the prediction. With {n} iteration, as chosen above, the prediction is {name} (length {length}).",
+        "Each line is one {capsule}'s length after routing this image with 1 to {N} iterations, the weights unchanged; the "
+        "longest is the prediction. With {n} iterations, as chosen above, the prediction is {name} (length {length}).",
+        T,
+        capsule=capsule,
+        N=N,
+        name=names[p],
+        length=f"{lengths[T - 1, p]:.3f}",
     )
     other = [k + 1 for k, q in enumerate(predictions) if q != p]
     if other:
-        said += (
-            f"The prediction differs at {len(other)} of {N} counts: " + ", ".join(f"{k} ({names[predictions[k - 1]]})" for k in other) + "."
-        )
+        listed = t(", ").join(t("{k} ({name})", k=k, name=names[predictions[k - 1]]) for k in other)
+        said += " " + t("The prediction differs at {count} of {N} counts: {listed}.", count=len(other), N=N, listed=listed)
     else:
-        said += f"It is {names[p]} with every count from 1 to {N}."
+        said += " " + t("It is {name} with every count from 1 to {N}.", name=names[p], N=N)
     return said
 
 

@@ -9,6 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 from PIL import Image
 
+from capsviz.i18n import t
+
 VIRIDIS = [
     [0.0, "#440154"],
     [1 / 9, "#482878"],
@@ -97,7 +99,7 @@ def _default_template() -> dict:
 
 
 @figure_builder
-def capsule_bars(scores: np.ndarray, names, predicted: int | tuple[int, ...], title: str, y_title: str = "capsule length") -> dict:
+def capsule_bars(scores: np.ndarray, names, predicted: int | tuple[int, ...], title: str, y_title: str | None = None) -> dict:
     """One bar per class, the predicted one(s) in red; every class named on the axis (digits
     are categories, not a number line)."""
     chosen = {predicted} if isinstance(predicted, int) else set(predicted)
@@ -110,6 +112,7 @@ def capsule_bars(scores: np.ndarray, names, predicted: int | tuple[int, ...], ti
         "text": [f"{s:.2f}" for s in scores],
         "textposition": "outside",
     }
+    y_title = t("capsule length") if y_title is None else y_title
     layout = {"title": {"text": title}, "xaxis": {"type": "category"}, "yaxis": {"range": [0, 1.1], "title": {"text": y_title}}}
     return {"data": [bar], "layout": {**layout, "height": 300, "margin": {**MARGIN}}}
 
@@ -117,7 +120,7 @@ def capsule_bars(scores: np.ndarray, names, predicted: int | tuple[int, ...], ti
 def squash_curve() -> go.Figure:
     n = np.linspace(0, 5, 200)
     fig = go.Figure(go.Scatter(x=n, y=n**2 / (1 + n**2), name="|v| = |s|^2 / (1 + |s|^2)"))
-    fig.add_trace(go.Scatter(x=n, y=np.minimum(n, 1), name="|s| (clipped at 1)", line=dict(dash="dot")))
+    fig.add_trace(go.Scatter(x=n, y=np.minimum(n, 1), name=t("|s| (clipped at 1)"), line=dict(dash="dot")))
     fig.update_layout(
         xaxis_title="|s| (length before squash)", yaxis_title="|v| (length after)", height=280, margin=dict(l=10, r=10, t=10, b=10)
     )
@@ -127,13 +130,13 @@ def squash_curve() -> go.Figure:
 @figure_builder
 def effect_bars(effect: np.ndarray) -> dict:
     bar = {"type": "bar", "x": [f"d{i}" for i in range(len(effect))], "y": np.asarray(effect)}
-    layout = {"title": {"text": "Change per dimension (-0.25 vs +0.25)"}, "yaxis": {"title": {"text": "mean |pixel change|"}}}
+    layout = {"title": {"text": t("Change per dimension (-0.25 vs +0.25)")}, "yaxis": {"title": {"text": t("mean |pixel change|")}}}
     return {"data": [bar], "layout": {**layout, "height": 260, "margin": {**MARGIN}}}
 
 
 def curves(points: list[dict], y: str, title: str) -> go.Figure:
     fig = go.Figure(go.Scatter(x=[p["step"] for p in points], y=[p[y] for p in points], mode="lines"))
-    fig.update_layout(title=title, xaxis_title="step", height=260, margin=dict(l=10, r=10, t=40, b=10))
+    fig.update_layout(title=title, xaxis_title=t("step"), height=260, margin=dict(l=10, r=10, t=40, b=10))
     return fig
 
 
@@ -160,7 +163,10 @@ def class_maps(maps: np.ndarray, names, title: str, zrange: tuple[float, float] 
         "customdata": cell,
         "colorscale": VIRIDIS,
         "hoverongaps": False,
-        "hovertemplate": "capsule %{customdata[0]}, row %{customdata[1]}, column %{customdata[2]}: %{z:.3f}<extra></extra>",
+        "hovertemplate": t("capsule {capsule}, row {row}, column {column}: {value}").format(
+            capsule="%{customdata[0]}", row="%{customdata[1]}", column="%{customdata[2]}", value="%{z:.3f}"
+        )
+        + "<extra></extra>",
         "colorbar": {"orientation": "h", "thickness": 12, "y": -0.02, "yanchor": "top", "len": 0.9},  # below: the maps keep the width
     }
     if zrange is not None:
@@ -304,7 +310,7 @@ def sweep_lines(x, series: dict[str, list[float]], title: str, x_title: str, y_t
         ]
     )
     if chance is not None:
-        fig.add_hline(y=chance, line_dash="dot", annotation_text="guessing", annotation_position=clear_side(series, chance))
+        fig.add_hline(y=chance, line_dash="dot", annotation_text=t("guessing"), annotation_position=clear_side(series, chance))
     fig.update_layout(
         title=dict(text=title, y=1, yanchor="top", pad=dict(t=10)),  # on top: the legend goes between it and the plot
         xaxis_title=x_title,
@@ -326,7 +332,7 @@ def lines_by_epoch(histories: dict[str, list[dict]]) -> go.Figure:
         ]
     )
     ticks = [0.2, 0.3, 0.5, 1, 2, 3, 5, 10, 20, 30, 50, 100]  # labelled in full (plotly would write 0.5 as "5")
-    fig.update_layout(xaxis_title="epoch", yaxis_title="test error %", height=340, margin=dict(l=10, r=10, t=20, b=10))
+    fig.update_layout(xaxis_title=t("epoch"), yaxis_title=t("test error %"), height=340, margin=dict(l=10, r=10, t=20, b=10))
     fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     return fig
 
@@ -344,11 +350,13 @@ def seed_strip(errors: dict[str, list[float]], seeds: tuple[int, ...], title: st
             y=values,
             mode="markers",
             marker=dict(color=colour, size=10, line=dict(color="black", width=1)),
-            text=[f"seed {s}" for s in seeds],
+            text=[t("seed {seed}", seed=s) for s in seeds],
             hovertemplate="%{text}: %{y:.2f}%<extra></extra>",
             showlegend=False,
         )
-    fig.update_layout(title=title, yaxis_title="test error %", xaxis_title="trained with", height=320, margin=dict(l=10, r=10, t=40, b=10))
+    fig.update_layout(
+        title=title, yaxis_title=t("test error %"), xaxis_title=t("trained with"), height=320, margin=dict(l=10, r=10, t=40, b=10)
+    )
     return fig
 
 
@@ -368,7 +376,7 @@ def grouped_bars(
         barmode="group",
         height=420,
         margin=dict(l=10, r=10, t=110, b=10),
-        legend=dict(title_text="run with", orientation="h", yanchor="bottom", y=1.0, x=0),  # above: the bars keep a phone's width
+        legend=dict(title_text=t("run with"), orientation="h", yanchor="bottom", y=1.0, x=0),  # above: the bars keep a phone's width
     )
     fig.update_xaxes(tickangle=-45, automargin=True)  # long model names slanted, whole, apart from each other
     return fig

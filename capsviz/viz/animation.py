@@ -9,6 +9,7 @@ from PIL import Image
 
 from capsviz.analysis.playground import DynamicToy, EMToy
 from capsviz.analysis.tour import CapsNetTour, MatrixTour
+from capsviz.i18n import t
 from capsviz.viz import overlay
 from capsviz.viz.teach import INK, _canvas, dynamic_frame, em_frame, font
 
@@ -35,8 +36,8 @@ def dynamic_frames(toy: DynamicToy, names: list[str] | None = None, only: int | 
     """The toy's iterations as frames (`only`: that iteration's frame alone)."""
     T = toy.iterations
     return [
-        dynamic_frame(toy.u_hat, toy.c[t], toy.s[t], toy.v[t], f"Routing by agreement: iteration {t + 1} of {T}", names)
-        for t in (range(T) if only is None else [only])
+        dynamic_frame(toy.u_hat, toy.c[it], toy.s[it], toy.v[it], t("Routing by agreement: iteration {k} of {T}", k=it + 1, T=T), names)
+        for it in (range(T) if only is None else [only])
     ]
 
 
@@ -46,14 +47,14 @@ def em_frames(toy: EMToy, names: list[str] | None = None, only: int | None = Non
     return [
         em_frame(
             toy.votes,
-            toy.R[t],
-            toy.mu[t],
-            toy.sigma[t],
-            toy.a[t],
-            f"EM routing: iteration {t + 1} of {T} (lambda = {toy.lambdas[t]:.2f})",
+            toy.R[it],
+            toy.mu[it],
+            toy.sigma[it],
+            toy.a[it],
+            t("EM routing: iteration {k} of {T} (lambda = {lam})", k=it + 1, T=T, lam=f"{toy.lambdas[it]:.2f}"),
             names,
         )
-        for t in (range(T) if only is None else [only])
+        for it in (range(T) if only is None else [only])
     ]
 
 
@@ -62,7 +63,7 @@ def _limit(*arrays: np.ndarray) -> float:
     return 1.15 * max(float(np.abs(a).max()) for a in arrays)
 
 
-def tour_routing_frames(tour: CapsNetTour, names, only: int | None = None, capsule: str = "digit capsule") -> list[Image.Image]:
+def tour_routing_frames(tour: CapsNetTour, names, only: int | None = None, capsule: str | None = None) -> list[Image.Image]:
     """The tour's routing iterations: the winner's and the runner-up's panels, with the shown
     primary capsules' predictions in each class capsule's plane (its first axis is the final v_j,
     so the agreement u_hat . v reads off the x axis). `only`: just that iteration's frame (a page
@@ -71,22 +72,33 @@ def tour_routing_frames(tour: CapsNetTour, names, only: int | None = None, capsu
     pair = [tour.winner, tour.runner_up]
     preds = tour.pred2d[pair].transpose(1, 0, 2)  # (SHOWN, 2, 2)
     limit = _limit(preds, tour.v2d[:, pair])
-    uppers = [f"{capsule} {names[j]}" for j in pair]
+    capsule = t("digit capsule") if capsule is None else capsule
+    uppers = [t("{capsule} {name}", capsule=capsule, name=names[j]) for j in pair]
     frames = []
-    for t in range(tour.iterations) if only is None else [only]:
-        c = tour.c[t][tour.shown][:, pair]  # (SHOWN, 2)
+    for it in range(tour.iterations) if only is None else [only]:
+        c = tour.c[it][tour.shown][:, pair]  # (SHOWN, 2)
         frames.append(
             dynamic_frame(
                 preds,
                 c,
-                tour.s2d[t, pair],
-                tour.v2d[t, pair],
-                f"Routing iteration {t + 1} of {tour.iterations}: the six loudest predictions for {names[tour.winner]}",
+                tour.s2d[it, pair],
+                tour.v2d[it, pair],
+                t(
+                    "Routing iteration {k} of {T}: the six loudest predictions for {name}",
+                    k=it + 1,
+                    T=tour.iterations,
+                    name=names[tour.winner],
+                ),
                 [f"{k + 1}: {n}" for k, n in enumerate(tour.shown_names)],
                 limit,
                 uppers,
-                f"coupling c to {names[pair[0]]} (blue) and {names[pair[1]]} (orange); the other {capsule}s take the rest",
-                np.stack([tour.s_len[t, pair], tour.v_len[t, pair]], -1),  # the full 16-number lengths, as the text quotes them
+                t(
+                    "coupling c to {first} (blue) and {second} (orange); the other {capsule}s take the rest",
+                    first=names[pair[0]],
+                    second=names[pair[1]],
+                    capsule=capsule,
+                ),
+                np.stack([tour.s_len[it, pair], tour.v_len[it, pair]], -1),  # the full 16-number lengths, as the text quotes them
             )
         )
     return frames
@@ -99,21 +111,30 @@ def tour_em_frames(tour: MatrixTour, names, only: int | None = None) -> list[Ima
     pair = [tour.winner, tour.runner_up]
     votes = tour.votes2d[pair].transpose(1, 0, 2)  # (SHOWN, 2, 2)
     limit = _limit(votes, tour.mu2d[:, pair] + 2 * tour.sigma2d[:, pair])
-    uppers = [f"class capsule {names[j]}" for j in pair]
+    uppers = [t("class capsule {name}", name=names[j]) for j in pair]
     frames = []
-    for t in range(tour.iterations) if only is None else [only]:
+    for it in range(tour.iterations) if only is None else [only]:
         frames.append(
             em_frame(
                 votes,
-                tour.R[t][tour.shown][:, pair],
-                tour.mu2d[t, pair],
-                tour.sigma2d[t, pair],
-                tour.a[t, pair],
-                f"EM iteration {t + 1} of {tour.iterations} (lambda = {tour.lambdas[t]:.2f}): the six most active lower capsules",
+                tour.R[it][tour.shown][:, pair],
+                tour.mu2d[it, pair],
+                tour.sigma2d[it, pair],
+                tour.a[it, pair],
+                t(
+                    "EM iteration {k} of {T} (lambda = {lam}): the six most active lower capsules",
+                    k=it + 1,
+                    T=tour.iterations,
+                    lam=f"{tour.lambdas[it]:.2f}",
+                ),
                 [f"{k + 1}: {n}" for k, n in enumerate(tour.shown_names)],
                 limit,
                 uppers,
-                f"assignment R to {names[pair[0]]} (blue) and {names[pair[1]]} (orange); the other class capsules take the rest",
+                t(
+                    "assignment R to {first} (blue) and {second} (orange); the other class capsules take the rest",
+                    first=names[pair[0]],
+                    second=names[pair[1]],
+                ),
             )
         )
     return frames
@@ -129,32 +150,42 @@ def tour_vote_frame(tour: MatrixTour, names) -> Image.Image:
         tour.mu2d[0, pair],
         tour.sigma2d[0, pair],
         tour.a[0, pair],
-        "Votes of the six most active lower capsules, before routing",
+        t("Votes of the six most active lower capsules, before routing"),
         [f"{k + 1}: {n}" for k, n in enumerate(tour.shown_names)],
         _limit(votes, tour.mu2d[:, pair] + 2 * tour.sigma2d[:, pair]),
-        [f"votes for class capsule {names[j]}" for j in pair],
-        f"assignment R to {names[pair[0]]} (blue) and {names[pair[1]]} (orange): equal for every class before routing",
+        [t("votes for class capsule {name}", name=names[j]) for j in pair],
+        t(
+            "assignment R to {first} (blue) and {second} (orange): equal for every class before routing",
+            first=names[pair[0]],
+            second=names[pair[1]],
+        ),
         fit=False,
     )
 
 
 def coupling_frames(
-    c_maps: np.ndarray, image: np.ndarray, names: list[str], only: int | None = None, capsule: str = "digit capsule"
+    c_maps: np.ndarray, image: np.ndarray, names: list[str], only: int | None = None, capsule: str | None = None
 ) -> list[Image.Image]:
     """Dynamic routing on a trained model, for slides: (T, J, G, G) coupling maps, one frame per
     iteration with each class capsule's map over the input (`capsule`: what the model calls them).
     One colour scale for every frame, so what changes from frame to frame is the couplings, not the scale."""
     T, J = c_maps.shape[:2]
+    capsule = t("digit capsule") if capsule is None else capsule
     lo, hi = float(c_maps.min()), float(c_maps.max())
     frames = []
-    for t in range(T) if only is None else [only]:
-        tiles = [overlay(image, c_maps[t, j], scale=3, lo=lo, hi=hi) for j in range(J)]
+    for it in range(T) if only is None else [only]:
+        tiles = [overlay(image, c_maps[it, j], scale=3, lo=lo, hi=hi) for j in range(J)]
         w, h = tiles[0].size
         img, draw = _canvas(J * (w + 6) + 10, h + 70)
-        draw.text((10, 8), f"Iteration {t + 1} of {T}: coupling c to each {capsule} over the input", fill=INK, font=font(16))
+        draw.text(
+            (10, 8),
+            t("Iteration {k} of {T}: coupling c to each {capsule} over the input", k=it + 1, T=T, capsule=capsule),
+            fill=INK,
+            font=font(16),
+        )
         draw.text(
             (10, 30),
-            f"red: a larger share of the vote; one scale for every iteration, c from {lo:.3f} to {hi:.3f}",
+            t("red: a larger share of the vote; one scale for every iteration, c from {lo} to {hi}", lo=f"{lo:.3f}", hi=f"{hi:.3f}"),
             fill=INK,
             font=font(12),
         )

@@ -10,6 +10,7 @@ from PIL import Image
 
 from capsviz.analysis.explain import panel_order
 from capsviz.analysis.routing import EMTrace, vote_histograms
+from capsviz.i18n import N_, t
 from capsviz.viz import to_image
 from capsviz.viz.teach import GREY, INK, _canvas, font
 
@@ -58,20 +59,25 @@ def histogram_panels(
     H = head + rows * (ph + 62) + 30
     img, d = _canvas(W, H)
     d.text((12, 8), title, fill=INK, font=font(19))
-    d.text((12, 32), HISTOGRAM_KEY + f" (same height scale in every panel, top = {ymax:.3g})", fill=GREY, font=font(13))
+    d.text(
+        (12, 32),
+        t("{key} (same height scale in every panel, top = {top})", key=t(HISTOGRAM_KEY), top=f"{ymax:.3g}"),
+        fill=GREY,
+        font=font(13),
+    )
     for k, j in enumerate(order):
         r, c = divmod(k, columns)
         x0, y0 = 40 + c * (pw + gap), head + 34 + r * (ph + 62)
-        label = f"class {names[j]}" + (" (winner)" if k == 0 else "")
+        label = t("class {name} (winner)", name=names[j]) if k == 0 else t("class {name}", name=names[j])
         d.text((x0, y0 - 36), label, fill=WINNER if k == 0 else INK, font=font(16))
         d.text((x0, y0 - 17), notes[k], fill=INK, font=font(12))
         _histogram(d, x0, y0, pw, ph, counts[j], limit, ymax, k == 0)
-    d.text((40, H - 22), "x axis: " + HISTOGRAM_X, fill=INK, font=font(13))
+    d.text((40, H - 22), t("x axis: {axis}", axis=t(HISTOGRAM_X)), fill=INK, font=font(13))
     return img
 
 
-HISTOGRAM_KEY = "each bar: the sum of assignments R of the votes at that distance from the class capsule's mean pose"
-HISTOGRAM_X = "distance from a vote to the class capsule's mean pose (0 = the vote agrees exactly)"
+HISTOGRAM_KEY = N_("each bar: the sum of assignments R of the votes at that distance from the class capsule's mean pose")
+HISTOGRAM_X = N_("distance from a vote to the class capsule's mean pose (0 = the vote agrees exactly)")
 PANEL_WIDTH = 160  # px: two side by side on a phone (390 px), four on a laptop's page
 
 
@@ -82,23 +88,43 @@ def histogram_panel(counts: np.ndarray, limit: float, name: str, notes: list[str
     pw, ph, x0 = PANEL_WIDTH - 20, 90, 10
     y0 = 8 + 20 + 16 * len(notes) + 4
     img, d = _canvas(PANEL_WIDTH, y0 + ph + 24)
-    d.text((x0, 6), f"class {name}" + (" (winner)" if winner else ""), fill=WINNER if winner else INK, font=font(15))
+    d.text(
+        (x0, 6),
+        t("class {name} (winner)", name=name) if winner else t("class {name}", name=name),
+        fill=WINNER if winner else INK,
+        font=font(15),
+    )
     for k, line in enumerate(notes):
         d.text((x0, 28 + 16 * k), line, fill=INK, font=font(12))
     _histogram(d, x0, y0, pw, ph, counts, limit, ymax, winner)
     return img
 
 
-def em_histograms(trace: EMTrace, limit: float, names, t: int, nbins: int = 40) -> tuple[str, list[Image.Image]]:
+def em_histograms(trace: EMTrace, limit: float, names, it: int, nbins: int = 40) -> tuple[str, list[Image.Image]]:
     """Iteration `t` of `em_histogram_frames` as its title and one panel per class capsule (the
     winner first), on the frames' one height scale, for a page that lays the panels out itself."""
     counts, order, ymax = _vote_counts(trace, limit, nbins)
     mass = trace.R.sum(1)
     panels = [
-        histogram_panel(counts[t, j], limit, str(names[j]), [f"activation {trace.a[t, j]:.2f}", f"total R {mass[t, j]:.1f}"], ymax, k == 0)
+        histogram_panel(
+            counts[it, j],
+            limit,
+            str(names[j]),
+            [t("activation {a}", a=f"{trace.a[it, j]:.2f}"), t("total R {mass}", mass=f"{mass[it, j]:.1f}")],
+            ymax,
+            k == 0,
+        )
         for k, j in enumerate(order)
     ]
-    return _histogram_title(t, len(trace.R), limit) + f"; same height scale in every panel, top = {ymax:.3g}", panels
+    title = t(
+        "EM iteration {k} of {T}: R-weighted vote distances per class capsule, distances 0 to {limit}; same height scale in "
+        "every panel, top = {top}",
+        k=it + 1,
+        T=len(trace.R),
+        limit=f"{limit:g}",
+        top=f"{ymax:.3g}",
+    )
+    return title, panels
 
 
 def _vote_counts(trace: EMTrace, limit: float, nbins: int) -> tuple[np.ndarray, list[int], float]:
@@ -108,20 +134,22 @@ def _vote_counts(trace: EMTrace, limit: float, nbins: int) -> tuple[np.ndarray, 
     return counts, panel_order(trace.a[-1]), float(counts.max())
 
 
-def _histogram_title(t: int, T: int, limit: float) -> str:
-    return f"EM iteration {t + 1} of {T}: R-weighted vote distances per class capsule, distances 0 to {limit:g}"
+def _histogram_title(it: int, T: int, limit: float) -> str:
+    return t(
+        "EM iteration {k} of {T}: R-weighted vote distances per class capsule, distances 0 to {limit}", k=it + 1, T=T, limit=f"{limit:g}"
+    )
 
 
-def em_histogram_frames(trace: EMTrace, limit: float, names, t: int | None = None, nbins: int = 40) -> list[Image.Image]:
+def em_histogram_frames(trace: EMTrace, limit: float, names, it: int | None = None, nbins: int = 40) -> list[Image.Image]:
     """Fig. 2's histograms as small multiples for every EM iteration (the GIF's frames), or only
-    iteration `t`: distances 0 to `limit`, panels by final activation (the winner first), one
+    iteration `it`: distances 0 to `limit`, panels by final activation (the winner first), one
     height scale over all iterations so the frames compare."""
     counts, order, ymax = _vote_counts(trace, limit, nbins)
     mass = trace.R.sum(1)  # (T, J): sum_i R_ij
     T = len(trace.R)
     frames = []
-    for k in range(T) if t is None else [t]:
-        notes = [f"activation {trace.a[k, j]:.2f} · total R {mass[k, j]:.1f}" for j in order]
+    for k in range(T) if it is None else [it]:
+        notes = [t("activation {a} · total R {mass}", a=f"{trace.a[k, j]:.2f}", mass=f"{mass[k, j]:.1f}") for j in order]
         frames.append(histogram_panels(counts[k], limit, names, order, _histogram_title(k, T, limit), notes, ymax))
     return frames
 
@@ -182,9 +210,12 @@ def coupling_overlays(
 
 def coupling_scale_words(low: float, high: float, grid: int) -> str:
     """What the colours of `coupling_overlays` mean."""
-    return (
-        f"colour: no red = coupling {low:.3f} (uniform, an even split) or less; full red = {high:.3f} or more; "
-        f"each {grid} x {grid} map (one value per primary-capsule position, mean over capsule types) is stretched over the input."
+    return t(
+        "colour: no red = coupling {low} (uniform, an even split) or less; full red = {high} or more; each {grid} x {grid} map "
+        "(one value per primary-capsule position, mean over capsule types) is stretched over the input.",
+        low=f"{low:.3f}",
+        high=f"{high:.3f}",
+        grid=grid,
     )
 
 
@@ -213,13 +244,13 @@ def _coupling_block(img, d, x0: int, top: int, image, maps, name: str, low: floa
     span = max(high - low, 1e-12)
     d.text((x0, top - 46), name, fill=INK, font=font(16))
     g = np.clip(image, 0, 1) * 0.6
-    for t in range(T):
-        d.text((x0 + t * (tw + gap) + 4, top - 20), f"iteration {t + 1}", fill=GREY, font=font(14))
+    for it in range(T):
+        d.text((x0 + it * (tw + gap) + 4, top - 20), t("iteration {k}", k=it + 1), fill=GREY, font=font(14))
     for r in range(rows):
         y = top + r * (th + gap)
-        for t in range(T):
-            heat = np.asarray(Image.fromarray(maps[r, t].astype(np.float32)).resize((W, H), Image.BILINEAR))
+        for it in range(T):
+            heat = np.asarray(Image.fromarray(maps[r, it].astype(np.float32)).resize((W, H), Image.BILINEAR))
             h = np.clip((heat - low) / span, 0, 1)
             rgb = np.stack([np.maximum(g, h), g * (1 - h), g * (1 - h)], -1)
             tile = Image.fromarray((rgb * 255).astype(np.uint8), "RGB").resize((tw, th), Image.NEAREST)
-            img.paste(tile, (x0 + t * (tw + gap), y))
+            img.paste(tile, (x0 + it * (tw + gap), y))
