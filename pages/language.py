@@ -10,6 +10,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from capsviz import i18n
 from capsviz.i18n import LANGUAGES, t
+from capsviz.text import plain
 from capsviz.viz.teach import font_note
 from pages.state import STATE, link_asks
 
@@ -69,8 +70,8 @@ def language_switch() -> None:
         help=t("The language of every word capsviz shows you; other students keep their own."),
     )
     lang = i18n.set_language(STATE.language.get())
-    if note := font_note(lang):
-        st.caption(note)
+    if font_note(lang):
+        st.caption(font_note(lang))
     st.query_params[STATE.language.param] = STATE.language.get()
     asked = STATE.language_asked.get(None)
     if asked:
@@ -78,7 +79,7 @@ def language_switch() -> None:
         st.info(
             t(
                 "The link asks for the language {asked}, which capsviz does not have: it is shown in {shown}.",
-                asked=repr(asked[:20]),
+                asked=plain(repr(asked[:20])),
                 shown=LANGUAGES[STATE.language.get()],
             ),
             icon=":material/translate:",

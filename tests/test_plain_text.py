@@ -30,7 +30,7 @@ SUSPECT = re.compile(
     r"shown|who|owner|model|hardware|truth|reason|kept|out\b|caption|\bquery\b|\bq\b|params"
 )
 # plain itself, numbers, the glossary's own words, and the Train page's progress line (its one name made plain)
-SAFE = {"plain", "len", "int", "float", "round", "duration", "help_text", "label", "glossary_label", "run_line"}
+SAFE = {"plain", "len", "int", "float", "round", "duration", "help_text", "label", "glossary_label", "run_line", "font_note"}
 
 
 def as_shown(markdown: str) -> str:
@@ -69,6 +69,10 @@ def _text_parts(node):
         return
     elif isinstance(node, ast.Call) and _called(node) in SAFE:
         return
+    elif isinstance(node, ast.Call) and _called(node) == "keeping" and node.args:  # capsviz.i18n.keeping(fn): fn's text
+        yield from _text_parts(node.args[0])
+    elif isinstance(node, ast.Lambda):
+        yield from _text_parts(node.body)
     elif isinstance(node, ast.Call) and _called(node) in ("t", "tn"):  # capsviz.i18n: our catalog's words, its values filled in
         for v in [*node.args[3 if _called(node) == "tn" else 1 :], *(k.value for k in node.keywords)]:
             yield from _text_parts(v)
