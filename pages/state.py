@@ -95,7 +95,10 @@ class State:
     address's parameters: renaming one breaks the links people have shared."""
 
     # --- who is asking (pages.common.person) and the link the session opened with
-    session_id = Key("capsviz_session_id", str, "", "this browser's id where it sent no cookie")
+    session_id = Key("capsviz_session_id", str, "", "the identity minted for this session where the browser brought no signed one")
+    id_cookie = Key(
+        "capsviz_id_cookie", str, "", "the signed identity still to be put in the browser's cookie (pages.common.keep_identity)"
+    )
     teacher = Key("capsviz_teacher", bool, False, "whether this session is the teacher's (read by the clear-cache guard)")
     teacher_key_typed = Key("teacher_key_typed", str, "", "the sidebar's teacher key field, emptied once tried")
     link_asked = Key("link_asked", dict, {}, "the link the session opened with: each parameter's values, handed out once")
