@@ -7,9 +7,11 @@ import streamlit as st
 st.set_page_config(page_title="capsviz", layout="wide")
 
 from capsviz.serve import local_browser  # noqa: E402 - set_page_config must come first
-from pages.common import TURNS, sidebar  # noqa: E402
+from pages.common import TURNS, person, sidebar  # noqa: E402
 
 HOME = "pages/tour.py"
+# The Teacher page is listed for the teacher only (and refuses anyone else who finds its address).
+teacher_pages = [st.Page("pages/teacher.py", title="Teacher", url_path="teacher")] if person()[1] else []
 page = st.navigation(
     [
         # The default page is served at "/" and reserves its own path there (a link to it would
@@ -27,6 +29,7 @@ page = st.navigation(
         st.Page("pages/reproduction.py", title="Reproduction", url_path="reproduction"),
         st.Page("pages/glossary.py", title="Glossary", url_path="glossary"),
         st.Page("pages/train.py", title="Train", url_path="train"),
+        *teacher_pages,
     ]
 )
 try:

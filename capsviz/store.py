@@ -50,7 +50,7 @@ SCHEMA = (
     " name TEXT NOT NULL, state TEXT NOT NULL, beat DOUBLE PRECISION NOT NULL, stop INTEGER NOT NULL DEFAULT 0,"
     " teacher INTEGER NOT NULL DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS questions (qid TEXT PRIMARY KEY, page TEXT NOT NULL, text TEXT NOT NULL, choices TEXT NOT NULL,"
-    " answer TEXT NOT NULL, round INTEGER NOT NULL DEFAULT 1, revealed INTEGER NOT NULL DEFAULT 0, asked DOUBLE PRECISION NOT NULL)",
+    " labels TEXT NOT NULL, answer TEXT NOT NULL, round INTEGER NOT NULL DEFAULT 1, revealed INTEGER NOT NULL DEFAULT 0, asked DOUBLE PRECISION NOT NULL)",
     "CREATE TABLE IF NOT EXISTS answers (qid TEXT NOT NULL, who TEXT NOT NULL, round INTEGER NOT NULL, choice TEXT NOT NULL,"
     " reason TEXT NOT NULL DEFAULT '', correct INTEGER NOT NULL, at DOUBLE PRECISION NOT NULL, PRIMARY KEY (qid, who, round))",
 )
@@ -77,7 +77,8 @@ class Split:
     qid: str
     page: str
     text: str
-    choices: tuple[str, ...]
+    choices: tuple[str, ...]  # the choices' keys, as answers are stored
+    labels: tuple[str, ...]  # what each choice said, in the words of the first student who answered
     answer: str
     round: int
     revealed: bool
@@ -292,9 +293,22 @@ class Store:
 
     # -- questions and answers ----------------------------------------------------------------
 
-    def answer(self, qid: str, page: str, text: str, choices: tuple[str, ...], key: str, who: str, choice: str, reason: str = "") -> int:
-        """Record `who`'s answer in the question's current round (a later answer in the same round
-        replaces theirs); returns the round. Raises CapsvizError for a choice the question does not offer."""
+    def answer(
+        self,
+        qid: str,
+        page: str,
+        text: str,
+        choices: tuple[str, ...],
+        labels: tuple[str, ...],
+        key: str,
+        who: str,
+        choice: str,
+        reason: str = "",
+    ) -> int:
+        """Record `who`'s answer to the question `qid` (its text, choices' keys and labels, and the
+        right choice's key, recorded with the first answer) in the question's current round (a later
+        answer in the same round replaces theirs); returns the round. CapsvizError for a choice the
+        question does not offer."""
         if choice not in choices:
             raise CapsvizError(f"{choice!r} is not one of the question's choices")
         now = time.time()
@@ -305,8 +319,8 @@ class Store:
                 if n >= MAX_QUESTIONS:
                     raise CapsvizError("this class has recorded too many questions; the teacher can start a new class")
                 c.execute(
-                    "INSERT INTO questions (qid, page, text, choices, answer, round, revealed, asked) VALUES (?, ?, ?, ?, ?, 1, 0, ?)",
-                    (qid, page, text, json.dumps(list(choices)), key, now),
+                    "INSERT INTO questions (qid, page, text, choices, labels, answer, round, revealed, asked) VALUES (?, ?, ?, ?, ?, ?, 1, 0, ?)",
+                    (qid, page, text, json.dumps(list(choices)), json.dumps(list(labels)), key, now),
                 )
                 rnd = 1
             else:
@@ -331,14 +345,14 @@ class Store:
     def splits(self) -> list[Split]:
         """Every question asked in this class, oldest first, with its current round's split."""
         out = []
-        for qid, page, text, choices, key, rnd, revealed in self._read(
-            "SELECT qid, page, text, choices, answer, round, revealed FROM questions ORDER BY asked, qid"
+        for qid, page, text, choices, labels, key, rnd, revealed in self._read(
+            "SELECT qid, page, text, choices, labels, answer, round, revealed FROM questions ORDER BY asked, qid"
         ):
             options = tuple(json.loads(choices))
             counts = dict.fromkeys(options, 0)
             for choice, n in self._read("SELECT choice, COUNT(*) FROM answers WHERE qid = ? AND round = ? GROUP BY choice", (qid, rnd)):
                 counts[choice] = n
-            out.append(Split(qid, page, text, options, key, rnd, bool(revealed), counts, sum(counts.values())))
+            out.append(Split(qid, page, text, options, tuple(json.loads(labels)), key, rnd, bool(revealed), counts, sum(counts.values())))
         return out
 
     def split(self, qid: str) -> Split | None:
@@ -358,6 +372,14 @@ class Store:
         with self._write() as c:
             c.execute("DELETE FROM answers")
             c.execute("DELETE FROM questions")
+
+    def first_and_final(self, qid: str) -> dict[str, tuple[str, str]]:
+        """Per student who answered `qid`: (their first answer, their latest), over every round."""
+        rows = self._read("SELECT who, round, choice FROM answers WHERE qid = ? ORDER BY who, round", (qid,))
+        out: dict[str, tuple[str, str]] = {}
+        for who, _, choice in rows:
+            out[who] = (out[who][0] if who in out else choice, choice)
+        return out
 
     def answer_rows(self) -> list[tuple]:
         """(qid, page, question, who, round, choice, correct, reason, at) of every answer, for the export."""
