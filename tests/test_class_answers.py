@@ -267,3 +267,16 @@ def test_the_teacher_starts_a_new_class_and_exports(app):
     at.checkbox(key="teacher_sure").check().run()
     at.button(key="teacher_new_class").click().run()
     assert s.splits() == []
+
+
+def test_the_explorer_hides_the_lengths_until_the_student_answers(students):
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page("pages/explorer.py").run()
+    assert not at.exception, at.exception
+    radio = question_radio(at)
+    assert not at.get("plotly_chart") and not [s for s in at.selectbox if s.key and s.key.startswith("capsule_")]  # lengths hidden
+    qid = radio.key.removeprefix("answer_")
+    next(b for b in at.button if b.key == f"skip_{qid}").click().run()
+    assert not at.exception, at.exception
+    assert at.get("plotly_chart") and [s for s in at.selectbox if s.key and s.key.startswith("capsule_")]
+    assert any("skipped this one" in m.value for m in at.info)

@@ -48,10 +48,10 @@ class Question:
     def verdict(self, choice: str | None) -> str:
         """One sentence for the student after they commit (or skip): right, or what the answer was."""
         if choice is None:
-            return t("You skipped this one. The answer: {answer}.", answer=self.label(self.answer))
+            return t("You skipped this one. The answer: “{answer}”.", answer=self.label(self.answer))
         if choice == self.answer:
-            return t("Right: {answer}.", answer=self.label(self.answer))
-        return t("Not this time: you said {mine}; the answer is {answer}.", mine=self.label(choice), answer=self.label(self.answer))
+            return t("Right: “{answer}”.", answer=self.label(self.answer))
+        return t("Not this time: you said “{mine}”; the answer is “{answer}”.", mine=self.label(choice), answer=self.label(self.answer))
 
 
 def _qid(kind: str, *parts) -> str:
@@ -128,8 +128,8 @@ def routed_split(toy, lower: int, settings: tuple, attention: bool = False) -> Q
     T, _, J = c.shape
     qid = _qid("split", settings, np.ascontiguousarray(toy.u_hat), lower)
     answer = split_of(c[-1, lower])
-    pairs = [(str(j + 1), t("Most of it to upper capsule {j}.", j=j + 1)) for j in range(J)]
-    pairs.append((UNIFORM, t("Still split about evenly (near uniform).")))
+    pairs = [(str(j + 1), t("Most of it to upper capsule {j}", j=j + 1)) for j in range(J)]
+    pairs.append((UNIFORM, t("Still split about evenly (near uniform)")))
     keys, labels = _shuffled(qid, pairs)
     share = f"{c[-1, lower].max():.2f}"
     if answer == UNIFORM:
@@ -164,8 +164,8 @@ def em_assignment(toy, lower: int, settings: tuple) -> Question:
     T, _, J = R.shape
     qid = _qid("em", settings, np.ascontiguousarray(toy.votes), np.ascontiguousarray(toy.a_in), lower)
     answer = split_of(R[-1, lower])
-    pairs = [(str(j + 1), t("Mostly to upper capsule {j}.", j=j + 1)) for j in range(J)]
-    pairs.append((UNIFORM, t("Still shared about evenly (near uniform).")))
+    pairs = [(str(j + 1), t("Mostly to upper capsule {j}", j=j + 1)) for j in range(J)]
+    pairs.append((UNIFORM, t("Still shared about evenly (near uniform)")))
     keys, labels = _shuffled(qid, pairs)
     share = f"{R[-1, lower].max():.2f}"
     if answer == UNIFORM:
@@ -200,8 +200,8 @@ def uniform_changes_winner(toy, settings: tuple) -> Question:
     keys, labels = _shuffled(
         qid,
         [
-            ("same", t("No: the same upper capsule is the longest either way.")),
-            ("other", t("Yes: with uniform couplings another upper capsule would be the longest.")),
+            ("same", t("No: the same upper capsule is the longest either way")),
+            ("other", t("Yes: with uniform couplings another upper capsule would be the longest")),
         ],
     )
     why = t(
