@@ -280,3 +280,22 @@ def test_the_explorer_hides_the_lengths_until_the_student_answers(students):
     assert not at.exception, at.exception
     assert at.get("plotly_chart") and [s for s in at.selectbox if s.key and s.key.startswith("capsule_")]
     assert any("skipped this one" in m.value for m in at.info)
+
+
+def test_the_teacher_page_counts_thirty_students_of_two_replicas_exactly(app):
+    replicas = [store.Store(app.folder), store.Store(app.folder)]
+    q = questions.uniform_changes_winner(dynamic_toy(DYNAMIC_PRESETS[next(iter(DYNAMIC_PRESETS))][:, :2], 3), ("thirty",))
+    for k in range(30):
+        who = access.mint(app.folder, f"10.1.0.{k}")[0]
+        replicas[k % 2].seen(who, f"10.1.0.{k}", "playground", False)
+        ask(q, replicas[k % 2], who, q.keys[0] if k < 19 else q.keys[1])
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page("pages/teacher.py").run()
+    assert not at.exception, at.exception
+    assert at.metric[0].value == "30"
+    assert any("30 students answered in round 1" in c.value for c in at.caption)
+    table = at.dataframe[-1].value
+    assert dict(zip(table.iloc[:, 0], table.iloc[:, 1], strict=True)) == {
+        q.labels[0] + (" ✓" if q.keys[0] == q.answer else ""): 19,
+        q.labels[1] + (" ✓" if q.keys[1] == q.answer else ""): 11,
+    }
