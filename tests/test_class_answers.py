@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 import pages.common
 from capsviz import access, store
 from capsviz import checkpoint as ckpt
-from capsviz.analysis import predict, questions
+from capsviz.analysis import dimension_effect, perturbation_grid, predict, questions
 from capsviz.analysis.playground import DYNAMIC_PRESETS, EM_PRESETS, dynamic_toy, em_toy, split_words
 from capsviz.errors import CapsvizError
 
@@ -51,6 +51,11 @@ def test_the_longest_capsule_question_answers_what_the_chart_shows_for_every_shi
         assert q.answer in q.keys and len(set(q.keys)) == len(q.keys) <= questions.MOST_CHOICES
         assert names[pred.predicted] in q.why and f"{pred.scores[pred.predicted]:.2f}" in q.why
         assert q.qid == questions.longest_capsule(path.stem, image, pred.scores, pred.predicted, names, names[k]).qid
+        if meta.config.decodes and k == 0:  # the explorer's second question: the grid's tallest effect bar
+            effect = dimension_effect(perturbation_grid(model, pred.capsules[pred.predicted], pred.predicted))
+            d = questions.strongest_dimension(path.stem, image, pred.predicted, names[pred.predicted], effect)
+            assert d.answer == str(int(np.argmax(effect))) and d.answer in d.keys and len(d.keys) == 3
+            assert f"d{d.answer} " in d.why
 
 
 @pytest.mark.parametrize("preset", list(DYNAMIC_PRESETS))
@@ -278,8 +283,13 @@ def test_the_explorer_hides_the_lengths_until_the_student_answers(students):
     qid = radio.key.removeprefix("answer_")
     next(b for b in at.button if b.key == f"skip_{qid}").click().run()
     assert not at.exception, at.exception
-    assert at.get("plotly_chart") and [s for s in at.selectbox if s.key and s.key.startswith("capsule_")]
+    assert len(at.get("plotly_chart")) == 1 and [s for s in at.selectbox if s.key and s.key.startswith("capsule_")]
     assert any("skipped this one" in m.value for m in at.info)
+    second = question_radio(at)  # which dimension changes the drawing most: the grid and its effects wait
+    assert second.key != radio.key and not any("Perturbation grid" in h.value for h in at.subheader)
+    next(b for b in at.button if b.key == f"skip_{second.key.removeprefix('answer_')}").click().run()
+    assert not at.exception, at.exception
+    assert len(at.get("plotly_chart")) == 2 and any("Perturbation grid" in h.value for h in at.subheader)
 
 
 def test_the_teacher_page_counts_thirty_students_of_two_replicas_exactly(app):

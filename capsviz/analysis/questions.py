@@ -105,6 +105,28 @@ def longest_capsule(model_key: str, image: np.ndarray, scores: np.ndarray, predi
     )
 
 
+def strongest_dimension(model_key: str, image: np.ndarray, capsule: int, name: str, effect: np.ndarray) -> Question:
+    """ "Which of these dimensions changes the drawing most?" for the explorer's perturbation grid of
+    `capsule`: `effect` is the grid's measured change per dimension (capsviz.analysis.dimension_effect,
+    the bar chart beside the grid). The choices: the dimension that changes it most, one from the
+    middle and the one that changes it least, so the answer is not the only one that moves."""
+    effect = np.asarray(effect, dtype=np.float64)
+    order = [int(d) for d in np.argsort(-effect, kind="stable")]
+    picked = list(dict.fromkeys([order[0], order[len(order) // 2], order[-1]]))
+    qid = _qid("dimension", model_key, np.ascontiguousarray(image, dtype=np.float32), capsule)
+    keys, labels = _shuffled(qid, [(str(d), t("dimension d{d}", d=d)) for d in picked])
+    low = picked[-1]
+    why = t(
+        "Moving d{d} from one end of its range to the other changes each pixel by {change} on average; d{low}, by {low_change}.",
+        d=order[0],
+        change=f"{effect[order[0]]:.3f}",
+        low=low,
+        low_change=f"{effect[low]:.3f}",
+    )
+    text = t("Which of these dimensions of the {name} capsule changes the drawing most when it is moved across its range?", name=name)
+    return Question(qid, "explorer", text, keys, labels, str(order[0]), why)
+
+
 # -- the routing playground: where a lower capsule's prediction goes ----------------------------------
 
 
