@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import sqlite3
 import threading
 import time
@@ -54,6 +55,7 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS answers (qid TEXT NOT NULL, who TEXT NOT NULL, round INTEGER NOT NULL, choice TEXT NOT NULL,"
     " reason TEXT NOT NULL DEFAULT '', correct INTEGER NOT NULL, at DOUBLE PRECISION NOT NULL, PRIMARY KEY (qid, who, round))",
 )
+FORGET_S = 180 * 86400  # an identity not seen for half a year is forgotten (its browser gets a new one)
 MAX_REASON = 200  # characters of a student's optional reason: one line
 MAX_QUESTIONS = 10_000  # distinct questions kept per class; beyond, new ones are not recorded (a hostile flood)
 
@@ -174,6 +176,8 @@ class Store:
                 "INSERT INTO identities (who, address, made, seen) VALUES (?, ?, ?, ?) ON CONFLICT (who) DO NOTHING",
                 (who, address, now, now),
             )
+            if random.random() < 0.01:  # now and then: browsers gone for good
+                c.execute("DELETE FROM identities WHERE seen < ?", (now - FORGET_S,))
         return True
 
     def seen(self, who: str, address: str, page: str, teacher: bool, now: float | None = None) -> None:

@@ -426,7 +426,7 @@ def sidebar(page: str = "") -> tuple[str, bool]:
     teacher_key_entry()
     who, teacher = person()
     keep_identity()
-    seen(who, page, teacher)
+    seen(who, f"tour:{STATE.tour_step.get()}" if page in ("tour", "home") else page, teacher)
     found = checkpoints()
     with st.sidebar:
         st.markdown("### Active model")

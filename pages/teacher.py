@@ -32,6 +32,13 @@ st.markdown(
 store = class_store()
 
 
+def where(page: str) -> str:
+    """A page as the teacher reads it: the tour with its step."""
+    if page.startswith("tour:"):
+        return t("guided tour, step {step}", step=page.removeprefix("tour:"))
+    return plain(page, "table")
+
+
 @st.fragment(run_every=REFRESH_S)
 def the_class() -> None:
     st.subheader(t("The class"))
