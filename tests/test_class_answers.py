@@ -309,3 +309,22 @@ def test_the_teacher_page_counts_thirty_students_of_two_replicas_exactly(app):
         q.labels[0] + (" ✓" if q.keys[0] == q.answer else ""): 19,
         q.labels[1] + (" ✓" if q.keys[1] == q.answer else ""): 11,
     }
+
+
+@pytest.mark.parametrize("top2, labels, named", [((3, 7), (7, 3), "2"), ((3, 5), (7, 3), "1"), ((1, 2), (7, 3), "0")])
+def test_the_multimnist_question_counts_the_digits_named(top2, labels, named):
+    q = questions.both_digits("m", np.zeros((36, 36)), top2, labels)
+    assert q.answer == named and set(q.keys) == {"0", "1", "2"}
+
+
+def test_the_multimnist_page_hides_the_lengths_until_the_student_answers(students):
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["model"] = "tiny-multimnist.safetensors"
+    at.switch_page("pages/multimnist.py").run()
+    assert not at.exception, at.exception
+    radio = question_radio(at)
+    assert not at.get("plotly_chart") and not any("Reconstruct one capsule" in h.value for h in at.subheader)
+    radio.set_value("2").run()
+    next(b for b in at.button if b.key == f"commit_{radio.key.removeprefix('answer_')}").click().run()
+    assert not at.exception, at.exception
+    assert at.get("plotly_chart") and any("Reconstruct one capsule" in h.value for h in at.subheader)

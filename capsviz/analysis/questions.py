@@ -127,6 +127,25 @@ def strongest_dimension(model_key: str, image: np.ndarray, capsule: int, name: s
     return Question(qid, "explorer", text, keys, labels, str(order[0]), why)
 
 
+def both_digits(model_key: str, image: np.ndarray, top2, labels) -> Question:
+    """ "How many of the two digits will the model name?" for a MultiMNIST pair: `top2`, its two
+    longest capsules (capsviz.analysis.multimnist's segment, which the page's bar chart marks),
+    against the pair's two `labels` (the paper's rule: right when the labels are the two longest)."""
+    named = len({str(x) for x in top2} & {str(x) for x in labels})
+    qid = _qid("pair", model_key, np.ascontiguousarray(image, dtype=np.float32))
+    pairs = [("2", t("Both digits")), ("1", t("One of the two")), ("0", t("Neither"))]
+    keys, labels_ = _shuffled(qid, pairs)
+    why = t(
+        "Its two longest capsules are {a} and {b}; the digits are {first} and {second}.",
+        a=top2[0],
+        b=top2[1],
+        first=labels[0],
+        second=labels[1],
+    )
+    text = t("Two digits overlap in this image. How many of them will the model name as its two longest capsules?")
+    return Question(qid, "multimnist", text, keys, labels_, str(named), why)
+
+
 # -- the routing playground: where a lower capsule's prediction goes ----------------------------------
 
 
