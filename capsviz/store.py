@@ -224,8 +224,11 @@ class Store:
                 raise CapsvizError("You already have a run going or waiting (in this tab or another); stop or cancel it first.")
             if any(r.name == name for r in live):
                 raise CapsvizError(f"Another run will save to {name}; choose a new name.")
-            waiting = [r for r in live if r.state == "queued" and not r.teacher]
+            queued = sorted((r for r in live if r.state == "queued"), key=lambda r: r.seq)
             running = any(r.state == "running" for r in live)
+            if not running and queued:  # the first in line is about to take its turn: it does not wait
+                queued, running = queued[1:], True
+            waiting = [r for r in queued if not r.teacher]
             if not teacher and (running or waiting):
                 if len(waiting) >= limits.waiting:
                     raise CapsvizError(
