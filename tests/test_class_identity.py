@@ -284,3 +284,14 @@ def test_many_identities_cannot_push_a_classmates_upload_out(tmp_path):
     assert sum(u.bytes for u in listed) <= limits.server_bytes and len(listed) == 3
     assert upload.remove_upload(up, listed[0].digest) and len(upload.stored_uploads(up)) == 2  # the teacher makes room
     assert not upload.remove_upload(up, "../etc")
+
+
+def test_a_checkpoints_recorded_class_names_lose_bidirectional_and_zero_width_characters(tmp_path):
+    from capsviz import checkpoint as ckpt
+    from capsviz.config import preset
+    from capsviz.models import build_model
+
+    model = build_model(preset("capsnet-small", conv1_channels=16, primary_types=4))
+    about = {"dataset": "mnist", "classes": [f"\u202e{k}\u200b" for k in range(10)]}
+    ckpt.save_checkpoint(tmp_path / "m.safetensors", model, about)
+    assert ckpt.read_meta(tmp_path / "m.safetensors").class_names == tuple(str(k) for k in range(10))
