@@ -8,7 +8,7 @@ st.set_page_config(page_title="capsviz", layout="wide")
 
 from capsviz.i18n import t  # noqa: E402 - set_page_config must come first
 from capsviz.serve import local_browser  # noqa: E402
-from pages.common import TURNS, sidebar  # noqa: E402
+from pages.common import TURNS, person, sidebar  # noqa: E402
 from pages.language import choose_language  # noqa: E402
 from pages.projector import projector_switch, share_view  # noqa: E402
 from pages.state import read_link  # noqa: E402
@@ -17,6 +17,8 @@ read_link()  # the link this session opened with, once
 choose_language()  # before any word is made
 
 HOME = "pages/tour.py"
+# The Teacher page is listed for the teacher only (and refuses anyone else who finds its address).
+teacher_pages = [st.Page("pages/teacher.py", title=t("Teacher"), url_path="teacher")] if person()[1] else []
 page = st.navigation(
     [
         # The default page is served at "/" and reserves its own path there (a link to it would
@@ -35,6 +37,7 @@ page = st.navigation(
         st.Page("pages/reproduction.py", title=t("Reproduction"), url_path="reproduction"),
         st.Page("pages/glossary.py", title=t("Glossary"), url_path="glossary"),
         st.Page("pages/train.py", title=t("Train"), url_path="train"),
+        *teacher_pages,
     ]
 )
 try:

@@ -2,8 +2,8 @@
 
 - The **teacher** is whoever opens the app in a browser on the server's own machine, or enters
   the teacher key (`$CAPSVIZ_TEACHER_KEY`, else a key made once and kept in the model folder,
-  printed in the server's log when the app starts; entered on the sidebar or with a link's
-  `?teacher=KEY`, which the page then removes from the address).
+  printed in the server's log when the app starts; entered on the sidebar's Class panel, never
+  in a link).
 - **Students** are everyone else. They explore (every page, their own pictures and drawings),
   and, when the teacher allows it, also train and upload within the class's bounds. Exploring
   only is the default (`$CAPSVIZ_STUDENTS`: explore | train); the teacher changes it on the
@@ -11,16 +11,26 @@
 - Only the teacher clears the server's caches, replaces a model someone else trained (or one
   that came with the app or was copied into the folder), or changes the class settings.
 
-A student is one browser, not one tab: `identity` keys them by a cookie the browser keeps
-(nginx's `capsviz_replica` behind `capsviz app --replicas`, else Streamlit's XSRF cookie), so
-a reload or a second tab is the same student, owning the same runs and models.
+A student is one browser, not one tab, and an identity the server made: `mint` makes a random id,
+records it in the class's store (capsviz.store) with the address it came from, and signs it with
+the server's secret (HMAC-SHA256; `$CAPSVIZ_SECRET`, else a secret made once in the model folder);
+the page keeps it in the browser as the `capsviz_id` cookie, so a reload or a second tab is the
+same student, owning the same runs and models. A cookie the server did not sign (made up, or
+changed) is no identity: that browser gets a new one. New identities from one address are
+limited (IDENTITIES_PER_ADDRESS in IDENTITY_WINDOW_S): beyond, its new browsers share one
+identity, `crowd-...`, so one machine with a script cannot become a class (a school's NAT, one
+address for the whole class, is why the limit is a class's size, not a handful: docs/class.md).
+
+The teacher key has at least MIN_KEY_CHARS characters (`check_teacher_key` refuses a shorter
+`$CAPSVIZ_TEACHER_KEY` before the server starts), is entered on the sidebar's Class panel only
+(never in a link, which the browser's history would keep), and wrong guesses are limited per
+address and in all (`try_key`).
 
 Nothing here imports Streamlit: the pages pass in what the request carried.
 """
 
 from __future__ import annotations
 
-import binascii
 import contextlib
 import hashlib
 import hmac
@@ -30,9 +40,12 @@ import os
 import secrets
 import sys
 import threading
+import time
 from pathlib import Path
 
+from capsviz.errors import CapsvizError
 from capsviz.paths import atomic_write, exclusive
+from capsviz.store import store
 
 MODES = {
     "explore": "explore only: every page, their own pictures and drawings; no training or uploads of data",
@@ -42,8 +55,26 @@ DEFAULT_MODE = "explore"
 KEY_FILE = ".capsviz-teacher-key"
 SETTINGS_FILE = ".capsviz-class.json"
 OWNERS_FILE = ".capsviz-owners.json"
-REPLICA_COOKIE = "capsviz_replica"  # set by serve.py's nginx, one random key per browser
-XSRF_COOKIE = "_streamlit_xsrf"  # Streamlit's own: its token stays the same for a browser
+ID_COOKIE = "capsviz_id"  # "<id>.<signature>": the identity the server made for this browser
+SECRET_FILE = ".capsviz-secret"
+ID_HEX = 16  # an identity: 16 random hex digits (64 bits)
+SIGNATURE_HEX = 32  # 128 bits of the HMAC: no guess comes near
+# New identities from one address within IDENTITY_WINDOW_S. A whole class behind a school's NAT
+# is one address and arrives within minutes: one app process serves 60 to 70 students
+# (docs/class.md), plus a few second browsers and private windows; so 80. A script from one
+# address gets at most 80 identities a window, and the training queue's share per address
+# (capsviz.jobs) bounds what they can queue. $CAPSVIZ_IDENTITIES_PER_ADDRESS changes it.
+IDENTITY_WINDOW_S = 600
+IDENTITIES_PER_ADDRESS = int(os.environ.get("CAPSVIZ_IDENTITIES_PER_ADDRESS", "80"))
+MIN_KEY_CHARS = 12  # a made key is 16; 12 characters from even 36 symbols are 4.7e18 keys
+# Wrong teacher-key guesses: per address and in all, within GUESS_WINDOW_S. Beyond either, every
+# guess (the right key too) is refused until the window has passed: at 50 guesses a quarter hour
+# a 12-character key stands for longer than the universe has. The teacher at the server's own
+# machine needs no key, so a flood of guesses cannot lock them out.
+GUESS_WINDOW_S = 900
+GUESSES_PER_ADDRESS = 5
+GUESSES_IN_ALL = 50
+LOCAL = "local"  # the address of a browser on the server's own machine
 MAX_OWNERS = 100_000  # entries of the owners file kept; beyond, a damaged or hostile file is refused
 _PROCESS_KEY = secrets.token_urlsafe(12)  # where the model folder cannot keep one
 _printed = False
@@ -54,24 +85,65 @@ def teacher_key(folder: Path) -> str:
     the server's user only, so every app process of one server and every restart share it); else,
     where the folder cannot be written, one for this process."""
     if os.environ.get("CAPSVIZ_TEACHER_KEY"):
+        check_teacher_key()
         return os.environ["CAPSVIZ_TEACHER_KEY"].strip()
-    path = Path(folder) / KEY_FILE
+    return _kept(Path(folder) / KEY_FILE)
+
+
+def check_teacher_key() -> None:
+    """CapsvizError when $CAPSVIZ_TEACHER_KEY is set but shorter than MIN_KEY_CHARS: the server
+    refuses to start with a key a student could guess."""
+    given = os.environ.get("CAPSVIZ_TEACHER_KEY", "").strip()
+    if os.environ.get("CAPSVIZ_TEACHER_KEY") and len(given) < MIN_KEY_CHARS:
+        raise CapsvizError(
+            f"CAPSVIZ_TEACHER_KEY has {len(given)} characters; a teacher key needs at least {MIN_KEY_CHARS} "
+            "(a student could guess a shorter one). Set a longer one, or unset it and capsviz makes one."
+        )
+
+
+def secret(folder: Path) -> bytes:
+    """The key identities are signed with: $CAPSVIZ_SECRET, else one made once in the model folder
+    (readable by the server's user only; every app process and every restart share it)."""
+    if os.environ.get("CAPSVIZ_SECRET", "").strip():
+        return os.environ["CAPSVIZ_SECRET"].strip().encode()
+    path = str(Path(folder) / SECRET_FILE)
+    if path not in _secrets:  # read once per process: every page run checks a cookie
+        _secrets[path] = _kept(Path(path), 32).encode()
+    return _secrets[path]
+
+
+_secrets: dict[str, bytes] = {}
+
+
+def _kept(path: Path, nbytes: int = 12) -> str:
+    """A random key kept in `path` (made there once, mode 600), else one for this process."""
     try:
         return _read_key(path)
     except (OSError, ValueError):
         pass
+    made = secrets.token_urlsafe(nbytes)
+    fallback = _PROCESS_KEY if nbytes == 12 else _process_secret(nbytes)  # where the folder cannot keep one
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another process made it first
-        try:
-            return _read_key(path)
-        except (OSError, ValueError):
-            return _PROCESS_KEY
+        for _ in range(50):  # it may not have written it yet
+            try:
+                return _read_key(path)
+            except (OSError, ValueError):
+                time.sleep(0.01)
+        return fallback
     except OSError:
-        return _PROCESS_KEY
+        return fallback
     with os.fdopen(fd, "w") as f:
-        f.write(_PROCESS_KEY)
-    return _PROCESS_KEY
+        f.write(made)
+    return made
+
+
+_process_secrets: dict[int, str] = {}
+
+
+def _process_secret(nbytes: int) -> str:
+    return _process_secrets.setdefault(nbytes, secrets.token_urlsafe(nbytes))
 
 
 def _read_key(path: Path) -> str:
@@ -87,7 +159,7 @@ def announce(folder: Path) -> None:
     if not _printed:
         _printed = True
         print(
-            f"capsviz: teacher key {teacher_key(folder)} (enter it in the sidebar's Class panel, or open the app with ?teacher=<key>)",
+            f"capsviz: teacher key {teacher_key(folder)} (enter it in the sidebar's Class panel)",
             file=sys.stderr,
             flush=True,
         )
@@ -95,6 +167,25 @@ def announce(folder: Path) -> None:
 
 def key_matches(folder: Path, given: str | None) -> bool:
     return bool(given) and hmac.compare_digest(str(given).strip().encode(), teacher_key(folder).encode())
+
+
+def try_key(folder: Path, given: str | None, address: str) -> str:
+    """A teacher-key guess from `address`: "teacher" (right), "wrong", or "wait" when the wrong
+    guesses from that address, or from everyone, have reached their limit (the guess is then not
+    even compared). Counted in the class's store, so every app process shares the limits."""
+    try:
+        mine, every = store(folder).guesses(address, GUESS_WINDOW_S)
+    except Exception:  # noqa: BLE001 - no store, no count: refuse rather than allow unlimited guesses
+        return "wait"
+    if mine >= GUESSES_PER_ADDRESS or every >= GUESSES_IN_ALL:
+        return "wait"
+    if key_matches(folder, given):
+        return "teacher"
+    try:
+        store(folder).wrong_guess(address, GUESS_WINDOW_S)
+    except Exception:  # noqa: BLE001
+        pass
+    return "wrong"
 
 
 def is_local(peer: str | None, forwarded: list[str]) -> bool:
@@ -117,31 +208,57 @@ def _loopback(address: str | None) -> bool:
         return False
 
 
-def identity(cookies) -> str | None:
-    """A student's id from the cookies their browser sent (a mapping of name to value): 16 hex
-    digits of a digest, never the cookie itself; None when the browser sent neither cookie."""
-    replica, xsrf = cookies.get(REPLICA_COOKIE), cookies.get(XSRF_COOKIE)
-    value = (replica if isinstance(replica, str) else None) or _xsrf_token(xsrf if isinstance(xsrf, str) else None)
-    if not value:
-        return None
-    return hashlib.sha256(f"capsviz-student:{value}".encode()).hexdigest()[:16]
+def client_address(peer: str | None, forwarded: list[str]) -> str:
+    """The browser's address: the last X-Forwarded-For value when the connection came from this
+    machine's own proxy (nginx of --replicas appends it), else the connection's; LOCAL for a
+    browser on the server's own machine."""
+    if not _loopback(peer):
+        return str(peer)
+    last = ",".join(forwarded).split(",")[-1].strip() if forwarded else None
+    return LOCAL if _loopback(last) else str(last)
 
 
-def _xsrf_token(cookie: str | None) -> str | None:
-    """The token inside Streamlit's XSRF cookie ("2|mask|masked token|time"): the mask changes
-    whenever the cookie is sent anew, the token stays the browser's."""
-    if not cookie:
+def signed(folder: Path, who: str) -> str:
+    """The cookie value for the identity `who`: the id and its signature."""
+    mac = hmac.new(secret(folder), f"capsviz-id:{who}".encode(), hashlib.sha256).hexdigest()[:SIGNATURE_HEX]
+    return f"{who}.{mac}"
+
+
+def identity(folder: Path, cookies) -> str | None:
+    """The identity in the browser's `capsviz_id` cookie (a mapping of cookie names to values),
+    when the server signed it; None for no cookie, a made-up one or one changed."""
+    value = cookies.get(ID_COOKIE) if cookies is not None else None
+    if not isinstance(value, str) or len(value) != ID_HEX + 1 + SIGNATURE_HEX:
         return None
-    parts = cookie.split("|")
-    if len(parts) == 4 and parts[0] == "2":
-        try:
-            mask, masked = binascii.unhexlify(parts[1]), binascii.unhexlify(parts[2])
-        except (binascii.Error, ValueError):
-            return None
-        if not mask:
-            return None
-        return bytes(b ^ mask[i % len(mask)] for i, b in enumerate(masked)).hex()
-    return cookie
+    who = value[:ID_HEX]
+    if any(ch not in "0123456789abcdef" for ch in who):
+        return None
+    return who if hmac.compare_digest(signed(folder, who).encode(), value.encode()) else None
+
+
+def mint(folder: Path, address: str) -> tuple[str, str | None]:
+    """A new identity for a browser from `address` that brought none: (id, its signed cookie
+    value). Beyond IDENTITIES_PER_ADDRESS new ones from that address in IDENTITY_WINDOW_S: the
+    address's shared identity and no cookie (every such browser counts as one student)."""
+    who = secrets.token_hex(ID_HEX // 2)
+    if address == LOCAL:  # the server's own machine: the teacher's
+        return who, signed(folder, who)
+    try:
+        made = store(folder).mint(who, address, IDENTITY_WINDOW_S, IDENTITIES_PER_ADDRESS)
+    except Exception:  # noqa: BLE001 - a model folder that cannot hold the store: no limit, but still signed
+        made = True
+    return (who, signed(folder, who)) if made else (crowd(address), None)
+
+
+def crowd(address: str) -> str:
+    """The identity every browser from `address` shares once it has made its share of new ones."""
+    return "crowd-" + hashlib.sha256(f"capsviz-crowd:{address}".encode()).hexdigest()[:10]
+
+
+def label(who: str) -> str:
+    """An anonymous label for a student, the same on every page and replica, that says nothing of
+    who they are (the Teacher page can be projected)."""
+    return hashlib.sha256(f"capsviz-label:{who}".encode()).hexdigest()[:4].upper()
 
 
 def settings(folder: Path) -> dict:

@@ -192,9 +192,16 @@ def _open(path: Path, with_tensors: bool = False) -> tuple[CheckpointMeta, dict]
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
         raise CapsvizError(f"{path}: capsviz metadata has no model config")
     try:
-        return CheckpointMeta.from_dict(meta), tensors
+        found = CheckpointMeta.from_dict(meta)
     except Invalid as e:
         raise CapsvizError(f"{path}: unusable metadata: {e}") from None
+    if found.classes:  # class names recorded in a file from anywhere: no bidirectional or zero-width characters
+        from dataclasses import replace
+
+        from capsviz.text import bare
+
+        found = replace(found, classes=tuple(bare(c) or "?" for c in found.classes))
+    return found, tensors
 
 
 def _no_constant(name: str):

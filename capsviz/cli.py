@@ -345,6 +345,9 @@ DERIVED = ("decay_steps",)
 def cmd_app(args) -> int:
     import subprocess
 
+    from capsviz import access
+
+    access.check_teacher_key()  # a key a student could guess: refused before anything starts
     if args.replicas is not None:
         from capsviz import serve
 
@@ -354,8 +357,6 @@ def cmd_app(args) -> int:
     else:
         command, env = app_command(args.checkpoints, args.streamlit_args)
     print(f"capsviz: native EM kernel {build_kernel()}", file=sys.stderr)  # before the first student, not during their first page
-    from capsviz import access
-
     access.announce(Path(env["CAPSVIZ_CHECKPOINTS"]))  # the teacher key, in the host's terminal before any student arrives
     if args.replicas is not None:
         return serve.serve(command, env, args.replicas, args.streamlit_args)

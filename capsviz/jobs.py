@@ -3,18 +3,24 @@
 One run trains at a time: two runs on a 2-core CPU would each go at half speed and finish no
 sooner, and the other pages would stall. Runs started while one is going wait in a first-come
 queue and start by themselves. The app processes of one server (`capsviz app --replicas`) each
-have their own queue; a lock file in the model folder lets only one of them train at a time.
-Every run belongs to the student who started it (`owner`: capsviz.access.identity, the same in
-every tab and after a reload); only they may stop or cancel it, and the page shows a failure
-only to them. A student has at most one run going or waiting, and at most MAX_WAITING runs wait
-in all (the teacher's are let in beyond). Worker threads never touch Streamlit; pages read
-`snapshot()` from a polling fragment.
+have their own queue of threads, and every run is also a row of the class's store (capsviz.store,
+in the model folder): a run trains when no other run of the server trains and no live run started
+before it waits, so the second Start on another replica queues behind the first, in the order
+they were pressed; a lock file in the model folder is held while a run trains, so that not even a
+store out of step lets two train at once. Every run belongs to the student who started it (`owner`:
+capsviz.access.identity, the same in every tab and after a reload); only they and the teacher
+(the Teacher page, on any replica: the store carries the request) may stop or cancel it, and the
+page shows a failure only to them. A student has at most one run going or waiting, at most
+MAX_WAITING runs wait in all and at most MAX_WAITING_PER_ADDRESS from one address (the teacher's
+are let in beyond). Worker threads never touch Streamlit; pages read `snapshot()` from a polling
+fragment.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,6 +32,7 @@ from capsviz.data import DATASETS
 from capsviz.data.sources import SOURCES, locate, missing_message
 from capsviz.errors import CapsvizError
 from capsviz.paths import lock_file
+from capsviz.store import RUN_BEAT_S, RunLimits, store
 from capsviz.train import Event, TrainRun, train
 
 # Steps left out of the rate: the first ones build the model, fill caches and start the data
@@ -46,6 +53,10 @@ CURVE_POINTS = 1000
 # Runs waiting in one app process's queue, all students together: at a few minutes a run, ten
 # waiting keep the machine busy for most of a lesson. $CAPSVIZ_MAX_WAITING changes it.
 MAX_WAITING = int(os.environ.get("CAPSVIZ_MAX_WAITING", "10"))
+# Runs waiting from one address: half the queue, so one machine's script (however many identities
+# it made) leaves the other half to everyone else. A class behind one school NAT is one address:
+# it shares these 5 places (docs/class.md). The server's own machine (the teacher) is not limited.
+MAX_WAITING_PER_ADDRESS = int(os.environ.get("CAPSVIZ_MAX_WAITING_PER_ADDRESS", str(max(1, MAX_WAITING // 2))))
 # The lock file in the model folder that one training run of the server's app processes holds.
 TRAINING_LOCK = ".capsviz-training.lock"
 
@@ -133,9 +144,14 @@ class TrainJob:
 
     _ids = itertools.count(1)
 
-    def __init__(self, run: TrainRun, out: Path, owner: str, resume: Path | None, queue: TrainQueue, replace: bool = False):
+    def __init__(
+        self, run: TrainRun, out: Path, owner: str, resume: Path | None, queue: TrainQueue, replace: bool = False, address: str = "local"
+    ):
         self.id = next(TrainJob._ids)
         self.run, self.out, self.owner, self.resume, self.replace = run, Path(out), owner, resume, replace
+        self.address = address
+        self.rid: str | None = None  # its row in the class's store (None where the model folder cannot hold one)
+        self._place: int | None = None  # its place in the server's queue while it waits for another process's run
         self.stop = threading.Event()
         self._queue = queue
         self._lock = threading.Lock()
@@ -180,10 +196,52 @@ class TrainJob:
             elif e.kind in ("finished", "stopped", "failed"):
                 self._state, self._message = e.kind, e.message
 
+    def _store_turn(self) -> bool:
+        """Wait for the run's turn in the server's queue (the class's store): True when it has
+        come, False when the run was stopped or taken out meanwhile."""
+        if self.rid is None:
+            return True
+        while True:
+            try:
+                place = store(self.out.parent).take_turn(self.rid)
+            except Exception:  # noqa: BLE001 - the store went away: the lock file alone decides
+                return True
+            if place is None:
+                return False
+            with self._lock:
+                self._place = place or None
+            if not place:
+                return True
+            if self.stop.wait(0.5):
+                return False
+
+    def _beat(self) -> None:
+        """While the run is queued or trains: tell the store this process is alive, and heed the
+        teacher's stop from any replica."""
+        while self.state in ACTIVE:
+            try:
+                asked = store(self.out.parent).beat(self.rid)
+            except Exception:  # noqa: BLE001
+                asked = False
+            if asked and not self.stop.is_set():
+                self._queue.cancel(self, self.owner, teacher=True, why="removed by the teacher")
+            time.sleep(RUN_BEAT_S)
+        self._end_row()
+
+    def _end_row(self) -> None:
+        if self.rid is not None:
+            try:
+                store(self.out.parent).end_run(self.rid, self.state)
+            except Exception:  # noqa: BLE001
+                pass
+
     def _turn(self) -> int | None:
-        """Wait until no other app process of this server trains (the model folder's lock file),
-        or until the run is stopped: the lock's open file, or None when stopped or the folder
-        cannot hold a lock (then the run goes ahead: a single process needs none)."""
+        """Wait for the run's turn in the server's queue, then until no other app process of this
+        server trains (the model folder's lock file), or until the run is stopped: the lock's open
+        file, or None when stopped or the folder cannot hold a lock (then the run goes ahead: a
+        single process needs none)."""
+        if not self._store_turn():
+            return None
         try:
             self.out.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.out.parent / TRAINING_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
@@ -210,7 +268,8 @@ class TrainJob:
             fd = self._turn()
             if fd is None:
                 with self._lock:
-                    self._state, self._message = "cancelled", "stopped before it started"
+                    if self._state == "running":
+                        self._state, self._message = "cancelled", self._message or "stopped before it started"
                 return
             train(self.run, self.out, on_event=self._on, stop=self.stop, resume=self.resume, replace=self.replace)
         except CapsvizError:
@@ -223,12 +282,17 @@ class TrainJob:
             with self._lock:
                 if self._state == "running":  # train() returned without a final event
                     self._state = "finished"
+            self._end_row()  # at once, not at the next beat: another process's run may start now
             self._queue._advance()
 
     def snapshot(self) -> Snapshot:
         position = self._queue.position(self)
         with self._lock:
             e, rate, test_s = self._last, self._rate, self._test_s
+            if self._place and self._state == "running":  # its turn here, but the server's queue has runs before it
+                return Snapshot(
+                    "queued", self.run, self.out, self.owner, self._place, 0, 0, None, None, None, evaluations=[], message=self._message
+                )
             stopping = self.stop.is_set() and self._state == "running"
             # no estimate once Stop is pressed: the run ends at its next step, not in "4.4 min"
             live = self._state == "running" and not stopping and rate is not None and e is not None
@@ -268,13 +332,21 @@ class TrainQueue:
         self._jobs: list[TrainJob] = []  # every run submitted, oldest first
 
     def submit(
-        self, run: TrainRun, out: Path, owner: str, resume: Path | None = None, replace: bool = False, teacher: bool = False
+        self,
+        run: TrainRun,
+        out: Path,
+        owner: str,
+        resume: Path | None = None,
+        replace: bool = False,
+        teacher: bool = False,
+        address: str = "local",
     ) -> TrainJob:
         """Queue a run; it starts at once when nothing is training. What would only fail later on
         the thread, where the student would learn of it after the form was redrawn, is checked here
         and raised as CapsvizError: missing data, an unwritable folder, a name another run will
         write, a student who already has a run going or waiting, and a full queue (MAX_WAITING runs
-        waiting; the `teacher`'s runs are let in beyond)."""
+        waiting on the server, MAX_WAITING_PER_ADDRESS from `address`; the `teacher`'s runs are
+        let in beyond), every app process's runs counted through the class's store."""
         out = Path(out)
         if user_dataset(run.dataset):  # a user's images: read now (cached for the run), refused now if unreadable
             from capsviz.data.user import load_user
@@ -303,10 +375,22 @@ class TrainQueue:
                 raise CapsvizError(
                     f"The training queue is full: {waiting} runs wait for their turn on this machine. Try again when one has finished."
                 )
-            job = TrainJob(run, out, owner, resume, self, replace)
+            job = TrainJob(run, out, owner, resume, self, replace, address)
+            rid = secrets.token_hex(8)
+            local = address == "local"
+            limits = RunLimits(MAX_WAITING, MAX_WAITING if local else MAX_WAITING_PER_ADDRESS)
+            try:
+                store(out.parent).add_run(rid, owner, address, out.name, teacher, limits)
+                job.rid = rid
+            except CapsvizError:
+                raise
+            except Exception:  # noqa: BLE001 - a folder that cannot hold the store: this process's queue alone
+                pass
             ended = [j for j in self._jobs if j.state not in ACTIVE]
             forget = {j.id for j in ended[: max(0, len(ended) - KEEP_ENDED + 1)]}
             self._jobs = [j for j in self._jobs if j.id not in forget] + [job]
+            if job.rid is not None:
+                threading.Thread(target=job._beat, name=f"capsviz-beat-{job.id}", daemon=True).start()
             self._advance()
             return job
 
@@ -333,7 +417,7 @@ class TrainQueue:
         """0 while it trains, N when N-1 runs wait before it, None once it is over."""
         with self._guard:
             if job.state == "running":
-                return 0
+                return job._place or 0
             queued = self.waiting()
             return queued.index(job) + 1 if job in queued else None
 
@@ -347,16 +431,20 @@ class TrainQueue:
         with self._guard:
             return [j for j in self._jobs if j.owner != owner and j.state in ACTIVE]
 
-    def cancel(self, job: TrainJob, owner: str) -> None:
+    def cancel(self, job: TrainJob, owner: str, teacher: bool = False, why: str = "") -> None:
         """Stop a training run at its next step (it keeps a resumable checkpoint), or take a waiting
-        one out of the queue. Only the student who started a run may end it."""
-        if job.owner != owner:
+        one out of the queue. Only the student who started a run, and the teacher, may end it."""
+        if job.owner != owner and not teacher:
             raise CapsvizError("Only the student who started this run can stop it.")
         with self._guard:
             if job.state == "queued":
                 with job._lock:
-                    job._state, job._message = "cancelled", "taken out of the queue before it started"
+                    job._state, job._message = "cancelled", why or "taken out of the queue before it started"
+                job._end_row()
                 return
+        with job._lock:
+            if why and job._place:  # waiting for another process's run: it never trained
+                job._message = why
         job.stop.set()
 
     def latest_any(self) -> TrainJob | None:

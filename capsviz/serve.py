@@ -96,8 +96,7 @@ http {{
       proxy_request_buffering off;
       proxy_max_temp_file_size 0;
       add_header Set-Cookie $capsviz_cookie always;
-      add_header X-Capsviz-Replica $upstream_addr always;
-    }}
+{replica_header}    }}
   }}
 }}
 """
@@ -150,11 +149,15 @@ def split_address(streamlit_args: list[str]) -> tuple[str | None, int, list[str]
     return address, port, rest
 
 
-def nginx_config(prefix: Path, listen: str, ports: list[int], upload_mb: int = 200) -> str:
+def nginx_config(prefix: Path, listen: str, ports: list[int], upload_mb: int = 200, replica_header: bool = False) -> str:
+    """nginx's configuration. No response says which internal address answered, unless
+    `replica_header` ($CAPSVIZ_REPLICA_HEADER=1: the load tests on one's own machine, which kill
+    one replica): a browser has no business knowing the replicas' ports."""
     # max_fails=0: one failed request never takes a replica out for everyone; a dead one refuses
     # connections at once, and nginx tries the next (proxy_next_upstream's default)
     servers = "\n".join(f"    server 127.0.0.1:{p} max_fails=0;" for p in ports)
-    return CONFIG.format(prefix=prefix, listen=listen, servers=servers, upload_mb=upload_mb)
+    header = "      add_header X-Capsviz-Replica $upstream_addr always;\n" if replica_header else ""
+    return CONFIG.format(prefix=prefix, listen=listen, servers=servers, upload_mb=upload_mb, replica_header=header)
 
 
 def healthy(url: str) -> bool:
@@ -253,7 +256,7 @@ def serve(command: list[str], env: dict[str, str], replicas: int, streamlit_args
 
     prefix = Path(tempfile.mkdtemp(prefix="capsviz-nginx-"))
     ports = [free_port() for _ in range(n)]
-    (prefix / "nginx.conf").write_text(nginx_config(prefix, listen, ports, upload_mb))
+    (prefix / "nginx.conf").write_text(nginx_config(prefix, listen, ports, upload_mb, env.get("CAPSVIZ_REPLICA_HEADER") == "1"))
     procs: list[subprocess.Popen] = []
     webs: list[subprocess.Popen] = []  # every nginx started, each the leader of its own process group
     stopping = []

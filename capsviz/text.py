@@ -27,19 +27,27 @@ _WWW = re.compile(r"(?i)\b(www)\.")
 _LIST = re.compile(r"^(\s*)([-+=]|\d+(?=[.)]))")
 
 
-def clean(text, limit: int = MAX_CHARS) -> str:
+def clean(text, limit: int = MAX_CHARS, keep=KEEP_FORMAT) -> str:
     """`text` as a string without control, format (bidirectional marks, zero-width spaces) or
-    unassigned characters, line breaks and tabs made spaces, at most `limit` long."""
+    unassigned characters, line breaks and tabs made spaces, at most `limit` long. `keep`: the
+    format characters kept (by default the zero-width joiners some scripts need)."""
     out = []
     for ch in str(text)[: limit * 2]:
         if ch in "\t\n\r\v\f\x85\u2028\u2029":
             out.append(" ")
-        elif unicodedata.category(ch) in ("Cc", "Cs", "Co", "Cn") or (unicodedata.category(ch) == "Cf" and ch not in KEEP_FORMAT):
+        elif unicodedata.category(ch) in ("Cc", "Cs", "Co", "Cn") or (unicodedata.category(ch) == "Cf" and ch not in keep):
             continue
         else:
             out.append(ch)
     joined = "".join(out)
     return joined if len(joined) <= limit else joined[: limit - 1] + "…"
+
+
+def bare(text, limit: int = MAX_CHARS) -> str:
+    """A name from a file or a folder (a class name) as it is kept: `clean`, with every
+    bidirectional and zero-width character dropped (the joiners too: a name that reorders or hides
+    part of itself on a classmate's page is not worth a ligature), spaces at its ends removed."""
+    return clean(text, limit, keep=()).strip()
 
 
 def plain(text, where: str = "markdown", limit: int = MAX_CHARS) -> str:

@@ -148,35 +148,89 @@ _teachers: set[str] = set()  # the students' ids that have entered the teacher k
 TURNS = access.Turns()  # a student's page runs in this process, one at a time (app.py)
 
 
-def person() -> tuple[str, bool]:
-    """(this browser's id, whether it is the teacher's) for this run (capsviz.access): the id
-    from its cookie, the same in every tab and after a reload (a session of its own where the
-    browser sent none); the teacher on the server's own machine, or with the teacher key."""
-    who = access.identity(st.context.cookies) or STATE.session_id.setdefault("session-" + os.urandom(8).hex())
+def address() -> str:
+    """This browser's address (capsviz.access.client_address): new identities and key guesses are counted by it."""
     peer = st.context.ip_address
     peer = peer if isinstance(peer, str) else None  # None: loopback (and Streamlit's AppTest, which has no connection)
-    local = access.is_local(peer, st.context.headers.get_all("X-Forwarded-For"))
-    teacher = local or who in _teachers
+    return access.client_address(peer, st.context.headers.get_all("X-Forwarded-For"))
+
+
+def person() -> tuple[str, bool]:
+    """(this browser's id, whether it is the teacher's) for this run (capsviz.access): the id the
+    server signed into its cookie, the same in every tab and after a reload; where the browser
+    brought none (or one the server did not sign), a new one, minted once for the session and
+    kept in its cookie (`keep_identity`). The teacher: on the server's own machine, or with the key."""
+    folder = checkpoint_dir()
+    where = address()
+    who = access.identity(folder, st.context.cookies)
+    if who is None:
+        who = STATE.session_id.get()
+        if not who:
+            who, cookie = access.mint(folder, where)
+            STATE.session_id.set(who)
+            STATE.id_cookie.set(cookie or "")
+    teacher = where == access.LOCAL or who in _teachers
     STATE.teacher.set(teacher)  # read by the clear-cache guard
     return who, teacher
 
 
+def keep_identity() -> None:
+    """Once a session: put its newly minted, signed identity in the browser's cookie, so its
+    other tabs and its reloads are the same student (no cookie for an address's shared identity)."""
+    cookie = STATE.id_cookie.pop("")
+    if cookie:
+        st.html(
+            f"<script>document.cookie = '{access.ID_COOKIE}={cookie}; Path=/; Max-Age=31536000; SameSite=Lax';</script>",
+            unsafe_allow_javascript=True,
+        )
+
+
+_seen: dict[str, tuple[float, str]] = {}  # who -> (when this process last told the store, the page)
+
+
+def seen(who: str, page: str, teacher: bool) -> None:
+    """Tell the class's store this student has `page` open (the Teacher page counts them): at
+    most every 30 s per student and process, and at once on a page change."""
+    now = time.monotonic()
+    last = _seen.get(who)
+    if last and last[1] == page and now - last[0] < 30:
+        return
+    _seen[who] = (now, page)
+    try:
+        class_store().seen(who, address(), page, teacher)
+    except Exception:  # noqa: BLE001 - a model folder that cannot hold the store: nothing counted, nothing broken
+        pass
+
+
+def class_store():
+    from capsviz.store import store
+
+    return store(checkpoint_dir())
+
+
 def teacher_key_entry() -> None:
-    """A link's ?teacher=KEY (taken out of the address at once) makes this browser the teacher's
-    for as long as this app process runs; so does the key typed on the sidebar (`key_typed`)."""
-    access.announce(checkpoint_dir())
-    given = st.query_params.get("teacher")
-    if given is not None:
+    """The key is typed on the sidebar's Class panel only (`key_typed`); a link's ?teacher= is
+    taken out of the address and not tried (a link stays in the browser's history). A key the
+    host set too short stops every page with the reason."""
+    try:
+        access.announce(checkpoint_dir())
+    except CapsvizError as e:
+        st.error(t("This server cannot run its class: {why}", why=plain(e)))
+        st.stop()
+    if st.query_params.get("teacher") is not None:
         del st.query_params["teacher"]
-        _try_key(given)
+        st.toast(t("A teacher key in a link is not used: enter it in the sidebar's Class panel."))
 
 
 def _try_key(key: str) -> None:
-    if access.key_matches(checkpoint_dir(), key):
+    tried = access.try_key(checkpoint_dir(), key, address())
+    if tried == "teacher":
         _teachers.add(person()[0])
-        st.toast("You are the teacher on this server.")
+        st.toast(t("You are the teacher on this server."))
+    elif tried == "wait":
+        st.toast(t("Too many wrong keys were tried: try again in {minutes} minutes.", minutes=access.GUESS_WINDOW_S // 60))
     else:
-        st.toast("That is not this server's teacher key.")
+        st.toast(t("That is not this server's teacher key."))
 
 
 def key_typed() -> None:
@@ -394,6 +448,8 @@ def sidebar(page: str = "") -> tuple[str, bool]:
     read_link()  # the link this session opened with, once
     teacher_key_entry()
     who, teacher = person()
+    keep_identity()
+    seen(who, f"tour:{STATE.tour_step.get()}" if page in ("tour", "home") else page, teacher)
     found = checkpoints()
     with st.sidebar:
         language_switch()

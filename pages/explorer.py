@@ -6,13 +6,16 @@ import streamlit as st
 from capsviz.analysis import STEPS, decode, dimension_effect, perturbation_grid
 from capsviz.analysis.explain import EXPLORER_INTRO, effect_words, offset_words
 from capsviz.analysis.links import linked_offsets
+from capsviz.analysis.questions import longest_capsule, strongest_dimension
 from capsviz.analysis.routing import canvas_words, centred, on_canvas
 from capsviz.glossary import help_text
 from capsviz.glossary import label as glossary_label
+from capsviz.i18n import t
 from capsviz.registry import shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
 from capsviz.viz.explain import labelled_grid
+from pages.asking import ask
 from pages.common import (
     answer,
     dimension_sliders,
@@ -65,6 +68,11 @@ def grid_of(model_key: str, _model, image_bytes: bytes, capsule: int, _vector, t
 
 
 pred = answer(STATE.model_key.get(), model, image)
+# predict, then see: the lengths (the bar chart, the capsule list) stay hidden until the student answers
+question = longest_capsule(STATE.model_key.get(), image, pred.scores, pred.predicted, names, label)
+if not ask(question):
+    show(st, picture(to_image, image, width=168), t("The input image (label {label})", label=plain(label)), 168)
+    st.stop()
 qp = st.query_params
 linked_capsule = link_number(STATE.capsule_index, 0, len(names) - 1, pred.predicted, "capsule")  # a shared link's choice, once
 default_capsule = pred.predicted if linked_capsule is None else linked_capsule  # else the longest, for every new image
@@ -121,14 +129,18 @@ def sliders():
 
 sliders()
 
+title = f"capsule {names[capsule]}: dimension (rows) + offset (columns)"
+img_png, effect = grid_of(STATE.model_key.get(), model, image.tobytes(), capsule, pred.capsules[capsule], title)
+# predict, then see: the grid and its measured effects wait for the student's answer
+if not ask(strongest_dimension(STATE.model_key.get(), image, capsule, names[capsule], effect)):  # ask makes it plain
+    site_button("explorer", meta)
+    st.stop()
 st.subheader(f"Perturbation grid for capsule {plain(names[capsule])} (Fig. 4)")
 st.caption(
     f"Each row is one dimension (d0 at the top to d15 at the bottom); each column adds one offset, from {STEPS[0]:+.2f} at "
     f"the left to {STEPS[-1]:+.2f} at the right, to that dimension alone (the middle column, 0, is the plain reconstruction). "
     + "Beside it: how much each row changes the drawing, measured."
 )
-title = f"capsule {names[capsule]}: dimension (rows) + offset (columns)"
-img_png, effect = grid_of(STATE.model_key.get(), model, image.tobytes(), capsule, pred.capsules[capsule], title)
 left, right = st.columns([3, 2])
 show(left, img_png, "16 dimensions (rows) x 11 offsets (columns), the offsets written on top")
 left.download_button("Download grid as PNG", img_png, file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png")

@@ -25,6 +25,7 @@ from capsviz.analysis.multimnist import (
     stored_pair_error,
     stored_words,
 )
+from capsviz.analysis.questions import both_digits
 from capsviz.config import DATASETS
 from capsviz.data.multimnist import MAX_SHIFT
 from capsviz.glossary import help_text
@@ -33,6 +34,7 @@ from capsviz.registry import routing_words
 from capsviz.text import plain
 from capsviz.viz import SEGMENT_COLOURS, capsule_bars, png_bytes, segments_image, to_image, two_colour
 from capsviz.viz.explain import coupling_block, coupling_overlays, coupling_scale_words
+from pages.asking import ask
 from pages.common import (
     count_slider,
     for_image,
@@ -132,6 +134,10 @@ def mark(j: int) -> str:
     return f"{j} ({capsule_role(j, (l1, l2), (t1, t2))})"
 
 
+# predict, then see: the lengths and everything drawn from them wait for the student's answer
+if not ask(both_digits(STATE.model_key.get(), pair_image, (t1, t2), (l1, l2))):
+    show(st, picture(to_image, pair.image, 6, width=216), f"input: {pair_words(l1, l2)}", 216)
+    st.stop()
 left, right = st.columns([1, 2])
 with left:
     show(st, picture(to_image, pair.image, 6, width=216), t("input: {labels}", labels=pair_words(l1, l2)), 216)

@@ -21,8 +21,10 @@ from capsviz.analysis.playground import (
     em_view,
     encode_points,
 )
+from capsviz.analysis.questions import em_assignment, routed_split
 from capsviz.glossary import help_text
 from capsviz.viz.animation import dynamic_frames, em_frames, gif_bytes
+from pages.asking import ask
 from pages.common import keep_link_note, link_number, require_router, show_link_note, site_button
 from pages.drawn import picture, show
 from pages.state import STATE, Key, link_asks
@@ -201,10 +203,24 @@ def downloads(png: bytes, frames, name: str) -> None:
     )
 
 
+if toy_kind == "dynamic":
+    toy = dynamic_toy(points, T) if rule == "dynamic" else attention_toy(points)
+    question = routed_split(toy, i, (rule, preset, J, T), attention=rule != "dynamic")
+else:
+    toy = em_toy(points, acts, T, beta_u, beta_a, final_lambda)
+    question = em_assignment(toy, i, (preset, J, T, beta_u, beta_a, final_lambda))
+# predict, then see: asked about the numbers as they are until the student answers; once answered,
+# the sliders move the figure freely until the next preset, lower capsule or setting
+context = (toy_kind, rule, preset, J, T, i)
+kept = STATE.pg_question.get()
+if STATE.pg_asked_for.get() != context or kept is None or kept.qid not in STATE.asked.get():
+    STATE.pg_asked_for.set(context)
+    STATE.pg_question.set(question)
 with figure:
+    if not ask(STATE.pg_question.get(question)):
+        st.stop()
     t = show_iteration(T)
     if toy_kind == "dynamic":
-        toy = dynamic_toy(points, T) if rule == "dynamic" else attention_toy(points)
         frame = picture(dynamic_frame, toy, t, key=(rule, points, T, t))  # drawn once for everyone on these numbers
         show(
             st,
@@ -214,7 +230,6 @@ with figure:
         )
         downloads(frame, lambda: dynamic_frames(toy, NAMES), "routing-by-agreement")
     else:
-        toy = em_toy(points, acts, T, beta_u, beta_a, final_lambda)
         frame = picture(em_frame, toy, t, key=(points, acts, T, beta_u, beta_a, final_lambda, t))
         show(
             st,

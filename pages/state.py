@@ -96,7 +96,13 @@ class State:
     address's parameters: renaming one breaks the links people have shared."""
 
     # --- who is asking (pages.common.person) and the link the session opened with
-    session_id = Key("capsviz_session_id", str, "", "this browser's id where it sent no cookie")
+    session_id = Key("capsviz_session_id", str, "", "the identity minted for this session where the browser brought no signed one")
+    asked = Key("asked", dict, {}, "questions this session answered or skipped: qid -> (round, choice or None)")
+    answer_pick = Keys("answer_{qid}", (str, type(None)), None, "a question's choice, before it is committed")
+    answer_reason = Keys("reason_{qid}", str, "", "a question's optional one-line reason")
+    id_cookie = Key(
+        "capsviz_id_cookie", str, "", "the signed identity still to be put in the browser's cookie (pages.common.keep_identity)"
+    )
     teacher = Key("capsviz_teacher", bool, False, "whether this session is the teacher's (read by the clear-cache guard)")
     teacher_key_typed = Key("teacher_key_typed", str, "", "the sidebar's teacher key field, emptied once tried")
     link_asked = Key("link_asked", dict, {}, "the link the session opened with: each parameter's values, handed out once")
@@ -178,6 +184,10 @@ class State:
     pg_points = Keys("pg_{toy}_points", tuple, (), "the toy's (points, activations)", param="pts")
     pg_gen = Keys("pg_{toy}_gen", int, 0, "the toy's generation of point sliders (a preset starts a new one)")
     pg_rule = Key("pg_rule", str, "dynamic", "the dynamic toy's routing", param="rule", choices=("dynamic", "self-attention"))
+    pg_asked_for = Key(
+        "pg_asked_for", tuple, (), "the playground settings (toy, routing, preset, J, T, lower capsule) its question was asked for"
+    )
+    pg_question = Key("pg_question", ANY, None, "the playground's question for those settings (capsviz.analysis.questions)")
     pg_t = Key("pg_t", int, 1, "the toy's iteration drawn", param="t")
     # --- training (pages/train.py)
     t_timed = Key("t_timed", ANY, None, "the training settings whose time per epoch was measured")

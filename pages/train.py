@@ -26,7 +26,7 @@ from capsviz.i18n import N_, keeping, language, t, tn
 from capsviz.text import MAX_SENTENCES, plain
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
-from pages.common import checkpoint_dir, person, plain_chart, public, require_router
+from pages.common import address, checkpoint_dir, person, plain_chart, public, require_router
 from pages.state import STATE
 
 require_router()
@@ -297,7 +297,7 @@ def submit(run: TrainRun, out, resume=None, replace=False) -> None:
         if not access.may_train(checkpoint_dir(), teacher):
             raise CapsvizError(t("Training is off for students on this server."))
         access.claim(out.parent, out.stem, owner, teacher)
-        queue.submit(run, out, owner, resume=resume, replace=replace, teacher=teacher)
+        queue.submit(run, out, owner, resume=resume, replace=replace, teacher=teacher, address=address())
     except PermissionError as e:
         st.error(plain(e))
         return

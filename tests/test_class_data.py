@@ -136,7 +136,7 @@ def test_quotas_per_student_and_per_server_remove_the_oldest_first(tmp_path):
     zips = [shapes_zip(per_class=30, size=32, seed=k) for k in range(5)]
     one = receive_zip(zips[0], tmp_path / "probe")
     stored_size = int((Path(one.spec.removeprefix("folder:")) / ".bytes").read_text())
-    limits = ZipLimits(student_bytes=2 * stored_size + 100, server_bytes=3 * stored_size + 100)
+    limits = ZipLimits(student_bytes=2 * stored_size + 100, server_bytes=3 * stored_size + 100, others_idle_s=0)
     a0 = receive_zip(zips[0], up, limits, filename="first.zip", owner="ann")
     receive_zip(zips[1], up, limits, filename="second.zip", owner="ann")
     a2 = receive_zip(zips[2], up, limits, filename="third.zip", owner="ann")

@@ -16,22 +16,13 @@ from capsviz import access, jobs
 APP = test_app.APP
 app, queue, router_mode = test_app.app, ttp.queue, test_app.router_mode
 QUICK, LONG, start, texts, buttons = ttp.QUICK, ttp.LONG, ttp.start, ttp.texts, ttp.buttons
-TOKEN = bytes(range(32))
 
 
-def xsrf(mask: bytes) -> str:
-    """Streamlit's XSRF cookie for TOKEN under `mask`, as it sends it anew on a later response."""
-    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(TOKEN))
-    return f"2|{mask.hex()}|{masked.hex()}|1700000000"
-
-
-def test_a_browser_is_one_student_across_cookie_refreshes_and_replicas():
-    one, again = access.identity({"_streamlit_xsrf": xsrf(b"\1\2\3\4")}), access.identity({"_streamlit_xsrf": xsrf(bytes([9, 8, 7, 6]))})
-    assert one == again and len(one) == 16 and TOKEN.hex() not in one
-    assert access.identity({"_streamlit_xsrf": "2|00000000|" + bytes(32).hex() + "|1"}) != one
-    behind_nginx = {"capsviz_replica": "abc123", "_streamlit_xsrf": xsrf(b"\1\2\3\4")}
-    assert access.identity(behind_nginx) == access.identity({"capsviz_replica": "abc123"}) != one
-    assert access.identity({}) is None
+def test_a_browser_is_one_student_by_the_identity_the_server_signed(tmp_path):
+    who, cookie = access.mint(tmp_path, "10.0.0.7")
+    assert len(who) == 16 and cookie.startswith(who + ".")
+    assert access.identity(tmp_path, {access.ID_COOKIE: cookie}) == who  # every tab, every reload, every replica
+    assert access.identity(tmp_path, {}) is None and access.identity(tmp_path, None) is None
 
 
 @pytest.mark.parametrize(
@@ -171,20 +162,24 @@ def test_a_reload_or_another_tab_keeps_control_of_ones_run(app, queue, as_person
     assert jobs.wait(run, 60).state == "stopped"
 
 
-def test_the_teacher_key_in_a_link_makes_a_browser_the_teachers_and_leaves_the_address(app, monkeypatch):
-    monkeypatch.setattr(access, "is_local", lambda peer, forwarded: False)  # a browser elsewhere
+def test_the_teacher_key_is_typed_on_the_class_panel_and_a_link_never_carries_it(app, monkeypatch):
+    monkeypatch.setattr(pages.common, "address", lambda: "10.0.0.7")  # a browser elsewhere
     monkeypatch.setenv("CAPSVIZ_TEACHER_KEY", "the-real-key-123")
     monkeypatch.delenv("CAPSVIZ_STUDENTS", raising=False)
+    linked = AppTest.from_file(APP, default_timeout=60)
+    linked.query_params["teacher"] = "the-real-key-123"
+    linked.switch_page("pages/train.py").run()
+    assert "teacher" not in linked.query_params  # taken out of the address, and not tried
+    assert any("not used" in t.value for t in linked.toast) and not linked.sidebar.radio
     guess = AppTest.from_file(APP, default_timeout=60)
-    guess.query_params["teacher"] = "a-guess"
     guess.switch_page("pages/train.py").run()
-    assert "teacher" not in guess.query_params and "That is not this server's teacher key." in [t.value for t in guess.toast]
+    guess.sidebar.text_input(key="teacher_key_typed").input("a-guess-of-twelve").run()
+    assert "That is not this server's teacher key." in [t.value for t in guess.toast]
     assert guess.button(key="start_training").disabled and not guess.sidebar.radio  # still a student: explore only
     teacher = AppTest.from_file(APP, default_timeout=60)
-    teacher.query_params["teacher"] = "the-real-key-123"
     teacher.switch_page("pages/train.py").run()
-    assert not teacher.exception and "teacher" not in teacher.query_params
-    assert not teacher.button(key="start_training").disabled
+    teacher.sidebar.text_input(key="teacher_key_typed").input("the-real-key-123").run()
+    assert not teacher.exception and not teacher.button(key="start_training").disabled
     assert teacher.sidebar.radio(key="class_mode").value == "explore"  # the class settings are the teacher's to change
     teacher.sidebar.radio(key="class_mode").set_value("train").run()
     assert access.settings(app.folder) == {"students": "train"}

@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "capsviz.devices",
             "capsviz.progress",
             "capsviz.text",
+            "capsviz.store",
             "capsviz.access",
             "capsviz.registry",
             "capsviz.config",

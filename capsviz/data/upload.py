@@ -12,8 +12,10 @@ stored re-encoded as PNG, at most MAX_SIZE on its shorter side, without what els
 counted. The folder is then read as `folder:PATH` (capsviz.data.user), exactly as the CLI reads it.
 
 On a class server uploads are bounded on disk per student (`owner`) and in all: when a new upload
-would pass either quota, the least recently used uploads go first (a student's own first); one
-that cannot fit even then is refused. The same zip sent by several students at once is unpacked
+would pass either quota, the least recently used uploads go first: a student's own for their
+quota; for the server's, their own and then another student's only when it has not been used
+for `ZipLimits.others_idle_s` (an hour: a lesson), so that one machine making new identities
+cannot push a classmate's upload out during the lesson. One that cannot fit even then is refused. The same zip sent by several students at once is unpacked
 once: under a lock per zip, into a private folder renamed into place only when complete; a folder
 left half-written by a crash is removed by the next upload.
 
@@ -70,6 +72,7 @@ class ZipLimits:
     pixels: int = 256_000_000  # every picture of the zip together: about 2 s of decoding
     student_bytes: int = 200 * MiB
     server_bytes: int = 2048 * MiB
+    others_idle_s: float = 3600.0  # another student's upload is removed for room only when unused this long
 
     @classmethod
     def from_env(cls) -> ZipLimits:
@@ -468,6 +471,36 @@ def _try_remove(uploads: Path, digest: str) -> bool:
         os.close(fd)
 
 
+@dataclass(frozen=True)
+class Stored:
+    """One upload on the server, as the Teacher page lists it."""
+
+    digest: str
+    name: str  # the zip's file name, cleaned
+    bytes: int
+    owners: frozenset[str]  # owner_key digests of the students who sent it
+    used: float
+
+
+def stored_uploads(uploads: Path) -> list[Stored]:
+    """Every upload on the server, the most recently used first."""
+    uploads = Path(uploads)
+    if not uploads.is_dir():
+        return []
+    found = _uploads(uploads)
+    return [
+        Stored(u.digest, recorded_name(uploads / u.digest) or u.digest[:8], u.bytes, frozenset(u.owners), u.used) for u in reversed(found)
+    ]
+
+
+def remove_upload(uploads: Path, digest: str) -> bool:
+    """The teacher removes an upload (False when it is being received right now, or not a digest)."""
+    if not is_digest(digest):
+        return False
+    with exclusive(Path(uploads) / STATE / "quota.lock"):
+        return _try_remove(Path(uploads), digest)
+
+
 def _sweep_parts(uploads: Path) -> None:
     """Remove the private folders of unpacks that a crash left (their zip's lock is free)."""
     for part in uploads.glob(f"{PART}*"):
@@ -521,9 +554,12 @@ def _claim(uploads: Path, digest: str, owner: str, limits: ZipLimits) -> tuple[s
                 others.remove(old)
             notes.append(f"your older upload {name} was removed to keep your uploads within {mib(limits.student_bytes)}")
         total = this.bytes + sum(u.bytes for u in others)
-        for old in list(others):
+        idle_since = time.time() - limits.others_idle_s
+        for old in sorted(others, key=lambda u: me not in u.owners):  # the uploader's own first, each by last use
             if total <= limits.server_bytes:
                 break
+            if me not in old.owners and old.used > idle_since:
+                continue  # a classmate's, used during this lesson: kept
             name = recorded_name(uploads / old.digest) or old.digest[:8]
             if _try_remove(uploads, old.digest):
                 total -= old.bytes
@@ -532,7 +568,7 @@ def _claim(uploads: Path, digest: str, owner: str, limits: ZipLimits) -> tuple[s
         if total > limits.server_bytes:
             refuse(
                 f"this server's uploads are full ({mib(total - this.bytes)} of {mib(limits.server_bytes)} in use, "
-                "all of them in use now); try again later or ask the teacher"
+                "all of them in use now); try again later or ask the teacher (the Teacher page removes uploads)"
             )
     return tuple(notes)
 

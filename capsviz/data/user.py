@@ -22,6 +22,7 @@ from capsviz.config import MAX_SIZE, MIN_SIZE, USER_KINDS, user_dataset
 from capsviz.data.mnist import ImageSet
 from capsviz.data.names import hide_paths, recorded_name
 from capsviz.errors import CapsvizError
+from capsviz.text import bare
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 # Without a test/ folder, 1 image in TEST_EVERY of each class is held out, always the same ones
@@ -221,6 +222,11 @@ def _scan(root: Path, spec: str) -> tuple[_Scan, tuple[str, ...], bool]:
     splits, classes = class_folders(root)
     _check_classes(spec, classes)
     scan = _Scan()
+    for folder in splits.values():  # a class folder left out is said, not lost in silence
+        if folder is not None:
+            hidden = sum(1 for c in folder.iterdir() if c.is_dir() and c.name.startswith("."))
+            if hidden:
+                scan.skipped["hidden class folder (a name starting with a dot)"] += hidden
     for split, folder in splits.items():
         if folder is None:
             continue
@@ -351,7 +357,21 @@ def split_note(n_test: int, n: int) -> str:
     return f"no test folder: {n_test:,} of {n:,} images held out by a fixed split (1 in {TEST_EVERY} of each class, seed {SPLIT_SEED})"
 
 
+def kept_classes(spec: str, classes) -> tuple[str, ...]:
+    """The class names as every page shows them (from folder names, an npz's class_names, any
+    source): without bidirectional, zero-width or control characters (capsviz.text.bare). Names
+    that become empty, or the same as another, are refused."""
+    kept = tuple(bare(n, MAX_CLASS_NAME * 2) for n in classes)
+    if any(not k for k in kept):
+        raise CapsvizError(f"{spec}: a class name is empty once its invisible characters are removed; every class needs a visible name")
+    if len(set(kept)) < len(kept):
+        twice = next(k for k in kept if kept.count(k) > 1)
+        raise CapsvizError(f"{spec}: two classes are both named {twice!r} once their invisible characters are removed")
+    return kept
+
+
 def _finish(spec, classes, x, y, is_test, notes, skipped, origin) -> UserData:
+    classes = kept_classes(spec, classes)
     if not bool((~is_test).any()):
         raise CapsvizError(f"{spec}: no training images")
     if not bool(is_test.any()):

@@ -782,7 +782,13 @@ def start_app(replicas: int | None, log: Path, root: Path = ROOT, how: str = "ca
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = {**os.environ, "CAPSVIZ_CHECKPOINTS": str(root / "checkpoints"), "XDG_CACHE_HOME": tempfile.mkdtemp()}
+    env = {
+        **os.environ,
+        "CAPSVIZ_CHECKPOINTS": str(root / "checkpoints"),
+        "XDG_CACHE_HOME": tempfile.mkdtemp(),
+        "CAPSVIZ_REPLICA_HEADER": "1",
+        "CAPSVIZ_IDENTITIES_PER_ADDRESS": "100000",
+    }
     data = ROOT.parent / "shared" / "data"
     if "CAPSVIZ_DATA_DIR" not in env and (data / "mnist").is_dir():
         env["CAPSVIZ_DATA_DIR"] = str(data)

@@ -1,0 +1,93 @@
+"""Predict, then see: a question before the figure that answers it (capsviz.analysis.questions).
+
+`ask(question)` shows the question; until the student commits a choice (with an optional one-line
+reason) or skips, it returns False and the page stops before its figure. Then it says whether they
+were right and why, in one sentence, and, once the teacher has revealed it (the Teacher page), how
+the class answered. The teacher sees the question with its answer and the class's split, and the
+figure at once. A student's answer is recorded in the class's store (capsviz.store), under the
+identity the server signed: nobody can answer for another. Not a page itself (app.py lists the pages).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from capsviz.analysis.questions import Question, split_words
+from capsviz.i18n import t
+from capsviz.text import plain
+from pages.common import class_store, person
+from pages.state import STATE
+
+
+def _record(q: Question, who: str, choice: str | None, reason: str) -> int:
+    """Store a committed answer; the round it counts in (1 where the store cannot be reached)."""
+    if choice is None:
+        return _round(q, who)[0]
+    try:
+        return class_store().answer(q.qid, q.page, q.text, q.keys, q.labels, q.answer, who, choice, reason)
+    except Exception:  # noqa: BLE001 - the reveal still comes; the Teacher page just does not count it
+        return 1
+
+
+def _round(q: Question, who: str) -> tuple[int, str | None, bool]:
+    try:
+        return class_store().mine(q.qid, who)
+    except Exception:  # noqa: BLE001
+        return 1, None, False
+
+
+def ask(q: Question, place=None) -> bool:
+    """Show the question in `place` (a container; the page's body by default); True once the
+    figure may be shown (the teacher, or a student who committed or skipped this round)."""
+    place = place or st.container()
+    who, teacher = person()
+    box = place.container(border=True)
+    box.markdown(t("**Predict first.** {question}", question=plain(q.text)))
+    rnd, stored, revealed = _round(q, who)
+    if teacher:
+        box.caption(t("The answer: {answer} {why}", answer=plain(q.label(q.answer)), why=plain(q.why)))
+        try:
+            split = class_store().split(q.qid)
+        except Exception:  # noqa: BLE001
+            split = None
+        if split is not None:
+            box.caption(plain(split_words(split.counts, dict(zip(split.choices, split.labels, strict=True)))))
+        return True
+    asked = STATE.asked.get()
+    done = asked.get(q.qid)
+    if stored is not None:  # answered in this round (in this tab or another)
+        done = (rnd, stored)
+    if done is None or done[0] != rnd:
+        pick = STATE.answer_pick(qid=q.qid)
+        if rnd > 1:
+            box.caption(t("Your teacher asks again: answer once more after the discussion."))
+        choice = box.radio(
+            t("Your answer"), list(q.keys), index=None, format_func=lambda k: plain(q.label(k)), key=pick.key, label_visibility="collapsed"
+        )
+        reason = box.text_input(t("Why? (optional, one line)"), max_chars=200, key=STATE.answer_reason(qid=q.qid).key)
+        left, right = box.columns(2)
+        if left.button(t("Commit my answer"), type="primary", disabled=choice is None, key=f"commit_{q.qid}", use_container_width=True):
+            asked[q.qid] = (_record(q, who, choice, reason), choice)
+            STATE.asked.set(asked)
+            st.rerun()
+        if right.button(t("Skip: just show me"), key=f"skip_{q.qid}", use_container_width=True):
+            asked[q.qid] = (rnd, None)
+            STATE.asked.set(asked)
+            st.rerun()
+        return False
+    choice = done[1]
+    said = q.verdict(choice)
+    (box.success if choice == q.answer else box.info)(plain(said + " " + q.why))
+    if revealed:
+        try:
+            split = class_store().split(q.qid)
+        except Exception:  # noqa: BLE001
+            split = None
+        if split is not None:
+            box.caption(
+                t(
+                    "How the class answered: {split}",
+                    split=plain(split_words(split.counts, dict(zip(split.choices, split.labels, strict=True)))),
+                )
+            )
+    return True

@@ -1,0 +1,147 @@
+"""The Teacher page: the class at a glance, for the teacher only, and safe to project (students
+appear only by anonymous labels). How many students are connected and on which page; the training
+runs of every replica, with stop and remove; the uploads and their sizes, with remove; each
+question's answers as they come in, revealed to the students when the teacher chooses, asked
+again after a discussion; a new class; the answers as CSV. Everything comes from the class's
+store (capsviz.store), which every app process of the server shares and which outlives a restart."""
+
+import pandas as pd
+import streamlit as st
+
+from capsviz import access
+from capsviz.analysis.questions import answers_csv
+from capsviz.data.upload import mib, remove_upload, stored_uploads, uploads_dir
+from capsviz.i18n import t, tn
+from capsviz.text import plain
+from pages.common import class_store, person
+
+CONNECTED_S = 300  # a student seen within the last 5 minutes is connected (a page open, moved or not)
+REFRESH_S = 5  # the live parts redraw this often
+
+st.title(t("Teacher"))
+who, teacher = person()
+if not teacher:
+    st.warning(t("This page is the teacher's. Enter the teacher key in the sidebar's Class panel."))
+    st.stop()
+st.markdown(
+    t(
+        "The class as it is now, on every app process of this server. Students appear by anonymous labels only, "
+        "so this page can be projected."
+    )
+)
+store = class_store()
+
+
+def where(page: str) -> str:
+    """A page as the teacher reads it: the tour with its step."""
+    if page.startswith("tour:"):
+        return t("guided tour, step {step}", step=page.removeprefix("tour:"))
+    return plain(page, "table")
+
+
+@st.fragment(run_every=REFRESH_S)
+def the_class() -> None:
+    st.subheader(t("The class"))
+    pages = store.connected(CONNECTED_S)
+    total = sum(pages.values())
+    st.metric(t("Students connected"), total, help=t("Each browser counts once, however many tabs it has open."))
+    if pages:
+        st.dataframe(pd.DataFrame({t("page"): list(pages), t("students"): list(pages.values())}), hide_index=True, key="teacher_pages")
+    runs = store.runs()
+    st.markdown(t("**Training runs**"))
+    if not runs:
+        st.caption(t("No run is training or waiting."))
+    for k, run in enumerate(runs):
+        left, right = st.columns([4, 1])
+        if run.state == "running":
+            line = t("{model} by student {label}: training.", model=plain(run.name), label=access.label(run.owner))
+        else:
+            line = t("{model} by student {label}: waiting, place {place}.", model=plain(run.name), label=access.label(run.owner), place=k)
+        if run.stop:
+            line += " " + t("Asked to stop.")
+        left.markdown(line)
+        word = t("Stop") if run.state == "running" else t("Remove")
+        if right.button(word, key=f"teacher_stop_{run.rid}", disabled=run.stop):
+            store.stop_run(run.rid)
+            st.rerun(scope="fragment")
+    st.markdown(t("**Uploads**"))
+    found = stored_uploads(uploads_dir())
+    if not found:
+        st.caption(t("No uploads on this server."))
+    else:
+        st.caption(t("{size} in all.", size=mib(sum(u.bytes for u in found))))
+    for u in found:
+        left, right = st.columns([4, 1])
+        left.markdown(
+            tn(
+                "{name}: {size}, sent by {n} student.",
+                "{name}: {size}, sent by {n} students.",
+                len(u.owners),
+                name=plain(u.name),
+                size=mib(u.bytes),
+            )
+        )
+        if right.button(t("Remove"), key=f"teacher_upload_{u.digest}"):
+            if not remove_upload(uploads_dir(), u.digest):
+                st.toast(t("That upload is being received right now; try again in a moment."))
+            st.rerun(scope="fragment")
+
+
+@st.fragment(run_every=REFRESH_S)
+def the_questions() -> None:
+    st.subheader(t("Questions"))
+    splits = store.splits()
+    if not splits:
+        st.caption(t("No question has been answered in this class yet."))
+    for s in splits:
+        with st.container(border=True):
+            st.markdown(plain(s.text))
+            st.caption(
+                tn(
+                    "{n} student answered in round {round}; the students {seen} the class's answers.",
+                    "{n} students answered in round {round}; the students {seen} the class's answers.",
+                    s.answered,
+                    round=s.round,
+                    seen=t("see") if s.revealed else t("do not see"),
+                )
+            )
+            labels = [plain(x, "table") + (" ✓" if k == s.answer else "") for k, x in zip(s.choices, s.labels, strict=True)]
+            st.dataframe(
+                pd.DataFrame({t("answer"): labels, t("students"): [s.counts[k] for k in s.choices]}),
+                hide_index=True,
+                key=f"teacher_split_{s.qid}",
+            )
+            if s.round > 1:
+                changed = sum(1 for first, final in store.first_and_final(s.qid).values() if first != final)
+                st.caption(
+                    tn("{n} student changed their answer since round 1.", "{n} students changed their answer since round 1.", changed)
+                )
+            a, b = st.columns(2)
+            if a.button(t("Hide from the students") if s.revealed else t("Reveal to the students"), key=f"teacher_reveal_{s.qid}"):
+                store.reveal(s.qid, not s.revealed)
+                st.rerun(scope="fragment")
+            if b.button(
+                t("Ask again"), key=f"teacher_again_{s.qid}", help=t("A new round: students answer once more; every round is kept.")
+            ):
+                store.ask_again(s.qid)
+                st.rerun(scope="fragment")
+
+
+the_class()
+the_questions()
+
+st.subheader(t("This class"))
+left, right = st.columns(2)
+left.download_button(
+    t("Export the answers (CSV)"),
+    lambda: answers_csv(store.answer_rows(), access.label),
+    "capsviz-answers.csv",
+    "text/csv",
+    key="teacher_export",
+    on_click="ignore",
+)
+sure = right.checkbox(t("I want to clear every answer"), key="teacher_sure")
+if right.button(t("Start a new class"), key="teacher_new_class", disabled=not sure, help=t("Clears every question and answer.")):
+    store.new_class()
+    st.toast(t("A new class: every answer is cleared."))
+    st.rerun()
