@@ -26,7 +26,7 @@ from capsviz import glossary
 from capsviz.analysis.playground import I_TOY, LIMIT, _dynamic_presets
 from capsviz.analysis.tour import TOURS
 from capsviz.errors import CapsvizError
-from capsviz.site import export, offline
+from capsviz.site import export, offline, words
 
 WEB = Path(__file__).parent / "web"
 DEFAULT_MODELS = ("capsnet-small-mnist", "capsnet-mnist", "efficient-capsnet-mnist")
@@ -39,7 +39,14 @@ VENDOR = {
     "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm": "ort-wasm-simd-threaded.wasm.gz",
     "plotly.js-basic-dist-min/plotly-basic.min.js": "plotly-basic.min.js",
 }
-FRONT_END = ("index.html", "site.js", "site.css")
+# The front end's files the site serves: the page, its style and its ES modules (js/, one per view
+# under js/views/); not its unit tests (web/test) or its lint configuration
+FRONT_END = (
+    "index.html",
+    "site.css",
+    "site.js",
+    *sorted(p.relative_to(WEB).as_posix() for p in (WEB / "js").rglob("*.js")),
+)
 # The glossary entries each tour step explains (the app's tour page shows the same help)
 STEP_TERMS = {
     "input": ["capsule"],
@@ -144,7 +151,13 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
         "images": images_key,
         "graphs": graphs,
         "tour": [
-            {"key": s.key, "title": s.title, "terms": step_terms(cfg.routing, s.key)}
+            {
+                "key": s.key,
+                "kind": words.step_kind(s.key)[0],
+                "iteration": words.step_kind(s.key)[1],
+                "title": s.title,
+                "terms": step_terms(cfg.routing, s.key),
+            }
             for s in TOURS[cfg.routing].steps(
                 iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None
             )
@@ -202,6 +215,7 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
         else:
             shutil.copyfile(node_modules / src, out / "vendor" / dst)
     for f in FRONT_END:
+        (out / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(WEB / f, out / f)
     manifest = {
         "models": entries,
@@ -209,6 +223,7 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
         "graphs": shared,
         "iterations_max": export.ITERATIONS,
         "glossary": {k: {"symbol": t.symbol, "word": t.word, "explanation": t.explanation} for k, t in glossary.TERMS.items()},
+        **words.vocabulary(),
         "playground": {
             "presets": {name: p.tolist() for name, p in _dynamic_presets().items()},
             "lower": I_TOY,

@@ -1,0 +1,122 @@
+// The explorer: the class capsules' lengths, the reconstruction from one capsule with its 16
+// dimensions on sliders, and every dimension from -0.25 to +0.25 (Fig. 4 of Sabour et al.).
+import { $, el, labelled, layout, named, paint, plot } from "../draw.js";
+import { argmax, fmt, lengthsAt, pairs, vectorAt } from "../numbers.js";
+import { decode } from "../runtime.js";
+import { iterationsShown, shown, site, state } from "../store.js";
+
+const STEPS = [-0.25, -0.2, -0.15, -0.1, -0.05, 0, 0.05, 0.1, 0.15, 0.2, 0.25]; // the sliders' values
+let gridKey = null;
+
+export async function render() {
+  const m = site.model;
+  const current = shown.current;
+  const lengths = lengthsAt(current, iterationsShown());
+  const best = argmax(lengths);
+  const title = `The longest: ${m.classes[best]} (${fmt(lengths[best])})`;
+  plot(
+    $("lengths"),
+    [
+      {
+        type: "bar",
+        x: m.classes,
+        y: Array.from(lengths),
+        marker: { color: m.classes.map((_, j) => (j === best ? "#0072B2" : "#9aa5b1")) },
+        text: Array.from(lengths, (v) => fmt(v)),
+        textposition: "outside",
+        hovertemplate: "%{x}: length %{y:.3f}<extra></extra>",
+      },
+    ],
+    layout(title, "class capsule", "length |v_j|", { yaxis: { range: [0, 1.1] } }),
+    `Bar chart. ${title}. Length of each class capsule: ${pairs(m.classes, lengths)}.`,
+  );
+  const pick = $("capsule");
+  if (state.capsule === null || state.capsule >= m.classes.length) state.capsule = best;
+  pick.replaceChildren(...m.classes.map((name, j) => el("option", { value: String(j) }, `${name} (length ${fmt(lengths[j])})`)));
+  pick.value = String(state.capsule);
+  await redraw();
+  const key = `${m.name}|${state.image}|${state.drawn ? "drawn" : ""}|${state.capsule}|${current.rule}|${state.iterations}`;
+  if (key !== gridKey || state.drawn) {
+    gridKey = key;
+    await drawGrid();
+  }
+}
+
+// the reconstruction from the chosen capsule with the sliders' changes: a slider move runs this alone
+export async function redraw() {
+  const m = site.model;
+  const vector = vectorAt(shown.current, iterationsShown(), state.capsule).map((x, d) => x + state.dims[d]);
+  const rec = await decode(m, vector, [state.capsule]);
+  paint($("reconstruction"), rec, m.in_size, m.channels);
+  const changed = Array.from(state.dims, (v, d) => (v ? `d${d} ${v > 0 ? "+" : ""}${fmt(v)}` : null)).filter(Boolean);
+  named($("reconstruction"), `The decoder's reconstruction from capsule ${m.classes[state.capsule]}${changed.length ? `, with ${changed.join(", ")}` : ", no dimension changed"}.`);
+  shown.current.reconstruction = rec;
+  for (let d = 0; d < 16; d++) {
+    const input = $(`dim${d}`);
+    if (input) {
+      input.value = String(state.dims[d]);
+      $(`dim${d}-out`).textContent = (state.dims[d] >= 0 ? "+" : "") + fmt(state.dims[d]);
+    }
+  }
+}
+
+async function drawGrid() {
+  const m = site.model;
+  const D = m.dim;
+  const base = vectorAt(shown.current, iterationsShown(), state.capsule);
+  const vectors = new Float32Array(D * STEPS.length * D);
+  for (let d = 0; d < D; d++) {
+    for (let k = 0; k < STEPS.length; k++) {
+      const row = vectors.subarray((d * STEPS.length + k) * D, (d * STEPS.length + k + 1) * D);
+      row.set(base);
+      row[d] += STEPS[k];
+    }
+  }
+  const rec = await decode(m, vectors, new Array(D * STEPS.length).fill(state.capsule));
+  const S = m.in_size;
+  const C = m.channels;
+  const canvas = $("grid");
+  canvas.width = STEPS.length * S;
+  canvas.height = D * S;
+  const ctx = canvas.getContext("2d");
+  const img = ctx.createImageData(canvas.width, canvas.height);
+  for (let n = 0; n < D * STEPS.length; n++) {
+    const gy = Math.floor(n / STEPS.length) * S;
+    const gx = (n % STEPS.length) * S;
+    for (let p = 0; p < S * S; p++) {
+      const o = 4 * ((gy + Math.floor(p / S)) * canvas.width + gx + (p % S));
+      for (let ch = 0; ch < 3; ch++) img.data[o + ch] = Math.round(255 * rec[n * C * S * S + (C === 3 ? ch * S * S : 0) + p]);
+      img.data[o + 3] = 255;
+    }
+  }
+  ctx.putImageData(img, 0, 0);
+  const steps = STEPS.map((x) => (x > 0 ? "+" : "") + String(x).replace("0.", "."));
+  labelled($("grid-box"), canvas, Array.from({ length: D }, (_, d) => `d${d}`), steps, "");
+  named(canvas, `Perturbation grid for capsule ${m.classes[state.capsule]}: ${D} rows, one per dimension (d0 at the top), each changed alone from -0.25 (left) to +0.25 (right) in steps of 0.05; the middle column is the capsule's own reconstruction.`);
+}
+
+// app: {render, writeAddress} of site.js
+export function controls(app) {
+  $("capsule").addEventListener("change", () => {
+    state.capsule = Number($("capsule").value);
+    state.dims.fill(0);
+    app.render();
+  });
+  const dims = $("dims");
+  for (let d = 0; d < 16; d++) {
+    const input = el("input", { type: "range", id: `dim${d}`, min: "-0.25", max: "0.25", step: "0.05", value: "0", "aria-label": `dimension ${d}` });
+    input.addEventListener("input", () => {
+      state.dims[d] = Number(input.value);
+      const t0 = performance.now();
+      redraw().then(() => {
+        app.writeAddress();
+        shown.timings.slider.push(performance.now() - t0);
+      });
+    });
+    dims.append(el("label", {}, `d${d} `, input, el("output", { id: `dim${d}-out` }, "+0.00")));
+  }
+  $("reset").addEventListener("click", () => {
+    state.dims.fill(0);
+    redraw().then(app.writeAddress);
+  });
+}

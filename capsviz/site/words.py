@@ -1,0 +1,106 @@
+"""The static site's vocabulary and sentences, exported into its manifest (site.json) so the front
+end writes none of them again: its views, the routings it runs (from capsviz.registry.ROUTINGS),
+the link parameters it reads, and every message it says about a link, a failure or offline use.
+
+Messages are English whole sentences with named {placeholders}, marked with N_ and translated by
+`t` when the site is built, so a catalog translates them in one place; the page fills the
+placeholders (web/js/words.js). The few said before the manifest is read live in words.js.
+"""
+
+from __future__ import annotations
+
+import re
+
+from capsviz.i18n import N_, t
+from capsviz.registry import ROUTINGS
+from capsviz.site.links import SHARED
+
+# The site's views in the order of its menu: key (the link's view=), its name on the menu, the
+# name a sentence uses ("it shows the Explorer instead"), and whether it shows the input panel
+VIEWS = (
+    ("explore", N_("Explorer"), N_("the Explorer"), True),
+    ("routing", N_("Routing"), N_("the Routing view"), True),
+    ("tour", N_("Guided tour"), N_("the guided tour"), True),
+    ("playground", N_("Playground"), N_("the Playground"), False),
+)
+# The vector-capsule routings the site runs, each with its view's title (their words are the registry's)
+ROUTING_TITLES = {
+    "dynamic": N_("Dynamic routing, iteration by iteration"),
+    "self-attention": N_("Self-attention routing, in one pass"),
+}
+# Every link parameter the site reads: the app's shared ones and its own
+PARAMS = ("view", "embed", *SHARED, "routing", "pts")
+
+MESSAGES = {
+    # a link asking for what the site does not have (web/js/address.js)
+    "link_odd": N_("The link asks for {name}={raw}, which this site does not have; it shows {shown} instead."),
+    "link_not_whole": N_("The link asks for {name}={raw}, not a whole number from {lo} to {hi}; it shows {shown} instead."),
+    "link_unknown": N_("The link's {name}={raw} is not a setting this site has; it was left out."),
+    "link_one_pass": N_(
+        "The link asks for {name}={raw}, but {model} routes in one pass of self-attention (add routing=dynamic to route by agreement); it shows the one pass."
+    ),
+    "link_dims": N_("The link's dims asks for values outside -0.25 to 0.25 or not numbers; it shows {shown}."),
+    "link_pts_count": N_("The link's pts={raw} is not {count} numbers; it shows the preset's predictions instead."),
+    "link_pts_range": N_("The link's pts has numbers outside -{limit} to {limit}; it shows them at the nearest end."),
+    "shown_full_page": N_("the full page"),
+    "shown_own_routing": N_("each model's own routing"),
+    "shown_three_uppers": N_("3 upper capsules"),
+    "shown_agreement": N_("routing by agreement"),
+    "shown_model": N_("the model {model}"),
+    "shown_preset": N_("the preset {preset}"),
+    "shown_longest": N_("the longest capsule"),
+    # a model that cannot be opened (web/site.js, web/js/runtime.js)
+    "model_failed": N_("Could not open the model {model}: {cause}, so this still shows {before}; {todo}."),
+    "start_failed": N_("The site could not open {what}: {cause}; {todo}."),
+    "what_manifest": N_("its list of models (site.json)"),
+    "what_runtime": N_("its runtime"),
+    "what_model": N_("the model {model}"),
+    "cause_offline": N_("it could not be downloaded (is the device offline?)"),
+    "todo_offline": N_("reconnect and try again"),
+    "cause_missing": N_("its files are missing from this site"),
+    "cause_damaged": N_("its files on this site are damaged"),
+    "todo_rebuild": N_("whoever hosts the site can rebuild it with capsviz site"),
+    "cause_browser": N_("something in this browser went wrong"),
+    "todo_browser": N_("reload the page, or try a current Chrome, Firefox or Safari"),
+    "loading": N_("Loading {model} ..."),
+    # the input panel (web/js/views/input.js)
+    "input_test_image": N_("Test image {index} of {count} (true class: {name})."),
+    "input_drawing": N_("Your drawing: draw one digit, white on black; the model sees it when you lift the pen."),
+    # offline use (web/js/offline.js)
+    "offline_kept": N_("Available offline (site version {version}): this page and the models you opened, {models}."),
+    "offline_insecure": N_("Not kept for offline use: this browser keeps a site only when it is served over https or from localhost."),
+    "offline_refused": N_("Not kept for offline use: this browser refused to store the site."),
+    "offline_updated": N_("A new version of this site has been stored for offline use; reload the page to use it."),
+}
+
+_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+
+
+def placeholders(message: str) -> set[str]:
+    """The {names} a message needs filled."""
+    return set(_PLACEHOLDER.findall(message))
+
+
+def step_kind(key: str) -> tuple[str, int | None]:
+    """A tour step's kind, which picks its figure on the site, and its iteration: ("iteration", 3)
+    for "iteration3", (key, None) for any other."""
+    found = re.fullmatch(r"iteration([0-9]+)", key)
+    return ("iteration", int(found.group(1))) if found else (key, None)
+
+
+def vocabulary() -> dict:
+    """The manifest's words, in this run's language: views, routings, link parameters, messages."""
+    return {
+        "views": [{"key": k, "name": t(name), "called": t(called), "input": shows_input} for k, name, called, shows_input in VIEWS],
+        "routings": {
+            name: {
+                "words": t(ROUTINGS[name].words),
+                "about": t(ROUTINGS[name].about),
+                "iterative": ROUTINGS[name].iterative,
+                "title": t(title),
+            }
+            for name, title in ROUTING_TITLES.items()
+        },
+        "params": list(dict.fromkeys(PARAMS)),
+        "messages": {k: t(m) for k, m in MESSAGES.items()},
+    }
