@@ -133,6 +133,22 @@ def _npm_files(cache: Path) -> Path:
     return where / "node_modules"
 
 
+def _first(data, n: int) -> tuple[np.ndarray, np.ndarray]:
+    n = min(n, len(data))
+    return data.images[:n].numpy().astype(np.uint8), data.labels[:n].numpy().astype(int)
+
+
+def pairs(data, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """MultiMNIST test pairs from the MNIST test split `data`: the first n of the fixed evaluation
+    set the app measures on (capsviz.data's), each (36, 36) uint8 (two digits' uint8 pixels summed
+    and clamped: exact), labels (n, 2)."""
+    from capsviz.data import multimnist
+
+    index, shifts = multimnist.MultiMNIST(data.images, data.labels).eval_set(pairs_per_digit=1, seed=0, limit=n)
+    b = multimnist.compose(data.images, data.labels, index[:n], shifts[:n])
+    return (b.images * 255).round().numpy().astype(np.uint8), b.labels.numpy().astype(int)
+
+
 def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: str) -> dict:
     """What the front end reads of one model (site.js)."""
     cfg = model.config
@@ -149,6 +165,7 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
         "grid": cfg.primary_grid if cfg.routing == "dynamic" else None,
         "types": cfg.primary_types if cfg.routing == "dynamic" else None,
         "images": images_key,
+        "digits": 2 if meta.dataset == "multimnist" else 1,  # MultiMNIST: two digits in each image, the two longest capsules the answer
         "graphs": graphs,
         "tour": [
             {
@@ -193,8 +210,7 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
         key = f"{meta.dataset}-{cfg.in_size}-{cfg.in_channels}"
         if key not in sets:
             data = model_test_set(meta.dataset, cfg.in_size, cfg.in_channels, data_dir)
-            n = min(images, len(data))
-            sets[key] = (data.images[:n].numpy().astype(np.uint8), data.labels[:n].numpy().astype(int))
+            sets[key] = pairs(data, images) if meta.dataset == "multimnist" else _first(data, images)
         log(f"exporting {path.name} ...")
         graphs = export.model_graphs(model)
         written = {name: write_graph(out, f"models/{path.stem}", name, blob) for name, blob in graphs.items()}

@@ -66,6 +66,16 @@ MESSAGES = {
     # the input panel (web/js/views/input.js)
     "input_test_image": N_("Test image {index} of {count} (true class: {name})."),
     "input_drawing": N_("Your drawing: draw one digit, white on black; the model sees it when you lift the pen."),
+    "input_test_pair": N_("Test image {index} of {count}: two digits, {first} and {second}."),
+    # a MultiMNIST model in the explorer (web/js/views/explore.js)
+    "pair_winners": N_(
+        "The two longest capsules are the answer: {first} (length {first_length}) and {second} (length {second_length}). The image holds {truth}."
+    ),
+    "pair_truth": N_("{first} and {second}"),
+    "pair_drawn": N_("Your drawing: the two longest capsules are {first} (length {first_length}) and {second} (length {second_length})."),
+    "pair_overlay": N_(
+        "Each reconstruction is decoded from one capsule alone, the other capsules masked: red from {first}, green from {second}, yellow where both draw. The paper (Sabour et al., Fig. 5) segments the two digits so."
+    ),
     # offline use (web/js/offline.js)
     "offline_kept": N_("Available offline (site version {version}): this page and the models you opened, {models}."),
     "offline_insecure": N_("Not kept for offline use: this browser keeps a site only when it is served over https or from localhost."),

@@ -4,7 +4,7 @@
 // site and wires the views (js/views/*), which read and change the one state (js/store.js).
 import { readModel, readSite, writeLink } from "./js/address.js";
 import { $, el } from "./js/draw.js";
-import { argmax, lengthsAt, vectorAt } from "./js/numbers.js";
+import { argmax, lengthsAt, order, vectorAt } from "./js/numbers.js";
 import { keepOffline, watchUpdates } from "./js/offline.js";
 import { SiteError, bytes, computeFor, decode, imageSet, prepare, startRuntime, testImage, why } from "./js/runtime.js";
 import { ruleOf, shown, site, state } from "./js/store.js";
@@ -156,6 +156,18 @@ window.capsviz = {
     const best = argmax(lengths);
     const rec = await decode(m, vectorAt(res, T, best), [best]);
     return { lengths: Array.from(lengths), couplings: Array.from(res.c.slice(0, T * res.I * res.J)), reconstruction: Array.from(rec) };
+  },
+  // a MultiMNIST model's answer: its two longest capsules and each one's reconstruction alone
+  async computePair(name, index, iterations) {
+    const m = site.manifest.models.find((x) => x.name === name);
+    const set = await imageSet(m.images);
+    const res = await computeFor(m, testImage(m, set, index), m.routing);
+    const lengths = lengthsAt(res, iterations);
+    const winners = order(lengths).slice(0, 2);
+    const vectors = new Float32Array(2 * m.dim);
+    winners.forEach((j, k) => vectors.set(vectorAt(res, iterations, j), k * m.dim));
+    const rec = await decode(m, vectors, winners);
+    return { lengths: Array.from(lengths), winners, reconstructions: Array.from(rec) };
   },
   state,
   timings: shown.timings,

@@ -1,9 +1,10 @@
 // The explorer: the class capsules' lengths, the reconstruction from one capsule with its 16
 // dimensions on sliders, and every dimension from -0.25 to +0.25 (Fig. 4 of Sabour et al.).
-import { $, el, labelled, layout, named, paint, plot } from "../draw.js";
-import { argmax, fmt, lengthsAt, pairs, vectorAt } from "../numbers.js";
-import { decode } from "../runtime.js";
+import { $, el, labelled, layout, named, overlay, paint, plot } from "../draw.js";
+import { argmax, fmt, lengthsAt, order, pairs, vectorAt } from "../numbers.js";
+import { decode, imageSet } from "../runtime.js";
 import { iterationsShown, shown, site, state } from "../store.js";
+import { say } from "../words.js";
 
 const STEPS = [-0.25, -0.2, -0.15, -0.1, -0.05, 0, 0.05, 0.1, 0.15, 0.2, 0.25]; // the sliders' values
 let gridKey = null;
@@ -13,7 +14,8 @@ export async function render() {
   const current = shown.current;
   const lengths = lengthsAt(current, iterationsShown());
   const best = argmax(lengths);
-  const title = `The longest: ${m.classes[best]} (${fmt(lengths[best])})`;
+  const winners = order(lengths).slice(0, m.digits); // a MultiMNIST model answers with its two longest
+  const title = m.digits === 2 ? `The two longest: ${winners.map((j) => `${m.classes[j]} (${fmt(lengths[j])})`).join(" and ")}` : `The longest: ${m.classes[best]} (${fmt(lengths[best])})`;
   plot(
     $("lengths"),
     [
@@ -21,7 +23,7 @@ export async function render() {
         type: "bar",
         x: m.classes,
         y: Array.from(lengths),
-        marker: { color: m.classes.map((_, j) => (j === best ? "#0072B2" : "#9aa5b1")) },
+        marker: { color: m.classes.map((_, j) => (winners.includes(j) ? "#0072B2" : "#9aa5b1")) },
         text: Array.from(lengths, (v) => fmt(v)),
         textposition: "outside",
         hovertemplate: "%{x}: length %{y:.3f}<extra></extra>",
@@ -30,6 +32,8 @@ export async function render() {
     layout(title, "class capsule", "length |v_j|", { yaxis: { range: [0, 1.1] } }),
     `Bar chart. ${title}. Length of each class capsule: ${pairs(m.classes, lengths)}.`,
   );
+  $("pair").hidden = m.digits !== 2;
+  if (m.digits === 2) await drawPair(lengths);
   const pick = $("capsule");
   if (state.capsule === null || state.capsule >= m.classes.length) state.capsule = best;
   pick.replaceChildren(...m.classes.map((name, j) => el("option", { value: String(j) }, `${name} (length ${fmt(lengths[j])})`)));
@@ -40,6 +44,31 @@ export async function render() {
     gridKey = key;
     await drawGrid();
   }
+}
+
+// A MultiMNIST model's answer, its two longest capsules, and each one's reconstruction alone: red and green
+async function drawPair(lengths) {
+  const m = site.model;
+  const S = m.in_size;
+  const [a, b] = order(lengths).slice(0, 2);
+  const T = iterationsShown();
+  const vectors = new Float32Array(2 * m.dim);
+  vectors.set(vectorAt(shown.current, T, a), 0);
+  vectors.set(vectorAt(shown.current, T, b), m.dim);
+  const rec = await decode(m, vectors, [a, b]);
+  const [first, second] = [rec.subarray(0, S * S), rec.subarray(S * S, 2 * S * S)];
+  shown.current.pair = { winners: [a, b], reconstructions: rec };
+  const values = { first: m.classes[a], second: m.classes[b], first_length: fmt(lengths[a]), second_length: fmt(lengths[b]) };
+  const set = await imageSet(m.images);
+  const truth = set.labels[state.image];
+  const said = state.drawn ? say("pair_drawn", values) : say("pair_winners", { ...values, truth: say("pair_truth", { first: m.classes[truth[0]], second: m.classes[truth[1]] }) });
+  $("pair-note").textContent = `${said} ${say("pair_overlay", values)}`;
+  paint(named($("pair-input"), "The input: two digits overlaid"), shown.current.pixels, S);
+  paint(named($("pair-first"), `The reconstruction from capsule ${m.classes[a]} alone`), first, S);
+  paint(named($("pair-second"), `The reconstruction from capsule ${m.classes[b]} alone`), second, S);
+  overlay(named($("pair-overlay"), `Both reconstructions: ${m.classes[a]} in red, ${m.classes[b]} in green, yellow where both draw`), first, second, S);
+  $("pair-first-name").textContent = `from ${m.classes[a]} (red)`;
+  $("pair-second-name").textContent = `from ${m.classes[b]} (green)`;
 }
 
 // the reconstruction from the chosen capsule with the sliders' changes: a slider move runs this alone

@@ -12,7 +12,11 @@ export function currentPixels(set) {
 export function showInput(set, pixels) {
   const m = site.model;
   paint($("sketch"), pixels, m.in_size, m.channels);
-  if (!state.drawn) $("label").textContent = say("input_test_image", { index: state.image, count: set.count, name: m.classes[set.labels[state.image]] });
+  if (state.drawn) return;
+  const truth = set.labels[state.image]; // a class, or a MultiMNIST image's two
+  $("label").textContent = Array.isArray(truth)
+    ? say("input_test_pair", { index: state.image, count: set.count, first: m.classes[truth[0]], second: m.classes[truth[1]] })
+    : say("input_test_image", { index: state.image, count: set.count, name: m.classes[truth] });
 }
 
 export function startDrawing() {
