@@ -483,8 +483,7 @@ def em_procedure_1(
     activations a_j (J,) and mean poses mu_j (J, H). capsviz's documented choices (`em_routing`):
     the variance floored at `var_floor`, the cost standardised across the J capsules, and the
     inverse temperature lambda on `lambda_schedule`. `em_procedure_1_steps` yields every iteration."""
-    for _, a, mu, _ in em_procedure_1_steps(V, a_in, iterations, beta_u, beta_a, final_lambda=final_lambda, var_floor=var_floor):
-        pass
+    *_, (_, a, mu, _) = em_procedure_1_steps(V, a_in, iterations, beta_u, beta_a, final_lambda=final_lambda, var_floor=var_floor)
     return a, mu
 
 
