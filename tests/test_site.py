@@ -103,7 +103,7 @@ def test_the_front_end_files_the_build_copies_are_in_the_package():
     from capsviz.site import FRONT_END, WEB
 
     assert all((WEB / f).is_file() for f in (*FRONT_END, "package.json", "package-lock.json"))
-    assert "js/views/explore.js" in FRONT_END and not any(f.startswith("test/") or "eslint" in f for f in FRONT_END)
+    assert "js/views/explore.js" in FRONT_END and not any(f.startswith("tests/") or "eslint" in f for f in FRONT_END)
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["capsviz.site"]
     for f in (*FRONT_END, "package.json", "package-lock.json"):  # a pattern's * stays within one folder, as setuptools' glob
         assert any(fnmatch.fnmatch(f"web/{f}", p) and f"web/{f}".count("/") == p.count("/") for p in patterns), f

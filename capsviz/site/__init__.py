@@ -29,7 +29,7 @@ from capsviz.errors import CapsvizError
 from capsviz.site import export, offline, words
 
 WEB = Path(__file__).parent / "web"
-DEFAULT_MODELS = ("capsnet-small-mnist", "capsnet-mnist", "efficient-capsnet-mnist")
+DEFAULT_MODELS = ("capsnet-small-mnist", "capsnet-mnist", "efficient-capsnet-mnist", "capsnet-small-multimnist", "matrix-small-mnist")
 DEFAULT_IMAGES = 300
 # What the browser needs from the pinned npm packages (capsviz/site/web/package-lock.json), and nothing else
 # (the WebAssembly runtime gzipped: the page inflates it and hands it to onnxruntime as env.wasm.wasmBinary)
@@ -149,6 +149,21 @@ def pairs(data, n: int) -> tuple[np.ndarray, np.ndarray]:
     return (b.images * 255).round().numpy().astype(np.uint8), b.labels.numpy().astype(int)
 
 
+def _em_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: str) -> dict:
+    """What the EM view reads of a matrix-capsule model (web/js/views/em.js)."""
+    cfg = model.config
+    return {
+        "name": path.name,
+        "routing": "em",
+        "iterations": cfg.routing_iterations,
+        "in_size": cfg.in_size,
+        "channels": cfg.in_channels,
+        "classes": list(meta.class_names),
+        "images": images_key,
+        "graphs": graphs,
+    }
+
+
 def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: str) -> dict:
     """What the front end reads of one model (site.js)."""
     cfg = model.config
@@ -198,23 +213,31 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
     except OSError as e:
         raise CapsvizError(f"cannot write the site to {out}: {e.strerror}") from None
     node_modules = _npm_files(cache or cache_dir() / "site")
-    entries, sets = [], {}
+    entries, em_entries, sets = [], [], {}
     for path in models:
         try:
             model, meta = load_checkpoint(path)
         except Exception as e:  # a model that cannot be used is named, the site is not half-built
             raise CapsvizError(f"{path.name}: cannot be used: {e}") from None
         if not export.supported(model):
-            raise CapsvizError(f"{path.name}: the site runs CapsNets and Efficient-CapsNets with a decoder; this is a {meta.family}")
+            raise CapsvizError(
+                f"{path.name}: the site runs CapsNets and Efficient-CapsNets with a decoder, and matrix capsules in its EM view; this is a {meta.family}"
+            )
         cfg = model.config
         key = f"{meta.dataset}-{cfg.in_size}-{cfg.in_channels}"
         if key not in sets:
             data = model_test_set(meta.dataset, cfg.in_size, cfg.in_channels, data_dir)
             sets[key] = pairs(data, images) if meta.dataset == "multimnist" else _first(data, images)
         log(f"exporting {path.name} ...")
+        if cfg.routing == "em":  # matrix capsules: the EM view's, not in the other views' model list
+            written = {name: write_graph(out, f"models/{path.stem}", name, blob) for name, blob in export.em_graphs(model).items()}
+            em_entries.append(_em_entry(path, model, meta, written, key))
+            continue
         graphs = export.model_graphs(model)
         written = {name: write_graph(out, f"models/{path.stem}", name, blob) for name, blob in graphs.items()}
         entries.append(_model_entry(path, model, meta, written, key))
+    if not entries:
+        raise CapsvizError("the site needs at least one CapsNet or Efficient-CapsNet besides matrix-capsule models")
     shared = {
         name: write_graph(out, "graphs", name, blob)
         for name, blob in (("dynamic", export.dynamic_graph()), ("attention", export.attention_graph()))
@@ -235,11 +258,12 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
         shutil.copyfile(WEB / f, out / f)
     manifest = {
         "models": entries,
+        "em_models": em_entries,
         "image_sets": image_sets,
         "graphs": shared,
         "iterations_max": export.ITERATIONS,
         "glossary": {k: {"symbol": t.symbol, "word": t.word, "explanation": t.explanation} for k, t in glossary.TERMS.items()},
-        **words.vocabulary(),
+        **words.vocabulary(em=bool(em_entries)),
         "playground": {
             "presets": {name: p.tolist() for name, p in _dynamic_presets().items()},
             "lower": I_TOY,

@@ -22,12 +22,14 @@ VIEWS = (
     ("routing", N_("Routing"), N_("the Routing view"), True),
     ("tour", N_("Guided tour"), N_("the guided tour"), True),
     ("playground", N_("Playground"), N_("the Playground"), False),
+    ("em", N_("EM routing"), N_("the EM routing view"), True),  # only in a site built with a matrix-capsule model
 )
 # The vector-capsule routings the site runs, each with its view's title (their words are the registry's)
 ROUTING_TITLES = {
     "dynamic": N_("Dynamic routing, iteration by iteration"),
     "self-attention": N_("Self-attention routing, in one pass"),
 }
+EM_TITLE = N_("EM routing, iteration by iteration: matrix capsules")
 # Every link parameter the site reads: the app's shared ones and its own
 PARAMS = ("view", "embed", *SHARED, "routing", "pts")
 
@@ -76,6 +78,12 @@ MESSAGES = {
     "pair_overlay": N_(
         "Each reconstruction is decoded from one capsule alone, the other capsules masked: red from {first}, green from {second}, yellow where both draw. The paper (Sabour et al., Fig. 5) segments the two digits so."
     ),
+    # the EM view (web/js/views/em.js): Fig. 2 of Hinton et al. (2018)
+    "em_note": N_(
+        "{model} routes its class capsules by EM ({iterations} iterations): {about}. Each panel is one class capsule, the most active first. Each bar sums the assignments R of the votes at that distance from the capsule's mean pose (0 = the vote agrees exactly), with distances from 0 to {limit}, which holds the nearest {share} of the votes. As the iterations go on, a capsule that explains the image gathers its votes close to its mean."
+    ),
+    "em_panel": N_("class {name}: activation {activation}, total R {total}"),
+    "em_winner": N_("class {name} (the answer): activation {activation}, total R {total}"),
     # offline use (web/js/offline.js)
     "offline_kept": N_("Available offline (site version {version}): this page and the models you opened, {models}."),
     "offline_insecure": N_("Not kept for offline use: this browser keeps a site only when it is served over https or from localhost."),
@@ -98,10 +106,16 @@ def step_kind(key: str) -> tuple[str, int | None]:
     return ("iteration", int(found.group(1))) if found else (key, None)
 
 
-def vocabulary() -> dict:
-    """The manifest's words, in this run's language: views, routings, link parameters, messages."""
+def vocabulary(em: bool = True) -> dict:
+    """The manifest's words, in this run's language: views (the EM view with `em`, a matrix-capsule
+    model in the site), routings, link parameters, messages."""
     return {
-        "views": [{"key": k, "name": t(name), "called": t(called), "input": shows_input} for k, name, called, shows_input in VIEWS],
+        "views": [
+            {"key": k, "name": t(name), "called": t(called), "input": shows_input}
+            for k, name, called, shows_input in VIEWS
+            if em or k != "em"
+        ],
+        "em": {"words": t(ROUTINGS["em"].words), "about": t(ROUTINGS["em"].about), "title": t(EM_TITLE)},
         "routings": {
             name: {
                 "words": t(ROUTINGS[name].words),

@@ -6,8 +6,9 @@ import { readModel, readSite, writeLink } from "./js/address.js";
 import { $, el } from "./js/draw.js";
 import { argmax, lengthsAt, order, vectorAt } from "./js/numbers.js";
 import { keepOffline, watchUpdates } from "./js/offline.js";
-import { SiteError, bytes, computeFor, decode, imageSet, prepare, startRuntime, testImage, why } from "./js/runtime.js";
+import { SiteError, bytes, computeEM, computeFor, decode, imageSet, prepare, startRuntime, testImage, why } from "./js/runtime.js";
 import { ruleOf, shown, site, state } from "./js/store.js";
+import * as em from "./js/views/em.js";
 import * as explore from "./js/views/explore.js";
 import * as input from "./js/views/input.js";
 import * as playground from "./js/views/playground.js";
@@ -15,7 +16,7 @@ import * as routing from "./js/views/routing.js";
 import * as tour from "./js/views/tour.js";
 import { label, say, useMessages } from "./js/words.js";
 
-const VIEWS = { explore, routing, tour, playground }; // the manifest's views, each by its module
+const VIEWS = { explore, routing, tour, playground, em }; // the manifest's views, each by its module
 const params = new URLSearchParams(location.search);
 
 function writeAddress() {
@@ -43,7 +44,7 @@ async function refresh() {
 
 // a setting changed: draw the view shown
 async function render() {
-  for (const v of site.manifest.views) $(v.key).hidden = v.key !== state.view;
+  for (const v of Object.keys(VIEWS)) $(v).hidden = v !== state.view;
   for (const b of document.querySelectorAll("nav button")) b.setAttribute("aria-current", b.dataset.view === state.view ? "page" : "false");
   const view = site.manifest.views.find((v) => v.key === state.view);
   $("input").hidden = !view.input;
@@ -108,7 +109,7 @@ function controls() {
     keepOffline();
   });
   input.controls(app);
-  for (const view of Object.values(VIEWS)) view.controls(app);
+  for (const v of site.manifest.views) VIEWS[v.key].controls(app);
 }
 
 async function start() {
@@ -158,6 +159,13 @@ window.capsviz = {
     return { lengths: Array.from(lengths), couplings: Array.from(res.c.slice(0, T * res.I * res.J)), reconstruction: Array.from(rec) };
   },
   // a MultiMNIST model's answer: its two longest capsules and each one's reconstruction alone
+  // a matrix-capsule model's EM routing of test image `index`: every iteration's R, a, mu and sigma
+  async computeEM(index) {
+    const m = site.manifest.em_models[0];
+    const set = await imageSet(m.images);
+    const r = await computeEM(m, testImage(m, set, index));
+    return { R: Array.from(r.R), a: Array.from(r.a), mu: Array.from(r.mu), sigma: Array.from(r.sigma), votes: Array.from(r.votes) };
+  },
   async computePair(name, index, iterations) {
     const m = site.manifest.models.find((x) => x.name === name);
     const set = await imageSet(m.images);

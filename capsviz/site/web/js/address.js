@@ -1,7 +1,7 @@
 // The address: the view as a link, with the app's parameter names (capsviz/site/links.py), read and
 // written here. Pure: each reader returns the values it found and its notes ({id, values}: a
 // message of words.js), one for every parameter the site does not have or cannot show as asked, so
-// a link is never changed silently. test/address.test.js runs it in node.
+// a link is never changed silently. tests/address.test.js runs it in node.
 import { fmt } from "./numbers.js";
 import { label, quoted, say } from "./words.js";
 

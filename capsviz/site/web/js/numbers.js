@@ -1,4 +1,4 @@
-// The site's pure arithmetic on the graphs' outputs: no page, no runtime (test/numbers.test.js runs it in node).
+// The site's pure arithmetic on the graphs' outputs: no page, no runtime (tests/numbers.test.js runs it in node).
 // A result `res` is what runtime.computeFor returns: u_hat's sizes I, J, D, the couplings c and the
 // class capsules v of every recorded iteration (dynamic routing records ten; self-attention one pass).
 

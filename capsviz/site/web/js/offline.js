@@ -32,7 +32,7 @@ export async function keepOffline() {
     const cache = await caches.open(name);
     for (const url of site.used) if (!(await cache.match(url))) await cache.add(url); // fetched before the worker took over
     const kept = [];
-    for (const m of site.manifest.models) {
+    for (const m of [...site.manifest.models, ...(site.manifest.em_models || [])]) {
       const files = Object.values(m.graphs).flatMap((g) => [g.onnx, g.weights].filter(Boolean));
       if ((await Promise.all(files.map((f) => cache.match(f)))).every(Boolean)) kept.push(label(m.name));
     }

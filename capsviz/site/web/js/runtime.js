@@ -136,6 +136,17 @@ export async function computeFor(model, pixels, rule) {
   return out;
 }
 
+// One image through a matrix-capsule model (an entry of the manifest's em_models): its class layer's
+// votes (I, J, 16) and lower activations, and every EM iteration's R (T, I, J), a (T, J), mu and sigma (T, J, 16)
+export async function computeEM(model, pixels) {
+  const S = model.in_size;
+  const [votes, em] = await Promise.all([session(model.graphs.votes), session(model.graphs.em), imageSet(model.images)]);
+  const v = await votes.run({ image: tensor(pixels, [1, model.channels, S, S]) });
+  const r = await em.run({ votes: v.votes, a_in: v.a });
+  const [, I, J, H] = v.votes.dims;
+  return { model, T: r.a.dims[0], I, J, H, votes: v.votes.data, aIn: v.a.data, R: r.R.data, a: r.a.data, mu: r.mu.data, sigma: r.sigma.data };
+}
+
 // the reconstructions (B, C, S, S) of B capsule vectors (B, D), each placed in its capsule's slot
 export async function decode(model, vectors, capsules) {
   const B = capsules.length;

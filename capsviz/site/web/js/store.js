@@ -14,6 +14,7 @@ export const state = {
   step: 1, // the tour's step, from 1
   rule: null, // "dynamic": a model with its own routing routed by agreement instead; null: its own
   toy: { preset: null, J: 3, T: 3, cap: 1, rule: "dynamic", pts: null }, // the playground's
+  em: { t: null }, // the EM view's iteration shown (null: the last)
 };
 
 export const site = {

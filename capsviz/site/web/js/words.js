@@ -1,6 +1,6 @@
 // The page's sentences: templates exported by `capsviz site` (the manifest's "messages", written in
 // capsviz/site/words.py through capsviz.i18n, so a catalog translates them in one place) with their
-// {placeholders} filled here. Pure: test/words.test.js runs it in node.
+// {placeholders} filled here. Pure: tests/words.test.js runs it in node.
 
 // Said before the manifest is read, or when it cannot be: the only sentences kept here
 const BEFORE = {

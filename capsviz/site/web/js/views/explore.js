@@ -56,17 +56,20 @@ async function drawPair(lengths) {
   vectors.set(vectorAt(shown.current, T, a), 0);
   vectors.set(vectorAt(shown.current, T, b), m.dim);
   const rec = await decode(m, vectors, [a, b]);
-  const [first, second] = [rec.subarray(0, S * S), rec.subarray(S * S, 2 * S * S)];
+  const [red, green] = [rec.subarray(0, S * S), rec.subarray(S * S, 2 * S * S)];
   shown.current.pair = { winners: [a, b], reconstructions: rec };
-  const values = { first: m.classes[a], second: m.classes[b], first_length: fmt(lengths[a]), second_length: fmt(lengths[b]) };
+  const [first, second, firstLength, secondLength] = [m.classes[a], m.classes[b], fmt(lengths[a]), fmt(lengths[b])];
   const set = await imageSet(m.images);
-  const truth = set.labels[state.image];
-  const said = state.drawn ? say("pair_drawn", values) : say("pair_winners", { ...values, truth: say("pair_truth", { first: m.classes[truth[0]], second: m.classes[truth[1]] }) });
-  $("pair-note").textContent = `${said} ${say("pair_overlay", values)}`;
+  const [one, two] = set.labels[state.image].map((j) => m.classes[j]);
+  const truth = say("pair_truth", { first: one, second: two });
+  const said = state.drawn
+    ? say("pair_drawn", { first, second, first_length: firstLength, second_length: secondLength })
+    : say("pair_winners", { first, second, first_length: firstLength, second_length: secondLength, truth });
+  $("pair-note").textContent = `${said} ${say("pair_overlay", { first, second })}`;
   paint(named($("pair-input"), "The input: two digits overlaid"), shown.current.pixels, S);
-  paint(named($("pair-first"), `The reconstruction from capsule ${m.classes[a]} alone`), first, S);
-  paint(named($("pair-second"), `The reconstruction from capsule ${m.classes[b]} alone`), second, S);
-  overlay(named($("pair-overlay"), `Both reconstructions: ${m.classes[a]} in red, ${m.classes[b]} in green, yellow where both draw`), first, second, S);
+  paint(named($("pair-first"), `The reconstruction from capsule ${m.classes[a]} alone`), red, S);
+  paint(named($("pair-second"), `The reconstruction from capsule ${m.classes[b]} alone`), green, S);
+  overlay(named($("pair-overlay"), `Both reconstructions: ${m.classes[a]} in red, ${m.classes[b]} in green, yellow where both draw`), red, green, S);
   $("pair-first-name").textContent = `from ${m.classes[a]} (red)`;
   $("pair-second-name").textContent = `from ${m.classes[b]} (green)`;
 }

@@ -27,10 +27,10 @@ test("the views and routings are the manifest's, not the front end's", { skip: N
   useMessages(m.messages);
   const views = m.views.map((v) => v.key);
   for (const v of views) assert.equal(readSite(q(`view=${v}`), m).got.view, v);
-  const odd = readSite(q("view=em&rule=em"), m);
+  const odd = readSite(q("view=lab&rule=em"), m);
   assert.equal(odd.got.view, views[0]);
   assert.deepEqual(said(odd.notes), [
-    `The link asks for view=em, which this site does not have; it shows ${m.views[0].called} instead.`,
+    `The link asks for view=lab, which this site does not have; it shows ${m.views[0].called} instead.`,
     `The link asks for rule=em, which this site does not have; it shows ${say("shown_agreement")} instead.`,
   ]);
 });
