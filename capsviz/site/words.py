@@ -10,7 +10,9 @@ placeholders (web/js/words.js). The few said before the manifest is read live in
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 
+from capsviz.analysis import rules
 from capsviz.i18n import N_, t
 from capsviz.registry import ROUTINGS
 from capsviz.site.links import SHARED
@@ -106,6 +108,21 @@ def step_kind(key: str) -> tuple[str, int | None]:
     return ("iteration", int(found.group(1))) if found else (key, None)
 
 
+def rule_table() -> dict:
+    """capsviz.analysis.rules.TABLE as the manifest carries it (web/js/rules.js reads it): each
+    rule's inputs, cases in order with their tests, message ids and words in this run's language,
+    and its placeholders' formats and constants."""
+    return {
+        name: {
+            "inputs": list(rule.inputs),
+            "cases": [{"id": c.id, "words": t(c.words) if c.words else "", "when": [asdict(test) for test in c.when]} for c in rule.cases],
+            "formats": dict(rule.formats),
+            "constants": dict(rule.constants),
+        }
+        for name, rule in rules.TABLE.items()
+    }
+
+
 def vocabulary(em: bool = True) -> dict:
     """The manifest's words, in this run's language: views (the EM view with `em`, a matrix-capsule
     model in the site), routings, link parameters, messages."""
@@ -126,5 +143,6 @@ def vocabulary(em: bool = True) -> dict:
             for name, title in ROUTING_TITLES.items()
         },
         "params": list(dict.fromkeys(PARAMS)),
+        "rules": rule_table(),
         "messages": {k: t(m) for k, m in MESSAGES.items()},
     }
