@@ -2,8 +2,16 @@
 // (Efficient-CapsNet), the class capsules' lengths after each iteration and the couplings' evenness.
 // The routing's title and words come from the manifest (capsviz.registry.ROUTINGS).
 import { $, el, heat, heatOver, labelled, layout, named, plot, scale } from "../draw.js";
-import { couplingsAt, fmt, lengthsAt, mean, meanCouplings, pairs, percentDigits, placeMaps, range, uniformShare } from "../numbers.js";
+import { argmax, couplingsAt, fmt, lengthsAt, mean, meanCouplings, pairs, percentDigits, placeMaps, range, uniformShare } from "../numbers.js";
+import { decide } from "../rules.js";
 import { iterationsShown, shown, site, state } from "../store.js";
+import { fill } from "../words.js";
+
+// rule `name` of the manifest's table (capsviz.analysis.rules) on `values`, as words ("" for a case without)
+function ruled(name, values) {
+  const r = decide(site.manifest.rules, name, values);
+  return fill(r.words, r.placeholders);
+}
 
 export async function render() {
   const m = site.model;
@@ -34,7 +42,9 @@ export async function render() {
     : "The map: a row per primary capsule (each sees the whole image), a column per class; coupling from 0 (dark) to the largest (yellow).";
   $("routing-note").textContent =
     `${how} primary capsule splits its vote over the ${J} class capsules; uniform is 1/${J} = ${fmt(1 / J, 3)} each. ` +
-    `The couplings' evenness is ${fmt(100 * share, share > 0.99 ? 2 : 1)}% (100% = every capsule spreads its vote evenly over all ${J} classes, 0% = all of it to one). ${map}`;
+    `Evenness: 100% when every capsule spreads its vote evenly over all ${J} classes, 0% when all of it goes to one. ` +
+    // the app's near-uniform rule, on the class the model predicts after its last iteration
+    `${ruled("near uniform", { evenness: share, share: meanCouplings(c, I, J)[argmax(lengthsAt(current, T))], uniform: 1 / J })} ${map}`;
   const maps = $("maps");
   maps.replaceChildren();
   const lengths = lengthsAt(current, t + 1); // the captions follow the iteration shown
@@ -51,7 +61,8 @@ export async function render() {
       named(canvas, `Couplings to ${m.classes[j]} over the image on iteration ${t + 1}: mean ${fmt(avg, 3)}, from ${fmt(a, 3)} to ${fmt(b, 3)}; |v| ${after} ${fmt(lengths[j])}.`);
       maps.append(el("figure", {}, canvas, el("figcaption", {}, `${m.classes[j]}: mean c ${fmt(avg, 3)}, |v| ${fmt(lengths[j])}`)));
     });
-    maps.append(el("p", { class: "note" }, "Colour scale: ", scale(lo, hi, 3), ` (dark to yellow). |v|: each class capsule's length ${after}.`));
+    const span = ruled("small span", { lo, hi, uniform: 1 / J }); // the app's rule: a narrow span's colours exaggerate
+    maps.append(el("p", { class: "note" }, "Colour scale: ", scale(lo, hi, 3), ` (dark to yellow). |v|: each class capsule's length ${after}. ${span}`));
   } else {
     const [, top] = range(c);
     const canvas = el("canvas", { class: "matrix" });
