@@ -136,7 +136,12 @@ def test_packed_weights_unpack_to_the_graph_pytorch_exported(tmp_path):
 
     blob = export.model_graphs(tiny("capsnet-small"))["decoder"]
     entry = write_graph(tmp_path, "m", "decoder", blob)
-    assert entry == {"onnx": "m/decoder.onnx", "weights": "m/decoder.weights.gz", "name": "decoder.weights"}
+    assert entry == {
+        "onnx": "m/decoder.onnx",
+        "weights": "m/decoder.weights.gz",
+        "name": "decoder.weights",
+        "bytes": (tmp_path / entry["onnx"]).stat().st_size + (tmp_path / entry["weights"]).stat().st_size,
+    }
     packed = gzip.decompress((tmp_path / entry["weights"]).read_bytes())
     half = len(packed) // 2
     raw = bytearray(len(packed))

@@ -96,11 +96,12 @@ def write_graph(out: Path, where: str, name: str, blob: bytes) -> dict:
         (folder / f"{name}.onnx").write_bytes((Path(tmp) / f"{name}.onnx").read_bytes())
         weights = Path(tmp) / f"{name}.weights"
         if not weights.exists():
-            return {"onnx": f"{where}/{name}.onnx", "weights": None}
+            return {"onnx": f"{where}/{name}.onnx", "weights": None, "bytes": (folder / f"{name}.onnx").stat().st_size}
         raw = weights.read_bytes()
     raw += b"\0" * (len(raw) % 2)
     (folder / f"{name}.weights.gz").write_bytes(_gzip(raw[0::2] + raw[1::2]))
-    return {"onnx": f"{where}/{name}.onnx", "weights": f"{where}/{name}.weights.gz", "name": f"{name}.weights"}
+    size = (folder / f"{name}.onnx").stat().st_size + (folder / f"{name}.weights.gz").stat().st_size  # the page's progress line
+    return {"onnx": f"{where}/{name}.onnx", "weights": f"{where}/{name}.weights.gz", "name": f"{name}.weights", "bytes": size}
 
 
 @dataclass
@@ -246,7 +247,8 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
     image_sets = {}
     for key, (imgs, labels) in sets.items():
         (out / "data" / f"{key}.bin.gz").write_bytes(_gzip(np.ascontiguousarray(imgs).tobytes()))
-        image_sets[key] = {"file": f"data/{key}.bin.gz", "count": len(labels), "labels": labels.tolist()}
+        size = (out / "data" / f"{key}.bin.gz").stat().st_size
+        image_sets[key] = {"file": f"data/{key}.bin.gz", "count": len(labels), "labels": labels.tolist(), "bytes": size}
     (out / "vendor").mkdir(exist_ok=True)
     for src, dst in VENDOR.items():
         if dst.endswith(".gz"):

@@ -66,7 +66,7 @@ MESSAGES = {
     "todo_rebuild": N_("whoever hosts the site can rebuild it with capsviz site"),
     "cause_browser": N_("something in this browser went wrong"),
     "todo_browser": N_("reload the page, or try a current Chrome, Firefox or Safari"),
-    "loading": N_("Loading {model} ..."),
+    "loading_progress": N_("Loading the model {model}: {done} of {total} MB ..."),
     # the input panel (web/js/views/input.js)
     "input_test_image": N_("Test image {index} of {count} (true class: {name})."),
     "input_drawing": N_("Your drawing: draw one digit, white on black; the model sees it when you lift the pen."),

@@ -6,7 +6,7 @@ import { readModel, readSite, writeLink } from "./js/address.js";
 import { $, el } from "./js/draw.js";
 import { argmax, lengthsAt, order, vectorAt } from "./js/numbers.js";
 import { keepOffline, watchUpdates } from "./js/offline.js";
-import { SiteError, bytes, computeEM, computeFor, decode, imageSet, prepare, startRuntime, testImage, why } from "./js/runtime.js";
+import { SiteError, bytes, computeEM, computeFor, decode, imageSet, onProgress, prepare, startRuntime, testImage, why } from "./js/runtime.js";
 import { ruleOf, shown, site, state } from "./js/store.js";
 import * as em from "./js/views/em.js";
 import * as explore from "./js/views/explore.js";
@@ -55,9 +55,31 @@ async function render() {
 
 const app = { render, refresh, writeAddress };
 
+// the progress line while model m opens: what is still to download of it, in MB (each model is fetched only when picked)
+async function opening(m) {
+  const graphs = [...Object.values(m.graphs), site.manifest.graphs.dynamic].filter((g) => !site.sessions.has(g.onnx));
+  let total = graphs.reduce((n, g) => n + (g.bytes || 0), 0);
+  if (!site.images.has(m.images)) total += site.manifest.image_sets[m.images].bytes || 0;
+  let done = 0;
+  const mb = (n) => (n / 2 ** 20).toFixed(1);
+  const show = () => {
+    $("status").textContent = say("loading_progress", { model: label(m.name), done: mb(Math.min(done, total)), total: mb(total) });
+  };
+  show();
+  onProgress((n) => {
+    done += n;
+    show();
+  });
+  try {
+    return await prepare(m);
+  } finally {
+    onProgress(null);
+  }
+}
+
 async function useModel(name) {
   const m = site.manifest.models.find((x) => x.name === name);
-  const set = await prepare(m);
+  const set = await opening(m);
   site.model = m;
   state.iterations = site.manifest.routings[m.routing].iterative ? m.iterations : 3;
   state.t = state.iterations;
@@ -91,9 +113,8 @@ function controls() {
   $("model").addEventListener("change", async () => {
     const name = $("model").value;
     const before = site.model;
-    $("status").textContent = say("loading", { model: label(name) });
     try {
-      await prepare(site.manifest.models.find((x) => x.name === name));
+      await opening(site.manifest.models.find((x) => x.name === name));
     } catch (e) {
       console.error(e); // the runtime's own words, for whoever debugs the host
       $("model").value = before.name; // the view keeps the model it computed with

@@ -25,6 +25,33 @@ export function why(e) {
   return ["cause_damaged", "todo_rebuild"];
 }
 
+let progress = null; // (n) => void, told of every n bytes that arrive while a model opens (the progress line)
+export function onProgress(fn) {
+  progress = fn;
+}
+
+// the body of `r`, chunk by chunk while someone watches the progress
+async function body(r) {
+  if (!progress || !r.body) return new Uint8Array(await r.arrayBuffer());
+  const reader = r.body.getReader();
+  const parts = [];
+  let n = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+    n += value.length;
+    if (progress) progress(value.length);
+  }
+  const got = new Uint8Array(n);
+  let at = 0;
+  for (const part of parts) {
+    got.set(part, at);
+    at += part.length;
+  }
+  return got;
+}
+
 export async function bytes(url) {
   let r;
   try {
@@ -34,7 +61,7 @@ export async function bytes(url) {
   }
   if (!r.ok) throw new SiteError(r.status === 404 ? "missing" : "offline", url, `HTTP ${r.status}`);
   try {
-    const got = new Uint8Array(await r.arrayBuffer());
+    const got = await body(r);
     site.used.add(url);
     return got;
   } catch (e) {

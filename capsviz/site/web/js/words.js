@@ -15,7 +15,6 @@ const BEFORE = {
   todo_rebuild: "whoever hosts the site can rebuild it with capsviz site",
   cause_browser: "something in this browser went wrong",
   todo_browser: "reload the page, or try a current Chrome, Firefox or Safari",
-  loading: "Loading {model} ...",
 };
 
 let table = { ...BEFORE };
