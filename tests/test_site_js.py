@@ -46,7 +46,7 @@ def test_the_front_ends_pure_modules_pass_their_unit_tests(node, tmp_path):
 
 def test_every_message_has_only_named_placeholders():
     for key, message in words.MESSAGES.items():
-        assert "{}" not in message and message.count("{") == message.count("}") == len(re.findall(r"\{[a-z_]+\}", message)), key
+        assert "{}" not in message and message.count("{") == message.count("}") == len(re.findall(r"\{[A-Za-z_]+\}", message)), key
 
 
 def test_tour_steps_carry_their_kind_and_iteration():

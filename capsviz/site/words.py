@@ -80,6 +80,27 @@ MESSAGES = {
     "pair_overlay": N_(
         "Each reconstruction is decoded from one capsule alone, the other capsules masked: red from {first}, green from {second}, yellow where both draw. The paper (Sabour et al., Fig. 5) segments the two digits so."
     ),
+    # the routing view (web/js/views/routing.js)
+    "routing_iteration": N_(
+        "Iteration {t} of {T}: each primary capsule splits its vote over the {J} class capsules; uniform is 1/{J} = {uniform} each."
+    ),
+    "routing_one_pass": N_(
+        "One pass of self-attention: each primary capsule splits its vote over the {J} class capsules; uniform is 1/{J} = {uniform} each."
+    ),
+    "routing_evenness": N_(
+        "Evenness: 100% when every capsule spreads its vote evenly over all {J} classes, 0% when all of it goes to one."
+    ),
+    "routing_maps_grid": N_(
+        "Each map: a class's coupling at each place of the image, averaged over the capsule types, from the smallest on this iteration (dark) to the largest (yellow), the input showing through in white."
+    ),
+    "routing_maps_matrix": N_(
+        "The map: a row per primary capsule (each sees the whole image), a column per class; coupling from 0 (dark) to the largest (yellow)."
+    ),
+    "routing_map_caption": N_("{name}: mean c {mean}, |v| {length}"),
+    "routing_maps_scale": N_("(dark to yellow). |v|: each class capsule's length {after}."),
+    "colour_scale": N_("Colour scale:"),
+    "after_iteration": N_("after iteration {t}"),
+    "after_one_pass": N_("after the one pass"),
     # the EM view (web/js/views/em.js): Fig. 2 of Hinton et al. (2018)
     "em_note": N_(
         "{model} routes its class capsules by EM ({iterations} iterations): {about}. Each panel is one class capsule, the most active first. Each bar sums the assignments R of the votes at that distance from the capsule's mean pose (0 = the vote agrees exactly), with distances from 0 to {limit}, which holds the nearest {share} of the votes. As the iterations go on, a capsule that explains the image gathers its votes close to its mean."
@@ -93,7 +114,7 @@ MESSAGES = {
     "offline_updated": N_("A new version of this site has been stored for offline use; reload the page to use it."),
 }
 
-_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def placeholders(message: str) -> set[str]:

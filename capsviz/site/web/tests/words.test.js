@@ -47,7 +47,7 @@ test("every message the front end says is in the manifest with exactly the place
   assert.ok(said.length > 20, said.length);
   for (const { file, id, keys } of said) {
     assert.ok(id in messages, `${file}: ${id} is not among the manifest's messages`);
-    const wanted = [...messages[id].matchAll(/\{([a-z_]+)\}/g)].map((m) => m[1]);
+    const wanted = [...messages[id].matchAll(/\{([a-z_]+)\}/gi)].map((m) => m[1]);
     assert.deepEqual([...new Set(keys)].sort(), [...new Set(wanted)].sort(), `${file}: ${id}`);
   }
 });

@@ -5,7 +5,7 @@ import { $, el, heat, heatOver, labelled, layout, named, plot, scale } from "../
 import { argmax, couplingsAt, fmt, lengthsAt, mean, meanCouplings, pairs, percentDigits, placeMaps, range, uniformShare } from "../numbers.js";
 import { decide } from "../rules.js";
 import { iterationsShown, shown, site, state } from "../store.js";
-import { fill } from "../words.js";
+import { fill, say } from "../words.js";
 
 // rule `name` of the manifest's table (capsviz.analysis.rules) on `values`, as words ("" for a case without)
 function ruled(name, values) {
@@ -36,19 +36,18 @@ export async function render() {
   const share = uniformShare(c, I, J);
   $("iterations").parentElement.hidden = !dynamic;
   $("t").parentElement.hidden = !dynamic || T === 1;
-  const how = dynamic ? `Iteration ${t + 1} of ${T}: each` : "One pass of self-attention: each";
-  const map = m.grid
-    ? "Each map: a class's coupling at each place of the image, averaged over the capsule types, from the smallest on this iteration (dark) to the largest (yellow), the input showing through in white."
-    : "The map: a row per primary capsule (each sees the whole image), a column per class; coupling from 0 (dark) to the largest (yellow).";
-  $("routing-note").textContent =
-    `${how} primary capsule splits its vote over the ${J} class capsules; uniform is 1/${J} = ${fmt(1 / J, 3)} each. ` +
-    `Evenness: 100% when every capsule spreads its vote evenly over all ${J} classes, 0% when all of it goes to one. ` +
+  const uniform = fmt(1 / J, 3);
+  $("routing-note").textContent = [
+    dynamic ? say("routing_iteration", { t: t + 1, T, J, uniform }) : say("routing_one_pass", { J, uniform }),
+    say("routing_evenness", { J }),
     // the app's near-uniform rule, on the class the model predicts after its last iteration
-    `${ruled("near uniform", { evenness: share, share: meanCouplings(c, I, J)[argmax(lengthsAt(current, T))], uniform: 1 / J })} ${map}`;
+    ruled("near uniform", { evenness: share, share: meanCouplings(c, I, J)[argmax(lengthsAt(current, T))], uniform: 1 / J }),
+    say(m.grid ? "routing_maps_grid" : "routing_maps_matrix"),
+  ].join(" ");
   const maps = $("maps");
   maps.replaceChildren();
   const lengths = lengthsAt(current, t + 1); // the captions follow the iteration shown
-  const after = dynamic ? `after iteration ${t + 1}` : "after the one pass";
+  const after = dynamic ? say("after_iteration", { t: t + 1 }) : say("after_one_pass");
   if (m.grid) {
     const all = placeMaps(c, m.grid, m.types, J);
     const lo = Math.min(...all.map((a) => range(a)[0]));
@@ -59,10 +58,10 @@ export async function render() {
       const avg = mean(one);
       const [a, b] = range(one);
       named(canvas, `Couplings to ${m.classes[j]} over the image on iteration ${t + 1}: mean ${fmt(avg, 3)}, from ${fmt(a, 3)} to ${fmt(b, 3)}; |v| ${after} ${fmt(lengths[j])}.`);
-      maps.append(el("figure", {}, canvas, el("figcaption", {}, `${m.classes[j]}: mean c ${fmt(avg, 3)}, |v| ${fmt(lengths[j])}`)));
+      maps.append(el("figure", {}, canvas, el("figcaption", {}, say("routing_map_caption", { name: m.classes[j], mean: fmt(avg, 3), length: fmt(lengths[j]) }))));
     });
     const span = ruled("small span", { lo, hi, uniform: 1 / J }); // the app's rule: a narrow span's colours exaggerate
-    maps.append(el("p", { class: "note" }, "Colour scale: ", scale(lo, hi, 3), ` (dark to yellow). |v|: each class capsule's length ${after}. ${span}`));
+    maps.append(el("p", { class: "note" }, say("colour_scale"), " ", scale(lo, hi, 3), ` ${say("routing_maps_scale", { after })} ${span}`));
   } else {
     const [, top] = range(c);
     const canvas = el("canvas", { class: "matrix" });
