@@ -71,6 +71,9 @@ MESSAGES = {
     "input_test_image": N_("Test image {index} of {count} (true class: {name})."),
     "input_drawing": N_("Your drawing: draw one digit, white on black; the model sees it when you lift the pen."),
     "input_test_pair": N_("Test image {index} of {count}: two digits, {first} and {second}."),
+    # the explorer (web/js/views/explore.js)
+    "explore_longest": N_("The longest: {name} ({length})"),
+    "explore_two_longest": N_("The two longest: {first} ({first_length}) and {second} ({second_length})"),
     # a MultiMNIST model in the explorer (web/js/views/explore.js)
     "pair_winners": N_(
         "The two longest capsules are the answer: {first} (length {first_length}) and {second} (length {second_length}). The image holds {truth}."

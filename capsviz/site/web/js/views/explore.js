@@ -15,7 +15,11 @@ export async function render() {
   const lengths = lengthsAt(current, iterationsShown());
   const best = argmax(lengths);
   const winners = order(lengths).slice(0, m.digits); // a MultiMNIST model answers with its two longest
-  const title = m.digits === 2 ? `The two longest: ${winners.map((j) => `${m.classes[j]} (${fmt(lengths[j])})`).join(" and ")}` : `The longest: ${m.classes[best]} (${fmt(lengths[best])})`;
+  const [a, b] = winners;
+  const title =
+    m.digits === 2
+      ? say("explore_two_longest", { first: m.classes[a], first_length: fmt(lengths[a]), second: m.classes[b], second_length: fmt(lengths[b]) })
+      : say("explore_longest", { name: m.classes[best], length: fmt(lengths[best]) });
   plot(
     $("lengths"),
     [
