@@ -482,7 +482,23 @@ def em_procedure_1(
     the lower activations a_i; beta_u, beta_a: learned, a number or (J,). Returns the upper
     activations a_j (J,) and mean poses mu_j (J, H). capsviz's documented choices (`em_routing`):
     the variance floored at `var_floor`, the cost standardised across the J capsules, and the
-    inverse temperature lambda on `lambda_schedule`."""
+    inverse temperature lambda on `lambda_schedule`. `em_procedure_1_steps` yields every iteration."""
+    *_, (_, a, mu, _) = em_procedure_1_steps(V, a_in, iterations, beta_u, beta_a, final_lambda=final_lambda, var_floor=var_floor)
+    return a, mu
+
+
+def em_procedure_1_steps(
+    V: torch.Tensor,
+    a_in: torch.Tensor,
+    iterations: int = 3,
+    beta_u: torch.Tensor | float = 0.0,
+    beta_a: torch.Tensor | float = 0.0,
+    *,
+    final_lambda: float = 0.3,
+    var_floor: float = VAR_FLOOR,
+):
+    """`em_procedure_1`, one iteration at a time: yields (R (I, J) the assignments its M-step used,
+    a (J,), mu (J, H), sigma (J, H) the standard deviations, floor included) for each iteration."""
     I, J, H = V.shape
     beta_u = torch.as_tensor(beta_u, dtype=V.dtype)
     beta_u = beta_u.reshape(J, 1) if beta_u.dim() else beta_u  # per capsule j, the same for every h
@@ -496,12 +512,12 @@ def em_procedure_1(
         cost = ((beta_u + 0.5 * torch.log(sigma2)) * S.unsqueeze(1)).sum(1)  # (J,): sum_h (beta_u + log sigma_j^h) sum_i R_ij a_i
         z = (cost - cost.mean()) / ((cost - cost.mean()).pow(2).mean().sqrt() + 1e-6)  # standardised across the J capsules
         a = torch.sigmoid(lambda_ * (beta_a - z))  # (J,): a_j = logistic(lambda (beta_a - cost_j))
+        yield R, a, mu, sigma2.sqrt()
         if t == iterations - 1:
             break
         # E-step, every lower capsule i: how probable its vote is under each j's Gaussian, times a_j
         log_p = -0.5 * ((V - mu) ** 2 / sigma2).sum(2) - 0.5 * torch.log(sigma2).sum(1)  # (I, J); constants cancel
         R = (torch.log(a) + log_p).softmax(dim=1)  # (I, J): R_ij = a_j p_ij / sum_k a_k p_ik
-    return a, mu
 
 
 # Votes beyond this are routed in float64: float32 holds their moments (the scaling below), but

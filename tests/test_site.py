@@ -97,11 +97,16 @@ def test_an_out_that_cannot_be_a_folder_is_refused_in_one_line(tmp_path):
 
 
 def test_the_front_end_files_the_build_copies_are_in_the_package():
+    import fnmatch
+    import tomllib
+
     from capsviz.site import FRONT_END, WEB
 
     assert all((WEB / f).is_file() for f in (*FRONT_END, "package.json", "package-lock.json"))
-    text = (ROOT / "pyproject.toml").read_text()
-    assert all(f"web/{f}" in text for f in (*FRONT_END, "package.json", "package-lock.json"))
+    assert "js/views/explore.js" in FRONT_END and not any(f.startswith("tests/") or "eslint" in f for f in FRONT_END)
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["capsviz.site"]
+    for f in (*FRONT_END, "package.json", "package-lock.json"):  # a pattern's * stays within one folder, as setuptools' glob
+        assert any(fnmatch.fnmatch(f"web/{f}", p) and f"web/{f}".count("/") == p.count("/") for p in patterns), f
 
 
 def test_site_links_carry_the_app_view_or_nothing():
@@ -131,7 +136,12 @@ def test_packed_weights_unpack_to_the_graph_pytorch_exported(tmp_path):
 
     blob = export.model_graphs(tiny("capsnet-small"))["decoder"]
     entry = write_graph(tmp_path, "m", "decoder", blob)
-    assert entry == {"onnx": "m/decoder.onnx", "weights": "m/decoder.weights.gz", "name": "decoder.weights"}
+    assert entry == {
+        "onnx": "m/decoder.onnx",
+        "weights": "m/decoder.weights.gz",
+        "name": "decoder.weights",
+        "bytes": (tmp_path / entry["onnx"]).stat().st_size + (tmp_path / entry["weights"]).stat().st_size,
+    }
     packed = gzip.decompress((tmp_path / entry["weights"]).read_bytes())
     half = len(packed) // 2
     raw = bytearray(len(packed))
@@ -168,7 +178,7 @@ def test_key_colours_in_the_css_meet_wcag_aa():
     assert "outline: 3px solid var(--focus)" in css
     # the page's text colours all come from these variables (and white on the accent, checked above)
     assert not re.search(r"(?<![-a-z])color:\s*#(?!fff;)", css)
-    js = (WEB / "site.js").read_text()
+    js = "".join(p.read_text() for p in [WEB / "site.js", *(WEB / "js").rglob("*.js")])
     assert "var(--upper1)" in js and "#E69F00" not in js and "#CC79A7" not in js
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from capsviz.i18n import N_
 
 from capsviz.i18n import N_, t
 
@@ -222,15 +224,169 @@ def rule_words(name: str) -> str:
     return t(message, **values)
 
 
+# ---------- the rules as data ----------
+# Each rule that decides a caption's words is declared here once, as data: its inputs, its cases in
+# order (the first whose tests all hold decides; the last has none), each case's message id and
+# words, and the placeholders its words fill. The functions below decide through `decide`; the
+# static site exports the table (capsviz.site) and evaluates it with web/js/rules.js, and
+# tests/test_site_rules.py feeds both the same numbers on both sides of every threshold.
+OPS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+# How a placeholder is written: both languages write these the same (100 x, then fixed digits)
+FORMATS = {"pct1": lambda x: f"{100 * x:.1f}%", "f2": lambda x: f"{x:.2f}", "f3": lambda x: f"{x:.3f}"}
+
+
+@dataclass(frozen=True)
+class Test:
+    """`left` OP `factor` x `right` / `divisor`: inputs by name, or `right` a number."""
+
+    left: str
+    op: str
+    right: str | float
+    factor: float = 1.0
+    divisor: float = 1.0
+
+    def holds(self, values: dict[str, float]) -> bool:
+        right = values[self.right] if isinstance(self.right, str) else self.right
+        return OPS[self.op](values[self.left], self.factor * right / self.divisor)
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str  # the message id
+    words: str  # English, with {placeholders}: the rule's formatted inputs and its constants
+    when: tuple[Test, ...] = ()  # all must hold; none: otherwise
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    inputs: tuple[str, ...]
+    cases: tuple[Case, ...]
+    formats: dict = field(default_factory=dict)  # input -> a FORMATS key: a placeholder of that name
+    constants: dict = field(default_factory=dict)  # placeholder -> its words, from the thresholds
+    examples: dict = field(default_factory=dict)  # input -> typical values (tests feed these and each threshold)
+
+
+TABLE: dict[str, Rule] = {
+    r.name: r
+    for r in (
+        Rule(
+            "near uniform",
+            ("evenness", "share", "uniform"),
+            (
+                Case(
+                    "couplings_away_evenness",
+                    N_("The couplings are away from uniform: their evenness is {evenness}, not more than {evenness_limit}."),
+                    (Test("evenness", "<=", NEAR_UNIFORM_ENTROPY),),
+                ),
+                Case(
+                    "couplings_away_share",
+                    N_(
+                        "The couplings are away from uniform: their evenness is {evenness}, more than {evenness_limit}, but the "
+                        "predicted class gets {share} on average, at least {factor} times the uniform {uniform}."
+                    ),
+                    (Test("share", ">=", "uniform", NEAR_UNIFORM_SHARE),),
+                ),
+                Case(
+                    "couplings_near_uniform",
+                    N_(
+                        "The couplings are near uniform: their evenness is {evenness}, more than {evenness_limit}, and the "
+                        "predicted class gets {share} on average, less than {factor} times the uniform {uniform}."
+                    ),
+                ),
+            ),
+            formats={"evenness": "pct1", "share": "f2", "uniform": "f2"},
+            constants={"evenness_limit": f"{NEAR_UNIFORM_ENTROPY:.0%}", "factor": f"{NEAR_UNIFORM_SHARE}"},
+            examples={"evenness": (0.5, 0.99), "share": (0.05, 0.9), "uniform": (0.1, 1 / 3)},
+        ),
+        Rule(
+            "long votes",
+            ("weighted", "uniform"),
+            (
+                Case("long_votes", N_("long votes move"), (Test("weighted", ">=", "uniform", NEAR_UNIFORM_SHARE),)),
+                Case("long_votes_not", ""),
+            ),
+            examples={"weighted": (0.05, 0.5), "uniform": (0.1, 1 / 3)},
+        ),
+        Rule(
+            "rises / falls",
+            ("change", "scale"),
+            (
+                Case("rises", N_("rises"), (Test("change", ">", "scale", LEVEL),)),
+                Case("falls", N_("falls"), (Test("change", "<", "scale", -LEVEL),)),
+                Case("level", N_("stays about level")),
+            ),
+            examples={"change": (0.0, -0.5, 0.5), "scale": (0.0, 1.0, 3.0)},
+        ),
+        Rule(
+            "rises / falls, 0 to 1",
+            ("change",),
+            (
+                Case("rises", N_("rises"), (Test("change", ">", LEVEL),)),
+                Case("falls", N_("falls"), (Test("change", "<", -LEVEL),)),
+                Case("level", N_("stays about level")),
+            ),
+            examples={"change": (0.0, -0.5, 0.5)},
+        ),
+        Rule(
+            "small span",
+            ("lo", "hi", "uniform"),
+            (
+                Case(
+                    "span_small",
+                    N_(
+                        "Every square lies between 1/{factor} and {factor} times the uniform {uniform} (from {lo} to {hi}): "
+                        "the colours, stretched over so narrow a span, exaggerate the differences."
+                    ),
+                    (Test("hi", "<", "uniform", NEAR_UNIFORM_SHARE), Test("lo", ">", "uniform", divisor=NEAR_UNIFORM_SHARE)),
+                ),
+                Case("span_wide", ""),
+            ),
+            formats={"lo": "f3", "hi": "f3", "uniform": "f3"},
+            constants={"factor": f"{NEAR_UNIFORM_SHARE}"},
+            examples={"lo": (0.0, 0.09), "hi": (0.11, 0.9), "uniform": (0.1, 1 / 3)},
+        ),
+        Rule(
+            "draws almost nothing",
+            ("ink_share",),
+            (Case("faint", N_("draws almost nothing"), (Test("ink_share", "<", FAINT),)), Case("not_faint", "")),
+            examples={"ink_share": (0.0, 1.0)},
+        ),
+        Rule(
+            "changes almost nothing",
+            ("change_share",),
+            (
+                Case("small_change", N_("changes the drawing almost nothing"), (Test("change_share", "<", SMALL_CHANGE),)),
+                Case("changes", ""),
+            ),
+            examples={"change_share": (0.0, 1.0)},
+        ),
+    )
+}
+
+
+def decide(name: str, **values: float) -> tuple[str, dict[str, str]]:
+    """Rule `name` of TABLE on `values` (its inputs by name): the id of the first case whose tests
+    all hold, and the placeholders its words fill (the formatted inputs and the rule's constants)."""
+    rule = TABLE[name]
+    case = next(c for c in rule.cases if all(test.holds(values) for test in c.when))
+    filled = {k: FORMATS[f](values[k]) for k, f in rule.formats.items()}
+    return case.id, {**filled, **rule.constants}
+
+
+def rule_words(name: str, **values: float) -> str:
+    """The English words of rule `name`'s case for `values`, its placeholders filled."""
+    found, filled = decide(name, **values)
+    return next(c for c in TABLE[name].cases if c.id == found).words.format(**filled)
+
+
 def near_uniform(entropy_ratio: float, share: float | None = None, uniform_share: float | None = None) -> bool:
     """The "near uniform" rule. `entropy_ratio`: the couplings' entropy over the uniform split's (1 is
     uniform); `share`: the coupling given to the predicted class, `uniform_share` what uniform gives
     it (1/J for a softmax over the classes). Without a share, the entropy alone decides."""
-    if entropy_ratio <= NEAR_UNIFORM_ENTROPY:
-        return False
-    if share is None or uniform_share is None:
-        return True
-    return share < NEAR_UNIFORM_SHARE * uniform_share
+    if share is None or uniform_share is None:  # the share part holds: the entropy alone decides
+        share, uniform_share = 0.0, 1.0
+    return decide("near uniform", evenness=entropy_ratio, share=share, uniform=uniform_share)[0] == "couplings_near_uniform"
 
 
 def uniform_words(entropy_ratio: float, share: float | None = None, uniform_share: float | None = None) -> str:
@@ -254,7 +410,7 @@ def uniform_words(entropy_ratio: float, share: float | None = None, uniform_shar
 def long_votes_move(weighted: float, uniform: float) -> bool:
     """The "long votes" rule: whether the length-weighted mean coupling to the predicted class,
     `weighted`, is at least NEAR_UNIFORM_SHARE times the uniform share `uniform`."""
-    return weighted >= NEAR_UNIFORM_SHARE * uniform
+    return decide("long votes", weighted=weighted, uniform=uniform)[0] == "long_votes"
 
 
 def long_votes_words(name: str, weighted: float, uniform: float, plain: float) -> str:
@@ -275,13 +431,13 @@ def long_votes_words(name: str, weighted: float, uniform: float, plain: float) -
 
 def faint(ink_share: float) -> bool:
     """The "draws almost nothing" rule: a reconstruction keeping `ink_share` of the unperturbed one's ink."""
-    return ink_share < FAINT
+    return decide("draws almost nothing", ink_share=ink_share)[0] == "faint"
 
 
 def small_change(change_share: float) -> bool:
     """The "changes almost nothing" rule: a mean change per pixel of `change_share` times the
     unperturbed reconstruction's mean pixel value."""
-    return change_share < SMALL_CHANGE
+    return decide("changes almost nothing", change_share=change_share)[0] == "small_change"
 
 
 def spread(p: float, n: int) -> float:
@@ -332,18 +488,13 @@ def guessing_words(p: float, n: int, classes: int, labels: int = 1) -> str:
 
 def trend(first: float, last: float) -> str:
     """ "rises", "falls" or "stays about level" for a series going from `first` to `last`."""
-    scale = max(abs(first), abs(last))
-    if scale == 0 or abs(last - first) <= LEVEL * scale:
-        return "stays about level"
-    return "rises" if last > first else "falls"
+    return rule_words("rises / falls", change=last - first, scale=max(abs(first), abs(last)))
 
 
 def bounded_trend(first: float, last: float) -> str:
     """ "rises", "falls" or "stays about level" for a number confined to 0..1 (a capsule's length): a
     move of more than LEVEL in absolute terms, a tenth of the whole range, whatever the start."""
-    if abs(last - first) <= LEVEL:
-        return "stays about level"
-    return "rises" if last > first else "falls"
+    return rule_words("rises / falls, 0 to 1", change=last - first)
 
 
 def turn(values, bounded: bool = False) -> int | None:
@@ -375,7 +526,7 @@ def path_trend(values, fmt: str = "{:.3g}", start: int = 1, bounded: bool = Fals
 
 def small_span(lo: float, hi: float, uniform: float) -> bool:
     """Whether couplings from `lo` to `hi` all lie within NEAR_UNIFORM_SHARE times `uniform` either way."""
-    return hi < NEAR_UNIFORM_SHARE * uniform and lo > uniform / NEAR_UNIFORM_SHARE
+    return decide("small span", lo=lo, hi=hi, uniform=uniform)[0] == "span_small"
 
 
 @dataclass(frozen=True)

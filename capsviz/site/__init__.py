@@ -26,10 +26,10 @@ from capsviz import glossary
 from capsviz.analysis.playground import I_TOY, LIMIT, _dynamic_presets
 from capsviz.analysis.tour import TOURS
 from capsviz.errors import CapsvizError
-from capsviz.site import export, offline
+from capsviz.site import export, offline, words
 
 WEB = Path(__file__).parent / "web"
-DEFAULT_MODELS = ("capsnet-small-mnist", "capsnet-mnist", "efficient-capsnet-mnist")
+DEFAULT_MODELS = ("capsnet-small-mnist", "capsnet-mnist", "efficient-capsnet-mnist", "capsnet-small-multimnist", "matrix-small-mnist")
 DEFAULT_IMAGES = 300
 # What the browser needs from the pinned npm packages (capsviz/site/web/package-lock.json), and nothing else
 # (the WebAssembly runtime gzipped: the page inflates it and hands it to onnxruntime as env.wasm.wasmBinary)
@@ -39,7 +39,14 @@ VENDOR = {
     "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm": "ort-wasm-simd-threaded.wasm.gz",
     "plotly.js-basic-dist-min/plotly-basic.min.js": "plotly-basic.min.js",
 }
-FRONT_END = ("index.html", "site.js", "site.css")
+# The front end's files the site serves: the page, its style and its ES modules (js/, one per view
+# under js/views/); not its unit tests (web/test) or its lint configuration
+FRONT_END = (
+    "index.html",
+    "site.css",
+    "site.js",
+    *sorted(p.relative_to(WEB).as_posix() for p in (WEB / "js").rglob("*.js")),
+)
 # The glossary entries each tour step explains (the app's tour page shows the same help)
 STEP_TERMS = {
     "input": ["capsule"],
@@ -89,11 +96,12 @@ def write_graph(out: Path, where: str, name: str, blob: bytes) -> dict:
         (folder / f"{name}.onnx").write_bytes((Path(tmp) / f"{name}.onnx").read_bytes())
         weights = Path(tmp) / f"{name}.weights"
         if not weights.exists():
-            return {"onnx": f"{where}/{name}.onnx", "weights": None}
+            return {"onnx": f"{where}/{name}.onnx", "weights": None, "bytes": (folder / f"{name}.onnx").stat().st_size}
         raw = weights.read_bytes()
     raw += b"\0" * (len(raw) % 2)
     (folder / f"{name}.weights.gz").write_bytes(_gzip(raw[0::2] + raw[1::2]))
-    return {"onnx": f"{where}/{name}.onnx", "weights": f"{where}/{name}.weights.gz", "name": f"{name}.weights"}
+    size = (folder / f"{name}.onnx").stat().st_size + (folder / f"{name}.weights.gz").stat().st_size  # the page's progress line
+    return {"onnx": f"{where}/{name}.onnx", "weights": f"{where}/{name}.weights.gz", "name": f"{name}.weights", "bytes": size}
 
 
 @dataclass
@@ -126,6 +134,37 @@ def _npm_files(cache: Path) -> Path:
     return where / "node_modules"
 
 
+def _first(data, n: int) -> tuple[np.ndarray, np.ndarray]:
+    n = min(n, len(data))
+    return data.images[:n].numpy().astype(np.uint8), data.labels[:n].numpy().astype(int)
+
+
+def pairs(data, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """MultiMNIST test pairs from the MNIST test split `data`: the first n of the fixed evaluation
+    set the app measures on (capsviz.data's), each (36, 36) uint8 (two digits' uint8 pixels summed
+    and clamped: exact), labels (n, 2)."""
+    from capsviz.data import multimnist
+
+    index, shifts = multimnist.MultiMNIST(data.images, data.labels).eval_set(pairs_per_digit=1, seed=0, limit=n)
+    b = multimnist.compose(data.images, data.labels, index[:n], shifts[:n])
+    return (b.images * 255).round().numpy().astype(np.uint8), b.labels.numpy().astype(int)
+
+
+def _em_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: str) -> dict:
+    """What the EM view reads of a matrix-capsule model (web/js/views/em.js)."""
+    cfg = model.config
+    return {
+        "name": path.name,
+        "routing": "em",
+        "iterations": cfg.routing_iterations,
+        "in_size": cfg.in_size,
+        "channels": cfg.in_channels,
+        "classes": list(meta.class_names),
+        "images": images_key,
+        "graphs": graphs,
+    }
+
+
 def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: str) -> dict:
     """What the front end reads of one model (site.js)."""
     cfg = model.config
@@ -142,9 +181,16 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
         "grid": cfg.primary_grid if cfg.routing == "dynamic" else None,
         "types": cfg.primary_types if cfg.routing == "dynamic" else None,
         "images": images_key,
+        "digits": 2 if meta.dataset == "multimnist" else 1,  # MultiMNIST: two digits in each image, the two longest capsules the answer
         "graphs": graphs,
         "tour": [
-            {"key": s.key, "title": s.title, "terms": step_terms(cfg.routing, s.key)}
+            {
+                "key": s.key,
+                "kind": words.step_kind(s.key)[0],
+                "iteration": words.step_kind(s.key)[1],
+                "title": s.title,
+                "terms": step_terms(cfg.routing, s.key),
+            }
             for s in TOURS[cfg.routing].steps(
                 iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None
             )
@@ -168,24 +214,31 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
     except OSError as e:
         raise CapsvizError(f"cannot write the site to {out}: {e.strerror}") from None
     node_modules = _npm_files(cache or cache_dir() / "site")
-    entries, sets = [], {}
+    entries, em_entries, sets = [], [], {}
     for path in models:
         try:
             model, meta = load_checkpoint(path)
         except Exception as e:  # a model that cannot be used is named, the site is not half-built
             raise CapsvizError(f"{path.name}: cannot be used: {e}") from None
         if not export.supported(model):
-            raise CapsvizError(f"{path.name}: the site runs CapsNets and Efficient-CapsNets with a decoder; this is a {meta.family}")
+            raise CapsvizError(
+                f"{path.name}: the site runs CapsNets and Efficient-CapsNets with a decoder, and matrix capsules in its EM view; this is a {meta.family}"
+            )
         cfg = model.config
         key = f"{meta.dataset}-{cfg.in_size}-{cfg.in_channels}"
         if key not in sets:
             data = model_test_set(meta.dataset, cfg.in_size, cfg.in_channels, data_dir)
-            n = min(images, len(data))
-            sets[key] = (data.images[:n].numpy().astype(np.uint8), data.labels[:n].numpy().astype(int))
+            sets[key] = pairs(data, images) if meta.dataset == "multimnist" else _first(data, images)
         log(f"exporting {path.name} ...")
+        if cfg.routing == "em":  # matrix capsules: the EM view's, not in the other views' model list
+            written = {name: write_graph(out, f"models/{path.stem}", name, blob) for name, blob in export.em_graphs(model).items()}
+            em_entries.append(_em_entry(path, model, meta, written, key))
+            continue
         graphs = export.model_graphs(model)
         written = {name: write_graph(out, f"models/{path.stem}", name, blob) for name, blob in graphs.items()}
         entries.append(_model_entry(path, model, meta, written, key))
+    if not entries:
+        raise CapsvizError("the site needs at least one CapsNet or Efficient-CapsNet besides matrix-capsule models")
     shared = {
         name: write_graph(out, "graphs", name, blob)
         for name, blob in (("dynamic", export.dynamic_graph()), ("attention", export.attention_graph()))
@@ -194,7 +247,8 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
     image_sets = {}
     for key, (imgs, labels) in sets.items():
         (out / "data" / f"{key}.bin.gz").write_bytes(_gzip(np.ascontiguousarray(imgs).tobytes()))
-        image_sets[key] = {"file": f"data/{key}.bin.gz", "count": len(labels), "labels": labels.tolist()}
+        size = (out / "data" / f"{key}.bin.gz").stat().st_size
+        image_sets[key] = {"file": f"data/{key}.bin.gz", "count": len(labels), "labels": labels.tolist(), "bytes": size}
     (out / "vendor").mkdir(exist_ok=True)
     for src, dst in VENDOR.items():
         if dst.endswith(".gz"):
@@ -202,13 +256,16 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
         else:
             shutil.copyfile(node_modules / src, out / "vendor" / dst)
     for f in FRONT_END:
+        (out / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(WEB / f, out / f)
     manifest = {
         "models": entries,
+        "em_models": em_entries,
         "image_sets": image_sets,
         "graphs": shared,
         "iterations_max": export.ITERATIONS,
         "glossary": {k: {"symbol": t.symbol, "word": t.word, "explanation": t.explanation} for k, t in glossary.TERMS.items()},
+        **words.vocabulary(em=bool(em_entries)),
         "playground": {
             "presets": {name: p.tolist() for name, p in _dynamic_presets().items()},
             "lower": I_TOY,

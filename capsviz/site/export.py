@@ -8,6 +8,12 @@ A model becomes three small graphs that the browser chains, each the PyTorch cod
   and the playground; Efficient-CapsNet also has its own self-attention graph with its learned prior);
 - `decoder`: (B, D) capsule vectors placed in capsule slots (B,) -> reconstructions (B, C, S, S).
 
+A matrix-capsule model (EM routing) becomes two: `votes`, image -> the class layer's votes (1, I, J, 16)
+and lower activations (1, I), through Conv1, the primary capsules and both convolutional capsule
+layers with their EM routing (`em_routing`, as the app's trace runs it); and `em`, those -> every
+EM iteration's assignments R, activations a, mean poses mu and spreads sigma, from the readable
+paper form (`em_procedure_1_steps`).
+
 Everything runs under `policy.reference_only()`, so the graphs hold the papers' formulas (Conv2d,
 einsum, Procedure 1), never a fast path. Weights that are exact in float16 (the shipped models are
 stored so) are kept in float16 in the graph and cast to float32 in it: the browser computes with
@@ -16,6 +22,7 @@ the very float32 numbers PyTorch loads, in half the download.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 import warnings
@@ -25,9 +32,11 @@ import torch.nn as nn
 from torch.nn.utils import parametrize
 
 from capsviz.kernels import policy
+from capsviz.layers import conv_out
 from capsviz.models.capsnet import CapsNet
 from capsviz.models.efficient_capsnet import EfficientCapsNet
-from capsviz.routing import dynamic_routing_ji, efficient_squash, self_attention_routing
+from capsviz.models.matrix_capsnet import MatrixCapsNet
+from capsviz.routing import dynamic_routing_ji, efficient_squash, em_procedure_1_steps, em_routing, self_attention_routing
 from capsviz.site.links import runs_in_site
 
 ITERATIONS = 10  # the dynamic graph records this many; n iterations are its first n (Procedure 1 only looks back)
@@ -105,6 +114,112 @@ class _Attention(nn.Module):
         return r.c[0, 0], r.b[0, 0], r.v[0]
 
 
+def _conv_caps(layer, pose: torch.Tensor, a: torch.Tensor):
+    """ConvCaps.forward's reference path (capsviz.layers) with its receptive fields gathered by the
+    layer's own lower_index rather than unfolded (the exporter cannot write unfold here): the same
+    slots in the same (ky, kx, t) order, the same votes, the same `em_routing`."""
+    B, H, W, T, _ = pose.shape
+    Ho, Wo = conv_out(H, layer.k, layer.s), conv_out(W, layer.k, layer.s)
+    J = layer.W.shape[1]
+    lower = layer.lower_index(H, W, T, pose.device)  # (P, I): the lower capsule in each slot
+    p = pose.reshape(B, H * W * T, 4, 4)[:, lower]  # (B, P, I, 4, 4)
+    a_p = a.reshape(B, H * W * T)[:, lower]  # (B, P, I)
+    votes = torch.einsum("bpixy,ijyz->bpijxz", p, layer.W).flatten(-2)  # (B, P, I, J, 16)
+    res = em_routing(
+        votes, a_p, layer.iterations, layer.beta_u, layer.beta_a, final_lambda=layer.final_lambda, lower_index=lower, num_lower=H * W * T
+    )
+    return res.mu.view(B, Ho, Wo, J, 16), res.a.view(B, Ho, Wo, J)
+
+
+class _Votes(nn.Module):
+    """A matrix-capsule model up to its class layer's votes (1, I, J, 16) and lower activations a (1, I), as ClassCaps makes them."""
+
+    def __init__(self, model: MatrixCapsNet):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor):
+        m = self.model
+        pose, a = m.primary(torch.relu(m.conv1(x)))
+        pose, a = _conv_caps(m.convcaps1, pose, a)
+        pose, a = _conv_caps(m.convcaps2, pose, a)
+        c = m.classcaps
+        B, H, W, T, _ = pose.shape
+        votes = torch.einsum("bhwtxy,tjyz->bhwtjxz", pose.view(B, H, W, T, 4, 4), c.W).flatten(-2)  # (B, H, W, T, J, 16)
+        if c.coords is not None:
+            votes = votes + c.coords.view(H, W, 1, 1, 16)
+        return votes.reshape(B, H * W * T, -1, 16), a.reshape(B, H * W * T)
+
+
+class _EM(nn.Module):
+    """The class layer's EM routing in the paper's form, every iteration kept: R (T, I, J), a (T, J), mu and sigma (T, J, 16)."""
+
+    def __init__(self, model: MatrixCapsNet):
+        super().__init__()
+        self.layer = model.classcaps
+
+    def forward(self, votes: torch.Tensor, a_in: torch.Tensor):
+        c = self.layer
+        steps = list(em_procedure_1_steps(votes[0], a_in[0], c.iterations, c.beta_u, c.beta_a, final_lambda=c.final_lambda))
+        return tuple(torch.stack([s[k] for s in steps]) for k in range(4))
+
+
+@contextlib.contextmanager
+def _exportable():
+    """Two shims for the legacy exporter, for the EM graphs alone: movedim with negative dims is
+    written as a Transpose with negative indices (which onnxruntime refuses), so they are made
+    positive; nothing is computed otherwise."""
+    real = torch.Tensor.movedim
+
+    def movedim(self, source, destination):
+        n = self.dim()
+        pos = lambda d: tuple(x % n for x in d) if isinstance(d, tuple | list) else d % n  # noqa: E731
+        return real(self, pos(source), pos(destination))
+
+    torch.Tensor.movedim = movedim
+    try:
+        yield
+    finally:
+        torch.Tensor.movedim = real
+
+
+def _loose_branches(blob: bytes) -> bytes:
+    """The graph with its If branches' declared output shapes dropped: the exporter declares a
+    squeezed and an unsqueezed shape for the two sides of a squeeze it cannot size, which
+    onnxruntime's shape inference refuses; it infers them itself."""
+    import onnx
+
+    model = onnx.load_from_string(blob)
+
+    def loosen(graph):
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    for out in attr.g.output:
+                        out.type.tensor_type.ClearField("shape")
+                    del attr.g.value_info[:]
+                    loosen(attr.g)
+
+    del model.graph.value_info[:]
+    loosen(model.graph)
+    return model.SerializeToString()
+
+
+def em_graphs(model: nn.Module) -> dict[str, bytes]:
+    """{"votes", "em"} ONNX bytes for a matrix-capsule model (float32 in, float32 out)."""
+    if not isinstance(model, MatrixCapsNet):
+        raise ValueError(f"EM graphs are for matrix-capsule models, not {type(model).__name__}")
+    model = model.eval()
+    cfg = model.config
+    x = torch.zeros(1, cfg.in_channels, cfg.in_size, cfg.in_size)
+    with _exportable():
+        votes = _loose_branches(_onnx(_Votes(model), (x,), ["image"], ["votes", "a"], {}))
+        with torch.no_grad():
+            v, a = _Votes(model)(x)
+        em = _onnx(_EM(model), (v, a), ["votes", "a_in"], ["R", "a", "mu", "sigma"], {})
+    return {"votes": votes, "em": em}
+
+
 def _onnx(module: nn.Module, args: tuple, inputs: list[str], outputs: list[str], dynamic: dict) -> bytes:
     f = io.BytesIO()
     with policy.reference_only(), torch.no_grad(), warnings.catch_warnings():
@@ -124,13 +239,14 @@ def _onnx(module: nn.Module, args: tuple, inputs: list[str], outputs: list[str],
 
 
 def supported(model: nn.Module) -> bool:
-    """The site runs vector-capsule models with a decoder: CapsNets and Efficient-CapsNets."""
-    return runs_in_site(model.config)
+    """The site runs vector-capsule models with a decoder (CapsNets and Efficient-CapsNets) in its
+    views, and matrix-capsule models in its EM routing view."""
+    return runs_in_site(model.config) or isinstance(model, MatrixCapsNet)
 
 
 def model_graphs(model: nn.Module) -> dict[str, bytes]:
     """{"encoder", "decoder"[, "attention"]} ONNX bytes for one model (float32 in, float32 out)."""
-    if not supported(model):
+    if not runs_in_site(model.config):
         raise ValueError(f"the site runs CapsNets and Efficient-CapsNets with a decoder, not {type(model).__name__}")
     model = _half_weights(model.eval())
     cfg = model.config

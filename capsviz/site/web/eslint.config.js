@@ -9,4 +9,6 @@ export default [
     languageOptions: { ecmaVersion: 2023, sourceType: "module", globals: { ...globals.browser, Plotly: "readonly" } },
     rules: { "no-unused-vars": ["error", { argsIgnorePattern: "^_" }], eqeqeq: "error", "prefer-const": "error" },
   },
+  // the unit tests of the pure modules run in node (node --test: tests/*.test.js)
+  { files: ["tests/**/*.js"], languageOptions: { globals: { ...globals.node } } },
 ];

@@ -1,0 +1,155 @@
+// The address: the view as a link, with the app's parameter names (capsviz/site/links.py), read and
+// written here. Pure: each reader returns the values it found and its notes ({id, values}: a
+// message of words.js), one for every parameter the site does not have or cannot show as asked, so
+// a link is never changed silently. tests/address.test.js runs it in node.
+import { fmt } from "./numbers.js";
+import { label, quoted, say } from "./words.js";
+
+function reader(params, notes) {
+  const odd = (name, raw, shown) => notes.push({ id: "link_odd", values: { name, raw: quoted(raw), shown } });
+  return {
+    odd,
+    int(name, lo, hi, fallback, shown = String(fallback)) {
+      const raw = params.get(name);
+      if (raw === null) return fallback;
+      const n = Number(raw);
+      if (raw.trim() === "" || !Number.isInteger(n) || n < lo || n > hi) {
+        notes.push({ id: "link_not_whole", values: { name, raw: quoted(raw), lo, hi, shown } });
+        return fallback;
+      }
+      return n;
+    },
+    choice(name, allowed, fallback, shown) {
+      const raw = params.get(name);
+      if (raw === null) return fallback;
+      if (allowed.includes(raw)) return raw;
+      odd(name, raw, shown);
+      return fallback;
+    },
+  };
+}
+
+// What a link asks of the whole site, before any model is open: the view, embedding, the routing,
+// the model's name and the playground's settings.
+export function readSite(params, manifest) {
+  const notes = [];
+  const r = reader(params, notes);
+  const views = manifest.views.map((v) => v.key);
+  const routings = Object.keys(manifest.routings);
+  const first = manifest.models[0].name;
+  const got = {
+    view: r.choice("view", views, views[0], manifest.views[0].called),
+    embed: r.choice("embed", ["1", "0"], "0", say("shown_full_page")) === "1",
+    // a model with its own routing (Efficient-CapsNet) routed by agreement instead
+    rule: r.choice("routing", routings, null, say("shown_own_routing")) === "dynamic" ? "dynamic" : null,
+    model: first,
+    toy: {
+      J: Number(r.choice("J", ["2", "3"], "3", say("shown_three_uppers"))),
+      rule: r.choice("rule", routings, "dynamic", say("shown_agreement")),
+      preset: Object.keys(manifest.playground.presets)[0],
+      T: r.int("T", 1, manifest.iterations_max, 3),
+      cap: r.int("cap", 1, manifest.playground.lower, 1),
+      pts: null,
+    },
+  };
+  const model = params.get("model");
+  if (model !== null && manifest.models.some((m) => m.name === model)) got.model = model;
+  else if (model !== null) r.odd("model", model, say("shown_model", { model: label(first) }));
+  const presets = Object.keys(manifest.playground.presets);
+  const preset = params.get("preset");
+  if (preset !== null && presets.includes(preset)) got.toy.preset = preset;
+  else if (preset !== null) r.odd("preset", preset, say("shown_preset", { preset: presets[0] }));
+  const pts = readPoints(params.get("pts"), manifest.playground);
+  got.toy.pts = pts.pts;
+  notes.push(...pts.notes);
+  for (const [k, v] of params) if (!manifest.params.includes(k)) notes.push({ id: "link_unknown", values: { name: quoted(k), raw: quoted(v) } });
+  return { got, notes };
+}
+
+// What a link asks of the open model `m` (a manifest entry) with `count` test images; `rule` the routing it is shown with.
+export function readModel(params, manifest, m, count, rule) {
+  const notes = [];
+  const r = reader(params, notes);
+  const iterative = manifest.routings[rule].iterative;
+  const own = m.routing === rule ? m.iterations : 3; // routed by agreement instead of its own routing: 3 iterations, as the app
+  const got = {
+    image: r.int("image", 0, count - 1, 0),
+    capsule: r.int("capsule", 0, m.classes.length - 1, null, say("shown_longest")),
+    iterations: manifest.routings[m.routing].iterative ? m.iterations : 3, // kept for routing=dynamic
+    t: 0,
+    step: r.int("step", 1, m.tour.length, 1),
+  };
+  got.t = got.iterations;
+  if (iterative) {
+    got.iterations = r.int("iterations", 1, manifest.iterations_max, own);
+    got.t = r.int("t", 1, got.iterations, got.iterations);
+  } else {
+    for (const k of ["iterations", "t"]) {
+      if (params.has(k)) notes.push({ id: "link_one_pass", values: { name: k, raw: quoted(params.get(k)), model: label(m.name) } });
+    }
+  }
+  const dims = readDims(params.get("dims"), m.dim);
+  got.dims = dims.dims;
+  notes.push(...dims.notes);
+  return { got, notes };
+}
+
+// dims=a,b,...: the explorer's slider values, each in [-0.25, 0.25]
+export function readDims(raw, D = 16) {
+  const dims = new Float32Array(D);
+  const notes = [];
+  if (raw === null) return { dims, notes };
+  const parts = raw.split(",");
+  const wrong = [];
+  parts.slice(0, D).forEach((x, d) => {
+    const v = Number(x);
+    const ok = x.trim() !== "" && Number.isFinite(v);
+    const shown = ok ? Math.min(0.25, Math.max(-0.25, v)) : 0; // compared before the float32 store rounds it
+    dims[d] = shown;
+    if (!ok || v !== shown) wrong.push(`d${d}=${quoted(x)} as ${fmt(shown)}`);
+  });
+  if (parts.length > D) wrong.push(`${parts.length - D} values past d${D - 1} left out`);
+  if (wrong.length) notes.push({ id: "link_dims", values: { shown: wrong.join(", ") } });
+  return { dims, notes };
+}
+
+// pts=x_y_...: the playground's own predictions, 2 numbers for each lower and upper capsule, each in [-limit, limit]
+export function readPoints(raw, pg) {
+  const notes = [];
+  if (raw === null) return { pts: null, notes };
+  const want = pg.lower * 3 * 2;
+  const pts = raw.split("_").map((x) => (x.trim() === "" ? NaN : Number(x)));
+  if (pts.length !== want || !pts.every(Number.isFinite)) {
+    notes.push({ id: "link_pts_count", values: { raw: quoted(raw), count: want } });
+    return { pts: null, notes };
+  }
+  const kept = pts.map((x) => Math.min(pg.limit, Math.max(-pg.limit, x)));
+  if (kept.some((x, k) => x !== pts[k])) notes.push({ id: "link_pts_range", values: { limit: pg.limit } });
+  return { pts: kept, notes };
+}
+
+// The link of what is shown: `state` (store.js), the open model's name, and whether its routing is iterative
+export function writeLink(state, model, iterative) {
+  const q = new URLSearchParams();
+  q.set("view", state.view);
+  q.set("model", model);
+  if (state.drawn === null) q.set("image", String(state.image));
+  if (state.capsule !== null) q.set("capsule", String(state.capsule));
+  if (state.dims.some((v) => v !== 0)) q.set("dims", Array.from(state.dims, (v) => +v.toFixed(2)).join(","));
+  if (iterative) {
+    q.set("iterations", String(state.iterations));
+    q.set("t", String(state.t));
+  }
+  q.set("step", String(state.step));
+  if (state.rule === "dynamic") q.set("routing", "dynamic");
+  if (state.view === "playground") {
+    q.set("preset", state.toy.preset);
+    q.set("J", String(state.toy.J));
+    q.set("T", String(state.toy.T));
+    q.set("cap", String(state.toy.cap));
+    q.set("rule", state.toy.rule);
+    if (state.toy.pts) q.set("pts", state.toy.pts.map((x) => +x.toFixed(1)).join("_"));
+  }
+  if (state.embed) q.set("embed", "1");
+  return `?${q}`;
+}

@@ -1,0 +1,94 @@
+// The EM view: a matrix-capsule model's class capsules routed by EM (the manifest's em_models),
+// each iteration's activations and Fig. 2 of Hinton et al. (2018): how far each vote lies from its
+// class capsule's mean pose, weighted by the share R of it that capsule explains.
+import { distances, histogramRange, histograms, totals } from "../em.js";
+import { $, el, layout, named, paint, plot } from "../draw.js";
+import { fmt, order, pairs } from "../numbers.js";
+import { computeEM, imageSet, testImage } from "../runtime.js";
+import { site, state } from "../store.js";
+import { label, say } from "../words.js";
+
+const BINS = 40;
+let kept = { key: null, res: null };
+
+// the image the EM model routes: the drawing when it is of the model's size, else the test image shown
+async function input(m) {
+  const set = await imageSet(m.images);
+  const n = m.channels * m.in_size * m.in_size;
+  if (state.drawn && state.drawn.length === n) return { pixels: state.drawn, key: "drawn", said: "your drawing" };
+  const index = Math.min(state.image, set.count - 1);
+  return { pixels: testImage(m, set, index), key: `image${index}`, said: `test image ${index} (true class: ${m.classes[set.labels[index]]})` };
+}
+
+export async function render() {
+  const m = site.manifest.em_models[0];
+  const { pixels, key, said } = await input(m);
+  if (kept.key !== key || state.drawn) kept = { key, res: await computeEM(m, pixels) };
+  const res = kept.res;
+  const { T, I, J, H } = res;
+  state.em.t = Math.min(Math.max(state.em.t || T, 1), T);
+  const t = state.em.t - 1;
+  $("em-title").textContent = site.manifest.em.title;
+  $("em-t").max = String(T);
+  $("em-t").value = String(state.em.t);
+  $("em-t-out").textContent = `${state.em.t} of ${T}`;
+  // its own picture only where the input panel shows another image (a MultiMNIST model's pair)
+  $("em-input").parentElement.hidden = site.model.images === m.images;
+  paint(named($("em-input"), `The image EM routes: ${said}`), pixels, m.in_size, m.channels);
+  $("em-input-cap").textContent = `${label(m.name)} routes ${said}`;
+  const dist = distances(res.votes, res.mu, T, I, J, H);
+  const { limit, share } = histogramRange(dist);
+  $("em-note").textContent = say("em_note", { model: label(m.name), iterations: T, about: site.manifest.em.about, limit: String(limit), share: `${Math.round(100 * share)}%` });
+  const mass = totals(res.R, T, I, J);
+  const final = res.a.slice((T - 1) * J, T * J);
+  const ranked = order(final);
+  // activations after each iteration: one line per class capsule
+  const steps = Array.from({ length: T }, (_, k) => k + 1);
+  const atT = res.a.slice(t * J, (t + 1) * J);
+  plot(
+    $("em-activations"),
+    m.classes.map((name, j) => ({ type: "scatter", mode: "lines+markers", name, x: steps, y: steps.map((n) => res.a[(n - 1) * J + j]) })),
+    layout("Activation a_j after each EM iteration", "iteration", "activation a_j", {
+      height: 300,
+      legend: { orientation: "h", y: -0.3 },
+      xaxis: { type: "linear", dtick: 1 },
+      yaxis: { range: [0, 1] },
+      shapes: [{ type: "line", x0: t + 1, x1: t + 1, y0: 0, y1: 1, line: { dash: "dot", color: "#5a6570", width: 1 } }],
+    }),
+    `Line chart of each class capsule's activation after each of ${T} EM iterations (the dotted line marks iteration ${t + 1}, shown below). After iteration ${t + 1}: ${pairs(m.classes, atT)}.`,
+  );
+  // Fig. 2: one panel per class capsule, the most active first, one height scale over every iteration
+  const counts = histograms(dist, res.R, T, I, J, limit, BINS);
+  const top = Math.max(...counts);
+  const centres = Array.from({ length: BINS }, (_, k) => ((k + 0.5) * limit) / BINS);
+  $("em-hist-title").textContent = `Iteration ${t + 1} of ${T}: vote distances to each class capsule's mean pose, weighted by R`;
+  const boxes = ranked.map(() => el("div", { class: "chart hist" }));
+  $("em-hists").replaceChildren(...boxes); // in the page before drawing, so each chart takes its column's width
+  ranked.forEach((j, k) => {
+    const box = boxes[k];
+    const y = Array.from(counts.subarray((t * J + j) * BINS, (t * J + j + 1) * BINS));
+    const [name, activation, total] = [m.classes[j], fmt(atT[j]), fmt(mass[t * J + j], 1)];
+    const title = k === 0 ? say("em_winner", { name, activation, total }) : say("em_panel", { name, activation, total });
+    plot(
+      box,
+      [{ type: "bar", x: centres, y, marker: { color: k === 0 ? "#0072B2" : "#5a6570" }, hovertemplate: "distance %{x:.3f}: R %{y:.2f}<extra></extra>" }],
+      layout(title, "distance to the mean pose", "sum of R", {
+        height: 210,
+        margin: { l: 48, r: 8, t: 30, b: 44 },
+        title: { text: title, font: { size: 12 } },
+        xaxis: { type: "linear", range: [0, limit] },
+        yaxis: { range: [0, top * 1.05] },
+        bargap: 0,
+      }),
+      `Histogram, ${title}: the votes' distances from 0 to ${limit}; the most R, ${fmt(Math.max(...y), 2)}, at distance ${fmt(centres[y.indexOf(Math.max(...y))], 3)}.`,
+    );
+  });
+}
+
+// app: {render} of site.js
+export function controls(app) {
+  $("em-t").addEventListener("input", () => {
+    state.em.t = Number($("em-t").value);
+    app.render();
+  });
+}

@@ -1,0 +1,158 @@
+// The explorer: the class capsules' lengths, the reconstruction from one capsule with its 16
+// dimensions on sliders, and every dimension from -0.25 to +0.25 (Fig. 4 of Sabour et al.).
+import { $, el, labelled, layout, named, overlay, paint, plot } from "../draw.js";
+import { argmax, fmt, lengthsAt, order, pairs, vectorAt } from "../numbers.js";
+import { decode, imageSet } from "../runtime.js";
+import { iterationsShown, shown, site, state } from "../store.js";
+import { say } from "../words.js";
+
+const STEPS = [-0.25, -0.2, -0.15, -0.1, -0.05, 0, 0.05, 0.1, 0.15, 0.2, 0.25]; // the sliders' values
+let gridKey = null;
+
+export async function render() {
+  const m = site.model;
+  const current = shown.current;
+  const lengths = lengthsAt(current, iterationsShown());
+  const best = argmax(lengths);
+  const winners = order(lengths).slice(0, m.digits); // a MultiMNIST model answers with its two longest
+  const [a, b] = winners;
+  const title =
+    m.digits === 2
+      ? say("explore_two_longest", { first: m.classes[a], first_length: fmt(lengths[a]), second: m.classes[b], second_length: fmt(lengths[b]) })
+      : say("explore_longest", { name: m.classes[best], length: fmt(lengths[best]) });
+  plot(
+    $("lengths"),
+    [
+      {
+        type: "bar",
+        x: m.classes,
+        y: Array.from(lengths),
+        marker: { color: m.classes.map((_, j) => (winners.includes(j) ? "#0072B2" : "#9aa5b1")) },
+        text: Array.from(lengths, (v) => fmt(v)),
+        textposition: "outside",
+        hovertemplate: "%{x}: length %{y:.3f}<extra></extra>",
+      },
+    ],
+    layout(title, "class capsule", "length |v_j|", { yaxis: { range: [0, 1.1] } }),
+    `Bar chart. ${title}. Length of each class capsule: ${pairs(m.classes, lengths)}.`,
+  );
+  $("pair").hidden = m.digits !== 2;
+  if (m.digits === 2) await drawPair(lengths);
+  const pick = $("capsule");
+  if (state.capsule === null || state.capsule >= m.classes.length) state.capsule = best;
+  pick.replaceChildren(...m.classes.map((name, j) => el("option", { value: String(j) }, `${name} (length ${fmt(lengths[j])})`)));
+  pick.value = String(state.capsule);
+  await redraw();
+  const key = `${m.name}|${state.image}|${state.drawn ? "drawn" : ""}|${state.capsule}|${current.rule}|${state.iterations}`;
+  if (key !== gridKey || state.drawn) {
+    gridKey = key;
+    await drawGrid();
+  }
+}
+
+// A MultiMNIST model's answer, its two longest capsules, and each one's reconstruction alone: red and green
+async function drawPair(lengths) {
+  const m = site.model;
+  const S = m.in_size;
+  const [a, b] = order(lengths).slice(0, 2);
+  const T = iterationsShown();
+  const vectors = new Float32Array(2 * m.dim);
+  vectors.set(vectorAt(shown.current, T, a), 0);
+  vectors.set(vectorAt(shown.current, T, b), m.dim);
+  const rec = await decode(m, vectors, [a, b]);
+  const [red, green] = [rec.subarray(0, S * S), rec.subarray(S * S, 2 * S * S)];
+  shown.current.pair = { winners: [a, b], reconstructions: rec };
+  const [first, second, firstLength, secondLength] = [m.classes[a], m.classes[b], fmt(lengths[a]), fmt(lengths[b])];
+  const set = await imageSet(m.images);
+  const [one, two] = set.labels[state.image].map((j) => m.classes[j]);
+  const truth = say("pair_truth", { first: one, second: two });
+  const said = state.drawn
+    ? say("pair_drawn", { first, second, first_length: firstLength, second_length: secondLength })
+    : say("pair_winners", { first, second, first_length: firstLength, second_length: secondLength, truth });
+  $("pair-note").textContent = `${said} ${say("pair_overlay", { first, second })}`;
+  paint(named($("pair-input"), "The input: two digits overlaid"), shown.current.pixels, S);
+  paint(named($("pair-first"), `The reconstruction from capsule ${m.classes[a]} alone`), red, S);
+  paint(named($("pair-second"), `The reconstruction from capsule ${m.classes[b]} alone`), green, S);
+  overlay(named($("pair-overlay"), `Both reconstructions: ${m.classes[a]} in red, ${m.classes[b]} in green, yellow where both draw`), red, green, S);
+  $("pair-first-name").textContent = `from ${m.classes[a]} (red)`;
+  $("pair-second-name").textContent = `from ${m.classes[b]} (green)`;
+}
+
+// the reconstruction from the chosen capsule with the sliders' changes: a slider move runs this alone
+export async function redraw() {
+  const m = site.model;
+  const vector = vectorAt(shown.current, iterationsShown(), state.capsule).map((x, d) => x + state.dims[d]);
+  const rec = await decode(m, vector, [state.capsule]);
+  paint($("reconstruction"), rec, m.in_size, m.channels);
+  const changed = Array.from(state.dims, (v, d) => (v ? `d${d} ${v > 0 ? "+" : ""}${fmt(v)}` : null)).filter(Boolean);
+  named($("reconstruction"), `The decoder's reconstruction from capsule ${m.classes[state.capsule]}${changed.length ? `, with ${changed.join(", ")}` : ", no dimension changed"}.`);
+  shown.current.reconstruction = rec;
+  for (let d = 0; d < 16; d++) {
+    const input = $(`dim${d}`);
+    if (input) {
+      input.value = String(state.dims[d]);
+      $(`dim${d}-out`).textContent = (state.dims[d] >= 0 ? "+" : "") + fmt(state.dims[d]);
+    }
+  }
+}
+
+async function drawGrid() {
+  const m = site.model;
+  const D = m.dim;
+  const base = vectorAt(shown.current, iterationsShown(), state.capsule);
+  const vectors = new Float32Array(D * STEPS.length * D);
+  for (let d = 0; d < D; d++) {
+    for (let k = 0; k < STEPS.length; k++) {
+      const row = vectors.subarray((d * STEPS.length + k) * D, (d * STEPS.length + k + 1) * D);
+      row.set(base);
+      row[d] += STEPS[k];
+    }
+  }
+  const rec = await decode(m, vectors, new Array(D * STEPS.length).fill(state.capsule));
+  const S = m.in_size;
+  const C = m.channels;
+  const canvas = $("grid");
+  canvas.width = STEPS.length * S;
+  canvas.height = D * S;
+  const ctx = canvas.getContext("2d");
+  const img = ctx.createImageData(canvas.width, canvas.height);
+  for (let n = 0; n < D * STEPS.length; n++) {
+    const gy = Math.floor(n / STEPS.length) * S;
+    const gx = (n % STEPS.length) * S;
+    for (let p = 0; p < S * S; p++) {
+      const o = 4 * ((gy + Math.floor(p / S)) * canvas.width + gx + (p % S));
+      for (let ch = 0; ch < 3; ch++) img.data[o + ch] = Math.round(255 * rec[n * C * S * S + (C === 3 ? ch * S * S : 0) + p]);
+      img.data[o + 3] = 255;
+    }
+  }
+  ctx.putImageData(img, 0, 0);
+  const steps = STEPS.map((x) => (x > 0 ? "+" : "") + String(x).replace("0.", "."));
+  labelled($("grid-box"), canvas, Array.from({ length: D }, (_, d) => `d${d}`), steps, "");
+  named(canvas, `Perturbation grid for capsule ${m.classes[state.capsule]}: ${D} rows, one per dimension (d0 at the top), each changed alone from -0.25 (left) to +0.25 (right) in steps of 0.05; the middle column is the capsule's own reconstruction.`);
+}
+
+// app: {render, writeAddress} of site.js
+export function controls(app) {
+  $("capsule").addEventListener("change", () => {
+    state.capsule = Number($("capsule").value);
+    state.dims.fill(0);
+    app.render();
+  });
+  const dims = $("dims");
+  for (let d = 0; d < 16; d++) {
+    const input = el("input", { type: "range", id: `dim${d}`, min: "-0.25", max: "0.25", step: "0.05", value: "0", "aria-label": `dimension ${d}` });
+    input.addEventListener("input", () => {
+      state.dims[d] = Number(input.value);
+      const t0 = performance.now();
+      redraw().then(() => {
+        app.writeAddress();
+        shown.timings.slider.push(performance.now() - t0);
+      });
+    });
+    dims.append(el("label", {}, `d${d} `, input, el("output", { id: `dim${d}-out` }, "+0.00")));
+  }
+  $("reset").addEventListener("click", () => {
+    state.dims.fill(0);
+    redraw().then(app.writeAddress);
+  });
+}

@@ -1,0 +1,46 @@
+// The page's sentences: templates exported by `capsviz site` (the manifest's "messages", written in
+// capsviz/site/words.py through capsviz.i18n, so a catalog translates them in one place) with their
+// {placeholders} filled here. Pure: tests/words.test.js runs it in node.
+
+// Said before the manifest is read, or when it cannot be: the only sentences kept here
+const BEFORE = {
+  start_failed: "The site could not open {what}: {cause}; {todo}.",
+  what_manifest: "its list of models (site.json)",
+  what_runtime: "its runtime",
+  what_model: "the model {model}",
+  cause_offline: "it could not be downloaded (is the device offline?)",
+  todo_offline: "reconnect and try again",
+  cause_missing: "its files are missing from this site",
+  cause_damaged: "its files on this site are damaged",
+  todo_rebuild: "whoever hosts the site can rebuild it with capsviz site",
+  cause_browser: "something in this browser went wrong",
+  todo_browser: "reload the page, or try a current Chrome, Firefox or Safari",
+};
+
+let table = { ...BEFORE };
+
+// the manifest's messages replace (and add to) the ones above
+export function useMessages(messages) {
+  table = { ...BEFORE, ...messages };
+}
+
+// `template` with each {name} replaced by values[name]; a placeholder without a value is left as written
+export function fill(template, values = {}) {
+  return template.replace(/\{([a-z_][a-z0-9_]*)\}/gi, (whole, name) => (name in values ? String(values[name]) : whole));
+}
+
+// message `id` filled with `values`; an unknown id is a programming error, said as such
+export function say(id, values = {}) {
+  if (!(id in table)) throw new Error(`no message ${id}`);
+  return fill(table[id], values);
+}
+
+// a link's raw value as a note quotes it: at most 24 characters
+export function quoted(raw) {
+  return raw.length > 24 ? `${raw.slice(0, 24)}...` : raw;
+}
+
+// a model's file name as the page names it
+export function label(name) {
+  return name.replace(".safetensors", "");
+}

@@ -1,0 +1,53 @@
+import assert from "node:assert/strict";
+import { readFileSync, readdirSync } from "node:fs";
+import { test } from "node:test";
+import { fill, label, quoted, say, useMessages } from "../js/words.js";
+import { NO_WORDS, manifest } from "./fixture.js";
+
+test("fill replaces named placeholders and leaves unknown ones as written", () => {
+  assert.equal(fill("{a} and {b_2}", { a: 1, b_2: "x" }), "1 and x");
+  assert.equal(fill("{a} {missing}", { a: 0 }), "0 {missing}");
+});
+
+test("quoted cuts a long value, label drops the file's ending", () => {
+  assert.equal(quoted("x".repeat(30)), `${"x".repeat(24)}...`);
+  assert.equal(label("capsnet-mnist.safetensors"), "capsnet-mnist");
+});
+
+test("before the manifest, the start's failure can still be said", () => {
+  useMessages({});
+  assert.equal(say("start_failed", { what: say("what_runtime"), cause: say("cause_offline"), todo: say("todo_offline") }).slice(0, 27), "The site could not open its");
+  assert.throws(() => say("no such message"));
+});
+
+// the keys of an object literal's text: "a: x, b, c: f(1, 2)" -> [a, b, c]
+function keysOf(text) {
+  return [...(text || "").matchAll(/(?:^|,)\s*([a-z_]+)\s*(?=:|,|$)/gi)].map((m) => m[1]);
+}
+
+// every say("...") in the front end, with the placeholders it fills
+function uses() {
+  const found = [];
+  const files = ["site.js", ...readdirSync(new URL("../js", import.meta.url), { recursive: true }).filter((f) => f.endsWith(".js")).map((f) => `js/${f}`)];
+  for (const f of files) {
+    const text = readFileSync(new URL(`../${f}`, import.meta.url), "utf8");
+    for (const m of text.matchAll(/say\("([a-z_]+)"(?:, \{([^}]*)\})?\)/g)) {
+      found.push({ file: f, id: m[1], keys: keysOf(m[2]) });
+    }
+    for (const m of text.matchAll(/id: "([a-z_]+)", values: \{([^}]*)\}/g)) {
+      found.push({ file: f, id: m[1], keys: keysOf(m[2]) });
+    }
+  }
+  return found;
+}
+
+test("every message the front end says is in the manifest with exactly the placeholders it fills", { skip: NO_WORDS }, () => {
+  const messages = manifest().messages;
+  const said = uses();
+  assert.ok(said.length > 20, said.length);
+  for (const { file, id, keys } of said) {
+    assert.ok(id in messages, `${file}: ${id} is not among the manifest's messages`);
+    const wanted = [...messages[id].matchAll(/\{([a-z_]+)\}/gi)].map((m) => m[1]);
+    assert.deepEqual([...new Set(keys)].sort(), [...new Set(wanted)].sort(), `${file}: ${id}`);
+  }
+});

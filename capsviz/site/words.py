@@ -1,0 +1,172 @@
+"""The static site's vocabulary and sentences, exported into its manifest (site.json) so the front
+end writes none of them again: its views, the routings it runs (from capsviz.registry.ROUTINGS),
+the link parameters it reads, and every message it says about a link, a failure or offline use.
+
+Messages are English whole sentences with named {placeholders}, marked with N_ and translated by
+`t` when the site is built, so a catalog translates them in one place; the page fills the
+placeholders (web/js/words.js). The few said before the manifest is read live in words.js.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict
+
+from capsviz.analysis import rules
+from capsviz.i18n import N_, t
+from capsviz.registry import ROUTINGS
+from capsviz.site.links import SHARED
+
+# The site's views in the order of its menu: key (the link's view=), its name on the menu, the
+# name a sentence uses ("it shows the Explorer instead"), and whether it shows the input panel
+VIEWS = (
+    ("explore", N_("Explorer"), N_("the Explorer"), True),
+    ("routing", N_("Routing"), N_("the Routing view"), True),
+    ("tour", N_("Guided tour"), N_("the guided tour"), True),
+    ("playground", N_("Playground"), N_("the Playground"), False),
+    ("em", N_("EM routing"), N_("the EM routing view"), True),  # only in a site built with a matrix-capsule model
+)
+# The vector-capsule routings the site runs, each with its view's title (their words are the registry's)
+ROUTING_TITLES = {
+    "dynamic": N_("Dynamic routing, iteration by iteration"),
+    "self-attention": N_("Self-attention routing, in one pass"),
+}
+EM_TITLE = N_("EM routing, iteration by iteration: matrix capsules")
+# Every link parameter the site reads: the app's shared ones and its own
+PARAMS = ("view", "embed", *SHARED, "routing", "pts")
+
+MESSAGES = {
+    # a link asking for what the site does not have (web/js/address.js)
+    "link_odd": N_("The link asks for {name}={raw}, which this site does not have; it shows {shown} instead."),
+    "link_not_whole": N_("The link asks for {name}={raw}, not a whole number from {lo} to {hi}; it shows {shown} instead."),
+    "link_unknown": N_("The link's {name}={raw} is not a setting this site has; it was left out."),
+    "link_one_pass": N_(
+        "The link asks for {name}={raw}, but {model} routes in one pass of self-attention (add routing=dynamic to route by agreement); it shows the one pass."
+    ),
+    "link_dims": N_("The link's dims asks for values outside -0.25 to 0.25 or not numbers; it shows {shown}."),
+    "link_pts_count": N_("The link's pts={raw} is not {count} numbers; it shows the preset's predictions instead."),
+    "link_pts_range": N_("The link's pts has numbers outside -{limit} to {limit}; it shows them at the nearest end."),
+    "shown_full_page": N_("the full page"),
+    "shown_own_routing": N_("each model's own routing"),
+    "shown_three_uppers": N_("3 upper capsules"),
+    "shown_agreement": N_("routing by agreement"),
+    "shown_model": N_("the model {model}"),
+    "shown_preset": N_("the preset {preset}"),
+    "shown_longest": N_("the longest capsule"),
+    # a model that cannot be opened (web/site.js, web/js/runtime.js)
+    "model_failed": N_("Could not open the model {model}: {cause}, so this still shows {before}; {todo}."),
+    "start_failed": N_("The site could not open {what}: {cause}; {todo}."),
+    "what_manifest": N_("its list of models (site.json)"),
+    "what_runtime": N_("its runtime"),
+    "what_model": N_("the model {model}"),
+    "cause_offline": N_("it could not be downloaded (is the device offline?)"),
+    "todo_offline": N_("reconnect and try again"),
+    "cause_missing": N_("its files are missing from this site"),
+    "cause_damaged": N_("its files on this site are damaged"),
+    "todo_rebuild": N_("whoever hosts the site can rebuild it with capsviz site"),
+    "cause_browser": N_("something in this browser went wrong"),
+    "todo_browser": N_("reload the page, or try a current Chrome, Firefox or Safari"),
+    "loading_progress": N_("Loading the model {model}: {done} of {total} MB ..."),
+    # the input panel (web/js/views/input.js)
+    "input_test_image": N_("Test image {index} of {count} (true class: {name})."),
+    "input_drawing": N_("Your drawing: draw one digit, white on black; the model sees it when you lift the pen."),
+    "input_test_pair": N_("Test image {index} of {count}: two digits, {first} and {second}."),
+    # the explorer (web/js/views/explore.js)
+    "explore_longest": N_("The longest: {name} ({length})"),
+    "explore_two_longest": N_("The two longest: {first} ({first_length}) and {second} ({second_length})"),
+    # a MultiMNIST model in the explorer (web/js/views/explore.js)
+    "pair_winners": N_(
+        "The two longest capsules are the answer: {first} (length {first_length}) and {second} (length {second_length}). The image holds {truth}."
+    ),
+    "pair_truth": N_("{first} and {second}"),
+    "pair_drawn": N_("Your drawing: the two longest capsules are {first} (length {first_length}) and {second} (length {second_length})."),
+    "pair_overlay": N_(
+        "Each reconstruction is decoded from one capsule alone, the other capsules masked: red from {first}, green from {second}, yellow where both draw. The paper (Sabour et al., Fig. 5) segments the two digits so."
+    ),
+    # the routing view (web/js/views/routing.js)
+    "routing_iteration": N_(
+        "Iteration {t} of {T}: each primary capsule splits its vote over the {J} class capsules; uniform is 1/{J} = {uniform} each."
+    ),
+    "routing_one_pass": N_(
+        "One pass of self-attention: each primary capsule splits its vote over the {J} class capsules; uniform is 1/{J} = {uniform} each."
+    ),
+    "routing_evenness": N_(
+        "Evenness: 100% when every capsule spreads its vote evenly over all {J} classes, 0% when all of it goes to one."
+    ),
+    "routing_maps_grid": N_(
+        "Each map: a class's coupling at each place of the image, averaged over the capsule types, from the smallest on this iteration (dark) to the largest (yellow), the input showing through in white."
+    ),
+    "routing_maps_matrix": N_(
+        "The map: a row per primary capsule (each sees the whole image), a column per class; coupling from 0 (dark) to the largest (yellow)."
+    ),
+    "routing_map_caption": N_("{name}: mean c {mean}, |v| {length}"),
+    "routing_maps_scale": N_("(dark to yellow). |v|: each class capsule's length {after}."),
+    "colour_scale": N_("Colour scale:"),
+    "after_iteration": N_("after iteration {t}"),
+    "after_one_pass": N_("after the one pass"),
+    # the EM view (web/js/views/em.js): Fig. 2 of Hinton et al. (2018)
+    "em_note": N_(
+        "{model} routes its class capsules by EM ({iterations} iterations): {about}. Each panel is one class capsule, the most active first. Each bar sums the assignments R of the votes at that distance from the capsule's mean pose (0 = the vote agrees exactly), with distances from 0 to {limit}, which holds the nearest {share} of the votes. As the iterations go on, a capsule that explains the image gathers its votes close to its mean."
+    ),
+    "em_panel": N_("class {name}: activation {activation}, total R {total}"),
+    "em_winner": N_("class {name} (the answer): activation {activation}, total R {total}"),
+    # offline use (web/js/offline.js)
+    "offline_kept": N_("Available offline (site version {version}): this page and the models you opened, {models}."),
+    "offline_insecure": N_("Not kept for offline use: this browser keeps a site only when it is served over https or from localhost."),
+    "offline_refused": N_("Not kept for offline use: this browser refused to store the site."),
+    "offline_updated": N_("A new version of this site has been stored for offline use; reload the page to use it."),
+}
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def placeholders(message: str) -> set[str]:
+    """The {names} a message needs filled."""
+    return set(_PLACEHOLDER.findall(message))
+
+
+def step_kind(key: str) -> tuple[str, int | None]:
+    """A tour step's kind, which picks its figure on the site, and its iteration: ("iteration", 3)
+    for "iteration3", (key, None) for any other."""
+    found = re.fullmatch(r"iteration([0-9]+)", key)
+    return ("iteration", int(found.group(1))) if found else (key, None)
+
+
+def rule_table() -> dict:
+    """capsviz.analysis.rules.TABLE as the manifest carries it (web/js/rules.js reads it): each
+    rule's inputs, cases in order with their tests, message ids and words in this run's language,
+    and its placeholders' formats and constants."""
+    return {
+        name: {
+            "inputs": list(rule.inputs),
+            "cases": [{"id": c.id, "words": t(c.words) if c.words else "", "when": [asdict(test) for test in c.when]} for c in rule.cases],
+            "formats": dict(rule.formats),
+            "constants": dict(rule.constants),
+        }
+        for name, rule in rules.TABLE.items()
+    }
+
+
+def vocabulary(em: bool = True) -> dict:
+    """The manifest's words, in this run's language: views (the EM view with `em`, a matrix-capsule
+    model in the site), routings, link parameters, messages."""
+    return {
+        "views": [
+            {"key": k, "name": t(name), "called": t(called), "input": shows_input}
+            for k, name, called, shows_input in VIEWS
+            if em or k != "em"
+        ],
+        "em": {"words": t(ROUTINGS["em"].words), "about": t(ROUTINGS["em"].about), "title": t(EM_TITLE)},
+        "routings": {
+            name: {
+                "words": t(ROUTINGS[name].words),
+                "about": t(ROUTINGS[name].about),
+                "iterative": ROUTINGS[name].iterative,
+                "title": t(title),
+            }
+            for name, title in ROUTING_TITLES.items()
+        },
+        "params": list(dict.fromkeys(PARAMS)),
+        "rules": rule_table(),
+        "messages": {k: t(m) for k, m in MESSAGES.items()},
+    }
