@@ -58,7 +58,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("analysis", ("capsviz.analysis",)),
     ("viz", ("capsviz.viz",)),
-    ("cli, serving and the static site", ("capsviz.cli", "capsviz.__main__", "capsviz.serve", "capsviz.bench", "capsviz.site")),
+    (
+        "cli, serving and the static site",
+        ("capsviz.cli", "capsviz.__main__", "capsviz.serve", "capsviz.bench", "capsviz.site", "capsviz.translations"),
+    ),
 ]
 
 
