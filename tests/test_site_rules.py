@@ -78,7 +78,7 @@ def test_the_functions_read_the_table():
     assert rules.small_span(0.07, 0.14, 0.1) and not rules.small_span(0.06, 0.14, 0.1)
     assert rules.faint(0.19) and not rules.faint(0.2) and rules.small_change(0.09) and not rules.small_change(0.1)
     assert rules.long_votes_move(0.151, 0.1) and not rules.long_votes_move(0.149, 0.1)
-    said = rules.rule_words("near uniform", evenness=0.99, share=0.2, uniform=0.1)
+    said = rules.case_words("near uniform", evenness=0.99, share=0.2, uniform=0.1)
     assert said == (
         "The couplings are away from uniform: their evenness is 99.0%, more than 95%, but the predicted class gets 0.20 on average, "
         "at least 1.5 times the uniform 0.10."

@@ -12,8 +12,6 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from capsviz.i18n import N_
-
 from capsviz.i18n import N_, t
 
 # Near uniform: the couplings keep more than this share of the uniform split's entropy ...
@@ -374,7 +372,7 @@ def decide(name: str, **values: float) -> tuple[str, dict[str, str]]:
     return case.id, {**filled, **rule.constants}
 
 
-def rule_words(name: str, **values: float) -> str:
+def case_words(name: str, **values: float) -> str:
     """The English words of rule `name`'s case for `values`, its placeholders filled."""
     found, filled = decide(name, **values)
     return next(c for c in TABLE[name].cases if c.id == found).words.format(**filled)
@@ -488,13 +486,13 @@ def guessing_words(p: float, n: int, classes: int, labels: int = 1) -> str:
 
 def trend(first: float, last: float) -> str:
     """ "rises", "falls" or "stays about level" for a series going from `first` to `last`."""
-    return rule_words("rises / falls", change=last - first, scale=max(abs(first), abs(last)))
+    return case_words("rises / falls", change=last - first, scale=max(abs(first), abs(last)))
 
 
 def bounded_trend(first: float, last: float) -> str:
     """ "rises", "falls" or "stays about level" for a number confined to 0..1 (a capsule's length): a
     move of more than LEVEL in absolute terms, a tenth of the whole range, whatever the start."""
-    return rule_words("rises / falls, 0 to 1", change=last - first)
+    return case_words("rises / falls, 0 to 1", change=last - first)
 
 
 def turn(values, bounded: bool = False) -> int | None:
