@@ -172,24 +172,36 @@ RULE_MESSAGES: dict[str, tuple[str, dict[str, str]]] = {
         {"timings": f"{MIN_TIMINGS}"},
     ),
     "nearly invariant": (
-        f"A representation (a CNN's pooled features or class scores, a capsule's vector) is called nearly invariant to a "
-        f"change of its input when it moves by less than {NEARLY_INVARIANT:.0%} of its own size (the length of the "
-        "difference over the length of the original, averaged over the test images); otherwise it changes with the input. "
-        f"In the same words, an answer is said to stay when it changes on fewer than {NEARLY_INVARIANT:.0%} of the test images."
+        N_(
+            "A representation (a CNN's pooled features or class scores, a capsule's vector) is called nearly invariant to a "
+            "change of its input when it moves by less than {share} of its own size (the length of the difference over the "
+            "length of the original, averaged over the test images); otherwise it changes with the input. In the same words, "
+            "an answer is said to stay when it changes on fewer than {share} of the test images."
+        ),
+        {"share": f"{NEARLY_INVARIANT:.0%}"},
     ),
     "dimension moves": (
-        f"A capsule's dimension is said to move when it changes by at least {DIM_STEP}, one step of the explorer's "
-        "sliders: a change the decoder draws."
+        N_(
+            "A capsule's dimension is said to move when it changes by at least {step}, one step of the explorer's sliders: "
+            "a change the decoder draws."
+        ),
+        {"step": f"{DIM_STEP}"},
     ),
     "follows the digit": (
-        "A capsule's reconstruction is said to follow the digit when, on more than "
-        f"{FOLLOWS:.0%} of the test images, the drawing made from the moved digit's capsule is closer (in squared "
-        "pixel differences) to the moved digit than to the digit where it was."
+        N_(
+            "A capsule's reconstruction is said to follow the digit when, on more than {share} of the test images, the "
+            "drawing made from the moved digit's capsule is closer (in squared pixel differences) to the moved digit than "
+            "to the digit where it was."
+        ),
+        {"share": f"{FOLLOWS:.0%}"},
     ),
     "move together": (
-        "Votes are said to move together under a change of viewpoint when their spread (the root mean square distance "
-        f"of the votes from their mean) stays about level, within {LEVEL:.0%}, while their mean moves by more than "
-        f"{LEVEL:.0%} of the spread they had: the cloud of votes travels without scattering."
+        N_(
+            "Votes are said to move together under a change of viewpoint when their spread (the root mean square distance "
+            "of the votes from their mean) stays about level, within {level}, while their mean moves by more than {level} "
+            "of the spread they had: the cloud of votes travels without scattering."
+        ),
+        {"level": f"{LEVEL:.0%}"},
     ),
     "busy": (
         N_(
