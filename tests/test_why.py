@@ -461,6 +461,7 @@ def _said(at: AppTest, opening: str) -> str:
             "-20 度回転させると、勝ったクラスへの投票",
         ),
     ],
+    ids=["zh-Hans", "ja"],
 )
 def test_the_page_in_chinese_and_japanese_quotes_the_numbers_it_quotes_in_english(lang, header, invariance, parts, viewpoint):
     from test_i18n import english_left
