@@ -175,7 +175,7 @@ if parts is not None:
     scheme = st.radio(
         t("Parts moved"),
         STATE.why_scheme.choices,
-        format_func=keeping(lambda s: t(why.SCHEME_NAMES[s])),
+        format_func=keeping(lambda s: t(why.SCHEME_NAMES[s])),  # plain: our own words
         horizontal=True,
         key=STATE.why_scheme.key,
     )
