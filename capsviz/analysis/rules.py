@@ -182,8 +182,8 @@ RULE_MESSAGES: dict[str, tuple[str, dict[str, str]]] = {
     ),
     "dimension moves": (
         N_(
-            "A capsule's dimension is said to move when it changes by at least {step}, one step of the explorer's sliders: "
-            "a change the decoder draws."
+            "A capsule's dimension is said to move when it changes by at least {step}, one step of the explorer's "
+            "sliders: a change the decoder draws."
         ),
         {"step": f"{DIM_STEP}"},
     ),
@@ -198,8 +198,8 @@ RULE_MESSAGES: dict[str, tuple[str, dict[str, str]]] = {
     "move together": (
         N_(
             "Votes are said to move together under a change of viewpoint when their spread (the root mean square distance "
-            "of the votes from their mean) stays about level, within {level}, while their mean moves by more than {level} "
-            "of the spread they had: the cloud of votes travels without scattering."
+            "of the votes from their mean) stays about level, within {level}, while their mean moves by more than "
+            "{level} of the spread they had: the cloud of votes travels without scattering."
         ),
         {"level": f"{LEVEL:.0%}"},
     ),
