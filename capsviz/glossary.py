@@ -795,73 +795,107 @@ TERMS: dict[str, Term] = {
         ("ConvCaps1", "ConvCaps2", "convcaps1", "convcaps2", "output position", "position"),
     ),
     "equivariance": Term(
-        "equivariance",
-        "output that changes with the pose",
-        "A network is equivariant to a change of its input (a shift, a turn) when its output changes with it in a way "
-        "that can be read back: the capsule's vector turns when the digit turns, while its length, the answer, stays. "
-        "The chapter on why capsules measures it on the shipped models.",
+        N_("equivariance"),
+        N_("output that changes with the pose"),
+        N_(
+            "A network is equivariant to a change of its input (a shift, a turn) when its output changes with it in a way "
+            "that can be read back: the capsule's vector turns when the digit turns, while its length, the answer, stays. "
+            "The chapter on why capsules measures it on the shipped models."
+        ),
         ("equivariant", "equivariance vs invariance"),
     ),
     "invariance": Term(
-        "invariance",
-        "output that stays whatever the pose",
-        "A network is invariant to a change of its input when its output stays the same: a CNN's answer should not change "
-        "when the digit moves a pixel. The papers argue that pooling buys it by throwing away where things are.",
+        N_("invariance"),
+        N_("output that stays whatever the pose"),
+        N_(
+            "A network is invariant to a change of its input when its output stays the same: a CNN's answer should not change "
+            "when the digit moves a pixel. The papers argue that pooling buys it by throwing away where things are."
+        ),
         ("invariant", "translation invariance"),
     ),
     "pooling": Term(
-        "pooling",
-        "keeping the largest value of a patch",
-        "Max-pooling replaces each small patch of a feature map (2x2, say) by its largest value: the feature is kept, "
-        "where exactly it was in the patch is lost. The baseline CNNs pool; capsule networks route instead.",
+        N_("pooling"),
+        N_("keeping the largest value of a patch"),
+        N_(
+            "Max-pooling replaces each small patch of a feature map (2x2, say) by its largest value: the feature is kept, "
+            "where exactly it was in the patch is lost. The baseline CNNs pool; capsule networks route instead."
+        ),
         ("max-pooling", "max pooling", "pooled features", "pooled", "MaxPool"),
     ),
     "viewpoint": Term(
-        "viewpoint",
-        "where the object is seen from",
-        "The position and angle of the camera relative to the object. A change of viewpoint changes every part's pose "
-        "the same way, so in matrix capsules the votes of the parts should move together and still agree.",
+        N_("viewpoint"),
+        N_("where the object is seen from"),
+        N_(
+            "The position and angle of the camera relative to the object. A change of viewpoint changes every part's pose "
+            "the same way, so in matrix capsules the votes of the parts should move together and still agree."
+        ),
         ("viewpoints", "change of viewpoint", "novel viewpoints"),
     ),
     "inverse_graphics": Term(
-        "inverse graphics",
-        "rendering run backwards",
-        "Graphics turns a description of objects and their poses into pixels; vision as inverse graphics recovers the "
-        "description from the pixels: the parts, their poses, and the wholes whose parts' poses fit together. A "
-        "capsule's numbers are meant to be that description, and the decoder draws from them.",
+        N_("inverse graphics"),
+        N_("rendering run backwards"),
+        N_(
+            "Graphics turns a description of objects and their poses into pixels; vision as inverse graphics recovers the "
+            "description from the pixels: the parts, their poses, and the wholes whose parts' poses fit together. A "
+            "capsule's numbers are meant to be that description, and the decoder draws from them."
+        ),
         ("inverse rendering", "rendering"),
     ),
     "coordinate_addition": Term(
-        "coordinate addition",
-        "a vote told where its part sits",
-        "In matrix capsules (Hinton et al. 2018, section 3), the scaled row and column of each capsule's receptive-field "
-        "centre are added to the first two entries of the last column of its vote for a class, so the vote carries the "
-        "part's position in the picture, which a weight shared across positions cannot know.",
+        N_("coordinate addition"),
+        N_("a vote told where its part sits"),
+        N_(
+            "In matrix capsules (Hinton et al. 2018, section 3), the scaled row and column of each capsule's receptive-field "
+            "centre are added to the first two entries of the last column of its vote for a class, so the vote carries the "
+            "part's position in the picture, which a weight shared across positions cannot know."
+        ),
         ("coordinate addition", "coord_add", "coordinates", "with coordinate addition", "without coordinate addition"),
     ),
     "parse_tree": Term(
-        "parse tree",
-        "which part belongs to which whole",
-        "The hierarchy of parts and wholes in an image: each active capsule is a node, and routing decides which higher "
-        "capsule (whole) each lower capsule (part) belongs to, carving a tree out of the network for each image.",
+        N_("parse tree"),
+        N_("which part belongs to which whole"),
+        N_(
+            "The hierarchy of parts and wholes in an image: each active capsule is a node, and routing decides which higher "
+            "capsule (whole) each lower capsule (part) belongs to, carving a tree out of the network for each image."
+        ),
         ("parse trees", "part-whole hierarchy", "part-whole"),
     ),
     "qr_code": Term(
-        "QR code",
-        "a picture of an address a phone camera reads",
-        "A square of black and white modules that holds a text, here the address of the view on the screen: a student "
-        "points a phone's camera at the projected code and opens exactly that view.",
+        N_("QR code"),
+        N_("a picture of an address a phone camera reads"),
+        N_(
+            "A square of black and white modules that holds a text, here the address of the view on the screen: a student "
+            "points a phone's camera at the projected code and opens exactly that view."
+        ),
         ("QR",),
     ),
-    "nearly_invariant": Term("nearly invariant", "a representation that barely changes", RULES["nearly invariant"], ("barely changes",)),
+    "nearly_invariant": Term(
+        N_("nearly invariant"),
+        N_("a representation that barely changes"),
+        RULES["nearly invariant"],
+        rule="nearly invariant",
+        also=("barely changes",),
+    ),
     "dimension_moves": Term(
-        "dimension moves", "a capsule dimension that changes by a slider step", RULES["dimension moves"], ("dimensions that move",)
+        N_("dimension moves"),
+        N_("a capsule dimension that changes by a slider step"),
+        RULES["dimension moves"],
+        rule="dimension moves",
+        also=("dimensions that move",),
     ),
     "follows_digit": Term(
-        "follows the digit", "a reconstruction that moves with the digit", RULES["follows the digit"], ("reconstruction follows",)
+        N_("follows the digit"),
+        N_("a reconstruction that moves with the digit"),
+        RULES["follows the digit"],
+        rule="follows the digit",
+        also=("reconstruction follows",),
     ),
     "move_together": Term(
-        "move together", "votes that travel as one cloud", RULES["move together"], ("moves together", "votes move together")
+        N_("move together"),
+        N_("votes that travel as one cloud"),
+        RULES["move together"],
+        rule="move together",
+        also=("moves together", "votes move together"),
     ),
 }
 
@@ -922,6 +956,11 @@ TRANSLATED: dict[str, tuple[str, ...]] = {
     "epoch": ("轮次", "エポック"),
     "batch": ("批次", "バッチ"),
     "learning_rate": ("学习率", "学習率"),
+    "invariance": ("不变性", "不変性"),
+    "equivariance": ("同变性", "等变", "等变性", "同変性"),
+    "pooling": ("最大池化", "池化", "マックスプーリング", "プーリング"),
+    "viewpoint": ("视角", "視点"),
+    "coordinate_addition": ("坐标加成",),
 }
 
 

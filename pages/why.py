@@ -7,7 +7,7 @@ import streamlit as st
 
 from capsviz.analysis import why
 from capsviz.analysis.links import chosen
-from capsviz.i18n import t
+from capsviz.i18n import keeping, t
 from capsviz.memo import digest
 from capsviz.text import plain
 from capsviz.viz import to_image
@@ -110,11 +110,11 @@ st.markdown(
         "features and class scores with the winning capsule's vector and its reconstruction."
     )
 )
-linked_choice(STATE.why_change, "change")
+linked_choice(STATE.why_change, t("change"))
 kind = st.radio(
     t("Change"),
     STATE.why_change.choices,
-    format_func=lambda k: t("Shift") if k == "shift" else t("Turn"),
+    format_func=keeping(lambda k: t("Shift") if k == "shift" else t("Turn")),
     horizontal=True,
     key=STATE.why_change.key,
 )
@@ -171,11 +171,11 @@ for place, a, words in zip(st.columns(len(pictures)), pictures, lines, strict=Tr
     place.markdown("  \n".join(words.split("\n")))
 parts = sweep("parts", path, model, cnn, cnn_path)
 if parts is not None:
-    linked_choice(STATE.why_scheme, "parts moved")
+    linked_choice(STATE.why_scheme, t("parts moved"))
     scheme = st.radio(
         t("Parts moved"),
         STATE.why_scheme.choices,
-        format_func=lambda s: t(why.SCHEME_NAMES[s]),
+        format_func=keeping(lambda s: t(why.SCHEME_NAMES[s])),  # plain: our own words
         horizontal=True,
         key=STATE.why_scheme.key,
     )

@@ -426,3 +426,57 @@ def test_the_stored_sweeps_of_the_shipped_models_are_said_without_the_data():
     heads = [line for line in lines if line.startswith("== ")]
     assert "== capsnet-mnist (invariance, 1000 test images)" in heads and "== matrix-small-mnist (viewpoint, 1000 test images)" in heads
     assert len(heads) == len(shipped(why.vector_fits)) * 2 - 2 + len(shipped(why.matrix_fits))  # fashion-mnist has no CNN beside it
+
+
+# --- the page in Chinese and Japanese (issue 49)
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+
+
+def _why_page(lang: str | None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params.update({"model": "tiny-capsnet.safetensors", "why_change": "rotate", "why_angle": "-20", "why_scheme": "quadrants"})
+    if lang:
+        at.query_params["lang"] = lang
+    at.switch_page("pages/why.py").run()
+    assert not at.exception, (lang, at.exception)
+    return at
+
+
+def _said(at: AppTest, opening: str) -> str:
+    """The markdown block (the sentences `say` writes together) that starts with `opening`."""
+    return next(m.value for m in at.markdown if m.value.startswith(opening))
+
+
+@pytest.mark.usefixtures("app")
+@pytest.mark.parametrize(
+    ("lang", "header", "invariance", "parts", "viewpoint"),
+    [
+        ("zh-Hans", "1. 不变性与同变性", "旋转 -20 度后，CNN 在", "四个象限顺时针各移一格后，", "旋转 -20 度后，获胜类别的投票"),
+        (
+            "ja",
+            "1. 不変性と同変性",
+            "-20 度回転させると、CNN は",
+            "「四つの象限を時計回りに一つずらす」では、",
+            "-20 度回転させると、勝ったクラスへの投票",
+        ),
+    ],
+    ids=["zh-Hans", "ja"],
+)
+def test_the_page_in_chinese_and_japanese_quotes_the_numbers_it_quotes_in_english(lang, header, invariance, parts, viewpoint):
+    from test_i18n import english_left
+
+    english = _why_page(None)
+    at = _why_page(lang)
+    assert at.title[0].value != english.title[0].value and _CJK.search(at.title[0].value)
+    assert at.header[0].value == header and all(_CJK.search(h.value) for h in at.header)
+    for en, said in (
+        ("Turned -20 degrees, the CNN keeps its answer on", invariance),
+        ("With the quadrants turned one place clockwise", parts),
+        ("Turned -20 degrees, the mean of the winning class's votes", viewpoint),
+    ):
+        mine, theirs = _said(at, said), _said(english, en)
+        # the same numbers, each as often, in the order the language puts them
+        assert sorted(NUMBER.findall(mine)) == sorted(NUMBER.findall(theirs)), (lang, mine, theirs)
+    text = "\n".join([*(m.value for m in at.markdown), *(h.value for h in at.header)])
+    assert not english_left(text), english_left(text)

@@ -163,6 +163,13 @@ def column(sweep: dict, kind: str, amount: float) -> dict:
     return {f: sweep[f"{kind}_{f}"][k] for f in FIELDS}
 
 
+def _then(said: str, more: str) -> str:
+    """Two sentences one after the other, as the language writes them: a space between them in
+    English, none after a Chinese or Japanese full stop."""
+    # i18n: two sentences in a row; Chinese and Japanese write them without a space between
+    return t("{said} {more}", said=said, more=more)
+
+
 def _amount_words(kind: str, amount: float) -> str:
     """The change, as a sentence's opening words: "Moved 4 pixels to the right", "Turned -30 degrees"."""
     if kind == "shift":
@@ -190,14 +197,17 @@ def invariance_words(sweep: dict, kind: str, amount: float) -> list[str]:
         features=c["cnn_features"],
     )
     if rules.nearly_invariant(c["cnn_features"] / 100):
-        cnn += " " + t("Pooling kept its features nearly invariant, as the story says.")
+        cnn = _then(cnn, t("Pooling kept its features nearly invariant, as the story says."))
     elif rules.answer_stays(c["cnn_kept"] / 100):
-        cnn += " " + t(
-            "Pooling did not make its features invariant: they change with the input too, and only the answer stays. "
-            "What the CNN lacks is not change but a readable pose."
+        cnn = _then(
+            cnn,
+            t(
+                "Pooling did not make its features invariant: they change with the input too, and only the answer stays. "
+                "What the CNN lacks is not change but a readable pose."
+            ),
         )
     else:
-        cnn += " " + t("Pooling did not make its features invariant, and its answer changes too, on more than a tenth of the images.")
+        cnn = _then(cnn, t("Pooling did not make its features invariant, and its answer changes too, on more than a tenth of the images."))
     caps = t(
         "The winning capsule keeps its answer on {kept:.1f}%; its length goes from {l0:.2f} to {l1:.2f}, its vector moves by "
         "{vector:.1f}% of its size, turning through {angle:.1f} degrees, and {dims:.1f} of its dimensions move by a slider "
@@ -212,17 +222,22 @@ def invariance_words(sweep: dict, kind: str, amount: float) -> list[str]:
     )
     level = rules.bounded_trend(base["caps_length"], c["caps_length"])
     if rules.nearly_invariant(c["caps_vector"] / 100):
-        caps += " " + t("The capsule barely changes: here it is nearly invariant, like a pooled feature, not equivariant.")
+        caps = _then(caps, t("The capsule barely changes: here it is nearly invariant, like a pooled feature, not equivariant."))
     elif level == "falls":
-        caps += " " + t("Not what the story says: its length falls by more than a tenth, so the capsule loses presence too, not only pose.")
+        caps = _then(
+            caps, t("Not what the story says: its length falls by more than a tenth, so the capsule loses presence too, not only pose.")
+        )
     elif level == "rises":
-        caps += " " + t("Its length rises by more than a tenth: the change is not in its pose alone.")
+        caps = _then(caps, t("Its length rises by more than a tenth: the change is not in its pose alone."))
     elif not rules.answer_stays(c["caps_kept"] / 100):
-        caps += " " + t(
-            "Its length stays on average, but its answer changes on more than a tenth of the images: the change is not in its pose alone."
+        caps = _then(
+            caps,
+            t(
+                "Its length stays on average, but its answer changes on more than a tenth of the images: the change is not in its pose alone."
+            ),
         )
     else:
-        caps += " " + t("Its presence stays while its pose changes: what the story calls equivariance.")
+        caps = _then(caps, t("Its presence stays while its pose changes: what the story calls equivariance."))
     share = c["follows"]
     if rules.follows(share / 100):
         rec = t(
@@ -358,21 +373,30 @@ def parts_words(sweep: dict, scheme: str) -> list[str]:
     )
     band = rules.noise(cnn, n, caps, n)
     if not rules.beyond_chance(cnn, n, caps, n):
-        said += " " + t(
-            "The gap is within chance (±{band:.1f} points): capsules are not more sensitive to where the parts are than the CNN here.",
-            band=band,
+        said = _then(
+            said,
+            t(
+                "The gap is within chance (±{band:.1f} points): capsules are not more sensitive to where the parts are than the CNN here.",
+                band=band,
+            ),
         )
     elif caps < cnn:
-        said += " " + t(
-            "Capsules are more sensitive to where the parts are: they give up the true class more often, a gap beyond "
-            "chance (±{band:.1f} points).",
-            band=band,
+        said = _then(
+            said,
+            t(
+                "Capsules are more sensitive to where the parts are: they give up the true class more often, a gap beyond "
+                "chance (±{band:.1f} points).",
+                band=band,
+            ),
         )
     else:
-        said += " " + t(
-            "Capsules are less sensitive to where the parts are than the CNN here, a gap beyond chance (±{band:.1f} "
-            "points): on this measurement the story's scrambled face fools the capsules more, not less.",
-            band=band,
+        said = _then(
+            said,
+            t(
+                "Capsules are less sensitive to where the parts are than the CNN here, a gap beyond chance (±{band:.1f} "
+                "points): on this measurement the story's scrambled face fools the capsules more, not less.",
+                band=band,
+            ),
         )
     scores = t(
         "The CNN's score for the true class goes from {c0:.2f} to {c1:.2f}; the capsule's length from {l0:.2f} to {l1:.2f}, "
@@ -539,16 +563,22 @@ def viewpoint_words(sweep: dict, kind: str, amount: float) -> list[str]:
         n=sweep["images"],
     )
     if rules.moves_together(move, s0, s1):
-        said += " " + t("The votes move together: the cloud travels without scattering, so their agreement survives the change.")
+        said = _then(said, t("The votes move together: the cloud travels without scattering, so their agreement survives the change."))
     elif rules.trend(s0, s1) != "stays about level":
-        said += " " + t(
-            "The votes do not move together: their spread changes by more than a tenth, so the change of viewpoint "
-            "scatters (or gathers) them, not only moves them."
+        said = _then(
+            said,
+            t(
+                "The votes do not move together: their spread changes by more than a tenth, so the change of viewpoint "
+                "scatters (or gathers) them, not only moves them."
+            ),
         )
     else:
-        said += " " + t(
-            "Their spread stays, but their mean moves by less than a tenth of it: the votes barely move, so the pose "
-            "carries little of this change."
+        said = _then(
+            said,
+            t(
+                "Their spread stays, but their mean moves by less than a tenth of it: the votes barely move, so the pose "
+                "carries little of this change."
+            ),
         )
     if not sweep["coordinates"]:
         return [said, t("This model was trained without coordinate addition: its votes carry no position of their own.")]
@@ -565,13 +595,16 @@ def viewpoint_words(sweep: dict, kind: str, amount: float) -> list[str]:
     )
     with_, without = sweep[f"{kind}_position_move"][k], sweep[f"{kind}_position_move_plain"][k]
     if rules.trend(without, with_) == "stays about level":
-        coords += " " + t(
-            "On this model coordinate addition makes little difference here: the position moves about as much without it (within a tenth)."
+        coords = _then(
+            coords,
+            t(
+                "On this model coordinate addition makes little difference here: the position moves about as much without it (within a tenth)."
+            ),
         )
     elif with_ > without:
-        coords += " " + t("With coordinate addition the mean pose follows the position more: its position entries move further.")
+        coords = _then(coords, t("With coordinate addition the mean pose follows the position more: its position entries move further."))
     else:
-        coords += " " + t("With coordinate addition the position entries move less than without it, not more.")
+        coords = _then(coords, t("With coordinate addition the position entries move less than without it, not more."))
     return [said, coords]
 
 

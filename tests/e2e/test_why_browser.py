@@ -80,3 +80,53 @@ def test_the_chapter_reads_on_a_phone_and_from_the_back_of_a_room(browser, shipp
         no_exceptions(page)
     finally:
         ctx.close()
+
+
+# Every text of the page whose box reaches past the window's right edge (cut off or making the page
+# scroll sideways on a phone): [text, its right edge, the window's width]
+OVERFLOW = """() => {
+  const found = [];
+  const main = document.querySelector('[data-testid=stMain]');
+  for (const e of main.querySelectorAll('h1, h2, h3, p, li, label, [data-testid=stImageCaption], .gtitle, .xtitle, .ytitle, .legendtext')) {
+    const box = e.getBoundingClientRect();
+    if (!box.width || !e.textContent.trim()) continue;
+    if (box.right > window.innerWidth + 1) found.push([e.textContent.trim().slice(0, 40), Math.round(box.right), window.innerWidth]);
+  }
+  return found;
+}"""
+
+
+@pytest.mark.parametrize(
+    "lang,title,header,opening",
+    [
+        ("zh-Hans", "为什么用胶囊", "1. 不变性与同变性", "向右平移 4 个像素后，CNN 在"),
+        ("ja", "なぜカプセルか", "1. 不変性と同変性", "右に 4 ピクセル移動させると、CNN は"),
+    ],
+)
+def test_the_chapter_in_chinese_and_japanese_on_a_phone(browser, shipped_server, shots, lang, title, header, opening):
+    width, height = 390, 2400
+    ctx = browser.new_context(viewport={"width": width, "height": height})
+    page = new_page(ctx, timeout=300_000)
+    try:
+        page.goto(f"{shipped_server}/why?model={MODEL}&why_change=shift&why_shift=4&lang={lang}")
+        wait_for_app_run(page, timeout=600_000)
+        expect(page.get_by_role("heading", name=title)).to_be_visible()
+        expect(page.get_by_role("heading", name=header)).to_be_visible()
+        expect(page.get_by_text(opening)).to_be_visible()
+        charts = page.get_by_test_id("stPlotlyChart")
+        assert charts.count() >= 10
+        for k in range(charts.count()):
+            assert not titles_cut_off(charts.nth(k)), titles_cut_off(charts.nth(k))
+        assert not page.evaluate(OVERFLOW), page.evaluate(OVERFLOW)
+        name = f"why_{width}_{lang}"
+        page.evaluate("document.querySelector('[data-testid=stMain]').scrollTo(0, 0)")
+        page.wait_for_timeout(300)
+        shot(page, shots, name)
+        total = page.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
+        for k, top in enumerate(range(height, total, height), start=2):
+            page.evaluate(f"document.querySelector('[data-testid=stMain]').scrollTo(0, {top})")
+            page.wait_for_timeout(300)
+            page.screenshot(path=str(shots / f"{name}_{k}.png"))
+        no_exceptions(page)
+    finally:
+        ctx.close()
