@@ -319,7 +319,10 @@ def may_write(folder: Path, stem: str, who: str | None, teacher: bool) -> str | 
     if who is not None and owner == who:
         return None
     if owner:
-        return t("{name} is another student's model: only the person who trained it (or the teacher) can replace it; choose a new name.", name=stem)
+        return t(
+            "{name} is another student's model: only the person who trained it (or the teacher) can replace it; choose a new name.",
+            name=stem,
+        )
     return t("{name} is the teacher's model: only the person who trained it (or the teacher) can replace it; choose a new name.", name=stem)
 
 

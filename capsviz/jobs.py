@@ -143,7 +143,10 @@ def progress_line(s: Snapshot, name: str | None = None) -> str:
     elif s.state == "running":
         parts.append(t("{rate} images/s", rate=f"{s.images_per_s:.0f}"))
         if s.test_s is None:  # the test has not run yet: said, not guessed
-            parts += [t("{time} per epoch", time=duration(s.epoch_s)), t("about {time} left, plus the test after each epoch", time=duration(s.eta_s))]
+            parts += [
+                t("{time} per epoch", time=duration(s.epoch_s)),
+                t("about {time} left, plus the test after each epoch", time=duration(s.eta_s)),
+            ]
         else:
             parts += [t("{time} per epoch with its test", time=duration(s.epoch_s)), t("about {time} left", time=duration(s.eta_s))]
     elif s.state in ENDED:
@@ -367,7 +370,9 @@ class TrainQueue:
         else:
             source = SOURCES[DATASETS[run.dataset].source] if run.dataset in DATASETS else None
             if source is None:
-                raise CapsvizError(t("unknown dataset {dataset}; choose from {choices}", dataset=repr(run.dataset), choices=", ".join(DATASETS)))
+                raise CapsvizError(
+                    t("unknown dataset {dataset}; choose from {choices}", dataset=repr(run.dataset), choices=", ".join(DATASETS))
+                )
             place, places = locate(source, run.data_dir)
             if place is None:
                 raise CapsvizError(missing_message(source, places))

@@ -63,7 +63,12 @@ def ask(q: Question, place=None) -> bool:
         if rnd > 1:
             box.caption(t("Your teacher asks again: answer once more after the discussion."))
         choice = box.radio(
-            t("Your answer"), list(q.keys), index=None, format_func=keeping(lambda k: plain(q.label(k))), key=pick.key, label_visibility="collapsed"
+            t("Your answer"),
+            list(q.keys),
+            index=None,
+            format_func=keeping(lambda k: plain(q.label(k))),
+            key=pick.key,
+            label_visibility="collapsed",
         )
         reason = box.text_input(t("Why? (optional, one line)"), max_chars=200, key=STATE.answer_reason(qid=q.qid).key)
         left, right = box.columns(2)

@@ -11,7 +11,7 @@ import streamlit as st
 from capsviz import access
 from capsviz.analysis.questions import answers_csv, said
 from capsviz.data.upload import mib, remove_upload, stored_uploads, uploads_dir
-from capsviz.i18n import N_, t, tn
+from capsviz.i18n import N_, keeping, t, tn
 from capsviz.text import plain
 from pages.common import class_store, person
 
@@ -64,7 +64,9 @@ def the_class() -> None:
     total = sum(pages.values())
     st.metric(t("Students connected"), total, help=t("Each browser counts once, however many tabs it has open."))
     if pages:
-        st.dataframe(pd.DataFrame({t("page"): [where(p) for p in pages], t("students"): list(pages.values())}), hide_index=True, key="teacher_pages")
+        st.dataframe(
+            pd.DataFrame({t("page"): [where(p) for p in pages], t("students"): list(pages.values())}), hide_index=True, key="teacher_pages"
+        )
     runs = store.runs()
     st.markdown(t("**Training runs**"))
     if not runs:
@@ -158,7 +160,7 @@ st.subheader(t("This class"))
 left, right = st.columns(2)
 left.download_button(
     t("Export the answers (CSV)"),
-    lambda: answers_csv(store.answer_rows(), access.label),
+    keeping(lambda: answers_csv(store.answer_rows(), access.label)),  # its question texts in the teacher's language
     "capsviz-answers.csv",
     "text/csv",
     key="teacher_export",

@@ -89,7 +89,9 @@ class Words:
 
 def _kept(values: dict) -> tuple[tuple[str, str | int | float], ...]:
     """A message's values as a Words keeps them: numbers as numbers, anything else as its text."""
-    return tuple(sorted((str(k), v.item() if isinstance(v, np.generic) else v if isinstance(v, int | float) else str(v)) for k, v in values.items()))
+    return tuple(
+        sorted((str(k), v.item() if isinstance(v, np.generic) else v if isinstance(v, int | float) else str(v)) for k, v in values.items())
+    )
 
 
 def said(dumped: str) -> str:
@@ -327,7 +329,13 @@ def uniform_changes_winner(toy, settings: tuple) -> Question:
         last_length=f"{v[-1, last]:.2f}",
     )
     return Question(
-        qid, "playground", Words.t("Would uniform couplings (no routing) change which upper capsule is the longest?"), keys, labels, answer, why
+        qid,
+        "playground",
+        Words.t("Would uniform couplings (no routing) change which upper capsule is the longest?"),
+        keys,
+        labels,
+        answer,
+        why,
     )
 
 
