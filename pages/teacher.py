@@ -77,7 +77,7 @@ def the_class() -> None:
             line = t("{model} by student {label}: training.", model=plain(run.name), label=access.label(run.owner))
         else:
             line = t("{model} by student {label}: waiting, place {place}.", model=plain(run.name), label=access.label(run.owner), place=k)
-        left.markdown(line)
+        left.markdown(line)  # plain: the names made plain in its values
         if run.stop:
             left.caption(t("Asked to stop."))
         word = t("Stop") if run.state == "running" else t("Remove")
@@ -130,7 +130,7 @@ def the_questions() -> None:
                     s.answered,
                     round=s.round,
                 )
-            st.caption(shown)
+            st.caption(shown)  # plain: numbers only
             labels = [plain(said(x), "table") + (" ✓" if k == s.answer else "") for k, x in zip(s.choices, s.labels, strict=True)]
             st.dataframe(
                 pd.DataFrame({t("answer"): labels, t("students"): [s.counts[k] for k in s.choices]}),
