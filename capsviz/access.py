@@ -44,12 +44,14 @@ import time
 from pathlib import Path
 
 from capsviz.errors import CapsvizError
+from capsviz.i18n import N_, t
 from capsviz.paths import atomic_write, exclusive
 from capsviz.store import store
 
+# What students may do, each said as the Class panel shows it (translated there: t(MODES[mode])).
 MODES = {
-    "explore": "explore only: every page, their own pictures and drawings; no training or uploads of data",
-    "train": "explore, and train models and upload data within the class's bounds",
+    "explore": N_("explore only: every page, their own pictures and drawings; no training or uploads of data"),
+    "train": N_("explore, and train models and upload data within the class's bounds"),
 }
 DEFAULT_MODE = "explore"
 KEY_FILE = ".capsviz-teacher-key"
@@ -96,8 +98,12 @@ def check_teacher_key() -> None:
     given = os.environ.get("CAPSVIZ_TEACHER_KEY", "").strip()
     if os.environ.get("CAPSVIZ_TEACHER_KEY") and len(given) < MIN_KEY_CHARS:
         raise CapsvizError(
-            f"CAPSVIZ_TEACHER_KEY has {len(given)} characters; a teacher key needs at least {MIN_KEY_CHARS} "
-            "(a student could guess a shorter one). Set a longer one, or unset it and capsviz makes one."
+            t(
+                "CAPSVIZ_TEACHER_KEY has {count} characters; a teacher key needs at least {least} "
+                "(a student could guess a shorter one). Set a longer one, or unset it and capsviz makes one.",
+                count=len(given),
+                least=MIN_KEY_CHARS,
+            )
         )
 
 
@@ -159,7 +165,7 @@ def announce(folder: Path) -> None:
     if not _printed:
         _printed = True
         print(
-            f"capsviz: teacher key {teacher_key(folder)} (enter it in the sidebar's Class panel)",
+            f"capsviz: teacher key {teacher_key(folder)} (enter it in the sidebar's Class panel)",  # the host's log: English
             file=sys.stderr,
             flush=True,
         )
@@ -312,8 +318,12 @@ def may_write(folder: Path, stem: str, who: str | None, teacher: bool) -> str | 
         return None
     if who is not None and owner == who:
         return None
-    whose = "another student's" if owner else "the teacher's"
-    return f"{stem} is {whose} model: only the person who trained it (or the teacher) can replace it; choose a new name."
+    if owner:
+        return t(
+            "{name} is another student's model: only the person who trained it (or the teacher) can replace it; choose a new name.",
+            name=stem,
+        )
+    return t("{name} is the teacher's model: only the person who trained it (or the teacher) can replace it; choose a new name.", name=stem)
 
 
 def claim(folder: Path, stem: str, who: str | None, teacher: bool) -> None:
@@ -333,7 +343,7 @@ def claim(folder: Path, stem: str, who: str | None, teacher: bool) -> None:
             if table.get(stem) == who:
                 return
             if len(table) >= MAX_OWNERS:
-                raise PermissionError("this server's model folder has too many models; ask the teacher to clear some")
+                raise PermissionError(t("This server's model folder has too many models; ask the teacher to clear some."))
             table[stem] = who
         text = json.dumps(table, sort_keys=True)
         atomic_write(folder / OWNERS_FILE, lambda tmp: Path(tmp).write_text(text))

@@ -31,6 +31,7 @@ from capsviz.config import user_dataset
 from capsviz.data import DATASETS
 from capsviz.data.sources import SOURCES, locate, missing_message
 from capsviz.errors import CapsvizError
+from capsviz.i18n import N_, t, tn
 from capsviz.paths import lock_file
 from capsviz.store import RUN_BEAT_S, RunLimits, store
 from capsviz.train import Event, TrainRun, train
@@ -102,41 +103,55 @@ def thin(points: list, most: int) -> list:
 def duration(seconds: float) -> str:
     """Plain words for a time: "45 s", "6.2 min", "1.5 h"."""
     if seconds < 90:
-        return f"{seconds:.0f} s"
+        return t("{value} s", value=f"{seconds:.0f}")
     if seconds < 90 * 60:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
+        return t("{value} min", value=f"{seconds / 60:.1f}")
+    return t("{value} h", value=f"{seconds / 3600:.1f}")
+
+
+# What a run that ended before its first step says (its state's words), and what an ended run's
+# line ends with; translated where shown.
+BEFORE_FIRST_STEP = {
+    "running": N_("{name}: preparing the data and the model ..."),
+    "cancelled": N_("{name}: taken out of the queue"),
+    "failed": N_("{name}: failed before its first step"),
+}
+ENDED = {"finished": N_("finished"), "stopped": N_("stopped"), "failed": N_("failed")}
 
 
 def progress_line(s: Snapshot, name: str | None = None) -> str:
     """The one line under a run's progress bar. Never "step 0/0" (before the first step the data
     and model are being prepared), and a time left only while the run trains at a measured rate.
-    `name`: the model's name as the page shows it (made plain for Markdown), else its file stem."""
+    `name`: the model's name as the page shows it (made plain for Markdown), else its file stem.
+    A list of facts joined by " · ", each its own message."""
     name = s.out.stem if name is None else name
     if s.state == "queued":
-        return f"{name}: queued, position {s.position}"
+        return t("{name}: queued, position {position}", name=name, position=s.position)
     if s.state == "running" and s.elsewhere:
-        return f"{name}: next; waiting for a run that another app process of this server trains"
+        return t("{name}: next; waiting for a run that another app process of this server trains", name=name)
     if s.total == 0:  # no step yet
-        return f"{name}: " + {
-            "running": "preparing the data and the model ...",
-            "cancelled": "taken out of the queue",
-            "failed": "failed before its first step",
-        }.get(s.state, s.state)
-    line = f"{name}: step {s.step}/{s.total}"
+        return t(BEFORE_FIRST_STEP[s.state], name=name) if s.state in BEFORE_FIRST_STEP else f"{name}: {s.state}"
+    parts = [t("{name}: step {step}/{total}", name=name, step=s.step, total=s.total)]
     if s.state == "running" and s.stopping:
-        return line + " · stopping after this step ..."
-    if s.state == "running" and s.testing:
-        left = f" · about {duration(s.eta_s)} left" if s.eta_s is not None and s.step < s.total else ""
-        return line + " · measuring the test error ..." + left
-    if s.state == "running" and s.eta_s is None:
-        return line + " · measuring the speed ..."
-    if s.state == "running":
-        line += f" · {s.images_per_s:.0f} images/s · {duration(s.epoch_s)} per epoch"
+        parts.append(t("stopping after this step ..."))
+    elif s.state == "running" and s.testing:
+        parts.append(t("measuring the test error ..."))
+        if s.eta_s is not None and s.step < s.total:
+            parts.append(t("about {time} left", time=duration(s.eta_s)))
+    elif s.state == "running" and s.eta_s is None:
+        parts.append(t("measuring the speed ..."))
+    elif s.state == "running":
+        parts.append(t("{rate} images/s", rate=f"{s.images_per_s:.0f}"))
         if s.test_s is None:  # the test has not run yet: said, not guessed
-            return line + f" · about {duration(s.eta_s)} left, plus the test after each epoch"
-        return line + f" with its test · about {duration(s.eta_s)} left"
-    return line + {"finished": " · finished", "stopped": " · stopped", "failed": " · failed"}.get(s.state, "")
+            parts += [
+                t("{time} per epoch", time=duration(s.epoch_s)),
+                t("about {time} left, plus the test after each epoch", time=duration(s.eta_s)),
+            ]
+        else:
+            parts += [t("{time} per epoch with its test", time=duration(s.epoch_s)), t("about {time} left", time=duration(s.eta_s))]
+    elif s.state in ENDED:
+        parts.append(t(ENDED[s.state]))
+    return " · ".join(parts)
 
 
 class TrainJob:
@@ -355,25 +370,31 @@ class TrainQueue:
         else:
             source = SOURCES[DATASETS[run.dataset].source] if run.dataset in DATASETS else None
             if source is None:
-                raise CapsvizError(f"unknown dataset {run.dataset!r}; choose from {', '.join(DATASETS)}")
+                raise CapsvizError(
+                    t("unknown dataset {dataset}; choose from {choices}", dataset=repr(run.dataset), choices=", ".join(DATASETS))
+                )
             place, places = locate(source, run.data_dir)
             if place is None:
                 raise CapsvizError(missing_message(source, places))
         folder = out.parent if out.parent.exists() else out.parent.parent
         if not os.access(folder, os.W_OK):
-            raise CapsvizError(f"cannot write to {out.parent}; make it writable or point CAPSVIZ_CHECKPOINTS elsewhere")
+            raise CapsvizError(t("cannot write to {folder}; make it writable or point CAPSVIZ_CHECKPOINTS elsewhere", folder=out.parent))
         with self._guard:
             for j in self._jobs:
                 if j.state not in ACTIVE:
                     continue
                 if j.owner == owner:
-                    raise CapsvizError("You already have a run going or waiting (in this tab or another); stop or cancel it first.")
+                    raise CapsvizError(t("You already have a run going or waiting (in this tab or another); stop or cancel it first."))
                 if j.out == out:
-                    raise CapsvizError(f"Another run will save to {out.name}; choose a new name.")
+                    raise CapsvizError(t("Another run will save to {name}; choose a new name.", name=out.name))
             waiting = len(self.waiting())
             if not teacher and self.running() is not None and waiting >= MAX_WAITING:
                 raise CapsvizError(
-                    f"The training queue is full: {waiting} runs wait for their turn on this machine. Try again when one has finished."
+                    tn(
+                        "The training queue is full: {n} run waits for its turn on this machine. Try again when it has finished.",
+                        "The training queue is full: {n} runs wait for their turn on this machine. Try again when one has finished.",
+                        waiting,
+                    )
                 )
             job = TrainJob(run, out, owner, resume, self, replace, address)
             rid = secrets.token_hex(8)
@@ -435,7 +456,7 @@ class TrainQueue:
         """Stop a training run at its next step (it keeps a resumable checkpoint), or take a waiting
         one out of the queue. Only the student who started a run, and the teacher, may end it."""
         if job.owner != owner and not teacher:
-            raise CapsvizError("Only the student who started this run can stop it.")
+            raise CapsvizError(t("Only the student who started this run can stop it."))
         with self._guard:
             if job.state == "queued":
                 with job._lock:

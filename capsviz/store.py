@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from capsviz.errors import CapsvizError
+from capsviz.i18n import t, tn
 
 DB_FILE = ".capsviz-class.sqlite"
 URL_SETTING = "CAPSVIZ_CLASS_DB"
@@ -78,9 +79,9 @@ class Split:
 
     qid: str
     page: str
-    text: str
-    choices: tuple[str, ...]  # the choices' keys, as answers are stored
-    labels: tuple[str, ...]  # what each choice said, in the words of the first student who answered
+    text: str  # the question, in no one language (capsviz.analysis.questions.Words.dump; `said` shows it)
+    choices: tuple[str, ...]  # the choices' keys, as answers are stored and counted
+    labels: tuple[str, ...]  # what each choice says, kept as its text is
     answer: str
     round: int
     revealed: bool
@@ -110,7 +111,7 @@ class Store:
                     import psycopg
                 except ImportError:
                     raise CapsvizError(
-                        f'{URL_SETTING} names a PostgreSQL database: install its driver, pip install "psycopg[binary]"'
+                        t('{setting} names a PostgreSQL database: install its driver, pip install "psycopg[binary]"', setting=URL_SETTING)
                     ) from None
                 conn = psycopg.connect(self.url, autocommit=True)
             else:
@@ -221,9 +222,9 @@ class Store:
         with self._write() as c:
             live = [_run(r) for r in c.all(_RUNS + " WHERE state IN ('queued', 'running') AND beat > ?", (now - RUN_DEAD_S,))]
             if any(r.owner == owner for r in live):
-                raise CapsvizError("You already have a run going or waiting (in this tab or another); stop or cancel it first.")
+                raise CapsvizError(t("You already have a run going or waiting (in this tab or another); stop or cancel it first."))
             if any(r.name == name for r in live):
-                raise CapsvizError(f"Another run will save to {name}; choose a new name.")
+                raise CapsvizError(t("Another run will save to {name}; choose a new name.", name=name))
             queued = sorted((r for r in live if r.state == "queued"), key=lambda r: r.seq)
             running = any(r.state == "running" for r in live)
             if not running and queued:  # the first in line is about to take its turn: it does not wait
@@ -232,11 +233,19 @@ class Store:
             if not teacher and (running or waiting):
                 if len(waiting) >= limits.waiting:
                     raise CapsvizError(
-                        f"The training queue is full: {len(waiting)} runs wait for their turn on this server. Try again when one has finished."
+                        tn(
+                            "The training queue is full: {n} run waits for its turn on this server. Try again when it has finished.",
+                            "The training queue is full: {n} runs wait for their turn on this server. Try again when one has finished.",
+                            len(waiting),
+                        )
                     )
                 if sum(r.address == address for r in waiting) >= limits.per_address:
                     raise CapsvizError(
-                        f"{limits.per_address} runs from your network already wait for their turn; try again when one has finished."
+                        tn(
+                            "{n} run from your network already waits for its turn; try again when it has finished.",
+                            "{n} runs from your network already wait for their turn; try again when one has finished.",
+                            limits.per_address,
+                        )
                     )
             (seq,) = c.one("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs", ())
             c.execute(
@@ -312,19 +321,20 @@ class Store:
         choice: str,
         reason: str = "",
     ) -> int:
-        """Record `who`'s answer to the question `qid` (its text, choices' keys and labels, and the
+        """Record `who`'s answer to the question `qid` (its text and choices' labels as
+        capsviz.analysis.questions.Question.kept gives them, in no one language; its choices' keys; the
         right choice's key, recorded with the first answer) in the question's current round (a later
         answer in the same round replaces theirs); returns the round. CapsvizError for a choice the
         question does not offer."""
         if choice not in choices:
-            raise CapsvizError(f"{choice!r} is not one of the question's choices")
+            raise CapsvizError(t("{choice} is not one of the question's choices.", choice=repr(choice)))
         now = time.time()
         with self._write() as c:
             row = c.one("SELECT round FROM questions WHERE qid = ?", (qid,))
             if row is None:
                 (n,) = c.one("SELECT COUNT(*) FROM questions", ())
                 if n >= MAX_QUESTIONS:
-                    raise CapsvizError("this class has recorded too many questions; the teacher can start a new class")
+                    raise CapsvizError(t("This class has recorded too many questions; the teacher can start a new class."))
                 c.execute(
                     "INSERT INTO questions (qid, page, text, choices, labels, answer, round, revealed, asked) VALUES (?, ?, ?, ?, ?, ?, 1, 0, ?)",
                     (qid, page, text, json.dumps(list(choices)), json.dumps(list(labels)), key, now),

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from capsviz.analysis.questions import Question, split_words
-from capsviz.i18n import t
+from capsviz.analysis.questions import Question, said, split_words
+from capsviz.i18n import keeping, t
 from capsviz.text import plain
 from pages.common import class_store, person
 from pages.state import STATE
@@ -24,7 +24,8 @@ def _record(q: Question, who: str, choice: str | None, reason: str) -> int:
     if choice is None:
         return _round(q, who)[0]
     try:
-        return class_store().answer(q.qid, q.page, q.text, q.keys, q.labels, q.answer, who, choice, reason)
+        text, labels = q.kept()  # in no one language: each reader sees them in theirs
+        return class_store().answer(q.qid, q.page, text, q.keys, labels, q.answer, who, choice, reason)
     except Exception:  # noqa: BLE001 - the reveal still comes; the Teacher page just does not count it
         return 1
 
@@ -42,16 +43,16 @@ def ask(q: Question, place=None) -> bool:
     place = place or st.container()
     who, teacher = person()
     box = place.container(border=True)
-    box.markdown(t("**Predict first.** {question}", question=plain(q.text)))
+    box.markdown(t("**Predict first.** {question}", question=plain(str(q.text))))
     rnd, stored, revealed = _round(q, who)
     if teacher:
-        box.caption(t("The answer: {answer} {why}", answer=plain(q.label(q.answer)), why=plain(q.why)))
+        box.caption(t("The answer: {answer} {why}", answer=plain(q.label(q.answer)), why=plain(str(q.why))))
         try:
             split = class_store().split(q.qid)
         except Exception:  # noqa: BLE001
             split = None
         if split is not None:
-            box.caption(plain(split_words(split.counts, dict(zip(split.choices, split.labels, strict=True)))))
+            box.caption(plain(split_words(split.counts, {k: said(x) for k, x in zip(split.choices, split.labels, strict=True)})))
         return True
     asked = STATE.asked.get()
     done = asked.get(q.qid)
@@ -62,7 +63,12 @@ def ask(q: Question, place=None) -> bool:
         if rnd > 1:
             box.caption(t("Your teacher asks again: answer once more after the discussion."))
         choice = box.radio(
-            t("Your answer"), list(q.keys), index=None, format_func=lambda k: plain(q.label(k)), key=pick.key, label_visibility="collapsed"
+            t("Your answer"),
+            list(q.keys),
+            index=None,
+            format_func=keeping(lambda k: plain(q.label(k))),
+            key=pick.key,
+            label_visibility="collapsed",
         )
         reason = box.text_input(t("Why? (optional, one line)"), max_chars=200, key=STATE.answer_reason(qid=q.qid).key)
         left, right = box.columns(2)
@@ -76,8 +82,8 @@ def ask(q: Question, place=None) -> bool:
             st.rerun()
         return False
     choice = done[1]
-    said = q.verdict(choice)
-    (box.success if choice == q.answer else box.info)(plain(said + " " + q.why))
+    verdict = q.verdict(choice)
+    (box.success if choice == q.answer else box.info)(plain(t("{verdict} {why}", verdict=verdict, why=str(q.why))))
     if revealed:
         try:
             split = class_store().split(q.qid)
@@ -87,7 +93,7 @@ def ask(q: Question, place=None) -> bool:
             box.caption(
                 t(
                     "How the class answered: {split}",
-                    split=plain(split_words(split.counts, dict(zip(split.choices, split.labels, strict=True)))),
+                    split=plain(split_words(split.counts, {k: said(x) for k, x in zip(split.choices, split.labels, strict=True)})),
                 )
             )
     return True

@@ -24,7 +24,7 @@ from capsviz.data.user import short_name
 from capsviz.devices import pick_device, serving_threads
 from capsviz.errors import CapsvizError
 from capsviz.glossary import class_words
-from capsviz.i18n import N_, keeping, language, speaking, t
+from capsviz.i18n import N_, keeping, language, speaking, t, tn
 from capsviz.model_cache import ModelCache
 from capsviz.progress import time_left
 from capsviz.registry import family_words
@@ -228,7 +228,13 @@ def _try_key(key: str) -> None:
         _teachers.add(person()[0])
         st.toast(t("You are the teacher on this server."))
     elif tried == "wait":
-        st.toast(t("Too many wrong keys were tried: try again in {minutes} minutes.", minutes=access.GUESS_WINDOW_S // 60))
+        st.toast(
+            tn(
+                "Too many wrong keys were tried: try again in {n} minute.",
+                "Too many wrong keys were tried: try again in {n} minutes.",
+                access.GUESS_WINDOW_S // 60,
+            )
+        )
     else:
         st.toast(t("That is not this server's teacher key."))
 
@@ -245,21 +251,33 @@ def class_panel(teacher: bool) -> None:
     """The sidebar's class settings: the teacher chooses what students may do; a student can
     enter the teacher key."""
     folder = checkpoint_dir()
-    with st.sidebar.expander("Class", expanded=False):
+    with st.sidebar.expander(t("Class"), expanded=False):
         if teacher:
             mode = access.settings(folder)["students"]
             pick = st.radio(
-                "Students may", list(access.MODES), index=list(access.MODES).index(mode), format_func=access.MODES.get, key="class_mode"
+                t("Students may"),
+                list(access.MODES),
+                index=list(access.MODES).index(mode),
+                format_func=keeping(lambda m: t(access.MODES[m])),
+                key="class_mode",
             )
             if pick != mode:
                 try:
                     access.set_student_mode(folder, pick)
                 except OSError as e:
-                    st.error(f"Cannot keep the setting in the model folder: {plain(e.strerror or e)}")
-            st.caption("You are the teacher here: you may train, replace any model and clear the caches (the app menu's Clear cache).")
+                    st.error(t("Cannot keep the setting in the model folder: {why}", why=plain(e.strerror or e)))
+            st.caption(t("You are the teacher here: you may train, replace any model and clear the caches (the app menu's Clear cache)."))
         else:
-            st.caption("Students on this server may " + access.MODES[access.settings(folder)["students"]] + ".")
-            st.text_input("Teacher key", type="password", key=STATE.teacher_key_typed.key, on_change=key_typed)
+            mode = access.settings(folder)["students"]
+            st.caption(t(STUDENTS_MAY[mode]))
+            st.text_input(t("Teacher key"), type="password", key=STATE.teacher_key_typed.key, on_change=key_typed)
+
+
+# What the Class panel tells a student they may do: one whole sentence per mode.
+STUDENTS_MAY = {
+    "explore": N_("Students on this server may explore only: every page, their own pictures and drawings; no training or uploads of data."),
+    "train": N_("Students on this server may explore, and train models and upload data within the class's bounds."),
+}
 
 
 ALL = N_("all datasets")  # the dataset filter's first choice (a value, translated where shown)

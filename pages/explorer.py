@@ -10,7 +10,7 @@ from capsviz.analysis.questions import longest_capsule, strongest_dimension
 from capsviz.analysis.routing import canvas_words, centred, on_canvas
 from capsviz.glossary import help_text
 from capsviz.glossary import label as glossary_label
-from capsviz.i18n import t
+from capsviz.i18n import keeping, t
 from capsviz.registry import shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
@@ -33,14 +33,16 @@ from pages.state import STATE
 
 require_router()
 
-st.title("DigitCaps explorer")
-st.markdown(EXPLORER_INTRO)
+st.title(t("DigitCaps explorer"))
+st.markdown(t(EXPLORER_INTRO))
 
 model, meta, path = page_model(
     lambda meta: shows(meta.config, "explorer") and meta.config.decodes,
-    "a CapsNet with a decoder, whose capsules it redraws",
-    "**{name}** is {family} without a decoder. Matrix capsules (EM routing) and the baseline CNNs have no "
-    "reconstruction network, so there is nothing to perturb: choose a dynamic-routing CapsNet trained with reconstruction in the sidebar.",
+    t("a CapsNet with a decoder, whose capsules it redraws"),
+    t(  # no values: page_model fills in {name} and {family}
+        "**{name}** is {family} without a decoder. Matrix capsules (EM routing) and the baseline CNNs have no "
+        "reconstruction network, so there is nothing to perturb: choose a dynamic-routing CapsNet trained with reconstruction in the sidebar."
+    ),
 )
 
 dataset = meta.image_dataset
@@ -50,7 +52,7 @@ size = meta.config.in_size
 pad = on_canvas(dataset, size)  # a MultiMNIST model: a single 28x28 digit (test set, drawing or upload) centred on its canvas
 if pad:
     st.info(canvas_words(size, pad), icon=":material/info:")
-    st.page_link("pages/multimnist.py", label="MultiMNIST: pairs of digits", icon=":material/arrow_outward:")
+    st.page_link("pages/multimnist.py", label=t("MultiMNIST: pairs of digits"), icon=":material/arrow_outward:")
 picked = pick_image(dataset, names, size - 2 * pad, None if pad else model)
 if picked is None:
     st.stop()
@@ -77,10 +79,10 @@ qp = st.query_params
 linked_capsule = link_number(STATE.capsule_index, 0, len(names) - 1, pred.predicted, "capsule")  # a shared link's choice, once
 default_capsule = pred.predicted if linked_capsule is None else linked_capsule  # else the longest, for every new image
 capsule = st.selectbox(
-    "Capsule to decode",
+    t("Capsule to decode"),
     list(range(len(names))),
     index=default_capsule,
-    format_func=lambda j: f"{plain(names[j])} (length {pred.scores[j]:.2f})",
+    format_func=keeping(lambda j: t("{name} (length {length})", name=plain(names[j]), length=f"{pred.scores[j]:.2f}")),
     key=f"capsule_{path.stem}_{hash(image.tobytes())}",
     help=help_text("length", "reconstruction"),
 )
@@ -96,23 +98,32 @@ if STATE.dims_view.setdefault(view) != view:  # a new image or capsule: the slid
     STATE.dims.set(np.zeros(16, np.float32))
 
 a, b, c = st.columns([1, 2, 1])
-show(a, picture(to_image, image, width=168), f"input (label {plain(label)})", 168)
+show(a, picture(to_image, image, width=168), t("input (label {label})", label=plain(label)), 168)
 b.plotly_chart(
-    chart(capsule_bars, pred.scores, names, pred.predicted, f"Prediction: {names[pred.predicted]}", y_title=glossary_label("length")),
+    chart(
+        capsule_bars,
+        pred.scores,
+        names,
+        pred.predicted,
+        t("Prediction: {name}", name=names[pred.predicted]),
+        y_title=glossary_label("length"),
+    ),
     key="lengths",
 )
 rebuilt = decode(model, pred.capsules[capsule], capsule)
-show(c, picture(to_image, rebuilt, width=168), f"reconstruction from capsule {plain(names[capsule])}", 168)
+show(c, picture(to_image, rebuilt, width=168), t("reconstruction from capsule {name}", name=plain(names[capsule])), 168)
 
 
 @st.fragment
 def sliders():
     """Only this fragment reruns while sliding: one decoder pass, a few milliseconds."""
-    st.subheader("Perturb one dimension at a time", help=help_text("dimension", "reconstruction"))
+    st.subheader(t("Perturb one dimension at a time"), help=help_text("dimension", "reconstruction"))
     st.caption(
-        "Each slider adds an offset to one of the capsule's 16 dimensions (d0 to d15) before the decoder redraws it. "
-        "Drag a slider, or focus one and use the arrow keys (Home and End jump to the ends). "
-        "The sliders go back to 0 when you pick another image or capsule."
+        t(
+            "Each slider adds an offset to one of the capsule's 16 dimensions (d0 to d15) before the decoder redraws it. "
+            "Drag a slider, or focus one and use the arrow keys (Home and End jump to the ends). "
+            "The sliders go back to 0 when you pick another image or capsule."
+        )
     )
     cols = st.columns([3, 2])
     with cols[0]:
@@ -121,29 +132,35 @@ def sliders():
         rec = decode(model, pred.capsules[capsule], capsule, deltas)
         st.query_params["dims"] = ",".join(f"{v:g}" for v in deltas)
         show_link_note(STATE.dims.param, tuple(round(float(v), 2) + 0.0 for v in deltas))
-        changed = ", ".join(f"d{d} {v:+.2f}" for d, v in enumerate(deltas) if v) or "none"
-        show(st, picture(to_image, rec, width=224), f"perturbed: {changed}", 224)
+        changed = ", ".join(f"d{d} {v:+.2f}" for d, v in enumerate(deltas) if v)  # symbols and numbers: no words
+        show(st, picture(to_image, rec, width=224), t("perturbed: {changed}", changed=changed) if changed else t("perturbed: none"), 224)
         if said := offset_words(rebuilt, rec, deltas):
             st.caption(said)
 
 
 sliders()
 
-title = f"capsule {names[capsule]}: dimension (rows) + offset (columns)"
+title = t("capsule {name}: dimension (rows) + offset (columns)", name=names[capsule])  # drawn on the grid: kept per language
 img_png, effect = grid_of(STATE.model_key.get(), model, image.tobytes(), capsule, pred.capsules[capsule], title)
 # predict, then see: the grid and its measured effects wait for the student's answer
 if not ask(strongest_dimension(STATE.model_key.get(), image, capsule, names[capsule], effect)):  # ask makes it plain
     site_button("explorer", meta)
     st.stop()
-st.subheader(f"Perturbation grid for capsule {plain(names[capsule])} (Fig. 4)")
+st.subheader(t("Perturbation grid for capsule {name} (Fig. 4)", name=plain(names[capsule])))
 st.caption(
-    f"Each row is one dimension (d0 at the top to d15 at the bottom); each column adds one offset, from {STEPS[0]:+.2f} at "
-    f"the left to {STEPS[-1]:+.2f} at the right, to that dimension alone (the middle column, 0, is the plain reconstruction). "
-    + "Beside it: how much each row changes the drawing, measured."
+    t(
+        "Each row is one dimension (d0 at the top to d15 at the bottom); each column adds one offset, from {first} at "
+        "the left to {last} at the right, to that dimension alone (the middle column, 0, is the plain reconstruction). "
+        "Beside it: how much each row changes the drawing, measured.",
+        first=f"{STEPS[0]:+.2f}",
+        last=f"{STEPS[-1]:+.2f}",
+    )
 )
 left, right = st.columns([3, 2])
-show(left, img_png, "16 dimensions (rows) x 11 offsets (columns), the offsets written on top")
-left.download_button("Download grid as PNG", img_png, file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png")
+show(left, img_png, t("16 dimensions (rows) x 11 offsets (columns), the offsets written on top"))
+left.download_button(
+    t("Download grid as PNG"), img_png, file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png"
+)
 right.plotly_chart(chart(effect_bars, effect), key="effect")
 right.caption(effect_words(effect, rebuilt, plain(names[capsule]), STEPS[0], STEPS[-1]))  # plain: its one name is made plain here
 

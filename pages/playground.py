@@ -23,6 +23,7 @@ from capsviz.analysis.playground import (
 )
 from capsviz.analysis.questions import em_assignment, routed_split
 from capsviz.glossary import help_text
+from capsviz.i18n import N_, keeping, t
 from capsviz.viz.animation import dynamic_frames, em_frames, gif_bytes
 from pages.asking import ask
 from pages.common import keep_link_note, link_number, require_router, show_link_note, site_button
@@ -30,15 +31,22 @@ from pages.drawn import picture, show
 from pages.state import STATE, Key, link_asks
 
 require_router()
-st.title("Routing playgrounds")
+st.title(t("Routing playgrounds"))
 st.markdown(
-    "Six lower capsules, two or three upper capsules, poses in 2-D so you can see them. You set what each lower "
-    "capsule predicts for each upper capsule; capsviz routes them with the **same functions the trained models use** "
-    "and draws every iteration. Start from a preset, then drag a slider and watch the couplings (or assignments) follow."
+    t(
+        "Six lower capsules, two or three upper capsules, poses in 2-D so you can see them. You set what each lower "
+        "capsule predicts for each upper capsule; capsviz routes them with the **same functions the trained models use** "
+        "and draws every iteration. Start from a preset, then drag a slider and watch the couplings (or assignments) follow."
+    )
 )
 
-TOYS = {"dynamic": "Routing by agreement (dynamic routing)", "em": "EM routing (matrix capsules)"}
-NAMES = [f"lower {i + 1}" for i in range(I_TOY)]
+TOYS = {"dynamic": N_("Routing by agreement (dynamic routing)"), "em": N_("EM routing (matrix capsules)")}
+RULES = {"dynamic": N_("routing by agreement (iterations)"), "self-attention": N_("self-attention (one pass)")}
+
+
+def lower_names() -> list[str]:
+    """The lower capsules as the figures name them, in the reader's language."""
+    return [t("lower {i}", i=i + 1) for i in range(I_TOY)]
 
 
 def from_link(slot: Key, what: str, choices, default) -> None:
@@ -57,8 +65,10 @@ def switch_toy() -> None:
         st.query_params.pop(param, None)
 
 
-from_link(STATE.pg_toy, "playground", list(TOYS), "dynamic")
-toy_kind = st.radio("Playground", list(TOYS), format_func=TOYS.get, key=STATE.pg_toy.key, horizontal=True, on_change=switch_toy)
+from_link(STATE.pg_toy, t("playground"), list(TOYS), "dynamic")
+toy_kind = st.radio(
+    t("Playground"), list(TOYS), format_func=keeping(lambda k: t(TOYS[k])), key=STATE.pg_toy.key, horizontal=True, on_change=switch_toy
+)
 st.query_params["toy"] = toy_kind
 prefix = f"pg_{toy_kind}"
 preset_slot, j_slot, t_slot, cap_slot, points_slot, gen_slot = (
@@ -74,28 +84,28 @@ def reset_points() -> None:
     gen_slot.set(gen_slot.get() + 1)
 
 
-from_link(preset_slot, "preset", presets, presets[0])
-from_link(j_slot, "upper capsules", [2, 3], 2)
-from_link(t_slot, "routing iterations", range(1, 6), 3)
-from_link(cap_slot, "lower capsule", range(1, I_TOY + 1), 1)
+from_link(preset_slot, t("preset"), presets, presets[0])
+from_link(j_slot, t("upper capsules"), [2, 3], 2)
+from_link(t_slot, t("routing iterations"), range(1, 6), 3)
+from_link(cap_slot, t("lower capsule"), range(1, I_TOY + 1), 1)
 controls, figure = st.columns([1, 2.2], gap="large")
 with controls:
     preset = st.selectbox(  # plain: the toy's own preset names
-        "Preset", presets, key=preset_slot.key, on_change=reset_points, help="A starting arrangement; the sliders below change it"
+        t("Preset"), presets, key=preset_slot.key, on_change=reset_points, help=t("A starting arrangement; the sliders below change it")
     )
-    J = st.radio("Upper capsules", [2, 3], key=j_slot.key, horizontal=True, on_change=reset_points)
+    J = st.radio(t("Upper capsules"), [2, 3], key=j_slot.key, horizontal=True, on_change=reset_points)
     rule = "dynamic"
     if toy_kind == "dynamic":
-        from_link(STATE.pg_rule, "routing", STATE.pg_rule.choices, "dynamic")
+        from_link(STATE.pg_rule, t("routing"), STATE.pg_rule.choices, "dynamic")
         rule = st.radio(
-            "Routing",
-            ["dynamic", "self-attention"],
-            format_func={"dynamic": "routing by agreement (iterations)", "self-attention": "self-attention (one pass)"}.get,
+            t("Routing"),
+            list(RULES),
+            format_func=keeping(lambda r: t(RULES[r])),
             key=STATE.pg_rule.key,
             horizontal=True,
             help=help_text("iteration", "self_attention", "prior"),
         )
-    T = st.slider("Routing iterations", 1, 5, key=t_slot.key, help=help_text("iteration"), disabled=rule != "dynamic")
+    T = st.slider(t("Routing iterations"), 1, 5, key=t_slot.key, help=help_text("iteration"), disabled=rule != "dynamic")
     if rule != "dynamic":
         T = 1
 
@@ -104,12 +114,15 @@ with controls:
         base = DYNAMIC_PRESETS[preset] if toy_kind == "dynamic" else EM_PRESETS[preset][0]
         base = base[:, :J].copy()
         acts = np.ones(I_TOY) if toy_kind == "dynamic" else EM_PRESETS[preset][1].copy()
-        for param, shape, what in (("pts", base.shape, "points"), ("acts", (I_TOY,), "activations")):  # a link's, once
+        for param, shape, what, instead in (
+            ("pts", base.shape, t("points"), t("the preset's points")),
+            ("acts", (I_TOY,), t("activations"), t("the preset's activations")),
+        ):  # a link's, once
             raw = link_asks(param)
             linked = decode_points(raw, shape)
             if linked is None and raw:
                 shown = base if param == "pts" else acts
-                keep_link_note(param, Linked(encode_points(shown), unread(raw, what, f"the preset's {what}")))
+                keep_link_note(param, Linked(encode_points(shown), unread(raw, what, instead)))
             elif linked is not None and param == "pts":
                 base = linked
             elif linked is not None:
@@ -118,15 +131,21 @@ with controls:
     points, acts = points_slot.get()
     points, acts = points.copy(), acts.copy()
 
-    st.markdown("**Move one lower capsule**")
-    i = st.selectbox("Lower capsule", list(range(1, I_TOY + 1)), key=cap_slot.key, format_func=lambda k: f"lower capsule {k}") - 1
-    what = "prediction u_hat" if toy_kind == "dynamic" else "vote V"
+    st.markdown(t("**Move one lower capsule**"))
+    i = (
+        st.selectbox(
+            t("Lower capsule"), list(range(1, I_TOY + 1)), key=cap_slot.key, format_func=keeping(lambda k: t("lower capsule {k}", k=k))
+        )
+        - 1
+    )
     gen = gen_slot.get()
     for j in range(J):
         a, b = st.columns(2)
         for axis, col in enumerate((a, b)):
             points[i, j, axis] = col.slider(
-                f"{what} for upper {j + 1}: {'xy'[axis]}",
+                t("prediction u_hat for upper {j}: {axis}", j=j + 1, axis="xy"[axis])
+                if toy_kind == "dynamic"
+                else t("vote V for upper {j}: {axis}", j=j + 1, axis="xy"[axis]),
                 -LIMIT,
                 LIMIT,
                 float(points[i, j, axis]),
@@ -136,11 +155,17 @@ with controls:
             )
     if toy_kind == "em":
         acts[i] = st.slider(
-            f"activation a of lower capsule {i + 1}", 0.0, 1.0, float(acts[i]), 0.05, key=f"{prefix}_act_{gen}_{i}", help=help_text("a_in")
+            t("activation a of lower capsule {i}", i=i + 1),
+            0.0,
+            1.0,
+            float(acts[i]),
+            0.05,
+            key=f"{prefix}_act_{gen}_{i}",
+            help=help_text("a_in"),
         )
-        final_lambda = st.slider("final inverse temperature lambda", 0.1, 3.0, 0.3, 0.1, key="pg_em_lambda", help=help_text("lambda"))
-        beta_u = st.slider("beta_u (cost per unit of spread)", -2.0, 2.0, 0.0, 0.1, key="pg_em_beta_u", help=help_text("beta_u"))
-        beta_a = st.slider("beta_a (activation bias)", -2.0, 2.0, 0.0, 0.1, key="pg_em_beta_a", help=help_text("beta_a"))
+        final_lambda = st.slider(t("final inverse temperature lambda"), 0.1, 3.0, 0.3, 0.1, key="pg_em_lambda", help=help_text("lambda"))
+        beta_u = st.slider(t("beta_u (cost per unit of spread)"), -2.0, 2.0, 0.0, 0.1, key="pg_em_beta_u", help=help_text("beta_u"))
+        beta_a = st.slider(t("beta_a (activation bias)"), -2.0, 2.0, 0.0, 0.1, key="pg_em_beta_a", help=help_text("beta_a"))
     points_slot.set((points, acts))
     for param, value in (("pts", points), ("acts", acts)):
         show_link_note(param, encode_points(value))  # while the page shows the preset's in place of a link's it cannot read
@@ -157,36 +182,38 @@ for param, value, default in (("pts", points, preset_points), ("acts", acts, np.
 
 
 def show_iteration(T: int) -> int:
-    linked_t = link_number(STATE.pg_t, 1, T, T, "iteration")  # a shared link's, once
+    linked_t = link_number(STATE.pg_t, 1, T, T, t("iteration"))  # a shared link's, once
     if linked_t is not None:
         STATE.pg_t.set(linked_t)
     if STATE.pg_t.get(T) > T:
         STATE.pg_t.set(T)
     STATE.pg_t.setdefault(T)  # the slider then takes its value from the session alone (no second default)
-    t = (
-        st.slider("Show iteration", 1, T, key=STATE.pg_t.key, help="Routing is computed for every iteration; this picks which one is drawn")
+    shown = (
+        st.slider(
+            t("Show iteration"), 1, T, key=STATE.pg_t.key, help=t("Routing is computed for every iteration; this picks which one is drawn")
+        )
         if T > 1
         else 1
     )
-    st.query_params["t"] = str(t)
-    show_link_note(STATE.pg_t.param, t)
-    return t - 1
+    st.query_params["t"] = str(shown)
+    show_link_note(STATE.pg_t.param, shown)
+    return shown - 1
 
 
-def dynamic_frame(toy, t: int):
-    """Iteration t's picture of the dynamic (or self-attention) toy."""
-    return dynamic_frames(toy, NAMES, only=t)[0]
+def dynamic_frame(toy, it: int):
+    """Iteration it's picture of the dynamic (or self-attention) toy."""
+    return dynamic_frames(toy, lower_names(), only=it)[0]
 
 
-def em_frame(toy, t: int):
-    """Iteration t's picture of the EM toy."""
-    return em_frames(toy, NAMES, only=t)[0]
+def em_frame(toy, it: int):
+    """Iteration it's picture of the EM toy."""
+    return em_frames(toy, lower_names(), only=it)[0]
 
 
 def downloads(png: bytes, frames, name: str) -> None:
     a, b = st.columns(2)
     a.download_button(
-        "Download this iteration (PNG)",
+        t("Download this iteration (PNG)"),
         png,
         f"{name}-iteration.png",
         "image/png",
@@ -194,8 +221,8 @@ def downloads(png: bytes, frames, name: str) -> None:
         on_click="ignore",
     )
     b.download_button(
-        "Download every iteration (animated GIF)",
-        lambda: gif_bytes(frames()),
+        t("Download every iteration (animated GIF)"),
+        keeping(lambda: gif_bytes(frames())),  # drawn when downloaded, in the language of the page
         f"{name}.gif",
         "image/gif",
         key=f"{prefix}_gif",
@@ -219,25 +246,28 @@ if STATE.pg_asked_for.get() != context or kept is None or kept.qid not in STATE.
 with figure:
     if not ask(STATE.pg_question.get(question)):
         st.stop()
-    t = show_iteration(T)
+    it = show_iteration(T)
     if toy_kind == "dynamic":
-        frame = picture(dynamic_frame, toy, t, key=(rule, points, T, t))  # drawn once for everyone on these numbers
+        frame = picture(dynamic_frame, toy, it, key=(rule, points, T, it))  # drawn once for everyone on these numbers (per language)
         show(
             st,
             frame,
-            "Procedure 1 of Sabour et al. on your numbers: one panel per upper capsule with the predictions it receives; below, how each lower capsule splits its prediction",
+            t(
+                "Procedure 1 of Sabour et al. on your numbers: one panel per upper capsule with the predictions it receives; "
+                "below, how each lower capsule splits its prediction"
+            ),
             "stretch",
         )
-        downloads(frame, lambda: dynamic_frames(toy, NAMES), "routing-by-agreement")
+        downloads(frame, lambda: dynamic_frames(toy, lower_names()), "routing-by-agreement")
     else:
-        frame = picture(em_frame, toy, t, key=(points, acts, T, beta_u, beta_a, final_lambda, t))
+        frame = picture(em_frame, toy, it, key=(points, acts, T, beta_u, beta_a, final_lambda, it))
         show(
             st,
             frame,
-            "Procedure 1 of Hinton et al. on your numbers: each upper capsule is a Gaussian over the votes it receives",
+            t("Procedure 1 of Hinton et al. on your numbers: each upper capsule is a Gaussian over the votes it receives"),
             "stretch",
         )
-        downloads(frame, lambda: em_frames(toy, NAMES), "em-routing")
+        downloads(frame, lambda: em_frames(toy, lower_names()), "em-routing")
 
 
 def number(title: str, *terms: str):
@@ -251,21 +281,25 @@ if toy_kind == "dynamic" and rule == "self-attention":
     st.info(view.said)
     cols = {}
     for j in range(J):
-        cols[f"a to {j + 1}"] = number(f"a to {j + 1}", "self_attention")
-        cols[f"c to {j + 1}"] = number(f"c to {j + 1}", "c")
-    st.markdown("**The numbers** (hover a column title for its meaning)")
+        cols[f"a to {j + 1}"] = number(t("a to {j}", j=j + 1), "self_attention")  # the keys: the table's columns; the titles shown
+        cols[f"c to {j + 1}"] = number(t("c to {j}", j=j + 1), "c")
+    st.markdown(t("**The numbers** (hover a column title for its meaning)"))
     st.dataframe(pd.DataFrame(view.lower), hide_index=True, column_config=cols, key="pg_att_table")
 elif toy_kind == "dynamic":
-    view = dynamic_view(toy, t)
+    view = dynamic_view(toy, it)
     st.markdown(view.intro)
     st.info(view.said)
     cols = {}
     for j in range(J):
-        cols[f"b to {j + 1}"] = number(f"b to {j + 1}", "b")
-        cols[f"c to {j + 1}"] = number(f"c to {j + 1}", "c")
-        cols[f"u_hat.v with {j + 1}"] = number(f"u_hat.v with {j + 1}", "agreement")
+        cols[f"b to {j + 1}"] = number(t("b to {j}", j=j + 1), "b")
+        cols[f"c to {j + 1}"] = number(t("c to {j}", j=j + 1), "c")
+        cols[f"u_hat.v with {j + 1}"] = number(t("u_hat.v with {j}", j=j + 1), "agreement")
     st.markdown(
-        f"**The numbers at iteration {t + 1}** (hover a column title for its meaning; b and c are what this iteration used, u_hat.v is what it adds to b)"
+        t(
+            "**The numbers at iteration {iteration}** (hover a column title for its meaning; b and c are what this iteration used, "
+            "u_hat.v is what it adds to b)",
+            iteration=it + 1,
+        )
     )
     st.dataframe(pd.DataFrame(view.lower), hide_index=True, column_config=cols, key="pg_dyn_table")
     st.dataframe(
@@ -276,27 +310,32 @@ elif toy_kind == "dynamic":
             "s (x, y)": st.column_config.TextColumn(help=help_text("s")),
             "|s|": number("|s|", "s"),
             "v (x, y)": st.column_config.TextColumn(help=help_text("v", "squash")),
-            "|v| (presence)": number("|v| (presence)", "length"),
+            "|v| (presence)": number(t("|v| (presence)"), "length"),
         },
     )
     st.caption(view.try_it)
 else:
-    view = em_view(toy, t, beta_a)
+    view = em_view(toy, it, beta_a)
     st.markdown(view.intro)
     st.info(view.said)
-    cols = {"a (lower activation)": st.column_config.NumberColumn(format="%.2f", help=help_text("a_in"))}
+    cols = {"a (lower activation)": st.column_config.NumberColumn(t("a (lower activation)"), format="%.2f", help=help_text("a_in"))}
     for j in range(J):
-        cols[f"R to {j + 1}"] = number(f"R to {j + 1}", "R")
-    st.markdown(f"**The numbers at iteration {t + 1}** (hover a column title for its meaning; R is what this iteration's M-step used)")
+        cols[f"R to {j + 1}"] = number(t("R to {j}", j=j + 1), "R")
+    st.markdown(
+        t(
+            "**The numbers at iteration {iteration}** (hover a column title for its meaning; R is what this iteration's M-step used)",
+            iteration=it + 1,
+        )
+    )
     st.dataframe(pd.DataFrame(view.lower), hide_index=True, column_config=cols, key="pg_em_table")
     st.dataframe(
         pd.DataFrame(view.upper),
         hide_index=True,
         key="pg_em_upper",
         column_config={
-            "mu (mean pose)": st.column_config.TextColumn(help=help_text("mu")),
-            "sigma (spread)": st.column_config.TextColumn(help=help_text("sigma")),
-            "a (activation)": number("a (activation)", "a_j"),
+            "mu (mean pose)": st.column_config.TextColumn(t("mu (mean pose)"), help=help_text("mu")),
+            "sigma (spread)": st.column_config.TextColumn(t("sigma (spread)"), help=help_text("sigma")),
+            "a (activation)": number(t("a (activation)"), "a_j"),
         },
     )
     st.caption(view.try_it)

@@ -9,9 +9,9 @@ import pandas as pd
 import streamlit as st
 
 from capsviz import access
-from capsviz.analysis.questions import answers_csv
+from capsviz.analysis.questions import answers_csv, said
 from capsviz.data.upload import mib, remove_upload, stored_uploads, uploads_dir
-from capsviz.i18n import t, tn
+from capsviz.i18n import N_, keeping, t, tn
 from capsviz.text import plain
 from pages.common import class_store, person
 
@@ -32,11 +32,29 @@ st.markdown(
 store = class_store()
 
 
+# Each page by its title in the sidebar (app.py), by the address it is seen at.
+TITLES = {
+    "why": N_("Why capsules"),
+    "zoo": N_("Model zoo"),
+    "playground": N_("Routing playgrounds"),
+    "explorer": N_("DigitCaps explorer"),
+    "routing": N_("Dynamic routing"),
+    "em": N_("EM routing"),
+    "multimnist": N_("MultiMNIST"),
+    "robustness": N_("Robustness"),
+    "lab": N_("Routing lab"),
+    "reproduction": N_("Reproduction"),
+    "glossary": N_("Glossary"),
+    "train": N_("Train"),
+    "teacher": N_("Teacher"),
+}
+
+
 def where(page: str) -> str:
-    """A page as the teacher reads it: the tour with its step."""
+    """A page as the teacher reads it: its title; the tour with its step."""
     if page.startswith("tour:"):
         return t("guided tour, step {step}", step=page.removeprefix("tour:"))
-    return plain(page, "table")
+    return t(TITLES[page]) if page in TITLES else plain(page, "table")
 
 
 @st.fragment(run_every=REFRESH_S)
@@ -46,7 +64,9 @@ def the_class() -> None:
     total = sum(pages.values())
     st.metric(t("Students connected"), total, help=t("Each browser counts once, however many tabs it has open."))
     if pages:
-        st.dataframe(pd.DataFrame({t("page"): list(pages), t("students"): list(pages.values())}), hide_index=True, key="teacher_pages")
+        st.dataframe(
+            pd.DataFrame({t("page"): [where(p) for p in pages], t("students"): list(pages.values())}), hide_index=True, key="teacher_pages"
+        )
     runs = store.runs()
     st.markdown(t("**Training runs**"))
     if not runs:
@@ -57,9 +77,9 @@ def the_class() -> None:
             line = t("{model} by student {label}: training.", model=plain(run.name), label=access.label(run.owner))
         else:
             line = t("{model} by student {label}: waiting, place {place}.", model=plain(run.name), label=access.label(run.owner), place=k)
+        left.markdown(line)  # plain: the names made plain in its values
         if run.stop:
-            line += " " + t("Asked to stop.")
-        left.markdown(line)
+            left.caption(t("Asked to stop."))
         word = t("Stop") if run.state == "running" else t("Remove")
         if right.button(word, key=f"teacher_stop_{run.rid}", disabled=run.stop):
             store.stop_run(run.rid)
@@ -95,17 +115,23 @@ def the_questions() -> None:
         st.caption(t("No question has been answered in this class yet."))
     for s in splits:
         with st.container(border=True):
-            st.markdown(plain(s.text))
-            st.caption(
-                tn(
-                    "{n} student answered in round {round}; the students {seen} the class's answers.",
-                    "{n} students answered in round {round}; the students {seen} the class's answers.",
+            st.markdown(plain(said(s.text)))  # in the teacher's language, whoever answered first
+            if s.revealed:
+                shown = tn(
+                    "{n} student answered in round {round}; the students see the class's answers.",
+                    "{n} students answered in round {round}; the students see the class's answers.",
                     s.answered,
                     round=s.round,
-                    seen=t("see") if s.revealed else t("do not see"),
                 )
-            )
-            labels = [plain(x, "table") + (" ✓" if k == s.answer else "") for k, x in zip(s.choices, s.labels, strict=True)]
+            else:
+                shown = tn(
+                    "{n} student answered in round {round}; the students do not see the class's answers.",
+                    "{n} students answered in round {round}; the students do not see the class's answers.",
+                    s.answered,
+                    round=s.round,
+                )
+            st.caption(shown)  # plain: numbers only
+            labels = [plain(said(x), "table") + (" ✓" if k == s.answer else "") for k, x in zip(s.choices, s.labels, strict=True)]
             st.dataframe(
                 pd.DataFrame({t("answer"): labels, t("students"): [s.counts[k] for k in s.choices]}),
                 hide_index=True,
@@ -134,7 +160,7 @@ st.subheader(t("This class"))
 left, right = st.columns(2)
 left.download_button(
     t("Export the answers (CSV)"),
-    lambda: answers_csv(store.answer_rows(), access.label),
+    keeping(lambda: answers_csv(store.answer_rows(), access.label)),  # its question texts in the teacher's language
     "capsviz-answers.csv",
     "text/csv",
     key="teacher_export",

@@ -12,11 +12,18 @@ not always first, yet every student of a class sees the same order.
 A question's `qid` names what it asks about (its kind, the model, the image or the toy's numbers,
 the settings), so every student who looks at the same thing answers the same question, and the
 Teacher page counts them together (capsviz.store).
+
+Students of one class read in different languages, so a question holds no words: its text, its
+choices and its reason are `Words`, a catalog message with its values, said in the reader's
+language where shown. The class's store keeps them so (`Words.dump`), and the choices' keys, never
+their words, are what answers and splits count: a question answered in Japanese is the same
+question, with the same split, for a student who reads Chinese.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from dataclasses import dataclass
 
@@ -30,20 +37,89 @@ MOST_CHOICES = 4  # the right answer and up to three others: more is a list to r
 
 
 @dataclass(frozen=True)
+class Words:
+    """A sentence kept as its catalog message and values, said in the reader's language wherever it
+    is shown (`str(words)`): `Words.t("...", x=...)` and `Words.tn(singular, plural, n, ...)` are
+    written as `t` and `tn` are, and the catalog finds their messages the same way."""
+
+    message: str
+    plural: str | None = None
+    n: int | None = None
+    values: tuple[tuple[str, str | int | float], ...] = ()
+    literal: bool = False  # a name shown as it is in every language (a class's name), no message
+
+    @classmethod
+    def as_is(cls, text: str) -> Words:
+        return cls(str(text), literal=True)
+
+    @classmethod
+    def t(cls, message: str, /, **values) -> Words:
+        return cls(message, values=_kept(values))
+
+    @classmethod
+    def tn(cls, singular: str, plural: str, n: int, /, **values) -> Words:
+        return cls(singular, plural, int(n), _kept(values))
+
+    def __str__(self) -> str:
+        if self.literal:
+            return self.message
+        values = dict(self.values)
+        if self.plural is not None:
+            return tn(self.message, self.plural, self.n, **values)
+        return t(self.message, **values) if values else t(self.message)
+
+    def dump(self) -> str:
+        """As the class's store keeps it: JSON, no words of any one language."""
+        if self.literal:
+            return json.dumps({"s": self.message}, ensure_ascii=False)
+        return json.dumps({"m": self.message, "p": self.plural, "n": self.n, "v": dict(self.values)}, ensure_ascii=False)
+
+    @classmethod
+    def load(cls, text: str) -> Words:
+        """What `dump` wrote; a row of words from before (plain text) is shown as it was."""
+        try:
+            kept = json.loads(text)
+            if "s" in kept:
+                return cls.as_is(kept["s"])
+            n = kept.get("n")
+            return cls(str(kept["m"]), kept.get("p"), None if n is None else int(n), _kept(kept.get("v") or {}))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return cls.as_is(text)
+
+
+def _kept(values: dict) -> tuple[tuple[str, str | int | float], ...]:
+    """A message's values as a Words keeps them: numbers as numbers, anything else as its text."""
+    return tuple(
+        sorted((str(k), v.item() if isinstance(v, np.generic) else v if isinstance(v, int | float) else str(v)) for k, v in values.items())
+    )
+
+
+def said(dumped: str) -> str:
+    """Words kept in the class's store (`Words.dump`), in the reader's language."""
+    return str(Words.load(dumped))
+
+
+@dataclass(frozen=True)
 class Question:
     """What the page asks, the choices (`keys`, stored with answers; `labels`, shown), the right
-    choice's key, and `why`: the one sentence the reveal says."""
+    choice's key, and `why`: the one sentence the reveal says. Its words are `Words`: `str()` says
+    them in the reader's language."""
 
     qid: str
     page: str
-    text: str
+    text: Words
     keys: tuple[str, ...]
-    labels: tuple[str, ...]
+    labels: tuple[Words, ...]
     answer: str
-    why: str
+    why: Words
 
     def label(self, key: str) -> str:
-        return self.labels[self.keys.index(key)] if key in self.keys else key
+        """The choice `key` in the reader's language."""
+        return str(self.labels[self.keys.index(key)]) if key in self.keys else key
+
+    def kept(self) -> tuple[str, tuple[str, ...]]:
+        """(its text, its choices' labels) as the class's store keeps them: in no one language."""
+        return self.text.dump(), tuple(w.dump() for w in self.labels)
 
     def verdict(self, choice: str | None) -> str:
         """One sentence for the student after they commit (or skip): right, or what the answer was."""
@@ -62,7 +138,7 @@ def _qid(kind: str, *parts) -> str:
     return f"{kind}:{h.hexdigest()[:16]}"
 
 
-def _shuffled(qid: str, pairs: list[tuple[str, str]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _shuffled(qid: str, pairs: list[tuple[str, Words]]) -> tuple[tuple[str, ...], tuple[Words, ...]]:
     """The choices in an order drawn from the question's id: the same for every student."""
     order = list(pairs)
     random.Random(qid).shuffle(order)
@@ -85,9 +161,9 @@ def longest_capsule(model_key: str, image: np.ndarray, scores: np.ndarray, predi
         k = list(names).index(label)
         if k not in picked:
             picked[-1] = k  # the class the picture is of: the answer a student most likely gives
-    keys, labels = _shuffled(qid, [(str(j), str(names[j])) for j in picked])
+    keys, labels = _shuffled(qid, [(str(j), Words.as_is(names[j])) for j in picked])
     second = order[1] if len(order) > 1 else winner
-    why = t(
+    why = Words.t(
         "The {name} capsule is the longest, at {length}; the next longest is {other}, at {other_length}.",
         name=names[winner],
         length=f"{scores[winner]:.2f}",
@@ -97,7 +173,7 @@ def longest_capsule(model_key: str, image: np.ndarray, scores: np.ndarray, predi
     return Question(
         qid,
         "explorer",
-        t("This image goes through the model. Which class capsule will be the longest (the model's answer)?"),
+        Words.t("This image goes through the model. Which class capsule will be the longest (the model's answer)?"),
         keys,
         labels,
         str(winner),
@@ -114,16 +190,16 @@ def strongest_dimension(model_key: str, image: np.ndarray, capsule: int, name: s
     order = [int(d) for d in np.argsort(-effect, kind="stable")]
     picked = list(dict.fromkeys([order[0], order[len(order) // 2], order[-1]]))
     qid = _qid("dimension", model_key, np.ascontiguousarray(image, dtype=np.float32), capsule)
-    keys, labels = _shuffled(qid, [(str(d), t("dimension d{d}", d=d)) for d in picked])
+    keys, labels = _shuffled(qid, [(str(d), Words.t("dimension d{d}", d=d)) for d in picked])
     low = picked[-1]
-    why = t(
+    why = Words.t(
         "Moving d{d} from one end of its range to the other changes each pixel by {change} on average; d{low}, by {low_change}.",
         d=order[0],
         change=f"{effect[order[0]]:.3f}",
         low=low,
         low_change=f"{effect[low]:.3f}",
     )
-    text = t("Which of these dimensions of the {name} capsule changes the drawing most when it is moved across its range?", name=name)
+    text = Words.t("Which of these dimensions of the {name} capsule changes the drawing most when it is moved across its range?", name=name)
     return Question(qid, "explorer", text, keys, labels, str(order[0]), why)
 
 
@@ -133,16 +209,16 @@ def both_digits(model_key: str, image: np.ndarray, top2, labels) -> Question:
     against the pair's two `labels` (the paper's rule: right when the labels are the two longest)."""
     named = len({str(x) for x in top2} & {str(x) for x in labels})
     qid = _qid("pair", model_key, np.ascontiguousarray(image, dtype=np.float32))
-    pairs = [("2", t("Both digits")), ("1", t("One of the two")), ("0", t("Neither"))]
+    pairs = [("2", Words.t("Both digits")), ("1", Words.t("One of the two")), ("0", Words.t("Neither"))]
     keys, labels_ = _shuffled(qid, pairs)
-    why = t(
+    why = Words.t(
         "Its two longest capsules are {a} and {b}; the digits are {first} and {second}.",
         a=top2[0],
         b=top2[1],
         first=labels[0],
         second=labels[1],
     )
-    text = t("Two digits overlap in this image. How many of them will the model name as its two longest capsules?")
+    text = Words.t("Two digits overlap in this image. How many of them will the model name as its two longest capsules?")
     return Question(qid, "multimnist", text, keys, labels_, str(named), why)
 
 
@@ -169,27 +245,27 @@ def routed_split(toy, lower: int, settings: tuple, attention: bool = False) -> Q
     T, _, J = c.shape
     qid = _qid("split", settings, np.ascontiguousarray(toy.u_hat), lower)
     answer = split_of(c[-1, lower])
-    pairs = [(str(j + 1), t("Most of it to upper capsule {j}", j=j + 1)) for j in range(J)]
-    pairs.append((UNIFORM, t("Still split about evenly (near uniform)")))
+    pairs = [(str(j + 1), Words.t("Most of it to upper capsule {j}", j=j + 1)) for j in range(J)]
+    pairs.append((UNIFORM, Words.t("Still split about evenly (near uniform)")))
     keys, labels = _shuffled(qid, pairs)
     share = f"{c[-1, lower].max():.2f}"
     if answer == UNIFORM:
-        why = t(
+        why = Words.t(
             "Its largest coupling is {share}, against the uniform {uniform}: its predictions agree with no output more than with the others.",
             share=share,
             uniform=f"{1 / J:.2f}",
         )
     else:
-        why = t(
+        why = Words.t(
             "Its coupling to upper capsule {j} is {share}, against the uniform {uniform}: its prediction agrees with that output most.",
             j=answer,
             share=share,
             uniform=f"{1 / J:.2f}",
         )
     if attention:
-        text = t("Self-attention routing runs once. Where will lower capsule {k} send its prediction?", k=lower + 1)
+        text = Words.t("Self-attention routing runs once. Where will lower capsule {k} send its prediction?", k=lower + 1)
     else:
-        text = tn(
+        text = Words.tn(
             "After {n} iteration of routing by agreement, where will lower capsule {k} send its prediction?",
             "After {n} iterations of routing by agreement, where will lower capsule {k} send its prediction?",
             T,
@@ -205,24 +281,24 @@ def em_assignment(toy, lower: int, settings: tuple) -> Question:
     T, _, J = R.shape
     qid = _qid("em", settings, np.ascontiguousarray(toy.votes), np.ascontiguousarray(toy.a_in), lower)
     answer = split_of(R[-1, lower])
-    pairs = [(str(j + 1), t("Mostly to upper capsule {j}", j=j + 1)) for j in range(J)]
-    pairs.append((UNIFORM, t("Still shared about evenly (near uniform)")))
+    pairs = [(str(j + 1), Words.t("Mostly to upper capsule {j}", j=j + 1)) for j in range(J)]
+    pairs.append((UNIFORM, Words.t("Still shared about evenly (near uniform)")))
     keys, labels = _shuffled(qid, pairs)
     share = f"{R[-1, lower].max():.2f}"
     if answer == UNIFORM:
-        why = t(
+        why = Words.t(
             "Its largest assignment is {share}, against the uniform {uniform}: no Gaussian explains its vote much better.",
             share=share,
             uniform=f"{1 / J:.2f}",
         )
     else:
-        why = t(
+        why = Words.t(
             "Its assignment to upper capsule {j} is {share}, against the uniform {uniform}: that Gaussian explains its vote best.",
             j=answer,
             share=share,
             uniform=f"{1 / J:.2f}",
         )
-    text = tn(
+    text = Words.tn(
         "After {n} iteration of EM routing, which upper capsule will lower capsule {k}'s vote be assigned to?",
         "After {n} iterations of EM routing, which upper capsule will lower capsule {k}'s vote be assigned to?",
         T,
@@ -241,11 +317,11 @@ def uniform_changes_winner(toy, settings: tuple) -> Question:
     keys, labels = _shuffled(
         qid,
         [
-            ("same", t("No: the same upper capsule is the longest either way")),
-            ("other", t("Yes: with uniform couplings another upper capsule would be the longest")),
+            ("same", Words.t("No: the same upper capsule is the longest either way")),
+            ("other", Words.t("Yes: with uniform couplings another upper capsule would be the longest")),
         ],
     )
-    why = t(
+    why = Words.t(
         "With uniform couplings upper capsule {first} is the longest ({first_length}); after routing, upper capsule {last} ({last_length}).",
         first=first + 1,
         first_length=f"{v[0, first]:.2f}",
@@ -253,7 +329,13 @@ def uniform_changes_winner(toy, settings: tuple) -> Question:
         last_length=f"{v[-1, last]:.2f}",
     )
     return Question(
-        qid, "playground", t("Would uniform couplings (no routing) change which upper capsule is the longest?"), keys, labels, answer, why
+        qid,
+        "playground",
+        Words.t("Would uniform couplings (no routing) change which upper capsule is the longest?"),
+        keys,
+        labels,
+        answer,
+        why,
     )
 
 
@@ -270,7 +352,8 @@ CSV_COLUMNS = ("question", "page", "text", "student", "round", "answer", "correc
 
 
 def answers_csv(rows, label) -> str:
-    """The class's answers as CSV (capsviz.store.Store.answer_rows), each student by the anonymous
+    """The class's answers as CSV (capsviz.store.Store.answer_rows), each question's text in the
+    reader's language, each student by the anonymous
     `label` of their identity (capsviz.access.label), never the identity itself. A cell that a
     spreadsheet would run as a formula (=, +, -, @ first) is written with a ' before it."""
     import csv
@@ -286,5 +369,5 @@ def answers_csv(rows, label) -> str:
     writer.writerow(CSV_COLUMNS)
     for qid, page, text, who, rnd, choice, correct, reason, at in rows:
         when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
-        writer.writerow([cell(x) for x in (qid, page, text, label(who), rnd, choice, int(correct), reason, when)])
+        writer.writerow([cell(x) for x in (qid, page, said(text), label(who), rnd, choice, int(correct), reason, when)])
     return out.getvalue()
