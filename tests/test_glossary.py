@@ -44,6 +44,7 @@ NOT_TERMS = {"AMX", "BMP", "CPU", "CPUs", "CVPR", "GIF", "GPU", "GPUs", "IDX", "
 NOT_TERMS |= {"innerHTML", "Python", "Intel", "English"}  # English: the language, named where a page gives English names
 NOT_TERMS |= {"Chiaberge", "Hinton", "Kim", "Lee", "Mazzia", "Sabour", "Salvetti", "Tresp"}  # the papers' authors, cited
 NOT_TERMS |= {"Eq", "Fig", "Table", "Procedure"}  # parts of the papers, cited by number
+NOT_TERMS |= {"CSV", "None", "SameSite", "Path"}  # the answers' export format; the identity cookie's script (code)
 NOT_TERMS |= {"Class", "Clear", "End", "Open", "Resume", "Reproduction", "Robustness"}  # pages, panels, buttons and keys named
 
 
@@ -64,6 +65,7 @@ def shown_texts(path: Path) -> list[str]:
 
 
 def terms_in(text: str) -> set[str]:
+    text = re.sub(r"\{[^{}]*\}", " ", text)  # a catalog message's {placeholders} are names in code, never shown
     found = {m.rstrip("|") for m in SYMBOL.findall(text)} | set(GREEK.findall(text))
     found |= set(CAPITALS.findall(text)) | set(MIDDLE.findall(text))
     lowered = text.lower()
