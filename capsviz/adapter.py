@@ -46,6 +46,7 @@ from safetensors import SafetensorError, safe_open
 
 from capsviz.config import CapsNetConfig
 from capsviz.errors import CapsvizError, first_line
+from capsviz.i18n import t
 from capsviz.models.capsnet import CapsNet
 
 # How a PyTorch CapsNet numbers its primary capsules, which no weight shape shows.
@@ -59,7 +60,18 @@ from capsviz.models.capsnet import CapsNet
 PRIMARY_ORDERS = ("type-major", "position-major", "view")
 # The options of CapsNetConfig a user's code may set (capsviz.config.PAPER_COMPUTATION has the
 # paper's values); the grouping and the prior follow from `primary_order` and the weights
-COMPUTATION = ("primary_squash", "squash", "class_squash", "routing_softmax", "routing_logits", "routing_batch", "input_mean", "input_std")
+# (routing_prior: False when the code does not start its routing from a prior the weights hold)
+COMPUTATION = (
+    "primary_squash",
+    "squash",
+    "class_squash",
+    "routing_softmax",
+    "routing_logits",
+    "routing_batch",
+    "input_mean",
+    "input_std",
+    "routing_prior",
+)
 # Which conv channel holds dimension d of capsule type t:
 # capsule: channel t*K + d (a capsule's K dims are adjacent channels; one conv, the usual view)
 # dim: channel d*T + t (K convs of T channels each, one per dimension, stacked in order)
@@ -165,7 +177,7 @@ class CapsuleAdapter:
             decoder_hidden=(p.decoder[0][0].shape[0], p.decoder[1][0].shape[0]) if p.decoder else (512, 1024),
             primary_grouping="view" if self.primary_order == "view" else "paper",
             routing_prior=p.prior is not None,
-            **self.computation,
+            **{k: v for k, v in self.computation.items() if k != "routing_prior"},
         )
 
     def model(self) -> CapsNet:
@@ -234,20 +246,25 @@ class CapsuleAdapter:
             if self.primary_order == "type-major":  # the twin's i = (r, c, t) is the original's (t, r, c)
                 order = torch.arange(I).view(T, G * G).T.reshape(-1)
         W = W[order]
-        if prior is not None:
+        if prior is not None and self.computation.get("routing_prior") is False:
+            notes.append(
+                t("ignored: the learned routing prior b {shape} (your code routes from 0: --prior none)", shape=tuple(prior.shape))
+            )
+            prior = None
+        elif prior is not None:
             prior = prior[order]
             notes.append(f"a learned routing prior b {tuple(prior.shape)}: routing starts from it")
         for name in list(todo):
-            t = todo.pop(name)
-            if t.is_floating_point() and bool((t == 0).all()):
-                notes.append(f"ignored: {name} {tuple(t.shape)} (all zeros)")
-            elif t.numel() == J * D:
+            left = todo.pop(name)
+            if left.is_floating_point() and bool((left == 0).all()):
+                notes.append(f"ignored: {name} {tuple(left.shape)} (all zeros)")
+            elif left.numel() == J * D:
                 raise CapsvizError(
-                    f"{name} {tuple(t.shape)} looks like a DigitCaps bias and is not zero; capsviz's DigitCaps has none "
+                    f"{name} {tuple(left.shape)} looks like a DigitCaps bias and is not zero; capsviz's DigitCaps has none "
                     "(s_j = sum_i c_ij u_hat_j|i), so this network cannot be imported as it computes"
                 )
             else:
-                raise CapsvizError(f"{name} {tuple(t.shape)} fits no part of a CapsNet: {_might_be(t, I=I, J=J, D=D, K=K)}; {_EXPECTED}")
+                raise CapsvizError(f"{name} {tuple(left.shape)} fits no part of a CapsNet: {_might_be(left, I=I, J=J, D=D, K=K)}; {_EXPECTED}")
         self._order = order
         return Parts(conv1=conv1, primary=(wp, bp), primary_dim=K, W=W, decoder=decoder, notes=notes, prior=prior)
 
@@ -548,7 +565,7 @@ def import_file(
     else each normalisation in common use, the one its lengths fit the labels far best on kept;
     the checkpoint says which, and the warnings of `plausibility` the check did not cover stay
     on. Without `against` the twin is stored marked "not checked against its code", with all of
-    them, and `other_counts`' where the iterations were not said. Returns what the command
+    them, and `other_routings`' where the iterations or the prior's use were not said. Returns what the command
     prints: the checkpoint, its metrics, the check, the warnings and the notes."""
     from capsviz import checkpoint as ckpt
     from capsviz.config import DATASETS
@@ -593,8 +610,10 @@ def import_file(
         notes.append("not evaluated: " + ("--no-evaluate" if not evaluate else f"the {dataset} test images were not found"))
     # a check covers the network's computation; its input pipeline only where the user gave it
     warnings_ = [] if checked and told else plausibility(model, dataset, data_dir, metrics, checked=checked is not None)
-    if against is None and iterations is None:  # the count was assumed: say when another fits the weights as well
-        warnings_ += other_counts(model, dataset, data_dir)
+    prior_said = "routing_prior" in computation
+    if against is None and (iterations is None or (reader.get_parts().prior is not None and not prior_said)):
+        # the routing was assumed: say when another way the weights allow fits them as well
+        warnings_ += other_routings(model, dataset, data_dir, count_said=iterations is not None, prior_said=prior_said)
     meta = {
         "dataset": dataset,
         "complete": True,
@@ -819,36 +838,81 @@ def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None
     return found
 
 
-# Another routing count "fits as well" when its margin loss is at most this much above the
-# assumed count's: a CapsNet trained to route 4 times and routed 3 fits within 3% (its lengths
-# differ by about 0.01), while the count it was trained with fits best
+# Another routing "fits as well" when its margin loss is at most this much above the assumed
+# one's: a CapsNet trained to route 4 times and routed 3 fits within 3% (its lengths differ by
+# about 0.01), while the count it was trained with fits best
 FIT_AS_WELL = 1.05
 
 
-def other_counts(model, dataset: str, data_dir=None) -> list[str]:
-    """A warning when routing another number of times (1 to 6) fits the labels of FIT_IMAGES test
-    images as well as the twin's count or better, and gives other lengths: the weights alone then
-    do not say how many times the original routes. Empty where the test images are missing."""
+def other_routings(model, dataset: str, data_dir=None, *, count_said: bool = False, prior_said: bool = False) -> list[str]:
+    """A warning when routing the twin's predictions another way its weights allow fits the labels
+    of FIT_IMAGES test images as well as the twin's own routing or better, and gives other lengths:
+    the weights alone then do not say how the original routes. The ways tried: 1 to 6 iterations
+    (unless `count_said`) and, where the weights hold a learned routing prior and `prior_said` is
+    off, routing from it or from 0 (code may keep a logit tensor it never routes from). Empty where
+    the test images are missing."""
+    from dataclasses import replace
+
     from capsviz.against import MAX_ITERATIONS_TRIED
+    from capsviz.routing import DynamicOptions, class_squash, route
 
     labelled = _labelled_test_images(dataset, data_dir, FIT_IMAGES)
     if labelled is None:
         return []
     x, y = labelled
-    stated = model.config.routing_iterations
+    cfg = model.config
+    stated = (cfg.routing_iterations, bool(cfg.routing_prior))
+    own = model.dynamic_options()
+    priors = [stated[1]] if prior_said or not cfg.routing_prior else [True, False]
+    squash = class_squash(cfg.squash, cfg.class_squash)
+    longest = max(MAX_ITERATIONS_TRIED, stated[0])
+    lengths = {}
     with torch.no_grad():
         u_hat = model.predictions(x)  # (B, J, I, D)
-        counts = {t: model.route(u_hat, iterations=t).v.norm(dim=-1) for t in range(1, max(MAX_ITERATIONS_TRIED, stated) + 1)}
-    fits = {t: _fit_lengths(lengths, y) for t, lengths in counts.items()}
-    best = min((t for t in fits if t != stated), key=fits.get)
-    if fits[best] > fits[stated] * FIT_AS_WELL or float((counts[best] - counts[stated]).abs().max()) <= 1e-4:
+        for prior in priors:
+            options = own if prior else replace(own or DynamicOptions(), prior=None)
+            trace = route(cfg.couplings, u_hat, iterations=longest, squash=squash, record=True, dynamic=options)
+            for count in [stated[0]] if count_said else range(1, longest + 1):
+                lengths[count, prior] = trace.v_trace[count - 1].norm(dim=-1)  # (B, J)
+    fits = {k: _fit_lengths(v, y) for k, v in lengths.items()}
+    if len(fits) == 1:
         return []
-    agree = 100 * float((counts[best].argmax(1) == counts[stated].argmax(1)).float().mean())
+    best = min((k for k in fits if k != stated), key=fits.get)
+    change = float((lengths[best] - lengths[stated]).abs().max())
+    if fits[best] > fits[stated] * FIT_AS_WELL or change <= 1e-4:
+        return []
+    agree = 100 * float((lengths[best].argmax(1) == lengths[stated].argmax(1)).float().mean())
+    measured = {
+        "loss": f"{fits[best]:.3f}",
+        "own": f"{fits[stated]:.3f}",
+        "n": len(y),
+        "change": f"{change:.3f}",
+        "agree": f"{agree:.1f}",
+    }
+    if best[1] == stated[1]:
+        return [
+            t(
+                "routing {best} times fits these weights as well as {stated} (margin loss {loss} against {own} on {n} test "
+                "images; lengths differ by up to {change}, the same answer on {agree}% of them): the weights do not say how "
+                "many times your code routes; say it with --iterations, or check with --against MODULE:CLASS",
+                best=best[0],
+                stated=stated[0],
+                **measured,
+            )
+        ]
+    prior = model.routing_prior.detach()
     return [
-        f"routing {best} times fits these weights as well as {stated} (margin loss {fits[best]:.3f} against {fits[stated]:.3f} on "
-        f"{len(y)} test images; lengths differ by up to {float((counts[best] - counts[stated]).abs().max()):.3f}, the same answer "
-        f"on {agree:.1f}% of them): the weights do not say how many times your code routes; say it with --iterations, or check "
-        "with --against MODULE:CLASS"
+        t(
+            "routing {best} times from 0, not from the learned prior b {shape} the weights hold, fits them as well as "
+            "routing {stated} times from it (margin loss {loss} against {own} on {n} test images; lengths differ by up to "
+            "{change}, the same answer on {agree}% of them; b's values reach {size}): the weights do not say whether your "
+            "code starts its routing from b; say it with --prior none or --prior learned, or check with --against MODULE:CLASS",
+            best=best[0],
+            stated=stated[0],
+            shape=tuple(prior.shape),
+            size=f"{float(prior.abs().max()):.2g}",
+            **measured,
+        )
     ]
 
 

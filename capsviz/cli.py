@@ -251,6 +251,12 @@ def parser() -> Parser:
         help="the batch size your evaluation routes, when your network averages its routing logits over the batch (with "
         "--against: asked for when the check finds it does, and the check runs on one such batch; without: goes with --logits batch)",
     )
+    im.add_argument(
+        "--prior",
+        choices=["learned", "none"],
+        help="whether your routing starts from the learned prior b the weights hold (learned) or from 0 (none) "
+        "(default: learned where the weights hold one; searched with --against)",
+    )
     im.add_argument("--squash", choices=["sabour", "efficient"], help="your squash: Eq. 1 (sabour) or (1 - e^-|s|) s/|s| (default: sabour)")
     im.add_argument(
         "--primary-squash", choices=["capsule", "map"], help="what the primary squash normalises: each capsule, or each value's whole map"
@@ -720,6 +726,8 @@ def cmd_import(args) -> int:
     options = {"routing_softmax": args.softmax, "routing_logits": args.logits, "squash": args.squash, "primary_squash": args.primary_squash}
     options["class_squash"] = args.class_squash
     options = {k: v for k, v in options.items() if v is not None}
+    if args.prior is not None:
+        options["routing_prior"] = args.prior == "learned"
     if args.routing_batch is not None:
         if args.logits != "batch" and not args.against:
             raise CapsvizError("--routing-batch goes with --logits batch or --against (the batch whose routing logits are averaged)")

@@ -14,6 +14,7 @@ CONVENTIONS = (
     "softmax-inputs",  # F.softmax(b) on (B, I, J): couplings sum to 1 over the input capsules
     "batch-logits",  # b (1, I, J) += the batch's mean agreement
     "prior",  # a learned routing prior b (1, I, J)
+    "unused-prior",  # a logit tensor b (1, I, J) kept as a parameter, the routing starting from zeros all the same
     "four-iterations",  # "3 iterations" in code that routes 4 times
     "squash-map",  # primary capsules squashed over dim 1: each value's whole map
     "squash-classes",  # class capsules squashed over dim 1 of (B, J, D): each value over the classes
@@ -73,7 +74,7 @@ class Digits(nn.Module):
             self.W = nn.Parameter(scale * torch.randn(I, K, J * D))
         else:
             self.W = nn.Parameter(scale * torch.randn(1, I, J, D, K))
-        if convention == "prior":
+        if convention in ("prior", "unused-prior"):
             self.b = nn.Parameter(0.5 * torch.randn(1, I, J))
         self.iterations = 4 if convention == "four-iterations" else 3
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from capsule_conventions import CONVENTIONS, make
+from capsule_conventions import CONVENTIONS, I, make
 from streamlit.testing.v1 import AppTest
 from test_app import APP, router_mode  # noqa: F401 - the autouse fixture runs the app as app.py's router does
 from test_plain_text import as_shown
@@ -69,6 +69,10 @@ def test_each_convention_imports_against_its_code_within_tolerance_at_every_stag
     torch.testing.assert_close(c_mine, c_original, atol=TOLERANCE, rtol=0)
     if convention == "four-iterations":
         assert model.config.routing_iterations == 4
+    # a prior the weights hold is routed from only where the code routes from it
+    assert model.config.routing_prior == (convention == "prior")
+    if convention == "unused-prior":
+        assert any(n.startswith(f"ignored: the learned routing prior b {(I, 10)}") for n in result["notes"])
     if convention == "squash-classes":  # recorded in the checkpoint and said in the words the pages show
         assert model.config.class_squash == "classes" and meta.raw["config"]["class_squash"] == "classes"
         assert any("class capsules squashed over the classes" in w for w in how_it_computes(meta))

@@ -219,6 +219,42 @@ def test_a_plain_import_says_when_another_routing_count_fits_the_weights_as_well
     assert not any(w.startswith("routing ") for w in said["warnings"])
 
 
+def test_a_plain_import_says_when_routing_from_0_fits_better_than_the_prior_the_weights_hold(synthetic_data, tmp_path, capsys):
+    """Issue 52's fifth point, for priors: a logit tensor b (I, J) in the weights is routed from by
+    default, but code may keep one it never routes from (`self.b = nn.Parameter(...)`, the routing
+    starting from zeros). The plain import routes the twin from b and from 0 and says when 0 fits
+    the labels as well; a prior the network was trained with fits best and is not questioned;
+    `--prior none` says it, and --against finds it."""
+    from capsviz.cli import main
+
+    unused = trained("unused-prior")
+    torch.save(unused.state_dict(), tmp_path / "unused.pt")
+    result = import_file(tmp_path / "unused.pt", tmp_path / "unused.safetensors", evaluate=False)
+    (warning,) = [w for w in result["warnings"] if w.startswith("routing ")]
+    assert f" times from 0, not from the learned prior b {(I, 10)} the weights hold, fits them as well as routing 3 times from it" in warning
+    assert "say it with --prior none or --prior learned" in warning and "\n" not in warning
+    assert ckpt.read_meta(tmp_path / "unused.safetensors").raw["config"]["routing_prior"] is True  # what was assumed
+
+    said = ["import", str(tmp_path / "unused.pt"), "--no-evaluate", "--prior", "none", "--iterations", "3"]
+    assert main([*said, "--out", str(tmp_path / "said.safetensors")]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert not any(w.startswith("routing ") for w in printed["warnings"])
+    model, meta = ckpt.load_checkpoint(tmp_path / "said.safetensors")
+    assert meta.raw["config"]["routing_prior"] is False
+    assert any(n.startswith(f"ignored: the learned routing prior b {(I, 10)}") for n in printed["notes"])
+    x = first_images(16)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x).capsules, unused(x)[0], atol=TOLERANCE, rtol=0)
+
+    used = trained("prior")
+    torch.save(used.state_dict(), tmp_path / "used.pt")
+    result = import_file(tmp_path / "used.pt", tmp_path / "used.safetensors", evaluate=False)
+    assert not any(" from 0, not from the learned prior" in w for w in result["warnings"])
+
+    _, model, meta = import_trained(tmp_path, unused, "checked", against_args={"convention": "unused-prior"}, normalise=(0.0, 1.0))
+    assert meta.raw["config"]["routing_prior"] is False and meta.raw["imported"]["checked"]["max_difference"] <= TOLERANCE
+
+
 def test_the_import_command_takes_the_input_pipeline_and_capsviz_list_says_what_was_checked(synthetic_data, tmp_path, capsys):
     from capsviz.cli import main
 
