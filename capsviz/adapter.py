@@ -264,7 +264,9 @@ class CapsuleAdapter:
                     "(s_j = sum_i c_ij u_hat_j|i), so this network cannot be imported as it computes"
                 )
             else:
-                raise CapsvizError(f"{name} {tuple(left.shape)} fits no part of a CapsNet: {_might_be(left, I=I, J=J, D=D, K=K)}; {_EXPECTED}")
+                raise CapsvizError(
+                    f"{name} {tuple(left.shape)} fits no part of a CapsNet: {_might_be(left, I=I, J=J, D=D, K=K)}; {_EXPECTED}"
+                )
         self._order = order
         return Parts(conv1=conv1, primary=(wp, bp), primary_dim=K, W=W, decoder=decoder, notes=notes, prior=prior)
 
@@ -313,8 +315,8 @@ class CapsuleAdapter:
         dims = sorted({convs, per_conv}) if convs > 1 else [k for k in range(2, channels + 1) if channels % k == 0]
         J = self.num_classes
         found = []
-        for name, t in todo.items():
-            s = tuple(t.shape)
+        for name, tensor in todo.items():
+            s = tuple(tensor.shape)
             while len(s) > 3 and s[0] == 1:
                 s = s[1:]
             if len(s) == 4:
@@ -437,17 +439,17 @@ def _check_values(state: dict[str, torch.Tensor]) -> None:
     """Refuse weights no network computes with: complex numbers (capsviz's models are real, and
     making them real would drop half of each), NaN or infinite values (every output they reach
     would be NaN)."""
-    for name, t in state.items():
-        if t.is_complex():
+    for name, tensor in state.items():
+        if tensor.is_complex():
             raise CapsvizError(
-                f"{name} {tuple(t.shape)} holds complex numbers ({str(t.dtype).removeprefix('torch.')}); a CapsNet's weights are real: "
+                f"{name} {tuple(tensor.shape)} holds complex numbers ({str(tensor.dtype).removeprefix('torch.')}); a CapsNet's weights are real: "
                 "save the real network's state dict"
             )
-        if t.is_floating_point():
-            bad = int((~torch.isfinite(t)).sum())
+        if tensor.is_floating_point():
+            bad = int((~torch.isfinite(tensor)).sum())
             if bad:
                 raise CapsvizError(
-                    f"{name} {tuple(t.shape)} holds {bad} NaN or infinite value(s); not imported: save the weights from before "
+                    f"{name} {tuple(tensor.shape)} holds {bad} NaN or infinite value(s); not imported: save the weights from before "
                     "training diverged (or with a lower learning rate)"
                 )
 

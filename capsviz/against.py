@@ -458,7 +458,9 @@ def check(
         computation = {k: setting[k] for k in keys}
         batch = given.get("routing_batch", B) if setting["routing_logits"] == "batch" else 0
         prior = bool(setting["routing_prior"]) and holds_prior
-        model.config = replace(model.config, routing_iterations=setting["iterations"], routing_batch=batch, routing_prior=prior, **computation)
+        model.config = replace(
+            model.config, routing_iterations=setting["iterations"], routing_batch=batch, routing_prior=prior, **computation
+        )
         return got
 
     defaults = {

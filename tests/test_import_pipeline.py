@@ -231,7 +231,9 @@ def test_a_plain_import_says_when_routing_from_0_fits_better_than_the_prior_the_
     torch.save(unused.state_dict(), tmp_path / "unused.pt")
     result = import_file(tmp_path / "unused.pt", tmp_path / "unused.safetensors", evaluate=False)
     (warning,) = [w for w in result["warnings"] if w.startswith("routing ")]
-    assert f" times from 0, not from the learned prior b {(I, 10)} the weights hold, fits them as well as routing 3 times from it" in warning
+    assert (
+        f" times from 0, not from the learned prior b {(I, 10)} the weights hold, fits them as well as routing 3 times from it" in warning
+    )
     assert "say it with --prior none or --prior learned" in warning and "\n" not in warning
     assert ckpt.read_meta(tmp_path / "unused.safetensors").raw["config"]["routing_prior"] is True  # what was assumed
 
