@@ -602,7 +602,7 @@ def import_file(
         }
         if normalise is not None:
             given["normalise"] = tuple(float(v) for v in normalise)
-        reader, checked, told = _checked_against(
+        reader, checked, told, guessed = _checked_against(
             state, against, against_args, dataset, data_dir, check_images, adapter, in_size, classes, given, against_input
         )
     model = reader.model()
@@ -612,6 +612,8 @@ def import_file(
         notes.append("not evaluated: " + ("--no-evaluate" if not evaluate else f"the {dataset} test images were not found"))
     # a check covers the network's computation; its input pipeline only where the user gave it
     warnings_ = [] if checked and told else plausibility(model, dataset, data_dir, metrics, checked=checked is not None)
+    if checked and guessed:
+        warnings_.insert(0, guessed)
     prior_said = "routing_prior" in computation
     if against is None and (iterations is None or (reader.get_parts().prior is not None and not prior_said)):
         # the routing was assumed: say when another way the weights allow fits them as well
@@ -634,8 +636,9 @@ def import_file(
 
 def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_size, classes, given, pipeline=None):
     """The adapter whose twin matches the user's own network on n test images, what the
-    checkpoint records of the check, and whether the input pipeline was the user's word (their
-    `pipeline` MODULE:NAME or --normalise) rather than inferred; a CapsvizError naming the first
+    checkpoint records of the check, whether the input pipeline was the user's word (their
+    `pipeline` MODULE:NAME or --normalise) rather than inferred, and the warning that it was a
+    guess (None where it was not); a CapsvizError naming the first
     stage that differs. Without a pipeline the network is compared on [0, 1] images and on each
     of the normalisations in common use, and the one its lengths fit the labels far best on is
     kept (else [0, 1], said to be a guess)."""
@@ -678,6 +681,7 @@ def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_s
     result, x, loader_batch, fed = compare(n, given)
     s = result.setting
     fixed = {**given, **{k: s[k] for k in against.SEARCHED}}  # the network's own computation, as found
+    guessed = None
     if pipeline:
         words, told = f"your input pipeline {pipeline}, {_images_words(*fed)}", True
     elif "normalise" in given:
@@ -697,6 +701,14 @@ def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_s
             words, why = f"{_images_words(*fed)}, inferred from its lengths", "its lengths fit the labels far best there"
         else:
             words, why = f"{_images_words(*fed)}, a guess", "its lengths fit the labels about as well on another normalisation"
+            guessed = t(
+                "your input pipeline was not given and your network's lengths do not say which images it was trained on "
+                "(margin loss on {n} test images: {fits}): the twin is fed {fed}, a guess, and the check covers its "
+                "computation alone; give what your evaluation feeds it with --against-input MODULE:NAME or --normalise MEAN STD",
+                n=labelled[0].shape[0],
+                fits=said,
+                fed=_images_words(*fed),
+            )
         detail = (
             f"your input pipeline not given: {words}: {why} (margin loss on {labelled[0].shape[0]} test images, {said}); "
             "--against-input or --normalise says it"
@@ -725,7 +737,7 @@ def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_s
     reader.get_parts().notes.append(f"{result.message}, fed {words}")
     if not told:
         reader.get_parts().notes.append(detail)
-    return reader, checked, told
+    return reader, checked, told, guessed
 
 
 # How a network's lengths fit the test labels (Eq. 4's margin loss, what it was trained to lower):

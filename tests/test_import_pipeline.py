@@ -180,6 +180,10 @@ def test_a_plain_against_keeps_the_warnings_the_check_did_not_cover(synthetic_da
         net.digits.W.mul_(1e-3)  # every class capsule collapsed, whatever the scale
     result, _, meta = import_trained(tmp_path, net, "guess")
     assert meta.raw["imported"]["checked"]["input"] == "[0, 1] pixels, a guess"
+    assert result["warnings"][0].startswith(
+        "your input pipeline was not given and your network's lengths do not say which images it was trained on (margin loss on "
+    )
+    assert "the twin is fed [0, 1] pixels, a guess, and the check covers its computation alone" in result["warnings"][0]
     assert any(w.startswith("every class capsule is shorter than 0.1") and "--against-input" in w for w in result["warnings"])
     assert meta.raw["imported"]["warnings"] == result["warnings"]
 
