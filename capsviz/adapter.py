@@ -630,7 +630,7 @@ def import_file(
         ckpt.recover(out)
         ckpt.plan_write(out, replace=replace)  # finished and evaluated: it goes straight to `out`
         ckpt.save_checkpoint(out, model, meta)
-    check_words = checked_words(checked)
+    check_words = checked_words(checked, warnings_)
     return {"checkpoint": str(out), **(metrics or {"evaluated": False}), "check": check_words, "warnings": warnings_, "notes": notes}
 
 
@@ -702,8 +702,8 @@ def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_s
         else:
             words, why = f"{_images_words(*fed)}, a guess", "its lengths fit the labels about as well on another normalisation"
             guessed = t(
-                "your input pipeline was not given and your network's lengths do not say which images it was trained on "
-                "(margin loss on {n} test images: {fits}): the twin is fed {fed}, a guess, and the check covers its "
+                "your input pipeline was not given, and your network's lengths do not say which images it was trained on: "
+                "margin loss on {n} test images {fits}; the twin is fed {fed}, a guess, and the check covers its "
                 "computation alone; give what your evaluation feeds it with --against-input MODULE:NAME or --normalise MEAN STD",
                 n=labelled[0].shape[0],
                 fits=said,
@@ -715,11 +715,12 @@ def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_s
         )
         s, told = result.setting, False
         fixed["normalise"] = fed
-    if s["routing_logits"] == "batch":
+    if s["routing_logits"] != "image":
         batch = stated_batch or loader_batch
         if batch is None:
+            how = "averages" if s["routing_logits"] == "batch" else "sums"
             raise CapsvizError(
-                f"not imported: your network averages its routing logits over the batch (found on {result.images} images), so its "
+                f"not imported: your network {how} its routing logits over the batch (found on {result.images} images), so its "
                 "answers depend on the batch size your evaluation uses: say it with --routing-batch N, or give your DataLoader "
                 "with --against-input MODULE:NAME"
             )
@@ -768,14 +769,14 @@ def _images_words(mean: float, std: float) -> str:
 
 def checked_words(checked: dict | None, warnings: list[str] = ()) -> str:
     """The zoo's mark for an imported model, from what its checkpoint records (`imported.checked`
-    and `imported.warnings`: the first warning's finding, without its advice, is said too)."""
+    and `imported.warnings`: the first warning's finding, without its advice, is said too, also
+    for a checked model: what its check did not cover, such as a guessed input pipeline)."""
+    more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
+    warned = f"; the import warned: {warnings[0].split(':')[0]}{more}" if warnings else ""
     if checked:
         fed = f" fed {checked['input']}" if checked.get("input") else ""  # older imports do not say
-        return f"checked against its code: max difference {checked['max_difference']:.2g} on {checked['images']} images{fed}"
-    if not warnings:
-        return "not checked against its code"
-    more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
-    return f"not checked against its code; the import warned: {warnings[0].split(':')[0]}{more}"
+        return f"checked against its code: max difference {checked['max_difference']:.2g} on {checked['images']} images{fed}{warned}"
+    return f"not checked against its code{warned}"
 
 
 def how_it_computes(meta) -> list[str]:
@@ -962,7 +963,7 @@ def _evaluate(model, dataset: str, data_dir, limit, on_progress) -> dict | None:
         data = load_split(dataset, "test", data_dir)
     except CapsvizError:
         return None
-    n = model.config.routing_batch if model.config.routing_logits == "batch" else 0
+    n = model.config.routing_batch if model.config.routing_logits != "image" else 0
     batch = n * max(1, 256 // n) if n else 256  # batch-averaged logits: whole groups of the stated size, as the original's loop
     return evaluate(model, dataset, data, batch_size=batch, limit=limit, on_progress=on_progress)
 

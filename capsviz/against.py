@@ -408,7 +408,7 @@ def _settings_for(stage: str, given: dict) -> list[dict]:
         ]
     if stage == "couplings":
         softmax = [given["routing_softmax"]] if "routing_softmax" in given else ["classes", "inputs"]
-        logits = [given["routing_logits"]] if "routing_logits" in given else ["image", "batch"]
+        logits = [given["routing_logits"]] if "routing_logits" in given else ["image", "batch", "batch-sum"]
         its = [given["iterations"]] if "iterations" in given else range(1, MAX_ITERATIONS_TRIED + 1)
         axes = [given["class_squash"]] if "class_squash" in given else CLASS_SQUASH_AXES
         priors = [given["routing_prior"]] if "routing_prior" in given else [True, False]  # a prior the weights hold: used or not
@@ -456,7 +456,7 @@ def check(
         model = got.model
         keys = ("input_mean", "input_std", "squash", "primary_squash", "class_squash", "routing_softmax", "routing_logits")
         computation = {k: setting[k] for k in keys}
-        batch = given.get("routing_batch", B) if setting["routing_logits"] == "batch" else 0
+        batch = given.get("routing_batch", B) if setting["routing_logits"] != "image" else 0
         prior = bool(setting["routing_prior"]) and holds_prior
         model.config = replace(
             model.config, routing_iterations=setting["iterations"], routing_batch=batch, routing_prior=prior, **computation
@@ -544,7 +544,7 @@ def check(
     best, diffs = min(carried, key=lambda r: max(r[1].values(), default=0.0))
     diff = max(diffs.values(), default=0.0)
     setting = {**defaults, **best}
-    setting["routing_batch"] = given.get("routing_batch", B) if setting["routing_logits"] == "batch" else 0
+    setting["routing_batch"] = given.get("routing_batch", B) if setting["routing_logits"] != "image" else 0
     words = ", ".join(STAGE_WORDS[k] for k in seen)
     missing = [k for k in present if k not in seen]
     if missing:

@@ -244,7 +244,11 @@ def parser() -> Parser:
         "--iterations", type=integer(1, MAX_ITERATIONS), help="routing iterations your code runs (default: 3; searched with --against)"
     )
     im.add_argument("--softmax", choices=["classes", "inputs"], help="what your routing's couplings sum to 1 over (default: classes)")
-    im.add_argument("--logits", choices=["image", "batch"], help="routing logits per image, or averaged over the batch (default: image)")
+    im.add_argument(
+        "--logits",
+        choices=["image", "batch", "batch-sum"],
+        help="routing logits per image, averaged over the batch, or summed over it (default: image)",
+    )
     im.add_argument(
         "--routing-batch",
         type=integer(1, 1 << 16),
@@ -729,8 +733,10 @@ def cmd_import(args) -> int:
     if args.prior is not None:
         options["routing_prior"] = args.prior == "learned"
     if args.routing_batch is not None:
-        if args.logits != "batch" and not args.against:
-            raise CapsvizError("--routing-batch goes with --logits batch or --against (the batch whose routing logits are averaged)")
+        if args.logits not in ("batch", "batch-sum") and not args.against:
+            raise CapsvizError(
+                "--routing-batch goes with --logits batch, --logits batch-sum or --against (the batch whose routing logits are shared)"
+            )
         options["routing_batch"] = args.routing_batch
     if args.against:
         from capsviz.against import parse_kwargs

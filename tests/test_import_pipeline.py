@@ -125,7 +125,7 @@ def test_a_network_normalised_in_its_data_loader_is_checked_on_its_own_scale(syn
     result, model, meta = import_trained(tmp_path, net, "loader")
     checked = meta.raw["imported"]["checked"]
     assert checked["input"] == "pixels (x - 0.1307) / 0.3081, inferred from its lengths"
-    assert result["check"].endswith("images fed pixels (x - 0.1307) / 0.3081, inferred from its lengths")
+    assert result["check"].split("; the import warned: ")[0].endswith("images fed pixels (x - 0.1307) / 0.3081, inferred from its lengths")
     assert (meta.config.input_mean, meta.config.input_std) == MNIST_NORM
     x, v = user_evaluation(net)
     with torch.no_grad():
@@ -181,7 +181,11 @@ def test_a_plain_against_keeps_the_warnings_the_check_did_not_cover(synthetic_da
     result, _, meta = import_trained(tmp_path, net, "guess")
     assert meta.raw["imported"]["checked"]["input"] == "[0, 1] pixels, a guess"
     assert result["warnings"][0].startswith(
-        "your input pipeline was not given and your network's lengths do not say which images it was trained on (margin loss on "
+        "your input pipeline was not given, and your network's lengths do not say which images it was trained on: margin loss on "
+    )
+    assert result["check"].endswith(
+        "fed [0, 1] pixels, a guess; the import warned: your input pipeline was not given, and your network's lengths do not say "
+        "which images it was trained on (and 1 more)"
     )
     assert "the twin is fed [0, 1] pixels, a guess, and the check covers its computation alone" in result["warnings"][0]
     assert any(w.startswith("every class capsule is shorter than 0.1") and "--against-input" in w for w in result["warnings"])
@@ -206,6 +210,10 @@ def test_batch_averaged_routing_logits_ask_for_the_users_batch(synthetic_data, t
         tmp_path, net, "loader", against_args={"convention": "batch-logits"}, against_input=f"{PIPELINE}:test_loader"
     )
     assert (meta.config.routing_batch, meta.raw["imported"]["checked"]["images"]) == (8, 8)
+    # summed over the batch (b += a.sum(0)), as some public code writes it: asked for the same way
+    with pytest.raises(CapsvizError) as e:
+        import_trained(tmp_path, make("batch-sum-logits"), "sum", against_args={"convention": "batch-sum-logits"}, normalise=(0.0, 1.0))
+    assert "your network sums its routing logits over the batch (found on 16 images)" in str(e.value)
 
 
 def test_a_plain_import_says_when_another_routing_count_fits_the_weights_as_well(synthetic_data, tmp_path):
