@@ -386,8 +386,10 @@ class CapsuleAdapter:
         width = J * D
         winner = not any(todo[k].shape[1] == width for k in linear) and any(todo[k].shape[1] == D for k in linear)
         layers, need = [], D if winner else width
-        for _ in range(3):
+        for n in range(3):
             step = [k for k in linear if k in todo and todo[k].shape[1] == need]
+            if len(step) > 1:  # h1 == h2 (16 -> 512 -> 512 -> 784): only the last layer draws the picture
+                step = [k for k in step if (todo[k].shape[0] == self.in_size**2) == (n == 2)] or step
             if len(step) != 1:
                 what = "none" if not step else "several: " + ", ".join(step)
                 raise CapsvizError(

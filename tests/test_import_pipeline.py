@@ -80,6 +80,16 @@ def test_primary_caps_as_T_convs_of_K_channels_are_T_types_of_K_dims():
     assert (config.primary_types, config.primary_dim, config.digit_dim, config.decoder_hidden) == (32, 8, 16, (512, 1024))
 
 
+def test_a_decoder_whose_two_hidden_layers_are_one_size_is_read_in_order():
+    """Public code's `Linear(16, 512), Linear(512, 512), Linear(512, 784)`: two layers read 512
+    values, and only the last draws the picture."""
+    state = dict(make("decoder-winner").state_dict())
+    state["decoder.2.weight"], state["decoder.2.bias"] = torch.randn(32, 32), torch.randn(32)
+    state["decoder.4.weight"] = torch.randn(784, 32)
+    config = CapsuleAdapter(state).config()
+    assert config.decoder_hidden == (32, 32)
+
+
 def test_a_decoder_fed_every_class_capsule_unmasked_is_refused_naming_its_layer(synthetic_data, tmp_path):
     (bad,) = REFUSED
     _, path = saved(tmp_path, bad)
