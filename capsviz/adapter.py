@@ -46,6 +46,7 @@ from safetensors import SafetensorError, safe_open
 
 from capsviz.config import CapsNetConfig
 from capsviz.errors import CapsvizError, first_line
+from capsviz.i18n import t
 from capsviz.models.capsnet import CapsNet
 
 # How a PyTorch CapsNet numbers its primary capsules, which no weight shape shows.
@@ -59,7 +60,18 @@ from capsviz.models.capsnet import CapsNet
 PRIMARY_ORDERS = ("type-major", "position-major", "view")
 # The options of CapsNetConfig a user's code may set (capsviz.config.PAPER_COMPUTATION has the
 # paper's values); the grouping and the prior follow from `primary_order` and the weights
-COMPUTATION = ("primary_squash", "squash", "class_squash", "routing_softmax", "routing_logits", "routing_batch", "input_mean", "input_std")
+# (routing_prior: False when the code does not start its routing from a prior the weights hold)
+COMPUTATION = (
+    "primary_squash",
+    "squash",
+    "class_squash",
+    "routing_softmax",
+    "routing_logits",
+    "routing_batch",
+    "input_mean",
+    "input_std",
+    "routing_prior",
+)
 # Which conv channel holds dimension d of capsule type t:
 # capsule: channel t*K + d (a capsule's K dims are adjacent channels; one conv, the usual view)
 # dim: channel d*T + t (K convs of T channels each, one per dimension, stacked in order)
@@ -165,7 +177,7 @@ class CapsuleAdapter:
             decoder_hidden=(p.decoder[0][0].shape[0], p.decoder[1][0].shape[0]) if p.decoder else (512, 1024),
             primary_grouping="view" if self.primary_order == "view" else "paper",
             routing_prior=p.prior is not None,
-            **self.computation,
+            **{k: v for k, v in self.computation.items() if k != "routing_prior"},
         )
 
     def model(self) -> CapsNet:
@@ -234,20 +246,27 @@ class CapsuleAdapter:
             if self.primary_order == "type-major":  # the twin's i = (r, c, t) is the original's (t, r, c)
                 order = torch.arange(I).view(T, G * G).T.reshape(-1)
         W = W[order]
-        if prior is not None:
+        if prior is not None and self.computation.get("routing_prior") is False:
+            notes.append(
+                t("ignored: the learned routing prior b {shape} (your code routes from 0: --prior none)", shape=tuple(prior.shape))
+            )
+            prior = None
+        elif prior is not None:
             prior = prior[order]
             notes.append(f"a learned routing prior b {tuple(prior.shape)}: routing starts from it")
         for name in list(todo):
-            t = todo.pop(name)
-            if t.is_floating_point() and bool((t == 0).all()):
-                notes.append(f"ignored: {name} {tuple(t.shape)} (all zeros)")
-            elif t.numel() == J * D:
+            left = todo.pop(name)
+            if left.is_floating_point() and bool((left == 0).all()):
+                notes.append(f"ignored: {name} {tuple(left.shape)} (all zeros)")
+            elif left.numel() == J * D:
                 raise CapsvizError(
-                    f"{name} {tuple(t.shape)} looks like a DigitCaps bias and is not zero; capsviz's DigitCaps has none "
+                    f"{name} {tuple(left.shape)} looks like a DigitCaps bias and is not zero; capsviz's DigitCaps has none "
                     "(s_j = sum_i c_ij u_hat_j|i), so this network cannot be imported as it computes"
                 )
             else:
-                raise CapsvizError(f"{name} {tuple(t.shape)} fits no part of a CapsNet: {_might_be(t, I=I, J=J, D=D, K=K)}; {_EXPECTED}")
+                raise CapsvizError(
+                    f"{name} {tuple(left.shape)} fits no part of a CapsNet: {_might_be(left, I=I, J=J, D=D, K=K)}; {_EXPECTED}"
+                )
         self._order = order
         return Parts(conv1=conv1, primary=(wp, bp), primary_dim=K, W=W, decoder=decoder, notes=notes, prior=prior)
 
@@ -296,8 +315,8 @@ class CapsuleAdapter:
         dims = sorted({convs, per_conv}) if convs > 1 else [k for k in range(2, channels + 1) if channels % k == 0]
         J = self.num_classes
         found = []
-        for name, t in todo.items():
-            s = tuple(t.shape)
+        for name, tensor in todo.items():
+            s = tuple(tensor.shape)
             while len(s) > 3 and s[0] == 1:
                 s = s[1:]
             if len(s) == 4:
@@ -367,8 +386,10 @@ class CapsuleAdapter:
         width = J * D
         winner = not any(todo[k].shape[1] == width for k in linear) and any(todo[k].shape[1] == D for k in linear)
         layers, need = [], D if winner else width
-        for _ in range(3):
+        for n in range(3):
             step = [k for k in linear if k in todo and todo[k].shape[1] == need]
+            if len(step) > 1:  # h1 == h2 (16 -> 512 -> 512 -> 784): only the last layer draws the picture
+                step = [k for k in step if (todo[k].shape[0] == self.in_size**2) == (n == 2)] or step
             if len(step) != 1:
                 what = "none" if not step else "several: " + ", ".join(step)
                 raise CapsvizError(
@@ -420,17 +441,17 @@ def _check_values(state: dict[str, torch.Tensor]) -> None:
     """Refuse weights no network computes with: complex numbers (capsviz's models are real, and
     making them real would drop half of each), NaN or infinite values (every output they reach
     would be NaN)."""
-    for name, t in state.items():
-        if t.is_complex():
+    for name, tensor in state.items():
+        if tensor.is_complex():
             raise CapsvizError(
-                f"{name} {tuple(t.shape)} holds complex numbers ({str(t.dtype).removeprefix('torch.')}); a CapsNet's weights are real: "
+                f"{name} {tuple(tensor.shape)} holds complex numbers ({str(tensor.dtype).removeprefix('torch.')}); a CapsNet's weights are real: "
                 "save the real network's state dict"
             )
-        if t.is_floating_point():
-            bad = int((~torch.isfinite(t)).sum())
+        if tensor.is_floating_point():
+            bad = int((~torch.isfinite(tensor)).sum())
             if bad:
                 raise CapsvizError(
-                    f"{name} {tuple(t.shape)} holds {bad} NaN or infinite value(s); not imported: save the weights from before "
+                    f"{name} {tuple(tensor.shape)} holds {bad} NaN or infinite value(s); not imported: save the weights from before "
                     "training diverged (or with a lower learning rate)"
                 )
 
@@ -548,7 +569,7 @@ def import_file(
     else each normalisation in common use, the one its lengths fit the labels far best on kept;
     the checkpoint says which, and the warnings of `plausibility` the check did not cover stay
     on. Without `against` the twin is stored marked "not checked against its code", with all of
-    them, and `other_counts`' where the iterations were not said. Returns what the command
+    them, and `other_routings`' where the iterations or the prior's use were not said. Returns what the command
     prints: the checkpoint, its metrics, the check, the warnings and the notes."""
     from capsviz import checkpoint as ckpt
     from capsviz.config import DATASETS
@@ -583,7 +604,7 @@ def import_file(
         }
         if normalise is not None:
             given["normalise"] = tuple(float(v) for v in normalise)
-        reader, checked, told = _checked_against(
+        reader, checked, told, guessed = _checked_against(
             state, against, against_args, dataset, data_dir, check_images, adapter, in_size, classes, given, against_input
         )
     model = reader.model()
@@ -593,8 +614,12 @@ def import_file(
         notes.append("not evaluated: " + ("--no-evaluate" if not evaluate else f"the {dataset} test images were not found"))
     # a check covers the network's computation; its input pipeline only where the user gave it
     warnings_ = [] if checked and told else plausibility(model, dataset, data_dir, metrics, checked=checked is not None)
-    if against is None and iterations is None:  # the count was assumed: say when another fits the weights as well
-        warnings_ += other_counts(model, dataset, data_dir)
+    if checked and guessed:
+        warnings_.insert(0, guessed)
+    prior_said = "routing_prior" in computation
+    if against is None and (iterations is None or (reader.get_parts().prior is not None and not prior_said)):
+        # the routing was assumed: say when another way the weights allow fits them as well
+        warnings_ += other_routings(model, dataset, data_dir, count_said=iterations is not None, prior_said=prior_said)
     meta = {
         "dataset": dataset,
         "complete": True,
@@ -607,14 +632,15 @@ def import_file(
         ckpt.recover(out)
         ckpt.plan_write(out, replace=replace)  # finished and evaluated: it goes straight to `out`
         ckpt.save_checkpoint(out, model, meta)
-    check_words = checked_words(checked)
+    check_words = checked_words(checked, warnings_)
     return {"checkpoint": str(out), **(metrics or {"evaluated": False}), "check": check_words, "warnings": warnings_, "notes": notes}
 
 
 def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_size, classes, given, pipeline=None):
     """The adapter whose twin matches the user's own network on n test images, what the
-    checkpoint records of the check, and whether the input pipeline was the user's word (their
-    `pipeline` MODULE:NAME or --normalise) rather than inferred; a CapsvizError naming the first
+    checkpoint records of the check, whether the input pipeline was the user's word (their
+    `pipeline` MODULE:NAME or --normalise) rather than inferred, and the warning that it was a
+    guess (None where it was not); a CapsvizError naming the first
     stage that differs. Without a pipeline the network is compared on [0, 1] images and on each
     of the normalisations in common use, and the one its lengths fit the labels far best on is
     kept (else [0, 1], said to be a guess)."""
@@ -657,6 +683,7 @@ def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_s
     result, x, loader_batch, fed = compare(n, given)
     s = result.setting
     fixed = {**given, **{k: s[k] for k in against.SEARCHED}}  # the network's own computation, as found
+    guessed = None
     if pipeline:
         words, told = f"your input pipeline {pipeline}, {_images_words(*fed)}", True
     elif "normalise" in given:
@@ -676,17 +703,26 @@ def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_s
             words, why = f"{_images_words(*fed)}, inferred from its lengths", "its lengths fit the labels far best there"
         else:
             words, why = f"{_images_words(*fed)}, a guess", "its lengths fit the labels about as well on another normalisation"
+            guessed = t(
+                "your input pipeline was not given, and your network's lengths do not say which images it was trained on: "
+                "margin loss on {n} test images {fits}; the twin is fed {fed}, a guess, and the check covers its "
+                "computation alone; give what your evaluation feeds it with --against-input MODULE:NAME or --normalise MEAN STD",
+                n=labelled[0].shape[0],
+                fits=said,
+                fed=_images_words(*fed),
+            )
         detail = (
             f"your input pipeline not given: {words}: {why} (margin loss on {labelled[0].shape[0]} test images, {said}); "
             "--against-input or --normalise says it"
         )
         s, told = result.setting, False
         fixed["normalise"] = fed
-    if s["routing_logits"] == "batch":
+    if s["routing_logits"] != "image":
         batch = stated_batch or loader_batch
         if batch is None:
+            how = "averages" if s["routing_logits"] == "batch" else "sums"
             raise CapsvizError(
-                f"not imported: your network averages its routing logits over the batch (found on {result.images} images), so its "
+                f"not imported: your network {how} its routing logits over the batch (found on {result.images} images), so its "
                 "answers depend on the batch size your evaluation uses: say it with --routing-batch N, or give your DataLoader "
                 "with --against-input MODULE:NAME"
             )
@@ -704,7 +740,7 @@ def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_s
     reader.get_parts().notes.append(f"{result.message}, fed {words}")
     if not told:
         reader.get_parts().notes.append(detail)
-    return reader, checked, told
+    return reader, checked, told, guessed
 
 
 # How a network's lengths fit the test labels (Eq. 4's margin loss, what it was trained to lower):
@@ -735,14 +771,14 @@ def _images_words(mean: float, std: float) -> str:
 
 def checked_words(checked: dict | None, warnings: list[str] = ()) -> str:
     """The zoo's mark for an imported model, from what its checkpoint records (`imported.checked`
-    and `imported.warnings`: the first warning's finding, without its advice, is said too)."""
+    and `imported.warnings`: the first warning's finding, without its advice, is said too, also
+    for a checked model: what its check did not cover, such as a guessed input pipeline)."""
+    more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
+    warned = f"; the import warned: {warnings[0].split(':')[0]}{more}" if warnings else ""
     if checked:
         fed = f" fed {checked['input']}" if checked.get("input") else ""  # older imports do not say
-        return f"checked against its code: max difference {checked['max_difference']:.2g} on {checked['images']} images{fed}"
-    if not warnings:
-        return "not checked against its code"
-    more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
-    return f"not checked against its code; the import warned: {warnings[0].split(':')[0]}{more}"
+        return f"checked against its code: max difference {checked['max_difference']:.2g} on {checked['images']} images{fed}{warned}"
+    return f"not checked against its code{warned}"
 
 
 def how_it_computes(meta) -> list[str]:
@@ -819,36 +855,81 @@ def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None
     return found
 
 
-# Another routing count "fits as well" when its margin loss is at most this much above the
-# assumed count's: a CapsNet trained to route 4 times and routed 3 fits within 3% (its lengths
-# differ by about 0.01), while the count it was trained with fits best
+# Another routing "fits as well" when its margin loss is at most this much above the assumed
+# one's: a CapsNet trained to route 4 times and routed 3 fits within 3% (its lengths differ by
+# about 0.01), while the count it was trained with fits best
 FIT_AS_WELL = 1.05
 
 
-def other_counts(model, dataset: str, data_dir=None) -> list[str]:
-    """A warning when routing another number of times (1 to 6) fits the labels of FIT_IMAGES test
-    images as well as the twin's count or better, and gives other lengths: the weights alone then
-    do not say how many times the original routes. Empty where the test images are missing."""
+def other_routings(model, dataset: str, data_dir=None, *, count_said: bool = False, prior_said: bool = False) -> list[str]:
+    """A warning when routing the twin's predictions another way its weights allow fits the labels
+    of FIT_IMAGES test images as well as the twin's own routing or better, and gives other lengths:
+    the weights alone then do not say how the original routes. The ways tried: 1 to 6 iterations
+    (unless `count_said`) and, where the weights hold a learned routing prior and `prior_said` is
+    off, routing from it or from 0 (code may keep a logit tensor it never routes from). Empty where
+    the test images are missing."""
+    from dataclasses import replace
+
     from capsviz.against import MAX_ITERATIONS_TRIED
+    from capsviz.routing import DynamicOptions, class_squash, route
 
     labelled = _labelled_test_images(dataset, data_dir, FIT_IMAGES)
     if labelled is None:
         return []
     x, y = labelled
-    stated = model.config.routing_iterations
+    cfg = model.config
+    stated = (cfg.routing_iterations, bool(cfg.routing_prior))
+    own = model.dynamic_options()
+    priors = [stated[1]] if prior_said or not cfg.routing_prior else [True, False]
+    squash = class_squash(cfg.squash, cfg.class_squash)
+    longest = max(MAX_ITERATIONS_TRIED, stated[0])
+    lengths = {}
     with torch.no_grad():
         u_hat = model.predictions(x)  # (B, J, I, D)
-        counts = {t: model.route(u_hat, iterations=t).v.norm(dim=-1) for t in range(1, max(MAX_ITERATIONS_TRIED, stated) + 1)}
-    fits = {t: _fit_lengths(lengths, y) for t, lengths in counts.items()}
-    best = min((t for t in fits if t != stated), key=fits.get)
-    if fits[best] > fits[stated] * FIT_AS_WELL or float((counts[best] - counts[stated]).abs().max()) <= 1e-4:
+        for prior in priors:
+            options = own if prior else replace(own or DynamicOptions(), prior=None)
+            trace = route(cfg.couplings, u_hat, iterations=longest, squash=squash, record=True, dynamic=options)
+            for count in [stated[0]] if count_said else range(1, longest + 1):
+                lengths[count, prior] = trace.v_trace[count - 1].norm(dim=-1)  # (B, J)
+    fits = {k: _fit_lengths(v, y) for k, v in lengths.items()}
+    if len(fits) == 1:
         return []
-    agree = 100 * float((counts[best].argmax(1) == counts[stated].argmax(1)).float().mean())
+    best = min((k for k in fits if k != stated), key=fits.get)
+    change = float((lengths[best] - lengths[stated]).abs().max())
+    if fits[best] > fits[stated] * FIT_AS_WELL or change <= 1e-4:
+        return []
+    agree = 100 * float((lengths[best].argmax(1) == lengths[stated].argmax(1)).float().mean())
+    measured = {
+        "loss": f"{fits[best]:.3f}",
+        "own": f"{fits[stated]:.3f}",
+        "n": len(y),
+        "change": f"{change:.3f}",
+        "agree": f"{agree:.1f}",
+    }
+    if best[1] == stated[1]:
+        return [
+            t(
+                "routing {best} times fits these weights as well as {stated} (margin loss {loss} against {own} on {n} test "
+                "images; lengths differ by up to {change}, the same answer on {agree}% of them): the weights do not say how "
+                "many times your code routes; say it with --iterations, or check with --against MODULE:CLASS",
+                best=best[0],
+                stated=stated[0],
+                **measured,
+            )
+        ]
+    prior = model.routing_prior.detach()
     return [
-        f"routing {best} times fits these weights as well as {stated} (margin loss {fits[best]:.3f} against {fits[stated]:.3f} on "
-        f"{len(y)} test images; lengths differ by up to {float((counts[best] - counts[stated]).abs().max()):.3f}, the same answer "
-        f"on {agree:.1f}% of them): the weights do not say how many times your code routes; say it with --iterations, or check "
-        "with --against MODULE:CLASS"
+        t(
+            "routing {best} times from 0, not from the learned prior b {shape} the weights hold, fits them as well as "
+            "routing {stated} times from it (margin loss {loss} against {own} on {n} test images; lengths differ by up to "
+            "{change}, the same answer on {agree}% of them; b's values reach {size}): the weights do not say whether your "
+            "code starts its routing from b; say it with --prior none or --prior learned, or check with --against MODULE:CLASS",
+            best=best[0],
+            stated=stated[0],
+            shape=tuple(prior.shape),
+            size=f"{float(prior.abs().max()):.2g}",
+            **measured,
+        )
     ]
 
 
@@ -884,7 +965,7 @@ def _evaluate(model, dataset: str, data_dir, limit, on_progress) -> dict | None:
         data = load_split(dataset, "test", data_dir)
     except CapsvizError:
         return None
-    n = model.config.routing_batch if model.config.routing_logits == "batch" else 0
+    n = model.config.routing_batch if model.config.routing_logits != "image" else 0
     batch = n * max(1, 256 // n) if n else 256  # batch-averaged logits: whole groups of the stated size, as the original's loop
     return evaluate(model, dataset, data, batch_size=batch, limit=limit, on_progress=on_progress)
 

@@ -84,6 +84,7 @@ SEARCHED = (
     "class_squash",
     "routing_softmax",
     "routing_logits",
+    "routing_prior",
     "iterations",
     "internal",
 )
@@ -323,7 +324,7 @@ class Twin:
         m, cfg, inv = self.model, self.model.config, self.inv
         norm = (cfg.input_mean, cfg.input_std)
         grouping = (*norm, cfg.squash, cfg.primary_squash)
-        routing = (*grouping, cfg.class_squash, cfg.routing_softmax, cfg.routing_logits, cfg.routing_batch)
+        routing = (*grouping, cfg.class_squash, cfg.routing_softmax, cfg.routing_logits, cfg.routing_batch, cfg.routing_prior)
         h = self._once(("conv1", norm), lambda: m.features(self.x))  # (B, S', S', C1)
         if name == "conv1":
             return h.permute(0, 3, 1, 2)
@@ -407,12 +408,13 @@ def _settings_for(stage: str, given: dict) -> list[dict]:
         ]
     if stage == "couplings":
         softmax = [given["routing_softmax"]] if "routing_softmax" in given else ["classes", "inputs"]
-        logits = [given["routing_logits"]] if "routing_logits" in given else ["image", "batch"]
+        logits = [given["routing_logits"]] if "routing_logits" in given else ["image", "batch", "batch-sum"]
         its = [given["iterations"]] if "iterations" in given else range(1, MAX_ITERATIONS_TRIED + 1)
         axes = [given["class_squash"]] if "class_squash" in given else CLASS_SQUASH_AXES
+        priors = [given["routing_prior"]] if "routing_prior" in given else [True, False]  # a prior the weights hold: used or not
         return [
-            {"routing_softmax": s, "routing_logits": lg, "iterations": t, "class_squash": q}
-            for s, lg, t, q in itertools.product(softmax, logits, its, axes)
+            {"routing_softmax": s, "routing_logits": lg, "iterations": t, "class_squash": q, "routing_prior": b}
+            for s, lg, t, q, b in itertools.product(softmax, logits, its, axes, priors)
         ]
     return [{}]
 
@@ -430,6 +432,12 @@ def check(
     Returns the best setting found, or the first stage that differs."""
     given = dict(given or {})
     B = x.shape[0]
+    try:  # whether the weights hold a learned routing prior (then routing from it and from 0 are both tried)
+        holds_prior = make_adapter(state).get_parts().prior is not None
+    except CapsvizError:
+        holds_prior = False
+    if not holds_prior:
+        given["routing_prior"] = False
     mean, std = given.get("normalise", (0.0, 1.0))
     theirs = user_stages(net, (x - mean) / std if feed is None else feed)
     twins: dict = {}  # (primary_order, primary_channels) -> its Twin (or why none), each built once
@@ -448,8 +456,11 @@ def check(
         model = got.model
         keys = ("input_mean", "input_std", "squash", "primary_squash", "class_squash", "routing_softmax", "routing_logits")
         computation = {k: setting[k] for k in keys}
-        batch = given.get("routing_batch", B) if setting["routing_logits"] == "batch" else 0
-        model.config = replace(model.config, routing_iterations=setting["iterations"], routing_batch=batch, **computation)
+        batch = given.get("routing_batch", B) if setting["routing_logits"] != "image" else 0
+        prior = bool(setting["routing_prior"]) and holds_prior
+        model.config = replace(
+            model.config, routing_iterations=setting["iterations"], routing_batch=batch, routing_prior=prior, **computation
+        )
         return got
 
     defaults = {
@@ -460,6 +471,7 @@ def check(
         "class_squash": "capsule",
         "routing_softmax": "classes",
         "routing_logits": "image",
+        "routing_prior": holds_prior,
         "iterations": 3,
         "input_mean": mean,
         "input_std": std,
@@ -532,7 +544,7 @@ def check(
     best, diffs = min(carried, key=lambda r: max(r[1].values(), default=0.0))
     diff = max(diffs.values(), default=0.0)
     setting = {**defaults, **best}
-    setting["routing_batch"] = given.get("routing_batch", B) if setting["routing_logits"] == "batch" else 0
+    setting["routing_batch"] = given.get("routing_batch", B) if setting["routing_logits"] != "image" else 0
     words = ", ".join(STAGE_WORDS[k] for k in seen)
     missing = [k for k in present if k not in seen]
     if missing:
@@ -555,4 +567,5 @@ def _setting_words(s: dict) -> str:
         f"{norm}primary capsules {order}, squash {s['squash']} over each {s['primary_squash']}, "
         f"class-capsule squash over {s['class_squash']}, softmax over {s['routing_softmax']}, "
         f"logits per {s['routing_logits']}, {s['iterations']} iteration(s)"
+        + ("" if s.get("routing_prior") is None else f", from {'the learned prior' if s['routing_prior'] else '0'}")
     )

@@ -244,12 +244,22 @@ def parser() -> Parser:
         "--iterations", type=integer(1, MAX_ITERATIONS), help="routing iterations your code runs (default: 3; searched with --against)"
     )
     im.add_argument("--softmax", choices=["classes", "inputs"], help="what your routing's couplings sum to 1 over (default: classes)")
-    im.add_argument("--logits", choices=["image", "batch"], help="routing logits per image, or averaged over the batch (default: image)")
+    im.add_argument(
+        "--logits",
+        choices=["image", "batch", "batch-sum"],
+        help="routing logits per image, averaged over the batch, or summed over it (default: image)",
+    )
     im.add_argument(
         "--routing-batch",
         type=integer(1, 1 << 16),
         help="the batch size your evaluation routes, when your network averages its routing logits over the batch (with "
         "--against: asked for when the check finds it does, and the check runs on one such batch; without: goes with --logits batch)",
+    )
+    im.add_argument(
+        "--prior",
+        choices=["learned", "none"],
+        help="whether your routing starts from the learned prior b the weights hold (learned) or from 0 (none) "
+        "(default: learned where the weights hold one; searched with --against)",
     )
     im.add_argument("--squash", choices=["sabour", "efficient"], help="your squash: Eq. 1 (sabour) or (1 - e^-|s|) s/|s| (default: sabour)")
     im.add_argument(
@@ -730,9 +740,13 @@ def cmd_import(args) -> int:
     options = {"routing_softmax": args.softmax, "routing_logits": args.logits, "squash": args.squash, "primary_squash": args.primary_squash}
     options["class_squash"] = args.class_squash
     options = {k: v for k, v in options.items() if v is not None}
+    if args.prior is not None:
+        options["routing_prior"] = args.prior == "learned"
     if args.routing_batch is not None:
-        if args.logits != "batch" and not args.against:
-            raise CapsvizError("--routing-batch goes with --logits batch or --against (the batch whose routing logits are averaged)")
+        if args.logits not in ("batch", "batch-sum") and not args.against:
+            raise CapsvizError(
+                "--routing-batch goes with --logits batch, --logits batch-sum or --against (the batch whose routing logits are shared)"
+            )
         options["routing_batch"] = args.routing_batch
     if args.against:
         from capsviz.against import parse_kwargs

@@ -112,7 +112,7 @@ class CapsNetConfig:
     squash: str = "sabour"  # SQUASH_FORMS: the squash of primary and class capsules
     class_squash: str = "capsule"  # CLASS_SQUASH_AXES: what each squash of the class capsules normalises
     routing_softmax: str = "classes"  # ROUTING_SOFTMAX: what the couplings sum to 1 over
-    routing_logits: str = "image"  # ROUTING_LOGITS: per image, or averaged over the images routed together
+    routing_logits: str = "image"  # ROUTING_LOGITS: per image, or averaged (or summed) over the images routed together
     routing_batch: int = 0  # with batch-averaged logits: images routed together (0: however many are passed)
     routing_prior: bool = False  # a learned routing prior b (I, J), the parameter `routing_prior`
     input_mean: float = 0.0  # the network reads (x - input_mean) / input_std of images x in [0, 1]
@@ -159,9 +159,10 @@ PRIMARY_SQUASH_AXES = ("capsule", "map")
 CLASS_SQUASH_AXES = ("capsule", "classes", "all", "value")
 SQUASH_FORMS = ("sabour", "efficient")  # Eq. 1 of Sabour et al.; Mazzia et al.'s (1 - e^-|s|) s/|s|
 # Dynamic routing's options (capsviz.routing.dynamic_routing_options): what the couplings sum to 1
-# over, and whether the routing logits are each image's own or averaged over the images routed together
+# over, and whether the routing logits are each image's own, averaged over the images routed together
+# or summed over them (`b += a.sum(0)`, as some public code writes it)
 ROUTING_SOFTMAX = ("classes", "inputs")
-ROUTING_LOGITS = ("image", "batch")
+ROUTING_LOGITS = ("image", "batch", "batch-sum")
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,8 @@ class DynamicOptions:
         couplings sum to 1 over the I input capsules (what `F.softmax(b)` on (1, I, J, 1) gives).
     logits: "image", each image's logits b are its own (the paper); "batch", the agreements are
         averaged over the images routed together, so every image of a batch gets the same
-        couplings and an image's class capsules depend on the other images in its batch.
+        couplings and an image's class capsules depend on the other images in its batch;
+        "batch-sum", the same with the agreements summed over those images.
     batch: with "batch", how many consecutive images are routed together (0: all that are passed).
     prior: a learned routing prior (I, J): the logits b start from it instead of 0.
     squash: the squash of the class capsules (SQUASHES' names).
@@ -204,7 +205,7 @@ def dynamic_routing_options(u_hat: torch.Tensor, iterations: int = 3, options: D
     if options.paper:
         return dynamic_routing_ji(u_hat, iterations, record)
     B = u_hat.shape[0]
-    step = options.batch if options.logits == "batch" and options.batch else B
+    step = options.batch if options.logits != "image" and options.batch else B
     parts = [_route_options(u_hat[s : s + step], iterations, options, record) for s in range(0, B, step)]
     if len(parts) == 1:
         return parts[0]
@@ -216,7 +217,7 @@ def dynamic_routing_options(u_hat: torch.Tensor, iterations: int = 3, options: D
 
 def _route_options(u_hat: torch.Tensor, iterations: int, options: DynamicOptions, record: bool) -> RoutingResult:
     B, J, I, D = u_hat.shape
-    shared = options.logits == "batch"
+    shared = options.logits != "image"
     b = u_hat.new_zeros(1 if shared else B, J, I)  # (B or 1, J, I)
     if options.prior is not None:
         b = b + options.prior.T.to(u_hat.dtype)  # (I, J) -> (J, I), the same start for every image
@@ -227,8 +228,8 @@ def _route_options(u_hat: torch.Tensor, iterations: int, options: DynamicOptions
         c = b.softmax(dim=axis).expand(B, J, I)  # (B, J, I)
         v = squash_v((c.unsqueeze(-2) @ u_hat).squeeze(-2))  # (B, J, D): s_j = sum_i c_ij u_hat_j|i
         a = agreement(u_hat, v)  # (B, J, I)
-        if shared:
-            a = a.mean(0, keepdim=True)  # (1, J, I): the batch's mean agreement
+        if shared:  # (1, J, I): the batch's mean agreement, or its sum
+            a = a.mean(0, keepdim=True) if options.logits == "batch" else a.sum(0, keepdim=True)
         if record:
             cs.append(c.detach().transpose(1, 2))  # (B, I, J)
             bs.append(b.detach().expand(B, J, I).transpose(1, 2))  # (B, I, J)

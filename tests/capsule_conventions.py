@@ -13,7 +13,9 @@ CONVENTIONS = (
     "type-convs",  # T convs of K channels, one per capsule type (a list of 32 convs of 8 in the paper's size)
     "softmax-inputs",  # F.softmax(b) on (B, I, J): couplings sum to 1 over the input capsules
     "batch-logits",  # b (1, I, J) += the batch's mean agreement
+    "batch-sum-logits",  # b (1, I, J) += the agreement summed over the batch
     "prior",  # a learned routing prior b (1, I, J)
+    "unused-prior",  # a logit tensor b (1, I, J) kept as a parameter, the routing starting from zeros all the same
     "four-iterations",  # "3 iterations" in code that routes 4 times
     "squash-map",  # primary capsules squashed over dim 1: each value's whole map
     "squash-classes",  # class capsules squashed over dim 1 of (B, J, D): each value over the classes
@@ -73,7 +75,7 @@ class Digits(nn.Module):
             self.W = nn.Parameter(scale * torch.randn(I, K, J * D))
         else:
             self.W = nn.Parameter(scale * torch.randn(1, I, J, D, K))
-        if convention == "prior":
+        if convention in ("prior", "unused-prior"):
             self.b = nn.Parameter(0.5 * torch.randn(1, I, J))
         self.iterations = 4 if convention == "four-iterations" else 3
 
@@ -84,7 +86,7 @@ class Digits(nn.Module):
         else:
             u_hat = (self.W @ u[:, :, None, :, None]).squeeze(-1)  # (B, I, J, D)
         self.u_hat = u_hat  # kept for plotting, as public code does
-        shared = self.convention == "batch-logits"
+        shared = self.convention in ("batch-logits", "batch-sum-logits")
         b = torch.zeros(1 if shared else B, I, J)
         if self.convention == "prior":
             b = b + self.b
@@ -97,7 +99,9 @@ class Digits(nn.Module):
                 v = squash(s, dim=1 if self.convention == "squash-classes" else -1)  # (B, J, D)
             if t < self.iterations - 1:
                 a = (u_hat * v.unsqueeze(1)).sum(-1)  # (B, I, J)
-                b = b + (a.mean(0, keepdim=True) if shared else a)
+                if shared:
+                    a = a.sum(0, keepdim=True) if self.convention == "batch-sum-logits" else a.mean(0, keepdim=True)
+                b = b + a
         self.c_ij = c
         return v
 

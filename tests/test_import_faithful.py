@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from capsule_conventions import CONVENTIONS, make
+from capsule_conventions import CONVENTIONS, I, make
 from streamlit.testing.v1 import AppTest
 from test_app import APP, router_mode  # noqa: F401 - the autouse fixture runs the app as app.py's router does
 from test_plain_text import as_shown
@@ -44,7 +44,7 @@ def saved(tmp_path, convention) -> tuple[torch.nn.Module, Path]:
 def test_each_convention_imports_against_its_code_within_tolerance_at_every_stage(synthetic_data, tmp_path, convention):
     net, path = saved(tmp_path, convention)
     out = tmp_path / f"{convention}.safetensors"
-    batch = {"routing_batch": 16} if convention == "batch-logits" else None  # the batch the user evaluates with
+    batch = {"routing_batch": 16} if "batch" in convention else None  # the batch the user evaluates with
     result = import_file(path, out, limit=16, against=f"{CODE}:make", against_args={"convention": convention}, computation=batch)
     assert result["check"].startswith("checked against its code: max difference")
     model, meta = ckpt.load_checkpoint(out)
@@ -69,6 +69,13 @@ def test_each_convention_imports_against_its_code_within_tolerance_at_every_stag
     torch.testing.assert_close(c_mine, c_original, atol=TOLERANCE, rtol=0)
     if convention == "four-iterations":
         assert model.config.routing_iterations == 4
+    if convention == "batch-sum-logits":  # b += a.sum(0): found, recorded and said
+        assert model.config.routing_logits == "batch-sum" and model.config.routing_batch == 16
+        assert any(w.startswith("routing logits summed over each 16 images") for w in how_it_computes(meta))
+    # a prior the weights hold is routed from only where the code routes from it
+    assert model.config.routing_prior == (convention == "prior")
+    if convention == "unused-prior":
+        assert any(n.startswith(f"ignored: the learned routing prior b {(I, 10)}") for n in result["notes"])
     if convention == "squash-classes":  # recorded in the checkpoint and said in the words the pages show
         assert model.config.class_squash == "classes" and meta.raw["config"]["class_squash"] == "classes"
         assert any("class capsules squashed over the classes" in w for w in how_it_computes(meta))
@@ -93,8 +100,8 @@ def test_without_against_each_convention_is_flagged(synthetic_data, tmp_path, co
         assert difference < TOLERANCE
     else:
         assert difference > 1e-2  # the twin is wrong here, and nothing but --against can say so
-    assert result["check"] == "not checked against its code"
-    assert meta.raw["imported"]["checked"] is None and how_it_computes(meta)[0].startswith("not checked against its code")
+    assert result["check"].startswith("not checked against its code") and how_it_computes(meta)[0] == result["check"]
+    assert meta.raw["imported"]["checked"] is None
     if result["warnings"]:  # the card says the first one's finding
         assert how_it_computes(meta)[0].startswith("not checked against its code; the import warned: ")
 

@@ -80,6 +80,16 @@ def test_primary_caps_as_T_convs_of_K_channels_are_T_types_of_K_dims():
     assert (config.primary_types, config.primary_dim, config.digit_dim, config.decoder_hidden) == (32, 8, 16, (512, 1024))
 
 
+def test_a_decoder_whose_two_hidden_layers_are_one_size_is_read_in_order():
+    """Public code's `Linear(16, 512), Linear(512, 512), Linear(512, 784)`: two layers read 512
+    values, and only the last draws the picture."""
+    state = dict(make("decoder-winner").state_dict())
+    state["decoder.2.weight"], state["decoder.2.bias"] = torch.randn(32, 32), torch.randn(32)
+    state["decoder.4.weight"] = torch.randn(784, 32)
+    config = CapsuleAdapter(state).config()
+    assert config.decoder_hidden == (32, 32)
+
+
 def test_a_decoder_fed_every_class_capsule_unmasked_is_refused_naming_its_layer(synthetic_data, tmp_path):
     (bad,) = REFUSED
     _, path = saved(tmp_path, bad)
@@ -125,7 +135,7 @@ def test_a_network_normalised_in_its_data_loader_is_checked_on_its_own_scale(syn
     result, model, meta = import_trained(tmp_path, net, "loader")
     checked = meta.raw["imported"]["checked"]
     assert checked["input"] == "pixels (x - 0.1307) / 0.3081, inferred from its lengths"
-    assert result["check"].endswith("images fed pixels (x - 0.1307) / 0.3081, inferred from its lengths")
+    assert result["check"].split("; the import warned: ")[0].endswith("images fed pixels (x - 0.1307) / 0.3081, inferred from its lengths")
     assert (meta.config.input_mean, meta.config.input_std) == MNIST_NORM
     x, v = user_evaluation(net)
     with torch.no_grad():
@@ -180,6 +190,14 @@ def test_a_plain_against_keeps_the_warnings_the_check_did_not_cover(synthetic_da
         net.digits.W.mul_(1e-3)  # every class capsule collapsed, whatever the scale
     result, _, meta = import_trained(tmp_path, net, "guess")
     assert meta.raw["imported"]["checked"]["input"] == "[0, 1] pixels, a guess"
+    assert result["warnings"][0].startswith(
+        "your input pipeline was not given, and your network's lengths do not say which images it was trained on: margin loss on "
+    )
+    assert result["check"].endswith(
+        f"fed [0, 1] pixels, a guess; the import warned: your input pipeline was not given, and your network's lengths do not say "
+        f"which images it was trained on (and {len(result['warnings']) - 1} more)"
+    )
+    assert "the twin is fed [0, 1] pixels, a guess, and the check covers its computation alone" in result["warnings"][0]
     assert any(w.startswith("every class capsule is shorter than 0.1") and "--against-input" in w for w in result["warnings"])
     assert meta.raw["imported"]["warnings"] == result["warnings"]
 
@@ -202,6 +220,10 @@ def test_batch_averaged_routing_logits_ask_for_the_users_batch(synthetic_data, t
         tmp_path, net, "loader", against_args={"convention": "batch-logits"}, against_input=f"{PIPELINE}:test_loader"
     )
     assert (meta.config.routing_batch, meta.raw["imported"]["checked"]["images"]) == (8, 8)
+    # summed over the batch (b += a.sum(0)), as some public code writes it: asked for the same way
+    with pytest.raises(CapsvizError) as e:
+        import_trained(tmp_path, make("batch-sum-logits"), "sum", against_args={"convention": "batch-sum-logits"}, normalise=(0.0, 1.0))
+    assert "your network sums its routing logits over the batch (found on 16 images)" in str(e.value)
 
 
 def test_a_plain_import_says_when_another_routing_count_fits_the_weights_as_well(synthetic_data, tmp_path):
@@ -217,6 +239,44 @@ def test_a_plain_import_says_when_another_routing_count_fits_the_weights_as_well
     assert ckpt.read_meta(tmp_path / "four.safetensors").raw["imported"]["warnings"] == result["warnings"]
     said = import_file(tmp_path / "four.pt", tmp_path / "said.safetensors", evaluate=False, iterations=4)
     assert not any(w.startswith("routing ") for w in said["warnings"])
+
+
+def test_a_plain_import_says_when_routing_from_0_fits_better_than_the_prior_the_weights_hold(synthetic_data, tmp_path, capsys):
+    """Issue 52's fifth point, for priors: a logit tensor b (I, J) in the weights is routed from by
+    default, but code may keep one it never routes from (`self.b = nn.Parameter(...)`, the routing
+    starting from zeros). The plain import routes the twin from b and from 0 and says when 0 fits
+    the labels as well; a prior the network was trained with fits best and is not questioned;
+    `--prior none` says it, and --against finds it."""
+    from capsviz.cli import main
+
+    unused = trained("unused-prior")
+    torch.save(unused.state_dict(), tmp_path / "unused.pt")
+    result = import_file(tmp_path / "unused.pt", tmp_path / "unused.safetensors", evaluate=False)
+    (warning,) = [w for w in result["warnings"] if w.startswith("routing ")]
+    assert (
+        f" times from 0, not from the learned prior b {(I, 10)} the weights hold, fits them as well as routing 3 times from it" in warning
+    )
+    assert "say it with --prior none or --prior learned" in warning and "\n" not in warning
+    assert ckpt.read_meta(tmp_path / "unused.safetensors").raw["config"]["routing_prior"] is True  # what was assumed
+
+    said = ["import", str(tmp_path / "unused.pt"), "--no-evaluate", "--prior", "none", "--iterations", "3"]
+    assert main([*said, "--out", str(tmp_path / "said.safetensors")]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert not any(w.startswith("routing ") for w in printed["warnings"])
+    model, meta = ckpt.load_checkpoint(tmp_path / "said.safetensors")
+    assert meta.raw["config"]["routing_prior"] is False
+    assert any(n.startswith(f"ignored: the learned routing prior b {(I, 10)}") for n in printed["notes"])
+    x = first_images(16)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x).capsules, unused(x)[0], atol=TOLERANCE, rtol=0)
+
+    used = trained("prior")
+    torch.save(used.state_dict(), tmp_path / "used.pt")
+    result = import_file(tmp_path / "used.pt", tmp_path / "used.safetensors", evaluate=False)
+    assert not any(" from 0, not from the learned prior" in w for w in result["warnings"])
+
+    _, model, meta = import_trained(tmp_path, unused, "checked", against_args={"convention": "unused-prior"}, normalise=(0.0, 1.0))
+    assert meta.raw["config"]["routing_prior"] is False and meta.raw["imported"]["checked"]["max_difference"] <= TOLERANCE
 
 
 def test_the_import_command_takes_the_input_pipeline_and_capsviz_list_says_what_was_checked(synthetic_data, tmp_path, capsys):

@@ -148,10 +148,11 @@ def computation_words(cfg) -> list[str]:
         words.append("class capsules squashed value by value (each of their values on its own), not capsule by capsule")
     if cfg.routing_softmax == "inputs":
         words.append("couplings sum to 1 over the input capsules for each class (softmax over inputs), not over the classes")
-    if cfg.routing_logits == "batch":
+    if cfg.routing_logits != "image":
         n = f"each {cfg.routing_batch} images" if cfg.routing_batch else "all images routed together"
+        how = "averaged" if cfg.routing_logits == "batch" else "summed"
         words.append(
-            f"routing logits averaged over {n}: an image's class capsules depend on the other images in its batch "
+            f"routing logits {how} over {n}: an image's class capsules depend on the other images in its batch "
             "(one image on its own is routed alone)"
         )
     if cfg.routing_prior:
@@ -238,7 +239,7 @@ class CapsNet(ClassCapsules, nn.Module):
         if record:
             routed = self.route(self.digits(u), routing=routing, iterations=iterations, record=True)
             v = routed.v  # (B, J, D)
-        elif self.config.routing_logits == "batch":  # the batch is routed together, as the original routes it
+        elif self.config.routing_logits != "image":  # the batch is routed together, as the original routes it
             v = self.route(self.digits(u), routing=routing, iterations=iterations).v
         else:
             chunk, keep = self.routing_slices(u)
