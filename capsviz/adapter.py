@@ -46,7 +46,7 @@ from safetensors import SafetensorError, safe_open
 
 from capsviz.config import CapsNetConfig
 from capsviz.errors import CapsvizError, first_line
-from capsviz.i18n import t
+from capsviz.i18n import t, tn
 from capsviz.models.capsnet import CapsNet
 
 # How a PyTorch CapsNet numbers its primary capsules, which no weight shape shows.
@@ -902,29 +902,36 @@ def other_routings(model, dataset: str, data_dir=None, *, count_said: bool = Fal
     measured = {
         "loss": f"{fits[best]:.3f}",
         "own": f"{fits[stated]:.3f}",
-        "n": len(y),
+        "images": len(y),
         "change": f"{change:.3f}",
         "agree": f"{agree:.1f}",
     }
     if best[1] == stated[1]:
         return [
-            t(
-                "routing {best} times fits these weights as well as {stated} (margin loss {loss} against {own} on {n} test "
+            tn(
+                "routing {n} time fits these weights as well as {stated} (margin loss {loss} against {own} on {images} test "
                 "images; lengths differ by up to {change}, the same answer on {agree}% of them): the weights do not say how "
                 "many times your code routes; say it with --iterations, or check with --against MODULE:CLASS",
-                best=best[0],
+                "routing {n} times fits these weights as well as {stated} (margin loss {loss} against {own} on {images} test "
+                "images; lengths differ by up to {change}, the same answer on {agree}% of them): the weights do not say how "
+                "many times your code routes; say it with --iterations, or check with --against MODULE:CLASS",
+                best[0],
                 stated=stated[0],
                 **measured,
             )
         ]
     prior = model.routing_prior.detach()
     return [
-        t(
-            "routing {best} times from 0, not from the learned prior b {shape} the weights hold, fits them as well as "
-            "routing {stated} times from it (margin loss {loss} against {own} on {n} test images; lengths differ by up to "
+        tn(
+            "routing {n} time from 0, not from the learned prior b {shape} the weights hold, fits them as well as "
+            "routing {stated} times from it (margin loss {loss} against {own} on {images} test images; lengths differ by up to "
             "{change}, the same answer on {agree}% of them; b's values reach {size}): the weights do not say whether your "
             "code starts its routing from b; say it with --prior none or --prior learned, or check with --against MODULE:CLASS",
-            best=best[0],
+            "routing {n} times from 0, not from the learned prior b {shape} the weights hold, fits them as well as "
+            "routing {stated} times from it (margin loss {loss} against {own} on {images} test images; lengths differ by up to "
+            "{change}, the same answer on {agree}% of them; b's values reach {size}): the weights do not say whether your "
+            "code starts its routing from b; say it with --prior none or --prior learned, or check with --against MODULE:CLASS",
+            best[0],
             stated=stated[0],
             shape=tuple(prior.shape),
             size=f"{float(prior.abs().max()):.2g}",
