@@ -19,8 +19,9 @@ import time
 import typing
 from pathlib import Path
 
-from capsviz.config import CLASS_SQUASH_AXES, DATASET_NAMES, MAX_ITERATIONS, PRESETS, TrainRun, check_dataset
+from capsviz.config import DATASET_NAMES, MAX_ITERATIONS, PRESETS, TrainRun, check_dataset
 from capsviz.errors import CapsvizError
+from capsviz.families.capsnet.config import CLASS_SQUASH_AXES
 from capsviz.progress import time_left
 
 

@@ -8,9 +8,9 @@ import streamlit as st
 from capsviz.analysis import lab
 from capsviz.analysis.routing import canvas_words, centred, on_canvas
 from capsviz.analysis.tour import TOURS, walk
+from capsviz.families.efficient_capsnet.model import MSE_WEIGHT
 from capsviz.glossary import class_words, help_text
 from capsviz.memo import digest
-from capsviz.models.efficient_capsnet import MSE_WEIGHT
 from capsviz.registry import shows
 from capsviz.text import MAX_SENTENCES, plain
 from capsviz.viz import grouped_bars, png_bytes

@@ -676,7 +676,7 @@ def test_a_pair_models_error_is_called_its_digit_error_and_the_table_defines_bot
 
 
 def test_one_iteration_of_dynamic_routing_is_named_so_in_the_table_and_the_details():
-    from capsviz.analysis.zoo import ONE_ITERATION
+    from capsviz.registry import ONE_ITERATION
 
     cfg = replace(preset("capsnet-small"), routing_iterations=1)
     assert lab.trained_with(cfg) == "uniform"  # the same couplings: it is compared with uniform's row as its own

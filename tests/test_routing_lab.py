@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from capsviz import checkpoint as ckpt
-from capsviz.config import COUPLINGS, PRESETS, EfficientCapsConfig, preset, to_dict
+from capsviz.config import COUPLINGS, PRESETS, preset, to_dict
+from capsviz.families.efficient_capsnet.config import EfficientCapsConfig
 from capsviz.models import build_model, count_parameters
 from capsviz.routing import (
     ROUTINGS,

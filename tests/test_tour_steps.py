@@ -36,9 +36,9 @@ from capsviz.analysis.tour import (
 )
 from capsviz.checkpoint import load_checkpoint
 from capsviz.config import preset
+from capsviz.families.efficient_capsnet.model import MSE_WEIGHT
 from capsviz.glossary import DIGIT_WORDS, class_words
 from capsviz.models import build_model
-from capsviz.models.efficient_capsnet import MSE_WEIGHT
 from capsviz.routing import ROUTINGS
 
 SHIPPED = sorted((Path(__file__).resolve().parents[1] / "checkpoints").glob("*.safetensors"))
@@ -348,7 +348,7 @@ def test_every_step_of_a_shipped_models_tour_on_the_page(real_data, monkeypatch,
 
 
 def test_trained_words_name_the_models_couplings_and_whether_the_iterations_shown_are_its_own():
-    from capsviz.analysis.zoo import ONE_ITERATION
+    from capsviz.registry import ONE_ITERATION
 
     assert trained_words("dynamic", 3, 3) == ("dynamic routing, 3 iterations", True)
     assert trained_words("uniform", 3, 3) == ("uniform couplings (no routing)", False)

@@ -7,10 +7,9 @@ import pytest
 import torch
 
 from capsviz.analysis import lab, rules
-from capsviz.analysis.reproduction import EFFICIENT_MNIST, PAPER, paper_error
+from capsviz.analysis.lab import EFFICIENT_MNIST
+from capsviz.analysis.reproduction import PAPER, paper_error
 from capsviz.analysis.zoo import (
-    ONE_ITERATION,
-    ONE_ITERATION_WHY,
     PAIR_ERROR,
     Size,
     card,
@@ -23,6 +22,7 @@ from capsviz.checkpoint import list_checkpoints, load_checkpoint
 from capsviz.config import preset
 from capsviz.models import build_model
 from capsviz.paths import shipped_checkpoints
+from capsviz.registry import ONE_ITERATION, ONE_ITERATION_WHY
 from capsviz.schema import Metrics
 
 SHIPPED = [(p, m) for p, m in list_checkpoints(shipped_checkpoints()) if not isinstance(m, str)]

@@ -26,7 +26,7 @@ import torch
 
 from capsviz.analysis import rules, stored
 from capsviz.analysis.multimnist import pair_accuracy
-from capsviz.analysis.reproduction import EFFICIENT_MNIST, PAPER
+from capsviz.analysis.reproduction import PAPER
 from capsviz.analysis.robustness import attack_sweep, attack_test_images, predict_scores
 from capsviz.analysis.routing import coupling_summary
 from capsviz.analysis.rules import noise, spread
@@ -189,7 +189,7 @@ def trained_with(config) -> str:
 def trained_label(config) -> str:
     """What a model was trained with as the pages name it: one iteration of dynamic routing keeps
     its own name (capsviz.analysis.zoo.ONE_ITERATION), with why it equals uniform couplings."""
-    from capsviz.analysis.zoo import ONE_ITERATION
+    from capsviz.registry import ONE_ITERATION
 
     if trained_with(config) == "uniform" and (getattr(config, "couplings", None) or config.routing) == "dynamic":
         return f"{ONE_ITERATION} (couplings stay uniform)"
@@ -934,6 +934,7 @@ def seed_sentences(study: SeedStudy) -> list[str]:
     return said
 
 
+EFFICIENT_MNIST = ("efficient", "mnist", None, True)  # the published result the lab quotes beside Sabour et al.'s
 PUBLISHED = (
     "Paik, Lee and Kim (2019, arXiv 1907.13327): on their benchmarks dynamic and EM routing were not better than "
     "uniform or random couplings, and routing mainly made the couplings more extreme.",

@@ -27,7 +27,7 @@ class DynamicTrace:
         (T, J) of each class capsule's couplings over the inputs.
     place: (grid * grid, I) how much of primary capsule i lies at each position of the grid (its
         share of the values of that position, from the model's grouping index map); grouping: the
-        model's primary grouping (capsviz.config.PRIMARY_GROUPINGS); dim: the values in one primary capsule.
+        model's primary grouping (capsviz.families.capsnet.config.PRIMARY_GROUPINGS); dim: the values in one primary capsule.
     agreements: (T, I, J) the agreement after each iteration (`agreement` is the last), from which
         `first` gives the trace of fewer iterations; v: (T, J, D) the class capsules after each.
     """
@@ -102,10 +102,10 @@ class DynamicTrace:
 
 def primary_places(grouping: str, types: int, dim: int, grid: int) -> np.ndarray:
     """(grid * grid, I): the share of each position's primary-capsule values that capsule i holds,
-    from the model's grouping index map (capsviz.models.capsnet.primary_index): a row sums to 1.
+    from the model's grouping index map (capsviz.families.capsnet.model.primary_index): a row sums to 1.
     For the paper's grouping each position holds `types` whole capsules (1/types each); for a
     view grouping a capsule is spread over the positions of the values it is built from."""
-    from capsviz.models.capsnet import primary_index
+    from capsviz.families.capsnet.model import primary_index
 
     index = primary_index(grouping, types, dim, grid).numpy()  # (I, K) into (T*K, G, G) flattened
     G2, I = grid * grid, index.shape[0]

@@ -245,7 +245,7 @@ def squashed(s: np.ndarray) -> np.ndarray:
     return squash(torch.as_tensor(s)).numpy()
 
 
-CLASS_LAYER_IN = "ConvCaps2"  # the layer whose capsules the class capsules route (capsviz.models.matrix_capsnet)
+CLASS_LAYER_IN = "ConvCaps2"  # the layer whose capsules the class capsules route (capsviz.families.matrix_capsnet.model)
 
 
 @dataclass
@@ -495,7 +495,7 @@ def trained_words(couplings: str, trained_iterations: int, shown_iterations: int
     the `shown_iterations` of dynamic routing the tour shows are its own. `couplings`: its
     config's couplings ("dynamic", "uniform", "random")."""
     from capsviz.analysis.lab import LAB_ROUTINGS
-    from capsviz.analysis.zoo import ONE_ITERATION, ONE_ITERATION_WHY
+    from capsviz.registry import ONE_ITERATION, ONE_ITERATION_WHY
 
     if couplings != "dynamic":
         return LAB_ROUTINGS.get(couplings, f"{couplings} couplings"), False

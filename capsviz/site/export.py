@@ -24,9 +24,9 @@ import torch
 import torch.nn as nn
 from torch.nn.utils import parametrize
 
+from capsviz.families.capsnet.model import CapsNet
+from capsviz.families.efficient_capsnet.model import EfficientCapsNet
 from capsviz.kernels import policy
-from capsviz.models.capsnet import CapsNet
-from capsviz.models.efficient_capsnet import EfficientCapsNet
 from capsviz.routing import dynamic_routing_ji, efficient_squash, self_attention_routing
 from capsviz.site.links import runs_in_site
 
