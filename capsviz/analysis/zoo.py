@@ -153,7 +153,7 @@ def error_words(meta: CheckpointMeta) -> tuple[str, str]:
         return "Pair error", PAIR_ERROR
     return (
         "Test error",
-        f"Test error: the share of test images whose longest {'capsule' if meta.config.family != 'cnn' else 'score'} is not their label.",
+        f"Test error: the share of test images whose longest {'capsule' if meta.config.routing is not None else 'score'} is not their label.",
     )
 
 

@@ -24,8 +24,9 @@ import numpy as np
 
 from capsviz import glossary
 from capsviz.analysis.playground import I_TOY, LIMIT, _dynamic_presets
-from capsviz.analysis.tour import TOURS
+from capsviz.analysis.tour import tour_of
 from capsviz.errors import CapsvizError
+from capsviz.registry import FAMILIES, resolve
 from capsviz.site import export, offline
 
 WEB = Path(__file__).parent / "web"
@@ -145,7 +146,7 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
         "graphs": graphs,
         "tour": [
             {"key": s.key, "title": s.title, "terms": step_terms(cfg.routing, s.key)}
-            for s in TOURS[cfg.routing].steps(
+            for s in tour_of(cfg).steps(
                 iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None
             )
         ],
@@ -183,7 +184,7 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
             n = min(images, len(data))
             sets[key] = (data.images[:n].numpy().astype(np.uint8), data.labels[:n].numpy().astype(int))
         log(f"exporting {path.name} ...")
-        graphs = export.model_graphs(model)
+        graphs = resolve(FAMILIES[meta.family].site)(model)  # the family's own export (capsviz.entries.Family.site)
         written = {name: write_graph(out, f"models/{path.stem}", name, blob) for name, blob in graphs.items()}
         entries.append(_model_entry(path, model, meta, written, key))
     shared = {
