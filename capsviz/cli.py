@@ -320,7 +320,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
         if kind is bool:
             kw |= {"action": "store_const", "const": False} if m["flag"].startswith("--no-") else {"action": "store_true"}
         elif m["choices"]:
-            kw["choices"] = list(m["choices"])
+            kw["choices"] = list(m["choices"]() if callable(m["choices"]) else m["choices"])
         elif m["parse"]:
             kw["type"] = checked(m["parse"])
         elif kind is int:

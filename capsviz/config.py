@@ -7,6 +7,7 @@ training run (`TrainRun`) is data too: the `capsviz train` flags are made from i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar, Protocol
 
@@ -89,12 +90,25 @@ class ModelConfig(Protocol):
     run_options: ClassVar[tuple[str, ...]]
 
 
-# What a CapsNet's couplings may be in training (`couplings`, `--couplings`) and at inference
-# (`routing=`): every vector-capsule routing in capsviz.registry.ROUTINGS
-COUPLINGS = vector_routings()
+class _Presets(Mapping):
+    """Every family's named configs, in the registry's order (the CLI's `--model` choices, the
+    Train page's list), read from the registry at each use, so a family registered later (a
+    test's) offers its presets too."""
 
-# Every family's named configs, in the registry's order (the CLI's `--model` choices, the Train page's list)
-PRESETS: dict[str, ModelConfig] = {name: c for f in FAMILIES.values() for name, c in f.preset_table.items()}
+    def _table(self) -> dict[str, ModelConfig]:
+        return {name: c for f in FAMILIES.values() for name, c in f.preset_table.items()}
+
+    def __getitem__(self, name: str) -> ModelConfig:
+        return self._table()[name]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+PRESETS: Mapping[str, ModelConfig] = _Presets()
 
 
 def to_dict(config: ModelConfig) -> dict:
@@ -128,7 +142,8 @@ def preset(name: str, **overrides) -> ModelConfig:
 
 def option(default, help: str, *, lo=None, hi=None, lo_open: bool = False, choices=None, unset: str = "", flag: str = "", parse=None):
     """A TrainRun field with what `capsviz train` says of it and accepts (capsviz.cli): `help`,
-    the bounds [lo, hi] ((lo, hi] with `lo_open`), `choices` or a `parse` function that raises
+    the bounds [lo, hi] ((lo, hi] with `lo_open`), `choices` (or a function giving them, read when
+    the flags are made, as the registered presets and routings are) or a `parse` function that raises
     CapsvizError, what None means (`unset`), and a flag name other than the field's (`flag`)."""
     return field(
         default=default,
@@ -141,7 +156,7 @@ class TrainRun:
     """Everything that defines a run; saved in the checkpoint so a resume can check it. Every field
     is a flag of `capsviz train`, with the help and bounds given here."""
 
-    model: str = option("capsnet-small", "model preset", choices=tuple(PRESETS))
+    model: str = option("capsnet-small", "model preset", choices=lambda: tuple(PRESETS))
     dataset: str = option(
         "mnist",
         f"training dataset: {', '.join(DATASET_NAMES)}, or your own images as {', '.join(k + ':PATH' for k in USER_KINDS)} "
@@ -158,7 +173,7 @@ class TrainRun:
         None,
         "CapsNet: how DigitCaps' couplings are made (uniform, random: baselines without routing; "
         "self-attention: Efficient-CapsNet's, without its learned prior)",
-        choices=COUPLINGS,
+        choices=vector_routings,  # every vector-capsule routing in capsviz.registry.ROUTINGS
         unset="dynamic",
     )
     final_lambda: float | None = option(

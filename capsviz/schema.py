@@ -226,7 +226,7 @@ METRICS = Obj({"test_error": PERCENT, "test_accuracy": PERCENT, "n_test": Int(0,
 # TrainRun (capsviz.config): every field, since a resume rebuilds the run from it
 RUN = Obj(
     {
-        "model": Str(choices=tuple(PRESETS)),
+        "model": Str(choices=lambda: tuple(PRESETS)),
         "dataset": DatasetSpec(),
         "epochs": Int(1, 100_000),
         "batch_size": Int(1, 1 << 16),

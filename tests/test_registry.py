@@ -15,9 +15,9 @@ import capsviz.routing
 from capsviz import checkpoint as ckpt
 from capsviz import registry, schema
 from capsviz.analysis import lab
-from capsviz.bounds import bounded
 from capsviz.analysis.steps import lab_words
 from capsviz.analysis.tour import tour_of
+from capsviz.bounds import bounded
 from capsviz.config import PRESETS, config_from_dict, preset, to_dict
 from capsviz.models import build_model
 from capsviz.routing import RoutingResult, route, squash
