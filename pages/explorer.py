@@ -9,6 +9,7 @@ from capsviz.analysis.links import linked_offsets
 from capsviz.analysis.routing import canvas_words, centred, on_canvas
 from capsviz.glossary import help_text
 from capsviz.glossary import label as glossary_label
+from capsviz.i18n import t
 from capsviz.registry import shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
@@ -78,14 +79,15 @@ capsule = st.selectbox(
 )
 qp["capsule"] = str(capsule)
 show_link_note(STATE.capsule_index.param, capsule)
+D = len(pred.capsules[capsule])  # the capsule's dimensions: 16 in the papers' models, its family's own otherwise
 if not STATE.dims.present:  # a shared link's slider values, applied once
-    dims = keep_link_note(STATE.dims.param, linked_offsets(link_asks(STATE.dims.param) or "", 16, 0.25, 0.05)).value
+    dims = keep_link_note(STATE.dims.param, linked_offsets(link_asks(STATE.dims.param) or "", D, 0.25, 0.05)).value
     STATE.dims.set(np.asarray(dims, np.float32))
 
 view = f"{path.stem}:{hash(image.tobytes())}:{capsule}"
 if STATE.dims_view.setdefault(view) != view:  # a new image or capsule: the sliders start again at 0
     STATE.dims_view.set(view)
-    STATE.dims.set(np.zeros(16, np.float32))
+    STATE.dims.set(np.zeros(D, np.float32))
 
 a, b, c = st.columns([1, 2, 1])
 show(a, picture(to_image, image, width=168), f"input (label {plain(label)})", 168)
@@ -102,9 +104,13 @@ def sliders():
     """Only this fragment reruns while sliding: one decoder pass, a few milliseconds."""
     st.subheader("Perturb one dimension at a time", help=help_text("dimension", "reconstruction"))
     st.caption(
-        "Each slider adds an offset to one of the capsule's 16 dimensions (d0 to d15) before the decoder redraws it. "
-        "Drag a slider, or focus one and use the arrow keys (Home and End jump to the ends). "
-        "The sliders go back to 0 when you pick another image or capsule."
+        t(
+            "Each slider adds an offset to one of the capsule's {n} dimensions (d0 to d{last}) before the decoder redraws it. "
+            "Drag a slider, or focus one and use the arrow keys (Home and End jump to the ends). "
+            "The sliders go back to 0 when you pick another image or capsule.",
+            n=D,
+            last=D - 1,
+        )
     )
     cols = st.columns([3, 2])
     with cols[0]:

@@ -207,16 +207,17 @@ def test_the_toy_family_opens_on_every_page_it_claims_and_in_the_lab(registered,
         {"dataset": "mnist", "metrics": {"test_error": 30.0, "n_test": 100, "how": "fixture"}},
     )
     assert set(PAGE_FILES) == set(TWO_PRIMARY.pages) and "lab" in PAGE_FILES
-    app.run()
-    assert not app.exception, app.exception
+    app.query_params["model"] = "tiny-twoprimary.safetensors"  # the sidebar's model, from the first run on
     app.switch_page("pages/zoo.py").run()
     assert not app.exception, app.exception
     shown = " ".join(m.value for m in app.markdown)
     assert TWO_PRIMARY.title in shown and MAX.words in shown
-    app.query_params["model"] = "tiny-twoprimary.safetensors"
     for page, path in PAGE_FILES.items():
         app.switch_page(path).run()
         assert not app.exception, (page, app.exception)
+        said = " ".join(m.value for kind in ("info", "warning", "error") for m in getattr(app, kind))
+        assert "tiny-twoprimary" not in said, (page, said)  # shown, not turned away for another model
+        assert "unexpected error" not in said, (page, said)  # a traceback the page caught and logged
     app.switch_page("pages/lab.py").run()
     picked = app.multiselect(key="lab_routings")
     assert MAX.words in picked.options and "max" in picked.value
