@@ -243,6 +243,16 @@ def test_the_parser_sees_function_level_and_relative_imports(source, expected):
     assert imports("capsviz.data.planted", path, source) == expected
 
 
+def test_every_package_is_installed():
+    """pyproject.toml lists every package the wheel carries: a new folder (a family's) must be there."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {module_name(p) for p in PACKAGE.rglob("__init__.py") if "node_modules" not in p.parts}
+    missing = sorted(packages - listed)
+    assert not missing, f"add {missing} to pyproject.toml's [tool.setuptools] packages"
+
+
 def test_contributing_maps_the_same_layers_in_the_same_order():
     text = (ROOT / "CONTRIBUTING.md").read_text().split("## How the code is laid out", 1)[1].split("\n## ", 1)[0]
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| ")]
