@@ -29,7 +29,7 @@ from capsviz.analysis.routing import (
     summary_words,
     sweep_of_trace,
     sweep_words,
-    trained_with,
+    trained_with_words,
 )
 from capsviz.config import user_dataset
 from capsviz.glossary import class_words, help_text
@@ -129,7 +129,7 @@ if how := how_it_computes(meta):  # a model written elsewhere: the routing it re
     st.caption("This model was imported: " + "; ".join(how) + ".")
 if meta.config.couplings != "dynamic":
     st.info(
-        f"**{plain(path.stem)}** was trained with {trained_with(meta.config)}, not with dynamic routing. This page runs its "
+        f"**{plain(path.stem)}** was trained with {trained_with_words(meta.config)}, not with dynamic routing. This page runs its "
         "capsules with dynamic routing instead: the weights are the ones that training made for the other couplings.",
         icon=":material/info:",
     )
@@ -330,7 +330,7 @@ if data is not None:
         ),
         key="coupling_summary",
     )
-    st.caption(summary_words(cs, k, trained_with(meta.config)))
+    st.caption(summary_words(cs, k, trained_with_words(meta.config)))
 
 st.subheader("Same weights, 1 to 10 iterations")
 

@@ -287,7 +287,7 @@ def flat(maps: np.ndarray) -> bool:
     return bool(np.ptp(maps) < 1e-6)
 
 
-def trained_with(config) -> str:
+def trained_with_words(config) -> str:
     """What the model was trained with, from its config: the couplings it was trained with and, for
     dynamic routing, how many iterations (one iteration never moves the couplings from uniform)."""
     n = config.routing_iterations
@@ -537,7 +537,7 @@ def convergence_words(b_change: np.ndarray, c_change: np.ndarray) -> str:
 
 def summary_words(cs: dict, k: int, trained: str) -> str:
     """The caption of the coupling-summary chart at iteration k (0-based), the slider's count;
-    `trained`: what the model was trained with (trained_with)."""
+    `trained`: what the model was trained with (trained_with_words)."""
     share, weighted, u = cs["coupling_to_prediction"][k], cs["vote_weighted_coupling_to_prediction"][k], cs["uniform"]
     ratio = cs["entropy"][k] / cs["uniform_entropy"]
     n = len(cs["coupling_to_prediction"])

@@ -32,6 +32,7 @@ INTRO = (
     "[0, 1): short vectors shrink towards 0, long ones approach 1."
 )
 
+
 @dataclass(frozen=True)
 class Size:
     """A model's number of parameters without its decoder (the size the papers quote) and with it."""

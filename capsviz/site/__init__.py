@@ -146,9 +146,7 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
         "graphs": graphs,
         "tour": [
             {"key": s.key, "title": s.title, "terms": step_terms(cfg.routing, s.key)}
-            for s in tour_of(cfg).steps(
-                iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None
-            )
+            for s in tour_of(cfg).steps(iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None)
         ],
     }
 

@@ -5,7 +5,7 @@ is *run with* here (any vector-capsule routing of `capsviz.registry.ROUTINGS`, f
 shared model is not changed). Every measure is on fixed test images, so a stored result equals a fresh run, except the
 time per image, which belongs to the machine that measured it.
 
-One concern per module: `measure` (a model run with a routing, into a `Row`), `seeds` (seed
+One concern per module: `measuring` (a model run with a routing, into a `Row`), `seeds` (seed
 studies), `verdicts` (the sentences about the rows), `store` (the stored rows and `run_lab`),
 `tables` (the table and the Markdown report) and `__main__` (its command line,
 `python -m capsviz.analysis.lab`). The pages and tests read them as `lab.NAME`, from here.
@@ -13,7 +13,7 @@ studies), `verdicts` (the sentences about the rows), `store` (the stored rows an
 
 from __future__ import annotations
 
-from capsviz.analysis.lab.measure import (
+from capsviz.analysis.lab.measuring import (
     COMPARED,
     COUPLING_IMAGES,
     FGSM_EPSILON,

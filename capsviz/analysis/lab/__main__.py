@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from capsviz.analysis import rules, stored
-from capsviz.analysis.lab.measure import ITERATIONS, TIME_BATCH, RunWith, Settings, fits, hardware, retime
+from capsviz.analysis.lab.measuring import ITERATIONS, TIME_BATCH, RunWith, Settings, fits, hardware, retime
 from capsviz.analysis.lab.seeds import seed_sentences, seed_study, seeds_key, stored_studies
 from capsviz.analysis.lab.store import key, precompute, stored_rows
 from capsviz.analysis.lab.tables import markdown

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from capsviz.analysis import stored
-from capsviz.analysis.lab.measure import architecture, trained_with
+from capsviz.analysis.lab.measuring import architecture, trained_with
 from capsviz.registry import vector_routings
 
 

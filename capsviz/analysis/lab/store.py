@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from capsviz.analysis import stored
-from capsviz.analysis.lab.measure import Row, Settings, architecture, fits, measure, trained_label, trained_with
+from capsviz.analysis.lab.measuring import Row, Settings, architecture, fits, measure, trained_label, trained_with
 from capsviz.registry import vector_routings
 
 DEFAULTS = Settings()  # the page's settings, which the stored rows were measured with

@@ -4,7 +4,7 @@ report as Markdown (`markdown`)."""
 from __future__ import annotations
 
 from capsviz.analysis import rules
-from capsviz.analysis.lab.measure import COUPLING_IMAGES, ROTATE_DEG, SHIFT_PX, Row
+from capsviz.analysis.lab.measuring import COUPLING_IMAGES, ROTATE_DEG, SHIFT_PX, Row
 from capsviz.analysis.lab.seeds import SeedStudy, seed_sentences
 from capsviz.analysis.lab.verdicts import report
 from capsviz.analysis.rules import spread

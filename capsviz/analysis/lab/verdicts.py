@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from capsviz.analysis import rules
-from capsviz.analysis.lab.measure import COMPARED, COUPLING_IMAGES, Row, run_with_words, vote_based
+from capsviz.analysis.lab.measuring import COMPARED, COUPLING_IMAGES, Row, run_with_words, vote_based
 from capsviz.analysis.lab.seeds import SeedStudy
 from capsviz.analysis.reproduction import PAPER
 from capsviz.analysis.rules import noise

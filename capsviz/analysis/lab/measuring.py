@@ -300,9 +300,9 @@ def retime(runs: dict[str, RunWith], x: torch.Tensor, repeats: int = TIMINGS) ->
 
 
 def hardware() -> str:
-    from capsviz.devices import describehardware
+    from capsviz.devices import describe_hardware
 
-    return describehardware(torch.device("cpu"))
+    return describe_hardware(torch.device("cpu"))
 
 
 # What is compared without the time, which depends on the machine
