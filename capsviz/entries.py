@@ -124,7 +124,7 @@ class Family:
         return resolve(self.presets)
 
     @property
-    def follow(self):
+    def guided_tour(self):
         """Its tour (capsviz.analysis.steps.Tour), None for a family no tour follows."""
         return resolve(self.tour)
 

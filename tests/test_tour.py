@@ -182,7 +182,10 @@ def test_efficient_steps():
         "reconstruction",
         "lab",
     ]
-    assert FAMILIES["efficient"].follow.follow is efficient_tour and FAMILIES["efficient"].follow.steps(1, DIGIT_WORDS) == efficient_steps()
+    assert (
+        FAMILIES["efficient"].guided_tour.follow is efficient_tour
+        and FAMILIES["efficient"].guided_tour.steps(1, DIGIT_WORDS) == efficient_steps()
+    )
 
 
 @pytest.mark.parametrize(
@@ -201,8 +204,8 @@ def test_the_class_capsules_are_digit_capsules_only_for_digits(dataset, digits):
 
 
 def test_step_titles_follow_the_models_words():
-    for steps in (capsnet_steps(3, CLASS_WORDS), efficient_steps(CLASS_WORDS), FAMILIES["capsnet"].follow.steps(2, CLASS_WORDS)):
+    for steps in (capsnet_steps(3, CLASS_WORDS), efficient_steps(CLASS_WORDS), FAMILIES["capsnet"].guided_tour.steps(2, CLASS_WORDS)):
         titles = " ".join(s.title for s in steps)
         assert "digit" not in titles.lower() and "DigitCaps" not in titles
     assert "DigitCaps: lengths are the answer" in [s.title for s in capsnet_steps(3)]  # the paper's layer, for digits
-    assert [s.key for s in FAMILIES["matrix"].follow.steps(2, CLASS_WORDS)] == [s.key for s in matrix_steps(2)]
+    assert [s.key for s in FAMILIES["matrix"].guided_tour.steps(2, CLASS_WORDS)] == [s.key for s in matrix_steps(2)]

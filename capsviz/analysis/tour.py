@@ -17,7 +17,7 @@ def tour_of(config) -> Tour | None:
     """The tour of a model of this config: its family's (capsviz.entries.Family.tour); None for a
     family no tour follows."""
     entry = FAMILIES.get(getattr(config, "family", None))
-    return entry.follow if entry is not None else None
+    return entry.guided_tour if entry is not None else None
 
 
 def walk(trace, names: list[str], words: ClassWords, model_name: str, truth: str, looks: str, lab_rows: list, config=None) -> list[Step]:
@@ -26,7 +26,7 @@ def walk(trace, names: list[str], words: ClassWords, model_name: str, truth: str
     `looks`: what the input is; `lab_rows`: the routing lab's stored rows for this model
     (capsviz.analysis.lab.stored_rows); `config`: the model's, which says what it was trained with."""
     for entry in FAMILIES.values():
-        tour = entry.follow
+        tour = entry.guided_tour
         if tour is not None and isinstance(trace, tour.trace):
             return tour.walk(trace, names, words, model_name, truth, looks, lab_rows, config)
     raise TypeError(f"no family's tour traced a {type(trace).__name__}")
