@@ -44,10 +44,10 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 
-from capsviz.config import CapsNetConfig
 from capsviz.errors import CapsvizError, first_line
+from capsviz.families.capsnet.config import CapsNetConfig
+from capsviz.families.capsnet.model import CapsNet
 from capsviz.i18n import t, tn
-from capsviz.models.capsnet import CapsNet
 
 # How a PyTorch CapsNet numbers its primary capsules, which no weight shape shows.
 # type-major: i = (type, row, col), what viewing the NCHW conv output as (B, T, K, G, G) or
@@ -58,7 +58,7 @@ from capsviz.models.capsnet import CapsNet
 #   (B, -1, K) (`view(B, -1, 8)` of one conv, or of K convs stacked on dim 1), a capsule being K
 #   neighbours along one map (CapsNetConfig.primary_grouping "view").
 PRIMARY_ORDERS = ("type-major", "position-major", "view")
-# The options of CapsNetConfig a user's code may set (capsviz.config.PAPER_COMPUTATION has the
+# The options of CapsNetConfig a user's code may set (capsviz.families.capsnet.config.PAPER_COMPUTATION has the
 # paper's values); the grouping and the prior follow from `primary_order` and the weights
 # (routing_prior: False when the code does not start its routing from a prior the weights hold)
 COMPUTATION = (
@@ -784,8 +784,8 @@ def checked_words(checked: dict | None, warnings: list[str] = ()) -> str:
 def how_it_computes(meta) -> list[str]:
     """What the pages say of a model written elsewhere, in plain words: whether it was checked
     against its own code, and each way it computes differently from the paper
-    (capsviz.models.capsnet.computation_words). Empty for capsviz's own models."""
-    from capsviz.models.capsnet import computation_words
+    (capsviz.families.capsnet.model.computation_words). Empty for capsviz's own models."""
+    from capsviz.families.capsnet.model import computation_words
 
     raw = meta.raw if hasattr(meta, "raw") else meta
     imported = raw.get("imported") if isinstance(raw, dict) else None

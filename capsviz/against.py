@@ -45,8 +45,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from capsviz.config import CLASS_SQUASH_AXES
 from capsviz.errors import CapsvizError, first_line
+from capsviz.families.capsnet.config import CLASS_SQUASH_AXES
 
 TOLERANCE = 1e-4
 STAGES = ("conv1", "primary", "u_hat", "couplings", "class_capsules", "reconstruction")

@@ -10,8 +10,9 @@ import time
 
 import torch
 
-from capsviz.config import PRESETS, MatrixCapsConfig, preset
+from capsviz.config import PRESETS, preset
 from capsviz.devices import autocast, describe_hardware, pick_device
+from capsviz.families.matrix_capsnet.config import MatrixCapsConfig
 from capsviz.kernels import compile_em
 from capsviz.models import build_model, count_parameters
 from capsviz.routing import dynamic_routing_ji

@@ -19,8 +19,9 @@ import time
 import typing
 from pathlib import Path
 
-from capsviz.config import CLASS_SQUASH_AXES, DATASET_NAMES, MAX_ITERATIONS, PRESETS, TrainRun, check_dataset
+from capsviz.config import DATASET_NAMES, MAX_ITERATIONS, PRESETS, TrainRun, check_dataset
 from capsviz.errors import CapsvizError
+from capsviz.families.capsnet.config import CLASS_SQUASH_AXES
 from capsviz.progress import time_left
 
 
@@ -338,7 +339,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
         if kind is bool:
             kw |= {"action": "store_const", "const": False} if m["flag"].startswith("--no-") else {"action": "store_true"}
         elif m["choices"]:
-            kw["choices"] = list(m["choices"])
+            kw["choices"] = list(m["choices"]() if callable(m["choices"]) else m["choices"])
         elif m["parse"]:
             kw["type"] = checked(m["parse"])
         elif kind is int:

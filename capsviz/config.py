@@ -1,19 +1,19 @@
-"""Model configurations as frozen dataclasses, and the named presets the CLI and app offer.
+"""Datasets, the named model presets the CLI and app offer, and a training run as data.
 
-A config is data: `to_dict` goes into every checkpoint and `config_from_dict` rebuilds it. A
+Each family's config dataclass lives in its folder (capsviz/families/NAME/config.py) and is
+reached through capsviz.registry; this module names none of them. A config is data: `to_dict` goes into every checkpoint and `config_from_dict` rebuilds it. A
 training run (`TrainRun`) is data too: the `capsviz train` flags are made from its fields.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
+from capsviz.bounds import MAX_ITERATIONS, MAX_SIZE, MIN_SIZE
 from capsviz.errors import CapsvizError
 from capsviz.registry import FAMILIES, vector_routings
-
-INPUT_SIZES = (28, 32, 36, 40)
-MAX_ITERATIONS = 20  # routing iterations accepted anywhere: the pages offer 1-10; each is a full pass over the votes
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,6 @@ USER_KINDS: dict[str, UserKind] = {
         UserKind("cifar10", "the folder of binary CIFAR-10 (data_batch_1.bin ... test_batch.bin, batches.meta.txt)"),
     )
 }
-# Sides accepted for a model's input (--resize, a user's images): MNIST's 28 up to ImageNet-sized
-# pictures; what memory allows at a given batch is decided by capsviz.estimate, not here.
-MIN_SIZE, MAX_SIZE = 8, 512
 
 
 def user_dataset(spec: str) -> tuple[str, str] | None:
@@ -80,180 +77,38 @@ def check_dataset(spec: str) -> str:
     return spec
 
 
-@dataclass(frozen=True)
-class CapsNetConfig:
-    """Dynamic-routing CapsNet (Sabour et al. 2017, Fig. 1). Defaults are the paper's MNIST model."""
+class ModelConfig(Protocol):
+    """What every family's config (capsviz/families/NAME/config.py) has: a frozen dataclass whose
+    `family` field names its registry entry, with its routing's name, the TrainRun fields that
+    override it and whether its model redraws its input."""
 
-    # What the family offers beyond its fields: its routing (capsviz.registry.FAMILIES says which)
-    # and the TrainRun fields that override its config (capsviz.train.model_config)
-    routing: ClassVar[str | None] = FAMILIES["capsnet"].routing
-    run_options: ClassVar[tuple[str, ...]] = ("reconstruction", "couplings")
-
-    family: str = "capsnet"
-    in_size: int = 28  # 28 MNIST, 36 MultiMNIST, 40 expanded MNIST / affNIST
-    in_channels: int = 1
-    num_classes: int = 10
-    conv1_channels: int = 256
-    conv1_kernel: int = 9
-    primary_types: int = 32  # capsule channels in PrimaryCaps
-    primary_dim: int = 8
-    primary_kernel: int = 9
-    digit_dim: int = 16
-    routing_iterations: int = 3  # the paper's recommendation (Appendix A)
-    # how DigitCaps' couplings are made in training and by default (capsviz.routing.route):
-    # the paper's dynamic routing, or a baseline the routing lab compares it with
-    couplings: str = "dynamic"
-    reconstruction: bool = True  # decoder + 0.0005 * sum-of-squares loss
-    decoder_hidden: tuple[int, int] = (512, 1024)
-    # How a network written elsewhere computes (capsviz import); the defaults are the paper's, and
-    # capsviz's own models never change them. Every non-default runs the plain reference path.
-    primary_grouping: str = "paper"  # PRIMARY_GROUPINGS: which conv outputs make one primary capsule
-    primary_squash: str = "capsule"  # PRIMARY_SQUASH_AXES: what each squash of the primary capsules normalises
-    squash: str = "sabour"  # SQUASH_FORMS: the squash of primary and class capsules
-    class_squash: str = "capsule"  # CLASS_SQUASH_AXES: what each squash of the class capsules normalises
-    routing_softmax: str = "classes"  # ROUTING_SOFTMAX: what the couplings sum to 1 over
-    routing_logits: str = "image"  # ROUTING_LOGITS: per image, or averaged (or summed) over the images routed together
-    routing_batch: int = 0  # with batch-averaged logits: images routed together (0: however many are passed)
-    routing_prior: bool = False  # a learned routing prior b (I, J), the parameter `routing_prior`
-    input_mean: float = 0.0  # the network reads (x - input_mean) / input_std of images x in [0, 1]
-    input_std: float = 1.0
-
-    @property
-    def decodes(self) -> bool:
-        """Whether the model redraws its input from the class capsules (Fig. 2)."""
-        return self.reconstruction
-
-    @property
-    def paper_computation(self) -> bool:
-        """Whether it computes as Sabour et al. (and capsviz's own models) do: every option of a
-        network written elsewhere at its default."""
-        return all(getattr(self, k) == v for k, v in PAPER_COMPUTATION.items())
-
-    @property
-    def primary_grid(self) -> int:
-        return (self.in_size - self.conv1_kernel + 1 - self.primary_kernel) // 2 + 1
+    family: str
+    in_size: int
+    in_channels: int
+    num_classes: int
+    routing: ClassVar[str | None]
+    run_options: ClassVar[tuple[str, ...]]
 
 
-# CapsNetConfig's computation options at the paper's values
-PAPER_COMPUTATION = {
-    "primary_grouping": "paper",
-    "primary_squash": "capsule",
-    "squash": "sabour",
-    "class_squash": "capsule",
-    "routing_softmax": "classes",
-    "routing_logits": "image",
-    "routing_batch": 0,
-    "routing_prior": False,
-    "input_mean": 0.0,
-    "input_std": 1.0,
-}
-# paper: capsule i = (row, col, type) holds channels t*K .. t*K + K-1 at one position;
-# view: the NCHW conv output's values in memory order, viewed (B, -1, K), as `view(B, -1, 8)` of
-#   one conv, or of K convs stacked on dim 1, gives: a capsule is K neighbours of one map
-PRIMARY_GROUPINGS = ("paper", "view")
-# capsule: each capsule's K values (the paper); map: each of the K values over all I capsules
-PRIMARY_SQUASH_AXES = ("capsule", "map")
-# capsule: each class capsule's D values (the paper); classes: each of the D values over the J classes
-# (squash(s, dim=1) of (B, J, D)); all: the whole (J, D) map of an image at once; value: each value
-# on its own (a squash summing over an axis of size 1, as squash(s.unsqueeze(-1)) of (B, J, D) gives)
-CLASS_SQUASH_AXES = ("capsule", "classes", "all", "value")
-SQUASH_FORMS = ("sabour", "efficient")  # Eq. 1 of Sabour et al.; Mazzia et al.'s (1 - e^-|s|) s/|s|
-# Dynamic routing's options (capsviz.routing.dynamic_routing_options): what the couplings sum to 1
-# over, and whether the routing logits are each image's own, averaged over the images routed together
-# or summed over them (`b += a.sum(0)`, as some public code writes it)
-ROUTING_SOFTMAX = ("classes", "inputs")
-ROUTING_LOGITS = ("image", "batch", "batch-sum")
+class _Presets(Mapping):
+    """Every family's named configs, in the registry's order (the CLI's `--model` choices, the
+    Train page's list), read from the registry at each use, so a family registered later (a
+    test's) offers its presets too."""
+
+    def _table(self) -> dict[str, ModelConfig]:
+        return {name: c for f in FAMILIES.values() for name, c in f.preset_table.items()}
+
+    def __getitem__(self, name: str) -> ModelConfig:
+        return self._table()[name]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
 
 
-@dataclass(frozen=True)
-class EfficientCapsConfig:
-    """Efficient-CapsNet (Mazzia et al. 2021): a BatchNorm conv stack, depthwise primary capsules
-    and one pass of self-attention routing. Defaults: the paper's MNIST model (161k parameters
-    without the decoder)."""
-
-    routing: ClassVar[str | None] = FAMILIES["efficient"].routing
-    run_options: ClassVar[tuple[str, ...]] = ("reconstruction",)
-
-    family: str = "efficient"
-    in_size: int = 28
-    in_channels: int = 1
-    num_classes: int = 10
-    # Conv 5x5, 3x3, 3x3, 3x3 stride 2, each ReLU then BatchNorm: 28 -> 24 -> 22 -> 20 -> 9
-    conv_channels: tuple[int, int, int, int] = (32, 64, 64, 128)
-    primary_caps: int = 16  # the depthwise conv's conv_channels[-1] outputs as 16 capsules of 8
-    primary_dim: int = 8
-    digit_dim: int = 16
-    reconstruction: bool = True  # Sabour et al.'s decoder + 0.392 * mean squared error
-    decoder_hidden: tuple[int, int] = (512, 1024)
-
-    @property
-    def decodes(self) -> bool:
-        return self.reconstruction
-
-    @property
-    def primary_grid(self) -> int:
-        """Side of the last conv's map; the depthwise primary-capsule kernel spans all of it (9 at 28x28)."""
-        return (self.in_size - 4 - 2 - 2 - 3) // 2 + 1
-
-
-@dataclass(frozen=True)
-class MatrixCapsConfig:
-    """Matrix capsules with EM routing (Hinton et al. 2018, Fig. 1). Defaults: the paper's model."""
-
-    routing: ClassVar[str | None] = FAMILIES["matrix"].routing
-    run_options: ClassVar[tuple[str, ...]] = ("final_lambda",)
-    decodes: ClassVar[bool] = False
-
-    family: str = "matrix"
-    in_size: int = 32  # 32 smallNORB crops, 28 MNIST
-    in_channels: int = 1
-    num_classes: int = 5
-    A: int = 32  # Conv1 channels
-    B: int = 32  # primary capsule types
-    C: int = 32  # ConvCaps1 types
-    D: int = 32  # ConvCaps2 types
-    routing_iterations: int = 3
-    coord_add: bool = True
-    final_lambda: float = 0.3  # inverse temperature at the last iteration; larger saturates the logistic (see em_routing)
-
-
-@dataclass(frozen=True)
-class CNNConfig:
-    """The baseline CNNs the papers compare with; `kind` picks which one."""
-
-    routing: ClassVar[str | None] = FAMILIES["cnn"].routing
-    run_options: ClassVar[tuple[str, ...]] = ()
-    decodes: ClassVar[bool] = False
-
-    family: str = "cnn"
-    kind: str = "mnist"  # mnist | multimnist | smallnorb
-    in_size: int = 28
-    in_channels: int = 1
-    num_classes: int = 10
-    dropout: float = 0.5
-
-
-ModelConfig = CapsNetConfig | MatrixCapsConfig | CNNConfig | EfficientCapsConfig
-# What a CapsNet's couplings may be in training (`couplings`, `--couplings`) and at inference
-# (`routing=`): every vector-capsule routing in capsviz.registry.ROUTINGS
-COUPLINGS = vector_routings()
-
-PRESETS: dict[str, ModelConfig] = {
-    "capsnet": CapsNetConfig(),
-    # CPU-friendly: 64 Conv1 channels and 8 primary types cut the dominant PrimaryCaps conv ~16x.
-    "capsnet-small": CapsNetConfig(conv1_channels=64, primary_types=8),
-    "capsnet-multimnist": CapsNetConfig(in_size=36),
-    "capsnet-affine": CapsNetConfig(in_size=40),
-    "matrix": MatrixCapsConfig(),
-    # 2 EM iterations, not the paper's 3: a small model learns faster with them and each step is cheaper (RESULTS.md).
-    "matrix-small": MatrixCapsConfig(A=64, B=8, C=16, D=16, routing_iterations=2),
-    "efficient-capsnet": EfficientCapsConfig(),
-    "cnn-mnist": CNNConfig(),
-    "cnn-multimnist": CNNConfig(kind="multimnist", in_size=36),
-    "cnn-smallnorb": CNNConfig(kind="smallnorb", in_size=32, num_classes=5),
-    # CPU-friendly MNIST baseline for the robustness page: the smallNORB paper's CNN at 28x28 (3.3M).
-    "cnn-small": CNNConfig(kind="smallnorb"),
-}
+PRESETS: Mapping[str, ModelConfig] = _Presets()
 
 
 def to_dict(config: ModelConfig) -> dict:
@@ -287,7 +142,8 @@ def preset(name: str, **overrides) -> ModelConfig:
 
 def option(default, help: str, *, lo=None, hi=None, lo_open: bool = False, choices=None, unset: str = "", flag: str = "", parse=None):
     """A TrainRun field with what `capsviz train` says of it and accepts (capsviz.cli): `help`,
-    the bounds [lo, hi] ((lo, hi] with `lo_open`), `choices` or a `parse` function that raises
+    the bounds [lo, hi] ((lo, hi] with `lo_open`), `choices` (or a function giving them, read when
+    the flags are made, as the registered presets and routings are) or a `parse` function that raises
     CapsvizError, what None means (`unset`), and a flag name other than the field's (`flag`)."""
     return field(
         default=default,
@@ -300,7 +156,7 @@ class TrainRun:
     """Everything that defines a run; saved in the checkpoint so a resume can check it. Every field
     is a flag of `capsviz train`, with the help and bounds given here."""
 
-    model: str = option("capsnet-small", "model preset", choices=tuple(PRESETS))
+    model: str = option("capsnet-small", "model preset", choices=lambda: tuple(PRESETS))
     dataset: str = option(
         "mnist",
         f"training dataset: {', '.join(DATASET_NAMES)}, or your own images as {', '.join(k + ':PATH' for k in USER_KINDS)} "
@@ -317,7 +173,7 @@ class TrainRun:
         None,
         "CapsNet: how DigitCaps' couplings are made (uniform, random: baselines without routing; "
         "self-attention: Efficient-CapsNet's, without its learned prior)",
-        choices=COUPLINGS,
+        choices=vector_routings,  # every vector-capsule routing in capsviz.registry.ROUTINGS
         unset="dynamic",
     )
     final_lambda: float | None = option(

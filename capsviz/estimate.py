@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 import torch
 
-from capsviz.config import MIN_SIZE, CapsNetConfig, EfficientCapsConfig, MatrixCapsConfig, ModelConfig, preset, to_dict
+from capsviz.config import MIN_SIZE, ModelConfig, preset, to_dict
 from capsviz.errors import CapsvizError
 from capsviz.kernels import policy
 from capsviz.models import build_model, count_parameters
+from capsviz.registry import FAMILIES, ROUTINGS, resolve
 
 GiB = 2**30
 # A run is refused when it needs more than this share of the free memory: the process, the data
@@ -27,9 +28,6 @@ GiB = 2**30
 USABLE = 0.9
 # Activations kept for backward are met again by their gradients of the same size.
 ACTIVATION_FACTOR = 2
-# Routing tensors alive at once, in units of the votes (u_hat or EM's votes): dynamic routing keeps
-# u_hat and its gradient; EM also keeps per-iteration assignments and squared distances of that size.
-ROUTING_COPIES = {"dynamic": 2, "em": 4, "self-attention": 2}
 SIDES = (256, 224, 192, 160, 128, 112, 96, 64, 48, 32, 28, 16, MIN_SIZE)  # sides a refusal may suggest
 TIMED_BATCH = 16  # images per timed step: long enough to measure, short enough for a busy CPU
 
@@ -110,21 +108,16 @@ def per_image(config: ModelConfig) -> tuple[int, int]:
         model = build_model(config)
         x = torch.zeros(B, C, S, S)
         y = torch.zeros(B, dtype=torch.long)
+    count = FAMILIES[config.family].votes  # the family's own count of what training keeps (capsviz.entries.Family.votes)
     with policy.reference_only(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        if isinstance(config, CapsNetConfig):  # routing's convergence checks read values: counted from shapes
-            u = model.primary_capsules(x)  # (B, I, K)
-            votes = u.shape[1] * config.num_classes * config.digit_dim  # u_hat: (J, I, D) per image
-            if model.decoder is not None:
-                model.decoder(
-                    torch.zeros(B, config.num_classes, config.digit_dim, device="meta"), torch.zeros(B, config.num_classes, device="meta")
-                )
-        elif isinstance(config, MatrixCapsConfig):
-            model.primary(torch.relu(model.conv1(x)))
-            votes = model.votes_per_image
+        if count is not None:
+            votes = resolve(count)(model, config, x, y)
         else:
             model.loss(model(x, y), y, x)
-            votes = model.num_primary * config.num_classes * config.digit_dim if isinstance(config, EfficientCapsConfig) else 0
-    copies = ROUTING_COPIES.get(config.routing or "", 0)
+            votes = 0
+    # Routing tensors alive at once, in units of the votes: each routing's entry says how many (Routing.copies)
+    routing = ROUTINGS.get(config.routing or "")
+    copies = routing.copies if routing is not None else 0
     return ACTIVATION_FACTOR * sum(kept) // B, copies * votes * 4
 
 
@@ -208,7 +201,7 @@ def resized(config: ModelConfig, side: int) -> ModelConfig | None:
     from capsviz.config import config_from_dict
 
     cfg = config_from_dict({**to_dict(config), "in_size": side})
-    if isinstance(cfg, CapsNetConfig | EfficientCapsConfig) and cfg.primary_grid < 1:
+    if getattr(cfg, "problem", None):  # its layers leave nothing at this size, as the config itself says
         return None
     try:
         with torch.device("meta"):

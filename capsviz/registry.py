@@ -1,101 +1,27 @@
 """The model families and the routings, one entry each: everything else looks them up here.
 
-Adding a routing is one `Routing` entry in `ROUTINGS` plus its function in its own module; adding a
-family is one `Family` entry in `FAMILIES` plus its config and model classes. `route`
-(capsviz.routing), the routing lab's list and words (capsviz.analysis.lab), the config loader and
-`build_model`, the checkpoint schema's family check, the tour and the pages' "which models fit"
-checks read these tables.
+Adding a routing is one `Routing` entry in `ROUTINGS` plus its function; adding a family is one
+folder, capsviz/families/NAME/ (its entry in `__init__.py`, its config, its model and, if the
+tour follows it, its tour), plus its folder's name in `FAMILY_FOLDERS`. `route` (capsviz.routing),
+the routing lab's list and words, the config loader and `build_model`, the checkpoint schema, the
+memory estimate, the zoo's cards, the reproduction tables, the tour and the pages' "which models
+fit" checks read these tables (capsviz.entries says what an entry holds).
 
-Functions and classes are named "module:attribute" and imported when first used, so this module
-imports nothing of capsviz (config and routing can both read it); a test may give a callable or a
-class directly.
+The entries name their code as "module:attribute", imported when first used, so this module
+imports nothing of capsviz above capsviz.entries (config and routing can both read it).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
+from capsviz.entries import Family, Routing, resolve
 
-def resolve(ref):
-    """The object `ref` names ("package.module:attribute"); anything else is returned as it is."""
-    if not isinstance(ref, str):
-        return ref
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
+__all__ = ["FAMILIES", "FAMILY_FOLDERS", "ROUTINGS", "Family", "Routing", "resolve"]
 
-
-@dataclass(frozen=True)
-class Routing:
-    """A routing between capsule layers.
-
-    run: "module:function" (or the callable). A vector-capsule routing (`vector`) is called as
-        run(u_hat (B, J, I, D), *, iterations, prior, squash, record, dynamic) -> RoutingResult
-        (capsviz.routing.route passes every keyword; each uses what it needs). EM routing takes votes
-        and activations of matrix capsules instead (capsviz.routing.em_routing) and is not `vector`.
-    words: its plain name for students, as the pages say it ("uniform couplings (no routing)").
-    about: one sentence-part for students: how it sets the couplings ("every vote is split evenly ...").
-    iterative: whether it has routing iterations (the pages' iteration slider, "n iterations").
-    uniform: what "uniform" means for it: where, if ever, its couplings are the even split 1/J.
-    from_votes: whether it computes the couplings from the votes (so "how far from uniform" says
-        something about the image); uniform and fixed random couplings do not.
-    """
-
-    name: str
-    run: Callable | str
-    words: str
-    about: str
-    iterative: bool
-    uniform: str
-    from_votes: bool
-    vector: bool = True
-
-    @property
-    def function(self) -> Callable:
-        return resolve(self.run)
-
-
-@dataclass(frozen=True)
-class Family:
-    """A model family.
-
-    fields: "module:NAME" (or the object) of its config's fields and bounds, as checkpoint files
-        are checked (a capsviz.schema.Obj).
-    config, model: "module:Class" (or the classes) of its config dataclass and its nn.Module
-        (built as model(config=config)).
-    words: the family in a sentence ("a CapsNet"); short: as a name in a list ("CapsNet");
-    title: in a label ("CapsNet (vector capsules)"); about: one sentence for students.
-    score: what its class scores are, as a figure's axis says it ("capsule length").
-    routing: its routing's name in ROUTINGS, None for a model without capsules.
-    pages: the pages that can show it: "routing" (vector-capsule routing), "em" (EM routing),
-        "lab" (its routing can be swapped), "tour" (a tour follows it), "explorer" (with a decoder),
-        "robustness".
-    """
-
-    name: str
-    fields: object
-    config: type | str
-    model: type | str
-    words: str
-    short: str
-    title: str
-    about: str
-    score: str
-    routing: str | None
-    pages: frozenset[str] = field(default_factory=frozenset)
-
-    @property
-    def config_class(self) -> type:
-        return resolve(self.config)
-
-    @property
-    def model_class(self) -> type:
-        return resolve(self.model)
-
-    def build(self, config):
-        return self.model_class(config=config)
-
+# One label for a CapsNet trained with one iteration of dynamic routing, on every page, and why it is uniform couplings
+ONE_ITERATION = "dynamic routing, 1 iteration"
+ONE_ITERATION_WHY = "with 1 iteration the couplings stay uniform: b starts at 0 and is never updated"
 
 ROUTINGS: dict[str, Routing] = {
     r.name: r
@@ -108,6 +34,9 @@ ROUTINGS: dict[str, Routing] = {
             iterative=True,
             uniform="at the first iteration only (the logits b start at 0); later iterations move the couplings by agreement",
             from_votes=True,
+            card="dynamic",
+            one_iteration=f"{ONE_ITERATION} ({ONE_ITERATION_WHY})",
+            copies=2,  # u_hat and its gradient
         ),
         Routing(
             "uniform",
@@ -117,6 +46,7 @@ ROUTINGS: dict[str, Routing] = {
             iterative=False,
             uniform="always: every coupling is 1/J, which is dynamic routing with one iteration",
             from_votes=False,
+            card="uniform couplings: no routing (a baseline)",
         ),
         Routing(
             "random",
@@ -126,6 +56,7 @@ ROUTINGS: dict[str, Routing] = {
             iterative=False,
             uniform="never: the shares are drawn once from a fixed seed and never change",
             from_votes=False,
+            card="random couplings: no routing (a baseline)",
         ),
         Routing(
             "self-attention",
@@ -135,6 +66,8 @@ ROUTINGS: dict[str, Routing] = {
             iterative=False,
             uniform="only where every vote agrees equally with the others, which a trained model's votes rarely do",
             from_votes=True,
+            card="self-attention, one pass",
+            copies=2,
         ),
         Routing(
             "em",
@@ -145,65 +78,17 @@ ROUTINGS: dict[str, Routing] = {
             uniform="at the first M-step only (every assignment R is 1/J); later E-steps move them",
             from_votes=True,
             vector=False,
+            card="EM",
+            copies=4,  # the votes, their gradient, and per iteration the assignments and squared distances of that size
         ),
     )
 }
 
+# The families, one folder each under capsviz/families/, in the order the pages list them; each
+# folder's __init__.py holds its `FAMILY` entry (which imports nothing of capsviz but capsviz.entries)
+FAMILY_FOLDERS = ("capsnet", "efficient_capsnet", "matrix_capsnet", "cnn")
 FAMILIES: dict[str, Family] = {
-    f.name: f
-    for f in (
-        Family(
-            "capsnet",
-            "capsviz.schema:CAPSNET_FIELDS",
-            "capsviz.config:CapsNetConfig",
-            "capsviz.models.capsnet:CapsNet",
-            words="a CapsNet",
-            short="CapsNet",
-            title="CapsNet (vector capsules)",
-            about="Sabour et al.'s capsule network: vector capsules whose votes are routed by agreement.",
-            score="capsule length",
-            routing="dynamic",
-            pages=frozenset({"routing", "lab", "tour", "explorer", "robustness"}),
-        ),
-        Family(
-            "efficient",
-            "capsviz.schema:EFFICIENT_FIELDS",
-            "capsviz.config:EfficientCapsConfig",
-            "capsviz.models.efficient_capsnet:EfficientCapsNet",
-            words="an Efficient-CapsNet",
-            short="Efficient-CapsNet",
-            title="Efficient-CapsNet (vector capsules)",
-            about="Mazzia et al.'s small capsule network: vector capsules routed by one pass of self-attention.",
-            score="capsule length",
-            routing="self-attention",
-            pages=frozenset({"routing", "lab", "tour", "explorer", "robustness"}),
-        ),
-        Family(
-            "matrix",
-            "capsviz.schema:MATRIX_FIELDS",
-            "capsviz.config:MatrixCapsConfig",
-            "capsviz.models.matrix_capsnet:MatrixCapsNet",
-            words="a matrix-capsule model",
-            short="matrix capsules",
-            title="matrix capsules (4x4 poses)",
-            about="Hinton et al.'s matrix capsules: each capsule holds a 4x4 pose and an activation, routed by EM.",
-            score="class activation",
-            routing="em",
-            pages=frozenset({"em", "tour", "robustness"}),
-        ),
-        Family(
-            "cnn",
-            "capsviz.schema:CNN_FIELDS",
-            "capsviz.config:CNNConfig",
-            "capsviz.models.baselines:BaselineCNN",
-            words="a baseline CNN",
-            short="baseline CNN",
-            title="plain CNN (no capsules)",
-            about="A plain convolutional network, the baseline the capsule papers compare with: no capsules, no routing.",
-            score="softmax probability",
-            routing=None,
-        ),
-    )
+    f.name: f for f in (importlib.import_module(f"capsviz.families.{folder}").FAMILY for folder in FAMILY_FOLDERS)
 }
 
 

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from capsviz import registry
-from capsviz.config import CLASS_SQUASH_AXES, ROUTING_LOGITS, ROUTING_SOFTMAX, SQUASH_FORMS
+from capsviz.families.capsnet.config import CLASS_SQUASH_AXES, ROUTING_LOGITS, ROUTING_SOFTMAX, SQUASH_FORMS
 from capsviz.kernels import dynamic as dynamic_kernel
 from capsviz.kernels import em as em_kernel
 from capsviz.kernels import policy

@@ -9,6 +9,7 @@ and builds the typed record every reader uses; its `raw` dict is what the file h
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,25 +18,18 @@ from typing import Any
 import torch
 
 from capsviz.config import (
-    CLASS_SQUASH_AXES,
     DATASET_NAMES,
     MAX_ITERATIONS,
     MAX_SIZE,
     MIN_SIZE,
     PRESETS,
-    PRIMARY_GROUPINGS,
-    PRIMARY_SQUASH_AXES,
-    ROUTING_LOGITS,
-    ROUTING_SOFTMAX,
-    SQUASH_FORMS,
     USER_KINDS,
-    CapsNetConfig,
     ModelConfig,
     check_dataset,
     config_from_dict,
 )
 from capsviz.errors import CapsvizError
-from capsviz.registry import FAMILIES, resolve, vector_routings
+from capsviz.registry import FAMILIES, vector_routings
 
 MAX_META_BYTES = 1_000_000  # the longest shipped metadata (MultiMNIST, 100 epochs of history) is 126 kB
 MAX_DEPTH = 48  # nesting of JSON containers: a fine-tuning chain of 10 runs needs about 30
@@ -169,104 +163,49 @@ class Lazy:
         self.get().check(v, where)
 
 
-# Each family's config fields and bounds, as files are checked: its capsviz.registry.FAMILIES entry names its table
-CAPSNET_FIELDS = Obj(
-    {
-        "family": Str(),
-        "in_size": Int(MIN_SIZE, MAX_SIZE),
-        "in_channels": Int(1, 3),
-        "num_classes": Int(2, 100),
-        "conv1_channels": Int(1, 1024),
-        "conv1_kernel": Int(1, 15),
-        "primary_types": Int(1, 128),
-        "primary_dim": Int(1, 64),
-        "primary_kernel": Int(1, 15),
-        "digit_dim": Int(1, 64),
-        "routing_iterations": Int(1, MAX_ITERATIONS),
-        "couplings": Str(choices=vector_routings),  # every registered vector-capsule routing
-        "reconstruction": Bool(),
-        "decoder_hidden": List(Int(1, 8192), max_len=2, min_len=2),
-        # how a network written elsewhere computes (capsviz import); absent in older files: the paper's
-        "primary_grouping": Str(choices=PRIMARY_GROUPINGS),
-        "primary_squash": Str(choices=PRIMARY_SQUASH_AXES),
-        "squash": Str(choices=SQUASH_FORMS),
-        "class_squash": Str(choices=CLASS_SQUASH_AXES),
-        "routing_softmax": Str(choices=ROUTING_SOFTMAX),
-        "routing_logits": Str(choices=ROUTING_LOGITS),
-        "routing_batch": Int(0, 1 << 16),
-        "routing_prior": Bool(),
-        "input_mean": Num(-1e3, 1e3),
-        "input_std": Num(1e-6, 1e3),
-    },
-    extra=False,
-)
-EFFICIENT_FIELDS = Obj(
-    {
-        "family": Str(),
-        "in_size": Int(MIN_SIZE, MAX_SIZE),
-        "in_channels": Int(1, 3),
-        "num_classes": Int(2, 100),
-        "conv_channels": List(Int(1, 1024), max_len=4, min_len=4),
-        "primary_caps": Int(1, 1024),
-        "primary_dim": Int(1, 64),
-        "digit_dim": Int(1, 64),
-        "reconstruction": Bool(),
-        "decoder_hidden": List(Int(1, 8192), max_len=2, min_len=2),
-    },
-    extra=False,
-)
-MATRIX_FIELDS = Obj(
-    {
-        "family": Str(),
-        "in_size": Int(MIN_SIZE, MAX_SIZE),
-        "in_channels": Int(1, 3),
-        "num_classes": Int(2, 100),
-        "A": Int(1, 512),
-        "B": Int(1, 128),
-        "C": Int(1, 128),
-        "D": Int(1, 128),
-        "routing_iterations": Int(1, MAX_ITERATIONS),
-        "coord_add": Bool(),
-        "final_lambda": Num(1e-6, 100),
-    },
-    extra=False,
-)
-CNN_FIELDS = Obj(
-    {
-        "family": Str(),
-        "kind": Str(choices=("mnist", "multimnist", "smallnorb")),
-        "in_size": Int(MIN_SIZE, MAX_SIZE),
-        "in_channels": Int(1, 3),
-        "num_classes": Int(2, 100),
-        "dropout": Num(0, 0.99),
-    },
-    extra=False,
-)
+def config_fields(cls: type) -> Obj:
+    """A family's config fields and bounds, as files are checked: derived from its dataclass, whose
+    fields declare their bounds (capsviz.bounds.bounded); a bool or a free string needs none. A
+    number without bounds is refused here, naming the field, so no family is checked loosely."""
+    table = {}
+    for f in dataclasses.fields(cls):
+        lo, hi, choices = (f.metadata.get(k) for k in ("lo", "hi", "choices"))
+        default = f.default
+        if isinstance(default, bool):
+            table[f.name] = Bool()
+        elif isinstance(default, str):
+            table[f.name] = Str(choices=choices)
+        elif lo is None or hi is None:
+            raise TypeError(f"{cls.__name__}.{f.name}: a number needs its bounds (capsviz.bounds.bounded(default, lo=..., hi=...))")
+        elif isinstance(default, tuple):
+            item = Int(lo, hi) if all(isinstance(x, int) for x in default) else Num(lo, hi)
+            table[f.name] = List(item, max_len=len(default), min_len=len(default))
+        else:
+            table[f.name] = Int(lo, hi) if isinstance(default, int) else Num(lo, hi)
+    return Obj(table, extra=False)
 
 
 class Config:
-    """A model config: its family's fields and bounds (the table its capsviz.registry.FAMILIES entry
-    names), then the model it describes must build (on PyTorch's meta device: no memory) with at
+    """A model config: its family's fields and bounds (`config_fields` of the config class its
+    capsviz.registry.FAMILIES entry names), then the model it describes must build (on PyTorch's meta device: no memory) with at
     most MAX_PARAMETERS parameters."""
 
     def check(self, v, where: str) -> None:
         if not isinstance(v, dict):
             raise Invalid(where, f"must be an object, found {_show(v)}")
         family = v.get("family")
-        if family not in FAMILIES:  # the registered families (capsviz.registry), each with its table above
+        if family not in FAMILIES:  # the registered families (capsviz.registry), each with its config's fields
             raise Invalid(f"{where}.family", f"must be one of {', '.join(FAMILIES)}; found {_show(family)}")
-        resolve(FAMILIES[family].fields).check(v, where)
+        config_fields(FAMILIES[family].config_class).check(v, where)
         from capsviz.models import build_model, count_parameters
 
         try:
             cfg = config_from_dict(v)
         except CapsvizError as e:
             raise Invalid(where, str(e)) from None
-        if isinstance(cfg, CapsNetConfig) and cfg.primary_grid < 1:
-            raise Invalid(
-                where,
-                f"kernels of {cfg.conv1_kernel} and {cfg.primary_kernel} leave no PrimaryCaps grid on {cfg.in_size}x{cfg.in_size} inputs",
-            )
+        problem = getattr(cfg, "problem", None)  # what a config can say of itself before anything is built
+        if problem:
+            raise Invalid(where, problem)
         try:
             with torch.device("meta"):
                 n = count_parameters(build_model(cfg))
@@ -287,7 +226,7 @@ METRICS = Obj({"test_error": PERCENT, "test_accuracy": PERCENT, "n_test": Int(0,
 # TrainRun (capsviz.config): every field, since a resume rebuilds the run from it
 RUN = Obj(
     {
-        "model": Str(choices=tuple(PRESETS)),
+        "model": Str(choices=lambda: tuple(PRESETS)),
         "dataset": DatasetSpec(),
         "epochs": Int(1, 100_000),
         "batch_size": Int(1, 1 << 16),

@@ -88,14 +88,15 @@ capsule = st.selectbox(
 )
 qp["capsule"] = str(capsule)
 show_link_note(STATE.capsule_index.param, capsule)
+D = len(pred.capsules[capsule])  # the capsule's dimensions: 16 in the papers' models, its family's own otherwise
 if not STATE.dims.present:  # a shared link's slider values, applied once
-    dims = keep_link_note(STATE.dims.param, linked_offsets(link_asks(STATE.dims.param) or "", 16, 0.25, 0.05)).value
+    dims = keep_link_note(STATE.dims.param, linked_offsets(link_asks(STATE.dims.param) or "", D, 0.25, 0.05)).value
     STATE.dims.set(np.asarray(dims, np.float32))
 
 view = f"{path.stem}:{hash(image.tobytes())}:{capsule}"
 if STATE.dims_view.setdefault(view) != view:  # a new image or capsule: the sliders start again at 0
     STATE.dims_view.set(view)
-    STATE.dims.set(np.zeros(16, np.float32))
+    STATE.dims.set(np.zeros(D, np.float32))
 
 a, b, c = st.columns([1, 2, 1])
 show(a, picture(to_image, image, width=168), t("input (label {label})", label=plain(label)), 168)
@@ -120,9 +121,11 @@ def sliders():
     st.subheader(t("Perturb one dimension at a time"), help=help_text("dimension", "reconstruction"))
     st.caption(
         t(
-            "Each slider adds an offset to one of the capsule's 16 dimensions (d0 to d15) before the decoder redraws it. "
+            "Each slider adds an offset to one of the capsule's {n} dimensions (d0 to d{last}) before the decoder redraws it. "
             "Drag a slider, or focus one and use the arrow keys (Home and End jump to the ends). "
-            "The sliders go back to 0 when you pick another image or capsule."
+            "The sliders go back to 0 when you pick another image or capsule.",
+            n=D,
+            last=D - 1,
         )
     )
     cols = st.columns([3, 2])
@@ -157,7 +160,7 @@ st.caption(
     )
 )
 left, right = st.columns([3, 2])
-show(left, img_png, t("16 dimensions (rows) x 11 offsets (columns), the offsets written on top"))
+show(left, img_png, t("{n} dimensions (rows) x 11 offsets (columns), the offsets written on top", n=D))
 left.download_button(
     t("Download grid as PNG"), img_png, file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png"
 )

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from capsviz.analysis import lab
+from capsviz.analysis import lab, rules
 from capsviz.data.user import short_name
 from capsviz.glossary import help_text
 from capsviz.registry import either
@@ -198,7 +198,7 @@ st.caption(
 models_in = list(dict.fromkeys(r.model for r in rows))
 by = {(r.model, r.run_with): r for r in rows}
 err = {rt: [by[m, rt].test_error if (m, rt) in by else None for m in models_in] for rt in routings}
-band = {rt: [lab.spread(by[m, rt].test_error, by[m, rt].n_test) if (m, rt) in by else 0 for m in models_in] for rt in routings}
+band = {rt: [rules.spread(by[m, rt].test_error, by[m, rt].n_test) if (m, rt) in by else 0 for m in models_in] for rt in routings}
 c = st.columns(2)
 c[0].plotly_chart(
     chart(grouped_bars, models_in, err, "Test error (lower is better), ± two standard errors", "test error %", band), key="lab_err"

@@ -29,7 +29,7 @@ from capsviz.analysis.routing import (
     summary_words,
     sweep_of_trace,
     sweep_words,
-    trained_with,
+    trained_with_words,
 )
 from capsviz.config import user_dataset
 from capsviz.glossary import class_words, help_text
@@ -152,7 +152,7 @@ if meta.config.couplings != "dynamic":
             "**{model}** was trained with {trained}, not with dynamic routing. This page runs its capsules with dynamic routing "
             "instead: the weights are the ones that training made for the other couplings.",
             model=plain(path.stem),
-            trained=trained_with(meta.config),
+            trained=trained_with_words(meta.config),
         ),
         icon=":material/info:",
     )
@@ -366,7 +366,7 @@ if data is not None:
         ),
         key="coupling_summary",
     )
-    st.caption(summary_words(cs, k, trained_with(meta.config)))
+    st.caption(summary_words(cs, k, trained_with_words(meta.config)))
 
 st.subheader(t("Same weights, 1 to 10 iterations"))
 

@@ -7,11 +7,10 @@ import streamlit as st
 
 from capsviz.analysis import lab
 from capsviz.analysis.routing import canvas_words, centred, on_canvas
-from capsviz.analysis.tour import TOURS, walk
+from capsviz.analysis.tour import tour_of, walk
 from capsviz.glossary import class_words, help_text
 from capsviz.i18n import t
 from capsviz.memo import digest
-from capsviz.models.efficient_capsnet import MSE_WEIGHT
 from capsviz.registry import shows
 from capsviz.text import MAX_SENTENCES, plain
 from capsviz.viz import grouped_bars, png_bytes
@@ -36,7 +35,6 @@ model, meta, path = page_model(
     "a capsule network to follow an image through",
     "**{name}** is {family}, which has no capsules to follow. Pick a capsule network in the sidebar.",
 )
-routing = meta.config.routing
 names = [str(n) for n in meta.class_names]
 words = class_words(meta)  # digit capsules for digits; class capsules for Fashion-MNIST and a user's own images
 size = meta.config.in_size
@@ -53,12 +51,12 @@ if picked is None:
 image, truth = centred(picked[0], pad), picked[1]
 
 
-tour = for_image(TOURS[routing].follow, model, image)
+tour = for_image(tour_of(meta.config).follow, model, image)
 have = lab.stored_rows([(path, meta)], list(lab.LAB_ROUTINGS)) if lab.fits(meta.config) else {}
 rows = [have[path.stem, r] for r in lab.LAB_ROUTINGS if (path.stem, r) in have]
 # the tour of this model and image: its steps' words and figures are the same for every session that follows it
 seen = digest(STATE.model_key.get(), image, names, truth, repr(rows))
-steps = kept(walk, tour, names, words, path.stem, truth, looks, rows, MSE_WEIGHT, meta.config, key=seen)
+steps = kept(walk, tour, names, words, path.stem, truth, looks, rows, meta.config, key=seen)
 N = len(steps)
 
 linked_step = link_number(STATE.tour_step, 1, N, 1, "step")  # a shared link's step, once

@@ -13,7 +13,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 from test_plain_text import as_shown
 
-from capsviz.analysis import lab, stored
+from capsviz.analysis import lab, rules, stored
 from capsviz.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from capsviz.config import preset
 from capsviz.data import load_split
@@ -111,10 +111,10 @@ def test_shifted_digits_are_a_fixed_draw_that_moves_them():
 
 
 def test_spread_and_noise():
-    assert lab.spread(0.5, 10_000) == pytest.approx(200 * (0.005 * 0.995 / 10_000) ** 0.5, rel=0.02)
-    assert lab.noise(0.5, 10_000, 0.5, 10_000) == pytest.approx(lab.spread(0.5, 10_000) * 2**0.5)
-    assert lab.spread(0.5, 1000) > lab.spread(0.5, 10_000)
-    assert lab.spread(0.0, 18) > 5  # no error on 18 images is far from a certain 0%
+    assert rules.spread(0.5, 10_000) == pytest.approx(200 * (0.005 * 0.995 / 10_000) ** 0.5, rel=0.02)
+    assert rules.noise(0.5, 10_000, 0.5, 10_000) == pytest.approx(rules.spread(0.5, 10_000) * 2**0.5)
+    assert rules.spread(0.5, 1000) > rules.spread(0.5, 10_000)
+    assert rules.spread(0.0, 18) > 5  # no error on 18 images is far from a certain 0%
 
 
 def numbers(text: str) -> list[float]:
@@ -134,13 +134,13 @@ def test_sentences_say_no_difference_beyond_chance_when_the_difference_is_and_qu
     assert "no measure differs beyond chance: on these test images, uniform and dynamic cannot be told apart" in said
     assert "as well as" not in said  # no equality is claimed where only "no difference beyond chance" was measured
     assert "better" not in said and "worse" not in said
-    band = lab.noise(0.60, 10_000, 0.55, 10_000)
+    band = rules.noise(0.60, 10_000, 0.55, 10_000)
     assert f"±{band:.2f}" in said
 
 
 @pytest.mark.parametrize("times, verb", [(0.9, "within chance"), (1.1, "worse")])
 def test_a_difference_is_called_one_only_beyond_the_chance_band(times, verb):
-    band = lab.noise(1.0, 10_000, 1.0, 10_000)  # about the band of two errors near 1%
+    band = rules.noise(1.0, 10_000, 1.0, 10_000)  # about the band of two errors near 1%
     err = round(1.0 + times * band, 2)
     (said, *_) = details([row(err=1.0), row(run="uniform", err=err)])
     assert f"test error {err:.2f}% against 1.00% ({verb}" in said
@@ -353,7 +353,7 @@ def test_a_speed_is_claimed_only_from_repeated_timings_apart_on_a_quiet_machine(
     overlapping = time_line(uniform=(0.30, 0.31, 0.61, 0.30, 0.32))
     assert "x faster" not in overlapping and "overlap" in overlapping
     few = time_line(dynamic=SLOW[:4])
-    assert "x faster" not in few and f"only from {lab.rules.MIN_TIMINGS} timings or more" in few
+    assert "x faster" not in few and f"only from {rules.MIN_TIMINGS} timings or more" in few
     for busy in (time_line(load=2.1, cores=2), time_line(load=8.0, cores=4)):
         assert (
             "x faster" not in busy and "the machine was busy while timing them" in busy and "nothing is said about which is faster" in busy
@@ -364,9 +364,9 @@ def test_a_speed_is_claimed_only_from_repeated_timings_apart_on_a_quiet_machine(
 
 
 def test_busy_means_a_load_average_above_the_cores():
-    assert not lab.rules.busy(1.9, 2) and not lab.rules.busy(2.0, 2) and lab.rules.busy(2.1, 2)
-    assert lab.rules.busy(0.1, 0)  # cores not recorded: nothing can be claimed
-    assert "busy" in lab.rules.RULES and "load average" in lab.rules.RULES["busy"]
+    assert not rules.busy(1.9, 2) and not rules.busy(2.0, 2) and rules.busy(2.1, 2)
+    assert rules.busy(0.1, 0)  # cores not recorded: nothing can be claimed
+    assert "busy" in rules.RULES and "load average" in rules.RULES["busy"]
 
 
 def test_a_row_stored_before_repeated_timings_loads_and_claims_no_speed(tmp_path):
@@ -544,7 +544,7 @@ def test_models_trained_from_the_same_seeds_with_each_routing_show_as_a_seed_stu
 
 
 def test_the_short_answer_counts_models_on_each_side_of_chance_and_quotes_their_errors():
-    band = lab.noise(1.0, 10_000, 1.0, 10_000)
+    band = rules.noise(1.0, 10_000, 1.0, 10_000)
     within, worse = round(1.0 + 0.8 * band, 2), round(1.0 + 1.5 * band, 2)
     rows = [
         row(model="a", err=1.0),
@@ -676,7 +676,7 @@ def test_a_pair_models_error_is_called_its_digit_error_and_the_table_defines_bot
 
 
 def test_one_iteration_of_dynamic_routing_is_named_so_in_the_table_and_the_details():
-    from capsviz.analysis.zoo import ONE_ITERATION
+    from capsviz.registry import ONE_ITERATION
 
     cfg = replace(preset("capsnet-small"), routing_iterations=1)
     assert lab.trained_with(cfg) == "uniform"  # the same couplings: it is compared with uniform's row as its own
@@ -720,8 +720,8 @@ def pair_rows(digit: float, pairs: float, model="p", trained="dynamic", run="uni
     return [own, replace(own, run_with=run, test_error=digit, pair_accuracy=pairs)]
 
 
-DIGIT_BAND = lab.noise(15.0, 10_000, 15.0, 10_000)
-PAIR_BAND = lab.noise(74.0, 10_000, 74.0, 10_000)
+DIGIT_BAND = rules.noise(15.0, 10_000, 15.0, 10_000)
+PAIR_BAND = rules.noise(74.0, 10_000, 74.0, 10_000)
 
 
 @pytest.mark.parametrize(
@@ -749,7 +749,7 @@ def test_the_short_answer_judges_a_pair_model_by_its_pair_accuracy_and_says_wher
 
 @pytest.mark.parametrize("times, better", [(0.9, False), (1.1, True)])
 def test_a_model_that_does_better_with_another_routing_than_its_own_is_said(times, better):
-    band = lab.noise(2.0, 10_000, 2.0, 10_000)
+    band = rules.noise(2.0, 10_000, 2.0, 10_000)
     rows = [
         row(model="r", trained="random", run="random", err=2.0),
         row(model="r", trained="random", run="uniform", err=round(2.0 - times * band, 2)),

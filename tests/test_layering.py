@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "capsviz"
 
 # Lowest first. A module may import its own layer and those below it, never one above. A module
-# belongs to the layer of the longest name below that is it or one of its packages.
+# belongs to the layer of the longest name below that is it or one of its packages; a name with a
+# `*` stands for any one family's folder (capsviz/families/NAME/), so a new family needs no line here.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "base helpers",  # errors, paths, words and rules: what everything else may use
@@ -34,15 +35,19 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "capsviz.text",
             "capsviz.store",
             "capsviz.access",
+            "capsviz.bounds",
+            "capsviz.entries",
             "capsviz.registry",
             "capsviz.config",
+            "capsviz.families",
+            "capsviz.families.*",  # a family's entry and its config
             "capsviz.analysis.rules",
             "capsviz.glossary",
         ),
     ),
     ("data and kernels", ("capsviz.data", "capsviz.kernels")),
     ("layers and routing", ("capsviz.routing", "capsviz.layers", "capsviz.losses")),
-    ("models", ("capsviz.models",)),
+    ("models", ("capsviz.models", "capsviz.families.*.model")),
     (
         "training and checkpoints",
         (
@@ -56,7 +61,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "capsviz.against",
         ),
     ),
-    ("analysis", ("capsviz.analysis",)),
+    ("analysis", ("capsviz.analysis", "capsviz.families.*.tour")),
     ("viz", ("capsviz.viz",)),
     (
         "cli, serving and the static site",
@@ -174,11 +179,19 @@ def one_circle(edges: dict[str, dict[str, int]], component: set[str]) -> str:
     return " -> ".join(f"{a} (line {edges[a][b]})" for a, b in zip(path[:-1], path[1:], strict=True)) + f" -> {start}"
 
 
+def matches(name: str, prefix: str) -> bool:
+    """Whether module `name` is `prefix` or inside it; a `*` in `prefix` matches one name without dots."""
+    if "*" in prefix:
+        pattern = re.escape(prefix).replace(r"\*", r"[^.]+")
+        return re.fullmatch(pattern + r"(\..+)?", name) is not None
+    return name == prefix or (prefix != "capsviz" and name.startswith(prefix + "."))  # the package itself names only its __init__
+
+
 def layer_of(name: str) -> int | None:
     best: tuple[int, int] | None = None  # (length of the matching name, layer)
     for rank, (_, names) in enumerate(LAYERS):
         for prefix in names:
-            if name == prefix or (prefix != "capsviz" and name.startswith(prefix + ".")):  # the package itself names only its __init__
+            if matches(name, prefix):
                 if best is None or len(prefix) > best[0]:
                     best = (len(prefix), rank)
     return None if best is None else best[1]
@@ -191,7 +204,7 @@ def test_every_module_is_parsed_and_has_a_layer():
 
 
 def test_every_layer_name_is_a_module():
-    stale = [prefix for _, names in LAYERS for prefix in names if prefix not in MODULES]
+    stale = [prefix for _, names in LAYERS for prefix in names if not any(matches(m, prefix) for m in MODULES)]
     assert not stale, f"LAYERS names modules that are not there: {stale}"
 
 
@@ -232,6 +245,16 @@ def test_the_core_never_imports_streamlit():
 def test_the_parser_sees_function_level_and_relative_imports(source, expected):
     path = PACKAGE / "data" / "planted.py"  # a module of capsviz.data that is never written
     assert imports("capsviz.data.planted", path, source) == expected
+
+
+def test_every_package_is_installed():
+    """pyproject.toml lists every package the wheel carries: a new folder (a family's) must be there."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {module_name(p) for p in PACKAGE.rglob("__init__.py") if "node_modules" not in p.parts}
+    missing = sorted(packages - listed)
+    assert not missing, f"add {missing} to pyproject.toml's [tool.setuptools] packages"
 
 
 def test_contributing_maps_the_same_layers_in_the_same_order():

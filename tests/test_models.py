@@ -4,8 +4,10 @@ import resource
 import pytest
 import torch
 
-from capsviz.config import PRESETS, CapsNetConfig, MatrixCapsConfig, config_from_dict, preset, to_dict
+from capsviz.config import PRESETS, config_from_dict, preset, to_dict
 from capsviz.errors import CapsvizError
+from capsviz.families.capsnet.config import CapsNetConfig
+from capsviz.families.matrix_capsnet.config import MatrixCapsConfig
 from capsviz.kernels.conv import WeightCache
 from capsviz.kernels.dynamic import VoteWeights
 from capsviz.kernels.gemm import onednn_bf16_gemm
@@ -52,8 +54,8 @@ def test_matrix_shapes_and_trace(size):
 
 
 def test_coordinate_addition_changes_votes_only_in_the_right_entries():
+    from capsviz.families.matrix_capsnet.model import GEOMETRY
     from capsviz.layers import coordinate_grid, receptive_centres
-    from capsviz.models.matrix_capsnet import GEOMETRY
 
     c = receptive_centres(28, GEOMETRY)
     torch.testing.assert_close(c, (torch.tensor([8.0, 12.0, 16.0]) + 0.5) / 28)

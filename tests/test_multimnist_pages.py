@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from test_app import router_mode  # noqa: F401 - app.py's router in charge, as served
 
 from capsviz.analysis.routing import canvas_words, centred, centred_batch, on_canvas
-from capsviz.analysis.tour import TOURS
+from capsviz.analysis.tour import tour_of
 from capsviz.checkpoint import load_checkpoint
 from capsviz.glossary import class_words
 
@@ -55,7 +55,7 @@ def test_the_tour_follows_a_test_digit_on_a_multimnist_models_canvas(shipped):
     canvas_note_and_link(app)
     assert app.number_input(key="image").value == 0  # a test image, not an upload
     _, meta = load_checkpoint(ROOT / "checkpoints" / MODEL)
-    first = TOURS["dynamic"].steps(meta.config.routing_iterations, class_words(meta), meta.config.primary_grid)[0]
+    first = tour_of(meta.config).steps(meta.config.routing_iterations, class_words(meta), meta.config.primary_grid)[0]
     assert app.get("progress")[0].proto.text.endswith(f"**{first.title}**")
     assert any("This is the image the tour follows through **capsnet-multimnist**" in m.value for m in app.markdown)
 

@@ -15,7 +15,9 @@ import capsviz.routing
 from capsviz import checkpoint as ckpt
 from capsviz import registry, schema
 from capsviz.analysis import lab
-from capsviz.analysis.tour import TOURS, lab_words
+from capsviz.analysis.steps import lab_words
+from capsviz.analysis.tour import tour_of
+from capsviz.bounds import bounded
 from capsviz.config import PRESETS, config_from_dict, preset, to_dict
 from capsviz.models import build_model
 from capsviz.routing import RoutingResult, route, squash
@@ -147,7 +149,8 @@ def test_every_registered_family_builds_saves_loads_and_is_shown_where_its_entry
         assert registry.shows(cfg, page) == (page in entry.pages), page
         assert (name in registry.families_on(page)) == (page in entry.pages)
     assert lab.fits(cfg) == ("lab" in entry.pages)
-    assert ("tour" in entry.pages) == (entry.routing in TOURS)  # a tour follows every family the tour page shows
+    assert ("tour" in entry.pages) == (tour_of(cfg) is not None)  # its own tour follows every family the tour page shows
+    assert not entry.missing(registry.ROUTINGS)  # the contract: every hook its pages need
     assert registry.family_words(name) == entry.words
     assert all(entry.short in registry.either(page) for page in entry.pages)  # the pages' lists of what they show
 
@@ -165,9 +168,9 @@ class ToyConfig:
     decodes: ClassVar[bool] = False
 
     family: str = "toy"
-    in_size: int = 28
-    in_channels: int = 1
-    num_classes: int = 10
+    in_size: int = bounded(28, lo=8, hi=64)
+    in_channels: int = bounded(1, lo=1, hi=3)
+    num_classes: int = bounded(10, lo=2, hi=100)
 
 
 class ToyNet(torch.nn.Module):
@@ -177,23 +180,12 @@ class ToyNet(torch.nn.Module):
         self.linear = torch.nn.Linear(config.in_channels * config.in_size**2, config.num_classes)
 
 
-TOY_FIELDS = schema.Obj(
-    {
-        "family": schema.Str(),
-        "in_size": schema.Int(8, 64),
-        "in_channels": schema.Int(1, 3),
-        "num_classes": schema.Int(2, 100),
-    },
-    extra=False,
-)
-
-
 def test_a_registered_family_loads_builds_and_round_trips_through_a_checkpoint(monkeypatch, tmp_path):
     entry = registry.Family(
         "toy",
-        TOY_FIELDS,
         ToyConfig,
         ToyNet,
+        {"toy": ToyConfig()},
         "a toy model",
         "toy",
         "toy (a test)",

@@ -7,8 +7,10 @@ import pytest
 import torch
 
 from capsviz import checkpoint as ckpt
-from capsviz.config import COUPLINGS, PRESETS, EfficientCapsConfig, preset, to_dict
+from capsviz.config import PRESETS, preset, to_dict
+from capsviz.families.efficient_capsnet.config import EfficientCapsConfig
 from capsviz.models import build_model, count_parameters
+from capsviz.registry import vector_routings
 from capsviz.routing import (
     ROUTINGS,
     dynamic_routing_ji,
@@ -154,7 +156,7 @@ def test_every_routing_traces_as_dynamic_routing_does(name):
     assert res.c.shape == (T, 2, 12, 10) and res.b.shape == (T, 2, 12, 10) and res.v_trace.shape == (T, 2, 10, 16)
     torch.testing.assert_close(res.c.sum(-1), torch.ones(T, 2, 12))
     torch.testing.assert_close(route(name, u_hat, iterations=3).v, res.v)
-    assert COUPLINGS == ROUTINGS
+    assert vector_routings() == ROUTINGS
     with pytest.raises(ValueError, match="unknown routing"):
         route("telepathy", u_hat)
 

@@ -8,7 +8,7 @@ import test_app
 import torch
 
 from capsviz.analysis import rules
-from capsviz.analysis.routing import trained_with
+from capsviz.analysis.routing import trained_with_words
 from capsviz.checkpoint import load_checkpoint, save_checkpoint
 from capsviz.config import preset
 from capsviz.models import build_model
@@ -50,7 +50,7 @@ def test_a_baseline_model_is_said_to_be_trained_with_its_own_couplings_everywher
     save_checkpoint(
         path, build_model(preset("capsnet-small", conv1_channels=16, primary_types=4, couplings="random")), {"dataset": "mnist"}
     )
-    trained = trained_with(load_checkpoint(path)[1].config)
+    trained = trained_with_words(load_checkpoint(path)[1].config)
     app.query_params.update({"model": "tiny-random.safetensors"})
     app.switch_page("pages/routing.py").run()
     assert not app.exception, app.exception

@@ -37,7 +37,7 @@ from capsviz.analysis.routing import (
     summary_words,
     sweep_words,
     times,
-    trained_with,
+    trained_with_words,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -314,10 +314,10 @@ class Config:
 )
 def test_what_a_model_was_trained_with_comes_from_its_config(couplings, n, said):
     """The reported contradiction: "trained with random couplings" above, "iteration 3, the one this
-    model was trained with" below. Both now come from trained_with, which reads the config."""
-    assert trained_with(Config(couplings, n)).startswith(said)
+    model was trained with" below. Both now come from trained_with_words, which reads the config."""
+    assert trained_with_words(Config(couplings, n)).startswith(said)
     if couplings != "dynamic":
-        assert "iteration" not in trained_with(Config(couplings, n))
+        assert "iteration" not in trained_with_words(Config(couplings, n))
 
 
 @pytest.mark.parametrize("prior, words", [(0.9, "counts as much as the routing"), (0.2, "the routing of this image weighs more")])
@@ -392,8 +392,8 @@ def test_shipped_models_captions_quote_the_numbers_their_charts_draw(path):
         assert f"{tr.c_change[k]:.1e} at iteration {k + 2}" in said
     cs = coupling_summary(model, torch.from_numpy(np.stack([image, image[::-1].copy()])), T)
     for k in (meta.config.routing_iterations - 1, T - 1):
-        said = summary_words(cs, k, trained_with(meta.config))
-        assert f"At iteration {k + 1}, the count chosen above" in said and f"trained with {trained_with(meta.config)}" in said
+        said = summary_words(cs, k, trained_with_words(meta.config))
+        assert f"At iteration {k + 1}, the count chosen above" in said and f"trained with {trained_with_words(meta.config)}" in said
         assert f"{cs['coupling_to_prediction'][k]:.3f} of its vote" in said
         assert f"by its length, {cs['vote_weighted_coupling_to_prediction'][k]:.3f}" in said
         weighted, share = cs["vote_weighted_coupling_to_prediction"][k], cs["coupling_to_prediction"][k]

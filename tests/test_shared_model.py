@@ -5,7 +5,7 @@ import threading
 
 import torch
 
-from capsviz.config import MatrixCapsConfig
+from capsviz.families.matrix_capsnet.config import MatrixCapsConfig
 from capsviz.models import build_model
 
 

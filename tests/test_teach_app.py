@@ -9,10 +9,11 @@ import test_app
 import torch
 
 from capsviz.analysis.playground import DYNAMIC_PRESETS, EM_PRESETS, dynamic_toy, em_toy
-from capsviz.analysis.tour import capsnet_tour, efficient_tour
 from capsviz.checkpoint import load_checkpoint, save_checkpoint
 from capsviz.config import preset
 from capsviz.data import load_split
+from capsviz.families.capsnet.tour import capsnet_tour
+from capsviz.families.efficient_capsnet.tour import efficient_tour
 from capsviz.models import build_model
 from capsviz.text import MAX_CHARS
 

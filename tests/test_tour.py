@@ -6,21 +6,14 @@ import torch
 from synthetic import synthetic_digits
 
 from capsviz.analysis import as_batch, rules
-from capsviz.analysis.tour import (
-    SHOWN,
-    TOURS,
-    capsnet_steps,
-    capsnet_tour,
-    efficient_squashed,
-    efficient_steps,
-    efficient_tour,
-    matrix_steps,
-    matrix_tour,
-    squashed,
-)
+from capsviz.analysis.steps import SHOWN, squashed
 from capsviz.config import preset
+from capsviz.families.capsnet.tour import capsnet_steps, capsnet_tour
+from capsviz.families.efficient_capsnet.tour import efficient_squashed, efficient_steps, efficient_tour
+from capsviz.families.matrix_capsnet.tour import matrix_steps, matrix_tour
 from capsviz.glossary import CLASS_WORDS, DIGIT_WORDS, class_words
 from capsviz.models import build_model
+from capsviz.registry import FAMILIES
 from capsviz.viz.animation import tour_em_frames, tour_routing_frames, tour_vote_frame
 
 NAMES = [str(k) for k in range(10)]
@@ -189,7 +182,10 @@ def test_efficient_steps():
         "reconstruction",
         "lab",
     ]
-    assert TOURS["self-attention"].follow is efficient_tour and TOURS["self-attention"].steps(1, DIGIT_WORDS) == efficient_steps()
+    assert (
+        FAMILIES["efficient"].guided_tour.follow is efficient_tour
+        and FAMILIES["efficient"].guided_tour.steps(1, DIGIT_WORDS) == efficient_steps()
+    )
 
 
 @pytest.mark.parametrize(
@@ -208,8 +204,8 @@ def test_the_class_capsules_are_digit_capsules_only_for_digits(dataset, digits):
 
 
 def test_step_titles_follow_the_models_words():
-    for steps in (capsnet_steps(3, CLASS_WORDS), efficient_steps(CLASS_WORDS), TOURS["dynamic"].steps(2, CLASS_WORDS)):
+    for steps in (capsnet_steps(3, CLASS_WORDS), efficient_steps(CLASS_WORDS), FAMILIES["capsnet"].guided_tour.steps(2, CLASS_WORDS)):
         titles = " ".join(s.title for s in steps)
         assert "digit" not in titles.lower() and "DigitCaps" not in titles
     assert "DigitCaps: lengths are the answer" in [s.title for s in capsnet_steps(3)]  # the paper's layer, for digits
-    assert [s.key for s in TOURS["em"].steps(2, CLASS_WORDS)] == [s.key for s in matrix_steps(2)]
+    assert [s.key for s in FAMILIES["matrix"].guided_tour.steps(2, CLASS_WORDS)] == [s.key for s in matrix_steps(2)]

@@ -1,4 +1,4 @@
-"""The tour's steps as the page shows them: every sentence is built in capsviz.analysis.tour from
+"""The tour's steps as the page shows them: every sentence is built in the family's tour (capsviz/families/NAME/tour.py, its shared words in capsviz.analysis.steps) from
 the numbers its figure draws. Sentence builders on both sides of each rule; every shipped model's
 every step quotes only numbers its own figure data holds; the grid in a title is the model's."""
 
@@ -14,31 +14,27 @@ from synthetic import synthetic_digits
 
 from capsviz.analysis import lab, rules
 from capsviz.analysis.lab import Row
-from capsviz.analysis.tour import (
+from capsviz.analysis.steps import (
     SATURATED,
-    TOURS,
     capsnet_length,
-    capsnet_steps,
-    capsnet_tour,
     coupling_words,
     efficient_length,
     lab_words,
     loudest_words,
     margin_words,
     near_uniform_words,
-    not_own_words,
     pose_words,
     prediction_words,
     saturation_words,
     squash_words,
-    trained_words,
-    walk,
 )
+from capsviz.analysis.tour import tour_of, walk
 from capsviz.checkpoint import load_checkpoint
 from capsviz.config import preset
+from capsviz.families.capsnet.tour import capsnet_steps, capsnet_tour, not_own_words, trained_words
+from capsviz.families.efficient_capsnet.model import MSE_WEIGHT
 from capsviz.glossary import DIGIT_WORDS, class_words
 from capsviz.models import build_model
-from capsviz.models.efficient_capsnet import MSE_WEIGHT
 from capsviz.routing import ROUTINGS
 
 SHIPPED = sorted((Path(__file__).resolve().parents[1] / "checkpoints").glob("*.safetensors"))
@@ -184,7 +180,7 @@ def test_the_primary_grid_in_the_title_is_the_models(size, grid):
     assert primary.title == f"PrimaryCaps: vectors on {article} {grid}x{grid} grid"
     assert primary.data["lengths"].shape == (grid, grid)  # what the figure draws
     assert f"at each of {grid}x{grid} positions" in primary.text[0] and f"each of the {grid}x{grid} positions" in primary.caption
-    assert TOURS["dynamic"].steps(3, DIGIT_WORDS, grid)[2].title == primary.title
+    assert capsnet_steps(3, DIGIT_WORDS, grid)[2].title == primary.title
     assert capsnet_steps(3)[2].title == "PrimaryCaps: vectors on a grid of positions"  # no grid given: no size claimed
 
 
@@ -219,14 +215,14 @@ def follow(path: Path, seed: int):
     pad = (S - 28) // 2
     image = np.pad(images[0].astype(np.float32) / 255, ((pad, S - 28 - pad), (pad, S - 28 - pad)))
     image = np.repeat(image[None], 3, 0) if C == 3 else image
-    tour = TOURS[meta.config.routing].follow(model, image)
+    tour = tour_of(meta.config).follow(model, image)
     have = lab.stored_rows([(path, meta)], ROUTINGS) if lab.fits(meta.config) else {}
     rows = [have[path.stem, r] for r in ROUTINGS if (path.stem, r) in have]
     names = [str(n) for n in meta.class_names]
-    return tour, walk(tour, names, class_words(meta), path.stem, str(labels[0]), "the input", rows, MSE_WEIGHT, meta.config), rows
+    return tour, walk(tour, names, class_words(meta), path.stem, str(labels[0]), "the input", rows, meta.config), rows
 
 
-TOURED = [p for p in SHIPPED if load_checkpoint(p)[1].config.routing in TOURS]
+TOURED = [p for p in SHIPPED if tour_of(load_checkpoint(p)[1].config) is not None]
 
 
 @pytest.mark.parametrize("path", TOURED, ids=[p.stem for p in TOURED])
@@ -339,7 +335,7 @@ def test_every_step_of_a_shipped_models_tour_on_the_page(real_data, monkeypatch,
         app.button(key="tour_next").click().run()
     iterations = meta.config.routing_iterations if meta.config.routing != "self-attention" else 1
     grid = meta.config.primary_grid if meta.config.routing == "dynamic" else None
-    assert titles == [s.title for s in TOURS[meta.config.routing].steps(iterations, class_words(meta), grid)]
+    assert titles == [s.title for s in tour_of(meta.config).steps(iterations, class_words(meta), grid)]
     if grid:
         assert f"PrimaryCaps: vectors on a {grid}x{grid} grid" in titles
 
@@ -348,7 +344,7 @@ def test_every_step_of_a_shipped_models_tour_on_the_page(real_data, monkeypatch,
 
 
 def test_trained_words_name_the_models_couplings_and_whether_the_iterations_shown_are_its_own():
-    from capsviz.analysis.zoo import ONE_ITERATION
+    from capsviz.registry import ONE_ITERATION
 
     assert trained_words("dynamic", 3, 3) == ("dynamic routing, 3 iterations", True)
     assert trained_words("uniform", 3, 3) == ("uniform couplings (no routing)", False)

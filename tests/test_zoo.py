@@ -7,10 +7,9 @@ import pytest
 import torch
 
 from capsviz.analysis import lab, rules
-from capsviz.analysis.reproduction import EFFICIENT_MNIST, PAPER, paper_error
+from capsviz.analysis.lab import EFFICIENT_MNIST
+from capsviz.analysis.reproduction import PAPER, paper_error
 from capsviz.analysis.zoo import (
-    ONE_ITERATION,
-    ONE_ITERATION_WHY,
     PAIR_ERROR,
     Size,
     card,
@@ -23,6 +22,7 @@ from capsviz.checkpoint import list_checkpoints, load_checkpoint
 from capsviz.config import preset
 from capsviz.models import build_model
 from capsviz.paths import shipped_checkpoints
+from capsviz.registry import ONE_ITERATION, ONE_ITERATION_WHY
 from capsviz.schema import Metrics
 
 SHIPPED = [(p, m) for p, m in list_checkpoints(shipped_checkpoints()) if not isinstance(m, str)]
@@ -46,7 +46,7 @@ def test_the_count_without_the_decoder_leaves_out_exactly_the_decoder():
 def test_every_shipped_card_quotes_the_counts_of_its_model_and_its_own_error(path, meta):
     model, _ = load_checkpoint(path)
     said = card(meta)
-    assert said.size == parameter_counts(model)  # the tour's count too (capsviz.analysis.tour)
+    assert said.size == parameter_counts(model)  # the tour's count too (capsviz.analysis.steps)
     assert said.size.with_decoder == meta.parameters  # what the checkpoint recorded when it was saved
     assert f"{said.size.without_decoder:,}" in said.size.words() and f"{said.size.with_decoder:,}" in said.size.words()
     assert said.error == f"{meta.metrics.test_error:.2f}%"
@@ -157,7 +157,7 @@ def test_the_zoo_page_names_each_cards_error_and_defines_it_beside_the_number(mo
 def test_the_home_intro_says_the_papers_intent_for_length_not_a_fact_of_the_models():
     """Issue 50: "its length is the probability" stated as fact, while the tour measures 98% of the
     primary capsules longer than 0.9; the intro says the intent and where it is measured."""
-    from capsviz.analysis.tour import SATURATED
+    from capsviz.analysis.steps import SATURATED
     from capsviz.analysis.zoo import INTRO
 
     assert "The papers mean its **length** to represent the probability that an entity" in INTRO

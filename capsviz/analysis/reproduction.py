@@ -5,26 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from capsviz.analysis import rules
-from capsviz.config import CNNConfig, preset
+from capsviz.config import preset
+from capsviz.registry import FAMILIES
 from capsviz.schema import CheckpointMeta
 from capsviz.text import plain
 
-# Published test errors (%): (family, dataset, routing iterations, reconstruction)
-PAPER = {
-    ("capsnet", "mnist", 3, True): 0.25,
-    ("capsnet", "mnist", 1, True): 0.29,
-    ("capsnet", "mnist", 3, False): 0.35,
-    ("capsnet", "mnist", 1, False): 0.34,
-    ("capsnet", "multimnist", 3, True): 5.2,
-    ("capsnet", "multimnist", 1, True): 7.5,
-    ("matrix", "mnist", 3, None): 0.44,
-    ("cnn", "mnist", None, None): 0.39,
-    ("cnn", "multimnist", None, None): 8.1,
-    ("efficient", "mnist", None, True): 0.26,  # Mazzia et al. 2021, 150 epochs with augmentation
-}
-EFFICIENT_MNIST = ("efficient", "mnist", None, True)  # the routing lab quotes it among the published results
-# The preset of each family's paper model, where the family's name is not one
-PAPER_PRESETS = {"efficient": "efficient-capsnet"}
+# Published test errors (%): (family, dataset, routing iterations, reconstruction), from each family's entry
+PAPER = {(name, *k): err for name, f in FAMILIES.items() for k, err in f.paper.items()}
 
 # Table 1 of Sabour et al.: (method, family, routing iterations, reconstruction)
 TABLE1_ROWS = [
@@ -62,9 +49,9 @@ def paper_error(meta: CheckpointMeta) -> float | None:
 def is_paper_size(meta: CheckpointMeta) -> bool:
     """True when the checkpoint has the size the paper's figure is for (not a smaller preset)."""
     c = meta.config
-    if isinstance(c, CNNConfig):  # each dataset's paper baseline has its own architecture
-        return c.kind == meta.image_dataset
-    name = PAPER_PRESETS.get(c.family, c.family)
+    name = FAMILIES[c.family].paper_preset(meta.image_dataset)  # the family's entry says which preset is its paper's model
+    if name is None:
+        return False
     ref = preset(name, in_size=c.in_size, num_classes=c.num_classes)
     keep = {"routing_iterations", "reconstruction", "coord_add", "final_lambda", "dropout"}
     return all(getattr(c, k) == getattr(ref, k) for k in vars(ref) if k not in keep)
@@ -81,13 +68,12 @@ class Cell:
 
 
 def _command(family: str, dataset: str, iterations, reconstruction) -> str:
-    if family == "cnn":
-        model = "cnn-multimnist" if dataset == "multimnist" else "cnn-mnist"
-        name = model
-    else:
-        model = "capsnet-multimnist" if dataset == "multimnist" else "capsnet"
-        name = f"capsnet-{dataset}-r{iterations}{'' if reconstruction else '-norecon'}"
-    flags = "" if family == "cnn" else f" --routing-iterations {iterations}" + ("" if reconstruction else " --no-reconstruction")
+    """The command that would train the paper's model of `family` for a cell of Table 1."""
+    model = FAMILIES[family].paper_preset(dataset)
+    if iterations is None:
+        return f"python -m capsviz train --model {model} --dataset {dataset} --out checkpoints/{model}.safetensors"
+    name = f"{family}-{dataset}-r{iterations}{'' if reconstruction else '-norecon'}"
+    flags = f" --routing-iterations {iterations}" + ("" if reconstruction else " --no-reconstruction")
     return f"python -m capsviz train --model {model} --dataset {dataset}{flags} --out checkpoints/{name}.safetensors"
 
 

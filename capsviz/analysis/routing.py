@@ -29,7 +29,7 @@ class DynamicTrace:
         (T, J) of each class capsule's couplings over the inputs.
     place: (grid * grid, I) how much of primary capsule i lies at each position of the grid (its
         share of the values of that position, from the model's grouping index map); grouping: the
-        model's primary grouping (capsviz.config.PRIMARY_GROUPINGS); dim: the values in one primary capsule.
+        model's primary grouping (capsviz.families.capsnet.config.PRIMARY_GROUPINGS); dim: the values in one primary capsule.
     agreements: (T, I, J) the agreement after each iteration (`agreement` is the last), from which
         `first` gives the trace of fewer iterations; v: (T, J, D) the class capsules after each.
     """
@@ -104,10 +104,10 @@ class DynamicTrace:
 
 def primary_places(grouping: str, types: int, dim: int, grid: int) -> np.ndarray:
     """(grid * grid, I): the share of each position's primary-capsule values that capsule i holds,
-    from the model's grouping index map (capsviz.models.capsnet.primary_index): a row sums to 1.
+    from the model's grouping index map (capsviz.families.capsnet.model.primary_index): a row sums to 1.
     For the paper's grouping each position holds `types` whole capsules (1/types each); for a
     view grouping a capsule is spread over the positions of the values it is built from."""
-    from capsviz.models.capsnet import primary_index
+    from capsviz.families.capsnet.model import primary_index
 
     index = primary_index(grouping, types, dim, grid).numpy()  # (I, K) into (T*K, G, G) flattened
     G2, I = grid * grid, index.shape[0]
@@ -291,7 +291,7 @@ def flat(maps: np.ndarray) -> bool:
     return bool(np.ptp(maps) < 1e-6)
 
 
-def trained_with(config) -> str:
+def trained_with_words(config) -> str:
     """What the model was trained with, from its config: the couplings it was trained with and, for
     dynamic routing, how many iterations (one iteration never moves the couplings from uniform)."""
     n = config.routing_iterations
@@ -719,7 +719,7 @@ def convergence_words(b_change: np.ndarray, c_change: np.ndarray) -> str:
 
 def summary_words(cs: dict, k: int, trained: str) -> str:
     """The caption of the coupling-summary chart at iteration k (0-based), the slider's count;
-    `trained`: what the model was trained with (trained_with)."""
+    `trained`: what the model was trained with (trained_with_words)."""
     share, weighted, u = cs["coupling_to_prediction"][k], cs["vote_weighted_coupling_to_prediction"][k], cs["uniform"]
     ratio = cs["entropy"][k] / cs["uniform_entropy"]
     n = len(cs["coupling_to_prediction"])

@@ -15,6 +15,8 @@ from capsviz.analysis.reproduction import PAPER, _key, is_paper_size, paper_erro
 from capsviz.analysis.rules import guessing_words
 from capsviz.config import DATASETS, ModelConfig
 from capsviz.glossary import class_words
+from capsviz.i18n import tn
+from capsviz.registry import FAMILIES, ROUTINGS
 from capsviz.schema import CheckpointMeta
 
 # The home page's opening: the papers' intent for a capsule's length and direction said as intent;
@@ -29,13 +31,6 @@ INTRO = (
     "follows). The *squash* non-linearity (Eq. 1 of Sabour et al. 2017) keeps the direction and maps any length into "
     "[0, 1): short vectors shrink towards 0, long ones approach 1."
 )
-
-FAMILIES = {
-    "capsnet": "CapsNet (vector capsules)",
-    "matrix": "matrix capsules (4x4 poses)",
-    "efficient": "Efficient-CapsNet (vector capsules)",
-    "cnn": "plain CNN (no capsules)",
-}
 
 
 @dataclass(frozen=True)
@@ -66,24 +61,21 @@ def model_size(config: ModelConfig) -> Size:
         return parameter_counts(build_model(config))
 
 
-def routing_words(c: ModelConfig) -> str:
-    """How a model's capsules are routed, in a few words."""
+def card_routing(c: ModelConfig) -> str:
+    """How a model's capsules are routed, in a few words: its routing's own card words
+    (capsviz.entries.Routing.card), with its iterations where the routing iterates."""
     if c.routing is None:
-        return "none (CNN)"
+        return FAMILIES[c.family].unrouted
     kind = getattr(c, "couplings", c.routing)  # a CapsNet may be trained with other couplings than dynamic routing's
-    if kind == "self-attention":
-        return "self-attention, one pass"
-    if kind in ("uniform", "random"):
-        return f"{kind} couplings: no routing (a baseline)"
+    r = ROUTINGS.get(kind)
+    if r is None:
+        return kind
+    if not r.iterative:
+        return r.card or r.words
     n = c.routing_iterations
-    if kind == "dynamic" and n == 1:
-        return f"{ONE_ITERATION} ({ONE_ITERATION_WHY})"
-    return f"{'EM' if kind == 'em' else 'dynamic'}, {n} iteration" + ("" if n == 1 else "s")
-
-
-# One label for a CapsNet trained with one iteration of dynamic routing, on every page, and why it is uniform couplings
-ONE_ITERATION = "dynamic routing, 1 iteration"
-ONE_ITERATION_WHY = "with 1 iteration the couplings stay uniform: b starts at 0 and is never updated"
+    if n == 1 and r.one_iteration:
+        return r.one_iteration
+    return tn("{routing}, {n} iteration", "{routing}, {n} iterations", n, routing=r.card or r.words)
 
 
 def classes_line(names, size: int, channels: int) -> str:
@@ -162,7 +154,7 @@ def error_words(meta: CheckpointMeta) -> tuple[str, str]:
         return "Pair error", PAIR_ERROR
     return (
         "Test error",
-        f"Test error: the share of test images whose longest {'capsule' if meta.config.family != 'cnn' else 'score'} is not their label.",
+        f"Test error: the share of test images whose longest {'capsule' if meta.config.routing is not None else 'score'} is not their label.",
     )
 
 
@@ -187,8 +179,8 @@ def card(meta: CheckpointMeta, size: Size | None = None) -> Card:
     decoder = f"yes: it can redraw the {class_words(meta).shown} from a capsule" if c.decodes else "no"
     guessing = guessing_words(m.test_error, m.n_test or 0, *guesses(meta)) if m.measured and m.n_test else None
     return Card(
-        family=FAMILIES.get(c.family, c.family),
-        routing=routing_words(c),
+        family=FAMILIES[c.family].title,
+        routing=card_routing(c),
         decoder=decoder,
         size=size or model_size(c),
         error=f"{m.test_error:.2f}%" if m.measured else "not measured",

@@ -1,4 +1,6 @@
-"""The model families and the one output structure that training, analysis and pages use."""
+"""What every model family shares: the one output structure that training, analysis and pages use,
+`build_model` (through the registry) and the vector-capsule heads (capsviz.models.heads).
+Each family's own model lives in its folder (capsviz/families/NAME/model.py)."""
 
 from __future__ import annotations
 

@@ -24,8 +24,9 @@ import numpy as np
 
 from capsviz import glossary
 from capsviz.analysis.playground import I_TOY, LIMIT, _dynamic_presets
-from capsviz.analysis.tour import TOURS
+from capsviz.analysis.tour import tour_of
 from capsviz.errors import CapsvizError
+from capsviz.registry import FAMILIES, resolve
 from capsviz.site import export, offline, words
 
 WEB = Path(__file__).parent / "web"
@@ -191,9 +192,7 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
                 "title": s.title,
                 "terms": step_terms(cfg.routing, s.key),
             }
-            for s in TOURS[cfg.routing].steps(
-                iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None
-            )
+            for s in tour_of(cfg).steps(iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None)
         ],
     }
 
@@ -234,7 +233,7 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
             written = {name: write_graph(out, f"models/{path.stem}", name, blob) for name, blob in export.em_graphs(model).items()}
             em_entries.append(_em_entry(path, model, meta, written, key))
             continue
-        graphs = export.model_graphs(model)
+        graphs = resolve(FAMILIES[meta.family].site)(model)  # the family's own export (capsviz.entries.Family.site)
         written = {name: write_graph(out, f"models/{path.stem}", name, blob) for name, blob in graphs.items()}
         entries.append(_model_entry(path, model, meta, written, key))
     if not entries:

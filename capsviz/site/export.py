@@ -31,11 +31,11 @@ import torch
 import torch.nn as nn
 from torch.nn.utils import parametrize
 
+from capsviz.families.capsnet.model import CapsNet
+from capsviz.families.efficient_capsnet.model import EfficientCapsNet
+from capsviz.families.matrix_capsnet.model import MatrixCapsNet
 from capsviz.kernels import policy
 from capsviz.layers import conv_out
-from capsviz.models.capsnet import CapsNet
-from capsviz.models.efficient_capsnet import EfficientCapsNet
-from capsviz.models.matrix_capsnet import MatrixCapsNet
 from capsviz.routing import dynamic_routing_ji, efficient_squash, em_procedure_1_steps, em_routing, self_attention_routing
 from capsviz.site.links import runs_in_site
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from urllib.parse import urlencode
 
+from capsviz.registry import FAMILIES
+
 SITE_ENV = "CAPSVIZ_SITE_URL"
 VIEWS = {"explorer": "explore", "routing": "routing", "tour": "tour", "playground": "playground"}  # app page -> site view
 # The query parameters both share, with the same meaning
@@ -14,9 +16,11 @@ SHARED = ("model", "image", "capsule", "dims", "iterations", "t", "step", "prese
 
 
 def runs_in_site(config) -> bool:
-    """Whether the site can run a model of this config: a vector-capsule model with a decoder
-    (a CapsNet or an Efficient-CapsNet; not matrix capsules, not the CNNs)."""
-    return config.decodes and config.routing in ("dynamic", "self-attention")
+    """Whether the site can run a model of this config: one with a decoder whose family's entry
+    names its site export (capsviz.entries.Family.site: a CapsNet or an Efficient-CapsNet; not
+    matrix capsules, not the CNNs)."""
+    entry = FAMILIES.get(getattr(config, "family", None))
+    return bool(config.decodes) and entry is not None and entry.site is not None
 
 
 def site_link(page: str, query: dict, runs_in_site: bool, base: str | None = None) -> str | None:

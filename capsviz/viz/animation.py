@@ -8,7 +8,8 @@ import numpy as np
 from PIL import Image
 
 from capsviz.analysis.playground import DynamicToy, EMToy
-from capsviz.analysis.tour import CapsNetTour, MatrixTour
+from capsviz.families.capsnet.tour import CapsNetTour
+from capsviz.families.matrix_capsnet.tour import MatrixTour
 from capsviz.i18n import t
 from capsviz.viz import overlay
 from capsviz.viz.teach import INK, _canvas, dynamic_frame, em_frame, font

@@ -220,13 +220,13 @@ def test_the_tours_prediction_lengths_are_tables_of_text_a_phone_shows_whole(bro
     scrolling at 390 px too (CapsNet: one row per digit capsule, one column per primary capsule
     followed; Efficient-CapsNet: its ten class columns in two stacked tables), so every number the
     step's "Measured here" quotes is on screen."""
-    from capsviz.analysis.tour import TOURS
+    from capsviz.analysis.tour import tour_of
 
     path = ROOT / "checkpoints" / f"{model}.safetensors"
     net, meta = load_checkpoint(path)
     image = load_split(meta.image_dataset, "test", ROOT.parent / "shared" / "data").images[0].numpy().astype(np.float32) / 255.0
     with torch.no_grad():
-        tour = TOURS[meta.config.routing].follow(net, image)
+        tour = tour_of(meta.config).follow(net, image)
     want = tour.pred_len.T if meta.config.routing == "dynamic" else tour.pred_len  # as the table lays it out
     ctx, page = open_view(browser, f"{shipped_server}/tour?model={model}.safetensors&step={k}", width)
     try:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from capsviz.config import EfficientCapsConfig
+from capsviz.families.efficient_capsnet.config import EfficientCapsConfig
 from capsviz.losses import reconstruction_loss
 from capsviz.models import ModelOutput
-from capsviz.models.capsnet import ClassCapsules, Decoder
+from capsviz.models.heads import ClassCapsules, Decoder
 from capsviz.routing import efficient_squash, route
 
 ITERATIONS = 3  # dynamic routing's iterations when the model is run with it and none are asked for
@@ -93,3 +93,10 @@ class EfficientCapsNet(ClassCapsules, nn.Module):
     def trace(self, x: torch.Tensor, iterations: int | None = None, routing: str | None = None) -> ModelOutput:
         """The output with the class capsules' routing recorded (`trace`), no reconstruction."""
         return self(x, record=True, reconstruct=False, routing=routing, iterations=iterations)
+
+
+def training_votes(model: EfficientCapsNet, config: EfficientCapsConfig, x: torch.Tensor, y: torch.Tensor) -> int:
+    """What a training step keeps for its backward pass (capsviz.estimate, on the meta device): its
+    whole loss is run; its votes u_hat (J, I, D) per image, returned."""
+    model.loss(model(x, y), y, x)
+    return model.num_primary * config.num_classes * config.digit_dim

@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from capsviz.config import MatrixCapsConfig
+from capsviz.families.matrix_capsnet.config import MatrixCapsConfig
 from capsviz.kernels.slices import em_slices, in_chunks
 from capsviz.layers import ClassCaps, ConvCaps, PrimaryMatrixCaps, conv_out, coordinate_grid, receptive_centres
 from capsviz.losses import spread_loss, spread_margin
@@ -79,3 +79,10 @@ class MatrixCapsNet(nn.Module):
         pose, a, _ = self.convcaps2(pose, a, iterations=iterations)
         res = self.classcaps(pose, a, iterations=iterations)
         return res.a, res.mu
+
+
+def training_votes(model: MatrixCapsNet, config: MatrixCapsConfig, x: torch.Tensor, y: torch.Tensor) -> int:
+    """What a training step keeps before EM routing (capsviz.estimate, on the meta device): Conv1
+    and the primary capsules are run; the votes of every routed layer per image, returned."""
+    model.primary(torch.relu(model.conv1(x)))
+    return model.votes_per_image

@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from capsviz.config import CNNConfig
+from capsviz.families.cnn.config import CNNConfig
 from capsviz.models import ModelOutput
 
 

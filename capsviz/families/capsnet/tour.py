@@ -1,0 +1,438 @@
+"""The tour through a dynamic-routing CapsNet: one image traced through Conv1, PrimaryCaps, every
+routing iteration, the class capsules and the decoder (`follow`), the steps' titles and the walk
+that fills them with the trace's own numbers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from capsviz.analysis import as_batch, coupling_entropy
+from capsviz.analysis.steps import (
+    MAPS,
+    SHOWN,
+    Step,
+    Tour,
+    capsnet_length,
+    coupling_numbers,
+    coupling_words,
+    input_step,
+    lab_step,
+    lengths_step,
+    long_share,
+    plane,
+    prediction_words,
+    reconstruction_step,
+    saturation_words,
+    squash_words,
+    two,
+)
+from capsviz.glossary import DIGIT_WORDS, ClassWords, label
+from capsviz.text import plain
+
+
+def capsnet_steps(iterations: int, words: ClassWords = DIGIT_WORDS, grid: int | None = None) -> list[Step]:
+    """`words`: the model's (capsviz.glossary.class_words): digit capsules only for digits; `grid`:
+    the side of the primary capsules' grid (ModelConfig.primary_grid), which depends on the input size."""
+    article = "an" if str(grid).startswith("8") or grid in (11, 18) else "a"  # "an 8x8 grid"
+    where = f"{article} {grid}x{grid} grid" if grid else "a grid of positions"
+    return [
+        Step("input", "The input"),
+        Step("conv1", "Conv1: local features"),
+        Step("primary", f"PrimaryCaps: vectors on {where}"),
+        Step("predictions", f"Predictions u_hat for every {words.capsule}"),
+        *[Step(f"iteration{t + 1}", f"Routing, iteration {t + 1} of {iterations}") for t in range(iterations)],
+        Step("lengths", f"{'DigitCaps' if words.digits else 'Class capsules'}: lengths are the answer"),
+        Step("reconstruction", f"The decoder redraws the {words.shown}"),
+        Step("lab", "Does routing matter? This model in the routing lab"),
+    ]
+
+
+@dataclass
+class CapsNetTour:
+    """One image through a dynamic-routing CapsNet.
+
+    conv1: (MAPS, H', W') the strongest Conv1 maps, conv1_ids their channels, conv1_total how many.
+    primary_len: (G, G, types) primary capsule lengths; arrow_len (G, G) the longest per position,
+    arrow_dir (G, G, 2) its direction projected on the two main directions of all primary vectors.
+    shown: (SHOWN,) indices of the primary capsules followed; shown_names their places.
+    b, c: (T, I, J); s, v: (T, J, D); lengths: (J,) final |v_j|; winner, runner_up: class ids.
+    pred2d: (J, SHOWN, 2) the shown capsules' predictions for each class in that class's plane,
+    s2d, v2d: (T, J, 2) each iteration's s_j and v_j in the same planes.
+    """
+
+    image: np.ndarray
+    conv1: np.ndarray
+    conv1_ids: np.ndarray
+    conv1_total: int
+    primary_len: np.ndarray
+    arrow_len: np.ndarray
+    arrow_dir: np.ndarray
+    shown: np.ndarray
+    shown_names: list[str]
+    pred_len: np.ndarray  # (SHOWN, J) |u_hat_j|i| of the shown capsules
+    b: np.ndarray
+    c: np.ndarray
+    s: np.ndarray
+    v: np.ndarray
+    lengths: np.ndarray
+    winner: int
+    runner_up: int
+    pred2d: np.ndarray
+    s2d: np.ndarray
+    v2d: np.ndarray
+    reconstruction: np.ndarray | None
+    grid: int
+    types: int
+    pred_all_len: np.ndarray  # (I, J) |u_hat_j|i| of every primary capsule
+    # the model's own answer, routed as it was trained (its couplings and iterations): its lengths
+    # (J,), their winner and runner-up; `own` says whether that routing is the one the tour shows
+    own: bool = True
+    own_lengths: np.ndarray | None = None
+    own_winner: int = 0
+    own_runner_up: int = 0
+
+    @property
+    def iterations(self) -> int:
+        return len(self.c)
+
+    @property
+    def s_len(self) -> np.ndarray:
+        """(T, J) |s_j| of the full 16 numbers (the figure's planes show projections of s)."""
+        return np.linalg.norm(self.s, axis=-1)
+
+    @property
+    def v_len(self) -> np.ndarray:
+        """(T, J) |v_j|."""
+        return np.linalg.norm(self.v, axis=-1)
+
+    @property
+    def entropy(self) -> np.ndarray:
+        """(T, I) each primary capsule's coupling entropy over log J at each iteration (1 = uniform)."""
+        return coupling_entropy(self.c) / np.log(self.c.shape[-1])
+
+
+@torch.no_grad()
+def capsnet_tour(model, image: np.ndarray, iterations: int | None = None) -> CapsNetTour:
+    cfg = model.config
+    T = iterations or cfg.routing_iterations
+    x = as_batch(image)
+    h = model.features(x)[0]  # (H', W', C) after ReLU
+    strength = h.mean((0, 1))  # (C,)
+    ids = strength.argsort(descending=True)[:MAPS]
+    conv1 = h[:, :, ids].permute(2, 0, 1)  # (MAPS, H', W')
+    u = model.primary_capsules(x)  # (1, I, 8)
+    G, K = cfg.primary_grid, cfg.primary_types
+    lengths_u = u[0].norm(dim=-1)  # (I,)
+    per_cell = lengths_u.view(G, G, K)
+    best = per_cell.argmax(-1)  # (G, G)
+    vectors = u[0].view(G, G, K, -1)
+    chosen = vectors.gather(2, best.view(G, G, 1, 1).expand(G, G, 1, vectors.shape[-1])).squeeze(2)  # (G, G, 8)
+    _, _, Vt = torch.linalg.svd(u[0] - u[0].mean(0), full_matrices=False)
+    flat = chosen.reshape(-1, chosen.shape[-1]) @ Vt[:2].T  # (G*G, 2): the two main directions of this image's pose vectors
+    direction = flat / flat.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+    u_hat = model.digits(u)  # (1, J, I, D)
+    r = model.route(u_hat, routing="dynamic", iterations=T, record=True)  # with the model's own routing options
+    c = r.c[:, 0]  # (T, I, J)
+    s = torch.einsum("tij,jid->tjd", c, u_hat[0])  # (T, J, D): Eq. 2 with routing's own couplings
+    v = r.v_trace[:, 0]  # (T, J, D)
+    final = v[-1].norm(dim=-1)  # (J,)
+    order = final.argsort(descending=True)
+    winner, runner = int(order[0]), int(order[1])
+    pred_len = u_hat[0].norm(dim=-1).T  # (I, J)
+    shown = pred_len[:, winner].argsort(descending=True)[:SHOWN]  # the loudest predictions for the winner
+
+    J = u_hat.shape[1]
+    pred2d = torch.zeros(J, SHOWN, 2)
+    s2d, v2d = torch.zeros(len(c), J, 2), torch.zeros(len(c), J, 2)
+    for j in range(J):
+        P = plane(u_hat[0, j], v[-1, j])  # (2, D)
+        pred2d[j] = u_hat[0, j, shown] @ P.T
+        s2d[:, j] = s[:, j] @ P.T
+        v2d[:, j] = v[:, j] @ P.T
+    names = [f"type {int(i) % K + 1} at row {int(i) // K // G + 1}, col {int(i) // K % G + 1}" for i in shown]
+    own = getattr(cfg, "couplings", "dynamic") == "dynamic" and T == cfg.routing_iterations
+    answer = v[-1] if own else model.route(u_hat).v[0]  # (J, D): the model's forward pass as trained
+    answer_len = answer.norm(dim=-1)
+    own_order = answer_len.argsort(descending=True)
+    own_w = int(own_order[0])
+    rec = model.decode(answer[own_w], own_w)[0].numpy() if model.decoder is not None else None  # the decoder reads its own answer
+    return CapsNetTour(
+        image=np.asarray(image, np.float32),
+        conv1=conv1.numpy(),
+        conv1_ids=ids.numpy(),
+        conv1_total=int(h.shape[-1]),
+        primary_len=per_cell.numpy(),
+        arrow_len=per_cell.max(-1).values.numpy(),
+        arrow_dir=direction.view(G, G, 2).numpy(),
+        shown=shown.numpy(),
+        shown_names=names,
+        pred_len=pred_len[shown].numpy(),
+        b=r.b[:, 0].numpy(),
+        c=c.numpy(),
+        s=s.numpy(),
+        v=v.numpy(),
+        lengths=final.numpy(),
+        winner=winner,
+        runner_up=runner,
+        pred2d=pred2d.numpy(),
+        s2d=s2d.numpy(),
+        v2d=v2d.numpy(),
+        reconstruction=rec,
+        grid=G,
+        types=K,
+        pred_all_len=pred_len.numpy(),
+        own=own,
+        own_lengths=answer_len.numpy(),
+        own_winner=own_w,
+        own_runner_up=int(own_order[1]),
+    )
+
+
+def trained_words(couplings: str, trained_iterations: int, shown_iterations: int) -> tuple[str, bool]:
+    """What a CapsNet was trained with, as every page names it (capsviz.analysis.zoo), and whether
+    the `shown_iterations` of dynamic routing the tour shows are its own. `couplings`: its
+    config's couplings ("dynamic", "uniform", "random")."""
+    from capsviz.analysis.lab import LAB_ROUTINGS
+    from capsviz.registry import ONE_ITERATION, ONE_ITERATION_WHY
+
+    if couplings != "dynamic":
+        return LAB_ROUTINGS.get(couplings, f"{couplings} couplings"), False
+    if trained_iterations == 1:
+        return f"{ONE_ITERATION} ({ONE_ITERATION_WHY})", shown_iterations == 1
+    return f"dynamic routing, {trained_iterations} iterations", shown_iterations == trained_iterations
+
+
+def not_own_words(trained: str) -> str:
+    """Said wherever the tour shows dynamic routing on a model trained otherwise."""
+    return f"This model was trained with {trained}; the tour shows what dynamic routing would do with its weights."
+
+
+def own_answer_words(trained: str, routed_name: str, routed_length: str, same: bool) -> str:
+    """The lengths step of a model trained without the dynamic routing the steps before showed:
+    the bars are its own answer; where dynamic routing's longest capsule stands."""
+    return (
+        f"This model was trained with {trained}, so these bars are its own answer, computed with those couplings as in training. "
+        f"The routing steps before showed what dynamic routing would do with its weights: there {routed_name} was longest, with {routed_length}"
+        + (", the same winner." if same else ", another winner.")
+    )
+
+
+def capsnet_walk(
+    tour: CapsNetTour,
+    names: list[str],
+    words: ClassWords,
+    model_name: str,
+    truth: str,
+    looks: str,
+    lab_rows: list,
+    trained: tuple[str, bool] | None = None,
+) -> list[Step]:
+    """Every step of a CapsNet's tour with dynamic routing, its figure's data and its sentences.
+    `trained`: what the model was trained with and whether the tour's iterations are its own
+    (trained_words); None: the iterations shown."""
+    trained_with, own = trained or trained_words("dynamic", tour.iterations, tour.iterations)
+    pn = [plain(n) for n in names]
+    W, R, G, K = tour.winner, tour.runner_up, tour.grid, tour.types
+    J, I, D = len(names), tour.c.shape[1], tour.v.shape[-1]
+    out = []
+    for step in capsnet_steps(tour.iterations, words, G):
+        k = step.key
+        if k == "input":
+            step = input_step(
+                step,
+                tour.image,
+                truth,
+                looks,
+                [
+                    f"This is the image the tour follows through **{plain(model_name)}**, a CapsNet (Sabour et al. 2017, Fig. 1) "
+                    f"trained with {trained_with}. It will pass three layers: an ordinary convolution, a layer of primary capsules "
+                    f"and one {words.capsule} per class, with routing between the two capsule layers. "
+                    + (
+                        ""
+                        if own
+                        else not_own_words(trained_with)
+                        + " Its answer at the end (the lengths step) and the drawing redrawn from it are its own, with its own couplings. "
+                    )
+                    + "A capsule outputs a vector, not a number: its length is meant to say how likely its thing is present, its direction how it looks."
+                ],
+            )
+        elif k == "conv1":
+            step = replace(
+                step,
+                figure="maps",
+                data={"maps": tour.conv1, "names": [f"filter {i}" for i in tour.conv1_ids]},
+                caption="bright = the filter responds there (each map scaled to its own maximum)",
+                text=[
+                    f"{label('conv1')} slides {tour.conv1_total} filters of 9x9 pixels over the image and keeps the positive responses (ReLU). "
+                    f"Here the {len(tour.conv1_ids)} maps that respond most: local features such as edges{' and stroke ends' if words.digits else ''}. "
+                    "These are still ordinary neurons, one number per place: *whether* a feature is there, not yet *how* it sits."
+                ],
+            )
+        elif k == "primary":
+            measured, warn = saturation_words(tour.primary_len, words.shown)
+            if not warn:
+                top = np.unravel_index(tour.primary_len.argmax(), tour.primary_len.shape)
+                measured += (
+                    f" The longest is type {top[2] + 1} at row {top[0] + 1}, col {top[1] + 1} (length {two(tour.primary_len[top])})."
+                )
+            step = replace(
+                step,
+                figure="arrows",
+                data={
+                    "lengths": tour.arrow_len,
+                    "directions": tour.arrow_dir,
+                    "all_lengths": tour.primary_len,
+                    "long": long_share(tour.primary_len),
+                    "grid": G,
+                    "types": K,
+                },
+                caption=f"at each of the {G}x{G} positions, the longest of its {K} capsules: arrow length = its length |u_i| (presence), arrow direction = its pose",
+                text=[
+                    f"{label('primary')}: a second convolution whose outputs are grouped into {tour.primary_len.size} capsules of 8 numbers, "
+                    f"{K} types at each of {G}x{G} positions. Each vector is squashed (Eq. 1) so its length lies between 0 and 1. "
+                    "In the paper, **length** is meant to be **presence** (how sure the capsule is that its part is there) and **direction** the **pose** "
+                    "(8 numbers for how the part looks; the arrows show them along the two directions in which this image's vectors differ most)."
+                ],
+                measured=measured,
+                warn=warn,
+                terms=("primary_length", "pose"),
+            )
+        elif k == "predictions":
+            primary = tour.primary_len.reshape(-1)[tour.shown]  # (SHOWN,) |u_i|: primary_len is (G, G, K) of the I capsules
+            article = "an" if str(names[W])[:1].lower() in tuple("aeiou") else "a"
+            step = replace(
+                step,
+                figure="grid",
+                data={  # one row per class capsule, one column per primary capsule followed: narrow enough for a phone
+                    "values": tour.pred_len.T,
+                    "rows": names,
+                    "columns": [f"P{n + 1}" for n in range(len(tour.shown))],
+                    "title": f"Length of the predictions u_hat_j|i for each {words.capsule} j (red: {names[W]})",
+                    "highlight_row": W,
+                    "primary": primary,  # each followed capsule's own length |u_i|, as the caption writes it
+                },
+                caption=f"rows: the {words.capsules} (red: {names[W]}, the longest after routing); columns: the six primary capsules "
+                f"with the longest predictions for {names[W]}, "
+                + "; ".join(
+                    f"P{n + 1} = {where} (|u_i| = {two(x)})" for n, (where, x) in enumerate(zip(tour.shown_names, primary, strict=True))
+                ),
+                text=[
+                    f"Each primary capsule multiplies its vector by a learned matrix {label('W')} once per {words.capsule}: "
+                    f"{I} x {J} predictions {label('u_hat')} (Eq. 2), each a {D}-number guess of what {words.thing} j's capsule should be: "
+                    f"'if I am this {'piece of stroke' if words.digits else 'part'}, {article} {pn[W]} would sit here and look like this'. "
+                    f"A prediction's length is not a confidence: it is the primary capsule's own length {label('primary_length')} "
+                    f"stretched or shrunk by W_ij, which differs for every {words.thing}. Each prediction is a vote; how much it "
+                    f"weighs in the sum s_j is its coupling {label('c')}, which routing now sets: predictions that agree with "
+                    "each other should win."
+                ],
+                measured=prediction_words(f"P1 ({tour.shown_names[0]})", tour.pred_len[0], pn, W, words.thing, float(primary[0])),
+                terms=("u_hat", "W", "primary_length"),
+            )
+        elif k.startswith("iteration"):
+            t = int(k.removeprefix("iteration")) - 1
+            first = (
+                f"Procedure 1 of the paper, iteration 1: every {label('b')} starts at 0, so every {label('c')} is 1/{J} = {two(1 / J)}: "
+                "each capsule splits its prediction equally."
+                if t == 0
+                else f"Iteration {t + 1}: each {label('b')} has grown by the {label('agreement')} of the iteration before, and c = softmax(b) (Eq. 3) follows."
+            )
+            sums = (
+                f"Each {words.capsule} sums the weighted predictions, {label('s')} (Eq. 2), and squashes it to {label('v')} (Eq. 1): "
+                + squash_words(f"s_{pn[W]}", f"v_{pn[W]}", tour.s_len[t, W], tour.v_len[t, W], capsnet_length)
+                + "; "
+                + squash_words(f"s_{pn[R]}", f"v_{pn[R]}", tour.s_len[t, R], tour.v_len[t, R], capsnet_length)
+                + f". The figure draws s and v in a plane of the {D} dimensions; the lengths under it are the full ones."
+            )
+            rows = {"primary capsule": tour.shown_names}
+            for j in (W, R):
+                rows[f"b to {pn[j]}"] = tour.b[t][tour.shown, j]
+                rows[f"c to {pn[j]}"] = tour.c[t][tour.shown, j]
+            summary = coupling_numbers(tour.c[t], tour.entropy[t], tour.pred_all_len[:, W], W)
+            step = replace(
+                step,
+                figure="routing",
+                data={
+                    "t": t,
+                    "s_len": tour.s_len[t, [W, R]],
+                    "v_len": tour.v_len[t, [W, R]],
+                    "c": tour.c[t],
+                    "shown": tour.shown,
+                    "winner": W,
+                    "uniform": 1 / J,
+                    "entropy": tour.entropy[t],
+                    "weights": tour.pred_all_len[:, W],
+                    **summary,
+                },
+                caption=f"each {words.capsule}'s plane: x along its final output v, so a prediction's x is its agreement with v (up to |v|)",
+                text=([] if own else [not_own_words(trained_with)]) + [first, sums],
+                measured=coupling_words(t, summary, tour.c[t][tour.shown, W], I, J, pn[W], "iteration 2" if t > 1 else ""),
+                table=rows,
+                terms=("b", "c"),
+            )
+        elif k == "lengths":
+            layer = "DigitCaps" if words.digits else "Class capsule"
+            margin = f"Training used the {label('margin_loss')}: the right capsule longer than 0.9, every other shorter than 0.1 (Eq. 4). "
+            if tour.own:
+                step = lengths_step(
+                    step,
+                    tour.lengths,
+                    names,
+                    W,
+                    R,
+                    truth,
+                    words.capsule,
+                    f"{layer} lengths |v_j| after routing",
+                    [
+                        margin
+                        + "Several capsules can be long at once: that is how the network reads two overlapping digits (the MultiMNIST page)."
+                    ],
+                )
+            else:  # the model's own answer, with the couplings it was trained with: the lengths its loss saw
+                OW = tour.own_winner
+                step = lengths_step(
+                    step,
+                    tour.own_lengths,
+                    names,
+                    OW,
+                    tour.own_runner_up,
+                    truth,
+                    words.capsule,
+                    f"{layer} lengths |v_j| with its own {trained_with.split(' (')[0]}",
+                    [
+                        own_answer_words(trained_with, pn[W], two(tour.lengths[W]), OW == W),
+                        margin + "These are the lengths it was trained on, so the targets below apply to them.",
+                    ],
+                )
+                step.data["dynamic"] = tour.lengths  # dynamic routing's lengths, which the text quotes beside
+        elif k == "reconstruction":
+            step = reconstruction_step(
+                step,
+                tour.image,
+                tour.reconstruction,
+                names[tour.own_winner],
+                tour.v.shape[-1],
+                "CapsNet",
+                [
+                    f"The {label('reconstruction')} decoder (three fully connected layers, Fig. 2) redraws the {words.shown} from the {D} numbers "
+                    f"of capsule {pn[tour.own_winner]} alone{'' if tour.own else ' (its own answer, with its own couplings)'}, the others masked to 0. During training this keeps the capsule's direction meaningful: "
+                    f"its {D} numbers must say how the {words.shown} looks. The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch "
+                    + ("stroke width, slant and shape change (Fig. 4)." if words.digits else "the drawing change.")
+                ],
+            )
+        elif k == "lab":
+            step = lab_step(step, lab_rows, "dynamic", model_name, tour.iterations, J, "iteration 2" if tour.iterations > 1 else "")
+        out.append(step)
+    return out
+
+
+def walk(tour: CapsNetTour, names, words, model_name, truth, looks, lab_rows, config=None) -> list[Step]:
+    """Every step as the page shows it; `config` (the model's) says what the CapsNet was trained with."""
+    trained = trained_words(getattr(config, "couplings", "dynamic"), config.routing_iterations, tour.iterations) if config else None
+    return capsnet_walk(tour, names, words, model_name, truth, looks, lab_rows, trained)
+
+
+TOUR = Tour(CapsNetTour, capsnet_tour, capsnet_steps, walk)

@@ -1,0 +1,20 @@
+"""The baseline CNNs the capsule papers compare with: their registry entry."""
+
+from capsviz.entries import Family
+
+FAMILY = Family(
+    "cnn",
+    config="capsviz.families.cnn.config:CNNConfig",
+    model="capsviz.families.cnn.model:BaselineCNN",
+    presets="capsviz.families.cnn.config:PRESETS",
+    words="a baseline CNN",
+    short="baseline CNN",
+    title="plain CNN (no capsules)",
+    about="A plain convolutional network, the baseline the capsule papers compare with: no capsules, no routing.",
+    score="softmax probability",
+    routing=None,
+    unrouted="none (CNN)",
+    paper={("mnist", None, None): 0.39, ("multimnist", None, None): 8.1},
+    # each dataset's paper baseline has its own architecture (CNNConfig.kind)
+    paper_presets={"mnist": "cnn-mnist", "multimnist": "cnn-multimnist", "smallnorb": "cnn-smallnorb"},
+)

@@ -1,0 +1,22 @@
+"""Mazzia et al.'s Efficient-CapsNet: its registry entry."""
+
+from capsviz.entries import Family
+
+FAMILY = Family(
+    "efficient",
+    config="capsviz.families.efficient_capsnet.config:EfficientCapsConfig",
+    model="capsviz.families.efficient_capsnet.model:EfficientCapsNet",
+    presets="capsviz.families.efficient_capsnet.config:PRESETS",
+    words="an Efficient-CapsNet",
+    short="Efficient-CapsNet",
+    title="Efficient-CapsNet (vector capsules)",
+    about="Mazzia et al.'s small capsule network: vector capsules routed by one pass of self-attention.",
+    score="capsule length",
+    routing="self-attention",
+    pages=frozenset({"routing", "lab", "tour", "explorer", "robustness"}),
+    tour="capsviz.families.efficient_capsnet.tour:TOUR",
+    votes="capsviz.families.efficient_capsnet.model:training_votes",
+    paper={("mnist", None, True): 0.26},  # Mazzia et al. 2021, 150 epochs with augmentation
+    paper_presets={"*": "efficient-capsnet"},
+    site="capsviz.site.export:model_graphs",
+)

@@ -1,0 +1,21 @@
+"""Hinton et al.'s matrix capsules with EM routing: its registry entry."""
+
+from capsviz.entries import Family
+
+FAMILY = Family(
+    "matrix",
+    config="capsviz.families.matrix_capsnet.config:MatrixCapsConfig",
+    model="capsviz.families.matrix_capsnet.model:MatrixCapsNet",
+    presets="capsviz.families.matrix_capsnet.config:PRESETS",
+    words="a matrix-capsule model",
+    short="matrix capsules",
+    title="matrix capsules (4x4 poses)",
+    about="Hinton et al.'s matrix capsules: each capsule holds a 4x4 pose and an activation, routed by EM.",
+    score="class activation",
+    routing="em",
+    pages=frozenset({"em", "tour", "robustness"}),
+    tour="capsviz.families.matrix_capsnet.tour:TOUR",
+    votes="capsviz.families.matrix_capsnet.model:training_votes",
+    paper={("mnist", 3, None): 0.44},
+    paper_presets={"*": "matrix"},
+)

@@ -1,0 +1,226 @@
+"""The tour through matrix capsules with EM routing: one image traced through its primary capsules,
+the votes and every EM iteration (`follow`), the steps' titles and the walk that fills them with
+the trace's own numbers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from capsviz.analysis import as_batch
+from capsviz.analysis.steps import SHOWN, Step, Tour, input_step, plane, pose_words, share_words, two
+from capsviz.glossary import label
+from capsviz.text import plain
+
+
+def matrix_steps(iterations: int) -> list[Step]:
+    return [
+        Step("input", "The input"),
+        Step("primary", "Primary capsules: a pose matrix and an activation"),
+        Step("votes", "Votes for every class capsule"),
+        *[Step(f"iteration{t + 1}", f"EM routing, iteration {t + 1} of {iterations}") for t in range(iterations)],
+        Step("activations", "Class capsules: activations are the answer"),
+    ]
+
+
+CLASS_LAYER_IN = "ConvCaps2"  # the layer whose capsules the class capsules route (capsviz.families.matrix_capsnet.model)
+
+
+@dataclass
+class MatrixTour:
+    """One image through a matrix-capsule model; the class layer's EM recorded.
+
+    primary_a: (H, W, types) primary activations; pose: (4, 4) the most active primary capsule's
+    pose matrix, pose_where its place. R: (T, I, J); a: (T, J); mu, sigma: (T, J, 16);
+    lambdas: (T,); votes2d: (J, SHOWN, 2) the most active lower capsules' votes for each class in
+    that class's plane; mu2d, sigma2d: (T, J, 2) each Gaussian in the same planes.
+    """
+
+    image: np.ndarray
+    primary_a: np.ndarray
+    pose: np.ndarray
+    pose_where: str
+    shown: np.ndarray
+    shown_names: list[str]
+    R: np.ndarray
+    a: np.ndarray
+    mu: np.ndarray
+    sigma: np.ndarray
+    lambdas: np.ndarray
+    votes2d: np.ndarray
+    mu2d: np.ndarray
+    sigma2d: np.ndarray
+    a_in: np.ndarray
+    winner: int
+    runner_up: int
+    class_layer_in: tuple[int, int, int]  # (H, W, types) of the capsules the class layer routes
+
+    @property
+    def iterations(self) -> int:
+        return len(self.R)
+
+
+@torch.no_grad()
+def matrix_tour(model, image: np.ndarray, iterations: int | None = None) -> MatrixTour:
+    x = as_batch(image)
+    out = model.trace(x, iterations)
+    tr = out.trace
+    h = torch.relu(model.conv1(x))
+    pose, a = model.primary(h)  # (1, H, W, types, 16), (1, H, W, types)
+    H, W, K = a.shape[1:]
+    top = int(a[0].flatten().argmax())
+    r_, c_, k_ = top // (W * K), top // K % W, top % K
+    a_fin = tr.a_trace[-1, 0]  # (J,)
+    order = a_fin.argsort(descending=True)
+    winner, runner = int(order[0]), int(order[1])
+    votes = tr.votes[0].float()  # (I, J, 16)
+    I, J, _ = votes.shape
+    # the class layer's lower capsules are ConvCaps2's outputs, (H2, W2, types) flattened as ClassCaps does
+    a_in = out.layer_traces["convcaps2"].a[0].reshape(-1).float()  # (I,)
+    H2 = W2 = model.final_grid
+    K2 = I // (H2 * W2)
+    shown = a_in.argsort(descending=True)[:SHOWN]
+    names = [f"{CLASS_LAYER_IN} type {int(i) % K2 + 1} at row {int(i) // K2 // W2 + 1}, col {int(i) // K2 % W2 + 1}" for i in shown]
+    T = tr.R.shape[0]
+    votes2d = torch.zeros(J, SHOWN, 2)
+    mu2d, sigma2d = torch.zeros(T, J, 2), torch.zeros(T, J, 2)
+    mu, sigma = tr.mu_trace[:, 0].float(), tr.sigma[:, 0].float()  # (T, J, 16)
+    for j in range(J):
+        centre = mu[-1, j]
+        P = plane(votes[:, j] - centre, votes[shown, j].mean(0) - centre + 1e-6)  # (2, 16)
+        votes2d[j] = (votes[shown, j] - centre) @ P.T
+        mu2d[:, j] = (mu[:, j] - centre) @ P.T
+        sigma2d[:, j] = ((P**2) @ (sigma[:, j] ** 2).T).T.sqrt()  # the spread along each drawn axis
+    return MatrixTour(
+        image=np.asarray(image, np.float32),
+        primary_a=a[0].numpy(),
+        pose=pose[0, r_, c_, k_].view(4, 4).numpy(),
+        pose_where=f"PrimaryCaps type {k_ + 1} at row {r_ + 1}, col {c_ + 1}",
+        shown=shown.numpy(),
+        shown_names=names,
+        R=tr.R[:, 0].numpy(),
+        a=tr.a_trace[:, 0].numpy(),
+        mu=mu.numpy(),
+        sigma=sigma.numpy(),
+        lambdas=tr.lambdas.numpy(),
+        votes2d=votes2d.numpy(),
+        mu2d=mu2d.numpy(),
+        sigma2d=sigma2d.numpy(),
+        a_in=a_in.numpy(),
+        winner=winner,
+        runner_up=runner,
+        class_layer_in=(H2, W2, K2),
+    )
+
+
+def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str, looks: str) -> list[Step]:
+    """Every step of a matrix-capsule model's tour, its figure's data and its sentences."""
+    pn = [plain(n) for n in names]
+    W, R = tour.winner, tour.runner_up
+    out = []
+    for step in matrix_steps(tour.iterations):
+        k = step.key
+        if k == "input":
+            step = input_step(
+                step,
+                tour.image,
+                truth,
+                looks,
+                [
+                    f"This is the image the tour follows through **{plain(model_name)}**, matrix capsules with EM routing (Hinton et al. 2018, Fig. 1). "
+                    "Each capsule here holds a learned 4x4 matrix, which the paper intends to hold the thing's pose, and a separate "
+                    "activation between 0 and 1, meant to say how present it is. Nothing in training makes the matrix a rotation "
+                    "or a scale, so its 16 numbers are a learned code: which entry means what is not given."
+                ],
+            )
+        elif k == "primary":
+            H, Wd, types = tour.primary_a.shape
+            H2, W2, K2 = tour.class_layer_in
+            step = replace(
+                step,
+                figure="em_primary",
+                data={"maps": tour.primary_a.transpose(2, 0, 1), "pose": tour.pose, "top": tour.primary_a.max()},
+                caption=f"The pose matrix of the most active primary capsule ({tour.pose_where}, activation {two(tour.primary_a.max())})",
+                text=[
+                    f"A convolution, then the PrimaryCaps layer: {types} capsule types at each of {H}x{Wd} positions; "
+                    "each has a 4x4 pose matrix and a logistic activation (Sec. 3). "
+                    f"Two convolutional capsule layers, ConvCaps1 and {CLASS_LAYER_IN}, route by EM in small windows; "
+                    f"the tour follows the last routing, from {CLASS_LAYER_IN}'s {H2 * W2 * K2} capsules ({K2} types at each of "
+                    f"{H2}x{W2} positions) into the class capsules."
+                ],
+                measured=pose_words(tour.pose),
+                terms=("pose", "a_in"),
+            )
+        elif k == "votes":
+            step = replace(
+                step,
+                figure="votes",
+                caption="before any routing: every vote is assigned equally to every class capsule",
+                text=[
+                    f"Each {CLASS_LAYER_IN} capsule (the lower capsules of this last routing) multiplies its pose by a learned 4x4 transform "
+                    f"per class: a {label('vote')} for that class's pose "
+                    "(16 numbers, drawn here in a plane through the class capsule's final mean pose, the same plane in every EM step). "
+                    "Votes that land close together agree on one pose for the whole: that is what EM looks for."
+                ],
+                terms=("vote",),
+            )
+        elif k.startswith("iteration"):
+            t = int(k.removeprefix("iteration")) - 1
+            rows = {f"lower capsule ({CLASS_LAYER_IN})": tour.shown_names, "activation a": tour.a_in[tour.shown]}
+            for j in (W, R):
+                rows[f"R to {pn[j]}"] = tour.R[t][tour.shown, j]
+            step = replace(
+                step,
+                figure="em",
+                data={"t": t, "a": tour.a[t], "R": tour.R[t][tour.shown], "lambda": tour.lambdas[t]},
+                caption="each class capsule's Gaussian: mean pose (cross), spread (ellipses); a vote's opacity is its assignment R",
+                text=[
+                    f"**{label('M_step')}**: each class capsule refits its {label('mu')} and {label('sigma')} to the votes weighted by {label('R')} "
+                    f"and by the lower activations, and sets its {label('a_j')} (tighter = more active; {label('lambda')} = {two(tour.lambdas[t])} here). "
+                    f"**{label('E_step')}**: each vote is then reassigned by how well it fits each Gaussian."
+                    + (" This first M-step used equal assignments." if t == 0 else "")
+                ],
+                measured=(
+                    f"Measured here: activation of {pn[W]} {two(tour.a[t, W])}, of {pn[R]} {two(tour.a[t, R])}; "
+                    f"the six most active {CLASS_LAYER_IN} capsules send {share_words(tour.R[t][tour.shown, W])} of their vote to {pn[W]}."
+                ),
+                table=rows,
+                terms=("a_in", "R"),
+            )
+        elif k == "activations":
+            a = tour.a[-1]
+            step = replace(
+                step,
+                figure="bars",
+                data={
+                    "values": a,
+                    "names": names,
+                    "highlight": W,
+                    "title": "Class capsule activations after EM routing",
+                    "axis": "activation",
+                    "lines": {},
+                    "lambda": tour.lambdas[-1],  # quoted in the text
+                },
+                caption="the prediction is the most active class capsule",
+                text=[
+                    f"The answer is the most active class capsule: **{pn[W]}** with activation {two(a[W])} (label: {plain(truth)}); "
+                    f"runner-up {pn[R]} with {two(a[R])}. "
+                    f"Training used the {label('spread_loss')}: the right class more active than every other by a margin. "
+                    f"capsviz ramps {label('lambda')} only up to {two(tour.lambdas[-1])} here, which keeps the activations in a middle range, "
+                    "so the winner is clear by rank, not by a value near 1: the **EM routing** page follows them iteration by iteration."
+                ],
+                terms=("spread_loss", "a_j", "lambda"),
+                link=("pages/em.py", "EM routing, iteration by iteration"),
+            )
+        out.append(step)
+    return out
+
+
+def walk(tour: MatrixTour, names, words, model_name, truth, looks, lab_rows, config=None) -> list[Step]:
+    """Every step as the page shows it (class capsules for every dataset: `words` are not needed)."""
+    return matrix_walk(tour, names, model_name, truth, looks)
+
+
+TOUR = Tour(MatrixTour, matrix_tour, lambda iterations, _words, grid=None: matrix_steps(iterations), walk)
