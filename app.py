@@ -8,9 +8,10 @@ st.set_page_config(page_title="capsviz", layout="wide")
 
 from capsviz.i18n import t  # noqa: E402 - set_page_config must come first
 from capsviz.serve import local_browser  # noqa: E402
-from pages.common import TURNS, person, sidebar  # noqa: E402
+from pages.classroom import TURNS, person  # noqa: E402
 from pages.language import choose_language  # noqa: E402
 from pages.projector import projector_switch, share_view  # noqa: E402
+from pages.sidebar import sidebar  # noqa: E402
 from pages.state import read_link  # noqa: E402
 
 read_link()  # the link this session opened with, once

@@ -15,7 +15,7 @@ import streamlit as st
 from capsviz.analysis.questions import Question, said, split_words
 from capsviz.i18n import keeping, t
 from capsviz.text import plain
-from pages.common import class_store, person
+from pages.classroom import class_store, person
 from pages.state import STATE
 
 

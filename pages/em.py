@@ -22,8 +22,11 @@ from capsviz.text import plain
 from capsviz.viz import heatmap, lines, png_bytes, to_image
 from capsviz.viz.animation import gif_bytes
 from capsviz.viz.explain import HISTOGRAM_KEY, HISTOGRAM_X, em_histogram_frames, em_histograms
-from pages.common import for_image, keep_within, link_choice, page_model, pick_image, require_router
+from pages.active import for_image, page_model
+from pages.common import require_router
 from pages.drawn import chart, kept, picture, show
+from pages.inputs import pick_image
+from pages.linking import keep_within, link_choice
 from pages.state import STATE
 
 require_router()

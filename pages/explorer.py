@@ -15,21 +15,14 @@ from capsviz.registry import shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, effect_bars, png_bytes, to_image
 from capsviz.viz.explain import labelled_grid
+from pages.active import answer, page_model
 from pages.asking import ask
-from pages.common import (
-    answer,
-    dimension_sliders,
-    keep_link_note,
-    link_asks,
-    link_number,
-    page_model,
-    pick_image,
-    require_router,
-    show_link_note,
-    site_button,
-)
+from pages.common import require_router
 from pages.drawn import chart, picture, show
-from pages.state import STATE
+from pages.inputs import dimension_sliders, pick_image
+from pages.linking import keep_link_note, link_number, show_link_note
+from pages.sidebar import site_button
+from pages.state import STATE, link_asks
 
 require_router()
 

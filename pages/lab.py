@@ -8,18 +8,11 @@ from capsviz.glossary import help_text
 from capsviz.registry import either
 from capsviz.text import plain
 from capsviz.viz import grouped_bars, seed_strip
-from pages.common import (
-    checkpoints,
-    keep_choice,
-    link_choices,
-    load_model,
-    long_job,
-    page_model,
-    require_router,
-    said_rows,
-    test_set,
-)
+from pages.active import checkpoints, load_model, page_model, test_set
+from pages.common import require_router, said_rows
 from pages.drawn import chart
+from pages.inputs import long_job
+from pages.linking import keep_choice, link_choices
 from pages.state import STATE
 
 require_router()

@@ -34,19 +34,12 @@ from capsviz.registry import routing_words
 from capsviz.text import plain
 from capsviz.viz import SEGMENT_COLOURS, capsule_bars, png_bytes, segments_image, to_image, two_colour
 from capsviz.viz.explain import coupling_block, coupling_overlays, coupling_scale_words
+from pages.active import for_image, page_model, test_set
 from pages.asking import ask
-from pages.common import (
-    count_slider,
-    for_image,
-    keep_link_note,
-    link_choice,
-    long_job,
-    page_model,
-    require_router,
-    show_link_note,
-    test_set,
-)
+from pages.common import require_router
 from pages.drawn import chart, picture, show
+from pages.inputs import count_slider, long_job
+from pages.linking import keep_link_note, link_choice, show_link_note
 from pages.state import STATE, link_asks
 
 require_router()

@@ -26,8 +26,10 @@ from capsviz.glossary import help_text
 from capsviz.i18n import N_, keeping, t
 from capsviz.viz.animation import dynamic_frames, em_frames, gif_bytes
 from pages.asking import ask
-from pages.common import keep_link_note, link_number, require_router, show_link_note, site_button
+from pages.common import require_router
 from pages.drawn import picture, show
+from pages.linking import keep_link_note, link_number, show_link_note
+from pages.sidebar import site_button
 from pages.state import STATE, Key, link_asks
 
 require_router()

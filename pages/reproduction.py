@@ -8,8 +8,10 @@ from capsviz.checkpoint import total_training
 from capsviz.glossary import help_text
 from capsviz.text import plain
 from capsviz.viz import lines_by_epoch
-from pages.common import checkpoints, link_choice, require_router
+from pages.active import checkpoints
+from pages.common import require_router
 from pages.drawn import chart
+from pages.linking import link_choice
 from pages.state import STATE
 
 require_router()

@@ -24,22 +24,11 @@ from capsviz.i18n import N_, t
 from capsviz.registry import FAMILIES, either, shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, sweep_lines, to_image
-from pages.common import (
-    answer,
-    checkpoint_dir,
-    checkpoints,
-    count_slider,
-    keep_choice,
-    keep_within,
-    link_choice,
-    load_model,
-    long_job,
-    page_model,
-    pick_image,
-    require_router,
-    test_set,
-)
+from pages.active import answer, checkpoints, load_model, page_model, test_set
+from pages.common import checkpoint_dir, require_router
 from pages.drawn import chart, picture, show
+from pages.inputs import count_slider, long_job, pick_image
+from pages.linking import keep_choice, keep_within, link_choice
 from pages.state import STATE
 
 require_router()

@@ -38,8 +38,12 @@ from capsviz.registry import either, shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
-from pages.common import for_image, keep_within, link_choice, page_model, pick_image, require_router, site_button, test_set
+from pages.active import for_image, page_model, test_set
+from pages.common import require_router
 from pages.drawn import chart, kept, picture, show
+from pages.inputs import pick_image
+from pages.linking import keep_within, link_choice
+from pages.sidebar import site_button
 from pages.state import STATE
 
 require_router()

@@ -13,7 +13,7 @@ from capsviz.analysis.questions import answers_csv, said
 from capsviz.data.upload import mib, remove_upload, stored_uploads, uploads_dir
 from capsviz.i18n import N_, keeping, t, tn
 from capsviz.text import plain
-from pages.common import class_store, person
+from pages.classroom import class_store, person
 
 CONNECTED_S = 300  # a student seen within the last 5 minutes is connected (a page open, moved or not)
 REFRESH_S = 5  # the live parts redraw this often

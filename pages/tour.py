@@ -16,8 +16,12 @@ from capsviz.text import MAX_SENTENCES, plain
 from capsviz.viz import grouped_bars, png_bytes
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
 from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid
-from pages.common import for_image, link_number, page_model, pick_image, require_router, show_link_note, site_button
+from pages.active import for_image, page_model
+from pages.common import require_router
 from pages.drawn import chart, kept, picture, show
+from pages.inputs import pick_image
+from pages.linking import link_number, show_link_note
+from pages.sidebar import site_button
 from pages.state import STATE
 
 require_router()

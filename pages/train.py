@@ -26,7 +26,8 @@ from capsviz.i18n import N_, keeping, language, t, tn
 from capsviz.text import MAX_SENTENCES, plain
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
-from pages.common import address, checkpoint_dir, person, plain_chart, public, require_router
+from pages.classroom import address, person
+from pages.common import checkpoint_dir, plain_chart, public, require_router
 from pages.state import STATE
 
 require_router()

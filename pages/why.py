@@ -12,19 +12,11 @@ from capsviz.memo import digest
 from capsviz.text import plain
 from capsviz.viz import to_image
 from capsviz.viz import why as figures
-from pages.common import (
-    checkpoints,
-    keep_link_note,
-    keep_within,
-    load_model,
-    model_key,
-    page_model,
-    pick_image,
-    require_router,
-    show_link_note,
-    test_set,
-)
+from pages.active import checkpoints, load_model, model_key, page_model, test_set
+from pages.common import require_router
 from pages.drawn import chart, kept, picture, show
+from pages.inputs import pick_image
+from pages.linking import keep_link_note, keep_within, show_link_note
 from pages.projector import big
 from pages.state import STATE, link_asks
 

@@ -10,8 +10,10 @@ from capsviz.data.user import short_name
 from capsviz.glossary import help_text
 from capsviz.text import plain
 from capsviz.viz import squash_curve
-from pages.common import checkpoint_dir, checkpoints, keep_within, model_key, public, require_router
+from pages.active import checkpoints, model_key
+from pages.common import checkpoint_dir, public, require_router
 from pages.drawn import chart, kept
+from pages.linking import keep_within
 from pages.state import STATE
 
 require_router()

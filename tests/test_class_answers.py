@@ -16,7 +16,7 @@ import pytest
 import test_app
 from streamlit.testing.v1 import AppTest
 
-import pages.common
+import pages.classroom
 from capsviz import access, store
 from capsviz import checkpoint as ckpt
 from capsviz.analysis import dimension_effect, perturbation_grid, predict, questions
@@ -196,7 +196,7 @@ def test_the_same_store_on_postgresql(tmp_path):
 @pytest.fixture
 def students(app, monkeypatch):
     """Every AppTest session a browser on another machine; none sends cookies, so each is minted an identity."""
-    monkeypatch.setattr(pages.common, "address", lambda: "192.0.2.7")
+    monkeypatch.setattr(pages.classroom, "address", lambda: "192.0.2.7")
     return app
 
 
@@ -238,7 +238,7 @@ def test_a_student_answers_before_the_figure_and_the_teacher_counts_it(students,
     assert not any("How the class answered" in c.value for c in ann.caption)  # hidden until the teacher reveals
 
     # the teacher: the page, the count, the reveal
-    monkeypatch.setattr(pages.common, "address", lambda: access.LOCAL)
+    monkeypatch.setattr(pages.classroom, "address", lambda: access.LOCAL)
     teacher = AppTest.from_file(APP, default_timeout=60)
     teacher.switch_page("pages/teacher.py").run()
     assert not teacher.exception, teacher.exception
@@ -247,7 +247,7 @@ def test_a_student_answers_before_the_figure_and_the_teacher_counts_it(students,
     assert int(table.iloc[:, 1].sum()) == 1
     next(b for b in teacher.button if b.key == f"teacher_reveal_{qid}").click().run()
     assert store.store(students.folder).split(qid).revealed
-    monkeypatch.setattr(pages.common, "address", lambda: "192.0.2.7")
+    monkeypatch.setattr(pages.classroom, "address", lambda: "192.0.2.7")
     ann.run()
     assert any("How the class answered" in c.value for c in ann.caption)
 

@@ -8,7 +8,7 @@ import pytest
 import test_app
 from streamlit.testing.v1 import AppTest
 
-import pages.common
+import pages.classroom
 from capsviz import jobs, store
 from capsviz.analysis import questions
 from capsviz.analysis.playground import DYNAMIC_PRESETS, dynamic_toy
@@ -59,7 +59,7 @@ def test_the_explorer_and_playground_open_in_the_readers_language(app, page, tit
 
 
 def test_a_question_answered_in_japanese_is_the_same_question_in_chinese_with_the_same_counts(app, monkeypatch):
-    monkeypatch.setattr(pages.common, "address", lambda: "192.0.2.7")  # students, on other machines
+    monkeypatch.setattr(pages.classroom, "address", lambda: "192.0.2.7")  # students, on other machines
     ann = AppTest.from_file(APP, default_timeout=60)
     ann.query_params["lang"] = "ja"
     ann.switch_page("pages/playground.py").run()
@@ -97,7 +97,7 @@ def test_a_question_answered_in_japanese_is_the_same_question_in_chinese_with_th
     assert store.store(app.folder).split(q.qid).counts == kept.counts  # the split is the same for everyone
 
     # the teacher reads the question and its split in English, counted by the same keys
-    monkeypatch.setattr(pages.common, "address", lambda: "local")
+    monkeypatch.setattr(pages.classroom, "address", lambda: "local")
     teacher = AppTest.from_file(APP, default_timeout=60)
     teacher.switch_page("pages/teacher.py").run()
     assert not teacher.exception, teacher.exception

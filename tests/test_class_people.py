@@ -10,7 +10,7 @@ import test_app
 import test_train_page as ttp
 from streamlit.testing.v1 import AppTest
 
-import pages.common
+import pages.classroom
 from capsviz import access, jobs
 
 APP = test_app.APP
@@ -98,7 +98,7 @@ def as_person(monkeypatch):
         st.session_state["capsviz_teacher"] = teacher
         return who, teacher
 
-    monkeypatch.setattr(pages.common, "person", person)
+    monkeypatch.setattr(pages.classroom, "person", person)
 
 
 def student(who, teacher=False):
@@ -163,7 +163,7 @@ def test_a_reload_or_another_tab_keeps_control_of_ones_run(app, queue, as_person
 
 
 def test_the_teacher_key_is_typed_on_the_class_panel_and_a_link_never_carries_it(app, monkeypatch):
-    monkeypatch.setattr(pages.common, "address", lambda: "10.0.0.7")  # a browser elsewhere
+    monkeypatch.setattr(pages.classroom, "address", lambda: "10.0.0.7")  # a browser elsewhere
     monkeypatch.setenv("CAPSVIZ_TEACHER_KEY", "the-real-key-123")
     monkeypatch.delenv("CAPSVIZ_STUDENTS", raising=False)
     linked = AppTest.from_file(APP, default_timeout=60)

@@ -3,7 +3,7 @@ per-image computation goes through it, computed once per model, image, function 
 
 import numpy as np
 
-from pages.common import for_image
+from pages.active import for_image
 
 calls = []
 

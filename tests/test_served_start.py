@@ -126,12 +126,12 @@ def test_a_new_session_costs_little_cpu_in_a_checkout_with_its_venv_inside(tmp_p
 def test_a_page_error_shows_a_traceback_only_on_the_server_itself(monkeypatch, local):
     from streamlit.testing.v1 import AppTest
 
-    import pages.common
+    import pages.sidebar
 
     def broken(*a, **k):
         raise RuntimeError("secret detail at /srv/capsviz/uploads")
 
-    monkeypatch.setattr(pages.common, "sidebar", broken)
+    monkeypatch.setattr(pages.sidebar, "sidebar", broken)
     monkeypatch.setattr(serve, "local_browser", lambda ip, headers: local)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
     if local:

@@ -13,7 +13,7 @@ from pages.state import STATE, Key, Keys, declared, is_declared, link_asks, link
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "pages").glob("*.py")) + [ROOT / "app.py"]
-READERS = {"common.py", "state.py"}  # the one place that reads the link (pages.common hands it on)
+READERS = {"active.py", "classroom.py", "state.py"}  # read the link: the model asked for, a teacher key to drop
 
 
 def parsed(path: Path) -> ast.Module:
