@@ -11,7 +11,7 @@ from capsviz import access
 from capsviz.errors import CapsvizError
 from capsviz.i18n import N_, keeping, t, tn
 from capsviz.text import plain
-from pages.common import _seen, checkpoint_dir
+from pages.common import checkpoint_dir
 from pages.state import STATE
 
 _teachers: set[str] = set()  # the students' ids that have entered the teacher key in this process
@@ -55,6 +55,9 @@ def keep_identity() -> None:
             f"<script>document.cookie = '{access.ID_COOKIE}={cookie}; Path=/; Max-Age=31536000; SameSite=Lax';</script>",
             unsafe_allow_javascript=True,
         )
+
+
+_seen: dict[str, tuple[float, str]] = {}  # who -> (when this process last told the store, the page)
 
 
 def seen(who: str, page: str, teacher: bool) -> None:

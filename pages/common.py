@@ -13,7 +13,6 @@ import streamlit as st
 
 from capsviz.devices import serving_threads
 from capsviz.text import plain
-from pages.inputs import _DIMS_CSS, _DIMS_HTML, _DIMS_JS, _PAD_JS
 from pages.state import STATE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,16 +127,3 @@ guard_clear_cache()
 
 
 serving_threads()
-
-
-_seen: dict[str, tuple[float, str]] = {}  # who -> (when this process last told the store, the page)
-
-
-_pad = st.components.v2.component(
-    "capsviz.drawing_pad",
-    html='<canvas width="280" height="280" style="border:1px solid #888;touch-action:none;cursor:crosshair" aria-label="drawing pad"></canvas><br><button type="button">Clear</button>',
-    js=_PAD_JS,
-)
-
-
-_dims = st.components.v2.component("capsviz.dimension_sliders", html=_DIMS_HTML, css=_DIMS_CSS, js=_DIMS_JS)

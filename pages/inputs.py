@@ -18,7 +18,6 @@ from capsviz.i18n import N_, keeping, t
 from capsviz.progress import time_left
 from capsviz.text import plain
 from pages.active import test_set
-from pages.common import _dims, _pad
 from pages.linking import keep_choice, link_number, show_link_note
 from pages.state import STATE, Key
 
@@ -55,6 +54,13 @@ export default function (component) {
   clear.onclick = () => { wipe(); send(); };
 }
 """
+
+
+_pad = st.components.v2.component(
+    "capsviz.drawing_pad",
+    html='<canvas width="280" height="280" style="border:1px solid #888;touch-action:none;cursor:crosshair" aria-label="drawing pad"></canvas><br><button type="button">Clear</button>',
+    js=_PAD_JS,
+)
 
 
 def drawn_image() -> np.ndarray | None:
@@ -106,6 +112,9 @@ export default function (component) {
   };
 }
 """
+
+
+_dims = st.components.v2.component("capsviz.dimension_sliders", html=_DIMS_HTML, css=_DIMS_CSS, js=_DIMS_JS)
 
 
 def dimension_sliders(initial: np.ndarray, key: str) -> np.ndarray:

@@ -13,7 +13,7 @@ from pages.state import STATE, Key, Keys, declared, is_declared, link_asks, link
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "pages").glob("*.py")) + [ROOT / "app.py"]
-READERS = {"active.py", "classroom.py", "state.py"}  # read the link: the model asked for, a teacher key to drop
+READERS = {"active.py", "classroom.py", "sidebar.py", "state.py"}  # the model asked for, a teacher key to drop, the view for the site
 
 
 def parsed(path: Path) -> ast.Module:
