@@ -30,17 +30,17 @@ export async function render() {
         marker: { color: m.classes.map((_, j) => (winners.includes(j) ? "#0072B2" : "#9aa5b1")) },
         text: Array.from(lengths, (v) => fmt(v)),
         textposition: "outside",
-        hovertemplate: "%{x}: length %{y:.3f}<extra></extra>",
+        hovertemplate: `%{x}: ${say("word_length")} %{y:.3f}<extra></extra>`,
       },
     ],
-    layout(title, "class capsule", "length |v_j|", { yaxis: { range: [0, 1.1] } }),
+    layout(title, say("axis_class"), say("axis_length"), { yaxis: { range: [0, 1.1] } }),
     `Bar chart. ${title}. Length of each class capsule: ${pairs(m.classes, lengths)}.`,
   );
   $("pair").hidden = m.digits !== 2;
   if (m.digits === 2) await drawPair(lengths);
   const pick = $("capsule");
   if (state.capsule === null || state.capsule >= m.classes.length) state.capsule = best;
-  pick.replaceChildren(...m.classes.map((name, j) => el("option", { value: String(j) }, `${name} (length ${fmt(lengths[j])})`)));
+  pick.replaceChildren(...m.classes.map((name, j) => el("option", { value: String(j) }, say("option_length", { name, length: fmt(lengths[j]) }))));
   pick.value = String(state.capsule);
   await redraw();
   const key = `${m.name}|${state.image}|${state.drawn ? "drawn" : ""}|${state.capsule}|${current.rule}|${state.iterations}`;
@@ -74,8 +74,8 @@ async function drawPair(lengths) {
   paint(named($("pair-first"), `The reconstruction from capsule ${m.classes[a]} alone`), red, S);
   paint(named($("pair-second"), `The reconstruction from capsule ${m.classes[b]} alone`), green, S);
   overlay(named($("pair-overlay"), `Both reconstructions: ${m.classes[a]} in red, ${m.classes[b]} in green, yellow where both draw`), red, green, S);
-  $("pair-first-name").textContent = `from ${m.classes[a]} (red)`;
-  $("pair-second-name").textContent = `from ${m.classes[b]} (green)`;
+  $("pair-first-name").textContent = say("pair_from_red", { name: m.classes[a] });
+  $("pair-second-name").textContent = say("pair_from_green", { name: m.classes[b] });
 }
 
 // the reconstruction from the chosen capsule with the sliders' changes: a slider move runs this alone

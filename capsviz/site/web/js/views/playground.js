@@ -4,6 +4,7 @@ import { $, el } from "../draw.js";
 import { fmt } from "../numbers.js";
 import { route } from "../runtime.js";
 import { site, state } from "../store.js";
+import { say } from "../words.js";
 
 // Okabe-Ito's blue, orange and purple, darkened to 4.5:1 on the page (site.css): told apart without red/green
 const UPPER_COLOURS = ["var(--upper1)", "var(--upper2)", "var(--upper3)"];
@@ -51,7 +52,7 @@ export async function render(app) {
   const c = r.c.data.slice(dynamic ? t * I * J : 0, dynamic ? (t + 1) * I * J : I * J);
   const v = r.v.data.slice(dynamic ? t * J * 2 : 0, dynamic ? (t + 1) * J * 2 : J * 2);
   $("toy-T").disabled = !dynamic;
-  $("toy-T-out").textContent = dynamic ? String(T) : "one pass";
+  $("toy-T-out").textContent = dynamic ? String(T) : say("one_pass");
   const svg = $("toy");
   svg.replaceChildren();
   for (let j = 0; j < J; j++) {
@@ -64,10 +65,10 @@ export async function render(app) {
     svg.append(line(vx, vy, "#111", 0.1, 1));
     svg.append(text(vx, vy, `v${j + 1}`, "#111"));
   }
-  const head = el("tr", {}, el("th", {}, "lower"), ...Array.from({ length: J }, (_, j) => el("th", { style: `color:${UPPER_COLOURS[j]}` }, `c to upper ${j + 1}`)));
-  const body = Array.from({ length: I }, (_, i) => el("tr", {}, el("th", { scope: "row" }, `lower ${i + 1}`), ...Array.from({ length: J }, (_, j) => el("td", {}, fmt(c[i * J + j], 3)))));
+  const head = el("tr", {}, el("th", {}, say("pg_lower")), ...Array.from({ length: J }, (_, j) => el("th", { style: `color:${UPPER_COLOURS[j]}` }, say("pg_c_to_upper", { number: j + 1 }))));
+  const body = Array.from({ length: I }, (_, i) => el("tr", {}, el("th", { scope: "row" }, say("pg_lower_n", { number: i + 1 })), ...Array.from({ length: J }, (_, j) => el("td", {}, fmt(c[i * J + j], 3)))));
   const lengths = Array.from({ length: J }, (_, j) => fmt(Math.hypot(v[j * 2], v[j * 2 + 1])));
-  const foot = el("tr", {}, el("th", {}, "|v_j| (drawn x3)"), ...lengths.map((x) => el("td", {}, x)));
+  const foot = el("tr", {}, el("th", {}, say("pg_drawn")), ...lengths.map((x) => el("td", {}, x)));
   $("toy-table").replaceChildren(head, ...body, foot);
   svg.setAttribute(
     "aria-label",
@@ -90,7 +91,7 @@ export async function render(app) {
         state.toy.pts = p;
         app.render();
       });
-      inputs.append(el("label", {}, `upper ${j + 1} ${axis} `, box));
+      inputs.append(el("label", {}, `${say("pg_input", { number: j + 1, axis })} `, box));
     }
   }
 }
@@ -123,7 +124,7 @@ export function controls(app) {
     state.toy.T = Number($("toy-T").value);
     app.render();
   });
-  $("cap").replaceChildren(...Array.from({ length: pg.lower }, (_, i) => el("option", { value: String(i + 1) }, `lower ${i + 1}`)));
+  $("cap").replaceChildren(...Array.from({ length: pg.lower }, (_, i) => el("option", { value: String(i + 1) }, say("pg_lower_n", { number: i + 1 }))));
   $("cap").value = String(state.toy.cap);
   $("cap").addEventListener("change", () => {
     state.toy.cap = Number($("cap").value);

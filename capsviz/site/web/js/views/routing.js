@@ -24,7 +24,7 @@ export async function render() {
   const T = iterationsShown();
   state.t = Math.min(state.t, T);
   $("iterations").value = String(state.iterations);
-  $("iterations-out").textContent = dynamic ? String(state.iterations) : "one pass";
+  $("iterations-out").textContent = dynamic ? String(state.iterations) : say("one_pass");
   $("t").max = String(T);
   $("t").value = String(state.t);
   $("t-out").textContent = String(state.t);
@@ -68,15 +68,15 @@ export async function render() {
     heat(canvas, c, I, J, top);
     named(canvas, `Couplings of the ${I} primary capsules (rows, 1 at the top) to the ${J} classes (columns), from 0 to ${fmt(top, 3)}. Mean coupling to each class: ${pairs(m.classes, meanCouplings(c, I, J), 3)}.`);
     const box = labelled(el("div"), canvas, Array.from({ length: I }, (_, i) => String(i + 1)), m.classes, "");
-    maps.append(el("figure", { class: "wide" }, box, el("figcaption", {}, `Rows: the ${I} primary capsules; columns: the classes. Colour: coupling c_ij, `, scale(0, top, 3), " (dark to yellow).")));
+    maps.append(el("figure", { class: "wide" }, box, el("figcaption", {}, `${say("matrix_caption", { count: I })} `, scale(0, top, 3), ` ${say("dark_to_yellow")}`)));
   }
   const steps = Array.from({ length: T }, (_, k) => k + 1);
   if (T === 1) {
-    const title = dynamic ? "|v_j| after 1 iteration" : "|v_j| after the one pass";
+    const title = dynamic ? say("lengths_after_one") : say("lengths_after_pass");
     plot(
       $("iter-lengths"),
       [{ type: "bar", x: m.classes, y: Array.from(lengths), marker: { color: "#0072B2" }, text: Array.from(lengths, (v) => fmt(v)), textposition: "outside" }],
-      layout(title, "class capsule", "length |v_j|", { yaxis: { range: [0, 1.1] } }),
+      layout(title, say("axis_class"), say("axis_length"), { yaxis: { range: [0, 1.1] } }),
       `Bar chart, ${title}: ${pairs(m.classes, lengths)}.`,
     );
   } else {
@@ -84,7 +84,7 @@ export async function render() {
     plot(
       $("iter-lengths"),
       traces,
-      layout("|v_j| after each iteration", "iteration", "length |v_j|", {
+      layout(say("lengths_each"), say("axis_iteration"), say("axis_length"), {
         height: 340,
         legend: { orientation: "h", y: -0.35 },
         xaxis: { type: "linear", dtick: 1 },
@@ -100,7 +100,7 @@ export async function render() {
   plot(
     $("iter-uniform"),
     [{ type: "bar", x: steps, y: shares, marker: { color: "#0072B2" }, text: shares.map((v) => `${fmt(v, digits)}%`), textposition: "inside", insidetextanchor: "end", textfont: { color: "#fff" } }],
-    layout("Evenness of the couplings, %", dynamic ? "iteration" : "the one pass", "evenness % (100 = even)", { xaxis: { dtick: 1 }, yaxis: { range: [0, 100] } }),
+    layout(say("evenness_title"), dynamic ? say("axis_iteration") : say("axis_one_pass"), say("axis_evenness"), { xaxis: { dtick: 1 }, yaxis: { range: [0, 100] } }),
     `Bar chart of the couplings' evenness (their entropy as a share of an even split's): ${pairs(steps.map((n) => (dynamic ? `iteration ${n}` : "the one pass")), shares, digits)} percent.`,
   );
 }
