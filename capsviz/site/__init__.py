@@ -24,9 +24,10 @@ import numpy as np
 
 from capsviz import glossary
 from capsviz.analysis.playground import I_TOY, LIMIT, _dynamic_presets
+from capsviz.analysis.rules import RULE_MESSAGES
 from capsviz.analysis.tour import TOURS
 from capsviz.errors import CapsvizError
-from capsviz.i18n import LANGUAGES, speaking
+from capsviz.i18n import LANGUAGES, speaking, t
 from capsviz.site import export, offline, words
 
 WEB = Path(__file__).parent / "web"
@@ -173,6 +174,16 @@ def _tour_steps(model, meta) -> list:
     return TOURS[cfg.routing].steps(iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None)
 
 
+def _explanation(term) -> str:
+    """A glossary entry's explanation in this run's language; a rule's entry says the rule with its
+    numbers (capsviz.analysis.rules.RULE_MESSAGES: `Term.explain` reaches rules.rule_words, whose
+    later definition in that module takes a rule case's values instead)."""
+    if term.rule:
+        message, values = RULE_MESSAGES[term.rule]
+        return t(message, **values)
+    return t(term.explanation)
+
+
 def words_in(lang: str, tours: dict, em: bool) -> dict:
     """Every word the site shows, in `lang` (one of capsviz.i18n.LANGUAGES): the vocabulary of
     capsviz.site.words, the glossary and each model's tour titles (`tours`: a model's file name ->
@@ -183,7 +194,8 @@ def words_in(lang: str, tours: dict, em: bool) -> dict:
             "lang": lang,
             **words.vocabulary(em=em),
             "glossary": {
-                k: {"symbol": term.symbol_in(), "word": term.word_in(), "explanation": term.explain()} for k, term in glossary.TERMS.items()
+                k: {"symbol": term.symbol_in(), "word": term.word_in(), "explanation": _explanation(term)}
+                for k, term in glossary.TERMS.items()
             },
             "tours": {name: [s.title for s in steps()] for name, steps in tours.items()},
         }
@@ -285,7 +297,9 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
     languages = {}
     for lang in LANGUAGES:
         languages[lang] = f"words-{lang}.json"
-        (out / languages[lang]).write_text(json.dumps(words_in(lang, tours, bool(em_entries)), ensure_ascii=False, indent=1), encoding="utf-8")
+        (out / languages[lang]).write_text(
+            json.dumps(words_in(lang, tours, bool(em_entries)), ensure_ascii=False, indent=1), encoding="utf-8"
+        )
     manifest = {
         "languages": {lang: {"name": name, "words": languages[lang]} for lang, name in LANGUAGES.items()},
         "models": entries,
@@ -293,7 +307,7 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
         "image_sets": image_sets,
         "graphs": shared,
         "iterations_max": export.ITERATIONS,
-        "glossary": {k: {"symbol": t.symbol, "word": t.word, "explanation": t.explanation} for k, t in glossary.TERMS.items()},
+        "glossary": {k: {"symbol": term.symbol, "word": term.word, "explanation": term.explanation} for k, term in glossary.TERMS.items()},
         **words.vocabulary(em=bool(em_entries)),
         "playground": {
             "presets": {name: p.tolist() for name, p in _dynamic_presets().items()},

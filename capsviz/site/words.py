@@ -139,7 +139,9 @@ PAGE = {
     "input_clear": N_("Clear"),
     # the explorer
     "explore_title": N_("Class-capsule lengths"),
-    "explore_note": N_("The length of each class capsule is meant as the network's confidence that its class is in the image; the longest one is the answer."),
+    "explore_note": N_(
+        "The length of each class capsule is meant as the network's confidence that its class is in the image; the longest one is the answer."
+    ),
     "pair_title": N_("Two digits in one image: each capsule redraws its own"),
     "fig_input": N_("input"),
     "pair_both": N_("both: red and green"),
@@ -217,7 +219,9 @@ PAGE = {
     "tour_runner_up": N_("runner-up"),
     "tour_decoded": N_("decoded from {name}"),
     "tour_difference": N_("mean pixel difference"),
-    "tour_lab": N_("The routing lab, which runs this model with uniform and random couplings and compares them, is in the full capsviz app (Routing lab page)."),
+    "tour_lab": N_(
+        "The routing lab, which runs this model with uniform and random couplings and compares them, is in the full capsviz app (Routing lab page)."
+    ),
     "tour_no_figure": N_("This step's figure is shown in the full capsviz app's guided tour."),
     # the playground
     "playground_title": N_("Routing playground"),

@@ -51,3 +51,11 @@ test("every message the front end says is in the manifest with exactly the place
     assert.deepEqual([...new Set(keys)].sort(), [...new Set(wanted)].sort(), `${file}: ${id}`);
   }
 });
+
+test("every word index.html marks (data-w, data-w-label) is among the manifest's messages", { skip: NO_WORDS }, () => {
+  const messages = manifest().messages;
+  const html = readFileSync(new URL("../index.html", import.meta.url), "utf8");
+  const marked = [...html.matchAll(/data-w(?:-label)?="([a-z_0-9]+)"/g)].map((m) => m[1]);
+  assert.ok(marked.length > 30, marked.length);
+  for (const id of marked) assert.ok(id in messages, `index.html: ${id} is not among the manifest's messages`);
+});
