@@ -15,7 +15,7 @@ import * as input from "./js/views/input.js";
 import * as playground from "./js/views/playground.js";
 import * as routing from "./js/views/routing.js";
 import * as tour from "./js/views/tour.js";
-import { label, say, useMessages } from "./js/words.js";
+import { label, say, sentences, useMessages } from "./js/words.js";
 
 const VIEWS = { explore, routing, tour, playground, em }; // the manifest's views, each by its module
 const params = new URLSearchParams(location.search);
@@ -25,7 +25,7 @@ function writeAddress() {
 }
 
 function sayStatus() {
-  $("status").textContent = [shown.problem, ...shown.notes].filter(Boolean).join(" ");
+  $("status").textContent = sentences(shown.problem, ...shown.notes);
 }
 
 function note(notes) {
@@ -53,7 +53,7 @@ function useWords(w) {
   const man = site.manifest;
   Object.assign(man, { views: w.views, em: w.em, routings: { ...man.routings, ...w.routings }, rules: w.rules, messages: w.messages, glossary: w.glossary });
   for (const m of man.models) (w.tours[m.name] || []).forEach((title, k) => m.tour[k] && (m.tour[k].title = title));
-  useMessages(w.messages);
+  useMessages(w.messages, w.lang);
   state.lang = w.lang;
   document.documentElement.lang = w.lang;
   for (const node of document.querySelectorAll("[data-w]")) node.textContent = say(node.dataset.w);

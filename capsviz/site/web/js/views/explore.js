@@ -4,7 +4,7 @@ import { $, el, labelled, layout, named, overlay, paint, plot } from "../draw.js
 import { argmax, fmt, lengthsAt, order, pairs, vectorAt } from "../numbers.js";
 import { decode, imageSet } from "../runtime.js";
 import { iterationsShown, shown, site, state } from "../store.js";
-import { say } from "../words.js";
+import { say, sentences } from "../words.js";
 
 const STEPS = [-0.25, -0.2, -0.15, -0.1, -0.05, 0, 0.05, 0.1, 0.15, 0.2, 0.25]; // the sliders' values
 let gridKey = null;
@@ -69,7 +69,7 @@ async function drawPair(lengths) {
   const said = state.drawn
     ? say("pair_drawn", { first, second, first_length: firstLength, second_length: secondLength })
     : say("pair_winners", { first, second, first_length: firstLength, second_length: secondLength, truth });
-  $("pair-note").textContent = `${said} ${say("pair_overlay", { first, second })}`;
+  $("pair-note").textContent = sentences(said, say("pair_overlay", { first, second }));
   paint(named($("pair-input"), "The input: two digits overlaid"), shown.current.pixels, S);
   paint(named($("pair-first"), `The reconstruction from capsule ${m.classes[a]} alone`), red, S);
   paint(named($("pair-second"), `The reconstruction from capsule ${m.classes[b]} alone`), green, S);

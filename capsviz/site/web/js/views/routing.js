@@ -5,7 +5,7 @@ import { $, el, heat, heatOver, labelled, layout, named, plot, scale } from "../
 import { argmax, couplingsAt, fmt, lengthsAt, mean, meanCouplings, pairs, percentDigits, placeMaps, range, uniformShare } from "../numbers.js";
 import { decide } from "../rules.js";
 import { iterationsShown, shown, site, state } from "../store.js";
-import { fill, say } from "../words.js";
+import { fill, say, sentences } from "../words.js";
 
 // rule `name` of the manifest's table (capsviz.analysis.rules) on `values`, as words ("" for a case without)
 function ruled(name, values) {
@@ -37,13 +37,13 @@ export async function render() {
   $("iterations").parentElement.hidden = !dynamic;
   $("t").parentElement.hidden = !dynamic || T === 1;
   const uniform = fmt(1 / J, 3);
-  $("routing-note").textContent = [
+  $("routing-note").textContent = sentences(
     dynamic ? say("routing_iteration", { t: t + 1, T, J, uniform }) : say("routing_one_pass", { J, uniform }),
     say("routing_evenness", { J }),
     // the app's near-uniform rule, on the class the model predicts after its last iteration
     ruled("near uniform", { evenness: share, share: meanCouplings(c, I, J)[argmax(lengthsAt(current, T))], uniform: 1 / J }),
     say(m.grid ? "routing_maps_grid" : "routing_maps_matrix"),
-  ].join(" ");
+  );
   const maps = $("maps");
   maps.replaceChildren();
   const lengths = lengthsAt(current, t + 1); // the captions follow the iteration shown
@@ -61,7 +61,7 @@ export async function render() {
       maps.append(el("figure", {}, canvas, el("figcaption", {}, say("routing_map_caption", { name: m.classes[j], mean: fmt(avg, 3), length: fmt(lengths[j]) }))));
     });
     const span = ruled("small span", { lo, hi, uniform: 1 / J }); // the app's rule: a narrow span's colours exaggerate
-    maps.append(el("p", { class: "note" }, say("colour_scale"), " ", scale(lo, hi, 3), ` ${say("routing_maps_scale", { after })} ${span}`));
+    maps.append(el("p", { class: "note" }, say("colour_scale"), " ", scale(lo, hi, 3), ` ${sentences(say("routing_maps_scale", { after }), span)}`));
   } else {
     const [, top] = range(c);
     const canvas = el("canvas", { class: "matrix" });
