@@ -194,7 +194,13 @@ def words_in(lang: str, tours: dict, em: bool) -> dict:
             "lang": lang,
             **words.vocabulary(em=em),
             "glossary": {
-                k: {"symbol": term.symbol_in(), "word": term.word_in(), "explanation": _explanation(term)}
+                k: {
+                    "symbol": term.symbol_in(),
+                    "word": term.word_in(),
+                    # as the app's glossary names it: in Chinese or Japanese with the English term in brackets
+                    "heading": term.heading().replace("**", ""),
+                    "explanation": _explanation(term),
+                }
                 for k, term in glossary.TERMS.items()
             },
             "tours": {name: [s.title for s in steps()] for name, steps in tours.items()},

@@ -12,7 +12,8 @@ function help(terms) {
   $("step-help").replaceChildren(
     ...terms.flatMap((k) => {
       const t = g[k];
-      return t ? [el("dt", {}, t.symbol === t.word ? t.symbol : `${t.symbol} (${t.word})`), el("dd", {}, t.explanation)] : [];
+      const name = t && (t.heading || (t.symbol === t.word ? t.symbol : `${t.symbol} (${t.word})`)); // a language's words name the English term too
+      return t ? [el("dt", {}, name), el("dd", {}, t.explanation)] : [];
     }),
   );
 }
