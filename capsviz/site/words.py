@@ -247,6 +247,27 @@ PAGE = {
     "em_hist_title": N_("Iteration {t} of {T}: vote distances to each class capsule's mean pose, weighted by R"),
     "em_distance_axis": N_("distance to the mean pose"),
     "em_sum_axis": N_("sum of R"),
+    # what a screen reader says of the explorer's and the routing view's figures
+    "aria_lengths": N_("Bar chart. {title}. Length of each class capsule: {values}."),
+    "aria_pair_input": N_("The input: two digits overlaid"),
+    "aria_pair_one": N_("The reconstruction from capsule {name} alone"),
+    "aria_pair_both": N_("Both reconstructions: {first} in red, {second} in green, yellow where both draw"),
+    "aria_reconstruction": N_("The decoder's reconstruction from capsule {name}, with {changes}."),
+    "aria_reconstruction_plain": N_("The decoder's reconstruction from capsule {name}, no dimension changed."),
+    "aria_grid": N_(
+        "Perturbation grid for capsule {name}: {count} rows, one per dimension (d0 at the top), each changed alone from -0.25 (left) to +0.25 (right) in steps of 0.05; the middle column is the capsule's own reconstruction."
+    ),
+    "aria_dimension": N_("dimension {d}"),
+    "aria_map": N_("Couplings to {name} over the image on iteration {t}: mean {mean}, from {lo} to {hi}; |v| {after} {length}."),
+    "aria_matrix": N_(
+        "Couplings of the {I} primary capsules (rows, 1 at the top) to the {J} classes (columns), from 0 to {top}. Mean coupling to each class: {values}."
+    ),
+    "aria_bars": N_("Bar chart, {title}: {values}."),
+    "aria_lines": N_(
+        "Line chart of each class capsule's length after each of {T} iterations (the dotted line marks iteration {t}, shown above). After iteration {t}: {values}. After iteration {T}: {last}."
+    ),
+    "aria_evenness": N_("Bar chart of the couplings' evenness (their entropy as a share of an even split's): {values} percent."),
+    "aria_iteration": N_("iteration {n}"),
 }
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -99,6 +99,7 @@ def texts(page) -> dict:
       bars: [...document.querySelectorAll("#lengths .bartext")].map((t) => t.textContent),
       label: document.getElementById("label").textContent,
       footer: document.querySelector("footer p").textContent,
+      described: document.getElementById("lengths").getAttribute("aria-label"),
     })"""
     )
 
@@ -125,6 +126,7 @@ def test_each_language_at_phone_width_with_the_english_numbers(browser, site, ur
         assert got["nav"] == [v["name"] for v in words["views"]] and got["nav"] != english["nav"]
         assert got["title"] == words["messages"]["explore_title"] and CJK.search(got["chart"]) and CJK.search(got["xaxis"])
         assert got["chart"] != english["chart"] and got["label"] != english["label"]
+        assert CJK.search(got["described"]) and NUMBER.findall(got["described"]) == NUMBER.findall(english["described"])
         # the same model on the same image: every number the explorer says is the English page's
         assert got["bars"] == english["bars"] and len(got["bars"]) == 10
         assert NUMBER.findall(got["chart"]) == NUMBER.findall(english["chart"])
@@ -163,7 +165,9 @@ def test_the_switch_changes_every_word_without_a_reload_and_an_odd_lang_is_said(
         assert page.evaluate("document.documentElement.lang") == "ja"
         status = page.evaluate("() => document.getElementById('status').textContent")
         assert "lang=klingon" in status and "日本語" in status and CJK.search(status)
-        assert page.evaluate("() => document.getElementById('step-of').textContent") == ja["messages"]["tour_step"].format(step=1, count=len(ja["tours"][MODEL]))
+        assert page.evaluate("() => document.getElementById('step-of').textContent") == ja["messages"]["tour_step"].format(
+            step=1, count=len(ja["tours"][MODEL])
+        )
         assert "lang=ja" in page.url
         page.evaluate("window.notReloaded = true")
         models_before = [u for u in page.fetched if ".onnx" in u or ".weights" in u]
@@ -183,7 +187,10 @@ def test_the_switch_changes_every_word_without_a_reload_and_an_odd_lang_is_said(
         })"""
         )
         assert got["still"], "the page reloaded"
-        assert got["step"] == zh["messages"]["tour_step"].format(step=1, count=len(zh["tours"][MODEL])) and got["back"] == zh["messages"]["tour_back"]
+        assert (
+            got["step"] == zh["messages"]["tour_step"].format(step=1, count=len(zh["tours"][MODEL]))
+            and got["back"] == zh["messages"]["tour_back"]
+        )
         assert got["title"] == zh["tours"][MODEL][0] and got["tagline"] == zh["messages"]["page_tagline"]
         assert got["nav"] == [v["name"] for v in zh["views"]]
         assert "lang=klingon" in got["status"] and "日本語" in got["status"] and got["status"] != status  # said again in Chinese

@@ -57,7 +57,7 @@ export async function render() {
       heatOver(canvas, one, m.grid, hi, lo, current.pixels, m.in_size);
       const avg = mean(one);
       const [a, b] = range(one);
-      named(canvas, `Couplings to ${m.classes[j]} over the image on iteration ${t + 1}: mean ${fmt(avg, 3)}, from ${fmt(a, 3)} to ${fmt(b, 3)}; |v| ${after} ${fmt(lengths[j])}.`);
+      named(canvas, say("aria_map", { name: m.classes[j], t: t + 1, mean: fmt(avg, 3), lo: fmt(a, 3), hi: fmt(b, 3), after, length: fmt(lengths[j]) }));
       maps.append(el("figure", {}, canvas, el("figcaption", {}, say("routing_map_caption", { name: m.classes[j], mean: fmt(avg, 3), length: fmt(lengths[j]) }))));
     });
     const span = ruled("small span", { lo, hi, uniform: 1 / J }); // the app's rule: a narrow span's colours exaggerate
@@ -66,7 +66,7 @@ export async function render() {
     const [, top] = range(c);
     const canvas = el("canvas", { class: "matrix" });
     heat(canvas, c, I, J, top);
-    named(canvas, `Couplings of the ${I} primary capsules (rows, 1 at the top) to the ${J} classes (columns), from 0 to ${fmt(top, 3)}. Mean coupling to each class: ${pairs(m.classes, meanCouplings(c, I, J), 3)}.`);
+    named(canvas, say("aria_matrix", { I, J, top: fmt(top, 3), values: pairs(m.classes, meanCouplings(c, I, J), 3) }));
     const box = labelled(el("div"), canvas, Array.from({ length: I }, (_, i) => String(i + 1)), m.classes, "");
     maps.append(el("figure", { class: "wide" }, box, el("figcaption", {}, `${say("matrix_caption", { count: I })} `, scale(0, top, 3), ` ${say("dark_to_yellow")}`)));
   }
@@ -77,7 +77,7 @@ export async function render() {
       $("iter-lengths"),
       [{ type: "bar", x: m.classes, y: Array.from(lengths), marker: { color: "#0072B2" }, text: Array.from(lengths, (v) => fmt(v)), textposition: "outside" }],
       layout(title, say("axis_class"), say("axis_length"), { yaxis: { range: [0, 1.1] } }),
-      `Bar chart, ${title}: ${pairs(m.classes, lengths)}.`,
+      say("aria_bars", { title, values: pairs(m.classes, lengths) }),
     );
   } else {
     const traces = m.classes.map((name, j) => ({ type: "scatter", mode: "lines+markers", name, x: steps, y: steps.map((n) => lengthsAt(current, n)[j]) }));
@@ -91,8 +91,7 @@ export async function render() {
         yaxis: { range: [0, 1] },
         shapes: [{ type: "line", x0: t + 1, x1: t + 1, y0: 0, y1: 1, line: { dash: "dot", color: "#5a6570", width: 1 } }],
       }),
-      `Line chart of each class capsule's length after each of ${T} iterations (the dotted line marks iteration ${t + 1}, shown above). ` +
-        `After iteration ${t + 1}: ${pairs(m.classes, lengths)}. After iteration ${T}: ${pairs(m.classes, lengthsAt(current, T))}.`,
+      say("aria_lines", { T, t: t + 1, values: pairs(m.classes, lengths), last: pairs(m.classes, lengthsAt(current, T)) }),
     );
   }
   const shares = steps.map((n) => 100 * uniformShare(couplingsAt(current, n - 1), I, J));
@@ -101,7 +100,7 @@ export async function render() {
     $("iter-uniform"),
     [{ type: "bar", x: steps, y: shares, marker: { color: "#0072B2" }, text: shares.map((v) => `${fmt(v, digits)}%`), textposition: "inside", insidetextanchor: "end", textfont: { color: "#fff" } }],
     layout(say("evenness_title"), dynamic ? say("axis_iteration") : say("axis_one_pass"), say("axis_evenness"), { xaxis: { dtick: 1 }, yaxis: { range: [0, 100] } }),
-    `Bar chart of the couplings' evenness (their entropy as a share of an even split's): ${pairs(steps.map((n) => (dynamic ? `iteration ${n}` : "the one pass")), shares, digits)} percent.`,
+    say("aria_evenness", { values: pairs(steps.map((n) => (dynamic ? say("aria_iteration", { n }) : say("axis_one_pass"))), shares, digits) }),
   );
 }
 
