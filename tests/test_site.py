@@ -239,6 +239,7 @@ def test_the_site_words_of_each_language_are_whole_and_fill_as_the_english(lang)
     for a, b in zip(got["views"], en["views"], strict=True):
         assert a["name"] != b["name"] and a["called"] != b["called"], (lang, a)
     for name, r in got["routings"].items():
+        assert r["words"] != en["routings"][name]["words"] and r["about"] != en["routings"][name]["about"], (lang, name)
         assert r["title"] != en["routings"][name]["title"] and r["iterative"] == en["routings"][name]["iterative"], (lang, name)
     assert set(got["glossary"]) == set(en["glossary"]) and len(got["tours"]["m.safetensors"]) == len(en["tours"]["m.safetensors"])
 

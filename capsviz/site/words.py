@@ -32,6 +32,14 @@ ROUTING_TITLES = {
     "self-attention": N_("Self-attention routing, in one pass"),
 }
 EM_TITLE = N_("EM routing, iteration by iteration: matrix capsules")
+# The registry's words for the routings the site shows (capsviz.registry.ROUTINGS keeps them as plain
+# strings): marked here so the catalog has them, and `vocabulary` translates them with t
+REGISTRY_WORDS = (
+    N_("self-attention routing (one pass)"),
+    N_("the couplings are set by iterations of agreement"),
+    N_("the couplings are set by one pass of self-attention"),
+    N_("each class capsule fits a Gaussian to the votes it explains, and each vote goes to the capsules that explain it best"),
+)
 # Every link parameter the site reads: the app's shared ones and its own
 PARAMS = ("view", "embed", *SHARED, "routing", "pts", "lang")
 
