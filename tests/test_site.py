@@ -126,6 +126,10 @@ def test_site_links_carry_the_app_view_or_nothing():
         site_link("playground", {"preset": "outliers", "rule": "dynamic"}, False, "https://h")
         == "https://h/?view=playground&preset=outliers&rule=dynamic"
     )
+    from capsviz.i18n import speaking
+
+    with speaking("ja"):  # the app read in Japanese: the site opens in Japanese
+        assert site_link("tour", q, True, "https://h").endswith("&lang=ja")
 
 
 def test_packed_weights_unpack_to_the_graph_pytorch_exported(tmp_path):
