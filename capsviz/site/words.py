@@ -276,6 +276,23 @@ PAGE = {
     ),
     "aria_evenness": N_("Bar chart of the couplings' evenness (their entropy as a share of an even split's): {values} percent."),
     "aria_iteration": N_("iteration {n}"),
+    # ... and of the tour's, the EM view's and the playground's
+    "aria_feature_map": N_("Feature map {number}: mean response {mean}, strongest {top}"),
+    "aria_input_image": N_("The input image, {size} x {size} pixels"),
+    "aria_longest_places": N_("The longest primary capsule at each of the {grid} x {grid} places: lengths from {lo} to {hi}"),
+    "aria_primary_lengths": N_("Bar chart of the length of each of the {count} primary capsules: {values}."),
+    "aria_predictions": N_("Bar chart of the mean length of the predictions for each class capsule: {values}."),
+    "aria_class_lengths": N_("Bar chart of the class capsules' lengths: {values}."),
+    "aria_reconstruction_from": N_("The reconstruction from capsule {name}"),
+    "aria_em_input": N_("The image EM routes: {said}"),
+    "aria_em_lines": N_(
+        "Line chart of each class capsule's activation after each of {T} EM iterations (the dotted line marks iteration {t}, shown below). After iteration {t}: {values}."
+    ),
+    "aria_em_histogram": N_("Histogram, {title}: the votes' distances from 0 to {limit}; the most R, {most}, at distance {at}."),
+    "aria_pg_input": N_("lower {lower}'s prediction for upper {upper}, {axis}"),
+    "aria_pg_svg": N_(
+        "Predictions of the {I} lower capsules (lines numbered 1 to {I}, one colour per upper capsule) and the {J} upper capsules v (black, drawn 3 times as long): lengths {lengths}; the couplings are in the table beside."
+    ),
 }
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -34,7 +34,7 @@ export async function render() {
   $("em-t-out").textContent = say("of_count", { t: state.em.t, T });
   // its own picture only where the input panel shows another image (a MultiMNIST model's pair)
   $("em-input").parentElement.hidden = site.model.images === m.images;
-  paint(named($("em-input"), `The image EM routes: ${said}`), pixels, m.in_size, m.channels);
+  paint(named($("em-input"), say("aria_em_input", { said })), pixels, m.in_size, m.channels);
   $("em-input-cap").textContent = say("em_routes", { model: label(m.name), said });
   const dist = distances(res.votes, res.mu, T, I, J, H);
   const { limit, share } = histogramRange(dist);
@@ -55,7 +55,7 @@ export async function render() {
       yaxis: { range: [0, 1] },
       shapes: [{ type: "line", x0: t + 1, x1: t + 1, y0: 0, y1: 1, line: { dash: "dot", color: "#5a6570", width: 1 } }],
     }),
-    `Line chart of each class capsule's activation after each of ${T} EM iterations (the dotted line marks iteration ${t + 1}, shown below). After iteration ${t + 1}: ${pairs(m.classes, atT)}.`,
+    say("aria_em_lines", { T, t: t + 1, values: pairs(m.classes, atT) }),
   );
   // Fig. 2: one panel per class capsule, the most active first, one height scale over every iteration
   const counts = histograms(dist, res.R, T, I, J, limit, BINS);
@@ -71,7 +71,7 @@ export async function render() {
     const title = k === 0 ? say("em_winner", { name, activation, total }) : say("em_panel", { name, activation, total });
     plot(
       box,
-      [{ type: "bar", x: centres, y, marker: { color: k === 0 ? "#0072B2" : "#5a6570" }, hovertemplate: "distance %{x:.3f}: R %{y:.2f}<extra></extra>" }],
+      [{ type: "bar", x: centres, y, marker: { color: k === 0 ? "#0072B2" : "#5a6570" }, hovertemplate: `${say("em_distance_axis")} %{x:.3f}: R %{y:.2f}<extra></extra>` }],
       layout(title, say("em_distance_axis"), say("em_sum_axis"), {
         height: 210,
         margin: { l: 48, r: 8, t: 30, b: 44 },
@@ -80,7 +80,7 @@ export async function render() {
         yaxis: { range: [0, top * 1.05] },
         bargap: 0,
       }),
-      `Histogram, ${title}: the votes' distances from 0 to ${limit}; the most R, ${fmt(Math.max(...y), 2)}, at distance ${fmt(centres[y.indexOf(Math.max(...y))], 3)}.`,
+      say("aria_em_histogram", { title, limit, most: fmt(Math.max(...y), 2), at: fmt(centres[y.indexOf(Math.max(...y))], 3) }),
     );
   });
 }

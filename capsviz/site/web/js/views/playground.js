@@ -70,11 +70,7 @@ export async function render(app) {
   const lengths = Array.from({ length: J }, (_, j) => fmt(Math.hypot(v[j * 2], v[j * 2 + 1])));
   const foot = el("tr", {}, el("th", {}, say("pg_drawn")), ...lengths.map((x) => el("td", {}, x)));
   $("toy-table").replaceChildren(head, ...body, foot);
-  svg.setAttribute(
-    "aria-label",
-    `Predictions of the ${I} lower capsules (lines numbered 1 to ${I}, one colour per upper capsule) and the ${J} upper capsules v (black, drawn 3 times as long): ` +
-      `lengths ${lengths.map((x, j) => `v${j + 1} ${x}`).join(", ")}; the couplings are in the table beside.`,
-  );
+  svg.setAttribute("aria-label", say("aria_pg_svg", { I, J, lengths: lengths.map((x, j) => `v${j + 1} ${x}`).join(", ") }));
   const inputs = $("cap-inputs");
   inputs.replaceChildren();
   const i = state.toy.cap - 1;
@@ -83,7 +79,7 @@ export async function render(app) {
       [0, "x"],
       [1, "y"],
     ]) {
-      const box = el("input", { type: "number", min: String(-pg.limit), max: String(pg.limit), step: "0.1", value: String(pts[(i * 3 + j) * 2 + d]), "aria-label": `lower ${i + 1}'s prediction for upper ${j + 1}, ${axis}` });
+      const box = el("input", { type: "number", min: String(-pg.limit), max: String(pg.limit), step: "0.1", value: String(pts[(i * 3 + j) * 2 + d]), "aria-label": say("aria_pg_input", { lower: i + 1, upper: j + 1, axis }) });
       box.addEventListener("change", () => {
         const p = toyPoints().slice();
         const val = Math.min(pg.limit, Math.max(-pg.limit, Number(box.value) || 0));

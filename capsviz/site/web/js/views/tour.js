@@ -28,7 +28,7 @@ function features(s) {
     const map = new Float32Array(S2 * S2);
     let top = 0;
     for (let p = 0; p < S2 * S2; p++) top = Math.max(top, (map[p] = f.data[p * C1 + k]));
-    const c = named(el("canvas"), `Feature map ${k + 1}: mean response ${fmt(sums[k] / (S2 * S2), 3)}, strongest ${fmt(top, 3)}`);
+    const c = named(el("canvas"), say("aria_feature_map", { number: k + 1, mean: fmt(sums[k] / (S2 * S2), 3), top: fmt(top, 3) }));
     heat(c, map, S2, S2, top);
     s.fig.append(el("figure", {}, c, el("figcaption", {}, say("tour_map", { number: k + 1 }))));
   }
@@ -49,7 +49,7 @@ function classBars(s, values, title, y, summary) {
 const FIGURES = {
   input(s) {
     const m = s.m;
-    const c = named(el("canvas"), `The input image, ${m.in_size} x ${m.in_size} pixels`);
+    const c = named(el("canvas"), say("aria_input_image", { size: m.in_size }));
     paint(c, shown.current.pixels, m.in_size, m.channels);
     s.fig.append(c);
     return [
@@ -71,7 +71,7 @@ const FIGURES = {
       for (let p = 0; p < G * G; p++) best[p] = Math.max(...len.slice(p * m.types, (p + 1) * m.types));
       // the scale runs from the shortest to the longest shown: near-saturated lengths (0.97 to 1.00) still differ in colour
       const [lo, hi] = range(best);
-      const c = named(el("canvas"), `The longest primary capsule at each of the ${G} x ${G} places: lengths from ${fmt(lo, 3)} to ${fmt(hi, 3)}`);
+      const c = named(el("canvas"), say("aria_longest_places", { grid: G, lo: fmt(lo, 3), hi: fmt(hi, 3) }));
       heat(c, best, G, G, hi, lo);
       s.fig.append(el("figure", {}, c, el("figcaption", {}, `${say("tour_longest_place")} `, scale(lo, hi, 3), ` ${say("dark_to_yellow")}`)));
       rows.push([say("tour_primary"), say("tour_primary_grid", { count: I, grid: G, types: m.types })], [say("tour_longest_at_place"), say("tour_from_to", { lo: fmt(lo, 3), hi: fmt(hi, 3) })]);
@@ -81,7 +81,7 @@ const FIGURES = {
         chart(s.fig),
         [{ type: "bar", x: names, y: len, marker: { color: "#0072B2" } }],
         layout(say("tour_primary_title"), say("tour_primary_axis"), say("tour_primary_length"), { yaxis: { range: [0, 1] } }),
-        `Bar chart of the length of each of the ${I} primary capsules: ${pairs(names, len)}.`,
+        say("aria_primary_lengths", { count: I, values: pairs(names, len) }),
       );
       rows.push([say("tour_primary"), say("tour_primary_whole", { count: I })]);
     }
@@ -100,7 +100,7 @@ const FIGURES = {
       chart(s.fig),
       [{ type: "bar", x: m.classes, y: avg, marker: { color: "#9aa5b1" } }],
       layout(say("tour_predictions_title"), say("tour_predictions_axis"), say("tour_predictions_length")),
-      `Bar chart of the mean length of the predictions for each class capsule: ${pairs(m.classes, avg)}.`,
+      say("aria_predictions", { values: pairs(m.classes, avg) }),
     );
     return [[say("tour_predictions"), say("tour_predictions_count", { I, J, D })]];
   },
@@ -110,7 +110,7 @@ const FIGURES = {
     const c = couplingsAt(res, t);
     const atT = lengthsAt(res, t + 1);
     const title = step.kind === "iteration" ? say("tour_after_iteration") : say("tour_after_pass");
-    classBars(s, atT, title, say("axis_length"), `Bar chart, ${title}: ${pairs(m.classes, atT)}.`);
+    classBars(s, atT, title, say("axis_length"), say("aria_bars", { title, values: pairs(m.classes, atT) }));
     const { I, J } = res;
     const rows = order(s.lengths)
       .slice(0, 3)
@@ -124,7 +124,7 @@ const FIGURES = {
   },
   lengths(s) {
     const { m, lengths } = s;
-    classBars(s, lengths, say("tour_lengths_title"), say("axis_length"), `Bar chart of the class capsules' lengths: ${pairs(m.classes, lengths)}.`);
+    classBars(s, lengths, say("tour_lengths_title"), say("axis_length"), say("aria_class_lengths", { values: pairs(m.classes, lengths) }));
     const [first, second] = order(lengths);
     return [
       [say("tour_answer"), `${m.classes[first]} (${fmt(lengths[first])})`],
@@ -136,8 +136,8 @@ const FIGURES = {
     const best = order(s.lengths)[0];
     const rec = await decode(m, vectorAt(res, s.T, best), [best]);
     const pixels = shown.current.pixels;
-    const a = named(el("canvas"), "The input");
-    const b = named(el("canvas"), `The reconstruction from capsule ${m.classes[best]}`);
+    const a = named(el("canvas"), say("input_title"));
+    const b = named(el("canvas"), say("aria_reconstruction_from", { name: m.classes[best] }));
     paint(a, pixels, m.in_size, m.channels);
     paint(b, rec, m.in_size, m.channels);
     s.fig.append(el("figure", {}, a, el("figcaption", {}, say("fig_input"))), el("figure", {}, b, el("figcaption", {}, say("tour_decoded", { name: m.classes[best] }))));
