@@ -224,10 +224,11 @@ def test_the_site_words_of_each_language_are_whole_and_fill_as_the_english(lang)
     translated, with the same placeholders, and each fills without a brace left."""
     import string
 
-    from capsviz.analysis.tour import DIGIT_WORDS, TOURS
+    from capsviz.glossary import DIGIT_WORDS
+    from capsviz.registry import FAMILIES
     from capsviz.site import words, words_in
 
-    tours = {"m.safetensors": lambda: TOURS["dynamic"].steps(3, DIGIT_WORDS, 6)}
+    tours = {"m.safetensors": lambda: FAMILIES["capsnet"].guided_tour.steps(3, DIGIT_WORDS, 6)}
     en, got = words_in("en", tours, em=True), words_in(lang, tours, em=True)
     assert got["lang"] == lang and set(got) == set(en)
     assert set(got["messages"]) == set(en["messages"]) == set(words.MESSAGES) | set(words.PAGE)

@@ -24,16 +24,10 @@ import numpy as np
 
 from capsviz import glossary
 from capsviz.analysis.playground import I_TOY, LIMIT, _dynamic_presets
-<<<<<<< HEAD
 from capsviz.analysis.tour import tour_of
 from capsviz.errors import CapsvizError
+from capsviz.i18n import LANGUAGES, speaking
 from capsviz.registry import FAMILIES, resolve
-=======
-from capsviz.analysis.rules import RULE_MESSAGES
-from capsviz.analysis.tour import TOURS
-from capsviz.errors import CapsvizError
-from capsviz.i18n import LANGUAGES, speaking, t
->>>>>>> sitezh
 from capsviz.site import export, offline, words
 
 WEB = Path(__file__).parent / "web"
@@ -177,17 +171,7 @@ def _tour_steps(model, meta) -> list:
     """The tour's steps for a model, their titles in this run's language."""
     cfg = model.config
     iterations = cfg.routing_iterations if cfg.routing == "dynamic" else 1
-    return TOURS[cfg.routing].steps(iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None)
-
-
-def _explanation(term) -> str:
-    """A glossary entry's explanation in this run's language; a rule's entry says the rule with its
-    numbers (capsviz.analysis.rules.RULE_MESSAGES: `Term.explain` reaches rules.rule_words, whose
-    later definition in that module takes a rule case's values instead)."""
-    if term.rule:
-        message, values = RULE_MESSAGES[term.rule]
-        return t(message, **values)
-    return t(term.explanation)
+    return tour_of(cfg).steps(iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None)
 
 
 def words_in(lang: str, tours: dict, em: bool) -> dict:
@@ -205,7 +189,7 @@ def words_in(lang: str, tours: dict, em: bool) -> dict:
                     "word": term.word_in(),
                     # as the app's glossary names it: in Chinese or Japanese with the English term in brackets
                     "heading": term.heading().replace("**", ""),
-                    "explanation": _explanation(term),
+                    "explanation": term.explain(),
                 }
                 for k, term in glossary.TERMS.items()
             },
@@ -239,11 +223,7 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
                 "title": s.title,
                 "terms": step_terms(cfg.routing, s.key),
             }
-<<<<<<< HEAD
-            for s in tour_of(cfg).steps(iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None)
-=======
             for s in _tour_steps(model, meta)
->>>>>>> sitezh
         ],
     }
 

@@ -7,11 +7,8 @@ from __future__ import annotations
 import os
 from urllib.parse import urlencode
 
-<<<<<<< HEAD
-from capsviz.registry import FAMILIES
-=======
 from capsviz.i18n import SOURCE, language
->>>>>>> sitezh
+from capsviz.registry import FAMILIES
 
 SITE_ENV = "CAPSVIZ_SITE_URL"
 VIEWS = {"explorer": "explore", "routing": "routing", "tour": "tour", "playground": "playground"}  # app page -> site view
