@@ -50,8 +50,11 @@ def keep_identity() -> None:
     """Once a session: put its newly minted, signed identity in the browser's cookie, so its
     other tabs and its reloads are the same student (no cookie for an address's shared identity)."""
     cookie = STATE.id_cookie.pop("")
+    # one place on every run, filled on the first: an element only the first run draws would move
+    # every element after it on the next run, and the browser would drop what a student is typing
+    spot = st.sidebar.empty()
     if cookie:
-        st.html(
+        spot.html(
             f"<script>document.cookie = '{access.ID_COOKIE}={cookie}; Path=/; Max-Age=31536000; SameSite=Lax';</script>",
             unsafe_allow_javascript=True,
         )
