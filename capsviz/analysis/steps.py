@@ -506,6 +506,17 @@ def lab_words(rows: list, routing_words: dict[str, str], stated_at: str = "") ->
     return said, {"gaps": [g for pair in gaps.values() for g in pair]}
 
 
+def lab_routing_words(name: str) -> str:
+    """A routing as the lab runs it (capsviz.analysis.lab's `run_with_words`) in the reader's
+    language: its registry words, with the lab's iterations for an iterative one."""
+    from capsviz.analysis.lab.measuring import ITERATIONS
+
+    entry = ROUTINGS[name]
+    if entry.iterative:
+        return tn("{routing}, {n} iteration", "{routing}, {n} iterations", ITERATIONS, routing=t(entry.words))
+    return t(entry.words)
+
+
 def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: int = 1, classes: int = 10, stated_at: str = "") -> Step:
     """The last step of a vector-capsule tour: the lab's stored test errors for this model, each routing a bar.
     `iterations`: the routing iterations the tour showed; `classes`: J; `stated_at`: the step that said the
@@ -535,7 +546,7 @@ def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: 
             measured=t("The routing lab has not measured this model yet: open it and press **Run the lab** (a minute or two)."),
             terms=("uniform", "random_couplings"),
         )
-    said, quoted = lab_words(rows, LAB_ROUTINGS, stated_at)
+    said, quoted = lab_words(rows, {name: lab_routing_words(name) for name in LAB_ROUTINGS}, stated_at)
     data = {
         "routings": [r.run_with for r in rows],
         "error": [r.test_error for r in rows],

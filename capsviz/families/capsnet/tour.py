@@ -204,10 +204,11 @@ def trained_words(couplings: str, trained_iterations: int, shown_iterations: int
     the `shown_iterations` of dynamic routing the tour shows are its own. `couplings`: its
     config's couplings ("dynamic", "uniform", "random")."""
     from capsviz.analysis.lab import LAB_ROUTINGS
+    from capsviz.analysis.steps import lab_routing_words
     from capsviz.registry import ONE_ITERATION, ONE_ITERATION_WHY
 
     if couplings != "dynamic":
-        return (t(LAB_ROUTINGS[couplings]) if couplings in LAB_ROUTINGS else t("{couplings} couplings", couplings=couplings)), False
+        return (lab_routing_words(couplings) if couplings in LAB_ROUTINGS else t("{couplings} couplings", couplings=couplings)), False
     if trained_iterations == 1:
         return t("{routing} ({why})", routing=t(ONE_ITERATION), why=t(ONE_ITERATION_WHY)), shown_iterations == 1
     return t("dynamic routing, {n} iterations", n=trained_iterations), shown_iterations == trained_iterations
