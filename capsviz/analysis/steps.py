@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from capsviz.analysis import rules
+from capsviz.analysis import rule_words, rules
 from capsviz.glossary import label
-from capsviz.i18n import t, tn
+from capsviz.i18n import language, t, tn
 from capsviz.registry import ROUTINGS
 from capsviz.routing import squash
 from capsviz.text import plain
@@ -82,6 +82,11 @@ def squashed(s: np.ndarray) -> np.ndarray:
 SATURATED = 0.9  # a primary capsule longer than this is called long (the margin loss's own target for "present")
 
 
+def gap() -> str:
+    """What goes between two sentences in the reader's language: a space, none in Chinese and Japanese."""
+    return "" if language() in ("zh-Hans", "ja") else " "
+
+
 def two(x: float) -> str:
     """The tour's numbers as its figures write them: two decimals."""
     return f"{x:.2f}"
@@ -116,7 +121,7 @@ def near_uniform_words(entropy_ratio: float, share: float, uniform_share: float,
     """`who` ('the couplings of this image') near or away from uniform by the rules' one rule, with
     the part that decided it, and the whole rule; or, where an earlier step said it (`stated_at`,
     'iteration 2'), a pointer to that step instead of the same four lines again."""
-    verdict = rules.uniform_words(entropy_ratio, share, uniform_share)
+    verdict = rule_words.uniform_words(entropy_ratio, share, uniform_share)
     if stated_at:
         return t(
             "By the routing lab's near-uniform rule (stated in full at {where}), {who} are {verdict}.",
@@ -216,12 +221,12 @@ def prediction_words(name: str, lengths: np.ndarray, names: list[str], W: int, t
     if rank == 1:
         return (
             said
-            + " "
+            + gap()
             + t("Here its longest vote is for {w}, the {thing} routing picks; a vote's weight still comes from its coupling.", **v)
         )
     return (
         said
-        + " "
+        + gap()
         + t(
             "Its vote for {top} is longer than its vote for {w}, yet {w} is the {thing} routing picks: length alone does not decide, "
             "the couplings and the other capsules' votes do.",
@@ -401,13 +406,13 @@ def coupling_words(it: int, numbers: dict, shown_c: np.ndarray, capsules: int, J
         )
     said = (
         loudest_words(shown_c, mean, capsules, J, name)
-        + " "
+        + gap()
         + t("Weighted by prediction length the mean is {weighted}.", weighted=f"{weighted:.3f}")
     )
     who = t("all the primary capsules' couplings together")
-    said += " " + near_uniform_words(numbers["entropy_mean"], mean, 1 / J, who, stated_at)
-    long = rules.long_votes_words(name, weighted, 1 / J, mean)
-    return said + (f" {long}" if long else "")
+    said += gap() + near_uniform_words(numbers["entropy_mean"], mean, 1 / J, who, stated_at)
+    long = rule_words.long_votes_words(name, weighted, 1 / J, mean)
+    return said + (gap() + long if long else "")
 
 
 def _verdict(gap: float, band: float, beyond: bool, up: str) -> str:
@@ -436,10 +441,10 @@ def lab_words(rows: list, routing_words: dict[str, str], stated_at: str = "") ->
     for r in rows:
         if r is own:
             continue
-        gap, band = r.test_error - own.test_error, rules.noise(r.test_error, r.n_test, own.test_error, own.n_test)
-        gaps[r.run_with] = (abs(gap), band)
+        diff, band = r.test_error - own.test_error, rules.noise(r.test_error, r.n_test, own.test_error, own.n_test)
+        gaps[r.run_with] = (abs(diff), band)
         v = dict(routing=routing_words.get(r.run_with, r.run_with), error=two(r.test_error), n=f"{r.n_test:,}", own=two(own.test_error))
-        v |= dict(mine=mine, verdict=_verdict(gap, band, rules.beyond_chance(r.test_error, r.n_test, own.test_error, own.n_test), "worse"))
+        v |= dict(mine=mine, verdict=_verdict(diff, band, rules.beyond_chance(r.test_error, r.n_test, own.test_error, own.n_test), "worse"))
         if r.pair_accuracy is None:
             said.append(
                 t(
@@ -500,7 +505,7 @@ def lab_words(rows: list, routing_words: dict[str, str], stated_at: str = "") ->
                 routing=routing_words.get(own.run_with, own.run_with),
                 uniform=two(1 / own.classes),
             )
-            + " "
+            + gap()
             + near_uniform_words(own.entropy_ratio, own.coupling_to_prediction, 1 / own.classes, t("its couplings"), stated_at)
         )
     return said, {"gaps": [g for pair in gaps.values() for g in pair]}
@@ -533,7 +538,7 @@ def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: 
         asked = t("You have watched {c} change from one routing iteration to the next.", c=label("c"))
     text = [
         asked
-        + " "
+        + gap()
         + t(
             "The field's own question is whether that matters: would the same capsules do as well with every vote split "
             "evenly (uniform couplings, no routing), or split at random?"

@@ -18,6 +18,7 @@ from capsviz.analysis.steps import (
     capsnet_length,
     coupling_numbers,
     coupling_words,
+    gap,
     input_step,
     lab_step,
     lengths_step,
@@ -271,14 +272,14 @@ def capsnet_walk(
                         trained=trained_with,
                         capsule=words.capsule,
                     )
-                    + " "
+                    + gap()
                     + (
                         ""
                         if own
                         else not_own_words(trained_with)
-                        + " "
+                        + gap()
                         + t("Its answer at the end (the lengths step) and the drawing redrawn from it are its own, with its own couplings.")
-                        + " "
+                        + gap()
                     )
                     + t(
                         "A capsule outputs a vector, not a number: its length is meant to say how likely its thing is present, its direction how it looks."
@@ -309,7 +310,7 @@ def capsnet_walk(
                             shown=len(tour.conv1_ids),
                         )
                     )
-                    + " "
+                    + gap()
                     + t("These are still ordinary neurons, one number per place: *whether* a feature is there, not yet *how* it sits.")
                 ],
             )
@@ -317,7 +318,7 @@ def capsnet_walk(
             measured, warn = saturation_words(tour.primary_len, words.shown)
             if not warn:
                 top = np.unravel_index(tour.primary_len.argmax(), tour.primary_len.shape)
-                measured += " " + t(
+                measured += gap() + t(
                     "The longest is type {type} at row {row}, col {col} (length {length}).",
                     type=top[2] + 1,
                     row=top[0] + 1,
@@ -413,7 +414,7 @@ def capsnet_walk(
                 ),
                 text=[
                     guess
-                    + " "
+                    + gap()
                     + t(
                         "A prediction's length is not a confidence: it is the primary capsule's own length {primary_length} stretched or "
                         "shrunk by W_ij, which differs for every {thing}. Each prediction is a vote; how much it weighs in the sum s_j is "
@@ -500,7 +501,7 @@ def capsnet_walk(
                     t("DigitCaps lengths |v_j| after routing") if words.digits else t("Class capsule lengths |v_j| after routing"),
                     [
                         margin
-                        + " "
+                        + gap()
                         + t(
                             "Several capsules can be long at once: that is how the network reads two overlapping digits (the MultiMNIST page)."
                         )
@@ -523,7 +524,7 @@ def capsnet_walk(
                     ),
                     [
                         own_answer_words(trained_with, pn[W], two(tour.lengths[W]), OW == W),
-                        margin + " " + t("These are the lengths it was trained on, so the targets below apply to them."),
+                        margin + gap() + t("These are the lengths it was trained on, so the targets below apply to them."),
                     ],
                 )
                 step.data["dynamic"] = tour.lengths  # dynamic routing's lengths, which the text quotes beside
@@ -550,12 +551,12 @@ def capsnet_walk(
                             **rv,
                         )
                     )
-                    + " "
+                    + gap()
                     + t(
                         "During training this keeps the capsule's direction meaningful: its {D} numbers must say how the {shown} looks.",
                         **rv,
                     )
-                    + " "
+                    + gap()
                     + (
                         t(
                             "The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch stroke width, slant and shape change (Fig. 4).",

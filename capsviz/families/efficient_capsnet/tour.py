@@ -16,6 +16,7 @@ from capsviz.analysis.steps import (
     Step,
     Tour,
     efficient_length,
+    gap,
     input_step,
     lab_step,
     lengths_step,
@@ -178,7 +179,7 @@ def efficient_walk(
                         I=I,
                         parameters=f"{tour.parameters:,}",
                     )
-                    + " "
+                    + gap()
                     + t(
                         "A capsule outputs a vector, not a number: its length is meant to say how likely its thing is present, its direction how it looks."
                     )
@@ -203,7 +204,7 @@ def efficient_walk(
                         maps=last_c,
                         side=last_side,
                     )
-                    + " "
+                    + gap()
                     + t("These are still ordinary neurons, one number per place: *whether* a feature is there, not yet *how* it sits.")
                 ],
             )
@@ -379,7 +380,7 @@ def efficient_walk(
                         squash=squash_words(f"s_{pn[W]}", f"v_{pn[W]}", s_len[W], tour.lengths[W], efficient_length),
                     )
                 ],
-                measured=" ".join(said),
+                measured=gap().join(said),
                 table={
                     t("primary capsule"): caps,
                     t("a to {name}", name=pn[W]): tour.a[:, W],
@@ -426,7 +427,7 @@ def efficient_walk(
                         name=pn[W],
                         weight=mse_weight,
                     )
-                    + " "
+                    + gap()
                     + t("The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch the drawing change.", D=D)
                 ],
             )

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from capsviz.analysis import as_batch
-from capsviz.analysis.steps import SHOWN, Step, Tour, input_step, plane, pose_words, share_words, two
+from capsviz.analysis.steps import SHOWN, Step, Tour, gap, input_step, plane, pose_words, share_words, two
 from capsviz.glossary import label
 from capsviz.i18n import t
 from capsviz.text import plain
@@ -219,7 +219,7 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                         value=two(tour.lambdas[it]),
                         E_step=label("E_step"),
                     )
-                    + (" " + t("This first M-step used equal assignments.") if it == 0 else "")
+                    + (gap() + t("This first M-step used equal assignments.") if it == 0 else "")
                 ],
                 measured=t(
                     "Measured here: activation of {w} {a_w}, of {r} {a_r}; the six most active {layer} capsules send {share} of their vote to {w}.",
@@ -257,7 +257,7 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                         r=pn[R],
                         a_r=two(a[R]),
                     )
-                    + " "
+                    + gap()
                     + t(
                         "Training used the {spread_loss}: the right class more active than every other by a margin. capsviz ramps {lambda_} "
                         "only up to {value} here, which keeps the activations in a middle range, so the winner is clear by rank, not by a value "
