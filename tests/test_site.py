@@ -1,6 +1,7 @@
 """`capsviz site` without a browser: what the ONNX export writes, and the clear refusals. The
 browser's numbers against PyTorch's are checked in tests/e2e/test_site_browser.py."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +126,10 @@ def test_site_links_carry_the_app_view_or_nothing():
         site_link("playground", {"preset": "outliers", "rule": "dynamic"}, False, "https://h")
         == "https://h/?view=playground&preset=outliers&rule=dynamic"
     )
+    from capsviz.i18n import speaking
+
+    with speaking("ja"):  # the app read in Japanese: the site opens in Japanese
+        assert site_link("tour", q, True, "https://h").endswith("&lang=ja")
 
 
 def test_packed_weights_unpack_to_the_graph_pytorch_exported(tmp_path):
@@ -211,3 +216,44 @@ def test_the_footer_says_what_the_site_does_itself():
 
     footer = (WEB / "index.html").read_text().split("<footer", 1)[1]
     assert "digits you draw" in footer and "your own data" not in footer
+
+
+@pytest.mark.parametrize("lang", ["zh-Hans", "ja"])
+def test_the_site_words_of_each_language_are_whole_and_fill_as_the_english(lang):
+    """words-<lang>.json: every message, view, routing and glossary entry of the English is there,
+    translated, with the same placeholders, and each fills without a brace left."""
+    import string
+
+    from capsviz.glossary import DIGIT_WORDS
+    from capsviz.registry import FAMILIES
+    from capsviz.site import words, words_in
+
+    tours = {"m.safetensors": lambda: FAMILIES["capsnet"].guided_tour.steps(3, DIGIT_WORDS, 6)}
+    en, got = words_in("en", tours, em=True), words_in(lang, tours, em=True)
+    assert got["lang"] == lang and set(got) == set(en)
+    assert set(got["messages"]) == set(en["messages"]) == set(words.MESSAGES) | set(words.PAGE)
+    for key, english in en["messages"].items():
+        said = got["messages"][key]
+        assert said and said != english, f"{lang}: {key} is not translated: {said!r}"
+        assert words.placeholders(said) == words.placeholders(english), (lang, key)
+        filled = said.format(**dict.fromkeys(words.placeholders(said), "7"))
+        assert "{" not in filled and "}" not in filled, (lang, key, filled)
+        english_words = re.findall(r"[A-Za-z]{3,}", "".join(text for text, *_ in string.Formatter().parse(english)))
+        assert not english_words or key == "of_count" or re.search("[\u3000-\u9fff\uff00-\uffef]", said), f"{lang}: {key}: {said!r}"
+    assert [v["key"] for v in got["views"]] == [v["key"] for v in en["views"]]
+    for a, b in zip(got["views"], en["views"], strict=True):
+        assert a["name"] != b["name"] and a["called"] != b["called"], (lang, a)
+    for name, r in got["routings"].items():
+        assert r["words"] != en["routings"][name]["words"] and r["about"] != en["routings"][name]["about"], (lang, name)
+        assert r["title"] != en["routings"][name]["title"] and r["iterative"] == en["routings"][name]["iterative"], (lang, name)
+    assert set(got["glossary"]) == set(en["glossary"]) and len(got["tours"]["m.safetensors"]) == len(en["tours"]["m.safetensors"])
+
+
+def test_the_build_writes_each_languages_words_beside_the_manifest():
+    """The manifest names each language's words file; the service worker keeps them for offline use."""
+    src = (ROOT / "capsviz" / "site" / "__init__.py").read_text()
+    assert 'f"words-{lang}.json"' in src and "*languages.values()" in src
+    from capsviz.i18n import LANGUAGES
+    from capsviz.site import words
+
+    assert "lang" in words.PARAMS and set(LANGUAGES) == {"en", "zh-Hans", "ja"}

@@ -26,6 +26,7 @@ from capsviz import glossary
 from capsviz.analysis.playground import I_TOY, LIMIT, _dynamic_presets
 from capsviz.analysis.tour import tour_of
 from capsviz.errors import CapsvizError
+from capsviz.i18n import LANGUAGES, speaking
 from capsviz.registry import FAMILIES, resolve
 from capsviz.site import export, offline, words
 
@@ -166,6 +167,36 @@ def _em_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: str)
     }
 
 
+def _tour_steps(model, meta) -> list:
+    """The tour's steps for a model, their titles in this run's language."""
+    cfg = model.config
+    iterations = cfg.routing_iterations if cfg.routing == "dynamic" else 1
+    return tour_of(cfg).steps(iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None)
+
+
+def words_in(lang: str, tours: dict, em: bool) -> dict:
+    """Every word the site shows, in `lang` (one of capsviz.i18n.LANGUAGES): the vocabulary of
+    capsviz.site.words, the glossary and each model's tour titles (`tours`: a model's file name ->
+    a function giving its tour steps). The site writes it as words-<lang>.json and fetches it when a
+    student's language is not English (the manifest holds the English)."""
+    with speaking(lang):
+        return {
+            "lang": lang,
+            **words.vocabulary(em=em),
+            "glossary": {
+                k: {
+                    "symbol": term.symbol_in(),
+                    "word": term.word_in(),
+                    # as the app's glossary names it: in Chinese or Japanese with the English term in brackets
+                    "heading": term.heading().replace("**", ""),
+                    "explanation": term.explain(),
+                }
+                for k, term in glossary.TERMS.items()
+            },
+            "tours": {name: [s.title for s in steps()] for name, steps in tours.items()},
+        }
+
+
 def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: str) -> dict:
     """What the front end reads of one model (site.js)."""
     cfg = model.config
@@ -192,7 +223,7 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
                 "title": s.title,
                 "terms": step_terms(cfg.routing, s.key),
             }
-            for s in tour_of(cfg).steps(iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None)
+            for s in _tour_steps(model, meta)
         ],
     }
 
@@ -213,7 +244,7 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
     except OSError as e:
         raise CapsvizError(f"cannot write the site to {out}: {e.strerror}") from None
     node_modules = _npm_files(cache or cache_dir() / "site")
-    entries, em_entries, sets = [], [], {}
+    entries, em_entries, sets, tours = [], [], {}, {}
     for path in models:
         try:
             model, meta = load_checkpoint(path)
@@ -236,6 +267,7 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
         graphs = resolve(FAMILIES[meta.family].site)(model)  # the family's own export (capsviz.entries.Family.site)
         written = {name: write_graph(out, f"models/{path.stem}", name, blob) for name, blob in graphs.items()}
         entries.append(_model_entry(path, model, meta, written, key))
+        tours[path.name] = lambda model=model, meta=meta: _tour_steps(model, meta)
     if not entries:
         raise CapsvizError("the site needs at least one CapsNet or Efficient-CapsNet besides matrix-capsule models")
     shared = {
@@ -257,13 +289,21 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
     for f in FRONT_END:
         (out / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(WEB / f, out / f)
+    # each language's words apart, fetched only by a student who reads that language (English is in the manifest)
+    languages = {}
+    for lang in LANGUAGES:
+        languages[lang] = f"words-{lang}.json"
+        (out / languages[lang]).write_text(
+            json.dumps(words_in(lang, tours, bool(em_entries)), ensure_ascii=False, indent=1), encoding="utf-8"
+        )
     manifest = {
+        "languages": {lang: {"name": name, "words": languages[lang]} for lang, name in LANGUAGES.items()},
         "models": entries,
         "em_models": em_entries,
         "image_sets": image_sets,
         "graphs": shared,
         "iterations_max": export.ITERATIONS,
-        "glossary": {k: {"symbol": t.symbol, "word": t.word, "explanation": t.explanation} for k, t in glossary.TERMS.items()},
+        "glossary": {k: {"symbol": term.symbol, "word": term.word, "explanation": term.explanation} for k, term in glossary.TERMS.items()},
         **words.vocabulary(em=bool(em_entries)),
         "playground": {
             "presets": {name: p.tolist() for name, p in _dynamic_presets().items()},
@@ -274,7 +314,7 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
     # the version names this build's files: a changed site gets a new service worker, which replaces the offline copy
     manifest["version"] = offline.version(out, json.dumps(manifest, sort_keys=True).encode())
     (out / "site.json").write_text(json.dumps(manifest, indent=1))
-    shell = [*FRONT_END, "site.json", *(f"vendor/{f}" for f in VENDOR.values())]
+    shell = [*FRONT_END, "site.json", *languages.values(), *(f"vendor/{f}" for f in VENDOR.values())]
     shell += [g[k] for g in shared.values() for k in ("onnx", "weights") if g.get(k)]
     (out / "sw.js").write_text(offline.service_worker(manifest["version"], shell))
     total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())

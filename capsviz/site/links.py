@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from urllib.parse import urlencode
 
+from capsviz.i18n import SOURCE, language
 from capsviz.registry import FAMILIES
 
 SITE_ENV = "CAPSVIZ_SITE_URL"
@@ -27,7 +28,8 @@ def site_link(page: str, query: dict, runs_in_site: bool, base: str | None = Non
     """The site's address of the view the app shows on `page` with `query` (the app's query
     parameters), or None: no site configured (`$CAPSVIZ_SITE_URL`), a page the site does not have,
     or a model it cannot run (`runs_in_site`: a CapsNet or Efficient-CapsNet with a decoder; the
-    playground needs no model)."""
+    playground needs no model). A student reading the app in Chinese or Japanese gets the site's
+    link with lang=, so the site speaks the same language."""
     base = base if base is not None else os.environ.get(SITE_ENV, "")
     if not base or page not in VIEWS or (page != "playground" and not runs_in_site):
         return None
@@ -36,4 +38,6 @@ def site_link(page: str, query: dict, runs_in_site: bool, base: str | None = Non
     params = {"view": VIEWS[page], **{k: str(query[k]) for k in SHARED if k in query and str(query[k])}}
     if page == "routing":  # the app's routing page runs dynamic routing for every model (Efficient-CapsNet's capsules too)
         params["routing"] = "dynamic"
+    if language() != SOURCE:  # the site opens in the language the student reads the app in
+        params["lang"] = language()
     return f"{base.split('?')[0].rstrip('/')}/?{urlencode(params)}"

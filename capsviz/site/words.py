@@ -32,8 +32,16 @@ ROUTING_TITLES = {
     "self-attention": N_("Self-attention routing, in one pass"),
 }
 EM_TITLE = N_("EM routing, iteration by iteration: matrix capsules")
+# The registry's words for the routings the site shows (capsviz.registry.ROUTINGS keeps them as plain
+# strings): marked here so the catalog has them, and `vocabulary` translates them with t
+REGISTRY_WORDS = (
+    N_("self-attention routing (one pass)"),
+    N_("the couplings are set by iterations of agreement"),
+    N_("the couplings are set by one pass of self-attention"),
+    N_("each class capsule fits a Gaussian to the votes it explains, and each vote goes to the capsules that explain it best"),
+)
 # Every link parameter the site reads: the app's shared ones and its own
-PARAMS = ("view", "embed", *SHARED, "routing", "pts")
+PARAMS = ("view", "embed", *SHARED, "routing", "pts", "lang")
 
 MESSAGES = {
     # a link asking for what the site does not have (web/js/address.js)
@@ -117,6 +125,176 @@ MESSAGES = {
     "offline_updated": N_("A new version of this site has been stored for offline use; reload the page to use it."),
 }
 
+# The page's own words: index.html's headings, labels, buttons and notes (each element marked
+# data-w="id", or data-w-label="id" for its aria-label), and the captions, axis titles and table
+# rows the views write (web/js/views/*). The page says them with say(id), as MESSAGES.
+PAGE = {
+    "page_title": N_("capsviz: capsule networks in your browser"),
+    "page_tagline": N_("capsule networks, computed in your browser"),
+    "ui_views": N_("Views"),
+    "ui_model": N_("Model"),
+    "ui_footer": N_(
+        "Every number on this page, for the test images and for digits you draw, is computed on your device from the model's ONNX graphs, exported from capsviz's PyTorch code. Training, your own models and image files, the routing lab and robustness are in the full capsviz app."
+    ),
+    # the input panel
+    "input_panel": N_("Input image"),
+    "input_title": N_("The input"),
+    "input_canvas": N_("The input image; draw on it with a mouse, a finger or a pen"),
+    "input_prev": N_("Previous test image"),
+    "input_next": N_("Next test image"),
+    "input_image_label": N_("Test image"),
+    "input_draw": N_("Draw your own"),
+    "input_clear": N_("Clear"),
+    # the explorer
+    "explore_title": N_("Class-capsule lengths"),
+    "explore_note": N_(
+        "The length of each class capsule is meant as the network's confidence that its class is in the image; the longest one is the answer."
+    ),
+    "pair_title": N_("Two digits in one image: each capsule redraws its own"),
+    "fig_input": N_("input"),
+    "pair_both": N_("both: red and green"),
+    "pair_from_red": N_("from {name} (red)"),
+    "pair_from_green": N_("from {name} (green)"),
+    "explore_reconstruction": N_("Reconstruction"),
+    "explore_decode": N_("Decode capsule"),
+    "explore_reset": N_("Reset all to 0"),
+    "explore_dims_title": N_("The 16 dimensions"),
+    "explore_dims_note": N_(
+        "Each slider adds a value in [-0.25, 0.25] to one dimension of the chosen capsule; the decoder redraws the picture at once (Fig. 4 of Sabour et al.)."
+    ),
+    "explore_grid_title": N_("Every dimension from -0.25 to +0.25"),
+    "explore_grid_note": N_(
+        "Row d (d0 at the top, d15 at the bottom) changes dimension d alone, from -0.25 (left) to +0.25 (right) in steps of 0.05; the other 15 stay at the capsule's own values."
+    ),
+    "option_length": N_("{name} (length {length})"),
+    "word_length": N_("length"),
+    "axis_class": N_("class capsule"),
+    "axis_length": N_("length |v_j|"),
+    "axis_iteration": N_("iteration"),
+    # the routing view
+    "routing_iterations_label": N_("Routing iterations"),
+    "show_iteration": N_("Show iteration"),
+    "routing_label": N_("Routing"),
+    "one_pass": N_("one pass"),
+    "matrix_caption": N_("Rows: the {count} primary capsules; columns: the classes. Colour: coupling c_ij,"),
+    "dark_to_yellow": N_("(dark to yellow)"),
+    "lengths_after_one": N_("|v_j| after 1 iteration"),
+    "lengths_after_pass": N_("|v_j| after the one pass"),
+    "lengths_each": N_("|v_j| after each iteration"),
+    "evenness_title": N_("Evenness of the couplings, %"),
+    "axis_one_pass": N_("the one pass"),
+    "axis_evenness": N_("evenness % (100 = even)"),
+    # the guided tour
+    "tour_back": N_("Back"),
+    "tour_next": N_("Next"),
+    "tour_step": N_("Step {step} of {count}"),
+    "tour_map": N_("map {number}"),
+    "tour_feature_maps": N_("feature maps"),
+    "tour_conv1_maps": N_("{count} of Conv1's, each {size} x {size}"),
+    "tour_last_maps": N_("{count} of the last convolution's, each {size} x {size}"),
+    "tour_shown": N_("shown"),
+    "tour_shown_16": N_("the 16 with the largest mean"),
+    "tour_colour": N_("colour"),
+    "tour_colour_map": N_("0 (dark) to each map's own maximum (yellow)"),
+    "tour_size": N_("size"),
+    "tour_size_grey": N_("{size} x {size} pixels, grey"),
+    "tour_size_colour": N_("{size} x {size} pixels, colour"),
+    "tour_values": N_("values"),
+    "tour_values_range": N_("0 (black) to 1 (white)"),
+    "tour_longest_place": N_("The longest primary capsule at each place:"),
+    "tour_primary": N_("primary capsules"),
+    "tour_primary_grid": N_("{count} = {grid} x {grid} places x {types} types"),
+    "tour_primary_whole": N_("{count}, each seeing the whole image"),
+    "tour_longest_at_place": N_("longest at each place"),
+    "tour_from_to": N_("{lo} to {hi}"),
+    "tour_primary_title": N_("|u_i| of each primary capsule"),
+    "tour_primary_axis": N_("primary capsule i"),
+    "tour_primary_length": N_("length |u_i|"),
+    "tour_longest_u": N_("longest |u_i|"),
+    "tour_mean_u": N_("mean |u_i|"),
+    "tour_predictions_title": N_("Mean |u_hat_j|i| for each class capsule"),
+    "tour_predictions_axis": N_("class capsule j"),
+    "tour_predictions_length": N_("mean length |u_hat_j|i|"),
+    "tour_predictions": N_("predictions"),
+    "tour_predictions_count": N_("{I} x {J}, each of {D} numbers"),
+    "tour_after_iteration": N_("|v_j| after this iteration"),
+    "tour_after_pass": N_("|v_j| after this pass"),
+    "tour_mean_c": N_("mean c to {name}"),
+    "tour_uniform": N_("uniform"),
+    "tour_evenness": N_("evenness, % (100 = spread evenly)"),
+    "tour_lengths_title": N_("|v_j|: the answer is the longest"),
+    "tour_answer": N_("answer"),
+    "tour_runner_up": N_("runner-up"),
+    "tour_decoded": N_("decoded from {name}"),
+    "tour_difference": N_("mean pixel difference"),
+    "tour_lab": N_(
+        "The routing lab, which runs this model with uniform and random couplings and compares them, is in the full capsviz app (Routing lab page)."
+    ),
+    "tour_no_figure": N_("This step's figure is shown in the full capsviz app's guided tour."),
+    # the playground
+    "playground_title": N_("Routing playground"),
+    "playground_note": N_(
+        "Six lower capsules each predict a 2-D vector for every upper capsule. Routing decides how much of each vote goes where, with the same routing graph the models use."
+    ),
+    "pg_preset": N_("Preset"),
+    "pg_uppers": N_("Upper capsules"),
+    "pg_iterations": N_("Iterations"),
+    "pg_lower_pick": N_("Lower capsule"),
+    "pg_lower": N_("lower"),
+    "pg_lower_n": N_("lower {number}"),
+    "pg_c_to_upper": N_("c to upper {number}"),
+    "pg_drawn": N_("|v_j| (drawn x3)"),
+    "pg_input": N_("upper {number} {axis}"),
+    # the EM view
+    "of_count": N_("{t} of {T}"),
+    "em_your_drawing": N_("your drawing"),
+    "em_test_image": N_("test image {index} (true class: {name})"),
+    "em_routes": N_("{model} routes {said}"),
+    "em_activations_title": N_("Activation a_j after each EM iteration"),
+    "em_activation_axis": N_("activation a_j"),
+    "em_hist_title": N_("Iteration {t} of {T}: vote distances to each class capsule's mean pose, weighted by R"),
+    "em_distance_axis": N_("distance to the mean pose"),
+    "em_sum_axis": N_("sum of R"),
+    # what a screen reader says of the explorer's and the routing view's figures
+    "aria_lengths": N_("Bar chart. {title}. Length of each class capsule: {values}."),
+    "aria_pair_input": N_("The input: two digits overlaid"),
+    "aria_pair_one": N_("The reconstruction from capsule {name} alone"),
+    "aria_pair_both": N_("Both reconstructions: {first} in red, {second} in green, yellow where both draw"),
+    "aria_reconstruction": N_("The decoder's reconstruction from capsule {name}, with {changes}."),
+    "aria_reconstruction_plain": N_("The decoder's reconstruction from capsule {name}, no dimension changed."),
+    "aria_grid": N_(
+        "Perturbation grid for capsule {name}: {count} rows, one per dimension (d0 at the top), each changed alone from -0.25 (left) to +0.25 (right) in steps of 0.05; the middle column is the capsule's own reconstruction."
+    ),
+    "aria_dimension": N_("dimension {d}"),
+    "aria_map": N_("Couplings to {name} over the image on iteration {t}: mean {mean}, from {lo} to {hi}; |v| {after} {length}."),
+    "aria_matrix": N_(
+        "Couplings of the {I} primary capsules (rows, 1 at the top) to the {J} classes (columns), from 0 to {top}. Mean coupling to each class: {values}."
+    ),
+    "aria_bars": N_("Bar chart, {title}: {values}."),
+    "aria_lines": N_(
+        "Line chart of each class capsule's length after each of {T} iterations (the dotted line marks iteration {t}, shown above). After iteration {t}: {values}. After iteration {T}: {last}."
+    ),
+    "aria_evenness": N_("Bar chart of the couplings' evenness (their entropy as a share of an even split's): {values} percent."),
+    "aria_iteration": N_("iteration {n}"),
+    # ... and of the tour's, the EM view's and the playground's
+    "aria_feature_map": N_("Feature map {number}: mean response {mean}, strongest {top}"),
+    "aria_input_image": N_("The input image, {size} x {size} pixels"),
+    "aria_longest_places": N_("The longest primary capsule at each of the {grid} x {grid} places: lengths from {lo} to {hi}"),
+    "aria_primary_lengths": N_("Bar chart of the length of each of the {count} primary capsules: {values}."),
+    "aria_predictions": N_("Bar chart of the mean length of the predictions for each class capsule: {values}."),
+    "aria_class_lengths": N_("Bar chart of the class capsules' lengths: {values}."),
+    "aria_reconstruction_from": N_("The reconstruction from capsule {name}"),
+    "aria_em_input": N_("The image EM routes: {said}"),
+    "aria_em_lines": N_(
+        "Line chart of each class capsule's activation after each of {T} EM iterations (the dotted line marks iteration {t}, shown below). After iteration {t}: {values}."
+    ),
+    "aria_em_histogram": N_("Histogram, {title}: the votes' distances from 0 to {limit}; the most R, {most}, at distance {at}."),
+    "aria_pg_input": N_("lower {lower}'s prediction for upper {upper}, {axis}"),
+    "aria_pg_svg": N_(
+        "Predictions of the {I} lower capsules (lines numbered 1 to {I}, one colour per upper capsule) and the {J} upper capsules v (black, drawn 3 times as long): lengths {lengths}; the couplings are in the table beside."
+    ),
+}
+
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -150,13 +328,14 @@ def rule_table() -> dict:
 def vocabulary(em: bool = True) -> dict:
     """The manifest's words, in this run's language: views (the EM view with `em`, a matrix-capsule
     model in the site), routings, link parameters, messages."""
+    em_routing = ROUTINGS["em"]  # apart from t(...): the catalog's extractor would take its key for a message
     return {
         "views": [
             {"key": k, "name": t(name), "called": t(called), "input": shows_input}
             for k, name, called, shows_input in VIEWS
             if em or k != "em"
         ],
-        "em": {"words": t(ROUTINGS["em"].words), "about": t(ROUTINGS["em"].about), "title": t(EM_TITLE)},
+        "em": {"words": t(em_routing.words), "about": t(em_routing.about), "title": t(EM_TITLE)},
         "routings": {
             name: {
                 "words": t(ROUTINGS[name].words),
@@ -168,5 +347,5 @@ def vocabulary(em: bool = True) -> dict:
         },
         "params": list(dict.fromkeys(PARAMS)),
         "rules": rule_table(),
-        "messages": {k: t(m) for k, m in MESSAGES.items()},
+        "messages": {k: t(m) for k, m in {**MESSAGES, **PAGE}.items()},
     }

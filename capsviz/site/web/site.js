@@ -5,6 +5,7 @@
 import { readModel, readSite, writeLink } from "./js/address.js";
 import { $, el } from "./js/draw.js";
 import { argmax, lengthsAt, order, vectorAt } from "./js/numbers.js";
+import { pickLanguage } from "./js/lang.js";
 import { keepOffline, watchUpdates } from "./js/offline.js";
 import { SiteError, bytes, computeEM, computeFor, decode, imageSet, onProgress, prepare, startRuntime, testImage, why } from "./js/runtime.js";
 import { ruleOf, shown, site, state } from "./js/store.js";
@@ -14,7 +15,7 @@ import * as input from "./js/views/input.js";
 import * as playground from "./js/views/playground.js";
 import * as routing from "./js/views/routing.js";
 import * as tour from "./js/views/tour.js";
-import { label, say, useMessages } from "./js/words.js";
+import { label, say, sentences, useMessages } from "./js/words.js";
 
 const VIEWS = { explore, routing, tour, playground, em }; // the manifest's views, each by its module
 const params = new URLSearchParams(location.search);
@@ -24,11 +25,66 @@ function writeAddress() {
 }
 
 function sayStatus() {
-  $("status").textContent = [shown.problem, ...shown.notes].filter(Boolean).join(" ");
+  $("status").textContent = sentences(shown.problem, ...shown.notes);
 }
 
 function note(notes) {
-  for (const n of notes) shown.notes.push(say(n.id, n.values));
+  for (const n of notes) {
+    shown.asked.push(n);
+    shown.notes.push(say(n.id, n.values));
+  }
+}
+
+// the words of each language (the manifest's languages: words-<lang>.json), fetched once when first shown
+const wordsFetched = new Map();
+function wordsOf(lang) {
+  if (!wordsFetched.has(lang)) {
+    const file = site.manifest.languages[lang].words;
+    wordsFetched.set(
+      lang,
+      bytes(file).then((raw) => JSON.parse(new TextDecoder().decode(raw))),
+    );
+  }
+  return wordsFetched.get(lang);
+}
+
+// every word on the page in the language of `w` (a words-<lang>.json): the manifest's, the page's own (data-w) and <html lang>
+function useWords(w) {
+  const man = site.manifest;
+  Object.assign(man, { views: w.views, em: w.em, routings: { ...man.routings, ...w.routings }, rules: w.rules, messages: w.messages, glossary: w.glossary });
+  for (const m of man.models) (w.tours[m.name] || []).forEach((title, k) => m.tour[k] && (m.tour[k].title = title));
+  useMessages(w.messages, w.lang);
+  state.lang = w.lang;
+  document.documentElement.lang = w.lang;
+  for (const node of document.querySelectorAll("[data-w]")) node.textContent = say(node.dataset.w);
+  for (const node of document.querySelectorAll("[data-w-label]")) node.setAttribute("aria-label", say(node.dataset.wLabel));
+  for (const v of man.views) $(v.key).setAttribute("aria-label", v.name);
+  for (const b of document.querySelectorAll("nav button")) b.textContent = man.views.find((v) => v.key === b.dataset.view).name;
+  for (const pick of [$("rule"), $("toy-rule")]) for (const o of pick.options) o.textContent = man.routings[o.value].words;
+  $("lang").value = w.lang;
+}
+
+// the switch in the header: every word shown changes, the models and the numbers stay
+async function changeLanguage(lang) {
+  try {
+    useWords(await wordsOf(lang));
+  } catch (e) {
+    console.error(e);
+    wordsFetched.delete(lang);
+    $("lang").value = state.lang;
+    const [cause, todo] = why(e);
+    shown.problem = say("start_failed", { what: site.manifest.languages[lang].words, cause: say(cause), todo: say(todo) });
+    sayStatus();
+    return;
+  }
+  shown.notes = shown.asked.map((n) => say(n.id, n.values));
+  if (shown.current) {
+    const set = await imageSet(site.model.images);
+    input.showInput(set, shown.current.pixels);
+    if (state.drawn) $("label").textContent = say("input_drawing");
+  }
+  await render();
+  keepOffline();
 }
 
 // the input changed: compute again, then draw
@@ -131,6 +187,7 @@ function controls() {
   });
   input.controls(app);
   for (const v of site.manifest.views) VIEWS[v.key].controls(app);
+  $("lang").addEventListener("change", () => changeLanguage($("lang").value));
 }
 
 async function start() {
@@ -138,6 +195,21 @@ async function start() {
   const manifest = await readManifest();
   site.manifest = manifest;
   useMessages(manifest.messages);
+  const languages = manifest.languages || { en: { name: "English" } };
+  const chosen = pickLanguage(params, navigator.languages || [navigator.language], languages);
+  $("lang").replaceChildren(...Object.entries(languages).map(([k, l]) => el("option", { value: k, lang: k }, l.name)));
+  $("lang").value = chosen.lang;
+  state.lang = chosen.lang;
+  if (chosen.lang !== "en") {
+    try {
+      useWords(await wordsOf(chosen.lang));
+    } catch (e) {
+      console.error(e); // the page stays in English, which the manifest holds
+      state.lang = "en";
+      $("lang").value = "en";
+    }
+  }
+  note(chosen.notes);
   const first = readSite(params, manifest);
   note(first.notes);
   Object.assign(state, { view: first.got.view, embed: first.got.embed, rule: first.got.rule });

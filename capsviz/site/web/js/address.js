@@ -151,5 +151,6 @@ export function writeLink(state, model, iterative) {
     if (state.toy.pts) q.set("pts", state.toy.pts.map((x) => +x.toFixed(1)).join("_"));
   }
   if (state.embed) q.set("embed", "1");
+  if (state.lang) q.set("lang", state.lang); // a shared link opens in the sender's language
   return `?${q}`;
 }

@@ -76,6 +76,7 @@ const PLOT = { displayModeBar: false, responsive: true };
 export function layout(title, x, y, extra = {}) {
   const { xaxis, yaxis, ...rest } = extra;
   return {
+    font: { family: typeof document === "undefined" ? undefined : getComputedStyle(document.documentElement).fontFamily }, // the page's, with its CJK faces
     title: { text: title, font: { size: 14 } },
     margin: { l: 56, r: 12, t: 36, b: 48 },
     height: 270,

@@ -4,6 +4,7 @@
 
 export const state = {
   view: "explore", // one of the manifest's views
+  lang: null, // the language shown (js/lang.js): the link's lang=, else the browser's; written into the link
   embed: false, // embed=1: only the view, for another page's iframe
   image: 0, // the test image shown
   drawn: null, // Float32Array of a drawing, or null for a test image
@@ -29,6 +30,7 @@ export const shown = {
   current: null, // the latest computation (runtime.computeFor), for the views and the tests
   problem: "", // a model that could not be opened: said until another model opens
   notes: [], // what the link asked that is not shown as asked
+  asked: [], // the same notes as {id, values}, said again when the language changes
   timings: { slider: [], iterations: [] }, // ms from a control's event to its view drawn (the benchmark reads them)
 };
 

@@ -18,10 +18,17 @@ const BEFORE = {
 };
 
 let table = { ...BEFORE };
+let joiner = " "; // between two sentences: a space in English, none after a Chinese or Japanese full stop
 
-// the manifest's messages replace (and add to) the ones above
-export function useMessages(messages) {
+// the manifest's messages (of the language `lang`) replace (and add to) the ones above
+export function useMessages(messages, lang = "en") {
   table = { ...BEFORE, ...messages };
+  joiner = lang === "zh-Hans" || lang === "ja" ? "" : " ";
+}
+
+// sentences said one after another, as the language writes them (empty ones left out)
+export function sentences(...parts) {
+  return parts.filter(Boolean).join(joiner);
 }
 
 // `template` with each {name} replaced by values[name]; a placeholder without a value is left as written

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { readFileSync, readdirSync } from "node:fs";
 import { test } from "node:test";
-import { fill, label, quoted, say, useMessages } from "../js/words.js";
+import { fill, label, quoted, say, sentences, useMessages } from "../js/words.js";
 import { NO_WORDS, manifest } from "./fixture.js";
 
 test("fill replaces named placeholders and leaves unknown ones as written", () => {
@@ -50,4 +50,21 @@ test("every message the front end says is in the manifest with exactly the place
     const wanted = [...messages[id].matchAll(/\{([a-z_]+)\}/gi)].map((m) => m[1]);
     assert.deepEqual([...new Set(keys)].sort(), [...new Set(wanted)].sort(), `${file}: ${id}`);
   }
+});
+
+test("every word index.html marks (data-w, data-w-label) is among the manifest's messages", { skip: NO_WORDS }, () => {
+  const messages = manifest().messages;
+  const html = readFileSync(new URL("../index.html", import.meta.url), "utf8");
+  const marked = [...html.matchAll(/data-w(?:-label)?="([a-z_0-9]+)"/g)].map((m) => m[1]);
+  assert.ok(marked.length > 30, marked.length);
+  for (const id of marked) assert.ok(id in messages, `index.html: ${id} is not among the manifest's messages`);
+});
+
+test("sentences follow one another as the language writes them", () => {
+  useMessages({}, "ja");
+  assert.equal(sentences("一つ。", "", "二つ。"), "一つ。二つ。");
+  useMessages({}, "zh-Hans");
+  assert.equal(sentences("一。", "二。"), "一。二。");
+  useMessages({});
+  assert.equal(sentences("One.", null, "Two."), "One. Two.");
 });

@@ -15,9 +15,9 @@ let kept = { key: null, res: null };
 async function input(m) {
   const set = await imageSet(m.images);
   const n = m.channels * m.in_size * m.in_size;
-  if (state.drawn && state.drawn.length === n) return { pixels: state.drawn, key: "drawn", said: "your drawing" };
+  if (state.drawn && state.drawn.length === n) return { pixels: state.drawn, key: "drawn", said: say("em_your_drawing") };
   const index = Math.min(state.image, set.count - 1);
-  return { pixels: testImage(m, set, index), key: `image${index}`, said: `test image ${index} (true class: ${m.classes[set.labels[index]]})` };
+  return { pixels: testImage(m, set, index), key: `image${index}`, said: say("em_test_image", { index, name: m.classes[set.labels[index]] }) };
 }
 
 export async function render() {
@@ -31,11 +31,11 @@ export async function render() {
   $("em-title").textContent = site.manifest.em.title;
   $("em-t").max = String(T);
   $("em-t").value = String(state.em.t);
-  $("em-t-out").textContent = `${state.em.t} of ${T}`;
+  $("em-t-out").textContent = say("of_count", { t: state.em.t, T });
   // its own picture only where the input panel shows another image (a MultiMNIST model's pair)
   $("em-input").parentElement.hidden = site.model.images === m.images;
-  paint(named($("em-input"), `The image EM routes: ${said}`), pixels, m.in_size, m.channels);
-  $("em-input-cap").textContent = `${label(m.name)} routes ${said}`;
+  paint(named($("em-input"), say("aria_em_input", { said })), pixels, m.in_size, m.channels);
+  $("em-input-cap").textContent = say("em_routes", { model: label(m.name), said });
   const dist = distances(res.votes, res.mu, T, I, J, H);
   const { limit, share } = histogramRange(dist);
   $("em-note").textContent = say("em_note", { model: label(m.name), iterations: T, about: site.manifest.em.about, limit: String(limit), share: `${Math.round(100 * share)}%` });
@@ -48,20 +48,20 @@ export async function render() {
   plot(
     $("em-activations"),
     m.classes.map((name, j) => ({ type: "scatter", mode: "lines+markers", name, x: steps, y: steps.map((n) => res.a[(n - 1) * J + j]) })),
-    layout("Activation a_j after each EM iteration", "iteration", "activation a_j", {
+    layout(say("em_activations_title"), say("axis_iteration"), say("em_activation_axis"), {
       height: 300,
       legend: { orientation: "h", y: -0.3 },
       xaxis: { type: "linear", dtick: 1 },
       yaxis: { range: [0, 1] },
       shapes: [{ type: "line", x0: t + 1, x1: t + 1, y0: 0, y1: 1, line: { dash: "dot", color: "#5a6570", width: 1 } }],
     }),
-    `Line chart of each class capsule's activation after each of ${T} EM iterations (the dotted line marks iteration ${t + 1}, shown below). After iteration ${t + 1}: ${pairs(m.classes, atT)}.`,
+    say("aria_em_lines", { T, t: t + 1, values: pairs(m.classes, atT) }),
   );
   // Fig. 2: one panel per class capsule, the most active first, one height scale over every iteration
   const counts = histograms(dist, res.R, T, I, J, limit, BINS);
   const top = Math.max(...counts);
   const centres = Array.from({ length: BINS }, (_, k) => ((k + 0.5) * limit) / BINS);
-  $("em-hist-title").textContent = `Iteration ${t + 1} of ${T}: vote distances to each class capsule's mean pose, weighted by R`;
+  $("em-hist-title").textContent = say("em_hist_title", { t: t + 1, T });
   const boxes = ranked.map(() => el("div", { class: "chart hist" }));
   $("em-hists").replaceChildren(...boxes); // in the page before drawing, so each chart takes its column's width
   ranked.forEach((j, k) => {
@@ -71,8 +71,8 @@ export async function render() {
     const title = k === 0 ? say("em_winner", { name, activation, total }) : say("em_panel", { name, activation, total });
     plot(
       box,
-      [{ type: "bar", x: centres, y, marker: { color: k === 0 ? "#0072B2" : "#5a6570" }, hovertemplate: "distance %{x:.3f}: R %{y:.2f}<extra></extra>" }],
-      layout(title, "distance to the mean pose", "sum of R", {
+      [{ type: "bar", x: centres, y, marker: { color: k === 0 ? "#0072B2" : "#5a6570" }, hovertemplate: `${say("em_distance_axis")} %{x:.3f}: R %{y:.2f}<extra></extra>` }],
+      layout(title, say("em_distance_axis"), say("em_sum_axis"), {
         height: 210,
         margin: { l: 48, r: 8, t: 30, b: 44 },
         title: { text: title, font: { size: 12 } },
@@ -80,7 +80,7 @@ export async function render() {
         yaxis: { range: [0, top * 1.05] },
         bargap: 0,
       }),
-      `Histogram, ${title}: the votes' distances from 0 to ${limit}; the most R, ${fmt(Math.max(...y), 2)}, at distance ${fmt(centres[y.indexOf(Math.max(...y))], 3)}.`,
+      say("aria_em_histogram", { title, limit, most: fmt(Math.max(...y), 2), at: fmt(centres[y.indexOf(Math.max(...y))], 3) }),
     );
   });
 }

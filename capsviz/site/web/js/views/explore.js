@@ -4,7 +4,7 @@ import { $, el, labelled, layout, named, overlay, paint, plot } from "../draw.js
 import { argmax, fmt, lengthsAt, order, pairs, vectorAt } from "../numbers.js";
 import { decode, imageSet } from "../runtime.js";
 import { iterationsShown, shown, site, state } from "../store.js";
-import { say } from "../words.js";
+import { say, sentences } from "../words.js";
 
 const STEPS = [-0.25, -0.2, -0.15, -0.1, -0.05, 0, 0.05, 0.1, 0.15, 0.2, 0.25]; // the sliders' values
 let gridKey = null;
@@ -30,17 +30,17 @@ export async function render() {
         marker: { color: m.classes.map((_, j) => (winners.includes(j) ? "#0072B2" : "#9aa5b1")) },
         text: Array.from(lengths, (v) => fmt(v)),
         textposition: "outside",
-        hovertemplate: "%{x}: length %{y:.3f}<extra></extra>",
+        hovertemplate: `%{x}: ${say("word_length")} %{y:.3f}<extra></extra>`,
       },
     ],
-    layout(title, "class capsule", "length |v_j|", { yaxis: { range: [0, 1.1] } }),
-    `Bar chart. ${title}. Length of each class capsule: ${pairs(m.classes, lengths)}.`,
+    layout(title, say("axis_class"), say("axis_length"), { yaxis: { range: [0, 1.1] } }),
+    say("aria_lengths", { title, values: pairs(m.classes, lengths) }),
   );
   $("pair").hidden = m.digits !== 2;
   if (m.digits === 2) await drawPair(lengths);
   const pick = $("capsule");
   if (state.capsule === null || state.capsule >= m.classes.length) state.capsule = best;
-  pick.replaceChildren(...m.classes.map((name, j) => el("option", { value: String(j) }, `${name} (length ${fmt(lengths[j])})`)));
+  pick.replaceChildren(...m.classes.map((name, j) => el("option", { value: String(j) }, say("option_length", { name, length: fmt(lengths[j]) }))));
   pick.value = String(state.capsule);
   await redraw();
   const key = `${m.name}|${state.image}|${state.drawn ? "drawn" : ""}|${state.capsule}|${current.rule}|${state.iterations}`;
@@ -69,13 +69,13 @@ async function drawPair(lengths) {
   const said = state.drawn
     ? say("pair_drawn", { first, second, first_length: firstLength, second_length: secondLength })
     : say("pair_winners", { first, second, first_length: firstLength, second_length: secondLength, truth });
-  $("pair-note").textContent = `${said} ${say("pair_overlay", { first, second })}`;
-  paint(named($("pair-input"), "The input: two digits overlaid"), shown.current.pixels, S);
-  paint(named($("pair-first"), `The reconstruction from capsule ${m.classes[a]} alone`), red, S);
-  paint(named($("pair-second"), `The reconstruction from capsule ${m.classes[b]} alone`), green, S);
-  overlay(named($("pair-overlay"), `Both reconstructions: ${m.classes[a]} in red, ${m.classes[b]} in green, yellow where both draw`), red, green, S);
-  $("pair-first-name").textContent = `from ${m.classes[a]} (red)`;
-  $("pair-second-name").textContent = `from ${m.classes[b]} (green)`;
+  $("pair-note").textContent = sentences(said, say("pair_overlay", { first, second }));
+  paint(named($("pair-input"), say("aria_pair_input")), shown.current.pixels, S);
+  paint(named($("pair-first"), say("aria_pair_one", { name: m.classes[a] })), red, S);
+  paint(named($("pair-second"), say("aria_pair_one", { name: m.classes[b] })), green, S);
+  overlay(named($("pair-overlay"), say("aria_pair_both", { first: m.classes[a], second: m.classes[b] })), red, green, S);
+  $("pair-first-name").textContent = say("pair_from_red", { name: m.classes[a] });
+  $("pair-second-name").textContent = say("pair_from_green", { name: m.classes[b] });
 }
 
 // the reconstruction from the chosen capsule with the sliders' changes: a slider move runs this alone
@@ -85,7 +85,8 @@ export async function redraw() {
   const rec = await decode(m, vector, [state.capsule]);
   paint($("reconstruction"), rec, m.in_size, m.channels);
   const changed = Array.from(state.dims, (v, d) => (v ? `d${d} ${v > 0 ? "+" : ""}${fmt(v)}` : null)).filter(Boolean);
-  named($("reconstruction"), `The decoder's reconstruction from capsule ${m.classes[state.capsule]}${changed.length ? `, with ${changed.join(", ")}` : ", no dimension changed"}.`);
+  const name = m.classes[state.capsule];
+  named($("reconstruction"), changed.length ? say("aria_reconstruction", { name, changes: changed.join(", ") }) : say("aria_reconstruction_plain", { name }));
   shown.current.reconstruction = rec;
   for (let d = 0; d < 16; d++) {
     const input = $(`dim${d}`);
@@ -128,7 +129,7 @@ async function drawGrid() {
   ctx.putImageData(img, 0, 0);
   const steps = STEPS.map((x) => (x > 0 ? "+" : "") + String(x).replace("0.", "."));
   labelled($("grid-box"), canvas, Array.from({ length: D }, (_, d) => `d${d}`), steps, "");
-  named(canvas, `Perturbation grid for capsule ${m.classes[state.capsule]}: ${D} rows, one per dimension (d0 at the top), each changed alone from -0.25 (left) to +0.25 (right) in steps of 0.05; the middle column is the capsule's own reconstruction.`);
+  named(canvas, say("aria_grid", { name: m.classes[state.capsule], count: D }));
 }
 
 // app: {render, writeAddress} of site.js
@@ -140,7 +141,7 @@ export function controls(app) {
   });
   const dims = $("dims");
   for (let d = 0; d < 16; d++) {
-    const input = el("input", { type: "range", id: `dim${d}`, min: "-0.25", max: "0.25", step: "0.05", value: "0", "aria-label": `dimension ${d}` });
+    const input = el("input", { type: "range", id: `dim${d}`, min: "-0.25", max: "0.25", step: "0.05", value: "0", "aria-label": say("aria_dimension", { d }) });
     input.addEventListener("input", () => {
       state.dims[d] = Number(input.value);
       const t0 = performance.now();

@@ -4,6 +4,7 @@ import { $, el } from "../draw.js";
 import { fmt } from "../numbers.js";
 import { route } from "../runtime.js";
 import { site, state } from "../store.js";
+import { say } from "../words.js";
 
 // Okabe-Ito's blue, orange and purple, darkened to 4.5:1 on the page (site.css): told apart without red/green
 const UPPER_COLOURS = ["var(--upper1)", "var(--upper2)", "var(--upper3)"];
@@ -51,7 +52,7 @@ export async function render(app) {
   const c = r.c.data.slice(dynamic ? t * I * J : 0, dynamic ? (t + 1) * I * J : I * J);
   const v = r.v.data.slice(dynamic ? t * J * 2 : 0, dynamic ? (t + 1) * J * 2 : J * 2);
   $("toy-T").disabled = !dynamic;
-  $("toy-T-out").textContent = dynamic ? String(T) : "one pass";
+  $("toy-T-out").textContent = dynamic ? String(T) : say("one_pass");
   const svg = $("toy");
   svg.replaceChildren();
   for (let j = 0; j < J; j++) {
@@ -64,16 +65,12 @@ export async function render(app) {
     svg.append(line(vx, vy, "#111", 0.1, 1));
     svg.append(text(vx, vy, `v${j + 1}`, "#111"));
   }
-  const head = el("tr", {}, el("th", {}, "lower"), ...Array.from({ length: J }, (_, j) => el("th", { style: `color:${UPPER_COLOURS[j]}` }, `c to upper ${j + 1}`)));
-  const body = Array.from({ length: I }, (_, i) => el("tr", {}, el("th", { scope: "row" }, `lower ${i + 1}`), ...Array.from({ length: J }, (_, j) => el("td", {}, fmt(c[i * J + j], 3)))));
+  const head = el("tr", {}, el("th", {}, say("pg_lower")), ...Array.from({ length: J }, (_, j) => el("th", { style: `color:${UPPER_COLOURS[j]}` }, say("pg_c_to_upper", { number: j + 1 }))));
+  const body = Array.from({ length: I }, (_, i) => el("tr", {}, el("th", { scope: "row" }, say("pg_lower_n", { number: i + 1 })), ...Array.from({ length: J }, (_, j) => el("td", {}, fmt(c[i * J + j], 3)))));
   const lengths = Array.from({ length: J }, (_, j) => fmt(Math.hypot(v[j * 2], v[j * 2 + 1])));
-  const foot = el("tr", {}, el("th", {}, "|v_j| (drawn x3)"), ...lengths.map((x) => el("td", {}, x)));
+  const foot = el("tr", {}, el("th", {}, say("pg_drawn")), ...lengths.map((x) => el("td", {}, x)));
   $("toy-table").replaceChildren(head, ...body, foot);
-  svg.setAttribute(
-    "aria-label",
-    `Predictions of the ${I} lower capsules (lines numbered 1 to ${I}, one colour per upper capsule) and the ${J} upper capsules v (black, drawn 3 times as long): ` +
-      `lengths ${lengths.map((x, j) => `v${j + 1} ${x}`).join(", ")}; the couplings are in the table beside.`,
-  );
+  svg.setAttribute("aria-label", say("aria_pg_svg", { I, J, lengths: lengths.map((x, j) => `v${j + 1} ${x}`).join(", ") }));
   const inputs = $("cap-inputs");
   inputs.replaceChildren();
   const i = state.toy.cap - 1;
@@ -82,7 +79,7 @@ export async function render(app) {
       [0, "x"],
       [1, "y"],
     ]) {
-      const box = el("input", { type: "number", min: String(-pg.limit), max: String(pg.limit), step: "0.1", value: String(pts[(i * 3 + j) * 2 + d]), "aria-label": `lower ${i + 1}'s prediction for upper ${j + 1}, ${axis}` });
+      const box = el("input", { type: "number", min: String(-pg.limit), max: String(pg.limit), step: "0.1", value: String(pts[(i * 3 + j) * 2 + d]), "aria-label": say("aria_pg_input", { lower: i + 1, upper: j + 1, axis }) });
       box.addEventListener("change", () => {
         const p = toyPoints().slice();
         const val = Math.min(pg.limit, Math.max(-pg.limit, Number(box.value) || 0));
@@ -90,7 +87,7 @@ export async function render(app) {
         state.toy.pts = p;
         app.render();
       });
-      inputs.append(el("label", {}, `upper ${j + 1} ${axis} `, box));
+      inputs.append(el("label", {}, `${say("pg_input", { number: j + 1, axis })} `, box));
     }
   }
 }
@@ -123,7 +120,7 @@ export function controls(app) {
     state.toy.T = Number($("toy-T").value);
     app.render();
   });
-  $("cap").replaceChildren(...Array.from({ length: pg.lower }, (_, i) => el("option", { value: String(i + 1) }, `lower ${i + 1}`)));
+  $("cap").replaceChildren(...Array.from({ length: pg.lower }, (_, i) => el("option", { value: String(i + 1) }, say("pg_lower_n", { number: i + 1 }))));
   $("cap").value = String(state.toy.cap);
   $("cap").addEventListener("change", () => {
     state.toy.cap = Number($("cap").value);

@@ -5,7 +5,7 @@ import { $, el, heat, heatOver, labelled, layout, named, plot, scale } from "../
 import { argmax, couplingsAt, fmt, lengthsAt, mean, meanCouplings, pairs, percentDigits, placeMaps, range, uniformShare } from "../numbers.js";
 import { decide } from "../rules.js";
 import { iterationsShown, shown, site, state } from "../store.js";
-import { fill, say } from "../words.js";
+import { fill, say, sentences } from "../words.js";
 
 // rule `name` of the manifest's table (capsviz.analysis.rules) on `values`, as words ("" for a case without)
 function ruled(name, values) {
@@ -24,7 +24,7 @@ export async function render() {
   const T = iterationsShown();
   state.t = Math.min(state.t, T);
   $("iterations").value = String(state.iterations);
-  $("iterations-out").textContent = dynamic ? String(state.iterations) : "one pass";
+  $("iterations-out").textContent = dynamic ? String(state.iterations) : say("one_pass");
   $("t").max = String(T);
   $("t").value = String(state.t);
   $("t-out").textContent = String(state.t);
@@ -37,13 +37,13 @@ export async function render() {
   $("iterations").parentElement.hidden = !dynamic;
   $("t").parentElement.hidden = !dynamic || T === 1;
   const uniform = fmt(1 / J, 3);
-  $("routing-note").textContent = [
+  $("routing-note").textContent = sentences(
     dynamic ? say("routing_iteration", { t: t + 1, T, J, uniform }) : say("routing_one_pass", { J, uniform }),
     say("routing_evenness", { J }),
     // the app's near-uniform rule, on the class the model predicts after its last iteration
     ruled("near uniform", { evenness: share, share: meanCouplings(c, I, J)[argmax(lengthsAt(current, T))], uniform: 1 / J }),
     say(m.grid ? "routing_maps_grid" : "routing_maps_matrix"),
-  ].join(" ");
+  );
   const maps = $("maps");
   maps.replaceChildren();
   const lengths = lengthsAt(current, t + 1); // the captions follow the iteration shown
@@ -57,42 +57,41 @@ export async function render() {
       heatOver(canvas, one, m.grid, hi, lo, current.pixels, m.in_size);
       const avg = mean(one);
       const [a, b] = range(one);
-      named(canvas, `Couplings to ${m.classes[j]} over the image on iteration ${t + 1}: mean ${fmt(avg, 3)}, from ${fmt(a, 3)} to ${fmt(b, 3)}; |v| ${after} ${fmt(lengths[j])}.`);
+      named(canvas, say("aria_map", { name: m.classes[j], t: t + 1, mean: fmt(avg, 3), lo: fmt(a, 3), hi: fmt(b, 3), after, length: fmt(lengths[j]) }));
       maps.append(el("figure", {}, canvas, el("figcaption", {}, say("routing_map_caption", { name: m.classes[j], mean: fmt(avg, 3), length: fmt(lengths[j]) }))));
     });
     const span = ruled("small span", { lo, hi, uniform: 1 / J }); // the app's rule: a narrow span's colours exaggerate
-    maps.append(el("p", { class: "note" }, say("colour_scale"), " ", scale(lo, hi, 3), ` ${say("routing_maps_scale", { after })} ${span}`));
+    maps.append(el("p", { class: "note" }, say("colour_scale"), " ", scale(lo, hi, 3), ` ${sentences(say("routing_maps_scale", { after }), span)}`));
   } else {
     const [, top] = range(c);
     const canvas = el("canvas", { class: "matrix" });
     heat(canvas, c, I, J, top);
-    named(canvas, `Couplings of the ${I} primary capsules (rows, 1 at the top) to the ${J} classes (columns), from 0 to ${fmt(top, 3)}. Mean coupling to each class: ${pairs(m.classes, meanCouplings(c, I, J), 3)}.`);
+    named(canvas, say("aria_matrix", { I, J, top: fmt(top, 3), values: pairs(m.classes, meanCouplings(c, I, J), 3) }));
     const box = labelled(el("div"), canvas, Array.from({ length: I }, (_, i) => String(i + 1)), m.classes, "");
-    maps.append(el("figure", { class: "wide" }, box, el("figcaption", {}, `Rows: the ${I} primary capsules; columns: the classes. Colour: coupling c_ij, `, scale(0, top, 3), " (dark to yellow).")));
+    maps.append(el("figure", { class: "wide" }, box, el("figcaption", {}, `${say("matrix_caption", { count: I })} `, scale(0, top, 3), ` ${say("dark_to_yellow")}`)));
   }
   const steps = Array.from({ length: T }, (_, k) => k + 1);
   if (T === 1) {
-    const title = dynamic ? "|v_j| after 1 iteration" : "|v_j| after the one pass";
+    const title = dynamic ? say("lengths_after_one") : say("lengths_after_pass");
     plot(
       $("iter-lengths"),
       [{ type: "bar", x: m.classes, y: Array.from(lengths), marker: { color: "#0072B2" }, text: Array.from(lengths, (v) => fmt(v)), textposition: "outside" }],
-      layout(title, "class capsule", "length |v_j|", { yaxis: { range: [0, 1.1] } }),
-      `Bar chart, ${title}: ${pairs(m.classes, lengths)}.`,
+      layout(title, say("axis_class"), say("axis_length"), { yaxis: { range: [0, 1.1] } }),
+      say("aria_bars", { title, values: pairs(m.classes, lengths) }),
     );
   } else {
     const traces = m.classes.map((name, j) => ({ type: "scatter", mode: "lines+markers", name, x: steps, y: steps.map((n) => lengthsAt(current, n)[j]) }));
     plot(
       $("iter-lengths"),
       traces,
-      layout("|v_j| after each iteration", "iteration", "length |v_j|", {
+      layout(say("lengths_each"), say("axis_iteration"), say("axis_length"), {
         height: 340,
         legend: { orientation: "h", y: -0.35 },
         xaxis: { type: "linear", dtick: 1 },
         yaxis: { range: [0, 1] },
         shapes: [{ type: "line", x0: t + 1, x1: t + 1, y0: 0, y1: 1, line: { dash: "dot", color: "#5a6570", width: 1 } }],
       }),
-      `Line chart of each class capsule's length after each of ${T} iterations (the dotted line marks iteration ${t + 1}, shown above). ` +
-        `After iteration ${t + 1}: ${pairs(m.classes, lengths)}. After iteration ${T}: ${pairs(m.classes, lengthsAt(current, T))}.`,
+      say("aria_lines", { T, t: t + 1, values: pairs(m.classes, lengths), last: pairs(m.classes, lengthsAt(current, T)) }),
     );
   }
   const shares = steps.map((n) => 100 * uniformShare(couplingsAt(current, n - 1), I, J));
@@ -100,8 +99,8 @@ export async function render() {
   plot(
     $("iter-uniform"),
     [{ type: "bar", x: steps, y: shares, marker: { color: "#0072B2" }, text: shares.map((v) => `${fmt(v, digits)}%`), textposition: "inside", insidetextanchor: "end", textfont: { color: "#fff" } }],
-    layout("Evenness of the couplings, %", dynamic ? "iteration" : "the one pass", "evenness % (100 = even)", { xaxis: { dtick: 1 }, yaxis: { range: [0, 100] } }),
-    `Bar chart of the couplings' evenness (their entropy as a share of an even split's): ${pairs(steps.map((n) => (dynamic ? `iteration ${n}` : "the one pass")), shares, digits)} percent.`,
+    layout(say("evenness_title"), dynamic ? say("axis_iteration") : say("axis_one_pass"), say("axis_evenness"), { xaxis: { dtick: 1 }, yaxis: { range: [0, 100] } }),
+    say("aria_evenness", { values: pairs(steps.map((n) => (dynamic ? say("aria_iteration", { n }) : say("axis_one_pass"))), shares, digits) }),
   );
 }
 

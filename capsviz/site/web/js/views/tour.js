@@ -5,13 +5,15 @@ import { $, chart, el, heat, layout, named, paint, plot, scale, table } from "..
 import { couplingsAt, fmt, lengthsAt, mean, order, pairs, range, uniformShare, vectorAt } from "../numbers.js";
 import { computeFor, decode } from "../runtime.js";
 import { shown, site, state } from "../store.js";
+import { say } from "../words.js";
 
 function help(terms) {
   const g = site.manifest.glossary;
   $("step-help").replaceChildren(
     ...terms.flatMap((k) => {
       const t = g[k];
-      return t ? [el("dt", {}, t.symbol === t.word ? t.symbol : `${t.symbol} (${t.word})`), el("dd", {}, t.explanation)] : [];
+      const name = t && (t.heading || (t.symbol === t.word ? t.symbol : `${t.symbol} (${t.word})`)); // a language's words name the English term too
+      return t ? [el("dt", {}, name), el("dd", {}, t.explanation)] : [];
     }),
   );
 }
@@ -26,33 +28,33 @@ function features(s) {
     const map = new Float32Array(S2 * S2);
     let top = 0;
     for (let p = 0; p < S2 * S2; p++) top = Math.max(top, (map[p] = f.data[p * C1 + k]));
-    const c = named(el("canvas"), `Feature map ${k + 1}: mean response ${fmt(sums[k] / (S2 * S2), 3)}, strongest ${fmt(top, 3)}`);
+    const c = named(el("canvas"), say("aria_feature_map", { number: k + 1, mean: fmt(sums[k] / (S2 * S2), 3), top: fmt(top, 3) }));
     heat(c, map, S2, S2, top);
-    s.fig.append(el("figure", {}, c, el("figcaption", {}, `map ${k + 1}`)));
+    s.fig.append(el("figure", {}, c, el("figcaption", {}, say("tour_map", { number: k + 1 }))));
   }
-  const which = s.step.kind === "conv1" ? "Conv1's" : "the last convolution's";
+  const which = s.step.kind === "conv1" ? say("tour_conv1_maps", { count: C1, size: S2 }) : say("tour_last_maps", { count: C1, size: S2 });
   return [
-    ["feature maps", `${C1} of ${which}, each ${S2} x ${S2}`],
-    ["shown", "the 16 with the largest mean"],
-    ["colour", "0 (dark) to each map's own maximum (yellow)"],
+    [say("tour_feature_maps"), which],
+    [say("tour_shown"), say("tour_shown_16")],
+    [say("tour_colour"), say("tour_colour_map")],
   ];
 }
 
 function classBars(s, values, title, y, summary) {
   const m = s.m;
-  plot(chart(s.fig), [{ type: "bar", x: m.classes, y: Array.from(values), marker: { color: "#0072B2" } }], layout(title, "class capsule", y, { yaxis: { range: [0, 1] } }), summary);
+  plot(chart(s.fig), [{ type: "bar", x: m.classes, y: Array.from(values), marker: { color: "#0072B2" } }], layout(title, say("axis_class"), y, { yaxis: { range: [0, 1] } }), summary);
 }
 
 // one figure per step kind: each draws into s.fig and returns the rows of the step's table
 const FIGURES = {
   input(s) {
     const m = s.m;
-    const c = named(el("canvas"), `The input image, ${m.in_size} x ${m.in_size} pixels`);
+    const c = named(el("canvas"), say("aria_input_image", { size: m.in_size }));
     paint(c, shown.current.pixels, m.in_size, m.channels);
     s.fig.append(c);
     return [
-      ["size", `${m.in_size} x ${m.in_size} pixels, ${m.channels === 3 ? "colour" : "grey"}`],
-      ["values", "0 (black) to 1 (white)"],
+      [say("tour_size"), m.channels === 3 ? say("tour_size_colour", { size: m.in_size }) : say("tour_size_grey", { size: m.in_size })],
+      [say("tour_values"), say("tour_values_range")],
     ];
   },
   conv1: features,
@@ -69,21 +71,21 @@ const FIGURES = {
       for (let p = 0; p < G * G; p++) best[p] = Math.max(...len.slice(p * m.types, (p + 1) * m.types));
       // the scale runs from the shortest to the longest shown: near-saturated lengths (0.97 to 1.00) still differ in colour
       const [lo, hi] = range(best);
-      const c = named(el("canvas"), `The longest primary capsule at each of the ${G} x ${G} places: lengths from ${fmt(lo, 3)} to ${fmt(hi, 3)}`);
+      const c = named(el("canvas"), say("aria_longest_places", { grid: G, lo: fmt(lo, 3), hi: fmt(hi, 3) }));
       heat(c, best, G, G, hi, lo);
-      s.fig.append(el("figure", {}, c, el("figcaption", {}, "The longest primary capsule at each place: ", scale(lo, hi, 3), " (dark to yellow)")));
-      rows.push(["primary capsules", `${I} = ${G} x ${G} places x ${m.types} types`], ["longest at each place", `${fmt(lo, 3)} to ${fmt(hi, 3)}`]);
+      s.fig.append(el("figure", {}, c, el("figcaption", {}, `${say("tour_longest_place")} `, scale(lo, hi, 3), ` ${say("dark_to_yellow")}`)));
+      rows.push([say("tour_primary"), say("tour_primary_grid", { count: I, grid: G, types: m.types })], [say("tour_longest_at_place"), say("tour_from_to", { lo: fmt(lo, 3), hi: fmt(hi, 3) })]);
     } else {
       const names = len.map((_, i) => String(i + 1));
       plot(
         chart(s.fig),
         [{ type: "bar", x: names, y: len, marker: { color: "#0072B2" } }],
-        layout("|u_i| of each primary capsule", "primary capsule i", "length |u_i|", { yaxis: { range: [0, 1] } }),
-        `Bar chart of the length of each of the ${I} primary capsules: ${pairs(names, len)}.`,
+        layout(say("tour_primary_title"), say("tour_primary_axis"), say("tour_primary_length"), { yaxis: { range: [0, 1] } }),
+        say("aria_primary_lengths", { count: I, values: pairs(names, len) }),
       );
-      rows.push(["primary capsules", `${I}, each seeing the whole image`]);
+      rows.push([say("tour_primary"), say("tour_primary_whole", { count: I })]);
     }
-    rows.push(["longest |u_i|", fmt(Math.max(...len))], ["mean |u_i|", fmt(mean(len))]);
+    rows.push([say("tour_longest_u"), fmt(Math.max(...len))], [say("tour_mean_u"), fmt(mean(len))]);
     return rows;
   },
   predictions(s) {
@@ -97,36 +99,36 @@ const FIGURES = {
     plot(
       chart(s.fig),
       [{ type: "bar", x: m.classes, y: avg, marker: { color: "#9aa5b1" } }],
-      layout("Mean |u_hat_j|i| for each class capsule", "class capsule j", "mean length |u_hat_j|i|"),
-      `Bar chart of the mean length of the predictions for each class capsule: ${pairs(m.classes, avg)}.`,
+      layout(say("tour_predictions_title"), say("tour_predictions_axis"), say("tour_predictions_length")),
+      say("aria_predictions", { values: pairs(m.classes, avg) }),
     );
-    return [["predictions", `${I} x ${J}, each of ${D} numbers`]];
+    return [[say("tour_predictions"), say("tour_predictions_count", { I, J, D })]];
   },
   iteration(s) {
     const { m, res, step } = s;
     const t = step.kind === "iteration" ? step.iteration - 1 : 0;
     const c = couplingsAt(res, t);
     const atT = lengthsAt(res, t + 1);
-    const title = `|v_j| after this ${step.kind === "iteration" ? "iteration" : "pass"}`;
-    classBars(s, atT, title, "length |v_j|", `Bar chart, ${title}: ${pairs(m.classes, atT)}.`);
+    const title = step.kind === "iteration" ? say("tour_after_iteration") : say("tour_after_pass");
+    classBars(s, atT, title, say("axis_length"), say("aria_bars", { title, values: pairs(m.classes, atT) }));
     const { I, J } = res;
     const rows = order(s.lengths)
       .slice(0, 3)
       .map((j) => {
         let sum = 0;
         for (let i = 0; i < I; i++) sum += c[i * J + j];
-        return [`mean c to ${m.classes[j]}`, fmt(sum / I, 3)];
+        return [say("tour_mean_c", { name: m.classes[j] }), fmt(sum / I, 3)];
       });
-    rows.push(["uniform", `1/${J} = ${fmt(1 / J, 3)}`], ["evenness, % (100 = spread evenly)", fmt(100 * uniformShare(c, I, J), 1)]);
+    rows.push([say("tour_uniform"), `1/${J} = ${fmt(1 / J, 3)}`], [say("tour_evenness"), fmt(100 * uniformShare(c, I, J), 1)]);
     return rows;
   },
   lengths(s) {
     const { m, lengths } = s;
-    classBars(s, lengths, "|v_j|: the answer is the longest", "length |v_j|", `Bar chart of the class capsules' lengths: ${pairs(m.classes, lengths)}.`);
+    classBars(s, lengths, say("tour_lengths_title"), say("axis_length"), say("aria_class_lengths", { values: pairs(m.classes, lengths) }));
     const [first, second] = order(lengths);
     return [
-      ["answer", `${m.classes[first]} (${fmt(lengths[first])})`],
-      ["runner-up", `${m.classes[second]} (${fmt(lengths[second])})`],
+      [say("tour_answer"), `${m.classes[first]} (${fmt(lengths[first])})`],
+      [say("tour_runner_up"), `${m.classes[second]} (${fmt(lengths[second])})`],
     ];
   },
   async reconstruction(s) {
@@ -134,17 +136,17 @@ const FIGURES = {
     const best = order(s.lengths)[0];
     const rec = await decode(m, vectorAt(res, s.T, best), [best]);
     const pixels = shown.current.pixels;
-    const a = named(el("canvas"), "The input");
-    const b = named(el("canvas"), `The reconstruction from capsule ${m.classes[best]}`);
+    const a = named(el("canvas"), say("input_title"));
+    const b = named(el("canvas"), say("aria_reconstruction_from", { name: m.classes[best] }));
     paint(a, pixels, m.in_size, m.channels);
     paint(b, rec, m.in_size, m.channels);
-    s.fig.append(el("figure", {}, a, el("figcaption", {}, "input")), el("figure", {}, b, el("figcaption", {}, `decoded from ${m.classes[best]}`)));
+    s.fig.append(el("figure", {}, a, el("figcaption", {}, say("fig_input"))), el("figure", {}, b, el("figcaption", {}, say("tour_decoded", { name: m.classes[best] }))));
     let diff = 0;
     for (let p = 0; p < rec.length; p++) diff += Math.abs(rec[p] - pixels[p]);
-    return [["mean pixel difference", fmt(diff / rec.length, 3)]];
+    return [[say("tour_difference"), fmt(diff / rec.length, 3)]];
   },
   lab(s) {
-    s.fig.append(el("p", {}, "The routing lab, which runs this model with uniform and random couplings and compares them, is in the full capsviz app (Routing lab page)."));
+    s.fig.append(el("p", {}, say("tour_lab")));
     return [];
   },
 };
@@ -155,7 +157,7 @@ export async function render() {
   const steps = m.tour;
   state.step = Math.min(Math.max(state.step, 1), steps.length);
   const step = steps[state.step - 1];
-  $("step-of").textContent = `Step ${state.step} of ${steps.length}`;
+  $("step-of").textContent = say("tour_step", { step: state.step, count: steps.length });
   $("back").disabled = state.step === 1;
   $("forward").disabled = state.step === steps.length;
   $("step-title").textContent = step.title;
@@ -168,7 +170,7 @@ export async function render() {
   const s = { m, res, step, fig, T, lengths: lengthsAt(res, T) };
   const figure = FIGURES[step.kind];
   const rows = figure ? await figure(s) : [];
-  if (!figure) fig.append(el("p", {}, "This step's figure is shown in the full capsviz app's guided tour."));
+  if (!figure) fig.append(el("p", {}, say("tour_no_figure")));
   table($("step-numbers"), rows);
 }
 
