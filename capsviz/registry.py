@@ -16,12 +16,13 @@ from __future__ import annotations
 import importlib
 
 from capsviz.entries import Family, Routing, resolve
+from capsviz.i18n import N_, t
 
 __all__ = ["FAMILIES", "FAMILY_FOLDERS", "ROUTINGS", "Family", "Routing", "resolve"]
 
 # One label for a CapsNet trained with one iteration of dynamic routing, on every page, and why it is uniform couplings
-ONE_ITERATION = "dynamic routing, 1 iteration"
-ONE_ITERATION_WHY = "with 1 iteration the couplings stay uniform: b starts at 0 and is never updated"
+ONE_ITERATION = N_("dynamic routing, 1 iteration")
+ONE_ITERATION_WHY = N_("with 1 iteration the couplings stay uniform: b starts at 0 and is never updated")
 
 ROUTINGS: dict[str, Routing] = {
     r.name: r
@@ -29,8 +30,8 @@ ROUTINGS: dict[str, Routing] = {
         Routing(
             "dynamic",
             "capsviz.routing:route_dynamic",
-            words="dynamic routing",
-            about="the couplings are set by iterations of agreement",
+            words=N_("dynamic routing"),
+            about=N_("the couplings are set by iterations of agreement"),
             iterative=True,
             uniform="at the first iteration only (the logits b start at 0); later iterations move the couplings by agreement",
             from_votes=True,
@@ -41,8 +42,8 @@ ROUTINGS: dict[str, Routing] = {
         Routing(
             "uniform",
             "capsviz.routing:route_uniform",
-            words="uniform couplings (no routing)",
-            about="every vote is split evenly over the classes, whatever the image",
+            words=N_("uniform couplings (no routing)"),
+            about=N_("every vote is split evenly over the classes, whatever the image"),
             iterative=False,
             uniform="always: every coupling is 1/J, which is dynamic routing with one iteration",
             from_votes=False,
@@ -51,8 +52,8 @@ ROUTINGS: dict[str, Routing] = {
         Routing(
             "random",
             "capsviz.routing:route_random",
-            words="fixed random couplings",
-            about="each primary capsule's vote is split over the classes by fixed random shares, the same for every image",
+            words=N_("fixed random couplings"),
+            about=N_("each primary capsule's vote is split over the classes by fixed random shares, the same for every image"),
             iterative=False,
             uniform="never: the shares are drawn once from a fixed seed and never change",
             from_votes=False,
@@ -61,8 +62,8 @@ ROUTINGS: dict[str, Routing] = {
         Routing(
             "self-attention",
             "capsviz.routing:route_self_attention",
-            words="self-attention routing (one pass)",
-            about="the couplings are set by one pass of self-attention",
+            words=N_("self-attention routing (one pass)"),
+            about=N_("the couplings are set by one pass of self-attention"),
             iterative=False,
             uniform="only where every vote agrees equally with the others, which a trained model's votes rarely do",
             from_votes=True,
@@ -72,8 +73,10 @@ ROUTINGS: dict[str, Routing] = {
         Routing(
             "em",
             "capsviz.routing:em_routing",
-            words="EM routing",
-            about="each class capsule fits a Gaussian to the votes it explains, and each vote goes to the capsules that explain it best",
+            words=N_("EM routing"),
+            about=N_(
+                "each class capsule fits a Gaussian to the votes it explains, and each vote goes to the capsules that explain it best"
+            ),
             iterative=True,
             uniform="at the first M-step only (every assignment R is 1/J); later E-steps move them",
             from_votes=True,
@@ -122,17 +125,19 @@ def families_on(page: str) -> tuple[str, ...]:
 
 def either(page: str) -> str:
     """The families `page` can show, as a list of names in a sentence ("CapsNet or Efficient-CapsNet")."""
-    names = [FAMILIES[f].short for f in families_on(page)]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    names = [t(FAMILIES[f].short) for f in families_on(page)]
+    if len(names) == 1:
+        return names[0]
+    return t("{names} or {last}", names=", ".join(names[:-1]), last=names[-1])
 
 
 def family_words(name: str) -> str:
     """'a CapsNet', 'an Efficient-CapsNet', ...: a model family in a sentence."""
     f = FAMILIES.get(name)
-    return f.words if f else f"a {name} model"
+    return t(f.words) if f else t("a {name} model", name=name)
 
 
 def routing_words(name: str) -> str:
     """A routing's plain name, or the name itself where none is registered."""
     r = ROUTINGS.get(name)
-    return r.words if r else name
+    return t(r.words) if r else name

@@ -9,7 +9,7 @@ from capsviz.analysis import lab
 from capsviz.analysis.routing import canvas_words, centred, on_canvas
 from capsviz.analysis.tour import tour_of, walk
 from capsviz.glossary import class_words, help_text
-from capsviz.i18n import t
+from capsviz.i18n import language, t
 from capsviz.memo import digest
 from capsviz.registry import shows
 from capsviz.text import MAX_SENTENCES, plain
@@ -25,32 +25,38 @@ from pages.sidebar import site_button
 from pages.state import STATE
 
 require_router()
-st.title("A guided tour of a capsule network")
+st.title(t("A guided tour of a capsule network"))
 st.markdown(
-    "Follow one image through the active model, one step at a time, with the real numbers at every step. "
-    "Each step says which equation or figure of the paper it shows; hover a ? for the words behind a symbol. "
-    "New to capsules? The **Routing playgrounds** show the same mechanism on six capsules you can move."
+    t(
+        "Follow one image through the active model, one step at a time, with the real numbers at every step. "
+        "Each step says which equation or figure of the paper it shows; hover a ? for the words behind a symbol. "
+        "New to capsules? The **Routing playgrounds** show the same mechanism on six capsules you can move."
+    )
 )
-st.page_link("pages/glossary.py", label="Glossary: every symbol and word, in one place", icon=":material/menu_book:")
+st.page_link("pages/glossary.py", label=t("Glossary: every symbol and word, in one place"), icon=":material/menu_book:")
 st.page_link("pages/why.py", label=t("Why capsules? The papers' argument, measured on these models first"), icon=":material/help:")
 
 model, meta, path = page_model(
     lambda meta: shows(meta.config, "tour"),
-    "a capsule network to follow an image through",
-    "**{name}** is {family}, which has no capsules to follow. Pick a capsule network in the sidebar.",
+    t("a capsule network to follow an image through"),
+    t("**{name}** is {family}, which has no capsules to follow. Pick a capsule network in the sidebar."),
 )
 names = [str(n) for n in meta.class_names]
 words = class_words(meta)  # digit capsules for digits; class capsules for Fashion-MNIST and a user's own images
 size = meta.config.in_size
-looks = f"the {size}x{size} input, " + ("red, green and blue levels 0 to 1" if meta.config.in_channels == 3 else "grey levels 0 to 1")
+looks = (
+    t("the {size}x{size} input, red, green and blue levels 0 to 1", size=size)
+    if meta.config.in_channels == 3
+    else t("the {size}x{size} input, grey levels 0 to 1", size=size)
+)
 pad = on_canvas(meta.image_dataset, size)  # a MultiMNIST model: a test digit centred on its canvas
 if pad:
     st.info(canvas_words(size, pad), icon=":material/info:")
-    st.page_link("pages/multimnist.py", label="MultiMNIST: pairs of digits", icon=":material/arrow_outward:")
-with st.expander("The image to follow (a test image, a drawing or an upload: change it here)", expanded=False):
+    st.page_link("pages/multimnist.py", label=t("MultiMNIST: pairs of digits"), icon=":material/arrow_outward:")
+with st.expander(t("The image to follow (a test image, a drawing or an upload: change it here)"), expanded=False):
     picked = pick_image(meta.image_dataset, names, size - 2 * pad, None if pad else model)
 if picked is None:
-    st.info("Open **The image to follow** above and pick a test image, draw one or upload one.")
+    st.info(t("Open **The image to follow** above and pick a test image, draw one or upload one."))
     st.stop()
 image, truth = centred(picked[0], pad), picked[1]
 
@@ -59,11 +65,11 @@ tour = for_image(tour_of(meta.config).follow, model, image)
 have = lab.stored_rows([(path, meta)], list(lab.LAB_ROUTINGS)) if lab.fits(meta.config) else {}
 rows = [have[path.stem, r] for r in lab.LAB_ROUTINGS if (path.stem, r) in have]
 # the tour of this model and image: its steps' words and figures are the same for every session that follows it
-seen = digest(STATE.model_key.get(), image, names, truth, repr(rows))
+seen = digest(STATE.model_key.get(), image, names, truth, repr(rows), language())
 steps = kept(walk, tour, names, words, path.stem, truth, looks, rows, meta.config, key=seen)
 N = len(steps)
 
-linked_step = link_number(STATE.tour_step, 1, N, 1, "step")  # a shared link's step, once
+linked_step = link_number(STATE.tour_step, 1, N, 1, t("step"))  # a shared link's step, once
 if linked_step is not None or not STATE.tour_step.present:
     STATE.tour_step.set(linked_step or 1)
 STATE.tour_step.set(min(max(STATE.tour_step.get(), 1), N))  # the other family's tour may be longer
@@ -78,7 +84,7 @@ def step_figure(step, name: str, build, *args, width: int | None = None, key=Non
     and its PNG at full size for slides."""
     show(st, picture(build, *args, width=width, key=key, **kwargs), plain(step.caption, limit=MAX_SENTENCES), width or "stretch")
     st.download_button(
-        "Download this figure (PNG)",
+        t("Download this figure (PNG)"),
         lambda: picture(build, *args, key=key, **kwargs),
         f"tour-{name}.png",
         "image/png",
@@ -87,14 +93,14 @@ def step_figure(step, name: str, build, *args, width: int | None = None, key=Non
     )
 
 
-def routing_frame(tour, names, t: int, capsule: str):
-    """Iteration t's frame of the tour's routing figure."""
-    return tour_routing_frames(tour, names, only=t, capsule=capsule)[0]
+def routing_frame(tour, names, it: int, capsule: str):
+    """Iteration it's frame of the tour's routing figure."""
+    return tour_routing_frames(tour, names, only=it, capsule=capsule)[0]
 
 
-def em_frame(tour, names, t: int):
-    """Iteration t's frame of the matrix tour's EM figure."""
-    return tour_em_frames(tour, names, only=t)[0]
+def em_frame(tour, names, it: int):
+    """Iteration it's frame of the matrix tour's EM figure."""
+    return tour_em_frames(tour, names, only=it)[0]
 
 
 PHONE_COLUMNS = 6  # numbers a table row shows beside its name at 390 px
@@ -134,7 +140,7 @@ def value_table(step, d: dict) -> None:
         )
     st.caption(plain(step.caption, limit=MAX_SENTENCES))
     st.download_button(
-        "Download this figure (PNG)",
+        t("Download this figure (PNG)"),
         lambda: png_bytes(value_grid(d["values"], d["rows"], d["columns"], d["title"], d.get("highlight"), d.get("highlight_row"))),
         f"tour-{step.key}.png",
         "image/png",
@@ -150,7 +156,7 @@ def step_view() -> None:
     st.query_params["step"] = str(k)
     back, where, nxt = st.columns([1, 4, 1], vertical_alignment="center")
     back.button(
-        "Back",
+        t("Back"),
         key="tour_back",
         on_click=move,
         args=(-1,),
@@ -158,10 +164,10 @@ def step_view() -> None:
         width="stretch",
         icon=":material/arrow_back:",
         shortcut="Left",
-        help="Previous step (left arrow key)",
+        help=t("Previous step (left arrow key)"),
     )
     nxt.button(
-        "Next",
+        t("Next"),
         key="tour_next",
         on_click=move,
         args=(1,),
@@ -170,10 +176,10 @@ def step_view() -> None:
         type="primary",
         icon=":material/arrow_forward:",
         shortcut="Right",
-        help="Next step (right arrow key)",
+        help=t("Next step (right arrow key)"),
     )
     step = steps[k - 1]
-    where.progress(k / N, text=f"Step {k} of {N}: **{step.title}**")  # plain: the tour's own step titles
+    where.progress(k / N, text=t("Step {k} of {n}: **{title}**", k=k, n=N, title=step.title))  # plain: the tour's own step titles
     show_link_note(STATE.tour_step.param, k)
     d = step.data
     # a table of numbers takes the page's whole width (a laptop shows every column), its words under it
@@ -192,7 +198,7 @@ def step_view() -> None:
         elif step.figure == "routing":
             step_figure(step, f"routing-{d['t'] + 1}", routing_frame, tour, names, d["t"], words.capsule, key=(seen, d["t"], words.capsule))
             st.download_button(
-                "Download every iteration (animated GIF)",
+                t("Download every iteration (animated GIF)"),
                 lambda: gif_bytes(tour_routing_frames(tour, names, capsule=words.capsule)),
                 "tour-routing.gif",
                 "image/gif",
@@ -202,15 +208,15 @@ def step_view() -> None:
         elif step.figure == "em_primary":
             maps = d["maps"]
             step_figure(
-                step, step.key, feature_maps, maps, [f"type {k + 1}" for k in range(len(maps))], scale=6, columns=4, normalise=False
+                step, step.key, feature_maps, maps, [t("type {k}", k=k + 1) for k in range(len(maps))], scale=6, columns=4, normalise=False
             )
-            st.markdown(markdown_table({f"col {c + 1}": d["pose"][:, c] for c in range(d["pose"].shape[1])}))
+            st.markdown(markdown_table({t("col {c}", c=c + 1): d["pose"][:, c] for c in range(d["pose"].shape[1])}))
         elif step.figure == "votes":
             step_figure(step, step.key, tour_vote_frame, tour, names, key=seen)
         elif step.figure == "em":
             step_figure(step, f"em-{d['t'] + 1}", em_frame, tour, names, d["t"], key=(seen, d["t"]))
             st.download_button(
-                "Download every iteration (animated GIF)",
+                t("Download every iteration (animated GIF)"),
                 lambda: gif_bytes(tour_em_frames(tour, names)),
                 "tour-em.gif",
                 "image/gif",
@@ -218,9 +224,9 @@ def step_view() -> None:
                 on_click="ignore",
             )
         elif step.figure == "lab":
-            charts = [("error", "spread", "Test error by routing", "test error %", "tour_lab")]
+            charts = [("error", "spread", t("Test error by routing"), t("test error %"), "tour_lab")]
             if "pairs" in d:  # a model that reads pairs: its own task, as the lab judges it
-                charts.append(("pairs", "pair_spread", "Pair accuracy by routing", "pair accuracy %", "tour_lab_pairs"))
+                charts.append(("pairs", "pair_spread", t("Pair accuracy by routing"), t("pair accuracy %"), "tour_lab_pairs"))
             for values, spread, title, axis, chart_key in charts:
                 st.plotly_chart(
                     chart(
@@ -244,7 +250,7 @@ def step_view() -> None:
         if step.terms:
             st.caption(help_text(*step.terms))
         if step.key == "lab":
-            st.page_link("pages/lab.py", label="Open the routing lab", icon=":material/science:")
+            st.page_link("pages/lab.py", label=t("Open the routing lab"), icon=":material/science:")
         if step.link:
             st.page_link(step.link[0], label=step.link[1], icon=":material/arrow_outward:")
 

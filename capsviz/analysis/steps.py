@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from capsviz.analysis import rules
+from capsviz.analysis import rule_words, rules
 from capsviz.glossary import label
+from capsviz.i18n import language, t, tn
 from capsviz.registry import ROUTINGS
 from capsviz.routing import squash
 from capsviz.text import plain
@@ -81,6 +82,11 @@ def squashed(s: np.ndarray) -> np.ndarray:
 SATURATED = 0.9  # a primary capsule longer than this is called long (the margin loss's own target for "present")
 
 
+def gap() -> str:
+    """What goes between two sentences in the reader's language: a space, none in Chinese and Japanese."""
+    return "" if language() in ("zh-Hans", "ja") else " "
+
+
 def two(x: float) -> str:
     """The tour's numbers as its figures write them: two decimals."""
     return f"{x:.2f}"
@@ -89,16 +95,16 @@ def two(x: float) -> str:
 def share_words(x: np.ndarray) -> str:
     """'0.14 to 0.23', or '1.00 each' when they are all the same at two decimals."""
     lo, hi = two(x.min()), two(x.max())
-    return f"{lo} each" if lo == hi else f"{lo} to {hi}"
+    return t("{lo} each", lo=lo) if lo == hi else t("{lo} to {hi}", lo=lo, hi=hi)
 
 
 def squash_words(s_name: str, v_name: str, s_len: float, v_len: float, length: Callable[[float], float]) -> str:
     """'|s_7| = 2.38 squashes to |v_7| = 0.85', both as the figure writes them; when squashing the
     rounded |s| does not give the rounded |v| (`length`: the squash on a length), it says so."""
-    said = f"|{s_name}| = {two(s_len)} squashes to |{v_name}| = {two(v_len)}"
+    v = dict(s=s_name, v=v_name, s_len=two(s_len), v_len=two(v_len))
     if two(length(float(two(s_len)))) != two(v_len):
-        said += " (both rounded to two decimals: the squash acts on the unrounded length)"
-    return said
+        return t("|{s}| = {s_len} squashes to |{v}| = {v_len} (both rounded to two decimals: the squash acts on the unrounded length)", **v)
+    return t("|{s}| = {s_len} squashes to |{v}| = {v_len}", **v)
 
 
 def capsnet_length(n: float) -> float:
@@ -115,10 +121,15 @@ def near_uniform_words(entropy_ratio: float, share: float, uniform_share: float,
     """`who` ('the couplings of this image') near or away from uniform by the rules' one rule, with
     the part that decided it, and the whole rule; or, where an earlier step said it (`stated_at`,
     'iteration 2'), a pointer to that step instead of the same four lines again."""
-    verdict = f"{who} are {rules.uniform_words(entropy_ratio, share, uniform_share)}."
+    verdict = rule_words.uniform_words(entropy_ratio, share, uniform_share)
     if stated_at:
-        return f"By the routing lab's near-uniform rule (stated in full at {stated_at}), {verdict}"
-    return f"By the routing lab's rule, {verdict} {rules.RULES['near uniform']}"
+        return t(
+            "By the routing lab's near-uniform rule (stated in full at {where}), {who} are {verdict}.",
+            where=stated_at,
+            who=who,
+            verdict=verdict,
+        )
+    return t("By the routing lab's rule, {who} are {verdict}. {rule}", who=who, verdict=verdict, rule=rules.rule_words("near uniform"))
 
 
 def long_share(lengths: np.ndarray) -> float:
@@ -131,20 +142,28 @@ def pose_words(pose: np.ndarray) -> str:
     any lies beyond -1 to 1, where a rotation matrix's entries all lie (so it is not one); within,
     that this alone does not make it one. Meaning is claimed for no entry."""
     lo, hi = float(pose.min()), float(pose.max())
-    said = f"Measured here: the 16 entries of this pose run from {lo:.3f} to {hi:.3f}"  # as its table writes them
+    v = dict(lo=f"{lo:.3f}", hi=f"{hi:.3f}")  # as its table writes them
     if max(abs(lo), abs(hi)) > 1:
-        return said + (
-            "; a rotation matrix keeps every entry between -1 and 1, so this is not one: the paper means the matrix to hold "
-            "the pose, and what each entry encodes is learned, not given."
+        return t(
+            "Measured here: the 16 entries of this pose run from {lo} to {hi}; a rotation matrix keeps every entry between -1 and 1, "
+            "so this is not one: the paper means the matrix to hold the pose, and what each entry encodes is learned, not given.",
+            **v,
         )
-    return said + (
-        ", all between -1 and 1 as a rotation matrix's would be, though that alone does not make it one: what each entry "
-        "encodes is learned, not given."
+    return t(
+        "Measured here: the 16 entries of this pose run from {lo} to {hi}, all between -1 and 1 as a rotation matrix's would be, "
+        "though that alone does not make it one: what each entry encodes is learned, not given.",
+        **v,
     )
 
 
 def ordinal(n: int) -> str:
-    return {1: "first", 2: "second", 3: "third"}.get(n, f"{n}th")
+    if n == 1:
+        return t("first")
+    if n == 2:
+        return t("second")
+    if n == 3:
+        return t("third")
+    return t("{n}th", n=n)
 
 
 def prediction_words(name: str, lengths: np.ndarray, names: list[str], W: int, thing: str, own: float | None = None) -> str:
@@ -154,22 +173,65 @@ def prediction_words(name: str, lengths: np.ndarray, names: list[str], W: int, t
     not count for more by its length (its coupling decides)."""
     order = [int(j) for j in np.argsort(-lengths, kind="stable")]
     rank, top, low = order.index(W) + 1, order[0], order[-1]
-    whose = f", whose own length |u_i| is {two(own)}," if own is not None else ""
-    said = f"Measured here: the first column, {name}{whose} predicts {names[W]} with length {two(lengths[W])}"
-    if rank == 1:
-        nxt = order[1]
-        said += f", its longest prediction; the next longest is for {names[nxt]} ({two(lengths[nxt])})"
-    else:
-        said += f", only its {ordinal(rank)} longest: its longest prediction is for {names[top]} ({two(lengths[top])})" + (
-            f", then {names[order[1]]} ({two(lengths[order[1]])})" if rank > 2 else ""
+    v = dict(name=name, w=names[W], w_len=two(lengths[W]), low=names[low], low_len=two(lengths[low]), thing=thing)
+    v |= dict(top=names[top], top_len=two(lengths[top]), next=names[order[1]], next_len=two(lengths[order[1]]), ordinal=ordinal(rank))
+    if own is not None:
+        v["own"] = two(own)
+        if rank == 1:
+            said = t(
+                "Measured here: the first column, {name}, whose own length |u_i| is {own}, predicts {w} with length {w_len}, its longest "
+                "prediction; the next longest is for {next} ({next_len}); its shortest is for {low} ({low_len}): one capsule predicts "
+                "every {thing}, some louder than others, from one vector and a different W for each.",
+                **v,
+            )
+        elif rank == 2:
+            said = t(
+                "Measured here: the first column, {name}, whose own length |u_i| is {own}, predicts {w} with length {w_len}, only its "
+                "{ordinal} longest: its longest prediction is for {top} ({top_len}); its shortest is for {low} ({low_len}): one capsule "
+                "predicts every {thing}, some louder than others, from one vector and a different W for each.",
+                **v,
+            )
+        else:
+            said = t(
+                "Measured here: the first column, {name}, whose own length |u_i| is {own}, predicts {w} with length {w_len}, only its "
+                "{ordinal} longest: its longest prediction is for {top} ({top_len}), then {next} ({next_len}); its shortest is for "
+                "{low} ({low_len}): one capsule predicts every {thing}, some louder than others, from one vector and a different W for each.",
+                **v,
+            )
+    elif rank == 1:
+        said = t(
+            "Measured here: the first column, {name} predicts {w} with length {w_len}, its longest prediction; the next longest is "
+            "for {next} ({next_len}); its shortest is for {low} ({low_len}): one capsule predicts every {thing}, some louder than others.",
+            **v,
         )
-    said += f"; its shortest is for {names[low]} ({two(lengths[low])}): one capsule predicts every {thing}, some louder than others"
-    said += ", from one vector and a different W for each." if own is not None else "."
+    elif rank == 2:
+        said = t(
+            "Measured here: the first column, {name} predicts {w} with length {w_len}, only its {ordinal} longest: its longest "
+            "prediction is for {top} ({top_len}); its shortest is for {low} ({low_len}): one capsule predicts every {thing}, some "
+            "louder than others.",
+            **v,
+        )
+    else:
+        said = t(
+            "Measured here: the first column, {name} predicts {w} with length {w_len}, only its {ordinal} longest: its longest "
+            "prediction is for {top} ({top_len}), then {next} ({next_len}); its shortest is for {low} ({low_len}): one capsule "
+            "predicts every {thing}, some louder than others.",
+            **v,
+        )
     if rank == 1:
-        return said + f" Here its longest vote is for {names[W]}, the {thing} routing picks; a vote's weight still comes from its coupling."
-    return said + (
-        f" Its vote for {names[top]} is longer than its vote for {names[W]}, yet {names[W]} is the {thing} routing picks: "
-        f"length alone does not decide, the couplings and the other capsules' votes do."
+        return (
+            said
+            + gap()
+            + t("Here its longest vote is for {w}, the {thing} routing picks; a vote's weight still comes from its coupling.", **v)
+        )
+    return (
+        said
+        + gap()
+        + t(
+            "Its vote for {top} is longer than its vote for {w}, yet {w} is the {thing} routing picks: length alone does not decide, "
+            "the couplings and the other capsules' votes do.",
+            **v,
+        )
     )
 
 
@@ -181,39 +243,89 @@ def margin_words(lengths: np.ndarray, names: list[str], right: int | None) -> st
     (the longest where the label is unknown) longer than MARGIN_PRESENT, every other shorter than
     MARGIN_ABSENT; the numbers that decide it, as the bars beside write them."""
     j = int(np.argmax(lengths)) if right is None else right
-    who = f"the label's capsule, {names[j]}," if right is not None else f"the longest capsule, {names[j]},"
     others = [k for k in range(len(lengths)) if k != j]
     top = max(others, key=lambda k: lengths[k])
     loud = [k for k in others if lengths[k] >= MARGIN_ABSENT]
     present = lengths[j] > MARGIN_PRESENT
-    said = f"on this image {who} has {two(lengths[j])}, {'above' if present else 'not above'} {MARGIN_PRESENT}; "
+    v = dict(name=names[j], length=two(lengths[j]), present=MARGIN_PRESENT, absent=MARGIN_ABSENT, top=names[top], top_len=two(lengths[top]))
+    v |= dict(others=len(others))
+    label_known = right is not None
     if not loud:
-        said += f"every other is shorter than {MARGIN_ABSENT} (the longest of them, {names[top]}, {two(lengths[top])})"
-    else:
-        said += (
-            f"{len(loud)} of the other {len(others)} {'is' if len(loud) == 1 else 'are'} not shorter than {MARGIN_ABSENT} "
-            f"(the longest, {names[top]}, {two(lengths[top])})"
+        if present and label_known:
+            return t(
+                "on this image the label's capsule, {name}, has {length}, above {present}; every other is shorter than {absent} "
+                "(the longest of them, {top}, {top_len}): this image meets both targets.",
+                **v,
+            )
+        if present:
+            return t(
+                "on this image the longest capsule, {name}, has {length}, above {present}; every other is shorter than {absent} "
+                "(the longest of them, {top}, {top_len}): this image meets both targets.",
+                **v,
+            )
+        if label_known:
+            return t(
+                "on this image the label's capsule, {name}, has {length}, not above {present}; every other is shorter than {absent} "
+                "(the longest of them, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+                **v,
+            )
+        return t(
+            "on this image the longest capsule, {name}, has {length}, not above {present}; every other is shorter than {absent} "
+            "(the longest of them, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+            **v,
         )
-    met = present and not loud
-    return said + (
-        ": this image meets both targets." if met else ": this image does not meet the targets, so the loss would still push these lengths."
+    if present and label_known:
+        return tn(
+            "on this image the label's capsule, {name}, has {length}, above {present}; {n} of the other {others} is not shorter than "
+            "{absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+            "on this image the label's capsule, {name}, has {length}, above {present}; {n} of the other {others} are not shorter than "
+            "{absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+            len(loud),
+            **v,
+        )
+    if present:
+        return tn(
+            "on this image the longest capsule, {name}, has {length}, above {present}; {n} of the other {others} is not shorter than "
+            "{absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+            "on this image the longest capsule, {name}, has {length}, above {present}; {n} of the other {others} are not shorter than "
+            "{absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+            len(loud),
+            **v,
+        )
+    if label_known:
+        return tn(
+            "on this image the label's capsule, {name}, has {length}, not above {present}; {n} of the other {others} is not shorter "
+            "than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+            "on this image the label's capsule, {name}, has {length}, not above {present}; {n} of the other {others} are not shorter "
+            "than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+            len(loud),
+            **v,
+        )
+    return tn(
+        "on this image the longest capsule, {name}, has {length}, not above {present}; {n} of the other {others} is not shorter "
+        "than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+        "on this image the longest capsule, {name}, has {length}, not above {present}; {n} of the other {others} are not shorter "
+        "than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+        len(loud),
+        **v,
     )
 
 
 def saturation_words(lengths: np.ndarray, shown: str) -> tuple[str, bool]:
     """What the primary capsules' lengths say, and whether it is a warning (most of them long)."""
     long = long_share(lengths)
-    said = (
-        f"Measured here: {long:.0%} of the {lengths.size} primary capsules are longer than {SATURATED} "
-        f"(lengths {two(lengths.min())} to {two(lengths.max())})"
-    )
+    v = dict(share=f"{long:.0%}", n=lengths.size, limit=SATURATED, lo=two(lengths.min()), hi=two(lengths.max()), shown=shown)
     if long > 0.5:
         return (
-            said + f". Most of them are then nearly equally long, so in this trained model a primary capsule's length hardly "
-            f"tells where the {shown} is; what differs between them is their direction, and so the predictions they make (next step).",
+            t(
+                "Measured here: {share} of the {n} primary capsules are longer than {limit} (lengths {lo} to {hi}). Most of them are "
+                "then nearly equally long, so in this trained model a primary capsule's length hardly tells where the {shown} is; "
+                "what differs between them is their direction, and so the predictions they make (next step).",
+                **v,
+            ),
             True,
         )
-    return said + ".", False
+    return t("Measured here: {share} of the {n} primary capsules are longer than {limit} (lengths {lo} to {hi}).", **v), False
 
 
 def coupling_numbers(c: np.ndarray, entropy: np.ndarray, weights: np.ndarray, j: int) -> dict:
@@ -236,46 +348,82 @@ def loudest_words(shown_c: np.ndarray, mean: float, capsules: int, J: int, name:
     sentence that reconciles them: by the near-uniform rule's factor, whether the loudest few moved
     while the mean, which the rule reads, stayed below it; or neither moved; or the mean moved too."""
     u, factor = 1 / J, rules.NEAR_UNIFORM_SHARE
-    few, loud = len(shown_c), share_words(shown_c)
-    said = f"Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}"
-    every = f"averaged over all {capsules:,} primary capsules the coupling to {name} is {mean:.3f} (uniform {u:.3f})"
-    reach = "All" if (shown_c >= factor * u).all() else str(int((shown_c >= factor * u).sum()))
+    v = dict(few=len(shown_c), loud=share_words(shown_c), name=name, capsules=f"{capsules:,}", mean=f"{mean:.3f}", u=f"{u:.3f}")
+    v |= dict(factor=factor, top=two(shown_c.max()))
+    reached = int((shown_c >= factor * u).sum())
     if float(shown_c.max()) >= factor * u and mean < factor * u:
-        return (
-            f"{said}, but they are {few} of {capsules:,}: {every}. {reach} of the {few} loudest {'reaches' if reach == '1' else 'reach'} {factor} times "
-            f"uniform or more (up to {two(shown_c.max())}), yet the mean over all {capsules:,}, which the near-uniform "
-            f"rule reads, stays below {factor} times uniform."
+        if reached == len(shown_c):
+            return t(
+                "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}, but they are {few} of {capsules}: "
+                "averaged over all {capsules} primary capsules the coupling to {name} is {mean} (uniform {u}). All of the {few} loudest "
+                "reach {factor} times uniform or more (up to {top}), yet the mean over all {capsules}, which the near-uniform rule "
+                "reads, stays below {factor} times uniform.",
+                **v,
+            )
+        return tn(
+            "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}, but they are {few} of {capsules}: "
+            "averaged over all {capsules} primary capsules the coupling to {name} is {mean} (uniform {u}). {n} of the {few} loudest "
+            "reaches {factor} times uniform or more (up to {top}), yet the mean over all {capsules}, which the near-uniform rule "
+            "reads, stays below {factor} times uniform.",
+            "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}, but they are {few} of {capsules}: "
+            "averaged over all {capsules} primary capsules the coupling to {name} is {mean} (uniform {u}). {n} of the {few} loudest "
+            "reach {factor} times uniform or more (up to {top}), yet the mean over all {capsules}, which the near-uniform rule "
+            "reads, stays below {factor} times uniform.",
+            reached,
+            **v,
         )
     if mean >= factor * u:
-        return f"{said}; {every}: the mean has moved to {factor} times uniform or more, not only the loudest few."
-    return f"{said}; {every}: neither the loudest few nor the mean has reached {factor} times uniform."
+        return t(
+            "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}; averaged over all {capsules} primary "
+            "capsules the coupling to {name} is {mean} (uniform {u}): the mean has moved to {factor} times uniform or more, not only "
+            "the loudest few.",
+            **v,
+        )
+    return t(
+        "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}; averaged over all {capsules} primary "
+        "capsules the coupling to {name} is {mean} (uniform {u}): neither the loudest few nor the mean has reached {factor} times uniform.",
+        **v,
+    )
 
 
-def coupling_words(t: int, numbers: dict, shown_c: np.ndarray, capsules: int, J: int, name: str, stated_at: str = "") -> str:
-    """Iteration t's couplings to class `name`: the shown capsules' (`shown_c`) beside the mean over
+def coupling_words(it: int, numbers: dict, shown_c: np.ndarray, capsules: int, J: int, name: str, stated_at: str = "") -> str:
+    """Iteration it's couplings to class `name`: the shown capsules' (`shown_c`) beside the mean over
     all `capsules` (loudest_words), the mean weighted by prediction length (`numbers`, from
     coupling_numbers), and after iteration 1 near uniform or not by the rule (said in full unless
     an earlier step did, `stated_at`)."""
     mean, weighted = numbers["mean"], numbers["weighted"]
-    if t == 0:
-        return (
-            f"Measured here: the {len(shown_c)} loudest predictions for {name} are coupled to it by {share_words(shown_c)}; "
-            f"averaged over all {capsules:,} primary capsules the coupling to {name} is {mean:.3f} (uniform {1 / J:.3f}), "
-            f"{weighted:.3f} weighted by prediction length."
+    if it == 0:
+        return t(
+            "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}; averaged over all {capsules} primary "
+            "capsules the coupling to {name} is {mean} (uniform {u}), {weighted} weighted by prediction length.",
+            few=len(shown_c),
+            name=name,
+            loud=share_words(shown_c),
+            capsules=f"{capsules:,}",
+            mean=f"{mean:.3f}",
+            u=f"{1 / J:.3f}",
+            weighted=f"{weighted:.3f}",
         )
-    said = loudest_words(shown_c, mean, capsules, J, name) + f" Weighted by prediction length the mean is {weighted:.3f}."
-    said += " " + near_uniform_words(numbers["entropy_mean"], mean, 1 / J, "all the primary capsules' couplings together", stated_at)
-    long = rules.long_votes_words(name, weighted, 1 / J, mean)
-    return said + (f" {long}" if long else "")
+    said = (
+        loudest_words(shown_c, mean, capsules, J, name)
+        + gap()
+        + t("Weighted by prediction length the mean is {weighted}.", weighted=f"{weighted:.3f}")
+    )
+    who = t("all the primary capsules' couplings together")
+    said += gap() + near_uniform_words(numbers["entropy_mean"], mean, 1 / J, who, stated_at)
+    long = rule_words.long_votes_words(name, weighted, 1 / J, mean)
+    return said + (gap() + long if long else "")
 
 
 def _verdict(gap: float, band: float, beyond: bool, up: str) -> str:
     """The end of a lab-step sentence on a gap between two rates: within chance, or `up` ("worse"
     for errors, "better" for accuracies) when positive beyond chance."""
+    v = dict(gap=two(abs(gap)), band=two(band))
     if not beyond:
-        return f"a gap of {two(abs(gap))} points, within the ±{two(band)} chance gives, so no better or worse."
-    down = "better" if up == "worse" else "worse"
-    return f"{two(abs(gap))} points {up if gap > 0 else down}, more than the ±{two(band)} chance gives."
+        return t("a gap of {gap} points, within the ±{band} chance gives, so no better or worse.", **v)
+    if (up == "worse") == (gap > 0):
+        return t("{gap} points worse, more than the ±{band} chance gives.", **v)
+    return t("{gap} points better, more than the ±{band} chance gives.", **v)
 
 
 def lab_words(rows: list, routing_words: dict[str, str], stated_at: str = "") -> tuple[list[str], dict]:
@@ -293,39 +441,85 @@ def lab_words(rows: list, routing_words: dict[str, str], stated_at: str = "") ->
     for r in rows:
         if r is own:
             continue
-        gap, band = r.test_error - own.test_error, rules.noise(r.test_error, r.n_test, own.test_error, own.n_test)
-        gaps[r.run_with] = (abs(gap), band)
-        images = "test images" if r.pair_accuracy is None else "single test digits"
-        head = (
-            f"Run with {routing_words.get(r.run_with, r.run_with)}, the model misclassifies {two(r.test_error)}% of "
-            f"{r.n_test:,} {images}, against {two(own.test_error)}% with its own {mine}: "
-        )
-        said.append(head + _verdict(gap, band, rules.beyond_chance(r.test_error, r.n_test, own.test_error, own.n_test), "worse"))
+        diff, band = r.test_error - own.test_error, rules.noise(r.test_error, r.n_test, own.test_error, own.n_test)
+        gaps[r.run_with] = (abs(diff), band)
+        v = dict(routing=routing_words.get(r.run_with, r.run_with), error=two(r.test_error), n=f"{r.n_test:,}", own=two(own.test_error))
+        v |= dict(mine=mine, verdict=_verdict(diff, band, rules.beyond_chance(r.test_error, r.n_test, own.test_error, own.n_test), "worse"))
+        if r.pair_accuracy is None:
+            said.append(
+                t(
+                    "Run with {routing}, the model misclassifies {error}% of {n} test images, against {own}% with its own {mine}: {verdict}",
+                    **v,
+                )
+            )
+        else:
+            said.append(
+                t(
+                    "Run with {routing}, the model misclassifies {error}% of {n} single test digits, against {own}% with its own {mine}: {verdict}",
+                    **v,
+                )
+            )
         if r.pair_accuracy is not None and own.pair_accuracy is not None and r.n_pairs and own.n_pairs:
             pair_gap = r.pair_accuracy - own.pair_accuracy
             pair_band = rules.noise(r.pair_accuracy, r.n_pairs, own.pair_accuracy, own.n_pairs)
             gaps[r.run_with + " pairs"] = (abs(pair_gap), pair_band)
             said.append(
-                f"On pairs of overlapping digits, the task it was trained for (and what the routing lab judges it by), it gets "
-                f"{two(r.pair_accuracy)}% of {r.n_pairs:,} test pairs right, against {two(own.pair_accuracy)}% with its own {mine}: "
-                + _verdict(pair_gap, pair_band, rules.beyond_chance(r.pair_accuracy, r.n_pairs, own.pair_accuracy, own.n_pairs), "better")
+                t(
+                    "On pairs of overlapping digits, the task it was trained for (and what the routing lab judges it by), it gets "
+                    "{accuracy}% of {n} test pairs right, against {own}% with its own {mine}: {verdict}",
+                    accuracy=two(r.pair_accuracy),
+                    n=f"{r.n_pairs:,}",
+                    own=two(own.pair_accuracy),
+                    mine=mine,
+                    verdict=_verdict(
+                        pair_gap, pair_band, rules.beyond_chance(r.pair_accuracy, r.n_pairs, own.pair_accuracy, own.n_pairs), "better"
+                    ),
+                )
             )
     tallest = max(rows, key=lambda r: r.test_error)
     if tallest is not own and rules.beyond_chance(tallest.test_error, tallest.n_test, own.test_error, own.n_test):
-        why = ROUTINGS[tallest.run_with].about if tallest.run_with in ROUTINGS else "the couplings are set another way"
-        said.append(
-            f"The tallest {'test-error ' if own.pair_accuracy is not None else ''}bar is "
-            f"{routing_words.get(tallest.run_with, tallest.run_with)} ({two(tallest.test_error)}%): {why}, "
-            f"while this model was trained with {mine}: its weights W learned to make "
-            "predictions for those couplings, not for these."
-        )
+        why = t(ROUTINGS[tallest.run_with].about) if tallest.run_with in ROUTINGS else t("the couplings are set another way")
+        v = dict(routing=routing_words.get(tallest.run_with, tallest.run_with), error=two(tallest.test_error), why=why, mine=mine)
+        if own.pair_accuracy is not None:
+            said.append(
+                t(
+                    "The tallest test-error bar is {routing} ({error}%): {why}, while this model was trained with {mine}: its weights W "
+                    "learned to make predictions for those couplings, not for these.",
+                    **v,
+                )
+            )
+        else:
+            said.append(
+                t(
+                    "The tallest bar is {routing} ({error}%): {why}, while this model was trained with {mine}: its weights W learned to "
+                    "make predictions for those couplings, not for these.",
+                    **v,
+                )
+            )
     if own.run_with in ROUTINGS and ROUTINGS[own.run_with].from_votes:
         said.append(
-            f"Averaged over the lab's test images, a primary capsule gives the predicted class {two(own.coupling_to_prediction)} "
-            f"of its vote with {routing_words.get(own.run_with, own.run_with)} (uniform: {two(1 / own.classes)}). "
-            + near_uniform_words(own.entropy_ratio, own.coupling_to_prediction, 1 / own.classes, "its couplings", stated_at)
+            t(
+                "Averaged over the lab's test images, a primary capsule gives the predicted class {share} of its vote with {routing} "
+                "(uniform: {uniform}).",
+                share=two(own.coupling_to_prediction),
+                routing=routing_words.get(own.run_with, own.run_with),
+                uniform=two(1 / own.classes),
+            )
+            + gap()
+            + near_uniform_words(own.entropy_ratio, own.coupling_to_prediction, 1 / own.classes, t("its couplings"), stated_at)
         )
     return said, {"gaps": [g for pair in gaps.values() for g in pair]}
+
+
+def lab_routing_words(name: str) -> str:
+    """A routing as the lab runs it (capsviz.analysis.lab's `run_with_words`) in the reader's
+    language: its registry words, with the lab's iterations for an iterative one."""
+    from capsviz.analysis.lab.measuring import ITERATIONS
+
+    entry = ROUTINGS[name]
+    if entry.iterative:
+        return tn("{routing}, {n} iteration", "{routing}, {n} iterations", ITERATIONS, routing=t(entry.words))
+    return t(entry.words)
 
 
 def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: int = 1, classes: int = 10, stated_at: str = "") -> Step:
@@ -335,23 +529,29 @@ def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: 
     from capsviz.analysis.lab import LAB_ROUTINGS
 
     if routing == "self-attention":
-        asked = f"You have watched self-attention set each {label('c')} in one pass."
+        asked = t("You have watched self-attention set each {c} in one pass.", c=label("c"))
     elif iterations == 1:
-        asked = f"You have watched every {label('c')} stay at 1/{classes}: with one iteration, routing never updates them."
+        asked = t(
+            "You have watched every {c} stay at 1/{classes}: with one iteration, routing never updates them.", c=label("c"), classes=classes
+        )
     else:
-        asked = f"You have watched {label('c')} change from one routing iteration to the next."
+        asked = t("You have watched {c} change from one routing iteration to the next.", c=label("c"))
     text = [
-        asked + " The field's own question is whether that matters: would the same capsules do as well with every vote split "
-        "evenly (uniform couplings, no routing), or split at random?"
+        asked
+        + gap()
+        + t(
+            "The field's own question is whether that matters: would the same capsules do as well with every vote split "
+            "evenly (uniform couplings, no routing), or split at random?"
+        )
     ]
     if not rows:
         return replace(
             step,
             text=text,
-            measured="The routing lab has not measured this model yet: open it and press **Run the lab** (a minute or two).",
+            measured=t("The routing lab has not measured this model yet: open it and press **Run the lab** (a minute or two)."),
             terms=("uniform", "random_couplings"),
         )
-    said, quoted = lab_words(rows, LAB_ROUTINGS, stated_at)
+    said, quoted = lab_words(rows, {name: lab_routing_words(name) for name in LAB_ROUTINGS}, stated_at)
     data = {
         "routings": [r.run_with for r in rows],
         "error": [r.test_error for r in rows],
@@ -373,9 +573,20 @@ def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: 
         figure="lab",
         data=data,
         caption=(
-            f"{model_name} run with each routing: test error (%) on {rows[0].n_test:,} test images"
-            + (f" (single digits), and pair accuracy (%) on {rows[0].n_pairs:,} test pairs" if "pairs" in data else "")
-            + ". Error bars: two standard errors, how far the test images alone can move each number."
+            t(
+                "{model} run with each routing: test error (%) on {n} test images (single digits), and pair accuracy (%) on {pairs} "
+                "test pairs. Error bars: two standard errors, how far the test images alone can move each number.",
+                model=model_name,
+                n=f"{rows[0].n_test:,}",
+                pairs=f"{rows[0].n_pairs:,}",
+            )
+            if "pairs" in data
+            else t(
+                "{model} run with each routing: test error (%) on {n} test images. Error bars: two standard errors, how far the test "
+                "images alone can move each number.",
+                model=model_name,
+                n=f"{rows[0].n_test:,}",
+            )
         ),
         text=text + said,
         terms=("uniform", "random_couplings"),
@@ -383,7 +594,7 @@ def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: 
 
 
 def input_step(step: Step, image: np.ndarray, truth: str, looks: str, text: list[str]) -> Step:
-    return replace(step, figure="image", data={"images": [image], "labels": [f"label: {truth}"]}, caption=looks, text=text)
+    return replace(step, figure="image", data={"images": [image], "labels": [t("label: {truth}", truth=truth)]}, caption=looks, text=text)
 
 
 def lengths_step(
@@ -394,26 +605,35 @@ def lengths_step(
     return replace(
         step,
         figure="bars",
-        data={"values": lengths, "names": names, "highlight": W, "title": title, "axis": "length", "lines": lines}
+        data={"values": lengths, "names": names, "highlight": W, "title": title, "axis": t("length"), "lines": lines}
         | ({} if right is None else {"label": right}),  # the capsule the margin loss wants long
-        caption="dotted: the margin loss's targets",
+        caption=t("dotted: the margin loss's targets"),
         text=[
-            f"The answer is the longest {capsule}: **{plain(names[W])}** with length "
-            f"{two(lengths[W])} (label: {plain(truth)}); the runner-up, {plain(names[R])}, has {two(lengths[R])}.",
+            t(
+                "The answer is the longest {capsule}: **{winner}** with length {length} (label: {truth}); the runner-up, {second}, has {second_len}.",
+                capsule=capsule,
+                winner=plain(names[W]),
+                length=two(lengths[W]),
+                truth=plain(truth),
+                second=plain(names[R]),
+                second_len=two(lengths[R]),
+            ),
             *text,
         ],
-        measured="Measured here: " + margin_words(lengths, [plain(n) for n in names], right),
+        measured=t("Measured here: {said}", said=margin_words(lengths, [plain(n) for n in names], right)),
         terms=("margin_loss", "length"),
     )
 
 
 def reconstruction_step(step: Step, image: np.ndarray, rec: np.ndarray | None, name: str, D: int, family: str, text: list[str]) -> Step:
     if rec is None:
-        return replace(step, measured=f"This {family} was trained without a decoder, so there is nothing to redraw.", text=text)
+        return replace(
+            step, measured=t("This {family} was trained without a decoder, so there is nothing to redraw.", family=family), text=text
+        )
     return replace(
         step,
         figure="image",
-        data={"images": [image, rec], "labels": ["input", f"redrawn from capsule {name}"]},
-        caption=f"the decoder sees only the winning capsule's {D} numbers",
+        data={"images": [image, rec], "labels": [t("input"), t("redrawn from capsule {name}", name=name)]},
+        caption=t("the decoder sees only the winning capsule's {d} numbers", d=D),
         text=text,
     )

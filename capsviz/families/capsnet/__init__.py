@@ -1,16 +1,17 @@
 """Sabour et al.'s dynamic-routing CapsNet: its registry entry."""
 
 from capsviz.entries import Family
+from capsviz.i18n import N_
 
 FAMILY = Family(
     "capsnet",
     config="capsviz.families.capsnet.config:CapsNetConfig",
     model="capsviz.families.capsnet.model:CapsNet",
     presets="capsviz.families.capsnet.config:PRESETS",
-    words="a CapsNet",
-    short="CapsNet",
-    title="CapsNet (vector capsules)",
-    about="Sabour et al.'s capsule network: vector capsules whose votes are routed by agreement.",
+    words=N_("a CapsNet"),
+    short=N_("CapsNet"),
+    title=N_("CapsNet (vector capsules)"),
+    about=N_("Sabour et al.'s capsule network: vector capsules whose votes are routed by agreement."),
     score="capsule length",
     routing="dynamic",
     pages=frozenset({"routing", "lab", "tour", "explorer", "robustness"}),

@@ -18,6 +18,7 @@ from capsviz.analysis.steps import (
     capsnet_length,
     coupling_numbers,
     coupling_words,
+    gap,
     input_step,
     lab_step,
     lengths_step,
@@ -30,23 +31,28 @@ from capsviz.analysis.steps import (
     two,
 )
 from capsviz.glossary import DIGIT_WORDS, ClassWords, label
+from capsviz.i18n import t
 from capsviz.text import plain
 
 
 def capsnet_steps(iterations: int, words: ClassWords = DIGIT_WORDS, grid: int | None = None) -> list[Step]:
     """`words`: the model's (capsviz.glossary.class_words): digit capsules only for digits; `grid`:
     the side of the primary capsules' grid (ModelConfig.primary_grid), which depends on the input size."""
-    article = "an" if str(grid).startswith("8") or grid in (11, 18) else "a"  # "an 8x8 grid"
-    where = f"{article} {grid}x{grid} grid" if grid else "a grid of positions"
+    if not grid:
+        primary = t("PrimaryCaps: vectors on a grid of positions")
+    elif str(grid).startswith("8") or grid in (11, 18):  # "an 8x8 grid"
+        primary = t("PrimaryCaps: vectors on an {g}x{g} grid", g=grid)
+    else:
+        primary = t("PrimaryCaps: vectors on a {g}x{g} grid", g=grid)
     return [
-        Step("input", "The input"),
-        Step("conv1", "Conv1: local features"),
-        Step("primary", f"PrimaryCaps: vectors on {where}"),
-        Step("predictions", f"Predictions u_hat for every {words.capsule}"),
-        *[Step(f"iteration{t + 1}", f"Routing, iteration {t + 1} of {iterations}") for t in range(iterations)],
-        Step("lengths", f"{'DigitCaps' if words.digits else 'Class capsules'}: lengths are the answer"),
-        Step("reconstruction", f"The decoder redraws the {words.shown}"),
-        Step("lab", "Does routing matter? This model in the routing lab"),
+        Step("input", t("The input")),
+        Step("conv1", t("Conv1: local features")),
+        Step("primary", primary),
+        Step("predictions", t("Predictions u_hat for every {capsule}", capsule=words.capsule)),
+        *[Step(f"iteration{it + 1}", t("Routing, iteration {k} of {n}", k=it + 1, n=iterations)) for it in range(iterations)],
+        Step("lengths", t("DigitCaps: lengths are the answer") if words.digits else t("Class capsules: lengths are the answer")),
+        Step("reconstruction", t("The decoder redraws the {shown}", shown=words.shown)),
+        Step("lab", t("Does routing matter? This model in the routing lab")),
     ]
 
 
@@ -153,7 +159,9 @@ def capsnet_tour(model, image: np.ndarray, iterations: int | None = None) -> Cap
         pred2d[j] = u_hat[0, j, shown] @ P.T
         s2d[:, j] = s[:, j] @ P.T
         v2d[:, j] = v[:, j] @ P.T
-    names = [f"type {int(i) % K + 1} at row {int(i) // K // G + 1}, col {int(i) // K % G + 1}" for i in shown]
+    names = [
+        t("type {type} at row {row}, col {col}", type=int(i) % K + 1, row=int(i) // K // G + 1, col=int(i) // K % G + 1) for i in shown
+    ]
     own = getattr(cfg, "couplings", "dynamic") == "dynamic" and T == cfg.routing_iterations
     answer = v[-1] if own else model.route(u_hat).v[0]  # (J, D): the model's forward pass as trained
     answer_len = answer.norm(dim=-1)
@@ -197,27 +205,35 @@ def trained_words(couplings: str, trained_iterations: int, shown_iterations: int
     the `shown_iterations` of dynamic routing the tour shows are its own. `couplings`: its
     config's couplings ("dynamic", "uniform", "random")."""
     from capsviz.analysis.lab import LAB_ROUTINGS
+    from capsviz.analysis.steps import lab_routing_words
     from capsviz.registry import ONE_ITERATION, ONE_ITERATION_WHY
 
     if couplings != "dynamic":
-        return LAB_ROUTINGS.get(couplings, f"{couplings} couplings"), False
+        return (lab_routing_words(couplings) if couplings in LAB_ROUTINGS else t("{couplings} couplings", couplings=couplings)), False
     if trained_iterations == 1:
-        return f"{ONE_ITERATION} ({ONE_ITERATION_WHY})", shown_iterations == 1
-    return f"dynamic routing, {trained_iterations} iterations", shown_iterations == trained_iterations
+        return t("{routing} ({why})", routing=t(ONE_ITERATION), why=t(ONE_ITERATION_WHY)), shown_iterations == 1
+    return t("dynamic routing, {n} iterations", n=trained_iterations), shown_iterations == trained_iterations
 
 
 def not_own_words(trained: str) -> str:
     """Said wherever the tour shows dynamic routing on a model trained otherwise."""
-    return f"This model was trained with {trained}; the tour shows what dynamic routing would do with its weights."
+    return t("This model was trained with {trained}; the tour shows what dynamic routing would do with its weights.", trained=trained)
 
 
 def own_answer_words(trained: str, routed_name: str, routed_length: str, same: bool) -> str:
     """The lengths step of a model trained without the dynamic routing the steps before showed:
     the bars are its own answer; where dynamic routing's longest capsule stands."""
-    return (
-        f"This model was trained with {trained}, so these bars are its own answer, computed with those couplings as in training. "
-        f"The routing steps before showed what dynamic routing would do with its weights: there {routed_name} was longest, with {routed_length}"
-        + (", the same winner." if same else ", another winner.")
+    v = dict(trained=trained, name=routed_name, length=routed_length)
+    if same:
+        return t(
+            "This model was trained with {trained}, so these bars are its own answer, computed with those couplings as in training. "
+            "The routing steps before showed what dynamic routing would do with its weights: there {name} was longest, with {length}, the same winner.",
+            **v,
+        )
+    return t(
+        "This model was trained with {trained}, so these bars are its own answer, computed with those couplings as in training. "
+        "The routing steps before showed what dynamic routing would do with its weights: there {name} was longest, with {length}, another winner.",
+        **v,
     )
 
 
@@ -248,36 +264,66 @@ def capsnet_walk(
                 truth,
                 looks,
                 [
-                    f"This is the image the tour follows through **{plain(model_name)}**, a CapsNet (Sabour et al. 2017, Fig. 1) "
-                    f"trained with {trained_with}. It will pass three layers: an ordinary convolution, a layer of primary capsules "
-                    f"and one {words.capsule} per class, with routing between the two capsule layers. "
+                    t(
+                        "This is the image the tour follows through **{model}**, a CapsNet (Sabour et al. 2017, Fig. 1) trained with "
+                        "{trained}. It will pass three layers: an ordinary convolution, a layer of primary capsules and one {capsule} "
+                        "per class, with routing between the two capsule layers.",
+                        model=plain(model_name),
+                        trained=trained_with,
+                        capsule=words.capsule,
+                    )
+                    + gap()
                     + (
                         ""
                         if own
                         else not_own_words(trained_with)
-                        + " Its answer at the end (the lengths step) and the drawing redrawn from it are its own, with its own couplings. "
+                        + gap()
+                        + t("Its answer at the end (the lengths step) and the drawing redrawn from it are its own, with its own couplings.")
+                        + gap()
                     )
-                    + "A capsule outputs a vector, not a number: its length is meant to say how likely its thing is present, its direction how it looks."
+                    + t(
+                        "A capsule outputs a vector, not a number: its length is meant to say how likely its thing is present, its direction how it looks."
+                    )
                 ],
             )
         elif k == "conv1":
             step = replace(
                 step,
                 figure="maps",
-                data={"maps": tour.conv1, "names": [f"filter {i}" for i in tour.conv1_ids]},
-                caption="bright = the filter responds there (each map scaled to its own maximum)",
+                data={"maps": tour.conv1, "names": [t("filter {i}", i=i) for i in tour.conv1_ids]},
+                caption=t("bright = the filter responds there (each map scaled to its own maximum)"),
                 text=[
-                    f"{label('conv1')} slides {tour.conv1_total} filters of 9x9 pixels over the image and keeps the positive responses (ReLU). "
-                    f"Here the {len(tour.conv1_ids)} maps that respond most: local features such as edges{' and stroke ends' if words.digits else ''}. "
-                    "These are still ordinary neurons, one number per place: *whether* a feature is there, not yet *how* it sits."
+                    (
+                        t(
+                            "{conv1} slides {n} filters of 9x9 pixels over the image and keeps the positive responses (ReLU). "
+                            "Here the {shown} maps that respond most: local features such as edges and stroke ends.",
+                            conv1=label("conv1"),
+                            n=tour.conv1_total,
+                            shown=len(tour.conv1_ids),
+                        )
+                        if words.digits
+                        else t(
+                            "{conv1} slides {n} filters of 9x9 pixels over the image and keeps the positive responses (ReLU). "
+                            "Here the {shown} maps that respond most: local features such as edges.",
+                            conv1=label("conv1"),
+                            n=tour.conv1_total,
+                            shown=len(tour.conv1_ids),
+                        )
+                    )
+                    + gap()
+                    + t("These are still ordinary neurons, one number per place: *whether* a feature is there, not yet *how* it sits.")
                 ],
             )
         elif k == "primary":
             measured, warn = saturation_words(tour.primary_len, words.shown)
             if not warn:
                 top = np.unravel_index(tour.primary_len.argmax(), tour.primary_len.shape)
-                measured += (
-                    f" The longest is type {top[2] + 1} at row {top[0] + 1}, col {top[1] + 1} (length {two(tour.primary_len[top])})."
+                measured += gap() + t(
+                    "The longest is type {type} at row {row}, col {col} (length {length}).",
+                    type=top[2] + 1,
+                    row=top[0] + 1,
+                    col=top[1] + 1,
+                    length=two(tour.primary_len[top]),
                 )
             step = replace(
                 step,
@@ -290,12 +336,22 @@ def capsnet_walk(
                     "grid": G,
                     "types": K,
                 },
-                caption=f"at each of the {G}x{G} positions, the longest of its {K} capsules: arrow length = its length |u_i| (presence), arrow direction = its pose",
+                caption=t(
+                    "at each of the {g}x{g} positions, the longest of its {k} capsules: arrow length = its length |u_i| (presence), arrow direction = its pose",
+                    g=G,
+                    k=K,
+                ),
                 text=[
-                    f"{label('primary')}: a second convolution whose outputs are grouped into {tour.primary_len.size} capsules of 8 numbers, "
-                    f"{K} types at each of {G}x{G} positions. Each vector is squashed (Eq. 1) so its length lies between 0 and 1. "
-                    "In the paper, **length** is meant to be **presence** (how sure the capsule is that its part is there) and **direction** the **pose** "
-                    "(8 numbers for how the part looks; the arrows show them along the two directions in which this image's vectors differ most)."
+                    t(
+                        "{primary}: a second convolution whose outputs are grouped into {n} capsules of 8 numbers, {k} types at each of "
+                        "{g}x{g} positions. Each vector is squashed (Eq. 1) so its length lies between 0 and 1. In the paper, **length** is "
+                        "meant to be **presence** (how sure the capsule is that its part is there) and **direction** the **pose** (8 numbers "
+                        "for how the part looks; the arrows show them along the two directions in which this image's vectors differ most).",
+                        primary=label("primary"),
+                        n=tour.primary_len.size,
+                        k=K,
+                        g=G,
+                    )
                 ],
                 measured=measured,
                 warn=warn,
@@ -303,7 +359,36 @@ def capsnet_walk(
             )
         elif k == "predictions":
             primary = tour.primary_len.reshape(-1)[tour.shown]  # (SHOWN,) |u_i|: primary_len is (G, G, K) of the I capsules
-            article = "an" if str(names[W])[:1].lower() in tuple("aeiou") else "a"
+            an = str(names[W])[:1].lower() in tuple("aeiou")
+            v = dict(W=label("W"), capsule=words.capsule, I=I, J=J, u_hat=label("u_hat"), D=D, thing=words.thing, name=pn[W])
+            if words.digits and an:
+                guess = t(
+                    "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions {u_hat} "
+                    "(Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this piece of stroke, an {name} would "
+                    "sit here and look like this'.",
+                    **v,
+                )
+            elif words.digits:
+                guess = t(
+                    "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions {u_hat} "
+                    "(Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this piece of stroke, a {name} would "
+                    "sit here and look like this'.",
+                    **v,
+                )
+            elif an:
+                guess = t(
+                    "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions {u_hat} "
+                    "(Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this part, an {name} would sit here "
+                    "and look like this'.",
+                    **v,
+                )
+            else:
+                guess = t(
+                    "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions {u_hat} "
+                    "(Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this part, a {name} would sit here "
+                    "and look like this'.",
+                    **v,
+                )
             step = replace(
                 step,
                 figure="grid",
@@ -311,71 +396,99 @@ def capsnet_walk(
                     "values": tour.pred_len.T,
                     "rows": names,
                     "columns": [f"P{n + 1}" for n in range(len(tour.shown))],
-                    "title": f"Length of the predictions u_hat_j|i for each {words.capsule} j (red: {names[W]})",
+                    "title": t(
+                        "Length of the predictions u_hat_j|i for each {capsule} j (red: {name})", capsule=words.capsule, name=names[W]
+                    ),
                     "highlight_row": W,
                     "primary": primary,  # each followed capsule's own length |u_i|, as the caption writes it
                 },
-                caption=f"rows: the {words.capsules} (red: {names[W]}, the longest after routing); columns: the six primary capsules "
-                f"with the longest predictions for {names[W]}, "
-                + "; ".join(
-                    f"P{n + 1} = {where} (|u_i| = {two(x)})" for n, (where, x) in enumerate(zip(tour.shown_names, primary, strict=True))
+                caption=t(
+                    "rows: the {capsules} (red: {name}, the longest after routing); columns: the six primary capsules with the longest "
+                    "predictions for {name}, {list}",
+                    capsules=words.capsules,
+                    name=names[W],
+                    list="; ".join(
+                        t("P{n} = {where} (|u_i| = {length})", n=n + 1, where=where, length=two(x))
+                        for n, (where, x) in enumerate(zip(tour.shown_names, primary, strict=True))
+                    ),
                 ),
                 text=[
-                    f"Each primary capsule multiplies its vector by a learned matrix {label('W')} once per {words.capsule}: "
-                    f"{I} x {J} predictions {label('u_hat')} (Eq. 2), each a {D}-number guess of what {words.thing} j's capsule should be: "
-                    f"'if I am this {'piece of stroke' if words.digits else 'part'}, {article} {pn[W]} would sit here and look like this'. "
-                    f"A prediction's length is not a confidence: it is the primary capsule's own length {label('primary_length')} "
-                    f"stretched or shrunk by W_ij, which differs for every {words.thing}. Each prediction is a vote; how much it "
-                    f"weighs in the sum s_j is its coupling {label('c')}, which routing now sets: predictions that agree with "
-                    "each other should win."
+                    guess
+                    + gap()
+                    + t(
+                        "A prediction's length is not a confidence: it is the primary capsule's own length {primary_length} stretched or "
+                        "shrunk by W_ij, which differs for every {thing}. Each prediction is a vote; how much it weighs in the sum s_j is "
+                        "its coupling {c}, which routing now sets: predictions that agree with each other should win.",
+                        primary_length=label("primary_length"),
+                        thing=words.thing,
+                        c=label("c"),
+                    )
                 ],
                 measured=prediction_words(f"P1 ({tour.shown_names[0]})", tour.pred_len[0], pn, W, words.thing, float(primary[0])),
                 terms=("u_hat", "W", "primary_length"),
             )
         elif k.startswith("iteration"):
-            t = int(k.removeprefix("iteration")) - 1
+            it = int(k.removeprefix("iteration")) - 1
             first = (
-                f"Procedure 1 of the paper, iteration 1: every {label('b')} starts at 0, so every {label('c')} is 1/{J} = {two(1 / J)}: "
-                "each capsule splits its prediction equally."
-                if t == 0
-                else f"Iteration {t + 1}: each {label('b')} has grown by the {label('agreement')} of the iteration before, and c = softmax(b) (Eq. 3) follows."
+                t(
+                    "Procedure 1 of the paper, iteration 1: every {b} starts at 0, so every {c} is 1/{J} = {uniform}: each capsule splits its prediction equally.",
+                    b=label("b"),
+                    c=label("c"),
+                    J=J,
+                    uniform=two(1 / J),
+                )
+                if it == 0
+                else t(
+                    "Iteration {k}: each {b} has grown by the {agreement} of the iteration before, and c = softmax(b) (Eq. 3) follows.",
+                    k=it + 1,
+                    b=label("b"),
+                    agreement=label("agreement"),
+                )
             )
-            sums = (
-                f"Each {words.capsule} sums the weighted predictions, {label('s')} (Eq. 2), and squashes it to {label('v')} (Eq. 1): "
-                + squash_words(f"s_{pn[W]}", f"v_{pn[W]}", tour.s_len[t, W], tour.v_len[t, W], capsnet_length)
-                + "; "
-                + squash_words(f"s_{pn[R]}", f"v_{pn[R]}", tour.s_len[t, R], tour.v_len[t, R], capsnet_length)
-                + f". The figure draws s and v in a plane of the {D} dimensions; the lengths under it are the full ones."
+            sums = t(
+                "Each {capsule} sums the weighted predictions, {s} (Eq. 2), and squashes it to {v} (Eq. 1): {winner}; {second}. "
+                "The figure draws s and v in a plane of the {D} dimensions; the lengths under it are the full ones.",
+                capsule=words.capsule,
+                s=label("s"),
+                v=label("v"),
+                winner=squash_words(f"s_{pn[W]}", f"v_{pn[W]}", tour.s_len[it, W], tour.v_len[it, W], capsnet_length),
+                second=squash_words(f"s_{pn[R]}", f"v_{pn[R]}", tour.s_len[it, R], tour.v_len[it, R], capsnet_length),
+                D=D,
             )
-            rows = {"primary capsule": tour.shown_names}
+            rows = {t("primary capsule"): tour.shown_names}
             for j in (W, R):
-                rows[f"b to {pn[j]}"] = tour.b[t][tour.shown, j]
-                rows[f"c to {pn[j]}"] = tour.c[t][tour.shown, j]
-            summary = coupling_numbers(tour.c[t], tour.entropy[t], tour.pred_all_len[:, W], W)
+                rows[t("b to {name}", name=pn[j])] = tour.b[it][tour.shown, j]
+                rows[t("c to {name}", name=pn[j])] = tour.c[it][tour.shown, j]
+            summary = coupling_numbers(tour.c[it], tour.entropy[it], tour.pred_all_len[:, W], W)
             step = replace(
                 step,
                 figure="routing",
                 data={
-                    "t": t,
-                    "s_len": tour.s_len[t, [W, R]],
-                    "v_len": tour.v_len[t, [W, R]],
-                    "c": tour.c[t],
+                    "t": it,
+                    "s_len": tour.s_len[it, [W, R]],
+                    "v_len": tour.v_len[it, [W, R]],
+                    "c": tour.c[it],
                     "shown": tour.shown,
                     "winner": W,
                     "uniform": 1 / J,
-                    "entropy": tour.entropy[t],
+                    "entropy": tour.entropy[it],
                     "weights": tour.pred_all_len[:, W],
                     **summary,
                 },
-                caption=f"each {words.capsule}'s plane: x along its final output v, so a prediction's x is its agreement with v (up to |v|)",
+                caption=t(
+                    "each {capsule}'s plane: x along its final output v, so a prediction's x is its agreement with v (up to |v|)",
+                    capsule=words.capsule,
+                ),
                 text=([] if own else [not_own_words(trained_with)]) + [first, sums],
-                measured=coupling_words(t, summary, tour.c[t][tour.shown, W], I, J, pn[W], "iteration 2" if t > 1 else ""),
+                measured=coupling_words(it, summary, tour.c[it][tour.shown, W], I, J, pn[W], t("iteration {k}", k=2) if it > 1 else ""),
                 table=rows,
                 terms=("b", "c"),
             )
         elif k == "lengths":
-            layer = "DigitCaps" if words.digits else "Class capsule"
-            margin = f"Training used the {label('margin_loss')}: the right capsule longer than 0.9, every other shorter than 0.1 (Eq. 4). "
+            margin = t(
+                "Training used the {margin_loss}: the right capsule longer than 0.9, every other shorter than 0.1 (Eq. 4).",
+                margin_loss=label("margin_loss"),
+            )
             if tour.own:
                 step = lengths_step(
                     step,
@@ -385,10 +498,13 @@ def capsnet_walk(
                     R,
                     truth,
                     words.capsule,
-                    f"{layer} lengths |v_j| after routing",
+                    t("DigitCaps lengths |v_j| after routing") if words.digits else t("Class capsule lengths |v_j| after routing"),
                     [
                         margin
-                        + "Several capsules can be long at once: that is how the network reads two overlapping digits (the MultiMNIST page)."
+                        + gap()
+                        + t(
+                            "Several capsules can be long at once: that is how the network reads two overlapping digits (the MultiMNIST page)."
+                        )
                     ],
                 )
             else:  # the model's own answer, with the couplings it was trained with: the lengths its loss saw
@@ -401,14 +517,19 @@ def capsnet_walk(
                     tour.own_runner_up,
                     truth,
                     words.capsule,
-                    f"{layer} lengths |v_j| with its own {trained_with.split(' (')[0]}",
+                    (
+                        t("DigitCaps lengths |v_j| with its own {trained}", trained=trained_with.split(" (")[0])
+                        if words.digits
+                        else t("Class capsule lengths |v_j| with its own {trained}", trained=trained_with.split(" (")[0])
+                    ),
                     [
                         own_answer_words(trained_with, pn[W], two(tour.lengths[W]), OW == W),
-                        margin + "These are the lengths it was trained on, so the targets below apply to them.",
+                        margin + gap() + t("These are the lengths it was trained on, so the targets below apply to them."),
                     ],
                 )
                 step.data["dynamic"] = tour.lengths  # dynamic routing's lengths, which the text quotes beside
         elif k == "reconstruction":
+            rv = dict(reconstruction=label("reconstruction"), shown=words.shown, D=D, name=pn[tour.own_winner])
             step = reconstruction_step(
                 step,
                 tour.image,
@@ -417,14 +538,39 @@ def capsnet_walk(
                 tour.v.shape[-1],
                 "CapsNet",
                 [
-                    f"The {label('reconstruction')} decoder (three fully connected layers, Fig. 2) redraws the {words.shown} from the {D} numbers "
-                    f"of capsule {pn[tour.own_winner]} alone{'' if tour.own else ' (its own answer, with its own couplings)'}, the others masked to 0. During training this keeps the capsule's direction meaningful: "
-                    f"its {D} numbers must say how the {words.shown} looks. The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch "
-                    + ("stroke width, slant and shape change (Fig. 4)." if words.digits else "the drawing change.")
+                    (
+                        t(
+                            "The {reconstruction} decoder (three fully connected layers, Fig. 2) redraws the {shown} from the {D} numbers of "
+                            "capsule {name} alone, the others masked to 0.",
+                            **rv,
+                        )
+                        if tour.own
+                        else t(
+                            "The {reconstruction} decoder (three fully connected layers, Fig. 2) redraws the {shown} from the {D} numbers of "
+                            "capsule {name} alone (its own answer, with its own couplings), the others masked to 0.",
+                            **rv,
+                        )
+                    )
+                    + gap()
+                    + t(
+                        "During training this keeps the capsule's direction meaningful: its {D} numbers must say how the {shown} looks.",
+                        **rv,
+                    )
+                    + gap()
+                    + (
+                        t(
+                            "The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch stroke width, slant and shape change (Fig. 4).",
+                            D=D,
+                        )
+                        if words.digits
+                        else t("The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch the drawing change.", D=D)
+                    )
                 ],
             )
         elif k == "lab":
-            step = lab_step(step, lab_rows, "dynamic", model_name, tour.iterations, J, "iteration 2" if tour.iterations > 1 else "")
+            step = lab_step(
+                step, lab_rows, "dynamic", model_name, tour.iterations, J, t("iteration {k}", k=2) if tour.iterations > 1 else ""
+            )
         out.append(step)
     return out
 

@@ -1,16 +1,17 @@
 """The baseline CNNs the capsule papers compare with: their registry entry."""
 
 from capsviz.entries import Family
+from capsviz.i18n import N_
 
 FAMILY = Family(
     "cnn",
     config="capsviz.families.cnn.config:CNNConfig",
     model="capsviz.families.cnn.model:BaselineCNN",
     presets="capsviz.families.cnn.config:PRESETS",
-    words="a baseline CNN",
-    short="baseline CNN",
-    title="plain CNN (no capsules)",
-    about="A plain convolutional network, the baseline the capsule papers compare with: no capsules, no routing.",
+    words=N_("a baseline CNN"),
+    short=N_("baseline CNN"),
+    title=N_("plain CNN (no capsules)"),
+    about=N_("A plain convolutional network, the baseline the capsule papers compare with: no capsules, no routing."),
     score="softmax probability",
     routing=None,
     unrouted="none (CNN)",

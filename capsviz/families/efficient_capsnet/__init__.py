@@ -1,16 +1,17 @@
 """Mazzia et al.'s Efficient-CapsNet: its registry entry."""
 
 from capsviz.entries import Family
+from capsviz.i18n import N_
 
 FAMILY = Family(
     "efficient",
     config="capsviz.families.efficient_capsnet.config:EfficientCapsConfig",
     model="capsviz.families.efficient_capsnet.model:EfficientCapsNet",
     presets="capsviz.families.efficient_capsnet.config:PRESETS",
-    words="an Efficient-CapsNet",
-    short="Efficient-CapsNet",
-    title="Efficient-CapsNet (vector capsules)",
-    about="Mazzia et al.'s small capsule network: vector capsules routed by one pass of self-attention.",
+    words=N_("an Efficient-CapsNet"),
+    short=N_("Efficient-CapsNet"),
+    title=N_("Efficient-CapsNet (vector capsules)"),
+    about=N_("Mazzia et al.'s small capsule network: vector capsules routed by one pass of self-attention."),
     score="capsule length",
     routing="self-attention",
     pages=frozenset({"routing", "lab", "tour", "explorer", "robustness"}),

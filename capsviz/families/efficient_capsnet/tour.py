@@ -16,6 +16,7 @@ from capsviz.analysis.steps import (
     Step,
     Tour,
     efficient_length,
+    gap,
     input_step,
     lab_step,
     lengths_step,
@@ -27,20 +28,21 @@ from capsviz.analysis.steps import (
 from capsviz.analysis.zoo import parameter_counts
 from capsviz.families.efficient_capsnet.model import MSE_WEIGHT
 from capsviz.glossary import DIGIT_WORDS, ClassWords, label
+from capsviz.i18n import t
 from capsviz.routing import efficient_squash
 from capsviz.text import plain
 
 
 def efficient_steps(words: ClassWords = DIGIT_WORDS) -> list[Step]:
     return [
-        Step("input", "The input"),
-        Step("convs", "Four convolutions: local features"),
-        Step("primary", "Primary capsules: vectors that see the whole image"),
-        Step("predictions", "Predictions u_hat for every class capsule"),
-        Step("routing", "Self-attention routing, in one pass"),
-        Step("lengths", "Class capsules: lengths are the answer"),
-        Step("reconstruction", f"The decoder redraws the {words.shown}"),
-        Step("lab", "Does routing matter? This model in the routing lab"),
+        Step("input", t("The input")),
+        Step("convs", t("Four convolutions: local features")),
+        Step("primary", t("Primary capsules: vectors that see the whole image")),
+        Step("predictions", t("Predictions u_hat for every class capsule")),
+        Step("routing", t("Self-attention routing, in one pass")),
+        Step("lengths", t("Class capsules: lengths are the answer")),
+        Step("reconstruction", t("The decoder redraws the {shown}", shown=words.shown)),
+        Step("lab", t("Does routing matter? This model in the routing lab")),
     ]
 
 
@@ -157,7 +159,7 @@ def efficient_walk(
     W, R = tour.winner, tour.runner_up
     I, J = tour.c.shape
     D, K = tour.v.shape[-1], tour.u.shape[-1]
-    caps = [f"capsule {i + 1}" for i in range(I)]
+    caps = [t("capsule {i}", i=i + 1) for i in range(I)]
     uniform = 1 / J
     out = []
     for step in efficient_steps(words):
@@ -169,11 +171,18 @@ def efficient_walk(
                 truth,
                 looks,
                 [
-                    f"This is the image the tour follows through **{plain(model_name)}**, an Efficient-CapsNet "
-                    "(Mazzia, Salvetti, Chiaberge 2021). It will pass four convolutions, a layer of "
-                    f"{I} primary capsules and one class capsule per class, with self-attention routing between the two capsule layers: "
-                    f"one pass, no iterations. The model has {tour.parameters:,} parameters without its decoder. "
-                    "A capsule outputs a vector, not a number: its length is meant to say how likely its thing is present, its direction how it looks."
+                    t(
+                        "This is the image the tour follows through **{model}**, an Efficient-CapsNet (Mazzia, Salvetti, Chiaberge 2021). "
+                        "It will pass four convolutions, a layer of {I} primary capsules and one class capsule per class, with self-attention "
+                        "routing between the two capsule layers: one pass, no iterations. The model has {parameters} parameters without its decoder.",
+                        model=plain(model_name),
+                        I=I,
+                        parameters=f"{tour.parameters:,}",
+                    )
+                    + gap()
+                    + t(
+                        "A capsule outputs a vector, not a number: its length is meant to say how likely its thing is present, its direction how it looks."
+                    )
                 ],
             )
         elif k == "convs":
@@ -183,13 +192,20 @@ def efficient_walk(
             step = replace(
                 step,
                 figure="maps",
-                data={"maps": tour.maps, "names": [f"map {i}" for i in tour.map_ids], "scale": 8},
-                caption="bright = the filter responds there (each map scaled to its own maximum)",
+                data={"maps": tour.maps, "names": [t("map {i}", i=i) for i in tour.map_ids], "scale": 8},
+                caption=t("bright = the filter responds there (each map scaled to its own maximum)"),
                 text=[
-                    f"Four convolutions (5x5, then three of 3x3, the last moving 2 pixels at a time), each followed by ReLU and BatchNorm: {chain}. "
-                    f"Here the {len(tour.map_ids)} of the last convolution's {last_c} maps ({last_side}x{last_side}) that respond most on average, "
-                    "after its ReLU and before its BatchNorm (which only rescales and shifts each map as a whole). "
-                    "These are still ordinary neurons, one number per place: *whether* a feature is there, not yet *how* it sits."
+                    t(
+                        "Four convolutions (5x5, then three of 3x3, the last moving 2 pixels at a time), each followed by ReLU and BatchNorm: "
+                        "{chain}. Here the {shown} of the last convolution's {maps} maps ({side}x{side}) that respond most on average, after its "
+                        "ReLU and before its BatchNorm (which only rescales and shifts each map as a whole).",
+                        chain=chain,
+                        shown=len(tour.map_ids),
+                        maps=last_c,
+                        side=last_side,
+                    )
+                    + gap()
+                    + t("These are still ordinary neurons, one number per place: *whether* a feature is there, not yet *how* it sits.")
                 ],
             )
         elif k == "primary":
@@ -205,28 +221,56 @@ def efficient_walk(
                     "values": L,
                     "names": [str(i + 1) for i in range(I)],
                     "highlight": hi,
-                    "title": f"Lengths of the {I} primary capsules (presence)",
-                    "axis": "length",
+                    "title": t("Lengths of the {I} primary capsules (presence)", I=I),
+                    "axis": t("length"),
                     "lines": {},
                     "s_len": size,
                     "eq1": eq1,
                 },
-                caption=f"one bar per primary capsule; red: the longest, capsule {hi + 1}",
+                caption=t("one bar per primary capsule; red: the longest, capsule {i}", i=hi + 1),
                 text=[
-                    f"{label('primary')}: a *depthwise* convolution, one {tour.grid}x{tour.grid} filter per channel, "
-                    + (
-                        f"as large as the whole {side}x{side} map: each of the {tour.s_primary.size} channels becomes one number, a weighted sum "
-                        f"of its whole map. Those numbers are grouped into {I} capsules of {K}. There is no grid of positions: every capsule "
-                        "sees the whole image."
+                    (
+                        t(
+                            "{primary}: a *depthwise* convolution, one {grid}x{grid} filter per channel, as large as the whole {side}x{side} map: "
+                            "each of the {channels} channels becomes one number, a weighted sum of its whole map. Those numbers are grouped into "
+                            "{I} capsules of {K}. There is no grid of positions: every capsule sees the whole image.",
+                            primary=label("primary"),
+                            grid=tour.grid,
+                            side=side,
+                            channels=tour.s_primary.size,
+                            I=I,
+                            K=K,
+                        )
                         if side == tour.grid
-                        else f"over the {side}x{side} map. Its outputs are grouped into {I} capsules of {K}."
+                        else t(
+                            "{primary}: a *depthwise* convolution, one {grid}x{grid} filter per channel, over the {side}x{side} map. Its outputs "
+                            "are grouped into {I} capsules of {K}.",
+                            primary=label("primary"),
+                            grid=tour.grid,
+                            side=side,
+                            I=I,
+                            K=K,
+                        )
                     ),
-                    "Efficient-CapsNet's own squash, v = (1 - 1/e^|s|) s / |s|, keeps each vector's direction and sets its length to 1 - e^-|s|: "
-                    f"capsule {hi + 1}: {squash_words('s', 'v', size[hi], L[hi], efficient_length)}; "
-                    f"capsule {lo + 1}: {squash_words('s', 'v', size[lo], L[lo], efficient_length)}. "
-                    f"(Eq. 1 of Sabour et al. would give {two(eq1[hi])} and {two(eq1[lo])}.)",
+                    t(
+                        "Efficient-CapsNet's own squash, v = (1 - 1/e^|s|) s / |s|, keeps each vector's direction and sets its length to "
+                        "1 - e^-|s|: capsule {hi}: {hi_words}; capsule {lo}: {lo_words}. (Eq. 1 of Sabour et al. would give {hi_eq1} and {lo_eq1}.)",
+                        hi=hi + 1,
+                        hi_words=squash_words("s", "v", size[hi], L[hi], efficient_length),
+                        lo=lo + 1,
+                        lo_words=squash_words("s", "v", size[lo], L[lo], efficient_length),
+                        hi_eq1=two(eq1[hi]),
+                        lo_eq1=two(eq1[lo]),
+                    ),
                 ],
-                measured=f"Measured here: primary capsule lengths {two(L.min())} to {two(L.max())}; {int((L > SATURATED).sum())} of {I} are longer than {SATURATED}.",
+                measured=t(
+                    "Measured here: primary capsule lengths {lo} to {hi}; {n} of {I} are longer than {limit}.",
+                    lo=two(L.min()),
+                    hi=two(L.max()),
+                    n=int((L > SATURATED).sum()),
+                    I=I,
+                    limit=SATURATED,
+                ),
                 terms=("efficient_squash", "length", "pose"),
             )
         elif k == "predictions":
@@ -238,18 +282,30 @@ def efficient_walk(
                     "values": tour.pred_len,
                     "rows": caps,
                     "columns": names,
-                    "title": f"Length of the predictions u_hat_j|i for each class capsule j (red: {names[W]})",
+                    "title": t("Length of the predictions u_hat_j|i for each class capsule j (red: {name})", name=names[W]),
                     "highlight": W,
                 },
-                caption=f"rows: all {I} primary capsules; columns: the class capsules",
+                caption=t("rows: all {I} primary capsules; columns: the class capsules", I=I),
                 text=[
-                    f"Each primary capsule multiplies its {K} numbers by a learned {K}x{D} matrix {label('W')} once per class capsule: "
-                    f"{I} x {J} predictions {label('u_hat')}, each {D} numbers for what class j's capsule should be. "
-                    "A long prediction is a loud one; routing now decides how much of each prediction reaches each class capsule."
+                    t(
+                        "Each primary capsule multiplies its {K} numbers by a learned {K}x{D} matrix {W} once per class capsule: {I} x {J} "
+                        "predictions {u_hat}, each {D} numbers for what class j's capsule should be. A long prediction is a loud one; routing "
+                        "now decides how much of each prediction reaches each class capsule.",
+                        K=K,
+                        D=D,
+                        W=label("W"),
+                        I=I,
+                        J=J,
+                        u_hat=label("u_hat"),
+                    )
                 ],
-                measured=(
-                    f"Measured here: the longest prediction for {pn[W]} is capsule {top + 1}'s ({two(tour.pred_len[top, W])}); "
-                    f"the predictions for {pn[W]} run from {two(tour.pred_len[:, W].min())} to {two(tour.pred_len[:, W].max())}."
+                measured=t(
+                    "Measured here: the longest prediction for {name} is capsule {top}'s ({top_len}); the predictions for {name} run from {lo} to {hi}.",
+                    name=pn[W],
+                    top=top + 1,
+                    top_len=two(tour.pred_len[top, W]),
+                    lo=two(tour.pred_len[:, W].min()),
+                    hi=two(tour.pred_len[:, W].max()),
                 ),
                 terms=("u_hat", "W"),
             )
@@ -258,30 +314,36 @@ def efficient_walk(
             share = float(tour.c[:, W].mean())
             near_each = [rules.near_uniform(float(tour.entropy[i]), float(tour.c[i, W]), uniform) for i in range(I)]
             decided = tour.decided()
+            who = t("this image's couplings (averaged over the {I} capsules, {name} the predicted class)", I=I, name=pn[W])
             said = [
-                "Measured here: "
-                + near_uniform_words(
-                    float(tour.entropy.mean()),
-                    share,
-                    uniform,
-                    f"this image's couplings (averaged over the {I} capsules, {pn[W]} the predicted class)",
-                ),
-                f"By the same rule, {sum(near_each)} of the {I} capsules are near uniform on their own.",
+                t("Measured here: {said}", said=near_uniform_words(float(tour.entropy.mean()), share, uniform, who)),
+                t("By the same rule, {n} of the {I} capsules are near uniform on their own.", n=sum(near_each), I=I),
             ]
             if len(decided):
                 said.append(
-                    "More than half of a vote goes to one class from "
-                    + ", ".join(f"capsule {i + 1} ({two(tour.c[i].max())} to {pn[int(tour.c[i].argmax())]})" for i in decided)
-                    + "."
+                    t(
+                        "More than half of a vote goes to one class from {capsules}.",
+                        capsules=", ".join(
+                            t("capsule {i} ({share} to {name})", i=i + 1, share=two(tour.c[i].max()), name=pn[int(tour.c[i].argmax())])
+                            for i in decided
+                        ),
+                    )
                 )
             else:
-                said.append("No capsule sends more than half of its vote to one class.")
-            said.append(f"The prior b runs from {tour.prior.min():.3f} to {tour.prior.max():.3f}.")
+                said.append(t("No capsule sends more than half of its vote to one class."))
+            said.append(t("The prior b runs from {lo} to {hi}.", lo=f"{tour.prior.min():.3f}", hi=f"{tour.prior.max():.3f}"))
             if tour.prior.max() < 0:
                 said.append(
-                    f"All of it is negative (mean {tour.prior.mean():.3f}, beside a uniform share of {uniform:.3f}): "
-                    "each prediction enters s_j with the weight c_ij + b_ji, so a capsule whose coupling to j is below -b_ji "
-                    f"pulls s_j the opposite way. For {pn[W]}, {int((tour.c[:, W] + tour.prior[:, W] < 0).sum())} of the {I} weights are negative."
+                    t(
+                        "All of it is negative (mean {mean}, beside a uniform share of {uniform}): each prediction enters s_j with the weight "
+                        "c_ij + b_ji, so a capsule whose coupling to j is below -b_ji pulls s_j the opposite way. For {name}, {n} of the {I} "
+                        "weights are negative.",
+                        mean=f"{tour.prior.mean():.3f}",
+                        uniform=f"{uniform:.3f}",
+                        name=pn[W],
+                        n=int((tour.c[:, W] + tour.prior[:, W] < 0).sum()),
+                        I=I,
+                    )
                 )
             step = replace(
                 step,
@@ -290,7 +352,9 @@ def efficient_walk(
                     "values": tour.c,
                     "rows": caps,
                     "columns": names,
-                    "title": f"Couplings c_ij after self-attention (uniform: {two(uniform)}; red: {names[W]})",
+                    "title": t(
+                        "Couplings c_ij after self-attention (uniform: {uniform}; red: {name})", uniform=two(uniform), name=names[W]
+                    ),
                     "highlight": W,
                     "uniform": uniform,
                     "entropy": tour.entropy,
@@ -301,23 +365,29 @@ def efficient_walk(
                     "s_len": s_len,
                     "v_len": tour.lengths,
                 },
-                caption="each row: one primary capsule's couplings, adding up to 1 over the class capsules",
+                caption=t("each row: one primary capsule's couplings, adding up to 1 over the class capsules"),
                 text=[
-                    f"Self-attention routing, in one pass. For each class j, each prediction's {label('self_attention')} with all the predictions for j: "
-                    f"a_ji = u_hat_j|i . (sum over k of u_hat_j|k) / sqrt({D}). "
-                    f"Capsule i's couplings, {label('c')}, are a softmax of its a_ji over the {J} classes j, so they add up to 1. "
-                    f"Then s_j = sum_i (c_ij + b_ji) u_hat_j|i, where {label('prior')} is the same for every image, and v_j = (1 - 1/e^|s_j|) s_j / |s_j|: "
-                    + squash_words(f"s_{pn[W]}", f"v_{pn[W]}", s_len[W], tour.lengths[W], efficient_length)
-                    + "."
+                    t(
+                        "Self-attention routing, in one pass. For each class j, each prediction's {self_attention} with all the predictions "
+                        "for j: a_ji = u_hat_j|i . (sum over k of u_hat_j|k) / sqrt({D}). Capsule i's couplings, {c}, are a softmax of its a_ji "
+                        "over the {J} classes j, so they add up to 1. Then s_j = sum_i (c_ij + b_ji) u_hat_j|i, where {prior} is the same for "
+                        "every image, and v_j = (1 - 1/e^|s_j|) s_j / |s_j|: {squash}.",
+                        self_attention=label("self_attention"),
+                        D=D,
+                        c=label("c"),
+                        J=J,
+                        prior=label("prior"),
+                        squash=squash_words(f"s_{pn[W]}", f"v_{pn[W]}", s_len[W], tour.lengths[W], efficient_length),
+                    )
                 ],
-                measured=" ".join(said),
+                measured=gap().join(said),
                 table={
-                    "primary capsule": caps,
-                    f"a to {pn[W]}": tour.a[:, W],
-                    f"c to {pn[W]}": tour.c[:, W],
-                    f"b to {pn[W]}": tour.prior[:, W],
-                    f"c + b to {pn[W]}": tour.c[:, W] + tour.prior[:, W],
-                    f"c to {pn[R]}": tour.c[:, R],
+                    t("primary capsule"): caps,
+                    t("a to {name}", name=pn[W]): tour.a[:, W],
+                    t("c to {name}", name=pn[W]): tour.c[:, W],
+                    t("b to {name}", name=pn[W]): tour.prior[:, W],
+                    t("c + b to {name}", name=pn[W]): tour.c[:, W] + tour.prior[:, W],
+                    t("c to {name}", name=pn[R]): tour.c[:, R],
                 },
                 terms=("self_attention", "c", "prior", "u_hat"),
             )
@@ -329,10 +399,13 @@ def efficient_walk(
                 W,
                 R,
                 truth,
-                "class capsule",
-                "Class capsule lengths |v_j| after routing",
+                t("class capsule"),
+                t("Class capsule lengths |v_j| after routing"),
                 [
-                    f"Training used the {label('margin_loss')}, as in Sabour et al.: the right capsule longer than 0.9, every other shorter than 0.1."
+                    t(
+                        "Training used the {margin_loss}, as in Sabour et al.: the right capsule longer than 0.9, every other shorter than 0.1.",
+                        margin_loss=label("margin_loss"),
+                    )
                 ],
             )
         elif k == "reconstruction":
@@ -344,14 +417,22 @@ def efficient_walk(
                 D,
                 "Efficient-CapsNet",
                 [
-                    f"The {label('reconstruction')} decoder of Sabour et al. (three fully connected layers) redraws the {words.shown} from the {D} numbers "
-                    f"of capsule {pn[W]} alone, the others masked to 0. Efficient-CapsNet trains it with {mse_weight} times the mean squared pixel "
-                    "error beside the margin loss, which keeps the capsule's direction meaningful. "
-                    f"The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch the drawing change."
+                    t(
+                        "The {reconstruction} decoder of Sabour et al. (three fully connected layers) redraws the {shown} from the {D} numbers "
+                        "of capsule {name} alone, the others masked to 0. Efficient-CapsNet trains it with {weight} times the mean squared pixel "
+                        "error beside the margin loss, which keeps the capsule's direction meaningful.",
+                        reconstruction=label("reconstruction"),
+                        shown=words.shown,
+                        D=D,
+                        name=pn[W],
+                        weight=mse_weight,
+                    )
+                    + gap()
+                    + t("The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch the drawing change.", D=D)
                 ],
             )
         elif k == "lab":
-            step = lab_step(step, lab_rows, "self-attention", model_name, stated_at="the routing step")
+            step = lab_step(step, lab_rows, "self-attention", model_name, stated_at=t("the routing step"))
         out.append(step)
     return out
 

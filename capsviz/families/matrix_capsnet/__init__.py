@@ -1,16 +1,17 @@
 """Hinton et al.'s matrix capsules with EM routing: its registry entry."""
 
 from capsviz.entries import Family
+from capsviz.i18n import N_
 
 FAMILY = Family(
     "matrix",
     config="capsviz.families.matrix_capsnet.config:MatrixCapsConfig",
     model="capsviz.families.matrix_capsnet.model:MatrixCapsNet",
     presets="capsviz.families.matrix_capsnet.config:PRESETS",
-    words="a matrix-capsule model",
-    short="matrix capsules",
-    title="matrix capsules (4x4 poses)",
-    about="Hinton et al.'s matrix capsules: each capsule holds a 4x4 pose and an activation, routed by EM.",
+    words=N_("a matrix-capsule model"),
+    short=N_("matrix capsules"),
+    title=N_("matrix capsules (4x4 poses)"),
+    about=N_("Hinton et al.'s matrix capsules: each capsule holds a 4x4 pose and an activation, routed by EM."),
     score="class activation",
     routing="em",
     pages=frozenset({"em", "tour", "robustness"}),

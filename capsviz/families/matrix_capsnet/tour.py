@@ -10,18 +10,19 @@ import numpy as np
 import torch
 
 from capsviz.analysis import as_batch
-from capsviz.analysis.steps import SHOWN, Step, Tour, input_step, plane, pose_words, share_words, two
+from capsviz.analysis.steps import SHOWN, Step, Tour, gap, input_step, plane, pose_words, share_words, two
 from capsviz.glossary import label
+from capsviz.i18n import t
 from capsviz.text import plain
 
 
 def matrix_steps(iterations: int) -> list[Step]:
     return [
-        Step("input", "The input"),
-        Step("primary", "Primary capsules: a pose matrix and an activation"),
-        Step("votes", "Votes for every class capsule"),
-        *[Step(f"iteration{t + 1}", f"EM routing, iteration {t + 1} of {iterations}") for t in range(iterations)],
-        Step("activations", "Class capsules: activations are the answer"),
+        Step("input", t("The input")),
+        Step("primary", t("Primary capsules: a pose matrix and an activation")),
+        Step("votes", t("Votes for every class capsule")),
+        *[Step(f"iteration{it + 1}", t("EM routing, iteration {k} of {n}", k=it + 1, n=iterations)) for it in range(iterations)],
+        Step("activations", t("Class capsules: activations are the answer")),
     ]
 
 
@@ -82,7 +83,16 @@ def matrix_tour(model, image: np.ndarray, iterations: int | None = None) -> Matr
     H2 = W2 = model.final_grid
     K2 = I // (H2 * W2)
     shown = a_in.argsort(descending=True)[:SHOWN]
-    names = [f"{CLASS_LAYER_IN} type {int(i) % K2 + 1} at row {int(i) // K2 // W2 + 1}, col {int(i) // K2 % W2 + 1}" for i in shown]
+    names = [
+        t(
+            "{layer} type {type} at row {row}, col {col}",
+            layer=CLASS_LAYER_IN,
+            type=int(i) % K2 + 1,
+            row=int(i) // K2 // W2 + 1,
+            col=int(i) // K2 % W2 + 1,
+        )
+        for i in shown
+    ]
     T = tr.R.shape[0]
     votes2d = torch.zeros(J, SHOWN, 2)
     mu2d, sigma2d = torch.zeros(T, J, 2), torch.zeros(T, J, 2)
@@ -97,7 +107,7 @@ def matrix_tour(model, image: np.ndarray, iterations: int | None = None) -> Matr
         image=np.asarray(image, np.float32),
         primary_a=a[0].numpy(),
         pose=pose[0, r_, c_, k_].view(4, 4).numpy(),
-        pose_where=f"PrimaryCaps type {k_ + 1} at row {r_ + 1}, col {c_ + 1}",
+        pose_where=t("{layer} type {type} at row {row}, col {col}", layer="PrimaryCaps", type=k_ + 1, row=r_ + 1, col=c_ + 1),
         shown=shown.numpy(),
         shown_names=names,
         R=tr.R[:, 0].numpy(),
@@ -129,10 +139,13 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                 truth,
                 looks,
                 [
-                    f"This is the image the tour follows through **{plain(model_name)}**, matrix capsules with EM routing (Hinton et al. 2018, Fig. 1). "
-                    "Each capsule here holds a learned 4x4 matrix, which the paper intends to hold the thing's pose, and a separate "
-                    "activation between 0 and 1, meant to say how present it is. Nothing in training makes the matrix a rotation "
-                    "or a scale, so its 16 numbers are a learned code: which entry means what is not given."
+                    t(
+                        "This is the image the tour follows through **{model}**, matrix capsules with EM routing (Hinton et al. 2018, Fig. 1). "
+                        "Each capsule here holds a learned 4x4 matrix, which the paper intends to hold the thing's pose, and a separate "
+                        "activation between 0 and 1, meant to say how present it is. Nothing in training makes the matrix a rotation "
+                        "or a scale, so its 16 numbers are a learned code: which entry means what is not given.",
+                        model=plain(model_name),
+                    )
                 ],
             )
         elif k == "primary":
@@ -142,13 +155,26 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                 step,
                 figure="em_primary",
                 data={"maps": tour.primary_a.transpose(2, 0, 1), "pose": tour.pose, "top": tour.primary_a.max()},
-                caption=f"The pose matrix of the most active primary capsule ({tour.pose_where}, activation {two(tour.primary_a.max())})",
+                caption=t(
+                    "The pose matrix of the most active primary capsule ({where}, activation {a})",
+                    where=tour.pose_where,
+                    a=two(tour.primary_a.max()),
+                ),
                 text=[
-                    f"A convolution, then the PrimaryCaps layer: {types} capsule types at each of {H}x{Wd} positions; "
-                    "each has a 4x4 pose matrix and a logistic activation (Sec. 3). "
-                    f"Two convolutional capsule layers, ConvCaps1 and {CLASS_LAYER_IN}, route by EM in small windows; "
-                    f"the tour follows the last routing, from {CLASS_LAYER_IN}'s {H2 * W2 * K2} capsules ({K2} types at each of "
-                    f"{H2}x{W2} positions) into the class capsules."
+                    t(
+                        "A convolution, then the PrimaryCaps layer: {types} capsule types at each of {h}x{w} positions; each has a 4x4 pose "
+                        "matrix and a logistic activation (Sec. 3). Two convolutional capsule layers, ConvCaps1 and {layer}, route by EM in "
+                        "small windows; the tour follows the last routing, from {layer}'s {n} capsules ({k} types at each of {h2}x{w2} "
+                        "positions) into the class capsules.",
+                        types=types,
+                        h=H,
+                        w=Wd,
+                        layer=CLASS_LAYER_IN,
+                        n=H2 * W2 * K2,
+                        k=K2,
+                        h2=H2,
+                        w2=W2,
+                    )
                 ],
                 measured=pose_words(tour.pose),
                 terms=("pose", "a_in"),
@@ -157,34 +183,52 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
             step = replace(
                 step,
                 figure="votes",
-                caption="before any routing: every vote is assigned equally to every class capsule",
+                caption=t("before any routing: every vote is assigned equally to every class capsule"),
                 text=[
-                    f"Each {CLASS_LAYER_IN} capsule (the lower capsules of this last routing) multiplies its pose by a learned 4x4 transform "
-                    f"per class: a {label('vote')} for that class's pose "
-                    "(16 numbers, drawn here in a plane through the class capsule's final mean pose, the same plane in every EM step). "
-                    "Votes that land close together agree on one pose for the whole: that is what EM looks for."
+                    t(
+                        "Each {layer} capsule (the lower capsules of this last routing) multiplies its pose by a learned 4x4 transform per "
+                        "class: a {vote} for that class's pose (16 numbers, drawn here in a plane through the class capsule's final mean pose, "
+                        "the same plane in every EM step). Votes that land close together agree on one pose for the whole: that is what EM looks for.",
+                        layer=CLASS_LAYER_IN,
+                        vote=label("vote"),
+                    )
                 ],
                 terms=("vote",),
             )
         elif k.startswith("iteration"):
-            t = int(k.removeprefix("iteration")) - 1
-            rows = {f"lower capsule ({CLASS_LAYER_IN})": tour.shown_names, "activation a": tour.a_in[tour.shown]}
+            it = int(k.removeprefix("iteration")) - 1
+            rows = {t("lower capsule ({layer})", layer=CLASS_LAYER_IN): tour.shown_names, t("activation a"): tour.a_in[tour.shown]}
             for j in (W, R):
-                rows[f"R to {pn[j]}"] = tour.R[t][tour.shown, j]
+                rows[t("R to {name}", name=pn[j])] = tour.R[it][tour.shown, j]
             step = replace(
                 step,
                 figure="em",
-                data={"t": t, "a": tour.a[t], "R": tour.R[t][tour.shown], "lambda": tour.lambdas[t]},
-                caption="each class capsule's Gaussian: mean pose (cross), spread (ellipses); a vote's opacity is its assignment R",
+                data={"t": it, "a": tour.a[it], "R": tour.R[it][tour.shown], "lambda": tour.lambdas[it]},
+                caption=t("each class capsule's Gaussian: mean pose (cross), spread (ellipses); a vote's opacity is its assignment R"),
                 text=[
-                    f"**{label('M_step')}**: each class capsule refits its {label('mu')} and {label('sigma')} to the votes weighted by {label('R')} "
-                    f"and by the lower activations, and sets its {label('a_j')} (tighter = more active; {label('lambda')} = {two(tour.lambdas[t])} here). "
-                    f"**{label('E_step')}**: each vote is then reassigned by how well it fits each Gaussian."
-                    + (" This first M-step used equal assignments." if t == 0 else "")
+                    t(
+                        "**{M_step}**: each class capsule refits its {mu} and {sigma} to the votes weighted by {R} and by the lower "
+                        "activations, and sets its {a_j} (tighter = more active; {lambda_} = {value} here). **{E_step}**: each vote is then "
+                        "reassigned by how well it fits each Gaussian.",
+                        M_step=label("M_step"),
+                        mu=label("mu"),
+                        sigma=label("sigma"),
+                        R=label("R"),
+                        a_j=label("a_j"),
+                        lambda_=label("lambda"),
+                        value=two(tour.lambdas[it]),
+                        E_step=label("E_step"),
+                    )
+                    + (gap() + t("This first M-step used equal assignments.") if it == 0 else "")
                 ],
-                measured=(
-                    f"Measured here: activation of {pn[W]} {two(tour.a[t, W])}, of {pn[R]} {two(tour.a[t, R])}; "
-                    f"the six most active {CLASS_LAYER_IN} capsules send {share_words(tour.R[t][tour.shown, W])} of their vote to {pn[W]}."
+                measured=t(
+                    "Measured here: activation of {w} {a_w}, of {r} {a_r}; the six most active {layer} capsules send {share} of their vote to {w}.",
+                    w=pn[W],
+                    a_w=two(tour.a[it, W]),
+                    r=pn[R],
+                    a_r=two(tour.a[it, R]),
+                    layer=CLASS_LAYER_IN,
+                    share=share_words(tour.R[it][tour.shown, W]),
                 ),
                 table=rows,
                 terms=("a_in", "R"),
@@ -198,21 +242,33 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                     "values": a,
                     "names": names,
                     "highlight": W,
-                    "title": "Class capsule activations after EM routing",
-                    "axis": "activation",
+                    "title": t("Class capsule activations after EM routing"),
+                    "axis": t("activation"),
                     "lines": {},
                     "lambda": tour.lambdas[-1],  # quoted in the text
                 },
-                caption="the prediction is the most active class capsule",
+                caption=t("the prediction is the most active class capsule"),
                 text=[
-                    f"The answer is the most active class capsule: **{pn[W]}** with activation {two(a[W])} (label: {plain(truth)}); "
-                    f"runner-up {pn[R]} with {two(a[R])}. "
-                    f"Training used the {label('spread_loss')}: the right class more active than every other by a margin. "
-                    f"capsviz ramps {label('lambda')} only up to {two(tour.lambdas[-1])} here, which keeps the activations in a middle range, "
-                    "so the winner is clear by rank, not by a value near 1: the **EM routing** page follows them iteration by iteration."
+                    t(
+                        "The answer is the most active class capsule: **{w}** with activation {a_w} (label: {truth}); runner-up {r} with {a_r}.",
+                        w=pn[W],
+                        a_w=two(a[W]),
+                        truth=plain(truth),
+                        r=pn[R],
+                        a_r=two(a[R]),
+                    )
+                    + gap()
+                    + t(
+                        "Training used the {spread_loss}: the right class more active than every other by a margin. capsviz ramps {lambda_} "
+                        "only up to {value} here, which keeps the activations in a middle range, so the winner is clear by rank, not by a value "
+                        "near 1: the **EM routing** page follows them iteration by iteration.",
+                        spread_loss=label("spread_loss"),
+                        lambda_=label("lambda"),
+                        value=two(tour.lambdas[-1]),
+                    )
                 ],
                 terms=("spread_loss", "a_j", "lambda"),
-                link=("pages/em.py", "EM routing, iteration by iteration"),
+                link=("pages/em.py", t("EM routing, iteration by iteration")),
             )
         out.append(step)
     return out
