@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_app import router_mode  # noqa: F401 - st.navigation in charge, as served (the page tests)
+from test_app import app, router_mode  # noqa: F401 - the tiny models' AppTest; st.navigation in charge, as served
 
 from capsviz import glossary
 from capsviz.analysis import rules
@@ -228,18 +228,6 @@ def test_each_rule_says_its_numbers_in_every_language(rule):
         assert _CJK.search(said) and all(v in said for v in values.values()), (lang, rule)
 
 
-@pytest.fixture
-def app(synthetic_data, tmp_path, monkeypatch):
-    from streamlit.testing.v1 import AppTest
-    from test_app import APP, tiny_checkpoints
-
-    folder = tmp_path / "checkpoints"
-    folder.mkdir()
-    tiny_checkpoints(folder)
-    monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(folder))
-    return AppTest.from_file(APP, default_timeout=60)
-
-
 @pytest.mark.parametrize(
     ("lang", "title", "first", "query", "found"),
     [
@@ -249,7 +237,7 @@ def app(synthetic_data, tmp_path, monkeypatch):
         ("ja", "用語集", "**カプセル**（capsule）：", "胶囊", "**カプセル**（capsule）："),
     ],
 )
-def test_the_glossary_page_in_chinese_and_japanese(app, lang, title, first, query, found):
+def test_the_glossary_page_in_chinese_and_japanese(app, lang, title, first, query, found):  # noqa: F811
     app.query_params["lang"] = lang
     app.switch_page("pages/glossary.py").run()
     assert not app.exception

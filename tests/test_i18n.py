@@ -12,8 +12,8 @@ from babel.messages.pofile import read_po, write_po
 from streamlit.testing.v1 import AppTest
 from test_app import (
     APP,
+    app,  # noqa: F401 - the fixture: an AppTest of app.py over the tiny models
     router_mode,  # noqa: F401 - an autouse fixture: st.navigation in charge, as served
-    tiny_checkpoints,
 )
 
 from capsviz import i18n, translations
@@ -110,16 +110,7 @@ def test_two_threads_speak_their_own_languages():
     assert seen == {"en": "Glossary", "zh-Hans": "术语表", "ja": "用語集"}
 
 
-@pytest.fixture
-def app(synthetic_data, tmp_path, monkeypatch):
-    folder = tmp_path / "checkpoints"
-    folder.mkdir()
-    tiny_checkpoints(folder)
-    monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(folder))
-    return AppTest.from_file(APP, default_timeout=60)
-
-
-def test_a_link_sets_the_language_and_another_session_keeps_its_own(app):
+def test_a_link_sets_the_language_and_another_session_keeps_its_own(app):  # noqa: F811
 
     app.query_params["lang"] = "ja"
     app.switch_page("pages/glossary.py").run()
@@ -140,7 +131,7 @@ def test_a_link_sets_the_language_and_another_session_keeps_its_own(app):
     assert other.session_state["lang"] == "en"
 
 
-def test_a_link_asking_for_a_language_capsviz_lacks_says_so(app):
+def test_a_link_asking_for_a_language_capsviz_lacks_says_so(app):  # noqa: F811
     app.query_params["lang"] = "fr"
     app.switch_page("pages/glossary.py").run()
     assert not app.exception
