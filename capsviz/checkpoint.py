@@ -30,7 +30,8 @@ from safetensors.torch import save_file
 
 from capsviz import __version__, paths
 from capsviz.config import to_dict
-from capsviz.errors import CapsvizError
+from capsviz.errors import CapsvizError, first_line
+from capsviz.i18n import language, t, tn
 from capsviz.models import build_model, count_parameters
 from capsviz.paths import atomic_write, lock_file, partial_files, remove_partial
 from capsviz.schema import MAX_META_BYTES, CheckpointMeta, Invalid, check_train_state
@@ -44,11 +45,11 @@ MAX_HEADER_BYTES = MAX_META_BYTES + 1_000_000
 def weights_digest(tensors: dict[str, torch.Tensor]) -> str:
     h = hashlib.sha256()
     for name in sorted(tensors):
-        t = tensors[name].detach().contiguous().cpu()
+        tensor = tensors[name].detach().contiguous().cpu()
         h.update(name.encode())
-        h.update(str(t.dtype).encode())
+        h.update(str(tensor.dtype).encode())
         # flattened first: a 0-d tensor (BatchNorm's num_batches_tracked) cannot be viewed as bytes
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        h.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
     return h.hexdigest()
 
 
@@ -70,7 +71,9 @@ def _saving(path: Path):
     try:
         yield
     except OSError as e:
-        raise CapsvizError(f"could not save {path} ({e.strerror or e}); the previous checkpoint there is unchanged") from None
+        raise CapsvizError(
+            t("could not save {path} ({why}); the previous checkpoint there is unchanged", path=path, why=e.strerror or e)
+        ) from None
 
 
 def read_meta(path: Path) -> CheckpointMeta:
@@ -110,31 +113,55 @@ def _open_checked(path: Path) -> tuple[CheckpointMeta, dict]:
     NaN or infinite values."""
     meta, tensors = _open(path, with_tensors=True)
     if weights_digest(tensors) != meta.weights_sha256:
-        raise CapsvizError(f"{path}: weights do not match the digest recorded when it was saved (the file was modified or damaged)")
+        raise CapsvizError(
+            t("{path}: weights do not match the digest recorded when it was saved (the file was modified or damaged)", path=path)
+        )
     expected = _architecture(meta.config)
     for name in sorted(expected.keys() | tensors.keys()):
+        said = dict(path=path, family=meta.family, name=name)
         if name not in tensors:
-            raise CapsvizError(f"{path}: weights do not fit a {meta.family} model with this config: {name} is missing")
+            raise CapsvizError(t("{path}: weights do not fit a {family} model with this config: {name} is missing", **said))
         if name not in expected:
-            raise CapsvizError(f"{path}: weights do not fit a {meta.family} model with this config: {name} is not part of it")
+            raise CapsvizError(t("{path}: weights do not fit a {family} model with this config: {name} is not part of it", **said))
         shape, dtype = expected[name]
-        t = tensors[name]
-        if tuple(t.shape) != tuple(shape):
+        found = tensors[name]
+        if tuple(found.shape) != tuple(shape):
             raise CapsvizError(
-                f"{path}: weights do not fit a {meta.family} model with this config: {name} has shape {tuple(t.shape)}, "
-                f"the model needs {tuple(shape)}"
+                t(
+                    "{path}: weights do not fit a {family} model with this config: {name} has shape {shape}, the model needs {need}",
+                    shape=tuple(found.shape),
+                    need=tuple(shape),
+                    **said,
+                )
             )
         # floats may be stored at any float precision (export writes float16); anything else exactly as the model keeps it
-        if (t.dtype not in FLOAT_STORAGE) if dtype.is_floating_point else t.dtype != dtype:
-            need = "a float tensor" if dtype.is_floating_point else str(dtype).removeprefix("torch.")
+        stored = str(found.dtype).removeprefix("torch.")
+        if dtype.is_floating_point and found.dtype not in FLOAT_STORAGE:
             raise CapsvizError(
-                f"{path}: weights do not fit a {meta.family} model with this config: {name} is stored as "
-                f"{str(t.dtype).removeprefix('torch.')}, the model needs {need}"
+                t(
+                    "{path}: weights do not fit a {family} model with this config: {name} is stored as {stored}, "
+                    "the model needs a float tensor",
+                    stored=stored,
+                    **said,
+                )
+            )
+        if not dtype.is_floating_point and found.dtype != dtype:
+            raise CapsvizError(
+                t(
+                    "{path}: weights do not fit a {family} model with this config: {name} is stored as {stored}, the model needs {need}",
+                    stored=stored,
+                    need=str(dtype).removeprefix("torch."),
+                    **said,
+                )
             )
     bad = [k for k, v in tensors.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
     if bad:
         raise CapsvizError(
-            f"{path}: weights hold NaN or infinite values ({', '.join(bad[:3])}); the model it holds diverged and cannot be used"
+            t(
+                "{path}: weights hold NaN or infinite values ({names}); the model it holds diverged and cannot be used",
+                path=path,
+                names=", ".join(bad[:3]),
+            )
         )
     return meta, tensors
 
@@ -158,43 +185,54 @@ def _checked_file(path: str, mtime_ns: int, size: int) -> CheckpointMeta:  # mti
 
 def _open(path: Path, with_tensors: bool = False) -> tuple[CheckpointMeta, dict]:
     if not path.exists():
-        raise CapsvizError(f"checkpoint {path} does not exist")
+        raise CapsvizError(t("checkpoint {path} does not exist", path=path))
     if not path.is_file():
-        raise CapsvizError(f"{path} is not a checkpoint file")
+        raise CapsvizError(t("{path} is not a checkpoint file", path=path))
     try:
         with open(path, "rb") as f:
             head = f.read(8)
     except OSError as e:
-        raise CapsvizError(f"{path}: cannot be read ({e.strerror or e})") from None
+        raise CapsvizError(t("{path}: cannot be read ({why})", path=path, why=e.strerror or e)) from None
     if len(head) < 8:
-        raise CapsvizError(f"{path}: not a readable safetensors checkpoint (only {len(head)} bytes)")
+        raise CapsvizError(
+            tn(
+                "{path}: not a readable safetensors checkpoint (only {n} byte)",
+                "{path}: not a readable safetensors checkpoint (only {n} bytes)",
+                len(head),
+                path=path,
+            )
+        )
     header = struct.unpack("<Q", head)[0]
     if header > path.stat().st_size - 8:
-        raise CapsvizError(f"{path}: not a readable safetensors checkpoint (its header claims more bytes than the file has)")
+        raise CapsvizError(t("{path}: not a readable safetensors checkpoint (its header claims more bytes than the file has)", path=path))
     if header > MAX_HEADER_BYTES:
-        raise CapsvizError(f"{path}: header of {header:,} bytes; capsviz reads at most {MAX_HEADER_BYTES:,}")
+        raise CapsvizError(
+            t("{path}: header of {size} bytes; capsviz reads at most {most}", path=path, size=f"{header:,}", most=f"{MAX_HEADER_BYTES:,}")
+        )
     try:
         with safe_open(str(path), framework="pt") as f:
             raw = (f.metadata() or {}).get(META_KEY)
             tensors = {k: f.get_tensor(k) for k in f.keys()} if with_tensors else {}
     except (SafetensorError, OSError, ValueError) as e:
-        raise CapsvizError(f"{path}: not a readable safetensors checkpoint ({e})") from None
+        raise CapsvizError(t("{path}: not a readable safetensors checkpoint ({why})", path=path, why=e)) from None
     if raw is None:
-        raise CapsvizError(f"{path}: safetensors file without capsviz metadata; it was not written by capsviz")
+        raise CapsvizError(t("{path}: safetensors file without capsviz metadata; it was not written by capsviz", path=path))
     if len(raw) > MAX_META_BYTES:
-        raise CapsvizError(f"{path}: capsviz metadata of {len(raw):,} characters; at most {MAX_META_BYTES:,}")
+        raise CapsvizError(
+            t("{path}: capsviz metadata of {n} characters; at most {most}", path=path, n=f"{len(raw):,}", most=f"{MAX_META_BYTES:,}")
+        )
     try:
         meta = json.loads(raw, parse_constant=_no_constant)
     except (json.JSONDecodeError, ValueError):
-        raise CapsvizError(f"{path}: capsviz metadata is not valid JSON") from None
+        raise CapsvizError(t("{path}: capsviz metadata is not valid JSON", path=path)) from None
     except RecursionError:
-        raise CapsvizError(f"{path}: capsviz metadata is nested too deeply") from None
+        raise CapsvizError(t("{path}: capsviz metadata is nested too deeply", path=path)) from None
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
-        raise CapsvizError(f"{path}: capsviz metadata has no model config")
+        raise CapsvizError(t("{path}: capsviz metadata has no model config", path=path))
     try:
         found = CheckpointMeta.from_dict(meta)
     except Invalid as e:
-        raise CapsvizError(f"{path}: unusable metadata: {e}") from None
+        raise CapsvizError(t("{path}: unusable metadata: {why}", path=path, why=e)) from None
     if found.classes:  # class names recorded in a file from anywhere: no bidirectional or zero-width characters
         from dataclasses import replace
 
@@ -239,13 +277,16 @@ def total_training(meta: CheckpointMeta | dict) -> dict:
     return {"epochs": epochs, "training_time_s": seconds, "hardware": hardware, "history": history, "stages": stages}
 
 
-def training_labels(total: dict, unit: str = "") -> tuple[str, str]:
-    """(epochs, hardware) of a `total_training` result as the zoo and `capsviz list` print them:
-    "10<unit> (8 + 2, fine-tuned)" and "<first machine>, then <second>"."""
-    epochs = f"{round(total['epochs'], 1):g}{unit}"
+def training_labels(total: dict, unit: bool = False) -> tuple[str, str]:
+    """(epochs, hardware) of a `total_training` result as the zoo and `capsviz list` print them, in
+    the reader's language: "10 (8 + 2, fine-tuned)" ("10 epochs (8 + 2, fine-tuned)" with `unit`)
+    and "<first machine>, then <second>"."""
+    said = dict(epochs=f"{round(total['epochs'], 1):g}", stages=" + ".join(f"{round(e, 1):g}" for e in total["stages"]))
     if len(total["stages"]) > 1:
-        epochs += " (" + " + ".join(f"{round(e, 1):g}" for e in total["stages"]) + ", fine-tuned)"
-    return epochs, ", then ".join(total["hardware"]) or "?"
+        epochs = t("{epochs} epochs ({stages}, fine-tuned)", **said) if unit else t("{epochs} ({stages}, fine-tuned)", **said)
+    else:
+        epochs = t("{epochs} epochs", **said) if unit else said["epochs"]
+    return epochs, functools.reduce(lambda first, then: t("{first}, then {then}", first=first, then=then), total["hardware"] or ["?"])
 
 
 # The models that come with capsviz (checkpoints/; RESULTS.md says how each was trained). No
@@ -327,21 +368,25 @@ def model_stem(text: str, existing=()) -> str:
     `existing` (stems of the models there) without being that very name. Spaces become '-'."""
     name = "-".join(unicodedata.normalize("NFKC", str(text)).split())
     if not name:
-        raise CapsvizError("Give the model a name made of letters, digits, '-' or '_'.")
+        raise CapsvizError(t("Give the model a name made of letters, digits, '-' or '_'."))
     odd = sorted({ch for ch in name if not (ch in "-_" or unicodedata.category(ch)[0] == "L" or unicodedata.category(ch) == "Nd")})
     if odd:
         shown = " ".join(repr(ch) if ch.isprintable() and not ch.isspace() else f"U+{ord(ch):04X}" for ch in odd[:5])
-        raise CapsvizError(f"A model's name is made of letters, digits, '-' and '_' only, not {shown}.")
+        raise CapsvizError(t("A model's name is made of letters, digits, '-' and '_' only, not {shown}.", shown=shown))
     if len(name) > MAX_NAME:
-        raise CapsvizError(f"A model's name is at most {MAX_NAME} characters long; this one has {len(name)}.")
+        raise CapsvizError(t("A model's name is at most {most} characters long; this one has {n}.", most=MAX_NAME, n=len(name)))
     if name.strip("-_") != name or not name.strip("-_"):
-        raise CapsvizError("A model's name starts and ends with a letter or a digit.")
+        raise CapsvizError(t("A model's name starts and ends with a letter or a digit."))
     look = skeleton(name)
     for other in sorted(SHIPPED) + sorted(existing):
         if name.lower() in SHIPPED:  # lower: on a case-insensitive disk (macOS, Windows) it is the same file
-            raise CapsvizError(f"{name} is one of the models that come with capsviz and cannot be replaced; choose a new name.")
+            raise CapsvizError(
+                t("{name} is one of the models that come with capsviz and cannot be replaced; choose a new name.", name=name)
+            )
         if other != name and skeleton(other) == look:
-            raise CapsvizError(f"{name} looks like {other}, a model already there; choose a name that looks different.")
+            raise CapsvizError(
+                t("{name} looks like {other}, a model already there; choose a name that looks different.", name=name, other=other)
+            )
     return name
 
 
@@ -383,22 +428,40 @@ def plan_write(target: Path, *, resume: Path | None = None, replace: bool = Fals
     Raises CapsvizError, in one line saying what to do, when the write is refused."""
     target = Path(target)
     if target.is_dir():
-        raise CapsvizError(f"{flag} {target} is a folder; name the checkpoint file to write, e.g. {target / 'model.safetensors'}")
+        raise CapsvizError(
+            t(
+                "{flag} {target} is a folder; name the checkpoint file to write, e.g. {example}",
+                flag=flag,
+                target=target,
+                example=target / "model.safetensors",
+            )
+        )
     if is_shipped(target):
-        raise CapsvizError(f"{target.name} is a model that comes with capsviz and is never overwritten; choose another {flag}")
+        raise CapsvizError(
+            t("{name} is a model that comes with capsviz and is never overwritten; choose another {flag}", name=target.name, flag=flag)
+        )
     pending = pending_path(target)
     same = resume is not None and Path(resume).resolve() in (target.resolve(), pending.resolve())
     if not target.exists():
         return WritePlan(target, target)
     if not (same or replace):
         raise CapsvizError(
-            f"{target} already holds a model ({describe(target)}); add --replace to replace it once the new run has finished "
-            f"and been evaluated, or choose another {flag}"
+            t(
+                "{target} already holds a model ({model}); add --replace to replace it once the new run has finished "
+                "and been evaluated, or choose another {flag}",
+                target=target,
+                model=describe(target),
+                flag=flag,
+            )
         )
     if pending.exists() and (resume is None or Path(resume).resolve() != pending.resolve()):
         raise CapsvizError(
-            f"an unfinished run that is to replace {target.name} is saved at {pending}; continue it with --resume {pending}, "
-            "or delete that file to start again"
+            t(
+                "an unfinished run that is to replace {name} is saved at {pending}; continue it with --resume {pending}, "
+                "or delete that file to start again",
+                name=target.name,
+                pending=pending,
+            )
         )
     return WritePlan(target, pending)
 
@@ -408,10 +471,12 @@ def describe(path: Path) -> str:
     try:
         meta = read_meta(path)
     except CapsvizError:
-        return "a file capsviz cannot read"
+        return t("a file capsviz cannot read")
     m = meta.metrics
-    error = f"{m.test_error:.2f}% test error" if m.measured else "not evaluated"
-    return f"{meta.family}, {round(meta.epochs or 0, 1):g} epochs, {error}"
+    said = dict(family=meta.family, epochs=f"{round(meta.epochs or 0, 1):g}")
+    if m.measured:
+        return t("{family}, {epochs} epochs, {error}% test error", error=f"{m.test_error:.2f}", **said)
+    return t("{family}, {epochs} epochs, not evaluated", **said)
 
 
 def promote(plan: WritePlan) -> None:
@@ -499,19 +564,24 @@ def _read_state(p: Path) -> dict:
     try:
         state = torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:  # torch's message quotes advice to load the file unsafely: never shown
-        raise CapsvizError(f"{p}: holds Python objects a safe load refuses; it is not a capsviz training state") from None
+        raise CapsvizError(t("{path}: holds Python objects a safe load refuses; it is not a capsviz training state", path=p)) from None
     except Exception as e:  # noqa: BLE001 - any other failure to read means a bad file
-        first = (str(e).strip().splitlines() or [""])[0][:200]
-        raise CapsvizError(f"{p}: cannot be read as a capsviz training state ({type(e).__name__}: {first})") from None
+        raise CapsvizError(
+            t("{path}: cannot be read as a capsviz training state ({why})", path=p, why=f"{type(e).__name__}: {first_line(e)}")
+        ) from None
     if isinstance(state, dict) and "weights_sha256" not in state and "optimizer" in state:
         raise CapsvizError(
-            f"{p}: saved by an older capsviz, without the digest that ties it to its weights, so resuming it "
-            f"cannot be checked; start a new run from these weights with --init-from {str(p)[: -len('.train.pt')]}"
+            t(
+                "{path}: saved by an older capsviz, without the digest that ties it to its weights, so resuming it "
+                "cannot be checked; start a new run from these weights with --init-from {weights}",
+                path=p,
+                weights=str(p)[: -len(".train.pt")],
+            )
         )
     try:
         check_train_state(state)
     except Invalid as e:
-        raise CapsvizError(f"{p}: unusable training state: {e}") from None
+        raise CapsvizError(t("{path}: unusable training state: {why}", path=p, why=e)) from None
     return state
 
 
@@ -523,7 +593,7 @@ def load_train_state(path: Path, weights_sha256: str | None = None) -> dict:
     path = Path(path)
     p = train_state_path(path)
     if not p.is_file() and not _next_state_path(path).is_file():
-        raise CapsvizError(f"{p} not found: only runs saved by `capsviz train` can be resumed")
+        raise CapsvizError(t("{path} not found: only runs saved by `capsviz train` can be resumed", path=p))
     state = _read_state(p) if p.is_file() else None
     digest = weights_sha256 or read_meta(path).weights_sha256
     if state is not None and state["weights_sha256"] == digest:
@@ -534,8 +604,12 @@ def load_train_state(path: Path, weights_sha256: str | None = None) -> dict:
         if waiting["weights_sha256"] == digest:
             return waiting
     raise CapsvizError(
-        f"{p} does not belong to the weights in {path} (they were saved by different runs or an interrupted copy); "
-        f"resuming would not continue either run exactly. Start a new run from these weights with --init-from {path}"
+        t(
+            "{state} does not belong to the weights in {path} (they were saved by different runs or an interrupted copy); "
+            "resuming would not continue either run exactly. Start a new run from these weights with --init-from {path}",
+            state=p,
+            path=path,
+        )
     )
 
 
@@ -549,17 +623,20 @@ def writer_lock(path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
-        raise CapsvizError(f"cannot write in {path.parent} ({e.strerror or e}); choose another --out") from None
+        raise CapsvizError(t("cannot write in {folder} ({why}); choose another --out", folder=path.parent, why=e.strerror or e)) from None
     try:
         try:
             lock_file(fd, wait=False)
         except BlockingIOError:
-            pid = _read_pid(fd)
             raise CapsvizError(
-                f"{path} is being written by another capsviz run (process {pid}); wait for it to finish or choose another --out"
+                t(
+                    "{path} is being written by another capsviz run (process {pid}); wait for it to finish or choose another --out",
+                    path=path,
+                    pid=_read_pid(fd),
+                )
             ) from None
         except OSError as e:  # a filesystem without locks (some network mounts)
-            raise CapsvizError(f"cannot lock {lock} ({e.strerror or e}); choose an --out on a local disk") from None
+            raise CapsvizError(t("cannot lock {lock} ({why}); choose an --out on a local disk", lock=lock, why=e.strerror or e)) from None
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, str(os.getpid()).encode())
@@ -583,24 +660,31 @@ def check_room(path: Path, need_bytes: int) -> None:
     path = Path(path)
     folder = path.parent
     if path.is_dir():
-        raise CapsvizError(f"{path} is a folder; name the checkpoint file to write, e.g. {path / 'model.safetensors'}")
+        raise CapsvizError(
+            t("{path} is a folder; name the checkpoint file to write, e.g. {example}", path=path, example=path / "model.safetensors")
+        )
     try:
         fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".part")
         os.close(fd)
         os.unlink(probe)
         free = shutil.disk_usage(folder).free
     except OSError as e:
-        raise CapsvizError(f"cannot write in {folder} ({e.strerror or e}); choose another --out") from None
+        raise CapsvizError(t("cannot write in {folder} ({why}); choose another --out", folder=folder, why=e.strerror or e)) from None
     if free < need_bytes:
         raise CapsvizError(
-            f"{folder} has {free / 1e6:.0f} MB free; saving {path.name} needs about {math.ceil(need_bytes / 1e6)} MB. "
-            "Free some space or choose another --out"
+            t(
+                "{folder} has {free} MB free; saving {name} needs about {need} MB. Free some space or choose another --out",
+                folder=folder,
+                free=f"{free / 1e6:.0f}",
+                name=path.name,
+                need=math.ceil(need_bytes / 1e6),
+            )
         )
 
 
 def pair_bytes(model: torch.nn.Module) -> int:
     """About what `save_run` writes: the weights, the optimizer's two moments (Adam), and a margin."""
-    weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    weights = sum(x.numel() * x.element_size() for x in model.state_dict().values())
     return 4 * weights + (1 << 20)
 
 
@@ -623,11 +707,12 @@ def list_checkpoints(folder: Path) -> list[tuple[Path, CheckpointMeta | str]]:
             files.append((path, st.st_mtime_ns, st.st_size))
         except OSError:
             files.append((path, 0, -1))  # gone, or unreadable: _listing says which
-    return list(_listing(tuple(files)))
+    return list(_listing(tuple(files), language()))
 
 
 @functools.lru_cache(maxsize=32)
-def _listing(files: tuple[tuple[str, int, int], ...]) -> tuple[tuple[Path, CheckpointMeta | str], ...]:
+def _listing(files: tuple[tuple[str, int, int], ...], lang: str) -> tuple[tuple[Path, CheckpointMeta | str], ...]:
+    """The listing of `files`, its reasons in `lang` (the language they are made in: a key of the cache)."""
     out = []
     for name, mtime_ns, size in files:
         p = Path(name)
