@@ -202,6 +202,17 @@ def asked_language(argv: list[str]) -> str | None:
     return None
 
 
+def named_command(argv: list[str]) -> str | None:
+    """The command the arguments name, read before they are parsed (--lang's value passed over)."""
+    args = iter(argv)
+    for arg in args:
+        if arg == "--lang":
+            next(args, None)
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
 def command_language(argv: list[str], environ=os.environ) -> str:
     """The language of this command: --lang when it names one capsviz speaks, else the environment's."""
     return i18n.normalise(asked_language(argv)) or i18n.from_environment(environ)
@@ -230,7 +241,7 @@ def run(argv: list[str]) -> int:
         return 2
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the message or the exit short
-        starting = args is not None and args.command == "train"  # cmd_train says more once it has started
+        starting = (args.command if args is not None else named_command(argv)) == "train"  # cmd_train says more once it has started
         print(t("interrupted before training started; nothing was saved") if starting else t("interrupted"), file=sys.stderr)
         return 130
 

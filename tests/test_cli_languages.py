@@ -190,7 +190,7 @@ def test_a_datasets_notes_are_read_once_and_said_in_each_readers_language(tmp_pa
         zh = summary_line(data)
         skipped = summarize(data).skipped
     assert "2 个类别（circle, square）" in zh and "没有 test 文件夹：按固定划分从 6 张图像中留出 2 张" in zh
-    assert "已跳过 2 不是图片（PNG、JPEG、BMP）" in zh and skipped == {"不是图片（PNG、JPEG、BMP）": 2}
+    assert zh.endswith("；已跳过：不是图片（PNG、JPEG、BMP） 2 个") and skipped == {"不是图片（PNG、JPEG、BMP）": 2}
     with speaking("ja"):
         notes = summarize(data).notes
     assert any(n.startswith("2 種類の大きさの画像を 20x20 にしました") for n in notes), notes

@@ -54,6 +54,7 @@ from capsviz.data.user import (
     UserData,
     load_user,
     reason_words,
+    skipped_words,
     too_large,
 )
 from capsviz.errors import CapsvizError
@@ -423,7 +424,7 @@ def _unpack(data: bytes, dest: Path, limits: ZipLimits) -> Counter:
                 raise CapsvizError(
                     t(
                         "the zip holds no readable PNG, JPEG or BMP pictures in class folders (skipped: {files})",
-                        files=", ".join(f"{n:,} {reason_words(why)}" for why, n in skipped.items()),
+                        files=skipped_words(skipped),
                     )
                 )
             if not made:

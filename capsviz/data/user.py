@@ -108,7 +108,9 @@ def summary_line(data: UserData) -> str:
             len(data.classes),
             **values,
         )
-    return line + "".join(f"; {said(n)}" for n in data.notes)
+    for note in data.notes:
+        line = t("{line}; {note}", line=line, note=said(note))
+    return line
 
 
 def short_name(spec: str) -> str:
@@ -443,11 +445,16 @@ def split_note(n_test: int, n: int) -> Sentence:
     )
 
 
+def skipped_words(counts: dict[str, int]) -> str:
+    """How many files were skipped for each reason, in the reader's language."""
+    return t(", ").join(t("{n} {why}", n=f"{n:,}", why=reason_words(why)) for why, n in counts.items())
+
+
 class SkippedNote(Sentence):
     """The note on the files a dataset's reading skipped, said with each reason in the reader's language."""
 
     def words(self) -> str:
-        return t("skipped {files}", files=", ".join(f"{n:,} {reason_words(why)}" for why, n in self.values["counts"].items()))
+        return t("skipped {files}", files=skipped_words(self.values["counts"]))
 
 
 def skipped_note(counts: dict[str, int]) -> SkippedNote:
