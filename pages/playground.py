@@ -68,7 +68,7 @@ def switch_toy() -> None:
         st.query_params.pop(param, None)
 
 
-from_link(STATE.pg_toy, t("playground"), list(TOYS), "dynamic", keeping(lambda k: t(TOYS[k])))
+from_link(STATE.pg_toy, t("playground"), list(TOYS), "dynamic", lambda k: t(TOYS[k]))
 toy_kind = st.radio(
     t("Playground"), list(TOYS), format_func=keeping(lambda k: t(TOYS[k])), key=STATE.pg_toy.key, horizontal=True, on_change=switch_toy
 )
@@ -105,7 +105,7 @@ with controls:
     J = st.radio(t("Upper capsules"), [2, 3], key=j_slot.key, horizontal=True, on_change=reset_points)
     rule = "dynamic"
     if toy_kind == "dynamic":
-        from_link(STATE.pg_rule, t("routing"), STATE.pg_rule.choices, "dynamic", keeping(lambda r: t(RULES[r])))
+        from_link(STATE.pg_rule, t("routing"), STATE.pg_rule.choices, "dynamic", lambda r: t(RULES[r]))
         rule = st.radio(
             t("Routing"),
             list(RULES),

@@ -196,7 +196,7 @@ def _bar_label_width(names: list[str]) -> int:
 
 def _share_bars(draw, x: int, y: int, shares: np.ndarray, names: list[str], note: list[str]) -> None:
     """One stacked horizontal bar per row of `shares` (rows sum to at most 1), coloured per upper
-    capsule, each part labelled with its value; `note`: the lines under the bars (`_bars_note`)."""
+    capsule, each part labelled with its value; `note`: the lines under the bars (wrapped to fit)."""
     f = font(13)
     label_w = _bar_label_width(names)
     for i, row in enumerate(shares):
@@ -245,7 +245,7 @@ def _routing_figure(title, key, uppers, stats, shares, names, note, panels) -> I
     noted = wrap(note, font(12), max(inner - label_w, BAR))
     head_h = max(_height(h, font(15)) for h in heads)
     top = 10 + _height(titled, font(18)) + 4 + _height(keyed, font(12)) + 8 + head_h + 4
-    under_h = max((_height(u, font(13)) for u in under), default=0)
+    under_h = max(line_height(font(13)), *(_height(u, font(13)) for u in under))  # a line even without numbers: frames align
     bars_y = top + PANEL + 6 + under_h + 8
     img, d = _canvas(width, bars_y + len(names) * BAR_ROW + _height(noted, font(12)) + 8)
     y = 10 + draw_lines(d, (margin, 10), titled, font(18), INK) + 4
