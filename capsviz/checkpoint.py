@@ -31,6 +31,7 @@ from safetensors.torch import save_file
 from capsviz import __version__, paths
 from capsviz.config import to_dict
 from capsviz.errors import CapsvizError
+from capsviz.i18n import t
 from capsviz.models import build_model, count_parameters
 from capsviz.paths import atomic_write, lock_file, partial_files, remove_partial
 from capsviz.schema import MAX_META_BYTES, CheckpointMeta, Invalid, check_train_state
@@ -244,8 +245,8 @@ def training_labels(total: dict, unit: str = "") -> tuple[str, str]:
     "10<unit> (8 + 2, fine-tuned)" and "<first machine>, then <second>"."""
     epochs = f"{round(total['epochs'], 1):g}{unit}"
     if len(total["stages"]) > 1:
-        epochs += " (" + " + ".join(f"{round(e, 1):g}" for e in total["stages"]) + ", fine-tuned)"
-    return epochs, ", then ".join(total["hardware"]) or "?"
+        epochs = t("{epochs} ({stages}, fine-tuned)", epochs=epochs, stages=" + ".join(f"{round(e, 1):g}" for e in total["stages"]))
+    return epochs, t(", then ").join(total["hardware"]) or "?"
 
 
 # The models that come with capsviz (checkpoints/; RESULTS.md says how each was trained). No

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gettext
 import io
+import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -58,6 +59,15 @@ def best(preferences: Iterable[str | None]) -> str:
         found = normalise(tag)
         if found:
             return found
+    return SOURCE
+
+
+def environment() -> str:
+    """The language of a command line, as gettext reads it: the first of LANGUAGE, LC_ALL,
+    LC_MESSAGES and LANG that is set ("ja_JP.UTF-8", "zh_CN:en"), if capsviz speaks it, else English."""
+    for name in ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"):
+        if value := os.environ.get(name):
+            return best(value.split(":"))
     return SOURCE
 
 
