@@ -78,6 +78,23 @@ def test_language_tags_as_browsers_and_links_write_them(tag, want):
     assert normalise(tag) == want
 
 
+@pytest.mark.parametrize(
+    "env, want",
+    [
+        ({"LANG": "ja_JP.UTF-8"}, "ja"),
+        ({"LANGUAGE": "fr:zh_CN", "LANG": "en_US.UTF-8"}, "zh-Hans"),  # gettext's order: LANGUAGE's list first
+        ({"LC_ALL": "C.UTF-8", "LANG": "ja_JP.UTF-8"}, "en"),  # the first one set decides, as gettext reads it
+        ({}, "en"),
+    ],
+)
+def test_a_command_line_speaks_the_language_of_its_shell(env, want, monkeypatch):
+    for name in ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert i18n.environment() == want
+
+
 def test_the_first_spoken_language_of_the_browser_wins():
     assert best(["fr-FR", "de", "ja", "zh"]) == "ja"
     assert best(["fr-FR"]) == "en"
