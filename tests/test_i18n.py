@@ -194,16 +194,17 @@ def test_figures_draw_chinese_and_japanese_in_real_glyphs():
 # What may stay English on a Chinese or Japanese page: the papers' symbols and layer names, dataset
 # and model family names, file formats and units (TERMS.md's conventions), the names of the papers'
 # authors and where they published, and whatever stands in
-# brackets after a term's first use (耦合系数（coupling coefficient）) or in `code`.
+# brackets after a term's first use (耦合系数（coupling coefficient）) or in `code`. A word with an
+# underscore is a symbol of the papers (u_hat_j, a_ji, beta_u, sum_i); "Language" is the language
+# switch's label, which names itself in each of the three languages so a lost reader finds it.
 KEPT_ENGLISH = set(
-    "PrimaryCaps DigitCaps ConvCaps ClassCaps Conv1 ReLU softmax MNIST MultiMNIST smallNORB FGSM BIM Fashion CapsNet "
-    "Efficient EM CNN CPU GPU PNG JPEG GIF CSV IDX ONNX QR Adam squash squashing capsviz Sabour Hinton Mazzia et al "
-    "English u_hat c_ij b_ij v_j s_j a_j a_in sigma lambda R_ij mu epsilon sqrt safetensors affNIST arXiv CVPR Paik Lee Kim Gu Tresp "
-    "Salvetti Chiaberge".split()
+    "PrimaryCaps DigitCaps ConvCaps ClassCaps Conv1 ReLU softmax sqrt MNIST MultiMNIST smallNORB mnist multimnist FGSM BIM "
+    "Fashion CapsNet Efficient EM CNN CPU GPU PNG JPEG GIF CSV IDX ONNX QR Adam squash squashing capsviz Sabour Hinton Mazzia "
+    "et al English Language sigma lambda mu epsilon safetensors affNIST arXiv CVPR Paik Lee Kim Gu Tresp Salvetti Chiaberge".split()
 )
-# ... and a symbol written with its subscript (c_i, a_ji, sum_k), which English prose never is
 _BRACKETED = re.compile(
-    r"（[^）]*）|`[^`]*`|\([^)]*[a-z][^)]*\)|https?://\S+|\S+\.safetensors|[\w-]*\d[\w-]*|[a-z0-9]+(?:-[a-z0-9]+)+|[A-Za-z0-9]+_[A-Za-z0-9_]+"
+    r"（[^）]*）|`[^`]*`|\([^)]*[a-z][^)]*\)|https?://\S+|\S+\.safetensors|[\w-]*\d[\w-]*|[a-z0-9]+(?:-[a-z0-9]+)+"
+    r"|[A-Za-z]+(?:_[A-Za-z0-9]+)+"
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z_']{2,}")
 
@@ -219,3 +220,5 @@ def test_the_english_left_check_keeps_symbols_and_bracketed_terms_and_finds_the_
     assert english_left("c_i = softmax(r_i)，a_ji 与 sum_k") == []
     assert english_left("device: CPU · 已找到 MNIST 数据") == ["device"]
     assert english_left("Loading model ...") == ["Loading", "model"]
+    assert english_left("a_ji = sum_k u_hat_j|i . u_hat_j|k / sqrt(D)，beta_u 与 W_ij") == []
+    assert english_left("sum of the predictions") == ["sum", "the", "predictions"]

@@ -348,12 +348,7 @@ def seed_strip(errors: dict[str, list[float]], seeds: tuple[int, ...], title: st
     for k, (name, values) in enumerate(errors.items()):
         colour = colours[k % len(colours)]
         fig.add_bar(
-            x=[name],
-            y=[sum(values) / len(values)],
-            marker_color=colour,
-            opacity=0.35,
-            name=t("{routing}: mean", routing=name),
-            showlegend=False,
+            x=[name], y=[sum(values) / len(values)], marker_color=colour, opacity=0.35, name=t("{name}: mean", name=name), showlegend=False
         )
         fig.add_scatter(
             x=[name] * len(values),
