@@ -18,7 +18,7 @@ def _pct(x: float, digits: int = 1) -> str:
 def uniform_words(entropy_ratio: float, share: float | None = None, uniform_share: float | None = None) -> str:
     """ "near uniform" or "away from uniform" (rules.near_uniform), with both parts of the rule and
     the one that decided it (without a share, the entropy part alone), the entropy said as evenness
-    (rules.EVENNESS): "their evenness is 99.9% (100% = spread evenly over all 10 classes), ..." """
+    (as rules.RULES["near uniform"] explains it): "their evenness is 99.9% (100% = spread evenly over all 10 classes), ..." """
     v = dict(evenness=_pct(entropy_ratio), limit=f"{rules.NEAR_UNIFORM_ENTROPY:.0%}")
     more = entropy_ratio > rules.NEAR_UNIFORM_ENTROPY
     if share is None and uniform_share is not None:

@@ -52,25 +52,6 @@ FOLLOWS = 0.5
 # minute) is above its number of cores: timings taken then say more about the others than the code.
 
 
-# How spread the couplings are, in plain words: their entropy as a share of an even split's, which
-# the pages call "evenness" (no unit, no logarithm to explain where the sentence stands).
-EVENNESS = (
-    "Evenness says how evenly a capsule spreads its vote over the capsules it can send it to: 100% when each gets the "
-    "same share, 0% when one gets all of it (the entropy of its couplings as a share of an even split's)."
-)
-
-
-def near_uniform_rule(couplings: str, share: str, favour: str, note: str = "") -> str:
-    """The near-uniform rule in a page's own terms: `couplings` the couplings judged ("Couplings",
-    "A lower capsule's couplings"), `share` the coupling the share part reads, `favour` what they
-    could favour ("one class"), `note` any words on how the share is taken."""
-    return (
-        f"{couplings} are called near uniform when their evenness is more than {NEAR_UNIFORM_ENTROPY:.0%} and {share} is less "
-        f"than {NEAR_UNIFORM_SHARE} times the uniform share{note}. {EVENNESS} Both must hold: a capsule can spread its vote "
-        f"almost evenly while still favouring {favour}."
-    )
-
-
 # The rules in the glossary's words, each one whole message of the catalog (capsviz.i18n) whose numbers
 # are named placeholders filled from the constants above: `rule_words(name)` says it in the reader's
 # language, RULES holds the English.
