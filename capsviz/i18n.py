@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gettext
 import io
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -70,6 +71,11 @@ def from_environment(environ: Mapping[str, str]) -> str:
         value = environ.get(name, "").strip()
         if value:
             return best(part.split(".")[0].split("@")[0] for part in value.split(":"))
+
+
+def environment() -> str:
+    """The language of this process's command line, from its environment (`from_environment`)."""
+    return from_environment(os.environ)
     return SOURCE
 
 
