@@ -71,12 +71,12 @@ def from_environment(environ: Mapping[str, str]) -> str:
         value = environ.get(name, "").strip()
         if value:
             return best(part.split(".")[0].split("@")[0] for part in value.split(":"))
+    return SOURCE
 
 
 def environment() -> str:
     """The language of this process's command line, from its environment (`from_environment`)."""
     return from_environment(os.environ)
-    return SOURCE
 
 
 def language() -> str:
