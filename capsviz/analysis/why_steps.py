@@ -23,7 +23,7 @@ import numpy as np
 from capsviz.analysis import rules, why
 from capsviz.analysis import tour_questions as ask
 from capsviz.analysis.steps import Step, gap
-from capsviz.i18n import N_, t
+from capsviz.i18n import N_, t, tn
 from capsviz.text import plain
 
 CHANGE = "shift"  # the change the tour's steps make: a move to the right, the simplest to see
@@ -220,10 +220,12 @@ def vector_steps(
             data=shown,
             caption=t("top: this digit moved; bottom: redrawn by the {name} capsule from its numbers alone", name=name),
             text=why.pose_words(),
-            measured=t(
+            measured=tn(
+                "Measured here: moved {n} pixel, the {name} capsule's length goes from {l0} to {l1} and its vector moves by "
+                "{change}% of its size.",
                 "Measured here: moved {n} pixels, the {name} capsule's length goes from {l0} to {l1} and its vector moves by "
                 "{change}% of its size.",
-                n=int(amount),
+                int(amount),
                 name=name,
                 l0=f"{lengths[zero]:.2f}",
                 l1=f"{lengths[k]:.2f}",
