@@ -23,6 +23,7 @@ import numpy as np
 from capsviz.analysis import rules, why
 from capsviz.analysis import tour_questions as ask
 from capsviz.analysis.steps import Step, gap
+from capsviz.data.user import short_name
 from capsviz.i18n import N_, t, tn
 from capsviz.text import plain
 
@@ -57,6 +58,11 @@ def chapter_for(meta, listing, model_name: str) -> Chapter:
     """The chapter for the model `meta` (named `model_name`), with the baseline CNN from `listing`
     ((path, meta) pairs of the model folder) that a vector-capsule model is set beside."""
     cfg = meta.config
+    if getattr(cfg, "in_channels", 1) != 1:
+        return Chapter(
+            "",
+            reason=t("The chapter moves grey images, and {model} reads colour images.", model=plain(model_name)),
+        )
     if why.matrix_fits(meta):
         return Chapter("matrix")
     if why.vector_fits(meta):
@@ -68,7 +74,7 @@ def chapter_for(meta, listing, model_name: str) -> Chapter:
             reason=t(
                 "The chapter sets a capsule network beside a baseline CNN trained on the same images, and the model folder has "
                 "no CNN trained on {dataset}.",
-                dataset=meta.image_dataset,
+                dataset=plain(short_name(meta.image_dataset)),
             ),
         )
     if cfg.in_size != 28:

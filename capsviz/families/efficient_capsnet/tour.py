@@ -229,7 +229,7 @@ def efficient_walk(
                     "lines": {},
                     "s_len": size,
                     "eq1": eq1,
-                    "long": long_share(L),  # the share the question's answer quotes
+                    "share_long": long_share(L),  # the share the question's answer quotes
                 },
                 caption=t("one bar per primary capsule; red: the longest, capsule {i}", i=hi + 1),
                 text=[
