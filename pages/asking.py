@@ -46,7 +46,7 @@ def ask(q: Question, place=None) -> bool:
     box.markdown(t("**Predict first.** {question}", question=plain(str(q.text))))
     rnd, stored, revealed = _round(q, who)
     if teacher:
-        box.caption(t("The answer: {answer} {why}", answer=plain(q.label(q.answer)), why=plain(str(q.why))))
+        box.caption(t("The answer: “{answer}”. {why}", answer=plain(q.label(q.answer)), why=plain(str(q.why))))
         try:
             split = class_store().split(q.qid)
         except Exception:  # noqa: BLE001

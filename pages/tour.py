@@ -188,11 +188,17 @@ def strip(pictures, values: list[float]) -> None:
 
 
 def why_figure(step) -> None:
-    """The figures of a step of the chapter (capsviz.analysis.why_steps), drawn by capsviz.viz.why."""
+    """The figures of a step of the chapter (capsviz.analysis.why_steps), drawn by capsviz.viz.why,
+    each picture's caption right under it."""
     d = step.data
     sweep, at = d.get("sweep"), (seen, step.key, LARGE)
+
+    def caption(words: str) -> None:
+        st.caption(plain(words, limit=MAX_SENTENCES))
+
     if step.figure == "why_invariance":
         strip(d["view"]["inputs"], d["view"]["values"])
+        caption(step.caption)
         st.plotly_chart(chart(figures.dimensions, d["view"], d["amount"], LARGE, key=at), key="tour_why_dims")
         if sweep is not None:
             st.plotly_chart(chart(figures.changes, sweep, why_steps.CHANGE, d["amount"], LARGE), key="tour_why_changes")
@@ -201,21 +207,25 @@ def why_figure(step) -> None:
         for place, a, words_ in zip(st.columns(len(d["pictures"])), d["pictures"], d["lines"], strict=True):
             show(place, picture(to_image, a, 8, width=side), None, side)
             place.markdown("  \n".join(words_.split("\n")))  # plain: the class names made plain in the core
+        caption(step.caption)
         if sweep is not None:
             st.plotly_chart(chart(figures.parts_right, sweep, LARGE), key="tour_why_parts")
     elif step.figure == "why_pose":
+        moved, redrawn = d["captions"]
         strip(d["view"]["inputs"], d["view"]["values"])
+        caption(moved)
         strip(d["view"]["reconstructions"], d["view"]["values"])
+        caption(redrawn)
         st.plotly_chart(chart(figures.this_digit, d["view"], why_steps.CHANGE, d["amount"], LARGE, key=at), key="tour_why_digit")
     elif step.figure in ("why_viewpoint", "why_coordinates"):
         which = "with" if step.figure == "why_viewpoint" else "without"
         st.plotly_chart(chart(figures.vote_cloud, d["votes"], which, LARGE, key=at), key="tour_why_cloud")
+        caption(step.caption)
         if sweep is not None and which == "with":
             st.plotly_chart(chart(figures.votes_move, sweep, why_steps.CHANGE, d["amount"], LARGE), key="tour_why_votes")
         elif sweep is not None:
             st.plotly_chart(chart(figures.coordinates, sweep, why_steps.CHANGE, d["amount"], LARGE), key="tour_why_coordinates")
             st.plotly_chart(chart(figures.coordinates_kept, sweep, why_steps.CHANGE, d["amount"], LARGE), key="tour_why_kept")
-    st.caption(plain(step.caption, limit=MAX_SENTENCES))
     if sweep is None and data is not None and any(s is None for s in sweeps.values()):
         if st.button(t("Measure over the test set"), key="tour_why_measure", help=t("Once per server: a minute or more")):
             with st.spinner(t("Measuring over the test set (once per server) ...")):
@@ -235,18 +245,12 @@ def where_i_stand() -> None:
     st.markdown(standing_words(rows))
     if teacher:
         st.caption(t("As the teacher you see every answer at once, so none of yours is counted here: this is what a student sees."))
+    marks = {"right": ":green[:material/check_circle:]", "wrong": ":red[:material/cancel:]"}
     for row in rows:
         line, back = st.columns([4, 1], vertical_alignment="center")
-        mark = (
-            ":material/check_circle:"
-            if row.status == "right"
-            else ":material/cancel:"
-            if row.status == "wrong"
-            else ":material/radio_button_unchecked:"
-        )
-        line.markdown(f"{mark} {plain(row.words())}")
+        line.markdown(f"{marks.get(row.status, ':material/radio_button_unchecked:')} {plain(row.words())}")
         if row.missed:
-            back.button(t("Back to step {k}", k=row.step), key=f"tour_to_{row.step}", on_click=go, args=(row.step,), width="stretch")
+            back.button(t("Open step {k}", k=row.step), key=f"tour_to_{row.step}", on_click=go, args=(row.step,), width="stretch")
 
 
 @st.fragment

@@ -24,12 +24,13 @@ from capsviz.analysis import rules, why
 from capsviz.analysis import tour_questions as ask
 from capsviz.analysis.steps import Step, gap
 from capsviz.data.user import short_name
-from capsviz.i18n import N_, t, tn
+from capsviz.i18n import N_, t
 from capsviz.text import plain
 
 CHANGE = "shift"  # the change the tour's steps make: a move to the right, the simplest to see
 SHIFT = 4.0  # pixels: the chapter's largest shift (a stored sweep's own last value is read where there is one)
 SCHEME = "halves"  # the scrambled digit its question asks about: the story's face with eyes and mouth swapped
+OTHER_SCHEMES = ("sides", "quadrants")
 VECTOR_SWEEPS = ("invariance", "parts")
 MATRIX_SWEEPS = ("viewpoint",)
 VECTOR_TITLES = (
@@ -156,6 +157,7 @@ def vector_steps(
     base = view["vectors"][zero]  # (D,) the winning capsule on the unchanged digit
     change = 100 * np.linalg.norm(view["vectors"] - base, axis=-1) / max(float(np.linalg.norm(base)), 1e-8)  # (V,) % of its size
     name = pn[view["capsule"]]
+    moved = t("this digit moved 0 to {n} pixels to the right", n=int(amount))
     shown = {"view": view, "amount": amount, "caps_change": change}
     steps = []
 
@@ -176,7 +178,7 @@ def vector_steps(
             t(VECTOR_TITLES[0]),
             figure="why_invariance",
             data=shown | {"sweep": invariance},
-            caption=t("this digit moved 0 to {n} pixels to the right", n=int(amount)),
+            caption=moved,
             text=text,
             measured=why.one_image_words(view, pn, amount),
             terms=("invariance", "equivariance", "pooling"),
@@ -200,8 +202,9 @@ def vector_steps(
     else:
         n = parts["both_right"]
         bands = [rules.noise(parts["cnn_right"][k], n, parts["caps_right"][k], n) for k in range(1, len(parts["cnn_right"]))]
-        text += [why.parts_words(parts, scheme)[0] for scheme in ("halves", "sides", "quadrants")]
-        text.append(why.parts_words(parts, SCHEME)[1])
+        said, scores = why.parts_words(parts, SCHEME)
+        text.append(said + gap() + scores)  # the scores sentence tells of the scheme just named
+        text += [why.parts_words(parts, scheme)[0] for scheme in OTHER_SCHEMES]
         question = ask.parts_who(model_name, parts, SCHEME)
     steps.append(
         Step(
@@ -223,20 +226,8 @@ def vector_steps(
             "why_pose",
             t(VECTOR_TITLES[2]),
             figure="why_pose",
-            data=shown,
-            caption=t("top: this digit moved; bottom: redrawn by the {name} capsule from its numbers alone", name=name),
+            data=shown | {"captions": (moved, t("the same, redrawn by the {name} capsule from its numbers alone", name=name))},
             text=why.pose_words(),
-            measured=tn(
-                "Measured here: moved {n} pixel, the {name} capsule's length goes from {l0} to {l1} and its vector moves by "
-                "{change}% of its size.",
-                "Measured here: moved {n} pixels, the {name} capsule's length goes from {l0} to {l1} and its vector moves by "
-                "{change}% of its size.",
-                int(amount),
-                name=name,
-                l0=f"{lengths[zero]:.2f}",
-                l1=f"{lengths[k]:.2f}",
-                change=f"{change[k]:.1f}",
-            ),
             terms=("pose", "inverse_graphics", "dimension_moves"),
             link=("pages/explorer.py", t("Open the DigitCaps explorer")),
             question=ask.presence_or_pose(model_name, image, float(lengths[zero]), float(lengths[k]), float(change[k]), int(amount), name),

@@ -55,7 +55,7 @@ def step_is(page, k: int, n: int = STEPS) -> None:
 
 def answer_first_choice(page) -> None:
     """Pick the question's first choice and commit it; wait for the reveal's verdict."""
-    page.locator('[data-testid="stRadio"] label[data-baseweb="radio"]').first.click()
+    page.get_by_role("radiogroup", name="Your answer").get_by_test_id("stRadioOption").first.click()
     page.get_by_role("button", name="Commit my answer").click()
     expect(page.get_by_text(re.compile(r"^(Right|Not this time)")).first).to_be_visible()
     wait_for_app_run(page)
@@ -73,7 +73,7 @@ def test_a_student_predicts_every_step_on_a_phone_and_sees_where_they_stand(brow
         step_is(page, 1)
         expect(page.get_by_text("Why capsules: invariance against equivariance")).to_be_visible()
         expect(page.get_by_test_id("stPlotlyChart")).to_have_count(0)  # the chapter's charts wait for the prediction
-        page.get_by_text("Predict first.", exact=False).scroll_into_view_if_needed()
+        page.get_by_role("button", name="Skip: just show me").scroll_into_view_if_needed()  # the question and all its choices
         page.screenshot(path=str(shots / "tour-question-390.png"))
         questions = 0
         for k in range(1, STEPS):
@@ -93,9 +93,10 @@ def test_a_student_predicts_every_step_on_a_phone_and_sees_where_they_stand(brow
         expect(summary).to_be_visible()
         right, total = map(int, re.match(r"You got (\d+) of (\d+)", summary.inner_text()).groups())
         assert total == questions == 8  # the chapter's three, primary, predictions, routing, lengths, the lab
-        backs = page.get_by_role("button", name=re.compile(r"^Back to step \d+$"))
+        backs = page.get_by_role("button", name=re.compile(r"^Open step \d+$"))
         expect(backs).to_have_count(total - right)
-        page.screenshot(path=str(shots / "tour-summary-390.png"), full_page=True)
+        summary.scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / "tour-summary-390.png"))
         no_exceptions(page)
         if total > right:  # a missed step is one click away, revealed as answered
             first = backs.first.inner_text()
@@ -116,10 +117,14 @@ def test_a_question_a_reveal_and_the_summary_projected(browser, class_of_shipped
         expect(page.get_by_text("Predict first.", exact=False)).to_be_visible()
         size = page.get_by_text("Predict first.", exact=False).evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
         assert size >= 20, size  # read from the back of the room
+        page.get_by_role("button", name="Skip: just show me").scroll_into_view_if_needed()
         page.screenshot(path=str(shots / "tour-question-1920.png"))
         answer_first_choice(page)
         expect(page.get_by_test_id("stPlotlyChart").first).to_be_visible()
+        page.get_by_text(re.compile(r"^(Right|Not this time)")).first.scroll_into_view_if_needed()
         page.screenshot(path=str(shots / "tour-reveal-1920.png"))
+        page.get_by_test_id("stPlotlyChart").first.scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / "tour-reveal-figure-1920.png"))
         page.goto(f"{class_of_shipped}/?model={MODEL}&projector=1&step={STEPS}")  # the same student, after a reload
         step_is(page, STEPS)
         expect(page.get_by_text(re.compile(r"^You got [01] of 8 questions right; 7 of them"))).to_be_visible()
