@@ -55,6 +55,10 @@ def test_the_tour_follows_a_test_digit_on_a_multimnist_models_canvas(shipped):
     canvas_note_and_link(app)
     assert app.number_input(key="image").value == 0  # a test image, not an upload
     _, meta = load_checkpoint(ROOT / "checkpoints" / MODEL)
+    # the chapter "Why capsules" first, which says why it cannot measure a model of pairs
+    assert app.get("progress")[0].proto.text.endswith("**Why capsules**")
+    assert any("reads 36x36 images" in m.value for m in app.markdown)
+    app.button(key="tour_next").click().run()
     first = tour_of(meta.config).steps(meta.config.routing_iterations, class_words(meta), meta.config.primary_grid)[0]
     assert app.get("progress")[0].proto.text.endswith(f"**{first.title}**")
     assert any("This is the image the tour follows through **capsnet-multimnist**" in m.value for m in app.markdown)
