@@ -16,6 +16,7 @@ from capsviz.glossary import class_words, help_text
 from capsviz.i18n import language, t
 from capsviz.memo import digest
 from capsviz.registry import shows
+from capsviz.site.links import site_tour_step
 from capsviz.text import MAX_SENTENCES, plain
 from capsviz.viz import grouped_bars, png_bytes, to_image
 from capsviz.viz import why as figures
@@ -370,4 +371,7 @@ def step_view() -> None:
 
 
 step_view()
-site_button("tour", meta)
+# the site's tour has no chapter steps: its step is counted from the walk's first
+site_query = {k: v for k, v in st.query_params.to_dict().items() if k != "step"}
+site_step = site_tour_step(STATE.tour_step.get(), len(chapter_steps), len(steps) - len(chapter_steps))
+site_button("tour", meta, site_query if site_step is None else {**site_query, "step": str(site_step)})

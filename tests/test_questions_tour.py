@@ -412,3 +412,27 @@ def test_the_teacher_sees_each_answer_at_once_and_is_told_the_summary_is_the_stu
     first.run()
     assert question_radio(first) is None and first.get("plotly_chart")  # the figure at once, the answer in a caption
     assert any(c.value.startswith("The answer: ") for c in first.caption)
+
+
+def test_the_site_link_names_the_sites_own_step(app, monkeypatch):
+    """The site's tour has no chapter steps: the app's step k of the walk is the site's k, and a
+    chapter step or "Where I stand" opens the site's tour at its start."""
+    from capsviz.site.links import site_tour_step
+
+    assert [site_tour_step(k, 3, 5) for k in range(1, 10)] == [None, None, None, 1, 2, 3, 4, 5, None]
+    monkeypatch.setenv("CAPSVIZ_SITE_URL", "https://example.org/site/")
+
+    def site_url(step: int) -> str:
+        at = AppTest.from_file(APP, default_timeout=180)
+        at.query_params.update({"model": "tiny-capsnet.safetensors", "step": str(step)})
+        at.run()
+        assert not at.exception, at.exception
+        urls = [b.proto.url for b in at.get("link_button") if "example.org" in b.proto.url]
+        assert len(urls) == 1, (step, [m.value for m in at.warning])
+        return urls[0]
+
+    assert "step=" not in site_url(1)  # the chapter: the site's tour from its start
+    last = site_url(14)  # Where I stand
+    assert "step=" not in last
+    walk = [k for k in range(2, 14) if "step=" in site_url(k)]
+    assert walk and "step=1&" in site_url(walk[0]) + "&" and len(walk) == walk[-1] - walk[0] + 1
