@@ -325,3 +325,26 @@ def test_the_import_command_takes_the_input_pipeline_and_capsviz_list_says_what_
     assert "; checked against its code: max difference " in lines["mine.safetensors"]
     assert lines["mine.safetensors"].endswith(f"images fed your input pipeline {PIPELINE}:test_transform, pixels (x - 0.1307) / 0.3081")
     assert "; not checked against its code" in lines["plain.safetensors"]
+
+
+def test_the_zoo_card_says_what_the_check_fed_in_the_readers_language():
+    """The card's words are made where they are shown, from what the checkpoint records (the numbers,
+    the images fed and who said them), so a Chinese or Japanese reader gets them in their language."""
+    from test_i18n import english_left
+
+    from capsviz.adapter import checked_words
+    from capsviz.i18n import speaking
+
+    fed = {"mean": 0.1307, "std": 0.3081, "by": "lengths"}
+    checked = {"against": "net.py:make", "max_difference": 2.7e-7, "images": 16, "stages": ["conv1"], "fed": fed}
+    assert checked_words(checked, ["w1", "w2"]) == (
+        "checked against its code: max difference 2.7e-07 on 16 images fed pixels (x - 0.1307) / 0.3081, inferred from its "
+        "lengths; the import gave 2 warnings"
+    )
+    for lang in ("zh-Hans", "ja"):
+        with speaking(lang):
+            said = [checked_words(checked, ["w1", "w2"]), checked_words(dict(checked, fed=dict(fed, by="normalise")), [])]
+            said.append(checked_words(None, ["w1"]))
+        for words in said:
+            assert english_left(words) == [], (lang, words)
+        assert all(n in said[0] for n in ("2.7e-07", "16", "0.1307", "0.3081", "2"))
