@@ -301,7 +301,18 @@ IMPORTED = Obj(
                     "max_difference": Num(0, 1e300),
                     "images": Int(1, 10**6),
                     "stages": List(Str(max_len=200)),
-                    "input": Str(max_len=500),  # the images the network was fed in the check (older imports: absent)
+                    "input": Str(max_len=500),  # the images the check fed, in words (imports of an earlier capsviz)
+                    # the images the check fed, (x - mean) / std of [0, 1] pixels, and who said so: the user's
+                    # input pipeline (`pipeline`, MODULE:NAME), their --normalise, or the network's lengths
+                    "fed": Obj(
+                        {
+                            "mean": Num(-1e6, 1e6),
+                            "std": Num(1e-12, 1e6),
+                            "by": Str(choices=("pipeline", "normalise", "lengths")),
+                            "pipeline": Str(max_len=500),
+                        },
+                        required=("mean", "std", "by"),
+                    ),
                 },
                 required=("against", "max_difference", "images"),
             )
