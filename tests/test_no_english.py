@@ -33,7 +33,6 @@ ELSEWHERE = {
     "zoo": "the zoo page's cards, captions and squash demo are translated on branch `zoo`",
     "lab": "the routing lab's tables and verdicts are translated on branch `zoo`",
     "reproduction": "the reproduction tables and notes are translated on branch `zoo`",
-    "routing": "the routing page's Procedure 1 note (capsviz/analysis/routing.py) is translated on branch `fam`",
     "robustness": "the robustness tabs and the families' score names are translated on branch `fam`",
 }
 
