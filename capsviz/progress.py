@@ -12,12 +12,15 @@ def seconds_left(done: int, total: int, elapsed: float) -> float | None:
     return elapsed / done * (total - done)
 
 
-def time_left(done: int, total: int, elapsed: float) -> str:
-    """', about 40 s left' from the rate so far; nothing before the first step is measured, or after the last."""
+def progress_words(label: str, done: int, total: int, elapsed: float) -> str:
+    """ "Routing: 25 / 100, about 30 s left" in the reader's language, the time left from the rate so
+    far; without it before the first step is measured, or after the last."""
     left = seconds_left(done, total, elapsed)
     if left is None:
-        return ""
-    return f", about {left:.0f} s left" if left < 90 else f", about {left / 60:.0f} min left"
+        return t("{label}: {done} / {total}", label=label, done=done, total=total)
+    if left < 90:
+        return t("{label}: {done} / {total}, about {seconds} s left", label=label, done=done, total=total, seconds=f"{left:.0f}")
+    return t("{label}: {done} / {total}, about {minutes} min left", label=label, done=done, total=total, minutes=f"{left / 60:.0f}")
 
 
 def duration(seconds: float) -> str:

@@ -12,6 +12,7 @@ import numpy as np
 import streamlit as st
 
 from capsviz.devices import serving_threads
+from capsviz.i18n import t
 from capsviz.text import plain
 from pages.state import STATE
 
@@ -47,7 +48,7 @@ def public(message) -> str:
     for prefix in prefixes:
         text = text.replace(prefix + os.sep, "")
     for prefix in prefixes:
-        text = text.replace(prefix, "the model folder")
+        text = text.replace(prefix, t("the model folder"))
     return text
 
 

@@ -195,12 +195,16 @@ def test_figures_draw_chinese_and_japanese_in_real_glyphs():
 # and model family names, file formats and units (TERMS.md's conventions), the names of the papers'
 # authors and where they published, and whatever stands in
 # brackets after a term's first use (耦合系数（coupling coefficient）) or in `code`. A word with an
-# underscore is a symbol of the papers (u_hat_j, a_ji, beta_u, sum_i); "Language" is the language
-# switch's label, which names itself in each of the three languages so a lost reader finds it.
+# underscore is a symbol of the papers (u_hat_j, a_ji, beta_u, sum_i), and so is a Greek letter written
+# out (epsilon, delta) or a function of the formulas (log, max); "Language" is the language switch's
+# label, which names itself in each of the three languages so a lost reader finds it; hardware and its
+# units are named as their makers name them (Intel AMX, NVIDIA CUDA, GiB).
 KEPT_ENGLISH = set(
-    "PrimaryCaps DigitCaps ConvCaps ClassCaps Conv1 ReLU softmax sqrt MNIST MultiMNIST smallNORB mnist multimnist FGSM BIM "
-    "Fashion CapsNet Efficient EM CNN CPU GPU PNG JPEG GIF CSV IDX ONNX QR Adam squash squashing capsviz Sabour Hinton Mazzia "
-    "et al English Language sigma lambda mu epsilon safetensors affNIST arXiv CVPR Paik Lee Kim Gu Tresp Salvetti Chiaberge".split()
+    "Adam affnist affNIST al AMD AMX arXiv BatchNorm BIM CapsNet capsviz Chiaberge ClassCaps CNN Conv1 "
+    "ConvCaps CPU CSV CUDA CVPR delta DigitCaps Efficient EM English epsilon et Fashion FGSM GiB GIF GPU "
+    "Gu Hinton IDX Intel JPEG KiB Kim lambda Language Lee log max Mazzia MiB mnist MNIST MPS mu "
+    "multimnist MultiMNIST NVIDIA ONNX Paik PNG PrimaryCaps QR ReLU Sabour safetensors Salvetti sigma "
+    "smallNORB softmax sqrt squash squashing Tresp".split()
 )
 _BRACKETED = re.compile(
     r"（[^）]*）|`[^`]*`|\([^)]*[a-z][^)]*\)|https?://\S+|\S+\.safetensors|[\w-]*\d[\w-]*|[a-z0-9]+(?:-[a-z0-9]+)+"
