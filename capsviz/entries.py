@@ -13,6 +13,8 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from capsviz.i18n import N_
+
 
 def resolve(ref):
     """The object `ref` names ("package.module:attribute"); anything else is returned as it is."""
@@ -108,7 +110,7 @@ class Family:
     score: str
     routing: str | None
     pages: frozenset[str] = field(default_factory=frozenset)
-    unrouted: str = "none"
+    unrouted: str = N_("none")
     tour: object | None = None
     votes: Callable | str | None = None
     paper: dict = field(default_factory=dict)

@@ -7,7 +7,7 @@ from capsviz.data.user import short_name
 from capsviz.glossary import help_text
 from capsviz.i18n import keeping, t, tn
 from capsviz.registry import either
-from capsviz.text import plain
+from capsviz.text import plain, recorded
 from capsviz.viz import grouped_bars, seed_strip
 from pages.active import checkpoints, load_model, page_model, test_set
 from pages.common import require_router, said_rows
@@ -206,7 +206,7 @@ for k, columns in enumerate(lab.SPLIT):  # two tables, each as wide as a laptop'
         column_config={name: column_config[name] for name in shown},
     )
 first = rows[0]
-machine = plain(first.hardware) if first.hardware else t("the machine that measured it")
+machine = recorded(first.hardware) if first.hardware else t("the machine that measured it")
 st.caption(
     t(
         "{columns} Time per image at batch {batch} on {machine}: the median of the timings, their range beside. {rule}",
@@ -272,7 +272,7 @@ for k, (study, plain_study) in enumerate(zip(studies, plain_studies, strict=True
     with c[1]:
         for line in lab.seed_sentences(plain_study):  # whole: plain() would cut a long sentence, so only its names are made plain
             st.markdown("- " + line)  # plain: said_rows made the study's architecture plain
-        machine = plain(study.hardware) if study.hardware else t("an unnamed machine")
+        machine = recorded(study.hardware) if study.hardware else t("an unnamed machine")
         st.caption(
             t(
                 "Each error on {n} test images, from the training run's own evaluation; trained on {machine}. "

@@ -9,7 +9,7 @@ from capsviz.config import user_dataset
 from capsviz.data.user import short_name
 from capsviz.glossary import help_text
 from capsviz.i18n import t
-from capsviz.text import plain
+from capsviz.text import plain, recorded
 from capsviz.viz import squash_curve
 from pages.active import checkpoints, model_key
 from pages.common import checkpoint_dir, public, require_router
@@ -61,7 +61,8 @@ for path, meta in found:
         for line in how_it_computes(meta):  # a model written elsewhere: checked or not, and how it computes
             cols[0].caption(plain(line))
         total = total_training(meta)  # fine-tuned: the runs it adds up
-        epochs, hardware = training_labels(total)
+        # the machines and the measuring note are the file's own record, quoted as such in every language
+        epochs, hardware = training_labels({**total, "hardware": [recorded(h) for h in total["hardware"]]})
         cols[1].markdown(
             "  \n".join(
                 [
@@ -75,13 +76,13 @@ for path, meta in found:
             cols[1].caption(plain(classes_line(meta.class_names, c.in_size, c.in_channels)))
         if note := epochs_note(meta):
             cols[1].caption(note)  # plain: the zoo's own words from numbers, no name in it
-        cols[2].metric(said.error_name, said.error, help=m.how)  # plain: the zoo's own words; how is the stored record
+        cols[2].metric(said.error_name, said.error, help=t("As the checkpoint records it: {how}", how=recorded(m.how)) if m.how else None)
         cols[2].caption(said.error_means)
         cols[2].caption(said.paper)
         if said.guessing:
             cols[2].caption(said.guessing)
         cols[3].markdown(
-            t("**Trained in** {minutes} min  \n**on** {hardware}", minutes=f"{total['training_time_s'] / 60:.0f}", hardware=plain(hardware))
+            t("**Trained in** {minutes} min  \n**on** {hardware}", minutes=f"{total['training_time_s'] / 60:.0f}", hardware=hardware)
         )
         if st.button(t("Use this model"), key=f"use_{path.stem}"):
             STATE.pending_model.set(path.name)  # the sidebar applies it before drawing its picker

@@ -102,7 +102,7 @@ def test_zoo_lists_cards_and_squash_plot(app):
     assert app.metric[1].value == "12.50%"  # [0] is the squash demo
     assert "paper: 0.25% for the full-size model; this one is smaller" in [c.value for c in app.caption]
     cards = " ".join(m.value for m in app.markdown)
-    assert "**Epochs** 9 (8 + 1, fine-tuned)" in cards and "**Trained in** 20 min  \n**on** gpu, then cpu" in cards
+    assert "**Epochs** 9 (8 + 1, fine-tuned)" in cards and "**Trained in** 20 min  \n**on** `gpu`, then `cpu`" in cards
     size = parameter_counts(ckpt.load_checkpoint(app.folder / "tiny-capsnet.safetensors")[0])
     assert f"**Parameters** {size.without_decoder:,} without the decoder, {size.with_decoder:,} with" in cards
     guessing = [c.value for c in app.caption if c.value.startswith("Guessing one of 10 classes at random gets 90.00% wrong")]

@@ -37,7 +37,7 @@ LANGS = ("zh-Hans", "ja")
 def from_files() -> list[str]:
     """What the pages show as the files hold it, longest first: model and file names, presets,
     datasets, machines and the records of how each model was measured."""
-    found = {"none (CNN)"}  # the CNN family entry's `unrouted` (capsviz/families/cnn), not a catalog message
+    found: set[str] = set()
     entries = [(p, m) for p, m in SHIPPED if lab.fits(m.config)]
     rows = lab.stored_rows(entries, vector_routings(), folders=[stored.shipped_folder()])
     found |= {r.hardware for r in rows.values()} | {s.hardware for s in lab.stored_studies([stored.shipped_folder()])}

@@ -30,9 +30,6 @@ NAMES = set(PRESETS) | set(DATASETS)
 # Pages being translated on other branches: what they still show in English is listed in the report
 # of the check that added this test; the lead removes a mark once its branch is merged.
 ELSEWHERE = {
-    "zoo": "the zoo page's cards, captions and squash demo are translated on branch `zoo`",
-    "lab": "the routing lab's tables and verdicts are translated on branch `zoo`",
-    "reproduction": "the reproduction tables and notes are translated on branch `zoo`",
     "robustness": "the robustness tabs and the families' score names are translated on branch `fam`",
 }
 

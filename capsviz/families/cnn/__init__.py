@@ -14,7 +14,7 @@ FAMILY = Family(
     about=N_("A plain convolutional network, the baseline the capsule papers compare with: no capsules, no routing."),
     score="softmax probability",
     routing=None,
-    unrouted="none (CNN)",
+    unrouted=N_("none (CNN)"),
     paper={("mnist", None, None): 0.39, ("multimnist", None, None): 8.1},
     # each dataset's paper baseline has its own architecture (CNNConfig.kind)
     paper_presets={"mnist": "cnn-mnist", "multimnist": "cnn-multimnist", "smallnorb": "cnn-smallnorb"},
