@@ -38,6 +38,7 @@ ROUTINGS: dict[str, Routing] = {
             card="dynamic",
             one_iteration=f"{ONE_ITERATION} ({ONE_ITERATION_WHY})",
             copies=2,  # u_hat and its gradient
+            view="iterations",
         ),
         Routing(
             "uniform",
@@ -69,6 +70,7 @@ ROUTINGS: dict[str, Routing] = {
             from_votes=True,
             card="self-attention, one pass",
             copies=2,
+            view="attention",
         ),
         Routing(
             "em",

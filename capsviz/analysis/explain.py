@@ -337,7 +337,7 @@ def pair_routing(model, pair_image: np.ndarray, single_image: np.ndarray, capsul
         weighted.append((c * vote.T[None]).sum(1) / np.maximum(vote.sum(1), 1e-12)[None])
         peak.append(m.max((2, 3)))
         lengths.append(tr.lengths[-1])
-        by_position.append(vote @ tr.place.T)  # (2, G*G): mean |u_hat| of the capsules at each position
+        by_position.append(vote @ tr.layout.place.T)  # (2, G*G): mean |u_hat| of the capsules at each position
         ratio.append(float(tr.entropy[-1].mean() / tr.uniform_entropy))
     J = len(lengths[0])
     G = maps[0].shape[-1]

@@ -40,6 +40,7 @@ from capsviz.analysis.routing.maps import (
     once_words,
     span_words,
     times,
+    unplaced_words,
 )
 from capsviz.analysis.routing.sweeps import (
     coupling_summary,
@@ -55,13 +56,11 @@ from capsviz.analysis.routing.traces import (
     dynamic_trace,
     em_trace,
     entropy_of,
-    primary_places,
     vote_histograms,
 )
 
 __all__ = [
     "DynamicTrace",
-    "primary_places",
     "entropy_of",
     "dynamic_trace",
     "AttentionTrace",
@@ -81,6 +80,7 @@ __all__ = [
     "once_words",
     "times",
     "span_words",
+    "unplaced_words",
     "map_words",
     "detail_words",
     "capsule_axes",

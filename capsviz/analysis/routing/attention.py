@@ -29,17 +29,15 @@ def attention_words(tr: AttentionTrace, winner: int, name: str) -> str:
     )
     if largest_prior >= largest_c:
         return t(
-            "Each column is one of the {I} primary capsules (this model has no grid of positions: its primary capsules see the "
-            "whole image). The primary capsules give **{name}** on average {share} of their vote (uniform: {uniform}); their "
-            "couplings are {verdict}. The prior spans {lo} to {hi}: its largest size, {prior}, is as large as the largest "
+            "Each column is one of the {I} primary capsules. The primary capsules give **{name}** on average {share} of their "
+            "vote (uniform: {uniform}); their couplings are {verdict}. The prior spans {lo} to {hi}: its largest size, {prior}, is as large as the largest "
             "coupling, {c}, so what the model learned about which capsule feeds which class counts as much as the routing of "
             "this image.",
             **v,
         )
     return t(
-        "Each column is one of the {I} primary capsules (this model has no grid of positions: its primary capsules see the "
-        "whole image). The primary capsules give **{name}** on average {share} of their vote (uniform: {uniform}); their "
-        "couplings are {verdict}. The prior spans {lo} to {hi}: its largest size, {prior}, is below the largest coupling, "
+        "Each column is one of the {I} primary capsules. The primary capsules give **{name}** on average {share} of their "
+        "vote (uniform: {uniform}); their couplings are {verdict}. The prior spans {lo} to {hi}: its largest size, {prior}, is below the largest coupling, "
         "{c}, so the routing of this image weighs more in the sums.",
         **v,
     )

@@ -11,18 +11,22 @@ from capsviz.analysis import rules
 from capsviz.analysis.routing.traces import DynamicTrace
 from capsviz.analysis.rule_words import long_votes_words, trend_outcome, trend_words, uniform_words
 from capsviz.i18n import t, tn
-from capsviz.registry import routing_words
+from capsviz.registry import ROUTINGS, routing_words
 
 
 def trained_with_words(config) -> str:
-    """What the model was trained with, from its config: the couplings it was trained with and, for
-    dynamic routing, how many iterations (one iteration never moves the couplings from uniform)."""
+    """What the model was trained with, from its config: the couplings it was trained with (its
+    family's routing where it has no choice) and, for an iterative routing, how many iterations
+    (where its entry says one iteration is another routing in effect, so: dynamic routing's couplings
+    never move from uniform in one iteration)."""
+    name = config.couplings if hasattr(config, "couplings") else config.routing
+    entry = ROUTINGS.get(name)
+    if entry is None or not entry.iterative:
+        return routing_words(name)
     n = config.routing_iterations
-    if config.couplings == "dynamic":
-        if n == 1:
-            return t("dynamic routing, 1 iteration (one pass: its couplings stayed uniform, so routing never moved them)")
-        return tn("dynamic routing, {n} iteration", "dynamic routing, {n} iterations", n)
-    return routing_words(config.couplings)
+    if n == 1 and entry.one_iteration:
+        return t("{routing}, 1 iteration (one pass: its couplings stayed uniform, so routing never moved them)", routing=t(entry.words))
+    return tn("{routing}, {n} iteration", "{routing}, {n} iterations", n, routing=t(entry.words))
 
 
 def length_words(lengths: np.ndarray, winner: int, capsule: str, thing: str, name: str) -> str:

@@ -1,6 +1,7 @@
 """The sentences beside the coupling maps of the dynamic routing page, each from the numbers its
 maps draw: the span of the couplings at an iteration, where each square's number comes from, and
-the detailed map's axes and hover names."""
+the detailed map's axes and hover names; and, for primary capsules on no grid, the heatmap of
+every capsule's couplings that stands in for the maps."""
 
 from __future__ import annotations
 
@@ -66,21 +67,21 @@ def map_words(tr: DynamicTrace, t_: int, capsule: str, thing: str, digits: bool,
     map (`name`, the one the detailed map shows) the span of its single primary capsules, the
     detailed map's own range."""
     maps = tr.coupling_maps(t_)
-    G = tr.grid
+    G = tr.layout.grid
     title = t("Iteration {k}: couplings c", k=t_ + 1)
-    if tr.grouping == "paper":
+    if tr.layout.grouping == "paper":
         where = t(
             "each square is one of the {G}x{G} positions of the primary capsules (rows and columns counted from 1 at the "
             "top left), averaged over their {types} types",
             G=G,
-            types=tr.types,
+            types=tr.layout.types,
         )
     else:
         where = t(
             "a primary capsule of this model is {dim} neighbouring values of one conv map (some straddle two maps), not one "
             "position's channels, so it has no one position: each square averages the couplings of the capsules built from "
             "the values at that position, each counted by its share of them",
-            dim=tr.dim,
+            dim=tr.layout.dim,
         )
     d = _digits(tr)
     if flat(maps):
@@ -141,20 +142,62 @@ def map_words(tr: DynamicTrace, t_: int, capsule: str, thing: str, digits: bool,
     return title, caption
 
 
+def unplaced_words(tr: DynamicTrace, t_: int, capsule: str, thing: str) -> tuple[str, str]:
+    """For primary capsules on no grid (a layout without one): the title and caption of the heatmap
+    of every capsule's coupling to every class at iteration t_ (a column per capsule in the model's
+    order, a row per class), with the span of the couplings it draws."""
+    values = tr.c[t_]  # (I, J)
+    d = _digits(tr)
+    title = t("Iteration {k}: couplings c", k=t_ + 1)
+    if flat(values):
+        spread = (
+            t("At iteration 1 every coupling is {c}: nothing has been routed yet.", c=f"{values.max():.{d}f}")
+            if t_ == 0
+            else t(
+                "At iteration {k} every coupling is still {c}: the agreements added to b are too small to move them.",
+                k=t_ + 1,
+                c=f"{values.max():.{d}f}",
+            )
+        )
+    else:
+        spread = t("At iteration {k} {span}.", k=t_ + 1, span=span_words(float(values.min()), float(values.max()), tr.uniform, d))
+    if tr.softmax == "inputs":
+        caption = t(
+            "Each column is one of the {I} primary capsules, in the model's order, and each row one {capsule}: brighter means "
+            "that {capsule} draws a larger share of its input from that primary capsule (this model's couplings sum to 1 over "
+            "the input capsules for each class). {spread}",
+            I=values.shape[0],
+            capsule=capsule,
+            spread=spread,
+        )
+    else:
+        caption = t(
+            "Each column is one of the {I} primary capsules, in the model's order, and each row one {capsule}: brighter means "
+            "that primary capsule sends a larger share of its vote to that {thing}. {spread}",
+            I=values.shape[0],
+            capsule=capsule,
+            thing=thing,
+            spread=spread,
+        )
+    return title, caption
+
+
 def detail_words(tr: DynamicTrace, t_: int, j: int, name: str) -> tuple[str, str]:
     """The detailed map's title and caption: every primary capsule's coupling to class j at iteration t_."""
     values = tr.c[t_, :, j]
     d = _digits(tr)
     title = t("Coupling to {name}, iteration {k}", name=name, k=t_ + 1)
-    if tr.grouping == "paper":
+    if tr.layout.grouping == "paper":
         what = t(
             "One square per primary capsule, not averaged: a column per position on the {G}x{G} grid, row by row (1 = row 1, "
             "col 1 at the top left; {G2} = row {G}, col {G}), a row per capsule type; hover for its type, row and column.",
-            G=tr.grid,
-            G2=tr.grid * tr.grid,
+            G=tr.layout.grid,
+            G2=tr.layout.grid * tr.layout.grid,
         )
     else:
-        what = t("One square per primary capsule, not averaged, in the model's own order, {G2} to a row.", G2=tr.grid * tr.grid)
+        what = t(
+            "One square per primary capsule, not averaged, in the model's own order, {G2} to a row.", G2=tr.layout.grid * tr.layout.grid
+        )
     if np.ptp(values) < 1e-6:
         return title, t("{what} At iteration {k} every one is {c}.", what=what, k=t_ + 1, c=f"{values.max():.{d}f}")
     span = span_words(float(values.min()), float(values.max()), tr.uniform, d)
@@ -163,8 +206,8 @@ def detail_words(tr: DynamicTrace, t_: int, j: int, name: str) -> tuple[str, str
 
 def capsule_axes(tr: DynamicTrace) -> tuple[str, str]:
     """The detailed maps' x and y axis titles (`DynamicTrace.by_capsule`), counted from 1."""
-    G2 = tr.grid * tr.grid
-    if tr.grouping == "paper":
+    G2 = tr.layout.grid * tr.layout.grid
+    if tr.layout.grouping == "paper":
         return t("position 1-{G2}, row by row", G2=G2), t("capsule type")
     return t("capsule, {G2} to a row", G2=G2), t("row")
 
@@ -177,10 +220,10 @@ def capsule_name(kind: int, row: int, col: int) -> str:
 def capsule_labels(tr: DynamicTrace) -> dict:
     """The detailed maps' axis values (from 1) and each square's name for the hover, laid out as
     `DynamicTrace.by_capsule` lays out the values."""
-    G, G2 = tr.grid, tr.grid * tr.grid
-    if tr.grouping == "paper":
-        names = [[capsule_name(k, p // G, p % G) for p in range(G2)] for k in range(tr.types)]
-        return {"x": list(range(1, G2 + 1)), "y": list(range(1, tr.types + 1)), "hover": names}
+    G, G2 = tr.layout.grid, tr.layout.grid * tr.layout.grid
+    if tr.layout.grouping == "paper":
+        names = [[capsule_name(k, p // G, p % G) for p in range(G2)] for k in range(tr.layout.types)]
+        return {"x": list(range(1, G2 + 1)), "y": list(range(1, tr.layout.types + 1)), "hover": names}
     rows = tr.c.shape[1] // G2
     names = [[t("capsule {i}", i=r * G2 + p + 1) for p in range(G2)] for r in range(rows)]
     return {"x": list(range(1, G2 + 1)), "y": list(range(1, rows + 1)), "hover": names}

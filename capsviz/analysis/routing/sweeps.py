@@ -15,11 +15,10 @@ def _channels(images: torch.Tensor) -> torch.Tensor:
     return images.unsqueeze(1) if images.dim() == 3 else images  # (B, C, H, W)
 
 
-def mean_b_change(model, images: torch.Tensor, iterations: int) -> np.ndarray:
-    """(T,) Appendix A averaged over a batch of images (B, H, W) or (B, C, H, W) float."""
-    return (
-        model.trace(_channels(images), iterations, routing="dynamic").trace.b_change.mean(1).numpy()
-    )  # whatever couplings it was trained with
+def mean_b_change(model, images: torch.Tensor, iterations: int, routing: str = "dynamic") -> np.ndarray:
+    """(T,) Appendix A averaged over a batch of images (B, H, W) or (B, C, H, W) float, routed with
+    `routing` whatever couplings the model was trained with."""
+    return model.trace(_channels(images), iterations, routing=routing).trace.b_change.mean(1).numpy()
 
 
 @torch.no_grad()

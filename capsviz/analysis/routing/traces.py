@@ -13,13 +13,15 @@ import numpy as np
 import torch
 
 from capsviz.analysis import as_batch, coupling_entropy
+from capsviz.entries import Layout
+from capsviz.registry import FAMILIES
 
 
 @dataclass
 class DynamicTrace:
-    """One image through a dynamic-routing CapsNet with every iteration recorded.
+    """One image through an iterative vector-capsule routing (dynamic routing) with every iteration recorded.
 
-    c: (T, I, J) coupling coefficients; grid, types: I = grid * grid * types primary capsules.
+    c: (T, I, J) coupling coefficients of the I primary capsules to the J classes.
     lengths: (T, J) |v_j| after each iteration; b_change: (T,) mean |delta b| (Appendix A);
     c_change: (T - 1,) mean |c_{t+1} - c_t|, how much the couplings still move.
     agreement: (I, J) u_hat_j|i . v_j after the last iteration.
@@ -28,9 +30,9 @@ class DynamicTrace:
         class capsule's couplings sum to 1 over the I input capsules.
     entropy: (T, I) of each input capsule's couplings over the classes, or with softmax "inputs"
         (T, J) of each class capsule's couplings over the inputs.
-    place: (grid * grid, I) how much of primary capsule i lies at each position of the grid (its
-        share of the values of that position, from the model's grouping index map); grouping: the
-        model's primary grouping (capsviz.families.capsnet.config.PRIMARY_GROUPINGS); dim: the values in one primary capsule.
+    layout: where the primary capsules sit (capsviz.entries.Layout, the family's `layout` hook):
+        the grid the maps draw, and how much of capsule i lies at each of its positions; a layout
+        without a grid has no maps, only the capsules in the model's order.
     agreements: (T, I, J) the agreement after each iteration (`agreement` is the last), from which
         `first` gives the trace of fewer iterations; v: (T, J, D) the class capsules after each.
     """
@@ -41,12 +43,8 @@ class DynamicTrace:
     c_change: np.ndarray
     agreement: np.ndarray
     entropy: np.ndarray
-    grid: int
-    types: int
+    layout: Layout
     softmax: str
-    place: np.ndarray
-    grouping: str
-    dim: int
     agreements: np.ndarray | None = None
     v: np.ndarray | None = None
 
@@ -85,36 +83,24 @@ class DynamicTrace:
     def coupling_maps(self, t: int) -> np.ndarray:
         """(J, grid, grid): iteration t's coupling to each class at each position, averaged over the
         primary capsules built from the values there (over the capsule types, for the paper's grouping)."""
-        return (self.place @ self.c[t]).T.reshape(-1, self.grid, self.grid)
+        G = self.layout.grid
+        return (self.layout.place @ self.c[t]).T.reshape(-1, G, G)
 
     def by_capsule(self, values: np.ndarray) -> np.ndarray:
         """(rows, grid * grid) one number per primary capsule (I,) laid out for a heatmap: for the
         paper's grouping a row per capsule type and a column per position; for another grouping the
         capsules in the model's own order, grid * grid to a row (they have no one position)."""
-        G2 = self.grid * self.grid
-        if self.grouping == "paper":
-            return values.reshape(G2, self.types).T
+        G2 = self.layout.grid**2
+        if self.layout.grouping == "paper":
+            return values.reshape(G2, self.layout.types).T
         return values.reshape(-1, G2)
 
     def agreement_map(self, j: int) -> np.ndarray:
         """(grid, grid): the agreement with class j summed over the primary capsules at each position
         (over the capsule types, for the paper's grouping; each capsule counted by the share of its
         values there, for another)."""
-        return (self.types * self.place @ self.agreement[:, j]).reshape(self.grid, self.grid)
-
-
-def primary_places(grouping: str, types: int, dim: int, grid: int) -> np.ndarray:
-    """(grid * grid, I): the share of each position's primary-capsule values that capsule i holds,
-    from the model's grouping index map (capsviz.families.capsnet.model.primary_index): a row sums to 1.
-    For the paper's grouping each position holds `types` whole capsules (1/types each); for a
-    view grouping a capsule is spread over the positions of the values it is built from."""
-    from capsviz.families.capsnet.model import primary_index
-
-    index = primary_index(grouping, types, dim, grid).numpy()  # (I, K) into (T*K, G, G) flattened
-    G2, I = grid * grid, index.shape[0]
-    counts = np.zeros((G2, I))
-    np.add.at(counts, (index % G2, np.repeat(np.arange(I)[:, None], index.shape[1], 1)), 1.0)
-    return counts / counts.sum(1, keepdims=True)
+        G = self.layout.grid
+        return (self.layout.types * self.layout.place @ self.agreement[:, j]).reshape(G, G)
 
 
 def entropy_of(c: np.ndarray, softmax: str) -> np.ndarray:
@@ -124,15 +110,16 @@ def entropy_of(c: np.ndarray, softmax: str) -> np.ndarray:
 
 
 @torch.no_grad()
-def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
+def dynamic_trace(model, image: np.ndarray, iterations: int, routing: str = "dynamic") -> DynamicTrace:
+    """One image routed with `routing` (an iterative one, capsviz.entries.Routing.view
+    "iterations") for `iterations` iterations, each recorded; its primary capsules placed by the
+    model's family (capsviz.entries.Family.layout)."""
     u_hat = model.predictions(as_batch(image))  # (1, J, I, D)
-    r = model.route(u_hat, routing="dynamic", iterations=iterations, record=True)  # with the model's own routing options
+    r = model.route(u_hat, routing=routing, iterations=iterations, record=True)  # with the model's own routing options
     c = r.c[:, 0].numpy()  # (T, I, J)
     agreements = torch.einsum("jid,tjd->tij", u_hat[0], r.v_trace[:, 0]).numpy()  # (T, I, J): u_hat_j|i . v_j after each iteration
     cfg = model.config
     softmax = getattr(cfg, "routing_softmax", "classes")
-    grouping = getattr(cfg, "primary_grouping", "paper")
-    place = primary_places(grouping, cfg.primary_types, cfg.primary_dim, cfg.primary_grid)
     c_change = np.abs(np.diff(c, axis=0)).mean((1, 2))  # (T-1,)
     lengths = r.v_trace[:, 0].norm(dim=-1).numpy()
     return DynamicTrace(
@@ -142,12 +129,8 @@ def dynamic_trace(model, image: np.ndarray, iterations: int) -> DynamicTrace:
         c_change,
         agreements[-1],
         entropy_of(c, softmax),
-        cfg.primary_grid,
-        cfg.primary_types,
+        FAMILIES[cfg.family].primary_layout(cfg),
         softmax,
-        place,
-        grouping,
-        cfg.primary_dim,
         agreements,
         r.v_trace[:, 0].numpy(),
     )

@@ -6,7 +6,9 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from capsviz.entries import Layout
 from capsviz.families.efficient_capsnet.config import EfficientCapsConfig
+from capsviz.i18n import N_
 from capsviz.losses import reconstruction_loss
 from capsviz.models import ModelOutput
 from capsviz.models.heads import ClassCapsules, Decoder
@@ -93,6 +95,12 @@ class EfficientCapsNet(ClassCapsules, nn.Module):
     def trace(self, x: torch.Tensor, iterations: int | None = None, routing: str | None = None) -> ModelOutput:
         """The output with the class capsules' routing recorded (`trace`), no reconstruction."""
         return self(x, record=True, reconstruct=False, routing=routing, iterations=iterations)
+
+
+def primary_layout(cfg: EfficientCapsConfig) -> Layout:
+    """Where its primary capsules sit (its registry entry's `layout`): nowhere in particular, the
+    depthwise kernel spans the whole of the last conv's map."""
+    return Layout(0, cfg.primary_dim, about=N_("This model has no grid of positions: its primary capsules see the whole image."))
 
 
 def training_votes(model: EfficientCapsNet, config: EfficientCapsConfig, x: torch.Tensor, y: torch.Tensor) -> int:
