@@ -42,7 +42,7 @@ class Routing:
     one_iteration: an iterative routing's card at one iteration, where that is another routing in
         effect (dynamic routing's couplings stay uniform); empty: the card with "1 iteration".
     copies: vote-sized tensors it keeps alive in training (capsviz.estimate counts its memory so).
-    view: how the routing page shows a family that routes with it (one of VIEWS): "iterations",
+    view: how the routing page shows a family that routes with it (one of ROUTING_VIEWS): "iterations",
         iteration by iteration as Procedure 1 (couplings, agreements, Appendix A's convergence:
         its function records c, b_change and v after each iteration); "attention", one pass (its
         couplings beside the learned prior, if any); empty: the routing page cannot show such a family.
@@ -67,7 +67,7 @@ class Routing:
 
 
 # The routing page's views of a routing (Routing.view)
-VIEWS = ("iterations", "attention")
+ROUTING_VIEWS = ("iterations", "attention")
 
 
 @dataclass(frozen=True)
@@ -206,7 +206,7 @@ class Family:
             out.append(f"{self.name}: votes (its routing's memory for capsviz.estimate)")
         if ("routing" in self.pages or self.site is not None) and self.layout is None:
             out.append(f"{self.name}: layout (where its primary capsules sit, for the routing page and the static site)")
-        if "routing" in self.pages and self.routing in routings and routings[self.routing].view not in VIEWS:
+        if "routing" in self.pages and self.routing in routings and routings[self.routing].view not in ROUTING_VIEWS:
             out.append(f"{self.name}: routing page (its routing {self.routing!r} has no view there: Routing.view)")
         if self.paper and not self.paper_presets:
             out.append(f"{self.name}: paper_presets (the paper's model its published errors are for)")

@@ -125,7 +125,7 @@ def stored_sweeps(kind: str, settings: dict, models: dict) -> dict[str, str]:
     return {name: stored.sweep_key(files[name], kind, settings) for name in models}
 
 
-def all_stored(keys: dict[str, str], convert=lambda v: v):
+def stored_results(keys: dict[str, str], convert=lambda v: v):
     """Every model's stored result for this sweep, or None when one of them has none."""
     found = {name: stored.read(k) for name, k in keys.items()}
     return None if any(v is None for v in found.values()) else {name: convert(v) for name, v in found.items()}
@@ -206,7 +206,7 @@ with tab_affine:
             f"{key}:affine:{n}",
             t("Run the affine sweep"),
             run_affine,
-            stored=lambda: all_stored(affine_keys, lambda v: v["accuracy"]),
+            stored=lambda: stored_results(affine_keys, lambda v: v["accuracy"]),
         )
         if sweep is not None:
             st.plotly_chart(
@@ -292,7 +292,7 @@ with tab_adv:
             f"{key}|{'|'.join(attacked_models)}:adv:{method}:{targeted}:{n}",
             t("Run the attack sweep"),
             run_all,
-            stored=lambda: all_stored(attack_keys, AttackCurve.from_dict),
+            stored=lambda: stored_results(attack_keys, AttackCurve.from_dict),
         )
         if curves is not None:
             series = {name: (cv.success if targeted else cv.accuracy) for name, cv in curves.items()}

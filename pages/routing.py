@@ -50,7 +50,7 @@ from pages.state import STATE
 require_router()
 
 
-def attention_view(model, image, label, names, layout) -> None:
+def one_pass_view(model, image, label, names, layout) -> None:
     """One pass of self-attention routing (Efficient-CapsNet's): its couplings beside the prior it
     learned, and the same capsules run with dynamic routing for comparison."""
     st.title(t("Self-attention routing, in one pass"))
@@ -130,7 +130,7 @@ routing = meta.config.routing  # the family's own routing, which the page shows 
 layout = FAMILIES[meta.config.family].primary_layout(meta.config)  # where its primary capsules sit
 if ROUTINGS[routing].view == "attention":
     names = meta.class_names
-    attention_view(model, *picked_image(names), names, layout)
+    one_pass_view(model, *picked_image(names), names, layout)
     st.stop()
 words = class_words(meta)  # digit capsules for digits; class capsules for Fashion-MNIST and a user's own images
 st.title(t("Dynamic routing, iteration by iteration"))
@@ -189,7 +189,7 @@ winner = int(tr.lengths[-1].argmax())
 
 
 @st.fragment
-def iteration_view(tr, image, label, winner: int) -> None:
+def couplings_view(tr, image, label, winner: int) -> None:
     """The maps of one iteration: moving the iteration or the detailed capsule reruns only this."""
     if T > 1:
         keep_within(STATE.t, 1, T, T, t("iteration"))
@@ -301,7 +301,7 @@ def maps_view(tr, it: int, image, label, winner: int) -> None:
     right.caption(detail_caption)  # plain: numbers and the class name made plain
 
 
-iteration_view(tr, image, label, winner)
+couplings_view(tr, image, label, winner)
 
 a, b = st.columns(2)
 a.plotly_chart(

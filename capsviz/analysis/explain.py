@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from capsviz.analysis import as_batch, rules
-from capsviz.analysis.multimnist import INK, ink_under
+from capsviz.analysis.multimnist import INK_LEVEL, ink_under
 from capsviz.analysis.routing import EMTrace, dynamic_trace
 from capsviz.analysis.rule_words import long_votes_words, trend_words, uniform_words
 from capsviz.i18n import N_, t, tn
@@ -370,7 +370,7 @@ def peak_words(r: PairRouting) -> str:
         peak=f"{r.peak[0, -1, q]:.3f}",
         where=position_words(int(r.peak_at[q]), G),
         ink=f"{ink:.0%}",
-        level=f"{INK:g}",
+        level=f"{INK_LEVEL:g}",
         ratio=f"{ratio:.1f}",
     )
     if ink > 0:

@@ -16,7 +16,7 @@ answer in milliseconds.
 One concern per module: `changes` (what is done to an image: moved, turned, its parts moved),
 `measuring` (the sweeps over the test images and the single-image views), `sentences` (the words
 about them), `store` (the sweeps kept on disk, which models the chapter shows, `precompute` and
-`report`) and `__main__` (its command line, `python -m capsviz.analysis.why [--say]`). The pages
+`stored_sentences`) and `__main__` (its command line, `python -m capsviz.analysis.why [--say]`). The pages
 and tests read them as `why.NAME`, from here.
 """
 
@@ -38,7 +38,6 @@ from capsviz.analysis.why.measuring import (
     FIELDS,
     PART_FIELDS,
     POSITION,
-    agreement,
     class_votes,
     column,
     invariance_sweep,
@@ -47,14 +46,15 @@ from capsviz.analysis.why.measuring import (
     parts_sweep,
     parts_views,
     viewpoint_sweep,
+    vote_agreement,
 )
 from capsviz.analysis.why.sentences import (
     CHAPTER_WORDS,
     chapter_words,
     invariance_words,
+    inverse_graphics_words,
     one_image_words,
     parts_words,
-    pose_words,
     viewpoint_words,
 )
 from capsviz.analysis.why.store import (
@@ -64,7 +64,7 @@ from capsviz.analysis.why.store import (
     kept_sweep,
     matrix_fits,
     precompute,
-    report,
+    stored_sentences,
     vector_fits,
 )
 
@@ -83,7 +83,7 @@ __all__ = [
     "invariance_sweep",
     "column",
     "one_image",
-    "agreement",
+    "vote_agreement",
     "PART_FIELDS",
     "parts_sweep",
     "parts_views",
@@ -97,7 +97,7 @@ __all__ = [
     "viewpoint_words",
     "CHAPTER_WORDS",
     "chapter_words",
-    "pose_words",
+    "inverse_graphics_words",
     "WHY_IMAGES",
     "vector_fits",
     "matrix_fits",
@@ -105,5 +105,5 @@ __all__ = [
     "SWEEP_VERSION",
     "kept_sweep",
     "precompute",
-    "report",
+    "stored_sentences",
 ]

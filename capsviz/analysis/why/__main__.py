@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from capsviz.analysis import stored
-from capsviz.analysis.why.store import precompute, report
+from capsviz.analysis.why.store import precompute, stored_sentences
 
 
 def main() -> None:
@@ -21,7 +21,7 @@ def main() -> None:
     parser.add_argument("--say", action="store_true", help="print the sentences of the stored sweeps instead of running any")
     args = parser.parse_args()
     if args.say:
-        print("\n".join(report(shipped_checkpoints())))
+        print("\n".join(stored_sentences(shipped_checkpoints())))
     else:
         names = precompute(shipped_checkpoints(), stored.shipped_folder(), only=args.only)
         print(f"{len(names)} results in {stored.shipped_folder()}")

@@ -122,7 +122,7 @@ def one_image(caps, cnn, image: np.ndarray, kind: str) -> dict:
     }
 
 
-def agreement(caps, x: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+def vote_agreement(caps, x: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
     """How well the votes for class j (B,) agree after routing: |sum_i c_ij u_hat_j|i| over
     sum_i c_ij |u_hat_j|i|, 1 when every weighted vote points the same way, near 0 when they cancel. (B,)"""
     u_hat = caps.predictions(x)  # (B, J, I, D)
@@ -164,7 +164,7 @@ def parts_sweep(caps, cnn, images: torch.Tensor, labels: torch.Tensor, batch: in
             sums["cnn_score"][k] += float(p[b, yb].sum())
             sums["caps_right"][k] += float((lengths.argmax(1) == yb).sum()) * 100
             sums["caps_length"][k] += float(lengths[b, yb].sum())
-            sums["agreement"][k] += float(agreement(caps, xs, yb).sum())
+            sums["agreement"][k] += float(vote_agreement(caps, xs, yb).sum())
     result: dict = {"images": len(x_all), "both_right": n}
     for f in PART_FIELDS:
         result[f] = [s / max(n, 1) for s in sums[f]]

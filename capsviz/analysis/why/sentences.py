@@ -259,7 +259,7 @@ def chapter_words() -> list[tuple[str, str]]:
     return [(t(word), word) for word in CHAPTER_WORDS]
 
 
-def pose_words() -> list[str]:
+def inverse_graphics_words() -> list[str]:
     """The short step on inverse graphics that leads to the explorer."""
     return [
         t(

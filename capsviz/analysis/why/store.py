@@ -1,6 +1,6 @@
 """The chapter's sweeps kept on disk (capsviz.analysis.stored): which models it shows, the CNN set
 beside a capsule model, each sweep read where stored and run otherwise, and every shipped model's
-sweeps run (`precompute`) or put into words (`report`)."""
+sweeps run (`precompute`) or put into words (`stored_sentences`)."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def precompute(folder: Path, out: Path, data_dir=None, n: int = WHY_IMAGES, only
     return done
 
 
-def report(folder: Path, data_dir=None, n: int = WHY_IMAGES) -> list[str]:
+def stored_sentences(folder: Path, data_dir=None, n: int = WHY_IMAGES) -> list[str]:
     """The chapter's sentences for every model in `folder` whose sweeps are stored, at the largest
     shift and turns and for every scheme: the numbers RESULTS.md and the README quote."""
     from capsviz.checkpoint import list_checkpoints

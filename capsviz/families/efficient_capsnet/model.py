@@ -14,7 +14,7 @@ from capsviz.models import ModelOutput
 from capsviz.models.heads import ClassCapsules, Decoder
 from capsviz.routing import efficient_squash, route
 
-ITERATIONS = 3  # dynamic routing's iterations when the model is run with it and none are asked for
+DYNAMIC_ITERATIONS = 3  # dynamic routing's iterations when the model is run with it and none are asked for
 MSE_WEIGHT = 0.392  # the paper's weight on the mean squared reconstruction error (= 0.0005 x 784 pixels)
 
 
@@ -85,7 +85,7 @@ class EfficientCapsNet(ClassCapsules, nn.Module):
         """Predictions u_hat (B, J, I, D) routed by self-attention with the learned prior, or by
         `routing` (and `iterations`, dynamic routing's) for this call only."""
         name = "self-attention" if routing is None else routing
-        T = ITERATIONS if iterations is None else iterations
+        T = DYNAMIC_ITERATIONS if iterations is None else iterations
         return route(name, u_hat, iterations=T, prior=self.b, squash=efficient_squash, record=record)
 
     def reconstruction_loss(self, reconstruction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
