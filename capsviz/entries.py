@@ -32,6 +32,7 @@ class Routing:
         (capsviz.routing.route passes every keyword; each uses what it needs). EM routing takes votes
         and activations of matrix capsules instead (capsviz.routing.em_routing) and is not `vector`.
     words: its plain name for students, as the pages say it ("uniform couplings (no routing)").
+    short: its name in a table's cell and the routing lab's sentences ("uniform"); empty: `name`.
     about: one sentence-part for students: how it sets the couplings ("every vote is split evenly ...").
     iterative: whether it has routing iterations (the pages' iteration slider, "n iterations").
     uniform: what "uniform" means for it: where, if ever, its couplings are the even split 1/J.
@@ -41,6 +42,8 @@ class Routing:
         its `words`.
     one_iteration: an iterative routing's card at one iteration, where that is another routing in
         effect (dynamic routing's couplings stay uniform); empty: the card with "1 iteration".
+    The words (`words`, `short`, `about`, `card`, `one_iteration`) are catalog messages (capsviz.i18n.N_),
+    shown through `t`.
     copies: vote-sized tensors it keeps alive in training (capsviz.estimate counts its memory so).
     view: how the routing page shows a family that routes with it (one of ROUTING_VIEWS): "iterations",
         iteration by iteration as Procedure 1 (couplings, agreements, Appendix A's convergence:
@@ -56,6 +59,7 @@ class Routing:
     uniform: str
     from_votes: bool
     vector: bool = True
+    short: str = ""
     card: str = ""
     one_iteration: str = ""
     copies: int = 0

@@ -178,7 +178,7 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
             return None
         return (fit_drawing(image, size, channels) if own else image), "drawn"
     if source == "Test set" and data is not None:
-        linked_image = link_number(STATE.image, 0, len(data) - 1, 0, "test image")  # a shared link's, once
+        linked_image = link_number(STATE.image, 0, len(data) - 1, 0, t("test image"))  # a shared link's, once
         if linked_image is not None:
             STATE.image_pending.set(linked_image)
         if not STATE.image.present or STATE.image_pending.present:

@@ -451,7 +451,7 @@ def test_reproduction_page_fills_table_from_metadata(app):
     assert "**12.50** †" in r3 and "**50.00** †" in r3 and "0.25" in r3 and "5.2" in r3
     assert any("--routing-iterations 1" in c.value for c in app.code)
     em = next(m.value for m in app.markdown if m.value.startswith("| dataset"))
-    mnist = next(line for line in em.splitlines() if line.startswith("| mnist"))
+    mnist = next(line for line in em.splitlines() if line.startswith("| MNIST"))
     assert "3.00 † (`tiny-em.safetensors`)" in mnist  # smaller than the paper's matrix model
 
 

@@ -12,7 +12,7 @@ import torch
 
 from capsviz import checkpoint as ckpt
 from capsviz import registry
-from capsviz.analysis import rules
+from capsviz.analysis import rule_words, rules
 from capsviz.analysis.routing import (
     AttentionTrace,
     DynamicTrace,
@@ -377,7 +377,7 @@ def test_shipped_models_captions_quote_the_numbers_their_charts_draw(path):
     first, last = fig["series"][0, 0], fig["series"][-1, 0]
     assert last == pytest.approx(100 * tr.entropy[-1].mean() / tr.uniform_entropy)
     assert f"{first:.1f}% at iteration 1, {last:.1f}% at iteration {T}" in fig["caption"]
-    assert rules.uniform_words(last / 100) in fig["caption"]
+    assert rule_words.uniform_words(last / 100) in fig["caption"]
     sweep = iteration_sweep(model, image, T)
     said = dynamic_sweep_words(sweep["lengths"], sweep["predictions"], T, [str(n) for n in meta.class_names], "digit capsule")
     p = sweep["predictions"][-1]
@@ -397,8 +397,8 @@ def test_shipped_models_captions_quote_the_numbers_their_charts_draw(path):
         assert f"by its length, {cs['vote_weighted_coupling_to_prediction'][k]:.3f}" in said
         weighted, share = cs["vote_weighted_coupling_to_prediction"][k], cs["coupling_to_prediction"][k]
         if k > 0:  # the plain mean decides; at iteration 1 the couplings are uniform by construction
-            assert rules.uniform_words(cs["entropy"][k] / cs["uniform_entropy"], share, cs["uniform"]) in said
-        long = rules.long_votes_words("the predicted class", weighted, cs["uniform"], share)
+            assert rule_words.uniform_words(cs["entropy"][k] / cs["uniform_entropy"], share, cs["uniform"]) in said
+        long = rule_words.long_votes_words("the predicted class", weighted, cs["uniform"], share)
         assert (long in said) if rules.long_votes_move(weighted, cs["uniform"]) else ("Weighted by prediction length" not in said)
 
 

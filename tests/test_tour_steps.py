@@ -12,7 +12,7 @@ import pytest
 import torch
 from synthetic import synthetic_digits
 
-from capsviz.analysis import lab, rules
+from capsviz.analysis import lab, rule_words, rules
 from capsviz.analysis.lab import Row
 from capsviz.analysis.steps import (
     SATURATED,
@@ -105,7 +105,7 @@ def test_coupling_words_call_near_uniform_by_the_rule_and_say_when_long_predicti
     said = coupling_words(1, near, shown, 1152, 10, "7")
     assert "0.10 to 0.20" in said and "is 0.101 (uniform 0.100)" in said and "Weighted by prediction length the mean is 0.160" in said
     assert "are near uniform: their evenness is 99.9%" in said
-    assert rules.long_votes_words("7", 0.16, 0.1, 0.101) in said  # the one sentence /routing and /multimnist say
+    assert rule_words.long_votes_words("7", 0.16, 0.1, 0.101) in said  # the one sentence /routing and /multimnist say
     assert "Weighted by prediction length, 7 gets 0.160, 1.6 times uniform: routing moves mainly" in said
     said = coupling_words(1, near | {"weighted": 0.149}, shown, 1152, 10, "7")  # below 1.5 x uniform: no such claim
     assert "are near uniform" in said and "routing moves" not in said

@@ -198,10 +198,12 @@ def png(colour=(255, 0, 0), size=8) -> bytes:
 
 
 def make_zip(members: dict) -> bytes:
+    """The same members make the same bytes: each member dated alike, not by the clock (a zip's
+    digest names its upload, and two calls may fall either side of a two-second tick)."""
     b = io.BytesIO()
     with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in members.items():
-            z.writestr(name, data)
+            z.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), data, compress_type=zipfile.ZIP_DEFLATED)
     return b.getvalue()
 
 

@@ -22,6 +22,7 @@ from safetensors.torch import save_file
 from capsviz import __version__
 from capsviz.config import to_dict
 from capsviz.errors import CapsvizError
+from capsviz.i18n import language, t, tn
 from capsviz.models import build_model, count_parameters
 from capsviz.paths import atomic_write
 from capsviz.schema import MAX_META_BYTES, CheckpointMeta, Invalid
@@ -37,11 +38,11 @@ MAX_HEADER_BYTES = MAX_META_BYTES + 1_000_000
 def weights_digest(tensors: dict[str, torch.Tensor]) -> str:
     h = hashlib.sha256()
     for name in sorted(tensors):
-        t = tensors[name].detach().contiguous().cpu()
+        tensor = tensors[name].detach().contiguous().cpu()
         h.update(name.encode())
-        h.update(str(t.dtype).encode())
+        h.update(str(tensor.dtype).encode())
         # flattened first: a 0-d tensor (BatchNorm's num_batches_tracked) cannot be viewed as bytes
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        h.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
     return h.hexdigest()
 
 
@@ -63,7 +64,9 @@ def saving(path: Path):
     try:
         yield
     except OSError as e:
-        raise CapsvizError(f"could not save {path} ({e.strerror or e}); the previous checkpoint there is unchanged") from None
+        raise CapsvizError(
+            t("could not save {path} ({why}); the previous checkpoint there is unchanged", path=path, why=e.strerror or e)
+        ) from None
 
 
 def read_meta(path: Path) -> CheckpointMeta:
@@ -103,31 +106,55 @@ def _open_checked(path: Path) -> tuple[CheckpointMeta, dict]:
     NaN or infinite values."""
     meta, tensors = _open(path, with_tensors=True)
     if weights_digest(tensors) != meta.weights_sha256:
-        raise CapsvizError(f"{path}: weights do not match the digest recorded when it was saved (the file was modified or damaged)")
+        raise CapsvizError(
+            t("{path}: weights do not match the digest recorded when it was saved (the file was modified or damaged)", path=path)
+        )
     expected = _architecture(meta.config)
     for name in sorted(expected.keys() | tensors.keys()):
+        said = dict(path=path, family=meta.family, name=name)
         if name not in tensors:
-            raise CapsvizError(f"{path}: weights do not fit a {meta.family} model with this config: {name} is missing")
+            raise CapsvizError(t("{path}: weights do not fit a {family} model with this config: {name} is missing", **said))
         if name not in expected:
-            raise CapsvizError(f"{path}: weights do not fit a {meta.family} model with this config: {name} is not part of it")
+            raise CapsvizError(t("{path}: weights do not fit a {family} model with this config: {name} is not part of it", **said))
         shape, dtype = expected[name]
-        t = tensors[name]
-        if tuple(t.shape) != tuple(shape):
+        found = tensors[name]
+        if tuple(found.shape) != tuple(shape):
             raise CapsvizError(
-                f"{path}: weights do not fit a {meta.family} model with this config: {name} has shape {tuple(t.shape)}, "
-                f"the model needs {tuple(shape)}"
+                t(
+                    "{path}: weights do not fit a {family} model with this config: {name} has shape {shape}, the model needs {need}",
+                    shape=tuple(found.shape),
+                    need=tuple(shape),
+                    **said,
+                )
             )
         # floats may be stored at any float precision (export writes float16); anything else exactly as the model keeps it
-        if (t.dtype not in FLOAT_STORAGE) if dtype.is_floating_point else t.dtype != dtype:
-            need = "a float tensor" if dtype.is_floating_point else str(dtype).removeprefix("torch.")
+        stored = str(found.dtype).removeprefix("torch.")
+        if dtype.is_floating_point and found.dtype not in FLOAT_STORAGE:
             raise CapsvizError(
-                f"{path}: weights do not fit a {meta.family} model with this config: {name} is stored as "
-                f"{str(t.dtype).removeprefix('torch.')}, the model needs {need}"
+                t(
+                    "{path}: weights do not fit a {family} model with this config: {name} is stored as {stored}, "
+                    "the model needs a float tensor",
+                    stored=stored,
+                    **said,
+                )
+            )
+        if not dtype.is_floating_point and found.dtype != dtype:
+            raise CapsvizError(
+                t(
+                    "{path}: weights do not fit a {family} model with this config: {name} is stored as {stored}, the model needs {need}",
+                    stored=stored,
+                    need=str(dtype).removeprefix("torch."),
+                    **said,
+                )
             )
     bad = [k for k, v in tensors.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
     if bad:
         raise CapsvizError(
-            f"{path}: weights hold NaN or infinite values ({', '.join(bad[:3])}); the model it holds diverged and cannot be used"
+            t(
+                "{path}: weights hold NaN or infinite values ({names}); the model it holds diverged and cannot be used",
+                path=path,
+                names=", ".join(bad[:3]),
+            )
         )
     return meta, tensors
 
@@ -151,43 +178,54 @@ def _checked_file(path: str, mtime_ns: int, size: int) -> CheckpointMeta:  # mti
 
 def _open(path: Path, with_tensors: bool = False) -> tuple[CheckpointMeta, dict]:
     if not path.exists():
-        raise CapsvizError(f"checkpoint {path} does not exist")
+        raise CapsvizError(t("checkpoint {path} does not exist", path=path))
     if not path.is_file():
-        raise CapsvizError(f"{path} is not a checkpoint file")
+        raise CapsvizError(t("{path} is not a checkpoint file", path=path))
     try:
         with open(path, "rb") as f:
             head = f.read(8)
     except OSError as e:
-        raise CapsvizError(f"{path}: cannot be read ({e.strerror or e})") from None
+        raise CapsvizError(t("{path}: cannot be read ({why})", path=path, why=e.strerror or e)) from None
     if len(head) < 8:
-        raise CapsvizError(f"{path}: not a readable safetensors checkpoint (only {len(head)} bytes)")
+        raise CapsvizError(
+            tn(
+                "{path}: not a readable safetensors checkpoint (only {n} byte)",
+                "{path}: not a readable safetensors checkpoint (only {n} bytes)",
+                len(head),
+                path=path,
+            )
+        )
     header = struct.unpack("<Q", head)[0]
     if header > path.stat().st_size - 8:
-        raise CapsvizError(f"{path}: not a readable safetensors checkpoint (its header claims more bytes than the file has)")
+        raise CapsvizError(t("{path}: not a readable safetensors checkpoint (its header claims more bytes than the file has)", path=path))
     if header > MAX_HEADER_BYTES:
-        raise CapsvizError(f"{path}: header of {header:,} bytes; capsviz reads at most {MAX_HEADER_BYTES:,}")
+        raise CapsvizError(
+            t("{path}: header of {size} bytes; capsviz reads at most {most}", path=path, size=f"{header:,}", most=f"{MAX_HEADER_BYTES:,}")
+        )
     try:
         with safe_open(str(path), framework="pt") as f:
             raw = (f.metadata() or {}).get(META_KEY)
             tensors = {k: f.get_tensor(k) for k in f.keys()} if with_tensors else {}
     except (SafetensorError, OSError, ValueError) as e:
-        raise CapsvizError(f"{path}: not a readable safetensors checkpoint ({e})") from None
+        raise CapsvizError(t("{path}: not a readable safetensors checkpoint ({why})", path=path, why=e)) from None
     if raw is None:
-        raise CapsvizError(f"{path}: safetensors file without capsviz metadata; it was not written by capsviz")
+        raise CapsvizError(t("{path}: safetensors file without capsviz metadata; it was not written by capsviz", path=path))
     if len(raw) > MAX_META_BYTES:
-        raise CapsvizError(f"{path}: capsviz metadata of {len(raw):,} characters; at most {MAX_META_BYTES:,}")
+        raise CapsvizError(
+            t("{path}: capsviz metadata of {n} characters; at most {most}", path=path, n=f"{len(raw):,}", most=f"{MAX_META_BYTES:,}")
+        )
     try:
         meta = json.loads(raw, parse_constant=_no_constant)
     except (json.JSONDecodeError, ValueError):
-        raise CapsvizError(f"{path}: capsviz metadata is not valid JSON") from None
+        raise CapsvizError(t("{path}: capsviz metadata is not valid JSON", path=path)) from None
     except RecursionError:
-        raise CapsvizError(f"{path}: capsviz metadata is nested too deeply") from None
+        raise CapsvizError(t("{path}: capsviz metadata is nested too deeply", path=path)) from None
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
-        raise CapsvizError(f"{path}: capsviz metadata has no model config")
+        raise CapsvizError(t("{path}: capsviz metadata has no model config", path=path))
     try:
         found = CheckpointMeta.from_dict(meta)
     except Invalid as e:
-        raise CapsvizError(f"{path}: unusable metadata: {e}") from None
+        raise CapsvizError(t("{path}: unusable metadata: {why}", path=path, why=e)) from None
     if found.classes:  # class names recorded in a file from anywhere: no bidirectional or zero-width characters
         from dataclasses import replace
 
@@ -232,13 +270,16 @@ def total_training(meta: CheckpointMeta | dict) -> dict:
     return {"epochs": epochs, "training_time_s": seconds, "hardware": hardware, "history": history, "stages": stages}
 
 
-def training_labels(total: dict, unit: str = "") -> tuple[str, str]:
-    """(epochs, hardware) of a `total_training` result as the zoo and `capsviz list` print them:
-    "10<unit> (8 + 2, fine-tuned)" and "<first machine>, then <second>"."""
-    epochs = f"{round(total['epochs'], 1):g}{unit}"
+def training_labels(total: dict, unit: bool = False) -> tuple[str, str]:
+    """(epochs, hardware) of a `total_training` result as the zoo and `capsviz list` print them, in
+    the reader's language: "10 (8 + 2, fine-tuned)" ("10 epochs (8 + 2, fine-tuned)" with `unit`)
+    and "<first machine>, then <second>"."""
+    said = dict(epochs=f"{round(total['epochs'], 1):g}", stages=" + ".join(f"{round(e, 1):g}" for e in total["stages"]))
     if len(total["stages"]) > 1:
-        epochs += " (" + " + ".join(f"{round(e, 1):g}" for e in total["stages"]) + ", fine-tuned)"
-    return epochs, ", then ".join(total["hardware"]) or "?"
+        epochs = t("{epochs} epochs ({stages}, fine-tuned)", **said) if unit else t("{epochs} ({stages}, fine-tuned)", **said)
+    else:
+        epochs = t("{epochs} epochs", **said) if unit else said["epochs"]
+    return epochs, functools.reduce(lambda first, then: t("{first}, then {then}", first=first, then=then), total["hardware"] or ["?"])
 
 
 def list_checkpoints(folder: Path) -> list[tuple[Path, CheckpointMeta | str]]:
@@ -260,11 +301,12 @@ def list_checkpoints(folder: Path) -> list[tuple[Path, CheckpointMeta | str]]:
             files.append((path, st.st_mtime_ns, st.st_size))
         except OSError:
             files.append((path, 0, -1))  # gone, or unreadable: _listing says which
-    return list(_listing(tuple(files)))
+    return list(_listing(tuple(files), language()))
 
 
 @functools.lru_cache(maxsize=32)
-def _listing(files: tuple[tuple[str, int, int], ...]) -> tuple[tuple[Path, CheckpointMeta | str], ...]:
+def _listing(files: tuple[tuple[str, int, int], ...], lang: str) -> tuple[tuple[Path, CheckpointMeta | str], ...]:
+    """The listing of `files`, its reasons in `lang` (the language they are made in: a key of the cache)."""
     out = []
     for name, mtime_ns, size in files:
         p = Path(name)

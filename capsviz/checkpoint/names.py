@@ -8,6 +8,7 @@ from pathlib import Path
 
 from capsviz import paths
 from capsviz.errors import CapsvizError
+from capsviz.i18n import t
 
 # The models that come with capsviz (checkpoints/; RESULTS.md says how each was trained). No
 # writer ever writes a file of these names in the shipped folder or the app's model folder.
@@ -90,19 +91,23 @@ def model_stem(text: str, existing=()) -> str:
     `existing` (stems of the models there) without being that very name. Spaces become '-'."""
     name = "-".join(unicodedata.normalize("NFKC", str(text)).split())
     if not name:
-        raise CapsvizError("Give the model a name made of letters, digits, '-' or '_'.")
+        raise CapsvizError(t("Give the model a name made of letters, digits, '-' or '_'."))
     odd = sorted({ch for ch in name if not (ch in "-_" or unicodedata.category(ch)[0] == "L" or unicodedata.category(ch) == "Nd")})
     if odd:
         shown = " ".join(repr(ch) if ch.isprintable() and not ch.isspace() else f"U+{ord(ch):04X}" for ch in odd[:5])
-        raise CapsvizError(f"A model's name is made of letters, digits, '-' and '_' only, not {shown}.")
+        raise CapsvizError(t("A model's name is made of letters, digits, '-' and '_' only, not {shown}.", shown=shown))
     if len(name) > MAX_NAME:
-        raise CapsvizError(f"A model's name is at most {MAX_NAME} characters long; this one has {len(name)}.")
+        raise CapsvizError(t("A model's name is at most {most} characters long; this one has {n}.", most=MAX_NAME, n=len(name)))
     if name.strip("-_") != name or not name.strip("-_"):
-        raise CapsvizError("A model's name starts and ends with a letter or a digit.")
+        raise CapsvizError(t("A model's name starts and ends with a letter or a digit."))
     look = skeleton(name)
     for other in sorted(SHIPPED) + sorted(existing):
         if name.lower() in SHIPPED:  # lower: on a case-insensitive disk (macOS, Windows) it is the same file
-            raise CapsvizError(f"{name} is one of the models that come with capsviz and cannot be replaced; choose a new name.")
+            raise CapsvizError(
+                t("{name} is one of the models that come with capsviz and cannot be replaced; choose a new name.", name=name)
+            )
         if other != name and skeleton(other) == look:
-            raise CapsvizError(f"{name} looks like {other}, a model already there; choose a name that looks different.")
+            raise CapsvizError(
+                t("{name} looks like {other}, a model already there; choose a name that looks different.", name=name, other=other)
+            )
     return name

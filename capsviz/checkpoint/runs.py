@@ -24,7 +24,8 @@ import torch
 
 from capsviz.checkpoint.files import read_meta, save_checkpoint, saving, weights_digest
 from capsviz.checkpoint.names import is_shipped
-from capsviz.errors import CapsvizError
+from capsviz.errors import CapsvizError, first_line
+from capsviz.i18n import t
 from capsviz.paths import atomic_write, lock_file, partial_files, remove_partial
 from capsviz.schema import Invalid, check_train_state
 
@@ -67,22 +68,40 @@ def plan_write(target: Path, *, resume: Path | None = None, replace: bool = Fals
     Raises CapsvizError, in one line saying what to do, when the write is refused."""
     target = Path(target)
     if target.is_dir():
-        raise CapsvizError(f"{flag} {target} is a folder; name the checkpoint file to write, e.g. {target / 'model.safetensors'}")
+        raise CapsvizError(
+            t(
+                "{flag} {target} is a folder; name the checkpoint file to write, e.g. {example}",
+                flag=flag,
+                target=target,
+                example=target / "model.safetensors",
+            )
+        )
     if is_shipped(target):
-        raise CapsvizError(f"{target.name} is a model that comes with capsviz and is never overwritten; choose another {flag}")
+        raise CapsvizError(
+            t("{name} is a model that comes with capsviz and is never overwritten; choose another {flag}", name=target.name, flag=flag)
+        )
     pending = pending_path(target)
     same = resume is not None and Path(resume).resolve() in (target.resolve(), pending.resolve())
     if not target.exists():
         return WritePlan(target, target)
     if not (same or replace):
         raise CapsvizError(
-            f"{target} already holds a model ({describe(target)}); add --replace to replace it once the new run has finished "
-            f"and been evaluated, or choose another {flag}"
+            t(
+                "{target} already holds a model ({model}); add --replace to replace it once the new run has finished "
+                "and been evaluated, or choose another {flag}",
+                target=target,
+                model=describe(target),
+                flag=flag,
+            )
         )
     if pending.exists() and (resume is None or Path(resume).resolve() != pending.resolve()):
         raise CapsvizError(
-            f"an unfinished run that is to replace {target.name} is saved at {pending}; continue it with --resume {pending}, "
-            "or delete that file to start again"
+            t(
+                "an unfinished run that is to replace {name} is saved at {pending}; continue it with --resume {pending}, "
+                "or delete that file to start again",
+                name=target.name,
+                pending=pending,
+            )
         )
     return WritePlan(target, pending)
 
@@ -92,10 +111,12 @@ def describe(path: Path) -> str:
     try:
         meta = read_meta(path)
     except CapsvizError:
-        return "a file capsviz cannot read"
+        return t("a file capsviz cannot read")
     m = meta.metrics
-    error = f"{m.test_error:.2f}% test error" if m.measured else "not evaluated"
-    return f"{meta.family}, {round(meta.epochs or 0, 1):g} epochs, {error}"
+    said = dict(family=meta.family, epochs=f"{round(meta.epochs or 0, 1):g}")
+    if m.measured:
+        return t("{family}, {epochs} epochs, {error}% test error", error=f"{m.test_error:.2f}", **said)
+    return t("{family}, {epochs} epochs, not evaluated", **said)
 
 
 def promote(plan: WritePlan) -> None:
@@ -183,19 +204,24 @@ def _read_state(p: Path) -> dict:
     try:
         state = torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:  # torch's message quotes advice to load the file unsafely: never shown
-        raise CapsvizError(f"{p}: holds Python objects a safe load refuses; it is not a capsviz training state") from None
+        raise CapsvizError(t("{path}: holds Python objects a safe load refuses; it is not a capsviz training state", path=p)) from None
     except Exception as e:  # noqa: BLE001 - any other failure to read means a bad file
-        first = (str(e).strip().splitlines() or [""])[0][:200]
-        raise CapsvizError(f"{p}: cannot be read as a capsviz training state ({type(e).__name__}: {first})") from None
+        raise CapsvizError(
+            t("{path}: cannot be read as a capsviz training state ({why})", path=p, why=f"{type(e).__name__}: {first_line(e)}")
+        ) from None
     if isinstance(state, dict) and "weights_sha256" not in state and "optimizer" in state:
         raise CapsvizError(
-            f"{p}: saved by an older capsviz, without the digest that ties it to its weights, so resuming it "
-            f"cannot be checked; start a new run from these weights with --init-from {str(p)[: -len('.train.pt')]}"
+            t(
+                "{path}: saved by an older capsviz, without the digest that ties it to its weights, so resuming it "
+                "cannot be checked; start a new run from these weights with --init-from {weights}",
+                path=p,
+                weights=str(p)[: -len(".train.pt")],
+            )
         )
     try:
         check_train_state(state)
     except Invalid as e:
-        raise CapsvizError(f"{p}: unusable training state: {e}") from None
+        raise CapsvizError(t("{path}: unusable training state: {why}", path=p, why=e)) from None
     return state
 
 
@@ -207,7 +233,7 @@ def load_train_state(path: Path, weights_sha256: str | None = None) -> dict:
     path = Path(path)
     p = train_state_path(path)
     if not p.is_file() and not _next_state_path(path).is_file():
-        raise CapsvizError(f"{p} not found: only runs saved by `capsviz train` can be resumed")
+        raise CapsvizError(t("{path} not found: only runs saved by `capsviz train` can be resumed", path=p))
     state = _read_state(p) if p.is_file() else None
     digest = weights_sha256 or read_meta(path).weights_sha256
     if state is not None and state["weights_sha256"] == digest:
@@ -218,8 +244,12 @@ def load_train_state(path: Path, weights_sha256: str | None = None) -> dict:
         if waiting["weights_sha256"] == digest:
             return waiting
     raise CapsvizError(
-        f"{p} does not belong to the weights in {path} (they were saved by different runs or an interrupted copy); "
-        f"resuming would not continue either run exactly. Start a new run from these weights with --init-from {path}"
+        t(
+            "{state} does not belong to the weights in {path} (they were saved by different runs or an interrupted copy); "
+            "resuming would not continue either run exactly. Start a new run from these weights with --init-from {path}",
+            state=p,
+            path=path,
+        )
     )
 
 
@@ -233,17 +263,20 @@ def writer_lock(path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
-        raise CapsvizError(f"cannot write in {path.parent} ({e.strerror or e}); choose another --out") from None
+        raise CapsvizError(t("cannot write in {folder} ({why}); choose another --out", folder=path.parent, why=e.strerror or e)) from None
     try:
         try:
             lock_file(fd, wait=False)
         except BlockingIOError:
-            pid = _read_pid(fd)
             raise CapsvizError(
-                f"{path} is being written by another capsviz run (process {pid}); wait for it to finish or choose another --out"
+                t(
+                    "{path} is being written by another capsviz run (process {pid}); wait for it to finish or choose another --out",
+                    path=path,
+                    pid=_read_pid(fd),
+                )
             ) from None
         except OSError as e:  # a filesystem without locks (some network mounts)
-            raise CapsvizError(f"cannot lock {lock} ({e.strerror or e}); choose an --out on a local disk") from None
+            raise CapsvizError(t("cannot lock {lock} ({why}); choose an --out on a local disk", lock=lock, why=e.strerror or e)) from None
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, str(os.getpid()).encode())
@@ -267,22 +300,29 @@ def check_room(path: Path, need_bytes: int) -> None:
     path = Path(path)
     folder = path.parent
     if path.is_dir():
-        raise CapsvizError(f"{path} is a folder; name the checkpoint file to write, e.g. {path / 'model.safetensors'}")
+        raise CapsvizError(
+            t("{path} is a folder; name the checkpoint file to write, e.g. {example}", path=path, example=path / "model.safetensors")
+        )
     try:
         fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".part")
         os.close(fd)
         os.unlink(probe)
         free = shutil.disk_usage(folder).free
     except OSError as e:
-        raise CapsvizError(f"cannot write in {folder} ({e.strerror or e}); choose another --out") from None
+        raise CapsvizError(t("cannot write in {folder} ({why}); choose another --out", folder=folder, why=e.strerror or e)) from None
     if free < need_bytes:
         raise CapsvizError(
-            f"{folder} has {free / 1e6:.0f} MB free; saving {path.name} needs about {math.ceil(need_bytes / 1e6)} MB. "
-            "Free some space or choose another --out"
+            t(
+                "{folder} has {free} MB free; saving {name} needs about {need} MB. Free some space or choose another --out",
+                folder=folder,
+                free=f"{free / 1e6:.0f}",
+                name=path.name,
+                need=math.ceil(need_bytes / 1e6),
+            )
         )
 
 
 def pair_bytes(model: torch.nn.Module) -> int:
     """About what `save_run` writes: the weights, the optimizer's two moments (Adam), and a margin."""
-    weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    weights = sum(x.numel() * x.element_size() for x in model.state_dict().values())
     return 4 * weights + (1 << 20)
