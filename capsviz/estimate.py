@@ -147,7 +147,7 @@ def estimate(
     free = available_memory(device) if available == "measure" else available
     images = n_images * config.in_channels * config.in_size**2 if device.type == "cpu" else 0
     est = Estimate(
-        config.in_size, batch_size, weights, act * batch_size, routing * batch_size, images, free, describe(device), None, n_images
+        config.in_size, batch_size, weights, act * batch_size, routing * batch_size, images, free, _device_words(device), None, n_images
     )
     if time_it and est.fits and n_images:
         seconds, timed = time_steps(config, min(batch_size, TIMED_BATCH), device)
@@ -160,7 +160,7 @@ def count_parameters_meta(config: ModelConfig) -> int:
         return count_parameters(build_model(config))
 
 
-def describe(device: torch.device) -> str:
+def _device_words(device: torch.device) -> str:
     return t("the GPU") if device.type == "cuda" else t("this machine") if device.type == "cpu" else device.type
 
 
@@ -271,7 +271,7 @@ def refusal(est: Estimate, config: ModelConfig, can_resize: bool) -> str | None:
     return t("{size}x{size} needs about {total} (activations {part}) at batch {batch}; {free} are free on {device}; {fix}", **said)
 
 
-def check(config: ModelConfig, batch_size: int, device="cpu", *, n_images: int = 0, can_resize: bool = True, **kw) -> Estimate:
+def for_config(config: ModelConfig, batch_size: int, device="cpu", *, n_images: int = 0, can_resize: bool = True, **kw) -> Estimate:
     """The estimate, or CapsvizError with `refusal`'s line when the run will not fit."""
     est = estimate(config, batch_size, device, n_images=n_images, **kw)
     why = refusal(est, config, can_resize)
@@ -281,7 +281,7 @@ def check(config: ModelConfig, batch_size: int, device="cpu", *, n_images: int =
 
 
 def for_run(run, time_it: bool = True) -> Estimate:
-    """`check` for a training run (capsviz.config.TrainRun): its model sized for its dataset, on
+    """`for_config` for a training run (capsviz.config.TrainRun): its model sized for its dataset, on
     its device, over its training images; a smaller size is suggested for a user's images only."""
     from capsviz.config import user_dataset
     from capsviz.data import load_split
@@ -291,7 +291,7 @@ def for_run(run, time_it: bool = True) -> Estimate:
     n = len(load_split(run.dataset, "train", run.data_dir, run.resize))
     n = min(n, run.train_limit or n)
     can_resize = user_dataset(run.dataset) is not None
-    return check(model_config(run), run.batch_size, pick_device(run.device), n_images=n, can_resize=can_resize, time_it=time_it)
+    return for_config(model_config(run), run.batch_size, pick_device(run.device), n_images=n, can_resize=can_resize, time_it=time_it)
 
 
 def for_preset(name: str, size: int, channels: int = 1, classes: int = 10, **overrides) -> ModelConfig:
@@ -299,4 +299,4 @@ def for_preset(name: str, size: int, channels: int = 1, classes: int = 10, **ove
     return preset(name, in_size=size, in_channels=channels, num_classes=classes, **overrides)
 
 
-__all__ = ["Estimate", "estimate", "check", "for_run", "refusal", "available_memory", "for_preset", "size_refusal", "smallest_side"]
+__all__ = ["Estimate", "estimate", "for_config", "for_run", "refusal", "available_memory", "for_preset", "size_refusal", "smallest_side"]

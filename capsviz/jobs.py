@@ -34,7 +34,7 @@ from capsviz.errors import CapsvizError
 from capsviz.i18n import N_, language, speaking, t, tn
 from capsviz.paths import lock_file
 from capsviz.progress import duration
-from capsviz.store import RUN_BEAT_S, RunLimits, store
+from capsviz.store import ACTIVE, RUN_BEAT_S, RunLimits, store
 from capsviz.train import Event, TrainRun, train
 
 # Steps left out of the rate: the first ones build the model, fill caches and start the data
@@ -45,7 +45,6 @@ WARMUP_STEPS = 3
 # the machine's load changes while a run goes, so a rate over all steps would overstate the time left.
 MEASURED_STEPS = 3
 
-ACTIVE = ("queued", "running")
 # Runs that are over stay listed (with their curves) so that their sessions find them again;
 # beyond this many the oldest are forgotten, or a server that runs for months would keep them all.
 KEEP_ENDED = 50

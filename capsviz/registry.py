@@ -41,6 +41,7 @@ ROUTINGS: dict[str, Routing] = {
             card=N_("dynamic"),
             one_iteration=ONE_ITERATION_CARD,
             copies=2,  # u_hat and its gradient
+            view="iterations",
         ),
         Routing(
             "uniform",
@@ -75,6 +76,7 @@ ROUTINGS: dict[str, Routing] = {
             from_votes=True,
             card=N_("self-attention, one pass"),
             copies=2,
+            view="attention",
         ),
         Routing(
             "em",

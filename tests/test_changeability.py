@@ -26,7 +26,7 @@ from capsviz.analysis import lab, zoo
 from capsviz.bounds import MAX_ITERATIONS, bounded
 from capsviz.cli import main
 from capsviz.config import PRESETS, preset, to_dict
-from capsviz.entries import PAGES
+from capsviz.entries import PAGES, Layout
 from capsviz.layers import DigitCaps, PrimaryCaps
 from capsviz.models import ModelOutput, build_model
 from capsviz.models.heads import ClassCapsules, Decoder
@@ -149,6 +149,18 @@ def two_primary_votes(model: TwoPrimaryNet, config: TwoPrimaryConfig, x, y) -> i
     return model.num_primary * config.num_classes * config.digit_dim
 
 
+# Where its primary capsules sit: on two grids of different sides, so on no one grid the routing
+# page could draw a map over; the page shows them one by one and says why, in these words
+NO_ONE_GRID = (
+    "Its primary capsules come from two grids of different sizes (kernels 9 and 5 over the same Conv1 maps), so no one map "
+    "places them: each is shown apart, in the model's order."
+)
+
+
+def two_primary_layout(config: TwoPrimaryConfig) -> Layout:
+    return Layout(0, config.primary_dim, about=NO_ONE_GRID)
+
+
 TWO_PRIMARY = registry.Family(
     "twoprimary",
     config=TwoPrimaryConfig,
@@ -160,11 +172,12 @@ TWO_PRIMARY = registry.Family(
     about="A CapsNet whose votes come from two primary-capsule layers, routed together.",
     score="capsule length",
     routing="dynamic",
-    pages=frozenset({"lab", "explorer", "robustness"}),
+    pages=frozenset({"routing", "lab", "explorer", "robustness"}),
     votes=two_primary_votes,
+    layout=two_primary_layout,
 )
 # The pages the family claims, as AppTest opens them (the lab is one of them)
-PAGE_FILES = {"lab": "pages/lab.py", "explorer": "pages/explorer.py", "robustness": "pages/robustness.py"}
+PAGE_FILES = {"routing": "pages/routing.py", "lab": "pages/lab.py", "explorer": "pages/explorer.py", "robustness": "pages/robustness.py"}
 
 
 @pytest.fixture
@@ -216,8 +229,13 @@ def test_the_toy_family_opens_on_every_page_it_claims_and_in_the_lab(registered,
         app.switch_page(path).run()
         assert not app.exception, (page, app.exception)
         said = " ".join(m.value for kind in ("info", "warning", "error") for m in getattr(app, kind))
-        assert "tiny-twoprimary" not in said, (page, said)  # shown, not turned away for another model
+        assert "tiny-twoprimary** is " not in said, (page, said)  # shown, not turned away as "**NAME** is a ..."
         assert "unexpected error" not in said, (page, said)  # a traceback the page caught and logged
+    app.switch_page("pages/routing.py").run()  # its own routing, dynamic, on capsules that sit on no one grid
+    said = " ".join(m.value for kind in ("info", "caption") for m in getattr(app, kind))
+    assert f"was trained with {MAX.words}, not with dynamic routing" in said and NO_ONE_GRID in said
+    assert "Each column is one of the 104 primary capsules, in the model's order" in said  # 6x6 and 4x4 grids, 2 types each
+    assert not [c for c in app.get("plotly_chart") if "coupling_maps" in str(c.proto)]  # no map claims a position for them
     app.switch_page("pages/lab.py").run()
     picked = app.multiselect(key="lab_routings")
     assert MAX.words in picked.options and "max" in picked.value
@@ -244,10 +262,12 @@ def test_every_registered_entry_provides_its_hooks():
         ({"pages": frozenset({"gallery"})}, "twoprimary: pages ['gallery']"),
         ({"title": ""}, "twoprimary: title"),
         ({"paper": {("mnist", 3, True): 1.0}}, "twoprimary: paper_presets"),
+        ({"layout": None}, "twoprimary: layout"),
+        ({"routing": "max"}, "twoprimary: routing page (its routing 'max' has no view there"),
     ],
 )
 def test_an_entry_missing_a_hook_is_named(change, named):
-    missing = dataclasses.replace(TWO_PRIMARY, **change).missing(registry.ROUTINGS)
+    missing = dataclasses.replace(TWO_PRIMARY, **change).missing({**registry.ROUTINGS, MAX.name: MAX})
     assert any(m.startswith(named) for m in missing), missing
 
 

@@ -34,7 +34,7 @@ from capsviz.analysis.explain import (
     verdict_words,
     zoom_limit,
 )
-from capsviz.analysis.multimnist import INK, compose_pair, ink_under
+from capsviz.analysis.multimnist import INK_LEVEL, compose_pair, ink_under
 from capsviz.analysis.routing import EMTrace, dynamic_trace, em_trace, vote_histograms
 from capsviz.config import preset
 from capsviz.models import build_model
@@ -284,7 +284,7 @@ def test_ink_under_counts_the_pixels_nearest_each_square():
     image[-3:, -3:] = 1.0  # a blot in the bottom-right corner
     assert ink_under(image, 99, 10) == pytest.approx(9 / 16)  # the last of 10 squares covers rows 32 to 35 (4 px)
     assert ink_under(image, 0, 10) == 0.0 and ink_under(image, 98, 10) == 0.0
-    image[0, 0] = INK  # at the threshold, not above it: not ink
+    image[0, 0] = INK_LEVEL  # at the threshold, not above it: not ink
     assert ink_under(image, 0, 10) == 0.0
 
 

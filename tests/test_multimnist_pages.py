@@ -112,7 +112,7 @@ def test_segment_words_say_each_pixel_explained_once_only_when_no_ink_pixel_is_c
 
 
 def test_segment_words_quote_the_segmentation_of_a_real_pair_for_the_shipped_models(real_data):
-    from capsviz.analysis.multimnist import BOTH, INK, UNEXPLAINED, compose_pair, draw_pair, segment, segment_words
+    from capsviz.analysis.multimnist import BOTH, INK_LEVEL, UNEXPLAINED, compose_pair, draw_pair, segment, segment_words
     from capsviz.data.mnist import load_mnist
 
     test = load_mnist("mnist", "test")
@@ -123,7 +123,7 @@ def test_segment_words_quote_the_segmentation_of_a_real_pair_for_the_shipped_mod
         seg = segment(model, pair.image)
         said = segment_words(seg.segments, "a", "b", pair.parts)
         ink, both = int((seg.segments >= UNEXPLAINED).sum()), int((seg.segments == BOTH).sum())
-        crossing = int(((seg.segments == BOTH) & (pair.parts > INK).all(0)).sum())
+        crossing = int(((seg.segments == BOTH) & (pair.parts > INK_LEVEL).all(0)).sum())
         assert f"of the {ink} ink pixels" in said and f"both {both} and neither" in said, name
         assert ("explained once, as the paper aims" in said) == (both == crossing), name
         if both > crossing:

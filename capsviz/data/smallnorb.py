@@ -77,7 +77,7 @@ class NorbSet:
 
 
 # The official site publishes no checksums: downloads are checked by parsing them in full.
-SOURCE = Source(
+NORB_SOURCE = Source(
     name="smallnorb",
     files={n: None for split in FILES.values() for n in split.values()},
     mirrors=(URL,),
@@ -87,12 +87,12 @@ SOURCE = Source(
 
 def locate(data_dir=None) -> tuple[Path | None, list[Path]]:
     """The first of the usual places (see sources.py) holding all six smallNORB files."""
-    return sources.locate(SOURCE, data_dir)
+    return sources.locate(NORB_SOURCE, data_dir)
 
 
 def download(dest: Path | None = None, progress=None) -> Path:
     """Fetch the six official files (about 250 MB compressed) into dest (default: the user cache)."""
-    return sources.download(SOURCE, dest, progress, timeout=60)
+    return sources.download(NORB_SOURCE, dest, progress, timeout=60)
 
 
 def load_smallnorb(folder: Path, split: str = "training") -> NorbSet:

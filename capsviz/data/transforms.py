@@ -7,6 +7,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from capsviz.data.user import MAX_PICTURE_PIXELS
+
 
 def to_float(images: torch.Tensor) -> torch.Tensor:
     """uint8 (B, H, W) or (B, C, H, W) -> float (B, C, H, W) in [0, 1]."""
@@ -67,10 +69,6 @@ def mnist_style(image: np.ndarray) -> np.ndarray:
     left = int(np.clip(round(14 - cx), 0, 28 - w))
     out[top : top + h, left : left + w] = small
     return np.clip(out, 0, 1)
-
-
-# A picture larger than this (width x height) is refused before it is decoded.
-MAX_PICTURE_PIXELS = 40_000_000
 
 
 def picture_to_digit(data: bytes) -> np.ndarray:

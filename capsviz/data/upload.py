@@ -63,10 +63,10 @@ from capsviz.paths import exclusive, lock_file
 
 MiB = 2**20
 READ_CHUNK = MiB
-STATE = ".state"  # uploads/.state/: the locks, and who uploaded each zip (<digest>.owners, its mtime the last use)
+STATE_DIR = ".state"  # uploads/.state/: the locks, and who uploaded each zip (<digest>.owners, its mtime the last use)
 PART = ".part-"  # uploads/.part-<digest>-XXXX/: a zip being unpacked
 CENTRAL = b"PK\x01\x02"  # a central directory entry's signature
-LOCAL = "local"  # the owner of uploads where no student identity is given (the CLI, one user on localhost)
+LOCAL_OWNER = "local"  # the owner of uploads where no student identity is given (the CLI, one user on localhost)
 HIDDEN_MEMBER = N_("hidden")  # why a member was skipped: a dot file, a folder starting with a dot or macOS's __MACOSX
 
 
@@ -320,7 +320,7 @@ def receive_zip(
     resize: int | None = None,
     filename: str = "",
     *,
-    owner: str = LOCAL,
+    owner: str = LOCAL_OWNER,
 ) -> UploadSummary:
     """Check and unpack an uploaded zip into `uploads`/<its digest>/ (the same zip again reuses
     it) and sum it up; `filename`, the zip's name in the browser, becomes the dataset's display
@@ -342,7 +342,7 @@ def receive_zip(
         except CapsvizError as e:
             _refused((digest, limits, lang), str(e))
             raise
-    state = uploads / STATE
+    state = uploads / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)
     with exclusive(state / f"{digest}.lock"):
         skipped: Counter = Counter()
@@ -471,7 +471,7 @@ def _uploads(uploads: Path) -> list[_Upload]:
     found = []
     for folder in uploads.iterdir():
         if is_digest(folder.name) and (folder / ".complete").is_file():
-            owners_file = uploads / STATE / f"{folder.name}.owners"
+            owners_file = uploads / STATE_DIR / f"{folder.name}.owners"
             try:
                 owners, used = set(owners_file.read_text().split()), owners_file.stat().st_mtime
             except OSError:
@@ -481,7 +481,7 @@ def _uploads(uploads: Path) -> list[_Upload]:
 
 
 def _write_owners(uploads: Path, digest: str, owners: set[str]) -> None:
-    target = uploads / STATE / f"{digest}.owners"
+    target = uploads / STATE_DIR / f"{digest}.owners"
     tmp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text("".join(f"{o}\n" for o in sorted(owners)))
     os.replace(tmp, target)
@@ -489,14 +489,14 @@ def _write_owners(uploads: Path, digest: str, owners: set[str]) -> None:
 
 def _try_remove(uploads: Path, digest: str) -> bool:
     """Remove an upload's pictures unless its zip is being received right now (its lock is held)."""
-    fd = os.open(uploads / STATE / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(uploads / STATE_DIR / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             lock_file(fd, wait=False)
         except BlockingIOError:
             return False
         shutil.rmtree(uploads / digest, ignore_errors=True)
-        (uploads / STATE / f"{digest}.owners").unlink(missing_ok=True)
+        (uploads / STATE_DIR / f"{digest}.owners").unlink(missing_ok=True)
         return True  # its name stays (a few bytes): the models trained on it still say which upload they need
     finally:
         os.close(fd)
@@ -528,7 +528,7 @@ def remove_upload(uploads: Path, digest: str) -> bool:
     """The teacher removes an upload (False when it is being received right now, or not a digest)."""
     if not is_digest(digest):
         return False
-    with exclusive(Path(uploads) / STATE / "quota.lock"):
+    with exclusive(Path(uploads) / STATE_DIR / "quota.lock"):
         return _try_remove(Path(uploads), digest)
 
 
@@ -538,7 +538,7 @@ def _sweep_parts(uploads: Path) -> None:
         digest = part.name[len(PART) :].split("-", 1)[0]
         if not is_digest(digest):
             continue
-        fd = os.open(uploads / STATE / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(uploads / STATE_DIR / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             lock_file(fd, wait=False)
             shutil.rmtree(part, ignore_errors=True)
@@ -554,7 +554,7 @@ def _claim(uploads: Path, digest: str, owner: str, limits: ZipLimits) -> tuple[s
     server's); the notes saying what was removed. QuotaError, and the upload removed unless
     someone else has it too, when it cannot fit. The caller holds the upload's lock."""
     me, notes = owner_key(owner), []
-    with exclusive(uploads / STATE / "quota.lock"):
+    with exclusive(uploads / STATE_DIR / "quota.lock"):
         _sweep_parts(uploads)
         found = _uploads(uploads)
         this = next(u for u in found if u.digest == digest)
@@ -569,7 +569,7 @@ def _claim(uploads: Path, digest: str, owner: str, limits: ZipLimits) -> tuple[s
                 _write_owners(uploads, digest, this.owners)
             else:
                 shutil.rmtree(uploads / digest, ignore_errors=True)
-                (uploads / STATE / f"{digest}.owners").unlink(missing_ok=True)
+                (uploads / STATE_DIR / f"{digest}.owners").unlink(missing_ok=True)
             raise QuotaError(why)
 
         if this.bytes > limits.student_bytes:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from capsviz.entries import Layout
 from capsviz.families.capsnet.config import PAPER_COMPUTATION, CapsNetConfig
 from capsviz.kernels import policy
 from capsviz.kernels.conv import conv2d_nhwc
@@ -31,6 +33,25 @@ def primary_index(grouping: str, types: int, dim: int, grid: int) -> torch.Tenso
     channel = torch.arange(types * dim).view(1, 1, types, dim)  # (1, 1, T, K): channel t*K + d
     pos = torch.arange(grid * grid).view(grid, grid, 1, 1)  # (G, G, 1, 1): row * G + col
     return (channel * grid * grid + pos).reshape(-1, dim)  # (I, K), i = (row, col, type)
+
+
+def primary_places(grouping: str, types: int, dim: int, grid: int) -> np.ndarray:
+    """(grid * grid, I): the share of each position's primary-capsule values that capsule i holds,
+    from the grouping's index map (`primary_index`): a row sums to 1. For the paper's grouping each
+    position holds `types` whole capsules (1/types each); for the view grouping a capsule is spread
+    over the positions of the values it is built from."""
+    index = primary_index(grouping, types, dim, grid).numpy()  # (I, K) into (T*K, G, G) flattened
+    G2, I = grid * grid, index.shape[0]
+    counts = np.zeros((G2, I))
+    np.add.at(counts, (index % G2, np.repeat(np.arange(I)[:, None], index.shape[1], 1)), 1.0)
+    return counts / counts.sum(1, keepdims=True)
+
+
+def primary_layout(cfg: CapsNetConfig) -> Layout:
+    """Where a CapsNet's primary capsules sit (its registry entry's `layout`): on the PrimaryCaps
+    grid, grouped as its config says."""
+    places = primary_places(cfg.primary_grouping, cfg.primary_types, cfg.primary_dim, cfg.primary_grid)
+    return Layout(cfg.primary_grid, cfg.primary_dim, cfg.primary_types, cfg.primary_grouping, places)
 
 
 def computation_words(cfg) -> list[str]:

@@ -18,4 +18,5 @@ FAMILY = Family(
     paper={("mnist", None, None): 0.39, ("multimnist", None, None): 8.1},
     # each dataset's paper baseline has its own architecture (CNNConfig.kind)
     paper_presets={"mnist": "cnn-mnist", "multimnist": "cnn-multimnist", "smallnorb": "cnn-smallnorb"},
+    baseline=True,
 )

@@ -20,4 +20,12 @@ FAMILY = Family(
     paper={("mnist", None, True): 0.26},  # Mazzia et al. 2021, 150 epochs with augmentation
     paper_presets={"*": "efficient-capsnet"},
     site="capsviz.site.export:model_graphs",
+    layout="capsviz.families.efficient_capsnet.model:primary_layout",
+    # its steps of the same name explain other things: its primary capsules are not on a grid of
+    # positions (the "primary" entry describes the paper CapsNet's 32 types at 6x6 places)
+    tour_terms={
+        "input": ["capsule", "efficient"],
+        "convs": ["relu", "batchnorm"],
+        "primary": ["efficient_squash", "length", "pose"],
+    },
 )

@@ -19,4 +19,5 @@ FAMILY = Family(
     votes="capsviz.families.matrix_capsnet.model:training_votes",
     paper={("mnist", 3, None): 0.44},
     paper_presets={"*": "matrix"},
+    attacks=True,  # Hinton et al. section 6: FGSM and BIM against a CNN
 )
