@@ -92,10 +92,10 @@ cnn = load_model(chapter.cnn_path)[0] if chapter.cnn_path is not None else None
 if chapter.kind == "vector":
     key = (seen, model_key(chapter.cnn_path), measured_key)
     chapter_steps = kept(
-        why_steps.vector_steps, model, cnn, image, names, path.stem, sweeps["invariance"], sweeps["parts"], data is not None, key=key
+        why_steps.vector_chapter, model, cnn, image, names, path.stem, sweeps["invariance"], sweeps["parts"], data is not None, key=key
     )
 elif chapter.kind == "matrix":
-    chapter_steps = kept(why_steps.matrix_steps, model, image, path.stem, sweeps["viewpoint"], data is not None, key=(seen, measured_key))
+    chapter_steps = kept(why_steps.matrix_chapter, model, image, path.stem, sweeps["viewpoint"], data is not None, key=(seen, measured_key))
 else:
     chapter_steps = why_steps.unmeasured_steps(chapter)
 steps = chapter_steps + kept(walk, tour, names, words, path.stem, truth, looks, rows, meta.config, key=seen)

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Names defined in more than one module on purpose: name -> why
 ALLOWED = {
+    "LARGE": "a page's projector text size (pages.projector.big()), read by each page that enlarges its figures",
     # the registry's hooks: one per family folder, each found through the family's entry
     "FAMILY": "a family folder's registry entry (capsviz.registry reads FAMILY from each folder)",
     "PRESETS": "a family's named configs; capsviz.config.PRESETS is all of them together",

@@ -50,9 +50,9 @@ def tour_steps(path: Path, index: int = 0):
     sweeps = {k: why_steps.stored_sweep(k, path, data, chapter.cnn_path) for k in chapter.sweeps}
     if chapter.kind == "vector":
         cnn = load_checkpoint(chapter.cnn_path)[0].eval()
-        first = why_steps.vector_steps(model, cnn, image, names, path.stem, sweeps["invariance"], sweeps["parts"])
+        first = why_steps.vector_chapter(model, cnn, image, names, path.stem, sweeps["invariance"], sweeps["parts"])
     elif chapter.kind == "matrix":
-        first = why_steps.matrix_steps(model, image, path.stem, sweeps["viewpoint"])
+        first = why_steps.matrix_chapter(model, image, path.stem, sweeps["viewpoint"])
     else:
         first = why_steps.unmeasured_steps(chapter)
     have = lab.stored_rows([(path, meta)], ROUTINGS) if lab.fits(meta.config) else {}
@@ -119,7 +119,7 @@ def test_every_answer_key_is_what_its_step_then_shows_for_every_shipped_model(re
             if split_of(row) == UNIFORM:
                 assert q.answer == UNIFORM
             else:
-                assert q.answer == (top if top in q.keys else tour_questions.OTHER)
+                assert q.answer == (top if top in q.keys else tour_questions.OTHER_CLASS)
         elif k == "lab":
             said = " ".join(step.text)
             verdict = {"same": "no better or worse", "worse": "points worse", "better": "points better"}[q.answer]
@@ -270,7 +270,7 @@ def test_a_guess_is_not_obviously_right():
         offered["3" in q.keys] += 1
     assert len(places) == 4 and max(places.values()) < 25  # every place is used, none most of the time
     assert offered[True] == 40  # the picture's label is always a choice: the answer a student most likely gives
-    near = tour_questions.near_uniform("m", IMAGE, np.full((4, 10), 0.1), 1.0, 0.1, 0.1, 2)
+    near = tour_questions.still_near_uniform("m", IMAGE, np.full((4, 10), 0.1), 1.0, 0.1, 0.1, 2)
     assert near.answer == "near" and set(near.keys) == {"near", "away"}
 
 
@@ -340,7 +340,7 @@ def page_questions(folder: Path, name: str) -> dict:
     first = []
     if chapter.kind == "vector":
         cnn = load_checkpoint(chapter.cnn_path)[0].eval()
-        first = why_steps.vector_steps(model, cnn, image, names, path.stem, sweeps["invariance"], sweeps["parts"])
+        first = why_steps.vector_chapter(model, cnn, image, names, path.stem, sweeps["invariance"], sweeps["parts"])
     trace = tour_of(meta.config).follow(model, image)
     steps = first + walk(trace, names, class_words(meta), path.stem, names[int(data.labels[0])], "x", [], meta.config)
     return {s.question.qid: s.question for s in steps if s.question is not None}

@@ -23,18 +23,19 @@ from capsviz.analysis import rule_words, rules
 from capsviz.analysis.questions import UNIFORM, Question, Words, class_choices, question_id, runner_up, shuffled, split_of
 from capsviz.i18n import t, tn
 
-PAGE = "tour"  # the page the class's store files the tour's answers under
-OTHER = "other"  # the key of "another class"
+TOUR_PAGE = "tour"  # the page the class's store files the tour's answers under
+OTHER_CLASS = "other"  # the key of "another class"
+
+
+def _two(x: float) -> str:
+    """A number as the tour's figures write it: two decimals."""
+    return f"{x:.2f}"
 
 
 def _id(kind: str, model: str, image: np.ndarray, *numbers) -> str:
     """A tour question's id: its kind, the model's name, the image and the numbers it asks about."""
     arrays = [np.ascontiguousarray(np.asarray(n, dtype=np.float64)) for n in numbers]
     return question_id(f"tour-{kind}", model, np.ascontiguousarray(image, dtype=np.float32), *arrays)
-
-
-def two(x: float) -> str:
-    return f"{x:.2f}"
 
 
 # -- which class ----------------------------------------------------------------------------------
@@ -50,12 +51,12 @@ def longest_class(model: str, image: np.ndarray, lengths: np.ndarray, names, lab
     why = Words.t(
         "The {name} capsule is the longest, at {length}; the next longest is {other}, at {other_length}.",
         name=names[winner],
-        length=two(lengths[winner]),
+        length=_two(lengths[winner]),
         other=names[second],
-        other_length=two(lengths[second]),
+        other_length=_two(lengths[second]),
     )
     text = Words.t("This image goes through the model. Which class capsule will be the longest (the model's answer)?")
-    return Question(qid, PAGE, text, keys, labels, str(winner), why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, str(winner), why)
 
 
 def most_active_class(model: str, image: np.ndarray, a: np.ndarray, names, label: str | None) -> Question:
@@ -68,12 +69,12 @@ def most_active_class(model: str, image: np.ndarray, a: np.ndarray, names, label
     why = Words.t(
         "The {name} capsule is the most active, at {a}; the next is {other}, at {other_a}.",
         name=names[winner],
-        a=two(a[winner]),
+        a=_two(a[winner]),
         other=names[second],
-        other_a=two(a[second]),
+        other_a=_two(a[second]),
     )
     text = Words.t("After EM routing, which class capsule will be the most active (the model's answer)?")
-    return Question(qid, PAGE, text, keys, labels, str(winner), why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, str(winner), why)
 
 
 def loudest_prediction(model: str, image: np.ndarray, lengths: np.ndarray, names, capsule: str, routed: int) -> Question:
@@ -89,23 +90,23 @@ def loudest_prediction(model: str, image: np.ndarray, lengths: np.ndarray, names
         why = Words.t(
             "Its longest prediction is for {top} ({top_length}), the class routing picks too; the next is for {other} ({other_length}).",
             top=names[top],
-            top_length=two(lengths[top]),
+            top_length=_two(lengths[top]),
             other=names[second],
-            other_length=two(lengths[second]),
+            other_length=_two(lengths[second]),
         )
     else:
         why = Words.t(
             "Its longest prediction is for {top} ({top_length}); for {routed}, the class routing picks, it is {routed_length}.",
             top=names[top],
-            top_length=two(lengths[top]),
+            top_length=_two(lengths[top]),
             routed=names[routed],
-            routed_length=two(lengths[routed]),
+            routed_length=_two(lengths[routed]),
         )
     text = Words.t(
         "Primary capsule {capsule} makes one prediction u_hat for every class capsule. For which class will its prediction be the longest?",
         capsule=capsule,
     )
-    return Question(qid, PAGE, text, keys, labels, str(top), why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, str(top), why)
 
 
 def loudest_capsule(model: str, image: np.ndarray, lengths: np.ndarray, name: str) -> Question:
@@ -120,15 +121,15 @@ def loudest_capsule(model: str, image: np.ndarray, lengths: np.ndarray, name: st
     why = Words.t(
         "Capsule {top}'s prediction for {name} is the longest ({top_length}); capsule {low}'s, the shortest ({low_length}).",
         top=order[0] + 1,
-        top_length=two(lengths[order[0]]),
+        top_length=_two(lengths[order[0]]),
         name=name,
         low=order[-1] + 1,
-        low_length=two(lengths[order[-1]]),
+        low_length=_two(lengths[order[-1]]),
     )
     text = Words.t(
         "Every primary capsule predicts the {name} capsule. Which primary capsule's prediction for {name} will be the longest?", name=name
     )
-    return Question(qid, PAGE, text, keys, labels, str(order[0]), why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, str(order[0]), why)
 
 
 # -- how long, how spread ---------------------------------------------------------------------------
@@ -159,7 +160,7 @@ def mostly_long(model: str, image: np.ndarray, lengths: np.ndarray, limit: float
         n=f"{lengths.size:,}",
         limit=limit,
     )
-    return Question(qid, PAGE, text, keys, labels, "most" if share > most else "few", why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, "most" if share > most else "few", why)
 
 
 def first_split(model: str, image: np.ndarray, c: np.ndarray, names, W: int, R: int) -> Question:
@@ -171,47 +172,47 @@ def first_split(model: str, image: np.ndarray, c: np.ndarray, names, W: int, R: 
     mean = c.mean(0)  # (J,)
     split = split_of(mean)
     top = int(mean.argmax())
-    answer = UNIFORM if split == UNIFORM else str(W) if top == W else str(R) if top == R else OTHER
+    answer = UNIFORM if split == UNIFORM else str(W) if top == W else str(R) if top == R else OTHER_CLASS
     qid = _id("first-split", model, image, c)
     keys, labels = shuffled(
         qid,
         [
-            (UNIFORM, Words.t("Evenly: {u} to each", u=two(1 / J))),
+            (UNIFORM, Words.t("Evenly: {u} to each", u=_two(1 / J))),
             (str(W), Words.t("Most of it to {name}", name=names[W])),
             (str(R), Words.t("Most of it to {name}", name=names[R])),
-            (OTHER, Words.t("Most of it to another class")),
+            (OTHER_CLASS, Words.t("Most of it to another class")),
         ],
     )
-    if answer == UNIFORM and two(c.min()) == two(c.max()):
+    if answer == UNIFORM and _two(c.min()) == _two(c.max()):
         why = Words.t(
             "Every coupling is {u}, the uniform 1/{J}: routing starts from b = 0, and softmax(0) splits evenly.",
-            u=two(c.min()),
+            u=_two(c.min()),
             J=J,
         )
     elif answer == UNIFORM:
         why = Words.t(
             "The couplings run from {lo} to {hi}, near the uniform 1/{J} = {u}: no class gets much more than the others.",
-            lo=two(c.min()),
-            hi=two(c.max()),
+            lo=_two(c.min()),
+            hi=_two(c.max()),
             J=J,
-            u=two(1 / J),
+            u=_two(1 / J),
         )
     else:
         why = Words.t(
             "Averaged over the {I} primary capsules, the largest coupling is {share}, to {name} (uniform {u}).",
             I=I,
-            share=two(mean[top]),
+            share=_two(mean[top]),
             name=names[top],
-            u=two(1 / J),
+            u=_two(1 / J),
         )
     text = Words.t(
         "Routing begins with every logit b at 0. In iteration 1, how will each primary capsule split its prediction over the {J} class capsules?",
         J=J,
     )
-    return Question(qid, PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
 
 
-def near_uniform(
+def still_near_uniform(
     model: str, image: np.ndarray, c: np.ndarray, entropy_mean: float, share: float, uniform: float, iteration: int | None
 ) -> Question:
     """ "Will the couplings, taken together, still be near uniform?" for a routing step's couplings c
@@ -237,7 +238,7 @@ def near_uniform(
             "After iteration {k}, will the primary capsules' couplings, taken together, still be near uniform (by the routing lab's rule)?",
             k=iteration,
         )
-    return Question(qid, PAGE, text, keys, labels, "near" if near else "away", why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, "near" if near else "away", why)
 
 
 def em_vote(model: str, image: np.ndarray, iteration: int, R_row: np.ndarray, names, W: int, R: int, layer: str) -> Question:
@@ -248,7 +249,7 @@ def em_vote(model: str, image: np.ndarray, iteration: int, R_row: np.ndarray, na
     J = len(R_row)
     split = split_of(R_row)
     top = int(R_row.argmax())
-    answer = UNIFORM if split == UNIFORM else str(W) if top == W else str(R) if top == R else OTHER
+    answer = UNIFORM if split == UNIFORM else str(W) if top == W else str(R) if top == R else OTHER_CLASS
     qid = _id("em-vote", model, image, R_row, iteration)
     keys, labels = shuffled(
         qid,
@@ -256,25 +257,25 @@ def em_vote(model: str, image: np.ndarray, iteration: int, R_row: np.ndarray, na
             (UNIFORM, Words.t("Shared about evenly (near uniform)")),
             (str(W), Words.t("Mostly to {name}", name=names[W])),
             (str(R), Words.t("Mostly to {name}", name=names[R])),
-            (OTHER, Words.t("Mostly to another class")),
+            (OTHER_CLASS, Words.t("Mostly to another class")),
         ],
     )
     if answer == UNIFORM:
         why = Words.t(
             "Its assignments run from {lo} to {hi}, against the uniform {u}: no class capsule's Gaussian explains its vote much better.",
-            lo=two(R_row.min()),
-            hi=two(R_row.max()),
-            u=two(1 / J),
+            lo=_two(R_row.min()),
+            hi=_two(R_row.max()),
+            u=_two(1 / J),
         )
     else:
         why = Words.t(
             "Its largest assignment is {share}, to {name}, against the uniform {u}: that class capsule's Gaussian explains its vote best.",
-            share=two(R_row[top]),
+            share=_two(R_row[top]),
             name=names[top],
-            u=two(1 / J),
+            u=_two(1 / J),
         )
     text = Words.t("After EM iteration {k}, where will the vote of the most active {layer} capsule be assigned?", k=iteration, layer=layer)
-    return Question(qid, PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
 
 
 def rotation_range(model: str, image: np.ndarray, pose: np.ndarray) -> Question:
@@ -292,7 +293,7 @@ def rotation_range(model: str, image: np.ndarray, pose: np.ndarray) -> Question:
         "The paper means a capsule's 4x4 matrix to hold the pose of its part. Will every entry of the most active primary "
         "capsule's matrix lie between -1 and 1, as a rotation matrix's entries do?"
     )
-    return Question(qid, PAGE, text, keys, labels, "beyond" if max(abs(lo), abs(hi)) > 1 else "inside", why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, "beyond" if max(abs(lo), abs(hi)) > 1 else "inside", why)
 
 
 # -- why capsules ----------------------------------------------------------------------------------
@@ -326,7 +327,7 @@ def changes_more(model: str, image: np.ndarray, cnn: float, caps: float, shift: 
         "pixels to the right: which will change more, as a share of its own size?",
         shift,
     )
-    return Question(qid, PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
 
 
 def presence_or_pose(model: str, image: np.ndarray, before: float, after: float, change: float, shift: int, name: str) -> Question:
@@ -361,7 +362,7 @@ def presence_or_pose(model: str, image: np.ndarray, before: float, after: float,
         shift,
         name=name,
     )
-    return Question(qid, PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
 
 
 def parts_who(model: str, sweep: dict, scheme: str) -> Question:
@@ -392,7 +393,7 @@ def parts_who(model: str, sweep: dict, scheme: str) -> Question:
         "Swap the top and bottom halves of every test digit that both the CNN and the capsule network name correctly: all "
         "the parts are there, in the wrong places. Which will still name the true class more often?"
     )
-    return Question(qid, PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
 
 
 def votes_together(model: str, sweep: dict, shift: float) -> Question:
@@ -426,7 +427,7 @@ def votes_together(model: str, sweep: dict, shift: float) -> Question:
         "Move every test digit {n} pixels to the right. What will the votes for the winning class do?",
         int(shift),
     )
-    return Question(qid, PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
 
 
 def coordinates_more(model: str, sweep: dict, shift: float) -> Question:
@@ -457,7 +458,7 @@ def coordinates_more(model: str, sweep: dict, shift: float) -> Question:
         "will the mean pose's two position entries move more with it than without it?",
         int(shift),
     )
-    return Question(qid, PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
 
 
 # -- the routing lab ------------------------------------------------------------------------------
@@ -482,18 +483,18 @@ def lab_gap(model: str, own, other, routing: Words) -> Question:
     why = Words.t(
         "Run with {routing}, it misclassifies {error}% of the test images, against {own}% with its own routing; chance alone moves such a gap by ±{band} points.",
         routing=routing,
-        error=two(other.test_error),
-        own=two(own.test_error),
-        band=two(rules.noise(other.test_error, other.n_test, own.test_error, own.n_test)),
+        error=_two(other.test_error),
+        own=_two(own.test_error),
+        band=_two(rules.noise(other.test_error, other.n_test, own.test_error, own.n_test)),
     )
     text = Words.t(
         "The routing lab ran this model on {n} test images with {routing} instead of its own routing, which misclassifies {own}% "
         "of them. How will its test error compare?",
         n=f"{other.n_test:,}",
         routing=routing,
-        own=two(own.test_error),
+        own=_two(own.test_error),
     )
-    return Question(qid, PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
 
 
 # -- where I stand --------------------------------------------------------------------------------

@@ -143,7 +143,7 @@ def _unmeasured(here: bool) -> str:
     return t("The test images are not on this server, so the chapter's measurements over the test set cannot be shown: this image alone.")
 
 
-def vector_steps(
+def vector_chapter(
     caps, cnn, image: np.ndarray, names: list[str], model_name: str, invariance: dict | None, parts: dict | None, here: bool = True
 ) -> list[Step]:
     """The chapter's three steps for a vector-capsule model `caps` beside the baseline `cnn`, on
@@ -236,7 +236,7 @@ def vector_steps(
     return steps
 
 
-def matrix_steps(matrix, image: np.ndarray, model_name: str, viewpoint: dict | None, here: bool = True) -> list[Step]:
+def matrix_chapter(matrix, image: np.ndarray, model_name: str, viewpoint: dict | None, here: bool = True) -> list[Step]:
     """The chapter's two steps for a matrix-capsule model on `image` (H, W) and, where stored, its
     test-set sweep `viewpoint` (`here`: whether the test images are on this server)."""
     amount = viewpoint[f"{CHANGE}_values"][-1] if viewpoint is not None else SHIFT
