@@ -143,8 +143,9 @@ def attacked(model_key: str, _model, dataset: str, count: int, _x, _y, eps: floa
     return adv.numpy(), out.scores.argmax(1).numpy(), recs
 
 
-link_choice(STATE.tab, STATE.tab.choices, STATE.tab.default, t("tab"))
-tab_affine, tab_adv = st.tabs(STATE.tab.choices, key=STATE.tab.key, bind="query-params")
+TABS = [t(name) for name in STATE.tab.choices]  # the address names a tab as it reads (a link carries lang=)
+link_choice(STATE.tab, TABS, TABS[0], t("tab"))
+tab_affine, tab_adv = st.tabs(TABS, key=STATE.tab.key, bind="query-params")
 
 with tab_affine:
     picked = pick_image(dataset, names, size if own else 28, model)
@@ -168,7 +169,7 @@ with tab_affine:
             show(cols[0], picture(to_image, warped, 5, width=150), t("transformed (label {label})", label=plain(label)), 150)
             for col, (name, m) in zip(cols[1:], models.items(), strict=False):
                 p = answer(f"{key}:{name}", m, warped)
-                y_title = FAMILIES[m.config.family].score
+                y_title = t(FAMILIES[m.config.family].score)
                 col.plotly_chart(
                     chart(
                         capsule_bars, p.scores, names, p.predicted, f"{name}: {names[p.predicted]} ({p.scores[p.predicted]:.2f})", y_title

@@ -83,11 +83,18 @@ def sidebar(page: str = "") -> tuple[str, bool]:
     return who, teacher
 
 
-def site_button(page: str, meta, query: dict | None = None) -> None:
+KEEP = object()
+
+
+def site_button(page: str, meta, step=KEEP) -> None:
     """At the end of a page the static site also has: a link to the site's view of the same model,
-    image and settings (`query`, else the page's address), when the host names one
-    ($CAPSVIZ_SITE_URL) and the site can run the model."""
-    query = st.query_params.to_dict() if query is None else query
+    image and settings, when the host names one ($CAPSVIZ_SITE_URL) and the site can run the model.
+    `step`: the site's own step where it differs from the page's (None: the site's first)."""
+    query = st.query_params.to_dict()
+    if step is not KEEP:
+        query.pop("step", None)
+        if step is not None:
+            query["step"] = str(step)
     url = site_link(page, query, meta is not None and runs_in_site(meta.config))
     slot_page, slot = STATE.site_slot.get((None, None))
     if url and slot_page == page:

@@ -372,6 +372,4 @@ def step_view() -> None:
 
 step_view()
 # the site's tour has no chapter steps: its step is counted from the walk's first
-site_query = {k: v for k, v in st.query_params.to_dict().items() if k != "step"}
-site_step = site_tour_step(STATE.tour_step.get(), len(chapter_steps), len(steps) - len(chapter_steps))
-site_button("tour", meta, site_query if site_step is None else {**site_query, "step": str(site_step)})
+site_button("tour", meta, step=site_tour_step(STATE.tour_step.get(), len(chapter_steps), len(steps) - len(chapter_steps)))

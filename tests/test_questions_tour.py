@@ -14,6 +14,7 @@ import pytest
 import test_app
 from streamlit.testing.v1 import AppTest
 from test_tour_steps import CONSTANTS, NUMBER, SHIPPED, matches, numbers_in
+from test_why import numbers_of
 
 import pages.classroom
 from capsviz import store
@@ -67,7 +68,7 @@ def key_of(q, words: str) -> str:
 
 
 def drawn(spec: dict) -> list[float]:
-    return figures.numbers_of(spec)
+    return numbers_of(spec)
 
 
 # -- every shipped model: the answer key is what the step then shows ----------------------------

@@ -227,7 +227,7 @@ def vector_chapter(
             t(VECTOR_TITLES[2]),
             figure="why_pose",
             data=shown | {"captions": (moved, t("the same, redrawn by the {name} capsule from its numbers alone", name=name))},
-            text=why.pose_words(),
+            text=why.inverse_graphics_words(),
             terms=("pose", "inverse_graphics", "dimension_moves"),
             link=("pages/explorer.py", t("Open the DigitCaps explorer")),
             question=ask.presence_or_pose(model_name, image, float(lengths[zero]), float(lengths[k]), float(change[k]), int(amount), name),

@@ -491,7 +491,7 @@ def capsnet_walk(
                 question=(
                     ask.first_split(model_name, tour.image, tour.c[it], names, W, R)
                     if it == 0
-                    else ask.near_uniform(model_name, tour.image, tour.c[it], summary["entropy_mean"], summary["mean"], 1 / J, it + 1)
+                    else ask.still_near_uniform(model_name, tour.image, tour.c[it], summary["entropy_mean"], summary["mean"], 1 / J, it + 1)
                 ),
             )
         elif k == "lengths":

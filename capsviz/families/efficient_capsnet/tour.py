@@ -396,7 +396,7 @@ def efficient_walk(
                     t("c to {name}", name=pn[R]): tour.c[:, R],
                 },
                 terms=("self_attention", "c", "prior", "u_hat"),
-                question=ask.near_uniform(model_name, tour.image, tour.c, float(tour.entropy.mean()), share, uniform, None),
+                question=ask.still_near_uniform(model_name, tour.image, tour.c, float(tour.entropy.mean()), share, uniform, None),
             )
         elif k == "lengths":
             step = lengths_step(
