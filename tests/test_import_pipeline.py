@@ -5,6 +5,7 @@ class squash); a twin is "checked" only where that whole pipeline was compared w
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -348,3 +349,29 @@ def test_the_zoo_card_says_what_the_check_fed_in_the_readers_language():
         for words in said:
             assert english_left(words) == [], (lang, words)
         assert all(n in said[0] for n in ("2.7e-07", "16", "0.1307", "0.3081", "2"))
+
+
+def test_how_an_imported_capsnet_computes_is_said_in_each_language():
+    """The zoo card's and the routing page's sentences on a CapsNet written elsewhere: one whole
+    message per option, in Chinese and Japanese as in English, with the same numbers."""
+    from capsviz.config import preset
+    from capsviz.families.capsnet.model import computation_words
+    from capsviz.i18n import speaking
+
+    cfg = preset(
+        "capsnet-small",
+        input_mean=0.1307,
+        input_std=0.3081,
+        primary_grouping="view",
+        routing_logits="batch",
+        routing_batch=16,
+        routing_prior=True,
+    )
+    english = computation_words(cfg)
+    assert english and any("averaged over each 16 images" in w for w in english)
+    for lang in ("zh-Hans", "ja"):
+        with speaking(lang):
+            said = computation_words(cfg)
+        assert len(said) == len(english) and said != english
+        assert all(re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", w) for w in said)
+        assert "0.1307" in said[0] and "0.3081" in said[0] and any("16" in w for w in said)

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from capsviz.entries import Layout
 from capsviz.families.capsnet.config import PAPER_COMPUTATION, CapsNetConfig
+from capsviz.i18n import t
 from capsviz.kernels import policy
 from capsviz.kernels.conv import conv2d_nhwc
 from capsviz.kernels.slices import dynamic_slices, in_chunks
@@ -62,33 +63,46 @@ def computation_words(cfg) -> list[str]:
         return []
     words = []
     if cfg.input_mean != 0.0 or cfg.input_std != 1.0:
-        words.append(f"reads its images normalised: (x - {cfg.input_mean:g}) / {cfg.input_std:g}, x in [0, 1]")
+        words.append(
+            t("reads its images normalised: (x - {mean}) / {std}, x in [0, 1]", mean=f"{cfg.input_mean:g}", std=f"{cfg.input_std:g}")
+        )
     if cfg.primary_grouping == "view":
         words.append(
-            f"a primary capsule is {cfg.primary_dim} neighbouring values of one conv map (view(B, -1, {cfg.primary_dim}) of the "
-            "NCHW output), not one position's channels"
+            t(
+                "a primary capsule is {d} neighbouring values of one conv map (view(B, -1, {d}) of the NCHW output), "
+                "not one position's channels",
+                d=cfg.primary_dim,
+            )
         )
     if cfg.primary_squash == "map":
-        words.append(f"primary capsules squashed over each of their {cfg.primary_dim} values' whole map, not capsule by capsule")
+        words.append(t("primary capsules squashed over each of their {d} values' whole map, not capsule by capsule", d=cfg.primary_dim))
     if cfg.squash == "efficient":
-        words.append("squash (1 - e^-|s|) s/|s| (Efficient-CapsNet's), not Eq. 1")
+        words.append(t("squash (1 - e^-|s|) s/|s| (Efficient-CapsNet's), not Eq. 1"))
     if cfg.class_squash == "classes":
-        words.append("class capsules squashed over the classes (each of their values across the classes), not capsule by capsule")
+        words.append(t("class capsules squashed over the classes (each of their values across the classes), not capsule by capsule"))
     elif cfg.class_squash == "all":
-        words.append("class capsules squashed all together (an image's whole map of class capsules at once), not capsule by capsule")
+        words.append(t("class capsules squashed all together (an image's whole map of class capsules at once), not capsule by capsule"))
     elif cfg.class_squash == "value":
-        words.append("class capsules squashed value by value (each of their values on its own), not capsule by capsule")
+        words.append(t("class capsules squashed value by value (each of their values on its own), not capsule by capsule"))
     if cfg.routing_softmax == "inputs":
-        words.append("couplings sum to 1 over the input capsules for each class (softmax over inputs), not over the classes")
+        words.append(t("couplings sum to 1 over the input capsules for each class (softmax over inputs), not over the classes"))
     if cfg.routing_logits != "image":
-        n = f"each {cfg.routing_batch} images" if cfg.routing_batch else "all images routed together"
-        how = "averaged" if cfg.routing_logits == "batch" else "summed"
-        words.append(
-            f"routing logits {how} over {n}: an image's class capsules depend on the other images in its batch "
-            "(one image on its own is routed alone)"
-        )
+        after = t("an image's class capsules depend on the other images in its batch (one image on its own is routed alone)")
+        if cfg.routing_batch:
+            said = (
+                t("routing logits averaged over each {n} images: {after}", n=cfg.routing_batch, after=after)
+                if cfg.routing_logits == "batch"
+                else t("routing logits summed over each {n} images: {after}", n=cfg.routing_batch, after=after)
+            )
+        else:
+            said = (
+                t("routing logits averaged over all images routed together: {after}", after=after)
+                if cfg.routing_logits == "batch"
+                else t("routing logits summed over all images routed together: {after}", after=after)
+            )
+        words.append(said)
     if cfg.routing_prior:
-        words.append("routing starts from a learned prior b (input capsules x classes), not from 0")
+        words.append(t("routing starts from a learned prior b (input capsules x classes), not from 0"))
     return words
 
 
