@@ -156,7 +156,7 @@ def preset(name: str, **overrides) -> ModelConfig:
 
 
 def option(default, help: str, *, lo=None, hi=None, lo_open: bool = False, choices=None, unset: str = "", flag: str = "", parse=None):
-    """A TrainRun field with what `capsviz train` says of it and accepts (capsviz.cli): `help` (a
+    """A TrainRun field with what `capsviz train` says of it and accepts (capsviz.cli.train): `help` (a
     catalog message, translated where shown, its {datasets} and {kinds} filled in), the bounds [lo, hi] ((lo, hi] with `lo_open`), `choices` (or a function giving them, read when
     the flags are made, as the registered presets and routings are) or a `parse` function that raises
     CapsvizError, what None means (`unset`), and a flag name other than the field's (`flag`)."""

@@ -39,12 +39,12 @@ ALLOWED = {
     "placeholders": "a message's {names}: read with Python's Formatter (translations) and as the site's JavaScript fills them (site.words)",
     "table": "a module's results as its table: the lab's rows (lab.tables) and the benchmarks' (bench)",
     "measure": "measuring one thing into one result: a model with a routing (lab) and a preset's speed (bench)",
-    "fits": "whether a thing fits: a model the lab can swap routings of (lab) and a run's memory on its device (cli)",
+    "fits": "whether a thing fits: a model the lab can swap routings of (lab) and a run's memory on its device (cli.train)",
     # a page script's own helper, never imported: named for what it draws on that page
     "RULES": "pages/playground.py's routing rules to pick (a page script's own); analysis.rules.RULES is the sentence rules",
     "dynamic_frame": "pages/playground.py's frame of its toy (a page script's own), drawn by viz.teach.dynamic_frame",
     "em_frame": "pages/playground.py's and pages/tour.py's frame of their EM figure (page scripts' own), drawn by viz.teach.em_frame",
-    "number": "pages/playground.py's table column (a page script's own); cli.number is an argparse type",
+    "number": "pages/playground.py's table column (a page script's own); cli.arguments.number is an argparse type",
     "run": "pages/lab.py's long job (a page script's own); cli.run runs one command line",
     # two meanings in modules other changes own (capsviz/site, the lab, the playground, the classroom)
     "ITERATIONS": "each module's own count: the lab runs dynamic routing with 3 (lab), the site's dynamic graph records 10 (site.export)",
@@ -54,7 +54,7 @@ ALLOWED = {
     "label": "a name as shown: a person's (access) and a glossary term's (glossary)",
     "DATASET_NAMES": "the datasets' names: their keys (config) and as the reproduction tables print them (analysis.reproduction)",
     "said": "kept words in the reader's language: the class's stored words (analysis.questions) and a Sentence (i18n)",
-    "wrap": "text broken into lines: at terminal columns (cli) and at pixels of a font (viz.teach)",
+    "wrap": "text broken into lines: at terminal columns (cli.arguments) and at pixels of a font (viz.teach)",
 }
 
 
