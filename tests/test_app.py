@@ -619,21 +619,21 @@ def test_multimnist_brings_a_linked_pair_within_the_test_set_and_the_shifts(app)
 @pytest.mark.parametrize(
     ("page", "params", "said"),
     [
-        ("robustness", {"attack": "pgd"}, "attack “pgd”, which this page does not offer (FGSM, BIM); this page shows attack FGSM."),
+        ("robustness", {"attack": "pgd"}, "attack “pgd”, which this page does not offer (FGSM, BIM); this page shows “FGSM”."),
         (
             "robustness",
             {"targeted": "maybe"},
-            "targeted “maybe”, which this page does not offer (false, true); this page shows targeted false.",
+            "targeted “maybe”, which this page does not offer (false, true); this page shows “false”.",
         ),
         (
             "robustness",
             {"cnn": "big-cnn.safetensors"},
-            "baseline CNN “big-cnn.safetensors”, which this page does not offer (tiny-cnn.safetensors); this page shows baseline CNN tiny-cnn.safetensors.",
+            "baseline CNN “big-cnn.safetensors”, which this page does not offer (tiny-cnn.safetensors); this page shows “tiny-cnn.safetensors”.",
         ),
         (
             "robustness",
             {"tab": "Noise"},
-            "tab “Noise”, which this page does not offer (Affine transforms, Adversarial attacks); this page shows tab Affine transforms.",
+            "tab “Noise”, which this page does not offer (Affine transforms, Adversarial attacks); this page shows “Affine transforms”.",
         ),
         ("robustness", {"attack_images": "7"}, "test images “7”, which this page does not offer"),
         ("robustness", {"affine_images": "x"}, "test images “x”, which this page does not offer"),
@@ -642,7 +642,7 @@ def test_multimnist_brings_a_linked_pair_within_the_test_set_and_the_shifts(app)
         (
             "em",
             {"model": "tiny-matrix.safetensors", "layer": "convcaps9"},
-            "layer “convcaps9”, which this page does not offer (convcaps1, convcaps2); this page shows layer convcaps1.",
+            "layer “convcaps9”, which this page does not offer (convcaps1, convcaps2); this page shows “convcaps1”.",
         ),
         ("em", {"model": "tiny-matrix.safetensors", "zoom": "yes"}, "zoom on the nearest votes “yes”, which this page does not offer"),
         ("routing", {"model": "tiny-capsnet.safetensors", "capsule": "zebra"}, "“zebra”, which this page does not offer (0, 1, 2"),
@@ -653,9 +653,9 @@ def test_multimnist_brings_a_linked_pair_within_the_test_set_and_the_shifts(app)
         (
             "playground",
             {"toy": "boxes"},
-            "playground “boxes”, which this page does not offer (dynamic, em); this page shows playground dynamic.",
+            "playground “boxes”, which this page does not offer (Routing by agreement (dynamic routing), EM routing (matrix capsules)); this page shows “Routing by agreement (dynamic routing)”.",
         ),
-        ("playground", {"rule": "magic"}, "routing “magic”, which this page does not offer (dynamic, self-attention)"),
+        ("playground", {"rule": "magic"}, "routing “magic”, which this page does not offer (routing by agreement (iterations), self-attention (one pass)); this page shows “routing by agreement (iterations)”."),
         ("multimnist", {"model": "tiny-multimnist.safetensors", "caps": "3"}, "“3”, which is not 2 numbers (red capsule, green capsule)"),
         ("multimnist", {"model": "tiny-multimnist.safetensors", "caps": "3,12"}, "green capsule 12, but here the largest is 9"),
         ("multimnist", {"model": "tiny-multimnist.safetensors", "mm_alone": "third digit"}, "digit routed alone “third digit”"),

@@ -68,7 +68,7 @@ def test_a_choice_the_page_offers_is_kept_and_any_other_is_said():
     assert chosen("3", range(1, 6), 3, "routing iterations") == (3, None)
     got = chosen("0.7", [0.05, 0.1, 0.2], 0.1, "epsilon")
     assert got.value == 0.1
-    assert got.note == "The link asks for epsilon “0.7”, which this page does not offer (0.05, 0.1, 0.2); this page shows epsilon 0.1."
+    assert got.note == "The link asks for epsilon “0.7”, which this page does not offer (0.05, 0.1, 0.2); this page shows “0.1”."
 
 
 def test_numbers_of_a_pair_are_each_brought_within_their_range_or_all_replaced_when_the_count_is_wrong():

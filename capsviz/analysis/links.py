@@ -113,7 +113,7 @@ def chosen(raw: str, choices, default, what: str, name=str) -> Linked:
         if str(c) == text:
             return Linked(c, None)
     note = t(
-        "The link asks for {what} “{text}”, which this page does not offer ({offered}); this page shows {what} {shown}.",
+        "The link asks for {what} “{text}”, which this page does not offer ({offered}); this page shows “{shown}”.",
         what=what,
         text=text,
         offered=t(", ").join(name(c) for c in choices),
