@@ -185,10 +185,7 @@ class TrainRun:
     )
     couplings: str | None = option(
         None,
-        N_(
-            "CapsNet: how DigitCaps' couplings are made (uniform, random: baselines without routing; "
-            "self-attention: Efficient-CapsNet's, without its learned prior)"
-        ),
+        N_("CapsNet: how DigitCaps' couplings are made: dynamic routing, or another routing of capsviz's registry (the choices)"),
         choices=vector_routings,  # every vector-capsule routing in capsviz.registry.ROUTINGS
         unset="dynamic",
     )
