@@ -9,6 +9,7 @@ import argparse
 import gettext
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -241,3 +242,20 @@ def test_said_returns_other_text_as_it_is():
     with io.StringIO() as f:  # a Sentence is a str wherever one goes
         f.write(s)
         assert f.getvalue() == "2 files of x"
+
+
+def test_doctor_says_every_fast_path_in_the_terminals_language(monkeypatch):
+    """`capsviz doctor`'s kernel lines (capsviz.kernels.policy) and the native kernel's reasons,
+    in Japanese and Chinese as in English, with the same paths."""
+    from capsviz.i18n import speaking
+    from capsviz.kernels import native, policy
+
+    monkeypatch.setenv(native.NATIVE_ENV, "0")
+    english = policy.paths("cpu")
+    for lang in ("ja", "zh-Hans"):
+        with speaking(lang):
+            said = policy.paths("cpu")
+            off = native.switched_off()
+        assert [p.path for p in said] == [p.path for p in english]
+        assert all(re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", p.reason) for p in said if p.reason)
+        assert native.NATIVE_ENV in off and re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", off)

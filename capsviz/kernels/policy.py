@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from capsviz.i18n import t
 from capsviz.kernels import fourier, gemm, native
 
 # The path names `paths` reports, one per fast path
@@ -158,27 +159,27 @@ def paths(device: torch.device | str = "cpu") -> list[PathStatus]:
     """Every fast path on `device`: (path, on, reason)."""
     device = torch.device(device)
     cpu = device.type == "cpu"
-    off_cpu = f"a CPU path; {device.type} runs the reference"
+    off_cpu = t("a CPU path; {device} runs the reference", device=device.type)
     out = []
 
     def add(path: str, on: bool, why_on: str, why_off: str) -> None:
         if not fast():
-            on, why_off = False, "reference_only() is on"
+            on, why_off = False, t("reference_only() is on")
         out.append(PathStatus(path, on, why_on if on else why_off))
 
-    add(FOURIER, cpu, f"CPU float32 batches of {MIN_BATCH}+ with large kernels over many channels", off_cpu)
-    add(IM2COL, cpu, "CPU convolutions the Fourier path does not take", off_cpu)
+    add(FOURIER, cpu, t("CPU float32 batches of {n}+ with large kernels over many channels", n=MIN_BATCH), off_cpu)
+    add(IM2COL, cpu, t("CPU convolutions the Fourier path does not take"), off_cpu)
     missing = [n for n in gemm.PRIVATE_OPS if gemm.private_op(n) is None]
-    absent = f"missing private ops: {', '.join(missing)}" if missing else "this torch build or CPU refuses it"
-    add(MKL_PACKED, cpu and gemm.mkl_packed_gemm(), "PrimaryCaps at batch 1", off_cpu if not cpu else absent)
-    add(ONEDNN_PACKED, cpu and gemm.onednn_bf16_gemm(), "PrimaryCaps at batch 1 under bfloat16", off_cpu if not cpu else absent)
-    add(VOTE_GEMM, True, "every device", "")
-    add(HAND_BACKWARD, True, "float32/float64 training outside autocast", "")
+    absent = t("missing private ops: {ops}", ops=", ".join(missing)) if missing else t("this torch build or CPU refuses it")
+    add(MKL_PACKED, cpu and gemm.mkl_packed_gemm(), t("PrimaryCaps at batch 1"), off_cpu if not cpu else absent)
+    add(ONEDNN_PACKED, cpu and gemm.onednn_bf16_gemm(), t("PrimaryCaps at batch 1 under bfloat16"), off_cpu if not cpu else absent)
+    add(VOTE_GEMM, True, t("every device"), "")
+    add(HAND_BACKWARD, True, t("float32/float64 training outside autocast"), "")
     why = native.reason() if cpu else None
-    add(NATIVE_EM, cpu and why is None, f"matrix capsules on the CPU{native.note()}", off_cpu if not cpu else str(why))
-    add(CENTRED_EM, True, "matrix capsules where the native kernel is off", "")
-    add(COMPILED_EM, _state.compile_em, "turned on by --compile", "turned on by --compile only")
-    add(SLICES, cpu, "CPU batches routed in cache-sized slices", off_cpu)
+    add(NATIVE_EM, cpu and why is None, t("matrix capsules on the CPU{how}", how=native.note()), off_cpu if not cpu else str(why))
+    add(CENTRED_EM, True, t("matrix capsules where the native kernel is off"), "")
+    add(COMPILED_EM, _state.compile_em, t("turned on by --compile"), t("turned on by --compile only"))
+    add(SLICES, cpu, t("CPU batches routed in cache-sized slices"), off_cpu)
     return out
 
 

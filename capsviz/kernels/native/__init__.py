@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from capsviz import paths
+from capsviz.i18n import N_, t
 
 # The switch is read here, where the kernel loads, and capsviz.kernels.policy names it beside the
 # other switches: the policy asks this module whether the kernel is on, never the other way round.
@@ -42,13 +43,26 @@ SUFFIX = {"win32": ".dll", "darwin": ".dylib"}.get(sys.platform, ".so")
 _lib: ctypes.CDLL | None = None
 _why: str | None = None
 _path: Path | None = None
-_note = ""  # how it was built, where that matters (no OpenMP)
+_note = ""  # how it was built, where that matters (no OpenMP): a catalog message
+
+
+class Unbuilt(RuntimeError):
+    """Why the kernel could not be built: a catalog message and its values, said when read."""
+
+    def __init__(self, message: str, **values):
+        super().__init__(message.format(**values))
+        self.message, self.values = message, values
+
+    def words(self) -> str:
+        return t(self.message, **self.values)
+
+
 _loading = threading.Lock()
 
 
 def switched_off() -> str | None:
     """Why the environment turns the kernel off, or None where it leaves it on."""
-    return f"turned off by {NATIVE_ENV}=0" if os.environ.get(NATIVE_ENV, "1") == "0" else None
+    return t("turned off by {setting}=0", setting=NATIVE_ENV) if os.environ.get(NATIVE_ENV, "1") == "0" else None
 
 
 def kernel_cache() -> Path:
@@ -91,7 +105,11 @@ def _compile_into(cxx: str, flags: list[str], target: Path) -> None:
         done = subprocess.run([cxx, *flags, str(CPP_FILE), "-o", tmp], capture_output=True, text=True, timeout=300)
         if done.returncode != 0:  # the first error is the one a person can act on
             errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.strip().splitlines()[-1:]
-            raise RuntimeError(f"{Path(cxx).name} could not build it: {errors[0][:300] if errors else f'exit {done.returncode}'}")
+            raise Unbuilt(
+                N_("{compiler} could not build it: {error}"),
+                compiler=Path(cxx).name,
+                error=errors[0][:300] if errors else f"exit {done.returncode}",
+            )
         os.replace(tmp, target)  # atomic: a reader never sees half a file
     finally:
         if os.path.exists(tmp):
@@ -102,7 +120,7 @@ def _build() -> ctypes.CDLL:
     global _path, _note
     cxx = _compiler()
     if not cxx:
-        raise RuntimeError("no C++ compiler found (install g++ or clang, or set CXX)")
+        raise Unbuilt(N_("no C++ compiler found (install g++ or clang, or set CXX)"))
     try:
         target = _compile(cxx, [*FLAGS, OPENMP])
     except RuntimeError as with_openmp:
@@ -110,7 +128,7 @@ def _build() -> ctypes.CDLL:
             target = _compile(cxx, FLAGS)
         except RuntimeError:
             raise with_openmp from None  # the first failure is the one that explains
-        _note = "one thread: the compiler has no OpenMP"
+        _note = N_("one thread: the compiler has no OpenMP")
     _path = target
     lib = ctypes.CDLL(str(target))
     fn = lib.capsviz_em_routing
@@ -139,6 +157,8 @@ def available() -> bool:
         if why is None:
             try:
                 _lib = _build()
+            except Unbuilt as e:
+                why = e  # said in each reader's language (`reason`)
             except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as e:  # AttributeError: a symbol missing
                 why = str(e)
         _why = why
@@ -146,21 +166,23 @@ def available() -> bool:
 
 
 def reason() -> str | None:
-    """Why the kernel is not in use, or None when it is."""
-    return None if available() else _why
+    """Why the kernel is not in use, or None when it is, in the reader's language."""
+    if available():
+        return None
+    return _why.words() if isinstance(_why, Unbuilt) else switched_off() or _why
 
 
 def note() -> str:
     """How the loaded kernel was built (", one thread: ..." where that matters) and where it lies."""
-    return f"{', ' + _note if _note else ''} ({_path})" if available() else ""
+    return f"{', ' + t(_note) if _note else ''} ({_path})" if available() else ""
 
 
 def status() -> str:
     """One line for people: on (and how), or off and why."""
     why = reason()
     if why is not None:
-        return f"off ({why}); EM routes through PyTorch, several times slower"
-    return f"on{note()}"
+        return t("off ({why}); EM routes through PyTorch, several times slower", why=why)
+    return t("on{how}", how=note())
 
 
 def em_routing(
