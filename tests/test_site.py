@@ -110,6 +110,19 @@ def test_the_front_end_files_the_build_copies_are_in_the_package():
         assert any(fnmatch.fnmatch(f"web/{f}", p) and f"web/{f}".count("/") == p.count("/") for p in patterns), f
 
 
+def test_the_page_names_every_module_and_its_first_files_at_its_top():
+    from capsviz.site import FRONT_END, PRELOAD_MARK, WEB, preloaded
+
+    html = preloaded((WEB / "index.html").read_text(encoding="utf-8"))
+    head = html[: html.index("</head>")]
+    for f in [f for f in FRONT_END if f.endswith(".js")] + ["vendor/ort.wasm.min.mjs"]:
+        assert f'<link rel="modulepreload" href="{f}">' in head, f
+    assert '<link rel="preload" href="site.json" as="fetch" crossorigin>' in head and PRELOAD_MARK not in html
+    assert "plotly" not in html  # the charts are the site's own SVG (web/js/chart.js)
+    with pytest.raises(CapsvizError, match="marker"):
+        preloaded("<html></html>")
+
+
 def test_site_links_carry_the_app_view_or_nothing():
     from capsviz.site.links import site_link
 

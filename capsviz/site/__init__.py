@@ -39,7 +39,6 @@ VENDOR = {
     "onnxruntime-web/dist/ort.wasm.min.mjs": "ort.wasm.min.mjs",
     "onnxruntime-web/dist/ort-wasm-simd-threaded.mjs": "ort-wasm-simd-threaded.mjs",
     "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm": "ort-wasm-simd-threaded.wasm.gz",
-    "plotly.js-basic-dist-min/plotly-basic.min.js": "plotly-basic.min.js",
 }
 # The front end's files the site serves: the page, its style and its ES modules (js/, one per view
 # under js/views/); not its unit tests (web/test) or its lint configuration
@@ -76,6 +75,22 @@ def step_terms(routing: str, key: str) -> list[str]:
     """The glossary entries of tour step `key` ("iteration3" is an "iteration" step) for a model routing so."""
     kind = re.sub(r"^iteration[0-9]+$", "iteration", key)
     return ROUTING_STEP_TERMS.get(routing, {}).get(kind, STEP_TERMS.get(kind, []))
+
+
+# index.html's marker for the files the page asks for before its program runs
+PRELOAD_MARK = "<!-- preload -->"
+
+
+def preloaded(html: str) -> str:
+    """index.html with every ES module and the first files the page fetches named at its top, so the
+    browser fetches them at once and in parallel, not one import level after another (the page's
+    cold first view, BENCH.md)."""
+    modules = ["site.js", *(f for f in FRONT_END if f.startswith("js/")), "vendor/ort.wasm.min.mjs", "vendor/ort-wasm-simd-threaded.mjs"]
+    links = [f'<link rel="modulepreload" href="{f}">' for f in modules]
+    links += [f'<link rel="preload" href="{f}" as="fetch" crossorigin>' for f in ("site.json", "vendor/ort-wasm-simd-threaded.wasm.gz")]
+    if PRELOAD_MARK not in html:
+        raise CapsvizError(f"capsviz/site/web/index.html lost its {PRELOAD_MARK} marker")
+    return html.replace(PRELOAD_MARK, "\n  ".join(links))
 
 
 def _gzip(data: bytes) -> bytes:
@@ -118,7 +133,7 @@ def _npm_files(cache: Path) -> Path:
     """node_modules with the locked packages, installed by `npm ci` into `cache` once per lockfile."""
     npm = shutil.which("npm")
     if npm is None:
-        raise CapsvizError("capsviz site needs Node.js and npm (to fetch onnxruntime-web and plotly.js, pinned by its lockfile)")
+        raise CapsvizError("capsviz site needs Node.js and npm (to fetch onnxruntime-web, pinned by its lockfile)")
     lock = (WEB / "package-lock.json").read_bytes()
     stamp = hashlib.sha256(lock + (WEB / "package.json").read_bytes()).hexdigest()[:16]
     where = cache / f"npm-{stamp}"
@@ -289,6 +304,7 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
     for f in FRONT_END:
         (out / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(WEB / f, out / f)
+    (out / "index.html").write_text(preloaded((WEB / "index.html").read_text(encoding="utf-8")), encoding="utf-8")
     # each language's words apart, fetched only by a student who reads that language (English is in the manifest)
     languages = {}
     for lang in LANGUAGES:

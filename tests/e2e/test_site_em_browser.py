@@ -86,8 +86,10 @@ def test_multimnist_winners_and_reconstructions_equal_pytorch(browser, site, url
 def test_the_em_view_and_the_overlay_at_phone_and_laptop_size(browser, url, shots, width):  # noqa: F811
     ctx, page = open_site(browser, url, "?view=em&image=2", width=width, height=1600)
     try:
-        page.wait_for_function("document.querySelectorAll('#em-hists .chart .main-svg').length >= 10")
-        titles = page.evaluate("Array.from(document.querySelectorAll('#em-hists .chart'), (n) => n.layout.title.text)")
+        page.wait_for_function("document.querySelectorAll('#em-hists .chart svg').length >= 10")
+        titles = page.evaluate(
+            "Array.from(document.querySelectorAll('#em-hists .chart'), (n) => Array.from(n.querySelectorAll('.chart-title'), (t) => t.textContent).join(' '))"
+        )
         assert len(titles) == 10 and "(the answer)" in titles[0] and all("activation" in t and "total R" in t for t in titles)
         assert all(n.get_attribute("aria-label") for n in page.locator("#em-hists .chart").all())
         assert "EM" in page.inner_text("#em-note") and "%" in page.inner_text("#em-note")

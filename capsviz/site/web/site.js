@@ -20,8 +20,14 @@ import { label, say, sentences, useMessages } from "./js/words.js";
 const VIEWS = { explore, routing, tour, playground, em }; // the manifest's views, each by its module
 const params = new URLSearchParams(location.search);
 
+// The address follows the view a moment after its last change: a burst of key presses on a slider
+// writes it once, and no press waits for the browser's history
+let addressLater = null;
 function writeAddress() {
-  history.replaceState(null, "", writeLink(state, site.model.name, shown.current && site.manifest.routings[shown.current.rule].iterative));
+  clearTimeout(addressLater);
+  addressLater = setTimeout(() => {
+    history.replaceState(null, "", writeLink(state, site.model.name, shown.current && site.manifest.routings[shown.current.rule].iterative));
+  }, 150);
 }
 
 function sayStatus() {
@@ -191,6 +197,7 @@ function controls() {
 }
 
 async function start() {
+  performance.mark("capsviz: start");
   startRuntime();
   const manifest = await readManifest();
   site.manifest = manifest;
@@ -219,6 +226,7 @@ async function start() {
   let set;
   try {
     set = await useModel(first.got.model);
+    performance.mark("capsviz: model open");
   } catch (e) {
     throw Object.assign(e, { model: first.got.model });
   }
@@ -228,19 +236,23 @@ async function start() {
   $("image").value = String(state.image);
   controls();
   await refresh();
+  performance.mark("capsviz: first view");
   watchUpdates();
-  keepOffline();
 }
+
+const ready = start().catch((e) => {
+  console.error(e); // the runtime's own words stay here; the page says what happened and what to do
+  const [cause, todo] = why(e);
+  const what = e.model ? say("what_model", { model: label(e.model) }) : e.url === "site.json" ? say("what_manifest") : say("what_runtime");
+  $("status").textContent = say("start_failed", { what, cause: say(cause), todo: say(todo) });
+  throw e;
+});
 
 // What the tests and the benchmark call: the same computation the views draw
 window.capsviz = {
-  ready: start().catch((e) => {
-    console.error(e); // the runtime's own words stay here; the page says what happened and what to do
-    const [cause, todo] = why(e);
-    const what = e.model ? say("what_model", { model: label(e.model) }) : e.url === "site.json" ? say("what_manifest") : say("what_runtime");
-    $("status").textContent = say("start_failed", { what, cause: say(cause), todo: say(todo) });
-    throw e;
-  }),
+  ready, // the first view drawn
+  // then the site kept for offline use (the service worker installs after the first view, not before it)
+  offline: ready.then(keepOffline, () => null),
   async compute(name, index, iterations) {
     const m = site.manifest.models.find((x) => x.name === name);
     const set = await imageSet(m.images);

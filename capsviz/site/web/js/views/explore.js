@@ -1,6 +1,6 @@
 // The explorer: the class capsules' lengths, the reconstruction from one capsule with its 16
 // dimensions on sliders, and every dimension from -0.25 to +0.25 (Fig. 4 of Sabour et al.).
-import { $, el, labelled, layout, named, overlay, paint, plot } from "../draw.js";
+import { $, bars, el, labelled, named, overlay, paint } from "../draw.js";
 import { argmax, fmt, lengthsAt, order, pairs, vectorAt } from "../numbers.js";
 import { decode, imageSet } from "../runtime.js";
 import { iterationsShown, shown, site, state } from "../store.js";
@@ -20,20 +20,19 @@ export async function render() {
     m.digits === 2
       ? say("explore_two_longest", { first: m.classes[a], first_length: fmt(lengths[a]), second: m.classes[b], second_length: fmt(lengths[b]) })
       : say("explore_longest", { name: m.classes[best], length: fmt(lengths[best]) });
-  plot(
+  bars(
     $("lengths"),
-    [
-      {
-        type: "bar",
-        x: m.classes,
-        y: Array.from(lengths),
-        marker: { color: m.classes.map((_, j) => (winners.includes(j) ? "#0072B2" : "#9aa5b1")) },
-        text: Array.from(lengths, (v) => fmt(v)),
-        textposition: "outside",
-        hovertemplate: `%{x}: ${say("word_length")} %{y:.3f}<extra></extra>`,
-      },
-    ],
-    layout(title, say("axis_class"), say("axis_length"), { yaxis: { range: [0, 1.1] } }),
+    {
+      title,
+      xTitle: say("axis_class"),
+      yTitle: say("axis_length"),
+      labels: m.classes,
+      values: Array.from(lengths),
+      colours: m.classes.map((_, j) => (winners.includes(j) ? "#0072B2" : "#9aa5b1")),
+      text: Array.from(lengths, (v) => fmt(v)),
+      hover: m.classes.map((name, j) => `${name}: ${say("word_length")} ${fmt(lengths[j], 3)}`),
+      yRange: [0, 1.1],
+    },
     say("aria_lengths", { title, values: pairs(m.classes, lengths) }),
   );
   $("pair").hidden = m.digits !== 2;

@@ -1,7 +1,7 @@
 // The guided tour: the manifest's steps for the open model (capsviz.analysis.tour, exported by
 // `capsviz site` with each step's kind, iteration and glossary entries), each drawn by the figure
 // of its kind below. A kind the site cannot draw says so; no step falls back on another's figure.
-import { $, chart, el, heat, layout, named, paint, plot, scale, table } from "../draw.js";
+import { $, bars, chart, el, heat, named, paint, scale, table } from "../draw.js";
 import { couplingsAt, fmt, lengthsAt, mean, order, pairs, range, uniformShare, vectorAt } from "../numbers.js";
 import { computeFor, decode } from "../runtime.js";
 import { shown, site, state } from "../store.js";
@@ -42,7 +42,7 @@ function features(s) {
 
 function classBars(s, values, title, y, summary) {
   const m = s.m;
-  plot(chart(s.fig), [{ type: "bar", x: m.classes, y: Array.from(values), marker: { color: "#0072B2" } }], layout(title, say("axis_class"), y, { yaxis: { range: [0, 1] } }), summary);
+  bars(chart(s.fig), { title, xTitle: say("axis_class"), yTitle: y, labels: m.classes, values: Array.from(values), yRange: [0, 1] }, summary);
 }
 
 // one figure per step kind: each draws into s.fig and returns the rows of the step's table
@@ -77,10 +77,9 @@ const FIGURES = {
       rows.push([say("tour_primary"), say("tour_primary_grid", { count: I, grid: G, types: m.types })], [say("tour_longest_at_place"), say("tour_from_to", { lo: fmt(lo, 3), hi: fmt(hi, 3) })]);
     } else {
       const names = len.map((_, i) => String(i + 1));
-      plot(
+      bars(
         chart(s.fig),
-        [{ type: "bar", x: names, y: len, marker: { color: "#0072B2" } }],
-        layout(say("tour_primary_title"), say("tour_primary_axis"), say("tour_primary_length"), { yaxis: { range: [0, 1] } }),
+        { title: say("tour_primary_title"), xTitle: say("tour_primary_axis"), yTitle: say("tour_primary_length"), labels: names, values: len, yRange: [0, 1] },
         say("aria_primary_lengths", { count: I, values: pairs(names, len) }),
       );
       rows.push([say("tour_primary"), say("tour_primary_whole", { count: I })]);
@@ -96,10 +95,9 @@ const FIGURES = {
       for (let i = 0; i < I; i++) t += Math.hypot(...res.uHat.slice((j * I + i) * D, (j * I + i + 1) * D));
       return t / I;
     });
-    plot(
+    bars(
       chart(s.fig),
-      [{ type: "bar", x: m.classes, y: avg, marker: { color: "#9aa5b1" } }],
-      layout(say("tour_predictions_title"), say("tour_predictions_axis"), say("tour_predictions_length")),
+      { title: say("tour_predictions_title"), xTitle: say("tour_predictions_axis"), yTitle: say("tour_predictions_length"), labels: m.classes, values: avg, colour: "#9aa5b1" },
       say("aria_predictions", { values: pairs(m.classes, avg) }),
     );
     return [[say("tour_predictions"), say("tour_predictions_count", { I, J, D })]];
