@@ -27,8 +27,8 @@ from capsviz.analysis.playground import I_TOY, LIMIT, _dynamic_presets
 from capsviz.analysis.tour import tour_of
 from capsviz.errors import CapsvizError
 from capsviz.i18n import LANGUAGES, speaking
-from capsviz.registry import FAMILIES, resolve
-from capsviz.site import export, offline, words
+from capsviz.registry import FAMILIES, ROUTINGS, resolve
+from capsviz.site import export, offline, tours, words
 
 WEB = Path(__file__).parent / "web"
 DEFAULT_MODELS = ("capsnet-small-mnist", "capsnet-mnist", "efficient-capsnet-mnist", "capsnet-small-multimnist", "matrix-small-mnist")
@@ -168,7 +168,7 @@ def pairs(data, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _em_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: str) -> dict:
-    """What the EM view reads of a matrix-capsule model (web/js/views/em.js)."""
+    """What the EM view and the EM tour read of a matrix-capsule model (web/js/views/em.js, tour.js)."""
     cfg = model.config
     return {
         "name": path.name,
@@ -179,13 +179,17 @@ def _em_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: str)
         "classes": list(meta.class_names),
         "images": images_key,
         "graphs": graphs,
+        "tour": [
+            {"key": s.key, "kind": words.step_kind(s.key)[0], "iteration": words.step_kind(s.key)[1], "title": s.title, "terms": []}
+            for s in _tour_steps(model, meta)
+        ],
     }
 
 
 def _tour_steps(model, meta) -> list:
     """The tour's steps for a model, their titles in this run's language."""
     cfg = model.config
-    iterations = cfg.routing_iterations if cfg.routing == "dynamic" else 1
+    iterations = cfg.routing_iterations if ROUTINGS[cfg.routing].iterative else 1  # dynamic routing's, or EM's
     return tour_of(cfg).steps(iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None)
 
 
@@ -243,9 +247,31 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
     }
 
 
-def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_dir=None, cache: Path | None = None, log=print) -> Built:
+def write_tour_words(out: Path, path: Path, model, meta, images: np.ndarray, labels, n: int) -> dict:
+    """The app's tour words for the first `n` test images (capsviz.site.tours), one gzipped file a
+    language under tours/ (fetched only by a student who opens that model's tour in that language).
+    -> the manifest's entry: how many images are explained and each language's file."""
+    (out / "tours").mkdir(exist_ok=True)
+    files = {}
+    for lang, steps in tours.tour_words(model, meta, path, images, labels, n).items():
+        files[lang] = f"tours/{path.stem}-{lang}.json.gz"
+        (out / files[lang]).write_bytes(_gzip(json.dumps(steps, ensure_ascii=False, separators=(",", ":")).encode()))
+    return {"images": min(n, len(images)), "files": files}
+
+
+def build(
+    out: Path,
+    models: list[Path],
+    *,
+    images: int = DEFAULT_IMAGES,
+    tour_images: int = tours.TOUR_IMAGES,
+    data_dir=None,
+    cache: Path | None = None,
+    log=print,
+) -> Built:
     """Write the static site for checkpoint files `models` into `out` (created; its old contents
-    replaced only where the site writes)."""
+    replaced only where the site writes). `tour_images`: the test images whose tour the site explains
+    in the app's words (capsviz.site.tours)."""
     from capsviz.checkpoint import load_checkpoint
     from capsviz.data import model_test_set
     from capsviz.paths import cache_dir
@@ -259,7 +285,7 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
     except OSError as e:
         raise CapsvizError(f"cannot write the site to {out}: {e.strerror}") from None
     node_modules = _npm_files(cache or cache_dir() / "site")
-    entries, em_entries, sets, tours = [], [], {}, {}
+    entries, em_entries, sets, tours_titles = [], [], {}, {}
     for path in models:
         try:
             model, meta = load_checkpoint(path)
@@ -278,11 +304,15 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
         if cfg.routing == "em":  # matrix capsules: the EM view's, not in the other views' model list
             written = {name: write_graph(out, f"models/{path.stem}", name, blob) for name, blob in export.em_graphs(model).items()}
             em_entries.append(_em_entry(path, model, meta, written, key))
+            em_entries[-1]["explained"] = write_tour_words(out, path, model, meta, *sets[key], tour_images)
+            tours_titles[path.name] = lambda model=model, meta=meta: _tour_steps(model, meta)
             continue
         graphs = resolve(FAMILIES[meta.family].site)(model)  # the family's own export (capsviz.entries.Family.site)
         written = {name: write_graph(out, f"models/{path.stem}", name, blob) for name, blob in graphs.items()}
         entries.append(_model_entry(path, model, meta, written, key))
-        tours[path.name] = lambda model=model, meta=meta: _tour_steps(model, meta)
+        if tours.explained(meta):
+            entries[-1]["explained"] = write_tour_words(out, path, model, meta, *sets[key], tour_images)
+        tours_titles[path.name] = lambda model=model, meta=meta: _tour_steps(model, meta)
     if not entries:
         raise CapsvizError("the site needs at least one CapsNet or Efficient-CapsNet besides matrix-capsule models")
     shared = {
@@ -310,7 +340,7 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
     for lang in LANGUAGES:
         languages[lang] = f"words-{lang}.json"
         (out / languages[lang]).write_text(
-            json.dumps(words_in(lang, tours, bool(em_entries)), ensure_ascii=False, indent=1), encoding="utf-8"
+            json.dumps(words_in(lang, tours_titles, bool(em_entries)), ensure_ascii=False, indent=1), encoding="utf-8"
         )
     manifest = {
         "languages": {lang: {"name": name, "words": languages[lang]} for lang, name in LANGUAGES.items()},

@@ -41,7 +41,7 @@ REGISTRY_WORDS = (
     N_("each class capsule fits a Gaussian to the votes it explains, and each vote goes to the capsules that explain it best"),
 )
 # Every link parameter the site reads: the app's shared ones and its own
-PARAMS = ("view", "embed", *SHARED, "routing", "pts", "lang")
+PARAMS = ("view", "embed", *SHARED, "routing", "pts", "lang", "tour")
 
 MESSAGES = {
     # a link asking for what the site does not have (web/js/address.js)
@@ -61,6 +61,10 @@ MESSAGES = {
     "shown_model": N_("the model {model}"),
     "shown_preset": N_("the preset {preset}"),
     "shown_longest": N_("the longest capsule"),
+    "shown_model_tour": N_("the open model's tour"),
+    "link_em_iterations": N_(
+        "The link asks for iterations={raw}, but the EM view shows {model} routing with its own {n} iterations, so it shows those."
+    ),
     # a model that cannot be opened (web/site.js, web/js/runtime.js)
     "model_failed": N_("Could not open the model {model}: {cause}, so this still shows {before}; {todo}."),
     "start_failed": N_("The site could not open {what}: {cause}; {todo}."),
@@ -231,6 +235,33 @@ PAGE = {
         "The routing lab, which runs this model with uniform and random couplings and compares them, is in the full capsviz app (Routing lab page)."
     ),
     "tour_no_figure": N_("This step's figure is shown in the full capsviz app's guided tour."),
+    "tour_follow": N_("Follow"),
+    "tour_words_none": N_(
+        "The app's tour follows single digits, so the site has no explanations for {model}'s pairs: the figures and numbers here are this pair's."
+    ),
+    "tour_words_drawing": N_(
+        "The app's explanations of each step come with the site's first test images; for your drawing the figures and numbers are its own, without them."
+    ),
+    "tour_words_first": N_(
+        "The app's explanations of each step come with the site's first {n} test images (0 to {last}); for this image the figures and numbers are its own, without them."
+    ),
+    "tour_words_failed": N_("The explanations of this step could not be opened: {cause}; {todo}."),
+    "tour_em_no_figure": N_("This step's figure comes with the app's explanations, for the site's first {n} test images (0 to {last})."),
+    "tour_em_drawing": N_("{model} reads {size} x {size} images: draw your digit with a single-digit model open to follow it here."),
+    "tour_type": N_("type {k}"),
+    "tour_em_maps": N_("Each map: a primary capsule type's activation at each place, from 0 (dark) to 1 (yellow):"),
+    "tour_legend_dynamic": N_(
+        "Arrows: the six predictions u_hat, their opacity the coupling c; dashed: s, the couplings' weighted sum; thick black: v = squash(s); dotted circle: length 1, squash's bound."
+    ),
+    "tour_legend_em": N_("Dots: the votes, their opacity the assignment R; cross: the mean pose mu; ellipses: one and two spreads sigma."),
+    "tour_legend_votes": N_("Dots: the votes of the six most active lower capsules, numbered as in the table."),
+    "tour_plane_em": N_("activation a = {a}, spread sigma = ({x}, {y})"),
+    "em_activations_at": N_("Activation a_j after EM iteration {t} of {T}"),
+    "lab_error_title": N_("Test error by routing"),
+    "lab_error_axis": N_("test error %"),
+    "lab_pairs_title": N_("Pair accuracy by routing"),
+    "lab_pairs_axis": N_("pair accuracy %"),
+    "axis_routing": N_("routing"),
     # the playground
     "playground_title": N_("Routing playground"),
     "playground_note": N_(
@@ -250,6 +281,7 @@ PAGE = {
     "em_your_drawing": N_("your drawing"),
     "em_test_image": N_("test image {index} (true class: {name})"),
     "em_routes": N_("{model} routes {said}"),
+    "em_tour": N_("Guided tour of this model"),
     "em_activations_title": N_("Activation a_j after each EM iteration"),
     "em_activation_axis": N_("activation a_j"),
     "em_hist_title": N_("Iteration {t} of {T}: vote distances to each class capsule's mean pose, weighted by R"),
@@ -290,6 +322,11 @@ PAGE = {
     ),
     "aria_em_histogram": N_("Histogram, {title}: the votes' distances from 0 to {limit}; the most R, {most}, at distance {at}."),
     "aria_pg_input": N_("lower {lower}'s prediction for upper {upper}, {axis}"),
+    "aria_arrows": N_(
+        "The longest primary capsule at each of the {grid} x {grid} places as an arrow: its length the capsule's length, from {lo} to {hi}, its direction the pose."
+    ),
+    "aria_em_type": N_("Activations of primary capsule type {number} over the image, up to {top}"),
+    "aria_planes": N_("{title}. {values}."),
     "aria_pg_svg": N_(
         "Predictions of the {I} lower capsules (lines numbered 1 to {I}, one colour per upper capsule) and the {J} upper capsules v (black, drawn 3 times as long): lengths {lengths}; the couplings are in the table beside."
     ),

@@ -293,7 +293,8 @@ def test_routing_captions_follow_the_iteration_shown(browser, url):  # noqa: F81
 
 @pytest.mark.parametrize("model", ["capsnet-small-mnist", "efficient-capsnet-mnist"])
 def test_no_tour_step_shows_another_steps_text_and_every_chart_has_axis_titles(browser, url, model):  # noqa: F811
-    ctx, page = open_site(browser, url, f"?model={model}.safetensors&view=tour&step=1")
+    # an image past the ones the app's words come with: the site's own figure of each step (test_site_tour_browser has the others)
+    ctx, page = open_site(browser, url, f"?model={model}.safetensors&view=tour&step=1&image=25")
     try:
         steps = page.evaluate(
             f"fetch('site.json').then((r) => r.json()).then((m) => m.models.find((x) => x.name === '{model}.safetensors').tour)"

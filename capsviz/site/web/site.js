@@ -2,7 +2,7 @@
 // Every number comes from the ONNX graphs that `capsviz site` exported from the PyTorch code, and
 // every view, routing, tour step and sentence from its manifest (site.json). This file opens the
 // site and wires the views (js/views/*), which read and change the one state (js/store.js).
-import { readModel, readSite, writeLink } from "./js/address.js";
+import { readEM, readModel, readSite, writeLink } from "./js/address.js";
 import { $, el } from "./js/draw.js";
 import { argmax, lengthsAt, order, vectorAt } from "./js/numbers.js";
 import { pickLanguage } from "./js/lang.js";
@@ -58,7 +58,7 @@ function wordsOf(lang) {
 function useWords(w) {
   const man = site.manifest;
   Object.assign(man, { views: w.views, em: w.em, routings: { ...man.routings, ...w.routings }, rules: w.rules, messages: w.messages, glossary: w.glossary });
-  for (const m of man.models) (w.tours[m.name] || []).forEach((title, k) => m.tour[k] && (m.tour[k].title = title));
+  for (const m of [...man.models, ...(man.em_models || [])]) (w.tours[m.name] || []).forEach((title, k) => m.tour[k] && (m.tour[k].title = title));
   useMessages(w.messages, w.lang);
   state.lang = w.lang;
   document.documentElement.lang = w.lang;
@@ -187,12 +187,14 @@ function controls() {
     }
     shown.problem = "";
     await useModel(name);
+    tour.followable();
     state.capsule = null;
     await refresh();
     keepOffline();
   });
   input.controls(app);
   for (const v of site.manifest.views) VIEWS[v.key].controls(app);
+  tour.followable();
   $("lang").addEventListener("change", () => changeLanguage($("lang").value));
 }
 
@@ -219,7 +221,7 @@ async function start() {
   note(chosen.notes);
   const first = readSite(params, manifest);
   note(first.notes);
-  Object.assign(state, { view: first.got.view, embed: first.got.embed, rule: first.got.rule });
+  Object.assign(state, { view: first.got.view, embed: first.got.embed, rule: first.got.rule, tourOf: first.got.tourOf });
   Object.assign(state.toy, first.got.toy);
   if (state.embed) document.body.classList.add("embed");
   $("model").replaceChildren(...manifest.models.map((m) => el("option", { value: m.name }, label(m.name))));
@@ -230,9 +232,14 @@ async function start() {
   } catch (e) {
     throw Object.assign(e, { model: first.got.model });
   }
-  const asked = readModel(params, manifest, site.model, set.count, ruleOf(site.model));
+  const asked = readModel(params, manifest, site.model, set.count, ruleOf(site.model), state.view);
   note(asked.notes);
   Object.assign(state, asked.got);
+  if (state.view === "em") {
+    const em = readEM(params, manifest.em_models[0]);
+    note(em.notes);
+    state.em.t = em.got.t;
+  }
   $("image").value = String(state.image);
   controls();
   await refresh();

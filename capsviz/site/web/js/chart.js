@@ -109,7 +109,8 @@ function svg(width, height, parts) {
 
 // A bar chart. spec: {title, xTitle, yTitle, height, yRange?, titleSize?, labels (one per bar), values,
 // colours? (one per bar), colour?, text? (a label per bar: above it, or inside its top with `inside`),
-// hover? (a tooltip per bar)}; or, for a histogram, numeric x: {xRange: [lo, hi], at (bin centres), binWidth}
+// hover? (a tooltip per bar), lines? ([{name, value}]: dotted levels named at the right, e.g. a loss's
+// targets)}; or, for a histogram, numeric x: {xRange: [lo, hi], at (bin centres), binWidth}
 export function barChart(spec, width) {
   const { parts, area, y } = frame({ ...spec, top: spec.values }, width, 0);
   const n = spec.values.length;
@@ -129,6 +130,11 @@ export function barChart(spec, width) {
       parts.push(text(centre, inside ? top + FONT + 2 : top - 3, spec.text[k], `class="bar-text" text-anchor="middle" font-size="${FONT}" fill="${inside ? "#fff" : INK}"`));
     }
     if (!numeric && cat.shown(k)) parts.push(text(centre, area.bottom + 15, spec.labels[k], `text-anchor="middle" font-size="${FONT}" fill="${MUTED}"`));
+  }
+  for (const line of spec.lines || []) {
+    const ly = y(line.value).toFixed(1);
+    parts.push(`<line x1="${area.left}" x2="${area.right}" y1="${ly}" y2="${ly}" stroke="${MUTED}" stroke-dasharray="4 3"/>`);
+    parts.push(text(area.right - 2, y(line.value) - 3, line.name, `class="level" text-anchor="end" font-size="${FONT}" fill="${MUTED}"`));
   }
   if (numeric) {
     const xt = ticks(spec.xRange[0], spec.xRange[1], Math.max(2, Math.floor(area.width / 70)));

@@ -16,6 +16,7 @@ export const state = {
   rule: null, // "dynamic": a model with its own routing routed by agreement instead; null: its own
   toy: { preset: null, J: 3, T: 3, cap: 1, rule: "dynamic", pts: null }, // the playground's
   em: { t: null }, // the EM view's iteration shown (null: the last)
+  tourOf: null, // the EM model's name when the tour follows it (tour=em), else null: the open model
 };
 
 export const site = {

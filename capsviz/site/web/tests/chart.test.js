@@ -74,6 +74,12 @@ test("a narrow line chart puts its legend on more rows and grows to hold them", 
   assert.ok(height(narrow) > height(wide));
 });
 
+test("a bar chart draws a dotted level for each of its lines, named", () => {
+  const svg = barChart({ title: "t", xTitle: "x", yTitle: "y", height: 270, labels: ["a", "b"], values: [0.95, 0.05], lines: [{ name: "0.9", value: 0.9 }, { name: "0.1", value: 0.1 }], yRange: [0, 1] }, 300);
+  assert.deepEqual(texts(svg, "level"), ["0.9", "0.1"]);
+  assert.equal(count(svg, /stroke-dasharray="4 3"/g), 2);
+});
+
 test("text from words is escaped", () => {
   assert.equal(escape(`<b>"x" & y</b>`), "&lt;b&gt;&quot;x&quot; &amp; y&lt;/b&gt;");
   const svg = barChart({ title: "a < b", xTitle: "x", yTitle: "y", height: 200, labels: ["<i>"], values: [0.5] }, 200);

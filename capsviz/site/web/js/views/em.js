@@ -97,4 +97,9 @@ export function controls(app) {
     state.em.t = Number($("em-t").value);
     app.render();
   });
+  // the EM model's guided tour (js/views/tour.js follows it)
+  $("em-tour").addEventListener("click", () => {
+    Object.assign(state, { view: "tour", tourOf: site.manifest.em_models[0].name, step: 1 });
+    app.render();
+  });
 }
