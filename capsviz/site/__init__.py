@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from capsviz import glossary
+from capsviz.analysis import rules, why
 from capsviz.analysis.playground import I_TOY, LIMIT, _dynamic_presets
 from capsviz.analysis.tour import tour_of
 from capsviz.errors import CapsvizError
@@ -193,15 +194,38 @@ def _tour_steps(model, meta) -> list:
     return tour_of(cfg).steps(iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None)
 
 
-def words_in(lang: str, tours: dict, em: bool) -> dict:
+def chapter(out: Path, path: Path, meta, baselines: dict, changes: dict) -> dict | None:
+    """The "Why capsules" view's entry for a capsule model (web/js/views/why.js): its baseline CNN's
+    graph (capsviz.analysis.why.baseline_for, from the model's own folder; each CNN exported once
+    into `baselines`) and the graph of the chapter's changes for its image size (once per size, into
+    `changes`); None when the chapter cannot show the model (why.vector_fits) or no baseline fits."""
+    from capsviz.checkpoint import list_checkpoints, load_checkpoint
+
+    if not why.vector_fits(meta):
+        return None
+    cnn_path = why.baseline_for(meta, list_checkpoints(path.parent))
+    if cnn_path is None:
+        return None
+    if cnn_path.name not in baselines:
+        cnn, _ = load_checkpoint(cnn_path)
+        baselines[cnn_path.name] = write_graph(out, f"models/{cnn_path.stem}", "baseline", export.baseline_graph(cnn))
+    cfg = meta.config
+    key = f"{cfg.in_channels}-{cfg.in_size}"
+    if key not in changes:
+        changes[key] = write_graph(out, "graphs", f"changes-{key}", export.changes_graph(cfg.in_channels, cfg.in_size))
+    return {"cnn": cnn_path.name, "baseline": baselines[cnn_path.name], "changes": changes[key]}
+
+
+def words_in(lang: str, tours: dict, em: bool, chapter: bool = False) -> dict:
     """Every word the site shows, in `lang` (one of capsviz.i18n.LANGUAGES): the vocabulary of
     capsviz.site.words, the glossary and each model's tour titles (`tours`: a model's file name ->
-    a function giving its tour steps). The site writes it as words-<lang>.json and fetches it when a
+    a function giving its tour steps); `em` and `chapter`: whether the site has the EM and "Why
+    capsules" views. The site writes it as words-<lang>.json and fetches it when a
     student's language is not English (the manifest holds the English)."""
     with speaking(lang):
         return {
             "lang": lang,
-            **words.vocabulary(em=em),
+            **words.vocabulary(em=em, chapter=chapter),
             "glossary": {
                 k: {
                     "symbol": term.symbol_in(),
@@ -286,6 +310,7 @@ def build(
         raise CapsvizError(f"cannot write the site to {out}: {e.strerror}") from None
     node_modules = _npm_files(cache or cache_dir() / "site")
     entries, em_entries, sets, tours_titles = [], [], {}, {}
+    chapters, baselines, changes = {}, {}, {}  # the "Why capsules" view's models, baseline CNNs and changes graphs
     for path in models:
         try:
             model, meta = load_checkpoint(path)
@@ -312,6 +337,8 @@ def build(
         entries.append(_model_entry(path, model, meta, written, key))
         if tours.explained(meta):
             entries[-1]["explained"] = write_tour_words(out, path, model, meta, *sets[key], tour_images)
+        if (entry := chapter(out, path, meta, baselines, changes)) is not None:
+            chapters[path.name] = entry
         tours_titles[path.name] = lambda model=model, meta=meta: _tour_steps(model, meta)
     if not entries:
         raise CapsvizError("the site needs at least one CapsNet or Efficient-CapsNet besides matrix-capsule models")
@@ -340,7 +367,7 @@ def build(
     for lang in LANGUAGES:
         languages[lang] = f"words-{lang}.json"
         (out / languages[lang]).write_text(
-            json.dumps(words_in(lang, tours_titles, bool(em_entries)), ensure_ascii=False, indent=1), encoding="utf-8"
+            json.dumps(words_in(lang, tours_titles, bool(em_entries), bool(chapters)), ensure_ascii=False, indent=1), encoding="utf-8"
         )
     manifest = {
         "languages": {lang: {"name": name, "words": languages[lang]} for lang, name in LANGUAGES.items()},
@@ -350,7 +377,15 @@ def build(
         "graphs": shared,
         "iterations_max": export.ITERATIONS,
         "glossary": {k: {"symbol": term.symbol, "word": term.word, "explanation": term.explanation} for k, term in glossary.TERMS.items()},
-        **words.vocabulary(em=bool(em_entries)),
+        **words.vocabulary(em=bool(em_entries), chapter=bool(chapters)),
+        # the "Why capsules" view: its changes in the changes graph's order and the rule's step (capsviz.analysis.why)
+        "why": {
+            "shifts": list(why.SHIFTS),
+            "angles": list(why.ANGLES),
+            "schemes": list(why.SCHEMES),
+            "dim_step": rules.DIM_STEP,
+            "models": chapters,
+        },
         "playground": {
             "presets": {name: p.tolist() for name, p in _dynamic_presets().items()},
             "lower": I_TOY,

@@ -15,9 +15,10 @@ import * as input from "./js/views/input.js";
 import * as playground from "./js/views/playground.js";
 import * as routing from "./js/views/routing.js";
 import * as tour from "./js/views/tour.js";
+import * as chapter from "./js/views/why.js";
 import { label, say, sentences, useMessages } from "./js/words.js";
 
-const VIEWS = { explore, routing, tour, playground, em }; // the manifest's views, each by its module
+const VIEWS = { explore, routing, tour, why: chapter, playground, em }; // the manifest's views, each by its module
 const params = new URLSearchParams(location.search);
 
 // The address follows the view a moment after its last change: a burst of key presses on a slider
@@ -57,7 +58,7 @@ function wordsOf(lang) {
 // every word on the page in the language of `w` (a words-<lang>.json): the manifest's, the page's own (data-w) and <html lang>
 function useWords(w) {
   const man = site.manifest;
-  Object.assign(man, { views: w.views, em: w.em, routings: { ...man.routings, ...w.routings }, rules: w.rules, messages: w.messages, glossary: w.glossary });
+  Object.assign(man, { views: w.views, em: w.em, routings: { ...man.routings, ...w.routings }, rules: w.rules, messages: w.messages, glossary: w.glossary, why_words: w.why_words });
   for (const m of [...man.models, ...(man.em_models || [])]) (w.tours[m.name] || []).forEach((title, k) => m.tour[k] && (m.tour[k].title = title));
   useMessages(w.messages, w.lang);
   state.lang = w.lang;
@@ -222,6 +223,7 @@ async function start() {
   const first = readSite(params, manifest);
   note(first.notes);
   Object.assign(state, { view: first.got.view, embed: first.got.embed, rule: first.got.rule, tourOf: first.got.tourOf });
+  if (first.got.why) Object.assign(state.why, first.got.why);
   Object.assign(state.toy, first.got.toy);
   if (state.embed) document.body.classList.add("embed");
   $("model").replaceChildren(...manifest.models.map((m) => el("option", { value: m.name }, label(m.name))));

@@ -53,6 +53,14 @@ export function readSite(params, manifest) {
       pts: null,
     },
   };
+  if (manifest.why) {
+    // the "Why capsules" view's settings, with the app's names and values (capsviz.analysis.why)
+    got.why = {
+      change: r.choice("why_change", ["shift", "rotate"], "shift", say("shown_why_change")),
+      shift: Number(r.choice("why_shift", manifest.why.shifts.map(String), "4", "4")),
+      angle: Number(r.choice("why_angle", manifest.why.angles.map(String), "30", "30")),
+    };
+  }
   const ems = manifest.em_models || [];
   if (r.choice("tour", ems.length ? ["em"] : [], null, say("shown_model_tour")) === "em") got.tourOf = ems[0].name;
   const model = params.get("model");
@@ -163,6 +171,11 @@ export function writeLink(state, model, iterative) {
   }
   q.set("step", String(state.step));
   if (state.tourOf) q.set("tour", "em");
+  if (state.view === "why") {
+    q.set("why_change", state.why.change);
+    q.set("why_shift", String(state.why.shift));
+    q.set("why_angle", String(state.why.angle));
+  }
   if (state.rule === "dynamic") q.set("routing", "dynamic");
   if (state.view === "playground") {
     q.set("preset", state.toy.preset);

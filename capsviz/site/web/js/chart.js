@@ -103,6 +103,38 @@ function categories(area, labels) {
   return { band, at: (k) => area.left + (k + 0.5) * band, shown: (k) => k % every === 0 };
 }
 
+// a legend of named colours in rows that fit `width`: {rows (lists of indices), widths, height}
+function legendRows(names, width) {
+  const widths = names.map((n) => 34 + textWidth(n));
+  const rows = [];
+  let row = [];
+  let used = 0;
+  widths.forEach((w, k) => {
+    if (row.length && used + w > width - 24) {
+      rows.push(row);
+      row = [];
+      used = 0;
+    }
+    row.push(k);
+    used += w;
+  });
+  if (row.length) rows.push(row);
+  return { rows, widths, height: rows.length * (FONT + 8) };
+}
+
+function drawLegend(parts, legend, names, colours, width, top, swatch) {
+  legend.rows.forEach((r, k) => {
+    const rowWidth = r.reduce((w, j) => w + legend.widths[j], 0);
+    let at = (width - rowWidth) / 2;
+    const ly = top + 6 + k * (FONT + 8) + FONT / 2;
+    for (const j of r) {
+      parts.push(swatch(at, ly, colours[j]));
+      parts.push(text(at + 22, ly + 4, names[j], `class="legend" font-size="${FONT}" fill="${INK}"`));
+      at += legend.widths[j];
+    }
+  });
+}
+
 function svg(width, height, parts) {
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" aria-hidden="true">${parts.join("")}</svg>`;
 }
@@ -110,8 +142,10 @@ function svg(width, height, parts) {
 // A bar chart. spec: {title, xTitle, yTitle, height, yRange?, titleSize?, labels (one per bar), values,
 // colours? (one per bar), colour?, text? (a label per bar: above it, or inside its top with `inside`),
 // hover? (a tooltip per bar), lines? ([{name, value}]: dotted levels named at the right, e.g. a loss's
-// targets)}; or, for a histogram, numeric x: {xRange: [lo, hi], at (bin centres), binWidth}
+// targets)}; or, for a histogram, numeric x: {xRange: [lo, hi], at (bin centres), binWidth}; or, for
+// several bars a label side by side, groups: [{name, values, colour}] in place of values (a legend names them)
 export function barChart(spec, width) {
+  if (spec.groups) return groupedBars(spec, width);
   const { parts, area, y } = frame({ ...spec, top: spec.values }, width, 0);
   const n = spec.values.length;
   const numeric = Boolean(spec.xRange);
@@ -144,24 +178,39 @@ export function barChart(spec, width) {
   return svg(width, spec.height, parts);
 }
 
+function groupedBars(spec, width) {
+  const names = spec.groups.map((g) => g.name);
+  const legend = legendRows(names, width);
+  const height = spec.height + legend.height;
+  const all = spec.groups.flatMap((g) => g.values);
+  const lo = Math.min(0, ...all);
+  const hi = Math.max(0, ...all);
+  const yRange = spec.yRange || [lo * 1.1, hi * 1.1 || 1];
+  const { parts, area, y, xTitleBottom } = frame({ ...spec, height, yRange, top: all }, width, legend.height + 4);
+  const cat = categories(area, spec.labels);
+  const G = spec.groups.length;
+  const w = (cat.band * 0.8) / G;
+  spec.labels.forEach((label, k) => {
+    spec.groups.forEach((g, i) => {
+      const x0 = cat.at(k) - cat.band * 0.4 + i * w;
+      const [a, b] = [y(Math.max(g.values[k], 0)), y(Math.min(g.values[k], 0))];
+      const tip = `<title>${escape(`${label}, ${g.name}: ${Number(g.values[k]).toFixed(3)}`)}</title>`;
+      parts.push(`<rect x="${x0.toFixed(1)}" y="${a.toFixed(1)}" width="${Math.max(w, 0.5).toFixed(1)}" height="${Math.max(b - a, 0.5).toFixed(1)}" fill="${g.colour}">${tip}</rect>`);
+    });
+    if (cat.shown(k)) parts.push(text(cat.at(k), area.bottom + 15, label, `text-anchor="middle" font-size="${FONT}" fill="${MUTED}"`));
+  });
+  if (lo < 0) parts.push(`<line x1="${area.left}" x2="${area.right}" y1="${y(0).toFixed(1)}" y2="${y(0).toFixed(1)}" stroke="${MUTED}"/>`);
+  const colours = spec.groups.map((g) => g.colour);
+  drawLegend(parts, legend, names, colours, width, xTitleBottom, (x, ly, c) => `<rect x="${x.toFixed(1)}" y="${(ly - 5).toFixed(1)}" width="18" height="10" fill="${c}"/>`);
+  return svg(width, height, parts);
+}
+
 // A line chart. spec: {title, xTitle, yTitle, height, yRange?, x (the points' positions, e.g. iterations 1..T),
 // series: [{name, values}], marker? (an x where a dotted line stands: the iteration shown)}; a legend below names each series
 export function lineChart(spec, width) {
-  const items = spec.series.map((s) => 26 + textWidth(s.name));
-  const rows = [];
-  let row = [];
-  let used = 0;
-  items.forEach((w, k) => {
-    if (row.length && used + w > width - 24) {
-      rows.push(row);
-      row = [];
-      used = 0;
-    }
-    row.push(k);
-    used += w;
-  });
-  if (row.length) rows.push(row);
-  const legendHeight = rows.length * (FONT + 8);
+  const names = spec.series.map((s) => s.name);
+  const legend = legendRows(names, width);
+  const legendHeight = legend.height;
   const height = spec.height + legendHeight;
   const all = spec.series.flatMap((s) => s.values);
   const { parts, area, y, xTitleBottom } = frame({ ...spec, height, top: all }, width, legendHeight + 4);
@@ -181,16 +230,7 @@ export function lineChart(spec, width) {
       parts.push(`<circle cx="${x(v).toFixed(1)}" cy="${y(s.values[n]).toFixed(1)}" r="3" fill="${colour}">${tip}</circle>`);
     });
   });
-  rows.forEach((r, k) => {
-    const rowWidth = r.reduce((w, j) => w + items[j], 0);
-    let at = (width - rowWidth) / 2;
-    const ly = xTitleBottom + 6 + k * (FONT + 8) + FONT / 2;
-    for (const j of r) {
-      const colour = COLOURS[j % COLOURS.length];
-      parts.push(`<line x1="${at.toFixed(1)}" x2="${(at + 18).toFixed(1)}" y1="${ly.toFixed(1)}" y2="${ly.toFixed(1)}" stroke="${colour}" stroke-width="2"/>`);
-      parts.push(text(at + 22, ly + 4, spec.series[j].name, `class="legend" font-size="${FONT}" fill="${INK}"`));
-      at += items[j];
-    }
-  });
+  const colours = spec.series.map((_, k) => COLOURS[k % COLOURS.length]);
+  drawLegend(parts, legend, names, colours, width, xTitleBottom, (x, ly, c) => `<line x1="${x.toFixed(1)}" x2="${(x + 18).toFixed(1)}" y1="${ly.toFixed(1)}" y2="${ly.toFixed(1)}" stroke="${c}" stroke-width="2"/>`);
   return svg(width, height, parts);
 }

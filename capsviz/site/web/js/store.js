@@ -17,6 +17,7 @@ export const state = {
   toy: { preset: null, J: 3, T: 3, cap: 1, rule: "dynamic", pts: null }, // the playground's
   em: { t: null }, // the EM view's iteration shown (null: the last)
   tourOf: null, // the EM model's name when the tour follows it (tour=em), else null: the open model
+  why: { change: "shift", shift: 4, angle: 30 }, // the "Why capsules" view's change and its amounts (the app's defaults)
 };
 
 export const site = {

@@ -80,6 +80,16 @@ test("a bar chart draws a dotted level for each of its lines, named", () => {
   assert.equal(count(svg, /stroke-dasharray="4 3"/g), 2);
 });
 
+test("grouped bars: a bar per group at each label, negative ones below zero, and a legend", () => {
+  const svg = barChart(
+    { title: "t", xTitle: "dimension", yTitle: "value", height: 270, labels: ["d0", "d1", "d2"], groups: [{ name: "unchanged", values: [0.1, -0.2, 0.3], colour: "#999999" }, { name: "changed", values: [0.2, -0.1, 0.3], colour: "#0072B2" }] },
+    400,
+  );
+  assert.equal(count(svg, /<rect x=/g), 6 + 2); // 6 bars, 2 legend swatches
+  assert.deepEqual(texts(svg, "legend"), ["unchanged", "changed"]);
+  assert.ok(svg.includes("<title>d1, unchanged: -0.200</title>"));
+});
+
 test("text from words is escaped", () => {
   assert.equal(escape(`<b>"x" & y</b>`), "&lt;b&gt;&quot;x&quot; &amp; y&lt;/b&gt;");
   const svg = barChart({ title: "a < b", xTitle: "x", yTitle: "y", height: 200, labels: ["<i>"], values: [0.5] }, 200);
