@@ -29,7 +29,7 @@ from capsviz.analysis.tour import tour_of
 from capsviz.errors import CapsvizError
 from capsviz.i18n import LANGUAGES, speaking
 from capsviz.registry import FAMILIES, ROUTINGS, resolve
-from capsviz.site import export, offline, tours, words
+from capsviz.site import export, offline, quiz, tours, words
 
 WEB = Path(__file__).parent / "web"
 DEFAULT_MODELS = ("capsnet-small-mnist", "capsnet-mnist", "efficient-capsnet-mnist", "capsnet-small-multimnist", "matrix-small-mnist")
@@ -283,6 +283,17 @@ def write_tour_words(out: Path, path: Path, model, meta, images: np.ndarray, lab
     return {"images": min(n, len(images)), "files": files}
 
 
+def write_questions(out: Path, path: Path, model, meta, images: np.ndarray, labels, n: int) -> dict:
+    """The explorer's questions for the first `n` test images (capsviz.site.quiz), one gzipped file a
+    language under questions/. -> the manifest's entry: how many images are asked about and each file."""
+    (out / "questions").mkdir(exist_ok=True)
+    files = {}
+    for lang, asked in quiz.questions_for(model, meta, path, images, labels, n).items():
+        files[lang] = f"questions/{path.stem}-{lang}.json.gz"
+        (out / files[lang]).write_bytes(_gzip(json.dumps(asked, ensure_ascii=False, separators=(",", ":")).encode()))
+    return {"images": min(n, len(images)), "files": files}
+
+
 def build(
     out: Path,
     models: list[Path],
@@ -337,6 +348,7 @@ def build(
         entries.append(_model_entry(path, model, meta, written, key))
         if tours.explained(meta):
             entries[-1]["explained"] = write_tour_words(out, path, model, meta, *sets[key], tour_images)
+        entries[-1]["questions"] = write_questions(out, path, model, meta, *sets[key], tour_images)
         if (entry := chapter(out, path, meta, baselines, changes)) is not None:
             chapters[path.name] = entry
         tours_titles[path.name] = lambda model=model, meta=meta: _tour_steps(model, meta)

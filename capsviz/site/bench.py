@@ -5,7 +5,7 @@
 Builds the default site into DIR (a temporary folder without --site; an existing DIR is used as
 built), serves it from 127.0.0.1 with every other request aborted, and measures in headless
 chromium (Debian's, through Playwright), printing the machine's load average beside the figures:
-- the first view (the explorer drawn) with a cold cache, from navigation start, for the site's
+- the first view (the explorer drawn; ask=0, its question left out) with a cold cache, from navigation start, for the site's
   own first model (a link without model=) and for a link to the paper CapsNet, and where its time
   goes: the page's marks (performance.mark "capsviz: ...": the program running, onnxruntime's
   WebAssembly fetched, the first session open, the model open, the first view);
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
         for model in (None, "capsnet-mnist"):
             first = []
             for _ in range(args.repeat):
-                ctx, pg = page("?view=explore" + (f"&model={model}.safetensors" if model else ""))
+                ctx, pg = page("?view=explore&ask=0" + (f"&model={model}.safetensors" if model else ""))
                 got = dict(pg.evaluate(MARKS))
                 first.append(got["first view"])
                 for k, v in got.items():
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
             return pg.evaluate(f"window.capsviz.timings.{timing}")
 
         for model in [m for m in DEFAULT_MODELS if not m.startswith("matrix")]:  # the EM view has neither control
-            ctx, pg = page(f"?view=explore&model={model}.safetensors")
+            ctx, pg = page(f"?view=explore&ask=0&model={model}.safetensors")
             pg.evaluate("window.capsviz.offline")
             slider = presses(pg, "#dim3", "slider", 40)
             rows.append((f"slider move, {model}", len(slider), statistics.median(slider), _p(slider, 0.95), "50 p95"))
@@ -156,7 +156,7 @@ def main(argv=None) -> int:
         print(
             "\n| model | MB (graphs, packed weights) | browser forward ms (median of 20) | PyTorch forward ms (median of 20) |\n|---|---:|---:|---:|"
         )
-        ctx, pg = page("?view=explore")
+        ctx, pg = page("?view=explore&ask=0")
         for model in DEFAULT_MODELS:
             onnx = sum(f.stat().st_size for f in (site / "models" / model).iterdir()) / 2**20  # graphs and packed weights
             ms = pg.evaluate(

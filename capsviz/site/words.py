@@ -42,7 +42,7 @@ REGISTRY_WORDS = (
     N_("each class capsule fits a Gaussian to the votes it explains, and each vote goes to the capsules that explain it best"),
 )
 # Every link parameter the site reads: the app's shared ones and its own
-PARAMS = ("view", "embed", *SHARED, "routing", "pts", "lang", "tour")
+PARAMS = ("view", "embed", *SHARED, "routing", "pts", "lang", "tour", "ask")
 # The "Why capsules" view's words that are the app's chapter's (pages/why.py, capsviz/viz/why.py and
 # capsviz/analysis/why.py write the same messages): one catalog entry each, so the page's sentence
 # reads as the app's (tests/test_site_js.py fills them with the app's numbers and compares)
@@ -292,6 +292,16 @@ PAGE = {
         "These views follow one digit. The measurements over the test set behind the chapter's argument are on the app's Why capsules page."
     ),
     "shown_why_change": N_("the shift"),
+    # predict, then see (web/js/asking.js): the app's words where it asks the same (pages/asking.py)
+    "ask_predict": N_("**Predict first.** {question}"),
+    "ask_your_answer": N_("Your answer"),
+    "ask_reason": N_("Why? (optional, one line)"),
+    "ask_commit": N_("Commit my answer"),
+    "ask_skip": N_("Skip: just show me"),
+    "ask_verdict": N_("{verdict} {why}"),
+    "ask_kept": N_("Your answers stay in this browser only; nothing is sent anywhere."),
+    "ask_not_kept": N_("This browser does not let the page keep your answers, so they last until the page is closed."),
+    "shown_questions": N_("each question before its answer"),
     "tour_words_none": N_(
         "The app's tour follows single digits, so the site has no explanations for {model}'s pairs: the figures and numbers here are this pair's."
     ),

@@ -97,7 +97,7 @@ def test_the_em_view_and_the_overlay_at_phone_and_laptop_size(browser, url, shot
         page.screenshot(path=str(shots / f"site-em-{width}.png"), full_page=True)
         page.evaluate("(() => { const s = document.getElementById('em-t'); s.value = '1'; s.dispatchEvent(new Event('input')); })()")
         page.wait_for_function("document.getElementById('em-hist-title').textContent.startsWith('Iteration 1 of')")
-        page.goto(url + f"?view=explore&model={PAIRS}.safetensors&image=3")
+        page.goto(url + f"?view=explore&model={PAIRS}.safetensors&image=3&ask=0")
         page.evaluate("window.capsviz.ready")
         assert page.locator("#pair").is_visible()
         note = page.inner_text("#pair-note")

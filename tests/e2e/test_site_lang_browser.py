@@ -70,7 +70,7 @@ def open_site(browser, url, query, width=390, locale="en-US"):
 
     page.route("**/*", only_local)
     page.on("pageerror", lambda e: page.errors.append(str(e)))
-    page.goto(url + query)
+    page.goto(url + query + ("" if "ask=" in query else "&ask=0"))  # the views as they are, without their questions
     page.evaluate("window.capsviz.ready")
     return ctx, page
 

@@ -222,7 +222,7 @@ async function start() {
   note(chosen.notes);
   const first = readSite(params, manifest);
   note(first.notes);
-  Object.assign(state, { view: first.got.view, embed: first.got.embed, rule: first.got.rule, tourOf: first.got.tourOf });
+  Object.assign(state, { view: first.got.view, embed: first.got.embed, rule: first.got.rule, tourOf: first.got.tourOf, ask: first.got.ask });
   if (first.got.why) Object.assign(state.why, first.got.why);
   Object.assign(state.toy, first.got.toy);
   if (state.embed) document.body.classList.add("embed");

@@ -40,6 +40,7 @@ export function readSite(params, manifest) {
   const got = {
     view: r.choice("view", views, views[0], manifest.views[0].called),
     embed: r.choice("embed", ["1", "0"], "0", say("shown_full_page")) === "1",
+    ask: r.choice("ask", ["1", "0"], "1", say("shown_questions")) === "1", // ask=0: the views without their questions
     // a model with its own routing (Efficient-CapsNet) routed by agreement instead
     rule: r.choice("routing", routings, null, say("shown_own_routing")) === "dynamic" ? "dynamic" : null,
     model: first,
@@ -186,6 +187,7 @@ export function writeLink(state, model, iterative) {
     if (state.toy.pts) q.set("pts", state.toy.pts.map((x) => +x.toFixed(1)).join("_"));
   }
   if (state.embed) q.set("embed", "1");
+  if (state.ask === false) q.set("ask", "0");
   if (state.lang) q.set("lang", state.lang); // a shared link opens in the sender's language
   return `?${q}`;
 }

@@ -6,6 +6,7 @@ export const state = {
   view: "explore", // one of the manifest's views
   lang: null, // the language shown (js/lang.js): the link's lang=, else the browser's; written into the link
   embed: false, // embed=1: only the view, for another page's iframe
+  ask: true, // ask=0: the views without the app's questions before their answers (js/asking.js)
   image: 0, // the test image shown
   drawn: null, // Float32Array of a drawing, or null for a test image
   capsule: null, // the explorer's capsule (null: the longest)
