@@ -39,7 +39,8 @@ page = st.navigation(
         st.Page("pages/glossary.py", title=t("Glossary"), url_path="glossary"),
         st.Page("pages/train.py", title=t("Train"), url_path="train"),
         *teacher_pages,
-    ]
+    ],
+    expanded=True,  # every page listed: Streamlit's own "View N more" would be English in every language
 )
 try:
     who, teacher = sidebar(page.url_path)  # the student's id, read once

@@ -194,17 +194,6 @@ def try_key(folder: Path, given: str | None, address: str) -> str:
     return "wrong"
 
 
-def is_local(peer: str | None, forwarded: list[str]) -> bool:
-    """Whether the browser runs on the server's own machine. `peer`: the address the connection
-    came from (None or a loopback address when local); `forwarded`: the X-Forwarded-For values. A
-    proxy on this machine (nginx of --replicas) appends the browser's address as the last value:
-    that one decides. A connection from elsewhere is never local, whatever it claims."""
-    if not _loopback(peer):
-        return False
-    last = ",".join(forwarded).split(",")[-1].strip() if forwarded else None
-    return _loopback(last)
-
-
 def _loopback(address: str | None) -> bool:
     if address in (None, "", "localhost"):
         return True

@@ -47,29 +47,38 @@ import torch.nn.functional as F
 
 from capsviz.errors import CapsvizError, first_line
 from capsviz.families.capsnet.config import CLASS_SQUASH_AXES
+from capsviz.i18n import N_, t, tn
 
 TOLERANCE = 1e-4
 STAGES = ("conv1", "primary", "u_hat", "couplings", "class_capsules", "reconstruction")
-STAGE_WORDS = {
-    "conv1": "Conv1",
-    "primary": "the primary capsules",
-    "u_hat": "the predictions u_hat",
-    "couplings": "the couplings",
-    "class_capsules": "the class capsules",
-    "reconstruction": "the reconstruction",
+STAGE_WORDS = {  # each translated where it is said: t(STAGE_WORDS[stage])
+    "conv1": N_("Conv1"),
+    "primary": N_("the primary capsules"),
+    "u_hat": N_("the predictions u_hat"),
+    "couplings": N_("the couplings"),
+    "class_capsules": N_("the class capsules"),
+    "reconstruction": N_("the reconstruction"),
 }
 # What capsviz's twin computes at each stage, said where that stage differs from the user's code
 STAGE_HINTS = {
-    "conv1": "capsviz's Conv1 is a stride-1 conv without padding, then ReLU; if your data pipeline normalises the images, "
-    "give it with --against-input MODULE:NAME or say how with --normalise MEAN STD",
-    "primary": "capsviz's PrimaryCaps is one stride-2 conv without padding (or K of them) grouped into capsules as "
-    "--primary-order says, then squashed",
-    "u_hat": "capsviz's predictions are u_hat = W u, one W per pair of primary capsule and class, no bias",
-    "couplings": "capsviz routes by agreement (softmax over classes or inputs, logits per image or per batch, a prior if "
-    "the weights hold one, the class capsules squashed over each capsule, the classes, all at once or each value alone)",
-    "class_capsules": "capsviz's class capsules are squash(sum_i c_ij u_hat_j|i), squashed over each capsule, the classes, "
-    "all at once or each value alone",
-    "reconstruction": "capsviz's decoder is three Linear layers (ReLU, ReLU, sigmoid) fed the class capsules masked to the longest",
+    "conv1": N_(
+        "capsviz's Conv1 is a stride-1 conv without padding, then ReLU; if your data pipeline normalises the images, "
+        "give it with --against-input MODULE:NAME or say how with --normalise MEAN STD"
+    ),
+    "primary": N_(
+        "capsviz's PrimaryCaps is one stride-2 conv without padding (or K of them) grouped into capsules as "
+        "--primary-order says, then squashed"
+    ),
+    "u_hat": N_("capsviz's predictions are u_hat = W u, one W per pair of primary capsule and class, no bias"),
+    "couplings": N_(
+        "capsviz routes by agreement (softmax over classes or inputs, logits per image or per batch, a prior if "
+        "the weights hold one, the class capsules squashed over each capsule, the classes, all at once or each value alone)"
+    ),
+    "class_capsules": N_(
+        "capsviz's class capsules are squash(sum_i c_ij u_hat_j|i), squashed over each capsule, the classes, "
+        "all at once or each value alone"
+    ),
+    "reconstruction": N_("capsviz's decoder is three Linear layers (ReLU, ReLU, sigmoid) fed the class capsules masked to the longest"),
 }
 # Normalisations in common use, searched inside the network's forward and, when the user gives no
 # input pipeline, tried as the pipeline's: [0, 1] as capsviz reads images, MNIST's usual mean/std,
@@ -111,12 +120,12 @@ def _named(spec: str, flag: str):
     .py file, which imports its neighbours). Runs the user's code."""
     module_name, sep, name = spec.rpartition(":")
     if not sep or not module_name or not name:
-        raise CapsvizError(f"{flag} {spec!r}: give MODULE:NAME, e.g. mynet:CapsNet or mynet.py:make_model")
+        raise CapsvizError(t("{flag} {spec}: give MODULE:NAME, e.g. mynet:CapsNet or mynet.py:make_model", flag=flag, spec=repr(spec)))
     try:
         if module_name.endswith(".py"):
             path = Path(module_name)
             if not path.is_file():
-                raise CapsvizError(f"{flag}: no such file {module_name}")
+                raise CapsvizError(t("{flag}: no such file {path}", flag=flag, path=module_name))
             # as `python FILE.py` runs it: its own folder first, so code split over several files
             # imports its other modules; the current folder too, as with the dotted form
             for folder in (Path.cwd(), path.resolve().parent):
@@ -134,7 +143,12 @@ def _named(spec: str, flag: str):
     except CapsvizError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's code failed: said in one line, with its own words
-        raise CapsvizError(f"{flag} {spec}: your code failed ({type(e).__name__}: {first_line(e)})") from None
+        raise CapsvizError(failed(flag, spec, e)) from None
+
+
+def failed(flag: str, spec: str, e: Exception) -> str:
+    """The user's code raised e: said in one line, with its own words."""
+    return t("{flag} {spec}: your code failed ({error}: {why})", flag=flag, spec=spec, error=type(e).__name__, why=first_line(e))
 
 
 def load_network(spec: str, kwargs: dict | None = None) -> torch.nn.Module:
@@ -143,9 +157,9 @@ def load_network(spec: str, kwargs: dict | None = None) -> torch.nn.Module:
     try:
         net = make(**(kwargs or {}))
     except Exception as e:  # noqa: BLE001 - the user's code failed: said in one line, with its own words
-        raise CapsvizError(f"--against {spec}: your code failed ({type(e).__name__}: {first_line(e)})") from None
+        raise CapsvizError(failed("--against", spec, e)) from None
     if not isinstance(net, torch.nn.Module):
-        raise CapsvizError(f"--against {spec}: gave a {type(net).__name__}, not a torch.nn.Module")
+        raise CapsvizError(t("--against {spec}: gave a {kind}, not a torch.nn.Module", spec=spec, kind=type(net).__name__))
     return net
 
 
@@ -171,20 +185,38 @@ def input_images(spec: str, x: torch.Tensor) -> tuple[torch.Tensor, int | None]:
             feed, batch_size = torch.cat(parts)[:B], getattr(got, "batch_size", None)
         elif _is_dataset(got):
             if len(got) < B:
-                raise CapsvizError(f"{flag} {spec}: its dataset holds {len(got)} images; the check compares {B}")
+                raise CapsvizError(
+                    t("{flag} {spec}: its dataset holds {n} images; the check compares {B}", flag=flag, spec=spec, n=len(got), B=B)
+                )
             feed, batch_size = torch.stack([torch.as_tensor(_image_part(got[k])) for k in range(B)]), None
         elif callable(got):
             feed, batch_size = torch.stack([_transformed(got, image) for image in x]), None
         else:
-            raise CapsvizError(f"{flag} {spec}: gave a {type(got).__name__}; give a transform, a dataset, a DataLoader or a factory of one")
+            raise CapsvizError(
+                t(
+                    "{flag} {spec}: gave a {kind}; give a transform, a dataset, a DataLoader or a factory of one",
+                    flag=flag,
+                    spec=spec,
+                    kind=type(got).__name__,
+                )
+            )
     except CapsvizError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's pipeline failed: said in one line, with its own words
-        raise CapsvizError(f"{flag} {spec}: your pipeline failed ({type(e).__name__}: {first_line(e)})") from None
+        raise CapsvizError(
+            t("{flag} {spec}: your pipeline failed ({error}: {why})", flag=flag, spec=spec, error=type(e).__name__, why=first_line(e))
+        ) from None
     if feed.numel() != x.numel():
         raise CapsvizError(
-            f"{flag} {spec}: gives images of {tuple(feed.shape[1:])}; the {B} test images compared are {tuple(x.shape[1:])} "
-            "(a pipeline that resizes or pads the images cannot be compared with capsviz's)"
+            t(
+                "{flag} {spec}: gives images of {shape}; the {B} test images compared are {ours} (a pipeline that resizes or "
+                "pads the images cannot be compared with capsviz's)",
+                flag=flag,
+                spec=spec,
+                shape=tuple(feed.shape[1:]),
+                B=B,
+                ours=tuple(x.shape[1:]),
+            )
         )
     return feed.float().reshape(x.shape), batch_size
 
@@ -196,13 +228,20 @@ def normalisation_of(feed: torch.Tensor, x: torch.Tensor, spec: str) -> tuple[fl
     spread = ((xf - xf.mean()) ** 2).sum()
     scale = float(((xf - xf.mean()) * (ff - ff.mean())).sum() / spread) if spread > 0 else 0.0
     if scale <= 0:
-        raise CapsvizError(f"--against-input {spec}: its images do not grow with capsviz's test images' pixels (another image set?)")
+        raise CapsvizError(
+            t("--against-input {spec}: its images do not grow with capsviz's test images' pixels (another image set?)", spec=spec)
+        )
     shift = float(ff.mean() - scale * xf.mean())
     residual = float((scale * xf + shift - ff).abs().max())
     if residual > TOLERANCE:
         raise CapsvizError(
-            f"--against-input {spec}: its first {x.shape[0]} images are not capsviz's first test images under one "
-            f"(x - mean) / std (max difference {residual:.3g}); give the test set's pipeline, in order, without augmentation"
+            t(
+                "--against-input {spec}: its first {n} images are not capsviz's first test images under one (x - mean) / std "
+                "(max difference {difference}); give the test set's pipeline, in order, without augmentation",
+                spec=spec,
+                n=x.shape[0],
+                difference=f"{residual:.3g}",
+            )
         )
     return -shift / scale, 1 / scale
 
@@ -250,9 +289,11 @@ def parse_kwargs(text: str | None) -> dict:
     try:
         kw = json.loads(text)
     except json.JSONDecodeError as e:
-        raise CapsvizError(f"--against-args must be a JSON object, e.g. '{{\"classes\": 10}}' ({e.msg})") from None
+        raise CapsvizError(
+            t("--against-args must be a JSON object, e.g. {example} ({why})", example="""'{"classes": 10}'""", why=e.msg)
+        ) from None
     if not isinstance(kw, dict):
-        raise CapsvizError("--against-args must be a JSON object of keyword arguments")
+        raise CapsvizError(t("--against-args must be a JSON object of keyword arguments"))
     return kw
 
 
@@ -262,8 +303,8 @@ def user_stages(net: torch.nn.Module, x: torch.Tensor) -> list[tuple[str, str | 
 
     def hook(name):
         def keep(module, args, out):
-            for where, t in _tensors(out, f"module {name}"):
-                found.append((where, None, t))
+            for where, x in _tensors(out, t("module {name}", name=name)):
+                found.append((where, None, x))
 
         return keep
 
@@ -274,23 +315,32 @@ def user_stages(net: torch.nn.Module, x: torch.Tensor) -> list[tuple[str, str | 
             if callable(getattr(net, "capsviz_stages", None)):
                 given = net.capsviz_stages(x)
                 if not isinstance(given, dict):
-                    raise CapsvizError(f"capsviz_stages gave a {type(given).__name__}; it must return a dict of tensors by stage")
+                    raise CapsvizError(
+                        t("capsviz_stages gave a {kind}; it must return a dict of tensors by stage", kind=type(given).__name__)
+                    )
                 found += [
-                    (f"capsviz_stages()['{k}']", k, t.detach()) for k, t in given.items() if k in STAGES and isinstance(t, torch.Tensor)
+                    (f"capsviz_stages()['{k}']", k, x.detach()) for k, x in given.items() if k in STAGES and isinstance(x, torch.Tensor)
                 ]
     except CapsvizError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's forward failed on capsviz's images
-        raise CapsvizError(f"your network failed on {tuple(x.shape)} test images ({type(e).__name__}: {first_line(e)})") from None
+        raise CapsvizError(
+            t(
+                "your network failed on {shape} test images ({error}: {why})",
+                shape=tuple(x.shape),
+                error=type(e).__name__,
+                why=first_line(e),
+            )
+        ) from None
     finally:
         for h in handles:
             h.remove()
-    found += [(w, None, t) for w, t in _tensors(out, "forward output")]
-    params = {id(t) for t in itertools.chain(net.parameters(), net.buffers())}
+    found += [(w, None, x) for w, x in _tensors(out, t("forward output"))]
+    params = {id(x) for x in itertools.chain(net.parameters(), net.buffers())}
     for name, m in net.named_modules():
-        for attr, t in vars(m).items():
-            if isinstance(t, torch.Tensor) and id(t) not in params and not attr.startswith("_"):
-                found.append((f"attribute {name + '.' if name else ''}{attr}", None, t.detach()))
+        for attr, x in vars(m).items():
+            if isinstance(x, torch.Tensor) and id(x) not in params and not attr.startswith("_"):
+                found.append((t("attribute {name}", name=f"{name + '.' if name else ''}{attr}"), None, x.detach()))
     return found
 
 
@@ -338,15 +388,15 @@ class Twin:
         # routing with t iterations is the first t of a longer run: one run serves every count tried
         longest = max(MAX_ITERATIONS_TRIED, cfg.routing_iterations)
         trace = self._once(("routing", routing, longest), lambda: m.route(u_hat, iterations=longest, record=True))
-        t = cfg.routing_iterations - 1
+        last = cfg.routing_iterations - 1
         if name == "couplings":
-            return trace.c[t][:, inv]  # (B, I, J)
+            return trace.c[last][:, inv]  # (B, I, J)
         if name == "class_capsules":
-            return trace.v_trace[t]  # (B, J, D)
+            return trace.v_trace[last]  # (B, J, D)
         if m.decoder is None:
             return None
-        v = trace.v_trace[t]
-        return self._once(("reconstruction", routing, t), lambda: m._outputs(v, None, True).reconstruction.flatten(1))  # (B, H*W)
+        v = trace.v_trace[last]
+        return self._once(("reconstruction", routing, last), lambda: m._outputs(v, None, True).reconstruction.flatten(1))  # (B, H*W)
 
 
 def _aligned(user: torch.Tensor, twin: torch.Tensor, picture: bool = False) -> list[torch.Tensor]:
@@ -370,10 +420,10 @@ def _aligned(user: torch.Tensor, twin: torch.Tensor, picture: bool = False) -> l
 
 def _candidates(user_tensors, stage: str, twin: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
     """The user's tensors that could be `stage`, each laid out as the twin's (`_aligned`): where, tensor."""
-    explicit = [(w, s, t) for w, s, t in user_tensors if s == stage]
+    explicit = [(w, s, x) for w, s, x in user_tensors if s == stage]
     found = []
-    for w, _, t in explicit or [(w, s, t) for w, s, t in user_tensors if s is None]:
-        for c in [t, F.relu(t)] if stage == "conv1" else [t]:  # Conv1's module gives it before the ReLU
+    for w, _, x in explicit or [(w, s, x) for w, s, x in user_tensors if s is None]:
+        for c in [x, F.relu(x)] if stage == "conv1" else [x]:  # Conv1's module gives it before the ReLU
             found += [(w, a) for a in _aligned(c, twin, picture=stage == "reconstruction")]
     return found
 
@@ -495,7 +545,7 @@ def check(
                 scored.append((*_difference(candidates[stage], mine), s, diffs))
         if not scored:
             if stage == "primary":
-                raise next((e for e in twins.values() if isinstance(e, CapsvizError)), CapsvizError("no twin of these weights"))
+                raise next((e for e in twins.values() if isinstance(e, CapsvizError)), CapsvizError(t("no twin of these weights")))
             continue  # a twin without this stage (no decoder)
         present.append(stage)
         final = stage in ("class_capsules", "reconstruction")
@@ -503,8 +553,10 @@ def check(
             if stage == "class_capsules":
                 return Check(
                     False,
-                    "your network's class capsules were not found among its outputs (a tensor (B, J, D)); return them from "
-                    "forward, or give it a method capsviz_stages(x) (README: Your own model)",
+                    t(
+                        "your network's class capsules were not found among its outputs (a tensor (B, J, D)); return them from "
+                        "forward, or give it a method capsviz_stages(x) (README: Your own model)"
+                    ),
                     B,
                 )
             carried = [(s, diffs) for _, _, s, diffs in scored]
@@ -520,21 +572,51 @@ def check(
             d, where, tried, closest = unmatched[first]
             if first == "reconstruction" and _unmasked(twin_for(closest), candidates[first]):
                 v = twin_for(closest).stage("class_capsules")
-                name = next((k for k, t in state.items() if t.dim() == 2 and t.shape[1] == v[0].numel()), "its first Linear layer")
+                name = next((k for k, x in state.items() if x.dim() == 2 and x.shape[1] == v[0].numel()), t("its first Linear layer"))
                 return Check(
                     False,
-                    f"your decoder ({name}, {where}) is fed all {v.shape[1]} x {v.shape[2]} class-capsule values unmasked; "
-                    "capsviz's decoder reads them with all but the longest capsule masked to 0, so this decoder cannot be "
-                    "imported as it computes (everything before it matched)",
+                    t(
+                        "your decoder ({name}, {where}) is fed all {J} x {D} class-capsule values unmasked; capsviz's decoder "
+                        "reads them with all but the longest capsule masked to 0, so this decoder cannot be imported as it "
+                        "computes (everything before it matched)",
+                        name=name,
+                        where=where,
+                        J=v.shape[1],
+                        D=v.shape[2],
+                    ),
                     B,
                     setting=closest,
                     seen=seen,
                 )
-            before = f" (matched before it: {', '.join(STAGE_WORDS[k] for k in seen)})" if seen else ""
+            values = {
+                "stage": t(STAGE_WORDS[first]),
+                "where": where,
+                "difference": f"{d:.3g}",
+                "setting": _setting_words(closest),
+                "hint": t(STAGE_HINTS[first]),
+            }
+            if seen:
+                values["matched"] = ", ".join(t(STAGE_WORDS[k]) for k in seen)
+                words = tn(
+                    "{stage} differ from your code's ({where}): max difference {difference} under the closest of {n} setting "
+                    "tried ({setting}) (matched before it: {matched}); {hint}",
+                    "{stage} differ from your code's ({where}): max difference {difference} under the closest of {n} settings "
+                    "tried ({setting}) (matched before it: {matched}); {hint}",
+                    tried,
+                    **values,
+                )
+            else:
+                words = tn(
+                    "{stage} differ from your code's ({where}): max difference {difference} under the closest of {n} setting "
+                    "tried ({setting}); {hint}",
+                    "{stage} differ from your code's ({where}): max difference {difference} under the closest of {n} settings "
+                    "tried ({setting}); {hint}",
+                    tried,
+                    **values,
+                )
             return Check(
                 False,
-                f"{STAGE_WORDS[first]} differ from your code's ({where}): max difference {d:.3g} under the closest of "
-                f"{tried} setting(s) tried ({_setting_words(closest)}){before}; {STAGE_HINTS[first]}",
+                words,
                 B,
                 setting=closest,
                 seen=seen,
@@ -545,11 +627,17 @@ def check(
     diff = max(diffs.values(), default=0.0)
     setting = {**defaults, **best}
     setting["routing_batch"] = given.get("routing_batch", B) if setting["routing_logits"] != "image" else 0
-    words = ", ".join(STAGE_WORDS[k] for k in seen)
+    values = {"difference": f"{diff:.2g}", "B": B, "matched": ", ".join(t(STAGE_WORDS[k]) for k in seen)}
     missing = [k for k in present if k not in seen]
     if missing:
-        words += "; not found in your code's tensors: " + ", ".join(STAGE_WORDS[k] for k in missing)
-    return Check(True, f"checked against your code: max difference {diff:.2g} on {B} images ({words})", B, setting, diff, seen)
+        words = t(
+            "checked against your code: max difference {difference} on {B} images ({matched}; not found in your code's tensors: {missing})",
+            missing=", ".join(t(STAGE_WORDS[k]) for k in missing),
+            **values,
+        )
+    else:
+        words = t("checked against your code: max difference {difference} on {B} images ({matched})", **values)
+    return Check(True, words, B, setting, diff, seen)
 
 
 def _unmasked(twin: Twin, candidates: list[tuple[str, torch.Tensor]]) -> bool:
@@ -561,11 +649,21 @@ def _unmasked(twin: Twin, candidates: list[tuple[str, torch.Tensor]]) -> bool:
 
 
 def _setting_words(s: dict) -> str:
-    norm = "" if (s["input_mean"], s["input_std"]) == (0.0, 1.0) else f"inputs (x - {s['input_mean']:g}) / {s['input_std']:g}, "
+    """A setting of the search in a few words, one per option (the options' values as the flags write them)."""
     order = s["primary_order"] + (f"/{s['primary_channels']}" if s.get("primary_channels") else "")
-    return (
-        f"{norm}primary capsules {order}, squash {s['squash']} over each {s['primary_squash']}, "
-        f"class-capsule squash over {s['class_squash']}, softmax over {s['routing_softmax']}, "
-        f"logits per {s['routing_logits']}, {s['iterations']} iteration(s)"
-        + ("" if s.get("routing_prior") is None else f", from {'the learned prior' if s['routing_prior'] else '0'}")
+    words = (
+        []
+        if (s["input_mean"], s["input_std"]) == (0.0, 1.0)
+        else [t("inputs (x - {mean}) / {std}", mean=f"{s['input_mean']:g}", std=f"{s['input_std']:g}")]
     )
+    words += [
+        t("primary capsules {order}", order=order),
+        t("squash {squash} over each {axis}", squash=s["squash"], axis=s["primary_squash"]),
+        t("class-capsule squash over {axis}", axis=s["class_squash"]),
+        t("softmax over {axis}", axis=s["routing_softmax"]),
+        t("logits per {what}", what=s["routing_logits"]),
+        tn("{n} iteration", "{n} iterations", s["iterations"]),
+    ]
+    if s.get("routing_prior") is not None:
+        words.append(t("from the learned prior") if s["routing_prior"] else t("from 0"))
+    return ", ".join(words)

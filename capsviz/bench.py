@@ -13,6 +13,7 @@ import torch
 from capsviz.config import PRESETS, preset
 from capsviz.devices import autocast, describe_hardware, pick_device
 from capsviz.families.matrix_capsnet.config import MatrixCapsConfig
+from capsviz.i18n import language, t
 from capsviz.kernels import compile_em
 from capsviz.models import build_model, count_parameters
 from capsviz.routing import dynamic_routing_ji
@@ -24,11 +25,11 @@ TRAIN_BATCH, INFER_BATCH = 128, 256
 def _time(fn, steps: int, device) -> float:
     fn()  # warm-up
     _sync(device)
-    t = time.perf_counter()
+    start = time.perf_counter()
     for _ in range(steps):
         fn()
     _sync(device)
-    return (time.perf_counter() - t) / steps
+    return (time.perf_counter() - start) / steps
 
 
 def _sync(device):
@@ -137,34 +138,39 @@ def measure(
 def run_all(names: list[str], device: str, precision: str, steps: int, compile: bool = False, iterations: int | None = None) -> list[dict]:
     out = []
     for name in names:
-        cmd = [sys.executable, "-m", "capsviz", "bench", "--one", name, "--device", device, "--precision", precision, "--steps", str(steps)]
+        cmd = [sys.executable, "-m", "capsviz", "--lang", language(), "bench", "--one", name, "--device", device, "--precision", precision]
+        cmd += ["--steps", str(steps)]
         cmd += ["--compile"] if compile else []
         cmd += ["--routing-iterations", str(iterations)] if iterations is not None else []
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
-            out.append({"model": name, "error": (r.stderr.strip().splitlines() or ["failed"])[-1]})
+            out.append({"model": name, "error": (r.stderr.strip().splitlines() or [t("failed")])[-1]})
         else:
             out.append(json.loads(r.stdout.strip().splitlines()[-1]))
-        print(f"measured {name}", file=sys.stderr, flush=True)
+        print(t("measured {name}", name=name), file=sys.stderr, flush=True)
     return out
 
 
 def table(results: list[dict]) -> str:
+    """The results as a table; its column heads stay English (units and short names, lined up in
+    fixed-width columns, as BENCH.md keeps them), the lines around them in the reader's language."""
     head = f"{'model':20} {'input':>5} {'iters':>5} {'params':>10} {'train img/s':>12} {'infer img/s':>12} {'batch-1 ms':>11} {'routing ms/img':>15} {'peak train MB':>14}"
     lines = [head, "-" * len(head)]
     for r in results:
         if "error" in r:
-            lines.append(f"{r['model']:20} error: {r['error']}")
+            lines.append(t("{model} error: {why}", model=f"{r['model']:20}", why=r["error"]))
             continue
         route = f"{r['routing_ms_per_image']:.3f}" if r["routing_ms_per_image"] is not None else "-"
         lines.append(
             f"{r['model']:20} {r.get('in_size', ''):>5} {r.get('routing_iterations') or '-':>5} {r['parameters']:>10,} {r['train_images_per_s']:>12.1f} {r['infer_images_per_s']:>12.1f} {r['latency_ms']:>11.2f} {route:>15} {r['peak_train_mb']:>14.0f}"
         )
     if results and "device" in results[0]:
-        lines.append(
-            f"device: {results[0]['device']}, precision {results[0]['precision']}, torch {results[0]['torch']}, {results[0]['threads']} threads"
-            + (", compiled" if results[0].get("compiled") else "")
-        )
+        r = results[0]
+        said = dict(device=r["device"], precision=r["precision"], torch=r["torch"], threads=r["threads"])
+        if r.get("compiled"):
+            lines.append(t("device: {device}, precision {precision}, torch {torch}, {threads} threads, compiled", **said))
+        else:
+            lines.append(t("device: {device}, precision {precision}, torch {torch}, {threads} threads", **said))
     return "\n".join(lines)
 
 
@@ -210,10 +216,17 @@ def convolution_table(rows: list[dict]) -> str:
     head = f"{'model':20} {'input':>10} {'batch':>5} {'forward ms im2col / fourier':>28} {'fwd+bwd ms im2col / fourier':>28}  picked"
     lines = [head, "-" * len(head)]
     for r in rows:
-        f = f"{r['im2col_forward_ms']:.1f} / {r['fourier_forward_ms']:.1f}"
-        t = f"{r['im2col_train_ms']:.1f} / {r['fourier_train_ms']:.1f}"
-        lines.append(f"{r['model']:20} {r['input']:>10} {r['batch']:>5} {f:>28} {t:>28}  {r['picked']}")
-    lines.append(f"device: {describe_hardware(torch.device('cpu'))}, float32, torch {torch.__version__}, {torch.get_num_threads()} threads")
+        forward = f"{r['im2col_forward_ms']:.1f} / {r['fourier_forward_ms']:.1f}"
+        both = f"{r['im2col_train_ms']:.1f} / {r['fourier_train_ms']:.1f}"
+        lines.append(f"{r['model']:20} {r['input']:>10} {r['batch']:>5} {forward:>28} {both:>28}  {r['picked']}")
+    lines.append(
+        t(
+            "device: {device}, float32, torch {torch}, {threads} threads",
+            device=describe_hardware(torch.device("cpu")),
+            torch=torch.__version__,
+            threads=torch.get_num_threads(),
+        )
+    )
     return "\n".join(lines)
 
 
@@ -268,22 +281,25 @@ def page_sweeps(folder) -> list[tuple[str, float]]:
     out = []
 
     def timed(name, fn):
-        t = time.perf_counter()
+        start = time.perf_counter()
         fn()
-        out.append((name, time.perf_counter() - t))
+        out.append((name, time.perf_counter() - start))
 
     pairs = load_split("multimnist", "test")
-    timed("MultiMNIST accuracy, 1000 pairs", lambda: pair_accuracy(model["capsnet-multimnist"], pairs.images, pairs.labels, 1000))
+    timed(t("MultiMNIST accuracy, {n} pairs", n=1000), lambda: pair_accuracy(model["capsnet-multimnist"], pairs.images, pairs.labels, 1000))
     mnist = load_split("mnist", "test")
     x, y = mnist.images[:100].float().div(255).unsqueeze(1), mnist.labels[:100]
     epsilons = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3]
     for name in ("capsnet-mnist", "matrix-small-mnist", "cnn-small-mnist"):
         for method in ("fgsm", "bim"):
-            timed(f"{method.upper()} {name}, 100 images", lambda m=model[name], k=method: attack_sweep(m, x, y, epsilons, method=k))
+            timed(
+                t("{method} {model}, {n} images", method=method.upper(), model=name, n=100),
+                lambda m=model[name], k=method: attack_sweep(m, x, y, epsilons, method=k),
+            )
     both = {n: model[n] for n in ("capsnet-mnist", "cnn-small-mnist")}
     strengths = np.round(np.arange(0, 2.01, 0.25), 2)
     timed(
-        "affine sweep, 500 images, capsnet-mnist + cnn-small-mnist",
+        t("affine sweep, {n} images, {models}", n=500, models=" + ".join(both)),
         lambda: affine_sweep(both, mnist.images[:500], mnist.labels[:500], 28, strengths),
     )
     return out

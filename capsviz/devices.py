@@ -8,6 +8,7 @@ import platform
 import torch
 
 from capsviz.errors import CapsvizError
+from capsviz.i18n import t, tn
 
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -18,21 +19,28 @@ def pick_device(name: str = "auto") -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "mps" if has_mps else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise CapsvizError("--device cuda: no CUDA GPU is visible to PyTorch (use --device auto or cpu)")
+        raise CapsvizError(t("--device {name}: no CUDA GPU is visible to PyTorch (use --device auto or cpu)", name=name))
     if name == "mps" and not has_mps:
-        raise CapsvizError("--device mps: Apple MPS is not available here (use --device auto or cpu)")
+        raise CapsvizError(t("--device mps: Apple MPS is not available here (use --device auto or cpu)"))
     if name.startswith("cuda:"):
         index = name.removeprefix("cuda:")
         if not index.isdigit():
-            raise CapsvizError(f"--device {name}: a GPU is named cuda:N with N a number, e.g. cuda:0")
+            raise CapsvizError(t("--device {name}: a GPU is named cuda:N with N a number, e.g. cuda:0", name=name))
         if not torch.cuda.is_available():
-            raise CapsvizError(f"--device {name}: no CUDA GPU is visible to PyTorch (use --device auto or cpu)")
-        if int(index) >= torch.cuda.device_count():
+            raise CapsvizError(t("--device {name}: no CUDA GPU is visible to PyTorch (use --device auto or cpu)", name=name))
+        count = torch.cuda.device_count()
+        if int(index) >= count:
             raise CapsvizError(
-                f"--device {name}: PyTorch sees {torch.cuda.device_count()} GPU(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}"
+                tn(
+                    "--device {name}: PyTorch sees {n} GPU, cuda:0",
+                    "--device {name}: PyTorch sees {n} GPUs, cuda:0 to cuda:{last}",
+                    count,
+                    name=name,
+                    last=count - 1,
+                )
             )
     elif name not in ("cpu", "cuda", "mps"):
-        raise CapsvizError(f"unknown device {name!r}; choose auto, cpu, cuda, cuda:N or mps")
+        raise CapsvizError(t("unknown device {name}; choose auto, cpu, cuda, cuda:N or mps", name=repr(name)))
     return torch.device(name)
 
 
@@ -59,7 +67,7 @@ def serving_threads() -> int:
 
 def autocast(device: torch.device, precision: str):
     if precision not in PRECISIONS:
-        raise CapsvizError(f"unknown precision {precision!r}; choose {', '.join(PRECISIONS)}")
+        raise CapsvizError(t("unknown precision {name}; choose {choices}", name=repr(precision), choices=", ".join(PRECISIONS)))
     dtype = PRECISIONS[precision]
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 

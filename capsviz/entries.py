@@ -4,7 +4,8 @@ carrying its words and the hooks the rest of capsviz calls, and `resolve`, which
 A hook is named "module:attribute" and imported when first used, so an entry imports nothing of
 capsviz and a family's folder can hold its entry beside the code it names; a test may give a
 callable or a class directly. `Family.missing` lists the hooks an entry lacks for the pages it
-claims, so a new family fails one test naming each.
+claims, so a new family fails one test naming each. `Layout` is what a family's `layout` hook
+answers: where its primary capsules sit over the image.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from capsviz.i18n import N_
 
 
 def resolve(ref):
@@ -31,6 +34,7 @@ class Routing:
         (capsviz.routing.route passes every keyword; each uses what it needs). EM routing takes votes
         and activations of matrix capsules instead (capsviz.routing.em_routing) and is not `vector`.
     words: its plain name for students, as the pages say it ("uniform couplings (no routing)").
+    short: its name in a table's cell and the routing lab's sentences ("uniform"); empty: `name`.
     about: one sentence-part for students: how it sets the couplings ("every vote is split evenly ...").
     iterative: whether it has routing iterations (the pages' iteration slider, "n iterations").
     uniform: what "uniform" means for it: where, if ever, its couplings are the even split 1/J.
@@ -40,7 +44,13 @@ class Routing:
         its `words`.
     one_iteration: an iterative routing's card at one iteration, where that is another routing in
         effect (dynamic routing's couplings stay uniform); empty: the card with "1 iteration".
+    The words (`words`, `short`, `about`, `card`, `one_iteration`) are catalog messages (capsviz.i18n.N_),
+    shown through `t`.
     copies: vote-sized tensors it keeps alive in training (capsviz.estimate counts its memory so).
+    view: how the routing page shows a family that routes with it (one of ROUTING_VIEWS): "iterations",
+        iteration by iteration as Procedure 1 (couplings, agreements, Appendix A's convergence:
+        its function records c, b_change and v after each iteration); "attention", one pass (its
+        couplings beside the learned prior, if any); empty: the routing page cannot show such a family.
     """
 
     name: str
@@ -51,13 +61,45 @@ class Routing:
     uniform: str
     from_votes: bool
     vector: bool = True
+    short: str = ""
     card: str = ""
     one_iteration: str = ""
     copies: int = 0
+    view: str = ""
 
     @property
     def function(self) -> Callable:
         return resolve(self.run)
+
+
+# The routing page's views of a routing (Routing.view)
+ROUTING_VIEWS = ("iterations", "attention")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a family's primary capsules sit over the image (its `layout` hook's answer), as the
+    routing page and the static site draw them.
+
+    grid: the side of the square grid of positions they sit on; 0 where they have no one grid
+        (each sees the whole image, or they come from several grids).
+    dim: the values in one primary capsule.
+    types: capsules' worth of values at each position of the grid (0 without a grid).
+    grouping: how a position's values make capsules: "paper", `types` whole capsules at each
+        position, numbered position by position (Sabour et al.'s); "view", each capsule `dim`
+        neighbouring values of one conv map, spread over the positions (capsviz import's); "" without a grid.
+    place: (grid * grid, I) numpy: the share of each position's values that capsule i holds (a row
+        sums to 1); None without a grid.
+    about: without a grid, where the capsules come from, as one sentence the pages say instead of
+        drawing a map (N_ words, "This model has no grid of positions: ..."); empty with a grid.
+    """
+
+    grid: int
+    dim: int
+    types: int = 0
+    grouping: str = ""
+    place: object = None
+    about: str = ""
 
 
 # The pages a family may claim: "routing" (vector-capsule routing), "em" (EM routing), "lab" (its
@@ -91,6 +133,15 @@ class Family:
         another size is "smaller" on its card.
     site: "module:function" exporting its graphs for the static site (capsviz.site.export), for a
         family the site runs.
+    layout: "module:function" saying where its primary capsules sit: layout(config) -> Layout, for
+        a family the routing page or the static site shows.
+    baseline: a model without capsules that the capsule pages set beside a capsule model (the
+        robustness page's and the Why chapter's CNN).
+    attacks: whether its paper claims it resists white-box attacks better than a CNN (Hinton et
+        al. section 6, matrix capsules): the robustness page attacks a model of it beside any
+        other capsule model, so the claim is tested on the models it was made for.
+    tour_terms: the glossary entries its tour's steps explain where they differ from every
+        tour's (capsviz.site.STEP_TERMS): {step kind: [glossary keys]}.
     """
 
     name: str
@@ -104,12 +155,16 @@ class Family:
     score: str
     routing: str | None
     pages: frozenset[str] = field(default_factory=frozenset)
-    unrouted: str = "none"
+    unrouted: str = N_("none")
     tour: object | None = None
     votes: Callable | str | None = None
     paper: dict = field(default_factory=dict)
     paper_presets: dict = field(default_factory=dict)
     site: Callable | str | None = None
+    layout: Callable | str | None = None
+    baseline: bool = False
+    attacks: bool = False
+    tour_terms: dict = field(default_factory=dict)
 
     @property
     def config_class(self) -> type:
@@ -127,6 +182,10 @@ class Family:
     def guided_tour(self):
         """Its tour (capsviz.analysis.steps.Tour), None for a family no tour follows."""
         return resolve(self.tour)
+
+    def primary_layout(self, config) -> Layout:
+        """Where the primary capsules of a model of this config sit (its `layout` hook)."""
+        return resolve(self.layout)(config)
 
     def build(self, config):
         return self.model_class(config=config)
@@ -151,6 +210,10 @@ class Family:
             out.append(f"{self.name}: tour (its pages name the tour)")
         if self.routing is not None and self.votes is None:
             out.append(f"{self.name}: votes (its routing's memory for capsviz.estimate)")
+        if ("routing" in self.pages or self.site is not None) and self.layout is None:
+            out.append(f"{self.name}: layout (where its primary capsules sit, for the routing page and the static site)")
+        if "routing" in self.pages and self.routing in routings and routings[self.routing].view not in ROUTING_VIEWS:
+            out.append(f"{self.name}: routing page (its routing {self.routing!r} has no view there: Routing.view)")
         if self.paper and not self.paper_presets:
             out.append(f"{self.name}: paper_presets (the paper's model its published errors are for)")
         return out

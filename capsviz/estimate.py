@@ -18,8 +18,10 @@ import torch
 
 from capsviz.config import MIN_SIZE, ModelConfig, preset, to_dict
 from capsviz.errors import CapsvizError
+from capsviz.i18n import t
 from capsviz.kernels import policy
 from capsviz.models import build_model, count_parameters
+from capsviz.progress import duration
 from capsviz.registry import FAMILIES, ROUTINGS, resolve
 
 GiB = 2**30
@@ -57,14 +59,25 @@ class Estimate:
         return self.available is None or self.total <= USABLE * self.available
 
     def line(self) -> str:
-        """One line for the CLI and the Train page."""
-        free = f" of {gib(self.available)} free" if self.available is not None else ""
-        parts = f"weights and Adam {gib(self.weights)}, activations {gib(self.activations)}, routing {gib(self.routing)}"
+        """One line for the CLI and the Train page, in the reader's language."""
+        amounts = dict(weights=gib(self.weights), activations=gib(self.activations), routing=gib(self.routing), images=gib(self.images))
         if self.images:
-            parts += f", images {gib(self.images)}"
-        line = f"estimate: about {gib(self.total)} on {self.device}{free} at batch {self.batch_size} ({parts})"
+            parts = t("weights and Adam {weights}, activations {activations}, routing {routing}, images {images}", **amounts)
+        else:
+            parts = t("weights and Adam {weights}, activations {activations}, routing {routing}", **amounts)
+        said = dict(total=gib(self.total), device=self.device, free=gib(self.available), batch=self.batch_size, parts=parts)
+        if self.available is not None:
+            line = t("estimate: about {total} on {device} of {free} free at batch {batch} ({parts})", **said)
+        else:
+            line = t("estimate: about {total} on {device} at batch {batch} ({parts})", **said)
         if self.epoch_s is not None:
-            line += f"; about {duration(self.epoch_s)} per epoch of {self.n_images:,} images ({self.timed})"
+            line = t(
+                "{estimate}; about {time} per epoch of {n} images ({how})",
+                estimate=line,
+                time=duration(self.epoch_s),
+                n=f"{self.n_images:,}",
+                how=self.timed,
+            )
         return line
 
 
@@ -72,10 +85,6 @@ def gib(n: int | None) -> str:
     if n is None:
         return "?"
     return f"{n / GiB:.0f} GiB" if n >= 10 * GiB else f"{n / GiB:.1f} GiB" if n >= GiB / 10 else f"{max(1, round(n / 2**20))} MiB"
-
-
-def duration(s: float) -> str:
-    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min" if s < 5400 else f"{s / 3600:.1f} h"
 
 
 def available_memory(device: torch.device) -> int | None:
@@ -99,9 +108,9 @@ def per_image(config: ModelConfig) -> tuple[int, int]:
     C, S = config.in_channels, config.in_size
     kept: list[int] = []
 
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        kept.append(t.numel() * t.element_size())
-        return t
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        kept.append(tensor.numel() * tensor.element_size())
+        return tensor
 
     B = 2  # a batch of one would let some layers keep views instead of copies
     with torch.device("meta"):
@@ -109,7 +118,7 @@ def per_image(config: ModelConfig) -> tuple[int, int]:
         x = torch.zeros(B, C, S, S)
         y = torch.zeros(B, dtype=torch.long)
     count = FAMILIES[config.family].votes  # the family's own count of what training keeps (capsviz.entries.Family.votes)
-    with policy.reference_only(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with policy.reference_only(), torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         if count is not None:
             votes = resolve(count)(model, config, x, y)
         else:
@@ -138,7 +147,7 @@ def estimate(
     free = available_memory(device) if available == "measure" else available
     images = n_images * config.in_channels * config.in_size**2 if device.type == "cpu" else 0
     est = Estimate(
-        config.in_size, batch_size, weights, act * batch_size, routing * batch_size, images, free, describe(device), None, n_images
+        config.in_size, batch_size, weights, act * batch_size, routing * batch_size, images, free, _device_words(device), None, n_images
     )
     if time_it and est.fits and n_images:
         seconds, timed = time_steps(config, min(batch_size, TIMED_BATCH), device)
@@ -151,8 +160,8 @@ def count_parameters_meta(config: ModelConfig) -> int:
         return count_parameters(build_model(config))
 
 
-def describe(device: torch.device) -> str:
-    return "the GPU" if device.type == "cuda" else "this machine" if device.type == "cpu" else device.type
+def _device_words(device: torch.device) -> str:
+    return t("the GPU") if device.type == "cuda" else t("this machine") if device.type == "cpu" else device.type
 
 
 def time_steps(config: ModelConfig, batch: int, device: torch.device, steps: int = 2) -> tuple[float, str]:
@@ -174,7 +183,7 @@ def time_steps(config: ModelConfig, batch: int, device: torch.device, steps: int
             torch.cuda.synchronize(device)
         if k:
             took += time.perf_counter() - t0
-    return took / steps / batch, f"measured on {steps} steps of {batch} images"
+    return took / steps / batch, t("measured on {steps} steps of {batch} images", steps=steps, batch=batch)
 
 
 def suggestion(config: ModelConfig, batch_size: int, available: int, can_resize: bool, n_images: int = 0) -> str:
@@ -185,7 +194,7 @@ def suggestion(config: ModelConfig, batch_size: int, available: int, can_resize:
         for side in (s for s in SIDES if s < config.in_size):
             smaller = resized(config, side)
             if smaller is not None and estimate(smaller, batch_size, available=available, n_images=n_images, time_it=False).fits:
-                tries.append(f"--resize {side}")
+                tries.append(f"--resize {side}")  # a flag: the same in every language
                 break
     b = batch_size // 2
     while b >= 1:
@@ -193,7 +202,9 @@ def suggestion(config: ModelConfig, batch_size: int, available: int, can_resize:
             tries.append(f"--batch-size {b}")
             break
         b //= 2
-    return "try " + " or ".join(tries) if tries else "try a smaller model"
+    if len(tries) == 2:
+        return t("try {first} or {second}", first=tries[0], second=tries[1])
+    return t("try {option}", option=tries[0]) if tries else t("try a smaller model")
 
 
 def resized(config: ModelConfig, side: int) -> ModelConfig | None:
@@ -230,11 +241,15 @@ def size_refusal(model: str, size: int, channels: int = 1, classes: int = 10) ->
         return None
     need = smallest_side(config)
     if need is None:
-        return f"{model} takes no picture size up to the largest here; choose another model"
+        return t("{model} takes no picture size up to the largest here; choose another model", model=model)
     use = max(PRESETS[model].in_size, need)
-    return (
-        f"{size}x{size} pictures are smaller than {model}'s kernels take (at least {need}x{need}); "
-        f"choose Make images {use} (--resize {use}) or another model"
+    return t(
+        "{size}x{size} pictures are smaller than {model}'s kernels take (at least {need}x{need}); "
+        "choose Make images {use} (--resize {use}) or another model",
+        size=size,
+        model=model,
+        need=need,
+        use=use,
     )
 
 
@@ -242,12 +257,21 @@ def refusal(est: Estimate, config: ModelConfig, can_resize: bool) -> str | None:
     """None when the run fits; else one line: what needs how much, what is free, what to try."""
     if est.fits:
         return None
-    big = "routing" if est.routing >= est.activations else "activations"
-    need = f"{est.size}x{est.size} needs about {gib(est.total)} ({big} {gib(max(est.routing, est.activations))}) at batch {est.batch_size}"
-    return f"{need}; {gib(est.available)} are free on {est.device}; {suggestion(config, est.batch_size, est.available, can_resize, est.n_images)}"
+    said = dict(
+        size=est.size,
+        total=gib(est.total),
+        part=gib(max(est.routing, est.activations)),
+        batch=est.batch_size,
+        free=gib(est.available),
+        device=est.device,
+        fix=suggestion(config, est.batch_size, est.available, can_resize, est.n_images),
+    )
+    if est.routing >= est.activations:
+        return t("{size}x{size} needs about {total} (routing {part}) at batch {batch}; {free} are free on {device}; {fix}", **said)
+    return t("{size}x{size} needs about {total} (activations {part}) at batch {batch}; {free} are free on {device}; {fix}", **said)
 
 
-def check(config: ModelConfig, batch_size: int, device="cpu", *, n_images: int = 0, can_resize: bool = True, **kw) -> Estimate:
+def for_config(config: ModelConfig, batch_size: int, device="cpu", *, n_images: int = 0, can_resize: bool = True, **kw) -> Estimate:
     """The estimate, or CapsvizError with `refusal`'s line when the run will not fit."""
     est = estimate(config, batch_size, device, n_images=n_images, **kw)
     why = refusal(est, config, can_resize)
@@ -257,7 +281,7 @@ def check(config: ModelConfig, batch_size: int, device="cpu", *, n_images: int =
 
 
 def for_run(run, time_it: bool = True) -> Estimate:
-    """`check` for a training run (capsviz.config.TrainRun): its model sized for its dataset, on
+    """`for_config` for a training run (capsviz.config.TrainRun): its model sized for its dataset, on
     its device, over its training images; a smaller size is suggested for a user's images only."""
     from capsviz.config import user_dataset
     from capsviz.data import load_split
@@ -267,7 +291,7 @@ def for_run(run, time_it: bool = True) -> Estimate:
     n = len(load_split(run.dataset, "train", run.data_dir, run.resize))
     n = min(n, run.train_limit or n)
     can_resize = user_dataset(run.dataset) is not None
-    return check(model_config(run), run.batch_size, pick_device(run.device), n_images=n, can_resize=can_resize, time_it=time_it)
+    return for_config(model_config(run), run.batch_size, pick_device(run.device), n_images=n, can_resize=can_resize, time_it=time_it)
 
 
 def for_preset(name: str, size: int, channels: int = 1, classes: int = 10, **overrides) -> ModelConfig:
@@ -275,4 +299,4 @@ def for_preset(name: str, size: int, channels: int = 1, classes: int = 10, **ove
     return preset(name, in_size=size, in_channels=channels, num_classes=classes, **overrides)
 
 
-__all__ = ["Estimate", "estimate", "check", "for_run", "refusal", "available_memory", "for_preset", "size_refusal", "smallest_side"]
+__all__ = ["Estimate", "estimate", "for_config", "for_run", "refusal", "available_memory", "for_preset", "size_refusal", "smallest_side"]

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import gettext
 import io
-from collections.abc import Callable, Iterable, Iterator
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
@@ -59,6 +60,23 @@ def best(preferences: Iterable[str | None]) -> str:
         if found:
             return found
     return SOURCE
+
+
+def from_environment(environ: Mapping[str, str]) -> str:
+    """The language a command-line program speaks, chosen as gettext programs choose it: the first
+    of LANGUAGE (a list, "ja:en"), LC_ALL, LC_MESSAGES and LANG that is set decides, and the first
+    language of it that capsviz speaks wins ("ja_JP.UTF-8" -> ja, "zh_CN" -> zh-Hans); English when
+    it names none ("C", "fr_FR")."""
+    for name in ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"):
+        value = environ.get(name, "").strip()
+        if value:
+            return best(part.split(".")[0].split("@")[0] for part in value.split(":"))
+    return SOURCE
+
+
+def environment() -> str:
+    """The language of this process's command line, from its environment (`from_environment`)."""
+    return from_environment(os.environ)
 
 
 def language() -> str:
@@ -141,3 +159,45 @@ def tn(singular: str, plural: str, n: int, /, **values) -> str:
 def N_(message: str) -> str:
     """Marks `message` for the catalog where it is kept in a table; `t(entry)` translates it where shown."""
     return message
+
+
+class Sentence(str):
+    """A sentence made once and kept where every session reads it (a dataset read once for every
+    session, a summary on disk): it is the English text, as a str, and it keeps its message and
+    values, so `said(sentence)` puts it into the language of whoever reads it, where it is shown.
+    Made with `sentence(message, ...)` or `sentence_n(singular, plural, n, ...)` (both in the catalog)."""
+
+    message: str
+    plural: str | None
+    count: int | None
+    values: dict
+
+    def __new__(cls, message: str, plural: str | None = None, count: int | None = None, /, **values):
+        if plural is None:
+            english = message.format(**values) if values else message
+        else:
+            english = (message if count == 1 else plural).format(n=count, **values)
+        made = super().__new__(cls, english)
+        made.message, made.plural, made.count, made.values = message, plural, count, values
+        return made
+
+    def words(self) -> str:
+        """The sentence in the language of now."""
+        if self.plural is None:
+            return t(self.message, **self.values)
+        return tn(self.message, self.plural, self.count, **self.values)
+
+
+def sentence(message: str, /, **values) -> Sentence:
+    """`t(message, **values)`, kept to be said in each reader's language later (`said`)."""
+    return Sentence(message, **values)
+
+
+def sentence_n(singular: str, plural: str, n: int, /, **values) -> Sentence:
+    """`tn(singular, plural, n, **values)`, kept to be said in each reader's language later (`said`)."""
+    return Sentence(singular, plural, n, **values)
+
+
+def said(text: str) -> str:
+    """A `Sentence` in the language of now; any other text as it is."""
+    return text.words() if isinstance(text, Sentence) else text

@@ -31,9 +31,10 @@ from capsviz.config import user_dataset
 from capsviz.data import DATASETS
 from capsviz.data.sources import SOURCES, locate, missing_message
 from capsviz.errors import CapsvizError
-from capsviz.i18n import N_, t, tn
+from capsviz.i18n import N_, language, speaking, t, tn
 from capsviz.paths import lock_file
-from capsviz.store import RUN_BEAT_S, RunLimits, store
+from capsviz.progress import duration
+from capsviz.store import ACTIVE, RUN_BEAT_S, RunLimits, store
 from capsviz.train import Event, TrainRun, train
 
 # Steps left out of the rate: the first ones build the model, fill caches and start the data
@@ -44,7 +45,6 @@ WARMUP_STEPS = 3
 # the machine's load changes while a run goes, so a rate over all steps would overstate the time left.
 MEASURED_STEPS = 3
 
-ACTIVE = ("queued", "running")
 # Runs that are over stay listed (with their curves) so that their sessions find them again;
 # beyond this many the oldest are forgotten, or a server that runs for months would keep them all.
 KEEP_ENDED = 50
@@ -100,15 +100,6 @@ def thin(points: list, most: int) -> list:
     return kept if kept[-1] is points[-1] else kept + [points[-1]]
 
 
-def duration(seconds: float) -> str:
-    """Plain words for a time: "45 s", "6.2 min", "1.5 h"."""
-    if seconds < 90:
-        return t("{value} s", value=f"{seconds:.0f}")
-    if seconds < 90 * 60:
-        return t("{value} min", value=f"{seconds / 60:.1f}")
-    return t("{value} h", value=f"{seconds / 3600:.1f}")
-
-
 # What a run that ended before its first step says (its state's words), and what an ended run's
 # line ends with; translated where shown.
 BEFORE_FIRST_STEP = {
@@ -130,7 +121,9 @@ def progress_line(s: Snapshot, name: str | None = None) -> str:
     if s.state == "running" and s.elsewhere:
         return t("{name}: next; waiting for a run that another app process of this server trains", name=name)
     if s.total == 0:  # no step yet
-        return t(BEFORE_FIRST_STEP[s.state], name=name) if s.state in BEFORE_FIRST_STEP else f"{name}: {s.state}"
+        if s.state in BEFORE_FIRST_STEP:
+            return t(BEFORE_FIRST_STEP[s.state], name=name)
+        return t("{name}: {state}", name=name, state=t(ENDED[s.state])) if s.state in ENDED else f"{name}: {s.state}"
     parts = [t("{name}: step {step}/{total}", name=name, step=s.step, total=s.total)]
     if s.state == "running" and s.stopping:
         parts.append(t("stopping after this step ..."))
@@ -165,6 +158,8 @@ class TrainJob:
         self.id = next(TrainJob._ids)
         self.run, self.out, self.owner, self.resume, self.replace = run, Path(out), owner, resume, replace
         self.address = address
+        # the language of the student who started it: what its thread says (a failure, where it saved) is for them
+        self.language = language()
         self.rid: str | None = None  # its row in the class's store (None where the model folder cannot hold one)
         self._place: int | None = None  # its place in the server's queue while it waits for another process's run
         self.stop = threading.Event()
@@ -233,13 +228,17 @@ class TrainJob:
     def _beat(self) -> None:
         """While the run is queued or trains: tell the store this process is alive, and heed the
         teacher's stop from any replica."""
+        with speaking(self.language):
+            self._beating()
+
+    def _beating(self) -> None:
         while self.state in ACTIVE:
             try:
                 asked = store(self.out.parent).beat(self.rid)
             except Exception:  # noqa: BLE001
                 asked = False
             if asked and not self.stop.is_set():
-                self._queue.cancel(self, self.owner, teacher=True, why="removed by the teacher")
+                self._queue.cancel(self, self.owner, teacher=True, why=t("removed by the teacher"))
             time.sleep(RUN_BEAT_S)
         self._end_row()
 
@@ -278,13 +277,17 @@ class TrainJob:
                 return fd
 
     def _work(self) -> None:
+        with speaking(self.language):
+            self._working()
+
+    def _working(self) -> None:
         fd = None
         try:
             fd = self._turn()
             if fd is None:
                 with self._lock:
                     if self._state == "running":
-                        self._state, self._message = "cancelled", self._message or "stopped before it started"
+                        self._state, self._message = "cancelled", self._message or t("stopped before it started")
                 return
             train(self.run, self.out, on_event=self._on, stop=self.stop, resume=self.resume, replace=self.replace)
         except CapsvizError:
@@ -459,8 +462,8 @@ class TrainQueue:
             raise CapsvizError(t("Only the student who started this run can stop it."))
         with self._guard:
             if job.state == "queued":
-                with job._lock:
-                    job._state, job._message = "cancelled", why or "taken out of the queue before it started"
+                with job._lock, speaking(job.language):
+                    job._state, job._message = "cancelled", why or t("taken out of the queue before it started")
                 job._end_row()
                 return
         with job._lock:

@@ -23,6 +23,8 @@ __all__ = ["FAMILIES", "FAMILY_FOLDERS", "ROUTINGS", "Family", "Routing", "resol
 # One label for a CapsNet trained with one iteration of dynamic routing, on every page, and why it is uniform couplings
 ONE_ITERATION = N_("dynamic routing, 1 iteration")
 ONE_ITERATION_WHY = N_("with 1 iteration the couplings stay uniform: b starts at 0 and is never updated")
+# ... and the two together, as a zoo card names the routing
+ONE_ITERATION_CARD = N_("dynamic routing, 1 iteration (with 1 iteration the couplings stay uniform: b starts at 0 and is never updated)")
 
 ROUTINGS: dict[str, Routing] = {
     r.name: r
@@ -31,44 +33,50 @@ ROUTINGS: dict[str, Routing] = {
             "dynamic",
             "capsviz.routing:route_dynamic",
             words=N_("dynamic routing"),
+            short=N_("dynamic"),
             about=N_("the couplings are set by iterations of agreement"),
             iterative=True,
             uniform="at the first iteration only (the logits b start at 0); later iterations move the couplings by agreement",
             from_votes=True,
-            card="dynamic",
-            one_iteration=f"{ONE_ITERATION} ({ONE_ITERATION_WHY})",
+            card=N_("dynamic"),
+            one_iteration=ONE_ITERATION_CARD,
             copies=2,  # u_hat and its gradient
+            view="iterations",
         ),
         Routing(
             "uniform",
             "capsviz.routing:route_uniform",
             words=N_("uniform couplings (no routing)"),
+            short=N_("uniform"),
             about=N_("every vote is split evenly over the classes, whatever the image"),
             iterative=False,
             uniform="always: every coupling is 1/J, which is dynamic routing with one iteration",
             from_votes=False,
-            card="uniform couplings: no routing (a baseline)",
+            card=N_("uniform couplings: no routing (a baseline)"),
         ),
         Routing(
             "random",
             "capsviz.routing:route_random",
             words=N_("fixed random couplings"),
+            short=N_("random"),
             about=N_("each primary capsule's vote is split over the classes by fixed random shares, the same for every image"),
             iterative=False,
             uniform="never: the shares are drawn once from a fixed seed and never change",
             from_votes=False,
-            card="random couplings: no routing (a baseline)",
+            card=N_("random couplings: no routing (a baseline)"),
         ),
         Routing(
             "self-attention",
             "capsviz.routing:route_self_attention",
             words=N_("self-attention routing (one pass)"),
+            short=N_("self-attention"),
             about=N_("the couplings are set by one pass of self-attention"),
             iterative=False,
             uniform="only where every vote agrees equally with the others, which a trained model's votes rarely do",
             from_votes=True,
-            card="self-attention, one pass",
+            card=N_("self-attention, one pass"),
             copies=2,
+            view="attention",
         ),
         Routing(
             "em",
@@ -81,7 +89,7 @@ ROUTINGS: dict[str, Routing] = {
             uniform="at the first M-step only (every assignment R is 1/J); later E-steps move them",
             from_votes=True,
             vector=False,
-            card="EM",
+            card=N_("EM"),
             copies=4,  # the votes, their gradient, and per iteration the assignments and squared distances of that size
         ),
     )

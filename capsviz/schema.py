@@ -28,24 +28,27 @@ from capsviz.config import (
     check_dataset,
     config_from_dict,
 )
-from capsviz.errors import CapsvizError
+from capsviz.errors import CapsvizError, first_line
+from capsviz.i18n import t
 from capsviz.registry import FAMILIES, vector_routings
 
 MAX_META_BYTES = 1_000_000  # the longest shipped metadata (MultiMNIST, 100 epochs of history) is 126 kB
 MAX_DEPTH = 48  # nesting of JSON containers: a fine-tuning chain of 10 runs needs about 30
 MAX_STRING = 4096  # paths are the longest strings a run records
 MAX_LIST = 100_000
+MAX_KEY = 200  # characters of a key: field names are short
 MAX_PARAMETERS = 200_000_000  # the largest preset has 35.4M; this bounds what building a model may allocate
 MAX_CHAIN = 16  # fine-tuning runs recorded in `started_from`
 
 
 class Invalid(Exception):
-    """One bad value: `where` is its dotted path in the file."""
+    """One bad value: `where` is its dotted path in the file; `message`, in the reader's language,
+    what is wrong with it."""
 
     def __init__(self, where: str, message: str):
         if len(where) > 80:  # a path into deep nesting: its two ends say where
             where = f"{where[:30]}...{where[-40:]}"
-        super().__init__(f"{where or 'metadata'}: {message}")
+        super().__init__(f"{where or t('metadata')}: {message}")
 
 
 def _show(value: Any) -> str:
@@ -60,12 +63,19 @@ class Num:
     integer: bool = False
 
     def check(self, v, where: str) -> None:
-        kind = "an integer" if self.integer else "a number"
         ok_type = isinstance(v, int) if self.integer else isinstance(v, int | float)
+        said = dict(lo=f"{self.lo:g}", hi=f"{self.hi:g}", found=_show(v))
         if isinstance(v, bool) or not ok_type:
-            raise Invalid(where, f"must be {kind}, found {_show(v)}")
+            raise Invalid(
+                where, t("must be an integer, found {found}", **said) if self.integer else t("must be a number, found {found}", **said)
+            )
         if not math.isfinite(v) or not self.lo <= v <= self.hi:
-            raise Invalid(where, f"must be {kind} in [{self.lo:g}, {self.hi:g}], found {_show(v)}")
+            raise Invalid(
+                where,
+                t("must be an integer in [{lo}, {hi}], found {found}", **said)
+                if self.integer
+                else t("must be a number in [{lo}, {hi}], found {found}", **said),
+            )
 
 
 def Int(lo: float, hi: float) -> Num:
@@ -80,11 +90,11 @@ class Str:
     def check(self, v, where: str) -> None:
         choices = self.choices() if callable(self.choices) else self.choices
         if choices is not None and (not isinstance(v, str) or v not in choices):
-            raise Invalid(where, f"must be one of {', '.join(choices)}; found {_show(v)}")
+            raise Invalid(where, t("must be one of {choices}; found {found}", choices=", ".join(choices), found=_show(v)))
         if not isinstance(v, str):
-            raise Invalid(where, f"must be a string, found {_show(v)}")
+            raise Invalid(where, t("must be a string, found {found}", found=_show(v)))
         if len(v) > self.max_len:
-            raise Invalid(where, f"string of {len(v)} characters; at most {self.max_len}")
+            raise Invalid(where, t("string of {n} characters; at most {most}", n=len(v), most=self.max_len))
 
 
 class DatasetSpec:
@@ -97,14 +107,20 @@ class DatasetSpec:
             ok = False
         if not ok:
             raise Invalid(
-                where, f"must be one of {', '.join(DATASET_NAMES)}, or KIND:PATH with KIND one of {', '.join(USER_KINDS)}; found {_show(v)}"
+                where,
+                t(
+                    "must be one of {datasets}, or KIND:PATH with KIND one of {kinds}; found {found}",
+                    datasets=", ".join(DATASET_NAMES),
+                    kinds=", ".join(USER_KINDS),
+                    found=_show(v),
+                ),
             )
 
 
 class Bool:
     def check(self, v, where: str) -> None:
         if not isinstance(v, bool):
-            raise Invalid(where, f"must be true or false, found {_show(v)}")
+            raise Invalid(where, t("must be true or false, found {found}", found=_show(v)))
 
 
 @dataclass(frozen=True)
@@ -124,9 +140,9 @@ class List:
 
     def check(self, v, where: str) -> None:
         if not isinstance(v, list):
-            raise Invalid(where, f"must be a list, found {_show(v)}")
+            raise Invalid(where, t("must be a list, found {found}", found=_show(v)))
         if not self.min_len <= len(v) <= self.max_len:
-            raise Invalid(where, f"must hold {self.min_len}-{self.max_len} items, found {len(v)}")
+            raise Invalid(where, t("must hold {lo}-{hi} items, found {n}", lo=self.min_len, hi=self.max_len, n=len(v)))
         for i, x in enumerate(v):
             self.item.check(x, f"{where}[{i}]")
 
@@ -142,15 +158,15 @@ class Obj:
 
     def check(self, v, where: str) -> None:
         if not isinstance(v, dict):
-            raise Invalid(where, f"must be an object, found {_show(v)}")
+            raise Invalid(where, t("must be an object, found {found}", found=_show(v)))
         for k in self.required:
             if k not in v:
-                raise Invalid(where, f"missing field {k!r}")
+                raise Invalid(where, t("missing field {name}", name=repr(k)))
         for k, x in v.items():
             if k in self.fields:
                 self.fields[k].check(x, f"{where}.{k}" if where else k)
             elif not self.extra:
-                raise Invalid(where, f"unknown field {_show(k)}")
+                raise Invalid(where, t("unknown field {name}", name=_show(k)))
 
 
 class Lazy:
@@ -192,10 +208,10 @@ class Config:
 
     def check(self, v, where: str) -> None:
         if not isinstance(v, dict):
-            raise Invalid(where, f"must be an object, found {_show(v)}")
+            raise Invalid(where, t("must be an object, found {found}", found=_show(v)))
         family = v.get("family")
         if family not in FAMILIES:  # the registered families (capsviz.registry), each with its config's fields
-            raise Invalid(f"{where}.family", f"must be one of {', '.join(FAMILIES)}; found {_show(family)}")
+            raise Invalid(f"{where}.family", t("must be one of {choices}; found {found}", choices=", ".join(FAMILIES), found=_show(family)))
         config_fields(FAMILIES[family].config_class).check(v, where)
         from capsviz.models import build_model, count_parameters
 
@@ -210,9 +226,9 @@ class Config:
             with torch.device("meta"):
                 n = count_parameters(build_model(cfg))
         except Exception as e:  # noqa: BLE001 - whatever stops a model building, the file cannot be used
-            raise Invalid(where, f"describes a model that cannot be built ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+            raise Invalid(where, t("describes a model that cannot be built ({why})", why=f"{type(e).__name__}: {first_line(e)}")) from None
         if n > MAX_PARAMETERS:
-            raise Invalid(where, f"describes a model of {n:,} parameters; at most {MAX_PARAMETERS:,}")
+            raise Invalid(where, t("describes a model of {n} parameters; at most {most}", n=f"{n:,}", most=f"{MAX_PARAMETERS:,}"))
 
 
 FINITE = Num(-1e300, 1e300)
@@ -285,7 +301,18 @@ IMPORTED = Obj(
                     "max_difference": Num(0, 1e300),
                     "images": Int(1, 10**6),
                     "stages": List(Str(max_len=200)),
-                    "input": Str(max_len=500),  # the images the network was fed in the check (older imports: absent)
+                    "input": Str(max_len=500),  # the images the check fed, in words (imports of an earlier capsviz)
+                    # the images the check fed, (x - mean) / std of [0, 1] pixels, and who said so: the user's
+                    # input pipeline (`pipeline`, MODULE:NAME), their --normalise, or the network's lengths
+                    "fed": Obj(
+                        {
+                            "mean": Num(-1e6, 1e6),
+                            "std": Num(1e-12, 1e6),
+                            "by": Str(choices=("pipeline", "normalise", "lengths")),
+                            "pipeline": Str(max_len=500),
+                        },
+                        required=("mean", "std", "by"),
+                    ),
                 },
                 required=("against", "max_difference", "images"),
             )
@@ -330,16 +357,16 @@ def check_json_bounds(value, max_depth: int = MAX_DEPTH) -> None:
         v, depth, where = todo.pop()
         if isinstance(v, dict | list):
             if depth > max_depth:
-                raise Invalid(where, f"nested more than {max_depth} levels deep")
+                raise Invalid(where, t("nested more than {n} levels deep", n=max_depth))
             if len(v) > MAX_LIST:
-                raise Invalid(where, f"holds {len(v)} entries; at most {MAX_LIST}")
+                raise Invalid(where, t("holds {n} entries; at most {most}", n=len(v), most=MAX_LIST))
             items = v.items() if isinstance(v, dict) else enumerate(v)
             for k, x in items:
-                if isinstance(k, str) and len(k) > 200:
-                    raise Invalid(where, f"key of {len(k)} characters; at most 200")
+                if isinstance(k, str) and len(k) > MAX_KEY:
+                    raise Invalid(where, t("key of {n} characters; at most {most}", n=len(k), most=MAX_KEY))
                 todo.append((x, depth + 1, (f"{where}.{k}" if where else str(k)) if isinstance(v, dict) else f"{where}[{k}]"))
         elif isinstance(v, str) and len(v) > MAX_STRING:
-            raise Invalid(where, f"string of {len(v)} characters; at most {MAX_STRING}")
+            raise Invalid(where, t("string of {n} characters; at most {most}", n=len(v), most=MAX_STRING))
 
 
 def check_meta(meta) -> None:
@@ -350,7 +377,7 @@ def check_meta(meta) -> None:
     while isinstance(m, dict) and "started_from" in m:
         chain, m = chain + 1, m["started_from"]
         if chain > MAX_CHAIN:
-            raise Invalid("started_from", f"a chain of more than {MAX_CHAIN} fine-tuning runs")
+            raise Invalid("started_from", t("a chain of more than {n} fine-tuning runs", n=MAX_CHAIN))
 
 
 @dataclass(frozen=True)
@@ -465,20 +492,20 @@ def check_train_state(state) -> None:
     plain field, the RNG state's size. The optimizer and scheduler are checked against the
     model they will drive, in `capsviz.train`."""
     if not isinstance(state, dict):
-        raise Invalid("training state", f"must be a dict, found {type(state).__name__}")
+        raise Invalid(t("training state"), t("must be a dict, found {found}", found=type(state).__name__))
     known = set(STATE_FIELDS) | set(STATE_TENSOR_FIELDS)
     unknown = sorted(map(str, set(state) - known))
     if unknown:
-        raise Invalid("training state", f"unknown key {_show(unknown[0])}")
+        raise Invalid(t("training state"), t("unknown key {name}", name=_show(unknown[0])))
     missing = sorted(known - set(state))
     if missing:
-        raise Invalid("training state", f"missing {missing[0]!r}")
+        raise Invalid(t("training state"), t("missing {name}", name=repr(missing[0])))
     for k, spec in STATE_FIELDS.items():
         spec.check(state[k], k)
     rng, expected = state["torch_rng"], torch.get_rng_state()
     if not isinstance(rng, torch.Tensor) or rng.dtype != torch.uint8 or rng.shape != expected.shape:
         found = f"{rng.dtype} {tuple(rng.shape)}" if isinstance(rng, torch.Tensor) else type(rng).__name__
-        raise Invalid("torch_rng", f"must be a uint8 tensor of shape {tuple(expected.shape)}, found {found}")
+        raise Invalid("torch_rng", t("must be a uint8 tensor of shape {shape}, found {found}", shape=tuple(expected.shape), found=found))
     for k in ("optimizer", "scheduler"):
         if not isinstance(state[k], dict):
-            raise Invalid(k, f"must be a dict, found {type(state[k]).__name__}")
+            raise Invalid(k, t("must be a dict, found {found}", found=type(state[k]).__name__))

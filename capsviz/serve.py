@@ -42,9 +42,11 @@ import urllib.request
 from pathlib import Path
 
 from capsviz.errors import CapsvizError
+from capsviz.i18n import N_, t, tn
 
-NGINX_MISSING = "install nginx (Debian: apt-get install nginx) or run without --replicas"
+NGINX_MISSING = N_("install nginx (Debian: apt-get install nginx) or run without --replicas")
 REPLICA_MEMORY = 1 << 30  # what one replica may come to hold: torch, the shipped models, a class's test sets
+READY_S = 180  # a replica's start: importing torch and streamlit on a busy machine
 NGINX_RETRY_S = 10  # an nginx started again that dies again sooner than this is not started a third time
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
@@ -114,7 +116,7 @@ def nginx_binary() -> str:
     """nginx on PATH or in /usr/sbin (not on a normal user's PATH), or the one-line error."""
     found = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
     if not found:
-        raise CapsvizError(NGINX_MISSING)
+        raise CapsvizError(t(NGINX_MISSING))
     return found
 
 
@@ -134,7 +136,7 @@ def split_address(streamlit_args: list[str]) -> tuple[str | None, int, list[str]
         if name in ("--server.address", "--server.port"):
             if not eq:
                 if i + 1 >= len(streamlit_args):
-                    raise CapsvizError(f"{name} needs a value")
+                    raise CapsvizError(t("{name} needs a value", name=name))
                 value, i = streamlit_args[i + 1], i + 1
             if name == "--server.address":
                 address = value
@@ -142,7 +144,7 @@ def split_address(streamlit_args: list[str]) -> tuple[str | None, int, list[str]
                 try:
                     port = int(value)
                 except ValueError:
-                    raise CapsvizError(f"--server.port must be a port number, found {value!r}") from None
+                    raise CapsvizError(t("--server.port must be a port number, found {found}", found=repr(value))) from None
         else:
             rest.append(arg)
         i += 1
@@ -178,10 +180,21 @@ def replica_count(asked: int, cores: int, free: int | None) -> int:
     """`asked` replicas (0: one per core, as many as fit), or CapsvizError when more than fit."""
     most = max_replicas(cores, free)
     if asked > most:
-        memory = f" and {free / 2**30:.1f} GiB of free memory" if free is not None else ""
+        said = dict(asked=asked, cores=cores, free=f"{(free or 0) / 2**30:.1f}", most=most, each=REPLICA_MEMORY >> 30)
+        if free is None:
+            raise CapsvizError(
+                t(
+                    "--replicas {asked}: this machine has {cores} cores, enough for {most} (one per core, each with about {each} GiB); "
+                    "ask for at most {most}",
+                    **said,
+                )
+            )
         raise CapsvizError(
-            f"--replicas {asked}: this machine has {cores} cores{memory}, enough for {most} "
-            f"(one per core, each with about {REPLICA_MEMORY >> 30} GiB); ask for at most {most}"
+            t(
+                "--replicas {asked}: this machine has {cores} cores and {free} GiB of free memory, enough for {most} (one per core, "
+                "each with about {each} GiB); ask for at most {most}",
+                **said,
+            )
         )
     return asked or most
 
@@ -246,7 +259,7 @@ def serve(command: list[str], env: dict[str, str], replicas: int, streamlit_args
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind((address or "", port))
         except OSError as e:
-            raise CapsvizError(f"cannot listen on {address or '*'}:{port}: {e.strerror}") from None
+            raise CapsvizError(t("cannot listen on {address}:{port}: {why}", address=address or "*", port=port, why=e.strerror)) from None
     env = dict(env)
     env.setdefault("STREAMLIT_SERVER_COOKIE_SECRET", secrets.token_hex(32))  # one secret: XSRF cookies valid on every replica
     env.setdefault("STREAMLIT_SERVER_HEADLESS", "true")
@@ -282,7 +295,10 @@ def serve(command: list[str], env: dict[str, str], replicas: int, streamlit_args
         )
         if test.returncode:
             raise CapsvizError(
-                f"nginx refused its configuration: {test.stderr.strip().splitlines()[-1] if test.stderr.strip() else test.returncode}"
+                t(
+                    "nginx refused its configuration: {why}",
+                    why=test.stderr.strip().splitlines()[-1] if test.stderr.strip() else test.returncode,
+                )
             )
         replicas_ = []
         for p in ports:
@@ -290,23 +306,34 @@ def serve(command: list[str], env: dict[str, str], replicas: int, streamlit_args
                 subprocess.Popen([*command, "--server.address", "127.0.0.1", "--server.port", str(p)], env=env, preexec_fn=die_with_parent)
             )
         procs += replicas_
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + READY_S
         waiting = set(ports)
         while waiting and not stopping:
             for r, p in zip(replicas_, ports, strict=True):
                 if r.poll() is not None:
-                    raise CapsvizError(f"replica on port {p} exited with status {r.returncode} before it was ready (its output is above)")
+                    raise CapsvizError(
+                        t(
+                            "replica on port {port} exited with status {status} before it was ready (its output is above)",
+                            port=p,
+                            status=r.returncode,
+                        )
+                    )
                 if p in waiting and healthy(f"http://127.0.0.1:{p}/_stcore/health"):
                     waiting.discard(p)
             if time.monotonic() > deadline:
-                raise CapsvizError(f"{len(waiting)} replicas not ready after 180 s")
+                raise CapsvizError(tn("{n} replica not ready after {s} s", "{n} replicas not ready after {s} s", len(waiting), s=READY_S))
             time.sleep(0.3)
         if stopping:
             return 130 if stopping[0] == signal.SIGINT else 0
         web, restarted = start_nginx(), None
         shown = "localhost" if address in (None, "", "0.0.0.0", "::") else address
         print(
-            f"capsviz: {n} replicas behind nginx at http://{shown}:{port} (replicas on 127.0.0.1:{', '.join(map(str, ports))})",
+            t(
+                "capsviz: {n} replicas behind nginx at {url} (replicas on 127.0.0.1:{ports})",
+                n=n,
+                url=f"http://{shown}:{port}",
+                ports=", ".join(map(str, ports)),
+            ),
             file=sys.stderr,
             flush=True,
         )
@@ -319,22 +346,33 @@ def serve(command: list[str], env: dict[str, str], replicas: int, streamlit_args
                 kill_group(web)  # a worker a killed master left would keep the port
                 if restarted is not None and time.monotonic() - restarted < NGINX_RETRY_S:
                     raise CapsvizError(
-                        f"nginx exited with status {web.returncode} again, {time.monotonic() - restarted:.0f} s after it was "
-                        "started again (its messages are above); every replica is stopped"
+                        t(
+                            "nginx exited with status {status} again, {s} s after it was started again (its messages are above); "
+                            "every replica is stopped",
+                            status=web.returncode,
+                            s=f"{time.monotonic() - restarted:.0f}",
+                        )
                     )
-                print(f"capsviz: nginx exited with status {web.returncode}; starting it again", file=sys.stderr, flush=True)
+                print(
+                    t("capsviz: nginx exited with status {status}; starting it again", status=web.returncode), file=sys.stderr, flush=True
+                )
                 web, restarted = start_nginx(), time.monotonic()
             for r, p in zip(replicas_, ports, strict=True):
                 if r.poll() is not None and p not in dead:
                     dead.add(p)
                     left = n - len(dead)
                     print(
-                        f"capsviz: the replica on port {p} exited with status {r.returncode}; {left} left, its students reconnect to them",
+                        t(
+                            "capsviz: the replica on port {port} exited with status {status}; {left} left, its students reconnect to them",
+                            port=p,
+                            status=r.returncode,
+                            left=left,
+                        ),
                         file=sys.stderr,
                         flush=True,
                     )
             if len(dead) == n:
-                raise CapsvizError("every replica has exited")
+                raise CapsvizError(t("every replica has exited"))
         return 130 if stopping[0] == signal.SIGINT else 0
     finally:
         stop(procs, groups=tuple(webs))  # with this process's handlers still on: a second Ctrl-C cannot cut it short

@@ -72,3 +72,9 @@ def plain(text, where: str = "markdown", limit: int = MAX_CHARS) -> str:
     if where == "chart":
         return html.escape(text, quote=False)
     raise ValueError(f"unknown place for text: {where!r}")
+
+
+def recorded(text: str) -> str:
+    """A record kept in a checkpoint as it was written (a machine's name, how a figure was measured):
+    a code span, which Markdown shows as it is, whatever it holds."""
+    return "`" + " ".join(str(text).replace("`", "'").split()) + "`"

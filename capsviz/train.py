@@ -25,6 +25,7 @@ from capsviz.data import DATASETS, batches, class_names, input_shape, load_split
 from capsviz.data.user import short_name
 from capsviz.devices import autocast, describe_hardware, pick_device
 from capsviz.errors import CapsvizError
+from capsviz.i18n import t
 from capsviz.models import build_model, count_parameters
 from capsviz.routing import compile_em
 from capsviz.schema import CheckpointMeta
@@ -177,7 +178,8 @@ def _train(run, plan: ckpt.WritePlan, emit, stop, resume):
         stats = _one_epoch(loop, train_set, epoch, first, emit, stop)
         if stats.stopped_at is not None:
             loop.save(epoch, stats.stopped_at, metrics, final=False)
-            emit(Event("stopped", epoch, loop.step, loop.total, message=f"stopped at step {loop.step}/{loop.total}; {continue_with(plan)}"))
+            said = t("stopped at step {step}/{total}; {how}", step=loop.step, total=loop.total, how=continue_with(plan))
+            emit(Event("stopped", epoch, loop.step, loop.total, message=said))
             return ckpt.read_meta(out) if rank == 0 else None
         if rank == 0:
             metrics = _evaluate_epoch(loop, test_set, epoch, stats, emit)
@@ -190,16 +192,20 @@ def _train(run, plan: ckpt.WritePlan, emit, stop, resume):
         return None
     ckpt.promote(plan)
     meta = ckpt.read_meta(plan.target)
-    said = f"saved {plan.target}" + (", replacing the model that was there" if plan.replaces else "")
+    said = t("saved {path}, replacing the model that was there", path=plan.target) if plan.replaces else t("saved {path}", path=plan.target)
     emit(Event("finished", run.epochs, loop.step, loop.total, metrics=meta.metrics.to_dict(), message=said))
     return meta
 
 
 def continue_with(plan: ckpt.WritePlan) -> str:
-    """How to go on with a run saved at `plan.work` (the CLI's words)."""
+    """How to go on with a run saved at `plan.work` (the CLI's words, in the reader's language)."""
     if plan.replaces:
-        return f"saved at {plan.work} ({plan.target} is unchanged until the run finishes); continue with --resume {plan.work} --out {plan.target}"
-    return f"continue with --resume {plan.target} --out {plan.target}"
+        return t(
+            "saved at {work} ({target} is unchanged until the run finishes); continue with --resume {work} --out {target}",
+            work=plan.work,
+            target=plan.target,
+        )
+    return t("continue with --resume {target} --out {target}", target=plan.target)
 
 
 def _place(run: TrainRun) -> tuple[int, int, torch.device]:
@@ -221,7 +227,12 @@ def _resumed_run(run: TrainRun, resume: Path) -> tuple[TrainRun, dict]:
     run = replace(saved, epochs=run.epochs, device=run.device, data_dir=run.data_dir)
     if state["epoch"] >= run.epochs and state["batch"] == 0:
         raise CapsvizError(
-            f"{resume} has already trained its {state['epoch']} epochs; ask for more with --epochs (e.g. --epochs {state['epoch'] + 1})"
+            t(
+                "{path} has already trained its {epochs} epochs; ask for more with --epochs (e.g. --epochs {more})",
+                path=resume,
+                epochs=state["epoch"],
+                more=state["epoch"] + 1,
+            )
         )
     return run, state
 
@@ -239,9 +250,11 @@ def _build(run: TrainRun, device, state: dict | None, resume: Path | None):
     if loaded.config != cfg:
         mine, theirs = to_dict(cfg), to_dict(loaded.config)
         diff = ", ".join(
-            f"{k} {theirs.get(k)} there, {mine.get(k)} here" for k in sorted(mine.keys() | theirs.keys()) if mine.get(k) != theirs.get(k)
+            t("{field} {there} there, {here} here", field=k, there=theirs.get(k), here=mine.get(k))
+            for k in sorted(mine.keys() | theirs.keys())
+            if mine.get(k) != theirs.get(k)
         )
-        raise CapsvizError(f"{source} holds a different model from the one this run trains: {diff}")
+        raise CapsvizError(t("{path} holds a different model from the one this run trains: {diff}", path=source, diff=diff))
     model.load_state_dict(loaded.state_dict())
     # a resumed run keeps what its first part recorded; a fresh one records its source (total_training() sums the chain)
     return model, source_meta.started_from if state else ckpt.lineage(source, source_meta)
@@ -379,7 +392,9 @@ def _one_epoch(loop: _Loop, train_set, epoch: int, first: int, emit, stop) -> _E
             o = loop.net(x, y)
             loss = objective(loop.model, o, target, y, loop.step / max(loop.total, 1), run.margin_start)
         if not torch.isfinite(loss):
-            raise CapsvizError(f"loss became {loss.item()} at step {loop.step}; try a lower --lr or --precision fp32")
+            raise CapsvizError(
+                t("loss became {loss} at step {step}; try a lower --lr or --precision fp32", loss=loss.item(), step=loop.step)
+            )
         loop.opt.zero_grad(set_to_none=True)
         loss.backward()
         loop.opt.step()
@@ -426,7 +441,7 @@ def load_optimizer_state(opt, sched, state: dict, where: Path) -> None:
     try:
         _like(saved.get("param_groups"), fresh["param_groups"], "optimizer.param_groups")
         if set(saved) != {"state", "param_groups"} or not isinstance(saved["state"], dict):
-            raise ValueError("optimizer: must hold exactly 'state' and 'param_groups'")
+            raise ValueError(t("optimizer: must hold exactly 'state' and 'param_groups'"))
         params = {
             i: p
             for g_saved, g in zip(saved["param_groups"], opt.param_groups, strict=True)
@@ -434,16 +449,18 @@ def load_optimizer_state(opt, sched, state: dict, where: Path) -> None:
         }
         for i, entry in saved["state"].items():
             if i not in params or not isinstance(entry, dict) or not set(entry) <= {"step", "exp_avg", "exp_avg_sq"}:
-                raise ValueError(f"optimizer.state: unexpected entry {i!r}")
+                raise ValueError(t("optimizer.state: unexpected entry {entry}", entry=repr(i)))
             for k, v in entry.items():
                 shape = () if k == "step" else params[i].shape
                 if not isinstance(v, torch.Tensor) or v.shape != shape or not v.is_floating_point() or not bool(torch.isfinite(v).all()):
-                    raise ValueError(f"optimizer.state[{i}].{k}: must be a finite float tensor of shape {tuple(shape)}")
+                    raise ValueError(
+                        t("{where}: must be a finite float tensor of shape {shape}", where=f"optimizer.state[{i}].{k}", shape=tuple(shape))
+                    )
         _like(state["scheduler"], sched.state_dict(), "scheduler")
         opt.load_state_dict(saved)
         sched.load_state_dict(state["scheduler"])
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise CapsvizError(f"{where}: unusable training state: {str(e).splitlines()[0][:300]}") from None
+        raise CapsvizError(t("{path}: unusable training state: {why}", path=where, why=str(e).splitlines()[0][:300])) from None
 
 
 def _like(saved, fresh, where: str) -> None:
@@ -452,20 +469,20 @@ def _like(saved, fresh, where: str) -> None:
     and values may differ."""
     if isinstance(fresh, dict):
         if not isinstance(saved, dict) or set(saved) != set(fresh):
-            raise ValueError(f"{where}: must hold the keys {sorted(map(str, fresh))}")
+            raise ValueError(t("{where}: must hold the keys {keys}", where=where, keys=sorted(map(str, fresh))))
         for k in fresh:
             _like(saved[k], fresh[k], f"{where}.{k}")
     elif isinstance(fresh, list | tuple):
         if not isinstance(saved, list | tuple) or len(saved) != len(fresh):
-            raise ValueError(f"{where}: must be a list of {len(fresh)}")
+            raise ValueError(t("{where}: must be a list of {n}", where=where, n=len(fresh)))
         for i, (a, b) in enumerate(zip(saved, fresh, strict=True)):
             _like(a, b, f"{where}[{i}]")
     elif isinstance(fresh, bool) or fresh is None or isinstance(fresh, str):
         if type(saved) is not type(fresh):
-            raise ValueError(f"{where}: must be {type(fresh).__name__}")
+            raise ValueError(t("{where}: must be {kind}", where=where, kind=type(fresh).__name__))
     elif isinstance(fresh, int | float):
         if isinstance(saved, bool) or not isinstance(saved, int | float) or not math.isfinite(saved):
-            raise ValueError(f"{where}: must be a finite number")
+            raise ValueError(t("{where}: must be a finite number", where=where))
     elif isinstance(fresh, torch.Tensor):
         if not isinstance(saved, torch.Tensor) or saved.shape != fresh.shape:
-            raise ValueError(f"{where}: must be a tensor of shape {tuple(fresh.shape)}")
+            raise ValueError(t("{where}: must be a tensor of shape {shape}", where=where, shape=tuple(fresh.shape)))

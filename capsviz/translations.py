@@ -20,21 +20,22 @@ from babel.messages.extract import extract
 from babel.messages.pofile import read_po, write_po
 
 from capsviz.i18n import FOLDERS, LANGUAGES, catalog_path
+from capsviz.paths import CHECKOUT
+from capsviz.viz.teach import FONT_DIR  # the fonts the figures are drawn with, which --fonts re-cuts
 
-ROOT = Path(__file__).resolve().parent.parent
 STAMP = datetime(2026, 1, 1, tzinfo=UTC)  # the catalogs' dates stay put: a change shows only what changed
 HEADER = "# capsviz's words in {name}. ../shared/TERMS.md gives the terms; `python -m capsviz translations` keeps it up to date."
-# t(message), tn(singular, plural, n), N_(message): Babel's keyword specs
-KEYWORDS = {"t": None, "tn": (1, 2), "N_": None}
+# t(message), tn(singular, plural, n), N_(message), sentence(message), sentence_n(singular, plural, n): Babel's keyword specs
+KEYWORDS = {"t": None, "tn": (1, 2), "N_": None, "sentence": None, "sentence_n": (1, 2)}
 
 
-def sources(root: Path = ROOT) -> list[Path]:
+def sources(root: Path = CHECKOUT) -> list[Path]:
     """Every Python file whose words a user sees: the core, the pages, the app."""
     files = sorted((root / "capsviz").rglob("*.py")) + sorted((root / "pages").glob("*.py"))
     return files + [root / "app.py"] if (root / "app.py").exists() else files
 
 
-def template(root: Path = ROOT) -> Catalog:
+def template(root: Path = CHECKOUT) -> Catalog:
     """Every message in the code, where each is used."""
     found = Catalog(project="capsviz", fuzzy=False, creation_date=STAMP)
     for path in sources(root):
@@ -45,7 +46,7 @@ def template(root: Path = ROOT) -> Catalog:
     return found
 
 
-def update(root: Path = ROOT) -> dict[str, int]:
+def update(root: Path = CHECKOUT) -> dict[str, int]:
     """Each language's catalog brought up to date with the code's messages (kept translations stay,
     a message gone from the code is dropped); returns how many messages each still lacks."""
     pot = template(root)
@@ -71,7 +72,6 @@ def update(root: Path = ROOT) -> dict[str, int]:
 # and the face of it each language's text is drawn in (its own forms of the shared characters).
 NOTO = Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")
 FACES = {"zh-Hans": "Noto Sans CJK SC", "ja": "Noto Sans CJK JP"}
-FONT_DIR = Path(__file__).resolve().parent / "fonts"
 
 
 def characters(lang: str) -> str:
@@ -123,7 +123,7 @@ def placeholders(text: str) -> set[str]:
 _MARKUP = re.compile(r"\*\*|`|:material/[a-z_]+:")
 
 
-def problems(root: Path = ROOT) -> list[str]:
+def problems(root: Path = CHECKOUT) -> list[str]:
     """What stops a catalog from being complete: a message of the code missing or untranslated in a
     language, a translation whose placeholders or markdown marks differ from the English."""
     pot = template(root)

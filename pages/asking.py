@@ -46,7 +46,7 @@ def ask(q: Question, place=None) -> bool:
     box.markdown(t("**Predict first.** {question}", question=plain(str(q.text))))
     rnd, stored, revealed = _round(q, who)
     if teacher:
-        box.caption(t("The answer: {answer} {why}", answer=plain(q.label(q.answer)), why=plain(str(q.why))))
+        box.caption(t("The answer: “{answer}”. {why}", answer=plain(q.label(q.answer)), why=plain(str(q.why))))
         try:
             split = class_store().split(q.qid)
         except Exception:  # noqa: BLE001
@@ -97,3 +97,16 @@ def ask(q: Question, place=None) -> bool:
                 )
             )
     return True
+
+
+def answered(q: Question) -> tuple[bool, str | None]:
+    """(whether this student has answered `q` in its current round, in this tab or another, or
+    skipped it in this session; their choice, None for a skip), as `ask` decides whether to reveal."""
+    who, _ = person()
+    rnd, stored, _ = _round(q, who)
+    if stored is not None:
+        return True, stored
+    done = STATE.asked.get().get(q.qid)
+    if done is not None and done[0] == rnd:
+        return True, done[1]
+    return False, None

@@ -12,10 +12,10 @@ import numpy as np
 import streamlit as st
 
 from capsviz.devices import serving_threads
+from capsviz.i18n import t
+from capsviz.paths import app_dir
 from capsviz.text import plain
 from pages.state import STATE
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def require_router() -> None:
@@ -35,7 +35,7 @@ def require_router() -> None:
 
 def checkpoint_dir() -> Path:
     """checkpoints/ beside app.py; CAPSVIZ_CHECKPOINTS points elsewhere (tests, shared folders)."""
-    return Path(os.environ.get("CAPSVIZ_CHECKPOINTS", ROOT / "checkpoints"))
+    return Path(os.environ.get("CAPSVIZ_CHECKPOINTS", app_dir() / "checkpoints"))
 
 
 def public(message) -> str:
@@ -47,7 +47,7 @@ def public(message) -> str:
     for prefix in prefixes:
         text = text.replace(prefix + os.sep, "")
     for prefix in prefixes:
-        text = text.replace(prefix, "the model folder")
+        text = text.replace(prefix, t("the model folder"))
     return text
 
 

@@ -256,9 +256,9 @@ st.caption(
         "Left, {a_j}: {a_j_means} Middle, {sigma}: {sigma_means} Right, sum_i R_ij (total assignment): the assignments R summed "
         "over all lower capsules; at iteration 1 each class receives an equal share, 1/{J} of them.",
         a_j=label("a_j"),
-        a_j_means=term("a_j").explanation,
+        a_j_means=term("a_j").explain(),
         sigma=label("sigma"),
-        sigma_means=term("sigma").explanation,
+        sigma_means=term("sigma").explain(),
         J=len(names),
     )
 )

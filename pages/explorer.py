@@ -69,7 +69,7 @@ if not ask(question):
     show(st, picture(to_image, image, width=168), t("The input image (label {label})", label=plain(label)), 168)
     st.stop()
 qp = st.query_params
-linked_capsule = link_number(STATE.capsule_index, 0, len(names) - 1, pred.predicted, "capsule")  # a shared link's choice, once
+linked_capsule = link_number(STATE.capsule_index, 0, len(names) - 1, pred.predicted, t("capsule"))  # a shared link's choice, once
 default_capsule = pred.predicted if linked_capsule is None else linked_capsule  # else the longest, for every new image
 capsule = st.selectbox(
     t("Capsule to decode"),

@@ -15,7 +15,7 @@ from capsviz.data.transforms import fit_drawing, mnist_style, picture_to_digit, 
 from capsviz.errors import CapsvizError
 from capsviz.glossary import class_words
 from capsviz.i18n import N_, keeping, t
-from capsviz.progress import time_left
+from capsviz.progress import progress_words
 from capsviz.text import plain
 from pages.active import test_set
 from pages.linking import keep_choice, link_number, show_link_note
@@ -75,7 +75,7 @@ def drawn_image() -> np.ndarray | None:
 
 # 16 native range inputs: each key press or release sends all 16 values at once, with no
 # debounce, so only the explorer's fragment reruns (st.slider waits ~200 ms in its frontend first).
-_DIMS_HTML = '<div class="dims" role="group" aria-label="DigitCaps dimensions"></div><button type="button">Reset all to 0</button>'
+_DIMS_HTML = '<div class="dims" role="group"></div><button type="button"></button>'
 
 
 _DIMS_CSS = """
@@ -92,6 +92,9 @@ _DIMS_JS = """
 export default function (component) {
   const { parentElement, data, setStateValue } = component;
   const root = parentElement.querySelector(".dims");
+  const reset = parentElement.querySelector("button");
+  root.setAttribute("aria-label", data.label);  // the words in the reader's language, from Python
+  reset.textContent = data.reset;
   const fmt = (v) => (v > 0 ? "+" : v < 0 ? "" : "\u00a0") + v.toFixed(2);
   if (!root.dataset.ready) {  // first mount: draw the inputs at the values Python holds
     root.dataset.ready = "1";
@@ -106,7 +109,7 @@ export default function (component) {
     inp.oninput = () => { outputs[d].textContent = fmt(Number(inp.value)); };
     inp.onchange = send;
   });
-  parentElement.querySelector("button").onclick = () => {
+  reset.onclick = () => {
     inputs.forEach((inp, d) => { inp.value = 0; outputs[d].textContent = fmt(0); });
     send();
   };
@@ -122,7 +125,8 @@ def dimension_sliders(initial: np.ndarray, key: str) -> np.ndarray:
     button; `initial` (a shared link's values) applies until the user moves one; a new `key` starts
     a fresh set. -> (16,) deltas."""
     start = [float(v) for v in initial]
-    result = _dims(key=key, data={"values": start}, default={"deltas": start}, on_deltas_change=lambda: None)
+    data = {"values": start, "reset": t("Reset all to 0"), "label": t("DigitCaps dimensions")}
+    result = _dims(key=key, data=data, default={"deltas": start}, on_deltas_change=lambda: None)
     values = getattr(result, "deltas", None) or start
     return np.clip(np.round(np.asarray(values, np.float32) / 0.05) * 0.05, -0.25, 0.25).astype(np.float32) + 0.0  # + 0.0: no -0
 
@@ -178,7 +182,7 @@ def pick_image(dataset: str, names, size: int, model=None, channels: int | None 
             return None
         return (fit_drawing(image, size, channels) if own else image), "drawn"
     if source == "Test set" and data is not None:
-        linked_image = link_number(STATE.image, 0, len(data) - 1, 0, "test image")  # a shared link's, once
+        linked_image = link_number(STATE.image, 0, len(data) - 1, 0, t("test image"))  # a shared link's, once
         if linked_image is not None:
             STATE.image_pending.set(linked_image)
         if not STATE.image.present or STATE.image_pending.present:
@@ -278,9 +282,8 @@ def long_job(key: str, label: str, fn, stored=None):
     start = time.perf_counter()
 
     def progress(done: int, total: int) -> None:
-        bar.progress(
-            min(done / max(total, 1), 1.0), text=f"{plain(label)}: {done} / {total}{time_left(done, total, time.perf_counter() - start)}"
-        )
+        text = progress_words(plain(label), done, total, time.perf_counter() - start)
+        bar.progress(min(done / max(total, 1), 1.0), text=text)
 
     results[key] = fn(progress)
     running.pop()

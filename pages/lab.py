@@ -5,8 +5,9 @@ import streamlit as st
 from capsviz.analysis import lab, rules
 from capsviz.data.user import short_name
 from capsviz.glossary import help_text
+from capsviz.i18n import keeping, t, tn
 from capsviz.registry import either
-from capsviz.text import plain
+from capsviz.text import plain, recorded
 from capsviz.viz import grouped_bars, seed_strip
 from pages.active import checkpoints, load_model, page_model, test_set
 from pages.common import require_router, said_rows
@@ -17,43 +18,45 @@ from pages.state import STATE
 
 require_router()
 
-st.title("Routing lab: does routing matter?")
+st.title(t("Routing lab: does routing matter?"))
 st.markdown(
-    "In a capsule network, routing decides how much of each part's vote goes to each class. The tour showed that "
-    "dynamic routing leaves most couplings near uniform; so does routing matter, and does another routing do better? "
-    "Here the **same trained capsules** are run with each routing, and models of one architecture **trained** with "
-    "different routings are compared. Two axes: *trained with* (how the weights were learned) and *run with* (how the "
-    "votes are combined now; the model itself is not changed). The short answer comes first; every sentence on this "
-    "page is computed from the table."
+    t(
+        "In a capsule network, routing decides how much of each part's vote goes to each class. The tour showed that "
+        "dynamic routing leaves most couplings near uniform; so does routing matter, and does another routing do better? "
+        "Here the **same trained capsules** are run with each routing, and models of one architecture **trained** with "
+        "different routings are compared. Two axes: *trained with* (how the weights were learned) and *run with* (how the "
+        "votes are combined now; the model itself is not changed). The short answer comes first; every sentence on this "
+        "page is computed from the table."
+    )
 )
 
 model, meta, path = page_model(
     lambda m: lab.fits(m.config),
-    f"a vector-capsule model (a {either('lab')}) whose routing can be swapped",
-    f"**{{name}}** is {{family}}; the lab swaps the routing of vector capsules. Choose a {either('lab')}.",
+    t("a vector-capsule model (a {models}) whose routing can be swapped", models=either("lab")),
+    t("**{{name}}** is {{family}}; the lab swaps the routing of vector capsules. Choose a {models}.", models=either("lab")),
 )
 
 fitting = {p.stem: (p, m) for p, m in checkpoints() if lab.fits(m.config)}
 same_data = [name for name, (_, m) in fitting.items() if m.image_dataset == meta.image_dataset]
 c = st.columns([3, 2])
 with c[0]:
-    link_choices(STATE.lab_models, list(fitting), same_data, "models", label=plain)
+    link_choices(STATE.lab_models, list(fitting), same_data, t("models"), label=plain)
 with c[1]:
-    link_choices(STATE.lab_routings, list(lab.LAB_ROUTINGS), list(lab.LAB_ROUTINGS), "routings", label=lab.LAB_ROUTINGS.get)
+    link_choices(STATE.lab_routings, list(lab.LAB_ROUTINGS), list(lab.LAB_ROUTINGS), t("routings"), label=lab.LAB_ROUTINGS.get)
 chosen = c[0].multiselect(
-    "Models",
+    t("Models"),
     list(fitting),
     default=same_data,
     format_func=plain,
     key=STATE.lab_models.key,
     bind="query-params",
-    help="Vector-capsule models in the model folder; the default is every one trained on the same images as the model in the sidebar.",
+    help=t("Vector-capsule models in the model folder; the default is every one trained on the same images as the model in the sidebar."),
 )
 routings = c[1].multiselect(
-    "Run with",
+    t("Run with"),
     list(lab.LAB_ROUTINGS),
     default=list(lab.LAB_ROUTINGS),
-    format_func=lambda r: lab.LAB_ROUTINGS[r],
+    format_func=keeping(lambda r: lab.LAB_ROUTINGS[r]),
     key=STATE.lab_routings.key,
     bind="query-params",
     help=help_text("uniform", "random_couplings", "iteration", "self_attention"),
@@ -61,19 +64,19 @@ routings = c[1].multiselect(
 s = st.columns(2)
 counts, epsilons = [1000, 2000, 5000, lab.TEST_IMAGES], [0.05, 0.1, 0.2]
 with s[0]:
-    keep_choice(STATE.lab_test, counts, lab.TEST_IMAGES, "test images")
+    keep_choice(STATE.lab_test, counts, lab.TEST_IMAGES, t("test images"))
 with s[1]:
-    keep_choice(STATE.lab_epsilon, epsilons, lab.FGSM_EPSILON, "FGSM epsilon")
+    keep_choice(STATE.lab_epsilon, epsilons, lab.FGSM_EPSILON, t("FGSM epsilon"))
 n_test = s[0].select_slider(
-    "Test images for the error",
+    t("Test images for the error"),
     counts,
     value=lab.TEST_IMAGES,
     key=STATE.lab_test.key,
     bind="query-params",
-    help="The whole MNIST test set (10,000) is the default: with fewer images, chance hides small differences.",
+    help=t("The whole MNIST test set ({n}) is the default: with fewer images, chance hides small differences.", n=f"{lab.TEST_IMAGES:,}"),
 )
 epsilon = s[1].select_slider(
-    "FGSM epsilon",
+    t("FGSM epsilon"),
     epsilons,
     value=lab.FGSM_EPSILON,
     key=STATE.lab_epsilon.key,
@@ -81,7 +84,7 @@ epsilon = s[1].select_slider(
     help=help_text("fgsm", "epsilon"),
 )
 if not chosen or not routings:
-    st.info("Pick at least one model and one routing.")
+    st.info(t("Pick at least one model and one routing."))
     st.stop()
 
 settings = lab.Settings(test_images=n_test, epsilon=epsilon)
@@ -97,9 +100,15 @@ images = {
 without = [name for name, found in images.items() if found is None]
 if without:
     st.warning(
-        f"The test images of {', '.join(f'**{n}**' for n in without)} are not available on this server "
-        f"({', '.join(plain(d) for d in sorted({short_name(fitting[n][1].image_dataset) for n in without}))}), so "
-        f"{'it is' if len(without) == 1 else 'they are'} left out of the lab unless stored results are kept for them.",
+        tn(
+            "The test images of {models} are not available on this server ({datasets}), so it is left out of the lab unless "
+            "stored results are kept for it.",
+            "The test images of {models} are not available on this server ({datasets}), so they are left out of the lab unless "
+            "stored results are kept for them.",
+            len(without),
+            models=t(", ").join(f"**{plain(n)}**" for n in without),
+            datasets=t(", ").join(plain(d) for d in sorted({short_name(fitting[n][1].image_dataset) for n in without})),
+        ),
         icon=":material/image_not_supported:",
     )
 entries = [fitting[name] for name in chosen if name not in without]
@@ -119,11 +128,18 @@ def all_stored():
     return [have[p.stem, r] for p, _ in entries for r in routings] if all(p.stem in complete for p, _ in entries) else None
 
 
+# the rows' words are made when shown, so a run kept for this session is shown again in any language
 job = f"lab:{'|'.join(chosen)}:{'|'.join(routings)}:{n_test}:{epsilon}"
 missing = sum((p.stem, r) not in have for p, _ in entries for r in routings)
 if missing:
-    st.caption(f"{missing} of the {len(entries) * len(routings)} rows are not stored for these settings yet: they run once, then stay.")
-rows = long_job(job, "Run the lab", run, stored=all_stored)
+    st.caption(
+        t(
+            "{missing} of the {total} rows are not stored for these settings yet: they run once, then stay.",
+            missing=missing,
+            total=len(entries) * len(routings),
+        )
+    )
+rows = long_job(job, t("Run the lab"), run, stored=all_stored)
 if rows is None:
     st.stop()
 
@@ -134,42 +150,50 @@ studies = list({(st_.architecture, st_.shipped, st_.models): st_ for st_ in foun
 plain_rows, plain_studies = said_rows(rows, studies)  # their names made plain, for the sentences written about them
 said = lab.report(plain_rows, plain_studies)
 
-st.subheader("Does routing matter? The short answer")
+st.subheader(t("Does routing matter? The short answer"))
 c = st.columns([3, 2])
 with c[0]:
-    st.caption("What the table below shows, in a few sentences; each model's details follow it.")
+    st.caption(t("What the table below shows, in a few sentences; each model's details follow it."))
     for line in said.short:
         st.markdown("- " + line)  # plain: said_rows makes the names plain
 with c[1]:
-    st.subheader("What others found (published, not measured here)")
-    for line in lab.PUBLISHED:
+    st.subheader(t("What others found (published, not measured here)"))
+    for line in lab.published():
         st.markdown("- " + plain(line))
 for line in said.hidden:
     st.info(line, icon=":material/visibility_off:")  # plain: said_rows makes the names plain
 
-st.subheader("The table")
-cells = lab.table(rows)
-cells = [c | {"trained with": c["trained with"].split(" (")[0]} for c in cells]  # short in the table, whole in its header's help
-whole = sorted({r.trained for r in rows if " (" in r.trained})
+st.subheader(t("The table"))
+# a table's cell holds what a model was trained with in short; the column's help gives it whole
+cells = [c | {"trained with": r.trained_short} for c, r in zip(lab.table(rows), rows, strict=True)]
+whole = sorted({r.trained for r in rows if r.trained_label})
+trained_help = t("The routing the model was trained with")
+if whole:
+    trained_help = t("{said}; in full: {whole}", said=trained_help, whole=t("; ").join(plain(w) for w in whole))
+header = lambda k: t(lab.COLUMNS[k])  # noqa: E731 - a column's header in the reader's language
+number = lambda k: f"%.{lab.DECIMALS[k]}f"  # noqa: E731 - a column's decimals
 column_config = {  # short headers, each with its long form as help: a laptop's page shows every column, a phone most
-    "model": st.column_config.TextColumn(width=150, pinned=True),  # stays in view while a phone scrolls to the numbers
-    "run with": st.column_config.TextColumn(width=100, help="The routing the model is run with here"),
-    "error %": st.column_config.NumberColumn(format=f"%.{lab.DECIMALS['error %']}f", width=66, help="Test error, %"),
-    "± chance": st.column_config.NumberColumn(format=f"%.{lab.DECIMALS['± chance']}f", width=70, help="Two standard errors of the error"),
+    "model": st.column_config.TextColumn(header("model"), width=150, pinned=True),  # stays in view while a phone scrolls to the numbers
+    "run with": st.column_config.TextColumn(header("run with"), width=100, help=t("The routing the model is run with here")),
+    "error %": st.column_config.NumberColumn(header("error %"), format=number("error %"), width=66, help=t("Test error, %")),
+    "± chance": st.column_config.NumberColumn(
+        header("± chance"), format=number("± chance"), width=70, help=t("Two standard errors of the error")
+    ),
     "shifted acc. %": st.column_config.NumberColumn(
-        "shifted %", format=f"%.{lab.DECIMALS['shifted acc. %']}f", width=70, help="Accuracy on shifted and turned images, %"
+        t("shifted %"), format=number("shifted acc. %"), width=70, help=t("Accuracy on shifted and turned images, %")
     ),
     "FGSM acc. %": st.column_config.NumberColumn(
-        f"FGSM {epsilon:g} %", format=f"%.{lab.DECIMALS['FGSM acc. %']}f", width=78, help=f"Accuracy under FGSM, epsilon {epsilon:g}, %"
+        t("FGSM {epsilon} %", epsilon=f"{epsilon:g}"),
+        format=number("FGSM acc. %"),
+        width=78,
+        help=t("Accuracy under FGSM, epsilon {epsilon}, %", epsilon=f"{epsilon:g}"),
     ),
-    "pair acc. %": st.column_config.TextColumn("pair %", width=62, help="Pair accuracy on MultiMNIST test pairs, %"),
-    "trained with": st.column_config.TextColumn(
-        width=190, help="The routing the model was trained with" + (f"; in full: {'; '.join(plain(w) for w in whole)}" if whole else "")
-    ),
-    "entropy %": st.column_config.NumberColumn(format=f"%.{lab.DECIMALS['entropy %']}f", width=90, help=lab.ENTROPY_TITLE),
-    "c to pred.": st.column_config.NumberColumn(format=f"%.{lab.DECIMALS['c to pred.']}f", width=90),
-    "ms / image": st.column_config.NumberColumn(format=f"%.{lab.DECIMALS['ms / image']}f", width=90),
-    "ms range": st.column_config.TextColumn(width=160),
+    "pair acc. %": st.column_config.TextColumn(t("pair %"), width=62, help=t("Pair accuracy on MultiMNIST test pairs, %")),
+    "trained with": st.column_config.TextColumn(header("trained with"), width=190, help=trained_help),
+    "entropy %": st.column_config.NumberColumn(header("entropy %"), format=number("entropy %"), width=90, help=t(lab.ENTROPY_TITLE)),
+    "c to pred.": st.column_config.NumberColumn(header("c to pred."), format=number("c to pred."), width=90),
+    "ms / image": st.column_config.NumberColumn(header("ms / image"), format=number("ms / image"), width=90),
+    "ms range": st.column_config.TextColumn(header("ms range"), width=160),
 }
 for k, columns in enumerate(lab.SPLIT):  # two tables, each as wide as a laptop's page: no column hidden to the right
     shown = [c for c in columns if c != "trained with"] + [c for c in columns if c == "trained with"]  # numbers next to their model
@@ -182,62 +206,88 @@ for k, columns in enumerate(lab.SPLIT):  # two tables, each as wide as a laptop'
         column_config={name: column_config[name] for name in shown},
     )
 first = rows[0]
+machine = recorded(first.hardware) if first.hardware else t("the machine that measured it")
 st.caption(
-    lab.table_words(plain_rows)  # plain: no name in it, only counts
-    + f" Time per image at batch {lab.TIME_BATCH} on {plain(first.hardware or 'the machine that measured it')}: the median of "
-    f"the timings, their range beside. {lab.TIME_RULE}"
+    t(
+        "{columns} Time per image at batch {batch} on {machine}: the median of the timings, their range beside. {rule}",
+        columns=lab.table_words(plain_rows),  # plain: no name in it, only counts
+        batch=lab.TIME_BATCH,
+        machine=machine,
+        rule=lab.time_rule(),
+    )
 )
 
 models_in = list(dict.fromkeys(r.model for r in rows))
 by = {(r.model, r.run_with): r for r in rows}
-err = {rt: [by[m, rt].test_error if (m, rt) in by else None for m in models_in] for rt in routings}
-band = {rt: [rules.spread(by[m, rt].test_error, by[m, rt].n_test) if (m, rt) in by else 0 for m in models_in] for rt in routings}
+bars = lambda values: {lab.routing_name(rt): values(rt) for rt in routings}  # noqa: E731 - a bar per routing, named in the reader's language
+err = bars(lambda rt: [by[m, rt].test_error if (m, rt) in by else None for m in models_in])
+band = bars(lambda rt: [rules.spread(by[m, rt].test_error, by[m, rt].n_test) if (m, rt) in by else 0 for m in models_in])
 c = st.columns(2)
 c[0].plotly_chart(
-    chart(grouped_bars, models_in, err, "Test error (lower is better), ± two standard errors", "test error %", band), key="lab_err"
+    chart(grouped_bars, models_in, err, t("Test error (lower is better), ± two standard errors"), t("test error %"), band), key="lab_err"
 )
-acc = {rt: [by[m, rt].shifted_accuracy if (m, rt) in by else None for m in models_in] for rt in routings}
-c[1].plotly_chart(chart(grouped_bars, models_in, acc, "Accuracy on shifted and turned images", "accuracy %"), key="lab_shift")
+acc = bars(lambda rt: [by[m, rt].shifted_accuracy if (m, rt) in by else None for m in models_in])
+c[1].plotly_chart(chart(grouped_bars, models_in, acc, t("Accuracy on shifted and turned images"), t("accuracy %")), key="lab_shift")
 c = st.columns(2)
-fg = {rt: [by[m, rt].fgsm_accuracy if (m, rt) in by else None for m in models_in] for rt in routings}
-c[0].plotly_chart(chart(grouped_bars, models_in, fg, f"Accuracy under FGSM, epsilon {epsilon:g}", "accuracy %"), key="lab_fgsm")
-ent = {rt: [100 * by[m, rt].entropy_ratio if (m, rt) in by else None for m in models_in] for rt in routings}
-c[1].plotly_chart(chart(grouped_bars, models_in, ent, lab.ENTROPY_TITLE, "%"), key="lab_entropy")
+fg = bars(lambda rt: [by[m, rt].fgsm_accuracy if (m, rt) in by else None for m in models_in])
+c[0].plotly_chart(
+    chart(grouped_bars, models_in, fg, t("Accuracy under FGSM, epsilon {epsilon}", epsilon=f"{epsilon:g}"), t("accuracy %")), key="lab_fgsm"
+)
+ent = bars(lambda rt: [100 * by[m, rt].entropy_ratio if (m, rt) in by else None for m in models_in])
+c[1].plotly_chart(chart(grouped_bars, models_in, ent, t(lab.ENTROPY_TITLE), "%"), key="lab_entropy")
 
-st.subheader("The details, model by model")
-trained = {plain(r.model): r.trained for r in rows}
+st.subheader(t("The details, model by model"))
+trained = {plain(r.model): r.trained_name for r in rows}
 for name, lines in said.models.items():
-    with st.expander(f"{name}, trained with {trained[name]}"):  # plain: said_rows makes the names plain
+    with st.expander(t("{model}, trained with {routing}", model=name, routing=trained[name])):  # plain: said_rows makes the names plain
         for line in lines:
             st.markdown("- " + line)  # plain: said_rows makes the names plain
 if said.across:
-    st.subheader("Across models")
+    st.subheader(t("Across models"))
     for line in said.across:
         st.markdown("- " + line)  # plain: said_rows makes the names plain
 
 for k, (study, plain_study) in enumerate(zip(studies, plain_studies, strict=True)):
     st.subheader(study.title(plain))  # plain: its names are made plain by title
     st.markdown(
-        "One training run per routing cannot say whether a gap between routings is the routing or the luck of the "
-        "draw: the starting weights and the order of the images (the *seed*). Here the same preset was trained with "
-        f"each routing from {len(study.seeds)} seeds on a shorter schedule ({plain(study.architecture)}), so the gap between "
-        "routings can be set beside the gap between seeds."
+        t(
+            "One training run per routing cannot say whether a gap between routings is the routing or the luck of the "
+            "draw: the starting weights and the order of the images (the *seed*). Here the same preset was trained with "
+            "each routing from {k} seeds on a shorter schedule ({schedule}), so the gap between routings can be set beside "
+            "the gap between seeds.",
+            k=len(study.seeds),
+            schedule=lab.architecture_words(plain(study.architecture)),
+        )
     )
     c = st.columns([2, 3])
     c[0].plotly_chart(
-        chart(seed_strip, study.errors, study.seeds, "Error per seed (dots), mean (bar)"),
+        chart(
+            seed_strip,
+            {lab.routing_name(r): e for r, e in study.errors.items()},
+            study.seeds,
+            t("Error per seed (dots), mean (bar)"),
+        ),
         key=f"lab_seeds_{k}_{lab.seeds_key(study)}",
     )
     with c[1]:
         for line in lab.seed_sentences(plain_study):  # whole: plain() would cut a long sentence, so only its names are made plain
             st.markdown("- " + line)  # plain: said_rows made the study's architecture plain
+        machine = recorded(study.hardware) if study.hardware else t("an unnamed machine")
         st.caption(
-            f"Each error on {study.n_test:,} test images, from the training run's own evaluation; trained on {plain(study.hardware or 'an unnamed machine')}. "
-            "Command: `python -m capsviz.analysis.lab --seeds RUNS...` (RESULTS.md)."
+            t(
+                "Each error on {n} test images, from the training run's own evaluation; trained on {machine}. "
+                "Command: `python -m capsviz.analysis.lab --seeds RUNS...` (RESULTS.md).",
+                n=f"{study.n_test:,}",
+                machine=machine,
+            )
         )
 if skipped:
+    listed = t(", ").join(plain(s) for s in skipped[:5]) + (" ..." if len(skipped) > 5 else "")
     st.caption(
-        f"{len(skipped)} stored result(s) could not be read and were left out (damaged, or from another version of capsviz): "
-        + ", ".join(plain(s) for s in skipped[:5])
-        + (" ..." if len(skipped) > 5 else "")
+        tn(
+            "{n} stored result could not be read and was left out (damaged, or from another version of capsviz): {listed}",
+            "{n} stored results could not be read and were left out (damaged, or from another version of capsviz): {listed}",
+            len(skipped),
+            listed=listed,
+        )
     )

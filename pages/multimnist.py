@@ -26,8 +26,7 @@ from capsviz.analysis.multimnist import (
     stored_words,
 )
 from capsviz.analysis.questions import both_digits
-from capsviz.config import DATASETS
-from capsviz.data.multimnist import MAX_SHIFT
+from capsviz.data.multimnist import MAX_SHIFT, SIZE  # the canvas its models read
 from capsviz.glossary import help_text
 from capsviz.i18n import keeping, t
 from capsviz.registry import routing_words
@@ -43,13 +42,12 @@ from pages.linking import keep_link_note, link_choice, show_link_note
 from pages.state import STATE, link_asks
 
 require_router()
-SIZE = DATASETS["multimnist"].in_size
 
 st.title(t("MultiMNIST: two digits on top of each other"))
 st.markdown(intro_words(SIZE, MAX_SHIFT))
 
 model, meta, path = page_model(
-    lambda m: m.config.decodes and m.config.in_size == DATASETS["multimnist"].in_size,
+    lambda m: m.config.decodes and m.config.in_size == SIZE,
     t("a CapsNet trained on MultiMNIST (pairs of digits, {size}x{size})", size=SIZE),
     t(
         "**{{name}}** is not a CapsNet trained on MultiMNIST ({size}x{size} inputs with a decoder). None is in the model folder; "

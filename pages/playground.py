@@ -11,6 +11,7 @@ from capsviz.analysis.playground import (
     EM_PRESETS,
     I_TOY,
     LIMIT,
+    PRESET_NAMES,
     TABLE,
     attention_toy,
     attention_view,
@@ -51,13 +52,13 @@ def lower_names() -> list[str]:
     return [t("lower {i}", i=i + 1) for i in range(I_TOY)]
 
 
-def from_link(slot: Key, what: str, choices, default) -> None:
+def from_link(slot: Key, what: str, choices, default, name=str) -> None:
     """Seed a widget's state before it is drawn: a shared link's value (?param=) when it is one of
     `choices`, else `default` with a note naming what the link asked for (`what`: the setting in
-    words); the widget itself then takes no default of its own."""
+    words; `name`: a choice as the widget shows it); the widget itself then takes no default of its own."""
     if not slot.present:
         raw = link_asks(slot.param)
-        slot.set(default if raw is None else keep_link_note(slot.param, chosen(raw, list(choices), default, what)).value)
+        slot.set(default if raw is None else keep_link_note(slot.param, chosen(raw, list(choices), default, what, name)).value)
     show_link_note(slot.param, slot.get())
 
 
@@ -67,7 +68,7 @@ def switch_toy() -> None:
         st.query_params.pop(param, None)
 
 
-from_link(STATE.pg_toy, t("playground"), list(TOYS), "dynamic")
+from_link(STATE.pg_toy, t("playground"), list(TOYS), "dynamic", lambda k: t(TOYS[k]))
 toy_kind = st.radio(
     t("Playground"), list(TOYS), format_func=keeping(lambda k: t(TOYS[k])), key=STATE.pg_toy.key, horizontal=True, on_change=switch_toy
 )
@@ -86,19 +87,25 @@ def reset_points() -> None:
     gen_slot.set(gen_slot.get() + 1)
 
 
-from_link(preset_slot, t("preset"), presets, presets[0])
+preset_name = keeping(lambda p: t(PRESET_NAMES[p]))
+from_link(preset_slot, t("preset"), presets, presets[0], preset_name)
 from_link(j_slot, t("upper capsules"), [2, 3], 2)
 from_link(t_slot, t("routing iterations"), range(1, 6), 3)
 from_link(cap_slot, t("lower capsule"), range(1, I_TOY + 1), 1)
 controls, figure = st.columns([1, 2.2], gap="large")
 with controls:
-    preset = st.selectbox(  # plain: the toy's own preset names
-        t("Preset"), presets, key=preset_slot.key, on_change=reset_points, help=t("A starting arrangement; the sliders below change it")
+    preset = st.selectbox(
+        t("Preset"),
+        presets,
+        format_func=preset_name,  # the link keeps the English key
+        key=preset_slot.key,
+        on_change=reset_points,
+        help=t("A starting arrangement; the sliders below change it"),
     )
     J = st.radio(t("Upper capsules"), [2, 3], key=j_slot.key, horizontal=True, on_change=reset_points)
     rule = "dynamic"
     if toy_kind == "dynamic":
-        from_link(STATE.pg_rule, t("routing"), STATE.pg_rule.choices, "dynamic")
+        from_link(STATE.pg_rule, t("routing"), STATE.pg_rule.choices, "dynamic", lambda r: t(RULES[r]))
         rule = st.radio(
             t("Routing"),
             list(RULES),
@@ -281,7 +288,7 @@ if toy_kind == "dynamic" and rule == "self-attention":
     view = attention_view(toy)
     st.markdown(view.intro)
     st.info(view.said)
-    cols = {}
+    cols = {"lower capsule": st.column_config.TextColumn(t("lower capsule"))}
     for j in range(J):
         cols[f"a to {j + 1}"] = number(t("a to {j}", j=j + 1), "self_attention")  # the keys: the table's columns; the titles shown
         cols[f"c to {j + 1}"] = number(t("c to {j}", j=j + 1), "c")
@@ -291,7 +298,7 @@ elif toy_kind == "dynamic":
     view = dynamic_view(toy, it)
     st.markdown(view.intro)
     st.info(view.said)
-    cols = {}
+    cols = {"lower capsule": st.column_config.TextColumn(t("lower capsule"))}
     for j in range(J):
         cols[f"b to {j + 1}"] = number(t("b to {j}", j=j + 1), "b")
         cols[f"c to {j + 1}"] = number(t("c to {j}", j=j + 1), "c")
@@ -309,9 +316,10 @@ elif toy_kind == "dynamic":
         hide_index=True,
         key="pg_dyn_upper",
         column_config={
-            "s (x, y)": st.column_config.TextColumn(help=help_text("s")),
+            "upper capsule": st.column_config.TextColumn(t("upper capsule")),
+            "s (x, y)": st.column_config.TextColumn("s (x, y)", help=help_text("s")),
             "|s|": number("|s|", "s"),
-            "v (x, y)": st.column_config.TextColumn(help=help_text("v", "squash")),
+            "v (x, y)": st.column_config.TextColumn("v (x, y)", help=help_text("v", "squash")),
             "|v| (presence)": number(t("|v| (presence)"), "length"),
         },
     )
@@ -320,7 +328,10 @@ else:
     view = em_view(toy, it, beta_a)
     st.markdown(view.intro)
     st.info(view.said)
-    cols = {"a (lower activation)": st.column_config.NumberColumn(t("a (lower activation)"), format="%.2f", help=help_text("a_in"))}
+    cols = {
+        "lower capsule": st.column_config.TextColumn(t("lower capsule")),
+        "a (lower activation)": st.column_config.NumberColumn(t("a (lower activation)"), format="%.2f", help=help_text("a_in")),
+    }
     for j in range(J):
         cols[f"R to {j + 1}"] = number(t("R to {j}", j=j + 1), "R")
     st.markdown(
@@ -335,6 +346,7 @@ else:
         hide_index=True,
         key="pg_em_upper",
         column_config={
+            "upper capsule": st.column_config.TextColumn(t("upper capsule")),
             "mu (mean pose)": st.column_config.TextColumn(t("mu (mean pose)"), help=help_text("mu")),
             "sigma (spread)": st.column_config.TextColumn(t("sigma (spread)"), help=help_text("sigma")),
             "a (activation)": number(t("a (activation)"), "a_j"),

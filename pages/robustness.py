@@ -68,12 +68,16 @@ own = user_dataset(dataset) is not None
 shown_as = short_name(dataset)
 
 
-def same_digits(routing: str | None) -> list:
-    """The model files with this routing (None: the CNNs) that read the same digits at the same size."""
-    return [p for p, m in checkpoints() if m.config.routing == routing and m.config.in_size == size and m.image_dataset == dataset]
+def same_digits(fits) -> list:
+    """The model files whose family `fits` (a test of its registry entry) that read the same digits at the same size."""
+    return [
+        p
+        for p, m in checkpoints()
+        if m.config.family in FAMILIES and fits(FAMILIES[m.config.family]) and m.config.in_size == size and m.image_dataset == dataset
+    ]
 
 
-cnns = same_digits(None)
+cnns = same_digits(lambda family: family.baseline)
 models = {path.stem: model}
 files = {path.stem: path}
 cnn_stem = None
@@ -121,7 +125,7 @@ def stored_sweeps(kind: str, settings: dict, models: dict) -> dict[str, str]:
     return {name: stored.sweep_key(files[name], kind, settings) for name in models}
 
 
-def all_stored(keys: dict[str, str], convert=lambda v: v):
+def stored_results(keys: dict[str, str], convert=lambda v: v):
     """Every model's stored result for this sweep, or None when one of them has none."""
     found = {name: stored.read(k) for name, k in keys.items()}
     return None if any(v is None for v in found.values()) else {name: convert(v) for name, v in found.items()}
@@ -139,8 +143,9 @@ def attacked(model_key: str, _model, dataset: str, count: int, _x, _y, eps: floa
     return adv.numpy(), out.scores.argmax(1).numpy(), recs
 
 
-link_choice(STATE.tab, STATE.tab.choices, STATE.tab.default, t("tab"))
-tab_affine, tab_adv = st.tabs(STATE.tab.choices, key=STATE.tab.key, bind="query-params")
+TABS = [t(name) for name in STATE.tab.choices]  # the address names a tab as it reads (a link carries lang=)
+link_choice(STATE.tab, TABS, TABS[0], t("tab"))
+tab_affine, tab_adv = st.tabs(TABS, key=STATE.tab.key, bind="query-params")
 
 with tab_affine:
     picked = pick_image(dataset, names, size if own else 28, model)
@@ -164,7 +169,7 @@ with tab_affine:
             show(cols[0], picture(to_image, warped, 5, width=150), t("transformed (label {label})", label=plain(label)), 150)
             for col, (name, m) in zip(cols[1:], models.items(), strict=False):
                 p = answer(f"{key}:{name}", m, warped)
-                y_title = FAMILIES[m.config.family].score
+                y_title = t(FAMILIES[m.config.family].score)
                 col.plotly_chart(
                     chart(
                         capsule_bars, p.scores, names, p.predicted, f"{name}: {names[p.predicted]} ({p.scores[p.predicted]:.2f})", y_title
@@ -202,7 +207,7 @@ with tab_affine:
             f"{key}:affine:{n}",
             t("Run the affine sweep"),
             run_affine,
-            stored=lambda: all_stored(affine_keys, lambda v: v["accuracy"]),
+            stored=lambda: stored_results(affine_keys, lambda v: v["accuracy"]),
         )
         if sweep is not None:
             st.plotly_chart(
@@ -260,12 +265,13 @@ with tab_adv:
         n = count_slider(t("Test images"), [50, 100, 200, 500, 1000], stored.ATTACK_IMAGES, len(data), STATE.attack_images, c[2])
         epsilons = stored.ATTACK_EPSILONS
         x, y = attack_test_images(data, n, size)
-        # The EM paper's claim is about matrix capsules: beside a CapsNet, its matrix-capsule sibling is attacked too
+        # The claim is made for some families (their entry's `attacks`): beside another capsule model, one of them is attacked too
         attacked_models = dict(models)
-        matrix = None if meta.config.routing == "em" else next(iter(same_digits("em")), None)
-        if matrix is not None:
-            attacked_models[matrix.stem], _ = load_model(matrix)
-            files[matrix.stem] = matrix
+        claimed = FAMILIES[meta.config.family].attacks
+        claimant = None if claimed else next(iter(same_digits(lambda family: family.attacks)), None)
+        if claimant is not None:
+            attacked_models[claimant.stem], _ = load_model(claimant)
+            files[claimant.stem] = claimant
         attack_keys = stored_sweeps("attack", stored.attack_settings(dataset, method, targeted, n, epsilons), attacked_models)
 
         def run_all(progress):
@@ -287,7 +293,7 @@ with tab_adv:
             f"{key}|{'|'.join(attacked_models)}:adv:{method}:{targeted}:{n}",
             t("Run the attack sweep"),
             run_all,
-            stored=lambda: all_stored(attack_keys, AttackCurve.from_dict),
+            stored=lambda: stored_results(attack_keys, AttackCurve.from_dict),
         )
         if curves is not None:
             series = {name: (cv.success if targeted else cv.accuracy) for name, cv in curves.items()}
@@ -325,9 +331,11 @@ with tab_adv:
                 + " "
                 + (
                     ""
-                    if meta.config.routing == "em" or matrix is not None
+                    if claimed or claimant is not None
                     else t(
-                        "No matrix-capsule model for these images is in the model folder, so the EM paper's own claim is not tested here."
+                        "No model of a family whose paper makes this claim ({families}) is in the model folder for these images, so "
+                        "that claim is not tested here.",
+                        families=t(", ").join(t(f.short) for f in FAMILIES.values() if f.attacks),
                     )
                 )
             )

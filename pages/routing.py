@@ -30,11 +30,12 @@ from capsviz.analysis.routing import (
     sweep_of_trace,
     sweep_words,
     trained_with_words,
+    unplaced_words,
 )
 from capsviz.config import user_dataset
 from capsviz.glossary import class_words, help_text
 from capsviz.i18n import t
-from capsviz.registry import either, shows
+from capsviz.registry import FAMILIES, ROUTINGS, either, routing_words, shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
 from capsviz.viz.animation import coupling_frames, gif_bytes
@@ -49,8 +50,8 @@ from pages.state import STATE
 require_router()
 
 
-def attention_view(model, image, label, names) -> None:
-    """Efficient-CapsNet's one pass of self-attention routing: its couplings beside the prior it
+def one_pass_view(model, image, label, names, layout) -> None:
+    """One pass of self-attention routing (Efficient-CapsNet's): its couplings beside the prior it
     learned, and the same capsules run with dynamic routing for comparison."""
     st.title(t("Self-attention routing, in one pass"))
     st.markdown(
@@ -89,6 +90,8 @@ def attention_view(model, image, label, names) -> None:
         )
     )
     right.caption(help_text("self_attention", "c", "prior"))
+    if layout.about:  # where its primary capsules come from, since no map places them
+        right.caption(t(layout.about))
     st.caption(attention_words(tr, winner, plain(names[winner])))  # plain: its one name is made plain here
     st.subheader(t("The same capsules with dynamic routing, 1 to 10 iterations"))
     sweep = for_image(iteration_sweep, model, image, 10, key=key)
@@ -123,9 +126,11 @@ def picked_image(names) -> tuple[np.ndarray, str]:
     return centred(picked[0], pad), picked[1]
 
 
-if meta.config.routing == "self-attention":
+routing = meta.config.routing  # the family's own routing, which the page shows as its entry says
+layout = FAMILIES[meta.config.family].primary_layout(meta.config)  # where its primary capsules sit
+if ROUTINGS[routing].view == "attention":
     names = meta.class_names
-    attention_view(model, *picked_image(names), names)
+    one_pass_view(model, *picked_image(names), names, layout)
     st.stop()
 words = class_words(meta)  # digit capsules for digits; class capsules for Fashion-MNIST and a user's own images
 st.title(t("Dynamic routing, iteration by iteration"))
@@ -150,16 +155,19 @@ st.caption(
 
 if how := how_it_computes(meta):  # a model written elsewhere: the routing it really does
     st.caption(t("This model was imported: {how}.", how="; ".join(how)))
-if meta.config.couplings != "dynamic":
+if getattr(meta.config, "couplings", routing) != routing:
     st.info(
         t(
-            "**{model}** was trained with {trained}, not with dynamic routing. This page runs its capsules with dynamic routing "
-            "instead: the weights are the ones that training made for the other couplings.",
+            "**{model}** was trained with {trained}, not with {routing}. This page runs its capsules with {routing} instead: the "
+            "weights are the ones that training made for the other couplings.",
             model=plain(path.stem),
             trained=trained_with_words(meta.config),
+            routing=routing_words(routing),
         ),
         icon=":material/info:",
     )
+if layout.about:  # no grid to draw the couplings on: the capsules in the model's order
+    st.caption(t(layout.about))
 names = meta.class_names
 image, label = picked_image(names)
 keep_within(STATE.iterations, 1, 10, meta.config.routing_iterations, t("routing iterations"))
@@ -175,13 +183,13 @@ T = st.slider(
 
 
 Tmax = 10
-full = for_image(dynamic_trace, model, image, Tmax)  # one run of the most iterations: every shorter run is its start
+full = for_image(dynamic_trace, model, image, Tmax, routing)  # one run of the most iterations: every shorter run is its start
 tr = full.first(T)
 winner = int(tr.lengths[-1].argmax())
 
 
 @st.fragment
-def iteration_view(tr, image, label, winner: int) -> None:
+def couplings_view(tr, image, label, winner: int) -> None:
     """The maps of one iteration: moving the iteration or the detailed capsule reruns only this."""
     if T > 1:
         keep_within(STATE.t, 1, T, T, t("iteration"))
@@ -200,7 +208,33 @@ def iteration_view(tr, image, label, winner: int) -> None:
     else:
         it = 0
         st.info(once_words(tr))
+    if tr.layout.grid:
+        maps_view(tr, it, image, label, winner)
+    else:
+        capsules_view(tr, it, image, label, winner)
 
+
+def capsules_view(tr, it: int, image, label, winner: int) -> None:
+    """Iteration `it`'s couplings of primary capsules that sit on no grid: every capsule's coupling
+    to every class, in the model's order."""
+    left, right = st.columns([1, 3])
+    show(
+        left,
+        picture(to_image, image, width=168),
+        t("input (label {label}), prediction {prediction}", label=plain(label), prediction=plain(names[winner])),
+        168,
+    )
+    title, caption = unplaced_words(tr, it, words.capsule, words.thing)
+    y = [str(n) for n in names]
+    right.plotly_chart(
+        chart(heatmap, tr.c[it].T, title, t("primary capsule"), t("class"), y=y, zmin=0, zmax=2 * tr.uniform, height=300),
+        key="coupling_capsules",
+    )
+    right.caption(caption)  # plain: numbers and the class words only
+
+
+def maps_view(tr, it: int, image, label, winner: int) -> None:
+    """Iteration `it`'s coupling maps over the primary capsules' grid, and one class's detailed map."""
     maps = tr.coupling_maps(it)
     even = flat(maps)
     zrange = (0, 2 * tr.uniform)  # all equal: a scale around uniform, not around nothing
@@ -267,7 +301,7 @@ def iteration_view(tr, image, label, winner: int) -> None:
     right.caption(detail_caption)  # plain: numbers and the class name made plain
 
 
-iteration_view(tr, image, label, winner)
+couplings_view(tr, image, label, winner)
 
 a, b = st.columns(2)
 a.plotly_chart(
@@ -281,35 +315,50 @@ b.plotly_chart(
 )
 b.caption(ent["caption"])  # plain: numbers and the class words only
 
-c, d = st.columns([1, 2])
-show(
-    c,
-    picture(overlay, image, np.maximum(tr.agreement_map(winner), 0), width=224),
-    t(
-        "where predictions agree with the {name} capsule (agreement u_hat . v above 0, summed over the primary capsules at each position)",
-        name=plain(names[winner]),
-    ),
-    224,
-)
-d.plotly_chart(
-    chart(
-        heatmap,
-        tr.by_capsule(tr.agreement[:, winner]),
-        t("Agreement u_hat . v with {name}", name=names[winner]),
-        *capsule_axes(tr),
-        height=300,
-        **capsule_labels(tr),
-    ),
-    key="agreement",
-)
-d.caption(
-    t(
-        "Each primary capsule's agreement with the {name} capsule after iteration {T}, laid out as the detailed coupling map "
-        "above: what routing adds to b at each iteration.",
-        name=plain(names[winner]),
-        T=T,
+if tr.layout.grid:
+    c, d = st.columns([1, 2])
+    show(
+        c,
+        picture(overlay, image, np.maximum(tr.agreement_map(winner), 0), width=224),
+        t(
+            "where predictions agree with the {name} capsule (agreement u_hat . v above 0, summed over the primary capsules at "
+            "each position)",
+            name=plain(names[winner]),
+        ),
+        224,
     )
-)
+    d.plotly_chart(
+        chart(
+            heatmap,
+            tr.by_capsule(tr.agreement[:, winner]),
+            t("Agreement u_hat . v with {name}", name=names[winner]),
+            *capsule_axes(tr),
+            height=300,
+            **capsule_labels(tr),
+        ),
+        key="agreement",
+    )
+    d.caption(
+        t(
+            "Each primary capsule's agreement with the {name} capsule after iteration {T}, laid out as the detailed coupling map "
+            "above: what routing adds to b at each iteration.",
+            name=plain(names[winner]),
+            T=T,
+        )
+    )
+else:
+    st.plotly_chart(
+        chart(heatmap, tr.agreement.T, t("Agreement u_hat . v"), t("primary capsule"), t("class"), y=[str(n) for n in names], height=300),
+        key="agreement",
+    )
+    st.caption(
+        t(
+            "Each primary capsule's agreement with each {capsule} after iteration {T}, a column per primary capsule as in the "
+            "couplings above: what routing adds to b at each iteration.",
+            capsule=words.capsule,
+            T=T,
+        )
+    )
 
 st.subheader(t("Appendix A: how fast routing converges"))
 own_images = user_dataset(meta.image_dataset) is not None
@@ -322,7 +371,7 @@ data = (
 
 @st.cache_data(show_spinner=t("Routing 64 test images ..."))
 def batch_change(model_key: str, _model, dataset: str, _data, T: int):  # _data: the test set of `dataset`
-    return mean_b_change(_model, centred_batch(as_input_batch(_data.images[:64]), pad), T)
+    return mean_b_change(_model, centred_batch(as_input_batch(_data.images[:64]), pad), T, routing)
 
 
 series = [full.b_change, np.concatenate([[np.nan], full.c_change])]
@@ -350,7 +399,7 @@ if data is not None:
 
     @st.cache_data(show_spinner=t("Routing 64 test images ..."))
     def summary(model_key: str, _model, dataset: str, _data, T: int):  # _data: the test set of `dataset`
-        return coupling_summary(_model, centred_batch(as_input_batch(_data.images[:64]), pad), T)
+        return coupling_summary(_model, centred_batch(as_input_batch(_data.images[:64]), pad), T, routing)
 
     cs = summary(STATE.model_key.get(), model, meta.image_dataset, data, Tmax)
     k = T - 1  # the iteration count chosen above

@@ -35,7 +35,7 @@ def sidebar(page: str = "") -> tuple[str, bool]:
     teacher_key_entry()
     who, teacher = classroom.person()  # through its module: tests stand in for it there
     keep_identity()
-    seen(who, f"tour:{STATE.tour_step.get()}" if page in ("tour", "home") else page, teacher)
+    seen(who, f"tour:{STATE.tour_step.get()}" if page in ("tour", "home", "") else page, teacher)
     found = checkpoints()
     with st.sidebar:
         language_switch()
@@ -75,16 +75,27 @@ def sidebar(page: str = "") -> tuple[str, bool]:
         if why:
             parts.append(t("native EM kernel off: {why}", why=why))
         st.caption(" · ".join(parts))  # a list of facts, each its own message
-        STATE.site_slot.set((page, st.empty()))  # filled by `site_button` once the page has put its view in the address
+        STATE.site_slot.set(
+            ("tour" if page in ("", "home") else page, st.empty())
+        )  # (home, "/", runs the tour) filled by `site_button` once the page has put its view in the address
     class_panel(teacher)
     link_notice(STATE.model_pick.get(None))
     return who, teacher
 
 
-def site_button(page: str, meta) -> None:
+KEEP = object()
+
+
+def site_button(page: str, meta, step=KEEP) -> None:
     """At the end of a page the static site also has: a link to the site's view of the same model,
-    image and settings, when the host names one ($CAPSVIZ_SITE_URL) and the site can run the model."""
-    url = site_link(page, st.query_params.to_dict(), meta is not None and runs_in_site(meta.config))
+    image and settings, when the host names one ($CAPSVIZ_SITE_URL) and the site can run the model.
+    `step`: the site's own step where it differs from the page's (None: the site's first)."""
+    query = st.query_params.to_dict()
+    if step is not KEEP:
+        query.pop("step", None)
+        if step is not None:
+            query["step"] = str(step)
+    url = site_link(page, query, meta is not None and runs_in_site(meta.config))
     slot_page, slot = STATE.site_slot.get((None, None))
     if url and slot_page == page:
         slot.link_button(

@@ -1,26 +1,35 @@
 """The guided tour: one image followed through the active capsule network, one step at a time
-(Back / Next, the step in the URL as ?step=N). Dynamic-routing CapsNets, matrix capsules and
-Efficient-CapsNet (self-attention routing, one pass)."""
+(Back / Next, the step in the URL as ?step=N). It opens with the "Why capsules" chapter measured on
+the model (capsviz.analysis.why_steps), then follows the image through its layers: dynamic-routing
+CapsNets, matrix capsules and Efficient-CapsNet (self-attention routing, one pass). Before a step
+shows what the model did, the student predicts it (pages.asking); the last step says which
+predictions were right."""
 
 import pandas as pd
 import streamlit as st
 
-from capsviz.analysis import lab
+from capsviz.analysis import lab, why_steps
 from capsviz.analysis.routing import canvas_words, centred, on_canvas
 from capsviz.analysis.tour import tour_of, walk
+from capsviz.analysis.tour_questions import standing, standing_words
 from capsviz.glossary import class_words, help_text
 from capsviz.i18n import language, t
 from capsviz.memo import digest
 from capsviz.registry import shows
+from capsviz.site.links import site_tour_step
 from capsviz.text import MAX_SENTENCES, plain
-from capsviz.viz import grouped_bars, png_bytes
+from capsviz.viz import grouped_bars, png_bytes, to_image
+from capsviz.viz import why as figures
 from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
 from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid
-from pages.active import for_image, page_model
+from pages.active import checkpoints, for_image, load_model, model_key, page_model, test_set
+from pages.asking import answered, ask
+from pages.classroom import person
 from pages.common import require_router
 from pages.drawn import chart, kept, picture, show
 from pages.inputs import pick_image
 from pages.linking import link_number, show_link_note
+from pages.projector import big
 from pages.sidebar import site_button
 from pages.state import STATE
 
@@ -33,8 +42,14 @@ st.markdown(
         "New to capsules? The **Routing playgrounds** show the same mechanism on six capsules you can move."
     )
 )
-st.page_link("pages/glossary.py", label=t("Glossary: every symbol and word, in one place"), icon=":material/menu_book:")
-st.page_link("pages/why.py", label=t("Why capsules? The papers' argument, measured on these models first"), icon=":material/help:")
+# short labels: a phone shows them whole in every language; what each page holds is in its help
+st.page_link("pages/glossary.py", label=t("Glossary"), icon=":material/menu_book:", help=t("Every symbol and word, in one place"))
+st.page_link(
+    "pages/why.py",
+    label=t("Why capsules"),
+    icon=":material/help:",
+    help=t("The tour's first steps on a page of their own: every shift and turn, every scrambled digit"),
+)
 
 model, meta, path = page_model(
     lambda meta: shows(meta.config, "tour"),
@@ -66,8 +81,25 @@ have = lab.stored_rows([(path, meta)], list(lab.LAB_ROUTINGS)) if lab.fits(meta.
 rows = [have[path.stem, r] for r in lab.LAB_ROUTINGS if (path.stem, r) in have]
 # the tour of this model and image: its steps' words and figures are the same for every session that follows it
 seen = digest(STATE.model_key.get(), image, names, truth, repr(rows), language())
-steps = kept(walk, tour, names, words, path.stem, truth, looks, rows, meta.config, key=seen)
-N = len(steps)
+LARGE = big()
+
+# the chapter "Why capsules" first, on this model (beside the baseline CNN) and this image
+chapter = why_steps.chapter_for(meta, checkpoints(), path.stem)
+data = test_set(meta.image_dataset, meta.config.in_size, quiet=True) if chapter.kind else None
+sweeps = {kind: None if data is None else why_steps.stored_sweep(kind, path, data, chapter.cnn_path) for kind in chapter.sweeps}
+measured_key = tuple(kind for kind, sweep in sweeps.items() if sweep is not None)
+cnn = load_model(chapter.cnn_path)[0] if chapter.cnn_path is not None else None
+if chapter.kind == "vector":
+    key = (seen, model_key(chapter.cnn_path), measured_key)
+    chapter_steps = kept(
+        why_steps.vector_chapter, model, cnn, image, names, path.stem, sweeps["invariance"], sweeps["parts"], data is not None, key=key
+    )
+elif chapter.kind == "matrix":
+    chapter_steps = kept(why_steps.matrix_chapter, model, image, path.stem, sweeps["viewpoint"], data is not None, key=(seen, measured_key))
+else:
+    chapter_steps = why_steps.unmeasured_steps(chapter)
+steps = chapter_steps + kept(walk, tour, names, words, path.stem, truth, looks, rows, meta.config, key=seen)
+N = len(steps) + 1  # and "Where I stand" at the end
 
 linked_step = link_number(STATE.tour_step, 1, N, 1, t("step"))  # a shared link's step, once
 if linked_step is not None or not STATE.tour_step.present:
@@ -149,6 +181,79 @@ def value_table(step, d: dict) -> None:
     )
 
 
+def strip(pictures, values: list[float]) -> None:
+    """A row of digits (the chapter's shifts), each captioned with its shift."""
+    side = 168 if LARGE else 98  # 28 pixels drawn 6 (or 3.5) times over
+    captions = [t("{v:+.0f} px").format(v=v) if v else "0" for v in values]
+    show(st, [picture(to_image, a, 6, width=side) for a in pictures], captions, side)  # plain: numbers only
+
+
+def why_figure(step) -> None:
+    """The figures of a step of the chapter (capsviz.analysis.why_steps), drawn by capsviz.viz.why,
+    each picture's caption right under it."""
+    d = step.data
+    sweep, at = d.get("sweep"), (seen, step.key, LARGE)
+
+    def caption(words: str) -> None:
+        st.caption(plain(words, limit=MAX_SENTENCES))
+
+    if step.figure == "why_invariance":
+        strip(d["view"]["inputs"], d["view"]["values"])
+        caption(step.caption)
+        st.plotly_chart(chart(figures.dimensions, d["view"], d["amount"], LARGE, key=at), key="tour_why_dims")
+        if sweep is not None:
+            st.plotly_chart(chart(figures.changes, sweep, why_steps.CHANGE, d["amount"], LARGE), key="tour_why_changes")
+    elif step.figure == "why_parts":
+        side = 200 if LARGE else 140
+        for place, a, words_ in zip(st.columns(len(d["pictures"])), d["pictures"], d["lines"], strict=True):
+            show(place, picture(to_image, a, 8, width=side), None, side)
+            place.markdown("  \n".join(words_.split("\n")))  # plain: the class names made plain in the core
+        caption(step.caption)
+        if sweep is not None:
+            st.plotly_chart(chart(figures.parts_right, sweep, LARGE), key="tour_why_parts")
+    elif step.figure == "why_pose":
+        moved, redrawn = d["captions"]
+        strip(d["view"]["inputs"], d["view"]["values"])
+        caption(moved)
+        strip(d["view"]["reconstructions"], d["view"]["values"])
+        caption(redrawn)
+        st.plotly_chart(chart(figures.this_digit, d["view"], why_steps.CHANGE, d["amount"], LARGE, key=at), key="tour_why_digit")
+    elif step.figure in ("why_viewpoint", "why_coordinates"):
+        which = "with" if step.figure == "why_viewpoint" else "without"
+        st.plotly_chart(chart(figures.vote_cloud, d["votes"], which, LARGE, key=at), key="tour_why_cloud")
+        caption(step.caption)
+        if sweep is not None and which == "with":
+            st.plotly_chart(chart(figures.votes_move, sweep, why_steps.CHANGE, d["amount"], LARGE), key="tour_why_votes")
+        elif sweep is not None:
+            st.plotly_chart(chart(figures.coordinates, sweep, why_steps.CHANGE, d["amount"], LARGE), key="tour_why_coordinates")
+            st.plotly_chart(chart(figures.coordinates_kept, sweep, why_steps.CHANGE, d["amount"], LARGE), key="tour_why_kept")
+    if sweep is None and data is not None and any(s is None for s in sweeps.values()):
+        if st.button(t("Measure over the test set"), key="tour_why_measure", help=t("Once per server: a minute or more")):
+            with st.spinner(t("Measuring over the test set (once per server) ...")):
+                why_steps.measure(chapter, path, model, data, cnn)
+            st.rerun()
+
+
+def go(k: int) -> None:
+    STATE.tour_step.set(k)
+
+
+def where_i_stand() -> None:
+    """The last step: which of the tour's questions this student got right, a way back to each missed one."""
+    asked = [(k, step.title, step.question) for k, step in enumerate(steps, 1) if step.question is not None]
+    rows = standing(asked, {q.qid: answered(q) for _, _, q in asked})
+    _, teacher = person()
+    st.markdown(standing_words(rows))
+    if teacher:
+        st.caption(t("As the teacher you see every answer at once, so none of yours is counted here: this is what a student sees."))
+    marks = {"right": ":green[:material/check_circle:]", "wrong": ":red[:material/cancel:]"}
+    for row in rows:
+        line, back = st.columns([4, 1], vertical_alignment="center")
+        line.markdown(f"{marks.get(row.status, ':material/radio_button_unchecked:')} {plain(row.words())}")
+        if row.missed:
+            back.button(t("Open step {k}", k=row.step), key=f"tour_to_{row.step}", on_click=go, args=(row.step,), width="stretch")
+
+
 @st.fragment
 def step_view() -> None:
     """The step shown: Back and Next rerun only this, not the page around it."""
@@ -178,14 +283,24 @@ def step_view() -> None:
         shortcut="Right",
         help=t("Next step (right arrow key)"),
     )
+    if k == N:
+        where.progress(1.0, text=t("Step {k} of {n}: **{title}**", k=k, n=N, title=t("Where I stand")))
+        show_link_note(STATE.tour_step.param, k)
+        where_i_stand()
+        return
     step = steps[k - 1]
     where.progress(k / N, text=t("Step {k} of {n}: **{title}**", k=k, n=N, title=step.title))  # plain: the tour's own step titles
     show_link_note(STATE.tour_step.param, k)
+    if step.question is not None and not ask(step.question):  # predict, then see: the step waits for the answer
+        show(st, picture(side_by_side, [image], [t("the image the tour follows")], width=260), None, 260)
+        return
     d = step.data
-    # a table of numbers takes the page's whole width (a laptop shows every column), its words under it
-    fig, text = (st.container(), st.container()) if step.figure == "grid" else st.columns([3, 2], gap="large")
+    # a table of numbers, and every figure on a projector, takes the page's whole width, its words under it
+    fig, text = (st.container(), st.container()) if step.figure == "grid" or LARGE else st.columns([3, 2], gap="large")
     with fig:
-        if step.figure == "image":
+        if step.figure.startswith("why_"):
+            why_figure(step)
+        elif step.figure == "image":
             step_figure(step, step.key, side_by_side, d["images"], d["labels"], width=260 if len(d["images"]) == 1 else None)
         elif step.figure == "maps":
             step_figure(step, step.key, feature_maps, d["maps"], d["names"], scale=d.get("scale", 4))
@@ -256,4 +371,5 @@ def step_view() -> None:
 
 
 step_view()
-site_button("tour", meta)
+# the site's tour has no chapter steps: its step is counted from the walk's first
+site_button("tour", meta, step=site_tour_step(STATE.tour_step.get(), len(chapter_steps), len(steps) - len(chapter_steps)))

@@ -18,7 +18,7 @@ from capsviz.analysis.zoo import card
 from capsviz.config import DATASETS, MAX_SIZE, PRESETS
 from capsviz.data import input_shape
 from capsviz.data.upload import ZipLimits, receive_zip, uploads_dir
-from capsviz.data.user import short_name
+from capsviz.data.user import short_name, skipped_words
 from capsviz.errors import CapsvizError
 from capsviz.estimate import for_run, size_refusal
 from capsviz.glossary import help_text
@@ -111,7 +111,7 @@ def own_images(resize: int | None, model: str) -> tuple[str, int]:
         st.error(plain(why))
         return "", 0
     if s.skipped:
-        st.caption(t("Skipped: {skipped}", skipped=t(", ").join(f"{n:,} {plain(why)}" for why, n in s.skipped.items())))
+        st.caption(t("Skipped: {skipped}", skipped=plain(skipped_words(s.skipped))))
     st.image([a for _, a in s.samples], caption=[plain(c) for c, _ in s.samples], width=64)
     return s.spec, sum(s.train_counts.values())
 
@@ -150,9 +150,9 @@ with st.container(border=True):
             registry.vector_routings(),
             format_func=keeping(
                 lambda c: (
-                    t("{routing} (the iterations above)", routing=registry.ROUTINGS[c].words)
+                    t("{routing} (the iterations above)", routing=registry.routing_words(c))
                     if registry.ROUTINGS[c].iterative
-                    else registry.ROUTINGS[c].words
+                    else registry.routing_words(c)
                 )
             ),
             key="t_couplings",
@@ -189,7 +189,13 @@ with st.container(border=True):
         t("Precision"), ["fp32", "bf16"], key="t_precision", help=t("bf16 uses AMX on recent Intel CPUs and tensor cores on GPUs")
     )
     devices = ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else []) + (["mps"] if torch.backends.mps.is_available() else [])
-    device = c3.selectbox(t("Device"), devices, key="t_device", help=t("auto picks a GPU when there is one"))
+    device = c3.selectbox(
+        t("Device"),
+        devices,
+        format_func=keeping(lambda d: t("automatic") if d == "auto" else d.upper()),
+        key="t_device",
+        help=t("automatic picks a GPU when there is one"),
+    )
     if own_count and own_count // int(batch) < MIN_STEPS:
         st.warning(
             t(

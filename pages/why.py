@@ -179,7 +179,7 @@ if parts is not None:
 
 # --- 3. pose
 st.header(t("3. Pose, not just presence: inverse graphics"))
-say(why.pose_words())
+say(why.inverse_graphics_words())
 st.page_link("pages/explorer.py", label=t("Open the DigitCaps explorer"), icon=":material/arrow_outward:")
 
 # --- 4. matrix capsules

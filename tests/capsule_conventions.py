@@ -24,6 +24,9 @@ CONVENTIONS = (
     "w-3d",  # W stored (I, K, J*D)
     "stages",  # the paper's computation, its stages given by capsviz_stages(x)
     "decoder-winner",  # the decoder fed the longest capsule's D values alone: Linear(D, h1)
+    # gram-ai/capsule-networks' layout: K convs of T channels concatenated on the last axis, W (J, I, K, D),
+    # the routing starting from a learned b (J, 1, I, 1, 1), a softmax over the inputs, the winner decoded
+    "gram-ai",
 )
 # Written as public code writes them, and not what capsviz's twin computes: refused in one line
 REFUSED = ("decoder-unmasked",)  # the decoder fed all J x D class-capsule values, none masked
@@ -46,6 +49,8 @@ class Primary(nn.Module):
         self.convention = convention
         if convention == "stack":
             self.convs = nn.ModuleList(nn.Conv2d(C1, T, 9, stride=2) for _ in range(K))
+        elif convention == "gram-ai":
+            self.capsules = nn.ModuleList([nn.Conv2d(C1, T, 9, stride=2, padding=0) for _ in range(K)])
         elif convention == "type-convs":
             self.capsules = nn.ModuleList([nn.Conv2d(C1, K, 9, stride=2) for _ in range(T)])
         else:
@@ -55,6 +60,8 @@ class Primary(nn.Module):
         B = h.shape[0]
         if self.convention == "stack":
             u = torch.stack([c(h) for c in self.convs], dim=1).view(B, I, -1)  # (B, K, T, G, G) viewed
+        elif self.convention == "gram-ai":
+            u = torch.cat([cap(h).view(B, -1, 1) for cap in self.capsules], dim=-1)  # (B, I, K), i = (type, row, col)
         elif self.convention == "type-convs":
             u = torch.stack([cap(h) for cap in self.capsules], dim=1)  # (B, T, K, G, G)
             u = u.permute(0, 1, 3, 4, 2).reshape(B, I, K)  # i = (type, row, col)
@@ -70,8 +77,11 @@ class Digits(nn.Module):
     def __init__(self, convention):
         super().__init__()
         self.convention = convention
-        scale = SCALE_W * (10 if convention == "softmax-inputs" else 1)  # its s is a mean over inputs, not a sum
-        if convention == "w-3d":
+        scale = SCALE_W * (10 if convention in ("softmax-inputs", "gram-ai") else 1)  # its s is a mean over inputs, not a sum
+        if convention == "gram-ai":
+            self.route_logits = nn.Parameter(0.5 * torch.randn(J, 1, I, 1, 1))
+            self.route_weights = nn.Parameter(scale * torch.randn(J, I, K, D))
+        elif convention == "w-3d":
             self.W = nn.Parameter(scale * torch.randn(I, K, J * D))
         else:
             self.W = nn.Parameter(scale * torch.randn(1, I, J, D, K))
@@ -81,6 +91,8 @@ class Digits(nn.Module):
 
     def forward(self, u):
         B = u.shape[0]
+        if self.convention == "gram-ai":
+            return self.gram_ai(u)
         if self.convention == "w-3d":
             u_hat = (u.unsqueeze(2) @ self.W).view(B, I, J, D)  # (B, I, J, D)
         else:
@@ -105,6 +117,20 @@ class Digits(nn.Module):
         self.c_ij = c
         return v
 
+    def gram_ai(self, x):
+        """As gram-ai/capsule-networks routes: priors (J, B, I, 1, D), logits from the learned b."""
+        B = x.shape[0]
+        priors = x[None, :, :, None, :] @ self.route_weights[:, None, :, :, :]  # (J, B, I, 1, D)
+        self.u_hat = priors.view(J, B, I, D).permute(1, 2, 0, 3)  # (B, I, J, D), kept for plotting
+        logits = self.route_logits
+        for i in range(self.iterations):
+            probs = F.softmax(logits, dim=2)  # over the input capsules
+            outputs = squash((probs * priors).sum(dim=2, keepdim=True))  # (J, B, 1, 1, D)
+            if i != self.iterations - 1:
+                logits = logits + (priors * outputs).sum(dim=-1, keepdim=True)  # (J, B, I, 1, 1)
+        self.c_ij = probs.view(J, -1, I).permute(1, 2, 0)  # (B, I, J)
+        return outputs.view(J, B, D).transpose(0, 1)  # (B, J, D)
+
 
 class Original(nn.Module):
     def __init__(self, convention="paper"):
@@ -113,7 +139,7 @@ class Original(nn.Module):
         self.conv1 = nn.Conv2d(1, C1, 9)
         self.primary = Primary(convention)
         self.digits = Digits(convention)
-        width = D if convention == "decoder-winner" else J * D
+        width = D if convention in ("decoder-winner", "gram-ai") else J * D
         self.decoder = nn.Sequential(nn.Linear(width, 32), nn.ReLU(), nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 784), nn.Sigmoid())
         with torch.no_grad():
             for m in self.primary.modules():
@@ -126,7 +152,7 @@ class Original(nn.Module):
         u = self.primary(F.relu(self.conv1(x)))
         v = self.digits(u)
         winner = v.norm(dim=-1).argmax(1)  # (B,)
-        if self.convention == "decoder-winner":
+        if self.convention in ("decoder-winner", "gram-ai"):
             return v, self.decoder(v[torch.arange(v.shape[0]), winner])  # (B, D) in
         if self.convention == "decoder-unmasked":
             return v, self.decoder(v.flatten(1))

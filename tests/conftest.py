@@ -59,3 +59,33 @@ def matrix():
     """A small untrained matrix-capsule model (seeded)."""
     torch.manual_seed(0)
     return build_model(preset("matrix-small", in_size=28, num_classes=10, A=8, B=4, C=4, D=4)).eval()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL server for this test run (tests/classdb.py); skips with the reason where none
+    can be started. CI installs Debian's postgresql and psycopg, so there it runs."""
+    from classdb import Server
+
+    server = Server()
+    why = server.start()
+    if why:
+        server.stop()
+        if os.environ.get("CLASS_DB_REQUIRED"):
+            pytest.fail(f"CLASS_DB_REQUIRED=1 but {why}")
+        pytest.skip(why)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def class_db(request, monkeypatch):
+    """The class store on each backend: SQLite in the model folder, or a fresh PostgreSQL
+    database through CAPSVIZ_CLASS_DB (what several machines serving one class set)."""
+    from capsviz import store
+
+    if request.param == "postgresql":
+        monkeypatch.setenv(store.URL_SETTING, request.getfixturevalue("postgres_server").database())
+    else:
+        monkeypatch.delenv(store.URL_SETTING, raising=False)
+    return request.param

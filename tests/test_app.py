@@ -102,7 +102,7 @@ def test_zoo_lists_cards_and_squash_plot(app):
     assert app.metric[1].value == "12.50%"  # [0] is the squash demo
     assert "paper: 0.25% for the full-size model; this one is smaller" in [c.value for c in app.caption]
     cards = " ".join(m.value for m in app.markdown)
-    assert "**Epochs** 9 (8 + 1, fine-tuned)" in cards and "**Trained in** 20 min  \n**on** gpu, then cpu" in cards
+    assert "**Epochs** 9 (8 + 1, fine-tuned)" in cards and "**Trained in** 20 min  \n**on** `gpu`, then `cpu`" in cards
     size = parameter_counts(ckpt.load_checkpoint(app.folder / "tiny-capsnet.safetensors")[0])
     assert f"**Parameters** {size.without_decoder:,} without the decoder, {size.with_decoder:,} with" in cards
     guessing = [c.value for c in app.caption if c.value.startswith("Guessing one of 10 classes at random gets 90.00% wrong")]
@@ -451,7 +451,7 @@ def test_reproduction_page_fills_table_from_metadata(app):
     assert "**12.50** †" in r3 and "**50.00** †" in r3 and "0.25" in r3 and "5.2" in r3
     assert any("--routing-iterations 1" in c.value for c in app.code)
     em = next(m.value for m in app.markdown if m.value.startswith("| dataset"))
-    mnist = next(line for line in em.splitlines() if line.startswith("| mnist"))
+    mnist = next(line for line in em.splitlines() if line.startswith("| MNIST"))
     assert "3.00 † (`tiny-em.safetensors`)" in mnist  # smaller than the paper's matrix model
 
 
@@ -619,21 +619,21 @@ def test_multimnist_brings_a_linked_pair_within_the_test_set_and_the_shifts(app)
 @pytest.mark.parametrize(
     ("page", "params", "said"),
     [
-        ("robustness", {"attack": "pgd"}, "attack “pgd”, which this page does not offer (FGSM, BIM); this page shows attack FGSM."),
+        ("robustness", {"attack": "pgd"}, "attack “pgd”, which this page does not offer (FGSM, BIM); this page shows “FGSM”."),
         (
             "robustness",
             {"targeted": "maybe"},
-            "targeted “maybe”, which this page does not offer (false, true); this page shows targeted false.",
+            "targeted “maybe”, which this page does not offer (false, true); this page shows “false”.",
         ),
         (
             "robustness",
             {"cnn": "big-cnn.safetensors"},
-            "baseline CNN “big-cnn.safetensors”, which this page does not offer (tiny-cnn.safetensors); this page shows baseline CNN tiny-cnn.safetensors.",
+            "baseline CNN “big-cnn.safetensors”, which this page does not offer (tiny-cnn.safetensors); this page shows “tiny-cnn.safetensors”.",
         ),
         (
             "robustness",
             {"tab": "Noise"},
-            "tab “Noise”, which this page does not offer (Affine transforms, Adversarial attacks); this page shows tab Affine transforms.",
+            "tab “Noise”, which this page does not offer (Affine transforms, Adversarial attacks); this page shows “Affine transforms”.",
         ),
         ("robustness", {"attack_images": "7"}, "test images “7”, which this page does not offer"),
         ("robustness", {"affine_images": "x"}, "test images “x”, which this page does not offer"),
@@ -642,7 +642,7 @@ def test_multimnist_brings_a_linked_pair_within_the_test_set_and_the_shifts(app)
         (
             "em",
             {"model": "tiny-matrix.safetensors", "layer": "convcaps9"},
-            "layer “convcaps9”, which this page does not offer (convcaps1, convcaps2); this page shows layer convcaps1.",
+            "layer “convcaps9”, which this page does not offer (convcaps1, convcaps2); this page shows “convcaps1”.",
         ),
         ("em", {"model": "tiny-matrix.safetensors", "zoom": "yes"}, "zoom on the nearest votes “yes”, which this page does not offer"),
         ("routing", {"model": "tiny-capsnet.safetensors", "capsule": "zebra"}, "“zebra”, which this page does not offer (0, 1, 2"),
@@ -653,9 +653,9 @@ def test_multimnist_brings_a_linked_pair_within_the_test_set_and_the_shifts(app)
         (
             "playground",
             {"toy": "boxes"},
-            "playground “boxes”, which this page does not offer (dynamic, em); this page shows playground dynamic.",
+            "playground “boxes”, which this page does not offer (Routing by agreement (dynamic routing), EM routing (matrix capsules)); this page shows “Routing by agreement (dynamic routing)”.",
         ),
-        ("playground", {"rule": "magic"}, "routing “magic”, which this page does not offer (dynamic, self-attention)"),
+        ("playground", {"rule": "magic"}, "routing “magic”, which this page does not offer (routing by agreement (iterations), self-attention (one pass)); this page shows “routing by agreement (iterations)”."),
         ("multimnist", {"model": "tiny-multimnist.safetensors", "caps": "3"}, "“3”, which is not 2 numbers (red capsule, green capsule)"),
         ("multimnist", {"model": "tiny-multimnist.safetensors", "caps": "3,12"}, "green capsule 12, but here the largest is 9"),
         ("multimnist", {"model": "tiny-multimnist.safetensors", "mm_alone": "third digit"}, "digit routed alone “third digit”"),

@@ -9,7 +9,7 @@ import pytest
 from test_glossary import shown_texts
 
 from capsviz import glossary
-from capsviz.analysis import rules
+from capsviz.analysis import rule_words, rules
 from capsviz.viz import sweep_lines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,8 +28,8 @@ def test_the_verb_flips_at_two_standard_errors_below_guessing(classes, n):
     p_out = next(p for p in (c - k * 0.01 for k in range(1, 100_000)) if c - p > rules.spread(p, n))
     assert not rules.beats_chance(p_in, n, classes) and rules.beats_chance(p_out, n, classes)
     assert not rules.beats_chance(p_out + 0.02, n, classes)  # just inside the band
-    said_in = rules.guessing_words(p_in, n, classes)
-    said_out = rules.guessing_words(p_out, n, classes)
+    said_in = rule_words.guessing_words(p_in, n, classes)
+    said_out = rule_words.guessing_words(p_out, n, classes)
     assert f"no better than guessing: the gap of {c - p_in:.2f} points is within chance (" in said_in
     assert f"{c - p_out:.2f} points better than guessing, a gap beyond chance (" in said_out
     for said, p in ((said_in, p_in), (said_out, p_out)):
@@ -43,16 +43,16 @@ def test_the_verb_flips_at_two_standard_errors_below_guessing(classes, n):
 
 
 def test_worse_than_guessing_is_said():
-    said = rules.guessing_words(95.0, 300, 3)
+    said = rule_words.guessing_words(95.0, 300, 3)
     assert (
         f"95.00% against {rules.chance_error(3):.2f}% for guessing, {95 - rules.chance_error(3):.2f} points worse than guessing, a gap beyond chance"
         in said
     )
-    assert "no better" in rules.guessing_words(rules.chance_error(3) + 0.5 * rules.spread(66.67, 300), 300, 3)
+    assert "no better" in rule_words.guessing_words(rules.chance_error(3) + 0.5 * rules.spread(66.67, 300), 300, 3)
 
 
 def test_two_labels_at_once_count_pairs():
-    said = rules.guessing_words(5.2, 10_000, 10, 2)
+    said = rule_words.guessing_words(5.2, 10_000, 10, 2)
     assert said.startswith("Guessing 2 of 10 classes at once at random gets 97.78% wrong (1 - 1/45): 5.20% against 97.78% for guessing")
     assert (
         f"{97.78 - 5.2:.2f} points better" in said
@@ -78,7 +78,7 @@ GUESSING_AS_CHANCE = re.compile(r"\b(beats?|below|above|near) chance\b|\b(better
 
 def test_no_page_or_analysis_calls_guessing_chance():
     sources = [*ROOT.glob("pages/*.py"), *ROOT.glob("capsviz/**/*.py")]
-    texts = [t for path in sources for t in shown_texts(path)] + [rules.guessing_words(p, 100, 10) for p in (5.0, 89.0, 99.0)]
+    texts = [t for path in sources for t in shown_texts(path)] + [rule_words.guessing_words(p, 100, 10) for p in (5.0, 89.0, 99.0)]
     assert len(texts) > 500
     said = [t for t in texts if GUESSING_AS_CHANCE.search(t)]
     assert not said, said

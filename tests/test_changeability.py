@@ -3,7 +3,7 @@ defined here, in the test suite, and given to capsviz through its registry alone
 plus its config and model; a routing entry plus its function), nothing of capsviz edited.
 
 The family is a CapsNet with two primary-capsule layers (two convolutions over the same Conv1
-maps, their capsules routed together); the routing, "max", gives each input capsule's whole
+maps, their capsules routed together); the routing, "toy-max", gives each input capsule's whole
 coupling to the class its vote agrees with best. Both must appear in the zoo in their own words,
 train from the command line, and open without a traceback on every page the family claims and in
 the routing lab. The contract test says what an entry must provide, naming the missing hook.
@@ -26,7 +26,7 @@ from capsviz.analysis import lab, zoo
 from capsviz.bounds import MAX_ITERATIONS, bounded
 from capsviz.cli import main
 from capsviz.config import PRESETS, preset, to_dict
-from capsviz.entries import PAGES
+from capsviz.entries import PAGES, Layout
 from capsviz.layers import DigitCaps, PrimaryCaps
 from capsviz.models import ModelOutput, build_model
 from capsviz.models.heads import ClassCapsules, Decoder
@@ -53,7 +53,7 @@ def route_max(u_hat, *, iterations=3, prior=None, squash=None, record=False, dyn
 
 
 MAX = registry.Routing(
-    "max",
+    "toy-max",
     route_max,
     words="max-agreement couplings (a toy)",
     about="each primary capsule's whole vote goes to the class it agrees with best",
@@ -73,7 +73,7 @@ class TwoPrimaryConfig:
     routing: ClassVar[str | None] = "dynamic"
     run_options: ClassVar[tuple[str, ...]] = ("reconstruction", "couplings")
 
-    family: str = "twoprimary"
+    family: str = "toy-twoprimary"
     in_size: int = bounded(28, lo=20, hi=64)
     in_channels: int = bounded(1, lo=1, hi=3)
     num_classes: int = bounded(10, lo=2, hi=100)
@@ -149,22 +149,35 @@ def two_primary_votes(model: TwoPrimaryNet, config: TwoPrimaryConfig, x, y) -> i
     return model.num_primary * config.num_classes * config.digit_dim
 
 
+# Where its primary capsules sit: on two grids of different sides, so on no one grid the routing
+# page could draw a map over; the page shows them one by one and says why, in these words
+NO_ONE_GRID = (
+    "Its primary capsules come from two grids of different sizes (kernels 9 and 5 over the same Conv1 maps), so no one map "
+    "places them: each is shown apart, in the model's order."
+)
+
+
+def two_primary_layout(config: TwoPrimaryConfig) -> Layout:
+    return Layout(0, config.primary_dim, about=NO_ONE_GRID)
+
+
 TWO_PRIMARY = registry.Family(
-    "twoprimary",
+    "toy-twoprimary",
     config=TwoPrimaryConfig,
     model=TwoPrimaryNet,
-    presets={"twoprimary-tiny": TwoPrimaryConfig()},
+    presets={"toy-twoprimary-tiny": TwoPrimaryConfig()},
     words="a two-primary CapsNet",
     short="two-primary CapsNet",
     title="two-primary CapsNet (a toy family)",
     about="A CapsNet whose votes come from two primary-capsule layers, routed together.",
     score="capsule length",
     routing="dynamic",
-    pages=frozenset({"lab", "explorer", "robustness"}),
+    pages=frozenset({"routing", "lab", "explorer", "robustness"}),
     votes=two_primary_votes,
+    layout=two_primary_layout,
 )
 # The pages the family claims, as AppTest opens them (the lab is one of them)
-PAGE_FILES = {"lab": "pages/lab.py", "explorer": "pages/explorer.py", "robustness": "pages/robustness.py"}
+PAGE_FILES = {"routing": "pages/routing.py", "lab": "pages/lab.py", "explorer": "pages/explorer.py", "robustness": "pages/robustness.py"}
 
 
 @pytest.fixture
@@ -175,8 +188,8 @@ def registered(monkeypatch):
 
 
 def test_the_toy_family_and_routing_are_in_the_zoo_in_their_own_words(registered):
-    assert "twoprimary-tiny" in PRESETS and "max" in registry.vector_routings()
-    cfg = preset("twoprimary-tiny", couplings="max")
+    assert "toy-twoprimary-tiny" in PRESETS and "toy-max" in registry.vector_routings()
+    cfg = preset("toy-twoprimary-tiny", couplings="toy-max")
     model = build_model(cfg)
     meta = CheckpointMeta.from_dict({"config": to_dict(cfg), "weights_sha256": "0" * 64, "dataset": "mnist"})
     said = zoo.card(meta)
@@ -184,18 +197,18 @@ def test_the_toy_family_and_routing_are_in_the_zoo_in_their_own_words(registered
     assert said.routing == MAX.words  # its own words, never "dynamic, 3 iterations"
     assert said.paper == "no paper figure for this setting"
     assert said.size == zoo.parameter_counts(model)
-    own = zoo.card(dataclasses.replace(meta, config=preset("twoprimary-tiny")))
+    own = zoo.card(dataclasses.replace(meta, config=preset("toy-twoprimary-tiny")))
     assert own.routing == "dynamic, 3 iterations"
 
 
 def test_the_toy_family_trains_from_the_command_line_with_the_toy_routing(registered, synthetic_data, tmp_path, capsys):
     out = tmp_path / "toy.safetensors"
-    argv = ["train", "--model", "twoprimary-tiny", "--couplings", "max", "--epochs", "1", "--batch-size", "16"]
+    argv = ["train", "--model", "toy-twoprimary-tiny", "--couplings", "toy-max", "--epochs", "1", "--batch-size", "16"]
     argv += ["--train-limit", "32", "--test-limit", "16", "--device", "cpu", "--out", str(out)]
     assert main(argv) == 0
     assert "Traceback" not in capsys.readouterr().err
     model, meta = ckpt.load_checkpoint(out)
-    assert isinstance(model, TwoPrimaryNet) and meta.config.couplings == "max" and meta.metrics.measured
+    assert isinstance(model, TwoPrimaryNet) and meta.config.couplings == "toy-max" and meta.metrics.measured
 
 
 def test_the_toy_family_opens_on_every_page_it_claims_and_in_the_lab(registered, app, tmp_path, monkeypatch):  # noqa: F811
@@ -203,7 +216,7 @@ def test_the_toy_family_opens_on_every_page_it_claims_and_in_the_lab(registered,
     torch.manual_seed(0)
     ckpt.save_checkpoint(
         app.folder / "tiny-twoprimary.safetensors",
-        build_model(preset("twoprimary-tiny", couplings="max")),
+        build_model(preset("toy-twoprimary-tiny", couplings="toy-max")),
         {"dataset": "mnist", "metrics": {"test_error": 30.0, "n_test": 100, "how": "fixture"}},
     )
     assert set(PAGE_FILES) == set(TWO_PRIMARY.pages) and "lab" in PAGE_FILES
@@ -216,12 +229,17 @@ def test_the_toy_family_opens_on_every_page_it_claims_and_in_the_lab(registered,
         app.switch_page(path).run()
         assert not app.exception, (page, app.exception)
         said = " ".join(m.value for kind in ("info", "warning", "error") for m in getattr(app, kind))
-        assert "tiny-twoprimary" not in said, (page, said)  # shown, not turned away for another model
+        assert "tiny-twoprimary** is " not in said, (page, said)  # shown, not turned away as "**NAME** is a ..."
         assert "unexpected error" not in said, (page, said)  # a traceback the page caught and logged
+    app.switch_page("pages/routing.py").run()  # its own routing, dynamic, on capsules that sit on no one grid
+    said = " ".join(m.value for kind in ("info", "caption") for m in getattr(app, kind))
+    assert f"was trained with {MAX.words}, not with dynamic routing" in said and NO_ONE_GRID in said
+    assert "Each column is one of the 104 primary capsules, in the model's order" in said  # 6x6 and 4x4 grids, 2 types each
+    assert not [c for c in app.get("plotly_chart") if "coupling_maps" in str(c.proto)]  # no map claims a position for them
     app.switch_page("pages/lab.py").run()
     picked = app.multiselect(key="lab_routings")
-    assert MAX.words in picked.options and "max" in picked.value
-    assert lab.trained_with(preset("twoprimary-tiny", couplings="max")) == "max"
+    assert MAX.words in picked.options and "toy-max" in picked.value
+    assert lab.trained_with(preset("toy-twoprimary-tiny", couplings="toy-max")) == "toy-max"
 
 
 # ---------- the contract: what an entry must provide ----------
@@ -238,16 +256,18 @@ def test_every_registered_entry_provides_its_hooks():
 @pytest.mark.parametrize(
     "change,named",
     [
-        ({"pages": frozenset({"tour"})}, "twoprimary: tour"),
-        ({"votes": None}, "twoprimary: votes"),
-        ({"routing": "nowhere"}, "twoprimary: routing 'nowhere'"),
-        ({"pages": frozenset({"gallery"})}, "twoprimary: pages ['gallery']"),
-        ({"title": ""}, "twoprimary: title"),
-        ({"paper": {("mnist", 3, True): 1.0}}, "twoprimary: paper_presets"),
+        ({"pages": frozenset({"tour"})}, "toy-twoprimary: tour"),
+        ({"votes": None}, "toy-twoprimary: votes"),
+        ({"routing": "nowhere"}, "toy-twoprimary: routing 'nowhere'"),
+        ({"pages": frozenset({"gallery"})}, "toy-twoprimary: pages ['gallery']"),
+        ({"title": ""}, "toy-twoprimary: title"),
+        ({"paper": {("mnist", 3, True): 1.0}}, "toy-twoprimary: paper_presets"),
+        ({"layout": None}, "toy-twoprimary: layout"),
+        ({"routing": "toy-max"}, "toy-twoprimary: routing page (its routing 'toy-max' has no view there"),
     ],
 )
 def test_an_entry_missing_a_hook_is_named(change, named):
-    missing = dataclasses.replace(TWO_PRIMARY, **change).missing(registry.ROUTINGS)
+    missing = dataclasses.replace(TWO_PRIMARY, **change).missing({**registry.ROUTINGS, MAX.name: MAX})
     assert any(m.startswith(named) for m in missing), missing
 
 

@@ -382,9 +382,13 @@ def test_metadata_is_read_once_per_version_and_never_shared(saved):
 
 
 def test_time_left_is_measured_and_said_in_words():
-    from capsviz.progress import time_left
+    from capsviz.i18n import speaking
+    from capsviz.progress import progress_words
 
-    assert time_left(0, 100, 5.0) == ""  # nothing measured yet
-    assert time_left(25, 100, 10.0) == ", about 30 s left"
-    assert time_left(1, 100, 60.0) == ", about 99 min left"
-    assert time_left(100, 100, 60.0) == ""
+    assert progress_words("Routing", 0, 100, 5.0) == "Routing: 0 / 100"  # nothing measured yet
+    assert progress_words("Routing", 25, 100, 10.0) == "Routing: 25 / 100, about 30 s left"
+    assert progress_words("Routing", 1, 100, 60.0) == "Routing: 1 / 100, about 99 min left"
+    assert progress_words("Routing", 100, 100, 60.0) == "Routing: 100 / 100"
+    with speaking("ja"):
+        said = progress_words("ルーティング", 25, 100, 10.0)
+    assert said != "ルーティング: 25 / 100, about 30 s left" and "30" in said and "25 / 100" in said

@@ -19,7 +19,7 @@ from test_user_data import make_zip
 from capsviz.cli import main
 from capsviz.data import upload, user
 from capsviz.data.names import hide_paths, is_digest
-from capsviz.data.upload import PART, STATE, QuotaError, ZipLimits, receive_zip
+from capsviz.data.upload import PART, STATE_DIR, QuotaError, ZipLimits, receive_zip
 from capsviz.errors import CapsvizError
 from capsviz.estimate import size_refusal
 
@@ -154,7 +154,7 @@ def test_quotas_per_student_and_per_server_remove_the_oldest_first(tmp_path):
     assert stored(up) < limits.server_bytes + 50_000  # the zips' folders, names, owners and locks
     with pytest.raises(QuotaError, match="one student's uploads may take"):
         receive_zip(shapes_zip(per_class=100, size=32, seed=9), up, ZipLimits(student_bytes=stored_size), owner="eve")
-    assert "eve" not in "".join(p.read_text() for p in (up / STATE).glob("*.owners"))  # only digests are stored
+    assert "eve" not in "".join(p.read_text() for p in (up / STATE_DIR).glob("*.owners"))  # only digests are stored
     assert not list(up.glob(f"{PART}*"))
 
 
@@ -190,7 +190,7 @@ def test_the_same_zip_from_many_students_at_once_gives_each_the_whole_dataset(tm
         assert s.classes == tuple("abcd") and sum(s.train_counts.values()) + sum(s.test_counts.values()) == 240
     assert len({s.spec for s in results}) == 1 and len(list(Path(results[0].spec.removeprefix("folder:")).glob("*/*.png"))) == 240
     assert not list((tmp_path / "up").glob(f"{PART}*"))
-    owners = next((tmp_path / "up" / STATE).glob("*.owners")).read_text().split()
+    owners = next((tmp_path / "up" / STATE_DIR).glob("*.owners")).read_text().split()
     assert len(owners) == 8
 
 

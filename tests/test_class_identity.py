@@ -29,7 +29,7 @@ def wait_until(predicate, timeout=60.0):
 # -- identities ------------------------------------------------------------------------------
 
 
-def test_a_made_up_or_changed_cookie_is_no_identity(tmp_path, monkeypatch):
+def test_a_made_up_or_changed_cookie_is_no_identity(tmp_path, monkeypatch, class_db):
     monkeypatch.delenv("CAPSVIZ_SECRET", raising=False)
     who, cookie = access.mint(tmp_path, "10.0.0.7")
     assert access.identity(tmp_path, {access.ID_COOKIE: cookie}) == who
@@ -53,7 +53,7 @@ def test_a_made_up_or_changed_cookie_is_no_identity(tmp_path, monkeypatch):
     assert access.identity(other, {access.ID_COOKIE: cookie}) is None  # signed by another server's secret
 
 
-def test_cookie_less_sessions_from_one_address_become_one_student_beyond_the_limit(tmp_path, monkeypatch):
+def test_cookie_less_sessions_from_one_address_become_one_student_beyond_the_limit(tmp_path, monkeypatch, class_db):
     monkeypatch.setattr(access, "IDENTITIES_PER_ADDRESS", 5)
     made = [access.mint(tmp_path, "203.0.113.9") for _ in range(12)]
     fresh = [who for who, cookie in made if cookie]
@@ -66,7 +66,7 @@ def test_cookie_less_sessions_from_one_address_become_one_student_beyond_the_lim
     assert store.store(tmp_path).mint("feedfeedfeedfeed", "203.0.113.9", access.IDENTITY_WINDOW_S, 5, now=later)
 
 
-def test_the_limit_is_shared_by_every_app_process(tmp_path, monkeypatch):
+def test_the_limit_is_shared_by_every_app_process(tmp_path, monkeypatch, class_db):
     """Two replicas, each with its own connection to the store: the limit holds in all."""
     monkeypatch.setattr(access, "IDENTITIES_PER_ADDRESS", 10)
     stores = [store.Store(tmp_path), store.Store(tmp_path)]
@@ -110,7 +110,7 @@ def test_a_short_teacher_key_stops_the_server_before_it_starts(monkeypatch, caps
     assert access.teacher_key(tmp_path) == "a-long-enough-key"
 
 
-def test_teacher_key_guesses_are_limited_per_address_and_in_all(tmp_path, monkeypatch):
+def test_teacher_key_guesses_are_limited_per_address_and_in_all(tmp_path, monkeypatch, class_db):
     monkeypatch.setenv("CAPSVIZ_TEACHER_KEY", "the-real-key-123")
     for k in range(access.GUESSES_PER_ADDRESS):
         assert access.try_key(tmp_path, f"guess-{k}", "10.0.0.7") == "wrong"
@@ -191,7 +191,7 @@ def test_no_response_tells_a_browser_the_replicas_ports(tmp_path):
 # -- the training queue -----------------------------------------------------------------------
 
 
-def test_many_identities_from_one_address_do_not_fill_the_queue(synthetic_data, tmp_path, monkeypatch):
+def test_many_identities_from_one_address_do_not_fill_the_queue(synthetic_data, tmp_path, monkeypatch, class_db):
     monkeypatch.setattr(jobs, "MAX_WAITING", 10)
     monkeypatch.setattr(jobs, "MAX_WAITING_PER_ADDRESS", 5)
     q = jobs.TrainQueue()
@@ -211,7 +211,7 @@ def test_many_identities_from_one_address_do_not_fill_the_queue(synthetic_data, 
     jobs.wait(first, 60)
 
 
-def test_two_replicas_pressing_start_at_once_get_one_run_and_one_queued(synthetic_data, tmp_path):
+def test_two_replicas_pressing_start_at_once_get_one_run_and_one_queued(synthetic_data, tmp_path, class_db):
     replicas = [jobs.TrainQueue(), jobs.TrainQueue()]  # two app processes of one server: one model folder
     barrier, got = threading.Barrier(2), {}
 
@@ -243,7 +243,7 @@ def test_two_replicas_pressing_start_at_once_get_one_run_and_one_queued(syntheti
     assert store.store(tmp_path).runs() == []
 
 
-def test_the_teacher_removes_a_waiting_run_on_another_replica(synthetic_data, tmp_path):
+def test_the_teacher_removes_a_waiting_run_on_another_replica(synthetic_data, tmp_path, class_db):
     q = jobs.TrainQueue()
     running = q.submit(TrainRun(**LONG), tmp_path / "a.safetensors", "a", address="10.0.0.1")
     waiting = q.submit(TrainRun(**QUICK), tmp_path / "b.safetensors", "b", address="10.0.0.2")
@@ -266,7 +266,7 @@ def shapes(seed: int) -> bytes:
     return buf.getvalue()
 
 
-def test_many_identities_cannot_push_a_classmates_upload_out(tmp_path):
+def test_many_identities_cannot_push_a_classmates_upload_out(tmp_path, class_db):
     up = tmp_path / "up"
     probe = upload.receive_zip(shapes(0), tmp_path / "probe")
     size = int((user.Path(probe.spec.removeprefix("folder:")) / ".bytes").read_text())

@@ -39,7 +39,7 @@ def test_a_browser_is_one_student_by_the_identity_the_server_signed(tmp_path):
     ],
 )
 def test_only_a_browser_on_the_servers_machine_is_local(peer, forwarded, local):
-    assert access.is_local(peer, forwarded) is local
+    assert (access.client_address(peer, forwarded) == access.LOCAL) is local
 
 
 def test_the_teacher_key_is_made_once_and_shared_by_the_servers_processes(tmp_path, monkeypatch, capsys):

@@ -266,7 +266,7 @@ def test_smallnorb_download_checks_each_file_by_parsing_it(tmp_path):
     mirror.mkdir()
     for f in good.iterdir():
         (mirror / (f.name + ".gz")).write_bytes(gzip.compress(f.read_bytes()))
-    src = dataclasses.replace(smallnorb.SOURCE, mirrors=(mirror.as_uri() + "/",))
+    src = dataclasses.replace(smallnorb.NORB_SOURCE, mirrors=(mirror.as_uri() + "/",))
     dest = download(src, tmp_path / "out")
     assert len(smallnorb.load_smallnorb(dest, "testing").labels) == 4
     (mirror / "smallnorb-5x01235x9x18x6x2x96x96-testing-cat.mat.gz").write_bytes(gzip.compress(b"<html>moved</html>"))

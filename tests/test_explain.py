@@ -12,7 +12,7 @@ from PIL import Image
 from synthetic import synthetic_digits
 
 from capsviz import checkpoint as ckpt
-from capsviz.analysis import STEPS, rules
+from capsviz.analysis import STEPS, rule_words, rules
 from capsviz.analysis.explain import (
     PAPER_ZOOM,
     EMShares,
@@ -34,7 +34,7 @@ from capsviz.analysis.explain import (
     verdict_words,
     zoom_limit,
 )
-from capsviz.analysis.multimnist import INK, compose_pair, ink_under
+from capsviz.analysis.multimnist import INK_LEVEL, compose_pair, ink_under
 from capsviz.analysis.routing import EMTrace, dynamic_trace, em_trace, vote_histograms
 from capsviz.config import preset
 from capsviz.models import build_model
@@ -220,7 +220,7 @@ def test_pair_routing_words_follow_the_numbers():
     )
     assert "routing barely reassigns most primary capsules between the two digits. " in n2
     assert f"Weighted by prediction length, capsule 7 gets 0.184, 1.8 times uniform: {LONG}." in n2
-    assert rules.long_votes_words("capsule 7", 0.184, 0.1, 0.101) in n2 and "away from uniform" not in n2
+    assert rule_words.long_votes_words("capsule 7", 0.184, 0.1, 0.101) in n2 and "away from uniform" not in n2
     # the weighted share just under the factor: no such sentence, and routing barely reassigns the capsules
     quiet = pair_routing_words(_fake(0.001, below), "the 7")
     assert "routing barely reassigns the primary capsules between the two digits, so" in quiet and "Weighted by" not in quiet
@@ -284,7 +284,7 @@ def test_ink_under_counts_the_pixels_nearest_each_square():
     image[-3:, -3:] = 1.0  # a blot in the bottom-right corner
     assert ink_under(image, 99, 10) == pytest.approx(9 / 16)  # the last of 10 squares covers rows 32 to 35 (4 px)
     assert ink_under(image, 0, 10) == 0.0 and ink_under(image, 98, 10) == 0.0
-    image[0, 0] = INK  # at the threshold, not above it: not ink
+    image[0, 0] = INK_LEVEL  # at the threshold, not above it: not ink
     assert ink_under(image, 0, 10) == 0.0
 
 
@@ -387,9 +387,9 @@ def test_pair_routing_words_quote_the_shipped_multimnist_models_numbers():
                 assert r.entropy[k] == pytest.approx(tr.entropy[-1].mean() / tr.uniform_entropy)
                 share = r.mean[k, -1].max()  # the plain mean decides, as on /routing and in the lab
                 assert r.share(k) == share
-                assert rules.uniform_words(float(r.entropy[k]), share, r.uniform) in said
+                assert rule_words.uniform_words(float(r.entropy[k]), share, r.uniform) in said
                 for q, c in enumerate(r.capsules):  # each length-weighted share at the factor: the one sentence
-                    long = rules.long_votes_words(f"capsule {c}", float(r.weighted[k, -1, q]), r.uniform, float(r.mean[k, -1, q]))
+                    long = rule_words.long_votes_words(f"capsule {c}", float(r.weighted[k, -1, q]), r.uniform, float(r.mean[k, -1, q]))
                     assert (long in said) if long else True
                     if long:
                         assert f"{r.weighted[k, -1, q] / r.uniform:.1f} times uniform" in said

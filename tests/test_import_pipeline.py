@@ -5,6 +5,7 @@ class squash); a twin is "checked" only where that whole pipeline was compared w
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import torch
 from capsule_conventions import REFUSED, I, K, T, make, trained
 
 from capsviz import checkpoint as ckpt
-from capsviz.adapter import CapsuleAdapter, import_file
+from capsviz.adapter import CapsuleAdapter, how_it_computes, import_file, plausibility
 from capsviz.against import TOLERANCE
 from capsviz.errors import CapsvizError
 
@@ -46,7 +47,17 @@ def test_a_network_split_over_two_files_imports_through_the_console_script(synth
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    args = [str(script), "import", str(tmp_path / "w.pt"), "--out", str(tmp_path / "w.safetensors"), "--no-evaluate"]
+    args = [
+        str(script),
+        "import",
+        str(tmp_path / "w.pt"),
+        "--out",
+        str(tmp_path / "w.safetensors"),
+        "--no-evaluate",
+        "--normalise",
+        "0",
+        "1",
+    ]
     r = subprocess.run(
         [*args, "--against", f"{code / 'net.py'}:build"], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300
     )
@@ -134,9 +145,13 @@ def test_a_network_normalised_in_its_data_loader_is_checked_on_its_own_scale(syn
     net = trained(normalise=MNIST_NORM)
     result, model, meta = import_trained(tmp_path, net, "loader")
     checked = meta.raw["imported"]["checked"]
-    assert checked["input"] == "pixels (x - 0.1307) / 0.3081, inferred from its lengths"
-    assert result["check"].split("; the import warned: ")[0].endswith("images fed pixels (x - 0.1307) / 0.3081, inferred from its lengths")
+    assert checked["fed"] == {"mean": 0.1307, "std": 0.3081, "by": "lengths"}
+    mark = result["check"].split("; the import gave ")[0]
+    assert mark.endswith("images fed pixels (x - 0.1307) / 0.3081, inferred from its lengths")
+    assert how_it_computes(meta)[0] == result["check"]  # the zoo card's words
     assert (meta.config.input_mean, meta.config.input_std) == MNIST_NORM
+    # the scale was inferred, not given: the warnings a wrong one would explain stay on
+    assert result["warnings"] == plausibility(model, "mnist", checked=True)
     x, v = user_evaluation(net)
     with torch.no_grad():
         torch.testing.assert_close(model(x).capsules, v, atol=TOLERANCE, rtol=0)
@@ -145,7 +160,7 @@ def test_a_network_normalised_in_its_data_loader_is_checked_on_its_own_scale(syn
     # a network trained on [0, 1] images is kept on them
     plain = trained(normalise=(0.0, 1.0))
     _, model, meta = import_trained(tmp_path, plain, "plain")
-    assert meta.raw["imported"]["checked"]["input"] == "[0, 1] pixels, inferred from its lengths"
+    assert meta.raw["imported"]["checked"]["fed"] == {"mean": 0.0, "std": 1.0, "by": "lengths"}
     assert (meta.config.input_mean, meta.config.input_std) == (0.0, 1.0)
 
 
@@ -157,7 +172,9 @@ def test_the_users_own_input_pipeline_is_what_the_check_feeds(synthetic_data, tm
     net = make("paper")
     for name in ("test_transform", "test_set", "test_loader"):
         result, model, meta = import_trained(tmp_path, net, name, against_input=f"{PIPELINE}:{name}")
-        assert meta.raw["imported"]["checked"]["input"] == f"your input pipeline {PIPELINE}:{name}, pixels (x - 0.1307) / 0.3081"
+        fed = meta.raw["imported"]["checked"]["fed"]
+        assert (fed["by"], fed["pipeline"], (fed["mean"], fed["std"])) == ("pipeline", f"{PIPELINE}:{name}", pytest.approx(MNIST_NORM))
+        assert result["check"].endswith(f"fed your input pipeline {PIPELINE}:{name}, pixels (x - 0.1307) / 0.3081")
         assert (meta.config.input_mean, meta.config.input_std) == pytest.approx(MNIST_NORM)
         assert result["warnings"] == []
         x, v = user_evaluation(net)
@@ -182,24 +199,34 @@ def test_the_users_own_input_pipeline_is_what_the_check_feeds(synthetic_data, tm
         assert words in str(e.value) and "\n" not in str(e.value)
 
 
-def test_a_plain_against_keeps_the_warnings_the_check_did_not_cover(synthetic_data, tmp_path):
-    """An untrained network fits no scale better than another: the pipeline is a guess, said as one,
-    and the warnings a wrong input normalisation would explain stay on."""
-    net = make("paper")
+def test_a_network_whose_lengths_do_not_say_its_scale_is_refused_until_the_scale_is_given(synthetic_data, tmp_path):
+    """Nothing is marked checked that was not compared on the images the user's evaluation feeds.
+    Trained 4 steps on data-loader-normalised images, a network fits (x - 0.1307) / 0.3081 less
+    than twice as well as [0, 1]: no scale stands out, so nothing is imported, in one line saying
+    what to pass; given, the twin is checked and is the user's own evaluation. An untrained network
+    is refused too: it fits [0, 1] 2.5 times better only because its capsules saturate on the other
+    scales, and it answers no better there."""
+    brief = trained(normalise=MNIST_NORM, steps=4)
+    for net in (brief, make("paper")):
+        with pytest.raises(CapsvizError) as e:
+            import_trained(tmp_path, net, "unsaid")
+        words = str(e.value)
+        assert words.startswith(
+            "not imported: your input pipeline was not given, and your network's lengths do not say which images it was trained on (on "
+        )
+        assert " test images, [0, 1] pixels: margin loss " in words
+        assert "; pixels (x - 0.1307) / 0.3081: margin loss " in words and "% test error" in words and "\n" not in words
+        assert words.endswith(
+            "--against-input MODULE:NAME (your test transform, dataset or DataLoader) or --normalise MEAN STD (--normalise 0 1 for [0, 1] pixels)"
+        )
+        assert not (tmp_path / "unsaid.safetensors").exists()
+
+    result, model, meta = import_trained(tmp_path, brief, "said", normalise=MNIST_NORM)
+    assert meta.raw["imported"]["checked"]["fed"] == {"mean": 0.1307, "std": 0.3081, "by": "normalise"}
+    assert result["check"].endswith("images fed pixels (x - 0.1307) / 0.3081 (--normalise)") and result["warnings"] == []
+    x, v = user_evaluation(brief)
     with torch.no_grad():
-        net.digits.W.mul_(1e-3)  # every class capsule collapsed, whatever the scale
-    result, _, meta = import_trained(tmp_path, net, "guess")
-    assert meta.raw["imported"]["checked"]["input"] == "[0, 1] pixels, a guess"
-    assert result["warnings"][0].startswith(
-        "your input pipeline was not given, and your network's lengths do not say which images it was trained on: margin loss on "
-    )
-    assert result["check"].endswith(
-        f"fed [0, 1] pixels, a guess; the import warned: your input pipeline was not given, and your network's lengths do not say "
-        f"which images it was trained on (and {len(result['warnings']) - 1} more)"
-    )
-    assert "the twin is fed [0, 1] pixels, a guess, and the check covers its computation alone" in result["warnings"][0]
-    assert any(w.startswith("every class capsule is shorter than 0.1") and "--against-input" in w for w in result["warnings"])
-    assert meta.raw["imported"]["warnings"] == result["warnings"]
+        torch.testing.assert_close(model(x).capsules, v, atol=TOLERANCE, rtol=0)
 
 
 def test_batch_averaged_routing_logits_ask_for_the_users_batch(synthetic_data, tmp_path, monkeypatch):
@@ -299,3 +326,52 @@ def test_the_import_command_takes_the_input_pipeline_and_capsviz_list_says_what_
     assert "; checked against its code: max difference " in lines["mine.safetensors"]
     assert lines["mine.safetensors"].endswith(f"images fed your input pipeline {PIPELINE}:test_transform, pixels (x - 0.1307) / 0.3081")
     assert "; not checked against its code" in lines["plain.safetensors"]
+
+
+def test_the_zoo_card_says_what_the_check_fed_in_the_readers_language():
+    """The card's words are made where they are shown, from what the checkpoint records (the numbers,
+    the images fed and who said them), so a Chinese or Japanese reader gets them in their language."""
+    from test_i18n import english_left
+
+    from capsviz.adapter import checked_words
+    from capsviz.i18n import speaking
+
+    fed = {"mean": 0.1307, "std": 0.3081, "by": "lengths"}
+    checked = {"against": "net.py:make", "max_difference": 2.7e-7, "images": 16, "stages": ["conv1"], "fed": fed}
+    assert checked_words(checked, ["w1", "w2"]) == (
+        "checked against its code: max difference 2.7e-07 on 16 images fed pixels (x - 0.1307) / 0.3081, inferred from its "
+        "lengths; the import gave 2 warnings"
+    )
+    for lang in ("zh-Hans", "ja"):
+        with speaking(lang):
+            said = [checked_words(checked, ["w1", "w2"]), checked_words(dict(checked, fed=dict(fed, by="normalise")), [])]
+            said.append(checked_words(None, ["w1"]))
+        for words in said:
+            assert english_left(words) == [], (lang, words)
+        assert all(n in said[0] for n in ("2.7e-07", "16", "0.1307", "0.3081", "2"))
+
+
+def test_how_an_imported_capsnet_computes_is_said_in_each_language():
+    """The zoo card's and the routing page's sentences on a CapsNet written elsewhere: one whole
+    message per option, in Chinese and Japanese as in English, with the same numbers."""
+    from capsviz.config import preset
+    from capsviz.families.capsnet.model import computation_words
+    from capsviz.i18n import speaking
+
+    cfg = preset(
+        "capsnet-small",
+        input_mean=0.1307,
+        input_std=0.3081,
+        primary_grouping="view",
+        routing_logits="batch",
+        routing_batch=16,
+        routing_prior=True,
+    )
+    english = computation_words(cfg)
+    assert english and any("averaged over each 16 images" in w for w in english)
+    for lang in ("zh-Hans", "ja"):
+        with speaking(lang):
+            said = computation_words(cfg)
+        assert len(said) == len(english) and said != english
+        assert all(re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", w) for w in said)
+        assert "0.1307" in said[0] and "0.3081" in said[0] and any("16" in w for w in said)

@@ -540,7 +540,7 @@ def test_models_trained_from_the_same_seeds_with_each_routing_show_as_a_seed_stu
     text = as_shown(" ".join(m.value for m in at.markdown))
     assert "trained with dynamic: mean 25.00% (from 20.00 to 30.00" in text and "trained with uniform: mean 26.00%" in text
     assert "trained with dynamic: mean 1.00% (from 0.90 to 1.10" in text  # the shipped numbers, not replaced
-    assert any("could not be read and were left out" in as_shown(c.value) and "seeds-damaged.json" in as_shown(c.value) for c in at.caption)
+    assert any("could not be read and was left out" in as_shown(c.value) and "seeds-damaged.json" in as_shown(c.value) for c in at.caption)
 
 
 def test_the_short_answer_counts_models_on_each_side_of_chance_and_quotes_their_errors():
@@ -680,10 +680,11 @@ def test_one_iteration_of_dynamic_routing_is_named_so_in_the_table_and_the_detai
 
     cfg = replace(preset("capsnet-small"), routing_iterations=1)
     assert lab.trained_with(cfg) == "uniform"  # the same couplings: it is compared with uniform's row as its own
-    label = lab.trained_label(cfg)
-    assert label.startswith(ONE_ITERATION) and "stay uniform" in label
-    assert lab.trained_label(preset("capsnet-small")) == "dynamic"
-    own = row(model="one", trained="uniform", run="uniform", trained_label=label)
+    assert lab.trained_label(cfg) == ONE_ITERATION  # the catalog's message, said in the reader's language where shown
+    assert lab.trained_label(preset("capsnet-small")) == ""  # named by its routing
+    own = row(model="one", trained="uniform", run="uniform", trained_label=ONE_ITERATION)
+    label = own.trained
+    assert label.startswith(ONE_ITERATION) and "stay uniform" in label and own.trained_short == ONE_ITERATION
     other = replace(own, run_with="dynamic", test_error=0.9)
     assert lab.table([own])[0]["trained with"] == label
     (said,) = [s for s in lab.report([own, other]).models["one"] if "instead" in s]

@@ -1,8 +1,12 @@
 """A link's numbers brought within what a page shows, with a note saying so (capsviz.analysis.links)."""
 
+import re
+
 import pytest
+from test_i18n import english_left
 
 from capsviz.analysis.links import chosen, linked, linked_numbers, linked_offsets, several, unread
+from capsviz.i18n import speaking, t
 
 
 @pytest.mark.parametrize("raw", ["0", "5", "9", " 7 "])
@@ -64,7 +68,7 @@ def test_a_choice_the_page_offers_is_kept_and_any_other_is_said():
     assert chosen("3", range(1, 6), 3, "routing iterations") == (3, None)
     got = chosen("0.7", [0.05, 0.1, 0.2], 0.1, "epsilon")
     assert got.value == 0.1
-    assert got.note == "The link asks for epsilon “0.7”, which this page does not offer (0.05, 0.1, 0.2); this page shows epsilon 0.1."
+    assert got.note == "The link asks for epsilon “0.7”, which this page does not offer (0.05, 0.1, 0.2); this page shows “0.1”."
 
 
 def test_numbers_of_a_pair_are_each_brought_within_their_range_or_all_replaced_when_the_count_is_wrong():
@@ -99,3 +103,34 @@ def test_a_value_the_page_cannot_read_is_quoted_with_what_is_shown():
     assert unread(" 1_2_x ", "points", "the preset's points") == (
         "The link asks for points “1_2_x”, which this page cannot read; this page shows the preset's points."
     )
+
+
+NUMBERS = re.compile(r"\d+(?:\.\d+)?")
+
+
+def notes() -> list[str]:
+    """One note of each kind, made in the language of the run (`what` as a page gives it: translated)."""
+    iterations, image = t("routing iterations"), t("test image")
+    return [
+        linked("x", 1, 10, 3, iterations).note,
+        linked("12", 1, 10, 3, iterations).note,
+        linked("-5", 0, 9, 3, image).note,
+        linked("2.5", 1, 10, 3, iterations).note,
+        linked_offsets("0.9,0.03,x," + ",".join(["0"] * 15), 16, 0.25, 0.05).note,
+        chosen("0.7", [0.05, 0.1, 0.2], 0.1, t("preset")).note,
+        linked_numbers("3,7,9", [(0, 99, t("test image")), (0, 99, t("test image"))], (0, 1)).note,
+        several(["4", "5"], ["1", "2", "3"], ["1"], t("preset")).note,
+        several(["4"], [], [], t("preset")).note,
+        unread("1_2_x", t("points"), t("the preset's points")),
+    ]
+
+
+@pytest.mark.parametrize("lang", ["zh-Hans", "ja"])
+def test_every_note_is_said_in_the_readers_language_with_the_same_numbers(lang):
+    english = notes()
+    with speaking(lang):
+        there = notes()
+    for en, note in zip(english, there, strict=True):
+        assert note != en and re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", note), note
+        assert english_left(note) == [], (note, english_left(note))
+        assert sorted(NUMBERS.findall(note)) == sorted(NUMBERS.findall(en)), (note, en)

@@ -55,6 +55,10 @@ def test_the_tour_follows_a_test_digit_on_a_multimnist_models_canvas(shipped):
     canvas_note_and_link(app)
     assert app.number_input(key="image").value == 0  # a test image, not an upload
     _, meta = load_checkpoint(ROOT / "checkpoints" / MODEL)
+    # the chapter "Why capsules" first, which says why it cannot measure a model of pairs
+    assert app.get("progress")[0].proto.text.endswith("**Why capsules**")
+    assert any("reads 36x36 images" in m.value for m in app.markdown)
+    app.button(key="tour_next").click().run()
     first = tour_of(meta.config).steps(meta.config.routing_iterations, class_words(meta), meta.config.primary_grid)[0]
     assert app.get("progress")[0].proto.text.endswith(f"**{first.title}**")
     assert any("This is the image the tour follows through **capsnet-multimnist**" in m.value for m in app.markdown)
@@ -108,7 +112,7 @@ def test_segment_words_say_each_pixel_explained_once_only_when_no_ink_pixel_is_c
 
 
 def test_segment_words_quote_the_segmentation_of_a_real_pair_for_the_shipped_models(real_data):
-    from capsviz.analysis.multimnist import BOTH, INK, UNEXPLAINED, compose_pair, draw_pair, segment, segment_words
+    from capsviz.analysis.multimnist import BOTH, INK_LEVEL, UNEXPLAINED, compose_pair, draw_pair, segment, segment_words
     from capsviz.data.mnist import load_mnist
 
     test = load_mnist("mnist", "test")
@@ -119,7 +123,7 @@ def test_segment_words_quote_the_segmentation_of_a_real_pair_for_the_shipped_mod
         seg = segment(model, pair.image)
         said = segment_words(seg.segments, "a", "b", pair.parts)
         ink, both = int((seg.segments >= UNEXPLAINED).sum()), int((seg.segments == BOTH).sum())
-        crossing = int(((seg.segments == BOTH) & (pair.parts > INK).all(0)).sum())
+        crossing = int(((seg.segments == BOTH) & (pair.parts > INK_LEVEL).all(0)).sum())
         assert f"of the {ink} ink pixels" in said and f"both {both} and neither" in said, name
         assert ("explained once, as the paper aims" in said) == (both == crossing), name
         if both > crossing:

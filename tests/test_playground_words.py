@@ -4,6 +4,7 @@ capsules, iteration and routing rule quotes only numbers its own tables (or the 
 the page shows what the core says."""
 
 import itertools
+import json
 import os
 import re
 from pathlib import Path
@@ -11,12 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
+from test_i18n import english_left
 
+from capsviz import i18n
 from capsviz.analysis import coupling_entropy, rules
+from capsviz.analysis.links import chosen
 from capsviz.analysis.playground import (
     DYNAMIC_PRESETS,
     EM_PRESETS,
     POSE,
+    PRESET_NAMES,
     TABLE,
     TOY_RULE,
     attention_toy,
@@ -236,3 +241,75 @@ def test_the_page_quotes_its_own_tables_for_every_preset(app):
             assert numbers and all(n in allowed for n in numbers), (toy_kind, preset, J, rule, said)
             checked += 1
     assert checked == 3 * 2 * 2 + 3 * 2
+
+
+# ---------- the page in Chinese and Japanese ----------
+
+
+def opened(monkeypatch, lang: str, **params) -> AppTest:
+    monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", os.path.abspath(Path(__file__).resolve().parents[1] / "checkpoints"))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update({"lang": lang, **params})
+    at.run()
+    at.switch_page("pages/playground.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def page_words(at) -> list[str]:
+    """Every word the page shows: its text, boxes, widgets (labels, help, options as shown), the
+    tables' column titles, help and text cells, the download buttons and captions of its pictures."""
+    out = [e.value for kind in ("title", "markdown", "caption", "info", "warning", "error") for e in getattr(at, kind)]
+    for kind in ("radio", "selectbox", "slider", "toggle", "button"):
+        for w in getattr(at, kind):
+            out += [w.label, w.help or ""] + [str(o) for o in getattr(w, "options", [])]
+    for frame in at.dataframe:
+        out += [" ".join([c.get("label") or "", c.get("help") or ""]) for c in json.loads(frame.proto.columns).values()]
+        out += [x for col in frame.value.columns for x in frame.value[col] if isinstance(x, str)]
+    out += [e.proto.label for e in at.get("download_button")]
+    out += [i.caption for e in at.get("imgs") for i in e.proto.imgs]
+    return out
+
+
+VIEWS = [("dynamic", "dynamic", 2), ("dynamic", "dynamic", 3), ("dynamic", "self-attention", 3), ("em", None, 2), ("em", None, 3)]
+
+
+def walk_views(at):
+    """Each toy, routing and number of upper capsules in turn (the outliers presets): the boxed
+    sentence, the intro and the suggestion under the tables, and every word the page shows."""
+    for toy, rule, J in VIEWS:
+        if at.radio(key="pg_toy").value != toy:
+            at.radio(key="pg_toy").set_value(toy).run()
+        at.selectbox(key=f"pg_{toy}_preset").set_value("outliers").run()
+        at.radio(key=f"pg_{toy}_J").set_value(J).run()
+        if rule:
+            at.radio(key="pg_rule").set_value(rule).run()
+        assert not at.exception, (toy, rule, J, at.exception)
+        said = [at.info[0].value, *(m.value for m in at.markdown if "**" in m.value), *(c.value for c in at.caption)]
+        yield (toy, rule, J), said, page_words(at)
+
+
+@pytest.mark.parametrize("lang", ["zh-Hans", "ja"])
+def test_the_page_in_chinese_and_japanese_leaves_no_english_and_quotes_the_same_numbers(monkeypatch, lang):
+    english = list(walk_views(opened(monkeypatch, "en")))
+    there = list(walk_views(opened(monkeypatch, lang)))
+    for (view, en_said, _), (same, said, words) in zip(english, there, strict=True):
+        assert view == same
+        left = english_left("\n".join(words))
+        assert not left, (lang, view, left)
+        assert said[0] != en_said[0] and re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", said[0])
+        # the same numbers, each as often, in the order the language puts them
+        assert sorted(NUMBER.findall(" ".join(said))) == sorted(NUMBER.findall(" ".join(en_said))), (lang, view)
+        assert quoted(said[0]), view
+
+
+def test_a_link_asking_for_a_preset_the_page_lacks_is_said_in_the_readers_language(monkeypatch):
+    at = opened(monkeypatch, "ja", preset="magic")
+    with i18n.speaking("ja"):
+        want = chosen("magic", list(DYNAMIC_PRESETS), "agreeing cluster", i18n.t("preset"), lambda p: i18n.t(PRESET_NAMES[p])).note
+        assert i18n.t("agreeing cluster") in want and "agreeing cluster" not in want
+    assert want.startswith("リンクは") and "「magic」" in want
+    notes = [i.value for i in at.info if "magic" in i.value]
+    assert notes and notes[0].replace("\\", "") == want
+    assert english_left(want.replace("magic", "")) == []
+    assert at.selectbox(key="pg_dynamic_preset").value == "agreeing cluster"

@@ -7,7 +7,18 @@ import pytest
 import torch
 from synthetic import synthetic_digits
 
-from capsviz.analysis.multimnist import BACKGROUND, BOTH, FIRST, INK, SECOND, UNEXPLAINED, compose_pair, draw_pair, pair_accuracy, segment
+from capsviz.analysis.multimnist import (
+    BACKGROUND,
+    BOTH,
+    FIRST,
+    INK_LEVEL,
+    SECOND,
+    UNEXPLAINED,
+    compose_pair,
+    draw_pair,
+    pair_accuracy,
+    segment,
+)
 from capsviz.analysis.reproduction import table1
 from capsviz.analysis.robustness import affine_test_set, attack, attack_sweep, other_class, predict_scores, warp, zero_gradient_fraction
 from capsviz.config import preset
@@ -54,8 +65,8 @@ def test_segmentation_assigns_pixels_only_where_a_reconstruction_is_nonzero(pair
     seg = segment(pair_model, pair.image)
     assert seg.capsules == seg.top2 and seg.reconstructions.shape == (2, 36, 36)
     assert list(np.argsort(-seg.scores)[:2]) == list(seg.top2)
-    r1, r2 = seg.reconstructions > INK
-    ink = pair.image > INK
+    r1, r2 = seg.reconstructions > INK_LEVEL
+    ink = pair.image > INK_LEVEL
     s = seg.segments
     assert ((s == FIRST) == (ink & r1 & ~r2)).all() and ((s == SECOND) == (ink & r2 & ~r1)).all()
     assert ((s == BOTH) == (ink & r1 & r2)).all() and ((s == UNEXPLAINED) == (ink & ~r1 & ~r2)).all()

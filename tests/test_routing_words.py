@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from capsviz import checkpoint as ckpt
-from capsviz.analysis import rules
+from capsviz import registry
+from capsviz.analysis import rule_words, rules
 from capsviz.analysis.routing import (
     AttentionTrace,
     DynamicTrace,
@@ -32,13 +33,16 @@ from capsviz.analysis.routing import (
     length_words,
     map_words,
     once_words,
-    primary_places,
     span_words,
     summary_words,
     sweep_words,
     times,
     trained_with_words,
+    unplaced_words,
 )
+from capsviz.config import preset
+from capsviz.entries import Layout
+from capsviz.families.capsnet.model import primary_places
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((ROOT / "checkpoints").glob("*.safetensors"))
@@ -48,7 +52,7 @@ def numbers(text: str) -> list[float]:
     return [float(x) for x in re.findall(r"-?\d+\.\d+(?:e[-+]\d+)?", text)]
 
 
-def trace(c: np.ndarray, softmax="classes", grouping="paper", grid=2, types=3, dim=4, agreement=None) -> DynamicTrace:
+def trace(c: np.ndarray, softmax="classes", grouping="paper", grid=2, types=3, dim=4, agreement=None, layout=None) -> DynamicTrace:
     T, I, J = c.shape
     return DynamicTrace(
         c,
@@ -57,12 +61,8 @@ def trace(c: np.ndarray, softmax="classes", grouping="paper", grid=2, types=3, d
         np.abs(np.diff(c, axis=0)).mean((1, 2)),
         np.zeros((I, J)) if agreement is None else agreement,
         entropy_of(c, softmax),
-        grid,
-        types,
+        layout or Layout(grid, dim, types, grouping, primary_places(grouping, types, dim, grid)),
         softmax,
-        primary_places(grouping, types, dim, grid),
-        grouping,
-        dim,
     )
 
 
@@ -343,13 +343,12 @@ def test_sweep_words_count_the_changed_predictions():
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_shipped_models_captions_quote_the_numbers_their_charts_draw(path):
     model, meta = ckpt.load_checkpoint(path)
-    routing = getattr(meta.config, "routing", None)
-    if routing not in ("dynamic", "self-attention"):
+    if not registry.shows(meta.config, "routing"):
         pytest.skip(f"{path.stem}: no vector-capsule routing page")
     rng = np.random.default_rng(0)
     shape = (meta.config.in_size,) * 2 if meta.config.in_channels == 1 else (meta.config.in_channels, *(meta.config.in_size,) * 2)
     image = (rng.random(shape) * (rng.random(shape) > 0.7)).astype(np.float32)
-    if routing == "self-attention":
+    if registry.ROUTINGS[meta.config.routing].view == "attention":
         tr = attention_trace(model, image)
         winner = int(tr.lengths.argmax())
         said = attention_words(tr, winner, "x")
@@ -378,7 +377,7 @@ def test_shipped_models_captions_quote_the_numbers_their_charts_draw(path):
     first, last = fig["series"][0, 0], fig["series"][-1, 0]
     assert last == pytest.approx(100 * tr.entropy[-1].mean() / tr.uniform_entropy)
     assert f"{first:.1f}% at iteration 1, {last:.1f}% at iteration {T}" in fig["caption"]
-    assert rules.uniform_words(last / 100) in fig["caption"]
+    assert rule_words.uniform_words(last / 100) in fig["caption"]
     sweep = iteration_sweep(model, image, T)
     said = dynamic_sweep_words(sweep["lengths"], sweep["predictions"], T, [str(n) for n in meta.class_names], "digit capsule")
     p = sweep["predictions"][-1]
@@ -398,8 +397,8 @@ def test_shipped_models_captions_quote_the_numbers_their_charts_draw(path):
         assert f"by its length, {cs['vote_weighted_coupling_to_prediction'][k]:.3f}" in said
         weighted, share = cs["vote_weighted_coupling_to_prediction"][k], cs["coupling_to_prediction"][k]
         if k > 0:  # the plain mean decides; at iteration 1 the couplings are uniform by construction
-            assert rules.uniform_words(cs["entropy"][k] / cs["uniform_entropy"], share, cs["uniform"]) in said
-        long = rules.long_votes_words("the predicted class", weighted, cs["uniform"], share)
+            assert rule_words.uniform_words(cs["entropy"][k] / cs["uniform_entropy"], share, cs["uniform"]) in said
+        long = rule_words.long_votes_words("the predicted class", weighted, cs["uniform"], share)
         assert (long in said) if rules.long_votes_move(weighted, cs["uniform"]) else ("Weighted by prediction length" not in said)
 
 
@@ -519,3 +518,21 @@ def test_canvas_words_say_the_model_was_trained_on_training_digits():
     said = canvas_words(36, 4)
     assert "trained on MultiMNIST: two training digits overlapping on a 36x36 canvas" in said
     assert "two test digits" not in said
+
+
+def test_capsules_on_no_grid_are_said_one_by_one_with_the_span_the_heatmap_draws():
+    rng = np.random.default_rng(4)
+    c = softmax(rng.normal(size=(3, 7, 5)), -1)
+    c[0] = 1 / 5  # iteration 1: nothing routed yet
+    tr = trace(c, layout=Layout(0, 4))
+    title, said = unplaced_words(tr, 0, "digit capsule", "digit")
+    assert title == "Iteration 1: couplings c" and "every coupling is 0.200: nothing has been routed yet" in said
+    assert "Each column is one of the 7 primary capsules" in said
+    _, said = unplaced_words(tr, 2, "digit capsule", "digit")
+    assert f"{c[2].min():.3f} to {c[2].max():.3f} (uniform: 0.200)" in said and "vote to that digit" in said
+    inputs = trace(c, softmax="inputs", layout=Layout(0, 4))
+    assert "draws a larger share of its input" in unplaced_words(inputs, 2, "digit capsule", "digit")[1]
+
+
+def test_a_family_without_a_choice_of_couplings_is_said_to_be_trained_with_its_own_routing():
+    assert trained_with_words(preset("efficient-capsnet")) == "self-attention routing (one pass)"

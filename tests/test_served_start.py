@@ -21,6 +21,7 @@ import protocol  # noqa: E402
 from st_helpers import cpu_name, free_port, run_async, stop_streamlit  # noqa: E402
 
 from capsviz import cli, serve  # noqa: E402
+from capsviz.cli import serving  # noqa: E402
 
 
 def clean_env(**more) -> dict:
@@ -46,7 +47,7 @@ def test_every_start_path_turns_file_watching_and_tracebacks_off(tmp_path, monke
     assert options(ROOT, clean_env(), "--server.fileWatcherType", "auto") == "auto none"  # a developer turns watching on
     seen = {}  # capsviz app --replicas: the command and environment every replica runs with
     monkeypatch.setattr(serve, "nginx_binary", lambda: "/usr/sbin/nginx")
-    monkeypatch.setattr(cli, "build_kernel", lambda: "off")
+    monkeypatch.setattr(serving, "build_kernel", lambda: "off")
     monkeypatch.setattr(serve, "serve", lambda command, env, n, args: seen.update(command=command, env=env) or 0)
     assert cli.main(["app", "--replicas", "1"]) == 0
     assert seen["env"]["STREAMLIT_SERVER_FILE_WATCHER_TYPE"] == "none" and seen["env"]["STREAMLIT_CLIENT_SHOW_ERROR_DETAILS"] == "none"

@@ -203,10 +203,10 @@ def test_key_colours_in_the_css_meet_wcag_aa():
 def test_each_tour_step_gets_its_own_glossary_entries():
     from capsviz.site import step_terms
 
-    assert step_terms("dynamic", "conv1") == ["conv1", "relu"]  # not cut to "conv"
-    assert step_terms("dynamic", "iteration3") == step_terms("dynamic", "iteration1") == ["c", "b", "s", "squash", "v", "agreement"]
-    assert "primary" not in step_terms("self-attention", "primary")  # its entry describes the paper CapsNet's 6x6 grid
-    assert step_terms("self-attention", "convs") == ["relu", "batchnorm"]
+    assert step_terms("capsnet", "conv1") == ["conv1", "relu"]  # not cut to "conv"
+    assert step_terms("capsnet", "iteration3") == step_terms("capsnet", "iteration1") == ["c", "b", "s", "squash", "v", "agreement"]
+    assert "primary" not in step_terms("efficient", "primary")  # its entry describes the paper CapsNet's 6x6 grid
+    assert step_terms("efficient", "convs") == ["relu", "batchnorm"]
 
 
 def test_the_service_worker_names_its_cache_by_the_build(tmp_path):

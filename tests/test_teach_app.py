@@ -116,16 +116,16 @@ def test_the_tour_is_the_first_page_and_walks_every_capsnet_step(app):
     assert app.title[0].value == "A guided tour of a capsule network"
     assert app.query_params["step"] == "1"
     seen = []
-    for k in range(1, 12):
+    for k in range(1, 16):
         assert not app.exception, (k, app.exception)
         seen.append(app.get("progress")[0].proto.text)
         assert app.query_params["step"] == str(k)
-        if k < 10:
+        if k < 13:  # the chapter's three steps, then the model's own
             assert app.image or app.dataframe, f"step {k} has no figure"  # the prediction lengths: a table of text
-        else:  # this test model has not been measured by the lab: the step says so and links there
+        elif k == 13:  # this test model has not been measured by the lab: the step says so and links there
             assert "has not measured this model yet" in app.info[0].value
             assert any('page: "lab"' in str(link.proto) for link in app.get("page_link"))
-        if k == 4:  # one row per digit capsule, one column per primary capsule followed: a phone shows all six
+        if k == 7:  # one row per digit capsule, one column per primary capsule followed: a phone shows all six
             (frame,) = [f.value for f in app.dataframe]
             assert list(frame.index) == [str(j) for j in range(10)] and list(frame.columns) == [f"P{n}" for n in range(1, 7)]
             (place,) = [c.value for c in app.caption if "P1 = " in c.value]  # longer than a name: shown whole, every column placed
@@ -134,6 +134,9 @@ def test_the_tour_is_the_first_page_and_walks_every_capsnet_step(app):
             break
         app.button(key="tour_next").click().run()
     assert [s.split(": ", 1)[1].strip("*") for s in seen] == [
+        "Why capsules: invariance against equivariance",
+        "Why capsules: parts in the wrong places",
+        "Why capsules: pose, not just presence",
         "The input",
         "Conv1: local features",
         "PrimaryCaps: vectors on a 6x6 grid",
@@ -144,13 +147,14 @@ def test_the_tour_is_the_first_page_and_walks_every_capsnet_step(app):
         "DigitCaps: lengths are the answer",
         "The decoder redraws the digit",
         "Does routing matter? This model in the routing lab",
+        "Where I stand",
     ]
     app.button(key="tour_back").click().run()
-    assert app.query_params["step"] == "9"
+    assert app.query_params["step"] == "13"
 
 
 def test_tour_routing_steps_show_the_routing_numbers(app):
-    app.query_params["step"] = "6"  # a shared link to routing iteration 2
+    app.query_params["step"] = "9"  # a shared link to routing iteration 2, after the chapter's three steps
     app.run()
     assert not app.exception, app.exception
     table = next(m.value for m in app.markdown if m.value.startswith("| primary capsule |"))
@@ -172,17 +176,20 @@ def test_the_matrix_tour_walks_every_step(app):
     for _ in range(12):
         assert not app.exception, app.exception
         seen.append(app.get("progress")[0].proto.text)
-        assert app.image
         if app.button(key="tour_next").disabled:
             break
+        assert app.image or app.get("plotly_chart")  # the chapter's votes are a chart
         app.button(key="tour_next").click().run()
     assert [s.split(": ", 1)[1].strip("*") for s in seen] == [
+        "Why capsules: votes under a change of viewpoint",
+        "Why capsules: coordinate addition",
         "The input",
         "Primary capsules: a pose matrix and an activation",
         "Votes for every class capsule",
         "EM routing, iteration 1 of 2",  # matrix-small routes with 2 EM iterations
         "EM routing, iteration 2 of 2",
         "Class capsules: activations are the answer",
+        "Where I stand",
     ]
 
 
@@ -199,10 +206,13 @@ def test_the_efficient_tour_walks_every_step_with_the_models_numbers(efficient_a
     tour = efficient_tour(model, load_split("mnist", "test").images[0].numpy().astype(np.float32) / 255.0)
     W = tour.winner
     seen = []
-    for k in range(1, 10):
-        assert not app.exception, (k, app.exception)
+    for step in range(1, 14):
+        assert not app.exception, (step, app.exception)
         seen.append(app.get("progress")[0].proto.text)
-        if k < 8:
+        k = step - 3  # the tour's own steps come after the chapter's three
+        if k < 1 or k == 9:  # the chapter's steps, and where the student stands
+            pass
+        elif k < 8:
             assert app.image or app.dataframe, f"step {k} has no figure"
             if k in (4, 5):  # the prediction lengths, then the couplings, as tables of text: the tour's numbers, as drawn
                 want = tour.pred_len if k == 4 else tour.c
@@ -234,6 +244,9 @@ def test_the_efficient_tour_walks_every_step_with_the_models_numbers(efficient_a
             break
         app.button(key="tour_next").click().run()
     assert [s.split(": ", 1)[1].strip("*") for s in seen] == [
+        "Why capsules: invariance against equivariance",
+        "Why capsules: parts in the wrong places",
+        "Why capsules: pose, not just presence",
         "The input",
         "Four convolutions: local features",
         "Primary capsules: vectors that see the whole image",
@@ -242,6 +255,7 @@ def test_the_efficient_tour_walks_every_step_with_the_models_numbers(efficient_a
         "Class capsules: lengths are the answer",
         "The decoder redraws the digit",
         "Does routing matter? This model in the routing lab",
+        "Where I stand",
     ]
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from synthetic import synthetic_digits
 
-from capsviz.analysis import lab, rules
+from capsviz.analysis import lab, rule_words, rules, why_steps
 from capsviz.analysis.lab import Row
 from capsviz.analysis.steps import (
     SATURATED,
@@ -29,7 +29,7 @@ from capsviz.analysis.steps import (
     squash_words,
 )
 from capsviz.analysis.tour import tour_of, walk
-from capsviz.checkpoint import load_checkpoint
+from capsviz.checkpoint import list_checkpoints, load_checkpoint
 from capsviz.config import preset
 from capsviz.families.capsnet.tour import capsnet_steps, capsnet_tour, not_own_words, trained_words
 from capsviz.families.efficient_capsnet.model import MSE_WEIGHT
@@ -105,7 +105,7 @@ def test_coupling_words_call_near_uniform_by_the_rule_and_say_when_long_predicti
     said = coupling_words(1, near, shown, 1152, 10, "7")
     assert "0.10 to 0.20" in said and "is 0.101 (uniform 0.100)" in said and "Weighted by prediction length the mean is 0.160" in said
     assert "are near uniform: their evenness is 99.9%" in said
-    assert rules.long_votes_words("7", 0.16, 0.1, 0.101) in said  # the one sentence /routing and /multimnist say
+    assert rule_words.long_votes_words("7", 0.16, 0.1, 0.101) in said  # the one sentence /routing and /multimnist say
     assert "Weighted by prediction length, 7 gets 0.160, 1.6 times uniform: routing moves mainly" in said
     said = coupling_words(1, near | {"weighted": 0.149}, shown, 1152, 10, "7")  # below 1.5 x uniform: no such claim
     assert "are near uniform" in said and "routing moves" not in said
@@ -300,7 +300,7 @@ def test_the_shipped_efficient_capsnets_lab_step_on_the_page(real_data, monkeypa
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     app = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120)
     app.query_params["model"] = "efficient-capsnet-mnist.safetensors"
-    app.query_params["step"] = "8"
+    app.query_params["step"] = "11"  # after the chapter's three steps
     app.run()
     assert not app.exception, app.exception
     assert "Does routing matter?" in app.get("progress")[0].proto.text
@@ -335,7 +335,9 @@ def test_every_step_of_a_shipped_models_tour_on_the_page(real_data, monkeypatch,
         app.button(key="tour_next").click().run()
     iterations = meta.config.routing_iterations if meta.config.routing != "self-attention" else 1
     grid = meta.config.primary_grid if meta.config.routing == "dynamic" else None
-    assert titles == [s.title for s in tour_of(meta.config).steps(iterations, class_words(meta), grid)]
+    chapter = why_steps.chapter_for(meta, list_checkpoints(SHIPPED[0].parent), Path(model).stem)
+    own = [s.title for s in tour_of(meta.config).steps(iterations, class_words(meta), grid)]
+    assert titles == why_steps.titles(chapter) + own + ["Where I stand"]  # the chapter first, the student's standing last
     if grid:
         assert f"PrimaryCaps: vectors on a {grid}x{grid} grid" in titles
 

@@ -29,6 +29,7 @@ from capsviz.data.mnist import load_idx_pair
 from capsviz.errors import CapsvizError
 from capsviz.models import build_model
 from capsviz.routing import dynamic_routing, em_routing, squash
+from capsviz.schema import CheckpointMeta
 from capsviz.train import TrainRun, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -196,14 +197,14 @@ def test_an_oversized_header_is_refused_before_it_is_read(good, tmp_path):
 
 def test_shipped_checkpoints_pass_the_schema():
     for _, meta in ckpt.list_checkpoints(ROOT / "checkpoints"):
-        assert isinstance(meta, ckpt.CheckpointMeta), meta
+        assert isinstance(meta, CheckpointMeta), meta
 
 
 def test_one_bad_file_is_listed_as_unusable_and_hides_nothing(good, tmp_path, capsys):
     rewrite(good, tmp_path / "bad-dataset.safetensors", setter("dataset", ["mnist"]))
     rewrite(good, tmp_path / "deep.safetensors", raw="[" * 100_000)
     rows = dict(ckpt.list_checkpoints(tmp_path))
-    assert isinstance(rows[good], ckpt.CheckpointMeta)
+    assert isinstance(rows[good], CheckpointMeta)
     assert "dataset" in rows[tmp_path / "bad-dataset.safetensors"] and isinstance(rows[tmp_path / "deep.safetensors"], str)
     assert main(["list", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -233,7 +234,7 @@ def test_a_folder_or_an_unreadable_file_is_not_reported_as_missing(good, tmp_pat
     def denied(*args, **kwargs):  # what a file without read permission gives (root, running the tests, may read anything)
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(ckpt, "open", denied, raising=False)
+    monkeypatch.setattr(ckpt.files, "open", denied, raising=False)
     assert main(["evaluate", str(good)]) == 2
     line = one_error_line(capsys, "cannot be read (Permission denied)")
     assert "No such file" not in line
@@ -321,9 +322,9 @@ def dying_save(obj, f):  # die_at 0: killed in the middle of writing the state's
     with open(f, "wb") as out:
         out.write(b"half a file")
     os._exit(9)
-ckpt.os.replace = dying_replace
+ckpt.runs.os.replace = dying_replace
 if die_at == 0:
-    ckpt.torch.save = dying_save
+    ckpt.runs.torch.save = dying_save
 state = {"run": {"model": "matrix-small", "dataset": "mnist", "epochs": 3}, "optimizer": {"state": {}, "param_groups": []},
          "scheduler": {}, "step": 20, "epoch": 2, "batch": 0, "history": [], "elapsed": 2.0, "torch_rng": torch.get_rng_state()}
 ckpt.save_run(path, model, {"dataset": "mnist", "epochs": 2}, state)
@@ -360,7 +361,7 @@ def test_a_full_disk_leaves_the_previous_pair_and_says_so(tmp_path, small_model,
             f.write(b"partial")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(ckpt, "save_file" if fails == "weights" else "torch", _FullTorch(full) if fails == "state" else full)
+    monkeypatch.setattr(*((ckpt.files, "save_file", full) if fails == "weights" else (ckpt.runs, "torch", _FullTorch(full))))
     with pytest.raises(CapsvizError, match="could not save .*No space left on device.*previous checkpoint there is unchanged"):
         ckpt.save_run(p, moved(small_model, 1.0), {"dataset": "mnist", "epochs": 2}, state_for(2))
     monkeypatch.undo()
@@ -369,7 +370,7 @@ def test_a_full_disk_leaves_the_previous_pair_and_says_so(tmp_path, small_model,
 
 
 class _FullTorch:
-    """`torch` as checkpoint.py sees it, with save failing like a full disk."""
+    """`torch` as capsviz.checkpoint.runs sees it, with save failing like a full disk."""
 
     def __init__(self, failing_save):
         self.save = lambda obj, f: failing_save(obj, f)
@@ -442,7 +443,7 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_lock(synthetic_dat
 
 def test_no_room_or_no_permission_is_found_before_training(synthetic_data, tmp_path, monkeypatch):
     events = []
-    monkeypatch.setattr(ckpt.shutil, "disk_usage", lambda p: type("U", (), {"free": 1000})())
+    monkeypatch.setattr(ckpt.runs.shutil, "disk_usage", lambda p: type("U", (), {"free": 1000})())
     with pytest.raises(CapsvizError, match="0 MB free; saving m.safetensors needs about"):
         train(TrainRun(epochs=1, **TINY), tmp_path / "m.safetensors", on_event=events.append)
     assert [e.kind for e in events] == ["failed"]

@@ -17,7 +17,7 @@ from capsviz.cli import main
 from capsviz.config import TrainRun
 from capsviz.data import load_split
 from capsviz.data.idx import read_idx
-from capsviz.data.names import MAX_NAME, name_file
+from capsviz.data.names import MAX_DISPLAY_NAME, name_file
 from capsviz.data.upload import ZipLimits, receive_zip
 from capsviz.data.user import load_user, short_name
 from capsviz.errors import CapsvizError
@@ -198,10 +198,12 @@ def png(colour=(255, 0, 0), size=8) -> bytes:
 
 
 def make_zip(members: dict) -> bytes:
+    """The same members make the same bytes: each member dated alike, not by the clock (a zip's
+    digest names its upload, and two calls may fall either side of a two-second tick)."""
     b = io.BytesIO()
     with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in members.items():
-            z.writestr(name, data)
+            z.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), data, compress_type=zipfile.ZIP_DEFLATED)
     return b.getvalue()
 
 
@@ -248,7 +250,7 @@ def test_an_uploaded_zip_is_shown_by_its_file_name(tmp_path):
 def test_an_odd_zip_file_name_gives_a_clean_name(tmp_path, filename):
     s = receive_zip(pets_zip(), tmp_path / "up", filename=filename)
     name = short_name(s.spec)
-    assert name and name.isprintable() and len(name) <= MAX_NAME and "/" not in name and "\\" not in name
+    assert name and name.isprintable() and len(name) <= MAX_DISPLAY_NAME and "/" not in name and "\\" not in name
     assert not any(ch in name for ch in "[]<>`$")
     made = sorted(p.name for p in (tmp_path / "up").iterdir() if not p.name.startswith("."))  # .state/: locks and owners
     assert made == sorted([Path(s.spec).name, Path(s.spec).name + ".name"])
@@ -258,7 +260,7 @@ def test_a_tampered_name_file_is_cleaned_again(tmp_path):
     s = receive_zip(pets_zip(), tmp_path / "up", filename="pets.zip")
     name_file(Path(s.spec.removeprefix("folder:"))).write_bytes(b"../\xff\x1b]evil\n" + b"y" * 10_000)
     name = short_name(s.spec)
-    assert name.isprintable() and len(name) <= MAX_NAME and "/" not in name
+    assert name.isprintable() and len(name) <= MAX_DISPLAY_NAME and "/" not in name
     name_file(Path(s.spec.removeprefix("folder:"))).write_bytes(b"")
     assert short_name(s.spec) == f"folder:{Path(s.spec).name}"  # nothing usable: the folder's own name
 

@@ -25,6 +25,18 @@ ROOT = Path(__file__).resolve().parents[1]
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?")
 
 
+def invariance_charts(sweep: dict, kind: str, amount: float) -> list[dict]:
+    """The three charts' specs of the invariance sweep, as the page shows them."""
+    return [build.spec(sweep, kind, amount) for build in (figures.changes, figures.stays, figures.capsule)]
+
+
+def numbers_of(spec: dict) -> list[float]:
+    """Every number a chart's spec draws (its traces' y and x values): what its sentences may quote."""
+    return [
+        float(v) for trace in spec["data"] for axis in ("x", "y") for v in trace.get(axis, []) if isinstance(v, int | float | np.number)
+    ]
+
+
 # --- the changes and the scrambles
 
 
@@ -87,7 +99,7 @@ def drawn(text: str, specs: list[dict], allowed=()) -> bool:
     value = float(text)
     if any(abs(value - a) < 1e-9 for a in allowed):
         return True
-    return any(f"{v:.{decimals}f}" == f"{value:.{decimals}f}" for spec in specs for v in figures.numbers_of(spec))
+    return any(f"{v:.{decimals}f}" == f"{value:.{decimals}f}" for spec in specs for v in numbers_of(spec))
 
 
 def check_quotes(sentences, specs, allowed) -> None:
@@ -99,7 +111,7 @@ def invariance_quotes_are_drawn(sweep: dict) -> None:
     for kind, values in why.KINDS.items():
         for amount in values:
             words = why.invariance_words(sweep, kind, amount)
-            check_quotes(words, figures.invariance_charts(sweep, kind, amount), (sweep["images"], rules.DIM_STEP))
+            check_quotes(words, invariance_charts(sweep, kind, amount), (sweep["images"], rules.DIM_STEP))
 
 
 def parts_quotes_are_drawn(sweep: dict) -> None:
@@ -176,7 +188,7 @@ def test_agreement_is_one_for_votes_that_point_one_way(models):
         def route(self, u_hat, record):
             return caps.route(u_hat, record=record)
 
-    got = why.agreement(Same(), torch.zeros(2, 1, 28, 28), torch.tensor([0, 3]))
+    got = why.vote_agreement(Same(), torch.zeros(2, 1, 28, 28), torch.tensor([0, 3]))
     assert torch.allclose(got, torch.ones(2))
 
 
@@ -422,7 +434,7 @@ def test_every_word_of_the_chapter_has_its_glossary_entry():
 
 def test_the_stored_sweeps_of_the_shipped_models_are_said_without_the_data():
     """`python -m capsviz.analysis.why --say`: the shipped sweeps read and put into words, no test set needed."""
-    lines = why.report(ROOT / "checkpoints")
+    lines = why.stored_sentences(ROOT / "checkpoints")
     heads = [line for line in lines if line.startswith("== ")]
     assert "== capsnet-mnist (invariance, 1000 test images)" in heads and "== matrix-small-mnist (viewpoint, 1000 test images)" in heads
     assert len(heads) == len(shipped(why.vector_fits)) * 2 - 2 + len(shipped(why.matrix_fits))  # fashion-mnist has no CNN beside it

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import torch
 
-from capsviz.analysis import lab, rules
+from capsviz.analysis import lab, rule_words, rules
 from capsviz.analysis.lab import EFFICIENT_MNIST
 from capsviz.analysis.reproduction import PAPER, paper_error
 from capsviz.analysis.zoo import (
@@ -51,7 +51,7 @@ def test_every_shipped_card_quotes_the_counts_of_its_model_and_its_own_error(pat
     assert f"{said.size.without_decoder:,}" in said.size.words() and f"{said.size.with_decoder:,}" in said.size.words()
     assert said.error == f"{meta.metrics.test_error:.2f}%"
     labels = 2 if meta.dataset == "multimnist" else 1
-    assert said.guessing == rules.guessing_words(meta.metrics.test_error, meta.metrics.n_test, meta.config.num_classes, labels)
+    assert said.guessing == rule_words.guessing_words(meta.metrics.test_error, meta.metrics.n_test, meta.config.num_classes, labels)
     guess = rules.chance_error(10, labels)
     assert f"{meta.metrics.test_error:.2f}% against {guess:.2f}% for guessing" in said.guessing
     unit = "test pairs" if labels == 2 else "test images"
@@ -70,7 +70,7 @@ def test_efficient_capsnet_quotes_the_papers_figure_the_lab_quotes():
     said = card(meta)
     assert said.size.words() == "161,824 without the decoder, 1,573,168 with"  # the paper's 161k is without it
     assert said.paper == f"paper: {PAPER[EFFICIENT_MNIST]}%"
-    assert any(f"{PAPER[EFFICIENT_MNIST]}% MNIST test error" in line for line in lab.PUBLISHED)
+    assert any(f"{PAPER[EFFICIENT_MNIST]}% MNIST test error" in line for line in lab.published())
 
 
 def test_paper_words_say_which_figure_applies():

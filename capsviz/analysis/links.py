@@ -2,13 +2,17 @@
 
 A link is typed, pasted, edited and cut short by people: a value a page cannot show is not
 dropped in silence but brought into range, and the page says what the link asked for and what it
-shows instead (`Linked.note`, plain text: the page makes it plain, since it quotes the link).
+shows instead (`Linked.note`, plain text: the page makes it plain, since it quotes the link). Each
+note is one message of the catalog in the reader's language (capsviz.i18n); `what` names the
+setting in that language too.
 """
 
 from __future__ import annotations
 
 import math
 from typing import NamedTuple
+
+from capsviz.i18n import t
 
 
 class Linked(NamedTuple):
@@ -33,18 +37,35 @@ def linked(raw: str, lo: float, hi: float, default: float, what: str, whole: boo
         number = math.nan
     if not math.isfinite(number):
         shown = cast(default)
-        note = f"The link asks for {what} “{text}”, which is not a number; this page shows {what} {_number(shown)}."
+        note = t(
+            "The link asks for {what} “{text}”, which is not a number; this page shows {what} {shown}.",
+            what=what,
+            text=text,
+            shown=_number(shown),
+        )
         return Linked(shown, note)
     value = cast(number)
     if lo <= value <= hi and value == number:
         return Linked(value, None)
     shown = cast(min(max(value, lo), hi))
-    if value < lo or value > hi:
-        bound = f"the smallest is {_number(cast(lo))}" if value < lo else f"the largest is {_number(cast(hi))}"
-        asked = _number(value) if value == number else f"{number:g}"
-        note = f"The link asks for {what} {asked}, but here {bound}; this page shows {what} {_number(shown)}."
+    v = dict(what=what, shown=_number(shown))
+    asked = _number(value) if value == number else f"{number:g}"
+    if value < lo:
+        note = t(
+            "The link asks for {what} {asked}, but here the smallest is {lo}; this page shows {what} {shown}.",
+            asked=asked,
+            lo=_number(cast(lo)),
+            **v,
+        )
+    elif value > hi:
+        note = t(
+            "The link asks for {what} {asked}, but here the largest is {hi}; this page shows {what} {shown}.",
+            asked=asked,
+            hi=_number(cast(hi)),
+            **v,
+        )
     else:
-        note = f"The link asks for {what} {number:g}, which is not a whole number; this page shows {what} {_number(shown)}."
+        note = t("The link asks for {what} {asked}, which is not a whole number; this page shows {what} {shown}.", asked=f"{number:g}", **v)
     return Linked(shown, note)
 
 
@@ -58,25 +79,46 @@ def linked_offsets(raw: str, n: int, limit: float, step: float) -> Linked:
         got = linked(part, -limit, limit, 0.0, f"d{d}", whole=False)
         value = round(round(got.value / step) * step, 2) + 0.0  # + 0.0: no -0
         if got.note is None and not math.isclose(value, got.value, abs_tol=1e-9):
-            said.append(f"The link asks for d{d} {got.value:g}; the sliders move in steps of {step:g}, so this page shows d{d} {value:g}.")
+            said.append(
+                t(
+                    "The link asks for d{d} {asked}; the sliders move in steps of {step}, so this page shows d{d} {shown}.",
+                    d=d,
+                    asked=f"{got.value:g}",
+                    step=f"{step:g}",
+                    shown=f"{value:g}",
+                )
+            )
         elif got.note:  # out of range gives an end, on the steps
             said.append(got.note)
         values.append(value)
     values += [0.0] * (n - len(values))
     if len(parts) > n:
-        said.append(f"The link gives {len(parts)} offsets; a capsule has {n} dimensions, so the last {len(parts) - n} are left out.")
+        said.append(
+            t(
+                "The link gives {given} offsets; a capsule has {n} dimensions, so the last {extra} are left out.",
+                given=len(parts),
+                n=n,
+                extra=len(parts) - n,
+            )
+        )
     return Linked(tuple(values), " ".join(said) or None)
 
 
-def chosen(raw: str, choices, default, what: str) -> Linked:
+def chosen(raw: str, choices, default, what: str, name=str) -> Linked:
     """The link's value `raw` for a setting that takes one of `choices` (as the link writes them:
-    str(choice)), and a note giving `default` when it names none of them."""
+    str(choice)), and a note giving `default` when it names none of them; the note calls each
+    choice by `name(choice)` (by default as the link writes it)."""
     text = raw.strip()
     for c in choices:
         if str(c) == text:
             return Linked(c, None)
-    offered = ", ".join(map(str, choices))
-    note = f"The link asks for {what} “{text}”, which this page does not offer ({offered}); this page shows {what} {default}."
+    note = t(
+        "The link asks for {what} “{text}”, which this page does not offer ({offered}); this page shows “{shown}”.",
+        what=what,
+        text=text,
+        offered=t(", ").join(name(c) for c in choices),
+        shown=name(default),
+    )
     return Linked(default, note)
 
 
@@ -86,9 +128,13 @@ def linked_numbers(raw: str, parts: list[tuple[int, int, str]], fallback) -> Lin
     of numbers gives `fallback` whole. One note says everything shown otherwise than asked."""
     items = raw.split(",")
     if len(items) != len(parts):
-        names = ", ".join(what for *_, what in parts)
-        shown = ", ".join(map(str, fallback))
-        note = f"The link asks for “{raw.strip()}”, which is not {len(parts)} numbers ({names}); this page shows {shown}."
+        note = t(
+            "The link asks for “{raw}”, which is not {n} numbers ({names}); this page shows {shown}.",
+            raw=raw.strip(),
+            n=len(parts),
+            names=t(", ").join(what for *_, what in parts),
+            shown=t(", ").join(map(str, fallback)),
+        )
         return Linked(tuple(fallback), note)
     got = [linked(x, lo, hi, d, what) for x, (lo, hi, what), d in zip(items, parts, fallback, strict=True)]
     return Linked(tuple(g.value for g in got), " ".join(g.note for g in got if g.note) or None)
@@ -104,14 +150,20 @@ def several(raws: list[str], choices, default: list, what: str) -> Linked:
     shown = [choices[names.index(k)] for k in kept] or list(default)
     if not odd:
         return Linked(tuple(shown), None)
-    asked = ", ".join(f"“{r.strip()}”" for r in odd)
-    offered = ", ".join(f"“{n}”" for n in names)  # quoted: a choice's words may hold a comma
-    listed = ", ".join(f"“{s}”" for s in shown) or "none"
-    note = f"The link asks for {what} {asked}, which this page does not offer ({offered}); this page shows {what} {listed}."
+    quoted = lambda words: t("“{words}”", words=words)  # noqa: E731 - a choice's words may hold a comma
+    note = t(
+        "The link asks for {what} {asked}, which this page does not offer ({offered}); this page shows {what} {listed}.",
+        what=what,
+        asked=t(", ").join(quoted(r.strip()) for r in odd),
+        offered=t(", ").join(quoted(n) for n in names),
+        listed=t(", ").join(quoted(s) for s in shown) or t("none"),
+    )
     return Linked(tuple(shown), note)
 
 
 def unread(raw: str, what: str, shown: str) -> str:
     """The note for a link's value that the page cannot read at all (the playground's ?pts=, made
     for a preset of another size or cut short): what it asked for and what is `shown` instead."""
-    return f"The link asks for {what} “{raw.strip()}”, which this page cannot read; this page shows {shown}."
+    return t(
+        "The link asks for {what} “{raw}”, which this page cannot read; this page shows {shown}.", what=what, raw=raw.strip(), shown=shown
+    )

@@ -15,7 +15,7 @@ from capsviz.analysis import as_batch, rules
 from capsviz.data import multimnist
 from capsviz.i18n import N_, t
 
-INK = 0.1  # a pixel counts as drawn (input) or explained (reconstruction) above this grey level
+INK_LEVEL = 0.1  # a pixel counts as drawn (input) or explained (reconstruction) above this grey level
 
 # Segmentation labels per pixel
 BACKGROUND, UNEXPLAINED, FIRST, SECOND, BOTH = 0, 1, 2, 3, 4
@@ -66,7 +66,7 @@ def segment(model, image: np.ndarray, capsules: tuple[int, ...] | None = None) -
     """Classify a pair and reconstruct each of `capsules` (default: the two most active) on its own.
 
     Each ink pixel of the input is assigned to the first and/or second reconstructed digit where that
-    digit's reconstruction is non-zero (above INK), as the paper segments; ink neither explains is
+    digit's reconstruction is non-zero (above INK_LEVEL), as the paper segments; ink neither explains is
     UNEXPLAINED, and pixels without ink are BACKGROUND."""
     out = model(as_batch(image), reconstruct=False)
     scores = out.scores[0].float()
@@ -75,9 +75,9 @@ def segment(model, image: np.ndarray, capsules: tuple[int, ...] | None = None) -
     v = out.capsules[0, list(chosen)]  # (k, D)
     recs = model.decode(v, torch.tensor(chosen)).numpy()  # (k, H, W)
     segs = np.full(image.shape, BACKGROUND, np.int64)
-    ink = image > INK
-    first = recs[0] > INK
-    second = recs[1] > INK if len(recs) > 1 else np.zeros_like(first)
+    ink = image > INK_LEVEL
+    first = recs[0] > INK_LEVEL
+    second = recs[1] > INK_LEVEL if len(recs) > 1 else np.zeros_like(first)
     segs[ink] = UNEXPLAINED
     segs[ink & first] = FIRST
     segs[ink & second] = SECOND
@@ -109,7 +109,7 @@ def segment_counts(segments: np.ndarray) -> dict[str, int]:
 
 def segment_words(segments: np.ndarray, first: str, second: str, parts: np.ndarray | None = None) -> str:
     """The caption under a segmentation, with `first` and `second` the two capsules redrawn: how a
-    pixel is assigned (above INK, the paper's 'non-zero'), then the measured counts against the
+    pixel is assigned (above INK_LEVEL, the paper's 'non-zero'), then the measured counts against the
     paper's aim of each pixel explained once. With the pair's two digits (`parts`, (2, H, W)), a
     pixel claimed by both where both digits really have ink counts as rightly claimed twice; the aim
     is met only when no other ink pixel is claimed by both."""
@@ -118,7 +118,7 @@ def segment_words(segments: np.ndarray, first: str, second: str, parts: np.ndarr
         "A pixel of the input's ink belongs to a capsule where that capsule's reconstruction is above {level} (the paper: "
         "'non-zero'). Measured here: of the {ink} ink pixels, capsule {first} alone claims {n_first}, capsule {second} alone "
         "{n_second}, both {both} and neither {none}",
-        level=f"{INK:g}",
+        level=f"{INK_LEVEL:g}",
         ink=n["ink"],
         first=first,
         n_first=n["first"],
@@ -129,7 +129,7 @@ def segment_words(segments: np.ndarray, first: str, second: str, parts: np.ndarr
     )
     if n["ink"] == 0:
         return said + "."
-    crossing = 0 if parts is None else int(((segments == BOTH) & (parts[0] > INK) & (parts[1] > INK)).sum())
+    crossing = 0 if parts is None else int(((segments == BOTH) & (parts[0] > INK_LEVEL) & (parts[1] > INK_LEVEL)).sum())
     twice = n["both"] - crossing
     if parts is not None and crossing:
         said += " " + t(
@@ -260,10 +260,10 @@ def pair_accuracy(
 
 def ink_under(image: np.ndarray, pos: int, grid: int) -> float:
     """The share of the pixels a grid x grid map's square `pos` (row by row) covers when stretched over
-    `image` (H, W) that are ink (above INK). The coupling figures stretch the map over the input; a
+    `image` (H, W) that are ink (above INK_LEVEL). The coupling figures stretch the map over the input; a
     pixel belongs to the square whose centre is nearest to it."""
     H, W = image.shape[-2:]
     rows = np.floor((np.arange(H) + 0.5) * grid / H).astype(int) == pos // grid
     cols = np.floor((np.arange(W) + 0.5) * grid / W).astype(int) == pos % grid
     under = np.asarray(image)[np.ix_(rows, cols)]
-    return float((under > INK).mean()) if under.size else 0.0
+    return float((under > INK_LEVEL).mean()) if under.size else 0.0

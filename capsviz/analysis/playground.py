@@ -16,7 +16,9 @@ import numpy as np
 import torch
 
 from capsviz.analysis import coupling_entropy, rules
+from capsviz.analysis.rule_words import trend_outcome, trend_words
 from capsviz.glossary import label
+from capsviz.i18n import N_, language, t, tn
 from capsviz.routing import dynamic_routing, em_routing, lambda_schedule, self_attention_routing, squash
 
 I_TOY = 6  # lower capsules: few enough to label each one
@@ -215,10 +217,20 @@ def decode_points(text: str | None, shape: tuple[int, ...]) -> np.ndarray | None
 
 # ---------- what the page says, from the numbers its tables draw ----------
 # Every number a sentence quotes is rounded as the table beside it shows it: couplings, logits,
-# assignments and activations at 3 decimals (TABLE), poses at 2 (POSE).
+# assignments and activations at 3 decimals (TABLE), poses at 2 (POSE). Each sentence is one message
+# of the catalog (capsviz.i18n) in the reader's language; the tables' keys stay English (the page
+# names each column in the reader's language).
 TABLE = 3
 TABLE_FMT = f"{{:.{TABLE}f}}"  # the tables' decimals, as rules.path_trend formats a value
 POSE = 2
+
+# The presets by their words: the keys are what a link writes (?preset=), the words what the page shows.
+PRESET_NAMES = {
+    "agreeing cluster": N_("agreeing cluster"),
+    "outliers": N_("outliers"),
+    "noise": N_("noise"),
+    "two clusters": N_("two clusters"),
+}
 
 
 def _r(x: float, places: int = TABLE) -> str:
@@ -229,8 +241,17 @@ def _pose(p) -> str:
     return f"({p[0]:.{POSE}f}, {p[1]:.{POSE}f})"
 
 
-def _names(ks: list[int]) -> str:
-    return ("lower capsule " if len(ks) == 1 else "lower capsules ") + ", ".join(str(k + 1) for k in ks)
+def _numbers(ks: list[int]) -> str:
+    """Lower capsules by their numbers, as the tables count them (from 1): "1, 3"."""
+    return t(", ").join(str(k + 1) for k in ks)
+
+
+def _clauses(parts: list[str]) -> str:
+    """Clauses of one sentence, each after the one before as the language joins them ("; " in English)."""
+    said = parts[0]
+    for part in parts[1:]:
+        said = t("{clauses}; {clause}", clauses=said, clause=part)
+    return said
 
 
 def split_words(c: np.ndarray) -> str:
@@ -245,15 +266,48 @@ def split_words(c: np.ndarray) -> str:
     for j in range(J):
         ks = [k for k in range(len(c)) if top[k] == j and k not in split]
         if ks:
-            quoted = ", ".join(f"{k + 1} ({_r(c[k, j])})" for k in ks)
+            quoted = t(", ").join(t("{k} ({c})", k=k + 1, c=_r(c[k, j])) for k in ks)
             parts.append(
-                f"lower capsule{'s' if len(ks) > 1 else ''} {quoted} send{'' if len(ks) > 1 else 's'} most of "
-                f"{'their' if len(ks) > 1 else 'its'} prediction to upper {j + 1}"
+                tn(
+                    "lower capsule {quoted} sends most of its prediction to upper {j}",
+                    "lower capsules {quoted} send most of their prediction to upper {j}",
+                    len(ks),
+                    quoted=quoted,
+                    j=j + 1,
+                )
             )
     if split:
-        quoted = ", ".join(f"{k + 1} (largest {_r(c[k].max())})" for k in split)
-        parts.append(f"lower capsule{'s' if len(split) > 1 else ''} {quoted} {'are' if len(split) > 1 else 'is'} still near uniform")
-    return "; ".join(parts) + "."
+        quoted = t(", ").join(t("{k} (largest {c})", k=k + 1, c=_r(c[k].max())) for k in split)
+        parts.append(
+            tn("lower capsule {quoted} is still near uniform", "lower capsules {quoted} are still near uniform", len(split), quoted=quoted)
+        )
+    return t("{clauses}.", clauses=_clauses(parts))
+
+
+def _path_words(kind: str, at: dict, ks: list[int]) -> str:
+    """One outcome of the rises / falls and peaks / dips rules (rule_words.trend_outcome) for the
+    largest couplings of lower capsules `ks`, as one message."""
+    v = dict(ks=_numbers(ks), **at)
+    n = len(ks)
+    if kind == "rises":
+        return tn("rises for lower capsule {ks}", "rises for lower capsules {ks}", n, **v)
+    if kind == "falls":
+        return tn("falls for lower capsule {ks}", "falls for lower capsules {ks}", n, **v)
+    if kind == "level":
+        return tn("stays about level for lower capsule {ks}", "stays about level for lower capsules {ks}", n, **v)
+    if kind == "peak":
+        return tn(
+            "rises to {value} at iteration {k}, then falls for lower capsule {ks}",
+            "rises to {value} at iteration {k}, then falls for lower capsules {ks}",
+            n,
+            **v,
+        )
+    return tn(
+        "falls to {value} at iteration {k}, then rises for lower capsule {ks}",
+        "falls to {value} at iteration {k}, then rises for lower capsules {ks}",
+        n,
+        **v,
+    )
 
 
 def since_words(c: np.ndarray) -> str:
@@ -261,22 +315,39 @@ def since_words(c: np.ndarray) -> str:
     iterations 1 to t + 1: its path by capsviz.analysis.rules.path_trend, from the uniform 1/J (as
     the table showed at iteration 1) to the largest coupling quoted for this iteration."""
     groups: dict[str, list[int]] = {}
+    outcome = {}
     for k in range(c.shape[1]):
-        j = int(c[-1, k].argmax())
-        groups.setdefault(rules.path_trend(c[:, k, j], TABLE_FMT), []).append(k)
-    start = ", ".join(sorted({_r(x) for x in c[0].ravel()}))
-    parts = [f"{verb} for {_names(ks)}" for verb, ks in groups.items()]
-    return f"Since iteration 1, when the couplings were {start}, the largest coupling " + "; ".join(parts) + "."
+        path = c[:, k, int(c[-1, k].argmax())]
+        said = rules.path_trend(path, TABLE_FMT)  # the rule's outcome, one group per outcome
+        groups.setdefault(said, []).append(k)
+        outcome.setdefault(said, trend_outcome(path, TABLE_FMT))
+    start = t(", ").join(sorted({_r(x) for x in c[0].ravel()}))
+    paths = _clauses([_path_words(*outcome[said], ks) for said, ks in groups.items()])
+    return t("Since iteration 1, when the couplings were {start}, the largest coupling {paths}.", start=start, paths=paths)
 
 
-TOY_RULE = rules.near_uniform_rule("A lower capsule's couplings", "its largest coupling", "one upper capsule")
+TOY_RULE_MESSAGE = N_(
+    "A lower capsule's couplings are called near uniform when their evenness is more than {entropy} and its largest "
+    "coupling is less than {share} times the uniform share. Evenness says how evenly a capsule spreads its vote over the "
+    "capsules it can send it to: 100% when each gets the same share, 0% when one gets all of it (the entropy of its "
+    "couplings as a share of an even split's). Both must hold: a capsule can spread its vote almost evenly while still "
+    "favouring one upper capsule."
+)
+TOY_RULE_VALUES = {"entropy": f"{rules.NEAR_UNIFORM_ENTROPY:.0%}", "share": f"{rules.NEAR_UNIFORM_SHARE}"}
+TOY_RULE = TOY_RULE_MESSAGE.format(**TOY_RULE_VALUES)  # in English, as the tests quote it
+
+
+def toy_rule() -> str:
+    """The near-uniform rule in the toy's terms (a lower capsule's largest coupling), in the reader's language."""
+    return t(TOY_RULE_MESSAGE, **TOY_RULE_VALUES)
 
 
 @dataclass
 class View:
     """What the page shows beside a playground's figure: `intro` (Markdown about the mechanism),
     `said` (the boxed sentence on this iteration's numbers), `lower` and `upper` (the two tables,
-    column -> values, drawn at TABLE decimals unless a column is text), `try_it` (the caption)."""
+    column -> values, drawn at TABLE decimals unless a column is text; the keys are English, the
+    text values in the reader's language), `try_it` (the caption)."""
 
     intro: str
     said: str
@@ -285,37 +356,50 @@ class View:
     try_it: str = ""
 
 
-def dynamic_view(toy: DynamicToy, t: int) -> View:
-    """Routing by agreement at iteration t (0-based)."""
+def _lower_names(I: int) -> list[str]:
+    return [t("lower {i}", i=k + 1) for k in range(I)]
+
+
+def _upper_names(J: int) -> list[str]:
+    return [t("upper {j}", j=j + 1) for j in range(J)]
+
+
+def dynamic_view(toy: DynamicToy, it: int) -> View:
+    """Routing by agreement at iteration it (0-based)."""
     J = toy.c.shape[2]
-    intro = (
-        f"**What happens.** At iteration 1 every {label('c')} is {_r(toy.c[0, 0, 0])} (1/{J}): each lower capsule splits "
-        f"its prediction equally. Each upper capsule sums what it receives ({label('s')}) and squashes it ({label('v')}, "
-        "at most length 1). Then every lower capsule adds its agreement u_hat . v to its routing logit b: a prediction pointing "
-        "the way the output points gains coupling next time, one pointing away loses it (Procedure 1, lines 4-7)."
+    intro = t(
+        "**What happens.** At iteration 1 every {c} is {value} (1/{J}): each lower capsule splits its prediction equally. "
+        "Each upper capsule sums what it receives ({s}) and squashes it ({v}, at most length 1). Then every lower capsule "
+        "adds its agreement u_hat . v to its routing logit b: a prediction pointing the way the output points gains coupling "
+        "next time, one pointing away loses it (Procedure 1, lines 4-7).",
+        c=label("c"),
+        value=_r(toy.c[0, 0, 0]),
+        J=J,
+        s=label("s"),
+        v=label("v"),
     )
-    c = toy.c[t]
-    said = f"At iteration {t + 1}: " + split_words(c)
-    if t > 0:
-        said += " " + since_words(toy.c[: t + 1])
-    turned = any(rules.turn(toy.c[: t + 1, k, int(c[k].argmax())]) is not None for k in range(len(c)))
-    said += (
-        f" (Near uniform: {TOY_RULE}"
-        + (f" Rises / falls: {rules.RULES['rises / falls']}" if t > 0 else "")
-        + (f" Peaks / dips: {rules.RULES['peaks / dips']}" if turned else "")
-        + ")"
-    )
-    lower: dict = {"lower capsule": [f"lower {k + 1}" for k in range(len(c))]}
+    c = toy.c[it]
+    said = t("At iteration {k}: {split}", k=it + 1, split=split_words(c))
+    if it > 0:
+        said += " " + since_words(toy.c[: it + 1])
+    turned = any(rules.turn(toy.c[: it + 1, k, int(c[k].argmax())]) is not None for k in range(len(c)))
+    definitions = [t("Near uniform: {rule}", rule=toy_rule())]
+    if it > 0:
+        definitions.append(t("Rises / falls: {rule}", rule=rules.rule_words("rises / falls")))
+    if turned:
+        definitions.append(t("Peaks / dips: {rule}", rule=rules.rule_words("peaks / dips")))
+    said += " " + t("({definitions})", definitions=" ".join(definitions))
+    lower: dict = {"lower capsule": _lower_names(len(c))}
     for j in range(J):
-        lower[f"b to {j + 1}"] = toy.b[t, :, j]
+        lower[f"b to {j + 1}"] = toy.b[it, :, j]
         lower[f"c to {j + 1}"] = c[:, j]
-        lower[f"u_hat.v with {j + 1}"] = toy.agreement[t, :, j]
+        lower[f"u_hat.v with {j + 1}"] = toy.agreement[it, :, j]
     upper = {
-        "upper capsule": [f"upper {j + 1}" for j in range(J)],
-        "s (x, y)": [_pose(p) for p in toy.s[t]],
-        "|s|": np.linalg.norm(toy.s[t], axis=1),
-        "v (x, y)": [_pose(p) for p in toy.v[t]],
-        "|v| (presence)": np.linalg.norm(toy.v[t], axis=1),
+        "upper capsule": _upper_names(J),
+        "s (x, y)": [_pose(p) for p in toy.s[it]],
+        "|s|": np.linalg.norm(toy.s[it], axis=1),
+        "v (x, y)": [_pose(p) for p in toy.v[it]],
+        "|v| (presence)": np.linalg.norm(toy.v[it], axis=1),
     }
     return View(intro, said, lower, upper, dynamic_try())
 
@@ -324,104 +408,165 @@ def attention_view(toy: DynamicToy) -> View:
     """Self-attention routing's one pass."""
     J = toy.c.shape[2]
     D = toy.u_hat.shape[-1]
-    intro = (
+    intro = t(
         "**What happens.** Self-attention routing (Efficient-CapsNet) runs once, without iterations. For each upper capsule, "
         "every lower capsule's prediction is compared with the sum of all the predictions it receives: the attention "
-        f"a = u_hat . (sum of u_hat) / sqrt({D}) is large for a prediction that points the way most others point. Each lower "
-        f"capsule's {label('c')} is the softmax of its attentions over the {J} upper capsules. Efficient-CapsNet "
-        f"also adds its {label('prior')} to c; this playground leaves it at 0."
+        "`a = u_hat . sum(u_hat) / sqrt({D})` is large for a prediction that points the way most others point. Each lower "
+        "capsule's {c} is the softmax of its attentions over the {J} upper capsules. Efficient-CapsNet also adds its {prior} "
+        "to c; this playground leaves it at 0.",
+        D=D,
+        c=label("c"),
+        J=J,
+        prior=label("prior"),
     )
-    said = (
-        f"In the one pass: {split_words(toy.c[0])} Switch to routing by agreement to compare: the same predictions, "
-        f"routed in iterations. (Near uniform: {TOY_RULE})"
+    said = t(
+        "In the one pass: {split} Switch to routing by agreement to compare: the same predictions, routed in iterations. "
+        "(Near uniform: {rule})",
+        split=split_words(toy.c[0]),
+        rule=toy_rule(),
     )
-    lower: dict = {"lower capsule": [f"lower {k + 1}" for k in range(toy.c.shape[1])]}
+    lower: dict = {"lower capsule": _lower_names(toy.c.shape[1])}
     for j in range(J):
         lower[f"a to {j + 1}"] = toy.b[0, :, j]
         lower[f"c to {j + 1}"] = toy.c[0, :, j]
     return View(intro, said, lower, {})
 
 
-def em_view(toy: EMToy, t: int, beta_a: float) -> View:
-    """EM routing at iteration t (0-based); `beta_a` as routed (the two-capsule activations depend on it)."""
+def em_view(toy: EMToy, it: int, beta_a: float) -> View:
+    """EM routing at iteration it (0-based); `beta_a` as routed (the two-capsule activations depend on it)."""
     J = toy.R.shape[2]
     lam = toy.lambdas
-    intro = (
-        f"**What happens.** Each upper capsule is a Gaussian over the votes it receives. The M-step refits its "
-        f"{label('mu')} and {label('sigma')} to the votes weighted by {label('R')} and by each lower capsule's activation, "
-        f"and sets its {label('a_j')}: the tighter its cluster, the more active ({label('beta_u')} prices each unit of spread). "
-        f"The E-step then reassigns each vote by how well it fits each Gaussian. The first M-step uses equal assignments "
-        f"({_r(toy.R[0, 0, 0])} each, 1/{J}); a larger {label('lambda')} makes the activations more decisive."
+    intro = t(
+        "**What happens.** Each upper capsule is a Gaussian over the votes it receives. The M-step refits its {mu} and "
+        "{sigma} to the votes weighted by {R} and by each lower capsule's activation, and sets its {a}: the tighter its "
+        "cluster, the more active ({beta_u} prices each unit of spread). The E-step then reassigns each vote by how well "
+        "it fits each Gaussian. The first M-step uses equal assignments ({first} each, 1/{J}); a larger {lam} makes the "
+        "activations more decisive.",
+        mu=label("mu"),
+        sigma=label("sigma"),
+        R=label("R"),
+        a=label("a_j"),
+        beta_u=label("beta_u"),
+        first=_r(toy.R[0, 0, 0]),
+        J=J,
+        lam=label("lambda"),
     )
-    a = toy.a[t]
-    said = f"Inverse temperature per iteration: {', '.join(_r(x, 2) for x in lam)}" + (
-        f" (it {rules.path_trend(lam, '{:.2f}')} over the iterations)." if len(lam) > 1 else " (one iteration)."
+    lambdas = t(", ").join(_r(x, 2) for x in lam)
+    if len(lam) > 1:
+        said = t(
+            "Inverse temperature per iteration: {lambdas} (it {trend} over the iterations).",
+            lambdas=lambdas,
+            trend=trend_words(lam, "{:.2f}"),
+        )
+    else:
+        said = t("Inverse temperature per iteration: {lambdas} (one iteration).", lambdas=lambdas)
+    a = toy.a[it]
+    v = dict(
+        k=it + 1,
+        lam=_r(lam[it], 2),
+        activations=t(", ").join(t("upper {j} {a}", j=j + 1, a=_r(a[j])) for j in range(J)),
     )
-    said += (
-        f" Activations at iteration {t + 1} (lambda {_r(lam[t], 2)}): "
-        + ", ".join(f"upper {j + 1} {_r(a[j])}" for j in range(J))
-        + ". capsviz standardises the capsules' costs against each other before the logistic (RESULTS.md: where capsviz departs "
-        "from the papers), so an activation says how tight a cluster is compared with the others"
-    )
-    pair = sorted(1 / (1 + np.exp(-lam[t] * (beta_a + s))) for s in (-1.0, 1.0))
+    pair = sorted(1 / (1 + np.exp(-lam[it] * (beta_a + s))) for s in (-1.0, 1.0))
     if J == 2 and [_r(x) for x in pair] == sorted(_r(x) for x in a):
-        said += (
-            ": with two upper capsules the standardised costs are -1 and +1, so the activations are "
-            f"logistic(lambda (beta_a -+ 1)) = {_r(pair[0])} and {_r(pair[1])} whatever the votes; that leaves only which one "
-            "is tighter. Pick 3 upper capsules to see them graded."
+        said += " " + t(
+            "Activations at iteration {k} (lambda {lam}): {activations}. capsviz standardises the capsules' costs against "
+            "each other before the logistic (`RESULTS.md`: where capsviz departs from the papers), so an activation says how "
+            "tight a cluster is compared with the others: with two upper capsules the standardised costs are -1 and +1, so "
+            "the activations are `logistic(lambda (beta_a -+ 1))` = {low} and {high} whatever the votes; that leaves only "
+            "which one is tighter. Pick 3 upper capsules to see them graded.",
+            low=_r(pair[0]),
+            high=_r(pair[1]),
+            **v,
         )
     elif J == 2:
-        said += ": here the two clusters cost the same, so both activations are equal. Pick 3 upper capsules to see them graded."
+        said += " " + t(
+            "Activations at iteration {k} (lambda {lam}): {activations}. capsviz standardises the capsules' costs against "
+            "each other before the logistic (`RESULTS.md`: where capsviz departs from the papers), so an activation says how "
+            "tight a cluster is compared with the others: here the two clusters cost the same, so both activations are "
+            "equal. Pick 3 upper capsules to see them graded.",
+            **v,
+        )
     else:
-        said += "."
-    lower: dict = {"lower capsule": [f"lower {k + 1}" for k in range(len(toy.a_in))], "a (lower activation)": toy.a_in}
+        said += " " + t(
+            "Activations at iteration {k} (lambda {lam}): {activations}. capsviz standardises the capsules' costs against "
+            "each other before the logistic (`RESULTS.md`: where capsviz departs from the papers), so an activation says how "
+            "tight a cluster is compared with the others.",
+            **v,
+        )
+    lower: dict = {"lower capsule": _lower_names(len(toy.a_in)), "a (lower activation)": toy.a_in}
     for j in range(J):
-        lower[f"R to {j + 1}"] = toy.R[t, :, j]
+        lower[f"R to {j + 1}"] = toy.R[it, :, j]
     upper = {
-        "upper capsule": [f"upper {j + 1}" for j in range(J)],
-        "mu (mean pose)": [_pose(p) for p in toy.mu[t]],
-        "sigma (spread)": [_pose(p) for p in toy.sigma[t]],
+        "upper capsule": _upper_names(J),
+        "mu (mean pose)": [_pose(p) for p in toy.mu[it]],
+        "sigma (spread)": [_pose(p) for p in toy.sigma[it]],
         "a (activation)": a,
     }
     return View(intro, said, lower, upper, em_try())
 
 
-@functools.cache
 def dynamic_try() -> str:
     """The dynamic playground's suggestion, with the numbers it gives (routed here, not hand-copied):
     in the outliers preset, move lower capsule 5's prediction for upper 1 next to the cluster."""
+    return _dynamic_try(language())
+
+
+@functools.cache
+def _dynamic_try(lang: str) -> str:  # once per language: the same numbers in every one
     u = DYNAMIC_PRESETS["outliers"][:, :2].copy()
     before = dynamic_toy(u, 3).c[:, 4, 0]
     u[4, 0] = [1.9, 0.5]
     after = dynamic_toy(u, 3).c[:, 4, 0]
-    return (
-        "Try: in the outliers preset (2 upper capsules, 3 iterations), move lower capsule 5's prediction for upper 1 next to "
-        f"the cluster (x 1.9, y 0.5): its coupling to upper 1 {rules.path_trend(after, TABLE_FMT)} over the "
-        f"iterations ({', '.join(_r(x) for x in after)}), where unmoved it {rules.path_trend(before, TABLE_FMT)} "
-        f"({', '.join(_r(x) for x in before)}). The Dynamic routing page measures how far couplings move in the trained models, "
-        "where 1152 predictions for ten capsules rarely form one clean cluster."
+    return t(
+        "Try: in the {preset} preset (2 upper capsules, 3 iterations), move lower capsule 5's prediction for upper 1 next to "
+        "the cluster (x 1.9, y 0.5): its coupling to upper 1 {after_trend} over the iterations ({after}), where unmoved it "
+        "{before_trend} ({before}). The Dynamic routing page measures how far couplings move in the trained models, where "
+        "1152 predictions for ten capsules rarely form one clean cluster.",
+        preset=t(PRESET_NAMES["outliers"]),
+        after_trend=trend_words(after, TABLE_FMT),
+        after=t(", ").join(_r(x) for x in after),
+        before_trend=trend_words(before, TABLE_FMT),
+        before=t(", ").join(_r(x) for x in before),
     )
 
 
-@functools.cache
 def em_try() -> str:
     """The EM playground's suggestions, with the numbers they give (3 iterations, the sliders' defaults)."""
+    return _em_try(language())
+
+
+def _beside(toy: EMToy) -> str:
+    """Upper 1's last activation beside upper 2's, as the table shows them."""
+    mine, other = _r(toy.a[-1, 0]), _r(toy.a[-1, 1])
+    if toy.a[-1, 0] > toy.a[-1, 1]:
+        return t("{a} (above upper 2's {other})", a=mine, other=other)
+    return t("{a} (below upper 2's {other})", a=mine, other=other)
+
+
+@functools.cache
+def _em_try(lang: str) -> str:  # once per language: the same numbers in every one
     votes, a_in = EM_PRESETS["two clusters"]
     loose = votes.copy()
     loose[0, 0, 0] = -1.0
     was, now = em_toy(votes, a_in, 3), em_toy(loose, a_in, 3)
-    spread = lambda toy: float(np.linalg.norm(toy.sigma[-1, 0]))  # noqa: E731
-    rank = lambda toy: "above" if toy.a[-1, 0] > toy.a[-1, 1] else "below"  # noqa: E731
+    spread = [float(np.linalg.norm(toy.sigma[-1, 0])) for toy in (was, now)]
     ov, oa = EM_PRESETS["outliers"]
     quiet = oa.copy()
     quiet[4] = 0.05
     mu_was, mu_now = em_toy(ov[:, :2], oa, 3).mu[-1, 0], em_toy(ov[:, :2], quiet, 3).mu[-1, 0]
-    cluster = ov[:4, 0].mean(0)
-    return (
-        "Try: in the two clusters preset with 3 upper capsules, move lower capsule 1's vote for upper 1 away (x -1.0): upper 1's "
-        f"spread sigma goes from {_pose(was.sigma[-1, 0])} to {_pose(now.sigma[-1, 0])} "
-        f"(it {rules.trend(spread(was), spread(now))}) and its activation from {_r(was.a[-1, 0])} ({rank(was)} upper 2's "
-        f"{_r(was.a[-1, 1])}) to {_r(now.a[-1, 0])} ({rank(now)} upper 2's {_r(now.a[-1, 1])}). In the outliers preset with 2 upper "
-        f"capsules, lower capsule 5's activation a down to 0.05 moves upper 1's mean pose from {_pose(mu_was)} to {_pose(mu_now)}; "
-        f"the cluster of lower capsules 1-4 votes around {_pose(cluster)}."
+    return t(
+        "Try: in the {two} preset with 3 upper capsules, move lower capsule 1's vote for upper 1 away (x -1.0): upper 1's "
+        "spread sigma goes from {sigma_was} to {sigma_now} (it {trend}) and its activation from {a_was} to {a_now}. In the "
+        "{outliers} preset with 2 upper capsules, lower capsule 5's activation a down to 0.05 moves upper 1's mean pose from "
+        "{mu_was} to {mu_now}; the cluster of lower capsules 1-4 votes around {cluster}.",
+        two=t(PRESET_NAMES["two clusters"]),
+        sigma_was=_pose(was.sigma[-1, 0]),
+        sigma_now=_pose(now.sigma[-1, 0]),
+        trend=trend_words(spread),
+        a_was=_beside(was),
+        a_now=_beside(now),
+        outliers=t(PRESET_NAMES["outliers"]),
+        mu_was=_pose(mu_was),
+        mu_now=_pose(mu_now),
+        cluster=_pose(ov[:4, 0].mean(0)),
     )

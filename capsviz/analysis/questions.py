@@ -40,12 +40,13 @@ MOST_CHOICES = 4  # the right answer and up to three others: more is a list to r
 class Words:
     """A sentence kept as its catalog message and values, said in the reader's language wherever it
     is shown (`str(words)`): `Words.t("...", x=...)` and `Words.tn(singular, plural, n, ...)` are
-    written as `t` and `tn` are, and the catalog finds their messages the same way."""
+    written as `t` and `tn` are, and the catalog finds their messages the same way. A value may be
+    Words itself (a routing's name inside a sentence): it is said in the reader's language too."""
 
     message: str
     plural: str | None = None
     n: int | None = None
-    values: tuple[tuple[str, str | int | float], ...] = ()
+    values: tuple[tuple[str, str | int | float | Words], ...] = ()
     literal: bool = False  # a name shown as it is in every language (a class's name), no message
 
     @classmethod
@@ -63,35 +64,48 @@ class Words:
     def __str__(self) -> str:
         if self.literal:
             return self.message
-        values = dict(self.values)
+        values = {k: str(v) if isinstance(v, Words) else v for k, v in self.values}
         if self.plural is not None:
             return tn(self.message, self.plural, self.n, **values)
         return t(self.message, **values) if values else t(self.message)
 
+    def kept(self) -> dict:
+        """As JSON keeps it: no words of any one language."""
+        if self.literal:
+            return {"s": self.message}
+        return {"m": self.message, "p": self.plural, "n": self.n, "v": {k: v.kept() if isinstance(v, Words) else v for k, v in self.values}}
+
     def dump(self) -> str:
         """As the class's store keeps it: JSON, no words of any one language."""
-        if self.literal:
-            return json.dumps({"s": self.message}, ensure_ascii=False)
-        return json.dumps({"m": self.message, "p": self.plural, "n": self.n, "v": dict(self.values)}, ensure_ascii=False)
+        return json.dumps(self.kept(), ensure_ascii=False)
+
+    @classmethod
+    def from_kept(cls, kept: dict) -> Words:
+        """What `kept` made."""
+        if "s" in kept:
+            return cls.as_is(kept["s"])
+        n = kept.get("n")
+        values = {k: cls.from_kept(v) if isinstance(v, dict) else v for k, v in (kept.get("v") or {}).items()}
+        return cls(str(kept["m"]), kept.get("p"), None if n is None else int(n), _kept(values))
 
     @classmethod
     def load(cls, text: str) -> Words:
         """What `dump` wrote; a row of words from before (plain text) is shown as it was."""
         try:
-            kept = json.loads(text)
-            if "s" in kept:
-                return cls.as_is(kept["s"])
-            n = kept.get("n")
-            return cls(str(kept["m"]), kept.get("p"), None if n is None else int(n), _kept(kept.get("v") or {}))
+            return cls.from_kept(json.loads(text))
         except (ValueError, TypeError, KeyError, AttributeError):
             return cls.as_is(text)
 
 
-def _kept(values: dict) -> tuple[tuple[str, str | int | float], ...]:
-    """A message's values as a Words keeps them: numbers as numbers, anything else as its text."""
-    return tuple(
-        sorted((str(k), v.item() if isinstance(v, np.generic) else v if isinstance(v, int | float) else str(v)) for k, v in values.items())
-    )
+def _kept(values: dict) -> tuple[tuple[str, str | int | float | Words], ...]:
+    """A message's values as a Words keeps them: numbers as numbers, Words as Words, anything else as its text."""
+
+    def one(v):
+        if isinstance(v, np.generic):
+            return v.item()
+        return v if isinstance(v, int | float | Words) else str(v)
+
+    return tuple(sorted((str(k), one(v)) for k, v in values.items()))
 
 
 def said(dumped: str) -> str:
@@ -130,7 +144,8 @@ class Question:
         return t("Not this time: you said “{mine}”; the answer is “{answer}”.", mine=self.label(choice), answer=self.label(self.answer))
 
 
-def _qid(kind: str, *parts) -> str:
+def question_id(kind: str, *parts) -> str:
+    """A question's id: its kind and a digest of what it is about (arrays by their bytes, the rest by repr)."""
     h = hashlib.sha256(kind.encode())
     for p in parts:
         h.update(b"\0")
@@ -138,7 +153,7 @@ def _qid(kind: str, *parts) -> str:
     return f"{kind}:{h.hexdigest()[:16]}"
 
 
-def _shuffled(qid: str, pairs: list[tuple[str, Words]]) -> tuple[tuple[str, ...], tuple[Words, ...]]:
+def shuffled(qid: str, pairs: list[tuple[str, Words]]) -> tuple[tuple[str, ...], tuple[Words, ...]]:
     """The choices in an order drawn from the question's id: the same for every student."""
     order = list(pairs)
     random.Random(qid).shuffle(order)
@@ -148,21 +163,37 @@ def _shuffled(qid: str, pairs: list[tuple[str, Words]]) -> tuple[tuple[str, ...]
 # -- the DigitCaps explorer: which class capsule is longest -------------------------------------------
 
 
-def longest_capsule(model_key: str, image: np.ndarray, scores: np.ndarray, predicted: int, names, label: str | None = None) -> Question:
-    """ "Which class capsule will be longest?" for the model's `scores` (the capsules' lengths, the
-    explorer's bar chart) on `image`. The other choices are the runner-up capsules, which the
-    model itself finds most alike, and the image's label where the model gets it wrong."""
-    scores = np.asarray(scores, dtype=np.float64)
-    qid = _qid("longest", model_key, np.ascontiguousarray(image, dtype=np.float32), len(names))
-    winner = int(predicted)  # the chart's "Prediction:", from the same scores
-    order = [winner] + [int(j) for j in np.argsort(-scores, kind="stable") if int(j) != winner]
+def class_choices(qid: str, values: np.ndarray, winner: int, names, label: str | None = None) -> tuple[tuple[str, ...], tuple[Words, ...]]:
+    """The choices of a "which class" question about `values` (J,), whose answer is `winner`: it
+    and the runner-ups, which the model itself finds most alike, and the image's `label` where the
+    model gets it wrong (the answer a student most likely gives), in the question's own order."""
+    order = [winner] + [int(j) for j in np.argsort(-np.asarray(values, dtype=np.float64), kind="stable") if int(j) != winner]
     picked = order[:MOST_CHOICES]
     if label is not None and label in names:
         k = list(names).index(label)
         if k not in picked:
-            picked[-1] = k  # the class the picture is of: the answer a student most likely gives
-    keys, labels = _shuffled(qid, [(str(j), Words.as_is(names[j])) for j in picked])
-    second = order[1] if len(order) > 1 else winner
+            picked[-1] = k
+    return shuffled(qid, [(str(j), Words.as_is(names[j])) for j in picked])
+
+
+def runner_up(values: np.ndarray, winner: int) -> int:
+    """The class after `winner` in `values` (J,), largest first."""
+    return next((int(j) for j in np.argsort(-np.asarray(values, dtype=np.float64), kind="stable") if int(j) != winner), winner)
+
+
+def longest_capsule(
+    model_key: str, image: np.ndarray, scores: np.ndarray, predicted: int, names, label: str | None = None, page: str = "explorer"
+) -> Question:
+    """ "Which class capsule will be longest?" for the model's `scores` (the capsules' lengths, the
+    explorer's bar chart, the tour's lengths step) on `image`, asked on `page`. The other choices
+    are the runner-up capsules and the image's label (class_choices)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    qid = question_id(
+        "longest", model_key, np.ascontiguousarray(image, dtype=np.float32), len(names), *(() if page == "explorer" else (page,))
+    )
+    winner = int(predicted)  # the chart's "Prediction:", from the same scores
+    keys, labels = class_choices(qid, scores, winner, names, label)
+    second = runner_up(scores, winner)
     why = Words.t(
         "The {name} capsule is the longest, at {length}; the next longest is {other}, at {other_length}.",
         name=names[winner],
@@ -172,7 +203,7 @@ def longest_capsule(model_key: str, image: np.ndarray, scores: np.ndarray, predi
     )
     return Question(
         qid,
-        "explorer",
+        page,
         Words.t("This image goes through the model. Which class capsule will be the longest (the model's answer)?"),
         keys,
         labels,
@@ -189,8 +220,8 @@ def strongest_dimension(model_key: str, image: np.ndarray, capsule: int, name: s
     effect = np.asarray(effect, dtype=np.float64)
     order = [int(d) for d in np.argsort(-effect, kind="stable")]
     picked = list(dict.fromkeys([order[0], order[len(order) // 2], order[-1]]))
-    qid = _qid("dimension", model_key, np.ascontiguousarray(image, dtype=np.float32), capsule)
-    keys, labels = _shuffled(qid, [(str(d), Words.t("dimension d{d}", d=d)) for d in picked])
+    qid = question_id("dimension", model_key, np.ascontiguousarray(image, dtype=np.float32), capsule)
+    keys, labels = shuffled(qid, [(str(d), Words.t("dimension d{d}", d=d)) for d in picked])
     low = picked[-1]
     why = Words.t(
         "Moving d{d} from one end of its range to the other changes each pixel by {change} on average; d{low}, by {low_change}.",
@@ -208,9 +239,9 @@ def both_digits(model_key: str, image: np.ndarray, top2, labels) -> Question:
     longest capsules (capsviz.analysis.multimnist's segment, which the page's bar chart marks),
     against the pair's two `labels` (the paper's rule: right when the labels are the two longest)."""
     named = len({str(x) for x in top2} & {str(x) for x in labels})
-    qid = _qid("pair", model_key, np.ascontiguousarray(image, dtype=np.float32))
+    qid = question_id("pair", model_key, np.ascontiguousarray(image, dtype=np.float32))
     pairs = [("2", Words.t("Both digits")), ("1", Words.t("One of the two")), ("0", Words.t("Neither"))]
-    keys, labels_ = _shuffled(qid, pairs)
+    keys, labels_ = shuffled(qid, pairs)
     why = Words.t(
         "Its two longest capsules are {a} and {b}; the digits are {first} and {second}.",
         a=top2[0],
@@ -243,11 +274,11 @@ def routed_split(toy, lower: int, settings: tuple, attention: bool = False) -> Q
     show them. Choices: each upper capsule, and "still near uniform"."""
     c = np.asarray(toy.c)  # (T, I, J)
     T, _, J = c.shape
-    qid = _qid("split", settings, np.ascontiguousarray(toy.u_hat), lower)
+    qid = question_id("split", settings, np.ascontiguousarray(toy.u_hat), lower)
     answer = split_of(c[-1, lower])
     pairs = [(str(j + 1), Words.t("Most of it to upper capsule {j}", j=j + 1)) for j in range(J)]
     pairs.append((UNIFORM, Words.t("Still split about evenly (near uniform)")))
-    keys, labels = _shuffled(qid, pairs)
+    keys, labels = shuffled(qid, pairs)
     share = f"{c[-1, lower].max():.2f}"
     if answer == UNIFORM:
         why = Words.t(
@@ -279,11 +310,11 @@ def em_assignment(toy, lower: int, settings: tuple) -> Question:
     assignments R of its last iteration, as its figure and table show them."""
     R = np.asarray(toy.R)  # (T, I, J)
     T, _, J = R.shape
-    qid = _qid("em", settings, np.ascontiguousarray(toy.votes), np.ascontiguousarray(toy.a_in), lower)
+    qid = question_id("em", settings, np.ascontiguousarray(toy.votes), np.ascontiguousarray(toy.a_in), lower)
     answer = split_of(R[-1, lower])
     pairs = [(str(j + 1), Words.t("Mostly to upper capsule {j}", j=j + 1)) for j in range(J)]
     pairs.append((UNIFORM, Words.t("Still shared about evenly (near uniform)")))
-    keys, labels = _shuffled(qid, pairs)
+    keys, labels = shuffled(qid, pairs)
     share = f"{R[-1, lower].max():.2f}"
     if answer == UNIFORM:
         why = Words.t(
@@ -312,9 +343,9 @@ def uniform_changes_winner(toy, settings: tuple) -> Question:
     dynamic toy: the longest output |v| at iteration 1 (uniform couplings) against the last one."""
     v = np.linalg.norm(np.asarray(toy.v), axis=-1)  # (T, J)
     first, last = int(v[0].argmax()), int(v[-1].argmax())
-    qid = _qid("uniform", settings, np.ascontiguousarray(toy.u_hat))
+    qid = question_id("uniform", settings, np.ascontiguousarray(toy.u_hat))
     answer = "same" if first == last else "other"
-    keys, labels = _shuffled(
+    keys, labels = shuffled(
         qid,
         [
             ("same", Words.t("No: the same upper capsule is the longest either way")),

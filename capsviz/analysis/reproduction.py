@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from capsviz.analysis import rules
 from capsviz.config import preset
+from capsviz.i18n import N_, t, tn
 from capsviz.registry import FAMILIES
 from capsviz.schema import CheckpointMeta
 from capsviz.text import plain
@@ -15,20 +16,22 @@ PAPER = {(name, *k): err for name, f in FAMILIES.items() for k, err in f.paper.i
 
 # Table 1 of Sabour et al.: (method, family, routing iterations, reconstruction)
 TABLE1_ROWS = [
-    ("baseline CNN", "cnn", None, None),
+    (N_("baseline CNN"), "cnn", None, None),
     ("CapsNet", "capsnet", 1, False),
     ("CapsNet", "capsnet", 1, True),
     ("CapsNet", "capsnet", 3, False),
     ("CapsNet", "capsnet", 3, True),
 ]
 TABLE1_DATASETS = ("mnist", "multimnist")
+# Each dataset by the name its papers write (the same in every language)
+DATASET_NAMES = {"mnist": "MNIST", "multimnist": "MultiMNIST", "smallnorb": "smallNORB"}
 
 # Hinton et al.: (dataset, model, test error %); smallNORB training is not part of capsviz yet
 EM_RESULTS = [
-    ("smallnorb", "matrix capsules, EM routing (A=B=C=D=32)", 1.8),
-    ("smallnorb", "matrix capsules, small (A=64, B=8, C=D=16)", 2.2),
-    ("smallnorb", "baseline CNN (4.2M)", 5.2),
-    ("mnist", "matrix capsules, EM routing", 0.44),
+    ("smallnorb", N_("matrix capsules, EM routing (A=B=C=D=32)"), 1.8),
+    ("smallnorb", N_("matrix capsules, small (A=64, B=8, C=D=16)"), 2.2),
+    ("smallnorb", N_("baseline CNN (4.2M parameters)"), 5.2),
+    ("mnist", N_("matrix capsules, EM routing"), 0.44),
 ]
 
 
@@ -136,23 +139,34 @@ class Gap:
         return None if not self.n_ours else rules.beyond_chance(self.ours, self.n_ours, self.paper, self.n_paper)
 
     def words(self) -> str:
+        """Two or three sentences: how far ours is from the paper's, whether chance could make that
+        gap, and whether the checkpoint is smaller than the paper's model."""
         gap = abs(round(self.ours, 2) - self.paper)
-        where = "above" if round(self.ours, 2) > self.paper else "below"
-        said = f"ours {ours_text(self.ours)}% against the paper's {paper_text(self.paper)}%: " + (
-            f"{gap:.2f} points {where} it" if gap >= 0.005 else "the same to two decimals"
-        )
-        if self.n_ours is None:
-            said += "; the checkpoint does not record how many test images it was measured on, so chance cannot be ruled out"
-        elif self.beyond:
-            said += f", beyond chance: {self.n_ours:,} test images here and {self.n_paper:,} in the paper give gaps up to {self.noise:.2f} points by chance alone"
+        v = dict(ours=ours_text(self.ours), paper=paper_text(self.paper), gap=f"{gap:.2f}")
+        if gap < 0.005:
+            said = t("ours {ours}% against the paper's {paper}%: the same to two decimals.", **v)
+        elif round(self.ours, 2) > self.paper:
+            said = t("ours {ours}% against the paper's {paper}%: {gap} points above it.", **v)
         else:
-            said += (
-                f", within chance: {self.n_ours:,} test images here and {self.n_paper:,} in the paper give gaps up to "
-                f"{self.noise:.2f} points by chance alone, so these test sets cannot tell the two apart"
+            said = t("ours {ours}% against the paper's {paper}%: {gap} points below it.", **v)
+        v = dict(n=f"{self.n_ours or 0:,}", n_paper=f"{self.n_paper:,}", band=f"{self.noise or 0:.2f}")
+        if self.n_ours is None:
+            chance = t("The checkpoint does not record how many test images it was measured on, so chance cannot be ruled out.")
+        elif self.beyond:
+            chance = t(
+                "The gap is beyond chance: {n} test images here and {n_paper} in the paper give gaps up to {band} points by chance alone.",
+                **v,
             )
+        else:
+            chance = t(
+                "The gap is within chance: {n} test images here and {n_paper} in the paper give gaps up to {band} points by chance "
+                "alone, so these test sets cannot tell the two apart.",
+                **v,
+            )
+        said = t("{said} {more}", said=said, more=chance)
         if not self.paper_size:
-            said += "; this checkpoint is smaller than the paper's model"
-        return said + "."
+            said = t("{said} {more}", said=said, more=t("This checkpoint is smaller than the paper's model."))
+        return said
 
 
 def cell_gap(cell: Cell, dataset: str) -> Gap | None:
@@ -188,25 +202,29 @@ def tables(found: list[tuple[str, CheckpointMeta]]) -> Tables:
             if cell.paper is not None:
                 todo.append(cell.how)
             return "·" if cell.paper is not None else "-"
-        notes.append(f"{_code(cell.checkpoint)}: {plain(cell.how)}")
+        # the note is the checkpoint's own record, shown as it is stored (in English)
+        notes.append(t("{file}, as its file records it: {how}", file=_code(cell.checkpoint), how=_code(cell.how)))
         if gap := cell_gap(cell, dataset):
             gaps.append((f"({len(notes)}) {where}", gap))
         return f"**{ours_text(cell.ours)}**{'' if cell.paper_size else ' †'} ({len(notes)})"
 
-    table = "| method | routing | reconstruction | MNIST ours | MNIST paper | MultiMNIST ours | MultiMNIST paper |\n"
-    table += "|---|---|---|---|---|---|---|\n"
+    head = [t("method"), t("routing iterations"), t("reconstruction")]
+    head += [
+        t("{dataset} ours", dataset=DATASET_NAMES[d]) + " | " + t("{dataset} paper", dataset=DATASET_NAMES[d]) for d in TABLE1_DATASETS
+    ]
+    table = "| " + " | ".join(head) + " |\n|---|---|---|---|---|---|---|\n"
     for r in table1(found):
         routing = "-" if r["routing"] is None else str(r["routing"])
-        rec = "-" if r["reconstruction"] is None else ("yes" if r["reconstruction"] else "no")
-        what = r["method"] + ("" if r["routing"] is None else f", {routing} iteration{'s' if r['routing'] > 1 else ''}")
-        what += "" if r["reconstruction"] is None else (", with reconstruction" if r["reconstruction"] else ", no reconstruction")
+        rec = "-" if r["reconstruction"] is None else (t("yes") if r["reconstruction"] else t("no"))
+        what = _method_words(r["method"], r["routing"], r["reconstruction"])
         cells = []
-        for ds, name in (("mnist", "MNIST"), ("multimnist", "MultiMNIST")):
+        for ds in TABLE1_DATASETS:
             c = r["cells"][ds]
-            cells += [fmt(c, f"{what}, {name}", ds), "-" if c.paper is None else paper_text(c.paper)]
-        table += f"| {r['method']} | {routing} | {rec} | {' | '.join(cells)} |\n"
+            where = t("{method}, {dataset}", method=what, dataset=DATASET_NAMES[ds])
+            cells += [fmt(c, where, ds), "-" if c.paper is None else paper_text(c.paper)]
+        table += f"| {t(r['method'])} | {routing} | {rec} | {' | '.join(cells)} |\n"
 
-    em = "| dataset | model | paper | ours |\n|---|---|---|---|\n"
+    em = "| " + " | ".join([t("dataset"), t("model"), t("paper"), t("ours")]) + " |\n|---|---|---|---|\n"
     matrix = [(n, m) for n, m in found if m.config.routing == "em" and m.metrics.measured]
     for ds, model, err in EM_RESULTS:
         ours = []
@@ -214,12 +232,24 @@ def tables(found: list[tuple[str, CheckpointMeta]]) -> Tables:
             if m.dataset == ds:
                 ours.append(f"{ours_text(m.metrics.test_error)}{'' if is_paper_size(m) else ' †'} ({_code(n)})")
                 gap = Gap(m.metrics.test_error, m.metrics.n_test, err, PAPER_N[ds], is_paper_size(m))
-                gaps.append((f"Hinton et al., {model}, {ds}: {_code(n)}", gap))
+                where = t("Hinton et al., {model}, {dataset}: {file}", model=t(model), dataset=DATASET_NAMES[ds], file=_code(n))
+                gaps.append((where, gap))
         if not ours:
             ours = (
                 ["· `python -m capsviz train --model matrix-small --dataset mnist --out checkpoints/matrix-small-mnist.safetensors`"]
                 if ds == "mnist"
-                else ["not reproducible in capsviz yet: smallNORB is readable (`python -m capsviz data`) but not a training dataset"]
+                else [t("not reproducible in capsviz yet: smallNORB is readable (`python -m capsviz data`) but not a training dataset")]
             )
-        em += f"| {ds} | {model} | {paper_text(err)} | {'; '.join(ours)} |\n"
+        em += f"| {DATASET_NAMES[ds]} | {t(model)} | {paper_text(err)} | {t('; ').join(ours)} |\n"
     return Tables(table, em, notes, gaps, todo)
+
+
+def _method_words(method: str, iterations: int | None, reconstruction: bool | None) -> str:
+    """A row of Table 1 in words: "CapsNet, 3 iterations, with reconstruction"."""
+    if iterations is None or reconstruction is None:
+        return t(method)
+    if reconstruction:
+        return tn(
+            "{method}, {n} iteration, with reconstruction", "{method}, {n} iterations, with reconstruction", iterations, method=t(method)
+        )
+    return tn("{method}, {n} iteration, no reconstruction", "{method}, {n} iterations, no reconstruction", iterations, method=t(method))

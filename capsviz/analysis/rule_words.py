@@ -1,9 +1,7 @@
 """The rules' words in the reader's language (capsviz.i18n): each outcome of a rule in
-capsviz.analysis.rules is one whole message, chosen here by the rule and translated.
-
-`rules.uniform_words`, `rules.long_votes_words`, `rules.path_trend` and `rules.guessing_words` write
-the same English; these give each outcome its own catalog message, so a translation never glues
-English fragments (the English of both is kept identical by tests/test_i18n_pages.py)."""
+capsviz.analysis.rules is one whole message, chosen here by the rule and translated, so a
+translation never glues English fragments. `trend_words` writes, in English, what
+`rules.path_trend` writes (tests/test_i18n_pages.py keeps them identical)."""
 
 from __future__ import annotations
 
@@ -18,8 +16,9 @@ def _pct(x: float, digits: int = 1) -> str:
 
 
 def uniform_words(entropy_ratio: float, share: float | None = None, uniform_share: float | None = None) -> str:
-    """rules.uniform_words in this run's language: "near uniform" or "away from uniform", with both
-    parts of the rule and the one that decided it (without a share, the entropy part alone)."""
+    """ "near uniform" or "away from uniform" (rules.near_uniform), with both parts of the rule and
+    the one that decided it (without a share, the entropy part alone), the entropy said as evenness
+    (as rules.RULES["near uniform"] explains it): "their evenness is 99.9% (100% = spread evenly over all 10 classes), ..." """
     v = dict(evenness=_pct(entropy_ratio), limit=f"{rules.NEAR_UNIFORM_ENTROPY:.0%}")
     more = entropy_ratio > rules.NEAR_UNIFORM_ENTROPY
     if share is None and uniform_share is not None:
@@ -59,8 +58,11 @@ def uniform_words(entropy_ratio: float, share: float | None = None, uniform_shar
 
 
 def long_votes_words(name: str, weighted: float, uniform: float, plain: float) -> str:
-    """rules.long_votes_words in this run's language (`name` already translated: "the predicted
-    class", "capsule 3"); "" where the long-votes rule does not hold."""
+    """The one sentence every page says where a length-weighted share to `name` (already
+    translated: "the predicted class", "capsule 3") is at least NEAR_UNIFORM_SHARE times uniform
+    (rules.long_votes_move), else "". `plain`: the plain mean beside it, which decides whether
+    "mainly" holds (the plain mean below the factor) or the long predictions only move more (or no
+    more) than the rest."""
     if not rules.long_votes_move(weighted, uniform):
         return ""
     v = dict(name=name, weighted=f"{weighted:.3f}", times=f"{weighted / uniform:.1f}")
@@ -110,7 +112,11 @@ def trend_words(values, fmt: str = "{:.3g}", start: int = 1, bounded: bool = Fal
 
 
 def guessing_words(p: float, n: int, classes: int, labels: int = 1) -> str:
-    """rules.guessing_words in this run's language: an error of p% on n images against guessing."""
+    """One sentence on an error of p% on n images against guessing at random (rules.chance_error):
+    what guessing gets wrong for this many classes, and whether the model does better by more than
+    chance, two standard errors of its own error (rules.beats_chance). Each word keeps its one
+    sense: "guessing" (and "at random") is the guesser's error, "chance" only what other test
+    images alone could give."""
     c = rules.chance_error(classes, labels)
     band = rules.spread(p, n)
     v = dict(
@@ -147,3 +153,23 @@ def guessing_words(p: float, n: int, classes: int, labels: int = 1) -> str:
         gap=f"{abs(c - p):.2f}",
         band=where,
     )
+
+
+def timing_words(timing: rules.Timing) -> str:
+    """'0.60 ms (median of 5, 0.59 to 0.62)', or '1.80 ms (one timing)'."""
+    lo, hi = timing.range
+    if len(timing.samples) == 1:
+        return t("{median} ms (one timing)", median=f"{timing.median:.2f}")
+    return t(
+        "{median} ms (median of {n}, {lo} to {hi})", median=f"{timing.median:.2f}", n=len(timing.samples), lo=f"{lo:.2f}", hi=f"{hi:.2f}"
+    )
+
+
+def time_words(name_a: str, a: rules.Timing, name_b: str, b: rules.Timing) -> str:
+    """One sentence on two timings: a speed claim only when rules.faster allows one (either way)."""
+    v = dict(a=name_a, b=name_b, a_time=timing_words(a), b_time=timing_words(b))
+    if (x := rules.faster(a, b)) is not None:
+        return t("{a} takes {a_time} against {b_time} for {b}: {a} is {x}x faster.", x=f"{x:.1f}", **v)
+    if (x := rules.faster(b, a)) is not None:
+        return t("{a} takes {a_time} against {b_time} for {b}: {b} is {x}x faster.", x=f"{x:.1f}", **v)
+    return t("{a} takes {a_time} against {b_time} for {b}; the timings overlap or are too few to call either faster.", **v)

@@ -3,7 +3,8 @@
 Every sentence the app writes about a number decides its verb here: whether couplings are "near
 uniform", whether a gap between two error rates is "beyond chance", whether a series "rises" or
 "falls", whether one thing is "faster" than another. The glossary names each rule in the same
-words (`RULES`), and the sentence tests feed numbers on both sides of each threshold.
+words (`RULES`), and the sentence tests feed numbers on both sides of each threshold. The
+sentences that quote a rule's outcome are capsviz.analysis.rule_words, one catalog message each.
 """
 
 from __future__ import annotations
@@ -49,31 +50,6 @@ FOLLOWS = 0.5
 # does not scatter.
 # A machine is busy when its load average (processes running or waiting for a core, over the last
 # minute) is above its number of cores: timings taken then say more about the others than the code.
-
-
-# How spread the couplings are, in plain words: their entropy as a share of an even split's, which
-# the pages call "evenness" (no unit, no logarithm to explain where the sentence stands).
-EVENNESS = (
-    "Evenness says how evenly a capsule spreads its vote over the capsules it can send it to: 100% when each gets the "
-    "same share, 0% when one gets all of it (the entropy of its couplings as a share of an even split's)."
-)
-
-
-def evenness_words(ratio: float, over: str = "") -> str:
-    """'their evenness is 99.9% (100% = spread evenly over all 10 classes)': the couplings' entropy
-    over the uniform split's, `ratio`, with what 100% means; `over` what the vote is spread over."""
-    return f"their evenness is {ratio:.1%} (100% = spread evenly{f' over {over}' if over else ''})"
-
-
-def near_uniform_rule(couplings: str, share: str, favour: str, note: str = "") -> str:
-    """The near-uniform rule in a page's own terms: `couplings` the couplings judged ("Couplings",
-    "A lower capsule's couplings"), `share` the coupling the share part reads, `favour` what they
-    could favour ("one class"), `note` any words on how the share is taken."""
-    return (
-        f"{couplings} are called near uniform when their evenness is more than {NEAR_UNIFORM_ENTROPY:.0%} and {share} is less "
-        f"than {NEAR_UNIFORM_SHARE} times the uniform share{note}. {EVENNESS} Both must hold: a capsule can spread its vote "
-        f"almost evenly while still favouring {favour}."
-    )
 
 
 # The rules in the glossary's words, each one whole message of the catalog (capsviz.i18n) whose numbers
@@ -387,44 +363,10 @@ def near_uniform(entropy_ratio: float, share: float | None = None, uniform_share
     return decide("near uniform", evenness=entropy_ratio, share=share, uniform=uniform_share)[0] == "couplings_near_uniform"
 
 
-def uniform_words(entropy_ratio: float, share: float | None = None, uniform_share: float | None = None) -> str:
-    """ "near uniform" or "away from uniform", with both parts of the rule and the one that decided it
-    (without a share, the entropy part alone), the entropy said as evenness (evenness_words)."""
-    over = f"all {round(1 / uniform_share)} classes" if uniform_share else ""
-    kept = evenness_words(entropy_ratio, over)
-    entropy_part = f"{kept}, {'more' if entropy_ratio > NEAR_UNIFORM_ENTROPY else 'not more'} than {NEAR_UNIFORM_ENTROPY:.0%}"
-    if share is None or uniform_share is None:
-        word = "near uniform" if near_uniform(entropy_ratio) else "away from uniform"
-        return f"{word}: {entropy_part}"
-    low = share < NEAR_UNIFORM_SHARE * uniform_share
-    share_part = f"the predicted class gets {share:.2f} on average, {'less than' if low else 'at least'} {NEAR_UNIFORM_SHARE} times the uniform {uniform_share:.2f}"
-    if near_uniform(entropy_ratio, share, uniform_share):
-        return f"near uniform: {entropy_part}, and {share_part}"
-    if entropy_ratio <= NEAR_UNIFORM_ENTROPY:
-        return f"away from uniform: {entropy_part} ({share_part})"
-    return f"away from uniform: {entropy_part}, but {share_part}"
-
-
 def long_votes_move(weighted: float, uniform: float) -> bool:
     """The "long votes" rule: whether the length-weighted mean coupling to the predicted class,
     `weighted`, is at least NEAR_UNIFORM_SHARE times the uniform share `uniform`."""
     return decide("long votes", weighted=weighted, uniform=uniform)[0] == "long_votes"
-
-
-def long_votes_words(name: str, weighted: float, uniform: float, plain: float) -> str:
-    """The one sentence every page says where a length-weighted share to class `name` is at least
-    NEAR_UNIFORM_SHARE times uniform (long_votes_move), else "". `plain`: the plain mean beside it,
-    which decides whether "mainly" holds (the plain mean below the factor) or the long predictions
-    only move more (or no more) than the rest."""
-    if not long_votes_move(weighted, uniform):
-        return ""
-    said = f"Weighted by prediction length, {name} gets {weighted:.3f}, {weighted / uniform:.1f} times uniform"
-    if plain < NEAR_UNIFORM_SHARE * uniform:
-        return said + ": routing moves mainly the capsules with long predictions."
-    return said + (
-        f", and the plain mean, {plain:.3f}, is {plain / uniform:.1f} times: routing moves the capsules with long predictions "
-        + ("more than the rest." if weighted > plain else "no more than the rest.")
-    )
 
 
 def faint(ink_share: float) -> bool:
@@ -465,23 +407,6 @@ def chance_error(classes: int, labels: int = 1) -> float:
 def beats_chance(p: float, n: int, classes: int, labels: int = 1) -> bool:
     """Whether an error of p% on n test images is below chance by more than two standard errors."""
     return chance_error(classes, labels) - p > spread(p, n)
-
-
-def guessing_words(p: float, n: int, classes: int, labels: int = 1) -> str:
-    """One sentence on an error of p% on n images against guessing at random (`chance_error`): what
-    guessing gets wrong for this many classes, and whether the model does better by more than chance,
-    two standard errors of its own error (`beats_chance`). Each word keeps its one sense: "guessing"
-    (and "at random") is the guesser's error, "chance" only what other test images alone could give."""
-    c = chance_error(classes, labels)
-    guess = f"one of {classes} classes" if labels == 1 else f"{labels} of {classes} classes at once"
-    said = f"Guessing {guess} at random gets {c:.2f}% wrong (1 - 1/{math.comb(classes, labels)}): {p:.2f}% against {c:.2f}% for guessing"
-    unit = "test pairs" if labels == 2 else "test images"  # MultiMNIST: each test image is a pair
-    band = f"chance is ±{spread(p, n):.2f} points here: how far {p:.2f}% could move on {n:,} other {unit} alone, two standard errors"
-    if beats_chance(p, n, classes, labels):
-        return f"{said}, {c - p:.2f} points better than guessing, a gap beyond chance ({band})."
-    if p - c > spread(p, n):
-        return f"{said}, {p - c:.2f} points worse than guessing, a gap beyond chance ({band})."
-    return f"{said}, no better than guessing: the gap of {abs(c - p):.2f} points is within chance ({band})."
 
 
 def trend(first: float, last: float) -> str:
@@ -541,12 +466,6 @@ class Timing:
     def range(self) -> tuple[float, float]:
         return (min(self.samples), max(self.samples)) if self.samples else (math.nan, math.nan)
 
-    def words(self) -> str:
-        lo, hi = self.range
-        if len(self.samples) == 1:
-            return f"{self.median:.2f} ms (one timing)"
-        return f"{self.median:.2f} ms (median of {len(self.samples)}, {lo:.2f} to {hi:.2f})"
-
 
 def faster(a: Timing, b: Timing) -> float | None:
     """How many times faster `a` is than `b` (median over median) when the timings allow saying so,
@@ -562,16 +481,6 @@ def busy(load: float, cores: int) -> bool:
     """Whether a machine with `cores` cores was busy at load average `load`; one whose cores are not
     known (0) counts as busy: nothing can be claimed from its timings."""
     return cores < 1 or load > cores
-
-
-def time_words(name_a: str, a: Timing, name_b: str, b: Timing) -> str:
-    """One sentence on two timings: a speed claim only when `faster` allows one (either way)."""
-    said = f"{name_a} takes {a.words()} against {b.words()} for {name_b}"
-    if (x := faster(a, b)) is not None:
-        return f"{said}: {name_a} is {x:.1f}x faster."
-    if (x := faster(b, a)) is not None:
-        return f"{said}: {name_b} is {x:.1f}x faster."
-    return f"{said}; the timings overlap or are too few to call either faster."
 
 
 def nearly_invariant(change_share: float) -> bool:

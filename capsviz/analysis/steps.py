@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from capsviz.analysis import rule_words, rules
+from capsviz.analysis import rule_words, rules, tour_questions
+from capsviz.analysis.questions import Question, Words
 from capsviz.glossary import label
 from capsviz.i18n import language, t, tn
 from capsviz.registry import ROUTINGS
@@ -35,7 +36,8 @@ class Step:
     "bars", "em_primary", "votes", "em", "lab", or "" for none); caption: under it, as plain text
     (the page escapes it); text: paragraphs of Markdown and measured: the boxed "Measured here"
     sentence (a warning when `warn`), with every user-given name already made plain; table: a few
-    numbers as a table; terms: the glossary entries whose help goes under the step."""
+    numbers as a table; terms: the glossary entries whose help goes under the step; question: what a
+    student predicts before the step shows (capsviz.analysis.tour_questions)."""
 
     key: str  # stable name (tests, the URL stays a number)
     title: str
@@ -48,6 +50,8 @@ class Step:
     table: dict | None = None
     terms: tuple[str, ...] = ()
     link: tuple[str, str] | None = None  # (an app page, its label): where the step sends a student to see more
+    # asked before the step is shown (predict, then see), answered from the very numbers in `data`
+    question: Question | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,7 @@ def squashed(s: np.ndarray) -> np.ndarray:
 # ---------- the steps as the page shows them: figure data and the sentences about it ----------
 
 SATURATED = 0.9  # a primary capsule longer than this is called long (the margin loss's own target for "present")
+MOST = 0.5  # "most" primary capsules are long when more than half of them are
 
 
 def gap() -> str:
@@ -315,7 +320,7 @@ def saturation_words(lengths: np.ndarray, shown: str) -> tuple[str, bool]:
     """What the primary capsules' lengths say, and whether it is a warning (most of them long)."""
     long = long_share(lengths)
     v = dict(share=f"{long:.0%}", n=lengths.size, limit=SATURATED, lo=two(lengths.min()), hi=two(lengths.max()), shown=shown)
-    if long > 0.5:
+    if long > MOST:
         return (
             t(
                 "Measured here: {share} of the {n} primary capsules are longer than {limit} (lengths {lo} to {hi}). Most of them are "
@@ -511,15 +516,32 @@ def lab_words(rows: list, routing_words: dict[str, str], stated_at: str = "") ->
     return said, {"gaps": [g for pair in gaps.values() for g in pair]}
 
 
-def lab_routing_words(name: str) -> str:
-    """A routing as the lab runs it (capsviz.analysis.lab's `run_with_words`) in the reader's
+def lab_routing_said(name: str) -> Words:
+    """A routing as the lab runs it (capsviz.analysis.lab's `run_with_words`), said in each reader's
     language: its registry words, with the lab's iterations for an iterative one."""
     from capsviz.analysis.lab.measuring import ITERATIONS
 
     entry = ROUTINGS[name]
     if entry.iterative:
-        return tn("{routing}, {n} iteration", "{routing}, {n} iterations", ITERATIONS, routing=t(entry.words))
-    return t(entry.words)
+        return Words.tn("{routing}, {n} iteration", "{routing}, {n} iterations", ITERATIONS, routing=Words.t(entry.words))
+    return Words.t(entry.words)
+
+
+def lab_routing_words(name: str) -> str:
+    """lab_routing_said in the reader's language."""
+    return str(lab_routing_said(name))
+
+
+def lab_question(rows: list, model_name: str) -> Question | None:
+    """The lab step's question: the model run with uniform couplings (or, for a model trained with
+    them, the first other routing the lab ran) against its own routing, as lab_words judges it."""
+    own = next((r for r in rows if r.run_with == r.trained_with), None)
+    others = sorted((r for r in rows if r is not own), key=lambda r: r.run_with != "uniform")
+    if own is None or not others:
+        return None
+    other = others[0]
+    routing = lab_routing_said(other.run_with) if other.run_with in ROUTINGS else Words.as_is(other.run_with)
+    return tour_questions.lab_gap(model_name, own, other, routing)
 
 
 def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: int = 1, classes: int = 10, stated_at: str = "") -> Step:
@@ -590,6 +612,7 @@ def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: 
         ),
         text=text + said,
         terms=("uniform", "random_couplings"),
+        question=lab_question(rows, model_name),
     )
 
 

@@ -12,17 +12,17 @@ from dataclasses import dataclass
 import torch
 
 from capsviz.analysis.reproduction import PAPER, _key, is_paper_size, paper_error
-from capsviz.analysis.rules import guessing_words
+from capsviz.analysis.rule_words import guessing_words
 from capsviz.config import DATASETS, ModelConfig
 from capsviz.glossary import class_words
-from capsviz.i18n import tn
+from capsviz.i18n import N_, t, tn
 from capsviz.registry import FAMILIES, ROUTINGS
 from capsviz.schema import CheckpointMeta
 
 # The home page's opening: the papers' intent for a capsule's length and direction said as intent;
 # whether a trained model's lengths behave so is measured elsewhere (the tour's primary-capsule step
 # counts how many are longer than 0.9), so nothing here states it as a fact of the models.
-INTRO = (
+INTRO = N_(
     "A **capsule** is a group of neurons whose output is a vector. The papers mean its **length** to represent the "
     "probability that an entity (a digit, a stroke) is present, and its **direction** to encode how it looks "
     "(thickness, slant, width). Training checks the first only for the class capsules: the margin loss pushes the "
@@ -43,8 +43,8 @@ class Size:
     def words(self) -> str:
         """'161,824 without the decoder, 1,573,168 with', or one number for a model with no decoder."""
         if self.with_decoder == self.without_decoder:
-            return f"{self.without_decoder:,} (no decoder)"
-        return f"{self.without_decoder:,} without the decoder, {self.with_decoder:,} with"
+            return t("{n} (no decoder)", n=f"{self.without_decoder:,}")
+        return t("{without} without the decoder, {whole} with", without=f"{self.without_decoder:,}", whole=f"{self.with_decoder:,}")
 
 
 def parameter_counts(model: torch.nn.Module) -> Size:
@@ -65,42 +65,56 @@ def card_routing(c: ModelConfig) -> str:
     """How a model's capsules are routed, in a few words: its routing's own card words
     (capsviz.entries.Routing.card), with its iterations where the routing iterates."""
     if c.routing is None:
-        return FAMILIES[c.family].unrouted
+        return t(FAMILIES[c.family].unrouted)
     kind = getattr(c, "couplings", c.routing)  # a CapsNet may be trained with other couplings than dynamic routing's
     r = ROUTINGS.get(kind)
     if r is None:
         return kind
     if not r.iterative:
-        return r.card or r.words
+        return t(r.card or r.words)
     n = c.routing_iterations
     if n == 1 and r.one_iteration:
-        return r.one_iteration
-    return tn("{routing}, {n} iteration", "{routing}, {n} iterations", n, routing=r.card or r.words)
+        return t(r.one_iteration)
+    return tn("{routing}, {n} iteration", "{routing}, {n} iterations", n, routing=t(r.card or r.words))
 
 
 def classes_line(names, size: int, channels: int) -> str:
     """A user's model in a line: its classes and the images it reads."""
-    shown = ", ".join(map(str, names[:8])) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-    return f"{len(names)} classes: {shown}; {size}x{size} {'colour' if channels == 3 else 'grey'} images"
+    shown = t(", ").join(map(str, names[:8]))
+    if len(names) > 8:
+        shown = t("{listed} and {n} more", listed=shown, n=len(names) - 8)
+    if channels == 3:
+        return t("{n} classes: {names}; {size}x{size} colour images", n=len(names), names=shown, size=size)
+    return t("{n} classes: {names}; {size}x{size} grey images", n=len(names), names=shown, size=size)
 
 
 def paper_words(meta: CheckpointMeta) -> str:
     """The published test error for a model's setting, and whether this model has the paper's size."""
     paper = paper_error(meta)
-    smaller = "" if is_paper_size(meta) else "; this one is smaller"
+    full = is_paper_size(meta)
     if paper is None:
         family, dataset, iterations, reconstruction = _key(meta)
         other = [k for k in PAPER if k[:2] == (family, dataset) and k[3] == reconstruction]  # the paper's model, other iterations
         if not other or iterations is None:
-            return "no paper figure for this setting"
+            return t("no paper figure for this setting")
         k = other[0]
-        return (
-            f"paper: {PAPER[k]}% for the full-size model with {k[2]} routing iterations{smaller}, "
-            f"with {iterations} iteration{'' if iterations == 1 else 's'}"
+        v = dict(paper=PAPER[k], k=k[2])
+        if full:
+            return tn(
+                "paper: {paper}% for the full-size model with {k} routing iterations; this one has its size, with {n} iteration",
+                "paper: {paper}% for the full-size model with {k} routing iterations; this one has its size, with {n} iterations",
+                iterations,
+                **v,
+            )
+        return tn(
+            "paper: {paper}% for the full-size model with {k} routing iterations; this one is smaller, with {n} iteration",
+            "paper: {paper}% for the full-size model with {k} routing iterations; this one is smaller, with {n} iterations",
+            iterations,
+            **v,
         )
-    if smaller:
-        return f"paper: {paper}% for the full-size model{smaller}"
-    return f"paper: {paper}%"
+    if not full:
+        return t("paper: {paper}% for the full-size model; this one is smaller", paper=paper)
+    return t("paper: {paper}%", paper=paper)
 
 
 def guesses(meta: CheckpointMeta) -> tuple[int, int]:
@@ -130,17 +144,26 @@ def epochs_note(meta: CheckpointMeta) -> str | None:
     stopped = [(d, p) for d, p in runs if (p is not None and d < p) or d != round(d)]
     if not stopped:
         return None
-    what = "An epoch is one pass over the training images; the count is images seen / training images, so a run stopped partway through an epoch ends on a fraction. "
+    what = t(
+        "An epoch is one pass over the training images; the count is images seen / training images, so a run stopped partway "
+        "through an epoch ends on a fraction."
+    )
     if len(runs) == 1:
         d, p = runs[0]
-        return what + f"This run was stopped after {d:.1f} of the {p:g} epochs it was planned for." if p else what
-    listed = ", ".join(f"{d:.1f} of {p:g} planned" if p else f"{d:.1f}" for d, p in runs)
-    return (
-        what + f"Fine-tuned: {len(runs)} runs, each starting from the weights the one before ended with ({listed}); the total adds them up."
+        if not p:
+            return what
+        more = t("This run was stopped after {done} of the {planned} epochs it was planned for.", done=f"{d:.1f}", planned=f"{p:g}")
+        return t("{said} {more}", said=what, more=more)
+    listed = t(", ").join(t("{done} of {planned} planned", done=f"{d:.1f}", planned=f"{p:g}") if p else f"{d:.1f}" for d, p in runs)
+    more = t(
+        "Fine-tuned: {n} runs, each starting from the weights the one before ended with ({listed}); the total adds them up.",
+        n=len(runs),
+        listed=listed,
     )
+    return t("{said} {more}", said=what, more=more)
 
 
-PAIR_ERROR = (
+PAIR_ERROR = N_(
     "Pair error: the share of test pairs (two overlapping digits) not read whole, 100% - pair accuracy; a pair counts as "
     "read only when both its digits are among the two longest capsules. (The routing lab's digit error of this model "
     "counts single digits instead, so it is lower.)"
@@ -151,16 +174,15 @@ def error_words(meta: CheckpointMeta) -> tuple[str, str]:
     """(name, definition) of the error a card quotes: the pair error for a model that reads two
     labels per image (MultiMNIST), else the test error on one label per image."""
     if guesses(meta)[1] == 2:
-        return "Pair error", PAIR_ERROR
-    return (
-        "Test error",
-        f"Test error: the share of test images whose longest {'capsule' if meta.config.routing is not None else 'score'} is not their label.",
-    )
+        return t("Pair error"), t(PAIR_ERROR)
+    if meta.config.routing is None:
+        return t("Test error"), t("Test error: the share of test images whose highest score is not their label.")
+    return t("Test error"), t("Test error: the share of test images whose longest capsule is not their label.")
 
 
 @dataclass(frozen=True)
 class Card:
-    """What a zoo card says about one model."""
+    """What a zoo card says about one model, in the language it was made in."""
 
     family: str
     routing: str
@@ -176,14 +198,14 @@ class Card:
 def card(meta: CheckpointMeta, size: Size | None = None) -> Card:
     """A checkpoint's card (`size`: counted already, else from its config)."""
     c, m = meta.config, meta.metrics
-    decoder = f"yes: it can redraw the {class_words(meta).shown} from a capsule" if c.decodes else "no"
+    decoder = t("yes: it can redraw the {shown} from a capsule", shown=class_words(meta).shown) if c.decodes else t("no")
     guessing = guessing_words(m.test_error, m.n_test or 0, *guesses(meta)) if m.measured and m.n_test else None
     return Card(
-        family=FAMILIES[c.family].title,
+        family=t(FAMILIES[c.family].title),
         routing=card_routing(c),
         decoder=decoder,
         size=size or model_size(c),
-        error=f"{m.test_error:.2f}%" if m.measured else "not measured",
+        error=f"{m.test_error:.2f}%" if m.measured else t("not measured"),
         **dict(zip(("error_name", "error_means"), error_words(meta), strict=True)),
         guessing=guessing,
         paper=paper_words(meta),

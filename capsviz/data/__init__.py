@@ -18,6 +18,7 @@ from capsviz.data.mnist import CLASS_NAMES, ImageSet, load_mnist
 from capsviz.data.sources import SOURCES, locate, verify
 from capsviz.data.transforms import random_shift, to_float
 from capsviz.errors import CapsvizError
+from capsviz.i18n import t
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,9 @@ def load_split(name: str, split: str, data_dir=None, resize: int | None = None) 
         data = load_user(name, resize)
         return data.train if split == "train" else data.test
     if name not in DATASETS:
-        raise CapsvizError(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}")
+        raise CapsvizError(t("unknown dataset {dataset}; choose from {choices}", dataset=repr(name), choices=", ".join(DATASETS)))
     if resize is not None:
-        raise CapsvizError(f"--resize is for your own images; {name} keeps its {DATASETS[name].in_size}x{DATASETS[name].in_size}")
+        raise CapsvizError(t("--resize is for your own images; {name} keeps its {size}x{size}", name=name, size=DATASETS[name].in_size))
     return load_mnist(DATASETS[name].source, split, data_dir)
 
 
@@ -70,10 +71,12 @@ def model_test_set(dataset: str, size: int | None, channels: int, data_dir=None)
     data = load_split(dataset, "test", resize=size)
     found = data.images.shape[1]
     if found != channels:
-        kinds = {1: "grey", 3: "colour"}
-        raise CapsvizError(
-            f"{dataset} now holds {kinds.get(found, found)} images; this model was trained on {kinds.get(channels, channels)} ones"
-        )
+        said = dict(dataset=dataset, found=found, channels=channels)
+        if (found, channels) == (1, 3):
+            raise CapsvizError(t("{dataset} now holds grey images; this model was trained on colour ones", **said))
+        if (found, channels) == (3, 1):
+            raise CapsvizError(t("{dataset} now holds colour images; this model was trained on grey ones", **said))
+        raise CapsvizError(t("{dataset} now holds images of {found} channels; this model was trained on {channels}", **said))
     return data
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from capsviz.errors import CapsvizError
+from capsviz.i18n import t
 
 _DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
 # The largest file any dataset here needs decoded is a smallNORB image file (448 MB); a header or
@@ -28,10 +29,17 @@ def _read_raw(path: Path) -> bytes:
     path = Path(path)
     try:
         if path.stat().st_size > MAX_DECODED_BYTES:
-            raise CapsvizError(f"{path}: {path.stat().st_size:,} bytes; no dataset file here is larger than {MAX_DECODED_BYTES:,}")
+            raise CapsvizError(
+                t(
+                    "{path}: {size} bytes; no dataset file here is larger than {most}",
+                    path=path,
+                    size=f"{path.stat().st_size:,}",
+                    most=f"{MAX_DECODED_BYTES:,}",
+                )
+            )
         return path.read_bytes()
     except OSError as e:
-        raise CapsvizError(f"{path}: cannot read ({e.strerror})") from None
+        raise CapsvizError(t("{path}: cannot read ({why})", path=path, why=e.strerror)) from None
 
 
 def _stream(raw: bytes) -> io.BufferedIOBase:
@@ -43,7 +51,7 @@ def _read(stream, n: int, name) -> bytes:
     try:
         return stream.read(n)
     except (EOFError, OSError, zlib.error) as e:
-        raise CapsvizError(f"{name}: corrupt or truncated gzip ({e}); delete it and download again") from None
+        raise CapsvizError(t("{path}: corrupt or truncated gzip ({why}); delete it and download again", path=name, why=e)) from None
 
 
 def decode_bytes(raw: bytes, name: Path | str, limit: int = MAX_DECODED_BYTES) -> bytes:
@@ -52,10 +60,19 @@ def decode_bytes(raw: bytes, name: Path | str, limit: int = MAX_DECODED_BYTES) -
     if raw[:2] != b"\x1f\x8b":
         return raw
     if len(raw) >= 4 and struct.unpack("<I", raw[-4:])[0] > limit:
-        raise CapsvizError(f"{name}: gzip declares {struct.unpack('<I', raw[-4:])[0]:,} bytes; at most {limit:,} are read")
+        raise CapsvizError(
+            t(
+                "{path}: gzip declares {size} bytes; at most {most} are read",
+                path=name,
+                size=f"{struct.unpack('<I', raw[-4:])[0]:,}",
+                most=f"{limit:,}",
+            )
+        )
     data = _read(_stream(raw), limit + 1, name)
     if len(data) > limit:
-        raise CapsvizError(f"{name}: gzip expands to more than {limit:,} bytes; no dataset file here is that large")
+        raise CapsvizError(
+            t("{path}: gzip expands to more than {most} bytes; no dataset file here is that large", path=name, most=f"{limit:,}")
+        )
     return data
 
 
@@ -71,24 +88,44 @@ def _parse(stream, path, expect_ndim: int | None) -> np.ndarray:
     the stream really holds, before anything that size is allocated."""
     magic = _read(stream, 4, path)
     if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] not in _DTYPES:
-        raise CapsvizError(f"{path}: not an IDX file (bad magic number {magic.hex() or 'empty'})")
+        if not magic:
+            raise CapsvizError(t("{path}: not an IDX file (it is empty)", path=path))
+        raise CapsvizError(t("{path}: not an IDX file (bad magic number {magic})", path=path, magic=magic.hex()))
     ndim = magic[3]
     if expect_ndim is not None and ndim != expect_ndim:
-        raise CapsvizError(f"{path}: expected {expect_ndim}-dimensional IDX data, found {ndim} dimensions")
+        raise CapsvizError(
+            t("{path}: expected {want}-dimensional IDX data, found {ndim} dimensions", path=path, want=expect_ndim, ndim=ndim)
+        )
     head = _read(stream, 4 * ndim, path)
     if len(head) < 4 * ndim:
-        raise CapsvizError(f"{path}: truncated IDX header")
+        raise CapsvizError(t("{path}: truncated IDX header", path=path))
     dims = struct.unpack(f">{ndim}I", head)
     dtype = np.dtype(_DTYPES[magic[2]])
     need = math.prod(dims) * dtype.itemsize  # Python ints: no overflow, however large the dims
     if need > MAX_DECODED_BYTES:
         raise CapsvizError(
-            f"{path}: header promises {need:,} bytes of data for shape {dims}; no dataset file here holds more than {MAX_DECODED_BYTES:,}"
+            t(
+                "{path}: header promises {need} bytes of data for shape {shape}; no dataset file here holds more than {most}",
+                path=path,
+                need=f"{need:,}",
+                shape=dims,
+                most=f"{MAX_DECODED_BYTES:,}",
+            )
         )
     data = _read(stream, need + 1, path)
-    if len(data) != need:
+    if len(data) > need:
         raise CapsvizError(
-            f"{path}: header promises {need} bytes of data for shape {dims}, file has {len(data) if len(data) <= need else 'more'}"
+            t("{path}: header promises {need} bytes of data for shape {shape}, file has more", path=path, need=need, shape=dims)
+        )
+    if len(data) < need:
+        raise CapsvizError(
+            t(
+                "{path}: header promises {need} bytes of data for shape {shape}, file has {found}",
+                path=path,
+                need=need,
+                shape=dims,
+                found=len(data),
+            )
         )
     return np.frombuffer(data, dtype=dtype).reshape(dims)
 

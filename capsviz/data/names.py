@@ -13,21 +13,21 @@ from pathlib import Path
 
 from capsviz.config import DATASETS
 
-MAX_NAME = 60  # characters of an upload's display name: a sidebar entry, not a paragraph
+MAX_DISPLAY_NAME = 60  # characters of an upload's display name: a sidebar entry, not a paragraph
 NAME_SUFFIX = ".name"  # the display name's file beside the unpacked folder: <digest>.name
 MARKUP = frozenset("[]<>`*$|")  # characters of a display name that the pages' Markdown would act on
 
 
 def clean_name(filename: str, fallback: str) -> str:
     """The name a user knows an upload by: its file name's last part without ".zip", printable
-    characters only, none that Markdown would read as a link, code or formula, at most MAX_NAME of
+    characters only, none that Markdown would read as a link, code or formula, at most MAX_DISPLAY_NAME of
     them; `fallback` when nothing usable is left. A built-in dataset's name gets " (upload)", so
     "mnist.zip" is never taken for MNIST. Every session's zoo shows it, so it is plain text."""
     base = str(filename).replace("\\", "/").rsplit("/", 1)[-1]
     if base.lower().endswith(".zip"):
         base = base[:-4]
     kept = "".join(ch if ch.isprintable() and ch not in MARKUP else " " for ch in base)
-    name = " ".join(kept.split())[:MAX_NAME].strip()
+    name = " ".join(kept.split())[:MAX_DISPLAY_NAME].strip()
     if not name.strip("."):
         return fallback
     return f"{name} (upload)" if name.lower() in DATASETS else name
@@ -50,7 +50,7 @@ def recorded_name(folder: Path) -> str | None:
         return None  # only folders receive_zip made, named by digest, have a name beside them
     try:
         with name_file(folder).open("rb") as f:
-            text = f.read(4 * MAX_NAME).decode("utf-8", errors="replace")
+            text = f.read(4 * MAX_DISPLAY_NAME).decode("utf-8", errors="replace")
     except OSError:
         return None
     return clean_name(text, "") or None

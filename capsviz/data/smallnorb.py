@@ -19,6 +19,7 @@ from capsviz.data import sources
 from capsviz.data.idx import read_bytes
 from capsviz.data.sources import Source
 from capsviz.errors import CapsvizError
+from capsviz.i18n import t
 
 CLASS_NAMES = ("animal", "human", "airplane", "truck", "car")
 URL = "https://cs.nyu.edu/~ylclab/data/norb-v1.0-small/"
@@ -35,19 +36,27 @@ def read_matrix(path: Path) -> np.ndarray:
 
 def parse_matrix(data: bytes, name: Path | str) -> np.ndarray:
     if len(data) < 8:
-        raise CapsvizError(f"{name}: too short to be a smallNORB matrix file")
+        raise CapsvizError(t("{path}: too short to be a smallNORB matrix file", path=name))
     magic, ndim = struct.unpack("<ii", data[:8])
     magic &= 0xFFFFFFFF
     if magic not in _MAGIC:
-        raise CapsvizError(f"{name}: not a smallNORB matrix file (magic {magic:#x})")
+        raise CapsvizError(t("{path}: not a smallNORB matrix file (magic {magic})", path=name, magic=f"{magic:#x}"))
     header = 8 + 4 * max(3, ndim)
     dims = struct.unpack(f"<{ndim}i", data[8 : 8 + 4 * ndim])
     dtype = np.dtype(_MAGIC[magic]).newbyteorder("<")
     if any(d < 0 for d in dims):
-        raise CapsvizError(f"{name}: negative dimension in shape {dims}")
+        raise CapsvizError(t("{path}: negative dimension in shape {shape}", path=name, shape=dims))
     need = math.prod(dims) * dtype.itemsize  # Python ints: a huge header cannot overflow
     if len(data) - header != need:
-        raise CapsvizError(f"{name}: header promises shape {dims} ({need} bytes), file has {len(data) - header}")
+        raise CapsvizError(
+            t(
+                "{path}: header promises shape {shape} ({need} bytes), file has {found}",
+                path=name,
+                shape=dims,
+                need=need,
+                found=len(data) - header,
+            )
+        )
     return np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)
 
 
@@ -68,7 +77,7 @@ class NorbSet:
 
 
 # The official site publishes no checksums: downloads are checked by parsing them in full.
-SOURCE = Source(
+NORB_SOURCE = Source(
     name="smallnorb",
     files={n: None for split in FILES.values() for n in split.values()},
     mirrors=(URL,),
@@ -78,12 +87,12 @@ SOURCE = Source(
 
 def locate(data_dir=None) -> tuple[Path | None, list[Path]]:
     """The first of the usual places (see sources.py) holding all six smallNORB files."""
-    return sources.locate(SOURCE, data_dir)
+    return sources.locate(NORB_SOURCE, data_dir)
 
 
 def download(dest: Path | None = None, progress=None) -> Path:
     """Fetch the six official files (about 250 MB compressed) into dest (default: the user cache)."""
-    return sources.download(SOURCE, dest, progress, timeout=60)
+    return sources.download(NORB_SOURCE, dest, progress, timeout=60)
 
 
 def load_smallnorb(folder: Path, split: str = "training") -> NorbSet:
@@ -95,10 +104,18 @@ def load_smallnorb(folder: Path, split: str = "training") -> NorbSet:
                 paths[kind] = cand
                 break
         else:
-            raise CapsvizError(f"smallNORB file {name}(.gz) not in {folder}; download it from {URL}")
+            raise CapsvizError(t("smallNORB file {name}(.gz) not in {folder}; download it from {url}", name=name, folder=folder, url=URL))
     dat, cat, info = (read_matrix(paths[k]) for k in ("dat", "cat", "info"))
     if dat.ndim != 4 or dat.shape[1:] != (2, 96, 96):
-        raise CapsvizError(f"{paths['dat']}: expected (N, 2, 96, 96) images, found {dat.shape}")
+        raise CapsvizError(t("{path}: expected (N, 2, 96, 96) images, found {shape}", path=paths["dat"], shape=dat.shape))
     if not len(dat) == len(cat) == len(info) or info.shape[1:] != (4,):
-        raise CapsvizError(f"smallNORB {split}: {len(dat)} images, {len(cat)} labels and {len(info)} info rows")
+        raise CapsvizError(
+            t(
+                "smallNORB {split}: {images} images, {labels} labels and {rows} info rows; each image needs its label and its info row",
+                split=split,
+                images=len(dat),
+                labels=len(cat),
+                rows=len(info),
+            )
+        )
     return NorbSet(torch.from_numpy(dat[:, 0].copy()), torch.from_numpy(cat.astype(np.int64)), torch.from_numpy(info.astype(np.int64)))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from capsviz.data.idx import decode_bytes, read_bytes
 from capsviz.errors import CapsvizError
+from capsviz.i18n import N_, t
 from capsviz.paths import atomic_write, cache_dir
 
 Progress = Callable[[str, int, int], None]  # (file name, bytes so far, total bytes or 0)
@@ -81,7 +82,7 @@ SOURCES = {
             "https://github.com/zalandoresearch/fashion-mnist/raw/master/data/fashion/",
         ),
         system_dirs=("/usr/share/datasets/fashion-mnist",),
-        note="Debian users: apt install dataset-fashion-mnist",
+        note=N_("Debian users: apt install dataset-fashion-mnist"),
     ),
 }
 
@@ -119,14 +120,15 @@ def locate(source: Source, data_dir=None) -> tuple[Path | None, list[Path]]:
 
 
 def missing_message(source: Source, places: list[Path]) -> str:
-    looked = "\n".join(f"  - {p}" for p in places)
-    extra = f"\n{source.note}" if source.note else ""
-    return (
-        f"{source.name} not found. Looked in:\n{looked}\n"
-        f"Fix: run `python -m capsviz data --download` (needs internet), or put the four IDX files "
-        f"({', '.join(s + '.gz' for s in source.files)}) in one of those folders, "
-        f"or point CAPSVIZ_DATA_DIR at the folder that holds them.{extra}"
+    """Where a dataset was looked for and how to get it, in the reader's language."""
+    said = t(
+        "{dataset} not found. Looked in:\n{places}\nFix: run `python -m capsviz data --download` (needs internet), or put the "
+        "four IDX files ({files}) in one of those folders, or point CAPSVIZ_DATA_DIR at the folder that holds them.",
+        dataset=source.name,
+        places="\n".join(f"  - {p}" for p in places),
+        files=", ".join(s + ".gz" for s in source.files),
     )
+    return f"{said}\n{t(source.note)}" if source.note else said
 
 
 def md5_of(data: bytes) -> str:
@@ -165,7 +167,7 @@ def download(source: Source, dest: Path | None = None, progress: Progress | None
                 raw = _fetch(url, progress, stem, timeout)
                 content = decode_bytes(raw, url)
                 if md5 is not None and (got := md5_of(content)) != md5:
-                    raise CapsvizError(f"checksum mismatch (got {got}, expected {md5})")
+                    raise CapsvizError(t("checksum mismatch (got {got}, expected {want})", got=got, want=md5))
                 if source.check is not None:
                     source.check(content, url)
             except (OSError, urllib.error.URLError, CapsvizError) as e:
@@ -174,7 +176,7 @@ def download(source: Source, dest: Path | None = None, progress: Progress | None
             atomic_write(dest / (stem + source.remote_suffix), lambda tmp, raw=raw: Path(tmp).write_bytes(raw))
             break
         else:
-            raise CapsvizError(f"could not download {stem}:\n" + "\n".join(f"  - {e}" for e in errors))
+            raise CapsvizError(t("could not download {file}:\n{errors}", file=stem, errors="\n".join(f"  - {e}" for e in errors)))
     return dest
 
 

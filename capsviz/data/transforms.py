@@ -7,6 +7,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from capsviz.data.user import MAX_PICTURE_PIXELS
+
 
 def to_float(images: torch.Tensor) -> torch.Tensor:
     """uint8 (B, H, W) or (B, C, H, W) -> float (B, C, H, W) in [0, 1]."""
@@ -69,10 +71,6 @@ def mnist_style(image: np.ndarray) -> np.ndarray:
     return np.clip(out, 0, 1)
 
 
-# A picture larger than this (width x height) is refused before it is decoded.
-MAX_PICTURE_PIXELS = 40_000_000
-
-
 def picture_to_digit(data: bytes) -> np.ndarray:
     """An uploaded picture's bytes -> (28, 28) float32 in [0, 1], a bright digit on black as in MNIST.
 
@@ -87,12 +85,21 @@ def picture_to_digit(data: bytes) -> np.ndarray:
     from PIL import Image, ImageOps, UnidentifiedImageError
 
     from capsviz.errors import CapsvizError
+    from capsviz.i18n import t
 
-    too_large = f"capsviz reads pictures up to {MAX_PICTURE_PIXELS // 1_000_000} megapixels: crop or shrink it to the digit."
+    most = MAX_PICTURE_PIXELS // 1_000_000
     try:
         img = Image.open(io.BytesIO(data))
         if img.width * img.height > MAX_PICTURE_PIXELS:
-            raise CapsvizError(f"That picture is {img.width}x{img.height} pixels; {too_large}")
+            raise CapsvizError(
+                t(
+                    "That picture is {width}x{height} pixels; capsviz reads pictures up to {most} megapixels: "
+                    "crop or shrink it to the digit.",
+                    width=img.width,
+                    height=img.height,
+                    most=most,
+                )
+            )
         img.draft("L", (280, 280))  # JPEGs decode straight at a reduced size
         img = ImageOps.exif_transpose(img)
         img.thumbnail((280, 280))
@@ -102,9 +109,13 @@ def picture_to_digit(data: bytes) -> np.ndarray:
     except CapsvizError:
         raise
     except Image.DecompressionBombError:  # PIL's own limit, met before the size can be read
-        raise CapsvizError(f"That picture is far too large; {too_large}") from None
+        raise CapsvizError(
+            t("That picture is far too large; capsviz reads pictures up to {most} megapixels: crop or shrink it to the digit.", most=most)
+        ) from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
-        raise CapsvizError(f"That file is not a picture capsviz can read ({type(e).__name__}); try a PNG or JPEG of one digit.") from None
+        raise CapsvizError(
+            t("That file is not a picture capsviz can read ({why}); try a PNG or JPEG of one digit.", why=type(e).__name__)
+        ) from None
     if np.median(alpha) < 0.5:  # drawn on a transparent layer: the opaque strokes are the digit
         ink = alpha
     else:
@@ -112,7 +123,7 @@ def picture_to_digit(data: bytes) -> np.ndarray:
     background = float(np.median(ink))
     span = float(ink.max()) - background
     if span < 0.1:
-        raise CapsvizError("That picture looks blank: nothing stands out from its background. Upload a picture of one digit.")
+        raise CapsvizError(t("That picture looks blank: nothing stands out from its background. Upload a picture of one digit."))
     level = (ink - background) / span  # background ~0, the strongest ink 1
     return mnist_style(np.clip((level - 0.3) / 0.6, 0.0, 1.0))  # shading under 0.3 (uneven light on paper) is not ink
 
@@ -128,21 +139,26 @@ def picture_to_input(data: bytes, size: int, channels: int) -> np.ndarray:
 
     from capsviz.data.user import picture_array
     from capsviz.errors import CapsvizError
+    from capsviz.i18n import t
 
     try:
         with Image.open(io.BytesIO(data)) as img:
             if img.width * img.height > MAX_PICTURE_PIXELS:
                 raise CapsvizError(
-                    f"That picture is {img.width}x{img.height} pixels; capsviz reads pictures up to "
-                    f"{MAX_PICTURE_PIXELS // 1_000_000} megapixels: shrink it first."
+                    t(
+                        "That picture is {width}x{height} pixels; capsviz reads pictures up to {most} megapixels: shrink it first.",
+                        width=img.width,
+                        height=img.height,
+                        most=MAX_PICTURE_PIXELS // 1_000_000,
+                    )
                 )
             a = picture_array(img, size, channels == 3)  # (C, S, S)
     except CapsvizError:
         raise
     except Image.DecompressionBombError:
-        raise CapsvizError("That picture is far too large; shrink it first.") from None
+        raise CapsvizError(t("That picture is far too large; shrink it first.")) from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
-        raise CapsvizError(f"That file is not a picture capsviz can read ({type(e).__name__}); try a PNG or JPEG.") from None
+        raise CapsvizError(t("That file is not a picture capsviz can read ({why}); try a PNG or JPEG.", why=type(e).__name__)) from None
     a = a.astype(np.float32) / 255.0
     return a[0] if channels == 1 else a
 

@@ -44,16 +44,30 @@ import numpy as np
 
 from capsviz.config import MAX_SIZE
 from capsviz.data.names import clean_name, is_digest, name_file, recorded_name
-from capsviz.data.user import GREY_MODES, IMAGE_SUFFIXES, UserData, load_user
+from capsviz.data.user import (
+    GREY_MODES,
+    IMAGE_SUFFIXES,
+    NOT_IMAGE,
+    NOT_IN_CLASS,
+    UNREADABLE,
+    SkippedNote,
+    UserData,
+    load_user,
+    reason_words,
+    skipped_words,
+    too_large,
+)
 from capsviz.errors import CapsvizError
+from capsviz.i18n import N_, language, said, t
 from capsviz.paths import exclusive, lock_file
 
 MiB = 2**20
 READ_CHUNK = MiB
-STATE = ".state"  # uploads/.state/: the locks, and who uploaded each zip (<digest>.owners, its mtime the last use)
+STATE_DIR = ".state"  # uploads/.state/: the locks, and who uploaded each zip (<digest>.owners, its mtime the last use)
 PART = ".part-"  # uploads/.part-<digest>-XXXX/: a zip being unpacked
 CENTRAL = b"PK\x01\x02"  # a central directory entry's signature
-LOCAL = "local"  # the owner of uploads where no student identity is given (the CLI, one user on localhost)
+LOCAL_OWNER = "local"  # the owner of uploads where no student identity is given (the CLI, one user on localhost)
+HIDDEN_MEMBER = N_("hidden")  # why a member was skipped: a dot file, a folder starting with a dot or macOS's __MACOSX
 
 
 @dataclass(frozen=True)
@@ -83,7 +97,7 @@ class ZipLimits:
             text = os.environ.get(name, "").strip()
             if text:
                 if not text.isdigit() or int(text) < 1:
-                    raise CapsvizError(f"${name} must be a whole number of MiB, at least 1; found {text!r}")
+                    raise CapsvizError(t("${name} must be a whole number of MiB, at least 1; found {found}", name=name, found=repr(text)))
                 quotas[field_] = int(text) * MiB
         return cls(**quotas)
 
@@ -115,14 +129,14 @@ def uploads_dir() -> Path:
 
 
 def mib(n: int) -> str:
-    return f"{n / MiB:,.0f} MiB"
+    return f"{n / MiB:,.0f} MiB"  # a unit, the same in every language
 
 
 def _directory(data: bytes) -> tuple[int, int, int]:
     """(entries declared, central directory's offset, its size) from the end records."""
     end = data.rfind(b"PK\x05\x06", max(0, len(data) - 65_557))
     if end < 0 or end + 22 > len(data):
-        raise CapsvizError("not a zip file (no end-of-archive record); zip a folder of class folders and upload that")
+        raise CapsvizError(t("not a zip file (no end-of-archive record); zip a folder of class folders and upload that"))
     count, size, offset = struct.unpack_from("<HLL", data, end + 10)
     locator = end - 20
     if 0xFFFF in (count,) or 0xFFFFFFFF in (size, offset):
@@ -140,15 +154,19 @@ def check_directory(data: bytes, limits: ZipLimits) -> None:
     signature, a scan of the directory's bytes: milliseconds for a 100,000-entry one."""
     declared, _, size = _directory(data)
     if declared > limits.files:
-        raise CapsvizError(f"the zip holds {declared:,} entries; at most {limits.files:,}")
+        raise CapsvizError(t("the zip holds {n} entries; at most {most}", n=f"{declared:,}", most=f"{limits.files:,}"))
     # what zipfile parses: `size` bytes before the end records (zip64's 76 bytes of them included)
     end = data.rfind(b"PK\x05\x06", max(0, len(data) - 65_557))
     found = data.count(CENTRAL, max(0, end - size - 76), end)
     if found > limits.files:
-        raise CapsvizError(f"the zip holds {found:,} entries; at most {limits.files:,}")
+        raise CapsvizError(t("the zip holds {n} entries; at most {most}", n=f"{found:,}", most=f"{limits.files:,}"))
     if found > declared:
         raise CapsvizError(
-            f"the zip's end record declares {declared:,} entries, its directory holds {found:,}; refused (a damaged or crafted zip)"
+            t(
+                "the zip's end record declares {declared} entries, its directory holds {found}; refused (a damaged or crafted zip)",
+                declared=f"{declared:,}",
+                found=f"{found:,}",
+            )
         )
 
 
@@ -156,7 +174,7 @@ def _parts(name: str) -> list[str]:
     """A member's path, split on either slash; refused when it could land outside the folder."""
     parts = name.replace("\\", "/").split("/")
     if name.startswith(("/", "\\")) or (len(parts[0]) == 2 and parts[0][1] == ":") or ".." in parts:
-        raise CapsvizError(f"the zip's member {name[:200]!r} points outside its folder; refused (zip the folder itself)")
+        raise CapsvizError(t("the zip's member {name} points outside its folder; refused (zip the folder itself)", name=repr(name[:200])))
     return [p for p in parts if p not in ("", ".")]
 
 
@@ -164,15 +182,15 @@ def _check(zf: zipfile.ZipFile, limits: ZipLimits) -> list[tuple[zipfile.ZipInfo
     """Every file entry with its path parts, after the limits the headers can be held to."""
     infos = zf.infolist()
     if len(infos) > limits.files:
-        raise CapsvizError(f"the zip holds {len(infos):,} entries; at most {limits.files:,}")
+        raise CapsvizError(t("the zip holds {n} entries; at most {most}", n=f"{len(infos):,}", most=f"{limits.files:,}"))
     total = sum(i.file_size for i in infos)
     if total > limits.total:
-        raise CapsvizError(f"the zip expands to {mib(total)}; at most {mib(limits.total)} (use smaller pictures)")
+        raise CapsvizError(t("the zip expands to {size}; at most {most} (use smaller pictures)", size=mib(total), most=mib(limits.total)))
     files = []
     for info in infos:
         parts = _parts(info.filename)
         if stat.S_ISLNK(info.external_attr >> 16):
-            raise CapsvizError(f"the zip's member {info.filename[:200]!r} is a symbolic link; refused")
+            raise CapsvizError(t("the zip's member {name} is a symbolic link; refused", name=repr(info.filename[:200])))
         if not info.is_dir() and parts:
             files.append((info, parts))
     return files
@@ -190,28 +208,29 @@ def _read(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limits: ZipLimits, budget:
     """A member's bytes, counted as they come: beyond its declared size, the member limit or what
     is left of the total, the zip is refused (a header that lies, a zip bomb)."""
     cap = min(info.file_size, limits.member)
+    name = repr(info.filename[:200])
     if info.file_size > limits.member:
-        raise CapsvizError(f"{info.filename[:200]!r} expands to {mib(info.file_size)}; at most {mib(limits.member)} a file")
+        raise CapsvizError(
+            t("{name} expands to {size}; at most {most} a file", name=name, size=mib(info.file_size), most=mib(limits.member))
+        )
     chunks, got = [], 0
     try:
         with zf.open(info) as f:
             while chunk := f.read(READ_CHUNK):
                 got += len(chunk)
                 if got > cap or got > budget[0]:
-                    raise CapsvizError(
-                        f"{info.filename[:200]!r} expands beyond what its header declares; refused (a damaged or crafted zip)"
-                    )
+                    raise CapsvizError(t("{name} expands beyond what its header declares; refused (a damaged or crafted zip)", name=name))
                 chunks.append(chunk)
     except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, RuntimeError) as e:
         if "encrypted" in str(e) or "password" in str(e):
-            raise CapsvizError("the zip is encrypted; upload one without a password") from None
+            raise CapsvizError(t("the zip is encrypted; upload one without a password")) from None
         raise CapsvizError(
-            f"{info.filename[:200]!r} does not match its header ({str(e)[:100]}); refused (a damaged or crafted zip)"
+            t("{name} does not match its header ({why}); refused (a damaged or crafted zip)", name=name, why=str(e)[:100])
         ) from None
     budget[0] -= got
     content = b"".join(chunks)
     if zlib.crc32(content) != info.CRC:  # zipfile stops at the declared size: more data behind it shows here
-        raise CapsvizError(f"{info.filename[:200]!r} does not match its header's checksum; refused (a damaged or crafted zip)")
+        raise CapsvizError(t("{name} does not match its header's checksum; refused (a damaged or crafted zip)", name=name))
     return content
 
 
@@ -227,11 +246,13 @@ def compact_picture(content: bytes, limits: ZipLimits, pixels_left: int) -> tupl
         with Image.open(io.BytesIO(content)) as im:
             w, h = im.size
             if w * h > limits.picture_pixels:
-                return None, 0, f"over {limits.picture_pixels / 1e6:,.0f} megapixels"
+                return None, 0, too_large(limits.picture_pixels / 1e6)
             if w * h > pixels_left:
                 raise CapsvizError(
-                    f"the zip's pictures hold more than {limits.pixels / 1e6:,.0f} megapixels in all; "
-                    "upload smaller pictures or fewer of them"
+                    t(
+                        "the zip's pictures hold more than {most} megapixels in all; upload smaller pictures or fewer of them",
+                        most=f"{limits.pixels / 1e6:,.0f}",
+                    )
                 )
             grey = im.mode in GREY_MODES
             short = min(w, h)
@@ -239,7 +260,7 @@ def compact_picture(content: bytes, limits: ZipLimits, pixels_left: int) -> tupl
                 im.draft("L" if grey else "RGB", (-(-w * MAX_SIZE // short), -(-h * MAX_SIZE // short)))
             pic = ImageOps.exif_transpose(im).convert("L" if grey else "RGB")
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError, struct.error):
-        return None, 0, "unreadable"
+        return None, 0, UNREADABLE
     short = min(pic.size)
     if short > MAX_SIZE:
         pic = pic.resize((round(pic.width * MAX_SIZE / short), round(pic.height * MAX_SIZE / short)), Image.BILINEAR)
@@ -299,7 +320,7 @@ def receive_zip(
     resize: int | None = None,
     filename: str = "",
     *,
-    owner: str = LOCAL,
+    owner: str = LOCAL_OWNER,
 ) -> UploadSummary:
     """Check and unpack an uploaded zip into `uploads`/<its digest>/ (the same zip again reuses
     it) and sum it up; `filename`, the zip's name in the browser, becomes the dataset's display
@@ -308,19 +329,20 @@ def receive_zip(
     quotas leave no room for it); skips and counts the rest. Safe to call from several threads
     and processes at once, for the same zip or others."""
     if len(data) > limits.compressed:
-        raise CapsvizError(f"the zip is {mib(len(data))}; at most {mib(limits.compressed)} can be uploaded")
+        raise CapsvizError(t("the zip is {size}; at most {most} can be uploaded", size=mib(len(data)), most=mib(limits.compressed)))
     digest = hashlib.sha256(data).hexdigest()[:16]
-    if said := _refused((digest, limits)) or _refused((digest, limits, resize)):
-        raise CapsvizError(said)
+    lang = language()  # a refusal is kept in the words it was said in
+    if refusal := _refused((digest, limits, lang)) or _refused((digest, limits, lang, resize)):
+        raise CapsvizError(refusal)
     uploads = Path(uploads)
     dest = uploads / digest
     if not (dest / ".complete").is_file():
         try:  # before anything is written or parsed
             check_directory(data, limits)
         except CapsvizError as e:
-            _refused((digest, limits), str(e))
+            _refused((digest, limits, lang), str(e))
             raise
-    state = uploads / STATE
+    state = uploads / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)
     with exclusive(state / f"{digest}.lock"):
         skipped: Counter = Counter()
@@ -334,14 +356,14 @@ def receive_zip(
             except QuotaError:
                 raise
             except CapsvizError as e:
-                _refused((digest, limits), str(e))
+                _refused((digest, limits, lang), str(e))
                 raise
         _record_name(dest, filename)
         removed = _claim(uploads, digest, owner, limits)
         try:
             summary = summarize(load_user(f"folder:{dest}", resize), skipped)
         except CapsvizError as e:  # a dataset that cannot be trained on (one class): said again at once on a rerun
-            _refused((digest, limits, resize), str(e))
+            _refused((digest, limits, lang, resize), str(e))
             raise
     return replace(summary, notes=summary.notes + removed) if removed else summary
 
@@ -352,13 +374,13 @@ def _unpack(data: bytes, dest: Path, limits: ZipLimits) -> Counter:
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, OSError, ValueError) as e:
-        raise CapsvizError(f"not a readable zip file ({e}); zip a folder of class folders and upload that") from None
+        raise CapsvizError(t("not a readable zip file ({why}); zip a folder of class folders and upload that", why=e)) from None
     skipped: Counter = Counter()
     with zf:
         files = []
         for info, parts in _check(zf, limits):
             if any(p.startswith(".") or p == "__MACOSX" for p in parts):
-                skipped["hidden"] += 1
+                skipped[HIDDEN_MEMBER] += 1
             else:
                 files.append((info, parts))
         files = _strip_top(files)
@@ -372,14 +394,14 @@ def _unpack(data: bytes, dest: Path, limits: ZipLimits) -> Counter:
                 elif len(parts) > 1 and parts[0] not in ("train", "test"):
                     split, cls = "", _safe_class(parts[0])
                 else:
-                    skipped["not in a class folder"] += 1
+                    skipped[NOT_IN_CLASS] += 1
                     continue
                 suffix = Path(parts[-1]).suffix.lower()
                 if suffix not in IMAGE_SUFFIXES or not cls or cls in (".", ".."):
-                    skipped["not an image (PNG, JPEG, BMP)"] += 1
+                    skipped[NOT_IMAGE] += 1
                     continue
                 if info.flag_bits & 0x1:
-                    raise CapsvizError("the zip is encrypted; upload one without a password")
+                    raise CapsvizError(t("the zip is encrypted; upload one without a password"))
                 picture, used, why = compact_picture(_read(zf, info, limits, budget), limits, pixels)
                 if picture is None:
                     skipped[why] += 1
@@ -388,16 +410,25 @@ def _unpack(data: bytes, dest: Path, limits: ZipLimits) -> Counter:
                 stored += len(picture)
                 if stored > limits.student_bytes:
                     raise QuotaError(
-                        f"the zip's pictures take more than {mib(limits.student_bytes)} stored, all one student's uploads "
-                        "may take on this server; upload fewer or smaller pictures"
+                        t(
+                            "the zip's pictures take more than {most} stored, all one student's uploads may take on this server; "
+                            "upload fewer or smaller pictures",
+                            most=mib(limits.student_bytes),
+                        )
                     )
                 folder = work / split / cls if split else work / cls
                 folder.mkdir(parents=True, exist_ok=True)
                 made[folder] += 1
                 (folder / f"{made[folder]:06d}.png").write_bytes(picture)
+            if not made and skipped:
+                raise CapsvizError(
+                    t(
+                        "the zip holds no readable PNG, JPEG or BMP pictures in class folders (skipped: {files})",
+                        files=skipped_words(skipped),
+                    )
+                )
             if not made:
-                said = ", ".join(f"{n:,} {why}" for why, n in skipped.items())
-                raise CapsvizError(f"the zip holds no readable PNG, JPEG or BMP pictures in class folders (skipped: {said or 'nothing'})")
+                raise CapsvizError(t("the zip holds no readable PNG, JPEG or BMP pictures in class folders (skipped: nothing)"))
             (work / ".skipped").write_text("\n".join(f"{n}\t{why}" for why, n in skipped.items()))
             (work / ".bytes").write_text(str(stored))
             (work / ".complete").touch()
@@ -440,7 +471,7 @@ def _uploads(uploads: Path) -> list[_Upload]:
     found = []
     for folder in uploads.iterdir():
         if is_digest(folder.name) and (folder / ".complete").is_file():
-            owners_file = uploads / STATE / f"{folder.name}.owners"
+            owners_file = uploads / STATE_DIR / f"{folder.name}.owners"
             try:
                 owners, used = set(owners_file.read_text().split()), owners_file.stat().st_mtime
             except OSError:
@@ -450,7 +481,7 @@ def _uploads(uploads: Path) -> list[_Upload]:
 
 
 def _write_owners(uploads: Path, digest: str, owners: set[str]) -> None:
-    target = uploads / STATE / f"{digest}.owners"
+    target = uploads / STATE_DIR / f"{digest}.owners"
     tmp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text("".join(f"{o}\n" for o in sorted(owners)))
     os.replace(tmp, target)
@@ -458,14 +489,14 @@ def _write_owners(uploads: Path, digest: str, owners: set[str]) -> None:
 
 def _try_remove(uploads: Path, digest: str) -> bool:
     """Remove an upload's pictures unless its zip is being received right now (its lock is held)."""
-    fd = os.open(uploads / STATE / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(uploads / STATE_DIR / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             lock_file(fd, wait=False)
         except BlockingIOError:
             return False
         shutil.rmtree(uploads / digest, ignore_errors=True)
-        (uploads / STATE / f"{digest}.owners").unlink(missing_ok=True)
+        (uploads / STATE_DIR / f"{digest}.owners").unlink(missing_ok=True)
         return True  # its name stays (a few bytes): the models trained on it still say which upload they need
     finally:
         os.close(fd)
@@ -497,7 +528,7 @@ def remove_upload(uploads: Path, digest: str) -> bool:
     """The teacher removes an upload (False when it is being received right now, or not a digest)."""
     if not is_digest(digest):
         return False
-    with exclusive(Path(uploads) / STATE / "quota.lock"):
+    with exclusive(Path(uploads) / STATE_DIR / "quota.lock"):
         return _try_remove(Path(uploads), digest)
 
 
@@ -507,7 +538,7 @@ def _sweep_parts(uploads: Path) -> None:
         digest = part.name[len(PART) :].split("-", 1)[0]
         if not is_digest(digest):
             continue
-        fd = os.open(uploads / STATE / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(uploads / STATE_DIR / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             lock_file(fd, wait=False)
             shutil.rmtree(part, ignore_errors=True)
@@ -523,7 +554,7 @@ def _claim(uploads: Path, digest: str, owner: str, limits: ZipLimits) -> tuple[s
     server's); the notes saying what was removed. QuotaError, and the upload removed unless
     someone else has it too, when it cannot fit. The caller holds the upload's lock."""
     me, notes = owner_key(owner), []
-    with exclusive(uploads / STATE / "quota.lock"):
+    with exclusive(uploads / STATE_DIR / "quota.lock"):
         _sweep_parts(uploads)
         found = _uploads(uploads)
         this = next(u for u in found if u.digest == digest)
@@ -538,11 +569,17 @@ def _claim(uploads: Path, digest: str, owner: str, limits: ZipLimits) -> tuple[s
                 _write_owners(uploads, digest, this.owners)
             else:
                 shutil.rmtree(uploads / digest, ignore_errors=True)
-                (uploads / STATE / f"{digest}.owners").unlink(missing_ok=True)
+                (uploads / STATE_DIR / f"{digest}.owners").unlink(missing_ok=True)
             raise QuotaError(why)
 
         if this.bytes > limits.student_bytes:
-            refuse(f"this upload takes {mib(this.bytes)} stored; one student's uploads may take {mib(limits.student_bytes)} on this server")
+            refuse(
+                t(
+                    "this upload takes {size} stored; one student's uploads may take {most} on this server",
+                    size=mib(this.bytes),
+                    most=mib(limits.student_bytes),
+                )
+            )
         mine = [u for u in others if me in u.owners]
         while this.bytes + sum(u.bytes for u in mine) > limits.student_bytes and mine:
             old = mine.pop(0)  # least recently used first
@@ -552,7 +589,9 @@ def _claim(uploads: Path, digest: str, owner: str, limits: ZipLimits) -> tuple[s
                 _write_owners(uploads, old.digest, old.owners)
             elif _try_remove(uploads, old.digest):
                 others.remove(old)
-            notes.append(f"your older upload {name} was removed to keep your uploads within {mib(limits.student_bytes)}")
+            notes.append(
+                t("your older upload {name} was removed to keep your uploads within {most}", name=name, most=mib(limits.student_bytes))
+            )
         total = this.bytes + sum(u.bytes for u in others)
         idle_since = time.time() - limits.others_idle_s
         for old in sorted(others, key=lambda u: me not in u.owners):  # the uploader's own first, each by last use
@@ -564,17 +603,28 @@ def _claim(uploads: Path, digest: str, owner: str, limits: ZipLimits) -> tuple[s
             if _try_remove(uploads, old.digest):
                 total -= old.bytes
                 if me in old.owners:
-                    notes.append(f"your older upload {name} was removed: this server keeps {mib(limits.server_bytes)} of uploads")
+                    notes.append(
+                        t(
+                            "your older upload {name} was removed: this server keeps {most} of uploads",
+                            name=name,
+                            most=mib(limits.server_bytes),
+                        )
+                    )
         if total > limits.server_bytes:
             refuse(
-                f"this server's uploads are full ({mib(total - this.bytes)} of {mib(limits.server_bytes)} in use, "
-                "all of them in use now); try again later or ask the teacher (the Teacher page removes uploads)"
+                t(
+                    "this server's uploads are full ({used} of {most} in use, all of them in use now); try again later or ask the "
+                    "teacher (the Teacher page removes uploads)",
+                    used=mib(total - this.bytes),
+                    most=mib(limits.server_bytes),
+                )
             )
     return tuple(notes)
 
 
 def summarize(data: UserData, skipped: Counter | None = None, per_class: int = 2) -> UploadSummary:
-    """The page's summary of a dataset read: counts, skipped files, shape, a few pictures per class."""
+    """The page's summary of a dataset read, in the reader's language: counts, skipped files (by
+    their reasons' words), shape, a few pictures per class."""
     total = Counter(skipped or {})
     total.update(data.skipped)
     samples = []
@@ -583,7 +633,8 @@ def summarize(data: UserData, skipped: Counter | None = None, per_class: int = 2
         for i in (labels == k).nonzero().flatten()[:per_class].tolist():
             a = data.train.images[i].numpy()  # (C, S, S)
             samples.append((name, a[0] if a.shape[0] == 1 else np.ascontiguousarray(a.transpose(1, 2, 0))))
-    notes = tuple(n for n in data.notes if not n.startswith("skipped "))
+    notes = tuple(said(n) for n in data.notes if not isinstance(n, SkippedNote))  # the skipped files are listed on their own
+    reasons = {reason_words(why): n for why, n in total.items()}
     return UploadSummary(
-        data.spec, data.classes, data.counts("train"), data.counts("test"), dict(total), data.size, data.channels, notes, samples
+        data.spec, data.classes, data.counts("train"), data.counts("test"), reasons, data.size, data.channels, notes, samples
     )

@@ -9,6 +9,7 @@ refused with one CapsvizError saying what was expected; never a traceback.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -18,10 +19,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from capsviz.config import MAX_SIZE, MIN_SIZE, USER_KINDS, user_dataset
+from capsviz.config import MAX_SIZE, MIN_SIZE, USER_KINDS, user_dataset, what_path
 from capsviz.data.mnist import ImageSet
 from capsviz.data.names import hide_paths, recorded_name
 from capsviz.errors import CapsvizError
+from capsviz.i18n import N_, Sentence, said, sentence, sentence_n, t, tn
 from capsviz.text import bare
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
@@ -53,8 +55,8 @@ class UserData:
     test: ImageSet
     size: int
     channels: int
-    notes: tuple[str, ...] = ()
-    skipped: dict = field(default_factory=dict)  # reason -> files
+    notes: tuple[Sentence, ...] = ()  # said in each reader's language where shown (capsviz.i18n.said)
+    skipped: dict = field(default_factory=dict)  # reason (a SKIPPED message, `reason_words` says it) -> files
 
     def counts(self, split: str) -> dict[str, int]:
         """Images per class name in one split."""
@@ -63,15 +65,52 @@ class UserData:
         return dict(zip(self.classes, n, strict=True))
 
 
+# Why a file was skipped, as `UserData.skipped` and an upload's record on disk keep it (English, the
+# catalog's message; `reason_words` says it in the reader's language)
+HIDDEN_CLASS = N_("hidden class folder (a name starting with a dot)")
+HIDDEN = N_("hidden or a link")
+NOT_REGULAR = N_("not a regular file")
+NOT_IMAGE = N_("not an image (PNG, JPEG, BMP)")
+UNREADABLE = N_("unreadable")
+NOT_IN_CLASS = N_("not in a class folder")
+TOO_LARGE = N_("over {n} megapixels")
+
+
+def too_large(megapixels: int | float) -> str:
+    """The reason a picture over `megapixels` is skipped."""
+    return TOO_LARGE.format(n=f"{megapixels:,.0f}")
+
+
+def reason_words(why: str) -> str:
+    """A recorded reason for skipping files, in the reader's language."""
+    over = re.fullmatch(r"over ([\d,.]+) megapixels", why)
+    return t(TOO_LARGE, n=over[1]) if over else t(why)
+
+
 def summary_line(data: UserData) -> str:
-    """One line on what was read: classes, images per split, shape, and what was done to them."""
-    names = ", ".join(data.classes[:10]) + (f" and {len(data.classes) - 10} more" if len(data.classes) > 10 else "")
-    kind = "colour" if data.channels == 3 else "grey"
-    line = (
-        f"{short_name(data.spec)}: {len(data.classes)} classes ({names}), {len(data.train):,} training and "
-        f"{len(data.test):,} test images, {data.size}x{data.size} {kind}"
-    )
-    return line + "".join(f"; {n}" for n in data.notes)
+    """One line on what was read, in the reader's language: classes, images per split, shape, and
+    what was done to them."""
+    names = ", ".join(data.classes[:10])
+    if len(data.classes) > 10:
+        names = t("{names} and {n} more", names=names, n=len(data.classes) - 10)
+    values = dict(name=short_name(data.spec), names=names, train=f"{len(data.train):,}", test=f"{len(data.test):,}", size=data.size)
+    if data.channels == 3:
+        line = tn(
+            "{name}: {n} class ({names}), {train} training and {test} test images, {size}x{size} colour",
+            "{name}: {n} classes ({names}), {train} training and {test} test images, {size}x{size} colour",
+            len(data.classes),
+            **values,
+        )
+    else:
+        line = tn(
+            "{name}: {n} class ({names}), {train} training and {test} test images, {size}x{size} grey",
+            "{name}: {n} classes ({names}), {train} training and {test} test images, {size}x{size} grey",
+            len(data.classes),
+            **values,
+        )
+    for note in data.notes:
+        line = t("{line}; {note}", line=line, note=said(note))
+    return line
 
 
 def short_name(spec: str) -> str:
@@ -95,9 +134,11 @@ def load_user(spec: str, resize: int | None = None) -> UserData:
     except OSError:
         if kind == "folder" and (name := recorded_name(p)):
             raise CapsvizError(
-                f"the upload {name} is no longer on this server (removed to make room for newer ones); upload its zip again"
+                t("the upload {name} is no longer on this server (removed to make room for newer ones); upload its zip again", name=name)
             ) from None
-        raise CapsvizError(hide_paths(f"{spec}: {path} does not exist; {kind}:PATH takes {USER_KINDS[kind].what}")) from None
+        raise CapsvizError(
+            hide_paths(t("{spec}: {path} does not exist; {kind}:PATH takes {what}", spec=spec, path=path, kind=kind, what=what_path(kind)))
+        ) from None
     try:
         return _load(kind, str(p), resize, stamp, spec)
     except CapsvizError as e:
@@ -107,7 +148,13 @@ def load_user(spec: str, resize: int | None = None) -> UserData:
 def _parse(spec: str) -> tuple[str, str]:
     user = user_dataset(spec)
     if user is None or not user[1]:
-        raise CapsvizError(f"{spec!r} is not one of your own datasets; write KIND:PATH with KIND one of {', '.join(USER_KINDS)}")
+        raise CapsvizError(
+            t(
+                "{spec} is not one of your own datasets; write KIND:PATH with KIND one of {kinds}",
+                spec=repr(spec),
+                kinds=", ".join(USER_KINDS),
+            )
+        )
     return user
 
 
@@ -118,7 +165,7 @@ def cache_budget() -> int:
 
 
 def nbytes(data: UserData) -> int:
-    return sum(t.element_size() * t.nelement() for s in (data.train, data.test) for t in (s.images, s.labels))
+    return sum(x.element_size() * x.nelement() for s in (data.train, data.test) for x in (s.images, s.labels))
 
 
 _CACHE: OrderedDict[tuple, UserData] = OrderedDict()  # least recently used first
@@ -138,7 +185,7 @@ def _load(kind: str, path: str, resize: int | None, stamp: tuple, spec: str) -> 
     """A dataset read, kept while the datasets kept stay within `cache_budget()` (the least
     recently used let go first; one larger than the whole budget is read, not kept)."""
     if resize is not None and not MIN_SIZE <= resize <= MAX_SIZE:
-        raise CapsvizError(f"--resize {resize}: must be {MIN_SIZE} to {MAX_SIZE}")
+        raise CapsvizError(t("--resize {resize}: must be {lo} to {hi}", resize=resize, lo=MIN_SIZE, hi=MAX_SIZE))
     key = (kind, path, resize, stamp, spec)
     if (found := _cached(key)) is not None:
         return found
@@ -162,15 +209,30 @@ def _image_set(spec: str, split: str, images: torch.Tensor, labels: torch.Tensor
 
 def _check_classes(spec: str, classes: tuple[str, ...]) -> None:
     if len(classes) < 2:
-        raise CapsvizError(f"{spec}: found {len(classes)} class{'es' if len(classes) != 1 else ''}; a classifier needs at least 2")
+        raise CapsvizError(
+            tn(
+                "{spec}: found {n} class; a classifier needs at least 2",
+                "{spec}: found {n} classes; a classifier needs at least 2",
+                len(classes),
+                spec=spec,
+            )
+        )
     if len(classes) > MAX_CLASSES:
-        raise CapsvizError(f"{spec}: {len(classes)} classes; a model here has at most {MAX_CLASSES} class capsules")
+        raise CapsvizError(
+            t("{spec}: {n} classes; a model here has at most {most} class capsules", spec=spec, n=len(classes), most=MAX_CLASSES)
+        )
     for name in classes:
-        if not name.strip() or len(name) > MAX_CLASS_NAME:
+        if not name.strip():
+            raise CapsvizError(t("{spec}: an empty class name; every class needs a name", spec=spec))
+        if len(name) > MAX_CLASS_NAME:
             raise CapsvizError(
-                f"{spec}: a class name of {len(name)} characters ({name[:40]!r}...); names must be 1 to {MAX_CLASS_NAME} characters"
-                if name.strip()
-                else f"{spec}: an empty class name; every class needs a name"
+                t(
+                    "{spec}: a class name of {n} characters ({start}...); names must be 1 to {most} characters",
+                    spec=spec,
+                    n=len(name),
+                    start=repr(name[:40]),
+                    most=MAX_CLASS_NAME,
+                )
             )
 
 
@@ -179,8 +241,16 @@ def _check_bytes(spec: str, n: int, c: int, s: int) -> None:
     if need > MAX_DATASET_BYTES:
         fit = int((MAX_DATASET_BYTES / (n * c)) ** 0.5)
         raise CapsvizError(
-            f"{spec}: {n:,} images of {c}x{s}x{s} take {need / 2**30:.1f} GiB; capsviz holds at most "
-            f"{MAX_DATASET_BYTES / 2**30:.0f} GiB of images: try --resize {max(MIN_SIZE, min(fit, 256))}"
+            t(
+                "{spec}: {n} images of {c}x{s}x{s} take {need} GiB; capsviz holds at most {most} GiB of images: try --resize {fit}",
+                spec=spec,
+                n=f"{n:,}",
+                c=c,
+                s=s,
+                need=f"{need / 2**30:.1f}",
+                most=f"{MAX_DATASET_BYTES / 2**30:.0f}",
+                fit=max(MIN_SIZE, min(fit, 256)),
+            )
         )
 
 
@@ -218,7 +288,7 @@ def _scan(root: Path, spec: str) -> tuple[_Scan, tuple[str, ...], bool]:
     from PIL import Image, UnidentifiedImageError
 
     if not root.is_dir():
-        raise CapsvizError(f"{spec}: {root} is not a folder; folder:PATH takes {USER_KINDS['folder'].what}")
+        raise CapsvizError(t("{spec}: {path} is not a folder; folder:PATH takes {what}", spec=spec, path=root, what=what_path("folder")))
     splits, classes = class_folders(root)
     _check_classes(spec, classes)
     scan = _Scan()
@@ -226,7 +296,7 @@ def _scan(root: Path, spec: str) -> tuple[_Scan, tuple[str, ...], bool]:
         if folder is not None:
             hidden = sum(1 for c in folder.iterdir() if c.is_dir() and c.name.startswith("."))
             if hidden:
-                scan.skipped["hidden class folder (a name starting with a dot)"] += hidden
+                scan.skipped[HIDDEN_CLASS] += hidden
     for split, folder in splits.items():
         if folder is None:
             continue
@@ -238,20 +308,20 @@ def _scan(root: Path, spec: str) -> tuple[_Scan, tuple[str, ...], bool]:
                 for f in sorted(filenames):
                     p = Path(dirpath) / f
                     if not _visible(p) or p.is_symlink():
-                        scan.skipped["hidden or a link"] += 1
+                        scan.skipped[HIDDEN] += 1
                     elif not p.is_file():  # a FIFO or a device would block or never end
-                        scan.skipped["not a regular file"] += 1
+                        scan.skipped[NOT_REGULAR] += 1
                     elif p.suffix.lower() not in IMAGE_SUFFIXES:
-                        scan.skipped["not an image (PNG, JPEG, BMP)"] += 1
+                        scan.skipped[NOT_IMAGE] += 1
                     else:
                         try:
                             with Image.open(p) as im:
                                 size, grey = im.size, im.mode in GREY_MODES
                         except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError):
-                            scan.skipped["unreadable"] += 1
+                            scan.skipped[UNREADABLE] += 1
                             continue
                         if size[0] * size[1] > MAX_PICTURE_PIXELS:
-                            scan.skipped[f"over {MAX_PICTURE_PIXELS // 1_000_000} megapixels"] += 1
+                            scan.skipped[too_large(MAX_PICTURE_PIXELS // 1_000_000)] += 1
                             continue
                         scan.files.append((p, label, split, size, grey))
     return scan, classes, splits["test"] is not None
@@ -283,22 +353,30 @@ def picture_array(im, size: int, colour: bool) -> np.ndarray:
     return a.transpose(2, 0, 1) if colour else a[None]
 
 
-def _choose_shape(files: list, resize: int | None) -> tuple[int, bool, list[str]]:
+def _choose_shape(files: list, resize: int | None) -> tuple[int, bool, list[Sentence]]:
     """The side S and colour of the dataset, and sentences saying why."""
     notes = []
     grey = sum(1 for f in files if f[4])
     colour = grey < len(files)
     if colour and grey:
-        notes.append(f"{grey:,} grey images of {len(files):,} made colour (3 channels) to match the colour ones")
+        notes.append(
+            sentence("{grey} grey images of {n} made colour (3 channels) to match the colour ones", grey=f"{grey:,}", n=f"{len(files):,}")
+        )
     sizes = Counter(f[3] for f in files)
     if resize is not None:
-        return resize, colour, notes + [f"every image made {resize}x{resize} (--resize)"]
+        return resize, colour, notes + [sentence("every image made {size}x{size} (--resize)", size=resize)]
     (w, h), _ = sizes.most_common(1)[0]
     side = max(MIN_SIZE, min(w, h, MAX_SIZE))
     if len(sizes) > 1 or w != h or side != w:
         notes.append(
-            f"images of {len(sizes)} size{'s' if len(sizes) > 1 else ''} made {side}x{side} (the most common, {w}x{h}, "
-            "centre-cropped to a square); --resize N chooses another size"
+            sentence_n(
+                "images of {n} size made {side}x{side} (the most common, {w}x{h}, centre-cropped to a square); --resize N chooses another size",
+                "images of {n} sizes made {side}x{side} (the most common, {w}x{h}, centre-cropped to a square); --resize N chooses another size",
+                len(sizes),
+                side=side,
+                w=w,
+                h=h,
+            )
         )
     return side, colour, notes
 
@@ -306,12 +384,16 @@ def _choose_shape(files: list, resize: int | None) -> tuple[int, bool, list[str]
 def read_folder(root: Path, resize: int | None, spec: str) -> UserData:
     scan, classes, has_test = _scan(root, spec)
     if not scan.files:
-        raise CapsvizError(f"{spec}: no readable PNG, JPEG or BMP images in the class folders of {root}")
+        raise CapsvizError(t("{spec}: no readable PNG, JPEG or BMP images in the class folders of {path}", spec=spec, path=root))
     pixels = sum(w * h for _, _, _, (w, h), _ in scan.files)
     if pixels > MAX_DATASET_PIXELS:
         raise CapsvizError(
-            f"{spec}: the pictures hold {pixels / 1e6:,.0f} megapixels in all; at most {MAX_DATASET_PIXELS / 1e6:,.0f} are decoded "
-            "(shrink them first, or use fewer)"
+            t(
+                "{spec}: the pictures hold {n} megapixels in all; at most {most} are decoded (shrink them first, or use fewer)",
+                spec=spec,
+                n=f"{pixels / 1e6:,.0f}",
+                most=f"{MAX_DATASET_PIXELS / 1e6:,.0f}",
+            )
         )
     side, colour, notes = _choose_shape(scan.files, resize)
     channels = 3 if colour else 1
@@ -320,13 +402,13 @@ def read_folder(root: Path, resize: int | None, spec: str) -> UserData:
     for path, label, split, _, _ in scan.files:
         a = _decode(path, side, colour)
         if a is None:
-            scan.skipped["unreadable"] += 1
+            scan.skipped[UNREADABLE] += 1
             continue
         images.append(a)
         labels.append(label)
         splits.append(split)
     if not images:
-        raise CapsvizError(f"{spec}: none of the images in {root} could be decoded")
+        raise CapsvizError(t("{spec}: none of the images in {path} could be decoded", spec=spec, path=root))
     x = torch.from_numpy(np.stack(images))  # (N, C, S, S)
     y = torch.tensor(labels, dtype=torch.int64)
     if has_test:
@@ -336,7 +418,7 @@ def read_folder(root: Path, resize: int | None, spec: str) -> UserData:
         notes.insert(0, split_note(int(is_test.sum()), len(y)))
     skipped = dict(scan.skipped)
     if skipped:
-        notes.append("skipped " + ", ".join(f"{n:,} {why}" for why, n in skipped.items()))
+        notes.append(skipped_note(skipped))
     return _finish(spec, classes, x, y, is_test, notes, skipped, str(root))
 
 
@@ -353,8 +435,30 @@ def held_out(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
     return torch.from_numpy(test)
 
 
-def split_note(n_test: int, n: int) -> str:
-    return f"no test folder: {n_test:,} of {n:,} images held out by a fixed split (1 in {TEST_EVERY} of each class, seed {SPLIT_SEED})"
+def split_note(n_test: int, n: int) -> Sentence:
+    return sentence(
+        "no test folder: {test} of {n} images held out by a fixed split (1 in {every} of each class, seed {seed})",
+        test=f"{n_test:,}",
+        n=f"{n:,}",
+        every=TEST_EVERY,
+        seed=SPLIT_SEED,
+    )
+
+
+def skipped_words(counts: dict[str, int]) -> str:
+    """How many files were skipped for each reason, in the reader's language."""
+    return t(", ").join(t("{n} {why}", n=f"{n:,}", why=reason_words(why)) for why, n in counts.items())
+
+
+class SkippedNote(Sentence):
+    """The note on the files a dataset's reading skipped, said with each reason in the reader's language."""
+
+    def words(self) -> str:
+        return t("skipped {files}", files=skipped_words(self.values["counts"]))
+
+
+def skipped_note(counts: dict[str, int]) -> SkippedNote:
+    return SkippedNote("skipped {files}", files=", ".join(f"{n:,} {why}" for why, n in counts.items()), counts=counts)
 
 
 def kept_classes(spec: str, classes) -> tuple[str, ...]:
@@ -363,19 +467,23 @@ def kept_classes(spec: str, classes) -> tuple[str, ...]:
     that become empty, or the same as another, are refused."""
     kept = tuple(bare(n, MAX_CLASS_NAME * 2) for n in classes)
     if any(not k for k in kept):
-        raise CapsvizError(f"{spec}: a class name is empty once its invisible characters are removed; every class needs a visible name")
+        raise CapsvizError(
+            t("{spec}: a class name is empty once its invisible characters are removed; every class needs a visible name", spec=spec)
+        )
     if len(set(kept)) < len(kept):
         twice = next(k for k in kept if kept.count(k) > 1)
-        raise CapsvizError(f"{spec}: two classes are both named {twice!r} once their invisible characters are removed")
+        raise CapsvizError(
+            t("{spec}: two classes are both named {name} once their invisible characters are removed", spec=spec, name=repr(twice))
+        )
     return kept
 
 
 def _finish(spec, classes, x, y, is_test, notes, skipped, origin) -> UserData:
     classes = kept_classes(spec, classes)
     if not bool((~is_test).any()):
-        raise CapsvizError(f"{spec}: no training images")
+        raise CapsvizError(t("{spec}: no training images", spec=spec))
     if not bool(is_test.any()):
-        raise CapsvizError(f"{spec}: no test images; give each class at least 2 images, or a test/ folder")
+        raise CapsvizError(t("{spec}: no test images; give each class at least 2 images, or a test/ folder", spec=spec))
     train = _image_set(spec, "train", x[~is_test], y[~is_test], origin)
     test = _image_set(spec, "test", x[is_test], y[is_test], origin)
     return UserData(spec, tuple(classes), train, test, x.shape[-1], x.shape[1], tuple(notes), skipped)
@@ -410,7 +518,9 @@ def _as_uint8(images: np.ndarray, name: str) -> np.ndarray:
     if images.ndim == 3:
         images = images[..., None]
     if images.ndim != 4 or images.shape[-1] not in (1, 3, 4):
-        raise CapsvizError(f"{name}: must have shape (N, H, W) or (N, H, W, C) with C 1, 3 or 4; found {images.shape}")
+        raise CapsvizError(
+            t("{name}: must have shape (N, H, W) or (N, H, W, C) with C 1, 3 or 4; found {shape}", name=name, shape=images.shape)
+        )
     if images.shape[-1] == 4:
         images = images[..., :3]  # alpha dropped
     if images.dtype == np.uint8:
@@ -418,21 +528,30 @@ def _as_uint8(images: np.ndarray, name: str) -> np.ndarray:
     elif np.issubdtype(images.dtype, np.floating) or np.issubdtype(images.dtype, np.integer):
         f = images.astype(np.float32)
         if not np.isfinite(f).all():
-            raise CapsvizError(f"{name}: holds NaN or infinite values")
+            raise CapsvizError(t("{name}: holds NaN or infinite values", name=name))
         scale = 255.0 if f.size and float(f.max()) <= 1.0 else 1.0
         out = np.clip(np.rint(f * scale), 0, 255).astype(np.uint8)
     else:
-        raise CapsvizError(f"{name}: must be uint8 or float numbers, found {images.dtype}")
+        raise CapsvizError(t("{name}: must be uint8 or float numbers, found {dtype}", name=name, dtype=images.dtype))
     return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
 
 
 def _labels(labels: np.ndarray, n: int, name: str) -> np.ndarray:
     if labels.ndim != 1 or len(labels) != n:
-        raise CapsvizError(f"{name}: must be a list (N,) of {n} class numbers, one per image; found shape {labels.shape}")
+        raise CapsvizError(
+            t("{name}: must be a list (N,) of {n} class numbers, one per image; found shape {shape}", name=name, n=n, shape=labels.shape)
+        )
     if not np.issubdtype(labels.dtype, np.integer) or (len(labels) and int(labels.min()) < 0):
-        raise CapsvizError(f"{name}: must be class numbers 0, 1, 2, ...; found {labels.dtype} values")
+        raise CapsvizError(t("{name}: must be class numbers 0, 1, 2, ...; found {dtype} values", name=name, dtype=labels.dtype))
     if len(labels) and int(labels.max()) >= MAX_CLASSES:  # compared as Python ints: uint64's 2**64-1 is not -1
-        raise CapsvizError(f"{name}: class numbers go up to {int(labels.max()):,}; a model here has at most {MAX_CLASSES} classes")
+        raise CapsvizError(
+            t(
+                "{name}: class numbers go up to {top}; a model here has at most {most} classes",
+                name=name,
+                top=f"{int(labels.max()):,}",
+                most=MAX_CLASSES,
+            )
+        )
     return labels.astype(np.int64)
 
 
@@ -441,15 +560,26 @@ def _from_arrays(spec, origin, x_train, y_train, x_test, y_test, classes, resize
     _check_classes(spec, classes)
     top = max(int(y_train.max(initial=0)), int(y_test.max(initial=0)) if y_test is not None else 0)
     if top >= len(classes):
-        raise CapsvizError(f"{spec}: labels go up to {top}, but there are {len(classes)} class names")
+        raise CapsvizError(t("{spec}: labels go up to {top}, but there are {n} class names", spec=spec, top=top, n=len(classes)))
     if x_test is not None and x_test.shape[1:] != x_train.shape[1:]:
-        raise CapsvizError(f"{spec}: test images are {x_test.shape[1:]}, training images {x_train.shape[1:]}; they must match")
+        raise CapsvizError(
+            t(
+                "{spec}: test images are {test}, training images {train}; they must match",
+                spec=spec,
+                test=x_test.shape[1:],
+                train=x_train.shape[1:],
+            )
+        )
     C, H, W = x_train.shape[1:]
     side = resize or max(MIN_SIZE, min(H, W, MAX_SIZE))
     if resize:
-        notes.append(f"every image made {side}x{side} (--resize)")
+        notes.append(sentence("every image made {size}x{size} (--resize)", size=side))
     elif H != W or side != H:
-        notes.append(f"images of {W}x{H} made {side}x{side} (centre-cropped to a square); --resize N chooses another size")
+        notes.append(
+            sentence(
+                "images of {w}x{h} made {side}x{side} (centre-cropped to a square); --resize N chooses another size", w=W, h=H, side=side
+            )
+        )
     n = len(x_train) + (len(x_test) if x_test is not None else 0)
     _check_bytes(spec, n, C, side)
     x = torch.from_numpy(x_train)
@@ -469,15 +599,17 @@ def read_npz(path: Path, resize: int | None, spec: str) -> UserData:
     import zipfile
 
     if not path.is_file():
-        raise CapsvizError(f"{spec}: {path} is not a file; npz:PATH takes {USER_KINDS['npz'].what}")
+        raise CapsvizError(t("{spec}: {path} is not a file; npz:PATH takes {what}", spec=spec, path=path, what=what_path("npz")))
     _check_npy_headers(path, spec)
     try:
         with np.load(path, allow_pickle=False) as z:
             keys = set(z.files)
             if not {"images", "labels"} <= keys:
-                raise CapsvizError(f"{spec}: {path} holds {sorted(keys)}; it needs arrays named images and labels")
+                raise CapsvizError(
+                    t("{spec}: {path} holds {found}; it needs arrays named images and labels", spec=spec, path=path, found=sorted(keys))
+                )
             if ("test_images" in keys) != ("test_labels" in keys):
-                raise CapsvizError(f"{spec}: give both test_images and test_labels, or neither")
+                raise CapsvizError(t("{spec}: give both test_images and test_labels, or neither", spec=spec))
             x = _as_uint8(z["images"], f"{spec}: images")
             y = _labels(z["labels"], len(x), f"{spec}: labels")
             x_test = y_test = None
@@ -488,16 +620,23 @@ def read_npz(path: Path, resize: int | None, spec: str) -> UserData:
     except CapsvizError:
         raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        raise CapsvizError(f"{spec}: not a readable .npz file ({type(e).__name__}: {str(e)[:200]})") from None
+        raise CapsvizError(t("{spec}: not a readable .npz file ({why})", spec=spec, why=f"{type(e).__name__}: {str(e)[:200]}")) from None
     except MemoryError:
-        raise CapsvizError(f"{spec}: its arrays do not fit in this machine's memory") from None
+        raise CapsvizError(t("{spec}: its arrays do not fit in this machine's memory", spec=spec)) from None
     if len(x) == 0:
-        raise CapsvizError(f"{spec}: images is empty")
+        raise CapsvizError(t("{spec}: images is empty", spec=spec))
     count = max(int(y.max()), int(y_test.max()) if y_test is not None and len(y_test) else 0) + 1
     if names is None:
         classes = tuple(str(k) for k in range(count))
     elif names.ndim != 1 or names.dtype.kind not in "US":
-        raise CapsvizError(f"{spec}: class_names must be a list of strings, found {names.dtype} of shape {names.shape}")
+        raise CapsvizError(
+            t(
+                "{spec}: class_names must be a list of strings, found {dtype} of shape {shape}",
+                spec=spec,
+                dtype=names.dtype,
+                shape=names.shape,
+            )
+        )
     else:
         classes = tuple(str(n.decode() if isinstance(n, bytes) else n) for n in names.tolist())
     return _from_arrays(spec, str(path), x, y, x_test, y_test, classes, resize, [])
@@ -524,13 +663,21 @@ def _check_npy_headers(path: Path, spec: str) -> None:
                     if need > info.file_size or int(np.prod(shape, dtype=object)) > MAX_DATASET_BYTES:
                         name = info.filename.removesuffix(".npy")[:100]
                         raise CapsvizError(
-                            f"{spec}: its array {name} declares shape {shape} ({need / 2**30:,.1f} GiB), "
-                            f"but the file holds {info.file_size:,} bytes for it (at most {MAX_DATASET_BYTES >> 30} GiB of images)"
+                            t(
+                                "{spec}: its array {name} declares shape {shape} ({need} GiB), but the file holds {size} bytes "
+                                "for it (at most {most} GiB of images)",
+                                spec=spec,
+                                name=name,
+                                shape=shape,
+                                need=f"{need / 2**30:,.1f}",
+                                size=f"{info.file_size:,}",
+                                most=MAX_DATASET_BYTES >> 30,
+                            )
                         )
     except CapsvizError:
         raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, TypeError, SyntaxError) as e:
-        raise CapsvizError(f"{spec}: not a readable .npz file ({type(e).__name__}: {str(e)[:200]})") from None
+        raise CapsvizError(t("{spec}: not a readable .npz file ({why})", spec=spec, why=f"{type(e).__name__}: {str(e)[:200]}")) from None
 
 
 def read_cifar10(root: Path, resize: int | None, spec: str) -> UserData:
@@ -541,15 +688,30 @@ def read_cifar10(root: Path, resize: int | None, spec: str) -> UserData:
         root = root / "cifar-10-batches-bin"
     train_files = sorted(root.glob("data_batch_*.bin"))
     if not root.is_dir() or not train_files or not (root / "test_batch.bin").is_file():
-        raise CapsvizError(f"{spec}: no data_batch_N.bin and test_batch.bin in {root}; cifar10:PATH takes {USER_KINDS['cifar10'].what}")
+        raise CapsvizError(
+            t(
+                "{spec}: no data_batch_N.bin and test_batch.bin in {path}; cifar10:PATH takes {what}",
+                spec=spec,
+                path=root,
+                what=what_path("cifar10"),
+            )
+        )
 
     def records(files) -> tuple[np.ndarray, np.ndarray]:
         parts = []
         for f in files:
             if not f.is_file():  # a FIFO named data_batch_1.bin would never end
-                raise CapsvizError(f"{spec}: {f.name} is not a regular file")
+                raise CapsvizError(t("{spec}: {name} is not a regular file", spec=spec, name=f.name))
             if f.stat().st_size % CIFAR_RECORD or f.stat().st_size > MAX_DATASET_BYTES:
-                raise CapsvizError(f"{spec}: {f.name} is {f.stat().st_size:,} bytes, not a whole number of {CIFAR_RECORD}-byte records")
+                raise CapsvizError(
+                    t(
+                        "{spec}: {name} is {size} bytes, not a whole number of {record}-byte records",
+                        spec=spec,
+                        name=f.name,
+                        size=f"{f.stat().st_size:,}",
+                        record=CIFAR_RECORD,
+                    )
+                )
             parts.append(np.fromfile(f, dtype=np.uint8).reshape(-1, CIFAR_RECORD))
         r = np.concatenate(parts)
         return r[:, 1:].reshape(-1, 3, 32, 32), r[:, 0].astype(np.int64)
@@ -558,5 +720,9 @@ def read_cifar10(root: Path, resize: int | None, spec: str) -> UserData:
     x_test, y_test = records([root / "test_batch.bin"])
     meta = root / "batches.meta.txt"
     classes = tuple(n.strip() for n in meta.read_text(errors="replace").splitlines() if n.strip()) if meta.is_file() else CIFAR10_NAMES
-    notes = [f"{len(train_files)} training batch{'es' if len(train_files) > 1 else ''} ({', '.join(f.name for f in train_files)})"]
+    notes = [
+        sentence_n(
+            "{n} training batch ({files})", "{n} training batches ({files})", len(train_files), files=", ".join(f.name for f in train_files)
+        )
+    ]
     return _from_arrays(spec, str(root), x, y, x_test, y_test, classes, resize, notes)

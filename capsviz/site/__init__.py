@@ -26,6 +26,7 @@ from capsviz import glossary
 from capsviz.analysis import rules, why
 from capsviz.analysis.playground import I_TOY, LIMIT, _dynamic_presets
 from capsviz.analysis.tour import tour_of
+from capsviz.entries import Layout
 from capsviz.errors import CapsvizError
 from capsviz.i18n import LANGUAGES, speaking
 from capsviz.registry import FAMILIES, ROUTINGS, resolve
@@ -61,21 +62,13 @@ STEP_TERMS = {
     "reconstruction": ["reconstruction"],
     "lab": ["uniform", "random_couplings"],
 }
-# Efficient-CapsNet's steps of the same name explain other things: its primary capsules are not on a
-# grid of positions (the "primary" entry describes the paper CapsNet's 32 types at 6x6 places)
-ROUTING_STEP_TERMS = {
-    "self-attention": {
-        "input": ["capsule", "efficient"],
-        "convs": ["relu", "batchnorm"],
-        "primary": ["efficient_squash", "length", "pose"],
-    }
-}
 
 
-def step_terms(routing: str, key: str) -> list[str]:
-    """The glossary entries of tour step `key` ("iteration3" is an "iteration" step) for a model routing so."""
+def step_terms(family: str, key: str) -> list[str]:
+    """The glossary entries of tour step `key` ("iteration3" is an "iteration" step) for a model of
+    `family`: its entry's own (capsviz.entries.Family.tour_terms) where it has them, else every tour's."""
     kind = re.sub(r"^iteration[0-9]+$", "iteration", key)
-    return ROUTING_STEP_TERMS.get(routing, {}).get(kind, STEP_TERMS.get(kind, []))
+    return FAMILIES[family].tour_terms.get(kind, STEP_TERMS.get(kind, []))
 
 
 # index.html's marker for the files the page asks for before its program runs
@@ -187,11 +180,20 @@ def _em_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: str)
     }
 
 
+def _routed(cfg) -> tuple[int, Layout]:
+    """A site model's routing iterations (1 for a one-pass routing) and where its primary capsules
+    sit, from its routing's and its family's entries."""
+    iterations = cfg.routing_iterations if ROUTINGS[cfg.routing].iterative else 1
+    return iterations, FAMILIES[cfg.family].primary_layout(cfg)
+
+
 def _tour_steps(model, meta) -> list:
     """The tour's steps for a model, their titles in this run's language."""
     cfg = model.config
-    iterations = cfg.routing_iterations if ROUTINGS[cfg.routing].iterative else 1  # dynamic routing's, or EM's
-    return tour_of(cfg).steps(iterations, glossary.class_words(meta), cfg.primary_grid if cfg.routing == "dynamic" else None)
+    if FAMILIES[cfg.family].layout is None:  # matrix capsules (the EM tour): no primary grid to name, EM's own iterations
+        return tour_of(cfg).steps(cfg.routing_iterations, glossary.class_words(meta), None)
+    iterations, layout = _routed(cfg)
+    return tour_of(cfg).steps(iterations, glossary.class_words(meta), layout.grid or None)
 
 
 def chapter(out: Path, path: Path, meta, baselines: dict, changes: dict) -> dict | None:
@@ -243,7 +245,7 @@ def words_in(lang: str, tours: dict, em: bool, chapter: bool = False) -> dict:
 def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: str) -> dict:
     """What the front end reads of one model (site.js)."""
     cfg = model.config
-    iterations = cfg.routing_iterations if cfg.routing == "dynamic" else 1
+    iterations, layout = _routed(cfg)
     return {
         "name": path.name,
         "routing": cfg.routing,
@@ -252,9 +254,10 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
         "channels": cfg.in_channels,
         "classes": list(meta.class_names),
         "dim": cfg.digit_dim,
-        # a CapsNet's primary capsules sit on a grid over the image; Efficient-CapsNet's each see all of it
-        "grid": cfg.primary_grid if cfg.routing == "dynamic" else None,
-        "types": cfg.primary_types if cfg.routing == "dynamic" else None,
+        # where the primary capsules sit (its family's layout): a CapsNet's on a grid over the image,
+        # Efficient-CapsNet's nowhere in particular (each sees all of it)
+        "grid": layout.grid or None,
+        "types": layout.types or None,
         "images": images_key,
         "digits": 2 if meta.dataset == "multimnist" else 1,  # MultiMNIST: two digits in each image, the two longest capsules the answer
         "graphs": graphs,
@@ -264,7 +267,7 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
                 "kind": words.step_kind(s.key)[0],
                 "iteration": words.step_kind(s.key)[1],
                 "title": s.title,
-                "terms": step_terms(cfg.routing, s.key),
+                "terms": step_terms(cfg.family, s.key),
             }
             for s in _tour_steps(model, meta)
         ],

@@ -45,7 +45,7 @@ MARKS = """(() => {
     "first view": first("capsviz: first view"),
   }).filter(([, v]) => v !== undefined);
 })()"""
-STAGES = ("program running", "runtime fetched", "first session", "model open", "first view")
+FIRST_VIEW_STAGES = ("program running", "runtime fetched", "first session", "model open", "first view")
 
 
 def _p(values: list[float], q: float) -> float:
@@ -143,9 +143,9 @@ def main(argv=None) -> int:
             loads.append(os.getloadavg()[0])
 
         print("\nWhere the first view's time goes: the median ms from navigation start at which each mark fell")
-        print("\n| link | " + " | ".join(STAGES) + " |\n|---|" + "---:|" * len(STAGES))
+        print("\n| link | " + " | ".join(FIRST_VIEW_STAGES) + " |\n|---|" + "---:|" * len(FIRST_VIEW_STAGES))
         for model in (None, "capsnet-mnist"):
-            cells = [f"{statistics.median(marks[(model, k)]):,.0f}" if (model, k) in marks else "-" for k in STAGES]
+            cells = [f"{statistics.median(marks[(model, k)]):,.0f}" if (model, k) in marks else "-" for k in FIRST_VIEW_STAGES]
             print(f"| {model or DEFAULT_MODELS[0]} | " + " | ".join(cells) + " |")
         print(f"\nload average (1 min) during the runs: {min(loads):.1f} to {max(loads):.1f}")
 

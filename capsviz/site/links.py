@@ -57,3 +57,11 @@ def site_link(page: str, query: dict, runs_in_site: bool, base: str | None = Non
     if language() != SOURCE:  # the site opens in the language the student reads the app in
         params["lang"] = language()
     return f"{base.split('?')[0].rstrip('/')}/?{urlencode(params)}"
+
+
+def site_tour_step(step: int, chapter: int, walk: int) -> int | None:
+    """The site's tour step for the app's tour `step`: the app's tour opens with `chapter` steps of
+    the Why capsules chapter that the site's tour does not have, then the `walk` steps both share,
+    then "Where I stand". None where the site has no such step (its tour then opens at the start)."""
+    k = step - chapter
+    return k if 1 <= k <= walk else None

@@ -122,7 +122,10 @@ def squash_curve() -> go.Figure:
     fig = go.Figure(go.Scatter(x=n, y=n**2 / (1 + n**2), name="|v| = |s|^2 / (1 + |s|^2)"))
     fig.add_trace(go.Scatter(x=n, y=np.minimum(n, 1), name=t("|s| (clipped at 1)"), line=dict(dash="dot")))
     fig.update_layout(
-        xaxis_title="|s| (length before squash)", yaxis_title="|v| (length after)", height=280, margin=dict(l=10, r=10, t=10, b=10)
+        xaxis_title=t("|s| (length before squash)"),
+        yaxis_title=t("|v| (length after)"),
+        height=280,
+        margin=dict(l=10, r=10, t=10, b=10),
     )
     return fig
 
@@ -344,7 +347,9 @@ def seed_strip(errors: dict[str, list[float]], seeds: tuple[int, ...], title: st
     fig = go.Figure()
     for k, (name, values) in enumerate(errors.items()):
         colour = colours[k % len(colours)]
-        fig.add_bar(x=[name], y=[sum(values) / len(values)], marker_color=colour, opacity=0.35, name=f"{name}: mean", showlegend=False)
+        fig.add_bar(
+            x=[name], y=[sum(values) / len(values)], marker_color=colour, opacity=0.35, name=t("{name}: mean", name=name), showlegend=False
+        )
         fig.add_scatter(
             x=[name] * len(values),
             y=values,

@@ -12,7 +12,7 @@ from capsviz.families.capsnet.tour import CapsNetTour
 from capsviz.families.matrix_capsnet.tour import MatrixTour
 from capsviz.i18n import t
 from capsviz.viz import overlay
-from capsviz.viz.teach import INK, _canvas, dynamic_frame, em_frame, font
+from capsviz.viz.teach import INK, _canvas, draw_lines, dynamic_frame, em_frame, font, line_height, wrap
 
 
 def gif_bytes(frames: list[Image.Image], ms_per_frame: int = 1200, last_ms: int = 2500) -> bytes:
@@ -177,21 +177,25 @@ def coupling_frames(
     for it in range(T) if only is None else [only]:
         tiles = [overlay(image, c_maps[it, j], scale=3, lo=lo, hi=hi) for j in range(J)]
         w, h = tiles[0].size
-        img, draw = _canvas(J * (w + 6) + 10, h + 70)
-        draw.text(
-            (10, 8),
-            t("Iteration {k} of {T}: coupling c to each {capsule} over the input", k=it + 1, T=T, capsule=capsule),
-            fill=INK,
-            font=font(16),
+        width = J * (w + 6) + 10
+        titled = wrap(
+            t("Iteration {k} of {T}: coupling c to each {capsule} over the input", k=it + 1, T=T, capsule=capsule), font(16), width - 20
         )
-        draw.text(
-            (10, 30),
+        scaled = wrap(
             t("red: a larger share of the vote; one scale for every iteration, c from {lo} to {hi}", lo=f"{lo:.3f}", hi=f"{hi:.3f}"),
-            fill=INK,
-            font=font(12),
+            font(12),
+            width - 20,
         )
+        named = [wrap(str(n), font(12), w) for n in names]  # each under its tile, centred
+        top = 8 + len(titled) * line_height(font(16)) + len(scaled) * line_height(font(12)) + 6
+        img, draw = _canvas(width, top + h + 6 + max(map(len, named)) * line_height(font(12)))
+        y = 8 + draw_lines(draw, (10, 8), titled, font(16), INK)
+        draw_lines(draw, (10, y), scaled, font(12), INK)
         for j, tile in enumerate(tiles):
-            img.paste(tile, (10 + j * (w + 6), 50))
-            draw.text((10 + j * (w + 6) + w // 2 - 4, 52 + h), str(names[j]), fill=INK, font=font(12))
+            x = 10 + j * (w + 6)
+            img.paste(tile, (x, top))
+            for k, line in enumerate(named[j]):
+                middle = x + (w - font(12).getlength(line)) / 2
+                draw.text((middle, top + 2 + h + k * line_height(font(12))), line, fill=INK, font=font(12))
         frames.append(img)
     return frames

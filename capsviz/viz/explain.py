@@ -12,7 +12,7 @@ from capsviz.analysis.explain import panel_order
 from capsviz.analysis.routing import EMTrace, vote_histograms
 from capsviz.i18n import N_, t
 from capsviz.viz import to_image
-from capsviz.viz.teach import GREY, INK, _canvas, font
+from capsviz.viz.teach import GREY, INK, _canvas, draw_lines, font, line_height, wrap
 
 WINNER = (214, 39, 40)
 OTHER = (120, 140, 170)
@@ -53,26 +53,32 @@ def histogram_panels(
     `order` (the first, the winner, in red with a red frame), all on one y scale `ymax` so the
     panels compare. counts (J, nbins) over [0, limit]; notes: one line under each panel's name."""
     J, nb = counts.shape
-    pw, ph, gap, head = 200, 120, 16, 62
+    pw, ph, gap = 200, 120, 16
     rows = -(-J // columns)
     W = 50 + columns * (pw + gap)
-    H = head + rows * (ph + 62) + 30
+    titled = wrap(title, font(19), W - 24)
+    keyed = wrap(t("{key} (same height scale in every panel, top = {top})", key=t(HISTOGRAM_KEY), top=f"{ymax:.3g}"), font(13), W - 24)
+    axis = wrap(t("x axis: {axis}", axis=t(HISTOGRAM_X)), font(13), W - 50)
+    labels = [
+        wrap(t("class {name} (winner)", name=names[j]) if k == 0 else t("class {name}", name=names[j]), font(16), pw)
+        for k, j in enumerate(order)
+    ]
+    said = [wrap(n, font(12), pw) for n in notes]
+    above = max(len(a) * line_height(font(16)) + len(b) * line_height(font(12)) for a, b in zip(labels, said, strict=True)) + 2
+    head = 8 + len(titled) * line_height(font(19)) + len(keyed) * line_height(font(13)) + 8
+    cell = above + ph + 24  # a panel: its name and notes, the histogram, the ticks under it
+    H = head + rows * cell + len(axis) * line_height(font(13)) + 10
     img, d = _canvas(W, H)
-    d.text((12, 8), title, fill=INK, font=font(19))
-    d.text(
-        (12, 32),
-        t("{key} (same height scale in every panel, top = {top})", key=t(HISTOGRAM_KEY), top=f"{ymax:.3g}"),
-        fill=GREY,
-        font=font(13),
-    )
+    y = 8 + draw_lines(d, (12, 8), titled, font(19), INK)
+    draw_lines(d, (12, y), keyed, font(13), GREY)
     for k, j in enumerate(order):
         r, c = divmod(k, columns)
-        x0, y0 = 40 + c * (pw + gap), head + 34 + r * (ph + 62)
-        label = t("class {name} (winner)", name=names[j]) if k == 0 else t("class {name}", name=names[j])
-        d.text((x0, y0 - 36), label, fill=WINNER if k == 0 else INK, font=font(16))
-        d.text((x0, y0 - 17), notes[k], fill=INK, font=font(12))
+        x0, y0 = 40 + c * (pw + gap), head + r * cell + above
+        under = y0 - 2 - len(said[k]) * line_height(font(12))
+        draw_lines(d, (x0, under - len(labels[k]) * line_height(font(16))), labels[k], font(16), WINNER if k == 0 else INK)
+        draw_lines(d, (x0, under), said[k], font(12), INK)
         _histogram(d, x0, y0, pw, ph, counts[j], limit, ymax, k == 0)
-    d.text((40, H - 22), t("x axis: {axis}", axis=t(HISTOGRAM_X)), fill=INK, font=font(13))
+    draw_lines(d, (40, head + rows * cell + 4), axis, font(13), INK)
     return img
 
 
@@ -86,16 +92,13 @@ def histogram_panel(counts: np.ndarray, limit: float, name: str, notes: list[str
     at its own size: a page lays the panels out in as many columns as the screen holds, so each
     stays readable on a phone. notes: short lines under its name."""
     pw, ph, x0 = PANEL_WIDTH - 20, 90, 10
-    y0 = 8 + 20 + 16 * len(notes) + 4
+    label = wrap(t("class {name} (winner)", name=name) if winner else t("class {name}", name=name), font(15), pw)
+    said = [line for note in notes for line in wrap(note, font(12), pw)]
+    y = 6 + len(label) * line_height(font(15)) + 2
+    y0 = y + len(said) * line_height(font(12)) + 4
     img, d = _canvas(PANEL_WIDTH, y0 + ph + 24)
-    d.text(
-        (x0, 6),
-        t("class {name} (winner)", name=name) if winner else t("class {name}", name=name),
-        fill=WINNER if winner else INK,
-        font=font(15),
-    )
-    for k, line in enumerate(notes):
-        d.text((x0, 28 + 16 * k), line, fill=INK, font=font(12))
+    draw_lines(d, (x0, 6), label, font(15), WINNER if winner else INK)
+    draw_lines(d, (x0, y), said, font(12), INK)
     _histogram(d, x0, y0, pw, ph, counts, limit, ymax, winner)
     return img
 
@@ -160,11 +163,12 @@ def labelled_grid(grid: np.ndarray, rows: list[str], columns: list[str], scale: 
     R, C = grid.shape[:2]
     H, W = grid.shape[-2:]
     f = font(16)  # the page shows the grid narrower than drawn: labels that still read there
-    left, top = 56, 60 if title else 30
     tile_w, tile_h = W * scale, H * scale
-    img, d = _canvas(left + C * (tile_w + gap) + 6, top + R * (tile_h + gap) + 6)
-    if title:
-        d.text((6, 4), title, fill=INK, font=font(18))
+    left, width = 56, 56 + C * (tile_w + gap) + 6
+    titled = wrap(title, font(18), width - 12) if title else []
+    top = 30 + (len(titled) * line_height(font(18)) + 6 if title else 0)
+    img, d = _canvas(width, top + R * (tile_h + gap) + 6)
+    draw_lines(d, (6, 4), titled, font(18), INK)
     for c, name in enumerate(columns):
         x = left + c * (tile_w + gap) + tile_w / 2 - d.textlength(name, font=f) / 2
         d.text((x, top - 22), name, fill=INK, font=f)
@@ -193,18 +197,21 @@ def coupling_overlays(
     inputs: one (H, W) image per block; maps (blocks, rows, T, G, G)."""
     blocks, rows, T = maps.shape[:3]
     H, W = inputs[0].shape
-    tw, th, gap, left, top = W * scale, H * scale, 8, 110, 82
+    tw, th, gap, left = W * scale, H * scale, 8, 110
     block_w = T * (tw + gap) + 24
-    img, d = _canvas(left + blocks * block_w + 10, top + rows * (th + gap) + 50)
-    d.text((10, 8), title, fill=INK, font=font(17))
+    width = left + blocks * block_w + 10
+    titled = wrap(title, font(17), width - 20)
+    scaled = wrap(coupling_scale_words(low, high, maps.shape[-1]), font(13), width - 20)
+    named = [wrap(n, font(16), block_w - 24) for n in group_names]
+    # room for the title and the blocks' names over the iteration numbers: more lines where they wrap
+    top = 82 + (len(titled) - 1) * line_height(font(17)) + (max(map(len, named)) - 1) * line_height(font(16))
+    img, d = _canvas(width, top + rows * (th + gap) + 12 + len(scaled) * line_height(font(13)))
+    draw_lines(d, (10, 8), titled, font(17), INK)
     for k in range(blocks):
-        _coupling_block(img, d, left + k * block_w, top, inputs[k], maps[k], group_names[k], low, high, scale)
+        _coupling_block(img, d, left + k * block_w, top, inputs[k], maps[k], named[k], low, high, scale)
     for r in range(rows):
-        for n, line in enumerate(row_names[r].split("\n")):
-            d.text((10, top + r * (th + gap) + 10 + 18 * n), line, fill=INK, font=font(14))
-    d.text(
-        (10, top + rows * (th + gap) + 8), coupling_scale_words(low, high, maps.shape[-1]).replace("; ", ".\n", 1), fill=INK, font=font(13)
-    )
+        draw_lines(d, (10, top + r * (th + gap) + 10), wrap(row_names[r], font(14), left - 16), font(14), INK)
+    draw_lines(d, (10, top + rows * (th + gap) + 8), scaled, font(13), INK)
     return img
 
 
@@ -227,22 +234,24 @@ def coupling_block(
     phone, each at a size that stays readable there; the scale goes in the page's caption."""
     rows, T = maps.shape[:2]
     H, W = image.shape
-    tw, th, gap, left, top = W * scale, H * scale, 6, 96, 54
-    img, d = _canvas(left + T * (tw + gap) + 4, top + rows * (th + gap))
-    _coupling_block(img, d, left, top, image, maps, name, low, high, scale, gap)
+    tw, th, gap, left = W * scale, H * scale, 6, 96
+    width = left + T * (tw + gap) + 4
+    named = wrap(name, font(16), width - left)
+    top = 54 + (len(named) - 1) * line_height(font(16))
+    img, d = _canvas(width, top + rows * (th + gap))
+    _coupling_block(img, d, left, top, image, maps, named, low, high, scale, gap)
     for r in range(rows):
-        for n, line in enumerate(row_names[r].split("\n")):
-            d.text((6, top + r * (th + gap) + 8 + 17 * n), line, fill=INK, font=font(13))
+        draw_lines(d, (6, top + r * (th + gap) + 8), wrap(row_names[r], font(13), left - 10), font(13), INK)
     return img
 
 
-def _coupling_block(img, d, x0: int, top: int, image, maps, name: str, low: float, high: float, scale: int, gap: int = 8) -> None:
-    """One input's maps (rows, T, G, G) over it, the block's name and iteration numbers above."""
+def _coupling_block(img, d, x0: int, top: int, image, maps, name: list[str], low: float, high: float, scale: int, gap: int = 8) -> None:
+    """One input's maps (rows, T, G, G) over it, the block's name (its lines) and iteration numbers above."""
     rows, T = maps.shape[:2]
     H, W = image.shape
     tw, th = W * scale, H * scale
     span = max(high - low, 1e-12)
-    d.text((x0, top - 46), name, fill=INK, font=font(16))
+    draw_lines(d, (x0, top - 46 - (len(name) - 1) * line_height(font(16))), name, font(16), INK)
     g = np.clip(image, 0, 1) * 0.6
     for it in range(T):
         d.text((x0 + it * (tw + gap) + 4, top - 20), t("iteration {k}", k=it + 1), fill=GREY, font=font(14))

@@ -7,13 +7,14 @@ does not depend on).
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from capsviz.i18n import language, t
+from capsviz.i18n import N_, language, t
 from capsviz.viz import grey, to_image
 
 UPPER_COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44)]  # one per upper capsule, as in the bars
@@ -49,6 +50,82 @@ def font_note(lang: str) -> str | None:
 def _font(lang: str, size: int) -> ImageFont.FreeTypeFont:
     path = export_font(lang)
     return ImageFont.truetype(str(path), size) if path else ImageFont.load_default(size=size)
+
+
+# ---------- words laid out to fit: Chinese and Japanese are written without spaces, and a CJK
+# character is about as wide as the font is high, so a line that fits in English may not fit in
+# them: every text a figure draws is wrapped to the room it has, and the figure grows to hold it.
+_CJK = "\u2e80-\u2fff\u3000-\u30ff\u3400-\u9fff\uf900-\ufaff\uff00-\uffef"
+_UNIT = re.compile(f"\\s+|[{_CJK}]|[^\\s{_CJK}]+")
+# marks a line may not start with (they close what comes before) or end with (they open what follows)
+_CLOSING = set("、。，．：；！？）」』】〕〉》・ー々ぁぃぅぇぉっゃゅょァィゥェォッャュョ,.:;!?)]}%")
+_OPENING = set("（「『【〔〈《([{")
+
+
+def line_height(f: ImageFont.FreeTypeFont) -> int:
+    """Pixels from one line of `f` to the next."""
+    ascent, descent = f.getmetrics()
+    return ascent + descent + 2
+
+
+def _units(text: str) -> list[str]:
+    """`text` in the pieces a line may break between: words, runs of spaces and single CJK
+    characters, a closing mark kept with what it closes and an opening mark with what it opens."""
+    units: list[str] = []
+    for u in _UNIT.findall(text):
+        if units and not units[-1].isspace() and not u.isspace() and (u[0] in _CLOSING or units[-1][-1] in _OPENING):
+            units[-1] += u
+        else:
+            units.append(u)
+    return units
+
+
+def wrap(text: str, f: ImageFont.FreeTypeFont, width: float) -> list[str]:
+    """`text` as lines no wider than `width` pixels in font `f`, broken at spaces and between any two
+    Chinese or Japanese characters (never before a closing mark); its own line breaks are kept. A
+    word wider than `width` stands alone on its line."""
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for unit in _units(paragraph):
+            if unit.isspace():
+                line += unit if line else ""
+                continue
+            if not line or f.getlength(line + unit) <= width:
+                line += unit
+            else:
+                lines.append(line.rstrip())
+                line = unit
+        lines.append(line.rstrip())
+    return lines
+
+
+def flow(items: list[str], f: ImageFont.FreeTypeFont, width: float, gap: str = "   ") -> list[str]:
+    """Legend items in lines no wider than `width`: side by side, `gap` apart, while they fit; an
+    item that does not fit on a line of its own is wrapped (`wrap`)."""
+    lines: list[str] = []
+    line = ""
+    for item in items:
+        if line and f.getlength(line + gap + item) <= width:
+            line += gap + item
+            continue
+        if line:
+            lines.append(line)
+        *whole, line = wrap(item, f, width)
+        lines += whole
+    return lines + ([line] if line else [])
+
+
+def draw_lines(draw: ImageDraw.ImageDraw, xy, lines: list[str], f: ImageFont.FreeTypeFont, fill) -> int:
+    """`lines` one under the other from `xy`; returns the height they take."""
+    x, y = xy
+    for k, line in enumerate(lines):
+        draw.text((x, y + k * line_height(f)), line, fill=fill, font=f)
+    return len(lines) * line_height(f)
+
+
+def _height(lines: list[str], f: ImageFont.FreeTypeFont) -> int:
+    return len(lines) * line_height(f)
 
 
 class Plane:
@@ -108,24 +185,96 @@ def _canvas(width: int, height: int) -> tuple[Image.Image, ImageDraw.ImageDraw]:
     return img, ImageDraw.Draw(img, "RGBA")
 
 
-def _share_bars(draw, x: int, y: int, shares: np.ndarray, names: list[str], note: str, width: int = 300) -> int:
-    """One stacked horizontal bar per row of `shares` (rows sum to at most 1), coloured per upper
-    capsule, each part labelled with its value. Returns the y below the last bar."""
+BAR = 300  # pixels of a full share bar
+BAR_ROW = 24  # pixels from one bar to the next
+
+
+def _bar_label_width(names: list[str]) -> int:
     f = font(13)
-    label_w = max(90, 8 + max(int(draw.textlength(n, font=f)) for n in names))
+    return max(90, 8 + max(int(f.getlength(n)) for n in names))
+
+
+def _share_bars(draw, x: int, y: int, shares: np.ndarray, names: list[str], note: list[str]) -> None:
+    """One stacked horizontal bar per row of `shares` (rows sum to at most 1), coloured per upper
+    capsule, each part labelled with its value; `note`: the lines under the bars (wrapped to fit)."""
+    f = font(13)
+    label_w = _bar_label_width(names)
     for i, row in enumerate(shares):
-        top = y + i * 24
+        top = y + i * BAR_ROW
         draw.text((x, top + 3), names[i], fill=INK, font=f)
-        draw.rectangle([x + label_w, top, x + label_w + width, top + 18], outline=(210, 210, 210))
+        draw.rectangle([x + label_w, top, x + label_w + BAR, top + 18], outline=(210, 210, 210))
         left = x + label_w
         for j, share in enumerate(row):
-            w = share * width
+            w = share * BAR
             draw.rectangle([left, top, left + w, top + 18], fill=UPPER_COLOURS[j % 3])
             if w > 34:
                 draw.text((left + 3, top + 2), f"{share:.2f}", fill="white", font=f)
             left += w
-    draw.text((x + label_w, y + len(shares) * 24), note, fill=GREY, font=font(12))
-    return y + len(shares) * 24 + 20
+    draw_lines(draw, (x + label_w, y + len(shares) * BAR_ROW), note, font(12), GREY)
+
+
+DYNAMIC_KEY = (
+    N_("arrows: predictions u_hat (opacity = coupling c)"),
+    N_("dashed: s = sum of c * u_hat"),
+    N_("black: v = squash(s)"),
+)
+DYNAMIC_BARS = N_("each bar: one lower capsule's coupling c, split over the upper capsules (adds up to 1)")
+EM_KEY = (
+    N_("dots: votes V (opacity = assignment R)"),
+    N_("cross: mean pose mu"),
+    N_("ellipses: 1 and 2 spreads sigma"),
+)
+EM_VOTES_KEY = (N_("dots: votes V"),)
+EM_BARS = N_("each bar: one lower capsule's assignment R, split over the upper capsules (adds up to 1)")
+
+
+def _routing_figure(title, key, uppers, stats, shares, names, note, panels) -> Image.Image:
+    """What dynamic_frame and em_frame share: the title and the figure's key on top, one panel per
+    upper capsule (its name above it, its numbers `stats` under it; `panels[j]` the panel's image),
+    then the stacked share bars of the lower capsules `names` with `note` under them. Every text is
+    wrapped to the room it has and the figure grows to hold it."""
+    J = len(panels)
+    margin = 20
+    width = max(J * (PANEL + margin) + margin, 640)
+    inner = width - 2 * margin
+    titled = wrap(title, font(18), inner)
+    keyed = flow(key, font(12), inner)
+    heads = [wrap(u, font(15), PANEL) for u in uppers]
+    under = [wrap(s, font(13), PANEL) for s in stats] or [[] for _ in panels]
+    label_w = _bar_label_width(names)
+    noted = wrap(note, font(12), max(inner - label_w, BAR))
+    head_h = max(_height(h, font(15)) for h in heads)
+    top = 10 + _height(titled, font(18)) + 4 + _height(keyed, font(12)) + 8 + head_h + 4
+    under_h = max(line_height(font(13)), *(_height(u, font(13)) for u in under))  # a line even without numbers: frames align
+    bars_y = top + PANEL + 6 + under_h + 8
+    img, d = _canvas(width, bars_y + len(names) * BAR_ROW + _height(noted, font(12)) + 8)
+    y = 10 + draw_lines(d, (margin, 10), titled, font(18), INK) + 4
+    draw_lines(d, (margin, y), keyed, font(12), GREY)
+    for j in range(J):
+        x0 = margin + j * (PANEL + margin)
+        colour = UPPER_COLOURS[j % 3]
+        draw_lines(d, (x0, top - 4 - _height(heads[j], font(15))), heads[j], font(15), colour)
+        img.paste(panels[j], (x0, top))
+        draw_lines(d, (x0, top + PANEL + 6), under[j], font(13), INK)
+    _share_bars(d, margin, bars_y, shares, names, noted)
+    return img
+
+
+def _panel(limit: float) -> tuple[Image.Image, ImageDraw.ImageDraw, Plane]:
+    """A toy panel, its own image: arrows and ellipses stop at its edge."""
+    panel, pd = _canvas(PANEL + 1, PANEL + 1)
+    pl = Plane(pd, 0, 0, PANEL, limit)
+    pl.frame()
+    return panel, pd, pl
+
+
+def _number_at(pd: ImageDraw.ImageDraw, x: float, y: float, k: int, fill) -> None:
+    """Lower capsule k's number at pixel (x, y) of a panel, kept inside the panel."""
+    f = font(13)
+    text = str(k)
+    x = min(max(x, 2), PANEL - 2 - f.getlength(text))
+    y = min(max(y, 2), PANEL - 2 - line_height(f))
+    pd.text((x, y), text, fill=fill, font=f)
 
 
 def dynamic_frame(
@@ -137,7 +286,7 @@ def dynamic_frame(
     names: list[str] | None = None,
     limit: float = 3.0,
     upper_names: list[str] | None = None,
-    bar_note: str = "each bar: one lower capsule's coupling c, split over the upper capsules (adds up to 1)",
+    bar_note: str | None = None,
     lengths: np.ndarray | None = None,
 ) -> Image.Image:
     """One routing iteration drawn: a panel per upper capsule j with every prediction u_hat_j|i as
@@ -146,40 +295,37 @@ def dynamic_frame(
 
     u_hat (I, J, 2), c (I, J), s and v (J, 2) for this iteration. `lengths` (J, 2): the |s_j| and
     |v_j| written under each panel when s and v are projections of longer vectors (their full
-    lengths, not the drawn ones); by default the drawn lengths."""
+    lengths, not the drawn ones); by default the drawn lengths. Words in the reader's language:
+    `names` (the lower capsules), `upper_names`, `bar_note` (by default the playground's)."""
     I, J, _ = u_hat.shape
-    names = names or [f"lower {i + 1}" for i in range(I)]
-    margin = 20
-    width = max(J * (PANEL + margin) + margin, 640)
-    top = 84
-    img, d = _canvas(width, top + PANEL + 34 + I * 24 + 24)
-    d.text((margin, 10), title, fill=INK, font=font(18))
-    d.text(
-        (margin, 36),
-        "arrows: predictions u_hat (opacity = coupling c)   dashed: s = sum of c * u_hat   black: v = squash(s)",
-        fill=GREY,
-        font=font(12),
-    )
+    panels, stats = [], []
     for j in range(J):
-        x0 = margin + j * (PANEL + margin)
-        panel, pd = _canvas(PANEL + 1, PANEL + 1)  # its own image: arrows and ellipses stop at its edge
-        pl = Plane(pd, 0, 0, PANEL, limit)
-        pl.frame()
+        panel, pd, pl = _panel(limit)
         pl.circle(0, 0, 1.0, outline=(170, 170, 170))
         for i in range(I):
             x, y = u_hat[i, j]
             pl.arrow(0, 0, x, y, _rgba(UPPER_COLOURS[j % 3], 0.15 + 0.85 * c[i, j]), width=2)
             tx, ty = pl.p(x * 1.1, y * 1.1)
-            pd.text((tx - 4, ty - 7), str(i + 1), fill=_rgba(INK, 0.3 + 0.7 * c[i, j]), font=font(13))
+            _number_at(pd, tx - 4, ty - 7, i + 1, _rgba(INK, 0.3 + 0.7 * c[i, j]))
         pl.arrow(0, 0, *s[j], (90, 90, 90, 255), width=2, dashed=True)
         pl.arrow(0, 0, *v[j], (0, 0, 0, 255), width=5)
-        img.paste(panel, (x0, top))
-        d.text((x0, top - 22), upper_names[j] if upper_names else f"upper capsule {j + 1}", fill=UPPER_COLOURS[j % 3], font=font(15))
-        beyond = " (s runs off the plot)" if np.abs(s[j]).max() > limit else ""
+        panels.append(panel)
         s_len, v_len = lengths[j] if lengths is not None else (np.linalg.norm(s[j]), np.linalg.norm(v[j]))
-        d.text((x0, top + PANEL + 6), f"|s| = {s_len:.2f}   |v| = {v_len:.2f}{beyond}", fill=INK, font=font(13))
-    _share_bars(d, margin, top + PANEL + 34, c, names, bar_note)
-    return img
+        lens = dict(s=f"{s_len:.2f}", v=f"{v_len:.2f}")
+        if np.abs(s[j]).max() > limit:
+            stats.append(t("|s| = {s}   |v| = {v} (s runs off the plot)", **lens))
+        else:
+            stats.append(t("|s| = {s}   |v| = {v}", **lens))
+    return _routing_figure(
+        title,
+        [t(k) for k in DYNAMIC_KEY],
+        upper_names or [t("upper capsule {j}", j=j + 1) for j in range(J)],
+        stats,
+        c,
+        names or [t("lower {i}", i=i + 1) for i in range(I)],
+        t(DYNAMIC_BARS) if bar_note is None else bar_note,
+        panels,
+    )
 
 
 def em_frame(
@@ -192,29 +338,19 @@ def em_frame(
     names: list[str] | None = None,
     limit: float = 3.0,
     upper_names: list[str] | None = None,
-    bar_note: str = "each bar: one lower capsule's assignment R, split over the upper capsules (adds up to 1)",
+    bar_note: str | None = None,
     fit: bool = True,
 ) -> Image.Image:
     """One EM iteration drawn: a panel per upper capsule j with the votes V_ij as numbered dots
     (opacity = assignment R_ij), j's Gaussian as its mean (cross) and 1- and 2-spread ellipses,
-    its activation a_j in the title, then the assignments as stacked bars. Without `fit`, the votes
+    its activation a_j under it, then the assignments as stacked bars. Without `fit`, the votes
     alone (what routing starts from).
 
     votes (I, J, 2); R (I, J) the assignments this M-step used; mu, sigma (J, 2); a (J,)."""
     I, J, _ = votes.shape
-    names = names or [f"lower {i + 1}" for i in range(I)]
-    margin = 20
-    width = max(J * (PANEL + margin) + margin, 640)
-    top = 84
-    img, d = _canvas(width, top + PANEL + 34 + I * 24 + 24)
-    d.text((margin, 10), title, fill=INK, font=font(18))
-    legend = "dots: votes V (opacity = assignment R)   cross: mean pose mu   ellipses: 1 and 2 spreads sigma" if fit else "dots: votes V"
-    d.text((margin, 36), legend, fill=GREY, font=font(12))
+    panels, stats = [], []
     for j in range(J):
-        x0 = margin + j * (PANEL + margin)
-        panel, pd = _canvas(PANEL + 1, PANEL + 1)
-        pl = Plane(pd, 0, 0, PANEL, limit)
-        pl.frame()
+        panel, pd, pl = _panel(limit)
         colour = UPPER_COLOURS[j % 3]
         alpha = 0.12 + 0.5 * a[j]  # a more active capsule draws a stronger Gaussian
         if fit:
@@ -229,29 +365,46 @@ def em_frame(
             pd.line([cx - 7, cy + 7, cx + 7, cy - 7], fill=(0, 0, 0), width=3)
         for i in range(I):  # labels last, over the ellipses and the cross
             tx, ty = pl.p(*votes[i, j])
-            pd.text((tx + 7, ty - 17 + 4 * (i % 3)), str(i + 1), fill=_rgba(INK, 0.25 + 0.75 * R[i, j]), font=font(13))
-        img.paste(panel, (x0, top))
-        d.text((x0, top - 22), upper_names[j] if upper_names else f"upper capsule {j + 1}", fill=colour, font=font(15))
+            _number_at(pd, tx + 7, ty - 17 + 4 * (i % 3), i + 1, _rgba(INK, 0.25 + 0.75 * R[i, j]))
+        panels.append(panel)
         if fit:
-            stats = f"activation a = {a[j]:.2f}   spread sigma = ({sigma[j, 0]:.2f}, {sigma[j, 1]:.2f})"
-            d.text((x0, top + PANEL + 6), stats, fill=INK, font=font(13))
-    _share_bars(d, margin, top + PANEL + 34, R, names, bar_note)
-    return img
+            stats.append(
+                t(
+                    "activation a = {a}   spread sigma = ({x}, {y})",
+                    a=f"{a[j]:.2f}",
+                    x=f"{sigma[j, 0]:.2f}",
+                    y=f"{sigma[j, 1]:.2f}",
+                )
+            )
+    return _routing_figure(
+        title,
+        [t(k) for k in (EM_KEY if fit else EM_VOTES_KEY)],
+        upper_names or [t("upper capsule {j}", j=j + 1) for j in range(J)],
+        stats,
+        R,
+        names or [t("lower {i}", i=i + 1) for i in range(I)],
+        t(EM_BARS) if bar_note is None else bar_note,
+        panels,
+    )
 
 
 def feature_maps(maps: np.ndarray, captions: list[str], scale: int = 4, columns: int = 8, normalise: bool = True) -> Image.Image:
-    """(K, H, W) maps in a grid with a caption under each: each scaled to its own maximum, or as
-    they are when `normalise` is off (values already in [0, 1], such as activations)."""
+    """(K, H, W) maps in a grid with a caption under each (wrapped to its map's width): each scaled
+    to its own maximum, or as they are when `normalise` is off (values already in [0, 1], such as
+    activations)."""
     K, H, W = maps.shape
     rows = -(-K // columns)
-    cw, ch = W * scale + 10, H * scale + 22
+    f = font(12)
+    cw = W * scale + 10
+    said = [wrap(c, f, cw - 6) for c in captions]
+    ch = H * scale + 8 + max(_height(s, f) for s in said)
     img, d = _canvas(columns * cw + 10, rows * ch + 10)
     for k in range(K):
         m = maps[k] / max(float(maps[k].max()), 1e-8) if normalise else maps[k]
         tile = Image.fromarray((np.clip(m, 0, 1) * 255).astype(np.uint8), "L").resize((W * scale, H * scale), Image.NEAREST)
         x, y = 10 + (k % columns) * cw, 10 + (k // columns) * ch
         img.paste(tile.convert("RGB"), (x, y))
-        d.text((x, y + H * scale + 3), captions[k], fill=INK, font=font(12))
+        draw_lines(d, (x, y + H * scale + 3), said[k], f, INK)
     return img
 
 
@@ -282,39 +435,50 @@ def bars(
     values: np.ndarray, names: list[str], highlight: int, title: str, ylabel: str, lines: dict[str, float] | None = None
 ) -> Image.Image:
     """One bar per class in [0, 1], the highlighted one red, values written on top; optional
-    horizontal reference lines (e.g. the margin loss's 0.9 and 0.1) labelled at the right."""
+    horizontal reference lines (e.g. the margin loss's 0.9 and 0.1) labelled at the right. A long
+    class name ("Ankle boot") is wrapped under its bar and the bars spread to make room for it."""
     J = len(values)
-    W, H, left, bottom, top = 60 * J + 120, 340, 60, 40, 64
-    img, d = _canvas(W, H)
-    d.text((10, 10), title, fill=INK, font=font(16))
-    plot_h = H - top - bottom
+    f = font(14)
+    widest = max(f.getlength(u) for n in names for u in _units(str(n)))
+    slot = max(60, int(widest) + 12)  # pixels per bar: the bar and its name under it
+    W, plot_h, left = slot * J + 120, 236, 60
+    named = [wrap(str(n), f, slot - 6) for n in names]
+    titled = wrap(title, font(16), W - 20)
+    labelled = wrap(ylabel, font(12), W - 20)
+    top = 10 + _height(titled, font(16)) + _height(labelled, font(12)) + 14
+    img, d = _canvas(W, top + plot_h + 14 + max(_height(n, f) for n in named))
+    y = 10 + draw_lines(d, (10, 10), titled, font(16), INK)
+    draw_lines(d, (10, y), labelled, font(12), GREY)
     y_of = lambda v: top + plot_h * (1 - v)
     d.line([left, y_of(0), W - 50, y_of(0)], fill=GREY)
     for tick in (0, 0.5, 1):
         d.text((left - 30, y_of(tick) - 7), f"{tick:g}", fill=GREY, font=font(12))
-    d.text((10, 34), ylabel, fill=GREY, font=font(12))
     for name, v in (lines or {}).items():
         for x in range(left, W - 50, 8):
             d.line([x, y_of(v), x + 4, y_of(v)], fill=(150, 150, 150))
         d.text((W - 48, y_of(v) - 7), name, fill=GREY, font=font(11))
     for j, v in enumerate(values):
-        x = left + 10 + j * 60
+        middle = left + 10 + j * slot + 20
         colour = (214, 39, 40) if j == highlight else (127, 127, 127)
-        d.rectangle([x, y_of(float(np.clip(v, 0, 1))), x + 40, y_of(0)], fill=colour)
-        d.text((x + 2, y_of(float(np.clip(v, 0, 1))) - 16), f"{v:.2f}", fill=INK, font=font(12))
-        d.text((x + 15, y_of(0) + 6), str(names[j]), fill=INK, font=font(14))
+        d.rectangle([middle - 20, y_of(float(np.clip(v, 0, 1))), middle + 20, y_of(0)], fill=colour)
+        d.text((middle - 18, y_of(float(np.clip(v, 0, 1))) - 16), f"{v:.2f}", fill=INK, font=font(12))
+        for k, line in enumerate(named[j]):
+            d.text((middle - f.getlength(line) / 2, y_of(0) + 6 + k * line_height(f)), line, fill=INK, font=f)
     return img
 
 
 def side_by_side(images: list[np.ndarray], captions: list[str], scale: int = 8) -> Image.Image:
-    """(H, W) or (C, H, W) images in [0, 1] in a row with a caption under each (input beside reconstruction)."""
+    """(H, W) or (C, H, W) images in [0, 1] in a row with a caption under each (wrapped to its
+    image's width): the input beside its reconstruction."""
     H, W = images[0].shape[-2:]
-    img, d = _canvas(len(images) * (W * scale + 20) + 20, H * scale + 50)
-    for k, (a, cap) in enumerate(zip(images, captions, strict=True)):
+    f = font(14)
+    said = [wrap(c, f, W * scale + 10) for c in captions]
+    img, d = _canvas(len(images) * (W * scale + 20) + 20, H * scale + 26 + max(_height(s, f) for s in said))
+    for k, (a, lines) in enumerate(zip(images, said, strict=True)):
         tile = to_image(a, scale)
         x = 20 + k * (W * scale + 20)
         img.paste(tile.convert("RGB"), (x, 10))
-        d.text((x, H * scale + 18), cap, fill=INK, font=font(14))
+        draw_lines(d, (x, H * scale + 18), lines, f, INK)
     return img
 
 
@@ -322,14 +486,16 @@ def value_grid(
     values: np.ndarray, rows: list[str], columns: list[str], title: str, highlight: int | None = None, highlight_row: int | None = None
 ) -> Image.Image:
     """A table of values in [0, vmax] shaded by size, each cell with its number: (len(rows), len(columns));
-    the `highlight` column or the `highlight_row` outlined in red."""
+    the `highlight` column or the `highlight_row` outlined in red; the title wrapped to the table's width."""
     R, C = values.shape
     f = font(13)
-    probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
-    left = 12 + max(int(probe.textlength(r, font=f)) for r in rows)
-    cw, ch, top = 52, 26, 58
-    img, d = _canvas(left + C * cw + 20, top + R * ch + 16)
-    d.text((10, 8), title, fill=INK, font=font(15))
+    left = 12 + max(int(f.getlength(r)) for r in rows)
+    cw, ch = 52, 26
+    width = left + C * cw + 20
+    titled = wrap(title, font(15), width - 20)
+    top = 8 + _height(titled, font(15)) + 26
+    img, d = _canvas(width, top + R * ch + 16)
+    draw_lines(d, (10, 8), titled, font(15), INK)
     vmax = max(float(values.max()), 1e-8)
     for k, name in enumerate(columns):
         d.text((left + k * cw + 18, top - 20), name, fill=(214, 39, 40) if k == highlight else INK, font=f)

@@ -120,11 +120,6 @@ def capsule(sweep: dict, kind: str, amount: float, big: bool = False) -> dict:
     return {"data": data, "layout": _marked(layout, kind, amount)}
 
 
-def invariance_charts(sweep: dict, kind: str, amount: float, big: bool = False) -> list[dict]:
-    """The three charts' specs of the invariance sweep, as the page shows them (for tests)."""
-    return [changes.spec(sweep, kind, amount, big), stays.spec(sweep, kind, amount, big), capsule.spec(sweep, kind, amount, big)]
-
-
 @figure_builder
 def this_digit(view: dict, kind: str, amount: float, big: bool = False) -> dict:
     """One digit over the values of `kind`: the winning capsule's length and the CNN's score for
@@ -265,14 +260,3 @@ def vote_cloud(view: dict, which: str, big: bool = False) -> dict:
     title = t("Votes, with coordinates") if which == "with" else t("Votes, without (same weights)")
     layout = _layout(title, t("vote entry (0, 3): row"), t("vote entry (1, 3): column"), big, height=340)
     return {"data": data, "layout": layout}
-
-
-def numbers_of(spec: dict) -> list[float]:
-    """Every number a chart's spec draws (its traces' y and x values): what its sentences may quote."""
-    found = []
-    for trace in spec["data"]:
-        for axis in ("x", "y"):
-            for v in trace.get(axis, []):
-                if isinstance(v, int | float | np.floating | np.integer):
-                    found.append(float(v))
-    return found

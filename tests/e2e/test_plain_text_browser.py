@@ -29,7 +29,7 @@ POINTING_OUT = """() => [...document.querySelectorAll('*')].flatMap(e => [...e.a
     .filter(a => ['href', 'src', 'xlink:href'].includes(a.name) && a.value.includes('evil') && !a.value.startsWith('#'))
     .map(a => e.outerHTML.slice(0, 200)))"""
 # the tour names the classes on its later steps: every step of it
-PAGES = ("zoo", *(f"tour?step={k}&" for k in range(1, 13)), "explorer", "routing", "robustness", "lab")
+PAGES = ("zoo", *(f"tour?step={k}&" for k in range(1, 15)), "explorer", "routing", "robustness", "lab")
 
 
 def hostile_model(tmp_path: Path) -> Path:

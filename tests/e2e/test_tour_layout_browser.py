@@ -14,7 +14,7 @@ def test_the_lab_steps_chart_title_and_link_fit(browser, shipped_server, shots, 
     ctx = browser.new_context(viewport={"width": width, "height": 2400})
     page = new_page(ctx)
     try:
-        page.goto(f"{shipped_server}/tour?model=efficient-capsnet-mnist.safetensors&step=8")
+        page.goto(f"{shipped_server}/tour?model=efficient-capsnet-mnist.safetensors&step=11")  # after the chapter's three steps
         wait_for_app_run(page)
         expect(page.get_by_text("The tallest bar is fixed random couplings")).to_be_visible()
         chart = page.get_by_test_id("stPlotlyChart").first

@@ -13,12 +13,13 @@ import statistics
 import sys
 from pathlib import Path
 
-from capsviz.analysis import rules, stored
+from capsviz.analysis import rule_words, rules, stored
 from capsviz.analysis.lab.measuring import ITERATIONS, TIME_BATCH, RunWith, Settings, fits, hardware, retime
 from capsviz.analysis.lab.seeds import seed_sentences, seed_study, seeds_key, stored_studies
 from capsviz.analysis.lab.store import key, precompute, stored_rows
 from capsviz.analysis.lab.tables import markdown
 from capsviz.analysis.robustness import attack_test_images
+from capsviz.i18n import environment, set_language, t
 from capsviz.registry import ROUTINGS, vector_routings
 
 
@@ -27,6 +28,7 @@ def main() -> None:
     from capsviz.data import load_split
     from capsviz.paths import shipped_checkpoints
 
+    set_language(environment())  # its messages and tables in the language of the shell (LANG)
     target = stored.shipped_folder()
     if "--retime" in sys.argv:  # the time per image of every stored row again, on a quiet machine
         for path, meta in list_checkpoints(shipped_checkpoints()):
@@ -39,14 +41,26 @@ def main() -> None:
             runs = {r: RunWith(model, r, ITERATIONS if ROUTINGS[r].iterative else None) for r in values}
             timed, load, cores = retime(runs, x), os.getloadavg()[0], os.cpu_count() or 0
             if rules.busy(load, cores):  # a busy machine's times would replace better ones and claim nothing
-                print(f"{path.stem}: the machine is busy (load {load:.1f} on {cores} cores), so its times are not stored", file=sys.stderr)
+                print(
+                    t(
+                        "{model}: the machine is busy (load {load} on {cores} cores), so its times are not stored",
+                        model=path.stem,
+                        load=f"{load:.1f}",
+                        cores=cores,
+                    ),
+                    file=sys.stderr,
+                )
                 continue
             for r, value in values.items():
                 value.update(
                     ms_per_image=statistics.median(timed[r]), ms_samples=list(timed[r]), hardware=hardware(), load=load, cores=cores
                 )
                 stored.write(where[r], value, target)
-                print(f"{path.stem} with {r}: {rules.Timing(timed[r]).words()}, load {load:.2f}", file=sys.stderr)
+                said = rule_words.timing_words(rules.Timing(timed[r]))
+                print(
+                    t("{model} with {routing}: {timing}, load {load}", model=path.stem, routing=r, timing=said, load=f"{load:.2f}"),
+                    file=sys.stderr,
+                )
     elif "--seeds" in sys.argv:  # a seed study made of finished training runs (RESULTS.md has the commands)
         from capsviz.checkpoint import read_meta
 
@@ -54,7 +68,7 @@ def main() -> None:
         try:
             study = seed_study(read_meta(f) for f in files)
         except (OSError, ValueError) as e:
-            sys.exit(f"error: {e}")
+            sys.exit(t("error: {reason}", reason=e))
         stored.write(seeds_key(study), study.stored(), target)
         print("\n".join(f"- {line}" for line in seed_sentences(study)))
     elif "--table" in sys.argv:  # what is stored, as the page shows it: nothing is measured
@@ -62,7 +76,7 @@ def main() -> None:
         have = stored_rows(entries, vector_routings(), folders=[target])
         print(markdown([have[p.stem, r] for p, _ in entries for r in vector_routings() if (p.stem, r) in have], stored_studies([target])))
     else:
-        print(f"{len(precompute(shipped_checkpoints(), target))} lab results in {target}")
+        print(t("{n} lab results in {folder}", n=len(precompute(shipped_checkpoints(), target)), folder=target))
 
 
 if __name__ == "__main__":

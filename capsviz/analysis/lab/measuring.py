@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -17,7 +18,8 @@ from capsviz.analysis.multimnist import pair_accuracy
 from capsviz.analysis.robustness import attack_sweep, attack_test_images, predict_scores
 from capsviz.analysis.routing import coupling_summary
 from capsviz.data.affine import transform
-from capsviz.registry import ROUTINGS, families_on, vector_routings
+from capsviz.i18n import N_, t, tn
+from capsviz.registry import ONE_ITERATION, ROUTINGS, families_on, vector_routings
 
 # The page's defaults, shared with the stored results
 TEST_IMAGES = 10_000  # test error decides the sentences: the whole test set
@@ -35,7 +37,16 @@ def run_with_words(name: str) -> str:
     """A routing as the lab runs it, in plain words: its registry words, with the lab's
     iterations for an iterative one ("dynamic routing, 3 iterations")."""
     entry = ROUTINGS[name]
-    return entry.words + (f", {ITERATIONS} iterations" if entry.iterative else "")
+    if entry.iterative:
+        return tn("{routing}, {n} iteration", "{routing}, {n} iterations", ITERATIONS, routing=t(entry.words))
+    return t(entry.words)
+
+
+def routing_name(name: str) -> str:
+    """A routing as the lab's table and sentences name it ("dynamic", "uniform"): its registry
+    entry's short name in the reader's language, or `name` for one the registry does not know."""
+    entry = ROUTINGS.get(name)
+    return t(entry.short) if entry is not None and entry.short else name
 
 
 class _LabRoutings(Mapping):
@@ -95,18 +106,31 @@ class Row:
     cores: int = 0  # ... on this many cores (0: not recorded)
     ms_samples: tuple[float, ...] = ()  # each timing of the batch, ms per image
     extra: dict = field(default_factory=dict)
-    trained_label: str = ""  # how the pages name what it was trained with (trained_label), where it differs from trained_with
+    trained_label: str = ""  # the catalog's name of what it was trained with (trained_label), where it differs from trained_with
 
     @property
     def trained(self) -> str:
-        """What it was trained with, as the pages say it."""
-        return self.trained_label or self.trained_with
+        """What it was trained with: its own label in the reader's language where it has one (one
+        iteration of dynamic routing, with why), else its routing's registry name."""
+        if self.trained_label:
+            return t("{routing} (couplings stay uniform)", routing=t(self.trained_label))
+        return self.trained_with
+
+    @property
+    def trained_name(self) -> str:
+        """`trained` as the lab's table and sentences say it: a routing by its name in the reader's language."""
+        return self.trained if self.trained_label else routing_name(self.trained_with)
+
+    @property
+    def trained_short(self) -> str:
+        """`trained` without the words on why: what a table's cell holds."""
+        return t(self.trained_label) if self.trained_label else routing_name(self.trained_with)
 
     @property
     def error_words(self) -> str:
         """What its test error counts: single images; for a model that reads MultiMNIST pairs, single
         digits, which is not the pair error its zoo card quotes."""
-        return "digit error" if self.pair_accuracy is not None else "test error"
+        return t("digit error") if self.pair_accuracy is not None else t("test error")
 
     def stored(self) -> dict:
         """What is stored: the numbers and the machine's name (the names come from the model)."""
@@ -139,10 +163,6 @@ class Row:
         return row
 
     @property
-    def label(self) -> str:
-        return f"{self.model} run with {self.run_with}"
-
-    @property
     def timing(self) -> rules.Timing:
         """Its timings (one, in a row stored before repeated timings: no speed is claimed from it)."""
         return rules.Timing(self.ms_samples or (self.ms_per_image,))
@@ -173,19 +193,21 @@ def trained_with(config) -> str:
 
 
 def trained_label(config) -> str:
-    """What a model was trained with as the pages name it: one iteration of dynamic routing keeps
-    its own name (capsviz.analysis.zoo.ONE_ITERATION), with why it equals uniform couplings."""
-    from capsviz.registry import ONE_ITERATION
-
+    """The catalog's name of what a model was trained with where it is not its routing's: one
+    iteration of dynamic routing keeps its own name (capsviz.registry.ONE_ITERATION), which
+    `Row.trained` says with why it equals uniform couplings; "" for every other model. Kept in
+    English (a message of the catalog), so a row says it in whichever language shows it."""
     if trained_with(config) == "uniform" and (getattr(config, "couplings", None) or config.routing) == "dynamic":
-        return f"{ONE_ITERATION} (couplings stay uniform)"
-    return trained_with(config)
+        return ONE_ITERATION
+    return ""
 
 
 def architecture(meta, seed: bool = True) -> str:
     """What models that differ only in the routing they were trained with share: preset, data and
     schedule (epochs, batch, learning rate, the training images when fewer than all, and the seed
-    unless `seed` is False). Only such models are compared as trained with."""
+    unless `seed` is False). Only such models are compared as trained with. A key (the seed
+    studies store it, and name their files by it), so always English: `architecture_words` says it
+    in the reader's language."""
     run = meta.run or {}
     said = [preset_and_data(meta)]
     if meta.epochs is not None:
@@ -199,6 +221,28 @@ def architecture(meta, seed: bool = True) -> str:
     if seed and "seed" in run:
         said.append(f"seed {run['seed']}")
     return ", ".join(said)
+
+
+# The parts of an `architecture` key after its preset and data, each with its message
+_PARTS = (
+    (re.compile(r"(?P<n>\S+) epochs"), N_("{n} epochs")),
+    (re.compile(r"batch (?P<n>\S+)"), N_("batch {n}")),
+    (re.compile(r"lr (?P<lr>\S+) x(?P<decay>\S+) per (?P<steps>\S+) steps"), N_("lr {lr} x{decay} per {steps} steps")),
+    (re.compile(r"(?P<n>[\d,]+) training images"), N_("{n} training images")),
+    (re.compile(r"seed (?P<n>\S+)"), N_("seed {n}")),
+)
+
+
+def architecture_words(arch: str) -> str:
+    """An `architecture` key (or its first part, `preset_and_data`) in the reader's language: "capsnet-small
+    on mnist, 3 epochs, batch 128" part by part; a part it does not know is left as it is."""
+    first, *rest = arch.split(", ")
+    model, on, data = first.partition(" on ")
+    said = [t("{model} on {data}", model=model, data=data) if on else first]
+    for part in rest:
+        found = next(((m, message) for pattern, message in _PARTS if (m := pattern.fullmatch(part))), None)
+        said.append(t(found[1], **found[0].groupdict()) if found else part)
+    return t(", ").join(said)
 
 
 def preset_and_data(meta) -> str:
@@ -232,28 +276,28 @@ def measure(
 ) -> Row:
     """`model` (named `name`, of architecture `arch`) run with `routing` on the test set `data`
     (an ImageSet: 28x28 digits, or the user's images the model was trained on)."""
-    say = on_progress or (lambda _: None)
+    say = on_progress or (lambda _: None)  # words in the reader's language: a progress note
     cfg = model.config
     run = RunWith(model, routing, settings.iterations if ROUTINGS[routing].iterative else None)
     n = min(settings.test_images, len(data))
     x, y = attack_test_images(data, n, cfg.in_size)
-    say("test error")
+    say(t("test error"))
     right = int((predict_scores(run, x).argmax(1) == y).sum())
     m = min(settings.images, n)
-    say("shifted and rotated digits")
+    say(t("shifted and rotated digits"))
     xs = shifted(x[:m])
     shifted_acc = 100.0 * float((predict_scores(run, xs).argmax(1) == y[:m]).float().mean())
-    say(f"FGSM at epsilon {settings.epsilon:g}")
+    say(t("FGSM at epsilon {epsilon}", epsilon=f"{settings.epsilon:g}"))
     fgsm_acc = attack_sweep(run, x[:m], y[:m], [settings.epsilon]).accuracy[0]
     pairs, n_pairs = None, 0
     if cfg.in_size == 36 and data.images.dim() == 3:  # reads MultiMNIST's 36x36 pairs of MNIST digits
-        say("MultiMNIST pairs")
+        say(t("MultiMNIST pairs"))
         p = pair_accuracy(run, data.images, data.labels, n)  # as many pairs as test images: where routing is said to matter most
         pairs, n_pairs = p.accuracy, p.n
-    say("couplings")
+    say(t("couplings"))
     with torch.no_grad():
         c = coupling_summary(model, x[:COUPLING_IMAGES], settings.iterations, routing=routing)
-    say("time per image")
+    say(t("time per image"))
     samples = time_per_image(run, x[:TIME_BATCH])
     return Row(
         model=name,
@@ -309,13 +353,12 @@ def hardware() -> str:
 MEASURES = ("test_error", "shifted_accuracy", "fgsm_accuracy", "pair_accuracy", "entropy_ratio", "coupling_to_prediction")
 
 
-# The measures a routing is compared on: (field, its count field, words, higher is better)
-
+# The measures a routing is compared on: (field, its count field, words (a catalog message), higher is better)
 COMPARED = (
-    ("test_error", "n_test", "test error", False),
-    ("shifted_accuracy", "n_images", "accuracy on shifted and turned images", True),
-    ("fgsm_accuracy", "n_images", "accuracy under FGSM", True),
-    ("pair_accuracy", "n_pairs", "MultiMNIST pair accuracy", True),
+    ("test_error", "n_test", N_("test error"), False),
+    ("shifted_accuracy", "n_images", N_("accuracy on shifted and turned images"), True),
+    ("fgsm_accuracy", "n_images", N_("accuracy under FGSM"), True),
+    ("pair_accuracy", "n_pairs", N_("MultiMNIST pair accuracy"), True),
 )
 
 

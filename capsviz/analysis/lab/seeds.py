@@ -8,7 +8,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from capsviz.analysis import stored
-from capsviz.analysis.lab.measuring import architecture, trained_with
+from capsviz.analysis.lab.measuring import architecture, architecture_words, routing_name, trained_with
+from capsviz.i18n import t
 from capsviz.registry import vector_routings
 
 
@@ -34,12 +35,15 @@ class SeedStudy:
         """Whose study it is: one that came with the app is the preset's; one made of models in
         the model folder (a student's runs, say) is named by them, never by the preset alone.
         `say`: how a name from a file is written (the pages make it plain)."""
+        v = dict(k=len(self.seeds), what=architecture_words(say(self.preset_and_data)))
         if self.shipped:
-            return f"Trained with, over {len(self.seeds)} seeds: {say(self.preset_and_data)}"
+            return t("Trained with, over {k} seeds: {what}", **v)
         if self.models:
-            listed = ", ".join(say(m) for m in self.models[:4]) + (f" and {len(self.models) - 4} more" if len(self.models) > 4 else "")
-            return f"Trained here, over {len(self.seeds)} seeds: {say(self.preset_and_data)} (the models {listed})"
-        return f"Stored on this machine, over {len(self.seeds)} seeds: {say(self.preset_and_data)}"
+            listed = t(", ").join(say(m) for m in self.models[:4])
+            if len(self.models) > 4:
+                listed = t("{listed} and {n} more", listed=listed, n=len(self.models) - 4)
+            return t("Trained here, over {k} seeds: {what} (the models {listed})", listed=listed, **v)
+        return t("Stored on this machine, over {k} seeds: {what}", **v)
 
     def stored(self) -> dict:
         return {"architecture": self.architecture, "seeds": list(self.seeds), "n_test": self.n_test, "hardware": self.hardware} | {
@@ -66,19 +70,19 @@ def seed_study(metas) -> SeedStudy:
     metas = list(metas)
     shared = {architecture(m, seed=False) for m in metas}
     if len(shared) != 1 or len({m.image_dataset for m in metas}) != 1:
-        raise ValueError(f"the models differ in more than routing and seed: {sorted(shared)}")
+        raise ValueError(t("the models differ in more than routing and seed: {found}", found=sorted(shared)))
     errors: dict[str, dict[int, float]] = {}
     for m in metas:
         seed = (m.run or {}).get("seed")
         if seed is None or m.metrics.test_error is None:
-            raise ValueError("every model needs its training seed and test error recorded")
+            raise ValueError(t("every model needs its training seed and test error recorded"))
         errors.setdefault(trained_with(m.config), {})[int(seed)] = m.metrics.test_error
     seeds = sorted(next(iter(errors.values())))
     if len(seeds) < 2 or any(sorted(e) != seeds for e in errors.values()):
-        raise ValueError("every routing needs the same seeds, at least two")
+        raise ValueError(t("every routing needs the same seeds, at least two"))
     n_test = {m.metrics.n_test for m in metas}
     if len(n_test) != 1:
-        raise ValueError(f"the models were tested on different numbers of images: {sorted(n_test)}")
+        raise ValueError(t("the models were tested on different numbers of images: {found}", found=sorted(n_test)))
     hardware = sorted({m.hardware or "" for m in metas})
     ordered = {r: [errors[r][s] for s in seeds] for r in vector_routings() if r in errors}  # the lab's order of routings
     return SeedStudy(shared.pop(), tuple(seeds), ordered, n_test.pop(), "; ".join(hardware)[:MAX_HARDWARE])
@@ -146,11 +150,26 @@ def seed_sentences(study: SeedStudy) -> list[str]:
     difference of two means)."""
     k = len(study.seeds)
     stats = {r: mean_sd(e) for r, e in study.errors.items()}
-    listing = "; ".join(
-        f"trained with {r}: mean {m:.2f}% (from {min(study.errors[r]):.2f} to {max(study.errors[r]):.2f}, standard deviation {sd:.2f})"
+    listing = t("; ").join(
+        t(
+            "trained with {routing}: mean {mean}% (from {lo} to {hi}, standard deviation {sd})",
+            routing=routing_name(r),
+            mean=f"{m:.2f}",
+            lo=f"{min(study.errors[r]):.2f}",
+            hi=f"{max(study.errors[r]):.2f}",
+            sd=f"{sd:.2f}",
+        )
         for r, (m, sd) in stats.items()
     )
-    said = [f"Over {k} training seeds ({study.architecture}; each model on {study.n_test:,} test images): {listing}."]
+    said = [
+        t(
+            "Over {k} training seeds ({what}; each model on {n} test images): {listing}.",
+            k=k,
+            what=architecture_words(study.architecture),
+            n=f"{study.n_test:,}",
+            listing=listing,
+        )
+    ]
     routings = list(stats)
     apart, within = [], []
     for i, a in enumerate(routings):
@@ -158,20 +177,35 @@ def seed_sentences(study: SeedStudy) -> list[str]:
             (ma, sa), (mb, sb) = stats[a], stats[b]
             band = 2 * math.sqrt(sa**2 / k + sb**2 / k)
             low, high = (a, b) if ma <= mb else (b, a)
-            text = f"{low} against {high}: {abs(ma - mb):.2f} points lower, "
+            v = dict(low=routing_name(low), high=routing_name(high), gap=f"{abs(ma - mb):.2f}", band=f"{band:.2f}")
             if abs(ma - mb) > band:
-                apart.append(text + f"beyond the ±{band:.2f} the seeds give")
+                apart.append(t("{low} against {high}: {gap} points lower, beyond the ±{band} the seeds give", **v))
             else:
-                within.append(text + f"within the ±{band:.2f} the seeds give")
-    verdict = (
-        "so on this schedule, which routing a model was trained with made no difference beyond what the training seed makes."
-        if not apart
-        else "so on this schedule, the routing a model was trained with made a difference beyond the seeds' spread where it says so."
-    )
-    said.append("Between the means: " + "; ".join(apart + within) + f"; {verdict}")
+                within.append(t("{low} against {high}: {gap} points lower, within the ±{band} the seeds give", **v))
+    pairs = t("; ").join(apart + within)
+    if not apart:
+        said.append(
+            t(
+                "Between the means: {pairs}; so on this schedule, which routing a model was trained with made no difference "
+                "beyond what the training seed makes.",
+                pairs=pairs,
+            )
+        )
+    else:
+        said.append(
+            t(
+                "Between the means: {pairs}; so on this schedule, the routing a model was trained with made a difference beyond "
+                "the seeds' spread where it says so.",
+                pairs=pairs,
+            )
+        )
     gap = 2 * math.sqrt(2) * max(sd for _, sd in stats.values())
     said.append(
-        f"Two single training runs that differ only in their seed land up to about {gap:.2f} points apart here (two standard "
-        "deviations of the difference of two runs), so one run per routing cannot tell routings apart by less than that at this schedule."
+        t(
+            "Two single training runs that differ only in their seed land up to about {gap} points apart here (two standard "
+            "deviations of the difference of two runs), so one run per routing cannot tell routings apart by less than that at "
+            "this schedule.",
+            gap=f"{gap:.2f}",
+        )
     )
     return said

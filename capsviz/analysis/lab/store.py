@@ -9,7 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from capsviz.analysis import stored
-from capsviz.analysis.lab.measuring import Row, Settings, architecture, fits, measure, trained_label, trained_with
+from capsviz.analysis.lab.measuring import Row, Settings, architecture, fits, measure, routing_name, trained_label, trained_with
+from capsviz.i18n import t
 from capsviz.registry import vector_routings
 
 DEFAULTS = Settings()  # the page's settings, which the stored rows were measured with
@@ -40,7 +41,7 @@ def stored_rows(
                 )
             except (TypeError, ValueError):
                 if skipped is not None:
-                    skipped.append(f"{path.stem} run with {routing}")
+                    skipped.append(t("{model} run with {routing}", model=path.stem, routing=routing_name(routing)))
     return rows
 
 
@@ -60,10 +61,17 @@ def run_lab(
     have = stored_rows(entries, routings, settings, folders)
     todo = [(p, m, r) for p, m in entries for r in routings if (p.stem, r) not in have]
     for k, (path, meta, routing) in enumerate(todo):
-        tell = (lambda what, k=k, name=path.stem, r=routing: on_progress(k, len(todo), f"{name} with {r}: {what}")) if on_progress else None
-        t = time.perf_counter()
+        said = dict(model=path.stem, routing=routing_name(routing))
+        tell = (
+            (lambda what, k=k, said=said: on_progress(k, len(todo), t("{model} with {routing}: {what}", what=what, **said)))
+            if on_progress
+            else None
+        )
+        start = time.perf_counter()
         row = measure(load(path), path.stem, routing, data_for(meta), settings, tell, architecture(meta))
-        print(f"capsviz lab: {path.stem} with {routing} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+        print(
+            t("capsviz lab: {model} with {routing} in {seconds} s", seconds=f"{time.perf_counter() - start:.0f}", **said), file=sys.stderr
+        )
         stored.write(key(path, routing, meta.image_dataset, settings), row.stored(), into)
         have[path.stem, routing] = row
     return [have[p.stem, r] for p, _ in entries for r in routings]

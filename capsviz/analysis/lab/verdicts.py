@@ -5,16 +5,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from capsviz.analysis import rules
-from capsviz.analysis.lab.measuring import COMPARED, COUPLING_IMAGES, Row, run_with_words, vote_based
+from capsviz.analysis import rule_words, rules
+from capsviz.analysis.lab.measuring import (
+    COMPARED,
+    COUPLING_IMAGES,
+    Row,
+    architecture_words,
+    routing_name,
+    run_with_words,
+    vote_based,
+)
 from capsviz.analysis.lab.seeds import SeedStudy
 from capsviz.analysis.reproduction import PAPER
 from capsviz.analysis.rules import noise
+from capsviz.i18n import N_, t, tn
 from capsviz.registry import ROUTINGS, vector_routings
 
-TIME_RULE = rules.RULES["faster"] + " " + rules.RULES["busy"]  # said beside the times
 
-MASKING = (
+def time_rule() -> str:
+    """The speed rules, said beside the times: "faster" and "busy" (capsviz.analysis.rules)."""
+    return t("{said} {more}", said=rules.rule_words("faster"), more=rules.rule_words("busy"))
+
+
+MASKING = N_(
     "Where a routing does better under FGSM than the one a model was trained with, that can also mean the attack's "
     "gradient passes less well through it (gradient masking) rather than a sturdier model; the Robustness page's BIM "
     "attack tests that more strongly."
@@ -55,10 +68,10 @@ def report(rows: list[Row], studies: list[SeedStudy] = ()) -> Report:
         said = [_against(name, r, own) for r in rs.values() if own is not None and r is not own]
         masked = masked or any(_verdict(r, own, "fgsm_accuracy", "n_images", True) == "better" for r in rs.values() if own is not None)
         said += [_coupling(r) for r in rs.values() if r.run_with in vote_based()]
-        if (t := _time(name, rs)) is not None:
-            said.append(t)
+        if (said_time := _time(name, rs)) is not None:
+            said.append(said_time)
         models[name] = said
-    across = _trained_with(rows, studies) + ([MASKING] if masked else [])
+    across = _trained_with(rows, studies) + ([t(MASKING)] if masked else [])
     return Report(short_answer(rows), hidden(rows), models, across)
 
 
@@ -82,33 +95,53 @@ def _verdict(r: Row, own: Row, field_: str, count: str, higher: bool) -> str | N
     return "better" if (a > b) == higher else "worse"
 
 
+def _pct(x: float) -> str:
+    """A measure as the table and the sentences quote it: two decimals."""
+    return f"{x:.2f}"
+
+
+def _listed(items: list[str]) -> str:
+    """Items in a list as the reader's language separates them."""
+    return t(", ").join(items)
+
+
 def _against(name: str, r: Row, own: Row) -> str:
+    """A model run with another routing than its own, measure by measure, and what differs beyond chance."""
     parts, better, worse = [], [], []
     for field_, count, words, higher in COMPARED:
         a, b = getattr(r, field_), getattr(own, field_)
         if a is None or b is None:
             continue
-        words = r.error_words if field_ == "test_error" else words
-        band = noise(a, getattr(r, count), b, getattr(own, count))
+        measure = r.error_words if field_ == "test_error" else t(words)
+        v = dict(measure=measure, a=_pct(a), b=_pct(b), band=f"{noise(a, getattr(r, count), b, getattr(own, count)):.2f}")
         verdict = _verdict(r, own, field_, count, higher)
         if verdict is None:
-            parts.append(f"{words} {a:.2f}% against {b:.2f}% (within chance, ±{band:.2f})")
-            continue
-        (better if verdict == "better" else worse).append(words)
-        parts.append(f"{words} {a:.2f}% against {b:.2f}% ({verdict}, beyond ±{band:.2f})")
-    if not better and not worse:
-        verdict = (
-            f"no measure differs beyond chance: on these test images, {r.run_with} and {own.run_with} cannot be told apart "
-            "on this model (a smaller difference than chance gives may still be there)."
+            parts.append(t("{measure} {a}% against {b}% (within chance, ±{band})", **v))
+        elif verdict == "better":
+            better.append(measure)
+            parts.append(t("{measure} {a}% against {b}% (better, beyond ±{band})", **v))
+        else:
+            worse.append(measure)
+            parts.append(t("{measure} {a}% against {b}% (worse, beyond ±{band})", **v))
+    v = dict(name=name, trained=own.trained_name, run=routing_name(r.run_with), own=routing_name(own.run_with), parts=t("; ").join(parts))
+    if better and worse:
+        return t(
+            "**{name}** (trained with {trained}) run with **{run}** instead: {parts}. So better on {better}; worse on {worse}.",
+            better=_listed(better),
+            worse=_listed(worse),
+            **v,
         )
-    else:
-        verdict = (
-            (f"better on {', '.join(better)}" if better else "")
-            + ("; " if better and worse else "")
-            + (f"worse on {', '.join(worse)}" if worse else "")
-            + "."
+    if better:
+        return t(
+            "**{name}** (trained with {trained}) run with **{run}** instead: {parts}. So better on {better}.", better=_listed(better), **v
         )
-    return f"**{name}** (trained with {own.trained}) run with **{r.run_with}** instead: " + "; ".join(parts) + f". So {verdict}"
+    if worse:
+        return t("**{name}** (trained with {trained}) run with **{run}** instead: {parts}. So worse on {worse}.", worse=_listed(worse), **v)
+    return t(
+        "**{name}** (trained with {trained}) run with **{run}** instead: {parts}. So no measure differs beyond chance: on these "
+        "test images, {run} and {own} cannot be told apart on this model (a smaller difference than chance gives may still be there).",
+        **v,
+    )
 
 
 def _groups(rows: list[Row]) -> dict[str, list[Row]]:
@@ -126,20 +159,26 @@ def _trained_with(rows: list[Row], studies: list[SeedStudy] = ()) -> list[str]:
     data, where there is one, says how far seeds alone move them."""
     said = []
     for arch, rs in _groups(rows).items():
-        parts = [_gap(rs, "test_error", "n_test", rs[0].error_words, "test images", higher=False)]
+        gaps = _gap(rs, "test_error", "n_test", higher=False)
         if all(r.pair_accuracy is not None for r in rs):
-            parts.append(_gap(rs, "pair_accuracy", "n_pairs", "MultiMNIST pair accuracy", "pairs", higher=True))
+            gaps = t("{said} {more}", said=gaps, more=_gap(rs, "pair_accuracy", "n_pairs", higher=True))
         study = next((st for st in studies if st.preset_and_data == arch.split(",")[0]), None)
-        seeds = (
-            "One training seed each; how far the seed alone moves these models was not measured, so a gap here may be the seed's."
-            if study is None
-            else f"One training seed each; how far the seed alone moves such models is measured below ({len(study.seeds)} seeds per routing, a shorter schedule)."
+        if study is None:
+            seeds = t(
+                "One training seed each; how far the seed alone moves these models was not measured, so a gap here may be the seed's."
+            )
+        else:
+            seeds = t(
+                "One training seed each; how far the seed alone moves such models is measured below ({k} seeds per routing, a "
+                "shorter schedule).",
+                k=len(study.seeds),
+            )
+        head = t(
+            "The models of one architecture and schedule ({arch}) trained with different routings, each run with its own: {gaps}",
+            arch=architecture_words(arch),
+            gaps=gaps,
         )
-        said.append(
-            f"The models of one architecture and schedule ({arch}) trained with different routings, each run with its own: "
-            + " ".join(parts)
-            + f" {seeds}"
-        )
+        said.append(t("{said} {more}", said=head, more=seeds))
     return said
 
 
@@ -152,29 +191,62 @@ def _ranked(rs: list[Row], field_: str, count: str, higher: bool) -> tuple[list[
     return rs, rules.beyond_chance(a, na, b, nb), noise(a, na, b, nb)
 
 
-def _gap(rs: list[Row], field_: str, count: str, words: str, unit: str, higher: bool) -> str:
-    """The models' `field_` from best to worst, and whether the largest gap is beyond chance."""
+def _ranking(rs: list[Row], field_: str) -> str:
+    """'dynamic 0.55%, uniform 0.58%': each model by what it was trained with, in the order given."""
+    return _listed([t("{routing} {value}%", routing=r.trained_name, value=_pct(getattr(r, field_))) for r in rs])
+
+
+def _gap(rs: list[Row], field_: str, count: str, higher: bool) -> str:
+    """The models' `field_` (test error, or pair accuracy) from best to worst, and whether the
+    largest gap is beyond chance."""
     rs, beyond, band = _ranked(rs, field_, count, higher)
     best, worst = rs[0], rs[-1]
-    gap = abs(getattr(best, field_) - getattr(worst, field_))
-    listing = ", ".join(f"{r.trained} {getattr(r, field_):.2f}%" for r in rs)
-    if beyond:
-        verdict = f"trained with {best.trained} is best, {gap:.2f} points ahead of {worst.trained}, more than the ±{band:.2f} chance gives"
-    else:
-        verdict = (
-            f"the largest gap, {gap:.2f} points, is within the ±{band:.2f} chance gives: on this measure, none of these "
-            "routings trained a model better than another beyond chance"
+    v = dict(
+        n=f"{getattr(best, count):,}",
+        listing=_ranking(rs, field_),
+        best=best.trained_name,
+        worst=worst.trained_name,
+        gap=_pct(abs(getattr(best, field_) - getattr(worst, field_))),
+        band=f"{band:.2f}",
+    )
+    if field_ == "pair_accuracy":
+        if beyond:
+            return t(
+                "MultiMNIST pair accuracy on {n} pairs, best first: {listing}; trained with {best} is best, {gap} points ahead of "
+                "{worst}, more than the ±{band} chance gives.",
+                **v,
+            )
+        return t(
+            "MultiMNIST pair accuracy on {n} pairs, best first: {listing}; the largest gap, {gap} points, is within the ±{band} "
+            "chance gives: on this measure, none of these routings trained a model better than another beyond chance.",
+            **v,
         )
-    return f"{words} on {getattr(best, count):,} {unit}, best first: {listing}; {verdict}."
+    if beyond:
+        return t(
+            "{measure} on {n} test images, best first: {listing}; trained with {best} is best, {gap} points ahead of {worst}, "
+            "more than the ±{band} chance gives.",
+            measure=rs[0].error_words,
+            **v,
+        )
+    return t(
+        "{measure} on {n} test images, best first: {listing}; the largest gap, {gap} points, is within the ±{band} chance "
+        "gives: on this measure, none of these routings trained a model better than another beyond chance.",
+        measure=rs[0].error_words,
+        **v,
+    )
 
 
 def _coupling(r: Row) -> str:
     """How far a routing that computes the couplings from the votes moves them from uniform, by
-    both parts of the near-uniform rule (rules.uniform_words)."""
-    what = ROUTINGS[r.run_with].words
-    return (
-        f"With {what}, **{r.model}**'s couplings, set beside the uniform split (each class 1/{r.classes} of a vote), are "
-        f"{rules.uniform_words(r.entropy_ratio, r.coupling_to_prediction, 1 / r.classes)} (averaged over {COUPLING_IMAGES} images)."
+    both parts of the near-uniform rule (rule_words.uniform_words)."""
+    return t(
+        "With {routing}, **{model}**'s couplings, set beside the uniform split (each class 1/{classes} of a vote), are "
+        "{verdict} (averaged over {n} images).",
+        routing=t(ROUTINGS[r.run_with].words),
+        model=r.model,
+        classes=r.classes,
+        verdict=rule_words.uniform_words(r.entropy_ratio, r.coupling_to_prediction, 1 / r.classes),
+        n=COUPLING_IMAGES,
     )
 
 
@@ -186,33 +258,48 @@ def _time(name: str, rs: dict[str, Row]) -> str | None:
         return None
     d, u = rs["dynamic"], rs["uniform"]
     load, cores = max(d.load, u.load), min(d.cores, u.cores)
-    other = "one pass with uniform couplings"
+    v = dict(name=name, d=rule_words.timing_words(d.timing), u=rule_words.timing_words(u.timing), load=f"{load:.1f}", cores=cores)
     if d.hardware != u.hardware:
-        why = "they were timed on different machines"
-    elif min(len(d.timing.samples), len(u.timing.samples)) < rules.MIN_TIMINGS:
-        why = f"a speed is claimed only from {rules.MIN_TIMINGS} timings or more of each"
-    elif cores < 1:
-        why = "the machine's number of cores was not recorded, so whether it was busy is not known"
-    elif rules.busy(load, cores):
-        why = f"the machine was busy while timing them (load {load:.1f} on {cores} cores)"
-    else:
-        return f"On **{name}**, " + rules.time_words("dynamic routing", d.timing, other, u.timing) + f" (Load {load:.1f} on {cores} cores.)"
-    return (
-        f"On **{name}**, dynamic routing takes {d.timing.words()} per image against {u.timing.words()} for {other}; {why}, "
-        "so nothing is said about which is faster."
-    )
+        return t(
+            "On **{name}**, dynamic routing takes {d} per image against {u} for one pass with uniform couplings; they were timed "
+            "on different machines, so nothing is said about which is faster.",
+            **v,
+        )
+    if min(len(d.timing.samples), len(u.timing.samples)) < rules.MIN_TIMINGS:
+        return t(
+            "On **{name}**, dynamic routing takes {d} per image against {u} for one pass with uniform couplings; a speed is "
+            "claimed only from {timings} timings or more of each, so nothing is said about which is faster.",
+            timings=rules.MIN_TIMINGS,
+            **v,
+        )
+    if cores < 1:
+        return t(
+            "On **{name}**, dynamic routing takes {d} per image against {u} for one pass with uniform couplings; the machine's "
+            "number of cores was not recorded, so whether it was busy is not known, so nothing is said about which is faster.",
+            **v,
+        )
+    if rules.busy(load, cores):
+        return t(
+            "On **{name}**, dynamic routing takes {d} per image against {u} for one pass with uniform couplings; the machine "
+            "was busy while timing them (load {load} on {cores} cores), so nothing is said about which is faster.",
+            **v,
+        )
+    said = rule_words.time_words(t("dynamic routing"), d.timing, t("one pass with uniform couplings"), u.timing)
+    return t("On **{name}**, {said} (Load {load} on {cores} cores.)", said=said, **v)
 
 
 def _of(k: int, n: int) -> str:
-    return "this model" if n == 1 else f"{k} of {n} models"
+    return t("this model") if n == 1 else t("{k} of {n} models", k=k, n=n)
 
 
-def _routings(names) -> str:
-    """The routings among `names`, in the lab's order: "dynamic, uniform or self-attention"; a
-    label of its own (one iteration of dynamic routing, trained_label) after them."""
-    given = set(names)
-    names = [r for r in vector_routings() if r in given] + sorted(given - set(vector_routings()))
-    return ", ".join(names[:-1]) + (" or " if len(names) > 1 else "") + names[-1]
+def _routings(keys=(), labels=()) -> str:
+    """The routings `keys` in the lab's order, by their names: "dynamic, uniform or self-attention";
+    `labels`, names of their own (one iteration of dynamic routing, Row.trained), after them."""
+    given = set(keys)
+    ordered = [routing_name(r) for r in vector_routings() if r in given] + sorted(set(labels))
+    if len(ordered) == 1:
+        return ordered[0]
+    return t("{names} or {last}", names=_listed(ordered[:-1]), last=ordered[-1])
 
 
 def _judged(r: Row, own: Row) -> tuple[str, str, str, bool]:
@@ -220,11 +307,23 @@ def _judged(r: Row, own: Row) -> tuple[str, str, str, bool]:
     gives it: pair accuracy for a model that reads MultiMNIST pairs (the task it was trained for),
     else the test error."""
     if r.pair_accuracy is not None and own.pair_accuracy is not None:
-        return "pair_accuracy", "n_pairs", "pair accuracy", True
-    return "test_error", "n_test", "test error", False
+        return "pair_accuracy", "n_pairs", N_("pair accuracy"), True
+    return "test_error", "n_test", N_("test error"), False
 
 
-VERDICT_WORDS = {"worse": "worse beyond chance", "better": "better beyond chance", None: "within chance"}
+# A verdict of the short answer, as a label in brackets
+VERDICT_WORDS = {"worse": N_("worse beyond chance"), "better": N_("better beyond chance"), None: N_("within chance")}
+
+
+def _quoted(pairs: list[tuple[Row, Row]], field_: str) -> str:
+    """The first two of `pairs` as the table gives them ("**m** 0.60% against 0.55%"), and how many more."""
+    quoted = _listed(
+        [
+            t("**{model}** {a}% against {b}%", model=r.model, a=_pct(getattr(r, field_)), b=_pct(getattr(own, field_)))
+            for r, own in pairs[:2]
+        ]
+    )
+    return t("{listed} and {n} more", listed=quoted, n=len(pairs) - 2) if len(pairs) > 2 else quoted
 
 
 def _outcomes(pairs: list[tuple[Row, Row]], field_: str, count: str, higher: bool) -> str:
@@ -235,56 +334,94 @@ def _outcomes(pairs: list[tuple[Row, Row]], field_: str, count: str, higher: boo
     for r, own in pairs:
         outcome[_verdict(r, own, field_, count, higher)].append((r, own))
     parts = []
-    for verdict, words in VERDICT_WORDS.items():
+    for verdict in VERDICT_WORDS:
         got = sorted(outcome[verdict], key=lambda p: -abs(getattr(p[0], field_) - getattr(p[1], field_)))
         if not got:
             continue
-        quoted = ", ".join(f"**{r.model}** {getattr(r, field_):.2f}% against {getattr(own, field_):.2f}%" for r, own in got[:2])
-        more = f" and {len(got) - 2} more" if len(got) > 2 else ""
-        largest = "largest changes first: " if verdict is None and len(got) > 1 else ""
-        parts.append((len(got), f"{words} on {_of(len(got), len(pairs))} ({largest}{quoted}{more})"))
+        v = dict(models=_of(len(got), len(pairs)), quoted=_quoted(got, field_))
+        if verdict == "worse":
+            said = t("worse beyond chance on {models} ({quoted})", **v)
+        elif verdict == "better":
+            said = t("better beyond chance on {models} ({quoted})", **v)
+        elif len(got) > 1:
+            said = t("within chance on {models} (largest changes first: {quoted})", **v)
+        else:
+            said = t("within chance on {models} ({quoted})", **v)
+        parts.append((len(got), said))
     parts.sort(key=lambda p: -p[0])
-    return "; ".join(p for _, p in parts)
+    return t("; ").join(p for _, p in parts)
 
 
 def _digit_differs(pairs: list[tuple[Row, Row]]) -> str:
-    """For models judged by pair accuracy: where their digit error (one digit alone) gives another verdict, said with its numbers."""
+    """For models judged by pair accuracy: where their digit error (one digit alone) gives another
+    verdict, said with its numbers; "" where it gives none."""
     differ = []
     for r, own in pairs:
         digit = _verdict(r, own, "test_error", "n_test", False)
         if digit != _verdict(r, own, "pair_accuracy", "n_pairs", True):
-            differ.append(f"on **{r.model}**: {VERDICT_WORDS[digit]}, {r.test_error:.2f}% against {own.test_error:.2f}%")
-    return f" By digit error alone (one digit in the frame), the verdict differs {'; '.join(differ)}." if differ else ""
+            differ.append(
+                t(
+                    "on **{model}**: {verdict}, {a}% against {b}%",
+                    model=r.model,
+                    verdict=t(VERDICT_WORDS[digit]),
+                    a=_pct(r.test_error),
+                    b=_pct(own.test_error),
+                )
+            )
+    return t("By digit error alone (one digit in the frame), the verdict differs {where}.", where=t("; ").join(differ)) if differ else ""
 
 
 def _pair_counts(pairs: list[tuple[Row, Row]]) -> str:
     counts = {r.n_pairs for r, own in pairs} | {own.n_pairs for _, own in pairs}
-    return f"{counts.pop():,} test pairs" if len(counts) == 1 else "their test pairs"
+    return t("{n} test pairs", n=f"{counts.pop():,}") if len(counts) == 1 else t("their test pairs")
 
 
-def _swap(by_model: dict[str, dict[str, Row]], routing: str, lead: str, trained: tuple[str, ...]) -> str | None:
+def _swap(by_model: dict[str, dict[str, Row]], routing: str, headline: str, trained: tuple[str, ...]) -> str | None:
     """How the models trained with one of `trained` fare when they are run with `routing` instead:
     by test error, or by pair accuracy for the models that read MultiMNIST pairs (`_judged`), how
-    many stay within chance, how many do better or worse beyond it."""
+    many stay within chance, how many do better or worse beyond it. `headline`: the sentence's bold title."""
     pairs = [(rs[routing], own) for rs in by_model.values() if (own := _own(rs)) and own.trained_with in trained and routing in rs]
     if not pairs:
         return None
     single = [(r, own) for r, own in pairs if _judged(r, own)[0] == "test_error"]
     paired = [(r, own) for r, own in pairs if _judged(r, own)[0] == "pair_accuracy"]
-    said = []
+    owns = [own for _, own in pairs]
+    trained = _routings([o.trained_with for o in owns if not o.trained_label], [o.trained for o in owns if o.trained_label])
+    v = dict(headline=headline, routing=run_with_words(routing), trained=trained)
     if single:
-        whose = f"for the {len(single)} that read one image at a time, " if paired else ""
-        said.append(whose + "the test error is " + _outcomes(single, "test_error", "n_test", False))
+        v["errors"] = _outcomes(single, "test_error", "n_test", False)
     if paired:
-        task = "the task they were trained for" if len(paired) > 1 else "the task it was trained for"
-        whose = f"for the {len(paired)} that read MultiMNIST pairs, judged" if single else "judged"
-        said.append(
-            f"{whose} by pair accuracy on {_pair_counts(paired)} ({task}{'' if single else ', reading MultiMNIST pairs'}), "
-            "the pair accuracy is " + _outcomes(paired, "pair_accuracy", "n_pairs", True)
+        v |= dict(pair_counts=_pair_counts(paired), accuracies=_outcomes(paired, "pair_accuracy", "n_pairs", True))
+    if single and paired:
+        said = tn(
+            "{headline} Run with {routing} instead of what they were trained with ({trained}), for the {k} that read one image "
+            "at a time, the test error is {errors}; for the {n} that read MultiMNIST pairs, judged by pair accuracy on "
+            "{pair_counts} (the task it was trained for), the pair accuracy is {accuracies}.",
+            "{headline} Run with {routing} instead of what they were trained with ({trained}), for the {k} that read one image "
+            "at a time, the test error is {errors}; for the {n} that read MultiMNIST pairs, judged by pair accuracy on "
+            "{pair_counts} (the task they were trained for), the pair accuracy is {accuracies}.",
+            len(paired),
+            k=len(single),
+            **v,
         )
-    trained_with = _routings(own.trained for _, own in pairs)
-    what = "what it was trained with" if len(pairs) == 1 else "what they were trained with"
-    return f"{lead} instead of {what} ({trained_with}), " + "; ".join(said) + "." + _digit_differs(paired)
+    elif single:
+        said = tn(
+            "{headline} Run with {routing} instead of what it was trained with ({trained}), the test error is {errors}.",
+            "{headline} Run with {routing} instead of what they were trained with ({trained}), the test error is {errors}.",
+            len(pairs),
+            **v,
+        )
+    else:
+        said = tn(
+            "{headline} Run with {routing} instead of what it was trained with ({trained}), judged by pair accuracy on "
+            "{pair_counts} (the task it was trained for, reading MultiMNIST pairs), the pair accuracy is {accuracies}.",
+            "{headline} Run with {routing} instead of what they were trained with ({trained}), judged by pair accuracy on "
+            "{pair_counts} (the task they were trained for, reading MultiMNIST pairs), the pair accuracy is {accuracies}.",
+            len(pairs),
+            **v,
+        )
+    differs = _digit_differs(paired)
+    return t("{said} {more}", said=said, more=differs) if differs else said
 
 
 def _better(by_model: dict[str, dict[str, Row]]) -> str | None:
@@ -302,37 +439,133 @@ def _better(by_model: dict[str, dict[str, Row]]) -> str | None:
             field_, count, words, higher = _judged(r, own)
             if _verdict(r, own, field_, count, higher) == "better":
                 better.append(
-                    f"**{r.model}** (trained with {own.trained}) run with {r.run_with}: {words} "
-                    f"{getattr(r, field_):.2f}% against {getattr(own, field_):.2f}%"
+                    t(
+                        "**{model}** (trained with {trained}) run with {run}: {measure} {a}% against {b}%",
+                        model=r.model,
+                        trained=own.trained_name,
+                        run=routing_name(r.run_with),
+                        measure=t(words),
+                        a=_pct(getattr(r, field_)),
+                        b=_pct(getattr(own, field_)),
+                    )
                 )
             elif field_ == "pair_accuracy" and _verdict(r, own, "test_error", "n_test", False) == "better":
-                verdict = VERDICT_WORDS[_verdict(r, own, field_, count, higher)]
-                digit.setdefault((r.model, own.trained), []).append(
-                    f"run with {r.run_with}, digit error {r.test_error:.2f}% against {own.test_error:.2f}% but pair accuracy "
-                    f"{r.pair_accuracy:.2f}% against {own.pair_accuracy:.2f}% ({verdict})"
+                digit.setdefault((r.model, own.trained_name), []).append(
+                    t(
+                        "run with {run}, digit error {a}% against {b}% but pair accuracy {c}% against {d}% ({verdict})",
+                        run=routing_name(r.run_with),
+                        a=_pct(r.test_error),
+                        b=_pct(own.test_error),
+                        c=_pct(r.pair_accuracy),
+                        d=_pct(own.pair_accuracy),
+                        verdict=t(VERDICT_WORDS[_verdict(r, own, field_, count, higher)]),
+                    )
                 )
     if not compared:
         return None
-    measure = "by test error, or pair accuracy for a model that reads MultiMNIST pairs"
-    said = (
-        f"**Better with another routing.** Beyond chance, {measure}: " + "; ".join(better) + "."
-        if better
-        else f"**Better with another routing.** No model does better beyond chance run with another routing than with its own, {measure}."
-    )
-    for (model, trained), runs in digit.items():
-        said += (
-            f" By digit error alone (one digit in the frame), **{model}** (trained with {trained}) would look better: "
-            + "; ".join(runs)
-            + "."
+    if better:
+        said = t(
+            "**Better with another routing.** Beyond chance, by test error, or pair accuracy for a model that reads MultiMNIST "
+            "pairs: {models}.",
+            models=t("; ").join(better),
         )
+    else:
+        said = t(
+            "**Better with another routing.** No model does better beyond chance run with another routing than with its own, "
+            "by test error, or pair accuracy for a model that reads MultiMNIST pairs."
+        )
+    for (model, trained), runs in digit.items():
+        more = t(
+            "By digit error alone (one digit in the frame), **{model}** (trained with {trained}) would look better: {runs}.",
+            model=model,
+            trained=trained,
+            runs=t("; ").join(runs),
+        )
+        said = t("{said} {more}", said=said, more=more)
     return said
 
 
-NO_ANSWER = (
+NO_ANSWER = N_(
     "Nothing shown here answers it: the short answer sets a model run with uniform or fixed random couplings beside its "
     "own routing, models trained with different routings beside one another, and dynamic routing's couplings beside "
     "the uniform split, and none of these is among the rows shown."
 )
+
+
+def _trained_with_group(arch: str, rs: list[Row]) -> str:
+    """One architecture's models trained with different routings, in the short answer: test error
+    (and pair accuracy), best first, and whether the gap is beyond chance."""
+    said = []
+    for field_, count, higher in (("test_error", "n_test", False), ("pair_accuracy", "n_pairs", True)):
+        if field_ == "pair_accuracy" and not all(r.pair_accuracy is not None for r in rs):
+            continue
+        ranked, beyond, _ = _ranked(rs, field_, count, higher)
+        if beyond:
+            verdict = t(
+                "{best} ahead of {worst} beyond chance, but with one training seed each this gap may be the seed's",
+                best=ranked[0].trained_name,
+                worst=ranked[-1].trained_name,
+            )
+        else:
+            verdict = t("no gap beyond chance")
+        measure = rs[0].error_words if field_ == "test_error" else t("pair accuracy")
+        said.append(t("{measure} {listing} ({verdict})", measure=measure, listing=_ranking(ranked, field_), verdict=verdict))
+    return t("{what}: {said}", what=architecture_words(arch.split(",")[0]), said=t("; ").join(said))
+
+
+def _couplings(rows: list[Row]) -> str | None:
+    """How far dynamic routing moves the couplings from uniform, by the near-uniform rule, on each
+    model run with it: the evenness range of those it leaves near uniform, and the numbers of the
+    first two it moves away."""
+    dynamic = [r for r in rows if r.run_with == "dynamic"]
+    if not dynamic:
+        return None
+    near = [r for r in dynamic if rules.near_uniform(r.entropy_ratio, r.coupling_to_prediction, 1 / r.classes)]
+    away = sorted((r for r in dynamic if r not in near), key=lambda r: r.entropy_ratio)
+    v = dict(
+        rule=t(
+            "more than {entropy} of the uniform split's entropy and less than {share} times the uniform share of a vote to the "
+            "predicted class",
+            entropy=f"{rules.NEAR_UNIFORM_ENTROPY:.0%}",
+            share=rules.NEAR_UNIFORM_SHARE,
+        )
+    )
+    if near:
+        lo, hi = f"{100 * min(r.entropy_ratio for r in near):.1f}", f"{100 * max(r.entropy_ratio for r in near):.1f}"
+        v |= dict(near_models=_of(len(near), len(dynamic)), kept=f"{lo}%" if lo == hi else t("{lo}% to {hi}%", lo=lo, hi=hi))
+    if away:
+        quoted = _listed(
+            [
+                t(
+                    "**{model}**: {entropy}% of the entropy, {share} to the predicted class against the uniform {uniform}",
+                    model=r.model,
+                    entropy=f"{100 * r.entropy_ratio:.1f}",
+                    share=f"{r.coupling_to_prediction:.2f}",
+                    uniform=f"{1 / r.classes:.2f}",
+                )
+                for r in away[:2]
+            ]
+        )
+        if len(away) > 2:
+            quoted = t("{listed} and {n} more", listed=quoted, n=len(away) - 2)
+        v |= dict(away_models=_of(len(away), len(dynamic)), quoted=quoted)
+    if near and away:
+        return t(
+            "**Couplings.** By the near-uniform rule ({rule}), dynamic routing leaves the couplings near uniform on {near_models} "
+            "(they keep {kept} of the uniform split's entropy); it moves them away from uniform on {away_models} ({quoted}).",
+            **v,
+        )
+    if near:
+        return t(
+            "**Couplings.** By the near-uniform rule ({rule}), dynamic routing leaves the couplings near uniform on {near_models} "
+            "(they keep {kept} of the uniform split's entropy).",
+            **v,
+        )
+    return t(
+        "**Couplings.** By the near-uniform rule ({rule}), dynamic routing moves the couplings away from uniform on {away_models} "
+        "({quoted}).",
+        **v,
+    )
 
 
 def short_answer(rows: list[Row]) -> list[str]:
@@ -343,64 +576,21 @@ def short_answer(rows: list[Row]) -> list[str]:
     Each quotes the table's own numbers."""
     by_model = _by_model(rows)
     said = [
-        _swap(by_model, "uniform", f"**Run without routing.** Run with {run_with_words('uniform')}", vote_based()),
-        _swap(
-            by_model,
-            "random",
-            f"**Random couplings.** Run with {run_with_words('random')}",
-            tuple(r for r in vector_routings() if r != "random"),
-        ),
+        _swap(by_model, "uniform", t("**Run without routing.**"), vote_based()),
+        _swap(by_model, "random", t("**Random couplings.**"), tuple(r for r in vector_routings() if r != "random")),
         _better(by_model),
     ]
-    groups = []
-    for arch, rs in _groups(rows).items():
-        text = arch.split(",")[0] + ": "
-        for field_, count, words, higher in (
-            ("test_error", "n_test", rs[0].error_words, False),
-            ("pair_accuracy", "n_pairs", "pair accuracy", True),
-        ):
-            if field_ == "pair_accuracy" and not all(r.pair_accuracy is not None for r in rs):
-                continue
-            ranked, beyond, _ = _ranked(rs, field_, count, higher)
-            listing = ", ".join(f"{r.trained} {getattr(r, field_):.2f}%" for r in ranked)
-            verdict = (
-                f"{ranked[0].trained} ahead of {ranked[-1].trained} beyond chance, but with one training seed each this gap may be the seed's"
-                if beyond
-                else "no gap beyond chance"
-            )
-            text += f"{'' if field_ == 'test_error' else '; '}{words} {listing} ({verdict})"
-        groups.append(text)
+    groups = [_trained_with_group(arch, rs) for arch, rs in _groups(rows).items()]
     if groups:
         said.append(
-            "**Trained with.** Models of one preset and schedule trained with different routings, each run with its own "
-            "(one training seed each, so a gap may be the seed's): " + "; ".join(groups) + "."
-        )
-    dynamic = [r for r in rows if r.run_with == "dynamic"]
-    if dynamic:
-        near = [r for r in dynamic if rules.near_uniform(r.entropy_ratio, r.coupling_to_prediction, 1 / r.classes)]
-        away = sorted((r for r in dynamic if r not in near), key=lambda r: r.entropy_ratio)
-        rule = (
-            f"more than {rules.NEAR_UNIFORM_ENTROPY:.0%} of the uniform split's entropy and less than "
-            f"{rules.NEAR_UNIFORM_SHARE} times the uniform share of a vote to the predicted class"
-        )
-        parts = []
-        if near:
-            lo, hi = min(r.entropy_ratio for r in near), max(r.entropy_ratio for r in near)
-            kept = f"{100 * lo:.1f}%" if f"{100 * lo:.1f}" == f"{100 * hi:.1f}" else f"{100 * lo:.1f}% to {100 * hi:.1f}%"
-            parts.append(
-                f"leaves the couplings near uniform on {_of(len(near), len(dynamic))} (they keep {kept} of the uniform split's entropy)"
+            t(
+                "**Trained with.** Models of one preset and schedule trained with different routings, each run with its own (one "
+                "training seed each, so a gap may be the seed's): {groups}.",
+                groups=t("; ").join(groups),
             )
-        if away:
-            quoted = ", ".join(
-                f"**{r.model}**: {100 * r.entropy_ratio:.1f}% of the entropy, {r.coupling_to_prediction:.2f} to the predicted class "
-                f"against the uniform {1 / r.classes:.2f}"
-                for r in away[:2]
-            )
-            more = f" and {len(away) - 2} more" if len(away) > 2 else ""
-            them = "them" if near else "the couplings"
-            parts.append(f"moves {them} away from uniform on {_of(len(away), len(dynamic))} ({quoted}{more})")
-        said.append(f"**Couplings.** By the near-uniform rule ({rule}), dynamic routing " + "; it ".join(parts) + ".")
-    return [s for s in said if s] or [NO_ANSWER]
+        )
+    said.append(_couplings(rows))
+    return [s for s in said if s] or [t(NO_ANSWER)]
 
 
 def hidden(rows: list[Row]) -> list[str]:
@@ -414,34 +604,54 @@ def hidden(rows: list[Row]) -> list[str]:
     untied: dict[str, set[str]] = {}
     for r in rows:
         if r.trained_with not in shown:
-            untied.setdefault(r.trained, set()).add(r.model)
+            untied.setdefault(r.trained_name, set()).add(r.model)
     for routing, names in untied.items():
-        listed = ", ".join(f"**{n}**" for n in sorted(names))
         lost.append(
-            f"how {listed}, trained with {routing}, fare with other routings than their own (in the short answer and in "
-            "their details) and beside models trained otherwise"
+            t(
+                "how {models}, trained with {routing}, fare with other routings than their own (in the short answer and in their "
+                "details) and beside models trained otherwise",
+                models=_listed([f"**{n}**" for n in sorted(names)]),
+                routing=routing,
+            )
         )
     if "uniform" in off:
-        lost.append("the short answer on running without routing (uniform couplings)")
+        lost.append(t("the short answer on running without routing (uniform couplings)"))
     if "random" in off:
-        lost.append("the short answer on fixed random couplings")
-    lost.append(f"whether a model does better run with {_routings(off)} than with its own (the short answer)")
-    lost += [f"how far {ROUTINGS[r].words} moves the couplings from uniform" for r in off if ROUTINGS[r].from_votes]
+        lost.append(t("the short answer on fixed random couplings"))
+    lost.append(t("whether a model does better run with {routings} than with its own (the short answer)", routings=_routings(off)))
+    lost += [t("how far {routing} moves the couplings from uniform", routing=t(ROUTINGS[r].words)) for r in off if ROUTINGS[r].from_votes]
     if "dynamic" in off or "uniform" in off:
-        lost.append("the time of dynamic routing against uniform couplings")
+        lost.append(t("the time of dynamic routing against uniform couplings"))
     return [
-        f"Hidden under *Run with*: {', '.join(off)}. Left out with {'it' if len(off) == 1 else 'them'}: "
-        + "; ".join(lost)
-        + ". Choose every routing to see them."
+        tn(
+            "Hidden under *{label}*: {off}. Left out with it: {lost}. Choose every routing to see them.",
+            "Hidden under *{label}*: {off}. Left out with them: {lost}. Choose every routing to see them.",
+            len(off),
+            label=t("Run with"),
+            off=_listed([routing_name(r) for r in off]),
+            lost=t("; ").join(lost),
+        )
     ]
 
 
 EFFICIENT_MNIST = ("efficient", "mnist", None, True)  # the published result the lab quotes beside Sabour et al.'s
+# What others found, each a catalog message; `published()` says them with the papers' numbers
 PUBLISHED = (
-    "Paik, Lee and Kim (2019, arXiv 1907.13327): on their benchmarks dynamic and EM routing were not better than "
-    "uniform or random couplings, and routing mainly made the couplings more extreme.",
-    "Gu and Tresp (2020, CVPR): routing contributed neither to generalisation nor to affine robustness; their "
-    "capsule networks without routing reached 93.21% on affNIST after MNIST training, against 79% for CapsNet.",
-    f"Mazzia, Salvetti and Chiaberge (2021, Efficient-CapsNet): {PAPER[EFFICIENT_MNIST]}% MNIST test error with one pass of self-attention "
-    "routing and about 161 thousand parameters, after 150 epochs with augmentation.",
+    N_(
+        "Paik, Lee and Kim (2019, arXiv 1907.13327): on their benchmarks dynamic and EM routing were not better than "
+        "uniform or random couplings, and routing mainly made the couplings more extreme."
+    ),
+    N_(
+        "Gu and Tresp (2020, CVPR): routing contributed neither to generalisation nor to affine robustness; their "
+        "capsule networks without routing reached 93.21% on affNIST after MNIST training, against 79% for CapsNet."
+    ),
+    N_(
+        "Mazzia, Salvetti and Chiaberge (2021, Efficient-CapsNet): {error}% MNIST test error with one pass of self-attention "
+        "routing and about 161,000 parameters, after 150 epochs with augmentation."
+    ),
 )
+
+
+def published() -> list[str]:
+    """What others found (not measured here), in the reader's language."""
+    return [t(p, error=PAPER[EFFICIENT_MNIST]) for p in PUBLISHED]  # a message without {error} ignores it

@@ -12,7 +12,7 @@ FAMILY = Family(
     short=N_("CapsNet"),
     title=N_("CapsNet (vector capsules)"),
     about=N_("Sabour et al.'s capsule network: vector capsules whose votes are routed by agreement."),
-    score="capsule length",
+    score=N_("capsule length"),
     routing="dynamic",
     pages=frozenset({"routing", "lab", "tour", "explorer", "robustness"}),
     tour="capsviz.families.capsnet.tour:TOUR",
@@ -28,4 +28,5 @@ FAMILY = Family(
     },
     paper_presets={"*": "capsnet", "multimnist": "capsnet-multimnist"},
     site="capsviz.site.export:model_graphs",
+    layout="capsviz.families.capsnet.model:primary_layout",
 )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from capsviz.entries import Layout
 from capsviz.families.capsnet.config import PAPER_COMPUTATION, CapsNetConfig
+from capsviz.i18n import t
 from capsviz.kernels import policy
 from capsviz.kernels.conv import conv2d_nhwc
 from capsviz.kernels.slices import dynamic_slices, in_chunks
@@ -33,6 +36,25 @@ def primary_index(grouping: str, types: int, dim: int, grid: int) -> torch.Tenso
     return (channel * grid * grid + pos).reshape(-1, dim)  # (I, K), i = (row, col, type)
 
 
+def primary_places(grouping: str, types: int, dim: int, grid: int) -> np.ndarray:
+    """(grid * grid, I): the share of each position's primary-capsule values that capsule i holds,
+    from the grouping's index map (`primary_index`): a row sums to 1. For the paper's grouping each
+    position holds `types` whole capsules (1/types each); for the view grouping a capsule is spread
+    over the positions of the values it is built from."""
+    index = primary_index(grouping, types, dim, grid).numpy()  # (I, K) into (T*K, G, G) flattened
+    G2, I = grid * grid, index.shape[0]
+    counts = np.zeros((G2, I))
+    np.add.at(counts, (index % G2, np.repeat(np.arange(I)[:, None], index.shape[1], 1)), 1.0)
+    return counts / counts.sum(1, keepdims=True)
+
+
+def primary_layout(cfg: CapsNetConfig) -> Layout:
+    """Where a CapsNet's primary capsules sit (its registry entry's `layout`): on the PrimaryCaps
+    grid, grouped as its config says."""
+    places = primary_places(cfg.primary_grouping, cfg.primary_types, cfg.primary_dim, cfg.primary_grid)
+    return Layout(cfg.primary_grid, cfg.primary_dim, cfg.primary_types, cfg.primary_grouping, places)
+
+
 def computation_words(cfg) -> list[str]:
     """What a CapsNet computes differently from Sabour et al., one plain sentence per option (an
     empty list for the paper's computation, which capsviz's own models always have). The zoo card
@@ -41,33 +63,46 @@ def computation_words(cfg) -> list[str]:
         return []
     words = []
     if cfg.input_mean != 0.0 or cfg.input_std != 1.0:
-        words.append(f"reads its images normalised: (x - {cfg.input_mean:g}) / {cfg.input_std:g}, x in [0, 1]")
+        words.append(
+            t("reads its images normalised: (x - {mean}) / {std}, x in [0, 1]", mean=f"{cfg.input_mean:g}", std=f"{cfg.input_std:g}")
+        )
     if cfg.primary_grouping == "view":
         words.append(
-            f"a primary capsule is {cfg.primary_dim} neighbouring values of one conv map (view(B, -1, {cfg.primary_dim}) of the "
-            "NCHW output), not one position's channels"
+            t(
+                "a primary capsule is {d} neighbouring values of one conv map (view(B, -1, {d}) of the NCHW output), "
+                "not one position's channels",
+                d=cfg.primary_dim,
+            )
         )
     if cfg.primary_squash == "map":
-        words.append(f"primary capsules squashed over each of their {cfg.primary_dim} values' whole map, not capsule by capsule")
+        words.append(t("primary capsules squashed over each of their {d} values' whole map, not capsule by capsule", d=cfg.primary_dim))
     if cfg.squash == "efficient":
-        words.append("squash (1 - e^-|s|) s/|s| (Efficient-CapsNet's), not Eq. 1")
+        words.append(t("squash (1 - e^-|s|) s/|s| (Efficient-CapsNet's), not Eq. 1"))
     if cfg.class_squash == "classes":
-        words.append("class capsules squashed over the classes (each of their values across the classes), not capsule by capsule")
+        words.append(t("class capsules squashed over the classes (each of their values across the classes), not capsule by capsule"))
     elif cfg.class_squash == "all":
-        words.append("class capsules squashed all together (an image's whole map of class capsules at once), not capsule by capsule")
+        words.append(t("class capsules squashed all together (an image's whole map of class capsules at once), not capsule by capsule"))
     elif cfg.class_squash == "value":
-        words.append("class capsules squashed value by value (each of their values on its own), not capsule by capsule")
+        words.append(t("class capsules squashed value by value (each of their values on its own), not capsule by capsule"))
     if cfg.routing_softmax == "inputs":
-        words.append("couplings sum to 1 over the input capsules for each class (softmax over inputs), not over the classes")
+        words.append(t("couplings sum to 1 over the input capsules for each class (softmax over inputs), not over the classes"))
     if cfg.routing_logits != "image":
-        n = f"each {cfg.routing_batch} images" if cfg.routing_batch else "all images routed together"
-        how = "averaged" if cfg.routing_logits == "batch" else "summed"
-        words.append(
-            f"routing logits {how} over {n}: an image's class capsules depend on the other images in its batch "
-            "(one image on its own is routed alone)"
-        )
+        after = t("an image's class capsules depend on the other images in its batch (one image on its own is routed alone)")
+        if cfg.routing_batch:
+            said = (
+                t("routing logits averaged over each {n} images: {after}", n=cfg.routing_batch, after=after)
+                if cfg.routing_logits == "batch"
+                else t("routing logits summed over each {n} images: {after}", n=cfg.routing_batch, after=after)
+            )
+        else:
+            said = (
+                t("routing logits averaged over all images routed together: {after}", after=after)
+                if cfg.routing_logits == "batch"
+                else t("routing logits summed over all images routed together: {after}", after=after)
+            )
+        words.append(said)
     if cfg.routing_prior:
-        words.append("routing starts from a learned prior b (input capsules x classes), not from 0")
+        words.append(t("routing starts from a learned prior b (input capsules x classes), not from 0"))
     return words
 
 

@@ -10,8 +10,11 @@ import numpy as np
 import torch
 
 from capsviz.analysis import as_batch, coupling_entropy
+from capsviz.analysis import tour_questions as ask
 from capsviz.analysis.steps import (
     MAPS,
+    MOST,
+    SATURATED,
     SHOWN,
     Step,
     Tour,
@@ -356,6 +359,7 @@ def capsnet_walk(
                 measured=measured,
                 warn=warn,
                 terms=("primary_length", "pose"),
+                question=ask.mostly_long(model_name, tour.image, tour.primary_len, SATURATED, MOST),
             )
         elif k == "predictions":
             primary = tour.primary_len.reshape(-1)[tour.shown]  # (SHOWN,) |u_i|: primary_len is (G, G, K) of the I capsules
@@ -426,6 +430,7 @@ def capsnet_walk(
                 ],
                 measured=prediction_words(f"P1 ({tour.shown_names[0]})", tour.pred_len[0], pn, W, words.thing, float(primary[0])),
                 terms=("u_hat", "W", "primary_length"),
+                question=ask.loudest_prediction(model_name, tour.image, tour.pred_len[0], names, "P1", W),
             )
         elif k.startswith("iteration"):
             it = int(k.removeprefix("iteration")) - 1
@@ -483,6 +488,11 @@ def capsnet_walk(
                 measured=coupling_words(it, summary, tour.c[it][tour.shown, W], I, J, pn[W], t("iteration {k}", k=2) if it > 1 else ""),
                 table=rows,
                 terms=("b", "c"),
+                question=(
+                    ask.first_split(model_name, tour.image, tour.c[it], names, W, R)
+                    if it == 0
+                    else ask.still_near_uniform(model_name, tour.image, tour.c[it], summary["entropy_mean"], summary["mean"], 1 / J, it + 1)
+                ),
             )
         elif k == "lengths":
             margin = t(
@@ -528,6 +538,7 @@ def capsnet_walk(
                     ],
                 )
                 step.data["dynamic"] = tour.lengths  # dynamic routing's lengths, which the text quotes beside
+            step.question = ask.longest_class(model_name, tour.image, step.data["values"], names, truth)
         elif k == "reconstruction":
             rv = dict(reconstruction=label("reconstruction"), shown=words.shown, D=D, name=pn[tour.own_winner])
             step = reconstruction_step(

@@ -12,10 +12,11 @@ FAMILY = Family(
     short=N_("baseline CNN"),
     title=N_("plain CNN (no capsules)"),
     about=N_("A plain convolutional network, the baseline the capsule papers compare with: no capsules, no routing."),
-    score="softmax probability",
+    score=N_("softmax probability"),
     routing=None,
-    unrouted="none (CNN)",
+    unrouted=N_("none (CNN)"),
     paper={("mnist", None, None): 0.39, ("multimnist", None, None): 8.1},
     # each dataset's paper baseline has its own architecture (CNNConfig.kind)
     paper_presets={"mnist": "cnn-mnist", "multimnist": "cnn-multimnist", "smallnorb": "cnn-smallnorb"},
+    baseline=True,
 )

@@ -12,7 +12,7 @@ FAMILY = Family(
     short=N_("Efficient-CapsNet"),
     title=N_("Efficient-CapsNet (vector capsules)"),
     about=N_("Mazzia et al.'s small capsule network: vector capsules routed by one pass of self-attention."),
-    score="capsule length",
+    score=N_("capsule length"),
     routing="self-attention",
     pages=frozenset({"routing", "lab", "tour", "explorer", "robustness"}),
     tour="capsviz.families.efficient_capsnet.tour:TOUR",
@@ -20,4 +20,12 @@ FAMILY = Family(
     paper={("mnist", None, True): 0.26},  # Mazzia et al. 2021, 150 epochs with augmentation
     paper_presets={"*": "efficient-capsnet"},
     site="capsviz.site.export:model_graphs",
+    layout="capsviz.families.efficient_capsnet.model:primary_layout",
+    # its steps of the same name explain other things: its primary capsules are not on a grid of
+    # positions (the "primary" entry describes the paper CapsNet's 32 types at 6x6 places)
+    tour_terms={
+        "input": ["capsule", "efficient"],
+        "convs": ["relu", "batchnorm"],
+        "primary": ["efficient_squash", "length", "pose"],
+    },
 )

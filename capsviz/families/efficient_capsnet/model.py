@@ -6,13 +6,15 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from capsviz.entries import Layout
 from capsviz.families.efficient_capsnet.config import EfficientCapsConfig
+from capsviz.i18n import N_
 from capsviz.losses import reconstruction_loss
 from capsviz.models import ModelOutput
 from capsviz.models.heads import ClassCapsules, Decoder
 from capsviz.routing import efficient_squash, route
 
-ITERATIONS = 3  # dynamic routing's iterations when the model is run with it and none are asked for
+DYNAMIC_ITERATIONS = 3  # dynamic routing's iterations when the model is run with it and none are asked for
 MSE_WEIGHT = 0.392  # the paper's weight on the mean squared reconstruction error (= 0.0005 x 784 pixels)
 
 
@@ -83,7 +85,7 @@ class EfficientCapsNet(ClassCapsules, nn.Module):
         """Predictions u_hat (B, J, I, D) routed by self-attention with the learned prior, or by
         `routing` (and `iterations`, dynamic routing's) for this call only."""
         name = "self-attention" if routing is None else routing
-        T = ITERATIONS if iterations is None else iterations
+        T = DYNAMIC_ITERATIONS if iterations is None else iterations
         return route(name, u_hat, iterations=T, prior=self.b, squash=efficient_squash, record=record)
 
     def reconstruction_loss(self, reconstruction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -93,6 +95,12 @@ class EfficientCapsNet(ClassCapsules, nn.Module):
     def trace(self, x: torch.Tensor, iterations: int | None = None, routing: str | None = None) -> ModelOutput:
         """The output with the class capsules' routing recorded (`trace`), no reconstruction."""
         return self(x, record=True, reconstruct=False, routing=routing, iterations=iterations)
+
+
+def primary_layout(cfg: EfficientCapsConfig) -> Layout:
+    """Where its primary capsules sit (its registry entry's `layout`): nowhere in particular, the
+    depthwise kernel spans the whole of the last conv's map."""
+    return Layout(0, cfg.primary_dim, about=N_("This model has no grid of positions: its primary capsules see the whole image."))
 
 
 def training_votes(model: EfficientCapsNet, config: EfficientCapsConfig, x: torch.Tensor, y: torch.Tensor) -> int:

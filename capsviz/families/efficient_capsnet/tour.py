@@ -10,8 +10,10 @@ import numpy as np
 import torch
 
 from capsviz.analysis import as_batch, coupling_entropy, rules
+from capsviz.analysis import tour_questions as ask
 from capsviz.analysis.steps import (
     MAPS,
+    MOST,
     SATURATED,
     Step,
     Tour,
@@ -20,6 +22,7 @@ from capsviz.analysis.steps import (
     input_step,
     lab_step,
     lengths_step,
+    long_share,
     near_uniform_words,
     reconstruction_step,
     squash_words,
@@ -226,6 +229,7 @@ def efficient_walk(
                     "lines": {},
                     "s_len": size,
                     "eq1": eq1,
+                    "share_long": long_share(L),  # the share the question's answer quotes
                 },
                 caption=t("one bar per primary capsule; red: the longest, capsule {i}", i=hi + 1),
                 text=[
@@ -272,6 +276,7 @@ def efficient_walk(
                     limit=SATURATED,
                 ),
                 terms=("efficient_squash", "length", "pose"),
+                question=ask.mostly_long(model_name, tour.image, L, SATURATED, MOST),
             )
         elif k == "predictions":
             top = int(tour.pred_len[:, W].argmax())
@@ -308,6 +313,7 @@ def efficient_walk(
                     hi=two(tour.pred_len[:, W].max()),
                 ),
                 terms=("u_hat", "W"),
+                question=ask.loudest_capsule(model_name, tour.image, tour.pred_len[:, W], names[W]),
             )
         elif k == "routing":
             s_len = np.linalg.norm(tour.s, axis=-1)
@@ -390,6 +396,7 @@ def efficient_walk(
                     t("c to {name}", name=pn[R]): tour.c[:, R],
                 },
                 terms=("self_attention", "c", "prior", "u_hat"),
+                question=ask.still_near_uniform(model_name, tour.image, tour.c, float(tour.entropy.mean()), share, uniform, None),
             )
         elif k == "lengths":
             step = lengths_step(
@@ -408,6 +415,7 @@ def efficient_walk(
                     )
                 ],
             )
+            step.question = ask.longest_class(model_name, tour.image, tour.lengths, names, truth)
         elif k == "reconstruction":
             step = reconstruction_step(
                 step,

@@ -12,11 +12,12 @@ FAMILY = Family(
     short=N_("matrix capsules"),
     title=N_("matrix capsules (4x4 poses)"),
     about=N_("Hinton et al.'s matrix capsules: each capsule holds a 4x4 pose and an activation, routed by EM."),
-    score="class activation",
+    score=N_("class activation"),
     routing="em",
     pages=frozenset({"em", "tour", "robustness"}),
     tour="capsviz.families.matrix_capsnet.tour:TOUR",
     votes="capsviz.families.matrix_capsnet.model:training_votes",
     paper={("mnist", 3, None): 0.44},
     paper_presets={"*": "matrix"},
+    attacks=True,  # Hinton et al. section 6: FGSM and BIM against a CNN
 )

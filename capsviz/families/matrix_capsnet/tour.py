@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from capsviz.analysis import as_batch
+from capsviz.analysis import tour_questions as ask
 from capsviz.analysis.steps import SHOWN, Step, Tour, gap, input_step, plane, pose_words, share_words, two
 from capsviz.glossary import label
 from capsviz.i18n import t
@@ -178,6 +179,7 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                 ],
                 measured=pose_words(tour.pose),
                 terms=("pose", "a_in"),
+                question=ask.rotation_range(model_name, tour.image, tour.pose),
             )
         elif k == "votes":
             step = replace(
@@ -232,6 +234,7 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                 ),
                 table=rows,
                 terms=("a_in", "R"),
+                question=ask.em_vote(model_name, tour.image, it + 1, tour.R[it][tour.shown[0]], names, W, R, CLASS_LAYER_IN),
             )
         elif k == "activations":
             a = tour.a[-1]
@@ -269,6 +272,7 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                 ],
                 terms=("spread_loss", "a_j", "lambda"),
                 link=("pages/em.py", t("EM routing, iteration by iteration")),
+                question=ask.most_active_class(model_name, tour.image, a, names, truth),
             )
         out.append(step)
     return out

@@ -31,7 +31,7 @@ from capsviz import paths
 # The switch is read here, where the kernel loads, and capsviz.kernels.policy names it beside the
 # other switches: the policy asks this module whether the kernel is on, never the other way round.
 NATIVE_ENV = "CAPSVIZ_NATIVE"
-SOURCE = Path(__file__).with_name("em_routing.cpp")
+CPP_FILE = Path(__file__).with_name("em_routing.cpp")
 # -march=native picks the vector width (AVX-512, AVX2, NEON) for this CPU; Apple's clang on arm64
 # spells it -mcpu. The library's file name follows the platform.
 MARCH = "-mcpu=native" if sys.platform == "darwin" and platform.machine() == "arm64" else "-march=native"
@@ -51,7 +51,7 @@ def switched_off() -> str | None:
     return f"turned off by {NATIVE_ENV}=0" if os.environ.get(NATIVE_ENV, "1") == "0" else None
 
 
-def cache_dir() -> Path:
+def kernel_cache() -> Path:
     return paths.cache_dir() / "native"
 
 
@@ -71,13 +71,13 @@ def _compiler() -> str | None:
 
 def _compile(cxx: str, flags: list[str]) -> Path:
     """The library built with these flags, from the cache when it was built before."""
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join([cxx, *flags]).encode() + _cpu_signature().encode()).hexdigest()[:16]
-    target = cache_dir() / f"em_routing-{key}{SUFFIX}"
+    key = hashlib.sha256(CPP_FILE.read_bytes() + " ".join([cxx, *flags]).encode() + _cpu_signature().encode()).hexdigest()[:16]
+    target = kernel_cache() / f"em_routing-{key}{SUFFIX}"
     if target.exists():
         return target
     # Processes starting together (app replicas, test workers) build it once: the others wait for
     # the lock, then find the library there.
-    with paths.exclusive(cache_dir() / f".em_routing-{key}.lock"):
+    with paths.exclusive(kernel_cache() / f".em_routing-{key}.lock"):
         if not target.exists():
             _compile_into(cxx, flags, target)
     return target
@@ -88,7 +88,7 @@ def _compile_into(cxx: str, flags: list[str], target: Path) -> None:
     fd, tmp = tempfile.mkstemp(suffix=SUFFIX, dir=target.parent)
     os.close(fd)
     try:
-        done = subprocess.run([cxx, *flags, str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=300)
+        done = subprocess.run([cxx, *flags, str(CPP_FILE), "-o", tmp], capture_output=True, text=True, timeout=300)
         if done.returncode != 0:  # the first error is the one a person can act on
             errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.strip().splitlines()[-1:]
             raise RuntimeError(f"{Path(cxx).name} could not build it: {errors[0][:300] if errors else f'exit {done.returncode}'}")
