@@ -110,6 +110,19 @@ def test_the_front_end_files_the_build_copies_are_in_the_package():
         assert any(fnmatch.fnmatch(f"web/{f}", p) and f"web/{f}".count("/") == p.count("/") for p in patterns), f
 
 
+def test_the_page_names_every_module_and_its_first_files_at_its_top():
+    from capsviz.site import FRONT_END, PRELOAD_MARK, WEB, preloaded
+
+    html = preloaded((WEB / "index.html").read_text(encoding="utf-8"))
+    head = html[: html.index("</head>")]
+    for f in [f for f in FRONT_END if f.endswith(".js")] + ["vendor/ort.wasm.min.mjs"]:
+        assert f'<link rel="modulepreload" href="{f}">' in head, f
+    assert '<link rel="preload" href="site.json" as="fetch" crossorigin>' in head and PRELOAD_MARK not in html
+    assert "plotly" not in html  # the charts are the site's own SVG (web/js/chart.js)
+    with pytest.raises(CapsvizError, match="marker"):
+        preloaded("<html></html>")
+
+
 def test_site_links_carry_the_app_view_or_nothing():
     from capsviz.site.links import site_link
 
@@ -231,12 +244,13 @@ def test_the_site_words_of_each_language_are_whole_and_fill_as_the_english(lang)
     tours = {"m.safetensors": lambda: FAMILIES["capsnet"].guided_tour.steps(3, DIGIT_WORDS, 6)}
     en, got = words_in("en", tours, em=True), words_in(lang, tours, em=True)
     assert got["lang"] == lang and set(got) == set(en)
-    assert set(got["messages"]) == set(en["messages"]) == set(words.MESSAGES) | set(words.PAGE)
+    assert set(got["messages"]) == set(en["messages"]) == set(words.MESSAGES) | set(words.PAGE) | set(words.CHAPTER)
     for key, english in en["messages"].items():
         said = got["messages"][key]
-        assert said and said != english, f"{lang}: {key} is not translated: {said!r}"
+        symbols = not re.findall(r"[A-Za-z]{3,}", "".join(text for text, *_ in string.Formatter().parse(english)))  # "{v:+.0f} px"
+        assert said and (said != english or symbols), f"{lang}: {key} is not translated: {said!r}"
         assert words.placeholders(said) == words.placeholders(english), (lang, key)
-        filled = said.format(**dict.fromkeys(words.placeholders(said), "7"))
+        filled = said.format(**dict.fromkeys(words.placeholders(said), 7))  # a number: {score:.2f} formats it
         assert "{" not in filled and "}" not in filled, (lang, key, filled)
         english_words = re.findall(r"[A-Za-z]{3,}", "".join(text for text, *_ in string.Formatter().parse(english)))
         assert not english_words or key == "of_count" or re.search("[\u3000-\u9fff\uff00-\uffef]", said), f"{lang}: {key}: {said!r}"

@@ -24,13 +24,55 @@ def node():
     return found
 
 
+def chapter_cases() -> list[dict]:
+    """The app's sentence about one digit turned (capsviz.analysis.why.one_image_words) in each
+    language, with the numbers it was made from: the page fills the same message with them
+    (web/tests/why.test.js) and must read the same."""
+    import numpy as np
+    import torch
+
+    from capsviz.analysis import rules, why
+    from capsviz.checkpoint import load_checkpoint
+    from capsviz.i18n import LANGUAGES, speaking, t
+    from capsviz.paths import shipped_checkpoints
+
+    caps, meta = load_checkpoint(shipped_checkpoints() / "capsnet-small-mnist.safetensors")
+    cnn, _ = load_checkpoint(shipped_checkpoints() / "cnn-small-mnist.safetensors")
+    image = np.zeros((28, 28), np.float32)
+    image[6:22, 12:15] = 1  # a made-up "1"
+    with torch.no_grad():
+        view = why.one_image(caps, cnn, image, "rotate")
+    names = [str(c) for c in meta.class_names]
+    plain = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in view.items() if k not in ("inputs", "reconstructions")}
+    cases = []
+    for lang in LANGUAGES:
+        with speaking(lang):
+            message = words.vocabulary()["messages"]
+            cases.append(
+                {
+                    "lang": lang,
+                    "message": message["why_one_image"],
+                    "view": plain,
+                    "names": names,
+                    "amount": -20.0,
+                    "step": rules.DIM_STEP,
+                    "want": why.one_image_words(view, names, -20.0),
+                    "cnn_message": message["why_cnn_says"],
+                    "cnn_want": t("CNN: {name} ({score:.2f})", name="7", score=0.98765),
+                }
+            )
+    return cases
+
+
 def test_the_front_ends_pure_modules_pass_their_unit_tests(node, tmp_path):
     exported = tmp_path / "words.json"
     exported.write_text(json.dumps(words.vocabulary()))
+    chapter = tmp_path / "why.json"
+    chapter.write_text(json.dumps(chapter_cases(), ensure_ascii=False))
     done = subprocess.run(
         [node, "--test"],
         cwd=WEB,
-        env={"PATH": "/usr/bin:/bin", "CAPSVIZ_SITE_WORDS": str(exported), "NODE_OPTIONS": ""},
+        env={"PATH": "/usr/bin:/bin", "CAPSVIZ_SITE_WORDS": str(exported), "CAPSVIZ_SITE_WHY": str(chapter), "NODE_OPTIONS": ""},
         capture_output=True,
         text=True,
         timeout=120,

@@ -23,13 +23,14 @@ from pathlib import Path
 import numpy as np
 
 from capsviz import glossary
+from capsviz.analysis import rules, why
 from capsviz.analysis.playground import I_TOY, LIMIT, _dynamic_presets
 from capsviz.analysis.tour import tour_of
 from capsviz.entries import Layout
 from capsviz.errors import CapsvizError
 from capsviz.i18n import LANGUAGES, speaking
 from capsviz.registry import FAMILIES, ROUTINGS, resolve
-from capsviz.site import export, offline, words
+from capsviz.site import export, offline, quiz, tours, words
 
 WEB = Path(__file__).parent / "web"
 DEFAULT_MODELS = ("capsnet-small-mnist", "capsnet-mnist", "efficient-capsnet-mnist", "capsnet-small-multimnist", "matrix-small-mnist")
@@ -40,7 +41,6 @@ VENDOR = {
     "onnxruntime-web/dist/ort.wasm.min.mjs": "ort.wasm.min.mjs",
     "onnxruntime-web/dist/ort-wasm-simd-threaded.mjs": "ort-wasm-simd-threaded.mjs",
     "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm": "ort-wasm-simd-threaded.wasm.gz",
-    "plotly.js-basic-dist-min/plotly-basic.min.js": "plotly-basic.min.js",
 }
 # The front end's files the site serves: the page, its style and its ES modules (js/, one per view
 # under js/views/); not its unit tests (web/test) or its lint configuration
@@ -69,6 +69,22 @@ def step_terms(family: str, key: str) -> list[str]:
     `family`: its entry's own (capsviz.entries.Family.tour_terms) where it has them, else every tour's."""
     kind = re.sub(r"^iteration[0-9]+$", "iteration", key)
     return FAMILIES[family].tour_terms.get(kind, STEP_TERMS.get(kind, []))
+
+
+# index.html's marker for the files the page asks for before its program runs
+PRELOAD_MARK = "<!-- preload -->"
+
+
+def preloaded(html: str) -> str:
+    """index.html with every ES module and the first files the page fetches named at its top, so the
+    browser fetches them at once and in parallel, not one import level after another (the page's
+    cold first view, BENCH.md)."""
+    modules = ["site.js", *(f for f in FRONT_END if f.startswith("js/")), "vendor/ort.wasm.min.mjs", "vendor/ort-wasm-simd-threaded.mjs"]
+    links = [f'<link rel="modulepreload" href="{f}">' for f in modules]
+    links += [f'<link rel="preload" href="{f}" as="fetch" crossorigin>' for f in ("site.json", "vendor/ort-wasm-simd-threaded.wasm.gz")]
+    if PRELOAD_MARK not in html:
+        raise CapsvizError(f"capsviz/site/web/index.html lost its {PRELOAD_MARK} marker")
+    return html.replace(PRELOAD_MARK, "\n  ".join(links))
 
 
 def _gzip(data: bytes) -> bytes:
@@ -111,7 +127,7 @@ def _npm_files(cache: Path) -> Path:
     """node_modules with the locked packages, installed by `npm ci` into `cache` once per lockfile."""
     npm = shutil.which("npm")
     if npm is None:
-        raise CapsvizError("capsviz site needs Node.js and npm (to fetch onnxruntime-web and plotly.js, pinned by its lockfile)")
+        raise CapsvizError("capsviz site needs Node.js and npm (to fetch onnxruntime-web, pinned by its lockfile)")
     lock = (WEB / "package-lock.json").read_bytes()
     stamp = hashlib.sha256(lock + (WEB / "package.json").read_bytes()).hexdigest()[:16]
     where = cache / f"npm-{stamp}"
@@ -146,7 +162,7 @@ def pairs(data, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _em_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: str) -> dict:
-    """What the EM view reads of a matrix-capsule model (web/js/views/em.js)."""
+    """What the EM view and the EM tour read of a matrix-capsule model (web/js/views/em.js, tour.js)."""
     cfg = model.config
     return {
         "name": path.name,
@@ -157,6 +173,10 @@ def _em_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: str)
         "classes": list(meta.class_names),
         "images": images_key,
         "graphs": graphs,
+        "tour": [
+            {"key": s.key, "kind": words.step_kind(s.key)[0], "iteration": words.step_kind(s.key)[1], "title": s.title, "terms": []}
+            for s in _tour_steps(model, meta)
+        ],
     }
 
 
@@ -169,19 +189,45 @@ def _routed(cfg) -> tuple[int, Layout]:
 
 def _tour_steps(model, meta) -> list:
     """The tour's steps for a model, their titles in this run's language."""
-    iterations, layout = _routed(model.config)
-    return tour_of(model.config).steps(iterations, glossary.class_words(meta), layout.grid or None)
+    cfg = model.config
+    if FAMILIES[cfg.family].layout is None:  # matrix capsules (the EM tour): no primary grid to name, EM's own iterations
+        return tour_of(cfg).steps(cfg.routing_iterations, glossary.class_words(meta), None)
+    iterations, layout = _routed(cfg)
+    return tour_of(cfg).steps(iterations, glossary.class_words(meta), layout.grid or None)
 
 
-def words_in(lang: str, tours: dict, em: bool) -> dict:
+def chapter(out: Path, path: Path, meta, baselines: dict, changes: dict) -> dict | None:
+    """The "Why capsules" view's entry for a capsule model (web/js/views/why.js): its baseline CNN's
+    graph (capsviz.analysis.why.baseline_for, from the model's own folder; each CNN exported once
+    into `baselines`) and the graph of the chapter's changes for its image size (once per size, into
+    `changes`); None when the chapter cannot show the model (why.vector_fits) or no baseline fits."""
+    from capsviz.checkpoint import list_checkpoints, load_checkpoint
+
+    if not why.vector_fits(meta):
+        return None
+    cnn_path = why.baseline_for(meta, list_checkpoints(path.parent))
+    if cnn_path is None:
+        return None
+    if cnn_path.name not in baselines:
+        cnn, _ = load_checkpoint(cnn_path)
+        baselines[cnn_path.name] = write_graph(out, f"models/{cnn_path.stem}", "baseline", export.baseline_graph(cnn))
+    cfg = meta.config
+    key = f"{cfg.in_channels}-{cfg.in_size}"
+    if key not in changes:
+        changes[key] = write_graph(out, "graphs", f"changes-{key}", export.changes_graph(cfg.in_channels, cfg.in_size))
+    return {"cnn": cnn_path.name, "baseline": baselines[cnn_path.name], "changes": changes[key]}
+
+
+def words_in(lang: str, tours: dict, em: bool, chapter: bool = False) -> dict:
     """Every word the site shows, in `lang` (one of capsviz.i18n.LANGUAGES): the vocabulary of
     capsviz.site.words, the glossary and each model's tour titles (`tours`: a model's file name ->
-    a function giving its tour steps). The site writes it as words-<lang>.json and fetches it when a
+    a function giving its tour steps); `em` and `chapter`: whether the site has the EM and "Why
+    capsules" views. The site writes it as words-<lang>.json and fetches it when a
     student's language is not English (the manifest holds the English)."""
     with speaking(lang):
         return {
             "lang": lang,
-            **words.vocabulary(em=em),
+            **words.vocabulary(em=em, chapter=chapter),
             "glossary": {
                 k: {
                     "symbol": term.symbol_in(),
@@ -228,9 +274,42 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
     }
 
 
-def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_dir=None, cache: Path | None = None, log=print) -> Built:
+def write_tour_words(out: Path, path: Path, model, meta, images: np.ndarray, labels, n: int) -> dict:
+    """The app's tour words for the first `n` test images (capsviz.site.tours), one gzipped file a
+    language under tours/ (fetched only by a student who opens that model's tour in that language).
+    -> the manifest's entry: how many images are explained and each language's file."""
+    (out / "tours").mkdir(exist_ok=True)
+    files = {}
+    for lang, steps in tours.tour_words(model, meta, path, images, labels, n).items():
+        files[lang] = f"tours/{path.stem}-{lang}.json.gz"
+        (out / files[lang]).write_bytes(_gzip(json.dumps(steps, ensure_ascii=False, separators=(",", ":")).encode()))
+    return {"images": min(n, len(images)), "files": files}
+
+
+def write_questions(out: Path, path: Path, model, meta, images: np.ndarray, labels, n: int) -> dict:
+    """The explorer's questions for the first `n` test images (capsviz.site.quiz), one gzipped file a
+    language under questions/. -> the manifest's entry: how many images are asked about and each file."""
+    (out / "questions").mkdir(exist_ok=True)
+    files = {}
+    for lang, asked in quiz.questions_for(model, meta, path, images, labels, n).items():
+        files[lang] = f"questions/{path.stem}-{lang}.json.gz"
+        (out / files[lang]).write_bytes(_gzip(json.dumps(asked, ensure_ascii=False, separators=(",", ":")).encode()))
+    return {"images": min(n, len(images)), "files": files}
+
+
+def build(
+    out: Path,
+    models: list[Path],
+    *,
+    images: int = DEFAULT_IMAGES,
+    tour_images: int = tours.TOUR_IMAGES,
+    data_dir=None,
+    cache: Path | None = None,
+    log=print,
+) -> Built:
     """Write the static site for checkpoint files `models` into `out` (created; its old contents
-    replaced only where the site writes)."""
+    replaced only where the site writes). `tour_images`: the test images whose tour the site explains
+    in the app's words (capsviz.site.tours)."""
     from capsviz.checkpoint import load_checkpoint
     from capsviz.data import model_test_set
     from capsviz.paths import cache_dir
@@ -244,7 +323,8 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
     except OSError as e:
         raise CapsvizError(f"cannot write the site to {out}: {e.strerror}") from None
     node_modules = _npm_files(cache or cache_dir() / "site")
-    entries, em_entries, sets, tours = [], [], {}, {}
+    entries, em_entries, sets, tours_titles = [], [], {}, {}
+    chapters, baselines, changes = {}, {}, {}  # the "Why capsules" view's models, baseline CNNs and changes graphs
     for path in models:
         try:
             model, meta = load_checkpoint(path)
@@ -263,11 +343,18 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
         if cfg.routing == "em":  # matrix capsules: the EM view's, not in the other views' model list
             written = {name: write_graph(out, f"models/{path.stem}", name, blob) for name, blob in export.em_graphs(model).items()}
             em_entries.append(_em_entry(path, model, meta, written, key))
+            em_entries[-1]["explained"] = write_tour_words(out, path, model, meta, *sets[key], tour_images)
+            tours_titles[path.name] = lambda model=model, meta=meta: _tour_steps(model, meta)
             continue
         graphs = resolve(FAMILIES[meta.family].site)(model)  # the family's own export (capsviz.entries.Family.site)
         written = {name: write_graph(out, f"models/{path.stem}", name, blob) for name, blob in graphs.items()}
         entries.append(_model_entry(path, model, meta, written, key))
-        tours[path.name] = lambda model=model, meta=meta: _tour_steps(model, meta)
+        if tours.explained(meta):
+            entries[-1]["explained"] = write_tour_words(out, path, model, meta, *sets[key], tour_images)
+        entries[-1]["questions"] = write_questions(out, path, model, meta, *sets[key], tour_images)
+        if (entry := chapter(out, path, meta, baselines, changes)) is not None:
+            chapters[path.name] = entry
+        tours_titles[path.name] = lambda model=model, meta=meta: _tour_steps(model, meta)
     if not entries:
         raise CapsvizError("the site needs at least one CapsNet or Efficient-CapsNet besides matrix-capsule models")
     shared = {
@@ -289,12 +376,13 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
     for f in FRONT_END:
         (out / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(WEB / f, out / f)
+    (out / "index.html").write_text(preloaded((WEB / "index.html").read_text(encoding="utf-8")), encoding="utf-8")
     # each language's words apart, fetched only by a student who reads that language (English is in the manifest)
     languages = {}
     for lang in LANGUAGES:
         languages[lang] = f"words-{lang}.json"
         (out / languages[lang]).write_text(
-            json.dumps(words_in(lang, tours, bool(em_entries)), ensure_ascii=False, indent=1), encoding="utf-8"
+            json.dumps(words_in(lang, tours_titles, bool(em_entries), bool(chapters)), ensure_ascii=False, indent=1), encoding="utf-8"
         )
     manifest = {
         "languages": {lang: {"name": name, "words": languages[lang]} for lang, name in LANGUAGES.items()},
@@ -304,7 +392,15 @@ def build(out: Path, models: list[Path], *, images: int = DEFAULT_IMAGES, data_d
         "graphs": shared,
         "iterations_max": export.ITERATIONS,
         "glossary": {k: {"symbol": term.symbol, "word": term.word, "explanation": term.explanation} for k, term in glossary.TERMS.items()},
-        **words.vocabulary(em=bool(em_entries)),
+        **words.vocabulary(em=bool(em_entries), chapter=bool(chapters)),
+        # the "Why capsules" view: its changes in the changes graph's order and the rule's step (capsviz.analysis.why)
+        "why": {
+            "shifts": list(why.SHIFTS),
+            "angles": list(why.ANGLES),
+            "schemes": list(why.SCHEMES),
+            "dim_step": rules.DIM_STEP,
+            "models": chapters,
+        },
         "playground": {
             "presets": {name: p.tolist() for name, p in _dynamic_presets().items()},
             "lower": I_TOY,

@@ -4,10 +4,14 @@
 
 Builds the default site into DIR (a temporary folder without --site; an existing DIR is used as
 built), serves it from 127.0.0.1 with every other request aborted, and measures in headless
-chromium (Debian's, through Playwright):
-- the first view ready (the explorer drawn) with a cold cache, from navigation start;
-- a dimension slider's arrow key until the reconstruction is redrawn, and a change of routing
-  iterations until the routing view is drawn (the page's own performance.now() timings);
+chromium (Debian's, through Playwright), printing the machine's load average beside the figures:
+- the first view (the explorer drawn; ask=0, its question left out) with a cold cache, from navigation start, for the site's
+  own first model (a link without model=) and for a link to the paper CapsNet, and where its time
+  goes: the page's marks (performance.mark "capsviz: ...": the program running, onnxruntime's
+  WebAssembly fetched, the first session open, the model open, the first view);
+- once the page is kept for offline use (its service worker installed, as after a student's first
+  minute), a dimension slider's arrow key until the reconstruction is redrawn, and a change of
+  routing iterations until the routing view is drawn (the page's own performance.now() timings);
 - per model: its ONNX files' size, and one image's forward pass (encoder, routing and decoder) in
   the browser beside PyTorch's on the same CPU;
 - the site's size on disk and gzip-compressed (what a host that compresses sends).
@@ -19,6 +23,7 @@ import argparse
 import functools
 import gzip
 import http.server
+import os
 import statistics
 import sys
 import tempfile
@@ -27,6 +32,20 @@ import time
 from pathlib import Path
 
 import torch
+
+# The page's marks (site.js, js/runtime.js), each at its first occurrence; "first session" is the earliest session opened
+MARKS = """(() => {
+  const first = (name) => performance.getEntriesByName(name, "mark")[0]?.startTime;
+  const sessions = performance.getEntriesByType("mark").filter((m) => m.name.startsWith("capsviz: session ")).map((m) => m.startTime);
+  return Object.entries({
+    "program running": first("capsviz: start"),
+    "runtime fetched": first("capsviz: runtime fetched"),
+    "first session": sessions.length ? Math.min(...sessions) : undefined,
+    "model open": first("capsviz: model open"),
+    "first view": first("capsviz: first view"),
+  }).filter(([, v]) => v !== undefined);
+})()"""
+FIRST_VIEW_STAGES = ("program running", "runtime fetched", "first session", "model open", "first view")
 
 
 def _p(values: list[float], q: float) -> float:
@@ -76,6 +95,7 @@ def main(argv=None) -> int:
         build(site, [model_folder() / f"{m}.safetensors" for m in DEFAULT_MODELS], log=lambda _: None)
     srv, url = _serve(site)
     print(f"CPU: {cpu_name()}, {torch.get_num_threads()} threads; torch {torch.__version__}; chromium {CHROMIUM}")
+    loads = [os.getloadavg()[0]]
     rows = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -88,12 +108,19 @@ def main(argv=None) -> int:
             pg.evaluate("window.capsviz.ready")
             return ctx, pg
 
-        first = []
-        for _ in range(args.repeat):
-            ctx, pg = page("?view=explore&model=capsnet-mnist.safetensors")
-            first.append(pg.evaluate("performance.now()"))
-            ctx.close()
-        rows.append(("first view, capsnet-mnist, cold cache", len(first), statistics.median(first), max(first), "3,000 max"))
+        marks = {}
+        for model in (None, "capsnet-mnist"):
+            first = []
+            for _ in range(args.repeat):
+                ctx, pg = page("?view=explore&ask=0" + (f"&model={model}.safetensors" if model else ""))
+                got = dict(pg.evaluate(MARKS))
+                first.append(got["first view"])
+                for k, v in got.items():
+                    marks.setdefault((model, k), []).append(v)
+                ctx.close()
+                loads.append(os.getloadavg()[0])
+            name = model or f"{DEFAULT_MODELS[0]} (the site's first)"
+            rows.append((f"first view, {name}, cold cache", len(first), statistics.median(first), max(first), "3,000 max"))
 
         def presses(pg, control: str, timing: str, n: int) -> list[float]:
             """Arrow keys on `control`, five right then five left, each waited for until its view is drawn."""
@@ -104,7 +131,8 @@ def main(argv=None) -> int:
             return pg.evaluate(f"window.capsviz.timings.{timing}")
 
         for model in [m for m in DEFAULT_MODELS if not m.startswith("matrix")]:  # the EM view has neither control
-            ctx, pg = page(f"?view=explore&model={model}.safetensors")
+            ctx, pg = page(f"?view=explore&ask=0&model={model}.safetensors")
+            pg.evaluate("window.capsviz.offline")
             slider = presses(pg, "#dim3", "slider", 40)
             rows.append((f"slider move, {model}", len(slider), statistics.median(slider), _p(slider, 0.95), "50 p95"))
             if model != "efficient-capsnet-mnist":
@@ -112,6 +140,14 @@ def main(argv=None) -> int:
                 its = presses(pg, "#iterations", "iterations", 20)
                 rows.append((f"routing iterations change, {model}", len(its), statistics.median(its), _p(its, 0.95), "100 p95"))
             ctx.close()
+            loads.append(os.getloadavg()[0])
+
+        print("\nWhere the first view's time goes: the median ms from navigation start at which each mark fell")
+        print("\n| link | " + " | ".join(FIRST_VIEW_STAGES) + " |\n|---|" + "---:|" * len(FIRST_VIEW_STAGES))
+        for model in (None, "capsnet-mnist"):
+            cells = [f"{statistics.median(marks[(model, k)]):,.0f}" if (model, k) in marks else "-" for k in FIRST_VIEW_STAGES]
+            print(f"| {model or DEFAULT_MODELS[0]} | " + " | ".join(cells) + " |")
+        print(f"\nload average (1 min) during the runs: {min(loads):.1f} to {max(loads):.1f}")
 
         print("\n| interaction | n | median ms | p95 (max for the first view) ms | target ms |\n|---|---:|---:|---:|---:|")
         for name, n, med, p95, target in rows:
@@ -120,7 +156,7 @@ def main(argv=None) -> int:
         print(
             "\n| model | MB (graphs, packed weights) | browser forward ms (median of 20) | PyTorch forward ms (median of 20) |\n|---|---:|---:|---:|"
         )
-        ctx, pg = page("?view=explore")
+        ctx, pg = page("?view=explore&ask=0")
         for model in DEFAULT_MODELS:
             onnx = sum(f.stat().st_size for f in (site / "models" / model).iterdir()) / 2**20  # graphs and packed weights
             ms = pg.evaluate(

@@ -31,6 +31,7 @@ import torch
 import torch.nn as nn
 from torch.nn.utils import parametrize
 
+from capsviz.analysis import why
 from capsviz.families.capsnet.model import CapsNet
 from capsviz.families.efficient_capsnet.model import EfficientCapsNet
 from capsviz.families.matrix_capsnet.model import MatrixCapsNet
@@ -41,6 +42,7 @@ from capsviz.site.links import runs_in_site
 
 ITERATIONS = 10  # the dynamic graph records this many; n iterations are its first n (Procedure 1 only looks back)
 OPSET = 17
+CHANGES_OPSET = 20  # the chapter's turn needs the affine grid operator (AffineGrid, opset 20), which onnxruntime-web runs
 
 
 class _Float(nn.Module):
@@ -220,7 +222,7 @@ def em_graphs(model: nn.Module) -> dict[str, bytes]:
     return {"votes": votes, "em": em}
 
 
-def _onnx(module: nn.Module, args: tuple, inputs: list[str], outputs: list[str], dynamic: dict) -> bytes:
+def _onnx(module: nn.Module, args: tuple, inputs: list[str], outputs: list[str], dynamic: dict, opset: int = OPSET) -> bytes:
     f = io.BytesIO()
     with policy.reference_only(), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the legacy exporter's deprecation and tracer notes
@@ -231,7 +233,7 @@ def _onnx(module: nn.Module, args: tuple, inputs: list[str], outputs: list[str],
             input_names=inputs,
             output_names=outputs,
             dynamic_axes=dynamic,
-            opset_version=OPSET,
+            opset_version=opset,
             do_constant_folding=False,  # folding would turn the float16 weights' casts into float32 copies
             dynamo=False,
         )
@@ -279,3 +281,37 @@ def attention_graph() -> bytes:
     """Self-attention routing without a prior, for any (1, J, I, D) predictions (the playground)."""
     dims = {"u_hat": {1: "J", 2: "I", 3: "D"}, "c": {0: "I", 1: "J"}, "a": {0: "I", 1: "J"}, "v": {0: "J", 1: "D"}}
     return _onnx(_Attention(), (torch.randn(1, 3, 6, 2),), ["u_hat"], ["c", "a", "v"], dims)
+
+
+class _Changes(nn.Module):
+    """The "Why capsules" chapter's changes of one digit (1, C, S, S), in order: each of why.SHIFTS and
+    why.ANGLES (why.moved), then each of why.SCHEMES (why.scrambled) -> (V, C, S, S)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        moved = [why.moved(x, "shift", a) for a in why.SHIFTS] + [why.moved(x, "rotate", a) for a in why.ANGLES]
+        return torch.cat([*moved, *(why.scrambled(x, s) for s in why.SCHEMES)])  # (V, C, S, S)
+
+
+class _Baseline(nn.Module):
+    """The chapter's baseline CNN as the chapter reads it: its pooled features (1, F), the last
+    max-pool's output flattened, and its class scores as probabilities (1, J)."""
+
+    def __init__(self, cnn: nn.Module):
+        super().__init__()
+        self.cnn = cnn
+
+    def forward(self, x: torch.Tensor):
+        f = self.cnn.features(x)  # (1, C, H', W')
+        return f.flatten(1), self.cnn.head(f).softmax(-1)
+
+
+def changes_graph(channels: int, size: int) -> bytes:
+    """The chapter's changes of one (1, channels, size, size) digit: "changed" (V, channels, size, size)."""
+    return _onnx(_Changes(), (torch.zeros(1, channels, size, size),), ["image"], ["changed"], {}, opset=CHANGES_OPSET)
+
+
+def baseline_graph(cnn: nn.Module) -> bytes:
+    """A baseline CNN's pooled features and class scores for one image."""
+    cfg = cnn.config
+    x = torch.zeros(1, cfg.in_channels, cfg.in_size, cfg.in_size)
+    return _onnx(_Baseline(_half_weights(cnn.eval())), (x,), ["image"], ["features", "scores"], {})

@@ -11,9 +11,25 @@ from capsviz.i18n import SOURCE, language
 from capsviz.registry import FAMILIES
 
 SITE_ENV = "CAPSVIZ_SITE_URL"
-VIEWS = {"explorer": "explore", "routing": "routing", "tour": "tour", "playground": "playground"}  # app page -> site view
+VIEWS = {"explorer": "explore", "routing": "routing", "tour": "tour", "playground": "playground", "why": "why"}  # app page -> site view
 # The query parameters both share, with the same meaning
-SHARED = ("model", "image", "capsule", "dims", "iterations", "t", "step", "preset", "J", "T", "cap", "rule")
+SHARED = (
+    "model",
+    "image",
+    "capsule",
+    "dims",
+    "iterations",
+    "t",
+    "step",
+    "preset",
+    "J",
+    "T",
+    "cap",
+    "rule",
+    "why_change",
+    "why_shift",
+    "why_angle",
+)
 
 
 def runs_in_site(config) -> bool:

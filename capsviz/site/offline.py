@@ -22,7 +22,7 @@ _WORKER = """// capsviz's service worker (written by `capsviz site`): keeps the 
 const VERSION = __VERSION__;
 const SHELL = __SHELL__; // stored on install; models and images are stored when the page first asks for them
 const CACHE = `__PREFIX__${VERSION}`;
-const KEPT = /^(models|graphs|data|vendor|js)\\/|^(index\\.html|site\\.js|site\\.css|site\\.json)$/;
+const KEPT = /^(models|graphs|data|vendor|js|tours|questions)\\/|^(index\\.html|site\\.js|site\\.css|site\\.json)$/;
 
 self.addEventListener("install", (event) => {
   event.waitUntil(

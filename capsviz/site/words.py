@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict
 
-from capsviz.analysis import rules
+from capsviz.analysis import rules, why
 from capsviz.i18n import N_, t
 from capsviz.registry import ROUTINGS
 from capsviz.site.links import SHARED
@@ -23,6 +23,7 @@ VIEWS = (
     ("explore", N_("Explorer"), N_("the Explorer"), True),
     ("routing", N_("Routing"), N_("the Routing view"), True),
     ("tour", N_("Guided tour"), N_("the guided tour"), True),
+    ("why", N_("Why capsules"), N_("the Why capsules view"), True),  # only in a site with a model the chapter can show
     ("playground", N_("Playground"), N_("the Playground"), False),
     ("em", N_("EM routing"), N_("the EM routing view"), True),  # only in a site built with a matrix-capsule model
 )
@@ -41,7 +42,51 @@ REGISTRY_WORDS = (
     N_("each class capsule fits a Gaussian to the votes it explains, and each vote goes to the capsules that explain it best"),
 )
 # Every link parameter the site reads: the app's shared ones and its own
-PARAMS = ("view", "embed", *SHARED, "routing", "pts", "lang")
+PARAMS = ("view", "embed", *SHARED, "routing", "pts", "lang", "tour", "ask")
+# The "Why capsules" view's words that are the app's chapter's (pages/why.py, capsviz/viz/why.py and
+# capsviz/analysis/why.py write the same messages): one catalog entry each, so the page's sentence
+# reads as the app's (tests/test_site_js.py fills them with the app's numbers and compares)
+CHAPTER = {
+    "why_models": N_("Capsule network: {caps}. Baseline CNN: {cnn}."),
+    "why_invariance": N_("1. Invariance against equivariance"),
+    "why_invariance_note": N_(
+        "Move or turn the digit. An invariant network gives the same output whatever the pose; an equivariant one changes "
+        "its output with the pose, in a way that can be read back, while its answer stays. Compare the CNN's pooled "
+        "features and class scores with the winning capsule's vector and its reconstruction."
+    ),
+    "why_change": N_("Change"),
+    "why_shift": N_("Shift"),
+    "why_turn": N_("Turn"),
+    "why_pixels": N_("Pixels to the right"),
+    "why_degrees": N_("Degrees, anticlockwise"),
+    "why_rows": N_("**This digit, moved** (top) **and redrawn by the winning capsule** (bottom):"),
+    "why_px": N_("{v:+.0f} px"),
+    "why_deg": N_("{v:+.0f}°"),
+    "why_one_image": N_(
+        "On this digit, the {name} capsule's length goes from {l0:.2f} to {l1:.2f} and it turns through {angle:.1f} degrees "
+        "({moves} of its {dims} dimensions move by {step} or more); the CNN's score for {cnn_name} goes from {s0:.2f} to "
+        "{s1:.2f} and its pooled features move by {features:.1f}% of their size."
+    ),
+    "why_this_digit": N_("This digit"),
+    "why_length_or_score": N_("length or score"),
+    "why_caps_length": N_("Capsule's length"),
+    "why_cnn_score": N_("CNN's score"),
+    "why_degrees_or_percent": N_("degrees, or %"),
+    "why_dims_title": N_("The capsule's 16 numbers"),
+    "why_dimension": N_("dimension"),
+    "why_value": N_("value"),
+    "why_unchanged": N_("unchanged"),
+    "why_changed": N_("changed"),
+    "why_parts": N_("2. Parts in the wrong places"),
+    "why_parts_note": N_(
+        "The story's scrambled face: all the parts present, in the wrong places. A network that only asks whether the parts "
+        "are there should still see the digit; one whose parts must agree on one pose should not. Here the halves or "
+        "quadrants of each digit trade places."
+    ),
+    "why_original": N_("original"),
+    "why_cnn_says": N_("CNN: {name} ({score:.2f})"),
+    "why_caps_say": N_("Capsules: {name} ({length:.2f})"),
+}
 
 MESSAGES = {
     # a link asking for what the site does not have (web/js/address.js)
@@ -61,6 +106,10 @@ MESSAGES = {
     "shown_model": N_("the model {model}"),
     "shown_preset": N_("the preset {preset}"),
     "shown_longest": N_("the longest capsule"),
+    "shown_model_tour": N_("the open model's tour"),
+    "link_em_iterations": N_(
+        "The link asks for iterations={raw}, but the EM view shows {model} routing with its own {n} iterations, so it shows those."
+    ),
     # a model that cannot be opened (web/site.js, web/js/runtime.js)
     "model_failed": N_("Could not open the model {model}: {cause}, so this still shows {before}; {todo}."),
     "start_failed": N_("The site could not open {what}: {cause}; {todo}."),
@@ -231,6 +280,54 @@ PAGE = {
         "The routing lab, which runs this model with uniform and random couplings and compares them, is in the full capsviz app (Routing lab page)."
     ),
     "tour_no_figure": N_("This step's figure is shown in the full capsviz app's guided tour."),
+    "tour_follow": N_("Follow"),
+    # the "Why capsules" view's own words (the app's are CHAPTER)
+    "why_moved_title": N_("How far each answer moved"),
+    "why_caps_angle": N_("Capsule's angle turned (degrees)"),
+    "why_cnn_features": N_("CNN's pooled features' change (%)"),
+    "why_unfit": N_(
+        "The chapter's views need a CapsNet or an Efficient-CapsNet with a decoder on 28 x 28 single images, and a baseline CNN trained on the same images; {model} is not one: pick another model."
+    ),
+    "why_sweeps": N_(
+        "These views follow one digit. The measurements over the test set behind the chapter's argument are on the app's Why capsules page."
+    ),
+    "shown_why_change": N_("the shift"),
+    # predict, then see (web/js/asking.js): the app's words where it asks the same (pages/asking.py)
+    "ask_predict": N_("**Predict first.** {question}"),
+    "ask_your_answer": N_("Your answer"),
+    "ask_reason": N_("Why? (optional, one line)"),
+    "ask_commit": N_("Commit my answer"),
+    "ask_skip": N_("Skip: just show me"),
+    "ask_verdict": N_("{verdict} {why}"),
+    "ask_kept": N_("Your answers stay in this browser only; nothing is sent anywhere."),
+    "ask_not_kept": N_("This browser does not let the page keep your answers, so they last until the page is closed."),
+    "shown_questions": N_("each question before its answer"),
+    "tour_words_none": N_(
+        "The app's tour follows single digits, so the site has no explanations for {model}'s pairs: the figures and numbers here are this pair's."
+    ),
+    "tour_words_drawing": N_(
+        "The app's explanations of each step come with the site's first test images; for your drawing the figures and numbers are its own, without them."
+    ),
+    "tour_words_first": N_(
+        "The app's explanations of each step come with the site's first {n} test images (0 to {last}); for this image the figures and numbers are its own, without them."
+    ),
+    "tour_words_failed": N_("The explanations of this step could not be opened: {cause}; {todo}."),
+    "tour_em_no_figure": N_("This step's figure comes with the app's explanations, for the site's first {n} test images (0 to {last})."),
+    "tour_em_drawing": N_("{model} reads {size} x {size} images: draw your digit with a single-digit model open to follow it here."),
+    "tour_type": N_("type {k}"),
+    "tour_em_maps": N_("Each map: a primary capsule type's activation at each place, from 0 (dark) to 1 (yellow):"),
+    "tour_legend_dynamic": N_(
+        "Arrows: the six predictions u_hat, their opacity the coupling c; dashed: s, the couplings' weighted sum; thick black: v = squash(s); dotted circle: length 1, squash's bound."
+    ),
+    "tour_legend_em": N_("Dots: the votes, their opacity the assignment R; cross: the mean pose mu; ellipses: one and two spreads sigma."),
+    "tour_legend_votes": N_("Dots: the votes of the six most active lower capsules, numbered as in the table."),
+    "tour_plane_em": N_("activation a = {a}, spread sigma = ({x}, {y})"),
+    "em_activations_at": N_("Activation a_j after EM iteration {t} of {T}"),
+    "lab_error_title": N_("Test error by routing"),
+    "lab_error_axis": N_("test error %"),
+    "lab_pairs_title": N_("Pair accuracy by routing"),
+    "lab_pairs_axis": N_("pair accuracy %"),
+    "axis_routing": N_("routing"),
     # the playground
     "playground_title": N_("Routing playground"),
     "playground_note": N_(
@@ -250,6 +347,7 @@ PAGE = {
     "em_your_drawing": N_("your drawing"),
     "em_test_image": N_("test image {index} (true class: {name})"),
     "em_routes": N_("{model} routes {said}"),
+    "em_tour": N_("Guided tour of this model"),
     "em_activations_title": N_("Activation a_j after each EM iteration"),
     "em_activation_axis": N_("activation a_j"),
     "em_hist_title": N_("Iteration {t} of {T}: vote distances to each class capsule's mean pose, weighted by R"),
@@ -290,16 +388,26 @@ PAGE = {
     ),
     "aria_em_histogram": N_("Histogram, {title}: the votes' distances from 0 to {limit}; the most R, {most}, at distance {at}."),
     "aria_pg_input": N_("lower {lower}'s prediction for upper {upper}, {axis}"),
+    "aria_arrows": N_(
+        "The longest primary capsule at each of the {grid} x {grid} places as an arrow: its length the capsule's length, from {lo} to {hi}, its direction the pose."
+    ),
+    "aria_em_type": N_("Activations of primary capsule type {number} over the image, up to {top}"),
+    "aria_planes": N_("{title}. {values}."),
+    "aria_why_inputs": N_("The digit under each change: {values}"),
+    "aria_why_recs": N_("The {name} capsule's reconstruction under each change"),
+    "aria_why_digit": N_("Line chart. The capsule's length: {lengths}. The CNN's score: {scores}."),
+    "aria_why_moved": N_("Line chart. The capsule's angle turned, degrees: {angles}. The CNN's pooled features' change, %: {features}."),
+    "aria_why_dims": N_("Bar chart of the capsule's 16 numbers. Unchanged: {unchanged}. Changed: {changed}."),
     "aria_pg_svg": N_(
         "Predictions of the {I} lower capsules (lines numbered 1 to {I}, one colour per upper capsule) and the {J} upper capsules v (black, drawn 3 times as long): lengths {lengths}; the couplings are in the table beside."
     ),
 }
 
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::[^{}]*)?\}")
 
 
 def placeholders(message: str) -> set[str]:
-    """The {names} a message needs filled."""
+    """The {names} a message needs filled ({score:.2f} needs score)."""
     return set(_PLACEHOLDER.findall(message))
 
 
@@ -325,16 +433,21 @@ def rule_table() -> dict:
     }
 
 
-def vocabulary(em: bool = True) -> dict:
+def vocabulary(em: bool = True, chapter: bool = True) -> dict:
     """The manifest's words, in this run's language: views (the EM view with `em`, a matrix-capsule
-    model in the site), routings, link parameters, messages."""
+    model in the site; the "Why capsules" view with `chapter`, a model it can show), routings, link
+    parameters, the chapter's changes and parts moved, messages."""
     em_routing = ROUTINGS["em"]  # apart from t(...): the catalog's extractor would take its key for a message
     return {
         "views": [
             {"key": k, "name": t(name), "called": t(called), "input": shows_input}
             for k, name, called, shows_input in VIEWS
-            if em or k != "em"
+            if (em or k != "em") and (chapter or k != "why")
         ],
+        "why_words": {
+            "kinds": {k: t(v) for k, v in why.KIND_NAMES.items()},
+            "scheme_names": {k: t(v) for k, v in why.SCHEME_NAMES.items()},
+        },
         "em": {"words": t(em_routing.words), "about": t(em_routing.about), "title": t(EM_TITLE)},
         "routings": {
             name: {
@@ -347,5 +460,5 @@ def vocabulary(em: bool = True) -> dict:
         },
         "params": list(dict.fromkeys(PARAMS)),
         "rules": rule_table(),
-        "messages": {k: t(m) for k, m in {**MESSAGES, **PAGE}.items()},
+        "messages": {k: t(m) for k, m in {**MESSAGES, **PAGE, **CHAPTER}.items()},
     }

@@ -86,8 +86,10 @@ def test_multimnist_winners_and_reconstructions_equal_pytorch(browser, site, url
 def test_the_em_view_and_the_overlay_at_phone_and_laptop_size(browser, url, shots, width):  # noqa: F811
     ctx, page = open_site(browser, url, "?view=em&image=2", width=width, height=1600)
     try:
-        page.wait_for_function("document.querySelectorAll('#em-hists .chart .main-svg').length >= 10")
-        titles = page.evaluate("Array.from(document.querySelectorAll('#em-hists .chart'), (n) => n.layout.title.text)")
+        page.wait_for_function("document.querySelectorAll('#em-hists .chart svg').length >= 10")
+        titles = page.evaluate(
+            "Array.from(document.querySelectorAll('#em-hists .chart'), (n) => Array.from(n.querySelectorAll('.chart-title'), (t) => t.textContent).join(' '))"
+        )
         assert len(titles) == 10 and "(the answer)" in titles[0] and all("activation" in t and "total R" in t for t in titles)
         assert all(n.get_attribute("aria-label") for n in page.locator("#em-hists .chart").all())
         assert "EM" in page.inner_text("#em-note") and "%" in page.inner_text("#em-note")
@@ -95,7 +97,7 @@ def test_the_em_view_and_the_overlay_at_phone_and_laptop_size(browser, url, shot
         page.screenshot(path=str(shots / f"site-em-{width}.png"), full_page=True)
         page.evaluate("(() => { const s = document.getElementById('em-t'); s.value = '1'; s.dispatchEvent(new Event('input')); })()")
         page.wait_for_function("document.getElementById('em-hist-title').textContent.startsWith('Iteration 1 of')")
-        page.goto(url + f"?view=explore&model={PAIRS}.safetensors&image=3")
+        page.goto(url + f"?view=explore&model={PAIRS}.safetensors&image=3&ask=0")
         page.evaluate("window.capsviz.ready")
         assert page.locator("#pair").is_visible()
         note = page.inner_text("#pair-note")

@@ -6,7 +6,7 @@ export default [
   js.configs.recommended,
   {
     files: ["**/*.js"],
-    languageOptions: { ecmaVersion: 2023, sourceType: "module", globals: { ...globals.browser, Plotly: "readonly" } },
+    languageOptions: { ecmaVersion: 2023, sourceType: "module", globals: { ...globals.browser } },
     rules: { "no-unused-vars": ["error", { argsIgnorePattern: "^_" }], eqeqeq: "error", "prefer-const": "error" },
   },
   // the unit tests of the pure modules run in node (node --test: tests/*.test.js)

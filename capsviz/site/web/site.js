@@ -2,7 +2,7 @@
 // Every number comes from the ONNX graphs that `capsviz site` exported from the PyTorch code, and
 // every view, routing, tour step and sentence from its manifest (site.json). This file opens the
 // site and wires the views (js/views/*), which read and change the one state (js/store.js).
-import { readModel, readSite, writeLink } from "./js/address.js";
+import { readEM, readModel, readSite, writeLink } from "./js/address.js";
 import { $, el } from "./js/draw.js";
 import { argmax, lengthsAt, order, vectorAt } from "./js/numbers.js";
 import { pickLanguage } from "./js/lang.js";
@@ -15,13 +15,20 @@ import * as input from "./js/views/input.js";
 import * as playground from "./js/views/playground.js";
 import * as routing from "./js/views/routing.js";
 import * as tour from "./js/views/tour.js";
+import * as chapter from "./js/views/why.js";
 import { label, say, sentences, useMessages } from "./js/words.js";
 
-const VIEWS = { explore, routing, tour, playground, em }; // the manifest's views, each by its module
+const VIEWS = { explore, routing, tour, why: chapter, playground, em }; // the manifest's views, each by its module
 const params = new URLSearchParams(location.search);
 
+// The address follows the view a moment after its last change: a burst of key presses on a slider
+// writes it once, and no press waits for the browser's history
+let addressLater = null;
 function writeAddress() {
-  history.replaceState(null, "", writeLink(state, site.model.name, shown.current && site.manifest.routings[shown.current.rule].iterative));
+  clearTimeout(addressLater);
+  addressLater = setTimeout(() => {
+    history.replaceState(null, "", writeLink(state, site.model.name, shown.current && site.manifest.routings[shown.current.rule].iterative));
+  }, 150);
 }
 
 function sayStatus() {
@@ -51,8 +58,8 @@ function wordsOf(lang) {
 // every word on the page in the language of `w` (a words-<lang>.json): the manifest's, the page's own (data-w) and <html lang>
 function useWords(w) {
   const man = site.manifest;
-  Object.assign(man, { views: w.views, em: w.em, routings: { ...man.routings, ...w.routings }, rules: w.rules, messages: w.messages, glossary: w.glossary });
-  for (const m of man.models) (w.tours[m.name] || []).forEach((title, k) => m.tour[k] && (m.tour[k].title = title));
+  Object.assign(man, { views: w.views, em: w.em, routings: { ...man.routings, ...w.routings }, rules: w.rules, messages: w.messages, glossary: w.glossary, why_words: w.why_words });
+  for (const m of [...man.models, ...(man.em_models || [])]) (w.tours[m.name] || []).forEach((title, k) => m.tour[k] && (m.tour[k].title = title));
   useMessages(w.messages, w.lang);
   state.lang = w.lang;
   document.documentElement.lang = w.lang;
@@ -181,16 +188,19 @@ function controls() {
     }
     shown.problem = "";
     await useModel(name);
+    tour.followable();
     state.capsule = null;
     await refresh();
     keepOffline();
   });
   input.controls(app);
   for (const v of site.manifest.views) VIEWS[v.key].controls(app);
+  tour.followable();
   $("lang").addEventListener("change", () => changeLanguage($("lang").value));
 }
 
 async function start() {
+  performance.mark("capsviz: start");
   startRuntime();
   const manifest = await readManifest();
   site.manifest = manifest;
@@ -212,35 +222,46 @@ async function start() {
   note(chosen.notes);
   const first = readSite(params, manifest);
   note(first.notes);
-  Object.assign(state, { view: first.got.view, embed: first.got.embed, rule: first.got.rule });
+  Object.assign(state, { view: first.got.view, embed: first.got.embed, rule: first.got.rule, tourOf: first.got.tourOf, ask: first.got.ask });
+  if (first.got.why) Object.assign(state.why, first.got.why);
   Object.assign(state.toy, first.got.toy);
   if (state.embed) document.body.classList.add("embed");
   $("model").replaceChildren(...manifest.models.map((m) => el("option", { value: m.name }, label(m.name))));
   let set;
   try {
     set = await useModel(first.got.model);
+    performance.mark("capsviz: model open");
   } catch (e) {
     throw Object.assign(e, { model: first.got.model });
   }
-  const asked = readModel(params, manifest, site.model, set.count, ruleOf(site.model));
+  const asked = readModel(params, manifest, site.model, set.count, ruleOf(site.model), state.view);
   note(asked.notes);
   Object.assign(state, asked.got);
+  if (state.view === "em") {
+    const em = readEM(params, manifest.em_models[0]);
+    note(em.notes);
+    state.em.t = em.got.t;
+  }
   $("image").value = String(state.image);
   controls();
   await refresh();
+  performance.mark("capsviz: first view");
   watchUpdates();
-  keepOffline();
 }
+
+const ready = start().catch((e) => {
+  console.error(e); // the runtime's own words stay here; the page says what happened and what to do
+  const [cause, todo] = why(e);
+  const what = e.model ? say("what_model", { model: label(e.model) }) : e.url === "site.json" ? say("what_manifest") : say("what_runtime");
+  $("status").textContent = say("start_failed", { what, cause: say(cause), todo: say(todo) });
+  throw e;
+});
 
 // What the tests and the benchmark call: the same computation the views draw
 window.capsviz = {
-  ready: start().catch((e) => {
-    console.error(e); // the runtime's own words stay here; the page says what happened and what to do
-    const [cause, todo] = why(e);
-    const what = e.model ? say("what_model", { model: label(e.model) }) : e.url === "site.json" ? say("what_manifest") : say("what_runtime");
-    $("status").textContent = say("start_failed", { what, cause: say(cause), todo: say(todo) });
-    throw e;
-  }),
+  ready, // the first view drawn
+  // then the site kept for offline use (the service worker installs after the first view, not before it)
+  offline: ready.then(keepOffline, () => null),
   async compute(name, index, iterations) {
     const m = site.manifest.models.find((x) => x.name === name);
     const set = await imageSet(m.images);

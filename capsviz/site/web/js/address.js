@@ -30,7 +30,7 @@ function reader(params, notes) {
 }
 
 // What a link asks of the whole site, before any model is open: the view, embedding, the routing,
-// the model's name and the playground's settings.
+// the model's name, the model the tour follows (tour=em: the EM model's) and the playground's settings.
 export function readSite(params, manifest) {
   const notes = [];
   const r = reader(params, notes);
@@ -40,9 +40,11 @@ export function readSite(params, manifest) {
   const got = {
     view: r.choice("view", views, views[0], manifest.views[0].called),
     embed: r.choice("embed", ["1", "0"], "0", say("shown_full_page")) === "1",
+    ask: r.choice("ask", ["1", "0"], "1", say("shown_questions")) === "1", // ask=0: the views without their questions
     // a model with its own routing (Efficient-CapsNet) routed by agreement instead
     rule: r.choice("routing", routings, null, say("shown_own_routing")) === "dynamic" ? "dynamic" : null,
     model: first,
+    tourOf: null,
     toy: {
       J: Number(r.choice("J", ["2", "3"], "3", say("shown_three_uppers"))),
       rule: r.choice("rule", routings, "dynamic", say("shown_agreement")),
@@ -52,6 +54,16 @@ export function readSite(params, manifest) {
       pts: null,
     },
   };
+  if (manifest.why) {
+    // the "Why capsules" view's settings, with the app's names and values (capsviz.analysis.why)
+    got.why = {
+      change: r.choice("why_change", ["shift", "rotate"], "shift", say("shown_why_change")),
+      shift: Number(r.choice("why_shift", manifest.why.shifts.map(String), "4", "4")),
+      angle: Number(r.choice("why_angle", manifest.why.angles.map(String), "30", "30")),
+    };
+  }
+  const ems = manifest.em_models || [];
+  if (r.choice("tour", ems.length ? ["em"] : [], null, say("shown_model_tour")) === "em") got.tourOf = ems[0].name;
   const model = params.get("model");
   if (model !== null && manifest.models.some((m) => m.name === model)) got.model = model;
   else if (model !== null) r.odd("model", model, say("shown_model", { model: label(first) }));
@@ -66,8 +78,9 @@ export function readSite(params, manifest) {
   return { got, notes };
 }
 
-// What a link asks of the open model `m` (a manifest entry) with `count` test images; `rule` the routing it is shown with.
-export function readModel(params, manifest, m, count, rule) {
+// What a link asks of the open model `m` (a manifest entry) with `count` test images; `rule` the routing
+// it is shown with; `view` the view shown (the EM view reads its own iteration: readEM).
+export function readModel(params, manifest, m, count, rule, view = "explore") {
   const notes = [];
   const r = reader(params, notes);
   const iterative = manifest.routings[rule].iterative;
@@ -80,7 +93,9 @@ export function readModel(params, manifest, m, count, rule) {
     step: r.int("step", 1, m.tour.length, 1),
   };
   got.t = got.iterations;
-  if (iterative) {
+  if (view === "em") {
+    // the EM view's iteration: readEM
+  } else if (iterative) {
     got.iterations = r.int("iterations", 1, manifest.iterations_max, own);
     got.t = r.int("t", 1, got.iterations, got.iterations);
   } else {
@@ -92,6 +107,19 @@ export function readModel(params, manifest, m, count, rule) {
   got.dims = dims.dims;
   notes.push(...dims.notes);
   return { got, notes };
+}
+
+// What a link asks of the EM view: the iteration shown (t, 1 to the EM model's iterations; null: the
+// last). Its model routes with its own iterations, so a link asking for others is told so.
+export function readEM(params, em) {
+  const notes = [];
+  const r = reader(params, notes);
+  const t = r.int("t", 1, em.iterations, null, String(em.iterations));
+  const raw = params.get("iterations");
+  if (raw !== null && Number(raw) !== em.iterations) {
+    notes.push({ id: "link_em_iterations", values: { raw: quoted(raw), model: label(em.name), n: em.iterations } });
+  }
+  return { got: { t }, notes };
 }
 
 // dims=a,b,...: the explorer's slider values, each in [-0.25, 0.25]
@@ -136,11 +164,19 @@ export function writeLink(state, model, iterative) {
   if (state.drawn === null) q.set("image", String(state.image));
   if (state.capsule !== null) q.set("capsule", String(state.capsule));
   if (state.dims.some((v) => v !== 0)) q.set("dims", Array.from(state.dims, (v) => +v.toFixed(2)).join(","));
-  if (iterative) {
+  if (state.view === "em") {
+    if (state.em.t !== null) q.set("t", String(state.em.t)); // the EM view's iteration
+  } else if (iterative) {
     q.set("iterations", String(state.iterations));
     q.set("t", String(state.t));
   }
   q.set("step", String(state.step));
+  if (state.tourOf) q.set("tour", "em");
+  if (state.view === "why") {
+    q.set("why_change", state.why.change);
+    q.set("why_shift", String(state.why.shift));
+    q.set("why_angle", String(state.why.angle));
+  }
   if (state.rule === "dynamic") q.set("routing", "dynamic");
   if (state.view === "playground") {
     q.set("preset", state.toy.preset);
@@ -151,6 +187,7 @@ export function writeLink(state, model, iterative) {
     if (state.toy.pts) q.set("pts", state.toy.pts.map((x) => +x.toFixed(1)).join("_"));
   }
   if (state.embed) q.set("embed", "1");
+  if (state.ask === false) q.set("ask", "0");
   if (state.lang) q.set("lang", state.lang); // a shared link opens in the sender's language
   return `?${q}`;
 }

@@ -1,5 +1,6 @@
 // Drawing on the page: elements, pixels, heat maps with their scales, and charts with their text
 // alternatives. Knows nothing of models; the views call it with numbers.
+import { barChart, lineChart } from "./chart.js";
 import { fmt, viridis } from "./numbers.js";
 
 export const $ = (id) => document.getElementById(id);
@@ -71,29 +72,36 @@ export function heatOver(canvas, values, G, hi, lo, pixels, S) {
   ctx.drawImage(input, 0, 0);
 }
 
-const PLOT = { displayModeBar: false, responsive: true };
-// plotly.js 3 and later read an axis title only as {text}: a plain string is ignored
-export function layout(title, x, y, extra = {}) {
-  const { xaxis, yaxis, ...rest } = extra;
-  return {
-    font: { family: typeof document === "undefined" ? undefined : getComputedStyle(document.documentElement).fontFamily }, // the page's, with its CJK faces
-    title: { text: title, font: { size: 14 } },
-    margin: { l: 56, r: 12, t: 36, b: 48 },
-    height: 270,
-    paper_bgcolor: "rgba(0,0,0,0)",
-    plot_bgcolor: "rgba(0,0,0,0)",
-    xaxis: { type: "category", title: { text: x }, ...xaxis }, // category: every class named under its bar
-    yaxis: { title: { text: y }, ...yaxis },
-    ...rest,
-  };
+// charts drawn at their box's width, and drawn again when it changes (a phone turned, a panel opened)
+const charts = new WeakMap(); // node -> {make, spec, width}
+const resizing =
+  typeof ResizeObserver === "function"
+    ? new ResizeObserver((entries) => {
+        for (const e of entries) {
+          const c = charts.get(e.target);
+          if (c && Math.round(e.target.clientWidth) !== c.width) drawChart(e.target, c.make, c.spec);
+        }
+      })
+    : null;
+
+function drawChart(node, make, spec) {
+  const width = Math.round(node.clientWidth) || 600; // a box not laid out yet: drawn again when it is
+  node.innerHTML = make(spec, width);
+  if (!charts.has(node) && resizing) resizing.observe(node);
+  charts.set(node, { make, spec, width });
 }
 
-// a chart with its text alternative: `summary` says the numbers it shows
-export function plot(node, traces, lay, summary) {
-  Plotly.react(node, traces, lay, PLOT);
+// a chart (js/chart.js) with its text alternative: `summary` says the numbers it shows; node.chart
+// keeps what it draws (the browser tests compare a caption with its chart's numbers)
+function plot(node, make, spec, summary) {
+  node.chart = { height: 270, ...spec };
+  drawChart(node, make, node.chart);
   node.setAttribute("role", "img");
   node.setAttribute("aria-label", summary);
 }
+
+export const bars = (node, spec, summary) => plot(node, barChart, spec, summary);
+export const lines = (node, spec, summary) => plot(node, lineChart, spec, summary);
 
 export function chart(parent) {
   return parent.appendChild(el("div", { class: "chart" }));

@@ -91,14 +91,12 @@ export function mean(values) {
 }
 
 // A graph's weights as `capsviz site` packed them (capsviz/site/__init__.py write_graph): every even byte, then every odd byte
+// (two bytes written at once, as one little-endian 16-bit number: the byte order of WebAssembly and of every browser's CPU)
 export function interleave(packed) {
   const half = packed.length / 2;
-  const out = new Uint8Array(packed.length);
-  for (let k = 0; k < half; k++) {
-    out[2 * k] = packed[k];
-    out[2 * k + 1] = packed[half + k];
-  }
-  return out;
+  const out = new Uint16Array(half);
+  for (let k = 0; k < half; k++) out[k] = packed[k] | (packed[half + k] << 8);
+  return new Uint8Array(out.buffer);
 }
 
 export function fmt(x, digits = 2) {

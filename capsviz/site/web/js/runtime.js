@@ -86,6 +86,7 @@ let creating = Promise.resolve(); // onnxruntime makes one session at a time: tw
 
 export function startRuntime() {
   runtime = inflate("vendor/ort-wasm-simd-threaded.wasm.gz").then((wasm) => {
+    performance.mark("capsviz: runtime fetched");
     ort.env.wasm.wasmBinary = wasm;
   });
   runtime.catch(() => null); // said once, by the first session that waits for it
@@ -95,12 +96,17 @@ export function startRuntime() {
 async function openGraph(graph) {
   const [model, weights] = await Promise.all([bytes(graph.onnx), graph.weights ? inflate(graph.weights).then(interleave) : null]);
   await runtime;
-  const options = { executionProviders: ["wasm"] };
+  // No graph optimisations: the graphs are small and already in the form they run in, and the
+  // optimiser's passes are the most code onnxruntime runs while a session opens, each function of it
+  // compiled by the browser on first use (BENCH.md: the first view). The float16 weights' casts then
+  // run with each inference, a few milliseconds.
+  const options = { executionProviders: ["wasm"], graphOptimizationLevel: "disabled" };
   if (weights) options.externalData = [{ path: graph.name, data: weights }];
   const made = creating.then(() => ort.InferenceSession.create(model, options)).catch((e) => {
     throw new SiteError("damaged", graph.onnx, e); // onnxruntime's words ("protobuf parsing failed") go to the console
   });
   creating = made.catch(() => null);
+  made.then(() => performance.mark(`capsviz: session ${graph.onnx}`), () => null);
   return made;
 }
 

@@ -6,6 +6,7 @@ export const state = {
   view: "explore", // one of the manifest's views
   lang: null, // the language shown (js/lang.js): the link's lang=, else the browser's; written into the link
   embed: false, // embed=1: only the view, for another page's iframe
+  ask: true, // ask=0: the views without the app's questions before their answers (js/asking.js)
   image: 0, // the test image shown
   drawn: null, // Float32Array of a drawing, or null for a test image
   capsule: null, // the explorer's capsule (null: the longest)
@@ -16,6 +17,8 @@ export const state = {
   rule: null, // "dynamic": a model with its own routing routed by agreement instead; null: its own
   toy: { preset: null, J: 3, T: 3, cap: 1, rule: "dynamic", pts: null }, // the playground's
   em: { t: null }, // the EM view's iteration shown (null: the last)
+  tourOf: null, // the EM model's name when the tour follows it (tour=em), else null: the open model
+  why: { change: "shift", shift: 4, angle: 30 }, // the "Why capsules" view's change and its amounts (the app's defaults)
 };
 
 export const site = {

@@ -31,9 +31,15 @@ export function sentences(...parts) {
   return parts.filter(Boolean).join(joiner);
 }
 
-// `template` with each {name} replaced by values[name]; a placeholder without a value is left as written
+// `template` with each {name} replaced by values[name], and {name:.2f} or {name:+.0f} written as
+// Python's format writes a number so (the app's messages use both); a placeholder without a value is left as written
 export function fill(template, values = {}) {
-  return template.replace(/\{([a-z_][a-z0-9_]*)\}/gi, (whole, name) => (name in values ? String(values[name]) : whole));
+  return template.replace(/\{([a-z_][a-z0-9_]*)(?::(\+?)\.([0-9])f)?\}/gi, (whole, name, plus, digits) => {
+    if (!(name in values)) return whole;
+    if (digits === undefined) return String(values[name]);
+    const text = Number(values[name]).toFixed(Number(digits));
+    return plus && !text.startsWith("-") ? `+${text}` : text;
+  });
 }
 
 // message `id` filled with `values`; an unknown id is a programming error, said as such

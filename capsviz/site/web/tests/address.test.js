@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { readDims, readModel, readPoints, readSite, writeLink } from "../js/address.js";
+import { readDims, readEM, readModel, readPoints, readSite, writeLink } from "../js/address.js";
 import { say, useMessages } from "../js/words.js";
 import { NO_WORDS, manifest } from "./fixture.js";
 
@@ -64,4 +64,33 @@ test("dims and pts: clamped or refused, and said", { skip: NO_WORDS }, () => {
   assert.deepEqual(readPoints("1_9_3_4_5_-7", pg).pts, [1, 6, 3, 4, 5, -6]);
   assert.equal(readPoints("1_2", pg).pts, null);
   assert.equal(readPoints("1_2", pg).notes[0].id, "link_pts_count");
+});
+
+test("the EM view keeps its iteration in the link, and says what it cannot show", { skip: NO_WORDS }, () => {
+  const m = manifest();
+  useMessages(m.messages);
+  const em = m.em_models[0];
+  assert.deepEqual(readEM(q("view=em&t=1"), em), { got: { t: 1 }, notes: [] });
+  assert.equal(readEM(q("view=em"), em).got.t, null); // the last iteration
+  const odd = readEM(q("view=em&t=9&iterations=5"), em);
+  assert.equal(odd.got.t, null);
+  const words = said(odd.notes).join(" ");
+  for (const part of ["t=9", "from 1 to 2", "iterations=5", "its own 2 iterations"]) assert.ok(words.includes(part), part);
+  // the routing view's t is not read on the EM view, nor noted there
+  assert.deepEqual(readModel(q("view=em&t=9"), m, m.models[0], 10, "dynamic", "em").notes, []);
+  const state = { ...readSite(q("view=em"), m).got, image: 3, drawn: null, capsule: null, dims: new Float32Array(4), iterations: 2, t: 2, step: 1, em: { t: 1 } };
+  assert.equal(writeLink(state, "a.safetensors", true), "?view=em&model=a.safetensors&image=3&t=1&step=1");
+});
+
+test("tour=em follows the EM model; a site without one says so", { skip: NO_WORDS }, () => {
+  const m = manifest();
+  useMessages(m.messages);
+  const site = readSite(q("view=tour&tour=em"), m);
+  assert.equal(site.got.tourOf, "m.safetensors");
+  assert.deepEqual(site.notes, []);
+  const state = { ...site.got, image: 0, drawn: null, capsule: null, dims: new Float32Array(4), iterations: 2, t: 2, step: 4, em: { t: null } };
+  assert.match(writeLink(state, "a.safetensors", true), /&tour=em/);
+  const without = readSite(q("view=tour&tour=em"), { ...m, em_models: [] });
+  assert.equal(without.got.tourOf, null);
+  assert.match(said(without.notes)[0], /tour=em, which this site does not have; it shows the open model's tour instead/);
 });

@@ -19,6 +19,7 @@ export function manifest() {
       { name: "a.safetensors", routing: "dynamic", iterations: 2, classes: ["0", "1", "2"], dim: 4, tour },
       { name: "b.safetensors", routing: "self-attention", iterations: 1, classes: ["0", "1", "2"], dim: 4, tour: tour.slice(0, 1) },
     ],
+    em_models: [{ name: "m.safetensors", routing: "em", iterations: 2, classes: ["0", "1", "2"], tour }],
     playground: { presets: { agree: [], outliers: [] }, lower: 6, limit: 3 },
   };
 }

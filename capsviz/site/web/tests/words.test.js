@@ -9,6 +9,12 @@ test("fill replaces named placeholders and leaves unknown ones as written", () =
   assert.equal(fill("{a} {missing}", { a: 0 }), "0 {missing}");
 });
 
+test("fill writes {x:.2f} and {v:+.0f} as Python's format writes them", () => {
+  assert.equal(fill("{l0:.2f} to {angle:.1f}", { l0: 0.956, angle: 12.34 }), "0.96 to 12.3");
+  assert.equal(fill("{v:+.0f} px, {w:+.0f} px", { v: 3, w: -20 }), "+3 px, -20 px");
+  assert.equal(fill("{x:.2f}", {}), "{x:.2f}"); // no value: left as written
+});
+
 test("quoted cuts a long value, label drops the file's ending", () => {
   assert.equal(quoted("x".repeat(30)), `${"x".repeat(24)}...`);
   assert.equal(label("capsnet-mnist.safetensors"), "capsnet-mnist");
@@ -47,7 +53,7 @@ test("every message the front end says is in the manifest with exactly the place
   assert.ok(said.length > 20, said.length);
   for (const { file, id, keys } of said) {
     assert.ok(id in messages, `${file}: ${id} is not among the manifest's messages`);
-    const wanted = [...messages[id].matchAll(/\{([a-z_]+)\}/gi)].map((m) => m[1]);
+    const wanted = [...messages[id].matchAll(/\{([a-z_][a-z0-9_]*)(?::\+?\.[0-9]f)?\}/gi)].map((m) => m[1]); // {score:.2f} fills score
     assert.deepEqual([...new Set(keys)].sort(), [...new Set(wanted)].sort(), `${file}: ${id}`);
   }
 });

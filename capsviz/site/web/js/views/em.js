@@ -2,7 +2,7 @@
 // each iteration's activations and Fig. 2 of Hinton et al. (2018): how far each vote lies from its
 // class capsule's mean pose, weighted by the share R of it that capsule explains.
 import { distances, histogramRange, histograms, totals } from "../em.js";
-import { $, el, layout, named, paint, plot } from "../draw.js";
+import { $, bars, el, lines, named, paint } from "../draw.js";
 import { fmt, order, pairs } from "../numbers.js";
 import { computeEM, imageSet, testImage } from "../runtime.js";
 import { site, state } from "../store.js";
@@ -45,16 +45,17 @@ export async function render() {
   // activations after each iteration: one line per class capsule
   const steps = Array.from({ length: T }, (_, k) => k + 1);
   const atT = res.a.slice(t * J, (t + 1) * J);
-  plot(
+  lines(
     $("em-activations"),
-    m.classes.map((name, j) => ({ type: "scatter", mode: "lines+markers", name, x: steps, y: steps.map((n) => res.a[(n - 1) * J + j]) })),
-    layout(say("em_activations_title"), say("axis_iteration"), say("em_activation_axis"), {
-      height: 300,
-      legend: { orientation: "h", y: -0.3 },
-      xaxis: { type: "linear", dtick: 1 },
-      yaxis: { range: [0, 1] },
-      shapes: [{ type: "line", x0: t + 1, x1: t + 1, y0: 0, y1: 1, line: { dash: "dot", color: "#5a6570", width: 1 } }],
-    }),
+    {
+      title: say("em_activations_title"),
+      xTitle: say("axis_iteration"),
+      yTitle: say("em_activation_axis"),
+      x: steps,
+      series: m.classes.map((name, j) => ({ name, values: steps.map((n) => res.a[(n - 1) * J + j]) })),
+      yRange: [0, 1],
+      marker: t + 1,
+    },
     say("aria_em_lines", { T, t: t + 1, values: pairs(m.classes, atT) }),
   );
   // Fig. 2: one panel per class capsule, the most active first, one height scale over every iteration
@@ -69,17 +70,22 @@ export async function render() {
     const y = Array.from(counts.subarray((t * J + j) * BINS, (t * J + j + 1) * BINS));
     const [name, activation, total] = [m.classes[j], fmt(atT[j]), fmt(mass[t * J + j], 1)];
     const title = k === 0 ? say("em_winner", { name, activation, total }) : say("em_panel", { name, activation, total });
-    plot(
+    bars(
       box,
-      [{ type: "bar", x: centres, y, marker: { color: k === 0 ? "#0072B2" : "#5a6570" }, hovertemplate: `${say("em_distance_axis")} %{x:.3f}: R %{y:.2f}<extra></extra>` }],
-      layout(title, say("em_distance_axis"), say("em_sum_axis"), {
+      {
+        title,
+        titleSize: 12,
+        xTitle: say("em_distance_axis"),
+        yTitle: say("em_sum_axis"),
         height: 210,
-        margin: { l: 48, r: 8, t: 30, b: 44 },
-        title: { text: title, font: { size: 12 } },
-        xaxis: { type: "linear", range: [0, limit] },
-        yaxis: { range: [0, top * 1.05] },
-        bargap: 0,
-      }),
+        xRange: [0, limit],
+        at: centres,
+        binWidth: limit / BINS,
+        values: y,
+        colour: k === 0 ? "#0072B2" : "#5a6570",
+        hover: centres.map((c, b) => `${say("em_distance_axis")} ${fmt(c, 3)}: R ${fmt(y[b], 2)}`),
+        yRange: [0, top * 1.05],
+      },
       say("aria_em_histogram", { title, limit, most: fmt(Math.max(...y), 2), at: fmt(centres[y.indexOf(Math.max(...y))], 3) }),
     );
   });
@@ -89,6 +95,11 @@ export async function render() {
 export function controls(app) {
   $("em-t").addEventListener("input", () => {
     state.em.t = Number($("em-t").value);
+    app.render();
+  });
+  // the EM model's guided tour (js/views/tour.js follows it)
+  $("em-tour").addEventListener("click", () => {
+    Object.assign(state, { view: "tour", tourOf: site.manifest.em_models[0].name, step: 1 });
     app.render();
   });
 }

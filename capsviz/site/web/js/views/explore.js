@@ -1,6 +1,7 @@
 // The explorer: the class capsules' lengths, the reconstruction from one capsule with its 16
 // dimensions on sliders, and every dimension from -0.25 to +0.25 (Fig. 4 of Sabour et al.).
-import { $, el, labelled, layout, named, overlay, paint, plot } from "../draw.js";
+import { ask, questionFor } from "../asking.js";
+import { $, bars, el, labelled, named, overlay, paint } from "../draw.js";
 import { argmax, fmt, lengthsAt, order, pairs, vectorAt } from "../numbers.js";
 import { decode, imageSet } from "../runtime.js";
 import { iterationsShown, shown, site, state } from "../store.js";
@@ -8,10 +9,18 @@ import { say, sentences } from "../words.js";
 
 const STEPS = [-0.25, -0.2, -0.15, -0.1, -0.05, 0, 0.05, 0.1, 0.15, 0.2, 0.25]; // the sliders' values
 let gridKey = null;
+let redrawView = null; // the page's render, which the question's Commit and Skip call (controls)
 
 export async function render() {
   const m = site.model;
   const current = shown.current;
+  // predict, then see: the app's question first, the answer (everything below it) once answered
+  const own = current.rule === m.routing && iterationsShown() === (site.manifest.routings[m.routing].iterative ? m.iterations : 1);
+  const q = await questionFor(m, own);
+  const open = q ? ask($("ask"), q, () => redrawView()) : true;
+  if (!q) $("ask").hidden = true;
+  $("explore-body").hidden = !open;
+  if (!open) return;
   const lengths = lengthsAt(current, iterationsShown());
   const best = argmax(lengths);
   const winners = order(lengths).slice(0, m.digits); // a MultiMNIST model answers with its two longest
@@ -20,20 +29,19 @@ export async function render() {
     m.digits === 2
       ? say("explore_two_longest", { first: m.classes[a], first_length: fmt(lengths[a]), second: m.classes[b], second_length: fmt(lengths[b]) })
       : say("explore_longest", { name: m.classes[best], length: fmt(lengths[best]) });
-  plot(
+  bars(
     $("lengths"),
-    [
-      {
-        type: "bar",
-        x: m.classes,
-        y: Array.from(lengths),
-        marker: { color: m.classes.map((_, j) => (winners.includes(j) ? "#0072B2" : "#9aa5b1")) },
-        text: Array.from(lengths, (v) => fmt(v)),
-        textposition: "outside",
-        hovertemplate: `%{x}: ${say("word_length")} %{y:.3f}<extra></extra>`,
-      },
-    ],
-    layout(title, say("axis_class"), say("axis_length"), { yaxis: { range: [0, 1.1] } }),
+    {
+      title,
+      xTitle: say("axis_class"),
+      yTitle: say("axis_length"),
+      labels: m.classes,
+      values: Array.from(lengths),
+      colours: m.classes.map((_, j) => (winners.includes(j) ? "#0072B2" : "#9aa5b1")),
+      text: Array.from(lengths, (v) => fmt(v)),
+      hover: m.classes.map((name, j) => `${name}: ${say("word_length")} ${fmt(lengths[j], 3)}`),
+      yRange: [0, 1.1],
+    },
     say("aria_lengths", { title, values: pairs(m.classes, lengths) }),
   );
   $("pair").hidden = m.digits !== 2;
@@ -134,6 +142,7 @@ async function drawGrid() {
 
 // app: {render, writeAddress} of site.js
 export function controls(app) {
+  redrawView = app.render;
   $("capsule").addEventListener("change", () => {
     state.capsule = Number($("capsule").value);
     state.dims.fill(0);

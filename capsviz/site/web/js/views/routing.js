@@ -1,7 +1,7 @@
 // The routing view: each iteration's couplings over the image (a CapsNet) or as a matrix
 // (Efficient-CapsNet), the class capsules' lengths after each iteration and the couplings' evenness.
 // The routing's title and words come from the manifest (capsviz.registry.ROUTINGS).
-import { $, el, heat, heatOver, labelled, layout, named, plot, scale } from "../draw.js";
+import { $, bars, el, heat, heatOver, labelled, lines, named, scale } from "../draw.js";
 import { argmax, couplingsAt, fmt, lengthsAt, mean, meanCouplings, pairs, percentDigits, placeMaps, range, uniformShare } from "../numbers.js";
 import { decide } from "../rules.js";
 import { iterationsShown, shown, site, state } from "../store.js";
@@ -73,33 +73,41 @@ export async function render() {
   const steps = Array.from({ length: T }, (_, k) => k + 1);
   if (T === 1) {
     const title = dynamic ? say("lengths_after_one") : say("lengths_after_pass");
-    plot(
+    bars(
       $("iter-lengths"),
-      [{ type: "bar", x: m.classes, y: Array.from(lengths), marker: { color: "#0072B2" }, text: Array.from(lengths, (v) => fmt(v)), textposition: "outside" }],
-      layout(title, say("axis_class"), say("axis_length"), { yaxis: { range: [0, 1.1] } }),
+      { title, xTitle: say("axis_class"), yTitle: say("axis_length"), labels: m.classes, values: Array.from(lengths), text: Array.from(lengths, (v) => fmt(v)), yRange: [0, 1.1] },
       say("aria_bars", { title, values: pairs(m.classes, lengths) }),
     );
   } else {
-    const traces = m.classes.map((name, j) => ({ type: "scatter", mode: "lines+markers", name, x: steps, y: steps.map((n) => lengthsAt(current, n)[j]) }));
-    plot(
+    const each = steps.map((n) => lengthsAt(current, n));
+    lines(
       $("iter-lengths"),
-      traces,
-      layout(say("lengths_each"), say("axis_iteration"), say("axis_length"), {
-        height: 340,
-        legend: { orientation: "h", y: -0.35 },
-        xaxis: { type: "linear", dtick: 1 },
-        yaxis: { range: [0, 1] },
-        shapes: [{ type: "line", x0: t + 1, x1: t + 1, y0: 0, y1: 1, line: { dash: "dot", color: "#5a6570", width: 1 } }],
-      }),
+      {
+        title: say("lengths_each"),
+        xTitle: say("axis_iteration"),
+        yTitle: say("axis_length"),
+        x: steps,
+        series: m.classes.map((name, j) => ({ name, values: each.map((l) => l[j]) })),
+        yRange: [0, 1],
+        marker: t + 1,
+      },
       say("aria_lines", { T, t: t + 1, values: pairs(m.classes, lengths), last: pairs(m.classes, lengthsAt(current, T)) }),
     );
   }
   const shares = steps.map((n) => 100 * uniformShare(couplingsAt(current, n - 1), I, J));
   const digits = percentDigits(shares); // 100, 99.99 and 99.91 are told apart only by their numbers
-  plot(
+  bars(
     $("iter-uniform"),
-    [{ type: "bar", x: steps, y: shares, marker: { color: "#0072B2" }, text: shares.map((v) => `${fmt(v, digits)}%`), textposition: "inside", insidetextanchor: "end", textfont: { color: "#fff" } }],
-    layout(say("evenness_title"), dynamic ? say("axis_iteration") : say("axis_one_pass"), say("axis_evenness"), { xaxis: { dtick: 1 }, yaxis: { range: [0, 100] } }),
+    {
+      title: say("evenness_title"),
+      xTitle: dynamic ? say("axis_iteration") : say("axis_one_pass"),
+      yTitle: say("axis_evenness"),
+      labels: steps.map(String),
+      values: shares,
+      text: shares.map((v) => `${fmt(v, digits)}%`),
+      inside: true,
+      yRange: [0, 100],
+    },
     say("aria_evenness", { values: pairs(steps.map((n) => (dynamic ? say("aria_iteration", { n }) : say("axis_one_pass"))), shares, digits) }),
   );
 }

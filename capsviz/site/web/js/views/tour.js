@@ -1,11 +1,15 @@
-// The guided tour: the manifest's steps for the open model (capsviz.analysis.tour, exported by
-// `capsviz site` with each step's kind, iteration and glossary entries), each drawn by the figure
-// of its kind below. A kind the site cannot draw says so; no step falls back on another's figure.
-import { $, chart, el, heat, layout, named, paint, plot, scale, table } from "../draw.js";
+// The guided tour: the manifest's steps for the open model, or for the EM model (capsviz.analysis.tour,
+// exported by `capsviz site` with each step's kind, iteration and glossary entries). For the site's
+// first test images each step shows the app's own explanations, table and figure, exported with the
+// numbers they quote (capsviz/site/tours.py); otherwise (a later image, a drawing) the step's figure
+// and numbers are computed here and a note says the explanations come with those first images.
+// A kind the site cannot draw says so; no step falls back on another's figure.
+import { $, bars, chart, el, heat, named, paint, scale, table } from "../draw.js";
+import { arrowsSvg, inline, planesSvg } from "../figures.js";
 import { couplingsAt, fmt, lengthsAt, mean, order, pairs, range, uniformShare, vectorAt } from "../numbers.js";
-import { computeFor, decode } from "../runtime.js";
+import { computeEM, computeFor, decode, imageSet, inflate, testImage, why } from "../runtime.js";
 import { shown, site, state } from "../store.js";
-import { say } from "../words.js";
+import { label, say } from "../words.js";
 
 function help(terms) {
   const g = site.manifest.glossary;
@@ -42,7 +46,7 @@ function features(s) {
 
 function classBars(s, values, title, y, summary) {
   const m = s.m;
-  plot(chart(s.fig), [{ type: "bar", x: m.classes, y: Array.from(values), marker: { color: "#0072B2" } }], layout(title, say("axis_class"), y, { yaxis: { range: [0, 1] } }), summary);
+  bars(chart(s.fig), { title, xTitle: say("axis_class"), yTitle: y, labels: m.classes, values: Array.from(values), yRange: [0, 1] }, summary);
 }
 
 // one figure per step kind: each draws into s.fig and returns the rows of the step's table
@@ -50,7 +54,7 @@ const FIGURES = {
   input(s) {
     const m = s.m;
     const c = named(el("canvas"), say("aria_input_image", { size: m.in_size }));
-    paint(c, shown.current.pixels, m.in_size, m.channels);
+    paint(c, s.pixels, m.in_size, m.channels);
     s.fig.append(c);
     return [
       [say("tour_size"), m.channels === 3 ? say("tour_size_colour", { size: m.in_size }) : say("tour_size_grey", { size: m.in_size })],
@@ -77,10 +81,9 @@ const FIGURES = {
       rows.push([say("tour_primary"), say("tour_primary_grid", { count: I, grid: G, types: m.types })], [say("tour_longest_at_place"), say("tour_from_to", { lo: fmt(lo, 3), hi: fmt(hi, 3) })]);
     } else {
       const names = len.map((_, i) => String(i + 1));
-      plot(
+      bars(
         chart(s.fig),
-        [{ type: "bar", x: names, y: len, marker: { color: "#0072B2" } }],
-        layout(say("tour_primary_title"), say("tour_primary_axis"), say("tour_primary_length"), { yaxis: { range: [0, 1] } }),
+        { title: say("tour_primary_title"), xTitle: say("tour_primary_axis"), yTitle: say("tour_primary_length"), labels: names, values: len, yRange: [0, 1] },
         say("aria_primary_lengths", { count: I, values: pairs(names, len) }),
       );
       rows.push([say("tour_primary"), say("tour_primary_whole", { count: I })]);
@@ -96,10 +99,9 @@ const FIGURES = {
       for (let i = 0; i < I; i++) t += Math.hypot(...res.uHat.slice((j * I + i) * D, (j * I + i + 1) * D));
       return t / I;
     });
-    plot(
+    bars(
       chart(s.fig),
-      [{ type: "bar", x: m.classes, y: avg, marker: { color: "#9aa5b1" } }],
-      layout(say("tour_predictions_title"), say("tour_predictions_axis"), say("tour_predictions_length")),
+      { title: say("tour_predictions_title"), xTitle: say("tour_predictions_axis"), yTitle: say("tour_predictions_length"), labels: m.classes, values: avg, colour: "#9aa5b1" },
       say("aria_predictions", { values: pairs(m.classes, avg) }),
     );
     return [[say("tour_predictions"), say("tour_predictions_count", { I, J, D })]];
@@ -135,7 +137,7 @@ const FIGURES = {
     const { m, res } = s;
     const best = order(s.lengths)[0];
     const rec = await decode(m, vectorAt(res, s.T, best), [best]);
-    const pixels = shown.current.pixels;
+    const pixels = s.pixels;
     const a = named(el("canvas"), say("input_title"));
     const b = named(el("canvas"), say("aria_reconstruction_from", { name: m.classes[best] }));
     paint(a, pixels, m.in_size, m.channels);
@@ -152,8 +154,184 @@ const FIGURES = {
 };
 FIGURES.routing = FIGURES.iteration; // Efficient-CapsNet's one pass of self-attention
 
+// the input's picture as a data URL, for a figure drawn over it
+function picture(pixels, m) {
+  const c = el("canvas");
+  paint(c, pixels, m.in_size, m.channels);
+  return c.toDataURL();
+}
+
+function captioned(s, node, caption) {
+  s.fig.append(el("figure", { class: "app-figure" }, node, ...(caption ? [el("figcaption", { class: "note" }, caption)] : [])));
+}
+
+function svgBox(markup, summary) {
+  const box = named(el("div", { class: "svg-figure" }), summary);
+  box.innerHTML = markup;
+  return box;
+}
+
+// the app's figures, drawn from the numbers exported with its words (capsviz/site/tours.py)
+const APP_FIGURES = {
+  arrows(s, d, said) {
+    const G = d.lengths.length;
+    const all = d.lengths.flat();
+    const svg = arrowsSvg(d.lengths, d.directions, 300, picture(s.pixels, s.m));
+    captioned(s, svgBox(svg, say("aria_arrows", { grid: G, lo: fmt(Math.min(...all), 3), hi: fmt(Math.max(...all), 3) })), said.caption);
+  },
+  grid(s, d, said) {
+    const top = Math.max(...d.values.flat(), 1e-8);
+    const cell = (v, red) => {
+      const level = Math.round(255 - (180 * v) / top);
+      const style = `background: rgb(${red ? `255, ${level}, ${level}` : `${level}, ${level}, 255`}); color: ${level < 150 ? "#fff" : "#000"}`;
+      return el("td", { style }, fmt(v));
+    };
+    const grid = el(
+      "table",
+      { class: "grid" },
+      el("tr", {}, el("th", {}), ...d.columns.map((c) => el("th", { scope: "col" }, String(c)))),
+      ...d.rows.map((r, i) => el("tr", {}, el("th", { scope: "row" }, r), ...d.values[i].map((v, k) => cell(v, i === d.highlight_row || k === d.highlight)))),
+    );
+    captioned(s, el("div", { class: "grid-box" }, el("p", { class: "grid-title" }, d.title), grid), said.caption);
+  },
+  bars(s, d, said) {
+    const top = Math.max(1, ...d.values);
+    const lines = Object.entries(d.lines || {}).map(([name, value]) => ({ name, value }));
+    const box = chart(s.fig);
+    bars(
+      box,
+      {
+        title: d.title,
+        xTitle: s.step.kind === "primary" ? say("tour_primary_axis") : say("axis_class"),
+        yTitle: d.axis,
+        labels: d.names.map(String),
+        values: d.values,
+        colours: d.values.map((_, j) => (j === d.highlight ? "#d62728" : "#0072B2")),
+        text: d.values.map((v) => fmt(v)),
+        lines,
+        yRange: [0, top * 1.1],
+      },
+      say("aria_bars", { title: d.title, values: pairs(d.names, d.values) }),
+    );
+    if (said.caption) box.after(el("p", { class: "note" }, said.caption));
+  },
+  lab(s, d, said) {
+    const charts = [["error", say("lab_error_title"), say("lab_error_axis")]];
+    if (d.pairs) charts.push(["pairs", say("lab_pairs_title"), say("lab_pairs_axis")]);
+    for (const [key, title, axis] of charts) {
+      bars(
+        chart(s.fig),
+        { title, xTitle: say("axis_routing"), yTitle: axis, labels: d.routings, values: d[key], text: d[key].map((v) => fmt(v)), yRange: [0, Math.max(...d[key]) * 1.2 || 1] },
+        say("aria_bars", { title, values: pairs(d.routings, d[key]) }),
+      );
+    }
+    s.fig.append(el("p", { class: "note" }, said.caption));
+  },
+  em_primary(s, d, said) {
+    const [H, W] = [d.maps[0].length, d.maps[0][0].length];
+    d.maps.forEach((map, k) => {
+      const c = named(el("canvas"), say("aria_em_type", { number: k + 1, top: fmt(Math.max(...map.flat()), 3) }));
+      heat(c, map.flat(), H, W, 1, 0);
+      s.fig.append(el("figure", {}, c, el("figcaption", {}, say("tour_type", { k: k + 1 }))));
+    });
+    s.fig.append(el("p", { class: "note" }, `${say("tour_em_maps")} `, scale(0, 1, 0)));
+    const pose = el("table", { class: "pose" }, ...d.pose.map((row) => el("tr", {}, ...row.map((v) => el("td", {}, fmt(v, 3))))));
+    s.fig.append(el("figure", { class: "app-figure" }, pose, el("figcaption", { class: "note" }, said.caption)));
+  },
+  routing(s, d, said) {
+    const labels = d.uppers.map((name, j) => [name, `|s| = ${d.s_len[j]}   |v| = ${d.v_len[j]}`]); // written as the sentences write them
+    const width = Math.min(640, s.fig.clientWidth || 640);
+    const summary = say("aria_planes", { title: d.title, values: d.uppers.map((u, j) => `${u}: |s| ${d.s_len[j]}, |v| ${d.v_len[j]}`).join("; ") });
+    captioned(s, el("div", {}, el("p", { class: "grid-title" }, d.title), el("p", { class: "note" }, say("tour_legend_dynamic")), svgBox(planesSvg(d, labels, width), summary), el("p", { class: "note" }, d.note)), said.caption);
+  },
+  em(s, d, said) {
+    const labels = d.uppers.map((name, j) =>
+      d.fit ? [name, say("tour_plane_em", { a: d.a[j], x: d.spread[j][0], y: d.spread[j][1] })] : [name, ""],
+    );
+    const width = Math.min(640, s.fig.clientWidth || 640);
+    const summary = say("aria_planes", { title: d.title, values: d.uppers.map((u, j) => `${u}: a ${d.a[j]}`).join("; ") });
+    const legend = d.fit ? say("tour_legend_em") : say("tour_legend_votes");
+    const parts = [el("p", { class: "grid-title" }, d.title), el("p", { class: "note" }, legend), svgBox(planesSvg(d, labels, width), summary)];
+    if (d.note) parts.push(el("p", { class: "note" }, d.note));
+    captioned(s, el("div", {}, ...parts), said.caption);
+  },
+};
+APP_FIGURES.votes = APP_FIGURES.em;
+
+// The EM tour's figures for an image without the app's words: what the EM graphs give here
+const EM_FIGURES = {
+  input: FIGURES.input,
+  iteration(s) {
+    const { m, em, step } = s;
+    const t = step.iteration - 1;
+    const a = em.a.slice(t * em.J, (t + 1) * em.J);
+    const title = say("em_activations_at", { t: t + 1, T: em.T });
+    bars(chart(s.fig), { title, xTitle: say("axis_class"), yTitle: say("em_activation_axis"), labels: m.classes, values: Array.from(a), text: Array.from(a, (v) => fmt(v)), yRange: [0, 1] }, say("aria_bars", { title, values: pairs(m.classes, a) }));
+    return [];
+  },
+  activations(s) {
+    const { m, em } = s;
+    const a = em.a.slice((em.T - 1) * em.J, em.T * em.J);
+    const title = say("em_activations_at", { t: em.T, T: em.T });
+    bars(chart(s.fig), { title, xTitle: say("axis_class"), yTitle: say("em_activation_axis"), labels: m.classes, values: Array.from(a), text: Array.from(a, (v) => fmt(v)), yRange: [0, 1] }, say("aria_bars", { title, values: pairs(m.classes, a) }));
+    const best = order(a)[0];
+    return [[say("tour_answer"), `${m.classes[best]} (${fmt(a[best])})`]];
+  },
+};
+
+// the model the tour follows: the open one, or the EM model (state.tourOf)
+export function followed() {
+  return (state.tourOf && site.manifest.em_models.find((m) => m.name === state.tourOf)) || site.model;
+}
+
+// the image the followed model sees: the drawing when it is of its size, else its test image
+async function pixelsFor(m) {
+  const n = m.channels * m.in_size * m.in_size;
+  if (state.drawn) return state.drawn.length === n ? state.drawn : null;
+  const set = await imageSet(m.images);
+  return testImage(m, set, Math.min(state.image, set.count - 1));
+}
+
+const explanations = new Map(); // a words file -> Promise of its steps for each explained image
+// The app's words for the image shown, or null with the reason said: {steps, note}
+async function explainedFor(m) {
+  const ex = m.explained;
+  if (!ex) return { steps: null, note: say("tour_words_none", { model: label(m.name) }) };
+  if (state.drawn) return { steps: null, note: say("tour_words_drawing") };
+  if (state.image >= ex.images) return { steps: null, note: say("tour_words_first", { n: ex.images, last: ex.images - 1 }) };
+  const file = ex.files[state.lang] || ex.files.en;
+  if (!explanations.has(file)) {
+    const got = inflate(file).then((raw) => JSON.parse(new TextDecoder().decode(raw)));
+    got.catch(() => explanations.delete(file)); // tried again on the next step
+    explanations.set(file, got);
+  }
+  try {
+    return { steps: (await explanations.get(file))[state.image], note: "" };
+  } catch (e) {
+    console.error(e); // the browser's words for whoever debugs the host; the page says what to do
+    const [cause, todo] = why(e);
+    return { steps: null, note: say("tour_words_failed", { cause: say(cause), todo: say(todo) }) };
+  }
+}
+
+// the step's explanations: the app's paragraphs (a little Markdown), its measured sentence and its table
+function explain(app, note) {
+  const text = $("step-text");
+  text.replaceChildren(...(app ? app.text : []).map((p) => Object.assign(el("p"), { innerHTML: inline(p) })));
+  if (note) text.append(el("p", { class: "note" }, note));
+  const measured = $("step-measured");
+  measured.hidden = !(app && app.measured);
+  measured.className = app && app.warn ? "measured warn" : "measured";
+  measured.innerHTML = app && app.measured ? inline(app.measured) : "";
+  const t = app && app.table;
+  $("step-table").replaceChildren(
+    ...(t ? [el("tr", {}, ...t.columns.map((c) => el("th", { scope: "col" }, c))), ...t.rows.map((r) => el("tr", {}, ...r.map((v) => el("td", {}, v))))] : []),
+  );
+}
+
 export async function render() {
-  const m = site.model;
+  const m = followed();
+  const em = m.routing === "em";
   const steps = m.tour;
   state.step = Math.min(Math.max(state.step, 1), steps.length);
   const step = steps[state.step - 1];
@@ -161,16 +339,38 @@ export async function render() {
   $("back").disabled = state.step === 1;
   $("forward").disabled = state.step === steps.length;
   $("step-title").textContent = step.title;
-  help(step.terms);
+  $("tour-of").value = m.name;
   const fig = $("step-figure");
   fig.replaceChildren();
-  const current = shown.current;
-  const res = current.rule === m.routing ? current : await computeFor(m, current.pixels, m.routing); // the tour follows the model's own routing
-  const T = site.manifest.routings[m.routing].iterative ? m.iterations : 1;
-  const s = { m, res, step, fig, T, lengths: lengthsAt(res, T) };
-  const figure = FIGURES[step.kind];
-  const rows = figure ? await figure(s) : [];
-  if (!figure) fig.append(el("p", {}, say("tour_no_figure")));
+  const { steps: said, note } = await explainedFor(m);
+  const app = said && said[state.step - 1];
+  help(app ? app.terms : step.terms);
+  const pixels = await pixelsFor(m);
+  if (pixels === null) {
+    // a drawing made for another model's size (a MultiMNIST model's): the EM model cannot read it
+    fig.append(el("p", {}, say("tour_em_drawing", { model: label(m.name), size: m.in_size })));
+    explain(null, "");
+    table($("step-numbers"), []);
+    return;
+  }
+  let s;
+  if (em) {
+    s = { m, step, fig, pixels, em: await computeEM(m, pixels) };
+  } else {
+    const current = shown.current;
+    const res = current.rule === m.routing ? current : await computeFor(m, current.pixels, m.routing); // the tour follows the model's own routing
+    const T = site.manifest.routings[m.routing].iterative ? m.iterations : 1;
+    s = { m, res, step, fig, T, pixels: current.pixels, lengths: lengthsAt(res, T) };
+  }
+  let rows = [];
+  if (app && APP_FIGURES[app.figure]) {
+    APP_FIGURES[app.figure](s, app.data, app);
+  } else {
+    const figure = (em ? EM_FIGURES : FIGURES)[step.kind];
+    if (figure) rows = await figure(s);
+    else fig.append(el("p", {}, em && m.explained ? say("tour_em_no_figure", { n: m.explained.images, last: m.explained.images - 1 }) : say("tour_no_figure")));
+  }
+  explain(app, note);
   table($("step-numbers"), rows);
 }
 
@@ -184,4 +384,19 @@ export function controls(app) {
     state.step += 1;
     app.render();
   });
+  const ems = site.manifest.em_models || [];
+  $("tour-of").parentElement.hidden = !ems.length; // with no matrix-capsule model there is one tour
+  $("tour-of").addEventListener("change", () => {
+    const name = $("tour-of").value;
+    state.tourOf = ems.some((m) => m.name === name) ? name : null;
+    state.step = 1;
+    app.render();
+  });
+}
+
+// the models the tour can follow: the open one and each EM model (site.js calls it when the model changes)
+export function followable() {
+  const ems = site.manifest.em_models || [];
+  $("tour-of").replaceChildren(...[site.model, ...ems].map((m) => el("option", { value: m.name }, label(m.name))));
+  $("tour-of").value = followed().name;
 }

@@ -1,0 +1,129 @@
+"""The static site's guided tour in real chromium with the app's own explanations (capsviz.site.tours):
+every step of every family's tour, the EM tour among them, in each language, at phone and laptop
+width: each step shows its own words (the ones exported for that step), its measured sentence and
+a figure; an image past the explained ones and a drawing say where the explanations are; the EM
+view's iteration lives in the link.
+
+Needs npm (the registry, for the pinned front-end packages) and the real MNIST test set."""
+
+import gzip
+import json
+import re
+
+import pytest
+from test_site_browser import mnist, open_site, site, url  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.e2e
+SMALL = "capsnet-small-mnist.safetensors"
+
+# every visible block of text wider than its box, and whether the page scrolls sideways
+OVERFLOW = """() => {
+  const wide = [];
+  for (const e of document.querySelectorAll("#tour p, #tour label, #tour button, #tour th, #tour td, #tour figcaption, #tour dt, #tour dd, #tour h2")) {
+    if (!e.offsetParent || e.closest(".table-box, .grid-box")) continue;
+    if (e.scrollWidth > e.clientWidth + 1) wide.push(`${e.tagName}#${e.id}: ${e.textContent.slice(0, 60)}`);
+  }
+  return { wide, page: document.documentElement.scrollWidth - window.innerWidth };
+}"""
+
+
+def plain(markdown: str) -> str:
+    """A paragraph as the page shows it: the tour's Markdown emphasis gone."""
+    return re.sub(r"\*\*?([^*]+)\*\*?", r"\1", markdown)
+
+
+def words(site, entry: str, lang: str) -> list:  # noqa: F811
+    manifest = json.loads((site / "site.json").read_text())
+    m = next(x for x in manifest["models"] + manifest["em_models"] if x["name"] == entry)
+    return json.loads(gzip.decompress((site / m["explained"]["files"][lang]).read_bytes()))
+
+
+def walk_every_step(page, steps: list, name: str, shots, tag: str) -> None:
+    """Next through every step, checking each shows its own words, its measured sentence and a figure."""
+    for k, step in enumerate(steps, 1):
+        if k > 1:
+            page.click("#forward")
+        page.wait_for_function(f"window.capsviz.state.step === {k} && document.getElementById('step-text').textContent.length > 0")
+        page.wait_for_timeout(150)
+        shown = page.inner_text("#step-text")
+        assert all(plain(p) in shown for p in step["text"]), (name, step["key"], shown[:200])
+        others = [plain(p) for s in steps if s["key"] != step["key"] for p in s["text"] if p not in step["text"]]
+        assert not any(o in shown for o in others), (name, step["key"])  # no step shows another step's words
+        measured = page.locator("#step-measured")
+        assert measured.is_visible() == bool(step["measured"]), (name, step["key"])
+        if step["measured"]:
+            assert plain(step["measured"])[:60] in measured.inner_text()
+        figure = page.locator("#step-figure canvas, #step-figure svg, #step-figure table, #step-figure .chart")
+        assert figure.count() > 0, (name, step["key"])  # every step draws its figure
+        found = page.evaluate(OVERFLOW)
+        assert not found["wide"] and found["page"] <= 0, (name, step["key"], found)
+        page.screenshot(path=str(shots / f"site-tour-{tag}-step{k}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-Hans", "ja"])
+@pytest.mark.parametrize(
+    "entry, query",
+    [
+        (SMALL, f"?view=tour&model={SMALL}"),
+        ("efficient-capsnet-mnist.safetensors", "?view=tour&model=efficient-capsnet-mnist.safetensors"),
+        ("matrix-small-mnist.safetensors", f"?view=tour&model={SMALL}&tour=em"),
+    ],
+)
+def test_every_step_of_every_tour_shows_the_apps_words_at_phone_width(browser, site, url, shots, entry, query, lang):  # noqa: F811
+    steps = words(site, entry, lang)[3]
+    ctx, page = open_site(browser, url, f"{query}&image=3&lang={lang}", width=390, height=1000)
+    try:
+        assert page.evaluate("window.capsviz.state.tourOf") == (entry if "tour=em" in query else None)
+        walk_every_step(page, steps, entry, shots, f"{entry.split('.')[0]}-{lang}-390")
+        assert not page.outside and not page.errors, (page.outside, page.errors)
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("entry, query", [(SMALL, f"?view=tour&model={SMALL}"), ("matrix-small-mnist.safetensors", "?view=tour&tour=em")])
+def test_every_step_at_laptop_width(browser, site, url, shots, entry, query):  # noqa: F811
+    ctx, page = open_site(browser, url, f"{query}&image=0", width=1280, height=1000)
+    try:
+        walk_every_step(page, words(site, entry, "en")[0], entry, shots, f"{entry.split('.')[0]}-en-1280")
+        assert not page.errors, page.errors
+    finally:
+        ctx.close()
+
+
+def test_an_image_past_the_explained_ones_and_a_drawing_say_where_the_words_are(browser, site, url):  # noqa: F811
+    manifest = json.loads((site / "site.json").read_text())
+    n = next(m for m in manifest["models"] if m["name"] == SMALL)["explained"]["images"]
+    ctx, page = open_site(browser, url, f"?view=tour&model={SMALL}&image={n}&step=3")
+    try:
+        note = page.inner_text("#step-text")
+        assert f"first {n} test images (0 to {n - 1})" in note
+        assert page.locator("#step-figure canvas").count() == 1  # the site's own figure of the step
+        page.click("#draw")
+        page.click("#clear")
+        page.wait_for_function("document.getElementById('step-text').textContent.includes('your drawing')")
+        page.goto(url + "?view=tour&model=capsnet-small-multimnist.safetensors&image=0")
+        page.evaluate("window.capsviz.ready")
+        assert "pairs" in page.inner_text("#step-text")
+        assert not page.errors, page.errors
+    finally:
+        ctx.close()
+
+
+def test_the_em_views_iteration_is_in_the_link_and_an_odd_one_is_said(browser, url):  # noqa: F811
+    ctx, page = open_site(browser, url, "?view=em&image=2&t=1")
+    try:
+        assert page.input_value("#em-t") == "1" and page.inner_text("#em-hist-title").startswith("Iteration 1 of")
+        page.evaluate("(() => { const s = document.getElementById('em-t'); s.value = '2'; s.dispatchEvent(new Event('input')); })()")
+        page.wait_for_function("location.search.includes('t=2') && location.search.includes('view=em')")
+        page.click("#em-tour")
+        page.wait_for_function("location.search.includes('tour=em') && location.search.includes('view=tour')")
+        assert page.inner_text("#step-title") == "The input" and page.input_value("#tour-of") == "matrix-small-mnist.safetensors"
+    finally:
+        ctx.close()
+    ctx, page = open_site(browser, url, "?view=em&t=9&iterations=5")
+    try:
+        said = page.inner_text("#status")
+        assert "t=9" in said and "iterations=5" in said and "its own 2 iterations" in said
+        assert page.input_value("#em-t") == "2"
+    finally:
+        ctx.close()
