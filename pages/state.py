@@ -149,7 +149,12 @@ class State:
     pairs_measured = Key("pairs_measured", int, 1000, "MultiMNIST's pairs measured", param="pairs_measured")
     cnn = Key("cnn", str, "", "the robustness page's baseline CNN (a file name)", param="cnn")
     tab = Key(
-        "tab", str, N_("Affine transforms"), "the robustness page's tab", param="tab", choices=(N_("Affine transforms"), N_("Adversarial attacks"))
+        "tab",
+        str,
+        N_("Affine transforms"),
+        "the robustness page's tab",
+        param="tab",
+        choices=(N_("Affine transforms"), N_("Adversarial attacks")),
     )
     rotate = Key("rotate", int, 0, "degrees", param="rotate", bounds=AFFINE["rotate"][:2])
     scale = Key("scale", float, 1.0, "scale", param="scale", bounds=AFFINE["scale"][:2])

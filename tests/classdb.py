@@ -65,7 +65,17 @@ class Server:
         made = self._run(initdb, "-D", str(self.folder / "data"), "-U", "capsviz", "--auth=trust", "-E", "UTF8")
         if made.returncode:
             return f"initdb failed: {made.stderr.strip()[-300:]}"
-        started = self._run(pg_ctl, "-D", str(self.folder / "data"), "-l", str(self.folder / "log"), "-o", f"-p {self.port} -k {self.folder} -h 127.0.0.1", "-w", "start")
+        started = self._run(
+            pg_ctl,
+            "-D",
+            str(self.folder / "data"),
+            "-l",
+            str(self.folder / "log"),
+            "-o",
+            f"-p {self.port} -k {self.folder} -h 127.0.0.1",
+            "-w",
+            "start",
+        )
         if started.returncode:
             return f"pg_ctl start failed: {started.stderr.strip()[-300:]}"
         self.pg_ctl = pg_ctl

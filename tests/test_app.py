@@ -655,7 +655,11 @@ def test_multimnist_brings_a_linked_pair_within_the_test_set_and_the_shifts(app)
             {"toy": "boxes"},
             "playground “boxes”, which this page does not offer (Routing by agreement (dynamic routing), EM routing (matrix capsules)); this page shows “Routing by agreement (dynamic routing)”.",
         ),
-        ("playground", {"rule": "magic"}, "routing “magic”, which this page does not offer (routing by agreement (iterations), self-attention (one pass)); this page shows “routing by agreement (iterations)”."),
+        (
+            "playground",
+            {"rule": "magic"},
+            "routing “magic”, which this page does not offer (routing by agreement (iterations), self-attention (one pass)); this page shows “routing by agreement (iterations)”.",
+        ),
         ("multimnist", {"model": "tiny-multimnist.safetensors", "caps": "3"}, "“3”, which is not 2 numbers (red capsule, green capsule)"),
         ("multimnist", {"model": "tiny-multimnist.safetensors", "caps": "3,12"}, "green capsule 12, but here the largest is 9"),
         ("multimnist", {"model": "tiny-multimnist.safetensors", "mm_alone": "third digit"}, "digit routed alone “third digit”"),

@@ -29,8 +29,7 @@ PAGES = sorted(set(re.findall(r'st\.Page\(\s*"pages/(\w+)\.py"', (ROOT / "app.py
 NAMES = set(PRESETS) | set(DATASETS)
 # Pages being translated on other branches: what they still show in English is listed in the report
 # of the check that added this test; the lead removes a mark once its branch is merged.
-ELSEWHERE = {
-}
+ELSEWHERE = {}
 
 
 @pytest.fixture
