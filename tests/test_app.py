@@ -213,7 +213,7 @@ def test_train_page_runs_to_completion_and_model_appears(app):
     assert any("time per epoch is measured on the run itself" in c.value for c in app.caption)
     app.number_input(key="t_limit").set_value(64)
     app.number_input(key="t_batch").set_value(32)
-    assert app.selectbox(key="t_device").options[:2] == ["auto", "cpu"]
+    assert app.selectbox(key="t_device").options[:2] == ["automatic", "CPU"]  # as the select names them; the values stay auto, cpu
     app.selectbox(key="t_device").set_value("cpu")
     app.text_input(key="t_name").set_value("fresh")
     app.number_input(key="t_decay_mnist").set_value(180).run()
