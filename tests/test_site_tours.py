@@ -12,7 +12,7 @@ from capsviz.checkpoint import load_checkpoint
 from capsviz.glossary import class_words
 from capsviz.i18n import LANGUAGES, speaking
 from capsviz.paths import shipped_checkpoints
-from capsviz.site import tours
+from capsviz.site import _tour_steps, tours
 
 
 def images(n: int, size: int = 28) -> np.ndarray:
@@ -40,11 +40,22 @@ def test_each_language_has_the_apps_words_for_each_image(capsnet):
         with speaking(lang):
             trace = tour_of(model.config).follow(model, image)
             want = walk(trace, names, class_words(meta), path.stem, "7", "x", tours.lab_rows(path, meta), model.config)
+            asked = [str(w.question.text) if w.question else None for w in want]  # said in this language
         steps = got[lang][1]
         assert [s["key"] for s in steps] == [w.key for w in want]
-        for s, w in zip(steps, want, strict=True):
+        for s, w, text in zip(steps, want, asked, strict=True):
             assert s["text"] == w.text and s["measured"] == w.measured and s["warn"] == w.warn, (lang, s["key"])
             assert s["terms"] == list(w.terms)
+            assert (s["question"] is None) == (w.question is None), (lang, s["key"])
+            if w.question is not None:  # the step's question, as the app asks it
+                assert (s["question"]["qid"], s["question"]["answer"], s["question"]["text"]) == (
+                    w.question.qid,
+                    w.question.answer,
+                    text,
+                )
+    # the page finds a step's words by its place among the manifest's steps: the same steps, in order
+    assert [s["key"] for s in got["en"][0]] == [s.key for s in _tour_steps(model, meta)]
+    assert any(s["question"] for s in got["en"][0])
     assert got["ja"][1][0]["text"] != got["en"][1][0]["text"]  # the words are each language's
 
 

@@ -14,9 +14,6 @@ import torch
 from capsviz.analysis import predict
 from capsviz.analysis.questions import Question, both_digits, longest_capsule
 from capsviz.i18n import LANGUAGES, speaking
-from capsviz.site.tours import TOUR_IMAGES
-
-QUESTION_IMAGES = TOUR_IMAGES  # the same first test images as the tour's words
 
 
 def said(q: Question) -> dict:
@@ -47,7 +44,7 @@ def question(model, meta, path, image: np.ndarray, label) -> Question:
     return longest_capsule(path.name, image, p.scores, p.predicted, names, names[int(label)])
 
 
-def questions_for(model, meta, path, images: np.ndarray, labels, n: int = QUESTION_IMAGES) -> dict[str, list[dict]]:
+def questions_for(model, meta, path, images: np.ndarray, labels, n: int) -> dict[str, list[dict]]:
     """{lang: [the question of each of the first `n` test images (N, [C,] S, S) uint8]}."""
     cfg = model.config
     asked = []

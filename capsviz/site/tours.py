@@ -1,6 +1,7 @@
 """The guided tour's words for the static site: each step's explanations exactly as the app's tour
-writes them (capsviz.analysis.tour: the model family's walk over one image's trace), in every
-language, for the site's first test images, with the numbers of the app's own figure for the steps
+writes them (capsviz.analysis.tour: the model family's walk over one image's trace), and the
+question it asks before the step shows, in every language, for the site's first test images, with
+the numbers of the app's own figure for the steps
 whose figure the site cannot draw from its graphs alone (the predictions' grid, the arrows, the
 routing and EM planes, the routing lab's bars).
 
@@ -19,6 +20,7 @@ from capsviz.analysis.steps import two
 from capsviz.analysis.tour import tour_of, walk
 from capsviz.glossary import class_words
 from capsviz.i18n import LANGUAGES, speaking, t
+from capsviz.site.quiz import said
 
 TOUR_IMAGES = 20  # test images explained: about 3.5 KB each a language gzipped, so a language's file stays near 70 KB
 DIGITS = 6  # decimals kept of a figure's numbers: the page writes at most three, rounded as the sentences round them
@@ -145,6 +147,8 @@ def _step(step, trace, names: list[str], capsule: str) -> dict:
         "figure": step.figure if figure is not None else "",
         "caption": step.caption if figure is not None else "",
         "data": _numbers(figure) if figure is not None else None,
+        # what the student predicts before the step shows (capsviz.analysis.tour_questions), in this language
+        "question": said(step.question) if step.question is not None else None,
     }
 
 

@@ -88,3 +88,25 @@ def test_a_skip_a_wrong_answer_another_language_a_pair_and_ask_0(browser, site, 
         page.wait_for_function("location.search.includes('ask=0')")  # the link keeps it
     finally:
         ctx.close()
+
+
+def test_a_tour_step_asks_its_question_before_it_shows(browser, site, url, shots):  # noqa: F811
+    manifest = json.loads((site / "site.json").read_text())
+    m = next(x for x in manifest["models"] if x["name"] == SMALL)
+    steps = json.loads(gzip.decompress((site / m["explained"]["files"]["en"]).read_bytes()))[0]
+    k, step = next((k, s) for k, s in enumerate(steps, 1) if s["question"])
+    q = step["question"]
+    ctx, page = open_site(browser, url, f"?view=tour&model={SMALL}&image=0&step={k}&ask=1", width=390, height=1000)
+    try:
+        assert page.locator("#tour-ask").is_visible() and page.locator("#step-body").is_hidden()
+        assert q["text"] in page.inner_text("#tour-ask")
+        page.screenshot(path=str(shots / "site-ask-tour-390.png"), full_page=True)
+        page.check(f"#tour-ask input[value='{q['answer']}']")
+        page.click("#ask-commit")
+        page.wait_for_function("!document.getElementById('step-body').hidden")
+        assert q["verdicts"][q["answer"]] in page.inner_text("#tour-ask") and step["text"][0][:40].replace("*", "") in page.inner_text(
+            "#step-text"
+        ).replace("*", "")
+        assert not page.errors, page.errors
+    finally:
+        ctx.close()

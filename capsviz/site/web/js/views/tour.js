@@ -4,6 +4,7 @@
 // numbers they quote (capsviz/site/tours.py); otherwise (a later image, a drawing) the step's figure
 // and numbers are computed here and a note says the explanations come with those first images.
 // A kind the site cannot draw says so; no step falls back on another's figure.
+import { ask } from "../asking.js";
 import { $, bars, chart, el, heat, named, paint, scale, table } from "../draw.js";
 import { arrowsSvg, inline, planesSvg } from "../figures.js";
 import { couplingsAt, fmt, lengthsAt, mean, order, pairs, range, uniformShare, vectorAt } from "../numbers.js";
@@ -345,6 +346,12 @@ export async function render() {
   const { steps: said, note } = await explainedFor(m);
   const app = said && said[state.step - 1];
   help(app ? app.terms : step.terms);
+  // predict, then see: the app's question for this step first, the step once answered
+  const q = app && app.question && state.ask ? app.question : null;
+  const open = q ? ask($("tour-ask"), q, () => redrawTour()) : true;
+  if (!q) $("tour-ask").hidden = true;
+  $("step-body").hidden = !open;
+  if (!open) return;
   const pixels = await pixelsFor(m);
   if (pixels === null) {
     // a drawing made for another model's size (a MultiMNIST model's): the EM model cannot read it
@@ -374,8 +381,11 @@ export async function render() {
   table($("step-numbers"), rows);
 }
 
+let redrawTour = null; // the page's render, which a question's Commit and Skip call
+
 // app: {render} of site.js
 export function controls(app) {
+  redrawTour = app.render;
   $("back").addEventListener("click", () => {
     state.step -= 1;
     app.render();
