@@ -32,6 +32,12 @@ import numpy as np
 from capsviz.analysis import coupling_entropy, rules
 from capsviz.i18n import t, tn
 
+
+def two(x: float) -> str:
+    """A number as the tour's figures and its questions write it: two decimals."""
+    return f"{x:.2f}"
+
+
 UNIFORM = "uniform"  # the key of "still near uniform"
 MOST_CHOICES = 4  # the right answer and up to three others: more is a list to read, not a question
 

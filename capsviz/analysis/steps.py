@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from capsviz.analysis import rule_words, rules, tour_questions
-from capsviz.analysis.questions import Question, Words
+from capsviz.analysis.questions import Question, Words, two
 from capsviz.glossary import label
 from capsviz.i18n import language, t, tn
 from capsviz.registry import ROUTINGS
@@ -90,11 +90,6 @@ MOST = 0.5  # "most" primary capsules are long when more than half of them are
 def gap() -> str:
     """What goes between two sentences in the reader's language: a space, none in Chinese and Japanese."""
     return "" if language() in ("zh-Hans", "ja") else " "
-
-
-def two(x: float) -> str:
-    """The tour's numbers as its figures write them: two decimals."""
-    return f"{x:.2f}"
 
 
 def share_words(x: np.ndarray) -> str:

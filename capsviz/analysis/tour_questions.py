@@ -20,16 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from capsviz.analysis import rule_words, rules
-from capsviz.analysis.questions import UNIFORM, Question, Words, class_choices, question_id, runner_up, shuffled, split_of
+from capsviz.analysis.questions import UNIFORM, Question, Words, class_choices, question_id, runner_up, shuffled, split_of, two
 from capsviz.i18n import t, tn
 
 TOUR_PAGE = "tour"  # the page the class's store files the tour's answers under
 OTHER_CLASS = "other"  # the key of "another class"
-
-
-def _two(x: float) -> str:
-    """A number as the tour's figures write it: two decimals."""
-    return f"{x:.2f}"
 
 
 def _id(kind: str, model: str, image: np.ndarray, *numbers) -> str:
@@ -51,9 +46,9 @@ def longest_class(model: str, image: np.ndarray, lengths: np.ndarray, names, lab
     why = Words.t(
         "The {name} capsule is the longest, at {length}; the next longest is {other}, at {other_length}.",
         name=names[winner],
-        length=_two(lengths[winner]),
+        length=two(lengths[winner]),
         other=names[second],
-        other_length=_two(lengths[second]),
+        other_length=two(lengths[second]),
     )
     text = Words.t("This image goes through the model. Which class capsule will be the longest (the model's answer)?")
     return Question(qid, TOUR_PAGE, text, keys, labels, str(winner), why)
@@ -69,9 +64,9 @@ def most_active_class(model: str, image: np.ndarray, a: np.ndarray, names, label
     why = Words.t(
         "The {name} capsule is the most active, at {a}; the next is {other}, at {other_a}.",
         name=names[winner],
-        a=_two(a[winner]),
+        a=two(a[winner]),
         other=names[second],
-        other_a=_two(a[second]),
+        other_a=two(a[second]),
     )
     text = Words.t("After EM routing, which class capsule will be the most active (the model's answer)?")
     return Question(qid, TOUR_PAGE, text, keys, labels, str(winner), why)
@@ -90,17 +85,17 @@ def loudest_prediction(model: str, image: np.ndarray, lengths: np.ndarray, names
         why = Words.t(
             "Its longest prediction is for {top} ({top_length}), the class routing picks too; the next is for {other} ({other_length}).",
             top=names[top],
-            top_length=_two(lengths[top]),
+            top_length=two(lengths[top]),
             other=names[second],
-            other_length=_two(lengths[second]),
+            other_length=two(lengths[second]),
         )
     else:
         why = Words.t(
             "Its longest prediction is for {top} ({top_length}); for {routed}, the class routing picks, it is {routed_length}.",
             top=names[top],
-            top_length=_two(lengths[top]),
+            top_length=two(lengths[top]),
             routed=names[routed],
-            routed_length=_two(lengths[routed]),
+            routed_length=two(lengths[routed]),
         )
     text = Words.t(
         "Primary capsule {capsule} makes one prediction u_hat for every class capsule. For which class will its prediction be the longest?",
@@ -121,10 +116,10 @@ def loudest_capsule(model: str, image: np.ndarray, lengths: np.ndarray, name: st
     why = Words.t(
         "Capsule {top}'s prediction for {name} is the longest ({top_length}); capsule {low}'s, the shortest ({low_length}).",
         top=order[0] + 1,
-        top_length=_two(lengths[order[0]]),
+        top_length=two(lengths[order[0]]),
         name=name,
         low=order[-1] + 1,
-        low_length=_two(lengths[order[-1]]),
+        low_length=two(lengths[order[-1]]),
     )
     text = Words.t(
         "Every primary capsule predicts the {name} capsule. Which primary capsule's prediction for {name} will be the longest?", name=name
@@ -177,33 +172,33 @@ def first_split(model: str, image: np.ndarray, c: np.ndarray, names, W: int, R: 
     keys, labels = shuffled(
         qid,
         [
-            (UNIFORM, Words.t("Evenly: {u} to each", u=_two(1 / J))),
+            (UNIFORM, Words.t("Evenly: {u} to each", u=two(1 / J))),
             (str(W), Words.t("Most of it to {name}", name=names[W])),
             (str(R), Words.t("Most of it to {name}", name=names[R])),
             (OTHER_CLASS, Words.t("Most of it to another class")),
         ],
     )
-    if answer == UNIFORM and _two(c.min()) == _two(c.max()):
+    if answer == UNIFORM and two(c.min()) == two(c.max()):
         why = Words.t(
             "Every coupling is {u}, the uniform 1/{J}: routing starts from b = 0, and softmax(0) splits evenly.",
-            u=_two(c.min()),
+            u=two(c.min()),
             J=J,
         )
     elif answer == UNIFORM:
         why = Words.t(
             "The couplings run from {lo} to {hi}, near the uniform 1/{J} = {u}: no class gets much more than the others.",
-            lo=_two(c.min()),
-            hi=_two(c.max()),
+            lo=two(c.min()),
+            hi=two(c.max()),
             J=J,
-            u=_two(1 / J),
+            u=two(1 / J),
         )
     else:
         why = Words.t(
             "Averaged over the {I} primary capsules, the largest coupling is {share}, to {name} (uniform {u}).",
             I=I,
-            share=_two(mean[top]),
+            share=two(mean[top]),
             name=names[top],
-            u=_two(1 / J),
+            u=two(1 / J),
         )
     text = Words.t(
         "Routing begins with every logit b at 0. In iteration 1, how will each primary capsule split its prediction over the {J} class capsules?",
@@ -263,16 +258,16 @@ def em_vote(model: str, image: np.ndarray, iteration: int, R_row: np.ndarray, na
     if answer == UNIFORM:
         why = Words.t(
             "Its assignments run from {lo} to {hi}, against the uniform {u}: no class capsule's Gaussian explains its vote much better.",
-            lo=_two(R_row.min()),
-            hi=_two(R_row.max()),
-            u=_two(1 / J),
+            lo=two(R_row.min()),
+            hi=two(R_row.max()),
+            u=two(1 / J),
         )
     else:
         why = Words.t(
             "Its largest assignment is {share}, to {name}, against the uniform {u}: that class capsule's Gaussian explains its vote best.",
-            share=_two(R_row[top]),
+            share=two(R_row[top]),
             name=names[top],
-            u=_two(1 / J),
+            u=two(1 / J),
         )
     text = Words.t("After EM iteration {k}, where will the vote of the most active {layer} capsule be assigned?", k=iteration, layer=layer)
     return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
@@ -483,16 +478,16 @@ def lab_gap(model: str, own, other, routing: Words) -> Question:
     why = Words.t(
         "Run with {routing}, it misclassifies {error}% of the test images, against {own}% with its own routing; chance alone moves such a gap by ±{band} points.",
         routing=routing,
-        error=_two(other.test_error),
-        own=_two(own.test_error),
-        band=_two(rules.noise(other.test_error, other.n_test, own.test_error, own.n_test)),
+        error=two(other.test_error),
+        own=two(own.test_error),
+        band=two(rules.noise(other.test_error, other.n_test, own.test_error, own.n_test)),
     )
     text = Words.t(
         "The routing lab ran this model on {n} test images with {routing} instead of its own routing, which misclassifies {own}% "
         "of them. How will its test error compare?",
         n=f"{other.n_test:,}",
         routing=routing,
-        own=_two(own.test_error),
+        own=two(own.test_error),
     )
     return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
 
