@@ -283,7 +283,7 @@ def long_job(key: str, label: str, fn, stored=None):
 
     def progress(done: int, total: int) -> None:
         text = progress_words(plain(label), done, total, time.perf_counter() - start)
-        bar.progress(min(done / max(total, 1), 1.0), text=text)
+        bar.progress(min(done / max(total, 1), 1.0), text=text)  # plain: the label made plain above, the rest numbers
 
     results[key] = fn(progress)
     running.pop()

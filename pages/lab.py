@@ -256,7 +256,7 @@ for k, (study, plain_study) in enumerate(zip(studies, plain_studies, strict=True
             "each routing from {k} seeds on a shorter schedule ({schedule}), so the gap between routings can be set beside "
             "the gap between seeds.",
             k=len(study.seeds),
-            schedule=lab.architecture_words(plain(study.architecture)),
+            schedule=lab.architecture_words(plain(study.architecture)),  # plain: the study's name made plain inside
         )
     )
     c = st.columns([2, 3])

@@ -97,7 +97,7 @@ with controls:
     preset = st.selectbox(
         t("Preset"),
         presets,
-        format_func=preset_name,  # the link keeps the English key
+        format_func=preset_name,  # plain: our catalog's preset names; the link keeps the English key
         key=preset_slot.key,
         on_change=reset_points,
         help=t("A starting arrangement; the sliders below change it"),

@@ -97,7 +97,7 @@ if chapter.kind == "vector":
 elif chapter.kind == "matrix":
     chapter_steps = kept(why_steps.matrix_chapter, model, image, path.stem, sweeps["viewpoint"], data is not None, key=(seen, measured_key))
 else:
-    chapter_steps = why_steps.unmeasured_steps(chapter)
+    chapter_steps = why_steps.unmeasured_steps(chapter, image)
 steps = chapter_steps + kept(walk, tour, names, words, path.stem, truth, looks, rows, meta.config, key=seen)
 N = len(steps) + 1  # and "Where I stand" at the end
 

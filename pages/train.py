@@ -188,11 +188,13 @@ with st.container(border=True):
     precision = c3.selectbox(
         t("Precision"), ["fp32", "bf16"], key="t_precision", help=t("bf16 uses AMX on recent Intel CPUs and tensor cores on GPUs")
     )
-    devices = ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else []) + (["mps"] if torch.backends.mps.is_available() else [])
+    devices = {"auto": t("automatic"), "cpu": "CPU"}
+    devices.update({"cuda": "CUDA"} if torch.cuda.is_available() else {})
+    devices.update({"mps": "MPS"} if torch.backends.mps.is_available() else {})
     device = c3.selectbox(
         t("Device"),
-        devices,
-        format_func=keeping(lambda d: t("automatic") if d == "auto" else d.upper()),
+        list(devices),
+        format_func=devices.get,
         key="t_device",
         help=t("automatic picks a GPU when there is one"),
     )

@@ -76,12 +76,16 @@ for path, meta in found:
             cols[1].caption(plain(classes_line(meta.class_names, c.in_size, c.in_channels)))
         if note := epochs_note(meta):
             cols[1].caption(note)  # plain: the zoo's own words from numbers, no name in it
-        cols[2].metric(said.error_name, said.error, help=t("As the checkpoint records it: {how}", how=recorded(m.how)) if m.how else None)
+        cols[2].metric(
+            said.error_name,  # plain: our catalog's words
+            said.error,
+            help=t("As the checkpoint records it: {how}", how=recorded(m.how)) if m.how else None,
+        )
         cols[2].caption(said.error_means)
         cols[2].caption(said.paper)
         if said.guessing:
             cols[2].caption(said.guessing)
-        cols[3].markdown(
+        cols[3].markdown(  # plain: the machines' names are code spans (capsviz.text.recorded)
             t("**Trained in** {minutes} min  \n**on** {hardware}", minutes=f"{total['training_time_s'] / 60:.0f}", hardware=hardware)
         )
         if st.button(t("Use this model"), key=f"use_{path.stem}"):

@@ -55,7 +55,7 @@ def tour_steps(path: Path, index: int = 0):
     elif chapter.kind == "matrix":
         first = why_steps.matrix_chapter(model, image, path.stem, sweeps["viewpoint"])
     else:
-        first = why_steps.unmeasured_steps(chapter)
+        first = why_steps.unmeasured_steps(chapter, image)
     have = lab.stored_rows([(path, meta)], ROUTINGS) if lab.fits(meta.config) else {}
     rows = [have[path.stem, r] for r in ROUTINGS if (path.stem, r) in have]
     trace = tour_of(meta.config).follow(model, image)
@@ -195,7 +195,9 @@ def test_the_chapter_for_every_shipped_model_or_why_not():
     assert said["efficient-capsnet-mnist"].kind == "vector" and said["matrix-small-mnist"].kind == "matrix"
     assert said["capsnet-fashion-mnist"].kind == "" and "no CNN trained on fashion-mnist" in said["capsnet-fashion-mnist"].reason
     assert said["capsnet-multimnist"].kind == "" and "reads 36x36 images" in said["capsnet-multimnist"].reason
-    (step,) = why_steps.unmeasured_steps(said["capsnet-multimnist"])
+    image = np.zeros((36, 36), np.float32)
+    (step,) = why_steps.unmeasured_steps(said["capsnet-multimnist"], image)
+    assert step.figure == "image" and step.data["images"][0] is image  # the step shows what the tour follows next
     assert step.question is None and step.link[0] == "pages/why.py" and said["capsnet-multimnist"].reason in step.text[0]
 
 

@@ -280,12 +280,15 @@ def matrix_chapter(matrix, image: np.ndarray, model_name: str, viewpoint: dict |
     return [together, coordinates]
 
 
-def unmeasured_steps(chapter: Chapter) -> list[Step]:
-    """One step for a model the chapter cannot measure: the argument in words, and why not here."""
+def unmeasured_steps(chapter: Chapter, image: np.ndarray) -> list[Step]:
+    """One step for a model the chapter cannot measure: the argument in words, why not here, and
+    the image the tour is about to follow."""
     return [
         Step(
             "why",
             t("Why capsules"),
+            figure="image",
+            data={"images": [image], "labels": [t("the image the tour follows")]},
             text=[
                 t(
                     "Every introduction to capsules starts from one argument: a CNN's pooling keeps whether a part is present and "
