@@ -13,6 +13,7 @@ from pages.language import choose_language  # noqa: E402
 from pages.projector import projector_switch, share_view  # noqa: E402
 from pages.sidebar import sidebar  # noqa: E402
 from pages.state import read_link  # noqa: E402
+from pages.terms import glossary_links, start_page  # noqa: E402
 
 read_link()  # the link this session opened with, once
 choose_language()  # before any word is made
@@ -50,7 +51,9 @@ try:
         waiting.info(t("Your other tab is still computing: this one follows as soon as it is done."))
     with TURNS.take(who, teacher):  # a student's tabs run one at a time: several tabs weigh as one student
         waiting.empty()
+        start_page()
         page.run()
+    glossary_links(page.url_path)
     share_view(page.url_path)  # after the page has written its view into the address
 except Exception as e:  # Streamlit's own stop and rerun are not Exceptions: they pass
     logging.getLogger("capsviz").exception("page %s failed", page.url_path)

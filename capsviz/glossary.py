@@ -22,10 +22,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
+from urllib.parse import quote
 
 from capsviz.analysis.rules import RULES, rule_words
 from capsviz.config import DATASETS
 from capsviz.i18n import FOLDERS, N_, SOURCE, language, speaking, t
+from capsviz.text import plain
 
 
 @dataclass(frozen=True)
@@ -985,6 +987,13 @@ def help_text(*keys: str) -> str:
     return "\n\n".join(t("**{term}**: {explanation}", term=label(k), explanation=term(k).explain()) for k in keys)
 
 
+def links(keys, lang: str) -> str:
+    """Markdown: each entry's name in the reader's language, a link to it on the glossary page
+    (its search by the English name, which puts that entry first; `lang` keeps the reader's
+    language in the page the link opens)."""
+    return " · ".join(f"[{plain(label(k))}](glossary?term={quote(term(k).english)}&lang={quote(lang)})" for k in dict.fromkeys(keys))
+
+
 def _norm(name: str) -> str:
     """A name as search compares it: lower case, without spaces, hyphens, underscores, brackets,
     quotes or a plural s."""
@@ -1017,10 +1026,18 @@ def _translated_text(key: str) -> str:
 
 
 def names(key: str) -> tuple[str, ...]:
-    """Every name of an entry: its key, symbol, plain word, the names it also goes by and its
-    Chinese and Japanese names (`translated`)."""
+    """Every name of an entry: its key, symbol, plain word, the papers' term, the names it also goes
+    by and its Chinese and Japanese names (`translated`)."""
     entry = TERMS[key]
-    return (key, entry.symbol, entry.word, *entry.also, *(a for a, k in ALIASES.items() if k == key), *translated(key))
+    return (
+        key,
+        entry.symbol,
+        entry.word,
+        *((entry.paper,) if entry.paper else ()),
+        *entry.also,
+        *(a for a, k in ALIASES.items() if k == key),
+        *translated(key),
+    )
 
 
 def lookup(name: str) -> list[Term]:

@@ -17,7 +17,9 @@ from PIL import Image
 from capsviz.i18n import language
 from capsviz.memo import Memo, digest
 from capsviz.viz import Finished, png_bytes
+from capsviz.viz.room import for_room
 from pages.common import TRACE_TEXTS, plain_chart, plain_nested
+from pages.projector import big
 
 # Kept figures' bytes (their JSON or PNG): most are 5 to 50 KB, so a class's pages fit in
 # far less than this; $CAPSVIZ_FIGURE_CACHE_MB changes it.
@@ -109,14 +111,24 @@ def plain_spec(spec: dict) -> dict:
 def chart(build, *args, key=None, **kwargs) -> Finished:
     """`build(*args, **kwargs)`, a plotly figure made plain for the page (`plain_chart`), built
     once for every session that asks with the same arguments (or the same `key`). A
-    `figure_builder`'s spec is taken as it is, without a go.Figure in between."""
+    `figure_builder`'s spec is taken as it is, without a go.Figure in between. In projector mode
+    its text is made large enough for a room (capsviz.viz.room)."""
+    room = big()
 
     def make() -> Finished:
         if hasattr(build, "spec"):
-            return Finished(plain_spec(build.spec(*args, **kwargs)))
-        return Finished(plain_chart(build(*args, **kwargs)))
+            spec = plain_spec(build.spec(*args, **kwargs))
+            return Finished(for_room(spec) if room else spec)
+        fig = plain_chart(build(*args, **kwargs))
+        return Finished(for_room(fig.to_dict())) if room else Finished(fig)
 
-    return _memo().get(_key(build, key, args, kwargs), make, _size)
+    return _memo().get(_key(build, key, args, kwargs, room), make, _size)
+
+
+def live_chart(fig) -> Finished:
+    """A chart drawn anew on every run (a training run's curves): made plain, and large in projector mode."""
+    fig = plain_chart(fig)
+    return Finished(for_room(fig.to_dict())) if big() else fig
 
 
 def picture(build, *args, width: int | None = None, key=None, **kwargs) -> bytes:

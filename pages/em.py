@@ -14,7 +14,7 @@ from capsviz.analysis.explain import (
     zoom_limit,
 )
 from capsviz.analysis.routing import em_trace
-from capsviz.glossary import help_text, label, term
+from capsviz.glossary import label, term
 from capsviz.i18n import t
 from capsviz.memo import digest
 from capsviz.registry import shows
@@ -28,8 +28,10 @@ from pages.drawn import chart, kept, picture, show
 from pages.inputs import pick_image
 from pages.linking import keep_within, link_choice
 from pages.state import STATE
+from pages.terms import term_help, uses
 
 require_router()
+uses("em_routing", "pose", "vote", "a_in", "a_j", "R", "E_step", "M_step")  # the glossary entries its text names (pages.terms)
 st.title(t("EM routing, iteration by iteration"))
 st.markdown(
     t(
@@ -92,7 +94,7 @@ def iteration_view(tr, image, label_, pred: int) -> None:
                 T,
                 key=STATE.t.key,
                 bind="query-params",
-                help=help_text("M_step", "E_step"),
+                help=term_help("M_step", "E_step"),
             )
             - 1
         )
@@ -115,7 +117,7 @@ def iteration_view(tr, image, label_, pred: int) -> None:
         t("input, prediction {prediction} ({verdict})", prediction=shown[pred], verdict=verdict),
         168,
     )  # plain: names made plain above
-    left.metric(label("lambda"), f"{tr.lambdas[it]:.3f}", help=help_text("lambda"))
+    left.metric(label("lambda"), f"{tr.lambdas[it]:.3f}", help=term_help("lambda"))
     with right:
         link_choice(STATE.zoom, [False, True], False, t("zoom on the nearest votes"))
     zoom_on = right.toggle(

@@ -8,7 +8,6 @@ from capsviz.analysis.explain import EXPLORER_INTRO, effect_words, offset_words
 from capsviz.analysis.links import linked_offsets
 from capsviz.analysis.questions import longest_capsule, strongest_dimension
 from capsviz.analysis.routing import canvas_words, centred, on_canvas
-from capsviz.glossary import help_text
 from capsviz.glossary import label as glossary_label
 from capsviz.i18n import keeping, t
 from capsviz.registry import shows
@@ -23,8 +22,10 @@ from pages.inputs import dimension_sliders, pick_image
 from pages.linking import keep_link_note, link_number, show_link_note
 from pages.sidebar import site_button
 from pages.state import STATE, link_asks
+from pages.terms import term_help, uses
 
 require_router()
+uses("digitcaps", "dimension", "pose", "reconstruction")  # the glossary entries its text names (pages.terms)
 
 st.title(t("DigitCaps explorer"))
 st.markdown(t(EXPLORER_INTRO))
@@ -77,7 +78,7 @@ capsule = st.selectbox(
     index=default_capsule,
     format_func=keeping(lambda j: t("{name} (length {length})", name=plain(names[j]), length=f"{pred.scores[j]:.2f}")),
     key=f"capsule_{path.stem}_{hash(image.tobytes())}",
-    help=help_text("length", "reconstruction"),
+    help=term_help("length", "reconstruction"),
 )
 qp["capsule"] = str(capsule)
 show_link_note(STATE.capsule_index.param, capsule)
@@ -111,7 +112,7 @@ show(c, picture(to_image, rebuilt, width=168), t("reconstruction from capsule {n
 @st.fragment
 def sliders():
     """Only this fragment reruns while sliding: one decoder pass, a few milliseconds."""
-    st.subheader(t("Perturb one dimension at a time"), help=help_text("dimension", "reconstruction"))
+    st.subheader(t("Perturb one dimension at a time"), help=term_help("dimension", "reconstruction"))
     st.caption(
         t(
             "Each slider adds an offset to one of the capsule's {n} dimensions (d0 to d{last}) before the decoder redraws it. "

@@ -4,7 +4,6 @@ import streamlit as st
 
 from capsviz.analysis import lab, rules
 from capsviz.data.user import short_name
-from capsviz.glossary import help_text
 from capsviz.i18n import keeping, t, tn
 from capsviz.registry import either
 from capsviz.text import plain, recorded
@@ -15,8 +14,12 @@ from pages.drawn import chart
 from pages.inputs import long_job
 from pages.linking import keep_choice, link_choices
 from pages.state import STATE
+from pages.terms import term_help, uses
 
 require_router()
+uses(
+    "uniform", "random_couplings", "self_attention", "seed", "standard_error", "entropy"
+)  # the glossary entries its text names (pages.terms)
 
 st.title(t("Routing lab: does routing matter?"))
 st.markdown(
@@ -59,7 +62,7 @@ routings = c[1].multiselect(
     format_func=keeping(lambda r: lab.LAB_ROUTINGS[r]),
     key=STATE.lab_routings.key,
     bind="query-params",
-    help=help_text("uniform", "random_couplings", "iteration", "self_attention"),
+    help=term_help("uniform", "random_couplings", "iteration", "self_attention"),
 )
 s = st.columns(2)
 counts, epsilons = [1000, 2000, 5000, lab.TEST_IMAGES], [0.05, 0.1, 0.2]
@@ -81,7 +84,7 @@ epsilon = s[1].select_slider(
     value=lab.FGSM_EPSILON,
     key=STATE.lab_epsilon.key,
     bind="query-params",
-    help=help_text("fgsm", "epsilon"),
+    help=term_help("fgsm", "epsilon"),
 )
 if not chosen or not routings:
     st.info(t("Pick at least one model and one routing."))

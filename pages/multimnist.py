@@ -27,7 +27,6 @@ from capsviz.analysis.multimnist import (
 )
 from capsviz.analysis.questions import both_digits
 from capsviz.data.multimnist import MAX_SHIFT, SIZE  # the canvas its models read
-from capsviz.glossary import help_text
 from capsviz.i18n import keeping, t
 from capsviz.registry import routing_words
 from capsviz.text import plain
@@ -40,8 +39,10 @@ from pages.drawn import chart, picture, show
 from pages.inputs import count_slider, long_job
 from pages.linking import keep_link_note, link_choice, show_link_note
 from pages.state import STATE, link_asks
+from pages.terms import term_help, uses
 
 require_router()
+uses("multimnist", "segmentation", "reconstruction", "pose")  # the glossary entries its text names (pages.terms)
 
 st.title(t("MultiMNIST: two digits on top of each other"))
 st.markdown(intro_words(SIZE, MAX_SHIFT))
@@ -146,7 +147,7 @@ red = pick[0].selectbox(
     index=default[0],
     format_func=keeping(mark),
     key=f"red_{vals}_{path.stem}",
-    help=help_text("reconstruction"),
+    help=term_help("reconstruction"),
 )
 green = pick[1].selectbox(
     t("Green: reconstruct capsule"),
@@ -154,7 +155,7 @@ green = pick[1].selectbox(
     index=default[1],
     format_func=keeping(mark),
     key=f"green_{vals}_{path.stem}",
-    help=help_text("reconstruction"),
+    help=term_help("reconstruction"),
 )
 qp["caps"] = f"{red},{green}"
 show_link_note("caps", (red, green))
@@ -274,7 +275,7 @@ res = long_job(
     lambda progress: pair_accuracy(model, data.images, data.labels, n, on_progress=progress),
 )
 if res is not None:
-    st.metric(t("Pair error"), f"{res.error:.2f}%", help=help_text("pair_error"))
+    st.metric(t("Pair error"), f"{res.error:.2f}%", help=term_help("pair_error"))
     st.caption(res.words())
     st.caption(stored_words(res, stored_pair_error(meta)))
     st.markdown(t("**The hardest pairs** (wrong ones first, then those where the second digit's capsule was least sure):"))

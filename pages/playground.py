@@ -23,7 +23,6 @@ from capsviz.analysis.playground import (
     encode_points,
 )
 from capsviz.analysis.questions import em_assignment, routed_split
-from capsviz.glossary import help_text
 from capsviz.i18n import N_, keeping, t
 from capsviz.viz.animation import dynamic_frames, em_frames, gif_bytes
 from pages.asking import ask
@@ -32,6 +31,7 @@ from pages.drawn import picture, show
 from pages.linking import keep_link_note, link_number, show_link_note
 from pages.sidebar import site_button
 from pages.state import STATE, Key, link_asks
+from pages.terms import term_help
 
 require_router()
 st.title(t("Routing playgrounds"))
@@ -112,9 +112,9 @@ with controls:
             format_func=keeping(lambda r: t(RULES[r])),
             key=STATE.pg_rule.key,
             horizontal=True,
-            help=help_text("iteration", "self_attention", "prior"),
+            help=term_help("iteration", "self_attention", "prior"),
         )
-    T = st.slider(t("Routing iterations"), 1, 5, key=t_slot.key, help=help_text("iteration"), disabled=rule != "dynamic")
+    T = st.slider(t("Routing iterations"), 1, 5, key=t_slot.key, help=term_help("iteration"), disabled=rule != "dynamic")
     if rule != "dynamic":
         T = 1
 
@@ -160,7 +160,7 @@ with controls:
                 float(points[i, j, axis]),
                 0.1,
                 key=f"{prefix}_pt_{gen}_{i}_{j}_{axis}",
-                help=help_text("u_hat" if toy_kind == "dynamic" else "vote"),
+                help=term_help("u_hat" if toy_kind == "dynamic" else "vote"),
             )
     if toy_kind == "em":
         acts[i] = st.slider(
@@ -170,11 +170,11 @@ with controls:
             float(acts[i]),
             0.05,
             key=f"{prefix}_act_{gen}_{i}",
-            help=help_text("a_in"),
+            help=term_help("a_in"),
         )
-        final_lambda = st.slider(t("final inverse temperature lambda"), 0.1, 3.0, 0.3, 0.1, key="pg_em_lambda", help=help_text("lambda"))
-        beta_u = st.slider(t("beta_u (cost per unit of spread)"), -2.0, 2.0, 0.0, 0.1, key="pg_em_beta_u", help=help_text("beta_u"))
-        beta_a = st.slider(t("beta_a (activation bias)"), -2.0, 2.0, 0.0, 0.1, key="pg_em_beta_a", help=help_text("beta_a"))
+        final_lambda = st.slider(t("final inverse temperature lambda"), 0.1, 3.0, 0.3, 0.1, key="pg_em_lambda", help=term_help("lambda"))
+        beta_u = st.slider(t("beta_u (cost per unit of spread)"), -2.0, 2.0, 0.0, 0.1, key="pg_em_beta_u", help=term_help("beta_u"))
+        beta_a = st.slider(t("beta_a (activation bias)"), -2.0, 2.0, 0.0, 0.1, key="pg_em_beta_a", help=term_help("beta_a"))
     points_slot.set((points, acts))
     for param, value in (("pts", points), ("acts", acts)):
         show_link_note(param, encode_points(value))  # while the page shows the preset's in place of a link's it cannot read
@@ -281,7 +281,7 @@ with figure:
 
 def number(title: str, *terms: str):
     """A table column drawn at the 3 decimals the sentences quote (capsviz.analysis.playground.TABLE)."""
-    return st.column_config.NumberColumn(title, help=help_text(*terms), format=f"%.{TABLE}f")
+    return st.column_config.NumberColumn(title, help=term_help(*terms), format=f"%.{TABLE}f")
 
 
 if toy_kind == "dynamic" and rule == "self-attention":
@@ -317,9 +317,9 @@ elif toy_kind == "dynamic":
         key="pg_dyn_upper",
         column_config={
             "upper capsule": st.column_config.TextColumn(t("upper capsule")),
-            "s (x, y)": st.column_config.TextColumn("s (x, y)", help=help_text("s")),
+            "s (x, y)": st.column_config.TextColumn("s (x, y)", help=term_help("s")),
             "|s|": number("|s|", "s"),
-            "v (x, y)": st.column_config.TextColumn("v (x, y)", help=help_text("v", "squash")),
+            "v (x, y)": st.column_config.TextColumn("v (x, y)", help=term_help("v", "squash")),
             "|v| (presence)": number(t("|v| (presence)"), "length"),
         },
     )
@@ -330,7 +330,7 @@ else:
     st.info(view.said)
     cols = {
         "lower capsule": st.column_config.TextColumn(t("lower capsule")),
-        "a (lower activation)": st.column_config.NumberColumn(t("a (lower activation)"), format="%.2f", help=help_text("a_in")),
+        "a (lower activation)": st.column_config.NumberColumn(t("a (lower activation)"), format="%.2f", help=term_help("a_in")),
     }
     for j in range(J):
         cols[f"R to {j + 1}"] = number(t("R to {j}", j=j + 1), "R")
@@ -347,8 +347,8 @@ else:
         key="pg_em_upper",
         column_config={
             "upper capsule": st.column_config.TextColumn(t("upper capsule")),
-            "mu (mean pose)": st.column_config.TextColumn(t("mu (mean pose)"), help=help_text("mu")),
-            "sigma (spread)": st.column_config.TextColumn(t("sigma (spread)"), help=help_text("sigma")),
+            "mu (mean pose)": st.column_config.TextColumn(t("mu (mean pose)"), help=term_help("mu")),
+            "sigma (spread)": st.column_config.TextColumn(t("sigma (spread)"), help=term_help("sigma")),
             "a (activation)": number(t("a (activation)"), "a_j"),
         },
     )

@@ -5,7 +5,6 @@ import streamlit as st
 from capsviz.analysis.reproduction import tables
 from capsviz.analysis.rules import rule_words
 from capsviz.checkpoint import total_training
-from capsviz.glossary import help_text
 from capsviz.i18n import t, tn
 from capsviz.text import plain
 from capsviz.viz import lines_by_epoch
@@ -14,8 +13,10 @@ from pages.common import require_router
 from pages.drawn import chart
 from pages.linking import link_choice
 from pages.state import STATE
+from pages.terms import term_help, uses
 
 require_router()
+uses("test_error", "epoch")  # the glossary entries its text names (pages.terms)
 
 st.title(t("Reproduction: our checkpoints beside the papers"))
 st.markdown(
@@ -29,7 +30,7 @@ st.markdown(
 found = [(p.name, m) for p, m in checkpoints()]
 
 shown = tables(found)
-st.header(t("Sabour et al. 2017, Table 1 (test error %)"), help=help_text("test_error"))
+st.header(t("Sabour et al. 2017, Table 1 (test error %)"), help=term_help("test_error"))
 st.markdown(shown.table1)  # plain: the core made each name and note plain
 if shown.notes:
     st.markdown(t("**How each was measured**") + "\n\n" + "\n".join(f"{k}. {n}" for k, n in enumerate(shown.notes, 1)))
@@ -39,16 +40,16 @@ if shown.todo:
     ):
         st.code("\n".join(shown.todo), language="bash")
 
-st.header(t("Hinton et al. 2018 (test error %)"), help=help_text("test_error"))
+st.header(t("Hinton et al. 2018 (test error %)"), help=term_help("test_error"))
 st.markdown(shown.em)  # plain: the core made each name plain
 
 if shown.gaps:
-    st.header(t("How far from the papers"), help=help_text("test_error"))
+    st.header(t("How far from the papers"), help=term_help("test_error"))
     said = [t("{where}: {said}", where=where, said=gap.words()) for where, gap in shown.gaps]
     st.markdown("\n".join(f"- {line}" for line in said))  # plain: the core made each name plain
     st.caption(rule_words("beyond chance"))
 
-st.header(t("Test error by epoch"), help=help_text("test_error"))
+st.header(t("Test error by epoch"), help=term_help("test_error"))
 by_dataset: dict[str, dict] = {}
 for n, m in found:
     if h := total_training(m)["history"]:  # fine-tuned: the whole chain

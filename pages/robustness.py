@@ -19,7 +19,6 @@ from capsviz.analysis.robustness import (
 )
 from capsviz.config import user_dataset
 from capsviz.data.user import short_name
-from capsviz.glossary import help_text
 from capsviz.i18n import N_, t
 from capsviz.registry import FAMILIES, either, shows
 from capsviz.text import plain
@@ -30,8 +29,12 @@ from pages.drawn import chart, picture, show
 from pages.inputs import count_slider, long_job, pick_image
 from pages.linking import keep_choice, keep_within, link_choice
 from pages.state import STATE
+from pages.terms import term_help, uses
 
 require_router()
+uses(
+    "affine", "fgsm", "bim", "epsilon", "white_box", "gradient_masking", "spread_loss", "entropy"
+)  # the glossary entries its text names (pages.terms)
 # The affine sliders' ranges and defaults (as drawn below), for a shared link's values: (key, lo, hi, default, name)
 AFFINE_LINKS = [
     (STATE.rotate, N_("rotate (degrees)")),
@@ -159,7 +162,7 @@ with tab_affine:
             for slot, what in AFFINE_LINKS:
                 keep_within(slot, *slot.bounds, slot.default, t(what))
             c = st.columns(5)
-            rot = c[0].slider(t("rotate (degrees)"), -90, 90, 0, 5, key=STATE.rotate.key, bind="query-params", help=help_text("affine"))
+            rot = c[0].slider(t("rotate (degrees)"), -90, 90, 0, 5, key=STATE.rotate.key, bind="query-params", help=term_help("affine"))
             scale = c[1].slider(t("scale"), 0.5, 1.5, 1.0, 0.05, key=STATE.scale.key, bind="query-params")
             shear = c[2].slider(t("shear"), -0.6, 0.6, 0.0, 0.05, key=STATE.shear.key, bind="query-params")
             dx = c[3].slider(t("move right (px)"), -8, 8, 0, 1, key=STATE.right.key, bind="query-params")
@@ -223,7 +226,7 @@ with tab_affine:
             )
             said = {plain(k): v for k, v in sweep.items()}
             for line in describe_comparison(said, strengths, plain(path.stem), t("strength"), n):
-                st.markdown(line, help=help_text("beyond_chance"))  # plain: its names are made plain above
+                st.markdown(line, help=term_help("beyond_chance"))  # plain: its names are made plain above
             st.caption(
                 t(
                     "The paper's 79% against 66% (Sabour et al. 5.2) comes from models trained on digits placed anywhere on a "
@@ -259,9 +262,9 @@ with tab_adv:
             horizontal=True,
             key=STATE.attack.key,
             bind="query-params",
-            help=help_text("fgsm", "bim"),
+            help=term_help("fgsm", "bim"),
         )
-        targeted = c[1].toggle(t("Targeted"), key=STATE.targeted.key, bind="query-params", help=help_text("targeted"))
+        targeted = c[1].toggle(t("Targeted"), key=STATE.targeted.key, bind="query-params", help=term_help("targeted"))
         n = count_slider(t("Test images"), [50, 100, 200, 500, 1000], stored.ATTACK_IMAGES, len(data), STATE.attack_images, c[2])
         epsilons = stored.ATTACK_EPSILONS
         x, y = attack_test_images(data, n, size)
@@ -316,7 +319,7 @@ with tab_adv:
                 for line in describe_comparison(
                     said, epsilons, capsule, "epsilon", n, higher_is_robust=not targeted, baseline=plain(cnn_stem)
                 ):
-                    st.markdown(line, help=help_text("beyond_chance"))  # plain: its names are made plain above
+                    st.markdown(line, help=term_help("beyond_chance"))  # plain: its names are made plain above
             st.caption(
                 t(
                     "Why this can differ from the papers: the claim is Hinton et al.'s (section 6), for matrix capsules with EM "
@@ -341,7 +344,7 @@ with tab_adv:
             )
         st.subheader(t("Attacked images"))
         keep_choice(STATE.epsilon, epsilons[1:], 0.1, "epsilon")
-        eps = st.select_slider("epsilon", epsilons[1:], value=0.1, key=STATE.epsilon.key, bind="query-params", help=help_text("epsilon"))
+        eps = st.select_slider("epsilon", epsilons[1:], value=0.1, key=STATE.epsilon.key, bind="query-params", help=term_help("epsilon"))
         count = min(6, n)
         target = other_class(y[:count], len(names)) if targeted else None
         for name, m in attacked_models.items():

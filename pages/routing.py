@@ -33,7 +33,7 @@ from capsviz.analysis.routing import (
     unplaced_words,
 )
 from capsviz.config import user_dataset
-from capsviz.glossary import class_words, help_text
+from capsviz.glossary import class_words
 from capsviz.i18n import t
 from capsviz.registry import FAMILIES, ROUTINGS, either, routing_words, shows
 from capsviz.text import plain
@@ -46,8 +46,10 @@ from pages.inputs import pick_image
 from pages.linking import keep_within, link_choice
 from pages.sidebar import site_button
 from pages.state import STATE
+from pages.terms import term_help, uses
 
 require_router()
+uses("dynamic_routing", "u_hat", "c", "b", "agreement", "entropy", "length")  # the glossary entries its text names (pages.terms)
 
 
 def one_pass_view(model, image, label, names, layout) -> None:
@@ -89,7 +91,7 @@ def one_pass_view(model, image, label, names, layout) -> None:
             "added to c, the same for every image."
         )
     )
-    right.caption(help_text("self_attention", "c", "prior"))
+    right.caption(term_help("self_attention", "c", "prior"))
     if layout.about:  # where its primary capsules come from, since no map places them
         right.caption(t(layout.about))
     st.caption(attention_words(tr, winner, plain(names[winner])))  # plain: its one name is made plain here
@@ -178,7 +180,7 @@ T = st.slider(
     meta.config.routing_iterations,
     key=STATE.iterations.key,
     bind="query-params",
-    help=t("The weights are the same; only the number of routing iterations changes.") + " " + help_text("iteration"),
+    help=t("The weights are the same; only the number of routing iterations changes.") + " " + term_help("iteration"),
 )
 
 
@@ -201,7 +203,7 @@ def couplings_view(tr, image, label, winner: int) -> None:
                 T,
                 key=STATE.t.key,
                 bind="query-params",
-                help=help_text("iteration", "agreement", "b", "c"),
+                help=term_help("iteration", "agreement", "b", "c"),
             )
             - 1
         )

@@ -179,6 +179,7 @@ class State:
     why_scheme = Key("why_scheme", str, "halves", "the chapter's parts moved", param="why_scheme", choices=("halves", "sides", "quadrants"))
     # --- projector mode (app.py): large text, full-width figures, no chrome a class does not need
     projector = Key("projector", bool, False, "projector mode: large text for a room", param="projector", choices=(False, True))
+    page_terms = Key("page_terms", list, [], "the glossary entries this run's page used (pages.terms), linked under it")
     share_slot = Key("share_slot", ANY, None, "the place above the page for the view's address and QR code, filled after the page ran")
     # --- the playgrounds: each toy keeps its own settings
     pg_toy = Key("pg_toy", str, "dynamic", "which playground", param="toy", choices=("dynamic", "em"))

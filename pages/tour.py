@@ -12,7 +12,7 @@ from capsviz.analysis import lab, why_steps
 from capsviz.analysis.routing import canvas_words, centred, on_canvas
 from capsviz.analysis.tour import tour_of, walk
 from capsviz.analysis.tour_questions import standing, standing_words
-from capsviz.glossary import class_words, help_text
+from capsviz.glossary import class_words, help_text, links
 from capsviz.i18n import language, t
 from capsviz.memo import digest
 from capsviz.registry import shows
@@ -364,6 +364,7 @@ def step_view() -> None:
             st.markdown(markdown_table(step.table))
         if step.terms:
             st.caption(help_text(*step.terms))
+            st.caption(t("In the glossary: {links}", links=links(step.terms, language())))  # plain: names made plain by links
         if step.key == "lab":
             st.page_link("pages/lab.py", label=t("Open the routing lab"), icon=":material/science:")
         if step.link:

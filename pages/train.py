@@ -21,16 +21,18 @@ from capsviz.data.upload import ZipLimits, receive_zip, uploads_dir
 from capsviz.data.user import short_name, skipped_words
 from capsviz.errors import CapsvizError
 from capsviz.estimate import for_run, size_refusal
-from capsviz.glossary import help_text
 from capsviz.i18n import N_, keeping, language, t, tn
 from capsviz.text import MAX_SENTENCES, plain
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
 from pages.classroom import address, person
-from pages.common import checkpoint_dir, plain_chart, public, require_router
+from pages.common import checkpoint_dir, public, require_router
+from pages.drawn import live_chart
 from pages.state import STATE
+from pages.terms import term_help, uses
 
 require_router()
+uses("epoch", "seed", "digitcaps")  # the glossary entries its text names (pages.terms)
 LIMITS = ZipLimits.from_env()  # the host's upload quotas (docs/class.md: Limits on a served class)
 
 st.title(t("Train"))
@@ -142,7 +144,7 @@ with st.container(border=True):
         dataset, own_count = own_images(resize, model)
     epochs = c2.number_input(t("Epochs"), 1, 200, 1, key="t_epochs")
     batch = c2.number_input(t("Batch size"), 1, 1024, 128, key="t_batch")
-    iters = c2.number_input(t("Routing iterations"), 1, 10, 3, key="t_iters", help=help_text("iteration"))
+    iters = c2.number_input(t("Routing iterations"), 1, 10, 3, key="t_iters", help=term_help("iteration"))
     couplings = None
     if "couplings" in PRESETS[model].run_options:
         couplings = c2.selectbox(
@@ -158,7 +160,7 @@ with st.container(border=True):
             key="t_couplings",
             help=t("How DigitCaps' couplings are made during training: the routing lab compares models trained each way.")
             + " "
-            + help_text("uniform", "random_couplings", "self_attention"),
+            + term_help("uniform", "random_couplings", "self_attention"),
         )
     decay = c2.number_input(
         t("Learning-rate decay: x0.96 every N steps"),
@@ -184,7 +186,7 @@ with st.container(border=True):
             "how much of a difference is luck: the routing lab shows the spread when every routing has the same seeds."
         ),
     )
-    recon = c3.checkbox(t("Reconstruction loss (CapsNet)"), True, key="t_recon", help=help_text("reconstruction"))
+    recon = c3.checkbox(t("Reconstruction loss (CapsNet)"), True, key="t_recon", help=term_help("reconstruction"))
     precision = c3.selectbox(
         t("Precision"), ["fp32", "bf16"], key="t_precision", help=t("bf16 uses AMX on recent Intel CPUs and tensor cores on GPUs")
     )
@@ -416,8 +418,8 @@ def draw(s: jobs.Snapshot, key: str) -> None:
     st.progress(s.step / s.total if s.total else 0.0, text=run_line(s))
     if s.curve:
         a, b = st.columns(2)
-        a.plotly_chart(plain_chart(curves(s.curve, "loss", t("Training loss"))), key=f"{key}_loss_curve")
-        b.plotly_chart(plain_chart(curves(s.curve, "accuracy", t("Training accuracy (%)"))), key=f"{key}_acc_curve")
+        a.plotly_chart(live_chart(curves(s.curve, "loss", t("Training loss"))), key=f"{key}_loss_curve")
+        b.plotly_chart(live_chart(curves(s.curve, "accuracy", t("Training accuracy (%)"))), key=f"{key}_acc_curve")
     classes = guesses(s.run)
     for e in s.evaluations:
         st.markdown(

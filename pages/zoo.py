@@ -7,7 +7,6 @@ from capsviz.analysis.zoo import INTRO, card, classes_line, epochs_note
 from capsviz.checkpoint import list_checkpoints, total_training, training_labels
 from capsviz.config import user_dataset
 from capsviz.data.user import short_name
-from capsviz.glossary import help_text
 from capsviz.i18n import t
 from capsviz.text import plain, recorded
 from capsviz.viz import squash_curve
@@ -16,8 +15,10 @@ from pages.common import checkpoint_dir, public, require_router
 from pages.drawn import chart, kept
 from pages.linking import keep_within
 from pages.state import STATE
+from pages.terms import term_help, uses
 
 require_router()
+uses("test_error", "pair_error", "epoch")  # the glossary entries its text names (pages.terms)
 
 
 st.title(t("capsviz: watch capsules route"))
@@ -35,7 +36,7 @@ with right:
         0.1,
         key=STATE.squash.key,
         bind="query-params",
-        help=help_text("squash", "length"),
+        help=term_help("squash", "length"),
     )
     st.metric(t("Length after squash"), f"{s * s / (1 + s * s):.3f}")
     st.caption(t("Move the slider: a capsule can never claim more than certainty, and weak evidence is nearly silenced."))

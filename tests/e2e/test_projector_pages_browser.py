@@ -1,0 +1,39 @@
+"""Projector mode on every page of the navigation, as a teacher projects it (1920x1080,
+?projector=1) with the shipped models: every text a student reads, the charts' titles, ticks and
+legends included, at least 20 px; the Streamlit toolbar hidden; no chart title cut off. Screenshots
+(one per screenful) go to E2E_SCREENSHOT_DIR to be looked at."""
+
+import pytest
+from st_helpers import new_page, titles_cut_off, wait_for_app_run
+from test_browser import no_exceptions
+from test_every_page_lang_browser import PAGES
+from test_why_browser import SIZES, SMALLEST
+
+pytestmark = pytest.mark.e2e
+
+WIDTH, HEIGHT = 1920, 1080
+
+
+@pytest.mark.parametrize("path", ["", *PAGES])
+def test_every_page_reads_from_the_back_of_a_room(browser, shipped_server, shots, path):
+    ctx = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
+    page = new_page(ctx, 600_000)
+    try:
+        page.goto(f"{shipped_server}/{path}?projector=1")
+        wait_for_app_run(page, 600_000)
+        page.wait_for_timeout(500)
+        assert page.get_by_test_id("stToolbar").is_hidden()
+        name = f"projector_{path or 'home'}"
+        small, total = [], page.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
+        for k, top in enumerate(range(0, total, HEIGHT)):
+            page.evaluate(f"document.querySelector('[data-testid=stMain]').scrollTo(0, {top})")
+            page.wait_for_timeout(300)
+            page.screenshot(path=str(shots / f"{name}_{k}.png"))
+            small += [s for s in page.evaluate(SIZES, SMALLEST) if s not in small]
+        assert not small, f"text under {SMALLEST} px on the projector: {small[:10]}"
+        charts = page.get_by_test_id("stPlotlyChart")
+        for k in range(charts.count()):
+            assert not titles_cut_off(charts.nth(k)), titles_cut_off(charts.nth(k))
+        no_exceptions(page)
+    finally:
+        ctx.close()
