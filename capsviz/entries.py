@@ -102,6 +102,10 @@ class Layout:
     about: str = ""
 
 
+# The arguments of the "Why capsules" chapter a family's models can be measured on (Family.why):
+# "vector", beside the baseline CNN; "matrix", the votes under a change of viewpoint
+WHY_KINDS = ("vector", "matrix")
+
 # The pages a family may claim: "routing" (vector-capsule routing), "em" (EM routing), "lab" (its
 # routing can be swapped), "tour" (a tour follows it), "explorer" (with a decoder), "robustness".
 PAGES = ("routing", "em", "lab", "tour", "explorer", "robustness")
@@ -136,7 +140,15 @@ class Family:
     layout: "module:function" saying where its primary capsules sit: layout(config) -> Layout, for
         a family the routing page or the static site shows.
     baseline: a model without capsules that the capsule pages set beside a capsule model (the
-        robustness page's and the Why chapter's CNN).
+        robustness page's and the Why chapter's CNN: its model has `features(x)`, the maps before
+        pooling, and `head(maps)`, the class scores).
+    why: which argument of the "Why capsules" chapter (capsviz.analysis.why) its models are measured
+        on, one of WHY_KINDS: "vector", vector capsules with a decoder set beside the baseline CNN
+        (invariance against equivariance, parts in the wrong places, pose; its model has
+        capsviz.models.heads.ClassCapsules' `classify` and `decode`, with `predictions` and
+        `route`); "matrix", matrix capsules whose votes move together under a change of viewpoint
+        (its model has Hinton et al.'s layers as capsviz.analysis.why.class_votes reads them);
+        empty: none, and the chapter and the tour's first step say it cannot measure the model.
     attacks: whether its paper claims it resists white-box attacks better than a CNN (Hinton et
         al. section 6, matrix capsules): the robustness page attacks a model of it beside any
         other capsule model, so the claim is tested on the models it was made for.
@@ -163,6 +175,7 @@ class Family:
     site: Callable | str | None = None
     layout: Callable | str | None = None
     baseline: bool = False
+    why: str = ""
     attacks: bool = False
     tour_terms: dict = field(default_factory=dict)
 
@@ -214,6 +227,11 @@ class Family:
             out.append(f"{self.name}: layout (where its primary capsules sit, for the routing page and the static site)")
         if "routing" in self.pages and self.routing in routings and routings[self.routing].view not in ROUTING_VIEWS:
             out.append(f"{self.name}: routing page (its routing {self.routing!r} has no view there: Routing.view)")
+        if self.why and self.why not in WHY_KINDS:
+            out.append(f"{self.name}: why {self.why!r} (the Why capsules chapter's kinds are {', '.join(WHY_KINDS)}; empty: none)")
+        vector = self.routing in routings and routings[self.routing].vector
+        if self.why in WHY_KINDS and vector != (self.why == "vector"):
+            out.append(f"{self.name}: why {self.why!r} (its routing {self.routing!r} is not one of {self.why} capsules)")
         if self.paper and not self.paper_presets:
             out.append(f"{self.name}: paper_presets (the paper's model its published errors are for)")
         return out

@@ -22,7 +22,7 @@ from test_app import app, router_mode  # noqa: F401 - the fixtures: tiny models,
 
 from capsviz import checkpoint as ckpt
 from capsviz import registry
-from capsviz.analysis import lab, zoo
+from capsviz.analysis import lab, why, why_steps, zoo
 from capsviz.bounds import MAX_ITERATIONS, bounded
 from capsviz.cli import main
 from capsviz.config import PRESETS, preset, to_dict
@@ -175,6 +175,7 @@ TWO_PRIMARY = registry.Family(
     pages=frozenset({"routing", "lab", "explorer", "robustness"}),
     votes=two_primary_votes,
     layout=two_primary_layout,
+    why="vector",
 )
 # The pages the family claims, as AppTest opens them (the lab is one of them)
 PAGE_FILES = {"routing": "pages/routing.py", "lab": "pages/lab.py", "explorer": "pages/explorer.py", "robustness": "pages/robustness.py"}
@@ -242,6 +243,37 @@ def test_the_toy_family_opens_on_every_page_it_claims_and_in_the_lab(registered,
     assert lab.trained_with(preset("toy-twoprimary-tiny", couplings="toy-max")) == "toy-max"
 
 
+def test_the_toy_family_gets_the_why_chapter_from_its_entry_alone(registered, tmp_path, monkeypatch):
+    """Its entry's `why` is all the Why capsules chapter reads: "vector", and beside a baseline CNN
+    on its images the chapter measures it (the sweeps and the tour's three steps); a family whose
+    entry names no argument gets the one step saying the chapter cannot measure it, and why."""
+    torch.manual_seed(0)
+    info = {"dataset": "mnist", "metrics": {"test_error": 30.0, "n_test": 100, "how": "fixture"}}
+    toy = tmp_path / "tiny-twoprimary.safetensors"
+    ckpt.save_checkpoint(toy, build_model(preset("toy-twoprimary-tiny")), info)
+    meta = dict(ckpt.list_checkpoints(tmp_path))[toy]
+    alone = why_steps.chapter_for(meta, ckpt.list_checkpoints(tmp_path), toy.stem)
+    assert why.vector_fits(meta) and alone.kind == "" and "no CNN trained on mnist" in alone.reason
+
+    ckpt.save_checkpoint(tmp_path / "tiny-cnn.safetensors", build_model(preset("cnn-small")), info)
+    chapter = why_steps.chapter_for(meta, ckpt.list_checkpoints(tmp_path), toy.stem)
+    assert chapter.kind == "vector" and chapter.cnn_path == tmp_path / "tiny-cnn.safetensors"
+    model, cnn = ckpt.load_checkpoint(toy)[0].eval(), ckpt.load_checkpoint(chapter.cnn_path)[0].eval()
+    images, labels = torch.randint(0, 256, (6, 28, 28), dtype=torch.uint8), torch.arange(6)
+    invariance, parts = why.invariance_sweep(model, cnn, images), why.parts_sweep(model, cnn, images, labels)
+    assert invariance["images"] == 6 and len(invariance["shift_caps_length"]) == len(why.SHIFTS)
+    image = images[0].numpy() / 255.0
+    steps = why_steps.vector_chapter(model, cnn, image, [str(d) for d in range(10)], toy.stem, invariance, parts)
+    assert [s.title for s in steps] == why_steps.titles(chapter) and all(s.text for s in steps)
+
+    monkeypatch.setitem(registry.FAMILIES, TWO_PRIMARY.name, dataclasses.replace(TWO_PRIMARY, why=""))
+    chapter = why_steps.chapter_for(meta, ckpt.list_checkpoints(tmp_path), toy.stem)
+    assert chapter.kind == "" and not why.vector_fits(meta)
+    assert chapter.reason == "The chapter has no measurements for two-primary CapsNet models such as tiny-twoprimary."
+    (step,) = why_steps.unmeasured_steps(chapter, image)
+    assert chapter.reason in step.text[0] and step.link[0] == "pages/why.py"
+
+
 # ---------- the contract: what an entry must provide ----------
 
 
@@ -264,6 +296,8 @@ def test_every_registered_entry_provides_its_hooks():
         ({"paper": {("mnist", 3, True): 1.0}}, "toy-twoprimary: paper_presets"),
         ({"layout": None}, "toy-twoprimary: layout"),
         ({"routing": "toy-max"}, "toy-twoprimary: routing page (its routing 'toy-max' has no view there"),
+        ({"why": "scalar"}, "toy-twoprimary: why 'scalar'"),
+        ({"why": "matrix"}, "toy-twoprimary: why 'matrix' (its routing 'dynamic' is not one of matrix capsules)"),
     ],
 )
 def test_an_entry_missing_a_hook_is_named(change, named):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from capsviz import registry
 from capsviz.analysis import rules, why
 from capsviz.analysis import tour_questions as ask
 from capsviz.analysis.steps import Step, gap
@@ -56,8 +57,9 @@ class Chapter:
 
 
 def chapter_for(meta, listing, model_name: str) -> Chapter:
-    """The chapter for the model `meta` (named `model_name`), with the baseline CNN from `listing`
-    ((path, meta) pairs of the model folder) that a vector-capsule model is set beside."""
+    """The chapter for the model `meta` (named `model_name`): the argument its family's entry names
+    (capsviz.entries.Family.why), with the baseline CNN from `listing` ((path, meta) pairs of the
+    model folder) that a vector-capsule model is set beside; else the reason it cannot measure it."""
     cfg = meta.config
     if getattr(cfg, "in_channels", 1) != 1:
         return Chapter(
@@ -76,6 +78,16 @@ def chapter_for(meta, listing, model_name: str) -> Chapter:
                 "The chapter sets a capsule network beside a baseline CNN trained on the same images, and the model folder has "
                 "no CNN trained on {dataset}.",
                 dataset=plain(short_name(meta.image_dataset)),
+            ),
+        )
+    if not why.chapter_kind(cfg):
+        entry = registry.FAMILIES.get(cfg.family)
+        return Chapter(
+            "",
+            reason=t(
+                "The chapter has no measurements for {family} models such as {model}.",
+                family=t(entry.short) if entry is not None else plain(cfg.family),
+                model=plain(model_name),
             ),
         )
     if cfg.in_size != 28:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from capsviz import registry
 from capsviz.analysis import rules, stored
 from capsviz.analysis.why.changes import ANGLES, SCHEMES, SHIFTS
 from capsviz.analysis.why.measuring import invariance_sweep, parts_sweep, viewpoint_sweep
@@ -16,23 +17,34 @@ from capsviz.analysis.why.sentences import invariance_words, parts_words, viewpo
 WHY_IMAGES = 1000  # test images per sweep: a rate on 1,000 has a chance band of about ±1 point at 99%
 
 
+def chapter_kind(config) -> str:
+    """Which of the chapter's arguments a model of `config` is measured on, as its family's entry
+    says (capsviz.entries.Family.why): "vector", "matrix", or "" (none, and for an unregistered family)."""
+    entry = registry.FAMILIES.get(getattr(config, "family", None))
+    return entry.why if entry is not None else ""
+
+
 def vector_fits(meta) -> bool:
     """Whether a checkpoint is a vector-capsule model the chapter can show: class capsules with a
     decoder (the reconstruction following the digit) on single 28x28 digits or clothes."""
     cfg = meta.config
-    return cfg.family in ("capsnet", "efficient") and bool(getattr(cfg, "reconstruction", False)) and cfg.in_size == 28
+    return chapter_kind(cfg) == "vector" and bool(getattr(cfg, "decodes", False)) and cfg.in_size == 28
 
 
 def matrix_fits(meta) -> bool:
     """Whether a checkpoint is a matrix-capsule model on 28x28 single images."""
-    return meta.config.family == "matrix" and meta.config.in_size == 28
+    return chapter_kind(meta.config) == "matrix" and meta.config.in_size == 28
 
 
 def baseline_for(meta, listing) -> Path | None:
-    """The baseline CNN to set beside a capsule model: the first CNN in `listing` ((path, meta)
-    pairs; a meta may be an error string) trained on the same images at the same size, else None."""
+    """The baseline CNN to set beside a capsule model: the first model of a baseline family
+    (capsviz.entries.Family.baseline) in `listing` ((path, meta) pairs; a meta may be an error
+    string) trained on the same images at the same size, else None."""
     for path, other in listing:
-        if isinstance(other, str) or other.config.family != "cnn":
+        if isinstance(other, str):
+            continue
+        entry = registry.FAMILIES.get(other.config.family)
+        if entry is None or not entry.baseline:
             continue
         if other.image_dataset == meta.image_dataset and other.config.in_size == meta.config.in_size:
             return path

@@ -29,4 +29,5 @@ FAMILY = Family(
     paper_presets={"*": "capsnet", "multimnist": "capsnet-multimnist"},
     site="capsviz.site.export:model_graphs",
     layout="capsviz.families.capsnet.model:primary_layout",
+    why="vector",  # the Why capsules chapter: beside the baseline CNN
 )

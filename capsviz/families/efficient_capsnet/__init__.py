@@ -21,6 +21,7 @@ FAMILY = Family(
     paper_presets={"*": "efficient-capsnet"},
     site="capsviz.site.export:model_graphs",
     layout="capsviz.families.efficient_capsnet.model:primary_layout",
+    why="vector",  # the Why capsules chapter: beside the baseline CNN
     # its steps of the same name explain other things: its primary capsules are not on a grid of
     # positions (the "primary" entry describes the paper CapsNet's 32 types at 6x6 places)
     tour_terms={

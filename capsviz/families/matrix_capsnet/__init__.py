@@ -19,5 +19,6 @@ FAMILY = Family(
     votes="capsviz.families.matrix_capsnet.model:training_votes",
     paper={("mnist", 3, None): 0.44},
     paper_presets={"*": "matrix"},
+    why="matrix",  # the Why capsules chapter: its votes under a change of viewpoint
     attacks=True,  # Hinton et al. section 6: FGSM and BIM against a CNN
 )
