@@ -67,7 +67,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("viz", ("capsviz.viz",)),
     (
         "cli, serving and the static site",
-        ("capsviz.cli", "capsviz.__main__", "capsviz.serve", "capsviz.bench", "capsviz.site", "capsviz.translations"),
+        ("capsviz.cli", "capsviz.__main__", "capsviz.serve", "capsviz.bench", "capsviz.site", "capsviz.translations", "capsviz._build"),
     ),
 ]
 
@@ -249,14 +249,39 @@ def test_the_parser_sees_function_level_and_relative_imports(source, expected):
     assert imports("capsviz.data.planted", path, source) == expected
 
 
-def test_every_package_is_installed():
-    """pyproject.toml lists every package the wheel carries: a new folder (a family's) must be there."""
-    import tomllib
+def test_a_new_familys_folder_is_installed_without_being_listed(tmp_path):
+    """The wheel carries every package under capsviz/ (capsviz/_build.py), a family's folder that
+    nothing else names among them, and the app's top level as capsviz._app: built from a copy of
+    the sources with a toy family added (the shipped checkpoints left out, for speed)."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
 
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    packages = {module_name(p) for p in PACKAGE.rglob("__init__.py") if "node_modules" not in p.parts}
-    missing = sorted(packages - listed)
-    assert not missing, f"add {missing} to pyproject.toml's [tool.setuptools] packages"
+    src = tmp_path / "src"
+    skip = shutil.ignore_patterns("node_modules", "__pycache__", "*.safetensors", "build", "*.egg-info")
+    for name in ("capsviz", "pages", "checkpoints"):
+        shutil.copytree(ROOT / name, src / name, ignore=skip)
+    for name in ("pyproject.toml", "README.md", "app.py", ".streamlit/config.toml"):
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, src / name)
+    toy = src / "capsviz" / "families" / "toy_folder"
+    toy.mkdir()
+    (toy / "__init__.py").write_text('"""A family no list names."""\n')
+    (toy / "model.py").write_text("LAYERS = 1\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "wheel"), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    (wheel,) = (tmp_path / "wheel").glob("capsviz-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    packages = {f"{module_name(p).replace('.', '/')}/__init__.py" for p in PACKAGE.rglob("__init__.py") if "node_modules" not in p.parts}
+    assert not packages - names, sorted(packages - names)  # every package of the repository
+    assert {"capsviz/families/toy_folder/__init__.py", "capsviz/families/toy_folder/model.py"} <= names
+    assert {"capsviz/_app/app.py", "capsviz/_app/pages/tour.py", "capsviz/_app/.streamlit/config.toml"} <= names
 
 
 def test_contributing_maps_the_same_layers_in_the_same_order():
