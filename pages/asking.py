@@ -4,7 +4,8 @@
 reason) or skips, it returns False and the page stops before its figure. Then it says whether they
 were right and why, in one sentence, and, once the teacher has revealed it (the Teacher page), how
 the class answered. The teacher sees the question with its answer and the class's split, and the
-figure at once. A student's answer is recorded in the class's store (capsviz.store), under the
+figure at once; on the projector, the question and its choices for the room, until the teacher
+reveals the answer. A student's answer is recorded in the class's store (capsviz.store), under the
 identity the server signed: nobody can answer for another. Not a page itself (app.py lists the pages).
 """
 
@@ -13,9 +14,10 @@ from __future__ import annotations
 import streamlit as st
 
 from capsviz.analysis.questions import Question, said, split_words
-from capsviz.i18n import keeping, t
+from capsviz.i18n import keeping, t, tn
 from capsviz.text import plain
 from pages.classroom import class_store, person
+from pages.projector import big
 from pages.state import STATE
 
 
@@ -45,6 +47,8 @@ def ask(q: Question, place=None) -> bool:
     box = place.container(border=True)
     box.markdown(t("**Predict first.** {question}", question=plain(str(q.text))))
     rnd, stored, revealed = _round(q, who)
+    if teacher and big():
+        return _projected(q, box)
     if teacher:
         box.caption(t("The answer: “{answer}”. {why}", answer=plain(q.label(q.answer)), why=plain(str(q.why))))
         try:
@@ -96,6 +100,40 @@ def ask(q: Question, place=None) -> bool:
                     split=plain(split_words(split.counts, {k: said(x) for k, x in zip(split.choices, split.labels, strict=True)})),
                 )
             )
+    return True
+
+
+def _split(q: Question):
+    try:
+        return class_store().split(q.qid)
+    except Exception:  # noqa: BLE001 - the store out of reach: no count, the question still works
+        return None
+
+
+def _projected(q: Question, box) -> bool:
+    """The teacher's question on the projector: the choices for the room, how many have answered,
+    and the answer, the class's split and the figure only once the teacher reveals them (to the
+    students' screens too)."""
+    shown = STATE.projected_reveals.get()
+    split = _split(q)
+    if q.qid not in shown:
+        box.markdown("\n".join(f"{n}. {plain(q.label(k))}" for n, k in enumerate(q.keys, start=1)))
+        n = split.answered if split is not None else 0
+        box.caption(tn("{n} student has answered so far.", "{n} students have answered so far.", n))
+        if box.button(t("Reveal the answer"), type="primary", key=f"reveal_{q.qid}"):
+            STATE.projected_reveals.set([*shown, q.qid])
+            if split is not None:
+                class_store().reveal(q.qid)
+            st.rerun()
+        return False
+    box.success(t("The answer: “{answer}”. {why}", answer=plain(q.label(q.answer)), why=plain(str(q.why))))
+    if split is not None:
+        box.caption(
+            t(
+                "How the class answered: {split}",
+                split=plain(split_words(split.counts, {k: said(x) for k, x in zip(split.choices, split.labels, strict=True)})),
+            )
+        )
     return True
 
 

@@ -24,6 +24,7 @@ from pages.projector import big
 # Kept figures' bytes (their JSON or PNG): most are 5 to 50 KB, so a class's pages fit in
 # far less than this; $CAPSVIZ_FIGURE_CACHE_MB changes it.
 BUDGET = int(float(os.environ.get("CAPSVIZ_FIGURE_CACHE_MB", "256")) * 2**20)
+ROOM_GROW = 1.6  # projector mode: a picture's 12 px text shown at about 20 px (capsviz.viz.room.ROOM)
 MAX_WIDTH = 1460  # st.image's widest picture (Streamlit 1.67: image_utils.MAXIMUM_CONTENT_WIDTH)
 
 
@@ -149,8 +150,18 @@ def picture(build, *args, width: int | None = None, key=None, **kwargs) -> bytes
 def show(place, png: bytes | list[bytes], caption: str | list[str] | None = None, width: int | str = "content") -> None:
     """PNG bytes from `picture` (or a list of them) in `place` (st or a column), `width` as
     st.image takes it: as PNG, so st.image keeps them as they are (it would encode a picture
-    without transparency again, as JPEG, on every run)."""
+    without transparency again, as JPEG, on every run). In projector mode a picture is shown
+    ROOM_GROW times its width (never wider than its column), so the text drawn in it reads from
+    the back of a room."""
+    if big() and (width in ("content", None) or isinstance(width, int)):
+        natural = width if isinstance(width, int) else png_width(png[0] if isinstance(png, list) else png)
+        width = round(natural * ROOM_GROW) if natural else width
     place.image(png, caption=caption, width=width, output_format="PNG")  # plain: the callers' captions, checked where they call show
+
+
+def png_width(png: bytes) -> int | None:
+    """A PNG's width from its header, None for anything else."""
+    return int.from_bytes(png[16:20], "big") if png[:8] == b"\x89PNG\r\n\x1a\n" else None
 
 
 def kept(build, *args, key=None, **kwargs):

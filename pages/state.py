@@ -98,6 +98,7 @@ class State:
     # --- who is asking (pages.common.person) and the link the session opened with
     session_id = Key("capsviz_session_id", str, "", "the identity minted for this session where the browser brought no signed one")
     asked = Key("asked", dict, {}, "questions this session answered or skipped: qid -> (round, choice or None)")
+    projected_reveals = Key("projected_reveals", list, [], "questions the teacher revealed on the projector (pages.asking)")
     answer_pick = Keys("answer_{qid}", (str, type(None)), None, "a question's choice, before it is committed")
     answer_reason = Keys("reason_{qid}", str, "", "a question's optional one-line reason")
     id_cookie = Key(

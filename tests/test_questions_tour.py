@@ -439,3 +439,20 @@ def test_the_site_link_names_the_sites_own_step(app, monkeypatch):
     assert "step=" not in last
     walk = [k for k in range(2, 14) if "step=" in site_url(k)]
     assert walk and "step=1&" in site_url(walk[0]) + "&" and len(walk) == walk[-1] - walk[0] + 1
+
+
+def test_on_the_projector_the_teacher_shows_the_choices_and_reveals_the_answer_when_ready(app):
+    """Projected, the teacher's screen is the room's: the question and its choices, how many have
+    answered, and the answer and the figure only when the teacher reveals them."""
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params.update({"model": "tiny-capsnet.safetensors", "step": "1", "projector": "1"})
+    at.run()
+    assert not at.exception, at.exception
+    assert not any(c.value.startswith("The answer: ") for c in at.caption) and not at.get("plotly_chart")
+    assert question_radio(at) is None  # the teacher does not answer
+    choices = next(m.value for m in at.markdown if m.value.startswith("1. "))
+    assert len(choices.splitlines()) >= 2
+    assert any(c.value == "0 students have answered so far." for c in at.caption)
+    reveal = next(b for b in at.button if b.key and b.key.startswith("reveal_"))
+    reveal.click().run()
+    assert any(s.value.startswith("The answer: ") for s in at.success) and at.get("plotly_chart")

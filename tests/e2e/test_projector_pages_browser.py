@@ -12,6 +12,18 @@ from test_why_browser import SIZES, SMALLEST
 pytestmark = pytest.mark.e2e
 
 WIDTH, HEIGHT = 1920, 1080
+# Every picture shown smaller than 1.5 times its own width while its place has room for more (the
+# text drawn in a picture is about 12 px at its own size): [its source's end, shown px, own px]
+PICTURES = """() => {
+  const found = [];
+  for (const img of document.querySelectorAll('[data-testid=stMain] [data-testid=stImage] img')) {
+    if (img.closest('[data-testid=stExpander]') || !img.naturalWidth) continue;  // the QR code: at its own size
+    const shown = img.getBoundingClientRect().width;
+    const room = img.closest('[data-testid=stColumn], [data-testid=stVerticalBlock], [data-testid=stHorizontalBlock]').getBoundingClientRect().width;
+    if (shown < 1.5 * img.naturalWidth - 2 && shown < room - 2) found.push([img.src.slice(-12), Math.round(shown), img.naturalWidth]);
+  }
+  return found;
+}"""
 
 
 @pytest.mark.parametrize("path", ["", *PAGES])
@@ -24,12 +36,14 @@ def test_every_page_reads_from_the_back_of_a_room(browser, shipped_server, shots
         page.wait_for_timeout(500)
         assert page.get_by_test_id("stToolbar").is_hidden()
         name = f"projector_{path or 'home'}"
-        small, total = [], page.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
+        small, unscaled, total = [], [], page.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
         for k, top in enumerate(range(0, total, HEIGHT)):
             page.evaluate(f"document.querySelector('[data-testid=stMain]').scrollTo(0, {top})")
             page.wait_for_timeout(300)
             page.screenshot(path=str(shots / f"{name}_{k}.png"))
             small += [s for s in page.evaluate(SIZES, SMALLEST) if s not in small]
+            unscaled += [s for s in page.evaluate(PICTURES) if s not in unscaled]
+        assert not unscaled, f"pictures at their own size on the projector (their text too small): {unscaled[:10]}"
         assert not small, f"text under {SMALLEST} px on the projector: {small[:10]}"
         charts = page.get_by_test_id("stPlotlyChart")
         for k in range(charts.count()):
