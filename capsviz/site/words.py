@@ -321,11 +321,12 @@ PAGE = {
         "The app's tour follows single digits, so the site has no explanations for {model}'s pairs: the figures and numbers here are this pair's."
     ),
     "tour_words_drawing": N_(
-        "The app's explanations of each step come with the site's first test images; for your drawing the figures and numbers are its own, without them."
+        "The app's explanations of each step are written when the site is built, for its first {n} test images, so for your drawing this step shows only its own figure and numbers: for the full explanation, pick test image 0 to {last}, or draw your digit in the capsviz app's guided tour."
     ),
     "tour_words_first": N_(
-        "The app's explanations of each step come with the site's first {n} test images (0 to {last}); for this image the figures and numbers are its own, without them."
+        "The app's explanations of each step are written when the site is built, for its first {n} test images, so for this image this step shows only its own figure and numbers: for the full explanation, pick test image 0 to {last}, or open this image in the capsviz app's guided tour."
     ),
+    "tour_length_since": N_("Since iteration 1, the length of the {name} capsule {trend}: from {first} to {now} at iteration {t}."),
     "tour_words_failed": N_("The explanations of this step could not be opened: {cause}; {todo}."),
     "tour_em_no_figure": N_("This step's figure comes with the app's explanations, for the site's first {n} test images (0 to {last})."),
     "tour_em_drawing": N_("{model} reads {size} x {size} images: draw your digit with a single-digit model open to follow it here."),
