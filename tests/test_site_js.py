@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
 from capsviz.site import WEB, words
@@ -64,15 +65,105 @@ def chapter_cases() -> list[dict]:
     return cases
 
 
+def _threshold(family, lo: float, hi: float) -> float:
+    """The coupling p where family(p)'s evenness is the near-uniform rule's threshold (bisection; the
+    evenness falls as p grows from lo to hi)."""
+    from capsviz.analysis import coupling_entropy, rules
+
+    def ratio(p):
+        c = family(p)
+        return float(coupling_entropy(c)) / np.log(len(c))
+
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if ratio(mid) > rules.NEAR_UNIFORM_ENTROPY else (lo, mid)
+    return lo
+
+
+def playground_rows() -> list[tuple[list[float], str]]:
+    """One lower capsule's couplings, on both sides of each of the near-uniform rule's thresholds,
+    with the side each should fall on: the evenness threshold with 2 and 3 upper capsules, the
+    share threshold (1.5 times uniform: with one capsule's couplings the evenness is then already
+    below its own threshold, so both sides are "not uniform"), ties and zeros."""
+    from capsviz.analysis import rules
+
+    two = lambda p: np.array([p, 1 - p])  # noqa: E731
+    three = lambda p: np.array([p, (1 - p) / 2, (1 - p) / 2])  # noqa: E731
+    rows = []
+    for family, lo, hi in ((two, 0.5, 0.99), (three, 1 / 3, 0.99)):
+        p = _threshold(family, lo, hi)
+        rows += [(family(p - 1e-6), "uniform"), (family(p + 1e-6), "1"), (family(p + 1e-6)[::-1], str(len(family(p))))]
+    for J in (2, 3):
+        share = rules.NEAR_UNIFORM_SHARE / J
+        for p in (share - 1e-6, share + 1e-6):
+            rows.append((np.array([(1 - p) / (J - 1)] * (J - 1) + [p]), str(J)))
+    rows += [(np.array([0.45, 0.45, 0.1]), "1"), (np.array([0.1, 0.45, 0.45]), "2"), (np.array([1.0, 0.0, 0.0]), "1")]
+    rows += [(np.array([0.5, 0.5]), "uniform"), (np.full(3, 1 / 3), "uniform")]
+    return [(c.tolist(), side) for c, side in rows]
+
+
+def playground_cases() -> list[dict]:
+    """The app's playground question (capsviz.analysis.questions.routed_split) on toy states, in each
+    language, as the site shows a question (capsviz.site.quiz.said), with the words the page fills:
+    web/tests/toyask.test.js makes the page's question from the same couplings and must say the same.
+    The states: rows on both sides of the near-uniform rule's thresholds (playground_rows, their side
+    checked here against the app's answer) and the app's own toys on its presets."""
+    from types import SimpleNamespace
+
+    from capsviz.analysis.playground import DYNAMIC_PRESETS, attention_toy, dynamic_toy
+    from capsviz.analysis.questions import routed_split
+    from capsviz.i18n import LANGUAGES, speaking
+    from capsviz.site import quiz
+
+    states = []  # (toy, lower capsule, T, self-attention)
+    for k, (row, side) in enumerate(playground_rows()):
+        lower, T = k % 6, 1 + k % 4
+        c = np.zeros((T, lower + 1, len(row)))
+        c[-1, lower] = row
+        toy = SimpleNamespace(c=c, u_hat=np.zeros((lower + 1, len(row), 2)))
+        assert routed_split(toy, lower, ("dynamic",)).answer == side, (row, side)
+        states.append((toy, lower, T, False))
+    for points in DYNAMIC_PRESETS.values():
+        for J in (2, 3):
+            states += [(dynamic_toy(points[:, :J], 3), k, 3, False) for k in range(len(points))]
+            states.append((attention_toy(points[:, :J]), J, 1, True))
+    answers = {routed_split(toy, k, ("x",), attention).answer for toy, k, _, attention in states}
+    assert answers == {"1", "2", "3", "uniform"}, answers
+    cases = []
+    for lang in LANGUAGES:
+        with speaking(lang):
+            v = words.vocabulary()
+            asked = [
+                {
+                    "c": toy.c[-1, k].tolist(),
+                    "k": k,
+                    "T": T,
+                    "attention": attention,
+                    "want": quiz.said(routed_split(toy, k, ("x",), attention)),
+                }
+                for toy, k, T, attention in states
+            ]
+            cases.append({"lang": lang, "messages": v["messages"], "counted": v["counted"], "rules": v["rules"], "states": asked})
+    return cases
+
+
 def test_the_front_ends_pure_modules_pass_their_unit_tests(node, tmp_path):
     exported = tmp_path / "words.json"
     exported.write_text(json.dumps(words.vocabulary()))
     chapter = tmp_path / "why.json"
     chapter.write_text(json.dumps(chapter_cases(), ensure_ascii=False))
+    playground = tmp_path / "playground.json"
+    playground.write_text(json.dumps(playground_cases(), ensure_ascii=False))
     done = subprocess.run(
         [node, "--test"],
         cwd=WEB,
-        env={"PATH": "/usr/bin:/bin", "CAPSVIZ_SITE_WORDS": str(exported), "CAPSVIZ_SITE_WHY": str(chapter), "NODE_OPTIONS": ""},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "CAPSVIZ_SITE_WORDS": str(exported),
+            "CAPSVIZ_SITE_WHY": str(chapter),
+            "CAPSVIZ_SITE_PLAYGROUND": str(playground),
+            "NODE_OPTIONS": "",
+        },
         capture_output=True,
         text=True,
         timeout=120,

@@ -13,7 +13,7 @@ import re
 from dataclasses import asdict
 
 from capsviz.analysis import rules, why
-from capsviz.i18n import N_, t
+from capsviz.i18n import N_, language, t, translations
 from capsviz.registry import ROUTINGS
 from capsviz.site.links import SHARED
 
@@ -302,15 +302,31 @@ PAGE = {
     "ask_kept": N_("Your answers stay in this browser only; nothing is sent anywhere."),
     "ask_not_kept": N_("This browser does not let the page keep your answers, so they last until the page is closed."),
     "shown_questions": N_("each question before its answer"),
+    # the verdicts the app says after a question (capsviz.analysis.questions.Question.verdict)
+    "ask_skipped": N_("You skipped this one. The answer: “{answer}”."),
+    "ask_right": N_("Right: “{answer}”."),
+    "ask_wrong": N_("Not this time: you said “{mine}”; the answer is “{answer}”."),
+    # the playground's question, the app's (capsviz.analysis.questions.routed_split), filled by the page with its own toy's
+    # numbers (web/js/toyask.js); tests/test_site_js.py compares the page's question with the app's in each language
+    "pg_ask_attention": N_("Self-attention routing runs once. Where will lower capsule {k} send its prediction?"),
+    "pg_ask_upper": N_("Most of it to upper capsule {j}"),
+    "pg_ask_uniform": N_("Still split about evenly (near uniform)"),
+    "pg_why_uniform": N_(
+        "Its largest coupling is {share}, against the uniform {uniform}: its predictions agree with no output more than with the others."
+    ),
+    "pg_why_upper": N_(
+        "Its coupling to upper capsule {j} is {share}, against the uniform {uniform}: its prediction agrees with that output most."
+    ),
     "tour_words_none": N_(
         "The app's tour follows single digits, so the site has no explanations for {model}'s pairs: the figures and numbers here are this pair's."
     ),
     "tour_words_drawing": N_(
-        "The app's explanations of each step come with the site's first test images; for your drawing the figures and numbers are its own, without them."
+        "The app's explanations of each step are written when the site is built, for its first {n} test images, so for your drawing this step shows only its own figure and numbers: for the full explanation, pick test image 0 to {last}, or draw your digit in the capsviz app's guided tour."
     ),
     "tour_words_first": N_(
-        "The app's explanations of each step come with the site's first {n} test images (0 to {last}); for this image the figures and numbers are its own, without them."
+        "The app's explanations of each step are written when the site is built, for its first {n} test images, so for this image this step shows only its own figure and numbers: for the full explanation, pick test image 0 to {last}, or open this image in the capsviz app's guided tour."
     ),
+    "tour_length_since": N_("Since iteration 1, the length of the {name} capsule {trend}: from {first} to {now} at iteration {t}."),
     "tour_words_failed": N_("The explanations of this step could not be opened: {cause}; {todo}."),
     "tour_em_no_figure": N_("This step's figure comes with the app's explanations, for the site's first {n} test images (0 to {last})."),
     "tour_em_drawing": N_("{model} reads {size} x {size} images: draw your digit with a single-digit model open to follow it here."),
@@ -403,6 +419,27 @@ PAGE = {
     ),
 }
 
+# Messages with a singular and a plural (tn): the manifest's "counted" holds each one's form for every
+# count of routing iterations the site runs, {n} and its other placeholders left for the page (web/js/words.js sayCounted)
+COUNTED = {
+    "pg_ask_after": (
+        "After {n} iteration of routing by agreement, where will lower capsule {k} send its prediction?",
+        "After {n} iterations of routing by agreement, where will lower capsule {k} send its prediction?",
+    ),
+}
+
+
+def counted() -> dict:
+    """COUNTED in this run's language: {id: {"1": form, ..., "10": form}}, one form for each count of
+    routing iterations the site's graphs record (capsviz.site.export.ITERATIONS)."""
+    from capsviz.site.export import ITERATIONS
+
+    return {
+        key: {str(n): translations(language()).ngettext(one, many, n) for n in range(1, ITERATIONS + 1)}
+        for key, (one, many) in COUNTED.items()
+    }
+
+
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::[^{}]*)?\}")
 
 
@@ -461,4 +498,5 @@ def vocabulary(em: bool = True, chapter: bool = True) -> dict:
         "params": list(dict.fromkeys(PARAMS)),
         "rules": rule_table(),
         "messages": {k: t(m) for k, m in {**MESSAGES, **PAGE, **CHAPTER}.items()},
+        "counted": counted(),
     }

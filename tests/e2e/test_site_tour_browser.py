@@ -90,21 +90,68 @@ def test_every_step_at_laptop_width(browser, site, url, shots, entry, query):  #
         ctx.close()
 
 
-def test_an_image_past_the_explained_ones_and_a_drawing_say_where_the_words_are(browser, site, url):  # noqa: F811
+def test_an_image_past_the_explained_ones_says_where_the_words_are(browser, site, url):  # noqa: F811
     manifest = json.loads((site / "site.json").read_text())
     n = next(m for m in manifest["models"] if m["name"] == SMALL)["explained"]["images"]
     ctx, page = open_site(browser, url, f"?view=tour&model={SMALL}&image={n}&step=3")
     try:
         note = page.inner_text("#step-text")
-        assert f"first {n} test images (0 to {n - 1})" in note
+        assert f"first {n} test images" in note and f"pick test image 0 to {n - 1}" in note
         assert page.locator("#step-figure canvas").count() == 1  # the site's own figure of the step
-        page.click("#draw")
-        page.click("#clear")
-        page.wait_for_function("document.getElementById('step-text').textContent.includes('your drawing')")
         page.goto(url + "?view=tour&model=capsnet-small-multimnist.safetensors&image=0")
         page.evaluate("window.capsviz.ready")
         assert "pairs" in page.inner_text("#step-text")
         assert not page.errors, page.errors
+    finally:
+        ctx.close()
+
+
+def every_explained_paragraph(site, entry: str, lang: str) -> set[str]:  # noqa: F811
+    """Every paragraph and measured sentence the app's tour says about any of the site's explained images."""
+    said = set()
+    for steps in words(site, entry, lang):
+        for step in steps:
+            said.update(plain(p) for p in step["text"])
+            if step["measured"]:
+                said.add(plain(step["measured"]))
+    return said
+
+
+@pytest.mark.parametrize("lang, note", [("en", "pick test image 0 to 19"), ("ja", "テスト画像 0〜19 を選ぶ")])
+def test_a_drawing_walks_the_tour_with_its_own_figures_and_numbers_and_no_other_images_words(browser, site, url, shots, lang, note):  # noqa: F811
+    """A digit drawn, then every step of the tour: each says why the app's words are missing and what
+    to do, draws its figure from the drawing's numbers (the routing steps with the app's rules'
+    sentences on them), and shows no sentence the app wrote for a test image."""
+    steps = json.loads((site / "site.json").read_text())
+    steps = next(m for m in steps["models"] if m["name"] == SMALL)["tour"]
+    elsewhere = every_explained_paragraph(site, SMALL, lang)
+    ctx, page = open_site(browser, url, f"?view=tour&model={SMALL}&image=0&lang={lang}&ask=1", width=390, height=1000)
+    try:
+        page.click("#draw")
+        box = page.locator("#sketch").bounding_box()
+        page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.2)
+        page.mouse.down()
+        for k in range(12):
+            page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * (0.2 + 0.05 * k))
+        page.mouse.up()
+        page.wait_for_function("window.capsviz.state.drawn && window.capsviz.state.drawn.some(v => v > 0)")
+        for k, step in enumerate(steps, 1):
+            if k > 1:
+                page.click("#forward")
+            page.wait_for_function(f"window.capsviz.state.step === {k} && document.getElementById('step-text').textContent.length > 0")
+            page.wait_for_timeout(150)
+            assert page.locator("#tour-ask").is_hidden()  # the app's questions are about test images
+            text = page.inner_text("#step-body")
+            assert note in page.inner_text("#step-text"), (k, text[:300])
+            assert not any(p in text for p in elsewhere if len(p) > 20), (k, step["key"])
+            if step["kind"] != "lab":
+                assert page.locator("#step-figure canvas, #step-figure svg, #step-figure .chart").count() > 0, step["key"]
+            if step["kind"] == "iteration":
+                caption = page.inner_text("#step-figure .rule-caption")
+                assert ("一様" if lang == "ja" else "uniform") in caption, caption
+                assert (step["iteration"] > 1) == (("反復 1 以降" if lang == "ja" else "Since iteration 1") in caption), caption
+            page.screenshot(path=str(shots / f"site-tour-drawing-{lang}-step{k}.png"), full_page=True)
+        assert not page.outside and not page.errors, (page.outside, page.errors)
     finally:
         ctx.close()
 

@@ -60,7 +60,7 @@ function useWords(w) {
   const man = site.manifest;
   Object.assign(man, { views: w.views, em: w.em, routings: { ...man.routings, ...w.routings }, rules: w.rules, messages: w.messages, glossary: w.glossary, why_words: w.why_words });
   for (const m of [...man.models, ...(man.em_models || [])]) (w.tours[m.name] || []).forEach((title, k) => m.tour[k] && (m.tour[k].title = title));
-  useMessages(w.messages, w.lang);
+  useMessages(w.messages, w.lang, w.counted);
   state.lang = w.lang;
   document.documentElement.lang = w.lang;
   for (const node of document.querySelectorAll("[data-w]")) node.textContent = say(node.dataset.w);
@@ -204,7 +204,7 @@ async function start() {
   startRuntime();
   const manifest = await readManifest();
   site.manifest = manifest;
-  useMessages(manifest.messages);
+  useMessages(manifest.messages, "en", manifest.counted);
   const languages = manifest.languages || { en: { name: "English" } };
   const chosen = pickLanguage(params, navigator.languages || [navigator.language], languages);
   $("lang").replaceChildren(...Object.entries(languages).map(([k, l]) => el("option", { value: k, lang: k }, l.name)));

@@ -44,8 +44,8 @@ export function uniformShare(c, I, J) {
   for (let i = 0; i < I; i++) {
     let h = 0;
     for (let j = 0; j < J; j++) {
-      const p = Math.max(c[i * J + j], 1e-12);
-      h -= p * Math.log(p);
+      const p = c[i * J + j];
+      h -= p * Math.log(Math.min(Math.max(p, 1e-12), 1)); // as capsviz.analysis.coupling_entropy: a zero coupling adds 0
     }
     total += h;
   }

@@ -18,11 +18,13 @@ const BEFORE = {
 };
 
 let table = { ...BEFORE };
+let counts = {}; // the manifest's "counted": a message with a singular and a plural, its form for each count
 let joiner = " "; // between two sentences: a space in English, none after a Chinese or Japanese full stop
 
-// the manifest's messages (of the language `lang`) replace (and add to) the ones above
-export function useMessages(messages, lang = "en") {
+// the manifest's messages (of the language `lang`) replace (and add to) the ones above; `counted`: its counted messages
+export function useMessages(messages, lang = "en", counted = {}) {
   table = { ...BEFORE, ...messages };
+  counts = counted;
   joiner = lang === "zh-Hans" || lang === "ja" ? "" : " ";
 }
 
@@ -46,6 +48,13 @@ export function fill(template, values = {}) {
 export function say(id, values = {}) {
   if (!(id in table)) throw new Error(`no message ${id}`);
   return fill(table[id], values);
+}
+
+// counted message `id` in its form for `n`, filled with {n} and `values`
+export function sayCounted(id, n, values = {}) {
+  const form = counts[id] && counts[id][String(n)];
+  if (form === undefined) throw new Error(`no message ${id} for ${n}`);
+  return fill(form, { n, ...values });
 }
 
 // a link's raw value as a note quotes it: at most 24 characters

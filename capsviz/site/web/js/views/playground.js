@@ -1,9 +1,13 @@
 // The playground: six lower capsules' 2-D predictions for two or three upper capsules, routed by
-// the same routing graphs the models use (the manifest's "dynamic" and "attention").
+// the same routing graphs the models use (the manifest's "dynamic" and "attention"). Before the figure,
+// the app's question about where the chosen lower capsule's prediction goes (js/toyask.js).
+import { answer } from "../answers.js";
+import { ask } from "../asking.js";
 import { $, el } from "../draw.js";
 import { fmt } from "../numbers.js";
 import { route } from "../runtime.js";
 import { site, state } from "../store.js";
+import { toyId, toyQuestion } from "../toyask.js";
 import { say } from "../words.js";
 
 // Okabe-Ito's blue, orange and purple, darkened to 4.5:1 on the page (site.css): told apart without red/green
@@ -53,6 +57,10 @@ export async function render(app) {
   const v = r.v.data.slice(dynamic ? t * J * 2 : 0, dynamic ? (t + 1) * J * 2 : J * 2);
   $("toy-T").disabled = !dynamic;
   $("toy-T-out").textContent = dynamic ? String(T) : say("one_pass");
+  pointInputs(app, pts, J);
+  const open = asked(app, c, T, J, pts, !dynamic);
+  $("toy-body").hidden = !open;
+  if (!open) return;
   const svg = $("toy");
   svg.replaceChildren();
   for (let j = 0; j < J; j++) {
@@ -71,6 +79,30 @@ export async function render(app) {
   const foot = el("tr", {}, el("th", {}, say("pg_drawn")), ...lengths.map((x) => el("td", {}, x)));
   $("toy-table").replaceChildren(head, ...body, foot);
   svg.setAttribute("aria-label", say("aria_pg_svg", { I, J, lengths: lengths.map((x, j) => `v${j + 1} ${x}`).join(", ") }));
+}
+
+// Predict, then see, as the app's playground asks: about the numbers as they are until the student
+// answers; once answered, the points move the figure freely until the next preset, routing, number
+// of upper capsules or iterations, or lower capsule. -> whether the figure is shown.
+let kept = null; // {context, input}: what the question shown is about
+function asked(app, c, T, J, pts, attention) {
+  const box = $("toy-ask");
+  if (!state.ask) {
+    box.hidden = true;
+    return true;
+  }
+  const k = state.toy.cap - 1;
+  const context = JSON.stringify([state.toy.rule, state.toy.preset, J, T, k]);
+  if (!kept || kept.context !== context || !answer(kept.input.qid)) {
+    const qid = toyId([context, Array.from(pts.slice(0, site.manifest.playground.lower * 3 * 2))]);
+    kept = { context, input: { qid, c: Array.from(c.slice(k * J, (k + 1) * J)), T, k, attention } };
+  }
+  return ask(box, toyQuestion(kept.input, site.manifest.rules), () => app.render());
+}
+
+// the chosen lower capsule's predictions, one number box per upper capsule and axis
+function pointInputs(app, pts, J) {
+  const pg = site.manifest.playground;
   const inputs = $("cap-inputs");
   inputs.replaceChildren();
   const i = state.toy.cap - 1;

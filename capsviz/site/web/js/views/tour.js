@@ -1,16 +1,25 @@
 // The guided tour: the manifest's steps for the open model, or for the EM model (capsviz.analysis.tour,
 // exported by `capsviz site` with each step's kind, iteration and glossary entries). For the site's
 // first test images each step shows the app's own explanations, table and figure, exported with the
-// numbers they quote (capsviz/site/tours.py); otherwise (a later image, a drawing) the step's figure
-// and numbers are computed here and a note says the explanations come with those first images.
+// numbers they quote (capsviz/site/tours.py); otherwise (a later image, a drawing) the step's figure,
+// its numbers and the sentences the app's rules give on them (js/rules.js) are computed here, and a
+// note says the explanations come with those first images and how to see them. No step shows words
+// written for another image.
 // A kind the site cannot draw says so; no step falls back on another's figure.
 import { ask } from "../asking.js";
 import { $, bars, chart, el, heat, named, paint, scale, table } from "../draw.js";
 import { arrowsSvg, inline, planesSvg } from "../figures.js";
-import { couplingsAt, fmt, lengthsAt, mean, order, pairs, range, uniformShare, vectorAt } from "../numbers.js";
+import { couplingsAt, fmt, lengthsAt, mean, meanCouplings, order, pairs, range, uniformShare, vectorAt } from "../numbers.js";
+import { decide } from "../rules.js";
 import { computeEM, computeFor, decode, imageSet, inflate, testImage, why } from "../runtime.js";
 import { shown, site, state } from "../store.js";
-import { label, say } from "../words.js";
+import { fill, label, say, sentences } from "../words.js";
+
+// rule `name` of the manifest's table (capsviz.analysis.rules) on `values`, as words ("" for a case without)
+function ruled(name, values) {
+  const r = decide(site.manifest.rules, name, values);
+  return fill(r.words, r.placeholders);
+}
 
 function help(terms) {
   const g = site.manifest.glossary;
@@ -123,6 +132,17 @@ const FIGURES = {
         return [say("tour_mean_c", { name: m.classes[j] }), fmt(sum / I, 3)];
       });
     rows.push([say("tour_uniform"), `1/${J} = ${fmt(1 / J, 3)}`], [say("tour_evenness"), fmt(100 * uniformShare(c, I, J), 1)]);
+    if (s.own) {
+      // without the app's words: the sentences the app's rules give on this image's numbers (js/rules.js)
+      const best = order(s.lengths)[0];
+      const said = [ruled("near uniform", { evenness: uniformShare(c, I, J), share: meanCouplings(c, I, J)[best], uniform: 1 / J })];
+      if (step.kind === "iteration" && t > 0) {
+        const [first, now] = [lengthsAt(res, 1)[best], atT[best]];
+        const trend = ruled("rises / falls, 0 to 1", { change: now - first });
+        said.push(say("tour_length_since", { name: m.classes[best], trend, first: fmt(first), now: fmt(now), t: t + 1 }));
+      }
+      s.fig.append(el("p", { class: "note rule-caption" }, sentences(...said)));
+    }
     return rows;
   },
   lengths(s) {
@@ -298,7 +318,7 @@ const explanations = new Map(); // a words file -> Promise of its steps for each
 async function explainedFor(m) {
   const ex = m.explained;
   if (!ex) return { steps: null, note: say("tour_words_none", { model: label(m.name) }) };
-  if (state.drawn) return { steps: null, note: say("tour_words_drawing") };
+  if (state.drawn) return { steps: null, note: say("tour_words_drawing", { n: ex.images, last: ex.images - 1 }) };
   if (state.image >= ex.images) return { steps: null, note: say("tour_words_first", { n: ex.images, last: ex.images - 1 }) };
   const file = ex.files[state.lang] || ex.files.en;
   if (!explanations.has(file)) {
@@ -367,7 +387,7 @@ export async function render() {
     const current = shown.current;
     const res = current.rule === m.routing ? current : await computeFor(m, current.pixels, m.routing); // the tour follows the model's own routing
     const T = site.manifest.routings[m.routing].iterative ? m.iterations : 1;
-    s = { m, res, step, fig, T, pixels: current.pixels, lengths: lengthsAt(res, T) };
+    s = { m, res, step, fig, T, pixels: current.pixels, lengths: lengthsAt(res, T), own: !app };
   }
   let rows = [];
   if (app && APP_FIGURES[app.figure]) {
