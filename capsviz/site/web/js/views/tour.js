@@ -390,14 +390,16 @@ export async function render() {
     s = { m, res, step, fig, T, pixels: current.pixels, lengths: lengthsAt(res, T), own: !app };
   }
   let rows = [];
+  let drawn = true;
   if (app && APP_FIGURES[app.figure]) {
     APP_FIGURES[app.figure](s, app.data, app);
   } else {
     const figure = (em ? EM_FIGURES : FIGURES)[step.kind];
     if (figure) rows = await figure(s);
     else fig.append(el("p", {}, em && m.explained ? say("tour_em_no_figure", { n: m.explained.images, last: m.explained.images - 1 }) : say("tour_no_figure")));
+    drawn = Boolean(figure) && step.kind !== "lab"; // the lab step's "figure" is a pointer to the app
   }
-  explain(app, note);
+  explain(app, drawn ? note : ""); // the note says the step shows its own figure: not on a step that has none
   table($("step-numbers"), rows);
 }
 
