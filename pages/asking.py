@@ -117,7 +117,8 @@ def _projected(q: Question, box) -> bool:
     shown = STATE.projected_reveals.get()
     split = _split(q)
     if q.qid not in shown:
-        box.markdown("\n".join(f"{n}. {plain(q.label(k))}" for n, k in enumerate(q.keys, start=1)))
+        # lettered, not numbered: a choice is often a digit ("which class?"), and "3" must not mean two things
+        box.markdown("  \n".join(f"**{letter}** · {plain(q.label(k))}" for letter, k in zip("ABCDEFGHIJ", q.keys, strict=False)))
         n = split.answered if split is not None else 0
         box.caption(tn("{n} student has answered so far.", "{n} students have answered so far.", n))
         if box.button(t("Reveal the answer"), type="primary", key=f"reveal_{q.qid}"):
