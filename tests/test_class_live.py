@@ -161,7 +161,7 @@ class Teacher(Browser):
         for what, el in run.elements:
             recent.append((what, el))
             if what == "button" and (m := re.search(r"-teacher_reveal_(.+)$", el.id)):
-                table = next(e for w, e in recent if w == "dataframe")
+                table = next(e for w, e in recent if w == "table")
                 frame = pa.ipc.open_stream(table.arrow_data.data).read_all().to_pandas()
                 questions[m.group(1)] = {
                     "text": next(e.body for w, e in recent if w == "markdown" and e.element_type == e.NATIVE),
