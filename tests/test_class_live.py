@@ -157,6 +157,7 @@ class Teacher(Browser):
         run = await self.rerun("teacher page", page="teacher", query=query)
         assert "Teacher" in [el.body for what, el in run.elements if what == "heading"], "not the Teacher page"
         metric = next(el.body for what, el in run.elements if what == "metric")
+        where = pa.ipc.open_stream(next(el for what, el in run.elements if what == "table").arrow_data.data).read_all().to_pandas()
         questions, recent = {}, []
         for what, el in run.elements:
             recent.append((what, el))
@@ -172,7 +173,11 @@ class Teacher(Browser):
                 recent = []
             elif (what == "button" and "-teacher_again_" in el.id) or (what == "heading" and el.body == "Questions"):
                 recent = []
-        return {"connected": int(metric), "questions": questions}
+        return {
+            "connected": int(metric),
+            "pages": dict(zip(where.iloc[:, 0], where.iloc[:, 1].astype(int), strict=True)),
+            "questions": questions,
+        }
 
     async def press(self, key: str) -> None:
         await self.rerun("teacher button", widgets=[(key, "trigger_value", True)])
@@ -287,6 +292,7 @@ def test_thirty_students_answer_the_tour_and_the_teacher_counts_reveals_and_asks
         await teacher.enter_key()
         board = await teacher.board()
         check_board(board, asked, pupils, set(), {})
+        assert board["pages"] == {f"guided tour, step {STEPS}": STUDENTS}, board["pages"]  # where each one is now
 
         # every student's verdicts and "Where I stand" agree with the answers the teacher sees marked right
         right = {qid: right_label(board["questions"][qid]) for qid in asked}

@@ -89,14 +89,15 @@ def test_a_class_answers_the_tour_and_the_teacher_projects_its_counts(browser, c
         answers[mine] += 1
         n = sum(answers.values())
         expect(teacher.get_by_text(f"{n} students answered in round 1; the students do not see", exact=False).first).to_be_visible()
-        expect(teacher.get_by_test_id("stTable")).to_have_count(0)  # projected: no split and no right answer before the reveal
+        tables = teacher.get_by_test_id("stTable")
+        expect(tables).to_have_count(1)  # the pages the students are on; projected, no split and no right answer before the reveal
         teacher.get_by_role("heading", name="Questions").scroll_into_view_if_needed()
         teacher.screenshot(path=str(shots / "class-teacher-projected-1920.png"))
         teacher.get_by_role("button", name="Reveal to the students").first.click()
         expect(teacher.get_by_text(f"{n} students answered in round 1; the students see", exact=False).first).to_be_visible()
         wait_for_app_run(teacher)
-        table = teacher.get_by_test_id("stTable")
-        expect(table).to_have_count(1)  # the revealed question's split, the right answer marked
+        expect(tables).to_have_count(2)
+        table = tables.last  # the revealed question's split, the right answer marked
         for label, count in answers.items():
             expect(table.get_by_role("row").filter(has_text=label).get_by_role("cell").last).to_have_text(str(count))
         size = table.locator("td").first.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
