@@ -70,7 +70,9 @@ def test_a_class_answers_the_tour_and_the_teacher_projects_its_counts(browser, c
         student = new_page(phone)
         open_page(student, f"{students}/?{LINK}", TOUR)
         expect(student.get_by_text("Predict first.", exact=False)).to_be_visible()
-        student.get_by_text("Predict first.", exact=False).scroll_into_view_if_needed()
+        student.get_by_text("Predict first.", exact=False).evaluate(
+            "e => e.scrollIntoView({block: 'center'})"
+        )  # the question and its choices
         student.screenshot(path=str(shots / "class-tour-question-390.png"))
         option = student.get_by_role("radiogroup", name="Your answer").get_by_test_id("stRadioOption").first
         mine = option.inner_text().strip()
