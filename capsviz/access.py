@@ -3,7 +3,8 @@
 - The **teacher** is whoever opens the app in a browser on the server's own machine, or enters
   the teacher key (`$CAPSVIZ_TEACHER_KEY`, else a key made once and kept in the model folder,
   printed in the server's log when the app starts; entered on the sidebar's Class panel, never
-  in a link).
+  in a link). A browser that entered the key stays the teacher on every app process of the
+  server, and after a restart (`key_entered`, `keyed`: the class's store keeps its identity).
 - **Students** are everyone else. They explore (every page, their own pictures and drawings),
   and, when the teacher allows it, also train and upload within the class's bounds. Exploring
   only is the default (`$CAPSVIZ_STUDENTS`: explore | train); the teacher changes it on the
@@ -192,6 +193,44 @@ def try_key(folder: Path, given: str | None, address: str) -> str:
     except Exception:  # noqa: BLE001
         pass
     return "wrong"
+
+
+# A browser that has not entered the key is asked of the class's store again after this long (a
+# page run asks several times): a key entered on another app process counts within it.
+KEYED_CHECK_S = 5.0
+_keyed: set[str] = set()  # identities known to have entered the key
+_not_keyed: dict[str, float] = {}  # identity -> when the store last said it had not (time.monotonic)
+
+
+def key_entered(folder: Path, who: str) -> None:
+    """The browser `who` entered the right teacher key: the teacher from now on, on this app
+    process at once, on every other within KEYED_CHECK_S, and after a restart."""
+    _keyed.add(who)
+    _not_keyed.pop(who, None)
+    try:
+        store(folder).keyed(who)
+    except Exception:  # noqa: BLE001 - a model folder that cannot hold the store: the teacher on this process only
+        pass
+
+
+def keyed(folder: Path, who: str) -> bool:
+    """Whether the browser `who` has entered the teacher key, on this app process or another."""
+    if who in _keyed:
+        return True
+    now = time.monotonic()
+    if now - _not_keyed.get(who, -KEYED_CHECK_S) < KEYED_CHECK_S:
+        return False
+    try:
+        found = store(folder).is_keyed(who)
+    except Exception:  # noqa: BLE001 - no store: only this process's own knowledge
+        found = False
+    if found:
+        _keyed.add(who)
+    else:
+        if len(_not_keyed) > 100_000:  # many identities seen: forget the old answers rather than grow
+            _not_keyed.clear()
+        _not_keyed[who] = now
+    return found
 
 
 def _loopback(address: str | None) -> bool:

@@ -3,7 +3,8 @@ agree on, kept so that it outlives a restart.
 
 - **identities** the server minted (capsviz.access), with the address each came from and when its
   browser was last seen (the Teacher page's "students connected", and which page they are on);
-- **wrong teacher-key guesses**, per address, for their limits;
+- **wrong teacher-key guesses**, per address, for their limits, and the identities that entered
+  the right key (the teacher on every app process, after a restart too);
 - **training runs** of every app process, in the order they were started: one trains at a time
   on the server, the rest wait, the teacher sees and stops any of them (capsviz.jobs);
 - **questions and answers** (capsviz.analysis.questions asks them): each student's answer per
@@ -48,6 +49,7 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS identities_by_address ON identities (address, made)",
     "CREATE TABLE IF NOT EXISTS guesses (address TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)",
     "CREATE INDEX IF NOT EXISTS guesses_by_time ON guesses (at)",
+    "CREATE TABLE IF NOT EXISTS teachers (who TEXT PRIMARY KEY, at DOUBLE PRECISION NOT NULL)",
     "CREATE TABLE IF NOT EXISTS runs (rid TEXT PRIMARY KEY, seq INTEGER NOT NULL, owner TEXT NOT NULL, address TEXT NOT NULL,"
     " name TEXT NOT NULL, state TEXT NOT NULL, beat DOUBLE PRECISION NOT NULL, stop INTEGER NOT NULL DEFAULT 0,"
     " teacher INTEGER NOT NULL DEFAULT 0)",
@@ -211,6 +213,16 @@ class Store:
         with self._write() as c:
             c.execute("DELETE FROM guesses WHERE at <= ?", (now - window_s,))
             c.execute("INSERT INTO guesses (address, at) VALUES (?, ?)", (address, now))
+
+    def keyed(self, who: str, now: float | None = None) -> None:
+        """`who` entered the teacher key."""
+        now = time.time() if now is None else now
+        with self._write() as c:
+            c.execute("INSERT INTO teachers (who, at) VALUES (?, ?) ON CONFLICT (who) DO NOTHING", (who, now))
+
+    def is_keyed(self, who: str) -> bool:
+        """Whether `who` has entered the teacher key, on any app process, before a restart too."""
+        return bool(self._read("SELECT 1 FROM teachers WHERE who = ?", (who,)))
 
     # -- training runs ------------------------------------------------------------------------
 

@@ -14,9 +14,6 @@ from capsviz.text import plain
 from pages.common import checkpoint_dir
 from pages.state import STATE
 
-_teachers: set[str] = set()  # the students' ids that have entered the teacher key in this process
-
-
 TURNS = access.Turns()  # a student's page runs in this process, one at a time (app.py)
 
 
@@ -31,7 +28,8 @@ def person() -> tuple[str, bool]:
     """(this browser's id, whether it is the teacher's) for this run (capsviz.access): the id the
     server signed into its cookie, the same in every tab and after a reload; where the browser
     brought none (or one the server did not sign), a new one, minted once for the session and
-    kept in its cookie (`keep_identity`). The teacher: on the server's own machine, or with the key."""
+    kept in its cookie (`keep_identity`). The teacher: on the server's own machine, or a browser
+    that entered the key (on any app process of the server: capsviz.access.keyed)."""
     folder = checkpoint_dir()
     where = address()
     who = access.identity(folder, st.context.cookies)
@@ -41,7 +39,7 @@ def person() -> tuple[str, bool]:
             who, cookie = access.mint(folder, where)
             STATE.session_id.set(who)
             STATE.id_cookie.set(cookie or "")
-    teacher = where == access.LOCAL or who in _teachers
+    teacher = where == access.LOCAL or access.keyed(folder, who)
     STATE.teacher.set(teacher)  # read by the clear-cache guard
     return who, teacher
 
@@ -100,7 +98,7 @@ def teacher_key_entry() -> None:
 def _try_key(key: str) -> None:
     tried = access.try_key(checkpoint_dir(), key, address())
     if tried == "teacher":
-        _teachers.add(person()[0])
+        access.key_entered(checkpoint_dir(), person()[0])
         st.toast(t("You are the teacher on this server."))
     elif tried == "wait":
         st.toast(

@@ -5,7 +5,9 @@ pages/sidebar.py, active.py, inputs.py, linking.py, classroom.py, language.py, d
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -17,18 +19,32 @@ from capsviz.paths import app_dir
 from capsviz.text import plain
 from pages.state import STATE
 
+_run = threading.local()  # the script thread's run: whether app.py's router is running its page
+
+
+@contextlib.contextmanager
+def routed():
+    """app.py runs its page inside this; a page run outside it is Streamlit's legacy run of the file."""
+    _run.routed = True
+    try:
+        yield
+    finally:
+        _run.routed = False
+
 
 def require_router() -> None:
     """Hand a legacy run back to app.py's st.navigation router.
 
     The design fixes the page folder's name as pages/, which Streamlit also reads as a legacy
-    multipage folder: on a fresh server whose first request is a deep link (a shared
-    /explorer?model=... URL), it runs that page file directly, without app.py, and lists every
-    file in pages/ in the sidebar. Turning the legacy mode off and rerunning runs app.py, which
-    routes to the same URL. (Streamlit 1.67: PagesManager.uses_pages_directory.)"""
+    multipage folder: on a fresh server whose first requests are deep links (a class following a
+    shared /explorer?model=... URL), it runs that page file directly, without app.py (so without
+    reading the link), and lists every file in pages/ in the sidebar. Turning the legacy mode off
+    and rerunning runs app.py, which routes to the same URL. Every session whose run began in
+    legacy mode reruns, not only the one that turns it off: sessions opened at the same moment
+    all began so. (Streamlit 1.67: PagesManager.uses_pages_directory.)"""
     from streamlit.runtime.pages_manager import PagesManager
 
-    if getattr(PagesManager, "uses_pages_directory", False):
+    if getattr(PagesManager, "uses_pages_directory", False) or not getattr(_run, "routed", False):
         PagesManager.uses_pages_directory = False
         st.rerun()
 

@@ -18,7 +18,9 @@ html { font-size: 22px; }
 [data-testid="stMain"] p, [data-testid="stMain"] li, [data-testid="stMain"] label,
 [data-testid="stMain"] [data-testid="stCaptionContainer"], [data-testid="stMain"] [data-testid="stImageCaption"],
 [data-testid="stSidebar"] p, [data-testid="stSidebar"] label, [data-testid="stSliderThumbValue"],
-[data-testid="stSliderTickBarMin"], [data-testid="stSliderTickBarMax"] { font-size: 22px !important; line-height: 1.45; }
+[data-testid="stSliderTickBarMin"], [data-testid="stSliderTickBarMax"],
+[data-testid="stMain"] [data-testid="stTable"] th, [data-testid="stMain"] [data-testid="stTable"] td { font-size: 22px !important; line-height: 1.45; }
+[data-testid="stMain"] [data-testid="stMetricValue"] p, [data-testid="stMain"] [data-testid="stMetricValue"] div { font-size: 56px !important; }
 [data-testid="stMain"] .block-container { max-width: 100% !important; padding-left: 2.5rem; padding-right: 2.5rem; }
 [data-testid="stToolbar"], [data-testid="stDecoration"], [data-testid="stAppDeployButton"], [data-testid="stMainMenu"] { display: none !important; }
 </style>

@@ -2,7 +2,8 @@
 appear only by anonymous labels). How many students are connected and on which page; the training
 runs of every replica, with stop and remove; the uploads and their sizes, with remove; each
 question's answers as they come in, revealed to the students when the teacher chooses, asked
-again after a discussion; a new class; the answers as CSV. Everything comes from the class's
+again after a discussion (projected, a question's split and its answer show once revealed); a new
+class; the answers as CSV. Everything comes from the class's
 store (capsviz.store), which every app process of the server shares and which outlives a restart."""
 
 import pandas as pd
@@ -14,6 +15,7 @@ from capsviz.data.upload import mib, remove_upload, stored_uploads, uploads_dir
 from capsviz.i18n import N_, keeping, t, tn
 from capsviz.text import plain
 from pages.classroom import class_store, person
+from pages.projector import big
 
 CONNECTED_S = 300  # a student seen within the last 5 minutes is connected (a page open, moved or not)
 REFRESH_S = 5  # the live parts redraw this often
@@ -30,6 +32,7 @@ st.markdown(
     )
 )
 store = class_store()
+projected = big()  # the room sees this page: a question's split waits for the reveal, as on the students' screens
 
 
 # Each page by its title in the sidebar (app.py), by the address it is seen at.
@@ -64,9 +67,7 @@ def the_class() -> None:
     total = sum(pages.values())
     st.metric(t("Students connected"), total, help=t("Each browser counts once, however many tabs it has open."))
     if pages:
-        st.dataframe(
-            pd.DataFrame({t("page"): [where(p) for p in pages], t("students"): list(pages.values())}), hide_index=True, key="teacher_pages"
-        )
+        st.table(pd.DataFrame({t("page"): [where(p) for p in pages], t("students"): list(pages.values())}), hide_index=True)
     runs = store.runs()
     st.markdown(t("**Training runs**"))
     if not runs:
@@ -113,6 +114,8 @@ def the_questions() -> None:
     splits = store.splits()
     if not splits:
         st.caption(t("No question has been answered in this class yet."))
+    elif projected:
+        st.caption(t("Projected, a question shows how the class answered, and which answer is right, once you reveal it to the students."))
     for s in splits:
         with st.container(border=True):
             st.markdown(plain(said(s.text)))  # in the teacher's language, whoever answered first
@@ -131,12 +134,10 @@ def the_questions() -> None:
                     round=s.round,
                 )
             st.caption(shown)  # plain: numbers only
-            labels = [plain(said(x), "table") + (" ✓" if k == s.answer else "") for k, x in zip(s.choices, s.labels, strict=True)]
-            st.dataframe(
-                pd.DataFrame({t("answer"): labels, t("students"): [s.counts[k] for k in s.choices]}),
-                hide_index=True,
-                key=f"teacher_split_{s.qid}",
-            )
+            if s.revealed or not projected:
+                labels = [plain(said(x), "table") + (" ✓" if k == s.answer else "") for k, x in zip(s.choices, s.labels, strict=True)]
+                # a table of text, not a grid drawn on a canvas: the projector's large type reaches it
+                st.table(pd.DataFrame({t("answer"): labels, t("students"): [s.counts[k] for k in s.choices]}), hide_index=True)
             if s.round > 1:
                 changed = sum(1 for first, final in store.first_and_final(s.qid).values() if first != final)
                 st.caption(

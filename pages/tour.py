@@ -25,6 +25,7 @@ from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table
 from pages.active import checkpoints, for_image, load_model, model_key, page_model, test_set
 from pages.asking import answered, ask
 from pages.classroom import person
+from pages.classroom import seen as here_now
 from pages.common import require_router
 from pages.drawn import chart, kept, picture, show
 from pages.inputs import pick_image
@@ -259,6 +260,8 @@ def step_view() -> None:
     """The step shown: Back and Next rerun only this, not the page around it."""
     k = STATE.tour_step.get()
     st.query_params["step"] = str(k)
+    who, teacher = person()
+    here_now(who, f"tour:{k}", teacher)  # Back and Next rerun only this: the Teacher page learns the step here
     back, where, nxt = st.columns([1, 4, 1], vertical_alignment="center")
     back.button(
         t("Back"),

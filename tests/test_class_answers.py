@@ -219,7 +219,7 @@ def test_a_student_answers_before_the_figure_and_the_teacher_counts_it(students,
     teacher.switch_page("pages/teacher.py").run()
     assert not teacher.exception, teacher.exception
     assert teacher.metric[0].value == "2"  # ann and bob, counted by identity
-    table = teacher.dataframe[-1].value  # the question's split, after the pages table
+    table = teacher.table[-1].value  # the question's split
     assert int(table.iloc[:, 1].sum()) == 1
     next(b for b in teacher.button if b.key == f"teacher_reveal_{qid}").click().run()
     assert store.store(students.folder).split(qid).revealed
@@ -281,7 +281,7 @@ def test_the_teacher_page_counts_thirty_students_of_two_replicas_exactly(app):
     assert not at.exception, at.exception
     assert at.metric[0].value == "30"
     assert any("30 students answered in round 1" in c.value for c in at.caption)
-    table = at.dataframe[-1].value
+    table = at.table[-1].value
     assert dict(zip(table.iloc[:, 0], table.iloc[:, 1], strict=True)) == {
         q.label(q.keys[0]) + (" ✓" if q.keys[0] == q.answer else ""): 19,
         q.label(q.keys[1]) + (" ✓" if q.keys[1] == q.answer else ""): 11,

@@ -295,3 +295,19 @@ def test_a_checkpoints_recorded_class_names_lose_bidirectional_and_zero_width_ch
     about = {"dataset": "mnist", "classes": [f"\u202e{k}\u200b" for k in range(10)]}
     ckpt.save_checkpoint(tmp_path / "m.safetensors", model, about)
     assert ckpt.read_meta(tmp_path / "m.safetensors").class_names == tuple(str(k) for k in range(10))
+
+
+def test_the_key_entered_on_one_replica_makes_the_teacher_on_every_replica_and_after_a_restart(tmp_path, monkeypatch, class_db):
+    monkeypatch.setenv("CAPSVIZ_TEACHER_KEY", "the-real-key-123")
+    who, other = (access.mint(tmp_path, "10.0.0.7")[0] for _ in range(2))
+    assert not access.keyed(tmp_path, who)
+    assert access.try_key(tmp_path, "the-real-key-123", "10.0.0.7") == "teacher"
+    access.key_entered(tmp_path, who)
+    assert access.keyed(tmp_path, who)
+    monkeypatch.setattr(access, "_keyed", set())  # another app process, or this one started again
+    monkeypatch.setattr(access, "_not_keyed", {})
+    assert access.keyed(tmp_path, who) and not access.keyed(tmp_path, other)
+    store.store(tmp_path).keyed(other)  # the key entered on another process: counted once the answer kept here is old
+    assert not access.keyed(tmp_path, other)
+    monkeypatch.setattr(access, "KEYED_CHECK_S", 0.0)
+    assert access.keyed(tmp_path, other)

@@ -103,7 +103,7 @@ def test_a_question_answered_in_japanese_is_the_same_question_in_chinese_with_th
     assert not teacher.exception, teacher.exception
     with speaking("en"):
         assert any(m.value.startswith(str(q.text)[:20]) for m in teacher.markdown)
-        table = teacher.dataframe[-1].value
+        table = teacher.table[-1].value
         counts = dict(zip(table.iloc[:, 0], table.iloc[:, 1], strict=True))
         assert counts[q.label(pick) + (" ✓" if pick == q.answer else "")] == 1
 

@@ -89,6 +89,7 @@ class Run:
     slider_max: dict = field(default_factory=dict)  # slider key -> its maximum
     media: list = field(default_factory=list)
     exceptions: list = field(default_factory=list)
+    elements: list = field(default_factory=list)  # (element type, its proto) of every element, in the order sent
     fragment: bool = False
     done: asyncio.Future | None = None
 
@@ -233,6 +234,7 @@ class Student:
             el = msg.delta.new_element
             what = el.WhichOneof("type")
             sub = getattr(el, what) if what else None
+            run.elements.append((what, sub))
             if sub is not None and "id" in sub.DESCRIPTOR.fields_by_name and (m := WIDGET_ID.match(sub.id)):
                 run.ids[m.group(1)] = (sub.id, msg.delta.fragment_id)
                 if what == "slider":
@@ -774,20 +776,33 @@ async def warm_up(url: str, replicas: int) -> None:
             return
 
 
-def start_app(replicas: int | None, log: Path, root: Path = ROOT, how: str = "capsviz") -> tuple[subprocess.Popen, str]:
-    """`capsviz app` (with --replicas N behind nginx) on a free port, the shipped models, from the
-    checkout `root`; with `how="streamlit"`, `streamlit run app.py` as a checkout starts it."""
+def start_app(
+    replicas: int | None,
+    log: Path,
+    root: Path = ROOT,
+    how: str = "capsviz",
+    port: int = 0,
+    env: dict | None = None,
+    address: str = "127.0.0.1",
+) -> tuple[subprocess.Popen, str]:
+    """`capsviz app` (with --replicas N behind nginx) on `port` (0: a free one), the shipped models,
+    from the checkout `root`; with `how="streamlit"`, `streamlit run app.py` as a checkout starts it.
+    `env`: settings over the defaults (another model folder, the class's database). `address`:
+    where it listens (0.0.0.0: every interface, for students who come as from other machines); the
+    URL returned is on 127.0.0.1 either way."""
     import socket
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    if not port:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
     env = {
         **os.environ,
         "CAPSVIZ_CHECKPOINTS": str(root / "checkpoints"),
         "XDG_CACHE_HOME": tempfile.mkdtemp(),
         "CAPSVIZ_REPLICA_HEADER": "1",
         "CAPSVIZ_IDENTITIES_PER_ADDRESS": "100000",
+        **(env or {}),
     }
     data = ROOT.parent / "shared" / "data"
     if "CAPSVIZ_DATA_DIR" not in env and (data / "mnist").is_dir():
@@ -796,7 +811,7 @@ def start_app(replicas: int | None, log: Path, root: Path = ROOT, how: str = "ca
         cmd = [sys.executable, "-m", "streamlit", "run", "app.py"]
     else:
         cmd = [sys.executable, "-m", "capsviz", "app", *(["--replicas", str(replicas)] if replicas else [])]
-    cmd += ["--server.address", "127.0.0.1", "--server.port", str(port), "--server.headless", "true"]
+    cmd += ["--server.address", address, "--server.port", str(port), "--server.headless", "true"]
     cmd += ["--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"]
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
