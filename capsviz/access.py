@@ -68,6 +68,7 @@ SIGNATURE_HEX = 32  # 128 bits of the HMAC: no guess comes near
 # address gets at most 80 identities a window, and the training queue's share per address
 # (capsviz.jobs) bounds what they can queue. $CAPSVIZ_IDENTITIES_PER_ADDRESS changes it.
 IDENTITY_WINDOW_S = 600
+CROWD = "crowd-"  # the start of an address's shared identity (`crowd`)
 IDENTITIES_PER_ADDRESS = int(os.environ.get("CAPSVIZ_IDENTITIES_PER_ADDRESS", "80"))
 MIN_KEY_CHARS = 12  # a made key is 16; 12 characters from even 36 symbols are 4.7e18 keys
 # Wrong teacher-key guesses: per address and in all, within GUESS_WINDOW_S. Beyond either, every
@@ -202,9 +203,17 @@ _keyed: set[str] = set()  # identities known to have entered the key
 _not_keyed: dict[str, float] = {}  # identity -> when the store last said it had not (time.monotonic)
 
 
+def shared(who: str) -> bool:
+    """Whether `who` is an address's shared identity (`crowd`): several browsers at once."""
+    return who.startswith(CROWD)
+
+
 def key_entered(folder: Path, who: str) -> None:
     """The browser `who` entered the right teacher key: the teacher from now on, on this app
-    process at once, on every other within KEYED_CHECK_S, and after a restart."""
+    process at once, on every other within KEYED_CHECK_S, and after a restart. Never a shared
+    identity: every browser behind it would be the teacher (the page says so instead)."""
+    if shared(who):
+        raise ValueError("a shared identity cannot hold the teacher key")
     _keyed.add(who)
     _not_keyed.pop(who, None)
     try:
@@ -286,7 +295,7 @@ def mint(folder: Path, address: str) -> tuple[str, str | None]:
 
 def crowd(address: str) -> str:
     """The identity every browser from `address` shares once it has made its share of new ones."""
-    return "crowd-" + hashlib.sha256(f"capsviz-crowd:{address}".encode()).hexdigest()[:10]
+    return CROWD + hashlib.sha256(f"capsviz-crowd:{address}".encode()).hexdigest()[:10]
 
 
 def label(who: str) -> str:

@@ -97,7 +97,17 @@ def teacher_key_entry() -> None:
 
 def _try_key(key: str) -> None:
     tried = access.try_key(checkpoint_dir(), key, address())
-    if tried == "teacher":
+    if tried == "teacher" and access.shared(person()[0]):
+        st.toast(
+            tn(
+                "The key is right, but this browser shares one identity with others on its network (too many new browsers came "
+                "from it at once), and they would all become the teacher: reload the page after {n} minute and enter it again.",
+                "The key is right, but this browser shares one identity with others on its network (too many new browsers came "
+                "from it at once), and they would all become the teacher: reload the page after {n} minutes and enter it again.",
+                access.IDENTITY_WINDOW_S // 60,
+            )
+        )
+    elif tried == "teacher":
         access.key_entered(checkpoint_dir(), person()[0])
         st.toast(t("You are the teacher on this server."))
     elif tried == "wait":

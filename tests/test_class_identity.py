@@ -311,3 +311,12 @@ def test_the_key_entered_on_one_replica_makes_the_teacher_on_every_replica_and_a
     assert not access.keyed(tmp_path, other)
     monkeypatch.setattr(access, "KEYED_CHECK_S", 0.0)
     assert access.keyed(tmp_path, other)
+
+
+def test_a_shared_identity_never_holds_the_teacher_key(tmp_path):
+    """Every browser behind an address's shared identity would be the teacher: the key is refused there."""
+    who = access.crowd("203.0.113.7")
+    assert access.shared(who) and not access.shared("s-0123456789")
+    with pytest.raises(ValueError):
+        access.key_entered(tmp_path, who)
+    assert not access.keyed(tmp_path, who)
