@@ -352,7 +352,7 @@ def checked_words(checked: dict | None, warnings: list[str] = ()) -> str:
     """The zoo's and `capsviz list`'s mark for an imported model, from what its checkpoint records
     (`imported.checked`, `imported.warnings`): whether its twin was checked against its code, on
     which images, and how many warnings the import gave (each is in the import's output and the
-    checkpoint, in the language it was made in)."""
+    checkpoint, said in the reader's language: capsviz.i18n.stored)."""
     if checked:
         values = {"difference": f"{checked['max_difference']:.2g}", "n": checked["images"]}
         if checked.get("fed"):

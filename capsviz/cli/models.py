@@ -386,7 +386,7 @@ def cmd_import(args) -> int:
         against_input=args.against_input,
         check_images=args.check_images,
     )
-    result["notes"] = [said(note) for note in result["notes"]]
+    result["notes"], result["warnings"] = ([said(w) for w in result[k]] for k in ("notes", "warnings"))
     for note in result["notes"]:
         print(f"  {note}", file=sys.stderr)
     print(f"{result['check']}", file=sys.stderr)
