@@ -21,7 +21,7 @@ from capsviz.capsule_weights import (  # noqa: F401 - the public names of import
     read_state_dict,
 )
 from capsviz.errors import CapsvizError, first_line
-from capsviz.i18n import N_, t, tn
+from capsviz.i18n import N_, Sentence, recalled, said, sentence, stored, t, tn
 from capsviz.plausible import FIT_IMAGES, first_images, first_labelled, fit_lengths, other_routings, plausibility
 
 
@@ -117,7 +117,9 @@ def import_file(
     metrics = _evaluate(model, dataset, data_dir, limit, on_progress) if evaluate else None
     if metrics is None:
         notes.append(
-            t("not evaluated: --no-evaluate") if not evaluate else t("not evaluated: the {name} test images were not found", name=dataset)
+            sentence("not evaluated: --no-evaluate")
+            if not evaluate
+            else sentence("not evaluated: the {name} test images were not found", name=dataset)
         )
     # a check covers the network's computation; its input pipeline only where the user gave it
     told = checked is not None and checked["fed"]["by"] != "lengths"
@@ -130,7 +132,13 @@ def import_file(
         "dataset": dataset,
         "complete": True,
         "hardware": t("trained outside capsviz (imported from {file})", file=Path(src).name)[:500],
-        "imported": {"file": Path(src).name[:255], "sha256": _file_digest(src), "notes": notes, "warnings": warnings_, "checked": checked},
+        "imported": {
+            "file": Path(src).name[:255],
+            "sha256": _file_digest(src),
+            "notes": [stored(n) for n in notes],  # said in each reader's language where shown (import_notes)
+            "warnings": [stored(w) for w in warnings_],
+            "checked": checked,
+        },
     }
     if metrics is not None:
         meta["metrics"] = metrics
@@ -232,7 +240,7 @@ def _checked_against(state, spec, spec_args, dataset, data_dir, n, adapter, in_s
         "fed": {"mean": fed[0], "std": fed[1], **by},
     }
     reader.get_parts().notes.append(result.message)
-    reader.get_parts().notes.append(t("the check fed your network {images}", images=fed_words(checked["fed"])))
+    reader.get_parts().notes.append(sentence("the check fed your network {images}", images=fed_words(checked["fed"])))
     if by["by"] == "lengths":
         reader.get_parts().notes.append(detail)
     return reader, checked
@@ -273,9 +281,11 @@ def input_scale(dataset: str, data_dir, check_on, reader_for) -> tuple[tuple[flo
         loss * DECISIVE <= other_loss and error < other_error and beyond_chance(error, n, other_error, n)
         for _, other_loss, other_error in others
     )
-    fits = "; ".join(
-        t("{images}: margin loss {loss}, {error}% test error", images=pixels_words(*k), loss=f"{v[1]:.3f}", error=f"{v[2]:.1f}")
-        for k, v in tried.items()
+    fits = _one_after_another(
+        [
+            sentence("{images}: margin loss {loss}, {error}% test error", images=pixels_words(*k), loss=f"{v[1]:.3f}", error=f"{v[2]:.1f}")
+            for k, v in tried.items()
+        ]
     )
     if not decided:
         raise CapsvizError(
@@ -288,7 +298,7 @@ def input_scale(dataset: str, data_dir, check_on, reader_for) -> tuple[tuple[flo
                 fits=fits,
             )
         )
-    note = t(
+    note = sentence(
         "your input pipeline not given: {images}, inferred from its lengths, which fit the labels far best there (on {n} "
         "test images, {fits}); --against-input or --normalise says it",
         images=pixels_words(*best),
@@ -312,28 +322,37 @@ def _fit(reader: CapsuleAdapter, x: torch.Tensor, y: torch.Tensor) -> tuple[floa
     return fit_lengths(lengths, y), 100.0 * (1 - float(right.float().mean()))
 
 
-def pixels_words(mean: float, std: float) -> str:
+def _one_after_another(items: list[Sentence]) -> Sentence:
+    """Sentences said one after another, each pair "{first}; {then}" in the reader's language."""
+    said_ = items[-1]
+    for item in reversed(items[:-1]):
+        said_ = sentence("{first}; {then}", first=item, then=said_)
+    return said_
+
+
+def pixels_words(mean: float, std: float) -> Sentence:
     """Images as a network is fed them: [0, 1] pixels, or (x - mean) / std of them."""
     if (mean, std) == (0.0, 1.0):
-        return t("[0, 1] pixels")
-    return t("pixels (x - {mean}) / {std}", mean=f"{mean:.4g}", std=f"{std:.4g}")
+        return sentence("[0, 1] pixels")
+    return sentence("pixels (x - {mean}) / {std}", mean=f"{mean:.4g}", std=f"{std:.4g}")
 
 
-def fed_words(fed: dict) -> str:
-    """What a check fed the user's network, from the checkpoint's `checked.fed`, and who said it."""
+def fed_words(fed: dict) -> Sentence:
+    """What a check fed the user's network, from the checkpoint's `checked.fed`, and who said it
+    (a `Sentence`: said in the language of whoever reads it)."""
     images = pixels_words(fed["mean"], fed["std"])
     if fed["by"] == "pipeline":
-        return t("your input pipeline {pipeline}, {images}", pipeline=fed.get("pipeline", ""), images=images)
+        return sentence("your input pipeline {pipeline}, {images}", pipeline=fed.get("pipeline", ""), images=images)
     if fed["by"] == "normalise":
-        return t("{images} (--normalise)", images=images)
-    return t("{images}, inferred from its lengths", images=images)
+        return sentence("{images} (--normalise)", images=images)
+    return sentence("{images}, inferred from its lengths", images=images)
 
 
 def checked_words(checked: dict | None, warnings: list[str] = ()) -> str:
     """The zoo's and `capsviz list`'s mark for an imported model, from what its checkpoint records
     (`imported.checked`, `imported.warnings`): whether its twin was checked against its code, on
     which images, and how many warnings the import gave (each is in the import's output and the
-    checkpoint, in the language it was made in)."""
+    checkpoint, said in the reader's language: capsviz.i18n.stored)."""
     if checked:
         values = {"difference": f"{checked['max_difference']:.2g}", "n": checked["images"]}
         if checked.get("fed"):
@@ -363,6 +382,16 @@ def how_it_computes(meta) -> list[str]:
     imported = raw.get("imported") if isinstance(raw, dict) else None
     lines = [] if imported is None else [checked_words(imported.get("checked"), imported.get("warnings") or [])]
     return lines + computation_words(meta.config)
+
+
+def import_notes(meta) -> list[str]:
+    """What the import of a model written elsewhere noted (what it assumed, found, ignored, and
+    what its check compared and fed), in the reader's language: the checkpoint keeps each as a
+    message and its values (capsviz.i18n.stored); an older import's plain text as it is. Empty
+    for capsviz's own models."""
+    raw = meta.raw if hasattr(meta, "raw") else meta
+    imported = raw.get("imported") if isinstance(raw, dict) else None
+    return [said(recalled(note)) for note in (imported or {}).get("notes") or []]
 
 
 def _class_names(dataset: str):

@@ -47,7 +47,7 @@ import torch.nn.functional as F
 
 from capsviz.errors import CapsvizError, first_line
 from capsviz.families.capsnet.config import CLASS_SQUASH_AXES
-from capsviz.i18n import N_, t, tn
+from capsviz.i18n import N_, sentence, t, tn
 
 TOLERANCE = 1e-4
 STAGES = ("conv1", "primary", "u_hat", "couplings", "class_capsules", "reconstruction")
@@ -627,16 +627,17 @@ def check(
     diff = max(diffs.values(), default=0.0)
     setting = {**defaults, **best}
     setting["routing_batch"] = given.get("routing_batch", B) if setting["routing_logits"] != "image" else 0
-    values = {"difference": f"{diff:.2g}", "B": B, "matched": ", ".join(t(STAGE_WORDS[k]) for k in seen)}
+    # kept in the checkpoint as message and values (capsviz.i18n.stored): said in each reader's language
+    values = {"difference": f"{diff:.2g}", "B": B, "matched": [sentence(STAGE_WORDS[k]) for k in seen]}
     missing = [k for k in present if k not in seen]
     if missing:
-        words = t(
+        words = sentence(
             "checked against your code: max difference {difference} on {B} images ({matched}; not found in your code's tensors: {missing})",
-            missing=", ".join(t(STAGE_WORDS[k]) for k in missing),
+            missing=[sentence(STAGE_WORDS[k]) for k in missing],
             **values,
         )
     else:
-        words = t("checked against your code: max difference {difference} on {B} images ({matched})", **values)
+        words = sentence("checked against your code: max difference {difference} on {B} images ({matched})", **values)
     return Check(True, words, B, setting, diff, seen)
 
 

@@ -47,7 +47,7 @@ from safetensors import SafetensorError, safe_open
 from capsviz.errors import CapsvizError, first_line
 from capsviz.families.capsnet.config import CapsNetConfig
 from capsviz.families.capsnet.model import CapsNet
-from capsviz.i18n import N_, t
+from capsviz.i18n import N_, sentence, t
 
 # How a PyTorch CapsNet numbers its primary capsules, which no weight shape shows.
 # type-major: i = (type, row, col), what viewing the NCHW conv output as (B, T, K, G, G) or
@@ -212,12 +212,12 @@ class CapsuleAdapter:
         """Find Conv1, PrimaryCaps, DigitCaps' W and the decoder by shape and order, and lay them
         out as capsviz's CapsNet holds them. Override for another layout."""
         todo = dict(self.state)
-        notes = [t("assumed: Conv1 stride 1 and ReLU, PrimaryCaps stride 2, no padding")]
+        notes = [sentence("assumed: Conv1 stride 1 and ReLU, PrimaryCaps stride 2, no padding")]
         if "squash" not in self.computation and "primary_squash" not in self.computation:
-            notes.append(t("assumed: the squash of Sabour et al. (Eq. 1) on primary and class capsules"))
+            notes.append(sentence("assumed: the squash of Sabour et al. (Eq. 1) on primary and class capsules"))
         if not {"routing_softmax", "routing_logits"} & set(self.computation):
-            notes.append(t("assumed: dynamic routing (softmax over the classes, logits per image, += agreement)"))
-        notes.append(t("routing iterations: {n} (--iterations)", n=self.routing_iterations))
+            notes.append(sentence("assumed: dynamic routing (softmax over the classes, logits per image, += agreement)"))
+        notes.append(sentence("routing iterations: {n} (--iterations)", n=self.routing_iterations))
         conv1 = self._conv1(todo)
         primary, convs = self._primary(todo, conv1[0].shape[0])
         G = (self.in_size - conv1[0].shape[-1] + 1 - primary[0].shape[-1]) // 2 + 1
@@ -236,7 +236,7 @@ class CapsuleAdapter:
         channels = self.primary_channels or ("capsule" if convs == 1 or K != convs else "dim")
         if convs > 1:
             notes.append(
-                t(
+                sentence(
                     "PrimaryCaps: {convs} convs of {channels} channels, read as {T} types of {K} dims",
                     convs=convs,
                     channels=primary[0].shape[0] // convs,
@@ -247,10 +247,10 @@ class CapsuleAdapter:
         prior = self._prior(todo, I, J)
         decoder, winner = self._decoder(todo, J, D)
         if decoder is None:
-            notes.append(t("no decoder found: the model is imported without reconstructions (the explorer needs one)"))
+            notes.append(sentence("no decoder found: the model is imported without reconstructions (the explorer needs one)"))
         elif winner:
             notes.append(
-                t(
+                sentence(
                     "assumed: decoder ReLU, ReLU, sigmoid, fed the longest class capsule's {D} values alone (its first layer is "
                     "repeated for each class: capsviz's decoder reads all {J} masked to 0 but one, which computes the same)",
                     D=D,
@@ -258,17 +258,19 @@ class CapsuleAdapter:
                 )
             )
         else:
-            notes.append(t("assumed: decoder ReLU, ReLU, sigmoid, fed all class capsules with all but one masked to 0"))
+            notes.append(sentence("assumed: decoder ReLU, ReLU, sigmoid, fed all class capsules with all but one masked to 0"))
         wp, bp = primary
         order = torch.arange(I)
         if self.primary_order == "view":  # the conv's channels (K convs: in order) and W's rows kept as they are
-            notes.append(t("assumed: a primary capsule is {K} neighbouring values of the NCHW conv output (--primary-order view)", K=K))
+            notes.append(
+                sentence("assumed: a primary capsule is {K} neighbouring values of the NCHW conv output (--primary-order view)", K=K)
+            )
         else:
             if channels == "dim":  # channel d*T + t -> t*K + d
                 wp = wp.view(K, T, *wp.shape[1:]).transpose(0, 1).reshape(wp.shape)
                 bp = bp.view(K, T).T.reshape(-1)
             notes.append(
-                t(
+                sentence(
                     "assumed: primary capsules numbered {order} (--primary-order), channels laid out by {channels}",
                     order=self.primary_order,
                     channels=channels,
@@ -279,16 +281,16 @@ class CapsuleAdapter:
         W = W[order]
         if prior is not None and self.computation.get("routing_prior") is False:
             notes.append(
-                t("ignored: the learned routing prior b {shape} (your code routes from 0: --prior none)", shape=tuple(prior.shape))
+                sentence("ignored: the learned routing prior b {shape} (your code routes from 0: --prior none)", shape=tuple(prior.shape))
             )
             prior = None
         elif prior is not None:
             prior = prior[order]
-            notes.append(t("a learned routing prior b {shape}: routing starts from it", shape=tuple(prior.shape)))
+            notes.append(sentence("a learned routing prior b {shape}: routing starts from it", shape=tuple(prior.shape)))
         for name in list(todo):
             left = todo.pop(name)
             if left.is_floating_point() and bool((left == 0).all()):
-                notes.append(t("ignored: {name} {shape} (all zeros)", name=name, shape=tuple(left.shape)))
+                notes.append(sentence("ignored: {name} {shape} (all zeros)", name=name, shape=tuple(left.shape)))
             elif left.numel() == J * D:
                 raise CapsvizError(
                     t(

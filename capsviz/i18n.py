@@ -144,16 +144,21 @@ def translations(lang: str) -> gettext.NullTranslations:
 
 
 def t(message: str, /, **values) -> str:
-    """`message` in this run's language, its {placeholders} filled from `values`."""
+    """`message` in this run's language, its {placeholders} filled from `values` (a `Sentence` said
+    in this language too)."""
     text = translations(language()).gettext(message)
-    return text.format(**values) if values else text
+    return text.format(**_saying(values)) if values else text
 
 
 def tn(singular: str, plural: str, n: int, /, **values) -> str:
     """The singular or plural message for `n` (as the language counts: Chinese and Japanese have one
     form), its {placeholders} filled from `values` and {n}."""
     text = translations(language()).ngettext(singular, plural, n)
-    return text.format(n=n, **values)
+    return text.format(n=n, **_saying(values))
+
+
+def _saying(values: dict) -> dict:
+    return {k: v.words() if isinstance(v, Sentence) else v for k, v in values.items()}
 
 
 def N_(message: str) -> str:
@@ -173,19 +178,28 @@ class Sentence(str):
     values: dict
 
     def __new__(cls, message: str, plural: str | None = None, count: int | None = None, /, **values):
+        shown = {k: _value(v, str) for k, v in values.items()}
         if plural is None:
-            english = message.format(**values) if values else message
+            english = message.format(**shown) if values else message
         else:
-            english = (message if count == 1 else plural).format(n=count, **values)
+            english = (message if count == 1 else plural).format(n=count, **shown)
         made = super().__new__(cls, english)
         made.message, made.plural, made.count, made.values = message, plural, count, values
         return made
 
     def words(self) -> str:
-        """The sentence in the language of now."""
+        """The sentence in the language of now (a value that is a Sentence, or a list of them, too)."""
+        values = {k: _value(v, said) for k, v in self.values.items()}
         if self.plural is None:
-            return t(self.message, **self.values)
-        return tn(self.message, self.plural, self.count, **self.values)
+            return t(self.message, **values)
+        return tn(self.message, self.plural, self.count, **values)
+
+
+def _value(v, say: Callable[[str], str]):
+    """A Sentence's value as it is filled in: a list said item by item, joined with commas."""
+    if isinstance(v, list):
+        return ", ".join(say(x) if isinstance(x, str) else str(x) for x in v)
+    return say(v) if isinstance(v, str) else v
 
 
 def sentence(message: str, /, **values) -> Sentence:
@@ -201,3 +215,39 @@ def sentence_n(singular: str, plural: str, n: int, /, **values) -> Sentence:
 def said(text: str) -> str:
     """A `Sentence` in the language of now; any other text as it is."""
     return text.words() if isinstance(text, Sentence) else text
+
+
+def stored(text: str) -> str | dict:
+    """Words to keep in a file and say later in each reader's language: a `Sentence` as its message
+    and named values ({"message", "values"}, and "plural" and "n" for `sentence_n`'s; a value that
+    is a Sentence or a list of them kept the same way, any other than a string or a number as its
+    text); any other text as it is, to be shown as it is."""
+    if not isinstance(text, Sentence):
+        return str(text)
+    record = {"message": text.message, "values": {k: _stored_value(v) for k, v in text.values.items()}}
+    if text.plural is not None:
+        record |= {"plural": text.plural, "n": text.count}
+    return record
+
+
+def _stored_value(v):
+    if isinstance(v, list):
+        return [_stored_value(x) for x in v]
+    if isinstance(v, Sentence):
+        return stored(v)
+    return v if isinstance(v, str | int | float) else str(v)
+
+
+def recalled(record: str | dict) -> str:
+    """Words kept by `stored` (or plain text kept by an older version) as a `Sentence` again, said
+    with `said` in the language of whoever reads it."""
+    if not isinstance(record, dict):
+        return record
+    values = {k: _recalled_value(v) for k, v in record.get("values", {}).items()}
+    return Sentence(record["message"], record.get("plural"), record.get("n"), **values)
+
+
+def _recalled_value(v):
+    if isinstance(v, list):
+        return [_recalled_value(x) for x in v]
+    return recalled(v) if isinstance(v, dict) else v

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from capsviz.errors import CapsvizError
-from capsviz.i18n import N_, t, tn
+from capsviz.i18n import N_, sentence, sentence_n
 
 
 def fit_lengths(lengths: torch.Tensor, y: torch.Tensor) -> float:
@@ -44,7 +44,7 @@ def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None
     found = []
     if float(lengths.min()) > SATURATED and not checked:
         found.append(
-            t(
+            sentence(
                 "every class capsule is longer than {limit} on every image (saturated): the squash, the routing's softmax or "
                 "its logits probably differ from your code's; check the import against your code with --against MODULE:CLASS "
                 "(README: Your own model)",
@@ -64,7 +64,7 @@ def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None
                 "normalisation or the capsules' grouping probably differ from your code's; check the import against your "
                 "code with --against MODULE:CLASS (README: Your own model)"
             )
-        found.append(t(words, limit=COLLAPSED))
+        found.append(sentence(words, limit=COLLAPSED))
     median = float(primary.median())
     if median < PRIMARY_SHORT:
         if checked:
@@ -79,13 +79,13 @@ def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None
                 "grouping, the squash's axis or the input's normalisation probably differ from your code's; check the "
                 "import against your code with --against MODULE:CLASS (README: Your own model)"
             )
-        found.append(t(words, median=f"{median:.2f}"))
+        found.append(sentence(words, median=f"{median:.2f}"))
     if out.reconstruction is not None and not checked:
         rec, img = out.reconstruction.flatten(1), x.flatten(1)
         ratio = float(((rec - img) ** 2).sum() / (img**2).sum().clamp_min(1e-12))
         if ratio > RECONSTRUCTION_POOR:
             found.append(
-                t(
+                sentence(
                     "the decoder barely redraws the images (error {ratio} of their own energy; a trained CapsNet's is about "
                     "0.2): it was trained on other class capsules than this twin computes; check the import against your code "
                     "with --against MODULE:CLASS (README: Your own model)",
@@ -104,7 +104,7 @@ def plausibility(model, dataset: str, data_dir=None, metrics: dict | None = None
                 "--primary-channels) or the computation probably differ from your code's; check the import against your "
                 "code with --against MODULE:CLASS (README: Your own model)"
             )
-        found.append(t(words, error=f"{metrics['test_error']:.1f}"))
+        found.append(sentence(words, error=f"{metrics['test_error']:.1f}"))
     return found
 
 
@@ -164,7 +164,7 @@ def other_routings(model, dataset: str, data_dir=None, *, count_said: bool = Fal
     }
     if best[1] == stated[1]:
         return [
-            tn(
+            sentence_n(
                 "routing {n} time fits these weights as well as {stated} (margin loss {loss} against {own} on {images} test "
                 "images; lengths differ by up to {change}, the same answer on {agree}% of them): the weights do not say how "
                 "many times your code routes; say it with --iterations, or check with --against MODULE:CLASS",
@@ -178,7 +178,7 @@ def other_routings(model, dataset: str, data_dir=None, *, count_said: bool = Fal
         ]
     prior = model.routing_prior.detach()
     return [
-        tn(
+        sentence_n(
             "routing {n} time from 0, not from the learned prior b {shape} the weights hold, fits them as well as "
             "routing {stated} times from it (margin loss {loss} against {own} on {images} test images; lengths differ by up to "
             "{change}, the same answer on {agree}% of them; b's values reach {size}): the weights do not say whether your "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ from capsviz.config import (
     config_from_dict,
 )
 from capsviz.errors import CapsvizError, first_line
-from capsviz.i18n import t
+from capsviz.i18n import recalled, t
 from capsviz.registry import FAMILIES, vector_routings
 
 MAX_META_BYTES = 1_000_000  # the longest shipped metadata (MultiMNIST, 100 epochs of history) is 126 kB
@@ -169,6 +170,49 @@ class Obj:
                 raise Invalid(where, t("unknown field {name}", name=_show(k)))
 
 
+@dataclass(frozen=True)
+class Words:
+    """Words a file keeps to be said in each reader's language (capsviz.i18n.stored): plain text,
+    or a message with its named values (strings, numbers, such words again, or lists of them),
+    each placeholder of the message one of its values by name."""
+
+    max_len: int = MAX_STRING
+
+    def check(self, v, where: str) -> None:
+        if isinstance(v, str):
+            Str(self.max_len).check(v, where)
+            return
+        record = Obj(
+            {"message": Str(self.max_len), "values": Obj({}), "plural": Str(self.max_len), "n": Int(0, 1e12)},
+            required=("message",),
+            extra=False,
+        )
+        record.check(v, where)
+        for name, value in v.get("values", {}).items():
+            self._value(value, f"{where}.values.{name}")
+        if ("plural" in v) != ("n" in v):
+            raise Invalid(where, t("a plural message needs both plural and n"))
+        for message in (v["message"], v.get("plural", "")):
+            for _, name, spec, conversion in string.Formatter().parse(message):
+                if name is not None and not (name.isidentifier() and not conversion and "{" not in (spec or "")):
+                    raise Invalid(where, t("placeholder {name} is not one of its values by name", name=_show(name)))
+        try:
+            recalled(v)  # made in English here: every placeholder has its value, of a type its format takes
+        except KeyError as e:
+            raise Invalid(where, t("placeholder {name} has no value", name=_show(e.args[0]))) from None
+        except (IndexError, ValueError, TypeError) as e:
+            raise Invalid(where, t("words that cannot be said: {why}", why=first_line(e)[:200])) from None
+
+    def _value(self, v, where: str) -> None:
+        if isinstance(v, list):
+            for i, x in enumerate(v):
+                self._value(x, f"{where}[{i}]")
+        elif isinstance(v, dict | str):
+            self.check(v, where)
+        elif isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise Invalid(where, t("must be words or a number, found {found}", found=_show(v)))
+
+
 class Lazy:
     """A schema defined after its first use (`started_from` holds a record of the same kind)."""
 
@@ -292,8 +336,8 @@ IMPORTED = Obj(
     {
         "file": Str(max_len=255),
         "sha256": SHA256,
-        "notes": List(Str(max_len=2000), max_len=200),
-        "warnings": List(Str(max_len=2000), max_len=50),
+        "notes": List(Words(max_len=2000), max_len=200),  # capsviz.i18n.stored: said in the reader's language
+        "warnings": List(Words(max_len=2000), max_len=50),
         "checked": Maybe(
             Obj(
                 {

@@ -2,13 +2,13 @@
 
 import streamlit as st
 
-from capsviz.adapter import how_it_computes
+from capsviz.adapter import how_it_computes, import_notes
 from capsviz.analysis.zoo import INTRO, card, classes_line, epochs_note
 from capsviz.checkpoint import list_checkpoints, total_training, training_labels
 from capsviz.config import user_dataset
 from capsviz.data.user import short_name
 from capsviz.i18n import t
-from capsviz.text import plain, recorded
+from capsviz.text import MAX_SENTENCES, plain, recorded
 from capsviz.viz import squash_curve
 from pages.active import checkpoints, model_key
 from pages.common import checkpoint_dir, public, require_router
@@ -61,6 +61,9 @@ for path, meta in found:
         )
         for line in how_it_computes(meta):  # a model written elsewhere: checked or not, and how it computes
             cols[0].caption(plain(line))
+        if notes := import_notes(meta):  # and what its import noted, in the reader's language
+            with cols[0].expander(t("What the import noted")):
+                st.markdown("\n".join(f"- {plain(note, limit=MAX_SENTENCES)}" for note in notes))
         total = total_training(meta)  # fine-tuned: the runs it adds up
         # the machines and the measuring note are the file's own record, quoted as such in every language
         epochs, hardware = training_labels({**total, "hardware": [recorded(h) for h in total["hardware"]]})

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from test_app import APP, router_mode  # noqa: F401 - the autouse fixture runs the app as app.py's router does
 
 from capsviz import checkpoint as ckpt
-from capsviz.adapter import CapsuleAdapter, Parts, import_file, read_state_dict
+from capsviz.adapter import CapsuleAdapter, Parts, import_file, import_notes, read_state_dict
 from capsviz.errors import CapsvizError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -238,7 +238,7 @@ def test_import_command_end_to_end(synthetic_data, tmp_path):
     assert "assumed: dynamic routing" in r.stderr and "capsviz app --checkpoints" in r.stderr
     model, meta = ckpt.load_checkpoint(out)
     assert meta.family == "capsnet" and meta.dataset == "mnist" and meta.metrics.n_test == 20
-    assert meta.raw["imported"]["file"] == "mine.pt" and meta.raw["imported"]["notes"] == result["notes"]
+    assert meta.raw["imported"]["file"] == "mine.pt" and import_notes(meta) == result["notes"]  # kept as message and values
     assert model.config.primary_types == 4 and model.config.routing_iterations == 3
 
     again = cli(tmp_path / "mine.pt", "--out", out, "--no-evaluate")  # never over a model without --replace

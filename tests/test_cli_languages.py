@@ -259,3 +259,67 @@ def test_doctor_says_every_fast_path_in_the_terminals_language(monkeypatch):
         assert [p.path for p in said] == [p.path for p in english]
         assert all(re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", p.reason) for p in said if p.reason)
         assert native.NATIVE_ENV in off and re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", off)
+
+
+def test_an_imports_notes_are_said_in_each_readers_language(synthetic_data, tmp_path, monkeypatch):
+    """An import run in English keeps its notes as messages and their values, so the zoo card and
+    `capsviz list` say them in Chinese and Japanese; an older import's notes, kept as plain text, are
+    shown as they are."""
+    import torch
+    from capsule_conventions import make
+    from test_plain_text import as_shown
+
+    from capsviz import checkpoint as ckpt
+    from capsviz.adapter import import_file
+    from capsviz.against import STAGE_WORDS
+    from capsviz.i18n import t
+
+    folder = tmp_path / "models"
+    torch.save(make("paper").state_dict(), tmp_path / "paper.pt")
+    with speaking("en"):
+        import_file(
+            tmp_path / "paper.pt",
+            folder / "mine.safetensors",
+            evaluate=False,
+            against=f"{ROOT / 'tests' / 'capsule_conventions.py'}:make",
+            normalise=(0.0, 1.0),
+        )
+    model, meta = ckpt.load_checkpoint(folder / "mine.safetensors")
+    stored = meta.raw["imported"]["notes"]
+    assert all(isinstance(n, dict) for n in stored), stored  # message and values, in no language
+    old = "W read from caps.W as (I, J*D, K)"  # an older import's note, in the words it was made in
+    ckpt.save_checkpoint(folder / "old.safetensors", model, {**meta.raw, "imported": {**meta.raw["imported"], "notes": [old]}})
+    checked = meta.raw["imported"]["checked"]
+
+    def wanted(lang: str) -> list[str]:
+        with speaking(lang):
+            return [
+                t("assumed: Conv1 stride 1 and ReLU, PrimaryCaps stride 2, no padding"),
+                t(
+                    "checked against your code: max difference {difference} on {B} images ({matched})",
+                    difference=f"{checked['max_difference']:.2g}",
+                    B=checked["images"],
+                    matched=", ".join(t(STAGE_WORDS[k]) for k in checked["stages"]),
+                ),
+                t("the check fed your network {images}", images=t("{images} (--normalise)", images=t("[0, 1] pixels"))),
+            ]
+
+    english = wanted("en")
+    for lang, env in (("zh-Hans", "zh_CN.UTF-8"), ("ja", "ja_JP.UTF-8")):
+        words = wanted(lang)
+        assert not set(words) & set(english)
+        listed = run_cli("list", str(folder), LANG=env)
+        assert listed.returncode == 0, listed.stderr
+        notes = [line.strip() for line in listed.stdout.splitlines() if line.startswith("  ")]
+        assert all(w in notes for w in words), (words, notes)
+        assert old in notes and not set(english) & set(notes)
+
+        monkeypatch.setenv("CAPSVIZ_CHECKPOINTS", str(folder))
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.query_params["lang"] = lang
+        at.switch_page("pages/zoo.py").run()
+        assert not at.exception, at.exception
+        with speaking(lang):
+            assert [e.label for e in at.main.expander].count(t("What the import noted")) == 2
+        shown = [as_shown(line)[2:] for m in at.markdown for line in m.value.splitlines() if line.startswith("- ")]
+        assert all(w in shown for w in words) and old in shown and not set(english) & set(shown), shown

@@ -4,6 +4,7 @@ every stage, and flagged without it; weights no network computes with are refuse
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -262,6 +263,19 @@ def test_schema_checks_the_new_options_and_the_import_record():
     with pytest.raises(Invalid, match="imported.checked: missing field 'max_difference'"):
         check_meta(meta)
     check_meta({"config": {"family": "capsnet"}, "weights_sha256": "0" * 64, "imported": {"file": "a.pt", "notes": []}})  # older imports
+    # notes and warnings: plain text (older imports), or a message and its values (capsviz.i18n.stored)
+    note = {"message": "ignored: {name} {shape} (all zeros)", "values": {"name": "b", "shape": "(1152, 10)"}}
+    check_meta({**meta, "imported": {"notes": ["W read from caps.W as (I, J*D, K)", note], "warnings": [note]}})
+    for bad, why in (
+        ({**note, "values": {"name": "b"}}, "imported.notes[0]: placeholder 'shape' has no value"),
+        ({"message": "{name.__class__}", "values": {"name": "b"}}, "imported.notes[0]: placeholder 'name.__class__' is not one"),
+        ({"message": "{n:{m}}", "values": {"n": 1, "m": "d"}}, "imported.notes[0]: placeholder 'n' is not one"),
+        ({"message": "{n:.2f}", "values": {"n": "b"}}, "imported.notes[0]: words that cannot be said: Unknown format code 'f'"),
+        ({**note, "values": {"name": "b", "shape": None}}, "imported.notes[0].values.shape: must be words or a number"),
+        ({"message": "{n} warning", "plural": "{n} warnings"}, "imported.notes[0]: a plural message needs both plural and n"),
+    ):
+        with pytest.raises(Invalid, match=re.escape(why)):
+            check_meta({**meta, "imported": {"notes": [bad]}})
     checked = {"against": "m:N", "max_difference": 1e-7, "images": 16, "fed": {"mean": 0.0, "std": 1.0, "by": "a guess"}}
     meta["imported"] = {"checked": checked}
     with pytest.raises(Invalid, match="imported.checked.fed.by: must be one of pipeline, normalise, lengths"):

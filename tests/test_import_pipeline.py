@@ -19,6 +19,7 @@ from capsviz import checkpoint as ckpt
 from capsviz.adapter import CapsuleAdapter, how_it_computes, import_file, plausibility
 from capsviz.against import TOLERANCE
 from capsviz.errors import CapsvizError
+from capsviz.i18n import recalled
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVENTIONS_FILE = ROOT / "tests" / "capsule_conventions.py"
@@ -263,7 +264,8 @@ def test_a_plain_import_says_when_another_routing_count_fits_the_weights_as_well
     (warning,) = [w for w in result["warnings"] if w.startswith("routing ")]
     assert warning.startswith("routing 4 times fits these weights as well as 3 (margin loss ")
     assert "say it with --iterations" in warning
-    assert ckpt.read_meta(tmp_path / "four.safetensors").raw["imported"]["warnings"] == result["warnings"]
+    kept = ckpt.read_meta(tmp_path / "four.safetensors").raw["imported"]["warnings"]
+    assert [recalled(w) for w in kept] == result["warnings"] and all(isinstance(w, dict) for w in kept)
     said = import_file(tmp_path / "four.pt", tmp_path / "said.safetensors", evaluate=False, iterations=4)
     assert not any(w.startswith("routing ") for w in said["warnings"])
 
@@ -322,7 +324,7 @@ def test_the_import_command_takes_the_input_pipeline_and_capsviz_list_says_what_
     assert main(["import", str(path), "--out", str(folder / "plain.safetensors"), "--no-evaluate"]) == 0
     capsys.readouterr()
     assert main(["list", str(folder)]) == 0
-    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines() if not line.startswith("  "))  # not the notes
     assert "; checked against its code: max difference " in lines["mine.safetensors"]
     assert lines["mine.safetensors"].endswith(f"images fed your input pipeline {PIPELINE}:test_transform, pixels (x - 0.1307) / 0.3081")
     assert "; not checked against its code" in lines["plain.safetensors"]

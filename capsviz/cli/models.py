@@ -12,7 +12,7 @@ from capsviz.cli.arguments import checked, data_folder, integer, number
 from capsviz.config import DATASET_NAMES, MAX_ITERATIONS, check_dataset
 from capsviz.errors import CapsvizError
 from capsviz.families.capsnet.config import CLASS_SQUASH_AXES
-from capsviz.i18n import t
+from capsviz.i18n import said, t
 from capsviz.progress import duration, seconds_left
 
 
@@ -239,7 +239,7 @@ def model_path(given: Path) -> Path:
 
 
 def cmd_list(args) -> int:
-    from capsviz.adapter import checked_words
+    from capsviz.adapter import checked_words, import_notes
     from capsviz.checkpoint import list_checkpoints, total_training, training_labels
     from capsviz.paths import model_folder
 
@@ -267,6 +267,8 @@ def cmd_list(args) -> int:
             line = t("{name}: {family} on {dataset}, {epochs}, not evaluated, {hardware}", **said)
         imported = meta.raw.get("imported")
         print(f"{line}; {checked_words(imported.get('checked'), imported.get('warnings') or [])}" if imported else line)
+        for note in import_notes(meta):  # what its import noted, indented under it
+            print(f"  {note}")
     return 0
 
 
@@ -384,6 +386,7 @@ def cmd_import(args) -> int:
         against_input=args.against_input,
         check_images=args.check_images,
     )
+    result["notes"], result["warnings"] = ([said(w) for w in result[k]] for k in ("notes", "warnings"))
     for note in result["notes"]:
         print(f"  {note}", file=sys.stderr)
     print(f"{result['check']}", file=sys.stderr)
