@@ -235,8 +235,7 @@ def show_pieces(drawn: RoutingPieces, caption: str) -> None:
 
 def downloads(png, frames, name: str) -> None:
     """This iteration's whole figure (`png`: its PNG, drawn when downloaded) and every iteration's, for slides."""
-    a, b = st.columns(2)
-    a.download_button(
+    st.download_button(
         t("Download this iteration (PNG)"),
         png,
         f"{name}-iteration.png",
@@ -244,7 +243,7 @@ def downloads(png, frames, name: str) -> None:
         key=f"{prefix}_png",
         on_click="ignore",
     )
-    b.download_button(
+    st.download_button(  # one under the other: side by side, the longer label is cut short in Japanese
         t("Download every iteration (animated GIF)"),
         keeping(lambda: gif_bytes(frames())),  # drawn when downloaded, in the language of the page
         f"{name}.gif",
