@@ -10,6 +10,7 @@ key and an image's digest, say)."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import streamlit as st
 from PIL import Image
@@ -18,6 +19,7 @@ from capsviz.i18n import language
 from capsviz.memo import Memo, digest
 from capsviz.viz import Finished, png_bytes
 from capsviz.viz.room import for_room
+from capsviz.viz.teach import RoutingPieces
 from pages.common import TRACE_TEXTS, plain_chart, plain_nested
 from pages.projector import big
 
@@ -145,6 +147,18 @@ def picture(build, *args, width: int | None = None, key=None, **kwargs) -> bytes
         return png_bytes(img)
 
     return _memo().get(_key(build, key, args, kwargs, width), make, len)
+
+
+def pieces(build, *args, key=None, **kwargs) -> RoutingPieces:
+    """`build(*args, **kwargs)`, a routing figure in pieces (capsviz.viz.teach.RoutingPieces), made
+    once for every session that asks as `picture` makes a picture: its pictures as PNG bytes, each
+    for `show` at its own size (a phone's narrow screen shows them one under the other)."""
+
+    def make() -> RoutingPieces:
+        p = build(*args, **kwargs)
+        return replace(p, uppers=[png_bytes(u) for u in p.uppers], bars=png_bytes(p.bars))
+
+    return _memo().get(_key(build, key, args, kwargs, "pieces"), make, _size)
 
 
 def show(place, png: bytes | list[bytes], caption: str | list[str] | None = None, width: int | str = "content") -> None:

@@ -12,7 +12,7 @@ from pages.active import checkpoints, load_model, page_model, test_set
 from pages.common import require_router, said_rows
 from pages.drawn import chart
 from pages.inputs import long_job
-from pages.linking import keep_choice, link_choices
+from pages.linking import keep_choice, keep_keyed, link_choices, link_keyed
 from pages.state import STATE
 from pages.terms import term_help, uses
 
@@ -45,7 +45,7 @@ c = st.columns([3, 2])
 with c[0]:
     link_choices(STATE.lab_models, list(fitting), same_data, t("models"), label=plain)
 with c[1]:
-    link_choices(STATE.lab_routings, list(lab.LAB_ROUTINGS), list(lab.LAB_ROUTINGS), t("routings"), label=lab.LAB_ROUTINGS.get)
+    link_keyed(STATE.lab_routings, list(lab.LAB_ROUTINGS), list(lab.LAB_ROUTINGS), t("routings"), words=lab.LAB_ROUTINGS.get)
 chosen = c[0].multiselect(
     t("Models"),
     list(fitting),
@@ -58,12 +58,11 @@ chosen = c[0].multiselect(
 routings = c[1].multiselect(
     t("Run with"),
     list(lab.LAB_ROUTINGS),
-    default=list(lab.LAB_ROUTINGS),
     format_func=keeping(lambda r: lab.LAB_ROUTINGS[r]),
     key=STATE.lab_routings.key,
-    bind="query-params",
     help=term_help("uniform", "random_couplings", "iteration", "self_attention"),
 )
+keep_keyed(STATE.lab_routings, routings, list(lab.LAB_ROUTINGS))  # ?lab_routings=dynamic&lab_routings=uniform: the same in every language
 s = st.columns(2)
 counts, epsilons = [1000, 2000, 5000, lab.TEST_IMAGES], [0.05, 0.1, 0.2]
 with s[0]:

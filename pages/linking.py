@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from capsviz.analysis.links import Linked, chosen, linked, several
+from capsviz.analysis.links import Linked, chosen, linked, named, several
 from capsviz.text import MAX_SENTENCES, plain
 from pages.state import STATE, Key, link_asks, link_asks_all
 
@@ -102,3 +102,41 @@ def link_choices(slot: Key, options, default: list, what: str, label=str) -> Non
             shown = [names[n] for n in got.value]
             keep_link_note(slot.param, got._replace(value=shown))
     show_link_note(slot.param, slot.get(shown))
+
+
+def link_keyed(slot: Key, options, default, what: str, words, shown=lambda option: option) -> None:
+    """Before a widget that offers `options` under its words in the reader's language (`words(option)`)
+    and whose address holds each option's stable key instead (str(option), written by `keep_keyed`):
+    seeds the widget from a shared link's ?param= (one value, or a multiselect's several when
+    `default` is a list) naming an option by its key or by its words in any language, with a note
+    for a value that names none; `shown(option)`: what the widget holds for it (a tab its words).
+    A value the session holds in another language's words (the reader switched) is brought over."""
+    several_ = isinstance(default, list)
+    said = {words(o): o for o in options}
+    if not slot.present:  # the widget takes no default of its own: the session's value is its only one
+        slot.set([shown(o) for o in default] if several_ else shown(default))
+        raws = link_asks_all(slot.param)
+        if raws is not None and raws != [""]:
+            # each value that names an option in any language, as this reader's words for it
+            asked = [words(o) if (o := named(r, options, words)) is not None else r for r in raws]
+            if several_:
+                got = several(asked, list(said), [words(o) for o in default], what)
+                value = [shown(said[w]) for w in got.value]
+            else:
+                got = chosen(asked[-1], list(said), words(default), what)
+                value = shown(said[got.value])
+            slot.set(value)
+            keep_link_note(slot.param, got._replace(value=value))
+    elif not several_ and slot.get() not in [shown(o) for o in options]:
+        if (o := named(str(slot.get()), options, words)) is not None:
+            slot.set(shown(o))
+    show_link_note(slot.param, slot.get())
+
+
+def keep_keyed(slot: Key, value, default) -> None:
+    """After a widget seeded by `link_keyed`: its choice (an option, or a multiselect's list) in the
+    address by its stable key, the same in every language; none at the widget's default."""
+    if value == default:
+        st.query_params.pop(slot.param, None)
+    else:
+        st.query_params[slot.param] = [str(v) for v in value] if isinstance(value, list) else str(value)

@@ -24,10 +24,12 @@ from capsviz.analysis.playground import (
 )
 from capsviz.analysis.questions import em_assignment, routed_split
 from capsviz.i18n import N_, keeping, t
-from capsviz.viz.animation import dynamic_frames, em_frames, gif_bytes
+from capsviz.viz import png_bytes
+from capsviz.viz.animation import dynamic_frames, dynamic_toy_pieces, em_frames, em_toy_pieces, gif_bytes
+from capsviz.viz.teach import RoutingPieces, whole
 from pages.asking import ask
 from pages.common import require_router
-from pages.drawn import picture, show
+from pages.drawn import pieces, show
 from pages.linking import keep_link_note, link_number, show_link_note
 from pages.sidebar import site_button
 from pages.state import STATE, Key, link_asks
@@ -209,19 +211,31 @@ def show_iteration(T: int) -> int:
     return shown - 1
 
 
-def dynamic_frame(toy, it: int):
-    """Iteration it's picture of the dynamic (or self-attention) toy."""
-    return dynamic_frames(toy, lower_names(), only=it)[0]
+def dynamic_iteration(toy, it: int):
+    """Iteration it of the dynamic (or self-attention) toy, in pieces."""
+    return dynamic_toy_pieces(toy, lower_names(), it)
 
 
-def em_frame(toy, it: int):
-    """Iteration it's picture of the EM toy."""
-    return em_frames(toy, lower_names(), only=it)[0]
+def em_iteration(toy, it: int):
+    """Iteration it of the EM toy, in pieces."""
+    return em_toy_pieces(toy, lower_names(), it)
 
 
-def downloads(png: bytes, frames, name: str) -> None:
-    a, b = st.columns(2)
-    a.download_button(
+def show_pieces(drawn: RoutingPieces, caption: str) -> None:
+    """A routing figure laid out for the screen it is on: its title and key as text, the upper
+    capsules' pictures side by side (one under the other on a phone, each at its own size), the
+    share bars under them, then what the bars and the figure show."""
+    st.markdown(f"**{drawn.title}**")  # plain: the catalog's words and numbers only
+    st.caption("  \n".join(drawn.key))  # plain: the catalog's words, one line each
+    for column, png in zip(st.columns(len(drawn.uppers)), drawn.uppers, strict=True):
+        show(column, png)
+    show(st, drawn.bars)
+    st.caption(f"{drawn.note} {caption}")  # plain: the catalog's words
+
+
+def downloads(png, frames, name: str) -> None:
+    """This iteration's whole figure (`png`: its PNG, drawn when downloaded) and every iteration's, for slides."""
+    st.download_button(
         t("Download this iteration (PNG)"),
         png,
         f"{name}-iteration.png",
@@ -229,7 +243,7 @@ def downloads(png: bytes, frames, name: str) -> None:
         key=f"{prefix}_png",
         on_click="ignore",
     )
-    b.download_button(
+    st.download_button(  # one under the other: side by side, the longer label is cut short in Japanese
         t("Download every iteration (animated GIF)"),
         keeping(lambda: gif_bytes(frames())),  # drawn when downloaded, in the language of the page
         f"{name}.gif",
@@ -257,26 +271,23 @@ with figure:
         st.stop()
     it = show_iteration(T)
     if toy_kind == "dynamic":
-        frame = picture(dynamic_frame, toy, it, key=(rule, points, T, it))  # drawn once for everyone on these numbers (per language)
-        show(
-            st,
-            frame,
+        drawn = pieces(dynamic_iteration, toy, it, key=(rule, points, T, it))  # drawn once for everyone on these numbers (per language)
+        show_pieces(
+            drawn,
             t(
                 "Procedure 1 of Sabour et al. on your numbers: one panel per upper capsule with the predictions it receives; "
                 "below, how each lower capsule splits its prediction"
             ),
-            "stretch",
         )
-        downloads(frame, lambda: dynamic_frames(toy, lower_names()), "routing-by-agreement")
+        downloads(
+            keeping(lambda: png_bytes(whole(dynamic_iteration(toy, it)))),
+            lambda: dynamic_frames(toy, lower_names()),
+            "routing-by-agreement",
+        )
     else:
-        frame = picture(em_frame, toy, it, key=(points, acts, T, beta_u, beta_a, final_lambda, it))
-        show(
-            st,
-            frame,
-            t("Procedure 1 of Hinton et al. on your numbers: each upper capsule is a Gaussian over the votes it receives"),
-            "stretch",
-        )
-        downloads(frame, lambda: em_frames(toy, lower_names()), "em-routing")
+        drawn = pieces(em_iteration, toy, it, key=(points, acts, T, beta_u, beta_a, final_lambda, it))
+        show_pieces(drawn, t("Procedure 1 of Hinton et al. on your numbers: each upper capsule is a Gaussian over the votes it receives"))
+        downloads(keeping(lambda: png_bytes(whole(em_iteration(toy, it)))), lambda: em_frames(toy, lower_names()), "em-routing")
 
 
 def number(title: str, *terms: str):

@@ -27,7 +27,7 @@ from pages.active import answer, checkpoints, load_model, page_model, test_set
 from pages.common import checkpoint_dir, require_router
 from pages.drawn import chart, picture, show
 from pages.inputs import count_slider, long_job, pick_image
-from pages.linking import keep_choice, keep_within, link_choice
+from pages.linking import keep_choice, keep_keyed, keep_within, link_choice, link_keyed
 from pages.state import STATE
 from pages.terms import term_help, uses
 
@@ -146,9 +146,11 @@ def attacked(model_key: str, _model, dataset: str, count: int, _x, _y, eps: floa
     return adv.numpy(), out.scores.argmax(1).numpy(), recs
 
 
-TABS = [t(name) for name in STATE.tab.choices]  # the address names a tab as it reads (a link carries lang=)
-link_choice(STATE.tab, TABS, TABS[0], t("tab"))
-tab_affine, tab_adv = st.tabs(TABS, key=STATE.tab.key, bind="query-params")
+# a tab's English name is its key in the address (?tab=Adversarial+attacks); a link naming it in any language opens it
+link_keyed(STATE.tab, STATE.tab.choices, STATE.tab.default, t("tab"), words=t, shown=t)
+TABS = [t(name) for name in STATE.tab.choices]
+tab_affine, tab_adv = st.tabs(TABS, key=STATE.tab.key, on_change="rerun")
+keep_keyed(STATE.tab, STATE.tab.choices[TABS.index(STATE.tab.get())], STATE.tab.default)
 
 with tab_affine:
     picked = pick_image(dataset, names, size if own else 28, model)

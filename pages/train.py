@@ -132,7 +132,7 @@ drawn = phase()  # read once: the form, the polling and the check for a change a
 busy = drawn[1] in jobs.ACTIVE
 
 with st.container(border=True):
-    c1, c2, c3 = st.columns(3)
+    c1, c2, c3 = st.columns([1, 1.4, 1])  # the middle one holds the couplings' select, whose options are the longest words
     model = c1.selectbox(t("Model"), list(PRESETS), index=list(PRESETS).index("capsnet-small"), key="t_model")
     dataset = c1.selectbox(t("Dataset"), [*DATASETS, OWN], format_func=keeping(lambda d: t(OWN) if d == OWN else d), key="t_dataset")
     resize, own_count = None, 0

@@ -1,11 +1,14 @@
-"""A link's numbers brought within what a page shows, with a note saying so (capsviz.analysis.links)."""
+"""A link's numbers brought within what a page shows, with a note saying so (capsviz.analysis.links);
+a link's named choices found in any language, and written back by their stable keys."""
 
 import re
 
 import pytest
+from test_app import app, link_notes, router_mode  # noqa: F401 - fixtures: the app on tiny checkpoints, st.navigation in charge
 from test_i18n import english_left
 
-from capsviz.analysis.links import chosen, linked, linked_numbers, linked_offsets, several, unread
+from capsviz.analysis.lab import LAB_ROUTINGS
+from capsviz.analysis.links import chosen, linked, linked_numbers, linked_offsets, named, several, unread
 from capsviz.i18n import speaking, t
 
 
@@ -134,3 +137,57 @@ def test_every_note_is_said_in_the_readers_language_with_the_same_numbers(lang):
         assert note != en and re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", note), note
         assert english_left(note) == [], (note, english_left(note))
         assert sorted(NUMBERS.findall(note)) == sorted(NUMBERS.findall(en)), (note, en)
+
+
+def test_a_choice_is_named_by_its_key_or_its_words_in_any_language():
+    words = LAB_ROUTINGS.get
+    assert named(" uniform ", list(LAB_ROUTINGS), words) == "uniform"
+    for lang in ("en", "zh-Hans", "ja"):
+        with speaking(lang):
+            said = words("self-attention")
+        with speaking("ja" if lang != "ja" else "en"):  # read in another language than it was written in
+            assert named(said, list(LAB_ROUTINGS), words) == "self-attention", said
+    assert named("magic", list(LAB_ROUTINGS), words) is None
+
+
+# English links as people share them: an old address's English words, or the stable keys the pages write
+ENGLISH = {
+    "lab": ({"lab_routings": ["uniform couplings (no routing)", "self-attention"]}, ["uniform", "self-attention"]),
+    "robustness": ({"tab": "Adversarial attacks"}, "Adversarial attacks"),
+}
+
+
+@pytest.mark.parametrize("lang", ["zh-Hans", "ja"])
+@pytest.mark.parametrize("page", list(ENGLISH))
+def test_an_english_link_lands_on_the_same_choice_in_chinese_and_japanese(app, page, lang):  # noqa: F811 - the fixture
+    params, key = ENGLISH[page]
+    app.query_params.update({"lang": lang, "model": "tiny-capsnet.safetensors", **params})
+    app.switch_page(f"pages/{page}.py").run()
+    assert not app.exception, app.exception
+    assert not link_notes(app) and not [i for i in app.info if "link_off" in str(i.proto)], [i.value for i in app.info]
+    param = next(iter(params))
+    if page == "lab":
+        assert app.multiselect(key="lab_routings").value == key
+        assert app.query_params[param] == key  # written by key: the same address in every language
+    else:
+        with speaking(lang):
+            assert app.session_state["tab"] == t(key)  # the tab open, named in the reader's language
+        assert app.query_params[param] == key
+    app.run()  # and it stays
+    assert not app.exception, app.exception
+    assert app.query_params[param] == key
+
+
+@pytest.mark.parametrize("lang", ["zh-Hans", "ja"])
+def test_a_chinese_link_lands_on_the_same_choice_in_japanese_and_an_unknown_name_is_said(app, lang):  # noqa: F811
+    with speaking("zh-Hans"):
+        chinese = LAB_ROUTINGS["random"]
+    app.query_params.update({"lang": lang, "model": "tiny-capsnet.safetensors", "lab_routings": [chinese, "magic"]})
+    app.switch_page("pages/lab.py").run()
+    assert not app.exception, app.exception
+    assert app.multiselect(key="lab_routings").value == ["random"]
+    assert app.query_params["lab_routings"] == "random"
+    (note,) = [i.value.replace("\\", "") for i in app.info if "magic" in i.value]
+    with speaking(lang):
+        assert t("routings") in note and LAB_ROUTINGS["random"] in note, note  # what it asked for, and what it shows, in their words
+    assert english_left(note.replace("magic", "")) == [], note

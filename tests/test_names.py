@@ -42,8 +42,7 @@ ALLOWED = {
     "fits": "whether a thing fits: a model the lab can swap routings of (lab) and a run's memory on its device (cli.train)",
     # a page script's own helper, never imported: named for what it draws on that page
     "RULES": "pages/playground.py's routing rules to pick (a page script's own); analysis.rules.RULES is the sentence rules",
-    "dynamic_frame": "pages/playground.py's frame of its toy (a page script's own), drawn by viz.teach.dynamic_frame",
-    "em_frame": "pages/playground.py's and pages/tour.py's frame of their EM figure (page scripts' own), drawn by viz.teach.em_frame",
+    "em_frame": "pages/tour.py's frame of its EM figure (a page script's own), drawn by viz.teach.em_frame",
     "number": "pages/playground.py's table column (a page script's own); cli.arguments.number is an argparse type",
     "run": "pages/lab.py's long job (a page script's own); cli.run runs one command line",
     # two meanings in modules other changes own (capsviz/site, the lab, the playground, the classroom)

@@ -1,14 +1,23 @@
 """The figures that a page lays out piece by piece so that a phone's narrow screen keeps each piece
 readable (tests/e2e/test_narrow_browser.py measures them in a browser): EM's histograms one image
-per class capsule, MultiMNIST's couplings one image per input, and the grouped bars' long names."""
+per class capsule, MultiMNIST's couplings one image per input, the grouped bars' long names, and
+the playgrounds' figures one picture per upper capsule and one of the share bars
+(tests/e2e/test_lang_narrow_browser.py measures their text on a phone)."""
 
 import numpy as np
+import pytest
 import torch
+from PIL import ImageDraw
 
 from capsviz.analysis.explain import panel_order, zoom_limit
+from capsviz.analysis.playground import DYNAMIC_PRESETS, EM_PRESETS, attention_toy, dynamic_toy, em_toy
 from capsviz.analysis.routing import em_trace, vote_histograms
+from capsviz.i18n import speaking
+from capsviz.i18n import t as say
 from capsviz.viz import grouped_bars
+from capsviz.viz.animation import dynamic_frames, dynamic_toy_pieces, em_frames, em_toy_pieces
 from capsviz.viz.explain import PANEL_WIDTH, WINNER, coupling_block, coupling_overlays, em_histogram_frames, em_histograms
+from capsviz.viz.teach import PANEL, SMALL, whole
 
 IMAGE = np.random.default_rng(1).random((28, 28)).astype(np.float32)
 
@@ -55,3 +64,45 @@ def test_grouped_bars_keep_long_names_whole_and_the_legend_off_the_bars():
     assert fig.layout.legend.orientation == "h" and fig.layout.legend.y >= 1  # above the bars: a phone's chart keeps its width
     assert fig.layout.title.yanchor == "top" and fig.layout.margin.t >= 100  # the title above the legend, not under it
     assert list(fig.data[0].x) == ["capsnet-one-iteration-mnist", "b"]
+
+
+PHONE = 358  # px: the page's column on a 390 px phone (Streamlit's 16 px padding each side)
+READABLE = 11  # px: the smallest text a phone shows readably
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-Hans", "ja"])
+@pytest.mark.parametrize("kind", ["dynamic 2", "dynamic 3", "attention", "em 2", "em 3"])
+def test_a_playground_figure_comes_in_pieces_a_phone_shows_readably(monkeypatch, kind, lang):
+    """Each upper capsule's picture and the share bars are pictures of their own, narrow enough that
+    a phone's column shows their smallest text (SMALL px) at READABLE px or more; the whole figure
+    for slides is made of the same pieces."""
+    sizes: dict[int, list[int]] = {}
+    text = ImageDraw.ImageDraw.text
+
+    def recording(self, xy, words, fill=None, font=None, *args, **kwargs):
+        sizes.setdefault(id(self.im), []).append(font.size)
+        return text(self, xy, words, fill, font, *args, **kwargs)
+
+    monkeypatch.setattr(ImageDraw.ImageDraw, "text", recording)
+    with speaking(lang):
+        names = [say("lower {i}", i=i + 1) for i in range(6)]
+        family, J = kind.split()[0], int(kind.split()[-1]) if kind[-1].isdigit() else 3
+        if family == "em":
+            toy = em_toy(EM_PRESETS["two clusters"][0][:, :J], EM_PRESETS["two clusters"][1], 3)
+            pieces, frame = em_toy_pieces(toy, names, 2), em_frames(toy, names, only=2)[0]
+        else:
+            toy = (
+                attention_toy(DYNAMIC_PRESETS["noise"][:, :3])
+                if family == "attention"
+                else dynamic_toy(DYNAMIC_PRESETS["outliers"][:, :J], 3)
+            )
+            it = toy.iterations - 1
+            pieces, frame = dynamic_toy_pieces(toy, names, it), dynamic_frames(toy, names, only=it)[0]
+        assert np.array_equal(np.asarray(whole(pieces)), np.asarray(frame))  # the slides' figure is these pieces
+    assert len(pieces.uppers) == J and {u.size for u in pieces.uppers} == {pieces.uppers[0].size}  # side by side, aligned
+    assert pieces.uppers[0].width == PANEL + 1 and pieces.title and pieces.key and pieces.note
+    for picture in [*pieces.uppers, pieces.bars]:
+        drawn = sizes[id(picture.im)]
+        assert drawn and min(drawn) >= SMALL, drawn  # its names and numbers
+        shown = min(1.0, PHONE / picture.width)  # st.image makes a picture wider than its column smaller
+        assert SMALL * shown >= READABLE, f"{picture.width} px wide: its text shows at {SMALL * shown:.1f} px"

@@ -202,13 +202,13 @@ def test_describe_comparison_says_what_the_curves_show():
     assert "At epsilon 0.2" in worse[0] and "**caps** measures 30.0% accuracy and **cnn** 50.0%: cnn holds up better" in worse[0]
     assert (
         "Counting the 3 epsilon values one by one, caps holds up *worse* than cnn beyond chance at 2 of the 3 (epsilon 0.1 and "
-        "0.2), better at none, and 1 of the 3 are within chance (two standard errors on 1000 test images)." in worse[1]
+        "0.2), better at none of the 3, and 1 of the 3 are within chance (two standard errors on 1000 test images)." in worse[1]
     )
     assert "less robust" in worse[1]
     better = describe_comparison({"caps": [99.0, 80.0, 60.0], "cnn": [99.0, 70.0, 20.0]}, eps, "caps", "epsilon", 1000)
     assert (
         "caps holds up better" in better[0]
-        and "better than cnn beyond chance at 2 of the 3 (epsilon 0.1 and 0.2), worse at none" in better[1]
+        and "better than cnn beyond chance at 2 of the 3 (epsilon 0.1 and 0.2), worse at none of the 3" in better[1]
     )
     targeted = describe_comparison(
         {"caps": [0.0, 10.0, 20.0], "cnn": [0.0, 40.0, 90.0]}, eps, "caps", "epsilon", 1000, higher_is_robust=False
@@ -218,7 +218,7 @@ def test_describe_comparison_says_what_the_curves_show():
     three = {"caps": [99.0, 59.0, 30.0], "matrix": [99.0, 90.0, 80.0], "cnn": [99.0, 74.0, 50.0]}
     vs_cnn = describe_comparison(three, eps, "matrix", "epsilon", 1000, baseline="cnn")
     assert "**matrix** measures 80.0% accuracy and **cnn** 50.0%: matrix holds up better" in vs_cnn[0]
-    assert "matrix holds up better than cnn beyond chance at 2 of the 3 (epsilon 0.1 and 0.2), worse at none" in vs_cnn[1]
+    assert "matrix holds up better than cnn beyond chance at 2 of the 3 (epsilon 0.1 and 0.2), worse at none of the 3" in vs_cnn[1]
 
 
 def test_describe_comparison_counts_points_not_strengths():
@@ -235,7 +235,7 @@ def test_describe_comparison_counts_points_not_strengths():
     said = describe_comparison({"caps": caps, "cnn": cnn}, xs, "caps", "strength", 500)
     assert (
         "Counting the 9 strength values one by one, caps holds up *worse* than cnn beyond chance at 2 of the 9 (strength 1.75 "
-        "and 2), better at none, and 7 of the 9 are within chance (two standard errors on 500 test images)." in said[1]
+        "and 2), better at none of the 9, and 7 of the 9 are within chance (two standard errors on 500 test images)." in said[1]
     )
     assert "better at 0" not in said[1] and "at 2 and" not in said[1]
 
@@ -254,14 +254,14 @@ def test_describe_comparison_counts_a_gap_only_beyond_chance(side):
     if side > 0:
         assert said[0].endswith("caps holds up better there, beyond chance.")
         assert (
-            "caps holds up better than cnn beyond chance at 1 of the 2 (epsilon 0.1), worse at none, and 1 of the 2 are within "
+            "caps holds up better than cnn beyond chance at 1 of the 2 (epsilon 0.1), worse at none of the 2, and 1 of the 2 are within "
             "chance (two standard errors on 200 test images)." in said[1]
         )
     else:
         noise = rules.noise(60.0 + gap, n, 60.0, n)
         assert f"a gap of {gap:.1f} points, within the {noise:.1f} points that two standard errors give on 200 test images" in said[0]
         assert (
-            "caps does not hold up clearly better or worse than cnn: better beyond chance at none, worse at none, and 2 of the 2 "
+            "caps does not hold up clearly better or worse than cnn: better beyond chance at none of the 2, worse at none of the 2, and 2 of the 2 "
             "are within chance (two standard errors on 200 test images)." in said[1]
         )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from capsviz.i18n import t
+from capsviz.i18n import LANGUAGES, speaking, t
 
 
 class Linked(NamedTuple):
@@ -120,6 +120,23 @@ def chosen(raw: str, choices, default, what: str, name=str) -> Linked:
         shown=name(default),
     )
     return Linked(default, note)
+
+
+def named(raw: str, choices, words):
+    """The choice that a link's value `raw` names, or None: by its stable key (str(choice), what the
+    address holds) or by `words(choice)`, the words a widget shows for it, in any language capsviz
+    speaks (a link copied from a page in English opened in Japanese, or one written before the
+    address held keys)."""
+    text = raw.strip()
+    for c in choices:
+        if str(c) == text:
+            return c
+    for lang in LANGUAGES:
+        with speaking(lang):
+            for c in choices:
+                if words(c) == text:
+                    return c
+    return None
 
 
 def linked_numbers(raw: str, parts: list[tuple[int, int, str]], fallback) -> Linked:

@@ -252,10 +252,10 @@ def describe_comparison(
     N = len(gap)
 
     def at(mask: np.ndarray) -> str:
-        """'none', or 'k of the N (x_name 1.75 and 2)': how many values, then which."""
+        """'none of the N', or 'k of the N (x_name 1.75 and 2)': how many values, then which."""
         values = [f"{x:g}" for x, m in zip(xs, mask, strict=True) if m]
         if not values:
-            return t("none")
+            return t("none of the {N}", N=N)  # a count, as the other case: the sentences put it where a count goes
         listed = values[0] if len(values) == 1 else t("{items} and {last}", items=t(", ").join(values[:-1]), last=values[-1])
         return t("{count} of the {N} ({x_name} {listed})", count=len(values), N=N, x_name=x_name, listed=listed)
 

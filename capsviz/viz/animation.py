@@ -12,7 +12,20 @@ from capsviz.families.capsnet.tour import CapsNetTour
 from capsviz.families.matrix_capsnet.tour import MatrixTour
 from capsviz.i18n import t
 from capsviz.viz import overlay
-from capsviz.viz.teach import INK, _canvas, draw_lines, dynamic_frame, em_frame, font, line_height, wrap
+from capsviz.viz.teach import (
+    INK,
+    RoutingPieces,
+    _canvas,
+    draw_lines,
+    dynamic_frame,
+    dynamic_pieces,
+    em_frame,
+    em_pieces,
+    font,
+    line_height,
+    whole,
+    wrap,
+)
 
 
 def gif_bytes(frames: list[Image.Image], ms_per_frame: int = 1200, last_ms: int = 2500) -> bytes:
@@ -33,30 +46,26 @@ def gif_bytes(frames: list[Image.Image], ms_per_frame: int = 1200, last_ms: int 
     return buf.getvalue()
 
 
+def dynamic_toy_pieces(toy: DynamicToy, names: list[str] | None, it: int) -> RoutingPieces:
+    """The dynamic (or self-attention) toy's iteration `it` in pieces, as a page lays them out."""
+    title = t("Routing by agreement: iteration {k} of {T}", k=it + 1, T=toy.iterations)
+    return dynamic_pieces(toy.u_hat, toy.c[it], toy.s[it], toy.v[it], title, names)
+
+
+def em_toy_pieces(toy: EMToy, names: list[str] | None, it: int) -> RoutingPieces:
+    """The EM toy's iteration `it` in pieces, as a page lays them out."""
+    title = t("EM routing: iteration {k} of {T} (lambda = {lam})", k=it + 1, T=toy.iterations, lam=f"{toy.lambdas[it]:.2f}")
+    return em_pieces(toy.votes, toy.R[it], toy.mu[it], toy.sigma[it], toy.a[it], title, names)
+
+
 def dynamic_frames(toy: DynamicToy, names: list[str] | None = None, only: int | None = None) -> list[Image.Image]:
     """The toy's iterations as frames (`only`: that iteration's frame alone)."""
-    T = toy.iterations
-    return [
-        dynamic_frame(toy.u_hat, toy.c[it], toy.s[it], toy.v[it], t("Routing by agreement: iteration {k} of {T}", k=it + 1, T=T), names)
-        for it in (range(T) if only is None else [only])
-    ]
+    return [whole(dynamic_toy_pieces(toy, names, it)) for it in (range(toy.iterations) if only is None else [only])]
 
 
 def em_frames(toy: EMToy, names: list[str] | None = None, only: int | None = None) -> list[Image.Image]:
     """The toy's EM iterations as frames (`only`: that iteration's frame alone)."""
-    T = toy.iterations
-    return [
-        em_frame(
-            toy.votes,
-            toy.R[it],
-            toy.mu[it],
-            toy.sigma[it],
-            toy.a[it],
-            t("EM routing: iteration {k} of {T} (lambda = {lam})", k=it + 1, T=T, lam=f"{toy.lambdas[it]:.2f}"),
-            names,
-        )
-        for it in (range(T) if only is None else [only])
-    ]
+    return [whole(em_toy_pieces(toy, names, it)) for it in (range(toy.iterations) if only is None else [only])]
 
 
 def _limit(*arrays: np.ndarray) -> float:

@@ -8,6 +8,7 @@ does not depend on).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -187,30 +188,32 @@ def _canvas(width: int, height: int) -> tuple[Image.Image, ImageDraw.ImageDraw]:
 
 BAR = 300  # pixels of a full share bar
 BAR_ROW = 24  # pixels from one bar to the next
+SMALL = 13  # px: the smallest text of a routing figure's pictures (its pieces), numbers and names alike
 
 
 def _bar_label_width(names: list[str]) -> int:
-    f = font(13)
+    f = font(SMALL)
     return max(90, 8 + max(int(f.getlength(n)) for n in names))
 
 
-def _share_bars(draw, x: int, y: int, shares: np.ndarray, names: list[str], note: list[str]) -> None:
+def _share_bars(shares: np.ndarray, names: list[str]) -> Image.Image:
     """One stacked horizontal bar per row of `shares` (rows sum to at most 1), coloured per upper
-    capsule, each part labelled with its value; `note`: the lines under the bars (wrapped to fit)."""
-    f = font(13)
+    capsule, each part labelled with its value, each row named by `names` at its left."""
+    f = font(SMALL)
     label_w = _bar_label_width(names)
+    img, draw = _canvas(label_w + BAR + 1, len(shares) * BAR_ROW)
     for i, row in enumerate(shares):
-        top = y + i * BAR_ROW
-        draw.text((x, top + 3), names[i], fill=INK, font=f)
-        draw.rectangle([x + label_w, top, x + label_w + BAR, top + 18], outline=(210, 210, 210))
-        left = x + label_w
+        top = i * BAR_ROW
+        draw.text((0, top + 3), names[i], fill=INK, font=f)
+        draw.rectangle([label_w, top, label_w + BAR, top + 18], outline=(210, 210, 210))
+        left = label_w
         for j, share in enumerate(row):
             w = share * BAR
             draw.rectangle([left, top, left + w, top + 18], fill=UPPER_COLOURS[j % 3])
             if w > 34:
                 draw.text((left + 3, top + 2), f"{share:.2f}", fill="white", font=f)
             left += w
-    draw_lines(draw, (x + label_w, y + len(shares) * BAR_ROW), note, font(12), GREY)
+    return img
 
 
 DYNAMIC_KEY = (
@@ -228,35 +231,58 @@ EM_VOTES_KEY = (N_("dots: votes V"),)
 EM_BARS = N_("each bar: one lower capsule's assignment R, split over the upper capsules (adds up to 1)")
 
 
-def _routing_figure(title, key, uppers, stats, shares, names, note, panels) -> Image.Image:
-    """What dynamic_frame and em_frame share: the title and the figure's key on top, one panel per
-    upper capsule (its name above it, its numbers `stats` under it; `panels[j]` the panel's image),
-    then the stacked share bars of the lower capsules `names` with `note` under them. Every text is
-    wrapped to the room it has and the figure grows to hold it."""
-    J = len(panels)
+@dataclass(frozen=True)
+class RoutingPieces:
+    """A routing figure in the pieces a page lays out for the screen it is on (a phone's narrow one
+    shows them one under the other, each at a readable size): the words that are text on the page,
+    and the pictures, whose smallest text is SMALL px."""
+
+    title: str
+    key: list[str]  # what the arrows, dots and lines mean
+    uppers: list[Image.Image]  # one per upper capsule: its name, its panel, its numbers; all of one height
+    bars: Image.Image  # the lower capsules' share bars, each named at its left
+    bar_x: int  # where in `bars` the bars start (the note under them starts there too)
+    note: str  # what the bars show
+
+
+def _pieces(title, key, uppers, stats, shares, names, note, panels) -> RoutingPieces:
+    """What dynamic_frame and em_frame share: one picture per upper capsule (its name above its
+    panel `panels[j]`, its numbers `stats[j]` under it; names and numbers wrapped to the panel's
+    width, every picture as tall as the tallest), and the share bars of the lower capsules `names`."""
+    heads = [wrap(u, font(15), PANEL) for u in uppers]
+    under = [wrap(s, font(SMALL), PANEL) for s in stats] or [[] for _ in panels]
+    head_h = max(_height(h, font(15)) for h in heads)
+    under_h = max(line_height(font(SMALL)), *(_height(u, font(SMALL)) for u in under))  # a line even without numbers: frames align
+    pictures = []
+    for j, panel in enumerate(panels):
+        img, d = _canvas(PANEL + 1, head_h + 4 + PANEL + 6 + under_h)
+        draw_lines(d, (0, head_h - _height(heads[j], font(15))), heads[j], font(15), UPPER_COLOURS[j % 3])
+        img.paste(panel, (0, head_h + 4))
+        draw_lines(d, (0, head_h + 4 + PANEL + 6), under[j], font(SMALL), INK)
+        pictures.append(img)
+    return RoutingPieces(title, key, pictures, _share_bars(shares, names), _bar_label_width(names), note)
+
+
+def whole(pieces: RoutingPieces) -> Image.Image:
+    """The pieces as one picture, for slides and downloads: the title and the key on top, the upper
+    capsules side by side, then the share bars with their note. Every text is wrapped to the room
+    it has and the figure grows to hold it."""
+    J = len(pieces.uppers)
     margin = 20
     width = max(J * (PANEL + margin) + margin, 640)
     inner = width - 2 * margin
-    titled = wrap(title, font(18), inner)
-    keyed = flow(key, font(12), inner)
-    heads = [wrap(u, font(15), PANEL) for u in uppers]
-    under = [wrap(s, font(13), PANEL) for s in stats] or [[] for _ in panels]
-    label_w = _bar_label_width(names)
-    noted = wrap(note, font(12), max(inner - label_w, BAR))
-    head_h = max(_height(h, font(15)) for h in heads)
-    top = 10 + _height(titled, font(18)) + 4 + _height(keyed, font(12)) + 8 + head_h + 4
-    under_h = max(line_height(font(13)), *(_height(u, font(13)) for u in under))  # a line even without numbers: frames align
-    bars_y = top + PANEL + 6 + under_h + 8
-    img, d = _canvas(width, bars_y + len(names) * BAR_ROW + _height(noted, font(12)) + 8)
+    titled = wrap(pieces.title, font(18), inner)
+    keyed = flow(pieces.key, font(12), inner)
+    noted = wrap(pieces.note, font(12), max(inner - pieces.bar_x, BAR))
+    top = 10 + _height(titled, font(18)) + 4 + _height(keyed, font(12)) + 8
+    bars_y = top + pieces.uppers[0].height + 8
+    img, d = _canvas(width, bars_y + pieces.bars.height + _height(noted, font(12)) + 8)
     y = 10 + draw_lines(d, (margin, 10), titled, font(18), INK) + 4
     draw_lines(d, (margin, y), keyed, font(12), GREY)
-    for j in range(J):
-        x0 = margin + j * (PANEL + margin)
-        colour = UPPER_COLOURS[j % 3]
-        draw_lines(d, (x0, top - 4 - _height(heads[j], font(15))), heads[j], font(15), colour)
-        img.paste(panels[j], (x0, top))
-        draw_lines(d, (x0, top + PANEL + 6), under[j], font(13), INK)
-    _share_bars(d, margin, bars_y, shares, names, noted)
+    for j, upper in enumerate(pieces.uppers):
+        img.paste(upper, (margin + j * (PANEL + margin), top))
+    img.paste(pieces.bars, (margin, bars_y))
+    draw_lines(d, (margin + pieces.bar_x, bars_y + pieces.bars.height), noted, font(12), GREY)
     return img
 
 
@@ -270,14 +296,19 @@ def _panel(limit: float) -> tuple[Image.Image, ImageDraw.ImageDraw, Plane]:
 
 def _number_at(pd: ImageDraw.ImageDraw, x: float, y: float, k: int, fill) -> None:
     """Lower capsule k's number at pixel (x, y) of a panel, kept inside the panel."""
-    f = font(13)
+    f = font(SMALL)
     text = str(k)
     x = min(max(x, 2), PANEL - 2 - f.getlength(text))
     y = min(max(y, 2), PANEL - 2 - line_height(f))
     pd.text((x, y), text, fill=fill, font=f)
 
 
-def dynamic_frame(
+def dynamic_frame(*args, **kwargs) -> Image.Image:
+    """`dynamic_pieces` as one picture (slides, downloads, the tour)."""
+    return whole(dynamic_pieces(*args, **kwargs))
+
+
+def dynamic_pieces(
     u_hat: np.ndarray,
     c: np.ndarray,
     s: np.ndarray,
@@ -288,7 +319,7 @@ def dynamic_frame(
     upper_names: list[str] | None = None,
     bar_note: str | None = None,
     lengths: np.ndarray | None = None,
-) -> Image.Image:
+) -> RoutingPieces:
     """One routing iteration drawn: a panel per upper capsule j with every prediction u_hat_j|i as
     an arrow (opacity = coupling c_ij), the weighted sum s_j dashed, the output v_j thick and black
     (inside the dotted unit circle, squash's bound), then the couplings as stacked bars.
@@ -316,7 +347,7 @@ def dynamic_frame(
             stats.append(t("|s| = {s}   |v| = {v} (s runs off the plot)", **lens))
         else:
             stats.append(t("|s| = {s}   |v| = {v}", **lens))
-    return _routing_figure(
+    return _pieces(
         title,
         [t(k) for k in DYNAMIC_KEY],
         upper_names or [t("upper capsule {j}", j=j + 1) for j in range(J)],
@@ -328,7 +359,12 @@ def dynamic_frame(
     )
 
 
-def em_frame(
+def em_frame(*args, **kwargs) -> Image.Image:
+    """`em_pieces` as one picture (slides, downloads, the tour)."""
+    return whole(em_pieces(*args, **kwargs))
+
+
+def em_pieces(
     votes: np.ndarray,
     R: np.ndarray,
     mu: np.ndarray,
@@ -340,7 +376,7 @@ def em_frame(
     upper_names: list[str] | None = None,
     bar_note: str | None = None,
     fit: bool = True,
-) -> Image.Image:
+) -> RoutingPieces:
     """One EM iteration drawn: a panel per upper capsule j with the votes V_ij as numbered dots
     (opacity = assignment R_ij), j's Gaussian as its mean (cross) and 1- and 2-spread ellipses,
     its activation a_j under it, then the assignments as stacked bars. Without `fit`, the votes
@@ -376,7 +412,7 @@ def em_frame(
                     y=f"{sigma[j, 1]:.2f}",
                 )
             )
-    return _routing_figure(
+    return _pieces(
         title,
         [t(k) for k in (EM_KEY if fit else EM_VOTES_KEY)],
         upper_names or [t("upper capsule {j}", j=j + 1) for j in range(J)],

@@ -1,6 +1,7 @@
 """Every page of the navigation in Chinese and Japanese, on the shipped models, at a laptop's width
-(1280 px) and a phone's (390 px): it opens in the reader's language without an exception, and its
-screenshots (one per screenful) go to E2E_SCREENSHOT_DIR to be looked at."""
+(1280 px) and a phone's (390 px): it opens in the reader's language without an exception, every
+option of its select boxes reads whole (the one shown and each in the opened list, none cut short
+with an ellipsis), and its screenshots (one per screenful) go to E2E_SCREENSHOT_DIR to be looked at."""
 
 import re
 from pathlib import Path
@@ -15,6 +16,13 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted(set(re.findall(r'url_path="(\w+)"', (ROOT / "app.py").read_text())) - {"home"})
 HEIGHT = 1600
+
+# The texts inside `root` cut short: an element drawn with an ellipsis, or clipped, whose text is wider than its box
+CUT = """root => Array.from([root, ...root.querySelectorAll('*')]).filter(e => {
+  const style = getComputedStyle(e);
+  const clips = style.textOverflow === 'ellipsis' || (e.children.length === 0 && style.overflowX !== 'visible');
+  return (e.innerText || '').trim() && clips && e.scrollWidth > e.clientWidth + 1;
+}).map(e => e.innerText.trim().slice(0, 60))"""
 
 
 # Pages translated on another branch, whose titles are still English here: the lead removes a mark
@@ -47,6 +55,33 @@ def test_every_page_opens_in_chinese_and_japanese(browser, shipped_server, shots
         title = page.get_by_test_id("stMain").locator("h1").first
         expect(title).to_be_visible()
         assert re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", title.inner_text()), title.inner_text()
+        cut = cut_options(page)
+        assert not cut, cut
         no_exceptions(page)
     finally:
         ctx.close()
+
+
+def cut_options(page) -> list[str]:
+    """Each select box of the page: its label and the options cut short, the one it shows (its
+    field's text wider than the field) and, with its list opened, every option of the list."""
+    found = []
+    boxes = page.get_by_test_id("stMain").get_by_test_id("stSelectbox")
+    for k in range(boxes.count()):
+        box = boxes.nth(k)
+        if not box.is_visible():
+            continue  # in a closed expander or another tab
+        box.scroll_into_view_if_needed()
+        label = box.get_by_test_id("stWidgetLabel").inner_text()
+        field = box.get_by_role("combobox")
+        shown = field.evaluate("e => e.scrollWidth > e.clientWidth + 1 ? e.value : null")
+        found += [f"{label}: {shown}"] if shown else []
+        if field.is_disabled():
+            continue
+        field.click(timeout=10_000)
+        options = page.get_by_role("listbox")
+        options.wait_for(timeout=10_000)
+        found += [f"{label} (list): {text}" for text in options.evaluate(CUT)]
+        page.keyboard.press("Escape")
+        options.wait_for(state="hidden", timeout=10_000)
+    return found

@@ -1,13 +1,16 @@
 """The tour, the explorer and the routing page on a phone (390 px) in Chinese and Japanese, on the
 shipped models: no text cut short with an ellipsis, none reaching past the window's right edge, no
 chart title outside its chart, and every decimal number the page's sentences quote the same as in
-English. Screenshots (one per screenful) go to E2E_SCREENSHOT_DIR."""
+English; and the playgrounds' figure, its pictures one under the other, each shown at a size where
+its smallest text reads. Screenshots (one per screenful) go to E2E_SCREENSHOT_DIR."""
 
 import re
 
 import pytest
 from st_helpers import new_page, titles_cut_off, wait_for_app_run
 from test_browser import no_exceptions, shot
+
+from capsviz.viz.teach import SMALL
 
 pytestmark = pytest.mark.e2e
 
@@ -86,6 +89,41 @@ def test_a_page_reads_whole_on_a_phone_in_chinese_and_japanese(browser, shipped_
         screens(page, shots, f"phone_{view}_{lang}")
         assert not cut, cut
         assert numbers(page) == english, (numbers(page), english)
+        no_exceptions(page)
+    finally:
+        ctx.close()
+
+
+READABLE = 11  # CSS px: the smallest text a phone shows readably
+# The main column's pictures as shown: their box and the width they were drawn at
+PICTURES = """() => Array.from(document.querySelectorAll('[data-testid=stMain] [data-testid=stImage] img')).map(i => {
+  const b = i.getBoundingClientRect();
+  return {shown: b.width, natural: i.naturalWidth, left: b.left, right: b.right, top: b.top, bottom: b.bottom};
+})"""
+
+
+@pytest.mark.parametrize("toy", ["dynamic", "em"])
+@pytest.mark.parametrize("lang", ["zh-Hans", "ja"])
+def test_the_playground_figure_reads_on_a_phone(browser, shipped_server, shots, toy, lang):
+    """The figure with three upper capsules: a picture per upper capsule and one of the share bars,
+    one under the other, none over another, each shown at a size where its smallest text (SMALL
+    px as drawn) is at least READABLE px; its title, key and note are text."""
+    ctx, page = opened(browser, f"{shipped_server}/playground?toy={toy}&J=3&lang={lang}")
+    try:
+        page.wait_for_function(
+            "() => Array.from(document.querySelectorAll('[data-testid=stMain] [data-testid=stImage] img'))"
+            ".every(i => i.complete && i.naturalWidth > 0)"
+        )
+        pictures = page.evaluate(PICTURES)
+        assert len(pictures) == 4, pictures  # three upper capsules, the bars
+        for p in pictures:
+            assert SMALL * p["shown"] / p["natural"] >= READABLE, p
+            assert 0 <= p["left"] and p["right"] <= WIDTH, p
+        for above, below in zip(pictures, pictures[1:], strict=False):
+            assert below["top"] >= above["bottom"] - 1, (above, below)  # one under the other
+        cut = page.evaluate(CUT)
+        screens(page, shots, f"phone_playground_{toy}_{lang}")
+        assert not cut, cut
         no_exceptions(page)
     finally:
         ctx.close()

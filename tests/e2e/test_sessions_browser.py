@@ -246,9 +246,9 @@ def lab_server(tmp_path_factory, synthetic_root):
 
 
 def lab_link(url, routings, test=LAB_TEST):
-    """The lab with this model and these routings: a multiselect bound to the URL repeats its key, with
-    each option's label, as the page writes it itself (?lab_routings=uniform+couplings+%28no+routing%29;
-    ?lab_routings=uniform is not an option's label, so Streamlit drops it and keeps the default)."""
+    """The lab with this model and these routings: the multiselect's parameter repeated, each routing
+    named by its words (?lab_routings=uniform+couplings+%28no+routing%29), as a link written before
+    the page wrote the stable keys (?lab_routings=uniform) names them; the page reads either."""
     query = [("model", NAME), ("lab_models", NAME.removesuffix(".safetensors"))]
     return f"{url}/lab?" + urlencode(query + [("lab_routings", lab.LAB_ROUTINGS[r]) for r in routings] + [("lab_test", test)])
 
