@@ -171,7 +171,7 @@ class Obj:
 
 
 @dataclass(frozen=True)
-class Words:
+class StoredWords:
     """Words a file keeps to be said in each reader's language (capsviz.i18n.stored): plain text,
     or a message with its named values (strings, numbers, such words again, or lists of them),
     each placeholder of the message one of its values by name."""
@@ -336,8 +336,8 @@ IMPORTED = Obj(
     {
         "file": Str(max_len=255),
         "sha256": SHA256,
-        "notes": List(Words(max_len=2000), max_len=200),  # capsviz.i18n.stored: said in the reader's language
-        "warnings": List(Words(max_len=2000), max_len=50),
+        "notes": List(StoredWords(max_len=2000), max_len=200),  # capsviz.i18n.stored: said in the reader's language
+        "warnings": List(StoredWords(max_len=2000), max_len=50),
         "checked": Maybe(
             Obj(
                 {

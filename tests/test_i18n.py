@@ -214,7 +214,9 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z_']{2,}")
 
 
 def english_left(text: str) -> list[str]:
-    """The English words of a Chinese or Japanese text that are not allowed to stay English."""
+    """The English words of a Chinese or Japanese text that are not allowed to stay English, read
+    as Markdown shows it: a link's label without its address, an escaped character as itself."""
+    text = re.sub(r"\\(.)", r"\1", re.sub(r"\]\([^)\s]*\)", "]", text))
     return [w for w in _WORD.findall(_BRACKETED.sub(" ", text)) if w not in KEPT_ENGLISH and w.strip("'") not in KEPT_ENGLISH]
 
 
@@ -226,3 +228,5 @@ def test_the_english_left_check_keeps_symbols_and_bracketed_terms_and_finds_the_
     assert english_left("Loading model ...") == ["Loading", "model"]
     assert english_left("a_ji = sum_k u_hat_j|i . u_hat_j|k / sqrt(D)，beta_u 与 W_ij") == []
     assert english_left("sum of the predictions") == ["sum", "the", "predictions"]
+    assert english_left("[u\\_hat\\_j\\|i（预测向量）](glossary?term=prediction%20vector&lang=zh-Hans)") == []  # as shown
+    assert english_left("[the model](glossary?term=x)") == ["the", "model"]
