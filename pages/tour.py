@@ -15,7 +15,7 @@ from capsviz.analysis.tour_questions import standing, standing_words
 from capsviz.glossary import class_words, help_text, links
 from capsviz.i18n import language, t
 from capsviz.memo import digest
-from capsviz.registry import shows
+from capsviz.registry import either, shows
 from capsviz.site.links import site_tour_step
 from capsviz.text import MAX_SENTENCES, plain
 from capsviz.viz import grouped_bars, png_bytes, to_image
@@ -54,7 +54,7 @@ st.page_link(
 
 model, meta, path = page_model(
     lambda meta: shows(meta.config, "tour"),
-    t("a capsule network to follow an image through"),
+    t("a {models} to follow an image through", models=either("tour")),
     t("**{name}** is {family}, which has no capsules to follow. Pick a capsule network in the sidebar."),
 )
 names = [str(n) for n in meta.class_names]

@@ -300,7 +300,7 @@ def test_cli_train_evaluate_list(synthetic_data, tmp_path, capsys):
     assert res["n_test"] == 50 and 0 <= res["test_error"] <= 100
     assert printed.err.strip().splitlines()[-1] == "evaluate: 50 / 50 images"  # progress goes to stderr
     assert main(["list", str(out.parent)]) == 0
-    assert "capsnet on mnist" in capsys.readouterr().out
+    assert "CapsNet with dynamic routing on mnist" in capsys.readouterr().out
     assert main(["evaluate", str(out), "--limit", "50", "--routing"]) == 0
     r = json.loads(capsys.readouterr().out)["routing"]
     assert len(r["coupling_to_prediction"]) == 3 and r["coupling_to_prediction"][0] == pytest.approx(0.1)

@@ -97,7 +97,7 @@ def test_after_pip_install_list_and_evaluate_find_the_shipped_models(tmp_path, m
     monkeypatch.delenv("CAPSVIZ_CHECKPOINTS", raising=False)
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
-    assert "capsnet-small-mnist.safetensors: capsnet on mnist" in out and "unusable" not in out
+    assert "capsnet-small-mnist.safetensors: CapsNet with dynamic routing on mnist" in out and "unusable" not in out
     assert (tmp_path / "home" / "checkpoints" / "capsnet-small-mnist.safetensors").is_file()
     assert cli.model_path(Path("capsnet-small-mnist")) == tmp_path / "home" / "checkpoints" / "capsnet-small-mnist.safetensors"
 

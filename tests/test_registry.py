@@ -72,7 +72,7 @@ def test_a_registered_routing_is_run_by_route_and_by_every_vector_capsule_model(
             routed = model.route(u, routing="longest").v
         torch.testing.assert_close(out.scores, routed.norm(dim=-1))
         assert not torch.allclose(out.scores, model(x).scores)  # not the model's own routing under another name
-    with pytest.raises(ValueError, match="choose from dynamic, uniform, random, self-attention, longest"):
+    with pytest.raises(ValueError, match=f"choose from {', '.join(registry.vector_routings())}"):  # every registered one, the toy's too
         route("nowhere", u_hat)
     with pytest.raises(ValueError, match="unknown routing 'em'"):  # EM routes matrix capsules: not through route
         route("em", u_hat)
@@ -83,7 +83,8 @@ def test_a_registered_routing_is_in_the_lab_and_in_the_words_the_lab_and_tour_sa
     assert lab.LAB_ROUTINGS["dynamic"] == f"dynamic routing, {lab.ITERATIONS} iterations"  # an iterative one: the lab's count
     assert "longest" in lab.vote_based()  # it computes its couplings from the votes
     note = lab.hidden([lab_row("dynamic", 1.0)])[0]
-    assert "Hidden under *Run with*: uniform, random, self-attention, longest." in note
+    assert f"Hidden under *Run with*: {', '.join(r for r in lab.LAB_ROUTINGS if r != 'dynamic')}." in note
+    assert note.index("longest") > note.index("self-attention")  # the toy's, in the registry's order
     assert f"how far {TOY.words} moves the couplings from uniform" in note
     said, _ = lab_words([lab_row("dynamic", 1.0), lab_row("longest", 40.0)], lab.LAB_ROUTINGS)
     assert f"Run with {TOY.words}, the model misclassifies 40.00%" in said[0]
@@ -156,8 +157,14 @@ def test_every_registered_family_builds_saves_loads_and_is_shown_where_its_entry
 
 
 def test_the_pages_lists_of_families_come_from_the_registry():
-    assert registry.either("routing") == "CapsNet or Efficient-CapsNet"
-    assert registry.either("robustness") == "CapsNet, Efficient-CapsNet or matrix capsules"
+    for page in ("routing", "robustness", "tour", "lab"):
+        said = registry.either(page)
+        shown = [entry.short for entry in registry.FAMILIES.values() if page in entry.pages]
+        assert said.endswith(f" or {shown[-1]}" if len(shown) > 1 else shown[0]) and all(s in said for s in shown), page
+        assert not any(e.short in said.split(", ") for e in registry.FAMILIES.values() if page not in e.pages), page
+    if set(registry.FAMILIES) == {"capsnet", "cnn", "efficient", "matrix"}:  # the shipped families: the words exactly
+        assert registry.either("routing") == "CapsNet or Efficient-CapsNet"
+        assert registry.either("robustness") == "CapsNet, Efficient-CapsNet or matrix capsules"
     assert registry.family_words("nowhere") == "a nowhere model"
 
 

@@ -10,6 +10,7 @@ from capsviz import checkpoint as ckpt
 from capsviz.config import PRESETS, preset, to_dict
 from capsviz.families.efficient_capsnet.config import EfficientCapsConfig
 from capsviz.models import build_model, count_parameters
+from capsviz.registry import ROUTINGS as REGISTERED
 from capsviz.registry import vector_routings
 from capsviz.routing import (
     ROUTINGS,
@@ -152,7 +153,7 @@ def test_every_routing_traces_as_dynamic_routing_does(name):
     torch.manual_seed(0)
     u_hat = torch.randn(2, 10, 12, 16)
     res = route(name, u_hat, iterations=3, record=True)
-    T = 3 if name == "dynamic" else 1
+    T = 3 if REGISTERED[name].iterative else 1
     assert res.c.shape == (T, 2, 12, 10) and res.b.shape == (T, 2, 12, 10) and res.v_trace.shape == (T, 2, 10, 16)
     torch.testing.assert_close(res.c.sum(-1), torch.ones(T, 2, 12))
     torch.testing.assert_close(route(name, u_hat, iterations=3).v, res.v)

@@ -46,6 +46,10 @@ def _key(meta: CheckpointMeta) -> tuple:
 
 
 def paper_error(meta: CheckpointMeta) -> float | None:
+    """The paper's test error for a model like this one, None where the papers give none: also for a
+    CapsNet trained with other couplings than the paper's routing (uniform, random, ...)."""
+    if getattr(meta.config, "couplings", None) not in (None, meta.config.routing):
+        return None
     return PAPER.get(_key(meta))
 
 

@@ -278,7 +278,8 @@ def training_labels(total: dict, unit: bool = False) -> tuple[str, str]:
     if len(total["stages"]) > 1:
         epochs = t("{epochs} epochs ({stages}, fine-tuned)", **said) if unit else t("{epochs} ({stages}, fine-tuned)", **said)
     else:
-        epochs = t("{epochs} epochs", **said) if unit else said["epochs"]
+        one = 1 if said["epochs"] == "1" else 2  # "1 epoch", "0.5 epochs", "12 epochs"
+        epochs = tn("{epochs} epoch", "{epochs} epochs", one, **said) if unit else said["epochs"]
     return epochs, functools.reduce(lambda first, then: t("{first}, then {then}", first=first, then=then), total["hardware"] or ["?"])
 
 

@@ -14,6 +14,7 @@ from capsviz.errors import CapsvizError
 from capsviz.families.capsnet.config import CLASS_SQUASH_AXES
 from capsviz.i18n import said, t
 from capsviz.progress import duration, seconds_left
+from capsviz.registry import FAMILIES, ROUTINGS
 
 
 def add_evaluate(sub) -> None:
@@ -240,6 +241,7 @@ def model_path(given: Path) -> Path:
 
 def cmd_list(args) -> int:
     from capsviz.adapter import checked_words, import_notes
+    from capsviz.analysis.lab import trained_with
     from capsviz.checkpoint import list_checkpoints, total_training, training_labels
     from capsviz.paths import model_folder
 
@@ -255,7 +257,11 @@ def cmd_list(args) -> int:
             continue
         m = meta.metrics
         epochs, hardware = training_labels(total_training(meta), unit=True)
-        said = dict(name=path.name, family=meta.family, dataset=meta.dataset, epochs=epochs, hardware=hardware)
+        family, routed = FAMILIES.get(meta.family), ROUTINGS.get(trained_with(meta.config) or "")
+        kind = t(family.short) if family else meta.family  # a family this capsviz does not know: as the file names it
+        if family and routed and meta.config.routing != "em":  # matrix capsules: EM is in their name
+            kind = t("{family} with {routing}", family=kind, routing=t(routed.words))
+        said = dict(name=path.name, family=kind, dataset=meta.dataset, epochs=epochs, hardware=hardware)
         if m.measured:
             line = t(
                 "{name}: {family} on {dataset}, {epochs}, {error}% test error on {n}, {hardware}",
