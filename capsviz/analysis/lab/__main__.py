@@ -19,16 +19,35 @@ from capsviz.analysis.lab.seeds import seed_sentences, seed_study, seeds_key, st
 from capsviz.analysis.lab.store import key, precompute, stored_rows
 from capsviz.analysis.lab.tables import markdown
 from capsviz.analysis.robustness import attack_test_images
-from capsviz.i18n import environment, set_language, t
+from capsviz.errors import CapsvizError
+from capsviz.i18n import N_, environment, set_language, t
 from capsviz.registry import ROUTINGS, vector_routings
+
+USAGE = N_(
+    "usage: python -m capsviz.analysis.lab [--table | --retime | --seeds RUN.safetensors ...]\n"
+    "  (nothing)  measure the lab's default results for every shipped model and store them\n"
+    "  --table    the stored results as a markdown table and sentences (nothing is measured)\n"
+    "  --retime   their time per image again, stored only if the machine is not busy\n"
+    "  --seeds    a seed study of finished training runs, stored"
+)
 
 
 def main() -> None:
+    set_language(environment())  # its messages and tables in the language of the shell (LANG)
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(t(USAGE))
+        return
+    try:
+        run()
+    except CapsvizError as e:  # missing data, an unreadable model: one line, never a traceback
+        sys.exit(t("error: {reason}", reason=e))
+
+
+def run() -> None:
     from capsviz.checkpoint import list_checkpoints, load_checkpoint
     from capsviz.data import load_split
     from capsviz.paths import shipped_checkpoints
 
-    set_language(environment())  # its messages and tables in the language of the shell (LANG)
     target = stored.shipped_folder()
     if "--retime" in sys.argv:  # the time per image of every stored row again, on a quiet machine
         for path, meta in list_checkpoints(shipped_checkpoints()):
