@@ -557,3 +557,15 @@ def markdown_table(columns: dict[str, list | np.ndarray]) -> str:
     lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
     lines += ["| " + " | ".join(cell(columns[c][r]) for c in names) + " |" for r in range(rows)]
     return "\n".join(lines)
+
+
+CELL_PADDING = 17  # px: a dataframe cell's padding, both sides (Streamlit's grid: 8.5 px each)
+
+
+def column_width(texts, least: int, size: int = 13) -> int:
+    """Pixels a dataframe's column needs to show every text of `texts` whole, in the grid's `size`
+    px font, and never under `least`. Measured in Noto Sans CJK, whose Latin letters are the
+    grid's own (Source Sans) and whose Chinese and Japanese are a browser's fallback for them."""
+    path = export_font("ja") or export_font("zh-Hans")
+    f = ImageFont.truetype(str(path), size) if path else ImageFont.load_default(size=size)
+    return max([least] + [round(f.getlength(str(x))) + CELL_PADDING + 4 for x in texts])
