@@ -28,7 +28,7 @@ from capsviz.viz.explain import (
     em_histograms,
     labelled_grid,
 )
-from capsviz.viz.teach import PANEL, SMALL, whole
+from capsviz.viz.teach import CELL_PADDING, PANEL, SMALL, column_width, whole
 
 IMAGE = np.random.default_rng(1).random((28, 28)).astype(np.float32)
 
@@ -175,3 +175,12 @@ def test_a_coupling_block_reads_on_a_phone(monkeypatch, lang):
     drawn = sizes[id(block.im)]
     assert min(size for size, _ in drawn) >= COUPLING_TEXT >= READABLE and block.width <= PHONE
     assert all(box[2] <= block.width for _, box in drawn), drawn  # every word inside the picture
+
+
+def test_a_table_column_is_as_wide_as_its_longest_cell():
+    """The lab's text columns: never under the width asked for, and wide enough for the longest
+    name or Chinese or Japanese word (a character is about the font's size) with the cell's padding."""
+    assert column_width(["a"], 100) == 100
+    long = column_width(["capsnet-one-iteration-multimnist", "b"], 100)
+    assert long > column_width(["capsnet-one-iteration-mnist"], 100) > 150 + CELL_PADDING
+    assert column_width(["動的ルーティング"], 0) >= 8 * 13 + CELL_PADDING
