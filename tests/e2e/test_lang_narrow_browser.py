@@ -12,7 +12,6 @@ import pytest
 from PIL import Image
 from st_helpers import new_page, titles_cut_off, wait_for_app_run
 from test_browser import no_exceptions, shot
-from test_narrow_browser import grid_cells
 
 from capsviz.viz.explain import COUPLING_TEXT, GRID_TEXT
 from capsviz.viz.teach import SMALL
@@ -193,28 +192,44 @@ def column_edges(frame) -> list[int]:
     px = np.asarray(Image.open(io.BytesIO(canvas.screenshot())).convert("L")).astype(int)
     body = px[40:-4]  # under the header row
     lines = (body >= 200) & (body <= 245) & (np.abs(body - body[0]) <= 3)
-    return [x for x in range(px.shape[1]) if lines[:, x].mean() > 0.97]
+    found = [x for x in range(px.shape[1]) if lines[:, x].mean() > 0.97]
+    return [x for k, x in enumerate(found) if x > 4 and (k == 0 or found[k - 1] != x - 1)]  # a line's first pixel column
 
 
 def cut_cells(page, frame) -> list[tuple[str, float, float]]:
     """The cells of a dataframe, across its width, whose text is wider than their column shows:
-    (text, its width, the room the column gives it)."""
+    (text, its width, the room the column gives it). Scrolled across a step at a time, the column
+    lines it draws give each column's place in the whole table (those right of the pinned first
+    column move with the scroll; the last column ends where the table does) and each cell's column
+    is its aria-colindex."""
     scroller = frame.locator(".dvn-scroller").first
-    cut = []
+    texts: dict[int, set[str]] = {}
+    lines: set[int] = set()
+    pinned = None
     while True:
-        heads, rows = grid_cells(frame)
-        edges = [0, *column_edges(frame)]
-        whole = list(zip(edges, edges[1:], strict=False))[: len(heads)]  # the columns in view to their right line
-        for k, (a, b) in enumerate(whole):
-            texts = [r[k] for r in rows if k < len(r)]
-            for text, w in zip(texts, page.evaluate(TEXT_WIDTHS, texts), strict=True):
-                if w > b - a - PADDING + 1:
-                    cut.append((text, round(w), b - a - PADDING))
         left, full, visible = scroller.evaluate("e => [e.scrollLeft, e.scrollWidth, e.clientWidth]")
+        cells = frame.locator("table[role=grid] tbody td").evaluate_all(
+            "tds => tds.map(td => [Number(td.getAttribute('aria-colindex')), td.innerText])"
+        )
+        for k, text in cells:
+            texts.setdefault(k, set()).add(text)
+        found = column_edges(frame)
+        pinned = pinned or found[0]  # the first view's first line: the pinned column's right
+        lines |= {pinned, round(full)} | {x + round(left) for x in found if x > pinned + 4}  # not its shadow; the last column's right
         if left + visible >= full - 1:
-            return cut
-        scroller.evaluate("e => { e.scrollLeft += e.clientWidth / 2; }")
+            break
+        scroller.evaluate("e => { e.scrollLeft += 60; }")
         page.wait_for_timeout(300)
+    ordered = sorted(lines)
+    bounds = [0] + [x for k, x in enumerate(ordered) if k == 0 or x - ordered[k - 1] > 2]  # one line seen at two scrolls
+    cut = []
+    for k, words in sorted(texts.items()):
+        if k < len(bounds):
+            room = bounds[k] - bounds[k - 1] - PADDING
+            words = sorted(words)
+            cut += [(text, round(w), room) for text, w in zip(words, page.evaluate(TEXT_WIDTHS, words), strict=True) if w > room + 1]
+    assert len(bounds) > 3, bounds  # the lines were found
+    return cut
 
 
 @pytest.mark.parametrize("width", [WIDTH, 1280])
