@@ -1,5 +1,7 @@
 """Routing lab: does routing matter? The same capsules run with each routing, measured side by side."""
 
+from pathlib import Path
+
 import streamlit as st
 
 from capsviz.analysis import lab, rules
@@ -18,6 +20,8 @@ from pages.state import STATE
 from pages.terms import term_help, uses
 
 require_router()
+# the tables' own font (Streamlit's Source Sans), in which their columns are measured
+GRID_FONT = next((Path(st.__file__).parent / "static" / "static" / "media").glob("SourceSansVF-Upright*"), None)
 uses(
     "uniform", "random_couplings", "self_attention", "seed", "standard_error", "entropy"
 )  # the glossary entries its text names (pages.terms)
@@ -175,7 +179,7 @@ if whole:
     trained_help = t("{said}; in full: {whole}", said=trained_help, whole=t("; ").join(plain(w) for w in whole))
 header = lambda k: t(lab.COLUMNS[k])  # noqa: E731 - a column's header in the reader's language
 number = lambda k: f"%.{lab.DECIMALS[k]}f"  # noqa: E731 - a column's decimals
-fit = lambda k, least: column_width([c[k] for c in cells], least)  # noqa: E731 - wide enough for every cell whole
+fit = lambda k, least: column_width([c[k] for c in cells], least, latin=GRID_FONT)  # noqa: E731 - every cell whole
 column_config = {  # short headers, each with its long form as help: a laptop's page shows every column, a phone most
     "model": st.column_config.TextColumn(header("model"), width=fit("model", 150), pinned=True),  # in view while a phone scrolls
     "run with": st.column_config.TextColumn(

@@ -184,3 +184,20 @@ def test_a_table_column_is_as_wide_as_its_longest_cell():
     long = column_width(["capsnet-one-iteration-multimnist", "b"], 100)
     assert long > column_width(["capsnet-one-iteration-mnist"], 100) > 150 + CELL_PADDING
     assert column_width(["動的ルーティング"], 0) >= 8 * 13 + CELL_PADDING
+
+
+def test_a_table_column_measures_latin_in_the_grids_own_font():
+    """Given the grid's font file (Streamlit's Source Sans), Latin letters are measured in it, at
+    its regular weight, and Chinese or Japanese still in Noto Sans CJK: one em a character."""
+    from pathlib import Path
+
+    import streamlit
+
+    source = next((Path(streamlit.__file__).parent / "static" / "static" / "media").glob("SourceSansVF-Upright*"), None)
+    if source is None:
+        pytest.skip("this Streamlit has no Source Sans file")
+    name = "capsnet-one-iteration-mnist"
+    assert column_width([name], 0, latin=source) < column_width([name], 0)  # Noto Sans CJK's Latin is wider
+    assert column_width([name], 0, latin=source) - CELL_PADDING - 2 == pytest.approx(152, abs=2)  # what chromium draws it in
+    word = "動的ルーティング"
+    assert column_width([word], 0, latin=source) == column_width([word], 0) >= 8 * 13 + CELL_PADDING
