@@ -1,8 +1,10 @@
 """The figures that a page lays out piece by piece so that a phone's narrow screen keeps each piece
 readable (tests/e2e/test_narrow_browser.py measures them in a browser): EM's histograms one image
 per class capsule, MultiMNIST's couplings one image per input, the grouped bars' long names, and
-the playgrounds' figures one picture per upper capsule and one of the share bars
-(tests/e2e/test_lang_narrow_browser.py measures their text on a phone)."""
+the playgrounds' figures one picture per upper capsule and one of the share bars, the explorer's
+perturbation grid and MultiMNIST's coupling blocks with text a phone shows readably, and the lab's
+table columns as wide as their longest cell (tests/e2e/test_lang_narrow_browser.py measures them on
+a phone)."""
 
 import numpy as np
 import pytest

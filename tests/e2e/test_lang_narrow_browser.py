@@ -1,8 +1,10 @@
 """The tour, the explorer and the routing page on a phone (390 px) in Chinese and Japanese, on the
 shipped models: no text cut short with an ellipsis, none reaching past the window's right edge, no
 chart title outside its chart, and every decimal number the page's sentences quote the same as in
-English; and the playgrounds' figure, its pictures one under the other, each shown at a size where
-its smallest text reads. Screenshots (one per screenful) go to E2E_SCREENSHOT_DIR."""
+English; the playgrounds' figure, its pictures one under the other, and the explorer's perturbation
+grid and MultiMNIST's coupling blocks, each shown at a size where its smallest text reads; and the
+routing lab's and the reproduction page's tables, at 390 and 1280 px, with no cell cut or broken
+inside a word. Screenshots (one per screenful) go to E2E_SCREENSHOT_DIR."""
 
 import io
 import re
