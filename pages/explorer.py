@@ -58,9 +58,10 @@ image, label = centred(picked[0], pad), picked[1]
 @st.cache_data(max_entries=64, show_spinner=False)
 def grid_of(model_key: str, _model, image_bytes: bytes, capsule: int, _vector, title: str):  # _vector: the image's capsule
     grid = perturbation_grid(_model, _vector, capsule)
-    steps = [f"{s:+.2f}" if s else "0" for s in STEPS]
-    img = labelled_grid(grid, [f"d{d}" for d in range(grid.shape[0])], steps, scale=2, title=title)
-    return png_bytes(img), dimension_effect(grid)  # PNG once: st.image shows the bytes without encoding them again
+    rows, steps = [f"d{d}" for d in range(grid.shape[0])], [f"{s:+.2f}" if s else "0" for s in STEPS]
+    shown = labelled_grid(grid, rows, steps, scale=2)  # the page's subheader names it: no title to shrink on a phone
+    titled = labelled_grid(grid, rows, steps, scale=2, title=title)  # the PNG a teacher downloads names itself
+    return png_bytes(shown), png_bytes(titled), dimension_effect(grid)  # PNG once: st.image shows the bytes as they are
 
 
 pred = answer(STATE.model_key.get(), model, image)
@@ -138,7 +139,7 @@ def sliders():
 sliders()
 
 title = t("capsule {name}: dimension (rows) + offset (columns)", name=names[capsule])  # drawn on the grid: kept per language
-img_png, effect = grid_of(STATE.model_key.get(), model, image.tobytes(), capsule, pred.capsules[capsule], title)
+img_png, titled_png, effect = grid_of(STATE.model_key.get(), model, image.tobytes(), capsule, pred.capsules[capsule], title)
 # predict, then see: the grid and its measured effects wait for the student's answer
 if not ask(strongest_dimension(STATE.model_key.get(), image, capsule, names[capsule], effect)):  # ask makes it plain
     site_button("explorer", meta)
@@ -154,9 +155,9 @@ st.caption(
     )
 )
 left, right = st.columns([3, 2])
-show(left, img_png, t("{n} dimensions (rows) x 11 offsets (columns), the offsets written on top", n=D))
+show(left.container(key="perturbation_grid"), img_png, t("{n} dimensions (rows) x 11 offsets (columns), the offsets written on top", n=D))
 left.download_button(
-    t("Download grid as PNG"), img_png, file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png"
+    t("Download grid as PNG"), titled_png, file_name=f"{path.stem}-capsule{capsule}-grid.png", mime="image/png", key="grid_png"
 )
 right.plotly_chart(chart(effect_bars, effect), key="effect")
 right.caption(effect_words(effect, rebuilt, plain(names[capsule]), STEPS[0], STEPS[-1]))  # plain: its one name is made plain here

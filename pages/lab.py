@@ -1,5 +1,7 @@
 """Routing lab: does routing matter? The same capsules run with each routing, measured side by side."""
 
+from pathlib import Path
+
 import streamlit as st
 
 from capsviz.analysis import lab, rules
@@ -8,6 +10,7 @@ from capsviz.i18n import keeping, t, tn
 from capsviz.registry import either
 from capsviz.text import plain, recorded
 from capsviz.viz import grouped_bars, seed_strip
+from capsviz.viz.teach import column_width
 from pages.active import checkpoints, load_model, page_model, test_set
 from pages.common import require_router, said_rows
 from pages.drawn import chart
@@ -17,6 +20,8 @@ from pages.state import STATE
 from pages.terms import term_help, uses
 
 require_router()
+# the tables' own font (Streamlit's Source Sans), in which their columns are measured
+GRID_FONT = next((Path(st.__file__).parent / "static" / "static" / "media").glob("SourceSansVF-Upright*"), None)
 uses(
     "uniform", "random_couplings", "self_attention", "seed", "standard_error", "entropy"
 )  # the glossary entries its text names (pages.terms)
@@ -174,9 +179,12 @@ if whole:
     trained_help = t("{said}; in full: {whole}", said=trained_help, whole=t("; ").join(plain(w) for w in whole))
 header = lambda k: t(lab.COLUMNS[k])  # noqa: E731 - a column's header in the reader's language
 number = lambda k: f"%.{lab.DECIMALS[k]}f"  # noqa: E731 - a column's decimals
+fit = lambda k, least: column_width([c[k] for c in cells], least, latin=GRID_FONT)  # noqa: E731 - every cell whole
 column_config = {  # short headers, each with its long form as help: a laptop's page shows every column, a phone most
-    "model": st.column_config.TextColumn(header("model"), width=150, pinned=True),  # stays in view while a phone scrolls to the numbers
-    "run with": st.column_config.TextColumn(header("run with"), width=100, help=t("The routing the model is run with here")),
+    "model": st.column_config.TextColumn(header("model"), width=fit("model", 150), pinned=True),  # in view while a phone scrolls
+    "run with": st.column_config.TextColumn(
+        header("run with"), width=fit("run with", 100), help=t("The routing the model is run with here")
+    ),
     "error %": st.column_config.NumberColumn(header("error %"), format=number("error %"), width=66, help=t("Test error, %")),
     "± chance": st.column_config.NumberColumn(
         header("± chance"), format=number("± chance"), width=70, help=t("Two standard errors of the error")
@@ -190,12 +198,14 @@ column_config = {  # short headers, each with its long form as help: a laptop's 
         width=78,
         help=t("Accuracy under FGSM, epsilon {epsilon}, %", epsilon=f"{epsilon:g}"),
     ),
-    "pair acc. %": st.column_config.TextColumn(t("pair %"), width=62, help=t("Pair accuracy on MultiMNIST test pairs, %")),
-    "trained with": st.column_config.TextColumn(header("trained with"), width=190, help=trained_help),
+    "pair acc. %": st.column_config.TextColumn(
+        t("pair %"), width=fit("pair acc. %", 62), help=t("Pair accuracy on MultiMNIST test pairs, %")
+    ),
+    "trained with": st.column_config.TextColumn(header("trained with"), width=fit("trained with", 120), help=trained_help),
     "entropy %": st.column_config.NumberColumn(header("entropy %"), format=number("entropy %"), width=90, help=t(lab.ENTROPY_TITLE)),
     "c to pred.": st.column_config.NumberColumn(header("c to pred."), format=number("c to pred."), width=90),
     "ms / image": st.column_config.NumberColumn(header("ms / image"), format=number("ms / image"), width=90),
-    "ms range": st.column_config.TextColumn(header("ms range"), width=160),
+    "ms range": st.column_config.TextColumn(header("ms range"), width=fit("ms range", 160)),
 }
 for k, columns in enumerate(lab.SPLIT):  # two tables, each as wide as a laptop's page: no column hidden to the right
     shown = [c for c in columns if c != "trained with"] + [c for c in columns if c == "trained with"]  # numbers next to their model

@@ -245,7 +245,9 @@ def routing_view(pair, vals: list[int], t1: int, t2: int) -> None:
     rows = [t("coupling c\nto capsule {capsule}", capsule=t1), t("coupling c\nto capsule {capsule}", capsule=t2)]
     title = pair_routing_title((t1, t2), meta.config)
     st.markdown(f"**{title}**")  # plain: numbers only
-    for col, image, group, block in zip(st.columns(2), inputs, groups, maps, strict=True):  # one under the other on a phone
+    for col, image, group, block in zip(
+        st.container(key="mm_couplings").columns(2), inputs, groups, maps, strict=True
+    ):  # stacked on a phone
         show(col, picture(coupling_block, image, block, group, rows, routed.uniform, high))
     st.caption(coupling_scale_words(routed.uniform, high, maps.shape[-1]))
     st.download_button(

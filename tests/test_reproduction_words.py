@@ -95,3 +95,22 @@ def test_a_hostile_file_name_stays_inside_its_cell():
     assert "`b`" not in "\n".join(shown.notes) and "\\|" in shown.notes[0]
     # two code spans, the name's and the file's own record of how it was measured: nothing of either outside them
     assert re.fullmatch(r"`[^`]+`, as its file records it: `[^`]+`", shown.notes[0]), shown.notes[0]
+
+
+@pytest.mark.parametrize("lang", ["zh-Hans", "ja"])
+def test_a_header_breaks_at_spaces_only(lang):
+    """A phone's table too wide for it squeezes a Chinese or Japanese header to one character a line
+    unless its characters are joined: every two of them in a header and in a row's names are."""
+    from capsviz.i18n import speaking
+    from capsviz.i18n import t as say
+
+    with speaking(lang):
+        shown = tables([])
+        words = say("routing iterations")
+    for table in (shown.table1, shown.em):
+        head = table.splitlines()[0]
+        assert re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", head), head
+        assert not re.search(r"[\u3040-\u30ff\u4e00-\u9fff]{2}", head), head  # a joiner between every two
+        for row in table.splitlines()[2:]:
+            assert not re.search(r"[\u3040-\u30ff\u4e00-\u9fff]{2}", row.split("|")[1] + row.split("|")[2]), row  # its names too
+    assert f"| {words} |" in shown.table1.splitlines()[0].replace("\u2060", "")  # the same words, joined

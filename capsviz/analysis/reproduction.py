@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from capsviz.analysis import rules
@@ -213,10 +214,9 @@ def tables(found: list[tuple[str, CheckpointMeta]]) -> Tables:
         return f"**{ours_text(cell.ours)}**{'' if cell.paper_size else ' †'} ({len(notes)})"
 
     head = [t("method"), t("routing iterations"), t("reconstruction")]
-    head += [
-        t("{dataset} ours", dataset=DATASET_NAMES[d]) + " | " + t("{dataset} paper", dataset=DATASET_NAMES[d]) for d in TABLE1_DATASETS
-    ]
-    table = "| " + " | ".join(head) + " |\n|---|---|---|---|---|---|---|\n"
+    for d in TABLE1_DATASETS:
+        head += [t("{dataset} ours", dataset=DATASET_NAMES[d]), t("{dataset} paper", dataset=DATASET_NAMES[d])]
+    table = "| " + " | ".join(map(_unbroken, head)) + " |\n|---|---|---|---|---|---|---|\n"
     for r in table1(found):
         routing = "-" if r["routing"] is None else str(r["routing"])
         rec = "-" if r["reconstruction"] is None else (t("yes") if r["reconstruction"] else t("no"))
@@ -226,9 +226,9 @@ def tables(found: list[tuple[str, CheckpointMeta]]) -> Tables:
             c = r["cells"][ds]
             where = t("{method}, {dataset}", method=what, dataset=DATASET_NAMES[ds])
             cells += [fmt(c, where, ds), "-" if c.paper is None else paper_text(c.paper)]
-        table += f"| {t(r['method'])} | {routing} | {rec} | {' | '.join(cells)} |\n"
+        table += f"| {_unbroken(t(r['method']))} | {routing} | {rec} | {' | '.join(cells)} |\n"
 
-    em = "| " + " | ".join([t("dataset"), t("model"), t("paper"), t("ours")]) + " |\n|---|---|---|---|\n"
+    em = "| " + " | ".join(map(_unbroken, [t("dataset"), t("model"), t("paper"), t("ours")])) + " |\n|---|---|---|---|\n"
     matrix = [(n, m) for n, m in found if m.config.routing == "em" and m.metrics.measured]
     for ds, model, err in EM_RESULTS:
         ours = []
@@ -244,8 +244,19 @@ def tables(found: list[tuple[str, CheckpointMeta]]) -> Tables:
                 if ds == "mnist"
                 else [t("not reproducible in capsviz yet: smallNORB is readable (`python -m capsviz data`) but not a training dataset")]
             )
-        em += f"| {DATASET_NAMES[ds]} | {t(model)} | {paper_text(err)} | {t('; ').join(ours)} |\n"
+        em += f"| {DATASET_NAMES[ds]} | {_unbroken(t(model))} | {paper_text(err)} | {t('; ').join(ours)} |\n"
     return Tables(table, em, notes, gaps, todo)
+
+
+WORD_JOINER = "\u2060"  # Unicode's mark for "no line break here", invisible
+CJK = re.compile(r"(?<=[\u3000-\u30ff\u3400-\u9fff\uff00-\uffef])(?=[\u3000-\u30ff\u3400-\u9fff\uff00-\uffef])")
+
+
+def _unbroken(words: str) -> str:
+    """A header's or a row's name whose Chinese or Japanese words stay whole on a narrow screen: a
+    browser may break a line between any two of their characters, and a table too wide for a phone
+    squeezes such a column to one character a line. It breaks at spaces only."""
+    return CJK.sub(WORD_JOINER, words)
 
 
 def _method_words(method: str, iterations: int | None, reconstruction: bool | None) -> str:

@@ -157,24 +157,34 @@ def em_histogram_frames(trace: EMTrace, limit: float, names, it: int | None = No
     return frames
 
 
+GRID_TEXT = 24  # px as drawn: a phone shows the 700 px perturbation grid at about half its size, this at 12 px
+
+
 def labelled_grid(grid: np.ndarray, rows: list[str], columns: list[str], scale: int = 2, gap: int = 2, title: str = "") -> Image.Image:
     """(R, C, H, W) or (R, C, 3, H, W) images in [0, 1] tiled, each row named at the left and each
-    column on top (the perturbation grid: dimensions x offsets)."""
+    column on top (the perturbation grid: dimensions x offsets). Every word is GRID_TEXT px, so it
+    still reads where a phone shows the grid at half its size; a column's name wider than its
+    column alternates between two lines, each name over its own column. The page names the grid
+    in its text; the title is for the PNG a teacher downloads."""
     R, C = grid.shape[:2]
     H, W = grid.shape[-2:]
-    f = font(16)  # the page shows the grid narrower than drawn: labels that still read there
+    f = font(GRID_TEXT)
     tile_w, tile_h = W * scale, H * scale
-    left, width = 56, 56 + C * (tile_w + gap) + 6
-    titled = wrap(title, font(18), width - 12) if title else []
-    top = 30 + (len(titled) * line_height(font(18)) + 6 if title else 0)
+    left = 12 + max((round(f.getlength(n)) for n in rows), default=0)
+    width = left + C * (tile_w + gap) + 6
+    staggered = any(f.getlength(n) > tile_w + gap - 4 for n in columns)
+    lines = 2 if staggered else 1
+    titled = wrap(title, f, width - 12) if title else []
+    top = 8 + len(titled) * line_height(f) + lines * line_height(f) + 4
     img, d = _canvas(width, top + R * (tile_h + gap) + 6)
-    draw_lines(d, (6, 4), titled, font(18), INK)
+    draw_lines(d, (6, 6), titled, f, INK)
     for c, name in enumerate(columns):
         x = left + c * (tile_w + gap) + tile_w / 2 - d.textlength(name, font=f) / 2
-        d.text((x, top - 22), name, fill=INK, font=f)
+        line = c % 2 if staggered else 0
+        d.text((min(max(x, 2), width - 2 - d.textlength(name, font=f)), top - 4 - (lines - line) * line_height(f)), name, fill=INK, font=f)
     for r, name in enumerate(rows):
         y = top + r * (tile_h + gap)
-        d.text((6, y + tile_h / 2 - 9), name, fill=INK, font=f)
+        d.text((6, y + (tile_h - line_height(f)) / 2), name, fill=INK, font=f)
         for c in range(C):
             tile = to_image(grid[r, c], scale)
             img.paste(tile.convert("RGB"), (left + c * (tile_w + gap), y))
@@ -226,27 +236,51 @@ def coupling_scale_words(low: float, high: float, grid: int) -> str:
     )
 
 
+COUPLING_TEXT = 14  # px: the smallest text of a coupling block, which a phone shows at its drawn size
+
+
 def coupling_block(
     image: np.ndarray, maps: np.ndarray, name: str, row_names: list[str], low: float, high: float, scale: int = 3
 ) -> Image.Image:
-    """One input's block of `coupling_overlays` on its own, its rows named inside it: maps (rows,
-    T, G, G). A page shows the blocks side by side where they fit and one under the other on a
-    phone, each at a size that stays readable there; the scale goes in the page's caption."""
+    """One input's block of `coupling_overlays` on its own, each row named on a line above its
+    tiles rather than at their left: maps (rows, T, G, G). No wider than its tiles, so a phone's
+    column shows it at its drawn size, every word at COUPLING_TEXT px or more; a page shows the
+    blocks side by side where they fit and one under the other on a phone. The scale goes in the
+    page's caption."""
     rows, T = maps.shape[:2]
     H, W = image.shape
-    tw, th, gap, left = W * scale, H * scale, 6, 96
-    width = left + T * (tw + gap) + 4
-    named = wrap(name, font(16), width - left)
+    tw, th, gap = W * scale, H * scale, 6
+    width = T * (tw + gap) - gap + 8
+    named = wrap(name, font(16), width - 8)
+    f = font(COUPLING_TEXT + 1)
+    labels = [wrap(" ".join(r.split("\n")), f, width - 8) for r in row_names]  # one line where it fits
     top = 54 + (len(named) - 1) * line_height(font(16))
-    img, d = _canvas(width, top + rows * (th + gap))
-    _coupling_block(img, d, left, top, image, maps, named, low, high, scale, gap)
+    heights = [len(lines) * line_height(f) + 8 for lines in labels]  # a name, clear of the row above
+    img, d = _canvas(width, top + sum(heights) + rows * (th + gap))
+    _coupling_block(img, d, 4, top, image, maps, named, low, high, scale, gap, heights)
+    y = top
     for r in range(rows):
-        draw_lines(d, (6, top + r * (th + gap) + 8), wrap(row_names[r], font(13), left - 10), font(13), INK)
+        draw_lines(d, (4, y + 6), labels[r], f, INK)
+        y += heights[r] + th + gap
     return img
 
 
-def _coupling_block(img, d, x0: int, top: int, image, maps, name: list[str], low: float, high: float, scale: int, gap: int = 8) -> None:
-    """One input's maps (rows, T, G, G) over it, the block's name (its lines) and iteration numbers above."""
+def _coupling_block(
+    img,
+    d,
+    x0: int,
+    top: int,
+    image,
+    maps,
+    name: list[str],
+    low: float,
+    high: float,
+    scale: int,
+    gap: int = 8,
+    above: list[int] | None = None,
+) -> None:
+    """One input's maps (rows, T, G, G) over it, the block's name (its lines) and iteration numbers
+    above; `above`: the pixels left free over each row (for its name), none by default."""
     rows, T = maps.shape[:2]
     H, W = image.shape
     tw, th = W * scale, H * scale
@@ -254,9 +288,10 @@ def _coupling_block(img, d, x0: int, top: int, image, maps, name: list[str], low
     draw_lines(d, (x0, top - 46 - (len(name) - 1) * line_height(font(16))), name, font(16), INK)
     g = np.clip(image, 0, 1) * 0.6
     for it in range(T):
-        d.text((x0 + it * (tw + gap) + 4, top - 20), t("iteration {k}", k=it + 1), fill=GREY, font=font(14))
+        d.text((x0 + it * (tw + gap) + 4, top - 20), t("iteration {k}", k=it + 1), fill=GREY, font=font(COUPLING_TEXT))
+    above = above or [0] * rows
     for r in range(rows):
-        y = top + r * (th + gap)
+        y = top + sum(above[: r + 1]) + r * (th + gap)
         for it in range(T):
             heat = np.asarray(Image.fromarray(maps[r, it].astype(np.float32)).resize((W, H), Image.BILINEAR))
             h = np.clip((heat - low) / span, 0, 1)

@@ -7,6 +7,7 @@ does not depend on).
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -557,3 +558,26 @@ def markdown_table(columns: dict[str, list | np.ndarray]) -> str:
     lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
     lines += ["| " + " | ".join(cell(columns[c][r]) for c in names) + " |" for r in range(rows)]
     return "\n".join(lines)
+
+
+CELL_PADDING = 17  # px: a dataframe cell's padding, both sides (Streamlit's grid: 8.5 px each)
+WIDE = re.compile(r"([\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]+)")  # Chinese, Japanese and full-width runs
+
+
+def column_width(texts, least: int, size: int = 13, latin: Path | None = None) -> int:
+    """Pixels a dataframe's column needs to show every text of `texts` whole in the grid's `size`
+    px font, and never under `least`. Chinese and Japanese are measured in Noto Sans CJK (a
+    browser's fallback for them, one em a character in any CJK font), the rest in `latin`, the
+    grid's own font file where the page has it, else in Noto Sans CJK, whose Latin is wider."""
+    cjk = export_font("ja") or export_font("zh-Hans")
+    wide = ImageFont.truetype(str(cjk), size) if cjk else ImageFont.load_default(size=size)
+    narrow = wide
+    if latin:
+        narrow = ImageFont.truetype(str(latin), size)
+        with contextlib.suppress(OSError):  # OSError: not a variable font, already regular
+            narrow.set_variation_by_axes([400])  # a variable font's regular weight, as the grid draws it
+
+    def length(text: str) -> float:
+        return sum((wide if k % 2 else narrow).getlength(run) for k, run in enumerate(WIDE.split(text)))
+
+    return max([least] + [round(length(str(x))) + CELL_PADDING + 2 for x in texts])

@@ -110,11 +110,11 @@ def test_the_em_histograms_and_titles_are_readable(browser, shipped_server, shot
 def test_the_multimnist_couplings_are_readable(browser, shipped_server, shots, width):
     """/multimnist, capsnet-multimnist: the pair's and the single digit's couplings, one block each,
     side by side on a laptop and one under the other on a phone, each drawn at 80% or more of its
-    size (its 13 px labels at 10 px or more, its 108 px tiles at 86 px or more)."""
+    size (its 14 px labels at 11 px or more, its 108 px tiles at 86 px or more)."""
     ctx, page = open_view(browser, f"{shipped_server}/multimnist?model=capsnet-multimnist.safetensors", width)
     try:
         expect(page.get_by_text("Download this figure (PNG)")).to_be_visible()
-        blocks = [b for b in page.locator("img").all() if b.evaluate("e => e.naturalWidth") == 442]  # 96 + 3 x (108 + 6) + 4
+        blocks = [b for b in page.locator("img").all() if b.evaluate("e => e.naturalWidth") == 344]  # 3 x (108 + 6) - 6 + 8
         assert len(blocks) == 2
         boxes = []
         for img in blocks:
