@@ -11,7 +11,8 @@ from pages.state import STATE
 
 def uses(*keys: str) -> None:
     """The page uses these glossary entries (their words are in its text)."""
-    STATE.page_terms.set([*STATE.page_terms.get(), *keys])
+    have = STATE.page_terms.get()
+    STATE.page_terms.set([*have, *(k for k in keys if k not in have)])  # once each: a fragment's reruns add nothing
 
 
 def term_help(*keys: str) -> str:
