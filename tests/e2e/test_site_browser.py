@@ -202,6 +202,8 @@ def test_offline_views_drawing_sliders_iterations_tour(browser, url, mnist, shot
 
         # the playground routes with the shared routing graph
         page.click("nav button[data-view=playground]")
+        page.wait_for_function("!document.getElementById('toy-ask').hidden")
+        page.click("#toy-ask #ask-skip")  # its question first (tests/e2e/test_site_playground_browser.py answers it)
         page.wait_for_function("document.querySelectorAll('#toy-table tr').length === 8")
         page.wait_for_function("location.search.includes('preset=')")
         assert not page.outside and not page.errors, (page.outside, page.errors)
