@@ -323,3 +323,15 @@ def test_an_imports_notes_are_said_in_each_readers_language(synthetic_data, tmp_
             assert [e.label for e in at.main.expander].count(t("What the import noted")) == 2
         shown = [as_shown(line)[2:] for m in at.markdown for line in m.value.splitlines() if line.startswith("- ")]
         assert all(w in shown for w in words) and old in shown and not set(english) & set(shown), shown
+
+
+def test_an_imported_models_machine_is_said_in_the_readers_language():
+    """An import keeps where a model was trained as a sentence; each reader reads it in theirs."""
+    from capsviz.checkpoint import total_training
+    from capsviz.i18n import speaking
+
+    meta = {"epochs": 1, "hardware": "trained outside capsviz (imported from mine.pt)", "imported": {"file": "mine.pt"}}
+    for lang, word in (("en", "trained outside capsviz"), ("zh-Hans", "之外训练"), ("ja", "の外で学習")):
+        with speaking(lang):
+            (said,) = total_training(meta)["hardware"]
+        assert word in said and "mine.pt" in said, (lang, said)

@@ -264,8 +264,12 @@ def total_training(meta: CheckpointMeta | dict) -> dict:
                 history.append(dict(h, epoch=epochs + h["epoch"]))
         epochs += float(m.get("epochs") or 0)
         seconds += float(m.get("training_time_s") or 0)
-        if m.get("hardware") and m["hardware"] not in hardware:
-            hardware.append(m["hardware"])
+        said = m.get("hardware")
+        imported = m.get("imported")
+        if isinstance(imported, dict) and isinstance(imported.get("file"), str):  # said in the reader's language, not the import's
+            said = t("trained outside capsviz (imported from {file})", file=imported["file"])
+        if said and said not in hardware:
+            hardware.append(said)
     stages = [float(m.get("epochs") or 0) for m in reversed(chain)]
     return {"epochs": epochs, "training_time_s": seconds, "hardware": hardware, "history": history, "stages": stages}
 
