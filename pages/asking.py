@@ -51,12 +51,8 @@ def ask(q: Question, place=None) -> bool:
         return _projected(q, box)
     if teacher:
         box.caption(t("The answer: “{answer}”. {why}", answer=plain(q.label(q.answer)), why=plain(str(q.why))))
-        try:
-            split = class_store().split(q.qid)
-        except Exception:  # noqa: BLE001
-            split = None
-        if split is not None:
-            box.caption(plain(split_words(split.counts, {k: said(x) for k, x in zip(split.choices, split.labels, strict=True)})))
+        if (split := _split(q)) is not None:
+            box.caption(_split_said(split))
         return True
     asked = STATE.asked.get()
     done = asked.get(q.qid)
@@ -88,18 +84,8 @@ def ask(q: Question, place=None) -> bool:
     choice = done[1]
     verdict = q.verdict(choice)
     (box.success if choice == q.answer else box.info)(plain(t("{verdict} {why}", verdict=verdict, why=str(q.why))))
-    if revealed:
-        try:
-            split = class_store().split(q.qid)
-        except Exception:  # noqa: BLE001
-            split = None
-        if split is not None:
-            box.caption(
-                t(
-                    "How the class answered: {split}",
-                    split=plain(split_words(split.counts, {k: said(x) for k, x in zip(split.choices, split.labels, strict=True)})),
-                )
-            )
+    if revealed and (split := _split(q)) is not None:
+        box.caption(t("How the class answered: {split}", split=_split_said(split)))
     return True
 
 
@@ -108,6 +94,11 @@ def _split(q: Question):
         return class_store().split(q.qid)
     except Exception:  # noqa: BLE001 - the store out of reach: no count, the question still works
         return None
+
+
+def _split_said(split) -> str:
+    """How a question's current round was answered, in words, made plain."""
+    return plain(split_words(split.counts, {k: said(x) for k, x in zip(split.choices, split.labels, strict=True)}))
 
 
 def _projected(q: Question, box) -> bool:
@@ -129,12 +120,7 @@ def _projected(q: Question, box) -> bool:
         return False
     box.success(t("The answer: “{answer}”. {why}", answer=plain(q.label(q.answer)), why=plain(str(q.why))))
     if split is not None:
-        box.caption(
-            t(
-                "How the class answered: {split}",
-                split=plain(split_words(split.counts, {k: said(x) for k, x in zip(split.choices, split.labels, strict=True)})),
-            )
-        )
+        box.caption(t("How the class answered: {split}", split=_split_said(split)))
     return True
 
 
