@@ -274,7 +274,7 @@ def test_the_tour_explains_a_cnn(app):
     app.run()
     app.sidebar.selectbox(key="model_pick").set_value("tiny-cnn.safetensors").run()
     assert not app.exception
-    assert "is a baseline CNN; this page needs a capsule network" in app.info[0].value
+    assert "is a baseline CNN; this page needs a CapsNet, Efficient-CapsNet or matrix capsules" in app.info[0].value
     assert "so it shows **tiny-capsnet**" in app.info[0].value and not app.exception
 
 

@@ -208,8 +208,8 @@ def test_one_bad_file_is_listed_as_unusable_and_hides_nothing(good, tmp_path, ca
     assert "dataset" in rows[tmp_path / "bad-dataset.safetensors"] and isinstance(rows[tmp_path / "deep.safetensors"], str)
     assert main(["list", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 3
-    assert any(line.startswith("good.safetensors: matrix on mnist") for line in out)
+    assert len(out) == 3, out
+    assert any(line.startswith("good.safetensors: matrix capsules on mnist") for line in out), out
     assert any(line.startswith("bad-dataset.safetensors: unusable:") and "dataset" in line for line in out)
     assert any(line.startswith("deep.safetensors: unusable:") for line in out)
 
