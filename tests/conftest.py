@@ -8,6 +8,9 @@ import torch
 # The app sets one torch thread per served process (capsviz.devices.serving_threads); the tests'
 # AppTests run the app in this process, which keeps torch's own threads for the tests' training.
 os.environ.setdefault("CAPSVIZ_TORCH_THREADS", "0")
+# Test processes side by side (pytest-xdist's -n) share the cores between them.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 SHARED_DATA = ROOT.parent / "shared" / "data"

@@ -56,6 +56,6 @@ def test_readme_links_every_guide():
 
 
 def test_readme_test_command_is_what_ci_runs():
-    command = ".venv/bin/python -m pytest -q"
+    command = ".venv/bin/python -m pytest -q -n 2 --dist loadfile"
     assert f"```bash\n{command}\n```" in (ROOT / "README.md").read_text()
     assert re.search(rf"^timeout \d+ {re.escape(command)}$", (ROOT / ".ci" / "run").read_text(), re.M)
