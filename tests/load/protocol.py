@@ -431,10 +431,12 @@ class Student:
 
     def _question(self) -> tuple[str, str, list[str]] | None:
         """The question the page waits on: (its choice's key, its commit button's key, the choices as shown)."""
-        pick = next((k for k in self.ids if k.startswith("answer_") and f"commit_{k.removeprefix('answer_')}" in self.ids), None)
+        # the last one sent: a rerun that st.rerun() ended early sends the page twice, the question answered first
+        pick = next((k for k in reversed(self.ids) if k.startswith("answer_") and f"commit_{k.removeprefix('answer_')}" in self.ids), None)
         if pick is None or self.last is None:
             return None
-        options = next((list(sub.options) for what, sub in self.last.elements if what == "radio" and sub.id == self.ids[pick][0]), [])
+        radios = [list(sub.options) for what, sub in self.last.elements if what == "radio" and sub.id == self.ids[pick][0]]
+        options = radios[-1] if radios else []
         return pick, f"commit_{pick.removeprefix('answer_')}", options
 
     async def answer(self, commit: bool = True) -> bool:
