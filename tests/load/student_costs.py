@@ -3,6 +3,8 @@
     pip install py-spy                                  # the sampling profiler this reads (not needed by capsviz)
     python tests/load/student_costs.py --moves 12             # starts `capsviz app` with the shipped models
     python tests/load/student_costs.py --raw-dir profiles/    # also keep py-spy's raw stacks, one file per move
+    python tests/load/student_costs.py --cprofile profiles/   # cProfile of every script run, per kind (slower runs)
+    python tests/load/student_costs.py --against main         # CPU per move here and on main's HEAD, kind by kind in turn
 
 Each kind of move a student makes (the first page, each page's first open, a tour step, a slider
 move, a new image, a routing change, an EM change, a page change) is made --moves times by
@@ -194,7 +196,57 @@ KINDS = [
 ] + [f"open {p}" for p in P.FIRST_OPEN]
 
 
+async def compare(a) -> int:
+    """Each kind's CPU per move on this checkout's `capsviz app` and on commit `a.against`'s (a git
+    worktree of it, with its shipped models), both served at once and measured in turn, kind by
+    kind (the order alternating), by the same students with the same images."""
+    rev = subprocess.run(["git", "-C", str(P.ROOT), "rev-parse", "--short", a.against], capture_output=True, text=True)
+    if rev.returncode:
+        print(f"--against {a.against}: not a commit of this repository ({rev.stderr.strip()})")
+        return 2
+    here = subprocess.run(["git", "-C", str(P.ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    old = Path(tempfile.mkdtemp()) / "against"
+    subprocess.run(["git", "-C", str(P.ROOT), "worktree", "add", "--detach", str(old), a.against], check=True, capture_output=True)
+    servers: dict[str, tuple] = {}
+    report = {"cpu": P.cpu_name(), "moves": a.moves, "kinds": {}}
+    try:
+        for name, root in ((here, P.ROOT), (rev.stdout.strip(), old)):
+            proc, url = P.start_app(None, Path(tempfile.mkdtemp()) / "server.log", root)
+            servers[name] = (proc, url, P.server_pids(proc.pid, [])[0])
+        anchors = []
+        for _, url, pids in servers.values():
+            await P.warm_up(url, 1)
+            await P.first_opens(url, pids, students=1)
+            anchors.append(P.Student(199, url, P.Stats(), 0, P.MODELS[0]))
+            await anchors[-1].connect()
+            await anchors[-1].open()
+        names = list(servers)
+        print(f"{P.cpu_name()}; {a.moves} moves of each kind; server CPU ms per move, median")
+        print(f"{'move':22} " + " ".join(f"{n:>9}" for n in names))
+        first = 0
+        for n, kind in enumerate(a.kinds):
+            ms = {}
+            for name in names if n % 2 == 0 else names[::-1]:
+                _, url, pids = servers[name]
+                costs, _ = await one_kind(url, pids, kind, a.moves, first, Sampler(None, 0, Path()), Profiles(None, 0))
+                ms[name] = 1000 * statistics.median(costs)
+            first += a.moves if kind.startswith("open ") else max(2, a.moves // 4)
+            report["kinds"][kind] = {k: round(v, 1) for k, v in ms.items()}
+            print(f"{kind:22} " + " ".join(f"{ms[k]:9.1f}" for k in names), flush=True)
+        for s in anchors:
+            await s.leave()
+        if a.json:
+            Path(a.json).write_text(json.dumps(report, indent=1))
+    finally:
+        for proc, *_ in servers.values():
+            P.stop_streamlit(proc)
+        subprocess.run(["git", "-C", str(P.ROOT), "worktree", "remove", "--force", str(old)], capture_output=True)
+    return 0
+
+
 async def main(a) -> int:
+    if a.against:
+        return await compare(a)
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     spy = spy if Path(spy).exists() else None
     if spy is None and not a.cprofile:
@@ -254,6 +306,7 @@ def parser() -> argparse.ArgumentParser:
         help="serve through tests/load/profiled_app.py (cProfile on every script run) and write each kind's profile to DIR; "
         "the profiler slows the runs down, so measure CPU per move without it",
     )
+    ap.add_argument("--against", metavar="REV", help="CPU per move on this checkout and on this commit, kind by kind in turn")
     ap.add_argument("--top", type=int, default=25, help="with --cprofile: the functions printed per kind (default: 25)")
     return ap
 
