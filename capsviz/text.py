@@ -33,7 +33,7 @@ def clean(text, limit: int = MAX_CHARS, keep=KEEP_FORMAT) -> str:
     unassigned characters, line breaks and tabs made spaces, at most `limit` long. `keep`: the
     format characters kept (by default the zero-width joiners some scripts need)."""
     text = str(text)
-    if text.isascii() and text.isprintable():  # printable ASCII holds no character to drop or replace
+    if text.isprintable():  # no control, format, private, unassigned or separator character but spaces: nothing to drop or replace
         return text if len(text) <= limit else text[: limit - 1] + "…"
     out = []
     for ch in text[: limit * 2]:

@@ -5,7 +5,9 @@ a trace of fewer iterations is the start of a longer one, and the served process
 from __future__ import annotations
 
 import json
+import sys
 import threading
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -262,8 +264,8 @@ def test_a_served_process_runs_torch_on_one_thread_unless_told(monkeypatch, env,
 
 # ------------------------------------------------------------------ words kept once per process
 def test_plain_text_kept_is_the_text_made_plain():
-    """`plain` keeps a short text's result: the same as making it plain anew, for printable ASCII
-    (which skips the character walk) and for any other text, in every place and at any limit."""
+    """`plain` keeps a short text's result: the same as making it plain anew, for a printable text
+    (which skips the character walk) and for any other, in every place and at any limit."""
     from capsviz.text import _plain, clean, plain
 
     texts = ["capsule 37", "a" * 250, "x" * 199 + "\x07", "[l](https://e) <b>", "é\u200bb\u202e", "\t\n", "", "1. x", "type 4 ：行"]
@@ -272,6 +274,10 @@ def test_plain_text_kept_is_the_text_made_plain():
             for limit in (10, 300):
                 assert plain(text, where, limit) == _plain(text, where, limit) == plain(text, where, limit)
     assert clean("ab\x00c\u200bd\u200de") == "abcd\u200de" and clean("a" * 301) == "a" * 299 + "…"
+    # clean's shortcut: a printable text has no character the walk would drop or make a space
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    shown = [ch for ch in every if ch.isprintable()]
+    assert not [ch for ch in shown if unicodedata.category(ch) in ("Cc", "Cs", "Co", "Cn", "Cf") or ch in "\t\n\r\v\f\x85\u2028\u2029"]
     with pytest.raises(ValueError):
         plain("x", "somewhere")
 
