@@ -92,7 +92,7 @@ class Sampler:
         if self.proc is not None:
             self.proc.send_signal(2)
             self.proc.wait(timeout=30)
-        return read_samples(self.out) if self.out.exists() else Counter()
+        return read_samples(self.out) if self.proc is not None and self.out.exists() else Counter()
 
 
 class Profiles:
