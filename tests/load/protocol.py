@@ -251,7 +251,9 @@ class Student:
                 run.exceptions.append(f"{el.exception.type}: {el.exception.message[:200]}")
         elif kind == "page_info_changed":
             run.query = msg.page_info_changed.query_string
-        elif kind == "script_finished" and msg.script_finished != EARLY_FOR_RERUN:  # st.rerun(): the next run follows
+        elif kind == "script_finished" and msg.script_finished == EARLY_FOR_RERUN:  # st.rerun(): the page is sent again
+            run.ids, run.elements, run.captions, run.texts, run.slider_max = {}, [], [], [], {}
+        elif kind == "script_finished":
             if msg.script_finished == COMPILE_ERROR:
                 run.exceptions.append("the script did not compile")
             if not run.done.done():
@@ -431,7 +433,6 @@ class Student:
 
     def _question(self) -> tuple[str, str, list[str]] | None:
         """The question the page waits on: (its choice's key, its commit button's key, the choices as shown)."""
-        # the last one sent: a rerun that st.rerun() ended early sends the page twice, the question answered first
         pick = next((k for k in reversed(self.ids) if k.startswith("answer_") and f"commit_{k.removeprefix('answer_')}" in self.ids), None)
         if pick is None or self.last is None:
             return None
@@ -451,6 +452,9 @@ class Student:
             await self.rerun("question skipped", widgets=[(f"skip_{pick.removeprefix('answer_')}", "trigger_value", True)])
             return True
         await self.rerun("question choice", widgets=[(pick, "string_value", options[0])])
+        if button not in self.ids:
+            self.problem("error", f"question {pick}: no commit button after a choice")
+            return False
         await self.rerun("question answered", widgets=[(button, "trigger_value", True)])
         return True
 
