@@ -300,3 +300,21 @@ def test_capsule_names_are_made_once_per_language_and_handed_out_as_copies():
     finally:
         i18n.set_language(before)
     assert capsule_labels(tr) == again
+
+
+def test_catalogs_are_read_ahead_only_in_a_served_process():
+    """pages.language reads every language's catalog in the background when a server starts; a
+    test (no runtime, or AppTest's stand-in) reads only what it uses."""
+    from unittest import mock
+
+    from streamlit.runtime import Runtime
+
+    from pages.language import preload_catalogs
+
+    assert preload_catalogs() is None  # no runtime here
+    with mock.patch.object(Runtime, "_instance", mock.MagicMock(spec=Runtime)):
+        assert preload_catalogs() is None  # AppTest's stand-in
+    served = object.__new__(Runtime)
+    with mock.patch.object(Runtime, "_instance", served), mock.patch("pages.language._load_catalogs") as load:
+        preload_catalogs().join(5)
+    load.assert_called_once()
