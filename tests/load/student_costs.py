@@ -225,13 +225,13 @@ async def compare(a) -> int:
         print(f"{'move':22} " + " ".join(f"{n:>9}" for n in names))
         first = 0
         for n, kind in enumerate(a.kinds):
-            ms = {}
+            ms, every = {}, {}
             for name in names if n % 2 == 0 else names[::-1]:
                 _, url, pids = servers[name]
                 costs, _ = await one_kind(url, pids, kind, a.moves, first, Sampler(None, 0, Path()), Profiles(None, 0))
-                ms[name] = 1000 * statistics.median(costs)
+                ms[name], every[name] = 1000 * statistics.median(costs), [round(1000 * c) for c in costs]
             first += a.moves if kind.startswith("open ") else max(2, a.moves // 4)
-            report["kinds"][kind] = {k: round(v, 1) for k, v in ms.items()}
+            report["kinds"][kind] = {k: {"median_ms": round(v, 1), "each_ms": every[k]} for k, v in ms.items()}
             print(f"{kind:22} " + " ".join(f"{ms[k]:9.1f}" for k in names), flush=True)
         for s in anchors:
             await s.leave()
