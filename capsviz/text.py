@@ -9,6 +9,7 @@ the pages use for it; `where` says what kind of place the text goes to.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import unicodedata
@@ -31,8 +32,11 @@ def clean(text, limit: int = MAX_CHARS, keep=KEEP_FORMAT) -> str:
     """`text` as a string without control, format (bidirectional marks, zero-width spaces) or
     unassigned characters, line breaks and tabs made spaces, at most `limit` long. `keep`: the
     format characters kept (by default the zero-width joiners some scripts need)."""
+    text = str(text)
+    if text.isprintable():  # no control, format, private, unassigned or separator character but spaces: nothing to drop or replace
+        return text if len(text) <= limit else text[: limit - 1] + "…"
     out = []
-    for ch in str(text)[: limit * 2]:
+    for ch in text[: limit * 2]:
         if ch in "\t\n\r\v\f\x85\u2028\u2029":
             out.append(" ")
         elif unicodedata.category(ch) in ("Cc", "Cs", "Co", "Cn") or (unicodedata.category(ch) == "Cf" and ch not in keep):
@@ -60,6 +64,20 @@ def plain(text, where: str = "markdown", limit: int = MAX_CHARS) -> str:
     - "chart": a Plotly title, label or hover text, which reads a few HTML tags: < > & as entities.
     Every kind is `clean`ed first, cut at `limit` characters (MAX_CHARS for a name; MAX_SENTENCES for
     the sentences the core builds around names)."""
+    if type(text) is str and len(text) <= KEPT_CHARS:  # a name or a label: the same few thousand for every run
+        return _kept(text, where, limit)
+    return _plain(text, where, limit)
+
+
+KEPT_CHARS = 200  # the texts whose plain form is kept (names and labels), not sentences
+
+
+@functools.lru_cache(maxsize=16384)
+def _kept(text: str, where: str, limit: int) -> str:
+    return _plain(text, where, limit)
+
+
+def _plain(text, where: str, limit: int) -> str:
     text = clean(text, limit)
     if where == "markdown":
         text = text.translate(_ESCAPE).replace("\\:", _COLON)

@@ -102,8 +102,8 @@ def plain_nested(value):
         value = value.tolist()
     if isinstance(value, str):
         return plain(value, "chart")
-    if isinstance(value, list | tuple):
-        return [plain_nested(v) for v in value]
+    if isinstance(value, list | tuple):  # a text in a list made plain at once: hover names are thousands of them
+        return [plain(v, "chart") if type(v) is str else plain_nested(v) for v in value]
     return value
 
 

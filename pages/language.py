@@ -5,6 +5,8 @@ and callbacks included)."""
 
 from __future__ import annotations
 
+import threading
+
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
@@ -24,6 +26,27 @@ def _session_language() -> str | None:
 
 
 i18n.set_resolver(_session_language)
+
+
+def _load_catalogs() -> None:
+    for lang in LANGUAGES:
+        i18n.translations(lang)  # kept for the process (about 0.5 s of CPU each to read and compile)
+
+
+def preload_catalogs() -> threading.Thread | None:
+    """In a served process, every language's catalog read in the background as the app starts,
+    so the first student to ask for a language does not wait for it (nothing under AppTest,
+    whose runtime is a stand-in: a test reads only the catalogs it uses)."""
+    from streamlit.runtime import Runtime
+
+    if not (Runtime.exists() and type(Runtime.instance()) is Runtime):
+        return None
+    loading = threading.Thread(target=_load_catalogs, name="capsviz-catalogs", daemon=True)
+    loading.start()
+    return loading
+
+
+preload_catalogs()
 
 
 def accepted(header: str | None) -> list[str]:

@@ -5,7 +5,9 @@ a trace of fewer iterations is the start of a longer one, and the served process
 from __future__ import annotations
 
 import json
+import sys
 import threading
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -258,3 +260,61 @@ def test_a_served_process_runs_torch_on_one_thread_unless_told(monkeypatch, env,
         assert serving_threads() == (before if want is None else want)
     finally:
         torch.set_num_threads(before)
+
+
+# ------------------------------------------------------------------ words kept once per process
+def test_plain_text_kept_is_the_text_made_plain():
+    """`plain` keeps a short text's result: the same as making it plain anew, for a printable text
+    (which skips the character walk) and for any other, in every place and at any limit."""
+    from capsviz.text import _plain, clean, plain
+
+    texts = ["capsule 37", "a" * 250, "x" * 199 + "\x07", "[l](https://e) <b>", "é\u200bb\u202e", "\t\n", "", "1. x", "type 4 ：行"]
+    for text in texts:
+        for where in ("markdown", "code", "table", "chart"):
+            for limit in (10, 300):
+                assert plain(text, where, limit) == _plain(text, where, limit) == plain(text, where, limit)
+    assert clean("ab\x00c\u200bd\u200de") == "abcd\u200de" and clean("a" * 301) == "a" * 299 + "…"
+    # clean's shortcut: a printable text has no character the walk would drop or make a space
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    shown = [ch for ch in every if ch.isprintable()]
+    assert not [ch for ch in shown if unicodedata.category(ch) in ("Cc", "Cs", "Co", "Cn", "Cf") or ch in "\t\n\r\v\f\x85\u2028\u2029"]
+    with pytest.raises(ValueError):
+        plain("x", "somewhere")
+
+
+def test_capsule_names_are_made_once_per_language_and_handed_out_as_copies():
+    from types import SimpleNamespace
+
+    from capsviz import i18n
+    from capsviz.analysis.routing.maps import capsule_labels
+
+    tr = SimpleNamespace(c=np.zeros((1, 2 * 3 * 3, 10)), layout=SimpleNamespace(grouping="paper", grid=3, types=2))
+    first = capsule_labels(tr)
+    first["hover"][0][0] = "changed by a caller"
+    again = capsule_labels(tr)
+    assert again["hover"][0][0] == "type 1 at row 1, col 1" and again["hover"][1][5] == "type 2 at row 2, col 3"
+    before = i18n.language()
+    try:
+        i18n.set_language("zh-Hans")
+        assert capsule_labels(tr)["hover"][1][5] != again["hover"][1][5]
+    finally:
+        i18n.set_language(before)
+    assert capsule_labels(tr) == again
+
+
+def test_catalogs_are_read_ahead_only_in_a_served_process():
+    """pages.language reads every language's catalog in the background when a server starts; a
+    test (no runtime, or AppTest's stand-in) reads only what it uses."""
+    from unittest import mock
+
+    from streamlit.runtime import Runtime
+
+    from pages.language import preload_catalogs
+
+    assert preload_catalogs() is None  # no runtime here
+    with mock.patch.object(Runtime, "_instance", mock.MagicMock(spec=Runtime)):
+        assert preload_catalogs() is None  # AppTest's stand-in
+    served = object.__new__(Runtime)
+    with mock.patch.object(Runtime, "_instance", served), mock.patch("pages.language._load_catalogs") as load:
+        preload_catalogs().join(5)
+    load.assert_called_once()

@@ -168,6 +168,7 @@ class Student:
         self.closed = False
         self.doing = "connect"  # the move under way, for the problem lines
         self.fetched: set[str] = set()  # the /media/ addresses this student's page has loaded
+        self.last: Run | None = None  # the last rerun's answer
 
     @property
     def image(self) -> int:
@@ -250,7 +251,9 @@ class Student:
                 run.exceptions.append(f"{el.exception.type}: {el.exception.message[:200]}")
         elif kind == "page_info_changed":
             run.query = msg.page_info_changed.query_string
-        elif kind == "script_finished" and msg.script_finished != EARLY_FOR_RERUN:  # st.rerun(): the next run follows
+        elif kind == "script_finished" and msg.script_finished == EARLY_FOR_RERUN:  # st.rerun(): the page is sent again
+            run.ids, run.elements, run.captions, run.texts, run.slider_max = {}, [], [], [], {}
+        elif kind == "script_finished":
             if msg.script_finished == COMPILE_ERROR:
                 run.exceptions.append("the script did not compile")
             if not run.done.done():
@@ -302,6 +305,7 @@ class Student:
             q = dict(urllib.parse.parse_qsl(run.query))
             self.query = urllib.parse.urlencode({**q, **{k: v for k, v in self.bound.items() if k not in q}})
         self.ids = {**self.ids, **run.ids} if run.fragment else run.ids
+        self.last = run
         for e in run.exceptions:
             self.problem("exception", f"{kind}: an exception on {path}: {e}")
         if self.fetch_media:
@@ -426,6 +430,37 @@ class Student:
         self.query = urllib.parse.urlencode({**dict(urllib.parse.parse_qsl(self.query)), "iterations": str(T)})
         run = await self.rerun(kind, widgets=[("iterations", "double_array_value", [float(T)])])
         self.check(run)
+
+    def _question(self) -> tuple[str, str, list[str]] | None:
+        """The question the page waits on: (its choice's key, its commit button's key, the choices as shown)."""
+        pick = next((k for k in reversed(self.ids) if k.startswith("answer_") and f"commit_{k.removeprefix('answer_')}" in self.ids), None)
+        if pick is None or self.last is None:
+            return None
+        radios = [list(sub.options) for what, sub in self.last.elements if what == "radio" and sub.id == self.ids[pick][0]]
+        options = radios[-1] if radios else []
+        return pick, f"commit_{pick.removeprefix('answer_')}", options
+
+    async def answer(self, commit: bool = True) -> bool:
+        """Answer the question the page waits on with its first choice: the choice (one rerun), then
+        "Commit my answer" (measured as "question answered"; the page reruns itself once); or, with
+        commit=False, "Skip: just show me". False where the page asks nothing."""
+        asked = self._question()
+        if asked is None:
+            return False
+        pick, button, options = asked
+        if not commit:
+            await self.rerun("question skipped", widgets=[(f"skip_{pick.removeprefix('answer_')}", "trigger_value", True)])
+            return True
+        await self.rerun("question choice", widgets=[(pick, "string_value", options[0])])
+        if button not in self.ids:
+            self.problem("error", f"question {pick}: no commit button after a choice")
+            return False
+        await self.rerun("question answered", widgets=[(button, "trigger_value", True)])
+        return True
+
+    async def switch_language(self, label: str) -> None:
+        """The sidebar's language switch set to `label` (as it shows it: "简体中文")."""
+        await self.rerun("language switch", widgets=[("lang", "string_value", label)])
 
     async def change_page(self, target: str | None = None) -> None:
         if target is None:
@@ -809,6 +844,8 @@ def start_app(
         env["CAPSVIZ_DATA_DIR"] = str(data)
     if how == "streamlit":
         cmd = [sys.executable, "-m", "streamlit", "run", "app.py"]
+    elif how == "profiled":  # every script run profiled (tests/load/profiled_app.py; CAPSVIZ_PROFILE_DIR in env)
+        cmd = [sys.executable, str(Path(__file__).resolve().parent / "profiled_app.py")]
     else:
         cmd = [sys.executable, "-m", "capsviz", "app", *(["--replicas", str(replicas)] if replicas else [])]
     cmd += ["--server.address", address, "--server.port", str(port), "--server.headless", "true"]
@@ -833,7 +870,7 @@ def start_app(
 def server_pids(root: int | None, pids) -> tuple[list[int], list[int]]:
     """(Streamlit processes, nginx processes) to account CPU to."""
     every = list(pids) + (descendants(root) if root else [])
-    app = [p for p in every if "streamlit" in cmdline(p) or (pids and p in pids)]
+    app = [p for p in every if "streamlit" in cmdline(p) or "profiled_app" in cmdline(p) or (pids and p in pids)]
     web = [p for p in every if cmdline(p).startswith("nginx")]
     return app, web
 

@@ -5,13 +5,14 @@ every capsule's couplings that stands in for the maps."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from capsviz.analysis import rules
 from capsviz.analysis.routing.traces import DynamicTrace
-from capsviz.i18n import t
+from capsviz.i18n import language, t
 
 
 def flat(maps: np.ndarray) -> bool:
@@ -219,11 +220,19 @@ def capsule_name(kind: int, row: int, col: int) -> str:
 
 def capsule_labels(tr: DynamicTrace) -> dict:
     """The detailed maps' axis values (from 1) and each square's name for the hover, laid out as
-    `DynamicTrace.by_capsule` lays out the values."""
-    G, G2 = tr.layout.grid, tr.layout.grid * tr.layout.grid
-    if tr.layout.grouping == "paper":
-        names = [[capsule_name(k, p // G, p % G) for p in range(G2)] for k in range(tr.layout.types)]
-        return {"x": list(range(1, G2 + 1)), "y": list(range(1, tr.layout.types + 1)), "hover": names}
-    rows = tr.c.shape[1] // G2
-    names = [[t("capsule {i}", i=r * G2 + p + 1) for p in range(G2)] for r in range(rows)]
-    return {"x": list(range(1, G2 + 1)), "y": list(range(1, rows + 1)), "hover": names}
+    `DynamicTrace.by_capsule` lays out the values (a new copy: the caller may change it)."""
+    G2 = tr.layout.grid * tr.layout.grid
+    rows = tr.layout.types if tr.layout.grouping == "paper" else tr.c.shape[1] // G2
+    x, y, names = _labels(tr.layout.grouping == "paper", tr.layout.grid, rows, language())
+    return {"x": list(x), "y": list(y), "hover": [list(row) for row in names]}
+
+
+@functools.lru_cache(maxsize=64)
+def _labels(paper: bool, G: int, rows: int, lang: str) -> tuple[tuple, tuple, tuple]:
+    """capsule_labels' values for one grid and one language (`lang`: the one t() speaks now), made once."""
+    G2 = G * G
+    if paper:
+        names = tuple(tuple(capsule_name(k, p // G, p % G) for p in range(G2)) for k in range(rows))
+    else:
+        names = tuple(tuple(t("capsule {i}", i=r * G2 + p + 1) for p in range(G2)) for r in range(rows))
+    return tuple(range(1, G2 + 1)), tuple(range(1, rows + 1)), names
