@@ -58,7 +58,7 @@ function wordsOf(lang) {
 // every word on the page in the language of `w` (a words-<lang>.json): the manifest's, the page's own (data-w) and <html lang>
 function useWords(w) {
   const man = site.manifest;
-  Object.assign(man, { views: w.views, em: w.em, routings: { ...man.routings, ...w.routings }, rules: w.rules, messages: w.messages, glossary: w.glossary, why_words: w.why_words });
+  Object.assign(man, { views: w.views, em: w.em, routings: { ...man.routings, ...w.routings }, rules: w.rules, messages: w.messages, glossary: w.glossary, why_words: w.why_words, tour_said: w.tour_said });
   for (const m of [...man.models, ...(man.em_models || [])]) (w.tours[m.name] || []).forEach((title, k) => m.tour[k] && (m.tour[k].title = title));
   useMessages(w.messages, w.lang, w.counted);
   state.lang = w.lang;
