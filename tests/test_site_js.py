@@ -218,6 +218,7 @@ def tour_cases() -> list[dict]:
         with torch.no_grad():
             x = torch.from_numpy(image)[None, None]
             u = model.primary_capsules(x)[0]
+            channels = int(model.features(x).shape[-1])  # Conv1's maps, which the encoder graph returns
             u_hat = model.digits(u[None])[0]
             r = model.route(u_hat[None], routing="dynamic", iterations=cfg.routing_iterations, record=True)
         states.append(
@@ -230,6 +231,7 @@ def tour_cases() -> list[dict]:
                 "c": r.c[:, 0].flatten().tolist(),
                 "v": r.v_trace[:, 0].flatten().tolist(),
                 "rule": "dynamic",
+                "channels": channels,
                 "T": cfg.routing_iterations,
                 "right": None if n else 1,  # an image whose label the page knows, or a drawing
             }
@@ -241,7 +243,8 @@ def tour_cases() -> list[dict]:
             for image, state in zip(drawn, states, strict=True):
                 trace = capsnet_tour(model, image)
                 truth = names[state["right"]] if state["right"] is not None else ""
-                steps = {s.key: s for s in capsnet_walk(trace, names, class_words(meta), "m", truth, "", [])}
+                walked = capsnet_walk(trace, names, class_words(meta), "capsnet-small-mnist", truth, "", [])
+                steps = {s.key: s for s in walked}
                 want.append(
                     {
                         "primary": [steps["primary"].measured, steps["primary"].warn],
@@ -250,8 +253,23 @@ def tour_cases() -> list[dict]:
                             [list(steps[f"iteration{k + 1}"].text), steps[f"iteration{k + 1}"].measured] for k in range(trace.iterations)
                         ],
                         "lengths": steps["lengths"].measured,
+                        "text": {k: list(steps[k].text) for k in ("input", "conv1", "primary", "predictions", "lengths", "reconstruction")},
                     }
                 )
             cw = class_words(meta)
-            cases.append({"lang": lang, "said": said, "want": want, "words": {"capsule": cw.capsule, "thing": cw.thing, "shown": cw.shown}})
-    return {"names": names, "grid": cfg.primary_grid, "types": cfg.primary_types, "states": states, "cases": cases}
+            cases.append(
+                {
+                    "lang": lang,
+                    "said": said,
+                    "want": want,
+                    "words": {"capsule": cw.capsule, "thing": cw.thing, "shown": cw.shown, "digits": cw.digits},
+                }
+            )
+    return {
+        "model": "capsnet-small-mnist",
+        "names": names,
+        "grid": cfg.primary_grid,
+        "types": cfg.primary_types,
+        "states": states,
+        "cases": cases,
+    }

@@ -264,7 +264,7 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
         "family": cfg.family,
         # the tour's words for any image (web/js/said.js): what its classes are called (English, the words file
         # translates them), and whether the dynamic routing the tour shows is the one it was trained with
-        "class_words": {"capsule": words_of.capsule_en, "thing": words_of.thing_en, "shown": words_of.shown_en},
+        "class_words": {"capsule": words_of.capsule_en, "thing": words_of.thing_en, "shown": words_of.shown_en, "digits": words_of.digits},
         "own_routing": getattr(cfg, "couplings", "dynamic")
         == "dynamic",  # MultiMNIST: two digits in each image, the two longest capsules the answer
         "graphs": graphs,

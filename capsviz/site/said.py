@@ -13,8 +13,74 @@ from __future__ import annotations
 from capsviz.analysis import rules, steps
 from capsviz.glossary import CLASS_WORDS, DIGIT_WORDS, label
 from capsviz.i18n import N_, language, t, translations
+from capsviz.registry import ONE_ITERATION, ONE_ITERATION_WHY
 
 MESSAGES = {
+    # the walk's paragraphs that name only the model and the image's winner
+    "input": N_(
+        "This is the image the tour follows through **{model}**, a CapsNet (Sabour et al. 2017, Fig. 1) trained with "
+        "{trained}. It will pass three layers: an ordinary convolution, a layer of primary capsules and one {capsule} "
+        "per class, with routing between the two capsule layers."
+    ),
+    "input_vector": N_(
+        "A capsule outputs a vector, not a number: its length is meant to say how likely its thing is present, its direction how it looks."
+    ),
+    "trained": N_("dynamic routing, {n} iterations"),
+    "trained_one": N_("{routing} ({why})"),
+    "conv1_digits": N_(
+        "{conv1} slides {n} filters of 9x9 pixels over the image and keeps the positive responses (ReLU). "
+        "Here the {shown} maps that respond most: local features such as edges and stroke ends."
+    ),
+    "conv1": N_(
+        "{conv1} slides {n} filters of 9x9 pixels over the image and keeps the positive responses (ReLU). "
+        "Here the {shown} maps that respond most: local features such as edges."
+    ),
+    "conv1_neurons": N_("These are still ordinary neurons, one number per place: *whether* a feature is there, not yet *how* it sits."),
+    "primary": N_(
+        "{primary}: a second convolution whose outputs are grouped into {n} capsules of 8 numbers, {k} types at each of "
+        "{g}x{g} positions. Each vector is squashed (Eq. 1) so its length lies between 0 and 1. In the paper, **length** is "
+        "meant to be **presence** (how sure the capsule is that its part is there) and **direction** the **pose** (8 numbers "
+        "for how the part looks; the arrows show them along the two directions in which this image's vectors differ most)."
+    ),
+    "guess_digit_an": N_(
+        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions {u_hat} "
+        "(Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this piece of stroke, an {name} would "
+        "sit here and look like this'."
+    ),
+    "guess_digit": N_(
+        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions {u_hat} "
+        "(Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this piece of stroke, a {name} would "
+        "sit here and look like this'."
+    ),
+    "guess_an": N_(
+        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions {u_hat} "
+        "(Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this part, an {name} would sit here "
+        "and look like this'."
+    ),
+    "guess": N_(
+        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions {u_hat} "
+        "(Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this part, a {name} would sit here "
+        "and look like this'."
+    ),
+    "vote": N_(
+        "A prediction's length is not a confidence: it is the primary capsule's own length {primary_length} stretched or "
+        "shrunk by W_ij, which differs for every {thing}. Each prediction is a vote; how much it weighs in the sum s_j is "
+        "its coupling {c}, which routing now sets: predictions that agree with each other should win."
+    ),
+    "answer": N_(
+        "The answer is the longest {capsule}: **{winner}** with length {length} (label: {truth}); the runner-up, {second}, has {second_len}."
+    ),
+    "margin": N_("Training used the {margin_loss}: the right capsule longer than 0.9, every other shorter than 0.1 (Eq. 4)."),
+    "overlap": N_("Several capsules can be long at once: that is how the network reads two overlapping digits (the MultiMNIST page)."),
+    "decoder": N_(
+        "The {reconstruction} decoder (three fully connected layers, Fig. 2) redraws the {shown} from the {D} numbers of "
+        "capsule {name} alone, the others masked to 0."
+    ),
+    "decoder_keeps": N_("During training this keeps the capsule's direction meaningful: its {D} numbers must say how the {shown} looks."),
+    "explorer_digits": N_(
+        "The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch stroke width, slant and shape change (Fig. 4)."
+    ),
+    "explorer": N_("The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch the drawing change."),
     # steps.saturation_words, and the capsnet walk's longest primary capsule
     "sat_most": N_(
         "Measured here: {share} of the {n} primary capsules are longer than {limit} (lengths {lo} to {hi}). Most of them are "
@@ -196,7 +262,12 @@ def tour_said() -> dict:
     return {
         "messages": {k: t(m) for k, m in MESSAGES.items()},
         "counted": {k: {str(n): catalog.ngettext(one, many, n) for n in range(1, COUNTS + 1)} for k, (one, many) in COUNTED.items()},
-        "labels": {k: label(k) for k in ("b", "c", "s", "v", "agreement")},
+        "labels": {
+            k: label(k)
+            for k in ("b", "c", "s", "v", "agreement", "conv1", "primary", "W", "u_hat", "primary_length", "margin_loss", "reconstruction")
+        },
+        "one_iteration": [t(ONE_ITERATION), t(ONE_ITERATION_WHY)],  # what a CapsNet trained with 1 iteration was trained with
+        "maps": steps.MAPS,
         "class_words": class_words(),
         "rule": rules.rule_words("near uniform"),
         "gap": steps.gap(),  # between two sentences: a space, none in Chinese and Japanese

@@ -95,6 +95,7 @@ export function startRuntime() {
 // The graph and its weights download and inflate while the runtime does; the session waits for both
 async function openGraph(graph) {
   const [model, weights] = await Promise.all([bytes(graph.onnx), graph.weights ? inflate(graph.weights).then(interleave) : null]);
+  performance.mark(`capsviz: fetched ${graph.onnx}`);
   await runtime;
   // No graph optimisations: the graphs are small and already in the form they run in, and the
   // optimiser's passes are the most code onnxruntime runs while a session opens, each function of it

@@ -183,3 +183,39 @@ export function marginSaid(S, lengths, names, right) {
   const said = loud ? counted(S, `margin_${who}_loud_${present ? "met" : "short"}`, loud, v) : say(S, `margin_${who}_${present ? "met" : "short"}`, v);
   return say(S, "measured", { said });
 }
+
+// The walk's paragraphs of each step that name only the model, the image's sizes and its winner
+export function inputText(S, model, T, capsule) {
+  const trained = T === 1 ? say(S, "trained_one", { routing: S.one_iteration[0], why: S.one_iteration[1] }) : say(S, "trained", { n: T });
+  return [join(S, say(S, "input", { model, trained, capsule }), say(S, "input_vector"))];
+}
+
+export function conv1Text(S, digits, channels) {
+  const v = { conv1: S.labels.conv1, n: channels, shown: Math.min(S.maps, channels) };
+  return [join(S, say(S, digits ? "conv1_digits" : "conv1", v), say(S, "conv1_neurons"))];
+}
+
+export function primaryText(S, tr, G, K) {
+  return [say(S, "primary", { primary: S.labels.primary, n: tr.I, k: K, g: G })];
+}
+
+export function predictionsText(S, tr, names, digits, capsule, thing) {
+  const L = S.labels;
+  const an = "aeiou".includes(String(names[tr.W]).slice(0, 1).toLowerCase()) && String(names[tr.W]).length > 0;
+  const v = { W: L.W, capsule, I: tr.I, J: tr.J, u_hat: L.u_hat, D: tr.D, thing, name: names[tr.W] };
+  const guess = say(S, digits ? (an ? "guess_digit_an" : "guess_digit") : an ? "guess_an" : "guess", v);
+  return [join(S, guess, say(S, "vote", { primary_length: L.primary_length, thing, c: L.c }))];
+}
+
+// the lengths step's paragraphs: the answer against the label `truth` (none for a drawing, which has no label) and the margin loss
+export function lengthsText(S, tr, names, capsule, truth) {
+  const margin = join(S, say(S, "margin", { margin_loss: S.labels.margin_loss }), say(S, "overlap"));
+  if (truth === null) return [margin];
+  const { W, R, lengths } = tr;
+  return [say(S, "answer", { capsule, winner: names[W], length: two(lengths[W]), truth, second: names[R], second_len: two(lengths[R]) }), margin];
+}
+
+export function reconstructionText(S, tr, names, digits, shown) {
+  const v = { reconstruction: S.labels.reconstruction, shown, D: tr.D, name: names[tr.W] };
+  return [join(S, say(S, "decoder", v), say(S, "decoder_keeps", v), say(S, digits ? "explorer_digits" : "explorer", { D: tr.D }))];
+}

@@ -12,7 +12,19 @@ import { $, bars, chart, el, heat, named, paint, scale, table } from "../draw.js
 import { arrowsSvg, inline, planesSvg } from "../figures.js";
 import { couplingsAt, fmt, lengthsAt, mean, meanCouplings, order, pairs, range, uniformShare, vectorAt } from "../numbers.js";
 import { decide } from "../rules.js";
-import { iterationSaid, marginSaid, predictionSaid, primarySaid, traced } from "../said.js";
+import {
+  conv1Text,
+  inputText,
+  iterationSaid,
+  lengthsText,
+  marginSaid,
+  predictionSaid,
+  predictionsText,
+  primarySaid,
+  primaryText,
+  reconstructionText,
+  traced,
+} from "../said.js";
 import { computeEM, computeFor, decode, imageSet, inflate, testImage, why } from "../runtime.js";
 import { shown, site, state } from "../store.js";
 import { fill, label, say, sentences } from "../words.js";
@@ -327,24 +339,35 @@ async function saidFor(s) {
   const { m, step, res } = s;
   const S = site.manifest.tour_said;
   const words = (key) => S.class_words[m.class_words[key]] || m.class_words[key];
+  const digits = m.class_words.digits;
   const tr = traced(res, s.T);
   const names = m.classes.map(String);
-  if (step.kind === "primary") return { text: [], ...primarySaid(S, tr, m.grid, m.types, words("shown")) };
-  if (step.kind === "predictions") return { text: [], measured: predictionSaid(S, tr, names, m.grid, m.types, words("thing")), warn: false };
-  if (step.kind === "iteration") return { ...iterationSaid(S, tr, step.iteration - 1, names, words("capsule")), warn: false };
-  if (step.kind === "lengths") {
-    const right = state.drawn ? null : (await imageSet(m.images)).labels[state.image]; // a drawing has no label: the longest capsule
-    return { text: [], measured: marginSaid(S, tr.lengths, names, right), warn: false };
+  const kind = step.kind;
+  const only = (text) => ({ text, measured: "", warn: false });
+  if (kind === "input") return only(inputText(S, label(m.name), s.T, words("capsule")));
+  if (kind === "conv1") return only(conv1Text(S, digits, res.features.dims[3]));
+  if (kind === "primary") return { text: primaryText(S, tr, m.grid, m.types), ...primarySaid(S, tr, m.grid, m.types, words("shown")) };
+  if (kind === "predictions") {
+    return { text: predictionsText(S, tr, names, digits, words("capsule"), words("thing")), measured: predictionSaid(S, tr, names, m.grid, m.types, words("thing")), warn: false };
   }
+  if (kind === "iteration") return { ...iterationSaid(S, tr, step.iteration - 1, names, words("capsule")), warn: false };
+  if (kind === "lengths") {
+    const right = state.drawn ? null : (await imageSet(m.images)).labels[state.image]; // a drawing has no label: the longest capsule
+    const text = lengthsText(S, tr, names, words("capsule"), right === null ? null : names[right]);
+    return { text, measured: marginSaid(S, tr.lengths, names, right), warn: false };
+  }
+  if (kind === "reconstruction") return only(reconstructionText(S, tr, names, digits, words("shown")));
   return null;
 }
 
-// what the page cannot write for this image, said exactly: the note beside the sentences it writes (writesSaid)
+// what only the build writes of the step, said exactly, beside the sentences the page writes (writesSaid); "" where nothing is missing
 function missingNote(m, kind) {
-  const ex = m.explained;
-  const v = { n: ex.images, last: ex.images - 1 };
-  if (kind === "iteration") return say(state.drawn ? "tour_said_drawing_table" : "tour_said_first_table", v);
-  return say(state.drawn ? "tour_said_drawing_rest" : "tour_said_first_rest", v);
+  const v = { n: m.explained.images, last: m.explained.images - 1 };
+  const drawn = Boolean(state.drawn);
+  if (kind === "primary" || kind === "predictions") return say(drawn ? "tour_said_drawing_figure" : "tour_said_first_figure", v);
+  if (kind === "iteration") return say(drawn ? "tour_said_drawing_table" : "tour_said_first_table", v);
+  if (kind === "lengths") return say(drawn ? "tour_said_drawing_answer" : "tour_said_first_question", v);
+  return "";
 }
 
 // The app's words for the image shown, or null with the reason said: {steps, note}
