@@ -85,6 +85,11 @@ def _pytorch_ms(path: Path, runs: int) -> float:
     return statistics.median(times)
 
 
+def _local(url: str):
+    """A route handler that lets requests to `url` through and aborts every other."""
+    return lambda r: r.continue_() if r.request.url.startswith(url) else r.abort()
+
+
 def compare(before: Path, after: Path, repeat: int, model: str = "capsnet-mnist") -> None:
     """Cold first views of `model` from two built sites, served side by side and taken in turn
     (before, after, before, ...) so both see the same load: each stage's median and the slowest view."""
@@ -102,7 +107,7 @@ def compare(before: Path, after: Path, repeat: int, model: str = "capsnet-mnist"
             for name, (_, url) in servers.items():
                 ctx = browser.new_context(viewport={"width": 1280, "height": 1400})  # a cold cache
                 pg = ctx.new_page()
-                pg.route("**/*", lambda r, url=url: r.continue_() if r.request.url.startswith(url) else r.abort())
+                pg.route("**/*", _local(url))
                 pg.goto(f"{url}?view=explore&ask=0&model={model}.safetensors")
                 pg.evaluate("window.capsviz.ready")
                 for k, v in pg.evaluate(MARKS):
