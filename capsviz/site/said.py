@@ -245,7 +245,10 @@ COUNTED = {
         "than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
     ),
 }
-COUNTS = 100  # the most followed capsules or other class capsules a count can reach (CIFAR-100's 99 others)
+# The counts whose forms are exported: the six followed capsules, and the other class capsules of a
+# model of up to 11 classes; past it the page uses the form of COUNTS, which is right in the site's
+# languages (English, Chinese and Japanese write every count from 2 up alike)
+COUNTS = 10
 
 
 def class_words() -> dict:

@@ -20,7 +20,11 @@ const pct = (x, d) => `${pyFixed(100 * x, d)}%`; // Python's {:.d%}: 100 x, then
 const thousands = (n) => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ","); // Python's {:,}
 
 const say = (S, id, v) => fill(S.messages[id], v);
-const counted = (S, id, n, v) => fill(S.counted[id][String(n)], { n, ...v });
+// a counted message's form for n: past the forms exported (said.py COUNTS), the last one, which every count from 2 up shares
+const counted = (S, id, n, v) => {
+  const forms = S.counted[id];
+  return fill(forms[String(n)] ?? forms[String(Object.keys(forms).length)], { n, ...v });
+};
 const join = (S, ...parts) => parts.filter(Boolean).join(S.gap);
 
 // indices of `a` from the largest value to the smallest, ties in order (numpy's stable argsort of -a)
