@@ -154,6 +154,8 @@ def test_the_front_ends_pure_modules_pass_their_unit_tests(node, tmp_path):
     chapter.write_text(json.dumps(chapter_cases(), ensure_ascii=False))
     playground = tmp_path / "playground.json"
     playground.write_text(json.dumps(playground_cases(), ensure_ascii=False))
+    tour = tmp_path / "tour.json"
+    tour.write_text(json.dumps(tour_cases(), ensure_ascii=False))
     done = subprocess.run(
         [node, "--test"],
         cwd=WEB,
@@ -162,6 +164,7 @@ def test_the_front_ends_pure_modules_pass_their_unit_tests(node, tmp_path):
             "CAPSVIZ_SITE_WORDS": str(exported),
             "CAPSVIZ_SITE_WHY": str(chapter),
             "CAPSVIZ_SITE_PLAYGROUND": str(playground),
+            "CAPSVIZ_SITE_TOUR": str(tour),
             "NODE_OPTIONS": "",
         },
         capture_output=True,
@@ -185,3 +188,88 @@ def test_every_message_has_only_named_placeholders():
 def test_tour_steps_carry_their_kind_and_iteration():
     assert words.step_kind("iteration12") == ("iteration", 12)
     assert words.step_kind("conv1") == ("conv1", None)  # not cut to "conv"
+
+
+def tour_cases() -> list[dict]:
+    """The app's dynamic-routing tour (capsviz.families.capsnet.tour) on real traces of a shipped
+    CapsNet, each step's sentences that depend only on the browser's numbers, in each language, with
+    the state the browser computes (u, u_hat, the couplings and v of every iteration, as
+    runtime.computeFor lays them out): web/tests/said.test.js writes the same sentences from it."""
+    import torch
+
+    from capsviz.checkpoint import load_checkpoint
+    from capsviz.families.capsnet.tour import capsnet_tour, capsnet_walk
+    from capsviz.glossary import class_words
+    from capsviz.i18n import LANGUAGES, speaking
+    from capsviz.paths import shipped_checkpoints
+
+    model, meta = load_checkpoint(shipped_checkpoints() / "capsnet-small-mnist.safetensors")
+    cfg = model.config
+    names = [str(c) for c in meta.class_names]
+    one = np.zeros((28, 28), np.float32)
+    one[6:22, 12:15] = 1  # a made-up "1", read with its label
+    seven = np.zeros((28, 28), np.float32)  # a made-up "7", read as a drawing (no label)
+    seven[5:8, 7:21] = 1
+    for k in range(15):
+        seven[8 + k, 19 - k // 2 : 22 - k // 2] = 1
+    drawn = [one, seven]
+    states, cases = [], []
+    for n, image in enumerate(drawn):
+        with torch.no_grad():
+            x = torch.from_numpy(image)[None, None]
+            u = model.primary_capsules(x)[0]
+            channels = int(model.features(x).shape[-1])  # Conv1's maps, which the encoder graph returns
+            u_hat = model.digits(u[None])[0]
+            r = model.route(u_hat[None], routing="dynamic", iterations=cfg.routing_iterations, record=True)
+        states.append(
+            {
+                "I": u_hat.shape[1],
+                "J": u_hat.shape[0],
+                "D": u_hat.shape[2],
+                "u": u.flatten().tolist(),
+                "uHat": u_hat.flatten().tolist(),
+                "c": r.c[:, 0].flatten().tolist(),
+                "v": r.v_trace[:, 0].flatten().tolist(),
+                "rule": "dynamic",
+                "channels": channels,
+                "T": cfg.routing_iterations,
+                "right": None if n else 1,  # an image whose label the page knows, or a drawing
+            }
+        )
+    for lang in LANGUAGES:
+        with speaking(lang):
+            said = words.vocabulary()["tour_said"]
+            want = []
+            for image, state in zip(drawn, states, strict=True):
+                trace = capsnet_tour(model, image)
+                truth = names[state["right"]] if state["right"] is not None else ""
+                walked = capsnet_walk(trace, names, class_words(meta), "capsnet-small-mnist", truth, "", [])
+                steps = {s.key: s for s in walked}
+                want.append(
+                    {
+                        "primary": [steps["primary"].measured, steps["primary"].warn],
+                        "predictions": steps["predictions"].measured,
+                        "iterations": [
+                            [list(steps[f"iteration{k + 1}"].text), steps[f"iteration{k + 1}"].measured] for k in range(trace.iterations)
+                        ],
+                        "lengths": steps["lengths"].measured,
+                        "text": {k: list(steps[k].text) for k in ("input", "conv1", "primary", "predictions", "lengths", "reconstruction")},
+                    }
+                )
+            cw = class_words(meta)
+            cases.append(
+                {
+                    "lang": lang,
+                    "said": said,
+                    "want": want,
+                    "words": {"capsule": cw.capsule, "thing": cw.thing, "shown": cw.shown, "digits": cw.digits},
+                }
+            )
+    return {
+        "model": "capsnet-small-mnist",
+        "names": names,
+        "grid": cfg.primary_grid,
+        "types": cfg.primary_types,
+        "states": states,
+        "cases": cases,
+    }

@@ -246,6 +246,7 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
     """What the front end reads of one model (site.js)."""
     cfg = model.config
     iterations, layout = _routed(cfg)
+    words_of = glossary.class_words(meta)
     return {
         "name": path.name,
         "routing": cfg.routing,
@@ -259,7 +260,13 @@ def _model_entry(path: Path, model, meta, graphs: dict[str, dict], images_key: s
         "grid": layout.grid or None,
         "types": layout.types or None,
         "images": images_key,
-        "digits": 2 if meta.dataset == "multimnist" else 1,  # MultiMNIST: two digits in each image, the two longest capsules the answer
+        "digits": 2 if meta.dataset == "multimnist" else 1,
+        "family": cfg.family,
+        # the tour's words for any image (web/js/said.js): what its classes are called (English, the words file
+        # translates them), and whether the dynamic routing the tour shows is the one it was trained with
+        "class_words": {"capsule": words_of.capsule_en, "thing": words_of.thing_en, "shown": words_of.shown_en, "digits": words_of.digits},
+        "own_routing": getattr(cfg, "couplings", "dynamic")
+        == "dynamic",  # MultiMNIST: two digits in each image, the two longest capsules the answer
         "graphs": graphs,
         "tour": [
             {

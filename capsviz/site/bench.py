@@ -1,6 +1,7 @@
 """How fast the static site answers in chromium, and what it costs to download (BENCH.md).
 
     python -m capsviz.site.bench [--site DIR]
+    python -m capsviz.site.bench --site DIR --before OTHER_DIR [--repeat N]
 
 Builds the default site into DIR (a temporary folder without --site; an existing DIR is used as
 built), serves it from 127.0.0.1 with every other request aborted, and measures in headless
@@ -36,16 +37,22 @@ import torch
 # The page's marks (site.js, js/runtime.js), each at its first occurrence; "first session" is the earliest session opened
 MARKS = """(() => {
   const first = (name) => performance.getEntriesByName(name, "mark")[0]?.startTime;
-  const sessions = performance.getEntriesByType("mark").filter((m) => m.name.startsWith("capsviz: session ")).map((m) => m.startTime);
+  const at = (prefix) => performance.getEntriesByType("mark").filter((m) => m.name.startsWith(prefix)).map((m) => m.startTime);
+  const sessions = at("capsviz: session ");
+  const fetched = at("capsviz: fetched ");
   return Object.entries({
     "program running": first("capsviz: start"),
     "runtime fetched": first("capsviz: runtime fetched"),
+    "graphs fetched": fetched.length ? Math.max(...fetched) : undefined,
     "first session": sessions.length ? Math.min(...sessions) : undefined,
     "model open": first("capsviz: model open"),
+    "first inference": first("capsviz: computed"),
     "first view": first("capsviz: first view"),
   }).filter(([, v]) => v !== undefined);
 })()"""
-FIRST_VIEW_STAGES = ("program running", "runtime fetched", "first session", "model open", "first view")
+# graphs fetched: the model's graphs and weights downloaded and inflated (the last of them); model open: every
+# session of the model made; first inference: the encoder and routing run on the first image; first view: drawn
+FIRST_VIEW_STAGES = ("program running", "runtime fetched", "graphs fetched", "first session", "model open", "first inference", "first view")
 
 
 def _p(values: list[float], q: float) -> float:
@@ -78,6 +85,46 @@ def _pytorch_ms(path: Path, runs: int) -> float:
     return statistics.median(times)
 
 
+def _local(url: str):
+    """A route handler that lets requests to `url` through and aborts every other."""
+    return lambda r: r.continue_() if r.request.url.startswith(url) else r.abort()
+
+
+def compare(before: Path, after: Path, repeat: int, model: str = "capsnet-mnist") -> None:
+    """Cold first views of `model` from two built sites, served side by side and taken in turn
+    (before, after, before, ...) so both see the same load: each stage's median and the slowest view."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "e2e"))
+    from playwright.sync_api import sync_playwright
+    from st_helpers import CHROMIUM, CHROMIUM_ARGS, cpu_name
+
+    servers = {name: _serve(folder) for name, folder in (("before", before), ("after", after))}
+    print(f"CPU: {cpu_name()}; chromium {CHROMIUM}; {repeat} cold first views of {model} from each site, in turn")
+    marks = {name: {} for name in servers}
+    loads = [os.getloadavg()[0]]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for _ in range(repeat):
+            for name, (_, url) in servers.items():
+                ctx = browser.new_context(viewport={"width": 1280, "height": 1400})  # a cold cache
+                pg = ctx.new_page()
+                pg.route("**/*", _local(url))
+                pg.goto(f"{url}?view=explore&ask=0&model={model}.safetensors")
+                pg.evaluate("window.capsviz.ready")
+                for k, v in pg.evaluate(MARKS):
+                    marks[name].setdefault(k, []).append(v)
+                ctx.close()
+                loads.append(os.getloadavg()[0])
+        browser.close()
+    for srv, _ in servers.values():
+        srv.shutdown()
+    print(f"load average (1 min) during the runs: {min(loads):.1f} to {max(loads):.1f}")
+    print("\n| stage (median ms from navigation start) | before | after |\n|---|---:|---:|")
+    for k in FIRST_VIEW_STAGES:
+        cells = [f"{statistics.median(marks[n][k]):,.0f}" if k in marks[n] else "-" for n in servers]
+        print(f"| {k} | " + " | ".join(cells) + " |")
+    print("| first view, slowest | " + " | ".join(f"{max(marks[n]['first view']):,.0f}" for n in servers) + " |")
+
+
 def main(argv=None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "e2e"))
     from playwright.sync_api import sync_playwright
@@ -89,7 +136,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--site", type=Path)
     ap.add_argument("--repeat", type=int, default=5, help="cold first views (default 5)")
+    ap.add_argument(
+        "--before", type=Path, help="another built site: only compare the paper CapsNet's cold first views, in turn with --site's"
+    )
     args = ap.parse_args(argv)
+    if args.before:
+        compare(args.before, args.site, args.repeat)
+        return 0
     site = args.site or Path(tempfile.mkdtemp()) / "site"
     if not (site / "site.json").exists():
         build(site, [model_folder() / f"{m}.safetensors" for m in DEFAULT_MODELS], log=lambda _: None)

@@ -6,8 +6,10 @@ whose figure the site cannot draw from its graphs alone (the predictions' grid, 
 routing and EM planes, the routing lab's bars).
 
 The walk's sentences quote the trace's numbers, so they are written once per image here, where the
-core runs; the site shows them beside the very figures they quote (web/js/views/tour.js). A digit
-drawn in the page, or a test image past these, has its figures and numbers but not these words.
+core runs; the site shows them beside the very figures they quote (web/js/views/tour.js). For a digit
+drawn in the page, or a test image past these, the page writes the dynamic-routing CapsNet tour's
+sentences itself from the numbers it computes (capsviz/site/said.py, web/js/said.js); the app's
+figures, tables and questions that need the trace come only with these images.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from dataclasses import asdict
 from capsviz.analysis import rules, why
 from capsviz.i18n import N_, language, t, translations
 from capsviz.registry import ROUTINGS
+from capsviz.site import said
 from capsviz.site.links import SHARED
 
 # The site's views in the order of its menu: key (the link's view=), its name on the menu, the
@@ -326,6 +327,25 @@ PAGE = {
     "tour_words_first": N_(
         "The app's explanations of each step are written when the site is built, for its first {n} test images, so for this image this step shows only its own figure and numbers: for the full explanation, pick test image 0 to {last}, or open this image in the capsviz app's guided tour."
     ),
+    # beside the app's sentences the page writes on any image's numbers (web/js/said.js): exactly what only the build writes
+    "tour_said_drawing_figure": N_(
+        "Every sentence here is the app's tour's, written on your drawing's numbers; only the app's own figure of this step and its question before it are written when the site is built, for its first {n} test images: to see them, pick test image 0 to {last}, or draw your digit in the capsviz app's guided tour."
+    ),
+    "tour_said_first_figure": N_(
+        "Every sentence here is the app's tour's, written on this image's numbers; only the app's own figure of this step and its question before it are written when the site is built, for its first {n} test images: to see them, pick test image 0 to {last}, or open this image in the capsviz app's guided tour."
+    ),
+    "tour_said_drawing_table": N_(
+        "Every sentence here is the app's tour's, written on your drawing's numbers; only the app's table of the followed capsules' b and c, its figure of their predictions in each capsule's plane and its question before the step are written when the site is built, for its first {n} test images: to see them, pick test image 0 to {last}, or draw your digit in the capsviz app's guided tour."
+    ),
+    "tour_said_first_table": N_(
+        "Every sentence here is the app's tour's, written on this image's numbers; only the app's table of the followed capsules' b and c, its figure of their predictions in each capsule's plane and its question before the step are written when the site is built, for its first {n} test images: to see them, pick test image 0 to {last}, or open this image in the capsviz app's guided tour."
+    ),
+    "tour_said_first_question": N_(
+        "Every sentence here is the app's tour's, written on this image's numbers; only its question before the step is written when the site is built, for its first {n} test images: to answer it, pick test image 0 to {last}, or open this image in the capsviz app's guided tour."
+    ),
+    "tour_said_drawing_answer": N_(
+        "The other sentences here are the app's tour's, written on your drawing's numbers; its sentence naming the answer quotes the image's label, which a drawing has not: to read it, pick test image 0 to {last} (the site's first {n} test images), or draw your digit in the capsviz app's guided tour."
+    ),
     "tour_length_since": N_("Since iteration 1, the length of the {name} capsule {trend}: from {first} to {now} at iteration {t}."),
     "tour_words_failed": N_("The explanations of this step could not be opened: {cause}; {todo}."),
     "tour_em_no_figure": N_("This step's figure comes with the app's explanations, for the site's first {n} test images (0 to {last})."),
@@ -499,4 +519,5 @@ def vocabulary(em: bool = True, chapter: bool = True) -> dict:
         "rules": rule_table(),
         "messages": {k: t(m) for k, m in {**MESSAGES, **PAGE, **CHAPTER}.items()},
         "counted": counted(),
+        "tour_said": said.tour_said(),
     }

@@ -27,6 +27,19 @@ OVERFLOW = """() => {
 }"""
 
 
+# the longest class capsule's length after T iterations of the image the page computed last, as the sentences write it
+LONGEST = """(T) => {
+  const r = window.capsviz.current();
+  let best = 0;
+  for (let j = 0; j < r.J; j++) {
+    let s = 0;
+    for (let d = 0; d < r.D; d++) s += r.v[((T - 1) * r.J + j) * r.D + d] ** 2;
+    best = Math.max(best, Math.sqrt(s));
+  }
+  return best.toFixed(2);
+}"""
+
+
 def plain(markdown: str) -> str:
     """A paragraph as the page shows it: the tour's Markdown emphasis gone."""
     return re.sub(r"\*\*?([^*]+)\*\*?", r"\1", markdown)
@@ -107,23 +120,28 @@ def test_an_image_past_the_explained_ones_says_where_the_words_are(browser, site
 
 
 def every_explained_paragraph(site, entry: str, lang: str) -> set[str]:  # noqa: F811
-    """Every paragraph and measured sentence the app's tour says about any of the site's explained images."""
-    said = set()
+    """Every paragraph and measured sentence the app's tour says about one of the site's explained
+    images and not about all of them (one said of every image depends on none)."""
+    said, seen = set(), []
     for steps in words(site, entry, lang):
+        mine = set()
         for step in steps:
-            said.update(plain(p) for p in step["text"])
+            mine.update(plain(p) for p in step["text"])
             if step["measured"]:
-                said.add(plain(step["measured"]))
-    return said
+                mine.add(plain(step["measured"]))
+        said |= mine
+        seen.append(mine)
+    return said - set.intersection(*seen)
 
 
 @pytest.mark.parametrize("lang, note", [("en", "pick test image 0 to 19"), ("ja", "テスト画像 0〜19 を選ぶ")])
 def test_a_drawing_walks_the_tour_with_its_own_figures_and_numbers_and_no_other_images_words(browser, site, url, shots, lang, note):  # noqa: F811
-    """A digit drawn, then every step of the tour: each says why the app's words are missing and what
-    to do, draws its figure from the drawing's numbers (the routing steps with the app's rules'
-    sentences on them), and shows no sentence the app wrote for a test image."""
-    steps = json.loads((site / "site.json").read_text())
-    steps = next(m for m in steps["models"] if m["name"] == SMALL)["tour"]
+    """A digit drawn, then every step of the tour: each draws its figure from the drawing's numbers,
+    says the app's measured sentences (and the routing steps their paragraphs) on them, written by the
+    page (web/js/said.js, compared with the app's in tests/test_site_js.py), says exactly what only the
+    build writes and what to do, and shows no sentence the app wrote for a test image."""
+    model = next(m for m in json.loads((site / "site.json").read_text())["models"] if m["name"] == SMALL)
+    steps = model["tour"]
     elsewhere = every_explained_paragraph(site, SMALL, lang)
     ctx, page = open_site(browser, url, f"?view=tour&model={SMALL}&image=0&lang={lang}&ask=1", width=390, height=1000)
     try:
@@ -145,15 +163,29 @@ def test_a_drawing_walks_the_tour_with_its_own_figures_and_numbers_and_no_other_
             page.wait_for_timeout(150)
             assert page.locator("#tour-ask").is_hidden()  # the app's questions are about test images
             text = page.inner_text("#step-body")
-            # the note says the step shows its own figure and numbers: on every step but the one that has none
-            assert (note in page.inner_text("#step-text")) == (step["kind"] != "lab"), (k, text[:300])
-            assert not any(p in text for p in elsewhere if len(p) > 20), (k, step["key"])
+            # the note says what only the build writes (the app's figure, table, question, the answer's label), on the steps that have one
+            assert (note in page.inner_text("#step-text")) == (step["kind"] in ("primary", "predictions", "iteration", "lengths")), (
+                k,
+                text[:300],
+            )
+            if step["kind"] != "lab":  # every other step's paragraphs, written on the drawing's numbers
+                assert len(page.locator("#step-text p").all()) >= 1 and page.inner_text("#step-text").strip(), (k, step["key"])
+            if step["kind"] == "lab":  # the one step whose words the page does not write: none of a test image's
+                assert not any(p in text for p in elsewhere if len(p) > 20), (k, step["key"])
             if step["kind"] != "lab":
                 assert page.locator("#step-figure canvas, #step-figure svg, #step-figure .chart").count() > 0, step["key"]
-            if step["kind"] == "iteration":
-                caption = page.inner_text("#step-figure .rule-caption")
-                assert ("一様" if lang == "ja" else "uniform") in caption, caption
-                assert (step["iteration"] > 1) == (("反復 1 以降" if lang == "ja" else "Since iteration 1") in caption), caption
+            measured = page.locator("#step-measured")
+            assert measured.is_visible() == (step["kind"] in ("primary", "predictions", "iteration", "lengths")), step["key"]
+            if measured.is_visible():
+                assert measured.inner_text().startswith("ここで測った値" if lang == "ja" else "Measured here"), measured.inner_text()
+            if step["kind"] == "lengths":  # the margin sentence quotes the drawing's own longest capsule
+                assert page.evaluate(LONGEST, model["iterations"]) in measured.inner_text(), measured.inner_text()
+            if step["kind"] == "iteration":  # both paragraphs, and the rule's verdict in the measured sentence
+                assert len(page.locator("#step-text p").all()) == 3, text[:300]  # the two paragraphs and the note
+                assert ("b_ij" in page.inner_text("#step-text")) and (
+                    step["iteration"] == 1 or "一様" in measured.inner_text() or "uniform" in measured.inner_text()
+                )
+                assert page.locator("#step-figure .rule-caption").count() == 0  # the app's sentences, not the site's own
             page.screenshot(path=str(shots / f"site-tour-drawing-{lang}-step{k}.png"), full_page=True)
         assert not page.outside and not page.errors, (page.outside, page.errors)
     finally:

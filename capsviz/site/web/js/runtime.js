@@ -81,6 +81,61 @@ export async function inflate(url) {
   }
 }
 
+// A gzipped file inflated while it downloads (a model's weights: most of the first view's wait,
+// BENCH.md), not after: its chunks go through the browser's DecompressionStream as they arrive,
+// counted for the progress line. Bytes that do not start with gzip's magic (a host that sent it with
+// `Content-Encoding: gzip`, which the browser inflated) come back as they are.
+export async function inflating(url) {
+  let r;
+  try {
+    r = await fetch(url);
+  } catch (e) {
+    throw new SiteError("offline", url, e);
+  }
+  if (!r.ok) throw new SiteError(r.status === 404 ? "missing" : "offline", url, `HTTP ${r.status}`);
+  if (!r.body) return inflate(url);
+  const reader = r.body.getReader();
+  let lost = null; // the download's own failure, told apart from the inflating's
+  const read = async () => {
+    try {
+      return await reader.read();
+    } catch (e) {
+      lost = e;
+      throw e;
+    }
+  };
+  const first = await read().catch((e) => {
+    throw new SiteError("offline", url, e);
+  });
+  const source = new ReadableStream({
+    start(controller) {
+      if (first.value) controller.enqueue(first.value);
+      if (first.done) controller.close();
+    },
+    async pull(controller) {
+      const { done, value } = await read();
+      if (done) controller.close();
+      else controller.enqueue(value);
+    },
+  });
+  const counted = source.pipeThrough(
+    new TransformStream({
+      transform(chunk, controller) {
+        if (progress) progress(chunk.length);
+        controller.enqueue(chunk);
+      },
+    }),
+  );
+  const zipped = first.value && first.value[0] === 0x1f && first.value[1] === 0x8b;
+  try {
+    const got = new Uint8Array(await new Response(zipped ? counted.pipeThrough(new DecompressionStream("gzip")) : counted).arrayBuffer());
+    site.used.add(url);
+    return got;
+  } catch (e) {
+    throw new SiteError(lost ? "offline" : "damaged", url, e);
+  }
+}
+
 let runtime = null; // resolves once the WebAssembly runtime is inflated and handed to onnxruntime (start)
 let creating = Promise.resolve(); // onnxruntime makes one session at a time: two at once fail while it starts
 
@@ -94,7 +149,8 @@ export function startRuntime() {
 
 // The graph and its weights download and inflate while the runtime does; the session waits for both
 async function openGraph(graph) {
-  const [model, weights] = await Promise.all([bytes(graph.onnx), graph.weights ? inflate(graph.weights).then(interleave) : null]);
+  const [model, weights] = await Promise.all([bytes(graph.onnx), graph.weights ? inflating(graph.weights).then(interleave) : null]);
+  performance.mark(`capsviz: fetched ${graph.onnx}`);
   await runtime;
   // No graph optimisations: the graphs are small and already in the form they run in, and the
   // optimiser's passes are the most code onnxruntime runs while a session opens, each function of it

@@ -50,11 +50,14 @@ export async function render() {
   if (state.capsule === null || state.capsule >= m.classes.length) state.capsule = best;
   pick.replaceChildren(...m.classes.map((name, j) => el("option", { value: String(j) }, say("option_length", { name, length: fmt(lengths[j]) }))));
   pick.value = String(state.capsule);
-  await redraw();
   const key = `${m.name}|${state.image}|${state.drawn ? "drawn" : ""}|${state.capsule}|${current.rule}|${state.iterations}`;
   if (key !== gridKey || state.drawn) {
     gridKey = key;
-    await drawGrid();
+    const own = await drawGrid(); // its middle column is the capsule's own reconstruction: not decoded again
+    if (state.dims.some((v) => v !== 0)) await redraw();
+    else showReconstruction(own);
+  } else {
+    await redraw();
   }
 }
 
@@ -90,7 +93,12 @@ async function drawPair(lengths) {
 export async function redraw() {
   const m = site.model;
   const vector = vectorAt(shown.current, iterationsShown(), state.capsule).map((x, d) => x + state.dims[d]);
-  const rec = await decode(m, vector, [state.capsule]);
+  showReconstruction(await decode(m, vector, [state.capsule]));
+}
+
+// the reconstruction `rec` of the chosen capsule with the sliders' changes, and the sliders
+function showReconstruction(rec) {
+  const m = site.model;
   paint($("reconstruction"), rec, m.in_size, m.channels);
   const changed = Array.from(state.dims, (v, d) => (v ? `d${d} ${v > 0 ? "+" : ""}${fmt(v)}` : null)).filter(Boolean);
   const name = m.classes[state.capsule];
@@ -105,21 +113,33 @@ export async function redraw() {
   }
 }
 
+// Every dimension from -0.25 to +0.25: one decoder run of the capsule's own vector (the middle column
+// of every row, decoded once) and each dimension's changes. -> the own vector's reconstruction
 async function drawGrid() {
   const m = site.model;
   const D = m.dim;
   const base = vectorAt(shown.current, iterationsShown(), state.capsule);
-  const vectors = new Float32Array(D * STEPS.length * D);
+  const changed = STEPS.filter((x) => x !== 0);
+  const vectors = new Float32Array((1 + D * changed.length) * D);
+  vectors.set(base);
   for (let d = 0; d < D; d++) {
-    for (let k = 0; k < STEPS.length; k++) {
-      const row = vectors.subarray((d * STEPS.length + k) * D, (d * STEPS.length + k + 1) * D);
+    changed.forEach((x, k) => {
+      const row = vectors.subarray((1 + d * changed.length + k) * D, (2 + d * changed.length + k) * D);
       row.set(base);
-      row[d] += STEPS[k];
-    }
+      row[d] += x;
+    });
   }
-  const rec = await decode(m, vectors, new Array(D * STEPS.length).fill(state.capsule));
+  const decoded = await decode(m, vectors, new Array(1 + D * changed.length).fill(state.capsule));
   const S = m.in_size;
   const C = m.channels;
+  const one = C * S * S;
+  // the grid's cell n (row d, column k) as the decoder wrote it: the own vector's for every step 0
+  const rec = new Float32Array(D * STEPS.length * one);
+  for (let n = 0; n < D * STEPS.length; n++) {
+    const [d, k] = [Math.floor(n / STEPS.length), n % STEPS.length];
+    const at = STEPS[k] === 0 ? 0 : 1 + d * changed.length + changed.indexOf(STEPS[k]);
+    rec.set(decoded.subarray(at * one, (at + 1) * one), n * one);
+  }
   const canvas = $("grid");
   canvas.width = STEPS.length * S;
   canvas.height = D * S;
@@ -138,6 +158,7 @@ async function drawGrid() {
   const steps = STEPS.map((x) => (x > 0 ? "+" : "") + String(x).replace("0.", "."));
   labelled($("grid-box"), canvas, Array.from({ length: D }, (_, d) => `d${d}`), steps, "");
   named(canvas, say("aria_grid", { name: m.classes[state.capsule], count: D }));
+  return decoded.slice(0, one);
 }
 
 // app: {render, writeAddress} of site.js

@@ -1,16 +1,30 @@
 // The guided tour: the manifest's steps for the open model, or for the EM model (capsviz.analysis.tour,
 // exported by `capsviz site` with each step's kind, iteration and glossary entries). For the site's
 // first test images each step shows the app's own explanations, table and figure, exported with the
-// numbers they quote (capsviz/site/tours.py); otherwise (a later image, a drawing) the step's figure,
-// its numbers and the sentences the app's rules give on them (js/rules.js) are computed here, and a
-// note says the explanations come with those first images and how to see them. No step shows words
-// written for another image.
+// numbers they quote (capsviz/site/tours.py); otherwise (a later image, a drawing) the step's figure
+// and its numbers are computed here, with, for a dynamic-routing CapsNet, every sentence of the app's
+// tour that depends only on them (js/said.js), else the sentences the app's rules give on them
+// (js/rules.js); a note says what is written only for those first images and how to see it. No step
+// shows words written for another image.
 // A kind the site cannot draw says so; no step falls back on another's figure.
 import { ask } from "../asking.js";
 import { $, bars, chart, el, heat, named, paint, scale, table } from "../draw.js";
 import { arrowsSvg, inline, planesSvg } from "../figures.js";
 import { couplingsAt, fmt, lengthsAt, mean, meanCouplings, order, pairs, range, uniformShare, vectorAt } from "../numbers.js";
 import { decide } from "../rules.js";
+import {
+  conv1Text,
+  inputText,
+  iterationSaid,
+  lengthsText,
+  marginSaid,
+  predictionSaid,
+  predictionsText,
+  primarySaid,
+  primaryText,
+  reconstructionText,
+  traced,
+} from "../said.js";
 import { computeEM, computeFor, decode, imageSet, inflate, testImage, why } from "../runtime.js";
 import { shown, site, state } from "../store.js";
 import { fill, label, say, sentences } from "../words.js";
@@ -132,7 +146,7 @@ const FIGURES = {
         return [say("tour_mean_c", { name: m.classes[j] }), fmt(sum / I, 3)];
       });
     rows.push([say("tour_uniform"), `1/${J} = ${fmt(1 / J, 3)}`], [say("tour_evenness"), fmt(100 * uniformShare(c, I, J), 1)]);
-    if (s.own) {
+    if (s.own && !s.said) {
       // without the app's words: the sentences the app's rules give on this image's numbers (js/rules.js)
       const best = order(s.lengths)[0];
       const said = [ruled("near uniform", { evenness: uniformShare(c, I, J), share: meanCouplings(c, I, J)[best], uniform: 1 / J })];
@@ -314,6 +328,48 @@ async function pixelsFor(m) {
 }
 
 const explanations = new Map(); // a words file -> Promise of its steps for each explained image
+// whether the page writes the app's tour sentences for model m on any image (js/said.js): a
+// single-image CapsNet whose dynamic routing, the tour's, is the one it was trained with
+function writesSaid(m) {
+  return m.family === "capsnet" && m.routing === "dynamic" && m.own_routing && m.digits === 1 && Boolean(m.explained && site.manifest.tour_said);
+}
+
+// The step's sentences of the app's tour on this image's numbers (js/said.js): {text, measured, warn}, or null for a step without
+async function saidFor(s) {
+  const { m, step, res } = s;
+  const S = site.manifest.tour_said;
+  const words = (key) => S.class_words[m.class_words[key]] || m.class_words[key];
+  const digits = m.class_words.digits;
+  const tr = traced(res, s.T);
+  const names = m.classes.map(String);
+  const kind = step.kind;
+  const only = (text) => ({ text, measured: "", warn: false });
+  if (kind === "input") return only(inputText(S, label(m.name), s.T, words("capsule")));
+  if (kind === "conv1") return only(conv1Text(S, digits, res.features.dims[3]));
+  if (kind === "primary") return { text: primaryText(S, tr, m.grid, m.types), ...primarySaid(S, tr, m.grid, m.types, words("shown")) };
+  if (kind === "predictions") {
+    return { text: predictionsText(S, tr, names, digits, words("capsule"), words("thing")), measured: predictionSaid(S, tr, names, m.grid, m.types, words("thing")), warn: false };
+  }
+  if (kind === "iteration") return { ...iterationSaid(S, tr, step.iteration - 1, names, words("capsule")), warn: false };
+  if (kind === "lengths") {
+    const right = state.drawn ? null : (await imageSet(m.images)).labels[state.image]; // a drawing has no label: the longest capsule
+    const text = lengthsText(S, tr, names, words("capsule"), right === null ? null : names[right]);
+    return { text, measured: marginSaid(S, tr.lengths, names, right), warn: false };
+  }
+  if (kind === "reconstruction") return only(reconstructionText(S, tr, names, digits, words("shown")));
+  return null;
+}
+
+// what only the build writes of the step, said exactly, beside the sentences the page writes (writesSaid); "" where nothing is missing
+function missingNote(m, kind) {
+  const v = { n: m.explained.images, last: m.explained.images - 1 };
+  const drawn = Boolean(state.drawn);
+  if (kind === "primary" || kind === "predictions") return say(drawn ? "tour_said_drawing_figure" : "tour_said_first_figure", v);
+  if (kind === "iteration") return say(drawn ? "tour_said_drawing_table" : "tour_said_first_table", v);
+  if (kind === "lengths") return say(drawn ? "tour_said_drawing_answer" : "tour_said_first_question", v);
+  return "";
+}
+
 // The app's words for the image shown, or null with the reason said: {steps, note}
 async function explainedFor(m) {
   const ex = m.explained;
@@ -387,8 +443,10 @@ export async function render() {
     const current = shown.current;
     const res = current.rule === m.routing ? current : await computeFor(m, current.pixels, m.routing); // the tour follows the model's own routing
     const T = site.manifest.routings[m.routing].iterative ? m.iterations : 1;
-    s = { m, res, step, fig, T, pixels: current.pixels, lengths: lengthsAt(res, T), own: !app };
+    s = { m, res, step, fig, T, pixels: current.pixels, lengths: lengthsAt(res, T), own: !app, said: !app && writesSaid(m) };
   }
+  const writes = !em && s.said; // the page writes the app's sentences on this image's numbers: it has no exported words
+  const written = writes ? await saidFor(s) : null;
   let rows = [];
   let drawn = true;
   if (app && APP_FIGURES[app.figure]) {
@@ -399,7 +457,8 @@ export async function render() {
     else fig.append(el("p", {}, em && m.explained ? say("tour_em_no_figure", { n: m.explained.images, last: m.explained.images - 1 }) : say("tour_no_figure")));
     drawn = Boolean(figure) && step.kind !== "lab"; // the lab step's "figure" is a pointer to the app
   }
-  explain(app, drawn ? note : ""); // the note says the step shows its own figure: not on a step that has none
+  if (writes) explain(written, drawn ? missingNote(m, step.kind) : "");
+  else explain(app, drawn ? note : ""); // the note says the step shows its own figure: not on a step that has none
   table($("step-numbers"), rows);
 }
 
