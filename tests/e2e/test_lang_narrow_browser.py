@@ -1,10 +1,10 @@
 """The tour, the explorer and the routing page on a phone (390 px) in Chinese and Japanese, on the
 shipped models: no text cut short with an ellipsis, none reaching past the window's right edge, no
 chart title outside its chart, and every decimal number the page's sentences quote the same as in
-English; the playgrounds' figure, its pictures one under the other, and the explorer's perturbation
-grid and MultiMNIST's coupling blocks, each shown at a size where its smallest text reads; and the
-routing lab's and the reproduction page's tables, at 390 and 1280 px, with no cell cut or broken
-inside a word. Screenshots (one per screenful) go to E2E_SCREENSHOT_DIR."""
+English; the playgrounds' and the tour's routing figures, their pictures one under the other, and
+the explorer's perturbation grid and MultiMNIST's coupling blocks, each shown at a size where its
+smallest text reads; and the routing lab's and the reproduction page's tables, at 390 and 1280 px,
+with no cell cut or broken inside a word. Screenshots (one per screenful) go to E2E_SCREENSHOT_DIR."""
 
 import io
 import re
@@ -12,6 +12,7 @@ import re
 import numpy as np
 import pytest
 from PIL import Image
+from playwright.sync_api import expect
 from st_helpers import new_page, titles_cut_off, wait_for_app_run
 from test_browser import no_exceptions, shot
 
@@ -95,9 +96,41 @@ def test_a_page_reads_whole_on_a_phone_in_chinese_and_japanese(browser, shipped_
         screens(page, shots, f"phone_{view}_{lang}")
         assert not cut, cut
         assert numbers(page) == english, (numbers(page), english)
+        if view == "tour-step-4":
+            the_routing_step_reads(page, shots, lang)
         no_exceptions(page)
     finally:
         ctx.close()
+
+
+ROUTING_STEP = 8  # capsnet-small-mnist's first routing iteration: after the chapter's three steps and four of the walk
+
+
+def the_routing_step_reads(page, shots, lang: str) -> None:
+    """Next from step 4 to the tour's first routing step, its question skipped: the routing figure
+    in pieces, a picture per class capsule (of the winner and the runner-up) and one of the share
+    bars, one under the other, each inside the window and shown at a size where its smallest text
+    (SMALL px as drawn) is at least READABLE px; nothing on the step cut."""
+    for k in range(5, ROUTING_STEP + 1):
+        page.locator(".st-key-tour_next button").click()
+        expect(page).to_have_url(re.compile(rf"step={k}\b"))
+        wait_for_app_run(page, 600_000)
+    page.locator("[class*=st-key-skip_] button").click()
+    wait_for_app_run(page, 600_000)
+    page.wait_for_function(
+        "() => { const shown = Array.from(document.querySelectorAll('[data-testid=stMain] [data-testid=stImage] img'))"
+        ".filter(i => i.getBoundingClientRect().width > 0); return shown.length === 3 && shown.every(i => i.complete && i.naturalWidth > 0); }"
+    )
+    pictures = [p for p in page.evaluate(PICTURES) if p["shown"] > 0]
+    assert len(pictures) == 3, pictures  # two class capsules, the bars
+    for p in pictures:
+        assert SMALL * p["shown"] / p["natural"] >= READABLE, p
+        assert 0 <= p["left"] and p["right"] <= WIDTH, p
+    for above, below in zip(pictures, pictures[1:], strict=False):
+        assert below["top"] >= above["bottom"] - 1, (above, below)  # one under the other
+    cut = page.evaluate(CUT)
+    screens(page, shots, f"phone_tour-routing_{lang}")
+    assert not cut, cut
 
 
 READABLE = 11  # CSS px: the smallest text a phone shows readably
