@@ -232,7 +232,7 @@ def column_edges(frame) -> list[int]:
 
 
 def cut_cells(page, frame) -> list[tuple[str, float, float]]:
-    """The cells of a dataframe, across its width, whose text is wider than their column shows:
+    """The cells of a dataframe (its headers too), across its width, whose text is wider than their column shows:
     (text, its width, the room the column gives it). Scrolled across a step at a time, the column
     lines it draws give each column's place in the whole table (those right of the pinned first
     column move with the scroll; the last column ends where the table does) and each cell's column
@@ -243,7 +243,7 @@ def cut_cells(page, frame) -> list[tuple[str, float, float]]:
     pinned = None
     while True:
         left, full, visible = scroller.evaluate("e => [e.scrollLeft, e.scrollWidth, e.clientWidth]")
-        cells = frame.locator("table[role=grid] tbody td").evaluate_all(
+        cells = frame.locator("table[role=grid] tr > [aria-colindex]").evaluate_all(  # the headers too
             "tds => tds.map(td => [Number(td.getAttribute('aria-colindex')), td.innerText])"
         )
         for k, text in cells:
@@ -270,9 +270,9 @@ def cut_cells(page, frame) -> list[tuple[str, float, float]]:
 @pytest.mark.parametrize("width", [WIDTH, 1280])
 @pytest.mark.parametrize("lang", ["zh-Hans", "ja"])
 def test_the_lab_and_reproduction_tables_show_every_cell_whole(browser, shipped_server, shots, lang, width):
-    """The routing lab's tables (dataframes) and the reproduction page's (Markdown): no cell's text
-    wider than its column shows, and no Markdown cell breaking inside a word (a Chinese or
-    Japanese header squeezed to a character a line)."""
+    """The routing lab's tables (dataframes) and the reproduction page's (Markdown): no cell's or
+    header's text wider than its column shows, on a laptop no lab table scrolling sideways, and no
+    Markdown cell breaking inside a word (a Chinese or Japanese header squeezed to a character a line)."""
     ctx = browser.new_context(viewport={"width": width, "height": HEIGHT})
     page = new_page(ctx, 600_000)
     try:
@@ -285,6 +285,9 @@ def test_the_lab_and_reproduction_tables_show_every_cell_whole(browser, shipped_
             frame.scroll_into_view_if_needed()
             page.wait_for_timeout(500)
             frame.screenshot(path=str(shots / f"lang_lab_table_{k}_{lang}_{width}.png"))
+            if width > WIDTH:  # a laptop's page shows every column: nothing to scroll sideways to
+                full, visible = frame.locator(".dvn-scroller").first.evaluate("e => [e.scrollWidth, e.clientWidth]")
+                assert full <= visible + 1, (k, full, visible)
             assert not cut_cells(page, frame), cut_cells(page, frame)
         no_exceptions(page)
         page.goto(f"{shipped_server}/reproduction?lang={lang}")
