@@ -184,7 +184,8 @@ def show_pieces(drawn: RoutingPieces, caption: str) -> None:
     for column, png in zip(st.columns(len(drawn.uppers)), drawn.uppers, strict=True):
         show(column, png)
     show(st, drawn.bars)
-    st.caption(f"{plain(drawn.note, limit=MAX_SENTENCES)} {caption}")  # plain: the caller's caption
+    # the note on a line of its own: it is no sentence, and the caption's first words would run on from it
+    st.caption(f"{plain(drawn.note, limit=MAX_SENTENCES)}  \n{caption}")  # plain: the caller's caption
 
 
 def png_width(png: bytes) -> int | None:

@@ -112,10 +112,10 @@ def the_routing_step_reads(page, shots, lang: str) -> None:
     bars, one under the other, each inside the window and shown at a size where its smallest text
     (SMALL px as drawn) is at least READABLE px; nothing on the step cut."""
     for k in range(5, ROUTING_STEP + 1):
-        page.locator(".st-key-tour_next button").click()
+        page.locator(".st-key-tour_next").get_by_role("button").click()  # the role: not the copy a rerun leaves hidden
         expect(page).to_have_url(re.compile(rf"step={k}\b"))
         wait_for_app_run(page, 600_000)
-    page.locator("[class*=st-key-skip_] button").click()
+    page.locator("[class*=st-key-skip_]").get_by_role("button").click()
     wait_for_app_run(page, 600_000)
     page.wait_for_function(
         "() => { const shown = Array.from(document.querySelectorAll('[data-testid=stMain] [data-testid=stImage] img'))"
