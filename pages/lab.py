@@ -213,14 +213,13 @@ column_config = {  # short headers, each with its long form as help: a laptop's 
 }
 reads_pairs = any(r.pair_accuracy is not None for r in rows)  # else the pair column would say "-" on every row
 for k, columns in enumerate(lab.SPLIT):  # two tables, each as wide as a laptop's page: no column hidden to the right
-    columns = [c for c in columns if c != "pair acc. %" or reads_pairs]
     shown = [c for c in columns if c != "trained with"] + [c for c in columns if c == "trained with"]  # numbers next to their model
     st.dataframe(
         [{name: c[name] for name in shown} for c in cells],
         hide_index=True,
         width="stretch",
         key=f"lab_table_{k}",
-        column_order=shown,
+        column_order=[c for c in shown if c != "pair acc. %" or reads_pairs],
         column_config={name: column_config[name] for name in shown},
     )
 first = rows[0]
