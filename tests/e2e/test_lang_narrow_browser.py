@@ -115,7 +115,10 @@ def the_routing_step_reads(page, shots, lang: str) -> None:
         page.locator(".st-key-tour_next").get_by_role("button").click()  # the role: not the copy a rerun leaves hidden
         expect(page).to_have_url(re.compile(rf"step={k}\b"))
         wait_for_app_run(page, 600_000)
-    page.locator("[class*=st-key-skip_]").get_by_role("button").click()
+    skip = page.locator("[class*=st-key-skip_]").get_by_role("button")
+    page.screenshot(path=str(shots / f"phone_tour-routing-question_{lang}.png"))
+    expect(skip).to_be_visible(timeout=120_000)
+    skip.click()
     wait_for_app_run(page, 600_000)
     page.wait_for_function(
         "() => { const shown = Array.from(document.querySelectorAll('[data-testid=stMain] [data-testid=stImage] img'))"
