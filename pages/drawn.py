@@ -17,6 +17,7 @@ from PIL import Image
 
 from capsviz.i18n import language
 from capsviz.memo import Memo, digest
+from capsviz.text import MAX_SENTENCES, plain
 from capsviz.viz import Finished, png_bytes
 from capsviz.viz.room import for_room
 from capsviz.viz.teach import RoutingPieces
@@ -171,6 +172,20 @@ def show(place, png: bytes | list[bytes], caption: str | list[str] | None = None
         natural = width if isinstance(width, int) else png_width(png[0] if isinstance(png, list) else png)
         width = round(natural * ROOM_GROW) if natural else width
     place.image(png, caption=caption, width=width, output_format="PNG")  # plain: the callers' captions, checked where they call show
+
+
+def show_pieces(drawn: RoutingPieces, caption: str) -> None:
+    """A routing figure from `pieces` laid out for the screen it is on: its title and key as text,
+    the upper capsules' pictures side by side (one under the other on a phone, each at its own
+    size), the share bars under them, then what the bars show and `caption` (made plain by the
+    caller). The figure's own words are made plain here: a tour's name its model's classes."""
+    st.markdown(f"**{plain(drawn.title, limit=MAX_SENTENCES)}**")
+    st.caption("  \n".join(plain(k, limit=MAX_SENTENCES) for k in drawn.key))  # one line each
+    for column, png in zip(st.columns(len(drawn.uppers)), drawn.uppers, strict=True):
+        show(column, png)
+    show(st, drawn.bars)
+    # the note on a line of its own: it is no sentence, and the caption's first words would run on from it
+    st.caption(f"{plain(drawn.note, limit=MAX_SENTENCES)}  \n{caption}")  # plain: the caller's caption
 
 
 def png_width(png: bytes) -> int | None:

@@ -177,36 +177,41 @@ whole = sorted({r.trained for r in rows if r.trained_label})
 trained_help = t("The routing the model was trained with")
 if whole:
     trained_help = t("{said}; in full: {whole}", said=trained_help, whole=t("; ").join(plain(w) for w in whole))
-header = lambda k: t(lab.COLUMNS[k])  # noqa: E731 - a column's header in the reader's language
 number = lambda k: f"%.{lab.DECIMALS[k]}f"  # noqa: E731 - a column's decimals
-fit = lambda k, least: column_width([c[k] for c in cells], least, latin=GRID_FONT)  # noqa: E731 - every cell whole
-column_config = {  # short headers, each with its long form as help: a laptop's page shows every column, a phone most
-    "model": st.column_config.TextColumn(header("model"), width=fit("model", 150), pinned=True),  # in view while a phone scrolls
-    "run with": st.column_config.TextColumn(
-        header("run with"), width=fit("run with", 100), help=t("The routing the model is run with here")
-    ),
-    "error %": st.column_config.NumberColumn(header("error %"), format=number("error %"), width=66, help=t("Test error, %")),
-    "± chance": st.column_config.NumberColumn(
-        header("± chance"), format=number("± chance"), width=70, help=t("Two standard errors of the error")
-    ),
-    "shifted acc. %": st.column_config.NumberColumn(
-        t("shifted %"), format=number("shifted acc. %"), width=70, help=t("Accuracy on shifted and turned images, %")
-    ),
-    "FGSM acc. %": st.column_config.NumberColumn(
-        t("FGSM {epsilon} %", epsilon=f"{epsilon:g}"),
-        format=number("FGSM acc. %"),
-        width=78,
-        help=t("Accuracy under FGSM, epsilon {epsilon}, %", epsilon=f"{epsilon:g}"),
-    ),
-    "pair acc. %": st.column_config.TextColumn(
-        t("pair %"), width=fit("pair acc. %", 62), help=t("Pair accuracy on MultiMNIST test pairs, %")
-    ),
-    "trained with": st.column_config.TextColumn(header("trained with"), width=fit("trained with", 120), help=trained_help),
-    "entropy %": st.column_config.NumberColumn(header("entropy %"), format=number("entropy %"), width=90, help=t(lab.ENTROPY_TITLE)),
-    "c to pred.": st.column_config.NumberColumn(header("c to pred."), format=number("c to pred."), width=90),
-    "ms / image": st.column_config.NumberColumn(header("ms / image"), format=number("ms / image"), width=90),
-    "ms range": st.column_config.TextColumn(header("ms range"), width=fit("ms range", 160)),
+shown_as = lambda k, c: f"{c[k]:.{lab.DECIMALS[k]}f}" if k in lab.DECIMALS and c[k] is not None else str(c[k])  # noqa: E731
+epsilon_words = f"{epsilon:g}"
+headers = {k: t(words) for k, words in lab.COLUMNS.items()} | {
+    "shifted acc. %": t("shifted %"),
+    "FGSM acc. %": t("FGSM {epsilon} %", epsilon=epsilon_words),
+    "pair acc. %": t("pair %"),
 }
+
+
+def column(k: str, least: int, **kwargs):
+    """Column `k` as wide as its header or its widest cell as shown, whichever is wider (each whole:
+    capsviz.viz.teach.column_width), and never under `least`: a table fits a laptop's page in every
+    language, so it does not scroll sideways."""
+    width = column_width([headers[k], *(shown_as(k, c) for c in cells)], least, latin=GRID_FONT)
+    if k in lab.DECIMALS:
+        return st.column_config.NumberColumn(headers[k], format=number(k), width=width, **kwargs)
+    return st.column_config.TextColumn(headers[k], width=width, **kwargs)
+
+
+column_config = {  # short headers, each with its long form as help: a laptop's page shows every column, a phone most
+    "model": column("model", 150, pinned=True),  # in view while a phone scrolls
+    "run with": column("run with", 100, help=t("The routing the model is run with here")),
+    "error %": column("error %", 50, help=t("Test error, %")),
+    "± chance": column("± chance", 50, help=t("Two standard errors of the error")),
+    "shifted acc. %": column("shifted acc. %", 50, help=t("Accuracy on shifted and turned images, %")),
+    "FGSM acc. %": column("FGSM acc. %", 50, help=t("Accuracy under FGSM, epsilon {epsilon}, %", epsilon=epsilon_words)),
+    "pair acc. %": column("pair acc. %", 50, help=t("Pair accuracy on MultiMNIST test pairs, %")),
+    "trained with": column("trained with", 120, help=trained_help),
+    "entropy %": column("entropy %", 90, help=t(lab.ENTROPY_TITLE)),
+    "c to pred.": column("c to pred.", 90),
+    "ms / image": column("ms / image", 90),
+    "ms range": column("ms range", 160),
+}
+reads_pairs = any(r.pair_accuracy is not None for r in rows)  # else the pair column would say "-" on every row
 for k, columns in enumerate(lab.SPLIT):  # two tables, each as wide as a laptop's page: no column hidden to the right
     shown = [c for c in columns if c != "trained with"] + [c for c in columns if c == "trained with"]  # numbers next to their model
     st.dataframe(
@@ -214,7 +219,7 @@ for k, columns in enumerate(lab.SPLIT):  # two tables, each as wide as a laptop'
         hide_index=True,
         width="stretch",
         key=f"lab_table_{k}",
-        column_order=shown,
+        column_order=[c for c in shown if c != "pair acc. %" or reads_pairs],
         column_config={name: column_config[name] for name in shown},
     )
 first = rows[0]

@@ -26,10 +26,10 @@ from capsviz.analysis.questions import em_assignment, routed_split
 from capsviz.i18n import N_, keeping, t
 from capsviz.viz import png_bytes
 from capsviz.viz.animation import dynamic_frames, dynamic_toy_pieces, em_frames, em_toy_pieces, gif_bytes
-from capsviz.viz.teach import RoutingPieces, whole
+from capsviz.viz.teach import whole
 from pages.asking import ask
 from pages.common import require_router
-from pages.drawn import pieces, show
+from pages.drawn import pieces, show_pieces
 from pages.linking import keep_link_note, link_number, show_link_note
 from pages.sidebar import site_button
 from pages.state import STATE, Key, link_asks
@@ -219,18 +219,6 @@ def dynamic_iteration(toy, it: int):
 def em_iteration(toy, it: int):
     """Iteration it of the EM toy, in pieces."""
     return em_toy_pieces(toy, lower_names(), it)
-
-
-def show_pieces(drawn: RoutingPieces, caption: str) -> None:
-    """A routing figure laid out for the screen it is on: its title and key as text, the upper
-    capsules' pictures side by side (one under the other on a phone, each at its own size), the
-    share bars under them, then what the bars and the figure show."""
-    st.markdown(f"**{drawn.title}**")  # plain: the catalog's words and numbers only
-    st.caption("  \n".join(drawn.key))  # plain: the catalog's words, one line each
-    for column, png in zip(st.columns(len(drawn.uppers)), drawn.uppers, strict=True):
-        show(column, png)
-    show(st, drawn.bars)
-    st.caption(f"{drawn.note} {caption}")  # plain: the catalog's words
 
 
 def downloads(png, frames, name: str) -> None:

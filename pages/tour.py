@@ -13,21 +13,21 @@ from capsviz.analysis.routing import canvas_words, centred, on_canvas
 from capsviz.analysis.tour import tour_of, walk
 from capsviz.analysis.tour_questions import standing, standing_words
 from capsviz.glossary import class_words, help_text, links
-from capsviz.i18n import language, t
+from capsviz.i18n import keeping, language, t
 from capsviz.memo import digest
 from capsviz.registry import either, shows
 from capsviz.site.links import site_tour_step
 from capsviz.text import MAX_SENTENCES, plain
 from capsviz.viz import grouped_bars, png_bytes, to_image
 from capsviz.viz import why as figures
-from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_vote_frame
-from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid
+from capsviz.viz.animation import gif_bytes, tour_em_frames, tour_routing_frames, tour_routing_pieces, tour_vote_frame
+from capsviz.viz.teach import bars, capsule_arrows, feature_maps, markdown_table, side_by_side, value_grid, whole
 from pages.active import checkpoints, for_image, load_model, model_key, page_model, test_set
 from pages.asking import answered, ask
 from pages.classroom import person
 from pages.classroom import seen as here_now
 from pages.common import require_router
-from pages.drawn import chart, kept, picture, show
+from pages.drawn import chart, kept, picture, pieces, show, show_pieces
 from pages.inputs import pick_image
 from pages.linking import link_number, show_link_note
 from pages.projector import big
@@ -124,11 +124,6 @@ def step_figure(step, name: str, build, *args, width: int | None = None, key=Non
         key="tour_png",
         on_click="ignore",
     )
-
-
-def routing_frame(tour, names, it: int, capsule: str):
-    """Iteration it's frame of the tour's routing figure."""
-    return tour_routing_frames(tour, names, only=it, capsule=capsule)[0]
 
 
 def em_frame(tour, names, it: int):
@@ -314,10 +309,20 @@ def step_view() -> None:
         elif step.figure == "bars":
             step_figure(step, step.key, bars, d["values"], d["names"], d["highlight"], d["title"], d["axis"], d["lines"])
         elif step.figure == "routing":
-            step_figure(step, f"routing-{d['t'] + 1}", routing_frame, tour, names, d["t"], words.capsule, key=(seen, d["t"], words.capsule))
+            # in pieces, each picture shown at its own size: a phone shows their text readably
+            drawn = pieces(tour_routing_pieces, tour, names, d["t"], words.capsule, key=(seen, d["t"], words.capsule))
+            show_pieces(drawn, plain(step.caption, limit=MAX_SENTENCES))
+            st.download_button(
+                t("Download this figure (PNG)"),
+                keeping(lambda: png_bytes(whole(tour_routing_pieces(tour, names, d["t"], words.capsule)))),  # drawn when downloaded
+                f"tour-routing-{d['t'] + 1}.png",
+                "image/png",
+                key="tour_png",
+                on_click="ignore",
+            )
             st.download_button(
                 t("Download every iteration (animated GIF)"),
-                lambda: gif_bytes(tour_routing_frames(tour, names, capsule=words.capsule)),
+                keeping(lambda: gif_bytes(tour_routing_frames(tour, names, capsule=words.capsule))),
                 "tour-routing.gif",
                 "image/gif",
                 key="tour_gif",

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from PIL import ImageDraw
 from synthetic import synthetic_digits
 
 from capsviz.analysis import as_batch, rules
@@ -12,9 +13,11 @@ from capsviz.families.capsnet.tour import capsnet_steps, capsnet_tour
 from capsviz.families.efficient_capsnet.tour import efficient_squashed, efficient_steps, efficient_tour
 from capsviz.families.matrix_capsnet.tour import matrix_steps, matrix_tour
 from capsviz.glossary import CLASS_WORDS, DIGIT_WORDS, class_words
+from capsviz.i18n import speaking
 from capsviz.models import build_model
 from capsviz.registry import FAMILIES
-from capsviz.viz.animation import tour_em_frames, tour_routing_frames, tour_vote_frame
+from capsviz.viz.animation import tour_em_frames, tour_routing_frames, tour_routing_pieces, tour_vote_frame
+from capsviz.viz.teach import PANEL, SMALL, whole
 
 NAMES = [str(k) for k in range(10)]
 
@@ -112,6 +115,35 @@ def test_steps_and_frames_cover_every_iteration(capsnet, matrix, image):
     assert len(tour_routing_frames(capsnet_tour(capsnet, image), NAMES)) == 3
     frames = tour_em_frames(matrix_tour(matrix, image), NAMES)
     assert len(frames) == matrix.config.routing_iterations and frames[0].size == frames[-1].size
+
+
+PHONE = 358  # px: the page's column on a 390 px phone (tests/test_narrow_figures.py)
+READABLE = 11  # px: the smallest text a phone shows readably
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-Hans", "ja"])
+def test_the_tours_routing_figure_comes_in_pieces_a_phone_shows_readably(capsnet, image, monkeypatch, lang):
+    """A picture per class capsule and one of the share bars (their names, the followed primary
+    capsules' places, wrapped), each narrow enough that a phone shows its smallest text (SMALL px
+    as drawn) at READABLE px or more; the slides' figure is these pieces."""
+    sizes: dict[int, list[int]] = {}
+    text = ImageDraw.ImageDraw.text
+
+    def recording(self, xy, words, fill=None, font=None, *args, **kwargs):
+        sizes.setdefault(id(self.im), []).append(font.size)
+        return text(self, xy, words, fill, font, *args, **kwargs)
+
+    tour = capsnet_tour(capsnet, image)
+    monkeypatch.setattr(ImageDraw.ImageDraw, "text", recording)
+    with speaking(lang):
+        pieces = tour_routing_pieces(tour, NAMES, 1, "digit capsule")
+        assert np.array_equal(np.asarray(whole(pieces)), np.asarray(tour_routing_frames(tour, NAMES, only=1, capsule="digit capsule")[0]))
+    assert [u.width for u in pieces.uppers] == [PANEL + 1] * 2 and pieces.title and pieces.key and pieces.note
+    for picture in [*pieces.uppers, pieces.bars]:
+        drawn = sizes[id(picture.im)]
+        assert drawn and min(drawn) >= SMALL, drawn
+        assert SMALL * min(1.0, PHONE / picture.width) >= READABLE, f"{picture.width} px wide"
+    assert pieces.bars.height > SHOWN * 24  # the places' names wrapped under their first lines
 
 
 def test_the_vote_frame_draws_votes_without_a_fit(matrix, image):

@@ -267,7 +267,7 @@ def test_text_and_figure_quote_the_same_lengths(path, monkeypatch):
 
     tour, steps, _ = follow(path, seed=2)
     drawn = {}
-    monkeypatch.setattr(animation, "dynamic_frame", lambda *a, **kw: drawn.update(lengths=a[-1]))
+    monkeypatch.setattr(animation, "dynamic_pieces", lambda *a, **kw: drawn.update(lengths=a[-1]))
     for step in steps:
         if step.figure != "routing" and step.key != "routing":
             continue
@@ -278,7 +278,7 @@ def test_text_and_figure_quote_the_same_lengths(path, monkeypatch):
         squash = capsnet_length if step.figure == "routing" else efficient_length
         assert (f"{squash(float(quoted.group(1))):.2f}" == quoted.group(2)) == (quoted.group(3) is None)
         if step.figure == "routing":
-            animation.tour_routing_frames(tour, [str(k) for k in range(10)], only=step.data["t"])
+            animation.tour_routing_pieces(tour, [str(k) for k in range(10)], step.data["t"])
             np.testing.assert_allclose(drawn["lengths"], np.stack([s_len, v_len], -1))
 
 

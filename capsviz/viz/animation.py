@@ -17,7 +17,6 @@ from capsviz.viz.teach import (
     RoutingPieces,
     _canvas,
     draw_lines,
-    dynamic_frame,
     dynamic_pieces,
     em_frame,
     em_pieces,
@@ -73,45 +72,37 @@ def _limit(*arrays: np.ndarray) -> float:
     return 1.15 * max(float(np.abs(a).max()) for a in arrays)
 
 
-def tour_routing_frames(tour: CapsNetTour, names, only: int | None = None, capsule: str | None = None) -> list[Image.Image]:
-    """The tour's routing iterations: the winner's and the runner-up's panels, with the shown
-    primary capsules' predictions in each class capsule's plane (its first axis is the final v_j,
-    so the agreement u_hat . v reads off the x axis). `only`: just that iteration's frame (a page
-    shows one; the GIF takes them all); `capsule`: what the model's class capsules are called
-    (capsviz.glossary.class_words)."""
+def tour_routing_pieces(tour: CapsNetTour, names, it: int, capsule: str | None = None) -> RoutingPieces:
+    """The tour's routing iteration `it` in pieces: the winner's and the runner-up's panels, with
+    the shown primary capsules' predictions in each class capsule's plane (its first axis is the
+    final v_j, so the agreement u_hat . v reads off the x axis). `capsule`: what the model's class
+    capsules are called (capsviz.glossary.class_words)."""
     pair = [tour.winner, tour.runner_up]
     preds = tour.pred2d[pair].transpose(1, 0, 2)  # (SHOWN, 2, 2)
-    limit = _limit(preds, tour.v2d[:, pair])
     capsule = t("digit capsule") if capsule is None else capsule
-    uppers = [t("{capsule} {name}", capsule=capsule, name=names[j]) for j in pair]
-    frames = []
-    for it in range(tour.iterations) if only is None else [only]:
-        c = tour.c[it][tour.shown][:, pair]  # (SHOWN, 2)
-        frames.append(
-            dynamic_frame(
-                preds,
-                c,
-                tour.s2d[it, pair],
-                tour.v2d[it, pair],
-                t(
-                    "Routing iteration {k} of {T}: the six loudest predictions for {name}",
-                    k=it + 1,
-                    T=tour.iterations,
-                    name=names[tour.winner],
-                ),
-                [f"{k + 1}: {n}" for k, n in enumerate(tour.shown_names)],
-                limit,
-                uppers,
-                t(
-                    "coupling c to {first} (blue) and {second} (orange); the other {capsule}s take the rest",
-                    first=names[pair[0]],
-                    second=names[pair[1]],
-                    capsule=capsule,
-                ),
-                np.stack([tour.s_len[it, pair], tour.v_len[it, pair]], -1),  # the full 16-number lengths, as the text quotes them
-            )
-        )
-    return frames
+    return dynamic_pieces(
+        preds,
+        tour.c[it][tour.shown][:, pair],  # (SHOWN, 2)
+        tour.s2d[it, pair],
+        tour.v2d[it, pair],
+        t("Routing iteration {k} of {T}: the six loudest predictions for {name}", k=it + 1, T=tour.iterations, name=names[tour.winner]),
+        [f"{k + 1}: {n}" for k, n in enumerate(tour.shown_names)],
+        _limit(preds, tour.v2d[:, pair]),
+        [t("{capsule} {name}", capsule=capsule, name=names[j]) for j in pair],
+        t(
+            "coupling c to {first} (blue) and {second} (orange); the other {capsule}s take the rest",
+            first=names[pair[0]],
+            second=names[pair[1]],
+            capsule=capsule,
+        ),
+        np.stack([tour.s_len[it, pair], tour.v_len[it, pair]], -1),  # the full 16-number lengths, as the text quotes them
+    )
+
+
+def tour_routing_frames(tour: CapsNetTour, names, only: int | None = None, capsule: str | None = None) -> list[Image.Image]:
+    """The tour's routing iterations as whole pictures (`tour_routing_pieces`), for slides: `only`,
+    just that iteration's frame; the GIF takes them all."""
+    return [whole(tour_routing_pieces(tour, names, it, capsule)) for it in (range(tour.iterations) if only is None else [only])]
 
 
 def tour_em_frames(tour: MatrixTour, names, only: int | None = None) -> list[Image.Image]:

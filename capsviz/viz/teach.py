@@ -192,20 +192,26 @@ BAR_ROW = 24  # pixels from one bar to the next
 SMALL = 13  # px: the smallest text of a routing figure's pictures (its pieces), numbers and names alike
 
 
+BAR_NAMES = 100  # px at most for the bars' names (a longer name wraps): names and bars then fit a phone's width at full size
+
+
 def _bar_label_width(names: list[str]) -> int:
     f = font(SMALL)
-    return max(90, 8 + max(int(f.getlength(n)) for n in names))
+    return max(90, min(BAR_NAMES, 8 + max(int(f.getlength(n)) for n in names)))
 
 
 def _share_bars(shares: np.ndarray, names: list[str]) -> Image.Image:
     """One stacked horizontal bar per row of `shares` (rows sum to at most 1), coloured per upper
-    capsule, each part labelled with its value, each row named by `names` at its left."""
+    capsule, each part labelled with its value, each row named by `names` at its left (wrapped to
+    BAR_NAMES px, the row as tall as its name)."""
     f = font(SMALL)
     label_w = _bar_label_width(names)
-    img, draw = _canvas(label_w + BAR + 1, len(shares) * BAR_ROW)
+    named = [wrap(n, f, label_w - 8) for n in names]
+    tops = np.cumsum([0] + [BAR_ROW + (len(n) - 1) * line_height(f) for n in named])
+    img, draw = _canvas(label_w + BAR + 1, int(tops[-1]))
     for i, row in enumerate(shares):
-        top = i * BAR_ROW
-        draw.text((0, top + 3), names[i], fill=INK, font=f)
+        top = int(tops[i])
+        draw_lines(draw, (0, top + 3), named[i], f, INK)
         draw.rectangle([label_w, top, label_w + BAR, top + 18], outline=(210, 210, 210))
         left = label_w
         for j, share in enumerate(row):
@@ -247,7 +253,7 @@ class RoutingPieces:
 
 
 def _pieces(title, key, uppers, stats, shares, names, note, panels) -> RoutingPieces:
-    """What dynamic_frame and em_frame share: one picture per upper capsule (its name above its
+    """What dynamic_pieces and em_pieces share: one picture per upper capsule (its name above its
     panel `panels[j]`, its numbers `stats[j]` under it; names and numbers wrapped to the panel's
     width, every picture as tall as the tallest), and the share bars of the lower capsules `names`."""
     heads = [wrap(u, font(15), PANEL) for u in uppers]
@@ -302,11 +308,6 @@ def _number_at(pd: ImageDraw.ImageDraw, x: float, y: float, k: int, fill) -> Non
     x = min(max(x, 2), PANEL - 2 - f.getlength(text))
     y = min(max(y, 2), PANEL - 2 - line_height(f))
     pd.text((x, y), text, fill=fill, font=f)
-
-
-def dynamic_frame(*args, **kwargs) -> Image.Image:
-    """`dynamic_pieces` as one picture (slides, downloads, the tour)."""
-    return whole(dynamic_pieces(*args, **kwargs))
 
 
 def dynamic_pieces(

@@ -1,10 +1,10 @@
 """The tour, the explorer and the routing page on a phone (390 px) in Chinese and Japanese, on the
 shipped models: no text cut short with an ellipsis, none reaching past the window's right edge, no
 chart title outside its chart, and every decimal number the page's sentences quote the same as in
-English; the playgrounds' figure, its pictures one under the other, and the explorer's perturbation
-grid and MultiMNIST's coupling blocks, each shown at a size where its smallest text reads; and the
-routing lab's and the reproduction page's tables, at 390 and 1280 px, with no cell cut or broken
-inside a word. Screenshots (one per screenful) go to E2E_SCREENSHOT_DIR."""
+English; the playgrounds' and the tour's routing figures, their pictures one under the other, and
+the explorer's perturbation grid and MultiMNIST's coupling blocks, each shown at a size where its
+smallest text reads; and the routing lab's and the reproduction page's tables, at 390 and 1280 px,
+with no cell cut or broken inside a word. Screenshots (one per screenful) go to E2E_SCREENSHOT_DIR."""
 
 import io
 import re
@@ -12,6 +12,7 @@ import re
 import numpy as np
 import pytest
 from PIL import Image
+from playwright.sync_api import expect
 from st_helpers import new_page, titles_cut_off, wait_for_app_run
 from test_browser import no_exceptions, shot
 
@@ -95,9 +96,43 @@ def test_a_page_reads_whole_on_a_phone_in_chinese_and_japanese(browser, shipped_
         screens(page, shots, f"phone_{view}_{lang}")
         assert not cut, cut
         assert numbers(page) == english, (numbers(page), english)
+        if view == "tour-step-4":
+            the_routing_step_reads(page, shots, lang)
         no_exceptions(page)
     finally:
         ctx.close()
+
+
+ROUTING_STEP = 8  # capsnet-small-mnist's first routing iteration: after the chapter's three steps and four of the walk
+
+
+def the_routing_step_reads(page, shots, lang: str) -> None:
+    """Next from step 4 to the tour's first routing step, its question skipped if asked: the routing figure
+    in pieces, a picture per class capsule (of the winner and the runner-up) and one of the share
+    bars, one under the other, each inside the window and shown at a size where its smallest text
+    (SMALL px as drawn) is at least READABLE px; nothing on the step cut."""
+    for k in range(5, ROUTING_STEP + 1):
+        page.locator(".st-key-tour_next").get_by_role("button").click()  # the role: not the copy a rerun leaves hidden
+        expect(page).to_have_url(re.compile(rf"step={k}\b"))
+        wait_for_app_run(page, 600_000)
+    skip = page.locator("[class*=st-key-skip_]").get_by_role("button")
+    if skip.count():  # a student is asked first; the teacher (this test's session on this server) sees the figure at once
+        skip.click()
+        wait_for_app_run(page, 600_000)
+    page.wait_for_function(
+        "() => { const shown = Array.from(document.querySelectorAll('[data-testid=stMain] [data-testid=stImage] img'))"
+        ".filter(i => i.getBoundingClientRect().width > 0); return shown.length === 3 && shown.every(i => i.complete && i.naturalWidth > 0); }"
+    )
+    pictures = [p for p in page.evaluate(PICTURES) if p["shown"] > 0]
+    assert len(pictures) == 3, pictures  # two class capsules, the bars
+    for p in pictures:
+        assert SMALL * p["shown"] / p["natural"] >= READABLE, p
+        assert 0 <= p["left"] and p["right"] <= WIDTH, p
+    for above, below in zip(pictures, pictures[1:], strict=False):
+        assert below["top"] >= above["bottom"] - 1, (above, below)  # one under the other
+    cut = page.evaluate(CUT)
+    screens(page, shots, f"phone_tour-routing_{lang}")
+    assert not cut, cut
 
 
 READABLE = 11  # CSS px: the smallest text a phone shows readably
@@ -199,7 +234,7 @@ def column_edges(frame) -> list[int]:
 
 
 def cut_cells(page, frame) -> list[tuple[str, float, float]]:
-    """The cells of a dataframe, across its width, whose text is wider than their column shows:
+    """The cells of a dataframe (its headers too), across its width, whose text is wider than their column shows:
     (text, its width, the room the column gives it). Scrolled across a step at a time, the column
     lines it draws give each column's place in the whole table (those right of the pinned first
     column move with the scroll; the last column ends where the table does) and each cell's column
@@ -210,7 +245,7 @@ def cut_cells(page, frame) -> list[tuple[str, float, float]]:
     pinned = None
     while True:
         left, full, visible = scroller.evaluate("e => [e.scrollLeft, e.scrollWidth, e.clientWidth]")
-        cells = frame.locator("table[role=grid] tbody td").evaluate_all(
+        cells = frame.locator("table[role=grid] tr > [aria-colindex]").evaluate_all(  # the headers too
             "tds => tds.map(td => [Number(td.getAttribute('aria-colindex')), td.innerText])"
         )
         for k, text in cells:
@@ -237,9 +272,9 @@ def cut_cells(page, frame) -> list[tuple[str, float, float]]:
 @pytest.mark.parametrize("width", [WIDTH, 1280])
 @pytest.mark.parametrize("lang", ["zh-Hans", "ja"])
 def test_the_lab_and_reproduction_tables_show_every_cell_whole(browser, shipped_server, shots, lang, width):
-    """The routing lab's tables (dataframes) and the reproduction page's (Markdown): no cell's text
-    wider than its column shows, and no Markdown cell breaking inside a word (a Chinese or
-    Japanese header squeezed to a character a line)."""
+    """The routing lab's tables (dataframes) and the reproduction page's (Markdown): no cell's or
+    header's text wider than its column shows, on a laptop no lab table scrolling sideways, and no
+    Markdown cell breaking inside a word (a Chinese or Japanese header squeezed to a character a line)."""
     ctx = browser.new_context(viewport={"width": width, "height": HEIGHT})
     page = new_page(ctx, 600_000)
     try:
@@ -252,6 +287,9 @@ def test_the_lab_and_reproduction_tables_show_every_cell_whole(browser, shipped_
             frame.scroll_into_view_if_needed()
             page.wait_for_timeout(500)
             frame.screenshot(path=str(shots / f"lang_lab_table_{k}_{lang}_{width}.png"))
+            if width > WIDTH:  # a laptop's page shows every column: nothing to scroll sideways to
+                full, visible = frame.locator(".dvn-scroller").first.evaluate("e => [e.scrollWidth, e.clientWidth]")
+                assert full <= visible + 1, (k, full, visible)
             assert not cut_cells(page, frame), cut_cells(page, frame)
         no_exceptions(page)
         page.goto(f"{shipped_server}/reproduction?lang={lang}")
