@@ -284,7 +284,9 @@ def training_labels(total: dict, unit: bool = False) -> tuple[str, str]:
     else:
         one = 1 if said["epochs"] == "1" else 2  # "1 epoch", "0.5 epochs", "12 epochs"
         epochs = tn("{epochs} epoch", "{epochs} epochs", one, **said) if unit else said["epochs"]
-    return epochs, functools.reduce(lambda first, then: t("{first}, then {then}", first=first, then=then), total["hardware"] or [t("machine not recorded")])
+    return epochs, functools.reduce(
+        lambda first, then: t("{first}, then {then}", first=first, then=then), total["hardware"] or [t("machine not recorded")]
+    )
 
 
 def list_checkpoints(folder: Path) -> list[tuple[Path, CheckpointMeta | str]]:
