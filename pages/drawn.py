@@ -64,12 +64,15 @@ def _size(value) -> int:
             total += int(x.nbytes)
         elif id(x) in seen:
             continue
-        elif isinstance(x, Finished):
+        elif isinstance(x, Finished):  # its plotly template is one object shared by every chart: not counted
             seen.add(id(x))
-            todo.append(x.to_dict())
+            spec = x.to_dict()
+            todo += [spec["data"], {k: v for k, v in spec["layout"].items() if k != "template"}]
         elif isinstance(x, dict):
             seen.add(id(x))
             todo.extend(x.values())
+        elif isinstance(x, list | tuple) and x and type(x[0]) in (float, int):  # a row of numbers, counted at once
+            total += 8 * len(x)
         elif isinstance(x, list | tuple | set):
             seen.add(id(x))
             todo.extend(x)
