@@ -187,7 +187,7 @@ headers = {k: t(words) for k, words in lab.COLUMNS.items()} | {
 }
 
 
-def column(k: str, least: int, **kwargs):
+def _column(k: str, least: int, **kwargs):
     """Column `k` as wide as its header or its widest cell as shown, whichever is wider (each whole:
     capsviz.viz.teach.column_width), and never under `least`: a table fits a laptop's page in every
     language, so it does not scroll sideways."""
@@ -198,18 +198,18 @@ def column(k: str, least: int, **kwargs):
 
 
 column_config = {  # short headers, each with its long form as help: a laptop's page shows every column, a phone most
-    "model": column("model", 150, pinned=True),  # in view while a phone scrolls
-    "run with": column("run with", 100, help=t("The routing the model is run with here")),
-    "error %": column("error %", 50, help=t("Test error, %")),
-    "± chance": column("± chance", 50, help=t("Two standard errors of the error")),
-    "shifted acc. %": column("shifted acc. %", 50, help=t("Accuracy on shifted and turned images, %")),
-    "FGSM acc. %": column("FGSM acc. %", 50, help=t("Accuracy under FGSM, epsilon {epsilon}, %", epsilon=epsilon_words)),
-    "pair acc. %": column("pair acc. %", 50, help=t("Pair accuracy on MultiMNIST test pairs, %")),
-    "trained with": column("trained with", 120, help=trained_help),
-    "entropy %": column("entropy %", 90, help=t(lab.ENTROPY_TITLE)),
-    "c to pred.": column("c to pred.", 90),
-    "ms / image": column("ms / image", 90),
-    "ms range": column("ms range", 160),
+    "model": _column("model", 150, pinned=True),  # in view while a phone scrolls
+    "run with": _column("run with", 100, help=t("The routing the model is run with here")),
+    "error %": _column("error %", 50, help=t("Test error, %")),
+    "± chance": _column("± chance", 50, help=t("Two standard errors of the error")),
+    "shifted acc. %": _column("shifted acc. %", 50, help=t("Accuracy on shifted and turned images, %")),
+    "FGSM acc. %": _column("FGSM acc. %", 50, help=t("Accuracy under FGSM, epsilon {epsilon}, %", epsilon=epsilon_words)),
+    "pair acc. %": _column("pair acc. %", 50, help=t("Pair accuracy on MultiMNIST test pairs, %")),
+    "trained with": _column("trained with", 120, help=trained_help),
+    "entropy %": _column("entropy %", 90, help=t(lab.ENTROPY_TITLE)),
+    "c to pred.": _column("c to pred.", 90),
+    "ms / image": _column("ms / image", 90),
+    "ms range": _column("ms range", 160),
 }
 reads_pairs = any(r.pair_accuracy is not None for r in rows)  # else the pair column would say "-" on every row
 for k, columns in enumerate(lab.SPLIT):  # two tables, each as wide as a laptop's page: no column hidden to the right

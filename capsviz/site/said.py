@@ -15,7 +15,7 @@ from capsviz.glossary import CLASS_WORDS, DIGIT_WORDS, label
 from capsviz.i18n import N_, language, t, translations
 from capsviz.registry import ONE_ITERATION, ONE_ITERATION_WHY
 
-MESSAGES = {
+TOUR_MESSAGES = {
     # the walk's paragraphs that name only the model and the image's winner
     "input": N_(
         "This is the image the tour follows through **{model}**, a CapsNet (Sabour et al. 2017, Fig. 1) trained with "
@@ -209,7 +209,7 @@ MESSAGES = {
 }
 
 # Messages with a singular and a plural (steps.loudest_words, margin_words): each one's form for every count up to COUNTS
-COUNTED = {
+TOUR_COUNTED = {
     "loud_some": (
         "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}, but they are {few} of {capsules}: "
         "averaged over all {capsules} primary capsules the coupling to {name} is {mean} (uniform {u}). {n} of the {few} loudest "
@@ -251,7 +251,7 @@ COUNTED = {
 COUNTS = 10
 
 
-def class_words() -> dict:
+def _class_words() -> dict:
     """The model's words for its classes (glossary.ClassWords' English, which a model entry names)
     in this run's language."""
     return {w: t(w) for words in (DIGIT_WORDS, CLASS_WORDS) for w in (words.capsule_en, words.thing_en, words.shown_en)}
@@ -263,15 +263,15 @@ def tour_said() -> dict:
     sentences compare with (as numbers and as the app writes them)."""
     catalog = translations(language())
     return {
-        "messages": {k: t(m) for k, m in MESSAGES.items()},
-        "counted": {k: {str(n): catalog.ngettext(one, many, n) for n in range(1, COUNTS + 1)} for k, (one, many) in COUNTED.items()},
+        "messages": {k: t(m) for k, m in TOUR_MESSAGES.items()},
+        "counted": {k: {str(n): catalog.ngettext(one, many, n) for n in range(1, COUNTS + 1)} for k, (one, many) in TOUR_COUNTED.items()},
         "labels": {
             k: label(k)
             for k in ("b", "c", "s", "v", "agreement", "conv1", "primary", "W", "u_hat", "primary_length", "margin_loss", "reconstruction")
         },
         "one_iteration": [t(ONE_ITERATION), t(ONE_ITERATION_WHY)],  # what a CapsNet trained with 1 iteration was trained with
         "maps": steps.MAPS,
-        "class_words": class_words(),
+        "class_words": _class_words(),
         "rule": rules.rule_words("near uniform"),
         "gap": steps.gap(),  # between two sentences: a space, none in Chinese and Japanese
         "limits": {
