@@ -30,7 +30,7 @@ i18n.set_resolver(_session_language)
 
 def _load_catalogs() -> None:
     for lang in LANGUAGES:
-        i18n.translations(lang)  # kept for the process (about 0.5 s of CPU each to read and compile)
+        i18n.translations(lang)  # kept for the process (read and compiled once: BENCH.md, "A student's session")
 
 
 def preload_catalogs() -> threading.Thread | None:
