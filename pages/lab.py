@@ -22,6 +22,7 @@ from pages.terms import term_help, uses
 require_router()
 # the tables' own font (Streamlit's Source Sans), in which their columns are measured
 GRID_FONT = next((Path(st.__file__).parent / "static" / "static" / "media").glob("SourceSansVF-Upright*"), None)
+GRID_SIZE = 14  # px: the grid draws its cells and headers in the theme's small size, 0.875 rem
 uses(
     "uniform", "random_couplings", "self_attention", "seed", "standard_error", "entropy"
 )  # the glossary entries its text names (pages.terms)
@@ -191,7 +192,7 @@ def _column(k: str, least: int, **kwargs):
     """Column `k` as wide as its header or its widest cell as shown, whichever is wider (each whole:
     capsviz.viz.teach.column_width), and never under `least`: a table fits a laptop's page in every
     language, so it does not scroll sideways."""
-    width = column_width([headers[k], *(shown_as(k, c) for c in cells)], least, latin=GRID_FONT)
+    width = column_width([headers[k], *(shown_as(k, c) for c in cells)], least, size=GRID_SIZE, latin=GRID_FONT)
     if k in lab.DECIMALS:
         return st.column_config.NumberColumn(headers[k], format=number(k), width=width, **kwargs)
     return st.column_config.TextColumn(headers[k], width=width, **kwargs)

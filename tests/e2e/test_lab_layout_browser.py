@@ -1,11 +1,13 @@
 """The routing lab at a laptop's width (1280 px): with the MultiMNIST models every column of the
-tables is in view without scrolling sideways; with the MNIST models the seed study's conclusion is
+tables is in view without scrolling sideways and every cell whole (the pinned model column holds
+the longest shipped name); with the MNIST models the seed study's conclusion is
 shown whole."""
 
 import pytest
 from playwright.sync_api import expect
 from st_helpers import new_page, wait_for_app_run
 from test_browser import no_exceptions, shot
+from test_lang_narrow_browser import cut_cells
 
 from capsviz.analysis import lab
 
@@ -29,6 +31,8 @@ def test_every_column_of_the_lab_table_is_in_view_at_1280_px(browser, shipped_se
             scroller = frame.locator(".dvn-scroller").first
             sizes = scroller.evaluate("e => [e.scrollWidth, e.clientWidth]")
             assert sizes[0] <= sizes[1] + 1, f"the table scrolls sideways: {sizes}"
+            cut = cut_cells(page, frame)
+            assert not cut, cut
         short = {
             "shifted acc. %": "shifted %",
             "FGSM acc. %": f"FGSM {lab.FGSM_EPSILON:g} %",

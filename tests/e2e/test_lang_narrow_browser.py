@@ -212,11 +212,12 @@ TABLE_CELLS = """() => Array.from(document.querySelectorAll('[data-testid=stMain
   return {text, lines: tops.size, words: text.split(/\\s+/).filter(Boolean).length, scroll: c.scrollWidth, client: c.clientWidth};
 })"""
 
-# What a dataframe's text measures in the grid's own font (Streamlit's glide grid: 13 px)
+# What a dataframe's text measures in the grid's own font and size (Streamlit's glide grid: the theme's small size)
 TEXT_WIDTHS = """(texts) => {
-  const font = getComputedStyle(document.querySelector('[data-testid=stDataFrame] .dvn-scroller')).getPropertyValue('--gdg-font-family');
+  const style = getComputedStyle(document.querySelector('[data-testid=stDataFrame] .dvn-scroller'));
+  const font = style.getPropertyValue('--gdg-font-family');
   const ctx = document.createElement('canvas').getContext('2d');
-  ctx.font = `13px ${font || 'sans-serif'}`;
+  ctx.font = `${style.getPropertyValue('--gdg-base-font-style').trim() || '13px'} ${font || 'sans-serif'}`;
   return texts.map(t => ctx.measureText(t).width);
 }"""
 PADDING = 17  # px: a grid cell's padding, both sides
