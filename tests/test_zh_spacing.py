@@ -12,11 +12,12 @@ from babel.messages.pofile import read_po
 
 from capsviz.i18n import FOLDERS, catalog_path, speaking, t
 
-# Placeholders whose value starts or ends with Latin letters or digits wherever they appear: counts
-# ("{k} of {n} models"), numbers, routing and model names (EM, CapsNet), the robustness page's x axis.
+# Placeholders whose value starts and ends with Latin letters or digits wherever they appear: counts
+# ("{k} of {n} models"), numbers and times, model names (CapsNet), the robustness page's x axis
+# (epsilon) and its measures (FGSM). A routing's name is most often Chinese or Japanese: it is not here.
 LATIN = {
-    "n", "models", "near_models", "away_models", "better", "worse", "measure", "routing", "routings",
-    "x_name", "a_time", "b_time", "images", "pair_counts", "accuracies", "errors", "who",
+    "n", "models", "near_models", "away_models", "better", "worse", "measure", "x_name", "a_time", "b_time",
+    "images", "who",
 }  # fmt: skip
 CJK = r"[\u3040-\u30ff\u3400-\u9fff]"
 GLUED = re.compile(rf"(?<={CJK})\{{+(\w+)[^}}]*\}}+|\{{+(\w+)[^}}]*\}}+(?={CJK})")
