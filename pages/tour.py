@@ -8,7 +8,7 @@ predictions were right."""
 import pandas as pd
 import streamlit as st
 
-from capsviz.analysis import lab, why_steps
+from capsviz.analysis import lab, why, why_steps
 from capsviz.analysis.routing import canvas_words, centred, on_canvas
 from capsviz.analysis.tour import tour_of, walk
 from capsviz.analysis.tour_questions import standing, standing_words
@@ -201,7 +201,9 @@ def why_figure(step) -> None:
             st.plotly_chart(chart(figures.changes, sweep, why_steps.CHANGE, d["amount"], LARGE), key="tour_why_changes")
     elif step.figure == "why_parts":
         side = 200 if LARGE else 140
-        for place, a, words_ in zip(st.columns(len(d["pictures"])), d["pictures"], d["lines"], strict=True):
+        shown = [plain(n) for n in names]  # computed when the step is shown: most students never open it for every image
+        pictures, lines = kept(why.parts_views, model, cnn, image, shown, key=(seen, model_key(chapter.cnn_path), tuple(shown)))
+        for place, a, words_ in zip(st.columns(len(pictures)), pictures, lines, strict=True):
             show(place, picture(to_image, a, 8, width=side), None, side)
             place.markdown("  \n".join(words_.split("\n")))  # plain: the class names made plain in the core
         caption(step.caption)

@@ -198,8 +198,7 @@ def vector_chapter(
         )
     )
 
-    # parts in the wrong places
-    pictures, lines = why.parts_views(caps, cnn, image, pn)
+    # parts in the wrong places (the pictures, `why.parts_views`, are drawn by the page when the step is shown)
     text = [
         t(
             "The story's second claim is the scrambled face: every part present, in the wrong places. A network that only asks "
@@ -223,7 +222,7 @@ def vector_chapter(
             "why_parts",
             t(VECTOR_TITLES[1]),
             figure="why_parts",
-            data={"pictures": pictures, "lines": lines, "sweep": parts, "bands": bands},
+            data={"sweep": parts, "bands": bands},
             caption=t("each picture: what the CNN answers (its score) and what the capsules answer (the length)"),
             text=text,
             terms=("pooling", "parse_tree"),
