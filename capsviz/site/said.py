@@ -1,8 +1,10 @@
-"""The dynamic-routing CapsNet tour's sentences that depend only on numbers the browser computes (the
-primary capsules' lengths, the predictions' lengths, the couplings, the class capsules' s and v): the
-very messages of capsviz.analysis.steps and capsviz.families.capsnet.tour, exported with their
-constants so web/js/said.js writes them for any image, a drawing included, as the app's tour writes
-them for a test image (tests/test_site_js.py compares the two on real traces in every language).
+"""The tours' sentences that depend only on numbers the browser computes (for a dynamic-routing
+CapsNet the primary capsules' lengths, the predictions' lengths, the couplings, the class capsules'
+s and v; for Efficient-CapsNet the same from its one pass of self-attention; for matrix capsules each
+EM iteration's assignments R and activations a): the very message tables of capsviz.analysis.steps,
+rule_words and each family's tour (capsviz/families/*/tour.py), exported with their constants so
+web/js/said.js writes them for any image, a drawing included, as the app's tour writes them for a
+test image (tests/test_site_js.py compares the two on real traces in every language).
 
 A sentence that needs what only the build has (the routing lab's stored rows, the label of a
 drawing, the app's paragraphs that name the model's training) is not here: the page's note says so.
@@ -12,12 +14,16 @@ from __future__ import annotations
 
 from capsviz.analysis import rule_words, rules, steps
 from capsviz.families.capsnet import tour as capsnet_tour
+from capsviz.families.efficient_capsnet import tour as efficient_tour
+from capsviz.families.efficient_capsnet.model import MSE_WEIGHT
+from capsviz.families.matrix_capsnet import tour as matrix_tour
 from capsviz.glossary import CLASS_WORDS, DIGIT_WORDS, label
 from capsviz.i18n import language, t, translations
 from capsviz.registry import ONE_ITERATION, ONE_ITERATION_WHY
 
-# The app's own tables of these messages, not copies: the walk and the steps fill the very same entries
-TOUR_MESSAGES = steps.MESSAGES | rule_words.MESSAGES | capsnet_tour.MESSAGES
+# The app's own tables of these messages, not copies: the walks and the steps fill the very same entries
+TABLES = (steps.MESSAGES, rule_words.MESSAGES, capsnet_tour.MESSAGES, efficient_tour.MESSAGES, matrix_tour.MESSAGES)
+TOUR_MESSAGES = {k: m for table in TABLES for k, m in table.items()}
 # Messages with a singular and a plural (steps.loudest_words, margin_words): each one's form for every count up to COUNTS
 TOUR_COUNTED = steps.COUNTED
 # The counts whose forms are exported: the six followed capsules, and the other class capsules of a
@@ -65,5 +71,7 @@ def tour_said() -> dict:
             "absent": str(steps.MARGIN_ABSENT),
             "share": str(rules.NEAR_UNIFORM_SHARE),
             "entropy": f"{rules.NEAR_UNIFORM_ENTROPY:.0%}",
+            "mse_weight": str(MSE_WEIGHT),  # Efficient-CapsNet's decoder weight, which its tour quotes
         },
+        "em_layer": matrix_tour.CLASS_LAYER_IN,  # the layer whose capsules the EM tour follows into the class capsules
     }
