@@ -2,8 +2,8 @@
 // exported by `capsviz site` with each step's kind, iteration and glossary entries). For the site's
 // first test images each step shows the app's own explanations, table and figure, exported with the
 // numbers they quote (capsviz/site/tours.py); otherwise (a later image, a drawing) the step's figure
-// and its numbers are computed here, with, for a dynamic-routing CapsNet, every sentence of the app's
-// tour that depends only on them (js/said.js), else the sentences the app's rules give on them
+// and its numbers are computed here, with, for a dynamic-routing CapsNet, an Efficient-CapsNet and the
+// EM tour, the sentences of the app's tour that depend only on them (js/said.js), else the sentences the app's rules give on them
 // (js/rules.js); a note says what is written only for those first images and how to see it. No step
 // shows words written for another image.
 // A kind the site cannot draw says so; no step falls back on another's figure.
