@@ -2,9 +2,9 @@
 
 The words are gettext messages: English whole sentences with named placeholders, written in the
 code as `t("The winner is {name}.", name=...)` (or `tn(singular, plural, n, ...)` where English
-needs a plural; `N_(...)` marks a message kept in a table and translated where it is shown). The
-translations are the catalogs `capsviz/locale/<language>/LC_MESSAGES/capsviz.po`, extracted and
-updated with Babel (README's "Translations"); they are read once per process.
+needs a plural; `N_(...)`, or `Nn_(singular, plural)`, marks a message kept in a table and
+translated where it is shown). The translations are the catalogs
+`capsviz/locale/<language>/LC_MESSAGES/capsviz.po`, extracted and updated with Babel (README's "Translations"); they are read once per process.
 
 The language is per student, never per server: each page run says which (`set_language`, from
 the link's `lang=`, the sidebar's switch or the browser's languages), and every `t` in that run
@@ -164,6 +164,11 @@ def _saying(values: dict) -> dict:
 def N_(message: str) -> str:
     """Marks `message` for the catalog where it is kept in a table; `t(entry)` translates it where shown."""
     return message
+
+
+def Nn_(singular: str, plural: str) -> tuple[str, str]:
+    """Marks a singular and plural pair for the catalog where it is kept in a table; `tn(*entry, n)` translates it where shown."""
+    return singular, plural
 
 
 class Sentence(str):

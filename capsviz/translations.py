@@ -25,8 +25,9 @@ from capsviz.viz.teach import FONT_DIR  # the fonts the figures are drawn with, 
 
 STAMP = datetime(2026, 1, 1, tzinfo=UTC)  # the catalogs' dates stay put: a change shows only what changed
 HEADER = "# capsviz's words in {name}. ../shared/TERMS.md gives the terms; `python -m capsviz translations` keeps it up to date."
-# t(message), tn(singular, plural, n), N_(message), sentence(message), sentence_n(singular, plural, n): Babel's keyword specs
-KEYWORDS = {"t": None, "tn": (1, 2), "N_": None, "sentence": None, "sentence_n": (1, 2)}
+# t(message), tn(singular, plural, n), N_(message), Nn_(singular, plural), sentence(message), sentence_n(singular, plural, n):
+# Babel's keyword specs
+KEYWORDS = {"t": None, "tn": (1, 2), "N_": None, "Nn_": (1, 2), "sentence": None, "sentence_n": (1, 2)}
 
 
 def sources(root: Path = CHECKOUT) -> list[Path]:

@@ -272,4 +272,99 @@ def tour_cases() -> list[dict]:
         "types": cfg.primary_types,
         "states": states,
         "cases": cases,
+        "efficient": efficient_cases(drawn),
+        "em": em_cases(drawn),
     }
+
+
+def efficient_cases(drawn: list[np.ndarray]) -> dict:
+    """The Efficient-CapsNet tour (capsviz.families.efficient_capsnet.tour) on the same images: its
+    sentences that depend only on the browser's numbers (u, u_hat, the couplings and v of its one
+    pass of self-attention, as runtime.computeFor lays them out), in each language."""
+    import torch
+
+    from capsviz.checkpoint import load_checkpoint
+    from capsviz.families.efficient_capsnet.tour import efficient_tour, walk
+    from capsviz.glossary import class_words
+    from capsviz.i18n import LANGUAGES, speaking
+    from capsviz.paths import shipped_checkpoints
+
+    model, meta = load_checkpoint(shipped_checkpoints() / "efficient-capsnet-mnist.safetensors")
+    names = [str(c) for c in meta.class_names]
+    states = []
+    for n, image in enumerate(drawn):
+        with torch.no_grad():
+            x = torch.from_numpy(image)[None, None]
+            u_hat = model.predictions(x)[0]  # (J, I, D)
+            r = model.route(u_hat[None], record=True)
+            states.append(
+                {
+                    "I": u_hat.shape[1],
+                    "J": u_hat.shape[0],
+                    "D": u_hat.shape[2],
+                    "u": model.primary_capsules(x)[0].flatten().tolist(),
+                    "uHat": u_hat.flatten().tolist(),
+                    "c": r.c[0, 0].flatten().tolist(),
+                    "v": r.v[0].flatten().tolist(),
+                    "right": None if n else 1,
+                }
+            )
+    cases = []
+    for lang in LANGUAGES:
+        with speaking(lang):
+            want = []
+            for image, state in zip(drawn, states, strict=True):
+                truth = names[state["right"]] if state["right"] is not None else ""
+                steps = {
+                    s.key: s for s in walk(efficient_tour(model, image), names, class_words(meta), "efficient-capsnet-mnist", truth, "", [])
+                }
+                want.append(
+                    {
+                        k: [list(steps[k].text), steps[k].measured]
+                        for k in ("primary", "predictions", "routing", "lengths", "reconstruction")
+                    }
+                )
+            cases.append({"lang": lang, "said": words.vocabulary()["tour_said"], "want": want, "shown": class_words(meta).shown})
+    return {"names": names, "states": states, "cases": cases}
+
+
+def em_cases(drawn: list[np.ndarray]) -> dict:
+    """The matrix-capsule tour (capsviz.families.matrix_capsnet.tour) on the same images: its
+    sentences that depend only on the browser's numbers (the lower activations and every EM
+    iteration's R and a, as runtime.computeEM lays them out), in each language."""
+    from capsviz.checkpoint import load_checkpoint
+    from capsviz.families.matrix_capsnet.tour import matrix_tour, matrix_walk
+    from capsviz.i18n import LANGUAGES, speaking
+    from capsviz.paths import shipped_checkpoints
+
+    model, meta = load_checkpoint(shipped_checkpoints() / "matrix-small-mnist.safetensors")
+    names = [str(c) for c in meta.class_names]
+    traces = [matrix_tour(model, image) for image in drawn]
+    states = [
+        {
+            "T": tr.iterations,
+            "I": len(tr.a_in),
+            "J": tr.a.shape[1],
+            "aIn": tr.a_in.tolist(),
+            "R": tr.R.flatten().tolist(),
+            "a": tr.a.flatten().tolist(),
+        }
+        for tr in traces
+    ]
+    cases = []
+    for lang in LANGUAGES:
+        with speaking(lang):
+            want = []
+            for tr in traces:
+                steps = {s.key: s for s in matrix_walk(tr, names, "matrix-small-mnist", "", "")}
+                want.append(
+                    {"input": list(steps["input"].text), "iterations": [steps[f"iteration{k + 1}"].measured for k in range(tr.iterations)]}
+                )
+            cases.append({"lang": lang, "said": words.vocabulary()["tour_said"], "want": want})
+    return {"model": "matrix-small-mnist", "names": names, "states": states, "cases": cases}
+
+
+def test_the_tours_message_tables_name_each_message_once():
+    from capsviz.site import said
+
+    assert len(said.TOUR_MESSAGES) == sum(len(table) for table in said.TABLES)

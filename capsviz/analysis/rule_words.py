@@ -8,7 +8,44 @@ from __future__ import annotations
 import math
 
 from capsviz.analysis import rules
-from capsviz.i18n import t
+from capsviz.i18n import N_, t
+
+# The outcomes the static site writes too (capsviz/site/said.py exports this table for web/js/said.js), each once
+MESSAGES = {
+    "uniform_near": N_(
+        "near uniform: their evenness is {evenness} (100% = spread evenly over all {n} classes), more than {limit}, and"
+        " the predicted class gets {share} on average, less than {factor} times the uniform {uniform}"
+    ),
+    "uniform_share": N_(
+        "away from uniform: their evenness is {evenness} (100% = spread evenly over all {n} classes), more than "
+        "{limit}, but the predicted class gets {share} on average, at least {factor} times the uniform {uniform}"
+    ),
+    "uniform_low": N_(
+        "away from uniform: their evenness is {evenness} (100% = spread evenly over all {n} classes), not more than "
+        "{limit} (the predicted class gets {share} on average, less than {factor} times the uniform {uniform})"
+    ),
+    "uniform_away": N_(
+        "away from uniform: their evenness is {evenness} (100% = spread evenly over all {n} classes), not more than "
+        "{limit} (the predicted class gets {share} on average, at least {factor} times the uniform {uniform})"
+    ),
+    "long_mainly": N_(
+        "Weighted by prediction length, {name} gets {weighted}, {times} times uniform: routing moves mainly the "
+        "capsules with long predictions."
+    ),
+    "long_more": N_(
+        "Weighted by prediction length, {name} gets {weighted}, {times} times uniform, and the plain mean, {plain}, is "
+        "{plain_times} times: routing moves the capsules with long predictions more than the rest."
+    ),
+    "long_no_more": N_(
+        "Weighted by prediction length, {name} gets {weighted}, {times} times uniform, and the plain mean, {plain}, is "
+        "{plain_times} times: routing moves the capsules with long predictions no more than the rest."
+    ),
+}
+
+
+def _say(key: str, /, **values) -> str:
+    """MESSAGES[key] in this run's language, filled (a function of its own: the catalog takes its messages from MESSAGES)."""
+    return t(MESSAGES[key], **values)
 
 
 def _pct(x: float, digits: int = 1) -> str:
@@ -33,26 +70,22 @@ def uniform_words(entropy_ratio: float, share: float | None = None, uniform_shar
     v |= dict(n=round(1 / uniform_share), share=f"{share:.2f}", factor=rules.NEAR_UNIFORM_SHARE, uniform=f"{uniform_share:.2f}")
     low = share < rules.NEAR_UNIFORM_SHARE * uniform_share
     if more and low:
-        return t(
-            "near uniform: their evenness is {evenness} (100% = spread evenly over all {n} classes), more than {limit}, and the "
-            "predicted class gets {share} on average, less than {factor} times the uniform {uniform}",
+        return _say(
+            "uniform_near",
             **v,
         )
     if more:
-        return t(
-            "away from uniform: their evenness is {evenness} (100% = spread evenly over all {n} classes), more than {limit}, but "
-            "the predicted class gets {share} on average, at least {factor} times the uniform {uniform}",
+        return _say(
+            "uniform_share",
             **v,
         )
     if low:
-        return t(
-            "away from uniform: their evenness is {evenness} (100% = spread evenly over all {n} classes), not more than {limit} "
-            "(the predicted class gets {share} on average, less than {factor} times the uniform {uniform})",
+        return _say(
+            "uniform_low",
             **v,
         )
-    return t(
-        "away from uniform: their evenness is {evenness} (100% = spread evenly over all {n} classes), not more than {limit} "
-        "(the predicted class gets {share} on average, at least {factor} times the uniform {uniform})",
+    return _say(
+        "uniform_away",
         **v,
     )
 
@@ -67,21 +100,18 @@ def long_votes_words(name: str, weighted: float, uniform: float, plain: float) -
         return ""
     v = dict(name=name, weighted=f"{weighted:.3f}", times=f"{weighted / uniform:.1f}")
     if plain < rules.NEAR_UNIFORM_SHARE * uniform:
-        return t(
-            "Weighted by prediction length, {name} gets {weighted}, {times} times uniform: routing moves mainly the capsules "
-            "with long predictions.",
+        return _say(
+            "long_mainly",
             **v,
         )
     v |= dict(plain=f"{plain:.3f}", plain_times=f"{plain / uniform:.1f}")
     if weighted > plain:
-        return t(
-            "Weighted by prediction length, {name} gets {weighted}, {times} times uniform, and the plain mean, {plain}, is "
-            "{plain_times} times: routing moves the capsules with long predictions more than the rest.",
+        return _say(
+            "long_more",
             **v,
         )
-    return t(
-        "Weighted by prediction length, {name} gets {weighted}, {times} times uniform, and the plain mean, {plain}, is "
-        "{plain_times} times: routing moves the capsules with long predictions no more than the rest.",
+    return _say(
+        "long_no_more",
         **v,
     )
 

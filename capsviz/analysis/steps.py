@@ -18,13 +18,159 @@ import torch
 from capsviz.analysis import rule_words, rules, tour_questions
 from capsviz.analysis.questions import Question, Words, two
 from capsviz.glossary import label
-from capsviz.i18n import language, t, tn
+from capsviz.i18n import N_, Nn_, language, t, tn
 from capsviz.registry import ROUTINGS
 from capsviz.routing import squash
 from capsviz.text import plain
 
 SHOWN = 6  # primary capsules followed by name through routing: few enough to read their numbers
 MAPS = 16  # Conv1 feature maps drawn
+
+# The sentences of the steps below that depend only on numbers the static site computes too, each once:
+# the functions here fill them, and capsviz/site/said.py exports these very tables for web/js/said.js.
+MESSAGES = {
+    "answer": N_(
+        "The answer is the longest {capsule}: **{winner}** with length {length} (label: {truth}); the runner-up, "
+        "{second}, has {second_len}."
+    ),
+    "sat_most": N_(
+        "Measured here: {share} of the {n} primary capsules are longer than {limit} (lengths {lo} to {hi}). Most of "
+        "them are then nearly equally long, so in this trained model a primary capsule's length hardly tells where the "
+        "{shown} is; what differs between them is their direction, and so the predictions they make (next step)."
+    ),
+    "sat": N_("Measured here: {share} of the {n} primary capsules are longer than {limit} (lengths {lo} to {hi})."),
+    "first": N_("first"),
+    "second": N_("second"),
+    "third": N_("third"),
+    "nth": N_("{n}th"),
+    "pred_1": N_(
+        "Measured here: the first column, {name}, whose own length |u_i| is {own}, predicts {w} with length {w_len}, "
+        "its longest prediction; the next longest is for {next} ({next_len}); its shortest is for {low} ({low_len}): "
+        "one capsule predicts every {thing}, some louder than others, from one vector and a different W for each."
+    ),
+    "pred_2": N_(
+        "Measured here: the first column, {name}, whose own length |u_i| is {own}, predicts {w} with length {w_len}, "
+        "only its {ordinal} longest: its longest prediction is for {top} ({top_len}); its shortest is for {low} "
+        "({low_len}): one capsule predicts every {thing}, some louder than others, from one vector and a different W "
+        "for each."
+    ),
+    "pred_n": N_(
+        "Measured here: the first column, {name}, whose own length |u_i| is {own}, predicts {w} with length {w_len}, "
+        "only its {ordinal} longest: its longest prediction is for {top} ({top_len}), then {next} ({next_len}); its "
+        "shortest is for {low} ({low_len}): one capsule predicts every {thing}, some louder than others, from one "
+        "vector and a different W for each."
+    ),
+    "pred_top": N_("Here its longest vote is for {w}, the {thing} routing picks; a vote's weight still comes from its coupling."),
+    "pred_other": N_(
+        "Its vote for {top} is longer than its vote for {w}, yet {w} is the {thing} routing picks: length alone does "
+        "not decide, the couplings and the other capsules' votes do."
+    ),
+    "squash": N_("|{s}| = {s_len} squashes to |{v}| = {v_len}"),
+    "squash_rounded": N_(
+        "|{s}| = {s_len} squashes to |{v}| = {v_len} (both rounded to two decimals: the squash acts on the unrounded length)"
+    ),
+    "coupled_first": N_(
+        "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}; averaged over all "
+        "{capsules} primary capsules the coupling to {name} is {mean} (uniform {u}), {weighted} weighted by prediction "
+        "length."
+    ),
+    "loud_all": N_(
+        "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}, but they are {few} of "
+        "{capsules}: averaged over all {capsules} primary capsules the coupling to {name} is {mean} (uniform {u}). All "
+        "of the {few} loudest reach {factor} times uniform or more (up to {top}), yet the mean over all {capsules}, "
+        "which the near-uniform rule reads, stays below {factor} times uniform."
+    ),
+    "loud_mean": N_(
+        "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}; averaged over all "
+        "{capsules} primary capsules the coupling to {name} is {mean} (uniform {u}): the mean has moved to {factor} "
+        "times uniform or more, not only the loudest few."
+    ),
+    "loud_none": N_(
+        "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}; averaged over all "
+        "{capsules} primary capsules the coupling to {name} is {mean} (uniform {u}): neither the loudest few nor the "
+        "mean has reached {factor} times uniform."
+    ),
+    "weighted": N_("Weighted by prediction length the mean is {weighted}."),
+    "who": N_("all the primary capsules' couplings together"),
+    "share_each": N_("{lo} each"),
+    "share_range": N_("{lo} to {hi}"),
+    "rule_stated": N_("By the routing lab's near-uniform rule (stated in full at {where}), {who} are {verdict}."),
+    "rule_full": N_("By the routing lab's rule, {who} are {verdict}. {rule}"),
+    "measured": N_("Measured here: {said}"),
+    "margin_label_met": N_(
+        "on this image the label's capsule, {name}, has {length}, above {present}; every other is shorter than {absent}"
+        " (the longest of them, {top}, {top_len}): this image meets both targets."
+    ),
+    "margin_longest_met": N_(
+        "on this image the longest capsule, {name}, has {length}, above {present}; every other is shorter than {absent}"
+        " (the longest of them, {top}, {top_len}): this image meets both targets."
+    ),
+    "margin_label_short": N_(
+        "on this image the label's capsule, {name}, has {length}, not above {present}; every other is shorter than "
+        "{absent} (the longest of them, {top}, {top_len}): this image does not meet the targets, so the loss would "
+        "still push these lengths."
+    ),
+    "margin_longest_short": N_(
+        "on this image the longest capsule, {name}, has {length}, not above {present}; every other is shorter than "
+        "{absent} (the longest of them, {top}, {top_len}): this image does not meet the targets, so the loss would "
+        "still push these lengths."
+    ),
+}
+
+COUNTED = {
+    "loud_some": Nn_(
+        "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}, but they are {few} of "
+        "{capsules}: averaged over all {capsules} primary capsules the coupling to {name} is {mean} (uniform {u}). {n} "
+        "of the {few} loudest reaches {factor} times uniform or more (up to {top}), yet the mean over all {capsules}, "
+        "which the near-uniform rule reads, stays below {factor} times uniform.",
+        "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}, but they are {few} of "
+        "{capsules}: averaged over all {capsules} primary capsules the coupling to {name} is {mean} (uniform {u}). {n} "
+        "of the {few} loudest reach {factor} times uniform or more (up to {top}), yet the mean over all {capsules}, "
+        "which the near-uniform rule reads, stays below {factor} times uniform.",
+    ),
+    "margin_label_loud_met": Nn_(
+        "on this image the label's capsule, {name}, has {length}, above {present}; {n} of the other {others} is not "
+        "shorter than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would"
+        " still push these lengths.",
+        "on this image the label's capsule, {name}, has {length}, above {present}; {n} of the other {others} are not "
+        "shorter than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would"
+        " still push these lengths.",
+    ),
+    "margin_longest_loud_met": Nn_(
+        "on this image the longest capsule, {name}, has {length}, above {present}; {n} of the other {others} is not "
+        "shorter than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would"
+        " still push these lengths.",
+        "on this image the longest capsule, {name}, has {length}, above {present}; {n} of the other {others} are not "
+        "shorter than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would"
+        " still push these lengths.",
+    ),
+    "margin_label_loud_short": Nn_(
+        "on this image the label's capsule, {name}, has {length}, not above {present}; {n} of the other {others} is not"
+        " shorter than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss "
+        "would still push these lengths.",
+        "on this image the label's capsule, {name}, has {length}, not above {present}; {n} of the other {others} are "
+        "not shorter than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss "
+        "would still push these lengths.",
+    ),
+    "margin_longest_loud_short": Nn_(
+        "on this image the longest capsule, {name}, has {length}, not above {present}; {n} of the other {others} is not"
+        " shorter than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss "
+        "would still push these lengths.",
+        "on this image the longest capsule, {name}, has {length}, not above {present}; {n} of the other {others} are "
+        "not shorter than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss "
+        "would still push these lengths.",
+    ),
+}
+
+
+def _say(key: str, /, **values) -> str:
+    """MESSAGES[key] in this run's language, filled (a function of its own: the catalog takes its messages from MESSAGES)."""
+    return t(MESSAGES[key], **values)
+
+
+def _say_n(key: str, n: int, /, **values) -> str:
+    """COUNTED[key]'s form for n in this run's language, filled."""
+    return tn(*COUNTED[key], n, **values)
 
 
 @dataclass
@@ -95,7 +241,7 @@ def gap() -> str:
 def share_words(x: np.ndarray) -> str:
     """'0.14 to 0.23', or '1.00 each' when they are all the same at two decimals."""
     lo, hi = two(x.min()), two(x.max())
-    return t("{lo} each", lo=lo) if lo == hi else t("{lo} to {hi}", lo=lo, hi=hi)
+    return _say("share_each", lo=lo) if lo == hi else _say("share_range", lo=lo, hi=hi)
 
 
 def squash_words(s_name: str, v_name: str, s_len: float, v_len: float, length: Callable[[float], float]) -> str:
@@ -103,8 +249,8 @@ def squash_words(s_name: str, v_name: str, s_len: float, v_len: float, length: C
     rounded |s| does not give the rounded |v| (`length`: the squash on a length), it says so."""
     v = dict(s=s_name, v=v_name, s_len=two(s_len), v_len=two(v_len))
     if two(length(float(two(s_len)))) != two(v_len):
-        return t("|{s}| = {s_len} squashes to |{v}| = {v_len} (both rounded to two decimals: the squash acts on the unrounded length)", **v)
-    return t("|{s}| = {s_len} squashes to |{v}| = {v_len}", **v)
+        return _say("squash_rounded", **v)
+    return _say("squash", **v)
 
 
 def capsnet_length(n: float) -> float:
@@ -123,13 +269,13 @@ def near_uniform_words(entropy_ratio: float, share: float, uniform_share: float,
     'iteration 2'), a pointer to that step instead of the same four lines again."""
     verdict = rule_words.uniform_words(entropy_ratio, share, uniform_share)
     if stated_at:
-        return t(
-            "By the routing lab's near-uniform rule (stated in full at {where}), {who} are {verdict}.",
+        return _say(
+            "rule_stated",
             where=stated_at,
             who=who,
             verdict=verdict,
         )
-    return t("By the routing lab's rule, {who} are {verdict}. {rule}", who=who, verdict=verdict, rule=rules.rule_words("near uniform"))
+    return _say("rule_full", who=who, verdict=verdict, rule=rules.rule_words("near uniform"))
 
 
 def long_share(lengths: np.ndarray) -> float:
@@ -158,12 +304,12 @@ def pose_words(pose: np.ndarray) -> str:
 
 def ordinal(n: int) -> str:
     if n == 1:
-        return t("first")
+        return _say("first")
     if n == 2:
-        return t("second")
+        return _say("second")
     if n == 3:
-        return t("third")
-    return t("{n}th", n=n)
+        return _say("third")
+    return _say("nth", n=n)
 
 
 def prediction_words(name: str, lengths: np.ndarray, names: list[str], W: int, thing: str, own: float | None = None) -> str:
@@ -178,24 +324,18 @@ def prediction_words(name: str, lengths: np.ndarray, names: list[str], W: int, t
     if own is not None:
         v["own"] = two(own)
         if rank == 1:
-            said = t(
-                "Measured here: the first column, {name}, whose own length |u_i| is {own}, predicts {w} with length {w_len}, its longest "
-                "prediction; the next longest is for {next} ({next_len}); its shortest is for {low} ({low_len}): one capsule predicts "
-                "every {thing}, some louder than others, from one vector and a different W for each.",
+            said = _say(
+                "pred_1",
                 **v,
             )
         elif rank == 2:
-            said = t(
-                "Measured here: the first column, {name}, whose own length |u_i| is {own}, predicts {w} with length {w_len}, only its "
-                "{ordinal} longest: its longest prediction is for {top} ({top_len}); its shortest is for {low} ({low_len}): one capsule "
-                "predicts every {thing}, some louder than others, from one vector and a different W for each.",
+            said = _say(
+                "pred_2",
                 **v,
             )
         else:
-            said = t(
-                "Measured here: the first column, {name}, whose own length |u_i| is {own}, predicts {w} with length {w_len}, only its "
-                "{ordinal} longest: its longest prediction is for {top} ({top_len}), then {next} ({next_len}); its shortest is for "
-                "{low} ({low_len}): one capsule predicts every {thing}, some louder than others, from one vector and a different W for each.",
+            said = _say(
+                "pred_n",
                 **v,
             )
     elif rank == 1:
@@ -219,17 +359,12 @@ def prediction_words(name: str, lengths: np.ndarray, names: list[str], W: int, t
             **v,
         )
     if rank == 1:
-        return (
-            said
-            + gap()
-            + t("Here its longest vote is for {w}, the {thing} routing picks; a vote's weight still comes from its coupling.", **v)
-        )
+        return said + gap() + _say("pred_top", **v)
     return (
         said
         + gap()
-        + t(
-            "Its vote for {top} is longer than its vote for {w}, yet {w} is the {thing} routing picks: length alone does not decide, "
-            "the couplings and the other capsules' votes do.",
+        + _say(
+            "pred_other",
             **v,
         )
     )
@@ -252,60 +387,44 @@ def margin_words(lengths: np.ndarray, names: list[str], right: int | None) -> st
     label_known = right is not None
     if not loud:
         if present and label_known:
-            return t(
-                "on this image the label's capsule, {name}, has {length}, above {present}; every other is shorter than {absent} "
-                "(the longest of them, {top}, {top_len}): this image meets both targets.",
+            return _say(
+                "margin_label_met",
                 **v,
             )
         if present:
-            return t(
-                "on this image the longest capsule, {name}, has {length}, above {present}; every other is shorter than {absent} "
-                "(the longest of them, {top}, {top_len}): this image meets both targets.",
+            return _say(
+                "margin_longest_met",
                 **v,
             )
         if label_known:
-            return t(
-                "on this image the label's capsule, {name}, has {length}, not above {present}; every other is shorter than {absent} "
-                "(the longest of them, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+            return _say(
+                "margin_label_short",
                 **v,
             )
-        return t(
-            "on this image the longest capsule, {name}, has {length}, not above {present}; every other is shorter than {absent} "
-            "(the longest of them, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+        return _say(
+            "margin_longest_short",
             **v,
         )
     if present and label_known:
-        return tn(
-            "on this image the label's capsule, {name}, has {length}, above {present}; {n} of the other {others} is not shorter than "
-            "{absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
-            "on this image the label's capsule, {name}, has {length}, above {present}; {n} of the other {others} are not shorter than "
-            "{absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+        return _say_n(
+            "margin_label_loud_met",
             len(loud),
             **v,
         )
     if present:
-        return tn(
-            "on this image the longest capsule, {name}, has {length}, above {present}; {n} of the other {others} is not shorter than "
-            "{absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
-            "on this image the longest capsule, {name}, has {length}, above {present}; {n} of the other {others} are not shorter than "
-            "{absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+        return _say_n(
+            "margin_longest_loud_met",
             len(loud),
             **v,
         )
     if label_known:
-        return tn(
-            "on this image the label's capsule, {name}, has {length}, not above {present}; {n} of the other {others} is not shorter "
-            "than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
-            "on this image the label's capsule, {name}, has {length}, not above {present}; {n} of the other {others} are not shorter "
-            "than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+        return _say_n(
+            "margin_label_loud_short",
             len(loud),
             **v,
         )
-    return tn(
-        "on this image the longest capsule, {name}, has {length}, not above {present}; {n} of the other {others} is not shorter "
-        "than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
-        "on this image the longest capsule, {name}, has {length}, not above {present}; {n} of the other {others} are not shorter "
-        "than {absent} (the longest, {top}, {top_len}): this image does not meet the targets, so the loss would still push these lengths.",
+    return _say_n(
+        "margin_longest_loud_short",
         len(loud),
         **v,
     )
@@ -317,15 +436,13 @@ def saturation_words(lengths: np.ndarray, shown: str) -> tuple[str, bool]:
     v = dict(share=f"{long:.0%}", n=lengths.size, limit=SATURATED, lo=two(lengths.min()), hi=two(lengths.max()), shown=shown)
     if long > MOST:
         return (
-            t(
-                "Measured here: {share} of the {n} primary capsules are longer than {limit} (lengths {lo} to {hi}). Most of them are "
-                "then nearly equally long, so in this trained model a primary capsule's length hardly tells where the {shown} is; "
-                "what differs between them is their direction, and so the predictions they make (next step).",
+            _say(
+                "sat_most",
                 **v,
             ),
             True,
         )
-    return t("Measured here: {share} of the {n} primary capsules are longer than {limit} (lengths {lo} to {hi}).", **v), False
+    return _say("sat", **v), False
 
 
 def coupling_numbers(c: np.ndarray, entropy: np.ndarray, weights: np.ndarray, j: int) -> dict:
@@ -353,35 +470,22 @@ def loudest_words(shown_c: np.ndarray, mean: float, capsules: int, J: int, name:
     reached = int((shown_c >= factor * u).sum())
     if float(shown_c.max()) >= factor * u and mean < factor * u:
         if reached == len(shown_c):
-            return t(
-                "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}, but they are {few} of {capsules}: "
-                "averaged over all {capsules} primary capsules the coupling to {name} is {mean} (uniform {u}). All of the {few} loudest "
-                "reach {factor} times uniform or more (up to {top}), yet the mean over all {capsules}, which the near-uniform rule "
-                "reads, stays below {factor} times uniform.",
+            return _say(
+                "loud_all",
                 **v,
             )
-        return tn(
-            "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}, but they are {few} of {capsules}: "
-            "averaged over all {capsules} primary capsules the coupling to {name} is {mean} (uniform {u}). {n} of the {few} loudest "
-            "reaches {factor} times uniform or more (up to {top}), yet the mean over all {capsules}, which the near-uniform rule "
-            "reads, stays below {factor} times uniform.",
-            "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}, but they are {few} of {capsules}: "
-            "averaged over all {capsules} primary capsules the coupling to {name} is {mean} (uniform {u}). {n} of the {few} loudest "
-            "reach {factor} times uniform or more (up to {top}), yet the mean over all {capsules}, which the near-uniform rule "
-            "reads, stays below {factor} times uniform.",
+        return _say_n(
+            "loud_some",
             reached,
             **v,
         )
     if mean >= factor * u:
-        return t(
-            "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}; averaged over all {capsules} primary "
-            "capsules the coupling to {name} is {mean} (uniform {u}): the mean has moved to {factor} times uniform or more, not only "
-            "the loudest few.",
+        return _say(
+            "loud_mean",
             **v,
         )
-    return t(
-        "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}; averaged over all {capsules} primary "
-        "capsules the coupling to {name} is {mean} (uniform {u}): neither the loudest few nor the mean has reached {factor} times uniform.",
+    return _say(
+        "loud_none",
         **v,
     )
 
@@ -393,9 +497,8 @@ def coupling_words(it: int, numbers: dict, shown_c: np.ndarray, capsules: int, J
     an earlier step did, `stated_at`)."""
     mean, weighted = numbers["mean"], numbers["weighted"]
     if it == 0:
-        return t(
-            "Measured here: the {few} loudest predictions for {name} are coupled to it by {loud}; averaged over all {capsules} primary "
-            "capsules the coupling to {name} is {mean} (uniform {u}), {weighted} weighted by prediction length.",
+        return _say(
+            "coupled_first",
             few=len(shown_c),
             name=name,
             loud=share_words(shown_c),
@@ -404,12 +507,8 @@ def coupling_words(it: int, numbers: dict, shown_c: np.ndarray, capsules: int, J
             u=f"{1 / J:.3f}",
             weighted=f"{weighted:.3f}",
         )
-    said = (
-        loudest_words(shown_c, mean, capsules, J, name)
-        + gap()
-        + t("Weighted by prediction length the mean is {weighted}.", weighted=f"{weighted:.3f}")
-    )
-    who = t("all the primary capsules' couplings together")
+    said = loudest_words(shown_c, mean, capsules, J, name) + gap() + _say("weighted", weighted=f"{weighted:.3f}")
+    who = _say("who")
     said += gap() + near_uniform_words(numbers["entropy_mean"], mean, 1 / J, who, stated_at)
     long = rule_words.long_votes_words(name, weighted, 1 / J, mean)
     return said + (gap() + long if long else "")
@@ -627,8 +726,8 @@ def lengths_step(
         | ({} if right is None else {"label": right}),  # the capsule the margin loss wants long
         caption=t("dotted: the margin loss's targets"),
         text=[
-            t(
-                "The answer is the longest {capsule}: **{winner}** with length {length} (label: {truth}); the runner-up, {second}, has {second_len}.",
+            _say(
+                "answer",
                 capsule=capsule,
                 winner=plain(names[W]),
                 length=two(lengths[W]),
@@ -638,7 +737,7 @@ def lengths_step(
             ),
             *text,
         ],
-        measured=t("Measured here: {said}", said=margin_words(lengths, [plain(n) for n in names], right)),
+        measured=_say("measured", said=margin_words(lengths, [plain(n) for n in names], right)),
         terms=("margin_loss", "length"),
     )
 

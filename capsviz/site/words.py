@@ -346,6 +346,22 @@ PAGE = {
     "tour_said_drawing_answer": N_(
         "The other sentences here are the app's tour's, written on your drawing's numbers; its sentence naming the answer quotes the image's label, which a drawing has not: to read it, pick test image 0 to {last} (the site's first {n} test images), or draw your digit in the capsviz app's guided tour."
     ),
+    # a step of which the page writes some of the app's sentences: {missing} names the rest (a tour_missing_* message)
+    "tour_said_drawing_part": N_(
+        "The sentences here are the app's tour's, written on your drawing's numbers; {missing}, the app's own figure of this step and its question before it are written when the site is built, for its first {n} test images: to see them, pick test image 0 to {last}, or draw your digit in the capsviz app's guided tour."
+    ),
+    "tour_said_first_part": N_(
+        "The sentences here are the app's tour's, written on this image's numbers; {missing}, the app's own figure of this step and its question before it are written when the site is built, for its first {n} test images: to see them, pick test image 0 to {last}, or open this image in the capsviz app's guided tour."
+    ),
+    "tour_missing_efficient_primary": N_(
+        "its paragraphs on the depthwise convolution and the squash, which quote the last convolution's sizes and each capsule's length before the squash"
+    ),
+    "tour_missing_efficient_routing": N_(
+        "its paragraph on self-attention and its sentences on the learned prior b, which the site's graphs do not return, its table"
+    ),
+    "tour_missing_em_iteration": N_(
+        "its paragraph on the M-step and the E-step, which quotes this iteration's inverse temperature lambda, its table"
+    ),
     "tour_length_since": N_("Since iteration 1, the length of the {name} capsule {trend}: from {first} to {now} at iteration {t}."),
     "tour_words_failed": N_("The explanations of this step could not be opened: {cause}; {todo}."),
     "tour_em_no_figure": N_("This step's figure comes with the app's explanations, for the site's first {n} test images (0 to {last})."),

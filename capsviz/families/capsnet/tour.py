@@ -34,8 +34,92 @@ from capsviz.analysis.steps import (
     two,
 )
 from capsviz.glossary import DIGIT_WORDS, ClassWords, label
-from capsviz.i18n import t
+from capsviz.i18n import N_, t
 from capsviz.text import plain
+
+# The walk's sentences that depend only on numbers the static site computes too, each once: the walk
+# fills them, and capsviz/site/said.py exports this table for web/js/said.js.
+MESSAGES = {
+    "input": N_(
+        "This is the image the tour follows through **{model}**, a CapsNet (Sabour et al. 2017, Fig. 1) trained with "
+        "{trained}. It will pass three layers: an ordinary convolution, a layer of primary capsules and one {capsule} "
+        "per class, with routing between the two capsule layers."
+    ),
+    "input_vector": N_(
+        "A capsule outputs a vector, not a number: its length is meant to say how likely its thing is present, its direction how it looks."
+    ),
+    "trained": N_("dynamic routing, {n} iterations"),
+    "trained_one": N_("{routing} ({why})"),
+    "conv1_digits": N_(
+        "{conv1} slides {n} filters of 9x9 pixels over the image and keeps the positive responses (ReLU). Here the "
+        "{shown} maps that respond most: local features such as edges and stroke ends."
+    ),
+    "conv1": N_(
+        "{conv1} slides {n} filters of 9x9 pixels over the image and keeps the positive responses (ReLU). Here the "
+        "{shown} maps that respond most: local features such as edges."
+    ),
+    "conv1_neurons": N_("These are still ordinary neurons, one number per place: *whether* a feature is there, not yet *how* it sits."),
+    "primary": N_(
+        "{primary}: a second convolution whose outputs are grouped into {n} capsules of 8 numbers, {k} types at each of"
+        " {g}x{g} positions. Each vector is squashed (Eq. 1) so its length lies between 0 and 1. In the paper, "
+        "**length** is meant to be **presence** (how sure the capsule is that its part is there) and **direction** the "
+        "**pose** (8 numbers for how the part looks; the arrows show them along the two directions in which this "
+        "image's vectors differ most)."
+    ),
+    "guess_digit_an": N_(
+        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions "
+        "{u_hat} (Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this piece of stroke,"
+        " an {name} would sit here and look like this'."
+    ),
+    "guess_digit": N_(
+        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions "
+        "{u_hat} (Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this piece of stroke,"
+        " a {name} would sit here and look like this'."
+    ),
+    "guess_an": N_(
+        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions "
+        "{u_hat} (Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this part, an {name} "
+        "would sit here and look like this'."
+    ),
+    "guess": N_(
+        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions "
+        "{u_hat} (Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this part, a {name} "
+        "would sit here and look like this'."
+    ),
+    "vote": N_(
+        "A prediction's length is not a confidence: it is the primary capsule's own length {primary_length} stretched "
+        "or shrunk by W_ij, which differs for every {thing}. Each prediction is a vote; how much it weighs in the sum "
+        "s_j is its coupling {c}, which routing now sets: predictions that agree with each other should win."
+    ),
+    "margin": N_("Training used the {margin_loss}: the right capsule longer than 0.9, every other shorter than 0.1 (Eq. 4)."),
+    "overlap": N_("Several capsules can be long at once: that is how the network reads two overlapping digits (the MultiMNIST page)."),
+    "decoder": N_(
+        "The {reconstruction} decoder (three fully connected layers, Fig. 2) redraws the {shown} from the {D} numbers "
+        "of capsule {name} alone, the others masked to 0."
+    ),
+    "decoder_keeps": N_("During training this keeps the capsule's direction meaningful: its {D} numbers must say how the {shown} looks."),
+    "explorer_digits": N_(
+        "The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch stroke width, slant and shape change (Fig. 4)."
+    ),
+    "explorer": N_("The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch the drawing change."),
+    "longest": N_("The longest is type {type} at row {row}, col {col} (length {length})."),
+    "place": N_("type {type} at row {row}, col {col}"),
+    "iter_first": N_(
+        "Procedure 1 of the paper, iteration 1: every {b} starts at 0, so every {c} is 1/{J} = {uniform}: each capsule "
+        "splits its prediction equally."
+    ),
+    "iter_next": N_("Iteration {k}: each {b} has grown by the {agreement} of the iteration before, and c = softmax(b) (Eq. 3) follows."),
+    "iter_sums": N_(
+        "Each {capsule} sums the weighted predictions, {s} (Eq. 2), and squashes it to {v} (Eq. 1): {winner}; {second}."
+        " The figure draws s and v in a plane of the {D} dimensions; the lengths under it are the full ones."
+    ),
+    "iteration": N_("iteration {k}"),
+}
+
+
+def _say(key: str, /, **values) -> str:
+    """MESSAGES[key] in this run's language, filled (a function of its own: the catalog takes its messages from MESSAGES)."""
+    return t(MESSAGES[key], **values)
 
 
 def capsnet_steps(iterations: int, words: ClassWords = DIGIT_WORDS, grid: int | None = None) -> list[Step]:
@@ -162,9 +246,7 @@ def capsnet_tour(model, image: np.ndarray, iterations: int | None = None) -> Cap
         pred2d[j] = u_hat[0, j, shown] @ P.T
         s2d[:, j] = s[:, j] @ P.T
         v2d[:, j] = v[:, j] @ P.T
-    names = [
-        t("type {type} at row {row}, col {col}", type=int(i) % K + 1, row=int(i) // K // G + 1, col=int(i) // K % G + 1) for i in shown
-    ]
+    names = [_say("place", type=int(i) % K + 1, row=int(i) // K // G + 1, col=int(i) // K % G + 1) for i in shown]
     own = getattr(cfg, "couplings", "dynamic") == "dynamic" and T == cfg.routing_iterations
     answer = v[-1] if own else model.route(u_hat).v[0]  # (J, D): the model's forward pass as trained
     answer_len = answer.norm(dim=-1)
@@ -214,8 +296,8 @@ def trained_words(couplings: str, trained_iterations: int, shown_iterations: int
     if couplings != "dynamic":
         return (lab_routing_words(couplings) if couplings in LAB_ROUTINGS else t("{couplings} couplings", couplings=couplings)), False
     if trained_iterations == 1:
-        return t("{routing} ({why})", routing=t(ONE_ITERATION), why=t(ONE_ITERATION_WHY)), shown_iterations == 1
-    return t("dynamic routing, {n} iterations", n=trained_iterations), shown_iterations == trained_iterations
+        return _say("trained_one", routing=t(ONE_ITERATION), why=t(ONE_ITERATION_WHY)), shown_iterations == 1
+    return _say("trained", n=trained_iterations), shown_iterations == trained_iterations
 
 
 def not_own_words(trained: str) -> str:
@@ -267,10 +349,8 @@ def capsnet_walk(
                 truth,
                 looks,
                 [
-                    t(
-                        "This is the image the tour follows through **{model}**, a CapsNet (Sabour et al. 2017, Fig. 1) trained with "
-                        "{trained}. It will pass three layers: an ordinary convolution, a layer of primary capsules and one {capsule} "
-                        "per class, with routing between the two capsule layers.",
+                    _say(
+                        "input",
                         model=plain(model_name),
                         trained=trained_with,
                         capsule=words.capsule,
@@ -284,9 +364,7 @@ def capsnet_walk(
                         + t("Its answer at the end (the lengths step) and the drawing redrawn from it are its own, with its own couplings.")
                         + gap()
                     )
-                    + t(
-                        "A capsule outputs a vector, not a number: its length is meant to say how likely its thing is present, its direction how it looks."
-                    )
+                    + _say("input_vector")
                 ],
             )
         elif k == "conv1":
@@ -297,32 +375,30 @@ def capsnet_walk(
                 caption=t("bright = the filter responds there (each map scaled to its own maximum)"),
                 text=[
                     (
-                        t(
-                            "{conv1} slides {n} filters of 9x9 pixels over the image and keeps the positive responses (ReLU). "
-                            "Here the {shown} maps that respond most: local features such as edges and stroke ends.",
+                        _say(
+                            "conv1_digits",
                             conv1=label("conv1"),
                             n=tour.conv1_total,
                             shown=len(tour.conv1_ids),
                         )
                         if words.digits
-                        else t(
-                            "{conv1} slides {n} filters of 9x9 pixels over the image and keeps the positive responses (ReLU). "
-                            "Here the {shown} maps that respond most: local features such as edges.",
+                        else _say(
+                            "conv1",
                             conv1=label("conv1"),
                             n=tour.conv1_total,
                             shown=len(tour.conv1_ids),
                         )
                     )
                     + gap()
-                    + t("These are still ordinary neurons, one number per place: *whether* a feature is there, not yet *how* it sits.")
+                    + _say("conv1_neurons")
                 ],
             )
         elif k == "primary":
             measured, warn = saturation_words(tour.primary_len, words.shown)
             if not warn:
                 top = np.unravel_index(tour.primary_len.argmax(), tour.primary_len.shape)
-                measured += gap() + t(
-                    "The longest is type {type} at row {row}, col {col} (length {length}).",
+                measured += gap() + _say(
+                    "longest",
                     type=top[2] + 1,
                     row=top[0] + 1,
                     col=top[1] + 1,
@@ -345,11 +421,8 @@ def capsnet_walk(
                     k=K,
                 ),
                 text=[
-                    t(
-                        "{primary}: a second convolution whose outputs are grouped into {n} capsules of 8 numbers, {k} types at each of "
-                        "{g}x{g} positions. Each vector is squashed (Eq. 1) so its length lies between 0 and 1. In the paper, **length** is "
-                        "meant to be **presence** (how sure the capsule is that its part is there) and **direction** the **pose** (8 numbers "
-                        "for how the part looks; the arrows show them along the two directions in which this image's vectors differ most).",
+                    _say(
+                        "primary",
                         primary=label("primary"),
                         n=tour.primary_len.size,
                         k=K,
@@ -366,31 +439,23 @@ def capsnet_walk(
             an = str(names[W])[:1].lower() in tuple("aeiou")
             v = dict(W=label("W"), capsule=words.capsule, I=I, J=J, u_hat=label("u_hat"), D=D, thing=words.thing, name=pn[W])
             if words.digits and an:
-                guess = t(
-                    "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions {u_hat} "
-                    "(Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this piece of stroke, an {name} would "
-                    "sit here and look like this'.",
+                guess = _say(
+                    "guess_digit_an",
                     **v,
                 )
             elif words.digits:
-                guess = t(
-                    "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions {u_hat} "
-                    "(Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this piece of stroke, a {name} would "
-                    "sit here and look like this'.",
+                guess = _say(
+                    "guess_digit",
                     **v,
                 )
             elif an:
-                guess = t(
-                    "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions {u_hat} "
-                    "(Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this part, an {name} would sit here "
-                    "and look like this'.",
+                guess = _say(
+                    "guess_an",
                     **v,
                 )
             else:
-                guess = t(
-                    "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions {u_hat} "
-                    "(Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this part, a {name} would sit here "
-                    "and look like this'.",
+                guess = _say(
+                    "guess",
                     **v,
                 )
             step = replace(
@@ -419,10 +484,8 @@ def capsnet_walk(
                 text=[
                     guess
                     + gap()
-                    + t(
-                        "A prediction's length is not a confidence: it is the primary capsule's own length {primary_length} stretched or "
-                        "shrunk by W_ij, which differs for every {thing}. Each prediction is a vote; how much it weighs in the sum s_j is "
-                        "its coupling {c}, which routing now sets: predictions that agree with each other should win.",
+                    + _say(
+                        "vote",
                         primary_length=label("primary_length"),
                         thing=words.thing,
                         c=label("c"),
@@ -435,24 +498,23 @@ def capsnet_walk(
         elif k.startswith("iteration"):
             it = int(k.removeprefix("iteration")) - 1
             first = (
-                t(
-                    "Procedure 1 of the paper, iteration 1: every {b} starts at 0, so every {c} is 1/{J} = {uniform}: each capsule splits its prediction equally.",
+                _say(
+                    "iter_first",
                     b=label("b"),
                     c=label("c"),
                     J=J,
                     uniform=two(1 / J),
                 )
                 if it == 0
-                else t(
-                    "Iteration {k}: each {b} has grown by the {agreement} of the iteration before, and c = softmax(b) (Eq. 3) follows.",
+                else _say(
+                    "iter_next",
                     k=it + 1,
                     b=label("b"),
                     agreement=label("agreement"),
                 )
             )
-            sums = t(
-                "Each {capsule} sums the weighted predictions, {s} (Eq. 2), and squashes it to {v} (Eq. 1): {winner}; {second}. "
-                "The figure draws s and v in a plane of the {D} dimensions; the lengths under it are the full ones.",
+            sums = _say(
+                "iter_sums",
                 capsule=words.capsule,
                 s=label("s"),
                 v=label("v"),
@@ -485,7 +547,7 @@ def capsnet_walk(
                     capsule=words.capsule,
                 ),
                 text=([] if own else [not_own_words(trained_with)]) + [first, sums],
-                measured=coupling_words(it, summary, tour.c[it][tour.shown, W], I, J, pn[W], t("iteration {k}", k=2) if it > 1 else ""),
+                measured=coupling_words(it, summary, tour.c[it][tour.shown, W], I, J, pn[W], _say("iteration", k=2) if it > 1 else ""),
                 table=rows,
                 terms=("b", "c"),
                 question=(
@@ -495,8 +557,8 @@ def capsnet_walk(
                 ),
             )
         elif k == "lengths":
-            margin = t(
-                "Training used the {margin_loss}: the right capsule longer than 0.9, every other shorter than 0.1 (Eq. 4).",
+            margin = _say(
+                "margin",
                 margin_loss=label("margin_loss"),
             )
             if tour.own:
@@ -509,13 +571,7 @@ def capsnet_walk(
                     truth,
                     words.capsule,
                     t("DigitCaps lengths |v_j| after routing") if words.digits else t("Class capsule lengths |v_j| after routing"),
-                    [
-                        margin
-                        + gap()
-                        + t(
-                            "Several capsules can be long at once: that is how the network reads two overlapping digits (the MultiMNIST page)."
-                        )
-                    ],
+                    [margin + gap() + _say("overlap")],
                 )
             else:  # the model's own answer, with the couplings it was trained with: the lengths its loss saw
                 OW = tour.own_winner
@@ -550,9 +606,8 @@ def capsnet_walk(
                 "CapsNet",
                 [
                     (
-                        t(
-                            "The {reconstruction} decoder (three fully connected layers, Fig. 2) redraws the {shown} from the {D} numbers of "
-                            "capsule {name} alone, the others masked to 0.",
+                        _say(
+                            "decoder",
                             **rv,
                         )
                         if tour.own
@@ -563,24 +618,24 @@ def capsnet_walk(
                         )
                     )
                     + gap()
-                    + t(
-                        "During training this keeps the capsule's direction meaningful: its {D} numbers must say how the {shown} looks.",
+                    + _say(
+                        "decoder_keeps",
                         **rv,
                     )
                     + gap()
                     + (
-                        t(
-                            "The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch stroke width, slant and shape change (Fig. 4).",
+                        _say(
+                            "explorer_digits",
                             D=D,
                         )
                         if words.digits
-                        else t("The **DigitCaps explorer** lets you nudge each of the {D} numbers and watch the drawing change.", D=D)
+                        else _say("explorer", D=D)
                     )
                 ],
             )
         elif k == "lab":
             step = lab_step(
-                step, lab_rows, "dynamic", model_name, tour.iterations, J, t("iteration {k}", k=2) if tour.iterations > 1 else ""
+                step, lab_rows, "dynamic", model_name, tour.iterations, J, _say("iteration", k=2) if tour.iterations > 1 else ""
             )
         out.append(step)
     return out

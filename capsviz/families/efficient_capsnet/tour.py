@@ -31,9 +31,42 @@ from capsviz.analysis.steps import (
 from capsviz.analysis.zoo import parameter_counts
 from capsviz.families.efficient_capsnet.model import MSE_WEIGHT
 from capsviz.glossary import DIGIT_WORDS, ClassWords, label
-from capsviz.i18n import t
+from capsviz.i18n import N_, t
 from capsviz.routing import efficient_squash
 from capsviz.text import plain
+
+# The walk's sentences that depend only on numbers the static site computes too, each once: the walk
+# fills them, and capsviz/site/said.py exports this table for web/js/said.js.
+MESSAGES = {
+    "eff_class_capsule": N_("class capsule"),
+    "eff_primary_measured": N_("Measured here: primary capsule lengths {lo} to {hi}; {n} of {I} are longer than {limit}."),
+    "eff_predictions": N_(
+        "Each primary capsule multiplies its {K} numbers by a learned {K}x{D} matrix {W} once per class capsule: {I} x "
+        "{J} predictions {u_hat}, each {D} numbers for what class j's capsule should be. A long prediction is a loud "
+        "one; routing now decides how much of each prediction reaches each class capsule."
+    ),
+    "eff_predictions_measured": N_(
+        "Measured here: the longest prediction for {name} is capsule {top}'s ({top_len}); the predictions for {name} run from {lo} to {hi}."
+    ),
+    "eff_who": N_("this image's couplings (averaged over the {I} capsules, {name} the predicted class)"),
+    "eff_same_rule": N_("By the same rule, {n} of the {I} capsules are near uniform on their own."),
+    "eff_decided": N_("More than half of a vote goes to one class from {capsules}."),
+    "eff_decided_one": N_("capsule {i} ({share} to {name})"),
+    "eff_none_decided": N_("No capsule sends more than half of its vote to one class."),
+    "eff_margin": N_(
+        "Training used the {margin_loss}, as in Sabour et al.: the right capsule longer than 0.9, every other shorter than 0.1."
+    ),
+    "eff_decoder": N_(
+        "The {reconstruction} decoder of Sabour et al. (three fully connected layers) redraws the {shown} from the {D} "
+        "numbers of capsule {name} alone, the others masked to 0. Efficient-CapsNet trains it with {weight} times the "
+        "mean squared pixel error beside the margin loss, which keeps the capsule's direction meaningful."
+    ),
+}
+
+
+def _say(key: str, /, **values) -> str:
+    """MESSAGES[key] in this run's language, filled (a function of its own: the catalog takes its messages from MESSAGES)."""
+    return t(MESSAGES[key], **values)
 
 
 def efficient_steps(words: ClassWords = DIGIT_WORDS) -> list[Step]:
@@ -267,8 +300,8 @@ def efficient_walk(
                         lo_eq1=two(eq1[lo]),
                     ),
                 ],
-                measured=t(
-                    "Measured here: primary capsule lengths {lo} to {hi}; {n} of {I} are longer than {limit}.",
+                measured=_say(
+                    "eff_primary_measured",
                     lo=two(L.min()),
                     hi=two(L.max()),
                     n=int((L > SATURATED).sum()),
@@ -292,10 +325,8 @@ def efficient_walk(
                 },
                 caption=t("rows: all {I} primary capsules; columns: the class capsules", I=I),
                 text=[
-                    t(
-                        "Each primary capsule multiplies its {K} numbers by a learned {K}x{D} matrix {W} once per class capsule: {I} x {J} "
-                        "predictions {u_hat}, each {D} numbers for what class j's capsule should be. A long prediction is a loud one; routing "
-                        "now decides how much of each prediction reaches each class capsule.",
+                    _say(
+                        "eff_predictions",
                         K=K,
                         D=D,
                         W=label("W"),
@@ -304,8 +335,8 @@ def efficient_walk(
                         u_hat=label("u_hat"),
                     )
                 ],
-                measured=t(
-                    "Measured here: the longest prediction for {name} is capsule {top}'s ({top_len}); the predictions for {name} run from {lo} to {hi}.",
+                measured=_say(
+                    "eff_predictions_measured",
                     name=pn[W],
                     top=top + 1,
                     top_len=two(tour.pred_len[top, W]),
@@ -320,23 +351,22 @@ def efficient_walk(
             share = float(tour.c[:, W].mean())
             near_each = [rules.near_uniform(float(tour.entropy[i]), float(tour.c[i, W]), uniform) for i in range(I)]
             decided = tour.decided()
-            who = t("this image's couplings (averaged over the {I} capsules, {name} the predicted class)", I=I, name=pn[W])
+            who = _say("eff_who", I=I, name=pn[W])
             said = [
                 t("Measured here: {said}", said=near_uniform_words(float(tour.entropy.mean()), share, uniform, who)),
-                t("By the same rule, {n} of the {I} capsules are near uniform on their own.", n=sum(near_each), I=I),
+                _say("eff_same_rule", n=sum(near_each), I=I),
             ]
             if len(decided):
                 said.append(
-                    t(
-                        "More than half of a vote goes to one class from {capsules}.",
+                    _say(
+                        "eff_decided",
                         capsules=", ".join(
-                            t("capsule {i} ({share} to {name})", i=i + 1, share=two(tour.c[i].max()), name=pn[int(tour.c[i].argmax())])
-                            for i in decided
+                            _say("eff_decided_one", i=i + 1, share=two(tour.c[i].max()), name=pn[int(tour.c[i].argmax())]) for i in decided
                         ),
                     )
                 )
             else:
-                said.append(t("No capsule sends more than half of its vote to one class."))
+                said.append(_say("eff_none_decided"))
             said.append(t("The prior b runs from {lo} to {hi}.", lo=f"{tour.prior.min():.3f}", hi=f"{tour.prior.max():.3f}"))
             if tour.prior.max() < 0:
                 said.append(
@@ -406,11 +436,11 @@ def efficient_walk(
                 W,
                 R,
                 truth,
-                t("class capsule"),
+                _say("eff_class_capsule"),
                 t("Class capsule lengths |v_j| after routing"),
                 [
-                    t(
-                        "Training used the {margin_loss}, as in Sabour et al.: the right capsule longer than 0.9, every other shorter than 0.1.",
+                    _say(
+                        "eff_margin",
                         margin_loss=label("margin_loss"),
                     )
                 ],
@@ -425,10 +455,8 @@ def efficient_walk(
                 D,
                 "Efficient-CapsNet",
                 [
-                    t(
-                        "The {reconstruction} decoder of Sabour et al. (three fully connected layers) redraws the {shown} from the {D} numbers "
-                        "of capsule {name} alone, the others masked to 0. Efficient-CapsNet trains it with {weight} times the mean squared pixel "
-                        "error beside the margin loss, which keeps the capsule's direction meaningful.",
+                    _say(
+                        "eff_decoder",
                         reconstruction=label("reconstruction"),
                         shown=words.shown,
                         D=D,

@@ -13,8 +13,31 @@ from capsviz.analysis import as_batch
 from capsviz.analysis import tour_questions as ask
 from capsviz.analysis.steps import SHOWN, Step, Tour, gap, input_step, plane, pose_words, share_words, two
 from capsviz.glossary import label
-from capsviz.i18n import t
+from capsviz.i18n import N_, t
 from capsviz.text import plain
+
+# The walk's sentences that depend only on numbers the static site computes too, each once: the walk
+# fills them, and capsviz/site/said.py exports this table for web/js/said.js.
+MESSAGES = {
+    "em_input": N_(
+        "This is the image the tour follows through **{model}**, matrix capsules with EM routing (Hinton et al. 2018, "
+        "Fig. 1). Each capsule here holds a learned 4x4 matrix, which the paper intends to hold the thing's pose, and a"
+        " separate activation between 0 and 1, meant to say how present it is. Nothing in training makes the matrix a "
+        "rotation or a scale, so its 16 numbers are a learned code: which entry means what is not given."
+    ),
+    "em_measured": N_(
+        "Measured here: activation of {w} {a_w}, of {r} {a_r}; the six most active {layer} capsules send {share} of their vote to {w}."
+    ),
+    "em_answer": N_(
+        "The answer is the most active class capsule: **{w}** with activation {a_w} (label: {truth}); runner-up {r} with {a_r}."
+    ),
+    "em_place": N_("{layer} type {type} at row {row}, col {col}"),
+}
+
+
+def _say(key: str, /, **values) -> str:
+    """MESSAGES[key] in this run's language, filled (a function of its own: the catalog takes its messages from MESSAGES)."""
+    return t(MESSAGES[key], **values)
 
 
 def matrix_steps(iterations: int) -> list[Step]:
@@ -85,8 +108,8 @@ def matrix_tour(model, image: np.ndarray, iterations: int | None = None) -> Matr
     K2 = I // (H2 * W2)
     shown = a_in.argsort(descending=True)[:SHOWN]
     names = [
-        t(
-            "{layer} type {type} at row {row}, col {col}",
+        _say(
+            "em_place",
             layer=CLASS_LAYER_IN,
             type=int(i) % K2 + 1,
             row=int(i) // K2 // W2 + 1,
@@ -108,7 +131,7 @@ def matrix_tour(model, image: np.ndarray, iterations: int | None = None) -> Matr
         image=np.asarray(image, np.float32),
         primary_a=a[0].numpy(),
         pose=pose[0, r_, c_, k_].view(4, 4).numpy(),
-        pose_where=t("{layer} type {type} at row {row}, col {col}", layer="PrimaryCaps", type=k_ + 1, row=r_ + 1, col=c_ + 1),
+        pose_where=_say("em_place", layer="PrimaryCaps", type=k_ + 1, row=r_ + 1, col=c_ + 1),
         shown=shown.numpy(),
         shown_names=names,
         R=tr.R[:, 0].numpy(),
@@ -140,11 +163,8 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                 truth,
                 looks,
                 [
-                    t(
-                        "This is the image the tour follows through **{model}**, matrix capsules with EM routing (Hinton et al. 2018, Fig. 1). "
-                        "Each capsule here holds a learned 4x4 matrix, which the paper intends to hold the thing's pose, and a separate "
-                        "activation between 0 and 1, meant to say how present it is. Nothing in training makes the matrix a rotation "
-                        "or a scale, so its 16 numbers are a learned code: which entry means what is not given.",
+                    _say(
+                        "em_input",
                         model=plain(model_name),
                     )
                 ],
@@ -223,8 +243,8 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                     )
                     + (gap() + t("This first M-step used equal assignments.") if it == 0 else "")
                 ],
-                measured=t(
-                    "Measured here: activation of {w} {a_w}, of {r} {a_r}; the six most active {layer} capsules send {share} of their vote to {w}.",
+                measured=_say(
+                    "em_measured",
                     w=pn[W],
                     a_w=two(tour.a[it, W]),
                     r=pn[R],
@@ -252,8 +272,8 @@ def matrix_walk(tour: MatrixTour, names: list[str], model_name: str, truth: str,
                 },
                 caption=t("the prediction is the most active class capsule"),
                 text=[
-                    t(
-                        "The answer is the most active class capsule: **{w}** with activation {a_w} (label: {truth}); runner-up {r} with {a_r}.",
+                    _say(
+                        "em_answer",
                         w=pn[W],
                         a_w=two(a[W]),
                         truth=plain(truth),

@@ -223,3 +223,94 @@ export function reconstructionText(S, tr, names, digits, shown) {
   const v = { reconstruction: S.labels.reconstruction, shown, D: tr.D, name: names[tr.W] };
   return [join(S, say(S, "decoder", v), say(S, "decoder_keeps", v), say(S, digits ? "explorer_digits" : "explorer", { D: tr.D }))];
 }
+
+// ---------- Efficient-CapsNet (capsviz.families.efficient_capsnet.tour): one pass of self-attention ----------
+
+// index of the largest value, the first of ties (numpy's argmax)
+function first(a) {
+  return a.reduce((b, x, k) => (x > a[b] ? k : b), 0);
+}
+
+// The numbers its sentences quote, from runtime.computeFor with self-attention: u (I, K), u_hat (J, I, D), c (I, J), v (J, D)
+export function efficientTraced(res) {
+  const { I, J, D } = res;
+  const K = res.u.length / I;
+  const primary = Float64Array.from({ length: I }, (_, i) => norm(res.u, i * K, K));
+  const pred = Float64Array.from({ length: I * J }, (_, n) => norm(res.uHat, ((n % J) * I + Math.floor(n / J)) * D, D)); // (I, J)
+  const lengths = Array.from({ length: J }, (_, j) => norm(res.v, j * D, D));
+  const [W, R] = descending(lengths);
+  const c = Array.from({ length: I }, (_, i) => Array.from(res.c.slice(i * J, (i + 1) * J)));
+  const entropy = c.map((row) => row.reduce((h, p) => h - p * Math.log(Math.max(p, 1e-12)), 0) / Math.log(J));
+  return { I, J, D, K, primary, pred, lengths, W, R, c, entropy };
+}
+
+export function efficientPrimarySaid(S, tr) {
+  const [lo, hi] = range(tr.primary);
+  const n = tr.primary.filter((x) => x > S.limits.saturated).length;
+  return say(S, "eff_primary_measured", { lo: two(lo), hi: two(hi), n, I: tr.I, limit: S.written.saturated });
+}
+
+export function efficientPredictionsText(S, tr) {
+  return [say(S, "eff_predictions", { K: tr.K, D: tr.D, W: S.labels.W, I: tr.I, J: tr.J, u_hat: S.labels.u_hat })];
+}
+
+export function efficientPredictionSaid(S, tr, names) {
+  const toW = Array.from({ length: tr.I }, (_, i) => tr.pred[i * tr.J + tr.W]);
+  const top = first(toW);
+  const [lo, hi] = range(toW);
+  return say(S, "eff_predictions_measured", { name: names[tr.W], top: top + 1, top_len: two(toW[top]), lo: two(lo), hi: two(hi) });
+}
+
+// the routing step's measured sentences the browser's numbers decide: the near-uniform rule on the
+// image and on each capsule, and the capsules that send most of their vote to one class (the app's
+// sentences on the learned prior b follow them there)
+export function efficientRoutingSaid(S, tr, names) {
+  const { I, J, W, c, entropy } = tr;
+  const u = 1 / J;
+  const share = c.reduce((t, row) => t + row[W], 0) / I;
+  const who = say(S, "eff_who", { I, name: names[W] });
+  const verdict = uniformWords(S, entropy.reduce((t, e) => t + e, 0) / I, share, u);
+  const near = c.filter((row, i) => entropy[i] > S.limits.entropy && row[W] < S.limits.share * u).length;
+  const decided = c.flatMap((row, i) => (Math.max(...row) > 0.5 ? [say(S, "eff_decided_one", { i: i + 1, share: two(Math.max(...row)), name: names[first(row)] })] : []));
+  return join(
+    S,
+    say(S, "measured", { said: say(S, "rule_full", { who, verdict, rule: S.rule }) }),
+    say(S, "eff_same_rule", { n: near, I }),
+    decided.length ? say(S, "eff_decided", { capsules: decided.join(", ") }) : say(S, "eff_none_decided"),
+  );
+}
+
+// the lengths step's paragraphs: the answer against the label `truth` (none for a drawing) and the margin loss
+export function efficientLengthsText(S, tr, names, truth) {
+  const margin = say(S, "eff_margin", { margin_loss: S.labels.margin_loss });
+  if (truth === null) return [margin];
+  const { W, R, lengths } = tr;
+  return [say(S, "answer", { capsule: say(S, "eff_class_capsule"), winner: names[W], length: two(lengths[W]), truth, second: names[R], second_len: two(lengths[R]) }), margin];
+}
+
+export function efficientReconstructionText(S, tr, names, shown) {
+  const v = { reconstruction: S.labels.reconstruction, shown, D: tr.D, name: names[tr.W], weight: S.written.mse_weight };
+  return [join(S, say(S, "eff_decoder", v), say(S, "explorer", { D: tr.D }))];
+}
+
+// ---------- matrix capsules with EM routing (capsviz.families.matrix_capsnet.tour) ----------
+
+// The numbers its sentences quote, from runtime.computeEM: the lower activations aIn (I,), R (T, I, J), a (T, J)
+export function emTraced(res) {
+  const { T, I, J } = res;
+  const final = Array.from(res.a.slice((T - 1) * J, T * J));
+  const [W, R] = descending(final);
+  return { T, I, J, W, R, shown: descending(Array.from(res.aIn)).slice(0, 6), a: res.a, assigned: res.R };
+}
+
+export function emInputText(S, model) {
+  return [say(S, "em_input", { model })];
+}
+
+// iteration `it` (0-based): the measured sentence
+export function emIterationSaid(S, tr, it, names) {
+  const { I, J, W, R, a } = tr;
+  const toW = tr.shown.map((i) => tr.assigned[(it * I + i) * J + W]);
+  const v = { w: names[W], a_w: two(a[it * J + W]), r: names[R], a_r: two(a[it * J + R]), layer: S.em_layer, share: shareWords(S, toW) };
+  return say(S, "em_measured", v);
+}

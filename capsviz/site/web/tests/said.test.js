@@ -3,6 +3,16 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import {
   conv1Text,
+  efficientLengthsText,
+  efficientPredictionSaid,
+  efficientPredictionsText,
+  efficientPrimarySaid,
+  efficientReconstructionText,
+  efficientRoutingSaid,
+  efficientTraced,
+  emInputText,
+  emIterationSaid,
+  emTraced,
   inputText,
   iterationSaid,
   lengthsText,
@@ -53,6 +63,37 @@ test("the tour's sentences on the browser's numbers read as the app writes them,
       const truth = s.right === null ? null : names[s.right];
       assert.deepEqual(lengthsText(S, tr, names, words.capsule, truth), s.right === null ? t.lengths.slice(1) : t.lengths, `${lang} ${n} lengths`);
       assert.deepEqual(reconstructionText(S, tr, names, words.digits, words.shown), t.reconstruction, `${lang} ${n} reconstruction`);
+    });
+  }
+});
+
+// The Efficient-CapsNet and EM tours on the same images (tests/test_site_js.py efficient_cases, em_cases):
+// every sentence the page writes on the browser's numbers reads as the app's walk writes it
+test("the Efficient-CapsNet and EM tours' sentences on the browser's numbers read as the app writes them", { skip: CASES ? false : "run through tests/test_site_js.py" }, () => {
+  const { efficient, em } = JSON.parse(readFileSync(CASES, "utf8"));
+  const f32 = (s, keys) => ({ ...s, ...Object.fromEntries(keys.map((k) => [k, Float32Array.from(s[k])])) });
+  const eff = efficient.states.map((s) => efficientTraced(f32(s, ["u", "uHat", "c", "v"])));
+  for (const { lang, said: S, want, shown } of efficient.cases) {
+    efficient.states.forEach((s, n) => {
+      const [tr, w, names] = [eff[n], want[n], efficient.names];
+      const where = `${lang} ${n}`;
+      assert.equal(efficientPrimarySaid(S, tr), w.primary[1], `${where} primary`);
+      assert.deepEqual(efficientPredictionsText(S, tr), w.predictions[0], `${where} predictions`);
+      assert.equal(efficientPredictionSaid(S, tr, names), w.predictions[1], `${where} predictions`);
+      // the app's sentences on the learned prior b, which the browser has not, follow the page's
+      const routed = efficientRoutingSaid(S, tr, names);
+      assert.ok(w.routing[1].startsWith(routed + S.gap) && w.routing[1].length > routed.length + 20, `${where} routing: ${routed}`);
+      assert.equal(marginSaid(S, tr.lengths, names, s.right), w.lengths[1], `${where} lengths`);
+      const truth = s.right === null ? null : names[s.right];
+      assert.deepEqual(efficientLengthsText(S, tr, names, truth), s.right === null ? w.lengths[0].slice(1) : w.lengths[0], `${where} lengths`);
+      assert.deepEqual(efficientReconstructionText(S, tr, names, shown), w.reconstruction[0], `${where} reconstruction`);
+    });
+  }
+  const ems = em.states.map((s) => emTraced(f32(s, ["aIn", "R", "a"])));
+  for (const { lang, said: S, want } of em.cases) {
+    em.states.forEach((s, n) => {
+      assert.deepEqual(emInputText(S, em.model), want[n].input, `${lang} ${n} input`);
+      want[n].iterations.forEach((measured, it) => assert.equal(emIterationSaid(S, ems[n], it, em.names), measured, `${lang} ${n} EM iteration ${it + 1}`));
     });
   }
 });

@@ -2,8 +2,8 @@
 // exported by `capsviz site` with each step's kind, iteration and glossary entries). For the site's
 // first test images each step shows the app's own explanations, table and figure, exported with the
 // numbers they quote (capsviz/site/tours.py); otherwise (a later image, a drawing) the step's figure
-// and its numbers are computed here, with, for a dynamic-routing CapsNet, every sentence of the app's
-// tour that depends only on them (js/said.js), else the sentences the app's rules give on them
+// and its numbers are computed here, with, for a dynamic-routing CapsNet, an Efficient-CapsNet and the
+// EM tour, the sentences of the app's tour that depend only on them (js/said.js), else the sentences the app's rules give on them
 // (js/rules.js); a note says what is written only for those first images and how to see it. No step
 // shows words written for another image.
 // A kind the site cannot draw says so; no step falls back on another's figure.
@@ -14,6 +14,16 @@ import { couplingsAt, fmt, lengthsAt, mean, meanCouplings, order, pairs, range, 
 import { decide } from "../rules.js";
 import {
   conv1Text,
+  efficientLengthsText,
+  efficientPredictionSaid,
+  efficientPredictionsText,
+  efficientPrimarySaid,
+  efficientReconstructionText,
+  efficientRoutingSaid,
+  efficientTraced,
+  emInputText,
+  emIterationSaid,
+  emTraced,
   inputText,
   iterationSaid,
   lengthsText,
@@ -329,9 +339,43 @@ async function pixelsFor(m) {
 
 const explanations = new Map(); // a words file -> Promise of its steps for each explained image
 // whether the page writes the app's tour sentences for model m on any image (js/said.js): a
-// single-image CapsNet whose dynamic routing, the tour's, is the one it was trained with
+// single-image CapsNet whose dynamic routing, the tour's, is the one it was trained with, an
+// Efficient-CapsNet, or a matrix-capsule model (EM)
 function writesSaid(m) {
-  return m.family === "capsnet" && m.routing === "dynamic" && m.own_routing && m.digits === 1 && Boolean(m.explained && site.manifest.tour_said);
+  if (!m.explained || !site.manifest.tour_said) return false;
+  if (m.routing === "em") return true;
+  if (m.family === "efficient") return m.digits === 1;
+  return m.family === "capsnet" && m.routing === "dynamic" && m.own_routing && m.digits === 1;
+}
+
+// a drawing has no label: the longest capsule; else the test image's label
+async function labelOf(m) {
+  return state.drawn ? null : (await imageSet(m.images)).labels[state.image];
+}
+
+// Efficient-CapsNet's steps: {text, measured, warn}, or null for a step whose sentences all need the app
+async function efficientSaid(s, S, words) {
+  const { m, step, res } = s;
+  const tr = efficientTraced(res);
+  const names = m.classes.map(String);
+  const kind = step.kind;
+  if (kind === "primary") return { text: [], measured: efficientPrimarySaid(S, tr), warn: false };
+  if (kind === "predictions") return { text: efficientPredictionsText(S, tr), measured: efficientPredictionSaid(S, tr, names), warn: false };
+  if (kind === "routing") return { text: [], measured: efficientRoutingSaid(S, tr, names), warn: false };
+  if (kind === "lengths") {
+    const right = await labelOf(m);
+    return { text: efficientLengthsText(S, tr, names, right === null ? null : names[right]), measured: marginSaid(S, tr.lengths, names, right), warn: false };
+  }
+  if (kind === "reconstruction") return { text: efficientReconstructionText(S, tr, names, words("shown")), measured: "", warn: false };
+  return null;
+}
+
+// The EM tour's steps: {text, measured, warn}, or null for a step whose sentences all need the app
+function emSaid(s, S) {
+  const { m, step, em } = s;
+  if (step.kind === "input") return { text: emInputText(S, label(m.name)), measured: "", warn: false };
+  if (step.kind === "iteration") return { text: [], measured: emIterationSaid(S, emTraced(em), step.iteration - 1, m.classes.map(String)), warn: false };
+  return null;
 }
 
 // The step's sentences of the app's tour on this image's numbers (js/said.js): {text, measured, warn}, or null for a step without
@@ -339,6 +383,8 @@ async function saidFor(s) {
   const { m, step, res } = s;
   const S = site.manifest.tour_said;
   const words = (key) => S.class_words[m.class_words[key]] || m.class_words[key];
+  if (m.routing === "em") return emSaid(s, S);
+  if (m.family === "efficient") return efficientSaid(s, S, words);
   const digits = m.class_words.digits;
   const tr = traced(res, s.T);
   const names = m.classes.map(String);
@@ -352,7 +398,7 @@ async function saidFor(s) {
   }
   if (kind === "iteration") return { ...iterationSaid(S, tr, step.iteration - 1, names, words("capsule")), warn: false };
   if (kind === "lengths") {
-    const right = state.drawn ? null : (await imageSet(m.images)).labels[state.image]; // a drawing has no label: the longest capsule
+    const right = await labelOf(m);
     const text = lengthsText(S, tr, names, words("capsule"), right === null ? null : names[right]);
     return { text, measured: marginSaid(S, tr.lengths, names, right), warn: false };
   }
@@ -364,6 +410,10 @@ async function saidFor(s) {
 function missingNote(m, kind) {
   const v = { n: m.explained.images, last: m.explained.images - 1 };
   const drawn = Boolean(state.drawn);
+  // the steps of which the page writes some sentences: what the others need
+  const part = { efficient: { primary: "tour_missing_efficient_primary", routing: "tour_missing_efficient_routing" }, em: { iteration: "tour_missing_em_iteration" } };
+  const missing = (part[m.routing === "em" ? "em" : m.family] || {})[kind];
+  if (missing) return say(drawn ? "tour_said_drawing_part" : "tour_said_first_part", { ...v, missing: say(missing) });
   if (kind === "primary" || kind === "predictions") return say(drawn ? "tour_said_drawing_figure" : "tour_said_first_figure", v);
   if (kind === "iteration") return say(drawn ? "tour_said_drawing_table" : "tour_said_first_table", v);
   if (kind === "lengths") return say(drawn ? "tour_said_drawing_answer" : "tour_said_first_question", v);
@@ -438,15 +488,16 @@ export async function render() {
   }
   let s;
   if (em) {
-    s = { m, step, fig, pixels, em: await computeEM(m, pixels) };
+    s = { m, step, fig, pixels, em: await computeEM(m, pixels), said: !app && writesSaid(m) };
   } else {
     const current = shown.current;
     const res = current.rule === m.routing ? current : await computeFor(m, current.pixels, m.routing); // the tour follows the model's own routing
     const T = site.manifest.routings[m.routing].iterative ? m.iterations : 1;
     s = { m, res, step, fig, T, pixels: current.pixels, lengths: lengthsAt(res, T), own: !app, said: !app && writesSaid(m) };
   }
-  const writes = !em && s.said; // the page writes the app's sentences on this image's numbers: it has no exported words
-  const written = writes ? await saidFor(s) : null;
+  // the page writes the app's sentences on this image's numbers: it has no exported words (null: none for this step)
+  const written = s.said ? await saidFor(s) : null;
+  const writes = written !== null;
   let rows = [];
   let drawn = true;
   if (app && APP_FIGURES[app.figure]) {
