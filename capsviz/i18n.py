@@ -17,6 +17,7 @@ from __future__ import annotations
 import gettext
 import io
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -31,6 +32,12 @@ DOMAIN = "capsviz"
 # The catalog folder of each language (gettext's locale names).
 FOLDERS = {"zh-Hans": "zh_Hans", "ja": "ja"}
 
+# Chinese and Japanese characters; a space the catalogs keep between one and a placeholder (在 {n} 张)
+# is for a value that starts or ends with Latin letters or digits, and is dropped beside a value that
+# is Chinese or Japanese itself (在 {x_name} {x} 处 with x_name 强度: 在强度 1 处)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
+_SPACE_BEFORE = re.compile(r"(?<=[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]) (\{(\w+)[^{}]*\})")
+_SPACE_AFTER = re.compile(r"(\{(\w+)[^{}]*\}) (?=[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff])")
 _LANGUAGE: ContextVar[str | None] = ContextVar("capsviz_language", default=None)
 # Where a run that did not say its language finds it: the app sets this to read the session's
 # choice, so a fragment's rerun or a widget's callback speaks the session's language too.
@@ -147,14 +154,27 @@ def t(message: str, /, **values) -> str:
     """`message` in this run's language, its {placeholders} filled from `values` (a `Sentence` said
     in this language too)."""
     text = translations(language()).gettext(message)
-    return text.format(**_saying(values)) if values else text
+    return _filled(text, _saying(values)) if values else text
 
 
 def tn(singular: str, plural: str, n: int, /, **values) -> str:
     """The singular or plural message for `n` (as the language counts: Chinese and Japanese have one
     form), its {placeholders} filled from `values` and {n}."""
     text = translations(language()).ngettext(singular, plural, n)
-    return text.format(n=n, **_saying(values))
+    return _filled(text, {"n": n, **_saying(values)})
+
+
+def _filled(text: str, values: dict) -> str:
+    """`text` with its placeholders filled from `values`, without the space beside a placeholder
+    where its value meets a Chinese or Japanese character of the text with one of its own."""
+
+    def cjk_at(name: str, end: int) -> bool:
+        v = values.get(name)
+        return isinstance(v, str) and v != "" and _CJK.match(v[end]) is not None
+
+    text = _SPACE_BEFORE.sub(lambda m: m.group(1) if cjk_at(m.group(2), 0) else m.group(0), text)
+    text = _SPACE_AFTER.sub(lambda m: m.group(1) if cjk_at(m.group(2), -1) else m.group(0), text)
+    return text.format(**values)
 
 
 def _saying(values: dict) -> dict:

@@ -253,9 +253,9 @@ c.plotly_chart(
     chart(lines, tr.R.sum(1), names, t("Total assignment each class receives"), t("iteration"), t("sum_i R_ij (total assignment)")),
     key="em_mass",
 )
-st.caption(
+st.caption(  # each chart by its name, not its place: on a phone the three stack
     t(
-        "Left, {a_j}: {a_j_means} Middle, {sigma}: {sigma_means} Right, sum_i R_ij (total assignment): the assignments R summed "
+        "{a_j}: {a_j_means} {sigma}: {sigma_means} sum_i R_ij (total assignment): the assignments R summed "
         "over all lower capsules; at iteration 1 each class receives an equal share, 1/{J} of them.",
         a_j=label("a_j"),
         a_j_means=term("a_j").explain(),

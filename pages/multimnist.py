@@ -123,7 +123,7 @@ if (raw := link_asks("caps")) is not None:  # a shared link's capsule choice, on
 
 
 def mark(j: int) -> str:
-    return f"{j} ({capsule_role(j, (l1, l2), (t1, t2))})"
+    return t("{j} ({role})", j=j, role=capsule_role(j, (l1, l2), (t1, t2)))
 
 
 # predict, then see: the lengths and everything drawn from them wait for the student's answer

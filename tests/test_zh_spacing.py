@@ -63,4 +63,23 @@ def test_a_count_of_models_stands_apart_in_the_labs_sentence(lang):
     assert re.search(CJK, said) and near in said and away in said, said  # translated, both counts in it
     for count in (near, away):
         k = said.index(count)
-        assert not re.match(CJK, said[k - 1]) and not re.match(CJK, said[k + len(count)]), said
+        # the count's digits stand apart; its own word at an end ("5 个") joins the text
+        assert re.match(CJK, count[0]) or not re.match(CJK, said[k - 1]), said
+        assert re.match(CJK, count[-1]) or not re.match(CJK, said[k + len(count)]), said
+
+
+@pytest.mark.parametrize("lang", list(FOLDERS))
+def test_a_chinese_or_japanese_value_joins_the_text_a_latin_one_stands_apart(lang):
+    """The robustness page's x axis is 'epsilon' for attacks and a translated word for the affine
+    sweep: the catalog's spaces beside {x_name} stay for the first and go for the second."""
+    message = (
+        "Counting the {N} {x_name} values one by one, {capsule} holds up better than {other} beyond chance at {better}, "
+        "worse at {worse}, and {close} of the {N} are within chance (two standard errors on {n} test images)."
+    )
+    v = dict(N=9, capsule="capsnet-mnist", other="cnn-small-mnist", better="1.5", worse="2", close=7, n=500)
+    with speaking(lang):
+        word = t("strength")
+        latin, own = t(message, x_name="epsilon", **v), t(message, x_name=word, **v)
+    assert re.match(CJK, word) and re.search(rf"{CJK} epsilon {CJK}", latin), latin
+    k = own.index(word)
+    assert re.match(CJK, own[k - 1]) and re.match(CJK, own[k + len(word)]), own

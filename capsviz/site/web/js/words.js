@@ -33,10 +33,28 @@ export function sentences(...parts) {
   return parts.filter(Boolean).join(joiner);
 }
 
+// Chinese and Japanese characters: a space the catalogs keep between one and a placeholder is for a value
+// that starts or ends with Latin letters or digits, and goes beside a value that is Chinese or Japanese
+// itself, as capsviz.i18n fills the app's messages
+const CJK = "\\u3040-\\u30ff\\u3400-\\u9fff\\uf900-\\ufaff";
+const CJK_CHAR = new RegExp(`[${CJK}]`);
+const SPACE_BEFORE = new RegExp(`(?<=[${CJK}]) (\\{([a-z_][a-z0-9_]*)[^{}]*\\})`, "gi");
+const SPACE_AFTER = new RegExp(`(\\{([a-z_][a-z0-9_]*)[^{}]*\\}) (?=[${CJK}])`, "gi");
+
+function joined(template, values) {
+  const cjkAt = (name, last) => {
+    const v = values[name];
+    return typeof v === "string" && v !== "" && CJK_CHAR.test(last ? v[v.length - 1] : v[0]);
+  };
+  return template
+    .replace(SPACE_BEFORE, (whole, held, name) => (cjkAt(name, false) ? held : whole))
+    .replace(SPACE_AFTER, (whole, held, name) => (cjkAt(name, true) ? held : whole));
+}
+
 // `template` with each {name} replaced by values[name], and {name:.2f} or {name:+.0f} written as
 // Python's format writes a number so (the app's messages use both); a placeholder without a value is left as written
 export function fill(template, values = {}) {
-  return template.replace(/\{([a-z_][a-z0-9_]*)(?::(\+?)\.([0-9])f)?\}/gi, (whole, name, plus, digits) => {
+  return joined(template, values).replace(/\{([a-z_][a-z0-9_]*)(?::(\+?)\.([0-9])f)?\}/gi, (whole, name, plus, digits) => {
     if (!(name in values)) return whole;
     if (digits === undefined) return String(values[name]);
     const text = Number(values[name]).toFixed(Number(digits));

@@ -74,3 +74,10 @@ test("sentences follow one another as the language writes them", () => {
   useMessages({});
   assert.equal(sentences("One.", null, "Two."), "One. Two.");
 });
+
+test("fill joins a Chinese or Japanese value to the text and keeps a Latin one apart, as the app does", () => {
+  assert.equal(fill("这 {n} 个 {x_name} 取值", { n: 9, x_name: "强度" }), "这 9 个强度取值");
+  assert.equal(fill("这 {n} 个 {x_name} 取值", { n: 9, x_name: "epsilon" }), "这 9 个 epsilon 取值");
+  assert.equal(fill("在 {near} 上", { near: "6 个模型中的 5 个" }), "在 6 个模型中的 5 个上");
+  assert.equal(fill("{a} and {b}", { a: "强", b: "度" }), "强 and 度");
+});
