@@ -364,7 +364,7 @@ PAGE = {
     ),
     # the EM tour's last step: the page writes the answer's sentence (js/said.js), not the paragraph after it
     "tour_said_drawing_em_answer": N_(
-        "The sentence here is the app's tour's answer, written on your drawing's numbers without the label a drawing has not; its paragraph on the spread loss, which quotes the last EM iteration's inverse temperature lambda, and its question before the step are written when the site is built, for its first {n} test images: to read them, pick test image 0 to {last}, or draw your digit in the capsviz app's guided tour."
+        "The sentence here is the app's tour's answer, written on your drawing's numbers, without the label, which a drawing has not; its paragraph on the spread loss, which quotes the last EM iteration's inverse temperature lambda, and its question before the step are written when the site is built, for its first {n} test images: to read them, pick test image 0 to {last}, or draw your digit in the capsviz app's guided tour."
     ),
     "tour_said_first_em_answer": N_(
         "The sentence here is the app's tour's answer, written on this image's numbers; its paragraph on the spread loss, which quotes the last EM iteration's inverse temperature lambda, and its question before the step are written when the site is built, for its first {n} test images: to read them, pick test image 0 to {last}, or open this image in the capsviz app's guided tour."
