@@ -332,9 +332,10 @@ def em_cases(drawn: list[np.ndarray]) -> dict:
     """The matrix-capsule tour (capsviz.families.matrix_capsnet.tour) on the same images: its
     sentences that depend only on the browser's numbers (the lower activations and every EM
     iteration's R and a, as runtime.computeEM lays them out), in each language."""
+    from capsviz.analysis.steps import two
     from capsviz.checkpoint import load_checkpoint
-    from capsviz.families.matrix_capsnet.tour import matrix_tour, matrix_walk
-    from capsviz.i18n import LANGUAGES, speaking
+    from capsviz.families.matrix_capsnet.tour import MESSAGES, matrix_tour, matrix_walk
+    from capsviz.i18n import LANGUAGES, speaking, t
     from capsviz.paths import shipped_checkpoints
 
     model, meta = load_checkpoint(shipped_checkpoints() / "matrix-small-mnist.safetensors")
@@ -348,17 +349,26 @@ def em_cases(drawn: list[np.ndarray]) -> dict:
             "aIn": tr.a_in.tolist(),
             "R": tr.R.flatten().tolist(),
             "a": tr.a.flatten().tolist(),
+            "right": None if n else 1,  # an image whose label the page knows, or a drawing
         }
-        for tr in traces
+        for n, tr in enumerate(traces)
     ]
     cases = []
     for lang in LANGUAGES:
         with speaking(lang):
             want = []
-            for tr in traces:
-                steps = {s.key: s for s in matrix_walk(tr, names, "matrix-small-mnist", "", "")}
+            for tr, state in zip(traces, states, strict=True):
+                truth = "" if state["right"] is None else names[state["right"]]
+                steps = {s.key: s for s in matrix_walk(tr, names, "matrix-small-mnist", truth, "")}
+                W, R, a = tr.winner, tr.runner_up, tr.a[-1]
+                # a drawing's answer: the walk's message without the label, on the same trace (the walk always has a label)
+                unlabelled = t(MESSAGES["em_answer_unlabelled"], w=names[W], a_w=two(a[W]), r=names[R], a_r=two(a[R]))
                 want.append(
-                    {"input": list(steps["input"].text), "iterations": [steps[f"iteration{k + 1}"].measured for k in range(tr.iterations)]}
+                    {
+                        "input": list(steps["input"].text),
+                        "iterations": [steps[f"iteration{k + 1}"].measured for k in range(tr.iterations)],
+                        "activations": unlabelled if state["right"] is None else steps["activations"].text[0],
+                    }
                 )
             cases.append({"lang": lang, "said": words.vocabulary()["tour_said"], "want": want})
     return {"model": "matrix-small-mnist", "names": names, "states": states, "cases": cases}

@@ -362,6 +362,13 @@ PAGE = {
     "tour_missing_em_iteration": N_(
         "its paragraph on the M-step and the E-step, which quotes this iteration's inverse temperature lambda, its table"
     ),
+    # the EM tour's last step: the page writes the answer's sentence (js/said.js), not the paragraph after it
+    "tour_said_drawing_em_answer": N_(
+        "The sentence here is the app's tour's answer, written on your drawing's numbers, without the label, which a drawing has not; its paragraph on the spread loss, which quotes the last EM iteration's inverse temperature lambda, and its question before the step are written when the site is built, for its first {n} test images: to read them, pick test image 0 to {last}, or draw your digit in the capsviz app's guided tour."
+    ),
+    "tour_said_first_em_answer": N_(
+        "The sentence here is the app's tour's answer, written on this image's numbers; its paragraph on the spread loss, which quotes the last EM iteration's inverse temperature lambda, and its question before the step are written when the site is built, for its first {n} test images: to read them, pick test image 0 to {last}, or open this image in the capsviz app's guided tour."
+    ),
     "tour_length_since": N_("Since iteration 1, the length of the {name} capsule {trend}: from {first} to {now} at iteration {t}."),
     "tour_words_failed": N_("The explanations of this step could not be opened: {cause}; {todo}."),
     "tour_em_no_figure": N_("This step's figure comes with the app's explanations, for the site's first {n} test images (0 to {last})."),

@@ -144,15 +144,10 @@ def test_a_drawing_walks_the_tour_with_its_own_figures_and_numbers_and_no_other_
     steps = model["tour"]
     elsewhere = every_explained_paragraph(site, SMALL, lang)
     ctx, page = open_site(browser, url, f"?view=tour&model={SMALL}&image=0&lang={lang}&ask=1", width=390, height=1000)
+    console = []
+    page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
     try:
-        page.click("#draw")
-        box = page.locator("#sketch").bounding_box()
-        page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.2)
-        page.mouse.down()
-        for k in range(12):
-            page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * (0.2 + 0.05 * k))
-        page.mouse.up()
-        page.wait_for_function("window.capsviz.state.drawn && window.capsviz.state.drawn.some(v => v > 0)")
+        draw_a_one(page)
         for k, step in enumerate(steps, 1):
             if k > 1:
                 page.click("#forward")
@@ -187,9 +182,94 @@ def test_a_drawing_walks_the_tour_with_its_own_figures_and_numbers_and_no_other_
                 )
                 assert page.locator("#step-figure .rule-caption").count() == 0  # the app's sentences, not the site's own
             page.screenshot(path=str(shots / f"site-tour-drawing-{lang}-step{k}.png"), full_page=True)
-        assert not page.outside and not page.errors, (page.outside, page.errors)
+        # the same drawing through Efficient-CapsNet's tour, then the EM tour, on the same page
+        manifest = json.loads((site / "site.json").read_text())
+        efficient = next(m for m in manifest["models"] if m["name"] == EFFICIENT)
+        page.select_option("#model", EFFICIENT)
+        page.wait_for_function(f"document.getElementById('model').value === '{EFFICIENT}' && !window.capsviz.state.drawn")
+        draw_a_one(page)
+        # picking the tour to follow opens it at its first step
+        walk_a_drawing(
+            page, lambda: page.select_option("#tour-of", EFFICIENT), efficient["tour"], EFFICIENT_SAID, note, shots, f"efficient-{lang}"
+        )
+        walk_a_drawing(
+            page, lambda: page.select_option("#tour-of", EM), manifest["em_models"][0]["tour"], EM_SAID, note, shots, f"em-{lang}"
+        )
+        assert not page.outside and not page.errors and not console, (page.outside, page.errors, console)
     finally:
         ctx.close()
+
+
+EFFICIENT, EM = "efficient-capsnet-mnist.safetensors", "matrix-small-mnist.safetensors"
+# What the page writes for a drawing on each step of the two tours, by the step's kind: whether the
+# step has paragraphs, a measured sentence, and a note on what only the build writes ("part": a note
+# naming the paragraphs that quote numbers the site's graphs do not return, which say lambda on the EM
+# tour's; "figure", "answer": the notes that the app's figure, or the answer's sentence that quotes the
+# label, and the question are the build's; "steps": the note that the step shows only its own figure
+# and numbers)
+EFFICIENT_SAID = {
+    "input": (False, False, "steps"),
+    "convs": (False, False, "steps"),
+    "primary": (False, True, "part"),
+    "predictions": (True, True, "figure"),
+    "routing": (False, True, "part"),
+    "lengths": (True, True, "answer"),
+    "reconstruction": (True, False, None),
+    "lab": (False, False, None),
+}
+EM_SAID = {
+    "input": (True, False, None),
+    "primary": (False, False, None),  # the app's figure only: the step says so in its place
+    "votes": (False, False, None),
+    "iteration": (False, True, "lambda"),
+    "activations": (True, False, "lambda"),
+}
+
+
+def draw_a_one(page) -> None:
+    page.click("#draw")
+    box = page.locator("#sketch").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.2)
+    page.mouse.down()
+    for k in range(12):
+        page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * (0.2 + 0.05 * k))
+    page.mouse.up()
+    page.wait_for_function("window.capsviz.state.drawn && window.capsviz.state.drawn.some(v => v > 0)")
+
+
+def walk_a_drawing(page, first, steps: list, said: dict, note: str, shots, tag: str) -> None:
+    """Every step of a tour on the drawing, from `first()` that opens it: its paragraphs, measured
+    sentence and note as `said` has them for its kind, no placeholder left unfilled, and no paragraph
+    of one step on another."""
+    seen = {}
+    for k, step in enumerate(steps, 1):
+        page.evaluate(
+            "['step-text', 'step-figure'].forEach((id) => document.getElementById(id).replaceChildren())"
+        )  # none of the last step's
+        first() if k == 1 else page.click("#forward")
+        page.wait_for_function(
+            f"window.capsviz.state.step === {k}"
+            " && (document.getElementById('step-text').textContent.length > 0 || document.getElementById('step-figure').textContent.length > 0)"
+        )
+        page.wait_for_timeout(150)
+        text, where = page.inner_text("#step-body"), (tag, k, step["key"])
+        assert not re.search(r"\{[A-Za-z_]+\}", text), (*where, text[:300])
+        paragraphs, measured = said[step["kind"]][:2]
+        notes = [p.inner_text() for p in page.locator("#step-text p.note").all()]
+        written = [p.inner_text() for p in page.locator("#step-text p:not(.note)").all()]
+        assert bool(written) == paragraphs and all(len(p) > 20 for p in written), (*where, written)
+        assert page.locator("#step-measured").is_visible() == measured, where
+        if measured:
+            written.append(page.inner_text("#step-measured"))
+        kind = said[step["kind"]][2]
+        assert len(notes) == (kind is not None) and all(note in n for n in notes), (*where, notes)
+        assert ("lambda" in "".join(notes)) == (kind == "lambda"), (*where, notes)  # the EM notes name what only the app quotes
+        for p in written:  # no step shows another step's sentences
+            assert p not in seen, (*where, "also on", seen.get(p))
+            seen[p] = step["key"]
+        if step["kind"] not in ("lab", "primary", "votes"):
+            assert page.locator("#step-figure canvas, #step-figure svg, #step-figure .chart").count() > 0, where
+        page.screenshot(path=str(shots / f"site-tour-drawing-{tag}-step{k}.png"), full_page=True)
 
 
 def test_the_em_views_iteration_is_in_the_link_and_an_odd_one_is_said(browser, url):  # noqa: F811

@@ -31,6 +31,8 @@ MESSAGES = {
     "em_answer": N_(
         "The answer is the most active class capsule: **{w}** with activation {a_w} (label: {truth}); runner-up {r} with {a_r}."
     ),
+    # the answer of an image without a label (a drawing on the static site, web/js/said.js): the walk's own has one
+    "em_answer_unlabelled": N_("The answer is the most active class capsule: **{w}** with activation {a_w}; runner-up {r} with {a_r}."),
     "em_place": N_("{layer} type {type} at row {row}, col {col}"),
 }
 

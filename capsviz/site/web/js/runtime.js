@@ -52,7 +52,9 @@ async function body(r) {
   return got;
 }
 
-export async function bytes(url) {
+// the response to a request for `url`, or why there is none: "offline" (no answer, or a refusal),
+// "missing" (the host has no such file)
+async function fetched(url) {
   let r;
   try {
     r = await fetch(url);
@@ -60,6 +62,11 @@ export async function bytes(url) {
     throw new SiteError("offline", url, e);
   }
   if (!r.ok) throw new SiteError(r.status === 404 ? "missing" : "offline", url, `HTTP ${r.status}`);
+  return r;
+}
+
+export async function bytes(url) {
+  const r = await fetched(url);
   try {
     const got = await body(r);
     site.used.add(url);
@@ -86,13 +93,7 @@ export async function inflate(url) {
 // counted for the progress line. Bytes that do not start with gzip's magic (a host that sent it with
 // `Content-Encoding: gzip`, which the browser inflated) come back as they are.
 export async function inflating(url) {
-  let r;
-  try {
-    r = await fetch(url);
-  } catch (e) {
-    throw new SiteError("offline", url, e);
-  }
-  if (!r.ok) throw new SiteError(r.status === 404 ? "missing" : "offline", url, `HTTP ${r.status}`);
+  const r = await fetched(url);
   if (!r.body) return inflate(url);
   const reader = r.body.getReader();
   let lost = null; // the download's own failure, told apart from the inflating's

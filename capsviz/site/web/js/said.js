@@ -314,3 +314,12 @@ export function emIterationSaid(S, tr, it, names) {
   const v = { w: names[W], a_w: two(a[it * J + W]), r: names[R], a_r: two(a[it * J + R]), layer: S.em_layer, share: shareWords(S, toW) };
   return say(S, "em_measured", v);
 }
+
+// the activations step's answer: the most active class capsule and the runner-up after the last
+// iteration, against the label `truth` (null: a drawing, which has none; the walk's paragraph on the
+// spread loss that follows it quotes lambda, which the site's graphs do not return)
+export function emAnswerText(S, tr, names, truth) {
+  const { T, J, W, R, a } = tr;
+  const v = { w: names[W], a_w: two(a[(T - 1) * J + W]), r: names[R], a_r: two(a[(T - 1) * J + R]) };
+  return [truth === null ? say(S, "em_answer_unlabelled", v) : say(S, "em_answer", { ...v, truth })];
+}

@@ -10,6 +10,7 @@ import {
   efficientReconstructionText,
   efficientRoutingSaid,
   efficientTraced,
+  emAnswerText,
   emInputText,
   emIterationSaid,
   emTraced,
@@ -94,6 +95,11 @@ test("the Efficient-CapsNet and EM tours' sentences on the browser's numbers rea
     em.states.forEach((s, n) => {
       assert.deepEqual(emInputText(S, em.model), want[n].input, `${lang} ${n} input`);
       want[n].iterations.forEach((measured, it) => assert.equal(emIterationSaid(S, ems[n], it, em.names), measured, `${lang} ${n} EM iteration ${it + 1}`));
+      // the answer: with the label, the walk's paragraph opens with it (its spread-loss sentences, which quote lambda, follow);
+      // a drawing's, the same message without the label
+      const [answer] = emAnswerText(S, ems[n], em.names, s.right === null ? null : em.names[s.right]);
+      const whole = want[n].activations;
+      assert.ok(s.right === null ? answer === whole : whole.startsWith(answer + S.gap) && whole.length > answer.length + 20, `${lang} ${n} EM answer: ${answer}`);
     });
   }
 });

@@ -21,6 +21,7 @@ import {
   efficientReconstructionText,
   efficientRoutingSaid,
   efficientTraced,
+  emAnswerText,
   emInputText,
   emIterationSaid,
   emTraced,
@@ -371,10 +372,15 @@ async function efficientSaid(s, S, words) {
 }
 
 // The EM tour's steps: {text, measured, warn}, or null for a step whose sentences all need the app
-function emSaid(s, S) {
+async function emSaid(s, S) {
   const { m, step, em } = s;
+  const names = m.classes.map(String);
   if (step.kind === "input") return { text: emInputText(S, label(m.name)), measured: "", warn: false };
-  if (step.kind === "iteration") return { text: [], measured: emIterationSaid(S, emTraced(em), step.iteration - 1, m.classes.map(String)), warn: false };
+  if (step.kind === "iteration") return { text: [], measured: emIterationSaid(S, emTraced(em), step.iteration - 1, names), warn: false };
+  if (step.kind === "activations") {
+    const right = await labelOf(m);
+    return { text: emAnswerText(S, emTraced(em), names, right === null ? null : names[right]), measured: "", warn: false };
+  }
   return null;
 }
 
@@ -414,6 +420,7 @@ function missingNote(m, kind) {
   const part = { efficient: { primary: "tour_missing_efficient_primary", routing: "tour_missing_efficient_routing" }, em: { iteration: "tour_missing_em_iteration" } };
   const missing = (part[m.routing === "em" ? "em" : m.family] || {})[kind];
   if (missing) return say(drawn ? "tour_said_drawing_part" : "tour_said_first_part", { ...v, missing: say(missing) });
+  if (m.routing === "em" && kind === "activations") return say(drawn ? "tour_said_drawing_em_answer" : "tour_said_first_em_answer", v);
   if (kind === "primary" || kind === "predictions") return say(drawn ? "tour_said_drawing_figure" : "tour_said_first_figure", v);
   if (kind === "iteration") return say(drawn ? "tour_said_drawing_table" : "tour_said_first_table", v);
   if (kind === "lengths") return say(drawn ? "tour_said_drawing_answer" : "tour_said_first_question", v);
