@@ -34,8 +34,9 @@ FOLDERS = {"zh-Hans": "zh_Hans", "ja": "ja"}
 
 # Chinese and Japanese characters; a space the catalogs keep between one and a placeholder (在 {n} 张)
 # is for a value that starts or ends with Latin letters or digits, and is dropped beside a value that
-# is Chinese or Japanese itself (在 {x_name} {x} 处 with x_name 强度: 在强度 1 处)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
+# is Chinese or Japanese itself (在 {x_name} {x} 处 with x_name 强度: 在强度 1 处), its full-width
+# punctuation included (a list ending "3（0.916）" meets 把 with no space)
+_CJK = re.compile(r"[\u3000-\u303f\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
 _SPACE_BEFORE = re.compile(r"(?<=[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]) (\{(\w+)[^{}]*\})")
 _SPACE_AFTER = re.compile(r"(\{(\w+)[^{}]*\}) (?=[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff])")
 _LANGUAGE: ContextVar[str | None] = ContextVar("capsviz_language", default=None)
@@ -148,6 +149,11 @@ def translations(lang: str) -> gettext.NullTranslations:
     write_mo(compiled, catalog)
     compiled.seek(0)
     return gettext.GNUTranslations(compiled)
+
+
+def gap() -> str:
+    """What goes between two sentences in the reader's language: a space, none in Chinese and Japanese."""
+    return "" if language() in ("zh-Hans", "ja") else " "
 
 
 def t(message: str, /, **values) -> str:

@@ -15,7 +15,7 @@ from capsviz.analysis.explain import (
 )
 from capsviz.analysis.routing import em_trace
 from capsviz.glossary import label, term
-from capsviz.i18n import t
+from capsviz.i18n import gap, t
 from capsviz.memo import digest
 from capsviz.registry import shows
 from capsviz.text import plain
@@ -136,7 +136,7 @@ def iteration_view(tr, image, label_, pred: int) -> None:
     sh = em_shares(tr)
     right.markdown(
         t("**Shown: vote distances from 0 to {limit}**: {why}.", limit=f"{zoom.limit:g}", why=plain(zoom.why))
-        + " "
+        + gap()
         + distance_words(tr)
         + "  \n"
         + em_share_words(sh, shown[sh.winner], meta.config.routing_iterations, plain(label_), shown)  # plain: made plain above
@@ -235,7 +235,7 @@ def iteration_view(tr, image, label_, pred: int) -> None:
             "type), one row per upper capsule type.",
             where=where,
         )
-        + " "
+        + gap()
         + conv_assignment_words(R_layer, pos, t_layer)
     )
 

@@ -19,7 +19,7 @@ from capsviz.analysis.robustness import (
 )
 from capsviz.config import user_dataset
 from capsviz.data.user import short_name
-from capsviz.i18n import N_, t
+from capsviz.i18n import N_, gap, t
 from capsviz.registry import FAMILIES, either, shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, sweep_lines, to_image
@@ -191,7 +191,7 @@ with tab_affine:
             "0.8-1.2 scale) multiplied by the strength: 0 is the plain test set, 1 is affNIST's distortion, 2 doubles it."
         )
         + (
-            " " + t("At 40x40 the digit is also moved anywhere on the canvas (the affNIST-like test set).")
+            gap() + t("At 40x40 the digit is also moved anywhere on the canvas (the affNIST-like test set).")
             if size == 40 and not own
             else ""
         )
@@ -333,7 +333,7 @@ with tab_adv:
                     chance=f"{100 / len(names):.0f}",
                     dataset=plain(shown_as),
                 )
-                + " "
+                + gap()
                 + (
                     ""
                     if claimed or claimant is not None

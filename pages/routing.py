@@ -34,7 +34,7 @@ from capsviz.analysis.routing import (
 )
 from capsviz.config import user_dataset
 from capsviz.glossary import class_words
-from capsviz.i18n import t
+from capsviz.i18n import gap, t
 from capsviz.registry import FAMILIES, ROUTINGS, either, routing_words, shows
 from capsviz.text import plain
 from capsviz.viz import capsule_bars, class_maps, heatmap, lines, overlay, png_bytes, to_image
@@ -180,7 +180,7 @@ T = st.slider(
     meta.config.routing_iterations,
     key=STATE.iterations.key,
     bind="query-params",
-    help=t("The weights are the same; only the number of routing iterations changes.") + " " + term_help("iteration"),
+    help=t("The weights are the same; only the number of routing iterations changes.") + gap() + term_help("iteration"),
 )
 
 

@@ -5,7 +5,7 @@ the glossary page, so a student on a phone finds the words without the sidebar."
 import streamlit as st
 
 from capsviz.glossary import help_text, links
-from capsviz.i18n import language, t
+from capsviz.i18n import gap, language, t
 from pages.state import STATE
 
 
@@ -33,5 +33,5 @@ def glossary_links(page: str) -> None:
         return
     st.divider()
     st.markdown(
-        t("Words on this page, each a link to its glossary entry:") + " " + links(keys, language())
+        t("Words on this page, each a link to its glossary entry:") + gap() + links(keys, language())
     )  # plain: names made plain by links

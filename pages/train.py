@@ -21,7 +21,7 @@ from capsviz.data.upload import ZipLimits, receive_zip, uploads_dir
 from capsviz.data.user import short_name, skipped_words
 from capsviz.errors import CapsvizError
 from capsviz.estimate import for_run, size_refusal
-from capsviz.i18n import N_, keeping, language, t, tn
+from capsviz.i18n import N_, gap, keeping, language, t, tn
 from capsviz.text import MAX_SENTENCES, plain
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
@@ -159,7 +159,7 @@ with st.container(border=True):
             ),
             key="t_couplings",
             help=t("How DigitCaps' couplings are made during training: the routing lab compares models trained each way.")
-            + " "
+            + gap()
             + term_help("uniform", "random_couplings", "self_attention"),
         )
     decay = c2.number_input(
@@ -273,7 +273,7 @@ st.caption(
 )
 st.caption(
     t("Command line for the same run:")
-    + " "
+    + gap()
     + f"`python -m capsviz train --model {plain(model, 'code')} --dataset {plain(short_name(dataset) if dataset else 'folder:PATH', 'code')} --epochs {epochs} --batch-size {batch}"
     + (f" --resize {resize}" if resize else "")
     + (f" --routing-iterations {iters}" if run.routing_iterations else "")

@@ -7,7 +7,7 @@ import streamlit as st
 
 from capsviz.analysis import why
 from capsviz.analysis.links import chosen
-from capsviz.i18n import keeping, t
+from capsviz.i18n import gap, keeping, t
 from capsviz.memo import digest
 from capsviz.text import plain
 from capsviz.viz import to_image
@@ -34,7 +34,7 @@ st.markdown(
 )
 st.markdown(
     t("Words of this chapter, each a link to its glossary entry:")
-    + " "
+    + gap()
     + " · ".join(f"[{shown}](glossary?term={quote(word)})" for shown, word in why.chapter_words())  # plain: our own words
 )
 LARGE = big()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from capsviz.i18n import LANGUAGES, speaking, t
+from capsviz.i18n import LANGUAGES, gap, speaking, t
 
 
 class Linked(NamedTuple):
@@ -101,7 +101,7 @@ def linked_offsets(raw: str, n: int, limit: float, step: float) -> Linked:
                 extra=len(parts) - n,
             )
         )
-    return Linked(tuple(values), " ".join(said) or None)
+    return Linked(tuple(values), gap().join(said) or None)
 
 
 def chosen(raw: str, choices, default, what: str, name=str) -> Linked:
@@ -154,7 +154,7 @@ def linked_numbers(raw: str, parts: list[tuple[int, int, str]], fallback) -> Lin
         )
         return Linked(tuple(fallback), note)
     got = [linked(x, lo, hi, d, what) for x, (lo, hi, what), d in zip(items, parts, fallback, strict=True)]
-    return Linked(tuple(g.value for g in got), " ".join(g.note for g in got if g.note) or None)
+    return Linked(tuple(g.value for g in got), gap().join(g.note for g in got if g.note) or None)
 
 
 def several(raws: list[str], choices, default: list, what: str) -> Linked:

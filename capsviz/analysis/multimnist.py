@@ -13,7 +13,7 @@ import torch
 
 from capsviz.analysis import as_batch, rules
 from capsviz.data import multimnist
-from capsviz.i18n import N_, t
+from capsviz.i18n import N_, gap, t
 
 INK_LEVEL = 0.1  # a pixel counts as drawn (input) or explained (reconstruction) above this grey level
 
@@ -132,7 +132,7 @@ def segment_words(segments: np.ndarray, first: str, second: str, parts: np.ndarr
     crossing = 0 if parts is None else int(((segments == BOTH) & (parts[0] > INK_LEVEL) & (parts[1] > INK_LEVEL)).sum())
     twice = n["both"] - crossing
     if parts is not None and crossing:
-        said += " " + t(
+        said += gap() + t(
             "(on {crossing} of those {both} the two digits' own strokes cross, where both claims are right)",
             crossing=crossing,
             both=n["both"],

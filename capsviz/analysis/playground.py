@@ -18,7 +18,7 @@ import torch
 from capsviz.analysis import coupling_entropy, rules
 from capsviz.analysis.rule_words import trend_outcome, trend_words
 from capsviz.glossary import label
-from capsviz.i18n import N_, language, t, tn
+from capsviz.i18n import N_, gap, language, t, tn
 from capsviz.routing import dynamic_routing, em_routing, lambda_schedule, self_attention_routing, squash
 
 I_TOY = 6  # lower capsules: few enough to label each one
@@ -381,14 +381,14 @@ def dynamic_view(toy: DynamicToy, it: int) -> View:
     c = toy.c[it]
     said = t("At iteration {k}: {split}", k=it + 1, split=split_words(c))
     if it > 0:
-        said += " " + since_words(toy.c[: it + 1])
+        said += gap() + since_words(toy.c[: it + 1])
     turned = any(rules.turn(toy.c[: it + 1, k, int(c[k].argmax())]) is not None for k in range(len(c)))
     definitions = [t("Near uniform: {rule}", rule=toy_rule())]
     if it > 0:
         definitions.append(t("Rises / falls: {rule}", rule=rules.rule_words("rises / falls")))
     if turned:
         definitions.append(t("Peaks / dips: {rule}", rule=rules.rule_words("peaks / dips")))
-    said += " " + t("({definitions})", definitions=" ".join(definitions))
+    said += gap() + t("({definitions})", definitions=gap().join(definitions))
     lower: dict = {"lower capsule": _lower_names(len(c))}
     for j in range(J):
         lower[f"b to {j + 1}"] = toy.b[it, :, j]
@@ -468,7 +468,7 @@ def em_view(toy: EMToy, it: int, beta_a: float) -> View:
     )
     pair = sorted(1 / (1 + np.exp(-lam[it] * (beta_a + s))) for s in (-1.0, 1.0))
     if J == 2 and [_r(x) for x in pair] == sorted(_r(x) for x in a):
-        said += " " + t(
+        said += gap() + t(
             "Activations at iteration {k} (lambda {lam}): {activations}. capsviz standardises the capsules' costs against "
             "each other before the logistic (`RESULTS.md`: where capsviz departs from the papers), so an activation says how "
             "tight a cluster is compared with the others: with two upper capsules the standardised costs are -1 and +1, so "
@@ -479,7 +479,7 @@ def em_view(toy: EMToy, it: int, beta_a: float) -> View:
             **v,
         )
     elif J == 2:
-        said += " " + t(
+        said += gap() + t(
             "Activations at iteration {k} (lambda {lam}): {activations}. capsviz standardises the capsules' costs against "
             "each other before the logistic (`RESULTS.md`: where capsviz departs from the papers), so an activation says how "
             "tight a cluster is compared with the others: here the two clusters cost the same, so both activations are "
@@ -487,7 +487,7 @@ def em_view(toy: EMToy, it: int, beta_a: float) -> View:
             **v,
         )
     else:
-        said += " " + t(
+        said += gap() + t(
             "Activations at iteration {k} (lambda {lam}): {activations}. capsviz standardises the capsules' costs against "
             "each other before the logistic (`RESULTS.md`: where capsviz departs from the papers), so an activation says how "
             "tight a cluster is compared with the others.",

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from capsviz.analysis import as_input_batch, rules
 from capsviz.config import DATASETS
 from capsviz.data.affine import affine_matrices, affnist_like, transform
-from capsviz.i18n import t
+from capsviz.i18n import gap, t
 
 BIM_STEPS = 10  # iterations of the basic iterative method; each moves 2.5 * epsilon / BIM_STEPS
 
@@ -327,5 +327,5 @@ def stand_in(sidebar, suitable: list, every: list) -> tuple[tuple, str]:
         why.append(t("it was trained with dynamic routing"))
     said = t("It was picked because {reasons}.", reasons=t("; ").join(why))
     if ties > 1:
-        said += " " + t("Of the {ties} models that fit as well, it is the first by name.", ties=ties)
+        said += gap() + t("Of the {ties} models that fit as well, it is the first by name.", ties=ties)
     return (path, m), said

@@ -18,7 +18,7 @@ import torch
 from capsviz.analysis import rule_words, rules, tour_questions
 from capsviz.analysis.questions import Question, Words, two
 from capsviz.glossary import label
-from capsviz.i18n import N_, Nn_, language, t, tn
+from capsviz.i18n import N_, Nn_, gap, t, tn
 from capsviz.registry import ROUTINGS
 from capsviz.routing import squash
 from capsviz.text import plain
@@ -231,11 +231,6 @@ def squashed(s: np.ndarray) -> np.ndarray:
 
 SATURATED = 0.9  # a primary capsule longer than this is called long (the margin loss's own target for "present")
 MOST = 0.5  # "most" primary capsules are long when more than half of them are
-
-
-def gap() -> str:
-    """What goes between two sentences in the reader's language: a space, none in Chinese and Japanese."""
-    return "" if language() in ("zh-Hans", "ja") else " "
 
 
 def share_words(x: np.ndarray) -> str:

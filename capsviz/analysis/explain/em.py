@@ -12,7 +12,7 @@ from capsviz.analysis import rules
 from capsviz.analysis.explain.shared import round_up
 from capsviz.analysis.routing import EMTrace
 from capsviz.analysis.rule_words import trend_words
-from capsviz.i18n import t
+from capsviz.i18n import gap, t
 
 PAPER_ZOOM = 0.05  # Fig. 2 of Hinton et al. zooms to vote distances below 0.05 (their smallNORB model)
 
@@ -148,7 +148,7 @@ def em_share_words(sh: EMShares, name: str, trained: int, label: str | None = No
             verdict=verdict_words(name, label, names),
         )
     if T > 1:
-        said += " " + t(
+        said += gap() + t(
             "Its share of all assignment {trend}: {first} at iteration 1 (uniform: {uniform}), {last} at iteration {T}; {votes}.",
             trend=trend_words(sh.share, "{:.1%}"),
             first=f"{first:.1%}",
@@ -158,7 +158,7 @@ def em_share_words(sh: EMShares, name: str, trained: int, label: str | None = No
             votes=votes,
         )
     else:
-        said += " " + t(
+        said += gap() + t(
             "Its share of all assignment stays at the uniform {first}, since one iteration re-assigns nothing; {votes}.",
             first=f"{first:.1%}",
             votes=votes,
@@ -209,7 +209,7 @@ def conv_assignment_words(R: np.ndarray, pos: int, t_: int) -> str:
     if trend == "rises":
         return (
             said
-            + " "
+            + gap()
             + t(
                 "Over the layer's {n} x {n} positions the mean column sum is {border} on the border and {inside} inside: the shares "
                 "are larger at the border, where the lower capsules reach fewer positions.",
@@ -219,7 +219,7 @@ def conv_assignment_words(R: np.ndarray, pos: int, t_: int) -> str:
     if trend == "falls":
         return (
             said
-            + " "
+            + gap()
             + t(
                 "Over the layer's {n} x {n} positions the mean column sum is {border} on the border and {inside} inside: the shares "
                 "are smaller at the border.",
@@ -228,7 +228,7 @@ def conv_assignment_words(R: np.ndarray, pos: int, t_: int) -> str:
         )
     return (
         said
-        + " "
+        + gap()
         + t(
             "Over the layer's {n} x {n} positions the mean column sum is {border} on the border and {inside} inside: the shares "
             "are about the same at the border as inside.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from capsviz.analysis import rules
-from capsviz.i18n import N_, t, tn
+from capsviz.i18n import N_, gap, t, tn
 
 EXPLORER_INTRO = N_(
     "Each class capsule (DigitCaps: one per digit for MNIST, one per class for your own images) is a vector of 16 "
@@ -51,7 +51,7 @@ def effect_words(effect: np.ndarray, rebuilt: np.ndarray, name: str, low: float,
         listed = sep.join(f"d{d} ({effect[d]:.3f})" for d in small)
         return (
             said
-            + " "
+            + gap()
             + tn(
                 "{listed} changes it almost nothing (less than {limit} of that value): this capsule hardly uses them for this "
                 "image. A large change can also be the drawing fading away: the sliders above say when it does.",
@@ -64,7 +64,7 @@ def effect_words(effect: np.ndarray, rebuilt: np.ndarray, name: str, low: float,
         )
     return (
         said
-        + " "
+        + gap()
         + t(
             "Every dimension changes it by at least {limit} of that value. A large change can also be the drawing fading away: "
             "the sliders above say when it does.",

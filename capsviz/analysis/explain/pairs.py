@@ -14,7 +14,7 @@ from capsviz.analysis.explain.shared import position_words
 from capsviz.analysis.multimnist import INK_LEVEL, ink_under
 from capsviz.analysis.routing import dynamic_trace
 from capsviz.analysis.rule_words import long_votes_words, uniform_words
-from capsviz.i18n import t, tn
+from capsviz.i18n import gap, t, tn
 from capsviz.registry import routing_words
 
 
@@ -87,7 +87,7 @@ class PairRouting:
             long_votes_words(t("capsule {j}", j=c), float(self.weighted[k, -1, q]), self.uniform, float(self.mean[k, -1, q]))
             for q, c in enumerate(self.capsules)
         ]
-        return " ".join(x for x in said if x)
+        return gap().join(x for x in said if x)
 
 
 @torch.no_grad()
@@ -158,7 +158,7 @@ def peak_words(r: PairRouting) -> str:
     if ratio < 1:
         return (
             said
-            + " "
+            + gap()
             + t(
                 "The predictions for {capsule} there are {ratio} times as long as the average: short predictions that carry little "
                 "into s, so the bright square moves little of the digit capsule's input.",
@@ -168,7 +168,7 @@ def peak_words(r: PairRouting) -> str:
     if ink > 0:
         return (
             said
-            + " "
+            + gap()
             + t(
                 "The predictions for {capsule} there are {ratio} times as long as the average: long predictions, so the coupling "
                 "there does change the digit capsule's input.",
@@ -177,7 +177,7 @@ def peak_words(r: PairRouting) -> str:
         )
     return (
         said
-        + " "
+        + gap()
         + t(
             "The predictions for {capsule} there are {ratio} times as long as the average: long predictions, so the coupling there "
             "does change the digit capsule's input, from background rather than from either digit.",
@@ -227,7 +227,7 @@ def pair_routing_words(r: PairRouting, single_name: str) -> str:
         w_a=f"{r.weighted[0, -1, 0]:.3f}",
         w_b=f"{r.weighted[0, -1, 1]:.3f}",
     )
-    single = " " + t(
+    single = gap() + t(
         "{name} alone sends on average {m_a} and {m_b} to capsules {a} and {b}; counted by length, {w_a} and {w_b}.",
         name=name,
         m_a=f"{r.mean[1, -1, 0]:.3f}",
@@ -241,7 +241,7 @@ def pair_routing_words(r: PairRouting, single_name: str) -> str:
         return (
             pair
             + single
-            + " "
+            + gap()
             + t(
                 "With one iteration the couplings are the uniform 1/{J} by definition: no agreement has been added yet. Raise "
                 "the iterations to see them move.",
@@ -259,11 +259,11 @@ def pair_routing_words(r: PairRouting, single_name: str) -> str:
                 "routing barely reassigns most primary capsules between the two digits.",
                 **v,
             )
-            + " "
+            + gap()
             + long
         )
     elif rules.near_uniform(float(r.entropy[0]), share, u):
-        meaning = " " + t(
+        meaning = gap() + t(
             "At iteration {T}, over the pair the couplings are {verdict} (the larger of the pair's two plain averages above): "
             "routing barely reassigns the primary capsules between the two digits, so this model tells the two digits apart "
             "mostly by the predictions u_hat themselves (their lengths and directions), not by routing explaining one digit's "
@@ -283,7 +283,7 @@ def pair_routing_words(r: PairRouting, single_name: str) -> str:
             alone=f"{r.weighted[1, -1, k]:.3f}",
         )
         if delta[k] < 0:
-            meaning = " " + t(
+            meaning = gap() + t(
                 "At iteration {T}, over the pair the couplings are {verdict} (the larger of the pair's two plain averages "
                 "above). Of the pair's numbers above, the plain averages are at most {plain} from uniform and the "
                 "length-weighted ones at most {long}; the biggest difference between the pair and the digit alone is capsule "
@@ -291,18 +291,18 @@ def pair_routing_words(r: PairRouting, single_name: str) -> str:
                 **v,
             )
         else:
-            meaning = " " + t(
+            meaning = gap() + t(
                 "At iteration {T}, over the pair the couplings are {verdict} (the larger of the pair's two plain averages "
                 "above). Of the pair's numbers above, the plain averages are at most {plain} from uniform and the "
                 "length-weighted ones at most {long}; the biggest difference between the pair and the digit alone is capsule "
                 "{capsule}: {in_pair} in the pair, {alone} alone, so the other digit's presence raises it.",
                 **v,
             )
-        meaning += f" {long}" if long else ""
-    meaning += " " + t(
+        meaning += gap() + long if long else ""
+    meaning += gap() + t(
         "{name} alone, by its own numbers: its couplings are {verdict} (the larger of its two plain averages).",
         name=name,
         verdict=uniform_words(float(r.entropy[1]), r.share(1), u),
     )
-    meaning += f" {r.long_votes(1)}" if r.long_votes(1) else ""
-    return pair + single + meaning + " " + peak_words(r)
+    meaning += gap() + r.long_votes(1) if r.long_votes(1) else ""
+    return pair + single + meaning + gap() + peak_words(r)

@@ -7,7 +7,7 @@ import numpy as np
 
 from capsviz.analysis.routing.traces import AttentionTrace
 from capsviz.analysis.rule_words import uniform_words
-from capsviz.i18n import t
+from capsviz.i18n import gap, t
 
 
 def attention_words(tr: AttentionTrace, winner: int, name: str) -> str:
@@ -49,11 +49,11 @@ def sweep_words(predictions: list[int], winner: int, name: str) -> str:
     T = len(predictions)
     said = t("These weights were trained for self-attention routing; dynamic routing here uses them as they are (and Eq. 1's squash).")
     if changed:
-        said += " " + t(
+        said += gap() + t(
             "With dynamic routing the prediction differs from self-attention's at {changed} of {T} iteration counts.",
             changed=len(changed),
             T=T,
         )
     else:
-        said += " " + t("With any number of dynamic-routing iterations the prediction stays {name}.", name=name)
-    return said + " " + t("The **Routing lab** compares the routings over the whole test set.")
+        said += gap() + t("With any number of dynamic-routing iterations the prediction stays {name}.", name=name)
+    return said + gap() + t("The **Routing lab** compares the routings over the whole test set.")

@@ -10,7 +10,7 @@ import numpy as np
 from capsviz.analysis import rules
 from capsviz.analysis.routing.traces import DynamicTrace
 from capsviz.analysis.rule_words import long_votes_words, trend_outcome, trend_words, uniform_words
-from capsviz.i18n import t, tn
+from capsviz.i18n import gap, t, tn
 from capsviz.registry import ROUTINGS, routing_words
 
 
@@ -42,7 +42,7 @@ def length_words(lengths: np.ndarray, winner: int, capsule: str, thing: str, nam
     if T == 1:
         return (
             said
-            + " "
+            + gap()
             + t(
                 "Routing changes lengths by shifting votes; with one iteration nothing is shifted, and the winner's length is {length}.",
                 length=f"{lengths[0, winner]:.3f}",
@@ -51,7 +51,7 @@ def length_words(lengths: np.ndarray, winner: int, capsule: str, thing: str, nam
     first, last = float(lengths[0, winner]), float(lengths[-1, winner])
     return (
         said
-        + " "
+        + gap()
         + t(
             "Routing changes lengths by shifting votes; here the winner's length {trend}: {first} at iteration 1, {last} at "
             "iteration {T}, a change of {change} (a length lies between 0 and 1, so it rises or falls only when it moves by more "
@@ -97,15 +97,15 @@ def entropy_figure(tr: DynamicTrace, capsule: str, thing: str) -> dict:
             capsule=capsule,
             thing=thing,
         )
-    what += " " + t(
+    what += gap() + t(
         "(Evenness is the entropy of the couplings as a share of an even split's.) The dashed line is {line}%, the evenness "
         "the near-uniform rule asks for.",
         line=f"{line:.0f}",
     )
     if T == 1:
-        said = " " + t("With one iteration every split is still even.")
+        said = gap() + t("With one iteration every split is still even.")
     else:
-        said = " " + entropy_words(series[:, 0], line)
+        said = gap() + entropy_words(series[:, 0], line)
     return {
         "series": series,
         "names": [t("mean"), t("10th percentile"), t("90th percentile")],
@@ -250,25 +250,25 @@ def convergence_words(b_change: np.ndarray, c_change: np.ndarray) -> str:
         kind, _ = trend_outcome(c_change, "{:.1e}", start=2)
         v = dict(trend=trend_words(c_change, "{:.1e}", start=2), first=f"{first:.1e}", last=f"{last:.1e}", k=len(c_change) + 1)
         if kind == "falls":
-            said += " " + t(
+            said += gap() + t(
                 "The couplings c = softmax(b) settle: their change per iteration {trend} ({first} at iteration 2, {last} at "
                 "iteration {k}).",
                 **v,
             )
         elif kind == "rises":
-            said += " " + t(
+            said += gap() + t(
                 "The couplings c = softmax(b) keep moving more: their change per iteration {trend} ({first} at iteration 2, "
                 "{last} at iteration {k}).",
                 **v,
             )
         elif kind == "level":
-            said += " " + t(
+            said += gap() + t(
                 "The couplings c = softmax(b) keep moving about as much: their change per iteration {trend} ({first} at "
                 "iteration 2, {last} at iteration {k}).",
                 **v,
             )
         else:
-            said += " " + t(
+            said += gap() + t(
                 "The couplings c = softmax(b) do not settle steadily: their change per iteration {trend} ({first} at "
                 "iteration 2, {last} at iteration {k}).",
                 **v,
@@ -299,11 +299,11 @@ def summary_words(cs: dict, k: int, trained: str) -> str:
     else:
         verdict = t("at iteration {k} the couplings are {uniform}", k=k + 1, uniform=uniform_words(ratio, share, u))
     long = long_votes_words(t("the predicted class"), weighted, u, share)
-    long = f" {long}" if long else ""
+    long = gap() + long if long else ""
     if cs.get("softmax") == "inputs":
         return (
             said
-            + " "
+            + gap()
             + t(
                 "Its couplings sum to 1 over the {I} input capsules for each class, so a primary capsule's mean coupling to the "
                 "predicted class is the uniform {uniform} whatever routing does ({share} at iteration {k}); counting each vote by "
@@ -320,7 +320,7 @@ def summary_words(cs: dict, k: int, trained: str) -> str:
         )
     return (
         said
-        + " "
+        + gap()
         + t(
             "At iteration {k}, the count chosen above, a primary capsule sends on average {share} of its vote to the predicted "
             "class (uniform: {uniform}); counting each vote by its length, {weighted}. Over the {images} images {verdict}.",
@@ -332,7 +332,7 @@ def summary_words(cs: dict, k: int, trained: str) -> str:
             verdict=verdict,
         )
         + long
-        + " "
+        + gap()
         + t(
             "Routing only sharpens the couplings as far as the agreements u_hat . v are large: compare the 1- and 3-iteration "
             "models on the Reproduction page."
@@ -359,7 +359,7 @@ def dynamic_sweep_words(lengths: np.ndarray, predictions: list[int], T: int, nam
     other = [k + 1 for k, q in enumerate(predictions) if q != p]
     if other:
         listed = t(", ").join(t("{k} ({name})", k=k, name=names[predictions[k - 1]]) for k in other)
-        said += " " + t("The prediction differs at {count} of {N} counts: {listed}.", count=len(other), N=N, listed=listed)
+        said += gap() + t("The prediction differs at {count} of {N} counts: {listed}.", count=len(other), N=N, listed=listed)
     else:
-        said += " " + t("It is {name} with every count from 1 to {N}.", name=names[p], N=N)
+        said += gap() + t("It is {name} with every count from 1 to {N}.", name=names[p], N=N)
     return said
