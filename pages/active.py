@@ -16,7 +16,7 @@ from capsviz.config import user_dataset
 from capsviz.data import model_test_set
 from capsviz.data.user import short_name
 from capsviz.errors import CapsvizError
-from capsviz.i18n import N_, language, speaking, t
+from capsviz.i18n import N_, gap, language, speaking, t
 from capsviz.model_cache import ModelCache
 from capsviz.registry import family_words
 from capsviz.schema import CheckpointMeta
@@ -147,7 +147,7 @@ def page_model(fits, needs: str, why: str, choose=None):
             dataset=plain(stand_meta.dataset),
             **words,
         )
-    st.info(said + (f" {plain(picked)}" if picked else ""), icon=":material/swap_horiz:")
+    st.info(said + (gap() + plain(picked) if picked else ""), icon=":material/swap_horiz:")
     if st.button(t("Use {name} on every page", name=plain(stand.stem)), key=f"switch_{stand.stem}"):
         STATE.pending_model.set(stand.name)  # the sidebar switches its dataset filter if needed
         st.rerun()

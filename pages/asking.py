@@ -60,27 +60,33 @@ def ask(q: Question, place=None) -> bool:
         done = (rnd, stored)
     if done is None or done[0] != rnd:
         pick = STATE.answer_pick(qid=q.qid)
-        if rnd > 1:
-            box.caption(t("Your teacher asks again: answer once more after the discussion."))
-        choice = box.radio(
-            t("Your answer"),
-            list(q.keys),
-            index=None,
-            format_func=keeping(lambda k: plain(q.label(k))),
-            key=pick.key,
-            label_visibility="collapsed",
-        )
-        reason = box.text_input(t("Why? (optional, one line)"), max_chars=200, key=STATE.answer_reason(qid=q.qid).key)
-        left, right = box.columns(2)
-        if left.button(t("Commit my answer"), type="primary", disabled=choice is None, key=f"commit_{q.qid}", use_container_width=True):
-            asked[q.qid] = (_record(q, who, choice, reason), choice)
-            STATE.asked.set(asked)
-            st.rerun()
-        if right.button(t("Skip: just show me"), key=f"skip_{q.qid}", use_container_width=True):
-            asked[q.qid] = (rnd, None)
-            STATE.asked.set(asked)
-            st.rerun()
-        return False
+        form = box.empty()  # the choices, taken away in this very run once answered: no second run of the page
+        with form.container():
+            if rnd > 1:
+                st.caption(t("Your teacher asks again: answer once more after the discussion."))
+            choice = st.radio(
+                t("Your answer"),
+                list(q.keys),
+                index=None,
+                format_func=keeping(lambda k: plain(q.label(k))),
+                key=pick.key,
+                label_visibility="collapsed",
+            )
+            reason = st.text_input(t("Why? (optional, one line)"), max_chars=200, key=STATE.answer_reason(qid=q.qid).key)
+            left, right = st.columns(2)
+            committed = left.button(
+                t("Commit my answer"), type="primary", disabled=choice is None, key=f"commit_{q.qid}", use_container_width=True
+            )
+            skipped = right.button(t("Skip: just show me"), key=f"skip_{q.qid}", use_container_width=True)
+        if committed:
+            done = (_record(q, who, choice, reason), choice)
+        elif skipped:
+            done = (rnd, None)
+        else:
+            return False
+        asked[q.qid] = done
+        STATE.asked.set(asked)
+        form.empty()
     choice = done[1]
     verdict = q.verdict(choice)
     (box.success if choice == q.answer else box.info)(plain(t("{verdict} {why}", verdict=verdict, why=str(q.why))))

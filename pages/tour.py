@@ -370,8 +370,6 @@ def step_view() -> None:
             st.markdown(paragraph)  # plain: the core made every user-given name in it plain
         if step.measured:
             (st.warning if step.warn else st.info)(step.measured)
-        if step.table:
-            st.markdown(markdown_table(step.table))
         if step.terms:
             st.caption(help_text(*step.terms))
             st.caption(t("In the glossary: {links}", links=links(step.terms, language())))  # plain: names made plain by links
@@ -379,6 +377,8 @@ def step_view() -> None:
             st.page_link("pages/lab.py", label=t("Open the routing lab"), icon=":material/science:")
         if step.link:
             st.page_link(step.link[0], label=step.link[1], icon=":material/arrow_outward:")
+    if step.table:  # under both columns: a capsule's name in Chinese or Japanese wraps a character a line in the narrow one
+        st.markdown(markdown_table(step.table))
 
 
 step_view()

@@ -71,6 +71,7 @@ MIX = {
     "em": (("em iterations", 0.5), ("page change", 0.5)),
 }
 NEXT_PAGE = {"tour": 0.25, "explorer": 0.35, "routing": 0.25, "em": 0.15}
+COMMITS = 0.7  # a page waiting on a question: the student commits an answer (else skips it) before its other moves
 TIMEOUT = 120.0  # seconds a rerun may take before the move counts as an error
 
 
@@ -437,12 +438,13 @@ class Student:
         if pick is None or self.last is None:
             return None
         radios = [list(sub.options) for what, sub in self.last.elements if what == "radio" and sub.id == self.ids[pick][0]]
-        options = radios[-1] if radios else []
-        return pick, f"commit_{pick.removeprefix('answer_')}", options
+        if not radios:  # a question this page asked before, answered or skipped: its choices are gone
+            return None
+        return pick, f"commit_{pick.removeprefix('answer_')}", radios[-1]
 
     async def answer(self, commit: bool = True) -> bool:
         """Answer the question the page waits on with its first choice: the choice (one rerun), then
-        "Commit my answer" (measured as "question answered"; the page reruns itself once); or, with
+        "Commit my answer" (measured as "question answered"); or, with
         commit=False, "Skip: just show me". False where the page asks nothing."""
         asked = self._question()
         if asked is None:
@@ -515,6 +517,9 @@ class Student:
         self.check(run)
 
     async def move(self) -> None:
+        if self._question() is not None:  # predict, then see: a student answers (or skips) before the page's figures
+            await self.answer(commit=self.rng.random() < COMMITS)
+            return
         kinds, weights = zip(*MIX[self.page], strict=True)
         kind = self.rng.choices(kinds, weights)[0]
         act = {
