@@ -276,6 +276,9 @@ class Student:
         # a widget inside a fragment reruns only its fragment, as the browser sends it
         inside = {self.ids[key][1] for key, _, _ in widgets}
         cs.fragment_id = fragment or (inside.pop() if len(inside) == 1 else "")
+        if not cs.fragment_id and "model_pick" in self.ids and all(key != "model_pick" for key, _, _ in widgets):
+            # a browser sends every widget's value with a page's rerun: the sidebar's model among them
+            widgets = [*widgets, ("model_pick", "string_value", self.model)]
         for key, kind_of, value in widgets:
             w = cs.widget_states.widgets.add()
             w.id = self.ids[key][0]
