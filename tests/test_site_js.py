@@ -147,6 +147,25 @@ def playground_cases() -> list[dict]:
     return cases
 
 
+def filled_cases() -> list[dict]:
+    """Every message of the site in each language with the app's filling of it (capsviz.i18n.t): a
+    placeholder with a format gets a number, one without alternately a digit and a Chinese word (the
+    catalogs' spaces beside a placeholder go where the value is Chinese or Japanese):
+    web/tests/chart.test.js draws each as a chart's title, which must read the same."""
+    from capsviz.i18n import LANGUAGES, speaking, t
+
+    every = {**words.MESSAGES, **words.PAGE, **words.CHAPTER}
+    cases = []
+    for lang in LANGUAGES:
+        with speaking(lang):
+            for key, message in every.items():
+                formatted = set(re.findall(r"\{([A-Za-z_][A-Za-z0-9_]*):", message))
+                names = sorted(words.placeholders(message))
+                values = {n: 0.8712 if n in formatted else ("7" if k % 2 else "胶囊") for k, n in enumerate(names)}
+                cases.append({"lang": lang, "key": key, "template": t(message), "values": values, "want": t(message, **values)})
+    return cases
+
+
 def test_the_front_ends_pure_modules_pass_their_unit_tests(node, tmp_path):
     exported = tmp_path / "words.json"
     exported.write_text(json.dumps(words.vocabulary()))
@@ -156,6 +175,8 @@ def test_the_front_ends_pure_modules_pass_their_unit_tests(node, tmp_path):
     playground.write_text(json.dumps(playground_cases(), ensure_ascii=False))
     tour = tmp_path / "tour.json"
     tour.write_text(json.dumps(tour_cases(), ensure_ascii=False))
+    filled = tmp_path / "filled.json"
+    filled.write_text(json.dumps(filled_cases(), ensure_ascii=False))
     done = subprocess.run(
         [node, "--test"],
         cwd=WEB,
@@ -165,6 +186,7 @@ def test_the_front_ends_pure_modules_pass_their_unit_tests(node, tmp_path):
             "CAPSVIZ_SITE_WHY": str(chapter),
             "CAPSVIZ_SITE_PLAYGROUND": str(playground),
             "CAPSVIZ_SITE_TOUR": str(tour),
+            "CAPSVIZ_SITE_FILLED": str(filled),
             "NODE_OPTIONS": "",
         },
         capture_output=True,

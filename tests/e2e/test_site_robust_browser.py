@@ -233,7 +233,7 @@ ODD = [
     ("dims=NaN,1e308,0.1,abc", "d3=abc", "as 0.00"),
     ("iterations=999", "iterations=999", "shows 3"),
     ("t=0", "t=0", "shows 3"),
-    ("step=99", "step=99", "shows 1"),
+    ("step=99", "step=99", "shows {last}"),  # the last step of the model's tour, as the app opens it
     ("routing=em", "routing=em", "each model's own routing"),
     ("preset=nope", "preset=nope", "the preset"),
     ("J=7", "J=7", "3 upper capsules"),
@@ -245,8 +245,10 @@ ODD = [
 ]
 
 
-def test_every_odd_link_parameter_says_what_it_asked_and_what_is_shown(browser, url, shots):  # noqa: F811
+def test_every_odd_link_parameter_says_what_it_asked_and_what_is_shown(browser, site, url, shots):  # noqa: F811
     query = "&".join(dict.fromkeys(q for q, _, _ in ODD))
+    manifest = json.loads((site / "site.json").read_text())
+    last = len(next(m for m in manifest["models"] if m["name"] == SMALL)["tour"])
     ctx, page = open_site(browser, url, f"?{query}", width=390)
     try:
         said = status(page)
@@ -255,10 +257,11 @@ def test_every_odd_link_parameter_says_what_it_asked_and_what_is_shown(browser, 
             at = said.find(asked)
             assert at >= 0, (q, said)
             sentence = said[at : said.find(". ", at) + 1 or None]
-            assert shown in sentence, (q, sentence)
+            assert shown.format(last=last) in sentence, (q, sentence)
         assert "null" not in said and "NaN instead" not in said and "d2=" not in said  # 0.1 is in range: no note
         state = page.evaluate("window.capsviz.state")
         assert state["view"] == "explore" and state["image"] == 0 and state["iterations"] == 3 and state["toy"]["J"] == 3
+        assert state["step"] == last
         assert page.evaluate("Array.from(window.capsviz.state.dims.slice(0, 4))") == pytest.approx([0, 0.25, 0.1, 0])
     finally:
         ctx.close()

@@ -235,7 +235,8 @@ async function start() {
   } catch (e) {
     throw Object.assign(e, { model: first.got.model });
   }
-  const asked = readModel(params, manifest, site.model, set.count, ruleOf(site.model), state.view);
+  const toured = state.tourOf ? manifest.em_models.find((e) => e.name === state.tourOf) : site.model;
+  const asked = readModel(params, manifest, site.model, set.count, ruleOf(site.model), state.view, toured.tour.length);
   note(asked.notes);
   Object.assign(state, asked.got);
   if (state.view === "em") {

@@ -9,13 +9,15 @@ function reader(params, notes) {
   const odd = (name, raw, shown) => notes.push({ id: "link_odd", values: { name, raw: quoted(raw), shown } });
   return {
     odd,
-    int(name, lo, hi, fallback, shown = String(fallback)) {
+    // a whole number from lo to hi, else `fallback`; with `clamp`, a whole number beyond an end gives that end (as the app reads it)
+    int(name, lo, hi, fallback, shown = String(fallback), clamp = false) {
       const raw = params.get(name);
       if (raw === null) return fallback;
       const n = Number(raw);
       if (raw.trim() === "" || !Number.isInteger(n) || n < lo || n > hi) {
-        notes.push({ id: "link_not_whole", values: { name, raw: quoted(raw), lo, hi, shown } });
-        return fallback;
+        const got = clamp && raw.trim() !== "" && Number.isInteger(n) ? Math.min(Math.max(n, lo), hi) : fallback;
+        notes.push({ id: "link_not_whole", values: { name, raw: quoted(raw), lo, hi, shown: got === fallback ? shown : String(got) } });
+        return got;
       }
       return n;
     },
@@ -79,8 +81,9 @@ export function readSite(params, manifest) {
 }
 
 // What a link asks of the open model `m` (a manifest entry) with `count` test images; `rule` the routing
-// it is shown with; `view` the view shown (the EM view reads its own iteration: readEM).
-export function readModel(params, manifest, m, count, rule, view = "explore") {
+// it is shown with; `view` the view shown (the EM view reads its own iteration: readEM); `steps` the
+// tour's steps (the EM model's tour where the tour follows it); a step past the last opens the last.
+export function readModel(params, manifest, m, count, rule, view = "explore", steps = m.tour.length) {
   const notes = [];
   const r = reader(params, notes);
   const iterative = manifest.routings[rule].iterative;
@@ -90,7 +93,7 @@ export function readModel(params, manifest, m, count, rule, view = "explore") {
     capsule: r.int("capsule", 0, m.classes.length - 1, null, say("shown_longest")),
     iterations: manifest.routings[m.routing].iterative ? m.iterations : 3, // kept for routing=dynamic
     t: 0,
-    step: r.int("step", 1, m.tour.length, 1),
+    step: r.int("step", 1, steps, 1, "1", true),
   };
   got.t = got.iterations;
   if (view === "em") {

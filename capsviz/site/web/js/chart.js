@@ -23,15 +23,17 @@ export function textWidth(text, size = FONT) {
   return w * size;
 }
 
-// `text` in lines no wider than `width` px: broken at spaces, and between any two characters of Chinese or Japanese
+// `text` in lines no wider than `width` px: broken at spaces, and between any two characters of Chinese or
+// Japanese (never before a closing bracket or a mark of punctuation); every space the text has stays where
+// it is, except the one a line breaks at
+const CLOSING = /^[）」』】〉》、。，．：；！？]$/u;
 export function wrap(text, width, size = FONT) {
-  const words = String(text).match(/[\u2e80-\uffff]|[^\s\u2e80-\uffff]+/gu) || [];
+  const pieces = [...String(text).matchAll(/(\s*)([\u2e80-\uffff]|[^\s\u2e80-\uffff]+)/gu)].map((m) => ({ space: m[1] ? " " : "", word: m[2] }));
   const lines = [];
   let line = "";
-  for (const word of words) {
-    const cjk = word.codePointAt(0) >= 0x2e80;
-    const next = line && !cjk && !/[\u2e80-\uffff]$/u.test(line) ? `${line} ${word}` : line + word;
-    if (line && textWidth(next, size) > width) {
+  for (const { space, word } of pieces) {
+    const next = line ? line + space + word : word;
+    if (line && !CLOSING.test(word) && textWidth(next, size) > width) {
       lines.push(line);
       line = word;
     } else {

@@ -2,7 +2,7 @@
 // tour's words (capsviz/site/tours.py): the primary capsules' arrows, and the routing and EM planes
 // of the winner and the runner-up. Pure: numbers in, SVG markup out (tests/figures.test.js runs it
 // in node); the tour view puts it in the page. Each keeps the app figure's rules (capsviz/viz/teach.py).
-import { COLOURS, escape } from "./chart.js";
+import { COLOURS, escape, wrap } from "./chart.js";
 
 const INK = "#1b1f24";
 const MUTED = "#5a6570";
@@ -56,7 +56,8 @@ export function planeLimit(d) {
 // line under it, already in words.
 export function planesSvg(d, labels, width) {
   const panel = Math.max(140, Math.min(300, (width - 24) / 2));
-  const height = panel + 44;
+  const under = labels.map((l) => (l[1] ? wrap(l[1], panel - 4, 12) : [])); // the line under each panel, wrapped to its width
+  const height = panel + 30 + 15 * Math.max(1, ...under.map((u) => u.length));
   const limit = planeLimit(d);
   const parts = [];
   d.points.forEach((points, j) => {
@@ -87,7 +88,9 @@ export function planesSvg(d, labels, width) {
       }
       parts.push(`<path d="M${(X(mx) - 6).toFixed(1)},${Y(my).toFixed(1)}h12M${X(mx).toFixed(1)},${(Y(my) - 6).toFixed(1)}v12" stroke="${INK}" stroke-width="2"/>`);
     }
-    parts.push(`<text x="${(x0 + panel / 2).toFixed(1)}" y="${(panel + 34).toFixed(1)}" text-anchor="middle" font-size="12" fill="${INK}">${escape(labels[j][1])}</text>`);
+    under[j].forEach((line, k) =>
+      parts.push(`<text x="${(x0 + panel / 2).toFixed(1)}" y="${(panel + 34 + 15 * k).toFixed(1)}" class="under" text-anchor="middle" font-size="12" fill="${INK}">${escape(line)}</text>`),
+    );
   });
   const total = 16 + d.points.length * (panel + 8);
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${total.toFixed(0)}" height="${height.toFixed(0)}" viewBox="0 0 ${total.toFixed(0)} ${height.toFixed(0)}" aria-hidden="true">${parts.join("")}</svg>`;

@@ -53,6 +53,24 @@ test("every odd parameter says what it asked and what is shown", { skip: NO_WORD
   assert.equal(onePass.got.iterations, 3); // kept for routing=dynamic
 });
 
+test("a step past the tour's last opens the last, as the app does, and says so", { skip: NO_WORDS }, () => {
+  const m = manifest();
+  useMessages(m.messages);
+  const model = m.models[0]; // a tour of 3 steps
+  const step = (query, steps) => {
+    const got = readModel(q(query), m, model, 10, "dynamic", "tour", steps);
+    return [got.got.step, said(got.notes)];
+  };
+  assert.deepEqual(step("step=3"), [3, []]);
+  assert.deepEqual(step("step=99"), [3, ["The link asks for step=99, not a whole number from 1 to 3; it shows 3 instead."]]);
+  assert.deepEqual(step("step=0")[0], 1);
+  assert.deepEqual(step("step=-4")[0], 1);
+  assert.deepEqual(step("step=2.5"), [1, ["The link asks for step=2.5, not a whole number from 1 to 3; it shows 1 instead."]]);
+  assert.deepEqual(step("step=1e308")[0], 3);
+  assert.deepEqual(step("step=NaN")[0], 1);
+  assert.deepEqual(step("step=99", 7), [7, ["The link asks for step=99, not a whole number from 1 to 7; it shows 7 instead."]]); // the EM model's tour
+});
+
 test("dims and pts: clamped or refused, and said", { skip: NO_WORDS }, () => {
   useMessages(manifest().messages);
   const dims = readDims("0,9,x,0.1", 4);

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { readFileSync } from "node:fs";
 import { barChart, escape, lineChart, textWidth, tickLabel, ticks, wrap } from "../js/chart.js";
+import { fill, useMessages } from "../js/words.js";
 
 const count = (svg, pattern) => (svg.match(pattern) || []).length;
 const texts = (svg, cls) => [...svg.matchAll(new RegExp(`<text [^>]*class="${cls}"[^>]*>([^<]*)</text>`, "g"))].map((m) => m[1]);
@@ -19,6 +21,44 @@ test("a title wraps at spaces, and between characters of Chinese or Japanese", (
   const zh = wrap("每个胶囊的长度", textWidth("每个胶囊", 12), 12);
   assert.deepEqual(zh, ["每个胶囊", "的长度"]);
   assert.ok(textWidth("胶") > textWidth("a"));
+});
+
+test("a title keeps every space the translation has, and loses only the one a line breaks at", () => {
+  for (const title of ["最も長い 2 つ：1（0.87）と 5（0.84）", "第 2 次 EM 迭代（共 3 次）后的激活概率 a_j", "Conv1 的 256 个特征图"]) {
+    assert.deepEqual(wrap(title, 2000, 14), [title]);
+    const narrow = wrap(title, textWidth("最も長い 2 つ", 14), 14);
+    assert.ok(narrow.length > 1, title);
+    assert.ok(narrow.every((line) => title.includes(line) && line === line.trim()), `${title}: ${narrow.join(" | ")}`);
+    assert.equal(narrow.join("").replace(/ /g, ""), title.replace(/ /g, ""));
+  }
+  assert.deepEqual(wrap("  a  b ", 2000), ["a b"]); // runs of spaces read as one, as SVG shows them
+});
+
+// Every message of the site in each language as the app fills it (capsviz.i18n.t), written by
+// tests/test_site_js.py: filled by the page and drawn as a chart's title, it reads the same
+const FILLED = process.env.CAPSVIZ_SITE_FILLED;
+test("every message drawn as a chart's title reads as the catalog's message filled by the app", { skip: FILLED ? false : "run through tests/test_site_js.py" }, () => {
+  const cases = JSON.parse(readFileSync(FILLED, "utf8"));
+  assert.ok(cases.length > 300 && new Set(cases.map((c) => c.lang)).size === 3);
+  const unescape = (s) => s.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&quot;/g, '"').replace(/&amp;/g, "&");
+  for (const { lang, key, template, values, want } of cases) {
+    useMessages({}, lang);
+    const title = fill(template, values);
+    assert.equal(title, want, `${lang} ${key}: filled`);
+    const oneLine = want.replace(/\s+/g, " ").trim();
+    for (const width of [390, 1280]) {
+      const svg = barChart({ title, xTitle: "x", yTitle: "y", height: 270, labels: ["a"], values: [1] }, width);
+      const lines = texts(svg, "chart-title").map(unescape);
+      let at = 0; // the lines, one after another, are the title with at most a space dropped at each break
+      for (const line of lines) {
+        assert.ok(oneLine.startsWith(line, at), `${lang} ${key} at ${width}: ${lines.join(" | ")}`);
+        at += line.length + (oneLine[at + line.length] === " " ? 1 : 0);
+      }
+      assert.equal(at, oneLine.length, `${lang} ${key} at ${width}`);
+      if (lines.length === 1) assert.equal(lines[0], oneLine, `${lang} ${key} at ${width}`);
+    }
+  }
+  useMessages({});
 });
 
 test("a bar chart has its title, both axis titles, a bar, a label and a tooltip per class", () => {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { textWidth } from "../js/chart.js";
 import { arrowsSvg, inline, planeLimit, planesSvg } from "../js/figures.js";
 
 const count = (svg, pattern) => (svg.match(pattern) || []).length;
@@ -79,6 +80,23 @@ test("an EM plane: a dot per vote, the mean's cross and two spreads' ellipses; t
   const before = planesSvg({ ...em, fit: false }, [["7", ""], ["1", ""]], 600);
   assert.equal(count(before, /<ellipse /g), 0);
   assert.equal(count(before, /<circle /g), 2);
+});
+
+test("the line under a plane wraps to the plane's width on a phone, and keeps its words", () => {
+  const em = { points: [[[1, 1]], [[0, 1]]], weights: [[0.5], [0.5]], mu: [[0.5, 0.5], [0, 0]], sigma: [[0.3, 0.2], [0.4, 0.4]], a: [0.6, 0.4], fit: true, shown: ["1: a"] };
+  const said = ["activation a = 0.55, spread sigma = (0.75, 0.62)", "激活概率 a = 0.45，方差 sigma = (1.08, 1.17)"];
+  for (const width of [340, 640]) {
+    const svg = planesSvg(em, [["7", said[0]], ["1", said[1]]], width);
+    const panel = Math.max(140, Math.min(300, (width - 24) / 2));
+    const lines = [...svg.matchAll(/<text x="([0-9.]+)" y="([0-9.]+)" class="under"[^>]*>([^<]*)<\/text>/g)].map((m) => [Number(m[1]), m[3]]);
+    for (const [, line] of lines) assert.ok(textWidth(line) <= panel - 4 || !line.includes(" "), `${width}: ${line}`);
+    const first = lines.filter(([x]) => x < 8 + panel + 4).map(([, l]) => l);
+    assert.equal(first.join(" "), said[0]);
+    const height = Number(svg.match(/height="([0-9.]+)"/)[1]);
+    const lastY = Math.max(...[...svg.matchAll(/class="under"/g)].map((m) => Number(svg.slice(0, m.index).match(/y="([0-9.]+)" $/)[1])));
+    assert.ok(lastY + 4 <= height, `${width}: the last line at ${lastY} inside ${height}`);
+    if (width === 340) assert.ok(first.length > 1);
+  }
 });
 
 test("the tour's Markdown: bold and italic, everything else escaped", () => {
