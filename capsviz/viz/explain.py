@@ -254,9 +254,7 @@ def coupling_block(
     width = T * (tw + gap) - gap + 8
     named = wrap(name, font(16), width - 8)
     f = font(COUPLING_TEXT + 1)
-    labels = [
-        wrap(joined_by().join(r.split("\n")), f, width - 8) for r in row_names
-    ]  # one line where it fits, joined as the language joins
+    labels = [wrap(joined_by().join(r.split("\n")), f, width - 8) for r in row_names]  # one line where it fits
     top = 54 + (len(named) - 1) * line_height(font(16))
     heights = [len(lines) * line_height(f) + 8 for lines in labels]  # a name, clear of the row above
     img, d = _canvas(width, top + sum(heights) + rows * (th + gap))
