@@ -11,6 +11,7 @@ from PIL import Image
 from capsviz.analysis.explain import panel_order
 from capsviz.analysis.routing import EMTrace, vote_histograms
 from capsviz.i18n import N_, t
+from capsviz.i18n import gap as joined_by
 from capsviz.viz import to_image
 from capsviz.viz.teach import GREY, INK, _canvas, draw_lines, font, line_height, wrap
 
@@ -253,7 +254,7 @@ def coupling_block(
     width = T * (tw + gap) - gap + 8
     named = wrap(name, font(16), width - 8)
     f = font(COUPLING_TEXT + 1)
-    labels = [wrap(" ".join(r.split("\n")), f, width - 8) for r in row_names]  # one line where it fits
+    labels = [wrap(joined_by().join(r.split("\n")), f, width - 8) for r in row_names]  # one line where it fits
     top = 54 + (len(named) - 1) * line_height(font(16))
     heights = [len(lines) * line_height(f) + 8 for lines in labels]  # a name, clear of the row above
     img, d = _canvas(width, top + sum(heights) + rows * (th + gap))

@@ -35,7 +35,11 @@ def effect_words(effect: np.ndarray, rebuilt: np.ndarray, name: str, low: float,
     mean = max(float(rebuilt.mean()), 1e-6)
     order = [int(d) for d in np.argsort(-effect, kind="stable")]
     sep = t(", ")
-    top = sep.join(f"d{d} ({effect[d]:.3f})" for d in order[:TOP_DIMENSIONS])
+
+    def named(d: int) -> str:
+        return t("{dimension} ({change})", dimension=f"d{d}", change=f"{effect[d]:.3f}")
+
+    top = sep.join(named(d) for d in order[:TOP_DIMENSIONS])
     said = t(
         "For each dimension: how much the picture changes between its two ends ({low} and {high}), as the mean change per "
         "pixel. Measured for capsule {name} on this image, the dimensions that change the drawing most are {top}; the plain "
@@ -48,7 +52,7 @@ def effect_words(effect: np.ndarray, rebuilt: np.ndarray, name: str, low: float,
     )
     small = [d for d in range(len(effect)) if rules.small_change(float(effect[d]) / mean)]
     if small:
-        listed = sep.join(f"d{d} ({effect[d]:.3f})" for d in small)
+        listed = sep.join(named(d) for d in small)
         return (
             said
             + gap()
