@@ -32,6 +32,20 @@ def _record(q: Question, who: str, choice: str | None, reason: str) -> int:
         return 1
 
 
+def _keep(qid: str, rnd: int, choice: str | None) -> None:
+    """This session's answer to question `qid` in round `rnd` (None: skipped), which `ask` then reveals."""
+    asked = STATE.asked.get()
+    asked[qid] = (rnd, choice)
+    STATE.asked.set(asked)
+
+
+def _commit(q: Question, who: str, pick, why) -> None:
+    """The commit button's callback: the chosen answer and its reason, stored and kept."""
+    choice = pick.get()
+    if choice is not None:
+        _keep(q.qid, _record(q, who, choice, why.get()), choice)
+
+
 def _round(q: Question, who: str) -> tuple[int, str | None, bool]:
     try:
         return class_store().mine(q.qid, who)
@@ -59,34 +73,31 @@ def ask(q: Question, place=None) -> bool:
     if stored is not None:  # answered in this round (in this tab or another)
         done = (rnd, stored)
     if done is None or done[0] != rnd:
-        pick = STATE.answer_pick(qid=q.qid)
-        form = box.empty()  # the choices, taken away in this very run once answered: no second run of the page
-        with form.container():
-            if rnd > 1:
-                st.caption(t("Your teacher asks again: answer once more after the discussion."))
-            choice = st.radio(
-                t("Your answer"),
-                list(q.keys),
-                index=None,
-                format_func=keeping(lambda k: plain(q.label(k))),
-                key=pick.key,
-                label_visibility="collapsed",
-            )
-            reason = st.text_input(t("Why? (optional, one line)"), max_chars=200, key=STATE.answer_reason(qid=q.qid).key)
-            left, right = st.columns(2)
-            committed = left.button(
-                t("Commit my answer"), type="primary", disabled=choice is None, key=f"commit_{q.qid}", use_container_width=True
-            )
-            skipped = right.button(t("Skip: just show me"), key=f"skip_{q.qid}", use_container_width=True)
-        if committed:
-            done = (_record(q, who, choice, reason), choice)
-        elif skipped:
-            done = (rnd, None)
-        else:
-            return False
-        asked[q.qid] = done
-        STATE.asked.set(asked)
-        form.empty()
+        pick, why = STATE.answer_pick(qid=q.qid), STATE.answer_reason(qid=q.qid)
+        if rnd > 1:
+            box.caption(t("Your teacher asks again: answer once more after the discussion."))
+        choice = box.radio(
+            t("Your answer"),
+            list(q.keys),
+            index=None,
+            format_func=keeping(lambda k: plain(q.label(k))),
+            key=pick.key,
+            label_visibility="collapsed",
+        )
+        box.text_input(t("Why? (optional, one line)"), max_chars=200, key=why.key)
+        left, right = box.columns(2)
+        # recorded before the next run (a button's callback), which then shows the verdict: the page runs once
+        left.button(
+            t("Commit my answer"),
+            type="primary",
+            disabled=choice is None,
+            key=f"commit_{q.qid}",
+            use_container_width=True,
+            on_click=_commit,
+            args=(q, who, pick, why),
+        )
+        right.button(t("Skip: just show me"), key=f"skip_{q.qid}", use_container_width=True, on_click=_keep, args=(q.qid, rnd, None))
+        return False
     choice = done[1]
     verdict = q.verdict(choice)
     (box.success if choice == q.answer else box.info)(plain(t("{verdict} {why}", verdict=verdict, why=str(q.why))))

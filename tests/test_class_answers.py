@@ -238,6 +238,23 @@ def test_a_student_cannot_open_the_teacher_page(students):
     assert any("teacher's" in w.value for w in direct.warning) and not direct.metric
 
 
+def test_a_committed_question_leaves_the_next_one_on_the_page_waiting_for_its_own_commit(students):
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page("pages/explorer.py").run()
+    first = question_radio(at)
+    next(b for b in at.button if b.key == f"skip_{first.key.removeprefix('answer_')}").click().run()
+    assert not at.exception, at.exception
+    second = question_radio(at)  # the perturbation grid's question, under the sliders
+    assert second.key != first.key
+    second.set_value(second.options[0]).run()  # chosen, not yet committed: the grid still waits
+    assert not at.exception, at.exception
+    assert question_radio(at).key == second.key and not any("Perturbation grid" in h.value for h in at.subheader)
+    commit = next(b for b in at.button if b.key == f"commit_{second.key.removeprefix('answer_')}")
+    assert not commit.disabled
+    commit.click().run()
+    assert any("Perturbation grid" in h.value for h in at.subheader)
+
+
 def test_the_teacher_starts_a_new_class_and_exports(app):
     s = store.store(app.folder)
     q = questions.uniform_changes_winner(dynamic_toy(DYNAMIC_PRESETS[next(iter(DYNAMIC_PRESETS))][:, :2], 3), ("x",))

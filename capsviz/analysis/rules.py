@@ -307,6 +307,11 @@ TABLE: dict[str, Rule] = {
             ("lo", "hi", "uniform"),
             (
                 Case(
+                    "span_none",
+                    N_("Every square is {lo}: the map has no differences to show, only one colour."),
+                    (Test("hi", "<=", "lo"),),
+                ),
+                Case(
                     "span_small",
                     N_(
                         "Every square lies between 1/{factor} and {factor} times the uniform {uniform} (from {lo} to {hi}): "
@@ -318,7 +323,7 @@ TABLE: dict[str, Rule] = {
             ),
             formats={"lo": "f3", "hi": "f3", "uniform": "f3"},
             constants={"factor": f"{NEAR_UNIFORM_SHARE}"},
-            examples={"lo": (0.0, 0.09), "hi": (0.11, 0.9), "uniform": (0.1, 1 / 3)},
+            examples={"lo": (0.0, 0.09, 0.1), "hi": (0.1, 0.11, 0.9), "uniform": (0.1, 1 / 3)},
         ),
         Rule(
             "draws almost nothing",

@@ -37,7 +37,7 @@ export function sentences(...parts) {
 // that starts or ends with Latin letters or digits, and goes beside a value that is Chinese or Japanese
 // itself, as capsviz.i18n fills the app's messages
 const CJK = "\\u3040-\\u30ff\\u3400-\\u9fff\\uf900-\\ufaff";
-const CJK_CHAR = new RegExp(`[${CJK}]`);
+const CJK_CHAR = new RegExp(`[\\u3000-\\u303f${CJK}\\uff00-\\uffef]`); // a value's end: full-width punctuation counts too
 const SPACE_BEFORE = new RegExp(`(?<=[${CJK}]) (\\{([a-z_][a-z0-9_]*)[^{}]*\\})`, "gi");
 const SPACE_AFTER = new RegExp(`(\\{([a-z_][a-z0-9_]*)[^{}]*\\}) (?=[${CJK}])`, "gi");
 
