@@ -380,6 +380,12 @@ PAGE = {
     ),
     "tour_legend_em": N_("Dots: the votes, their opacity the assignment R; cross: the mean pose mu; ellipses: one and two spreads sigma."),
     "tour_legend_votes": N_("Dots: the votes of the six most active lower capsules, numbered as in the table."),
+    "tour_axes_dynamic": N_(
+        "Across: the direction of the final output v; up: the predictions' main other direction. The numbers at the axes' ends are the plot's half-width, the same in both planes."
+    ),
+    "tour_axes_em": N_(
+        "The centre is the class capsule's final mean pose; across: towards the mean of these six votes; up: the votes' main other direction. The numbers at the axes' ends are the plot's half-width, the same in both planes."
+    ),
     "tour_plane_em": N_("activation a = {a}, spread sigma = ({x}, {y})"),
     "em_activations_at": N_("Activation a_j after EM iteration {t} of {T}"),
     "lab_error_title": N_("Test error by routing"),

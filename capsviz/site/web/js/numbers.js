@@ -127,3 +127,13 @@ export function viridis(x) {
   const w = f - k;
   return VIRIDIS[k].map((a, n) => Math.round(a + w * (VIRIDIS[k + 1][n] - a)));
 }
+
+// the indices 0..n-1 in as few runs of at most `most` as there are, evenly split (7 by 3: 2, 2, 3):
+// a table's number columns stacked in parts that fit a phone, as the app's tour stacks them
+export function columnParts(n, most) {
+  const parts = Math.max(1, Math.ceil(n / most));
+  return Array.from({ length: parts }, (_, k) => {
+    const [from, to] = [Math.floor((k * n) / parts), Math.floor(((k + 1) * n) / parts)];
+    return Array.from({ length: to - from }, (_, i) => from + i);
+  });
+}

@@ -102,3 +102,9 @@ test("the line under a plane wraps to the plane's width on a phone, and keeps it
 test("the tour's Markdown: bold and italic, everything else escaped", () => {
   assert.equal(inline("**M-step**: a *whether* <b> & c"), "<strong>M-step</strong>: a <em>whether</em> &lt;b&gt; &amp; c");
 });
+
+test("each plane gives its scale: the half-width at the four ends of its axes", () => {
+  const svg = planesSvg(routing, [["capsule 7", ""], ["capsule 1", ""]], 600);
+  const ticks = [...svg.matchAll(/class="tick"[^>]*>([^<]*)</g)].map((m) => m[1]);
+  assert.deepEqual(ticks, Array(2).fill(["−2.30", "2.30", "2.30", "−2.30"]).flat()); // planeLimit(routing) = 2.3
+});

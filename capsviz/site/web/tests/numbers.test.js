@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { argmax, couplingsAt, interleave, lengthsAt, meanCouplings, order, pairs, percentDigits, placeMaps, range, uniformShare, vectorAt, viridis } from "../js/numbers.js";
+import { argmax, columnParts, couplingsAt, interleave, lengthsAt, meanCouplings, order, pairs, percentDigits, placeMaps, range, uniformShare, vectorAt, viridis } from "../js/numbers.js";
 
 // two recorded iterations of J = 2 class capsules of D = 2 numbers, I = 3 lower capsules
 const res = {
@@ -52,4 +52,11 @@ test("viridis runs from dark purple to yellow and clamps", () => {
   assert.deepEqual(viridis(1), [253, 231, 37]);
   assert.deepEqual(viridis(-5), viridis(0));
   assert.deepEqual(viridis(7), viridis(1));
+});
+
+test("a table's columns stacked in even parts of at most so many, every column once and in order", () => {
+  assert.deepEqual(columnParts(6, 3), [[0, 1, 2], [3, 4, 5]]);
+  assert.deepEqual(columnParts(7, 3), [[0, 1], [2, 3], [4, 5, 6]]);
+  assert.deepEqual(columnParts(2, 3), [[0, 1]]);
+  assert.deepEqual(columnParts(0, 3), [[]]);
 });

@@ -10,7 +10,7 @@
 import { ask } from "../asking.js";
 import { $, bars, chart, el, heat, named, paint, scale, table } from "../draw.js";
 import { arrowsSvg, inline, planesSvg } from "../figures.js";
-import { couplingsAt, fmt, lengthsAt, mean, meanCouplings, order, pairs, range, uniformShare, vectorAt } from "../numbers.js";
+import { columnParts, couplingsAt, fmt, lengthsAt, mean, meanCouplings, order, pairs, range, uniformShare, vectorAt } from "../numbers.js";
 import { decide } from "../rules.js";
 import {
   conv1Text,
@@ -288,7 +288,7 @@ const APP_FIGURES = {
     const labels = d.uppers.map((name, j) => [name, `|s| = ${d.s_len[j]}   |v| = ${d.v_len[j]}`]); // written as the sentences write them
     const width = Math.min(640, s.fig.clientWidth || 640);
     const summary = say("aria_planes", { title: d.title, values: d.uppers.map((u, j) => `${u}: |s| ${d.s_len[j]}, |v| ${d.v_len[j]}`).join("; ") });
-    captioned(s, el("div", {}, el("p", { class: "grid-title" }, d.title), el("p", { class: "note" }, say("tour_legend_dynamic")), svgBox(planesSvg(d, labels, width), summary), el("p", { class: "note" }, d.note)), said.caption);
+    captioned(s, el("div", {}, el("p", { class: "grid-title" }, d.title), el("p", { class: "note" }, say("tour_legend_dynamic")), el("p", { class: "note" }, say("tour_axes_dynamic")), svgBox(planesSvg(d, labels, width), summary), el("p", { class: "note" }, d.note)), said.caption);
   },
   em(s, d, said) {
     const labels = d.uppers.map((name, j) =>
@@ -297,7 +297,7 @@ const APP_FIGURES = {
     const width = Math.min(640, s.fig.clientWidth || 640);
     const summary = say("aria_planes", { title: d.title, values: d.uppers.map((u, j) => `${u}: a ${d.a[j]}`).join("; ") });
     const legend = d.fit ? say("tour_legend_em") : say("tour_legend_votes");
-    const parts = [el("p", { class: "grid-title" }, d.title), el("p", { class: "note" }, legend), svgBox(planesSvg(d, labels, width), summary)];
+    const parts = [el("p", { class: "grid-title" }, d.title), el("p", { class: "note" }, legend), el("p", { class: "note" }, say("tour_axes_em")), svgBox(planesSvg(d, labels, width), summary)];
     if (d.note) parts.push(el("p", { class: "note" }, d.note));
     captioned(s, el("div", {}, ...parts), said.caption);
   },
@@ -458,10 +458,20 @@ function explain(app, note) {
   measured.className = app && app.warn ? "measured warn" : "measured";
   measured.innerHTML = app && app.measured ? inline(app.measured) : "";
   const t = app && app.table;
-  $("step-table").replaceChildren(
-    ...(t ? [el("tr", {}, ...t.columns.map((c) => el("th", { scope: "col" }, c))), ...t.rows.map((r) => el("tr", {}, ...r.map((v) => el("td", {}, v))))] : []),
-  );
+  // the row names in every part, the numbers beside them stacked in parts that fit the screen
+  const parts = t ? columnParts(t.columns.length - 1, PHONE.matches ? PHONE_NUMBERS : Infinity).map((p) => [0, ...p.map((c) => c + 1)]) : [];
+  const part = (cols) =>
+    el(
+      "table",
+      { class: "step-table" },
+      el("tr", {}, ...cols.map((c) => el("th", { scope: "col" }, t.columns[c]))),
+      ...t.rows.map((r) => el("tr", {}, ...cols.map((c) => el("td", {}, r[c])))),
+    );
+  $("step-table").replaceChildren(...parts.map(part));
 }
+
+const PHONE = window.matchMedia("(max-width: 500px)"); // a phone held upright
+const PHONE_NUMBERS = 3; // numbers a table row shows beside its name there: a 390 px screen shows them without scrolling
 
 export async function render() {
   const m = followed();
@@ -533,6 +543,7 @@ export function controls(app) {
     state.step += 1;
     app.render();
   });
+  PHONE.addEventListener("change", () => state.view === "tour" && app.render()); // turned: the tables restack
   const ems = site.manifest.em_models || [];
   $("tour-of").parentElement.hidden = !ems.length; // with no matrix-capsule model there is one tour
   $("tour-of").addEventListener("change", () => {
