@@ -357,10 +357,10 @@ def step_view() -> None:
                     chart(
                         grouped_bars,
                         [path.stem],
-                        {r: [v] for r, v in zip(d["routings"], d[values], strict=True)},
+                        {r: [v] for r, v in zip(d["routing_names"], d[values], strict=True)},
                         title,
                         axis,
-                        {r: [e] for r, e in zip(d["routings"], d[spread], strict=True)},
+                        {r: [e] for r, e in zip(d["routing_names"], d[spread], strict=True)},
                     ),
                     key=chart_key,
                 )

@@ -663,8 +663,11 @@ def lab_step(step: Step, rows: list, routing: str, model_name: str, iterations: 
             terms=("uniform", "random_couplings"),
         )
     said, quoted = lab_words(rows, {name: lab_routing_words(name) for name in LAB_ROUTINGS}, stated_at)
+    from capsviz.analysis.lab.measuring import routing_name
+
     data = {
         "routings": [r.run_with for r in rows],
+        "routing_names": [routing_name(r.run_with) for r in rows],  # as the chart names them, in the reader's language
         "error": [r.test_error for r in rows],
         "spread": [rules.spread(r.test_error, r.n_test) for r in rows],
         "n_test": rows[0].n_test,

@@ -126,7 +126,7 @@ def _figure(step, trace, names: list[str], capsule: str) -> dict | None:
         keep = ("values", "names", "highlight", "title", "axis", "lines", "label")
         return {k: d[k] for k in keep if k in d}
     if step.figure == "lab":
-        keep = ("routings", "error", "spread", "n_test", "pairs", "pair_spread", "n_pairs")
+        keep = ("routings", "routing_names", "error", "spread", "n_test", "pairs", "pair_spread", "n_pairs")
         return {k: d[k] for k in keep if k in d}
     if step.figure == "em_primary":
         return {"maps": d["maps"], "pose": d["pose"]}

@@ -13,6 +13,7 @@ import re
 from dataclasses import asdict
 
 from capsviz.analysis import rules, why
+from capsviz.analysis.playground import PRESET_NAMES
 from capsviz.i18n import N_, language, t, translations
 from capsviz.registry import ROUTINGS
 from capsviz.site import said
@@ -530,6 +531,7 @@ def vocabulary(em: bool = True, chapter: bool = True) -> dict:
             for k, name, called, shows_input in VIEWS
             if (em or k != "em") and (chapter or k != "why")
         ],
+        "preset_names": {k: t(v) for k, v in PRESET_NAMES.items()},  # the playground's presets as the app names them
         "why_words": {
             "kinds": {k: t(v) for k, v in why.KIND_NAMES.items()},
             "scheme_names": {k: t(v) for k, v in why.SCHEME_NAMES.items()},

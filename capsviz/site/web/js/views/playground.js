@@ -128,7 +128,7 @@ function pointInputs(app, pts, J) {
 export function controls(app) {
   const pg = site.manifest.playground;
   const routings = site.manifest.routings;
-  $("preset").replaceChildren(...Object.keys(pg.presets).map((p) => el("option", { value: p }, p)));
+  $("preset").replaceChildren(...Object.keys(pg.presets).map((p) => el("option", { value: p }, site.manifest.preset_names?.[p] ?? p)));
   $("preset").value = state.toy.preset;
   $("preset").addEventListener("change", () => {
     state.toy.preset = $("preset").value;

@@ -267,8 +267,8 @@ const APP_FIGURES = {
     for (const [key, title, axis] of charts) {
       bars(
         chart(s.fig),
-        { title, xTitle: say("axis_routing"), yTitle: axis, labels: d.routings, values: d[key], text: d[key].map((v) => fmt(v)), yRange: [0, Math.max(...d[key]) * 1.2 || 1] },
-        say("aria_bars", { title, values: pairs(d.routings, d[key]) }),
+        { title, xTitle: say("axis_routing"), yTitle: axis, labels: d.routing_names, values: d[key], text: d[key].map((v) => fmt(v)), yRange: [0, Math.max(...d[key]) * 1.2 || 1] },
+        say("aria_bars", { title, values: pairs(d.routing_names, d[key]) }),
       );
     }
     s.fig.append(el("p", { class: "note" }, said.caption));
