@@ -27,6 +27,9 @@ st.markdown(
     )
 )
 
+# the tables are wider than a phone: each scrolls sideways on its own instead of being cut at the edge
+st.html("<style>[data-testid='stMain'] [data-testid='stMarkdownContainer'] table { display: block; overflow-x: auto; }</style>")
+
 found = [(p.name, m) for p, m in checkpoints()]
 
 shown = tables(found)

@@ -327,7 +327,8 @@ def sweep_lines(x, series: dict[str, list[float]], title: str, x_title: str, y_t
 
 
 def lines_by_epoch(histories: dict[str, list[dict]]) -> go.Figure:
-    """Test error (%) by epoch, one line per checkpoint, from the histories training stores."""
+    """Test error (%) by epoch, one line per checkpoint, from the histories training stores. The
+    legend sits above the plot, so the long checkpoint names never squeeze the lines on a phone."""
     fig = go.Figure(
         [
             go.Scatter(x=[h["epoch"] for h in hist], y=[h["metrics"]["test_error"] for h in hist], name=name, mode="lines+markers")
@@ -335,7 +336,13 @@ def lines_by_epoch(histories: dict[str, list[dict]]) -> go.Figure:
         ]
     )
     ticks = [0.2, 0.3, 0.5, 1, 2, 3, 5, 10, 20, 30, 50, 100]  # labelled in full (plotly would write 0.5 as "5")
-    fig.update_layout(xaxis_title=t("epoch"), yaxis_title=t("test error %"), height=340, margin=dict(l=10, r=10, t=20, b=10))
+    fig.update_layout(
+        xaxis_title=t("epoch"),
+        yaxis_title=t("test error %"),
+        height=340 + 22 * len(histories),  # room for the legend's rows on a narrow screen
+        margin=dict(l=10, r=10, t=20, b=10),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),  # above the plot: the lines keep the full width
+    )
     fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     return fig
 
