@@ -27,8 +27,12 @@ st.markdown(
     )
 )
 
-# the tables are wider than a phone: each scrolls sideways on its own instead of being cut at the edge
-st.html("<style>[data-testid='stMain'] [data-testid='stMarkdownContainer'] table { display: block; overflow-x: auto; }</style>")
+# the tables are wider than a phone: each scrolls sideways on its own instead of being cut at the edge, and a
+# cell keeps its name or number on one line (a Chinese or Japanese name would break anywhere)
+st.html(
+    "<style>[data-testid='stMain'] [data-testid='stMarkdownContainer'] table { display: block; overflow-x: auto; }"
+    " [data-testid='stMain'] [data-testid='stMarkdownContainer'] td { white-space: nowrap; }</style>"
+)
 
 found = [(p.name, m) for p, m in checkpoints()]
 

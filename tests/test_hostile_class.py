@@ -25,7 +25,7 @@ def test_a_hostile_student_spoils_nothing_for_the_class(real_data, tmp_path, mon
     try:
 
         async def lesson():
-            await protocol.warm_up(url, 1)
+            await protocol.warm_up(url, 1, protocol.MODELS)  # every model the class opens, loaded before it
             await protocol.hostile_student(url, 20, tabs=1)  # the pages and models it visits, loaded once
             loads = protocol.reloads(log)
             class_, (hostile, cleared) = await asyncio.gather(

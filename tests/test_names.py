@@ -18,6 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # Names defined in more than one module on purpose: name -> why
 ALLOWED = {
     "LARGE": "a page's projector text size (pages.projector.big()), read by each page that enlarges its figures",
+    # message tables: each module's own sentences, defined once there (the site's build exports them)
+    "MESSAGES": "a module's own table of messages (N_), which its functions say and the static site exports",
+    "COUNTED": "a module's own table of plural messages (Nn_), beside its MESSAGES",
     # the registry's hooks: one per family folder, each found through the family's entry
     "FAMILY": "a family folder's registry entry (capsviz.registry reads FAMILY from each folder)",
     "PRESETS": "a family's named configs; capsviz.config.PRESETS is all of them together",

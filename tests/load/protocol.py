@@ -805,8 +805,9 @@ async def first_opens(url: str, pids, students: int = 6) -> dict[str, list[float
     return cost
 
 
-async def warm_up(url: str, replicas: int) -> None:
-    """A visit to every replica first: loading the test set and the first model is not a student's wait."""
+async def warm_up(url: str, replicas: int, models: tuple[str, ...] = ()) -> None:
+    """A visit to every replica first: loading the test set and the first model is not a student's
+    wait; then one first page with each of `models` (each load of a model, once, before the class)."""
     seen = set()
     for k in range(20 * replicas):
         s = Student(160 + k, url, Stats(), 0, MODELS[0], fetch_media=False)
@@ -816,7 +817,12 @@ async def warm_up(url: str, replicas: int) -> None:
             await s.open()
         await s.leave()
         if len(seen) >= replicas:
-            return
+            break
+    for k, model in enumerate(models):
+        s = Student(180 + k, url, Stats(), 0, model, fetch_media=False)
+        await s.connect()
+        await s.open()
+        await s.leave()
 
 
 def start_app(
