@@ -165,7 +165,7 @@ MESSAGES = {
     "after_one_pass": N_("after the one pass"),
     # the EM view (web/js/views/em.js): Fig. 2 of Hinton et al. (2018)
     "em_note": N_(
-        "{model} routes its class capsules by EM ({iterations} iterations): {about}. Each panel is one class capsule, the most active first. Each bar sums the assignments R of the votes at that distance from the capsule's mean pose (0 = the vote agrees exactly), with distances from 0 to {limit}, which holds the nearest {share} of the votes. As the iterations go on, a capsule that explains the image gathers its votes close to its mean."
+        "{model} routes its class capsules by EM ({iterations} iterations): {about}. Each panel is one class capsule, the most active after the last iteration first. Each bar sums the assignments R of the votes at that distance from the capsule's mean pose (0 = the vote agrees exactly), with distances from 0 to {limit}, which holds the nearest {share} of the votes. As the iterations go on, a capsule that explains the image gathers its votes close to its mean."
     ),
     "em_panel": N_("class {name}: activation {activation}, total R {total}"),
     "em_winner": N_("class {name} (the answer): activation {activation}, total R {total}"),
@@ -200,6 +200,9 @@ PAGE = {
     "explore_title": N_("Class-capsule lengths"),
     "explore_note": N_(
         "The length of each class capsule is meant as the network's confidence that its class is in the image; the longest one is the answer."
+    ),
+    "explore_note_two": N_(
+        "The length of each class capsule is meant as the network's confidence that its class is in the image; this model reads two digits at once, so the two longest are the answer."
     ),
     "pair_title": N_("Two digits in one image: each capsule redraws its own"),
     "fig_input": N_("input"),

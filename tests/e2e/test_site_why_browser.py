@@ -65,6 +65,8 @@ def test_the_view_in_each_language_fits_the_width(browser, url, shots, width, la
     try:
         assert page.inner_text("#why-said") and page.inner_text("#status") == ""  # a sentence for +30 degrees; the link asked nothing odd
         assert page.locator("#why-inputs canvas").count() == 7 and page.locator("#why-parts canvas").count() == 4
+        for note in ["#why-body [data-w=why_invariance_note]", "#why-body [data-w=why_parts_note]"]:  # each chapter's words, English too
+            assert len(page.inner_text(note)) > 80, (lang, note)
         assert page.evaluate("document.documentElement.scrollWidth") <= width + 1
         page.screenshot(path=str(shots / f"site-why-{lang}-{width}.png"), full_page=True)
         assert not page.errors, page.errors

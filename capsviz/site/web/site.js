@@ -55,6 +55,12 @@ function wordsOf(lang) {
   return wordsFetched.get(lang);
 }
 
+// the page's own words (index.html's elements marked data-w, data-w-label) in the language of the messages in use
+function sayMarked() {
+  for (const node of document.querySelectorAll("[data-w]")) node.textContent = say(node.dataset.w);
+  for (const node of document.querySelectorAll("[data-w-label]")) node.setAttribute("aria-label", say(node.dataset.wLabel));
+}
+
 // every word on the page in the language of `w` (a words-<lang>.json): the manifest's, the page's own (data-w) and <html lang>
 function useWords(w) {
   const man = site.manifest;
@@ -63,8 +69,7 @@ function useWords(w) {
   useMessages(w.messages, w.lang, w.counted);
   state.lang = w.lang;
   document.documentElement.lang = w.lang;
-  for (const node of document.querySelectorAll("[data-w]")) node.textContent = say(node.dataset.w);
-  for (const node of document.querySelectorAll("[data-w-label]")) node.setAttribute("aria-label", say(node.dataset.wLabel));
+  sayMarked();
   for (const v of man.views) $(v.key).setAttribute("aria-label", v.name);
   for (const b of document.querySelectorAll("nav button")) b.textContent = man.views.find((v) => v.key === b.dataset.view).name;
   for (const pick of [$("rule"), $("toy-rule")]) for (const o of pick.options) o.textContent = man.routings[o.value].words;
@@ -206,6 +211,7 @@ async function start() {
   const manifest = await readManifest();
   site.manifest = manifest;
   useMessages(manifest.messages, "en", manifest.counted);
+  sayMarked(); // in English too: a note index.html leaves empty (the Why capsules chapter's) is the catalog's
   const languages = manifest.languages || { en: { name: "English" } };
   const chosen = pickLanguage(params, navigator.languages || [navigator.language], languages);
   $("lang").replaceChildren(...Object.entries(languages).map(([k, l]) => el("option", { value: k, lang: k }, l.name)));

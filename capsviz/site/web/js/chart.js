@@ -75,9 +75,10 @@ function frame(spec, width, below) {
   const yStep = yTicks.length > 1 ? yTicks[1] - yTicks[0] : 1;
   const yLabels = yTicks.map((v) => tickLabel(v, yStep));
   const left = 26 + Math.max(...yLabels.map((l) => textWidth(l))) + 6;
-  const top = 8 + titleLines.length * (titleSize + 4);
+  const top = 12 + titleLines.length * (titleSize + 4); // the title clear of the top grid line
   const xTitleLines = wrap(spec.xTitle, width - left - 12);
-  const bottom = 22 + xTitleLines.length * (FONT + 3) + below;
+  const extra = ((spec.tickRows || 1) - 1) * (FONT + 3); // a second row of tick labels, where they alternate
+  const bottom = 22 + extra + xTitleLines.length * (FONT + 3) + below;
   const area = { left, top, right: width - 12, bottom: spec.height - bottom };
   area.width = area.right - area.left;
   area.height = area.bottom - area.top;
@@ -91,18 +92,27 @@ function frame(spec, width, below) {
   const yMid = (area.top + area.bottom) / 2;
   parts.push(text(13, yMid, spec.yTitle, `class="y-title" text-anchor="middle" font-size="${FONT}" fill="${INK}" transform="rotate(-90 13 ${yMid.toFixed(1)})"`));
   xTitleLines.forEach((line, k) =>
-    parts.push(text((area.left + area.right) / 2, area.bottom + 20 + (k + 1) * (FONT + 3), line, `class="x-title" text-anchor="middle" font-size="${FONT}" fill="${INK}"`)),
+    parts.push(text((area.left + area.right) / 2, area.bottom + 20 + extra + (k + 1) * (FONT + 3), line, `class="x-title" text-anchor="middle" font-size="${FONT}" fill="${INK}"`)),
   );
   parts.push(`<line x1="${area.left}" x2="${area.right}" y1="${area.bottom}" y2="${area.bottom}" stroke="${MUTED}"/>`);
-  return { parts, area, y, xTitleBottom: area.bottom + 20 + xTitleLines.length * (FONT + 3) };
+  return { parts, area, y, xTitleBottom: area.bottom + 20 + extra + xTitleLines.length * (FONT + 3) };
 }
 
-// the x positions of n categories, and their labels thinned to every k-th where all would not fit
-function categories(area, labels) {
+// the x positions of n categories, and their labels on `rows` alternating rows, thinned to every k-th where
+// all would not fit
+function categories(area, labels, rows = 1) {
   const band = area.width / labels.length;
   const widest = Math.max(...labels.map((l) => textWidth(l)));
-  const every = Math.max(1, Math.ceil((widest + 4) / band));
-  return { band, at: (k) => area.left + (k + 0.5) * band, shown: (k) => k % every === 0 };
+  const every = Math.max(1, Math.ceil((widest + 4) / (band * rows)));
+  return { band, at: (k) => area.left + (k + 0.5) * band, shown: (k) => k % every === 0, row: (k) => Math.floor(k / every) % rows };
+}
+
+// 2 where a few named bars' labels fit side by side only on two alternating rows (each then has two bars'
+// width), else 1; `width` less an estimate of the y axis's margin is the plot's
+function labelRows(labels, width) {
+  const band = (width - 80) / labels.length;
+  const widest = Math.max(...labels.map((l) => textWidth(l)));
+  return widest + 4 > band && widest + 4 <= 2 * band ? 2 : 1;
 }
 
 // a legend of named colours in rows that fit `width`: {rows (lists of indices), widths, height}
@@ -143,16 +153,17 @@ function svg(width, height, parts) {
 
 // A bar chart. spec: {title, xTitle, yTitle, height, yRange?, titleSize?, labels (one per bar), values,
 // colours? (one per bar), colour?, text? (a label per bar: above it, or inside its top with `inside`),
-// hover? (a tooltip per bar), lines? ([{name, value}]: dotted levels named at the right, e.g. a loss's
-// targets)}; or, for a histogram, numeric x: {xRange: [lo, hi], at (bin centres), binWidth}; or, for
+// hover? (a tooltip per bar), errors? (a half-width per bar: an error bar from value - e to value + e),
+// lines? ([{name, value}]: dotted levels named at the right, e.g. a loss's targets)}; or, for a histogram, numeric x: {xRange: [lo, hi], at (bin centres), binWidth}; or, for
 // several bars a label side by side, groups: [{name, values, colour}] in place of values (a legend names them)
 export function barChart(spec, width) {
   if (spec.groups) return groupedBars(spec, width);
-  const { parts, area, y } = frame({ ...spec, top: spec.values }, width, 0);
-  const n = spec.values.length;
   const numeric = Boolean(spec.xRange);
+  const rows = numeric ? 1 : labelRows(spec.labels, width);
+  const { parts, area, y } = frame({ ...spec, top: spec.values, tickRows: rows }, width, 0);
+  const n = spec.values.length;
   const x = numeric ? (v) => area.left + ((v - spec.xRange[0]) / (spec.xRange[1] - spec.xRange[0])) * area.width : null;
-  const cat = numeric ? null : categories(area, spec.labels);
+  const cat = numeric ? null : categories(area, spec.labels, rows);
   const barWidth = numeric ? (spec.binWidth / (spec.xRange[1] - spec.xRange[0])) * area.width : cat.band * 0.8;
   for (let k = 0; k < n; k++) {
     const centre = numeric ? x(spec.at[k]) : cat.at(k);
@@ -161,11 +172,17 @@ export function barChart(spec, width) {
     const colour = (spec.colours && spec.colours[k]) || spec.colour || "#0072B2";
     const tip = spec.hover ? `<title>${escape(spec.hover[k])}</title>` : "";
     parts.push(`<rect x="${(centre - barWidth / 2).toFixed(1)}" y="${top.toFixed(1)}" width="${Math.max(barWidth, 0.5).toFixed(1)}" height="${Math.max(base - top, 0).toFixed(1)}" fill="${colour}">${tip}</rect>`);
+    const error = spec.errors ? spec.errors[k] : 0;
+    if (error > 0) {
+      const [hi, lo, cap] = [y(spec.values[k] + error), y(Math.max(spec.values[k] - error, 0)), Math.min(6, barWidth / 4)];
+      parts.push(`<path class="error-bar" d="M${centre.toFixed(1)},${lo.toFixed(1)}V${hi.toFixed(1)}M${(centre - cap).toFixed(1)},${hi.toFixed(1)}h${(2 * cap).toFixed(1)}M${(centre - cap).toFixed(1)},${lo.toFixed(1)}h${(2 * cap).toFixed(1)}" stroke="${INK}" stroke-width="1.2" fill="none"/>`);
+    }
     if (spec.text) {
       const inside = spec.inside && base - top > FONT + 4;
-      parts.push(text(centre, inside ? top + FONT + 2 : top - 3, spec.text[k], `class="bar-text" text-anchor="middle" font-size="${FONT}" fill="${inside ? "#fff" : INK}"`));
+      const above = error > 0 ? y(spec.values[k] + error) : top; // a label above the bar clears its error bar
+      parts.push(text(centre, inside ? top + FONT + 2 : above - 3, spec.text[k], `class="bar-text" text-anchor="middle" font-size="${FONT}" fill="${inside ? "#fff" : INK}"`));
     }
-    if (!numeric && cat.shown(k)) parts.push(text(centre, area.bottom + 15, spec.labels[k], `text-anchor="middle" font-size="${FONT}" fill="${MUTED}"`));
+    if (!numeric && cat.shown(k)) parts.push(text(centre, area.bottom + 15 + cat.row(k) * (FONT + 3), spec.labels[k], `class="x-label" text-anchor="middle" font-size="${FONT}" fill="${MUTED}"`));
   }
   for (const line of spec.lines || []) {
     const ly = y(line.value).toFixed(1);

@@ -68,11 +68,12 @@ export function planesSvg(d, labels, width) {
     parts.push(`<text x="${(x0 + panel / 2).toFixed(1)}" y="12" text-anchor="middle" font-size="12" fill="${INK}">${escape(labels[j][0])}</text>`);
     parts.push(`<rect x="${x0}" y="18" width="${panel.toFixed(1)}" height="${panel.toFixed(1)}" fill="#fff" stroke="#ccc"/>`);
     parts.push(`<line x1="${X(-limit)}" x2="${X(limit)}" y1="${Y(0)}" y2="${Y(0)}" stroke="#e3e7eb"/><line x1="${X(0)}" x2="${X(0)}" y1="${Y(-limit)}" y2="${Y(limit)}" stroke="#e3e7eb"/>`);
-    // the scale: the plot's half-width at each end of the axes, the same in both panels
+    // the scale: the plot's half-width at each end of the axes, the same in both panels; below the x axis
+    // and left of the y axis, as a point's number sits above and right of it
     const end = limit.toFixed(limit < 10 ? 2 : 1);
     const tick = (x, y, anchor, text) => `<text x="${x.toFixed(1)}" y="${y.toFixed(1)}" class="tick" text-anchor="${anchor}" font-size="10" fill="${MUTED}">${text}</text>`;
-    parts.push(tick(X(-limit) + 2, Y(0) - 3, "start", `−${end}`), tick(X(limit) - 2, Y(0) - 3, "end", end));
-    parts.push(tick(X(0) + 3, Y(limit) + 11, "start", end), tick(X(0) + 3, Y(-limit) - 3, "start", `−${end}`));
+    parts.push(tick(X(-limit) + 2, Y(0) + 11, "start", `−${end}`), tick(X(limit) - 2, Y(0) + 11, "end", end));
+    parts.push(tick(X(0) - 3, Y(limit) + 11, "end", end), tick(X(0) - 3, Y(-limit) - 3, "end", `−${end}`));
     if (d.v) parts.push(`<circle cx="${X(0)}" cy="${Y(0)}" r="${((panel / 2) / limit).toFixed(1)}" fill="none" stroke="#aaa" stroke-dasharray="2 3"/>`); // squash's bound
     points.forEach(([x, y], i) => {
       const w = Math.min(Math.max(d.weights[j][i], 0), 1);

@@ -120,6 +120,35 @@ test("a bar chart draws a dotted level for each of its lines, named", () => {
   assert.equal(count(svg, /stroke-dasharray="4 3"/g), 2);
 });
 
+test("a bar's error bar spans value - e to value + e on the y scale, and its label sits above it", () => {
+  const svg = barChart({ title: "t", xTitle: "x", yTitle: "y", height: 270, labels: ["a", "b"], values: [4, 10], errors: [2, 0], text: ["4", "10"], yRange: [0, 20] }, 300);
+  const whiskers = [...svg.matchAll(/<path class="error-bar" d="M([0-9.]+),([0-9.]+)V([0-9.]+)/g)].map((m) => m.slice(1).map(Number));
+  assert.equal(whiskers.length, 1); // none where e is 0
+  const [, lo, hi] = whiskers[0];
+  const bar = [...svg.matchAll(/<rect x="[0-9.]+" y="([0-9.]+)" width="[0-9.]+" height="([0-9.]+)"/g)].map((m) => m.slice(1).map(Number))[0];
+  const perUnit = bar[1] / 4; // px per unit: the bar's height over its value
+  assert.ok(Math.abs(lo - hi - 4 * perUnit) < 0.3); // 2 below to 2 above: 4 units
+  assert.ok(Math.abs(bar[0] - (lo + hi) / 2) < 0.3); // centred on the bar's top
+  const label = Number(svg.match(/<text x="[0-9.]+" y="([0-9.]+)" class="bar-text"[^>]*>4</)[1]);
+  assert.ok(label < hi);
+});
+
+test("a few bars whose names do not fit side by side name every bar, on two alternating rows", () => {
+  const spec = { title: "t", xTitle: "routing", yTitle: "y", height: 270, labels: ["dynamic", "uniform", "random", "self-attention"], values: [1, 2, 3, 4] };
+  const rows = (svg) => [...svg.matchAll(/<text x="[0-9.]+" y="([0-9.]+)" class="x-label"[^>]*>([^<]*)</g)].map((m) => [m[2], Number(m[1])]);
+  const narrow = rows(barChart(spec, 340));
+  assert.deepEqual(narrow.map(([name]) => name), spec.labels);
+  assert.equal(new Set(narrow.map(([, y]) => y)).size, 2);
+  assert.ok(narrow[0][1] === narrow[2][1] && narrow[1][1] === narrow[3][1] && narrow[1][1] > narrow[0][1]);
+  const wide = rows(barChart(spec, 900));
+  assert.deepEqual(wide.map(([name]) => name), spec.labels);
+  assert.equal(new Set(wide.map(([, y]) => y)).size, 1);
+  const [xTitle] = texts(barChart(spec, 340), "x-title");
+  assert.equal(xTitle, "routing");
+  const titleY = Number(barChart(spec, 340).match(/<text x="[0-9.]+" y="([0-9.]+)" class="x-title"/)[1]);
+  assert.ok(titleY > narrow[1][1] + 10); // the axis title below both rows
+});
+
 test("grouped bars: a bar per group at each label, negative ones below zero, and a legend", () => {
   const svg = barChart(
     { title: "t", xTitle: "dimension", yTitle: "value", height: 270, labels: ["d0", "d1", "d2"], groups: [{ name: "unchanged", values: [0.1, -0.2, 0.3], colour: "#999999" }, { name: "changed", values: [0.2, -0.1, 0.3], colour: "#0072B2" }] },

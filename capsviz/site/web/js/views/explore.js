@@ -25,6 +25,7 @@ export async function render() {
   const best = argmax(lengths);
   const winners = order(lengths).slice(0, m.digits); // a MultiMNIST model answers with its two longest
   const [a, b] = winners;
+  $("explore-note").textContent = say(m.digits === 2 ? "explore_note_two" : "explore_note");
   const title =
     m.digits === 2
       ? say("explore_two_longest", { first: m.classes[a], first_length: fmt(lengths[a]), second: m.classes[b], second_length: fmt(lengths[b]) })
@@ -180,7 +181,7 @@ export function controls(app) {
         shown.timings.slider.push(performance.now() - t0);
       });
     });
-    dims.append(el("label", {}, `d${d} `, input, el("output", { id: `dim${d}-out` }, "+0.00")));
+    dims.append(el("label", {}, el("span", { class: "dim-name" }, `d${d}`), input, el("output", { id: `dim${d}-out` }, "+0.00")));
   }
   $("reset").addEventListener("click", () => {
     state.dims.fill(0);

@@ -262,12 +262,15 @@ const APP_FIGURES = {
     if (said.caption) box.after(el("p", { class: "note" }, said.caption));
   },
   lab(s, d, said) {
-    const charts = [["error", say("lab_error_title"), say("lab_error_axis")]];
-    if (d.pairs) charts.push(["pairs", say("lab_pairs_title"), say("lab_pairs_axis")]);
-    for (const [key, title, axis] of charts) {
+    // each bar with its error bar: two standard errors, as the caption says
+    const charts = [["error", "spread", say("lab_error_title"), say("lab_error_axis")]];
+    if (d.pairs) charts.push(["pairs", "pair_spread", say("lab_pairs_title"), say("lab_pairs_axis")]);
+    for (const [key, spread, title, axis] of charts) {
+      const errors = d[spread] || d[key].map(() => 0);
+      const top = Math.max(...d[key].map((v, k) => v + errors[k]));
       bars(
         chart(s.fig),
-        { title, xTitle: say("axis_routing"), yTitle: axis, labels: d.routing_names, values: d[key], text: d[key].map((v) => fmt(v)), yRange: [0, Math.max(...d[key]) * 1.2 || 1] },
+        { title, xTitle: say("axis_routing"), yTitle: axis, labels: d.routing_names, values: d[key], errors, text: d[key].map((v) => fmt(v)), yRange: [0, top * 1.2 || 1] },
         say("aria_bars", { title, values: pairs(d.routing_names, d[key]) }),
       );
     }
