@@ -109,10 +109,9 @@ MESSAGES = {
         "splits its prediction equally."
     ),
     "iter_next": N_("Iteration {k}: each {b} has grown by the {agreement} of the iteration before, and c = softmax(b) (Eq. 3) follows."),
-    "iter_sums": N_(
-        "Each {capsule} sums the weighted predictions, {s} (Eq. 2), and squashes it to {v} (Eq. 1): {winner}; {second}."
-        " The figure draws s and v in a plane of the {D} dimensions; the lengths under it are the full ones."
-    ),
+    "iter_sums": N_("Each {capsule} sums the weighted predictions, {s} (Eq. 2), and squashes it to {v} (Eq. 1): {winner}; {second}."),
+    # said only under the figure that draws the planes (the static site's own images have none)
+    "iter_figure": N_("The figure draws s and v in a plane of the {D} dimensions; the lengths under it are the full ones."),
     "iteration": N_("iteration {k}"),
 }
 
@@ -513,14 +512,17 @@ def capsnet_walk(
                     agreement=label("agreement"),
                 )
             )
-            sums = _say(
-                "iter_sums",
-                capsule=words.capsule,
-                s=label("s"),
-                v=label("v"),
-                winner=squash_words(f"s_{pn[W]}", f"v_{pn[W]}", tour.s_len[it, W], tour.v_len[it, W], capsnet_length),
-                second=squash_words(f"s_{pn[R]}", f"v_{pn[R]}", tour.s_len[it, R], tour.v_len[it, R], capsnet_length),
-                D=D,
+            sums = (
+                _say(
+                    "iter_sums",
+                    capsule=words.capsule,
+                    s=label("s"),
+                    v=label("v"),
+                    winner=squash_words(f"s_{pn[W]}", f"v_{pn[W]}", tour.s_len[it, W], tour.v_len[it, W], capsnet_length),
+                    second=squash_words(f"s_{pn[R]}", f"v_{pn[R]}", tour.s_len[it, R], tour.v_len[it, R], capsnet_length),
+                )
+                + gap()
+                + _say("iter_figure", D=D)
             )
             rows = {t("primary capsule"): tour.shown_names}
             for j in (W, R):

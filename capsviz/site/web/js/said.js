@@ -142,7 +142,7 @@ function longVotes(S, name, weighted, uniform, plain) {
 
 // routing iteration `it` (0-based): the step's two paragraphs and its measured sentence (steps.coupling_words)
 export function iterationSaid(S, tr, it, names, capsule) {
-  const { I, J, D, W, R } = tr;
+  const { I, J, W, R } = tr;
   const L = S.labels;
   const at = tr.iterations[it];
   const first = it === 0 ? say(S, "iter_first", { b: L.b, c: L.c, J, uniform: two(1 / J) }) : say(S, "iter_next", { k: it + 1, b: L.b, agreement: L.agreement });
@@ -152,8 +152,7 @@ export function iterationSaid(S, tr, it, names, capsule) {
     v: L.v,
     winner: squash(S, `s_${names[W]}`, `v_${names[W]}`, at.sLen[W], at.vLen[W]),
     second: squash(S, `s_${names[R]}`, `v_${names[R]}`, at.sLen[R], at.vLen[R]),
-    D,
-  });
+  }); // without the app's "iter_figure": the site draws no planes for its own images
   const shownC = tr.shown.map((i) => at.c[i * J + W]);
   const u = 1 / J;
   const v = { few: shownC.length, name: names[W], loud: shareWords(S, shownC), capsules: thousands(I), mean: three(at.mean), u: three(u) };

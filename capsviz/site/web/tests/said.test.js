@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
+import { fill } from "../js/words.js";
 import {
   conv1Text,
   efficientLengthsText,
@@ -51,7 +52,11 @@ test("the tour's sentences on the browser's numbers read as the app writes them,
       assert.equal(predictionSaid(S, tr, names, grid, types, words.thing), w.predictions, `${lang} ${n} predictions`);
       w.iterations.forEach(([text, measured], it) => {
         const got = iterationSaid(S, tr, it, names, words.capsule);
-        assert.deepEqual(got.text, text, `${lang} ${n} iteration ${it + 1}`);
+        // the app's paragraph ends with the sentence about its planes, which the site's own images do not draw
+        const figure = fill(S.messages.iter_figure, { D: tr.D });
+        const shown = text.map((p) => (p.endsWith(figure) ? p.slice(0, -figure.length).trimEnd() : p));
+        assert.ok(text.some((p) => p.endsWith(figure)), `${lang} ${n} iteration ${it + 1}: the app's planes sentence`);
+        assert.deepEqual(got.text, shown, `${lang} ${n} iteration ${it + 1}`);
         assert.equal(got.measured, measured, `${lang} ${n} iteration ${it + 1}`);
       });
       assert.equal(marginSaid(S, tr.lengths, names, s.right), w.lengths, `${lang} ${n} lengths`);
