@@ -63,6 +63,18 @@ def url(site):
     srv.shutdown()
 
 
+def draw_a_one(page) -> None:
+    """A "1" drawn with the mouse on the site's sketch pad, until the page holds the drawing."""
+    page.click("#draw")
+    box = page.locator("#sketch").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.2)
+    page.mouse.down()
+    for k in range(12):
+        page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * (0.2 + 0.05 * k))
+    page.mouse.up()
+    page.wait_for_function("window.capsviz.state.drawn && window.capsviz.state.drawn.some(v => v > 0)")
+
+
 def open_site(browser, url, query="", width=1280, height=1400):
     """A page on the site with every request outside the local server aborted and recorded. Its
     service worker is blocked: a page it controls fetches through it, past page.route, so a test's
@@ -135,15 +147,8 @@ def test_offline_views_drawing_sliders_iterations_tour(browser, url, mnist, shot
     model, _ = load_checkpoint(shipped_checkpoints() / "capsnet-small-mnist.safetensors")
     ctx, page = open_site(browser, url, "?model=capsnet-small-mnist.safetensors&view=explore")
     try:
-        # draw a "1" with the mouse
-        page.click("#draw")
-        box = page.locator("#sketch").bounding_box()
-        page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.2)
-        page.mouse.down()
-        for k in range(12):
-            page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * (0.2 + 0.05 * k))
-        page.mouse.up()
-        page.wait_for_function("window.capsviz.current() && window.capsviz.state.drawn && window.capsviz.state.drawn.some(v => v > 0)")
+        draw_a_one(page)
+        page.wait_for_function("window.capsviz.current()")
         page.wait_for_timeout(300)
         drawn = np.array(page.evaluate("Array.from(window.capsviz.state.drawn)"), np.float32).reshape(28, 28)
         assert drawn.sum() > 5

@@ -11,7 +11,7 @@ import json
 import re
 
 import pytest
-from test_site_browser import mnist, open_site, site, url  # noqa: F401  (fixtures)
+from test_site_browser import draw_a_one, mnist, open_site, site, url  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.e2e
 SMALL = "capsnet-small-mnist.safetensors"
@@ -224,17 +224,6 @@ EM_SAID = {
     "iteration": (False, True, "lambda"),
     "activations": (True, False, "lambda"),
 }
-
-
-def draw_a_one(page) -> None:
-    page.click("#draw")
-    box = page.locator("#sketch").bounding_box()
-    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.2)
-    page.mouse.down()
-    for k in range(12):
-        page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * (0.2 + 0.05 * k))
-    page.mouse.up()
-    page.wait_for_function("window.capsviz.state.drawn && window.capsviz.state.drawn.some(v => v > 0)")
 
 
 def walk_a_drawing(page, first, steps: list, said: dict, note: str, shots, tag: str) -> None:

@@ -44,12 +44,13 @@ def times(ratio: float) -> str:
 
 
 def span_words(lo: float, hi: float, uniform: float, d: int) -> str:
-    """The span of couplings drawn, by the small-span rule (rules.small_span): a clause that follows
+    """The span of couplings drawn, by the small-span rule (rules.decide("small span")): a clause that follows
     "At iteration k"."""
     v = dict(lo=f"{lo:.{d}f}", hi=f"{hi:.{d}f}", uniform=f"{uniform:.{d}f}")
-    if rules.decide("small span", lo=lo, hi=hi, uniform=uniform)[0] == "span_none":
+    case = rules.decide("small span", lo=lo, hi=hi, uniform=uniform)[0]
+    if case == "span_none":
         return t("every square is {lo} (uniform: {uniform}): the map is one colour, with nothing to compare", **v)
-    if rules.small_span(lo, hi, uniform):
+    if case == "span_small":
         return t(
             "the squares span only {lo} to {hi} (uniform: {uniform}), all within {factor} times uniform either way, so the "
             "colours exaggerate small differences",
