@@ -8,7 +8,7 @@ st.set_page_config(page_title="capsviz", layout="wide")
 
 from capsviz.i18n import t  # noqa: E402 - set_page_config must come first
 from capsviz.serve import local_browser  # noqa: E402
-from pages.classroom import TURNS, person  # noqa: E402
+from pages.classroom import SEATS, TURNS, person  # noqa: E402
 from pages.common import routed  # noqa: E402
 from pages.language import choose_language  # noqa: E402
 from pages.projector import projector_switch, share_view  # noqa: E402
@@ -50,7 +50,8 @@ try:
     waiting = st.empty()
     if not teacher and TURNS.busy(who):
         waiting.info(t("Your other tab is still computing: this one follows as soon as it is done."))
-    with TURNS.take(who, teacher), routed():  # a student's tabs run one at a time: several tabs weigh as one student
+    # a student's tabs run one at a time (several tabs weigh as one student), and a few students' runs at once
+    with TURNS.take(who, teacher), SEATS.take(teacher), routed():
         waiting.empty()
         start_page()
         page.run()

@@ -386,6 +386,62 @@ def claim(folder: Path, stem: str, who: str | None, teacher: bool) -> None:
         atomic_write(folder / OWNERS_FILE, lambda tmp: Path(tmp).write_text(text))
 
 
+SEATS_DEFAULT = 2  # page runs at a time in one app process; $CAPSVIZ_SEATS changes it (BENCH.md)
+
+
+class Seats:
+    """Students' page runs take seats: at most `n` run at once in this app process, the rest wait
+    in turn. One interpreter lock runs the process's Python, so a hundred runs at once finish no
+    sooner than two at a time, each of them later, and the lock handed round between them costs
+    CPU of its own; a run that waits for a seat holds nothing. The teacher never waits.
+    Fragment reruns (a slider, a tour step, a question's choice) take no seat: they are what a
+    student waits on most, and cost a few milliseconds. `away()` gives the seat back around long
+    work inside a run (a sweep over hundreds of images) and takes one again after it."""
+
+    def __init__(self, n: int):
+        if n < 1:
+            raise ValueError(f"seats must be at least 1, not {n}")
+        self.n = n
+        self._free = threading.Semaphore(n)
+        self._held = threading.local()
+
+    @classmethod
+    def from_env(cls) -> Seats:
+        text = os.environ.get("CAPSVIZ_SEATS", "").strip()
+        try:
+            n = int(text) if text else SEATS_DEFAULT
+        except ValueError:
+            n = SEATS_DEFAULT
+        return cls(max(n, 1))
+
+    @contextlib.contextmanager
+    def take(self, teacher: bool = False):
+        if teacher or getattr(self._held, "seat", False):  # the teacher, or a run already seated
+            yield
+            return
+        self._free.acquire()
+        self._held.seat = True
+        try:
+            yield
+        finally:
+            self._held.seat = False
+            self._free.release()
+
+    @contextlib.contextmanager
+    def away(self):
+        """Give this run's seat back while the block runs (nothing when it holds none)."""
+        if not getattr(self._held, "seat", False):
+            yield
+            return
+        self._held.seat = False
+        self._free.release()
+        try:
+            yield
+        finally:
+            self._free.acquire()
+            self._held.seat = True
+
+
 class Turns:
     """A student's tabs take turns: one page run of theirs at a time in this app process, so
     three tabs (or a script opening ten sessions with one cookie) weigh on the class as one

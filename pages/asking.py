@@ -58,9 +58,17 @@ def ask(q: Question, place=None) -> bool:
     figure may be shown (the teacher, or a student who committed or skipped this round)."""
     place = place or st.container()
     who, teacher = person()
+    rnd, stored, revealed = _round(q, who)
+    asked = STATE.asked.get()
+    done = asked.get(q.qid)
+    if stored is not None:  # answered in this round (in this tab or another)
+        done = (rnd, stored)
+    if not teacher and (done is None or done[0] != rnd):
+        with place:
+            _choosing(q, who, rnd)
+        return False
     box = place.container(border=True)
     box.markdown(t("**Predict first.** {question}", question=plain(str(q.text))))
-    rnd, stored, revealed = _round(q, who)
     if teacher and big():
         return _projected(q, box)
     if teacher:
@@ -68,42 +76,48 @@ def ask(q: Question, place=None) -> bool:
         if (split := _split(q)) is not None:
             box.caption(_split_said(split))
         return True
-    asked = STATE.asked.get()
-    done = asked.get(q.qid)
-    if stored is not None:  # answered in this round (in this tab or another)
-        done = (rnd, stored)
-    if done is None or done[0] != rnd:
-        pick, why = STATE.answer_pick(qid=q.qid), STATE.answer_reason(qid=q.qid)
-        if rnd > 1:
-            box.caption(t("Your teacher asks again: answer once more after the discussion."))
-        choice = box.radio(
-            t("Your answer"),
-            list(q.keys),
-            index=None,
-            format_func=keeping(lambda k: plain(q.label(k))),
-            key=pick.key,
-            label_visibility="collapsed",
-        )
-        box.text_input(t("Why? (optional, one line)"), max_chars=200, key=why.key)
-        left, right = box.columns(2)
-        # recorded before the next run (a button's callback), which then shows the verdict: the page runs once
-        left.button(
-            t("Commit my answer"),
-            type="primary",
-            disabled=choice is None,
-            key=f"commit_{q.qid}",
-            use_container_width=True,
-            on_click=_commit,
-            args=(q, who, pick, why),
-        )
-        right.button(t("Skip: just show me"), key=f"skip_{q.qid}", use_container_width=True, on_click=_keep, args=(q.qid, rnd, None))
-        return False
     choice = done[1]
     verdict = q.verdict(choice)
     (box.success if choice == q.answer else box.info)(plain(t("{verdict} {why}", verdict=verdict, why=str(q.why))))
     if revealed and (split := _split(q)) is not None:
         box.caption(t("How the class answered: {split}", split=_split_said(split)))
     return True
+
+
+@st.fragment
+def _choosing(q: Question, who: str, rnd: int) -> None:
+    """The question's choices, reason and buttons, a fragment: a choice or a reason reruns only the
+    question, not the page and its figures. Once the student commits or skips (the buttons'
+    callbacks keep it), the whole page runs again and reveals."""
+    done = STATE.asked.get().get(q.qid)
+    if done is not None and done[0] == rnd:
+        st.rerun(scope="app")
+    box = st.container(border=True)
+    box.markdown(t("**Predict first.** {question}", question=plain(str(q.text))))
+    pick, why = STATE.answer_pick(qid=q.qid), STATE.answer_reason(qid=q.qid)
+    if rnd > 1:
+        box.caption(t("Your teacher asks again: answer once more after the discussion."))
+    choice = box.radio(
+        t("Your answer"),
+        list(q.keys),
+        index=None,
+        format_func=keeping(lambda k: plain(q.label(k))),
+        key=pick.key,
+        label_visibility="collapsed",
+    )
+    box.text_input(t("Why? (optional, one line)"), max_chars=200, key=why.key)
+    left, right = box.columns(2)
+    # recorded in the buttons' callbacks, before the question's next run, which then reruns the page
+    left.button(
+        t("Commit my answer"),
+        type="primary",
+        disabled=choice is None,
+        key=f"commit_{q.qid}",
+        use_container_width=True,
+        on_click=_commit,
+        args=(q, who, pick, why),
+    )
+    right.button(t("Skip: just show me"), key=f"skip_{q.qid}", use_container_width=True, on_click=_keep, args=(q.qid, rnd, None))
 
 
 def _split(q: Question):

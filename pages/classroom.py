@@ -15,6 +15,7 @@ from pages.common import checkpoint_dir
 from pages.state import STATE
 
 TURNS = access.Turns()  # a student's page runs in this process, one at a time (app.py)
+SEATS = access.Seats.from_env()  # students' page runs at once in this process (app.py)
 
 
 def address() -> str:

@@ -18,6 +18,7 @@ from capsviz.i18n import N_, keeping, t
 from capsviz.progress import progress_words
 from capsviz.text import plain
 from pages.active import test_set
+from pages.classroom import SEATS
 from pages.linking import keep_choice, link_number, show_link_note
 from pages.state import STATE, Key
 
@@ -285,7 +286,8 @@ def long_job(key: str, label: str, fn, stored=None):
         text = progress_words(plain(label), done, total, time.perf_counter() - start)
         bar.progress(min(done / max(total, 1), 1.0), text=text)  # plain: the label made plain above, the rest numbers
 
-    results[key] = fn(progress)
+    with SEATS.away():  # minutes of work: the class's other page runs go on meanwhile
+        results[key] = fn(progress)
     running.pop()
     bar.empty()
     st.rerun()  # redraw without the Cancel button

@@ -254,6 +254,7 @@ class Student:
             run.query = msg.page_info_changed.query_string
         elif kind == "script_finished" and msg.script_finished == EARLY_FOR_RERUN:  # st.rerun(): the page is sent again
             run.ids, run.elements, run.captions, run.texts, run.slider_max = {}, [], [], [], {}
+            run.fragment = False  # a student's page reruns whole (a question's commit from its fragment too)
         elif kind == "script_finished":
             if msg.script_finished == COMPILE_ERROR:
                 run.exceptions.append("the script did not compile")
