@@ -18,7 +18,7 @@ model (switching models with the page's own "Use ..." buttons). Each move is one
 carrying only the widget it changes (the server keeps the others) and is timed from sending it
 to script_finished; the images the rerun names (/media/...) are then fetched as a browser would.
 
-Leak check: every student has its own image indices (1000 + 50k onwards), its own model and its
+Leak check: every student has its own image indices (1000 + 40k onwards), its own model and its
 own dimension and slider values. After each move the query string its script wrote and the
 explorer's caption must show its own state: another student's value is a **leak**, its own
 earlier value is an error ("stale").
@@ -77,6 +77,9 @@ TIMEOUT = 120.0  # seconds a rerun may take before the move counts as an error
 
 class Closed(Exception):
     """The websocket closed under a move (its server went away)."""
+
+
+SPAN = 40  # test images of a student's own (a class of 225 fits in MNIST's 10,000; a student looks at a few)
 
 
 @dataclass
@@ -144,8 +147,8 @@ class Student:
         self.rng = random.Random(k)
         self.home_model = model  # its CapsNet; the EM page switches to the matrix model and back
         self.model = model
-        # its own test images: 1000 + 50k, 1001 + 50k, ... (never another's; k < 180 keeps them in MNIST's 10,000)
-        self.images = [1000 + 50 * k]
+        # its own test images: 1000 + 40k, 1001 + 40k, ... (never another's; k < 225 keeps them in MNIST's 10,000)
+        self.images = [1000 + SPAN * k]
         self.dim = k % 16
         self.dims = [0.0] * 16
         self.dims_seen = {self._caption(self.dims)}
@@ -361,7 +364,7 @@ class Student:
         self.judge("model", shown, self.model, before, anothers=shown not in (self.home_model, MATRIX, MODELS[0]))
         if "image" in q:
             shown = int(q["image"])
-            owner = (shown - 1000) // 50 if shown >= 1000 else None  # students' images: 1000 + 50k onwards
+            owner = (shown - 1000) // SPAN if shown >= 1000 else None  # students' images: 1000 + 40k onwards
             own_before = {i for i in self.images if i >= 1000}
             if not self.judge("image", shown, self.image, own_before, anothers=owner not in (None, self.k)):
                 self.images.append(shown)  # what the page shows now; the next new image is this student's own again
@@ -410,7 +413,7 @@ class Student:
     async def new_image(self) -> None:
         if not self.has("image"):
             return await self.change_page()
-        self.images.append(max(i for i in self.images if i >= 1000 + 50 * self.k) + 1)
+        self.images.append(max(i for i in self.images if i >= 1000 + SPAN * self.k) + 1)
         self.dims = [0.0] * 16  # a new image starts the sliders again at 0
         run = await self.rerun("new image", widgets=[("image", "double_value", float(self.image))])
         self.check(run)
@@ -810,8 +813,8 @@ async def warm_up(url: str, replicas: int, models: tuple[str, ...] = ()) -> None
     """A visit to every replica first: loading the test set and the first model is not a student's
     wait; then one first page with each of `models` (each load of a model, once, before the class)."""
     seen = set()
-    for k in range(20 * replicas):
-        s = Student(160 + k, url, Stats(), 0, MODELS[0], fetch_media=False)
+    for k in range(20 * replicas):  # numbered below the class's students: its images (under 1000) are none of theirs
+        s = Student(-1 - k % 24, url, Stats(), 0, MODELS[0], fetch_media=False)
         await s.connect()
         if s.replica not in seen:
             seen.add(s.replica)
@@ -820,7 +823,7 @@ async def warm_up(url: str, replicas: int, models: tuple[str, ...] = ()) -> None
         if len(seen) >= replicas:
             break
     for k, model in enumerate(models):
-        s = Student(180 + k, url, Stats(), 0, model, fetch_media=False)
+        s = Student(-1 - k, url, Stats(), 0, model, fetch_media=False)
         await s.connect()
         await s.open()
         await s.leave()
