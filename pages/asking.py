@@ -1,7 +1,8 @@
 """Predict, then see: a question before the figure that answers it (capsviz.analysis.questions).
 
 `ask(question)` shows the question; until the student commits a choice (with an optional one-line
-reason) or skips, it returns False and the page stops before its figure. Then it says whether they
+reason) or skips, it returns False and the page stops before its figure. The choices are a fragment
+of their own: choosing reruns the question, not the page. Then it says whether they
 were right and why, in one sentence, and, once the teacher has revealed it (the Teacher page), how
 the class answered. The teacher sees the question with its answer and the class's split, and the
 figure at once; on the projector, the question and its choices for the room, until the teacher

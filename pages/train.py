@@ -25,7 +25,7 @@ from capsviz.i18n import N_, gap, keeping, language, t, tn
 from capsviz.text import MAX_SENTENCES, plain
 from capsviz.train import TrainRun, default_decay_steps
 from capsviz.viz import curves
-from pages.classroom import address, person
+from pages.classroom import SEATS, address, person
 from pages.common import checkpoint_dir, public, require_router
 from pages.drawn import live_chart
 from pages.state import STATE
@@ -77,7 +77,8 @@ def own_images(resize: int | None, model: str) -> tuple[str, int]:
     if up is None:
         return "", 0
     try:
-        s = receive_zip(up.getvalue(), uploads_dir(), LIMITS, resize, filename=up.name, owner=owner)
+        with SEATS.away():  # a new zip is read and unpacked (seconds): the class's other page runs go on meanwhile
+            s = receive_zip(up.getvalue(), uploads_dir(), LIMITS, resize, filename=up.name, owner=owner)
     except CapsvizError as e:
         st.error(plain(str(e)))
         return "", 0
