@@ -55,11 +55,12 @@ def test_a_student_sees_script_finished_and_its_own_values(app_server):
         await s.open()
         assert s.session_id and {"tour", "explorer", "routing", "em"} <= set(s.pages)
         assert {"tour_next", "image", "model_pick"} <= set(s.ids)
-        assert "model=capsnet-mnist.safetensors" in s.query and "image=1150" in s.query and s.steps > 3
+        first = 1000 + protocol.SPAN * 3  # student 3's own images
+        assert "model=capsnet-mnist.safetensors" in s.query and f"image={first}" in s.query and s.steps > 3
         await s.tour_step()
         assert "step=2" in s.query
         await s.new_image()
-        assert "image=1151" in s.query
+        assert f"image={first + 1}" in s.query
         await s.change_page("explorer")
         await s.new_image()  # a page change forgets the image (pages/common.py): set its own again
         for _ in range(3):
