@@ -59,17 +59,12 @@ def ask(q: Question, place=None) -> bool:
     figure may be shown (the teacher, or a student who committed or skipped this round)."""
     place = place or st.container()
     who, teacher = person()
-    rnd, stored, revealed = _round(q, who)
-    asked = STATE.asked.get()
-    done = asked.get(q.qid)
-    if stored is not None:  # answered in this round (in this tab or another)
-        done = (rnd, stored)
-    if not teacher and (done is None or done[0] != rnd):
+    rnd, done, choice, revealed = _state(q, who)
+    if not teacher and not done:
         with place:
             _choosing(q, who, rnd)
         return False
-    box = place.container(border=True)
-    box.markdown(t("**Predict first.** {question}", question=plain(str(q.text))))
+    box = _box(place, q)
     if teacher and big():
         return _projected(q, box)
     if teacher:
@@ -77,7 +72,6 @@ def ask(q: Question, place=None) -> bool:
         if (split := _split(q)) is not None:
             box.caption(_split_said(split))
         return True
-    choice = done[1]
     verdict = q.verdict(choice)
     (box.success if choice == q.answer else box.info)(plain(t("{verdict} {why}", verdict=verdict, why=str(q.why))))
     if revealed and (split := _split(q)) is not None:
@@ -93,8 +87,7 @@ def _choosing(q: Question, who: str, rnd: int) -> None:
     done = STATE.asked.get().get(q.qid)
     if done is not None and done[0] == rnd:
         st.rerun(scope="app")
-    box = st.container(border=True)
-    box.markdown(t("**Predict first.** {question}", question=plain(str(q.text))))
+    box = _box(st, q)
     pick, why = STATE.answer_pick(qid=q.qid), STATE.answer_reason(qid=q.qid)
     if rnd > 1:
         box.caption(t("Your teacher asks again: answer once more after the discussion."))
@@ -119,6 +112,26 @@ def _choosing(q: Question, who: str, rnd: int) -> None:
         args=(q, who, pick, why),
     )
     right.button(t("Skip: just show me"), key=f"skip_{q.qid}", use_container_width=True, on_click=_keep, args=(q.qid, rnd, None))
+
+
+def _box(place, q: Question):
+    """The question's bordered box in `place`, headed by the question."""
+    box = place.container(border=True)
+    box.markdown(t("**Predict first.** {question}", question=plain(str(q.text))))
+    return box
+
+
+def _state(q: Question, who: str) -> tuple[int, bool, str | None, bool]:
+    """(the question's current round; whether this student has answered it in that round, in this
+    tab or another, or skipped it in this session; their choice, None for a skip; whether the
+    teacher revealed the class's answers)."""
+    rnd, stored, revealed = _round(q, who)
+    if stored is not None:  # answered in this round (in this tab or another)
+        return rnd, True, stored, revealed
+    done = STATE.asked.get().get(q.qid)
+    if done is not None and done[0] == rnd:
+        return rnd, True, done[1], revealed
+    return rnd, False, None, revealed
 
 
 def _split(q: Question):
@@ -159,11 +172,5 @@ def _projected(q: Question, box) -> bool:
 def answered(q: Question) -> tuple[bool, str | None]:
     """(whether this student has answered `q` in its current round, in this tab or another, or
     skipped it in this session; their choice, None for a skip), as `ask` decides whether to reveal."""
-    who, _ = person()
-    rnd, stored, _ = _round(q, who)
-    if stored is not None:
-        return True, stored
-    done = STATE.asked.get().get(q.qid)
-    if done is not None and done[0] == rnd:
-        return True, done[1]
-    return False, None
+    _, done, choice, _ = _state(q, person()[0])
+    return done, choice
