@@ -8,11 +8,14 @@ Stickiness. A Streamlit session lives in one process: its websocket (one long co
 stays where it was opened) and the HTTP requests that belong to it: /media/ images the session's
 script made (kept in that process's memory), uploads (/_stcore/upload_file). So every request of
 one browser must reach the same replica. nginx's `hash $remote_addr` would send a whole class
-behind one school NAT (or every simulated student of a load test) to one replica; instead nginx
-gives each browser a random key in a cookie (`capsviz_replica`, set on its first response) and
-picks the replica by a consistent hash of that key. A replica that dies loses its sessions; its
-browsers reconnect (Streamlit's frontend does so by itself) and the hash sends them to a live one,
-where their URL (?model=&image=...) rebuilds their view. The replicas share one cookie secret, so
+behind one school NAT (or every simulated student of a load test) to one replica, and a hash of a
+random key per browser splits a class unevenly (a consistent hash gave one of two replicas 117 of
+200 simulated students). Instead a browser's first request goes to the replicas in turn, and the
+answer sets a cookie (`capsviz_replica`) naming the replica that answered (r0, r1, ...: never its
+address); the browser's later requests go to that replica. A replica that dies loses its sessions;
+its browsers reconnect (Streamlit's frontend does so by itself), nginx passes them to the other
+replicas (each replica's `backup` servers), the answer names the new one in the cookie, and their
+URL (?model=&image=...) rebuilds their view there. The replicas share one cookie secret, so
 Streamlit's XSRF cookie from one is valid on another after such a move.
 
 Each replica gets cores / N torch threads (OMP_NUM_THREADS, unless set): N processes each with a
@@ -66,25 +69,29 @@ http {{
   scgi_temp_path {prefix}/scgi;
 
   map $http_upgrade $connection_upgrade {{ default upgrade; "" ""; }}
-  # A browser's replica: the hash of its cookie, or, on its first request, of a new random key
-  # that the response sets as that cookie.
-  map $cookie_capsviz_replica $capsviz_key {{ "" $request_id; default $cookie_capsviz_replica; }}
-  map $cookie_capsviz_replica $capsviz_cookie {{ "" "capsviz_replica=$request_id; Path=/; HttpOnly; SameSite=Lax"; default ""; }}
+  # A browser's replica: the one its cookie names; without the cookie (its first request), the
+  # replicas in turn. The answer sets the cookie when it names no replica or another than the one
+  # that answered (the last address nginx tried).
+  map $cookie_capsviz_replica $capsviz_group {{
+    default capsviz;
+{groups}
+  }}
+  map "$cookie_capsviz_replica $upstream_addr" $capsviz_cookie {{
+    default "";
+{cookies}
+  }}
 
   upstream capsviz {{
-    hash $capsviz_key consistent;
 {servers}
-    # below uvicorn's 5 s: nginx must never reuse a connection the replica is closing (a reset there
-    # is retried on the other replica, which does not have the session's /media/ files: 404)
     keepalive 16;
     keepalive_timeout 4s;
   }}
-
+{replicas}
   server {{
     listen {listen};
     client_max_body_size {upload_mb}m;
     location / {{
-      proxy_pass http://capsviz;
+      proxy_pass http://$capsviz_group;
       proxy_http_version 1.1;
       proxy_set_header Upgrade $http_upgrade;
       proxy_set_header Connection $connection_upgrade;
@@ -156,10 +163,37 @@ def nginx_config(prefix: Path, listen: str, ports: list[int], upload_mb: int = 2
     `replica_header` ($CAPSVIZ_REPLICA_HEADER=1: the load tests on one's own machine, which kill
     one replica): a browser has no business knowing the replicas' ports."""
     # max_fails=0: one failed request never takes a replica out for everyone; a dead one refuses
-    # connections at once, and nginx tries the next (proxy_next_upstream's default)
+    # connections at once, and nginx tries the next (proxy_next_upstream's default): in a
+    # replica's own group, its backups (the other replicas, in turn)
+    names = [f"r{i}" for i in range(len(ports))]
+    groups = "\n".join(f"    {name} capsviz_{name};" for name in names)
+    cookies = []
+    for name, p in zip(names, ports, strict=True):
+        answered = rf"(.*, )?127\.0\.0\.1:{p}$"
+        cookies.append(f'    "~^{name} {answered}" "";')  # the cookie already names it
+        cookies.append(f'    "~ {answered}" "capsviz_replica={name}; Path=/; HttpOnly; SameSite=Lax";')
     servers = "\n".join(f"    server 127.0.0.1:{p} max_fails=0;" for p in ports)
+    # below uvicorn's 5 s: nginx must never reuse a connection the replica is closing (a reset there
+    # is retried on the next server, which does not have the session's /media/ files: 404)
+    keepalive = "    keepalive 16;\n    keepalive_timeout 4s;\n"
+    replicas = "".join(
+        f"  upstream capsviz_{name} {{\n    server 127.0.0.1:{p} max_fails=0;\n"
+        + "".join(f"    server 127.0.0.1:{q} backup max_fails=0;\n" for q in ports if q != p)
+        + keepalive
+        + "  }\n"
+        for name, p in zip(names, ports, strict=True)
+    )
     header = "      add_header X-Capsviz-Replica $upstream_addr always;\n" if replica_header else ""
-    return CONFIG.format(prefix=prefix, listen=listen, servers=servers, upload_mb=upload_mb, replica_header=header)
+    return CONFIG.format(
+        prefix=prefix,
+        listen=listen,
+        groups=groups,
+        cookies="\n".join(cookies),
+        servers=servers,
+        replicas=replicas,
+        upload_mb=upload_mb,
+        replica_header=header,
+    )
 
 
 def healthy(url: str) -> bool:

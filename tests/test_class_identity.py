@@ -183,8 +183,11 @@ def test_an_uploaded_zips_class_names_are_cleaned(tmp_path):
 
 
 def test_no_response_tells_a_browser_the_replicas_ports(tmp_path):
+    import re
+
     config = serve.nginx_config(tmp_path, "8501", [9001, 9002])
-    assert "upstream_addr" not in config and "X-Capsviz-Replica" not in config
+    assert "X-Capsviz-Replica" not in config and "upstream_addr" not in "".join(re.findall(r"add_header.*", config))
+    assert re.findall(r'"(capsviz_replica=[^;"]*)', config) == ["capsviz_replica=r0", "capsviz_replica=r1"]  # names, not ports
     assert "upstream_addr" in serve.nginx_config(tmp_path, "8501", [9001], replica_header=True)  # the load tests' own
 
 
