@@ -373,14 +373,17 @@ class Store:
 
     def splits(self) -> list[Split]:
         """Every question asked in this class, oldest first, with its current round's split."""
+        counted: dict[str, dict[str, int]] = {}
+        for qid, choice, n in self._read(
+            "SELECT a.qid, a.choice, COUNT(*) FROM answers a JOIN questions q ON q.qid = a.qid AND q.round = a.round GROUP BY a.qid, a.choice"
+        ):
+            counted.setdefault(qid, {})[choice] = n
         out = []
         for qid, page, text, choices, labels, key, rnd, revealed in self._read(
             "SELECT qid, page, text, choices, labels, answer, round, revealed FROM questions ORDER BY asked, qid"
         ):
             options = tuple(json.loads(choices))
-            counts = dict.fromkeys(options, 0)
-            for choice, n in self._read("SELECT choice, COUNT(*) FROM answers WHERE qid = ? AND round = ? GROUP BY choice", (qid, rnd)):
-                counts[choice] = n
+            counts = dict.fromkeys(options, 0) | counted.get(qid, {})
             out.append(Split(qid, page, text, options, tuple(json.loads(labels)), key, rnd, bool(revealed), counts, sum(counts.values())))
         return out
 

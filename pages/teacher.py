@@ -19,6 +19,7 @@ from pages.projector import big
 
 CONNECTED_S = 300  # a student seen within the last 5 minutes is connected (a page open, moved or not)
 REFRESH_S = 5  # the live parts redraw this often
+SHOWN = 5  # questions shown whole, with their split and buttons: the most answered in their round
 
 st.title(t("Teacher"))
 who, teacher = person()
@@ -38,6 +39,7 @@ projected = big()  # the room sees this page: a question's split waits for the r
 # Each page by its title in the sidebar (app.py), by the address it is seen at.
 TITLES = {
     "why": N_("Why capsules"),
+    "tour": N_("Guided tour"),
     "zoo": N_("Model zoo"),
     "playground": N_("Routing playgrounds"),
     "explorer": N_("DigitCaps explorer"),
@@ -111,12 +113,14 @@ def the_class() -> None:
 @st.fragment(run_every=REFRESH_S)
 def the_questions() -> None:
     st.subheader(t("Questions"))
-    splits = store.splits()
+    # the most answered first, the oldest first among as many: students who follow one link meet
+    # one question; students each on their own images meet questions of their own, one a student
+    splits = sorted(store.splits(), key=lambda s: -s.answered)
     if not splits:
         st.caption(t("No question has been answered in this class yet."))
     elif projected:
         st.caption(t("Projected, a question shows how the class answered, and which answer is right, once you reveal it to the students."))
-    for s in splits:
+    for s in splits[:SHOWN]:
         with st.container(border=True):
             st.markdown(plain(said(s.text)))  # in the teacher's language, whoever answered first
             if s.revealed:
@@ -152,6 +156,41 @@ def the_questions() -> None:
             ):
                 store.ask_again(s.qid)
                 st.rerun(scope="fragment")
+    others(splits[SHOWN:])
+
+
+def others(rest) -> None:
+    """The questions not shown whole, page by page: how many, how many answers, how many right."""
+    if not rest:
+        return
+    st.markdown(
+        tn(
+            "**{n} more question**, none answered by more students than those above:",
+            "**{n} more questions**, none answered by more students than those above:",
+            len(rest),
+        )
+    )
+    pages: dict[str, list[int]] = {}
+    for s in rest:
+        questions, answers, right = pages.setdefault(s.page, [0, 0, 0])
+        pages[s.page] = [questions + 1, answers + s.answered, right + s.counts.get(s.answer, 0)]
+    st.table(
+        pd.DataFrame(
+            {
+                t("page"): [where(p) for p in pages],
+                t("questions"): [q for q, _, _ in pages.values()],
+                t("answers"): [a for _, a, _ in pages.values()],
+                t("right answers"): [r for _, _, r in pages.values()],
+            }
+        ),
+        hide_index=True,
+    )
+    st.caption(
+        t(
+            "Students who each look at their own images meet questions of their own. To discuss one question with the whole "
+            "class, send everyone the same link: their answers then gather in one question above."
+        )
+    )
 
 
 the_class()

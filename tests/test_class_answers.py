@@ -305,6 +305,41 @@ def test_the_teacher_page_counts_thirty_students_of_two_replicas_exactly(app):
     }
 
 
+def test_the_teacher_page_shows_the_most_answered_questions_whole_and_sums_the_others_by_page(app):
+    """A class each on its own images: 40 questions of one student each on the explorer and the
+    playground, two the class shared. The two shared and the oldest three of the rest are shown
+    whole (with their buttons), the other 37 as one row a page: how many, answers, right answers."""
+    s = store.store(app.folder)
+    rng = np.random.default_rng(3)
+    names = [str(d) for d in range(10)]
+    own = []
+    for k in range(40):
+        scores = rng.random(10)
+        q = questions.longest_capsule("m", rng.random((28, 28)), scores, int(scores.argmax()), names)
+        page = "explorer" if k % 2 else "playground"
+        q = questions.Question(q.qid, page, q.text, q.keys, q.labels, q.answer, q.why)
+        ask(q, s, access.mint(app.folder, f"10.2.0.{k}")[0], q.answer if k % 4 == 0 else next(c for c in q.keys if c != q.answer))
+        own.append(q)
+    shared = []
+    for n, t in ((6, "shared-a"), (9, "shared-b")):
+        q = questions.uniform_changes_winner(dynamic_toy(DYNAMIC_PRESETS[next(iter(DYNAMIC_PRESETS))][:, :2], 3), (t,))
+        for k in range(n):
+            ask(q, s, access.mint(app.folder, f"10.3.{n}.{k}")[0], q.answer)
+        shared.append(q)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page("pages/teacher.py").run()
+    assert not at.exception, at.exception
+    whole = [b.key.removeprefix("teacher_reveal_") for b in at.button if b.key and b.key.startswith("teacher_reveal_")]
+    assert whole == [shared[1].qid, shared[0].qid] + [q.qid for q in own[:3]]  # most answered first, then the oldest
+    assert any("37 more questions" in m.value for m in at.markdown)
+    rest = own[3:]
+    table = at.table[-1].value
+    rows = {row.iloc[0]: tuple(row.iloc[1:]) for _, row in table.iterrows()}
+    for page, title in (("explorer", "DigitCaps explorer"), ("playground", "Routing playgrounds")):
+        mine = [k for k, q in enumerate(own) if q.page == page and q in rest]
+        assert rows[title] == (len(mine), len(mine), sum(1 for k in mine if k % 4 == 0))
+
+
 @pytest.mark.parametrize("top2, labels, named", [((3, 7), (7, 3), "2"), ((3, 5), (7, 3), "1"), ((1, 2), (7, 3), "0")])
 def test_the_multimnist_question_counts_the_digits_named(top2, labels, named):
     q = questions.both_digits("m", np.zeros((36, 36)), top2, labels)

@@ -94,6 +94,7 @@ class Run:
     media: list = field(default_factory=list)
     exceptions: list = field(default_factory=list)
     elements: list = field(default_factory=list)  # (element type, its proto) of every element, in the order sent
+    fragments: set = field(default_factory=set)  # the fragments the elements were drawn in
     fragment: bool = False
     done: asyncio.Future | None = None
 
@@ -240,6 +241,8 @@ class Student:
             what = el.WhichOneof("type")
             sub = getattr(el, what) if what else None
             run.elements.append((what, sub))
+            if msg.delta.fragment_id:
+                run.fragments.add(msg.delta.fragment_id)
             if sub is not None and "id" in sub.DESCRIPTOR.fields_by_name and (m := WIDGET_ID.match(sub.id)):
                 run.ids[m.group(1)] = (sub.id, msg.delta.fragment_id)
                 if what == "slider":
@@ -395,6 +398,12 @@ class Student:
         """A new session's first page, as a link opens it: the page, this student's model and image."""
         await self.connect()
         return await self.rerun("first page", page=page, query=urllib.parse.urlencode({"model": self.model, "image": self.image}))
+
+    async def refresh(self, fragments, kind: str = "refresh") -> None:
+        """What a page's live parts (`st.fragment(run_every=...)`) ask for when their time comes: a
+        rerun of each, as the browser sends them."""
+        for f in fragments:
+            await self.rerun(kind, fragment=f)
 
     def read_tour(self, run: Run) -> None:
         for text in run.texts:
@@ -714,20 +723,42 @@ async def run_class(
     first: int = 0,
     stats: Stats | None = None,
     remote: bool = False,
+    teacher: bool = False,
 ) -> Stats:
     """`students` students arriving evenly over `arrive` s, each working `seconds` s from its
-    arrival. `stats`: where to record (the caller may watch `stats.students` meanwhile)."""
+    arrival. `stats`: where to record (the caller may watch `stats.students` meanwhile).
+    `teacher`: the teacher follows the class on the Teacher page throughout (`teach`)."""
     stats = stats or Stats()
     gap = arrive / max(students - 1, 1)
     start = time.perf_counter()
     crowd = [Student(first + k, url, stats, think, models[(first + k) % len(models)], remote=remote) for k in range(students)]
     stats.students = crowd
+    teaching = asyncio.create_task(teach(url, stats, start + arrive + seconds)) if teacher else None
     results = await asyncio.gather(*(s.attend(k * gap, start + k * gap + seconds) for k, s in enumerate(crowd)), return_exceptions=True)
+    if teaching is not None:
+        await teaching
     for s, r in zip(crowd, results, strict=True):
         if isinstance(r, BaseException):
             s.problem("error", f"{type(r).__name__}: {str(r)[:200]}")
     await asyncio.gather(*(s.leave() for s in crowd), return_exceptions=True)
     return stats
+
+
+async def teach(url: str, stats: Stats, until: float, every: float = 5.0) -> None:
+    """The teacher at the server's own keyboard (a connection without X-Forwarded-For: one process,
+    not behind nginx) on the Teacher page until `until`: its live parts (the class, the questions)
+    rerun every `every` s, as the browser asks ("teacher refresh")."""
+    teacher = Student(-1, url, stats, 0, MODELS[0])
+    try:
+        await teacher.connect()
+        live = sorted((await teacher.rerun("teacher page", page="teacher", query="")).fragments)
+        while time.perf_counter() + every < until:
+            await asyncio.sleep(every)
+            await teacher.refresh(live, "teacher refresh")
+    except Exception as e:  # noqa: BLE001 - said as the class's problem, as a student's are
+        teacher.problem("error", f"the teacher: {type(e).__name__}: {str(e)[:200]}")
+    finally:
+        await teacher.leave()
 
 
 async def server_cost(pids, act) -> float:
@@ -840,6 +871,8 @@ def start_app(
 ) -> tuple[subprocess.Popen, str]:
     """`capsviz app` (with --replicas N behind nginx) on `port` (0: a free one), the shipped models,
     from the checkout `root`; with `how="streamlit"`, `streamlit run app.py` as a checkout starts it.
+    The model folder: links to the checkout's shipped models, in a new folder, so the class's
+    store (kept beside the models) is this server's alone and the checkout's stays as it was.
     `env`: settings over the defaults (another model folder, the class's database). `address`:
     where it listens (0.0.0.0: every interface, for students who come as from other machines); the
     URL returned is on 127.0.0.1 either way."""
@@ -849,9 +882,13 @@ def start_app(
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
+    models = Path(tempfile.mkdtemp(prefix="capsviz-models-"))  # the shipped models, and a class store of this server's own
+    for f in (root / "checkpoints").iterdir():
+        if not f.name.startswith("."):
+            (models / f.name).symlink_to(f)
     env = {
         **os.environ,
-        "CAPSVIZ_CHECKPOINTS": str(root / "checkpoints"),
+        "CAPSVIZ_CHECKPOINTS": str(models),
         "XDG_CACHE_HOME": tempfile.mkdtemp(),
         "CAPSVIZ_REPLICA_HEADER": "1",
         "CAPSVIZ_IDENTITIES_PER_ADDRESS": "100000",
@@ -991,7 +1028,7 @@ async def compare(a) -> int:
                 for name in names if r % 2 == 0 else names[::-1]:
                     proc, url, pids, _ = servers[name]
                     before, t0 = cpu_seconds(pids), time.perf_counter()
-                    stats = await run_class(url, n, a.arrive, 60 * a.minutes, a.think, a.models, remote=a.remote)
+                    stats = await run_class(url, n, a.arrive, 60 * a.minutes, a.think, a.models, remote=a.remote, teacher=a.teacher)
                     elapsed = time.perf_counter() - t0
                     s = summary(stats, elapsed, cpu_seconds(pids) - before, 0.0, cores)
                     report["steps"][f"{name} {n} round {r + 1}"] = s
@@ -1008,6 +1045,9 @@ async def compare(a) -> int:
 
 
 async def main(a) -> int:
+    if a.teacher and (a.replicas or not a.remote):
+        print("--teacher: the teacher is the connection without X-Forwarded-For, so one process (no --replicas) and --remote students")
+        return 2
     if a.against:
         return await compare(a)
     if a.how == "streamlit" and (a.url or a.replicas):
@@ -1059,7 +1099,7 @@ async def main(a) -> int:
                 spoil = hostile_student(url, a.arrive + seconds, tabs=a.hostile, delay=a.arrive / max(n - 1, 1))
                 stats, (bad, cleared) = await asyncio.gather(run_class(url, n, a.arrive, seconds, a.think, a.models, remote=True), spoil)
             else:
-                stats = await run_class(url, n, a.arrive, seconds, a.think, a.models, remote=a.remote or bool(a.hostile))
+                stats = await run_class(url, n, a.arrive, seconds, a.think, a.models, remote=a.remote or bool(a.hostile), teacher=a.teacher)
             elapsed = time.perf_counter() - t0
             s = summary(stats, elapsed, cpu_seconds(app_pids) - before, cpu_seconds(web_pids) - web_before, cores)
             if spoiled:
@@ -1121,6 +1161,11 @@ def parser() -> argparse.ArgumentParser:
         "the dearest pages without a pause; the class's students then connect as from other machines (one process only)",
     )
     ap.add_argument("--remote", action="store_true", help="the students connect as from other machines (X-Forwarded-For)")
+    ap.add_argument(
+        "--teacher",
+        action="store_true",
+        help="the teacher follows each class on the Teacher page, its live parts rerun every 5 s (one process; with --remote)",
+    )
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument(
         "--against",

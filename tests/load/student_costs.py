@@ -7,9 +7,12 @@
     python tests/load/student_costs.py --against main         # CPU per move here and on main's HEAD, kind by kind in turn
 
 Each kind of move a student makes (the first page, each page's first open, a tour step, a slider
-move, a new image, a routing change, an EM change, a page change) is made --moves times by
-simulated students (tests/load/protocol.py's, which speak Streamlit's websocket protocol) while
-py-spy samples every thread of the server. New students for each kind, each with its own test
+move, a new image, a routing change, an EM change, a page change, a language switch, a question
+answered) is made --moves times by simulated students (tests/load/protocol.py's, which speak
+Streamlit's websocket protocol) while py-spy samples every thread of the server; then the
+teacher's (at the server's own keyboard): the Teacher page's first open, and its refresh (its two
+live parts rerun, as the browser asks every few seconds), with the kinds' students before in the
+class's store. New students for each kind, each with its own test
 images: what a class costs, where every student follows its own image, not one student's repeats
 (a student's second look at the same view is cheaper: it is kept). Prints, per kind, the server's
 CPU per move (from /proc, in the kernel's 10 ms ticks, so a median of moves) and the share of the
@@ -141,6 +144,22 @@ async def one_kind(url: str, pids, kind: str, moves: int, first: int, sampler: S
         profiles.label("setup")
 
     profiles.label("setup")
+    if kind in ("open teacher", "teacher refresh"):  # at the server's own keyboard, the class of the kinds before in the store
+        teachers = [P.Student(first + k, url, P.Stats(), 0, P.MODELS[0]) for k in range(moves if kind == "open teacher" else 1)]
+        if kind == "open teacher":
+            sampler.start()
+            for s in teachers:
+                await timed(lambda s=s: s.connect_and_open("teacher"))
+        else:  # its two live parts (the class, the questions), each rerun every few seconds
+            live = sorted((await teachers[0].connect_and_open("teacher")).fragments)
+            assert len(live) == 2, live
+            sampler.start()
+            for _ in range(moves):
+                await timed(lambda: teachers[0].refresh(live))
+        parts = sampler.stop()
+        for s in teachers:
+            await s.leave()
+        return costs, parts
     if kind.startswith("open "):  # a new session's first open of a page, as the teacher's link opens it
         page = kind.removeprefix("open ")
         crowd = [P.Student(first + k, url, P.Stats(), 0, P.FIRST_OPEN[page], remote=True) for k in range(moves)]
@@ -184,16 +203,20 @@ async def one_kind(url: str, pids, kind: str, moves: int, first: int, sampler: S
     return costs[:moves], parts
 
 
-KINDS = [
-    "tour step",
-    "slider",
-    "new image",
-    "routing iterations",
-    "em iterations",
-    "page change",
-    "language switch",
-    "question answered",
-] + [f"open {p}" for p in P.FIRST_OPEN]
+KINDS = (
+    [
+        "tour step",
+        "slider",
+        "new image",
+        "routing iterations",
+        "em iterations",
+        "page change",
+        "language switch",
+        "question answered",
+    ]
+    + [f"open {p}" for p in P.FIRST_OPEN]
+    + ["open teacher", "teacher refresh"]
+)
 
 
 async def compare(a) -> int:
