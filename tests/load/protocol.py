@@ -860,6 +860,16 @@ async def warm_up(url: str, replicas: int, models: tuple[str, ...] = ()) -> None
         await s.leave()
 
 
+def model_links(root: Path = ROOT) -> Path:
+    """A new folder of links to the checkout `root`'s shipped models: a server given it as its model
+    folder keeps its class's store (kept beside the models) there, its own."""
+    models = Path(tempfile.mkdtemp(prefix="capsviz-models-"))
+    for f in (root / "checkpoints").iterdir():
+        if not f.name.startswith("."):
+            (models / f.name).symlink_to(f)
+    return models
+
+
 def start_app(
     replicas: int | None,
     log: Path,
@@ -882,13 +892,9 @@ def start_app(
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-    models = Path(tempfile.mkdtemp(prefix="capsviz-models-"))  # the shipped models, and a class store of this server's own
-    for f in (root / "checkpoints").iterdir():
-        if not f.name.startswith("."):
-            (models / f.name).symlink_to(f)
     env = {
         **os.environ,
-        "CAPSVIZ_CHECKPOINTS": str(models),
+        "CAPSVIZ_CHECKPOINTS": str(model_links(root)),
         "XDG_CACHE_HOME": tempfile.mkdtemp(),
         "CAPSVIZ_REPLICA_HEADER": "1",
         "CAPSVIZ_IDENTITIES_PER_ADDRESS": "100000",

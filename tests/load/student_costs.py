@@ -133,9 +133,32 @@ class Profiles:
         return out.getvalue()
 
 
-async def one_kind(url: str, pids, kind: str, moves: int, first: int, sampler: Sampler, profiles: Profiles) -> tuple[list[float], Counter]:
+def asked(folder: Path, n: int) -> None:
+    """The class store beside the models in `folder` holding `n` questions, each answered by one
+    student, as a class each on its own images leaves it (a class of 100 in BENCH.md left 497)."""
+    import numpy as np
+
+    sys.path.insert(0, str(P.ROOT))
+    from capsviz import store
+    from capsviz.analysis import questions
+
+    s = store.Store(folder)
+    rng = np.random.default_rng(0)
+    for k in range(len(s.splits()), n):
+        scores = rng.random(10)
+        q = questions.longest_capsule("m", rng.random((28, 28)), scores, int(scores.argmax()), [str(d) for d in range(10)])
+        text, labels = q.kept()
+        s.answer(q.qid, q.page, text, q.keys, labels, q.answer, f"{k:016x}", q.keys[k % len(q.keys)])
+    s.close()
+
+
+async def one_kind(
+    url: str, pids, kind: str, moves: int, first: int, sampler: Sampler, profiles: Profiles, folder: Path | None = None, questions: int = 0
+) -> tuple[list[float], Counter]:
     """CPU seconds of the server for each of `moves` moves of this kind, by new students, and the
-    samples taken during those moves (the students' arrival and setup before them are not sampled)."""
+    samples taken during those moves (the students' arrival and setup before them are not sampled).
+    The teacher's kinds first have the server's class store (in its model folder `folder`) hold
+    `questions` questions."""
     costs: list[float] = []
 
     async def timed(act) -> None:
@@ -144,7 +167,9 @@ async def one_kind(url: str, pids, kind: str, moves: int, first: int, sampler: S
         profiles.label("setup")
 
     profiles.label("setup")
-    if kind in ("open teacher", "teacher refresh"):  # at the server's own keyboard, the class of the kinds before in the store
+    if kind in ("open teacher", "teacher refresh"):  # at the server's own keyboard
+        if folder is not None:
+            asked(folder, questions)
         teachers = [P.Student(first + k, url, P.Stats(), 0, P.MODELS[0]) for k in range(moves if kind == "open teacher" else 1)]
         if kind == "open teacher":
             sampler.start()
@@ -234,10 +259,11 @@ async def compare(a) -> int:
     report = {"cpu": P.cpu_name(), "moves": a.moves, "kinds": {}}
     try:
         for name, root in ((here, P.ROOT), (rev.stdout.strip(), old)):
-            proc, url = P.start_app(None, Path(tempfile.mkdtemp()) / "server.log", root)
-            servers[name] = (proc, url, P.server_pids(proc.pid, [])[0])
+            models = P.model_links(root)
+            proc, url = P.start_app(None, Path(tempfile.mkdtemp()) / "server.log", root, env={"CAPSVIZ_CHECKPOINTS": str(models)})
+            servers[name] = (proc, url, P.server_pids(proc.pid, [])[0], models)
         anchors = []
-        for _, url, pids in servers.values():
+        for _, url, pids, _ in servers.values():
             await P.warm_up(url, 1)
             await P.first_opens(url, pids, students=1)
             anchors.append(P.Student(199, url, P.Stats(), 0, P.MODELS[0]))
@@ -250,8 +276,8 @@ async def compare(a) -> int:
         for n, kind in enumerate(a.kinds):
             ms, every = {}, {}
             for name in names if n % 2 == 0 else names[::-1]:
-                _, url, pids = servers[name]
-                costs, _ = await one_kind(url, pids, kind, a.moves, first, Sampler(None, 0, Path()), Profiles(None, 0))
+                _, url, pids, models = servers[name]
+                costs, _ = await one_kind(url, pids, kind, a.moves, first, Sampler(None, 0, Path()), Profiles(None, 0), models, a.questions)
                 ms[name], every[name] = 1000 * statistics.median(costs), [round(1000 * c) for c in costs]
             first += a.moves if kind.startswith("open ") else max(2, a.moves // 4)
             report["kinds"][kind] = {k: {"median_ms": round(v, 1), "each_ms": every[k]} for k, v in ms.items()}
@@ -278,8 +304,12 @@ async def main(a) -> int:
     folder = Path(a.cprofile).resolve() if a.cprofile else None
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
+    models = P.model_links()
     proc, url = P.start_app(
-        None, log, how="profiled" if folder else "capsviz", env={"CAPSVIZ_PROFILE_DIR": str(folder)} if folder else None
+        None,
+        log,
+        how="profiled" if folder else "capsviz",
+        env={"CAPSVIZ_CHECKPOINTS": str(models), **({"CAPSVIZ_PROFILE_DIR": str(folder)} if folder else {})},
     )
     raw = Path(a.raw_dir) if a.raw_dir else Path(tempfile.mkdtemp())
     raw.mkdir(parents=True, exist_ok=True)
@@ -300,7 +330,7 @@ async def main(a) -> int:
         first = 0  # students 0 to 159: each its own test images (160 onwards are the warm-up's)
         for kind in a.kinds:
             out = raw / f"{kind.replace(' ', '_')}.txt"
-            costs, parts = await one_kind(url, pids, kind, a.moves, first, Sampler(spy, pids[0], out), profiles)
+            costs, parts = await one_kind(url, pids, kind, a.moves, first, Sampler(spy, pids[0], out), profiles, models, a.questions)
             first += a.moves if kind.startswith("open ") else max(2, a.moves // 4)
             total = sum(parts.values()) or 1
             ms = 1000 * statistics.median(costs)
@@ -331,6 +361,13 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--against", metavar="REV", help="CPU per move on this checkout and on this commit, kind by kind in turn")
     ap.add_argument("--top", type=int, default=25, help="with --cprofile: the functions printed per kind (default: 25)")
+    ap.add_argument(
+        "--questions",
+        type=int,
+        default=500,
+        help="questions in the class's store for the teacher's kinds, one student's answer each (default: 500, what a class of 100 "
+        "on its own images leaves)",
+    )
     return ap
 
 
