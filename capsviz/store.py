@@ -89,6 +89,7 @@ class Split:
     revealed: bool
     counts: dict[str, int]
     answered: int
+    students: int  # who answered it in any round
 
 
 class Store:
@@ -378,13 +379,15 @@ class Store:
             "SELECT a.qid, a.choice, COUNT(*) FROM answers a JOIN questions q ON q.qid = a.qid AND q.round = a.round GROUP BY a.qid, a.choice"
         ):
             counted.setdefault(qid, {})[choice] = n
+        students = dict(self._read("SELECT qid, COUNT(DISTINCT who) FROM answers GROUP BY qid"))
         out = []
         for qid, page, text, choices, labels, key, rnd, revealed in self._read(
             "SELECT qid, page, text, choices, labels, answer, round, revealed FROM questions ORDER BY asked, qid"
         ):
             options = tuple(json.loads(choices))
             counts = dict.fromkeys(options, 0) | counted.get(qid, {})
-            out.append(Split(qid, page, text, options, tuple(json.loads(labels)), key, rnd, bool(revealed), counts, sum(counts.values())))
+            n = students.get(qid, 0)
+            out.append(Split(qid, page, text, options, tuple(json.loads(labels)), key, rnd, bool(revealed), counts, sum(counts.values()), n))
         return out
 
     def split(self, qid: str) -> Split | None:

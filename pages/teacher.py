@@ -19,7 +19,7 @@ from pages.projector import big
 
 CONNECTED_S = 300  # a student seen within the last 5 minutes is connected (a page open, moved or not)
 REFRESH_S = 5  # the live parts redraw this often
-SHOWN = 5  # questions shown whole, with their split and buttons: the most answered in their round
+SHOWN = 12  # questions shown whole, with their split and buttons (a guided tour asks 8): those most students answered
 
 st.title(t("Teacher"))
 who, teacher = person()
@@ -113,9 +113,10 @@ def the_class() -> None:
 @st.fragment(run_every=REFRESH_S)
 def the_questions() -> None:
     st.subheader(t("Questions"))
-    # the most answered first, the oldest first among as many: students who follow one link meet
-    # one question; students each on their own images meet questions of their own, one a student
-    splits = sorted(store.splits(), key=lambda s: -s.answered)
+    # the most students first (in any round: asked again, a question keeps its place), the oldest
+    # first among as many: students who follow one link meet one question; students each on their
+    # own images meet questions of their own, one a student
+    splits = sorted(store.splits(), key=lambda s: -s.students)
     if not splits:
         st.caption(t("No question has been answered in this class yet."))
     elif projected:

@@ -307,8 +307,9 @@ def test_the_teacher_page_counts_thirty_students_of_two_replicas_exactly(app):
 
 def test_the_teacher_page_shows_the_most_answered_questions_whole_and_sums_the_others_by_page(app):
     """A class each on its own images: 40 questions of one student each on the explorer and the
-    playground, two the class shared. The two shared and the oldest three of the rest are shown
-    whole (with their buttons), the other 37 as one row a page: how many, answers, right answers."""
+    playground, two the class shared. The two shared and the oldest ten of the rest are shown
+    whole (with their buttons), the other 30 as one row a page: how many, answers, right answers.
+    A question asked again keeps its place."""
     s = store.store(app.folder)
     rng = np.random.default_rng(3)
     names = [str(d) for d in range(10)]
@@ -326,13 +327,14 @@ def test_the_teacher_page_shows_the_most_answered_questions_whole_and_sums_the_o
         for k in range(n):
             ask(q, s, access.mint(app.folder, f"10.3.{n}.{k}")[0], q.answer)
         shared.append(q)
+    s.ask_again(shared[1].qid)  # round 2: nobody has answered it yet
     at = AppTest.from_file(APP, default_timeout=60)
     at.switch_page("pages/teacher.py").run()
     assert not at.exception, at.exception
     whole = [b.key.removeprefix("teacher_reveal_") for b in at.button if b.key and b.key.startswith("teacher_reveal_")]
-    assert whole == [shared[1].qid, shared[0].qid] + [q.qid for q in own[:3]]  # most answered first, then the oldest
-    assert any("37 more questions" in m.value for m in at.markdown)
-    rest = own[3:]
+    assert whole == [shared[1].qid, shared[0].qid] + [q.qid for q in own[:10]]  # most students first, then the oldest
+    assert any("30 more questions" in m.value for m in at.markdown)
+    rest = own[10:]
     table = at.table[-1].value
     rows = {row.iloc[0]: tuple(row.iloc[1:]) for _, row in table.iterrows()}
     for page, title in (("explorer", "DigitCaps explorer"), ("playground", "Routing playgrounds")):
