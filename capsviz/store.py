@@ -387,7 +387,9 @@ class Store:
             options = tuple(json.loads(choices))
             counts = dict.fromkeys(options, 0) | counted.get(qid, {})
             n = students.get(qid, 0)
-            out.append(Split(qid, page, text, options, tuple(json.loads(labels)), key, rnd, bool(revealed), counts, sum(counts.values()), n))
+            out.append(
+                Split(qid, page, text, options, tuple(json.loads(labels)), key, rnd, bool(revealed), counts, sum(counts.values()), n)
+            )
         return out
 
     def split(self, qid: str) -> Split | None:
