@@ -71,3 +71,47 @@ def test_a_student_predicts_then_sees_and_the_teacher_counts_it(browser, class_s
         phone.close()
         forged.close()
         projector.close()
+
+
+def test_the_teacher_page_of_a_class_on_its_own_images_reads_at_a_glance(browser, app_env, tmp_path_factory, shots):
+    """200 questions of one student each (a class each on its own images) and one the class
+    shared: projected in Chinese, the shared question is drawn whole and the others are one row a
+    page, in the reader's language."""
+    import numpy as np
+
+    from capsviz import store
+    from capsviz.analysis import questions
+    from capsviz.analysis.playground import DYNAMIC_PRESETS, dynamic_toy
+
+    folder = tmp_path_factory.mktemp("class-models")
+    for f in __import__("pathlib").Path(app_env["CAPSVIZ_CHECKPOINTS"]).glob("*.safetensors"):
+        (folder / f.name).symlink_to(f)
+    s = store.Store(folder)
+    rng = np.random.default_rng(5)
+    for k in range(200):
+        scores = rng.random(10)
+        q = questions.longest_capsule("m", rng.random((28, 28)), scores, int(scores.argmax()), [str(d) for d in range(10)])
+        text, labels = q.kept()
+        s.answer(q.qid, q.page, text, q.keys, labels, q.answer, f"{k:016x}", q.keys[k % len(q.keys)])
+    q = questions.uniform_changes_winner(dynamic_toy(DYNAMIC_PRESETS[next(iter(DYNAMIC_PRESETS))][:, :2], 3), ("shared",))
+    text, labels = q.kept()
+    for k in range(25):
+        s.answer(q.qid, q.page, text, q.keys, labels, q.answer, f"{1000 + k:016x}", q.keys[k % 2])
+    s.close()
+    log = tmp_path_factory.mktemp("class-teacher") / "server.log"
+    proc, url = start_streamlit({**app_env, "CAPSVIZ_CHECKPOINTS": str(folder)}, log)
+    projector = browser.new_context(viewport={"width": 1920, "height": 1080})
+    try:
+        teacher = new_page(projector)
+        open_page(teacher, url + "/teacher?lang=zh-Hans", "教师")
+        expect(teacher.get_by_text("第 1 轮有 25 名学生作答", exact=False)).to_be_visible()
+        more = teacher.get_by_text("另外 189 个问题", exact=False)
+        expect(more).to_be_visible()
+        more.scroll_into_view_if_needed()
+        expect(teacher.get_by_text("答对数", exact=True)).to_be_visible()
+        assert teacher.locator("[class*=st-key-teacher_reveal_]").count() == 12
+        teacher.screenshot(path=str(shots / "class-teacher-many-zh-1920.png"))
+        no_exceptions(teacher)
+    finally:
+        projector.close()
+        stop_streamlit(proc)
