@@ -15,12 +15,14 @@ from capsviz.data.upload import mib, remove_upload, stored_uploads, uploads_dir
 from capsviz.i18n import N_, keeping, t, tn
 from capsviz.text import plain
 from pages.classroom import class_store, person
+from pages.common import require_router
 from pages.projector import big
 
 CONNECTED_S = 300  # a student seen within the last 5 minutes is connected (a page open, moved or not)
 REFRESH_S = 5  # the live parts redraw this often
 SHOWN = 12  # questions shown whole, with their split and buttons (a guided tour asks 8): those most students answered
 
+require_router()
 st.title(t("Teacher"))
 who, teacher = person()
 if not teacher:

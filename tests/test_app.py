@@ -81,6 +81,23 @@ def router_mode(monkeypatch):
     monkeypatch.setattr(app_test_module, "PagesManager", RouterFirst)
 
 
+def test_every_page_hands_a_fresh_servers_legacy_run_to_the_router():
+    """On a fresh server Streamlit runs a deep link's file in pages/ directly, without app.py (its
+    legacy multipage folder; the router_mode fixture keeps AppTest from it): every page app.py
+    lists calls require_router() before anything else it runs, so app.py routes the link."""
+    import ast
+    import re
+
+    root = Path(APP).parent
+    source = (root / "app.py").read_text()
+    listed = set(re.findall(r'st\.Page\("(pages/\w+\.py)"', source)) | set(re.findall(r'^HOME = "(pages/\w+\.py)"', source, re.M))
+    assert {"pages/tour.py", "pages/teacher.py", "pages/zoo.py"} <= listed
+    for page in sorted(listed):
+        body = ast.parse((root / page).read_text()).body
+        runs = [n for n in body if isinstance(n, ast.Expr | ast.Assign) and isinstance(n.value, ast.Call)]
+        assert runs and ast.unparse(runs[0]) == "require_router()", (page, ast.unparse(runs[0]) if runs else None)
+
+
 @pytest.fixture
 def app(synthetic_data, tmp_path, monkeypatch):
     folder = tmp_path / "checkpoints"
