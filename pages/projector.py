@@ -7,7 +7,7 @@ teacher shares opens as the teacher shows it."""
 import streamlit as st
 
 from capsviz.i18n import t
-from capsviz.viz.share import local_only, qr_png, view_address
+from capsviz.viz.share import local_only, qr_png, reachable, view_address
 from pages.state import STATE, link_asks, view_params
 
 ON = ("1", "true", "yes", "on")
@@ -54,6 +54,14 @@ def big() -> bool:
     return bool(STATE.projector.get())
 
 
+@st.cache_resource(show_spinner=False)
+def _network() -> str | None:
+    """This machine's address on its network, as Streamlit prints it ("Network URL")."""
+    from streamlit import net_util
+
+    return net_util.get_internal_ip()
+
+
 @st.cache_data(max_entries=256, show_spinner=False)
 def _qr(address: str) -> bytes | None:
     return qr_png(address, scale=8)  # about 400 px: scanned from a few metres off the projected page
@@ -64,9 +72,9 @@ def share_view(page: str) -> None:
     image, settings) and its QR code above the page, folded until the teacher opens it, for
     students to open on their phones."""
     slot = STATE.share_slot.pop()
-    if not big() or slot is None:
+    if not big() or slot is None or page == "teacher":  # the Teacher page is no view for a student's phone
         return
-    address = view_address(st.context.url, page, view_params())
+    address = reachable(view_address(st.context.url, page, view_params()), st.get_option("server.address"), _network())
     with slot.container(), st.expander(t("Open this view on your phone: its address and QR code")):
         left, right = st.columns([1, 2])
         png = _qr(address)
@@ -76,7 +84,7 @@ def share_view(page: str) -> None:
         if local_only(address):
             right.caption(
                 t(
-                    "This address names this computer only: students need the server's address on the network (the one "
-                    "`python -m capsviz serve` prints)."
+                    "This address names this computer only: students need the server's address on the network (the "
+                    "Network URL that `capsviz app --server.address 0.0.0.0` prints)."
                 )
             )

@@ -145,7 +145,7 @@ def the_questions() -> None:
                 labels = [plain(said(x), "table") + (" ✓" if k == s.answer else "") for k, x in zip(s.choices, s.labels, strict=True)]
                 # a table of text, not a grid drawn on a canvas: the projector's large type reaches it
                 st.table(pd.DataFrame({t("answer"): labels, t("students"): [s.counts[k] for k in s.choices]}), hide_index=True)
-            if s.round > 1:
+            if s.round > 1 and (s.revealed or not projected):  # projected, that answers changed waits for the reveal too
                 changed = sum(1 for first, final in store.first_and_final(s.qid).values() if first != final)
                 st.caption(
                     tn("{n} student changed their answer since round 1.", "{n} students changed their answer since round 1.", changed)

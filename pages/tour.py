@@ -267,8 +267,7 @@ def step_view() -> None:
         args=(-1,),
         disabled=k == 1,
         width="stretch",
-        icon=":material/arrow_back:",
-        shortcut="Left",
+        shortcut="Left",  # Streamlit shows the key's arrow beside the word: no icon besides
         help=t("Previous step (left arrow key)"),
     )
     nxt.button(
@@ -279,7 +278,6 @@ def step_view() -> None:
         disabled=k == N,
         width="stretch",
         type="primary",
-        icon=":material/arrow_forward:",
         shortcut="Right",
         help=t("Next step (right arrow key)"),
     )

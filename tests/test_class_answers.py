@@ -345,6 +345,33 @@ def test_the_teacher_page_shows_the_most_answered_questions_whole_and_sums_the_o
         assert rows[title] == (len(mine), len(mine), sum(1 for k in mine if k % 4 == 0))
 
 
+def test_a_projected_teacher_page_keeps_a_revotes_changes_for_the_reveal(app):
+    """Projected, a question asked again hides its split, its right answer and how many changed
+    their answer until the teacher reveals it; unprojected, the teacher sees them at once."""
+    s = store.store(app.folder)
+    q = questions.uniform_changes_winner(dynamic_toy(DYNAMIC_PRESETS[next(iter(DYNAMIC_PRESETS))][:, :2], 3), ("revote",))
+    wrong = next(k for k in q.keys if k != q.answer)
+    people = [access.mint(app.folder, f"10.4.0.{k}")[0] for k in range(4)]
+    for who in people:
+        ask(q, s, who, wrong)
+    s.ask_again(q.qid)
+    for who in people:
+        ask(q, s, who, q.answer)
+
+    def changed(at) -> bool:
+        return any("changed their answer since round 1" in c.value for c in at.caption)
+
+    for projected, revealed, shown in ((False, False, True), (True, False, False), (True, True, True)):
+        s.reveal(q.qid, revealed)
+        at = AppTest.from_file(APP, default_timeout=60)
+        if projected:
+            at.query_params["projector"] = "1"
+        at.switch_page("pages/teacher.py").run()
+        assert not at.exception, at.exception
+        split = [x for x in at.table if x.value.columns[0] == "answer"]
+        assert changed(at) == shown and bool(split) == shown, (projected, revealed)
+
+
 @pytest.mark.parametrize("top2, labels, named", [((3, 7), (7, 3), "2"), ((3, 5), (7, 3), "1"), ((1, 2), (7, 3), "0")])
 def test_the_multimnist_question_counts_the_digits_named(top2, labels, named):
     q = questions.both_digits("m", np.zeros((36, 36)), top2, labels)

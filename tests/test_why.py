@@ -393,12 +393,18 @@ def test_the_qr_code_holds_exactly_the_views_address():
     segno = pytest.importorskip("segno")
     from PIL import Image
 
-    from capsviz.viz.share import local_only, qr_png, view_address
+    from capsviz.viz.share import local_only, qr_png, reachable, view_address
 
     address = view_address("http://10.0.0.5:8501/", "why", {"model": ["capsnet-mnist.safetensors"], "why_shift": ["4"], "projector": ["1"]})
     assert address == "http://10.0.0.5:8501/why?model=capsnet-mnist.safetensors&projector=1&why_shift=4"
     assert view_address("http://10.0.0.5:8501/why", "why", {}) == "http://10.0.0.5:8501/why"
     assert not local_only(address) and local_only("http://localhost:8501/why") and local_only("/why?x=1")
+    # the teacher's browser on the server itself: the machine's network address, where the server listens on it
+    here = "http://127.0.0.1:8501/why?projector=1"
+    assert reachable(here, "", "10.0.0.5") == reachable(here, "0.0.0.0", "10.0.0.5") == "http://10.0.0.5:8501/why?projector=1"
+    assert reachable(here, "127.0.0.1", "10.0.0.5") == here  # listening on this computer alone: no phone reaches it
+    assert reachable(here, "", None) == reachable(here, "", "127.0.0.1") == here and reachable(address, "", "10.9.9.9") == address
+    assert reachable("http://localhost/why", "::", "fd00::5") == "http://[fd00::5]/why"
     scale, border = 6, 2
     img = np.asarray(Image.open(io.BytesIO(qr_png(address, scale=scale))).convert("L"))
     want = np.array([[bool(m) for m in row] for row in segno.make(address, error="m", micro=False).matrix])

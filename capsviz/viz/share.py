@@ -6,7 +6,7 @@ address alone."""
 from __future__ import annotations
 
 import io
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 try:
     import segno
@@ -31,6 +31,24 @@ def local_only(address: str) -> bool:
     """Whether `address` names this computer alone (localhost): a student's phone cannot open it."""
     host = urlsplit(address).hostname
     return host is None or host in LOCAL_HOSTS
+
+
+def reachable(address: str, listening: str | None, network: str | None) -> str:
+    """`address` as a phone on the network opens it: where it names this computer alone (the
+    teacher's browser on the server itself) and the server listens on every interface
+    (`listening`, Streamlit's server.address: unset, 0.0.0.0 or ::), the machine's address on the
+    network (`network`) in its place; else `address` as it is."""
+    parts = urlsplit(address)
+    if (
+        not parts.hostname
+        or not local_only(address)
+        or not network
+        or network in LOCAL_HOSTS
+        or (listening or "") not in ("", "0.0.0.0", "::")
+    ):
+        return address
+    host = f"[{network}]" if ":" in network else network
+    return urlunsplit(parts._replace(netloc=host + (f":{parts.port}" if parts.port else "")))
 
 
 def qr_png(address: str, scale: int = 6) -> bytes | None:
