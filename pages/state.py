@@ -116,6 +116,7 @@ class State:
         "lang", str, "en", "the language of every word the session is shown (the sidebar's switch)", param="lang", choices=tuple(LANGUAGES)
     )
     language_asked = Key("language_asked", str, "", "a language the link asked for that capsviz does not have, until noted")
+    language_drawn = Key("language_drawn", str, "", "the language the session's widgets were last drawn in (pages.language)")
     # --- the active model (the sidebar)
     page_now = Key("page_now", str, "", "the page this run shows (a page change hands the test image on)")
     dataset_pick = Key("dataset_pick", str, "all datasets", "the sidebar's dataset filter")

@@ -85,3 +85,32 @@ def cut_options(page) -> list[str]:
         page.keyboard.press("Escape")
         options.wait_for(state="hidden", timeout=10_000)
     return found
+
+
+def test_switching_the_language_redraws_every_choice_in_the_new_words(browser, shipped_server, shots):
+    """The playground in English, then the sidebar's switch to Japanese: each select box shows its
+    choice in Japanese and each radio still shows its choice (the browser kept the English words of
+    a choice, and a radio whose words were gone showed none)."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": HEIGHT})
+    page = new_page(ctx, 600_000)
+    try:
+        page.goto(f"{shipped_server}/playground?lang=en")
+        wait_for_app_run(page, 600_000)
+        boxes = page.locator("[data-testid=stSelectbox] [role=combobox]")
+        english = boxes.evaluate_all("fields => fields.map(f => f.value)")
+        assert any("all datasets" in b for b in english) and any("lower capsule" in b for b in english), english
+        radios = page.get_by_test_id("stMain").locator("[data-testid=stRadio]")
+        assert radios.count() >= 2
+        page.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").first.click()
+        page.get_by_role("option", name="日本語").click()
+        expect(page.get_by_test_id("stMain").locator("h1").first).to_have_text("ルーティングの実験場")
+        wait_for_app_run(page, 600_000)
+        shown = boxes.evaluate_all("fields => fields.map(f => f.value)")
+        assert not [b for b in shown if re.search(r"all datasets|lower capsule|agreeing", b)], shown
+        assert any("すべてのデータセット" in b for b in shown) and any("下位カプセル 1" in b for b in shown), shown
+        for k in range(radios.count()):
+            assert radios.nth(k).locator("input:checked").count() == 1, radios.nth(k).inner_text()
+        page.screenshot(path=str(shots / "language_switched_playground_ja.png"))
+        no_exceptions(page)
+    finally:
+        ctx.close()
