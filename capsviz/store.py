@@ -410,6 +410,12 @@ class Store:
             c.execute("DELETE FROM answers")
             c.execute("DELETE FROM questions")
 
+    def reasons(self, qid: str, rnd: int, most: int = 20) -> list[tuple[str, str]]:
+        """(choice, reason) of the latest `most` answers to `qid` in round `rnd` that gave a reason."""
+        return self._read(
+            "SELECT choice, reason FROM answers WHERE qid = ? AND round = ? AND reason <> '' ORDER BY at DESC LIMIT ?", (qid, rnd, most)
+        )
+
     def first_and_final(self, qid: str) -> dict[str, tuple[str, str]]:
         """Per student who answered `qid`: (their first answer, their latest), over every round."""
         rows = self._read("SELECT who, round, choice FROM answers WHERE qid = ? ORDER BY who, round", (qid,))

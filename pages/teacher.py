@@ -13,6 +13,7 @@ from capsviz import access
 from capsviz.analysis.questions import answers_csv, said
 from capsviz.data.upload import mib, remove_upload, stored_uploads, uploads_dir
 from capsviz.i18n import N_, keeping, t, tn
+from capsviz.store import MAX_REASON
 from capsviz.text import plain
 from pages.classroom import class_store, person
 from pages.common import require_router
@@ -145,6 +146,13 @@ def the_questions() -> None:
                 labels = [plain(said(x), "table") + (" ✓" if k == s.answer else "") for k, x in zip(s.choices, s.labels, strict=True)]
                 # a table of text, not a grid drawn on a canvas: the projector's large type reaches it
                 st.table(pd.DataFrame({t("answer"): labels, t("students"): [s.counts[k] for k in s.choices]}), hide_index=True)
+            if s.revealed or not projected:  # a reason may name the answer: projected, it waits for the reveal
+                said_why = store.reasons(s.qid, s.round)
+                if said_why:
+                    named = dict(zip(s.choices, s.labels, strict=True))
+                    with st.expander(tn("{n} reason given", "{n} reasons given", len(said_why))):
+                        for choice, reason in said_why:  # st.text: as typed, no Markdown
+                            st.text(f"{plain(said(named[choice]), 'table')}: {plain(reason, 'table', MAX_REASON)}")
             if s.round > 1 and (s.revealed or not projected):  # projected, that answers changed waits for the reveal too
                 changed = sum(1 for first, final in store.first_and_final(s.qid).values() if first != final)
                 st.caption(

@@ -346,8 +346,9 @@ def test_the_teacher_page_shows_the_most_answered_questions_whole_and_sums_the_o
 
 
 def test_a_projected_teacher_page_keeps_a_revotes_changes_for_the_reveal(app):
-    """Projected, a question asked again hides its split, its right answer and how many changed
-    their answer until the teacher reveals it; unprojected, the teacher sees them at once."""
+    """Projected, a question asked again hides its split, its right answer, how many changed their
+    answer and the students' reasons until the teacher reveals it; unprojected, the teacher sees
+    them at once, each reason as typed (no Markdown) beside the answer it came with."""
     s = store.store(app.folder)
     q = questions.uniform_changes_winner(dynamic_toy(DYNAMIC_PRESETS[next(iter(DYNAMIC_PRESETS))][:, :2], 3), ("revote",))
     wrong = next(k for k in q.keys if k != q.answer)
@@ -355,8 +356,8 @@ def test_a_projected_teacher_page_keeps_a_revotes_changes_for_the_reveal(app):
     for who in people:
         ask(q, s, who, wrong)
     s.ask_again(q.qid)
-    for who in people:
-        ask(q, s, who, q.answer)
+    for k, who in enumerate(people):
+        ask(q, s, who, q.answer, reason=["**bold** [a](http://x)", "", "votes agree", ""][k])
 
     def changed(at) -> bool:
         return any("changed their answer since round 1" in c.value for c in at.caption)
@@ -370,6 +371,9 @@ def test_a_projected_teacher_page_keeps_a_revotes_changes_for_the_reveal(app):
         assert not at.exception, at.exception
         split = [x for x in at.table if x.value.columns[0] == "answer"]
         assert changed(at) == shown and bool(split) == shown, (projected, revealed)
+        reasons = [x.value for x in at.text]
+        assert bool(at.expander and any("2 reasons given" in e.label for e in at.expander)) == shown
+        assert sorted(reasons) == (sorted(f"{q.label(q.answer)}: {r}" for r in ("**bold** [a](http://x)", "votes agree")) if shown else [])
 
 
 @pytest.mark.parametrize("top2, labels, named", [((3, 7), (7, 3), "2"), ((3, 5), (7, 3), "1"), ((1, 2), (7, 3), "0")])
