@@ -85,6 +85,6 @@ def share_view(page: str) -> None:
             right.caption(
                 t(
                     "This address names this computer only: students need the server's address on the network (the "
-                    "Network URL that `capsviz app --server.address 0.0.0.0` prints)."
+                    "one `capsviz app --server.address 0.0.0.0` prints)."
                 )
             )

@@ -21,7 +21,7 @@ from pages.projector import big
 
 CONNECTED_S = 300  # a student seen within the last 5 minutes is connected (a page open, moved or not)
 REFRESH_S = 5  # the live parts redraw this often
-SHOWN = 12  # questions shown whole, with their split and buttons (a guided tour asks 8): those most students answered
+WHOLE = 12  # questions shown whole, with their split and buttons (a guided tour asks 8): those most students answered
 
 require_router()
 st.title(t("Teacher"))
@@ -124,7 +124,7 @@ def the_questions() -> None:
         st.caption(t("No question has been answered in this class yet."))
     elif projected:
         st.caption(t("Projected, a question shows how the class answered, and which answer is right, once you reveal it to the students."))
-    for s in splits[:SHOWN]:
+    for s in splits[:WHOLE]:
         with st.container(border=True):
             st.markdown(plain(said(s.text)))  # in the teacher's language, whoever answered first
             if s.revealed:
@@ -167,7 +167,7 @@ def the_questions() -> None:
             ):
                 store.ask_again(s.qid)
                 st.rerun(scope="fragment")
-    others(splits[SHOWN:])
+    others(splits[WHOLE:])
 
 
 def others(rest) -> None:
