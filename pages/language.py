@@ -8,14 +8,13 @@ from __future__ import annotations
 import threading
 
 import streamlit as st
-from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from capsviz import i18n
 from capsviz.i18n import LANGUAGES, t
 from capsviz.text import plain
 from capsviz.viz.teach import font_note
-from pages.state import STATE, link_asks
+from pages.state import STATE, choices_again, link_asks
 
 
 def _session_language() -> str | None:
@@ -83,23 +82,6 @@ def choose_language() -> str:
     return lang
 
 
-def redraw_choices() -> None:
-    """After the language changed: every choice widget's value (a select box's, a radio's) set again
-    before its widget is drawn, so Streamlit sends the browser the chosen option in the new words.
-    The browser keeps a choice as the words of the option it showed, and Streamlit sends a value
-    only when it changed: the old language's words stayed in the box, and a radio showed no choice.
-    Choices are text or whole numbers; a button's state (True/False) is never set (Streamlit
-    refuses it), nor a widget this run has drawn already."""
-    for key in list(st.session_state.keys()):
-        value = st.session_state[key]
-        if key == STATE.language.key or isinstance(value, bool) or not isinstance(value, str | int):
-            continue
-        try:
-            st.session_state[key] = value
-        except StreamlitAPIException:  # drawn earlier in this run (the sidebar's teacher key field)
-            pass
-
-
 def language_switch() -> None:
     """The sidebar's switch (labelled in all three languages, so anyone finds it), and the link
     carries the choice: a shared link opens in the sender's language."""
@@ -112,7 +94,9 @@ def language_switch() -> None:
     )
     lang = i18n.set_language(STATE.language.get())
     if STATE.language_drawn.get(lang) != lang:
-        redraw_choices()
+        # the browser keeps a choice as the words of the option it showed, and Streamlit sends a value
+        # only when it changed: the old language's words stayed in the boxes, and radios showed no choice
+        choices_again(skip=STATE.language.key)
     STATE.language_drawn.set(lang)
     if font_note(lang):
         st.caption(font_note(lang))

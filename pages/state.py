@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from capsviz.analysis import lab, stored
 from capsviz.i18n import LANGUAGES, N_
@@ -238,3 +239,18 @@ def view_params() -> dict[str, list[str]]:
     """The address's settings as the page has written them in this run: what a link to this very
     view holds (each parameter with all its values). Read after the page has run."""
     return {k: st.query_params.get_all(k) for k in st.query_params}
+
+
+def choices_again(skip: str) -> None:
+    """Every choice widget's value (text or a whole number: a select box's, a radio's) set again, so
+    Streamlit sends it to the browser in the words of this run (pages.language, after a language
+    switch); `skip`'s and a widget this run has drawn already are left as they are, and a button's
+    state (True/False) is never set (Streamlit refuses it)."""
+    for key in list(st.session_state.keys()):
+        value = st.session_state[key]
+        if key == skip or isinstance(value, bool) or not isinstance(value, str | int):
+            continue
+        try:
+            st.session_state[key] = value
+        except StreamlitAPIException:  # drawn earlier in this run (the sidebar's teacher key field)
+            pass
