@@ -374,15 +374,34 @@ class Store:
 
     def splits(self) -> list[Split]:
         """Every question asked in this class, oldest first, with its current round's split."""
+        return self._splits("", ())
+
+    def split(self, qid: str) -> Split | None:
+        found = self._splits(" WHERE q.qid = ?", (qid,))
+        return found[0] if found else None
+
+    def _splits(self, where: str, args: tuple) -> list[Split]:
+        """The questions `where` picks (a clause on `questions q`), each with its split: three
+        queries, however many questions."""
         counted: dict[str, dict[str, int]] = {}
         for qid, choice, n in self._read(
-            "SELECT a.qid, a.choice, COUNT(*) FROM answers a JOIN questions q ON q.qid = a.qid AND q.round = a.round GROUP BY a.qid, a.choice"
+            "SELECT a.qid, a.choice, COUNT(*) FROM answers a JOIN questions q ON q.qid = a.qid AND q.round = a.round"
+            + where
+            + " GROUP BY a.qid, a.choice",
+            args,
         ):
             counted.setdefault(qid, {})[choice] = n
-        students = dict(self._read("SELECT qid, COUNT(DISTINCT who) FROM answers GROUP BY qid"))
+        students = dict(
+            self._read(
+                "SELECT a.qid, COUNT(DISTINCT a.who) FROM answers a JOIN questions q ON q.qid = a.qid" + where + " GROUP BY a.qid", args
+            )
+        )
         out = []
         for qid, page, text, choices, labels, key, rnd, revealed in self._read(
-            "SELECT qid, page, text, choices, labels, answer, round, revealed FROM questions ORDER BY asked, qid"
+            "SELECT q.qid, q.page, q.text, q.choices, q.labels, q.answer, q.round, q.revealed FROM questions q"
+            + where
+            + " ORDER BY q.asked, q.qid",
+            args,
         ):
             options = tuple(json.loads(choices))
             counts = dict.fromkeys(options, 0) | counted.get(qid, {})
@@ -391,9 +410,6 @@ class Store:
                 Split(qid, page, text, options, tuple(json.loads(labels)), key, rnd, bool(revealed), counts, sum(counts.values()), n)
             )
         return out
-
-    def split(self, qid: str) -> Split | None:
-        return next((s for s in self.splits() if s.qid == qid), None)
 
     def reveal(self, qid: str, shown: bool = True) -> None:
         with self._write() as c:
