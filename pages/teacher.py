@@ -142,22 +142,21 @@ def the_questions() -> None:
                     round=s.round,
                 )
             st.caption(shown)  # plain: numbers only
-            if s.revealed or not projected:
+            if s.revealed or not projected:  # projected, the split, its right answer, the reasons and the changes wait for the reveal
                 labels = [plain(said(x), "table") + (" ✓" if k == s.answer else "") for k, x in zip(s.choices, s.labels, strict=True)]
                 # a table of text, not a grid drawn on a canvas: the projector's large type reaches it
                 st.table(pd.DataFrame({t("answer"): labels, t("students"): [s.counts[k] for k in s.choices]}), hide_index=True)
-            if s.revealed or not projected:  # a reason may name the answer: projected, it waits for the reveal
                 said_why = store.reasons(s.qid, s.round)
                 if said_why:
                     named = dict(zip(s.choices, s.labels, strict=True))
                     with st.expander(tn("{n} reason given", "{n} reasons given", len(said_why))):
                         for choice, reason in said_why:  # st.text: as typed, no Markdown
                             st.text(f"{plain(said(named[choice]), 'table')}: {plain(reason, 'table', MAX_REASON)}")
-            if s.round > 1 and (s.revealed or not projected):  # projected, that answers changed waits for the reveal too
-                changed = sum(1 for first, final in store.first_and_final(s.qid).values() if first != final)
-                st.caption(
-                    tn("{n} student changed their answer since round 1.", "{n} students changed their answer since round 1.", changed)
-                )
+                if s.round > 1:
+                    changed = sum(1 for first, final in store.first_and_final(s.qid).values() if first != final)
+                    st.caption(
+                        tn("{n} student changed their answer since round 1.", "{n} students changed their answer since round 1.", changed)
+                    )
             a, b = st.columns(2)
             if a.button(t("Hide from the students") if s.revealed else t("Reveal to the students"), key=f"teacher_reveal_{s.qid}"):
                 store.reveal(s.qid, not s.revealed)
