@@ -92,6 +92,20 @@ class Split:
     students: int  # who answered it in any round
 
 
+def _write_ahead(conn: sqlite3.Connection) -> None:
+    """Put the file in WAL mode (it stays so). SQLite does not wait for a lock here as it does for
+    a write: two processes opening a new file at once may see "database is locked", so try again."""
+    deadline = time.monotonic() + BUSY_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01 + random.random() * 0.02)
+
+
 class Store:
     """One connection per thread, to SQLite in `folder` or to the PostgreSQL at `url`."""
 
@@ -121,7 +135,7 @@ class Store:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
-                conn.execute("PRAGMA journal_mode = WAL")
+                _write_ahead(conn)
                 conn.execute("PRAGMA synchronous = NORMAL")  # WAL: a power cut may lose the last answers, never corrupt the file
             self._local.conn = conn
         if not self._ready:
