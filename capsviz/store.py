@@ -55,11 +55,13 @@ SCHEMA = (
     " teacher INTEGER NOT NULL DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS questions (qid TEXT PRIMARY KEY, page TEXT NOT NULL, text TEXT NOT NULL, choices TEXT NOT NULL,"
     " labels TEXT NOT NULL, answer TEXT NOT NULL, round INTEGER NOT NULL DEFAULT 1, revealed INTEGER NOT NULL DEFAULT 0, asked DOUBLE PRECISION NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS subjects (qid TEXT PRIMARY KEY, model TEXT NOT NULL, picture TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS answers (qid TEXT NOT NULL, who TEXT NOT NULL, round INTEGER NOT NULL, choice TEXT NOT NULL,"
     " reason TEXT NOT NULL DEFAULT '', correct INTEGER NOT NULL, at DOUBLE PRECISION NOT NULL, PRIMARY KEY (qid, who, round))",
 )
 FORGET_S = 180 * 86400  # an identity not seen for half a year is forgotten (its browser gets a new one)
 MAX_REASON = 200  # characters of a student's optional reason: one line
+MAX_SUBJECT = 20_000  # characters of a question's model name and picture (base64 PNG); a larger picture is not kept
 MAX_QUESTIONS = 10_000  # distinct questions kept per class; beyond, new ones are not recorded (a hostile flood)
 
 
@@ -347,12 +349,13 @@ class Store:
         who: str,
         choice: str,
         reason: str = "",
+        about: tuple[str, str] = ("", ""),
     ) -> int:
         """Record `who`'s answer to the question `qid` (its text and choices' labels as
         capsviz.analysis.questions.Question.kept gives them, in no one language; its choices' keys; the
-        right choice's key, recorded with the first answer) in the question's current round (a later
-        answer in the same round replaces theirs); returns the round. CapsvizError for a choice the
-        question does not offer."""
+        right choice's key and `about`, the model it asks about and the image as a base64 PNG, recorded
+        with the first answer) in the question's current round (a later answer in the same round
+        replaces theirs); returns the round. CapsvizError for a choice the question does not offer."""
         if choice not in choices:
             raise CapsvizError(t("{choice} is not one of the question's choices.", choice=repr(choice)))
         now = time.time()
@@ -366,6 +369,11 @@ class Store:
                     "INSERT INTO questions (qid, page, text, choices, labels, answer, round, revealed, asked) VALUES (?, ?, ?, ?, ?, ?, 1, 0, ?)",
                     (qid, page, text, json.dumps(list(choices)), json.dumps(list(labels)), key, now),
                 )
+                model, picture = about
+                if (model or picture) and len(model) + len(picture) <= MAX_SUBJECT:
+                    c.execute(
+                        "INSERT INTO subjects (qid, model, picture) VALUES (?, ?, ?) ON CONFLICT (qid) DO NOTHING", (qid, model, picture)
+                    )
                 rnd = 1
             else:
                 rnd = row[0]
@@ -425,6 +433,16 @@ class Store:
             )
         return out
 
+    def subjects(self, qids: list[str]) -> dict[str, tuple[str, str]]:
+        """Of the questions `qids`: the model each asks about and its image (a base64 PNG, "" for none)."""
+        if not qids:
+            return {}
+        marks = ", ".join("?" * len(qids))
+        return {
+            qid: (model, picture)
+            for qid, model, picture in self._read(f"SELECT qid, model, picture FROM subjects WHERE qid IN ({marks})", tuple(qids))
+        }
+
     def reveal(self, qid: str, shown: bool = True) -> None:
         with self._write() as c:
             c.execute("UPDATE questions SET revealed = ? WHERE qid = ?", (int(shown), qid))
@@ -439,6 +457,7 @@ class Store:
         with self._write() as c:
             c.execute("DELETE FROM answers")
             c.execute("DELETE FROM questions")
+            c.execute("DELETE FROM subjects")
 
     def reasons(self, qid: str, rnd: int, most: int = 20) -> list[tuple[str, str]]:
         """(choice, reason) of the latest `most` answers to `qid` in round `rnd` that gave a reason."""
@@ -455,10 +474,11 @@ class Store:
         return out
 
     def answer_rows(self) -> list[tuple]:
-        """(qid, page, question, who, round, choice, correct, reason, at) of every answer, for the export."""
+        """(qid, page, model, question, who, round, choice, correct, reason, at) of every answer, for
+        the export ("" for the model of a question about none)."""
         return self._read(
-            "SELECT a.qid, q.page, q.text, a.who, a.round, a.choice, a.correct, a.reason, a.at FROM answers a"
-            " JOIN questions q ON q.qid = a.qid ORDER BY q.asked, a.qid, a.who, a.round"
+            "SELECT a.qid, q.page, COALESCE(m.model, ''), q.text, a.who, a.round, a.choice, a.correct, a.reason, a.at FROM answers a"
+            " JOIN questions q ON q.qid = a.qid LEFT JOIN subjects m ON m.qid = a.qid ORDER BY q.asked, a.qid, a.who, a.round"
         )
 
 

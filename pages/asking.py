@@ -17,6 +17,7 @@ import streamlit as st
 from capsviz.analysis.questions import Question, said, split_words
 from capsviz.i18n import keeping, t, tn
 from capsviz.text import plain
+from capsviz.viz import thumbnail
 from pages.classroom import class_store, person
 from pages.projector import big
 from pages.state import STATE
@@ -28,7 +29,8 @@ def _record(q: Question, who: str, choice: str | None, reason: str) -> int:
         return _round(q, who)[0]
     try:
         text, labels = q.kept()  # in no one language: each reader sees them in theirs
-        return class_store().answer(q.qid, q.page, text, q.keys, labels, q.answer, who, choice, reason)
+        about = (q.model_name(), "" if q.picture is None else thumbnail(q.picture))  # the Teacher page tells questions apart by them
+        return class_store().answer(q.qid, q.page, text, q.keys, labels, q.answer, who, choice, reason, about)
     except Exception:  # noqa: BLE001 - the reveal still comes; the Teacher page just does not count it
         return 1
 

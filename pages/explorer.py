@@ -68,7 +68,7 @@ pred = answer(STATE.model_key.get(), model, image)
 # predict, then see: the lengths (the bar chart, the capsule list) stay hidden until the student answers
 question = longest_capsule(STATE.model_key.get(), image, pred.scores, pred.predicted, names, label)
 if not ask(question):
-    show(st, picture(to_image, image, width=168), t("The input image (label {label})", label=plain(label)), 168)
+    show(st, picture(to_image, image, width=168), t("The input image (its label is shown once you answer)"), 168)
     st.stop()
 qp = st.query_params
 linked_capsule = link_number(STATE.capsule_index, 0, len(names) - 1, pred.predicted, t("capsule"))  # a shared link's choice, once

@@ -6,6 +6,8 @@ again after a discussion (projected, a question's split and its answer show once
 class; the answers as CSV. Everything comes from the class's
 store (capsviz.store), which every app process of the server shares and which outlives a restart."""
 
+import base64
+
 import pandas as pd
 import streamlit as st
 
@@ -124,9 +126,11 @@ def the_questions() -> None:
         st.caption(t("No question has been answered in this class yet."))
     elif projected:
         st.caption(t("Projected, a question shows how the class answered, and which answer is right, once you reveal it to the students."))
-    for s in splits[:WHOLE]:
+    whole = splits[:WHOLE]
+    about = store.subjects([s.qid for s in whole])
+    for s in whole:
         with st.container(border=True):
-            st.markdown(plain(said(s.text)))  # in the teacher's language, whoever answered first
+            heading(s.text, *about.get(s.qid, ("", "")))
             if s.revealed:
                 shown = tn(
                     "{n} student answered in round {round}; the students see the class's answers.",
@@ -167,6 +171,19 @@ def the_questions() -> None:
                 store.ask_again(s.qid)
                 st.rerun(scope="fragment")
     others(splits[WHOLE:])
+
+
+def heading(text: str, model: str, picture: str) -> None:
+    """A question as the teacher tells it from the others: its words (in the teacher's language,
+    whoever answered first), the model it asks about and the image it was asked on."""
+    if picture:
+        left, right = st.columns([1, 7], vertical_alignment="center")
+        left.image(base64.b64decode(picture), width=56)
+    else:
+        right = st
+    right.markdown(plain(said(text)))
+    if model:
+        right.caption(t("Model: {model}", model=plain(model)))
 
 
 def others(rest) -> None:

@@ -153,7 +153,7 @@ def test_an_answer_must_be_one_of_the_choices(tmp_path, class_db):
     with pytest.raises(CapsvizError, match="not one of the question's choices"):
         ask(q, s, "ann", "'; DROP TABLE answers; --")
     ask(q, s, "ann", q.keys[0], reason="x" * 5000)
-    assert len(s.answer_rows()[0][7]) == store.MAX_REASON
+    assert len(s.answer_rows()[0][8]) == store.MAX_REASON
 
 
 def test_the_export_names_no_student_and_runs_no_formula(tmp_path, class_db):
@@ -163,8 +163,8 @@ def test_the_export_names_no_student_and_runs_no_formula(tmp_path, class_db):
     text = questions.answers_csv(s.answer_rows(), access.label)
     rows = list(csv.reader(io.StringIO(text)))
     assert rows[0] == list(questions.CSV_COLUMNS) and len(rows) == 2
-    assert "0123456789abcdef" not in text and rows[1][3] == access.label("0123456789abcdef")
-    assert rows[1][7] == "'=HYPERLINK(1)"
+    assert "0123456789abcdef" not in text and rows[1][4] == access.label("0123456789abcdef")
+    assert rows[1][8] == "'=HYPERLINK(1)"
 
 
 # -- the pages --------------------------------------------------------------------------------
@@ -343,6 +343,62 @@ def test_the_teacher_page_shows_the_most_answered_questions_whole_and_sums_the_o
     for page, title in (("explorer", "DigitCaps explorer"), ("playground", "Routing playgrounds")):
         mine = [k for k, q in enumerate(own) if q.page == page and q in rest]
         assert rows[title] == (len(mine), len(mine), sum(1 for k in mine if k % 4 == 0))
+
+
+def test_the_teacher_tells_questions_on_two_images_apart_by_their_picture_and_model(students, monkeypatch):
+    """Two students answer the explorer's question on two test images: the same words, so the
+    Teacher page shows each beside the image it was asked on and the model's name; a playground
+    question (a toy, no model) has neither. The export names the model too."""
+    from capsviz.analysis import image_at
+    from capsviz.data.mnist import load_mnist
+    from capsviz.viz import thumbnail
+
+    asked = {}
+    for index in (3, 8):
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params["image"] = str(index)
+        at.switch_page("pages/explorer.py").run()
+        assert not at.exception, at.exception
+        assert not any("(label" in c for e in at.get("image") for c in e.captions)  # the label waits too
+        radio = question_radio(at)
+        qid = radio.key.removeprefix("answer_")
+        radio.set_value(radio.options[0]).run()
+        next(b for b in at.button if b.key == f"commit_{qid}").click().run()
+        assert not at.exception, at.exception
+        asked[qid] = index
+    toy = playground()
+    toy_qid = question_radio(toy).key.removeprefix("answer_")
+    next(b for b in toy.button if b.key == f"skip_{toy_qid}").click().run()
+    s = store.store(students.folder)
+    q = questions.uniform_changes_winner(dynamic_toy(DYNAMIC_PRESETS[next(iter(DYNAMIC_PRESETS))][:, :2], 3), ("toy",))
+    ask(q, s, "0123456789abcdef", q.keys[0])
+
+    about = s.subjects([*asked, q.qid])
+    assert set(about) == set(asked)  # the toy's question is about no model and no image
+    images = load_mnist("mnist", "test").images
+    for qid, index in asked.items():
+        model, picture = about[qid]
+        assert model == "tiny-capsnet"
+        assert picture == thumbnail(image_at(images, index))  # the image it was asked on, at twice its size
+    assert about[next(iter(asked))][1] != about[list(asked)[1]][1]
+
+    monkeypatch.setattr(pages.classroom, "address", lambda: access.LOCAL)
+    teacher = AppTest.from_file(APP, default_timeout=60)
+    teacher.switch_page("pages/teacher.py").run()
+    assert not teacher.exception, teacher.exception
+    assert len(teacher.get("image")) == 2  # one beside each explorer question, none beside the toy's
+    assert [c.value for c in teacher.caption].count("Model: tiny-capsnet") == 2
+    rows = list(csv.reader(io.StringIO(questions.answers_csv(s.answer_rows(), access.label))))
+    assert sorted(r[2] for r in rows[1:]) == ["", "tiny-capsnet", "tiny-capsnet"]
+
+
+def test_a_questions_model_is_named_as_the_sidebar_names_it():
+    def named(model):
+        return questions.Question("q", "p", questions.Words.as_is("x"), (), (), "a", questions.Words.as_is("y"), model).model_name()
+
+    assert named("/srv/checkpoints/capsnet-mnist.safetensors:1732871234.5") == "capsnet-mnist"  # a page's cache key
+    assert named("capsnet-mnist") == named("capsnet-mnist.safetensors") == "capsnet-mnist"  # the tour's stem, the site's file
+    assert named(r"C:\models\cnn-small.safetensors:12") == "cnn-small" and named("") == ""
 
 
 def test_a_projected_teacher_page_keeps_a_revotes_changes_for_the_reveal(app):

@@ -267,7 +267,7 @@ def page_words(at) -> list[str]:
         out += [" ".join([c.get("label") or "", c.get("help") or ""]) for c in json.loads(frame.proto.columns).values()]
         out += [x for col in frame.value.columns for x in frame.value[col] if isinstance(x, str)]
     out += [e.proto.label for e in at.get("download_button")]
-    out += [i.caption for e in at.get("imgs") for i in e.proto.imgs]
+    out += [c for e in at.get("image") for c in e.captions]
     return out
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -132,6 +132,16 @@ class Question:
     labels: tuple[Words, ...]
     answer: str
     why: Words
+    model: str = ""  # the model it asks about, for the Teacher page ("" for a toy of the playground)
+    picture: np.ndarray | None = field(default=None, compare=False, repr=False)  # the image it asks about, (H, W) or (C, H, W) in [0, 1]
+
+    def model_name(self) -> str:
+        """The model it asks about as the sidebar names it: a checkpoint's stem, without the folder
+        and the time a page's cache key adds (pages.active.model_key)."""
+        if not self.model:
+            return ""
+        path = self.model.rsplit(":", 1)[0] if self.model.rsplit(":", 1)[-1].replace(".", "").isdigit() else self.model
+        return path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".safetensors")
 
     def label(self, key: str) -> str:
         """The choice `key` in the reader's language."""
@@ -215,6 +225,8 @@ def longest_capsule(
         labels,
         str(winner),
         why,
+        model_key,
+        image,
     )
 
 
@@ -237,7 +249,7 @@ def strongest_dimension(model_key: str, image: np.ndarray, capsule: int, name: s
         low_change=f"{effect[low]:.3f}",
     )
     text = Words.t("Which of these dimensions of the {name} capsule changes the drawing most when it is moved across its range?", name=name)
-    return Question(qid, "explorer", text, keys, labels, str(order[0]), why)
+    return Question(qid, "explorer", text, keys, labels, str(order[0]), why, model_key, image)
 
 
 def both_digits(model_key: str, image: np.ndarray, top2, labels) -> Question:
@@ -256,7 +268,7 @@ def both_digits(model_key: str, image: np.ndarray, top2, labels) -> Question:
         second=labels[1],
     )
     text = Words.t("Two digits overlap in this image. How many of them will the model name as its two longest capsules?")
-    return Question(qid, "multimnist", text, keys, labels_, str(named), why)
+    return Question(qid, "multimnist", text, keys, labels_, str(named), why, model_key, image)
 
 
 # -- the routing playground: where a lower capsule's prediction goes ----------------------------------
@@ -385,7 +397,7 @@ def split_words(counts: dict[str, int], labels: dict[str, str]) -> str:
     return tn("{n} student answered. {parts}.", "{n} students answered. {parts}.", n, parts=parts)
 
 
-CSV_COLUMNS = ("question", "page", "text", "student", "round", "answer", "correct", "reason", "answered_at")
+CSV_COLUMNS = ("question", "page", "model", "text", "student", "round", "answer", "correct", "reason", "answered_at")
 
 
 def answers_csv(rows, label) -> str:
@@ -404,7 +416,7 @@ def answers_csv(rows, label) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
-    for qid, page, text, who, rnd, choice, correct, reason, at in rows:
+    for qid, page, model, text, who, rnd, choice, correct, reason, at in rows:
         when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
-        writer.writerow([cell(x) for x in (qid, page, said(text), label(who), rnd, choice, int(correct), reason, when)])
+        writer.writerow([cell(x) for x in (qid, page, model, said(text), label(who), rnd, choice, int(correct), reason, when)])
     return out.getvalue()

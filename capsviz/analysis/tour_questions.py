@@ -51,7 +51,7 @@ def longest_class(model: str, image: np.ndarray, lengths: np.ndarray, names, lab
         other_length=two(lengths[second]),
     )
     text = Words.t("This image goes through the model. Which class capsule will be the longest (the model's answer)?")
-    return Question(qid, TOUR_PAGE, text, keys, labels, str(winner), why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, str(winner), why, model, image)
 
 
 def most_active_class(model: str, image: np.ndarray, a: np.ndarray, names, label: str | None) -> Question:
@@ -69,7 +69,7 @@ def most_active_class(model: str, image: np.ndarray, a: np.ndarray, names, label
         other_a=two(a[second]),
     )
     text = Words.t("After EM routing, which class capsule will be the most active (the model's answer)?")
-    return Question(qid, TOUR_PAGE, text, keys, labels, str(winner), why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, str(winner), why, model, image)
 
 
 def loudest_prediction(model: str, image: np.ndarray, lengths: np.ndarray, names, capsule: str, routed: int) -> Question:
@@ -101,7 +101,7 @@ def loudest_prediction(model: str, image: np.ndarray, lengths: np.ndarray, names
         "Primary capsule {capsule} makes one prediction u_hat for every class capsule. For which class will its prediction be the longest?",
         capsule=capsule,
     )
-    return Question(qid, TOUR_PAGE, text, keys, labels, str(top), why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, str(top), why, model, image)
 
 
 def loudest_capsule(model: str, image: np.ndarray, lengths: np.ndarray, name: str) -> Question:
@@ -124,7 +124,7 @@ def loudest_capsule(model: str, image: np.ndarray, lengths: np.ndarray, name: st
     text = Words.t(
         "Every primary capsule predicts the {name} capsule. Which primary capsule's prediction for {name} will be the longest?", name=name
     )
-    return Question(qid, TOUR_PAGE, text, keys, labels, str(order[0]), why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, str(order[0]), why, model, image)
 
 
 # -- how long, how spread ---------------------------------------------------------------------------
@@ -155,7 +155,7 @@ def mostly_long(model: str, image: np.ndarray, lengths: np.ndarray, limit: float
         n=f"{lengths.size:,}",
         limit=limit,
     )
-    return Question(qid, TOUR_PAGE, text, keys, labels, "most" if share > most else "few", why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, "most" if share > most else "few", why, model, image)
 
 
 def first_split(model: str, image: np.ndarray, c: np.ndarray, names, W: int, R: int) -> Question:
@@ -204,7 +204,7 @@ def first_split(model: str, image: np.ndarray, c: np.ndarray, names, W: int, R: 
         "Routing begins with every logit b at 0. In iteration 1, how will each primary capsule split its prediction over the {J} class capsules?",
         J=J,
     )
-    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why, model, image)
 
 
 def still_near_uniform(
@@ -233,7 +233,7 @@ def still_near_uniform(
             "After iteration {k}, will the primary capsules' couplings, taken together, still be near uniform (by the routing lab's rule)?",
             k=iteration,
         )
-    return Question(qid, TOUR_PAGE, text, keys, labels, "near" if near else "away", why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, "near" if near else "away", why, model, image)
 
 
 def em_vote(model: str, image: np.ndarray, iteration: int, R_row: np.ndarray, names, W: int, R: int, layer: str) -> Question:
@@ -270,7 +270,7 @@ def em_vote(model: str, image: np.ndarray, iteration: int, R_row: np.ndarray, na
             u=two(1 / J),
         )
     text = Words.t("After EM iteration {k}, where will the vote of the most active {layer} capsule be assigned?", k=iteration, layer=layer)
-    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why, model, image)
 
 
 def rotation_range(model: str, image: np.ndarray, pose: np.ndarray) -> Question:
@@ -288,7 +288,7 @@ def rotation_range(model: str, image: np.ndarray, pose: np.ndarray) -> Question:
         "The paper means a capsule's 4x4 matrix to hold the pose of its part. Will every entry of the most active primary "
         "capsule's matrix lie between -1 and 1, as a rotation matrix's entries do?"
     )
-    return Question(qid, TOUR_PAGE, text, keys, labels, "beyond" if max(abs(lo), abs(hi)) > 1 else "inside", why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, "beyond" if max(abs(lo), abs(hi)) > 1 else "inside", why, model, image)
 
 
 # -- why capsules ----------------------------------------------------------------------------------
@@ -322,7 +322,7 @@ def changes_more(model: str, image: np.ndarray, cnn: float, caps: float, shift: 
         "pixels to the right: which will change more, as a share of its own size?",
         shift,
     )
-    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why, model, image)
 
 
 def presence_or_pose(model: str, image: np.ndarray, before: float, after: float, change: float, shift: int, name: str) -> Question:
@@ -357,7 +357,7 @@ def presence_or_pose(model: str, image: np.ndarray, before: float, after: float,
         shift,
         name=name,
     )
-    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why, model, image)
 
 
 def parts_who(model: str, sweep: dict, scheme: str) -> Question:
@@ -388,7 +388,7 @@ def parts_who(model: str, sweep: dict, scheme: str) -> Question:
         "Swap the top and bottom halves of every test digit that both the CNN and the capsule network name correctly: all "
         "the parts are there, in the wrong places. Which will still name the true class more often?"
     )
-    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why, model)
 
 
 def votes_together(model: str, sweep: dict, shift: float) -> Question:
@@ -422,7 +422,7 @@ def votes_together(model: str, sweep: dict, shift: float) -> Question:
         "Move every test digit {n} pixels to the right. What will the votes for the winning class do?",
         int(shift),
     )
-    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why, model)
 
 
 def coordinates_more(model: str, sweep: dict, shift: float) -> Question:
@@ -453,7 +453,7 @@ def coordinates_more(model: str, sweep: dict, shift: float) -> Question:
         "will the mean pose's two position entries move more with it than without it?",
         int(shift),
     )
-    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why, model)
 
 
 # -- the routing lab ------------------------------------------------------------------------------
@@ -489,7 +489,7 @@ def lab_gap(model: str, own, other, routing: Words) -> Question:
         routing=routing,
         own=two(own.test_error),
     )
-    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why)
+    return Question(qid, TOUR_PAGE, text, keys, labels, answer, why, model)
 
 
 # -- where I stand --------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import functools
 import io
 
@@ -71,6 +72,13 @@ def png_bytes(img: Image.Image) -> bytes:
     buf = io.BytesIO()
     img.save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
+
+
+def thumbnail(a: np.ndarray) -> str:
+    """(H, W) or (C, H, W) in [0, 1] as a small PNG in base64 text (twice its size up to 64 pixels
+    wide, as it is beyond), as the class's store keeps a question's image."""
+    width = np.asarray(a).shape[-1]
+    return base64.b64encode(png_bytes(to_image(a, 2 if width <= 64 else 1))).decode("ascii")
 
 
 class Finished(go.Figure):
