@@ -19,6 +19,7 @@ from capsviz.store import MAX_REASON
 from capsviz.text import plain
 from pages.classroom import class_store, person
 from pages.common import require_router
+from pages.drawn import show
 from pages.projector import big
 
 CONNECTED_S = 300  # a student seen within the last 5 minutes is connected (a page open, moved or not)
@@ -178,7 +179,7 @@ def heading(text: str, model: str, picture: str) -> None:
     whoever answered first), the model it asks about and the image it was asked on."""
     if picture:
         left, right = st.columns([1, 7], vertical_alignment="center")
-        left.image(base64.b64decode(picture), width=56)
+        show(left, base64.b64decode(picture), width=56)  # projected, larger
     else:
         right = st
     right.markdown(plain(said(text)))
