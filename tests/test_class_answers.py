@@ -20,6 +20,7 @@ from capsviz import checkpoint as ckpt
 from capsviz.analysis import dimension_effect, perturbation_grid, predict, questions
 from capsviz.analysis.playground import DYNAMIC_PRESETS, EM_PRESETS, dynamic_toy, em_toy, split_words
 from capsviz.errors import CapsvizError
+from capsviz.viz import thumbnail
 
 APP = test_app.APP
 app, router_mode = test_app.app, test_app.router_mode
@@ -29,7 +30,8 @@ SHIPPED = sorted((ROOT / "checkpoints").glob("*.safetensors"))
 
 def ask(q: questions.Question, s: store.Store, who: str, choice: str, reason: str = "") -> int:
     text, labels = q.kept()
-    return s.answer(q.qid, q.page, text, q.keys, labels, q.answer, who, choice, reason)
+    about = (q.model_name(), "" if q.picture is None else thumbnail(q.picture))  # as pages.asking records it
+    return s.answer(q.qid, q.page, text, q.keys, labels, q.answer, who, choice, reason, about)
 
 
 # -- the questions ----------------------------------------------------------------------------
@@ -127,6 +129,7 @@ def test_thirty_students_over_two_replicas_are_counted_exactly_and_survive_a_res
         s.close()
     again = store.Store(tmp_path)  # the server restarted
     assert again.split(q.qid) == split
+    assert again.subjects([q.qid, "none"]) == {q.qid: ("m", thumbnail(q.picture))}  # kept with the first answer
     if class_db == "sqlite":
         assert again._read("PRAGMA journal_mode")[0][0] == "wal"
 
@@ -142,9 +145,9 @@ def test_thirty_students_over_two_replicas_are_counted_exactly_and_survive_a_res
     both = again.first_and_final(q.qid)
     assert both[students[0]] == (picks[students[0]], q.answer) and both[students[20]] == (picks[students[20]],) * 2
     rows = again.answer_rows()
-    assert len(rows) == 40
+    assert len(rows) == 40 and {r[2] for r in rows} == {"m"}
     again.new_class()
-    assert again.splits() == [] and again.answer_rows() == []
+    assert again.splits() == [] and again.answer_rows() == [] and again.subjects([q.qid]) == {}
 
 
 def test_an_answer_must_be_one_of_the_choices(tmp_path, class_db):
@@ -154,6 +157,9 @@ def test_an_answer_must_be_one_of_the_choices(tmp_path, class_db):
         ask(q, s, "ann", "'; DROP TABLE answers; --")
     ask(q, s, "ann", q.keys[0], reason="x" * 5000)
     assert len(s.answer_rows()[0][8]) == store.MAX_REASON
+    text, labels = q.kept()
+    s.answer("huge", "explorer", text, q.keys, labels, q.answer, "ann", q.keys[0], about=("m", "A" * store.MAX_SUBJECT))
+    assert s.subjects(["huge"]) == {} and s.split("huge").answered == 1  # a picture too large is not kept; the answer is
 
 
 def test_the_export_names_no_student_and_runs_no_formula(tmp_path, class_db):
@@ -351,7 +357,6 @@ def test_the_teacher_tells_questions_on_two_images_apart_by_their_picture_and_mo
     question (a toy, no model) has neither. The export names the model too."""
     from capsviz.analysis import image_at
     from capsviz.data.mnist import load_mnist
-    from capsviz.viz import thumbnail
 
     asked = {}
     for index in (3, 8):

@@ -141,6 +141,7 @@ def asked(folder: Path, n: int) -> None:
     sys.path.insert(0, str(P.ROOT))
     from capsviz import store
     from capsviz.analysis import questions
+    from capsviz.viz import thumbnail
 
     s = store.Store(folder)
     rng = np.random.default_rng(0)
@@ -148,7 +149,8 @@ def asked(folder: Path, n: int) -> None:
         scores = rng.random(10)
         q = questions.longest_capsule("m", rng.random((28, 28)), scores, int(scores.argmax()), [str(d) for d in range(10)])
         text, labels = q.kept()
-        s.answer(q.qid, q.page, text, q.keys, labels, q.answer, f"{k:016x}", q.keys[k % len(q.keys)])
+        about = (q.model_name(), thumbnail(q.picture))  # as pages.asking records it: the Teacher page shows each
+        s.answer(q.qid, q.page, text, q.keys, labels, q.answer, f"{k:016x}", q.keys[k % len(q.keys)], about=about)
     s.close()
 
 
