@@ -90,3 +90,27 @@ def test_a_page_shows_no_english_in_chinese_or_japanese(opened, page, lang):
         if found := english_shown(at):
             left[state] = found
     assert not left, (page, lang, left)
+
+
+# The pages that ask before they reveal: a student (a browser on another machine) meets the
+# question and what the page shows beside it, which the teacher (the server's own browser) skips.
+ASKING = ["explorer", "multimnist", "playground", "tour"]
+
+
+@pytest.mark.parametrize("lang", ["zh-Hans", "ja"])
+@pytest.mark.parametrize("page", ASKING)
+def test_a_students_question_shows_no_english_in_chinese_or_japanese(opened, page, lang, monkeypatch):
+    import pages.classroom
+
+    monkeypatch.setattr(pages.classroom, "address", lambda: "192.0.2.7")
+    at = opened(page, lang)
+    assert not at.exception, (page, lang, [e.value for e in at.exception])
+    asked = [r for r in at.radio if r.key and r.key.startswith("answer_")]
+    if page == "tour":  # the tour asks from its second step on
+        for _ in range(3):
+            if asked:
+                break
+            at.button(key="tour_next").click().run()
+            asked = [r for r in at.radio if r.key and r.key.startswith("answer_")]
+    assert asked, (page, lang, "no question asked")
+    assert not english_shown(at), (page, lang, english_shown(at))

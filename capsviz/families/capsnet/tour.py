@@ -545,7 +545,7 @@ def capsnet_walk(
                     **summary,
                 },
                 caption=t(
-                    "each {capsule}'s plane: x along its final output v, so a prediction's x is its agreement with v (up to |v|)",
+                    "each {capsule}'s plane: x along its final output v, so a prediction's x times |v| is its agreement with v",
                     capsule=words.capsule,
                 ),
                 text=([] if own else [not_own_words(trained_with)]) + [first, sums],
