@@ -104,3 +104,19 @@ def test_every_familys_tour_says_the_same_numbers_in_every_language(family):
         for (en_title, en_words), (title, words) in zip(said["en"], said[lang], strict=True):
             assert title != en_title
             assert sorted(NUMBER.findall(words)) == sorted(NUMBER.findall(en_words)), (lang, title)
+    for lang in said:  # "predictions u_hat_j|i (prediction)": a symbol's plain word is said once, by its label
+        assert not [said_twice(words, lang) for _, words in said[lang] if said_twice(words, lang)], lang
+
+
+def said_twice(words: str, lang: str) -> list[str]:
+    """The glossary labels in `words` ("c_ij (coupling)") that follow their own plain word, in `lang`."""
+    from capsviz import glossary
+
+    found = []
+    with speaking(lang):
+        for term in glossary.TERMS.values():
+            word, named = term.word_in(), term.named_in()
+            if word and named != term.symbol_in():
+                twice = re.escape(word) + r"(?:s|es)?\s*(?:（[^）]*）|\([^)]*\))?\s*" + re.escape(named)
+                found += re.findall(twice, words, flags=re.IGNORECASE)
+    return found

@@ -67,29 +67,29 @@ MESSAGES = {
         "image's vectors differ most)."
     ),
     "guess_digit_an": N_(
-        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions "
-        "{u_hat} (Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this piece of stroke,"
+        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} in all, each "
+        "{u_hat} (Eq. 2) a {D}-number guess of what {thing} j's capsule should be: 'if I am this piece of stroke,"
         " an {name} would sit here and look like this'."
     ),
     "guess_digit": N_(
-        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions "
-        "{u_hat} (Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this piece of stroke,"
+        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} in all, each "
+        "{u_hat} (Eq. 2) a {D}-number guess of what {thing} j's capsule should be: 'if I am this piece of stroke,"
         " a {name} would sit here and look like this'."
     ),
     "guess_an": N_(
-        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions "
-        "{u_hat} (Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this part, an {name} "
+        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} in all, each "
+        "{u_hat} (Eq. 2) a {D}-number guess of what {thing} j's capsule should be: 'if I am this part, an {name} "
         "would sit here and look like this'."
     ),
     "guess": N_(
-        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} predictions "
-        "{u_hat} (Eq. 2), each a {D}-number guess of what {thing} j's capsule should be: 'if I am this part, a {name} "
+        "Each primary capsule multiplies its vector by a learned matrix {W} once per {capsule}: {I} x {J} in all, each "
+        "{u_hat} (Eq. 2) a {D}-number guess of what {thing} j's capsule should be: 'if I am this part, a {name} "
         "would sit here and look like this'."
     ),
     "vote": N_(
         "A prediction's length is not a confidence: it is the primary capsule's own length {primary_length} stretched "
         "or shrunk by W_ij, which differs for every {thing}. Each prediction is a vote; how much it weighs in the sum "
-        "s_j is its coupling {c}, which routing now sets: predictions that agree with each other should win."
+        "s_j is its {c}, which routing now sets: predictions that agree with each other should win."
     ),
     "margin": N_("Training used the {margin_loss}: the right capsule longer than 0.9, every other shorter than 0.1 (Eq. 4)."),
     "overlap": N_("Several capsules can be long at once: that is how the network reads two overlapping digits (the MultiMNIST page)."),

@@ -42,7 +42,7 @@ MESSAGES = {
     "eff_primary_measured": N_("Measured here: primary capsule lengths {lo} to {hi}; {n} of {I} are longer than {limit}."),
     "eff_predictions": N_(
         "Each primary capsule multiplies its {K} numbers by a learned {K}x{D} matrix {W} once per class capsule: {I} x "
-        "{J} predictions {u_hat}, each {D} numbers for what class j's capsule should be. A long prediction is a loud "
+        "{J} in all, each {u_hat} holding {D} numbers for what class j's capsule should be. A long prediction is a loud "
         "one; routing now decides how much of each prediction reaches each class capsule."
     ),
     "eff_predictions_measured": N_(
