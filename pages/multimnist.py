@@ -128,7 +128,9 @@ def mark(j: int) -> str:
 
 # predict, then see: the lengths and everything drawn from them wait for the student's answer
 if not ask(both_digits(STATE.model_key.get(), pair_image, (t1, t2), (l1, l2))):
-    show(st, picture(to_image, pair.image, 6, width=216), t("input: {labels}", labels=pair_words(l1, l2)), 216)  # the labels: the question is whether the model finds both
+    show(
+        st, picture(to_image, pair.image, 6, width=216), t("input: {labels}", labels=pair_words(l1, l2)), 216
+    )  # the labels: the question is whether the model finds both
     st.stop()
 left, right = st.columns([1, 2])
 with left:

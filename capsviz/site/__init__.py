@@ -50,6 +50,9 @@ FRONT_END = (
     "site.js",
     *sorted(p.relative_to(WEB).as_posix() for p in (WEB / "js").rglob("*.js")),
 )
+# The folders of what the views fetch when first shown (models, graphs, test images, tours, questions):
+# the service worker keeps each as it is fetched, or all of them when the student asks
+VIEWED = ("models", "graphs", "data", "tours", "questions")
 # The glossary entries each tour step explains (the app's tour page shows the same help)
 STEP_TERMS = {
     "input": ["capsule"],
@@ -391,7 +394,10 @@ def build(
         (out / languages[lang]).write_text(
             json.dumps(words_in(lang, tours_titles, bool(em_entries), bool(chapters)), ensure_ascii=False, indent=1), encoding="utf-8"
         )
+    # every file a view may fetch, for a student who asks to keep them all offline (web/js/offline.js)
+    viewed = sorted(f for f in out.rglob("*") if f.is_file() and f.relative_to(out).parts[0] in VIEWED)
     manifest = {
+        "offline": {f.relative_to(out).as_posix(): f.stat().st_size for f in viewed},  # each file and its bytes
         "languages": {lang: {"name": name, "words": languages[lang]} for lang, name in LANGUAGES.items()},
         "models": entries,
         "em_models": em_entries,

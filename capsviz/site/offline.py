@@ -1,5 +1,6 @@
 """The site kept for offline use: a service worker (sw.js, written by `capsviz site`) that stores the
-page, the runtime and every model a student has opened, and a version that names the build.
+page, the runtime, the words of each language and every model a student has opened (or every file of
+every view, when the student asks: the manifest's "offline" list), and a version that names the build.
 
 A browser checks sw.js for changes on each visit; a new build writes a new version into it, so the
 new worker stores the new files under a new name and deletes the old copy. The worker's source lives
@@ -22,7 +23,7 @@ _WORKER = """// capsviz's service worker (written by `capsviz site`): keeps the 
 const VERSION = __VERSION__;
 const SHELL = __SHELL__; // stored on install; models and images are stored when the page first asks for them
 const CACHE = `__PREFIX__${VERSION}`;
-const KEPT = /^(models|graphs|data|vendor|js|tours|questions)\\/|^(index\\.html|site\\.js|site\\.css|site\\.json)$/;
+const KEPT = /^(models|graphs|data|vendor|js|tours|questions)\\/|^(index\\.html|site\\.js|site\\.css|site\\.json|words-[A-Za-z-]+\\.json)$/;
 
 self.addEventListener("install", (event) => {
   event.waitUntil(

@@ -86,6 +86,10 @@ CHAPTER = {
         "quadrants of each digit trade places."
     ),
     "why_original": N_("original"),
+    "why_parts_said": N_(
+        "With its parts moved, the CNN keeps its answer for the unchanged digit ({cnn_name}) in {cnn} of {n} cases; "
+        "the capsule network keeps its own ({caps_name}) in {caps} of {n}."
+    ),
     "why_cnn_says": N_("CNN: {name} ({score:.2f})"),
     "why_caps_say": N_("Capsules: {name} ({length:.2f})"),
 }
@@ -118,6 +122,7 @@ MESSAGES = {
     "what_manifest": N_("its list of models (site.json)"),
     "what_runtime": N_("its runtime"),
     "what_model": N_("the model {model}"),
+    "what_file": N_("the file {file}"),
     "cause_offline": N_("it could not be downloaded (is the device offline?)"),
     "todo_offline": N_("reconnect and try again"),
     "cause_missing": N_("its files are missing from this site"),
@@ -173,6 +178,9 @@ MESSAGES = {
     "offline_kept": N_("Available offline (site version {version}): this page and the models you opened, {models}."),
     "offline_insecure": N_("Not kept for offline use: this browser keeps a site only when it is served over https or from localhost."),
     "offline_refused": N_("Not kept for offline use: this browser refused to store the site."),
+    "offline_keep_all": N_("Keep every view for offline use ({size} MB more)"),
+    "offline_keeping": N_("Keeping every view for offline use: {done} of {total} MB ..."),
+    "offline_keep_failed": N_("Not every view could be kept for offline use: {cause}; {todo}. What was kept stays kept."),
     "offline_updated": N_("A new version of this site has been stored for offline use; reload the page to use it."),
 }
 

@@ -166,6 +166,54 @@ def test_offline_after_one_visit(browser, url, shots):  # noqa: F811
         ctx.close()
 
 
+def test_every_view_is_kept_offline_when_asked_and_the_language_with_it(browser, url, site, shots):  # noqa: F811
+    """In Japanese: the page keeps its words (words-ja.json) for offline use, and the button keeps every
+    view's files, so EM routing and "Why capsules", never opened, work with the network cut."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 1400})
+    page = ctx.new_page()
+    page.set_default_timeout(120_000)
+    try:
+        page.goto(url + f"?model={SMALL}&lang=ja")
+        page.evaluate("window.capsviz.offline")
+        button = page.locator("#keep-all")
+        button.wait_for(state="visible")
+        listed = json.loads((site / "site.json").read_text())["offline"]
+        assert any(f.startswith("models/matrix-small-mnist/") for f in listed) and any(f.startswith("graphs/") for f in listed)
+        assert "MB" in button.inner_text() and "オフライン" in button.inner_text()
+        button.click()
+        button.wait_for(state="hidden")
+        kept = page.inner_text("#offline")
+        assert kept.startswith("オフラインで使えます") and all(
+            m in kept for m in ("matrix-small-mnist", "capsnet-mnist", "efficient-capsnet-mnist")
+        ), kept
+        ctx.set_offline(True)
+        for view, drawn in (("em", "#em-note"), ("why", "#why-rows-note")):
+            page.goto(url + f"?view={view}&lang=ja")
+            page.evaluate("window.capsviz.offline")
+            assert page.evaluate("document.documentElement.lang") == "ja"
+            assert status(page) == "", (view, status(page))
+            assert "オフライン" in page.inner_text("#offline") and re.search(r"[\u3040-\u30ff]", page.inner_text(drawn)), view
+            assert re.search(r"[\u3040-\u30ff]", page.inner_text("nav")), view  # its words, not English
+        page.screenshot(path=str(shots / "site-offline-why-ja-1280.png"), full_page=True)
+    finally:
+        ctx.close()
+
+
+def test_a_file_a_view_cannot_open_is_named(browser, url):  # noqa: F811
+    """A graph of the "Why capsules" view that is damaged: the page names that file, not "its runtime"."""
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    page.route("**/graphs/changes-*.onnx", lambda route: route.fulfill(status=200, body=b"\x08\x07" + b"garbage" * 40))
+    try:
+        page.goto(url + "?view=why")
+        page.wait_for_function("!document.getElementById('status').textContent.startsWith('Loading')", timeout=60_000)
+        said = status(page)
+        assert re.match(r"The site could not open the file graphs/\S+\.onnx: its files on this site are damaged", said), said
+        no_raw_words(said)
+    finally:
+        ctx.close()
+
+
 def test_a_new_version_replaces_the_offline_copy(browser, url, site):  # noqa: F811
     """A new build's sw.js (another VERSION) is installed on the next check: its cache replaces the old one."""
     built = (site / "sw.js").read_text()

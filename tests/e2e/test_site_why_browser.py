@@ -51,6 +51,12 @@ def test_one_digit_moved_gives_the_apps_numbers_and_sentence(browser, url, mnist
         _, captions = why.parts_views(caps, cnn, image, names)
         figures = page.locator("#why-parts figcaption").all_inner_texts()
         assert [c.split("\n") for c in figures] == [c.split("\n") for c in captions]
+        first, *moved = json.loads(page.get_attribute("#why-parts", "data-answers"))  # the answers the captions above say
+        kept = {w: sum(a[w] == first[w] for a in moved) for w in ("cnn", "caps")}
+        assert page.inner_text("#why-parts-said") == (
+            f"With its parts moved, the CNN keeps its answer for the unchanged digit ({names[first['cnn']]}) in {kept['cnn']} of "
+            f"{len(moved)} cases; the capsule network keeps its own ({names[first['caps']]}) in {kept['caps']} of {len(moved)}."
+        )
         assert not page.outside and not page.errors, (page.outside, page.errors)
     finally:
         ctx.close()

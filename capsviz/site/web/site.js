@@ -257,10 +257,19 @@ async function start() {
   watchUpdates();
 }
 
+// what a failed start could not open, as the student reads it: a model, the manifest, one file, or the runtime
+function failedWhat(e) {
+  const inModel = typeof e.url === "string" && e.url.match(/^models\/([^/]+)\//);
+  if (e.model || inModel) return say("what_model", { model: label(e.model || inModel[1]) });
+  if (e.url === "site.json") return say("what_manifest");
+  if (typeof e.url === "string" && !e.url.startsWith("vendor/")) return say("what_file", { file: e.url });
+  return say("what_runtime");
+}
+
 const ready = start().catch((e) => {
   console.error(e); // the runtime's own words stay here; the page says what happened and what to do
   const [cause, todo] = why(e);
-  const what = e.model ? say("what_model", { model: label(e.model) }) : e.url === "site.json" ? say("what_manifest") : say("what_runtime");
+  const what = failedWhat(e);
   $("status").textContent = say("start_failed", { what, cause: say(cause), todo: say(todo) });
   throw e;
 });

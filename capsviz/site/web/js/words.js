@@ -8,6 +8,7 @@ const BEFORE = {
   what_manifest: "its list of models (site.json)",
   what_runtime: "its runtime",
   what_model: "the model {model}",
+  what_file: "the file {file}",
   cause_offline: "it could not be downloaded (is the device offline?)",
   todo_offline: "reconnect and try again",
   cause_missing: "its files are missing from this site",

@@ -131,6 +131,14 @@ export async function render() {
       return el("figure", {}, c, el("figcaption", {}, ...words.flatMap((w, j) => (j ? [el("br"), w] : [w]))));
     }),
   );
+  const moved = said.slice(1);
+  $("why-parts-said").textContent = say("why_parts_said", {
+    cnn_name: names[said[0].cnn],
+    cnn: moved.filter((a) => a.cnn === said[0].cnn).length,
+    caps_name: names[said[0].caps],
+    caps: moved.filter((a) => a.caps === said[0].caps).length,
+    n: moved.length,
+  });
   $("why-rows-note").innerHTML = inline(say("why_rows"));
   $("why-sweeps").textContent = say("why_sweeps");
   $("why-parts").dataset.answers = JSON.stringify(said); // what the browser tests compare with PyTorch
