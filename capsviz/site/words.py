@@ -133,6 +133,7 @@ MESSAGES = {
     "loading_progress": N_("Loading the model {model}: {done} of {total} MB ..."),
     # the input panel (web/js/views/input.js)
     "input_test_image": N_("Test image {index} of {count} (true class: {name})."),
+    "input_test_image_waits": N_("Test image {index} of {count} (its true class is shown once you answer)."),
     "input_drawing": N_("Your drawing: draw one digit, white on black; the model sees it when you lift the pen."),
     "input_test_pair": N_("Test image {index} of {count}: two digits, {first} and {second}."),
     # the explorer (web/js/views/explore.js)

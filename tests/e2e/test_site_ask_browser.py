@@ -29,6 +29,7 @@ def test_the_explorer_waits_for_an_answer_then_says_the_apps_verdict(browser, si
         assert page.locator("#ask").is_visible() and page.locator("#explore-body").is_hidden()
         assert q["text"] in page.inner_text("#ask") and page.locator("#ask input[type=radio]").count() == len(q["keys"])
         assert page.locator("#ask-commit").is_disabled()
+        assert page.inner_text("#label").endswith("(its true class is shown once you answer).")  # the answer's hint waits too
         assert page.evaluate("document.documentElement.scrollWidth") <= width + 1
         page.screenshot(path=str(shots / f"site-ask-question-{width}.png"), full_page=True)
         page.check(f"#ask input[value='{q['answer']}']")
@@ -37,6 +38,7 @@ def test_the_explorer_waits_for_an_answer_then_says_the_apps_verdict(browser, si
         page.wait_for_function("!document.getElementById('explore-body').hidden")
         said = page.inner_text("#ask")
         assert q["verdicts"][q["answer"]] in said and q["why"] in said and "nothing is sent" in said
+        assert "(true class: " in page.inner_text("#label")
         page.wait_for_function("document.querySelector('#lengths svg') !== null")
         page.screenshot(path=str(shots / f"site-ask-verdict-{width}.png"), full_page=True)
         kept = page.evaluate("JSON.parse(localStorage.getItem('capsviz-answers'))")

@@ -117,6 +117,7 @@ async function render() {
   for (const b of document.querySelectorAll("nav button")) b.setAttribute("aria-current", b.dataset.view === state.view ? "page" : "false");
   const view = site.manifest.views.find((v) => v.key === state.view);
   $("input").hidden = !view.input;
+  input.truthWaitsForAnswer(false); // the explorer says so again while its question waits
   await VIEWS[state.view].render(app);
   writeAddress();
   sayStatus();

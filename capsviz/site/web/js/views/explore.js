@@ -4,6 +4,7 @@ import { ask, questionFor } from "../asking.js";
 import { $, bars, el, labelled, named, overlay, paint } from "../draw.js";
 import { argmax, fmt, lengthsAt, order, pairs, vectorAt } from "../numbers.js";
 import { decode, imageSet } from "../runtime.js";
+import { truthWaitsForAnswer } from "./input.js";
 import { iterationsShown, shown, site, state } from "../store.js";
 import { say, sentences } from "../words.js";
 
@@ -19,6 +20,7 @@ export async function render() {
   const q = await questionFor(m, own);
   const open = q ? ask($("ask"), q, () => redrawView()) : true;
   if (!q) $("ask").hidden = true;
+  truthWaitsForAnswer(!open);
   $("explore-body").hidden = !open;
   if (!open) return;
   const lengths = lengthsAt(current, iterationsShown());

@@ -8,15 +8,34 @@ export function currentPixels(set) {
   return state.drawn || testImage(site.model, set, state.image);
 }
 
+let shownSet = null; // the image set of the input shown
+let truthWaits = false; // the explorer asks which class before it reveals: the image's class waits too
+
 // the input drawn, with what it is
 export function showInput(set, pixels) {
   const m = site.model;
   paint($("sketch"), pixels, m.in_size, m.channels);
-  if (state.drawn) return;
-  const truth = set.labels[state.image]; // a class, or a MultiMNIST image's two
-  $("label").textContent = Array.isArray(truth)
-    ? say("input_test_pair", { index: state.image, count: set.count, first: m.classes[truth[0]], second: m.classes[truth[1]] })
-    : say("input_test_image", { index: state.image, count: set.count, name: m.classes[truth] });
+  shownSet = set;
+  sayWhat();
+}
+
+// whether the test image's class waits for the student's answer (the explorer's question is open)
+export function truthWaitsForAnswer(waits) {
+  truthWaits = waits;
+  sayWhat();
+}
+
+function sayWhat() {
+  const m = site.model;
+  if (state.drawn || !shownSet) return;
+  const truth = shownSet.labels[state.image]; // a class, or a MultiMNIST image's two (the pair's question asks how many the model names)
+  if (Array.isArray(truth)) {
+    $("label").textContent = say("input_test_pair", { index: state.image, count: shownSet.count, first: m.classes[truth[0]], second: m.classes[truth[1]] });
+  } else if (truthWaits) {
+    $("label").textContent = say("input_test_image_waits", { index: state.image, count: shownSet.count });
+  } else {
+    $("label").textContent = say("input_test_image", { index: state.image, count: shownSet.count, name: m.classes[truth] });
+  }
 }
 
 export function startDrawing() {
