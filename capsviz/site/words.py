@@ -174,6 +174,10 @@ MESSAGES = {
         "{model} routes its class capsules by EM ({iterations} iterations): {about}. Each panel is one class capsule, the most active after the last iteration first. Each bar sums the assignments R of the votes at that distance from the capsule's mean pose (0 = the vote agrees exactly), with distances from 0 to {limit}, which holds the nearest {share} of the votes. As the iterations go on, a capsule that explains the image gathers its votes close to its mean."
     ),
     "em_panel": N_("class {name}: activation {activation}, total R {total}"),
+    "em_said": N_(
+        "After iteration {t} of {T}, class {name} is the most active, at {activation} (the other classes {lo} to {hi}), and "
+        "holds {share} of all assignment (uniform: {uniform})."
+    ),
     "em_winner": N_("class {name} (the answer): activation {activation}, total R {total}"),
     # offline use (web/js/offline.js)
     "offline_kept": N_("Available offline (site version {version}): this page and the models you opened, {models}."),

@@ -82,6 +82,36 @@ def test_multimnist_winners_and_reconstructions_equal_pytorch(browser, site, url
     assert max(worst.values()) < TOL, worst
 
 
+def measured_em(trace, t: int) -> str:
+    """The site's sentence for iteration t (0-based) of an EM trace (PyTorch's), as the app counts it:
+    the most active class capsule, the others' range, its share of all assignment sum_i R_ij / I."""
+    a = trace.a[t]
+    w = int(a.argmax())
+    others = np.delete(a, w)
+    share = trace.R[t, :, w].sum() / trace.R.shape[1]
+    return (
+        f"After iteration {t + 1} of {len(trace.a)}, class {w} is the most active, at {a[w]:.2f} (the other classes "
+        f"{others.min():.2f} to {others.max():.2f}), and holds {share:.1%} of all assignment (uniform: {1 / a.size:.1%})."
+    )
+
+
+def test_the_em_sentence_says_pytorchs_numbers_at_every_iteration(browser, site, url, mnist):  # noqa: F811
+    model, _ = load_checkpoint(shipped_checkpoints() / f"{MATRIX}.safetensors")
+    trace = em_trace(model, mnist.images[2].numpy().astype(np.float32) / 255.0, None)
+    ctx, page = open_site(browser, url, "?view=em&image=2")
+    try:
+        page.wait_for_function("document.getElementById('em-said').textContent !== ''")
+        for t in reversed(range(len(trace.a))):
+            page.evaluate(
+                f"(() => {{ const s = document.getElementById('em-t'); s.value = '{t + 1}'; s.dispatchEvent(new Event('input')); }})()"
+            )
+            page.wait_for_function(f"document.getElementById('em-said').textContent.startsWith('After iteration {t + 1} of')")
+            assert page.inner_text("#em-said") == measured_em(trace, t)
+        assert not page.outside and not page.errors, (page.outside, page.errors)
+    finally:
+        ctx.close()
+
+
 @pytest.mark.parametrize("width", [390, 1280])
 def test_the_em_view_and_the_overlay_at_phone_and_laptop_size(browser, url, shots, width):  # noqa: F811
     ctx, page = open_site(browser, url, "?view=em&image=2", width=width, height=1600)

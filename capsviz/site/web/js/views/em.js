@@ -3,7 +3,7 @@
 // class capsule's mean pose, weighted by the share R of it that capsule explains.
 import { distances, histogramRange, histograms, totals } from "../em.js";
 import { $, bars, el, lines, named, paint } from "../draw.js";
-import { fmt, order, pairs } from "../numbers.js";
+import { argmax, fmt, order, pairs } from "../numbers.js";
 import { computeEM, imageSet, testImage } from "../runtime.js";
 import { site, state } from "../store.js";
 import { label, say } from "../words.js";
@@ -42,6 +42,7 @@ export async function render() {
   const mass = totals(res.R, T, I, J);
   const final = res.a.slice((T - 1) * J, T * J);
   const ranked = order(final);
+  $("em-said").textContent = measured(m, res, mass, t);
   // activations after each iteration: one line per class capsule
   const steps = Array.from({ length: T }, (_, k) => k + 1);
   const atT = res.a.slice(t * J, (t + 1) * J);
@@ -88,6 +89,27 @@ export async function render() {
       },
       say("aria_em_histogram", { title, limit, most: fmt(Math.max(...y), 2), at: fmt(centres[y.indexOf(Math.max(...y))], 3) }),
     );
+  });
+}
+
+// what iteration t (0-based) shows, in one measured sentence: the most active class capsule, the
+// others' range, and its share of all assignment, sum_i R_ij over the I lower capsules (as the app says it)
+function measured(m, res, mass, t) {
+  const { T, J } = res;
+  const at = Array.from(res.a.slice(t * J, (t + 1) * J));
+  const w = argmax(at);
+  const others = at.filter((_, j) => j !== w);
+  const all = Array.from(mass.slice(t * J, (t + 1) * J)).reduce((x, y) => x + y, 0);
+  const percent = (x) => `${(100 * x).toFixed(1)}%`;
+  return say("em_said", {
+    t: t + 1,
+    T,
+    name: m.classes[w],
+    activation: fmt(at[w]),
+    lo: fmt(Math.min(...others)),
+    hi: fmt(Math.max(...others)),
+    share: percent(mass[t * J + w] / all),
+    uniform: percent(1 / J),
   });
 }
 
