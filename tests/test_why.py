@@ -291,7 +291,12 @@ def fake_viewpoint(move: float, s1: float, coordinates: int = 1) -> dict:
 
 @pytest.mark.parametrize(
     "move,s1,says",
-    [(0.3, 1.05, "The votes move together"), (0.3, 0.8, "do not move together"), (0.05, 1.0, "barely move")],
+    [
+        (0.3, 1.05, "The votes move together"),
+        (0.3, 0.8, "spread shrinks by more than a tenth, so the change of viewpoint gathers them"),
+        (0.3, 1.3, "spread grows by more than a tenth, so the change of viewpoint scatters them"),
+        (0.05, 1.0, "barely move"),
+    ],
 )
 def test_each_viewpoint_verdict_is_the_one_its_numbers_decide(move, s1, says):
     sweep = fake_viewpoint(move, s1)

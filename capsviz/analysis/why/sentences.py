@@ -197,12 +197,20 @@ def viewpoint_words(sweep: dict, kind: str, amount: float) -> list[str]:
     )
     if rules.moves_together(move, s0, s1):
         said = _then(said, t("The votes move together: the cloud travels without scattering, so their agreement survives the change."))
-    elif rules.trend(s0, s1) != "stays about level":
+    elif rules.trend(s0, s1) == "rises":
         said = _then(
             said,
             t(
-                "The votes do not move together: their spread changes by more than a tenth, so the change of viewpoint "
-                "scatters (or gathers) them, not only moves them."
+                "The votes do not move together: their spread grows by more than a tenth, so the change of viewpoint "
+                "scatters them, not only moves them."
+            ),
+        )
+    elif rules.trend(s0, s1) == "falls":
+        said = _then(
+            said,
+            t(
+                "The votes do not move together: their spread shrinks by more than a tenth, so the change of viewpoint "
+                "gathers them, not only moves them."
             ),
         )
     else:
