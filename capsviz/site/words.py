@@ -21,13 +21,15 @@ from capsviz.site.links import SHARED
 
 # The site's views in the order of its menu: key (the link's view=), its name on the menu, the
 # name a sentence uses ("it shows the Explorer instead"), and whether it shows the input panel
+# Each view: its key, name, name in a sentence, whether it shows the input panel, whether it shows the
+# model the header's picker opens (the playground computes toys; the EM view its matrix-capsule model)
 VIEWS = (
-    ("explore", N_("Explorer"), N_("the Explorer"), True),
-    ("routing", N_("Routing"), N_("the Routing view"), True),
-    ("tour", N_("Guided tour"), N_("the guided tour"), True),
-    ("why", N_("Why capsules"), N_("the Why capsules view"), True),  # only in a site with a model the chapter can show
-    ("playground", N_("Playground"), N_("the Playground"), False),
-    ("em", N_("EM routing"), N_("the EM routing view"), True),  # only in a site built with a matrix-capsule model
+    ("explore", N_("Explorer"), N_("the Explorer"), True, True),
+    ("routing", N_("Routing"), N_("the Routing view"), True, True),
+    ("tour", N_("Guided tour"), N_("the guided tour"), True, True),
+    ("why", N_("Why capsules"), N_("the Why capsules view"), True, True),  # only in a site with a model the chapter can show
+    ("playground", N_("Playground"), N_("the Playground"), False, False),
+    ("em", N_("EM routing"), N_("the EM routing view"), True, False),  # only in a site built with a matrix-capsule model
 )
 # The vector-capsule routings the site runs, each with its view's title (their words are the registry's)
 ROUTING_TITLES = {
@@ -543,8 +545,8 @@ def vocabulary(em: bool = True, chapter: bool = True) -> dict:
     em_routing = ROUTINGS["em"]  # apart from t(...): the catalog's extractor would take its key for a message
     return {
         "views": [
-            {"key": k, "name": t(name), "called": t(called), "input": shows_input}
-            for k, name, called, shows_input in VIEWS
+            {"key": k, "name": t(name), "called": t(called), "input": shows_input, "model": picked}
+            for k, name, called, shows_input, picked in VIEWS
             if (em or k != "em") and (chapter or k != "why")
         ],
         "preset_names": {k: t(v) for k, v in PRESET_NAMES.items()},  # the playground's presets as the app names them

@@ -123,13 +123,14 @@ def test_the_em_view_and_the_overlay_at_phone_and_laptop_size(browser, url, shot
         assert len(titles) == 10 and "(the answer)" in titles[0] and all("activation" in t and "total R" in t for t in titles)
         assert all(n.get_attribute("aria-label") for n in page.locator("#em-hists .chart").all())
         assert "EM" in page.inner_text("#em-note") and "%" in page.inner_text("#em-note")
+        assert page.locator("#model").is_hidden()  # the EM view shows its own model, not the picker's
         assert page.evaluate("document.documentElement.scrollWidth") <= width + 1
         page.screenshot(path=str(shots / f"site-em-{width}.png"), full_page=True)
         page.evaluate("(() => { const s = document.getElementById('em-t'); s.value = '1'; s.dispatchEvent(new Event('input')); })()")
         page.wait_for_function("document.getElementById('em-hist-title').textContent.startsWith('Iteration 1 of')")
         page.goto(url + f"?view=explore&model={PAIRS}.safetensors&image=3&ask=0")
         page.evaluate("window.capsviz.ready")
-        assert page.locator("#pair").is_visible()
+        assert page.locator("#pair").is_visible() and page.locator("#model").is_visible()
         note = page.inner_text("#pair-note")
         assert "two longest" in note and "red" in note and "green" in note
         assert page.evaluate("window.capsviz.current().pair.winners.length") == 2

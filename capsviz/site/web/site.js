@@ -117,6 +117,7 @@ async function render() {
   for (const b of document.querySelectorAll("nav button")) b.setAttribute("aria-current", b.dataset.view === state.view ? "page" : "false");
   const view = site.manifest.views.find((v) => v.key === state.view);
   $("input").hidden = !view.input;
+  $("model").parentElement.hidden = !view.model; // the picker only where the view shows the model it opens
   input.truthWaitsForAnswer(false); // the explorer says so again while its question waits
   await VIEWS[state.view].render(app);
   writeAddress();
