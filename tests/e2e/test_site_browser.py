@@ -174,6 +174,12 @@ def test_offline_views_drawing_sliders_iterations_tour(browser, url, mnist, shot
             want = model.decode(vector, capsule)[0].numpy()
         got = np.array(page.evaluate("Array.from(window.capsviz.current().reconstruction)"), np.float32).reshape(want.shape)
         assert np.abs(got - want).max() < TOL
+        # another model: its sliders start at 0 (a slider's offset belongs to the capsule it moved)
+        page.select_option("#model", "capsnet-small-multimnist.safetensors")
+        page.wait_for_function("window.capsviz.current().model.name === 'capsnet-small-multimnist.safetensors'")
+        assert not any(page.evaluate("Array.from(window.capsviz.state.dims)"))
+        page.goto(url + "?model=capsnet-small-mnist.safetensors&view=explore&image=3&ask=0&dims=0,0,0,0,0.1")
+        page.evaluate("window.capsviz.ready")
 
         # the routing view: 7 iterations on the same weights
         page.click("nav button[data-view=routing]")

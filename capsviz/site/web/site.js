@@ -198,6 +198,7 @@ function controls() {
     await useModel(name);
     tour.followable();
     state.capsule = null;
+    state.dims.fill(0); // another model's capsules: the sliders start again at 0, as for a new image
     await refresh();
     keepOffline();
   });
