@@ -83,9 +83,9 @@ CHAPTER = {
     "why_changed": N_("changed"),
     "why_parts": N_("2. Parts in the wrong places"),
     "why_parts_note": N_(
-        "The story's scrambled face: all the parts present, in the wrong places. A network that only asks whether the parts "
-        "are there should still see the digit; one whose parts must agree on one pose should not. Here the halves or "
-        "quadrants of each digit trade places."
+        "The scrambled face of every capsule explainer: all the parts present, in the wrong places. The story goes that a "
+        "network that only asks whether the parts are there still sees the face, and one whose parts must agree on one pose "
+        "does not. Here the halves or quadrants of each digit trade places; each network's answer is under each picture."
     ),
     "why_original": N_("original"),
     "why_parts_said": N_(
