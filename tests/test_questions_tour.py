@@ -25,7 +25,7 @@ from capsviz.analysis.tour import tour_of, walk
 from capsviz.checkpoint import list_checkpoints, load_checkpoint
 from capsviz.data import load_split
 from capsviz.glossary import class_words
-from capsviz.i18n import speaking
+from capsviz.i18n import speaking, t
 from capsviz.registry import ROUTINGS
 from capsviz.text import plain
 from capsviz.viz import why as figures
@@ -293,6 +293,23 @@ def test_the_routing_inside_a_question_is_said_in_each_readers_language():
         chinese = str(kept)
         routing = str(lab_routing_said("uniform"))
     assert routing in chinese and "uniform couplings" not in chinese
+
+
+def test_the_prediction_question_says_which_primary_capsule_it_asks_about_in_each_language(capsnet):
+    """Asked before the step's table defines P1: the question names P1's place, kept as words, so
+    the Teacher page and a reader of another language read it in theirs."""
+    from capsviz.glossary import DIGIT_WORDS
+
+    image = np.random.default_rng(0).random((28, 28)).astype(np.float32)
+    trace = tour_of(capsnet.config).follow(capsnet, image)
+    steps = walk(trace, [str(k) for k in range(10)], DIGIT_WORDS, "m", "3", "the input", [], capsnet.config)
+    q = next(s.question for s in steps if s.question is not None and s.question.qid.startswith("tour-loudest"))
+    kept = Words.load(q.text.dump())
+    assert f"P1 ({trace.shown_names[0]})" in str(kept)
+    with speaking("ja"):
+        japanese = str(kept)
+        place = t("type {type} at row {row}, col {col}", **trace.shown_places[0])
+    assert f"P1（{place}）" in japanese and "type" not in japanese
 
 
 def test_where_i_stand_counts_right_wrong_skipped_and_open():

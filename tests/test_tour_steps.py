@@ -563,7 +563,11 @@ def test_the_prediction_step_says_length_comes_from_u_and_W_and_weight_from_the_
     step = next(s for s in steps if s.key == "predictions")
     text = " ".join(step.text)
     assert "confident" not in text and "A prediction's length is not a confidence" in text
-    assert "primary capsule's own length |u_i|" in text and "stretched or shrunk by W_ij" in text and "its coupling c_ij" in text
+    assert (
+        "primary capsule's own length |u_i|" in text
+        and "stretched or shrunk by W_ij" in text
+        and "is its c_ij (coupling), which routing now sets" in text
+    )
     np.testing.assert_allclose(step.data["primary"], tour.primary_len.reshape(-1)[tour.shown])  # the caption's |u_i|
     assert f"whose own length |u_i| is {step.data['primary'][0]:.2f}" in step.measured
 

@@ -11,6 +11,7 @@ import torch
 
 from capsviz.analysis import as_batch, coupling_entropy
 from capsviz.analysis import tour_questions as ask
+from capsviz.analysis.questions import Words
 from capsviz.analysis.steps import (
     MAPS,
     MOST,
@@ -116,6 +117,9 @@ MESSAGES = {
 }
 
 
+PLACE = MESSAGES["place"]  # a primary capsule's place, kept as its message in a question (Words) for every reader's language
+
+
 def _say(key: str, /, **values) -> str:
     """MESSAGES[key] in this run's language, filled (a function of its own: the catalog takes its messages from MESSAGES)."""
     return t(MESSAGES[key], **values)
@@ -164,6 +168,7 @@ class CapsNetTour:
     arrow_dir: np.ndarray
     shown: np.ndarray
     shown_names: list[str]
+    shown_places: list[dict]  # each followed capsule's type, row and col, as MESSAGES["place"] takes them
     pred_len: np.ndarray  # (SHOWN, J) |u_hat_j|i| of the shown capsules
     b: np.ndarray
     c: np.ndarray
@@ -245,7 +250,8 @@ def capsnet_tour(model, image: np.ndarray, iterations: int | None = None) -> Cap
         pred2d[j] = u_hat[0, j, shown] @ P.T
         s2d[:, j] = s[:, j] @ P.T
         v2d[:, j] = v[:, j] @ P.T
-    names = [_say("place", type=int(i) % K + 1, row=int(i) // K // G + 1, col=int(i) // K % G + 1) for i in shown]
+    places = [dict(type=int(i) % K + 1, row=int(i) // K // G + 1, col=int(i) // K % G + 1) for i in shown]
+    names = [_say("place", **p) for p in places]
     own = getattr(cfg, "couplings", "dynamic") == "dynamic" and T == cfg.routing_iterations
     answer = v[-1] if own else model.route(u_hat).v[0]  # (J, D): the model's forward pass as trained
     answer_len = answer.norm(dim=-1)
@@ -262,6 +268,7 @@ def capsnet_tour(model, image: np.ndarray, iterations: int | None = None) -> Cap
         arrow_dir=direction.view(G, G, 2).numpy(),
         shown=shown.numpy(),
         shown_names=names,
+        shown_places=places,
         pred_len=pred_len[shown].numpy(),
         b=r.b[:, 0].numpy(),
         c=c.numpy(),
@@ -492,7 +499,14 @@ def capsnet_walk(
                 ],
                 measured=prediction_words(f"P1 ({tour.shown_names[0]})", tour.pred_len[0], pn, W, words.thing, float(primary[0])),
                 terms=("u_hat", "W", "primary_length"),
-                question=ask.loudest_prediction(model_name, tour.image, tour.pred_len[0], names, "P1", W),
+                question=ask.loudest_prediction(
+                    model_name,
+                    tour.image,
+                    tour.pred_len[0],
+                    names,
+                    Words.t("P{n} ({where})", n=1, where=Words.t(PLACE, **tour.shown_places[0])),
+                    W,
+                ),
             )
         elif k.startswith("iteration"):
             it = int(k.removeprefix("iteration")) - 1
