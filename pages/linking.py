@@ -85,8 +85,13 @@ def link_choice(slot: Key, options, default, what: str, label=str) -> None:
         names = {("true" if o else "false") if isinstance(o, bool) else label(o): o for o in options}
         given = None if raw is None else raw.lower() if all(isinstance(o, bool) for o in options) else raw
         if given is not None and given != "" and given not in names:
-            got = chosen(raw, list(names), next(k for k, o in names.items() if o == default), what)
-            keep_link_note(slot.param, got._replace(value=default))
+            written = next((n for n in names if n.lower() == given.strip().lower()), None)  # ?attack=bim for "BIM"
+            if written is not None:
+                slot.set(names[written])
+                st.query_params[slot.param] = written  # as the widget bound to it writes it
+            else:
+                got = chosen(raw, list(names), next(k for k, o in names.items() if o == default), what)
+                keep_link_note(slot.param, got._replace(value=default))
     show_link_note(slot.param, slot.get(default))
 
 

@@ -723,6 +723,7 @@ def test_an_odd_choice_among_good_ones_leaves_the_good_ones_and_names_the_odd(ap
     ("page", "params", "widget", "key", "shown"),
     [
         ("robustness", {"tab": "Adversarial attacks", "attack": "BIM", "targeted": "true"}, "radio", "attack", "bim"),
+        ("robustness", {"tab": "Adversarial attacks", "attack": "bim"}, "radio", "attack", "bim"),  # as typed by hand
         ("robustness", {"targeted": "TRUE"}, "toggle", "targeted", True),
         ("robustness", {"cnn": "tiny-cnn.safetensors"}, "selectbox", "cnn", "tiny-cnn.safetensors"),
         ("em", {"model": "tiny-matrix.safetensors", "layer": "convcaps2", "zoom": "true"}, "selectbox", "layer", "convcaps2"),

@@ -80,6 +80,12 @@ def test_paper_words_say_which_figure_applies():
     assert paper_words(capsnet) == f"paper: {PAPER['capsnet', 'mnist', 3, True]}%"
     assert paper_words(small) == f"paper: {PAPER['capsnet', 'mnist', 3, True]}% for the full-size model; this one is smaller"
     assert paper_words(fashion) == "no paper figure for this setting"
+    for name in ("capsnet-small-uniform-mnist", "capsnet-small-random-mnist"):  # baselines that never route: no iterations of theirs
+        assert paper_words(_shipped(name)) == (
+            f"paper: {PAPER['capsnet', 'mnist', 3, True]}% for the full-size model with 3 routing iterations; this one is smaller and is not routed"
+        )
+    matrix = paper_words(_shipped("matrix-small-mnist"))
+    assert matrix.endswith(f"this one is smaller, with {_shipped('matrix-small-mnist').config.routing_iterations} iterations")
 
 
 def test_an_unmeasured_model_says_so_and_claims_nothing_against_guessing():

@@ -99,6 +99,13 @@ def paper_words(meta: CheckpointMeta) -> str:
             return t("no paper figure for this setting")
         k = other[0]
         v = dict(paper=PAPER[k], k=k[2])
+        couplings = getattr(meta.config, "couplings", None)
+        if couplings in ROUTINGS and not ROUTINGS[couplings].iterative:  # uniform or random couplings: a baseline that never routes
+            if full:
+                return t(
+                    "paper: {paper}% for the full-size model with {k} routing iterations; this one has its size and is not routed", **v
+                )
+            return t("paper: {paper}% for the full-size model with {k} routing iterations; this one is smaller and is not routed", **v)
         if full:
             return tn(
                 "paper: {paper}% for the full-size model with {k} routing iterations; this one has its size, with {n} iteration",
