@@ -166,7 +166,13 @@ class Teacher(Browser):
                 frame = pa.ipc.open_stream(table.arrow_data.data).read_all().to_pandas()
                 questions[m.group(1)] = {
                     "text": next(e.body for w, e in recent if w == "markdown" and e.element_type == e.NATIVE),
-                    "captions": [e.body for w, e in recent if w == "markdown" and e.element_type == e.CAPTION],
+                    "model": [
+                        e.body for w, e in recent if w == "markdown" and e.element_type == e.CAPTION and e.body.startswith("Model: ")
+                    ],
+                    "captions": [
+                        e.body for w, e in recent if w == "markdown" and e.element_type == e.CAPTION and not e.body.startswith("Model: ")
+                    ],
+                    "pictures": sum(1 for w, _ in recent if w == "imgs"),
                     "table": dict(zip(frame.iloc[:, 0], frame.iloc[:, 1].astype(int), strict=True)),
                     "reveal": el.label,
                 }
@@ -208,6 +214,8 @@ def check_board(board: dict, asked: dict, pupils: list[Pupil], revealed: set, ro
         assert unescaped(got["text"]) == words
         assert got["table"] == expected_table(options, answers, right_label(got)), (qid, got["table"])
         assert got["captions"][0] == caption(len(answers), rnd, qid in revealed)
+        assert got["model"] == ["Model: " + MODEL.removesuffix(".safetensors")]  # the model and image each question is about
+        assert got["pictures"] == (0 if qid.startswith(("tour-parts", "tour-votes", "tour-coordinates", "tour-lab")) else 1), qid
         assert got["reveal"] == ("Hide from the students" if qid in revealed else "Reveal to the students")
 
 

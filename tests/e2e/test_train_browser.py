@@ -63,23 +63,26 @@ def test_two_sessions_one_trains_the_other_queues(browser, own_server, app_env, 
         expect(a.get_by_test_id("stProgress").first).to_contain_text("a-run: ")
         expect(a.get_by_test_id("stProgress").first).to_have_text(LIVE, timeout=90_000)
         first_estimate_s = time.perf_counter() - t0
-        first = LIVE.match(progress_text(a))
-        t1, step1 = time.perf_counter(), int(first[1])
-        time.sleep(10)
-        # between epochs the line says it is measuring the test error: wait for the live line again
-        expect(a.get_by_test_id("stProgress").first).to_have_text(LIVE, timeout=60_000)
         later = LIVE.match(progress_text(a))
-        assert later, progress_text(a)
-        t2, step2 = time.perf_counter(), int(later[1])
-        seen_ips = (step2 - step1) * 8 / (t2 - t1)  # the steps the page showed, over the browser's clock
-        print(
-            f"train page: first estimate {first_estimate_s:.1f} s after Start; page said {later[3]} images/s, "
-            f"{later[4]} per epoch, about {later[5]} left; steps seen in the browser: {seen_ips:.0f} images/s"
-        )
-        assert int(later[2]) == 1500
         # the page's rate is the run's real one: a guess does not follow the machine. Loose bounds: the
-        # page rates the recent half of the steps, the browser these 10 s, and the load from other
-        # programs on a shared machine swings between the two
+        # page rates the recent half of the steps, the browser 10 s, and the load from other programs on a
+        # shared machine (the other test worker) swings between the two: up to three 10-s looks
+        for _ in range(3):
+            t1, step1 = time.perf_counter(), int(later[1])
+            time.sleep(10)
+            # between epochs the line says it is measuring the test error: wait for the live line again
+            expect(a.get_by_test_id("stProgress").first).to_have_text(LIVE, timeout=60_000)
+            later = LIVE.match(progress_text(a))
+            assert later, progress_text(a)
+            t2, step2 = time.perf_counter(), int(later[1])
+            seen_ips = (step2 - step1) * 8 / (t2 - t1)  # the steps the page showed, over the browser's clock
+            print(
+                f"train page: first estimate {first_estimate_s:.1f} s after Start; page said {later[3]} images/s, "
+                f"{later[4]} per epoch, about {later[5]} left; steps seen in the browser: {seen_ips:.0f} images/s"
+            )
+            if 1 / 3 < int(later[3]) / seen_ips < 3:
+                break
+        assert int(later[2]) == 1500
         assert 1 / 3 < int(later[3]) / seen_ips < 3, (later[3], seen_ips)
         shot(a, shots, "train_estimate")
 
