@@ -152,6 +152,7 @@ def test_offline_after_one_visit(browser, url, shots):  # noqa: F811
         ctx.set_offline(True)
         page.reload()
         page.evaluate("window.capsviz.ready")
+        page.evaluate("window.capsviz.offline")  # the page says what is kept once it has looked
         assert page.inner_text("#step-title") == "Conv1: local features"
         assert page.locator("#step-figure canvas").count() == 16 and status(page) == ""
         page.click("nav button[data-view=routing]")
